@@ -1,0 +1,41 @@
+package agents
+
+import "github.com/cast-dev/cast/internal/transcript"
+
+// Target says where a native transcript is written so the agent's own CLI
+// finds it when its folder is Home and it runs in Cwd.
+type Target struct {
+	// Home is the agent's own folder: CLAUDE_CONFIG_DIR for claude,
+	// CODEX_HOME for codex, the ~/.gemini folder for gemini, pi's agent dir
+	// (~/.pi/agent) for pi, XDG_DATA_HOME for opencode.
+	Home string
+	// Cwd is the working directory the session runs in (absolute).
+	Cwd string
+	// SessionID is the cast session id, used to derive stable native ids and
+	// in pointers back ("cast read ID A:B").
+	SessionID string
+	// NativeID reuses an existing native id when set; otherwise the writer
+	// picks one (stable for SessionID where the format allows).
+	NativeID string
+	// Model is written where the format records a model.
+	Model string
+}
+
+// Written describes a native transcript a Writer produced.
+type Written struct {
+	NativeID string // the id the CLI resumes with
+	Path     string // the file (or store) written
+	Omitted  int    // neutral messages left out by trimming (still in the neutral copy)
+}
+
+// Reader turns a native transcript into neutral messages. Readers must not
+// fail on a malformed line: they skip it and report it in the error only
+// when nothing could be read.
+type Reader interface {
+	Read(path string) ([]transcript.Message, error)
+}
+
+// Writer renders neutral messages as a native transcript under t.
+type Writer interface {
+	Write(t Target, msgs []transcript.Message) (Written, error)
+}
