@@ -6,9 +6,9 @@
 # CLI is present. Nothing is installed globally and npm's cache lives in
 # .ci/agents/npm-cache, so the real HOME's npm cache is never written.
 #
-# Install scripts must run: claude-code and opencode-ai link their native binary
-# (from an optional platform package) into bin/ in postinstall; with
-# --ignore-scripts both print "reinstall without --ignore-scripts" and exit.
+# Do not pass --ignore-scripts: with it, claude and opencode refuse to start
+# ("reinstall without --ignore-scripts"). npm 11 still skips their unapproved
+# postinstall scripts by default (a warning is printed) and both CLIs work that way.
 #
 # package-lock.json was generated with `npm install --package-lock-only` against a
 # registry mirror that only carries the linux-x64 opencode platform packages; the

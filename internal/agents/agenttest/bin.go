@@ -1,0 +1,64 @@
+// Package agenttest runs the real, pinned agent CLIs in tests: it finds them,
+// builds an isolated environment per agent pointing at a fake model, and runs
+// them with a hard timeout. It is imported by tests only.
+package agenttest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BinEnv overrides where the CLIs are looked up (a node_modules/.bin folder).
+const BinEnv = "CAST_AGENTS_BIN"
+
+// Binaries maps an agent name to its CLI's name in node_modules/.bin. Agents
+// without an installable CLI (grok build, cursor, muse) are absent on purpose.
+var Binaries = map[string]string{
+	"claude":   "claude",
+	"codex":    "codex",
+	"gemini":   "gemini",
+	"pi":       "pi",
+	"opencode": "opencode",
+}
+
+// Bin returns the absolute path of agent's pinned CLI. A missing CLI fails the
+// test rather than skipping it: a silently skipped real-client test proves
+// nothing.
+func Bin(t testing.TB, agent string) string {
+	t.Helper()
+	name, ok := Binaries[agent]
+	if !ok {
+		t.Fatalf("agenttest: no installable CLI for agent %q", agent)
+	}
+	dir := os.Getenv(BinEnv)
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(t), ".ci", "agents", "node_modules", ".bin")
+	}
+	p := filepath.Join(dir, name)
+	fi, err := os.Stat(p)
+	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("agenttest: %s CLI not found at %s; run `make agents` (or .ci/install-agents.sh)", agent, p)
+	}
+	return p
+}
+
+// RepoRoot walks up from the test's working directory to the folder holding
+// go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("agenttest: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("agenttest: no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
