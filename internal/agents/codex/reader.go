@@ -1,0 +1,309 @@
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Agent is the name cast records on messages read from Codex.
+const Agent = "codex"
+
+// Reader reads a rollout file into neutral messages.
+type Reader struct{}
+
+// Read implements agents.Reader.
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Parse(f)
+	return p.Messages, err
+}
+
+// Parsed is a rollout read into neutral form plus what the file says about
+// itself.
+type Parsed struct {
+	Messages  []transcript.Message
+	SessionID string // session_meta.id (or the legacy header's id)
+	Cwd       string
+	Lines     int // non-blank lines seen
+	Skipped   int // lines that were not a JSON object
+}
+
+// candidate is a message plus where it came from: Codex writes each user and
+// assistant text twice (a response_item for the model, an event_msg for the
+// UI) in current files, and only once, in either form, in older ones.
+type candidate struct {
+	msg       transcript.Message
+	fromEvent bool
+}
+
+func dedupKey(k transcript.Kind, text string) string {
+	return fmt.Sprintf("%d\x00%s", k, strings.TrimSpace(text))
+}
+
+// Parse reads a rollout. Malformed lines are skipped and counted; the error
+// is non-nil only when lines were present and none of them was readable.
+func Parse(r io.Reader) (Parsed, error) {
+	var (
+		p       Parsed
+		cands   []candidate
+		inItems = map[string]int{} // dedupKey -> count among response_items
+		model   string
+		names   = map[string]string{} // call_id -> tool name, for exit codes
+		lineNo  int
+	)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) > 0 {
+			lineNo++
+			p.Lines++
+			st := lineState{no: lineNo, model: &model, names: names, p: &p}
+			cs, ok := st.parseLine(bytes.TrimSpace(raw))
+			if !ok {
+				p.Skipped++
+			}
+			for _, c := range cs {
+				if !c.fromEvent && (c.msg.Kind == transcript.KindUser || c.msg.Kind == transcript.KindAssistant || c.msg.Kind == transcript.KindThinking) {
+					inItems[dedupKey(c.msg.Kind, c.msg.Text)]++
+				}
+			}
+			cands = append(cands, cs...)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return p, err
+			}
+			break
+		}
+	}
+	for _, c := range cands {
+		if c.fromEvent {
+			k := dedupKey(c.msg.Kind, c.msg.Text)
+			if inItems[k] > 0 {
+				inItems[k]--
+				continue
+			}
+		}
+		p.Messages = append(p.Messages, c.msg)
+	}
+	if p.Lines > 0 && p.Skipped == p.Lines {
+		return p, fmt.Errorf("codex: none of %d lines is a rollout record", p.Lines)
+	}
+	return p, nil
+}
+
+// lineState is what parsing one line needs from the file so far.
+type lineState struct {
+	no    int
+	model *string
+	names map[string]string
+	p     *Parsed
+}
+
+// parseLine returns the candidates on one line and whether the line was a
+// JSON object at all (unknown record types are fine: Codex adds new ones).
+func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(raw, &probe) != nil {
+		return nil, false
+	}
+	var env envelope
+	_ = json.Unmarshal(raw, &env)
+	ts := parseTime(env.Timestamp)
+	if _, hasPayload := probe["payload"]; !hasPayload {
+		// Legacy file: a bare header {"id","timestamp"}, then bare items.
+		if _, typed := probe["type"]; !typed {
+			if st.p.SessionID == "" && st.no == 1 {
+				var h struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal(raw, &h)
+				st.p.SessionID = h.ID
+			}
+			return nil, true
+		}
+		var it item
+		if json.Unmarshal(raw, &it) != nil {
+			return nil, true
+		}
+		return st.fromItem(it, ts), true
+	}
+	switch env.Type {
+	case lineSessionMeta:
+		var m sessionMeta
+		if json.Unmarshal(env.Payload, &m) == nil && st.p.SessionID == "" {
+			st.p.SessionID, st.p.Cwd = m.ID, m.Cwd
+		}
+	case lineTurnContext:
+		var tc turnContext
+		if json.Unmarshal(env.Payload, &tc) == nil && tc.Model != "" {
+			*st.model = tc.Model
+		}
+	case lineResponseItem:
+		var it item
+		if json.Unmarshal(env.Payload, &it) == nil {
+			return st.fromItem(it, ts), true
+		}
+	case lineEventMsg:
+		var ev eventMsg
+		if json.Unmarshal(env.Payload, &ev) == nil {
+			return st.fromEvent(ev, ts), true
+		}
+	case lineCompacted:
+		var c compacted
+		if json.Unmarshal(env.Payload, &c) == nil && strings.TrimSpace(c.Message) != "" {
+			m := st.msg(transcript.KindNotice, ts)
+			m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
+			return []candidate{{msg: m}}, true
+		}
+	}
+	return nil, true
+}
+
+func (st lineState) msg(k transcript.Kind, ts time.Time) transcript.Message {
+	m := transcript.Message{Kind: k, Agent: Agent, Time: ts, NativeID: fmt.Sprintf("line:%d", st.no)}
+	switch k {
+	case transcript.KindAssistant, transcript.KindThinking, transcript.KindToolCall:
+		m.Model = *st.model
+	}
+	return m
+}
+
+func (st lineState) fromEvent(ev eventMsg, ts time.Time) []candidate {
+	var k transcript.Kind
+	text := ev.Message
+	switch ev.Type {
+	case "user_message":
+		k = transcript.KindUser
+	case "agent_message":
+		k = transcript.KindAssistant
+	case "agent_reasoning":
+		k, text = transcript.KindThinking, ev.Text
+	default:
+		return nil
+	}
+	if strings.TrimSpace(text) == "" || (k == transcript.KindUser && isHarnessText(text)) {
+		return nil
+	}
+	m := st.msg(k, ts)
+	m.Text = text
+	return []candidate{{msg: m, fromEvent: true}}
+}
+
+func (st lineState) fromItem(it item, ts time.Time) []candidate {
+	switch it.Type {
+	case "message":
+		return st.fromMessage(it, ts)
+	case "reasoning":
+		text := textOf(it.Summary)
+		if text == "" {
+			text = textOf(it.Content)
+		}
+		if strings.TrimSpace(text) == "" {
+			return nil // encrypted only: nothing cast may show
+		}
+		m := st.msg(transcript.KindThinking, ts)
+		m.Text = text
+		return []candidate{{msg: m}}
+	case "function_call":
+		return st.call(it.CallID, it.Name, it.Arguments, ts)
+	case "custom_tool_call":
+		// Free-form input (apply_patch's patch text): kept as a JSON string
+		// literal so the writer knows to render a custom_tool_call again.
+		in, _ := json.Marshal(it.Input)
+		return st.call(it.CallID, it.Name, string(in), ts)
+	case "local_shell_call":
+		id := it.CallID
+		if id == "" {
+			id = it.ID
+		}
+		return st.call(id, "local_shell", string(it.Action), ts)
+	case "function_call_output", "custom_tool_call_output":
+		if it.CallID == "" {
+			return nil
+		}
+		out, failed := outputText(it.Output)
+		m := st.msg(transcript.KindToolResult, ts)
+		m.ToolResult = &transcript.ToolResult{CallID: it.CallID, Output: out, IsError: failed,
+			ExitCode: exitCode(st.names[it.CallID], out)}
+		return []candidate{{msg: m}}
+	case "web_search_call":
+		// Server-side tool with no output item: keep it as a call plus a
+		// result so it stays a pair in every target.
+		id := it.ID
+		if id == "" {
+			id = fmt.Sprintf("ws_line_%d", st.no)
+		}
+		cs := st.call(id, "web_search", string(it.Action), ts)
+		r := st.msg(transcript.KindToolResult, ts)
+		r.NativeID += "#result"
+		r.ToolResult = &transcript.ToolResult{CallID: id, Output: "web search " + orDefault(it.Status, "completed")}
+		return append(cs, candidate{msg: r})
+	}
+	return nil
+}
+
+func (st lineState) fromMessage(it item, ts time.Time) []candidate {
+	text := textOf(it.Content)
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	switch it.Role {
+	case "user":
+		if isHarnessText(text) {
+			return nil
+		}
+		m := st.msg(transcript.KindUser, ts)
+		m.Text = text
+		return []candidate{{msg: m}}
+	case "assistant":
+		m := st.msg(transcript.KindAssistant, ts)
+		m.Text = text
+		return []candidate{{msg: m}}
+	case "developer", "system":
+		if typ, body, ok := unwrapNotice(text); ok {
+			m := st.msg(transcript.KindNotice, ts)
+			m.NoticeType, m.Text = typ, body
+			return []candidate{{msg: m}}
+		}
+	}
+	return nil
+}
+
+func (st lineState) call(id, name, input string, ts time.Time) []candidate {
+	if id == "" || name == "" {
+		return nil
+	}
+	st.names[id] = name
+	m := st.msg(transcript.KindToolCall, ts)
+	m.ToolCall = &transcript.ToolCall{ID: id, Name: name, Input: input}
+	return []candidate{{msg: m}}
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,158 @@
+// Package codex reads and writes Codex CLI rollout files
+// ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl) and drives
+// `codex app-server` to import a conversation into a running Codex.
+//
+// The facts this code relies on were observed against Codex CLI 0.171.0 (see
+// shared/research/realclient-codex-opencode.md): the rollout's response_item
+// lines are what Codex replays to the model; event_msg lines are what its
+// own UI shows; session_meta must come first and carry id, timestamp, cwd,
+// originator and cli_version or the file is refused.
+package codex
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Line types in a rollout envelope.
+const (
+	lineSessionMeta  = "session_meta"
+	lineResponseItem = "response_item"
+	lineEventMsg     = "event_msg"
+	lineTurnContext  = "turn_context"
+	lineCompacted    = "compacted"
+)
+
+// envelope is one rollout line: {"timestamp", "type", "payload"}. Files from
+// before session_meta existed have neither type nor payload: the line itself
+// is the item (see legacyItem).
+type envelope struct {
+	Timestamp string          `json:"timestamp"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// sessionMeta is the first line of every current rollout.
+type sessionMeta struct {
+	ID         string `json:"id"`
+	Timestamp  string `json:"timestamp"`
+	Cwd        string `json:"cwd"`
+	Originator string `json:"originator"`
+	CLIVersion string `json:"cli_version"`
+	// Source is "cli", "exec", "vscode" or, for a spawned sub-agent, an
+	// object; kept raw so an unexpected shape does not fail the line.
+	Source json.RawMessage `json:"source,omitempty"`
+}
+
+// item is a Responses API item as Codex stores it in a response_item
+// payload (and as thread/inject_items takes it). One struct covers every
+// variant cast reads or writes; unused fields stay empty.
+type item struct {
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+
+	// message
+	Role    string          `json:"role,omitempty"`
+	Content json.RawMessage `json:"content,omitempty"`
+
+	// function_call, custom_tool_call, local_shell_call
+	Name      string          `json:"name,omitempty"`
+	Arguments string          `json:"arguments,omitempty"`
+	Input     string          `json:"input,omitempty"`
+	CallID    string          `json:"call_id,omitempty"`
+	Action    json.RawMessage `json:"action,omitempty"`
+	Status    string          `json:"status,omitempty"`
+
+	// function_call_output, custom_tool_call_output
+	Output json.RawMessage `json:"output,omitempty"`
+
+	// reasoning
+	Summary          json.RawMessage `json:"summary,omitempty"`
+	EncryptedContent json.RawMessage `json:"encrypted_content,omitempty"`
+}
+
+// contentPart is one entry of a message's content array.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// eventMsg is the subset of event_msg payloads cast reads and writes.
+type eventMsg struct {
+	Type    string `json:"type"`
+	Message string `json:"message,omitempty"`
+	Text    string `json:"text,omitempty"`
+}
+
+// turnContext carries per-turn settings; cast only reads the model.
+type turnContext struct {
+	Model string `json:"model"`
+}
+
+// compacted is a line Codex writes when it summarised earlier history.
+type compacted struct {
+	Message string `json:"message"`
+}
+
+// textOf joins the text of a content value. Codex writes an array of parts;
+// a bare string is accepted too so a hand-edited file still reads.
+func textOf(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		var cp struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL string `json:"image_url"`
+		}
+		if json.Unmarshal(p, &cp) != nil {
+			continue
+		}
+		t := cp.Text
+		if t == "" && strings.Contains(cp.Type, "image") {
+			t = "[image]"
+		}
+		if t == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// outputText turns a function_call_output's output into text. Codex stores a
+// plain string, an array of content items, or (older versions) an object
+// {"content": ..., "success": ...}. ok is false when success was false.
+func outputText(raw json.RawMessage) (text string, failed bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, false
+	}
+	if len(raw) > 0 && raw[0] == '[' {
+		return textOf(raw), false
+	}
+	var obj struct {
+		Content json.RawMessage `json:"content"`
+		Success *bool           `json:"success"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && len(obj.Content) > 0 {
+		return textOf(obj.Content), obj.Success != nil && !*obj.Success
+	}
+	return string(raw), false
+}
