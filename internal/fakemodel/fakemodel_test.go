@@ -1,0 +1,264 @@
+package fakemodel
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// post sends body to the fake and returns the status and the concatenated
+// SSE data payloads (or the plain body).
+func post(t *testing.T, s *Server, path, body string) (int, string, *http.Response) {
+	t.Helper()
+	resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp
+	}
+	var data []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			data = append(data, d)
+		}
+	}
+	return resp.StatusCode, strings.Join(data, "\n"), resp
+}
+
+// One conversation (system, user, assistant text + tool call, tool result,
+// user) in each wire format.
+var conversations = []struct {
+	name, path, body string
+}{
+	{"anthropic", "/v1/messages?beta=true", `{"model":"claude-x","stream":true,
+		"system":[{"type":"text","text":"SYS"}],
+		"tools":[{"name":"Bash","input_schema":{"properties":{"command":{},"description":{}}}}],
+		"messages":[
+		{"role":"user","content":"U1"},
+		{"role":"assistant","content":[{"type":"thinking","thinking":"TH"},{"type":"text","text":"A1"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"OUT"}],"is_error":true}]},
+		{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"U2"}]}]}`},
+	{"responses", "/v1/responses", `{"model":"gpt-x","stream":true,"instructions":"SYS",
+		"tools":[{"type":"function","name":"exec_command","parameters":{"properties":{"cmd":{}}}}],
+		"input":[
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"U1"}]},
+		{"type":"reasoning","summary":[{"type":"summary_text","text":"TH"}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A1"}]},
+		{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"t1"},
+		{"type":"function_call_output","call_id":"t1","output":"OUT"},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"U2"}]}]}`},
+	{"chat", "/v1/chat/completions", `{"model":"fake-model","stream":true,"stream_options":{"include_usage":true},
+		"tools":[{"type":"function","function":{"name":"bash","parameters":{"properties":{"command":{},"description":{}}}}}],
+		"messages":[
+		{"role":"system","content":"SYS"},
+		{"role":"user","content":[{"type":"text","text":"U1"}]},
+		{"role":"assistant","reasoning_content":"TH","content":"A1","tool_calls":[{"id":"t1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
+		{"role":"tool","tool_call_id":"t1","content":"OUT"},
+		{"role":"user","content":"U2"}]}`},
+	{"gemini", "/v1beta/models/gem-x:streamGenerateContent?alt=sse", `{
+		"systemInstruction":{"parts":[{"text":"SYS"}]},
+		"tools":[{"functionDeclarations":[{"name":"run_shell_command","parametersJsonSchema":{"properties":{"command":{}}}}]}],
+		"contents":[
+		{"role":"user","parts":[{"text":"U1"}]},
+		{"role":"model","parts":[{"thought":true,"text":"TH"},{"text":"A1"},{"functionCall":{"id":"t1","name":"run_shell_command","args":{"command":"ls"}}}]},
+		{"role":"user","parts":[{"functionResponse":{"id":"t1","name":"run_shell_command","response":{"output":"OUT"}}}]},
+		{"role":"user","parts":[{"text":"U2"}]}]}`},
+}
+
+// summary renders items compactly: kind:text or call/result markers.
+func summary(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		switch it.Kind {
+		case KindToolCall:
+			out = append(out, "call:"+it.ToolCallID+":"+it.ToolName)
+		case KindToolResult:
+			out = append(out, "result:"+it.ToolCallID)
+		default:
+			out = append(out, it.Role+":"+it.Kind+":"+it.Text)
+		}
+	}
+	return out
+}
+
+func TestNormalizeAndDefaultReply(t *testing.T) {
+	for _, c := range conversations {
+		t.Run(c.name, func(t *testing.T) {
+			s := Start(t)
+			status, out, resp := post(t, s, c.path, c.body)
+			if status != 200 {
+				t.Fatalf("status %d: %s", status, out)
+			}
+			if !resp.Close {
+				t.Errorf("SSE answer must close the connection")
+			}
+			reqs := s.Turns()
+			if len(reqs) != 1 {
+				t.Fatalf("recorded %d turns, want 1", len(reqs))
+			}
+			got := strings.Join(summary(reqs[0].Items), " | ")
+			for _, want := range []string{"system:text:SYS", "user:text:U1", "assistant:thinking:TH",
+				"assistant:text:A1", "call:t1:", "result:t1", "user:text:U2"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("items %q lack %q", got, want)
+				}
+			}
+			if i, j := strings.Index(got, "U1"), strings.Index(got, "U2"); i < 0 || j < i {
+				t.Errorf("items out of order: %s", got)
+			}
+			if !strings.Contains(out, "FAKE-ANSWER #1: saw ") || !strings.Contains(out, "last user said: U2") {
+				t.Errorf("reply %q lacks the default answer", out)
+			}
+			if c.name == "chat" && !strings.HasSuffix(out, "[DONE]") {
+				t.Errorf("chat stream must end with [DONE]: %q", out)
+			}
+		})
+	}
+}
+
+func TestToolTrigger(t *testing.T) {
+	wants := map[string][]string{
+		"anthropic": {`"name":"Bash"`, `\"command\":\"echo hi\"`, `"stop_reason":"tool_use"`},
+		"responses": {`"name":"exec_command"`, `\"cmd\":\"echo hi\"`, `"type":"response.completed"`},
+		"chat":      {`"name":"bash"`, `\"command\":\"echo hi\"`, `\"description\"`, `"finish_reason":"tool_calls"`},
+		"gemini":    {`"functionCall"`, `"name":"run_shell_command"`, `"command":"echo hi"`},
+	}
+	for _, c := range conversations {
+		t.Run(c.name, func(t *testing.T) {
+			s := Start(t)
+			body := strings.ReplaceAll(c.body, `"U2"`, `"please TOOLCALL now"`)
+			_, out, _ := post(t, s, c.path, body)
+			for _, w := range wants[c.name] {
+				if !strings.Contains(out, w) {
+					t.Errorf("reply lacks %s:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestToolResultIsQuoted(t *testing.T) {
+	for _, c := range conversations {
+		t.Run(c.name, func(t *testing.T) {
+			s := Start(t)
+			// Cut the conversation after the tool result.
+			body := c.body
+			switch c.name {
+			case "anthropic":
+				body = strings.Replace(body, `{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"U2"}`, `{"type":"text","text":"<system-reminder>x</system-reminder>"}`, 1)
+			case "responses":
+				body = strings.Replace(body, `,
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"U2"}]}`, "", 1)
+			case "chat":
+				body = strings.Replace(body, `,
+		{"role":"user","content":"U2"}`, "", 1)
+			case "gemini":
+				body = strings.Replace(body, `,
+		{"role":"user","parts":[{"text":"U2"}]}`, "", 1)
+			}
+			_, out, _ := post(t, s, c.path, body)
+			if !strings.Contains(out, "FAKE: tool said ") || !strings.Contains(out, "OUT") {
+				t.Errorf("reply does not quote the tool result:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestNonStreaming(t *testing.T) {
+	tests := []struct{ name, path, body, want string }{
+		{"anthropic", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, `"type":"message"`},
+		{"responses", "/v1/responses", `{"model":"m","input":"hi"}`, `"object":"response"`},
+		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, `"object":"chat.completion"`},
+		{"gemini array", "/v1beta/models/m:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, `[{"candidates"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Start(t)
+			status, out, _ := post(t, s, tc.path, tc.body)
+			if status != 200 || !strings.Contains(out, tc.want) || !strings.Contains(out, "last user said: hi") {
+				t.Errorf("status %d body %s", status, out)
+			}
+		})
+	}
+}
+
+func TestSideCalls(t *testing.T) {
+	s := Start(t)
+	tests := []struct{ path, body, want string }{
+		{"/v1/messages/count_tokens", `{"messages":[{"role":"user","content":"hello"}]}`, `"input_tokens"`},
+		{"/v1beta/models/m:countTokens", `{"contents":[]}`, `"totalTokens"`},
+		{"/v1beta/models/flash-lite:generateContent", `{"contents":[{"role":"user","parts":[{"text":"route me"}]}],
+			"generationConfig":{"responseJsonSchema":{"type":"object","properties":{"complexity_reasoning":{"type":"string"},"complexity_score":{"type":"integer","minimum":1}}}}}`,
+			`complexity_score\":1`},
+	}
+	for _, tc := range tests {
+		status, out, _ := post(t, s, tc.path, tc.body)
+		if status != 200 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: status %d body %s", tc.path, status, out)
+		}
+	}
+	if n := len(s.Turns()); n != 0 {
+		t.Errorf("side calls counted as %d turns", n)
+	}
+	if n := len(s.Requests()); n != len(tests) {
+		t.Errorf("recorded %d requests, want %d", n, len(tests))
+	}
+}
+
+func TestScriptAndFailures(t *testing.T) {
+	s := Start(t)
+	s.FailNext(2, 429)
+	s.Enqueue(Reply{Text: "scripted"}, Reply{Tool: &ToolCall{Name: "Custom", Input: map[string]any{"a": 1}}})
+	s.SetHeader("anthropic-ratelimit-unified-status", "allowed_warning")
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for i, want := range []struct {
+		status int
+		text   string
+	}{{429, "rate_limit_error"}, {429, "rate_limit_error"}, {200, "scripted"}, {200, `"name":"Custom"`}, {200, "FAKE-ANSWER #5"}} {
+		status, out, resp := post(t, s, "/v1/messages", body)
+		if status != want.status || !strings.Contains(out, want.text) {
+			t.Errorf("call %d: status %d body %s, want %d %s", i, status, out, want.status, want.text)
+		}
+		if status == 429 && resp.Header.Get("Retry-After") != "0" {
+			t.Errorf("429 without Retry-After")
+		}
+		if resp.Header.Get("anthropic-ratelimit-unified-status") != "allowed_warning" {
+			t.Errorf("extra header missing")
+		}
+	}
+	reqs := s.Requests()
+	if reqs[0].Status != 429 || reqs[2].Status != 200 {
+		t.Errorf("statuses not recorded: %d %d", reqs[0].Status, reqs[2].Status)
+	}
+}
+
+func TestUnknownPathAndBadJSON(t *testing.T) {
+	s := Start(t)
+	resp, err := http.Head(s.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("HEAD / = %d, want 404", resp.StatusCode)
+	}
+	status, _, _ := post(t, s, "/v1/messages", "{not json")
+	if status != 400 {
+		t.Errorf("bad JSON = %d, want 400", status)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || reqs[0].Method != "HEAD" || reqs[1].API != Anthropic {
+		t.Errorf("requests = %+v", reqs)
+	}
+	var v any
+	if json.Unmarshal(reqs[1].Body, &v) == nil {
+		t.Errorf("raw body not kept as sent")
+	}
+}

@@ -1,0 +1,324 @@
+// Package fakemodel is an in-process fake model server for tests that drive
+// the real agent CLIs. It listens on 127.0.0.1 only, speaks the four wire
+// protocols the pinned CLIs use (Anthropic Messages, OpenAI Responses, OpenAI
+// Chat Completions, Gemini), records every request with a normalized view of
+// the conversation the model received, and answers by a scriptable policy.
+package fakemodel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// API names a wire protocol.
+type API string
+
+const (
+	Anthropic API = "anthropic" // POST /v1/messages (+ /count_tokens)
+	Responses API = "responses" // POST /v1/responses (codex)
+	Chat      API = "chat"      // POST /v1/chat/completions (pi, opencode, grok)
+	Gemini    API = "gemini"    // POST /v1beta/models/<m>:{streamGenerateContent,generateContent,countTokens}
+)
+
+// Request is one recorded HTTP request.
+type Request struct {
+	API    API // "" for paths the fake does not serve (answered 404)
+	Method string
+	Path   string
+	Query  string
+	Header http.Header
+	Body   []byte
+	Model  string
+	Stream bool
+	// Side is true for calls that are not a conversation turn: token
+	// counting, JSON-mode helper calls (gemini's router) and gemini's
+	// non-streaming generateContent (router, session summary). Scripted
+	// replies and injected failures apply to non-side calls only.
+	Side bool
+	// Items is the conversation as the model received it, in order:
+	// system prompt(s), user and assistant text, thinking, tool calls and
+	// tool results, from whichever wire format the request used.
+	Items []Item
+	// Status is what the fake answered.
+	Status int
+}
+
+// Item is one normalized conversation element.
+type Item struct {
+	Role       string // system | user | assistant | tool
+	Kind       string // text | thinking | tool_call | tool_result
+	Text       string // text, thinking, or a tool result's output
+	ToolName   string // tool_call (and tool_result where the wire names it)
+	ToolCallID string // tool_call and tool_result
+	ToolInput  string // tool_call: JSON arguments as sent
+	IsError    bool   // tool_result flagged as an error
+}
+
+func (it Item) String() string {
+	switch it.Kind {
+	case KindToolCall:
+		return fmt.Sprintf("%s tool_call %s(%s) id=%s", it.Role, it.ToolName, it.ToolInput, it.ToolCallID)
+	case KindToolResult:
+		return fmt.Sprintf("%s tool_result id=%s %q", it.Role, it.ToolCallID, it.Text)
+	}
+	return fmt.Sprintf("%s %s %q", it.Role, it.Kind, it.Text)
+}
+
+// Item kinds.
+const (
+	KindText       = "text"
+	KindThinking   = "thinking"
+	KindToolCall   = "tool_call"
+	KindToolResult = "tool_result"
+)
+
+// Server is a running fake. All methods are safe for concurrent use.
+type Server struct {
+	// URL is the base URL (http://127.0.0.1:port, no path). Point
+	// ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL at it and OpenAI-style
+	// clients at URL+"/v1".
+	URL string
+
+	srv   *http.Server
+	ln    net.Listener
+	mu    sync.Mutex
+	reqs  []Request
+	queue []Reply
+	fails []int // statuses for the next non-side calls
+	hdr   http.Header
+	turns int
+}
+
+// New starts a fake on a free loopback port. Call Close when done.
+func New() (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, hdr: http.Header{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve)}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Start is New for tests: it fails t on error and closes on cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := New()
+	if err != nil {
+		t.Fatalf("fakemodel: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server and drops open connections.
+func (s *Server) Close() { _ = s.srv.Close() }
+
+// Requests returns a copy of everything recorded so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Turns returns the recorded conversation turns: requests that are not side
+// calls and were served by a known API.
+func (s *Server) Turns() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.API != "" && !r.Side {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Reset forgets recorded requests (queued replies and failures stay).
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = nil
+}
+
+// Enqueue scripts the replies to the next conversation turns, in order. When
+// the queue is empty the default policy answers (see Reply).
+func (s *Server) Enqueue(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, r...)
+}
+
+// FailNext makes the next n conversation turns fail with HTTP status (429
+// carries Retry-After: 0 so clients retry at once).
+func (s *Server) FailNext(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.fails = append(s.fails, status)
+	}
+}
+
+// SetHeader adds a response header to every answer (rate-limit headers, for
+// instance).
+func (s *Server) SetHeader(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hdr.Set(key, value)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := Request{
+		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Header: r.Header.Clone(), Body: body,
+	}
+	rt := route(r.Method, r.URL.Path, r.URL.Query().Get("alt"))
+	req.API, req.Stream, req.Side = rt.api, rt.stream, rt.side
+	var in map[string]any
+	if rt.api != "" {
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.UseNumber()
+		if err := d.Decode(&in); err != nil {
+			req.Status = http.StatusBadRequest
+			s.record(req)
+			writeError(w, rt.api, http.StatusBadRequest, "fakemodel: body is not JSON: "+err.Error())
+			return
+		}
+		req.Items = normalize(rt.api, in)
+		req.Model = modelOf(rt, in)
+		if rt.api != Gemini {
+			req.Stream, _ = in["stream"].(bool)
+		}
+		if jsonMode(in) {
+			req.Side = true
+		}
+	}
+
+	s.mu.Lock()
+	for k, vs := range s.hdr {
+		w.Header()[k] = append([]string(nil), vs...)
+	}
+	status := 0
+	var reply Reply
+	if rt.api != "" && !req.Side {
+		s.turns++
+		switch {
+		case len(s.fails) > 0:
+			status, s.fails = s.fails[0], s.fails[1:]
+		case len(s.queue) > 0:
+			reply, s.queue = s.queue[0], s.queue[1:]
+			status = reply.Status
+		default:
+			reply = defaultReply(req.Items, s.turns)
+		}
+	}
+	turn := s.turns
+	s.mu.Unlock()
+
+	switch {
+	case rt.api == "":
+		req.Status = http.StatusNotFound
+		s.record(req)
+		http.NotFound(w, r)
+		return
+	case status != 0 && status != http.StatusOK:
+		req.Status = status
+		s.record(req)
+		writeError(w, rt.api, status, fmt.Sprintf("fakemodel: injected failure %d", status))
+		return
+	}
+	req.Status = http.StatusOK
+	s.record(req)
+	if req.Side {
+		serveSide(w, rt, in, req.Items)
+		return
+	}
+	reply = reply.resolve(in, rt.api, req.Items, turn)
+	id := fmt.Sprintf("%06d", turn)
+	switch rt.api {
+	case Anthropic:
+		serveAnthropic(w, req, reply, id)
+	case Responses:
+		serveResponses(w, req, reply, id)
+	case Chat:
+		serveChat(w, req, reply, id, in)
+	case Gemini:
+		serveGemini(w, req, reply)
+	}
+}
+
+func (s *Server) record(r Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, r)
+}
+
+type routeInfo struct {
+	api    API
+	stream bool
+	side   bool
+	model  string // from the path (gemini)
+	count  bool   // a token-count call
+}
+
+// route maps a request to an API by path suffix, so any base path prefix a
+// client adds (/v1, /api/v1, ...) still works.
+func route(method, path, alt string) routeInfo {
+	if method != http.MethodPost {
+		return routeInfo{}
+	}
+	switch {
+	case strings.HasSuffix(path, "/messages/count_tokens"):
+		return routeInfo{api: Anthropic, side: true, count: true}
+	case strings.HasSuffix(path, "/messages"):
+		return routeInfo{api: Anthropic}
+	case strings.HasSuffix(path, "/responses"):
+		return routeInfo{api: Responses}
+	case strings.HasSuffix(path, "/chat/completions"):
+		return routeInfo{api: Chat}
+	}
+	i := strings.LastIndex(path, "/models/")
+	if i < 0 {
+		return routeInfo{}
+	}
+	model, method2, ok := strings.Cut(path[i+len("/models/"):], ":")
+	if !ok {
+		return routeInfo{}
+	}
+	switch method2 {
+	case "streamGenerateContent":
+		// Without alt=sse the answer is one JSON array, not an event stream.
+		return routeInfo{api: Gemini, model: model, stream: alt == "sse"}
+	case "generateContent":
+		return routeInfo{api: Gemini, model: model, side: true}
+	case "countTokens":
+		return routeInfo{api: Gemini, model: model, side: true, count: true}
+	}
+	return routeInfo{}
+}
+
+func modelOf(rt routeInfo, in map[string]any) string {
+	if rt.model != "" {
+		return rt.model
+	}
+	m, _ := in["model"].(string)
+	return m
+}
+
+// jsonMode reports a structured-output helper call (gemini's router asks for
+// a JSON object matching a schema); it is answered from the schema.
+func jsonMode(in map[string]any) bool {
+	gc, _ := in["generationConfig"].(map[string]any)
+	if gc == nil {
+		return false
+	}
+	return gc["responseJsonSchema"] != nil || gc["responseSchema"] != nil
+}
