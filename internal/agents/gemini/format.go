@@ -1,0 +1,77 @@
+package gemini
+
+import "encoding/json"
+
+// header is the first line of a JSONL session (and the top of a legacy
+// .json conversation, which adds Messages).
+type header struct {
+	SessionID   string   `json:"sessionId"`
+	ProjectHash string   `json:"projectHash"`
+	StartTime   string   `json:"startTime,omitempty"`
+	LastUpdated string   `json:"lastUpdated,omitempty"`
+	Kind        string   `json:"kind,omitempty"`
+	Summary     string   `json:"summary,omitempty"`
+	Messages    []record `json:"messages,omitempty"`
+}
+
+// record is one message: "user", "gemini", or UI-only "info", "error",
+// "warning" (never sent to the model).
+type record struct {
+	ID             string          `json:"id"`
+	Timestamp      string          `json:"timestamp,omitempty"`
+	Type           string          `json:"type"`
+	Content        json.RawMessage `json:"content"`
+	DisplayContent json.RawMessage `json:"displayContent,omitempty"`
+	Thoughts       []thought       `json:"thoughts,omitempty"`
+	Tokens         *tokens         `json:"tokens,omitempty"`
+	Model          string          `json:"model,omitempty"`
+	ToolCalls      []toolCall      `json:"toolCalls,omitempty"`
+}
+
+type thought struct {
+	Subject     string `json:"subject"`
+	Description string `json:"description"`
+	Timestamp   string `json:"timestamp,omitempty"`
+}
+
+type tokens struct {
+	Input    int `json:"input"`
+	Output   int `json:"output"`
+	Cached   int `json:"cached"`
+	Thoughts int `json:"thoughts"`
+	Tool     int `json:"tool"`
+	Total    int `json:"total"`
+}
+
+// toolCall is a call and (when it ran) its result; Result is a Part list
+// of functionResponse parts or a plain string.
+type toolCall struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Args        json.RawMessage `json:"args"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Status      string          `json:"status,omitempty"`
+	Timestamp   string          `json:"timestamp,omitempty"`
+	DisplayName string          `json:"displayName,omitempty"`
+	Description string          `json:"description,omitempty"`
+}
+
+// part is a Gemini API Part, as far as cast needs it.
+type part struct {
+	Text             *string       `json:"text,omitempty"`
+	Thought          bool          `json:"thought,omitempty"`
+	FunctionCall     *functionCall `json:"functionCall,omitempty"`
+	FunctionResponse *functionResp `json:"functionResponse,omitempty"`
+}
+
+type functionCall struct {
+	ID   string          `json:"id,omitempty"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+type functionResp struct {
+	ID       string          `json:"id,omitempty"`
+	Name     string          `json:"name"`
+	Response json.RawMessage `json:"response"`
+}

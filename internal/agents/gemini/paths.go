@@ -1,0 +1,101 @@
+package gemini
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// projectRootFile marks which project owns a slug folder. Gemini CLI scans
+// these markers (under tmp/ and history/) for a project missing from its
+// projects.json registry, so writing them is enough for --resume to find a
+// session; cast never writes the registry, which the CLI locks and owns.
+const projectRootFile = ".project_root"
+
+var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slugify is the CLI's ProjectRegistry.slugify.
+func slugify(name string) string {
+	s := strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if s == "" {
+		return "project"
+	}
+	return s
+}
+
+// projectHash is the CLI's getProjectHash: sha256 of the project root.
+func projectHash(cwd string) string {
+	h := sha256.Sum256([]byte(cwd))
+	return hex.EncodeToString(h[:])
+}
+
+// projectSlug finds the slug folder Gemini CLI uses for cwd, claiming a new
+// one (with ownership markers) the way the CLI would when there is none.
+func projectSlug(home, cwd string) (string, error) {
+	bases := []string{filepath.Join(home, "tmp"), filepath.Join(home, "history")}
+	owner := func(slug string) (string, bool) {
+		for _, b := range bases {
+			if data, err := os.ReadFile(filepath.Join(b, slug, projectRootFile)); err == nil {
+				return strings.TrimSpace(string(data)), true
+			}
+		}
+		return "", false
+	}
+	var reg struct {
+		Projects map[string]string `json:"projects"`
+	}
+	if data, err := os.ReadFile(filepath.Join(home, "projects.json")); err == nil {
+		_ = json.Unmarshal(data, &reg) // a corrupt registry is reset by the CLI too
+	}
+	if slug, ok := reg.Projects[cwd]; ok {
+		if o, found := owner(slug); !found || o == cwd {
+			return slug, claim(bases, slug, cwd)
+		}
+	}
+	taken := map[string]bool{}
+	for _, s := range reg.Projects {
+		taken[s] = true
+	}
+	// A folder already marked for cwd wins, as in the CLI's scan.
+	if entries, err := os.ReadDir(bases[0]); err == nil {
+		for _, e := range entries {
+			if o, ok := owner(e.Name()); ok && o == cwd && e.IsDir() {
+				return e.Name(), claim(bases, e.Name(), cwd)
+			}
+		}
+	}
+	base := slugify(filepath.Base(cwd))
+	for i := 0; i < 10000; i++ {
+		slug := base
+		if i > 0 {
+			slug = fmt.Sprintf("%s-%d", base, i)
+		}
+		if taken[slug] {
+			continue
+		}
+		if o, ok := owner(slug); ok && o != cwd {
+			continue
+		}
+		return slug, claim(bases, slug, cwd)
+	}
+	return "", fmt.Errorf("gemini: no free project slug for %s", cwd)
+}
+
+// claim writes the ownership markers for slug.
+func claim(bases []string, slug, cwd string) error {
+	for _, b := range bases {
+		dir := filepath.Join(b, slug)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, projectRootFile), []byte(cwd), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

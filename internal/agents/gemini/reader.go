@@ -1,0 +1,333 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Agent is the name recorded on neutral messages read from Gemini CLI.
+const Agent = "gemini"
+
+// Reader reads a Gemini CLI session file (JSONL or legacy JSON).
+type Reader struct{}
+
+// Read implements agents.Reader.
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, err
+}
+
+// Decoded is everything a reader got out of one session file.
+type Decoded struct {
+	Messages  []transcript.Message
+	SessionID string
+	Skipped   int // lines that were not JSON or not a known record
+}
+
+// Decode replays a session file. Malformed lines are skipped and counted;
+// it fails only when no line at all could be used.
+func Decode(data []byte) (Decoded, error) {
+	var d Decoded
+	recs, sid, used, skipped := replay(data)
+	d.SessionID, d.Skipped = sid, skipped
+	if used == 0 {
+		return d, errors.New("gemini: no session header or message found")
+	}
+	d.Messages = toNeutral(recs)
+	return d, nil
+}
+
+// replay turns the event log into the final ordered message list, as the
+// CLI itself does on load.
+func replay(data []byte) (recs []record, sid string, used, skipped int) {
+	// The legacy format is one JSON object holding every message.
+	var legacy header
+	if json.Unmarshal(data, &legacy) == nil && legacy.Messages != nil {
+		return legacy.Messages, legacy.SessionID, 1, 0
+	}
+	index := map[string]int{}
+	reindex := func() {
+		clear(index)
+		for i, r := range recs {
+			index[r.ID] = i
+		}
+	}
+	// Records are upserts: a streamed answer is written again, complete,
+	// under the same id, and keeps its first position.
+	upsert := func(r record) {
+		if i, ok := index[r.ID]; ok {
+			recs[i] = r
+			return
+		}
+		index[r.ID] = len(recs)
+		recs = append(recs, r)
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(line, &obj) != nil {
+			skipped++
+			continue
+		}
+		// Same precedence as the CLI's loader: rewind, message, $set, header.
+		switch {
+		case isString(obj["$rewindTo"]):
+			var id string
+			_ = json.Unmarshal(obj["$rewindTo"], &id)
+			if i, ok := index[id]; ok {
+				recs = recs[:i]
+			} else {
+				recs = nil // the CLI clears everything on an unknown target
+			}
+			reindex()
+		case isString(obj["id"]):
+			var r record
+			if json.Unmarshal(line, &r) != nil || r.ID == "" {
+				skipped++
+				continue
+			}
+			upsert(r)
+		case len(obj["$set"]) > 0 && obj["$set"][0] == '{':
+			var set struct {
+				SessionID string    `json:"sessionId"`
+				Messages  *[]record `json:"messages"`
+			}
+			if json.Unmarshal(obj["$set"], &set) != nil {
+				skipped++
+				continue
+			}
+			if set.SessionID != "" {
+				sid = set.SessionID
+			}
+			if set.Messages != nil {
+				recs = nil
+				reindex()
+				for _, r := range *set.Messages {
+					if r.ID != "" {
+						upsert(r)
+					}
+				}
+			}
+		case isString(obj["sessionId"]):
+			var h header
+			if json.Unmarshal(line, &h) != nil {
+				skipped++
+				continue
+			}
+			sid = h.SessionID
+			for _, r := range h.Messages {
+				if r.ID != "" {
+					upsert(r)
+				}
+			}
+		default:
+			skipped++
+			continue
+		}
+		used++
+	}
+	return recs, sid, used, skipped
+}
+
+func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
+
+// toNeutral maps replayed records to neutral messages. UI-only records
+// (info, error, warning) and context the CLI regenerates are left out.
+func toNeutral(recs []record) []transcript.Message {
+	var out []transcript.Message
+	results := map[string]bool{} // call ids whose result is already out
+	for _, r := range recs {
+		base := transcript.Message{Agent: Agent, Model: r.Model, Time: parseTime(r.Timestamp)}
+		add := func(m transcript.Message, suffix string) {
+			m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
+			m.NativeID = r.ID + suffix
+			out = append(out, m)
+		}
+		parts := parseContent(r.Content)
+		switch r.Type {
+		case "user":
+			var texts []string
+			for _, p := range parts {
+				switch {
+				case p.FunctionResponse != nil:
+					fr := p.FunctionResponse
+					if fr.ID == "" || results[fr.ID] {
+						continue
+					}
+					results[fr.ID] = true
+					out2, isErr := responseText(fr.Response)
+					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: fr.ID, Output: out2, IsError: isErr}}, "#result:"+fr.ID)
+				case p.Text != nil:
+					texts = append(texts, *p.Text)
+				}
+			}
+			text := strings.Join(texts, "\n")
+			if regenerated(text) {
+				continue
+			}
+			if len(texts) > 0 {
+				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text)}, "")
+			}
+		case "gemini":
+			// Like the CLI: calls or thoughts inside content mean content is
+			// already the full API turn, and thoughts/toolCalls only repeat it.
+			apiParts := false
+			for _, p := range parts {
+				apiParts = apiParts || p.FunctionCall != nil || p.Thought
+			}
+			thoughts, toolCalls := r.Thoughts, r.ToolCalls
+			if apiParts {
+				thoughts, toolCalls = nil, nil
+			}
+			for i, t := range thoughts {
+				add(transcript.Message{Kind: transcript.KindThinking, Text: thoughtText(t)}, fmt.Sprintf("#thought%d", i))
+			}
+			var texts []string
+			for i, p := range parts {
+				switch {
+				case p.Text != nil && p.Thought:
+					add(transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
+				case p.Text != nil:
+					texts = append(texts, *p.Text)
+				case p.FunctionCall != nil && p.FunctionCall.ID != "":
+					fc := p.FunctionCall
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: fc.ID, Name: fc.Name, Input: compactJSON(fc.Args)}}, "#call:"+fc.ID)
+				}
+			}
+			if text := strings.Join(texts, ""); text != "" {
+				add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
+			}
+			for _, tc := range toolCalls {
+				if tc.ID == "" || tc.Name == "" {
+					continue
+				}
+				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tc.ID, Name: tc.Name, Input: compactJSON(tc.Args)}}, "#call:"+tc.ID)
+			}
+			for _, tc := range r.ToolCalls {
+				if tc.ID == "" || tc.Name == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || results[tc.ID] {
+					continue
+				}
+				results[tc.ID] = true
+				text, isErr := resultText(tc.Result)
+				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
+				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: tc.ID, Output: text, IsError: isErr}}, "#result:"+tc.ID)
+			}
+		}
+	}
+	return out
+}
+
+// parseContent accepts the three shapes Gemini stores: a string, one Part,
+// or a Part list.
+func parseContent(raw json.RawMessage) []part {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+		return []part{{Text: &s}}
+	case '{':
+		var p part
+		if json.Unmarshal(raw, &p) != nil {
+			return nil
+		}
+		return []part{p}
+	case '[':
+		var ps []part
+		if json.Unmarshal(raw, &ps) == nil {
+			return ps
+		}
+		// One bad element must not lose the others.
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			return nil
+		}
+		for _, e := range elems {
+			var p part
+			if json.Unmarshal(e, &p) == nil {
+				ps = append(ps, p)
+			}
+		}
+		return ps
+	}
+	return nil
+}
+
+// resultText flattens a toolCalls[].result into text.
+func resultText(raw json.RawMessage) (string, bool) {
+	parts := parseContent(raw)
+	var texts []string
+	isErr := false
+	for _, p := range parts {
+		switch {
+		case p.FunctionResponse != nil:
+			t, e := responseText(p.FunctionResponse.Response)
+			texts = append(texts, t)
+			isErr = isErr || e
+		case p.Text != nil:
+			texts = append(texts, *p.Text)
+		}
+	}
+	return strings.Join(texts, "\n"), isErr
+}
+
+// responseText takes "output" (or "error") out of a functionResponse
+// response, and keeps any other shape as JSON text.
+func responseText(raw json.RawMessage) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil {
+		var s string
+		if len(obj) == 1 {
+			if v, ok := obj["output"]; ok && json.Unmarshal(v, &s) == nil {
+				return s, false
+			}
+			if v, ok := obj["error"]; ok && json.Unmarshal(v, &s) == nil {
+				return s, true
+			}
+		}
+	}
+	return compactJSON(raw), false
+}
+
+func thoughtText(t thought) string {
+	// The CLI's own rendering when it replays thoughts.
+	if t.Subject == "" {
+		return t.Description
+	}
+	return "**" + t.Subject + "** " + t.Description
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

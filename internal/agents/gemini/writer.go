@@ -1,0 +1,279 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// OrphanCallOutput is the result written for a tool call whose result the
+// source never recorded: without one Gemini sends a dangling functionCall.
+const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+
+// Writer writes a Gemini CLI JSONL session under Target.Home (~/.gemini).
+type Writer struct {
+	// Now stamps records that carry no time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Write implements agents.Writer.
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("gemini: target needs a home and an absolute cwd")
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	sid := t.NativeID
+	if sid == "" {
+		sid = stableUUID("gemini:" + t.SessionID)
+	}
+	cwd := filepath.Clean(t.Cwd)
+	recs := render(sid, t.Model, msgs, now())
+
+	start, last := now(), now()
+	if len(recs) > 0 {
+		start, _ = time.Parse(time.RFC3339Nano, recs[0].Timestamp)
+		last, _ = time.Parse(time.RFC3339Nano, recs[len(recs)-1].Timestamp)
+	}
+	slug, err := projectSlug(t.Home, cwd)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	dir := filepath.Join(t.Home, "tmp", slug, "chats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return agents.Written{}, err
+	}
+	path := existingFile(dir, sid)
+	if path == "" {
+		short := strings.ReplaceAll(sid, "/", "_")
+		if len(short) > 8 {
+			short = short[:8]
+		}
+		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
+	}
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(header{
+		SessionID:   sid,
+		ProjectHash: projectHash(cwd),
+		StartTime:   stamp(start),
+		LastUpdated: stamp(last),
+		Kind:        "main",
+	}); err != nil {
+		return agents.Written{}, err
+	}
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return agents.Written{}, err
+		}
+	}
+	if err := writeAtomic(path, buf.Bytes()); err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: sid, Path: path}, nil
+}
+
+// existingFile finds the file of a session being rewritten, so a rewrite
+// replaces it instead of leaving two files with one session id.
+func existingFile(dir, sid string) string {
+	if len(sid) < 8 {
+		return ""
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "session-*-"+sid[:8]+".jsonl"))
+	for _, m := range matches {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		first, _, _ := bytes.Cut(data, []byte("\n"))
+		var h header
+		if json.Unmarshal(first, &h) == nil && h.SessionID == sid {
+			return m
+		}
+	}
+	return ""
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".cast-tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// render maps neutral messages to Gemini records. One "gemini" record is
+// one model turn: its thoughts, then its text, then its tool calls, each
+// carrying its result (Gemini replays results from there).
+func render(sid, targetModel string, msgs []transcript.Message, now time.Time) []record {
+	results := map[string]*transcript.ToolResult{}
+	calls := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+			if _, dup := results[m.ToolResult.CallID]; !dup {
+				results[m.ToolResult.CallID] = m.ToolResult
+			}
+		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+			calls[m.ToolCall.ID] = true
+		}
+	}
+
+	var out []record
+	var cur *record
+	curAnswered := false // a result of cur's calls came: the next call is a new turn
+	written := map[string]bool{}
+	lastTime := time.Time{}
+	when := func(m *transcript.Message) string {
+		t := m.Time
+		if t.IsZero() {
+			t = lastTime
+		}
+		if t.IsZero() {
+			t = now
+		}
+		lastTime = t
+		return stamp(t)
+	}
+	newRec := func(typ string, m *transcript.Message) *record {
+		r := record{ID: stableUUID(fmt.Sprintf("%s:%d", sid, len(out))), Type: typ, Timestamp: when(m)}
+		if typ == "gemini" {
+			r.Model = targetModel
+			if m.Agent == Agent && m.Model != "" {
+				r.Model = m.Model
+			}
+		}
+		return &r
+	}
+	flush := func() {
+		if cur != nil {
+			if cur.Content == nil {
+				cur.Content = json.RawMessage(`""`)
+			}
+			out = append(out, *cur)
+			cur = nil
+		}
+		curAnswered = false
+	}
+	text := func(s string) json.RawMessage {
+		b, _ := json.Marshal([]map[string]string{{"text": s}})
+		return b
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if !m.Rendered() || m.Validate() != nil {
+			continue
+		}
+		switch m.Kind {
+		case transcript.KindUser:
+			flush()
+			r := newRec("user", m)
+			r.Content = text(Escape(m.Text))
+			out = append(out, *r)
+		case transcript.KindNotice:
+			// "info" records show in Gemini's UI and are never sent to the model.
+			flush()
+			r := newRec("info", m)
+			r.Content, _ = json.Marshal(noticeText(m))
+			out = append(out, *r)
+		case transcript.KindThinking:
+			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
+				flush()
+				cur = newRec("gemini", m)
+			}
+			cur.Thoughts = append(cur.Thoughts, thought{Description: m.Text, Timestamp: when(m)})
+		case transcript.KindAssistant:
+			if m.Text == "" {
+				continue
+			}
+			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
+				flush()
+				cur = newRec("gemini", m)
+			}
+			cur.Content, _ = json.Marshal(m.Text)
+		case transcript.KindToolCall:
+			tc := m.ToolCall
+			if written[tc.ID] {
+				continue // a repeated call id would pair one result twice
+			}
+			written[tc.ID] = true
+			if cur == nil || curAnswered {
+				flush()
+				cur = newRec("gemini", m)
+			}
+			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, results[tc.ID], when(m)))
+		case transcript.KindToolResult:
+			if calls[m.ToolResult.CallID] {
+				if cur != nil {
+					for _, c := range cur.ToolCalls {
+						curAnswered = curAnswered || c.ID == m.ToolResult.CallID
+					}
+				}
+				continue // written with its call
+			}
+			// A result whose call is not in the history: say so in plain
+			// text rather than send a functionResponse the API rejects.
+			flush()
+			r := newRec("user", m)
+			r.Content = text(orphanResultText(m.ToolResult))
+			out = append(out, *r)
+		}
+	}
+	flush()
+	return out
+}
+
+func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, ts string) toolCall {
+	name := toolName(tc.Name)
+	out, status, key := OrphanCallOutput, "error", "error"
+	if res != nil {
+		out, status, key = res.Output, "success", "output"
+		if res.IsError {
+			status, key = "error", "error"
+		}
+	}
+	resp, _ := json.Marshal(map[string]string{key: out})
+	result, _ := json.Marshal([]part{{FunctionResponse: &functionResp{ID: tc.ID, Name: name, Response: resp}}})
+	c := toolCall{
+		ID:        tc.ID,
+		Name:      name,
+		Args:      argsObject(tc.Input),
+		Result:    result,
+		Status:    status,
+		Timestamp: ts,
+	}
+	if name != tc.Name {
+		c.DisplayName = tc.Name // the UI shows the source agent's own name
+	}
+	return c
+}
+
+func orphanResultText(r *transcript.ToolResult) string {
+	s := "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+	if r.IsError {
+		s = "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+	}
+	return s
+}
+
+func noticeText(m *transcript.Message) string {
+	if m.Text == "" {
+		return "cast: " + m.NoticeType
+	}
+	return "cast: " + m.NoticeType + ": " + m.Text
+}

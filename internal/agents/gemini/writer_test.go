@@ -1,0 +1,222 @@
+package gemini
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// core is what must survive a round trip; ids, times and agent fields are
+// native bookkeeping.
+type core struct {
+	Kind       transcript.Kind
+	Text       string
+	ToolCall   transcript.ToolCall
+	ToolResult transcript.ToolResult
+}
+
+func cores(msgs []transcript.Message) []core {
+	var out []core
+	for _, m := range msgs {
+		c := core{Kind: m.Kind, Text: m.Text}
+		if m.ToolCall != nil {
+			c.ToolCall = *m.ToolCall
+		}
+		if m.ToolResult != nil {
+			c.ToolResult = *m.ToolResult
+			c.ToolResult.ExitCode = nil
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func user(s string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: s} }
+func asst(s string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindAssistant, Text: s}
+}
+func think(s string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindThinking, Text: s}
+}
+func call(id, name, in string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: in}}
+}
+func result(id, out string, isErr bool) transcript.Message {
+	return transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out, IsError: isErr}}
+}
+
+func target(t *testing.T) agents.Target {
+	return agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: filepath.Join(t.TempDir(), "My Project"), SessionID: "sess-1"}
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []transcript.Message
+		want []transcript.Message // nil: same as in
+	}{
+		{"plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil},
+		{"thinking, text, calls, results", []transcript.Message{
+			user("list"), think("plan"), asst("listing"), call("c1", "run_shell_command", `{"command":"ls"}`),
+			call("c2", "read_file", `{"file_path":"a"}`), result("c1", "a b", false), result("c2", "nope", true), asst("done"),
+		}, nil},
+		{"a call after a result is a new turn", []transcript.Message{
+			user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
+		}, nil},
+		{"commands and empty text are escaped and come back", []transcript.Message{
+			user("/tmp/x is broken"), asst("a"), user("? why"), asst("b"), user(""), asst("c"), user(`\/literal`), asst("d"),
+			user("<session_context> mine"), asst("e"),
+		}, nil},
+		{"result moved up to its call", []transcript.Message{
+			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
+		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
+		{"orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
+			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
+		{"orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
+			[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}},
+		{"foreign names and inputs are made acceptable", []transcript.Message{
+			user("u"), call("toolu_1", "mcp/plugin x", `["a"]`), result("toolu_1", "ok", false), call("c2", "9lives", `not json`), result("c2", "ok", false),
+		}, []transcript.Message{
+			user("u"), call("toolu_1", "mcp_plugin_x", `{"input":["a"]}`), result("toolu_1", "ok", false),
+			call("c2", "_9lives", `{"input":"not json"}`), result("c2", "ok", false),
+		}},
+		{"internal rows and notices are not read back", []transcript.Message{
+			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "claude -> gemini"}, asst("a"),
+		}, []transcript.Message{user("u"), asst("a")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := target(t)
+			w, err := Writer{}.Write(tg, tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(w.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "secret") {
+				t.Fatal("internal row leaked into the native file")
+			}
+			got, err := Reader{}.Read(w.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkWellFormed(t, got)
+			want := tt.want
+			if want == nil {
+				want = tt.in
+			}
+			if g, w := cores(got), cores(want); !reflect.DeepEqual(g, w) {
+				t.Errorf("round trip\n got %+v\nwant %+v", g, w)
+			}
+		})
+	}
+}
+
+func TestCorpusRoundTrip(t *testing.T) {
+	for _, f := range []string{"testdata/gemini.jsonl", "testdata/test_conversation_gemini.json"} {
+		t.Run(f, func(t *testing.T) {
+			src, err := Reader{}.Read(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := Writer{}.Write(target(t), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Reader{}.Read(w.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := cores(back), cores(src); !reflect.DeepEqual(g, w) {
+				t.Errorf("round trip changed the conversation: %d vs %d messages", len(g), len(w))
+			}
+			for i := range back {
+				if !back[i].Time.Equal(src[i].Time) || back[i].Model != src[i].Model {
+					t.Fatalf("message %d: time/model %v %q, want %v %q", i, back[i].Time, back[i].Model, src[i].Time, src[i].Model)
+				}
+			}
+		})
+	}
+}
+
+func TestWriterLayout(t *testing.T) {
+	tg := target(t)
+	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w, err := Writer{Now: func() time.Time { return fixed }}.Write(tg, []transcript.Message{user("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := stableUUID("gemini:" + tg.SessionID)
+	wantPath := filepath.Join(tg.Home, "tmp", "my-project", "chats", "session-2026-01-02T03-04-"+sid[:8]+".jsonl")
+	if w.Path != wantPath || w.NativeID != sid {
+		t.Fatalf("wrote %s (%s), want %s (%s)", w.Path, w.NativeID, wantPath, sid)
+	}
+	for _, base := range []string{"tmp", "history"} {
+		owner, err := os.ReadFile(filepath.Join(tg.Home, base, "my-project", ".project_root"))
+		if err != nil || string(owner) != tg.Cwd {
+			t.Fatalf("%s marker = %q, %v", base, owner, err)
+		}
+	}
+	data, _ := os.ReadFile(w.Path)
+	var h header
+	first, _, _ := strings.Cut(string(data), "\n")
+	if err := json.Unmarshal([]byte(first), &h); err != nil || h.SessionID != sid || h.ProjectHash != projectHash(tg.Cwd) || h.Kind != "main" {
+		t.Fatalf("header %s: %+v %v", first, h, err)
+	}
+
+	// Writing again with the native id replaces the same file.
+	tg.NativeID = sid
+	later := fixed.Add(time.Hour)
+	w2, err := Writer{Now: func() time.Time { return later }}.Write(tg, []transcript.Message{user("hi"), asst("there")})
+	if err != nil || w2.Path != w.Path {
+		t.Fatalf("rewrite went to %s (%v), want %s", w2.Path, err, w.Path)
+	}
+
+	// Another project with the same base name gets the next slug.
+	other := agents.Target{Home: tg.Home, Cwd: filepath.Join(t.TempDir(), "my project"), SessionID: "s2"}
+	w3, err := Writer{}.Write(other, []transcript.Message{user("x")})
+	if err != nil || !strings.Contains(w3.Path, filepath.Join("tmp", "my-project-1", "chats")) {
+		t.Fatalf("second project written to %s (%v)", w3.Path, err)
+	}
+}
+
+func TestWriterRejectsBadTarget(t *testing.T) {
+	for _, tg := range []agents.Target{{Cwd: "/x"}, {Home: t.TempDir(), Cwd: "relative"}} {
+		if _, err := (Writer{}).Write(tg, nil); err == nil {
+			t.Errorf("Write(%+v) did not fail", tg)
+		}
+	}
+}
+
+func TestEscape(t *testing.T) {
+	tests := []struct{ in, out string }{
+		{"hello", "hello"},
+		{"/tmp/x", `\/tmp/x`},
+		{"  ?what", `\  ?what`},
+		{"", `\`},
+		{"  \n", "\\  \n"},
+		{"<hook_context>x", `\<hook_context>x`},
+		{`\n is a newline`, `\n is a newline`},
+		{`\/x`, `\\/x`},
+	}
+	for _, tt := range tests {
+		if got := Escape(tt.in); got != tt.out {
+			t.Errorf("Escape(%q) = %q, want %q", tt.in, got, tt.out)
+		}
+		if got := Unescape(tt.out); got != tt.in {
+			t.Errorf("Unescape(%q) = %q, want %q", tt.out, got, tt.in)
+		}
+		if cliIgnores(tt.out) {
+			t.Errorf("escaped %q would still be dropped", tt.out)
+		}
+	}
+}
