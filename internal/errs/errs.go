@@ -1,0 +1,102 @@
+// Package errs holds cast's typed errors. Cores (store, migrate, ...) return
+// them; the gRPC edge maps them to status codes with a google.rpc.ErrorInfo
+// reason in one place (internal/controlplane/status.go), and the CLI maps the
+// reason back to advice. Reasons are stable UPPER_SNAKE strings: scripts
+// match on them.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind is the class of failure; it decides the gRPC code.
+type Kind int
+
+const (
+	KindInternal           Kind = iota
+	KindInvalid                 // the request is malformed
+	KindNotFound                // the named thing does not exist
+	KindAlreadyExists           // it exists and may not be created again
+	KindFailedPrecondition      // the system is not in a state to do it
+	KindAborted                 // a concurrent change won; retrying may work
+	KindResourceExhausted       // a size or storage limit
+	KindUnavailable             // try again later
+)
+
+// Stable reasons.
+const (
+	ReasonInvalidArgument = "INVALID_ARGUMENT"
+	ReasonNotFound        = "NOT_FOUND"
+	ReasonNotOwner        = "NOT_OWNER"
+	ReasonSessionFenced   = "SESSION_FENCED"
+	ReasonMessageTooLarge = "MESSAGE_TOO_LARGE"
+	ReasonStoreQuota      = "STORE_QUOTA_EXCEEDED"
+	ReasonNoNode          = "NO_NODE_AVAILABLE"
+	ReasonNodeNotConn     = "NODE_NOT_CONNECTED"
+	ReasonConflict        = "CONFLICT"
+	ReasonUnavailable     = "UNAVAILABLE"
+	ReasonBadPageToken    = "INVALID_PAGE_TOKEN"
+	ReasonUnknownAgent    = "UNKNOWN_AGENT"
+	ReasonInternal        = "INTERNAL"
+)
+
+// Error is a typed cast error.
+type Error struct {
+	Kind     Kind
+	Reason   string
+	Msg      string
+	Metadata map[string]string
+	Err      error // optional cause, never shown to clients
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", e.Msg, e.Err)
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New builds an Error.
+func New(kind Kind, reason, format string, args ...any) *Error {
+	return &Error{Kind: kind, Reason: reason, Msg: fmt.Sprintf(format, args...)}
+}
+
+// With adds metadata (kept in ErrorInfo) and returns e.
+func (e *Error) With(key, value string) *Error {
+	if e.Metadata == nil {
+		e.Metadata = map[string]string{}
+	}
+	e.Metadata[key] = value
+	return e
+}
+
+// Invalid is a malformed request.
+func Invalid(format string, args ...any) *Error {
+	return New(KindInvalid, ReasonInvalidArgument, format, args...)
+}
+
+// NotFound is a missing resource.
+func NotFound(format string, args ...any) *Error {
+	return New(KindNotFound, ReasonNotFound, format, args...)
+}
+
+// Internal wraps an unexpected failure; the cause stays server-side.
+func Internal(err error, msg string) *Error {
+	return &Error{Kind: KindInternal, Reason: ReasonInternal, Msg: msg, Err: err}
+}
+
+// As returns the *Error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// HasReason reports whether err carries reason.
+func HasReason(err error, reason string) bool {
+	e, ok := As(err)
+	return ok && e.Reason == reason
+}

@@ -1,0 +1,97 @@
+// Package etcdembed runs the embedded etcd of the default single-process
+// setup. Only the controlplane binary links it.
+package etcdembed
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config for the embedded member.
+type Config struct {
+	Dir        string // data dir (wal, snap); persists across restarts
+	ClientAddr string // host:port for clients; port 0 picks a free one
+	PeerAddr   string // host:port for the (single) peer URL; port 0 picks one
+	QuotaBytes int64  // backend quota; the store refuses writes before it
+	// CompactionRetention keeps this much history; older revisions are
+	// compacted so the db does not grow without bound.
+	CompactionRetention time.Duration
+}
+
+// Etcd is a running embedded member.
+type Etcd struct {
+	e         *embed.Etcd
+	ClientURL string
+}
+
+// Start starts the member and waits until it serves.
+func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "cast"
+	cfg.Dir = c.Dir
+	cu, err := pick(c.ClientAddr)
+	if err != nil {
+		return nil, err
+	}
+	pu, err := pick(c.PeerAddr)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	cfg.QuotaBackendBytes = c.QuotaBytes
+	if c.CompactionRetention > 0 {
+		cfg.AutoCompactionMode = "periodic"
+		cfg.AutoCompactionRetention = c.CompactionRetention.String()
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	cfg.Metrics = "basic"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: start: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdembed: %w", err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("etcdembed: not ready after 60s")
+	}
+	return &Etcd{e: e, ClientURL: cu.String()}, nil
+}
+
+// Err reports a fatal error of the running member.
+func (e *Etcd) Err() <-chan error { return e.e.Err() }
+
+// Close stops the member.
+func (e *Etcd) Close() { e.e.Close() }
+
+// pick resolves host:port to a URL, choosing a free loopback port for 0.
+// (etcd needs the concrete port up front for its advertised URLs.)
+func pick(addr string) (*url.URL, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: address %q: %w", addr, err)
+	}
+	if port == "0" {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		addr = l.Addr().String()
+		l.Close()
+	}
+	return &url.URL{Scheme: "http", Host: addr}, nil
+}

@@ -1,0 +1,51 @@
+// Package ids makes and checks the identifiers cast hands out and accepts.
+// Every client-supplied id passes through a Valid* check before it reaches
+// the store, a path or a process argument.
+package ids
+
+import (
+	"crypto/rand"
+	"regexp"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// sessionAlphabet avoids nothing clever: lowercase letters and digits read
+// well in `cast read jx731jg 87:106` and are safe in paths and keys.
+const sessionAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// SessionIDLen is the length of generated session ids.
+const SessionIDLen = 7
+
+var (
+	sessionRE = regexp.MustCompile(`^[0-9a-z]{7,32}$`)
+	// Names of nodes, agents, labels: DNS-label-like, no leading dash.
+	nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+	// Client/request ids: ULIDs, UUIDs or similar opaque tokens.
+	clientRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+// NewSessionID returns a random 7-character session id (36^7 ≈ 7.8e10; the
+// store's create txn rejects the rare collision and the caller retries).
+func NewSessionID() string {
+	b := make([]byte, SessionIDLen)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux; a failure is fatal
+	}
+	for i := range b {
+		b[i] = sessionAlphabet[int(b[i])%len(sessionAlphabet)]
+	}
+	return string(b)
+}
+
+// NewClientID returns a new ULID, sortable by time.
+func NewClientID() string { return ulid.Make().String() }
+
+// ValidSessionID reports whether s is a well-formed session id.
+func ValidSessionID(s string) bool { return sessionRE.MatchString(s) }
+
+// ValidName reports whether s is a well-formed node, agent or label name.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidClientID reports whether s is a well-formed client or request id.
+func ValidClientID(s string) bool { return clientRE.MatchString(s) }

@@ -1,0 +1,104 @@
+// Package metrics defines every cast_ Prometheus metric in one place, so
+// names, units and labels stay consistent (cast_ prefix, base units, _total on
+// counters, no per-session labels).
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Store holds the store's metrics.
+type Store struct {
+	RequestSeconds      *prometheus.HistogramVec // op
+	AppendedMessages    prometheus.Counter
+	AppendBatchSize     prometheus.Histogram
+	TranscriptBytes     prometheus.Counter
+	TxnConflicts        *prometheus.CounterVec // op
+	OwnerWritesRejected *prometheus.CounterVec // reason
+	QuotaRejections     prometheus.Counter
+	DBSizeBytes         prometheus.Gauge
+	QuotaBytes          prometheus.Gauge
+}
+
+// NewStore creates and registers store metrics on reg (nil: unregistered).
+func NewStore(reg prometheus.Registerer) *Store {
+	m := &Store{
+		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cast_store_request_duration_seconds", Help: "Latency of store operations against etcd.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"op"}),
+		AppendedMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_store_appended_messages_total", Help: "Messages appended to transcripts.",
+		}),
+		AppendBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cast_store_append_batch_messages", Help: "Messages committed per append transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		TranscriptBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_store_transcript_bytes_total", Help: "Encoded transcript bytes written.",
+		}),
+		TxnConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_store_txn_conflicts_total", Help: "Transactions retried after a concurrent change.",
+		}, []string{"op"}),
+		OwnerWritesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_store_owner_write_rejected_total", Help: "Owner-side writes refused (stale token or fence).",
+		}, []string{"reason"}),
+		QuotaRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_store_quota_rejections_total", Help: "Writes refused because the store is near its quota.",
+		}),
+		DBSizeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_store_db_size_bytes", Help: "etcd backend size last seen.",
+		}),
+		QuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_store_quota_bytes", Help: "Backend size the store refuses writes at.",
+		}),
+	}
+	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
+		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes)
+	return m
+}
+
+// ControlPlane holds the control plane's fleet metrics.
+type ControlPlane struct {
+	NodesConnected   prometheus.Gauge
+	ConnectStreams   prometheus.Gauge
+	Heartbeats       prometheus.Counter
+	HeartbeatExpired prometheus.Counter
+	CommandsSent     *prometheus.CounterVec // kind
+	BuildInfo        *prometheus.GaugeVec
+}
+
+// NewControlPlane creates and registers control plane metrics.
+func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
+	m := &ControlPlane{
+		NodesConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_controlplane_nodes_connected", Help: "Nodes whose liveness lease is held.",
+		}),
+		ConnectStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_controlplane_node_connect_streams", Help: "Open node Connect streams on this replica.",
+		}),
+		Heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_controlplane_node_heartbeats_total", Help: "Node heartbeats received.",
+		}),
+		HeartbeatExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_controlplane_node_heartbeat_expired_total", Help: "Nodes marked down because their lease lapsed.",
+		}),
+		CommandsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_controlplane_node_commands_total", Help: "Commands sent down node streams.",
+		}, []string{"kind"}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cast_build_info", Help: "Build metadata; always 1.",
+		}, []string{"version", "capability_version"}),
+	}
+	register(reg, m.NodesConnected, m.ConnectStreams, m.Heartbeats, m.HeartbeatExpired, m.CommandsSent, m.BuildInfo)
+	return m
+}
+
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) {
+	if reg == nil {
+		return
+	}
+	for _, c := range cs {
+		reg.MustRegister(c)
+	}
+}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Lease is a node's liveness lease. The node is connected exactly while its
+// nodeconn key exists; etcd deletes it when the lease lapses, so "down" is
+// decided by etcd, never by a replica's clock.
+type Lease int64
+
+// connInfo is the nodeconn value.
+type connInfo struct {
+	Replica string    `json:"replica"`
+	Since   time.Time `json:"since"`
+	Seen    time.Time `json:"seen"`
+}
+
+// ErrLeaseExpired means the node's lease lapsed; register again.
+var ErrLeaseExpired = errs.New(errs.KindUnavailable, errs.ReasonNodeNotConn, "node lease expired; reconnect")
+
+// RegisterNode records n and marks it connected under a new lease of ttl.
+func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string, ttl time.Duration) (Lease, error) {
+	defer s.observe("register_node", time.Now())
+	lg, err := s.cli.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	n = proto.Clone(n).(*castv1.Node)
+	n.Connected = false // derived from the conn key on read
+	n.ConnectTime = timestamppb.New(now)
+	n.LastSeenTime = n.ConnectTime
+	rec, err := proto.Marshal(n)
+	if err != nil {
+		return 0, errs.Internal(err, "encode node")
+	}
+	conn, _ := json.Marshal(connInfo{Replica: replica, Since: now, Seen: now})
+	_, err = s.cli.Txn(ctx).Then(
+		clientv3.OpPut(s.nodeKey(n.Name), string(rec)),
+		clientv3.OpPut(s.connKey(n.Name), string(conn), clientv3.WithLease(clientv3.LeaseID(lg.ID))),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	return Lease(lg.ID), nil
+}
+
+// Heartbeat renews the node's lease. ErrLeaseExpired means it lapsed.
+func (s *Store) Heartbeat(ctx context.Context, name string, l Lease, replica string, since time.Time) error {
+	defer s.observe("heartbeat", time.Now())
+	conn, _ := json.Marshal(connInfo{Replica: replica, Since: since, Seen: time.Now()})
+	// A put with an expired lease fails, so this one write both renews the
+	// record and proves the lease is alive; KeepAliveOnce resets the TTL.
+	if _, err := s.cli.Put(ctx, s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l))); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return ErrLeaseExpired
+		}
+		return err
+	}
+	if _, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(l)); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return ErrLeaseExpired
+		}
+		return err
+	}
+	return nil
+}
+
+// UnregisterNode marks the node down now by revoking its lease.
+func (s *Store) UnregisterNode(ctx context.Context, l Lease) error {
+	_, err := s.cli.Revoke(ctx, clientv3.LeaseID(l))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ListNodes returns every node, connected or not, in name order.
+func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
+	defer s.observe("list_nodes", time.Now())
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.key("nodes")+"/", clientv3.WithPrefix()),
+		clientv3.OpGet(s.key("nodeconn")+"/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	conns := map[string]connInfo{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		var ci connInfo
+		_ = json.Unmarshal(kv.Value, &ci)
+		conns[lastPart(string(kv.Key))] = ci
+	}
+	var out []*castv1.Node
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		n := &castv1.Node{}
+		if err := proto.Unmarshal(kv.Value, n); err != nil {
+			return nil, errs.Internal(err, "decode node")
+		}
+		if ci, ok := conns[n.Name]; ok {
+			n.Connected = true
+			n.LastSeenTime = timestamppb.New(ci.Seen)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// WatchNodesDown calls down(name) each time a node's liveness key goes away
+// (lease lapsed or revoked), until ctx ends.
+func (s *Store) WatchNodesDown(ctx context.Context, down func(name string)) {
+	for ctx.Err() == nil {
+		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.key("nodeconn")+"/", clientv3.WithPrefix(), clientv3.WithFilterPut())
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				down(lastPart(string(ev.Kv.Key)))
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // the watch broke; start a new one
+		}
+	}
+}
+
+// OwnedSession is a session a node owns, with its fencing token.
+type OwnedSession struct {
+	Session *castv1.Session
+	Token   int64
+}
+
+// SessionsOwnedBy lists the sessions whose owner is node, with tokens.
+func (s *Store) SessionsOwnedBy(ctx context.Context, node string) ([]OwnedSession, error) {
+	resp, err := s.cli.Get(ctx, s.key("nodesessions", node)+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	var out []OwnedSession
+	for _, kv := range resp.Kvs {
+		id := lastPart(string(kv.Key))
+		owner, tok, err := s.Owner(ctx, id)
+		if err != nil || owner != node {
+			continue // moved away; the index entry is stale
+		}
+		sess, err := s.GetSession(ctx, id)
+		if err != nil {
+			continue
+		}
+		out = append(out, OwnedSession{Session: sess, Token: tok})
+	}
+	return out, nil
+}

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+// CreateParams describes a new session.
+type CreateParams struct {
+	Agent, Model, Cwd, Title string
+	Node                     string // owner; must be connected at commit
+	RequestID                string // optional; a retry returns the same session
+	ParentID                 string
+	Subagent                 bool
+}
+
+// Created is a new (or, for a retried request id, existing) session.
+type Created struct {
+	Session *castv1.Session
+	Token   int64 // the owner's fencing token
+	Existed bool  // true when request_id matched an earlier create
+}
+
+// CreateSession stores a session owned by p.Node in one txn: record, seq
+// counter, owner key (whose revision becomes the token) and owner index.
+func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, error) {
+	defer s.observe("create_session", time.Now())
+	if err := s.checkQuota(1024); err != nil {
+		return Created{}, err
+	}
+	for range 5 {
+		id := ids.NewSessionID()
+		now := timestamppb.Now()
+		sess := &castv1.Session{
+			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
+			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
+			ParentId: p.ParentID, Subagent: p.Subagent,
+		}
+		val, err := proto.Marshal(sess)
+		if err != nil {
+			return Created{}, errs.Internal(err, "encode session")
+		}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(s.sessionKey(id)), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(s.connKey(p.Node)), ">", 0),
+		}
+		ops := []clientv3.Op{
+			clientv3.OpPut(s.sessionKey(id), string(val)),
+			clientv3.OpPut(s.seqKey(id), "0"),
+			clientv3.OpPut(s.ownerKey(id), p.Node),
+			clientv3.OpPut(s.nodeSessKey(p.Node, id), ""),
+		}
+		if p.RequestID != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(p.RequestID)), "=", 0))
+			ops = append(ops, clientv3.OpPut(s.requestKey(p.RequestID), id))
+		}
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(
+			clientv3.OpGet(s.requestKey(p.RequestID)),
+			clientv3.OpGet(s.connKey(p.Node)),
+		).Commit()
+		if err != nil {
+			return Created{}, err
+		}
+		if resp.Succeeded {
+			sess.Node = p.Node
+			return Created{Session: sess, Token: resp.Header.Revision}, nil
+		}
+		if p.RequestID != "" {
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				got, err := s.GetSession(ctx, string(kvs[0].Value))
+				if err != nil {
+					return Created{}, err
+				}
+				_, tok, err := s.Owner(ctx, got.Id)
+				return Created{Session: got, Token: tok, Existed: true}, err
+			}
+		}
+		if len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
+			return Created{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+				"node %q is not connected", p.Node).With("node", p.Node)
+		}
+		s.m.TxnConflicts.WithLabelValues("create_session").Inc() // id collision
+	}
+	return Created{}, errs.New(errs.KindAborted, errs.ReasonConflict, "could not pick a free session id; retry")
+}
+
+// GetSession reads a session with its owner and last seq at one revision.
+func (s *Store) GetSession(ctx context.Context, id string) (*castv1.Session, error) {
+	sess, _, err := s.getSession(ctx, id, 0)
+	return sess, err
+}
+
+// getSession returns the session and the revision it was read at.
+func (s *Store) getSession(ctx context.Context, id string, rev int64) (*castv1.Session, int64, error) {
+	defer s.observe("get_session", time.Now())
+	var opts []clientv3.OpOption
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.sessionKey(id), opts...),
+		clientv3.OpGet(s.seqKey(id), opts...),
+		clientv3.OpGet(s.ownerKey(id), opts...),
+	).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return nil, 0, errs.NotFound("session %s not found", id).With("session", id)
+	}
+	sess := &castv1.Session{}
+	if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
+		return nil, 0, errs.Internal(err, "decode session")
+	}
+	if seq := resp.Responses[1].GetResponseRange().Kvs; len(seq) > 0 {
+		sess.LastSeq, _ = parseInt(seq[0].Value)
+	}
+	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
+		sess.Node = string(own[0].Value)
+	}
+	return sess, resp.Header.Revision, nil
+}
+
+// Owner returns the owner node and its fencing token.
+func (s *Store) Owner(ctx context.Context, id string) (string, int64, error) {
+	resp, err := s.cli.Get(ctx, s.ownerKey(id))
+	if err != nil {
+		return "", 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0, errs.NotFound("session %s not found", id).With("session", id)
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision, nil
+}
+
+// pageToken is opaque to clients: where to resume and at which revision, so
+// a listing is one consistent snapshot.
+type pageToken struct {
+	After string `json:"a"`
+	Rev   int64  `json:"r"`
+}
+
+func encodeToken(t pageToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeToken(s string) (pageToken, error) {
+	var t pageToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Rev <= 0 || t.After == "" {
+		return t, errs.New(errs.KindInvalid, errs.ReasonBadPageToken, "page token is malformed; start the listing again without it")
+	}
+	return t, nil
+}
+
+// ListSessions returns up to pageSize sessions after the token, in id order.
+func (s *Store) ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error) {
+	defer s.observe("list_sessions", time.Now())
+	start, rev := s.key("sessions")+"/", int64(0)
+	if token != "" {
+		t, err := decodeToken(token)
+		if err != nil {
+			return nil, "", err
+		}
+		start, rev = s.sessionKey(t.After)+"\x00", t.Rev
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.key("sessions") + "/")), clientv3.WithLimit(int64(pageSize))}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, start, opts...)
+	if err != nil {
+		return nil, "", compactedAsToken(err)
+	}
+	if rev == 0 {
+		rev = resp.Header.Revision
+	}
+	var out []*castv1.Session
+	var lastID string
+	for _, kv := range resp.Kvs {
+		sess := &castv1.Session{}
+		if err := proto.Unmarshal(kv.Value, sess); err != nil {
+			return nil, "", errs.Internal(err, "decode session")
+		}
+		lastID = sess.Id
+		if sess.Subagent && !includeSub {
+			continue
+		}
+		out = append(out, sess)
+	}
+	if err := s.fillLive(ctx, out, rev); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if resp.More {
+		next = encodeToken(pageToken{After: lastID, Rev: rev})
+	}
+	return out, next, nil
+}
+
+// fillLive sets last_seq and node on listed sessions from their seq and
+// owner keys, read at the listing's revision.
+func (s *Store) fillLive(ctx context.Context, list []*castv1.Session, rev int64) error {
+	if len(list) == 0 {
+		return nil
+	}
+	first, last := list[0].Id, list[len(list)-1].Id
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.seqKey(first), clientv3.WithRange(s.seqKey(last)+"\x00"), clientv3.WithRev(rev)),
+		clientv3.OpGet(s.ownerKey(first), clientv3.WithRange(s.ownerKey(last)+"\x00"), clientv3.WithRev(rev)),
+	).Commit()
+	if err != nil {
+		return compactedAsToken(err)
+	}
+	seqs, owners := map[string]int64{}, map[string]string{}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		seqs[lastPart(string(kv.Key))], _ = parseInt(kv.Value)
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		owners[lastPart(string(kv.Key))] = string(kv.Value)
+	}
+	for _, sess := range list {
+		sess.LastSeq, sess.Node = seqs[sess.Id], owners[sess.Id]
+	}
+	return nil
+}
+
+func lastPart(k string) string {
+	for i := len(k) - 1; i >= 0; i-- {
+		if k[i] == '/' {
+			return k[i+1:]
+		}
+	}
+	return k
+}
+
+func (s *Store) observe(op string, start time.Time) {
+	s.m.RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,192 @@
+// Package store is cast's state in etcd and the only importer of clientv3.
+//
+// Key schema (all under Config.Prefix, default "/cast/v1/"):
+//
+//	sessions/{s}          castv1.Session record
+//	seqs/{s}              last assigned seq (decimal); exists iff the session does
+//	msgs/{s}/{seq:020d}   message envelope (inline proto, or a pointer to blobs)
+//	blobs/{s}/{cid}/{i}   chunks of a large message, written before its envelope
+//	cids/{s}/{cid}        seq stored for a client id (idempotent appends)
+//	owners/{s}            owner node name; its ModRevision is the fencing token
+//	nodesessions/{n}/{s}  index: sessions owned by node n
+//	requests/{rid}        session id created for a request id
+//	nodes/{n}             castv1.Node record
+//	nodeconn/{n}          liveness, bound to the node's lease
+//
+// Sessions, their owner index and messages live under different top-level
+// prefixes so listing one never ranges over the others.
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/metrics"
+)
+
+// Defaults.
+const (
+	DefaultPrefix          = "/cast/v1/"
+	DefaultQuotaBytes      = 2 << 30 // etcd's default backend quota
+	DefaultQuotaReserve    = 0.05    // refuse writes this close to the quota
+	DefaultChunkBytes      = 256 << 10
+	DefaultMaxMessageBytes = 8 << 20
+	DefaultMaxBatchBytes   = 1 << 20 // well under etcd's 1.5 MiB request limit
+	DefaultMaxBatchMsgs    = 50      // 2 ops per message + 1, under etcd's 128 ops
+	DefaultOpTimeout       = 10 * time.Second
+)
+
+// Config tunes the store.
+type Config struct {
+	Prefix          string
+	QuotaBytes      int64   // the etcd backend quota the store stays under
+	QuotaReserve    float64 // fraction of QuotaBytes kept free
+	ChunkBytes      int     // a message larger than this is chunked
+	MaxMessageBytes int     // larger messages are refused
+	MaxBatchBytes   int
+	MaxBatchMsgs    int
+	QuotaPoll       time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Prefix:          DefaultPrefix,
+		QuotaBytes:      DefaultQuotaBytes,
+		QuotaReserve:    DefaultQuotaReserve,
+		ChunkBytes:      DefaultChunkBytes,
+		MaxMessageBytes: DefaultMaxMessageBytes,
+		MaxBatchBytes:   DefaultMaxBatchBytes,
+		MaxBatchMsgs:    DefaultMaxBatchMsgs,
+		QuotaPoll:       2 * time.Second,
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case !strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/"):
+		return fmt.Errorf("store: prefix %q must start and end with /", c.Prefix)
+	case c.QuotaBytes <= 0:
+		return fmt.Errorf("store: quota must be positive")
+	case c.QuotaReserve < 0 || c.QuotaReserve >= 1:
+		return fmt.Errorf("store: quota reserve must be in [0,1)")
+	case c.ChunkBytes < 1024 || c.ChunkBytes > 1<<20:
+		return fmt.Errorf("store: chunk size must be in [1KiB,1MiB]")
+	case c.MaxMessageBytes < c.ChunkBytes:
+		return fmt.Errorf("store: max message size below chunk size")
+	case c.MaxBatchBytes < c.ChunkBytes || c.MaxBatchBytes > 1400<<10:
+		return fmt.Errorf("store: batch bytes must be in [chunk,1.4MiB]")
+	case c.MaxBatchMsgs < 1 || c.MaxBatchMsgs > 60:
+		return fmt.Errorf("store: batch messages must be in [1,60]")
+	case c.QuotaPoll <= 0:
+		return fmt.Errorf("store: quota poll interval must be positive")
+	}
+	return nil
+}
+
+// Store is cast's state over one etcd client.
+type Store struct {
+	cli *clientv3.Client
+	cfg Config
+	lg  *zap.Logger
+	m   *metrics.Store
+
+	quota      quotaGuard
+	ownsClient bool
+
+	mu     sync.Mutex
+	queues map[string]*appendQueue // per-session group commit
+}
+
+// Open dials etcd at endpoints and returns a Store that owns the client.
+func Open(ctx context.Context, endpoints []string, cfg Config, m *metrics.Store, lg *zap.Logger) (*Store, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		// Appends are up to MaxBatchBytes plus overhead.
+		MaxCallSendMsgSize: 2 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: dial etcd: %w", err)
+	}
+	s, err := New(ctx, cli, cfg, m, lg)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	s.ownsClient = true
+	return s, nil
+}
+
+// Close releases the etcd client when the Store dialed it.
+func (s *Store) Close() error {
+	if s.ownsClient {
+		return s.cli.Close()
+	}
+	return nil
+}
+
+// New returns a Store over cli; the caller keeps ownership of cli.
+func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store, lg *zap.Logger) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = metrics.NewStore(nil)
+	}
+	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, queues: map[string]*appendQueue{}}
+	s.quota.init(cfg)
+	if err := s.refreshQuota(ctx); err != nil {
+		return nil, fmt.Errorf("store: first status read: %w", err)
+	}
+	return s, nil
+}
+
+// Run polls etcd's db size until ctx ends, so the quota check stays fresh.
+func (s *Store) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.QuotaPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
+				s.lg.Warn("quota refresh failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Ready reports whether etcd answers a linearizable read.
+func (s *Store) Ready(ctx context.Context) error {
+	_, err := s.cli.Get(ctx, s.key("health"), clientv3.WithCountOnly())
+	return err
+}
+
+func (s *Store) key(parts ...string) string { return s.cfg.Prefix + strings.Join(parts, "/") }
+
+func seqKeyPart(seq int64) string { return fmt.Sprintf("%020d", seq) }
+
+func (s *Store) sessionKey(id string) string        { return s.key("sessions", id) }
+func (s *Store) seqKey(id string) string            { return s.key("seqs", id) }
+func (s *Store) ownerKey(id string) string          { return s.key("owners", id) }
+func (s *Store) msgPrefix(id string) string         { return s.key("msgs", id) + "/" }
+func (s *Store) msgKey(id string, seq int64) string { return s.msgPrefix(id) + seqKeyPart(seq) }
+func (s *Store) cidKey(id, cid string) string       { return s.key("cids", id, cid) }
+func (s *Store) blobPrefix(id, cid string) string   { return s.key("blobs", id, cid) + "/" }
+func (s *Store) nodeKey(n string) string            { return s.key("nodes", n) }
+func (s *Store) connKey(n string) string            { return s.key("nodeconn", n) }
+func (s *Store) nodeSessKey(n, id string) string    { return s.key("nodesessions", n, id) }
+func (s *Store) requestKey(rid string) string       { return s.key("requests", rid) }
+
+func parseInt(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
