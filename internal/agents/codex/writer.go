@@ -1,0 +1,165 @@
+package codex
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// What session_meta says about the writer. Codex refuses a rollout whose
+// session_meta lacks id, timestamp, cwd, originator or cli_version.
+const (
+	Originator = "cast"
+	// CLIVersion is the Codex version these rollouts were checked against.
+	CLIVersion = "0.171.0"
+)
+
+// namespace derives stable thread ids from cast session ids.
+// Never change it: existing native sessions would get new ids.
+var namespace = uuid.MustParse("5f0c6a3e-6361-4374-8000-636f64657800")
+
+// Writer writes a rollout under Target.Home (CODEX_HOME)/sessions where
+// `codex resume <id>` and `codex exec resume <id>` find it.
+type Writer struct {
+	// Now stamps the file name and lines of messages without a time; nil
+	// means time.Now.
+	Now func() time.Time
+}
+
+// ThreadID is the Codex thread id for t: t.NativeID when set (it must be a
+// UUID, since Codex looks the file up by the UUID in its name), else one
+// derived from the cast session id.
+func ThreadID(t agents.Target) (string, error) {
+	if t.NativeID != "" {
+		u, err := uuid.Parse(t.NativeID)
+		if err != nil {
+			return "", fmt.Errorf("codex: native id %q is not a UUID", t.NativeID)
+		}
+		return u.String(), nil
+	}
+	if t.SessionID == "" {
+		return uuid.NewString(), nil
+	}
+	return uuid.NewSHA1(namespace, []byte("codex:"+t.SessionID)).String(), nil
+}
+
+// Write implements agents.Writer.
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("codex: target needs a home and an absolute cwd")
+	}
+	id, err := ThreadID(t)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	created := now()
+	lines, omitted := build(prepare(msgs, t.SessionID), t.SessionID)
+	data := encode(id, filepath.Clean(t.Cwd), created, lines)
+
+	path, err := existingRollout(t.Home, id)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	if path == "" {
+		path = RolloutPath(t.Home, id, created)
+	}
+	if err := writeAtomic(path, data); err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: id, Path: path, Omitted: omitted}, nil
+}
+
+// RolloutPath is where Codex itself would put a thread created at `at`:
+// sessions/YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl in local time.
+func RolloutPath(home, id string, at time.Time) string {
+	at = at.Local()
+	return filepath.Join(home, "sessions", at.Format("2006"), at.Format("01"), at.Format("02"),
+		"rollout-"+at.Format("2006-01-02T15-04-05")+"-"+id+".jsonl")
+}
+
+// existingRollout finds a rollout for id anywhere under home/sessions. A
+// rewrite must replace it: Codex finds a thread by the UUID in the file
+// name, and two files with one id would make that ambiguous.
+func existingRollout(home, id string) (string, error) {
+	var found string
+	root := filepath.Join(home, "sessions")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), "rollout-") && strings.HasSuffix(d.Name(), "-"+id+".jsonl") {
+			found = p
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return found, err
+}
+
+// encode writes session_meta and the rendered lines. Every line carries a
+// top-level timestamp (Codex refuses the file otherwise); messages without a
+// time get the file's creation time.
+func encode(id, cwd string, created time.Time, lines []line) []byte {
+	var b bytes.Buffer
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			t = created
+		}
+		return t.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	source := json.RawMessage(`"cli"`) // "cli" threads show in `codex resume`'s picker; "exec" ones are hidden
+	meta := sessionMeta{ID: id, Timestamp: stamp(created), Cwd: cwd, Originator: Originator, CLIVersion: CLIVersion, Source: source}
+	b.Write(marshal(envelope{Timestamp: stamp(created), Type: lineSessionMeta, Payload: marshal(meta)}))
+	b.WriteByte('\n')
+	for _, l := range lines {
+		b.Write(marshal(envelope{Timestamp: stamp(l.ts), Type: l.typ, Payload: l.payload}))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// Items renders msgs as the Responses items Codex replays (the payloads of
+// the rollout's response_item lines), within the same caps as Write: the
+// input thread/inject_items takes.
+func Items(sessionID string, msgs []transcript.Message) (items []json.RawMessage, omitted int) {
+	lines, omitted := build(prepare(msgs, sessionID), sessionID)
+	return itemsOf(lines), omitted
+}
+
+// writeAtomic replaces path in one rename so Codex never reads half a file.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cast-rollout-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
