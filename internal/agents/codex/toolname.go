@@ -138,10 +138,6 @@ func renderOutput(out string, exit *int32, isErr bool) string {
 	return out
 }
 
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "{}"
-	}
-	return string(b)
-}
+// mustJSON encodes v without HTML escaping ("&&" in a command must stay
+// "&&" for the model).
+func mustJSON(v any) string { return string(marshal(v)) }

@@ -1,0 +1,124 @@
+package codex
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// conversation is a multi-turn transcript written partly by Claude Code (its
+// Bash tool, an orphan call) and partly by Codex, with rows Codex must
+// not see (internal) or sees only as context (a notice).
+func conversation() []transcript.Message {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	msgs := []transcript.Message{
+		{Kind: transcript.KindUser, Text: "E2E-U1: make notes.txt <with> \"quotes\" & stuff", Agent: "claude"},
+		{Kind: transcript.KindThinking, Text: "E2E-THINK: I should use Bash", Agent: "claude"},
+		{Kind: transcript.KindAssistant, Text: "E2E-A1: creating it", Agent: "claude"},
+		{Kind: transcript.KindToolCall, Agent: "claude", ToolCall: &transcript.ToolCall{ID: "toolu_E2E1", Name: "Bash", Input: `{"command":"touch notes.txt && echo E2E-CREATED","description":"create"}`}},
+		{Kind: transcript.KindToolResult, Agent: "claude", ToolResult: &transcript.ToolResult{CallID: "toolu_E2E1", Output: "E2E-CREATED\n", ExitCode: i32(0)}},
+		{Kind: transcript.KindToolCall, Agent: "claude", ToolCall: &transcript.ToolCall{ID: "toolu_E2E2", Name: "Read", Input: `{"file_path":"notes.txt"}`}},
+		{Kind: transcript.KindInternal, Text: "E2E-INTERNAL server bookkeeping"},
+		{Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "E2E-NOTICE: claude -> codex"},
+		{Kind: transcript.KindUser, Text: "E2E-U2: now list the directory", Agent: "codex"},
+		{Kind: transcript.KindToolCall, Agent: "codex", ToolCall: &transcript.ToolCall{ID: "call_E2E3", Name: "exec_command", Input: `{"cmd":"ls"}`}},
+		{Kind: transcript.KindToolResult, Agent: "codex", ToolResult: &transcript.ToolResult{CallID: "call_E2E3", Output: "Process exited with code 0\nOutput:\nE2E-LS notes.txt\n", ExitCode: i32(0)}},
+		{Kind: transcript.KindAssistant, Text: "E2E-A2: the directory has notes.txt", Agent: "codex"},
+	}
+	for i := range msgs {
+		msgs[i].Seq = int64(i + 1)
+		msgs[i].Time = at.Add(time.Duration(i) * time.Second)
+	}
+	return msgs
+}
+
+// wantItems is what the model must receive for conversation(), in order.
+var wantItems = []string{
+	`user text "E2E-U1: make notes.txt <with> \"quotes\" & stuff"`,
+	`assistant text "E2E-A1: creating it"`,
+	`assistant tool_call exec_command({"cmd":"touch notes.txt && echo E2E-CREATED"}) id=toolu_E2E1`,
+	`tool tool_result id=toolu_E2E1 "Process exited with code 0\nOutput:\nE2E-CREATED\n"`,
+	`assistant tool_call Read({"file_path":"notes.txt"}) id=toolu_E2E2`,
+	`tool tool_result id=toolu_E2E2 "` + OrphanCallOutput + `"`,
+	`system text "<cast_notice type=\"agent_switch\">\nE2E-NOTICE: claude -> codex\n</cast_notice>"`,
+	`user text "E2E-U2: now list the directory"`,
+	`assistant tool_call exec_command({"cmd":"ls"}) id=call_E2E3`,
+	`tool tool_result id=call_E2E3 "Process exited with code 0\nOutput:\nE2E-LS notes.txt\n"`,
+	`assistant text "E2E-A2: the directory has notes.txt"`,
+}
+
+// assertInOrder checks that want appears in got in order (Codex adds its own
+// system prompt and environment context around the history).
+func assertInOrder(t *testing.T, got []fakemodel.Item, want []string) {
+	t.Helper()
+	var all []string
+	j := 0
+	for _, it := range got {
+		s := it.String()
+		all = append(all, s)
+		if j < len(want) && s == want[j] {
+			j++
+		}
+	}
+	if j < len(want) {
+		t.Fatalf("model did not receive %q (item %d of %d) in order; it received:\n%s", want[j], j+1, len(want), strings.Join(all, "\n"))
+	}
+	for _, s := range all {
+		if strings.Contains(s, "E2E-INTERNAL") || strings.Contains(s, "E2E-THINK") {
+			t.Errorf("model received a row it must not: %s", s)
+		}
+	}
+}
+
+func newCodex(t *testing.T) (fake *fakemodel.Server, bin, codexHome string, env []string, cwd string) {
+	bin = agenttest.Bin(t, "codex")
+	fake = fakemodel.Start(t)
+	home, env := agenttest.Env(t, "codex", fake.URL)
+	cwd = filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fake, bin, agenttest.NativeHome(home, "codex"), env, cwd
+}
+
+// The real `codex exec resume` continues a rollout cast wrote, and the model
+// receives every turn of it in order.
+func TestE2EExecResume(t *testing.T) {
+	fake, bin, codexHome, env, cwd := newCodex(t)
+	w, err := Writer{}.Write(agents.Target{Home: codexHome, Cwd: cwd, SessionID: "ses-e2e-exec"}, conversation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res := agenttest.MustRun(t, ctx, bin, []string{"exec", "--skip-git-repo-check", "--json", "resume", w.NativeID, "E2E-NEW: what did we do?"}, env, cwd)
+	if !strings.Contains(res.Stdout, w.NativeID) {
+		t.Errorf("codex did not resume thread %s:\n%s", w.NativeID, res.Stdout)
+	}
+	turns := fake.Turns()
+	if len(turns) == 0 {
+		t.Fatalf("no model request; stderr:\n%s", res.Stderr)
+	}
+	assertInOrder(t, turns[0].Items, append(append([]string{}, wantItems...), `user text "E2E-NEW: what did we do?"`))
+
+	// Codex appended its turn to the same file, which still reads back whole.
+	back, err := Reader{}.Read(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := brief(back)
+	if last := got[len(got)-1]; !strings.HasPrefix(last, "assistant FAKE-ANSWER") {
+		t.Errorf("codex's answer not appended to %s: last message %q", w.Path, last)
+	}
+	if n := strings.Count(strings.Join(got, "\n"), "E2E-U1"); n != 1 {
+		t.Errorf("first user turn read %d times:\n%s", n, strings.Join(got, "\n"))
+	}
+}
