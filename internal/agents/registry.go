@@ -1,0 +1,283 @@
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ForkCut says where an agent's own fork can cut a conversation.
+type ForkCut int
+
+const (
+	ForkNone          ForkCut = iota // no native fork
+	ForkAtEnd                        // copies the whole session (fork at the latest message)
+	ForkAtUserMessage                // can fork before any user message
+	ForkAtAnyMessage                 // can fork after any message
+)
+
+var forkCutNames = [...]string{"none", "end", "user_message", "any_message"}
+
+func (c ForkCut) String() string {
+	if c < 0 || int(c) >= len(forkCutNames) {
+		return fmt.Sprintf("forkcut(%d)", int(c))
+	}
+	return forkCutNames[c]
+}
+
+// Capabilities are what cast may do with an agent.
+type Capabilities struct {
+	// CanReconstitute: cast can write a native transcript the CLI resumes,
+	// so a session can move into this agent with its whole history. Agents
+	// without it get a fresh session seeded with a slice (and cannot take
+	// over an existing session's history at all, see CheckTakeover).
+	CanReconstitute bool
+	// NativeFork is where the agent's own fork command can cut. Agents that
+	// can reconstitute can always be forked anywhere by cast writing a cut
+	// transcript; this is only about the CLI's own command.
+	NativeFork ForkCut
+	// ModelChange: the model can change between turns of one session.
+	ModelChange bool
+	// EffortLevels are the accepted reasoning-effort values (nil: none).
+	EffortLevels []string
+}
+
+// Commands are argument templates (never a shell line). Placeholders are
+// whole or part of an argument: {prompt}, {id} (native session id), {path}
+// (native transcript file), {model}, {effort}. Nil means unsupported.
+type Commands struct {
+	Headless []string // fresh headless turn
+	Resume   []string // headless turn in an existing native session
+	Fork     []string // headless turn in a native fork of a session
+	Model    []string // appended to choose the model
+	Effort   []string // appended to choose the reasoning effort
+}
+
+// Agent describes one coding agent cast can run.
+type Agent struct {
+	Name        string // registry key, as in the API and CLI ("claude")
+	DisplayName string // for people ("Claude Code")
+	Binary      string // the CLI's executable name
+	NPMPackage  string // where the pinned CLI comes from ("" if not on npm)
+	Commands    Commands
+	// HomeEnv names the environment variable that moves the agent's own
+	// folder (agents.Target.Home); DefaultHome is that folder relative to
+	// $HOME when the variable is unset.
+	HomeEnv     string
+	DefaultHome string
+	// Transcript is where the native transcript lives, relative to the
+	// agent's own folder, as a pattern for people and docs.
+	Transcript string
+	// ContextWindow is the default model's window in tokens, used to budget
+	// rebuilt transcripts and slices.
+	ContextWindow int
+	Caps          Capabilities
+	// Verified is false for agents whose CLI is not installable here: their
+	// command forms and paths come from third-party code and docs only.
+	Verified bool
+}
+
+var registry = map[string]Agent{
+	"claude": {
+		Name: "claude", DisplayName: "Claude Code", Binary: "claude", NPMPackage: "@anthropic-ai/claude-code",
+		Commands: Commands{
+			// The prompt goes right after -p: --allowedTools and friends are
+			// variadic and would swallow a trailing prompt.
+			Headless: []string{"-p", "{prompt}", "--session-id", "{id}"},
+			Resume:   []string{"-p", "{prompt}", "--resume", "{id}"},
+			Fork:     []string{"-p", "{prompt}", "--resume", "{id}", "--fork-session"},
+			Model:    []string{"--model", "{model}"},
+			Effort:   []string{"--effort", "{effort}"},
+		},
+		HomeEnv: "CLAUDE_CONFIG_DIR", DefaultHome: ".claude",
+		Transcript:    "projects/<slug(cwd)>/<session-id>.jsonl",
+		ContextWindow: 200_000,
+		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
+			EffortLevels: []string{"low", "medium", "high", "xhigh", "max"}},
+		Verified: true,
+	},
+	"codex": {
+		Name: "codex", DisplayName: "Codex", Binary: "codex", NPMPackage: "@openai/codex",
+		Commands: Commands{
+			// Codex mints the id of a fresh thread (thread.started event).
+			Headless: []string{"exec", "--skip-git-repo-check", "--json", "{prompt}"},
+			Resume:   []string{"exec", "--skip-git-repo-check", "--json", "resume", "{id}", "{prompt}"},
+			Fork:     []string{"exec", "--skip-git-repo-check", "--json", "fork", "{id}", "{prompt}"},
+			Model:    []string{"--model", "{model}"},
+			Effort:   []string{"-c", "model_reasoning_effort={effort}"},
+		},
+		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",
+		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",
+		ContextWindow: 272_000,
+		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
+			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}},
+		Verified: true,
+	},
+	"gemini": {
+		Name: "gemini", DisplayName: "Gemini CLI", Binary: "gemini", NPMPackage: "@google/gemini-cli",
+		Commands: Commands{
+			Headless: []string{"--session-id", "{id}", "-p", "{prompt}"},
+			// --session-file takes any path: no dependence on gemini's
+			// project registry or slug collisions.
+			Resume: []string{"--session-file", "{path}", "-p", "{prompt}"},
+			Model:  []string{"--model", "{model}"},
+		},
+		// Gemini finds its folder as $HOME/.gemini; the bundle also reads
+		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves
+		// HOME instead.
+		DefaultHome:   ".gemini",
+		Transcript:    "tmp/<slug(basename cwd)>/chats/session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl",
+		ContextWindow: 1_048_576,
+		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone, ModelChange: true},
+		Verified:      true,
+	},
+	"pi": {
+		Name: "pi", DisplayName: "pi", Binary: "pi", NPMPackage: "@mariozechner/pi-coding-agent",
+		Commands: Commands{
+			Headless: []string{"-p", "{prompt}"},
+			Resume:   []string{"--session", "{path}", "-p", "{prompt}"},
+			Fork:     []string{"--fork", "{path}", "-p", "{prompt}"},
+			Model:    []string{"--model", "{model}"},
+			Effort:   []string{"--thinking", "{effort}"},
+		},
+		HomeEnv: "PI_CODING_AGENT_DIR", DefaultHome: ".pi/agent",
+		Transcript:    "sessions/--<cwd with / replaced by ->--/<timestamp>_<session-id>.jsonl",
+		ContextWindow: 128_000, // pi runs many providers; the smallest common window
+		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
+			EffortLevels: []string{"off", "minimal", "low", "medium", "high", "xhigh"}},
+		Verified: true,
+	},
+	"opencode": {
+		Name: "opencode", DisplayName: "OpenCode", Binary: "opencode", NPMPackage: "opencode-ai",
+		Commands: Commands{
+			Headless: []string{"run", "{prompt}"},
+			Resume:   []string{"run", "--session", "{id}", "{prompt}"},
+			Fork:     []string{"run", "--session", "{id}", "--fork", "{prompt}"},
+			Model:    []string{"--model", "{model}"},
+			Effort:   []string{"--variant", "{effort}"},
+		},
+		HomeEnv: "XDG_DATA_HOME", DefaultHome: ".local/share",
+		// Not a file: rows in SQLite, loaded through `opencode import`.
+		Transcript:    "opencode/opencode.db (session, message, part tables)",
+		ContextWindow: 128_000,
+		// The CLI's --fork copies the whole session; the serve API
+		// (POST /session/:id/fork {messageID}) cuts after any message.
+		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtAnyMessage, ModelChange: true,
+			EffortLevels: []string{"minimal", "low", "medium", "high", "max"}},
+		Verified: true,
+	},
+	"grok": {
+		// xAI's Grok Build CLI (not the npm @vibe-kit/grok-cli, which keeps
+		// no transcript). It is not distributed through npm, so nothing here
+		// is run in tests; the layout comes from third-party readers.
+		Name: "grok", DisplayName: "Grok Build", Binary: "grok",
+		Commands: Commands{
+			Headless: []string{"-p", "{prompt}"},
+		},
+		HomeEnv: "GROK_HOME", DefaultHome: ".grok",
+		Transcript:    "sessions/<url-encoded cwd>/<session-id>/chat_history.jsonl (+ summary.json)",
+		ContextWindow: 256_000,
+		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone},
+	},
+	"cursor": {
+		Name: "cursor", DisplayName: "Cursor", Binary: "cursor-agent",
+		Commands: Commands{
+			Headless: []string{"-p", "{prompt}", "--output-format", "stream-json"},
+			Resume:   []string{"--resume", "{id}", "-p", "{prompt}", "--output-format", "stream-json"},
+			Model:    []string{"--model", "{model}"},
+		},
+		DefaultHome: ".cursor",
+		// SQLite blobs cast cannot write, hence no reconstitution.
+		Transcript:    "chats/<hash(cwd)>/<session-id>/store.db",
+		ContextWindow: 200_000,
+		Caps:          Capabilities{CanReconstitute: false, NativeFork: ForkNone, ModelChange: true},
+	},
+	"muse": {
+		// Meta's Muse coding agent; its session records are append-only
+		// runtime events (encrypted reasoning included) that cast can read
+		// but not author.
+		Name: "muse", DisplayName: "Muse", Binary: "muse",
+		DefaultHome:   ".muse",
+		Transcript:    "session record JSONL (runtime.session events)",
+		ContextWindow: 128_000,
+		Caps:          Capabilities{CanReconstitute: false, NativeFork: ForkNone},
+	},
+}
+
+// Lookup returns the agent registered under name.
+func Lookup(name string) (Agent, bool) {
+	a, ok := registry[name]
+	return a, ok
+}
+
+// Names lists the registered agents, sorted.
+func Names() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ErrNoTakeover is matched (errors.Is) by CheckTakeover's refusal.
+var ErrNoTakeover = errors.New("agent cannot take over an existing session's history")
+
+// TakeoverError is CheckTakeover's refusal; its message is shown to users
+// verbatim.
+type TakeoverError struct{ Agent Agent }
+
+func (e *TakeoverError) Error() string {
+	n := e.Agent.DisplayName
+	return n + " cannot take over an existing session's history; start a new " + n + " session instead"
+}
+
+func (e *TakeoverError) Is(target error) bool { return target == ErrNoTakeover }
+
+// CheckTakeover says whether a session may switch or fork into target. An
+// agent that cannot reconstitute a transcript (Cursor, Muse) would start
+// without the history, so it is refused up front once the session has
+// messages; a blank session can become any agent.
+func CheckTakeover(target string, sessionHasMessages bool) error {
+	a, ok := Lookup(target)
+	if !ok {
+		return fmt.Errorf("unknown agent %q (known: %s)", target, strings.Join(Names(), ", "))
+	}
+	if sessionHasMessages && !a.Caps.CanReconstitute {
+		return &TakeoverError{Agent: a}
+	}
+	return nil
+}
+
+// Expand fills an argument template. Every placeholder must have a value:
+// an unfilled "{id}" passed to a CLI would be taken literally.
+func Expand(tmpl []string, vars map[string]string) ([]string, error) {
+	out := make([]string, len(tmpl))
+	for i, arg := range tmpl {
+		var b strings.Builder
+		rest := arg
+		for {
+			open := strings.IndexByte(rest, '{')
+			if open < 0 {
+				b.WriteString(rest)
+				break
+			}
+			end := strings.IndexByte(rest[open:], '}')
+			if end < 0 {
+				b.WriteString(rest)
+				break
+			}
+			key := rest[open+1 : open+end]
+			v, ok := vars[key]
+			if !ok {
+				return nil, fmt.Errorf("agents: template %q needs {%s}", arg, key)
+			}
+			b.WriteString(rest[:open])
+			b.WriteString(v)
+			rest = rest[open+end+1:]
+		}
+		out[i] = b.String()
+	}
+	return out, nil
+}
