@@ -44,7 +44,9 @@ type RPCError struct {
 	Message string `json:"message"`
 }
 
-func (e *RPCError) Error() string { return fmt.Sprintf("codex app-server: %s (code %d)", e.Message, e.Code) }
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("codex app-server: %s (code %d)", e.Message, e.Code)
+}
 
 type rpcReply struct {
 	Result json.RawMessage
