@@ -1,0 +1,289 @@
+package pi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Agent is the name recorded on neutral messages read from pi.
+const Agent = "pi"
+
+// noticeType marks the custom entries cast writes for its notices; they
+// are not in pi's model context and are not read back as conversation.
+const noticeType = "cast-notice"
+
+// Reader reads a pi session file.
+type Reader struct{}
+
+// Read implements agents.Reader.
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, err
+}
+
+// Decoded is everything a reader got out of one session file.
+type Decoded struct {
+	Messages  []transcript.Message
+	SessionID string
+	Cwd       string
+	Skipped   int // lines that were not JSON or not a known record
+}
+
+// Decode reads the conversation pi would resume: the chain from the last
+// entry back to the root. Entries on abandoned branches are not part of it.
+// Malformed lines are skipped and counted; it fails only when no line at all
+// could be used.
+func Decode(data []byte) (Decoded, error) {
+	var d Decoded
+	var entries []entry
+	used := 0
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(line, &probe) != nil || probe.Type == "" {
+			d.Skipped++
+			continue
+		}
+		if probe.Type == "session" {
+			var h header
+			if json.Unmarshal(line, &h) != nil {
+				d.Skipped++
+				continue
+			}
+			d.SessionID, d.Cwd = h.ID, h.Cwd
+			used++
+			continue
+		}
+		var e entry
+		if json.Unmarshal(line, &e) != nil {
+			d.Skipped++
+			continue
+		}
+		entries = append(entries, e)
+		used++
+	}
+	if used == 0 {
+		return d, errors.New("pi: no session header or entry found")
+	}
+	for _, e := range chain(entries) {
+		d.Messages = append(d.Messages, toNeutral(e)...)
+	}
+	return d, nil
+}
+
+// chain returns the entries from the root to the leaf (the last entry with
+// an id). Files from before ids existed (v1) are linear in file order.
+func chain(entries []entry) []entry {
+	byID := map[string]int{}
+	leaf := -1
+	for i, e := range entries {
+		if e.ID != "" {
+			byID[e.ID] = i
+			leaf = i
+		}
+	}
+	if leaf < 0 {
+		return entries
+	}
+	var path []entry
+	seen := map[int]bool{}
+	for i := leaf; i >= 0 && !seen[i]; {
+		seen[i] = true
+		path = append(path, entries[i])
+		p := entries[i].ParentID
+		if p == nil || *p == "" {
+			break
+		}
+		next, ok := byID[*p]
+		if !ok {
+			break // pi stops at a missing parent too
+		}
+		i = next
+	}
+	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
+		path[l], path[r] = path[r], path[l]
+	}
+	return path
+}
+
+func toNeutral(e entry) []transcript.Message {
+	var out []transcript.Message
+	when := parseTime(e.Timestamp)
+	add := func(m transcript.Message, suffix string) {
+		m.Agent, m.NativeID = Agent, e.ID+suffix
+		if m.Time.IsZero() {
+			m.Time = when
+		}
+		out = append(out, m)
+	}
+	switch e.Type {
+	case "compaction":
+		add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: e.Summary}, "")
+	case "branch_summary":
+		add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: e.Summary}, "")
+	case "custom_message":
+		if text := blocksText(e.Content); text != "" {
+			add(transcript.Message{Kind: transcript.KindUser, Text: text}, "")
+		}
+	case "message":
+		m := e.Message
+		if m == nil {
+			return nil
+		}
+		if t := msgTime(m.Timestamp); !t.IsZero() && when.IsZero() {
+			when = t
+		}
+		switch m.Role {
+		case "user", "custom":
+			add(transcript.Message{Kind: transcript.KindUser, Text: blocksText(m.Content)}, "")
+		case "assistant":
+			for i, b := range parseBlocks(m.Content) {
+				var n transcript.Message
+				switch b.Type {
+				case "thinking":
+					if b.Thinking == "" {
+						continue // redacted thinking carries nothing readable
+					}
+					n = transcript.Message{Kind: transcript.KindThinking, Text: b.Thinking}
+				case "text":
+					n = transcript.Message{Kind: transcript.KindAssistant, Text: b.Text}
+				case "toolCall":
+					if b.ID == "" || b.Name == "" {
+						continue
+					}
+					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Arguments)}}
+				default:
+					continue
+				}
+				n.Model = m.Model
+				add(n, fmt.Sprintf("#%d", i))
+			}
+		case "toolResult":
+			if m.ToolCallID == "" {
+				return nil
+			}
+			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: blocksText(m.Content), IsError: m.IsError != nil && *m.IsError}
+			var det struct {
+				ExitCode *int32 `json:"exitCode"`
+			}
+			if json.Unmarshal(m.Details, &det) == nil {
+				r.ExitCode = det.ExitCode
+			}
+			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: r}, "")
+		case "bashExecution":
+			// A command the user ran with "!": pi shows it to the model as
+			// user text unless it was run with "!!".
+			if !m.ExcludeFromContext {
+				add(transcript.Message{Kind: transcript.KindUser, Text: bashText(m)}, "")
+			}
+		case "branchSummary":
+			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: m.Summary}, "")
+		case "compactionSummary":
+			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: m.Summary}, "")
+		}
+	}
+	return out
+}
+
+// parseBlocks reads content that is a string or a block list.
+func parseBlocks(raw json.RawMessage) []block {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+		return []block{{Type: "text", Text: s}}
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil {
+		return nil
+	}
+	var out []block
+	for _, e := range elems {
+		var b block
+		if json.Unmarshal(e, &b) == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// blocksText joins the text of user-side content; images are named, not
+// carried.
+func blocksText(raw json.RawMessage) string {
+	var parts []string
+	for _, b := range parseBlocks(raw) {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "image":
+			parts = append(parts, "[image: "+b.MimeType+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// bashText is pi's bashExecutionToText, the text the model sees.
+func bashText(m *message) string {
+	s := "Ran `" + m.Command + "`\n"
+	if m.Output != "" {
+		s += "```\n" + m.Output + "\n```"
+	} else {
+		s += "(no output)"
+	}
+	if m.Cancelled {
+		s += "\n\n(command cancelled)"
+	} else if m.ExitCode != nil && *m.ExitCode != 0 {
+		s += fmt.Sprintf("\n\nCommand exited with code %d", *m.ExitCode)
+	}
+	return s
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// msgTime reads a message timestamp: Unix ms, or ISO text.
+func msgTime(raw json.RawMessage) time.Time {
+	var ms int64
+	if json.Unmarshal(raw, &ms) == nil && ms > 0 {
+		return time.UnixMilli(ms).UTC()
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return parseTime(s)
+	}
+	return time.Time{}
+}

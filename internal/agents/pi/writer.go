@@ -1,0 +1,281 @@
+package pi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// OrphanCallOutput is the result written for a tool call whose result the
+// source never recorded (pi would otherwise invent "No result provided").
+const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+
+// Writer writes a pi session file under Target.Home, pi's agent dir.
+type Writer struct {
+	// Now stamps entries that carry no time; nil means time.Now.
+	Now func() time.Time
+}
+
+// SessionDir is where pi looks for the sessions of cwd (its
+// getDefaultSessionDir).
+func SessionDir(home, cwd string) string {
+	safe := cwd
+	if strings.HasPrefix(safe, "/") || strings.HasPrefix(safe, `\`) {
+		safe = safe[1:] // pi strips one leading separator only
+	}
+	safe = strings.NewReplacer("/", "-", `\`, "-", ":", "-").Replace(safe)
+	return filepath.Join(home, "sessions", "--"+safe+"--")
+}
+
+// Write implements agents.Writer.
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("pi: target needs a home and an absolute cwd")
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	sid := t.NativeID
+	if sid == "" {
+		sid = stableUUID("pi:" + t.SessionID)
+	}
+	cwd := filepath.Clean(t.Cwd)
+	entries, start := render(sid, t.Model, msgs, now())
+
+	dir := SessionDir(t.Home, cwd)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return agents.Written{}, err
+	}
+	path := existingFile(dir, sid)
+	if path == "" {
+		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
+		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}); err != nil {
+		return agents.Written{}, err
+	}
+	for _, e := range entries {
+		if err := enc.Encode(e); err != nil {
+			return agents.Written{}, err
+		}
+	}
+	if err := writeAtomic(path, buf.Bytes()); err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: sid, Path: path}, nil
+}
+
+// existingFile finds the file of a session being rewritten, so a rewrite
+// replaces it instead of leaving two files with one session id.
+func existingFile(dir, sid string) string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*_"+sid+".jsonl"))
+	if len(matches) > 0 {
+		return matches[0]
+	}
+	return ""
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".cast-tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// render maps neutral messages to a linear chain of pi entries. An
+// assistant message holds thinking, text and tool calls; its results follow
+// it at once, whatever came in between in the source.
+func render(sid, targetModel string, msgs []transcript.Message, now time.Time) ([]entry, time.Time) {
+	results := map[string]*transcript.ToolResult{}
+	calls := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+			if _, dup := results[m.ToolResult.CallID]; !dup {
+				results[m.ToolResult.CallID] = m.ToolResult
+			}
+		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+			calls[m.ToolCall.ID] = true
+		}
+	}
+	var out []entry
+	var start, last time.Time
+	when := func(m *transcript.Message) time.Time {
+		t := m.Time
+		if t.IsZero() {
+			t = last
+		}
+		if t.IsZero() {
+			t = now
+		}
+		if start.IsZero() {
+			start = t
+		}
+		last = t
+		return t
+	}
+	push := func(e entry, t time.Time) {
+		e.ID = entryID(sid, len(out))
+		if len(out) > 0 {
+			p := out[len(out)-1].ID
+			e.ParentID = &p
+		}
+		e.Timestamp = stamp(t)
+		out = append(out, e)
+	}
+	if prov, model, ok := strings.Cut(targetModel, "/"); ok && prov != "" && model != "" {
+		// Lets `pi --session F` pick the model without --provider/--model.
+		push(entry{Type: "model_change", Provider: prov, ModelID: model}, now)
+	}
+
+	// The open assistant message and the calls in it.
+	var cur *message
+	var curBlocks []any // written blocks must keep empty text fields
+	var curTime time.Time
+	var curCalls []*transcript.ToolCall
+	written := map[string]bool{}
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		cur.StopReason = "stop"
+		if len(curCalls) > 0 {
+			cur.StopReason = "toolUse"
+		}
+		cur.Timestamp = msTime(curTime)
+		cur.Content, _ = json.Marshal(curBlocks)
+		push(entry{Type: "message", Message: cur}, curTime)
+		for _, c := range curCalls {
+			res := results[c.ID]
+			r := &message{Role: "toolResult", ToolCallID: c.ID, ToolName: toolName(c.Name), Timestamp: msTime(curTime)}
+			isErr := true
+			if res != nil {
+				isErr = res.IsError
+				r.Content = textBlocks(res.Output)
+				if res.ExitCode != nil {
+					r.Details, _ = json.Marshal(map[string]int32{"exitCode": *res.ExitCode})
+				}
+			} else {
+				r.Content = textBlocks(OrphanCallOutput)
+			}
+			r.IsError = &isErr
+			push(entry{Type: "message", Message: r}, curTime)
+		}
+		cur, curCalls, curBlocks = nil, nil, nil
+	}
+	open := func(m *transcript.Message) {
+		if cur != nil {
+			return
+		}
+		model, prov := m.Model, provider(m.Agent)
+		if model == "" {
+			model = "unknown"
+		}
+		cur = &message{Role: "assistant", API: "cast", Provider: prov, Model: model, Usage: &usage{}}
+		curTime = when(m)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if !m.Rendered() || m.Validate() != nil {
+			continue
+		}
+		switch m.Kind {
+		case transcript.KindUser:
+			flush()
+			t := when(m)
+			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(m.Text), Timestamp: msTime(t)}}, t)
+		case transcript.KindNotice:
+			// A custom entry stays on the chain but out of the model context.
+			flush()
+			data, _ := json.Marshal(map[string]string{"noticeType": m.NoticeType, "text": m.Text})
+			push(entry{Type: "custom", CustomType: noticeType, Data: data}, when(m))
+		case transcript.KindThinking, transcript.KindAssistant:
+			if len(curCalls) > 0 {
+				flush()
+			}
+			open(m)
+			if m.Kind == transcript.KindThinking {
+				curBlocks = append(curBlocks, thinkingBlock{Type: "thinking", Thinking: m.Text})
+			} else {
+				curBlocks = append(curBlocks, textBlock{Type: "text", Text: m.Text})
+			}
+		case transcript.KindToolCall:
+			tc := m.ToolCall
+			if written[tc.ID] {
+				continue // a repeated call id would pair one result twice
+			}
+			written[tc.ID] = true
+			open(m)
+			curBlocks = append(curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: toolName(tc.Name), Arguments: argsObject(tc.Input)})
+			curCalls = append(curCalls, tc)
+		case transcript.KindToolResult:
+			if calls[m.ToolResult.CallID] {
+				for _, c := range curCalls {
+					if c.ID == m.ToolResult.CallID {
+						flush() // answered: what follows is a new message
+						break
+					}
+				}
+				continue // written right after its call
+			}
+			flush()
+			t := when(m)
+			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(orphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
+		}
+	}
+	flush()
+	if start.IsZero() {
+		start = now
+	}
+	return out, start
+}
+
+// Blocks as written: unlike block, no field is ever left out.
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type thinkingBlock struct {
+	Type     string `json:"type"`
+	Thinking string `json:"thinking"`
+}
+
+type toolCallBlock struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func textBlocks(s string) json.RawMessage {
+	b, _ := json.Marshal([]textBlock{{Type: "text", Text: s}})
+	return b
+}
+
+func msTime(t time.Time) json.RawMessage {
+	b, _ := json.Marshal(t.UnixMilli())
+	return b
+}
+
+func orphanResultText(r *transcript.ToolResult) string {
+	if r.IsError {
+		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+	}
+	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+}
