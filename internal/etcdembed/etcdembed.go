@@ -51,7 +51,7 @@ func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		cfg.AutoCompactionMode = "periodic"
 		cfg.AutoCompactionRetention = c.CompactionRetention.String()
 	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(zap.WarnLevel)))
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)))
 	cfg.Metrics = "basic"
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

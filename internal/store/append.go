@@ -152,7 +152,7 @@ func (s *Store) commitBatch(ctx context.Context, sessionID string, batch []*appe
 		}
 		seqKV := resp.Responses[0].GetResponseRange().Kvs
 		if len(seqKV) == 0 {
-			return errs.NotFound("session %s not found", sessionID).With("session", sessionID)
+			return errs.NotFound("session %s not found; `cast ls` lists sessions", sessionID).With("session", sessionID)
 		}
 		last, err := parseInt(seqKV[0].Value)
 		if err != nil {

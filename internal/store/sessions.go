@@ -117,7 +117,7 @@ func (s *Store) getSession(ctx context.Context, id string, rev int64) (*castv1.S
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		return nil, 0, errs.NotFound("session %s not found", id).With("session", id)
+		return nil, 0, errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
 	}
 	sess := &castv1.Session{}
 	if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
@@ -139,7 +139,7 @@ func (s *Store) Owner(ctx context.Context, id string) (string, int64, error) {
 		return "", 0, err
 	}
 	if len(resp.Kvs) == 0 {
-		return "", 0, errs.NotFound("session %s not found", id).With("session", id)
+		return "", 0, errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
 	}
 	return string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision, nil
 }

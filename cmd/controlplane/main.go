@@ -1,0 +1,90 @@
+// Command controlplane runs cast's gRPC control plane over etcd (embedded
+// by default), or with --dev the whole of cast in one process.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/devmode"
+	"github.com/cast-dev/cast/internal/logging"
+	"github.com/cast-dev/cast/internal/nodeagent"
+)
+
+func main() {
+	cfg := controlplane.DefaultConfig()
+	var dev bool
+	var logFormat, logLevel, nodeName string
+	var labels []string
+	cmd := &cobra.Command{
+		Use:           "controlplane",
+		Short:         "Run the cast control plane (--dev: with embedded etcd and a local node)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if logFormat == "" {
+				logFormat = "json"
+				if dev {
+					logFormat = "console"
+				}
+			}
+			lg, err := logging.New(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			defer lg.Sync() //nolint:errcheck
+			if !dev {
+				return controlplane.Run(cmd.Context(), cfg, lg)
+			}
+			if len(cfg.EtcdEndpoints) > 0 {
+				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
+			}
+			node := nodeagent.DefaultConfig()
+			node.DataDir = filepath.Join(cfg.DataDir, "node")
+			node.Labels = labels
+			if nodeName != "" {
+				node.Name = nodeName
+			}
+			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
+			return devmode.Run(cmd.Context(), cfg, node, lg)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HTTP address for /metrics, /healthz, /readyz (empty: off)")
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")
+	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster, e.g. http://10.0.0.1:2379 (default: embedded)")
+	f.StringVar(&cfg.EtcdClient, "etcd-listen", cfg.EtcdClient, "embedded etcd client address (port 0: pick a free one)")
+	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")
+	f.DurationVar(&cfg.LeaseTTL, "node-lease-ttl", cfg.LeaseTTL, "a node silent this long is marked down")
+	f.DurationVar(&cfg.Heartbeat, "node-heartbeat", cfg.Heartbeat, "heartbeat interval nodes are told to use")
+	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
+	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
+	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
+	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "cast", "controlplane")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "cast", "controlplane")
+}

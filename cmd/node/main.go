@@ -1,0 +1,65 @@
+// Command node is cast's node daemon: it runs the agent CLIs of one machine.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/logging"
+	"github.com/cast-dev/cast/internal/nodeagent"
+)
+
+func main() {
+	cfg := nodeagent.DefaultConfig()
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:           "node",
+		Short:         "Run a cast node daemon that dials the control plane",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lg, err := logging.New(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			defer lg.Sync() //nolint:errcheck
+			return nodeagent.Run(cmd.Context(), cfg, lg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address (env CAST_ADDR)")
+	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
+	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
+	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
+	f.StringVar(&logFormat, "log-format", "json", "json or console")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "cast", "node")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "cast", "node")
+}

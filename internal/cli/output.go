@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+var pj = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+
+// raw turns a proto message into a JSON value with snake_case names (the
+// names in the .proto files, which scripts rely on).
+func raw(m proto.Message) json.RawMessage {
+	b, err := pj.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`null`)
+	}
+	return b
+}
+
+func raws[T proto.Message](ms []T) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, raw(m))
+	}
+	return out
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func stateName(s castv1.SessionState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "SESSION_STATE_"))
+}
+
+func ago(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	d := time.Since(ts.AsTime()).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// formatMessage renders one transcript row for people.
+func formatMessage(m *castv1.Message) string {
+	head := fmt.Sprintf("#%d %s", m.Seq, kindLabel(m))
+	if m.Agent != "" {
+		head += " (" + m.Agent + ")"
+	}
+	var body string
+	switch m.Kind {
+	case castv1.MessageKind_MESSAGE_KIND_TOOL_CALL:
+		body = m.ToolCall.GetName() + " " + m.ToolCall.GetInput()
+	case castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT:
+		r := m.ToolResult
+		body = r.GetOutput()
+		if r.GetHasExitCode() {
+			body = fmt.Sprintf("[exit %d] %s", r.GetExitCode(), body)
+		}
+	default:
+		body = m.Text
+	}
+	return head + "\n" + indent(body) + "\n"
+}
+
+func kindLabel(m *castv1.Message) string {
+	k := strings.ToLower(strings.TrimPrefix(m.Kind.String(), "MESSAGE_KIND_"))
+	if m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType != "" {
+		k += ":" + m.NoticeType
+	}
+	return k
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,109 @@
+// Package cli is the cast command line. Every command has --json; messages
+// for people are short and say what to do next.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+)
+
+// app is the state shared by all commands.
+type app struct {
+	addr    string
+	json    bool
+	timeout time.Duration
+	out     io.Writer
+	errOut  io.Writer
+	in      io.Reader
+	cli     *client.Client
+}
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{out: stdout, errOut: stderr, in: stdin}
+	root := a.root()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if a.cli != nil {
+		a.cli.Close()
+	}
+	if err == nil {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "cast: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "cast: %s\n", a.explain(err))
+	return 1
+}
+
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cast",
+		Short:         "cast keeps coding-agent conversations portable across agents and machines",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	def := os.Getenv("CAST_ADDR")
+	if def == "" {
+		def = client.DefaultAddr
+	}
+	root.PersistentFlags().StringVar(&a.addr, "addr", def, "control plane address (env CAST_ADDR)")
+	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON for scripts")
+	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.nodesCmd(), a.watchCmd())
+	return root
+}
+
+// client dials lazily so --help never needs a control plane.
+func (a *app) client() (*client.Client, error) {
+	if a.cli == nil {
+		c, err := client.Dial(a.addr)
+		if err != nil {
+			return nil, err
+		}
+		a.cli = c
+	}
+	return a.cli, nil
+}
+
+func (a *app) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, a.timeout)
+}
+
+// explain turns an RPC error into one line that says what to do.
+func (a *app) explain(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		if client.ReasonOf(err) == "" {
+			return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
+		}
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("the control plane at %s did not answer within %s; retry, or raise --timeout", a.addr, a.timeout)
+	}
+	return st.Message()
+}

@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+func (a *app) newCmd() *cobra.Command {
+	var agent, cwd, model, node string
+	cmd := &cobra.Command{
+		Use:   "new --agent NAME [--cwd DIR] [MESSAGE]",
+		Short: "Start a session on an agent; prints its id",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return usagef("--agent is required (claude, codex, gemini, pi, opencode, grok, cursor, muse)")
+			}
+			dir, err := absDir(cwd)
+			if err != nil {
+				return err
+			}
+			text, err := a.messageArg(args, true)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID()}
+			var sess *castv1.Session
+			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
+				sess, err = c.Sessions.CreateSession(ctx, req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(sess))
+			}
+			fmt.Fprintln(a.out, sess.Id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "agent to run: claude, codex, gemini, pi, opencode, grok, cursor, muse")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
+	cmd.Flags().StringVar(&model, "model", "", "model (default: the agent's)")
+	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: any connected node with the agent)")
+	return cmd
+}
+
+func (a *app) sendCmd() *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "send -s ID MESSAGE",
+		Short: "Send a message to a session (MESSAGE - reads stdin)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id == "" {
+				return usagef("-s ID is required; `cast ls` lists sessions")
+			}
+			text, err := a.messageArg(args, false)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			req := &castv1.SendMessageRequest{SessionId: id, Text: text, RequestId: ids.NewClientID()}
+			var resp *castv1.SendMessageResponse
+			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
+				resp, err = c.Sessions.SendMessage(ctx, req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(resp.Message))
+			}
+			fmt.Fprintf(a.out, "sent #%d to %s; follow it with `cast watch %s`\n", resp.Message.Seq, id, id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	return cmd
+}
+
+func (a *app) readCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "read ID [FROM:TO]",
+		Short: "Print a session's messages, optionally a 1-based seq range like 87:106",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			from, to := int64(0), int64(0)
+			if len(args) == 2 {
+				var err error
+				if from, to, err = parseRange(args[1]); err != nil {
+					return err
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var all []*castv1.Message
+			tok := ""
+			for {
+				ctx, cancel := a.ctx(cmd.Context())
+				resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: args[0], StartSeq: from, EndSeq: to, PageToken: tok})
+				cancel()
+				if err != nil {
+					return err
+				}
+				if a.json {
+					all = append(all, resp.Messages...)
+				} else {
+					for _, m := range resp.Messages {
+						fmt.Fprint(a.out, formatMessage(m))
+					}
+				}
+				if tok = resp.NextPageToken; tok == "" {
+					break
+				}
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"session_id": args[0], "messages": raws(all)})
+			}
+			return nil
+		},
+	}
+}
+
+// parseRange reads "A:B", "A:", ":B" or "A" (1-based, inclusive).
+func parseRange(s string) (int64, int64, error) {
+	bad := usagef("range %q is not FROM:TO with 1-based seqs, e.g. 87:106", s)
+	lo, hi, found := strings.Cut(s, ":")
+	parse := func(p string) (int64, error) {
+		if p == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 1 {
+			return 0, bad
+		}
+		return n, nil
+	}
+	from, err := parse(lo)
+	if err != nil {
+		return 0, 0, err
+	}
+	to := from
+	if found {
+		if to, err = parse(hi); err != nil {
+			return 0, 0, err
+		}
+	}
+	if from == 0 && to == 0 || (to != 0 && from > to) {
+		return 0, 0, bad
+	}
+	return from, to, nil
+}
+
+func (a *app) lsCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var list []*castv1.Session
+			tok := ""
+			for {
+				ctx, cancel := a.ctx(cmd.Context())
+				resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all})
+				cancel()
+				if err != nil {
+					return err
+				}
+				list = append(list, resp.Sessions...)
+				if tok = resp.NextPageToken; tok == "" {
+					break
+				}
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"sessions": raws(list)})
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.out, "no sessions yet; start one with `cast new --agent claude \"hello\"`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tAGENT\tNODE\tSTATE\tMSGS\tUPDATED\tTITLE")
+			for _, s := range list {
+				st := stateName(s.State)
+				if s.StateReason != "" {
+					st += ": " + s.StateReason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Agent, s.Node, st, s.LastSeq, ago(s.UpdateTime), s.Title)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include subagent worker sessions")
+	return cmd
+}
+
+func (a *app) watchCmd() *cobra.Command {
+	var from int64
+	cmd := &cobra.Command{
+		Use:   "watch ID",
+		Short: "Follow a session's messages and state as they happen (Ctrl-C to stop)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			stream, err := c.Sessions.WatchSession(cmd.Context(), &castv1.WatchSessionRequest{SessionId: args[0], StartSeq: from})
+			if err != nil {
+				return err
+			}
+			for {
+				ev, err := stream.Recv()
+				if err == io.EOF || status.Code(err) == codes.Canceled || cmd.Context().Err() != nil {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if a.json {
+					fmt.Fprintln(a.out, string(raw(ev)))
+					continue
+				}
+				if m := ev.GetMessage(); m != nil {
+					fmt.Fprint(a.out, formatMessage(m))
+				} else if s := ev.GetSession(); s != nil {
+					fmt.Fprintf(a.out, "-- %s on %s (%s): %s\n", s.Id, s.Node, s.Agent, stateName(s.State))
+				}
+			}
+		},
+	}
+	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first (0: only new ones)")
+	return cmd
+}
+
+// messageArg joins args into the message; "-" reads stdin.
+func (a *app) messageArg(args []string, optional bool) (string, error) {
+	text := strings.Join(args, " ")
+	if text == "-" {
+		b, err := io.ReadAll(io.LimitReader(a.in, 16<<20))
+		if err != nil {
+			return "", err
+		}
+		text = string(b)
+	}
+	if strings.TrimSpace(text) == "" && !optional {
+		return "", usagef("the message is empty; say something, or pass - to read it from stdin")
+	}
+	return text, nil
+}
+
+func absDir(dir string) (string, error) {
+	if dir == "" {
+		return os.Getwd()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", usagef("--cwd %s is not a directory", dir)
+	}
+	return abs, nil
+}
+
+// retry runs a mutating call with the same request id up to 3 times while
+// the outcome is unknown (unreachable or timed out), so a control plane
+// restart mid-request neither loses nor duplicates it.
+func (a *app) retry(parent context.Context, call func(context.Context) error) error {
+	var err error
+	for attempt := range 3 {
+		ctx, cancel := a.ctx(parent)
+		err = call(ctx)
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			select {
+			case <-parent.Done():
+				return err
+			case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
+			}
+			continue
+		}
+		return err
+	}
+	return err
+}

@@ -1,0 +1,57 @@
+// Package client dials the control plane for the cast CLI, node daemons and
+// users' own Go programs. It speaks gRPC only: nothing here links etcd.
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// DefaultAddr is where `controlplane --dev` listens.
+const DefaultAddr = "127.0.0.1:7777"
+
+// Client holds the API stubs over one connection.
+type Client struct {
+	Conn     *grpc.ClientConn
+	Sessions castv1.SessionServiceClient
+	Nodes    castv1.NodeServiceClient
+}
+
+// Dial connects lazily to addr (no I/O until the first call).
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Laptops sleep and NATs drop idle flows: probe the connection.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(16<<20)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
+	}
+	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.Conn.Close() }
+
+// ReasonOf returns the google.rpc.ErrorInfo reason of err, or "".
+func ReasonOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	return ""
+}

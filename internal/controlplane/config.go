@@ -1,0 +1,80 @@
+// Package controlplane is cast's gRPC control plane: thin handlers that
+// validate requests, call the store (the core that knows nothing of gRPC)
+// and map its typed errors to statuses in one place (status.go).
+package controlplane
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultListen            = "127.0.0.1:7777"
+	DefaultMetricsListen     = "127.0.0.1:7778"
+	DefaultLeaseTTL          = 10 * time.Second
+	DefaultHeartbeatInterval = 3 * time.Second
+	DefaultShutdownTimeout   = 10 * time.Second
+	// DefaultMaxRecvBytes bounds one gRPC request. Larger messages than one
+	// etcd request can carry are chunked by the store.
+	DefaultMaxRecvBytes = 16 << 20
+	// CapabilityVersion is what this control plane speaks to nodes.
+	CapabilityVersion = 1
+)
+
+// Config configures a control plane replica.
+type Config struct {
+	Listen        string        // gRPC address
+	MetricsListen string        // HTTP address for /metrics, /healthz, /readyz; "" disables
+	EtcdEndpoints []string      // an external etcd; empty means embedded in DataDir
+	DataDir       string        // embedded etcd data
+	EtcdClient    string        // embedded etcd client address (port 0: pick)
+	LeaseTTL      time.Duration // node liveness lease
+	Heartbeat     time.Duration // interval nodes are told to heartbeat at
+	Shutdown      time.Duration // GracefulStop deadline before Stop
+	MaxRecvBytes  int
+	ReplicaID     string // names this replica in node connection records
+	Store         store.Config
+}
+
+// DefaultConfig returns a Config for a local single process.
+func DefaultConfig() Config {
+	return Config{
+		Listen:        DefaultListen,
+		MetricsListen: DefaultMetricsListen,
+		EtcdClient:    "127.0.0.1:0",
+		LeaseTTL:      DefaultLeaseTTL,
+		Heartbeat:     DefaultHeartbeatInterval,
+		Shutdown:      DefaultShutdownTimeout,
+		MaxRecvBytes:  DefaultMaxRecvBytes,
+		Store:         store.DefaultConfig(),
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
+		}
+	}
+	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
+		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return fmt.Errorf("lease TTL %s is below etcd's 2s minimum", c.LeaseTTL)
+	}
+	if c.Heartbeat <= 0 || c.Heartbeat*2 > c.LeaseTTL {
+		return fmt.Errorf("heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)
+	}
+	if c.MaxRecvBytes < c.Store.MaxMessageBytes {
+		return fmt.Errorf("max receive size %d is below the max message size %d", c.MaxRecvBytes, c.Store.MaxMessageBytes)
+	}
+	return c.Store.Validate()
+}

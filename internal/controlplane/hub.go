@@ -1,0 +1,95 @@
+package controlplane
+
+import (
+	"sync"
+
+	"go.uber.org/zap"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/metrics"
+)
+
+// hub holds the node streams connected to this replica. Each stream has one
+// sender goroutine (gRPC streams are not safe for concurrent Send), fed by a
+// bounded queue; a node too slow to drain it is disconnected and catches up
+// on reconnect, because everything it is sent is also in the store.
+type hub struct {
+	lg *zap.Logger
+	m  *metrics.ControlPlane
+
+	mu    sync.Mutex
+	conns map[string]*nodeConn
+}
+
+type nodeConn struct {
+	name string
+	out  chan *castv1.ConnectResponse
+	kill func() // ends the stream
+}
+
+const nodeQueueLen = 1024
+
+func newHub(lg *zap.Logger, m *metrics.ControlPlane) *hub {
+	return &hub{lg: lg.Named("hub"), m: m, conns: map[string]*nodeConn{}}
+}
+
+// add registers a stream for name, ending an older stream of the same node
+// (a node that reconnected before its old stream timed out).
+func (h *hub) add(c *nodeConn) {
+	h.mu.Lock()
+	old := h.conns[c.name]
+	h.conns[c.name] = c
+	h.mu.Unlock()
+	if old != nil {
+		h.lg.Info("replacing older stream of node", zap.String("node", c.name))
+		old.kill()
+	}
+	h.m.ConnectStreams.Inc()
+}
+
+func (h *hub) remove(c *nodeConn) {
+	h.mu.Lock()
+	if h.conns[c.name] == c {
+		delete(h.conns, c.name)
+	}
+	h.mu.Unlock()
+	h.m.ConnectStreams.Dec()
+}
+
+// send queues a frame for node; false when the node has no stream here.
+func (h *hub) send(node string, f *castv1.ConnectResponse) bool {
+	h.mu.Lock()
+	c := h.conns[node]
+	h.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	select {
+	case c.out <- f:
+		return true
+	default:
+		h.lg.Warn("node stream queue full; disconnecting node", zap.String("node", node))
+		c.kill()
+		return false
+	}
+}
+
+func (h *hub) command(node, kind string, cmd *castv1.Command) {
+	cmd.Id = ids.NewClientID()
+	if h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
+		h.m.CommandsSent.WithLabelValues(kind).Inc()
+	}
+}
+
+// assign tells the owner node it owns sess with token.
+func (h *hub) assign(sess *castv1.Session, token int64) {
+	h.command(sess.Node, "assign_session", &castv1.Command{Kind: &castv1.Command_AssignSession{
+		AssignSession: &castv1.AssignSession{Session: sess, OwnerToken: token}}})
+}
+
+// deliver hands new user messages to the owner node.
+func (h *hub) deliver(node, sessionID string, token int64, msgs []*castv1.Message) {
+	h.command(node, "deliver_messages", &castv1.Command{Kind: &castv1.Command_DeliverMessages{
+		DeliverMessages: &castv1.DeliverMessages{SessionId: sessionID, OwnerToken: token, Messages: msgs}}})
+}

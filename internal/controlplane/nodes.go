@@ -1,0 +1,235 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+type nodeService struct {
+	castv1.UnimplementedNodeServiceServer
+	s *Server
+}
+
+func (h *nodeService) ListNodes(ctx context.Context, _ *castv1.ListNodesRequest) (*castv1.ListNodesResponse, error) {
+	nodes, err := h.s.store.ListNodes(ctx)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListNodesResponse{Nodes: nodes}, nil
+}
+
+func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if !ids.ValidName(req.Node) {
+		return nil, invalid("node name %s is malformed", quote(req.Node))
+	}
+	if req.OwnerToken <= 0 {
+		return nil, invalid("owner_token is required for owner-side writes")
+	}
+	if len(req.Messages) == 0 {
+		return nil, invalid("no messages to append")
+	}
+	for i, m := range req.Messages {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_UNSPECIFIED {
+			return nil, invalid("message %d has no kind", i)
+		}
+		if !ids.ValidClientID(m.ClientId) {
+			return nil, invalid("message %d: client_id %s is malformed", i, quote(m.ClientId))
+		}
+	}
+	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{Node: req.Node, Token: req.OwnerToken})
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.AppendOwnerMessagesResponse{Messages: out}, nil
+}
+
+// Connect serves a node's stream: hello, then heartbeats keep its lease
+// while commands flow down. The node is down once the stream ends (lease
+// revoked) or its heartbeats stop for longer than the lease TTL.
+func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
+	ctx, cancel := h.s.streamContext(stream.Context())
+	defer cancel()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil || hello.Node == nil {
+		return invalid("the first frame on a Connect stream must be hello")
+	}
+	node := hello.Node
+	if err := validNode(node); err != nil {
+		return err
+	}
+	lg := h.s.lg.With(zap.String("node", node.Name))
+	since := time.Now()
+	l, err := h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL)
+	if err != nil {
+		return toStatus(lg, err)
+	}
+	var lease atomic.Int64 // replaced by the receive loop when it re-registers
+	lease.Store(int64(l))
+	conn := &nodeConn{name: node.Name, out: make(chan *castv1.ConnectResponse, nodeQueueLen), kill: cancel}
+	h.s.hub.add(conn)
+	defer func() {
+		h.s.hub.remove(conn)
+		// Revoking marks the node down at once; if it already reconnected
+		// elsewhere its key is bound to the new lease and survives.
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if err := h.s.store.UnregisterNode(rctx, store.Lease(lease.Load())); err != nil {
+			lg.Warn("revoke node lease failed", zap.Error(err))
+		}
+		lg.Info("node disconnected")
+	}()
+	lg.Info("node connected", zap.Strings("labels", node.Labels), zap.Int("agents", len(node.Agents)))
+	conn.out <- &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Welcome{Welcome: &castv1.Welcome{
+		LeaseTtlSeconds: int64(h.s.cfg.LeaseTTL / time.Second), HeartbeatIntervalMillis: h.s.cfg.Heartbeat.Milliseconds(),
+	}}}
+	h.s.resync(ctx, node.Name, lg)
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- sendLoop(ctx, stream, conn.out) }()
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- h.recvLoop(ctx, stream, node, &lease, since, lg) }()
+	select {
+	case err = <-sendErr:
+	case err = <-recvErr:
+	case <-ctx.Done():
+		err = nil
+	}
+	cancel()
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return toStatus(lg, err)
+}
+
+func sendLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, out <-chan *castv1.ConnectResponse) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-out:
+			if err := stream.Send(f); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, node *castv1.Node, lease *atomic.Int64, since time.Time, lg *zap.Logger) error {
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch fr := f.Frame.(type) {
+		case *castv1.ConnectRequest_Heartbeat:
+			h.s.m.Heartbeats.Inc()
+			err := h.s.store.Heartbeat(ctx, node.Name, store.Lease(lease.Load()), h.s.cfg.ReplicaID, since)
+			if errors.Is(err, store.ErrLeaseExpired) {
+				// The node was silent past its TTL and got marked down; it is
+				// alive again, so register it anew.
+				lg.Info("node lease had lapsed; registering again")
+				var l store.Lease
+				if l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL); err == nil {
+					lease.Store(int64(l))
+				}
+			}
+			if err != nil {
+				return err
+			}
+			h.s.hub.send(node.Name, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_HeartbeatAck{
+				HeartbeatAck: &castv1.HeartbeatAck{Seq: fr.Heartbeat.Seq}}})
+		case *castv1.ConnectRequest_Ack:
+			if fr.Ack.Error != "" {
+				lg.Warn("node reported command failure", zap.String("command", fr.Ack.CommandId), zap.String("error", fr.Ack.Error))
+			}
+		case *castv1.ConnectRequest_Hello:
+			return invalid("hello may only be sent once per stream")
+		}
+	}
+}
+
+// resync re-sends ownership of every session the node owns, so a node that
+// restarted or reconnected knows its sessions and their current tokens.
+func (s *Server) resync(ctx context.Context, node string, lg *zap.Logger) {
+	owned, err := s.store.SessionsOwnedBy(ctx, node)
+	if err != nil {
+		lg.Warn("list owned sessions failed", zap.Error(err))
+		return
+	}
+	for _, o := range owned {
+		s.hub.assign(o.Session, o.Token)
+	}
+}
+
+func validNode(n *castv1.Node) error {
+	if !ids.ValidName(n.Name) {
+		return invalid("node name %s is malformed; use letters, digits, '.', '_' or '-'", quote(n.Name))
+	}
+	if len(n.Labels) > 64 {
+		return invalid("a node may have at most 64 labels")
+	}
+	for _, l := range n.Labels {
+		if !ids.ValidName(l) {
+			return invalid("label %s is malformed", quote(l))
+		}
+	}
+	return nil
+}
+
+// pickNode returns the requested node if connected, else a connected node,
+// preferring one that has the agent installed.
+func (s *Server) pickNode(ctx context.Context, want, agent string) (string, error) {
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	var fallback string
+	for _, n := range nodes {
+		if !n.Connected {
+			if n.Name == want {
+				return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+					"node %q is not connected; see `cast nodes`", want).With("node", want)
+			}
+			continue
+		}
+		if want != "" {
+			if n.Name == want {
+				return want, nil
+			}
+			continue
+		}
+		for _, a := range n.Agents {
+			if a.Name == agent {
+				return n.Name, nil
+			}
+		}
+		if fallback == "" {
+			fallback = n.Name
+		}
+	}
+	if want != "" {
+		return "", errs.New(errs.KindNotFound, errs.ReasonNotFound, "node %q is not registered; see `cast nodes`", want).With("node", want)
+	}
+	if fallback == "" {
+		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
+			"no node is connected; start one with `node --controlplane ADDR` (or run `controlplane --dev`)")
+	}
+	return fallback, nil
+}

@@ -1,0 +1,306 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/etcdembed"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Server is one running control plane replica.
+type Server struct {
+	cfg   Config
+	lg    *zap.Logger
+	store *store.Store
+	hub   *hub
+	m     *metrics.ControlPlane
+	reg   *prometheus.Registry
+
+	etcd    *etcdembed.Etcd
+	grpc    *grpc.Server
+	health  *health.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	httpLis net.Listener
+
+	stop   context.CancelFunc // ends streams and background loops
+	stopCx context.Context
+	wg     sync.WaitGroup
+}
+
+// Start brings up etcd (embedded unless endpoints are given), the store,
+// the gRPC API and the metrics endpoint. Stop undoes it.
+func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ReplicaID == "" {
+		host, _ := os.Hostname()
+		cfg.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	s := &Server{cfg: cfg, lg: lg.Named("controlplane"), reg: prometheus.NewRegistry()}
+	s.stopCx, s.stop = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	endpoints := cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		s.etcd, err = etcdembed.Start(ctx, etcdembed.Config{
+			Dir: cfg.DataDir, ClientAddr: cfg.EtcdClient, PeerAddr: "127.0.0.1:0",
+			QuotaBytes: cfg.Store.QuotaBytes, CompactionRetention: time.Hour,
+		}, lg)
+		if err != nil {
+			return nil, err
+		}
+		endpoints = []string{s.etcd.ClientURL}
+	}
+	s.m = metrics.NewControlPlane(s.reg)
+	s.m.BuildInfo.WithLabelValues(Version, fmt.Sprint(CapabilityVersion)).Set(1)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.store, err = store.Open(ctx, endpoints, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
+		return nil, err
+	}
+	s.hub = newHub(s.lg, s.m)
+	if err := s.startGRPC(); err != nil {
+		return nil, err
+	}
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	s.goLoop(s.store.Run)
+	s.goLoop(s.watchHealth)
+	s.goLoop(func(ctx context.Context) {
+		s.store.WatchNodesDown(ctx, func(name string) {
+			s.m.HeartbeatExpired.Inc()
+			s.lg.Info("node marked down", zap.String("node", name))
+		})
+	})
+	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()),
+		zap.Strings("etcd", endpoints), zap.Bool("embedded_etcd", s.etcd != nil))
+	return s, nil
+}
+
+func (s *Server) startGRPC() error {
+	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	s.reg.MustRegister(srvMetrics)
+	panics := recovery.WithRecoveryHandler(func(p any) error {
+		s.lg.Error("handler panic", zap.Any("panic", p))
+		return status.Error(codes.Internal, "internal error")
+	})
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor()),
+	)
+	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
+	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	srvMetrics.InitializeMetrics(s.grpc)
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	s.lis = lis
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.lg.Error("grpc serve failed", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func (s *Server) startHTTP() error {
+	if s.cfg.MetricsListen == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	// Embedded etcd registers its own metrics in the default registry.
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{s.reg, etcdGatherer{}}, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.store.Ready(ctx); err != nil {
+			http.Error(w, "store not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	lis, err := net.Listen("tcp", s.cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.MetricsListen, err)
+	}
+	s.httpLis = lis
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.lg.Error("metrics serve failed", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// watchHealth keeps the gRPC health status in step with the store.
+func (s *Server) watchHealth(ctx context.Context) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st := healthpb.HealthCheckResponse_SERVING
+		if err := s.store.Ready(cctx); err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		cancel()
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus(castv1.SessionService_ServiceDesc.ServiceName, st)
+		s.countNodes(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// countNodes sets the fleet gauge from the store, so every replica reports
+// the same number whichever holds the streams.
+func (s *Server) countNodes(ctx context.Context) {
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, nd := range nodes {
+		if nd.Connected {
+			n++
+		}
+	}
+	s.m.NodesConnected.Set(float64(n))
+}
+
+func (s *Server) goLoop(fn func(context.Context)) {
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); fn(s.stopCx) }()
+}
+
+// streamContext ends a long-lived stream when the server stops, so
+// GracefulStop does not wait on node streams and watches forever.
+func (s *Server) streamContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.stopCx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// Addr is the gRPC listen address.
+func (s *Server) Addr() string {
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// MetricsAddr is the HTTP listen address, or "".
+func (s *Server) MetricsAddr() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}
+
+// Stop shuts down in order: streams, gRPC (gracefully, then forcibly after
+// the deadline), HTTP, background loops, the store, then etcd.
+func (s *Server) Stop() {
+	s.stop()
+	if s.health != nil {
+		s.health.Shutdown()
+	}
+	if s.grpc != nil {
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(s.cfg.Shutdown):
+			s.lg.Warn("graceful stop timed out; stopping")
+			s.grpc.Stop()
+		}
+	}
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.httpSrv.Shutdown(ctx)
+		cancel()
+	}
+	s.wg.Wait()
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}
+
+// Run starts a replica and serves until ctx ends or embedded etcd fails.
+func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
+	s, err := Start(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	var etcdErr <-chan error
+	if s.etcd != nil {
+		etcdErr = s.etcd.Err()
+	}
+	select {
+	case <-ctx.Done():
+		lg.Info("shutting down")
+		return nil
+	case err := <-etcdErr:
+		return fmt.Errorf("embedded etcd failed: %w", err)
+	}
+}
+
+// etcdGatherer exposes the default registry's etcd_* families (embedded
+// etcd registers there) without the Go runtime metrics cast's own registry
+// already has.
+type etcdGatherer struct{}
+
+func (etcdGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "etcd_") {
+			out = append(out, mf)
+		}
+	}
+	return out, err
+}

@@ -1,0 +1,225 @@
+package controlplane
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// knownAgents are the agents cast can place a session on.
+var knownAgents = map[string]bool{
+	"claude": true, "codex": true, "gemini": true, "pi": true, "opencode": true,
+	"grok": true, "cursor": true, "muse": true,
+}
+
+type sessionService struct {
+	castv1.UnimplementedSessionServiceServer
+	s *Server
+}
+
+func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
+	if !knownAgents[req.Agent] {
+		return nil, withInfo(codes.InvalidArgument, "unknown agent "+quote(req.Agent)+"; use one of claude, codex, gemini, pi, opencode, grok, cursor, muse", errs.ReasonUnknownAgent, nil)
+	}
+	if req.Node != "" && !ids.ValidName(req.Node) {
+		return nil, invalid("node name %s is malformed", quote(req.Node))
+	}
+	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
+		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	}
+	if err := validText(req.Text, true); err != nil {
+		return nil, err
+	}
+	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
+		return nil, invalid("cwd must be an absolute path")
+	}
+	node, err := h.s.pickNode(ctx, req.Node, req.Agent)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	title := req.Title
+	if title == "" {
+		title = titleFrom(req.Text)
+	}
+	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
+		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
+	})
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if !c.Existed {
+		h.s.hub.assign(c.Session, c.Token)
+	}
+	if req.Text != "" {
+		cid := req.RequestId
+		if cid != "" {
+			cid += ".m1" // the first message is idempotent with the create
+		}
+		if _, err := h.s.appendUser(ctx, c.Session.Id, req.Text, cid); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+	}
+	return h.s.store.GetSession(ctx, c.Session.Id)
+}
+
+func (h *sessionService) GetSession(ctx context.Context, req *castv1.GetSessionRequest) (*castv1.Session, error) {
+	if err := validSessionID(req.Id); err != nil {
+		return nil, err
+	}
+	sess, err := h.s.store.GetSession(ctx, req.Id)
+	return sess, toStatus(h.s.lg, err)
+}
+
+func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessionsRequest) (*castv1.ListSessionsResponse, error) {
+	size, err := pageSize(req.PageSize, 100)
+	if err != nil {
+		return nil, err
+	}
+	list, next, err := h.s.store.ListSessions(ctx, size, req.PageToken, req.IncludeSubagents)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
+}
+
+func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessageRequest) (*castv1.SendMessageResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if err := validText(req.Text, false); err != nil {
+		return nil, err
+	}
+	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
+		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	}
+	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.SendMessageResponse{Message: m}, nil
+}
+
+func (h *sessionService) ListMessages(ctx context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if req.StartSeq < 0 || req.EndSeq < 0 || (req.EndSeq > 0 && req.StartSeq > req.EndSeq) {
+		return nil, invalid("seq range %d:%d is not valid; seqs start at 1 and FROM must not exceed TO", req.StartSeq, req.EndSeq)
+	}
+	size, err := pageSize(req.PageSize, 500)
+	if err != nil {
+		return nil, err
+	}
+	msgs, next, err := h.s.store.ListMessages(ctx, req.SessionId, req.StartSeq, req.EndSeq, size, req.PageToken)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListMessagesResponse{Messages: msgs, NextPageToken: next}, nil
+}
+
+func (h *sessionService) ExportSession(req *castv1.ExportSessionRequest, stream castv1.SessionService_ExportSessionServer) error {
+	if err := validSessionID(req.SessionId); err != nil {
+		return err
+	}
+	err := h.s.store.Export(stream.Context(), req.SessionId, func(sess *castv1.Session, msgs []*castv1.Message) error {
+		return stream.Send(&castv1.ExportSessionResponse{Session: sess, Messages: msgs})
+	})
+	return toStatus(h.s.lg, err)
+}
+
+func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
+	if err := validSessionID(req.SessionId); err != nil {
+		return err
+	}
+	if req.StartSeq < 0 {
+		return invalid("start_seq must not be negative")
+	}
+	ctx, cancel := h.s.streamContext(stream.Context())
+	defer cancel()
+	err := h.s.store.Watch(ctx, req.SessionId, req.StartSeq, func(ev store.Event) error {
+		resp := &castv1.WatchSessionResponse{}
+		if ev.Message != nil {
+			resp.Event = &castv1.WatchSessionResponse_Message{Message: ev.Message}
+		} else {
+			resp.Event = &castv1.WatchSessionResponse_Session{Session: ev.Session}
+		}
+		return stream.Send(resp)
+	})
+	if err != nil {
+		h.s.lg.Debug("watch ended", zap.Error(err))
+	}
+	return toStatus(h.s.lg, err)
+}
+
+// appendUser stores a user message and hands it to the owner node.
+func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
+	if clientID == "" {
+		clientID = ids.NewClientID()
+	}
+	m := &castv1.Message{ClientId: clientID, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}
+	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{m}, store.Guard{})
+	if err != nil {
+		return nil, err
+	}
+	if node, tok, err := s.store.Owner(ctx, sessionID); err == nil {
+		s.hub.deliver(node, sessionID, tok, out)
+	}
+	return out[0], nil
+}
+
+func validSessionID(id string) error {
+	if id == "" {
+		return invalid("session id is required")
+	}
+	if !ids.ValidSessionID(id) {
+		return invalid("session id %s is malformed; ids are 7 to 32 lowercase letters and digits, as `cast ls` shows them", quote(id))
+	}
+	return nil
+}
+
+func validText(text string, optional bool) error {
+	switch {
+	case text == "" && !optional:
+		return invalid("message is empty; say something")
+	case strings.TrimSpace(text) == "" && text != "":
+		return invalid("message is only whitespace; say something")
+	case !utf8.ValidString(text):
+		return invalid("message is not valid UTF-8")
+	}
+	return nil
+}
+
+func pageSize(n int32, def int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, invalid("page_size must not be negative")
+	case n == 0:
+		return def, nil
+	case n > 1000:
+		return 1000, nil
+	}
+	return int(n), nil
+}
+
+func titleFrom(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > 60 {
+		return string(r[:60]) + "…"
+	}
+	return text
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "\"" + strings.ReplaceAll(s, "\"", "\\\"") + "\""
+}

@@ -1,0 +1,4 @@
+package controlplane
+
+// Version is set at link time (-ldflags "-X ...controlplane.Version=...").
+var Version = "dev"

@@ -1,0 +1,197 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Agent is a running node daemon.
+type Agent struct {
+	cfg Config
+	lg  *zap.Logger
+	st  *state
+	cli *client.Client
+}
+
+// New prepares a node daemon; Run starts it.
+func New(cfg Config, lg *zap.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := loadState(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node state in %s: %w", cfg.DataDir, err)
+	}
+	cli, err := client.Dial(cfg.ControlPlane)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli}, nil
+}
+
+// Run is New then Agent.Run.
+func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
+	a, err := New(cfg, lg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Run keeps a Connect stream up, reconnecting with jittered exponential
+// backoff, until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.cli.Close()
+	backoff := a.cfg.ReconnectMin
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := a.connectOnce(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			backoff = a.cfg.ReconnectMin // it was a healthy session
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		a.lg.Info("control plane stream ended; reconnecting", zap.Error(err), zap.Duration("in", wait))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, a.cfg.ReconnectMax)
+	}
+	a.lg.Info("node stopped")
+	return nil
+}
+
+// connectOnce runs one stream until it fails or ctx ends.
+func (a *Agent) connectOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := a.cli.Nodes.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	var sendMu sync.Mutex // gRPC streams allow one sender at a time
+	send := func(r *castv1.ConnectRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(r)
+	}
+	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: a.describe()}}}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	w := first.GetWelcome()
+	if w == nil || w.HeartbeatIntervalMillis <= 0 {
+		return errors.New("control plane did not welcome the node")
+	}
+	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
+	hbErr := make(chan error, 1)
+	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if cmd := f.GetCommand(); cmd != nil {
+			ack := &castv1.CommandAck{CommandId: cmd.Id}
+			if err := a.handle(cmd); err != nil {
+				ack.Error = err.Error()
+			}
+			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
+				return err
+			}
+		}
+		select {
+		case err := <-hbErr:
+			return err
+		default:
+		}
+	}
+}
+
+func heartbeat(ctx context.Context, every time.Duration, send func(*castv1.ConnectRequest) error) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for seq := int64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle applies one command to the node's state.
+func (a *Agent) handle(cmd *castv1.Command) error {
+	switch k := cmd.Kind.(type) {
+	case *castv1.Command_AssignSession:
+		s := k.AssignSession.Session
+		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
+		return a.st.update(func(m map[string]*owned) {
+			o := m[s.Id]
+			if o == nil {
+				o = &owned{}
+				m[s.Id] = o
+			}
+			o.Token, o.Agent, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Cwd
+		})
+	case *castv1.Command_DeliverMessages:
+		d := k.DeliverMessages
+		o, ok := a.st.get(d.SessionId)
+		if !ok || d.OwnerToken < o.Token {
+			return fmt.Errorf("session %s is not owned by this node with token %d", d.SessionId, d.OwnerToken)
+		}
+		var newest int64
+		for _, m := range d.Messages {
+			if m.Seq > o.DeliveredSeq {
+				newest = max(newest, m.Seq)
+				a.lg.Info("user message received", zap.String("session", d.SessionId), zap.Int64("seq", m.Seq))
+			}
+		}
+		if newest == 0 {
+			return nil // already delivered: exactly once across redeliveries
+		}
+		return a.st.update(func(m map[string]*owned) { m[d.SessionId].DeliveredSeq = newest })
+	default:
+		return fmt.Errorf("unknown command")
+	}
+}
+
+// describe is the node's hello: name, labels, installed agents.
+func (a *Agent) describe() *castv1.Node {
+	host, _ := os.Hostname()
+	n := &castv1.Node{Name: a.cfg.Name, Labels: a.cfg.labels(), Os: runtime.GOOS, Hostname: host, CapabilityVersion: CapabilityVersion}
+	names := make([]string, 0, len(a.cfg.AgentBins))
+	for name := range a.cfg.AgentBins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		// LookPath only: running `--version` would write into a HOME.
+		if p, err := exec.LookPath(a.cfg.AgentBins[name]); err == nil {
+			n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: p})
+		}
+	}
+	return n
+}

@@ -1,0 +1,89 @@
+// Package nodeagent is the node daemon: it dials the control plane (so it
+// works behind NAT), keeps one Connect stream with heartbeats, receives
+// commands for the sessions it owns and keeps its bookkeeping in its data
+// dir so a restart resumes where it stopped.
+package nodeagent
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+// CapabilityVersion is what this node can do; the control plane may refuse
+// or adapt commands for older nodes.
+const CapabilityVersion = 1
+
+// Defaults.
+const (
+	DefaultReconnectMin = 200 * time.Millisecond
+	DefaultReconnectMax = 10 * time.Second
+)
+
+// Config configures a node daemon.
+type Config struct {
+	ControlPlane string   // gRPC address of the control plane
+	DataDir      string   // state, agent homes, transcripts
+	Name         string   // unique node name (default: hostname)
+	Labels       []string // user labels, e.g. linux, laptop
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// AgentBins maps agent name to binary name looked up on PATH.
+	AgentBins map[string]string
+}
+
+// DefaultConfig returns defaults; Name is the hostname.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:         host,
+		ReconnectMin: DefaultReconnectMin,
+		ReconnectMax: DefaultReconnectMax,
+		AgentBins: map[string]string{
+			"claude": "claude", "codex": "codex", "gemini": "gemini", "pi": "pi",
+			"opencode": "opencode", "grok": "grok", "cursor": "cursor-agent", "muse": "muse",
+		},
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.ControlPlane == "":
+		return fmt.Errorf("--controlplane (or CAST_ADDR) is required")
+	case c.DataDir == "":
+		return fmt.Errorf("--data-dir is required")
+	case !ids.ValidName(c.Name):
+		return fmt.Errorf("node name %q is malformed; use letters, digits, '.', '_' or '-'", c.Name)
+	case c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin:
+		return fmt.Errorf("reconnect backoff must be positive and min <= max")
+	}
+	for _, l := range c.Labels {
+		if !ids.ValidName(l) {
+			return fmt.Errorf("label %q is malformed; use letters, digits, '.', '_' or '-'", l)
+		}
+	}
+	return nil
+}
+
+// labels returns the node's labels: os and hostname first, then the user's.
+func (c Config) labels() []string {
+	host, _ := os.Hostname()
+	out := []string{runtime.GOOS}
+	if ids.ValidName(host) {
+		out = append(out, host)
+	}
+	seen := map[string]bool{}
+	for _, l := range out {
+		seen[l] = true
+	}
+	for _, l := range c.Labels {
+		if !seen[l] {
+			out, seen[l] = append(out, l), true
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cast-dev/cast/internal/fsutil"
+)
+
+// owned is what the node remembers about a session it owns.
+type owned struct {
+	Token        int64  `json:"token"`
+	Agent        string `json:"agent"`
+	Cwd          string `json:"cwd"`
+	DeliveredSeq int64  `json:"delivered_seq"` // newest user message handed to the agent
+}
+
+// state is the node's bookkeeping, persisted in DataDir/state.json after
+// every change so a restarted node resumes without redelivering.
+type state struct {
+	path string
+
+	mu       sync.Mutex
+	Sessions map[string]*owned `json:"sessions"`
+}
+
+func loadState(dir string) (*state, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	st := &state{path: filepath.Join(dir, "state.json"), Sessions: map[string]*owned{}}
+	b, err := os.ReadFile(st.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	if st.Sessions == nil {
+		st.Sessions = map[string]*owned{}
+	}
+	return st, nil
+}
+
+// update applies fn under the lock and persists the result.
+func (st *state) update(fn func(map[string]*owned)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fn(st.Sessions)
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(st.path, b, 0o600)
+}
+
+// get returns a copy of a session's record.
+func (st *state) get(id string) (owned, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	o, ok := st.Sessions[id]
+	if !ok {
+		return owned{}, false
+	}
+	return *o, true
+}
