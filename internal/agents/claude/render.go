@@ -1,0 +1,116 @@
+package claude
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// foreignShells are other agents' shell tools. Claude sees them as its own
+// Bash so it reads the history as commands that ran, not as calls to tools
+// it does not have.
+var foreignShells = map[string]bool{
+	"bash":                 true, // opencode, pi, grok
+	"exec_command":         true, // codex
+	"shell":                true, // older codex (argv form)
+	"local_shell":          true, // codex local_shell_call
+	"run_shell_command":    true, // gemini
+	"run_terminal_cmd":     true, // cursor
+	"run_terminal_command": true,
+	"execute_command":      true,
+}
+
+var badName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// toolName makes a name the Anthropic API accepts (^[A-Za-z0-9_-]{1,64}$);
+// MCP names from other agents carry dots, slashes or colons.
+func toolName(name string) string {
+	n := badName.ReplaceAllString(name, "_")
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	if n == "" {
+		n = "tool"
+	}
+	return n
+}
+
+// renderCall maps a neutral tool call to a Claude tool_use name and input.
+// The input must be a JSON object: free-form input (codex's apply_patch
+// text) or a non-object is kept whole under "input".
+func renderCall(name, input string) (string, map[string]any) {
+	obj := map[string]any{}
+	in := strings.TrimSpace(input)
+	if in != "" && json.Unmarshal([]byte(in), &obj) != nil {
+		obj = map[string]any{}
+		var v any
+		if json.Unmarshal([]byte(in), &v) != nil {
+			v = input
+		}
+		obj["input"] = v
+	}
+	if name != "Bash" && foreignShells[strings.ToLower(name)] {
+		if cmd, ok := shellCommand(obj); ok {
+			out := map[string]any{"command": cmd}
+			for _, k := range []string{"description", "timeout"} {
+				if v, ok := obj[k]; ok {
+					out[k] = v
+				}
+			}
+			for _, k := range []string{"workdir", "cwd", "dir_path", "directory", "working_directory"} {
+				if d, ok := obj[k].(string); ok && d != "" {
+					out["command"] = "cd " + shellQuote(d) + " && " + cmd
+					break
+				}
+			}
+			return "Bash", out
+		}
+	}
+	return toolName(name), obj
+}
+
+// shellCommand finds the command line in another agent's shell call.
+func shellCommand(obj map[string]any) (string, bool) {
+	for _, k := range []string{"command", "cmd"} {
+		switch v := obj[k].(type) {
+		case string:
+			return v, v != ""
+		case []any: // argv: ["bash", "-lc", "script"] or ["ls", "-la"]
+			var argv []string
+			for _, a := range v {
+				s, ok := a.(string)
+				if !ok {
+					return "", false
+				}
+				argv = append(argv, s)
+			}
+			if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
+				return argv[2], true
+			}
+			for i, a := range argv {
+				argv[i] = shellQuote(a)
+			}
+			return strings.Join(argv, " "), len(argv) > 0
+		}
+	}
+	if a, ok := obj["action"].(map[string]any); ok { // local_shell_call action
+		return shellCommand(a)
+	}
+	return "", false
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./=:,+-]+$`)
+
+func shellQuote(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var badID = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// toolID makes an id the Anthropic API accepts (^[a-zA-Z0-9_-]+$).
+func toolID(id string) string {
+	return badID.ReplaceAllString(id, "_")
+}

@@ -1,0 +1,324 @@
+package claude
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// DefaultModel is written on assistant lines that record no model. It must
+// be a real Claude model id: the CLI resumes with the last assistant line's
+// model when it is a Claude model.
+const DefaultModel = "claude-sonnet-4-5"
+
+// missingResult is the output given to a tool call whose result never made it
+// into the transcript: without a paired tool_result Claude silently drops the
+// whole assistant turn.
+const missingResult = "[cast: no result was recorded for this tool call; the session ended or moved on before it finished]"
+
+// Writer renders neutral messages as a Claude Code transcript.
+type Writer struct {
+	TrimAbove int // estimated tokens; 0 means DefaultTrimAbove
+	KeepTail  int // estimated tokens; 0 means DefaultKeepTail
+}
+
+var _ agents.Writer = Writer{}
+var _ agents.Reader = Reader{}
+
+// namespace derives stable native ids from cast session ids, so writing the
+// same session twice gives the same file.
+var namespace = uuid.MustParse("6f1c1ad4-59c5-4c0e-9a51-6b1a3f0c2d77")
+
+// NativeID is the Claude session id the writer uses for a cast session.
+func NativeID(sessionID string) string {
+	return uuid.NewSHA1(namespace, []byte("claude:"+sessionID)).String()
+}
+
+// Write writes msgs to <t.Home>/projects/<slug(t.Cwd)>/<native id>.jsonl,
+// replacing any earlier file for the same id (the neutral copy is the
+// source of truth).
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("claude: target needs Home and an absolute Cwd")
+	}
+	id := t.NativeID
+	if id == "" {
+		if t.SessionID == "" {
+			return agents.Written{}, errors.New("claude: target needs a SessionID or NativeID")
+		}
+		id = NativeID(t.SessionID)
+	}
+	var in []indexed
+	for i, m := range msgs {
+		if !m.Rendered() {
+			continue // internal rows never leave the server
+		}
+		seq := m.Seq
+		if seq == 0 {
+			seq = int64(i + 1)
+		}
+		in = append(in, indexed{m, seq})
+	}
+	above, tail := w.TrimAbove, w.KeepTail
+	if above <= 0 {
+		above = DefaultTrimAbove
+	}
+	if tail <= 0 {
+		tail = DefaultKeepTail
+	}
+	kept, omitted := trim(in, above, tail, t.SessionID)
+	data, err := render(t, id, kept)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	dir := ProjectDir(t.Home, t.Cwd)
+	path := filepath.Join(dir, id+".jsonl")
+	if err := writeAtomic(path, data); err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: id, Path: path, Omitted: omitted}, nil
+}
+
+// turn is one API message before it becomes a line.
+type turn struct {
+	role    string
+	meta    bool
+	content any // string (user text) or []map[string]any
+	model   string
+	hasCall bool
+	at      time.Time
+}
+
+// render builds the JSONL text: turns with every tool_use answered in the
+// very next user message, then one line per turn on a single parent chain.
+func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
+	// Where each call's result sits, so it can be pulled up right behind
+	// its call whatever came in between.
+	resultsFor := map[string][]int{}
+	for i, m := range msgs {
+		if m.Kind == transcript.KindToolResult {
+			resultsFor[m.ToolResult.CallID] = append(resultsFor[m.ToolResult.CallID], i)
+		}
+	}
+	consumed := map[int]bool{}
+	usedIDs := map[string]bool{}
+	uniqueID := func(raw string, n int) string {
+		base := toolID(raw)
+		if base == "" {
+			base = fmt.Sprintf("toolu_cast_%d", n)
+		}
+		id := base
+		for k := 2; usedIDs[id]; k++ {
+			id = fmt.Sprintf("%s_%d", base, k)
+		}
+		usedIDs[id] = true
+		return id
+	}
+
+	var turns []turn
+	type pending struct {
+		orig, id string
+		at       int
+	}
+	var blocks []map[string]any
+	var calls []pending
+	var model string
+	var at time.Time
+	flush := func() {
+		if len(blocks) == 0 {
+			return
+		}
+		turns = append(turns, turn{role: "assistant", content: blocks, model: model, hasCall: len(calls) > 0, at: at})
+		blocks, model = nil, ""
+		if len(calls) == 0 {
+			return
+		}
+		var results []map[string]any
+		var rat time.Time
+		for _, c := range calls {
+			res := map[string]any{"type": "tool_result", "tool_use_id": c.id, "content": missingResult, "is_error": true}
+			for _, j := range resultsFor[c.orig] {
+				if j > c.at && !consumed[j] {
+					consumed[j] = true
+					r := msgs[j].ToolResult
+					res["content"], res["is_error"] = resultText(r), r.IsError
+					if rat.IsZero() {
+						rat = msgs[j].Time
+					}
+					break
+				}
+			}
+			results = append(results, res)
+		}
+		turns = append(turns, turn{role: "user", content: results, at: rat})
+		calls = nil
+	}
+	for i, m := range msgs {
+		switch m.Kind {
+		case transcript.KindAssistant:
+			if strings.TrimSpace(m.Text) == "" {
+				continue // the API rejects empty text blocks
+			}
+			if len(blocks) == 0 {
+				at = m.Time
+			}
+			blocks = append(blocks, map[string]any{"type": "text", "text": m.Text})
+			if model == "" {
+				model = m.Model
+			}
+		case transcript.KindThinking:
+			// Dropped: Claude replays thinking blocks to the API, which
+			// rejects them without the signature only Anthropic can make,
+			// and the neutral copy keeps none.
+		case transcript.KindToolCall:
+			if len(blocks) == 0 {
+				at = m.Time
+			}
+			cid := uniqueID(m.ToolCall.ID, i)
+			name, input := renderCall(m.ToolCall.Name, m.ToolCall.Input)
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": cid, "name": name, "input": input})
+			calls = append(calls, pending{orig: m.ToolCall.ID, id: cid, at: i})
+			if model == "" {
+				model = m.Model
+			}
+		case transcript.KindToolResult:
+			flush()
+			if consumed[i] {
+				continue
+			}
+			// No call before it: a bare tool_result would be dropped, so
+			// its output is kept as text the model can still read.
+			text := fmt.Sprintf("[cast: output of tool call %s, whose call is not in this transcript]\n%s",
+				m.ToolResult.CallID, resultText(m.ToolResult))
+			turns = append(turns, turn{role: "user", content: []map[string]any{{"type": "text", "text": text}}, at: m.Time})
+		case transcript.KindUser:
+			flush()
+			if m.Text == "" {
+				continue
+			}
+			turns = append(turns, turn{role: "user", content: m.Text, at: m.Time})
+		case transcript.KindNotice:
+			flush()
+			turns = append(turns, turn{role: "user", meta: true, content: wrapNotice(m.NoticeType, m.Text), at: m.Time})
+		}
+	}
+	flush()
+	return lines(t, id, turns)
+}
+
+// resultText is the tool_result content; a failing exit code is stated the
+// way Claude's Bash tool states it, so the model reads it as a failure.
+func resultText(r *transcript.ToolResult) string {
+	out := r.Output
+	if r.ExitCode != nil && *r.ExitCode != 0 && !exitRE.MatchString(out) {
+		out = fmt.Sprintf("Exit code %d\n%s", *r.ExitCode, out)
+	}
+	if out == "" {
+		out = "(no output)" // an empty tool_result content is shown as "(no content)"
+	}
+	return out
+}
+
+// lines serializes turns on one unbroken parent chain with strictly
+// increasing timestamps (Claude orders and repairs by them).
+func lines(t agents.Target, id string, turns []turn) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	lastAssistant := -1
+	for i, tu := range turns {
+		if tu.role == "assistant" {
+			lastAssistant = i
+		}
+	}
+	var parent *string
+	prev := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, tu := range turns {
+		ts := tu.at.UTC()
+		if !ts.After(prev) {
+			ts = prev.Add(time.Millisecond)
+		}
+		prev = ts
+		lineID := uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s:%d", id, i)).String()
+		rec := map[string]any{
+			"parentUuid":  parent,
+			"isSidechain": false,
+			"userType":    "external",
+			"cwd":         t.Cwd,
+			"sessionId":   id,
+			"version":     CLIVersion,
+			"type":        tu.role,
+			"uuid":        lineID,
+			"timestamp":   ts.Format("2006-01-02T15:04:05.000Z"),
+		}
+		if tu.meta {
+			rec["isMeta"] = true
+		}
+		if tu.role == "assistant" {
+			model := tu.model
+			if model == "" || model == "<synthetic>" {
+				model = t.Model
+			}
+			if i == lastAssistant && t.Model != "" {
+				model = t.Model // the model the next turn should use
+			}
+			if model == "" {
+				model = DefaultModel
+			}
+			stop := "end_turn"
+			if tu.hasCall {
+				stop = "tool_use"
+			}
+			sum := sha1.Sum([]byte(lineID))
+			rec["message"] = map[string]any{
+				"id": "msg_cast_" + hex.EncodeToString(sum[:12]), "type": "message", "role": "assistant",
+				"model": model, "content": tu.content, "stop_reason": stop, "stop_sequence": nil,
+				"usage": map[string]any{"input_tokens": 0, "output_tokens": 0,
+					"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+			}
+		} else {
+			rec["message"] = map[string]any{"role": "user", "content": tu.content}
+		}
+		if err := enc.Encode(rec); err != nil {
+			return nil, fmt.Errorf("claude: encode line %d: %w", i, err)
+		}
+		p := lineID
+		parent = &p
+	}
+	return buf.Bytes(), nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cast-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
