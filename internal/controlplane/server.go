@@ -47,9 +47,10 @@ type Server struct {
 	httpSrv *http.Server
 	httpLis net.Listener
 
-	stop   context.CancelFunc // ends streams and background loops
-	stopCx context.Context
-	wg     sync.WaitGroup
+	stop     context.CancelFunc // ends streams and background loops
+	stopCx   context.Context
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 }
 
 // Start brings up etcd (embedded unless endpoints are given), the store,
@@ -240,7 +241,9 @@ func (s *Server) MetricsAddr() string {
 
 // Stop shuts down in order: streams, gRPC (gracefully, then forcibly after
 // the deadline), HTTP, background loops, the store, then etcd.
-func (s *Server) Stop() {
+func (s *Server) Stop() { s.stopOnce.Do(s.shutdown) }
+
+func (s *Server) shutdown() {
 	s.stop()
 	if s.health != nil {
 		s.health.Shutdown()

@@ -112,7 +112,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		}
 		if cmd := f.GetCommand(); cmd != nil {
 			ack := &castv1.CommandAck{CommandId: cmd.Id}
-			if err := a.handle(cmd); err != nil {
+			if err := a.handle(ctx, cmd); err != nil {
 				ack.Error = err.Error()
 			}
 			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
@@ -143,12 +143,12 @@ func heartbeat(ctx context.Context, every time.Duration, send func(*castv1.Conne
 }
 
 // handle applies one command to the node's state.
-func (a *Agent) handle(cmd *castv1.Command) error {
+func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 	switch k := cmd.Kind.(type) {
 	case *castv1.Command_AssignSession:
 		s := k.AssignSession.Session
 		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
-		return a.st.update(func(m map[string]*owned) {
+		err := a.st.update(func(m map[string]*owned) {
 			o := m[s.Id]
 			if o == nil {
 				o = &owned{}
@@ -156,26 +156,55 @@ func (a *Agent) handle(cmd *castv1.Command) error {
 			}
 			o.Token, o.Agent, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Cwd
 		})
+		if err != nil {
+			return err
+		}
+		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
 	case *castv1.Command_DeliverMessages:
 		d := k.DeliverMessages
-		o, ok := a.st.get(d.SessionId)
-		if !ok || d.OwnerToken < o.Token {
-			return fmt.Errorf("session %s is not owned by this node with token %d", d.SessionId, d.OwnerToken)
-		}
-		var newest int64
-		for _, m := range d.Messages {
-			if m.Seq > o.DeliveredSeq {
-				newest = max(newest, m.Seq)
-				a.lg.Info("user message received", zap.String("session", d.SessionId), zap.Int64("seq", m.Seq))
-			}
-		}
-		if newest == 0 {
-			return nil // already delivered: exactly once across redeliveries
-		}
-		return a.st.update(func(m map[string]*owned) { m[d.SessionId].DeliveredSeq = newest })
+		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
 	default:
 		return fmt.Errorf("unknown command")
 	}
+}
+
+// catchUp pulls user messages the node has not seen (sent while it was
+// away: delivery is at-least-once, the node makes it exactly-once).
+func (a *Agent) catchUp(ctx context.Context, sessionID string, lastSeq, token int64) error {
+	o, _ := a.st.get(sessionID)
+	if lastSeq <= o.DeliveredSeq {
+		return nil
+	}
+	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: lastSeq})
+	if err != nil {
+		return err
+	}
+	var users []*castv1.Message
+	for _, m := range resp.Messages {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			users = append(users, m)
+		}
+	}
+	return a.deliver(sessionID, token, users)
+}
+
+// deliver records user messages as handed to the session's agent, each once.
+func (a *Agent) deliver(sessionID string, token int64, msgs []*castv1.Message) error {
+	o, ok := a.st.get(sessionID)
+	if !ok || token < o.Token {
+		return fmt.Errorf("session %s is not owned by this node with token %d", sessionID, token)
+	}
+	var newest int64
+	for _, m := range msgs {
+		if m.Seq > o.DeliveredSeq {
+			newest = max(newest, m.Seq)
+			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
+		}
+	}
+	if newest == 0 {
+		return nil // already delivered: exactly once across redeliveries
+	}
+	return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = max(m[sessionID].DeliveredSeq, newest) })
 }
 
 // describe is the node's hello: name, labels, installed agents.

@@ -1,0 +1,248 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testharness.LeakOptions()...)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// setup starts a control plane and one in-process node, and waits until
+// the node is connected.
+func setup(t *testing.T) (*client.Client, string) {
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	testharness.StartNode(t, srv.Addr(), "n1", nil)
+	waitConnected(t, c, "n1", true)
+	return c, srv.Addr()
+}
+
+func waitConnected(t *testing.T, c *client.Client, name string, want bool) {
+	t.Helper()
+	testharness.WaitFor(t, 20*time.Second, fmt.Sprintf("node %s connected=%v", name, want), func() bool {
+		resp, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		if err != nil {
+			return false
+		}
+		for _, n := range resp.Nodes {
+			if n.Name == name {
+				return n.Connected == want
+			}
+		}
+		return !want
+	})
+}
+
+func TestAppendReadExportWatch(t *testing.T) {
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Node != "n1" || sess.LastSeq != 1 || sess.Title != "first" {
+		t.Fatalf("created %v", sess)
+	}
+	watch, err := c.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: sess.Id, StartSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	for i := 2; i <= n; i++ {
+		if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: fmt.Sprint("m", i), RequestId: ids.NewClientID()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Watch: the session first, then every message in order, no gaps.
+	next := int64(1)
+	for next <= n {
+		ev, err := watch.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := ev.GetMessage(); m != nil {
+			if m.Seq != next {
+				t.Fatalf("watch seq %d, want %d", m.Seq, next)
+			}
+			next++
+		}
+	}
+	// Export: pages of 500, one revision.
+	stream, err := c.Sessions.ExportSession(ctx, &castv1.ExportSessionRequest{SessionId: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []int
+	for {
+		p, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pages) == 0 && p.Session.GetId() != sess.Id {
+			t.Fatal("first export page lacks the session")
+		}
+		pages = append(pages, len(p.Messages))
+	}
+	if fmt.Sprint(pages) != "[500 500 100]" {
+		t.Fatalf("export pages %v", pages)
+	}
+	// Range read as `cast read ID 87:106` does.
+	resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: 87, EndSeq: 106})
+	if err != nil || len(resp.Messages) != 20 || resp.Messages[0].Text != "m87" {
+		t.Fatalf("range read: %v %v", len(resp.GetMessages()), err)
+	}
+	list, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].LastSeq != n {
+		t.Fatalf("list: %v %v", list, err)
+	}
+}
+
+func TestSendIsIdempotentOnRequestID(t *testing.T) {
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", RequestId: "create-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", RequestId: "create-1"})
+	if err != nil || again.Id != sess.Id {
+		t.Fatalf("retried create made %v (%v), want %s", again.GetId(), err, sess.Id)
+	}
+	req := &castv1.SendMessageRequest{SessionId: sess.Id, Text: "once", RequestId: ids.NewClientID()}
+	a, err := c.Sessions.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Sessions.SendMessage(ctx, req)
+	if err != nil || b.Message.Seq != a.Message.Seq {
+		t.Fatalf("retry got %v (%v), want seq %d", b, err, a.Message.Seq)
+	}
+	got, _ := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if got.LastSeq != 1 {
+		t.Fatalf("last_seq %d after a retried send", got.LastSeq)
+	}
+}
+
+func TestBadInputGetsReasons(t *testing.T) {
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asst := []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "x"}}
+	tests := []struct {
+		name   string
+		call   func() error
+		code   codes.Code
+		reason string
+	}{
+		{"unknown session", func() error {
+			_, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: "zzzzzzz"})
+			return err
+		}, codes.NotFound, "NOT_FOUND"},
+		{"malformed id", func() error {
+			_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: "../etc", Text: "x"})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"empty message", func() error {
+			_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: ""})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"oversize message", func() error {
+			_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: strings.Repeat("x", 9<<20)})
+			return err
+		}, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
+		{"unknown agent", func() error {
+			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "eliza"})
+			return err
+		}, codes.InvalidArgument, "UNKNOWN_AGENT"},
+		{"node not connected", func() error {
+			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "ghost"})
+			return err
+		}, codes.NotFound, "NOT_FOUND"},
+		{"stale owner token", func() error {
+			_, err := c.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sess.Id, Node: owner.Node, OwnerToken: 1, Messages: asst})
+			return err
+		}, codes.FailedPrecondition, "NOT_OWNER"},
+		{"bad page token", func() error {
+			_, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: "nope"})
+			return err
+		}, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
+		{"inverted range", func() error {
+			_, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: 9, EndSeq: 3})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if status.Code(err) != tc.code || client.ReasonOf(err) != tc.reason {
+				t.Fatalf("got %v (reason %q), want %v %s", err, client.ReasonOf(err), tc.code, tc.reason)
+			}
+		})
+	}
+	got, _ := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if got.LastSeq != 0 {
+		t.Fatalf("refused requests stored %d messages", got.LastSeq)
+	}
+}
+
+// A node whose heartbeats stop is marked down when its lease lapses, even
+// though its stream is still open; when it heartbeats again it is back.
+func TestSilentNodeIsMarkedDownByLease(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	stream, err := c.Nodes.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: "sleepy", Labels: []string{"laptop"}}}}}
+	if err := stream.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := stream.Recv(); err != nil || f.GetWelcome() == nil {
+		t.Fatalf("welcome: %v %v", f, err)
+	}
+	waitConnected(t, c, "sleepy", true)
+	start := time.Now()
+	waitConnected(t, c, "sleepy", false)
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("marked down after %s, before the 2s lease could lapse", d)
+	}
+	hb := &castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: 1}}}
+	if err := stream.Send(hb); err != nil {
+		t.Fatal(err)
+	}
+	waitConnected(t, c, "sleepy", true)
+	stream.CloseSend()
+}

@@ -1,0 +1,98 @@
+package testharness
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/nodeagent"
+)
+
+// ControlPlaneConfig returns the test defaults: embedded etcd in a temp
+// dir, loopback ports picked by the kernel, a short node lease.
+func ControlPlaneConfig(t testing.TB) controlplane.Config {
+	cfg := controlplane.DefaultConfig()
+	cfg.DataDir = filepath.Join(t.TempDir(), "etcd")
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = "127.0.0.1:0"
+	cfg.LeaseTTL = 2 * time.Second
+	cfg.Heartbeat = 500 * time.Millisecond
+	cfg.Shutdown = 5 * time.Second
+	cfg.Store.QuotaBytes = 256 << 20
+	return cfg
+}
+
+// StartControlPlane starts a control plane replica for the test (Nomad's
+// TestServer pattern): cb may change the config first. It stops at cleanup.
+func StartControlPlane(t testing.TB, cb func(*controlplane.Config)) *controlplane.Server {
+	t.Helper()
+	cfg := ControlPlaneConfig(t)
+	if cb != nil {
+		cb(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := controlplane.Start(ctx, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Dial returns a client for addr, closed at cleanup.
+func Dial(t testing.TB, addr string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// StartNode runs an in-process node daemon against addr until the test
+// ends (or the returned stop is called). cb may change its config.
+func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (stop func()) {
+	t.Helper()
+	cfg := nodeagent.DefaultConfig()
+	cfg.ControlPlane, cfg.Name, cfg.DataDir = addr, name, filepath.Join(t.TempDir(), "node-"+name)
+	cfg.ReconnectMax = time.Second
+	if cb != nil {
+		cb(&cfg)
+	}
+	a, err := nodeagent.New(cfg, zaptest.NewLogger(t).Named(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// WaitFor polls cond every 50ms until it holds or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
