@@ -1,0 +1,34 @@
+package grok
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzDecode checks that no input makes the reader panic or return a
+// message that breaks the neutral model's rules.
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob("testdata/session-*/chat_history.jsonl")
+	if len(files) == 0 {
+		f.Fatal("no corpus")
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Decode(data, map[string]bool{"c": true})
+		if err != nil {
+			return
+		}
+		for i, m := range d.Messages {
+			if err := m.Validate(); err != nil {
+				t.Fatalf("message %d invalid: %v", i, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,158 @@
+package grok
+
+import (
+	"os"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// checkWellFormed asserts what every reader result must hold: valid
+// messages and every result after its call.
+func checkWellFormed(t *testing.T, msgs []transcript.Message) {
+	t.Helper()
+	calls := map[string]bool{}
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		switch m.Kind {
+		case transcript.KindToolCall:
+			calls[m.ToolCall.ID] = true
+		case transcript.KindToolResult:
+			if !calls[m.ToolResult.CallID] {
+				t.Errorf("message %d: result for %q before any call", i, m.ToolResult.CallID)
+			}
+		}
+	}
+}
+
+func TestReadCorpus(t *testing.T) {
+	tests := []struct {
+		dir                                       string
+		skipped                                   int
+		kind, id                                  string
+		user, assistant, thinking, calls, results int
+		errors                                    []string // call ids whose results failed
+		firstUser                                 string
+	}{
+		{"session-basic", 0, "", "11111111-2222-7333-8444-555555555555", 2, 3, 1, 1, 1, nil, "read the README and tell me what it says"},
+		{"session-tools", 0, "", "aaaaaaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee", 1, 2, 0, 5, 5, []string{"call-miss-1"}, "edit calc.py, run the tests, and search the web"},
+		{"session-malformed", 1, "", "cccccccc-dddd-7eee-8fff-000000000000", 1, 1, 0, 0, 0, nil, "hello"},
+		{"session-subagent", 0, "subagent", "99999999-8888-7777-6666-555555555555", 1, 1, 0, 0, 0, nil, "Count the files in /Users/dev/project and report the total."},
+		{"session-noquery", 0, "", "dddddddd-eeee-7fff-8000-111111111111", 0, 0, 0, 0, 0, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			d, err := ReadSession("testdata/" + tt.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Skipped != tt.skipped || d.Kind != tt.kind || d.SessionID != tt.id || d.Cwd != "/Users/dev/project" {
+				t.Errorf("skipped %d kind %q id %q cwd %q", d.Skipped, d.Kind, d.SessionID, d.Cwd)
+			}
+			checkWellFormed(t, d.Messages)
+			c := map[transcript.Kind]int{}
+			failed := map[string]bool{}
+			for _, m := range d.Messages {
+				c[m.Kind]++
+				if m.Agent != Agent || m.NativeID == "" {
+					t.Fatalf("message lacks agent or native id: %+v", m)
+				}
+				if m.Kind == transcript.KindAssistant && m.Model != "grok-4.6" {
+					t.Errorf("assistant model %q", m.Model)
+				}
+				if m.Kind == transcript.KindToolResult && m.ToolResult.IsError {
+					failed[m.ToolResult.CallID] = true
+				}
+			}
+			got := [5]int{c[transcript.KindUser], c[transcript.KindAssistant], c[transcript.KindThinking], c[transcript.KindToolCall], c[transcript.KindToolResult]}
+			if want := [5]int{tt.user, tt.assistant, tt.thinking, tt.calls, tt.results}; got != want {
+				t.Fatalf("user/assistant/thinking/call/result = %v, want %v", got, want)
+			}
+			if len(failed) != len(tt.errors) {
+				t.Errorf("failed results %v, want %v", failed, tt.errors)
+			}
+			for _, id := range tt.errors {
+				if !failed[id] {
+					t.Errorf("result of %s not marked as an error", id)
+				}
+			}
+			if tt.firstUser != "" && d.Messages[0].Text != tt.firstUser {
+				t.Errorf("first message %q, want %q", d.Messages[0].Text, tt.firstUser)
+			}
+		})
+	}
+}
+
+func TestReadAcceptsFileOrFolder(t *testing.T) {
+	a, err := Reader{}.Read("testdata/session-basic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Reader{}.Read("testdata/session-basic/chat_history.jsonl")
+	if err != nil || len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("folder gave %d messages, file %d (%v)", len(a), len(b), err)
+	}
+}
+
+func TestDecodeCases(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"synthetic and context user records are not prompts",
+			`{"type":"user","content":[{"type":"text","text":"<system-reminder>\nx\n</system-reminder>"}],"synthetic_reason":"system_reminder"}` + "\n" +
+				`{"type":"user","content":[{"type":"text","text":"<user_info>a</user_info>\n\n<rules>b</rules>"}]}` + "\n" +
+				`{"type":"user","content":[{"type":"text","text":"<div>plain text after a tag</div> more"}]}` + "\n" +
+				`{"type":"user","content":"<user_query>\nq\n</user_query>","prompt_index":0}` + "\n",
+			[]string{"user:<div>plain text after a tag</div> more", "user:q"}},
+		{"structured tool output is kept as JSON",
+			`{"type":"assistant","content":"","tool_calls":[{"id":"c","name":"n","arguments":"not json"}]}` + "\n" +
+				`{"type":"tool_result","tool_call_id":"c","content":{"files":["a"]}}` + "\n" +
+				`{"type":"backend_tool_call","kind":{"tool_type":"web_search"}}` + "\n",
+			[]string{"tool_call:n:not json", `tool_result:{"files":["a"]}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Decode([]byte(tt.in), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range d.Messages {
+				switch m.Kind {
+				case transcript.KindToolCall:
+					got = append(got, "tool_call:"+m.ToolCall.Name+":"+m.ToolCall.Input)
+				case transcript.KindToolResult:
+					got = append(got, "tool_result:"+m.ToolResult.Output)
+				default:
+					got = append(got, m.Kind.String()+":"+m.Text)
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("message %d = %q, want %q", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeNothingUsable(t *testing.T) {
+	for _, in := range []string{"garbage\n{{{\n", `[1,2]`, `{"no":"type"}`} {
+		if _, err := Decode([]byte(in), nil); err == nil {
+			t.Errorf("Decode(%q) did not fail", in)
+		}
+	}
+}
+
+func TestReadMissing(t *testing.T) {
+	if _, err := (Reader{}).Read(t.TempDir()); !os.IsNotExist(err) {
+		t.Fatalf("err = %v", err)
+	}
+}

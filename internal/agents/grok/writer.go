@@ -1,0 +1,247 @@
+package grok
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// OrphanCallOutput is the result written for a tool call whose result the
+// source never recorded: Grok does not repair a dangling call, and the API
+// rejects one.
+const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+
+// Writer writes a Grok Build session folder under Target.Home ($GROK_HOME).
+type Writer struct {
+	// Now stamps summary.json when messages carry no time; nil means time.Now.
+	Now func() time.Time
+}
+
+// SessionDir is the folder of session id for cwd under home.
+func SessionDir(home, cwd, id string) string {
+	return filepath.Join(home, "sessions", projectDir(cwd), id)
+}
+
+// Write implements agents.Writer. Written.Path is the session's
+// chat_history.jsonl.
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("grok: target needs a home and an absolute cwd")
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	sid := t.NativeID
+	if sid == "" {
+		sid = stableUUID("grok:" + t.SessionID)
+	}
+	cwd := filepath.Clean(t.Cwd)
+	recs, outcomes := render(msgs)
+
+	var chat bytes.Buffer
+	enc := json.NewEncoder(&chat)
+	enc.SetEscapeHTML(false)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return agents.Written{}, err
+		}
+	}
+	var created, updated time.Time
+	var first string
+	for _, m := range msgs {
+		if !m.Time.IsZero() {
+			if created.IsZero() {
+				created = m.Time
+			}
+			updated = m.Time
+		}
+		if first == "" && m.Kind == transcript.KindUser {
+			first = m.Text
+		}
+	}
+	if created.IsZero() {
+		created, updated = now(), now()
+	}
+	title := strings.Join(strings.Fields(first), " ")
+	if r := []rune(title); len(r) > 80 {
+		title = string(r[:80])
+	}
+	if title == "" {
+		title = "Imported session"
+	}
+	var s summary
+	s.Info.ID, s.Info.Cwd = sid, cwd
+	s.SessionSummary, s.GeneratedTitle = title, title
+	s.CreatedAt, s.UpdatedAt = stamp(created), stamp(updated)
+	s.NumMessages, s.NumChatMessages = len(recs), len(recs)
+	// Grok accepts an empty model; a foreign one would be attributed wrongly.
+	s.CurrentModelID = t.Model
+	s.ChatFormatVersion = 1
+	sum, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return agents.Written{}, err
+	}
+
+	dir := SessionDir(t.Home, cwd, sid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return agents.Written{}, err
+	}
+	path := filepath.Join(dir, ChatFile)
+	if err := writeAtomic(path, chat.Bytes()); err != nil {
+		return agents.Written{}, err
+	}
+	if err := writeAtomic(filepath.Join(dir, "summary.json"), append(sum, '\n')); err != nil {
+		return agents.Written{}, err
+	}
+	// chat_history.jsonl cannot say a tool failed; Grok records outcomes in
+	// events.jsonl, where the reader looks for them.
+	var events bytes.Buffer
+	for _, o := range outcomes {
+		o.TS = stamp(updated)
+		b, _ := json.Marshal(o)
+		events.Write(append(b, '\n'))
+	}
+	if err := writeAtomic(filepath.Join(dir, "events.jsonl"), events.Bytes()); err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: sid, Path: path}, nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".cast-tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+// render maps neutral messages to chat records: wrapped user prompts with
+// consecutive prompt_index values, assistant records with their calls, and
+// each call's result right after its assistant record.
+// toolEvent is an events.jsonl tool_completed line.
+type toolEvent struct {
+	TS         string `json:"ts"`
+	Type       string `json:"type"`
+	ToolName   string `json:"tool_name"`
+	Outcome    string `json:"outcome"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+func render(msgs []transcript.Message) ([]record, []toolEvent) {
+	results := map[string]*transcript.ToolResult{}
+	calls := map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+			if _, dup := results[m.ToolResult.CallID]; !dup {
+				results[m.ToolResult.CallID] = m.ToolResult
+			}
+		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+			calls[m.ToolCall.ID] = true
+		}
+	}
+	var out []record
+	var events []toolEvent
+	var cur *record
+	prompts := 0
+	written := map[string]bool{}
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		if cur.Content == nil {
+			cur.Content = json.RawMessage(`""`)
+		}
+		out = append(out, *cur)
+		for _, c := range cur.ToolCalls {
+			text, outcome := OrphanCallOutput, "error"
+			if r := results[c.ID]; r != nil {
+				text, outcome = r.Output, "success"
+				if r.IsError {
+					outcome = "error"
+				}
+			}
+			content, _ := json.Marshal(text)
+			out = append(out, record{Type: "tool_result", ToolCallID: c.ID, Content: content})
+			events = append(events, toolEvent{Type: "tool_completed", ToolName: c.Name, Outcome: outcome, ToolCallID: c.ID})
+		}
+		cur = nil
+	}
+	userRec := func(text string) {
+		i := prompts
+		prompts++
+		content, _ := json.Marshal([]textPart{{Type: "text", Text: queryOpen + "\n" + text + "\n" + queryClose}})
+		out = append(out, record{Type: "user", Content: content, PromptIndex: &i})
+	}
+	open := func(m *transcript.Message) {
+		if cur == nil {
+			cur = &record{Type: "assistant"}
+			if m.Agent == Agent {
+				cur.ModelID = m.Model
+			}
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if !m.Rendered() || m.Validate() != nil {
+			continue
+		}
+		switch m.Kind {
+		case transcript.KindUser:
+			flush()
+			userRec(m.Text)
+		case transcript.KindAssistant:
+			if m.Text == "" {
+				continue
+			}
+			if cur != nil && (cur.Content != nil || len(cur.ToolCalls) > 0) {
+				flush()
+			}
+			open(m)
+			cur.Content, _ = json.Marshal(m.Text)
+		case transcript.KindToolCall:
+			tc := m.ToolCall
+			if written[tc.ID] {
+				continue // a repeated call id would pair one result twice
+			}
+			written[tc.ID] = true
+			open(m)
+			cur.ToolCalls = append(cur.ToolCalls, toolCall{ID: tc.ID, Name: toolName(tc.Name), Arguments: argsString(tc.Input)})
+		case transcript.KindToolResult:
+			if calls[m.ToolResult.CallID] {
+				if cur != nil {
+					for _, c := range cur.ToolCalls {
+						if c.ID == m.ToolResult.CallID {
+							flush() // answered: what follows is a new record
+							break
+						}
+					}
+				}
+				continue // written right after its call
+			}
+			flush()
+			userRec(orphanResultText(m.ToolResult))
+		}
+		// Thinking and notices are not written: see the package doc.
+	}
+	flush()
+	return out, events
+}
+
+func orphanResultText(r *transcript.ToolResult) string {
+	if r.IsError {
+		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+	}
+	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+}
