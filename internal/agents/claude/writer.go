@@ -171,6 +171,11 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 			if strings.TrimSpace(m.Text) == "" {
 				continue // the API rejects empty text blocks
 			}
+			if len(calls) > 0 {
+				// Text after a call was said after it ran: close the turn
+				// so the results come first, as they did.
+				flush()
+			}
 			if len(blocks) == 0 {
 				at = m.Time
 			}
