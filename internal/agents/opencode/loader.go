@@ -1,0 +1,216 @@
+package opencode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// DefaultTimeout bounds one opencode command when the context has none.
+// A command takes 2-3 s; the first start in a fresh home has been seen to
+// hang for minutes, so there must be a ceiling.
+const DefaultTimeout = 2 * time.Minute
+
+// Loader runs the real opencode CLI against the store under Target.Home.
+type Loader struct {
+	Bin string   // the opencode CLI
+	Env []string // its environment; XDG_DATA_HOME is replaced by Target.Home
+}
+
+// DBPath is OpenCode's store under an XDG_DATA_HOME.
+func DBPath(home string) string { return filepath.Join(home, "opencode", "opencode.db") }
+
+var (
+	importedRE = regexp.MustCompile(`Imported session: (ses_[A-Za-z0-9]+)`)
+	ansiRE     = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+)
+
+// run runs opencode with args in t.Cwd (OpenCode files a session under the
+// project of the directory it runs in) and returns stdout.
+func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (string, error) {
+	if l.Bin == "" {
+		return "", errors.New("opencode: no CLI configured")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, l.Bin, args...)
+	cmd.Dir = t.Cwd
+	cmd.Env = append(withoutKey(l.Env, "XDG_DATA_HOME"), "XDG_DATA_HOME="+t.Home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// The npm launcher runs the real binary as a child: kill the group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers left behind
+	}
+	if err != nil {
+		msg := strings.TrimSpace(ansiRE.ReplaceAllString(stderr.String()+stdout.String(), ""))
+		return stdout.String(), fmt.Errorf("opencode %s: %w: %s", args[0], err, msg)
+	}
+	return stdout.String(), nil
+}
+
+func withoutKey(env []string, key string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// Import loads an export file with `opencode import` and returns the
+// session id it reports.
+func (l Loader) Import(ctx context.Context, t agents.Target, file string) (string, error) {
+	out, err := l.run(ctx, t, "import", file)
+	if err != nil {
+		return "", err
+	}
+	m := importedRE.FindStringSubmatch(ansiRE.ReplaceAllString(out, ""))
+	if m == nil {
+		return "", fmt.Errorf("opencode import: no session id in %q", out)
+	}
+	return m[1], nil
+}
+
+// Delete removes a session; a session that does not exist is not an error.
+func (l Loader) Delete(ctx context.Context, t agents.Target, id string) error {
+	_, err := l.run(ctx, t, "session", "delete", id)
+	if err != nil && strings.Contains(err.Error(), "Session not found") {
+		return nil
+	}
+	return err
+}
+
+// Export returns what `opencode export <id>` prints.
+func (l Loader) Export(ctx context.Context, t agents.Target, id string) ([]byte, error) {
+	out, err := l.run(ctx, t, "export", id)
+	return []byte(out), err
+}
+
+// DefaultModel is the model OpenCode's resolved configuration names.
+func (l Loader) DefaultModel(ctx context.Context, t agents.Target) (ModelRef, error) {
+	out, err := l.run(ctx, t, "debug", "config")
+	if err != nil {
+		return ModelRef{}, err
+	}
+	var cfg struct {
+		Model string `json:"model"`
+	}
+	if i := strings.IndexByte(out, '{'); i >= 0 {
+		out = out[i:]
+	}
+	if err := json.Unmarshal([]byte(out), &cfg); err != nil {
+		return ModelRef{}, fmt.Errorf("opencode debug config: %w", err)
+	}
+	m, ok := ParseModel(cfg.Model)
+	if !ok {
+		return ModelRef{}, errors.New("opencode: no default model configured; set the target's model as provider/model")
+	}
+	return m, nil
+}
+
+// ParseModel splits "provider/model" (the model part may hold more slashes).
+func ParseModel(s string) (ModelRef, bool) {
+	p, m, ok := strings.Cut(s, "/")
+	if !ok || p == "" || m == "" {
+		return ModelRef{}, false
+	}
+	return ModelRef{ProviderID: p, ModelID: m}, true
+}
+
+// Writer renders neutral messages as an OpenCode session and loads it into
+// the store under Target.Home (XDG_DATA_HOME) with the real `opencode
+// import`, so `opencode run -s <id>` and the TUI find it.
+type Writer struct {
+	Loader
+	// Now stamps messages without a time and seeds ids; nil means time.Now.
+	Now func() time.Time
+}
+
+// Write implements agents.Writer. The model is t.Model when it is
+// provider/model, else OpenCode's configured default.
+func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return agents.Written{}, errors.New("opencode: target needs a home and an absolute cwd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*DefaultTimeout)
+	defer cancel()
+	model, ok := ParseModel(t.Model)
+	if !ok {
+		var err error
+		if model, err = w.DefaultModel(ctx, t); err != nil {
+			return agents.Written{}, err
+		}
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	ex, err := Render(t, msgs, RenderOptions{Model: model, Now: now()})
+	if err != nil {
+		return agents.Written{}, err
+	}
+	id, err := w.Load(ctx, t, ex)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	return agents.Written{NativeID: id, Path: DBPath(t.Home)}, nil
+}
+
+// Load imports ex into the store under t.Home. OpenCode ignores a session
+// whose id it already has, so an existing one is deleted first; a refused
+// import is cleaned up because import is not atomic.
+func (l Loader) Load(ctx context.Context, t agents.Target, ex Export) (string, error) {
+	if err := Validate(ex); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(t.Home, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(t.Home, ".cast-opencode-import-*.json")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(marshal(ex)); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if t.NativeID != "" {
+		if err := l.Delete(ctx, t, ex.Info.ID); err != nil {
+			return "", err
+		}
+	}
+	id, err := l.Import(ctx, t, f.Name())
+	if err != nil {
+		_ = l.Delete(ctx, t, ex.Info.ID)
+		return "", err
+	}
+	if id != ex.Info.ID {
+		return "", fmt.Errorf("opencode import: got session %s, want %s", id, ex.Info.ID)
+	}
+	return id, nil
+}

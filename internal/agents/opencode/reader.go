@@ -1,0 +1,176 @@
+package opencode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Agent is the name cast records on messages read from OpenCode.
+const Agent = "opencode"
+
+// Reader reads what `opencode export` prints (or OpenCode's SQLite rows
+// dumped as JSONL) into neutral messages.
+type Reader struct{}
+
+// Read implements agents.Reader.
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Parse(f)
+	return p.Messages, err
+}
+
+// Parsed is a session read into neutral form.
+type Parsed struct {
+	Messages  []transcript.Message
+	SessionID string
+	Directory string
+	Skipped   int // JSONL rows that were not JSON objects
+}
+
+// Parse reads an export document or a JSONL dump of session rows.
+func Parse(r io.Reader) (Parsed, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Parsed{}, err
+	}
+	// `opencode export` may be captured with a log line in front of the JSON.
+	if i := bytes.IndexByte(data, '{'); i > 0 {
+		data = data[i:]
+	}
+	var ex Export
+	if json.Unmarshal(data, &ex) == nil && (ex.Info.ID != "" || len(ex.Messages) > 0) {
+		return fromExport(ex), nil
+	}
+	p, ok := parseRows(data)
+	if !ok {
+		return p, errors.New("opencode: neither an export document nor session rows")
+	}
+	return p, nil
+}
+
+// noticeRE recognises the cast notices the writer puts in synthetic user
+// parts, so they come back as notices and not as something the user said.
+var noticeRE = regexp.MustCompile(`(?s)^<cast_notice type="([a-z_]+)">\n?(.*?)\n?</cast_notice>$`)
+
+func ms(v int64) time.Time {
+	if v <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func fromExport(ex Export) Parsed {
+	p := Parsed{SessionID: ex.Info.ID, Directory: ex.Info.Directory}
+	for _, m := range ex.Messages {
+		created := ms(m.Info.Time.Created)
+		model := m.Info.ModelID
+		if model == "" && m.Info.Model != nil {
+			model = m.Info.Model.ModelID
+		}
+		summary := string(m.Info.Summary) == "true"
+		for _, part := range m.Parts {
+			at := created
+			if part.Time != nil && part.Time.Start > 0 {
+				at = ms(part.Time.Start)
+			}
+			base := transcript.Message{Agent: Agent, NativeID: part.ID, Time: at}
+			switch part.Type {
+			case "text":
+				if part.Ignored || strings.TrimSpace(part.Text) == "" {
+					continue
+				}
+				p.Messages = append(p.Messages, textMessage(base, m.Info.Role, part, model, summary))
+			case "reasoning":
+				if strings.TrimSpace(part.Text) == "" {
+					continue
+				}
+				base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
+				p.Messages = append(p.Messages, base)
+			case "tool":
+				p.Messages = append(p.Messages, toolMessages(base, part, model)...)
+			}
+		}
+	}
+	return p
+}
+
+func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {
+	if m := noticeRE.FindStringSubmatch(strings.TrimSpace(part.Text)); m != nil && part.Synthetic {
+		base.Kind, base.NoticeType, base.Text = transcript.KindNotice, m[1], m[2]
+		return base
+	}
+	base.Text = part.Text
+	switch {
+	case role == "user":
+		base.Kind = transcript.KindUser
+	case summary:
+		// A compaction's summary stands for the history before it.
+		base.Kind, base.NoticeType = transcript.KindNotice, transcript.NoticeCompactionSummary
+	default:
+		base.Kind, base.Model = transcript.KindAssistant, model
+	}
+	return base
+}
+
+// toolMessages splits a tool part into the call and, once the tool
+// finished, its result.
+func toolMessages(base transcript.Message, part Part, model string) []transcript.Message {
+	if part.CallID == "" || part.Tool == "" || part.State == nil {
+		return nil
+	}
+	st := part.State
+	call := base
+	call.Kind, call.Model = transcript.KindToolCall, model
+	call.ToolCall = &transcript.ToolCall{ID: part.CallID, Name: part.Tool, Input: inputText(st.Input)}
+	out := []transcript.Message{call}
+	res := base
+	res.Kind, res.NativeID = transcript.KindToolResult, part.ID+"#result"
+	if st.Time != nil && st.Time.End > 0 {
+		res.Time = ms(st.Time.End)
+	}
+	switch st.Status {
+	case "completed":
+		res.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Output, ExitCode: exitOf(st.Metadata)}
+	case "error":
+		res.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Error, IsError: true, ExitCode: exitOf(st.Metadata)}
+	default:
+		return out // pending or running: no result yet
+	}
+	return append(out, res)
+}
+
+// inputText is a tool's input as compact JSON text (exports are indented).
+func inputText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// exitOf reads the exit code OpenCode's bash tool records in its metadata.
+func exitOf(meta json.RawMessage) *int32 {
+	var m struct {
+		Exit *float64 `json:"exit"`
+	}
+	if len(meta) == 0 || json.Unmarshal(meta, &m) != nil || m.Exit == nil {
+		return nil
+	}
+	c := int32(*m.Exit)
+	return &c
+}

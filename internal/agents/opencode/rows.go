@@ -1,0 +1,158 @@
+package opencode
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// OpenCode's v2 store keeps a session as rows of session_v2 and
+// session_message; third-party tools dump those rows as JSONL lines
+// {"row": {...}, "table": "..."}. The shapes differ from the export: a user
+// row has data.text, an assistant row data.content[] with text, reasoning
+// and tool items (tool output under state.content[]).
+
+type rowLine struct {
+	Table string          `json:"table"`
+	Row   json.RawMessage `json:"row"`
+}
+
+type sessionRow struct {
+	ID        string `json:"id"`
+	Directory string `json:"directory"`
+}
+
+type messageRow struct {
+	ID          string `json:"id"`
+	Seq         int64  `json:"seq"`
+	Type        string `json:"type"`
+	TimeCreated int64  `json:"time_created"`
+	Data        struct {
+		Text    string `json:"text"`
+		Content []struct {
+			Type  string          `json:"type"`
+			Text  string          `json:"text"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			State json.RawMessage `json:"state"`
+			Time  struct {
+				Created int64 `json:"created"`
+			} `json:"time"`
+		} `json:"content"`
+		Model struct {
+			ID string `json:"id"`
+		} `json:"model"`
+	} `json:"data"`
+}
+
+type rowToolState struct {
+	Status  string          `json:"status"`
+	Input   json.RawMessage `json:"input"`
+	Output  string          `json:"output"`
+	Error   string          `json:"error"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// parseRows reads JSONL rows; ok is false when no line was a row object.
+func parseRows(data []byte) (Parsed, bool) {
+	var p Parsed
+	var msgs []messageRow
+	lines := 0
+	for _, ln := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(ln)) == 0 {
+			continue
+		}
+		lines++
+		var rl rowLine
+		if json.Unmarshal(ln, &rl) != nil || len(rl.Row) == 0 {
+			p.Skipped++
+			continue
+		}
+		switch rl.Table {
+		case "session_v2", "session":
+			var s sessionRow
+			if json.Unmarshal(rl.Row, &s) == nil && p.SessionID == "" {
+				p.SessionID, p.Directory = s.ID, s.Directory
+			}
+		case "session_message":
+			var m messageRow
+			if json.Unmarshal(rl.Row, &m) == nil {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
+	for _, m := range msgs {
+		p.Messages = append(p.Messages, rowMessages(m)...)
+	}
+	return p, lines > p.Skipped
+}
+
+func rowMessages(m messageRow) []transcript.Message {
+	base := transcript.Message{Agent: Agent, NativeID: m.ID, Time: ms(m.TimeCreated)}
+	switch m.Type {
+	case "user":
+		if strings.TrimSpace(m.Data.Text) == "" {
+			return nil
+		}
+		base.Kind, base.Text = transcript.KindUser, m.Data.Text
+		return []transcript.Message{base}
+	case "assistant":
+	default:
+		return nil // idle, model-switched, ...: no conversation content
+	}
+	var out []transcript.Message
+	for i, c := range m.Data.Content {
+		b := base
+		b.Model = m.Data.Model.ID
+		b.NativeID = m.ID + "#" + strconv.Itoa(i)
+		if c.Time.Created > 0 {
+			b.Time = ms(c.Time.Created)
+		}
+		switch c.Type {
+		case "text", "reasoning":
+			if strings.TrimSpace(c.Text) == "" {
+				continue
+			}
+			b.Kind, b.Text = transcript.KindAssistant, c.Text
+			if c.Type == "reasoning" {
+				b.Kind = transcript.KindThinking
+			}
+			out = append(out, b)
+		case "tool":
+			if c.ID == "" || c.Name == "" {
+				continue
+			}
+			var st rowToolState
+			_ = json.Unmarshal(c.State, &st)
+			call := b
+			call.Kind = transcript.KindToolCall
+			call.ToolCall = &transcript.ToolCall{ID: c.ID, Name: c.Name, Input: inputText(st.Input)}
+			out = append(out, call)
+			if st.Status != "completed" && st.Status != "error" {
+				continue
+			}
+			text := st.Output
+			for _, ct := range st.Content {
+				text += ct.Text
+			}
+			if st.Status == "error" && text == "" {
+				text = st.Error
+			}
+			res := b
+			res.Kind, res.NativeID = transcript.KindToolResult, b.NativeID+"#result"
+			res.Model = ""
+			res.ToolResult = &transcript.ToolResult{CallID: c.ID, Output: text, IsError: st.Status == "error", ExitCode: exitOf(st.Metadata)}
+			out = append(out, res)
+		}
+	}
+	return out
+}
