@@ -118,7 +118,7 @@ func TestReadCorpus(t *testing.T) {
 func TestReadDetails(t *testing.T) {
 	tests := []struct {
 		name, in, want string
-		exit       *int32
+		exit           *int32
 	}{
 		{"exit code from Bash error",
 			`{"type":"user","uuid":"u","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"Exit code 2\nboom","is_error":true}]}}`,

@@ -167,8 +167,12 @@ func TestRoundTripCorpus(t *testing.T) {
 	}
 }
 
-func u(text string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: text} }
-func a(text string) transcript.Message { return transcript.Message{Kind: transcript.KindAssistant, Text: text} }
+func u(text string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindUser, Text: text}
+}
+func a(text string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindAssistant, Text: text}
+}
 func call(id, name, input string) transcript.Message {
 	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: input}}
 }
