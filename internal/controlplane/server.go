@@ -95,6 +95,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.goLoop(s.store.Run)
+	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
 	s.goLoop(func(ctx context.Context) {
 		s.store.WatchNodesDown(ctx, func(name string) {

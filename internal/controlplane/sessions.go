@@ -55,9 +55,6 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if !c.Existed {
-		h.s.hub.assign(c.Session, c.Token)
-	}
 	if req.Text != "" {
 		cid := req.RequestId
 		if cid != "" {
@@ -159,7 +156,7 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	return toStatus(h.s.lg, err)
 }
 
-// appendUser stores a user message and hands it to the owner node.
+// appendUser stores a user message.
 func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
 	if clientID == "" {
 		clientID = ids.NewClientID()
@@ -169,10 +166,7 @@ func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID strin
 	if err != nil {
 		return nil, err
 	}
-	if node, tok, err := s.store.Owner(ctx, sessionID); err == nil {
-		s.hub.deliver(node, sessionID, tok, out)
-	}
-	return out[0], nil
+	return out[0], nil // the dispatcher hands it to the owner node
 }
 
 func validSessionID(id string) error {

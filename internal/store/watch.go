@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -98,4 +100,62 @@ func (s *Store) emit(ctx context.Context, sessionID string, wr clientv3.WatchRes
 		return err
 	}
 	return fn(Event{Session: sess})
+}
+
+// Change is one event of WatchDispatch.
+type Change struct {
+	Owner   *OwnerChange    // a session got (or changed) its owner
+	Message *castv1.Message // a message was appended
+	Session string          // the session a Message belongs to
+}
+
+// OwnerChange is a new owner and its fencing token.
+type OwnerChange struct {
+	Session string
+	Node    string
+	Token   int64
+}
+
+// Owners returns every session's owner with its token, and the revision
+// they were read at.
+func (s *Store) Owners(ctx context.Context) ([]OwnerChange, int64, error) {
+	resp, err := s.cli.Get(ctx, s.key("owners")+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]OwnerChange, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, OwnerChange{Session: lastPart(string(kv.Key)), Node: string(kv.Value), Token: kv.ModRevision})
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// WatchDispatch follows owner changes and appended messages from rev on, in
+// revision order (one watch over the key range that holds both), so an
+// owner change is always seen before the messages after it.
+func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
+	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
+	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), from, clientv3.WithRange(to), clientv3.WithRev(rev), clientv3.WithFilterDelete())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			key := string(ev.Kv.Key)
+			switch {
+			case strings.HasPrefix(key, s.key("owners")+"/"):
+				fn(Change{Owner: &OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
+			case strings.HasPrefix(key, from):
+				rest := strings.TrimPrefix(key, from)
+				sid, _, _ := strings.Cut(rest, "/")
+				m, err := s.decodeKV(ctx, sid, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
+				if err != nil {
+					s.lg.Warn("undecodable message in dispatch watch", zap.String("key", key), zap.Error(err))
+					continue
+				}
+				fn(Change{Message: m, Session: sid})
+			}
+		}
+	}
+	return ctx.Err()
 }
