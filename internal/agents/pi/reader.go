@@ -160,7 +160,11 @@ func toNeutral(e entry) []transcript.Message {
 					if b.Thinking == "" {
 						continue // redacted thinking carries nothing readable
 					}
-					n = transcript.Message{Kind: transcript.KindThinking, Text: b.Thinking}
+					text := b.Thinking
+					if m.API == castAPI {
+						text = strings.TrimSuffix(text, thinkingSep)
+					}
+					n = transcript.Message{Kind: transcript.KindThinking, Text: text}
 				case "text":
 					n = transcript.Message{Kind: transcript.KindAssistant, Text: b.Text}
 				case "toolCall":

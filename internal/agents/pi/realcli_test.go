@@ -56,6 +56,7 @@ func foreignConversation() []transcript.Message {
 	}
 	return []transcript.Message{
 		user("Please look at the files here. MARKER-U1"),
+		as("claude", "claude-sonnet-4-5", think("List first. MARKER-THINK0")),
 		as("claude", "claude-sonnet-4-5", asst("I'll list the directory. MARKER-A1")),
 		as("claude", "claude-sonnet-4-5", call("toolu_01", "Bash", `{"command":"ls"}`)),
 		as("claude", "claude-sonnet-4-5", result("toolu_01", "notes.txt README.md MARKER-TR", false)),
@@ -75,7 +76,8 @@ func foreignConversation() []transcript.Message {
 
 var foreignWants = []want{
 	{role: "user", kind: "text", text: "MARKER-U1"},
-	{role: "assistant", kind: "text", text: "MARKER-A1"},
+	// Foreign thinking arrives as text, kept apart from the answer.
+	{role: "assistant", kind: "text", text: "MARKER-THINK0\n\nI'll list the directory. MARKER-A1"},
 	{role: "assistant", kind: "tool_call", tool: "Bash", id: "toolu_01"},
 	{role: "tool", kind: "tool_result", text: "MARKER-TR", id: "toolu_01"},
 	{role: "assistant", kind: "text", text: "MARKER-A2"},

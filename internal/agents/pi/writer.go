@@ -13,6 +13,15 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
+// castAPI marks assistant messages cast wrote. It never equals a real
+// model's api, so pi replays their thinking as plain text.
+const castAPI = "cast"
+
+// thinkingSep ends every thinking block cast writes: pi replays foreign
+// thinking as a text block joined to the answer with nothing between them.
+// The reader removes it again from castAPI messages.
+const thinkingSep = "\n\n"
+
 // OrphanCallOutput is the result written for a tool call whose result the
 // source never recorded (pi would otherwise invent "No result provided").
 const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
@@ -186,7 +195,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		if model == "" {
 			model = "unknown"
 		}
-		cur = &message{Role: "assistant", API: "cast", Provider: prov, Model: model, Usage: &usage{}}
+		cur = &message{Role: "assistant", API: castAPI, Provider: prov, Model: model, Usage: &usage{}}
 		curTime = when(m)
 	}
 	for i := range msgs {
@@ -210,7 +219,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			}
 			open(m)
 			if m.Kind == transcript.KindThinking {
-				curBlocks = append(curBlocks, thinkingBlock{Type: "thinking", Thinking: m.Text})
+				curBlocks = append(curBlocks, thinkingBlock{Type: "thinking", Thinking: m.Text + thinkingSep})
 			} else {
 				curBlocks = append(curBlocks, textBlock{Type: "text", Text: m.Text})
 			}
