@@ -220,10 +220,15 @@ func str(v any) string {
 	return s
 }
 
+// jsonText renders v as compact JSON without HTML escaping, so tests can
+// match "&&" or "<" in tool input as the client sent it.
 func jsonText(v any) string {
 	if v == nil {
 		return ""
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
 }
