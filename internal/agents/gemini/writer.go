@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -93,17 +94,26 @@ func existingFile(dir, sid string) string {
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "session-*-"+sid[:8]+".jsonl"))
 	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			continue
-		}
-		first, _, _ := bytes.Cut(data, []byte("\n"))
-		var h header
-		if json.Unmarshal(first, &h) == nil && h.SessionID == sid {
+		if firstLineSession(m) == sid {
 			return m
 		}
 	}
 	return ""
+}
+
+// firstLineSession reads the session id from a file's header line only.
+func firstLineSession(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
+	var h header
+	if json.Unmarshal(line, &h) != nil {
+		return ""
+	}
+	return h.SessionID
 }
 
 func writeAtomic(path string, data []byte) error {
@@ -134,7 +144,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		}
 	}
 
-	var out []record
+	out := make([]record, 0, len(msgs))
 	var cur *record
 	curAnswered := false // a result of cur's calls came: the next call is a new turn
 	written := map[string]bool{}
