@@ -25,7 +25,10 @@ var badName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // toolName makes a name the Anthropic API accepts (^[A-Za-z0-9_-]{1,64}$);
 // MCP names from other agents carry dots, slashes or colons.
 func toolName(name string) string {
-	n := badName.ReplaceAllString(name, "_")
+	n := name
+	if !plainID(n) {
+		n = badName.ReplaceAllString(name, "_")
+	}
 	if len(n) > 64 {
 		n = n[:64]
 	}
@@ -37,10 +40,15 @@ func toolName(name string) string {
 
 // renderCall maps a neutral tool call to a Claude tool_use name and input.
 // The input must be a JSON object: free-form input (codex's apply_patch
-// text) or a non-object is kept whole under "input".
-func renderCall(name, input string) (string, map[string]any) {
-	obj := map[string]any{}
+// text) or a non-object is kept whole under "input". Objects pass through
+// untouched unless a foreign shell call is rewritten as Bash.
+func renderCall(name, input string) (string, json.RawMessage) {
 	in := strings.TrimSpace(input)
+	shell := name != "Bash" && foreignShells[strings.ToLower(name)]
+	if !shell && strings.HasPrefix(in, "{") && json.Valid([]byte(in)) {
+		return toolName(name), json.RawMessage(in)
+	}
+	obj := map[string]any{}
 	if in != "" && json.Unmarshal([]byte(in), &obj) != nil {
 		obj = map[string]any{}
 		var v any
@@ -49,7 +57,7 @@ func renderCall(name, input string) (string, map[string]any) {
 		}
 		obj["input"] = v
 	}
-	if name != "Bash" && foreignShells[strings.ToLower(name)] {
+	if shell {
 		if cmd, ok := shellCommand(obj); ok {
 			out := map[string]any{"command": cmd}
 			for _, k := range []string{"description", "timeout"} {
@@ -63,10 +71,18 @@ func renderCall(name, input string) (string, map[string]any) {
 					break
 				}
 			}
-			return "Bash", out
+			return "Bash", marshal(out)
 		}
 	}
-	return toolName(name), obj
+	return toolName(name), marshal(obj)
+}
+
+func marshal(v any) json.RawMessage {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // maps of decoded JSON always encode
+	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
 }
 
 // shellCommand finds the command line in another agent's shell call.
@@ -112,5 +128,19 @@ var badID = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
 // toolID makes an id the Anthropic API accepts (^[a-zA-Z0-9_-]+$).
 func toolID(id string) string {
+	if plainID(id) {
+		return id
+	}
 	return badID.ReplaceAllString(id, "_")
+}
+
+// plainID reports whether s is already [A-Za-z0-9_-]* (the common case,
+// checked without a regexp because it runs once per tool call).
+func plainID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,12 +1,13 @@
 package claude
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,13 +80,10 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		tail = DefaultKeepTail
 	}
 	kept, omitted := trim(in, above, tail, t.SessionID)
-	data, err := render(t, id, kept)
-	if err != nil {
-		return agents.Written{}, err
-	}
+	turns := render(kept)
 	dir := ProjectDir(t.Home, t.Cwd)
 	path := filepath.Join(dir, id+".jsonl")
-	if err := writeAtomic(path, data); err != nil {
+	if err := writeAtomic(path, func(w io.Writer) error { return lines(w, t, id, turns) }); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: id, Path: path, Omitted: omitted}, nil
@@ -95,15 +93,67 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 type turn struct {
 	role    string
 	meta    bool
-	content any // string (user text) or []map[string]any
+	text    string     // user text sent as a plain string (when blocks is nil)
+	blocks  []outBlock // content blocks otherwise
 	model   string
 	hasCall bool
 	at      time.Time
 }
 
-// render builds the JSONL text: turns with every tool_use answered in the
-// very next user message, then one line per turn on a single parent chain.
-func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
+// outBlock is a content block as written (structs, not maps: the writer
+// renders 100k-message sessions and map encoding sorts keys every time).
+type outBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	IsError   *bool           `json:"is_error,omitempty"`
+}
+
+// line is one written record, in the field order the CLI itself uses.
+type line struct {
+	ParentUUID  *string `json:"parentUuid"`
+	IsSidechain bool    `json:"isSidechain"`
+	UserType    string  `json:"userType"`
+	Cwd         string  `json:"cwd"`
+	SessionID   string  `json:"sessionId"`
+	Version     string  `json:"version"`
+	Type        string  `json:"type"`
+	IsMeta      bool    `json:"isMeta,omitempty"`
+	Message     any     `json:"message"`
+	UUID        string  `json:"uuid"`
+	Timestamp   string  `json:"timestamp"`
+}
+
+type userMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+}
+
+type assistantMessage struct {
+	ID           string     `json:"id"`
+	Type         string     `json:"type"`
+	Role         string     `json:"role"`
+	Model        string     `json:"model"`
+	Content      []outBlock `json:"content"`
+	StopReason   string     `json:"stop_reason"`
+	StopSequence *string    `json:"stop_sequence"`
+	Usage        usage      `json:"usage"`
+}
+
+type usage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// render groups messages into API turns with every tool_use answered in the
+// very next user message.
+func render(msgs []indexed) []turn {
 	// Where each call's result sits, so it can be pulled up right behind
 	// its call whatever came in between.
 	resultsFor := map[string][]int{}
@@ -132,7 +182,7 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 		orig, id string
 		at       int
 	}
-	var blocks []map[string]any
+	var blocks []outBlock
 	var calls []pending
 	var model string
 	var at time.Time
@@ -140,29 +190,29 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 		if len(blocks) == 0 {
 			return
 		}
-		turns = append(turns, turn{role: "assistant", content: blocks, model: model, hasCall: len(calls) > 0, at: at})
+		turns = append(turns, turn{role: "assistant", blocks: blocks, model: model, hasCall: len(calls) > 0, at: at})
 		blocks, model = nil, ""
 		if len(calls) == 0 {
 			return
 		}
-		var results []map[string]any
+		var results []outBlock
 		var rat time.Time
 		for _, c := range calls {
-			res := map[string]any{"type": "tool_result", "tool_use_id": c.id, "content": missingResult, "is_error": true}
+			text, isErr := missingResult, true
 			for _, j := range resultsFor[c.orig] {
 				if j > c.at && !consumed[j] {
 					consumed[j] = true
 					r := msgs[j].ToolResult
-					res["content"], res["is_error"] = resultText(r), r.IsError
+					text, isErr = resultText(r), r.IsError
 					if rat.IsZero() {
 						rat = msgs[j].Time
 					}
 					break
 				}
 			}
-			results = append(results, res)
+			results = append(results, outBlock{Type: "tool_result", ToolUseID: c.id, Content: &text, IsError: &isErr})
 		}
-		turns = append(turns, turn{role: "user", content: results, at: rat})
+		turns = append(turns, turn{role: "user", blocks: results, at: rat})
 		calls = nil
 	}
 	for i, m := range msgs {
@@ -179,7 +229,7 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 			if len(blocks) == 0 {
 				at = m.Time
 			}
-			blocks = append(blocks, map[string]any{"type": "text", "text": m.Text})
+			blocks = append(blocks, outBlock{Type: "text", Text: m.Text})
 			if model == "" {
 				model = m.Model
 			}
@@ -193,7 +243,7 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 			}
 			cid := uniqueID(m.ToolCall.ID, i)
 			name, input := renderCall(m.ToolCall.Name, m.ToolCall.Input)
-			blocks = append(blocks, map[string]any{"type": "tool_use", "id": cid, "name": name, "input": input})
+			blocks = append(blocks, outBlock{Type: "tool_use", ID: cid, Name: name, Input: input})
 			calls = append(calls, pending{orig: m.ToolCall.ID, id: cid, at: i})
 			if model == "" {
 				model = m.Model
@@ -207,20 +257,20 @@ func render(t agents.Target, id string, msgs []indexed) ([]byte, error) {
 			// its output is kept as text the model can still read.
 			text := fmt.Sprintf("[cast: output of tool call %s, whose call is not in this transcript]\n%s",
 				m.ToolResult.CallID, resultText(m.ToolResult))
-			turns = append(turns, turn{role: "user", content: []map[string]any{{"type": "text", "text": text}}, at: m.Time})
+			turns = append(turns, turn{role: "user", blocks: []outBlock{{Type: "text", Text: text}}, at: m.Time})
 		case transcript.KindUser:
 			flush()
 			if m.Text == "" {
 				continue
 			}
-			turns = append(turns, turn{role: "user", content: m.Text, at: m.Time})
+			turns = append(turns, turn{role: "user", text: m.Text, at: m.Time})
 		case transcript.KindNotice:
 			flush()
-			turns = append(turns, turn{role: "user", meta: true, content: wrapNotice(m.NoticeType, m.Text), at: m.Time})
+			turns = append(turns, turn{role: "user", meta: true, text: wrapNotice(m.NoticeType, m.Text), at: m.Time})
 		}
 	}
 	flush()
-	return lines(t, id, turns)
+	return turns
 }
 
 // resultText is the tool_result content; a failing exit code is stated the
@@ -238,9 +288,8 @@ func resultText(r *transcript.ToolResult) string {
 
 // lines serializes turns on one unbroken parent chain with strictly
 // increasing timestamps (Claude orders and repairs by them).
-func lines(t agents.Target, id string, turns []turn) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+func lines(w io.Writer, t agents.Target, id string, turns []turn) error {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	lastAssistant := -1
 	for i, tu := range turns {
@@ -257,19 +306,9 @@ func lines(t agents.Target, id string, turns []turn) ([]byte, error) {
 		}
 		prev = ts
 		lineID := uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s:%d", id, i)).String()
-		rec := map[string]any{
-			"parentUuid":  parent,
-			"isSidechain": false,
-			"userType":    "external",
-			"cwd":         t.Cwd,
-			"sessionId":   id,
-			"version":     CLIVersion,
-			"type":        tu.role,
-			"uuid":        lineID,
-			"timestamp":   ts.Format("2006-01-02T15:04:05.000Z"),
-		}
-		if tu.meta {
-			rec["isMeta"] = true
+		rec := line{
+			ParentUUID: parent, UserType: "external", Cwd: t.Cwd, SessionID: id, Version: CLIVersion,
+			Type: tu.role, IsMeta: tu.meta, UUID: lineID, Timestamp: ts.Format("2006-01-02T15:04:05.000Z"),
 		}
 		if tu.role == "assistant" {
 			model := tu.model
@@ -287,25 +326,26 @@ func lines(t agents.Target, id string, turns []turn) ([]byte, error) {
 				stop = "tool_use"
 			}
 			sum := sha1.Sum([]byte(lineID))
-			rec["message"] = map[string]any{
-				"id": "msg_cast_" + hex.EncodeToString(sum[:12]), "type": "message", "role": "assistant",
-				"model": model, "content": tu.content, "stop_reason": stop, "stop_sequence": nil,
-				"usage": map[string]any{"input_tokens": 0, "output_tokens": 0,
-					"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+			rec.Message = assistantMessage{
+				ID: "msg_cast_" + hex.EncodeToString(sum[:12]), Type: "message", Role: "assistant",
+				Model: model, Content: tu.blocks, StopReason: stop,
 			}
+		} else if tu.blocks != nil {
+			rec.Message = userMessage{Role: "user", Content: tu.blocks}
 		} else {
-			rec["message"] = map[string]any{"role": "user", "content": tu.content}
+			rec.Message = userMessage{Role: "user", Content: tu.text}
 		}
 		if err := enc.Encode(rec); err != nil {
-			return nil, fmt.Errorf("claude: encode line %d: %w", i, err)
+			return fmt.Errorf("claude: encode line %d: %w", i, err)
 		}
-		p := lineID
-		parent = &p
+		parent = &rec.UUID
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
-func writeAtomic(path string, data []byte) error {
+// writeAtomic streams the file into a temporary sibling and renames it over
+// path, so the CLI never sees a half-written transcript.
+func writeAtomic(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -314,7 +354,12 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	if err := write(bw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		tmp.Close()
 		return err
 	}
