@@ -11,8 +11,10 @@
 package opencode
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 )
 
 // Version is the OpenCode version the exports are written for.
@@ -151,24 +153,32 @@ type ToolState struct {
 // an empty output is still present on a completed call and no empty error
 // key appears on it.
 func (s ToolState) MarshalJSON() ([]byte, error) {
-	m := map[string]any{"status": s.Status, "input": rawOr(s.Input, "{}")}
-	if s.Time != nil {
-		m["time"] = s.Time
-	}
+	in := rawOr(s.Input, "{}")
 	switch s.Status {
 	case "completed":
-		m["output"], m["title"], m["metadata"] = s.Output, s.Title, rawOr(s.Metadata, "{}")
+		return json.Marshal(struct {
+			Status   string          `json:"status"`
+			Input    json.RawMessage `json:"input"`
+			Output   string          `json:"output"`
+			Title    string          `json:"title"`
+			Metadata json.RawMessage `json:"metadata"`
+			Time     *PartTime       `json:"time,omitempty"`
+		}{s.Status, in, s.Output, s.Title, rawOr(s.Metadata, "{}"), s.Time})
 	case "error":
-		m["error"] = s.Error
-		if len(s.Metadata) > 0 {
-			m["metadata"] = s.Metadata
-		}
-	default:
-		if s.Title != "" {
-			m["title"] = s.Title
-		}
+		return json.Marshal(struct {
+			Status   string          `json:"status"`
+			Input    json.RawMessage `json:"input"`
+			Error    string          `json:"error"`
+			Metadata json.RawMessage `json:"metadata,omitempty"`
+			Time     *PartTime       `json:"time,omitempty"`
+		}{s.Status, in, s.Error, s.Metadata, s.Time})
 	}
-	return json.Marshal(m)
+	return json.Marshal(struct {
+		Status string          `json:"status"`
+		Input  json.RawMessage `json:"input"`
+		Title  string          `json:"title,omitempty"`
+		Time   *PartTime       `json:"time,omitempty"`
+	}{s.Status, in, s.Title, s.Time})
 }
 
 func rawOr(r json.RawMessage, def string) json.RawMessage {
@@ -188,4 +198,28 @@ func marshal(v any) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// WriteExport streams ex as JSON to w one message at a time: a long
+// session's document is never built in memory whole (encoding/json would
+// grow one buffer to the size of the file).
+func WriteExport(w io.Writer, ex Export) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	bw.WriteString(`{"info":`)
+	if err := enc.Encode(ex.Info); err != nil {
+		return err
+	}
+	bw.WriteString(`,"messages":[`)
+	for i, m := range ex.Messages {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(m); err != nil {
+			return err
+		}
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }

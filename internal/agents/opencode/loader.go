@@ -192,7 +192,7 @@ func (l Loader) Load(ctx context.Context, t agents.Target, ex Export) (string, e
 		return "", err
 	}
 	defer os.Remove(f.Name())
-	if _, err := f.Write(marshal(ex)); err != nil {
+	if err := WriteExport(f, ex); err != nil {
 		f.Close()
 		return "", err
 	}

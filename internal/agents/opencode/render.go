@@ -89,7 +89,11 @@ type renderer struct {
 	placed map[string]bool   // call ids whose part exists
 	callAt map[string]int
 	user   string // id of the last user message
-	first  string // first user text, for the title
+	// stepHasTool says the last assistant message already holds a tool
+	// part (kept as a flag: scanning parts would make long tool runs
+	// quadratic).
+	stepHasTool bool
+	first       string // first user text, for the title
 }
 
 func keep(m transcript.Message) bool {
@@ -145,15 +149,15 @@ func (r *renderer) userMsg(at int64, text string, synthetic bool) {
 // per model step, and replays a step's text before its tool calls.
 func (r *renderer) assistant(at int64, forTool bool) *Message {
 	if n := len(r.out); n > 0 && r.out[n-1].Info.Role == "assistant" {
-		last := &r.out[n-1]
-		if forTool || !hasTool(last) {
-			return last
+		if forTool || !r.stepHasTool {
+			return &r.out[n-1]
 		}
 	}
 	if r.user == "" {
 		r.userMsg(at, wrapNotice(transcript.NoticeHandoff, LeadIn), true)
 	}
 	cost := 0.0
+	r.stepHasTool = false
 	id := r.g.id("msg")
 	r.out = append(r.out, Message{Info: MessageInfo{
 		ID: id, SessionID: r.sid, Role: "assistant", Time: MsgTime{Created: at, Completed: &at}, Agent: "build",
@@ -161,15 +165,6 @@ func (r *renderer) assistant(at int64, forTool bool) *Message {
 		ModelID: r.opt.Model.ModelID, ProviderID: r.opt.Model.ProviderID, Finish: "stop",
 	}})
 	return &r.out[len(r.out)-1]
-}
-
-func hasTool(m *Message) bool {
-	for _, p := range m.Parts {
-		if p.Type == "tool" {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *renderer) call(m transcript.Message) {
@@ -180,6 +175,7 @@ func (r *renderer) call(m transcript.Message) {
 	name, input := renderCall(m.ToolCall.Name, m.ToolCall.Input)
 	a := r.assistant(r.at(m), true)
 	a.Info.Finish = "tool-calls"
+	r.stepHasTool = true
 	at := r.at(m)
 	a.Parts = append(a.Parts, Part{ID: r.g.id("prt"), SessionID: r.sid, MessageID: a.Info.ID, Type: "tool", Tool: name, CallID: m.ToolCall.ID,
 		State: &ToolState{Status: "pending", Input: input, Title: title(input), Time: &PartTime{Start: at, End: at}}})

@@ -21,7 +21,9 @@ var (
 func i32(n int32) *int32 { return &n }
 
 func user(s string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: s} }
-func asst(s string) transcript.Message { return transcript.Message{Kind: transcript.KindAssistant, Text: s} }
+func asst(s string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindAssistant, Text: s}
+}
 func call(id, name, in string) transcript.Message {
 	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: in}}
 }
