@@ -1,0 +1,151 @@
+package testharness
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// RepoRoot is the module root (where go.mod is).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// Binaries builds cast, controlplane and node once per test process and
+// returns the directory holding them (integration tests run the real
+// binaries, as Tailscale's do).
+func Binaries(t testing.TB) string {
+	t.Helper()
+	root := RepoRoot(t)
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "cast-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			buildErr = &buildError{err: err, out: stderr.String()}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build binaries: %v", buildErr)
+	}
+	return buildDir
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// Proc is a daemon started for a test, in its own process group.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Logs *bytes.Buffer
+	done chan struct{}
+	mu   sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// StartProc starts bin with args; it is killed at cleanup. Its output is
+// kept and printed if the test fails.
+func StartProc(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Logs: &bytes.Buffer{}, done: make(chan struct{})}
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Stdout = lockedWriter{&p.mu, p.Logs}
+	p.Cmd.Stderr = lockedWriter{&p.mu, p.Logs}
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	go func() { _ = p.Cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), p.Output())
+		}
+	})
+	return p
+}
+
+// Output returns what the process printed so far.
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Logs.String()
+}
+
+// Signal sends sig to the process group.
+func (p *Proc) Signal(sig syscall.Signal) { _ = syscall.Kill(-p.Cmd.Process.Pid, sig) }
+
+// Kill is kill -9 of the whole group, then waits for the exit.
+func (p *Proc) Kill() {
+	p.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to timeout for a clean exit.
+func (p *Proc) Stop(timeout time.Duration) bool {
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(timeout):
+		p.Kill()
+		return false
+	}
+}
+
+// Run runs a short command (the cast CLI) and returns stdout, stderr and
+// the exit code.
+func Run(t testing.TB, env []string, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %s: %v", bin, err)
+	}
+	return out.String(), errb.String(), code
+}
