@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,68 @@ func TestE2EExecResume(t *testing.T) {
 	if n := strings.Count(strings.Join(got, "\n"), "E2E-U1"); n != 1 {
 		t.Errorf("first user turn read %d times:\n%s", n, strings.Join(got, "\n"))
 	}
+}
+
+// A rollout the real Codex wrote (two turns, a shell call) is read into the
+// neutral form, written for a fresh CODEX_HOME, and resumed there: the model
+// receives every user turn, answer and call/output pair in order.
+func TestE2ERealRolloutRoundTrip(t *testing.T) {
+	fake, bin, codexHome, env, cwd := newCodex(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := agenttest.MustRun(t, ctx, bin, []string{"exec", "--skip-git-repo-check", "--json", fakemodel.ToolTrigger + " CMD[echo codex-tool-ran] please"}, env, cwd)
+	id := regexp.MustCompile(`"thread_id":"([0-9a-f-]{36})"`).FindStringSubmatch(first.Stdout)
+	if id == nil {
+		t.Fatalf("no thread id:\n%s", first.Stdout)
+	}
+	agenttest.MustRun(t, ctx, bin, []string{"exec", "--skip-git-repo-check", "resume", id[1], "RT-2: second turn"}, env, cwd)
+	src, err := existingRollout(codexHome, id[1])
+	if err != nil || src == "" {
+		t.Fatalf("no rollout for %s: %v", id[1], err)
+	}
+	msgs, err := Reader{}.Read(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	sawExit := false
+	for _, m := range msgs {
+		switch m.Kind {
+		case transcript.KindUser:
+			want = append(want, fakemodel.Item{Role: "user", Kind: fakemodel.KindText, Text: m.Text}.String())
+		case transcript.KindAssistant:
+			want = append(want, fakemodel.Item{Role: "assistant", Kind: fakemodel.KindText, Text: m.Text}.String())
+		case transcript.KindToolCall:
+			want = append(want, fakemodel.Item{Role: "assistant", Kind: fakemodel.KindToolCall, ToolName: m.ToolCall.Name, ToolCallID: m.ToolCall.ID, ToolInput: m.ToolCall.Input}.String())
+		case transcript.KindToolResult:
+			want = append(want, fakemodel.Item{Role: "tool", Kind: fakemodel.KindToolResult, ToolCallID: m.ToolResult.CallID, Text: m.ToolResult.Output}.String())
+			sawExit = sawExit || (m.ToolResult.ExitCode != nil && *m.ToolResult.ExitCode == 0 && strings.Contains(m.ToolResult.Output, "codex-tool-ran"))
+		}
+	}
+	if len(want) < 6 || !sawExit {
+		t.Fatalf("real rollout read as %d items (exit code parsed: %v):\n%s", len(want), sawExit, strings.Join(brief(msgs), "\n"))
+	}
+
+	home2, env2, cwd2 := newCodexHome(t, fake)
+	w, err := Writer{}.Write(agents.Target{Home: home2, Cwd: cwd2, SessionID: "ses-rt"}, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Reset()
+	agenttest.MustRun(t, ctx, bin, []string{"exec", "--skip-git-repo-check", "resume", w.NativeID, "RT-3: and now?"}, env2, cwd2)
+	turns := fake.Turns()
+	if len(turns) == 0 {
+		t.Fatal("no model request on resume")
+	}
+	assertInOrder(t, turns[0].Items, append(want, `user text "RT-3: and now?"`))
+}
+
+// newCodexHome is a second isolated Codex home talking to the same fake.
+func newCodexHome(t *testing.T, fake *fakemodel.Server) (codexHome string, env []string, cwd string) {
+	home, env := agenttest.Env(t, "codex", fake.URL)
+	cwd = filepath.Join(t.TempDir(), "work2")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return agenttest.NativeHome(home, "codex"), env, cwd
 }
