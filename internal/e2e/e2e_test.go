@@ -91,7 +91,9 @@ func TestDevModeKill9KeepsAcknowledgedMessages(t *testing.T) {
 	dev := startDev(t, bins, dataDir, addr)
 	c.waitNode("devnode", true)
 
-	var created struct{ ID string `json:"id"` }
+	var created struct {
+		ID string `json:"id"`
+	}
 	if err := json.Unmarshal([]byte(c.must("new", "--agent", "claude", "--json", "hello from e2e")), &created); err != nil || created.ID == "" {
 		t.Fatalf("cast new --json: %v %+v", err, created)
 	}
