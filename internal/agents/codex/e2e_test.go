@@ -94,7 +94,7 @@ func newCodex(t *testing.T) (fake *fakemodel.Server, bin, codexHome string, env 
 // receives every turn of it in order.
 func TestE2EExecResume(t *testing.T) {
 	fake, bin, codexHome, env, cwd := newCodex(t)
-	w, err := Writer{}.Write(agents.Target{Home: codexHome, Cwd: cwd, SessionID: "ses-e2e-exec"}, conversation())
+	w, err := Writer{}.Write(agents.Target{Home: codexHome, Cwd: cwd, SessionID: "ses-e2e-exec", Model: agenttest.FakeModel}, conversation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +118,11 @@ func TestE2EExecResume(t *testing.T) {
 	got := brief(back)
 	if last := got[len(got)-1]; !strings.HasPrefix(last, "assistant FAKE-ANSWER") {
 		t.Errorf("codex's answer not appended to %s: last message %q", w.Path, last)
+	}
+	for _, m := range back {
+		if m.Kind == transcript.KindAssistant && m.Model != agenttest.FakeModel {
+			t.Errorf("assistant message read back without the model from turn_context: %+v", m)
+		}
 	}
 	if n := strings.Count(strings.Join(got, "\n"), "E2E-U1"); n != 1 {
 		t.Errorf("first user turn read %d times:\n%s", n, strings.Join(got, "\n"))

@@ -26,6 +26,7 @@ type line struct {
 	payload json.RawMessage
 	ts      time.Time
 	msg     int
+	turn    bool // the user item that opens a turn
 }
 
 // marshal encodes without HTML escaping: "<" in a user's code must reach the
@@ -123,6 +124,7 @@ func (r *renderer) one(i int, m transcript.Message) {
 	switch m.Kind {
 	case transcript.KindUser:
 		r.add(lineResponseItem, msgItem{Type: "message", Role: "user", Content: []contentPart{{Type: "input_text", Text: m.Text}}}, m.Time, i)
+		r.lines[len(r.lines)-1].turn = true
 		r.add(lineEventMsg, userEvent{Type: "user_message", Message: m.Text, Images: json.RawMessage("null")}, m.Time, i)
 	case transcript.KindAssistant:
 		r.add(lineResponseItem, msgItem{Type: "message", Role: "assistant", Content: []contentPart{{Type: "output_text", Text: m.Text}}}, m.Time, i)

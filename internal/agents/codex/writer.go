@@ -69,7 +69,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	}
 	created := now()
 	lines, omitted := build(prepare(msgs, t.SessionID), t.SessionID)
-	data := encode(id, filepath.Clean(t.Cwd), created, lines)
+	data := encode(id, filepath.Clean(t.Cwd), t.Model, created, lines)
 
 	path, err := existingRollout(t.Home, id)
 	if err != nil {
@@ -114,10 +114,24 @@ func existingRollout(home, id string) (string, error) {
 	return found, err
 }
 
-// encode writes session_meta and the rendered lines. Every line carries a
+// turnContextLine records the model of a turn. Codex 0.171 takes the model
+// (and policies) of a resumed session from its config, not from here, so
+// this is a record only; the policies written are the most restrictive ones
+// in case a later version does restore them: an import must never grant
+// more than the user's own config does.
+type turnContextLine struct {
+	Cwd            string            `json:"cwd"`
+	ApprovalPolicy string            `json:"approval_policy"`
+	SandboxPolicy  map[string]string `json:"sandbox_policy"`
+	Model          string            `json:"model"`
+	Summary        string            `json:"summary"`
+}
+
+// encode writes session_meta and the rendered lines, with a turn_context
+// before each user turn when the model is known. Every line carries a
 // top-level timestamp (Codex refuses the file otherwise); messages without a
 // time get the file's creation time.
-func encode(id, cwd string, created time.Time, lines []line) []byte {
+func encode(id, cwd, model string, created time.Time, lines []line) []byte {
 	var b bytes.Buffer
 	stamp := func(t time.Time) string {
 		if t.IsZero() {
@@ -129,7 +143,12 @@ func encode(id, cwd string, created time.Time, lines []line) []byte {
 	meta := sessionMeta{ID: id, Timestamp: stamp(created), Cwd: cwd, Originator: Originator, CLIVersion: CLIVersion, Source: source}
 	b.Write(marshal(envelope{Timestamp: stamp(created), Type: lineSessionMeta, Payload: marshal(meta)}))
 	b.WriteByte('\n')
+	tc := marshal(turnContextLine{Cwd: cwd, ApprovalPolicy: "untrusted", SandboxPolicy: map[string]string{"type": "read-only"}, Model: model, Summary: "auto"})
 	for _, l := range lines {
+		if l.turn && model != "" {
+			b.Write(marshal(envelope{Timestamp: stamp(l.ts), Type: lineTurnContext, Payload: tc}))
+			b.WriteByte('\n')
+		}
 		b.Write(marshal(envelope{Timestamp: stamp(l.ts), Type: l.typ, Payload: l.payload}))
 		b.WriteByte('\n')
 	}

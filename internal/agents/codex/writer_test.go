@@ -177,6 +177,11 @@ func TestWriteFileNameAndMeta(t *testing.T) {
 	if meta.ID != w.NativeID || meta.Cwd != tg.Cwd || meta.Originator == "" || meta.CLIVersion == "" || meta.Timestamp == "" {
 		t.Errorf("session_meta incomplete: %+v", meta)
 	}
+	for _, l := range lines {
+		if l.Type == lineTurnContext {
+			t.Errorf("turn_context written without a model: %s", l.Payload)
+		}
+	}
 	var ev eventMsg
 	if lines[2].Type != lineEventMsg || json.Unmarshal(lines[2].Payload, &ev) != nil || ev.Type != "user_message" || ev.Message != "hello" {
 		t.Errorf("no user_message event after the user item: %+v", lines[2])
@@ -200,6 +205,24 @@ func TestWriteFileNameAndMeta(t *testing.T) {
 	})
 	if n != 1 {
 		t.Errorf("%d files under home, want 1", n)
+	}
+
+	// With a model, each user turn is preceded by a turn_context naming it,
+	// with the most restrictive policies.
+	tg.Model = "gpt-test"
+	w3, err := Writer{Now: fixedNow}.Write(tg, []transcript.Message{user("one"), asst("a"), user("two")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tcs []string
+	for _, l := range readLines(t, w3.Path) {
+		if l.Type == lineTurnContext {
+			tcs = append(tcs, string(l.Payload))
+		}
+	}
+	wantTC := `{"cwd":"/work/project","approval_policy":"untrusted","sandbox_policy":{"type":"read-only"},"model":"gpt-test","summary":"auto"}`
+	if len(tcs) != 2 || tcs[0] != wantTC {
+		t.Errorf("turn_context lines %q, want 2 of %s", tcs, wantTC)
 	}
 
 	if _, err := (Writer{}).Write(agents.Target{Home: tg.Home, Cwd: "/x", NativeID: "not-a-uuid"}, nil); err == nil {
