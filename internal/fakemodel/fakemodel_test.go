@@ -262,3 +262,19 @@ func TestUnknownPathAndBadJSON(t *testing.T) {
 		t.Errorf("raw body not kept as sent")
 	}
 }
+
+func TestTitleHelperIsSide(t *testing.T) {
+	s := Start(t)
+	s.FailNext(1, 500)
+	body := `{"model":"m","stream":true,"messages":[{"role":"system","content":"You are a title generator. You output ONLY a thread title."},{"role":"user","content":"hi"}]}`
+	status, out, _ := post(t, s, "/v1/chat/completions", body)
+	if status != 200 || !strings.Contains(out, "Fake title") {
+		t.Fatalf("title call: %d %s", status, out)
+	}
+	if len(s.Turns()) != 0 {
+		t.Fatal("a title call counted as a turn")
+	}
+	if status, _, _ := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 500 {
+		t.Fatalf("the injected failure should hit the real turn, got %d", status)
+	}
+}

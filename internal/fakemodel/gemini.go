@@ -35,10 +35,11 @@ func geminiResponse(req Request, parts []any) map[string]any {
 }
 
 // serveSide answers calls that are not conversation turns: token counts,
-// JSON-mode helper calls (answered with an object built from the schema) and
-// gemini's plain generateContent helpers (a short text).
-func serveSide(w http.ResponseWriter, rt routeInfo, in map[string]any, items []Item) {
-	req := Request{Model: rt.model, Items: items}
+// JSON-mode helper calls (answered with an object built from the schema),
+// gemini's plain generateContent helpers and title generators (a short
+// text).
+func serveSide(w http.ResponseWriter, rt routeInfo, req Request, in map[string]any) {
+	items := req.Items
 	switch {
 	case rt.count && rt.api == Anthropic:
 		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": tokens(items)})
@@ -57,9 +58,12 @@ func serveSide(w http.ResponseWriter, rt routeInfo, in map[string]any, items []I
 			}
 		}
 		writeJSON(w, http.StatusOK, geminiResponse(req, []any{map[string]any{"text": text}}))
-	default:
-		// Unreachable today: only gemini has JSON-mode side calls.
-		writeError(w, rt.api, http.StatusBadRequest, "fakemodel: JSON-mode calls are only implemented for gemini")
+	case rt.api == Anthropic:
+		serveAnthropic(w, req, Reply{Text: "Fake title"}, "side")
+	case rt.api == Responses:
+		serveResponses(w, req, Reply{Text: "Fake title"}, "side")
+	default: // a helper call such as opencode's title generator
+		serveChat(w, req, Reply{Text: "Fake title"}, "side", in)
 	}
 }
 

@@ -197,7 +197,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if rt.api != Gemini {
 			req.Stream, _ = in["stream"].(bool)
 		}
-		if jsonMode(in) {
+		if jsonMode(in) || helperCall(req.Items) {
 			req.Side = true
 		}
 	}
@@ -238,7 +238,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req.Status = http.StatusOK
 	s.record(req)
 	if req.Side {
-		serveSide(w, rt, in, req.Items)
+		serveSide(w, rt, req, in)
 		return
 	}
 	reply = reply.resolve(in, rt.api, req.Items, turn)
@@ -311,6 +311,25 @@ func modelOf(rt routeInfo, in map[string]any) string {
 	}
 	m, _ := in["model"].(string)
 	return m
+}
+
+// helperPrompts open the system prompts of helper calls a CLI makes besides
+// the conversation turn (opencode titles every new session with its small
+// model). Treating them as turns would shift scripted replies and failures.
+var helperPrompts = []string{"You are a title generator"}
+
+func helperCall(items []Item) bool {
+	for _, it := range items {
+		if it.Role != "system" {
+			return false
+		}
+		for _, p := range helperPrompts {
+			if strings.HasPrefix(strings.TrimSpace(it.Text), p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jsonMode reports a structured-output helper call (gemini's router asks for
