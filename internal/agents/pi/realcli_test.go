@@ -93,59 +93,72 @@ var foreignWants = []want{
 }
 
 // TestRealPiResumesWrittenSession writes a foreign conversation with the
-// Writer and continues it with the real pi, which picks the fake model from
-// the written model_change, then checks the recorded request and reads the
+// Writer and continues it with the real pi, by path and with -c (which finds
+// it in pi's sessions folder for the cwd); pi picks the fake model from the
+// written model_change. It then checks the recorded request and reads the
 // file pi appended to.
 func TestRealPiResumesWrittenSession(t *testing.T) {
 	bin := agenttest.Bin(t, "pi")
-	fake := fakemodel.Start(t)
-	home, env := agenttest.Env(t, "pi", fake.URL)
-	cwd := filepath.Join(home, "work", "proj")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		args func(w agents.Written) []string
+	}{
+		{"session-path", func(w agents.Written) []string { return []string{"--session", w.Path} }},
+		{"continue", func(agents.Written) []string { return []string{"-c"} }},
 	}
-	tg := agents.Target{Home: agenttest.NativeHome(home, "pi"), Cwd: cwd, SessionID: "e2e",
-		Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
-	w, err := Writer{}.Write(tg, foreignConversation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	res := agenttest.MustRun(t, ctx, bin, []string{"--session", w.Path, "-p", "--mode", "json", "what did we do? MARKER-NEW"}, env, cwd)
-	if !strings.Contains(res.Stdout, "FAKE-ANSWER") {
-		t.Fatalf("no fake answer in the json events:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
-	}
-	turns := fake.Turns()
-	if len(turns) != 1 {
-		t.Fatalf("%d turns sent, want 1", len(turns))
-	}
-	if turns[0].API != fakemodel.Chat || turns[0].Model != agenttest.FakeModel {
-		t.Fatalf("turn went to %s model %q", turns[0].API, turns[0].Model)
-	}
-	items := turns[0].Items
-	assertInOrder(t, items, foreignWants)
-	for _, it := range items {
-		if strings.Contains(it.Text, "MARKER-INTERNAL") || strings.Contains(it.Text, "MARKER-NOTICE") {
-			t.Fatalf("internal row or notice reached the model: %s", it)
-		}
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := fakemodel.Start(t)
+			home, env := agenttest.Env(t, "pi", fake.URL)
+			cwd := filepath.Join(home, "work", "proj")
+			if err := os.MkdirAll(cwd, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tg := agents.Target{Home: agenttest.NativeHome(home, "pi"), Cwd: cwd, SessionID: "e2e",
+				Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
+			w, err := Writer{}.Write(tg, foreignConversation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			args := append(tt.args(w), "-p", "--mode", "json", "what did we do? MARKER-NEW")
+			res := agenttest.MustRun(t, ctx, bin, args, env, cwd)
+			if !strings.Contains(res.Stdout, "FAKE-ANSWER") {
+				t.Fatalf("no fake answer in the json events:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+			}
+			turns := fake.Turns()
+			if len(turns) != 1 {
+				t.Fatalf("%d turns sent, want 1", len(turns))
+			}
+			if turns[0].API != fakemodel.Chat || turns[0].Model != agenttest.FakeModel {
+				t.Fatalf("turn went to %s model %q", turns[0].API, turns[0].Model)
+			}
+			items := turns[0].Items
+			assertInOrder(t, items, foreignWants)
+			for _, it := range items {
+				if strings.Contains(it.Text, "MARKER-INTERNAL") || strings.Contains(it.Text, "MARKER-NOTICE") {
+					t.Fatalf("internal row or notice reached the model: %s", it)
+				}
+			}
 
-	// pi appended its turn to the written file; the reader sees it all.
-	msgs, err := Reader{}.Read(w.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkWellFormed(t, msgs)
-	var texts []string
-	for _, m := range msgs {
-		texts = append(texts, m.Text)
-	}
-	all := strings.Join(texts, "\n")
-	for _, s := range []string{"MARKER-U1", "MARKER-A1", "MARKER-THINK", "/tmp/MARKER-U2", "?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER"} {
-		if !strings.Contains(all, s) {
-			t.Errorf("reading the continued session lost %q", s)
-		}
+			// pi appended its turn to the written file; the reader sees it all.
+			msgs, err := Reader{}.Read(w.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkWellFormed(t, msgs)
+			var texts []string
+			for _, m := range msgs {
+				texts = append(texts, m.Text)
+			}
+			all := strings.Join(texts, "\n")
+			for _, s := range []string{"MARKER-U1", "MARKER-A1", "MARKER-THINK", "/tmp/MARKER-U2", "?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER"} {
+				if !strings.Contains(all, s) {
+					t.Errorf("reading the continued session lost %q", s)
+				}
+			}
+		})
 	}
 }
 
