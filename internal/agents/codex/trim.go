@@ -75,6 +75,7 @@ type prepared struct {
 // prepare drops what Codex never gets (internal rows, empty texts, invalid
 // rows) and clips oversized items.
 func prepare(msgs []transcript.Message, sessionID string) []prepared {
+	msgs = uniqueCallIDs(msgs)
 	var out []prepared
 	for i, m := range msgs {
 		if !keep(m) {

@@ -119,6 +119,16 @@ func TestWriteRendersAndRepairs(t *testing.T) {
 			want: []string{"call c1 x {}", "function_call_output c1 late", "assistant: between", "call c2 y {}", "function_call_output c2 early"},
 		},
 		{
+			name: "call ids repeated across turns stay paired (renamed from the second on)",
+			msgs: []transcript.Message{user("u"), call("call_0", "x", `{}`), result("call_0", "r1", nil),
+				user("u2"), call("call_0", "y", `{}`), result("call_0", "r2", nil),
+				user("u3"), call("call_0", "z", `{}`), user("u4"), call("call_0", "w", `{}`), result("call_0", "r4", nil)},
+			want: []string{"user: u", "call call_0 x {}", "function_call_output call_0 r1",
+				"user: u2", "call call_0_cast2 y {}", "function_call_output call_0_cast2 r2",
+				"user: u3", "call call_0_cast3 z {}", "function_call_output call_0_cast3 " + OrphanCallOutput,
+				"user: u4", "call call_0_cast4 w {}", "function_call_output call_0_cast4 r4"},
+		},
+		{
 			name: "custom tool call round trips as custom",
 			msgs: []transcript.Message{call("c1", "apply_patch", `"*** Begin Patch\n*** End Patch"`), result("c1", "Done!", nil)},
 			want: []string{"custom c1 apply_patch *** Begin Patch\n*** End Patch", "custom_tool_call_output c1 Done!"},

@@ -45,6 +45,7 @@ func Render(t agents.Target, msgs []transcript.Message, opt RenderOptions) (Expo
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
+	msgs = uniqueCallIDs(msgs)
 	// Ids start a little in the past so every id OpenCode creates on the
 	// next prompt sorts after the imported ones.
 	start := opt.Now.Add(-time.Duration(len(msgs)*3/0x1000+2) * time.Millisecond)

@@ -94,6 +94,11 @@ func TestRender(t *testing.T) {
 			want: []string{"user[text u]", "assistant[tool c1 x {} completed late]", "user[text u2]", "assistant[tool c2 y {} completed early]"},
 		},
 		{
+			name: "call ids repeated across turns stay paired",
+			msgs: []transcript.Message{user("u"), call("call_0", "x", `{}`), result("call_0", "r1", nil), user("u2"), call("call_0", "y", `{}`), result("call_0", "r2", nil)},
+			want: []string{"user[text u]", "assistant[tool call_0 x {} completed r1]", "user[text u2]", "assistant[tool call_0_cast2 y {} completed r2]"},
+		},
+		{
 			name: "error result, notice, internal and thinking left out, assistant first",
 			msgs: []transcript.Message{
 				asst("hello first"),
