@@ -135,7 +135,7 @@ func textOf(raw json.RawMessage) string {
 
 // outputText turns a function_call_output's output into text. Codex stores a
 // plain string, an array of content items, or (older versions) an object
-// {"content": ..., "success": ...}. ok is false when success was false.
+// {"content": ..., "success": ...}; failed reports success:false.
 func outputText(raw json.RawMessage) (text string, failed bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
