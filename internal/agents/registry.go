@@ -151,6 +151,8 @@ var registry = map[string]Agent{
 	"opencode": {
 		Name: "opencode", DisplayName: "OpenCode", Binary: "opencode", NPMPackage: "opencode-ai",
 		Commands: Commands{
+			// opencode 1.18.33 joins its message arguments and wraps one
+			// holding spaces in double quotes: the model sees "\"{prompt}\"".
 			Headless: []string{"run", "{prompt}"},
 			Resume:   []string{"run", "--session", "{id}", "{prompt}"},
 			Fork:     []string{"run", "--session", "{id}", "--fork", "{prompt}"},
