@@ -66,6 +66,7 @@ func TestCommandTemplates(t *testing.T) {
 			}
 			ctx := context.Background()
 			fake := fakemodel.Start(t)
+			fake.SetStrict(true) // pairing must be what a real API accepts
 			bin := agenttest.Bin(t, tc.agent)
 			home, env := agenttest.Env(t, tc.agent, fake.URL)
 			cwd := t.TempDir()

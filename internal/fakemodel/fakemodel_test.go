@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // post sends body to the fake and returns the status and the concatenated
@@ -276,5 +277,65 @@ func TestTitleHelperIsSide(t *testing.T) {
 	}
 	if status, _, _ := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 500 {
 		t.Fatalf("the injected failure should hit the real turn, got %d", status)
+	}
+}
+
+func TestCheckPairs(t *testing.T) {
+	c := func(id, name string) Item {
+		return Item{Role: "assistant", Kind: KindToolCall, ToolCallID: id, ToolName: name}
+	}
+	r := func(id, name string) Item {
+		return Item{Role: "tool", Kind: KindToolResult, ToolCallID: id, ToolName: name}
+	}
+	at := Item{Role: "assistant", Kind: KindText, Text: "a"}
+	ut := Item{Role: "user", Kind: KindText, Text: "u"}
+	tests := []struct {
+		name  string
+		items []Item
+		ok    bool
+	}{
+		{"paired", []Item{ut, c("1", "x"), r("1", ""), at}, true},
+		{"parallel", []Item{ut, c("1", "x"), c("2", "x"), r("2", ""), r("1", ""), at}, true},
+		{"gemini by name", []Item{ut, c("", "sh"), r("abc", "sh"), at}, true},
+		{"orphan result", []Item{ut, r("9", ""), at}, false},
+		{"call never answered", []Item{ut, c("1", "x"), at, ut}, false},
+		{"answer after the user spoke", []Item{ut, c("1", "x"), ut, r("1", "")}, false},
+		{"one of two answered", []Item{ut, c("1", "x"), c("2", "x"), r("1", ""), at}, false},
+		{"open at the end", []Item{ut, c("1", "x")}, false},
+		{"reminder does not count", []Item{ut, c("1", "x"), {Role: "user", Kind: KindText, Text: "<system-reminder>x</system-reminder>"}, r("1", "")}, true},
+	}
+	for _, tc := range tests {
+		if err := checkPairs(tc.items); (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestStrictAndDelay(t *testing.T) {
+	s := Start(t)
+	s.SetStrict(true)
+	orphan := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"x","content":"out"}]}`
+	if status, out, _ := post(t, s, "/v1/chat/completions", orphan); status != 400 || !strings.Contains(out, "answers no earlier call") {
+		t.Errorf("strict accepted an orphan result: %d %s", status, out)
+	}
+	s.SetStrict(false)
+	if status, _, _ := post(t, s, "/v1/chat/completions", orphan); status != 200 {
+		t.Errorf("lenient mode rejected: %d", status)
+	}
+	s.Enqueue(Reply{Text: "late", Delay: 5 * time.Second})
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	if _, err := client.Post(s.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`)); err == nil {
+		t.Fatal("a delayed answer arrived before the client timeout")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		reqs := s.Requests()
+		if reqs[len(reqs)-1].Status == 499 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("abandoned request not recorded as 499: %+v", reqs[len(reqs)-1].Status)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

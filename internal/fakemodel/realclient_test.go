@@ -28,6 +28,7 @@ func TestRealClients(t *testing.T) {
 		t.Run(tc.agent, func(t *testing.T) {
 			t.Parallel()
 			fake := fakemodel.Start(t)
+			fake.SetStrict(true) // pairing must be what a real API accepts
 			bin := agenttest.Bin(t, tc.agent)
 			home, env := agenttest.Env(t, tc.agent, fake.URL)
 			res := agenttest.MustRun(t, context.Background(), bin, tc.args, env, home)

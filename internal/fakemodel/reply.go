@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // ToolTrigger in the last user text makes the default policy ask for one
@@ -21,6 +22,9 @@ type Reply struct {
 	Tool  *ToolCall // an explicit tool call; wins over Shell
 	// Status, when not 0 or 200, fails the turn with this HTTP status.
 	Status int
+	// Delay holds the answer back (a slow model, or a hang for timeout
+	// tests); a client that disconnects first is recorded with status 499.
+	Delay time.Duration
 }
 
 // ToolCall is a tool call the fake asks for.
@@ -199,4 +203,63 @@ func offeredTools(in map[string]any, api API) map[string]map[string]any {
 		}
 	}
 	return out
+}
+
+// checkPairs applies the tool pairing rule every provider enforces: each
+// result answers an earlier call, and every call of an assistant step is
+// answered before the conversation moves on (the next assistant text or
+// call after its results, a user message, or the end). Calls are matched by
+// id, or by tool name where one side carries no id (Gemini history).
+func checkPairs(items []Item) error {
+	type call struct{ id, name string }
+	var pending []call
+	sawResult := false
+	unanswered := func() error {
+		return fmt.Errorf("tool call %s (%s) has no result", pending[0].id, pending[0].name)
+	}
+	for _, it := range items {
+		switch {
+		case it.Kind == KindToolCall:
+			if len(pending) > 0 && sawResult {
+				return unanswered()
+			}
+			if len(pending) == 0 {
+				sawResult = false
+			}
+			pending = append(pending, call{it.ToolCallID, it.ToolName})
+		case it.Kind == KindToolResult:
+			match := -1
+			for i, c := range pending {
+				if it.ToolCallID != "" && c.id == it.ToolCallID {
+					match = i
+					break
+				}
+			}
+			if match < 0 {
+				for i, c := range pending {
+					if (c.id == "" || it.ToolCallID == "") && c.name == it.ToolName {
+						match = i
+						break
+					}
+				}
+			}
+			if match < 0 {
+				return fmt.Errorf("tool result %s answers no earlier call", it.ToolCallID)
+			}
+			pending = append(pending[:match], pending[match+1:]...)
+			sawResult = true
+		case it.Role == "assistant":
+			if len(pending) > 0 && sawResult {
+				return unanswered()
+			}
+		case it.Role == "user" && it.Kind == KindText && !injected(it.Text):
+			if len(pending) > 0 {
+				return unanswered()
+			}
+		}
+	}
+	if len(pending) > 0 {
+		return unanswered()
+	}
+	return nil
 }

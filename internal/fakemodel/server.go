@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // API names a wire protocol.
@@ -86,14 +87,15 @@ type Server struct {
 	// clients at URL+"/v1".
 	URL string
 
-	srv   *http.Server
-	ln    net.Listener
-	mu    sync.Mutex
-	reqs  []Request
-	queue []Reply
-	fails []int // statuses for the next non-side calls
-	hdr   http.Header
-	turns int
+	srv    *http.Server
+	ln     net.Listener
+	mu     sync.Mutex
+	reqs   []Request
+	queue  []Reply
+	fails  []int // statuses for the next non-side calls
+	hdr    http.Header
+	turns  int
+	strict bool
 }
 
 // New starts a fake on a free loopback port. Call Close when done.
@@ -166,6 +168,16 @@ func (s *Server) FailNext(n, status int) {
 	}
 }
 
+// SetStrict makes the fake reject (400, as the real APIs do) a turn whose
+// history has a tool result without an earlier call or a call whose result
+// is missing before the next assistant message. Clients pass some broken
+// histories through unrepaired; strict mode catches that.
+func (s *Server) SetStrict(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.strict = on
+}
+
 // SetHeader adds a response header to every answer (rate-limit headers, for
 // instance).
 func (s *Server) SetHeader(key, value string) {
@@ -221,7 +233,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	turn := s.turns
+	strict := s.strict
 	s.mu.Unlock()
+
+	if strict && rt.api != "" && !req.Side && (status == 0 || status == http.StatusOK) {
+		if err := checkPairs(req.Items); err != nil {
+			req.Status = http.StatusBadRequest
+			s.record(req)
+			writeError(w, rt.api, http.StatusBadRequest, "fakemodel (strict): "+err.Error())
+			return
+		}
+	}
+	if reply.Delay > 0 {
+		select {
+		case <-time.After(reply.Delay):
+		case <-r.Context().Done():
+			req.Status = 499 // the client gave up first
+			s.record(req)
+			return
+		}
+	}
 
 	switch {
 	case rt.api == "":

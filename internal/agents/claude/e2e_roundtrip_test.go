@@ -23,6 +23,7 @@ func TestRealClaudeRoundTrip(t *testing.T) {
 
 	// 1. The real CLI produces a native session.
 	src := fakemodel.Start(t)
+	src.SetStrict(true) // pairing must be what a real API accepts
 	home, env := agenttest.Env(t, "claude", src.URL)
 	cwd := t.TempDir()
 	agenttest.MustRun(t, ctx, bin, []string{"-p", "please TOOLCALL now CMD[echo tool-ran-ok] MARKER-P1",
@@ -64,6 +65,7 @@ func TestRealClaudeRoundTrip(t *testing.T) {
 
 	// 3. Write for a fresh home and resume with the real CLI again.
 	dst := fakemodel.Start(t)
+	dst.SetStrict(true) // pairing must be what a real API accepts
 	home2, env2 := agenttest.Env(t, "claude", dst.URL)
 	cwd2 := t.TempDir()
 	w, err := claude.Writer{}.Write(agents.Target{Home: agenttest.NativeHome(home2, "claude"), Cwd: cwd2, SessionID: "ses-rt"}, msgs)

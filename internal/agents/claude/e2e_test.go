@@ -90,6 +90,21 @@ func TestResumeWithRealClaude(t *testing.T) {
 	}{
 		{"multi-turn with a foreign tool call", claude.Writer{}, conversation, full,
 			[]string{"MARKER-INTERNAL", "MARKER-THINK"}, "claude-sonnet-4-5"},
+		{"orphans repaired", claude.Writer{}, []transcript.Message{
+			{Kind: transcript.KindUser, Text: "MARKER-O1"},
+			{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: "c1", Name: "bash", Input: `{"command":"sleep 100"}`}},
+			{Kind: transcript.KindAssistant, Text: "MARKER-O2"},
+			{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "zz", Output: "MARKER-ORPHAN-OUT"}},
+			{Kind: transcript.KindAssistant, Text: "MARKER-O3"},
+		}, []want{
+			{fakemodel.KindText, "user", "MARKER-O1"},
+			{fakemodel.KindToolCall, "assistant", "sleep 100"},
+			{fakemodel.KindToolResult, "user", "no result was recorded"},
+			{fakemodel.KindText, "assistant", "MARKER-O2"},
+			{fakemodel.KindText, "user", "MARKER-ORPHAN-OUT"},
+			{fakemodel.KindText, "assistant", "MARKER-O3"},
+			{fakemodel.KindText, "user", "MARKER-NEW"},
+		}, nil, ""},
 		{"trimmed", claude.Writer{TrimAbove: 600, KeepTail: 300}, long, []want{
 			{fakemodel.KindText, "user", "MARKER-EARLY"},
 			{fakemodel.KindText, "user", "`cast read ses-e2e 2:"},
@@ -102,6 +117,7 @@ func TestResumeWithRealClaude(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			fake := fakemodel.Start(t)
+			fake.SetStrict(true) // pairing must be what a real API accepts
 			bin := agenttest.Bin(t, "claude")
 			home, env := agenttest.Env(t, "claude", fake.URL)
 			cwd := t.TempDir()
