@@ -96,3 +96,12 @@ func indent(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// titleFrom is the first line of text, shortened.
+func titleFrom(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > 60 {
+		return string(r[:60]) + "…"
+	}
+	return text
+}

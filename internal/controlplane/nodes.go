@@ -38,16 +38,8 @@ func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.Appen
 	if req.OwnerToken <= 0 {
 		return nil, invalid("owner_token is required for owner-side writes")
 	}
-	if len(req.Messages) == 0 {
-		return nil, invalid("no messages to append")
-	}
-	for i, m := range req.Messages {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_UNSPECIFIED {
-			return nil, invalid("message %d has no kind", i)
-		}
-		if !ids.ValidClientID(m.ClientId) {
-			return nil, invalid("message %d: client_id %s is malformed", i, quote(m.ClientId))
-		}
+	if err := validMessages(req.Messages, maxAppendBatch); err != nil {
+		return nil, err
 	}
 	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{Node: req.Node, Token: req.OwnerToken})
 	if err != nil {

@@ -9,16 +9,12 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/agents"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/wire"
 )
-
-// knownAgents are the agents cast can place a session on.
-var knownAgents = map[string]bool{
-	"claude": true, "codex": true, "gemini": true, "pi": true, "opencode": true,
-	"grok": true, "cursor": true, "muse": true,
-}
 
 type sessionService struct {
 	castv1.UnimplementedSessionServiceServer
@@ -26,8 +22,8 @@ type sessionService struct {
 }
 
 func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
-	if !knownAgents[req.Agent] {
-		return nil, withInfo(codes.InvalidArgument, "unknown agent "+quote(req.Agent)+"; use one of claude, codex, gemini, pi, opencode, grok, cursor, muse", errs.ReasonUnknownAgent, nil)
+	if _, ok := agents.Lookup(req.Agent); !ok {
+		return nil, withInfo(codes.InvalidArgument, "unknown agent "+quote(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
 	}
 	if req.Node != "" && !ids.ValidName(req.Node) {
 		return nil, invalid("node name %s is malformed", quote(req.Node))
@@ -102,6 +98,45 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.SendMessageResponse{Message: m}, nil
+}
+
+// maxAppendBatch bounds one AppendMessages call; importers send batches.
+const maxAppendBatch = 1000
+
+func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendMessagesRequest) (*castv1.AppendMessagesResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if err := validMessages(req.Messages, maxAppendBatch); err != nil {
+		return nil, err
+	}
+	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{})
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.AppendMessagesResponse{Messages: out}, nil
+}
+
+// validMessages checks client-supplied transcript rows.
+func validMessages(msgs []*castv1.Message, limit int) error {
+	if len(msgs) == 0 {
+		return invalid("no messages to append")
+	}
+	if len(msgs) > limit {
+		return invalid("%d messages in one call; send at most %d per call", len(msgs), limit)
+	}
+	for i, m := range msgs {
+		if !ids.ValidClientID(m.ClientId) {
+			return invalid("message %d: client_id %s is malformed", i, quote(m.ClientId))
+		}
+		if err := wire.Validate(m); err != nil {
+			return invalid("message %d: %v", i, err)
+		}
+		if !utf8.ValidString(m.Text) {
+			return invalid("message %d is not valid UTF-8", i)
+		}
+	}
+	return nil
 }
 
 func (h *sessionService) ListMessages(ctx context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {

@@ -396,6 +396,107 @@ func (x *SendMessageResponse) GetMessage() *Message {
 	return nil
 }
 
+// AppendMessagesRequest appends messages to a session.
+type AppendMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// messages in order; seq is assigned by the server.
+	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMessagesRequest) Reset() {
+	*x = AppendMessagesRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMessagesRequest) ProtoMessage() {}
+
+func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
+func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendMessagesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AppendMessagesRequest) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// AppendMessagesResponse returns the stored messages with their seqs.
+type AppendMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// messages as stored.
+	Messages      []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMessagesResponse) Reset() {
+	*x = AppendMessagesResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMessagesResponse) ProtoMessage() {}
+
+func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
+func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendMessagesResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // ListMessagesRequest reads messages with start_seq <= seq <= end_seq.
 type ListMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -415,7 +516,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	mi := &file_cast_v1_session_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +528,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	mi := &file_cast_v1_session_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +541,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{6}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -491,7 +592,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	mi := &file_cast_v1_session_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +604,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	mi := &file_cast_v1_session_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +617,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{7}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -544,7 +645,7 @@ type ExportSessionRequest struct {
 
 func (x *ExportSessionRequest) Reset() {
 	*x = ExportSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[8]
+	mi := &file_cast_v1_session_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +657,7 @@ func (x *ExportSessionRequest) String() string {
 func (*ExportSessionRequest) ProtoMessage() {}
 
 func (x *ExportSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[8]
+	mi := &file_cast_v1_session_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +670,7 @@ func (x *ExportSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExportSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{8}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExportSessionRequest) GetSessionId() string {
@@ -592,7 +693,7 @@ type ExportSessionResponse struct {
 
 func (x *ExportSessionResponse) Reset() {
 	*x = ExportSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[9]
+	mi := &file_cast_v1_session_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +705,7 @@ func (x *ExportSessionResponse) String() string {
 func (*ExportSessionResponse) ProtoMessage() {}
 
 func (x *ExportSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[9]
+	mi := &file_cast_v1_session_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +718,7 @@ func (x *ExportSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExportSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExportSessionResponse) GetSession() *Session {
@@ -647,7 +748,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[10]
+	mi := &file_cast_v1_session_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +760,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[10]
+	mi := &file_cast_v1_session_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +773,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -705,7 +806,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[11]
+	mi := &file_cast_v1_session_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +818,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[11]
+	mi := &file_cast_v1_session_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +831,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchSessionResponse) GetEvent() isWatchSessionResponse_Event {
@@ -807,7 +908,13 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"A\n" +
 	"\x13SendMessageResponse\x12*\n" +
-	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageR\amessage\"\xa6\x01\n" +
+	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageR\amessage\"d\n" +
+	"\x15AppendMessagesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
+	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"F\n" +
+	"\x16AppendMessagesResponse\x12,\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xa6\x01\n" +
 	"\x13ListMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -832,13 +939,14 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x14WatchSessionResponse\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageH\x00R\amessage\x12,\n" +
 	"\asession\x18\x02 \x01(\v2\x10.cast.v1.SessionH\x00R\asessionB\a\n" +
-	"\x05event2\x93\x04\n" +
+	"\x05event2\xe6\x04\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
 	"GetSession\x12\x1a.cast.v1.GetSessionRequest\x1a\x10.cast.v1.Session\x12K\n" +
 	"\fListSessions\x12\x1c.cast.v1.ListSessionsRequest\x1a\x1d.cast.v1.ListSessionsResponse\x12H\n" +
-	"\vSendMessage\x12\x1b.cast.v1.SendMessageRequest\x1a\x1c.cast.v1.SendMessageResponse\x12K\n" +
+	"\vSendMessage\x12\x1b.cast.v1.SendMessageRequest\x1a\x1c.cast.v1.SendMessageResponse\x12Q\n" +
+	"\x0eAppendMessages\x12\x1e.cast.v1.AppendMessagesRequest\x1a\x1f.cast.v1.AppendMessagesResponse\x12K\n" +
 	"\fListMessages\x12\x1c.cast.v1.ListMessagesRequest\x1a\x1d.cast.v1.ListMessagesResponse\x12P\n" +
 	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
@@ -855,50 +963,56 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_cast_v1_session_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),  // 0: cast.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),     // 1: cast.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),   // 2: cast.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 3: cast.v1.ListSessionsResponse
-	(*SendMessageRequest)(nil),    // 4: cast.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),   // 5: cast.v1.SendMessageResponse
-	(*ListMessagesRequest)(nil),   // 6: cast.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),  // 7: cast.v1.ListMessagesResponse
-	(*ExportSessionRequest)(nil),  // 8: cast.v1.ExportSessionRequest
-	(*ExportSessionResponse)(nil), // 9: cast.v1.ExportSessionResponse
-	(*WatchSessionRequest)(nil),   // 10: cast.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),  // 11: cast.v1.WatchSessionResponse
-	(*Session)(nil),               // 12: cast.v1.Session
-	(*Message)(nil),               // 13: cast.v1.Message
+	(*CreateSessionRequest)(nil),   // 0: cast.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),      // 1: cast.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),    // 2: cast.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 3: cast.v1.ListSessionsResponse
+	(*SendMessageRequest)(nil),     // 4: cast.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),    // 5: cast.v1.SendMessageResponse
+	(*AppendMessagesRequest)(nil),  // 6: cast.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil), // 7: cast.v1.AppendMessagesResponse
+	(*ListMessagesRequest)(nil),    // 8: cast.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),   // 9: cast.v1.ListMessagesResponse
+	(*ExportSessionRequest)(nil),   // 10: cast.v1.ExportSessionRequest
+	(*ExportSessionResponse)(nil),  // 11: cast.v1.ExportSessionResponse
+	(*WatchSessionRequest)(nil),    // 12: cast.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),   // 13: cast.v1.WatchSessionResponse
+	(*Session)(nil),                // 14: cast.v1.Session
+	(*Message)(nil),                // 15: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	12, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	13, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	13, // 2: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	12, // 3: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	13, // 4: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	13, // 5: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	12, // 6: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
-	0,  // 7: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
-	1,  // 8: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
-	2,  // 9: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
-	4,  // 10: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
-	6,  // 11: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
-	8,  // 12: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	10, // 13: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	12, // 14: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	12, // 15: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 16: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 17: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 18: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	9,  // 19: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	11, // 20: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	14, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	15, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	15, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	15, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	15, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	14, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	15, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	15, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	14, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	0,  // 9: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
+	1,  // 10: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
+	2,  // 11: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
+	4,  // 12: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
+	6,  // 13: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
+	8,  // 14: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
+	10, // 15: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
+	12, // 16: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	14, // 17: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	14, // 18: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 19: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 20: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 21: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 22: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 23: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	13, // 24: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_service_proto_init() }
@@ -907,7 +1021,7 @@ func file_cast_v1_session_service_proto_init() {
 		return
 	}
 	file_cast_v1_session_proto_init()
-	file_cast_v1_session_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_cast_v1_session_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchSessionResponse_Message)(nil),
 		(*WatchSessionResponse_Session)(nil),
 	}
@@ -917,7 +1031,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

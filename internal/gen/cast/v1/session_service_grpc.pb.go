@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionService_CreateSession_FullMethodName = "/cast.v1.SessionService/CreateSession"
-	SessionService_GetSession_FullMethodName    = "/cast.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName  = "/cast.v1.SessionService/ListSessions"
-	SessionService_SendMessage_FullMethodName   = "/cast.v1.SessionService/SendMessage"
-	SessionService_ListMessages_FullMethodName  = "/cast.v1.SessionService/ListMessages"
-	SessionService_ExportSession_FullMethodName = "/cast.v1.SessionService/ExportSession"
-	SessionService_WatchSession_FullMethodName  = "/cast.v1.SessionService/WatchSession"
+	SessionService_CreateSession_FullMethodName  = "/cast.v1.SessionService/CreateSession"
+	SessionService_GetSession_FullMethodName     = "/cast.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName   = "/cast.v1.SessionService/ListSessions"
+	SessionService_SendMessage_FullMethodName    = "/cast.v1.SessionService/SendMessage"
+	SessionService_AppendMessages_FullMethodName = "/cast.v1.SessionService/AppendMessages"
+	SessionService_ListMessages_FullMethodName   = "/cast.v1.SessionService/ListMessages"
+	SessionService_ExportSession_FullMethodName  = "/cast.v1.SessionService/ExportSession"
+	SessionService_WatchSession_FullMethodName   = "/cast.v1.SessionService/WatchSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -42,6 +43,9 @@ type SessionServiceClient interface {
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// SendMessage appends a user message; request_id makes retries safe.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
+	// AppendMessages appends any kind of message (an import of an existing
+	// native session); each needs a client_id, so a retried batch is stored once.
+	AppendMessages(ctx context.Context, in *AppendMessagesRequest, opts ...grpc.CallOption) (*AppendMessagesResponse, error)
 	// ListMessages pages through a seq range of the transcript.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
@@ -93,6 +97,16 @@ func (c *sessionServiceClient) SendMessage(ctx context.Context, in *SendMessageR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SendMessageResponse)
 	err := c.cc.Invoke(ctx, SessionService_SendMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) AppendMessages(ctx context.Context, in *AppendMessagesRequest, opts ...grpc.CallOption) (*AppendMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendMessagesResponse)
+	err := c.cc.Invoke(ctx, SessionService_AppendMessages_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +175,9 @@ type SessionServiceServer interface {
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// SendMessage appends a user message; request_id makes retries safe.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
+	// AppendMessages appends any kind of message (an import of an existing
+	// native session); each needs a client_id, so a retried batch is stored once.
+	AppendMessages(context.Context, *AppendMessagesRequest) (*AppendMessagesResponse, error)
 	// ListMessages pages through a seq range of the transcript.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
@@ -189,6 +206,9 @@ func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSess
 }
 func (UnimplementedSessionServiceServer) SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SendMessage not implemented")
+}
+func (UnimplementedSessionServiceServer) AppendMessages(context.Context, *AppendMessagesRequest) (*AppendMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppendMessages not implemented")
 }
 func (UnimplementedSessionServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListMessages not implemented")
@@ -292,6 +312,24 @@ func _SessionService_SendMessage_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_AppendMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).AppendMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_AppendMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).AppendMessages(ctx, req.(*AppendMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListMessagesRequest)
 	if err := dec(in); err != nil {
@@ -354,6 +392,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendMessage",
 			Handler:    _SessionService_SendMessage_Handler,
+		},
+		{
+			MethodName: "AppendMessages",
+			Handler:    _SessionService_AppendMessages_Handler,
 		},
 		{
 			MethodName: "ListMessages",

@@ -1,0 +1,77 @@
+// Package codecs maps agent names to their native readers and writers. It
+// lives apart from package agents because each codec imports agents.
+package codecs
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/claude"
+	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/agents/gemini"
+	"github.com/cast-dev/cast/internal/agents/grok"
+	"github.com/cast-dev/cast/internal/agents/opencode"
+	"github.com/cast-dev/cast/internal/agents/pi"
+)
+
+var readers = map[string]agents.Reader{
+	"claude": claude.Reader{}, "codex": codex.Reader{}, "gemini": gemini.Reader{},
+	"pi": pi.Reader{}, "opencode": opencode.Reader{}, "grok": grok.Reader{},
+}
+
+// Reader returns the native reader of agent.
+func Reader(agent string) (agents.Reader, error) {
+	if r, ok := readers[agent]; ok {
+		return r, nil
+	}
+	return nil, noCodec(agent, "read")
+}
+
+// WriterOptions configure writers that need a CLI (OpenCode loads its
+// sessions through `opencode import`).
+type WriterOptions struct {
+	OpenCodeBin string   // default: opencode on PATH
+	Env         []string // environment for such CLIs; default: this process's
+}
+
+// Writer returns the native writer of agent.
+func Writer(agent string, o WriterOptions) (agents.Writer, error) {
+	switch agent {
+	case "claude":
+		return claude.Writer{}, nil
+	case "codex":
+		return codex.Writer{}, nil
+	case "gemini":
+		return gemini.Writer{}, nil
+	case "pi":
+		return pi.Writer{}, nil
+	case "grok":
+		return grok.Writer{}, nil
+	case "opencode":
+		bin := o.OpenCodeBin
+		if bin == "" {
+			p, err := exec.LookPath("opencode")
+			if err != nil {
+				return nil, fmt.Errorf("writing an OpenCode session needs the opencode CLI; install opencode-ai or pass its path")
+			}
+			bin = p
+		}
+		env := o.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		return opencode.Writer{Loader: opencode.Loader{Bin: bin, Env: env}}, nil
+	}
+	return nil, noCodec(agent, "write")
+}
+
+func noCodec(agent, verb string) error {
+	a, ok := agents.Lookup(agent)
+	if !ok {
+		return fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
+	}
+	return fmt.Errorf("cast cannot %s %s transcripts: %s sessions do not take over history", verb, a.DisplayName, a.DisplayName)
+}

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// Import batches stay well under the control plane's request size.
+const (
+	importBatchMsgs  = 500
+	importBatchBytes = 4 << 20
+)
+
+func (a *app) importCmd() *cobra.Command {
+	var agent, cwd, node string
+	cmd := &cobra.Command{
+		Use:   "import --agent A PATH",
+		Short: "Bring an existing native session into cast (for OpenCode, PATH is what `opencode export` prints)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return usagef("--agent is required: the agent that wrote PATH")
+			}
+			r, err := codecs.Reader(agent)
+			if err != nil {
+				return err
+			}
+			msgs, err := r.Read(args[0])
+			if err != nil {
+				return fmt.Errorf("read %s as a %s transcript: %w", args[0], agent, err)
+			}
+			if len(msgs) == 0 {
+				return fmt.Errorf("no messages found in %s; is it a %s transcript?", args[0], agent)
+			}
+			dir, err := absDir(cwd)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			reqID := ids.NewClientID()
+			var sess *castv1.Session
+			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
+				sess, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{
+					Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
+				})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			n, err := a.appendAll(cmd.Context(), sess.Id, reqID, agent, msgs)
+			if err != nil {
+				return fmt.Errorf("session %s created but the import stopped after %d of %d messages: %w", sess.Id, n, len(msgs), err)
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "messages": n})
+			}
+			fmt.Fprintln(a.out, sess.Id)
+			fmt.Fprintf(a.errOut, "imported %d messages; read them with `cast read %s`\n", n, sess.Id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: claude, codex, gemini, pi, opencode, grok")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the current one)")
+	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: any connected node)")
+	return cmd
+}
+
+// appendAll sends msgs in bounded batches. Client ids derive from the
+// import's request id and position, so a retried batch is stored once.
+func (a *app) appendAll(parent context.Context, sessionID, reqID, agent string, msgs []transcript.Message) (int, error) {
+	c, err := a.client()
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	for done < len(msgs) {
+		var batch []*castv1.Message
+		size := 0
+		for i := done; i < len(msgs) && len(batch) < importBatchMsgs; i++ {
+			m := msgs[i]
+			m.Seq, m.ClientID = 0, fmt.Sprintf("%s.%d", reqID, i)
+			if m.Agent == "" {
+				m.Agent = agent
+			}
+			p := wire.ToProto(m)
+			sz := len(p.Text) + len(p.ToolCall.GetInput()) + len(p.ToolResult.GetOutput())
+			if len(batch) > 0 && size+sz > importBatchBytes {
+				break
+			}
+			batch, size = append(batch, p), size+sz
+		}
+		err := a.retry(parent, func(ctx context.Context) error {
+			_, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sessionID, Messages: batch})
+			return err
+		})
+		if err != nil {
+			return done, err
+		}
+		done += len(batch)
+	}
+	return done, nil
+}
+
+func importTitle(msgs []transcript.Message, path string) string {
+	for _, m := range msgs {
+		if m.Kind == transcript.KindUser && m.Text != "" {
+			return titleFrom(m.Text)
+		}
+	}
+	return "imported " + filepath.Base(path)
+}
+
+func (a *app) exportCmd() *cobra.Command {
+	var agent, home, cwd, model string
+	cmd := &cobra.Command{
+		Use:   "export ID --agent B --home DIR [--cwd C]",
+		Short: "Write a session as agent B's native transcript, where B finds it when its own folder is DIR",
+		Long: "DIR is the agent's own folder: CLAUDE_CONFIG_DIR (~/.claude) for claude, CODEX_HOME (~/.codex) for codex,\n" +
+			"the ~/.gemini folder for gemini, pi's agent dir (~/.pi/agent) for pi, XDG_DATA_HOME for opencode\n" +
+			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" || home == "" {
+				return usagef("--agent and --home are required")
+			}
+			sess, msgs, err := a.exportAll(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := agents.CheckTakeover(agent, len(msgs) > 0); err != nil {
+				return err
+			}
+			w, err := codecs.Writer(agent, codecs.WriterOptions{})
+			if err != nil {
+				return err
+			}
+			if cwd == "" {
+				cwd = sess.Cwd
+			}
+			if cwd == "" || !filepath.IsAbs(cwd) {
+				return usagef("the session has no absolute working directory; pass --cwd")
+			}
+			absHome, err := filepath.Abs(home)
+			if err != nil {
+				return err
+			}
+			if model == "" && sess.Agent == agent {
+				model = sess.Model
+			}
+			out, err := w.Write(agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model}, msgs)
+			if err != nil {
+				return fmt.Errorf("write the %s transcript: %w", agent, err)
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
+					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
+			}
+			fmt.Fprintf(a.out, "wrote %d messages as %s session %s\n  %s\n", len(msgs), agent, out.NativeID, out.Path)
+			if out.Omitted > 0 {
+				fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "target agent: claude, codex, gemini, pi, opencode, grok")
+	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
+	cmd.Flags().StringVar(&model, "model", "", "model to record where the format has one")
+	return cmd
+}
+
+// exportAll reads the whole session at one revision.
+func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, []transcript.Message, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	stream, err := c.Sessions.ExportSession(ctx, &castv1.ExportSessionRequest{SessionId: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	var sess *castv1.Session
+	var msgs []transcript.Message
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if page.Session != nil {
+			sess = page.Session
+		}
+		for _, m := range page.Messages {
+			msgs = append(msgs, wire.FromProto(m))
+		}
+	}
+	if sess == nil {
+		return nil, nil, fmt.Errorf("export of %s returned no session", id)
+	}
+	return sess, msgs, nil
+}
+

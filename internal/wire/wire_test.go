@@ -1,0 +1,31 @@
+package wire
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+func TestRoundTrip(t *testing.T) {
+	code := int32(2)
+	now := time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC)
+	tests := []transcript.Message{
+		{Seq: 1, ClientID: "a", Kind: transcript.KindUser, Text: "hi", Agent: "claude", Time: now},
+		{Kind: transcript.KindAssistant, Text: "yo", Model: "m", Account: "work", NativeID: "n1"},
+		{Kind: transcript.KindThinking, Text: "hmm"},
+		{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: "c", Name: "Bash", Input: `{"command":"ls"}`}},
+		{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c", Output: "x", IsError: true, ExitCode: &code}},
+		{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c", Output: "no code"}},
+		{Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "Now using Codex"},
+		{Kind: transcript.KindInternal, Text: "bookkeeping"},
+	}
+	for _, m := range tests {
+		got := FromProto(ToProto(m))
+		if diff := cmp.Diff(m, got); diff != "" {
+			t.Errorf("%s round trip (-want +got):\n%s", m.Kind, diff)
+		}
+	}
+}
