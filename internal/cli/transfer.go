@@ -218,4 +218,3 @@ func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, []t
 	}
 	return sess, msgs, nil
 }
-
