@@ -96,4 +96,18 @@ func TestRealClaudeRoundTrip(t *testing.T) {
 		}
 		at++
 	}
+
+	// 4. The CLI appended its new turn to the file cast wrote; reading it
+	// back (how cast syncs a running agent) gives the old turns plus the new.
+	after, err := claude.Reader{}.Read(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(msgs)+2 {
+		t.Fatalf("read %d messages after the resume, want %d + the new user turn and answer", len(after), len(msgs))
+	}
+	if u, a := after[len(after)-2], after[len(after)-1]; u.Kind != transcript.KindUser || u.Text != "third MARKER-P3" ||
+		a.Kind != transcript.KindAssistant || !strings.Contains(a.Text, "FAKE-ANSWER") {
+		t.Errorf("new turn read back as %+v / %+v", u, a)
+	}
 }

@@ -29,19 +29,25 @@ type Stats struct {
 // returned only when the file cannot be read or nothing at all could be
 // parsed from a non-empty file.
 func (Reader) Read(path string) ([]transcript.Message, error) {
+	msgs, _, err := ReadFile(path)
+	return msgs, err
+}
+
+// ReadFile is Read that also reports what was skipped (import shows it).
+func ReadFile(path string) ([]transcript.Message, Stats, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, Stats{}, err
 	}
 	defer f.Close()
 	msgs, st, err := Parse(f)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	if len(msgs) == 0 && st.Malformed > 0 && st.Malformed == st.Lines {
-		return nil, fmt.Errorf("claude: %s: none of %d lines is a Claude Code record", path, st.Lines)
+		return nil, st, fmt.Errorf("claude: %s: none of %d lines is a Claude Code record", path, st.Lines)
 	}
-	return msgs, nil
+	return msgs, st, nil
 }
 
 // entry is a parsed chain record with its position in the file.
