@@ -1,0 +1,220 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// convert turns one record into neutral messages; ok is false when the
+// record carries nothing for the conversation.
+func convert(rec record) ([]transcript.Message, bool) {
+	if rec.Type != "user" && rec.Type != "assistant" {
+		return nil, false
+	}
+	var m apiMessage
+	if json.Unmarshal(rec.Message, &m) != nil {
+		return nil, false
+	}
+	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: parseTime(rec.Timestamp)}
+	var out []transcript.Message
+	add := func(msg transcript.Message) {
+		if len(out) > 0 {
+			msg.NativeID = fmt.Sprintf("%s#%d", rec.UUID, len(out))
+		}
+		out = append(out, msg)
+	}
+	if rec.Type == "assistant" {
+		// Synthetic turns ("No response requested.", API errors) were
+		// written by the CLI, not said by a model.
+		if m.Model == "<synthetic>" || rec.IsAPIErrorMessage {
+			return nil, false
+		}
+		base.Model = m.Model
+		for _, b := range blocks(m.Content) {
+			msg := base
+			switch b.Type {
+			case "text":
+				if b.Text == "" {
+					continue
+				}
+				msg.Kind, msg.Text = transcript.KindAssistant, b.Text
+			case "thinking":
+				if b.Thinking == "" {
+					continue
+				}
+				msg.Kind, msg.Text = transcript.KindThinking, b.Thinking
+			case "tool_use", "server_tool_use":
+				msg.Kind = transcript.KindToolCall
+				msg.ToolCall = &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Input)}
+			default:
+				if strings.HasSuffix(b.Type, "_tool_result") { // server tools (web search)
+					msg.Kind = transcript.KindToolResult
+					msg.ToolResult = &transcript.ToolResult{CallID: b.ToolUseID, Output: flatten(b.Content)}
+				} else {
+					continue // redacted_thinking and unknown future blocks
+				}
+			}
+			add(msg)
+		}
+		return out, len(out) > 0
+	}
+
+	// User records.
+	if rec.IsMeta {
+		// Context the CLI injected (caveats, skill bodies) is regenerated on
+		// resume, except cast's own notices.
+		if typ, text, ok := unwrapNotice(flatten(m.Content)); ok && typ != omittedType {
+			msg := base
+			msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, typ, text
+			return []transcript.Message{msg}, true
+		}
+		return nil, false
+	}
+	if rec.IsCompactSummary {
+		msg := base
+		msg.Kind, msg.NoticeType = transcript.KindNotice, transcript.NoticeCompactionSummary
+		msg.Text = flatten(m.Content)
+		return []transcript.Message{msg}, true
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		if t := stripReminders(s); t != "" {
+			msg := base
+			msg.Kind, msg.Text = transcript.KindUser, t
+			add(msg)
+		}
+		return out, len(out) > 0
+	}
+	for _, b := range blocks(m.Content) {
+		msg := base
+		switch b.Type {
+		case "text":
+			t := stripReminders(b.Text)
+			if t == "" {
+				continue
+			}
+			msg.Kind, msg.Text = transcript.KindUser, t
+		case "image", "document":
+			msg.Kind, msg.Text = transcript.KindUser, "["+b.Type+" omitted]"
+		case "tool_result":
+			out := flatten(b.Content)
+			res := &transcript.ToolResult{CallID: b.ToolUseID, Output: out, IsError: b.IsError}
+			res.ExitCode = exitCode(out, b.IsError, rec.ToolUseResult)
+			msg.Kind, msg.ToolResult = transcript.KindToolResult, res
+		default:
+			continue
+		}
+		add(msg)
+	}
+	return out, len(out) > 0
+}
+
+func blocks(raw json.RawMessage) []block {
+	var bs []block
+	if json.Unmarshal(raw, &bs) != nil {
+		// Blocks are decoded one by one so a single odd block (a string
+		// inside the list, say) does not lose its neighbours.
+		bs = nil // a failed decode leaves a partial list behind
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for _, it := range items {
+			var b block
+			if json.Unmarshal(it, &b) == nil {
+				bs = append(bs, b)
+			}
+		}
+	}
+	return bs
+}
+
+// flatten renders tool_result content (a string or a list of blocks) as
+// text; non-text blocks leave a placeholder so their presence is not lost.
+func flatten(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []string
+	for _, b := range blocks(raw) {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "":
+		default:
+			parts = append(parts, "["+b.Type+" omitted]")
+		}
+	}
+	if parts == nil {
+		return compactJSON(raw)
+	}
+	return strings.Join(parts, "\n")
+}
+
+var exitRE = regexp.MustCompile(`^(?:Error: )?Exit code (-?\d+)\b`)
+
+// exitCode recovers a shell exit code where the transcript shows one: the
+// Bash tool reports failures as "Exit code N" and success as a structured
+// stdout/stderr result without an error flag.
+func exitCode(out string, isErr bool, tur json.RawMessage) *int32 {
+	if m := exitRE.FindStringSubmatch(out); m != nil {
+		if n, err := strconv.ParseInt(m[1], 10, 32); err == nil {
+			c := int32(n)
+			return &c
+		}
+	}
+	if isErr || len(tur) == 0 || tur[0] != '{' {
+		return nil
+	}
+	var r struct {
+		Stdout      *string `json:"stdout"`
+		Interrupted bool    `json:"interrupted"`
+	}
+	if json.Unmarshal(tur, &r) == nil && r.Stdout != nil && !r.Interrupted {
+		c := int32(0)
+		return &c
+	}
+	return nil
+}
+
+var reminderRE = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
+
+// stripReminders removes the <system-reminder> blocks Claude Code adds to
+// user text: it adds them again on every request, so keeping them would
+// duplicate them into every transcript cast writes.
+func stripReminders(s string) string {
+	if !strings.Contains(s, "<system-reminder>") {
+		return s
+	}
+	return strings.TrimSpace(reminderRE.ReplaceAllString(s, ""))
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
