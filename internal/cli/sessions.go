@@ -314,3 +314,38 @@ func (a *app) retry(parent context.Context, call func(context.Context) error) er
 	}
 	return err
 }
+
+func (a *app) interruptCmd() *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "interrupt -s ID",
+		Short: "Stop a session's running turn (its whole process group)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				return usagef("-s ID is required; `cast ls` lists sessions")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered})
+			}
+			if !resp.Delivered {
+				fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+				return nil
+			}
+			fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	return cmd
+}

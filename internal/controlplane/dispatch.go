@@ -63,6 +63,15 @@ func (d *dispatcher) apply(c store.Change) {
 		d.s.hub.assign(sess, o.Token)
 		return
 	}
+	if c.Interrupt {
+		d.mu.Lock()
+		o, ok := d.owners[c.Session]
+		d.mu.Unlock()
+		if ok {
+			d.s.hub.interrupt(o.Node, c.Session)
+		}
+		return
+	}
 	if c.Message.Kind != castv1.MessageKind_MESSAGE_KIND_USER {
 		return
 	}

@@ -75,11 +75,20 @@ func (h *hub) send(node string, f *castv1.ConnectResponse) bool {
 	}
 }
 
-func (h *hub) command(node, kind string, cmd *castv1.Command) {
+func (h *hub) command(node, kind string, cmd *castv1.Command) bool {
 	cmd.Id = ids.NewClientID()
-	if h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
-		h.m.CommandsSent.WithLabelValues(kind).Inc()
+	if !h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
+		return false
 	}
+	h.m.CommandsSent.WithLabelValues(kind).Inc()
+	return true
+}
+
+// interrupt asks the owner node to stop the session's turn; false means
+// the node's stream is not on this replica.
+func (h *hub) interrupt(node, sessionID string) bool {
+	return h.command(node, "interrupt", &castv1.Command{Kind: &castv1.Command_Interrupt{
+		Interrupt: &castv1.Interrupt{SessionId: sessionID}}})
 }
 
 // assign tells the owner node it owns sess with token.

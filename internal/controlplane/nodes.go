@@ -48,6 +48,26 @@ func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.Appen
 	return &castv1.AppendOwnerMessagesResponse{Messages: out}, nil
 }
 
+func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequest) (*castv1.ReportTurnResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if !ids.ValidName(req.Node) || req.OwnerToken <= 0 {
+		return nil, invalid("node and owner_token are required for owner-side writes")
+	}
+	if _, ok := castv1.SessionState_name[int32(req.State)]; !ok || req.State == castv1.SessionState_SESSION_STATE_UNSPECIFIED {
+		return nil, invalid("state %d is not a session state", req.State)
+	}
+	if len(req.StateReason) > 1024 {
+		return nil, invalid("state_reason is longer than 1024 bytes")
+	}
+	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken}, req.State, req.StateReason)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ReportTurnResponse{Session: sess}, nil
+}
+
 // Connect serves a node's stream: hello, then heartbeats keep its lease
 // while commands flow down. The node is down once the stream ends (lease
 // revoked) or its heartbeats stop for longer than the lease TTL.

@@ -167,6 +167,25 @@ func (h *sessionService) ExportSession(req *castv1.ExportSessionRequest, stream 
 	return toStatus(h.s.lg, err)
 }
 
+func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	node, _, err := h.s.store.Owner(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	// Through etcd, so the replica holding the owner's stream sends it.
+	if err := h.s.store.RequestInterrupt(ctx, req.SessionId); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	connected, err := h.s.store.NodeConnected(ctx, node)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.InterruptSessionResponse{Delivered: connected}, nil
+}
+
 func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
 	if err := validSessionID(req.SessionId); err != nil {
 		return err

@@ -163,6 +163,8 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 	case *castv1.Command_DeliverMessages:
 		d := k.DeliverMessages
 		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
+	case *castv1.Command_Interrupt:
+		return a.interrupt(k.Interrupt.SessionId)
 	default:
 		return fmt.Errorf("unknown command")
 	}
@@ -223,4 +225,11 @@ func (a *Agent) describe() *castv1.Node {
 		}
 	}
 	return n
+}
+
+// interrupt stops the session's running turn. Until turns run on the node
+// there is never one to stop.
+func (a *Agent) interrupt(sessionID string) error {
+	a.lg.Info("interrupt requested", zap.String("session", sessionID))
+	return fmt.Errorf("session %s has no running turn on this node", sessionID)
 }

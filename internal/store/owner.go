@@ -5,8 +5,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // ReassignOwner moves the session to node in one txn, only if the owner
@@ -37,4 +40,44 @@ func (s *Store) ReassignOwner(ctx context.Context, sessionID string, expect int6
 		return 0, errs.New(errs.KindAborted, errs.ReasonConflict, "owner changed or node %q is not connected", node)
 	}
 	return resp.Header.Revision, nil
+}
+
+// SetState records a session's run state for its owner (fenced by g like an
+// owner-side append) and returns the session as stored.
+func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state castv1.SessionState, reason string) (*castv1.Session, error) {
+	defer s.observe("set_state", time.Now())
+	for attempt := 0; attempt < 10; attempt++ {
+		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
+		if err != nil {
+			return nil, err
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return nil, errs.NotFound("session %s not found; `cast ls` lists sessions", sessionID).With("session", sessionID)
+		}
+		if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+			return nil, err
+		}
+		sess := &castv1.Session{}
+		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
+			return nil, errs.Internal(err, "decode session")
+		}
+		sess.State, sess.StateReason, sess.UpdateTime = state, reason, timestamppb.Now()
+		val, err := proto.Marshal(sess)
+		if err != nil {
+			return nil, errs.Internal(err, "encode session")
+		}
+		tx, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(s.sessionKey(sessionID)), "=", kvs[0].ModRevision),
+			clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token),
+		).Then(clientv3.OpPut(s.sessionKey(sessionID), string(val))).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if tx.Succeeded {
+			return s.GetSession(ctx, sessionID)
+		}
+		s.m.TxnConflicts.WithLabelValues("set_state").Inc()
+	}
+	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "session kept changing; retry")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -106,7 +107,9 @@ func (s *Store) emit(ctx context.Context, sessionID string, wr clientv3.WatchRes
 type Change struct {
 	Owner   *OwnerChange    // a session got (or changed) its owner
 	Message *castv1.Message // a message was appended
-	Session string          // the session a Message belongs to
+	Session string          // the session a Message or Interrupt belongs to
+	// Interrupt: someone asked to interrupt the session's turn.
+	Interrupt bool
 }
 
 // OwnerChange is a new owner and its fencing token.
@@ -130,9 +133,10 @@ func (s *Store) Owners(ctx context.Context) ([]OwnerChange, int64, error) {
 	return out, resp.Header.Revision, nil
 }
 
-// WatchDispatch follows owner changes and appended messages from rev on, in
-// revision order (one watch over the key range that holds both), so an
-// owner change is always seen before the messages after it.
+// WatchDispatch follows owner changes, appended messages and interrupt
+// requests from rev on, in revision order (one watch over the key range
+// msgs/ .. owners/ that holds all three), so an owner change is always seen
+// before the messages after it.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
 	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
 	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), from, clientv3.WithRange(to), clientv3.WithRev(rev), clientv3.WithFilterDelete())
@@ -143,6 +147,8 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 		for _, ev := range wr.Events {
 			key := string(ev.Kv.Key)
 			switch {
+			case strings.HasPrefix(key, s.key("ops")+"/") && strings.HasSuffix(key, "/interrupt"):
+				fn(Change{Interrupt: true, Session: lastPart(strings.TrimSuffix(key, "/interrupt"))})
 			case strings.HasPrefix(key, s.key("owners")+"/"):
 				fn(Change{Owner: &OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
 			case strings.HasPrefix(key, from):
@@ -158,4 +164,28 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 		}
 	}
 	return ctx.Err()
+}
+
+// RequestInterrupt records a request to stop the session's turn; the
+// dispatcher of the replica holding the owner's stream acts on it. The key
+// expires by itself.
+func (s *Store) RequestInterrupt(ctx context.Context, sessionID string) error {
+	if _, _, err := s.Owner(ctx, sessionID); err != nil {
+		return err
+	}
+	l, err := s.cli.Grant(ctx, 30)
+	if err != nil {
+		return err
+	}
+	_, err = s.cli.Put(ctx, s.key("ops", sessionID, "interrupt"), time.Now().UTC().Format(time.RFC3339Nano), clientv3.WithLease(l.ID))
+	return err
+}
+
+// NodeConnected reports whether the node's liveness key exists.
+func (s *Store) NodeConnected(ctx context.Context, node string) (bool, error) {
+	resp, err := s.cli.Get(ctx, s.connKey(node), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
 }

@@ -488,6 +488,7 @@ type Command struct {
 	//
 	//	*Command_AssignSession
 	//	*Command_DeliverMessages
+	//	*Command_Interrupt
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -555,6 +556,15 @@ func (x *Command) GetDeliverMessages() *DeliverMessages {
 	return nil
 }
 
+func (x *Command) GetInterrupt() *Interrupt {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Interrupt); ok {
+			return x.Interrupt
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -569,9 +579,62 @@ type Command_DeliverMessages struct {
 	DeliverMessages *DeliverMessages `protobuf:"bytes,3,opt,name=deliver_messages,json=deliverMessages,proto3,oneof"`
 }
 
+type Command_Interrupt struct {
+	// interrupt stops the session's running turn.
+	Interrupt *Interrupt `protobuf:"bytes,4,opt,name=interrupt,proto3,oneof"`
+}
+
 func (*Command_AssignSession) isCommand_Kind() {}
 
 func (*Command_DeliverMessages) isCommand_Kind() {}
+
+func (*Command_Interrupt) isCommand_Kind() {}
+
+// Interrupt stops a session's running turn (its whole process group).
+type Interrupt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Interrupt) Reset() {
+	*x = Interrupt{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Interrupt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Interrupt) ProtoMessage() {}
+
+func (x *Interrupt) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
+func (*Interrupt) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Interrupt) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
 
 // AssignSession tells a node it owns a session.
 type AssignSession struct {
@@ -586,7 +649,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +661,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +674,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -643,7 +706,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +718,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +731,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -701,7 +764,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +776,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +789,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 // ListNodesResponse holds every node.
@@ -740,7 +803,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +815,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +828,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -792,7 +855,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +867,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +880,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -859,7 +922,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +934,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,12 +947,140 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
 	if x != nil {
 		return x.Messages
+	}
+	return nil
+}
+
+// ReportTurnRequest sets a session's run state.
+type ReportTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// node is the caller's node name.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// owner_token is the fencing token from AssignSession.
+	OwnerToken int64 `protobuf:"varint,3,opt,name=owner_token,json=ownerToken,proto3" json:"owner_token,omitempty"`
+	// state is the new run state.
+	State SessionState `protobuf:"varint,4,opt,name=state,proto3,enum=cast.v1.SessionState" json:"state,omitempty"`
+	// state_reason explains FAILED or PARKED; empty otherwise.
+	StateReason   string `protobuf:"bytes,5,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTurnRequest) Reset() {
+	*x = ReportTurnRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTurnRequest) ProtoMessage() {}
+
+func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
+func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReportTurnRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReportTurnRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReportTurnRequest) GetOwnerToken() int64 {
+	if x != nil {
+		return x.OwnerToken
+	}
+	return 0
+}
+
+func (x *ReportTurnRequest) GetState() SessionState {
+	if x != nil {
+		return x.State
+	}
+	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *ReportTurnRequest) GetStateReason() string {
+	if x != nil {
+		return x.StateReason
+	}
+	return ""
+}
+
+// ReportTurnResponse returns the session as stored.
+type ReportTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session as stored.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTurnResponse) Reset() {
+	*x = ReportTurnResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTurnResponse) ProtoMessage() {}
+
+func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
+func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReportTurnResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
 	}
 	return nil
 }
@@ -922,12 +1113,16 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x11lease_ttl_seconds\x18\x01 \x01(\x03R\x0fleaseTtlSeconds\x12:\n" +
 	"\x19heartbeat_interval_millis\x18\x02 \x01(\x03R\x17heartbeatIntervalMillis\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xa9\x01\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xdd\x01\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12?\n" +
 	"\x0eassign_session\x18\x02 \x01(\v2\x16.cast.v1.AssignSessionH\x00R\rassignSession\x12E\n" +
-	"\x10deliver_messages\x18\x03 \x01(\v2\x18.cast.v1.DeliverMessagesH\x00R\x0fdeliverMessagesB\x06\n" +
-	"\x04kind\"\\\n" +
+	"\x10deliver_messages\x18\x03 \x01(\v2\x18.cast.v1.DeliverMessagesH\x00R\x0fdeliverMessages\x122\n" +
+	"\tinterrupt\x18\x04 \x01(\v2\x12.cast.v1.InterruptH\x00R\tinterruptB\x06\n" +
+	"\x04kind\"*\n" +
+	"\tInterrupt\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\\\n" +
 	"\rAssignSession\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x1f\n" +
 	"\vowner_token\x18\x02 \x01(\x03R\n" +
@@ -949,11 +1144,23 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages2\xf5\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xb7\x01\n" +
+	"\x11ReportTurnRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
+	"\vowner_token\x18\x03 \x01(\x03R\n" +
+	"ownerToken\x12+\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x15.cast.v1.SessionStateR\x05state\x12!\n" +
+	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\"@\n" +
+	"\x12ReportTurnResponse\x12*\n" +
+	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession2\xbc\x02\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12`\n" +
-	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponse\x12E\n" +
+	"\n" +
+	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -967,7 +1174,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
 	(*Hello)(nil),                       // 1: cast.v1.Hello
@@ -977,42 +1184,51 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*Welcome)(nil),                     // 5: cast.v1.Welcome
 	(*HeartbeatAck)(nil),                // 6: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 7: cast.v1.Command
-	(*AssignSession)(nil),               // 8: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 9: cast.v1.DeliverMessages
-	(*ListNodesRequest)(nil),            // 10: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 11: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 12: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 13: cast.v1.AppendOwnerMessagesResponse
-	(*Node)(nil),                        // 14: cast.v1.Node
-	(*Session)(nil),                     // 15: cast.v1.Session
-	(*Message)(nil),                     // 16: cast.v1.Message
+	(*Interrupt)(nil),                   // 8: cast.v1.Interrupt
+	(*AssignSession)(nil),               // 9: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 10: cast.v1.DeliverMessages
+	(*ListNodesRequest)(nil),            // 11: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 12: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 13: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 14: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 15: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 16: cast.v1.ReportTurnResponse
+	(*Node)(nil),                        // 17: cast.v1.Node
+	(*Session)(nil),                     // 18: cast.v1.Session
+	(*Message)(nil),                     // 19: cast.v1.Message
+	(SessionState)(0),                   // 20: cast.v1.SessionState
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	2,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	3,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	14, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
+	17, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
 	5,  // 4: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	6,  // 5: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	7,  // 6: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	8,  // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	9,  // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	15, // 9: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	16, // 10: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	14, // 11: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	16, // 12: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	16, // 13: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	0,  // 14: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	10, // 15: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	12, // 16: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	4,  // 17: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	11, // 18: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	13, // 19: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	17, // [17:20] is the sub-list for method output_type
-	14, // [14:17] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	10, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	8,  // 9: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	18, // 10: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	19, // 11: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	17, // 12: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	19, // 13: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	19, // 14: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	20, // 15: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	18, // 16: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 17: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	11, // 18: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	13, // 19: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	15, // 20: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	4,  // 21: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	12, // 22: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	14, // 23: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	16, // 24: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -1035,6 +1251,7 @@ func file_cast_v1_node_service_proto_init() {
 	file_cast_v1_node_service_proto_msgTypes[7].OneofWrappers = []any{
 		(*Command_AssignSession)(nil),
 		(*Command_DeliverMessages)(nil),
+		(*Command_Interrupt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1042,7 +1259,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	NodeService_Connect_FullMethodName             = "/cast.v1.NodeService/Connect"
 	NodeService_ListNodes_FullMethodName           = "/cast.v1.NodeService/ListNodes"
 	NodeService_AppendOwnerMessages_FullMethodName = "/cast.v1.NodeService/AppendOwnerMessages"
+	NodeService_ReportTurn_FullMethodName          = "/cast.v1.NodeService/ReportTurn"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -40,6 +41,9 @@ type NodeServiceClient interface {
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(ctx context.Context, in *AppendOwnerMessagesRequest, opts ...grpc.CallOption) (*AppendOwnerMessagesResponse, error)
+	// ReportTurn records a session's run state on behalf of its owner node,
+	// fenced like AppendOwnerMessages.
+	ReportTurn(ctx context.Context, in *ReportTurnRequest, opts ...grpc.CallOption) (*ReportTurnResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -83,6 +87,16 @@ func (c *nodeServiceClient) AppendOwnerMessages(ctx context.Context, in *AppendO
 	return out, nil
 }
 
+func (c *nodeServiceClient) ReportTurn(ctx context.Context, in *ReportTurnRequest, opts ...grpc.CallOption) (*ReportTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportTurnResponse)
+	err := c.cc.Invoke(ctx, NodeService_ReportTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -99,6 +113,9 @@ type NodeServiceServer interface {
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error)
+	// ReportTurn records a session's run state on behalf of its owner node,
+	// fenced like AppendOwnerMessages.
+	ReportTurn(context.Context, *ReportTurnRequest) (*ReportTurnResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -117,6 +134,9 @@ func (UnimplementedNodeServiceServer) ListNodes(context.Context, *ListNodesReque
 }
 func (UnimplementedNodeServiceServer) AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendOwnerMessages not implemented")
+}
+func (UnimplementedNodeServiceServer) ReportTurn(context.Context, *ReportTurnRequest) (*ReportTurnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportTurn not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -182,6 +202,24 @@ func _NodeService_AppendOwnerMessages_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_ReportTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ReportTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ReportTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ReportTurn(ctx, req.(*ReportTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -196,6 +234,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendOwnerMessages",
 			Handler:    _NodeService_AppendOwnerMessages_Handler,
+		},
+		{
+			MethodName: "ReportTurn",
+			Handler:    _NodeService_ReportTurn_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

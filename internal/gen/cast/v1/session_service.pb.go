@@ -877,6 +877,98 @@ func (*WatchSessionResponse_Message) isWatchSessionResponse_Event() {}
 
 func (*WatchSessionResponse_Session) isWatchSessionResponse_Event() {}
 
+// InterruptSessionRequest names the session to interrupt.
+type InterruptSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptSessionRequest) Reset() {
+	*x = InterruptSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptSessionRequest) ProtoMessage() {}
+
+func (x *InterruptSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptSessionRequest.ProtoReflect.Descriptor instead.
+func (*InterruptSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InterruptSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// InterruptSessionResponse says whether the owner node was reached.
+type InterruptSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// delivered is false when the owner node is not connected.
+	Delivered     bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptSessionResponse) Reset() {
+	*x = InterruptSessionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptSessionResponse) ProtoMessage() {}
+
+func (x *InterruptSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptSessionResponse.ProtoReflect.Descriptor instead.
+func (*InterruptSessionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InterruptSessionResponse) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
@@ -939,7 +1031,12 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x14WatchSessionResponse\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageH\x00R\amessage\x12,\n" +
 	"\asession\x18\x02 \x01(\v2\x10.cast.v1.SessionH\x00R\asessionB\a\n" +
-	"\x05event2\xe6\x04\n" +
+	"\x05event\"8\n" +
+	"\x17InterruptSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"8\n" +
+	"\x18InterruptSessionResponse\x12\x1c\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered2\xbf\x05\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -948,7 +1045,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\vSendMessage\x12\x1b.cast.v1.SendMessageRequest\x1a\x1c.cast.v1.SendMessageResponse\x12Q\n" +
 	"\x0eAppendMessages\x12\x1e.cast.v1.AppendMessagesRequest\x1a\x1f.cast.v1.AppendMessagesResponse\x12K\n" +
 	"\fListMessages\x12\x1c.cast.v1.ListMessagesRequest\x1a\x1d.cast.v1.ListMessagesResponse\x12P\n" +
-	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12M\n" +
+	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12W\n" +
+	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
@@ -963,35 +1061,37 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_cast_v1_session_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),   // 0: cast.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),      // 1: cast.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),    // 2: cast.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 3: cast.v1.ListSessionsResponse
-	(*SendMessageRequest)(nil),     // 4: cast.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),    // 5: cast.v1.SendMessageResponse
-	(*AppendMessagesRequest)(nil),  // 6: cast.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil), // 7: cast.v1.AppendMessagesResponse
-	(*ListMessagesRequest)(nil),    // 8: cast.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),   // 9: cast.v1.ListMessagesResponse
-	(*ExportSessionRequest)(nil),   // 10: cast.v1.ExportSessionRequest
-	(*ExportSessionResponse)(nil),  // 11: cast.v1.ExportSessionResponse
-	(*WatchSessionRequest)(nil),    // 12: cast.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),   // 13: cast.v1.WatchSessionResponse
-	(*Session)(nil),                // 14: cast.v1.Session
-	(*Message)(nil),                // 15: cast.v1.Message
+	(*CreateSessionRequest)(nil),     // 0: cast.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),        // 1: cast.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),      // 2: cast.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 3: cast.v1.ListSessionsResponse
+	(*SendMessageRequest)(nil),       // 4: cast.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),      // 5: cast.v1.SendMessageResponse
+	(*AppendMessagesRequest)(nil),    // 6: cast.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 7: cast.v1.AppendMessagesResponse
+	(*ListMessagesRequest)(nil),      // 8: cast.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),     // 9: cast.v1.ListMessagesResponse
+	(*ExportSessionRequest)(nil),     // 10: cast.v1.ExportSessionRequest
+	(*ExportSessionResponse)(nil),    // 11: cast.v1.ExportSessionResponse
+	(*WatchSessionRequest)(nil),      // 12: cast.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),     // 13: cast.v1.WatchSessionResponse
+	(*InterruptSessionRequest)(nil),  // 14: cast.v1.InterruptSessionRequest
+	(*InterruptSessionResponse)(nil), // 15: cast.v1.InterruptSessionResponse
+	(*Session)(nil),                  // 16: cast.v1.Session
+	(*Message)(nil),                  // 17: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	14, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	15, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	15, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	15, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	15, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	14, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	15, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	15, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	14, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	16, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	17, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	17, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	17, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	17, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	16, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	17, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	17, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	16, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
 	0,  // 9: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
 	1,  // 10: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
 	2,  // 11: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
@@ -999,17 +1099,19 @@ var file_cast_v1_session_service_proto_depIdxs = []int32{
 	6,  // 13: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
 	8,  // 14: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
 	10, // 15: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	12, // 16: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	14, // 17: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	14, // 18: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 19: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 20: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 21: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 22: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 23: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	13, // 24: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	14, // 16: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	12, // 17: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	16, // 18: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	16, // 19: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 20: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 21: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 22: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 23: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 24: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	15, // 25: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	13, // 26: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1031,7 +1133,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionService_CreateSession_FullMethodName  = "/cast.v1.SessionService/CreateSession"
-	SessionService_GetSession_FullMethodName     = "/cast.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName   = "/cast.v1.SessionService/ListSessions"
-	SessionService_SendMessage_FullMethodName    = "/cast.v1.SessionService/SendMessage"
-	SessionService_AppendMessages_FullMethodName = "/cast.v1.SessionService/AppendMessages"
-	SessionService_ListMessages_FullMethodName   = "/cast.v1.SessionService/ListMessages"
-	SessionService_ExportSession_FullMethodName  = "/cast.v1.SessionService/ExportSession"
-	SessionService_WatchSession_FullMethodName   = "/cast.v1.SessionService/WatchSession"
+	SessionService_CreateSession_FullMethodName    = "/cast.v1.SessionService/CreateSession"
+	SessionService_GetSession_FullMethodName       = "/cast.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName     = "/cast.v1.SessionService/ListSessions"
+	SessionService_SendMessage_FullMethodName      = "/cast.v1.SessionService/SendMessage"
+	SessionService_AppendMessages_FullMethodName   = "/cast.v1.SessionService/AppendMessages"
+	SessionService_ListMessages_FullMethodName     = "/cast.v1.SessionService/ListMessages"
+	SessionService_ExportSession_FullMethodName    = "/cast.v1.SessionService/ExportSession"
+	SessionService_InterruptSession_FullMethodName = "/cast.v1.SessionService/InterruptSession"
+	SessionService_WatchSession_FullMethodName     = "/cast.v1.SessionService/WatchSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -51,6 +52,8 @@ type SessionServiceClient interface {
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
 	// all read at one store revision.
 	ExportSession(ctx context.Context, in *ExportSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportSessionResponse], error)
+	// InterruptSession stops the session's running turn, if any.
+	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
@@ -142,6 +145,16 @@ func (c *sessionServiceClient) ExportSession(ctx context.Context, in *ExportSess
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ExportSessionClient = grpc.ServerStreamingClient[ExportSessionResponse]
 
+func (c *sessionServiceClient) InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InterruptSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_InterruptSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &SessionService_ServiceDesc.Streams[1], SessionService_WatchSession_FullMethodName, cOpts...)
@@ -183,6 +196,8 @@ type SessionServiceServer interface {
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
 	// all read at one store revision.
 	ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[ExportSessionResponse]) error
+	// InterruptSession stops the session's running turn, if any.
+	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedSessionServiceServer()
@@ -215,6 +230,9 @@ func (UnimplementedSessionServiceServer) ListMessages(context.Context, *ListMess
 }
 func (UnimplementedSessionServiceServer) ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[ExportSessionResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ExportSession not implemented")
+}
+func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InterruptSession not implemented")
 }
 func (UnimplementedSessionServiceServer) WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchSession not implemented")
@@ -359,6 +377,24 @@ func _SessionService_ExportSession_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ExportSessionServer = grpc.ServerStreamingServer[ExportSessionResponse]
 
+func _SessionService_InterruptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InterruptSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).InterruptSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_InterruptSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).InterruptSession(ctx, req.(*InterruptSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_WatchSession_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchSessionRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -400,6 +436,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListMessages",
 			Handler:    _SessionService_ListMessages_Handler,
+		},
+		{
+			MethodName: "InterruptSession",
+			Handler:    _SessionService_InterruptSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,114 @@
+package controlplane_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// rawNode connects a hand-driven node stream and returns a channel of the
+// commands it receives (acking none of them).
+func rawNode(t *testing.T, c *client.Client, name string) <-chan *castv1.Command {
+	ctx := ctxT(t)
+	stream, err := c.Nodes.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: name}}}}
+	if err := stream.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	cmds := make(chan *castv1.Command, 64)
+	go func() {
+		defer close(cmds)
+		for {
+			f, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if cmd := f.GetCommand(); cmd != nil {
+				cmds <- cmd
+			}
+		}
+	}()
+	go func() { // keep the lease
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for seq := int64(1); ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	return cmds
+}
+
+func nextCommand(t *testing.T, cmds <-chan *castv1.Command, want func(*castv1.Command) bool) *castv1.Command {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case cmd, ok := <-cmds:
+			if !ok {
+				t.Fatal("node stream closed")
+			}
+			if want(cmd) {
+				return cmd
+			}
+		case <-timeout:
+			t.Fatal("command not received")
+		}
+	}
+}
+
+// Commands reach the owner through whichever replica holds its stream;
+// ReportTurn is fenced by the owner token like appends.
+func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
+	a := testharness.StartControlPlane(t, external)
+	b := testharness.StartControlPlane(t, external)
+	ca, cb := testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
+	cmds := rawNode(t, ca, "n1")
+	waitConnected(t, cb, "n1", true)
+	ctx := ctxT(t)
+	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetAssignSession().GetSession().GetId() == sess.Id })
+	token := assign.GetAssignSession().OwnerToken
+
+	resp, err := cb.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: sess.Id})
+	if err != nil || !resp.Delivered {
+		t.Fatalf("interrupt: %v %v", resp, err)
+	}
+	nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetInterrupt().GetSessionId() == sess.Id })
+
+	rt, err := cb.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token,
+		State: castv1.SessionState_SESSION_STATE_FAILED, StateReason: "codex: not logged in"})
+	if err != nil || rt.Session.State != castv1.SessionState_SESSION_STATE_FAILED || rt.Session.StateReason != "codex: not logged in" {
+		t.Fatalf("report turn: %v %v", rt, err)
+	}
+	_, err = ca.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token - 1,
+		State: castv1.SessionState_SESSION_STATE_IDLE})
+	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "NOT_OWNER" {
+		t.Fatalf("stale report: %v", err)
+	}
+	got, _ := ca.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if got.State != castv1.SessionState_SESSION_STATE_FAILED {
+		t.Fatalf("a stale report changed the state to %v", got.State)
+	}
+}
