@@ -1,0 +1,59 @@
+package runner
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// A failed turn's reason comes from what the CLI printed. The patterns are
+// the messages the pinned CLIs print (and the status codes they quote);
+// the first class with a matching line wins.
+var reasonPatterns = []struct {
+	reason string
+	re     *regexp.Regexp
+}{
+	{ReasonNotLoggedIn, regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid[ _-]?(api[ _-]?key|x-api-key|auth)|incorrect api key|api key not valid|authentication[ _]?(error|failed|required)|not logged in|/login\b|(no|missing) api key|api key is missing|token (has )?expired`)},
+	{ReasonRateLimited, regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|usage limit|quota|resource[ _]exhausted`)},
+	{ReasonNoSession, regexp.MustCompile(`(?i)no conversation found|no rollout found|no previous sessions found|session not found|no session found|error resuming session`)},
+	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal`)},
+}
+
+// connRefused is a network error, not a refusal.
+var connRefused = regexp.MustCompile(`(?i)connection refused|econnrefused`)
+
+// classify says why a turn failed ("" when it did not).
+func (d *driver) classify(exit int, stdout, stderr string) (reason, detail string) {
+	d.mu.Lock()
+	errs := append([]string(nil), d.streamErrs...)
+	saw := d.sawOutput
+	d.mu.Unlock()
+	failed := exit != 0 || len(errs) > 0
+	if d.a.Name == "opencode" && !saw && strings.Contains(stderr, "level=ERROR") {
+		// opencode run exits 0 after giving up on a failing provider.
+		failed = true
+	}
+	if !failed {
+		return "", ""
+	}
+	var lines []string
+	for _, e := range errs {
+		lines = append(lines, strings.Split(e, "\n")...)
+	}
+	lines = append(lines, strings.Split(stderr, "\n")...)
+	lines = append(lines, strings.Split(stdout, "\n")...)
+	for _, p := range reasonPatterns {
+		for _, l := range lines {
+			l = strings.TrimSpace(l)
+			if l == "" || !p.re.MatchString(l) {
+				continue
+			}
+			if p.reason == ReasonRefused && connRefused.MatchString(l) {
+				continue
+			}
+			return p.reason, clip(l, 400)
+		}
+	}
+	detail = clip(lastLines(strings.Join(errs, "\n")+"\n"+stderr+"\n"+stdout, 6), 600)
+	return ReasonFailed, fmt.Sprintf("exit %d: %s", exit, detail)
+}

@@ -1,0 +1,445 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/claude"
+	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/agents/gemini"
+	"github.com/cast-dev/cast/internal/agents/opencode"
+	"github.com/cast-dev/cast/internal/agents/pi"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// driver is what differs between agents: the command line, where the
+// native session is, and what stdout carries.
+type driver struct {
+	a     agents.Agent
+	t     Turn
+	home  string // the agent's own folder (NativeHome)
+	fresh bool
+
+	mu   sync.Mutex
+	id   string // native session id (known up front, or from stdout)
+	path string // native transcript
+
+	tail *tailer // file-backed agents
+	// before lists pi's session files from before a fresh turn, so the
+	// one the turn creates can be told apart.
+	before map[string]bool
+
+	// stdout-derived (codex --json, opencode --format json)
+	streamErrs []string
+	streamed   map[string]bool // opencode: NativeIDs emitted from the stream
+	sawOutput  bool            // opencode: any part streamed
+}
+
+func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {
+	env := buildEnv(a, t)
+	d := &driver{a: a, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath}
+	switch a.Name {
+	case "claude", "codex", "pi":
+		d.home = lookup(env, a.HomeEnv)
+	case "gemini":
+		d.home = filepath.Join(lookup(env, "HOME"), ".gemini")
+	case "opencode":
+		d.home = lookup(env, "XDG_DATA_HOME")
+	default:
+		return nil, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("%s turns are not supported by the runner", a.DisplayName)}
+	}
+	var reader agents.Reader
+	switch a.Name {
+	case "claude":
+		reader = claude.Reader{}
+		if d.fresh {
+			d.id = uuid.NewString()
+		} else if d.id == "" {
+			d.id = strings.TrimSuffix(filepath.Base(d.path), ".jsonl")
+		}
+	case "codex":
+		reader = codex.Reader{}
+		if !d.fresh && d.id == "" {
+			d.id = idFromRollout(d.path)
+		}
+	case "gemini":
+		reader = gemini.Reader{}
+		if d.fresh {
+			d.id = uuid.NewString()
+		} else if d.id == "" {
+			d.id = headerField(d.path, "sessionId")
+		}
+	case "pi":
+		reader = pi.Reader{}
+		if !d.fresh && d.id == "" {
+			d.id = headerField(d.path, "id")
+		}
+	case "opencode":
+		d.streamed = map[string]bool{}
+		if !d.fresh && d.id == "" {
+			return nil, &Error{Reason: ReasonNoSession, Detail: "opencode resumes by session id: Turn.NativeID is empty"}
+		}
+		d.path = opencode.DBPath(d.home)
+		return d, nil
+	}
+	if !d.fresh && d.id == "" && d.path == "" {
+		return nil, &Error{Reason: ReasonNoSession, Detail: "no native id or path to resume"}
+	}
+	d.tail = &tailer{reader: reader, prompt: t.Prompt, logf: logf}
+	return d, nil
+}
+
+// args is the CLI's argument list for this turn, from the registry's
+// templates plus the output flags the runner relies on.
+func (d *driver) args() ([]string, error) {
+	c := d.a.Commands
+	vars := map[string]string{"prompt": d.t.Prompt, "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort}
+	var tmpl []string
+	switch {
+	case d.fresh:
+		tmpl = c.Headless
+	case d.a.Name == "gemini":
+		// --session-file copies the file into a new session each time;
+		// --resume (run in the same cwd) appends to it.
+		tmpl = []string{"--resume", "{id}", "-p", "{prompt}"}
+	default:
+		tmpl = c.Resume
+	}
+	if tmpl == nil {
+		return nil, fmt.Errorf("%s has no headless command", d.a.DisplayName)
+	}
+	if d.a.Name == "pi" && !d.fresh && d.path == "" {
+		vars["path"] = d.id // pi --session takes a file or an id
+	}
+	args, err := agents.Expand(tmpl, vars)
+	if err != nil {
+		return nil, err
+	}
+	if d.a.Name == "opencode" {
+		// Parts stream as JSON events; errors go to stderr.
+		args = append([]string{args[0], "--format", "json", "--print-logs", "--log-level", "ERROR"}, args[1:]...)
+	}
+	if d.t.Model != "" && c.Model != nil {
+		m, err := agents.Expand(c.Model, vars)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, m...)
+	}
+	if d.t.Effort != "" && c.Effort != nil {
+		e, err := agents.Expand(c.Effort, vars)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, e...)
+	}
+	return args, nil
+}
+
+// baseline runs before the process starts.
+func (d *driver) baseline() {
+	if d.tail == nil {
+		return
+	}
+	if d.a.Name == "pi" && d.fresh {
+		d.before = map[string]bool{}
+		for _, p := range d.globPi() {
+			d.before[p] = true
+		}
+	}
+	if !d.fresh {
+		d.locate()
+		d.tail.path = d.path
+		d.tail.baseline()
+	}
+}
+
+// globPi lists pi's session files for the turn's cwd.
+func (d *driver) globPi() []string {
+	dir := pi.SessionDir(d.home, d.t.Cwd)
+	if r, err := filepath.EvalSymlinks(d.t.Cwd); err == nil && r != d.t.Cwd {
+		m1, _ := filepath.Glob(filepath.Join(pi.SessionDir(d.home, r), "*.jsonl"))
+		m2, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		return append(m1, m2...)
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	return m
+}
+
+// locate finds the native transcript file once its id is known.
+func (d *driver) locate() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.path != "" {
+		if _, err := os.Stat(d.path); err == nil || !d.fresh {
+			return
+		}
+	}
+	switch d.a.Name {
+	case "claude":
+		if d.id != "" {
+			d.path = firstGlob(filepath.Join(d.home, "projects", "*", d.id+".jsonl"))
+		}
+	case "codex":
+		if d.id != "" {
+			d.path = firstGlob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*-"+d.id+".jsonl"))
+			if d.path == "" {
+				d.path = firstGlob(filepath.Join(d.home, "sessions", "rollout-*-"+d.id+".jsonl"))
+			}
+		}
+	case "gemini":
+		if len(d.id) >= 8 {
+			d.path = geminiFile(filepath.Join(d.home, "tmp", "*", "chats", "session-*-"+d.id[:8]+".jsonl"), d.id)
+		}
+	case "pi":
+		if d.fresh {
+			for _, p := range d.globPi() {
+				if !d.before[p] {
+					d.path = p
+					d.id = headerField(p, "id")
+					break
+				}
+			}
+		} else if d.id != "" {
+			d.path = firstGlob(filepath.Join(d.home, "sessions", "*", "*_"+d.id+".jsonl"))
+		}
+	}
+}
+
+// sync emits what is new in the native transcript.
+func (d *driver) sync(final bool, out func(transcript.Message)) {
+	if d.tail == nil {
+		return
+	}
+	if d.tail.path == "" {
+		d.locate()
+		d.mu.Lock()
+		d.tail.path = d.path
+		d.mu.Unlock()
+		if d.tail.path == "" {
+			return
+		}
+	}
+	d.tail.poll(final, out)
+}
+
+func (d *driver) native() (string, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.a.Name == "opencode" {
+		return d.id, d.path
+	}
+	if d.path != "" {
+		if _, err := os.Stat(d.path); err != nil {
+			return "", "" // no session was written (failed before the first entry)
+		}
+	}
+	if d.path == "" {
+		return "", ""
+	}
+	return d.id, d.path
+}
+
+func (d *driver) promptSeen() bool {
+	if d.tail == nil {
+		return d.a.Name == "opencode" && d.sawOutput // the stream never repeats the prompt
+	}
+	return d.tail.state == promptFound
+}
+
+// readStdout consumes the CLI's stdout to the end.
+func (d *driver) readStdout(r io.Reader, keep io.Writer, out func(transcript.Message)) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			_, _ = keep.Write(line)
+			d.stdoutLine(bytes.TrimSpace(line), out)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (d *driver) stdoutLine(line []byte, out func(transcript.Message)) {
+	if len(line) == 0 || line[0] != '{' {
+		return
+	}
+	switch d.a.Name {
+	case "codex":
+		var ev struct {
+			Type     string `json:"type"`
+			ThreadID string `json:"thread_id"`
+			Message  string `json:"message"`
+			Error    *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(line, &ev) != nil {
+			return
+		}
+		switch ev.Type {
+		case "thread.started":
+			d.mu.Lock()
+			if d.id == "" {
+				d.id = ev.ThreadID
+			}
+			d.mu.Unlock()
+		case "error":
+			d.addStreamErr(ev.Message)
+		case "turn.failed":
+			if ev.Error != nil {
+				d.addStreamErr(ev.Error.Message)
+			}
+		}
+	case "opencode":
+		d.opencodeEvent(line, out)
+	}
+}
+
+func (d *driver) addStreamErr(s string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s != "" && len(d.streamErrs) < 20 {
+		d.streamErrs = append(d.streamErrs, s)
+	}
+}
+
+// opencodeEvent maps one `opencode run --format json` event. Text parts
+// arrive complete and tool parts once they finished, in the shape
+// `opencode export` uses, so OpenCode's own Reader maps them (and gives the
+// same NativeIDs an export would).
+func (d *driver) opencodeEvent(line []byte, out func(transcript.Message)) {
+	var ev struct {
+		Type      string          `json:"type"`
+		SessionID string          `json:"sessionID"`
+		Part      *opencode.Part  `json:"part"`
+		Error     json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(line, &ev) != nil {
+		return
+	}
+	if ev.SessionID != "" {
+		d.mu.Lock()
+		if d.id == "" {
+			d.id = ev.SessionID
+		}
+		d.mu.Unlock()
+	}
+	if ev.Type == "error" {
+		d.addStreamErr(string(ev.Error))
+		return
+	}
+	if ev.Part == nil {
+		return
+	}
+	switch ev.Part.Type {
+	case "text", "reasoning", "tool":
+	default:
+		return
+	}
+	ex := opencode.Export{
+		Info:     opencode.SessionInfo{ID: ev.Part.SessionID},
+		Messages: []opencode.Message{{Info: opencode.MessageInfo{ID: ev.Part.MessageID, SessionID: ev.Part.SessionID, Role: "assistant"}, Parts: []opencode.Part{*ev.Part}}},
+	}
+	raw, err := json.Marshal(ex)
+	if err != nil {
+		return
+	}
+	p, err := opencode.Parse(bytes.NewReader(raw))
+	if err != nil {
+		return
+	}
+	for _, m := range p.Messages {
+		if d.streamed[m.NativeID] {
+			continue
+		}
+		d.streamed[m.NativeID] = true
+		d.sawOutput = true
+		out(m)
+	}
+}
+
+// firstGlob returns the newest match of pattern ("" when none).
+func firstGlob(pattern string) string {
+	m, _ := filepath.Glob(pattern)
+	if len(m) == 0 {
+		return ""
+	}
+	sort.Slice(m, func(i, j int) bool { return modTime(m[i]) > modTime(m[j]) })
+	return m[0]
+}
+
+func modTime(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return fi.ModTime().UnixNano()
+}
+
+// geminiFile picks the conversation file among gemini's files for an id:
+// the one naming the session whose decoded history is longest (a resume
+// leaves a stray header-only file with the same id prefix).
+func geminiFile(pattern, id string) string {
+	m, _ := filepath.Glob(pattern)
+	best, bestN := "", -1
+	for _, p := range m {
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(data, []byte(id)) {
+			continue
+		}
+		dec, err := gemini.Decode(data)
+		if err != nil {
+			continue
+		}
+		if len(dec.Messages) > bestN {
+			best, bestN = p, len(dec.Messages)
+		}
+	}
+	return best
+}
+
+// headerField reads a string field of a JSONL file's first line.
+func headerField(path, field string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReaderSize(f, 1<<20).ReadBytes('\n')
+	var h map[string]any
+	if json.Unmarshal(line, &h) != nil {
+		return ""
+	}
+	s, _ := h[field].(string)
+	return s
+}
+
+// idFromRollout takes the thread id from a rollout file name.
+func idFromRollout(path string) string {
+	base := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	if len(base) < 36 {
+		return ""
+	}
+	id := base[len(base)-36:]
+	if _, err := uuid.Parse(id); err != nil {
+		return ""
+	}
+	return id
+}

@@ -1,0 +1,381 @@
+// Package runner runs one turn of a real agent CLI on a node: the agent's
+// headless process in its own process group, with HOME and the agent's
+// config dirs under the turn's own folder, in the session's working
+// directory. While the turn runs it syncs the agent's new native entries
+// into neutral messages. It knows nothing of gRPC or etcd: the node daemon
+// calls Run and stores what it emits.
+//
+// How new entries are found: for claude, codex, gemini and pi the native
+// transcript file is re-read with the agent's own Reader whenever its size
+// or mtime changes (every Runner.Poll), and the messages past the ones
+// already accounted for are emitted. Accounting is positional with a
+// content check: the messages the file held before the turn (a resumed
+// session) and every message emitted are remembered as fingerprints (kind,
+// text, tool call id/name/input, tool result call id/output); a re-read
+// whose prefix still matches emits only what follows, so re-reading a file
+// never emits twice. When a CLI rewrites the history it replays (gemini's
+// $set.messages), the prefix is realigned by matching fingerprints. An
+// assistant or thinking text that is the last entry while the process still
+// runs is held back until something follows it or the process ends, so a
+// streamed answer is never emitted half-written. OpenCode keeps its store
+// in SQLite, so its turn runs with `--format json` and the parts it streams
+// (complete text parts, completed tool parts) are mapped with OpenCode's
+// own Reader.
+//
+// How the prompt is recognised: the CLI records the prompt it was given as
+// the first user message of the turn. The first new user message that comes
+// before any other new message of the turn and whose text, trimmed (and
+// without the double quotes OpenCode puts around a prompt with spaces),
+// equals or contains the prompt is skipped; Result.PromptSeen says it was
+// found. Every other message is emitted once, with Agent, Model (the one
+// the transcript names, else Turn.Model) and NativeID set.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Failure reasons (Result.Reason, Error.Reason).
+const (
+	ReasonBinaryNotFound = "binary not found"
+	ReasonNotLoggedIn    = "not logged in"     // 401/403 or an invalid/missing key
+	ReasonRefused        = "refused"           // the model or the CLI refused the prompt
+	ReasonRateLimited    = "rate limited"      // 429 or a usage limit
+	ReasonInterrupted    = "interrupted"       // ctx was cancelled
+	ReasonNoSession      = "session not found" // the native session to resume is gone
+	ReasonUnsupported    = "unsupported"       // the agent cannot run this turn (no CLI form)
+	ReasonFailed         = "failed"            // anything else: see Error.Detail
+)
+
+// Turn is one prompt to run.
+type Turn struct {
+	Agent  string // registry name ("claude", "codex", ...)
+	Model  string // optional; the agent's --model value (pi and opencode: provider/model)
+	Effort string // optional; ignored for agents without an effort flag
+	Cwd    string // absolute working directory of the session
+	// Home is the agent's own isolated folder under the node's data dir.
+	// It becomes HOME, holds the XDG dirs and TMPDIR, and the agent's config
+	// dir (NativeHome) lives under it; the user's real ~/.claude etc. are
+	// never used.
+	Home string
+	// NativeID and NativePath name the native session to resume; both
+	// empty start a fresh one. Either is enough for every agent (the other
+	// is found under Home); opencode needs NativeID.
+	NativeID, NativePath string
+	Prompt               string
+	// Env is extra environment (provider base URLs, keys, ...), applied
+	// last so it overrides the defaults.
+	Env []string
+	// Args are extra CLI arguments appended to the command, e.g. the
+	// agent's approval settings (claude "--allowedTools Bash", gemini
+	// "--yolo").
+	Args []string
+}
+
+// Result is how a turn ended.
+type Result struct {
+	NativeID   string // the native session to resume next time
+	NativePath string // its transcript file (opencode: its SQLite store)
+	ExitCode   int    // the CLI's exit status; -1 when it was killed or never started
+	Reason     string // empty on success, else one of the Reason* values
+	PID        int    // the process (and process group) id, 0 when not started
+	PromptSeen bool   // the prompt was found in the native transcript and skipped
+	Emitted    int    // messages passed to emit
+	Stderr     string // the CLI's last stderr (bounded), for logs
+}
+
+// Error is the error Run returns for a failed turn.
+type Error struct {
+	Reason   string
+	ExitCode int
+	Detail   string
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return "runner: " + e.Reason
+	}
+	return "runner: " + e.Reason + ": " + e.Detail
+}
+
+// Is matches another *Error with the same Reason, so callers can write
+// errors.Is(err, &runner.Error{Reason: runner.ReasonInterrupted}).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Reason == e.Reason
+}
+
+// Runner runs turns. The zero value is usable.
+type Runner struct {
+	// Bins maps an agent name to its CLI's absolute path. An agent not in
+	// it is looked up by its Binary name in the turn's PATH (Turn.Env's
+	// PATH, else the node's).
+	Bins map[string]string
+	// Grace is how long an interrupted turn gets between SIGTERM and
+	// SIGKILL (default 5s).
+	Grace time.Duration
+	// Poll is how often the native transcript is checked (default 200ms).
+	Poll time.Duration
+	// Logf, when set, receives diagnostics.
+	Logf func(format string, args ...any)
+}
+
+func (r *Runner) grace() time.Duration {
+	if r.Grace > 0 {
+		return r.Grace
+	}
+	return 5 * time.Second
+}
+
+func (r *Runner) poll() time.Duration {
+	if r.Poll > 0 {
+		return r.Poll
+	}
+	return 200 * time.Millisecond
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Logf != nil {
+		r.Logf(format, args...)
+	}
+}
+
+// fail builds a failed Result and its error.
+func fail(res Result, reason, detail string) (Result, error) {
+	res.Reason = reason
+	return res, &Error{Reason: reason, ExitCode: res.ExitCode, Detail: detail}
+}
+
+// Run runs one turn and returns when the CLI has exited and its process
+// group is gone. emit is called from one goroutine at a time, in order.
+// Cancelling ctx interrupts the turn: SIGTERM to the whole process group,
+// SIGKILL after Grace, Reason "interrupted". A failed turn returns a
+// non-nil *Error whose Reason is also in Result.Reason.
+func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message)) (Result, error) {
+	res := Result{NativeID: t.NativeID, NativePath: t.NativePath, ExitCode: -1}
+	a, ok := agents.Lookup(t.Agent)
+	if !ok {
+		return fail(res, ReasonUnsupported, fmt.Sprintf("unknown agent %q", t.Agent))
+	}
+	if t.Home == "" || !filepath.IsAbs(t.Home) || !filepath.IsAbs(t.Cwd) {
+		return fail(res, ReasonFailed, "turn needs an absolute Home and Cwd")
+	}
+	env := buildEnv(a, t)
+	bin, err := r.lookBin(a, env)
+	if err != nil {
+		return fail(res, ReasonBinaryNotFound, err.Error())
+	}
+	if err := ensureDirs(env); err != nil {
+		return fail(res, ReasonFailed, err.Error())
+	}
+	d, err := newDriver(a, t, r.logf)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return fail(res, e.Reason, e.Detail)
+		}
+		return fail(res, ReasonFailed, err.Error())
+	}
+	args, err := d.args()
+	if err != nil {
+		return fail(res, ReasonUnsupported, err.Error())
+	}
+	args = append(args, t.Args...)
+
+	// Messages the resumed file already holds are accounted for before the
+	// process can touch it.
+	d.baseline()
+
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = t.Cwd
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fail(res, ReasonFailed, err.Error())
+	}
+	stderr := &tailBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
+	// Stdin stays nil (/dev/null): codex exec waits on a piped stdin.
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return fail(res, ReasonBinaryNotFound, err.Error())
+		}
+		return fail(res, ReasonFailed, err.Error())
+	}
+	res.PID = cmd.Process.Pid
+	pgid := cmd.Process.Pid
+	r.logf("runner: %s started pid %d: %s %q", t.Agent, pgid, bin, args)
+
+	var emitMu sync.Mutex
+	lastModel := t.Model
+	out := func(m transcript.Message) {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		m.Agent = a.Name
+		// The transcript's model wins; rows without one (tool results,
+		// user text) get the model of the turn.
+		if m.Model == "" {
+			m.Model = lastModel
+		} else {
+			lastModel = m.Model
+		}
+		res.Emitted++
+		emit(m)
+	}
+
+	// stdout: parsed line by line by the driver (ids, errors, streamed
+	// parts), the tail kept for error reports.
+	stdoutTail := &tailBuffer{max: 64 << 10}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		d.readStdout(stdout, stdoutTail, out)
+	}()
+
+	waitDone := make(chan error, 1)
+	go func() {
+		<-readDone // Wait closes the pipe: read it to the end first
+		waitDone <- cmd.Wait()
+	}()
+
+	interrupted := false
+	var killTimer <-chan time.Time
+	tick := time.NewTicker(r.poll())
+	defer tick.Stop()
+	var waitErr error
+loop:
+	for {
+		select {
+		case waitErr = <-waitDone:
+			break loop
+		case <-ctx.Done():
+			if !interrupted {
+				interrupted = true
+				r.logf("runner: %s pid %d interrupted: SIGTERM to the group", t.Agent, pgid)
+				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				killTimer = time.After(r.grace())
+			}
+		case <-killTimer:
+			r.logf("runner: %s pid %d still running after %s: SIGKILL", t.Agent, pgid, r.grace())
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killTimer = nil
+		case <-tick.C:
+			d.sync(false, out)
+		}
+	}
+	// Helpers the CLI left behind (npm launchers, shells of a killed tool)
+	// go with the group.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	waitGroupGone(pgid, 2*time.Second)
+
+	var exitErr *exec.ExitError
+	switch {
+	case waitErr == nil:
+		res.ExitCode = 0
+	case errors.As(waitErr, &exitErr):
+		res.ExitCode = exitErr.ExitCode() // -1 when killed by a signal
+	}
+	res.Stderr = stderr.String()
+	d.sync(true, out)
+	res.NativeID, res.NativePath = d.native()
+	res.PromptSeen = d.promptSeen()
+
+	if interrupted {
+		return fail(res, ReasonInterrupted, "")
+	}
+	reason, detail := d.classify(res.ExitCode, stdoutTail.String(), res.Stderr)
+	if reason != "" {
+		return fail(res, reason, detail)
+	}
+	if res.NativeID == "" {
+		return fail(res, ReasonFailed, "the CLI exited 0 but no native session was found: "+clip(lastLines(stdoutTail.String()+res.Stderr, 5), 500))
+	}
+	return res, nil
+}
+
+// lookBin finds the agent's CLI.
+func (r *Runner) lookBin(a agents.Agent, env []string) (string, error) {
+	if p, ok := r.Bins[a.Name]; ok && p != "" {
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s CLI not found at %s", a.Name, p)
+		}
+		return p, nil
+	}
+	if a.Binary == "" {
+		return "", fmt.Errorf("%s has no CLI", a.Name)
+	}
+	path := lookup(env, "PATH")
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, a.Binary)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s (%s) is not on PATH", a.Binary, a.Name)
+}
+
+// waitGroupGone polls until no process of the group is left (or d passes).
+func waitGroupGone(pgid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-b.max:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,402 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// turnTimeout bounds every turn a test runs (the CLIs take 2-30 s here).
+const turnTimeout = 3 * time.Minute
+
+// agentCase is how each real CLI is driven in the tests.
+type agentCase struct {
+	agent string
+	model string
+	args  []string // approval settings the tool call needs headless
+	// exitCode: the agent records the shell's exit status on the result.
+	exitCode bool
+}
+
+var cases = []agentCase{
+	{agent: "claude", args: []string{"--allowedTools", "Bash"}, exitCode: true},
+	{agent: "codex", exitCode: true},
+	{agent: "gemini", args: []string{"--yolo"}},
+	{agent: "pi", model: agenttest.FakeProvider + "/" + agenttest.FakeModel},
+	{agent: "opencode", model: agenttest.FakeProvider + "/" + agenttest.FakeModel, exitCode: true},
+}
+
+// delayProxy sits between a CLI and the fake model on 127.0.0.1 and holds
+// the requests delay picks before passing them on.
+type delayProxy struct {
+	URL   string
+	mu    sync.Mutex
+	delay func(body []byte) time.Duration
+	seen  chan struct{} // one send (non-blocking) per model request
+	stop  chan struct{}
+}
+
+func startProxy(t *testing.T, target string) *delayProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &delayProxy{seen: make(chan struct{}, 64), stop: make(chan struct{})}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1 // stream SSE as it comes
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodPost {
+			select {
+			case p.seen <- struct{}{}:
+			default:
+			}
+			p.mu.Lock()
+			delay := p.delay
+			p.mu.Unlock()
+			if delay != nil {
+				if d := delay(body); d > 0 {
+					select {
+					case <-time.After(d):
+					case <-p.stop:
+					case <-r.Context().Done():
+						return
+					}
+				}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	srv.Start() // httptest listens on 127.0.0.1
+	p.URL = srv.URL
+	t.Cleanup(func() {
+		close(p.stop)
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return p
+}
+
+func (p *delayProxy) setDelay(f func(body []byte) time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = f
+}
+
+// setup builds an isolated home for agent pointed at modelURL.
+func setup(t *testing.T, c agentCase, modelURL string) (*runner.Runner, runner.Turn) {
+	t.Helper()
+	bin := agenttest.Bin(t, c.agent) // fails (not skips) with "run `make agents`"
+	home, env := agenttest.Env(t, c.agent, modelURL)
+	r := &runner.Runner{Bins: map[string]string{c.agent: bin}, Grace: 2 * time.Second, Poll: 100 * time.Millisecond, Logf: t.Logf}
+	return r, runner.Turn{Agent: c.agent, Model: c.model, Cwd: t.TempDir(), Home: home, Env: env, Args: c.args}
+}
+
+type emitted struct {
+	msg transcript.Message
+	at  time.Time
+}
+
+func run(t *testing.T, r *runner.Runner, turn runner.Turn) (runner.Result, []emitted, time.Time, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	defer cancel()
+	var got []emitted
+	res, err := r.Run(ctx, turn, func(m transcript.Message) { got = append(got, emitted{m, time.Now()}) })
+	end := time.Now()
+	t.Logf("%s turn: %+v err=%v", turn.Agent, res, err)
+	for _, e := range got {
+		t.Logf("  emitted %s %s", e.msg.Kind, describe(e.msg))
+	}
+	return res, got, end, err
+}
+
+func describe(m transcript.Message) string {
+	switch {
+	case m.ToolCall != nil:
+		return m.ToolCall.Name + " " + m.ToolCall.Input + " id=" + m.ToolCall.ID + " native=" + m.NativeID
+	case m.ToolResult != nil:
+		ec := "nil"
+		if m.ToolResult.ExitCode != nil {
+			ec = strconv.Itoa(int(*m.ToolResult.ExitCode))
+		}
+		return "call=" + m.ToolResult.CallID + " exit=" + ec + " " + strings.TrimSpace(m.ToolResult.Output) + " native=" + m.NativeID
+	}
+	return strings.TrimSpace(m.Text) + " native=" + m.NativeID
+}
+
+func kinds(got []emitted) []transcript.Kind {
+	var out []transcript.Kind
+	for _, e := range got {
+		out = append(out, e.msg.Kind)
+	}
+	return out
+}
+
+// lastTurnText joins every item of the newest conversation request.
+func lastTurnText(t *testing.T, fake *fakemodel.Server) string {
+	t.Helper()
+	turns := fake.Turns()
+	if len(turns) == 0 {
+		t.Fatal("no turn reached the model")
+	}
+	var b strings.Builder
+	for _, it := range turns[len(turns)-1].Items {
+		b.WriteString(it.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestTurns runs, for every real CLI, a fresh turn whose model reply makes
+// a shell tool call and then answers, and a second turn that resumes it.
+func TestTurns(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			proxy := startProxy(t, fake.URL)
+			// The answer after the tool result is held back so the test
+			// sees the tool messages arrive while the turn still runs.
+			const hold = 2 * time.Second
+			proxy.setDelay(func(body []byte) time.Duration {
+				if bytes.Contains(body, []byte("tool-ran-ok")) && !bytes.Contains(body, []byte("MARKER-TWO")) {
+					return hold
+				}
+				return 0
+			})
+			r, turn := setup(t, c, proxy.URL)
+			turn.Prompt = "please TOOLCALL now CMD[echo tool-ran-ok]"
+			res, got, end, err := run(t, r, turn)
+			if err != nil {
+				t.Fatalf("first turn: %v", err)
+			}
+			if res.NativeID == "" || res.NativePath == "" || res.ExitCode != 0 || res.Reason != "" {
+				t.Fatalf("first turn result: %+v", res)
+			}
+			if _, err := os.Stat(res.NativePath); err != nil {
+				t.Fatalf("native path: %v", err)
+			}
+			if !res.PromptSeen {
+				t.Errorf("the prompt was not recognised in the native transcript")
+			}
+			want := []transcript.Kind{transcript.KindToolCall, transcript.KindToolResult, transcript.KindAssistant}
+			if k := kinds(got); !equalKinds(k, want) {
+				t.Fatalf("emitted %v, want %v (prompt excluded, each once, in order)", k, want)
+			}
+			call, result, answer := got[0].msg, got[1].msg, got[2].msg
+			if !strings.Contains(call.ToolCall.Input, "echo tool-ran-ok") {
+				t.Errorf("tool call input %q", call.ToolCall.Input)
+			}
+			if result.ToolResult.CallID != call.ToolCall.ID || !strings.Contains(result.ToolResult.Output, "tool-ran-ok") || result.ToolResult.IsError {
+				t.Errorf("tool result %+v does not answer call %s", result.ToolResult, call.ToolCall.ID)
+			}
+			if c.exitCode {
+				if ec := result.ToolResult.ExitCode; ec == nil || *ec != 0 {
+					t.Errorf("tool result exit code = %v, want 0", ec)
+				}
+			}
+			if !strings.Contains(answer.Text, "FAKE: tool said") {
+				t.Errorf("answer %q", answer.Text)
+			}
+			seen := map[string]bool{}
+			for _, e := range got {
+				m := e.msg
+				if m.Agent != c.agent || m.NativeID == "" || seen[m.NativeID] {
+					t.Errorf("message %s: agent %q, native id %q (dup %v)", m.Kind, m.Agent, m.NativeID, seen[m.NativeID])
+				}
+				seen[m.NativeID] = true
+				if m.Model == "" {
+					t.Errorf("message %s has no model", m.Kind)
+				}
+				if err := m.Validate(); err != nil {
+					t.Errorf("invalid message: %v", err)
+				}
+			}
+			// Synced while running: the tool result was out before the
+			// held-back answer let the CLI finish.
+			if lead := end.Sub(got[1].at); lead < hold/2 {
+				t.Errorf("tool result emitted only %s before the turn ended; want it synced while the turn runs", lead)
+			}
+
+			// Second turn on the returned native session.
+			proxy.setDelay(nil)
+			turn.NativeID, turn.NativePath = res.NativeID, res.NativePath
+			turn.Prompt = "second turn MARKER-TWO"
+			res2, got2, _, err := run(t, r, turn)
+			if err != nil {
+				t.Fatalf("resume turn: %v", err)
+			}
+			if res2.NativeID != res.NativeID {
+				t.Errorf("resume moved to native session %q, want %q", res2.NativeID, res.NativeID)
+			}
+			if c.agent != "opencode" && res2.NativePath != res.NativePath {
+				t.Errorf("resume wrote %q, want %q", res2.NativePath, res.NativePath)
+			}
+			if k := kinds(got2); !equalKinds(k, []transcript.Kind{transcript.KindAssistant}) {
+				t.Fatalf("resume emitted %v, want only the answer (no replay of turn one, no prompt)", k)
+			}
+			if !strings.Contains(got2[0].msg.Text, "MARKER-TWO") {
+				t.Errorf("resume answer %q", got2[0].msg.Text)
+			}
+			req := lastTurnText(t, fake)
+			for _, w := range []string{"please TOOLCALL now", "tool-ran-ok", "FAKE: tool said", "MARKER-TWO"} {
+				if !strings.Contains(req, w) {
+					t.Errorf("the resumed turn's model request lacks %q (continuity):\n%s", w, req)
+				}
+			}
+		})
+	}
+}
+
+func equalKinds(a, b []transcript.Kind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestInterrupt blocks every CLI on a model reply that does not come,
+// cancels the turn and checks the whole process group is gone.
+func TestInterrupt(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			proxy := startProxy(t, fake.URL)
+			proxy.setDelay(func([]byte) time.Duration { return 90 * time.Second })
+			r, turn := setup(t, c, proxy.URL)
+			turn.Prompt = "this reply never comes"
+			ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+			defer cancel()
+			go func() {
+				select {
+				case <-proxy.seen: // the CLI is waiting on the model
+					time.Sleep(300 * time.Millisecond)
+				case <-time.After(2 * time.Minute):
+				}
+				cancel()
+			}()
+			var got []transcript.Message
+			start := time.Now()
+			res, err := r.Run(ctx, turn, func(m transcript.Message) { got = append(got, m) })
+			t.Logf("interrupted after %s: %+v err=%v", time.Since(start).Round(time.Millisecond), res, err)
+			if res.Reason != runner.ReasonInterrupted || !errors.Is(err, &runner.Error{Reason: runner.ReasonInterrupted}) {
+				t.Fatalf("reason %q err %v, want interrupted", res.Reason, err)
+			}
+			if len(fake.Turns())+len(fake.Requests()) == 0 && len(proxy.seen) == 0 {
+				t.Log("note: no model request was seen before the cancel")
+			}
+			if res.PID == 0 {
+				t.Fatal("no pid")
+			}
+			if err := syscall.Kill(-res.PID, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("process group %d still has members (kill -0: %v): %v", res.PID, err, groupMembers(res.PID))
+			}
+			if m := groupMembers(res.PID); len(m) > 0 {
+				t.Fatalf("processes left in group %d: %v", res.PID, m)
+			}
+			for _, m := range got {
+				if m.Kind == transcript.KindAssistant {
+					t.Errorf("an interrupted turn emitted an answer: %q", m.Text)
+				}
+			}
+		})
+	}
+}
+
+// groupMembers lists the pids in /proc whose process group is pgid.
+func groupMembers(pgid int) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range dirs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(p, "/proc/"), "/stat")+" "+s[:i+1])
+		}
+	}
+	return out
+}
+
+// TestUnauthorized: a model answering 401 fails the turn as "not logged
+// in", and nothing is emitted as if it had succeeded.
+func TestUnauthorized(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			fake.FailNext(1000, http.StatusUnauthorized)
+			fake.SetHeader("Retry-After", "0") // CLIs that retry do it at once
+			r, turn := setup(t, c, fake.URL)
+			turn.Env = append(turn.Env, "CLAUDE_CODE_MAX_RETRIES=0")
+			turn.Prompt = "hello there"
+			res, got, _, err := run(t, r, turn)
+			if err == nil || res.Reason != runner.ReasonNotLoggedIn || !errors.Is(err, &runner.Error{Reason: runner.ReasonNotLoggedIn}) {
+				t.Fatalf("reason %q err %v, want %q", res.Reason, err, runner.ReasonNotLoggedIn)
+			}
+			if len(got) != 0 {
+				t.Fatalf("a failed turn emitted %v", kinds(got))
+			}
+			if len(fake.Turns()) == 0 {
+				t.Fatal("the CLI never reached the model")
+			}
+		})
+	}
+}
+
+// TestMissingBinary: a CLI that is not there fails with "binary not found"
+// before anything runs.
+func TestMissingBinary(t *testing.T) {
+	home := t.TempDir()
+	cwd := t.TempDir()
+	t.Run("configured path", func(t *testing.T) {
+		r := &runner.Runner{Bins: map[string]string{"claude": filepath.Join(t.TempDir(), "no-such-claude")}}
+		res, err := r.Run(context.Background(), runner.Turn{Agent: "claude", Home: home, Cwd: cwd, Prompt: "hi"}, func(transcript.Message) { t.Error("emitted") })
+		if res.Reason != runner.ReasonBinaryNotFound || !errors.Is(err, &runner.Error{Reason: runner.ReasonBinaryNotFound}) || res.PID != 0 {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	})
+	t.Run("not on PATH", func(t *testing.T) {
+		r := &runner.Runner{}
+		empty := t.TempDir()
+		res, err := r.Run(context.Background(), runner.Turn{Agent: "codex", Home: home, Cwd: cwd, Prompt: "hi", Env: []string{"PATH=" + empty}}, func(transcript.Message) { t.Error("emitted") })
+		if res.Reason != runner.ReasonBinaryNotFound || err == nil || !strings.Contains(err.Error(), "codex") {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	})
+}

@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// fingerprint identifies a message by content, not by native id: a CLI
+// that re-expresses its history (gemini's $set.messages on resume) keeps
+// the content but not always the ids.
+func fingerprint(m transcript.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d\x00%s\x00%s\x00", m.Kind, m.NoticeType, strings.TrimSpace(m.Text))
+	if c := m.ToolCall; c != nil {
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\x00", c.ID, c.Name, c.Input)
+	}
+	if r := m.ToolResult; r != nil {
+		fmt.Fprintf(&b, "%s\x00%s\x00%t\x00", r.CallID, r.Output, r.IsError)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return string(sum[:16])
+}
+
+// promptState tracks the search for the turn's own prompt.
+type promptState int
+
+const (
+	promptLooking promptState = iota
+	promptFound
+	promptMissed // something else came first: the prompt is not looked for again
+)
+
+// matchesPrompt reports whether a recorded user text is the prompt the
+// turn was given.
+func matchesPrompt(text, prompt string) bool {
+	norm := func(s string) string {
+		s = strings.TrimSpace(s)
+		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+			s = strings.TrimSpace(s[1 : len(s)-1])
+		}
+		return s
+	}
+	t, p := norm(text), norm(prompt)
+	if p == "" {
+		return t == ""
+	}
+	return t == p || strings.Contains(t, p)
+}
+
+// tailer turns successive reads of one native transcript into the
+// messages not seen before.
+type tailer struct {
+	reader agents.Reader
+	path   string
+	known  []string // fingerprints of the accounted prefix of the last read
+	prompt string
+	state  promptState
+	size   int64
+	mod    time.Time
+	logf   func(string, ...any)
+}
+
+// baseline accounts for what the file holds before the turn.
+func (tl *tailer) baseline() {
+	if tl.path == "" {
+		return
+	}
+	if _, err := os.Stat(tl.path); err != nil {
+		return
+	}
+	msgs, err := tl.reader.Read(tl.path)
+	if err != nil {
+		tl.logf("runner: baseline read %s: %v", tl.path, err)
+		return
+	}
+	tl.known = make([]string, len(msgs))
+	for i, m := range msgs {
+		tl.known[i] = fingerprint(m)
+	}
+}
+
+// poll re-reads the file when it changed (always when final) and emits
+// what is new. Returns false when the file could not be read.
+func (tl *tailer) poll(final bool, out func(transcript.Message)) bool {
+	fi, err := os.Stat(tl.path)
+	if err != nil {
+		return false
+	}
+	if !final && fi.Size() == tl.size && fi.ModTime().Equal(tl.mod) {
+		return true
+	}
+	msgs, err := tl.reader.Read(tl.path)
+	if err != nil {
+		return false
+	}
+	tl.size, tl.mod = fi.Size(), fi.ModTime()
+	if !tl.feed(msgs, final, out) {
+		tl.size = -1 // read again next time even if unchanged
+	}
+	return true
+}
+
+// feed emits msgs past the accounted prefix. An assistant or thinking text
+// that is the newest entry is held back unless final: it may still grow.
+func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcript.Message)) bool {
+	fps := make([]string, len(msgs))
+	for i, m := range msgs {
+		fps[i] = fingerprint(m)
+	}
+	start, ok := tl.align(fps)
+	if !ok && !final {
+		return false
+	}
+	i := start
+	for ; i < len(msgs); i++ {
+		m := msgs[i]
+		if !final && i == len(msgs)-1 && (m.Kind == transcript.KindAssistant || m.Kind == transcript.KindThinking) {
+			break
+		}
+		if tl.state == promptLooking {
+			if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
+				tl.state = promptFound
+				continue
+			}
+			tl.state = promptMissed
+			tl.logf("runner: first new entry of the turn is not the prompt (%s %q)", m.Kind, clip(m.Text, 80))
+		}
+		out(m)
+	}
+	tl.known = fps[:i]
+	return true
+}
+
+// align returns where the unaccounted messages start in fps. Normally the
+// accounted fingerprints are a prefix of fps; when the CLI rewrote its
+// history they are matched in order as a subsequence instead, and when some
+// are gone the count decides. ok is false for a read that holds fewer
+// entries than were accounted and does not contain them all: a file caught
+// in the middle of a rewrite, skipped until it is whole again.
+func (tl *tailer) align(fps []string) (start int, ok bool) {
+	n := len(tl.known)
+	if n == 0 {
+		return 0, true
+	}
+	if len(fps) >= n {
+		same := true
+		for i := range n {
+			if fps[i] != tl.known[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return n, true
+		}
+	}
+	j, last := 0, -1
+	for i := 0; i < len(fps) && j < n; i++ {
+		if fps[i] == tl.known[j] {
+			j++
+			last = i
+		}
+	}
+	if j == n {
+		return last + 1, true
+	}
+	tl.logf("runner: %s: %d of %d known entries not found on re-read (%d entries now)", tl.path, n-j, n, len(fps))
+	if len(fps) < n {
+		return len(fps), false
+	}
+	return max(last+1, n), true
+}
