@@ -1,0 +1,31 @@
+// Package crossagent holds the cross-agent matrix test: the proof that a
+// conversation one agent's real CLI produced continues in every other
+// agent's real CLI with nothing lost. It has no code besides its tests.
+//
+// For each of the five runnable CLIs (claude, codex, gemini, pi, opencode)
+// a source conversation is produced once per test run, with the real CLI
+// against a fake model (internal/fakemodel) started with the agent's own
+// headless and resume commands from the registry: a first user turn that
+// the fake answers with a shell tool call (the CLI really runs it), the
+// tool result and an assistant text, then a second user turn and its
+// answer. The native transcript the CLI left is read with the agent's
+// reader (for OpenCode: what `opencode export` prints) into neutral
+// messages, which must hold both user turns, the assistant texts and the
+// call/result pair.
+//
+// Then, for every pair source->target (25, same->same included), the
+// neutral messages are written with the target's writer into a fresh
+// isolated home (agenttest.Env), the real target CLI resumes that session
+// with the registry's resume command and a new prompt against a fresh,
+// strict fake model, and the last conversation request the fake recorded
+// must hold, in order, every user turn, every assistant text and every
+// tool call with its result (the result answering that call's id), with
+// the new prompt last.
+//
+// Subtests are named source->target and run in parallel, at most
+// maxConcurrent CLI sessions at a time (go test's -parallel, GOMAXPROCS by
+// default, may lower that further); every CLI run has a timeout. A pair
+// that cannot work fails; nothing is skipped.
+//
+//	go test ./internal/agents/crossagent -run 'TestMatrix/claude->' -v
+package crossagent
