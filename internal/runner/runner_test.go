@@ -406,3 +406,37 @@ func TestMissingBinary(t *testing.T) {
 		}
 	})
 }
+
+// TestNoCredentials: a CLI with no key at all (never logged in) fails as
+// "not logged in" without a model turn succeeding.
+func TestNoCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		c   agentCase
+		key string
+	}{
+		{cases[0], "ANTHROPIC_API_KEY"},
+		{cases[1], "FAKE_API_KEY"},
+		{cases[2], "GEMINI_API_KEY"},
+	} {
+		t.Run(tc.c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			r, turn := setup(t, tc.c, fake.URL)
+			var env []string
+			for _, kv := range turn.Env {
+				if !strings.HasPrefix(kv, tc.key+"=") {
+					env = append(env, kv)
+				}
+			}
+			turn.Env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
+			turn.Prompt = "hello there"
+			res, got, _, err := run(t, r, turn)
+			if res.Reason != runner.ReasonNotLoggedIn || !errors.Is(err, &runner.Error{Reason: runner.ReasonNotLoggedIn}) {
+				t.Fatalf("reason %q err %v, want %q", res.Reason, err, runner.ReasonNotLoggedIn)
+			}
+			if len(got) != 0 {
+				t.Fatalf("a failed turn emitted %v", kinds(got))
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"testing"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+func user(id, text string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindUser, Text: text, NativeID: id}
+}
+
+func asst(id, text string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindAssistant, Text: text, NativeID: id}
+}
+
+func call(id, cid string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindToolCall, NativeID: id, ToolCall: &transcript.ToolCall{ID: cid, Name: "bash", Input: "{}"}}
+}
+
+func result(id, cid, out string) transcript.Message {
+	return transcript.Message{Kind: transcript.KindToolResult, NativeID: id, ToolResult: &transcript.ToolResult{CallID: cid, Output: out}}
+}
+
+func collect(tl *tailer, msgs []transcript.Message, final bool) []string {
+	var ids []string
+	tl.feed(msgs, final, func(m transcript.Message) { ids = append(ids, m.NativeID) })
+	return ids
+}
+
+func eq(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("emitted %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("emitted %v, want %v", got, want)
+		}
+	}
+}
+
+func newTailer(prompt string, known ...transcript.Message) *tailer {
+	tl := &tailer{prompt: prompt, logf: func(string, ...any) {}}
+	for _, m := range known {
+		tl.known = append(tl.known, fingerprint(m))
+	}
+	return tl
+}
+
+func TestTailerEmitsEachOnceAndSkipsPrompt(t *testing.T) {
+	old := []transcript.Message{user("u0", "earlier"), asst("a0", "earlier answer")}
+	tl := newTailer("do it", old...)
+	step1 := append(append([]transcript.Message(nil), old...), user("u1", "do it"), call("c1", "x"))
+	eq(t, collect(tl, step1, false), "c1")
+	eq(t, collect(tl, step1, false)) // re-read: nothing new
+	if tl.state != promptFound {
+		t.Fatal("prompt not recognised")
+	}
+	step2 := append(step1, result("r1", "x", "ok"), asst("a1", "part"))
+	eq(t, collect(tl, step2, false), "r1") // the growing answer is held back
+	step3 := append(step1, result("r1", "x", "ok"), asst("a1", "partial and complete"))
+	eq(t, collect(tl, step3, true), "a1")
+	eq(t, collect(tl, step3, true))
+}
+
+func TestTailerPromptQuotedAndMissed(t *testing.T) {
+	tl := newTailer("hello there")
+	eq(t, collect(tl, []transcript.Message{user("u", `"hello there"`), asst("a", "hi")}, true), "a")
+	tl = newTailer("hello")
+	eq(t, collect(tl, []transcript.Message{asst("a", "unprompted"), user("u", "hello")}, true), "a", "u")
+	if tl.state != promptMissed {
+		t.Fatal("want promptMissed")
+	}
+}
+
+func TestTailerRealignsRewrittenHistory(t *testing.T) {
+	old := []transcript.Message{user("u0", "q"), call("c0", "x"), result("r0", "x", "out"), asst("a0", "done")}
+	tl := newTailer("next", old...)
+	// Same content, new native ids (gemini's $set.messages), then the turn.
+	re := []transcript.Message{user("U0", "q"), call("C0", "x"), result("R0", "x", "out"), asst("A0", "done"), user("u1", "next"), asst("a1", "answer")}
+	eq(t, collect(tl, re, true), "a1")
+
+	// A tool result re-expressed differently keeps the count: position wins.
+	tl = newTailer("next", old...)
+	re[2] = result("R0", "x", "out (re-expressed)")
+	eq(t, collect(tl, re, true), "a1")
+}
+
+func TestTailerSkipsTruncatedRead(t *testing.T) {
+	old := []transcript.Message{user("u0", "q"), asst("a0", "done")}
+	tl := newTailer("next", old...)
+	eq(t, collect(tl, []transcript.Message{user("x", "half")}, false)) // mid-rewrite
+	eq(t, collect(tl, append(old, user("u1", "next"), call("c1", "y")), false), "c1")
+}
+
+func TestClassify(t *testing.T) {
+	d := &driver{}
+	for _, tc := range []struct {
+		exit           int
+		stdout, stderr string
+		want           string
+	}{
+		{0, "fine", "", ""},
+		{1, "Invalid API key · Please run /login", "", ReasonNotLoggedIn},
+		{1, "", "API Error: 429 rate_limit_error", ReasonRateLimited},
+		{1, "", "No conversation found with session ID: x", ReasonNoSession},
+		{1, "", "connect ECONNREFUSED 127.0.0.1:9 (connection refused)", ReasonFailed},
+		{1, "", "the model refused to answer", ReasonRefused},
+		{2, "", "boom", ReasonFailed},
+	} {
+		if got, detail := d.classify(tc.exit, tc.stdout, tc.stderr); got != tc.want {
+			t.Errorf("classify(%d, %q, %q) = %q (%s), want %q", tc.exit, tc.stdout, tc.stderr, got, detail, tc.want)
+		}
+	}
+}
