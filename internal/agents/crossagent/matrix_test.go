@@ -50,37 +50,48 @@ func slot(t *testing.T) {
 	t.Cleanup(func() { <-slots })
 }
 
+// source is one source agent's conversation, produced once per test run by
+// whichever of its pairs needs it first, so the other agents' pairs need
+// not wait for the slowest source.
+type source struct {
+	once sync.Once
+	msgs []transcript.Message // nil when producing it failed
+	by   string               // the subtest that produced it
+}
+
+// get returns the conversation of agent, producing it on first use. Only
+// the producer holds a concurrency slot meanwhile; the others just wait.
+func (s *source) get(t *testing.T, agent string) []transcript.Message {
+	t.Helper()
+	s.once.Do(func() {
+		s.by = t.Name()
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		t.Logf("producing the %s source conversation for every %s->* pair", agent, agent)
+		msgs := produce(t, agent)
+		checkSource(t, agent, msgs)
+		s.msgs = msgs
+	})
+	if s.msgs == nil {
+		t.Fatalf("no %s conversation to carry over: producing it failed in %s (see its log)", agent, s.by)
+	}
+	return s.msgs
+}
+
 // TestMatrix: for every source and target among the runnable agents, a
 // conversation the real source CLI produced reaches the model whole when
 // the real target CLI resumes it (see the package doc).
 func TestMatrix(t *testing.T) {
 	start := time.Now()
-	var mu sync.Mutex
-	sources := map[string][]transcript.Message{}
-	t.Run("source", func(t *testing.T) {
-		for _, src := range runnable {
-			t.Run(src, func(t *testing.T) {
-				t.Parallel()
-				slot(t)
-				msgs := produce(t, src)
-				checkSource(t, src, msgs)
-				mu.Lock()
-				sources[src] = msgs
-				mu.Unlock()
-			})
-		}
-	})
-	t.Logf("sources produced in %s", time.Since(start).Round(time.Second))
+	sources := map[string]*source{}
+	for _, a := range runnable {
+		sources[a] = &source{}
+	}
 	for _, src := range runnable {
 		for _, tgt := range runnable {
 			t.Run(src+"->"+tgt, func(t *testing.T) {
 				t.Parallel()
-				mu.Lock()
-				msgs, ok := sources[src]
-				mu.Unlock()
-				if !ok {
-					t.Fatalf("no %s conversation to carry over: TestMatrix/source/%s failed", src, src)
-				}
+				msgs := sources[src].get(t, src)
 				slot(t)
 				resume(t, src, tgt, msgs)
 			})
