@@ -34,13 +34,17 @@ type agentCase struct {
 	args  []string // approval settings the tool call needs headless
 	// exitCode: the agent records the shell's exit status on the result.
 	exitCode bool
+	// callFirst: the native transcript holds the tool call while the tool
+	// runs (gemini writes the call with its result; opencode streams a
+	// tool part once it completed).
+	callFirst bool
 }
 
 var cases = []agentCase{
-	{agent: "claude", args: []string{"--allowedTools", "Bash"}, exitCode: true},
-	{agent: "codex", exitCode: true},
+	{agent: "claude", args: []string{"--allowedTools", "Bash"}, exitCode: true, callFirst: true},
+	{agent: "codex", exitCode: true, callFirst: true},
 	{agent: "gemini", args: []string{"--yolo"}},
-	{agent: "pi", model: agenttest.FakeProvider + "/" + agenttest.FakeModel},
+	{agent: "pi", model: agenttest.FakeProvider + "/" + agenttest.FakeModel, callFirst: true},
 	{agent: "opencode", model: agenttest.FakeProvider + "/" + agenttest.FakeModel, exitCode: true},
 }
 
@@ -436,6 +440,35 @@ func TestNoCredentials(t *testing.T) {
 			}
 			if len(got) != 0 {
 				t.Fatalf("a failed turn emitted %v", kinds(got))
+			}
+		})
+	}
+}
+
+// TestSlowTool: a tool that takes seconds; where the native transcript
+// records the call before the tool finishes, the call is emitted while the
+// tool still runs.
+func TestSlowTool(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			r, turn := setup(t, c, fake.URL)
+			turn.Prompt = "please TOOLCALL now CMD[sleep 3; echo slow-done]"
+			_, got, _, err := run(t, r, turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := kinds(got); !equalKinds(k, []transcript.Kind{transcript.KindToolCall, transcript.KindToolResult, transcript.KindAssistant}) {
+				t.Fatalf("emitted %v", k)
+			}
+			lead := got[1].at.Sub(got[0].at)
+			t.Logf("%s: call emitted %s before its result", c.agent, lead)
+			if c.callFirst && lead < 1500*time.Millisecond {
+				t.Errorf("the call was emitted only %s before the result of a 3 s tool", lead)
+			}
+			if !strings.Contains(got[1].msg.ToolResult.Output, "slow-done") {
+				t.Errorf("result %q", got[1].msg.ToolResult.Output)
 			}
 		})
 	}
