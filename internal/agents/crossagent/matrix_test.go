@@ -2,6 +2,7 @@ package crossagent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -279,14 +280,14 @@ func resume(t *testing.T, src, tgt string, msgs []transcript.Message) {
 		t.Fatalf("%s sent no conversation request\nstdout:\n%s\nstderr:\n%s", tgt, res.Stdout, res.Stderr)
 	}
 	items := turns[len(turns)-1].Items
+	t.Logf("%s's last request, from %s's conversation:\n%s", tgt, src, dump(items))
 	wants := wantsFor(msgs)
 	if len(wants) < 6 {
 		t.Fatalf("the %s conversation is too small to prove anything: %d items", src, len(wants))
 	}
 	wants = append(wants, want{kind: fakemodel.KindText, role: "user", has: "MARKER-NEW"})
-	assertInOrder(t, items, wants)
-	if last := fakemodel.LastUserText(items); !strings.Contains(last, "MARKER-NEW") {
-		t.Fatalf("the new prompt is not the last user text; the last is %q", last)
+	if err := received(items, wants, "MARKER-NEW"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -369,10 +370,10 @@ func (w want) match(it fakemodel.Item, call *fakemodel.Item) bool {
 	return true
 }
 
-// assertInOrder checks every want appears in items in this order, each tool
-// result answering the call matched last.
-func assertInOrder(t *testing.T, items []fakemodel.Item, wants []want) {
-	t.Helper()
+// received checks what the model received against wants: each want in
+// this order, each tool result answering the call matched last, and the
+// newest user text holding last (the new prompt).
+func received(items []fakemodel.Item, wants []want, last string) error {
 	at := 0
 	var call *fakemodel.Item
 	for n, w := range wants {
@@ -388,9 +389,13 @@ func assertInOrder(t *testing.T, items []fakemodel.Item, wants []want) {
 			}
 		}
 		if !found {
-			t.Fatalf("the model did not receive want %d of %d %+v in order; it got:\n%s", n+1, len(wants), w, dump(items))
+			return fmt.Errorf("the model did not receive want %d of %d %+v in order; it got:\n%s", n+1, len(wants), w, dump(items))
 		}
 	}
+	if got := fakemodel.LastUserText(items); !strings.Contains(got, last) {
+		return fmt.Errorf("the newest user text is %q, not the new prompt %q; the model got:\n%s", got, last, dump(items))
+	}
+	return nil
 }
 
 // one is the single file matching pattern.

@@ -1,0 +1,75 @@
+package crossagent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// TestCheckerCatchesLoss proves the matrix's check fails on what a broken
+// writer would cause, without running any CLI.
+func TestCheckerCatchesLoss(t *testing.T) {
+	msgs := []transcript.Message{
+		{Kind: transcript.KindUser, Text: prompt1},
+		{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: "c1", Name: "Bash", Input: `{"command":"` + shellCmd + `"}`}},
+		{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c1", Output: shellOut + "\n"}},
+		{Kind: transcript.KindAssistant, Text: "FAKE: tool said " + shellOut},
+		{Kind: transcript.KindUser, Text: prompt2},
+		{Kind: transcript.KindAssistant, Text: "FAKE-ANSWER #3: saw 5 items"},
+	}
+	wants := append(wantsFor(msgs), want{kind: fakemodel.KindText, role: "user", has: "MARKER-NEW"})
+	good := []fakemodel.Item{
+		{Role: "system", Kind: "text", Text: "you are an agent"},
+		{Role: "user", Kind: "text", Text: "<environment_context>x</environment_context>"},
+		{Role: "user", Kind: "text", Text: `"` + prompt1 + `"`}, // quoted, as opencode does
+		{Role: "assistant", Kind: "tool_call", ToolName: "exec_command", ToolCallID: "x9", ToolInput: `{"cmd":"cd /w && ` + shellCmd + `"}`},
+		{Role: "tool", Kind: "tool_result", ToolCallID: "x9", Text: "Output:\n" + shellOut},
+		{Role: "assistant", Kind: "text", Text: "FAKE: tool said " + shellOut},
+		{Role: "user", Kind: "text", Text: prompt2},
+		{Role: "assistant", Kind: "text", Text: "FAKE-ANSWER #3: saw 5 items"},
+		{Role: "user", Kind: "text", Text: newPrompt},
+		{Role: "user", Kind: "text", Text: "<system-reminder>injected</system-reminder>"},
+	}
+	if err := received(good, wants, "MARKER-NEW"); err != nil {
+		t.Fatalf("a whole conversation was rejected: %v", err)
+	}
+	without := func(i int) []fakemodel.Item {
+		return append(append([]fakemodel.Item{}, good[:i]...), good[i+1:]...)
+	}
+	swap := func(i, j int) []fakemodel.Item {
+		out := append([]fakemodel.Item{}, good...)
+		out[i], out[j] = out[j], out[i]
+		return out
+	}
+	with := func(i int, f func(*fakemodel.Item)) []fakemodel.Item {
+		out := append([]fakemodel.Item{}, good...)
+		f(&out[i])
+		return out
+	}
+	bad := map[string][]fakemodel.Item{
+		"first user turn lost":    without(2),
+		"tool call lost":          without(3),
+		"tool result lost":        without(4),
+		"assistant text lost":     without(5),
+		"second user turn lost":   without(6),
+		"last answer lost":        without(7),
+		"new prompt lost":         without(8),
+		"turns out of order":      swap(2, 6),
+		"result before its call":  swap(3, 4),
+		"result answers no call":  with(4, func(it *fakemodel.Item) { it.ToolCallID = "other" }),
+		"output replaced":         with(4, func(it *fakemodel.Item) { it.Text = "Command: " + shellCmd }),
+		"command changed":         with(3, func(it *fakemodel.Item) { it.ToolInput = `{"cmd":"ls"}` }),
+		"user text as assistant":  with(6, func(it *fakemodel.Item) { it.Role = "assistant" }),
+		"new prompt not the last": append(append([]fakemodel.Item{}, good...), fakemodel.Item{Role: "user", Kind: "text", Text: "something else"}),
+	}
+	for name, items := range bad {
+		err := received(items, wants, "MARKER-NEW")
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "the model") {
+			t.Errorf("%s: unhelpful error %v", name, err)
+		}
+	}
+}
