@@ -3,9 +3,10 @@
 // agent's real CLI with nothing lost. It has no code besides its tests.
 //
 // For each of the five runnable CLIs (claude, codex, gemini, pi, opencode)
-// a source conversation is produced once per test run, with the real CLI
-// against a fake model (internal/fakemodel) started with the agent's own
-// headless and resume commands from the registry: a first user turn that
+// a source conversation is produced once per test run (by the first of its
+// pairs to need it), with the real CLI against a fake model
+// (internal/fakemodel), using the agent's own headless and resume commands
+// from the registry: a first user turn that
 // the fake answers with a shell tool call (the CLI really runs it), the
 // tool result and an assistant text, then a second user turn and its
 // answer. The native transcript the CLI left is read with the agent's
@@ -23,9 +24,11 @@
 // the new prompt last.
 //
 // Subtests are named source->target and run in parallel, at most
-// maxConcurrent CLI sessions at a time (go test's -parallel, GOMAXPROCS by
-// default, may lower that further); every CLI run has a timeout. A pair
-// that cannot work fails; nothing is skipped.
+// maxConcurrent (3) CLI sessions at a time; TestMain raises go test's
+// default -parallel to that where GOMAXPROCS is lower, an explicit
+// -parallel wins. Every CLI run has a timeout. A pair that cannot work
+// fails; nothing is skipped. TestCheckerCatchesLoss proves, without any
+// CLI, that the check rejects each kind of loss.
 //
 //	go test ./internal/agents/crossagent -run 'TestMatrix/claude->' -v
 package crossagent
