@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -36,9 +37,7 @@ type driver struct {
 	path string // native transcript
 
 	tail *tailer // file-backed agents
-	// before lists pi's session files from before a fresh turn, so the
-	// one the turn creates can be told apart.
-	before map[string]bool
+	logf func(string, ...any)
 
 	// stdout-derived (codex --json, opencode --format json)
 	streamErrs []string
@@ -48,7 +47,7 @@ type driver struct {
 
 func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {
 	env := buildEnv(a, t)
-	d := &driver{a: a, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath}
+	d := &driver{a: a, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath, logf: logf}
 	switch a.Name {
 	case "claude", "codex", "pi":
 		d.home = lookup(env, a.HomeEnv)
@@ -82,7 +81,14 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 		}
 	case "pi":
 		reader = pi.Reader{}
-		if !d.fresh && d.id == "" {
+		if d.fresh {
+			// `pi --session F` starts a new session in F when F does not
+			// exist: the runner picks F (in pi's own folder for the cwd,
+			// named the way pi names its files) so parallel fresh turns in
+			// one cwd cannot be mixed up. pi puts its own id in the header.
+			d.path = filepath.Join(pi.SessionDir(d.home, t.Cwd),
+				strings.NewReplacer(":", "-", ".", "-").Replace(time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))+"_"+uuid.NewString()+".jsonl")
+		} else if d.id == "" {
 			d.id = headerField(d.path, "id")
 		}
 	case "opencode":
@@ -104,9 +110,13 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 // templates plus the output flags the runner relies on.
 func (d *driver) args() ([]string, error) {
 	c := d.a.Commands
+	d.mu.Lock()
 	vars := map[string]string{"prompt": d.t.Prompt, "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort}
+	d.mu.Unlock()
 	var tmpl []string
 	switch {
+	case d.fresh && d.a.Name == "pi":
+		tmpl = c.Resume // --session {path} with a path that does not exist yet
 	case d.fresh:
 		tmpl = c.Headless
 	case d.a.Name == "gemini":
@@ -153,9 +163,8 @@ func (d *driver) baseline() {
 		return
 	}
 	if d.a.Name == "pi" && d.fresh {
-		d.before = map[string]bool{}
-		for _, p := range d.globPi() {
-			d.before[p] = true
+		if err := os.MkdirAll(filepath.Dir(d.path), 0o700); err != nil {
+			d.logf("runner: %v", err)
 		}
 	}
 	if !d.fresh {
@@ -165,24 +174,12 @@ func (d *driver) baseline() {
 	}
 }
 
-// globPi lists pi's session files for the turn's cwd.
-func (d *driver) globPi() []string {
-	dir := pi.SessionDir(d.home, d.t.Cwd)
-	if r, err := filepath.EvalSymlinks(d.t.Cwd); err == nil && r != d.t.Cwd {
-		m1, _ := filepath.Glob(filepath.Join(pi.SessionDir(d.home, r), "*.jsonl"))
-		m2, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-		return append(m1, m2...)
-	}
-	m, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	return m
-}
-
 // locate finds the native transcript file once its id is known.
 func (d *driver) locate() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.path != "" {
-		if _, err := os.Stat(d.path); err == nil || !d.fresh {
+		if _, err := os.Stat(d.path); err == nil || !d.fresh || d.a.Name == "pi" {
 			return
 		}
 	}
@@ -203,16 +200,11 @@ func (d *driver) locate() {
 			d.path = geminiFile(filepath.Join(d.home, "tmp", "*", "chats", "session-*-"+d.id[:8]+".jsonl"), d.id)
 		}
 	case "pi":
-		if d.fresh {
-			for _, p := range d.globPi() {
-				if !d.before[p] {
-					d.path = p
-					d.id = headerField(p, "id")
-					break
-				}
-			}
-		} else if d.id != "" {
+		if d.id != "" {
 			d.path = firstGlob(filepath.Join(d.home, "sessions", "*", "*_"+d.id+".jsonl"))
+			if d.path == "" {
+				d.path = piByHeader(filepath.Join(d.home, "sessions", "*", "*.jsonl"), d.id)
+			}
 		}
 	}
 }
@@ -247,6 +239,9 @@ func (d *driver) native() (string, string) {
 	}
 	if d.path == "" {
 		return "", ""
+	}
+	if d.a.Name == "pi" && d.id == "" {
+		d.id = headerField(d.path, "id")
 	}
 	return d.id, d.path
 }
@@ -442,4 +437,15 @@ func idFromRollout(path string) string {
 		return ""
 	}
 	return id
+}
+
+// piByHeader finds the pi session file whose header names id.
+func piByHeader(pattern, id string) string {
+	m, _ := filepath.Glob(pattern)
+	for _, p := range m {
+		if headerField(p, "id") == id {
+			return p
+		}
+	}
+	return ""
 }

@@ -187,15 +187,14 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 		}
 		return fail(res, ReasonFailed, err.Error())
 	}
+	// Messages the resumed file already holds are accounted for before the
+	// process can touch it.
+	d.baseline()
 	args, err := d.args()
 	if err != nil {
 		return fail(res, ReasonUnsupported, err.Error())
 	}
 	args = append(args, t.Args...)
-
-	// Messages the resumed file already holds are accounted for before the
-	// process can touch it.
-	d.baseline()
 
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.Cwd

@@ -269,6 +269,26 @@ func TestTurns(t *testing.T) {
 					t.Errorf("the resumed turn's model request lacks %q (continuity):\n%s", w, req)
 				}
 			}
+
+			// Third turn by native id alone: the runner finds the file.
+			turn.NativeID, turn.NativePath = res.NativeID, ""
+			turn.Prompt = "third turn MARKER-THREE"
+			res3, got3, _, err := run(t, r, turn)
+			if err != nil {
+				t.Fatalf("resume by id: %v", err)
+			}
+			if res3.NativeID != res.NativeID || res3.NativePath != res2.NativePath {
+				t.Errorf("resume by id: native %q %q, want %q %q", res3.NativeID, res3.NativePath, res.NativeID, res2.NativePath)
+			}
+			if k := kinds(got3); !equalKinds(k, []transcript.Kind{transcript.KindAssistant}) {
+				t.Fatalf("resume by id emitted %v, want only the answer", k)
+			}
+			req = lastTurnText(t, fake)
+			for _, w := range []string{"tool-ran-ok", "MARKER-TWO", "MARKER-THREE"} {
+				if !strings.Contains(req, w) {
+					t.Errorf("the turn resumed by id lacks %q:\n%s", w, req)
+				}
+			}
 		})
 	}
 }
