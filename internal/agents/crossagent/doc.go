@@ -6,13 +6,14 @@
 // a source conversation is produced once per test run (by the first of its
 // pairs to need it), with the real CLI against a fake model
 // (internal/fakemodel), using the agent's own headless and resume commands
-// from the registry: a first user turn that
-// the fake answers with a shell tool call (the CLI really runs it), the
-// tool result and an assistant text, then a second user turn and its
-// answer. The native transcript the CLI left is read with the agent's
-// reader (for OpenCode: what `opencode export` prints) into neutral
-// messages, which must hold both user turns, the assistant texts and the
-// call/result pair.
+// from the registry: a first user turn that the fake answers with a shell
+// tool call (the CLI really runs it), the tool result and an assistant
+// text, then a second user turn and its answer. That fake is not strict:
+// cast has not touched the session yet, and Gemini CLI 0.61 itself resends
+// a tool result twice when it resumes a session it wrote. The native
+// transcript the CLI left is read with the agent's reader (for OpenCode:
+// what `opencode export` prints) into neutral messages, which must hold
+// both user turns, the assistant texts and the call/result pair.
 //
 // Then, for every pair source->target (25, same->same included), the
 // neutral messages are written with the target's writer into a fresh
