@@ -142,13 +142,13 @@ func TestNodeRestartCatchesUp(t *testing.T) {
 		}
 		var st struct {
 			Sessions map[string]struct {
-				DeliveredSeq int64 `json:"delivered_seq"`
+				ReceivedSeq int64 `json:"received_seq"`
 			} `json:"sessions"`
 		}
 		if json.Unmarshal(b, &st) != nil {
 			return -1
 		}
-		return st.Sessions[sess.Id].DeliveredSeq
+		return st.Sessions[sess.Id].ReceivedSeq
 	}
 	testharness.WaitFor(t, 10*time.Second, "first delivery", func() bool { return delivered() == 1 })
 	stop()

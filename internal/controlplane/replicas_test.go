@@ -67,9 +67,9 @@ func TestReplicasShareExternalEtcd(t *testing.T) {
 		}
 		var st struct {
 			Sessions map[string]struct {
-				DeliveredSeq int64 `json:"delivered_seq"`
+				ReceivedSeq int64 `json:"received_seq"`
 			} `json:"sessions"`
 		}
-		return json.Unmarshal(b, &st) == nil && st.Sessions[sess.Id].DeliveredSeq == total
+		return json.Unmarshal(b, &st) == nil && st.Sessions[sess.Id].ReceivedSeq == total
 	})
 }

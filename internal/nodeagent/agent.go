@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"sort"
 	"sync"
@@ -16,14 +15,18 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
 )
 
 // Agent is a running node daemon.
 type Agent struct {
-	cfg Config
-	lg  *zap.Logger
-	st  *state
-	cli *client.Client
+	cfg     Config
+	lg      *zap.Logger
+	st      *state
+	cli     *client.Client
+	runner  *runner.Runner
+	workers workers
+	runCtx  context.Context // lives as long as Run; turns run under it
 }
 
 // New prepares a node daemon; Run starts it.
@@ -39,7 +42,9 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli}, nil
+	a := &Agent{cfg: cfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
+	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
+	return a, nil
 }
 
 // Run is New then Agent.Run.
@@ -55,6 +60,8 @@ func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
 // backoff, until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.cli.Close()
+	a.runCtx = ctx
+	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -154,7 +161,7 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 				o = &owned{}
 				m[s.Id] = o
 			}
-			o.Token, o.Agent, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Cwd
+			o.Token, o.Agent, o.Model, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Cwd
 		})
 		if err != nil {
 			return err
@@ -174,10 +181,11 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 // away: delivery is at-least-once, the node makes it exactly-once).
 func (a *Agent) catchUp(ctx context.Context, sessionID string, lastSeq, token int64) error {
 	o, _ := a.st.get(sessionID)
-	if lastSeq <= o.DeliveredSeq {
+	if lastSeq <= o.ReceivedSeq {
+		a.wake(sessionID) // a restart may have left accepted-but-unrun work
 		return nil
 	}
-	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: lastSeq})
+	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.ReceivedSeq + 1, EndSeq: lastSeq})
 	if err != nil {
 		return err
 	}
@@ -190,7 +198,8 @@ func (a *Agent) catchUp(ctx context.Context, sessionID string, lastSeq, token in
 	return a.deliver(sessionID, token, users)
 }
 
-// deliver records user messages as handed to the session's agent, each once.
+// deliver records user messages as received and wakes the session's
+// worker, which hands them to the agent in order, each exactly once.
 func (a *Agent) deliver(sessionID string, token int64, msgs []*castv1.Message) error {
 	o, ok := a.st.get(sessionID)
 	if !ok || token < o.Token {
@@ -198,38 +207,42 @@ func (a *Agent) deliver(sessionID string, token int64, msgs []*castv1.Message) e
 	}
 	var newest int64
 	for _, m := range msgs {
-		if m.Seq > o.DeliveredSeq {
+		if m.Seq > o.ReceivedSeq {
 			newest = max(newest, m.Seq)
 			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
 		}
 	}
-	if newest == 0 {
-		return nil // already delivered: exactly once across redeliveries
+	if newest > 0 {
+		if err := a.st.update(func(m map[string]*owned) { m[sessionID].ReceivedSeq = max(m[sessionID].ReceivedSeq, newest) }); err != nil {
+			return err
+		}
 	}
-	return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = max(m[sessionID].DeliveredSeq, newest) })
+	a.wake(sessionID)
+	return nil
 }
 
 // describe is the node's hello: name, labels, installed agents.
 func (a *Agent) describe() *castv1.Node {
 	host, _ := os.Hostname()
 	n := &castv1.Node{Name: a.cfg.Name, Labels: a.cfg.labels(), Os: runtime.GOOS, Hostname: host, CapabilityVersion: CapabilityVersion}
-	names := make([]string, 0, len(a.cfg.AgentBins))
-	for name := range a.cfg.AgentBins {
+	bins := a.cfg.bins()
+	names := make([]string, 0, len(bins))
+	for name := range bins {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		// LookPath only: running `--version` would write into a HOME.
-		if p, err := exec.LookPath(a.cfg.AgentBins[name]); err == nil {
-			n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: p})
-		}
+		// The path only: running `--version` would write into a HOME.
+		n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: bins[name]})
 	}
 	return n
 }
 
-// interrupt stops the session's running turn. Until turns run on the node
-// there is never one to stop.
+// interrupt stops the session's running turn, if there is one.
 func (a *Agent) interrupt(sessionID string) error {
 	a.lg.Info("interrupt requested", zap.String("session", sessionID))
-	return fmt.Errorf("session %s has no running turn on this node", sessionID)
+	if !a.workers.interrupt(sessionID) {
+		return fmt.Errorf("session %s has no running turn on this node", sessionID)
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ package nodeagent
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -31,8 +33,51 @@ type Config struct {
 	Labels       []string // user labels, e.g. linux, laptop
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
-	// AgentBins maps agent name to binary name looked up on PATH.
+	// AgentBins maps agent name to binary name looked up on PATH (or an
+	// absolute path).
 	AgentBins map[string]string
+	// Agents overrides per-agent setup (home, extra env, extra args).
+	Agents map[string]AgentSetup
+}
+
+// AgentSetup is how the node runs one agent.
+type AgentSetup struct {
+	Bin  string   // absolute path; default: AgentBins looked up on PATH
+	Home string   // its isolated HOME; default: DataDir/agents/<name>
+	Env  []string // extra environment (provider URLs, keys)
+	Args []string // extra CLI arguments (approval settings)
+}
+
+// agentSetup fills the defaults for one agent.
+func (c Config) agentSetup(name string) AgentSetup {
+	s := c.Agents[name]
+	if s.Home == "" {
+		s.Home = filepath.Join(c.DataDir, "agents", name)
+	}
+	if s.Bin == "" {
+		if bin := c.AgentBins[name]; bin != "" {
+			if p, err := exec.LookPath(bin); err == nil {
+				s.Bin = p
+			}
+		}
+	}
+	return s
+}
+
+// bins are the absolute CLI paths known up front, for the runner.
+func (c Config) bins() map[string]string {
+	out := map[string]string{}
+	for name := range c.AgentBins {
+		if s := c.agentSetup(name); s.Bin != "" {
+			out[name] = s.Bin
+		}
+	}
+	for name, s := range c.Agents {
+		if s.Bin != "" {
+			out[name] = s.Bin
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns defaults; Name is the hostname.

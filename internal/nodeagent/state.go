@@ -13,10 +13,27 @@ import (
 
 // owned is what the node remembers about a session it owns.
 type owned struct {
-	Token        int64  `json:"token"`
-	Agent        string `json:"agent"`
-	Cwd          string `json:"cwd"`
-	DeliveredSeq int64  `json:"delivered_seq"` // newest user message handed to the agent
+	Token int64  `json:"token"`
+	Agent string `json:"agent"`
+	Model string `json:"model,omitempty"`
+	Cwd   string `json:"cwd"`
+	// ReceivedSeq is the newest user message the node has been handed;
+	// DeliveredSeq the newest one an agent accepted in a turn. A turn that
+	// failed before the agent took the prompt moves neither back nor on,
+	// so the next attempt still carries it (FailedSeq stops a retry loop
+	// until a new message arrives).
+	ReceivedSeq  int64 `json:"received_seq"`
+	DeliveredSeq int64 `json:"delivered_seq"`
+	FailedSeq    int64 `json:"failed_seq,omitempty"`
+	// Native are the agent-native sessions (caches of the neutral copy).
+	Native map[string]*nativeSession `json:"native,omitempty"`
+}
+
+// nativeSession is one agent's native copy of the session.
+type nativeSession struct {
+	ID        string `json:"id"`
+	Path      string `json:"path,omitempty"`
+	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it
 }
 
 // state is the node's bookkeeping, persisted in DataDir/state.json after

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// turnRig is a control plane and a node whose agents talk to one fake model.
+type turnRig struct {
+	t    *testing.T
+	c    *client.Client
+	fake *fakemodel.Server
+}
+
+func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
+	srv := testharness.StartControlPlane(t, nil)
+	fake := fakemodel.Start(t)
+	setups := map[string]nodeagent.AgentSetup{}
+	for _, a := range agentNames {
+		home, env := agenttest.Env(t, a, fake.URL)
+		setups[a] = nodeagent.AgentSetup{Bin: agenttest.Bin(t, a), Home: home, Env: env}
+	}
+	testharness.StartNode(t, srv.Addr(), "worker", func(c *nodeagent.Config) { c.Agents = setups })
+	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake}
+	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {
+		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected
+	})
+	return r
+}
+
+func (r *turnRig) send(id, text string) int64 {
+	r.t.Helper()
+	resp, err := r.c.Sessions.SendMessage(context.Background(), &castv1.SendMessageRequest{SessionId: id, Text: text})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp.Message.Seq
+}
+
+// waitState waits until the session is in state with last_seq > after.
+func (r *turnRig) waitState(id string, st castv1.SessionState, after int64) *castv1.Session {
+	r.t.Helper()
+	var sess *castv1.Session
+	testharness.WaitFor(r.t, 3*time.Minute, fmt.Sprintf("session %s %v after seq %d", id, st, after), func() bool {
+		var err error
+		sess, err = r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		return err == nil && sess.State == st && sess.LastSeq > after
+	})
+	return sess
+}
+
+func (r *turnRig) messages(id string) []*castv1.Message {
+	r.t.Helper()
+	resp, err := r.c.Sessions.ListMessages(context.Background(), &castv1.ListMessagesRequest{SessionId: id})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp.Messages
+}
+
+func kinds(msgs []*castv1.Message) string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, strings.ToLower(strings.TrimPrefix(m.Kind.String(), "MESSAGE_KIND_")))
+	}
+	return strings.Join(out, ",")
+}
+
+// A real Claude Code turn on a real node: the tool call and its result are
+// synced into the neutral copy while the turn runs, the next message
+// resumes the same native session, and an interrupt stops the turn.
+func TestNodeRunsRealClaudeTurns(t *testing.T) {
+	r := newTurnRig(t, "claude")
+	cwd := t.TempDir()
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "TOOLCALL CMD[echo cast-tool-ok] please"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	msgs := r.messages(sess.Id)
+	if got := kinds(msgs); got != "user,tool_call,tool_result,assistant" {
+		t.Fatalf("after the first turn: %s", got)
+	}
+	if !strings.Contains(msgs[2].ToolResult.GetOutput(), "cast-tool-ok") || msgs[3].Agent != "claude" {
+		t.Fatalf("tool result %q, assistant by %q", msgs[2].ToolResult.GetOutput(), msgs[3].Agent)
+	}
+
+	// Second turn: the same native session, with the first turn in it.
+	seq := r.send(sess.Id, "second question MARK-2")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns := r.fake.Turns()
+	last := turns[len(turns)-1]
+	assertItems(t, last.Items, "TOOLCALL", "cast-tool-ok", "MARK-2")
+
+	// Interrupt a turn stuck on a slow model.
+	r.fake.Enqueue(fakemodel.Reply{Text: "too late", Delay: 2 * time.Minute})
+	seq = r.send(sess.Id, "slow MARK-5")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_RUNNING, seq-1)
+	start := time.Now()
+	testharness.WaitFor(t, 30*time.Second, "interrupt delivered", func() bool {
+		resp, err := r.c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: sess.Id})
+		return err == nil && resp.Delivered
+	})
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq-1)
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("interrupt took %s", d)
+	}
+}
+
+func assertItems(t *testing.T, items []fakemodel.Item, marks ...string) {
+	t.Helper()
+	at := 0
+	for _, it := range items {
+		if at < len(marks) && strings.Contains(it.Text+" "+it.ToolInput, marks[at]) {
+			at++
+		}
+	}
+	if at < len(marks) {
+		var b strings.Builder
+		for _, it := range items {
+			b.WriteString(it.String() + "\n")
+		}
+		t.Fatalf("the model did not receive %q in order; it got:\n%s", marks[at], b.String())
+	}
+}

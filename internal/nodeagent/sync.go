@@ -1,0 +1,134 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// syncer streams what a running turn writes into the neutral copy: the
+// runner emits native entries as they appear, the syncer batches them and
+// appends them with the owner's token while the turn still runs.
+type syncer struct {
+	a         *Agent
+	sessionID string
+	o         owned
+	turnKey   string
+
+	mu      sync.Mutex
+	pending []*castv1.Message
+	n       int
+	lastSeq int64
+	err     error // terminal (NOT_OWNER)
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+const syncBatch = 200
+
+func newSyncer(a *Agent, sessionID string, o owned, t runner.Turn) *syncer {
+	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+// emit is the runner's callback.
+func (s *syncer) emit(m transcript.Message) {
+	s.mu.Lock()
+	if m.Agent == "" {
+		m.Agent = s.o.Agent
+	}
+	if m.NativeID != "" {
+		m.ClientID = clientID(s.sessionID, s.o.Agent, "", m.NativeID, 0)
+	} else {
+		m.ClientID = clientID(s.sessionID, s.o.Agent, s.turnKey, "", s.n)
+	}
+	s.n++
+	s.pending = append(s.pending, wire.ToProto(m))
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *syncer) loop() {
+	defer close(s.done)
+	t := time.NewTicker(300 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		case <-t.C:
+		}
+		s.flush(context.Background())
+	}
+}
+
+// flush appends what is pending; a transient failure keeps it for later.
+func (s *syncer) flush(ctx context.Context) {
+	s.mu.Lock()
+	if s.err != nil || len(s.pending) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	batch := s.pending[:min(len(s.pending), syncBatch)]
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	resp, err := s.a.cli.Nodes.AppendOwnerMessages(cctx, &castv1.AppendOwnerMessagesRequest{
+		SessionId: s.sessionID, Node: s.a.cfg.Name, OwnerToken: s.o.Token, Messages: batch})
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if client.ReasonOf(err) == "NOT_OWNER" {
+			s.err = err
+		}
+		s.a.lg.Warn("sync to control plane failed", zap.String("session", s.sessionID), zap.Error(err))
+		return
+	}
+	for _, m := range resp.Messages {
+		s.lastSeq = max(s.lastSeq, m.Seq)
+	}
+	s.pending = s.pending[len(batch):]
+}
+
+// close stops the loop and flushes the rest, retrying a bounded number of
+// times; it returns the newest seq stored and any terminal error.
+func (s *syncer) close(ctx context.Context) (int64, error) {
+	close(s.stop)
+	<-s.done
+	for attempt := 0; attempt < 20; attempt++ {
+		s.flush(ctx)
+		s.mu.Lock()
+		left, err := len(s.pending), s.err
+		s.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 0 {
+		return s.lastSeq, fmt.Errorf("%d synced messages could not be stored", len(s.pending))
+	}
+	return s.lastSeq, nil
+}

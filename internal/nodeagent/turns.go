@@ -1,0 +1,283 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// workers runs at most one turn per session at a time, each session in its
+// own goroutine, woken when user messages arrive.
+type workers struct {
+	mu   sync.Mutex
+	byID map[string]*worker
+	wg   sync.WaitGroup
+}
+
+type worker struct {
+	wakeCh chan struct{}
+	mu     sync.Mutex
+	cancel context.CancelFunc // of the running turn, nil when idle
+}
+
+// wake starts (or nudges) the session's worker.
+func (a *Agent) wake(sessionID string) {
+	a.workers.mu.Lock()
+	defer a.workers.mu.Unlock()
+	if a.workers.byID == nil {
+		a.workers.byID = map[string]*worker{}
+	}
+	w := a.workers.byID[sessionID]
+	if w == nil {
+		w = &worker{wakeCh: make(chan struct{}, 1)}
+		a.workers.byID[sessionID] = w
+		a.workers.wg.Add(1)
+		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
+	}
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (ws *workers) interrupt(sessionID string) bool {
+	ws.mu.Lock()
+	w := ws.byID[sessionID]
+	ws.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return false
+	}
+	w.cancel()
+	return true
+}
+
+// work runs turns for the session until ctx ends.
+func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wakeCh:
+		}
+		for ctx.Err() == nil {
+			o, ok := a.st.get(sessionID)
+			if !ok || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
+				break
+			}
+			tctx, cancel := context.WithCancel(ctx)
+			w.mu.Lock()
+			w.cancel = cancel
+			w.mu.Unlock()
+			err := a.runTurn(tctx, sessionID, o)
+			w.mu.Lock()
+			w.cancel = nil
+			w.mu.Unlock()
+			cancel()
+			if err != nil {
+				a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
+				if client.ReasonOf(err) == "NOT_OWNER" {
+					a.drop(sessionID)
+					return
+				}
+			}
+		}
+	}
+}
+
+// runTurn hands the undelivered user messages to the agent as one turn.
+func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
+	lg := a.lg.With(zap.String("session", sessionID), zap.String("agent", o.Agent))
+	prompt, firstSeq, err := a.pendingPrompt(ctx, sessionID, o)
+	if err != nil {
+		return err
+	}
+	if prompt == "" { // nothing but non-user rows: just move the cursor
+		return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = o.ReceivedSeq })
+	}
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_RUNNING, "")
+	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt)
+	if err != nil {
+		return a.failTurn(ctx, sessionID, o, err.Error())
+	}
+	sync := newSyncer(a, sessionID, o, turn)
+	res, runErr := a.runner.Run(ctx, turn, sync.emit)
+	// Bookkeeping after the turn must not die with an interrupted turn's ctx.
+	ctx = a.runCtx
+	lastSeq, syncErr := sync.close(ctx)
+	var rerr *runner.Error
+	switch {
+	case syncErr != nil:
+		return syncErr
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted:
+		lg.Info("turn interrupted")
+	case runErr != nil:
+		// The agent did not take the prompt: nothing is marked as seen, so
+		// the next attempt (on the next message) still carries it.
+		return a.failTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error())
+	}
+	err = a.st.update(func(m map[string]*owned) {
+		s := m[sessionID]
+		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
+		if s.Native == nil {
+			s.Native = map[string]*nativeSession{}
+		}
+		ns := s.Native[o.Agent]
+		if ns == nil || ns.ID != res.NativeID {
+			ns = &nativeSession{ID: res.NativeID}
+			s.Native[o.Agent] = ns
+		}
+		ns.Path = res.NativePath
+		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, lastSeq) // never backwards
+	})
+	if err != nil {
+		return err
+	}
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "")
+	lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
+	return nil
+}
+
+func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string) error {
+	_ = a.st.update(func(m map[string]*owned) { m[sessionID].FailedSeq = o.ReceivedSeq })
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason)
+	return errors.New(reason)
+}
+
+// pendingPrompt joins the user messages after DeliveredSeq.
+func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (string, int64, error) {
+	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{
+		SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq})
+	if err != nil {
+		return "", 0, err
+	}
+	var parts []string
+	var first int64
+	for _, m := range resp.Messages {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			if first == 0 {
+				first = m.Seq
+			}
+			parts = append(parts, m.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n"), first, nil
+}
+
+// prepareTurn decides between resuming the agent's native session, a
+// rebuild from the neutral copy, and a fresh native session.
+func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string) (runner.Turn, error) {
+	setup := a.cfg.agentSetup(o.Agent)
+	t := runner.Turn{Agent: o.Agent, Model: o.Model, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: setup.Env, Args: setup.Args}
+	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {
+		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
+	}
+	if err := os.MkdirAll(t.Home, 0o700); err != nil {
+		return t, err
+	}
+	before := firstSeq - 1
+	if ns := o.Native[o.Agent]; ns != nil && ns.KnownUpto >= before {
+		t.NativeID, t.NativePath = ns.ID, ns.Path
+		return t, nil
+	}
+	history, err := a.history(ctx, sessionID, before)
+	if err != nil || !hasContent(history) {
+		return t, err // fresh: nothing before this prompt
+	}
+	if err := agents.CheckTakeover(o.Agent, true); err != nil {
+		return t, err
+	}
+	w, err := codecs.Writer(o.Agent, codecs.WriterOptions{OpenCodeBin: a.cfg.agentSetup("opencode").Bin, Env: setup.Env})
+	if err != nil {
+		return t, err
+	}
+	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model}
+	if ns := o.Native[o.Agent]; ns != nil {
+		target.NativeID = ns.ID
+	}
+	written, err := w.Write(target, history)
+	if err != nil {
+		return t, fmt.Errorf("rebuild the %s transcript: %w", o.Agent, err)
+	}
+	t.NativeID, t.NativePath = written.NativeID, written.Path
+	return t, nil
+}
+
+// history reads the neutral transcript up to seq.
+func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]transcript.Message, error) {
+	if upto < 1 {
+		return nil, nil
+	}
+	var out []transcript.Message
+	tok := ""
+	for {
+		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: 1, EndSeq: upto, PageToken: tok})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range resp.Messages {
+			out = append(out, wire.FromProto(m))
+		}
+		if tok = resp.NextPageToken; tok == "" {
+			return out, nil
+		}
+	}
+}
+
+func hasContent(msgs []transcript.Message) bool {
+	for i := range msgs {
+		if msgs[i].IsContent() {
+			return true
+		}
+	}
+	return false
+}
+
+// report records the session's state; a failure is logged, not fatal (the
+// next report corrects it).
+func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string) {
+	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
+		OwnerToken: o.Token, State: st, StateReason: clipReason(reason)})
+	if err != nil {
+		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
+	}
+}
+
+func clipReason(s string) string {
+	if len(s) > 1000 {
+		return s[:1000] + "…"
+	}
+	return s
+}
+
+// drop forgets a session this node no longer owns.
+func (a *Agent) drop(sessionID string) {
+	a.lg.Warn("session owned elsewhere now; dropping it", zap.String("session", sessionID))
+	_ = a.st.update(func(m map[string]*owned) { delete(m, sessionID) })
+}
+
+// clientID derives a stable client id for a synced native entry, so
+// re-syncing the same entry (after a restart) stores it once.
+func clientID(sessionID, agent, nativeSession, entry string, n int) string {
+	h := sha256.Sum256([]byte(strings.Join([]string{sessionID, agent, nativeSession, entry, fmt.Sprint(n)}, "\x00")))
+	return "n." + hex.EncodeToString(h[:12])
+}
