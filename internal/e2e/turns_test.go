@@ -9,8 +9,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
