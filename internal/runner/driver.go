@@ -111,7 +111,7 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 func (d *driver) args() ([]string, error) {
 	c := d.a.Commands
 	d.mu.Lock()
-	vars := map[string]string{"prompt": d.t.Prompt, "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort}
+	vars := map[string]string{"prompt": cliPrompt(d.a.Name, d.t.Prompt), "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort}
 	d.mu.Unlock()
 	var tmpl []string
 	switch {
@@ -448,4 +448,18 @@ func piByHeader(pattern, id string) string {
 		}
 	}
 	return ""
+}
+
+// cliPrompt is the prompt as passed on the command line. A leading "-"
+// would be parsed as a flag, so it gets a leading space. Gemini treats a
+// prompt starting with "/" or "?" as a command and drops such user text on
+// resume: it gets gemini's escape (its Reader takes it off again).
+func cliPrompt(agent, prompt string) string {
+	if agent == "gemini" {
+		prompt = gemini.Escape(prompt)
+	}
+	if strings.HasPrefix(prompt, "-") {
+		prompt = " " + prompt
+	}
+	return prompt
 }

@@ -493,3 +493,38 @@ func TestSlowTool(t *testing.T) {
 		})
 	}
 }
+
+// TestAwkwardPrompts: prompts a CLI could take for a flag or a slash
+// command reach the model as text, and are still recognised as the prompt.
+func TestAwkwardPrompts(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			r, turn := setup(t, c, fake.URL)
+			var native runner.Result
+			for i, p := range []string{"-v looks like a flag DASH-ONE", "/tmp/x looks like a command SLASH-TWO", "? is a question QMARK-THREE"} {
+				turn.Prompt = p
+				turn.NativeID, turn.NativePath = native.NativeID, native.NativePath
+				res, got, _, err := run(t, r, turn)
+				if err != nil {
+					t.Fatalf("prompt %q: %v", p, err)
+				}
+				native = res
+				if !res.PromptSeen {
+					t.Errorf("prompt %q not recognised", p)
+				}
+				if k := kinds(got); !equalKinds(k, []transcript.Kind{transcript.KindAssistant}) {
+					t.Fatalf("prompt %q: emitted %v, want the answer only", p, k)
+				}
+				marker := strings.Fields(p)[len(strings.Fields(p))-1]
+				if !strings.Contains(got[0].msg.Text, marker) {
+					t.Errorf("prompt %q: the model saw %q", p, got[0].msg.Text)
+				}
+				if i > 0 && !strings.Contains(lastTurnText(t, fake), "DASH-ONE") {
+					t.Errorf("prompt %q: history lost:\n%s", p, lastTurnText(t, fake))
+				}
+			}
+		})
+	}
+}
