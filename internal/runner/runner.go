@@ -32,6 +32,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -82,6 +84,10 @@ type Turn struct {
 	// agent's approval settings (claude "--allowedTools Bash", gemini
 	// "--yolo").
 	Args []string
+	// OnStart, when set, is called once the CLI runs, with its process
+	// (and process group) id: the CLI outlives a crashed daemon, so a
+	// daemon that records it can find the group again.
+	OnStart func(pid int)
 }
 
 // Result is how a turn ended.
@@ -216,6 +222,9 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	res.PID = cmd.Process.Pid
 	pgid := cmd.Process.Pid
 	r.logf("runner: %s started pid %d: %s %q", t.Agent, pgid, bin, args)
+	if t.OnStart != nil {
+		t.OnStart(pgid)
+	}
 
 	var emitMu sync.Mutex
 	lastModel := t.Model
@@ -377,4 +386,55 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Native reads the whole native session t names (NativeID and/or
+// NativePath under t.Home) as neutral messages, Agent set, NativeID as the
+// live sync emits it: a daemon that restarted mid-turn compares it with the
+// neutral copy by NativeID to emit what it missed. OpenCode's session is
+// read with `opencode export`. Gemini re-expresses its history when it
+// resumes, so messages from before the latest gemini resume may carry new
+// NativeIDs: compare those by content.
+func (r *Runner) Native(ctx context.Context, t Turn) ([]transcript.Message, error) {
+	a, ok := agents.Lookup(t.Agent)
+	if !ok {
+		return nil, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("unknown agent %q", t.Agent)}
+	}
+	if t.NativeID == "" && t.NativePath == "" {
+		return nil, &Error{Reason: ReasonNoSession, Detail: "no native id or path"}
+	}
+	d, err := newDriver(a, t, r.logf)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []transcript.Message
+	if a.Name == "opencode" {
+		env := buildEnv(a, t)
+		bin, err := r.lookBin(a, env)
+		if err != nil {
+			return nil, &Error{Reason: ReasonBinaryNotFound, Detail: err.Error()}
+		}
+		l := opencode.Loader{Bin: bin, Env: env}
+		out, err := l.Export(ctx, agents.Target{Home: d.home, Cwd: t.Cwd}, d.id)
+		if err != nil {
+			return nil, err
+		}
+		p, err := opencode.Parse(bytes.NewReader(out))
+		if err != nil {
+			return nil, err
+		}
+		msgs = p.Messages
+	} else {
+		d.locate()
+		if d.path == "" {
+			return nil, &Error{Reason: ReasonNoSession, Detail: fmt.Sprintf("no %s session %s under %s", a.Name, d.id, d.home)}
+		}
+		if msgs, err = d.tail.reader.Read(d.path); err != nil {
+			return nil, err
+		}
+	}
+	for i := range msgs {
+		msgs[i].Agent = a.Name
+	}
+	return msgs, nil
 }

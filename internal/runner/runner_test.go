@@ -243,6 +243,25 @@ func TestTurns(t *testing.T) {
 				t.Errorf("tool result emitted only %s before the turn ended; want it synced while the turn runs", lead)
 			}
 
+			// Everything emitted is in the native session under the same
+			// NativeID (what a restarted daemon compares against).
+			all, err := r.Native(context.Background(), runner.Turn{Agent: c.agent, Home: turn.Home, Cwd: turn.Cwd, Env: turn.Env, NativeID: res.NativeID})
+			if err != nil {
+				t.Fatalf("Native: %v", err)
+			}
+			byID := map[string]transcript.Kind{}
+			for _, m := range all {
+				byID[m.NativeID] = m.Kind
+			}
+			for _, e := range got {
+				if k, ok := byID[e.msg.NativeID]; !ok || k != e.msg.Kind {
+					t.Errorf("emitted %s %s is not in the native session (%d messages)", e.msg.Kind, e.msg.NativeID, len(all))
+				}
+			}
+			if len(all) != len(got)+1 || all[0].Kind != transcript.KindUser {
+				t.Errorf("native session holds %d messages, want the prompt and the %d emitted", len(all), len(got))
+			}
+
 			// Second turn on the returned native session.
 			proxy.setDelay(nil)
 			turn.NativeID, turn.NativePath = res.NativeID, res.NativePath
@@ -316,6 +335,8 @@ func TestInterrupt(t *testing.T) {
 			proxy.setDelay(func([]byte) time.Duration { return 90 * time.Second })
 			r, turn := setup(t, c, proxy.URL)
 			turn.Prompt = "this reply never comes"
+			startedPID := 0
+			turn.OnStart = func(pid int) { startedPID = pid }
 			ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
 			defer cancel()
 			blocked := make(chan bool, 1)
@@ -342,8 +363,8 @@ func TestInterrupt(t *testing.T) {
 			if n := len(fake.Turns()); n != 0 {
 				t.Errorf("%d model turns were answered; the held request must not complete", n)
 			}
-			if res.PID == 0 {
-				t.Fatal("no pid")
+			if res.PID == 0 || startedPID != res.PID {
+				t.Fatalf("pid %d, OnStart saw %d", res.PID, startedPID)
 			}
 			if err := syscall.Kill(-res.PID, 0); !errors.Is(err, syscall.ESRCH) {
 				t.Fatalf("process group %d still has members (kill -0: %v): %v", res.PID, err, groupMembers(res.PID))
