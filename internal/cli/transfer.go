@@ -56,6 +56,7 @@ func (a *app) importCmd() *cobra.Command {
 			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
 				sess, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{
 					Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
+					HistoryMessages: int64(len(msgs)),
 				})
 				return err
 			})

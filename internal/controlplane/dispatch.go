@@ -63,12 +63,20 @@ func (d *dispatcher) apply(c store.Change) {
 		d.s.hub.assign(sess, o.Token)
 		return
 	}
-	if c.Interrupt {
+	if c.Op != "" {
 		d.mu.Lock()
 		o, ok := d.owners[c.Session]
 		d.mu.Unlock()
-		if ok {
+		if !ok {
+			return
+		}
+		switch c.Op {
+		case store.OpInterrupt:
 			d.s.hub.interrupt(o.Node, c.Session)
+		case store.OpRefresh:
+			if sess, err := d.s.store.GetSession(context.Background(), c.Session); err == nil {
+				d.s.hub.assign(sess, o.Token)
+			}
 		}
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -34,6 +35,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if err := validText(req.Text, true); err != nil {
 		return nil, err
 	}
+	if req.HistoryMessages < 0 || (req.HistoryMessages > 0 && req.Text != "") {
+		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
+	}
 	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
 		return nil, invalid("cwd must be an absolute path")
 	}
@@ -47,6 +51,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
+		HistorySeq: req.HistoryMessages,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -167,6 +172,42 @@ func (h *sessionService) ExportSession(req *castv1.ExportSessionRequest, stream 
 	return toStatus(h.s.lg, err)
 }
 
+func (h *sessionService) SwitchSession(ctx context.Context, req *castv1.SwitchSessionRequest) (*castv1.Session, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	for _, v := range []string{req.Agent, req.Model, req.Effort} {
+		if v != "" && !ids.ValidModel(v) {
+			return nil, invalid("%s is not a valid agent, model or effort name", quote(v))
+		}
+	}
+	sess, err := moves.Switch(ctx, h.s.store, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort})
+	return sess, toStatus(h.s.lg, err)
+}
+
+func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessionRequest) (*castv1.Session, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if req.AtSeq < 0 {
+		return nil, invalid("at_seq must not be negative")
+	}
+	if req.Node != "" && !ids.ValidName(req.Node) {
+		return nil, invalid("node name %s is malformed", quote(req.Node))
+	}
+	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
+		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	}
+	for _, v := range []string{req.Agent, req.Model} {
+		if v != "" && !ids.ValidModel(v) {
+			return nil, invalid("%s is not a valid agent or model name", quote(v))
+		}
+	}
+	sess, err := moves.Fork(ctx, h.s.store, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
+		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId})
+	return sess, toStatus(h.s.lg, err)
+}
+
 func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
@@ -176,7 +217,7 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 		return nil, toStatus(h.s.lg, err)
 	}
 	// Through etcd, so the replica holding the owner's stream sends it.
-	if err := h.s.store.RequestInterrupt(ctx, req.SessionId); err != nil {
+	if err := h.s.store.RequestOp(ctx, req.SessionId, store.OpInterrupt); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	connected, err := h.s.store.NodeConnected(ctx, node)

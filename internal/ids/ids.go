@@ -21,6 +21,8 @@ var (
 	sessionRE = regexp.MustCompile(`^[0-9a-z]{7,32}$`)
 	// Names of nodes, agents, labels: DNS-label-like, no leading dash.
 	nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+	// Models and efforts: "claude-sonnet-4-5", "openai/gpt-5", "high".
+	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 	// Client/request ids: ULIDs, UUIDs or similar opaque tokens.
 	clientRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 )
@@ -49,3 +51,7 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // ValidClientID reports whether s is a well-formed client or request id.
 func ValidClientID(s string) bool { return clientRE.MatchString(s) }
+
+// ValidModel reports whether s is a well-formed model, agent or effort name
+// (it reaches agent command lines as one argument, never a shell).
+func ValidModel(s string) bool { return modelRE.MatchString(s) }

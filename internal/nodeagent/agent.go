@@ -161,7 +161,14 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 				o = &owned{}
 				m[s.Id] = o
 			}
-			o.Token, o.Agent, o.Model, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Cwd
+			if o.Agent != "" && o.Agent != s.Agent {
+				// Switched: what failed for the old agent goes to the new one.
+				o.FailedSeq = 0
+			}
+			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
+			// Imported or forked history is context, never a new prompt.
+			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq)
+			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq)
 		})
 		if err != nil {
 			return err

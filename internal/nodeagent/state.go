@@ -13,10 +13,11 @@ import (
 
 // owned is what the node remembers about a session it owns.
 type owned struct {
-	Token int64  `json:"token"`
-	Agent string `json:"agent"`
-	Model string `json:"model,omitempty"`
-	Cwd   string `json:"cwd"`
+	Token  int64  `json:"token"`
+	Agent  string `json:"agent"`
+	Model  string `json:"model,omitempty"`
+	Effort string `json:"effort,omitempty"`
+	Cwd    string `json:"cwd"`
 	// ReceivedSeq is the newest user message the node has been handed;
 	// DeliveredSeq the newest one an agent accepted in a turn. A turn that
 	// failed before the agent took the prompt moves neither back nor on,

@@ -187,7 +187,7 @@ func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (s
 // rebuild from the neutral copy, and a fresh native session.
 func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string) (runner.Turn, error) {
 	setup := a.cfg.agentSetup(o.Agent)
-	t := runner.Turn{Agent: o.Agent, Model: o.Model, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: setup.Env, Args: setup.Args}
+	t := runner.Turn{Agent: o.Agent, Model: o.Model, Effort: o.Effort, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: setup.Env, Args: setup.Args}
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {
 		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
 	}

@@ -46,6 +46,22 @@ func (s *Store) ReassignOwner(ctx context.Context, sessionID string, expect int6
 // owner-side append) and returns the session as stored.
 func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state castv1.SessionState, reason string) (*castv1.Session, error) {
 	defer s.observe("set_state", time.Now())
+	return s.mutate(ctx, sessionID, g, func(sess *castv1.Session) error {
+		sess.State, sess.StateReason = state, reason
+		return nil
+	})
+}
+
+// UpdateSession applies fn to the session record (agent, model, ...) in a
+// read-modify-write txn; it is not owner-fenced.
+func (s *Store) UpdateSession(ctx context.Context, sessionID string, fn func(*castv1.Session) error) (*castv1.Session, error) {
+	defer s.observe("update_session", time.Now())
+	return s.mutate(ctx, sessionID, Guard{}, fn)
+}
+
+// mutate is an optimistic read-modify-write of the session record, also
+// comparing the owner token when g has one.
+func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
 		if err != nil {
@@ -62,22 +78,27 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state c
 		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
 			return nil, errs.Internal(err, "decode session")
 		}
-		sess.State, sess.StateReason, sess.UpdateTime = state, reason, timestamppb.Now()
+		if err := fn(sess); err != nil {
+			return nil, err
+		}
+		sess.UpdateTime = timestamppb.Now()
+		sess.Node, sess.LastSeq = "", 0 // live fields, derived on read
 		val, err := proto.Marshal(sess)
 		if err != nil {
 			return nil, errs.Internal(err, "encode session")
 		}
-		tx, err := s.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(s.sessionKey(sessionID)), "=", kvs[0].ModRevision),
-			clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token),
-		).Then(clientv3.OpPut(s.sessionKey(sessionID), string(val))).Commit()
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.sessionKey(sessionID)), "=", kvs[0].ModRevision)}
+		if g.Token != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token))
+		}
+		tx, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.sessionKey(sessionID), string(val))).Commit()
 		if err != nil {
 			return nil, err
 		}
 		if tx.Succeeded {
 			return s.GetSession(ctx, sessionID)
 		}
-		s.m.TxnConflicts.WithLabelValues("set_state").Inc()
+		s.m.TxnConflicts.WithLabelValues("update_session").Inc()
 	}
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "session kept changing; retry")
 }

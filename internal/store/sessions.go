@@ -20,7 +20,9 @@ type CreateParams struct {
 	Agent, Model, Cwd, Title string
 	Node                     string // owner; must be connected at commit
 	RequestID                string // optional; a retry returns the same session
-	ParentID                 string
+	ParentID, RootID         string
+	ForkedAtSeq, HistorySeq  int64
+	Effort                   string
 	Subagent                 bool
 }
 
@@ -44,7 +46,10 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent,
+			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq,
+		}
+		if sess.RootId == "" {
+			sess.RootId = id
 		}
 		val, err := proto.Marshal(sess)
 		if err != nil {

@@ -108,9 +108,15 @@ type Change struct {
 	Owner   *OwnerChange    // a session got (or changed) its owner
 	Message *castv1.Message // a message was appended
 	Session string          // the session a Message or Interrupt belongs to
-	// Interrupt: someone asked to interrupt the session's turn.
-	Interrupt bool
+	// Op is a request for the owner node: OpInterrupt or OpRefresh.
+	Op string
 }
+
+// Ops relayed to the replica that holds the owner node's stream.
+const (
+	OpInterrupt = "interrupt" // stop the running turn
+	OpRefresh   = "refresh"   // the session record changed; re-assign it
+)
 
 // OwnerChange is a new owner and its fencing token.
 type OwnerChange struct {
@@ -147,8 +153,9 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 		for _, ev := range wr.Events {
 			key := string(ev.Kv.Key)
 			switch {
-			case strings.HasPrefix(key, s.key("ops")+"/") && strings.HasSuffix(key, "/interrupt"):
-				fn(Change{Interrupt: true, Session: lastPart(strings.TrimSuffix(key, "/interrupt"))})
+			case strings.HasPrefix(key, s.key("ops")+"/"):
+				sid, op, _ := strings.Cut(strings.TrimPrefix(key, s.key("ops")+"/"), "/")
+				fn(Change{Op: op, Session: sid})
 			case strings.HasPrefix(key, s.key("owners")+"/"):
 				fn(Change{Owner: &OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
 			case strings.HasPrefix(key, from):
@@ -166,10 +173,10 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 	return ctx.Err()
 }
 
-// RequestInterrupt records a request to stop the session's turn; the
-// dispatcher of the replica holding the owner's stream acts on it. The key
-// expires by itself.
-func (s *Store) RequestInterrupt(ctx context.Context, sessionID string) error {
+// RequestOp records a request for the session's owner node (OpInterrupt,
+// OpRefresh); the dispatcher of the replica holding the owner's stream acts
+// on it. The key expires by itself.
+func (s *Store) RequestOp(ctx context.Context, sessionID, op string) error {
 	if _, _, err := s.Owner(ctx, sessionID); err != nil {
 		return err
 	}
@@ -177,7 +184,7 @@ func (s *Store) RequestInterrupt(ctx context.Context, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.cli.Put(ctx, s.key("ops", sessionID, "interrupt"), time.Now().UTC().Format(time.RFC3339Nano), clientv3.WithLease(l.ID))
+	_, err = s.cli.Put(ctx, s.key("ops", sessionID, op), time.Now().UTC().Format(time.RFC3339Nano), clientv3.WithLease(l.ID))
 	return err
 }
 

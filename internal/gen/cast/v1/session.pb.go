@@ -188,7 +188,16 @@ type Session struct {
 	// parent_id is the session this one was forked or spawned from.
 	ParentId string `protobuf:"bytes,12,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	// subagent marks a nested worker session, hidden from `cast ls` by default.
-	Subagent      bool `protobuf:"varint,13,opt,name=subagent,proto3" json:"subagent,omitempty"`
+	Subagent bool `protobuf:"varint,13,opt,name=subagent,proto3" json:"subagent,omitempty"`
+	// root_id is the first session of this fork lineage (itself for a root).
+	RootId string `protobuf:"bytes,14,opt,name=root_id,json=rootId,proto3" json:"root_id,omitempty"`
+	// forked_at_seq is the parent's last seq copied into this fork.
+	ForkedAtSeq int64 `protobuf:"varint,15,opt,name=forked_at_seq,json=forkedAtSeq,proto3" json:"forked_at_seq,omitempty"`
+	// effort is the agent's reasoning effort, empty for its default.
+	Effort string `protobuf:"bytes,16,opt,name=effort,proto3" json:"effort,omitempty"`
+	// history_seq marks messages up to this seq as history (an import or a
+	// fork's copy): they are never handed to an agent as new prompts.
+	HistorySeq    int64 `protobuf:"varint,17,opt,name=history_seq,json=historySeq,proto3" json:"history_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +321,34 @@ func (x *Session) GetSubagent() bool {
 		return x.Subagent
 	}
 	return false
+}
+
+func (x *Session) GetRootId() string {
+	if x != nil {
+		return x.RootId
+	}
+	return ""
+}
+
+func (x *Session) GetForkedAtSeq() int64 {
+	if x != nil {
+		return x.ForkedAtSeq
+	}
+	return 0
+}
+
+func (x *Session) GetEffort() string {
+	if x != nil {
+		return x.Effort
+	}
+	return ""
+}
+
+func (x *Session) GetHistorySeq() int64 {
+	if x != nil {
+		return x.HistorySeq
+	}
+	return 0
 }
 
 // ToolCall is a model's request to run a tool.
@@ -609,7 +646,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x03\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -626,7 +663,12 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x1b\n" +
 	"\tparent_id\x18\f \x01(\tR\bparentId\x12\x1a\n" +
-	"\bsubagent\x18\r \x01(\bR\bsubagent\"D\n" +
+	"\bsubagent\x18\r \x01(\bR\bsubagent\x12\x17\n" +
+	"\aroot_id\x18\x0e \x01(\tR\x06rootId\x12\"\n" +
+	"\rforked_at_seq\x18\x0f \x01(\x03R\vforkedAtSeq\x12\x16\n" +
+	"\x06effort\x18\x10 \x01(\tR\x06effort\x12\x1f\n" +
+	"\vhistory_seq\x18\x11 \x01(\x03R\n" +
+	"historySeq\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

@@ -37,9 +37,12 @@ type CreateSessionRequest struct {
 	// request_id makes a retried create return the same session.
 	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// title is an optional label.
-	Title         string `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Title string `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	// history_messages is how many messages the caller will append next as
+	// history (an import); they are never delivered to the agent as prompts.
+	HistoryMessages int64 `protobuf:"varint,8,opt,name=history_messages,json=historyMessages,proto3" json:"history_messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -119,6 +122,13 @@ func (x *CreateSessionRequest) GetTitle() string {
 		return x.Title
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetHistoryMessages() int64 {
+	if x != nil {
+		return x.HistoryMessages
+	}
+	return 0
 }
 
 // GetSessionRequest names one session.
@@ -969,11 +979,175 @@ func (x *InterruptSessionResponse) GetDelivered() bool {
 	return false
 }
 
+// SwitchSessionRequest names the new agent, model or effort.
+type SwitchSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// agent is the new agent; empty keeps the current one.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// model is the new model; empty keeps it (or the new agent's default).
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// effort is the new reasoning effort; empty keeps it.
+	Effort        string `protobuf:"bytes,4,opt,name=effort,proto3" json:"effort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwitchSessionRequest) Reset() {
+	*x = SwitchSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchSessionRequest) ProtoMessage() {}
+
+func (x *SwitchSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchSessionRequest.ProtoReflect.Descriptor instead.
+func (*SwitchSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SwitchSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SwitchSessionRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SwitchSessionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SwitchSessionRequest) GetEffort() string {
+	if x != nil {
+		return x.Effort
+	}
+	return ""
+}
+
+// ForkSessionRequest copies a session into a new one.
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session to fork.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// at_seq is the last seq copied; 0 means the tip.
+	AtSeq int64 `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`
+	// agent runs the fork; empty keeps the parent's agent.
+	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// model for the fork; empty keeps the parent's (same agent) or the default.
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// node owns the fork; empty keeps the parent's node.
+	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	// request_id makes a retried fork return the same session.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ForkSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetAtSeq() int64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\xb1\x01\n" +
+	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\xdc\x01\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -982,7 +1156,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x14\n" +
-	"\x05title\x18\a \x01(\tR\x05title\"#\n" +
+	"\x05title\x18\a \x01(\tR\x05title\x12)\n" +
+	"\x10history_messages\x18\b \x01(\x03R\x0fhistoryMessages\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"~\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
@@ -1036,7 +1211,22 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"8\n" +
 	"\x18InterruptSessionResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\bR\tdelivered2\xbf\x05\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"y\n" +
+	"\x14SwitchSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
+	"\x06effort\x18\x04 \x01(\tR\x06effort\"\xa9\x01\n" +
+	"\x12ForkSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06at_seq\x18\x02 \x01(\x03R\x05atSeq\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId2\xbf\x06\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -1045,7 +1235,9 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\vSendMessage\x12\x1b.cast.v1.SendMessageRequest\x1a\x1c.cast.v1.SendMessageResponse\x12Q\n" +
 	"\x0eAppendMessages\x12\x1e.cast.v1.AppendMessagesRequest\x1a\x1f.cast.v1.AppendMessagesResponse\x12K\n" +
 	"\fListMessages\x12\x1c.cast.v1.ListMessagesRequest\x1a\x1d.cast.v1.ListMessagesResponse\x12P\n" +
-	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12W\n" +
+	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12@\n" +
+	"\rSwitchSession\x12\x1d.cast.v1.SwitchSessionRequest\x1a\x10.cast.v1.Session\x12<\n" +
+	"\vForkSession\x12\x1b.cast.v1.ForkSessionRequest\x1a\x10.cast.v1.Session\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
@@ -1061,7 +1253,7 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_cast_v1_session_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),     // 0: cast.v1.CreateSessionRequest
 	(*GetSessionRequest)(nil),        // 1: cast.v1.GetSessionRequest
@@ -1079,19 +1271,21 @@ var file_cast_v1_session_service_proto_goTypes = []any{
 	(*WatchSessionResponse)(nil),     // 13: cast.v1.WatchSessionResponse
 	(*InterruptSessionRequest)(nil),  // 14: cast.v1.InterruptSessionRequest
 	(*InterruptSessionResponse)(nil), // 15: cast.v1.InterruptSessionResponse
-	(*Session)(nil),                  // 16: cast.v1.Session
-	(*Message)(nil),                  // 17: cast.v1.Message
+	(*SwitchSessionRequest)(nil),     // 16: cast.v1.SwitchSessionRequest
+	(*ForkSessionRequest)(nil),       // 17: cast.v1.ForkSessionRequest
+	(*Session)(nil),                  // 18: cast.v1.Session
+	(*Message)(nil),                  // 19: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	16, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	17, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	17, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	17, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	17, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	16, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	17, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	17, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	16, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	18, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	19, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	19, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	19, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	19, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	18, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	19, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	19, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	18, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
 	0,  // 9: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
 	1,  // 10: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
 	2,  // 11: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
@@ -1099,19 +1293,23 @@ var file_cast_v1_session_service_proto_depIdxs = []int32{
 	6,  // 13: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
 	8,  // 14: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
 	10, // 15: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	14, // 16: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	12, // 17: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	16, // 18: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	16, // 19: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 20: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 21: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 22: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 23: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 24: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	15, // 25: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	13, // 26: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
+	16, // 16: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
+	17, // 17: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
+	14, // 18: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	12, // 19: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	18, // 20: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	18, // 21: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 22: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 23: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 24: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 25: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 26: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	18, // 27: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	18, // 28: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	15, // 29: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	13, // 30: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	20, // [20:31] is the sub-list for method output_type
+	9,  // [9:20] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1133,7 +1331,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,8 @@ const (
 	SessionService_AppendMessages_FullMethodName   = "/cast.v1.SessionService/AppendMessages"
 	SessionService_ListMessages_FullMethodName     = "/cast.v1.SessionService/ListMessages"
 	SessionService_ExportSession_FullMethodName    = "/cast.v1.SessionService/ExportSession"
+	SessionService_SwitchSession_FullMethodName    = "/cast.v1.SessionService/SwitchSession"
+	SessionService_ForkSession_FullMethodName      = "/cast.v1.SessionService/ForkSession"
 	SessionService_InterruptSession_FullMethodName = "/cast.v1.SessionService/InterruptSession"
 	SessionService_WatchSession_FullMethodName     = "/cast.v1.SessionService/WatchSession"
 )
@@ -52,6 +54,12 @@ type SessionServiceClient interface {
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
 	// all read at one store revision.
 	ExportSession(ctx context.Context, in *ExportSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportSessionResponse], error)
+	// SwitchSession changes the agent, model or effort of a session in place;
+	// the conversation id stays the same.
+	SwitchSession(ctx context.Context, in *SwitchSessionRequest, opts ...grpc.CallOption) (*Session, error)
+	// ForkSession creates a new session holding a copy of this one up to a
+	// seq, on the same or another agent; the original keeps running.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*Session, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -145,6 +153,26 @@ func (c *sessionServiceClient) ExportSession(ctx context.Context, in *ExportSess
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ExportSessionClient = grpc.ServerStreamingClient[ExportSessionResponse]
 
+func (c *sessionServiceClient) SwitchSession(ctx context.Context, in *SwitchSessionRequest, opts ...grpc.CallOption) (*Session, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Session)
+	err := c.cc.Invoke(ctx, SessionService_SwitchSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*Session, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Session)
+	err := c.cc.Invoke(ctx, SessionService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InterruptSessionResponse)
@@ -196,6 +224,12 @@ type SessionServiceServer interface {
 	// ExportSession streams the whole transcript in pages of up to 500 messages,
 	// all read at one store revision.
 	ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[ExportSessionResponse]) error
+	// SwitchSession changes the agent, model or effort of a session in place;
+	// the conversation id stays the same.
+	SwitchSession(context.Context, *SwitchSessionRequest) (*Session, error)
+	// ForkSession creates a new session holding a copy of this one up to a
+	// seq, on the same or another agent; the original keeps running.
+	ForkSession(context.Context, *ForkSessionRequest) (*Session, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -230,6 +264,12 @@ func (UnimplementedSessionServiceServer) ListMessages(context.Context, *ListMess
 }
 func (UnimplementedSessionServiceServer) ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[ExportSessionResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ExportSession not implemented")
+}
+func (UnimplementedSessionServiceServer) SwitchSession(context.Context, *SwitchSessionRequest) (*Session, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SwitchSession not implemented")
+}
+func (UnimplementedSessionServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*Session, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InterruptSession not implemented")
@@ -377,6 +417,42 @@ func _SessionService_ExportSession_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_ExportSessionServer = grpc.ServerStreamingServer[ExportSessionResponse]
 
+func _SessionService_SwitchSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SwitchSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SwitchSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SwitchSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SwitchSession(ctx, req.(*SwitchSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_InterruptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InterruptSessionRequest)
 	if err := dec(in); err != nil {
@@ -436,6 +512,14 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListMessages",
 			Handler:    _SessionService_ListMessages_Handler,
+		},
+		{
+			MethodName: "SwitchSession",
+			Handler:    _SessionService_SwitchSession_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _SessionService_ForkSession_Handler,
 		},
 		{
 			MethodName: "InterruptSession",

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+func (a *app) switchCmd() *cobra.Command {
+	var id, agent, model, effort string
+	var fork bool
+	cmd := &cobra.Command{
+		Use:   "switch -s ID [--agent A] [--model M] [--effort E] [--fork]",
+		Short: "Switch a session's agent, model or effort in place (--fork: onto a new fork instead)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				return usagef("-s ID is required; `cast ls` lists sessions")
+			}
+			if agent == "" && model == "" && effort == "" {
+				return usagef("say what to switch to: --agent, --model or --effort")
+			}
+			if fork {
+				if effort != "" {
+					return usagef("--effort cannot be set on a fork yet; fork, then switch the fork")
+				}
+				return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, Agent: agent, Model: model, RequestId: ids.NewClientID()})
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(sess))
+			}
+			fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	cmd.Flags().StringVar(&agent, "agent", "", "new agent")
+	cmd.Flags().StringVar(&model, "model", "", "new model")
+	cmd.Flags().StringVar(&effort, "effort", "", "new reasoning effort")
+	cmd.Flags().BoolVar(&fork, "fork", false, "fork onto the agent instead of switching in place")
+	return cmd
+}
+
+func (a *app) forkCmd() *cobra.Command {
+	var at int64
+	var tip bool
+	var agent, model, node string
+	cmd := &cobra.Command{
+		Use:   "fork ID [--at SEQ | --tip] [--agent A]",
+		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tip && at != 0 {
+				return usagef("use --at SEQ or --tip, not both")
+			}
+			if at < 0 {
+				return usagef("--at must be a seq (1-based)")
+			}
+			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: args[0], AtSeq: at, Agent: agent, Model: model, Node: node, RequestId: ids.NewClientID()})
+		},
+	}
+	cmd.Flags().Int64Var(&at, "at", 0, "last message (seq) to copy")
+	cmd.Flags().BoolVar(&tip, "tip", false, "copy everything (the default)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent for the fork (default: the same)")
+	cmd.Flags().StringVar(&model, "model", "", "model for the fork")
+	cmd.Flags().StringVar(&node, "node", "", "node for the fork (default: the same)")
+	return cmd
+}
+
+func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var sess *castv1.Session
+	err = a.retry(parent, func(ctx context.Context) (err error) {
+		sess, err = c.Sessions.ForkSession(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(raw(sess))
+	}
+	fmt.Fprintln(a.out, sess.Id)
+	fmt.Fprintf(a.errOut, "forked %s at #%d onto %s; continue it with `cast send -s %s ...`\n", sess.ParentId, sess.ForkedAtSeq, sess.Agent, sess.Id)
+	return nil
+}
+
+func suffix(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}

@@ -1,0 +1,121 @@
+package moves
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// ForkRequest copies a session into a new one.
+type ForkRequest struct {
+	SessionID string
+	AtSeq     int64 // last seq copied; 0 = tip
+	Agent     string
+	Model     string
+	Node      string // default: the parent's node
+	RequestID string
+}
+
+// Fork creates a new conversation with lineage (parent, root, forked_at)
+// and copies the parent's messages up to AtSeq into it in bounded batches,
+// before the node can run a turn on it (a turn starts only on a new user
+// message). The parent keeps running; deleting it never touches forks.
+func Fork(ctx context.Context, st Store, r ForkRequest) (*castv1.Session, error) {
+	parent, err := st.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	at := r.AtSeq
+	if at <= 0 || at > parent.LastSeq {
+		if r.AtSeq > parent.LastSeq {
+			return nil, errs.Invalid("--at %d is past the session's last message (%d)", r.AtSeq, parent.LastSeq)
+		}
+		at = parent.LastSeq
+	}
+	agent := r.Agent
+	if agent == "" {
+		agent = parent.Agent
+	}
+	if _, ok := agents.Lookup(agent); !ok {
+		return nil, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
+	}
+	if err := agents.CheckTakeover(agent, at > 0); err != nil {
+		return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
+	}
+	model := r.Model
+	if model == "" && agent == parent.Agent {
+		model = parent.Model
+	}
+	node := r.Node
+	if node == "" {
+		node = parent.Node
+	}
+	root := parent.RootId
+	if root == "" {
+		root = parent.Id
+	}
+	c, err := st.CreateSession(ctx, store.CreateParams{
+		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
+		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := copyMessages(ctx, st, parent.Id, c.Session.Id, at); err != nil {
+		return nil, fmt.Errorf("fork %s created, copying stopped: %w", c.Session.Id, err)
+	}
+	notice := &castv1.Message{ClientId: "fork." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
+		NoticeType: transcript.NoticeFork, Agent: agent,
+		Text: fmt.Sprintf("Forked from %s at message %d. The original keeps running; this conversation continues separately.", parent.Id, at)}
+	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+		return nil, err
+	}
+	return st.GetSession(ctx, c.Session.Id)
+}
+
+// copyMessages copies seqs 1..at. Client ids derive from the fork and the
+// source seq, so a retried fork (same request id) copies nothing twice.
+func copyMessages(ctx context.Context, st Store, from, to string, at int64) error {
+	tok := ""
+	for {
+		page, next, err := st.ListMessages(ctx, from, 1, at, ForkBatchMsgs, tok)
+		if err != nil {
+			return err
+		}
+		var batch []*castv1.Message
+		size := 0
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			_, err := st.Append(ctx, to, batch, store.Guard{})
+			batch, size = nil, 0
+			return err
+		}
+		for _, m := range page {
+			cp := proto.Clone(m).(*castv1.Message)
+			cp.ClientId = fmt.Sprintf("fork.%s.%d", to, m.Seq)
+			sz := proto.Size(cp)
+			if size+sz > ForkBatchBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			batch, size = append(batch, cp), size+sz
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if tok = next; tok == "" {
+			return nil
+		}
+	}
+}

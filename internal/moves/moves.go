@@ -1,0 +1,141 @@
+// Package moves holds the session moves that do not need a model call:
+// switch in place and fork. It knows nothing of gRPC or etcd; the Store it
+// needs is declared here and implemented by internal/store.
+package moves
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Store is what the moves need from the store.
+type Store interface {
+	GetSession(ctx context.Context, id string) (*castv1.Session, error)
+	CreateSession(ctx context.Context, p store.CreateParams) (store.Created, error)
+	UpdateSession(ctx context.Context, id string, fn func(*castv1.Session) error) (*castv1.Session, error)
+	ListMessages(ctx context.Context, id string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error)
+	Append(ctx context.Context, id string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+	RequestOp(ctx context.Context, id, op string) error
+}
+
+// Fork copy batches: at most this many messages or bytes per append.
+const (
+	ForkBatchMsgs  = 500
+	ForkBatchBytes = 8 << 20
+)
+
+// SwitchRequest changes a session's agent, model or effort in place.
+type SwitchRequest struct {
+	SessionID, Agent, Model, Effort string
+}
+
+// Switch applies r. A different agent is refused up front when it cannot
+// take over the history (Cursor, Muse); otherwise the running turn is
+// interrupted, a divider is stored, the session's agent changes and the
+// owner node is told, so its next turn starts the new agent on a
+// transcript rebuilt from the neutral copy. The session id never changes.
+func Switch(ctx context.Context, st Store, r SwitchRequest) (*castv1.Session, error) {
+	sess, err := st.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	to := r.Agent
+	if to == "" {
+		to = sess.Agent
+	}
+	target, ok := agents.Lookup(to)
+	if !ok {
+		return nil, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s", to, strings.Join(agents.Names(), ", "))
+	}
+	if r.Effort != "" && !contains(target.Caps.EffortLevels, r.Effort) {
+		return nil, errs.Invalid("%s has no effort level %q (levels: %s)", target.DisplayName, r.Effort, strings.Join(target.Caps.EffortLevels, ", "))
+	}
+	if to == sess.Agent && r.Model == "" && r.Effort == "" {
+		return nil, errs.Invalid("nothing to switch: the session already runs %s; pass --agent, --model or --effort", target.DisplayName)
+	}
+	changeAgent := to != sess.Agent
+	if changeAgent {
+		if err := agents.CheckTakeover(to, sess.LastSeq > 0); err != nil {
+			return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
+		}
+		// The old agent's turn must not keep writing after the switch.
+		if err := st.RequestOp(ctx, sess.Id, store.OpInterrupt); err != nil {
+			return nil, err
+		}
+	}
+	old := sess
+	updated, err := st.UpdateSession(ctx, sess.Id, func(s *castv1.Session) error {
+		if changeAgent {
+			s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
+		}
+		if r.Model != "" {
+			s.Model = r.Model
+		}
+		if r.Effort != "" {
+			s.Effort = r.Effort
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sess.LastSeq > 0 || changeAgent {
+		notice := divider(old, updated, changeAgent)
+		if _, err := st.Append(ctx, sess.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.RequestOp(ctx, sess.Id, store.OpRefresh); err != nil {
+		return nil, err
+	}
+	return st.GetSession(ctx, sess.Id)
+}
+
+// divider is the notice drawn in the thread at a switch.
+func divider(old, cur *castv1.Session, agentChanged bool) *castv1.Message {
+	m := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: cur.Agent, Model: cur.Model}
+	if agentChanged {
+		m.NoticeType = transcript.NoticeAgentSwitch
+		m.Text = fmt.Sprintf("Now using %s (was %s)\n\nThe conversation moved from %s to %s. This session continues here. History above is the same thread.",
+			label(cur), label(old), displayName(old.Agent), displayName(cur.Agent))
+		return m
+	}
+	m.NoticeType = transcript.NoticeModelSwitch
+	m.Text = fmt.Sprintf("Now using %s (was %s)", label(cur), label(old))
+	return m
+}
+
+func label(s *castv1.Session) string {
+	l := displayName(s.Agent)
+	if s.Model != "" {
+		l += " · " + s.Model
+	}
+	if s.Effort != "" {
+		l += " · " + s.Effort
+	}
+	return l
+}
+
+func displayName(agent string) string {
+	if a, ok := agents.Lookup(agent); ok {
+		return a.DisplayName
+	}
+	return agent
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
