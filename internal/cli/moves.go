@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -107,4 +109,62 @@ func suffix(sep, s string) string {
 		return ""
 	}
 	return sep + s
+}
+
+func (a *app) spawnCmd() *cobra.Command {
+	var parent, agent, model, cwd, node string
+	var subagent bool
+	cmd := &cobra.Command{
+		Use:   "spawn --subagent --agent A [-s PARENT] TASK",
+		Short: "Start a nested worker session; its parent gets a message when it finishes, blocks or waits on a permission",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !subagent {
+				return usagef("only --subagent workers can be spawned; use `cast new` for a top-level session")
+			}
+			if agent == "" {
+				return usagef("--agent is required")
+			}
+			if parent == "" {
+				parent = os.Getenv("CAST_SESSION") // set for agents a cast node runs
+			}
+			if parent == "" {
+				return usagef("-s PARENT is required outside a cast session")
+			}
+			task, err := a.messageArg(args, false)
+			if err != nil {
+				return err
+			}
+			if cwd != "" {
+				if cwd, err = filepath.Abs(cwd); err != nil {
+					return err
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			req := &castv1.CreateSessionRequest{Agent: agent, Model: model, Cwd: cwd, Node: node, Text: task, ParentId: parent, RequestId: ids.NewClientID()}
+			var sess *castv1.Session
+			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
+				sess, err = c.Sessions.CreateSession(ctx, req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(sess))
+			}
+			fmt.Fprintln(a.out, sess.Id)
+			fmt.Fprintf(a.errOut, "worker %s started on %s; %s will get a message when it finishes (`cast ls --all` lists workers)\n", sess.Id, sess.Agent, parent)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&subagent, "subagent", false, "a nested worker with no shared history")
+	cmd.Flags().StringVarP(&parent, "session", "s", "", "parent session (default: $CAST_SESSION)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent for the worker (any, Cursor and Muse included)")
+	cmd.Flags().StringVar(&model, "model", "", "model for the worker")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the parent's)")
+	cmd.Flags().StringVar(&node, "node", "", "node (default: the parent's)")
+	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -61,9 +62,13 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if len(req.StateReason) > 1024 {
 		return nil, invalid("state_reason is longer than 1024 bytes")
 	}
-	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken}, req.State, req.StateReason)
+	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken}, req.State, req.StateReason, req.ExitCode)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
+	}
+	if err := moves.NotifyParent(ctx, h.s.store, sess); err != nil {
+		// The worker's state is stored; the parent hears on its next report.
+		h.s.lg.Warn("notify parent of worker failed", zap.String("session", sess.Id), zap.Error(err))
 	}
 	return &castv1.ReportTurnResponse{Session: sess}, nil
 }

@@ -41,6 +41,21 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
 		return nil, invalid("cwd must be an absolute path")
 	}
+	if req.ParentId != "" {
+		if err := validSessionID(req.ParentId); err != nil {
+			return nil, err
+		}
+		parent, err := h.s.store.GetSession(ctx, req.ParentId)
+		if err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+		if req.Node == "" {
+			req.Node = parent.Node // a worker runs beside its parent unless told otherwise
+		}
+		if req.Cwd == "" {
+			req.Cwd = parent.Cwd
+		}
+	}
 	node, err := h.s.pickNode(ctx, req.Node, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -51,7 +66,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
-		HistorySeq: req.HistoryMessages,
+		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

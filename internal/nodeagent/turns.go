@@ -114,10 +114,10 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if prompt == "" { // nothing but non-user rows: just move the cursor
 		return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = o.ReceivedSeq })
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_RUNNING, "")
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_RUNNING, "", 0)
 	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt)
 	if err != nil {
-		return a.failTurn(ctx, sessionID, o, err.Error())
+		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
 	}
 	sync := newSyncer(a, sessionID, o, turn)
 	res, runErr := a.runner.Run(ctx, turn, sync.emit)
@@ -133,7 +133,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	case runErr != nil:
 		// The agent did not take the prompt: nothing is marked as seen, so
 		// the next attempt (on the next message) still carries it.
-		return a.failTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error())
+		return a.failTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
 	}
 	err = a.st.update(func(m map[string]*owned) {
 		s := m[sessionID]
@@ -152,14 +152,14 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if err != nil {
 		return err
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "")
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 	lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
 	return nil
 }
 
-func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string) error {
+func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
 	_ = a.st.update(func(m map[string]*owned) { m[sessionID].FailedSeq = o.ReceivedSeq })
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason)
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	return errors.New(reason)
 }
 
@@ -187,7 +187,10 @@ func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (s
 // rebuild from the neutral copy, and a fresh native session.
 func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string) (runner.Turn, error) {
 	setup := a.cfg.agentSetup(o.Agent)
-	t := runner.Turn{Agent: o.Agent, Model: o.Model, Effort: o.Effort, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: setup.Env, Args: setup.Args}
+	// CAST_SESSION and CAST_ADDR let the agent call cast about its own
+	// session (`cast spawn --subagent`, `cast read`).
+	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane)
+	t := runner.Turn{Agent: o.Agent, Model: o.Model, Effort: o.Effort, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: env, Args: setup.Args}
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {
 		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
 	}
@@ -254,9 +257,9 @@ func hasContent(msgs []transcript.Message) bool {
 
 // report records the session's state; a failure is logged, not fatal (the
 // next report corrects it).
-func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string) {
+func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: st, StateReason: clipReason(reason)})
+		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode)})
 	if err != nil {
 		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
 	}

@@ -44,10 +44,13 @@ func (s *Store) ReassignOwner(ctx context.Context, sessionID string, expect int6
 
 // SetState records a session's run state for its owner (fenced by g like an
 // owner-side append) and returns the session as stored.
-func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state castv1.SessionState, reason string) (*castv1.Session, error) {
+func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state castv1.SessionState, reason string, exitCode int32) (*castv1.Session, error) {
 	defer s.observe("set_state", time.Now())
 	return s.mutate(ctx, sessionID, g, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = state, reason
+		if state != castv1.SessionState_SESSION_STATE_RUNNING {
+			sess.LastExitCode = exitCode
+		}
 		return nil
 	})
 }

@@ -969,7 +969,9 @@ type ReportTurnRequest struct {
 	// state is the new run state.
 	State SessionState `protobuf:"varint,4,opt,name=state,proto3,enum=cast.v1.SessionState" json:"state,omitempty"`
 	// state_reason explains FAILED or PARKED; empty otherwise.
-	StateReason   string `protobuf:"bytes,5,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
+	StateReason string `protobuf:"bytes,5,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
+	// exit_code is the agent CLI's exit status when a turn ended.
+	ExitCode      int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1037,6 +1039,13 @@ func (x *ReportTurnRequest) GetStateReason() string {
 		return x.StateReason
 	}
 	return ""
+}
+
+func (x *ReportTurnRequest) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -1144,7 +1153,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xb7\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xd4\x01\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -1152,7 +1161,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\vowner_token\x18\x03 \x01(\x03R\n" +
 	"ownerToken\x12+\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.cast.v1.SessionStateR\x05state\x12!\n" +
-	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\"@\n" +
+	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\x12\x1b\n" +
+	"\texit_code\x18\x06 \x01(\x05R\bexitCode\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession2\xbc\x02\n" +
 	"\vNodeService\x12@\n" +

@@ -197,7 +197,9 @@ type Session struct {
 	Effort string `protobuf:"bytes,16,opt,name=effort,proto3" json:"effort,omitempty"`
 	// history_seq marks messages up to this seq as history (an import or a
 	// fork's copy): they are never handed to an agent as new prompts.
-	HistorySeq    int64 `protobuf:"varint,17,opt,name=history_seq,json=historySeq,proto3" json:"history_seq,omitempty"`
+	HistorySeq int64 `protobuf:"varint,17,opt,name=history_seq,json=historySeq,proto3" json:"history_seq,omitempty"`
+	// last_exit_code is the agent CLI's exit status of the last turn.
+	LastExitCode  int32 `protobuf:"varint,18,opt,name=last_exit_code,json=lastExitCode,proto3" json:"last_exit_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +349,13 @@ func (x *Session) GetEffort() string {
 func (x *Session) GetHistorySeq() int64 {
 	if x != nil {
 		return x.HistorySeq
+	}
+	return 0
+}
+
+func (x *Session) GetLastExitCode() int32 {
+	if x != nil {
+		return x.LastExitCode
 	}
 	return 0
 }
@@ -646,7 +655,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -668,7 +677,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\rforked_at_seq\x18\x0f \x01(\x03R\vforkedAtSeq\x12\x16\n" +
 	"\x06effort\x18\x10 \x01(\tR\x06effort\x12\x1f\n" +
 	"\vhistory_seq\x18\x11 \x01(\x03R\n" +
-	"historySeq\"D\n" +
+	"historySeq\x12$\n" +
+	"\x0elast_exit_code\x18\x12 \x01(\x05R\flastExitCode\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

@@ -41,8 +41,14 @@ type CreateSessionRequest struct {
 	// history_messages is how many messages the caller will append next as
 	// history (an import); they are never delivered to the agent as prompts.
 	HistoryMessages int64 `protobuf:"varint,8,opt,name=history_messages,json=historyMessages,proto3" json:"history_messages,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// parent_id makes the new session a nested worker of this session: no
+	// shared history, hidden from `cast ls`, and the parent gets a message
+	// when the worker finishes, blocks or waits on a permission.
+	ParentId string `protobuf:"bytes,9,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// hidden keeps the session out of `cast ls` (one-shot `cast exec` runs).
+	Hidden        bool `protobuf:"varint,10,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -129,6 +135,20 @@ func (x *CreateSessionRequest) GetHistoryMessages() int64 {
 		return x.HistoryMessages
 	}
 	return 0
+}
+
+func (x *CreateSessionRequest) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *CreateSessionRequest) GetHidden() bool {
+	if x != nil {
+		return x.Hidden
+	}
+	return false
 }
 
 // GetSessionRequest names one session.
@@ -1147,7 +1167,7 @@ var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\xdc\x01\n" +
+	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\x91\x02\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -1157,7 +1177,10 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05title\x18\a \x01(\tR\x05title\x12)\n" +
-	"\x10history_messages\x18\b \x01(\x03R\x0fhistoryMessages\"#\n" +
+	"\x10history_messages\x18\b \x01(\x03R\x0fhistoryMessages\x12\x1b\n" +
+	"\tparent_id\x18\t \x01(\tR\bparentId\x12\x16\n" +
+	"\x06hidden\x18\n" +
+	" \x01(\bR\x06hidden\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"~\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +

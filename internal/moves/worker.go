@@ -1,0 +1,59 @@
+package moves
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// NotifyParent tells a worker's parent session that the worker finished a
+// turn, is blocked (failed) or waits on a permission, as a user message, so
+// the parent's agent is woken with it. The message's client id is derived
+// from the worker's state and progress, so a repeated report stores it once.
+func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
+	if !worker.Subagent || worker.ParentId == "" {
+		return nil
+	}
+	var what string
+	switch worker.State {
+	case castv1.SessionState_SESSION_STATE_IDLE:
+		what = "finished"
+	case castv1.SessionState_SESSION_STATE_FAILED:
+		what = "is blocked: " + worker.StateReason
+	case castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
+		what = "waits on a permission: " + worker.StateReason
+	default:
+		return nil
+	}
+	text := fmt.Sprintf("[cast] Worker %s (%s) %s.", worker.Id, displayName(worker.Agent), what)
+	if last := lastAnswer(ctx, st, worker); last != "" {
+		text += "\n\nIts last answer:\n" + last
+	}
+	text += fmt.Sprintf("\n\nRead the whole thread with `cast read %s`; reply to it with `cast send -s %s ...`.", worker.Id, worker.Id)
+	m := &castv1.Message{
+		ClientId: fmt.Sprintf("worker.%s.%d.%d", worker.Id, worker.State, worker.LastSeq),
+		Kind:     castv1.MessageKind_MESSAGE_KIND_USER, Text: text,
+	}
+	_, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, store.Guard{})
+	return err
+}
+
+// lastAnswer is the worker's newest assistant text, clipped.
+func lastAnswer(ctx context.Context, st Store, s *castv1.Session) string {
+	msgs, _, err := st.ListMessages(ctx, s.Id, max(1, s.LastSeq-50), s.LastSeq, 100, "")
+	if err != nil {
+		return ""
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.TrimSpace(msgs[i].Text) != "" {
+			if t := msgs[i].Text; len(t) > 2000 {
+				return t[:2000] + "…"
+			}
+			return msgs[i].Text
+		}
+	}
+	return ""
+}
