@@ -16,14 +16,17 @@ var reasonPatterns = []struct {
 	{ReasonNotLoggedIn, regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid[ _-]?(api[ _-]?key|x-api-key|auth)|incorrect api key|api key not valid|authentication[ _]?(error|failed|required)|not logged in|/login\b|(no|missing) api key|api key is missing|token (has )?expired|missing environment variable: .?\w*(key|token)|must specify the \w*api_key|invalid auth method`)},
 	{ReasonRateLimited, regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|usage limit|quota|resource[ _]exhausted`)},
 	{ReasonNoSession, regexp.MustCompile(`(?i)no conversation found|no rollout found|no previous sessions found|session not found|no session found|error resuming session`)},
-	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal`)},
+	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal|violate.{0,10}usage policy|unable to respond to this request|blocked due to safety|finish_?reason.{0,4}(safety|content_filter)`)},
 }
 
 // connRefused is a network error, not a refusal.
 var connRefused = regexp.MustCompile(`(?i)connection refused|econnrefused`)
 
 // classify says why a turn failed ("" when it did not).
-func (d *driver) classify(exit int, stdout, stderr string) (reason, detail string) {
+//
+// A CLI that exits 0 without any model output is checked too: gemini
+// reports a blocked answer on stderr and exits 0.
+func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, detail string) {
 	d.mu.Lock()
 	errs := append([]string(nil), d.streamErrs...)
 	saw := d.sawOutput
@@ -33,7 +36,7 @@ func (d *driver) classify(exit int, stdout, stderr string) (reason, detail strin
 		// opencode run exits 0 after giving up on a failing provider.
 		failed = true
 	}
-	if !failed {
+	if !failed && emitted > 0 {
 		return "", ""
 	}
 	var lines []string
@@ -53,6 +56,9 @@ func (d *driver) classify(exit int, stdout, stderr string) (reason, detail strin
 			}
 			return p.reason, clip(l, 400)
 		}
+	}
+	if !failed {
+		return "", "" // a quiet turn with no known failure message
 	}
 	detail = clip(lastLines(strings.Join(errs, "\n")+"\n"+stderr+"\n"+stdout, 6), 600)
 	return ReasonFailed, fmt.Sprintf("exit %d: %s", exit, detail)

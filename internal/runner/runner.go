@@ -303,7 +303,7 @@ loop:
 	if interrupted {
 		return fail(res, ReasonInterrupted, "")
 	}
-	reason, detail := d.classify(res.ExitCode, stdoutTail.String(), res.Stderr)
+	reason, detail := d.classify(res.ExitCode, res.Emitted, stdoutTail.String(), res.Stderr)
 	if reason != "" {
 		return fail(res, reason, detail)
 	}

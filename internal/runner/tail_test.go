@@ -108,9 +108,23 @@ func TestClassify(t *testing.T) {
 		{1, "", "connect ECONNREFUSED 127.0.0.1:9 (connection refused)", ReasonFailed},
 		{1, "", "the model refused to answer", ReasonRefused},
 		{2, "", "boom", ReasonFailed},
+		{1, "API Error: Claude Code is unable to respond to this request, which appears to violate our Usage Policy", "", ReasonRefused},
 	} {
-		if got, detail := d.classify(tc.exit, tc.stdout, tc.stderr); got != tc.want {
+		if got, detail := d.classify(tc.exit, 1, tc.stdout, tc.stderr); got != tc.want {
 			t.Errorf("classify(%d, %q, %q) = %q (%s), want %q", tc.exit, tc.stdout, tc.stderr, got, detail, tc.want)
 		}
+	}
+}
+
+func TestClassifyQuietExit(t *testing.T) {
+	d := &driver{}
+	if r, _ := d.classify(0, 0, "", "[ERROR] The model response was blocked due to safety settings."); r != ReasonRefused {
+		t.Errorf("gemini's blocked answer: %q", r)
+	}
+	if r, _ := d.classify(0, 0, "", "some warning"); r != "" {
+		t.Errorf("a quiet turn: %q", r)
+	}
+	if r, _ := d.classify(0, 2, "", "[ERROR] The model response was blocked due to safety settings."); r != "" {
+		t.Errorf("a turn with output: %q", r)
 	}
 }
