@@ -43,6 +43,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if err == nil {
 		return 0
 	}
+	var ee execExit
+	if errors.As(err, &ee) {
+		return ee.code // the agent's own exit code; it printed its reason
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "cast: %v\n", err)
@@ -72,7 +76,7 @@ func (a *app) root() *cobra.Command {
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.nodesCmd(), a.watchCmd(),
-		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd())
+		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd())
 	return root
 }
 

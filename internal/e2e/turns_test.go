@@ -20,6 +20,7 @@ type turnRig struct {
 	t    *testing.T
 	c    *client.Client
 	fake *fakemodel.Server
+	addr string
 }
 
 func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
@@ -31,7 +32,7 @@ func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
 		setups[a] = nodeagent.AgentSetup{Bin: agenttest.Bin(t, a), Home: home, Env: env}
 	}
 	testharness.StartNode(t, srv.Addr(), "worker", func(c *nodeagent.Config) { c.Agents = setups })
-	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake}
+	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr()}
 	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {
 		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
 		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected

@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/sessiondiff"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+	"github.com/cast-dev/cast/internal/workspace"
+)
+
+// diffShown caps each list in the human summary; --json lists everything.
+const diffShown = 20
+
+type diffFile struct {
+	Path     string `json:"path"`
+	Status   string `json:"status"`              // git's XY code: "M ", " M", "??", "R ", ...
+	OrigPath string `json:"orig_path,omitempty"` // source of a rename or copy
+}
+
+type diffCommit struct {
+	Hash    string `json:"hash"`
+	Subject string `json:"subject"`
+	Time    string `json:"time"` // author time, RFC 3339
+}
+
+type diffReport struct {
+	ID               string                `json:"id"`
+	Cwd              string                `json:"cwd"`
+	Node             string                `json:"node,omitempty"`
+	RepoRoot         string                `json:"repo_root,omitempty"` // files_changed and files_touched inside it are relative to it
+	Since            string                `json:"since,omitempty"`     // commits committed from this time on
+	FromSeq          int64                 `json:"from_seq"`            // first message counted (a fork's copied history is not)
+	FilesChanged     []diffFile            `json:"files_changed"`
+	FilesTruncated   bool                  `json:"files_truncated,omitempty"`
+	Commits          []diffCommit          `json:"commits"`
+	CommitsTruncated bool                  `json:"commits_truncated,omitempty"`
+	Tools            []sessiondiff.ToolUse `json:"tools"`
+	FilesTouched     []string              `json:"files_touched"`
+	Commands         []string              `json:"commands"`
+	WorkspaceError   string                `json:"workspace_error"`
+}
+
+func (a *app) diffCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff ID",
+		Short: "Show what a session did: files changed, commits made, tools used",
+		Long: "Show what a session did: the working directory's uncommitted changes and the commits made\n" +
+			"since the session started (read from git on this machine), and the tools, files and shell\n" +
+			"commands in its transcript. Run it on the session's node to see the workspace part.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("diff takes one session id; `cast ls` lists sessions")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+			cancel()
+			if err != nil {
+				return err
+			}
+			// A fork's copied history was the parent's work, not this session's.
+			from := int64(1)
+			if sess.ParentId != "" && sess.ForkedAtSeq > 0 {
+				from = sess.ForkedAtSeq + 1
+			}
+			var msgs []transcript.Message
+			for tok := ""; from <= sess.LastSeq; {
+				ctx, cancel := a.ctx(cmd.Context())
+				resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, PageToken: tok})
+				cancel()
+				if err != nil {
+					return err
+				}
+				for _, m := range resp.Messages {
+					msgs = append(msgs, wire.FromProto(m))
+				}
+				if tok = resp.NextPageToken; tok == "" {
+					break
+				}
+			}
+
+			rep := diffReport{
+				ID: sess.Id, Cwd: sess.Cwd, Node: sess.Node, FromSeq: from,
+				FilesChanged: []diffFile{}, Commits: []diffCommit{}, Tools: []sessiondiff.ToolUse{},
+				FilesTouched: []string{}, Commands: []string{},
+			}
+			since := sessionStart(sess, msgs)
+			var ws *workspace.Report
+			if ws, err = workspace.Inspect(cmd.Context(), sess.Cwd, workspace.Options{Since: since}); err != nil {
+				rep.WorkspaceError = workspaceProblem(err, sess)
+			} else {
+				rep.RepoRoot = ws.Root
+				for _, f := range ws.Files {
+					rep.FilesChanged = append(rep.FilesChanged, diffFile{Path: f.Path, Status: f.Status(), OrigPath: f.OrigPath})
+				}
+				for _, cm := range ws.Commits {
+					rep.Commits = append(rep.Commits, diffCommit{Hash: cm.Hash, Subject: cm.Subject, Time: cm.AuthorTime.UTC().Format(time.RFC3339)})
+				}
+				rep.FilesTruncated, rep.CommitsTruncated = ws.FilesTruncated, ws.CommitsTruncated
+			}
+			if !since.IsZero() {
+				rep.Since = since.UTC().Format(time.RFC3339)
+			}
+			sum := sessiondiff.Summarize(msgs, "")
+			if sum.Tools != nil {
+				rep.Tools = sum.Tools
+			}
+			if sum.Commands != nil {
+				rep.Commands = sum.Commands
+			}
+			rep.FilesTouched = touchedPaths(sum.FilesTouched, sess.Cwd, ws)
+			if a.json {
+				return a.printJSON(rep)
+			}
+			return a.printDiff(rep)
+		},
+	}
+}
+
+// sessionStart is when the session began: its create time, or for an
+// import the time of its first message if that is earlier.
+func sessionStart(sess *castv1.Session, msgs []transcript.Message) time.Time {
+	var start time.Time
+	if sess.CreateTime != nil {
+		start = sess.CreateTime.AsTime()
+	}
+	if sess.ParentId == "" {
+		for _, m := range msgs {
+			if !m.Time.IsZero() && m.IsContent() {
+				if start.IsZero() || m.Time.Before(start) {
+					start = m.Time
+				}
+				break
+			}
+		}
+	}
+	return start
+}
+
+// workspaceProblem says in one line why the workspace part is missing and
+// what to do about it.
+func workspaceProblem(err error, sess *castv1.Session) string {
+	var we *workspace.Error
+	if !errors.As(err, &we) {
+		return err.Error()
+	}
+	switch we.Kind {
+	case workspace.KindInvalidPath:
+		if sess.Cwd == "" {
+			return "the session has no working directory; only its transcript is summarized"
+		}
+	case workspace.KindNotFound:
+		where := "its node"
+		if sess.Node != "" {
+			where = "node " + sess.Node
+		}
+		return fmt.Sprintf("%s does not exist on this machine; run `cast diff %s` on %s to see files and commits", sess.Cwd, sess.Id, where)
+	case workspace.KindNotRepo:
+		return fmt.Sprintf("%s is not in a git repository, so there are no files or commits to show", sess.Cwd)
+	case workspace.KindNoGit:
+		return "git is not installed here; install it to see files and commits"
+	}
+	return we.Error()
+}
+
+// touchedPaths puts the files named by tool calls on the same footing as
+// git's: relative to the repository root when inside it (else to the
+// working directory), absolute otherwise, each once.
+func touchedPaths(files []string, cwd string, ws *workspace.Report) []string {
+	base, realCwd := cwd, cwd
+	if ws != nil {
+		base, realCwd = ws.Root, ws.Dir
+	}
+	out := []string{}
+	seen := map[string]bool{}
+	for _, p := range files {
+		switch {
+		case !filepath.IsAbs(p) && realCwd != "":
+			p = filepath.Join(realCwd, p)
+		case filepath.IsAbs(p) && cwd != "" && realCwd != cwd:
+			// The agent saw the cwd through a symlink; git reports real paths.
+			if r, ok := inside(cwd, p); ok {
+				p = filepath.Join(realCwd, r)
+			}
+		}
+		if base != "" {
+			if r, ok := inside(base, p); ok {
+				p = r
+			}
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// inside returns p relative to dir when p is dir or below it.
+func inside(dir, p string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	r, err := filepath.Rel(dir, p)
+	if err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return r, true
+}
+
+func (a *app) printDiff(r diffReport) error {
+	w := a.out
+	head := "Session " + r.ID
+	if r.Cwd != "" {
+		head += " in " + r.Cwd
+	}
+	if r.Node != "" {
+		head += " (node " + r.Node + ")"
+	}
+	fmt.Fprintln(w, head)
+	if r.FromSeq > 1 {
+		fmt.Fprintf(w, "Counting from #%d: earlier messages were copied from the session it was forked from.\n", r.FromSeq)
+	}
+	if r.WorkspaceError != "" {
+		fmt.Fprintln(w, "Workspace: "+r.WorkspaceError)
+	} else {
+		fmt.Fprintf(w, "\nFiles changed (%d, not committed; paths relative to %s):\n", len(r.FilesChanged), r.RepoRoot)
+		lines := make([]string, 0, len(r.FilesChanged))
+		for _, f := range r.FilesChanged {
+			l := f.Status + " " + f.Path
+			if f.OrigPath != "" {
+				l += " (from " + f.OrigPath + ")"
+			}
+			lines = append(lines, l)
+		}
+		a.printList(lines, r.ID, r.FilesTruncated)
+		since := ""
+		if t, err := time.Parse(time.RFC3339, r.Since); err == nil {
+			since = " since " + t.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(w, "\nCommits (%d%s):\n", len(r.Commits), since)
+		lines = lines[:0]
+		for _, cm := range r.Commits {
+			when := ""
+			if t, err := time.Parse(time.RFC3339, cm.Time); err == nil {
+				when = "  (" + ago(timestamppb.New(t)) + ")"
+			}
+			lines = append(lines, shortHash(cm.Hash)+"  "+cm.Subject+when)
+		}
+		a.printList(lines, r.ID, r.CommitsTruncated)
+	}
+	calls := 0
+	for _, t := range r.Tools {
+		calls += t.Count
+	}
+	fmt.Fprintf(w, "\nTools used (%d calls):\n", calls)
+	if len(r.Tools) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for i, t := range r.Tools {
+			if i == diffShown {
+				fmt.Fprintf(tw, "  … %d more tools; `cast diff %s --json` lists all\n", len(r.Tools)-diffShown, r.ID)
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%d\n", t.Name, t.Count)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nFiles touched by tools (%d):\n", len(r.FilesTouched))
+	a.printList(r.FilesTouched, r.ID, false)
+	fmt.Fprintf(w, "\nCommands run (%d):\n", len(r.Commands))
+	cmds := make([]string, 0, len(r.Commands))
+	for _, c := range r.Commands {
+		cmds = append(cmds, oneLine(c))
+	}
+	a.printList(cmds, r.ID, false)
+	fmt.Fprintf(w, "\nRead the whole conversation with `cast read %s`.\n", r.ID)
+	return nil
+}
+
+// printList prints up to diffShown indented lines, or "none".
+func (a *app) printList(lines []string, id string, truncated bool) {
+	if len(lines) == 0 {
+		fmt.Fprintln(a.out, "  none")
+		return
+	}
+	for i, l := range lines {
+		if i == diffShown {
+			fmt.Fprintf(a.out, "  … %d more; `cast diff %s --json` lists all\n", len(lines)-diffShown, id)
+			break
+		}
+		fmt.Fprintln(a.out, "  "+l)
+	}
+	if truncated {
+		fmt.Fprintln(a.out, "  (more than cast reads; see git for the rest)")
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	return h
+}
+
+// oneLine shows a multi-line command by its first line.
+func oneLine(s string) string {
+	first, rest, found := strings.Cut(s, "\n")
+	if r := []rune(first); len(r) > 100 {
+		first = string(r[:100]) + "…"
+	} else if found && strings.TrimSpace(rest) != "" {
+		first += " …"
+	}
+	return first
+}

@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// execExit carries the agent's exit code out of a command.
+type execExit struct{ code int }
+
+func (e execExit) Error() string { return fmt.Sprintf("the agent exited with %d", e.code) }
+
+type execOpts struct {
+	agent, model, resume, cwd string
+	dryRun, chain             bool
+	jobs                      int
+	wait                      time.Duration
+}
+
+func (a *app) execCmd() *cobra.Command {
+	var o execOpts
+	cmd := &cobra.Command{
+		Use:   "exec [--agent A] [--model M] [--dry-run] [--resume ID] [-j N] [--chain] PROMPT...",
+		Short: "Run prompts one-shot on an agent and print the answers; the exit code is the agent's",
+		Long: "Each PROMPT runs as its own one-shot turn on a node (hidden from `cast ls`). Piped stdin is added\n" +
+			"to the first prompt (or is the prompt). -j runs prompts in parallel; --chain feeds each answer into\n" +
+			"the next prompt; --resume sends the prompts to an existing session instead.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prompts, err := a.execPrompts(args)
+			if err != nil {
+				return err
+			}
+			if o.jobs < 1 || (o.chain && o.jobs > 1) {
+				return usagef("-j must be at least 1, and --chain runs steps one after another (drop -j)")
+			}
+			if o.cwd, err = absDir(o.cwd); err != nil {
+				return err
+			}
+			if o.dryRun {
+				return a.execDryRun(o, prompts)
+			}
+			return a.execRun(cmd.Context(), o, prompts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.agent, "agent", "claude", "agent to run")
+	f.StringVar(&o.model, "model", "", "model")
+	f.StringVar(&o.resume, "resume", "", "send the prompts to this session instead of new one-shot sessions")
+	f.StringVar(&o.cwd, "cwd", "", "working directory (default: the current one)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the exact command line the node would run, and run nothing")
+	f.BoolVar(&o.chain, "chain", false, "pipe each step's answer into the next prompt")
+	f.IntVarP(&o.jobs, "jobs", "j", 1, "prompts to run in parallel")
+	f.DurationVar(&o.wait, "wait", 10*time.Minute, "give up on a turn after this long")
+	return cmd
+}
+
+// execPrompts are the positional prompts, with piped stdin added.
+func (a *app) execPrompts(args []string) ([]string, error) {
+	prompts := append([]string{}, args...)
+	if f, ok := a.in.(*os.File); ok && !term.IsTerminal(int(f.Fd())) {
+		b, err := io.ReadAll(io.LimitReader(f, 16<<20))
+		if err != nil {
+			return nil, err
+		}
+		if in := strings.TrimSpace(string(b)); in != "" {
+			if len(prompts) == 0 {
+				prompts = []string{in}
+			} else {
+				prompts[0] += "\n\n" + in
+			}
+		}
+	}
+	if len(prompts) == 0 {
+		return nil, usagef("give a prompt, or pipe one into stdin")
+	}
+	for _, p := range prompts {
+		if strings.TrimSpace(p) == "" {
+			return nil, usagef("a prompt is empty")
+		}
+	}
+	return prompts, nil
+}
+
+func (a *app) execDryRun(o execOpts, prompts []string) error {
+	r := &runner.Runner{}
+	home := filepath.Join(os.TempDir(), "cast-node", "agents", o.agent)
+	for _, p := range prompts {
+		argv, err := r.CommandLine(runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Home: home, Prompt: p})
+		if err != nil {
+			return err
+		}
+		if a.json {
+			if err := a.printJSON(map[string]any{"agent": o.agent, "argv": argv, "cwd": o.cwd}); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintln(a.out, shellJoin(argv))
+	}
+	return nil
+}
+
+func (a *app) execRun(ctx context.Context, o execOpts, prompts []string) error {
+	answers := make([]string, len(prompts))
+	codes := make([]int, len(prompts))
+	errs := make([]error, len(prompts))
+	if o.chain {
+		prev := ""
+		for i, p := range prompts {
+			if prev != "" {
+				p += "\n\n" + prev
+			}
+			answers[i], codes[i], errs[i] = a.execOne(ctx, o, p)
+			if errs[i] != nil || codes[i] != 0 {
+				break
+			}
+			prev = answers[i]
+		}
+		// A chain prints its last step that ran (a failed step ends it).
+		last := 0
+		for i := range prompts {
+			if answers[i] != "" || errs[i] != nil || codes[i] != 0 {
+				last = i
+			}
+		}
+		answers, codes, errs = answers[last:last+1], codes[last:last+1], errs[last:last+1]
+	} else {
+		sem := make(chan struct{}, o.jobs)
+		var wg sync.WaitGroup
+		for i, p := range prompts {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				answers[i], codes[i], errs[i] = a.execOne(ctx, o, p)
+			}()
+		}
+		wg.Wait()
+	}
+	worst := 0
+	for i := range answers {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if a.json {
+			_ = a.printJSON(map[string]any{"answer": answers[i], "exit_code": codes[i]})
+		} else {
+			fmt.Fprintln(a.out, answers[i])
+		}
+		if codes[i] != 0 && worst == 0 {
+			worst = codes[i]
+		}
+	}
+	if worst != 0 {
+		return execExit{worst}
+	}
+	return nil
+}
+
+// execOne runs one prompt and returns the answer and the agent's exit code.
+func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string, int, error) {
+	c, err := a.client()
+	if err != nil {
+		return "", 0, err
+	}
+	ctx, cancel := context.WithTimeout(parent, o.wait)
+	defer cancel()
+	id, seq := o.resume, int64(0)
+	if id == "" {
+		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, RequestId: ids.NewClientID()})
+		if err != nil {
+			return "", 0, err
+		}
+		id, seq = sess.Id, 1
+	} else {
+		resp, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: prompt, RequestId: ids.NewClientID()})
+		if err != nil {
+			return "", 0, err
+		}
+		seq = resp.Message.Seq
+	}
+	stream, err := c.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: seq + 1})
+	if err != nil {
+		return "", 0, err
+	}
+	var answer []string
+	running := false
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", id, o.wait, id)
+			}
+			return "", 0, err
+		}
+		if m := ev.GetMessage(); m != nil && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			answer = append(answer, m.Text)
+		}
+		s := ev.GetSession()
+		if s == nil {
+			continue
+		}
+		switch s.State {
+		case castv1.SessionState_SESSION_STATE_RUNNING:
+			running = true
+		case castv1.SessionState_SESSION_STATE_FAILED:
+			if running || s.LastSeq > seq || s.StateReason != "" {
+				code := int(s.LastExitCode)
+				if code <= 0 {
+					code = 1
+				}
+				fmt.Fprintf(a.errOut, "cast: session %s failed: %s\n", id, s.StateReason)
+				return strings.Join(answer, "\n"), code, nil
+			}
+		case castv1.SessionState_SESSION_STATE_IDLE:
+			if running || s.LastSeq > seq {
+				return strings.Join(answer, "\n"), int(s.LastExitCode), nil
+			}
+		}
+	}
+}
+
+// shellJoin quotes argv for display (it is never run through a shell).
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, s := range argv {
+		if s != "" && strings.IndexFunc(s, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' ||
+				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+		}) < 0 {
+			out[i] = s
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}

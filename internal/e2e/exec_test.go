@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// `cast exec` runs one-shot turns on a node with the real CLIs: the answer
+// is printed, the exit code is the agent's, -j runs prompts in parallel,
+// --chain feeds each answer into the next prompt, piped stdin is read, and
+// none of it shows in `cast ls`.
+func TestExecOneShot(t *testing.T) {
+	r := newTurnRig(t, "claude", "codex")
+	bin := filepath.Join(testharness.Binaries(t), "cast")
+	cwd := t.TempDir()
+	run := func(stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"exec", "--cwd", cwd}, args...)...)
+		cmd.Env = append(os.Environ(), "CAST_ADDR="+r.addr)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), code
+	}
+
+	out, errOut, code := run("", "--agent", "claude", "say hi MARK-E1")
+	if code != 0 || !strings.Contains(out, "MARK-E1") {
+		t.Fatalf("exec claude: exit %d, out %q, err %q", code, out, errOut)
+	}
+	out, _, code = run("", "--agent", "codex", "-j", "2", "first MARK-J1", "second MARK-J2")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.Contains(lines[0], "MARK-J1") || !strings.Contains(lines[1], "MARK-J2") {
+		t.Fatalf("exec -j 2: exit %d, out %q", code, out)
+	}
+	out, _, code = run("", "--agent", "claude", "--chain", "step one MARK-S1", "step two MARK-S2")
+	if code != 0 || !strings.Contains(out, "MARK-S2") {
+		t.Fatalf("exec --chain: exit %d, out %q", code, out)
+	}
+	turns := r.fake.Turns()
+	assertItems(t, turns[len(turns)-1].Items, "MARK-S2\n\nFAKE-ANSWER") // step one's answer is piped into step two
+	out, _, code = run("piped text MARK-IN", "--agent", "claude", "summarize MARK-P")
+	if code != 0 || !strings.Contains(out, "MARK-IN") {
+		t.Fatalf("exec with stdin: exit %d, out %q", code, out)
+	}
+	_, errOut, code = run("", "--agent", "cursor", "hello")
+	if code == 0 || !strings.Contains(errOut, "binary not found") {
+		t.Fatalf("exec on a missing CLI: exit %d, err %q", code, errOut)
+	}
+	out, _, code = run("", "--agent", "codex", "--dry-run", "hello world")
+	if code != 0 || !strings.HasPrefix(out, "codex exec") || !strings.Contains(out, "'hello world'") {
+		t.Fatalf("exec --dry-run: exit %d, out %q", code, out)
+	}
+	list, err := r.c.Sessions.ListSessions(context.Background(), &castv1.ListSessionsRequest{})
+	if err != nil || len(list.Sessions) != 0 {
+		t.Fatalf("exec sessions listed: %v %v", list, err)
+	}
+}
