@@ -192,6 +192,9 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane)
 	t := runner.Turn{Agent: o.Agent, Model: o.Model, Effort: o.Effort, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: env, Args: setup.Args}
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {
+		if len(o.Native) > 0 && o.Native[o.Agent] == nil {
+			return t, fmt.Errorf("No local checkout for agent switch: %q does not exist on node %s", o.Cwd, a.cfg.Name)
+		}
 		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
 	}
 	if err := os.MkdirAll(t.Home, 0o700); err != nil {
