@@ -196,12 +196,12 @@ func touchedPaths(files []string, cwd string, ws *workspace.Report) []string {
 			p = filepath.Join(realCwd, p)
 		case filepath.IsAbs(p) && cwd != "" && realCwd != cwd:
 			// The agent saw the cwd through a symlink; git reports real paths.
-			if r, ok := inside(cwd, p); ok {
+			if r, ok := pathInside(cwd, p); ok {
 				p = filepath.Join(realCwd, r)
 			}
 		}
 		if base != "" {
-			if r, ok := inside(base, p); ok {
+			if r, ok := pathInside(base, p); ok {
 				p = r
 			}
 		}
@@ -213,8 +213,8 @@ func touchedPaths(files []string, cwd string, ws *workspace.Report) []string {
 	return out
 }
 
-// inside returns p relative to dir when p is dir or below it.
-func inside(dir, p string) (string, bool) {
+// pathInside returns p relative to dir when p is dir or below it.
+func pathInside(dir, p string) (string, bool) {
 	if !filepath.IsAbs(p) {
 		return "", false
 	}
@@ -262,7 +262,7 @@ func (a *app) printDiff(r diffReport) error {
 			if t, err := time.Parse(time.RFC3339, cm.Time); err == nil {
 				when = "  (" + ago(timestamppb.New(t)) + ")"
 			}
-			lines = append(lines, shortHash(cm.Hash)+"  "+cm.Subject+when)
+			lines = append(lines, commitShort(cm.Hash)+"  "+cm.Subject+when)
 		}
 		a.printList(lines, r.ID, r.CommitsTruncated)
 	}
@@ -291,7 +291,7 @@ func (a *app) printDiff(r diffReport) error {
 	fmt.Fprintf(w, "\nCommands run (%d):\n", len(r.Commands))
 	cmds := make([]string, 0, len(r.Commands))
 	for _, c := range r.Commands {
-		cmds = append(cmds, oneLine(c))
+		cmds = append(cmds, commandLine(c))
 	}
 	a.printList(cmds, r.ID, false)
 	fmt.Fprintf(w, "\nRead the whole conversation with `cast read %s`.\n", r.ID)
@@ -316,15 +316,15 @@ func (a *app) printList(lines []string, id string, truncated bool) {
 	}
 }
 
-func shortHash(h string) string {
+func commitShort(h string) string {
 	if len(h) > 10 {
 		return h[:10]
 	}
 	return h
 }
 
-// oneLine shows a multi-line command by its first line.
-func oneLine(s string) string {
+// commandLine shows a multi-line command by its first line.
+func commandLine(s string) string {
 	first, rest, found := strings.Cut(s, "\n")
 	if r := []rune(first); len(r) > 100 {
 		first = string(r[:100]) + "…"

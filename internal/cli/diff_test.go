@@ -71,11 +71,11 @@ func historySession(t *testing.T, c *client.Client, cwd string, msgs []*castv1.M
 	return sess
 }
 
-func toolCall(id, name, input string) *castv1.Message {
+func diffToolCall(id, name, input string) *castv1.Message {
 	return &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_TOOL_CALL, Agent: "claude", ToolCall: &castv1.ToolCall{Id: id, Name: name, Input: input}}
 }
 
-func toolResult(id string) *castv1.Message {
+func diffToolResult(id string) *castv1.Message {
 	return &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT, Agent: "claude", ToolResult: &castv1.ToolResult{CallId: id, Output: "ok"}}
 }
 
@@ -113,16 +113,16 @@ func TestDiffCommand(t *testing.T) {
 	c, addr := diffRig(t)
 	sess := historySession(t, c, repo, []*castv1.Message{
 		{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "fix main and add notes"},
-		toolCall("t1", "Read", fmt.Sprintf(`{"file_path":%q}`, filepath.Join(repo, "main.go"))),
-		toolResult("t1"),
-		toolCall("t2", "Edit", fmt.Sprintf(`{"file_path":%q,"old_string":"a","new_string":"b"}`, filepath.Join(repo, "main.go"))),
-		toolResult("t2"),
-		toolCall("t3", "Write", `{"file_path":"notes.md","content":"x"}`),
-		toolResult("t3"),
-		toolCall("t4", "Bash", `{"command":"git commit -am 'fix main'","description":"commit"}`),
-		toolResult("t4"),
-		toolCall("t5", "Edit", fmt.Sprintf(`{"file_path":%q}`, filepath.Join(repo, "main.go"))),
-		toolResult("t5"),
+		diffToolCall("t1", "Read", fmt.Sprintf(`{"file_path":%q}`, filepath.Join(repo, "main.go"))),
+		diffToolResult("t1"),
+		diffToolCall("t2", "Edit", fmt.Sprintf(`{"file_path":%q,"old_string":"a","new_string":"b"}`, filepath.Join(repo, "main.go"))),
+		diffToolResult("t2"),
+		diffToolCall("t3", "Write", `{"file_path":"notes.md","content":"x"}`),
+		diffToolResult("t3"),
+		diffToolCall("t4", "Bash", `{"command":"git commit -am 'fix main'","description":"commit"}`),
+		diffToolResult("t4"),
+		diffToolCall("t5", "Edit", fmt.Sprintf(`{"file_path":%q}`, filepath.Join(repo, "main.go"))),
+		diffToolResult("t5"),
 		{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: "done"},
 	})
 
@@ -151,8 +151,8 @@ func TestDiffCommand(t *testing.T) {
 	if len(got.Commits) != 1 || got.Commits[0].Subject != "fix main" || len(got.Commits[0].Hash) != 40 || got.Commits[0].Time == "" {
 		t.Errorf("commits %+v, want only the one made in the session", got.Commits)
 	}
-	if want := `[{"name":"Read","count":1},{"name":"Edit","count":2},{"name":"Write","count":1},{"name":"Bash","count":1}]`; mustJSON(t, got.Tools) != want {
-		t.Errorf("tools %s, want %s", mustJSON(t, got.Tools), want)
+	if want := `[{"name":"Read","count":1},{"name":"Edit","count":2},{"name":"Write","count":1},{"name":"Bash","count":1}]`; diffJSONOf(t, got.Tools) != want {
+		t.Errorf("tools %s, want %s", diffJSONOf(t, got.Tools), want)
 	}
 	if want := []string{"main.go", "notes.md"}; !reflect.DeepEqual(got.FilesTouched, want) {
 		t.Errorf("files_touched %q, want %q", got.FilesTouched, want)
@@ -174,6 +174,7 @@ func TestDiffCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("cast diff %s:\n%s", sess.Id, text)
 	for _, want := range []string{"Files changed (3", " M main.go", "?? notes.md", "Commits (1", "fix main", "Tools used (5 calls)", "Edit", "Files touched by tools (2)", "Commands run (1)", "cast read " + sess.Id} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
@@ -200,8 +201,8 @@ func TestDiffWithoutWorkspace(t *testing.T) {
 			t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(plain))
 			sess := historySession(t, c, tc.cwd, []*castv1.Message{
 				{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "list files"},
-				toolCall("t1", "exec_command", `{"cmd":"ls -la"}`),
-				toolResult("t1"),
+				diffToolCall("t1", "exec_command", `{"cmd":"ls -la"}`),
+				diffToolResult("t1"),
 			})
 			out, err := runDiff(t, addr, true, sess.Id)
 			if err != nil {
@@ -223,6 +224,35 @@ func TestDiffWithoutWorkspace(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a fork counts only its own work", func(t *testing.T) {
+		parent := historySession(t, c, plain, []*castv1.Message{
+			{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "start"},
+			diffToolCall("p1", "Write", `{"file_path":"parent.txt"}`),
+			diffToolResult("p1"),
+		})
+		fork, err := c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: parent.Id, RequestId: fmt.Sprint("fork-", time.Now().UnixNano())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := []*castv1.Message{diffToolCall("f1", "Edit", `{"file_path":"fork.txt"}`), diffToolResult("f1")}
+		for i, m := range msgs {
+			m.ClientId = fmt.Sprintf("%s.f%d", fork.Id, i)
+		}
+		if _, err := c.Sessions.AppendMessages(context.Background(), &castv1.AppendMessagesRequest{SessionId: fork.Id, Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runDiff(t, addr, true, fork.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got diffReport
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.FromSeq != fork.ForkedAtSeq+1 || diffJSONOf(t, got.Tools) != `[{"name":"Edit","count":1}]` || !reflect.DeepEqual(got.FilesTouched, []string{"fork.txt"}) {
+			t.Fatalf("fork at %d: %s", fork.ForkedAtSeq, out)
+		}
+	})
 	t.Run("unknown session", func(t *testing.T) {
 		if _, err := runDiff(t, addr, true, "nosuch1"); err == nil {
 			t.Fatal("diff of an unknown session succeeded")
@@ -237,7 +267,7 @@ func TestDiffWithoutWorkspace(t *testing.T) {
 	})
 }
 
-func mustJSON(t *testing.T, v any) string {
+func diffJSONOf(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
