@@ -340,6 +340,7 @@ func TestInterrupt(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
 			defer cancel()
 			blocked := make(chan bool, 1)
+			cancelled := make(chan time.Time, 1)
 			go func() {
 				select {
 				case <-proxy.seen: // the CLI is waiting on the model
@@ -348,6 +349,7 @@ func TestInterrupt(t *testing.T) {
 				case <-time.After(2 * time.Minute):
 					blocked <- false
 				}
+				cancelled <- time.Now()
 				cancel()
 			}()
 			var got []transcript.Message
@@ -356,6 +358,11 @@ func TestInterrupt(t *testing.T) {
 			t.Logf("interrupted after %s: %+v err=%v", time.Since(start).Round(time.Millisecond), res, err)
 			if res.Reason != runner.ReasonInterrupted || !errors.Is(err, &runner.Error{Reason: runner.ReasonInterrupted}) {
 				t.Fatalf("reason %q err %v, want interrupted", res.Reason, err)
+			}
+			if took := time.Since(<-cancelled); took > r.Grace+3*time.Second {
+				t.Errorf("the turn took %s to stop after the cancel (grace %s)", took, r.Grace)
+			} else {
+				t.Logf("stopped %s after the cancel", took.Round(time.Millisecond))
 			}
 			if !<-blocked {
 				t.Fatal("the CLI never reached the model; the cancel came from the timeout")
