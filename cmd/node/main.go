@@ -17,7 +17,7 @@ import (
 
 func main() {
 	cfg := nodeagent.DefaultConfig()
-	var logFormat, logLevel string
+	var logFormat, logLevel, agentsConfig string
 	cmd := &cobra.Command{
 		Use:           "node",
 		Short:         "Run a cast node daemon that dials the control plane",
@@ -30,6 +30,11 @@ func main() {
 				return err
 			}
 			defer lg.Sync() //nolint:errcheck
+			if agentsConfig != "" {
+				if cfg.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
+					return err
+				}
+			}
 			return nodeagent.Run(cmd.Context(), cfg, lg)
 		},
 	}
@@ -38,6 +43,7 @@ func main() {
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
+	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,33 +14,47 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
-// turnRig is a control plane and a node whose agents talk to one fake model.
+// turnRig is a control plane and a real node process whose agents (the
+// real CLIs) talk to one fake model.
 type turnRig struct {
-	t    *testing.T
-	c    *client.Client
-	fake *fakemodel.Server
-	addr string
+	t        *testing.T
+	c        *client.Client
+	fake     *fakemodel.Server
+	addr     string
+	node     *testharness.Proc
+	nodeArgs []string
 }
 
 func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
 	srv := testharness.StartControlPlane(t, nil)
 	fake := fakemodel.Start(t)
-	setups := map[string]nodeagent.AgentSetup{}
+	setups := map[string]map[string]any{}
 	for _, a := range agentNames {
 		home, env := agenttest.Env(t, a, fake.URL)
-		setups[a] = nodeagent.AgentSetup{Bin: agenttest.Bin(t, a), Home: home, Env: env}
+		setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": env}
 	}
-	testharness.StartNode(t, srv.Addr(), "worker", func(c *nodeagent.Config) { c.Agents = setups })
+	cfgPath := filepath.Join(t.TempDir(), "agents.json")
+	b, _ := json.Marshal(setups)
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr()}
-	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {
+	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", t.TempDir(), "--name", "worker",
+		"--agents-config", cfgPath, "--log-level", "debug"}
+	r.startNode()
+	return r
+}
+
+// startNode starts the node process and waits until it is connected.
+func (r *turnRig) startNode() {
+	r.node = testharness.StartProc(r.t, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
+	testharness.WaitFor(r.t, 30*time.Second, "node connected", func() bool {
 		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
 		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected
 	})
-	return r
 }
 
 func (r *turnRig) send(id, text string) int64 {

@@ -5,6 +5,7 @@
 package nodeagent
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/ids"
 )
 
@@ -131,4 +133,43 @@ func (c Config) labels() []string {
 		}
 	}
 	return out
+}
+
+// LoadAgentsConfig reads a JSON object mapping agent names to AgentSetup
+// ({"claude": {"bin": "...", "home": "...", "env": ["K=V"], "args": []}}).
+// The file may hold API keys, so it must not be readable by others.
+func LoadAgentsConfig(path string) (map[string]AgentSetup, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %o); it may hold keys: chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]struct {
+		Bin  string   `json:"bin"`
+		Home string   `json:"home"`
+		Env  []string `json:"env"`
+		Args []string `json:"args"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]AgentSetup{}
+	for name, r := range raw {
+		if _, ok := agents.Lookup(name); !ok {
+			return nil, fmt.Errorf("%s: unknown agent %q", path, name)
+		}
+		for _, p := range []string{r.Bin, r.Home} {
+			if p != "" && !filepath.IsAbs(p) {
+				return nil, fmt.Errorf("%s: %s paths must be absolute (%q)", path, name, p)
+			}
+		}
+		out[name] = AgentSetup{Bin: r.Bin, Home: r.Home, Env: r.Env, Args: r.Args}
+	}
+	return out, nil
 }
