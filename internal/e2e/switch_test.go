@@ -4,20 +4,24 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
-// A session starts on Claude Code and runs a tool call, switches to Codex
-// which answers with the whole history in its request, and back; the
-// conversation id never changes. Cursor is refused up front. A fork onto pi
-// carries the history while the original goes on.
+// The flow, with a real node process, the real CLIs and the fake
+// model: a session starts on Claude Code and runs a tool call, switches to
+// Codex which answers with the whole history in its request, switches back
+// to Claude, forks onto pi at an earlier seq, and a worker on Gemini reports
+// back to its parent. Switching into Cursor is refused and changes nothing.
+// The conversation id never changes.
 func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
-	r := newTurnRig(t, "claude", "codex", "pi")
+	r := newTurnRig(t, "claude", "codex", "pi", "gemini")
 	ctx := context.Background()
 	cwd := t.TempDir()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "TOOLCALL CMD[echo sw-tool-ok] MARK-C1"})
@@ -26,9 +30,14 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 	}
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 
+	beforeCursor, _ := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
 	_, err = r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "cursor"})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "Cursor cannot take over an existing session's history; start a new Cursor session instead") {
 		t.Fatalf("switch to cursor: %v", err)
+	}
+	afterCursor, _ := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if afterCursor.Agent != "claude" || afterCursor.LastSeq != beforeCursor.LastSeq || afterCursor.Model != beforeCursor.Model {
+		t.Fatalf("a refused switch changed the session: %+v", afterCursor)
 	}
 
 	sw, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "codex"})
@@ -70,26 +79,55 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 	}
 	assertItems(t, claudeReq.Items, "MARK-C1", "MARK-X1", "MARK-C2")
 
-	// Fork onto pi at the tip; the original is untouched.
+	// Fork onto pi at an earlier seq (after Claude's first turn); the
+	// original is untouched.
 	before := r.messages(sess.Id)
-	fork, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: sess.Id, Agent: "pi", Model: "fake/fake-model", RequestId: "fork-1"})
+	firstTurnEnd := int64(0)
+	for _, m := range before {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			firstTurnEnd = m.Seq
+			break
+		}
+	}
+	fork, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: sess.Id, AtSeq: firstTurnEnd, Agent: "pi", Model: "fake/fake-model", RequestId: "fork-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fork.ParentId != sess.Id || fork.RootId != sess.Id || fork.ForkedAtSeq != int64(len(before)) || fork.Agent != "pi" {
+	if fork.ParentId != sess.Id || fork.RootId != sess.Id || fork.ForkedAtSeq != firstTurnEnd || fork.Agent != "pi" {
 		t.Fatalf("fork lineage: %+v", fork)
 	}
-	again, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: sess.Id, Agent: "pi", RequestId: "fork-1"})
+	again, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: sess.Id, AtSeq: firstTurnEnd, Agent: "pi", RequestId: "fork-1"})
 	if err != nil || again.Id != fork.Id || again.LastSeq != fork.LastSeq {
 		t.Fatalf("retried fork: %v %v", again, err)
 	}
 	seq = r.send(fork.Id, "on pi now MARK-P1")
 	r.waitState(fork.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	turns = r.fake.Turns()
-	assertItems(t, turns[len(turns)-1].Items, "MARK-C1", "MARK-X1", "MARK-C2", "MARK-P1")
+	piReq := turns[len(turns)-1]
+	assertItems(t, piReq.Items, "MARK-C1", "sw-tool-ok", "MARK-P1")
+	for _, it := range piReq.Items {
+		if strings.Contains(it.Text, "MARK-X1") {
+			t.Fatal("the fork at an earlier seq carried later messages")
+		}
+	}
 	if after := r.messages(sess.Id); len(after) != len(before) {
 		t.Fatalf("the fork changed its parent: %d -> %d messages", len(before), len(after))
 	}
+
+	// A worker on Gemini reports back to its parent.
+	worker, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "gemini", ParentId: sess.Id, Text: "check the docs MARK-G1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(worker.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	testharness.WaitFor(t, 2*time.Minute, "the parent hears from its Gemini worker", func() bool {
+		for _, m := range r.messages(sess.Id) {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.Contains(m.Text, "Worker "+worker.Id+" (Gemini CLI) finished") {
+				return true
+			}
+		}
+		return false
+	})
 	_, err = r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: sess.Id, AtSeq: 9999})
 	if client.ReasonOf(err) != "INVALID_ARGUMENT" {
 		t.Fatalf("fork past the tip: %v", err)
