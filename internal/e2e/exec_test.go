@@ -64,9 +64,24 @@ func TestExecOneShot(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "binary not found") {
 		t.Fatalf("exec on a missing CLI: exit %d, err %q", code, errOut)
 	}
-	out, _, code = run("", "--agent", "codex", "--dry-run", "hello world")
-	if code != 0 || !strings.HasPrefix(out, "codex exec") || !strings.Contains(out, "'hello world'") {
-		t.Fatalf("exec --dry-run: exit %d, out %q", code, out)
+	// --dry-run prints the exact command line for every agent and runs nothing.
+	dry := map[string]string{
+		"claude": "claude -p 'hello world' --session-id ", "codex": "codex exec --skip-git-repo-check --json 'hello world'",
+		"gemini": "gemini --session-id ", "pi": "pi --session ", "opencode": "opencode run --format json",
+		"grok": "grok -p 'hello world'", "cursor": "cursor-agent -p 'hello world' --output-format stream-json",
+	}
+	turnsBefore := len(r.fake.Turns())
+	for agent, prefix := range dry {
+		out, errOut, code := run("", "--agent", agent, "--dry-run", "hello world")
+		if code != 0 || !strings.Contains(out, prefix) || !strings.Contains(out, "hello world") {
+			t.Errorf("exec --dry-run --agent %s: exit %d, out %q, err %q", agent, code, out, errOut)
+		}
+	}
+	if _, errOut, code := run("", "--agent", "muse", "--dry-run", "hello"); code == 0 || !strings.Contains(errOut, "Muse has no headless command form") {
+		t.Errorf("exec --dry-run --agent muse: exit %d, err %q", code, errOut)
+	}
+	if len(r.fake.Turns()) != turnsBefore {
+		t.Error("--dry-run reached the model")
 	}
 	list, err := r.c.Sessions.ListSessions(context.Background(), &castv1.ListSessionsRequest{})
 	if err != nil || len(list.Sessions) != 0 {

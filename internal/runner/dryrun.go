@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -20,12 +21,37 @@ func (r *Runner) CommandLine(t Turn) ([]string, error) {
 		bin = a.Binary
 	}
 	d, err := newDriver(a, t, r.logf)
+	var rerr *Error
+	if errors.As(err, &rerr) && rerr.Reason == ReasonUnsupported {
+		return registryLine(a, bin, t)
+	}
 	if err != nil {
 		return nil, err
 	}
 	args, err := d.args()
 	if err != nil {
 		return nil, err
+	}
+	return append(append([]string{bin}, args...), t.Args...), nil
+}
+
+// registryLine is the command for agents the runner cannot drive here
+// (their CLIs are not installable): the registry's headless form.
+func registryLine(a agents.Agent, bin string, t Turn) ([]string, error) {
+	if a.Commands.Headless == nil {
+		return nil, fmt.Errorf("%s has no headless command form", a.DisplayName)
+	}
+	vars := map[string]string{"prompt": t.Prompt, "model": t.Model, "effort": t.Effort}
+	args, err := agents.Expand(a.Commands.Headless, vars)
+	if err != nil {
+		return nil, err
+	}
+	if t.Model != "" && a.Commands.Model != nil {
+		m, err := agents.Expand(a.Commands.Model, vars)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, m...)
 	}
 	return append(append([]string{bin}, args...), t.Args...), nil
 }
