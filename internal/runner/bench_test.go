@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -58,5 +61,84 @@ func BenchmarkPoll10k(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// appendClaudeTurn appends a prompt and an answer to a Claude transcript,
+// chained to its last record, the way the CLI appends a resumed turn.
+func appendClaudeTurn(tb testing.TB, path, prompt, answer string) {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	var leaf struct {
+		UUID string `json:"uuid"`
+	}
+	for i := len(lines) - 1; i >= 0 && leaf.UUID == ""; i-- {
+		_ = json.Unmarshal(lines[i], &leaf)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, `{"type":"user","uuid":"u-new","parentUuid":%q,"timestamp":"2026-01-02T03:04:06.000Z","message":{"role":"user","content":%q}}`+"\n", leaf.UUID, prompt)
+	fmt.Fprintf(f, `{"type":"assistant","uuid":"a-new","parentUuid":"u-new","timestamp":"2026-01-02T03:04:07.000Z","message":{"id":"msg_new","model":"m","role":"assistant","content":[{"type":"text","text":%q}]}}`+"\n", answer)
+}
+
+func claudeTailer(tb testing.TB) (*tailer, string) {
+	home, cwd := tb.TempDir(), tb.TempDir()
+	w, err := claude.Writer{TrimAbove: 1 << 40}.Write(agents.Target{Home: home, Cwd: cwd, SessionID: "bench", Model: "m"}, conversation10k())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := newDriver(mustAgent(tb, "claude"), Turn{Agent: "claude", Home: home, Cwd: cwd, NativePath: w.Path, Prompt: "next question"}, func(string, ...any) {})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d.tail.path = w.Path
+	d.tail.baseline()
+	return d.tail, w.Path
+}
+
+func mustAgent(tb testing.TB, name string) agents.Agent {
+	a, ok := agents.Lookup(name)
+	if !ok {
+		tb.Fatal(name)
+	}
+	return a
+}
+
+// TestSuffixTail: a turn appended to a long Claude transcript is read from
+// the turn's start offset and emitted with the NativeIDs a whole read gives.
+func TestSuffixTail(t *testing.T) {
+	tl, path := claudeTailer(t)
+	appendClaudeTurn(t, path, "next question", "the answer")
+	var got []transcript.Message
+	if !tl.poll(true, func(m transcript.Message) { got = append(got, m) }) {
+		t.Fatal("poll failed")
+	}
+	if len(got) != 1 || got[0].Text != "the answer" || got[0].NativeID != "a-new" || tl.state != promptFound {
+		t.Fatalf("emitted %+v (prompt %v)", got, tl.state)
+	}
+	all, err := claude.Reader{}.Read(path)
+	if err != nil || all[len(all)-1].NativeID != "a-new" || len(all) != 10_002 {
+		t.Fatalf("whole read: %d messages, %v", len(all), err)
+	}
+}
+
+// BenchmarkPollSuffix10k: the same poll on a 10k-message session in
+// append-only mode (what the runner does for claude, codex and pi).
+func BenchmarkPollSuffix10k(b *testing.B) {
+	tl, path := claudeTailer(b)
+	appendClaudeTurn(b, path, "next question", "the answer")
+	b.ResetTimer()
+	for range b.N {
+		tl.size, tl.next = -1, time.Time{}
+		if !tl.poll(false, func(transcript.Message) {}) {
+			b.Fatal("poll failed")
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +105,28 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 		return nil, &Error{Reason: ReasonNoSession, Detail: "no native id or path to resume"}
 	}
 	d.tail = &tailer{reader: reader, prompt: t.Prompt, logf: logf}
+	switch a.Name {
+	// Append-only during a turn: parse only what the turn adds. (Gemini
+	// rewrites and upserts records, so it is always read whole.)
+	case "claude":
+		d.tail.parse = func(b []byte) ([]transcript.Message, error) {
+			// A suffix's first record points at a parent before it: the
+			// Reader then keeps the records in file order, as Claude does.
+			msgs, _, err := claude.Parse(bytes.NewReader(b))
+			return msgs, err
+		}
+	case "pi":
+		d.tail.parse = func(b []byte) ([]transcript.Message, error) {
+			dec, err := pi.Decode(b) // the chain stops at the old leaf
+			return dec.Messages, err
+		}
+	case "codex":
+		d.tail.parse = func(b []byte) ([]transcript.Message, error) {
+			p, err := codex.Parse(bytes.NewReader(b))
+			return p.Messages, err
+		}
+		d.tail.fixIDs = shiftLineIDs
+	}
 	return d, nil
 }
 
@@ -462,4 +486,20 @@ func cliPrompt(agent, prompt string) string {
 		prompt = " " + prompt
 	}
 	return prompt
+}
+
+var lineID = regexp.MustCompile(`^line:(\d+)(.*)$`)
+
+// shiftLineIDs turns codex's "line:N" NativeIDs of a parsed suffix into the
+// whole file's numbering.
+func shiftLineIDs(msgs []transcript.Message, before int) {
+	if before == 0 {
+		return
+	}
+	for i := range msgs {
+		if m := lineID.FindStringSubmatch(msgs[i].NativeID); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			msgs[i].NativeID = "line:" + strconv.Itoa(n+before) + m[2]
+		}
+	}
 }

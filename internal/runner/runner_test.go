@@ -282,6 +282,15 @@ func TestTurns(t *testing.T) {
 			if !strings.Contains(got2[0].msg.Text, "MARKER-TWO") {
 				t.Errorf("resume answer %q", got2[0].msg.Text)
 			}
+			// The resumed turn's NativeID is the one a whole read gives
+			// (append-only files are tailed from the turn's start offset).
+			all2, err := r.Native(context.Background(), runner.Turn{Agent: c.agent, Home: turn.Home, Cwd: turn.Cwd, Env: turn.Env, NativeID: res2.NativeID, NativePath: res2.NativePath})
+			if err != nil {
+				t.Fatalf("Native after resume: %v", err)
+			}
+			if last := all2[len(all2)-1]; last.NativeID != got2[0].msg.NativeID || last.Text != got2[0].msg.Text {
+				t.Errorf("resumed answer emitted as %s, the native session ends with %s %q", got2[0].msg.NativeID, last.NativeID, last.Text)
+			}
 			req := lastTurnText(t, fake)
 			for _, w := range []string{"please TOOLCALL now", "tool-ran-ok", "FAKE: tool said", "MARKER-TWO"} {
 				if !strings.Contains(req, w) {

@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -57,6 +59,14 @@ func matchesPrompt(text, prompt string) bool {
 // messages not seen before.
 type tailer struct {
 	reader agents.Reader
+	// parse, when set, marks an append-only format: only the bytes the
+	// turn appended (from offset) are parsed, so a poll costs what the turn
+	// wrote, not what the session holds. NativeIDs come out as a whole read
+	// gives them (fixIDs adjusts position-based ones).
+	parse  func([]byte) ([]transcript.Message, error)
+	fixIDs func(msgs []transcript.Message, linesBefore int)
+	offset int64
+	lines  int // non-blank lines before offset
 	path   string
 	known  []string // fingerprints of the accounted prefix of the last read
 	prompt string
@@ -72,7 +82,25 @@ func (tl *tailer) baseline() {
 	if tl.path == "" {
 		return
 	}
-	if _, err := os.Stat(tl.path); err != nil {
+	fi, err := os.Stat(tl.path)
+	if err != nil {
+		return
+	}
+	if tl.parse != nil {
+		data, err := os.ReadFile(tl.path)
+		if err != nil {
+			tl.logf("runner: baseline read %s: %v", tl.path, err)
+			return
+		}
+		// Up to the last complete line: the CLI is not running yet, so
+		// that is the whole file.
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			data = nil
+		}
+		tl.offset, tl.lines = int64(len(data)), nonBlankLines(data)
+		_ = fi
 		return
 	}
 	msgs, err := tl.reader.Read(tl.path)
@@ -100,7 +128,7 @@ func (tl *tailer) poll(final bool, out func(transcript.Message)) bool {
 		return true // the last read was costly: keep reading to a fraction of a core
 	}
 	began := time.Now()
-	msgs, err := tl.reader.Read(tl.path)
+	msgs, err := tl.read(fi.Size())
 	if err != nil {
 		return false
 	}
@@ -112,6 +140,53 @@ func (tl *tailer) poll(final bool, out func(transcript.Message)) bool {
 		tl.size = -1 // read again next time even if unchanged
 	}
 	return true
+}
+
+// read returns the messages of the whole file, or of what was appended
+// after offset for an append-only format.
+func (tl *tailer) read(size int64) ([]transcript.Message, error) {
+	if tl.parse == nil {
+		return tl.reader.Read(tl.path)
+	}
+	if size < tl.offset {
+		return nil, fmt.Errorf("runner: %s shrank below the turn's start (%d < %d bytes)", tl.path, size, tl.offset)
+	}
+	f, err := os.Open(tl.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, tl.offset, 1<<62))
+	if err != nil {
+		return nil, err
+	}
+	// Complete lines only: the CLI may be writing the last one.
+	i := bytes.LastIndexByte(data, '\n')
+	if i < 0 {
+		return nil, nil
+	}
+	data = data[:i+1]
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	msgs, err := tl.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if tl.fixIDs != nil {
+		tl.fixIDs(msgs, tl.lines)
+	}
+	return msgs, nil
+}
+
+func nonBlankLines(data []byte) int {
+	n := 0
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // feed emits msgs past the accounted prefix. An assistant or thinking text
