@@ -6,9 +6,13 @@
 // calls Run and stores what it emits.
 //
 // How new entries are found: for claude, codex, gemini and pi the native
-// transcript file is re-read with the agent's own Reader whenever its size
-// or mtime changes (every Runner.Poll), and the messages past the ones
-// already accounted for are emitted. Accounting is positional with a
+// transcript file is read with the agent's own parser whenever its size or
+// mtime changes (checked every Runner.Poll), and the messages past the ones
+// already accounted for are emitted. Claude, codex and pi only append
+// during a turn, so only the bytes after the turn's start offset are parsed
+// (complete lines only; codex's position-based NativeIDs are shifted to the
+// whole file's numbering); gemini upserts and rewrites records, so its file
+// is read whole (throttled to 4x the cost of the last read). Accounting is positional with a
 // content check: the messages the file held before the turn (a resumed
 // session) and every message emitted are remembered as fingerprints (kind,
 // text, tool call id/name/input, tool result call id/output); a re-read
