@@ -34,6 +34,9 @@ func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
 	setups := map[string]map[string]any{}
 	for _, a := range agentNames {
 		home, env := agenttest.Env(t, a, fake.URL)
+		if a == "claude" { // a refused prompt fails at once instead of being retried
+			env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
+		}
 		setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": env}
 	}
 	cfgPath := filepath.Join(t.TempDir(), "agents.json")
@@ -95,9 +98,11 @@ func kinds(msgs []*castv1.Message) string {
 	return strings.Join(out, ",")
 }
 
-// A real Claude Code turn on a real node: the tool call and its result are
-// synced into the neutral copy while the turn runs, the next message
-// resumes the same native session, and an interrupt stops the turn.
+// A real Claude Code turn on a real node process: the tool call and its
+// result are synced into the neutral copy while the turn runs, the next
+// message resumes the same native session, a refused prompt fails the turn
+// without losing the prompt, a kill -9 of the node mid-turn neither loses
+// nor duplicates anything, and an interrupt stops the turn.
 func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	r := newTurnRig(t, "claude")
 	cwd := t.TempDir()
@@ -121,6 +126,46 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	turns := r.fake.Turns()
 	last := turns[len(turns)-1]
 	assertItems(t, last.Items, "TOOLCALL", "cast-tool-ok", "MARK-2")
+
+	// A refused prompt (the model says 401): FAILED with a reason; the
+	// prompt is not lost, the next message carries it.
+	r.fake.FailNext(1, 401)
+	seq = r.send(sess.Id, "refused MARK-3")
+	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	if failed.StateReason == "" {
+		t.Fatal("failed without a reason")
+	}
+	seq = r.send(sess.Id, "retry MARK-4")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns = r.fake.Turns()
+	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "MARK-3", "MARK-4")
+
+	// kill -9 of the node mid-turn: the restarted node stops the orphaned
+	// CLI and runs the turn again; nothing is lost or stored twice.
+	// The slow reply goes to whichever run asks first: the one killed with
+	// the node, or the rerun.
+	r.fake.Enqueue(fakemodel.Reply{Text: "slow answer", Delay: 20 * time.Second})
+	seq = r.send(sess.Id, "while the node dies MARK-6")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_RUNNING, seq-1)
+	time.Sleep(2 * time.Second) // the CLI is up and waiting on the slow model
+	r.node.Kill()
+	r.startNode()
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	prompts, answers := 0, 0
+	for _, m := range r.messages(sess.Id) {
+		if m.Seq < seq {
+			continue
+		}
+		switch {
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.Contains(m.Text, "MARK-6"):
+			prompts++
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT:
+			answers++
+		}
+	}
+	if prompts != 1 || answers != 1 {
+		t.Fatalf("after a node kill -9 mid-turn: %d prompts, %d answers; want 1 and 1", prompts, answers)
+	}
 
 	// Interrupt a turn stuck on a slow model.
 	r.fake.Enqueue(fakemodel.Reply{Text: "too late", Delay: 2 * time.Minute})

@@ -62,6 +62,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.cli.Close()
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
+	a.stopOrphans()
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
 		start := time.Now()

@@ -28,6 +28,10 @@ type owned struct {
 	FailedSeq    int64 `json:"failed_seq,omitempty"`
 	// Native are the agent-native sessions (caches of the neutral copy).
 	Native map[string]*nativeSession `json:"native,omitempty"`
+	// RunningPGID is the process group of a turn in flight: the CLI
+	// outlives a node killed with -9, and a restarted node must stop it
+	// before it runs the turn again.
+	RunningPGID int `json:"running_pgid,omitempty"`
 }
 
 // nativeSession is one agent's native copy of the session.

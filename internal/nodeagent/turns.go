@@ -120,7 +120,15 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
 	}
 	sync := newSyncer(a, sessionID, o, turn)
+	turn.OnStart = func(pgid int) {
+		_ = a.st.update(func(m map[string]*owned) { m[sessionID].RunningPGID = pgid })
+	}
 	res, runErr := a.runner.Run(ctx, turn, sync.emit)
+	_ = a.st.update(func(m map[string]*owned) {
+		if s := m[sessionID]; s != nil {
+			s.RunningPGID = 0
+		}
+	})
 	// Bookkeeping after the turn must not die with an interrupted turn's ctx.
 	ctx = a.runCtx
 	lastSeq, syncErr := sync.close(ctx)
