@@ -20,7 +20,7 @@ import (
 // turnRig is a control plane and a real node process whose agents (the
 // real CLIs) talk to one fake model.
 type turnRig struct {
-	t        *testing.T
+	t        testing.TB
 	c        *client.Client
 	fake     *fakemodel.Server
 	addr     string
@@ -28,7 +28,7 @@ type turnRig struct {
 	nodeArgs []string
 }
 
-func newTurnRig(t *testing.T, agentNames ...string) *turnRig {
+func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
 	srv := testharness.StartControlPlane(t, nil)
 	fake := fakemodel.Start(t)
 	setups := map[string]map[string]any{}
