@@ -98,7 +98,7 @@ func runDiff(t *testing.T, addr string, asJSON bool, args ...string) (string, er
 
 func TestDiffCommand(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		t.Fatal("git is required for these tests; install git")
 	}
 	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
