@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,14 +211,26 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	cmd.Dir = t.Cwd
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	// stdout is a plain pipe the runner reads itself, so the CLI's exit is
+	// seen even if a straggler still holds the write end.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return fail(res, ReasonFailed, err.Error())
 	}
-	stderr := &tailBuffer{max: 64 << 10}
-	cmd.Stderr = stderr
+	defer stdout.Close()
+	cmd.Stdout = stdoutW
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		stdoutW.Close()
+		return fail(res, ReasonFailed, err.Error())
+	}
+	defer stderrR.Close()
+	cmd.Stderr = stderrW
 	// Stdin stays nil (/dev/null): codex exec waits on a piped stdin.
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return fail(res, ReasonBinaryNotFound, err.Error())
 		}
@@ -255,12 +268,15 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 		defer close(readDone)
 		d.readStdout(stdout, stdoutTail, out)
 	}()
+	stderr := &tailBuffer{max: 64 << 10}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(stderr, stderrR)
+	}()
 
 	waitDone := make(chan error, 1)
-	go func() {
-		<-readDone // Wait closes the pipe: read it to the end first
-		waitDone <- cmd.Wait()
-	}()
+	go func() { waitDone <- cmd.Wait() }()
 
 	interrupted := false
 	var killTimer <-chan time.Time
@@ -271,6 +287,7 @@ loop:
 	for {
 		select {
 		case waitErr = <-waitDone:
+			r.logf("runner: %s pid %d exited: %v", t.Agent, pgid, waitErr)
 			break loop
 		case <-ctx.Done():
 			if !interrupted {
@@ -291,6 +308,23 @@ loop:
 	// go with the group.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	waitGroupGone(pgid, 2*time.Second)
+	// The rest of stdout (codex's last events, opencode's last parts) and
+	// stderr; a process outside the group holding the pipes is cut off.
+	drain := time.NewTimer(3 * time.Second)
+	defer drain.Stop()
+	for _, done := range []<-chan struct{}{readDone, stderrDone} {
+		select {
+		case <-done:
+			continue
+		case <-drain.C:
+		}
+		r.logf("runner: %s pid %d: output still open after exit; closing it", t.Agent, pgid)
+		stdout.Close()
+		stderrR.Close()
+		<-readDone
+		<-stderrDone
+		break
+	}
 
 	var exitErr *exec.ExitError
 	switch {

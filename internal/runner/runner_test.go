@@ -565,3 +565,26 @@ func TestAwkwardPrompts(t *testing.T) {
 		})
 	}
 }
+
+// TestStragglerHoldsStdout: a process that leaves the CLI's process group
+// but keeps its stdout open must not keep the turn from ending.
+func TestStragglerHoldsStdout(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "claude")
+	// The straggler is bounded (8 s) and in its own session, so the group
+	// kill does not reach it.
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nsetsid -f sleep 8\necho started\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner.Runner{Bins: map[string]string{"claude": script}, Logf: func(f string, a ...any) { t.Logf(time.Now().Format("05.000 ")+f, a...) }}
+	start := time.Now()
+	res, err := r.Run(context.Background(), runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi"}, func(transcript.Message) {})
+	took := time.Since(start)
+	t.Logf("%+v %v in %s", res, err, took)
+	if took > 7*time.Second {
+		t.Fatalf("the turn took %s: it waited for the straggler", took)
+	}
+	if res.ExitCode != 3 || res.Reason != runner.ReasonFailed || err == nil {
+		t.Fatalf("got %+v %v", res, err)
+	}
+}
