@@ -1,0 +1,242 @@
+package muse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Agent is the name recorded on neutral messages read from Muse.
+const Agent = "muse"
+
+// Reader reads a Muse session record log (JSONL).
+type Reader struct{}
+
+// Read implements agents.Reader.
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, err
+}
+
+// Decoded is everything a reader got out of one session log.
+type Decoded struct {
+	Messages  []transcript.Message
+	SessionID string // the session stream's id
+	Cwd       string // metadata workspace_root
+	Model     string // metadata model_id (else the first model_completed model)
+	Skipped   int    // lines that were not JSON or lacked the record envelope
+	Foreign   int    // well-formed records of other streams (subagent tasks)
+}
+
+// Decode reads a session log. Malformed lines are skipped and counted; it
+// fails only when there were lines and none was a record.
+func Decode(data []byte) (Decoded, error) {
+	var d Decoded
+	var recs []record
+	used := 0
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var r record
+		if json.Unmarshal(line, &r) != nil || !r.valid() {
+			d.Skipped++
+			continue
+		}
+		used++
+		if d.SessionID == "" && r.Stream.Kind == "session" {
+			d.SessionID = r.Stream.ID
+		}
+		recs = append(recs, r)
+	}
+	// An empty file is a session with nothing in it yet; only garbage is
+	// an error.
+	if used == 0 && d.Skipped > 0 {
+		return d, errors.New("muse: no session record found")
+	}
+	own := recs[:0]
+	for _, r := range recs {
+		if r.Stream.Kind == "session" && r.Stream.ID == d.SessionID {
+			own = append(own, r)
+		} else {
+			d.Foreign++
+		}
+	}
+	// Sequences number records within their stream; file order breaks ties.
+	sort.SliceStable(own, func(i, j int) bool { return *own[i].Sequence < *own[j].Sequence })
+	st := state{d: &d, batches: map[string][]string{}, names: map[string]string{}}
+	for _, r := range own {
+		st.record(r)
+	}
+	if d.Model == "" {
+		d.Model = st.completed
+	}
+	for i := range d.Messages {
+		m := &d.Messages[i]
+		if m.Model == "" && m.Kind != transcript.KindUser && m.Kind != transcript.KindToolResult {
+			m.Model = d.Model
+		}
+	}
+	return d, nil
+}
+
+// state carries what later records of the session stream refer back to.
+type state struct {
+	d         *Decoded
+	model     string              // the latest metadata model_id
+	completed string              // the first model_completed model
+	batches   map[string][]string // tool calls message_id -> call ids, by tool_call_index
+	names     map[string]string   // call id -> tool name
+}
+
+func (st *state) record(r record) {
+	if r.PayloadType == "runtime.session.metadata" || r.Payload.Kind == "metadata" {
+		if m := r.Payload.Record.ModelID; m != "" {
+			st.model = m
+			if st.d.Model == "" {
+				st.d.Model = m
+			}
+		}
+		if w := r.Payload.Record.WorkspaceRoot; w != "" && st.d.Cwd == "" {
+			st.d.Cwd = w
+		}
+		return
+	}
+	if r.Payload.Kind != "run" || r.Payload.Event == nil {
+		return // task status and other bookkeeping
+	}
+	ev := r.Payload.Event
+	nid := r.ID
+	if nid == "" {
+		nid = fmt.Sprintf("seq:%d", *r.Sequence)
+	}
+	add := func(m transcript.Message, suffix string) {
+		m.Agent, m.NativeID, m.Time = Agent, nid+suffix, r.time()
+		st.d.Messages = append(st.d.Messages, m)
+	}
+	switch ev.Kind {
+	case "started":
+		if p := textOf(ev.Prompt); strings.TrimSpace(p) != "" {
+			add(transcript.Message{Kind: transcript.KindUser, Text: p}, "")
+		}
+	case "model_completed":
+		var m string
+		if st.completed == "" && json.Unmarshal(ev.Model, &m) == nil {
+			st.completed = m
+		}
+	case "reasoning_committed":
+		// Only encrypted content most of the time: nothing cast may show.
+		if t := textOf(ev.Text); strings.TrimSpace(t) != "" {
+			add(transcript.Message{Kind: transcript.KindThinking, Text: t, Model: st.model}, "")
+		}
+	case "assistant_message_committed":
+		if t := textOf(ev.Text); strings.TrimSpace(t) != "" {
+			add(transcript.Message{Kind: transcript.KindAssistant, Text: t, Model: st.model}, "")
+		}
+	case "assistant_tool_calls_committed":
+		var ids []string
+		for _, c := range ev.ToolCalls {
+			id := c.CallID // what results name; "id" is the provider's item id
+			if id == "" {
+				id = c.ID
+			}
+			ids = append(ids, id)
+			if id == "" || c.Name == "" {
+				continue
+			}
+			st.names[id] = c.Name
+			in := c.Args
+			if len(in) == 0 {
+				in = c.Arguments
+			}
+			add(transcript.Message{Kind: transcript.KindToolCall, Model: st.model,
+				ToolCall: &transcript.ToolCall{ID: id, Name: c.Name, Input: textOf(in)}}, "#call:"+id)
+		}
+		if ev.MessageID != "" {
+			st.batches[ev.MessageID] = ids
+		}
+	case "tool_result_batch_committed":
+		for _, res := range ev.Results {
+			id := res.ToolCallID
+			if calls := st.batches[ev.BatchID]; id == "" && res.ToolCallIndex != nil &&
+				*res.ToolCallIndex >= 0 && *res.ToolCallIndex < len(calls) {
+				id = calls[*res.ToolCallIndex]
+			}
+			if id == "" {
+				continue
+			}
+			out := textOf(res.Text)
+			tr := &transcript.ToolResult{CallID: id, Output: out, IsError: strings.HasPrefix(out, failedPrefix)}
+			if shellTools[st.names[id]] {
+				tr.ExitCode, tr.IsError = shellOutcome(out, tr.IsError)
+			}
+			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: tr}, "#result:"+id)
+		}
+	}
+	// Usage, terminal and context diagnostics carry no conversation.
+}
+
+// failedPrefix starts the text of a result whose tool failed to run.
+const failedPrefix = "tool failed:"
+
+// shellTools are the Muse tools whose result is a JSON report with the
+// process's exit code.
+var shellTools = map[string]bool{"bash": true}
+
+// shellOutcome reads a shell report such as
+// {"exit_code":5,"terminal_status":"failed","output":"boom\n",...}.
+func shellOutcome(out string, failed bool) (*int32, bool) {
+	var rep struct {
+		ExitCode       *int32 `json:"exit_code"`
+		TerminalStatus string `json:"terminal_status"`
+	}
+	if !strings.HasPrefix(strings.TrimSpace(out), "{") || json.Unmarshal([]byte(out), &rep) != nil {
+		return nil, failed
+	}
+	if rep.ExitCode != nil && *rep.ExitCode != 0 || rep.TerminalStatus == "failed" {
+		failed = true
+	}
+	return rep.ExitCode, failed
+}
+
+// textOf reads a JSON string, or keeps any other JSON as its text so
+// nothing is lost.
+func textOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func (r record) time() time.Time {
+	us, err := r.RecordedAt.Int64()
+	if err != nil {
+		f, ferr := r.RecordedAt.Float64()
+		if ferr != nil {
+			return time.Time{}
+		}
+		us = int64(f)
+	}
+	t := time.UnixMicro(us).UTC()
+	if us <= 0 || t.Year() > 9999 {
+		return time.Time{} // not a time JSON can carry back
+	}
+	return t
+}
