@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/codex"
 	"github.com/cast-dev/cast/internal/agents/gemini"
 	"github.com/cast-dev/cast/internal/agents/grok"
+	"github.com/cast-dev/cast/internal/agents/muse"
 	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/agents/pi"
 )
@@ -20,6 +21,7 @@ import (
 var readers = map[string]agents.Reader{
 	"claude": claude.Reader{}, "codex": codex.Reader{}, "gemini": gemini.Reader{},
 	"pi": pi.Reader{}, "opencode": opencode.Reader{}, "grok": grok.Reader{},
+	"muse": muse.Reader{},
 }
 
 // Reader returns the native reader of agent.
