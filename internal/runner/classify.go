@@ -19,6 +19,8 @@ var reasonPatterns = []struct {
 	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal|violate.{0,10}usage policy|unable to respond to this request|blocked due to safety|finish_?reason.{0,4}(safety|content_filter)`)},
 }
 
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
 // connRefused is a network error, not a refusal.
 var connRefused = regexp.MustCompile(`(?i)connection refused|econnrefused`)
 
@@ -43,6 +45,7 @@ func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, det
 	for _, e := range errs {
 		lines = append(lines, strings.Split(e, "\n")...)
 	}
+	stderr, stdout = ansi.ReplaceAllString(stderr, ""), ansi.ReplaceAllString(stdout, "")
 	lines = append(lines, strings.Split(stderr, "\n")...)
 	lines = append(lines, strings.Split(stdout, "\n")...)
 	for _, p := range reasonPatterns {

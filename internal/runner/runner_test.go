@@ -588,3 +588,29 @@ func TestStragglerHoldsStdout(t *testing.T) {
 		t.Fatalf("got %+v %v", res, err)
 	}
 }
+
+// TestUnknownSession: resuming a native session that is not there fails
+// as "session not found" with nothing emitted.
+func TestUnknownSession(t *testing.T) {
+	ids := map[string]string{
+		"claude": "0c9b8c2e-5b9a-4c55-8f3e-3f4b1d2a6e71", "codex": "01a22a97-1722-7810-a4f8-915092ab0000",
+		"gemini": "0c9b8c2e-5b9a-4c55-8f3e-3f4b1d2a6e72", "pi": "01a22a97-1722-7810-a4f8-915092ab0001",
+		"opencode": "ses_dd568507efferfRoarZinpkmRn",
+	}
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			t.Parallel()
+			fake := fakemodel.Start(t)
+			r, turn := setup(t, c, fake.URL)
+			turn.NativeID = ids[c.agent]
+			turn.Prompt = "hello again"
+			res, got, _, err := run(t, r, turn)
+			if res.Reason != runner.ReasonNoSession || !errors.Is(err, &runner.Error{Reason: runner.ReasonNoSession}) {
+				t.Fatalf("reason %q err %v, want %q", res.Reason, err, runner.ReasonNoSession)
+			}
+			if len(got) != 0 {
+				t.Fatalf("emitted %v", kinds(got))
+			}
+		})
+	}
+}
