@@ -9,6 +9,8 @@ import (
 
 // FuzzDecode checks that no input makes the reader panic or return a
 // message that breaks the neutral model's rules or cannot be stored.
+// Run it with -fuzzminimizetime 2s: minimizing an interesting input the
+// size of the seeds otherwise stalls the worker for the whole run.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob("testdata/session-*.jsonl")
 	if len(files) == 0 {
