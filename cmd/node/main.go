@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -43,6 +44,7 @@ func main() {
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
+	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -68,4 +70,18 @@ func defaultDataDir() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".local", "share", "cast", "node")
+}
+
+// defaultCastBin is cast next to this binary, else cast on PATH.
+func defaultCastBin() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "cast")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("cast"); err == nil {
+		return p
+	}
+	return ""
 }

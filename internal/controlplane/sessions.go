@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -221,6 +222,45 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 	sess, err := moves.Fork(ctx, h.s.store, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
 		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId})
 	return sess, toStatus(h.s.lg, err)
+}
+
+// maxPermissionWait bounds one RequestPermission call; `cast mcp` asks
+// again with the same request id when it runs out.
+const maxPermissionWait = 10 * time.Minute
+
+func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.RequestPermissionRequest) (*castv1.RequestPermissionResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if !ids.ValidClientID(req.RequestId) || req.ToolName == "" || len(req.ToolName) > 256 || len(req.Input) > 1<<20 {
+		return nil, invalid("request_id and tool_name are required; input must be under 1 MiB")
+	}
+	if err := h.s.store.AskPermission(ctx, req.SessionId, store.Permission{RequestID: req.RequestId, Tool: req.ToolName, Input: req.Input}); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	wctx, cancel := h.s.streamContext(ctx)
+	defer cancel()
+	wctx, cancel2 := context.WithTimeout(wctx, maxPermissionWait)
+	defer cancel2()
+	p, err := h.s.store.WaitPermission(wctx, req.SessionId, req.RequestId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.RequestPermissionResponse{Allow: p.Allow, Message: p.Message}, nil
+}
+
+func (h *sessionService) AnswerPermission(ctx context.Context, req *castv1.AnswerPermissionRequest) (*castv1.AnswerPermissionResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
+		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	}
+	p, err := h.s.store.AnswerPermission(ctx, req.SessionId, req.RequestId, req.Allow, req.Message)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.AnswerPermissionResponse{RequestId: p.RequestID, ToolName: p.Tool}, nil
 }
 
 func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {

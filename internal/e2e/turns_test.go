@@ -26,14 +26,17 @@ type turnRig struct {
 	addr     string
 	node     *testharness.Proc
 	nodeArgs []string
+	homes    map[string]string // agent -> its HOME
 }
 
 func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
 	srv := testharness.StartControlPlane(t, nil)
 	fake := fakemodel.Start(t)
 	setups := map[string]map[string]any{}
+	homes := map[string]string{}
 	for _, a := range agentNames {
 		home, env := agenttest.Env(t, a, fake.URL)
+		homes[a] = home
 		if a == "claude" { // a refused prompt fails at once instead of being retried
 			env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
 		}
@@ -44,7 +47,7 @@ func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr()}
+	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr(), homes: homes}
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", t.TempDir(), "--name", "worker",
 		"--agents-config", cfgPath, "--log-level", "debug"}
 	r.startNode()

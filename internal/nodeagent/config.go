@@ -40,6 +40,9 @@ type Config struct {
 	AgentBins map[string]string
 	// Agents overrides per-agent setup (home, extra env, extra args).
 	Agents map[string]AgentSetup
+	// CastBin is the cast CLI, registered in the agents as an MCP server
+	// (`cast mcp`) for permission prompts and history; "" disables it.
+	CastBin string
 }
 
 // AgentSetup is how the node runs one agent.

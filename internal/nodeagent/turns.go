@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -15,7 +17,9 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/mcpserver"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -208,6 +212,9 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err := os.MkdirAll(t.Home, 0o700); err != nil {
 		return t, err
 	}
+	if err := a.registerMCP(&t, sessionID); err != nil {
+		return t, err
+	}
 	before := firstSeq - 1
 	if ns := o.Native[o.Agent]; ns != nil && ns.KnownUpto >= before {
 		t.NativeID, t.NativePath = ns.ID, ns.Path
@@ -294,4 +301,27 @@ func (a *Agent) drop(sessionID string) {
 func clientID(sessionID, agent, nativeSession, entry string, n int) string {
 	h := sha256.Sum256([]byte(strings.Join([]string{sessionID, agent, nativeSession, entry, fmt.Sprint(n)}, "\x00")))
 	return "n." + hex.EncodeToString(h[:12])
+}
+
+// registerMCP gives Claude Code cast's MCP server, with its permission tool
+// as the --permission-prompt-tool, so a tool that needs approval waits on a
+// person (`cast approve`/`cast deny`) instead of being refused.
+func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
+	if a.cfg.CastBin == "" || t.Agent != "claude" {
+		return nil
+	}
+	cfg := map[string]any{"mcpServers": map[string]any{"cast": map[string]any{
+		"type": "stdio", "command": a.cfg.CastBin, "args": []string{"mcp"},
+		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
+	}}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(t.Home, "cast-mcp-"+sessionID+".json")
+	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+		return err
+	}
+	t.Args = append(t.Args, "--mcp-config", path, "--permission-prompt-tool", "mcp__cast__"+mcpserver.PermissionTool)
+	return nil
 }

@@ -1163,6 +1163,262 @@ func (x *ForkSessionRequest) GetRequestId() string {
 	return ""
 }
 
+// RequestPermissionRequest is an agent asking to run a tool.
+type RequestPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// request_id names this request; a retry waits on the same one.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// tool_name is the tool the agent wants to run.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// input is the tool input as JSON text.
+	Input         string `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestPermissionRequest) Reset() {
+	*x = RequestPermissionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestPermissionRequest) ProtoMessage() {}
+
+func (x *RequestPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestPermissionRequest.ProtoReflect.Descriptor instead.
+func (*RequestPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RequestPermissionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RequestPermissionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RequestPermissionRequest) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *RequestPermissionRequest) GetInput() string {
+	if x != nil {
+		return x.Input
+	}
+	return ""
+}
+
+// RequestPermissionResponse is the person's answer.
+type RequestPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allow is true when approved.
+	Allow bool `protobuf:"varint,1,opt,name=allow,proto3" json:"allow,omitempty"`
+	// message explains a denial to the agent.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestPermissionResponse) Reset() {
+	*x = RequestPermissionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestPermissionResponse) ProtoMessage() {}
+
+func (x *RequestPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestPermissionResponse.ProtoReflect.Descriptor instead.
+func (*RequestPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RequestPermissionResponse) GetAllow() bool {
+	if x != nil {
+		return x.Allow
+	}
+	return false
+}
+
+func (x *RequestPermissionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// AnswerPermissionRequest answers a pending request.
+type AnswerPermissionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// request_id names the request; empty answers the oldest pending one.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// allow approves; false denies.
+	Allow bool `protobuf:"varint,3,opt,name=allow,proto3" json:"allow,omitempty"`
+	// message is told to the agent on a denial.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerPermissionRequest) Reset() {
+	*x = AnswerPermissionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerPermissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerPermissionRequest) ProtoMessage() {}
+
+func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerPermissionRequest.ProtoReflect.Descriptor instead.
+func (*AnswerPermissionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AnswerPermissionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerPermissionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AnswerPermissionRequest) GetAllow() bool {
+	if x != nil {
+		return x.Allow
+	}
+	return false
+}
+
+func (x *AnswerPermissionRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// AnswerPermissionResponse says what was answered.
+type AnswerPermissionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id is the request answered.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// tool_name is the tool it was about.
+	ToolName      string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerPermissionResponse) Reset() {
+	*x = AnswerPermissionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerPermissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerPermissionResponse) ProtoMessage() {}
+
+func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerPermissionResponse.ProtoReflect.Descriptor instead.
+func (*AnswerPermissionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AnswerPermissionResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AnswerPermissionResponse) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
@@ -1249,7 +1505,28 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
 	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId2\xbf\x06\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\x8b\x01\n" +
+	"\x18RequestPermissionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x14\n" +
+	"\x05input\x18\x04 \x01(\tR\x05input\"K\n" +
+	"\x19RequestPermissionResponse\x12\x14\n" +
+	"\x05allow\x18\x01 \x01(\bR\x05allow\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x87\x01\n" +
+	"\x17AnswerPermissionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05allow\x18\x03 \x01(\bR\x05allow\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"V\n" +
+	"\x18AnswerPermissionResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName2\xf4\a\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -1260,7 +1537,9 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\fListMessages\x12\x1c.cast.v1.ListMessagesRequest\x1a\x1d.cast.v1.ListMessagesResponse\x12P\n" +
 	"\rExportSession\x12\x1d.cast.v1.ExportSessionRequest\x1a\x1e.cast.v1.ExportSessionResponse0\x01\x12@\n" +
 	"\rSwitchSession\x12\x1d.cast.v1.SwitchSessionRequest\x1a\x10.cast.v1.Session\x12<\n" +
-	"\vForkSession\x12\x1b.cast.v1.ForkSessionRequest\x1a\x10.cast.v1.Session\x12W\n" +
+	"\vForkSession\x12\x1b.cast.v1.ForkSessionRequest\x1a\x10.cast.v1.Session\x12Z\n" +
+	"\x11RequestPermission\x12!.cast.v1.RequestPermissionRequest\x1a\".cast.v1.RequestPermissionResponse\x12W\n" +
+	"\x10AnswerPermission\x12 .cast.v1.AnswerPermissionRequest\x1a!.cast.v1.AnswerPermissionResponse\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
@@ -1276,39 +1555,43 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_cast_v1_session_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),     // 0: cast.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),        // 1: cast.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),      // 2: cast.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 3: cast.v1.ListSessionsResponse
-	(*SendMessageRequest)(nil),       // 4: cast.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),      // 5: cast.v1.SendMessageResponse
-	(*AppendMessagesRequest)(nil),    // 6: cast.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 7: cast.v1.AppendMessagesResponse
-	(*ListMessagesRequest)(nil),      // 8: cast.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),     // 9: cast.v1.ListMessagesResponse
-	(*ExportSessionRequest)(nil),     // 10: cast.v1.ExportSessionRequest
-	(*ExportSessionResponse)(nil),    // 11: cast.v1.ExportSessionResponse
-	(*WatchSessionRequest)(nil),      // 12: cast.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),     // 13: cast.v1.WatchSessionResponse
-	(*InterruptSessionRequest)(nil),  // 14: cast.v1.InterruptSessionRequest
-	(*InterruptSessionResponse)(nil), // 15: cast.v1.InterruptSessionResponse
-	(*SwitchSessionRequest)(nil),     // 16: cast.v1.SwitchSessionRequest
-	(*ForkSessionRequest)(nil),       // 17: cast.v1.ForkSessionRequest
-	(*Session)(nil),                  // 18: cast.v1.Session
-	(*Message)(nil),                  // 19: cast.v1.Message
+	(*CreateSessionRequest)(nil),      // 0: cast.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),         // 1: cast.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),       // 2: cast.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 3: cast.v1.ListSessionsResponse
+	(*SendMessageRequest)(nil),        // 4: cast.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),       // 5: cast.v1.SendMessageResponse
+	(*AppendMessagesRequest)(nil),     // 6: cast.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),    // 7: cast.v1.AppendMessagesResponse
+	(*ListMessagesRequest)(nil),       // 8: cast.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),      // 9: cast.v1.ListMessagesResponse
+	(*ExportSessionRequest)(nil),      // 10: cast.v1.ExportSessionRequest
+	(*ExportSessionResponse)(nil),     // 11: cast.v1.ExportSessionResponse
+	(*WatchSessionRequest)(nil),       // 12: cast.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),      // 13: cast.v1.WatchSessionResponse
+	(*InterruptSessionRequest)(nil),   // 14: cast.v1.InterruptSessionRequest
+	(*InterruptSessionResponse)(nil),  // 15: cast.v1.InterruptSessionResponse
+	(*SwitchSessionRequest)(nil),      // 16: cast.v1.SwitchSessionRequest
+	(*ForkSessionRequest)(nil),        // 17: cast.v1.ForkSessionRequest
+	(*RequestPermissionRequest)(nil),  // 18: cast.v1.RequestPermissionRequest
+	(*RequestPermissionResponse)(nil), // 19: cast.v1.RequestPermissionResponse
+	(*AnswerPermissionRequest)(nil),   // 20: cast.v1.AnswerPermissionRequest
+	(*AnswerPermissionResponse)(nil),  // 21: cast.v1.AnswerPermissionResponse
+	(*Session)(nil),                   // 22: cast.v1.Session
+	(*Message)(nil),                   // 23: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	18, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	19, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	19, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	19, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	19, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	18, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	19, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	19, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	18, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	22, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	23, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	23, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	23, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	23, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	22, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	23, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	23, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	22, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
 	0,  // 9: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
 	1,  // 10: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
 	2,  // 11: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
@@ -1318,21 +1601,25 @@ var file_cast_v1_session_service_proto_depIdxs = []int32{
 	10, // 15: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
 	16, // 16: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
 	17, // 17: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
-	14, // 18: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	12, // 19: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	18, // 20: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	18, // 21: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 22: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 23: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 24: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 25: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 26: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	18, // 27: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
-	18, // 28: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
-	15, // 29: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	13, // 30: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	20, // [20:31] is the sub-list for method output_type
-	9,  // [9:20] is the sub-list for method input_type
+	18, // 18: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
+	20, // 19: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
+	14, // 20: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	12, // 21: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	22, // 22: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	22, // 23: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 24: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 25: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 26: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 27: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 28: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	22, // 29: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	22, // 30: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	19, // 31: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
+	21, // 32: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
+	15, // 33: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	13, // 34: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1354,7 +1641,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

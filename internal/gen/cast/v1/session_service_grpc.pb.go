@@ -19,17 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionService_CreateSession_FullMethodName    = "/cast.v1.SessionService/CreateSession"
-	SessionService_GetSession_FullMethodName       = "/cast.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName     = "/cast.v1.SessionService/ListSessions"
-	SessionService_SendMessage_FullMethodName      = "/cast.v1.SessionService/SendMessage"
-	SessionService_AppendMessages_FullMethodName   = "/cast.v1.SessionService/AppendMessages"
-	SessionService_ListMessages_FullMethodName     = "/cast.v1.SessionService/ListMessages"
-	SessionService_ExportSession_FullMethodName    = "/cast.v1.SessionService/ExportSession"
-	SessionService_SwitchSession_FullMethodName    = "/cast.v1.SessionService/SwitchSession"
-	SessionService_ForkSession_FullMethodName      = "/cast.v1.SessionService/ForkSession"
-	SessionService_InterruptSession_FullMethodName = "/cast.v1.SessionService/InterruptSession"
-	SessionService_WatchSession_FullMethodName     = "/cast.v1.SessionService/WatchSession"
+	SessionService_CreateSession_FullMethodName     = "/cast.v1.SessionService/CreateSession"
+	SessionService_GetSession_FullMethodName        = "/cast.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName      = "/cast.v1.SessionService/ListSessions"
+	SessionService_SendMessage_FullMethodName       = "/cast.v1.SessionService/SendMessage"
+	SessionService_AppendMessages_FullMethodName    = "/cast.v1.SessionService/AppendMessages"
+	SessionService_ListMessages_FullMethodName      = "/cast.v1.SessionService/ListMessages"
+	SessionService_ExportSession_FullMethodName     = "/cast.v1.SessionService/ExportSession"
+	SessionService_SwitchSession_FullMethodName     = "/cast.v1.SessionService/SwitchSession"
+	SessionService_ForkSession_FullMethodName       = "/cast.v1.SessionService/ForkSession"
+	SessionService_RequestPermission_FullMethodName = "/cast.v1.SessionService/RequestPermission"
+	SessionService_AnswerPermission_FullMethodName  = "/cast.v1.SessionService/AnswerPermission"
+	SessionService_InterruptSession_FullMethodName  = "/cast.v1.SessionService/InterruptSession"
+	SessionService_WatchSession_FullMethodName      = "/cast.v1.SessionService/WatchSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -60,6 +62,12 @@ type SessionServiceClient interface {
 	// ForkSession creates a new session holding a copy of this one up to a
 	// seq, on the same or another agent; the original keeps running.
 	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*Session, error)
+	// RequestPermission asks a person whether the session's agent may run a
+	// tool; it blocks until AnswerPermission (or the deadline). The session is
+	// WAITING_PERMISSION meanwhile. Called by `cast mcp` inside the agent.
+	RequestPermission(ctx context.Context, in *RequestPermissionRequest, opts ...grpc.CallOption) (*RequestPermissionResponse, error)
+	// AnswerPermission approves or denies a pending permission request.
+	AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -173,6 +181,26 @@ func (c *sessionServiceClient) ForkSession(ctx context.Context, in *ForkSessionR
 	return out, nil
 }
 
+func (c *sessionServiceClient) RequestPermission(ctx context.Context, in *RequestPermissionRequest, opts ...grpc.CallOption) (*RequestPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestPermissionResponse)
+	err := c.cc.Invoke(ctx, SessionService_RequestPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerPermissionResponse)
+	err := c.cc.Invoke(ctx, SessionService_AnswerPermission_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InterruptSessionResponse)
@@ -230,6 +258,12 @@ type SessionServiceServer interface {
 	// ForkSession creates a new session holding a copy of this one up to a
 	// seq, on the same or another agent; the original keeps running.
 	ForkSession(context.Context, *ForkSessionRequest) (*Session, error)
+	// RequestPermission asks a person whether the session's agent may run a
+	// tool; it blocks until AnswerPermission (or the deadline). The session is
+	// WAITING_PERMISSION meanwhile. Called by `cast mcp` inside the agent.
+	RequestPermission(context.Context, *RequestPermissionRequest) (*RequestPermissionResponse, error)
+	// AnswerPermission approves or denies a pending permission request.
+	AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -270,6 +304,12 @@ func (UnimplementedSessionServiceServer) SwitchSession(context.Context, *SwitchS
 }
 func (UnimplementedSessionServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*Session, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ForkSession not implemented")
+}
+func (UnimplementedSessionServiceServer) RequestPermission(context.Context, *RequestPermissionRequest) (*RequestPermissionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RequestPermission not implemented")
+}
+func (UnimplementedSessionServiceServer) AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AnswerPermission not implemented")
 }
 func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InterruptSession not implemented")
@@ -453,6 +493,42 @@ func _SessionService_ForkSession_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_RequestPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).RequestPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_RequestPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).RequestPermission(ctx, req.(*RequestPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_AnswerPermission_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerPermissionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).AnswerPermission(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_AnswerPermission_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).AnswerPermission(ctx, req.(*AnswerPermissionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_InterruptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InterruptSessionRequest)
 	if err := dec(in); err != nil {
@@ -520,6 +596,14 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForkSession",
 			Handler:    _SessionService_ForkSession_Handler,
+		},
+		{
+			MethodName: "RequestPermission",
+			Handler:    _SessionService_RequestPermission_Handler,
+		},
+		{
+			MethodName: "AnswerPermission",
+			Handler:    _SessionService_AnswerPermission_Handler,
 		},
 		{
 			MethodName: "InterruptSession",

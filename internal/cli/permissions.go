@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/mcpserver"
+)
+
+func (a *app) approveCmd(allow bool) *cobra.Command {
+	var id, rid, msg string
+	use, short := "approve -s ID [--request RID]", "Let a session's agent run the tool it is waiting on"
+	if !allow {
+		use, short = "deny -s ID [--request RID] [-m WHY]", "Refuse the tool a session's agent is waiting on"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				return usagef("-s ID is required; `cast ls` shows sessions waiting on a permission")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
+			}
+			verb := "approved"
+			if !allow {
+				verb = "denied"
+			}
+			fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	cmd.Flags().StringVar(&rid, "request", "", "request id (default: the oldest pending one)")
+	if !allow {
+		cmd.Flags().StringVarP(&msg, "message", "m", "", "why, for the agent")
+	}
+	return cmd
+}
+
+func (a *app) mcpCmd() *cobra.Command {
+	var id string
+	return &cobra.Command{
+		Use:    "mcp",
+		Short:  "Serve cast's MCP tools on stdio (history, permission) for an agent cast runs",
+		Args:   cobra.NoArgs,
+		Hidden: false,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id = os.Getenv("CAST_SESSION"); id == "" || !ids.ValidSessionID(id) {
+				return usagef("cast mcp runs inside a cast session (CAST_SESSION is not set)")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			return mcpserver.Serve(cmd.Context(), c, mcpserver.Config{SessionID: id, Version: "dev"})
+		},
+	}
+}

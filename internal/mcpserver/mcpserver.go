@@ -1,0 +1,136 @@
+// Package mcpserver is `cast mcp`: an MCP server over stdio that cast
+// registers in the agents it launches. It gives the agent a read-only tool
+// to page its thread's history, and the permission tool Claude Code's
+// --permission-prompt-tool calls, which waits on a person through the
+// control plane (`cast approve` / `cast deny`).
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+// PermissionTool is the tool name; Claude is given mcp__cast__permission.
+const PermissionTool = "permission"
+
+// Config is what the server serves.
+type Config struct {
+	SessionID string // the session the agent runs in (CAST_SESSION)
+	Version   string
+}
+
+type permissionIn struct {
+	ToolName  string         `json:"tool_name" jsonschema:"the tool the agent wants to run"`
+	Input     map[string]any `json:"input,omitempty" jsonschema:"the tool's input"`
+	ToolUseID string         `json:"tool_use_id,omitempty" jsonschema:"the tool call's id"`
+}
+
+type historyIn struct {
+	ThreadID  string `json:"thread_id,omitempty" jsonschema:"cast session id (default: this session)"`
+	BeforeSeq int64  `json:"before_seq,omitempty" jsonschema:"read messages before this seq (default: the newest)"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"how many messages (default 50, at most 200)"`
+}
+
+// New builds the server over c.
+func New(c *client.Client, cfg Config) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "cast", Version: cfg.Version}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: PermissionTool, Description: "Ask the person running cast whether a tool may run. Answers {behavior: allow|deny}."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in permissionIn) (*mcp.CallToolResult, any, error) {
+			return askPermission(ctx, c, cfg.SessionID, in)
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "history", Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in historyIn) (*mcp.CallToolResult, any, error) {
+			return history(ctx, c, cfg.SessionID, in)
+		})
+	return s
+}
+
+func askPermission(ctx context.Context, c *client.Client, sessionID string, in permissionIn) (*mcp.CallToolResult, any, error) {
+	rid := ids.NewClientID()
+	if in.ToolUseID != "" && ids.ValidClientID(in.ToolUseID) {
+		rid = in.ToolUseID
+	}
+	input, _ := json.Marshal(in.Input)
+	resp, err := c.Sessions.RequestPermission(ctx, &castv1.RequestPermissionRequest{
+		SessionId: sessionID, RequestId: rid, ToolName: in.ToolName, Input: string(input)})
+	var out map[string]any
+	switch {
+	case err != nil:
+		out = map[string]any{"behavior": "deny", "message": "cast could not ask the person: " + err.Error()}
+	case resp.Allow:
+		if in.Input == nil {
+			in.Input = map[string]any{}
+		}
+		out = map[string]any{"behavior": "allow", "updatedInput": in.Input}
+	default:
+		msg := resp.Message
+		if msg == "" {
+			msg = "The person denied this tool run."
+		}
+		out = map[string]any{"behavior": "deny", "message": msg}
+	}
+	b, _ := json.Marshal(out)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+}
+
+func history(ctx context.Context, c *client.Client, sessionID string, in historyIn) (*mcp.CallToolResult, any, error) {
+	id := in.ThreadID
+	if id == "" {
+		id = sessionID
+	}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 200)
+	end := in.BeforeSeq - 1
+	if in.BeforeSeq <= 0 {
+		end = 0
+	}
+	sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	if end <= 0 || end > sess.LastSeq {
+		end = sess.LastSeq
+	}
+	start := max(1, end-int64(limit)+1)
+	resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: start, EndSeq: end})
+	if err != nil {
+		return nil, nil, err
+	}
+	var b strings.Builder
+	for _, m := range resp.Messages {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_INTERNAL {
+			continue
+		}
+		fmt.Fprintf(&b, "#%d %s: %s\n", m.Seq, strings.ToLower(strings.TrimPrefix(m.Kind.String(), "MESSAGE_KIND_")), render(m))
+	}
+	if start > 1 {
+		fmt.Fprintf(&b, "(earlier: call again with before_seq=%d)\n", start)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, nil, nil
+}
+
+func render(m *castv1.Message) string {
+	switch m.Kind {
+	case castv1.MessageKind_MESSAGE_KIND_TOOL_CALL:
+		return m.ToolCall.GetName() + " " + m.ToolCall.GetInput()
+	case castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT:
+		return m.ToolResult.GetOutput()
+	}
+	return m.Text
+}
+
+// Serve runs the server on stdio until ctx ends or the client leaves.
+func Serve(ctx context.Context, c *client.Client, cfg Config) error {
+	return New(c, cfg).Run(ctx, &mcp.StdioTransport{})
+}

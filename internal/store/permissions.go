@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+// Permission is a tool run waiting on a person, at perms/{s}/{request id}.
+// It lives in the store, not in a node's memory, so a session stopped at a
+// prompt can be answered from any replica (and, later, move machines and
+// be asked again there).
+type Permission struct {
+	RequestID string    `json:"request_id"`
+	Tool      string    `json:"tool"`
+	Input     string    `json:"input"`
+	Asked     time.Time `json:"asked"`
+	Answered  bool      `json:"answered"`
+	Allow     bool      `json:"allow"`
+	Message   string    `json:"message,omitempty"`
+}
+
+func (s *Store) permKey(sessionID, rid string) string { return s.key("perms", sessionID, rid) }
+
+// AskPermission records a pending request (idempotent on its id) and marks
+// the session WAITING_PERMISSION.
+func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permission) error {
+	if _, _, err := s.Owner(ctx, sessionID); err != nil {
+		return err
+	}
+	p.Asked = time.Now().UTC()
+	b, _ := json.Marshal(p)
+	if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.permKey(sessionID, p.RequestID)), "=", 0)).
+		Then(clientv3.OpPut(s.permKey(sessionID, p.RequestID), string(b))).Commit(); err != nil {
+		return err
+	}
+	_, err := s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
+		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, "permission for "+p.Tool+" "+clip(p.Input, 200)
+		return nil
+	})
+	return err
+}
+
+// WaitPermission blocks until the request is answered or ctx ends.
+func (s *Store) WaitPermission(ctx context.Context, sessionID, rid string) (Permission, error) {
+	key := s.permKey(sessionID, rid)
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return Permission{}, err
+	}
+	if len(resp.Kvs) == 0 {
+		return Permission{}, errs.NotFound("permission request %s not found", rid)
+	}
+	var p Permission
+	_ = json.Unmarshal(resp.Kvs[0].Value, &p)
+	if p.Answered {
+		return p, nil
+	}
+	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(resp.Header.Revision+1))
+	for wr := range wch {
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &p) == nil && p.Answered {
+				return p, nil
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return Permission{}, ctx.Err()
+	}
+	return Permission{}, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "permission watch ended; ask again")
+}
+
+// AnswerPermission answers rid, or the oldest pending request when rid is
+// empty, and puts the session back to RUNNING.
+func (s *Store) AnswerPermission(ctx context.Context, sessionID, rid string, allow bool, msg string) (Permission, error) {
+	resp, err := s.cli.Get(ctx, s.key("perms", sessionID)+"/", clientv3.WithPrefix())
+	if err != nil {
+		return Permission{}, err
+	}
+	var pick *Permission
+	var modRev int64
+	for _, kv := range resp.Kvs {
+		var p Permission
+		if json.Unmarshal(kv.Value, &p) != nil || p.Answered {
+			continue
+		}
+		if (rid == "" && (pick == nil || p.Asked.Before(pick.Asked))) || p.RequestID == rid {
+			pp := p
+			pick, modRev = &pp, kv.ModRevision
+		}
+	}
+	if pick == nil {
+		return Permission{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNotFound, "session %s has no pending permission request; `cast ls` shows what it is doing", sessionID)
+	}
+	pick.Answered, pick.Allow, pick.Message = true, allow, msg
+	b, _ := json.Marshal(pick)
+	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.permKey(sessionID, pick.RequestID)), "=", modRev)).
+		Then(clientv3.OpPut(s.permKey(sessionID, pick.RequestID), string(b))).Commit()
+	if err != nil {
+		return Permission{}, err
+	}
+	if !tx.Succeeded {
+		return Permission{}, errs.New(errs.KindAborted, errs.ReasonConflict, "the request was answered meanwhile")
+	}
+	_, err = s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
+		if sess.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+			sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_RUNNING, ""
+		}
+		return nil
+	})
+	return *pick, err
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
