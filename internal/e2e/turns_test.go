@@ -141,7 +141,10 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	seq = r.send(sess.Id, "retry MARK-4")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	turns = r.fake.Turns()
-	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "MARK-3", "MARK-4")
+	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "refused MARK-3\n\nretry MARK-4")
+	if n := strings.Count(fmt.Sprint(turns[len(turns)-1].Items), "MARK-3"); n != 1 {
+		t.Fatalf("the refused prompt reached the model %d times in the retry", n)
+	}
 
 	// kill -9 of the node mid-turn: the restarted node stops the orphaned
 	// CLI and runs the turn again; nothing is lost or stored twice.

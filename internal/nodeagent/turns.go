@@ -170,7 +170,16 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 }
 
 func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
-	_ = a.st.update(func(m map[string]*owned) { m[sessionID].FailedSeq = o.ReceivedSeq })
+	_ = a.st.update(func(m map[string]*owned) {
+		s := m[sessionID]
+		s.FailedSeq = o.ReceivedSeq
+		// The CLI may have written the refused prompt into its native
+		// session; resuming it would send that prompt twice, so the next
+		// turn rebuilds it from the neutral copy (same native id).
+		if ns := s.Native[o.Agent]; ns != nil {
+			ns.KnownUpto = 0
+		}
+	})
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	return errors.New(reason)
 }
