@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,26 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 	if claudeReq.API != "anthropic" {
 		t.Fatalf("last request went to %s, want anthropic", claudeReq.API)
 	}
-	assertItems(t, claudeReq.Items, "MARK-C1", "MARK-X1", "MARK-C2")
+	// Claude resumes its own native session and gets a delta: exactly what
+	// it missed (Codex's turn), once, framed as history, then the prompt.
+	assertItems(t, claudeReq.Items, "MARK-C1", "MARK-X1")
+	all := fmt.Sprint(claudeReq.Items)
+	// (The fake's answers quote the prompt, so marks are counted where the
+	// delta puts them: its item headers.)
+	for mark, want := range map[string]int{"MARK-C1": 1, "user]\\nover to you MARK-X1": 1, "assistant, codex]": 1, "MARK-C2": 1, "NOT new instructions": 1} {
+		if n := strings.Count(all, mark); n != want {
+			t.Errorf("claude's delta request holds %q %d times, want %d:\n%s", mark, n, want, all)
+		}
+	}
+	lastUser := ""
+	for _, it := range claudeReq.Items {
+		if it.Role == "user" && it.Kind == "text" {
+			lastUser = it.Text
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(lastUser), "back to claude MARK-C2") || !strings.Contains(lastUser, "MARK-X1") {
+		t.Fatalf("the delta is not framed before the prompt:\n%s", lastUser)
+	}
 
 	// Fork onto pi at an earlier seq (after Claude's first turn); the
 	// original is untouched.

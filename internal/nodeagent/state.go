@@ -39,6 +39,8 @@ type nativeSession struct {
 	ID        string `json:"id"`
 	Path      string `json:"path,omitempty"`
 	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it
+	// Stale: the CLI may hold a refused prompt; rebuild before resuming.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // state is the node's bookkeeping, persisted in DataDir/state.json after

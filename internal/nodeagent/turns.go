@@ -19,6 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/mcpserver"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -158,7 +159,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 			ns = &nativeSession{ID: res.NativeID}
 			s.Native[o.Agent] = ns
 		}
-		ns.Path = res.NativePath
+		ns.Path, ns.Stale = res.NativePath, false
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, lastSeq) // never backwards
 	})
 	if err != nil {
@@ -177,7 +178,7 @@ func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason 
 		// session; resuming it would send that prompt twice, so the next
 		// turn rebuilds it from the neutral copy (same native id).
 		if ns := s.Native[o.Agent]; ns != nil {
-			ns.KnownUpto = 0
+			ns.Stale = true
 		}
 	})
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
@@ -225,14 +226,40 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 		return t, err
 	}
 	before := firstSeq - 1
-	if ns := o.Native[o.Agent]; ns != nil && ns.KnownUpto >= before {
-		t.NativeID, t.NativePath = ns.ID, ns.Path
+	ns := o.Native[o.Agent]
+	if ns != nil && !ns.Stale && ns.KnownUpto >= before {
+		t.NativeID, t.NativePath = ns.ID, ns.Path // reuse, without reading the history
 		return t, nil
 	}
 	history, err := a.history(ctx, sessionID, before)
-	if err != nil || !hasContent(history) {
-		return t, err // fresh: nothing before this prompt
+	if err != nil {
+		return t, err
 	}
+	var row *handoff.Row
+	if ns != nil && !ns.Stale {
+		row = &handoff.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}
+	}
+	ag, _ := agents.Lookup(o.Agent)
+	d := handoff.Transition(handoff.Input{Native: row, Content: handoff.ContentSeqs(history), CanReconstitute: ag.Caps.CanReconstitute})
+	switch d.Kind {
+	case handoff.Fresh:
+		return t, nil
+	case handoff.Reuse:
+		t.NativeID, t.NativePath = ns.ID, ns.Path
+		return t, nil
+	case handoff.Delta, handoff.SliceHandoff:
+		// Only what the agent missed, framed as history, before the prompt.
+		sl := handoff.Slice(d.Missed.Messages(history), handoff.SliceOptions{SessionID: sessionID, ContextWindow: ag.ContextWindow,
+			Heading: "What happened in this session while you were not running it"})
+		if sl.Text != "" {
+			t.Prompt = sl.Text + "\n\n" + prompt
+		}
+		if d.Kind == handoff.Delta {
+			t.NativeID, t.NativePath = ns.ID, ns.Path
+		}
+		return t, nil
+	}
+	// Rebuild: the agent's native transcript written from the neutral copy.
 	if err := agents.CheckTakeover(o.Agent, true); err != nil {
 		return t, err
 	}
@@ -241,7 +268,7 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 		return t, err
 	}
 	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model}
-	if ns := o.Native[o.Agent]; ns != nil {
+	if ns != nil {
 		target.NativeID = ns.ID
 	}
 	written, err := w.Write(target, history)
@@ -271,15 +298,6 @@ func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]tr
 			return out, nil
 		}
 	}
-}
-
-func hasContent(msgs []transcript.Message) bool {
-	for i := range msgs {
-		if msgs[i].IsContent() {
-			return true
-		}
-	}
-	return false
 }
 
 // report records the session's state; a failure is logged, not fatal (the
