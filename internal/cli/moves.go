@@ -168,3 +168,37 @@ func (a *app) spawnCmd() *cobra.Command {
 	cmd.Flags().StringVar(&node, "node", "", "node (default: the parent's)")
 	return cmd
 }
+
+func (a *app) mergeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "merge [FORK_ID]",
+		Short: "Bring a fork's unmerged work back to its parent as one history-framed message",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := os.Getenv("CAST_SESSION")
+			if len(args) == 1 {
+				id = args[0]
+			}
+			if id == "" {
+				return usagef("name the fork to merge: cast merge FORK_ID")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
+					"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted})
+			}
+			fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out); `cast watch %s` follows it\n",
+				id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted, resp.Parent.Id)
+			return nil
+		},
+	}
+}

@@ -263,6 +263,18 @@ func (h *sessionService) AnswerPermission(ctx context.Context, req *castv1.Answe
 	return &castv1.AnswerPermissionResponse{RequestId: p.RequestID, ToolName: p.Tool}, nil
 }
 
+func (h *sessionService) MergeSession(ctx context.Context, req *castv1.MergeSessionRequest) (*castv1.MergeSessionResponse, error) {
+	if err := validSessionID(req.ForkId); err != nil {
+		return nil, err
+	}
+	m, err := moves.Merge(ctx, h.s.store, req.ForkId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.MergeSessionResponse{Parent: m.Parent, FromSeq: m.From, ToSeq: m.To,
+		Included: int32(m.Included), Omitted: int32(m.Omitted)}, nil
+}
+
 func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err

@@ -199,7 +199,9 @@ type Session struct {
 	// fork's copy): they are never handed to an agent as new prompts.
 	HistorySeq int64 `protobuf:"varint,17,opt,name=history_seq,json=historySeq,proto3" json:"history_seq,omitempty"`
 	// last_exit_code is the agent CLI's exit status of the last turn.
-	LastExitCode  int32 `protobuf:"varint,18,opt,name=last_exit_code,json=lastExitCode,proto3" json:"last_exit_code,omitempty"`
+	LastExitCode int32 `protobuf:"varint,18,opt,name=last_exit_code,json=lastExitCode,proto3" json:"last_exit_code,omitempty"`
+	// merged_upto_seq is the last seq of this fork merged back to its parent.
+	MergedUptoSeq int64 `protobuf:"varint,19,opt,name=merged_upto_seq,json=mergedUptoSeq,proto3" json:"merged_upto_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +358,13 @@ func (x *Session) GetHistorySeq() int64 {
 func (x *Session) GetLastExitCode() int32 {
 	if x != nil {
 		return x.LastExitCode
+	}
+	return 0
+}
+
+func (x *Session) GetMergedUptoSeq() int64 {
+	if x != nil {
+		return x.MergedUptoSeq
 	}
 	return 0
 }
@@ -655,7 +664,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x04\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -678,7 +687,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x06effort\x18\x10 \x01(\tR\x06effort\x12\x1f\n" +
 	"\vhistory_seq\x18\x11 \x01(\x03R\n" +
 	"historySeq\x12$\n" +
-	"\x0elast_exit_code\x18\x12 \x01(\x05R\flastExitCode\"D\n" +
+	"\x0elast_exit_code\x18\x12 \x01(\x05R\flastExitCode\x12&\n" +
+	"\x0fmerged_upto_seq\x18\x13 \x01(\x03R\rmergedUptoSeq\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

@@ -1419,6 +1419,134 @@ func (x *AnswerPermissionResponse) GetToolName() string {
 	return ""
 }
 
+// MergeSessionRequest names the fork to merge.
+type MergeSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fork_id names the fork; its parent receives the work.
+	ForkId        string `protobuf:"bytes,1,opt,name=fork_id,json=forkId,proto3" json:"fork_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeSessionRequest) Reset() {
+	*x = MergeSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeSessionRequest) ProtoMessage() {}
+
+func (x *MergeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeSessionRequest.ProtoReflect.Descriptor instead.
+func (*MergeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MergeSessionRequest) GetForkId() string {
+	if x != nil {
+		return x.ForkId
+	}
+	return ""
+}
+
+// MergeSessionResponse says what was merged.
+type MergeSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parent is the parent session after the merge.
+	Parent *Session `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// from_seq and to_seq are the fork's seqs merged.
+	FromSeq int64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	// to_seq is the last fork seq merged.
+	ToSeq int64 `protobuf:"varint,3,opt,name=to_seq,json=toSeq,proto3" json:"to_seq,omitempty"`
+	// included and omitted count the items in the merge message.
+	Included int32 `protobuf:"varint,4,opt,name=included,proto3" json:"included,omitempty"`
+	// omitted items are left out for the budget; the message says how to read them.
+	Omitted       int32 `protobuf:"varint,5,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeSessionResponse) Reset() {
+	*x = MergeSessionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeSessionResponse) ProtoMessage() {}
+
+func (x *MergeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeSessionResponse.ProtoReflect.Descriptor instead.
+func (*MergeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *MergeSessionResponse) GetParent() *Session {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+func (x *MergeSessionResponse) GetFromSeq() int64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *MergeSessionResponse) GetToSeq() int64 {
+	if x != nil {
+		return x.ToSeq
+	}
+	return 0
+}
+
+func (x *MergeSessionResponse) GetIncluded() int32 {
+	if x != nil {
+		return x.Included
+	}
+	return 0
+}
+
+func (x *MergeSessionResponse) GetOmitted() int32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
@@ -1526,7 +1654,15 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x18AnswerPermissionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
-	"\ttool_name\x18\x02 \x01(\tR\btoolName2\xf4\a\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\".\n" +
+	"\x13MergeSessionRequest\x12\x17\n" +
+	"\afork_id\x18\x01 \x01(\tR\x06forkId\"\xa8\x01\n" +
+	"\x14MergeSessionResponse\x12(\n" +
+	"\x06parent\x18\x01 \x01(\v2\x10.cast.v1.SessionR\x06parent\x12\x19\n" +
+	"\bfrom_seq\x18\x02 \x01(\x03R\afromSeq\x12\x15\n" +
+	"\x06to_seq\x18\x03 \x01(\x03R\x05toSeq\x12\x1a\n" +
+	"\bincluded\x18\x04 \x01(\x05R\bincluded\x12\x18\n" +
+	"\aomitted\x18\x05 \x01(\x05R\aomitted2\xc1\b\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -1539,7 +1675,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\rSwitchSession\x12\x1d.cast.v1.SwitchSessionRequest\x1a\x10.cast.v1.Session\x12<\n" +
 	"\vForkSession\x12\x1b.cast.v1.ForkSessionRequest\x1a\x10.cast.v1.Session\x12Z\n" +
 	"\x11RequestPermission\x12!.cast.v1.RequestPermissionRequest\x1a\".cast.v1.RequestPermissionResponse\x12W\n" +
-	"\x10AnswerPermission\x12 .cast.v1.AnswerPermissionRequest\x1a!.cast.v1.AnswerPermissionResponse\x12W\n" +
+	"\x10AnswerPermission\x12 .cast.v1.AnswerPermissionRequest\x1a!.cast.v1.AnswerPermissionResponse\x12K\n" +
+	"\fMergeSession\x12\x1c.cast.v1.MergeSessionRequest\x1a\x1d.cast.v1.MergeSessionResponse\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
@@ -1555,7 +1692,7 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_cast_v1_session_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),      // 0: cast.v1.CreateSessionRequest
 	(*GetSessionRequest)(nil),         // 1: cast.v1.GetSessionRequest
@@ -1579,50 +1716,55 @@ var file_cast_v1_session_service_proto_goTypes = []any{
 	(*RequestPermissionResponse)(nil), // 19: cast.v1.RequestPermissionResponse
 	(*AnswerPermissionRequest)(nil),   // 20: cast.v1.AnswerPermissionRequest
 	(*AnswerPermissionResponse)(nil),  // 21: cast.v1.AnswerPermissionResponse
-	(*Session)(nil),                   // 22: cast.v1.Session
-	(*Message)(nil),                   // 23: cast.v1.Message
+	(*MergeSessionRequest)(nil),       // 22: cast.v1.MergeSessionRequest
+	(*MergeSessionResponse)(nil),      // 23: cast.v1.MergeSessionResponse
+	(*Session)(nil),                   // 24: cast.v1.Session
+	(*Message)(nil),                   // 25: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	22, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	23, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	23, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	23, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	23, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	22, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	23, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	23, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	22, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
-	0,  // 9: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
-	1,  // 10: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
-	2,  // 11: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
-	4,  // 12: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
-	6,  // 13: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
-	8,  // 14: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
-	10, // 15: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	16, // 16: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
-	17, // 17: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
-	18, // 18: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
-	20, // 19: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
-	14, // 20: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	12, // 21: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	22, // 22: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	22, // 23: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 24: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 25: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 26: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 27: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 28: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	22, // 29: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
-	22, // 30: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
-	19, // 31: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
-	21, // 32: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
-	15, // 33: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	13, // 34: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	24, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	25, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	25, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	25, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	25, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	24, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	25, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	25, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	24, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	24, // 9: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
+	0,  // 10: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
+	1,  // 11: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
+	2,  // 12: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
+	4,  // 13: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
+	6,  // 14: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
+	8,  // 15: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
+	10, // 16: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
+	16, // 17: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
+	17, // 18: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
+	18, // 19: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
+	20, // 20: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
+	22, // 21: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
+	14, // 22: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	12, // 23: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	24, // 24: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	24, // 25: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 26: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 27: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 28: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 29: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 30: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	24, // 31: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	24, // 32: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	19, // 33: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
+	21, // 34: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
+	23, // 35: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
+	15, // 36: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	13, // 37: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	24, // [24:38] is the sub-list for method output_type
+	10, // [10:24] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_service_proto_init() }
@@ -1641,7 +1783,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

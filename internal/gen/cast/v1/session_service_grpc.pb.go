@@ -30,6 +30,7 @@ const (
 	SessionService_ForkSession_FullMethodName       = "/cast.v1.SessionService/ForkSession"
 	SessionService_RequestPermission_FullMethodName = "/cast.v1.SessionService/RequestPermission"
 	SessionService_AnswerPermission_FullMethodName  = "/cast.v1.SessionService/AnswerPermission"
+	SessionService_MergeSession_FullMethodName      = "/cast.v1.SessionService/MergeSession"
 	SessionService_InterruptSession_FullMethodName  = "/cast.v1.SessionService/InterruptSession"
 	SessionService_WatchSession_FullMethodName      = "/cast.v1.SessionService/WatchSession"
 )
@@ -68,6 +69,9 @@ type SessionServiceClient interface {
 	RequestPermission(ctx context.Context, in *RequestPermissionRequest, opts ...grpc.CallOption) (*RequestPermissionResponse, error)
 	// AnswerPermission approves or denies a pending permission request.
 	AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error)
+	// MergeSession brings a fork's unmerged work back to its parent as a
+	// merge notice plus one history-framed user message.
+	MergeSession(ctx context.Context, in *MergeSessionRequest, opts ...grpc.CallOption) (*MergeSessionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -201,6 +205,16 @@ func (c *sessionServiceClient) AnswerPermission(ctx context.Context, in *AnswerP
 	return out, nil
 }
 
+func (c *sessionServiceClient) MergeSession(ctx context.Context, in *MergeSessionRequest, opts ...grpc.CallOption) (*MergeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_MergeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InterruptSessionResponse)
@@ -264,6 +278,9 @@ type SessionServiceServer interface {
 	RequestPermission(context.Context, *RequestPermissionRequest) (*RequestPermissionResponse, error)
 	// AnswerPermission approves or denies a pending permission request.
 	AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error)
+	// MergeSession brings a fork's unmerged work back to its parent as a
+	// merge notice plus one history-framed user message.
+	MergeSession(context.Context, *MergeSessionRequest) (*MergeSessionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -310,6 +327,9 @@ func (UnimplementedSessionServiceServer) RequestPermission(context.Context, *Req
 }
 func (UnimplementedSessionServiceServer) AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AnswerPermission not implemented")
+}
+func (UnimplementedSessionServiceServer) MergeSession(context.Context, *MergeSessionRequest) (*MergeSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MergeSession not implemented")
 }
 func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InterruptSession not implemented")
@@ -529,6 +549,24 @@ func _SessionService_AnswerPermission_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_MergeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).MergeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_MergeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).MergeSession(ctx, req.(*MergeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_InterruptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InterruptSessionRequest)
 	if err := dec(in); err != nil {
@@ -604,6 +642,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AnswerPermission",
 			Handler:    _SessionService_AnswerPermission_Handler,
+		},
+		{
+			MethodName: "MergeSession",
+			Handler:    _SessionService_MergeSession_Handler,
 		},
 		{
 			MethodName: "InterruptSession",
