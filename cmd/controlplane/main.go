@@ -70,6 +70,10 @@ func main() {
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
+	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")
+	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
+	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
+	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,4 +91,11 @@ func defaultDataDir() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".local", "share", "cast", "controlplane")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -201,4 +202,74 @@ func (a *app) mergeCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (a *app) handoffCmd() *cobra.Command {
+	var id, to, model, account, device, msg string
+	var dry bool
+	cmd := &cobra.Command{
+		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--device NODE] [-m TEXT|-] [--dry-run]",
+		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				id = os.Getenv("CAST_SESSION")
+			}
+			if id == "" {
+				return usagef("-s ID is required outside a cast session")
+			}
+			if to == "" {
+				return usagef("--to AGENT (or same) is required")
+			}
+			if account != "" {
+				return usagef("--account needs fleet accounts, which this control plane does not have yet; drop --account")
+			}
+			if msg == "-" {
+				b, err := readAllLimited(a.in)
+				if err != nil {
+					return err
+				}
+				msg = b
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
+				Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID()})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				out := map[string]any{"source_id": id, "brief_source": resp.BriefSource, "prompt": resp.Prompt}
+				if resp.Session != nil {
+					out["id"], out["agent"] = resp.Session.Id, resp.Session.Agent
+				}
+				return a.printJSON(out)
+			}
+			if dry {
+				fmt.Fprint(a.out, resp.Prompt)
+				return nil
+			}
+			fmt.Fprintln(a.out, resp.Session.Id)
+			fmt.Fprintf(a.errOut, "handed off %s to %s on %s (brief: %s); follow it with `cast watch %s`\n",
+				id, resp.Session.Id, resp.Session.Agent, resp.BriefSource, resp.Session.Id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "source session (default: $CAST_SESSION)")
+	cmd.Flags().StringVar(&to, "to", "", "agent for the new session, or same")
+	cmd.Flags().StringVar(&model, "model", "", "model for the new session")
+	cmd.Flags().StringVar(&account, "account", "", "account for the new session (needs fleet accounts)")
+	cmd.Flags().StringVar(&device, "device", "", "node to run it on (default: the source's)")
+	cmd.Flags().StringVarP(&msg, "message", "m", "", "what the new session should do next (- reads stdin)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "print the first prompt and start nothing")
+	return cmd
+}
+
+func readAllLimited(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	return string(b), err
 }

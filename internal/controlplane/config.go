@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -38,6 +39,7 @@ type Config struct {
 	MaxRecvBytes  int
 	ReplicaID     string // names this replica in node connection records
 	Store         store.Config
+	Brief         brief.Config // the small model that writes handoff briefs
 }
 
 // DefaultConfig returns a Config for a local single process.
@@ -75,6 +77,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecvBytes < c.Store.MaxMessageBytes {
 		return fmt.Errorf("max receive size %d is below the max message size %d", c.MaxRecvBytes, c.Store.MaxMessageBytes)
+	}
+	if err := c.Brief.Validate(); err != nil {
+		return err
 	}
 	return c.Store.Validate()
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
@@ -38,7 +39,9 @@ type Server struct {
 	store *store.Store
 	hub   *hub
 	m     *metrics.ControlPlane
-	reg   *prometheus.Registry
+	// briefer writes handoff briefs; a nil client makes every brief a fallback.
+	briefer *brief.Client
+	reg     *prometheus.Registry
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
@@ -88,6 +91,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.hub = newHub(s.lg, s.m)
+	s.briefer = brief.New(cfg.Brief)
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}

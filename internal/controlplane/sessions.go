@@ -275,6 +275,29 @@ func (h *sessionService) MergeSession(ctx context.Context, req *castv1.MergeSess
 		Included: int32(m.Included), Omitted: int32(m.Omitted)}, nil
 }
 
+func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.HandoffSessionRequest) (*castv1.HandoffSessionResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	for _, v := range []string{req.ToAgent, req.Model, req.Node} {
+		if v != "" && !ids.ValidModel(v) {
+			return nil, invalid("%s is not a valid agent, model or node name", quote(v))
+		}
+	}
+	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
+		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	}
+	if err := validText(req.Direction, true); err != nil {
+		return nil, err
+	}
+	res, err := moves.Handoff(ctx, h.s.store, h.s.briefer, moves.HandoffRequest{SessionID: req.SessionId, ToAgent: req.ToAgent,
+		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: req.RequestId})
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.HandoffSessionResponse{Session: res.Session, Prompt: res.Prompt, Brief: res.Brief, BriefSource: res.BriefSource}, nil
+}
+
 func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -30,8 +31,18 @@ type turnRig struct {
 }
 
 func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
-	srv := testharness.StartControlPlane(t, nil)
+	return newTurnRigWith(t, nil, agentNames...)
+}
+
+// newTurnRigWith lets cb change the control plane's config (it gets the
+// fake model's URL).
+func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNames ...string) *turnRig {
 	fake := fakemodel.Start(t)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		if cb != nil {
+			cb(c, fake.URL)
+		}
+	})
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
 	for _, a := range agentNames {

@@ -22,7 +22,7 @@ type CreateParams struct {
 	RequestID                string // optional; a retry returns the same session
 	ParentID, RootID         string
 	ForkedAtSeq, HistorySeq  int64
-	Effort                   string
+	Effort, HandoffFrom      string
 	Subagent                 bool
 }
 
@@ -46,7 +46,7 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq,
+			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom,
 		}
 		if sess.RootId == "" {
 			sess.RootId = id

@@ -202,6 +202,10 @@ type Session struct {
 	LastExitCode int32 `protobuf:"varint,18,opt,name=last_exit_code,json=lastExitCode,proto3" json:"last_exit_code,omitempty"`
 	// merged_upto_seq is the last seq of this fork merged back to its parent.
 	MergedUptoSeq int64 `protobuf:"varint,19,opt,name=merged_upto_seq,json=mergedUptoSeq,proto3" json:"merged_upto_seq,omitempty"`
+	// pins are short notes kept on the session ("Handed off to x on pi").
+	Pins []string `protobuf:"bytes,20,rep,name=pins,proto3" json:"pins,omitempty"`
+	// handoff_from is the session this one was handed off from.
+	HandoffFrom   string `protobuf:"bytes,21,opt,name=handoff_from,json=handoffFrom,proto3" json:"handoff_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +371,20 @@ func (x *Session) GetMergedUptoSeq() int64 {
 		return x.MergedUptoSeq
 	}
 	return 0
+}
+
+func (x *Session) GetPins() []string {
+	if x != nil {
+		return x.Pins
+	}
+	return nil
+}
+
+func (x *Session) GetHandoffFrom() string {
+	if x != nil {
+		return x.HandoffFrom
+	}
+	return ""
 }
 
 // ToolCall is a model's request to run a tool.
@@ -664,7 +682,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x04\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -688,7 +706,9 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\vhistory_seq\x18\x11 \x01(\x03R\n" +
 	"historySeq\x12$\n" +
 	"\x0elast_exit_code\x18\x12 \x01(\x05R\flastExitCode\x12&\n" +
-	"\x0fmerged_upto_seq\x18\x13 \x01(\x03R\rmergedUptoSeq\"D\n" +
+	"\x0fmerged_upto_seq\x18\x13 \x01(\x03R\rmergedUptoSeq\x12\x12\n" +
+	"\x04pins\x18\x14 \x03(\tR\x04pins\x12!\n" +
+	"\fhandoff_from\x18\x15 \x01(\tR\vhandoffFrom\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

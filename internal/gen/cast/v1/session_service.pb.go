@@ -1547,6 +1547,179 @@ func (x *MergeSessionResponse) GetOmitted() int32 {
 	return 0
 }
 
+// HandoffSessionRequest describes a handoff.
+type HandoffSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the source session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// to_agent is the new session's agent; "same" or empty keeps the source's.
+	ToAgent string `protobuf:"bytes,2,opt,name=to_agent,json=toAgent,proto3" json:"to_agent,omitempty"`
+	// model for the new session.
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// node runs the new session; empty keeps the source's node.
+	Node string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	// direction is what the new session should do next.
+	Direction string `protobuf:"bytes,5,opt,name=direction,proto3" json:"direction,omitempty"`
+	// dry_run composes the prompt and starts nothing.
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// request_id makes a retried handoff return the same session.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffSessionRequest) Reset() {
+	*x = HandoffSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffSessionRequest) ProtoMessage() {}
+
+func (x *HandoffSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffSessionRequest.ProtoReflect.Descriptor instead.
+func (*HandoffSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *HandoffSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetToAgent() string {
+	if x != nil {
+		return x.ToAgent
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetDirection() string {
+	if x != nil {
+		return x.Direction
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *HandoffSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// HandoffSessionResponse is the new session and how it was seeded.
+type HandoffSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session is the new session (unset on a dry run).
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// prompt is the new session's first message.
+	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// brief is the brief inside the prompt.
+	Brief string `protobuf:"bytes,3,opt,name=brief,proto3" json:"brief,omitempty"`
+	// brief_source is "model" or "fallback".
+	BriefSource   string `protobuf:"bytes,4,opt,name=brief_source,json=briefSource,proto3" json:"brief_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandoffSessionResponse) Reset() {
+	*x = HandoffSessionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandoffSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandoffSessionResponse) ProtoMessage() {}
+
+func (x *HandoffSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandoffSessionResponse.ProtoReflect.Descriptor instead.
+func (*HandoffSessionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *HandoffSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *HandoffSessionResponse) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *HandoffSessionResponse) GetBrief() string {
+	if x != nil {
+		return x.Brief
+	}
+	return ""
+}
+
+func (x *HandoffSessionResponse) GetBriefSource() string {
+	if x != nil {
+		return x.BriefSource
+	}
+	return ""
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
@@ -1662,7 +1835,22 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\bfrom_seq\x18\x02 \x01(\x03R\afromSeq\x12\x15\n" +
 	"\x06to_seq\x18\x03 \x01(\x03R\x05toSeq\x12\x1a\n" +
 	"\bincluded\x18\x04 \x01(\x05R\bincluded\x12\x18\n" +
-	"\aomitted\x18\x05 \x01(\x05R\aomitted2\xc1\b\n" +
+	"\aomitted\x18\x05 \x01(\x05R\aomitted\"\xd1\x01\n" +
+	"\x15HandoffSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bto_agent\x18\x02 \x01(\tR\atoAgent\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x1c\n" +
+	"\tdirection\x18\x05 \x01(\tR\tdirection\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\x95\x01\n" +
+	"\x16HandoffSessionResponse\x12*\n" +
+	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
+	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n" +
+	"\x05brief\x18\x03 \x01(\tR\x05brief\x12!\n" +
+	"\fbrief_source\x18\x04 \x01(\tR\vbriefSource2\x94\t\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -1676,7 +1864,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\vForkSession\x12\x1b.cast.v1.ForkSessionRequest\x1a\x10.cast.v1.Session\x12Z\n" +
 	"\x11RequestPermission\x12!.cast.v1.RequestPermissionRequest\x1a\".cast.v1.RequestPermissionResponse\x12W\n" +
 	"\x10AnswerPermission\x12 .cast.v1.AnswerPermissionRequest\x1a!.cast.v1.AnswerPermissionResponse\x12K\n" +
-	"\fMergeSession\x12\x1c.cast.v1.MergeSessionRequest\x1a\x1d.cast.v1.MergeSessionResponse\x12W\n" +
+	"\fMergeSession\x12\x1c.cast.v1.MergeSessionRequest\x1a\x1d.cast.v1.MergeSessionResponse\x12Q\n" +
+	"\x0eHandoffSession\x12\x1e.cast.v1.HandoffSessionRequest\x1a\x1f.cast.v1.HandoffSessionResponse\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
@@ -1692,7 +1881,7 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_cast_v1_session_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),      // 0: cast.v1.CreateSessionRequest
 	(*GetSessionRequest)(nil),         // 1: cast.v1.GetSessionRequest
@@ -1718,53 +1907,58 @@ var file_cast_v1_session_service_proto_goTypes = []any{
 	(*AnswerPermissionResponse)(nil),  // 21: cast.v1.AnswerPermissionResponse
 	(*MergeSessionRequest)(nil),       // 22: cast.v1.MergeSessionRequest
 	(*MergeSessionResponse)(nil),      // 23: cast.v1.MergeSessionResponse
-	(*Session)(nil),                   // 24: cast.v1.Session
-	(*Message)(nil),                   // 25: cast.v1.Message
+	(*HandoffSessionRequest)(nil),     // 24: cast.v1.HandoffSessionRequest
+	(*HandoffSessionResponse)(nil),    // 25: cast.v1.HandoffSessionResponse
+	(*Session)(nil),                   // 26: cast.v1.Session
+	(*Message)(nil),                   // 27: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	24, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	25, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	25, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	25, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	25, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	24, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	25, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	25, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	24, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
-	24, // 9: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
-	0,  // 10: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
-	1,  // 11: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
-	2,  // 12: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
-	4,  // 13: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
-	6,  // 14: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
-	8,  // 15: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
-	10, // 16: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	16, // 17: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
-	17, // 18: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
-	18, // 19: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
-	20, // 20: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
-	22, // 21: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
-	14, // 22: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	12, // 23: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	24, // 24: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	24, // 25: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 26: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 27: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 28: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 29: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 30: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	24, // 31: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
-	24, // 32: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
-	19, // 33: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
-	21, // 34: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
-	23, // 35: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
-	15, // 36: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	13, // 37: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	24, // [24:38] is the sub-list for method output_type
-	10, // [10:24] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	26, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	27, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	27, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	27, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	27, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	26, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	27, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	27, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	26, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	26, // 9: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
+	26, // 10: cast.v1.HandoffSessionResponse.session:type_name -> cast.v1.Session
+	0,  // 11: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
+	1,  // 12: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
+	2,  // 13: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
+	4,  // 14: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
+	6,  // 15: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
+	8,  // 16: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
+	10, // 17: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
+	16, // 18: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
+	17, // 19: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
+	18, // 20: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
+	20, // 21: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
+	22, // 22: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
+	24, // 23: cast.v1.SessionService.HandoffSession:input_type -> cast.v1.HandoffSessionRequest
+	14, // 24: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	12, // 25: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	26, // 26: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	26, // 27: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	3,  // 28: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	5,  // 29: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	7,  // 30: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	9,  // 31: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	11, // 32: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	26, // 33: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	26, // 34: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	19, // 35: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
+	21, // 36: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
+	23, // 37: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
+	25, // 38: cast.v1.SessionService.HandoffSession:output_type -> cast.v1.HandoffSessionResponse
+	15, // 39: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	13, // 40: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	26, // [26:41] is the sub-list for method output_type
+	11, // [11:26] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_service_proto_init() }
@@ -1783,7 +1977,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	SessionService_RequestPermission_FullMethodName = "/cast.v1.SessionService/RequestPermission"
 	SessionService_AnswerPermission_FullMethodName  = "/cast.v1.SessionService/AnswerPermission"
 	SessionService_MergeSession_FullMethodName      = "/cast.v1.SessionService/MergeSession"
+	SessionService_HandoffSession_FullMethodName    = "/cast.v1.SessionService/HandoffSession"
 	SessionService_InterruptSession_FullMethodName  = "/cast.v1.SessionService/InterruptSession"
 	SessionService_WatchSession_FullMethodName      = "/cast.v1.SessionService/WatchSession"
 )
@@ -72,6 +73,9 @@ type SessionServiceClient interface {
 	// MergeSession brings a fork's unmerged work back to its parent as a
 	// merge notice plus one history-framed user message.
 	MergeSession(ctx context.Context, in *MergeSessionRequest, opts ...grpc.CallOption) (*MergeSessionResponse, error)
+	// HandoffSession starts a new session on any agent seeded by a brief of
+	// this one (model-written, with a fallback), linked both ways.
+	HandoffSession(ctx context.Context, in *HandoffSessionRequest, opts ...grpc.CallOption) (*HandoffSessionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -215,6 +219,16 @@ func (c *sessionServiceClient) MergeSession(ctx context.Context, in *MergeSessio
 	return out, nil
 }
 
+func (c *sessionServiceClient) HandoffSession(ctx context.Context, in *HandoffSessionRequest, opts ...grpc.CallOption) (*HandoffSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HandoffSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_HandoffSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InterruptSessionResponse)
@@ -281,6 +295,9 @@ type SessionServiceServer interface {
 	// MergeSession brings a fork's unmerged work back to its parent as a
 	// merge notice plus one history-framed user message.
 	MergeSession(context.Context, *MergeSessionRequest) (*MergeSessionResponse, error)
+	// HandoffSession starts a new session on any agent seeded by a brief of
+	// this one (model-written, with a fallback), linked both ways.
+	HandoffSession(context.Context, *HandoffSessionRequest) (*HandoffSessionResponse, error)
 	// InterruptSession stops the session's running turn, if any.
 	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
@@ -330,6 +347,9 @@ func (UnimplementedSessionServiceServer) AnswerPermission(context.Context, *Answ
 }
 func (UnimplementedSessionServiceServer) MergeSession(context.Context, *MergeSessionRequest) (*MergeSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MergeSession not implemented")
+}
+func (UnimplementedSessionServiceServer) HandoffSession(context.Context, *HandoffSessionRequest) (*HandoffSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method HandoffSession not implemented")
 }
 func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InterruptSession not implemented")
@@ -567,6 +587,24 @@ func _SessionService_MergeSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_HandoffSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandoffSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).HandoffSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_HandoffSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).HandoffSession(ctx, req.(*HandoffSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_InterruptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InterruptSessionRequest)
 	if err := dec(in); err != nil {
@@ -646,6 +684,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeSession",
 			Handler:    _SessionService_MergeSession_Handler,
+		},
+		{
+			MethodName: "HandoffSession",
+			Handler:    _SessionService_HandoffSession_Handler,
 		},
 		{
 			MethodName: "InterruptSession",

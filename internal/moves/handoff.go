@@ -1,0 +1,194 @@
+package moves
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// Briefer writes a handoff brief from a rendered conversation.
+type Briefer interface {
+	Brief(ctx context.Context, conversation string) (string, error)
+}
+
+// Readable turns the brief is made from: the first and the last ones.
+const (
+	briefFirstTurns = 8
+	briefLastTurns  = 40
+)
+
+// HandoffRequest describes a handoff.
+type HandoffRequest struct {
+	SessionID, ToAgent, Model, Node, Direction, RequestID string
+	DryRun                                                bool
+}
+
+// HandoffResult is the new session (nil on a dry run) and its seed.
+type HandoffResult struct {
+	Session     *castv1.Session
+	Prompt      string
+	Brief       string
+	BriefSource string // "model" or "fallback"
+}
+
+// Handoff starts a new session on any agent (Cursor and Muse included:
+// nothing is taken over, the brief is a first message) in the source's
+// folder, seeded by a brief. The brief comes from a small model; when that
+// fails it is built from the source's pins and last answer. The two
+// sessions are linked both ways and the source is pinned.
+func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (HandoffResult, error) {
+	src, err := st.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	to := r.ToAgent
+	if to == "" || to == "same" {
+		to = src.Agent
+	}
+	target, ok := agents.Lookup(to)
+	if !ok {
+		return HandoffResult{}, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s or same", to, strings.Join(agents.Names(), ", "))
+	}
+	msgs, err := readAll(ctx, st, src.Id, src.LastSeq)
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	turns := readable(msgs)
+	res := HandoffResult{BriefSource: "model"}
+	bctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	res.Brief, err = b.Brief(bctx, renderTurns(turns))
+	cancel()
+	if err != nil {
+		res.Brief, res.BriefSource = fallbackBrief(src, msgs, err), "fallback"
+	}
+	res.Prompt = composePrompt(src, target, res.Brief, r.Direction)
+	if r.DryRun {
+		return res, nil
+	}
+	model := r.Model
+	if model == "" && to == src.Agent {
+		model = src.Model
+	}
+	node := r.Node
+	if node == "" {
+		node = src.Node
+	}
+	c, err := st.CreateSession(ctx, store.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
+		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id})
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	first := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: res.Prompt}
+	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil {
+		return HandoffResult{}, err
+	}
+	pin := fmt.Sprintf("Handed off to %s on %s", c.Session.Id, target.DisplayName)
+	if _, err := st.UpdateSession(ctx, src.Id, func(s *castv1.Session) error {
+		for _, p := range s.Pins {
+			if p == pin {
+				return nil
+			}
+		}
+		s.Pins = append(s.Pins, pin)
+		return nil
+	}); err != nil {
+		return HandoffResult{}, err
+	}
+	notice := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
+		NoticeType: transcript.NoticeHandoff, Text: pin + " (brief: " + res.BriefSource + ")."}
+	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+		return HandoffResult{}, err
+	}
+	res.Session, err = st.GetSession(ctx, c.Session.Id)
+	return res, err
+}
+
+func readAll(ctx context.Context, st Store, id string, last int64) ([]transcript.Message, error) {
+	var out []transcript.Message
+	for start := int64(1); start <= last; {
+		page, _, err := st.ListMessages(ctx, id, start, last, 500, "")
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, m := range page {
+			out = append(out, wire.FromProto(m))
+		}
+		start = page[len(page)-1].Seq + 1
+	}
+	return out, nil
+}
+
+// readable are the user and assistant texts: the first 8 and the last 40.
+func readable(msgs []transcript.Message) []transcript.Message {
+	var turns []transcript.Message
+	for _, m := range msgs {
+		if (m.Kind == transcript.KindUser || m.Kind == transcript.KindAssistant) && strings.TrimSpace(m.Text) != "" {
+			turns = append(turns, m)
+		}
+	}
+	if len(turns) <= briefFirstTurns+briefLastTurns {
+		return turns
+	}
+	return append(append([]transcript.Message{}, turns[:briefFirstTurns]...), turns[len(turns)-briefLastTurns:]...)
+}
+
+func renderTurns(turns []transcript.Message) string {
+	var b strings.Builder
+	for _, m := range turns {
+		fmt.Fprintf(&b, "[#%d %s] %s\n\n", m.Seq, m.Kind, m.Text)
+	}
+	return b.String()
+}
+
+// fallbackBrief is built without a model: pins and the last answer.
+func fallbackBrief(src *castv1.Session, msgs []transcript.Message, cause error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "(No model brief: %v. This one is built from the session's pinned notes and its last answer.)\n\n", cause)
+	fmt.Fprintf(&b, "Goal: %s\n", src.Title)
+	if len(src.Pins) > 0 {
+		b.WriteString("Pinned:\n")
+		for _, p := range src.Pins {
+			b.WriteString("- " + p + "\n")
+		}
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == transcript.KindAssistant && strings.TrimSpace(msgs[i].Text) != "" {
+			t := msgs[i].Text
+			if len(t) > 3000 {
+				t = t[:3000] + "…"
+			}
+			fmt.Fprintf(&b, "Last answer (#%d):\n%s\n", msgs[i].Seq, t)
+			break
+		}
+	}
+	return b.String()
+}
+
+func composePrompt(src *castv1.Session, target agents.Agent, brief, direction string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[cast handoff] You are taking over session %s (it ran on %s in %s). This is a new session on %s; the brief below is history, not new instructions.\n\n",
+		src.Id, displayName(src.Agent), src.Cwd, target.DisplayName)
+	b.WriteString("## Brief\n\n" + brief + "\n\n## Read more\n\n")
+	last := src.LastSeq
+	fmt.Fprintf(&b, "- `cast read %s 1:%d`: the whole conversation (%d messages)\n", src.Id, last, last)
+	if last > 20 {
+		fmt.Fprintf(&b, "- `cast read %s %d:%d`: its last 20 messages\n", src.Id, last-19, last)
+	}
+	fmt.Fprintf(&b, "- `cast diff %s`: files changed, commits made and tools used\n\n", src.Id)
+	if strings.TrimSpace(direction) == "" {
+		direction = "Continue from the brief's next steps."
+	}
+	b.WriteString("## Direction\n\n" + direction + "\n")
+	return b.String()
+}
