@@ -18,8 +18,11 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 )
 
-// PermissionTool is the tool name; Claude is given mcp__cast__permission.
-const PermissionTool = "permission"
+// Tool names; Claude sees them as mcp__cast__<name>.
+const (
+	PermissionTool = "permission"
+	HistoryTool    = "history"
+)
 
 // Config is what the server serves.
 type Config struct {
@@ -46,7 +49,7 @@ func New(c *client.Client, cfg Config) *mcp.Server {
 		func(ctx context.Context, _ *mcp.CallToolRequest, in permissionIn) (*mcp.CallToolResult, any, error) {
 			return askPermission(ctx, c, cfg.SessionID, in)
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "history", Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
+	mcp.AddTool(s, &mcp.Tool{Name: HistoryTool, Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in historyIn) (*mcp.CallToolResult, any, error) {
 			return history(ctx, c, cfg.SessionID, in)
 		})

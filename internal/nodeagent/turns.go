@@ -349,6 +349,9 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
 		return err
 	}
-	t.Args = append(t.Args, "--mcp-config", path, "--permission-prompt-tool", "mcp__cast__"+mcpserver.PermissionTool)
+	// The read-only history tool needs no approval. --allowedTools takes
+	// several values, so it stays last.
+	t.Args = append(t.Args, "--mcp-config", path, "--permission-prompt-tool", "mcp__cast__"+mcpserver.PermissionTool,
+		"--allowedTools", "mcp__cast__"+mcpserver.HistoryTool)
 	return nil
 }
