@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // Claude Code, run by a node, calls cast's MCP history tool and gets the
