@@ -153,3 +153,38 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 		t.Fatalf("fork past the tip: %v", err)
 	}
 }
+
+// After Claude -> Codex -> Claude, the Claude turn that should get the
+// handoff is refused (401); the retry still carries what Claude missed, and
+// the refused prompt reaches the model once.
+func TestRefusedHandoffTurnRetried(t *testing.T) {
+	r := newTurnRig(t, "claude", "codex")
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "start MARK-R1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	seq := r.send(sess.Id, "codex part MARK-RX")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "claude"}); err != nil {
+		t.Fatal(err)
+	}
+	r.fake.FailNext(1, 401)
+	seq = r.send(sess.Id, "refused MARK-R2")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	seq = r.send(sess.Id, "retry MARK-R3")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns := r.fake.Turns()
+	last := turns[len(turns)-1]
+	if last.API != "anthropic" {
+		t.Fatalf("last request went to %s", last.API)
+	}
+	assertItems(t, last.Items, "MARK-R1", "codex part MARK-RX", "refused MARK-R2\n\nretry MARK-R3")
+	if n := strings.Count(fmtItems(last.Items), "refused MARK-R2"); n != 1 {
+		t.Fatalf("the refused prompt reached the model %d times", n)
+	}
+}
