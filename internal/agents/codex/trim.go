@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -75,7 +76,7 @@ type prepared struct {
 // prepare drops what Codex never gets (internal rows, empty texts, invalid
 // rows) and clips oversized items.
 func prepare(msgs []transcript.Message, sessionID string) []prepared {
-	msgs = uniqueCallIDs(msgs)
+	msgs = repair.UniqueCallIDs(msgs)
 	var out []prepared
 	for i, m := range msgs {
 		if !keep(m) {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -45,7 +46,7 @@ func Render(t agents.Target, msgs []transcript.Message, opt RenderOptions) (Expo
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
-	msgs = uniqueCallIDs(msgs)
+	msgs = repair.UniqueCallIDs(msgs)
 	// Ids start a little in the past so every id OpenCode creates on the
 	// next prompt sorts after the imported ones.
 	start := opt.Now.Add(-time.Duration(len(msgs)*3/0x1000+2) * time.Millisecond)

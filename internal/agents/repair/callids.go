@@ -1,4 +1,4 @@
-package opencode
+package repair
 
 import (
 	"fmt"
@@ -6,12 +6,15 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// uniqueCallIDs renames repeated tool call ids. Some agents number calls
+// UniqueCallIDs renames repeated tool call ids. Some agents number calls
 // per turn (call_0, call_1, ...), so one id can name several calls in a long
-// conversation; OpenCode keeps a call and its result in one part found by id, and a repeated id would pair the
-// wrong output or drop a call. A result goes to the newest call with its id
-// that has no result yet (else the newest). msgs is not modified.
-func uniqueCallIDs(msgs []transcript.Message) []transcript.Message {
+// conversation; an agent that finds a call's result by id (Codex pairs
+// outputs by id, OpenCode keeps a call and its result in one part found by
+// id) would pair the wrong output or drop a call. A repeated call id gets a
+// suffix (call_0_cast2, ...). A result goes to the newest call with its id
+// that has no result yet (else the newest). msgs is not modified; it is
+// returned as is when no id repeats.
+func UniqueCallIDs(msgs []transcript.Message) []transcript.Message {
 	seen := map[string]int{}       // original id -> calls seen
 	current := map[string]string{} // original id -> id of its newest call
 	open := map[string][]string{}  // original id -> renamed ids still without a result
