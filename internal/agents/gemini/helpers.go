@@ -1,21 +1,6 @@
 package gemini
 
-import (
-	"bytes"
-	"crypto/sha1"
-	"encoding/json"
-	"fmt"
-	"strings"
-)
-
-// stableUUID derives a version-5-style UUID from seed, so rewriting the same
-// cast session gives the same native ids.
-func stableUUID(seed string) string {
-	h := sha1.Sum([]byte("cast:" + seed))
-	h[6] = h[6]&0x0f | 0x50
-	h[8] = h[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
-}
+import "strings"
 
 // toolName renders a tool name from any agent as a valid Gemini function
 // name (letters, digits, _ . : -, at most 64, not starting with a digit or
@@ -41,25 +26,4 @@ func toolName(name string) string {
 		s = s[:64]
 	}
 	return s
-}
-
-// argsObject turns a neutral tool input (JSON text as the source agent sent
-// it) into the JSON object Gemini requires for functionCall.args.
-func argsObject(input string) json.RawMessage {
-	input = strings.TrimSpace(input)
-	if input == "" {
-		return json.RawMessage("{}")
-	}
-	var v any
-	if json.Unmarshal([]byte(input), &v) != nil {
-		b, _ := json.Marshal(map[string]string{"input": input})
-		return b
-	}
-	if _, ok := v.(map[string]any); ok {
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, []byte(input))
-		return buf.Bytes()
-	}
-	b, _ := json.Marshal(map[string]json.RawMessage{"input": json.RawMessage(input)})
-	return b
 }

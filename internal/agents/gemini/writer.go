@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -36,7 +37,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	}
 	sid := t.NativeID
 	if sid == "" {
-		sid = stableUUID("gemini:" + t.SessionID)
+		sid = repair.StableUUID("gemini:" + t.SessionID)
 	}
 	cwd := filepath.Clean(t.Cwd)
 	recs := render(sid, t.Model, msgs, now())
@@ -161,7 +162,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		return stamp(t)
 	}
 	newRec := func(typ string, m *transcript.Message) *record {
-		r := record{ID: stableUUID(fmt.Sprintf("%s:%d", sid, len(out))), Type: typ, Timestamp: when(m)}
+		r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", sid, len(out))), Type: typ, Timestamp: when(m)}
 		if typ == "gemini" {
 			r.Model = targetModel
 			if m.Agent == Agent && m.Model != "" {
@@ -262,7 +263,7 @@ func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, ts string) 
 	c := toolCall{
 		ID:        tc.ID,
 		Name:      name,
-		Args:      argsObject(tc.Input),
+		Args:      repair.ArgsObject(tc.Input),
 		Result:    result,
 		Status:    status,
 		Timestamp: ts,

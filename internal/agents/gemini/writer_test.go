@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -155,7 +156,7 @@ func TestWriterLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := stableUUID("gemini:" + tg.SessionID)
+	sid := repair.StableUUID("gemini:" + tg.SessionID)
 	wantPath := filepath.Join(tg.Home, "tmp", "my-project", "chats", "session-2026-01-02T03-04-"+sid[:8]+".jsonl")
 	if w.Path != wantPath || w.NativeID != sid {
 		t.Fatalf("wrote %s (%s), want %s (%s)", w.Path, w.NativeID, wantPath, sid)

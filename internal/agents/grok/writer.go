@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -41,7 +42,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	}
 	sid := t.NativeID
 	if sid == "" {
-		sid = stableUUID("grok:" + t.SessionID)
+		sid = repair.StableUUID("grok:" + t.SessionID)
 	}
 	cwd := filepath.Clean(t.Cwd)
 	recs, outcomes := render(msgs)
@@ -217,7 +218,7 @@ func render(msgs []transcript.Message) ([]record, []toolEvent) {
 			}
 			written[tc.ID] = true
 			open(m)
-			cur.ToolCalls = append(cur.ToolCalls, toolCall{ID: tc.ID, Name: toolName(tc.Name), Arguments: argsString(tc.Input)})
+			cur.ToolCalls = append(cur.ToolCalls, toolCall{ID: tc.ID, Name: repair.ToolName(tc.Name), Arguments: string(repair.ArgsObject(tc.Input))})
 		case transcript.KindToolResult:
 			if calls[m.ToolResult.CallID] {
 				if cur != nil {

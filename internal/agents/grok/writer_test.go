@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -200,7 +201,7 @@ func TestWriterLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := stableUUID("grok:" + tg.SessionID)
+	sid := repair.StableUUID("grok:" + tg.SessionID)
 	want := filepath.Join(tg.Home, "sessions", "%2FUsers%2Fdev%2Fmy%20project", sid, "chat_history.jsonl")
 	if w.Path != want || w.NativeID != sid {
 		t.Fatalf("wrote %s (%s), want %s (%s)", w.Path, w.NativeID, want, sid)

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/gemini"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -42,7 +43,7 @@ func wantsFor(msgs []transcript.Message) []want {
 		case transcript.KindAssistant:
 			ws = append(ws, want{role: "assistant", kind: "text", text: probe(m.Text)})
 		case transcript.KindToolCall:
-			ws = append(ws, want{role: "assistant", kind: "tool_call", tool: toolName(m.ToolCall.Name), id: m.ToolCall.ID})
+			ws = append(ws, want{role: "assistant", kind: "tool_call", tool: repair.ToolName(m.ToolCall.Name), id: m.ToolCall.ID})
 		case transcript.KindToolResult:
 			ws = append(ws, want{role: "tool", kind: "tool_result", text: probe(m.ToolResult.Output), id: m.ToolResult.CallID})
 		}

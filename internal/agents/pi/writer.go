@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -54,7 +55,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	}
 	sid := t.NativeID
 	if sid == "" {
-		sid = stableUUID("pi:" + t.SessionID)
+		sid = repair.StableUUID("pi:" + t.SessionID)
 	}
 	cwd := filepath.Clean(t.Cwd)
 	entries, start := render(sid, t.Model, msgs, now())
@@ -171,7 +172,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		push(entry{Type: "message", Message: cur}, curTime)
 		for _, c := range curCalls {
 			res := results[c.ID]
-			r := &message{Role: "toolResult", ToolCallID: c.ID, ToolName: toolName(c.Name), Timestamp: msTime(curTime)}
+			r := &message{Role: "toolResult", ToolCallID: c.ID, ToolName: repair.ToolName(c.Name), Timestamp: msTime(curTime)}
 			isErr := true
 			if res != nil {
 				isErr = res.IsError
@@ -230,7 +231,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			}
 			written[tc.ID] = true
 			open(m)
-			curBlocks = append(curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: toolName(tc.Name), Arguments: argsObject(tc.Input)})
+			curBlocks = append(curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: repair.ToolName(tc.Name), Arguments: repair.ArgsObject(tc.Input)})
 			curCalls = append(curCalls, tc)
 		case transcript.KindToolResult:
 			if calls[m.ToolResult.CallID] {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -211,7 +212,7 @@ func TestWriterLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := stableUUID("pi:" + tg.SessionID)
+	sid := repair.StableUUID("pi:" + tg.SessionID)
 	enc := "--" + strings.ReplaceAll(strings.TrimPrefix(tg.Cwd, "/"), "/", "-") + "--"
 	wantPath := filepath.Join(tg.Home, "sessions", enc, "2026-01-02T03-04-05-600Z_"+sid+".jsonl")
 	if w.Path != wantPath || w.NativeID != sid {
