@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -13,7 +14,7 @@ import (
 // send "aborted" for an unanswered call and silently drop an output without
 // its call; cast says what happened instead.
 const (
-	OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+	OrphanCallOutput = repair.OrphanCallOutput
 	OrphanResultName = "unrecorded_tool_call"
 	OrphanResultArgs = `{"note":"this tool call was not recorded in the transcript; only its result was"}`
 )

@@ -18,7 +18,7 @@ import (
 
 // OrphanCallOutput is the result written for a tool call whose result the
 // source never recorded: without one Gemini sends a dangling functionCall.
-const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+const OrphanCallOutput = repair.OrphanCallOutput
 
 // Writer writes a Gemini CLI JSONL session under Target.Home (~/.gemini).
 type Writer struct {
@@ -131,19 +131,7 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 // one model turn: its thoughts, then its text, then its tool calls, each
 // carrying its result (Gemini replays results from there).
 func render(sid, targetModel string, msgs []transcript.Message, now time.Time) []record {
-	results := map[string]*transcript.ToolResult{}
-	calls := map[string]bool{}
-	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
-			if _, dup := results[m.ToolResult.CallID]; !dup {
-				results[m.ToolResult.CallID] = m.ToolResult
-			}
-		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
-			calls[m.ToolCall.ID] = true
-		}
-	}
+	results, calls := repair.IndexCalls(msgs)
 
 	out := make([]record, 0, len(msgs))
 	var cur *record

@@ -17,7 +17,7 @@ import (
 // OrphanCallOutput is the result written for a tool call whose result the
 // source never recorded: Grok does not repair a dangling call, and the API
 // rejects one.
-const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+const OrphanCallOutput = repair.OrphanCallOutput
 
 // Writer writes a Grok Build session folder under Target.Home ($GROK_HOME).
 type Writer struct {
@@ -139,19 +139,7 @@ type toolEvent struct {
 }
 
 func render(msgs []transcript.Message) ([]record, []toolEvent) {
-	results := map[string]*transcript.ToolResult{}
-	calls := map[string]bool{}
-	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
-			if _, dup := results[m.ToolResult.CallID]; !dup {
-				results[m.ToolResult.CallID] = m.ToolResult
-			}
-		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
-			calls[m.ToolCall.ID] = true
-		}
-	}
+	results, calls := repair.IndexCalls(msgs)
 	var out []record
 	var events []toolEvent
 	var cur *record

@@ -18,7 +18,7 @@ import (
 // and its result in one part, so a call without a result and a result
 // without a call both need an explicit stand-in.
 const (
-	OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+	OrphanCallOutput = repair.OrphanCallOutput
 	OrphanResultName = "unrecorded_tool_call"
 	// LeadIn opens a conversation whose first message is not the user's:
 	// every OpenCode assistant message must point at a user message.

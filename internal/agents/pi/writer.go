@@ -25,7 +25,7 @@ const thinkingSep = "\n\n"
 
 // OrphanCallOutput is the result written for a tool call whose result the
 // source never recorded (pi would otherwise invent "No result provided").
-const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+const OrphanCallOutput = repair.OrphanCallOutput
 
 // Writer writes a pi session file under Target.Home, pi's agent dir.
 type Writer struct {
@@ -110,19 +110,7 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 // assistant message holds thinking, text and tool calls; its results follow
 // it at once, whatever came in between in the source.
 func render(sid, targetModel string, msgs []transcript.Message, now time.Time) ([]entry, time.Time) {
-	results := map[string]*transcript.ToolResult{}
-	calls := map[string]bool{}
-	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
-			if _, dup := results[m.ToolResult.CallID]; !dup {
-				results[m.ToolResult.CallID] = m.ToolResult
-			}
-		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
-			calls[m.ToolCall.ID] = true
-		}
-	}
+	results, calls := repair.IndexCalls(msgs)
 	var out []entry
 	var start, last time.Time
 	when := func(m *transcript.Message) time.Time {

@@ -1,0 +1,28 @@
+package repair
+
+import "github.com/cast-dev/cast/internal/transcript"
+
+// OrphanCallOutput is the result a writer gives a tool call whose result the
+// source never recorded (it was interrupted or lost): most agents and APIs
+// refuse or mangle a call left without one.
+const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
+
+// IndexCalls indexes msgs by tool call id: results maps a call id to its
+// first result, calls holds the id of every tool call. Writers use it to
+// place each result with its call and to find results without a call.
+func IndexCalls(msgs []transcript.Message) (results map[string]*transcript.ToolResult, calls map[string]bool) {
+	results = map[string]*transcript.ToolResult{}
+	calls = map[string]bool{}
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+			if _, dup := results[m.ToolResult.CallID]; !dup {
+				results[m.ToolResult.CallID] = m.ToolResult
+			}
+		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+			calls[m.ToolCall.ID] = true
+		}
+	}
+	return results, calls
+}
