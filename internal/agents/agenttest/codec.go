@@ -143,3 +143,23 @@ func BenchWrite100k(b *testing.B, w agents.Writer) {
 		}
 	})
 }
+
+// CheckWellFormed asserts what every reader result must hold: valid
+// messages and every result after its call.
+func CheckWellFormed(t *testing.T, msgs []transcript.Message) {
+	t.Helper()
+	calls := map[string]bool{}
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		switch m.Kind {
+		case transcript.KindToolCall:
+			calls[m.ToolCall.ID] = true
+		case transcript.KindToolResult:
+			if !calls[m.ToolResult.CallID] {
+				t.Errorf("message %d: result for %q before any call", i, m.ToolResult.CallID)
+			}
+		}
+	}
+}

@@ -10,5 +10,5 @@ import (
 // produces a file the reader reads back with every user turn, every call
 // paired with a result after it, and nothing invalid.
 func FuzzWriteRead(f *testing.F) {
-	agenttest.FuzzWriteRead(f, Writer{}, Reader{}, checkWellFormed)
+	agenttest.FuzzWriteRead(f, Writer{}, Reader{}, agenttest.CheckWellFormed)
 }

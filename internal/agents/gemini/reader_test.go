@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -14,26 +15,6 @@ func kinds(msgs []transcript.Message) map[transcript.Kind]int {
 		c[m.Kind]++
 	}
 	return c
-}
-
-// checkWellFormed asserts what every reader result must hold: valid
-// messages and every result after its call.
-func checkWellFormed(t *testing.T, msgs []transcript.Message) {
-	t.Helper()
-	calls := map[string]bool{}
-	for i, m := range msgs {
-		if err := m.Validate(); err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-		switch m.Kind {
-		case transcript.KindToolCall:
-			calls[m.ToolCall.ID] = true
-		case transcript.KindToolResult:
-			if !calls[m.ToolResult.CallID] {
-				t.Errorf("message %d: result for %q before any call", i, m.ToolResult.CallID)
-			}
-		}
-	}
 }
 
 func TestReadCorpus(t *testing.T) {
@@ -51,7 +32,7 @@ func TestReadCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkWellFormed(t, msgs)
+			agenttest.CheckWellFormed(t, msgs)
 			k := kinds(msgs)
 			got := []int{k[transcript.KindUser], k[transcript.KindAssistant], k[transcript.KindThinking], k[transcript.KindToolCall], k[transcript.KindToolResult]}
 			want := []int{tt.user, tt.assistant, tt.thinking, tt.calls, tt.results}
@@ -143,7 +124,7 @@ func TestDecodeReplay(t *testing.T) {
 			if d.SessionID != "s1" {
 				t.Errorf("session id %q", d.SessionID)
 			}
-			checkWellFormed(t, d.Messages)
+			agenttest.CheckWellFormed(t, d.Messages)
 			if len(d.Messages) != len(tt.want) {
 				t.Fatalf("got %d messages %+v, want %d", len(d.Messages), d.Messages, len(tt.want))
 			}

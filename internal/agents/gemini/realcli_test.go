@@ -147,7 +147,7 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				checkWellFormed(t, msgs)
+				agenttest.CheckWellFormed(t, msgs)
 				var texts []string
 				for _, m := range msgs {
 					texts = append(texts, m.Text)
@@ -190,7 +190,7 @@ func TestRealGeminiSessionReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWellFormed(t, msgs)
+	agenttest.CheckWellFormed(t, msgs)
 	var got []string
 	for _, m := range msgs {
 		switch m.Kind {

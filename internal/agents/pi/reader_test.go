@@ -4,28 +4,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// checkWellFormed asserts what every reader result must hold: valid
-// messages and every result after its call.
-func checkWellFormed(t *testing.T, msgs []transcript.Message) {
-	t.Helper()
-	calls := map[string]bool{}
-	for i, m := range msgs {
-		if err := m.Validate(); err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-		switch m.Kind {
-		case transcript.KindToolCall:
-			calls[m.ToolCall.ID] = true
-		case transcript.KindToolResult:
-			if !calls[m.ToolResult.CallID] {
-				t.Errorf("message %d: result for %q before any call", i, m.ToolResult.CallID)
-			}
-		}
-	}
-}
 
 func TestReadCorpus(t *testing.T) {
 	tests := []struct {
@@ -51,7 +32,7 @@ func TestReadCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkWellFormed(t, msgs)
+			agenttest.CheckWellFormed(t, msgs)
 			c := map[transcript.Kind]int{}
 			for _, m := range msgs {
 				c[m.Kind]++
@@ -124,7 +105,7 @@ func TestDecodeCases(t *testing.T) {
 			if d.Skipped != tt.skipped || d.SessionID != "s1" || d.Cwd != "/w" {
 				t.Errorf("skipped %d (want %d), session %q, cwd %q", d.Skipped, tt.skipped, d.SessionID, d.Cwd)
 			}
-			checkWellFormed(t, d.Messages)
+			agenttest.CheckWellFormed(t, d.Messages)
 			var got []string
 			for _, m := range d.Messages {
 				s := m.Kind.String() + ":" + m.Text

@@ -147,7 +147,7 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkWellFormed(t, msgs)
+			agenttest.CheckWellFormed(t, msgs)
 			var texts []string
 			for _, m := range msgs {
 				texts = append(texts, m.Text)
@@ -184,7 +184,7 @@ func TestRealPiSessionReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWellFormed(t, msgs)
+	agenttest.CheckWellFormed(t, msgs)
 	var got []string
 	for _, m := range msgs {
 		switch m.Kind {
