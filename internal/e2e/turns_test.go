@@ -157,6 +157,14 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 		t.Fatalf("the refused prompt reached the model %d times in the retry", n)
 	}
 
+	// A usage limit (429) parks the session instead of failing it.
+	r.fake.FailNext(1, 429)
+	seq = r.send(sess.Id, "limited MARK-L")
+	parked := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, seq-1)
+	if !strings.Contains(parked.StateReason, "rate limited") {
+		t.Fatalf("parked because %q", parked.StateReason)
+	}
+
 	// kill -9 of the node mid-turn: the restarted node stops the orphaned
 	// CLI and runs the turn again; nothing is lost or stored twice.
 	// The slow reply goes to whichever run asks first: the one killed with

@@ -143,6 +143,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		return syncErr
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted:
 		lg.Info("turn interrupted")
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
+		// A usage limit: parked, not failed. Nothing is marked as seen.
+		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
 	case runErr != nil:
 		// The agent did not take the prompt: nothing is marked as seen, so
 		// the next attempt (on the next message) still carries it.
@@ -168,6 +171,13 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 	lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
 	return nil
+}
+
+// parkTurn is failTurn for a usage limit: the session shows parked.
+func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
+	err := a.failTurn(ctx, sessionID, o, reason, exitCode)
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_PARKED, reason, exitCode)
+	return err
 }
 
 func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
