@@ -21,7 +21,7 @@ import (
 func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev bool
-	var logFormat, logLevel, nodeName string
+	var logFormat, logLevel, nodeName, agentsConfig string
 	var labels []string
 	cmd := &cobra.Command{
 		Use:           "controlplane",
@@ -50,6 +50,11 @@ func main() {
 			node := nodeagent.DefaultConfig()
 			node.DataDir = filepath.Join(cfg.DataDir, "node")
 			node.Labels = labels
+			if agentsConfig != "" {
+				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
+					return err
+				}
+			}
 			if nodeName != "" {
 				node.Name = nodeName
 			}
@@ -70,6 +75,7 @@ func main() {
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
+	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")
 	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
