@@ -56,7 +56,8 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 
 func (a *app) mcpCmd() *cobra.Command {
 	var id string
-	return &cobra.Command{
+	var tools []string
+	cmd := &cobra.Command{
 		Use:    "mcp",
 		Short:  "Serve cast's MCP tools on stdio (history, permission) for an agent cast runs",
 		Args:   cobra.NoArgs,
@@ -69,7 +70,9 @@ func (a *app) mcpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return mcpserver.Serve(cmd.Context(), c, mcpserver.Config{SessionID: id, Version: "dev"})
+			return mcpserver.Serve(cmd.Context(), c, mcpserver.Config{SessionID: id, Version: "dev", Tools: tools})
 		},
 	}
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "serve only these tools (history, permission); default: all")
+	return cmd
 }

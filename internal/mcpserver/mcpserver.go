@@ -28,6 +28,20 @@ const (
 type Config struct {
 	SessionID string // the session the agent runs in (CAST_SESSION)
 	Version   string
+	// Tools limits the tools served (names); empty serves all.
+	Tools []string
+}
+
+func (c Config) serves(name string) bool {
+	if len(c.Tools) == 0 {
+		return true
+	}
+	for _, t := range c.Tools {
+		if t == name {
+			return true
+		}
+	}
+	return false
 }
 
 type permissionIn struct {
@@ -45,14 +59,18 @@ type historyIn struct {
 // New builds the server over c.
 func New(c *client.Client, cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "cast", Version: cfg.Version}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: PermissionTool, Description: "Ask the person running cast whether a tool may run. Answers {behavior: allow|deny}."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in permissionIn) (*mcp.CallToolResult, any, error) {
-			return askPermission(ctx, c, cfg.SessionID, in)
-		})
-	mcp.AddTool(s, &mcp.Tool{Name: HistoryTool, Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in historyIn) (*mcp.CallToolResult, any, error) {
-			return history(ctx, c, cfg.SessionID, in)
-		})
+	if cfg.serves(PermissionTool) {
+		mcp.AddTool(s, &mcp.Tool{Name: PermissionTool, Description: "Ask the person running cast whether a tool may run. Answers {behavior: allow|deny}."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in permissionIn) (*mcp.CallToolResult, any, error) {
+				return askPermission(ctx, c, cfg.SessionID, in)
+			})
+	}
+	if cfg.serves(HistoryTool) {
+		mcp.AddTool(s, &mcp.Tool{Name: HistoryTool, Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in historyIn) (*mcp.CallToolResult, any, error) {
+				return history(ctx, c, cfg.SessionID, in)
+			})
+	}
 	return s
 }
 

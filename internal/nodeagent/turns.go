@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -344,7 +345,18 @@ func clientID(sessionID, agent, nativeSession, entry string, n int) string {
 // as the --permission-prompt-tool, so a tool that needs approval waits on a
 // person (`cast approve`/`cast deny`) instead of being refused.
 func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
-	if a.cfg.CastBin == "" || t.Agent != "claude" {
+	if a.cfg.CastBin == "" {
+		return nil
+	}
+	if t.Agent == "codex" {
+		// Codex takes MCP servers as -c config overrides (TOML values).
+		t.Args = append(t.Args,
+			"-c", "mcp_servers.cast.command="+strconv.Quote(a.cfg.CastBin),
+			"-c", `mcp_servers.cast.args=["mcp","--tools","history"]`,
+			"-c", fmt.Sprintf("mcp_servers.cast.env={CAST_SESSION=%s,CAST_ADDR=%s}", strconv.Quote(sessionID), strconv.Quote(a.cfg.ControlPlane)))
+		return nil
+	}
+	if t.Agent != "claude" {
 		return nil
 	}
 	cfg := map[string]any{"mcpServers": map[string]any{"cast": map[string]any{
