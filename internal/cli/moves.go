@@ -145,11 +145,7 @@ func (a *app) spawnCmd() *cobra.Command {
 				return err
 			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Model: model, Cwd: cwd, Node: node, Text: task, ParentId: parent, RequestId: ids.NewClientID()}
-			var sess *castv1.Session
-			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
-				sess, err = c.Sessions.CreateSession(ctx, req)
-				return err
-			})
+			sess, err := a.createSession(cmd.Context(), c, req)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 )
@@ -41,11 +42,7 @@ func (a *app) newCmd() *cobra.Command {
 				return err
 			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID()}
-			var sess *castv1.Session
-			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
-				sess, err = c.Sessions.CreateSession(ctx, req)
-				return err
-			})
+			sess, err := a.createSession(cmd.Context(), c, req)
 			if err != nil {
 				return err
 			}
@@ -348,4 +345,15 @@ func (a *app) interruptCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
 	return cmd
+}
+
+// createSession creates a session, retrying with the same request id while
+// the outcome is unknown.
+func (a *app) createSession(parent context.Context, c *client.Client, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
+	var sess *castv1.Session
+	err := a.retry(parent, func(ctx context.Context) (err error) {
+		sess, err = c.Sessions.CreateSession(ctx, req)
+		return err
+	})
+	return sess, err
 }
