@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -352,50 +351,9 @@ func gitEnv() []string {
 	)
 }
 
-// git runs `git -C dir ARGS` with safe settings and returns stdout.
-// Config that could run programs while reading a repository someone else
-// controls (fsmonitor hooks, external diff, signature checks) is switched
-// off on the command line.
+// git runs `git -C dir ARGS` with the safe settings of Git.
 func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	full := append([]string{"--no-pager", "-C", r.Dir,
-		"-c", "core.fsmonitor=false", "-c", "core.pager=cat", "-c", "log.showSignature=false",
-		"-c", "diff.external=", "-c", "color.ui=false",
-	}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = gitEnv()
-	cmd.Stdin = nil
-	cmd.WaitDelay = time.Second
-	var stdout, stderr limitedBuffer
-	stdout.max, stderr.max = maxOutput, 64<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err == nil {
-		return stdout.Bytes(), nil
-	}
-	if errors.Is(err, exec.ErrNotFound) {
-		return nil, &Error{Kind: KindNoGit, Msg: "git is not installed (not found on PATH)", Err: err}
-	}
-	if ctx.Err() == context.DeadlineExceeded {
-		return stdout.Bytes(), &Error{Kind: KindTimeout, Msg: fmt.Sprintf("git %s did not finish within %s", args[0], r.timeout), Err: ctx.Err()}
-	}
-	msg := strings.TrimSpace(stderr.String())
-	switch {
-	case strings.Contains(msg, "not a git repository"):
-		return stdout.Bytes(), &Error{Kind: KindNotRepo, Msg: "is not inside a git repository", Err: err}
-	case strings.Contains(msg, "dubious ownership") || strings.Contains(msg, "safe.directory"):
-		return stdout.Bytes(), &Error{Kind: KindUntrusted, Msg: "git refuses a repository owned by someone else; add it with `git config --global --add safe.directory DIR`", Err: err}
-	case strings.Contains(msg, "must be run in a work tree"):
-		return stdout.Bytes(), &Error{Kind: KindNotRepo, Msg: "is not a git work tree", Err: err}
-	}
-	if msg == "" {
-		msg = err.Error()
-	}
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	return stdout.Bytes(), &Error{Kind: KindGit, Msg: fmt.Sprintf("git %s: %s", args[0], msg), Err: err}
+	return Git(ctx, r.Dir, r.timeout, nil, args...)
 }
 
 // withPath fills in the path of an error from git.
