@@ -1,0 +1,82 @@
+package worktree
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/workspace"
+)
+
+// Timeouts per git command: quick questions, and the commands that read
+// or write the whole tree or history (add, bundle, fetch, checkout).
+const (
+	quickTimeout = 30 * time.Second
+	heavyTimeout = 15 * time.Minute
+)
+
+// refPrefix is where this package keeps its short-lived refs; nothing
+// else in cast or git uses it, so deleting them cannot lose work.
+const refPrefix = "refs/cast/"
+
+// snapshotIdentity makes commit-tree work on machines without user
+// config, and the fixed dates make the snapshot of a given state the
+// same commit on every export.
+var snapshotIdentity = []string{
+	"GIT_AUTHOR_NAME=cast", "GIT_AUTHOR_EMAIL=cast@localhost",
+	"GIT_COMMITTER_NAME=cast", "GIT_COMMITTER_EMAIL=cast@localhost",
+	"GIT_AUTHOR_DATE=@946684800 +0000", "GIT_COMMITTER_DATE=@946684800 +0000",
+}
+
+var objectID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// repo runs git in one directory.
+type repo struct{ dir string }
+
+// git runs a command that reads. Hooks are disabled on every command, not
+// only on checkout: update-ref alone may run reference-transaction hooks,
+// and a repository moved between machines is not trusted to run code.
+func (r repo) git(ctx context.Context, args ...string) (string, error) {
+	return r.run(ctx, quickTimeout, nil, args...)
+}
+
+// run is git with a timeout and extra environment (temporary index,
+// snapshot identity); its output is trimmed of surrounding space.
+func (r repo) run(ctx context.Context, timeout time.Duration, env []string, args ...string) (string, error) {
+	full := append([]string{"-c", "core.hooksPath=/dev/null"}, args...)
+	out, err := workspace.Git(ctx, r.dir, timeout, env, full...)
+	if err != nil {
+		return "", wrap(err, r.dir)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// exists reports whether rev names an object, telling "no" apart from
+// git failing (timeout, no git), which is returned.
+func (r repo) exists(ctx context.Context, rev string) (bool, error) {
+	_, err := r.git(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", rev)
+	if err == nil {
+		return true, nil
+	}
+	if IsKind(err, KindGit) {
+		return false, nil
+	}
+	return false, err
+}
+
+// tempRef names a fresh ref under refs/cast/; the nonce keeps two exports
+// or imports of one repository from using each other's refs.
+func tempRef(purpose string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return refPrefix + purpose + "-" + hex.EncodeToString(b[:])
+}
+
+// dropRef deletes a temporary ref even when ctx is already cancelled,
+// so an aborted export leaves no ref behind.
+func (r repo) dropRef(ctx context.Context, ref string) {
+	_, _ = r.git(context.WithoutCancel(ctx), "update-ref", "-d", ref)
+}
