@@ -16,7 +16,8 @@
 // (the index is reset to HEAD); ignored files, other branches, the stash,
 // hooks and repository config do not travel; submodules and nested
 // repositories travel only as the commit their gitlink records; the
-// whole history of HEAD is bundled every time.
+// whole history of HEAD is bundled every time. Git 2.31 or newer is
+// needed on both machines.
 package worktree
 
 import (

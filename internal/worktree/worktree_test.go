@@ -244,8 +244,10 @@ func TestCheck(t *testing.T) {
 	if err := Check(ctx, merging); !IsKind(err, KindInProgress) || !strings.Contains(err.Error(), "abort") {
 		t.Errorf("merging: Check = %v, want KindInProgress", err)
 	}
-	if err := Check(ctx, newRepo(t)); err != nil {
-		t.Errorf("good repo: Check = %v", err)
+	good := newRepo(t)
+	write(t, good, "sub/x.txt", "x\n")
+	if err := Check(ctx, filepath.Join(good, "sub")); err != nil {
+		t.Errorf("good repo, from a subdirectory: Check = %v", err)
 	}
 }
 
