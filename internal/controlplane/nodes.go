@@ -62,7 +62,8 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if len(req.StateReason) > 1024 {
 		return nil, invalid("state_reason is longer than 1024 bytes")
 	}
-	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken}, req.State, req.StateReason, req.ExitCode)
+	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken},
+		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

@@ -39,6 +39,8 @@ const (
 	ReasonBadPageToken    = "INVALID_PAGE_TOKEN"
 	ReasonUnknownAgent    = "UNKNOWN_AGENT"
 	ReasonInternal        = "INTERNAL"
+	ReasonWorkTree        = "WORKTREE_NOT_MOVABLE"
+	ReasonMigrationDone   = "MIGRATION_FINISHED"
 )
 
 // Error is a typed cast error.

@@ -102,3 +102,28 @@ func register(reg prometheus.Registerer, cs ...prometheus.Collector) {
 		reg.MustRegister(c)
 	}
 }
+
+// Migration holds the migration manager's metrics.
+type Migration struct {
+	Sessions     *prometheus.CounterVec   // outcome: succeeded, failed, cancelled
+	PhaseSeconds *prometheus.HistogramVec // phase: fence, drain, worktree, commit
+	Active       prometheus.Gauge
+}
+
+// NewMigration creates and registers migration metrics.
+func NewMigration(reg prometheus.Registerer) *Migration {
+	m := &Migration{
+		Sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_migration_sessions_total", Help: "Sessions whose migration ended, by outcome.",
+		}, []string{"outcome"}),
+		PhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cast_migration_phase_seconds", Help: "Time a session spent in each migration phase.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"phase"}),
+		Active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_migrations_active", Help: "Migrations running on this replica.",
+		}),
+	}
+	register(reg, m.Sessions, m.PhaseSeconds, m.Active)
+	return m
+}

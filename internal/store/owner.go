@@ -42,15 +42,27 @@ func (s *Store) ReassignOwner(ctx context.Context, sessionID string, expect int6
 	return resp.Header.Revision, nil
 }
 
+// TurnState is what an owner reports about its session's turn.
+type TurnState struct {
+	State        castv1.SessionState
+	Reason       string
+	ExitCode     int32
+	DeliveredSeq int64 // moves the delivery cursor forward, never back
+}
+
 // SetState records a session's run state for its owner (fenced by g like an
-// owner-side append) and returns the session as stored.
-func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state castv1.SessionState, reason string, exitCode int32) (*castv1.Session, error) {
+// owner-side append) and returns the session as stored. RUNNING (a turn
+// starting) is refused with SESSION_FENCED while a migration fences the
+// session: the fence is enforced here, in the txn, not by flags in memory.
+func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, t TurnState) (*castv1.Session, error) {
 	defer s.observe("set_state", time.Now())
-	return s.mutate(ctx, sessionID, g, func(sess *castv1.Session) error {
-		sess.State, sess.StateReason = state, reason
-		if state != castv1.SessionState_SESSION_STATE_RUNNING {
-			sess.LastExitCode = exitCode
+	gate := t.State == castv1.SessionState_SESSION_STATE_RUNNING
+	return s.mutate(ctx, sessionID, g, gate, func(sess *castv1.Session) error {
+		sess.State, sess.StateReason = t.State, t.Reason
+		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
+			sess.LastExitCode = t.ExitCode
 		}
+		sess.DeliveredSeq = max(sess.DeliveredSeq, t.DeliveredSeq)
 		return nil
 	})
 }
@@ -59,14 +71,16 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, state c
 // read-modify-write txn; it is not owner-fenced.
 func (s *Store) UpdateSession(ctx context.Context, sessionID string, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	defer s.observe("update_session", time.Now())
-	return s.mutate(ctx, sessionID, Guard{}, fn)
+	return s.mutate(ctx, sessionID, Guard{}, false, fn)
 }
 
 // mutate is an optimistic read-modify-write of the session record, also
 // comparing the owner token when g has one.
-func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, fn func(*castv1.Session) error) (*castv1.Session, error) {
+// With gate, it also refuses while the session is fenced.
+func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, gate bool, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	for attempt := 0; attempt < 10; attempt++ {
-		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
+		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID)),
+			clientv3.OpGet(s.fenceKey(sessionID))).Commit()
 		if err != nil {
 			return nil, err
 		}
@@ -77,6 +91,12 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, fn func(*
 		if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 			return nil, err
 		}
+		if fk := resp.Responses[2].GetResponseRange().Kvs; gate && len(fk) > 0 {
+			s.m.OwnerWritesRejected.WithLabelValues("fenced").Inc()
+			return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonSessionFenced,
+				"session %s is moving (migration %s); no turn starts until it lands", sessionID, fk[0].Value).
+				With("migration", string(fk[0].Value))
+		}
 		sess := &castv1.Session{}
 		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
 			return nil, errs.Internal(err, "decode session")
@@ -85,7 +105,7 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, fn func(*
 			return nil, err
 		}
 		sess.UpdateTime = timestamppb.Now()
-		sess.Node, sess.LastSeq = "", 0 // live fields, derived on read
+		sess.Node, sess.LastSeq, sess.FencedBy = "", 0, "" // live fields, derived on read
 		val, err := proto.Marshal(sess)
 		if err != nil {
 			return nil, errs.Internal(err, "encode session")
@@ -93,6 +113,9 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, fn func(*
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.sessionKey(sessionID)), "=", kvs[0].ModRevision)}
 		if g.Token != 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token))
+		}
+		if gate {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.fenceKey(sessionID)), "=", 0))
 		}
 		tx, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.sessionKey(sessionID), string(val))).Commit()
 		if err != nil {

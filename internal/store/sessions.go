@@ -116,6 +116,7 @@ func (s *Store) getSession(ctx context.Context, id string, rev int64) (*castv1.S
 		clientv3.OpGet(s.sessionKey(id), opts...),
 		clientv3.OpGet(s.seqKey(id), opts...),
 		clientv3.OpGet(s.ownerKey(id), opts...),
+		clientv3.OpGet(s.fenceKey(id), opts...),
 	).Commit()
 	if err != nil {
 		return nil, 0, err
@@ -133,6 +134,9 @@ func (s *Store) getSession(ctx context.Context, id string, rev int64) (*castv1.S
 	}
 	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
 		sess.Node = string(own[0].Value)
+	}
+	if f := resp.Responses[3].GetResponseRange().Kvs; len(f) > 0 {
+		sess.FencedBy = string(f[0].Value)
 	}
 	return sess, resp.Header.Revision, nil
 }

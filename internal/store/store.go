@@ -12,6 +12,12 @@
 //	requests/{rid}        session id created for a request id
 //	nodes/{n}             castv1.Node record
 //	nodeconn/{n}          liveness, bound to the node's lease
+//	fences/{s}            migration id; present iff a migration fences s
+//	migrations/{m}        castv1.Migration header (sessions in migsessions/)
+//	migsessions/{m}/{s}   castv1.MigrationSession: one session's progress
+//	nodecmds/{n}/{id}     castv1.Command for node n (leased), relayed by the
+//	                      replica holding n's stream
+//	worktrees/{m}/{s}/... a migrating session's work tree bundle, in chunks
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.
@@ -188,5 +194,12 @@ func (s *Store) nodeKey(n string) string            { return s.key("nodes", n) }
 func (s *Store) connKey(n string) string            { return s.key("nodeconn", n) }
 func (s *Store) nodeSessKey(n, id string) string    { return s.key("nodesessions", n, id) }
 func (s *Store) requestKey(rid string) string       { return s.key("requests", rid) }
+func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
+func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
+func (s *Store) migSessKey(m, id string) string     { return s.key("migsessions", m, id) }
+func (s *Store) nodeCmdKey(n, id string) string     { return s.key("nodecmds", n, id) }
+func (s *Store) workTreeKey(m, id string, part ...string) string {
+	return s.key(append([]string{"worktrees", m, id}, part...)...)
+}
 
 func parseInt(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -108,14 +109,18 @@ type Change struct {
 	Owner   *OwnerChange    // a session got (or changed) its owner
 	Message *castv1.Message // a message was appended
 	Session string          // the session a Message or Interrupt belongs to
-	// Op is a request for the owner node: OpInterrupt or OpRefresh.
+	// Op is a request for the owner node: OpInterrupt, OpAbandon or OpRefresh.
 	Op string
+	// NodeCmd is a command relayed to Node (SendNodeCommand).
+	NodeCmd *castv1.Command
+	Node    string
 }
 
 // Ops relayed to the replica that holds the owner node's stream.
 const (
 	OpInterrupt = "interrupt" // stop the running turn
 	OpRefresh   = "refresh"   // the session record changed; re-assign it
+	OpAbandon   = "abandon"   // stop the turn without marking its prompt delivered (moving)
 )
 
 // OwnerChange is a new owner and its fencing token.
@@ -153,6 +158,14 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 		for _, ev := range wr.Events {
 			key := string(ev.Kv.Key)
 			switch {
+			case strings.HasPrefix(key, s.key("nodecmds")+"/"):
+				node, _, _ := strings.Cut(strings.TrimPrefix(key, s.key("nodecmds")+"/"), "/")
+				cmd := &castv1.Command{}
+				if err := proto.Unmarshal(ev.Kv.Value, cmd); err != nil {
+					s.lg.Warn("undecodable node command", zap.String("key", key), zap.Error(err))
+					continue
+				}
+				fn(Change{NodeCmd: cmd, Node: node})
 			case strings.HasPrefix(key, s.key("ops")+"/"):
 				sid, op, _ := strings.Cut(strings.TrimPrefix(key, s.key("ops")+"/"), "/")
 				fn(Change{Op: op, Session: sid})

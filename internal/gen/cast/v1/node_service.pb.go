@@ -129,7 +129,11 @@ func (*ConnectRequest_Ack) isConnectRequest_Frame() {}
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node is the node's description; name is its identity.
-	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// owned_sessions are the sessions the node believes it owns; the control
+	// plane releases those it no longer does (a node that slept through a
+	// migration stops their agents).
+	OwnedSessions []string `protobuf:"bytes,2,rep,name=owned_sessions,json=ownedSessions,proto3" json:"owned_sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,6 +171,13 @@ func (*Hello) Descriptor() ([]byte, []int) {
 func (x *Hello) GetNode() *Node {
 	if x != nil {
 		return x.Node
+	}
+	return nil
+}
+
+func (x *Hello) GetOwnedSessions() []string {
+	if x != nil {
+		return x.OwnedSessions
 	}
 	return nil
 }
@@ -489,6 +500,9 @@ type Command struct {
 	//	*Command_AssignSession
 	//	*Command_DeliverMessages
 	//	*Command_Interrupt
+	//	*Command_ReleaseSession
+	//	*Command_ExportWorkTree
+	//	*Command_ImportWorkTree
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -565,6 +579,33 @@ func (x *Command) GetInterrupt() *Interrupt {
 	return nil
 }
 
+func (x *Command) GetReleaseSession() *ReleaseSession {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ReleaseSession); ok {
+			return x.ReleaseSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExportWorkTree() *ExportWorkTree {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ExportWorkTree); ok {
+			return x.ExportWorkTree
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetImportWorkTree() *ImportWorkTree {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ImportWorkTree); ok {
+			return x.ImportWorkTree
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -584,17 +625,41 @@ type Command_Interrupt struct {
 	Interrupt *Interrupt `protobuf:"bytes,4,opt,name=interrupt,proto3,oneof"`
 }
 
+type Command_ReleaseSession struct {
+	// release_session: the node no longer owns the session.
+	ReleaseSession *ReleaseSession `protobuf:"bytes,5,opt,name=release_session,json=releaseSession,proto3,oneof"`
+}
+
+type Command_ExportWorkTree struct {
+	// export_work_tree: upload a migrating session's work tree.
+	ExportWorkTree *ExportWorkTree `protobuf:"bytes,6,opt,name=export_work_tree,json=exportWorkTree,proto3,oneof"`
+}
+
+type Command_ImportWorkTree struct {
+	// import_work_tree: download and check out a migrating session's work tree.
+	ImportWorkTree *ImportWorkTree `protobuf:"bytes,7,opt,name=import_work_tree,json=importWorkTree,proto3,oneof"`
+}
+
 func (*Command_AssignSession) isCommand_Kind() {}
 
 func (*Command_DeliverMessages) isCommand_Kind() {}
 
 func (*Command_Interrupt) isCommand_Kind() {}
 
+func (*Command_ReleaseSession) isCommand_Kind() {}
+
+func (*Command_ExportWorkTree) isCommand_Kind() {}
+
+func (*Command_ImportWorkTree) isCommand_Kind() {}
+
 // Interrupt stops a session's running turn (its whole process group).
 type Interrupt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session_id names the session.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// abandon: the session is moving; the turn's prompt is not marked as
+	// delivered, so the new owner runs it again.
+	Abandon       bool `protobuf:"varint,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +701,216 @@ func (x *Interrupt) GetSessionId() string {
 	return ""
 }
 
+func (x *Interrupt) GetAbandon() bool {
+	if x != nil {
+		return x.Abandon
+	}
+	return false
+}
+
+// ReleaseSession tells a node it lost a session: stop its agent, forget it.
+type ReleaseSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// owner is the node that owns it now.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseSession) Reset() {
+	*x = ReleaseSession{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseSession) ProtoMessage() {}
+
+func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
+func (*ReleaseSession) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReleaseSession) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// ExportWorkTree asks the source node of a migration for the session's
+// work tree.
+type ExportWorkTree struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// migration_id names the migration.
+	MigrationId string `protobuf:"bytes,1,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// cwd is the checkout to export.
+	Cwd           string `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportWorkTree) Reset() {
+	*x = ExportWorkTree{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportWorkTree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportWorkTree) ProtoMessage() {}
+
+func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
+func (*ExportWorkTree) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ExportWorkTree) GetMigrationId() string {
+	if x != nil {
+		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *ExportWorkTree) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ExportWorkTree) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+// ImportWorkTree asks the destination node to check out the work tree
+// uploaded for a migration, at its local path for source_cwd.
+type ImportWorkTree struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// migration_id names the migration.
+	MigrationId string `protobuf:"bytes,1,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// source_cwd is the checkout path on the source node.
+	SourceCwd string `protobuf:"bytes,3,opt,name=source_cwd,json=sourceCwd,proto3" json:"source_cwd,omitempty"`
+	// source_node is the node the session moves from.
+	SourceNode string `protobuf:"bytes,4,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
+	// skip: only map the path (no work tree travels).
+	Skip          bool `protobuf:"varint,5,opt,name=skip,proto3" json:"skip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportWorkTree) Reset() {
+	*x = ImportWorkTree{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportWorkTree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportWorkTree) ProtoMessage() {}
+
+func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
+func (*ImportWorkTree) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ImportWorkTree) GetMigrationId() string {
+	if x != nil {
+		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *ImportWorkTree) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ImportWorkTree) GetSourceCwd() string {
+	if x != nil {
+		return x.SourceCwd
+	}
+	return ""
+}
+
+func (x *ImportWorkTree) GetSourceNode() string {
+	if x != nil {
+		return x.SourceNode
+	}
+	return ""
+}
+
+func (x *ImportWorkTree) GetSkip() bool {
+	if x != nil {
+		return x.Skip
+	}
+	return false
+}
+
 // AssignSession tells a node it owns a session.
 type AssignSession struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -649,7 +924,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +936,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +949,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -706,7 +981,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +993,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +1006,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -764,7 +1039,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1051,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1064,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 // ListNodesResponse holds every node.
@@ -803,7 +1078,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1090,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1103,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -855,7 +1130,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1142,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1155,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -922,7 +1197,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1209,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1222,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -971,14 +1246,16 @@ type ReportTurnRequest struct {
 	// state_reason explains FAILED or PARKED; empty otherwise.
 	StateReason string `protobuf:"bytes,5,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
 	// exit_code is the agent CLI's exit status when a turn ended.
-	ExitCode      int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	ExitCode int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// delivered_seq moves the session's delivery cursor forward (never back).
+	DeliveredSeq  int64 `protobuf:"varint,7,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1267,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1280,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -1048,6 +1325,13 @@ func (x *ReportTurnRequest) GetExitCode() int32 {
 	return 0
 }
 
+func (x *ReportTurnRequest) GetDeliveredSeq() int64 {
+	if x != nil {
+		return x.DeliveredSeq
+	}
+	return 0
+}
+
 // ReportTurnResponse returns the session as stored.
 type ReportTurnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1059,7 +1343,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1355,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1368,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -1092,6 +1376,383 @@ func (x *ReportTurnResponse) GetSession() *Session {
 		return x.Session
 	}
 	return nil
+}
+
+// UploadWorkTreeRequest is one frame of an upload: the first carries the
+// ids, every frame may carry data, the last sets manifest_json.
+type UploadWorkTreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// migration_id names the migration.
+	MigrationId string `protobuf:"bytes,1,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// node is the caller node name.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// chunk is the next piece of the bundle.
+	Chunk []byte `protobuf:"bytes,4,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// manifest_json describes the bundle (commit, branch, snapshot); set on
+	// the last frame.
+	ManifestJson  string `protobuf:"bytes,5,opt,name=manifest_json,json=manifestJson,proto3" json:"manifest_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadWorkTreeRequest) Reset() {
+	*x = UploadWorkTreeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadWorkTreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadWorkTreeRequest) ProtoMessage() {}
+
+func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
+func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *UploadWorkTreeRequest) GetMigrationId() string {
+	if x != nil {
+		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *UploadWorkTreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UploadWorkTreeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *UploadWorkTreeRequest) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *UploadWorkTreeRequest) GetManifestJson() string {
+	if x != nil {
+		return x.ManifestJson
+	}
+	return ""
+}
+
+// UploadWorkTreeResponse acknowledges a stored upload.
+type UploadWorkTreeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// size is the bytes stored.
+	Size          int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadWorkTreeResponse) Reset() {
+	*x = UploadWorkTreeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadWorkTreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadWorkTreeResponse) ProtoMessage() {}
+
+func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
+func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UploadWorkTreeResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// DownloadWorkTreeRequest names the work tree to fetch.
+type DownloadWorkTreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// migration_id names the migration.
+	MigrationId string `protobuf:"bytes,1,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// node is the caller node name.
+	Node          string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadWorkTreeRequest) Reset() {
+	*x = DownloadWorkTreeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadWorkTreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadWorkTreeRequest) ProtoMessage() {}
+
+func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
+func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DownloadWorkTreeRequest) GetMigrationId() string {
+	if x != nil {
+		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *DownloadWorkTreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DownloadWorkTreeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// DownloadWorkTreeResponse is one chunk; the first also carries the manifest.
+type DownloadWorkTreeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// chunk is the next piece of the bundle.
+	Chunk []byte `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// manifest_json describes the bundle (set on the first chunk).
+	ManifestJson  string `protobuf:"bytes,2,opt,name=manifest_json,json=manifestJson,proto3" json:"manifest_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadWorkTreeResponse) Reset() {
+	*x = DownloadWorkTreeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadWorkTreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadWorkTreeResponse) ProtoMessage() {}
+
+func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
+func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DownloadWorkTreeResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *DownloadWorkTreeResponse) GetManifestJson() string {
+	if x != nil {
+		return x.ManifestJson
+	}
+	return ""
+}
+
+// ReportWorkTreeRequest reports an export failure or an import outcome.
+type ReportWorkTreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// migration_id names the migration.
+	MigrationId string `protobuf:"bytes,1,opt,name=migration_id,json=migrationId,proto3" json:"migration_id,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// node is the caller node name.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// phase is "export" or "import".
+	Phase string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
+	// error is empty on success.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// cwd is the destination's checkout path after an import.
+	Cwd           string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportWorkTreeRequest) Reset() {
+	*x = ReportWorkTreeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportWorkTreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportWorkTreeRequest) ProtoMessage() {}
+
+func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
+func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReportWorkTreeRequest) GetMigrationId() string {
+	if x != nil {
+		return x.MigrationId
+	}
+	return ""
+}
+
+func (x *ReportWorkTreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReportWorkTreeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReportWorkTreeRequest) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ReportWorkTreeRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReportWorkTreeRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+// ReportWorkTreeResponse is empty.
+type ReportWorkTreeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportWorkTreeResponse) Reset() {
+	*x = ReportWorkTreeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportWorkTreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportWorkTreeResponse) ProtoMessage() {}
+
+func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
+func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 var File_cast_v1_node_service_proto protoreflect.FileDescriptor
@@ -1103,9 +1764,10 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.cast.v1.HelloH\x00R\x05hello\x122\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x12.cast.v1.HeartbeatH\x00R\theartbeat\x12'\n" +
 	"\x03ack\x18\x03 \x01(\v2\x13.cast.v1.CommandAckH\x00R\x03ackB\a\n" +
-	"\x05frame\"*\n" +
+	"\x05frame\"Q\n" +
 	"\x05Hello\x12!\n" +
-	"\x04node\x18\x01 \x01(\v2\r.cast.v1.NodeR\x04node\"\x1d\n" +
+	"\x04node\x18\x01 \x01(\v2\r.cast.v1.NodeR\x04node\x12%\n" +
+	"\x0eowned_sessions\x18\x02 \x03(\tR\rownedSessions\"\x1d\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\"A\n" +
 	"\n" +
@@ -1122,16 +1784,38 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x11lease_ttl_seconds\x18\x01 \x01(\x03R\x0fleaseTtlSeconds\x12:\n" +
 	"\x19heartbeat_interval_millis\x18\x02 \x01(\x03R\x17heartbeatIntervalMillis\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xdd\x01\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xab\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12?\n" +
 	"\x0eassign_session\x18\x02 \x01(\v2\x16.cast.v1.AssignSessionH\x00R\rassignSession\x12E\n" +
 	"\x10deliver_messages\x18\x03 \x01(\v2\x18.cast.v1.DeliverMessagesH\x00R\x0fdeliverMessages\x122\n" +
-	"\tinterrupt\x18\x04 \x01(\v2\x12.cast.v1.InterruptH\x00R\tinterruptB\x06\n" +
-	"\x04kind\"*\n" +
+	"\tinterrupt\x18\x04 \x01(\v2\x12.cast.v1.InterruptH\x00R\tinterrupt\x12B\n" +
+	"\x0frelease_session\x18\x05 \x01(\v2\x17.cast.v1.ReleaseSessionH\x00R\x0ereleaseSession\x12C\n" +
+	"\x10export_work_tree\x18\x06 \x01(\v2\x17.cast.v1.ExportWorkTreeH\x00R\x0eexportWorkTree\x12C\n" +
+	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTreeB\x06\n" +
+	"\x04kind\"D\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\\\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
+	"\aabandon\x18\x02 \x01(\bR\aabandon\"E\n" +
+	"\x0eReleaseSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
+	"\x0eExportWorkTree\x12!\n" +
+	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03cwd\x18\x03 \x01(\tR\x03cwd\"\xa6\x01\n" +
+	"\x0eImportWorkTree\x12!\n" +
+	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"source_cwd\x18\x03 \x01(\tR\tsourceCwd\x12\x1f\n" +
+	"\vsource_node\x18\x04 \x01(\tR\n" +
+	"sourceNode\x12\x12\n" +
+	"\x04skip\x18\x05 \x01(\bR\x04skip\"\\\n" +
 	"\rAssignSession\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x1f\n" +
 	"\vowner_token\x18\x02 \x01(\x03R\n" +
@@ -1153,7 +1837,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xd4\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xf9\x01\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -1162,15 +1846,45 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12+\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.cast.v1.SessionStateR\x05state\x12!\n" +
 	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\x12\x1b\n" +
-	"\texit_code\x18\x06 \x01(\x05R\bexitCode\"@\n" +
+	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12#\n" +
+	"\rdelivered_seq\x18\a \x01(\x03R\fdeliveredSeq\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
-	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession2\xbc\x02\n" +
+	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
+	"\x15UploadWorkTreeRequest\x12!\n" +
+	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
+	"\x05chunk\x18\x04 \x01(\fR\x05chunk\x12#\n" +
+	"\rmanifest_json\x18\x05 \x01(\tR\fmanifestJson\",\n" +
+	"\x16UploadWorkTreeResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\"o\n" +
+	"\x17DownloadWorkTreeRequest\x12!\n" +
+	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\"U\n" +
+	"\x18DownloadWorkTreeResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\x12#\n" +
+	"\rmanifest_json\x18\x02 \x01(\tR\fmanifestJson\"\xab\x01\n" +
+	"\x15ReportWorkTreeRequest\x12!\n" +
+	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
+	"\x05phase\x18\x04 \x01(\tR\x05phase\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x10\n" +
+	"\x03cwd\x18\x06 \x01(\tR\x03cwd\"\x18\n" +
+	"\x16ReportWorkTreeResponse2\xbf\x04\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12`\n" +
 	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponse\x12E\n" +
 	"\n" +
-	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponse\x12S\n" +
+	"\x0eUploadWorkTree\x12\x1e.cast.v1.UploadWorkTreeRequest\x1a\x1f.cast.v1.UploadWorkTreeResponse(\x01\x12Y\n" +
+	"\x10DownloadWorkTree\x12 .cast.v1.DownloadWorkTreeRequest\x1a!.cast.v1.DownloadWorkTreeResponse0\x01\x12Q\n" +
+	"\x0eReportWorkTree\x12\x1e.cast.v1.ReportWorkTreeRequest\x1a\x1f.cast.v1.ReportWorkTreeResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -1184,7 +1898,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
 	(*Hello)(nil),                       // 1: cast.v1.Hello
@@ -1195,50 +1909,68 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*HeartbeatAck)(nil),                // 6: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 7: cast.v1.Command
 	(*Interrupt)(nil),                   // 8: cast.v1.Interrupt
-	(*AssignSession)(nil),               // 9: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 10: cast.v1.DeliverMessages
-	(*ListNodesRequest)(nil),            // 11: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 12: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 13: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 14: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 15: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 16: cast.v1.ReportTurnResponse
-	(*Node)(nil),                        // 17: cast.v1.Node
-	(*Session)(nil),                     // 18: cast.v1.Session
-	(*Message)(nil),                     // 19: cast.v1.Message
-	(SessionState)(0),                   // 20: cast.v1.SessionState
+	(*ReleaseSession)(nil),              // 9: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 10: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 11: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 12: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 13: cast.v1.DeliverMessages
+	(*ListNodesRequest)(nil),            // 14: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 15: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 16: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 17: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 18: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 19: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 20: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 21: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 22: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 23: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 24: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 25: cast.v1.ReportWorkTreeResponse
+	(*Node)(nil),                        // 26: cast.v1.Node
+	(*Session)(nil),                     // 27: cast.v1.Session
+	(*Message)(nil),                     // 28: cast.v1.Message
+	(SessionState)(0),                   // 29: cast.v1.SessionState
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	2,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	3,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	17, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
+	26, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
 	5,  // 4: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	6,  // 5: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	7,  // 6: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	9,  // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	10, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	12, // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	13, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
 	8,  // 9: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	18, // 10: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	19, // 11: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	17, // 12: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	19, // 13: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	19, // 14: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	20, // 15: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	18, // 16: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 17: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	11, // 18: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	13, // 19: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	15, // 20: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	4,  // 21: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	12, // 22: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	14, // 23: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	16, // 24: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	9,  // 10: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	10, // 11: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	11, // 12: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	27, // 13: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	28, // 14: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	26, // 15: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	28, // 16: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	28, // 17: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	29, // 18: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	27, // 19: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 20: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	14, // 21: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	16, // 22: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	18, // 23: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	20, // 24: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	22, // 25: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	24, // 26: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	4,  // 27: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	15, // 28: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	17, // 29: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	19, // 30: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	21, // 31: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	23, // 32: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	25, // 33: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	27, // [27:34] is the sub-list for method output_type
+	20, // [20:27] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -1262,6 +1994,9 @@ func file_cast_v1_node_service_proto_init() {
 		(*Command_AssignSession)(nil),
 		(*Command_DeliverMessages)(nil),
 		(*Command_Interrupt)(nil),
+		(*Command_ReleaseSession)(nil),
+		(*Command_ExportWorkTree)(nil),
+		(*Command_ImportWorkTree)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1269,7 +2004,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,9 @@ const (
 	NodeService_ListNodes_FullMethodName           = "/cast.v1.NodeService/ListNodes"
 	NodeService_AppendOwnerMessages_FullMethodName = "/cast.v1.NodeService/AppendOwnerMessages"
 	NodeService_ReportTurn_FullMethodName          = "/cast.v1.NodeService/ReportTurn"
+	NodeService_UploadWorkTree_FullMethodName      = "/cast.v1.NodeService/UploadWorkTree"
+	NodeService_DownloadWorkTree_FullMethodName    = "/cast.v1.NodeService/DownloadWorkTree"
+	NodeService_ReportWorkTree_FullMethodName      = "/cast.v1.NodeService/ReportWorkTree"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -44,6 +47,13 @@ type NodeServiceClient interface {
 	// ReportTurn records a session's run state on behalf of its owner node,
 	// fenced like AppendOwnerMessages.
 	ReportTurn(ctx context.Context, in *ReportTurnRequest, opts ...grpc.CallOption) (*ReportTurnResponse, error)
+	// UploadWorkTree streams a migrating session's work tree (a git bundle)
+	// from the source node to the control plane.
+	UploadWorkTree(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadWorkTreeRequest, UploadWorkTreeResponse], error)
+	// DownloadWorkTree streams it to the destination node.
+	DownloadWorkTree(ctx context.Context, in *DownloadWorkTreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadWorkTreeResponse], error)
+	// ReportWorkTree reports a failed export, or an import's outcome.
+	ReportWorkTree(ctx context.Context, in *ReportWorkTreeRequest, opts ...grpc.CallOption) (*ReportWorkTreeResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -97,6 +107,48 @@ func (c *nodeServiceClient) ReportTurn(ctx context.Context, in *ReportTurnReques
 	return out, nil
 }
 
+func (c *nodeServiceClient) UploadWorkTree(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadWorkTreeRequest, UploadWorkTreeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[1], NodeService_UploadWorkTree_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadWorkTreeRequest, UploadWorkTreeResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_UploadWorkTreeClient = grpc.ClientStreamingClient[UploadWorkTreeRequest, UploadWorkTreeResponse]
+
+func (c *nodeServiceClient) DownloadWorkTree(ctx context.Context, in *DownloadWorkTreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadWorkTreeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[2], NodeService_DownloadWorkTree_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DownloadWorkTreeRequest, DownloadWorkTreeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_DownloadWorkTreeClient = grpc.ServerStreamingClient[DownloadWorkTreeResponse]
+
+func (c *nodeServiceClient) ReportWorkTree(ctx context.Context, in *ReportWorkTreeRequest, opts ...grpc.CallOption) (*ReportWorkTreeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportWorkTreeResponse)
+	err := c.cc.Invoke(ctx, NodeService_ReportWorkTree_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -116,6 +168,13 @@ type NodeServiceServer interface {
 	// ReportTurn records a session's run state on behalf of its owner node,
 	// fenced like AppendOwnerMessages.
 	ReportTurn(context.Context, *ReportTurnRequest) (*ReportTurnResponse, error)
+	// UploadWorkTree streams a migrating session's work tree (a git bundle)
+	// from the source node to the control plane.
+	UploadWorkTree(grpc.ClientStreamingServer[UploadWorkTreeRequest, UploadWorkTreeResponse]) error
+	// DownloadWorkTree streams it to the destination node.
+	DownloadWorkTree(*DownloadWorkTreeRequest, grpc.ServerStreamingServer[DownloadWorkTreeResponse]) error
+	// ReportWorkTree reports a failed export, or an import's outcome.
+	ReportWorkTree(context.Context, *ReportWorkTreeRequest) (*ReportWorkTreeResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -137,6 +196,15 @@ func (UnimplementedNodeServiceServer) AppendOwnerMessages(context.Context, *Appe
 }
 func (UnimplementedNodeServiceServer) ReportTurn(context.Context, *ReportTurnRequest) (*ReportTurnResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportTurn not implemented")
+}
+func (UnimplementedNodeServiceServer) UploadWorkTree(grpc.ClientStreamingServer[UploadWorkTreeRequest, UploadWorkTreeResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method UploadWorkTree not implemented")
+}
+func (UnimplementedNodeServiceServer) DownloadWorkTree(*DownloadWorkTreeRequest, grpc.ServerStreamingServer[DownloadWorkTreeResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method DownloadWorkTree not implemented")
+}
+func (UnimplementedNodeServiceServer) ReportWorkTree(context.Context, *ReportWorkTreeRequest) (*ReportWorkTreeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportWorkTree not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -220,6 +288,42 @@ func _NodeService_ReportTurn_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_UploadWorkTree_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServiceServer).UploadWorkTree(&grpc.GenericServerStream[UploadWorkTreeRequest, UploadWorkTreeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_UploadWorkTreeServer = grpc.ClientStreamingServer[UploadWorkTreeRequest, UploadWorkTreeResponse]
+
+func _NodeService_DownloadWorkTree_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DownloadWorkTreeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServiceServer).DownloadWorkTree(m, &grpc.GenericServerStream[DownloadWorkTreeRequest, DownloadWorkTreeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_DownloadWorkTreeServer = grpc.ServerStreamingServer[DownloadWorkTreeResponse]
+
+func _NodeService_ReportWorkTree_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportWorkTreeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ReportWorkTree(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ReportWorkTree_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ReportWorkTree(ctx, req.(*ReportWorkTreeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -239,6 +343,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ReportTurn",
 			Handler:    _NodeService_ReportTurn_Handler,
 		},
+		{
+			MethodName: "ReportWorkTree",
+			Handler:    _NodeService_ReportWorkTree_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -246,6 +354,16 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _NodeService_Connect_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "UploadWorkTree",
+			Handler:       _NodeService_UploadWorkTree_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadWorkTree",
+			Handler:       _NodeService_DownloadWorkTree_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "cast/v1/node_service.proto",

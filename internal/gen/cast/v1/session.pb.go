@@ -205,7 +205,14 @@ type Session struct {
 	// pins are short notes kept on the session ("Handed off to x on pi").
 	Pins []string `protobuf:"bytes,20,rep,name=pins,proto3" json:"pins,omitempty"`
 	// handoff_from is the session this one was handed off from.
-	HandoffFrom   string `protobuf:"bytes,21,opt,name=handoff_from,json=handoffFrom,proto3" json:"handoff_from,omitempty"`
+	HandoffFrom string `protobuf:"bytes,21,opt,name=handoff_from,json=handoffFrom,proto3" json:"handoff_from,omitempty"`
+	// delivered_seq is the delivery cursor: the newest user message an agent
+	// accepted in a turn, reported by the owner. A new owner (after a
+	// migration) delivers only what comes after it.
+	DeliveredSeq int64 `protobuf:"varint,22,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
+	// fenced_by is the migration whose fence holds the session (live, derived
+	// on read): messages are accepted and held, no turn starts.
+	FencedBy      string `protobuf:"bytes,23,opt,name=fenced_by,json=fencedBy,proto3" json:"fenced_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +390,20 @@ func (x *Session) GetPins() []string {
 func (x *Session) GetHandoffFrom() string {
 	if x != nil {
 		return x.HandoffFrom
+	}
+	return ""
+}
+
+func (x *Session) GetDeliveredSeq() int64 {
+	if x != nil {
+		return x.DeliveredSeq
+	}
+	return 0
+}
+
+func (x *Session) GetFencedBy() string {
+	if x != nil {
+		return x.FencedBy
 	}
 	return ""
 }
@@ -682,7 +703,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x05\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -708,7 +729,9 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x0elast_exit_code\x18\x12 \x01(\x05R\flastExitCode\x12&\n" +
 	"\x0fmerged_upto_seq\x18\x13 \x01(\x03R\rmergedUptoSeq\x12\x12\n" +
 	"\x04pins\x18\x14 \x03(\tR\x04pins\x12!\n" +
-	"\fhandoff_from\x18\x15 \x01(\tR\vhandoffFrom\"D\n" +
+	"\fhandoff_from\x18\x15 \x01(\tR\vhandoffFrom\x12#\n" +
+	"\rdelivered_seq\x18\x16 \x01(\x03R\fdeliveredSeq\x12\x1b\n" +
+	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

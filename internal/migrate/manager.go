@@ -1,0 +1,302 @@
+// Package migrate moves live sessions between nodes: a migration is a
+// resource in the store, and each of its sessions goes through fence,
+// drain, work tree and commit steps that are each one etcd txn (or an
+// idempotent relay), recorded as they complete. A control plane that
+// restarts picks unfinished migrations up where the store says they are;
+// a retried step after an unknown outcome finds its own earlier result.
+// The package knows nothing of gRPC.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Store is what the manager needs from the store.
+type Store interface {
+	CreateMigration(ctx context.Context, m *castv1.Migration) (*store.MigrationRecord, bool, error)
+	GetMigration(ctx context.Context, id string) (*store.MigrationRecord, error)
+	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
+	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)
+	UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error)
+	FenceSession(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64, target string) (int64, int64, error)
+	WaitTurn(ctx context.Context, sessionID string, fromRev int64, tick time.Duration, check func(*castv1.Session) (bool, error)) (*castv1.Session, bool, error)
+	CommitHandover(ctx context.Context, h store.Handover) (int64, error)
+	Unfence(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64) (int64, error)
+	GetSession(ctx context.Context, id string) (*castv1.Session, error)
+	Owner(ctx context.Context, id string) (string, int64, error)
+	ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error)
+	SessionsOwnedBy(ctx context.Context, node string) ([]store.OwnedSession, error)
+	ListNodes(ctx context.Context) ([]*castv1.Node, error)
+	NodeConnected(ctx context.Context, node string) (bool, error)
+	RequestOp(ctx context.Context, sessionID, op string) error
+	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
+	WorkTreeRecord(ctx context.Context, migID, sessionID, name string) (string, bool, error)
+	DeleteWorkTree(ctx context.Context, migID, sessionID string) error
+}
+
+// Config tunes the manager.
+type Config struct {
+	DefaultWait        time.Duration // how long an in-flight turn may run before it is interrupted
+	MaxWait            time.Duration
+	DefaultMaxParallel int
+	MaxParallel        int
+	Tick               time.Duration // poll interval of waits
+	StopGrace          time.Duration // after an interrupt, how long the turn may take to stop
+	WorkTreeTimeout    time.Duration // bound on each of export and import
+	ResendEvery        time.Duration // a relayed command not answered by then is sent again
+	// Failpoint, when set, is called at each phase boundary with its name
+	// (fault tests kill the process there).
+	Failpoint func(name string)
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		DefaultWait: 10 * time.Minute, MaxWait: 24 * time.Hour,
+		DefaultMaxParallel: 4, MaxParallel: 64,
+		Tick: 200 * time.Millisecond, StopGrace: 30 * time.Second,
+		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 10 * time.Second,
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.DefaultWait <= 0 || c.MaxWait < c.DefaultWait:
+		return errors.New("migrate: wait bounds must be positive and max >= default")
+	case c.DefaultMaxParallel < 1 || c.MaxParallel < c.DefaultMaxParallel:
+		return errors.New("migrate: parallelism must be >= 1 and max >= default")
+	case c.Tick <= 0 || c.StopGrace <= 0 || c.WorkTreeTimeout <= 0 || c.ResendEvery <= 0:
+		return errors.New("migrate: tick, stop grace, work tree timeout and resend interval must be positive")
+	}
+	return nil
+}
+
+// Manager runs migrations.
+type Manager struct {
+	st  Store
+	cfg Config
+	lg  *zap.Logger
+	m   *metrics.Migration
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Run; migrations live as long as it
+	running map[string]chan struct{}
+	wg      sync.WaitGroup
+}
+
+// New returns a Manager; Run starts it.
+func New(st Store, cfg Config, m *metrics.Migration, lg *zap.Logger) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = metrics.NewMigration(nil)
+	}
+	return &Manager{st: st, cfg: cfg, lg: lg.Named("migrate"), m: m, running: map[string]chan struct{}{}}, nil
+}
+
+// Run resumes unfinished migrations and serves new ones until ctx ends,
+// then waits for the running ones to stop (they resume on the next start).
+func (mg *Manager) Run(ctx context.Context) {
+	mg.mu.Lock()
+	mg.ctx = ctx
+	mg.mu.Unlock()
+	if list, err := mg.st.ListMigrations(ctx); err != nil {
+		mg.lg.Warn("list migrations to resume failed", zap.Error(err))
+	} else {
+		for _, m := range list {
+			if !terminal(m.State) {
+				mg.lg.Info("resuming migration", zap.String("migration", m.Id))
+				mg.launch(m.Id)
+			}
+		}
+	}
+	<-ctx.Done()
+	mg.wg.Wait()
+}
+
+// launch runs migration id in the background unless it already runs here.
+func (mg *Manager) launch(id string) {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	if _, ok := mg.running[id]; ok || mg.ctx == nil {
+		return
+	}
+	cancel := make(chan struct{})
+	mg.running[id] = cancel
+	mg.wg.Add(1)
+	mg.m.Active.Inc()
+	go func() {
+		defer mg.wg.Done()
+		defer mg.m.Active.Dec()
+		mg.run(mg.ctx, id, cancel)
+		mg.mu.Lock()
+		delete(mg.running, id)
+		mg.mu.Unlock()
+	}()
+}
+
+// Get returns a migration with per-session progress.
+func (mg *Manager) Get(ctx context.Context, id string) (*castv1.Migration, error) {
+	rec, err := mg.st.GetMigration(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.M, nil
+}
+
+// List returns every migration, newest first.
+func (mg *Manager) List(ctx context.Context) ([]*castv1.Migration, error) {
+	return mg.st.ListMigrations(ctx)
+}
+
+// Cancel rolls back every session of the migration that has not reached
+// its commit. Cancelling a finished migration is FAILED_PRECONDITION.
+func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, error) {
+	_, err := mg.st.UpdateMigration(ctx, id, func(m *castv1.Migration) error {
+		if terminal(m.State) {
+			return errs.New(errs.KindFailedPrecondition, errs.ReasonMigrationDone,
+				"migration %s already ended (%s); nothing to cancel", id, StateName(m.State))
+		}
+		m.State, m.Reason = castv1.MigrationState_MIGRATION_STATE_CANCELLED, "cancelled by request"
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mg.mu.Lock()
+	if ch, ok := mg.running[id]; ok {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+	mg.mu.Unlock()
+	// A migration whose runner lives on another replica (or on none after
+	// a restart) is rolled back by a runner here; steps are CAS-guarded, so
+	// two runners cannot both win one.
+	mg.launch(id)
+	return mg.Get(ctx, id)
+}
+
+// run moves the migration's sessions, at most max_parallel at once.
+func (mg *Manager) run(ctx context.Context, id string, cancel <-chan struct{}) {
+	rec, err := mg.st.GetMigration(ctx, id)
+	if err != nil {
+		mg.lg.Warn("read migration failed", zap.String("migration", id), zap.Error(err))
+		return
+	}
+	par := int(rec.M.MaxParallel)
+	if par < 1 {
+		par = mg.cfg.DefaultMaxParallel
+	}
+	wait := rec.M.Wait.AsDuration()
+	if rec.M.Wait == nil || wait <= 0 {
+		wait = mg.cfg.DefaultWait
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, ms := range rec.M.Sessions {
+		if terminal(ms.State) {
+			continue
+		}
+		wg.Add(1)
+		go func(sid string) {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			j := &job{mg: mg, migID: id, sid: sid, target: rec.M.TargetNode, wait: wait, skipWT: rec.M.SkipWorktree, cancel: cancel}
+			if err := j.run(ctx); err != nil && ctx.Err() == nil {
+				mg.lg.Warn("session migration step failed", zap.String("migration", id), zap.String("session", sid), zap.Error(err))
+			}
+		}(ms.SessionId)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return // shutting down: the next start resumes
+	}
+	mg.finish(ctx, id)
+}
+
+// finish sets the header's final state from its sessions'.
+func (mg *Manager) finish(ctx context.Context, id string) {
+	rec, err := mg.st.GetMigration(ctx, id)
+	if err != nil {
+		return
+	}
+	failed, cancelled := 0, 0
+	for _, ms := range rec.M.Sessions {
+		switch ms.State {
+		case castv1.MigrationState_MIGRATION_STATE_FAILED:
+			failed++
+		case castv1.MigrationState_MIGRATION_STATE_CANCELLED:
+			cancelled++
+		case castv1.MigrationState_MIGRATION_STATE_SUCCEEDED:
+		default:
+			return // not done (another runner holds it)
+		}
+	}
+	_, err = mg.st.UpdateMigration(ctx, id, func(m *castv1.Migration) error {
+		switch {
+		case m.State == castv1.MigrationState_MIGRATION_STATE_CANCELLED:
+		case failed > 0:
+			m.State, m.Reason = castv1.MigrationState_MIGRATION_STATE_FAILED, fmt.Sprintf("%d of %d sessions failed to move", failed, len(rec.M.Sessions))
+		case cancelled > 0:
+			m.State = castv1.MigrationState_MIGRATION_STATE_CANCELLED
+		default:
+			m.State = castv1.MigrationState_MIGRATION_STATE_SUCCEEDED
+		}
+		return nil
+	})
+	if err != nil {
+		mg.lg.Warn("record migration outcome failed", zap.String("migration", id), zap.Error(err))
+		return
+	}
+	mg.lg.Info("migration finished", zap.String("migration", id), zap.Int("failed", failed), zap.Int("cancelled", cancelled))
+}
+
+func (mg *Manager) failpoint(name string) {
+	if mg.cfg.Failpoint != nil {
+		mg.cfg.Failpoint(name)
+	}
+}
+
+func terminal(s castv1.MigrationState) bool {
+	return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
+		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+}
+
+// StateName is the lower-case name people see ("draining_turn").
+func StateName(s castv1.MigrationState) string {
+	name, ok := castv1.MigrationState_name[int32(s)]
+	if !ok {
+		return "unknown"
+	}
+	out := []byte(name[len("MIGRATION_STATE_"):])
+	for i, c := range out {
+		if c >= 'A' && c <= 'Z' {
+			out[i] = c + 'a' - 'A'
+		}
+	}
+	return string(out)
+}
+
+func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }

@@ -1,0 +1,341 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// job moves one session of a migration. Each step reads the session's
+// record, acts, and records the next state with a compare-and-swap, so a
+// job restarted from any point (control plane restart, a second runner)
+// continues from what the store says.
+type job struct {
+	mg     *Manager
+	migID  string
+	sid    string
+	target string
+	wait   time.Duration
+	skipWT bool
+	cancel <-chan struct{}
+}
+
+// failure is a reason to roll the session back (FAILED), as opposed to an
+// infrastructure error worth retrying.
+type failure struct{ reason string }
+
+func (f *failure) Error() string { return f.reason }
+
+func fail(format string, args ...any) error { return &failure{reason: fmt.Sprintf(format, args...)} }
+
+func (j *job) run(ctx context.Context) error {
+	for attempt := 0; attempt < 50; attempt++ {
+		rec, err := j.mg.st.GetMigration(ctx, j.migID)
+		if err != nil {
+			return err
+		}
+		ms, rev := find(rec, j.sid)
+		if ms == nil || terminal(ms.State) {
+			return nil
+		}
+		if rec.M.State == castv1.MigrationState_MIGRATION_STATE_CANCELLED && ms.State < castv1.MigrationState_MIGRATION_STATE_COMMITTING {
+			return j.rollback(ctx, ms, rev, castv1.MigrationState_MIGRATION_STATE_CANCELLED, "cancelled by request")
+		}
+		err = j.step(ctx, ms, rev)
+		var f *failure
+		switch {
+		case err == nil:
+			continue
+		case errors.As(err, &f):
+			return j.rollback(ctx, ms, rev, castv1.MigrationState_MIGRATION_STATE_FAILED, f.reason)
+		case errs.HasReason(err, errs.ReasonConflict):
+			continue // the record moved under us (cancel, another runner): reread
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case isTerminalStoreErr(err):
+			return j.rollback(ctx, ms, rev, castv1.MigrationState_MIGRATION_STATE_FAILED, err.Error())
+		default:
+			j.mg.lg.Warn("migration step failed; retrying", zap.String("session", j.sid), zap.Error(err))
+			if !j.sleep(ctx, time.Second) {
+				continue
+			}
+		}
+	}
+	return fmt.Errorf("migration %s session %s: too many attempts", j.migID, j.sid)
+}
+
+func isTerminalStoreErr(err error) bool {
+	for _, r := range []string{errs.ReasonNotOwner, errs.ReasonSessionFenced, errs.ReasonNodeNotConn, errs.ReasonNotFound} {
+		if errs.HasReason(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// step performs the session's current phase.
+func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) error {
+	start := time.Now()
+	switch ms.State {
+	case castv1.MigrationState_MIGRATION_STATE_PENDING, castv1.MigrationState_MIGRATION_STATE_FENCING:
+		fenceRev, _, err := j.mg.st.FenceSession(ctx, j.migID, ms, rev, j.target)
+		if err != nil {
+			return err
+		}
+		j.observe("fence", start)
+		j.mg.lg.Info("session fenced", zap.String("migration", j.migID), zap.String("session", j.sid), zap.Int64("fence_rev", fenceRev))
+		j.mg.failpoint("migrate.after-fence")
+		return nil
+	case castv1.MigrationState_MIGRATION_STATE_DRAINING_TURN:
+		return j.drain(ctx, ms, rev, start)
+	case castv1.MigrationState_MIGRATION_STATE_MOVING_WORKTREE:
+		cwd, err := j.moveWorkTree(ctx, ms)
+		if err != nil {
+			return err
+		}
+		ms.DestCwd, ms.State = cwd, castv1.MigrationState_MIGRATION_STATE_COMMITTING
+		if _, err := j.mg.st.UpdateMigrationSession(ctx, j.migID, ms, rev); err != nil {
+			return err
+		}
+		j.observe("worktree", start)
+		j.mg.failpoint("migrate.after-worktree")
+		return nil
+	case castv1.MigrationState_MIGRATION_STATE_COMMITTING:
+		return j.commit(ctx, ms, rev, start)
+	}
+	return fmt.Errorf("unknown migration state %v", ms.State)
+}
+
+// drain waits for the in-flight turn, from the fence revision on. A session
+// at a permission prompt is interrupted at once (the prompt is asked again
+// on the destination); a turn still running when --wait runs out is
+// interrupted; a source node that is gone is not waited for (its lease
+// lapsed, so it stopped its agents itself).
+func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64, start time.Time) error {
+	fromRev := ms.FenceRevision
+	if fromRev == 0 {
+		fromRev = rev // the fence txn wrote this record at the fence's revision
+	}
+	deadline := time.Now().Add(j.wait)
+	var stopAt time.Time
+	interrupt := func(why string) error {
+		if !stopAt.IsZero() && time.Since(stopAt) < j.mg.cfg.ResendEvery {
+			return nil
+		}
+		if stopAt.IsZero() {
+			stopAt = time.Now()
+			j.mg.lg.Info("interrupting in-flight turn of moving session", zap.String("session", j.sid), zap.String("why", why))
+		}
+		ms.Interrupted = true
+		return j.mg.st.RequestOp(ctx, j.sid, store.OpAbandon)
+	}
+	sess, _, err := j.mg.st.WaitTurn(ctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
+		if j.cancelled() {
+			return true, nil
+		}
+		if up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode); err == nil && !up {
+			return true, nil
+		}
+		switch {
+		case cur.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
+			return false, interrupt("waiting on a permission prompt")
+		case time.Now().After(deadline):
+			if !stopAt.IsZero() && time.Since(stopAt) > j.mg.cfg.StopGrace {
+				return false, fail("the turn on %s did not stop within %s of the interrupt", ms.SourceNode, j.mg.cfg.StopGrace)
+			}
+			return false, interrupt("--wait ran out")
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	if j.cancelled() {
+		return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled") // reread: run() rolls back
+	}
+	_ = sess
+	j.observe("drain", start)
+	j.mg.failpoint("migrate.after-drain")
+	ms.State = castv1.MigrationState_MIGRATION_STATE_MOVING_WORKTREE
+	if ms.FenceRevision == 0 {
+		ms.FenceRevision = fromRev
+	}
+	_, err = j.mg.st.UpdateMigrationSession(ctx, j.migID, ms, rev)
+	return err
+}
+
+// commit is the handover txn, then cleanup.
+func (j *job) commit(ctx context.Context, ms *castv1.MigrationSession, rev int64, start time.Time) error {
+	cwd := ms.DestCwd
+	if cwd == "" {
+		cwd = ms.SourceCwd
+	}
+	notice := &castv1.Message{
+		ClientId: "migrated-" + j.migID, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeMigration,
+		Text: fmt.Sprintf("This session just moved to a different machine. It now runs on %s in %s (previously %s). "+
+			"Processes, ports and files outside the working tree did not move: start again any server, watcher or "+
+			"background job you need, and do not assume anything outside %s is still there.", j.target, cwd, ms.SourceNode, cwd),
+	}
+	tok, err := j.mg.st.CommitHandover(ctx, store.Handover{MigID: j.migID, MS: ms, MSRev: rev, Target: j.target, DestCwd: ms.DestCwd, Notice: notice})
+	if err != nil {
+		return err
+	}
+	j.observe("commit", start)
+	j.mg.m.Sessions.WithLabelValues("succeeded").Inc()
+	j.mg.lg.Info("session moved", zap.String("migration", j.migID), zap.String("session", j.sid),
+		zap.String("from", ms.SourceNode), zap.String("to", j.target), zap.Int64("token", tok))
+	j.mg.failpoint("migrate.after-commit")
+	if err := j.mg.st.DeleteWorkTree(ctx, j.migID, j.sid); err != nil {
+		j.mg.lg.Warn("delete relayed work tree failed", zap.String("session", j.sid), zap.Error(err))
+	}
+	return nil
+}
+
+// rollback lifts the fence (if it is still this migration's) and records
+// the outcome; the source keeps the session and is told to look again at
+// what was held.
+func (j *job) rollback(ctx context.Context, ms *castv1.MigrationSession, rev int64, state castv1.MigrationState, reason string) error {
+	out := proto.Clone(ms).(*castv1.MigrationSession)
+	out.State, out.Reason = state, reason
+	if _, err := j.mg.st.Unfence(ctx, j.migID, out, rev); err != nil {
+		return err
+	}
+	j.mg.m.Sessions.WithLabelValues(StateName(state)).Inc()
+	j.mg.lg.Info("session migration rolled back", zap.String("migration", j.migID), zap.String("session", j.sid),
+		zap.String("state", StateName(state)), zap.String("reason", reason))
+	if err := j.mg.st.RequestOp(ctx, j.sid, store.OpRefresh); err != nil {
+		j.mg.lg.Warn("refresh after rollback failed", zap.String("session", j.sid), zap.Error(err))
+	}
+	_ = j.mg.st.DeleteWorkTree(ctx, j.migID, j.sid)
+	return nil
+}
+
+// importResult is what the destination reports after an import.
+type importResult struct {
+	Error string `json:"error,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+}
+
+// moveWorkTree relays the work tree: the source uploads a bundle, the
+// destination checks it out at its path for the session's cwd. It returns
+// that path. A failure on either side rolls the session back: nothing has
+// moved yet.
+func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (string, error) {
+	skip := j.skipWT || ms.SourceCwd == ""
+	if !skip {
+		if _, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeManifest); err != nil {
+			return "", err
+		} else if !ok {
+			cmd := &castv1.Command{Kind: &castv1.Command_ExportWorkTree{ExportWorkTree: &castv1.ExportWorkTree{
+				MigrationId: j.migID, SessionId: j.sid, Cwd: ms.SourceCwd}}}
+			if err := j.relay(ctx, ms.SourceNode, cmd, func() (bool, error) {
+				if why, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeExportError); err != nil || ok {
+					if ok {
+						return false, fail("work tree not movable from %s: %s", ms.SourceNode, why)
+					}
+					return false, err
+				}
+				_, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeManifest)
+				return ok, err
+			}); err != nil {
+				return "", err
+			}
+		}
+	}
+	cmd := &castv1.Command{Kind: &castv1.Command_ImportWorkTree{ImportWorkTree: &castv1.ImportWorkTree{
+		MigrationId: j.migID, SessionId: j.sid, SourceCwd: ms.SourceCwd, SourceNode: ms.SourceNode, Skip: skip}}}
+	var res importResult
+	err := j.relay(ctx, j.target, cmd, func() (bool, error) {
+		raw, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeImport)
+		if err != nil || !ok {
+			return false, err
+		}
+		if err := json.Unmarshal([]byte(raw), &res); err != nil {
+			return false, err
+		}
+		if res.Error != "" {
+			return false, fail("work tree could not be set up on %s: %s", j.target, res.Error)
+		}
+		return true, nil
+	})
+	return res.Cwd, err
+}
+
+// relay sends cmd to node (again every ResendEvery while unanswered) and
+// polls done until it reports true, fails, or WorkTreeTimeout passes.
+func (j *job) relay(ctx context.Context, node string, cmd *castv1.Command, done func() (bool, error)) error {
+	deadline := time.Now().Add(j.mg.cfg.WorkTreeTimeout)
+	var sent time.Time
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if j.cancelled() {
+			return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled")
+		}
+		if time.Now().After(deadline) {
+			return fail("node %s did not answer within %s", node, j.mg.cfg.WorkTreeTimeout)
+		}
+		if time.Since(sent) > j.mg.cfg.ResendEvery {
+			if up, err := j.mg.st.NodeConnected(ctx, node); err == nil && !up && !sent.IsZero() {
+				return fail("node %s is not connected", node)
+			}
+			cmd.Id = ids.NewClientID()
+			if err := j.mg.st.SendNodeCommand(ctx, node, cmd); err != nil {
+				return err
+			}
+			sent = time.Now()
+		}
+		if !j.sleep(ctx, j.mg.cfg.Tick) {
+			return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled")
+		}
+	}
+}
+
+// sleep waits d; false when the migration was cancelled meanwhile.
+func (j *job) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return true
+	case <-j.cancel:
+		return false
+	}
+}
+
+func (j *job) cancelled() bool {
+	select {
+	case <-j.cancel:
+		return true
+	default:
+		return false
+	}
+}
+
+func (j *job) observe(phase string, start time.Time) {
+	j.mg.m.PhaseSeconds.WithLabelValues(phase).Observe(time.Since(start).Seconds())
+}
+
+func find(rec *store.MigrationRecord, sid string) (*castv1.MigrationSession, int64) {
+	for _, ms := range rec.M.Sessions {
+		if ms.SessionId == sid {
+			return ms, rec.SessRevs[sid]
+		}
+	}
+	return nil, 0
+}

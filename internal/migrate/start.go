@@ -1,0 +1,240 @@
+package migrate
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+// StartRequest selects sessions and a destination.
+type StartRequest struct {
+	To, Label    string // node name or label; label restricts to nodes carrying it
+	SessionIDs   []string
+	FromNode     string // every session this node owns (drain)
+	All          bool
+	Wait         time.Duration
+	MaxParallel  int
+	RequestID    string
+	SkipWorkTree bool
+}
+
+func (mg *Manager) validate(r *StartRequest) error {
+	picks := 0
+	if len(r.SessionIDs) > 0 {
+		picks++
+	}
+	if r.FromNode != "" {
+		picks++
+	}
+	if r.All {
+		picks++
+	}
+	switch {
+	case picks != 1:
+		return errs.Invalid("name the sessions to move: session ids, --from NODE or --all (exactly one)")
+	case r.To == "" && r.Label == "":
+		return errs.Invalid("name the destination: --to NODE|LABEL or --label NAME")
+	case r.To != "" && !ids.ValidName(r.To):
+		return errs.Invalid("destination %q is not a valid node name or label", r.To)
+	case r.Label != "" && !ids.ValidName(r.Label):
+		return errs.Invalid("label %q is malformed", r.Label)
+	case r.FromNode != "" && !ids.ValidName(r.FromNode):
+		return errs.Invalid("node %q is malformed", r.FromNode)
+	case r.Wait < 0 || r.Wait > mg.cfg.MaxWait:
+		return errs.Invalid("--wait must be between 0 and %s", mg.cfg.MaxWait)
+	case r.MaxParallel < 0 || r.MaxParallel > mg.cfg.MaxParallel:
+		return errs.Invalid("--max-parallel must be between 1 and %d", mg.cfg.MaxParallel)
+	case r.RequestID != "" && !ids.ValidClientID(r.RequestID):
+		return errs.Invalid("request_id %q is malformed", r.RequestID)
+	case len(r.SessionIDs) > 10000:
+		return errs.Invalid("at most 10000 sessions per migration")
+	}
+	for _, id := range r.SessionIDs {
+		if !ids.ValidSessionID(id) {
+			return errs.Invalid("session id %q is malformed", id)
+		}
+	}
+	return nil
+}
+
+// Start validates the request, resolves the destination and the sessions,
+// records the migration and starts moving. A session already fenced by
+// another migration makes the request ABORTED when it was named; --all and
+// --from skip it.
+func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration, error) {
+	if err := mg.validate(&r); err != nil {
+		return nil, err
+	}
+	if r.Wait == 0 {
+		r.Wait = mg.cfg.DefaultWait
+	}
+	if r.MaxParallel == 0 {
+		r.MaxParallel = mg.cfg.DefaultMaxParallel
+	}
+	target, err := mg.resolveTarget(ctx, r.To, r.Label)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := mg.selectSessions(ctx, r, target)
+	if err != nil {
+		return nil, err
+	}
+	m := &castv1.Migration{
+		Id: "m" + strings.ToLower(ids.NewClientID()), Target: firstNonEmpty(r.To, r.Label), TargetNode: target,
+		State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: sessions, Wait: dur(r.Wait),
+		MaxParallel: int32(r.MaxParallel), RequestId: r.RequestID, SkipWorktree: r.SkipWorkTree,
+	}
+	rec, existed, err := mg.st.CreateMigration(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if !existed {
+		mg.lg.Info("migration started", zap.String("migration", rec.M.Id), zap.String("to", target), zap.Int("sessions", len(sessions)))
+	}
+	if !terminal(rec.M.State) {
+		mg.launch(rec.M.Id)
+	}
+	return rec.M, nil
+}
+
+// resolveTarget picks the destination: a connected node named to, else a
+// connected node labelled to (and label), the one owning fewest sessions.
+func (mg *Manager) resolveTarget(ctx context.Context, to, label string) (string, error) {
+	nodes, err := mg.st.ListNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	var cands []*castv1.Node
+	for _, n := range nodes {
+		switch {
+		case !n.Connected:
+		case to != "" && n.Name == to && (label == "" || slices.Contains(n.Labels, label)):
+			return n.Name, nil
+		case (to == "" || slices.Contains(n.Labels, to)) && (label == "" || slices.Contains(n.Labels, label)):
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) == 0 {
+		want := firstNonEmpty(to, label)
+		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
+			"no connected node is named or labelled %q; `cast nodes` lists nodes and their labels", want).With("target", want)
+	}
+	load := map[string]int{}
+	for _, n := range cands {
+		owned, err := mg.st.SessionsOwnedBy(ctx, n.Name)
+		if err != nil {
+			return "", err
+		}
+		load[n.Name] = len(owned)
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if load[cands[i].Name] != load[cands[j].Name] {
+			return load[cands[i].Name] < load[cands[j].Name]
+		}
+		return cands[i].Name < cands[j].Name
+	})
+	return cands[0].Name, nil
+}
+
+// selectSessions lists what moves, each with its owner and token now.
+func (mg *Manager) selectSessions(ctx context.Context, r StartRequest, target string) ([]*castv1.MigrationSession, error) {
+	var list []*castv1.Session
+	named := len(r.SessionIDs) > 0
+	switch {
+	case named:
+		for _, id := range dedupe(r.SessionIDs) {
+			sess, err := mg.st.GetSession(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, sess)
+		}
+	case r.FromNode != "":
+		owned, err := mg.st.SessionsOwnedBy(ctx, r.FromNode)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owned {
+			list = append(list, o.Session)
+		}
+	default:
+		for tok := ""; ; {
+			page, next, err := mg.st.ListSessions(ctx, 500, tok, true)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, page...)
+			if tok = next; tok == "" {
+				break
+			}
+		}
+	}
+	var out []*castv1.MigrationSession
+	for _, sess := range list {
+		if ok, err := mg.movable(ctx, sess, target, named); err != nil || !ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		_, tok, err := mg.st.Owner(ctx, sess.Id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &castv1.MigrationSession{
+			SessionId: sess.Id, SourceNode: sess.Node, SourceToken: tok, SourceCwd: sess.Cwd,
+			State: castv1.MigrationState_MIGRATION_STATE_PENDING,
+		})
+	}
+	if len(out) == 0 {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNotFound,
+			"nothing to move: no selected session lives outside %s", target)
+	}
+	return out, nil
+}
+
+// movable refuses (named) or skips (--all, --from) a session that is on the
+// target already or fenced by another migration.
+func (mg *Manager) movable(_ context.Context, sess *castv1.Session, target string, named bool) (bool, error) {
+	switch {
+	case sess.Node == target && named:
+		return false, errs.New(errs.KindFailedPrecondition, errs.ReasonConflict,
+			"session %s already runs on %s", sess.Id, target).With("session", sess.Id)
+	case sess.Node == target:
+		return false, nil
+	case sess.FencedBy != "" && named:
+		return false, errs.New(errs.KindAborted, errs.ReasonSessionFenced,
+			"session %s is already being moved by migration %s; `cast migrate status %s` shows it",
+			sess.Id, sess.FencedBy, sess.FencedBy).With("migration", sess.FencedBy)
+	case sess.FencedBy != "":
+		return false, nil
+	}
+	return true, nil
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Migration records: a header (migrations/{m}) and one record per session
+// (migsessions/{m}/{s}), so sessions of one migration progress without
+// contending on one key, and each handover txn compares only its own record.
+
+// MigrationRecord is a migration read at one revision, with each session
+// record's ModRevision for compare-and-swap.
+type MigrationRecord struct {
+	M         *castv1.Migration // sessions filled in, in id order
+	Rev       int64             // ModRevision of the header
+	SessRevs  map[string]int64  // session id -> ModRevision of its record
+	ReadAtRev int64
+}
+
+// maxSessionsPerTxn keeps a create txn under etcd's 128 ops.
+const maxSessionsPerTxn = 100
+
+// CreateMigration stores m (its Sessions as separate records). A retry with
+// the same request id returns the migration created first (existed=true).
+func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*MigrationRecord, bool, error) {
+	defer s.observe("create_migration", time.Now())
+	if m.RequestId != "" {
+		if resp, err := s.cli.Get(ctx, s.requestKey(m.RequestId)); err != nil {
+			return nil, false, err
+		} else if len(resp.Kvs) > 0 {
+			rec, err := s.GetMigration(ctx, string(resp.Kvs[0].Value))
+			return rec, true, err
+		}
+	}
+	now := timestamppb.Now()
+	m.CreateTime, m.UpdateTime = now, now
+	sessions := m.Sessions
+	// Session records first, in batches; the header (and request id) last,
+	// so a migration is visible only once it is whole.
+	for i := 0; i < len(sessions); i += maxSessionsPerTxn {
+		var ops []clientv3.Op
+		for _, ms := range sessions[i:min(i+maxSessionsPerTxn, len(sessions))] {
+			ms.UpdateTime = now
+			val, err := proto.Marshal(ms)
+			if err != nil {
+				return nil, false, errs.Internal(err, "encode migration session")
+			}
+			ops = append(ops, clientv3.OpPut(s.migSessKey(m.Id, ms.SessionId), string(val)))
+		}
+		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return nil, false, err
+		}
+	}
+	head := proto.Clone(m).(*castv1.Migration)
+	head.Sessions = nil
+	val, err := proto.Marshal(head)
+	if err != nil {
+		return nil, false, errs.Internal(err, "encode migration")
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.migrationKey(m.Id)), "=", 0)}
+	ops := []clientv3.Op{clientv3.OpPut(s.migrationKey(m.Id), string(val))}
+	if m.RequestId != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(m.RequestId)), "=", 0))
+		ops = append(ops, clientv3.OpPut(s.requestKey(m.RequestId), m.Id))
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.requestKey(m.RequestId))).Commit()
+	if err != nil {
+		return nil, false, err
+	}
+	if !resp.Succeeded {
+		s.cleanupMigrationSessions(ctx, m.Id)
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			rec, err := s.GetMigration(ctx, string(kvs[0].Value))
+			return rec, true, err
+		}
+		return nil, false, errs.New(errs.KindAborted, errs.ReasonConflict, "migration id collision; retry")
+	}
+	rec, err := s.GetMigration(ctx, m.Id)
+	return rec, false, err
+}
+
+func (s *Store) cleanupMigrationSessions(ctx context.Context, id string) {
+	_, _ = s.cli.Delete(ctx, s.key("migsessions", id)+"/", clientv3.WithPrefix())
+}
+
+// GetMigration reads a migration and its sessions at one revision.
+func (s *Store) GetMigration(ctx context.Context, id string) (*MigrationRecord, error) {
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.migrationKey(id)),
+		clientv3.OpGet(s.key("migsessions", id)+"/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return nil, errs.NotFound("migration %s not found; `cast migrate ls` lists migrations", id).With("migration", id)
+	}
+	rec := &MigrationRecord{M: &castv1.Migration{}, Rev: kvs[0].ModRevision, SessRevs: map[string]int64{}, ReadAtRev: resp.Header.Revision}
+	if err := proto.Unmarshal(kvs[0].Value, rec.M); err != nil {
+		return nil, errs.Internal(err, "decode migration")
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		ms := &castv1.MigrationSession{}
+		if err := proto.Unmarshal(kv.Value, ms); err != nil {
+			return nil, errs.Internal(err, "decode migration session")
+		}
+		rec.M.Sessions = append(rec.M.Sessions, ms)
+		rec.SessRevs[ms.SessionId] = kv.ModRevision
+	}
+	return rec, nil
+}
+
+// ListMigrations returns every migration header with its sessions, newest
+// first.
+func (s *Store) ListMigrations(ctx context.Context) ([]*castv1.Migration, error) {
+	resp, err := s.cli.Get(ctx, s.key("migrations")+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*castv1.Migration, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		rec, err := s.GetMigration(ctx, lastPart(string(kv.Key)))
+		if err != nil {
+			if errs.HasReason(err, errs.ReasonNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, rec.M)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreateTime.AsTime().After(out[j].CreateTime.AsTime()) })
+	return out, nil
+}
+
+// UpdateMigrationSession writes ms if its record is still at rev, and
+// returns the new revision. A lost race is ABORTED/CONFLICT: reread.
+func (s *Store) UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error) {
+	ms.UpdateTime = timestamppb.Now()
+	val, err := proto.Marshal(ms)
+	if err != nil {
+		return 0, errs.Internal(err, "encode migration session")
+	}
+	k := s.migSessKey(migID, ms.SessionId)
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).Then(clientv3.OpPut(k, string(val))).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if !resp.Succeeded {
+		return 0, errs.New(errs.KindAborted, errs.ReasonConflict, "migration %s session %s changed meanwhile", migID, ms.SessionId)
+	}
+	return resp.Header.Revision, nil
+}
+
+// UpdateMigration applies fn to the header in a compare-and-swap loop.
+func (s *Store) UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error) {
+	for range 10 {
+		resp, err := s.cli.Get(ctx, s.migrationKey(id))
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, errs.NotFound("migration %s not found", id).With("migration", id)
+		}
+		m := &castv1.Migration{}
+		if err := proto.Unmarshal(resp.Kvs[0].Value, m); err != nil {
+			return nil, errs.Internal(err, "decode migration")
+		}
+		if err := fn(m); err != nil {
+			return nil, err
+		}
+		m.UpdateTime = timestamppb.Now()
+		val, err := proto.Marshal(m)
+		if err != nil {
+			return nil, errs.Internal(err, "encode migration")
+		}
+		k := s.migrationKey(id)
+		tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", resp.Kvs[0].ModRevision)).Then(clientv3.OpPut(k, string(val))).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if tx.Succeeded {
+			return m, nil
+		}
+		s.m.TxnConflicts.WithLabelValues("update_migration").Inc()
+	}
+	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "migration kept changing; retry")
+}
+
+// Fence returns the migration fencing the session, or "".
+func (s *Store) Fence(ctx context.Context, sessionID string) (string, error) {
+	resp, err := s.cli.Get(ctx, s.fenceKey(sessionID))
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", err
+	}
+	return string(resp.Kvs[0].Value), nil
+}
