@@ -14,6 +14,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/devmode"
+	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
 )
@@ -41,6 +42,7 @@ func main() {
 				return err
 			}
 			defer lg.Sync() //nolint:errcheck
+			cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
 			if !dev {
 				return controlplane.Run(cmd.Context(), cfg, lg)
 			}

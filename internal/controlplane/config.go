@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/brief"
+	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	ReplicaID     string // names this replica in node connection records
 	Store         store.Config
 	Brief         brief.Config // the small model that writes handoff briefs
+	Migrate       migrate.Config
+	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
+	MaxWorkTreeBytes int64
 }
 
 // DefaultConfig returns a Config for a local single process.
@@ -53,6 +57,9 @@ func DefaultConfig() Config {
 		Shutdown:      DefaultShutdownTimeout,
 		MaxRecvBytes:  DefaultMaxRecvBytes,
 		Store:         store.DefaultConfig(),
+		Migrate:       migrate.DefaultConfig(),
+
+		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
 }
 
@@ -77,6 +84,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecvBytes < c.Store.MaxMessageBytes {
 		return fmt.Errorf("max receive size %d is below the max message size %d", c.MaxRecvBytes, c.Store.MaxMessageBytes)
+	}
+	if c.MaxWorkTreeBytes <= 0 {
+		return fmt.Errorf("max work tree size must be positive")
+	}
+	if err := c.Migrate.Validate(); err != nil {
+		return err
 	}
 	if err := c.Brief.Validate(); err != nil {
 		return err

@@ -51,10 +51,19 @@ func (d *dispatcher) run(ctx context.Context) {
 }
 
 func (d *dispatcher) apply(c store.Change) {
+	if c.NodeCmd != nil {
+		d.s.hub.relay(c.Node, c.NodeCmd)
+		return
+	}
 	if o := c.Owner; o != nil {
 		d.mu.Lock()
+		prev, had := d.owners[o.Session]
 		d.owners[o.Session] = *o
 		d.mu.Unlock()
+		if had && prev.Node != o.Node {
+			// Moved: the old owner's token is dead; it stops the agent.
+			d.s.hub.release(prev.Node, o.Session, o.Node)
+		}
 		sess, err := d.s.store.GetSession(context.Background(), o.Session)
 		if err != nil {
 			d.lg.Warn("read assigned session failed", zap.String("session", o.Session), zap.Error(err))
@@ -72,7 +81,9 @@ func (d *dispatcher) apply(c store.Change) {
 		}
 		switch c.Op {
 		case store.OpInterrupt:
-			d.s.hub.interrupt(o.Node, c.Session)
+			d.s.hub.interrupt(o.Node, c.Session, false)
+		case store.OpAbandon:
+			d.s.hub.interrupt(o.Node, c.Session, true)
 		case store.OpRefresh:
 			if sess, err := d.s.store.GetSession(context.Background(), c.Session); err == nil {
 				d.s.hub.assign(sess, o.Token)

@@ -85,10 +85,33 @@ func (h *hub) command(node, kind string, cmd *castv1.Command) bool {
 }
 
 // interrupt asks the owner node to stop the session's turn; false means
-// the node's stream is not on this replica.
-func (h *hub) interrupt(node, sessionID string) bool {
+// the node's stream is not on this replica. abandon (a migration) keeps the
+// turn's prompt undelivered, for the new owner to run.
+func (h *hub) interrupt(node, sessionID string, abandon bool) bool {
 	return h.command(node, "interrupt", &castv1.Command{Kind: &castv1.Command_Interrupt{
-		Interrupt: &castv1.Interrupt{SessionId: sessionID}}})
+		Interrupt: &castv1.Interrupt{SessionId: sessionID, Abandon: abandon}}})
+}
+
+// release tells a node it lost a session to owner.
+func (h *hub) release(node, sessionID, owner string) bool {
+	return h.command(node, "release_session", &castv1.Command{Kind: &castv1.Command_ReleaseSession{
+		ReleaseSession: &castv1.ReleaseSession{SessionId: sessionID, Owner: owner}}})
+}
+
+// relay sends a command recorded in the store (its id already set).
+func (h *hub) relay(node string, cmd *castv1.Command) bool {
+	kind := "other"
+	switch cmd.Kind.(type) {
+	case *castv1.Command_ExportWorkTree:
+		kind = "export_work_tree"
+	case *castv1.Command_ImportWorkTree:
+		kind = "import_work_tree"
+	}
+	if !h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
+		return false
+	}
+	h.m.CommandsSent.WithLabelValues(kind).Inc()
+	return true
 }
 
 // assign tells the owner node it owns sess with token.

@@ -117,7 +117,7 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	conn.out <- &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Welcome{Welcome: &castv1.Welcome{
 		LeaseTtlSeconds: int64(h.s.cfg.LeaseTTL / time.Second), HeartbeatIntervalMillis: h.s.cfg.Heartbeat.Milliseconds(),
 	}}}
-	h.s.resync(ctx, node.Name, lg)
+	h.s.resync(ctx, node.Name, hello.OwnedSessions, lg)
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- sendLoop(ctx, stream, conn.out) }()
@@ -184,15 +184,30 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 }
 
 // resync re-sends ownership of every session the node owns, so a node that
-// restarted or reconnected knows its sessions and their current tokens.
-func (s *Server) resync(ctx context.Context, node string, lg *zap.Logger) {
+// restarted or reconnected knows its sessions and their current tokens, and
+// releases those it believes it owns but lost meanwhile (a laptop that
+// slept through a migration stops their agents).
+func (s *Server) resync(ctx context.Context, node string, believed []string, lg *zap.Logger) {
 	owned, err := s.store.SessionsOwnedBy(ctx, node)
 	if err != nil {
 		lg.Warn("list owned sessions failed", zap.Error(err))
 		return
 	}
+	mine := map[string]bool{}
 	for _, o := range owned {
+		mine[o.Session.Id] = true
 		s.hub.assign(o.Session, o.Token)
+	}
+	for _, id := range believed {
+		if mine[id] || !ids.ValidSessionID(id) {
+			continue
+		}
+		owner, _, err := s.store.Owner(ctx, id)
+		if err != nil && !errs.HasReason(err, errs.ReasonNotFound) {
+			continue
+		}
+		lg.Info("releasing session the node lost", zap.String("session", id), zap.String("owner", owner))
+		s.hub.release(node, id, owner)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/cast-dev/cast/internal/etcdembed"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -39,6 +40,8 @@ type Server struct {
 	store *store.Store
 	hub   *hub
 	m     *metrics.ControlPlane
+	// migrations runs `cast migrate`; it lives until stopCx ends.
+	migrations *migrate.Manager
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry
@@ -92,6 +95,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	}
 	s.hub = newHub(s.lg, s.m)
 	s.briefer = brief.New(cfg.Brief)
+	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
+		return nil, err
+	}
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}
@@ -101,6 +107,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.store.Run)
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
+	s.goLoop(s.migrations.Run)
 	s.goLoop(func(ctx context.Context) {
 		s.store.WatchNodesDown(ctx, func(name string) {
 			s.m.HeartbeatExpired.Inc()
@@ -128,6 +135,7 @@ func (s *Server) startGRPC() error {
 	)
 	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
 	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})
+	castv1.RegisterMigrationServiceServer(s.grpc, &migrationService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	srvMetrics.InitializeMetrics(s.grpc)

@@ -92,28 +92,26 @@ type Manager struct {
 	m   *metrics.Migration
 
 	mu      sync.Mutex
-	ctx     context.Context // set by Run; migrations live as long as it
+	ctx     context.Context // migrations live as long as it
 	running map[string]chan struct{}
 	wg      sync.WaitGroup
 }
 
-// New returns a Manager; Run starts it.
-func New(st Store, cfg Config, m *metrics.Migration, lg *zap.Logger) (*Manager, error) {
+// New returns a Manager whose migrations run until ctx ends; Run resumes
+// unfinished ones.
+func New(ctx context.Context, st Store, cfg Config, m *metrics.Migration, lg *zap.Logger) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if m == nil {
 		m = metrics.NewMigration(nil)
 	}
-	return &Manager{st: st, cfg: cfg, lg: lg.Named("migrate"), m: m, running: map[string]chan struct{}{}}, nil
+	return &Manager{st: st, cfg: cfg, lg: lg.Named("migrate"), m: m, ctx: ctx, running: map[string]chan struct{}{}}, nil
 }
 
 // Run resumes unfinished migrations and serves new ones until ctx ends,
 // then waits for the running ones to stop (they resume on the next start).
 func (mg *Manager) Run(ctx context.Context) {
-	mg.mu.Lock()
-	mg.ctx = ctx
-	mg.mu.Unlock()
 	if list, err := mg.st.ListMigrations(ctx); err != nil {
 		mg.lg.Warn("list migrations to resume failed", zap.Error(err))
 	} else {
@@ -132,7 +130,7 @@ func (mg *Manager) Run(ctx context.Context) {
 func (mg *Manager) launch(id string) {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
-	if _, ok := mg.running[id]; ok || mg.ctx == nil {
+	if _, ok := mg.running[id]; ok || mg.ctx.Err() != nil {
 		return
 	}
 	cancel := make(chan struct{})

@@ -1,0 +1,146 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Work tree relay for migrations: the source node uploads a bundle, the
+// destination downloads it; both are checked against the migration record
+// (only its source may upload, only its target may download).
+
+// DefaultMaxWorkTreeBytes bounds one relayed work tree (etcd holds it
+// while the session moves).
+const DefaultMaxWorkTreeBytes = 64 << 20
+
+// checkMigrationParty returns nil when node is the source (source=true) or
+// the target of the session's migration.
+func (h *nodeService) checkMigrationParty(ctx context.Context, migID, sessionID, node string, source bool) error {
+	if !ids.ValidName(node) || !ids.ValidSessionID(sessionID) || !ids.ValidClientID(migID) {
+		return invalid("migration_id, session_id and node are required and must be well formed")
+	}
+	rec, err := h.s.store.GetMigration(ctx, migID)
+	if err != nil {
+		return toStatus(h.s.lg, err)
+	}
+	for _, ms := range rec.M.Sessions {
+		if ms.SessionId != sessionID {
+			continue
+		}
+		if (source && ms.SourceNode == node) || (!source && rec.M.TargetNode == node) {
+			return nil
+		}
+		return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNotOwner,
+			"node %q is not the %s of migration %s", node, map[bool]string{true: "source", false: "destination"}[source], migID))
+	}
+	return toStatus(h.s.lg, errs.NotFound("session %s is not part of migration %s", sessionID, migID))
+}
+
+func (h *nodeService) UploadWorkTree(stream castv1.NodeService_UploadWorkTreeServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	migID, sid := first.MigrationId, first.SessionId
+	if err := h.checkMigrationParty(ctx, migID, sid, first.Node, true); err != nil {
+		return err
+	}
+	if err := h.s.store.DeleteWorkTree(ctx, migID, sid); err != nil { // a retried upload starts clean
+		return toStatus(h.s.lg, err)
+	}
+	var size int64
+	for i, f := 0, first; ; i++ {
+		if len(f.Chunk) > 0 {
+			size += int64(len(f.Chunk))
+			if size > h.s.cfg.MaxWorkTreeBytes {
+				_ = h.s.store.DeleteWorkTree(ctx, migID, sid)
+				return toStatus(h.s.lg, errs.New(errs.KindResourceExhausted, errs.ReasonWorkTree,
+					"the work tree bundle is over %d MiB; commit or remove large files, or move with --skip-worktree", h.s.cfg.MaxWorkTreeBytes>>20))
+			}
+			if err := h.s.store.PutWorkTreeChunk(ctx, migID, sid, i, f.Chunk); err != nil {
+				return toStatus(h.s.lg, err)
+			}
+		}
+		if f.ManifestJson != "" {
+			if !json.Valid([]byte(f.ManifestJson)) {
+				return invalid("manifest_json is not JSON")
+			}
+			if err := h.s.store.PutWorkTreeRecord(ctx, migID, sid, store.WorkTreeManifest, f.ManifestJson); err != nil {
+				return toStatus(h.s.lg, err)
+			}
+			return stream.SendAndClose(&castv1.UploadWorkTreeResponse{Size: size})
+		}
+		if f, err = stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return invalid("the upload ended without a manifest")
+			}
+			return err
+		}
+	}
+}
+
+func (h *nodeService) DownloadWorkTree(req *castv1.DownloadWorkTreeRequest, stream castv1.NodeService_DownloadWorkTreeServer) error {
+	ctx := stream.Context()
+	if err := h.checkMigrationParty(ctx, req.MigrationId, req.SessionId, req.Node, false); err != nil {
+		return err
+	}
+	manifest, ok, err := h.s.store.WorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeManifest)
+	if err != nil {
+		return toStatus(h.s.lg, err)
+	}
+	if !ok {
+		return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonWorkTree, "the work tree was not uploaded (yet)"))
+	}
+	first := true
+	err = h.s.store.ReadWorkTree(ctx, req.MigrationId, req.SessionId, func(chunk []byte) error {
+		resp := &castv1.DownloadWorkTreeResponse{Chunk: chunk}
+		if first {
+			resp.ManifestJson, first = manifest, false
+		}
+		return stream.Send(resp)
+	})
+	if err != nil {
+		return toStatus(h.s.lg, err)
+	}
+	if first { // an empty bundle still carries its manifest
+		return stream.Send(&castv1.DownloadWorkTreeResponse{ManifestJson: manifest})
+	}
+	return nil
+}
+
+func (h *nodeService) ReportWorkTree(ctx context.Context, req *castv1.ReportWorkTreeRequest) (*castv1.ReportWorkTreeResponse, error) {
+	if len(req.Error) > 4096 || len(req.Cwd) > 4096 {
+		return nil, invalid("error and cwd must be under 4 KiB")
+	}
+	switch req.Phase {
+	case "export":
+		if err := h.checkMigrationParty(ctx, req.MigrationId, req.SessionId, req.Node, true); err != nil {
+			return nil, err
+		}
+		if req.Error == "" {
+			return nil, invalid("an export report carries an error; success is the upload itself")
+		}
+		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeExportError, req.Error); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+	case "import":
+		if err := h.checkMigrationParty(ctx, req.MigrationId, req.SessionId, req.Node, false); err != nil {
+			return nil, err
+		}
+		val, _ := json.Marshal(map[string]string{"error": req.Error, "cwd": req.Cwd})
+		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeImport, string(val)); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+	default:
+		return nil, invalid("phase must be export or import, not %s", quote(req.Phase))
+	}
+	return &castv1.ReportWorkTreeResponse{}, nil
+}
