@@ -14,11 +14,13 @@ import (
 
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/worktree"
 )
 
 func main() {
 	cfg := nodeagent.DefaultConfig()
 	var logFormat, logLevel, agentsConfig string
+	var pathMap []string
 	cmd := &cobra.Command{
 		Use:           "node",
 		Short:         "Run a cast node daemon that dials the control plane",
@@ -36,6 +38,9 @@ func main() {
 					return err
 				}
 			}
+			if cfg.PathMap, err = worktree.ParsePathMap(pathMap); err != nil {
+				return fmt.Errorf("--map-path: %w", err)
+			}
 			return nodeagent.Run(cmd.Context(), cfg, lg)
 		},
 	}
@@ -46,6 +51,7 @@ func main() {
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
+	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

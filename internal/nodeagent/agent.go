@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,6 +28,11 @@ type Agent struct {
 	runner  *runner.Runner
 	workers workers
 	runCtx  context.Context // lives as long as Run; turns run under it
+	moves   moveJobs
+	// leaseTTL (ns) is what the control plane last said; lastContact (unix
+	// ns) is when it was last heard from. Self-fencing compares them.
+	leaseTTL    atomic.Int64
+	lastContact atomic.Int64
 }
 
 // New prepares a node daemon; Run starts it.
@@ -63,6 +69,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
 	a.stopOrphans()
+	go a.selfFence(ctx)
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -99,7 +106,8 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		defer sendMu.Unlock()
 		return stream.Send(r)
 	}
-	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: a.describe()}}}); err != nil {
+	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.st.ids()}
+	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -111,6 +119,8 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		return errors.New("control plane did not welcome the node")
 	}
 	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
+	a.leaseTTL.Store(int64(time.Duration(w.LeaseTtlSeconds) * time.Second))
+	a.lastContact.Store(time.Now().UnixNano())
 	hbErr := make(chan error, 1)
 	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
 	for {
@@ -118,6 +128,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		a.lastContact.Store(time.Now().UnixNano())
 		if cmd := f.GetCommand(); cmd != nil {
 			ack := &castv1.CommandAck{CommandId: cmd.Id}
 			if err := a.handle(ctx, cmd); err != nil {
@@ -167,9 +178,10 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 				o.FailedSeq = 0
 			}
 			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
-			// Imported or forked history is context, never a new prompt.
-			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq)
-			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq)
+			// Imported or forked history is context, never a new prompt;
+			// what an earlier owner delivered (before a migration) is done.
+			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq, s.DeliveredSeq)
+			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq, s.DeliveredSeq)
 		})
 		if err != nil {
 			return err
@@ -179,7 +191,16 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 		d := k.DeliverMessages
 		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
 	case *castv1.Command_Interrupt:
-		return a.interrupt(k.Interrupt.SessionId)
+		return a.interrupt(k.Interrupt.SessionId, k.Interrupt.Abandon)
+	case *castv1.Command_ReleaseSession:
+		a.release(k.ReleaseSession.SessionId, k.ReleaseSession.Owner)
+		return nil
+	case *castv1.Command_ExportWorkTree:
+		go a.exportWorkTree(a.runCtx, k.ExportWorkTree) // long: answered by upload or report
+		return nil
+	case *castv1.Command_ImportWorkTree:
+		go a.importWorkTree(a.runCtx, k.ImportWorkTree)
+		return nil
 	default:
 		return fmt.Errorf("unknown command")
 	}
@@ -247,9 +268,9 @@ func (a *Agent) describe() *castv1.Node {
 }
 
 // interrupt stops the session's running turn, if there is one.
-func (a *Agent) interrupt(sessionID string) error {
-	a.lg.Info("interrupt requested", zap.String("session", sessionID))
-	if !a.workers.interrupt(sessionID) {
+func (a *Agent) interrupt(sessionID string, abandon bool) error {
+	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon))
+	if !a.workers.interrupt(sessionID, abandon) {
 		return fmt.Errorf("session %s has no running turn on this node", sessionID)
 	}
 	return nil

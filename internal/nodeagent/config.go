@@ -7,6 +7,7 @@ package nodeagent
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cast-dev/cast/internal/worktree"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,9 @@ type Config struct {
 	// CastBin is the cast CLI, registered in the agents as an MCP server
 	// (`cast mcp`) for permission prompts and history; "" disables it.
 	CastBin string
+	// PathMap maps a migrating session's checkout path on its source node
+	// to this node's path for it (--map-path FROM=TO).
+	PathMap worktree.PathMap
 }
 
 // AgentSetup is how the node runs one agent.

@@ -95,3 +95,14 @@ func (st *state) get(id string) (owned, bool) {
 	}
 	return *o, true
 }
+
+// ids lists the sessions the node believes it owns.
+func (st *state) ids() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.Sessions))
+	for id := range st.Sessions {
+		out = append(out, id)
+	}
+	return out
+}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -27,89 +26,6 @@ import (
 	"github.com/cast-dev/cast/internal/wire"
 )
 
-// workers runs at most one turn per session at a time, each session in its
-// own goroutine, woken when user messages arrive.
-type workers struct {
-	mu   sync.Mutex
-	byID map[string]*worker
-	wg   sync.WaitGroup
-}
-
-type worker struct {
-	wakeCh chan struct{}
-	mu     sync.Mutex
-	cancel context.CancelFunc // of the running turn, nil when idle
-}
-
-// wake starts (or nudges) the session's worker.
-func (a *Agent) wake(sessionID string) {
-	a.workers.mu.Lock()
-	defer a.workers.mu.Unlock()
-	if a.workers.byID == nil {
-		a.workers.byID = map[string]*worker{}
-	}
-	w := a.workers.byID[sessionID]
-	if w == nil {
-		w = &worker{wakeCh: make(chan struct{}, 1)}
-		a.workers.byID[sessionID] = w
-		a.workers.wg.Add(1)
-		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
-	}
-	select {
-	case w.wakeCh <- struct{}{}:
-	default:
-	}
-}
-
-func (ws *workers) interrupt(sessionID string) bool {
-	ws.mu.Lock()
-	w := ws.byID[sessionID]
-	ws.mu.Unlock()
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel == nil {
-		return false
-	}
-	w.cancel()
-	return true
-}
-
-// work runs turns for the session until ctx ends.
-func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.wakeCh:
-		}
-		for ctx.Err() == nil {
-			o, ok := a.st.get(sessionID)
-			if !ok || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
-				break
-			}
-			tctx, cancel := context.WithCancel(ctx)
-			w.mu.Lock()
-			w.cancel = cancel
-			w.mu.Unlock()
-			err := a.runTurn(tctx, sessionID, o)
-			w.mu.Lock()
-			w.cancel = nil
-			w.mu.Unlock()
-			cancel()
-			if err != nil {
-				a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
-				if client.ReasonOf(err) == "NOT_OWNER" {
-					a.drop(sessionID)
-					return
-				}
-			}
-		}
-	}
-}
-
 // runTurn hands the undelivered user messages to the agent as one turn.
 func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	lg := a.lg.With(zap.String("session", sessionID), zap.String("agent", o.Agent))
@@ -120,7 +36,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if prompt == "" { // nothing but non-user rows: just move the cursor
 		return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = o.ReceivedSeq })
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_RUNNING, "", 0)
+	if err := a.reportStart(ctx, sessionID, o); err != nil {
+		return err
+	}
 	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt)
 	if err != nil {
 		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
@@ -142,6 +60,17 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	switch {
 	case syncErr != nil:
 		return syncErr
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted && a.workers.abandoned(sessionID):
+		// Moving (or cut off): the prompt stays undelivered for whoever
+		// runs the session next, and the native copy may hold half a turn.
+		lg.Info("turn abandoned; its prompt will run again")
+		_ = a.st.update(func(m map[string]*owned) {
+			if ns := m[sessionID].Native[o.Agent]; ns != nil {
+				ns.Stale = true
+			}
+		})
+		a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
+		return nil
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted:
 		lg.Info("turn interrupted")
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
@@ -313,12 +242,36 @@ func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]tr
 
 // report records the session's state; a failure is logged, not fatal (the
 // next report corrects it).
+// It carries the delivery cursor, which a new owner starts from.
 func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
+	cur, _ := a.st.get(sessionID)
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode)})
+		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq})
 	if err != nil {
 		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
 	}
+}
+
+// reportStart records RUNNING before the agent starts. It is the turn's
+// gate: the store refuses it while a migration fences the session (the
+// messages stay held for the destination) and a stale owner gets NOT_OWNER;
+// if the control plane cannot be reached no turn starts either, since a
+// node that cannot record a start may be the one cut off.
+func (a *Agent) reportStart(ctx context.Context, sessionID string, o owned) error {
+	cur, _ := a.st.get(sessionID)
+	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
+		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq})
+	switch {
+	case err == nil:
+		return nil
+	case client.ReasonOf(err) == "NOT_OWNER":
+		return err
+	case client.ReasonOf(err) == "SESSION_FENCED":
+		a.lg.Info("turn held: the session is moving", zap.String("session", sessionID))
+	default:
+		a.lg.Warn("turn held: could not record its start", zap.String("session", sessionID), zap.Error(err))
+	}
+	return errHeld
 }
 
 func clipReason(s string) string {

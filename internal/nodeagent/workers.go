@@ -1,0 +1,191 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
+)
+
+// workers runs at most one turn per session at a time, each session in its
+// own goroutine, woken when user messages arrive.
+type workers struct {
+	mu   sync.Mutex
+	byID map[string]*worker
+	wg   sync.WaitGroup
+}
+
+type worker struct {
+	wakeCh chan struct{}
+	mu     sync.Mutex
+	cancel context.CancelFunc // of the running turn, nil when idle
+	// abandon: the running turn was stopped because the session is moving
+	// (or the node is cut off): its prompt stays undelivered.
+	abandon bool
+	// released: the session moved away; the worker forgets it and ends.
+	released bool
+}
+
+// errHeld means the turn did not start and should not be retried until the
+// next wake: the session is fenced by a migration, or the control plane
+// could not record the start.
+var errHeld = errors.New("turn held")
+
+// wake starts (or nudges) the session's worker.
+func (a *Agent) wake(sessionID string) {
+	a.workers.mu.Lock()
+	defer a.workers.mu.Unlock()
+	if a.workers.byID == nil {
+		a.workers.byID = map[string]*worker{}
+	}
+	w := a.workers.byID[sessionID]
+	if w == nil {
+		w = &worker{wakeCh: make(chan struct{}, 1)}
+		a.workers.byID[sessionID] = w
+		a.workers.wg.Add(1)
+		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
+	}
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (ws *workers) get(sessionID string) *worker {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.byID[sessionID]
+}
+
+// forget removes w (ended) so a later wake starts a fresh worker.
+func (ws *workers) forget(sessionID string, w *worker) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.byID[sessionID] == w {
+		delete(ws.byID, sessionID)
+	}
+}
+
+// interrupt stops the session's running turn; abandon keeps its prompt
+// undelivered. False when no turn runs.
+func (ws *workers) interrupt(sessionID string, abandon bool) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return false
+	}
+	w.abandon = w.abandon || abandon
+	w.cancel()
+	return true
+}
+
+// release marks the session's worker released and abandons its turn. True
+// when a turn was running: the worker then forgets the session itself,
+// after the turn's bookkeeping.
+func (ws *workers) release(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.released = true
+	select {
+	case w.wakeCh <- struct{}{}: // an idle worker ends on its next look
+	default:
+	}
+	if w.cancel == nil {
+		return false
+	}
+	w.abandon = true
+	w.cancel()
+	return true
+}
+
+// abandonAll stops every running turn, keeping their prompts undelivered,
+// and returns how many it stopped.
+func (ws *workers) abandonAll() int {
+	ws.mu.Lock()
+	list := make([]string, 0, len(ws.byID))
+	for id := range ws.byID {
+		list = append(list, id)
+	}
+	ws.mu.Unlock()
+	n := 0
+	for _, id := range list {
+		if ws.interrupt(id, true) {
+			n++
+		}
+	}
+	return n
+}
+
+// abandoned reports (and clears) whether the session's last turn was
+// abandoned.
+func (ws *workers) abandoned(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ab := w.abandon
+	w.abandon = false
+	return ab
+}
+
+// work runs turns for the session until ctx ends or the session is gone.
+func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
+	defer a.workers.forget(sessionID, w)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wakeCh:
+		}
+		for ctx.Err() == nil {
+			o, ok := a.st.get(sessionID)
+			tctx, cancel := context.WithCancel(ctx)
+			w.mu.Lock()
+			if w.released {
+				w.mu.Unlock()
+				cancel()
+				return // release dropped the state
+			}
+			if !ok || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
+				w.mu.Unlock()
+				cancel()
+				break
+			}
+			w.cancel, w.abandon = cancel, false
+			w.mu.Unlock()
+			err := a.runTurn(tctx, sessionID, o)
+			w.mu.Lock()
+			w.cancel = nil
+			released := w.released
+			w.mu.Unlock()
+			cancel()
+			if released {
+				a.drop(sessionID)
+				return
+			}
+			if errors.Is(err, errHeld) {
+				break // a later wake (fence lifted, reconnect) tries again
+			}
+			if err != nil {
+				a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
+				if client.ReasonOf(err) == "NOT_OWNER" {
+					a.drop(sessionID)
+					return
+				}
+			}
+		}
+	}
+}
