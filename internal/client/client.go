@@ -23,6 +23,8 @@ type Client struct {
 	Conn     *grpc.ClientConn
 	Sessions castv1.SessionServiceClient
 	Nodes    castv1.NodeServiceClient
+	// Migrations moves sessions between nodes.
+	Migrations castv1.MigrationServiceClient
 }
 
 // Dial connects lazily to addr (no I/O until the first call).
@@ -36,7 +38,8 @@ func Dial(addr string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
-	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn)}, nil
+	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn),
+		Migrations: castv1.NewMigrationServiceClient(conn)}, nil
 }
 
 // Close closes the connection.

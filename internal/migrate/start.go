@@ -40,7 +40,7 @@ func (mg *Manager) validate(r *StartRequest) error {
 	switch {
 	case picks != 1:
 		return errs.Invalid("name the sessions to move: session ids, --from NODE or --all (exactly one)")
-	case r.To == "" && r.Label == "":
+	case r.To == "" && r.Label == "" && r.FromNode == "":
 		return errs.Invalid("name the destination: --to NODE|LABEL or --label NAME")
 	case r.To != "" && !ids.ValidName(r.To):
 		return errs.Invalid("destination %q is not a valid node name or label", r.To)
@@ -79,7 +79,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	if r.MaxParallel == 0 {
 		r.MaxParallel = mg.cfg.DefaultMaxParallel
 	}
-	target, err := mg.resolveTarget(ctx, r.To, r.Label)
+	target, err := mg.resolveTarget(ctx, r.To, r.Label, r.FromNode)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +106,10 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 }
 
 // resolveTarget picks the destination: a connected node named to, else a
-// connected node labelled to (and label), the one owning fewest sessions.
-func (mg *Manager) resolveTarget(ctx context.Context, to, label string) (string, error) {
+// connected node labelled to (and label), the one owning fewest sessions;
+// never the node being drained. With neither to nor label (a drain), any
+// other connected node.
+func (mg *Manager) resolveTarget(ctx context.Context, to, label, from string) (string, error) {
 	nodes, err := mg.st.ListNodes(ctx)
 	if err != nil {
 		return "", err
@@ -115,7 +117,7 @@ func (mg *Manager) resolveTarget(ctx context.Context, to, label string) (string,
 	var cands []*castv1.Node
 	for _, n := range nodes {
 		switch {
-		case !n.Connected:
+		case !n.Connected || n.Name == from:
 		case to != "" && n.Name == to && (label == "" || slices.Contains(n.Labels, label)):
 			return n.Name, nil
 		case (to == "" || slices.Contains(n.Labels, to)) && (label == "" || slices.Contains(n.Labels, label)):
@@ -124,6 +126,9 @@ func (mg *Manager) resolveTarget(ctx context.Context, to, label string) (string,
 	}
 	if len(cands) == 0 {
 		want := firstNonEmpty(to, label)
+		if want == "" {
+			return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode, "no other node is connected to move the sessions of %s to", from)
+		}
 		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
 			"no connected node is named or labelled %q; `cast nodes` lists nodes and their labels", want).With("target", want)
 	}

@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+)
+
+type migrateFlags struct {
+	to, label   string
+	wait        time.Duration
+	maxParallel int
+	skipWT      bool
+	detach      bool
+}
+
+func (f *migrateFlags) bind(cmd *cobra.Command, toHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.to, "to", "", toHelp)
+	fl.StringVar(&f.label, "label", "", "only nodes with this label are destinations")
+	fl.DurationVar(&f.wait, "wait", 10*time.Minute, "how long a running turn may go on before it is interrupted (its prompt then runs again on the destination)")
+	fl.IntVar(&f.maxParallel, "max-parallel", 4, "sessions moved at once")
+	fl.BoolVar(&f.skipWT, "skip-worktree", false, "move the conversation only (the checkout is already on the destination)")
+	fl.BoolVar(&f.detach, "detach", false, "return once started; follow with `cast migrate status ID`")
+}
+
+func (a *app) migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "migrate", Short: "Move live sessions between machines (fenced: nothing is lost, never two owners)"}
+	var f migrateFlags
+	var from string
+	var all bool
+	start := &cobra.Command{
+		Use:   "start --to NODE|LABEL (SESSION... | --from NODE | --all)",
+		Short: "Move sessions to a node (by name or label)",
+		Example: "  cast migrate start --to linux 7k2m9qa\n  cast migrate start --to linux --from laptop\n" +
+			"  cast migrate start --label gpu --all --max-parallel 8",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.to == "" && f.label == "" {
+				return usagef("name the destination with --to NODE|LABEL (or --label NAME); `cast nodes` lists them")
+			}
+			picks := 0
+			for _, on := range []bool{len(args) > 0, from != "", all} {
+				if on {
+					picks++
+				}
+			}
+			if picks != 1 {
+				return usagef("name the sessions: SESSION ids, --from NODE or --all (exactly one)")
+			}
+			return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, SessionIds: args, FromNode: from, All: all}, f)
+		},
+	}
+	f.bind(start, "destination node name or label (e.g. linux)")
+	start.Flags().StringVar(&from, "from", "", "move every session this node owns")
+	start.Flags().BoolVar(&all, "all", false, "move every session not already on the destination")
+	cmd.AddCommand(start, a.migrateStatusCmd(), a.migrateLsCmd(), a.migrateCancelCmd())
+	return cmd
+}
+
+func (a *app) drainCmd() *cobra.Command {
+	var f migrateFlags
+	cmd := &cobra.Command{
+		Use:     "drain NODE",
+		Short:   "Move every session off a node (to --to, or any other connected node)",
+		Example: "  cast drain laptop --to linux",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !ids.ValidName(args[0]) {
+				return usagef("node %q is not a valid node name; `cast nodes` lists them", args[0])
+			}
+			return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, FromNode: args[0]}, f)
+		},
+	}
+	f.bind(cmd, "destination node name or label (default: any other connected node)")
+	return cmd
+}
+
+func (a *app) startMigration(cmd *cobra.Command, req *castv1.StartMigrationRequest, f migrateFlags) error {
+	if f.maxParallel < 1 {
+		return usagef("--max-parallel must be at least 1")
+	}
+	req.Wait, req.MaxParallel, req.SkipWorktree = durationpb.New(f.wait), int32(f.maxParallel), f.skipWT
+	req.RequestId = ids.NewClientID() // a retried call returns the same migration
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	m, err := c.Migrations.StartMigration(ctx, req)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if f.detach {
+		return a.printMigration(m)
+	}
+	if !a.json {
+		fmt.Fprintf(a.out, "migration %s: %d session(s) to %s\n", m.Id, len(m.Sessions), m.TargetNode)
+	}
+	m, err = a.followMigration(cmd.Context(), m)
+	if err != nil {
+		return err
+	}
+	if err := a.printMigration(m); err != nil {
+		return err
+	}
+	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		return fmt.Errorf("migration %s %s%s; the sessions not moved stay where they were", m.Id, migStateName(m.State), reasonSuffix(m.Reason))
+	}
+	return nil
+}
+
+// followMigration polls until the migration ends, drawing a progress bar
+// on a terminal and one line per session state change otherwise.
+func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1.Migration, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	var bar *mpb.Bar
+	var prog *mpb.Progress
+	if f, ok := a.out.(*os.File); ok && !a.json && term.IsTerminal(int(f.Fd())) {
+		prog = mpb.NewWithContext(ctx, mpb.WithOutput(a.out), mpb.WithWidth(40))
+		bar = prog.AddBar(int64(len(m.Sessions)),
+			mpb.PrependDecorators(decor.Name("moving "), decor.CountersNoUnit("%d/%d")),
+			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
+	}
+	seen := map[string]castv1.MigrationState{}
+	for i := 0; ; i++ {
+		done := 0
+		for _, ms := range m.Sessions {
+			if isTerminalMigration(ms.State) {
+				done++
+			}
+			if seen[ms.SessionId] != ms.State && bar == nil && !a.json {
+				fmt.Fprintf(a.out, "  %s: %s%s\n", ms.SessionId, migStateName(ms.State), reasonSuffix(ms.Reason))
+			}
+			seen[ms.SessionId] = ms.State
+		}
+		if bar != nil {
+			bar.SetCurrent(int64(done))
+		}
+		if isTerminalMigration(m.State) {
+			if bar != nil {
+				bar.SetTotal(int64(len(m.Sessions)), true)
+				prog.Wait()
+			}
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		rctx, cancel := a.ctx(ctx)
+		next, err := c.Migrations.GetMigration(rctx, &castv1.GetMigrationRequest{Id: m.Id})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		m = next
+	}
+}
+
+// migStateName is the lower-case state people see ("draining_turn").
+func migStateName(s castv1.MigrationState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "MIGRATION_STATE_"))
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " (" + r + ")"
+}
+
+func isTerminalMigration(s castv1.MigrationState) bool {
+	return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
+		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+}
+
+// printMigration prints the migration with its per-session table.
+func (a *app) printMigration(m *castv1.Migration) error {
+	if a.json {
+		return a.printJSON(raw(m))
+	}
+	fmt.Fprintf(a.out, "migration %s to %s: %s%s\n", m.Id, m.TargetNode, migStateName(m.State), reasonSuffix(m.Reason))
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tFROM\tSTATE\tCWD\tREASON")
+	for _, ms := range m.Sessions {
+		cwd := ms.DestCwd
+		if cwd == "" {
+			cwd = ms.SourceCwd
+		}
+		state := migStateName(ms.State)
+		if ms.Interrupted {
+			state += " (turn interrupted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ms.SessionId, ms.SourceNode, state, orDash(cwd), orDash(ms.Reason))
+	}
+	return tw.Flush()
+}
+
+func (a *app) migrateStatusCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "status [ID]",
+		Short: "Show a migration (default: the newest) with per-session progress",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			var m *castv1.Migration
+			if len(args) == 1 {
+				if m, err = c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: args[0]}); err != nil {
+					return err
+				}
+			} else {
+				resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+				if err != nil {
+					return err
+				}
+				if len(resp.Migrations) == 0 {
+					return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
+				}
+				m = resp.Migrations[0]
+			}
+			if follow {
+				if m, err = a.followMigration(cmd.Context(), m); err != nil {
+					return err
+				}
+			}
+			return a.printMigration(m)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow until it ends")
+	return cmd
+}
+
+func (a *app) migrateLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List migrations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"migrations": raws(resp.Migrations)})
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTO\tSTATE\tSESSIONS\tSTARTED")
+			for _, m := range resp.Migrations {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Id, m.TargetNode, migStateName(m.State), len(m.Sessions), ago(m.CreateTime))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func (a *app) migrateCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Roll back every session of a migration not committed yet",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			m, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.printMigration(m)
+		},
+	}
+}
