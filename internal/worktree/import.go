@@ -25,6 +25,9 @@ func Import(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if err := validate(ctx, bundlePath, dir, m); err != nil {
 		return err
 	}
+	if alreadyThere(ctx, dir, m) {
+		return nil
+	}
 	r, cleanup, err := destination(ctx, dir)
 	if err != nil {
 		return err
@@ -113,6 +116,27 @@ func emptyDir(dir string) {
 	for _, e := range entries {
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
+}
+
+// alreadyThere reports whether dir already holds exactly the exported
+// state: same branch, same commit, same snapshot (snapshots are
+// deterministic). That is the case for a second session sharing a
+// checkout, or an import retried after its report was lost.
+func alreadyThere(ctx context.Context, dir string, m Manifest) bool {
+	ws, err := workspace.Open(ctx, dir, heavyTimeout)
+	if err != nil || ws.Root != ws.Dir {
+		return false
+	}
+	r := repo{dir: ws.Root}
+	head, err := r.git(ctx, "rev-parse", "--verify", "HEAD")
+	if err != nil || head != m.Commit {
+		return false
+	}
+	if b, err := r.branch(ctx); err != nil || b != m.Branch {
+		return false
+	}
+	snap, err := r.snapshot(ctx, head)
+	return err == nil && snap == m.Snapshot
 }
 
 // existing accepts dir only as the top of a work tree without changes,

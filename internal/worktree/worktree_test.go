@@ -257,3 +257,30 @@ func TestManifestJSON(t *testing.T) {
 		t.Fatalf("json = %s, %v", b, err)
 	}
 }
+
+// A second import of the same state (a second session sharing the
+// checkout, or a retry) is a no-op; a different state is still refused.
+func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	src := newRepo(t)
+	write(t, src, "a.txt", "changed\n")
+	write(t, src, "new.txt", "untracked\n")
+	dst := filepath.Join(t.TempDir(), "dst")
+	roundTrip(t, src, dst)
+	bundle := filepath.Join(t.TempDir(), "again.bundle")
+	m, err := Export(ctx, src, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Import(ctx, bundle, dst, m); err != nil {
+		t.Fatalf("second import of the same state: %v", err)
+	}
+	write(t, src, "new.txt", "edited again\n")
+	if m, err = Export(ctx, src, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if err := Import(ctx, bundle, dst, m); !IsKind(err, KindDirty) {
+		t.Fatalf("import of a different state over local changes: err = %v, want KindDirty", err)
+	}
+}
