@@ -73,6 +73,14 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	if err := mg.validate(&r); err != nil {
 		return nil, err
 	}
+	if r.RequestID != "" {
+		if rec, ok, err := mg.st.MigrationForRequest(ctx, r.RequestID); err != nil || ok {
+			if ok {
+				return rec.M, nil
+			}
+			return nil, err
+		}
+	}
 	if r.Wait == 0 {
 		r.Wait = mg.cfg.DefaultWait
 	}

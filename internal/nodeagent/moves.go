@@ -30,6 +30,24 @@ const uploadChunk = 256 << 10
 type moveJobs struct {
 	mu      sync.Mutex
 	running map[string]bool
+	paths   map[string]*sync.Mutex // one import per checkout at a time
+}
+
+// lockPath serializes imports into one checkout (sessions sharing it move
+// in parallel; the first lays it down, the rest find it in place).
+func (j *moveJobs) lockPath(p string) func() {
+	j.mu.Lock()
+	if j.paths == nil {
+		j.paths = map[string]*sync.Mutex{}
+	}
+	m := j.paths[p]
+	if m == nil {
+		m = &sync.Mutex{}
+		j.paths[p] = m
+	}
+	j.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 func (j *moveJobs) start(key string) bool {
@@ -179,6 +197,7 @@ func (a *Agent) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree, 
 	if err != nil {
 		return err
 	}
+	defer a.moves.lockPath(dest)()
 	if err := worktree.Import(ctx, bundle, dest, man); err != nil {
 		return err
 	}

@@ -88,6 +88,17 @@ func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*Migr
 	return rec, false, err
 }
 
+// MigrationForRequest returns the migration created for a request id, if
+// any (a retried start answers with it before checking anything else).
+func (s *Store) MigrationForRequest(ctx context.Context, requestID string) (*MigrationRecord, bool, error) {
+	resp, err := s.cli.Get(ctx, s.requestKey(requestID))
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil, false, err
+	}
+	rec, err := s.GetMigration(ctx, string(resp.Kvs[0].Value))
+	return rec, err == nil, err
+}
+
 func (s *Store) cleanupMigrationSessions(ctx context.Context, id string) {
 	_, _ = s.cli.Delete(ctx, s.key("migsessions", id)+"/", clientv3.WithPrefix())
 }

@@ -1,0 +1,222 @@
+package controlplane_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/worktree"
+)
+
+// gitRepo makes a repository with one commit, then an uncommitted change
+// and an untracked file. Git runs with a private HOME.
+func gitRepo(t *testing.T, dir string) {
+	t.Helper()
+	run := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run("init", "-q", "-b", "main")
+	run("config", "user.name", "t")
+	run("config", "user.email", "t@cast.invalid")
+	writeFile(t, filepath.Join(dir, "main.go"), "package main\n")
+	run("add", "-A")
+	run("commit", "-q", "-m", "first")
+	writeFile(t, filepath.Join(dir, "main.go"), "package main\n\n// uncommitted\n")
+	writeFile(t, filepath.Join(dir, "notes.txt"), "untracked\n")
+}
+
+func writeFile(t *testing.T, p, body string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isolateGit(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+}
+
+// waitMigration polls until the migration ends.
+func waitMigration(t *testing.T, c *client.Client, id string) *castv1.Migration {
+	t.Helper()
+	var m *castv1.Migration
+	testharness.WaitFor(t, 60*time.Second, "migration "+id+" to end", func() bool {
+		var err error
+		m, err = c.Migrations.GetMigration(ctxT(t), &castv1.GetMigrationRequest{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := m.State
+		return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
+			s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+	})
+	return m
+}
+
+func twoNodes(t *testing.T, laptopRoot, linuxRoot string) *client.Client {
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *nodeagent.Config) { cfg.Labels = []string{"laptop"} })
+	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *nodeagent.Config) {
+		cfg.Labels = []string{"linux"}
+		pm, err := worktree.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.PathMap = pm
+	})
+	testharness.WaitFor(t, 20*time.Second, "both nodes connected", func() bool {
+		resp, err := c.Nodes.ListNodes(ctxT(t), &castv1.ListNodesRequest{})
+		n := 0
+		for _, node := range resp.GetNodes() {
+			if node.Connected {
+				n++
+			}
+		}
+		return err == nil && n == 2
+	})
+	return c
+}
+
+// Idle sessions move by label: owner, cwd (mapped), work tree with its
+// uncommitted and untracked changes, and the moved notice in one commit.
+func TestMigrateIdleSessionsByLabel(t *testing.T) {
+	isolateGit(t)
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	repo := filepath.Join(laptopRoot, "repo")
+	gitRepo(t, repo)
+	c := twoNodes(t, laptopRoot, linuxRoot)
+	ctx := ctxT(t)
+	var sids []string
+	for range 2 { // two sessions sharing one checkout
+		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, sess.Id)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: sids, RequestId: "move-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.TargetNode != "linux-1" {
+		t.Fatalf("target = %q, want linux-1 (by label)", m.TargetNode)
+	}
+	again, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: sids, RequestId: "move-1"})
+	if err != nil || again.Id != m.Id {
+		t.Fatalf("retry with the same request id: %v, id %s want %s", err, again.GetId(), m.Id)
+	}
+	m = waitMigration(t, c, m.Id)
+	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration = %v: %s %v", m.State, m.Reason, m.Sessions)
+	}
+	dest := filepath.Join(linuxRoot, "repo")
+	for _, id := range sids {
+		sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.Node != "linux-1" || sess.Cwd != dest || sess.FencedBy != "" {
+			t.Errorf("session %s: node %q cwd %q fenced %q; want linux-1 %s unfenced", id, sess.Node, sess.Cwd, sess.FencedBy, dest)
+		}
+		msgs, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id})
+		if err != nil || len(msgs.Messages) != 1 {
+			t.Fatalf("transcript: %v %v", err, msgs.GetMessages())
+		}
+		n := msgs.Messages[0]
+		want := "This session just moved to a different machine. It now runs on linux-1 in " + dest + " (previously laptop)."
+		if n.Kind != castv1.MessageKind_MESSAGE_KIND_NOTICE || !strings.HasPrefix(n.Text, want) {
+			t.Errorf("notice = %v %q, want prefix %q", n.Kind, n.Text, want)
+		}
+	}
+	for name, want := range map[string]string{"main.go": "package main\n\n// uncommitted\n", "notes.txt": "untracked\n"} {
+		got, err := os.ReadFile(filepath.Join(dest, name))
+		if err != nil || string(got) != want {
+			t.Errorf("%s on the destination = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	// Cancelling a finished migration says so.
+	_, err = c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("cancel of a finished migration: %v, want FailedPrecondition", err)
+	}
+}
+
+// A work tree that cannot travel rolls the session back before anything
+// moves: same owner, fence lifted, the reason in the record.
+func TestMigrateRefusesNonGitWorkTree(t *testing.T) {
+	isolateGit(t)
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	plain := filepath.Join(laptopRoot, "plain")
+	if err := os.MkdirAll(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := twoNodes(t, laptopRoot, linuxRoot)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: plain, Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux-1", SessionIds: []string{sess.Id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, c, m.Id)
+	if m.State != castv1.MigrationState_MIGRATION_STATE_FAILED || !strings.Contains(m.Sessions[0].Reason, "not movable") {
+		t.Fatalf("migration = %v, session reason %q; want failed, not movable", m.State, m.Sessions[0].Reason)
+	}
+	got, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil || got.Node != "laptop" || got.FencedBy != "" || got.Cwd != plain {
+		t.Fatalf("after rollback: %v node %q fenced %q cwd %q", err, got.GetNode(), got.GetFencedBy(), got.GetCwd())
+	}
+}
+
+func TestMigrateRequestErrors(t *testing.T) {
+	c := twoNodes(t, t.TempDir(), t.TempDir())
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		req    *castv1.StartMigrationRequest
+		code   codes.Code
+		reason string
+	}{
+		{"no selection", &castv1.StartMigrationRequest{To: "linux"}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"two selections", &castv1.StartMigrationRequest{To: "linux", All: true, FromNode: "laptop"}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"no destination", &castv1.StartMigrationRequest{SessionIds: []string{sess.Id}}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"bad destination name", &castv1.StartMigrationRequest{To: "../x", SessionIds: []string{sess.Id}}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"unknown destination", &castv1.StartMigrationRequest{To: "mars", SessionIds: []string{sess.Id}}, codes.FailedPrecondition, "NO_NODE_AVAILABLE"},
+		{"already there", &castv1.StartMigrationRequest{To: "laptop", SessionIds: []string{sess.Id}}, codes.FailedPrecondition, "CONFLICT"},
+		{"unknown session", &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{"zzzzzzz"}}, codes.NotFound, "NOT_FOUND"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Migrations.StartMigration(ctx, tc.req)
+			if status.Code(err) != tc.code || client.ReasonOf(err) != tc.reason {
+				t.Fatalf("err = %v (reason %q), want %v %s", err, client.ReasonOf(err), tc.code, tc.reason)
+			}
+		})
+	}
+}
