@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Agent is a running node daemon.
@@ -220,8 +221,14 @@ func (a *Agent) catchUp(ctx context.Context, sessionID string, lastSeq, token in
 	}
 	var users []*castv1.Message
 	for _, m := range resp.Messages {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+		switch {
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER:
 			users = append(users, m)
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeMigration && m.Seq > o.NoticeSeq:
+			// The session just moved here: the next turn tells the agent.
+			if err := a.st.update(func(st map[string]*owned) { st[sessionID].Notice, st[sessionID].NoticeSeq = m.Text, m.Seq }); err != nil {
+				return err
+			}
 		}
 	}
 	return a.deliver(sessionID, token, users)

@@ -26,6 +26,11 @@ type owned struct {
 	ReceivedSeq  int64 `json:"received_seq"`
 	DeliveredSeq int64 `json:"delivered_seq"`
 	FailedSeq    int64 `json:"failed_seq,omitempty"`
+	// Notice is a migration notice the agent has not been told yet (it is
+	// stored after the messages held during the move, so no rebuild of the
+	// history before them carries it); NoticeSeq is the newest one taken.
+	Notice    string `json:"notice,omitempty"`
+	NoticeSeq int64  `json:"notice_seq,omitempty"`
 	// Native are the agent-native sessions (caches of the neutral copy).
 	Native map[string]*nativeSession `json:"native,omitempty"`
 	// RunningPGID is the process group of a turn in flight: the CLI

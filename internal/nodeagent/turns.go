@@ -36,6 +36,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if prompt == "" { // nothing but non-user rows: just move the cursor
 		return a.st.update(func(m map[string]*owned) { m[sessionID].DeliveredSeq = o.ReceivedSeq })
 	}
+	if o.Notice != "" {
+		prompt = "[cast] " + o.Notice + "\n\n" + prompt
+	}
 	if err := a.reportStart(ctx, sessionID, o); err != nil {
 		return err
 	}
@@ -84,6 +87,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	err = a.st.update(func(m map[string]*owned) {
 		s := m[sessionID]
 		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
+		if s.NoticeSeq == o.NoticeSeq {
+			s.Notice = "" // told
+		}
 		if s.Native == nil {
 			s.Native = map[string]*nativeSession{}
 		}
@@ -211,12 +217,42 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if ns != nil {
 		target.NativeID = ns.ID
 	}
-	written, err := w.Write(target, history)
+	full, err := a.rebuildHistory(ctx, sessionID, o, firstSeq)
+	if err != nil {
+		return t, err
+	}
+	written, err := w.Write(target, full)
 	if err != nil {
 		return t, fmt.Errorf("rebuild the %s transcript: %w", o.Agent, err)
 	}
 	t.NativeID, t.NativePath = written.NativeID, written.Path
 	return t, nil
+}
+
+// rebuildHistory is what a rebuilt native transcript holds: the whole
+// neutral copy except the pending prompt's user messages (and newer ones),
+// which the turn sends itself, and a migration notice the prompt carries.
+// Content stored after the prompt's first message still belongs in it: an
+// answer that finished while those messages were held (a migration's drain)
+// comes after them in seq order.
+func (a *Agent) rebuildHistory(ctx context.Context, sessionID string, o owned, firstSeq int64) ([]transcript.Message, error) {
+	var out []transcript.Message
+	tok := ""
+	for {
+		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: 1, PageToken: tok})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range resp.Messages {
+			if (m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && m.Seq >= firstSeq) || (o.Notice != "" && m.Seq == o.NoticeSeq) {
+				continue
+			}
+			out = append(out, wire.FromProto(m))
+		}
+		if tok = resp.NextPageToken; tok == "" {
+			return out, nil
+		}
+	}
 }
 
 // history reads the neutral transcript up to seq.

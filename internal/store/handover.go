@@ -262,6 +262,9 @@ func (s *Store) handoverOps(ctx context.Context, h Handover, sessVal, seqVal []b
 		clientv3.OpDelete(s.fenceKey(sid)),
 		clientv3.OpPut(s.sessionKey(sid), string(sessBytes)),
 		clientv3.OpPut(s.migSessKey(h.MigID, sid), string(msBytes)),
+		// A prompt pending on the source died with its turn; the
+		// destination asks again.
+		clientv3.OpDelete(s.key("perms", sid)+"/", clientv3.WithPrefix()),
 	}
 	if h.MS.SourceNode != h.Target {
 		ops = append(ops, clientv3.OpDelete(s.nodeSessKey(h.MS.SourceNode, sid)))

@@ -84,8 +84,18 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // kept and printed if the test fails.
 func StartProc(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
+	return StartProcEnv(t, nil, bin, args...)
+}
+
+// StartProcEnv is StartProc with env added to the test's environment
+// (CAST_FAILPOINTS for fault tests).
+func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{Logs: &bytes.Buffer{}, done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
+	if len(env) > 0 {
+		p.Cmd.Env = append(os.Environ(), env...)
+	}
 	p.Cmd.Stdout = lockedWriter{&p.mu, p.Logs}
 	p.Cmd.Stderr = lockedWriter{&p.mu, p.Logs}
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -100,6 +110,17 @@ func StartProc(t testing.TB, bin string, args ...string) *Proc {
 		}
 	})
 	return p
+}
+
+// Wait waits up to timeout for the process to exit by itself and returns
+// its exit code (-1 for a signal); ok is false on timeout.
+func (p *Proc) Wait(timeout time.Duration) (code int, ok bool) {
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
 }
 
 // Output returns what the process printed so far.
