@@ -1,0 +1,89 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/cast-dev/cast/internal/etcdembed"
+)
+
+// RestartableEtcd is an embedded etcd that a test can stop and start again
+// on the same data dir and the same loopback ports, so a client dialed to
+// ClientURL reconnects by itself: the crash-and-recover fault of the
+// linearizability tests. StartEtcd's member cannot do this: it picks new
+// ports and is closed only at cleanup.
+type RestartableEtcd struct {
+	ClientURL string // fixed for the member's whole life
+
+	t   testing.TB
+	cfg etcdembed.Config
+
+	mu sync.Mutex
+	e  *etcdembed.Etcd // nil while stopped
+}
+
+// StartRestartableEtcd starts a member in a new temp dir; it is stopped when
+// the test ends.
+func StartRestartableEtcd(t testing.TB) *RestartableEtcd {
+	t.Helper()
+	r := &RestartableEtcd{t: t, cfg: etcdembed.Config{
+		Dir: t.TempDir(), ClientAddr: freeLoopbackAddr(t), PeerAddr: freeLoopbackAddr(t), QuotaBytes: 256 << 20,
+	}}
+	r.ClientURL = "http://" + r.cfg.ClientAddr
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Start starts the member again (a no-op while it runs).
+func (r *RestartableEtcd) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.e != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e, err := etcdembed.Start(ctx, r.cfg, zaptest.NewLogger(r.t))
+	if err != nil {
+		return fmt.Errorf("restart embedded etcd: %w", err)
+	}
+	r.e = e
+	return nil
+}
+
+// Stop stops the member; its data dir stays (a no-op while stopped).
+func (r *RestartableEtcd) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.e != nil {
+		r.e.Close()
+		r.e = nil
+	}
+}
+
+// Restart stops the member, waits down, and starts it again.
+func (r *RestartableEtcd) Restart(down time.Duration) error {
+	r.Stop()
+	time.Sleep(down)
+	return r.Start()
+}
+
+// freeLoopbackAddr picks a free port once, so restarts reuse it.
+func freeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
