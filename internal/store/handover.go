@@ -48,6 +48,7 @@ func (s *Store) FenceSession(ctx context.Context, migID string, ms *castv1.Migra
 	sid, msKey := ms.SessionId, s.migSessKey(migID, ms.SessionId)
 	resp, err := s.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(s.ownerKey(sid)), "=", ms.SourceToken),
+		clientv3.Compare(clientv3.Value(s.ownerKey(sid)), "=", ms.SourceNode),
 		clientv3.Compare(clientv3.CreateRevision(s.fenceKey(sid)), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(s.connKey(target)), ">", 0),
 		clientv3.Compare(clientv3.ModRevision(msKey), "=", msRev),
@@ -77,7 +78,7 @@ func (s *Store) FenceSession(ctx context.Context, migID string, ms *castv1.Migra
 	case len(fence) > 0:
 		return 0, 0, errs.New(errs.KindAborted, errs.ReasonSessionFenced,
 			"session %s is already being moved by migration %s", sid, fence[0].Value).With("migration", string(fence[0].Value))
-	case len(own) == 0 || own[0].ModRevision != ms.SourceToken:
+	case len(own) == 0 || own[0].ModRevision != ms.SourceToken || string(own[0].Value) != ms.SourceNode:
 		return 0, 0, errs.New(errs.KindFailedPrecondition, errs.ReasonNotOwner,
 			"session %s changed owner since the migration started", sid)
 	case len(resp.Responses[2].GetResponseRange().Kvs) == 0:
@@ -177,6 +178,7 @@ func (s *Store) CommitHandover(ctx context.Context, h Handover) (int64, error) {
 		rd, err := s.cli.Txn(ctx).Then(
 			clientv3.OpGet(s.sessionKey(sid)), clientv3.OpGet(s.seqKey(sid)), clientv3.OpGet(s.ownerKey(sid)),
 			clientv3.OpGet(s.fenceKey(sid)), clientv3.OpGet(msKey), clientv3.OpGet(s.cidKey(sid, h.Notice.ClientId)),
+			clientv3.OpGet(s.connKey(h.Target), clientv3.WithCountOnly()),
 		).Commit()
 		if err != nil {
 			return 0, err
@@ -191,6 +193,10 @@ func (s *Store) CommitHandover(ctx context.Context, h Handover) (int64, error) {
 		}
 		if err := s.checkHandover(h, sessKV, seqKV, ownKV, fenceKV, msKV); err != nil {
 			return 0, err
+		}
+		if rd.Responses[6].GetResponseRange().Count == 0 {
+			return 0, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+				"destination node %q is not connected", h.Target).With("node", h.Target)
 		}
 		ops, cmps, err := s.handoverOps(ctx, h, sessKV[0].Value, seqKV[0].Value, len(rd.Responses[5].GetResponseRange().Kvs) > 0)
 		if err != nil {
@@ -315,7 +321,18 @@ func (s *Store) Unfence(ctx context.Context, migID string, ms *castv1.MigrationS
 	if resp.Succeeded {
 		return resp.Header.Revision, nil
 	}
-	// Not fenced by us (the fence txn never landed): record the outcome only.
+	// Not fenced by us: the fence txn never landed, or this is a retry of
+	// an unfence that did. Record the outcome, unless it is recorded.
+	cur, err := s.cli.Get(ctx, msKey)
+	if err != nil {
+		return 0, err
+	}
+	if len(cur.Kvs) > 0 {
+		got := &castv1.MigrationSession{}
+		if proto.Unmarshal(cur.Kvs[0].Value, got) == nil && got.State == ms.State && got.Reason == ms.Reason {
+			return cur.Kvs[0].ModRevision, nil
+		}
+	}
 	return s.UpdateMigrationSession(ctx, migID, ms, msRev)
 }
 

@@ -41,6 +41,12 @@ func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*Migr
 			return rec, true, err
 		}
 	}
+	if resp, err := s.cli.Get(ctx, s.migrationKey(m.Id), clientv3.WithCountOnly()); err != nil {
+		return nil, false, err
+	} else if resp.Count > 0 { // a retry of a create that landed: never rewrite progress
+		rec, err := s.GetMigration(ctx, m.Id)
+		return rec, true, err
+	}
 	now := timestamppb.Now()
 	m.CreateTime, m.UpdateTime = now, now
 	sessions := m.Sessions
