@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/logging"
+	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/worktree"
 )
@@ -41,6 +42,7 @@ func main() {
 			if cfg.PathMap, err = worktree.ParsePathMap(pathMap); err != nil {
 				return fmt.Errorf("--map-path: %w", err)
 			}
+			cfg.Failpoint = failpoint.FromEnv(lg)
 			return nodeagent.Run(cmd.Context(), cfg, lg)
 		},
 	}

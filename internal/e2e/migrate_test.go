@@ -31,13 +31,29 @@ type migRig struct {
 	nodes    map[string]*testharness.Proc
 	nodeArgs map[string][]string
 	cast     cli
+	cp       *testharness.Proc // when the control plane runs as a process
+	cpDir    string
 }
 
-func newMigRig(t *testing.T, env []string, agentNames ...string) *migRig {
+// migOpts: cpEnv runs the control plane as a real process with that
+// environment (fault tests kill it); nodeEnv adds environment per node.
+type migOpts struct {
+	cpProcess bool
+	cpEnv     []string
+	nodeEnv   map[string][]string
+}
+
+func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 	fake := fakemodel.Start(t)
-	srv := testharness.StartControlPlane(t, nil)
-	r := &migRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr(),
+	r := &migRig{t: t, fake: fake,
 		roots: map[string]string{}, homes: map[string]map[string]string{}, nodes: map[string]*testharness.Proc{}, nodeArgs: map[string][]string{}}
+	if opts.cpProcess {
+		r.addr, r.cpDir = freeAddr(t), t.TempDir()
+		r.startControlPlane(opts.cpEnv)
+	} else {
+		r.addr = testharness.StartControlPlane(t, nil).Addr()
+	}
+	r.c = testharness.Dial(t, r.addr)
 	r.cast = cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
 	for _, name := range []string{"laptop", "linux"} {
 		r.roots[name] = t.TempDir()
@@ -56,14 +72,30 @@ func newMigRig(t *testing.T, env []string, agentNames ...string) *migRig {
 		if err := os.WriteFile(cfg, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r.nodeArgs[name] = []string{"--controlplane", srv.Addr(), "--data-dir", t.TempDir(), "--name", name,
+		r.nodeArgs[name] = []string{"--controlplane", r.addr, "--data-dir", t.TempDir(), "--name", name,
 			"--label", name, "--agents-config", cfg, "--log-level", "debug"}
 	}
 	r.nodeArgs["linux"] = append(r.nodeArgs["linux"], "--map-path", r.roots["laptop"]+"="+r.roots["linux"])
 	for _, name := range []string{"laptop", "linux"} {
-		r.startNode(name, env)
+		r.startNode(name, opts.nodeEnv[name])
 	}
 	return r
+}
+
+// startControlPlane runs the control plane binary on r.addr and r.cpDir
+// (a restart keeps both) and waits until it answers.
+func (r *migRig) startControlPlane(env []string) {
+	r.cp = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "controlplane"),
+		"--listen", r.addr, "--metrics-listen", "", "--data-dir", r.cpDir, "--node-lease-ttl", "2s", "--node-heartbeat", "500ms")
+	c, err := client.Dial(r.addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	testharness.WaitFor(r.t, 30*time.Second, "control plane up", func() bool {
+		_, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		return err == nil
+	})
 }
 
 func (r *migRig) startNode(name string, env []string) {
@@ -166,7 +198,7 @@ func countTurnsWith(fake *fakemodel.Server, mark string) int {
 // held and delivered once, in order, on linux; the work trees arrive with
 // their uncommitted and untracked changes; the agents are told they moved.
 func TestMigrateBatchToLinux(t *testing.T) {
-	r := newMigRig(t, nil, "claude", "codex")
+	r := newMigRig(t, migOpts{}, "claude", "codex")
 	ctx := context.Background()
 	for _, n := range []string{"laptop", "linux"} { // Claude asks before touch, on both machines
 		settings := filepath.Join(agenttest.NativeHome(r.homes[n]["claude"], "claude"), "settings.json")

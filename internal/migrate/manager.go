@@ -68,7 +68,7 @@ func DefaultConfig() Config {
 		DefaultWait: 10 * time.Minute, MaxWait: 24 * time.Hour,
 		DefaultMaxParallel: 4, MaxParallel: 64,
 		Tick: 200 * time.Millisecond, StopGrace: 30 * time.Second,
-		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 10 * time.Second,
+		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 5 * time.Second,
 	}
 }
 

@@ -47,6 +47,9 @@ type Config struct {
 	// PathMap maps a migrating session's checkout path on its source node
 	// to this node's path for it (--map-path FROM=TO).
 	PathMap worktree.PathMap
+	// Failpoint, when set, is called at migration steps with their name
+	// (fault tests kill the process there).
+	Failpoint func(name string)
 }
 
 // AgentSetup is how the node runs one agent.

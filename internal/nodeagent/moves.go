@@ -82,6 +82,7 @@ func (a *Agent) exportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
 	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
 	err := a.uploadWorkTree(ctx, c)
 	if err == nil {
+		a.failpoint("node.after-export")
 		lg.Info("work tree exported", zap.String("cwd", c.Cwd))
 		return
 	}
@@ -155,6 +156,9 @@ func (a *Agent) importWorkTree(ctx context.Context, c *castv1.ImportWorkTree) {
 	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
 	dest := a.cfg.PathMap.Apply(c.SourceCwd)
 	err := a.checkoutWorkTree(ctx, c, dest)
+	if err == nil {
+		a.failpoint("node.after-import")
+	}
 	rep := &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name, Phase: "import", Cwd: dest}
 	if err != nil {
 		lg.Warn("work tree import failed", zap.String("cwd", dest), zap.Error(err))
@@ -272,5 +276,11 @@ func (a *Agent) selfFence(ctx context.Context) {
 			a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",
 				zap.Int("turns", n), zap.Duration("silent_for", time.Since(last)))
 		}
+	}
+}
+
+func (a *Agent) failpoint(name string) {
+	if a.cfg.Failpoint != nil {
+		a.cfg.Failpoint(name)
 	}
 }

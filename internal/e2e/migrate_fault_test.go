@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// kill9Cases are the phase boundaries a real process is killed at (with
+// SIGKILL, by a failpoint inside it): the control plane after each of the
+// migration's txns, the source node after its export, the destination after
+// its import but before it reported.
+var kill9Cases = []struct{ name, proc, point string }{
+	{"controlplane after fence", "controlplane", "migrate.after-fence"},
+	{"controlplane after drain", "controlplane", "migrate.after-drain"},
+	{"controlplane after worktree", "controlplane", "migrate.after-worktree"},
+	{"controlplane after commit", "controlplane", "migrate.after-commit"},
+	{"source after export", "laptop", "node.after-export"},
+	{"destination after import", "linux", "node.after-import"},
+}
+
+// After a kill -9 at any phase boundary and a restart, the migration either
+// completes or rolls back; the session has one owner matching the outcome
+// and no fence; every acknowledged message is in the transcript once and is
+// answered in exactly one turn, on the owner.
+func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
+	for _, tc := range kill9Cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"CAST_FAILPOINTS=" + tc.point}
+			opts := migOpts{cpProcess: true, nodeEnv: map[string][]string{}}
+			if tc.proc == "controlplane" {
+				opts.cpEnv = env
+			} else {
+				opts.nodeEnv[tc.proc] = env
+			}
+			r := newMigRig(t, opts, "claude")
+			ctx := context.Background()
+			repo := r.repo("laptop", "w")
+			s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop", Text: "first question"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.waitSession("first turn done", s.Id, func(s *castv1.Session) bool {
+				return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 2
+			})
+			m, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{s.Id}, RequestId: "fault-move"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Sent while the move is under way; it keeps retrying through the
+			// crash and is acknowledged once.
+			during := make(chan error, 1)
+			go func() { during <- r.trySend(s.Id, "during-move") }()
+			victim := r.cp
+			if tc.proc != "controlplane" {
+				victim = r.nodes[tc.proc]
+			}
+			if _, ok := victim.Wait(90 * time.Second); !ok {
+				t.Fatalf("%s never reached failpoint %s", tc.proc, tc.point)
+			}
+			if tc.proc == "controlplane" {
+				r.startControlPlane(nil)
+			} else {
+				r.startNode(tc.proc, nil)
+			}
+			if err := <-during; err != nil {
+				t.Fatal(err)
+			}
+			if err := r.trySend(s.Id, "after-restart"); err != nil {
+				t.Fatal(err)
+			}
+			acked := []string{"during-move", "after-restart"}
+
+			final := r.waitMigration(m.Id)
+			sess := r.session(s.Id)
+			want := map[castv1.MigrationState]string{castv1.MigrationState_MIGRATION_STATE_SUCCEEDED: "linux", castv1.MigrationState_MIGRATION_STATE_FAILED: "laptop"}[final.State]
+			if want == "" || sess.Node != want || sess.FencedBy != "" {
+				t.Fatalf("migration %v (%s): session on %q fenced %q; want it on %q, unfenced", final.State, final.Sessions[0].Reason, sess.Node, sess.FencedBy, want)
+			}
+			t.Logf("outcome: %v on %s (%s)", final.State, sess.Node, final.Sessions[0].Reason)
+			r.assertAnsweredOnce(s.Id, acked)
+		})
+	}
+}
+
+// trySend sends text with a request id, retrying through a restart until
+// the control plane acknowledges it (a retry never stores it twice).
+func (r *migRig) trySend(id, text string) error {
+	rid := "send-" + text
+	var err error
+	for range 120 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = r.c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: text, RequestId: rid})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("send %q never acknowledged: %w", text, err)
+}
+
+// waitMigration polls through restarts until the migration ends.
+func (r *migRig) waitMigration(id string) *castv1.Migration {
+	r.t.Helper()
+	var m *castv1.Migration
+	testharness.WaitFor(r.t, 3*time.Minute, "migration "+id+" to end", func() bool {
+		got, err := r.c.Migrations.GetMigration(context.Background(), &castv1.GetMigrationRequest{Id: id})
+		if err != nil {
+			return false
+		}
+		m = got
+		s := m.State
+		return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
+			s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+	})
+	return m
+}
+
+// assertAnsweredOnce checks each text is stored once and reached the model
+// as (part of) the newest user message of exactly one turn.
+func (r *migRig) assertAnsweredOnce(id string, texts []string) {
+	r.t.Helper()
+	var lastSeq int64
+	count := map[string]int{}
+	for _, m := range r.messages(id) {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			count[m.Text]++
+			lastSeq = max(lastSeq, m.Seq)
+		}
+	}
+	for _, text := range texts {
+		if count[text] != 1 {
+			r.t.Fatalf("acknowledged %q is stored %d times, want once", text, count[text])
+		}
+	}
+	r.waitSession("acknowledged messages answered", id, func(s *castv1.Session) bool {
+		return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= lastSeq
+	})
+	for _, text := range texts {
+		if n := countTurnsWith(r.fake, text); n != 1 {
+			var b strings.Builder
+			for _, req := range r.fake.Turns() {
+				if k := len(req.Items); k > 0 {
+					fmt.Fprintf(&b, "  %q\n", req.Items[k-1].Text)
+				}
+			}
+			r.t.Fatalf("%q reached the model in %d turns, want 1; newest user texts:\n%s", text, n, b.String())
+		}
+	}
+}
