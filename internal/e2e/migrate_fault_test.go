@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cast-dev/cast/internal/fakemodel"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -152,5 +159,121 @@ func (r *migRig) assertAnsweredOnce(id string, texts []string) {
 			}
 			r.t.Fatalf("%q reached the model in %d turns, want 1; newest user texts:\n%s", text, n, b.String())
 		}
+	}
+}
+
+// agentPIDs lists the processes running for a session (the node gives
+// every agent CAST_SESSION in its environment).
+func agentPIDs(sessionID string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(env, []byte("CAST_SESSION="+sessionID+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A node cut off from the control plane for longer than its lease minus a
+// margin stops its agents by itself (etcd fences writes, not processes);
+// the abandoned prompt runs again once the node is back, answered once.
+func TestNodeSelfFencesWhenCutOff(t *testing.T) {
+	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
+	ctx := context.Background()
+	r.fake.Enqueue(fakemodel.Reply{Text: "too late", Delay: 90 * time.Second})
+	s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: "long job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
+	testharness.WaitFor(t, 30*time.Second, "agent process up", func() bool { return len(agentPIDs(s.Id)) > 0 })
+	r.cp.Kill()
+	testharness.WaitFor(t, 15*time.Second, "agent stopped by the cut-off node", func() bool { return len(agentPIDs(s.Id)) == 0 })
+	if !strings.Contains(r.nodes["laptop"].Output(), "stopped running agents") {
+		t.Fatal("the node did not say it stopped its agents")
+	}
+	r.startControlPlane(nil)
+	sess := r.waitSession("prompt rerun once back", s.Id, func(s *castv1.Session) bool {
+		return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= 1 && s.LastSeq >= 2
+	})
+	if sess.Node != "laptop" {
+		t.Fatalf("owner = %q", sess.Node)
+	}
+	var answers []string
+	for _, m := range r.messages(s.Id) {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			answers = append(answers, m.Text)
+		}
+	}
+	if len(answers) != 1 || strings.Contains(answers[0], "too late") {
+		t.Fatalf("answers = %q, want the rerun's one answer", answers)
+	}
+}
+
+// A laptop that slept through a migration (its node and agent frozen past
+// the lease) wakes to find the session gone: it stops the agent, and the
+// late answer it was waiting for never reaches the transcript.
+func TestStaleOwnerStopsAfterSleepingThroughMove(t *testing.T) {
+	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
+	ctx := context.Background()
+	r.fake.Enqueue(fakemodel.Reply{Text: "stale laptop answer", Delay: 15 * time.Second})
+	s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: "question before sleep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
+	testharness.WaitFor(t, 30*time.Second, "the laptop's agent waiting on the model", func() bool { return len(r.fake.Turns()) > 0 })
+	// The lid closes: the node and its agent freeze.
+	frozen := append(agentPIDs(s.Id), r.nodes["laptop"].Cmd.Process.Pid)
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	testharness.WaitFor(t, 30*time.Second, "laptop marked down", func() bool {
+		resp, err := r.c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		for _, n := range resp.GetNodes() {
+			if n.Name == "laptop" {
+				return err == nil && !n.Connected
+			}
+		}
+		return false
+	})
+	// Its work tree cannot be read while it sleeps: move the conversation.
+	m, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{s.Id}, SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.MkdirAll(filepath.Join(r.roots["linux"], "w"), 0o755))
+	if final := r.waitMigration(m.Id); final.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration %v: %s", final.State, final.Sessions[0].Reason)
+	}
+	// The lid opens.
+	for _, pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	testharness.WaitFor(t, 30*time.Second, "stale agent stopped", func() bool {
+		for _, pid := range agentPIDs(s.Id) {
+			if pid != r.nodes["laptop"].Cmd.Process.Pid {
+				return false
+			}
+		}
+		return true
+	})
+	r.waitSession("prompt answered on linux", s.Id, func(s *castv1.Session) bool {
+		return s.Node == "linux" && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 3
+	})
+	time.Sleep(20 * time.Second) // past the stale answer's delay
+	for _, msg := range r.messages(s.Id) {
+		if strings.Contains(msg.Text, "stale laptop answer") {
+			t.Fatalf("the stale owner's answer reached the transcript: #%d %q", msg.Seq, msg.Text)
+		}
+	}
+	if out := r.nodes["laptop"].Output(); !strings.Contains(out, "session released") {
+		t.Errorf("laptop never released the session:\n%s", out)
 	}
 }
