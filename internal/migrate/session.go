@@ -277,6 +277,7 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 func (j *job) relay(ctx context.Context, node string, cmd *castv1.Command, done func() (bool, error)) error {
 	deadline := time.Now().Add(j.mg.cfg.WorkTreeTimeout)
 	var sent time.Time
+	pause := 5 * time.Millisecond // a skip or a small tree answers in milliseconds
 	for {
 		ok, err := done()
 		if err != nil || ok {
@@ -298,9 +299,10 @@ func (j *job) relay(ctx context.Context, node string, cmd *castv1.Command, done 
 			}
 			sent = time.Now()
 		}
-		if !j.sleep(ctx, j.mg.cfg.Tick) {
+		if !j.sleep(ctx, pause) {
 			return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled")
 		}
+		pause = min(2*pause, j.mg.cfg.Tick)
 	}
 }
 
