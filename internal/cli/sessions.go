@@ -208,6 +208,9 @@ func (a *app) lsCmd() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tAGENT\tNODE\tSTATE\tMSGS\tUPDATED\tTITLE")
 			for _, s := range list {
 				st := stateName(s.State)
+				if s.FencedBy != "" {
+					st += " (moving: " + s.FencedBy + ")"
+				}
 				if s.StateReason != "" {
 					st += ": " + s.StateReason
 				}

@@ -55,6 +55,11 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 			r.waitSession("first turn done", s.Id, func(s *castv1.Session) bool {
 				return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 2
 			})
+			rec := newRecorder()
+			stop := make(chan struct{})
+			observed := make(chan struct{})
+			go func() { defer close(observed); rec.observe(r.c, s.Id, stop) }()
+			migCall := rec.now()
 			m, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{s.Id}, RequestId: "fault-move"})
 			if err != nil {
 				t.Fatal(err)
@@ -62,7 +67,7 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 			// Sent while the move is under way; it keeps retrying through the
 			// crash and is acknowledged once.
 			during := make(chan error, 1)
-			go func() { during <- r.trySend(s.Id, "during-move") }()
+			go func() { during <- r.trySend(rec, s.Id, "during-move") }()
 			victim := r.cp
 			if tc.proc != "controlplane" {
 				victim = r.nodes[tc.proc]
@@ -78,12 +83,13 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 			if err := <-during; err != nil {
 				t.Fatal(err)
 			}
-			if err := r.trySend(s.Id, "after-restart"); err != nil {
+			if err := r.trySend(rec, s.Id, "after-restart"); err != nil {
 				t.Fatal(err)
 			}
 			acked := []string{"during-move", "after-restart"}
 
 			final := r.waitMigration(m.Id)
+			rec.add(0, histIn{Kind: histMigrate, To: "linux"}, histOut{Succeeded: final.State == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED}, migCall)
 			sess := r.session(s.Id)
 			want := map[castv1.MigrationState]string{castv1.MigrationState_MIGRATION_STATE_SUCCEEDED: "linux", castv1.MigrationState_MIGRATION_STATE_FAILED: "laptop"}[final.State]
 			if want == "" || sess.Node != want || sess.FencedBy != "" {
@@ -91,20 +97,27 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 			}
 			t.Logf("outcome: %v on %s (%s)", final.State, sess.Node, final.Sessions[0].Reason)
 			r.assertAnsweredOnce(s.Id, acked)
+			close(stop)
+			<-observed
+			rec.check(t, histModel("laptop", map[string]int64{"first question": 1}))
 		})
 	}
 }
 
 // trySend sends text with a request id, retrying through a restart until
 // the control plane acknowledges it (a retry never stores it twice).
-func (r *migRig) trySend(id, text string) error {
+// The whole retry loop is one operation in rec's history.
+func (r *migRig) trySend(rec *recorder, id, text string) error {
 	rid := "send-" + text
+	call := rec.now()
 	var err error
 	for range 120 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, err = r.c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: text, RequestId: rid})
+		var resp *castv1.SendMessageResponse
+		resp, err = r.c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: text, RequestId: rid})
 		cancel()
 		if err == nil {
+			rec.add(1, histIn{Kind: histSend, Text: text}, histOut{Seq: resp.Message.Seq}, call)
 			return nil
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -222,8 +222,8 @@ func (s *Store) ListSessions(ctx context.Context, pageSize int, token string, in
 	return out, next, nil
 }
 
-// fillLive sets last_seq and node on listed sessions from their seq and
-// owner keys, read at the listing's revision.
+// fillLive sets last_seq, node and fenced_by on listed sessions from their
+// seq, owner and fence keys, read at the listing's revision.
 func (s *Store) fillLive(ctx context.Context, list []*castv1.Session, rev int64) error {
 	if len(list) == 0 {
 		return nil
@@ -232,6 +232,7 @@ func (s *Store) fillLive(ctx context.Context, list []*castv1.Session, rev int64)
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.seqKey(first), clientv3.WithRange(s.seqKey(last)+"\x00"), clientv3.WithRev(rev)),
 		clientv3.OpGet(s.ownerKey(first), clientv3.WithRange(s.ownerKey(last)+"\x00"), clientv3.WithRev(rev)),
+		clientv3.OpGet(s.fenceKey(first), clientv3.WithRange(s.fenceKey(last)+"\x00"), clientv3.WithRev(rev)),
 	).Commit()
 	if err != nil {
 		return compactedAsToken(err)
@@ -243,8 +244,12 @@ func (s *Store) fillLive(ctx context.Context, list []*castv1.Session, rev int64)
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		owners[lastPart(string(kv.Key))] = string(kv.Value)
 	}
+	fences := map[string]string{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		fences[lastPart(string(kv.Key))] = string(kv.Value)
+	}
 	for _, sess := range list {
-		sess.LastSeq, sess.Node = seqs[sess.Id], owners[sess.Id]
+		sess.LastSeq, sess.Node, sess.FencedBy = seqs[sess.Id], owners[sess.Id], fences[sess.Id]
 	}
 	return nil
 }
