@@ -241,6 +241,11 @@ func TestMigrateBatchToLinux(t *testing.T) {
 	if !ok || code != 0 || !strings.Contains(out, "succeeded") {
 		t.Fatalf("cast migrate start: exit %d (finished %v)\n%s", code, ok, out)
 	}
+	list, err := r.c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+	if err != nil || len(list.Migrations) != 1 {
+		t.Fatalf("list migrations: %v %v", err, list)
+	}
+	final := list.Migrations[0]
 	for name, id := range map[string]string{"a": busy, "b": asking, "c": idle} {
 		s := r.session(id)
 		if want := filepath.Join(r.roots["linux"], name); s.Node != "linux" || s.Cwd != want || s.FencedBy != "" {
@@ -306,11 +311,30 @@ func TestMigrateBatchToLinux(t *testing.T) {
 		t.Errorf("codex's prompt on linux = %q, want it to end with the new message", got)
 	}
 
+	// `cast drain` empties linux again (the checkouts are on a shared
+	// filesystem here, so only the conversations move).
+	out = r.cast.must("drain", "linux", "--to", "laptop", "--skip-worktree", "--json")
+	var drained struct {
+		State    string `json:"state"`
+		Sessions []struct {
+			SessionID string `json:"session_id"`
+			State     string `json:"state"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &drained); err != nil || drained.State != "MIGRATION_STATE_SUCCEEDED" || len(drained.Sessions) != 3 {
+		t.Fatalf("cast drain --json: %v\n%s", err, out)
+	}
+	for _, id := range []string{busy, asking, idle} {
+		if s := r.session(id); s.Node != "laptop" {
+			t.Errorf("after drain, %s is on %q", id, s.Node)
+		}
+	}
+
 	// `cast migrate ls` and `status` show it.
 	if out := r.cast.must("migrate", "ls"); !strings.Contains(out, "succeeded") {
 		t.Errorf("cast migrate ls:\n%s", out)
 	}
-	if out := r.cast.must("migrate", "status"); !strings.Contains(out, busy) || !strings.Contains(out, "succeeded (turn interrupted)") {
+	if out := r.cast.must("migrate", "status", final.Id); !strings.Contains(out, busy) || !strings.Contains(out, "succeeded (turn interrupted)") {
 		t.Errorf("cast migrate status:\n%s", out)
 	}
 }
