@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -17,10 +14,8 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
-	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
-	"github.com/cast-dev/cast/internal/mcpserver"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -328,41 +323,4 @@ func (a *Agent) drop(sessionID string) {
 func clientID(sessionID, agent, nativeSession, entry string, n int) string {
 	h := sha256.Sum256([]byte(strings.Join([]string{sessionID, agent, nativeSession, entry, fmt.Sprint(n)}, "\x00")))
 	return "n." + hex.EncodeToString(h[:12])
-}
-
-// registerMCP gives Claude Code cast's MCP server, with its permission tool
-// as the --permission-prompt-tool, so a tool that needs approval waits on a
-// person (`cast approve`/`cast deny`) instead of being refused.
-func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
-	if a.cfg.CastBin == "" {
-		return nil
-	}
-	if t.Agent == "codex" {
-		// Codex takes MCP servers as -c config overrides (TOML values).
-		t.Args = append(t.Args,
-			"-c", "mcp_servers.cast.command="+strconv.Quote(a.cfg.CastBin),
-			"-c", `mcp_servers.cast.args=["mcp","--tools","history"]`,
-			"-c", fmt.Sprintf("mcp_servers.cast.env={CAST_SESSION=%s,CAST_ADDR=%s}", strconv.Quote(sessionID), strconv.Quote(a.cfg.ControlPlane)))
-		return nil
-	}
-	if t.Agent != "claude" {
-		return nil
-	}
-	cfg := map[string]any{"mcpServers": map[string]any{"cast": map[string]any{
-		"type": "stdio", "command": a.cfg.CastBin, "args": []string{"mcp"},
-		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
-	}}}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(t.Home, "cast-mcp-"+sessionID+".json")
-	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
-		return err
-	}
-	// The read-only history tool needs no approval. --allowedTools takes
-	// several values, so it stays last.
-	t.Args = append(t.Args, "--mcp-config", path, "--permission-prompt-tool", "mcp__cast__"+mcpserver.PermissionTool,
-		"--allowedTools", "mcp__cast__"+mcpserver.HistoryTool)
-	return nil
 }

@@ -52,11 +52,11 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 	d := &driver{a: a, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath, logf: logf}
 	switch a.Name {
 	case "claude", "codex", "pi":
-		d.home = lookup(env, a.HomeEnv)
+		d.home = EnvValue(env, a.HomeEnv)
 	case "gemini":
-		d.home = filepath.Join(lookup(env, "HOME"), ".gemini")
+		d.home = filepath.Join(EnvValue(env, "HOME"), ".gemini")
 	case "opencode":
-		d.home = lookup(env, "XDG_DATA_HOME")
+		d.home = EnvValue(env, "XDG_DATA_HOME")
 	default:
 		return nil, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("%s turns are not supported by the runner", a.DisplayName)}
 	}

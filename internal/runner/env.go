@@ -81,7 +81,7 @@ func buildEnv(a agents.Agent, t Turn) []string {
 // ensureDirs creates the folders the environment points at.
 func ensureDirs(env []string) error {
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "PI_CODING_AGENT_DIR"} {
-		if v := lookup(env, k); v != "" {
+		if v := EnvValue(env, k); v != "" {
 			if err := os.MkdirAll(v, 0o700); err != nil {
 				return err
 			}
@@ -90,8 +90,9 @@ func ensureDirs(env []string) error {
 	return nil
 }
 
-// lookup returns the last value of key in env.
-func lookup(env []string, key string) string {
+// EnvValue returns the last value of key in env ("" when absent): the
+// value a process started with env sees.
+func EnvValue(env []string, key string) string {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
 			return v

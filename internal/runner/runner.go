@@ -363,7 +363,7 @@ func (r *Runner) lookBin(a agents.Agent, env []string) (string, error) {
 	if a.Binary == "" {
 		return "", fmt.Errorf("%s has no CLI", a.Name)
 	}
-	path := lookup(env, "PATH")
+	path := EnvValue(env, "PATH")
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			continue

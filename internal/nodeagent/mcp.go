@@ -1,0 +1,182 @@
+package nodeagent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/mcpserver"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// mcpName is the server's name in every agent's config; the agents derive
+// the tool names the model sees from it (mcp__cast__history,
+// mcp_cast_history, cast_history).
+const mcpName = "cast"
+
+// historyOnly is `cast mcp` serving just the read-only history tool: the
+// permission tool is Claude's --permission-prompt-tool and no other agent
+// has a use for it.
+var historyOnly = []string{"mcp", "--tools", mcpserver.HistoryTool}
+
+// registerMCP gives the turn's agent cast's MCP server, each in the form
+// its CLI reads, always inside the agent's own HOME or environment (never
+// the user's checkout).
+//
+// pi (@mariozechner/pi-coding-agent 0.73) gets nothing: it has no MCP
+// client by design (its README: "No MCP. ... build an extension that adds
+// MCP support"), and an extension written here would be a second MCP
+// client to maintain. A pi turn still has CAST_SESSION and CAST_ADDR, so it
+// can run `cast read` through its bash tool.
+func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
+	if a.cfg.CastBin == "" {
+		return nil
+	}
+	switch t.Agent {
+	case "claude":
+		return a.registerClaudeMCP(t, sessionID)
+	case "codex":
+		// Codex takes MCP servers as -c config overrides (TOML values).
+		t.Args = append(t.Args,
+			"-c", "mcp_servers."+mcpName+".command="+strconv.Quote(a.cfg.CastBin),
+			"-c", "mcp_servers."+mcpName+`.args=["mcp","--tools","history"]`,
+			"-c", fmt.Sprintf("mcp_servers."+mcpName+".env={CAST_SESSION=%s,CAST_ADDR=%s}", strconv.Quote(sessionID), strconv.Quote(a.cfg.ControlPlane)))
+	case "gemini":
+		return a.registerGeminiMCP(t)
+	case "opencode":
+		return a.registerOpenCodeMCP(t, sessionID)
+	}
+	return nil
+}
+
+// registerClaudeMCP gives Claude Code cast's MCP server, with its permission
+// tool as the --permission-prompt-tool, so a tool that needs approval waits
+// on a person (`cast approve`/`cast deny`) instead of being refused.
+func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
+	cfg := map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
+		"type": "stdio", "command": a.cfg.CastBin, "args": []string{"mcp"},
+		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
+	}}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(t.Home, "cast-mcp-"+sessionID+".json")
+	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+		return err
+	}
+	// The read-only history tool needs no approval. --allowedTools takes
+	// several values, so it stays last.
+	t.Args = append(t.Args, "--mcp-config", path, "--permission-prompt-tool", "mcp__"+mcpName+"__"+mcpserver.PermissionTool,
+		"--allowedTools", "mcp__"+mcpName+"__"+mcpserver.HistoryTool)
+	return nil
+}
+
+// registerGeminiMCP adds cast to the mcpServers of the agent's own
+// ~/.gemini/settings.json (gemini-cli 0.61 has no flag or variable that
+// adds a server). The file is shared by every gemini session of this node,
+// so it names no session: gemini expands $VAR in settings from its own
+// environment when it loads them, and each turn's environment carries its
+// CAST_SESSION and CAST_ADDR. Expanding at load time also survives the
+// redaction gemini applies to the environment it hands MCP servers in CI
+// (GITHUB_SHA set), which would drop an unknown CAST_* variable.
+//
+// trust lets the history tool run headless without an approval prompt
+// (gemini allows mcp_cast_* when the folder is trusted, which the runner's
+// GEMINI_CLI_TRUST_WORKSPACE makes it); `--tools history` keeps that trust
+// to the one read-only tool.
+func (a *Agent) registerGeminiMCP(t *runner.Turn) error {
+	// Where gemini looks: GEMINI_CLI_HOME, else HOME, as the turn sets them.
+	home := runner.EnvValue(t.Env, "GEMINI_CLI_HOME")
+	if home == "" {
+		home = runner.EnvValue(t.Env, "HOME")
+	}
+	if home == "" {
+		home = t.Home
+	}
+	path := filepath.Join(home, ".gemini", "settings.json")
+	settings := map[string]any{}
+	old, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		// gemini tolerates comments in settings.json; rewriting such a
+		// file would lose them, so it is left alone and the turn runs
+		// without cast's tool rather than failing.
+		if err := json.Unmarshal(old, &settings); err != nil {
+			a.lg.Warn("gemini settings are not plain JSON; cast MCP server not registered", zap.String("path", path), zap.Error(err))
+			return nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	servers, _ := settings["mcpServers"].(map[string]any)
+	if servers == nil {
+		servers = map[string]any{}
+	}
+	servers[mcpName] = map[string]any{
+		"command": a.cfg.CastBin, "args": historyOnly,
+		"env":   map[string]string{"CAST_SESSION": "$CAST_SESSION", "CAST_ADDR": "$CAST_ADDR"},
+		"trust": true,
+	}
+	settings["mcpServers"] = servers
+	// An allowlist of servers (mcp.allowed) would drop cast silently.
+	if m, ok := settings["mcp"].(map[string]any); ok {
+		if allowed, ok := m["allowed"].([]any); ok && !slices.Contains(allowed, any(mcpName)) {
+			m["allowed"] = append(allowed, mcpName)
+		}
+	}
+	b, err := json.MarshalIndent(settings, "", "  ")
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(bytes.TrimSpace(old), b) {
+		return nil // every turn after the first
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, append(b, '\n'), 0o600)
+}
+
+// registerOpenCodeMCP adds cast through OPENCODE_CONFIG_CONTENT, which
+// opencode 1.18 merges over its config files: no file is written and the
+// session id is the turn's own. Content the node's agents config already
+// put there is kept. MCP tools run without a prompt under opencode's
+// default permissions; an operator config that asks for every tool would
+// need "cast_history": "allow" (not forced here, as merging into a
+// permission given as a string would replace it).
+func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID string) error {
+	const key = "OPENCODE_CONFIG_CONTENT"
+	cfg := map[string]any{}
+	if s := runner.EnvValue(t.Env, key); s != "" {
+		if err := json.Unmarshal([]byte(s), &cfg); err != nil {
+			a.lg.Warn("OPENCODE_CONFIG_CONTENT is not plain JSON; cast MCP server not registered", zap.Error(err))
+			return nil
+		}
+	}
+	servers, _ := cfg["mcp"].(map[string]any)
+	if servers == nil {
+		servers = map[string]any{}
+	}
+	servers[mcpName] = map[string]any{
+		"type": "local", "command": append([]string{a.cfg.CastBin}, historyOnly...),
+		"environment": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
+		"enabled":     true,
+	}
+	cfg["mcp"] = servers
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	t.Env = append(t.Env, key+"="+string(b)) // last wins
+	return nil
+}

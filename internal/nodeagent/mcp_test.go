@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+func testAgent() *Agent {
+	return &Agent{cfg: Config{CastBin: "/opt/cast", ControlPlane: "127.0.0.1:7000"}, lg: zap.NewNop()}
+}
+
+// Gemini: cast joins the settings the agents config wrote, an allowlist of
+// servers learns its name, and the file names no session.
+func TestGeminiMCPMergesSettings(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, ".gemini", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	orig := `{"security":{"auth":{"selectedType":"gemini-api-key"}},"mcp":{"allowed":["mine"]},"mcpServers":{"mine":{"command":"x"}}}`
+	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := runner.Turn{Agent: "gemini", Home: t.TempDir(), Env: []string{"HOME=" + home}}
+	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var got struct {
+		Security   map[string]any             `json:"security"`
+		MCP        struct{ Allowed []string } `json:"mcp"`
+		MCPServers map[string]struct {
+			Command string
+			Args    []string
+			Env     map[string]string
+			Trust   bool
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	c := got.MCPServers["cast"]
+	if got.Security == nil || got.MCPServers["mine"].Command != "x" || strings.Join(got.MCP.Allowed, ",") != "mine,cast" {
+		t.Fatalf("existing settings lost:\n%s", b)
+	}
+	if c.Command != "/opt/cast" || strings.Join(c.Args, " ") != "mcp --tools history" || !c.Trust || c.Env["CAST_SESSION"] != "$CAST_SESSION" {
+		t.Fatalf("cast server:\n%s", b)
+	}
+	if strings.Contains(string(b), "s1") {
+		t.Fatal("the shared settings file names a session")
+	}
+	// Settings gemini reads with comments are left alone.
+	jsonc := "{ // mine\n}"
+	_ = os.WriteFile(path, []byte(jsonc), 0o600)
+	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != jsonc {
+		t.Fatalf("commented settings rewritten:\n%s", b)
+	}
+}
+
+// OpenCode: cast joins content the agents config put in
+// OPENCODE_CONFIG_CONTENT, with this turn's session.
+func TestOpenCodeMCPMergesContent(t *testing.T) {
+	turn := runner.Turn{Agent: "opencode", Home: t.TempDir(), Env: []string{`OPENCODE_CONFIG_CONTENT={"model":"fake/m"}`}}
+	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(runner.EnvValue(turn.Env, "OPENCODE_CONFIG_CONTENT")), &got); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := got["mcp"].(map[string]any)["cast"].(map[string]any)
+	env, _ := c["environment"].(map[string]any)
+	if got["model"] != "fake/m" || c["type"] != "local" || env["CAST_SESSION"] != "s1" || env["CAST_ADDR"] != "127.0.0.1:7000" {
+		t.Fatalf("OPENCODE_CONFIG_CONTENT: %v", got)
+	}
+}
