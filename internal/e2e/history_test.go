@@ -95,6 +95,19 @@ func histModel(owner string, initial map[string]int64) porcupine.Model {
 			}
 			return false, st
 		},
+		// States hold a map, so porcupine needs to be told how to compare them.
+		Equal: func(a, b any) bool {
+			x, y := a.(histState), b.(histState)
+			if x.owner != y.owner || x.maxSeq != y.maxSeq || len(x.users) != len(y.users) {
+				return false
+			}
+			for k, v := range x.users {
+				if y.users[k] != v {
+					return false
+				}
+			}
+			return true
+		},
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(histIn), output.(histOut)
 			switch in.Kind {
@@ -205,6 +218,11 @@ func TestHistoryModelRejects(t *testing.T) {
 			op(1, histIn{Kind: histOwner}, histOut{Owner: "laptop"}, 13, 14)}, false},
 		{"owner changes without a migration", []porcupine.Operation{
 			op(1, histIn{Kind: histOwner}, histOut{Owner: "linux"}, 1, 2)}, false},
+		{"concurrent sends and reads", []porcupine.Operation{
+			op(0, histIn{Kind: histSend, Text: "a"}, histOut{Seq: 3}, 0, 10),
+			op(1, histIn{Kind: histSend, Text: "b"}, histOut{Seq: 4}, 1, 9),
+			op(2, histIn{Kind: histRead}, histOut{Users: map[string]int64{"first": 1, "a": 3}}, 2, 8),
+			op(3, histIn{Kind: histRead}, histOut{Users: map[string]int64{"first": 1, "a": 3, "b": 4}}, 3, 11)}, true},
 		{"rolled back keeps the owner", []porcupine.Operation{
 			op(0, histIn{Kind: histMigrate, To: "linux"}, histOut{Succeeded: false}, 0, 10),
 			op(1, histIn{Kind: histOwner}, histOut{Owner: "laptop"}, 11, 12)}, true},
