@@ -34,7 +34,10 @@ type forkCut struct {
 	ParentCwd string
 	Cwd       string
 	ForkedAt  int64 // the fork's cut (ForkedAtSeq)
-	FirstSeq  int64 // the seq of the turn's first user message
+	Delivered int64 // the fork's DeliveredSeq on this node
+	// AfterCut counts the rows between the cut and the turn's prompt other
+	// than the fork notice: the parent's native session has none of them.
+	AfterCut int
 }
 
 // nativeForkOK says whether the turn may fork the parent's native session
@@ -51,8 +54,10 @@ func nativeForkOK(c forkCut) (ok bool, why string) {
 		return false, "agent's native fork is not used by the node"
 	case c.ForkedAt < 1:
 		return false, "no cut"
-	case c.FirstSeq != c.ForkedAt+1:
+	case c.Delivered != c.ForkedAt:
 		return false, "not the fork's first turn"
+	case c.AfterCut > 0:
+		return false, "messages after the cut"
 	case c.Parent == nil || c.Parent.ID == "":
 		return false, "parent has no native session here"
 	case c.Parent.Stale:
@@ -72,7 +77,7 @@ func nativeForkOK(c forkCut) (ok bool, why string) {
 // session for its agent on this node. Any error reading the session means
 // a rebuild.
 func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, t runner.Turn) (runner.Turn, bool) {
-	if o.DeliveredSeq < 1 || firstSeq != o.DeliveredSeq+1 {
+	if o.DeliveredSeq < 1 {
 		return t, false // a fork's first turn follows its copied history
 	}
 	sess, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sessionID})
@@ -81,7 +86,11 @@ func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, f
 	}
 	lg := a.lg.With(zap.String("session", sessionID), zap.String("agent", o.Agent), zap.String("parent", sess.ParentId),
 		zap.Int64("forked_at", sess.ForkedAtSeq))
-	c := forkCut{Agent: o.Agent, Cwd: o.Cwd, ForkedAt: sess.ForkedAtSeq, FirstSeq: firstSeq}
+	c := forkCut{Agent: o.Agent, Cwd: o.Cwd, ForkedAt: sess.ForkedAtSeq, Delivered: o.DeliveredSeq}
+	if c.AfterCut, err = a.afterCut(ctx, sessionID, sess.ForkedAtSeq, firstSeq); err != nil {
+		lg.Warn("fork turn: reading the rows after the cut failed", zap.String("fork_path", forkRebuild), zap.Error(err))
+		return t, false
+	}
 	if parent, ok := a.st.get(sess.ParentId); ok {
 		c.Parent, c.ParentCwd = parent.Native[o.Agent], parent.Cwd
 	}
@@ -92,6 +101,29 @@ func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, f
 	t.ForkOf, t.ForkPath = c.Parent.ID, c.Parent.Path
 	lg.Info("fork turn", zap.String("fork_path", forkNative), zap.String("parent_native", c.Parent.ID))
 	return t, true
+}
+
+// afterCut counts the rows after the cut and before the prompt that are
+// not the fork notice (which says where the fork came from and is no
+// history the agent missed).
+func (a *Agent) afterCut(ctx context.Context, sessionID string, cut, firstSeq int64) (int, error) {
+	if firstSeq <= cut+1 {
+		return 0, nil
+	}
+	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: cut + 1, EndSeq: firstSeq - 1})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range resp.Messages {
+		if m.Kind != castv1.MessageKind_MESSAGE_KIND_NOTICE || m.NoticeType != transcript.NoticeFork {
+			n++
+		}
+	}
+	if resp.NextPageToken != "" {
+		n++ // more than a page: certainly not just the notice
+	}
+	return n, nil
 }
 
 // forkDidNotRun says whether a native fork turn failed before the agent

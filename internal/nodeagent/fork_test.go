@@ -8,20 +8,21 @@ import (
 
 func TestNativeForkOK(t *testing.T) {
 	tip := &nativeSession{ID: "p-native", Path: "/h/p.jsonl", KnownUpto: 6}
-	base := forkCut{Agent: "claude", Parent: tip, ParentCwd: "/w", Cwd: "/w", ForkedAt: 6, FirstSeq: 7}
+	base := forkCut{Agent: "claude", Parent: tip, ParentCwd: "/w", Cwd: "/w", ForkedAt: 6, Delivered: 6}
 	tests := []struct {
 		name string
 		edit func(*forkCut)
 		want bool
 	}{
 		{"claude at the tip the parent's native session has seen", func(*forkCut) {}, true},
-		{"earlier cut", func(c *forkCut) { c.ForkedAt, c.FirstSeq = 4, 5 }, false},
+		{"earlier cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 4, 4 }, false},
 		{"native session behind the cut", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 5} }, false},
 		{"stale parent", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Stale: true} }, false},
 		{"parent on another node", func(c *forkCut) { c.Parent = nil }, false},
 		{"parent row without id", func(c *forkCut) { c.Parent = &nativeSession{KnownUpto: 6} }, false},
-		{"not the first turn after the cut", func(c *forkCut) { c.FirstSeq = 9 }, false},
-		{"no cut", func(c *forkCut) { c.ForkedAt, c.FirstSeq = 0, 1 }, false},
+		{"not the first turn after the cut", func(c *forkCut) { c.Delivered = 9 }, false},
+		{"rows after the cut besides the notice", func(c *forkCut) { c.AfterCut = 1 }, false},
+		{"no cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 0, 0 }, false},
 		{"other cwd", func(c *forkCut) { c.Cwd = "/elsewhere" }, false},
 		{"codex: fork reads the source's rollout", func(c *forkCut) { c.Agent = "codex" }, false},
 		{"gemini: no native fork", func(c *forkCut) { c.Agent = "gemini" }, false},
