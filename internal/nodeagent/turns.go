@@ -37,7 +37,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if err := a.reportStart(ctx, sessionID, o); err != nil {
 		return err
 	}
-	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt)
+	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, true)
 	if err != nil {
 		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
 	}
@@ -46,6 +46,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		_ = a.st.update(func(m map[string]*owned) { m[sessionID].RunningPGID = pgid })
 	}
 	res, runErr := a.runner.Run(ctx, turn, sync.emit)
+	if turn.ForkOf != "" && forkDidNotRun(res, runErr) {
+		res, runErr = a.rerunRebuilt(ctx, sessionID, o, firstSeq, prompt, turn, sync.emit, runErr)
+	}
 	_ = a.st.update(func(m map[string]*owned) {
 		if s := m[sessionID]; s != nil {
 			s.RunningPGID = 0
@@ -147,8 +150,9 @@ func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (s
 }
 
 // prepareTurn decides between resuming the agent's native session, a
-// rebuild from the neutral copy, and a fresh native session.
-func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string) (runner.Turn, error) {
+// rebuild from the neutral copy, and a fresh native session; with tryFork,
+// a fork's first turn may fork the parent's native session (fork.go).
+func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string, tryFork bool) (runner.Turn, error) {
 	setup := a.cfg.agentSetup(o.Agent)
 	// CAST_SESSION and CAST_ADDR let the agent call cast about its own
 	// session (`cast spawn --subagent`, `cast read`).
@@ -168,6 +172,11 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	}
 	before := firstSeq - 1
 	ns := o.Native[o.Agent]
+	if tryFork && ns == nil {
+		if ft, ok := a.nativeForkTurn(ctx, sessionID, o, firstSeq, t); ok {
+			return ft, nil
+		}
+	}
 	if ns != nil && !ns.Stale && ns.KnownUpto >= before {
 		t.NativeID, t.NativePath = ns.ID, ns.Path // reuse, without reading the history
 		return t, nil

@@ -33,6 +33,10 @@ type driver struct {
 	t     Turn
 	home  string // the agent's own folder (NativeHome)
 	fresh bool
+	// fork: the turn runs in a native fork of forkID (file forkPath); id
+	// and path name the new session once the CLI made it.
+	fork             bool
+	forkID, forkPath string
 
 	mu   sync.Mutex
 	id   string // native session id (known up front, or from stdout)
@@ -50,6 +54,9 @@ type driver struct {
 func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {
 	env := buildEnv(a, t)
 	d := &driver{a: a, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath, logf: logf}
+	if t.ForkOf != "" || t.ForkPath != "" {
+		d.fork, d.fresh, d.id, d.path = true, false, "", ""
+	}
 	switch a.Name {
 	case "claude", "codex", "pi":
 		d.home = EnvValue(env, a.HomeEnv)
@@ -60,11 +67,18 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 	default:
 		return nil, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("%s turns are not supported by the runner", a.DisplayName)}
 	}
+	if d.fork {
+		if err := d.forkSource(); err != nil {
+			return nil, err
+		}
+	}
 	var reader agents.Reader
 	switch a.Name {
 	case "claude":
 		reader = claude.Reader{}
-		if d.fresh {
+		if d.fresh || d.fork {
+			// A fork gets its new id up front too (--session-id), so the
+			// runner knows which file is the fork's.
 			d.id = uuid.NewString()
 		} else if d.id == "" {
 			d.id = strings.TrimSuffix(filepath.Base(d.path), ".jsonl")
@@ -101,7 +115,7 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 		d.path = opencode.DBPath(d.home)
 		return d, nil
 	}
-	if !d.fresh && d.id == "" && d.path == "" {
+	if !d.fresh && !d.fork && d.id == "" && d.path == "" {
 		return nil, &Error{Reason: ReasonNoSession, Detail: "no native id or path to resume"}
 	}
 	d.tail = &tailer{reader: reader, prompt: t.Prompt, logf: logf}
@@ -135,10 +149,12 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 func (d *driver) args() ([]string, error) {
 	c := d.a.Commands
 	d.mu.Lock()
-	vars := map[string]string{"prompt": cliPrompt(d.a.Name, d.t.Prompt), "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort}
+	vars := map[string]string{"prompt": cliPrompt(d.a.Name, d.t.Prompt), "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort, "new": d.id}
 	d.mu.Unlock()
 	var tmpl []string
 	switch {
+	case d.fork:
+		tmpl, vars["id"], vars["path"] = c.Fork, d.forkID, d.forkPath
 	case d.fresh && d.a.Name == "pi":
 		tmpl = c.Resume // --session {path} with a path that does not exist yet
 	case d.fresh:
@@ -159,6 +175,9 @@ func (d *driver) args() ([]string, error) {
 	args, err := agents.Expand(tmpl, vars)
 	if err != nil {
 		return nil, err
+	}
+	if d.fork && d.a.Name == "claude" {
+		args = append(args, "--session-id", vars["new"])
 	}
 	if d.a.Name == "opencode" {
 		// Parts stream as JSON events; errors go to stderr.
@@ -191,6 +210,10 @@ func (d *driver) baseline() {
 			d.logf("runner: %v", err)
 		}
 	}
+	if d.fork {
+		d.tail.baselineFrom(d.forkPath)
+		return
+	}
 	if !d.fresh {
 		d.locate()
 		d.tail.path = d.path
@@ -207,30 +230,37 @@ func (d *driver) locate() {
 			return
 		}
 	}
+	d.path = d.find(d.id)
+}
+
+// find is the native transcript file of session id under the agent's
+// folder ("" when there is none).
+func (d *driver) find(id string) string {
 	switch d.a.Name {
 	case "claude":
-		if d.id != "" {
-			d.path = firstGlob(filepath.Join(d.home, "projects", "*", d.id+".jsonl"))
+		if id != "" {
+			return firstGlob(filepath.Join(d.home, "projects", "*", id+".jsonl"))
 		}
 	case "codex":
-		if d.id != "" {
-			d.path = firstGlob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*-"+d.id+".jsonl"))
-			if d.path == "" {
-				d.path = firstGlob(filepath.Join(d.home, "sessions", "rollout-*-"+d.id+".jsonl"))
+		if id != "" {
+			if p := firstGlob(filepath.Join(d.home, "sessions", "*", "*", "*", "rollout-*-"+id+".jsonl")); p != "" {
+				return p
 			}
+			return firstGlob(filepath.Join(d.home, "sessions", "rollout-*-"+id+".jsonl"))
 		}
 	case "gemini":
-		if len(d.id) >= 8 {
-			d.path = geminiFile(filepath.Join(d.home, "tmp", "*", "chats", "session-*-"+d.id[:8]+".jsonl"), d.id)
+		if len(id) >= 8 {
+			return geminiFile(filepath.Join(d.home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"), id)
 		}
 	case "pi":
-		if d.id != "" {
-			d.path = firstGlob(filepath.Join(d.home, "sessions", "*", "*_"+d.id+".jsonl"))
-			if d.path == "" {
-				d.path = piByHeader(filepath.Join(d.home, "sessions", "*", "*.jsonl"), d.id)
+		if id != "" {
+			if p := firstGlob(filepath.Join(d.home, "sessions", "*", "*_"+id+".jsonl")); p != "" {
+				return p
 			}
+			return piByHeader(filepath.Join(d.home, "sessions", "*", "*.jsonl"), id)
 		}
 	}
+	return ""
 }
 
 // sync emits what is new in the native transcript.

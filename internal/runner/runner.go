@@ -81,7 +81,13 @@ type Turn struct {
 	// empty start a fresh one. Either is enough for every agent (the other
 	// is found under Home); opencode needs NativeID.
 	NativeID, NativePath string
-	Prompt               string
+	// ForkOf (and optionally ForkPath) name an existing native session the
+	// turn forks with the CLI's own fork command (claude --fork-session,
+	// codex exec fork) instead of resuming NativeID: the history is the
+	// CLI's copy of that session, which stays unchanged, and Result names
+	// the new session. Only agents in ForkAgents support it.
+	ForkOf, ForkPath string
+	Prompt           string
 	// Env is extra environment (provider base URLs, keys, ...), applied
 	// last so it overrides the defaults.
 	Env []string

@@ -69,12 +69,16 @@ type tailer struct {
 	lines  int // non-blank lines before offset
 	path   string
 	known  []string // fingerprints of the accounted prefix of the last read
-	prompt string
-	state  promptState
-	size   int64
-	mod    time.Time
-	next   time.Time // no re-read before this (throttle for long files)
-	logf   func(string, ...any)
+	// forked are the fingerprints of a forked session's history, forkedAt
+	// how many of them the fork's file has repeated so far.
+	forked   []string
+	forkedAt int
+	prompt   string
+	state    promptState
+	size     int64
+	mod      time.Time
+	next     time.Time // no re-read before this (throttle for long files)
+	logf     func(string, ...any)
 }
 
 // baseline accounts for what the file holds before the turn.
@@ -205,6 +209,9 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 		m := msgs[i]
 		if !final && i == len(msgs)-1 && (m.Kind == transcript.KindAssistant || m.Kind == transcript.KindThinking) {
 			break
+		}
+		if tl.forked != nil && tl.skipForked(fps[i]) {
+			continue
 		}
 		if tl.state == promptLooking {
 			if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {

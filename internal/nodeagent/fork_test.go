@@ -1,0 +1,67 @@
+package nodeagent
+
+import (
+	"testing"
+
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+func TestNativeForkOK(t *testing.T) {
+	tip := &nativeSession{ID: "p-native", Path: "/h/p.jsonl", KnownUpto: 6}
+	base := forkCut{Agent: "claude", Parent: tip, ParentCwd: "/w", Cwd: "/w", ForkedAt: 6, Delivered: 6}
+	tests := []struct {
+		name string
+		edit func(*forkCut)
+		want bool
+	}{
+		{"claude at the tip the parent's native session has seen", func(*forkCut) {}, true},
+		{"earlier cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 4, 4 }, false},
+		{"native session behind the cut", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 5} }, false},
+		{"stale parent", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Stale: true} }, false},
+		{"parent on another node", func(c *forkCut) { c.Parent = nil }, false},
+		{"parent row without id", func(c *forkCut) { c.Parent = &nativeSession{KnownUpto: 6} }, false},
+		{"not the first turn after the cut", func(c *forkCut) { c.Delivered = 9 }, false},
+		{"rows after the cut besides the notice", func(c *forkCut) { c.AfterCut = 1 }, false},
+		{"no cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 0, 0 }, false},
+		{"other cwd", func(c *forkCut) { c.Cwd = "/elsewhere" }, false},
+		{"codex: fork reads the source's rollout", func(c *forkCut) { c.Agent = "codex" }, false},
+		{"gemini: no native fork", func(c *forkCut) { c.Agent = "gemini" }, false},
+		{"opencode: CLI fork not driven by the runner", func(c *forkCut) { c.Agent = "opencode" }, false},
+		{"unknown agent", func(c *forkCut) { c.Agent = "nope" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			ok, why := nativeForkOK(c)
+			if ok != tc.want || (!ok && why == "") {
+				t.Fatalf("nativeForkOK(%+v) = %v %q, want %v", c, ok, why, tc.want)
+			}
+		})
+	}
+}
+
+func TestForkDidNotRun(t *testing.T) {
+	fail := func(reason string) error { return &runner.Error{Reason: reason} }
+	tests := []struct {
+		name string
+		res  runner.Result
+		err  error
+		want bool
+	}{
+		{"ran", runner.Result{NativeID: "n", PromptSeen: true, Emitted: 1}, nil, false},
+		{"source gone", runner.Result{}, fail(runner.ReasonNoSession), true},
+		{"unsupported", runner.Result{}, fail(runner.ReasonUnsupported), true},
+		{"failed with no new session", runner.Result{}, fail(runner.ReasonFailed), true},
+		{"failed before the prompt was recorded", runner.Result{NativeID: "n"}, fail(runner.ReasonFailed), true},
+		{"refused after taking the prompt", runner.Result{NativeID: "n", PromptSeen: true}, fail(runner.ReasonNotLoggedIn), false},
+		{"something emitted", runner.Result{Emitted: 1}, fail(runner.ReasonFailed), false},
+		{"interrupted", runner.Result{}, fail(runner.ReasonInterrupted), false},
+		{"rate limited", runner.Result{}, fail(runner.ReasonRateLimited), false},
+	}
+	for _, tc := range tests {
+		if got := forkDidNotRun(tc.res, tc.err); got != tc.want {
+			t.Errorf("%s: forkDidNotRun = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
