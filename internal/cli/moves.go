@@ -204,7 +204,7 @@ func (a *app) handoffCmd() *cobra.Command {
 	var id, to, model, account, device, msg string
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--device NODE] [-m TEXT|-] [--dry-run]",
+		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--account NAME] [--device NODE] [-m TEXT|-] [--dry-run]",
 		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -217,8 +217,8 @@ func (a *app) handoffCmd() *cobra.Command {
 			if to == "" {
 				return usagef("--to AGENT (or same) is required")
 			}
-			if account != "" {
-				return usagef("--account needs fleet accounts, which this control plane does not have yet; drop --account")
+			if account != "" && !ids.ValidName(account) {
+				return usagef("--account %q is not a valid account name", account)
 			}
 			if msg == "-" {
 				b, err := readAllLimited(a.in)
@@ -234,7 +234,7 @@ func (a *app) handoffCmd() *cobra.Command {
 			ctx, cancel := a.ctx(cmd.Context())
 			defer cancel()
 			resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
-				Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID()})
+				Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID(), Account: account})
 			if err != nil {
 				return err
 			}
@@ -258,7 +258,7 @@ func (a *app) handoffCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&id, "session", "s", "", "source session (default: $CAST_SESSION)")
 	cmd.Flags().StringVar(&to, "to", "", "agent for the new session, or same")
 	cmd.Flags().StringVar(&model, "model", "", "model for the new session")
-	cmd.Flags().StringVar(&account, "account", "", "account for the new session (needs fleet accounts)")
+	cmd.Flags().StringVar(&account, "account", "", "run the new session with this named credential set (an \"accounts\" entry of the agent in the node's --agents-config)")
 	cmd.Flags().StringVar(&device, "device", "", "node to run it on (default: the source's)")
 	cmd.Flags().StringVarP(&msg, "message", "m", "", "what the new session should do next (- reads stdin)")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print the first prompt and start nothing")

@@ -290,8 +290,11 @@ func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.Handoff
 	if err := validText(req.Direction, true); err != nil {
 		return nil, err
 	}
+	if req.Account != "" && !ids.ValidName(req.Account) {
+		return nil, invalid("account %s is malformed; use letters, digits, '.', '_' or '-'", quote(req.Account))
+	}
 	res, err := moves.Handoff(ctx, h.s.store, h.s.briefer, moves.HandoffRequest{SessionID: req.SessionId, ToAgent: req.ToAgent,
-		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: req.RequestId})
+		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: req.RequestId, Account: req.Account})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

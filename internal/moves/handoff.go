@@ -28,6 +28,7 @@ const (
 // HandoffRequest describes a handoff.
 type HandoffRequest struct {
 	SessionID, ToAgent, Model, Node, Direction, RequestID string
+	Account                                               string // "" keeps the source's
 	DryRun                                                bool
 }
 
@@ -81,8 +82,12 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if node == "" {
 		node = src.Node
 	}
+	account := r.Account
+	if account == "" {
+		account = src.Account
+	}
 	c, err := st.CreateSession(ctx, store.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
-		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id})
+		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account})
 	if err != nil {
 		return HandoffResult{}, err
 	}

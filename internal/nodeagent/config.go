@@ -58,6 +58,36 @@ type AgentSetup struct {
 	Home string   // its isolated HOME; default: DataDir/agents/<name>
 	Env  []string // extra environment (provider URLs, keys)
 	Args []string // extra CLI arguments (approval settings)
+	// Accounts are named credential sets for this agent: a session with
+	// an account runs with that account's HOME and environment on top of
+	// the agent's (`cast handoff --account NAME`).
+	Accounts map[string]AccountSetup
+}
+
+// AccountSetup is one named credential set of an agent.
+type AccountSetup struct {
+	Home string   // default: DataDir/agents/<agent>@<account>
+	Env  []string // added after the agent's Env, so its keys win
+}
+
+// accountSetup is agentSetup for a session's account ("" is the agent's
+// default setup). An account this node does not have is an error that says
+// where to add it.
+func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
+	s := c.agentSetup(agent)
+	if account == "" {
+		return s, nil
+	}
+	acc, ok := s.Accounts[account]
+	if !ok {
+		return s, fmt.Errorf("account %q is not set up for %s on node %s; add it under %q.accounts in the node's --agents-config", account, agent, c.Name, agent)
+	}
+	s.Home = acc.Home
+	if s.Home == "" {
+		s.Home = filepath.Join(c.DataDir, "agents", agent+"@"+account)
+	}
+	s.Env = append(append([]string{}, s.Env...), acc.Env...)
+	return s, nil
 }
 
 // agentSetup fills the defaults for one agent.
@@ -161,10 +191,14 @@ func LoadAgentsConfig(path string) (map[string]AgentSetup, error) {
 		return nil, err
 	}
 	var raw map[string]struct {
-		Bin  string   `json:"bin"`
-		Home string   `json:"home"`
-		Env  []string `json:"env"`
-		Args []string `json:"args"`
+		Bin      string   `json:"bin"`
+		Home     string   `json:"home"`
+		Env      []string `json:"env"`
+		Args     []string `json:"args"`
+		Accounts map[string]struct {
+			Home string   `json:"home"`
+			Env  []string `json:"env"`
+		} `json:"accounts"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -179,7 +213,20 @@ func LoadAgentsConfig(path string) (map[string]AgentSetup, error) {
 				return nil, fmt.Errorf("%s: %s paths must be absolute (%q)", path, name, p)
 			}
 		}
-		out[name] = AgentSetup{Bin: r.Bin, Home: r.Home, Env: r.Env, Args: r.Args}
+		setup := AgentSetup{Bin: r.Bin, Home: r.Home, Env: r.Env, Args: r.Args}
+		for acc, a := range r.Accounts {
+			if !ids.ValidName(acc) {
+				return nil, fmt.Errorf("%s: %s account name %q is malformed", path, name, acc)
+			}
+			if a.Home != "" && !filepath.IsAbs(a.Home) {
+				return nil, fmt.Errorf("%s: %s account %s home must be absolute (%q)", path, name, acc, a.Home)
+			}
+			if setup.Accounts == nil {
+				setup.Accounts = map[string]AccountSetup{}
+			}
+			setup.Accounts[acc] = AccountSetup{Home: a.Home, Env: a.Env}
+		}
+		out[name] = setup
 	}
 	return out, nil
 }

@@ -17,7 +17,9 @@ type owned struct {
 	Agent  string `json:"agent"`
 	Model  string `json:"model,omitempty"`
 	Effort string `json:"effort,omitempty"`
-	Cwd    string `json:"cwd"`
+	// Account is the session's named credential set ("" = default).
+	Account string `json:"account,omitempty"`
+	Cwd     string `json:"cwd"`
 	// ReceivedSeq is the newest user message the node has been handed;
 	// DeliveredSeq the newest one an agent accepted in a turn. A turn that
 	// failed before the agent took the prompt moves neither back nor on,

@@ -153,7 +153,10 @@ func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (s
 // rebuild from the neutral copy, and a fresh native session; with tryFork,
 // a fork's first turn may fork the parent's native session (fork.go).
 func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string, tryFork bool) (runner.Turn, error) {
-	setup := a.cfg.agentSetup(o.Agent)
+	setup, err := a.cfg.accountSetup(o.Agent, o.Account)
+	if err != nil {
+		return runner.Turn{}, err
+	}
 	// CAST_SESSION and CAST_ADDR let the agent call cast about its own
 	// session (`cast spawn --subagent`, `cast read`).
 	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane)

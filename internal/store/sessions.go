@@ -23,6 +23,7 @@ type CreateParams struct {
 	ParentID, RootID         string
 	ForkedAtSeq, HistorySeq  int64
 	Effort, HandoffFrom      string
+	Account                  string // named credential set on the node
 	Subagent                 bool
 }
 
@@ -46,7 +47,7 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom,
+			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account,
 		}
 		if sess.RootId == "" {
 			sess.RootId = id

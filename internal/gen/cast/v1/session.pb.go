@@ -212,7 +212,11 @@ type Session struct {
 	DeliveredSeq int64 `protobuf:"varint,22,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
 	// fenced_by is the migration whose fence holds the session (live, derived
 	// on read): messages are accepted and held, no turn starts.
-	FencedBy      string `protobuf:"bytes,23,opt,name=fenced_by,json=fencedBy,proto3" json:"fenced_by,omitempty"`
+	FencedBy string `protobuf:"bytes,23,opt,name=fenced_by,json=fencedBy,proto3" json:"fenced_by,omitempty"`
+	// account names the credential set the node runs the agent with (an
+	// entry of the agent's "accounts" in the node's agents config); empty is
+	// the agent's default setup.
+	Account       string `protobuf:"bytes,24,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +408,13 @@ func (x *Session) GetDeliveredSeq() int64 {
 func (x *Session) GetFencedBy() string {
 	if x != nil {
 		return x.FencedBy
+	}
+	return ""
+}
+
+func (x *Session) GetAccount() string {
+	if x != nil {
+		return x.Account
 	}
 	return ""
 }
@@ -703,7 +714,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x05\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -731,7 +742,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x04pins\x18\x14 \x03(\tR\x04pins\x12!\n" +
 	"\fhandoff_from\x18\x15 \x01(\tR\vhandoffFrom\x12#\n" +
 	"\rdelivered_seq\x18\x16 \x01(\x03R\fdeliveredSeq\x12\x1b\n" +
-	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\"D\n" +
+	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\x12\x18\n" +
+	"\aaccount\x18\x18 \x01(\tR\aaccount\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

@@ -1563,7 +1563,9 @@ type HandoffSessionRequest struct {
 	// dry_run composes the prompt and starts nothing.
 	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// request_id makes a retried handoff return the same session.
-	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// account runs the new session with that named credential set.
+	Account       string `protobuf:"bytes,8,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1643,6 +1645,13 @@ func (x *HandoffSessionRequest) GetDryRun() bool {
 func (x *HandoffSessionRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *HandoffSessionRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
 	}
 	return ""
 }
@@ -1835,7 +1844,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\bfrom_seq\x18\x02 \x01(\x03R\afromSeq\x12\x15\n" +
 	"\x06to_seq\x18\x03 \x01(\x03R\x05toSeq\x12\x1a\n" +
 	"\bincluded\x18\x04 \x01(\x05R\bincluded\x12\x18\n" +
-	"\aomitted\x18\x05 \x01(\x05R\aomitted\"\xd1\x01\n" +
+	"\aomitted\x18\x05 \x01(\x05R\aomitted\"\xeb\x01\n" +
 	"\x15HandoffSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -1845,7 +1854,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\tdirection\x18\x05 \x01(\tR\tdirection\x12\x17\n" +
 	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\x95\x01\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12\x18\n" +
+	"\aaccount\x18\b \x01(\tR\aaccount\"\x95\x01\n" +
 	"\x16HandoffSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n" +

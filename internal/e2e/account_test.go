@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// `cast handoff --account work`: the new session runs with the "work"
+// credential set of the node's agents config (its own HOME and key); the
+// source keeps the default one. A session naming an account the node does
+// not have fails with a reason that says where to add it.
+func TestHandoffWithAccount(t *testing.T) {
+	r := newTurnRigWith(t, func(*controlplane.Config, string) {}, "claude")
+	// Give claude a "work" account on the node: restart it with the config.
+	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
+	var setups map[string]map[string]any
+	b, err := os.ReadFile(cfgPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &setups))
+	workHome := t.TempDir()
+	setups["claude"]["accounts"] = map[string]any{"work": map[string]any{"home": workHome, "env": []string{"ANTHROPIC_API_KEY=sk-cast-work-account"}}}
+	b, _ = json.Marshal(setups)
+	must(t, os.WriteFile(cfgPath, b, 0o600))
+	r.node.Kill()
+	r.startNode()
+
+	ctx := context.Background()
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	src, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "default account MARK-A0"})
+	must(t, err)
+	r.waitState(src.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	out := c.must("handoff", "-s", src.Id, "--to", "same", "--account", "work", "-m", "continue MARK-A1", "--json")
+	var res struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.ID == "" {
+		t.Fatalf("cast handoff --json: %v\n%s", err, out)
+	}
+	n := r.waitState(res.ID, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if n.Account != "work" {
+		t.Fatalf("new session account = %q", n.Account)
+	}
+	keys := map[string]string{} // marker -> api key the request carried
+	for _, req := range r.fake.Turns() {
+		for _, mark := range []string{"MARK-A0", "MARK-A1"} {
+			if k := len(req.Items); k > 0 && strings.Contains(req.Items[k-1].Text, mark) {
+				keys[mark] = req.Header.Get("X-Api-Key")
+			}
+		}
+	}
+	if keys["MARK-A1"] != "sk-cast-work-account" || keys["MARK-A0"] == "sk-cast-work-account" || keys["MARK-A0"] == "" {
+		t.Fatalf("api keys per turn = %v; want the work key only for the handed-off session", keys)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(workHome, ".claude", "projects")); len(entries) == 0 {
+		t.Fatal("the work account's HOME holds no Claude session")
+	}
+
+	// An account the node does not have: the turn fails and says why.
+	out = c.must("handoff", "-s", src.Id, "--to", "same", "--account", "nope", "--json")
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	failed := r.waitState(res.ID, castv1.SessionState_SESSION_STATE_FAILED, 0)
+	if !strings.Contains(failed.StateReason, `account "nope" is not set up for claude`) {
+		t.Fatalf("reason = %q", failed.StateReason)
+	}
+	if _, errOut, code := c.run("handoff", "-s", src.Id, "--to", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, "not a valid account name") {
+		t.Fatalf("bad account name: exit %d %q", code, errOut)
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,64 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLoadAgentsConfigAccounts(t *testing.T) {
+	cases := []struct {
+		name, json, err string
+	}{
+		{"account", `{"claude":{"env":["A=1"],"accounts":{"work":{"env":["ANTHROPIC_API_KEY=k"]}}}}`, ""},
+		{"bad account name", `{"claude":{"accounts":{"../x":{}}}}`, "account name"},
+		{"relative account home", `{"claude":{"accounts":{"work":{"home":"rel"}}}}`, "must be absolute"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "agents.json")
+			if err := os.WriteFile(p, []byte(tc.json), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadAgentsConfig(p)
+			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("err = %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestAccountSetup(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.DataDir = "n1", "/data"
+	cfg.Agents = map[string]AgentSetup{"claude": {Env: []string{"A=1", "K=default"},
+		Accounts: map[string]AccountSetup{"work": {Env: []string{"K=work"}}, "home": {Home: "/h", Env: nil}}}}
+	cases := []struct {
+		account, home string
+		env           []string
+		err           string
+	}{
+		{"", "/data/agents/claude", []string{"A=1", "K=default"}, ""},
+		{"work", "/data/agents/claude@work", []string{"A=1", "K=default", "K=work"}, ""}, // the last K wins in exec
+		{"home", "/h", []string{"A=1", "K=default"}, ""},
+		{"nope", "", nil, `account "nope" is not set up for claude on node n1`},
+	}
+	for _, tc := range cases {
+		s, err := cfg.accountSetup("claude", tc.account)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err = %v, want %q", tc.account, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || s.Home != tc.home || !slices.Equal(s.Env, tc.env) {
+			t.Errorf("%q: %v home %q env %v; want %q %v", tc.account, err, s.Home, s.Env, tc.home, tc.env)
+		}
+	}
+	// The agent's own Env slice is never changed by an account overlay.
+	if got := cfg.Agents["claude"].Env; !slices.Equal(got, []string{"A=1", "K=default"}) {
+		t.Fatalf("agent env mutated: %v", got)
+	}
+}
