@@ -50,10 +50,12 @@ func TestHandoffWithAccount(t *testing.T) {
 	}
 	keys := map[string]string{} // marker -> api key the request carried
 	for _, req := range r.fake.Turns() {
-		for _, mark := range []string{"MARK-A0", "MARK-A1"} {
-			if k := len(req.Items); k > 0 && strings.Contains(req.Items[k-1].Text, mark) {
-				keys[mark] = req.Header.Get("X-Api-Key")
-			}
+		body := string(req.Body)
+		switch {
+		case strings.Contains(body, "MARK-A1"): // the handed-off session's turn
+			keys["MARK-A1"] = req.Header.Get("X-Api-Key")
+		case strings.Contains(body, "MARK-A0"):
+			keys["MARK-A0"] = req.Header.Get("X-Api-Key")
 		}
 	}
 	if keys["MARK-A1"] != "sk-cast-work-account" || keys["MARK-A0"] == "sk-cast-work-account" || keys["MARK-A0"] == "" {

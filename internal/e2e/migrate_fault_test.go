@@ -205,7 +205,7 @@ func TestNodeSelfFencesWhenCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
-	testharness.WaitFor(t, 30*time.Second, "agent process up", func() bool { return len(agentPIDs(s.Id)) > 0 })
+	testharness.WaitFor(t, 30*time.Second, "the agent waiting on the model", func() bool { return r.fake.TurnsStarted() > 0 })
 	r.cp.Kill()
 	testharness.WaitFor(t, 15*time.Second, "agent stopped by the cut-off node", func() bool { return len(agentPIDs(s.Id)) == 0 })
 	if !strings.Contains(r.nodes["laptop"].Output(), "stopped running agents") {
@@ -235,13 +235,13 @@ func TestNodeSelfFencesWhenCutOff(t *testing.T) {
 func TestStaleOwnerStopsAfterSleepingThroughMove(t *testing.T) {
 	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
 	ctx := context.Background()
-	r.fake.Enqueue(fakemodel.Reply{Text: "stale laptop answer", Delay: 15 * time.Second})
+	r.fake.Enqueue(fakemodel.Reply{Text: "stale laptop answer", Delay: 20 * time.Second})
 	s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: "question before sleep"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
-	testharness.WaitFor(t, 30*time.Second, "the laptop's agent waiting on the model", func() bool { return len(r.fake.Turns()) > 0 })
+	testharness.WaitFor(t, 30*time.Second, "the laptop's agent waiting on the model", func() bool { return r.fake.TurnsStarted() > 0 })
 	// The lid closes: the node and its agent freeze.
 	frozen := append(agentPIDs(s.Id), r.nodes["laptop"].Cmd.Process.Pid)
 	for _, pid := range frozen {
@@ -280,7 +280,7 @@ func TestStaleOwnerStopsAfterSleepingThroughMove(t *testing.T) {
 	r.waitSession("prompt answered on linux", s.Id, func(s *castv1.Session) bool {
 		return s.Node == "linux" && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 3
 	})
-	time.Sleep(20 * time.Second) // past the stale answer's delay
+	time.Sleep(12 * time.Second) // past the stale answer's delay (counted from the request)
 	for _, msg := range r.messages(s.Id) {
 		if strings.Contains(msg.Text, "stale laptop answer") {
 			t.Fatalf("the stale owner's answer reached the transcript: #%d %q", msg.Seq, msg.Text)

@@ -143,6 +143,15 @@ func (s *Server) Turns() []Request {
 	return out
 }
 
+// TurnsStarted counts conversation turns received so far, including ones
+// still being answered (Turns records a request once it is answered, and a
+// delayed reply can take long).
+func (s *Server) TurnsStarted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turns
+}
+
 // Reset forgets recorded requests (queued replies and failures stay).
 func (s *Server) Reset() {
 	s.mu.Lock()

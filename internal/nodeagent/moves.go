@@ -253,6 +253,19 @@ func (a *Agent) release(sessionID, owner string) {
 	}
 }
 
+// cutOff reports whether the control plane's stream has been silent for
+// longer than the lease minus a margin (¼ of it), and for how long. Until
+// the stream is back (and has re-assigned the sessions) no turn starts,
+// even if single calls get through again.
+func (a *Agent) cutOff() (time.Duration, bool) {
+	ttl, last := time.Duration(a.leaseTTL.Load()), a.lastContact.Load()
+	if ttl <= 0 || last == 0 {
+		return 0, false
+	}
+	silent := time.Since(time.Unix(0, last))
+	return silent, silent >= ttl-ttl/4
+}
+
 // selfFence stops every running turn when the control plane has not been
 // heard from for longer than the lease minus a margin: by the time the
 // lease lapses and a migration may force the session elsewhere, no agent of
@@ -267,14 +280,11 @@ func (a *Agent) selfFence(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ttl := time.Duration(a.leaseTTL.Load())
-		last := time.Unix(0, a.lastContact.Load())
-		if ttl <= 0 || a.lastContact.Load() == 0 || time.Since(last) < ttl-ttl/4 {
-			continue
-		}
-		if n := a.workers.abandonAll(); n > 0 {
-			a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",
-				zap.Int("turns", n), zap.Duration("silent_for", time.Since(last)))
+		if silent, cut := a.cutOff(); cut {
+			if n := a.workers.abandonAll(); n > 0 {
+				a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",
+					zap.Int("turns", n), zap.Duration("silent_for", silent))
+			}
 		}
 	}
 }

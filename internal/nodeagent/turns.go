@@ -301,6 +301,10 @@ func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1
 // if the control plane cannot be reached no turn starts either, since a
 // node that cannot record a start may be the one cut off.
 func (a *Agent) reportStart(ctx context.Context, sessionID string, o owned) error {
+	if _, cut := a.cutOff(); cut {
+		a.lg.Info("turn held: cut off from the control plane", zap.String("session", sessionID))
+		return errHeld
+	}
 	cur, _ := a.st.get(sessionID)
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
 		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq})
