@@ -286,7 +286,7 @@ func (a *app) migrateLsCmd() *cobra.Command {
 func (a *app) migrateCancelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Roll back every session of a migration not committed yet",
+		Short: "Roll back every session of a migration not committed yet (waits for the rollback; --json returns at once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -298,6 +298,11 @@ func (a *app) migrateCancelCmd() *cobra.Command {
 			m, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: args[0]})
 			if err != nil {
 				return err
+			}
+			if !a.json { // wait for the rollback to finish
+				if m, err = a.followMigration(cmd.Context(), m); err != nil {
+					return err
+				}
 			}
 			return a.printMigration(m)
 		},

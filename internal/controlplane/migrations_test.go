@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -218,5 +220,87 @@ func TestMigrateRequestErrors(t *testing.T) {
 				t.Fatalf("err = %v (reason %q), want %v %s", err, client.ReasonOf(err), tc.code, tc.reason)
 			}
 		})
+	}
+}
+
+// While a migration waits for a running turn: the session is fenced, a
+// second migration of it is ABORTED, messages are still accepted, no new
+// turn may start (SESSION_FENCED), the owner gets an abandon interrupt when
+// --wait runs out, and a cancel rolls it back (fence lifted, owner kept).
+// Once the turn is over, a new migration commits.
+func TestMigrateFenceWaitAndCancel(t *testing.T) {
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	src := rawNode(t, c, "src")
+	dst := rawNode(t, c, "dst")
+	go func() { // dst answers the (skipped) work tree step like a node
+		for cmd := range dst {
+			if imp := cmd.GetImportWorkTree(); imp != nil {
+				_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
+					SessionId: imp.SessionId, Node: "dst", Phase: "import"})
+			}
+		}
+	}()
+	waitConnected(t, c, "src", true)
+	waitConnected(t, c, "dst", true)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetAssignSession().GetSession().GetId() == sess.Id }).GetAssignSession().OwnerToken
+	report := func(st castv1.SessionState) error {
+		_, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "src", OwnerToken: token, State: st})
+		return err
+	}
+	if err := report(castv1.SessionState_SESSION_STATE_RUNNING); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id},
+		Wait: durationpb.New(time.Second), SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 10*time.Second, "session fenced", func() bool {
+		s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+		return err == nil && s.FencedBy == m.Id
+	})
+	_, err = c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}})
+	if status.Code(err) != codes.Aborted || client.ReasonOf(err) != "SESSION_FENCED" {
+		t.Fatalf("second migration: %v, want ABORTED SESSION_FENCED", err)
+	}
+	if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "held"}); err != nil {
+		t.Fatalf("a message to a fenced session must be accepted: %v", err)
+	}
+	if err := report(castv1.SessionState_SESSION_STATE_RUNNING); client.ReasonOf(err) != "SESSION_FENCED" {
+		t.Fatalf("turn start while fenced: %v, want SESSION_FENCED", err)
+	}
+	nextCommand(t, src, func(cmd *castv1.Command) bool {
+		return cmd.GetInterrupt().GetSessionId() == sess.Id && cmd.GetInterrupt().GetAbandon()
+	})
+	if _, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_CANCELLED || m.Sessions[0].State != castv1.MigrationState_MIGRATION_STATE_CANCELLED {
+		t.Fatalf("after cancel: %v / %v", m.State, m.Sessions[0].State)
+	}
+	got, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil || got.Node != "src" || got.FencedBy != "" {
+		t.Fatalf("after cancel: %v node %q fenced %q", err, got.GetNode(), got.GetFencedBy())
+	}
+	// The turn ends (the node obeyed the interrupt); now the move commits.
+	if err := report(castv1.SessionState_SESSION_STATE_IDLE); err != nil {
+		t.Fatal(err)
+	}
+	m, err = c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}, SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("second move: %v %s", m.State, m.Sessions[0].Reason)
+	}
+	nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetReleaseSession().GetSessionId() == sess.Id })
+	if err := report(castv1.SessionState_SESSION_STATE_RUNNING); client.ReasonOf(err) != "NOT_OWNER" {
+		t.Fatalf("the old owner's turn start: %v, want NOT_OWNER", err)
 	}
 }

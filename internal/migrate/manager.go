@@ -170,7 +170,7 @@ func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, er
 			return errs.New(errs.KindFailedPrecondition, errs.ReasonMigrationDone,
 				"migration %s already ended (%s); nothing to cancel", id, StateName(m.State))
 		}
-		m.State, m.Reason = castv1.MigrationState_MIGRATION_STATE_CANCELLED, "cancelled by request"
+		m.CancelRequested = true
 		return nil
 	})
 	if err != nil {
@@ -255,7 +255,8 @@ func (mg *Manager) finish(ctx context.Context, id string) {
 	}
 	_, err = mg.st.UpdateMigration(ctx, id, func(m *castv1.Migration) error {
 		switch {
-		case m.State == castv1.MigrationState_MIGRATION_STATE_CANCELLED:
+		case cancelled > 0 && m.CancelRequested:
+			m.State, m.Reason = castv1.MigrationState_MIGRATION_STATE_CANCELLED, fmt.Sprintf("cancelled by request; %d of %d sessions rolled back", cancelled, len(rec.M.Sessions))
 		case failed > 0:
 			m.State, m.Reason = castv1.MigrationState_MIGRATION_STATE_FAILED, fmt.Sprintf("%d of %d sessions failed to move", failed, len(rec.M.Sessions))
 		case cancelled > 0:

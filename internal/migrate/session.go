@@ -49,7 +49,7 @@ func (j *job) run(ctx context.Context) error {
 		if ms == nil || terminal(ms.State) {
 			return nil
 		}
-		if rec.M.State == castv1.MigrationState_MIGRATION_STATE_CANCELLED && ms.State < castv1.MigrationState_MIGRATION_STATE_COMMITTING {
+		if rec.M.CancelRequested && ms.State < castv1.MigrationState_MIGRATION_STATE_COMMITTING {
 			return j.rollback(ctx, ms, rev, castv1.MigrationState_MIGRATION_STATE_CANCELLED, "cancelled by request")
 		}
 		err = j.step(ctx, ms, rev)

@@ -269,9 +269,12 @@ type Migration struct {
 	// the destination, e.g. a shared filesystem).
 	SkipWorktree bool `protobuf:"varint,11,opt,name=skip_worktree,json=skipWorktree,proto3" json:"skip_worktree,omitempty"`
 	// reason is set when the whole migration failed or was cancelled.
-	Reason        string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	// cancel_requested: CancelMigration was called; sessions not committed
+	// yet roll back, and the state becomes CANCELLED once they have.
+	CancelRequested bool `protobuf:"varint,13,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Migration) Reset() {
@@ -388,6 +391,13 @@ func (x *Migration) GetReason() string {
 	return ""
 }
 
+func (x *Migration) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
 var File_cast_v1_migration_proto protoreflect.FileDescriptor
 
 const file_cast_v1_migration_proto_rawDesc = "" +
@@ -410,7 +420,7 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
-	"dest_token\x18\v \x01(\x03R\tdestToken\"\xe2\x03\n" +
+	"dest_token\x18\v \x01(\x03R\tdestToken\"\x8d\x04\n" +
 	"\tMigration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1f\n" +
@@ -428,7 +438,8 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	"request_id\x18\n" +
 	" \x01(\tR\trequestId\x12#\n" +
 	"\rskip_worktree\x18\v \x01(\bR\fskipWorktree\x12\x16\n" +
-	"\x06reason\x18\f \x01(\tR\x06reason*\xca\x02\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
+	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested*\xca\x02\n" +
 	"\x0eMigrationState\x12\x1f\n" +
 	"\x1bMIGRATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MIGRATION_STATE_PENDING\x10\x01\x12\x1b\n" +
