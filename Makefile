@@ -2,7 +2,7 @@
 # protoc-gen-go-grpc) are pinned in go.mod as tool dependencies.
 GO ?= go
 
-.PHONY: all build test test-short agents generate lint bench dev clean
+.PHONY: all build test test-short agents debs generate lint bench dev clean
 
 all: build
 
@@ -14,7 +14,11 @@ build:
 agents:
 	bash .ci/install-agents.sh
 
-test: agents
+# Debian packages the tests use (prometheus, promtool).
+debs:
+	bash .ci/install-debs.sh
+
+test: agents debs
 	$(GO) vet ./...
 	$(GO) test -race -timeout 40m ./...
 
