@@ -30,9 +30,10 @@ const (
 // a Codex session under a new native id (rebuildNativeID), leaving the old
 // rollout to the forks that read it.
 //
-// OpenCode is left out: its CLI fork is not driven by the runner (see
-// runner.ForkAgents), so its forks are rebuilt from the neutral copy.
-var nodeForkAgents = map[string]bool{"claude": true, "codex": true}
+// OpenCode's `opencode run --session ID --fork` (1.18.33) copies the
+// session's rows into a new session in the same store, so its forks stand
+// alone like Claude's.
+var nodeForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": true}
 
 // forkReadsSource are the agents whose native fork keeps reading the
 // source's native file instead of copying it.

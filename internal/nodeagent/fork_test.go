@@ -28,7 +28,7 @@ func TestNativeForkOK(t *testing.T) {
 		{"other cwd", func(c *forkCut) { c.Cwd = "/elsewhere" }, false},
 		{"codex at the tip", func(c *forkCut) { c.Agent = "codex" }, true},
 		{"gemini: no native fork", func(c *forkCut) { c.Agent = "gemini" }, false},
-		{"opencode: CLI fork not driven by the runner", func(c *forkCut) { c.Agent = "opencode" }, false},
+		{"opencode at the tip", func(c *forkCut) { c.Agent = "opencode" }, true},
 		{"unknown agent", func(c *forkCut) { c.Agent = "nope" }, false},
 	}
 	for _, tc := range tests {
