@@ -41,7 +41,7 @@ func TestNativeForkClaude(t *testing.T) {
 	}
 
 	// At the tip, onto the same agent: a native fork.
-	fork, req := forkAndAsk(r, sess.Id, 0, "in the fork MARK-F1")
+	fork, req := forkAndAsk(r, sess.Id, 0, "claude", "in the fork MARK-F1")
 	assertItems(t, req.Items, "MARK-N1", "MARK-N2", "MARK-F1")
 	for _, mark := range []string{"MARK-N1", "MARK-N2", "MARK-F1"} {
 		if n := countItems(req.Items, mark); n != 1 {
@@ -69,7 +69,7 @@ func TestNativeForkClaude(t *testing.T) {
 	if err := os.Rename(parentFile, hidden); err != nil {
 		t.Fatal(err)
 	}
-	gone, req := forkAndAsk(r, sess.Id, 0, "in the fallback fork MARK-G1")
+	gone, req := forkAndAsk(r, sess.Id, 0, "claude", "in the fallback fork MARK-G1")
 	if err := os.Rename(hidden, parentFile); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestNativeForkClaude(t *testing.T) {
 			break
 		}
 	}
-	early, req := forkAndAsk(r, sess.Id, firstEnd, "in the early fork MARK-E1")
+	early, req := forkAndAsk(r, sess.Id, firstEnd, "claude", "in the early fork MARK-E1")
 	assertItems(t, req.Items, "MARK-N1", "MARK-E1")
 	if n := countItems(req.Items, "MARK-N2") + countItems(req.Items, "MARK-F1"); n != 0 {
 		t.Fatal("the early fork's request carries messages after its cut")
@@ -109,11 +109,169 @@ func TestNativeForkClaude(t *testing.T) {
 	}
 }
 
-// forkAndAsk forks a session onto claude at a seq (0: the tip), sends the
-// fork a message and returns the fork with the model request its turn made.
-func forkAndAsk(r *turnRig, id string, at int64, text string) (*castv1.Session, fakemodel.Request) {
+// A Codex fork at the tip runs as a native fork (codex exec fork): its
+// rollout reads the history from the parent's, so the request carries the
+// parent's history once, in order, and the parent's rollout stays as it
+// was; the fork's neutral copy stores none of the parent's turns twice.
+func TestNativeForkCodex(t *testing.T) {
+	r := newTurnRig(t, "codex")
+	sess := twoTurns(r, "codex", "first question MARK-C1", "second question MARK-C2")
+
+	files := codexFiles(t, r.homes["codex"])
+	if len(files) != 1 {
+		t.Fatalf("want the parent's one rollout, found %v", files)
+	}
+	parentFile := files[0]
+	parentBytes, err := os.ReadFile(parentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fork, req := forkAndAsk(r, sess.Id, 0, "codex", "in the fork MARK-CF1")
+	assertOnce(t, req.Items, "MARK-C1", "MARK-C2", "MARK-CF1")
+	if path := forkPath(t, r.node.Output(), fork.Id); path != "native" {
+		t.Fatalf("codex fork at the tip took the %q path", path)
+	}
+	if after, _ := os.ReadFile(parentFile); !bytes.Equal(after, parentBytes) {
+		t.Fatal("the native fork changed the parent's rollout")
+	}
+	if files := codexFiles(t, r.homes["codex"]); len(files) != 2 {
+		t.Fatalf("want the parent's rollout and the fork's, found %v", files)
+	}
+	if got := kinds(r.messages(fork.Id)); got != "user,assistant,user,assistant,notice,user,assistant" {
+		t.Fatalf("the fork's messages: %s", got)
+	}
+
+	// A second turn in the fork resumes its own rollout, which still reads
+	// the parent's history.
+	req = askLast(r, fork.Id, "again in the fork MARK-CF2")
+	assertItems(t, req.Items, "MARK-C1", "MARK-C2", "MARK-CF1", "MARK-CF2")
+	if n := countItems(req.Items, "MARK-C2"); n != 1 {
+		t.Fatalf("the fork's second request holds MARK-C2 %d times", n)
+	}
+	if after, _ := os.ReadFile(parentFile); !bytes.Equal(after, parentBytes) {
+		t.Fatal("the fork's second turn changed the parent's rollout")
+	}
+
+	// The parent's native session goes stale (a refused prompt) and is
+	// rebuilt: under a new native id, so the rollout the fork reads is not
+	// rewritten (the refused turn may only have appended to it), and the
+	// fork's history stays its own.
+	r.fake.FailNext(1, 401)
+	seq := r.send(sess.Id, "refused MARK-C3")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	var failedBytes []byte
+	failedBytes, err = os.ReadFile(parentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(failedBytes, parentBytes) {
+		t.Fatal("the refused turn rewrote the parent's rollout")
+	}
+	seq = r.send(sess.Id, "retry MARK-C4")
+	// IDLE after FAILED is the retry's end. Not seq: the rebuilt rollout's
+	// answer has a line id ("line:N") an older entry of the old rollout
+	// may already hold, and the neutral copy dedups it by that id.
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq-1)
+	turns := r.fake.Turns()
+	req = turns[len(turns)-1]
+	assertItems(t, req.Items, "MARK-C1", "MARK-C2", "refused MARK-C3\n\nretry MARK-C4")
+	if n := countItems(req.Items, "MARK-C2") + countItems(req.Items, "MARK-CF1"); n != 1 {
+		t.Fatalf("the rebuilt parent's request holds MARK-C2 or the fork's MARK-CF1 %d times in all", n)
+	}
+	if after, _ := os.ReadFile(parentFile); !bytes.Equal(after, failedBytes) {
+		t.Fatal("the parent's rebuild rewrote the rollout its fork reads")
+	}
+	if files := codexFiles(t, r.homes["codex"]); len(files) != 3 {
+		t.Fatalf("want the parent's old rollout, its rebuild and the fork's, found %v", files)
+	}
+	req = askLast(r, fork.Id, "third in the fork MARK-CF3")
+	assertItems(t, req.Items, "MARK-C1", "MARK-C2", "MARK-CF1", "MARK-CF2", "MARK-CF3")
+	if n := countItems(req.Items, "MARK-C2"); n != 1 {
+		t.Fatalf("the fork's request after the parent's rebuild holds MARK-C2 %d times", n)
+	}
+	if n := countItems(req.Items, "MARK-C3") + countItems(req.Items, "MARK-C4"); n != 0 {
+		t.Fatal("the fork's request carries the parent's turns after the cut")
+	}
+}
+
+// An OpenCode fork at the tip runs as a native fork (opencode run
+// --session ID --fork, which copies the session's rows into a new
+// session): the request carries the parent's history once, in order, the
+// fork's neutral copy stores none of it twice, and the parent's native
+// session does not get the fork's turn.
+func TestNativeForkOpenCode(t *testing.T) {
+	r := newTurnRig(t, "opencode")
+	sess := twoTurns(r, "opencode", "first question MARK-O1", "second question MARK-O2")
+
+	fork, req := forkAndAsk(r, sess.Id, 0, "opencode", "in the fork MARK-OF1")
+	assertOnce(t, req.Items, "MARK-O1", "MARK-O2", "MARK-OF1")
+	if path := forkPath(t, r.node.Output(), fork.Id); path != "native" {
+		t.Fatalf("opencode fork at the tip took the %q path", path)
+	}
+	if got := kinds(r.messages(fork.Id)); got != "user,assistant,user,assistant,notice,user,assistant" {
+		t.Fatalf("the fork's messages: %s", got)
+	}
+
+	req = askLast(r, fork.Id, "again in the fork MARK-OF2")
+	assertOnce(t, req.Items, "MARK-O1", "MARK-O2", "MARK-OF1", "MARK-OF2")
+
+	req = askLast(r, sess.Id, "third question MARK-O3")
+	assertOnce(t, req.Items, "MARK-O1", "MARK-O2", "MARK-O3")
+	if n := countItems(req.Items, "MARK-OF1") + countItems(req.Items, "MARK-OF2"); n != 0 {
+		t.Fatal("the parent's native session got the fork's turns")
+	}
+}
+
+// twoTurns creates a session of agent and runs two turns in it.
+func twoTurns(r *turnRig, agent, first, second string) *castv1.Session {
 	r.t.Helper()
-	fork, err := r.c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: "claude"})
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: agent, Cwd: r.t.TempDir(), Text: first})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	seq := r.send(sess.Id, second)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	return sess
+}
+
+// askLast sends a session a message and returns the model request of the
+// turn it ran.
+func askLast(r *turnRig, id, text string) fakemodel.Request {
+	r.t.Helper()
+	seq := r.send(id, text)
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns := r.fake.Turns()
+	return turns[len(turns)-1]
+}
+
+// assertOnce: the marks reached the model in order, each in one user item.
+func assertOnce(t *testing.T, items []fakemodel.Item, marks ...string) {
+	t.Helper()
+	assertItems(t, items, marks...)
+	for _, mark := range marks {
+		if n := countItems(items, mark); n != 1 {
+			t.Fatalf("the request holds %q %d times", mark, n)
+		}
+	}
+}
+
+// codexFiles lists Codex's rollouts under an agent HOME.
+func codexFiles(t *testing.T, home string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// forkAndAsk forks a session onto agent at a seq (0: the tip), sends the
+// fork a message and returns the fork with the model request its turn made.
+func forkAndAsk(r *turnRig, id string, at int64, agent, text string) (*castv1.Session, fakemodel.Request) {
+	r.t.Helper()
+	fork, err := r.c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: agent})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -18,14 +19,41 @@ const (
 	forkRebuild = "rebuild"
 )
 
-// nodeForkAgents are the agents whose native fork the node uses. Codex is
-// left out on purpose: `codex exec fork` (0.171.0) writes a rollout that
-// holds only the fork's own entries and reads the history from the
-// source's rollout (forked_from_id + an ordinal). The node rewrites a
-// native file in place when it rebuilds a session under the same native
-// id, so a later rebuild of the parent would change the fork's history
-// under it. Claude's --fork-session copies the history into the new file.
-var nodeForkAgents = map[string]bool{"claude": true}
+// nodeForkAgents are the agents whose native fork the node uses.
+//
+// Claude's --fork-session copies the history into the fork's own file.
+// Codex's `codex exec fork` (0.171.0) writes a rollout that holds only
+// the fork's own entries and reads the history from the source's rollout
+// (forked_from_id + an ordinal), so a Codex fork stays right only while
+// the source's rollout is never rewritten: the node appends to it on a
+// resume (the ordinal cuts those entries off) and writes every rebuild of
+// a Codex session under a new native id (rebuildNativeID), leaving the old
+// rollout to the forks that read it.
+//
+// OpenCode's `opencode run --session ID --fork` (1.18.33) copies the
+// session's rows into a new session in the same store, so its forks stand
+// alone like Claude's.
+var nodeForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": true}
+
+// forkReadsSource are the agents whose native fork keeps reading the
+// source's native file instead of copying it.
+var forkReadsSource = map[string]bool{"codex": true}
+
+// rebuildNativeID is the native id a rebuild of agent's session writes
+// under (ns: the session's native row, nil if none). For an agent whose
+// forks read the source's file it is always a new id, so no file a fork
+// may read is rewritten in place (not even one a lost row named: a stable
+// id would find it again); the node replaces the row after the turn.
+// Others keep the row's id ("" lets the writer pick one).
+func rebuildNativeID(agent string, ns *nativeSession) string {
+	switch {
+	case forkReadsSource[agent]:
+		return uuid.NewString()
+	case ns != nil:
+		return ns.ID
+	}
+	return ""
+}
 
 // forkCut is what decides a fork's first turn on this node.
 type forkCut struct {

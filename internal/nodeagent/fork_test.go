@@ -3,6 +3,8 @@ package nodeagent
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -24,9 +26,9 @@ func TestNativeForkOK(t *testing.T) {
 		{"rows after the cut besides the notice", func(c *forkCut) { c.AfterCut = 1 }, false},
 		{"no cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 0, 0 }, false},
 		{"other cwd", func(c *forkCut) { c.Cwd = "/elsewhere" }, false},
-		{"codex: fork reads the source's rollout", func(c *forkCut) { c.Agent = "codex" }, false},
+		{"codex at the tip", func(c *forkCut) { c.Agent = "codex" }, true},
 		{"gemini: no native fork", func(c *forkCut) { c.Agent = "gemini" }, false},
-		{"opencode: CLI fork not driven by the runner", func(c *forkCut) { c.Agent = "opencode" }, false},
+		{"opencode at the tip", func(c *forkCut) { c.Agent = "opencode" }, true},
 		{"unknown agent", func(c *forkCut) { c.Agent = "nope" }, false},
 	}
 	for _, tc := range tests {
@@ -62,6 +64,43 @@ func TestForkDidNotRun(t *testing.T) {
 	for _, tc := range tests {
 		if got := forkDidNotRun(tc.res, tc.err); got != tc.want {
 			t.Errorf("%s: forkDidNotRun = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A rebuild of a Codex session never reuses a native id (a Codex fork
+// reads its source's rollout, which must not be rewritten under it);
+// other agents keep the row's id.
+func TestRebuildNativeID(t *testing.T) {
+	row := &nativeSession{ID: "0b6f5d3e-8f1a-4c55-9a57-1f0e9f7d2c10", Stale: true}
+	tests := []struct {
+		agent string
+		ns    *nativeSession
+		same  bool // want ns.ID back
+		empty bool // want "" (the writer picks)
+	}{
+		{"claude", row, true, false},
+		{"claude", nil, false, true},
+		{"gemini", row, true, false},
+		{"pi", row, true, false},
+		{"opencode", row, true, false},
+		{"codex", row, false, false},
+		{"codex", nil, false, false},
+	}
+	for _, tc := range tests {
+		got := rebuildNativeID(tc.agent, tc.ns)
+		switch {
+		case tc.same && got != tc.ns.ID:
+			t.Errorf("%s: rebuild id %q, want the row's %q", tc.agent, got, tc.ns.ID)
+		case tc.empty && got != "":
+			t.Errorf("%s without a row: rebuild id %q, want none", tc.agent, got)
+		case !tc.same && !tc.empty:
+			if _, err := uuid.Parse(got); err != nil || got == row.ID {
+				t.Errorf("%s: rebuild id %q, want a new UUID", tc.agent, got)
+			}
+			if again := rebuildNativeID(tc.agent, tc.ns); again == got {
+				t.Errorf("%s: two rebuilds got one id %q", tc.agent, got)
+			}
 		}
 	}
 }

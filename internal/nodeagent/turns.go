@@ -220,10 +220,9 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return t, err
 	}
-	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model}
-	if ns != nil {
-		target.NativeID = ns.ID
-	}
+	// A new id for an agent whose forks read this file (rebuildNativeID).
+	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model,
+		NativeID: rebuildNativeID(o.Agent, ns)}
 	full, err := a.rebuildHistory(ctx, sessionID, o, firstSeq)
 	if err != nil {
 		return t, err

@@ -5,13 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/agents/opencode"
 )
 
 // ForkAgents are the agents whose CLI forks a native session headless in
 // a form the runner drives: `claude -p --resume ID --fork-session
-// --session-id NEW` and `codex exec fork ID`. Both copy the history into
-// a new session and leave the original as it was.
-var ForkAgents = map[string]bool{"claude": true, "codex": true}
+// --session-id NEW`, `codex exec fork ID` and `opencode run --session ID
+// --fork`. Each makes a new session with the history and leaves the
+// original as it was (Codex's new rollout reads the history from the
+// original's instead of copying it).
+var ForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": true}
 
 // forkSource resolves the session a fork turn copies. A source that is
 // not there fails the turn before anything runs (ReasonNoSession), so a
@@ -21,6 +25,17 @@ func (d *driver) forkSource() error {
 		return &Error{Reason: ReasonUnsupported, Detail: d.a.DisplayName + " has no headless fork the runner drives"}
 	}
 	d.forkID, d.forkPath = d.t.ForkOf, d.t.ForkPath
+	if d.a.Name == "opencode" {
+		// `opencode run --session ID --fork` copies the session's rows into
+		// a new session in the same store and names it in its JSON events,
+		// as a fresh run does; a source that is not in the store fails the
+		// run before the prompt is taken.
+		d.forkPath, d.fresh = opencode.DBPath(d.home), true
+		if d.forkID == "" || !exists(d.forkPath) {
+			return &Error{Reason: ReasonNoSession, Detail: fmt.Sprintf("no %s session %q to fork under %s", d.a.Name, d.forkID, d.home)}
+		}
+		return nil
+	}
 	if d.forkPath == "" {
 		d.forkPath = d.find(d.forkID)
 	}
