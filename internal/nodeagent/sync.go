@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type syncer struct {
 	sessionID string
 	o         owned
 	turnKey   string
+	nativeKey string // the native session the turn resumes ("" for a fresh one)
 
 	mu      sync.Mutex
 	pending []*castv1.Message
@@ -38,7 +40,7 @@ type syncer struct {
 const syncBatch = 200
 
 func newSyncer(a *Agent, sessionID string, o owned, t runner.Turn) *syncer {
-	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq),
+	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
@@ -50,9 +52,15 @@ func (s *syncer) emit(m transcript.Message) {
 	if m.Agent == "" {
 		m.Agent = s.o.Agent
 	}
-	if m.NativeID != "" {
+	switch {
+	case strings.HasPrefix(m.NativeID, "line:"):
+		// Positional ids (codex's "line:N") are unique per file only: a
+		// rebuilt rollout numbers its lines from 1 again, so the file's
+		// native id is part of the key.
+		m.ClientID = clientID(s.sessionID, s.o.Agent, s.nativeKey, m.NativeID, 0)
+	case m.NativeID != "":
 		m.ClientID = clientID(s.sessionID, s.o.Agent, "", m.NativeID, 0)
-	} else {
+	default:
 		m.ClientID = clientID(s.sessionID, s.o.Agent, s.turnKey, "", s.n)
 	}
 	s.n++

@@ -120,7 +120,7 @@ func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason 
 		s.FailedSeq = o.ReceivedSeq
 		// The CLI may have written the refused prompt into its native
 		// session; resuming it would send that prompt twice, so the next
-		// turn rebuilds it from the neutral copy (same native id).
+		// turn rebuilds it from the neutral copy (same native id, except Codex: see rebuildNativeID).
 		if ns := s.Native[o.Agent]; ns != nil {
 			ns.Stale = true
 		}
