@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/failpoint"
+	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/worktree"
 )
