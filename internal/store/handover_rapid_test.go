@@ -434,8 +434,8 @@ func (m *ownershipModel) check(t *rapid.T) {
 	if m.mig != nil {
 		want = m.mig.id
 	}
-	if fence, err := m.st.Fence(ctx, m.sid); err != nil || fence != want {
-		t.Fatalf("fence %q (%v), want %q", fence, err, want)
+	if sess, err := m.st.GetSession(ctx, m.sid); err != nil || sess.FencedBy != want {
+		t.Fatalf("fence %q (%v), want %q", sess.GetFencedBy(), err, want)
 	}
 	msgs, next, err := m.st.ListMessages(ctx, m.sid, 1, 0, 1000, "")
 	if err != nil || next != "" {

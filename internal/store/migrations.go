@@ -212,12 +212,3 @@ func (s *Store) UpdateMigration(ctx context.Context, id string, fn func(*castv1.
 	}
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "migration kept changing; retry")
 }
-
-// Fence returns the migration fencing the session, or "".
-func (s *Store) Fence(ctx context.Context, sessionID string) (string, error) {
-	resp, err := s.cli.Get(ctx, s.fenceKey(sessionID))
-	if err != nil || len(resp.Kvs) == 0 {
-		return "", err
-	}
-	return string(resp.Kvs[0].Value), nil
-}

@@ -193,10 +193,7 @@ func TestStaleOwnerTokenIsRefused(t *testing.T) {
 			t.Errorf("%s: got %v, want NOT_OWNER", tc.name, err)
 		}
 	}
-	newTok, err := s.ReassignOwner(ctx, c.Session.Id, c.Token, "n2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	newTok := handover(t, s, c.Session.Id, "n1", c.Token, "n2")
 	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, store.Guard{Node: "n1", Token: c.Token}); !errs.HasReason(err, errs.ReasonNotOwner) {
 		t.Fatalf("old owner after reassign: %v", err)
 	}
@@ -359,4 +356,26 @@ func TestBadInput(t *testing.T) {
 	if _, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Node: "ghost"}); !errs.HasReason(err, errs.ReasonNodeNotConn) {
 		t.Errorf("create on a node that is not connected: %v", err)
 	}
+}
+
+// handover moves a session from one node to another the way a migration
+// does (fence, then commit) and returns the new owner's token.
+func handover(t *testing.T, s *store.Store, sid, from string, token int64, to string) int64 {
+	t.Helper()
+	ctx := ctxT(t)
+	ms := &castv1.MigrationSession{SessionId: sid, SourceNode: from, SourceToken: token, State: castv1.MigrationState_MIGRATION_STATE_PENDING}
+	rec, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m" + strings.ToLower(ids.NewClientID()), TargetNode: to, Sessions: []*castv1.MigrationSession{ms}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, msRev, err := s.FenceSession(ctx, rec.M.Id, rec.M.Sessions[0], rec.SessRevs[sid], to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newTok, err := s.CommitHandover(ctx, store.Handover{MigID: rec.M.Id, MS: rec.M.Sessions[0], MSRev: msRev, Target: to,
+		Notice: &castv1.Message{ClientId: "moved-" + rec.M.Id, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: "migration", Text: "moved"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newTok
 }
