@@ -75,8 +75,12 @@ func (h *hub) send(node string, f *castv1.ConnectResponse) bool {
 	}
 }
 
+// command sends cmd to node, counted under kind. A command relayed from
+// the store keeps the id it was recorded with.
 func (h *hub) command(node, kind string, cmd *castv1.Command) bool {
-	cmd.Id = ids.NewClientID()
+	if cmd.Id == "" {
+		cmd.Id = ids.NewClientID()
+	}
 	if !h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
 		return false
 	}
@@ -107,11 +111,7 @@ func (h *hub) relay(node string, cmd *castv1.Command) bool {
 	case *castv1.Command_ImportWorkTree:
 		kind = "import_work_tree"
 	}
-	if !h.send(node, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}) {
-		return false
-	}
-	h.m.CommandsSent.WithLabelValues(kind).Inc()
-	return true
+	return h.command(node, kind, cmd)
 }
 
 // assign tells the owner node it owns sess with token.

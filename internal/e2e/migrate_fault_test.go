@@ -193,19 +193,26 @@ func agentPIDs(sessionID string) []int {
 	return out
 }
 
+// slowTurnOnLaptop starts a claude session on laptop whose first answer
+// the model holds back for delay, and returns once the agent waits on it.
+func (r *migRig) slowTurnOnLaptop(prompt, answer string, delay time.Duration) *castv1.Session {
+	r.t.Helper()
+	r.fake.Enqueue(fakemodel.Reply{Text: answer, Delay: delay})
+	s, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: prompt})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
+	testharness.WaitFor(r.t, 30*time.Second, "the agent waiting on the model", func() bool { return r.fake.TurnsStarted() > 0 })
+	return s
+}
+
 // A node cut off from the control plane for longer than its lease minus a
 // margin stops its agents by itself (etcd fences writes, not processes);
 // the abandoned prompt runs again once the node is back, answered once.
 func TestNodeSelfFencesWhenCutOff(t *testing.T) {
 	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
-	ctx := context.Background()
-	r.fake.Enqueue(fakemodel.Reply{Text: "too late", Delay: 90 * time.Second})
-	s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: "long job"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
-	testharness.WaitFor(t, 30*time.Second, "the agent waiting on the model", func() bool { return r.fake.TurnsStarted() > 0 })
+	s := r.slowTurnOnLaptop("long job", "too late", 90*time.Second)
 	r.cp.Kill()
 	testharness.WaitFor(t, 15*time.Second, "agent stopped by the cut-off node", func() bool { return len(agentPIDs(s.Id)) == 0 })
 	if !strings.Contains(r.nodes["laptop"].Output(), "stopped running agents") {
@@ -235,13 +242,7 @@ func TestNodeSelfFencesWhenCutOff(t *testing.T) {
 func TestStaleOwnerStopsAfterSleepingThroughMove(t *testing.T) {
 	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
 	ctx := context.Background()
-	r.fake.Enqueue(fakemodel.Reply{Text: "stale laptop answer", Delay: 20 * time.Second})
-	s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "w"), Node: "laptop", Text: "question before sleep"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.waitSession("turn running", s.Id, inState(castv1.SessionState_SESSION_STATE_RUNNING))
-	testharness.WaitFor(t, 30*time.Second, "the laptop's agent waiting on the model", func() bool { return r.fake.TurnsStarted() > 0 })
+	s := r.slowTurnOnLaptop("question before sleep", "stale laptop answer", 20*time.Second)
 	// The lid closes: the node and its agent freeze.
 	frozen := append(agentPIDs(s.Id), r.nodes["laptop"].Cmd.Process.Pid)
 	for _, pid := range frozen {

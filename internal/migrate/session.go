@@ -140,7 +140,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 		ms.Interrupted = true
 		return j.mg.st.RequestOp(ctx, j.sid, store.OpAbandon)
 	}
-	sess, _, err := j.mg.st.WaitTurn(ctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
+	_, _, err := j.mg.st.WaitTurn(ctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
 		if j.cancelled() {
 			return true, nil
 		}
@@ -164,7 +164,6 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	if j.cancelled() {
 		return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled") // reread: run() rolls back
 	}
-	_ = sess
 	j.observe("drain", start)
 	j.mg.failpoint("migrate.after-drain")
 	ms.State = castv1.MigrationState_MIGRATION_STATE_MOVING_WORKTREE

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -223,7 +224,7 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	// A new id for an agent whose forks read this file (rebuildNativeID).
 	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model,
 		NativeID: rebuildNativeID(o.Agent, ns)}
-	full, err := a.rebuildHistory(ctx, sessionID, o, firstSeq)
+	full, err := a.rebuildHistory(ctx, sessionID, o, firstSeq, history)
 	if err != nil {
 		return t, err
 	}
@@ -235,30 +236,22 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	return t, nil
 }
 
-// rebuildHistory is what a rebuilt native transcript holds: the whole
-// neutral copy except the pending prompt's user messages (and newer ones),
-// which the turn sends itself, and a migration notice the prompt carries.
-// Content stored after the prompt's first message still belongs in it: an
-// answer that finished while those messages were held (a migration's drain)
-// comes after them in seq order.
-func (a *Agent) rebuildHistory(ctx context.Context, sessionID string, o owned, firstSeq int64) ([]transcript.Message, error) {
-	var out []transcript.Message
-	tok := ""
-	for {
-		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: 1, PageToken: tok})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range resp.Messages {
-			if (m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && m.Seq >= firstSeq) || (o.Notice != "" && m.Seq == o.NoticeSeq) {
-				continue
-			}
-			out = append(out, wire.FromProto(m))
-		}
-		if tok = resp.NextPageToken; tok == "" {
-			return out, nil
-		}
+// rebuildHistory is what a rebuilt native transcript holds: the history
+// before the prompt, plus what was stored after the prompt's first message
+// except the prompt's user messages (and newer ones), which the turn sends
+// itself, and a migration notice the prompt carries. An answer that
+// finished while those messages were held (a migration's drain) comes
+// after them in seq order and still belongs in it.
+func (a *Agent) rebuildHistory(ctx context.Context, sessionID string, o owned, firstSeq int64, before []transcript.Message) ([]transcript.Message, error) {
+	told := func(seq int64) bool { return o.Notice != "" && seq == o.NoticeSeq } // the prompt carries it
+	after, err := a.readMessages(ctx, sessionID, firstSeq, 0, func(m *castv1.Message) bool {
+		return m.Kind != castv1.MessageKind_MESSAGE_KIND_USER && !told(m.Seq)
+	})
+	if err != nil {
+		return nil, err
 	}
+	out := slices.DeleteFunc(slices.Clone(before), func(m transcript.Message) bool { return told(m.Seq) })
+	return append(out, after...), nil
 }
 
 // history reads the neutral transcript up to seq.
@@ -266,15 +259,23 @@ func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]tr
 	if upto < 1 {
 		return nil, nil
 	}
+	return a.readMessages(ctx, sessionID, 1, upto, nil)
+}
+
+// readMessages pages through seqs start..end (end 0: the newest), keeping
+// the messages keep accepts (all when keep is nil).
+func (a *Agent) readMessages(ctx context.Context, sessionID string, start, end int64, keep func(*castv1.Message) bool) ([]transcript.Message, error) {
 	var out []transcript.Message
 	tok := ""
 	for {
-		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: 1, EndSeq: upto, PageToken: tok})
+		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: start, EndSeq: end, PageToken: tok})
 		if err != nil {
 			return nil, err
 		}
 		for _, m := range resp.Messages {
-			out = append(out, wire.FromProto(m))
+			if keep == nil || keep(m) {
+				out = append(out, wire.FromProto(m))
+			}
 		}
 		if tok = resp.NextPageToken; tok == "" {
 			return out, nil
