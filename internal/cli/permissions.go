@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -74,5 +75,40 @@ func (a *app) mcpCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&tools, "tools", nil, "serve only these tools (history, permission); default: all")
+	cmd.AddCommand(a.mcpCallCmd())
 	return cmd
+}
+
+// mcpCallCmd runs one read-only tool once and prints its text: the bridge
+// for agents without an MCP client (pi's extension), through the same MCP
+// tool and schema the others reach over stdio.
+func (a *app) mcpCallCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "call TOOL [ARGS_JSON]",
+		Short: "Call one of cast's read-only MCP tools (history) once and print its result",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := os.Getenv("CAST_SESSION")
+			if id == "" || !ids.ValidSessionID(id) {
+				return usagef("cast mcp call runs inside a cast session (CAST_SESSION is not set)")
+			}
+			if args[0] != mcpserver.HistoryTool {
+				return usagef("cast mcp call serves only the read-only %q tool", mcpserver.HistoryTool)
+			}
+			var in json.RawMessage
+			if len(args) == 2 {
+				in = json.RawMessage(args[1])
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			text, err := mcpserver.Call(cmd.Context(), c, mcpserver.Config{SessionID: id, Version: "dev", Tools: []string{mcpserver.HistoryTool}}, args[0], in)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+			return err
+		},
+	}
 }

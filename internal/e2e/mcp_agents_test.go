@@ -12,7 +12,8 @@ import (
 )
 
 // A node registers cast's MCP history tool in Gemini CLI (its own
-// ~/.gemini/settings.json) and OpenCode (OPENCODE_CONFIG_CONTENT): the real
+// ~/.gemini/settings.json), OpenCode (OPENCODE_CONFIG_CONTENT) and pi (an
+// extension that calls the tool through `cast mcp call`): the real
 // CLI starts `cast mcp`, offers the tool (and not the permission tool, which
 // is Claude's only) to the model, and a call to it runs headless, with no
 // approval prompt, and returns the right page of the session's own thread.
@@ -22,6 +23,7 @@ func TestMCPHistoryToolInAgents(t *testing.T) {
 	}{
 		{"gemini", "mcp_cast_history"},
 		{"opencode", "cast_history"},
+		{"pi", "cast_history"}, // through cast's pi extension: pi has no MCP client
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			r := newTurnRig(t, tc.agent)
@@ -58,7 +60,7 @@ func TestMCPHistoryToolInAgents(t *testing.T) {
 			}
 			// The registration lives in the agent's own home or environment,
 			// never in the user's checkout.
-			for _, f := range []string{".gemini", "opencode.json", "opencode.jsonc", ".opencode"} {
+			for _, f := range []string{".gemini", "opencode.json", "opencode.jsonc", ".opencode", ".pi"} {
 				if _, err := os.Stat(filepath.Join(cwd, f)); err == nil {
 					t.Errorf("%s written into the checkout", f)
 				}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cast-dev/cast/internal/client"
@@ -56,6 +57,20 @@ type historyIn struct {
 	Limit     int    `json:"limit,omitempty" jsonschema:"how many messages (default 50, at most 200)"`
 }
 
+// HistoryDescription is what the model is told the history tool does.
+const HistoryDescription = "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."
+
+// HistoryInputSchema is the JSON Schema of the history tool's arguments,
+// the one the MCP server advertises, for bridges that declare the tool
+// themselves (pi's extension).
+func HistoryInputSchema() (json.RawMessage, error) {
+	sch, err := jsonschema.For[historyIn](nil)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sch)
+}
+
 // New builds the server over c.
 func New(c *client.Client, cfg Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "cast", Version: cfg.Version}, nil)
@@ -66,7 +81,7 @@ func New(c *client.Client, cfg Config) *mcp.Server {
 			})
 	}
 	if cfg.serves(HistoryTool) {
-		mcp.AddTool(s, &mcp.Tool{Name: HistoryTool, Description: "Read earlier messages of this conversation (read-only), newest last. Use before_seq to page back."},
+		mcp.AddTool(s, &mcp.Tool{Name: HistoryTool, Description: HistoryDescription},
 			func(ctx context.Context, _ *mcp.CallToolRequest, in historyIn) (*mcp.CallToolResult, any, error) {
 				return history(ctx, c, cfg.SessionID, in)
 			})

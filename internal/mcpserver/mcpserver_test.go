@@ -53,6 +53,24 @@ func TestPermissionAndHistoryTools(t *testing.T) {
 		t.Fatalf("history page:\n%s", text)
 	}
 
+	// Call is the same tool through a one-shot in-process client (`cast
+	// mcp call`, pi's bridge): same page, arguments checked by the tool's
+	// schema, tools outside the served set refused.
+	histOnly := mcpserver.Config{SessionID: sess.Id, Version: "test", Tools: []string{mcpserver.HistoryTool}}
+	text, err := mcpserver.Call(ctx, c, histOnly, mcpserver.HistoryTool, json.RawMessage(`{"before_seq":3,"limit":1}`))
+	if err != nil || !strings.Contains(text, "#2 user: msg two") || strings.Contains(text, "msg three") {
+		t.Fatalf("Call history: %q, %v", text, err)
+	}
+	for _, bad := range []struct{ tool, args, want string }{
+		{mcpserver.PermissionTool, `{}`, "unknown tool"},
+		{mcpserver.HistoryTool, `[1]`, "not a JSON object"},
+		{mcpserver.HistoryTool, `{"limit":"ten"}`, "limit"},
+	} {
+		if _, err := mcpserver.Call(ctx, c, histOnly, bad.tool, json.RawMessage(bad.args)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Call(%s, %s) = %v, want %q", bad.tool, bad.args, err, bad.want)
+		}
+	}
+
 	ask := func(tool string) chan map[string]any {
 		out := make(chan map[string]any, 1)
 		go func() {

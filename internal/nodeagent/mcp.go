@@ -32,11 +32,10 @@ var historyOnly = []string{"mcp", "--tools", mcpserver.HistoryTool}
 // its CLI reads, always inside the agent's own HOME or environment (never
 // the user's checkout).
 //
-// pi (@mariozechner/pi-coding-agent 0.73) gets nothing: it has no MCP
-// client by design (its README: "No MCP. ... build an extension that adds
-// MCP support"), and an extension written here would be a second MCP
-// client to maintain. A pi turn still has CAST_SESSION and CAST_ADDR, so it
-// can run `cast read` through its bash tool.
+// pi (@mariozechner/pi-coding-agent 0.73) has no MCP client by design (its
+// README: "No MCP. ... build an extension"), so it gets the history tool
+// through a small extension that calls the MCP tool via `cast mcp call`
+// (piext.go).
 func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 	if a.cfg.CastBin == "" {
 		return nil
@@ -54,6 +53,8 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 		return a.registerGeminiMCP(t)
 	case "opencode":
 		return a.registerOpenCodeMCP(t, sessionID)
+	case "pi":
+		return a.registerPiHistory(t)
 	}
 	return nil
 }

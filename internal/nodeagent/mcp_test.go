@@ -84,3 +84,32 @@ func TestOpenCodeMCPMergesContent(t *testing.T) {
 		t.Fatalf("OPENCODE_CONFIG_CONTENT: %v", got)
 	}
 }
+
+// pi: the extension goes into the agent's own folder, private, is loaded
+// with -e, declares the MCP tool's schema, and quotes the binary path as a
+// literal (a path with quotes cannot break out of the source).
+func TestPiHistoryExtension(t *testing.T) {
+	a := testAgent()
+	a.cfg.CastBin = `/opt/ca"st`
+	turn := runner.Turn{Agent: "pi", Home: t.TempDir()}
+	if err := a.registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(turn.Home, "cast-history.ts")
+	if strings.Join(turn.Args, " ") != "-e "+path {
+		t.Fatalf("args %q", turn.Args)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("extension file: %v %v", fi, err)
+	}
+	src, _ := os.ReadFile(path)
+	for _, want := range []string{`const castBin = "/opt/ca\"st";`, `name: "cast_history"`, `"before_seq"`, `["mcp", "call", "history",`} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("extension lacks %s:\n%s", want, src)
+		}
+	}
+	if strings.Contains(string(src), "s1") {
+		t.Error("the extension names a session; it must come from the environment")
+	}
+}

@@ -46,8 +46,14 @@ func registryLine(a agents.Agent, bin string, t Turn) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Model != "" && a.Commands.Model != nil {
-		m, err := agents.Expand(a.Commands.Model, vars)
+	for _, opt := range []struct {
+		set  bool
+		tmpl []string
+	}{{t.Model != "", a.Commands.Model}, {t.Effort != "", a.Commands.Effort}} {
+		if !opt.set || opt.tmpl == nil {
+			continue
+		}
+		m, err := agents.Expand(opt.tmpl, vars)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,76 @@
+package nodeagent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/mcpserver"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// piToolName is the history tool as pi's model sees it (opencode's name
+// for the same MCP tool).
+const piToolName = mcpName + "_" + mcpserver.HistoryTool
+
+// piExtension is a pi extension (TypeScript, loaded by pi's jiti) that
+// declares the history tool with the MCP tool's own description and input
+// schema and runs `cast mcp call history ARGS` without a shell: pi has no
+// MCP client ("No MCP" in its README), so the call goes through the same
+// tool in process. The cast binary, name, description and schema are
+// JSON literals, so nothing in them can break out of the source.
+const piExtension = `// Written by the cast node; rewritten when it changes. pi has no MCP
+// client, so this declares cast's read-only history tool and runs it
+// through "cast mcp call", the same MCP tool other agents reach on stdio.
+import { execFile } from "node:child_process";
+
+const castBin = %s;
+
+export default function (pi: any) {
+  pi.registerTool({
+    name: %s,
+    label: %s,
+    description: %s,
+    parameters: %s,
+    async execute(_toolCallId: string, params: unknown, signal?: AbortSignal) {
+      const text = await new Promise<string>((resolve, reject) => {
+        execFile(castBin, ["mcp", "call", %s, JSON.stringify(params ?? {})],
+          { signal, maxBuffer: 16 << 20 },
+          (err, stdout, stderr) => (err ? reject(new Error(String(stderr || err.message).trim())) : resolve(String(stdout))));
+      });
+      return { content: [{ type: "text", text }], details: {} };
+    },
+  });
+}
+`
+
+// registerPiHistory writes the extension into the agent's own folder
+// (never the checkout) and loads it with -e; CAST_SESSION and CAST_ADDR
+// reach `cast mcp call` through pi's environment.
+func (a *Agent) registerPiHistory(t *runner.Turn) error {
+	src, err := piExtensionSource(a.cfg.CastBin)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(t.Home, "cast-history.ts")
+	if old, err := os.ReadFile(path); err != nil || !bytes.Equal(old, src) {
+		if err := fsutil.WriteFileAtomic(path, src, 0o600); err != nil {
+			return err
+		}
+	}
+	t.Args = append(t.Args, "-e", path)
+	return nil
+}
+
+func piExtensionSource(castBin string) ([]byte, error) {
+	schema, err := mcpserver.HistoryInputSchema()
+	if err != nil {
+		return nil, err
+	}
+	lit := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	return fmt.Appendf(nil, piExtension, lit(castBin), lit(piToolName), lit("cast history"),
+		lit(mcpserver.HistoryDescription), schema, lit(mcpserver.HistoryTool)), nil
+}

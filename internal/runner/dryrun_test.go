@@ -1,0 +1,42 @@
+package runner_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// TestCommandLineRegistryForms covers the agents whose CLIs cannot be
+// installed here: their dry-run line is the registry's form, with the model
+// and effort flags appended and the extra args last. The binary is never on
+// this machine's PATH under these names, so the bare name is printed.
+func TestCommandLineRegistryForms(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for _, tc := range []struct {
+		name string
+		turn runner.Turn
+		want []string
+	}{
+		{"grok", runner.Turn{Agent: "grok", Prompt: "hi"}, []string{"grok", "-p", "hi"}},
+		{"cursor model", runner.Turn{Agent: "cursor", Prompt: "hi", Model: "gpt-5"},
+			[]string{"cursor-agent", "-p", "hi", "--output-format", "stream-json", "--model", "gpt-5"}},
+		{"muse", runner.Turn{Agent: "muse", Prompt: "fix the test"}, []string{"muse", "exec", "--json", "fix the test"}},
+		{"muse model effort args", runner.Turn{Agent: "muse", Prompt: "x", Model: "muse-spark-1.2", Effort: "xhigh", Args: []string{"--disable-approval"}},
+			[]string{"muse", "exec", "--json", "x", "--model", "muse-spark-1.2", "--reasoning-effort", "xhigh", "--disable-approval"}},
+		{"grok ignores effort", runner.Turn{Agent: "grok", Prompt: "hi", Effort: "high"}, []string{"grok", "-p", "hi"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := (&runner.Runner{}).CommandLine(tc.turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("CommandLine = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := (&runner.Runner{}).CommandLine(runner.Turn{Agent: "nope", Prompt: "x"}); err == nil {
+		t.Fatal("unknown agent accepted")
+	}
+}
