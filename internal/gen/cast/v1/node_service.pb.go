@@ -503,6 +503,7 @@ type Command struct {
 	//	*Command_ReleaseSession
 	//	*Command_ExportWorkTree
 	//	*Command_ImportWorkTree
+	//	*Command_SetCredential
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -606,6 +607,15 @@ func (x *Command) GetImportWorkTree() *ImportWorkTree {
 	return nil
 }
 
+func (x *Command) GetSetCredential() *SetCredential {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetCredential); ok {
+			return x.SetCredential
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -640,6 +650,11 @@ type Command_ImportWorkTree struct {
 	ImportWorkTree *ImportWorkTree `protobuf:"bytes,7,opt,name=import_work_tree,json=importWorkTree,proto3,oneof"`
 }
 
+type Command_SetCredential struct {
+	// set_credential: rewrite an agent's shared credential store.
+	SetCredential *SetCredential `protobuf:"bytes,8,opt,name=set_credential,json=setCredential,proto3,oneof"`
+}
+
 func (*Command_AssignSession) isCommand_Kind() {}
 
 func (*Command_DeliverMessages) isCommand_Kind() {}
@@ -651,6 +666,74 @@ func (*Command_ReleaseSession) isCommand_Kind() {}
 func (*Command_ExportWorkTree) isCommand_Kind() {}
 
 func (*Command_ImportWorkTree) isCommand_Kind() {}
+
+func (*Command_SetCredential) isCommand_Kind() {}
+
+// SetCredential tells a node which fleet account an agent's shared
+// credential store must hold. It carries no secret: the node fetches it
+// with FetchCredential, so the secret is never written into a command.
+type SetCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agent names the agent ("claude", "codex").
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// account names the fleet account to fetch and write.
+	Account string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
+	// epoch grows with every activation; a node ignores an older one.
+	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCredential) Reset() {
+	*x = SetCredential{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCredential) ProtoMessage() {}
+
+func (x *SetCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCredential.ProtoReflect.Descriptor instead.
+func (*SetCredential) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetCredential) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SetCredential) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+func (x *SetCredential) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
 
 // Interrupt stops a session's running turn (its whole process group).
 type Interrupt struct {
@@ -666,7 +749,7 @@ type Interrupt struct {
 
 func (x *Interrupt) Reset() {
 	*x = Interrupt{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +761,7 @@ func (x *Interrupt) String() string {
 func (*Interrupt) ProtoMessage() {}
 
 func (x *Interrupt) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +774,7 @@ func (x *Interrupt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
 func (*Interrupt) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Interrupt) GetSessionId() string {
@@ -721,7 +804,7 @@ type ReleaseSession struct {
 
 func (x *ReleaseSession) Reset() {
 	*x = ReleaseSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +816,7 @@ func (x *ReleaseSession) String() string {
 func (*ReleaseSession) ProtoMessage() {}
 
 func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +829,7 @@ func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
 func (*ReleaseSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseSession) GetSessionId() string {
@@ -779,7 +862,7 @@ type ExportWorkTree struct {
 
 func (x *ExportWorkTree) Reset() {
 	*x = ExportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +874,7 @@ func (x *ExportWorkTree) String() string {
 func (*ExportWorkTree) ProtoMessage() {}
 
 func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +887,7 @@ func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
 func (*ExportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExportWorkTree) GetMigrationId() string {
@@ -848,7 +931,7 @@ type ImportWorkTree struct {
 
 func (x *ImportWorkTree) Reset() {
 	*x = ImportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +943,7 @@ func (x *ImportWorkTree) String() string {
 func (*ImportWorkTree) ProtoMessage() {}
 
 func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +956,7 @@ func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
 func (*ImportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImportWorkTree) GetMigrationId() string {
@@ -924,7 +1007,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1019,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1032,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -981,7 +1064,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1076,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1089,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -1039,7 +1122,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1134,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1147,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 // ListNodesResponse holds every node.
@@ -1078,7 +1161,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1173,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1186,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1130,7 +1213,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1225,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1238,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -1197,7 +1280,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1292,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1305,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -1248,14 +1331,17 @@ type ReportTurnRequest struct {
 	// exit_code is the agent CLI's exit status when a turn ended.
 	ExitCode int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	// delivered_seq moves the session's delivery cursor forward (never back).
-	DeliveredSeq  int64 `protobuf:"varint,7,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
+	DeliveredSeq int64 `protobuf:"varint,7,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
+	// fleet_account is the fleet account the turn ran on (empty: the
+	// session has its own credentials); a PARKED report marks it limited.
+	FleetAccount  string `protobuf:"bytes,8,opt,name=fleet_account,json=fleetAccount,proto3" json:"fleet_account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1353,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1366,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -1332,6 +1418,13 @@ func (x *ReportTurnRequest) GetDeliveredSeq() int64 {
 	return 0
 }
 
+func (x *ReportTurnRequest) GetFleetAccount() string {
+	if x != nil {
+		return x.FleetAccount
+	}
+	return ""
+}
+
 // ReportTurnResponse returns the session as stored.
 type ReportTurnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1343,7 +1436,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1448,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1461,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -1399,7 +1492,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1504,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1517,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -1473,7 +1566,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1578,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1591,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -1523,7 +1616,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1628,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1641,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -1585,7 +1678,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1690,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1703,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -1648,7 +1741,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1753,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1766,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -1727,7 +1820,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1832,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1845,117 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+}
+
+// FetchCredentialRequest asks for a fleet account's credential.
+type FetchCredentialRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the caller's node name; it must be connected.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// agent names the agent.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// account names the fleet account (from SetCredential).
+	Account       string `protobuf:"bytes,3,opt,name=account,proto3" json:"account,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchCredentialRequest) Reset() {
+	*x = FetchCredentialRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchCredentialRequest) ProtoMessage() {}
+
+func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
+func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FetchCredentialRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *FetchCredentialRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *FetchCredentialRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+// FetchCredentialResponse carries the credential store's content.
+type FetchCredentialResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// credential is the content to write (secret; never logged).
+	Credential    []byte `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchCredentialResponse) Reset() {
+	*x = FetchCredentialResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchCredentialResponse) ProtoMessage() {}
+
+func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
+func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FetchCredentialResponse) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
 }
 
 var File_cast_v1_node_service_proto protoreflect.FileDescriptor
@@ -1784,7 +1987,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x11lease_ttl_seconds\x18\x01 \x01(\x03R\x0fleaseTtlSeconds\x12:\n" +
 	"\x19heartbeat_interval_millis\x18\x02 \x01(\x03R\x17heartbeatIntervalMillis\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xab\x03\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xec\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12?\n" +
 	"\x0eassign_session\x18\x02 \x01(\v2\x16.cast.v1.AssignSessionH\x00R\rassignSession\x12E\n" +
@@ -1792,8 +1995,13 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\tinterrupt\x18\x04 \x01(\v2\x12.cast.v1.InterruptH\x00R\tinterrupt\x12B\n" +
 	"\x0frelease_session\x18\x05 \x01(\v2\x17.cast.v1.ReleaseSessionH\x00R\x0ereleaseSession\x12C\n" +
 	"\x10export_work_tree\x18\x06 \x01(\v2\x17.cast.v1.ExportWorkTreeH\x00R\x0eexportWorkTree\x12C\n" +
-	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTreeB\x06\n" +
-	"\x04kind\"D\n" +
+	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTree\x12?\n" +
+	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredentialB\x06\n" +
+	"\x04kind\"U\n" +
+	"\rSetCredential\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
+	"\aaccount\x18\x02 \x01(\tR\aaccount\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"D\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -1837,7 +2045,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xf9\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\x9e\x02\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -1847,7 +2055,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x15.cast.v1.SessionStateR\x05state\x12!\n" +
 	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\x12\x1b\n" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12#\n" +
-	"\rdelivered_seq\x18\a \x01(\x03R\fdeliveredSeq\"@\n" +
+	"\rdelivered_seq\x18\a \x01(\x03R\fdeliveredSeq\x12#\n" +
+	"\rfleet_account\x18\b \x01(\tR\ffleetAccount\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +
@@ -1875,7 +2084,15 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05phase\x18\x04 \x01(\tR\x05phase\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\"\x18\n" +
-	"\x16ReportWorkTreeResponse2\xbf\x04\n" +
+	"\x16ReportWorkTreeResponse\"\\\n" +
+	"\x16FetchCredentialRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x18\n" +
+	"\aaccount\x18\x03 \x01(\tR\aaccount\"9\n" +
+	"\x17FetchCredentialResponse\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\fR\n" +
+	"credential2\x95\x05\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12`\n" +
@@ -1884,7 +2101,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponse\x12S\n" +
 	"\x0eUploadWorkTree\x12\x1e.cast.v1.UploadWorkTreeRequest\x1a\x1f.cast.v1.UploadWorkTreeResponse(\x01\x12Y\n" +
 	"\x10DownloadWorkTree\x12 .cast.v1.DownloadWorkTreeRequest\x1a!.cast.v1.DownloadWorkTreeResponse0\x01\x12Q\n" +
-	"\x0eReportWorkTree\x12\x1e.cast.v1.ReportWorkTreeRequest\x1a\x1f.cast.v1.ReportWorkTreeResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0eReportWorkTree\x12\x1e.cast.v1.ReportWorkTreeRequest\x1a\x1f.cast.v1.ReportWorkTreeResponse\x12T\n" +
+	"\x0fFetchCredential\x12\x1f.cast.v1.FetchCredentialRequest\x1a .cast.v1.FetchCredentialResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -1898,7 +2116,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
 	(*Hello)(nil),                       // 1: cast.v1.Hello
@@ -1908,69 +2126,75 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*Welcome)(nil),                     // 5: cast.v1.Welcome
 	(*HeartbeatAck)(nil),                // 6: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 7: cast.v1.Command
-	(*Interrupt)(nil),                   // 8: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 9: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 10: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 11: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 12: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 13: cast.v1.DeliverMessages
-	(*ListNodesRequest)(nil),            // 14: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 15: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 16: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 17: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 18: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 19: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 20: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 21: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 22: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 23: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 24: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 25: cast.v1.ReportWorkTreeResponse
-	(*Node)(nil),                        // 26: cast.v1.Node
-	(*Session)(nil),                     // 27: cast.v1.Session
-	(*Message)(nil),                     // 28: cast.v1.Message
-	(SessionState)(0),                   // 29: cast.v1.SessionState
+	(*SetCredential)(nil),               // 8: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 9: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 10: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 11: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 12: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 13: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 14: cast.v1.DeliverMessages
+	(*ListNodesRequest)(nil),            // 15: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 16: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 17: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 18: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 19: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 20: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 21: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 22: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 23: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 24: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 25: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 26: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 27: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 28: cast.v1.FetchCredentialResponse
+	(*Node)(nil),                        // 29: cast.v1.Node
+	(*Session)(nil),                     // 30: cast.v1.Session
+	(*Message)(nil),                     // 31: cast.v1.Message
+	(SessionState)(0),                   // 32: cast.v1.SessionState
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	2,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	3,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	26, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
+	29, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
 	5,  // 4: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	6,  // 5: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	7,  // 6: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	12, // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	13, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	8,  // 9: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	9,  // 10: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	10, // 11: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	11, // 12: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	27, // 13: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	28, // 14: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	26, // 15: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	28, // 16: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	28, // 17: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	29, // 18: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	27, // 19: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 20: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	14, // 21: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	16, // 22: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	18, // 23: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	20, // 24: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	22, // 25: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	24, // 26: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	4,  // 27: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	15, // 28: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	17, // 29: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	19, // 30: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	21, // 31: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	23, // 32: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	25, // 33: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	13, // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	14, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	9,  // 9: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	10, // 10: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	11, // 11: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	12, // 12: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	8,  // 13: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	30, // 14: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	31, // 15: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	29, // 16: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	31, // 17: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	31, // 18: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	32, // 19: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	30, // 20: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 21: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	15, // 22: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	17, // 23: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	19, // 24: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	21, // 25: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	23, // 26: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	25, // 27: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	27, // 28: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	4,  // 29: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	16, // 30: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	18, // 31: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	20, // 32: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	22, // 33: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	24, // 34: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	26, // 35: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	28, // 36: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -1997,6 +2221,7 @@ func file_cast_v1_node_service_proto_init() {
 		(*Command_ReleaseSession)(nil),
 		(*Command_ExportWorkTree)(nil),
 		(*Command_ImportWorkTree)(nil),
+		(*Command_SetCredential)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2004,7 +2229,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	NodeService_UploadWorkTree_FullMethodName      = "/cast.v1.NodeService/UploadWorkTree"
 	NodeService_DownloadWorkTree_FullMethodName    = "/cast.v1.NodeService/DownloadWorkTree"
 	NodeService_ReportWorkTree_FullMethodName      = "/cast.v1.NodeService/ReportWorkTree"
+	NodeService_FetchCredential_FullMethodName     = "/cast.v1.NodeService/FetchCredential"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -54,6 +55,9 @@ type NodeServiceClient interface {
 	DownloadWorkTree(ctx context.Context, in *DownloadWorkTreeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DownloadWorkTreeResponse], error)
 	// ReportWorkTree reports a failed export, or an import's outcome.
 	ReportWorkTree(ctx context.Context, in *ReportWorkTreeRequest, opts ...grpc.CallOption) (*ReportWorkTreeResponse, error)
+	// FetchCredential returns the active fleet account's credential for an
+	// agent to the node that writes it.
+	FetchCredential(ctx context.Context, in *FetchCredentialRequest, opts ...grpc.CallOption) (*FetchCredentialResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -149,6 +153,16 @@ func (c *nodeServiceClient) ReportWorkTree(ctx context.Context, in *ReportWorkTr
 	return out, nil
 }
 
+func (c *nodeServiceClient) FetchCredential(ctx context.Context, in *FetchCredentialRequest, opts ...grpc.CallOption) (*FetchCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchCredentialResponse)
+	err := c.cc.Invoke(ctx, NodeService_FetchCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -175,6 +189,9 @@ type NodeServiceServer interface {
 	DownloadWorkTree(*DownloadWorkTreeRequest, grpc.ServerStreamingServer[DownloadWorkTreeResponse]) error
 	// ReportWorkTree reports a failed export, or an import's outcome.
 	ReportWorkTree(context.Context, *ReportWorkTreeRequest) (*ReportWorkTreeResponse, error)
+	// FetchCredential returns the active fleet account's credential for an
+	// agent to the node that writes it.
+	FetchCredential(context.Context, *FetchCredentialRequest) (*FetchCredentialResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -205,6 +222,9 @@ func (UnimplementedNodeServiceServer) DownloadWorkTree(*DownloadWorkTreeRequest,
 }
 func (UnimplementedNodeServiceServer) ReportWorkTree(context.Context, *ReportWorkTreeRequest) (*ReportWorkTreeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportWorkTree not implemented")
+}
+func (UnimplementedNodeServiceServer) FetchCredential(context.Context, *FetchCredentialRequest) (*FetchCredentialResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FetchCredential not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -324,6 +344,24 @@ func _NodeService_ReportWorkTree_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_FetchCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).FetchCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_FetchCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).FetchCredential(ctx, req.(*FetchCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -346,6 +384,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportWorkTree",
 			Handler:    _NodeService_ReportWorkTree_Handler,
+		},
+		{
+			MethodName: "FetchCredential",
+			Handler:    _NodeService_FetchCredential_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
