@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/brief"
+	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -44,6 +45,11 @@ type Config struct {
 	Migrate       migrate.Config
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
+	// SecretsKeyFile holds the key fleet account credentials are sealed
+	// with (hex, mode 0600). Empty: DataDir/secrets.key, created on first
+	// start; with neither, fleet accounts are refused.
+	SecretsKeyFile string
+	Fleet          fleet.Config
 }
 
 // DefaultConfig returns a Config for a local single process.
@@ -58,6 +64,7 @@ func DefaultConfig() Config {
 		MaxRecvBytes:  DefaultMaxRecvBytes,
 		Store:         store.DefaultConfig(),
 		Migrate:       migrate.DefaultConfig(),
+		Fleet:         fleet.DefaultConfig(),
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
@@ -89,6 +96,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max work tree size must be positive")
 	}
 	if err := c.Migrate.Validate(); err != nil {
+		return err
+	}
+	if err := c.Fleet.Validate(); err != nil {
 		return err
 	}
 	if err := c.Brief.Validate(); err != nil {

@@ -110,6 +110,8 @@ func (h *hub) relay(node string, cmd *castv1.Command) bool {
 		kind = "export_work_tree"
 	case *castv1.Command_ImportWorkTree:
 		kind = "import_work_tree"
+	case *castv1.Command_SetCredential:
+		kind = "set_credential"
 	}
 	return h.command(node, kind, cmd)
 }

@@ -67,6 +67,13 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	if req.State == castv1.SessionState_SESSION_STATE_PARKED && req.FleetAccount != "" {
+		// The session is parked either way; a failed switch is retried by
+		// the sweep (the account is limited and still active).
+		if err := h.s.fleet.OnParked(ctx, sess.Id, sess.Agent, req.FleetAccount); err != nil {
+			h.s.lg.Warn("fleet account switch failed", zap.String("session", sess.Id), zap.Error(err))
+		}
+	}
 	if err := moves.NotifyParent(ctx, h.s.store, sess); err != nil {
 		// The worker's state is stored; the parent hears on its next report.
 		h.s.lg.Warn("notify parent of worker failed", zap.String("session", sess.Id), zap.Error(err))
@@ -118,6 +125,7 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 		LeaseTtlSeconds: int64(h.s.cfg.LeaseTTL / time.Second), HeartbeatIntervalMillis: h.s.cfg.Heartbeat.Milliseconds(),
 	}}}
 	h.s.resync(ctx, node.Name, hello.OwnedSessions, lg)
+	h.s.fleet.NodeHello(ctx, node.Name)
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- sendLoop(ctx, stream, conn.out) }()

@@ -29,6 +29,7 @@ import (
 	"github.com/cast-dev/cast/internal/etcdembed"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -42,6 +43,8 @@ type Server struct {
 	m     *metrics.ControlPlane
 	// migrations runs `cast migrate`; it lives until stopCx ends.
 	migrations *migrate.Manager
+	// fleet runs fleet accounts and their auto-switch.
+	fleet *fleet.Manager
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry
@@ -98,6 +101,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
 	}
+	if s.fleet, err = s.newFleet(); err != nil {
+		return nil, err
+	}
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}
@@ -108,6 +114,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
 	s.goLoop(s.migrations.Run)
+	s.goLoop(s.fleet.Run)
 	s.goLoop(func(ctx context.Context) {
 		s.store.WatchNodesDown(ctx, func(name string) {
 			s.m.HeartbeatExpired.Inc()
@@ -136,6 +143,7 @@ func (s *Server) startGRPC() error {
 	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
 	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})
 	castv1.RegisterMigrationServiceServer(s.grpc, &migrationService{s: s})
+	castv1.RegisterAccountServiceServer(s.grpc, &accountService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	srvMetrics.InitializeMetrics(s.grpc)

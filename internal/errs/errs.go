@@ -41,6 +41,8 @@ const (
 	ReasonInternal        = "INTERNAL"
 	ReasonWorkTree        = "WORKTREE_NOT_MOVABLE"
 	ReasonMigrationDone   = "MIGRATION_FINISHED"
+	ReasonAccountActive   = "ACCOUNT_ACTIVE"
+	ReasonNoSecretsKey    = "SECRETS_KEY_MISSING"
 )
 
 // Error is a typed cast error.

@@ -127,3 +127,23 @@ func NewMigration(reg prometheus.Registerer) *Migration {
 	register(reg, m.Sessions, m.PhaseSeconds, m.Active)
 	return m
 }
+
+// Fleet holds the fleet accounts' metrics.
+type Fleet struct {
+	Switches *prometheus.CounterVec // agent, reason: limit, manual, reset
+	Limited  *prometheus.CounterVec // agent
+}
+
+// NewFleet creates and registers fleet account metrics.
+func NewFleet(reg prometheus.Registerer) *Fleet {
+	m := &Fleet{
+		Switches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_account_switches_total", Help: "Activations of a fleet account, by agent and reason (limit, manual, reset).",
+		}, []string{"agent", "reason"}),
+		Limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_account_limits_total", Help: "Usage limits reported on fleet accounts, by agent.",
+		}, []string{"agent"}),
+	}
+	register(reg, m.Switches, m.Limited)
+	return m
+}

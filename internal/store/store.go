@@ -18,6 +18,8 @@
 //	nodecmds/{n}/{id}     castv1.Command for node n (leased), relayed by the
 //	                      replica holding n's stream
 //	worktrees/{m}/{s}/... a migrating session's work tree bundle, in chunks
+//	accounts/{a}/{name}   fleet account of agent a (credential sealed)
+//	activeaccounts/{a}    the account agent a's shared credential store holds
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.

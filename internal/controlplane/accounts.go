@@ -1,0 +1,90 @@
+package controlplane
+
+import (
+	"context"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fleet"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/secrets"
+)
+
+// newFleet opens the secrets key (SecretsKeyFile, else DataDir/secrets.key)
+// and builds the fleet account manager. Without a key the manager runs but
+// refuses to store or hand out credentials.
+func (s *Server) newFleet() (*fleet.Manager, error) {
+	path := s.cfg.SecretsKeyFile
+	if path == "" && s.cfg.DataDir != "" {
+		path = filepath.Join(s.cfg.DataDir, "secrets.key")
+	}
+	var box *secrets.Box
+	if path != "" {
+		key, err := secrets.LoadOrCreateKey(path)
+		if err != nil {
+			return nil, err
+		}
+		if box, err = secrets.NewBox(key); err != nil {
+			return nil, err
+		}
+	}
+	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
+}
+
+// accountService is the thin gRPC edge of the fleet manager.
+type accountService struct {
+	castv1.UnimplementedAccountServiceServer
+	s *Server
+}
+
+func (h *accountService) PutAccount(ctx context.Context, req *castv1.PutAccountRequest) (*castv1.Account, error) {
+	a, err := h.s.fleet.Put(ctx, req.Agent, req.Name, req.Credential)
+	return a, toStatus(h.s.lg, err)
+}
+
+func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccountsRequest) (*castv1.ListAccountsResponse, error) {
+	as, err := h.s.fleet.List(ctx, req.Agent)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListAccountsResponse{Accounts: as}, nil
+}
+
+func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAccountRequest) (*castv1.DeleteAccountResponse, error) {
+	if err := h.s.fleet.Delete(ctx, req.Agent, req.Name); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.DeleteAccountResponse{}, nil
+}
+
+func (h *accountService) UseAccount(ctx context.Context, req *castv1.UseAccountRequest) (*castv1.Account, error) {
+	a, err := h.s.fleet.Use(ctx, req.Agent, req.Name)
+	return a, toStatus(h.s.lg, err)
+}
+
+// FetchCredential hands a fleet account's credential to a connected node
+// (the node writes it into the agent's shared store). The secret is never
+// logged.
+func (h *nodeService) FetchCredential(ctx context.Context, req *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
+	if !ids.ValidName(req.Node) {
+		return nil, invalid("node name %s is malformed", quote(req.Node))
+	}
+	ok, err := h.s.store.NodeConnected(ctx, req.Node)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if !ok {
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+			"node %q is not connected; credentials go only to connected nodes", req.Node).With("node", req.Node))
+	}
+	cred, err := h.s.fleet.Credential(ctx, req.Agent, req.Account)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.lg.Info("fleet credential fetched", zap.String("node", req.Node), zap.String("agent", req.Agent), zap.String("account", req.Account))
+	return &castv1.FetchCredentialResponse{Credential: cred}, nil
+}

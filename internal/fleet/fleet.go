@@ -1,0 +1,278 @@
+// Package fleet is cast's fleet accounts: named credential snapshots per
+// agent, sealed at rest, one of which every node writes into the agent's
+// shared credential store (the file all its sessions read). When a turn
+// parks on a usage limit, the manager marks that account limited, activates
+// the account with the most headroom and tells every node to rewrite the
+// store; the nodes then run their parked turns again. When every account is
+// limited, the sweep re-activates the first whose window opens. The package
+// knows nothing of gRPC.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Store is what the manager needs from the store.
+type Store interface {
+	PutAccount(ctx context.Context, r store.AccountRecord) (*store.AccountRecord, error)
+	GetAccount(ctx context.Context, agent, name string) (*store.AccountRecord, error)
+	ListAccounts(ctx context.Context, agent string) ([]*store.AccountRecord, error)
+	DeleteAccount(ctx context.Context, agent, name string) error
+	ActiveAccount(ctx context.Context, agent string) (store.ActiveAccount, error)
+	Activate(ctx context.Context, agent, name string, prev store.ActiveAccount) (store.ActiveAccount, bool, error)
+	UpdateAccount(ctx context.Context, agent, name string, fn func(*store.AccountRecord)) (*store.AccountRecord, error)
+	ListNodes(ctx context.Context) ([]*castv1.Node, error)
+	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
+	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+}
+
+// Config tunes the manager.
+type Config struct {
+	// Cooldown is how long an account counts as limited after a usage
+	// limit (the providers' reset times are not read yet).
+	Cooldown time.Duration
+	// Sweep is how often limits are checked for a reset.
+	Sweep time.Duration
+}
+
+// DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
+func DefaultConfig() Config { return Config{Cooldown: 5 * time.Hour, Sweep: 15 * time.Second} }
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if c.Cooldown <= 0 || c.Sweep <= 0 {
+		return errors.New("fleet: cooldown and sweep must be positive")
+	}
+	return nil
+}
+
+// Manager runs fleet accounts. A nil box (no secrets key) refuses to store
+// or hand out credentials with SECRETS_KEY_MISSING.
+type Manager struct {
+	st  Store
+	box *secrets.Box
+	cfg Config
+	lg  *zap.Logger
+	m   *metrics.Fleet
+	now func() time.Time
+}
+
+// New builds a manager.
+func New(st Store, box *secrets.Box, cfg Config, lg *zap.Logger, m *metrics.Fleet) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: time.Now}, nil
+}
+
+func aad(agent, name string) []byte { return []byte(agent + "/" + name) }
+
+func (mg *Manager) needBox() error {
+	if mg.box == nil {
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
+			"the control plane has no secrets key; start it with --secrets-key-file (or --data-dir, which keeps one there)")
+	}
+	return nil
+}
+
+func validate(agent, name string) error {
+	if !ids.ValidName(name) {
+		return errs.Invalid("account name %q: use letters, digits, '.', '_' or '-'", name)
+	}
+	if _, ok := credentialChecks[agent]; !ok {
+		return errs.Invalid("fleet accounts work for claude and codex, not %q", agent).With("agent", agent)
+	}
+	return nil
+}
+
+// Put stores an account's credential, sealed; the agent's first account
+// becomes active at once.
+func (mg *Manager) Put(ctx context.Context, agent, name string, cred []byte) (*castv1.Account, error) {
+	if err := validate(agent, name); err != nil {
+		return nil, err
+	}
+	if err := CheckCredential(agent, cred); err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	if err := mg.needBox(); err != nil {
+		return nil, err
+	}
+	sealed, err := mg.box.Seal(cred, aad(agent, name))
+	if err != nil {
+		return nil, errs.Internal(err, "seal credential")
+	}
+	r, err := mg.st.PutAccount(ctx, store.AccountRecord{Name: name, Agent: agent, Sealed: sealed})
+	if err != nil {
+		return nil, err
+	}
+	act, err := mg.st.ActiveAccount(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case act.Name == "":
+		if _, err := mg.activate(ctx, agent, name, act, "manual"); err != nil {
+			return nil, err
+		}
+		act.Name = name
+	case act.Name == name:
+		// A new credential for the active account: rewrite the stores.
+		if _, err := mg.activate(ctx, agent, name, act, "manual"); err != nil {
+			return nil, err
+		}
+	}
+	return toProto(r, act.Name == name), nil
+}
+
+// List lists accounts, never their secrets.
+func (mg *Manager) List(ctx context.Context, agent string) ([]*castv1.Account, error) {
+	rs, err := mg.st.ListAccounts(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	active := map[string]string{}
+	out := make([]*castv1.Account, 0, len(rs))
+	for _, r := range rs {
+		if _, ok := active[r.Agent]; !ok {
+			act, err := mg.st.ActiveAccount(ctx, r.Agent)
+			if err != nil {
+				return nil, err
+			}
+			active[r.Agent] = act.Name
+		}
+		out = append(out, toProto(r, active[r.Agent] == r.Name))
+	}
+	return out, nil
+}
+
+// Delete removes an account that is not active.
+func (mg *Manager) Delete(ctx context.Context, agent, name string) error {
+	if err := validate(agent, name); err != nil {
+		return err
+	}
+	return mg.st.DeleteAccount(ctx, agent, name)
+}
+
+// Use activates an account by hand (clearing its limit: the person says
+// it has room).
+func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account, error) {
+	if err := validate(agent, name); err != nil {
+		return nil, err
+	}
+	r, err := mg.st.UpdateAccount(ctx, agent, name, func(r *store.AccountRecord) { r.LimitedUntil = time.Time{} })
+	if err != nil {
+		return nil, err
+	}
+	for range 10 {
+		act, err := mg.st.ActiveAccount(ctx, agent)
+		if err != nil {
+			return nil, err
+		}
+		if ok, err := mg.activate(ctx, agent, name, act, "manual"); err != nil || ok {
+			return toProto(r, true), err
+		}
+	}
+	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "the active %s account kept changing; retry", agent)
+}
+
+// Credential opens an account's credential for the node that writes it.
+func (mg *Manager) Credential(ctx context.Context, agent, name string) ([]byte, error) {
+	if err := validate(agent, name); err != nil {
+		return nil, err
+	}
+	if err := mg.needBox(); err != nil {
+		return nil, err
+	}
+	r, err := mg.st.GetAccount(ctx, agent, name)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := mg.box.Open(r.Sealed, aad(agent, name))
+	if err != nil {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
+			"the %s account %q cannot be opened with this control plane's secrets key; add it again", agent, name)
+	}
+	return cred, nil
+}
+
+func toProto(r *store.AccountRecord, active bool) *castv1.Account {
+	a := &castv1.Account{Name: r.Name, Agent: r.Agent, Active: active, Switches: r.Switches, UpdatedAt: timestamppb.New(r.UpdatedAt)}
+	if !r.LimitedUntil.IsZero() {
+		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
+	}
+	return a
+}
+
+// activate moves the agent's active account to name (from prev) and tells
+// every connected node; ok=false means a concurrent activation won.
+func (mg *Manager) activate(ctx context.Context, agent, name string, prev store.ActiveAccount, reason string) (bool, error) {
+	next, ok, err := mg.st.Activate(ctx, agent, name, prev)
+	if err != nil || !ok {
+		return false, err
+	}
+	mg.m.Switches.WithLabelValues(agent, reason).Inc()
+	mg.lg.Info("fleet account activated", zap.String("agent", agent), zap.String("account", name),
+		zap.Int64("epoch", next.Epoch), zap.String("reason", reason))
+	mg.broadcast(ctx, agent, next)
+	return true, nil
+}
+
+// broadcast sends SetCredential to every connected node. A node that is
+// down gets it when it connects again (NodeHello).
+func (mg *Manager) broadcast(ctx context.Context, agent string, act store.ActiveAccount) {
+	nodes, err := mg.st.ListNodes(ctx)
+	if err != nil {
+		mg.lg.Warn("list nodes for a credential change failed", zap.Error(err))
+		return
+	}
+	for _, n := range nodes {
+		if n.Connected {
+			mg.send(ctx, n.Name, agent, act)
+		}
+	}
+}
+
+func (mg *Manager) send(ctx context.Context, node, agent string, act store.ActiveAccount) {
+	cmd := &castv1.Command{Id: ids.NewClientID(), Kind: &castv1.Command_SetCredential{
+		SetCredential: &castv1.SetCredential{Agent: agent, Account: act.Name, Epoch: act.Epoch}}}
+	if err := mg.st.SendNodeCommand(ctx, node, cmd); err != nil {
+		mg.lg.Warn("send credential change failed", zap.String("node", node), zap.String("agent", agent), zap.Error(err))
+	}
+}
+
+// NodeHello tells a node that just connected which account each agent's
+// store must hold.
+func (mg *Manager) NodeHello(ctx context.Context, node string) {
+	for _, agent := range Agents() {
+		act, err := mg.st.ActiveAccount(ctx, agent)
+		if err != nil {
+			mg.lg.Warn("read active account failed", zap.String("agent", agent), zap.Error(err))
+			continue
+		}
+		if act.Name != "" {
+			mg.send(ctx, node, agent, act)
+		}
+	}
+}
+
+// notice is the account_switch divider drawn in a session that hit the limit.
+func notice(agent, from, to string, until time.Time) *castv1.Message {
+	return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
+		NoticeType: transcript.NoticeAccountSwitch,
+		Text: fmt.Sprintf("Now using account %s (was %s, at its usage limit until %s). This session continues here; the turn runs again.",
+			to, from, until.UTC().Format(time.RFC3339))}
+}

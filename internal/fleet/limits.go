@@ -1,0 +1,107 @@
+package fleet
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// OnParked handles a turn that parked on a usage limit while the agent's
+// shared store held account: the account is marked limited and, if it is
+// still the active one, the fleet switches to the account with the most
+// headroom and the session gets an account_switch notice. Several sessions
+// reporting the same limit switch once (Activate compares the active
+// record). With no account left, the fleet waits for the earliest reset.
+func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account string) error {
+	if _, ok := credentialChecks[agent]; !ok || account == "" {
+		return nil
+	}
+	now := mg.now().UTC()
+	until := now.Add(mg.cfg.Cooldown)
+	if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) {
+		r.LimitedUntil, r.LastLimited = until, now
+	}); err != nil {
+		return err
+	}
+	mg.m.Limited.WithLabelValues(agent).Inc()
+	for range 10 {
+		act, err := mg.st.ActiveAccount(ctx, agent)
+		if err != nil || act.Name != account {
+			return err // another report switched already (or it was never active)
+		}
+		accounts, err := mg.st.ListAccounts(ctx, agent)
+		if err != nil {
+			return err
+		}
+		next := Pick(accounts, account, now)
+		if next == "" {
+			mg.lg.Info("every fleet account is limited; waiting for a reset", zap.String("agent", agent))
+			return nil
+		}
+		ok, err := mg.activate(ctx, agent, next, act, "limit")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) { r.Switches++ }); err != nil {
+			mg.lg.Warn("count switch failed", zap.Error(err))
+		}
+		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, until)}, store.Guard{})
+		return err
+	}
+	return nil
+}
+
+// Run sweeps until ctx ends: an active account whose limit passed is
+// activated again (the window reset: nodes rewrite the store and run their
+// parked turns), and a limited active account gives way to one with room.
+func (mg *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(mg.cfg.Sweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, agent := range Agents() {
+			if err := mg.sweep(ctx, agent); err != nil && ctx.Err() == nil {
+				mg.lg.Warn("fleet sweep failed", zap.String("agent", agent), zap.Error(err))
+			}
+		}
+	}
+}
+
+func (mg *Manager) sweep(ctx context.Context, agent string) error {
+	act, err := mg.st.ActiveAccount(ctx, agent)
+	if err != nil || act.Name == "" {
+		return err
+	}
+	r, err := mg.st.GetAccount(ctx, agent, act.Name)
+	if err != nil || r.LimitedUntil.IsZero() {
+		return err
+	}
+	now := mg.now().UTC()
+	if !limited(r, now) {
+		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *store.AccountRecord) { r.LimitedUntil = time.Time{} }); err != nil {
+			return err
+		}
+		_, err := mg.activate(ctx, agent, act.Name, act, "reset")
+		return err
+	}
+	accounts, err := mg.st.ListAccounts(ctx, agent)
+	if err != nil {
+		return err
+	}
+	if next := Pick(accounts, act.Name, now); next != "" {
+		_, err := mg.activate(ctx, agent, next, act, "limit")
+		return err
+	}
+	return nil
+}
