@@ -25,6 +25,8 @@ type Client struct {
 	Nodes    castv1.NodeServiceClient
 	// Migrations moves sessions between nodes.
 	Migrations castv1.MigrationServiceClient
+	// Accounts manages fleet accounts.
+	Accounts castv1.AccountServiceClient
 }
 
 // Dial connects lazily to addr (no I/O until the first call).
@@ -39,7 +41,7 @@ func Dial(addr string) (*Client, error) {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
 	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn),
-		Migrations: castv1.NewMigrationServiceClient(conn)}, nil
+		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn)}, nil
 }
 
 // Close closes the connection.

@@ -203,6 +203,10 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 	case *castv1.Command_ImportWorkTree:
 		go a.importWorkTree(a.runCtx, k.ImportWorkTree)
 		return nil
+	case *castv1.Command_SetCredential:
+		// In line: a message delivered after it must run on the new
+		// credential.
+		return a.setCredential(ctx, k.SetCredential)
 	default:
 		return fmt.Errorf("unknown command")
 	}

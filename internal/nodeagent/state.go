@@ -35,6 +35,9 @@ type owned struct {
 	NoticeSeq int64  `json:"notice_seq,omitempty"`
 	// Native are the agent-native sessions (caches of the neutral copy).
 	Native map[string]*nativeSession `json:"native,omitempty"`
+	// Parked: the last turn hit a usage limit; a new fleet credential runs
+	// it again.
+	Parked bool `json:"parked,omitempty"`
 	// RunningPGID is the process group of a turn in flight: the CLI
 	// outlives a node killed with -9, and a restarted node must stop it
 	// before it runs the turn again.
@@ -57,6 +60,34 @@ type state struct {
 
 	mu       sync.Mutex
 	Sessions map[string]*owned `json:"sessions"`
+	// Fleet is, per agent, the fleet account its shared credential store
+	// holds (see credentials.go).
+	Fleet map[string]fleetCred `json:"fleet,omitempty"`
+}
+
+// fleetCred is the fleet account written into an agent's shared store.
+type fleetCred struct {
+	Account string `json:"account"`
+	Epoch   int64  `json:"epoch"`
+}
+
+// fleet returns what the agent's shared credential store holds.
+func (st *state) fleet(agent string) fleetCred {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.Fleet[agent]
+}
+
+// setFleet records what the agent's store holds and applies fn to the
+// sessions in the same write.
+func (st *state) setFleet(agent string, fc fleetCred, fn func(map[string]*owned)) error {
+	return st.update(func(m map[string]*owned) {
+		if st.Fleet == nil {
+			st.Fleet = map[string]fleetCred{}
+		}
+		st.Fleet[agent] = fc
+		fn(m)
+	})
 }
 
 func loadState(dir string) (*state, error) {

@@ -42,6 +42,12 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if err != nil {
 		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
 	}
+	// The fleet account the agent's shared store holds as the turn starts
+	// (none when the session brings its own account).
+	var fc fleetCred
+	if o.Account == "" {
+		fc = a.st.fleet(o.Agent)
+	}
 	sync := newSyncer(a, sessionID, o, turn)
 	turn.OnStart = func(pgid int) {
 		_ = a.st.update(func(m map[string]*owned) { m[sessionID].RunningPGID = pgid })
@@ -77,7 +83,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		lg.Info("turn interrupted")
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
 		// A usage limit: parked, not failed. Nothing is marked as seen.
-		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
+		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc)
 	case runErr != nil:
 		// The agent did not take the prompt: nothing is marked as seen, so
 		// the next attempt (on the next message) still carries it.
@@ -98,6 +104,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 			s.Native[o.Agent] = ns
 		}
 		ns.Path, ns.Stale = res.NativePath, false
+		s.Parked = false
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, lastSeq) // never backwards
 	})
 	if err != nil {
@@ -108,10 +115,36 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	return nil
 }
 
-// parkTurn is failTurn for a usage limit: the session shows parked.
-func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
+// parkTurn is failTurn for a usage limit: the session shows parked, and
+// the report names the fleet account the turn ran on so the control plane
+// can switch the fleet away from it. If the shared credential store was
+// rewritten while the turn ran (checked under the state lock, against
+// setCredential), the turn runs again at once instead.
+func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred) error {
 	err := a.failTurn(ctx, sessionID, o, reason, exitCode)
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_PARKED, reason, exitCode)
+	again := false
+	_ = a.st.update(func(m map[string]*owned) {
+		s := m[sessionID]
+		if s == nil {
+			return
+		}
+		if fc.Account != "" && a.st.Fleet[o.Agent].Epoch > fc.Epoch {
+			s.FailedSeq, again = 0, true
+			return
+		}
+		s.Parked = true
+	})
+	if again {
+		a.lg.Info("usage limit on a credential replaced meanwhile; running the turn again", zap.String("session", sessionID))
+		a.wake(sessionID)
+		return err
+	}
+	_, rerr := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
+		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: clipReason(reason),
+		ExitCode: int32(exitCode), DeliveredSeq: o.DeliveredSeq, FleetAccount: fc.Account})
+	if rerr != nil {
+		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(rerr))
+	}
 	return err
 }
 

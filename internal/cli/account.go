@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// accountCmd is `cast account`: fleet accounts, the credential snapshots
+// the control plane switches between when a session hits a usage limit.
+func (a *app) accountCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "account",
+		Short: "Fleet accounts: credentials every node's shared store is switched between on usage limits",
+	}
+	cmd.AddCommand(a.accountAddCmd(), a.accountLsCmd(), a.accountRmCmd(), a.accountUseCmd())
+	return cmd
+}
+
+func (a *app) accountAddCmd() *cobra.Command {
+	var agent, file string
+	cmd := &cobra.Command{
+		Use:   "add NAME --agent claude|codex --credentials FILE|-",
+		Short: "Store an account's credential file (sealed at rest); the agent's first account becomes active",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" || file == "" {
+				return usagef("--agent and --credentials are required (Claude: .credentials.json, Codex: auth.json; - reads stdin)")
+			}
+			cred, err := readCredential(a.in, file)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			acc, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: args[0], Agent: agent, Credential: cred})
+			if err != nil {
+				return err
+			}
+			return a.printAccount(acc, "stored")
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "agent whose credential store it fills: claude or codex")
+	cmd.Flags().StringVar(&file, "credentials", "", "credential file to store (- reads stdin)")
+	return cmd
+}
+
+// readCredential reads at most 1 MiB; the content is never printed.
+func readCredential(in io.Reader, file string) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(io.LimitReader(in, 1<<20))
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read credentials: %w", err)
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 1<<20))
+}
+
+func (a *app) accountLsCmd() *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "ls [--agent A]",
+		Short: "List fleet accounts: which is active, which are limited and until when",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"accounts": raws(resp.Accounts)})
+			}
+			if len(resp.Accounts) == 0 {
+				fmt.Fprintln(a.out, "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tNAME\tACTIVE\tLIMITED UNTIL\tSWITCHES")
+			for _, acc := range resp.Accounts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", acc.Agent, acc.Name, yesNo(acc.Active), limitedUntil(acc), acc.Switches)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's accounts")
+	return cmd
+}
+
+func (a *app) accountRmCmd() *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "rm NAME --agent A",
+		Short: "Remove a fleet account that is not active",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return usagef("--agent is required")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			if _, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: args[0], Agent: agent}); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"deleted": args[0], "agent": agent})
+			}
+			fmt.Fprintf(a.out, "removed %s account %s\n", agent, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
+	return cmd
+}
+
+func (a *app) accountUseCmd() *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "use NAME --agent A",
+		Short: "Make an account the active one on every node now (parked turns run again)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return usagef("--agent is required")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			acc, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: args[0], Agent: agent})
+			if err != nil {
+				return err
+			}
+			return a.printAccount(acc, "active")
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
+	return cmd
+}
+
+func (a *app) printAccount(acc *castv1.Account, what string) error {
+	if a.json {
+		return a.printJSON(raw(acc))
+	}
+	active := ""
+	if acc.Active {
+		active = " (active)"
+	}
+	fmt.Fprintf(a.out, "%s %s account %s%s\n", what, acc.Agent, acc.Name, active)
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "-"
+}
+
+func limitedUntil(acc *castv1.Account) string {
+	if acc.LimitedUntil == nil || !acc.LimitedUntil.AsTime().After(time.Now()) {
+		return "-"
+	}
+	return acc.LimitedUntil.AsTime().Local().Format(time.RFC3339)
+}
