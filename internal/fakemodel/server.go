@@ -87,15 +87,18 @@ type Server struct {
 	// clients at URL+"/v1".
 	URL string
 
-	srv    *http.Server
-	ln     net.Listener
-	mu     sync.Mutex
-	reqs   []Request
-	queue  []Reply
-	fails  []int // statuses for the next non-side calls
-	hdr    http.Header
-	turns  int
-	strict bool
+	srv   *http.Server
+	ln    net.Listener
+	mu    sync.Mutex
+	reqs  []Request
+	queue []Reply
+	fails []int // statuses for the next non-side calls
+	// rejects: a credential (substring of x-api-key or Authorization) to
+	// the status every conversation turn carrying it gets.
+	rejects map[string]int
+	hdr     http.Header
+	turns   int
+	strict  bool
 }
 
 // New starts a fake on a free loopback port. Call Close when done.
@@ -177,6 +180,33 @@ func (s *Server) FailNext(n, status int) {
 	}
 }
 
+// RejectCredential makes every conversation turn sent with a credential
+// containing token (x-api-key or Authorization) fail with status, as a
+// provider does for an account over its usage limit (429); status 0 lifts
+// it. Other credentials are served as usual.
+func (s *Server) RejectCredential(token string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rejects == nil {
+		s.rejects = map[string]int{}
+	}
+	if status == 0 {
+		delete(s.rejects, token)
+		return
+	}
+	s.rejects[token] = status
+}
+
+func (s *Server) rejected(h http.Header) int {
+	cred := h.Get("x-api-key") + " " + h.Get("Authorization") + " " + h.Get("x-goog-api-key")
+	for tok, st := range s.rejects {
+		if strings.Contains(cred, tok) {
+			return st
+		}
+	}
+	return 0
+}
+
 // SetStrict makes the fake reject (400, as the real APIs do) a turn whose
 // history has a tool result without an earlier call or a call whose result
 // is missing before the next assistant message. Clients pass some broken
@@ -232,6 +262,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if rt.api != "" && !req.Side {
 		s.turns++
 		switch {
+		case s.rejected(r.Header) != 0:
+			status = s.rejected(r.Header)
 		case len(s.fails) > 0:
 			status, s.fails = s.fails[0], s.fails[1:]
 		case len(s.queue) > 0:

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// Fleet accounts with the real claude: the node writes the active account
+// into claude's shared .credentials.json (0600); when the fake provider
+// puts that account over its usage limit, the turn parks, the control plane
+// switches the fleet to the other account, the node rewrites the store and
+// the parked turn runs again on the new credential: answered once, with an
+// account_switch notice in the thread. When every account is limited the
+// session waits, and runs on the first account whose window opens again.
+// No secret shows in the CLI's output or the node's logs.
+func TestFleetAccountAutoSwitch(t *testing.T) {
+	const cooldown = 12 * time.Second
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.Fleet.Cooldown, c.Fleet.Sweep = cooldown, 300*time.Millisecond
+	}, "claude")
+	// claude reads the shared store only without an API key in its env.
+	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
+	var setups map[string]map[string]any
+	b, err := os.ReadFile(cfgPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &setups))
+	var env []string
+	for _, kv := range setups["claude"]["env"].([]any) {
+		if !strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") {
+			env = append(env, kv.(string))
+		}
+	}
+	setups["claude"]["env"] = env
+	b, _ = json.Marshal(setups)
+	must(t, os.WriteFile(cfgPath, b, 0o600))
+	r.node.Kill()
+	r.startNode()
+
+	tokA, tokB := "sk-ant-oat01-FLEET-A-secret", "sk-ant-oat01-FLEET-B-secret"
+	credFile := func(tok string) string {
+		p := filepath.Join(t.TempDir(), "creds.json")
+		cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
+			tok, time.Now().Add(24*time.Hour).UnixMilli())
+		must(t, os.WriteFile(p, []byte(cred), 0o600))
+		return p
+	}
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	outs := c.must("account", "add", "work-a", "--agent", "claude", "--credentials", credFile(tokA))
+	outs += c.must("account", "add", "work-b", "--agent", "claude", "--credentials", credFile(tokB), "--json")
+	if _, errOut, code := c.run("account", "add", "bad", "--agent", "claude", "--credentials", credFile("")); code == 0 || !strings.Contains(errOut, "accessToken") {
+		t.Fatalf("an empty credential was accepted: exit %d %q", code, errOut)
+	}
+
+	store := filepath.Join(r.homes["claude"], ".claude", ".credentials.json")
+	testharness.WaitFor(t, 30*time.Second, "the node wrote account A", func() bool {
+		b, err := os.ReadFile(store)
+		return err == nil && strings.Contains(string(b), tokA)
+	})
+	if fi, _ := os.Stat(store); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credential store mode %v", fi.Mode().Perm())
+	}
+
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-F1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if tok := bearerOf(r, "MARK-F1"); tok != tokA {
+		t.Fatalf("first turn sent with %q, want account A", tok)
+	}
+
+	// A hits its usage limit: the turn runs again on B.
+	r.fake.RejectCredential(tokA, 429)
+	seq := r.send(sess.Id, "second MARK-F2")
+	waitAnswered(r, sess.Id, "MARK-F2", seq)
+	if tok := bearerOf(r, "MARK-F2"); tok != tokB {
+		t.Fatalf("the parked turn ran again with %q, want account B", tok)
+	}
+	var notice string
+	for _, m := range r.messages(sess.Id) {
+		if m.NoticeType == "account_switch" {
+			notice = m.Text
+		}
+	}
+	if !strings.Contains(notice, "Now using account work-b (was work-a") {
+		t.Fatalf("account_switch notice = %q", notice)
+	}
+	accounts := listAccounts(t, c)
+	if !accounts["work-b"].Active || accounts["work-a"].Active || accounts["work-a"].LimitedUntil == "" || accounts["work-a"].Switches != "1" {
+		t.Fatalf("accounts after the switch: %+v", accounts)
+	}
+
+	// B too: nothing has room, the session waits parked; A's window
+	// reopens after the cooldown and the turn runs on A.
+	r.fake.RejectCredential(tokB, 429)
+	r.fake.RejectCredential(tokA, 0)
+	seq = r.send(sess.Id, "third MARK-F3")
+	waitAnswered(r, sess.Id, "MARK-F3", seq)
+	if tok := bearerOf(r, "MARK-F3"); tok != tokA {
+		t.Fatalf("after the reset the turn ran with %q, want account A", tok)
+	}
+	if accounts := listAccounts(t, c); !accounts["work-a"].Active {
+		t.Fatalf("account A not active after its reset: %+v", accounts)
+	}
+
+	// Secrets never show: not in the CLI's output, not in the node's log.
+	outs += c.must("account", "ls", "--json") + c.must("account", "ls")
+	for _, tok := range []string{tokA, tokB, "FLEET-A", "FLEET-B"} {
+		if strings.Contains(outs, tok) || strings.Contains(r.node.Logs.String(), tok) {
+			t.Fatalf("secret %q shown in CLI output or node log", tok)
+		}
+	}
+	// The active account cannot be removed; another can.
+	if _, errOut, code := c.run("account", "rm", "work-a", "--agent", "claude"); code == 0 || !strings.Contains(errOut, "active") {
+		t.Fatalf("rm of the active account: exit %d %q", code, errOut)
+	}
+	c.must("account", "rm", "work-b", "--agent", "claude")
+}
+
+// waitAnswered waits until the session is idle with exactly one answer to
+// the turn holding marker, and the marker's message stored once.
+func waitAnswered(r *turnRig, id, marker string, seq int64) {
+	r.t.Helper()
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	prompts, answers := 0, 0
+	for _, m := range r.messages(id) {
+		switch {
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.Contains(m.Text, marker):
+			prompts++
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && m.Seq > seq:
+			answers++
+		}
+	}
+	if prompts != 1 || answers != 1 {
+		r.t.Fatalf("%s: %d prompts and %d answers stored, want 1 and 1", marker, prompts, answers)
+	}
+}
+
+// bearerOf is the OAuth token of the last successful turn whose request
+// carried marker.
+func bearerOf(r *turnRig, marker string) string {
+	tok := ""
+	for _, req := range r.fake.Turns() {
+		if req.Status == 200 && strings.Contains(string(req.Body), marker) {
+			tok = strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+		}
+	}
+	return tok
+}
+
+type accountJSON struct {
+	Name         string `json:"name"`
+	Active       bool   `json:"active"`
+	LimitedUntil string `json:"limited_until"`
+	Switches     string `json:"switches"`
+}
+
+func listAccounts(t *testing.T, c cli) map[string]accountJSON {
+	t.Helper()
+	var v struct{ Accounts []accountJSON }
+	must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
+	out := map[string]accountJSON{}
+	for _, a := range v.Accounts {
+		out[a.Name] = a
+	}
+	return out
+}
