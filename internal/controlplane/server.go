@@ -27,9 +27,9 @@ import (
 
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/etcdembed"
+	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
-	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )

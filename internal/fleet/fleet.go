@@ -47,6 +47,8 @@ type Config struct {
 	Cooldown time.Duration
 	// Sweep is how often limits are checked for a reset.
 	Sweep time.Duration
+	// Now is the clock (nil: time.Now); tests move it.
+	Now func() time.Time
 }
 
 // DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
@@ -76,7 +78,11 @@ func New(st Store, box *secrets.Box, cfg Config, lg *zap.Logger, m *metrics.Flee
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: time.Now}, nil
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: now}, nil
 }
 
 func aad(agent, name string) []byte { return []byte(agent + "/" + name) }
@@ -220,6 +226,17 @@ func toProto(r *store.AccountRecord, active bool) *castv1.Account {
 // activate moves the agent's active account to name (from prev) and tells
 // every connected node; ok=false means a concurrent activation won.
 func (mg *Manager) activate(ctx context.Context, agent, name string, prev store.ActiveAccount, reason string) (bool, error) {
+	// A limit that has passed is history: clear it, or the sweep would
+	// take the account for one whose window just reset and activate it
+	// once more.
+	now := mg.now()
+	if _, err := mg.st.UpdateAccount(ctx, agent, name, func(r *store.AccountRecord) {
+		if !r.LimitedUntil.IsZero() && !r.LimitedUntil.After(now) {
+			r.LimitedUntil = time.Time{}
+		}
+	}); err != nil {
+		return false, err
+	}
 	next, ok, err := mg.st.Activate(ctx, agent, name, prev)
 	if err != nil || !ok {
 		return false, err

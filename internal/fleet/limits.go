@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -70,12 +71,19 @@ func (mg *Manager) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, agent := range Agents() {
-			if err := mg.sweep(ctx, agent); err != nil && ctx.Err() == nil {
-				mg.lg.Warn("fleet sweep failed", zap.String("agent", agent), zap.Error(err))
-			}
+		if err := mg.Sweep(ctx); err != nil && ctx.Err() == nil {
+			mg.lg.Warn("fleet sweep failed", zap.Error(err))
 		}
 	}
+}
+
+// Sweep checks every agent's active account once (Run calls it).
+func (mg *Manager) Sweep(ctx context.Context) error {
+	var errs []error
+	for _, agent := range Agents() {
+		errs = append(errs, mg.sweep(ctx, agent))
+	}
+	return errors.Join(errs...)
 }
 
 func (mg *Manager) sweep(ctx context.Context, agent string) error {

@@ -1,0 +1,221 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fleet"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// noticeStore is the real store with notices recorded instead of appended
+// (the sessions here do not exist).
+type noticeStore struct {
+	*store.Store
+	mu      sync.Mutex
+	notices map[string][]string
+}
+
+func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Message, _ store.Guard) ([]*castv1.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.notices[id] = append(s.notices[id], m.Text)
+	}
+	return msgs, nil
+}
+
+type rig struct {
+	mg  *fleet.Manager
+	st  *noticeStore
+	ep  string
+	now time.Time
+	mu  sync.Mutex
+}
+
+func newRig(t *testing.T, withKey bool) *rig {
+	ep := testharness.StartEtcd(t, nil)
+	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}}
+	var box *secrets.Box
+	if withKey {
+		key := make([]byte, secrets.KeySize)
+		key[0] = 7
+		var err error
+		if box, err = secrets.NewBox(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &rig{st: st, ep: ep, now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
+	mg, err := fleet.New(st, box, fleet.Config{Cooldown: time.Hour, Sweep: time.Hour, Now: clock}, zaptest.NewLogger(t), metrics.NewFleet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mg = mg
+	return r
+}
+
+func (r *rig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.mu.Unlock() }
+
+func cred(tok string) []byte { return []byte(`{"claudeAiOauth":{"accessToken":"` + tok + `"}}`) }
+
+func active(t *testing.T, r *rig) store.ActiveAccount {
+	t.Helper()
+	act, err := r.st.ActiveAccount(context.Background(), "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return act
+}
+
+// Accounts are sealed in etcd, listed without secrets, the first one is
+// active, and the active one cannot be deleted.
+func TestAccountsLifecycle(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "claude", n, cred("sk-ant-oat01-SECRET-"+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := r.mg.List(ctx, "")
+	if err != nil || len(list) != 2 || !list[0].Active || list[1].Active {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{r.ep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	raw, err := cli.Get(ctx, "/", clientv3.WithPrefix())
+	if err != nil || len(raw.Kvs) == 0 {
+		t.Fatalf("raw read: %v", err)
+	}
+	for _, kv := range raw.Kvs {
+		if strings.Contains(string(kv.Value), "SECRET") {
+			t.Fatalf("plaintext credential in etcd at %s", kv.Key)
+		}
+	}
+	got, err := r.mg.Credential(ctx, "claude", "b")
+	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-b")) {
+		t.Fatalf("credential b: %q %v", got, err)
+	}
+	if err := r.mg.Delete(ctx, "claude", "a"); reason(err) != errs.ReasonAccountActive {
+		t.Fatalf("delete active: %v", err)
+	}
+	if _, err := r.mg.Use(ctx, "claude", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.mg.Delete(ctx, "claude", "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct{ agent, name, cred string }{
+		{"claude", "../x", `{"claudeAiOauth":{"accessToken":"t"}}`},
+		{"gemini", "g", `{}`},
+		{"claude", "c", `{"claudeAiOauth":{}}`},
+	} {
+		if _, err := r.mg.Put(ctx, bad.agent, bad.name, []byte(bad.cred)); reason(err) != errs.ReasonInvalidArgument {
+			t.Errorf("Put(%s, %s) = %v, want INVALID_ARGUMENT", bad.agent, bad.name, err)
+		}
+	}
+}
+
+// Without a secrets key nothing is stored or handed out.
+func TestNoSecretsKey(t *testing.T) {
+	r := newRig(t, false)
+	if _, err := r.mg.Put(context.Background(), "claude", "a", cred("t")); reason(err) != errs.ReasonNoSecretsKey {
+		t.Fatalf("Put without a key: %v", err)
+	}
+}
+
+// Five sessions report the same limit at once: one switch, one notice,
+// one count; when every account is limited the fleet waits, and the sweep
+// re-activates the account whose window opens first.
+func TestSwitchOnLimitAndReset(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := active(t, r)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.mg.OnParked(ctx, "s"+string(rune('0'+i)), "claude", "a"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
+		t.Fatalf("after the limit: %+v (started at %+v)", act, start)
+	}
+	n := 0
+	for _, ns := range r.st.notices {
+		n += len(ns)
+		if !strings.Contains(ns[0], "Now using account b (was a") {
+			t.Errorf("notice %q", ns[0])
+		}
+	}
+	if a, _ := r.st.GetAccount(ctx, "claude", "a"); n != 1 || a.Switches != 1 || a.LimitedUntil.IsZero() {
+		t.Fatalf("%d notices, account a %+v", n, a)
+	}
+
+	// b is limited too, 10 minutes later: nowhere to go.
+	r.advance(10 * time.Minute)
+	if err := r.mg.OnParked(ctx, "s9", "claude", "b"); err != nil {
+		t.Fatal(err)
+	}
+	before := active(t, r)
+	if before.Name != "b" {
+		t.Fatalf("switched with every account limited: %+v", before)
+	}
+	must(t, r.mg.Sweep(ctx))
+	if act := active(t, r); act != before {
+		t.Fatalf("the sweep moved before any reset: %+v", act)
+	}
+	// a's window (limited first) opens first.
+	r.advance(55 * time.Minute)
+	must(t, r.mg.Sweep(ctx))
+	if act := active(t, r); act.Name != "a" || act.Epoch != before.Epoch+1 {
+		t.Fatalf("after a's reset: %+v", act)
+	}
+	// b's window opens; a is active and fine: nothing changes. If a is
+	// limited again later with its own window reset, it is re-activated.
+	r.advance(10 * time.Minute)
+	must(t, r.mg.Sweep(ctx))
+	if act := active(t, r); act.Name != "a" || act.Epoch != before.Epoch+1 {
+		t.Fatalf("sweep with room changed the active account: %+v", act)
+	}
+}
+
+func reason(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
