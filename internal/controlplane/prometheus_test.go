@@ -74,7 +74,7 @@ func TestPrometheusScrapesMigrations(t *testing.T) {
 				return false
 			}
 		}
-		return len(resp.Data.Groups[0].Rules) == 5
+		return len(resp.Data.Groups[0].Rules) == 6
 	})
 }
 

@@ -195,13 +195,24 @@ func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "the active %s account kept changing; retry", agent)
 }
 
-// Credential opens an account's credential for the node that writes it.
+// Credential opens the active account's credential for a node that
+// writes it. Only the active account's secret ever leaves: a node asking
+// for another (an older SetCredential) is refused and gets the newer
+// command next.
 func (mg *Manager) Credential(ctx context.Context, agent, name string) ([]byte, error) {
 	if err := validate(agent, name); err != nil {
 		return nil, err
 	}
 	if err := mg.needBox(); err != nil {
 		return nil, err
+	}
+	act, err := mg.st.ActiveAccount(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	if act.Name != name {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonAccountNotActive,
+			"%s account %q is not the active one (%q is)", agent, name, act.Name).With("account", name)
 	}
 	r, err := mg.st.GetAccount(ctx, agent, name)
 	if err != nil {

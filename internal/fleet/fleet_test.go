@@ -108,9 +108,12 @@ func TestAccountsLifecycle(t *testing.T) {
 			t.Fatalf("plaintext credential in etcd at %s", kv.Key)
 		}
 	}
-	got, err := r.mg.Credential(ctx, "claude", "b")
-	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-b")) {
-		t.Fatalf("credential b: %q %v", got, err)
+	got, err := r.mg.Credential(ctx, "claude", "a")
+	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-a")) {
+		t.Fatalf("credential a: %q %v", got, err)
+	}
+	if _, err := r.mg.Credential(ctx, "claude", "b"); reason(err) != errs.ReasonAccountNotActive {
+		t.Fatalf("an inactive account's secret was handed out: %v", err)
 	}
 	if err := r.mg.Delete(ctx, "claude", "a"); reason(err) != errs.ReasonAccountActive {
 		t.Fatalf("delete active: %v", err)

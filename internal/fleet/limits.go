@@ -87,6 +87,9 @@ func (mg *Manager) Sweep(ctx context.Context) error {
 }
 
 func (mg *Manager) sweep(ctx context.Context, agent string) error {
+	if err := mg.count(ctx, agent); err != nil {
+		return err
+	}
 	act, err := mg.st.ActiveAccount(ctx, agent)
 	if err != nil || act.Name == "" {
 		return err
@@ -111,5 +114,25 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		_, err := mg.activate(ctx, agent, next, act, "limit")
 		return err
 	}
+	return nil
+}
+
+// count sets the accounts gauge from the store (every replica reports the
+// same numbers; alerts take the max).
+func (mg *Manager) count(ctx context.Context, agent string) error {
+	accounts, err := mg.st.ListAccounts(ctx, agent)
+	if err != nil {
+		return err
+	}
+	now, open, lim := mg.now(), 0, 0
+	for _, a := range accounts {
+		if limited(a, now) {
+			lim++
+		} else {
+			open++
+		}
+	}
+	mg.m.Accounts.WithLabelValues(agent, "open").Set(float64(open))
+	mg.m.Accounts.WithLabelValues(agent, "limited").Set(float64(lim))
 	return nil
 }

@@ -132,6 +132,7 @@ func NewMigration(reg prometheus.Registerer) *Migration {
 type Fleet struct {
 	Switches *prometheus.CounterVec // agent, reason: limit, manual, reset
 	Limited  *prometheus.CounterVec // agent
+	Accounts *prometheus.GaugeVec   // agent, state: open, limited (as of the last sweep)
 }
 
 // NewFleet creates and registers fleet account metrics.
@@ -143,7 +144,10 @@ func NewFleet(reg prometheus.Registerer) *Fleet {
 		Limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cast_account_limits_total", Help: "Usage limits reported on fleet accounts, by agent.",
 		}, []string{"agent"}),
+		Accounts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cast_fleet_accounts", Help: "Fleet accounts by agent and state (open, limited), as of the last sweep.",
+		}, []string{"agent", "state"}),
 	}
-	register(reg, m.Switches, m.Limited)
+	register(reg, m.Switches, m.Limited, m.Accounts)
 	return m
 }
