@@ -222,3 +222,31 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Codex waits for its own account's reset instead of switching (its
+// threads carry reasoning only that account can read back).
+func TestCodexResumesAfterReset(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "codex", n, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"k-`+n+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() store.ActiveAccount {
+		act, err := r.st.ActiveAccount(ctx, "codex")
+		must(t, err)
+		return act
+	}
+	start := get()
+	must(t, r.mg.OnParked(ctx, "s1", "codex", "a"))
+	must(t, r.mg.Sweep(ctx))
+	if act := get(); act != start || len(r.st.notices) != 0 {
+		t.Fatalf("codex switched on a limit: %+v, notices %v", act, r.st.notices)
+	}
+	r.advance(61 * time.Minute)
+	must(t, r.mg.Sweep(ctx))
+	if act := get(); act.Name != "a" || act.Epoch != start.Epoch+1 {
+		t.Fatalf("codex account not re-activated at its reset: %+v", act)
+	}
+}

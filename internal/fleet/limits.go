@@ -29,6 +29,9 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 		return err
 	}
 	mg.m.Limited.WithLabelValues(agent).Inc()
+	if !switchesOnLimit(agent) {
+		return nil // the sweep re-activates it when its window reopens
+	}
 	for range 10 {
 		act, err := mg.st.ActiveAccount(ctx, agent)
 		if err != nil || act.Name != account {
@@ -105,6 +108,9 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		}
 		_, err := mg.activate(ctx, agent, act.Name, act, "reset")
 		return err
+	}
+	if !switchesOnLimit(agent) {
+		return nil
 	}
 	accounts, err := mg.st.ListAccounts(ctx, agent)
 	if err != nil {
