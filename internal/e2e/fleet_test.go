@@ -115,7 +115,7 @@ func TestFleetAccountAutoSwitch(t *testing.T) {
 	// Secrets never show: not in the CLI's output, not in the node's log.
 	outs += c.must("account", "ls", "--json") + c.must("account", "ls")
 	for _, tok := range []string{tokA, tokB, "FLEET-A", "FLEET-B"} {
-		if strings.Contains(outs, tok) || strings.Contains(r.node.Logs.String(), tok) {
+		if strings.Contains(outs, tok) || strings.Contains(r.node.Output(), tok) {
 			t.Fatalf("secret %q shown in CLI output or node log", tok)
 		}
 	}
