@@ -25,47 +25,12 @@ import (
 // No secret shows in the CLI's output or the node's logs.
 func TestFleetAccountAutoSwitch(t *testing.T) {
 	const cooldown = 12 * time.Second
-	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
-		c.Fleet.Cooldown, c.Fleet.Sweep = cooldown, 300*time.Millisecond
-	}, "claude")
-	// claude reads the shared store only without an API key in its env.
-	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
-	var setups map[string]map[string]any
-	b, err := os.ReadFile(cfgPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &setups))
-	var env []string
-	for _, kv := range setups["claude"]["env"].([]any) {
-		if !strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") {
-			env = append(env, kv.(string))
-		}
-	}
-	setups["claude"]["env"] = env
-	b, _ = json.Marshal(setups)
-	must(t, os.WriteFile(cfgPath, b, 0o600))
-	r.node.Kill()
-	r.startNode()
-
-	tokA, tokB := "sk-ant-oat01-FLEET-A-secret", "sk-ant-oat01-FLEET-B-secret"
-	credFile := func(tok string) string {
-		p := filepath.Join(t.TempDir(), "creds.json")
-		cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
-			tok, time.Now().Add(24*time.Hour).UnixMilli())
-		must(t, os.WriteFile(p, []byte(cred), 0o600))
-		return p
-	}
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	outs := c.must("account", "add", "work-a", "--agent", "claude", "--credentials", credFile(tokA))
-	outs += c.must("account", "add", "work-b", "--agent", "claude", "--credentials", credFile(tokB), "--json")
-	if _, errOut, code := c.run("account", "add", "bad", "--agent", "claude", "--credentials", credFile("")); code == 0 || !strings.Contains(errOut, "accessToken") {
+	r, c, outs := newFleetRig(t, cooldown)
+	tokA, tokB := fleetTokA, fleetTokB
+	if _, errOut, code := c.run("account", "add", "bad", "--agent", "claude", "--credentials", credFile(t, "")); code == 0 || !strings.Contains(errOut, "accessToken") {
 		t.Fatalf("an empty credential was accepted: exit %d %q", code, errOut)
 	}
-
 	store := filepath.Join(r.homes["claude"], ".claude", ".credentials.json")
-	testharness.WaitFor(t, 30*time.Second, "the node wrote account A", func() bool {
-		b, err := os.ReadFile(store)
-		return err == nil && strings.Contains(string(b), tokA)
-	})
 	if fi, _ := os.Stat(store); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("credential store mode %v", fi.Mode().Perm())
 	}
@@ -173,4 +138,76 @@ func listAccounts(t *testing.T, c cli) map[string]accountJSON {
 		out[a.Name] = a
 	}
 	return out
+}
+
+const fleetTokA, fleetTokB = "sk-ant-oat01-FLEET-A-secret", "sk-ant-oat01-FLEET-B-secret"
+
+// newFleetRig is a claude node reading its shared credential store (no API
+// key in its env), with accounts work-a (active, written by the node) and
+// work-b. It returns what the CLI printed while adding them.
+func newFleetRig(t *testing.T, cooldown time.Duration, nodeEnv ...string) (*turnRig, cli, string) {
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.Fleet.Cooldown, c.Fleet.Sweep = cooldown, 300*time.Millisecond
+	}, "claude")
+	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
+	var setups map[string]map[string]any
+	b, err := os.ReadFile(cfgPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &setups))
+	var env []string
+	for _, kv := range setups["claude"]["env"].([]any) {
+		if !strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") {
+			env = append(env, kv.(string))
+		}
+	}
+	setups["claude"]["env"] = env
+	b, _ = json.Marshal(setups)
+	must(t, os.WriteFile(cfgPath, b, 0o600))
+	r.node.Kill()
+	r.startNodeEnv(nodeEnv...)
+
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	outs := c.must("account", "add", "work-a", "--agent", "claude", "--credentials", credFile(t, fleetTokA))
+	outs += c.must("account", "add", "work-b", "--agent", "claude", "--credentials", credFile(t, fleetTokB), "--json")
+	store := filepath.Join(r.homes["claude"], ".claude", ".credentials.json")
+	testharness.WaitFor(t, 30*time.Second, "the node wrote account A", func() bool {
+		b, err := os.ReadFile(store)
+		return err == nil && strings.Contains(string(b), fleetTokA)
+	})
+	return r, c, outs
+}
+
+func credFile(t *testing.T, tok string) string {
+	p := filepath.Join(t.TempDir(), "creds.json")
+	cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
+		tok, time.Now().Add(24*time.Hour).UnixMilli())
+	must(t, os.WriteFile(p, []byte(cred), 0o600))
+	return p
+}
+
+// The node dies (kill -9) after writing the new account into the store but
+// before recording it: restarted, it takes the same activation again when
+// it connects and runs the parked turn, which is answered once, on B.
+func TestFleetSwitchSurvivesNodeCrash(t *testing.T) {
+	r, _, _ := newFleetRig(t, time.Hour)
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-K1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	r.node.Kill()
+	r.startNodeEnv("CAST_FAILPOINTS=node.after-credential")
+
+	r.fake.RejectCredential(fleetTokA, 429)
+	seq := r.send(sess.Id, "second MARK-K2")
+	if code, ok := r.node.Wait(2 * time.Minute); !ok || code == 0 {
+		t.Fatalf("the node did not die at the failpoint (exit %d, exited %v)", code, ok)
+	}
+	if out := r.node.Output(); !strings.Contains(out, "failpoint reached") || !strings.Contains(out, "node.after-credential") {
+		t.Fatalf("the node died elsewhere:\n%s", out)
+	}
+	r.startNode()
+	waitAnswered(r, sess.Id, "MARK-K2", seq)
+	if tok := bearerOf(r, "MARK-K2"); tok != fleetTokB {
+		t.Fatalf("after the crash the turn ran with %q, want account B", tok)
+	}
 }

@@ -66,8 +66,11 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 }
 
 // startNode starts the node process and waits until it is connected.
-func (r *turnRig) startNode() {
-	r.node = testharness.StartProc(r.t, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
+func (r *turnRig) startNode() { r.startNodeEnv() }
+
+// startNodeEnv is startNode with env added (CAST_FAILPOINTS).
+func (r *turnRig) startNodeEnv(env ...string) {
+	r.node = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
 	testharness.WaitFor(r.t, 30*time.Second, "node connected", func() bool {
 		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
 		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected

@@ -250,3 +250,26 @@ func TestCodexResumesAfterReset(t *testing.T) {
 		t.Fatalf("codex account not re-activated at its reset: %+v", act)
 	}
 }
+
+// A control plane that died after recording a limit but before switching
+// leaves a limited active account: the next sweep (any replica) switches.
+func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := active(t, r)
+	// What OnParked wrote before the crash: the limit, nothing else.
+	if _, err := r.st.UpdateAccount(ctx, "claude", "a", func(a *store.AccountRecord) {
+		a.LimitedUntil, a.LastLimited = r.now.Add(time.Hour), r.now
+	}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, r.mg.Sweep(ctx))
+	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
+		t.Fatalf("after the sweep: %+v", act)
+	}
+}

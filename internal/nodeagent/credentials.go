@@ -64,6 +64,9 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	if err := writeCredential(path, resp.Credential); err != nil {
 		return err
 	}
+	// A crash here leaves the file newer than state.json: the restarted
+	// node takes the same epoch again when it connects (NodeHello).
+	a.failpoint("node.after-credential")
 	var wake []string
 	err = a.st.setFleet(sc.Agent, fleetCred{Account: sc.Account, Epoch: sc.Epoch}, func(m map[string]*owned) {
 		for id, o := range m {
