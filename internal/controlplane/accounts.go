@@ -81,7 +81,7 @@ func (h *nodeService) FetchCredential(ctx context.Context, req *castv1.FetchCred
 		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
 			"node %q is not connected; credentials go only to connected nodes", req.Node).With("node", req.Node))
 	}
-	cred, err := h.s.fleet.Credential(ctx, req.Agent, req.Account)
+	cred, err := h.s.fleet.Credential(ctx, req.Node, req.Agent, req.Account, req.Grant)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

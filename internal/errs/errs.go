@@ -43,6 +43,7 @@ const (
 	ReasonMigrationDone    = "MIGRATION_FINISHED"
 	ReasonAccountActive    = "ACCOUNT_ACTIVE"
 	ReasonAccountNotActive = "ACCOUNT_NOT_ACTIVE"
+	ReasonNoGrant          = "CREDENTIAL_GRANT_INVALID"
 	ReasonNoSecretsKey     = "SECRETS_KEY_MISSING"
 )
 

@@ -10,6 +10,9 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -35,6 +38,8 @@ type Store interface {
 	ActiveAccount(ctx context.Context, agent string) (store.ActiveAccount, error)
 	Activate(ctx context.Context, agent, name string, prev store.ActiveAccount) (store.ActiveAccount, bool, error)
 	UpdateAccount(ctx context.Context, agent, name string, fn func(*store.AccountRecord)) (*store.AccountRecord, error)
+	PutCredentialGrant(ctx context.Context, node, hash, agent, account string) error
+	TakeCredentialGrant(ctx context.Context, node, hash string) (agent, account string, ok bool, err error)
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
@@ -86,6 +91,13 @@ func New(st Store, box *secrets.Box, cfg Config, lg *zap.Logger, m *metrics.Flee
 }
 
 func aad(agent, name string) []byte { return []byte(agent + "/" + name) }
+
+// grantHash is what the store keeps of a grant, so a read of etcd's
+// grant keys does not yield usable grants.
+func grantHash(grant string) string {
+	h := sha256.Sum256([]byte(grant))
+	return hex.EncodeToString(h[:])
+}
 
 func (mg *Manager) needBox() error {
 	if mg.box == nil {
@@ -195,16 +207,26 @@ func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "the active %s account kept changing; retry", agent)
 }
 
-// Credential opens the active account's credential for a node that
-// writes it. Only the active account's secret ever leaves: a node asking
-// for another (an older SetCredential) is refused and gets the newer
-// command next.
-func (mg *Manager) Credential(ctx context.Context, agent, name string) ([]byte, error) {
+// Credential opens the active account's credential for the node a
+// SetCredential reached: the command's one-time grant must come back with
+// the request (the node↔control plane link has no mTLS yet, so a node name
+// alone proves nothing). Only the active account's secret ever leaves: a
+// node asking for another (an older command) is refused and gets the newer
+// one next.
+func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant string) ([]byte, error) {
 	if err := validate(agent, name); err != nil {
 		return nil, err
 	}
 	if err := mg.needBox(); err != nil {
 		return nil, err
+	}
+	ga, gn, ok, err := mg.st.TakeCredentialGrant(ctx, node, grantHash(grant))
+	if err != nil {
+		return nil, err
+	}
+	if !ok || ga != agent || gn != name {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNoGrant,
+			"no valid grant for node %q to fetch the %s account %q (grants come with SetCredential, work once and lapse after a minute)", node, agent, name)
 	}
 	act, err := mg.st.ActiveAccount(ctx, agent)
 	if err != nil {
@@ -275,8 +297,13 @@ func (mg *Manager) broadcast(ctx context.Context, agent string, act store.Active
 }
 
 func (mg *Manager) send(ctx context.Context, node, agent string, act store.ActiveAccount) {
+	grant := rand.Text()
+	if err := mg.st.PutCredentialGrant(ctx, node, grantHash(grant), agent, act.Name); err != nil {
+		mg.lg.Warn("record credential grant failed", zap.String("node", node), zap.Error(err))
+		return
+	}
 	cmd := &castv1.Command{Id: ids.NewClientID(), Kind: &castv1.Command_SetCredential{
-		SetCredential: &castv1.SetCredential{Agent: agent, Account: act.Name, Epoch: act.Epoch}}}
+		SetCredential: &castv1.SetCredential{Agent: agent, Account: act.Name, Epoch: act.Epoch, Grant: grant}}}
 	if err := mg.st.SendNodeCommand(ctx, node, cmd); err != nil {
 		mg.lg.Warn("send credential change failed", zap.String("node", node), zap.String("agent", agent), zap.Error(err))
 	}

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -108,12 +109,31 @@ func TestAccountsLifecycle(t *testing.T) {
 			t.Fatalf("plaintext credential in etcd at %s", kv.Key)
 		}
 	}
-	got, err := r.mg.Credential(ctx, "claude", "a")
+	// The secret goes only with the one-time grant of a SetCredential.
+	r.mg.NodeHello(ctx, "n1")
+	grant := sentGrant(t, cli, "n1")
+	if _, err := r.mg.Credential(ctx, "n1", "claude", "a", "forged"); reason(err) != errs.ReasonNoGrant {
+		t.Fatalf("a forged grant: %v", err)
+	}
+	if _, err := r.mg.Credential(ctx, "n2", "claude", "a", grant); reason(err) != errs.ReasonNoGrant {
+		t.Fatalf("another node's grant: %v", err)
+	}
+	got, err := r.mg.Credential(ctx, "n1", "claude", "a", grant)
 	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-a")) {
 		t.Fatalf("credential a: %q %v", got, err)
 	}
-	if _, err := r.mg.Credential(ctx, "claude", "b"); reason(err) != errs.ReasonAccountNotActive {
-		t.Fatalf("an inactive account's secret was handed out: %v", err)
+	if _, err := r.mg.Credential(ctx, "n1", "claude", "a", grant); reason(err) != errs.ReasonNoGrant {
+		t.Fatalf("a grant used twice: %v", err)
+	}
+	if _, err := r.mg.Use(ctx, "claude", "b"); err != nil {
+		t.Fatal(err)
+	}
+	r.mg.NodeHello(ctx, "n1")
+	if _, err := r.mg.Credential(ctx, "n1", "claude", "a", sentGrant(t, cli, "n1")); reason(err) != errs.ReasonNoGrant {
+		t.Fatalf("a grant for b opened a: %v", err)
+	}
+	if _, err := r.mg.Use(ctx, "claude", "a"); err != nil {
+		t.Fatal(err)
 	}
 	if err := r.mg.Delete(ctx, "claude", "a"); reason(err) != errs.ReasonAccountActive {
 		t.Fatalf("delete active: %v", err)
@@ -272,4 +292,20 @@ func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
 	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
 		t.Fatalf("after the sweep: %+v", act)
 	}
+}
+
+// sentGrant is the grant of the newest SetCredential queued for node.
+func sentGrant(t *testing.T, cli *clientv3.Client, node string) string {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), store.DefaultPrefix+"nodecmds/"+node+"/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend))
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("no command for %s: %v", node, err)
+	}
+	cmd := &castv1.Command{}
+	must(t, proto.Unmarshal(resp.Kvs[0].Value, cmd))
+	if cmd.GetSetCredential().GetGrant() == "" {
+		t.Fatalf("newest command for %s has no grant: %v", node, cmd)
+	}
+	return cmd.GetSetCredential().Grant
 }

@@ -57,7 +57,7 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	}
 	fctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account})
+	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
 	if err != nil {
 		return fmt.Errorf("fetch %s credential: %w", sc.Agent, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -212,4 +213,37 @@ func (s *Store) UpdateAccount(ctx context.Context, agent, name string, fn func(*
 		s.m.TxnConflicts.WithLabelValues("update_account").Inc()
 	}
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "account %s/%s kept changing; retry", agent, name)
+}
+
+// credGrantTTL bounds how long a SetCredential's grant can be used.
+const credGrantTTL = 60
+
+func (s *Store) credGrantKey(node, hash string) string { return s.key("credgrants", node, hash) }
+
+// PutCredentialGrant records a one-time grant (by its hash) for node to
+// fetch agent's account; it lapses after a minute.
+func (s *Store) PutCredentialGrant(ctx context.Context, node, hash, agent, account string) error {
+	l, err := s.cli.Grant(ctx, credGrantTTL)
+	if err != nil {
+		return err
+	}
+	_, err = s.cli.Put(ctx, s.credGrantKey(node, hash), agent+"/"+account, clientv3.WithLease(l.ID))
+	return err
+}
+
+// TakeCredentialGrant consumes a grant: it returns what it was for, and
+// ok=false if it does not exist (never issued, used or lapsed).
+func (s *Store) TakeCredentialGrant(ctx context.Context, node, hash string) (agent, account string, ok bool, err error) {
+	k := s.credGrantKey(node, hash)
+	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), ">", 0)).
+		Then(clientv3.OpGet(k), clientv3.OpDelete(k)).Commit()
+	if err != nil || !tx.Succeeded {
+		return "", "", false, err
+	}
+	kvs := tx.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return "", "", false, nil
+	}
+	agent, account, _ = strings.Cut(string(kvs[0].Value), "/")
+	return agent, account, true, nil
 }

@@ -20,6 +20,7 @@
 //	worktrees/{m}/{s}/... a migrating session's work tree bundle, in chunks
 //	accounts/{a}/{name}   fleet account of agent a (credential sealed)
 //	activeaccounts/{a}    the account agent a's shared credential store holds
+//	credgrants/{n}/{h}    one-time grant (by hash) for node n to fetch a credential
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.

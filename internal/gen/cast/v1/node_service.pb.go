@@ -679,7 +679,10 @@ type SetCredential struct {
 	// account names the fleet account to fetch and write.
 	Account string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
 	// epoch grows with every activation; a node ignores an older one.
-	Epoch         int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// grant is a one-time token, valid for a minute, that FetchCredential
+	// must present: only the node this command reached can fetch.
+	Grant         string `protobuf:"bytes,4,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -733,6 +736,13 @@ func (x *SetCredential) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *SetCredential) GetGrant() string {
+	if x != nil {
+		return x.Grant
+	}
+	return ""
 }
 
 // Interrupt stops a session's running turn (its whole process group).
@@ -1856,7 +1866,9 @@ type FetchCredentialRequest struct {
 	// agent names the agent.
 	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
 	// account names the fleet account (from SetCredential).
-	Account       string `protobuf:"bytes,3,opt,name=account,proto3" json:"account,omitempty"`
+	Account string `protobuf:"bytes,3,opt,name=account,proto3" json:"account,omitempty"`
+	// grant is SetCredential.grant; it works once.
+	Grant         string `protobuf:"bytes,4,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1908,6 +1920,13 @@ func (x *FetchCredentialRequest) GetAgent() string {
 func (x *FetchCredentialRequest) GetAccount() string {
 	if x != nil {
 		return x.Account
+	}
+	return ""
+}
+
+func (x *FetchCredentialRequest) GetGrant() string {
+	if x != nil {
+		return x.Grant
 	}
 	return ""
 }
@@ -1997,11 +2016,12 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x10export_work_tree\x18\x06 \x01(\v2\x17.cast.v1.ExportWorkTreeH\x00R\x0eexportWorkTree\x12C\n" +
 	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTree\x12?\n" +
 	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredentialB\x06\n" +
-	"\x04kind\"U\n" +
+	"\x04kind\"k\n" +
 	"\rSetCredential\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\"D\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x14\n" +
+	"\x05grant\x18\x04 \x01(\tR\x05grant\"D\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -2084,11 +2104,12 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05phase\x18\x04 \x01(\tR\x05phase\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\"\x18\n" +
-	"\x16ReportWorkTreeResponse\"\\\n" +
+	"\x16ReportWorkTreeResponse\"r\n" +
 	"\x16FetchCredentialRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x18\n" +
-	"\aaccount\x18\x03 \x01(\tR\aaccount\"9\n" +
+	"\aaccount\x18\x03 \x01(\tR\aaccount\x12\x14\n" +
+	"\x05grant\x18\x04 \x01(\tR\x05grant\"9\n" +
 	"\x17FetchCredentialResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
