@@ -42,6 +42,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
 		return nil, invalid("cwd must be an absolute path")
 	}
+	var account string
 	if req.ParentId != "" {
 		if err := validSessionID(req.ParentId); err != nil {
 			return nil, err
@@ -49,6 +50,11 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		parent, err := h.s.store.GetSession(ctx, req.ParentId)
 		if err != nil {
 			return nil, toStatus(h.s.lg, err)
+		}
+		if req.Agent == parent.Agent {
+			// Workers follow their parent's account (an account is one
+			// agent's credential set, so only on the same agent).
+			account = parent.Account
 		}
 		if req.Node == "" {
 			req.Node = parent.Node // a worker runs beside its parent unless told otherwise
@@ -67,7 +73,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
-		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden,
+		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

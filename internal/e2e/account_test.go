@@ -64,6 +64,22 @@ func TestHandoffWithAccount(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(workHome, ".claude", "projects")); len(entries) == 0 {
 		t.Fatal("the work account's HOME holds no Claude session")
 	}
+	// A worker the handed-off session spawns follows its account.
+	w, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", ParentId: res.ID, Text: "worker MARK-A2"})
+	must(t, err)
+	r.waitState(w.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	workerTurns := 0
+	for _, req := range r.fake.Turns() {
+		if strings.Contains(string(req.Body), "MARK-A2") {
+			workerTurns++
+			if k := req.Header.Get("X-Api-Key"); k != "sk-cast-work-account" {
+				t.Fatalf("the worker ran with key %q, not its parent's account", k)
+			}
+		}
+	}
+	if workerTurns == 0 {
+		t.Fatal("the worker's turn never reached the model")
+	}
 
 	// An account the node does not have: the turn fails and says why.
 	out = c.must("handoff", "-s", src.Id, "--to", "same", "--account", "nope", "--json")
