@@ -62,10 +62,26 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if len(req.StateReason) > 1024 {
 		return nil, invalid("state_reason is longer than 1024 bytes")
 	}
+	if req.FleetAccount != "" && !ids.ValidName(req.FleetAccount) {
+		return nil, invalid("fleet_account %s is malformed", quote(req.FleetAccount))
+	}
+	if len(req.Usage) > 8 {
+		return nil, invalid("at most 8 usage windows")
+	}
+	for _, w := range req.Usage {
+		if !ids.ValidName(w.Name) || w.UsedPercent < 0 || w.UsedPercent > 1000 || w.WindowMinutes < 0 {
+			return nil, invalid("usage window %s is malformed (name, used_percent 0-1000, window_minutes >= 0)", quote(w.Name))
+		}
+	}
 	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken},
 		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
+	}
+	if len(req.Usage) > 0 && req.FleetAccount != "" {
+		if err := h.s.fleet.OnUsage(ctx, sess.Id, sess.Agent, req.FleetAccount, req.Usage); err != nil {
+			h.s.lg.Warn("fleet usage update failed", zap.String("session", sess.Id), zap.Error(err))
+		}
 	}
 	if req.State == castv1.SessionState_SESSION_STATE_PARKED && req.FleetAccount != "" {
 		// The session is parked either way; a failed switch is retried by

@@ -211,3 +211,73 @@ func TestFleetSwitchSurvivesNodeCrash(t *testing.T) {
 		t.Fatalf("after the crash the turn ran with %q, want account B", tok)
 	}
 }
+
+// Codex with a fleet account: codex reads the node's shared auth.json (its
+// provider set to OpenAI auth), records the provider's x-codex-* usage
+// headers in its rollout, and the node reports them: `cast account ls`
+// shows the window. On a limit the session parks until that window's
+// reset, which the provider named (the cooldown is an hour here), and the
+// turn runs at the reset on the same account, answered once.
+func TestFleetCodexResumesAtProviderReset(t *testing.T) {
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.Fleet.Cooldown, c.Fleet.Sweep = time.Hour, 200*time.Millisecond
+	}, "codex")
+	codexHome := filepath.Join(r.homes["codex"], ".codex")
+	cfg, err := os.ReadFile(filepath.Join(codexHome, "config.toml"))
+	must(t, err)
+	if !strings.Contains(string(cfg), `env_key = "FAKE_API_KEY"`) {
+		t.Fatalf("unexpected codex config:\n%s", cfg)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1))
+	must(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), cfg, 0o600))
+
+	const tok = "sk-cx-FLEET-secret"
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	credPath := filepath.Join(t.TempDir(), "auth.json")
+	must(t, os.WriteFile(credPath, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"`+tok+`"}`), 0o600))
+	c.must("account", "add", "cx", "--agent", "codex", "--credentials", credPath)
+	testharness.WaitFor(t, 30*time.Second, "the node wrote auth.json", func() bool {
+		b, err := os.ReadFile(filepath.Join(codexHome, "auth.json"))
+		return err == nil && strings.Contains(string(b), tok)
+	})
+
+	reset := time.Now().Add(15 * time.Second).Truncate(time.Second)
+	r.fake.SetHeader("x-codex-primary-used-percent", "99")
+	r.fake.SetHeader("x-codex-primary-window-minutes", "300")
+	r.fake.SetHeader("x-codex-primary-reset-at", fmt.Sprint(reset.Unix()))
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: t.TempDir(), Text: "first MARK-C1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if got := bearerOf(r, "MARK-C1"); got != tok {
+		t.Fatalf("codex sent %q, not the fleet account's key", got)
+	}
+	var v struct {
+		Accounts []struct {
+			Usage []struct {
+				Name        string  `json:"name"`
+				UsedPercent float64 `json:"used_percent"`
+				ResetsAt    string  `json:"resets_at"`
+			} `json:"usage"`
+			LimitedUntil string `json:"limited_until"`
+		}
+	}
+	must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
+	if len(v.Accounts) != 1 || len(v.Accounts[0].Usage) != 1 || v.Accounts[0].Usage[0].UsedPercent != 99 || v.Accounts[0].Usage[0].ResetsAt == "" {
+		t.Fatalf("usage not reported: %+v", v)
+	}
+
+	r.fake.RejectCredential(tok, 429)
+	seq := r.send(sess.Id, "second MARK-C2")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, seq-1)
+	must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
+	until, err := time.Parse(time.RFC3339, v.Accounts[0].LimitedUntil)
+	if err != nil || !until.Equal(reset) {
+		t.Fatalf("limited until %q (%v), want the provider's reset %v", v.Accounts[0].LimitedUntil, err, reset)
+	}
+	r.fake.RejectCredential(tok, 0)
+	waitAnswered(r, sess.Id, "MARK-C2", seq)
+	if now := time.Now(); now.Before(reset) {
+		t.Fatalf("the parked turn ran at %v, before the window's reset %v", now, reset)
+	}
+}

@@ -250,6 +250,13 @@ func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant stri
 
 func toProto(r *store.AccountRecord, active bool) *castv1.Account {
 	a := &castv1.Account{Name: r.Name, Agent: r.Agent, Active: active, Switches: r.Switches, UpdatedAt: timestamppb.New(r.UpdatedAt)}
+	for _, w := range r.Usage {
+		u := &castv1.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: int32(w.WindowMinutes)}
+		if !w.ResetsAt.IsZero() {
+			u.ResetsAt = timestamppb.New(w.ResetsAt)
+		}
+		a.Usage = append(a.Usage, u)
+	}
 	if !r.LimitedUntil.IsZero() {
 		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
 	}
@@ -325,9 +332,9 @@ func (mg *Manager) NodeHello(ctx context.Context, node string) {
 }
 
 // notice is the account_switch divider drawn in a session that hit the limit.
-func notice(agent, from, to string, until time.Time) *castv1.Message {
+func notice(agent, from, to, why string, until time.Time) *castv1.Message {
 	return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
 		NoticeType: transcript.NoticeAccountSwitch,
-		Text: fmt.Sprintf("Now using account %s (was %s, at its usage limit until %s). This session continues here; the turn runs again.",
-			to, from, until.UTC().Format(time.RFC3339))}
+		Text: fmt.Sprintf("Now using account %s (was %s, %s; it resets at %s). This session continues here.",
+			to, from, why, until.UTC().Format(time.RFC3339))}
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -308,4 +309,78 @@ func sentGrant(t *testing.T, cli *clientv3.Client, node string) string {
 		t.Fatalf("newest command for %s has no grant: %v", node, cmd)
 	}
 	return cmd.GetSetCredential().Grant
+}
+
+func window(pct float64, minutes int, resets time.Time) *castv1.UsageWindow {
+	return &castv1.UsageWindow{Name: "primary", UsedPercent: pct, WindowMinutes: int32(minutes), ResetsAt: timestamppb.New(resets)}
+}
+
+// Usage from the provider: under the threshold it is only recorded; at
+// 95% of a 5-hour window the fleet switches ahead of the limit, with the
+// window's own reset as the end of the limit; and a weekly window waits
+// for 97%.
+func TestSwitchAheadOnUsage(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reset := r.now.Add(90 * time.Minute)
+	must(t, r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(94, 300, reset), window(96, 7*24*60, reset.Add(72*time.Hour))}))
+	if act := active(t, r); act.Name != "a" {
+		t.Fatalf("switched below the thresholds: %+v", act)
+	}
+	list, err := r.mg.List(ctx, "claude")
+	must(t, err)
+	if len(list[0].Usage) != 2 || list[0].Usage[0].UsedPercent != 94 {
+		t.Fatalf("usage not recorded: %v", list[0])
+	}
+	must(t, r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(95.5, 300, reset)}))
+	if act := active(t, r); act.Name != "b" {
+		t.Fatalf("no switch ahead at 95.5%% of a 5-hour window: %+v", act)
+	}
+	a, err := r.st.GetAccount(ctx, "claude", "a")
+	must(t, err)
+	if !a.LimitedUntil.Equal(reset) {
+		t.Fatalf("limited until %v, want the window's reset %v", a.LimitedUntil, reset)
+	}
+	if ns := r.st.notices["s1"]; len(ns) != 1 || !strings.Contains(ns[0], "at 96% of its 5-hour window") {
+		t.Fatalf("notices %q", ns)
+	}
+}
+
+// A Codex limit ends when the provider said the window resets (not after
+// the cooldown), and the sweep re-activates the account right then.
+func TestCodexLimitEndsAtTheWindowReset(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	if _, err := r.mg.Put(ctx, "codex", "a", []byte(`{"OPENAI_API_KEY":"k"}`)); err != nil {
+		t.Fatal(err)
+	}
+	reset := r.now.Add(20 * time.Minute)
+	must(t, r.mg.OnUsage(ctx, "s1", "codex", "a", []*castv1.UsageWindow{window(99, 300, reset)}))
+	must(t, r.mg.OnParked(ctx, "s1", "codex", "a"))
+	a, err := r.st.GetAccount(ctx, "codex", "a")
+	must(t, err)
+	if !a.LimitedUntil.Equal(reset) {
+		t.Fatalf("limited until %v, want %v", a.LimitedUntil, reset)
+	}
+	get := func() store.ActiveAccount {
+		act, err := r.st.ActiveAccount(ctx, "codex")
+		must(t, err)
+		return act
+	}
+	before := get()
+	r.advance(19 * time.Minute)
+	must(t, r.mg.Sweep(ctx))
+	if get() != before {
+		t.Fatal("re-activated before the reset")
+	}
+	r.advance(2 * time.Minute)
+	must(t, r.mg.Sweep(ctx))
+	if act := get(); act.Epoch != before.Epoch+1 {
+		t.Fatalf("not re-activated at the reset: %+v", act)
+	}
 }

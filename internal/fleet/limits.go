@@ -12,26 +12,39 @@ import (
 )
 
 // OnParked handles a turn that parked on a usage limit while the agent's
-// shared store held account: the account is marked limited and, if it is
-// still the active one, the fleet switches to the account with the most
-// headroom and the session gets an account_switch notice. Several sessions
-// reporting the same limit switch once (Activate compares the active
-// record). With no account left, the fleet waits for the earliest reset.
+// shared store held account: the account is marked limited (until its
+// fullest window resets, as the provider last reported it, else for the
+// cooldown) and, if it is still the active one, the fleet switches to the
+// account with the most headroom and the session gets an account_switch
+// notice. Several sessions reporting the same limit switch once (Activate
+// compares the active record). With no account left, the fleet waits for
+// the earliest reset.
 func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account string) error {
 	if _, ok := credentialChecks[agent]; !ok || account == "" {
 		return nil
 	}
 	now := mg.now().UTC()
-	until := now.Add(mg.cfg.Cooldown)
-	if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) {
+	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) {
+		until := resetOf(r, now)
+		if until.IsZero() {
+			until = now.Add(mg.cfg.Cooldown)
+		}
 		r.LimitedUntil, r.LastLimited = until, now
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	mg.m.Limited.WithLabelValues(agent).Inc()
 	if !switchesOnLimit(agent) {
 		return nil // the sweep re-activates it when its window reopens
 	}
+	return mg.switchFrom(ctx, sessionID, agent, account, r.LimitedUntil, "at its usage limit")
+}
+
+// switchFrom moves the agent's fleet off account (limited until until) if
+// it is still the active one, and draws the notice in sessionID.
+func (mg *Manager) switchFrom(ctx context.Context, sessionID, agent, account string, until time.Time, why string) error {
+	now := mg.now().UTC()
 	for range 10 {
 		act, err := mg.st.ActiveAccount(ctx, agent)
 		if err != nil || act.Name != account {
@@ -56,7 +69,7 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
-		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, until)}, store.Guard{})
+		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, store.Guard{})
 		return err
 	}
 	return nil

@@ -10,14 +10,12 @@ import (
 )
 
 // Pick chooses the account to switch to when from hits its limit: an
-// account whose window is open (never limited, or its limit passed), the
-// one limited longest ago first, then by name. "" means every account is
-// limited: the fleet waits for the earliest reset (the sweep re-activates
-// the account whose window opens first).
-//
-// Usage headroom is approximated by the limit history: cast does not read
-// the providers' usage headers yet, so an account never limited, or
-// limited longest ago, is taken to have the most room.
+// account whose window is open (never limited, or its limit passed), with
+// the most headroom first: the lowest use of its fullest unreset window as
+// the provider last reported it (unknown counts as unused), then the one
+// limited longest ago, then by name. "" means every account is limited:
+// the fleet waits for the earliest reset (the sweep re-activates the
+// account whose window opens first).
 func Pick(accounts []*store.AccountRecord, from string, now time.Time) string {
 	var open []*store.AccountRecord
 	for _, a := range accounts {
@@ -26,6 +24,9 @@ func Pick(accounts []*store.AccountRecord, from string, now time.Time) string {
 		}
 	}
 	sort.Slice(open, func(i, j int) bool {
+		if ui, uj := used(open[i], now), used(open[j], now); ui != uj {
+			return ui < uj
+		}
 		if !open[i].LastLimited.Equal(open[j].LastLimited) {
 			return open[i].LastLimited.Before(open[j].LastLimited)
 		}

@@ -20,6 +20,10 @@ func TestPick(t *testing.T) {
 		}
 		return a
 	}
+	usage := func(a *store.AccountRecord, pct float64, resetsIn time.Duration) *store.AccountRecord {
+		a.Usage = []store.UsageWindow{{Name: "primary", UsedPercent: pct, WindowMinutes: 300, ResetsAt: now.Add(resetsIn)}}
+		return a
+	}
 	for _, tc := range []struct {
 		name     string
 		accounts []*store.AccountRecord
@@ -34,6 +38,9 @@ func TestPick(t *testing.T) {
 		{"limited longest ago first", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", -time.Hour, 2*time.Hour), acc("c", -time.Hour, 9*time.Hour)}, "a", "c"},
 		{"ties by name", []*store.AccountRecord{acc("z", 0, 0), acc("y", 0, 0), acc("a", time.Hour, time.Minute)}, "a", "y"},
 		{"never picks from", []*store.AccountRecord{acc("a", 0, 0)}, "a", ""},
+		{"least used first", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 80, time.Hour), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "c"},
+		{"unknown usage counts as unused", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 10, time.Hour), acc("c", 0, 0)}, "a", "c"},
+		{"a reset window counts as unused", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 99, -time.Minute), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "b"},
 		{"empty", nil, "a", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
@@ -83,7 +84,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		lg.Info("turn interrupted")
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
 		// A usage limit: parked, not failed. Nothing is marked as seen.
-		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc)
+		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc, res.Usage)
 	case runErr != nil:
 		// The agent did not take the prompt: nothing is marked as seen, so
 		// the next attempt (on the next message) still carries it.
@@ -110,7 +111,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if err != nil {
 		return err
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
+	a.reportEnd(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, fc, res.Usage)
 	lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
 	return nil
 }
@@ -120,7 +121,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 // can switch the fleet away from it. If the shared credential store was
 // rewritten while the turn ran (checked under the state lock, against
 // setCredential), the turn runs again at once instead.
-func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred) error {
+func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) error {
 	err := a.failTurn(ctx, sessionID, o, reason, exitCode)
 	again := false
 	_ = a.st.update(func(m map[string]*owned) {
@@ -139,13 +140,28 @@ func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason 
 		a.wake(sessionID)
 		return err
 	}
-	_, rerr := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: clipReason(reason),
-		ExitCode: int32(exitCode), DeliveredSeq: o.DeliveredSeq, FleetAccount: fc.Account})
-	if rerr != nil {
-		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(rerr))
-	}
+	a.reportEnd(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_PARKED, reason, exitCode, fc, usage)
 	return err
+}
+
+// reportEnd is report for a turn's end with what the fleet needs: the
+// fleet account the turn ran on and the provider's usage windows it saw.
+func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) {
+	cur, _ := a.st.get(sessionID)
+	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: o.Token, State: st,
+		StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: fc.Account}
+	if fc.Account != "" {
+		for _, u := range usage {
+			w := &castv1.UsageWindow{Name: u.Name, UsedPercent: u.UsedPercent, WindowMinutes: int32(u.WindowMinutes)}
+			if !u.ResetsAt.IsZero() {
+				w.ResetsAt = timestamppb.New(u.ResetsAt)
+			}
+			req.Usage = append(req.Usage, w)
+		}
+	}
+	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
+		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
+	}
 }
 
 func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {

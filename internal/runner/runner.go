@@ -111,6 +111,9 @@ type Result struct {
 	PromptSeen bool   // the prompt was found in the native transcript and skipped
 	Emitted    int    // messages passed to emit
 	Stderr     string // the CLI's last stderr (bounded), for logs
+	// Usage is the provider's usage windows as the agent recorded them
+	// this turn (Codex only; nil when unknown).
+	Usage []UsageWindow
 }
 
 // Error is the error Run returns for a failed turn.
@@ -343,6 +346,9 @@ loop:
 	d.sync(true, out)
 	res.NativeID, res.NativePath = d.native()
 	res.PromptSeen = d.promptSeen()
+	if t.Agent == "codex" {
+		res.Usage = codexUsage(res.NativePath)
+	}
 
 	if interrupted {
 		return fail(res, ReasonInterrupted, "")

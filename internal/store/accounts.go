@@ -30,7 +30,19 @@ type AccountRecord struct {
 	LastLimited time.Time `json:"last_limited,omitzero"`
 	Switches    int64     `json:"switches,omitempty"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// Usage is the provider's usage windows as the last turn on this
+	// account reported them (UsageAt).
+	Usage   []UsageWindow `json:"usage,omitempty"`
+	UsageAt time.Time     `json:"usage_at,omitzero"`
 	Rev         int64     `json:"-"` // ModRevision, for compare-and-swap
+}
+
+// UsageWindow is one provider usage window of an account.
+type UsageWindow struct {
+	Name          string    `json:"name"`
+	UsedPercent   float64   `json:"used_percent"`
+	WindowMinutes int       `json:"window_minutes,omitempty"`
+	ResetsAt      time.Time `json:"resets_at,omitzero"`
 }
 
 // ActiveAccount is the account an agent's shared credential store holds.
@@ -53,7 +65,7 @@ func (s *Store) PutAccount(ctx context.Context, r AccountRecord) (*AccountRecord
 		var nf *errs.Error
 		switch {
 		case err == nil:
-			r.LimitedUntil, r.LastLimited, r.Switches = old.LimitedUntil, old.LastLimited, old.Switches
+			r.LimitedUntil, r.LastLimited, r.Switches, r.Usage, r.UsageAt = old.LimitedUntil, old.LastLimited, old.Switches, old.Usage, old.UsageAt
 		case errors.As(err, &nf) && nf.Kind == errs.KindNotFound:
 			old = &AccountRecord{}
 		default:

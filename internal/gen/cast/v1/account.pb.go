@@ -39,7 +39,9 @@ type Account struct {
 	// switches counts how often the fleet switched away from it on a limit.
 	Switches int64 `protobuf:"varint,5,opt,name=switches,proto3" json:"switches,omitempty"`
 	// updated_at is when the credential was last stored.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// usage is the provider's usage windows as last reported by a turn.
+	Usage         []*UsageWindow `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -116,11 +118,92 @@ func (x *Account) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Account) GetUsage() []*UsageWindow {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// UsageWindow is one provider usage window (Codex: primary = 5 hours,
+// secondary = weekly), from the provider's own response headers.
+type UsageWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "primary" or "secondary".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// used_percent is how much of the window is used, 0-100.
+	UsedPercent float64 `protobuf:"fixed64,2,opt,name=used_percent,json=usedPercent,proto3" json:"used_percent,omitempty"`
+	// window_minutes is the window's length.
+	WindowMinutes int32 `protobuf:"varint,3,opt,name=window_minutes,json=windowMinutes,proto3" json:"window_minutes,omitempty"`
+	// resets_at is when the window resets; unset when unknown.
+	ResetsAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=resets_at,json=resetsAt,proto3" json:"resets_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageWindow) Reset() {
+	*x = UsageWindow{}
+	mi := &file_cast_v1_account_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageWindow) ProtoMessage() {}
+
+func (x *UsageWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageWindow.ProtoReflect.Descriptor instead.
+func (*UsageWindow) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UsageWindow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UsageWindow) GetUsedPercent() float64 {
+	if x != nil {
+		return x.UsedPercent
+	}
+	return 0
+}
+
+func (x *UsageWindow) GetWindowMinutes() int32 {
+	if x != nil {
+		return x.WindowMinutes
+	}
+	return 0
+}
+
+func (x *UsageWindow) GetResetsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResetsAt
+	}
+	return nil
+}
+
 var File_cast_v1_account_proto protoreflect.FileDescriptor
 
 const file_cast_v1_account_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x02\n" +
 	"\aAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
@@ -128,7 +211,13 @@ const file_cast_v1_account_proto_rawDesc = "" +
 	"\rlimited_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\flimitedUntil\x12\x1a\n" +
 	"\bswitches\x18\x05 \x01(\x03R\bswitches\x129\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12*\n" +
+	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\"\xa4\x01\n" +
+	"\vUsageWindow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fused_percent\x18\x02 \x01(\x01R\vusedPercent\x12%\n" +
+	"\x0ewindow_minutes\x18\x03 \x01(\x05R\rwindowMinutes\x127\n" +
+	"\tresets_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bresetsAtB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_account_proto_rawDescOnce sync.Once
@@ -142,19 +231,22 @@ func file_cast_v1_account_proto_rawDescGZIP() []byte {
 	return file_cast_v1_account_proto_rawDescData
 }
 
-var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_cast_v1_account_proto_goTypes = []any{
 	(*Account)(nil),               // 0: cast.v1.Account
-	(*timestamppb.Timestamp)(nil), // 1: google.protobuf.Timestamp
+	(*UsageWindow)(nil),           // 1: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
 }
 var file_cast_v1_account_proto_depIdxs = []int32{
-	1, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
-	1, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
+	2, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
+	1, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
+	2, // 3: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_proto_init() }
@@ -168,7 +260,7 @@ func file_cast_v1_account_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_account_proto_rawDesc), len(file_cast_v1_account_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

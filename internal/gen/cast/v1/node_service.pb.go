@@ -1344,7 +1344,9 @@ type ReportTurnRequest struct {
 	DeliveredSeq int64 `protobuf:"varint,7,opt,name=delivered_seq,json=deliveredSeq,proto3" json:"delivered_seq,omitempty"`
 	// fleet_account is the fleet account the turn ran on (empty: the
 	// session has its own credentials); a PARKED report marks it limited.
-	FleetAccount  string `protobuf:"bytes,8,opt,name=fleet_account,json=fleetAccount,proto3" json:"fleet_account,omitempty"`
+	FleetAccount string `protobuf:"bytes,8,opt,name=fleet_account,json=fleetAccount,proto3" json:"fleet_account,omitempty"`
+	// usage is the provider's usage windows the turn saw, for fleet_account.
+	Usage         []*UsageWindow `protobuf:"bytes,9,rep,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1433,6 +1435,13 @@ func (x *ReportTurnRequest) GetFleetAccount() string {
 		return x.FleetAccount
 	}
 	return ""
+}
+
+func (x *ReportTurnRequest) GetUsage() []*UsageWindow {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -1981,7 +1990,7 @@ var File_cast_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\"\x9e\x01\n" +
+	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\"\x9e\x01\n" +
 	"\x0eConnectRequest\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.cast.v1.HelloH\x00R\x05hello\x122\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x12.cast.v1.HeartbeatH\x00R\theartbeat\x12'\n" +
@@ -2065,7 +2074,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\x9e\x02\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xca\x02\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -2076,7 +2085,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\fstate_reason\x18\x05 \x01(\tR\vstateReason\x12\x1b\n" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12#\n" +
 	"\rdelivered_seq\x18\a \x01(\x03R\fdeliveredSeq\x12#\n" +
-	"\rfleet_account\x18\b \x01(\tR\ffleetAccount\"@\n" +
+	"\rfleet_account\x18\b \x01(\tR\ffleetAccount\x12*\n" +
+	"\x05usage\x18\t \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +
@@ -2172,6 +2182,7 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*Session)(nil),                     // 30: cast.v1.Session
 	(*Message)(nil),                     // 31: cast.v1.Message
 	(SessionState)(0),                   // 32: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 33: cast.v1.UsageWindow
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
@@ -2194,28 +2205,29 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	31, // 17: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
 	31, // 18: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
 	32, // 19: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	30, // 20: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 21: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	15, // 22: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	17, // 23: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	19, // 24: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	21, // 25: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	23, // 26: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	25, // 27: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	27, // 28: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	4,  // 29: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	16, // 30: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	18, // 31: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	20, // 32: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	22, // 33: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	24, // 34: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	26, // 35: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	28, // 36: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	33, // 20: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	30, // 21: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 22: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	15, // 23: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	17, // 24: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	19, // 25: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	21, // 26: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	23, // 27: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	25, // 28: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	27, // 29: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	4,  // 30: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	16, // 31: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	18, // 32: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	20, // 33: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	22, // 34: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	24, // 35: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	26, // 36: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	28, // 37: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -2223,6 +2235,7 @@ func file_cast_v1_node_service_proto_init() {
 	if File_cast_v1_node_service_proto != nil {
 		return
 	}
+	file_cast_v1_account_proto_init()
 	file_cast_v1_node_proto_init()
 	file_cast_v1_session_proto_init()
 	file_cast_v1_node_service_proto_msgTypes[0].OneofWrappers = []any{
