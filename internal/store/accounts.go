@@ -34,7 +34,7 @@ type AccountRecord struct {
 	// account reported them (UsageAt).
 	Usage   []UsageWindow `json:"usage,omitempty"`
 	UsageAt time.Time     `json:"usage_at,omitzero"`
-	Rev         int64     `json:"-"` // ModRevision, for compare-and-swap
+	Rev     int64         `json:"-"` // ModRevision, for compare-and-swap
 }
 
 // UsageWindow is one provider usage window of an account.
