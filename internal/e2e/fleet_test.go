@@ -281,3 +281,44 @@ func TestFleetCodexResumesAtProviderReset(t *testing.T) {
 		t.Fatalf("the parked turn ran at %v, before the window's reset %v", now, reset)
 	}
 }
+
+// Claude on a fleet account reports its usage windows (stream-json
+// rate_limit_event): at 96% of the 5-hour window the fleet switches ahead,
+// so the next turn runs on the other account without ever being refused.
+func TestFleetClaudeSwitchesAhead(t *testing.T) {
+	r, c, _ := newFleetRig(t, time.Hour)
+	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	for k, v := range map[string]string{
+		"status": "allowed_warning", "5h-utilization": "0.96", "5h-reset": fmt.Sprint(reset.Unix()),
+		"5h-surpassed-threshold": "0.9", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
+	} {
+		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
+	}
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-S1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if tok := bearerOf(r, "MARK-S1"); tok != fleetTokA {
+		t.Fatalf("first turn on %q", tok)
+	}
+	testharness.WaitFor(t, 30*time.Second, "the switch ahead", func() bool { return listAccounts(t, c)["work-b"].Active })
+	seq := r.send(sess.Id, "second MARK-S2")
+	waitAnswered(r, sess.Id, "MARK-S2", seq)
+	if tok := bearerOf(r, "MARK-S2"); tok != fleetTokB {
+		t.Fatalf("second turn on %q, want account B", tok)
+	}
+	for _, req := range r.fake.Turns() {
+		if req.Status != 200 {
+			t.Fatalf("a request was refused (%d): the switch was not ahead of the limit", req.Status)
+		}
+	}
+	var notice string
+	for _, m := range r.messages(sess.Id) {
+		if m.NoticeType == "account_switch" {
+			notice = m.Text
+		}
+	}
+	if !strings.Contains(notice, "at 96% of its 5-hour window") {
+		t.Fatalf("notice %q", notice)
+	}
+}

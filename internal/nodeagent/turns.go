@@ -49,6 +49,8 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if o.Account == "" {
 		fc = a.st.fleet(o.Agent)
 	}
+	// The fleet decides on usage windows, so fleet turns report them.
+	turn.ReportUsage = fc.Account != ""
 	sync := newSyncer(a, sessionID, o, turn)
 	turn.OnStart = func(pgid int) {
 		_ = a.st.update(func(m map[string]*owned) { m[sessionID].RunningPGID = pgid })

@@ -47,8 +47,9 @@ type driver struct {
 
 	// stdout-derived (codex --json, opencode --format json)
 	streamErrs []string
-	streamed   map[string]bool // opencode: NativeIDs emitted from the stream
-	sawOutput  bool            // opencode: any part streamed
+	streamed   map[string]bool        // opencode: NativeIDs emitted from the stream
+	sawOutput  bool                   // opencode: any part streamed
+	limits     map[string]UsageWindow // claude stream-json: rate_limit_event by type
 }
 
 func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {
@@ -178,6 +179,11 @@ func (d *driver) args() ([]string, error) {
 	}
 	if d.fork && d.a.Name == "claude" {
 		args = append(args, "--session-id", vars["new"])
+	}
+	if d.a.Name == "claude" && d.t.ReportUsage {
+		// Its usage windows appear only as stream-json events; messages
+		// still come from the transcript file.
+		args = append(args, "--output-format", "stream-json", "--verbose")
 	}
 	if d.a.Name == "opencode" {
 		// Parts stream as JSON events; errors go to stderr.
@@ -355,6 +361,8 @@ func (d *driver) stdoutLine(line []byte, out func(transcript.Message)) {
 		}
 	case "opencode":
 		d.opencodeEvent(line, out)
+	case "claude":
+		d.claudeEvent(line)
 	}
 }
 

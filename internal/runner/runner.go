@@ -95,6 +95,10 @@ type Turn struct {
 	// agent's approval settings (claude "--allowedTools Bash", gemini
 	// "--yolo").
 	Args []string
+	// ReportUsage asks for the provider's usage windows in Result.Usage
+	// (Claude then runs with --output-format stream-json, the only output
+	// carrying its rate_limit_event; Codex always records them).
+	ReportUsage bool
 	// OnStart, when set, is called once the CLI runs, with its process
 	// (and process group) id: the CLI outlives a crashed daemon, so a
 	// daemon that records it can find the group again.
@@ -346,8 +350,11 @@ loop:
 	d.sync(true, out)
 	res.NativeID, res.NativePath = d.native()
 	res.PromptSeen = d.promptSeen()
-	if t.Agent == "codex" {
+	switch t.Agent {
+	case "codex":
 		res.Usage = codexUsage(res.NativePath)
+	case "claude":
+		res.Usage = d.claudeUsage()
 	}
 
 	if interrupted {

@@ -104,6 +104,8 @@ func TestClassify(t *testing.T) {
 		{0, "fine", "", ""},
 		{1, "Invalid API key · Please run /login", "", ReasonNotLoggedIn},
 		{1, "", "API Error: 429 rate_limit_error", ReasonRateLimited},
+		{1, "You've hit your session limit · resets 12:19pm (UTC)", "", ReasonRateLimited}, // claude 2.1 on a subscription limit
+		{1, "You've hit your limit", "", ReasonRateLimited},
 		{1, "", "No conversation found with session ID: x", ReasonNoSession},
 		{1, "", "connect ECONNREFUSED 127.0.0.1:9 (connection refused)", ReasonFailed},
 		{1, "", "the model refused to answer", ReasonRefused},

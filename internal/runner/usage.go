@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"sort"
 	"time"
 )
 
@@ -80,3 +82,67 @@ func codexUsage(path string) []UsageWindow {
 }
 
 func jsonHas(line []byte, s string) bool { return bytes.Contains(line, []byte(s)) }
+
+// claudeWindows are the lengths of Claude's rate limit types.
+var claudeWindows = map[string]int{"five_hour": 300, "seven_day": 7 * 24 * 60, "seven_day_opus": 7 * 24 * 60, "seven_day_sonnet": 7 * 24 * 60}
+
+// claudeEvent reads claude's stream-json events: rate_limit_event carries
+// a usage window (from the provider's anthropic-ratelimit-unified-*
+// headers), and an error result carries the message and HTTP status that
+// classify needs.
+func (d *driver) claudeEvent(line []byte) {
+	var ev struct {
+		Type  string `json:"type"`
+		Limit *struct {
+			Status      string   `json:"status"`
+			ResetsAt    int64    `json:"resetsAt"`
+			Type        string   `json:"rateLimitType"`
+			Utilization *float64 `json:"utilization"`
+		} `json:"rate_limit_info"`
+		IsError bool   `json:"is_error"`
+		Result  string `json:"result"`
+		Status  *int   `json:"api_error_status"`
+	}
+	if json.Unmarshal(line, &ev) != nil {
+		return
+	}
+	switch {
+	case ev.Type == "rate_limit_event" && ev.Limit != nil && ev.Limit.Type != "":
+		w := UsageWindow{Name: ev.Limit.Type, WindowMinutes: claudeWindows[ev.Limit.Type]}
+		if ev.Limit.Utilization != nil {
+			w.UsedPercent = *ev.Limit.Utilization * 100
+		} else if ev.Limit.Status == "rejected" {
+			w.UsedPercent = 100
+		}
+		if ev.Limit.ResetsAt > 0 {
+			w.ResetsAt = time.Unix(ev.Limit.ResetsAt, 0).UTC()
+		}
+		d.mu.Lock()
+		if d.limits == nil {
+			d.limits = map[string]UsageWindow{}
+		}
+		d.limits[w.Name] = w
+		d.mu.Unlock()
+	case ev.Type == "result" && ev.IsError:
+		msg := ev.Result
+		if ev.Status != nil {
+			msg = fmt.Sprintf("API error %d: %s", *ev.Status, msg)
+		}
+		d.addStreamErr(msg)
+	}
+}
+
+// claudeUsage is the windows the turn's rate_limit_events reported, by name.
+func (d *driver) claudeUsage() []UsageWindow {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]UsageWindow, 0, len(d.limits))
+	for _, w := range d.limits {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
