@@ -53,6 +53,7 @@ func main() {
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
+	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -61,9 +61,9 @@ func (a *app) switchCmd() *cobra.Command {
 func (a *app) forkCmd() *cobra.Command {
 	var at int64
 	var tip bool
-	var agent, model, node string
+	var agent, model, node, branch string
 	cmd := &cobra.Command{
-		Use:   "fork ID [--at SEQ | --tip] [--agent A]",
+		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree BRANCH]",
 		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,7 +73,11 @@ func (a *app) forkCmd() *cobra.Command {
 			if at < 0 {
 				return usagef("--at must be a seq (1-based)")
 			}
-			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: args[0], AtSeq: at, Agent: agent, Model: model, Node: node, RequestId: ids.NewClientID()})
+			if branch != "" && !ids.ValidBranch(branch) {
+				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
+			}
+			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: args[0], AtSeq: at, Agent: agent, Model: model, Node: node,
+				RequestId: ids.NewClientID(), WorktreeBranch: branch})
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "last message (seq) to copy")
@@ -81,6 +85,7 @@ func (a *app) forkCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agent, "agent", "", "agent for the fork (default: the same)")
 	cmd.Flags().StringVar(&model, "model", "", "model for the fork")
 	cmd.Flags().StringVar(&node, "node", "", "node for the fork (default: the same)")
+	cmd.Flags().StringVar(&branch, "worktree", "", "run the fork in its own git worktree on this branch (made from the parent's checkout)")
 	return cmd
 }
 

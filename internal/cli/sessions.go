@@ -21,13 +21,16 @@ import (
 )
 
 func (a *app) newCmd() *cobra.Command {
-	var agent, cwd, model, node string
+	var agent, cwd, model, node, branch string
 	cmd := &cobra.Command{
-		Use:   "new --agent NAME [--cwd DIR] [MESSAGE]",
+		Use:   "new --agent NAME [--cwd DIR] [--worktree BRANCH] [MESSAGE]",
 		Short: "Start a session on an agent; prints its id",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
 				return usagef("--agent is required (claude, codex, gemini, pi, opencode, grok, cursor, muse)")
+			}
+			if branch != "" && !ids.ValidBranch(branch) {
+				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
 			}
 			dir, err := absDir(cwd)
 			if err != nil {
@@ -41,7 +44,8 @@ func (a *app) newCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID()}
+			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID(),
+				WorktreeBranch: branch}
 			sess, err := a.createSession(cmd.Context(), c, req)
 			if err != nil {
 				return err
@@ -57,6 +61,7 @@ func (a *app) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
 	cmd.Flags().StringVar(&model, "model", "", "model (default: the agent's)")
 	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: any connected node with the agent)")
+	cmd.Flags().StringVar(&branch, "worktree", "", "run the session in its own git worktree on this branch (made from the checkout at --cwd)")
 	return cmd
 }
 

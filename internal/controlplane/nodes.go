@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,9 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if req.FleetAccount != "" && !ids.ValidName(req.FleetAccount) {
 		return nil, invalid("fleet_account %s is malformed", quote(req.FleetAccount))
 	}
+	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
+		return nil, invalid("cwd must be an absolute path")
+	}
 	if len(req.Usage) > 8 {
 		return nil, invalid("at most 8 usage windows")
 	}
@@ -74,7 +78,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		}
 	}
 	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken},
-		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq})
+		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

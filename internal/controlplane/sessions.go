@@ -42,6 +42,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
 		return nil, invalid("cwd must be an absolute path")
 	}
+	if req.WorktreeBranch != "" && !ids.ValidBranch(req.WorktreeBranch) {
+		return nil, invalidBranch(req.WorktreeBranch)
+	}
 	var account string
 	if req.ParentId != "" {
 		if err := validSessionID(req.ParentId); err != nil {
@@ -74,6 +77,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
+		WorktreeBranch: req.WorktreeBranch,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -225,8 +229,11 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 			return nil, invalid("%s is not a valid agent or model name", quote(v))
 		}
 	}
+	if req.WorktreeBranch != "" && !ids.ValidBranch(req.WorktreeBranch) {
+		return nil, invalidBranch(req.WorktreeBranch)
+	}
 	sess, err := moves.Fork(ctx, h.s.store, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
-		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId})
+		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch})
 	return sess, toStatus(h.s.lg, err)
 }
 
@@ -410,4 +417,8 @@ func quote(s string) string {
 		s = s[:80] + "…"
 	}
 	return "\"" + strings.ReplaceAll(s, "\"", "\\\"") + "\""
+}
+
+func invalidBranch(b string) error {
+	return invalid("worktree branch %s is not a valid branch name (git check-ref-format --branch; no leading '-')", quote(b))
 }

@@ -6,6 +6,7 @@ package ids
 import (
 	"crypto/rand"
 	"regexp"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -55,3 +56,21 @@ func ValidClientID(s string) bool { return clientRE.MatchString(s) }
 // ValidModel reports whether s is a well-formed model, agent or effort name
 // (it reaches agent command lines as one argument, never a shell).
 func ValidModel(s string) bool { return modelRE.MatchString(s) }
+
+// ValidBranch reports whether s may name a git branch cast creates a
+// worktree for: git's check-ref-format rules for a branch, checked before
+// git ever sees the name (the node runs `git check-ref-format --branch`
+// too), and never starting with '-' so it cannot read as an option.
+func ValidBranch(s string) bool {
+	if len(s) == 0 || len(s) > 200 || s[0] == '-' || s[0] == '/' || s[len(s)-1] == '/' || s[len(s)-1] == '.' ||
+		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") || strings.Contains(s, "//") ||
+		strings.Contains(s, "@{") || s == "@" || strings.Contains(s, "/.") || s[0] == '.' {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r) {
+			return false
+		}
+	}
+	return true
+}

@@ -22,6 +22,9 @@ type ForkRequest struct {
 	Model     string
 	Node      string // default: the parent's node
 	RequestID string
+	// WorktreeBranch gives the fork its own git worktree (made by the node
+	// from the parent's checkout).
+	WorktreeBranch string
 }
 
 // Fork creates a new conversation with lineage (parent, root, forked_at)
@@ -65,6 +68,7 @@ func Fork(ctx context.Context, st Store, r ForkRequest) (*castv1.Session, error)
 	c, err := st.CreateSession(ctx, store.CreateParams{
 		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
+		WorktreeBranch: r.WorktreeBranch,
 	})
 	if err != nil {
 		return nil, err

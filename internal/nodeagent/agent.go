@@ -179,7 +179,7 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 				o.FailedSeq = 0
 			}
 			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
-			o.Account = s.Account
+			o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
 			// Imported or forked history is context, never a new prompt;
 			// what an earlier owner delivered (before a migration) is done.
 			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq, s.DeliveredSeq)

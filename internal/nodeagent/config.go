@@ -48,6 +48,10 @@ type Config struct {
 	// PathMap maps a migrating session's checkout path on its source node
 	// to this node's path for it (--map-path FROM=TO).
 	PathMap worktree.PathMap
+	// WorktreeBase is where git worktrees for sessions with a worktree
+	// branch are made (default: DataDir/worktrees); never inside the
+	// checkout they come from.
+	WorktreeBase string
 	// Failpoint, when set, is called at migration steps with their name
 	// (fault tests kill the process there).
 	Failpoint func(name string)
@@ -162,6 +166,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node name %q is malformed; use letters, digits, '.', '_' or '-'", c.Name)
 	case c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin:
 		return fmt.Errorf("reconnect backoff must be positive and min <= max")
+	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
+		return fmt.Errorf("--worktree-base %q must be an absolute path", c.WorktreeBase)
 	}
 	for _, l := range c.Labels {
 		if !ids.ValidName(l) {

@@ -19,6 +19,9 @@ type owned struct {
 	Effort string `json:"effort,omitempty"`
 	// Account is the session's named credential set ("" = default).
 	Account string `json:"account,omitempty"`
+	// WorktreeBranch: turns run in a git worktree on this branch (Cwd
+	// becomes the worktree once made; worktrees.go).
+	WorktreeBranch string `json:"worktree_branch,omitempty"`
 	Cwd     string `json:"cwd"`
 	// ReceivedSeq is the newest user message the node has been handed;
 	// DeliveredSeq the newest one an agent accepted in a turn. A turn that

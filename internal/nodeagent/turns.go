@@ -151,7 +151,8 @@ func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason 
 func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) {
 	cur, _ := a.st.get(sessionID)
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: o.Token, State: st,
-		StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: fc.Account}
+		StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: fc.Account,
+		Cwd: sessionCwd(cur)}
 	if fc.Account != "" {
 		for _, u := range usage {
 			w := &castv1.UsageWindow{Name: u.Name, UsedPercent: u.UsedPercent, WindowMinutes: int32(u.WindowMinutes)}
@@ -218,6 +219,18 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 			return t, fmt.Errorf("No local checkout for agent switch: %q does not exist on node %s", o.Cwd, a.cfg.Name)
 		}
 		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
+	}
+	if o.WorktreeBranch != "" {
+		dir, err := a.ensureWorktree(ctx, o.Cwd, o.WorktreeBranch)
+		if err != nil {
+			return t, err
+		}
+		if dir != o.Cwd {
+			if err := a.st.update(func(m map[string]*owned) { m[sessionID].Cwd = dir }); err != nil {
+				return t, err
+			}
+			o.Cwd, t.Cwd = dir, dir // reported with the turn's state (sessionCwd)
+		}
 	}
 	if err := os.MkdirAll(t.Home, 0o700); err != nil {
 		return t, err
@@ -340,7 +353,8 @@ func (a *Agent) readMessages(ctx context.Context, sessionID string, start, end i
 func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
 	cur, _ := a.st.get(sessionID)
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq})
+		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq,
+		Cwd: sessionCwd(cur)})
 	if err != nil {
 		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
 	}
@@ -390,4 +404,14 @@ func (a *Agent) drop(sessionID string) {
 func clientID(sessionID, agent, nativeSession, entry string, n int) string {
 	h := sha256.Sum256([]byte(strings.Join([]string{sessionID, agent, nativeSession, entry, fmt.Sprint(n)}, "\x00")))
 	return "n." + hex.EncodeToString(h[:12])
+}
+
+// sessionCwd is the cwd a report carries: the node's own only for a
+// session in a worktree it made (the control plane still has the checkout
+// it came from); "" leaves the session's cwd as it is.
+func sessionCwd(o owned) string {
+	if o.WorktreeBranch == "" {
+		return ""
+	}
+	return o.Cwd
 }

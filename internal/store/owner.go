@@ -18,6 +18,7 @@ type TurnState struct {
 	Reason       string
 	ExitCode     int32
 	DeliveredSeq int64 // moves the delivery cursor forward, never back
+	Cwd          string // the owner set the working directory (a new worktree); "" keeps it
 }
 
 // SetState records a session's run state for its owner (fenced by g like an
@@ -33,6 +34,9 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, t TurnS
 			sess.LastExitCode = t.ExitCode
 		}
 		sess.DeliveredSeq = max(sess.DeliveredSeq, t.DeliveredSeq)
+		if t.Cwd != "" {
+			sess.Cwd = t.Cwd
+		}
 		return nil
 	})
 }

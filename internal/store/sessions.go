@@ -24,6 +24,7 @@ type CreateParams struct {
 	ForkedAtSeq, HistorySeq  int64
 	Effort, HandoffFrom      string
 	Account                  string // named credential set on the node
+	WorktreeBranch           string // the owner runs it in a git worktree on this branch
 	Subagent                 bool
 }
 
@@ -47,7 +48,7 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account,
+			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: p.WorktreeBranch,
 		}
 		if sess.RootId == "" {
 			sess.RootId = id

@@ -1346,7 +1346,10 @@ type ReportTurnRequest struct {
 	// session has its own credentials); a PARKED report marks it limited.
 	FleetAccount string `protobuf:"bytes,8,opt,name=fleet_account,json=fleetAccount,proto3" json:"fleet_account,omitempty"`
 	// usage is the provider's usage windows the turn saw, for fleet_account.
-	Usage         []*UsageWindow `protobuf:"bytes,9,rep,name=usage,proto3" json:"usage,omitempty"`
+	Usage []*UsageWindow `protobuf:"bytes,9,rep,name=usage,proto3" json:"usage,omitempty"`
+	// cwd is the session's working directory when the owner set it (the git
+	// worktree it made for worktree_branch); empty keeps it.
+	Cwd           string `protobuf:"bytes,10,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1442,6 +1445,13 @@ func (x *ReportTurnRequest) GetUsage() []*UsageWindow {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *ReportTurnRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -2074,7 +2084,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"ownerToken\x12,\n" +
 	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xca\x02\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xdc\x02\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -2086,7 +2096,9 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05R\bexitCode\x12#\n" +
 	"\rdelivered_seq\x18\a \x01(\x03R\fdeliveredSeq\x12#\n" +
 	"\rfleet_account\x18\b \x01(\tR\ffleetAccount\x12*\n" +
-	"\x05usage\x18\t \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\"@\n" +
+	"\x05usage\x18\t \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x12\x10\n" +
+	"\x03cwd\x18\n" +
+	" \x01(\tR\x03cwd\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +

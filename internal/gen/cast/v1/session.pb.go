@@ -216,9 +216,13 @@ type Session struct {
 	// account names the credential set the node runs the agent with (an
 	// entry of the agent's "accounts" in the node's agents config); empty is
 	// the agent's default setup.
-	Account       string `protobuf:"bytes,24,opt,name=account,proto3" json:"account,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Account string `protobuf:"bytes,24,opt,name=account,proto3" json:"account,omitempty"`
+	// worktree_branch: the session runs in a git worktree of its own on this
+	// branch, which the owner node creates outside the checkout (cwd then
+	// names the worktree).
+	WorktreeBranch string `protobuf:"bytes,25,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -415,6 +419,13 @@ func (x *Session) GetFencedBy() string {
 func (x *Session) GetAccount() string {
 	if x != nil {
 		return x.Account
+	}
+	return ""
+}
+
+func (x *Session) GetWorktreeBranch() string {
+	if x != nil {
+		return x.WorktreeBranch
 	}
 	return ""
 }
@@ -714,7 +725,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x05\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -743,7 +754,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\fhandoff_from\x18\x15 \x01(\tR\vhandoffFrom\x12#\n" +
 	"\rdelivered_seq\x18\x16 \x01(\x03R\fdeliveredSeq\x12\x1b\n" +
 	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\x12\x18\n" +
-	"\aaccount\x18\x18 \x01(\tR\aaccount\"D\n" +
+	"\aaccount\x18\x18 \x01(\tR\aaccount\x12'\n" +
+	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

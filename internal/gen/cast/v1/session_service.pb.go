@@ -46,9 +46,12 @@ type CreateSessionRequest struct {
 	// when the worker finishes, blocks or waits on a permission.
 	ParentId string `protobuf:"bytes,9,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	// hidden keeps the session out of `cast ls` (one-shot `cast exec` runs).
-	Hidden        bool `protobuf:"varint,10,opt,name=hidden,proto3" json:"hidden,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hidden bool `protobuf:"varint,10,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	// worktree_branch runs the session in its own git worktree on this
+	// branch, made from the checkout at cwd.
+	WorktreeBranch string `protobuf:"bytes,11,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -149,6 +152,13 @@ func (x *CreateSessionRequest) GetHidden() bool {
 		return x.Hidden
 	}
 	return false
+}
+
+func (x *CreateSessionRequest) GetWorktreeBranch() string {
+	if x != nil {
+		return x.WorktreeBranch
+	}
+	return ""
 }
 
 // GetSessionRequest names one session.
@@ -1086,9 +1096,12 @@ type ForkSessionRequest struct {
 	// node owns the fork; empty keeps the parent's node.
 	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	// request_id makes a retried fork return the same session.
-	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// worktree_branch gives the fork its own git worktree on this branch
+	// (created from the parent's checkout, new branch if it does not exist).
+	WorktreeBranch string `protobuf:"bytes,7,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ForkSessionRequest) Reset() {
@@ -1159,6 +1172,13 @@ func (x *ForkSessionRequest) GetNode() string {
 func (x *ForkSessionRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetWorktreeBranch() string {
+	if x != nil {
+		return x.WorktreeBranch
 	}
 	return ""
 }
@@ -1733,7 +1753,7 @@ var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\x91\x02\n" +
+	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\xba\x02\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -1746,7 +1766,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x10history_messages\x18\b \x01(\x03R\x0fhistoryMessages\x12\x1b\n" +
 	"\tparent_id\x18\t \x01(\tR\bparentId\x12\x16\n" +
 	"\x06hidden\x18\n" +
-	" \x01(\bR\x06hidden\"#\n" +
+	" \x01(\bR\x06hidden\x12'\n" +
+	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"~\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
@@ -1806,7 +1827,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
-	"\x06effort\x18\x04 \x01(\tR\x06effort\"\xa9\x01\n" +
+	"\x06effort\x18\x04 \x01(\tR\x06effort\"\xd2\x01\n" +
 	"\x12ForkSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -1815,7 +1836,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
 	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\x8b\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12'\n" +
+	"\x0fworktree_branch\x18\a \x01(\tR\x0eworktreeBranch\"\x8b\x01\n" +
 	"\x18RequestPermissionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +

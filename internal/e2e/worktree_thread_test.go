@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// A git worktree per thread: `cast fork ID --worktree BRANCH` gives the fork
+// its own worktree, made by the node outside the checkout on a new branch;
+// the fork's agent runs there while the parent keeps its checkout. Bad
+// branch names never reach git, and a worktree base inside the checkout is
+// refused with the reason.
+func TestForkInItsOwnWorktree(t *testing.T) {
+	r := newTurnRig(t, "claude")
+	repo := t.TempDir()
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	must(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o600))
+	gitRun(t, repo, "add", "a.txt")
+	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "one")
+
+	ctx := context.Background()
+	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Text: "first MARK-W1"})
+	must(t, err)
+	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	var fork struct{ ID string }
+	must(t, json.Unmarshal([]byte(c.must("fork", parent.Id, "--worktree", "feature/w1", "--json")), &fork))
+	seq := r.send(fork.ID, "TOOLCALL CMD[pwd] MARK-W2")
+	r.waitState(fork.ID, castv1.SessionState_SESSION_STATE_IDLE, seq)
+
+	f, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: fork.ID})
+	must(t, err)
+	if f.Cwd == repo || f.WorktreeBranch != "feature/w1" {
+		t.Fatalf("fork cwd %q branch %q", f.Cwd, f.WorktreeBranch)
+	}
+	if rel, err := filepath.Rel(repo, f.Cwd); err == nil && !strings.HasPrefix(rel, "..") {
+		t.Fatalf("the worktree %s is inside the checkout", f.Cwd)
+	}
+	if got := strings.TrimSpace(gitOut(t, f.Cwd, "rev-parse", "--abbrev-ref", "HEAD")); got != "feature/w1" {
+		t.Fatalf("worktree on %q", got)
+	}
+	if !strings.Contains(gitOut(t, repo, "worktree", "list"), f.Cwd) {
+		t.Fatal("git does not list the worktree")
+	}
+	real, _ := filepath.EvalSymlinks(f.Cwd)
+	var pwd string
+	for _, m := range r.messages(fork.ID) {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT && m.Seq > seq {
+			pwd = strings.TrimSpace(m.ToolResult.GetOutput())
+		}
+	}
+	if pwd != f.Cwd && pwd != real {
+		t.Fatalf("the fork's agent ran in %q, not its worktree %q", pwd, f.Cwd)
+	}
+	if p, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: parent.Id}); err != nil || p.Cwd != repo {
+		t.Fatalf("parent cwd changed: %v %v", p, err)
+	}
+
+	// Bad names: refused by the CLI, and by the API for other clients.
+	if _, errOut, code := c.run("fork", parent.Id, "--worktree", "-x"); code != 2 || !strings.Contains(errOut, "not a valid branch name") {
+		t.Fatalf("--worktree -x: exit %d %q", code, errOut)
+	}
+	_, err = r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: parent.Id, WorktreeBranch: "a..b"})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("ForkSession with a..b: %v", err)
+	}
+
+	// A base inside the checkout is refused, with the reason.
+	r.node.Kill()
+	r.nodeArgs = append(r.nodeArgs, "--worktree-base", filepath.Join(repo, "wt"))
+	r.startNode()
+	out := c.must("new", "--agent", "claude", "--cwd", repo, "--worktree", "feature/w2", "--json", "hello MARK-W3")
+	var s struct{ ID string }
+	must(t, json.Unmarshal([]byte(out), &s))
+	failed := r.waitState(s.ID, castv1.SessionState_SESSION_STATE_FAILED, 0)
+	if !strings.Contains(failed.StateReason, "inside the checkout") {
+		t.Fatalf("reason %q", failed.StateReason)
+	}
+}
+
+func gitRun(t *testing.T, dir string, args ...string) { t.Helper(); gitOut(t, dir, args...) }
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
