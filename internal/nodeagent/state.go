@@ -22,7 +22,7 @@ type owned struct {
 	// WorktreeBranch: turns run in a git worktree on this branch (Cwd
 	// becomes the worktree once made; worktrees.go).
 	WorktreeBranch string `json:"worktree_branch,omitempty"`
-	Cwd     string `json:"cwd"`
+	Cwd            string `json:"cwd"`
 	// ReceivedSeq is the newest user message the node has been handed;
 	// DeliveredSeq the newest one an agent accepted in a turn. A turn that
 	// failed before the agent took the prompt moves neither back nor on,

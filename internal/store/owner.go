@@ -17,7 +17,7 @@ type TurnState struct {
 	State        castv1.SessionState
 	Reason       string
 	ExitCode     int32
-	DeliveredSeq int64 // moves the delivery cursor forward, never back
+	DeliveredSeq int64  // moves the delivery cursor forward, never back
 	Cwd          string // the owner set the working directory (a new worktree); "" keeps it
 }
 
