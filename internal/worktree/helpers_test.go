@@ -90,6 +90,9 @@ func files(t *testing.T, dir string, skip ...string) map[string]string {
 			}
 			return nil
 		}
+		if rel == ".git" {
+			return nil // a linked worktree's pointer to its git dir
+		}
 		for _, s := range skip {
 			if rel == s {
 				return nil
@@ -122,7 +125,9 @@ func changed(t *testing.T, dir string) []string {
 // state is what Export must not change in the source.
 func state(t *testing.T, dir string) string {
 	t.Helper()
-	index, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
+	// --git-path: a linked worktree's .git is a file naming its git dir.
+	indexPath := gitT(t, dir, "rev-parse", "--path-format=absolute", "--git-path", "index")
+	index, err := os.ReadFile(indexPath)
 	if err != nil {
 		t.Fatal(err)
 	}

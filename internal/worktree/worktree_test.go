@@ -284,3 +284,18 @@ func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
 		t.Fatalf("import of a different state over local changes: err = %v, want KindDirty", err)
 	}
 }
+
+// A session's own git worktree (`cast fork --worktree`) travels like a
+// checkout: exported from the linked worktree, with its branch and
+// uncommitted changes, into an empty directory on the destination.
+func TestRoundTripFromLinkedWorktree(t *testing.T) {
+	isolate(t)
+	src := newRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	gitT(t, src, "worktree", "add", "-q", "-b", "feature/w", wt, "HEAD")
+	write(t, wt, "new.txt", "uncommitted\n")
+	m := roundTrip(t, wt, t.TempDir())
+	if m.Branch != "feature/w" {
+		t.Fatalf("branch %q", m.Branch)
+	}
+}
