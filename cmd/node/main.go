@@ -22,6 +22,7 @@ func main() {
 	cfg := nodeagent.DefaultConfig()
 	var logFormat, logLevel, agentsConfig string
 	var pathMap []string
+	var worktreeSetup string
 	cmd := &cobra.Command{
 		Use:           "node",
 		Short:         "Run a cast node daemon that dials the control plane",
@@ -39,6 +40,11 @@ func main() {
 					return err
 				}
 			}
+			if worktreeSetup != "" {
+				if cfg.WorktreeSetup, err = nodeagent.LoadWorktreeSetup(worktreeSetup); err != nil {
+					return fmt.Errorf("--worktree-setup: %w", err)
+				}
+			}
 			if cfg.PathMap, err = worktree.ParsePathMap(pathMap); err != nil {
 				return fmt.Errorf("--map-path: %w", err)
 			}
@@ -53,6 +59,7 @@ func main() {
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
+	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")

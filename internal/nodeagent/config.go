@@ -52,6 +52,9 @@ type Config struct {
 	// branch are made (default: DataDir/worktrees); never inside the
 	// checkout they come from.
 	WorktreeBase string
+	// WorktreeSetup runs commands in new worktrees of listed checkouts
+	// (--worktree-setup FILE, owned by the node's user).
+	WorktreeSetup WorktreeSetup
 	// Failpoint, when set, is called at migration steps with their name
 	// (fault tests kill the process there).
 	Failpoint func(name string)

@@ -40,7 +40,7 @@ func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (string,
 	}
 	top := strings.TrimSpace(string(out))
 	if onBranch(ctx, cwd, branch) {
-		return cwd, nil
+		return cwd, nil // the worktree itself (set up when made), or a checkout already on it
 	}
 	base, err := a.worktreeBase(top)
 	if err != nil {
@@ -51,7 +51,7 @@ func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (string,
 	switch _, err := os.Stat(path); {
 	case err == nil:
 		if onBranch(ctx, path, branch) {
-			return path, nil // made by an earlier turn whose report was lost
+			return path, a.setUp(ctx, top, path) // made by an earlier turn whose report was lost
 		}
 		return "", fmt.Errorf("%s exists and is not a worktree on %s; move it away", path, branch)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -68,7 +68,28 @@ func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (string,
 		return "", fmt.Errorf("make the worktree for %s: %w", branch, err)
 	}
 	a.lg.Info("worktree made", zap.String("branch", branch), zap.String("path", path), zap.String("from", top))
-	return path, nil
+	return path, a.setUp(ctx, top, path)
+}
+
+// setUp runs the checkout's setup commands in dir once: a marker in the
+// worktree's own git dir records success, so a failed setup runs again on
+// the next turn and a finished one never does.
+func (a *Agent) setUp(ctx context.Context, top, dir string) error {
+	if len(a.cfg.WorktreeSetup.commands(top)) == 0 {
+		return nil
+	}
+	out, err := workspace.Git(ctx, dir, 0, nil, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return err
+	}
+	marker := filepath.Join(strings.TrimSpace(string(out)), "cast-setup-done")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	if err := a.cfg.WorktreeSetup.run(ctx, top, dir); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, nil, 0o600)
 }
 
 // worktreeBase is the configured base, refused when it lies inside the

@@ -72,3 +72,82 @@ func TestEnsureWorktree(t *testing.T) {
 		t.Fatalf("base inside: %v", err)
 	}
 }
+
+// Setup commands from the node's own file run once in each new worktree of
+// the listed checkout; a failing one fails the turn and runs again on the
+// next, and a file others can write is refused.
+func TestWorktreeSetup(t *testing.T) {
+	repo := t.TempDir()
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "one")
+	cfgPath := filepath.Join(t.TempDir(), "setup.json")
+	write := func(body string, mode os.FileMode) {
+		if err := os.WriteFile(cfgPath, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(cfgPath, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"`+repo+`": [["touch", "SETUP-1"], ["mkdir", "SETUP-2"]]}`, 0o644)
+	ws, err := LoadWorktreeSetup(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: Config{DataDir: t.TempDir(), WorktreeSetup: ws}, lg: zap.NewNop()}
+	ctx := context.Background()
+	p, err := a.ensureWorktree(ctx, repo, "feat/setup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"SETUP-1", "SETUP-2"} {
+		if _, err := os.Stat(filepath.Join(p, f)); err != nil {
+			t.Fatalf("setup did not run: %v", err)
+		}
+	}
+	if err := os.Remove(filepath.Join(p, "SETUP-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ensureWorktree(ctx, repo, "feat/setup"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(p, "SETUP-1")); err == nil {
+		t.Fatal("setup ran twice in one worktree")
+	}
+
+	// A failing command fails the call; the next call runs the setup
+	// again in the same worktree.
+	load := func(body string) {
+		write(body, 0o600)
+		if a.cfg.WorktreeSetup, err = LoadWorktreeSetup(cfgPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load(`{"` + repo + `": [["false"]]}`)
+	if _, err := a.ensureWorktree(ctx, repo, "feat/fails"); err == nil || !strings.Contains(err.Error(), "worktree setup `false` failed") {
+		t.Fatalf("failing setup: %v", err)
+	}
+	load(`{"` + repo + `": [["touch", "FIXED"]]}`)
+	p3, err := a.ensureWorktree(ctx, repo, "feat/fails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(p3, "FIXED")); err != nil {
+		t.Fatalf("setup not run again after a failure: %v", err)
+	}
+	for _, bad := range []struct {
+		body string
+		mode os.FileMode
+		want string
+	}{
+		{`{}`, 0o666, "writable by others"},
+		{`{"rel": [["x"]]}`, 0o600, "must be an absolute path"},
+		{`{"/x": [[]]}`, 0o600, "empty command"},
+		{`[1]`, 0o600, "want {"},
+	} {
+		write(bad.body, bad.mode)
+		if _, err := LoadWorktreeSetup(cfgPath); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("LoadWorktreeSetup(%s, %o) = %v, want %q", bad.body, bad.mode, err, bad.want)
+		}
+	}
+}
