@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/worktree"
 )
 
@@ -22,7 +23,7 @@ func main() {
 	cfg := nodeagent.DefaultConfig()
 	var logFormat, logLevel, agentsConfig string
 	var pathMap []string
-	var worktreeSetup string
+	var worktreeSetup, tokenFile string
 	cmd := &cobra.Command{
 		Use:           "node",
 		Short:         "Run a cast node daemon that dials the control plane",
@@ -38,6 +39,11 @@ func main() {
 			if agentsConfig != "" {
 				if cfg.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
+				}
+			}
+			if tokenFile != "" {
+				if cfg.Token, err = secrets.ReadToken(tokenFile); err != nil {
+					return fmt.Errorf("--token-file: %w", err)
 				}
 			}
 			if worktreeSetup != "" {
@@ -59,6 +65,7 @@ func main() {
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
+	f.StringVar(&tokenFile, "token-file", "", "file (0600) with the node token the control plane requires (its --node-token-file)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")

@@ -3,6 +3,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -29,14 +30,41 @@ type Client struct {
 	Accounts castv1.AccountServiceClient
 }
 
+// NodeTokenHeader carries a node's token on every call (node daemons set
+// it with DialNode; the control plane checks it on NodeService when it is
+// given --node-token-file).
+const NodeTokenHeader = "x-cast-node-token"
+
 // Dial connects lazily to addr (no I/O until the first call).
-func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr,
+func Dial(addr string) (*Client, error) { return dial(addr) }
+
+// DialNode is Dial for a node daemon: every call carries token.
+func DialNode(addr, token string) (*Client, error) {
+	if token == "" {
+		return dial(addr)
+	}
+	return dial(addr, grpc.WithPerRPCCredentials(nodeToken(token)))
+}
+
+// nodeToken is the node's token as call metadata. The link has no TLS yet
+// (docs/architecture.md), so it does not require transport security: the
+// token keeps other API clients from acting as a node, not eavesdroppers.
+type nodeToken string
+
+func (t nodeToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{NodeTokenHeader: string(t)}, nil
+}
+
+func (nodeToken) RequireTransportSecurity() bool { return false }
+
+func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
+	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Laptops sleep and NATs drop idle flows: probe the connection.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(16<<20)),
-	)
+	}, extra...)
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}

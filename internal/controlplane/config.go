@@ -50,6 +50,10 @@ type Config struct {
 	// start; with neither, fleet accounts are refused.
 	SecretsKeyFile string
 	Fleet          fleet.Config
+	// NodeTokenFile holds the token nodes must present on NodeService
+	// calls (0600; ListNodes stays open for the CLI). Empty: no check, as
+	// on loopback with --dev.
+	NodeTokenFile string
 }
 
 // DefaultConfig returns a Config for a local single process.

@@ -31,6 +31,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -48,6 +49,8 @@ type Server struct {
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry
+	// nodeToken, when set, is required on NodeService calls (nodeauth.go).
+	nodeToken string
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
@@ -101,6 +104,11 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
 	}
+	if cfg.NodeTokenFile != "" {
+		if s.nodeToken, err = secrets.ReadToken(cfg.NodeTokenFile); err != nil {
+			return nil, fmt.Errorf("--node-token-file: %w", err)
+		}
+	}
 	if s.fleet, err = s.newFleet(); err != nil {
 		return nil, err
 	}
@@ -137,8 +145,8 @@ func (s *Server) startGRPC() error {
 		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor()),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), s.unaryNodeAuth),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), s.streamNodeAuth),
 	)
 	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
 	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})

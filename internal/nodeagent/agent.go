@@ -45,7 +45,7 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node state in %s: %w", cfg.DataDir, err)
 	}
-	cli, err := client.Dial(cfg.ControlPlane)
+	cli, err := client.DialNode(cfg.ControlPlane, cfg.Token)
 	if err != nil {
 		return nil, err
 	}
