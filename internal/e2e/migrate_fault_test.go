@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cast-dev/cast/internal/fakemodel"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -60,10 +63,15 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 			observed := make(chan struct{})
 			go func() { defer close(observed); rec.observe(r.c, s.Id, stop) }()
 			migCall := rec.now()
-			m, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{s.Id}, RequestId: "fault-move"})
-			if err != nil {
+			start := &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{s.Id}, RequestId: "fault-move"}
+			m, err := r.c.Migrations.StartMigration(ctx, start)
+			if err != nil && status.Code(err) != codes.Unavailable {
 				t.Fatal(err)
 			}
+			// Unavailable: the control plane died at its failpoint before
+			// answering (an idle session reaches it at once), so the start's
+			// outcome is unknown; the same request id after the restart
+			// returns the migration if it was recorded, else starts it.
 			// Sent while the move is under way; it keeps retrying through the
 			// crash and is acknowledged once.
 			during := make(chan error, 1)
@@ -87,6 +95,9 @@ func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
 				t.Fatal(err)
 			}
 			acked := []string{"during-move", "after-restart"}
+			if m == nil {
+				m = r.retryStart(start)
+			}
 
 			final := r.waitMigration(m.Id)
 			rec.add(0, histIn{Kind: histMigrate, To: "linux"}, histOut{Succeeded: final.State == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED}, migCall)
@@ -123,6 +134,25 @@ func (r *migRig) trySend(rec *recorder, id, text string) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("send %q never acknowledged: %w", text, err)
+}
+
+// retryStart repeats a start whose answer was lost, until the control
+// plane answers (the request id makes it return the same migration).
+func (r *migRig) retryStart(req *castv1.StartMigrationRequest) *castv1.Migration {
+	r.t.Helper()
+	var err error
+	for range 60 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		var m *castv1.Migration
+		m, err = r.c.Migrations.StartMigration(ctx, req)
+		cancel()
+		if err == nil {
+			return m
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.t.Fatalf("start migration never answered: %v", err)
+	return nil
 }
 
 // waitMigration polls through restarts until the migration ends.
