@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -93,9 +94,9 @@ func (a *app) accountLsCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tNAME\tACTIVE\tLIMITED UNTIL\tSWITCHES")
+			fmt.Fprintln(tw, "AGENT\tNAME\tACTIVE\tUSAGE\tLIMITED UNTIL\tSWITCHES")
 			for _, acc := range resp.Accounts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", acc.Agent, acc.Name, yesNo(acc.Active), limitedUntil(acc), acc.Switches)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", acc.Agent, acc.Name, yesNo(acc.Active), usage(acc), limitedUntil(acc), acc.Switches)
 			}
 			return tw.Flush()
 		},
@@ -185,4 +186,17 @@ func limitedUntil(acc *castv1.Account) string {
 		return "-"
 	}
 	return acc.LimitedUntil.AsTime().Local().Format(time.RFC3339)
+}
+
+// usage is each window the provider last reported that has not reset yet,
+// e.g. "five_hour 96%, seven_day 40%".
+func usage(acc *castv1.Account) string {
+	var parts []string
+	for _, w := range acc.Usage {
+		if w.ResetsAt != nil && !w.ResetsAt.AsTime().After(time.Now()) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", w.Name, w.UsedPercent))
+	}
+	return orDash(strings.Join(parts, ", "))
 }
