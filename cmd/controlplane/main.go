@@ -84,6 +84,7 @@ func main() {
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.StringVar(&cfg.NodeTokenFile, "node-token-file", "", "file (0600) with the token nodes must present (node --token-file); empty: no check")
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")
+	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: auto (switch to the account with most room), resume (wait for the reset) or off")
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")

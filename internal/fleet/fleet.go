@@ -45,10 +45,19 @@ type Store interface {
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
 }
 
+// Policies (design §7; "ask" needs a person at a prompt and is not here).
+const (
+	PolicyAuto   = "auto"   // switch to the account with most room; resume at reset when none has any
+	PolicyResume = "resume" // never switch: parked turns run again when the account's window resets
+	PolicyOff    = "off"    // record limits only: parked sessions wait for `cast account use` or a new message
+)
+
 // Config tunes the manager.
 type Config struct {
+	// Policy is what a usage limit does: auto, resume or off.
+	Policy string
 	// Cooldown is how long an account counts as limited after a usage
-	// limit (the providers' reset times are not read yet).
+	// limit whose reset the provider did not give.
 	Cooldown time.Duration
 	// Sweep is how often limits are checked for a reset.
 	Sweep time.Duration
@@ -57,15 +66,26 @@ type Config struct {
 }
 
 // DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
-func DefaultConfig() Config { return Config{Cooldown: 5 * time.Hour, Sweep: 15 * time.Second} }
+func DefaultConfig() Config {
+	return Config{Policy: PolicyAuto, Cooldown: 5 * time.Hour, Sweep: 15 * time.Second}
+}
 
 // Validate checks c.
 func (c Config) Validate() error {
-	if c.Cooldown <= 0 || c.Sweep <= 0 {
+	switch {
+	case c.Cooldown <= 0 || c.Sweep <= 0:
 		return errors.New("fleet: cooldown and sweep must be positive")
+	case c.Policy != PolicyAuto && c.Policy != PolicyResume && c.Policy != PolicyOff:
+		return fmt.Errorf("--account-policy %q: use auto, resume or off", c.Policy)
 	}
 	return nil
 }
+
+// switches says whether a limit moves the agent's fleet to another
+// account: only under the auto policy, and never for Codex (design §7:
+// "Codex only resumes after reset"; its rollouts carry encrypted reasoning
+// that only the account which produced it can read back).
+func (mg *Manager) switches(agent string) bool { return mg.cfg.Policy == PolicyAuto && agent != "codex" }
 
 // Manager runs fleet accounts. A nil box (no secrets key) refuses to store
 // or hand out credentials with SECRETS_KEY_MISSING.

@@ -47,7 +47,9 @@ type rig struct {
 	mu  sync.Mutex
 }
 
-func newRig(t *testing.T, withKey bool) *rig {
+func newRig(t *testing.T, withKey bool) *rig { return newRigPolicy(t, withKey, fleet.PolicyAuto) }
+
+func newRigPolicy(t *testing.T, withKey bool, policy string) *rig {
 	ep := testharness.StartEtcd(t, nil)
 	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}}
 	var box *secrets.Box
@@ -61,7 +63,7 @@ func newRig(t *testing.T, withKey bool) *rig {
 	}
 	r := &rig{st: st, ep: ep, now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
-	mg, err := fleet.New(st, box, fleet.Config{Cooldown: time.Hour, Sweep: time.Hour, Now: clock}, zaptest.NewLogger(t), metrics.NewFleet(nil))
+	mg, err := fleet.New(st, box, fleet.Config{Policy: policy, Cooldown: time.Hour, Sweep: time.Hour, Now: clock}, zaptest.NewLogger(t), metrics.NewFleet(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,5 +384,39 @@ func TestCodexLimitEndsAtTheWindowReset(t *testing.T) {
 	must(t, r.mg.Sweep(ctx))
 	if act := get(); act.Epoch != before.Epoch+1 {
 		t.Fatalf("not re-activated at the reset: %+v", act)
+	}
+}
+
+// resume never switches but re-activates at the reset; off only records.
+func TestPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		resumes bool
+	}{{fleet.PolicyResume, true}, {fleet.PolicyOff, false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			r := newRigPolicy(t, true, tc.policy)
+			ctx := context.Background()
+			for _, n := range []string{"a", "b"} {
+				if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := active(t, r)
+			must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
+			must(t, r.mg.Sweep(ctx))
+			if act := active(t, r); act != start {
+				t.Fatalf("%s switched: %+v", tc.policy, act)
+			}
+			r.advance(61 * time.Minute)
+			must(t, r.mg.Sweep(ctx))
+			if act := active(t, r); (act.Epoch == start.Epoch+1) != tc.resumes || act.Name != "a" {
+				t.Fatalf("%s after the reset: %+v (from %+v)", tc.policy, act, start)
+			}
+		})
+	}
+	bad := fleet.DefaultConfig()
+	bad.Policy = "ask"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "auto, resume or off") {
+		t.Fatalf("policy ask: %v", err)
 	}
 }

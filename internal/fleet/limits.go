@@ -35,7 +35,7 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 		return err
 	}
 	mg.m.Limited.WithLabelValues(agent).Inc()
-	if !switchesOnLimit(agent) {
+	if !mg.switches(agent) {
 		return nil // the sweep re-activates it when its window reopens
 	}
 	return mg.switchFrom(ctx, sessionID, agent, account, r.LimitedUntil, "at its usage limit")
@@ -116,13 +116,16 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 	}
 	now := mg.now().UTC()
 	if !limited(r, now) {
+		if mg.cfg.Policy == PolicyOff {
+			return nil // a person resumes (`cast account use`)
+		}
 		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *store.AccountRecord) { r.LimitedUntil = time.Time{} }); err != nil {
 			return err
 		}
 		_, err := mg.activate(ctx, agent, act.Name, act, "reset")
 		return err
 	}
-	if !switchesOnLimit(agent) {
+	if !mg.switches(agent) {
 		return nil
 	}
 	accounts, err := mg.st.ListAccounts(ctx, agent)

@@ -66,13 +66,6 @@ var credentialChecks = map[string]func(map[string]any) error{
 	},
 }
 
-// switchesOnLimit says whether a limit moves the agent's fleet to another
-// account. Codex does not (design §7: "Codex only resumes after reset"):
-// its rollouts carry encrypted reasoning that only the account which
-// produced it can read back, so a Codex thread waits for its own account's
-// window to reopen. `cast account use` still switches by hand.
-func switchesOnLimit(agent string) bool { return agent != "codex" }
-
 // Agents lists the agents fleet accounts work for.
 func Agents() []string { return []string{"claude", "codex"} }
 

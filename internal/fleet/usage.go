@@ -77,7 +77,7 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 			ahead = &usage[i]
 		}
 	}
-	switchAhead := ahead != nil && switchesOnLimit(agent)
+	switchAhead := ahead != nil && mg.switches(agent)
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) {
 		r.Usage, r.UsageAt = usage, now
 		if switchAhead {
