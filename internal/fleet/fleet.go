@@ -85,7 +85,9 @@ func (c Config) Validate() error {
 // account: only under the auto policy, and never for Codex (design §7:
 // "Codex only resumes after reset"; its rollouts carry encrypted reasoning
 // that only the account which produced it can read back).
-func (mg *Manager) switches(agent string) bool { return mg.cfg.Policy == PolicyAuto && agent != "codex" }
+func (mg *Manager) switches(agent string) bool {
+	return mg.cfg.Policy == PolicyAuto && agent != "codex"
+}
 
 // Manager runs fleet accounts. A nil box (no secrets key) refuses to store
 // or hand out credentials with SECRETS_KEY_MISSING.
