@@ -146,8 +146,9 @@ func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason 
 	return err
 }
 
-// reportEnd is report for a turn's end with what the fleet needs: the
-// fleet account the turn ran on and the provider's usage windows it saw.
+// reportEnd reports the session's state; at a turn's end it also carries
+// what the fleet needs: the fleet account the turn ran on and the
+// provider's usage windows it saw (report passes neither).
 func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) {
 	cur, _ := a.st.get(sessionID)
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: o.Token, State: st,
@@ -351,13 +352,7 @@ func (a *Agent) readMessages(ctx context.Context, sessionID string, start, end i
 // next report corrects it).
 // It carries the delivery cursor, which a new owner starts from.
 func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
-	cur, _ := a.st.get(sessionID)
-	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: st, StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq,
-		Cwd: sessionCwd(cur)})
-	if err != nil {
-		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
-	}
+	a.reportEnd(ctx, sessionID, o, st, reason, exitCode, fleetCred{}, nil)
 }
 
 // reportStart records RUNNING before the agent starts. It is the turn's
