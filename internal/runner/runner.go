@@ -116,7 +116,7 @@ type Result struct {
 	Emitted    int    // messages passed to emit
 	Stderr     string // the CLI's last stderr (bounded), for logs
 	// Usage is the provider's usage windows as the agent recorded them
-	// this turn (Codex only; nil when unknown).
+	// this turn (Codex and Claude, with Turn.ReportUsage; nil when unknown).
 	Usage []UsageWindow
 }
 
@@ -350,10 +350,11 @@ loop:
 	d.sync(true, out)
 	res.NativeID, res.NativePath = d.native()
 	res.PromptSeen = d.promptSeen()
-	switch t.Agent {
-	case "codex":
+	switch {
+	case !t.ReportUsage:
+	case t.Agent == "codex":
 		res.Usage = codexUsage(res.NativePath)
-	case "claude":
+	case t.Agent == "claude":
 		res.Usage = d.claudeUsage()
 	}
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"time"
@@ -19,6 +20,11 @@ type UsageWindow struct {
 	ResetsAt      time.Time // zero when the provider did not say
 }
 
+// codexTail is how much of the rollout's end codexUsage reads: Codex
+// records rate_limits after each model response, so the turn's last one is
+// near the end, and a long session's rollout is never read whole.
+const codexTail = 1 << 20
+
 // codexUsage reads the last rate_limits Codex recorded in the rollout: it
 // parses the provider's x-codex-primary-*/secondary-* response headers into
 // event_msg token_count lines. None when the provider sent none.
@@ -31,6 +37,12 @@ func codexUsage(path string) []UsageWindow {
 		return nil
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > codexTail {
+		if _, err := f.Seek(fi.Size()-codexTail, io.SeekStart); err != nil {
+			return nil
+		}
+		// The first line read is a fragment; it fails to decode and is skipped.
+	}
 	type window struct {
 		UsedPercent   *float64 `json:"used_percent"`
 		WindowMinutes int      `json:"window_minutes"`
@@ -44,7 +56,7 @@ func codexUsage(path string) []UsageWindow {
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !jsonHas(line, `"token_count"`) || !jsonHas(line, `"rate_limits"`) {
+		if !bytes.Contains(line, []byte(`"token_count"`)) || !bytes.Contains(line, []byte(`"rate_limits"`)) {
 			continue // most lines: skip without decoding
 		}
 		var ev struct {
@@ -80,8 +92,6 @@ func codexUsage(path string) []UsageWindow {
 	}
 	return out
 }
-
-func jsonHas(line []byte, s string) bool { return bytes.Contains(line, []byte(s)) }
 
 // claudeWindows are the lengths of Claude's rate limit types.
 var claudeWindows = map[string]int{"five_hour": 300, "seven_day": 7 * 24 * 60, "seven_day_opus": 7 * 24 * 60, "seven_day_sonnet": 7 * 24 * 60}

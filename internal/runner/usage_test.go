@@ -26,6 +26,7 @@ func TestCodexUsageWindows(t *testing.T) {
 	fake.SetHeader("x-codex-secondary-used-percent", "12")
 	fake.SetHeader("x-codex-secondary-window-minutes", "10080")
 	r, turn := setup(t, cases[1], fake.URL)
+	turn.ReportUsage = true
 	turn.Prompt = "hello MARK-U1"
 	res, _, _, err := run(t, r, turn)
 	if err != nil {
@@ -40,6 +41,7 @@ func TestCodexUsageWindows(t *testing.T) {
 	// Without the headers there is nothing to report.
 	fake2 := fakemodel.Start(t)
 	r2, turn2 := setup(t, cases[1], fake2.URL)
+	turn2.ReportUsage = true
 	turn2.Prompt = "hello MARK-U2"
 	res2, _, _, err := run(t, r2, turn2)
 	if err != nil || len(res2.Usage) != 0 {
