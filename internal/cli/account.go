@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -106,56 +108,48 @@ func (a *app) accountLsCmd() *cobra.Command {
 }
 
 func (a *app) accountRmCmd() *cobra.Command {
-	var agent string
-	cmd := &cobra.Command{
-		Use:   "rm NAME --agent A",
-		Short: "Remove a fleet account that is not active",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if agent == "" {
-				return usagef("--agent is required")
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			if _, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: args[0], Agent: agent}); err != nil {
+	return a.namedAccountCmd("rm NAME --agent A", "Remove a fleet account that is not active",
+		func(ctx context.Context, c *client.Client, name, agent string) error {
+			if _, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: name, Agent: agent}); err != nil {
 				return err
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"deleted": args[0], "agent": agent})
+				return a.printJSON(map[string]any{"deleted": name, "agent": agent})
 			}
-			fmt.Fprintf(a.out, "removed %s account %s\n", agent, args[0])
+			fmt.Fprintf(a.out, "removed %s account %s\n", agent, name)
 			return nil
-		},
-	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
-	return cmd
+		})
 }
 
 func (a *app) accountUseCmd() *cobra.Command {
-	var agent string
-	cmd := &cobra.Command{
-		Use:   "use NAME --agent A",
-		Short: "Make an account the active one on every node now (parked turns run again)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if agent == "" {
-				return usagef("--agent is required")
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			acc, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: args[0], Agent: agent})
+	return a.namedAccountCmd("use NAME --agent A", "Make an account the active one on every node now (parked turns run again)",
+		func(ctx context.Context, c *client.Client, name, agent string) error {
+			acc, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: name, Agent: agent})
 			if err != nil {
 				return err
 			}
 			return a.printAccount(acc, "active")
+		})
+}
+
+// namedAccountCmd is a command on one account (NAME --agent A).
+func (a *app) namedAccountCmd(use, short string, run func(ctx context.Context, c *client.Client, name, agent string) error) *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return usagef("--agent is required")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			return run(ctx, c, args[0], agent)
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")

@@ -50,13 +50,7 @@ func TestFleetAccountAutoSwitch(t *testing.T) {
 	if tok := bearerOf(r, "MARK-F2"); tok != tokB {
 		t.Fatalf("the parked turn ran again with %q, want account B", tok)
 	}
-	var notice string
-	for _, m := range r.messages(sess.Id) {
-		if m.NoticeType == "account_switch" {
-			notice = m.Text
-		}
-	}
-	if !strings.Contains(notice, "Now using account work-b (was work-a") {
+	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account work-b (was work-a") {
 		t.Fatalf("account_switch notice = %q", notice)
 	}
 	accounts := listAccounts(t, c)
@@ -108,6 +102,17 @@ func waitAnswered(r *turnRig, id, marker string, seq int64) {
 	if prompts != 1 || answers != 1 {
 		r.t.Fatalf("%s: %d prompts and %d answers stored, want 1 and 1", marker, prompts, answers)
 	}
+}
+
+// lastSwitchNotice is the text of the session's newest account_switch notice.
+func lastSwitchNotice(r *turnRig, id string) string {
+	notice := ""
+	for _, m := range r.messages(id) {
+		if m.NoticeType == "account_switch" {
+			notice = m.Text
+		}
+	}
+	return notice
 }
 
 // bearerOf is the OAuth token of the last successful turn whose request
@@ -312,13 +317,7 @@ func TestFleetClaudeSwitchesAhead(t *testing.T) {
 			t.Fatalf("a request was refused (%d): the switch was not ahead of the limit", req.Status)
 		}
 	}
-	var notice string
-	for _, m := range r.messages(sess.Id) {
-		if m.NoticeType == "account_switch" {
-			notice = m.Text
-		}
-	}
-	if !strings.Contains(notice, "at 96% of its 5-hour window") {
+	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "at 96% of its 5-hour window") {
 		t.Fatalf("notice %q", notice)
 	}
 }

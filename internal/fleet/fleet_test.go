@@ -71,6 +71,16 @@ func newRigPolicy(t *testing.T, withKey bool, policy string) *rig {
 	return r
 }
 
+// putAB stores claude accounts a (active: the first) and b.
+func (r *rig) putAB(t *testing.T) {
+	t.Helper()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(context.Background(), "claude", n, cred("tok-"+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (r *rig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.mu.Unlock() }
 
 func cred(tok string) []byte { return []byte(`{"claudeAiOauth":{"accessToken":"` + tok + `"}}`) }
@@ -172,11 +182,7 @@ func TestNoSecretsKey(t *testing.T) {
 func TestSwitchOnLimitAndReset(t *testing.T) {
 	r := newRig(t, true)
 	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.putAB(t)
 	start := active(t, r)
 	var wg sync.WaitGroup
 	for i := range 5 {
@@ -279,11 +285,7 @@ func TestCodexResumesAfterReset(t *testing.T) {
 func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
 	r := newRig(t, true)
 	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.putAB(t)
 	start := active(t, r)
 	// What OnParked wrote before the crash: the limit, nothing else.
 	if _, err := r.st.UpdateAccount(ctx, "claude", "a", func(a *store.AccountRecord) {
@@ -324,11 +326,7 @@ func window(pct float64, minutes int, resets time.Time) *castv1.UsageWindow {
 func TestSwitchAheadOnUsage(t *testing.T) {
 	r := newRig(t, true)
 	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.putAB(t)
 	reset := r.now.Add(90 * time.Minute)
 	must(t, r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(94, 300, reset), window(96, 7*24*60, reset.Add(72*time.Hour))}))
 	if act := active(t, r); act.Name != "a" {
@@ -396,11 +394,7 @@ func TestPolicies(t *testing.T) {
 		t.Run(tc.policy, func(t *testing.T) {
 			r := newRigPolicy(t, true, tc.policy)
 			ctx := context.Background()
-			for _, n := range []string{"a", "b"} {
-				if _, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r.putAB(t)
 			start := active(t, r)
 			must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
 			must(t, r.mg.Sweep(ctx))
