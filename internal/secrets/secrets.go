@@ -79,22 +79,11 @@ func (b *Box) Open(sealed, aad []byte) ([]byte, error) {
 // permission bits) and hold exactly 2*KeySize hex characters, optionally
 // followed by a newline. A missing file gives an error matching fs.ErrNotExist.
 func LoadKey(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openPrivate(path, "secrets: key file")
 	if err != nil {
-		return nil, fmt.Errorf("secrets: key file: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	// Stat the open file, not the path, so the mode we check is the file we read.
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("secrets: key file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("secrets: key file %s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("secrets: key file %s has mode %04o, readable by others; run: chmod 600 %s", path, perm, path)
-	}
 	// Read one byte past the longest valid file so oversize is detected
 	// without reading an arbitrarily large file.
 	buf := make([]byte, 2*KeySize+2)
@@ -165,4 +154,28 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// openPrivate opens a file holding a secret, refusing anything but a
+// regular file that only its owner can read. The mode is checked on the
+// open file, not the path, so it is the file that is read.
+func openPrivate(path, what string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s: %w", what, err)
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("%s %s is not a regular file", what, path)
+	case st.Mode().Perm()&0o077 != 0:
+		err = fmt.Errorf("%s %s has mode %04o, readable by others; run: chmod 600 %s", what, path, st.Mode().Perm(), path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

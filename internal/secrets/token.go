@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -16,21 +15,11 @@ const MinTokenLen = 32
 // read; surrounding whitespace is dropped. The token is never echoed in an
 // error.
 func ReadToken(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := openPrivate(path, "token file")
 	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
+		return "", err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %04o, readable by others; run: chmod 600 %s", path, perm, path)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
