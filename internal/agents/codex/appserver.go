@@ -203,7 +203,7 @@ func (s *AppServer) Call(ctx context.Context, method string, params, out any) er
 	s.pending[id] = c
 	s.mu.Unlock()
 	if err := s.send(wireMsg{ID: &id, Method: method, Params: p}); err != nil {
-		return err
+		return s.sendFailed(ctx, method, id, c, err)
 	}
 	select {
 	case r := <-c:
@@ -220,6 +220,25 @@ func (s *AppServer) Call(ctx context.Context, method string, params, out any) er
 		s.mu.Unlock()
 		return fmt.Errorf("%s: %w", method, ctx.Err())
 	}
+}
+
+// sendFailed reports a request that could not be written. A write fails
+// (EPIPE) when the server closed its stdin, which it does by exiting; the
+// reader then fails every pending call with the exit and the server's last
+// words. Waiting for that answer, instead of returning whichever of the two
+// errors came first, makes the outcome the same every time.
+func (s *AppServer) sendFailed(ctx context.Context, method string, id int, c chan rpcReply, werr error) error {
+	select {
+	case r := <-c:
+		if r.Err != nil {
+			return fmt.Errorf("%s: %w", method, r.Err)
+		}
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}
+	return fmt.Errorf("%s: write to codex app-server: %w", method, werr)
 }
 
 // WaitFor returns the first notification at or after index from whose method
