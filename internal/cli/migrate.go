@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
-	"golang.org/x/term"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -132,7 +130,7 @@ func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1
 	}
 	var bar *mpb.Bar
 	var prog *mpb.Progress
-	if f, ok := a.out.(*os.File); ok && !a.json && term.IsTerminal(int(f.Fd())) {
+	if a.tty && !a.json {
 		prog = mpb.NewWithContext(ctx, mpb.WithOutput(a.out), mpb.WithWidth(40))
 		bar = prog.AddBar(int64(len(m.Sessions)),
 			mpb.PrependDecorators(decor.Name("moving "), decor.CountersNoUnit("%d/%d")),

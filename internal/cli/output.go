@@ -105,3 +105,31 @@ func titleFrom(text string) string {
 	}
 	return text
 }
+
+// forScreen escapes control characters (ESC, CR, BEL, C1 controls, bidi
+// overrides) when stdout is a terminal, so text an agent or a tool wrote
+// cannot move the cursor, retitle the window or hide what follows.
+// Newlines and tabs stay; pipes and --json get the bytes as stored.
+func (a *app) forScreen(s string) string {
+	if !a.tty {
+		return s
+	}
+	return escapeControls(s)
+}
+
+func escapeControls(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,12 +26,13 @@ type app struct {
 	out     io.Writer
 	errOut  io.Writer
 	in      io.Reader
+	tty     bool // stdout is a terminal: control characters are escaped
 	cli     *client.Client
 }
 
 // Main runs the CLI with args and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{out: stdout, errOut: stderr, in: stdin}
+	a := &app{out: stdout, errOut: stderr, in: stdin, tty: isTerminal(stdout)}
 	root := a.root()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -75,11 +77,16 @@ func (a *app) root() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON for scripts")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.nodesCmd(), a.watchCmd(),
+	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.nodesCmd(), a.watchCmd(),
 		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd())
 	return root
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // client dials lazily so --help never needs a control plane.

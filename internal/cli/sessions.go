@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -132,7 +131,7 @@ func (a *app) readCmd() *cobra.Command {
 					all = append(all, resp.Messages...)
 				} else {
 					for _, m := range resp.Messages {
-						fmt.Fprint(a.out, formatMessage(m))
+						fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
 					}
 				}
 				if tok = resp.NextPageToken; tok == "" {
@@ -177,57 +176,6 @@ func parseRange(s string) (int64, int64, error) {
 	return from, to, nil
 }
 
-func (a *app) lsCmd() *cobra.Command {
-	var all bool
-	cmd := &cobra.Command{
-		Use:   "ls",
-		Short: "List sessions",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var list []*castv1.Session
-			tok := ""
-			for {
-				ctx, cancel := a.ctx(cmd.Context())
-				resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all})
-				cancel()
-				if err != nil {
-					return err
-				}
-				list = append(list, resp.Sessions...)
-				if tok = resp.NextPageToken; tok == "" {
-					break
-				}
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"sessions": raws(list)})
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(a.out, "no sessions yet; start one with `cast new --agent claude \"hello\"`")
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tAGENT\tNODE\tSTATE\tMSGS\tUPDATED\tTITLE")
-			for _, s := range list {
-				st := stateName(s.State)
-				if s.FencedBy != "" {
-					st += " (moving: " + s.FencedBy + ")"
-				}
-				if s.StateReason != "" {
-					st += ": " + s.StateReason
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Agent, s.Node, st, s.LastSeq, ago(s.UpdateTime), s.Title)
-			}
-			return tw.Flush()
-		},
-	}
-	cmd.Flags().BoolVar(&all, "all", false, "include subagent worker sessions")
-	return cmd
-}
-
 func (a *app) watchCmd() *cobra.Command {
 	var from int64
 	cmd := &cobra.Command{
@@ -256,7 +204,7 @@ func (a *app) watchCmd() *cobra.Command {
 					continue
 				}
 				if m := ev.GetMessage(); m != nil {
-					fmt.Fprint(a.out, formatMessage(m))
+					fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
 				} else if s := ev.GetSession(); s != nil {
 					fmt.Fprintf(a.out, "-- %s on %s (%s): %s\n", s.Id, s.Node, s.Agent, stateName(s.State))
 				}

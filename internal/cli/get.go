@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+func (a *app) getCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get ID",
+		Aliases: []string{"describe"},
+		Short:   "Show one session whole: agent, model, node, state, folders, links, counts, last error, times",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(sess))
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			for _, row := range describeRows(sess) {
+				if row[1] != "" {
+					fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+				}
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// describeRows are `cast get`'s fields in the order people read them;
+// empty values are left out.
+func describeRows(s *castv1.Session) [][2]string {
+	state := stateName(s.State)
+	if s.FencedBy != "" {
+		state += " (moving: " + s.FencedBy + ")"
+	}
+	var lastError []string
+	if s.State == castv1.SessionState_SESSION_STATE_FAILED && s.StateReason != "" {
+		lastError = append(lastError, s.StateReason)
+	}
+	if s.LastExitCode != 0 {
+		lastError = append(lastError, fmt.Sprintf("exit %d", s.LastExitCode))
+	}
+	reason := ""
+	if s.State == castv1.SessionState_SESSION_STATE_PARKED {
+		reason = s.StateReason
+	}
+	return [][2]string{
+		{"id", s.Id},
+		{"title", s.Title},
+		{"agent", s.Agent},
+		{"model", orDefault(s.Model)},
+		{"effort", s.Effort},
+		{"account", s.Account},
+		{"node", s.Node},
+		{"state", state},
+		{"parked", reason},
+		{"last error", strings.Join(lastError, "; ")},
+		{"cwd", s.Cwd},
+		{"worktree", s.WorktreeBranch},
+		{"parent", s.ParentId},
+		{"forked at", seqOrEmpty(s.ForkedAtSeq)},
+		{"root", rootIfOther(s)},
+		{"handed off from", s.HandoffFrom},
+		{"subagent", yesOrEmpty(s.Subagent)},
+		{"messages", fmt.Sprint(s.LastSeq)},
+		{"history", seqOrEmpty(s.HistorySeq)},
+		{"delivered", seqOrEmpty(s.DeliveredSeq)},
+		{"merged up to", seqOrEmpty(s.MergedUptoSeq)},
+		{"pins", strings.Join(s.Pins, "; ")},
+		{"created", when(s.CreateTime)},
+		{"updated", when(s.UpdateTime)},
+	}
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "(the agent's default)"
+	}
+	return s
+}
+
+func seqOrEmpty(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("#%d", n)
+}
+
+func yesOrEmpty(b bool) string {
+	if b {
+		return "yes"
+	}
+	return ""
+}
+
+func rootIfOther(s *castv1.Session) string {
+	if s.RootId == s.Id {
+		return ""
+	}
+	return s.RootId
+}
+
+func when(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return ""
+	}
+	return ts.AsTime().Local().Format(time.RFC3339) + " (" + ago(ts) + ")"
+}

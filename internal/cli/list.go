@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// lsFilter narrows `cast ls`; empty fields match everything.
+type lsFilter struct {
+	agent, node, state string
+}
+
+func (f lsFilter) match(s *castv1.Session) bool {
+	return (f.agent == "" || s.Agent == f.agent) && (f.node == "" || s.Node == f.node) &&
+		(f.state == "" || stateName(s.State) == f.state)
+}
+
+func (a *app) lsCmd() *cobra.Command {
+	var all bool
+	var f lsFilter
+	cmd := &cobra.Command{
+		Use:   "ls [--agent A] [--node N] [--state S] [--all]",
+		Short: "List sessions, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.state != "" && !slices.Contains(stateNames(), f.state) {
+				return usagef("--state %q is not a state; use one of %s", f.state, strings.Join(stateNames(), ", "))
+			}
+			list, err := a.listSessions(cmd.Context(), all)
+			if err != nil {
+				return err
+			}
+			list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return !f.match(s) })
+			sortNewestFirst(list)
+			if a.json {
+				return a.printJSON(map[string]any{"sessions": raws(list)})
+			}
+			if len(list) == 0 {
+				if f != (lsFilter{}) {
+					fmt.Fprintln(a.out, "no sessions match; `cast ls` without filters lists them all")
+					return nil
+				}
+				fmt.Fprintln(a.out, "no sessions yet; start one with `cast new --agent claude \"hello\"`")
+				return nil
+			}
+			return a.printSessions(list)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include subagent workers and archived sessions")
+	cmd.Flags().StringVar(&f.agent, "agent", "", "only sessions on this agent")
+	cmd.Flags().StringVar(&f.node, "node", "", "only sessions owned by this node")
+	cmd.Flags().StringVar(&f.state, "state", "", "only sessions in this state: "+strings.Join(stateNames(), ", "))
+	return cmd
+}
+
+// listSessions reads every page.
+func (a *app) listSessions(parent context.Context, all bool) ([]*castv1.Session, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	var list []*castv1.Session
+	tok := ""
+	for {
+		ctx, cancel := a.ctx(parent)
+		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, resp.Sessions...)
+		if tok = resp.NextPageToken; tok == "" {
+			return list, nil
+		}
+	}
+}
+
+// sortNewestFirst orders by creation time, newest first (ids break ties so
+// the order is stable).
+func sortNewestFirst(list []*castv1.Session) {
+	slices.SortStableFunc(list, func(x, y *castv1.Session) int {
+		if c := y.CreateTime.AsTime().Compare(x.CreateTime.AsTime()); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Id, y.Id)
+	})
+}
+
+// noteWidth bounds the last column, so one long failure reason is cut
+// instead of pushing the table off the screen.
+const noteWidth = 60
+
+func (a *app) printSessions(list []*castv1.Session) error {
+	width := 0
+	for _, n := range stateNames() {
+		width = max(width, len(n))
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGENT\tNODE\t"+fmt.Sprintf("%-*s", width, "STATE")+"\tMSGS\tUPDATED\tTITLE\tNOTE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%-*s\t%d\t%s\t%s\t%s\n", s.Id, s.Agent, orDash(s.Node), width, stateName(s.State),
+			s.LastSeq, ago(s.UpdateTime), orDash(s.Title), clip(sessionNote(s), noteWidth))
+	}
+	return tw.Flush()
+}
+
+// sessionNote is what a state alone does not say: a move in progress or the
+// reason of a failure or a park.
+func sessionNote(s *castv1.Session) string {
+	var parts []string
+	if s.FencedBy != "" {
+		parts = append(parts, "moving: "+s.FencedBy)
+	}
+	if s.StateReason != "" {
+		parts = append(parts, s.StateReason)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// clip shortens s to n runes on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// stateNames are the states people can filter on, sorted.
+func stateNames() []string {
+	var out []string
+	for v := range castv1.SessionState_name {
+		if st := castv1.SessionState(v); st != castv1.SessionState_SESSION_STATE_UNSPECIFIED {
+			out = append(out, stateName(st))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
