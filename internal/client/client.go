@@ -19,6 +19,14 @@ import (
 // DefaultAddr is where `controlplane --dev` listens.
 const DefaultAddr = "127.0.0.1:7777"
 
+// gRPC message limits every client dials with. The control plane's config
+// checks its own against them: it accepts requests of MaxRequestBytes and
+// bounds its pages so no reply passes MaxReplyBytes.
+const (
+	MaxRequestBytes = 16 << 20
+	MaxReplyBytes   = 64 << 20
+)
+
 // Client holds the API stubs over one connection.
 type Client struct {
 	Conn     *grpc.ClientConn
@@ -62,7 +70,7 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Laptops sleep and NATs drop idle flows: probe the connection.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(16<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReplyBytes), grpc.MaxCallSendMsgSize(MaxRequestBytes)),
 	}, extra...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/brief"
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
@@ -21,9 +22,10 @@ const (
 	DefaultLeaseTTL          = 10 * time.Second
 	DefaultHeartbeatInterval = 3 * time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
-	// DefaultMaxRecvBytes bounds one gRPC request. Larger messages than one
-	// etcd request can carry are chunked by the store.
-	DefaultMaxRecvBytes = 16 << 20
+	// DefaultMaxRecvBytes bounds one gRPC request: what clients send at
+	// most. Larger messages than one etcd request can carry are chunked by
+	// the store.
+	DefaultMaxRecvBytes = client.MaxRequestBytes
 	// CapabilityVersion is what this control plane speaks to nodes.
 	CapabilityVersion = 1
 )
@@ -95,6 +97,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecvBytes < c.Store.MaxMessageBytes {
 		return fmt.Errorf("max receive size %d is below the max message size %d", c.MaxRecvBytes, c.Store.MaxMessageBytes)
+	}
+	// A page holds at most PageBytes of messages, or one message.
+	if reply := max(c.Store.PageBytes, c.Store.MaxMessageBytes) + store.PageSlack; reply > client.MaxReplyBytes {
+		return fmt.Errorf("a page of %d bytes (page size %d, max message size %d) would pass the clients' receive limit %d",
+			reply, c.Store.PageBytes, c.Store.MaxMessageBytes, client.MaxReplyBytes)
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")

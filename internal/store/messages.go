@@ -8,47 +8,68 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
-// ExportPageSize is the page size of ExportSession.
+// ExportPageSize is the most messages in one ExportSession page (pages
+// are bounded in bytes too: Config.PageBytes).
 const ExportPageSize = 500
 
-// compactedAsToken turns a read at a compacted revision into advice to
-// restart the listing; other errors pass through.
+const (
+	// envelopeBatch is how many message envelopes one etcd read fetches
+	// while a page fills: inline envelopes are up to ChunkBytes each.
+	envelopeBatch = 64
+	// msgFrame is what one message adds to a reply beyond its own bytes
+	// (field tag and length), with room to spare.
+	msgFrame = 16
+)
+
+// badToken is the error for a page token this listing cannot have issued.
+func badToken(why string) error {
+	return errs.New(errs.KindInvalid, errs.ReasonBadPageToken, "page token %s; start the listing again without it", why)
+}
+
+// compactedAsToken turns a read at a compacted (or future) revision into
+// advice to restart the listing; other errors pass through.
 func compactedAsToken(err error) error {
-	if errors.Is(err, rpctypes.ErrCompacted) {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
 		return errs.New(errs.KindInvalid, errs.ReasonBadPageToken, "the listing expired (store compacted); start it again without a page token")
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return badToken("names a store revision that does not exist yet")
 	}
 	return err
 }
 
-// ListMessages returns messages with start <= seq <= end (end 0: newest),
-// at most pageSize, and a token for the rest.
+// ListMessages returns messages with start <= seq <= end (end 0: newest):
+// at most pageSize and about Config.PageBytes of them (always one), and a
+// token for the rest.
 func (s *Store) ListMessages(ctx context.Context, sessionID string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error) {
 	defer s.observe("list_messages", time.Now())
-	rev := int64(0)
-	if token != "" {
-		t, err := decodeToken(token)
-		if err != nil {
-			return nil, "", err
-		}
-		n, err := strconv.ParseInt(t.After, 10, 64)
-		if err != nil || n < 1 {
-			return nil, "", errs.New(errs.KindInvalid, errs.ReasonBadPageToken, "page token is malformed; start the listing again without it")
-		}
-		start, rev = n, t.Rev
+	rev, after, err := s.messageToken(sessionID, token)
+	if err != nil {
+		return nil, "", err
+	}
+	if after > 0 {
+		start = after
 	}
 	// Reading the session first (at rev) gives NOT_FOUND for unknown ids
 	// rather than an empty page, and pins the snapshot revision.
 	sess, r, err := s.getSession(ctx, sessionID, rev)
 	if err != nil {
+		if rev > 0 && errs.HasReason(err, errs.ReasonNotFound) {
+			return nil, "", badToken("is from before this session existed")
+		}
 		return nil, "", compactedAsToken(err)
 	}
 	if rev == 0 {
 		rev = r
+	}
+	if after > sess.LastSeq {
+		return nil, "", badToken("points past the session's end")
 	}
 	if start < 1 {
 		start = 1
@@ -59,33 +80,79 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string, start, end i
 	if start > end {
 		return nil, "", nil
 	}
-	msgs, more, err := s.readRange(ctx, sessionID, start, end, pageSize, rev)
+	msgs, more, err := s.readRange(ctx, sessionID, start, end, pageSize, s.cfg.PageBytes, rev)
 	if err != nil {
 		return nil, "", err
 	}
 	next := ""
 	if more && len(msgs) > 0 {
-		next = encodeToken(pageToken{After: strconv.FormatInt(msgs[len(msgs)-1].Seq+1, 10), Rev: rev})
+		next = encodeToken(pageToken{After: strconv.FormatInt(msgs[len(msgs)-1].Seq+1, 10), Rev: rev, Session: sessionID})
 	}
 	return msgs, next, nil
 }
 
-// readRange reads up to limit messages with start <= seq <= end at rev.
-func (s *Store) readRange(ctx context.Context, sessionID string, start, end int64, limit int, rev int64) ([]*castv1.Message, bool, error) {
-	resp, err := s.cli.Get(ctx, s.msgKey(sessionID, start),
-		clientv3.WithRange(s.msgKey(sessionID, end+1)), clientv3.WithLimit(int64(limit)), clientv3.WithRev(rev))
+// messageToken decodes a ListMessages page token of sessionID: the
+// revision and the seq to resume at (0, 0 without a token).
+func (s *Store) messageToken(sessionID, token string) (rev, after int64, err error) {
+	if token == "" {
+		return 0, 0, nil
+	}
+	t, err := decodeToken(token)
 	if err != nil {
-		return nil, false, compactedAsToken(err)
+		return 0, 0, err
 	}
-	out := make([]*castv1.Message, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		m, err := s.decodeKV(ctx, sessionID, kv.Key, kv.Value, rev)
+	n, err := strconv.ParseInt(t.After, 10, 64)
+	if err != nil || n < 1 {
+		return 0, 0, badToken("is malformed")
+	}
+	if t.Session != sessionID {
+		return 0, 0, badToken("belongs to another listing")
+	}
+	return t.Rev, n, nil
+}
+
+// readRange reads messages with start <= seq <= end at rev: at most limit,
+// and no more than budget bytes of them except that the first is always
+// read (a message is at most MaxMessageBytes). more says the range has
+// more. Envelopes give each message's size before its chunks are read.
+func (s *Store) readRange(ctx context.Context, sessionID string, start, end int64, limit, budget int, rev int64) ([]*castv1.Message, bool, error) {
+	var out []*castv1.Message
+	used := 0
+	for len(out) < limit {
+		resp, err := s.cli.Get(ctx, s.msgKey(sessionID, start),
+			clientv3.WithRange(s.msgKey(sessionID, end+1)), clientv3.WithLimit(int64(min(limit-len(out), envelopeBatch))), clientv3.WithRev(rev))
 		if err != nil {
-			return nil, false, errs.Internal(err, "decode message")
+			return nil, false, compactedAsToken(err)
 		}
-		out = append(out, m)
+		for _, kv := range resp.Kvs {
+			size, err := envelopeSize(kv.Value)
+			if err != nil {
+				return nil, false, errs.Internal(err, "decode message")
+			}
+			if len(out) > 0 && used+size+msgFrame > budget {
+				return out, true, nil
+			}
+			m, err := s.decodeKV(ctx, sessionID, kv.Key, kv.Value, rev)
+			if err != nil {
+				return nil, false, errs.Internal(err, "decode message")
+			}
+			out, used = append(out, m), used+size+msgFrame
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, false, nil
+		}
+		start = out[len(out)-1].Seq + 1
 	}
-	return out, resp.More, nil
+	return out, true, nil
+}
+
+// envelopeSize is the serialized size of the message an envelope holds.
+func envelopeSize(val []byte) (int, error) {
+	if len(val) > 0 && val[0] == envChunked {
+		ref, err := decodeChunkRef(val)
+		return ref.size, err
+	}
+	return max(len(val)-1, 0), nil
 }
 
 func (s *Store) decodeKV(ctx context.Context, sessionID string, key, val []byte, rev int64) (*castv1.Message, error) {
@@ -98,7 +165,8 @@ func (s *Store) decodeKV(ctx context.Context, sessionID string, key, val []byte,
 }
 
 // Export calls page with the session and then every message in pages of
-// ExportPageSize, all read at one revision.
+// at most ExportPageSize messages and Config.PageBytes bytes (the first
+// page's budget includes the session), all read at one revision.
 func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.Session, []*castv1.Message) error) error {
 	sess, rev, err := s.getSession(ctx, sessionID, 0)
 	if err != nil {
@@ -107,23 +175,23 @@ func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.
 	if sess.LastSeq == 0 {
 		return page(sess, nil)
 	}
-	first := true
+	hdr := sess
 	for start := int64(1); start <= sess.LastSeq; {
-		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, rev)
+		budget := s.cfg.PageBytes
+		if hdr != nil {
+			budget -= proto.Size(hdr)
+		}
+		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, budget, rev)
 		if err != nil {
 			return err
 		}
 		if len(msgs) == 0 {
 			return errs.Internal(nil, "transcript has a gap")
 		}
-		var hdr *castv1.Session
-		if first {
-			hdr, first = sess, false
-		}
 		if err := page(hdr, msgs); err != nil {
 			return err
 		}
-		start = msgs[len(msgs)-1].Seq + 1
+		hdr, start = nil, msgs[len(msgs)-1].Seq+1
 	}
 	return nil
 }

@@ -158,8 +158,9 @@ func (s *Store) Owner(ctx context.Context, id string) (string, int64, error) {
 // pageToken is opaque to clients: where to resume and at which revision, so
 // a listing is one consistent snapshot.
 type pageToken struct {
-	After string `json:"a"`
-	Rev   int64  `json:"r"`
+	After   string `json:"a"`
+	Rev     int64  `json:"r"`
+	Session string `json:"s,omitempty"` // a message listing's session
 }
 
 func encodeToken(t pageToken) string {

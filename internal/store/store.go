@@ -49,7 +49,14 @@ const (
 	DefaultMaxMessageBytes = 8 << 20
 	DefaultMaxBatchBytes   = 1 << 20 // well under etcd's 1.5 MiB request limit
 	DefaultMaxBatchMsgs    = 50      // 2 ops per message + 1, under etcd's 128 ops
-	DefaultOpTimeout       = 10 * time.Second
+	// DefaultPageBytes bounds the messages of one page (ListMessages,
+	// ExportSession): a page stops before the message that would pass it,
+	// but always holds one, so a reply is at most
+	// max(PageBytes, MaxMessageBytes) plus PageSlack.
+	DefaultPageBytes = 16 << 20
+	// PageSlack covers what a reply adds to its messages' bytes.
+	PageSlack        = 1 << 20
+	DefaultOpTimeout = 10 * time.Second
 )
 
 // Config tunes the store.
@@ -61,6 +68,7 @@ type Config struct {
 	MaxMessageBytes int     // larger messages are refused
 	MaxBatchBytes   int
 	MaxBatchMsgs    int
+	PageBytes       int // bytes of messages in one page (see DefaultPageBytes)
 	QuotaPoll       time.Duration
 }
 
@@ -74,6 +82,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes: DefaultMaxMessageBytes,
 		MaxBatchBytes:   DefaultMaxBatchBytes,
 		MaxBatchMsgs:    DefaultMaxBatchMsgs,
+		PageBytes:       DefaultPageBytes,
 		QuotaPoll:       2 * time.Second,
 	}
 }
@@ -95,6 +104,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: batch bytes must be in [chunk,1.4MiB]")
 	case c.MaxBatchMsgs < 1 || c.MaxBatchMsgs > 60:
 		return fmt.Errorf("store: batch messages must be in [1,60]")
+	case c.PageBytes < c.ChunkBytes:
+		return fmt.Errorf("store: page bytes below chunk size")
 	case c.QuotaPoll <= 0:
 		return fmt.Errorf("store: quota poll interval must be positive")
 	}

@@ -34,7 +34,7 @@ func (s *Store) Watch(ctx context.Context, sessionID string, startSeq int64, fn 
 		return err
 	}
 	for start := max(startSeq, 1); startSeq > 0 && start <= sess.LastSeq; {
-		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, rev)
+		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, s.cfg.PageBytes, rev)
 		if err != nil || len(msgs) == 0 {
 			return errs.Internal(err, "replay transcript")
 		}
