@@ -176,45 +176,6 @@ func parseRange(s string) (int64, int64, error) {
 	return from, to, nil
 }
 
-func (a *app) watchCmd() *cobra.Command {
-	var from int64
-	cmd := &cobra.Command{
-		Use:   "watch ID",
-		Short: "Follow a session's messages and state as they happen (Ctrl-C to stop)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			stream, err := c.Sessions.WatchSession(cmd.Context(), &castv1.WatchSessionRequest{SessionId: args[0], StartSeq: from})
-			if err != nil {
-				return err
-			}
-			for {
-				ev, err := stream.Recv()
-				if err == io.EOF || status.Code(err) == codes.Canceled || cmd.Context().Err() != nil {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if a.json {
-					fmt.Fprintln(a.out, string(raw(ev)))
-					continue
-				}
-				if m := ev.GetMessage(); m != nil {
-					fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
-				} else if s := ev.GetSession(); s != nil {
-					fmt.Fprintf(a.out, "-- %s on %s (%s): %s\n", s.Id, s.Node, s.Agent, stateName(s.State))
-				}
-			}
-		},
-	}
-	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first (0: only new ones)")
-	return cmd
-}
-
 // messageArg joins args into the message; "-" reads stdin.
 func (a *app) messageArg(args []string, optional bool) (string, error) {
 	text := strings.Join(args, " ")
@@ -245,27 +206,39 @@ func absDir(dir string) (string, error) {
 	return abs, nil
 }
 
-// retry runs a mutating call with the same request id up to 3 times while
-// the outcome is unknown (unreachable or timed out), so a control plane
-// restart mid-request neither loses nor duplicates it.
+// retryBudget is how long a mutating call keeps retrying while its outcome
+// is unknown: a control plane restart takes seconds, not milliseconds.
+const retryBudget = 30 * time.Second
+
+// retry runs a mutating call with the same request id, with backoff, while
+// the outcome is unknown (unreachable or timed out) and the budget lasts, so
+// a control plane restart mid-request neither loses nor duplicates it.
 func (a *app) retry(parent context.Context, call func(context.Context) error) error {
-	var err error
-	for attempt := range 3 {
+	deadline := time.Now().Add(retryBudget)
+	pause := 250 * time.Millisecond
+	for {
 		ctx, cancel := a.ctx(parent)
-		err = call(ctx)
+		err := call(ctx)
 		cancel()
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded:
-			select {
-			case <-parent.Done():
-				return err
-			case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
-			}
-			continue
+		if !unknownOutcome(err) || time.Now().Add(pause).After(deadline) {
+			return err
 		}
-		return err
+		select {
+		case <-parent.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
-	return err
+}
+
+// unknownOutcome: the request may or may not have been applied.
+func unknownOutcome(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 func (a *app) interruptCmd() *cobra.Command {

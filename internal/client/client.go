@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -71,6 +72,11 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		// Laptops sleep and NATs drop idle flows: probe the connection.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReplyBytes), grpc.MaxCallSendMsgSize(MaxRequestBytes)),
+		// Redial a restarted control plane within a couple of seconds;
+		// gRPC's default backoff grows to two minutes, longer than callers
+		// retrying through a restart wait.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond,
+			Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}),
 	}, extra...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {

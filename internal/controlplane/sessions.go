@@ -354,6 +354,10 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	if err != nil {
 		h.s.lg.Debug("watch ended", zap.Error(err))
 	}
+	if err == nil && h.s.stopCx.Err() != nil && stream.Context().Err() == nil {
+		// Not the end of the session: this replica is stopping.
+		return withInfo(codes.Unavailable, "the control plane is shutting down; watch again from the next seq", errs.ReasonUnavailable, nil)
+	}
 	return toStatus(h.s.lg, err)
 }
 
