@@ -22,6 +22,11 @@ type Config struct {
 	// CompactionRetention keeps this much history; older revisions are
 	// compacted so the db does not grow without bound.
 	CompactionRetention time.Duration
+	// Name and InitialCluster ("name=peerURL,...") make the member one of
+	// a cluster (the fault tests run three on loopback); empty: a cluster
+	// of one named "cast".
+	Name           string
+	InitialCluster string
 }
 
 // Etcd is a running embedded member.
@@ -34,6 +39,9 @@ type Etcd struct {
 func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "cast"
+	if c.Name != "" {
+		cfg.Name = c.Name
+	}
 	cfg.Dir = c.Dir
 	cu, err := pick(c.ClientAddr)
 	if err != nil {
@@ -46,6 +54,9 @@ func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	if c.InitialCluster != "" {
+		cfg.InitialCluster = c.InitialCluster
+	}
 	cfg.QuotaBackendBytes = c.QuotaBytes
 	if c.CompactionRetention > 0 {
 		cfg.AutoCompactionMode = "periodic"

@@ -32,13 +32,20 @@ type RestartableEtcd struct {
 // the test ends.
 func StartRestartableEtcd(t testing.TB) *RestartableEtcd {
 	t.Helper()
-	r := &RestartableEtcd{t: t, cfg: etcdembed.Config{
-		Dir: t.TempDir(), ClientAddr: freeLoopbackAddr(t), PeerAddr: freeLoopbackAddr(t), QuotaBytes: 256 << 20,
-	}}
-	r.ClientURL = "http://" + r.cfg.ClientAddr
+	r := newRestartable(t, etcdembed.Config{PeerAddr: freeLoopbackAddr(t)})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// newRestartable fixes cfg's data dir and client port (the peer address
+// is the caller's: a cluster needs all of them up front); the member is
+// stopped when the test ends. It is not started.
+func newRestartable(t testing.TB, cfg etcdembed.Config) *RestartableEtcd {
+	t.Helper()
+	cfg.Dir, cfg.ClientAddr, cfg.QuotaBytes = t.TempDir(), freeLoopbackAddr(t), 256<<20
+	r := &RestartableEtcd{t: t, cfg: cfg, ClientURL: "http://" + cfg.ClientAddr}
 	t.Cleanup(r.Stop)
 	return r
 }

@@ -1,0 +1,145 @@
+package faults_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/faults"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// noAgents is a node without agent CLIs: the store faults are about what
+// is stored, so the node takes its sessions and fails their turns at once.
+func noAgents(cfg *nodeagent.Config) { cfg.AgentBins = nil }
+
+// waitConnected waits until the control plane lists node as connected.
+func waitConnected(t *testing.T, c *client.Client, node string, timeout time.Duration) {
+	t.Helper()
+	testharness.WaitFor(t, timeout, node+" connected", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		if err != nil {
+			return false
+		}
+		for _, n := range resp.Nodes {
+			if n.Name == node && n.Connected {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// newSessions creates n sessions on node.
+func newSessions(t *testing.T, c *client.Client, node, agent, cwd string, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: agent, Node: node, Cwd: cwd, RequestId: ids.NewClientID()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s.Id)
+	}
+	return out
+}
+
+// A three-member etcd cluster loses one member, then quorum, while writers
+// send: with two members writes go on; without quorum every write fails
+// cleanly (UNAVAILABLE or DEADLINE_EXCEEDED, never an acknowledgement and
+// never another error); once quorum is back writes resume, and every
+// message acknowledged at any point is there exactly once.
+func TestEtcdClusterLosesMemberThenQuorum(t *testing.T) {
+	cluster := testharness.StartEtcdCluster(t, 3)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = cluster.Endpoints(), ""
+	})
+	c := testharness.Dial(t, srv.Addr())
+	testharness.StartNode(t, srv.Addr(), "n1", noAgents)
+	waitConnected(t, c, "n1", 30*time.Second)
+	l := newLoad(c.Sessions, newSessions(t, c, "n1", "claude", "", 3))
+	stopLoad := l.start(scale(3, 4), scale(150, 3000), time.Duration(scale(120, 900))*time.Second)
+	defer stopLoad()
+
+	var probes []faults.Ack
+	for cycle := range scale(1, 3) {
+		l.waitAcked(t, 15, 60*time.Second, "acknowledgements with three members")
+		cluster.Members[2].Stop()
+		l.waitAcked(t, 15, 60*time.Second, "acknowledgements with two of three members")
+		cluster.Members[1].Stop()
+
+		// Quorum is gone: a write fails, cleanly, and so do the writers'.
+		probe := faults.Ack{Session: l.sessions[0], ClientID: ids.NewClientID(), Body: []byte("probe during the outage")}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: probe.Session, Text: string(probe.Body), RequestId: probe.ClientID})
+		cancel()
+		if err == nil || !retryable(status.Code(err)) {
+			t.Fatalf("cycle %d: a write without quorum returned %v, want UNAVAILABLE or DEADLINE_EXCEEDED", cycle, err)
+		}
+		f := l.failed()
+		testharness.WaitFor(t, 30*time.Second, "writers failing without quorum", func() bool { return l.failed() >= f+3 })
+
+		restart(t, cluster.Members[1], cluster.Members[2])
+		// The probe's retry with its id is stored once, whatever the
+		// first attempt did.
+		probe.Seq = sendRetrying(t, c, probe)
+		probes = append(probes, probe)
+		l.waitAcked(t, 15, 60*time.Second, "acknowledgements after quorum returned")
+	}
+	stopLoad()
+	t.Log(l.summary())
+	l.clean(t)
+	check(t, faults.Checker{Sessions: c.Sessions}, "etcd: member, then quorum", append(l.snapshot(), probes...))
+}
+
+// restart starts stopped members again, together (one alone may wait for
+// the other to make a quorum).
+func restart(t *testing.T, members ...*testharness.RestartableEtcd) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(members))
+	for i, m := range members {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = m.Start() }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sendRetrying sends a as a user message, retrying with its id while the
+// outcome is unknown (bounded), and returns its seq.
+func sendRetrying(t *testing.T, c *client.Client, a faults.Ack) int64 {
+	t.Helper()
+	var err error
+	for range 60 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		var resp *castv1.SendMessageResponse
+		resp, err = c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: a.Session, Text: string(a.Body), RequestId: a.ClientID})
+		cancel()
+		if err == nil {
+			return resp.Message.Seq
+		}
+		if !retryable(status.Code(err)) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // back-off between retries of one request
+	}
+	t.Fatalf("send %s: %v", a.ClientID, err)
+	return 0
+}
