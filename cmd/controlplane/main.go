@@ -15,13 +15,14 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/devmode"
 	"github.com/cast-dev/cast/internal/failpoint"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
 )
 
 func main() {
 	cfg := controlplane.DefaultConfig()
-	var dev bool
+	var dev, nodeIsolated, nodeFleet bool
 	var logFormat, logLevel, nodeName, agentsConfig string
 	var labels []string
 	cmd := &cobra.Command{
@@ -43,15 +44,24 @@ func main() {
 			}
 			defer lg.Sync() //nolint:errcheck
 			cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
+			if dev && len(cfg.EtcdEndpoints) > 0 {
+				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
+			}
+			if len(cfg.EtcdEndpoints) == 0 {
+				// Before etcd: it would wait on its own lock, deaf to signals.
+				lock, err := fsutil.LockDir(cfg.DataDir)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
+			}
 			if !dev {
 				return controlplane.Run(cmd.Context(), cfg, lg)
-			}
-			if len(cfg.EtcdEndpoints) > 0 {
-				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
 			}
 			node := nodeagent.DefaultConfig()
 			node.DataDir = filepath.Join(cfg.DataDir, "node")
 			node.Labels = labels
+			node.IsolatedHomes, node.FleetAccounts, node.CastBin = nodeIsolated, nodeFleet, nodeagent.DefaultCastBin()
 			if agentsConfig != "" {
 				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
@@ -77,6 +87,8 @@ func main() {
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
+	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")
+	f.BoolVar(&nodeFleet, "node-fleet-accounts", false, "--dev: fleet accounts may rewrite your agents' credential stores, keeping backups (node --fleet-accounts)")
 	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")
 	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
@@ -90,6 +102,7 @@ func main() {
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }() // a second signal kills at once
 	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/failpoint"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/secrets"
@@ -55,6 +55,11 @@ func main() {
 				return fmt.Errorf("--map-path: %w", err)
 			}
 			cfg.Failpoint = failpoint.FromEnv(lg)
+			lock, err := fsutil.LockDir(cfg.DataDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
 			return nodeagent.Run(cmd.Context(), cfg, lg)
 		},
 	}
@@ -63,7 +68,9 @@ func main() {
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
-	f.StringVar(&cfg.CastBin, "cast-bin", defaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
+	f.StringVar(&cfg.CastBin, "cast-bin", nodeagent.DefaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
+	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
+	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.StringVar(&tokenFile, "token-file", "", "file (0600) with the node token the control plane requires (its --node-token-file)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
@@ -72,6 +79,7 @@ func main() {
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }() // a second signal kills at once
 	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
@@ -93,18 +101,4 @@ func defaultDataDir() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".local", "share", "cast", "node")
-}
-
-// defaultCastBin is cast next to this binary, else cast on PATH.
-func defaultCastBin() string {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "cast")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("cast"); err == nil {
-		return p
-	}
-	return ""
 }

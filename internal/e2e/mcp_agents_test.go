@@ -11,7 +11,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
-// A node registers cast's MCP history tool in Gemini CLI (its own
+// A node registers cast's MCP history tool in Gemini CLI (its isolated
 // ~/.gemini/settings.json), OpenCode (OPENCODE_CONFIG_CONTENT) and pi (an
 // extension that calls the tool through `cast mcp call`): the real
 // CLI starts `cast mcp`, offers the tool (and not the permission tool, which
@@ -58,13 +58,17 @@ func TestMCPHistoryToolInAgents(t *testing.T) {
 			if !strings.Contains(answer, "FAKE: tool said") || !strings.Contains(answer, "#2 assistant:") || strings.Contains(answer, "MARK-M2") {
 				t.Fatalf("%s history tool call, last answer:\n%s", tc.agent, answer)
 			}
-			// The registration lives in the agent's own home or environment,
-			// never in the user's checkout.
+			// The registration lives in the node's own folder, the agent's
+			// isolated home or the environment, never in the user's checkout.
 			for _, f := range []string{".gemini", "opencode.json", "opencode.jsonc", ".opencode", ".pi"} {
 				if _, err := os.Stat(filepath.Join(cwd, f)); err == nil {
 					t.Errorf("%s written into the checkout", f)
 				}
 			}
+			if _, err := os.Stat(filepath.Join(r.homes[tc.agent], "cast-history.ts")); err == nil {
+				t.Error("pi extension written into the agent's home")
+			}
+
 		})
 	}
 }

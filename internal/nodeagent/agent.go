@@ -34,6 +34,7 @@ type Agent struct {
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64
 	lastContact atomic.Int64
+	geminiNoMCP sync.Once // the warning that the user's own gemini has no cast tool
 }
 
 // New prepares a node daemon; Run starts it.
@@ -70,6 +71,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
 	a.stopOrphans()
+	a.fleetNotice()
 	go a.selfFence(ctx)
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {

@@ -7,7 +7,6 @@ package nodeagent
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/cast-dev/cast/internal/worktree"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/worktree"
 )
 
 // CapabilityVersion is what this node can do; the control plane may refuse
@@ -42,6 +43,19 @@ type Config struct {
 	AgentBins map[string]string
 	// Agents overrides per-agent setup (home, extra env, extra args).
 	Agents map[string]AgentSetup
+	// IsolatedHomes gives every agent its own HOME under DataDir (the cloud
+	// deploys' choice). Off (the default on a personal machine), an agent
+	// without a "home" in the agents config runs as the user has it: the
+	// user's HOME and environment (UserEnv), so their login, settings and MCP
+	// servers, and the sessions cast writes show in the agent's own picker.
+	IsolatedHomes bool
+	// UserEnv is the environment the user's own agents run with (default:
+	// the node's own); its HOME is theirs.
+	UserEnv []string
+	// FleetAccounts lets fleet accounts rewrite a credential store cast
+	// does not own (outside DataDir: the user's own login). Each rewrite
+	// first copies the file it replaces to DataDir/credential-backups.
+	FleetAccounts bool
 	// CastBin is the cast CLI, registered in the agents as an MCP server
 	// (`cast mcp`) for permission prompts and history; "" disables it.
 	CastBin string
@@ -65,14 +79,18 @@ type Config struct {
 
 // AgentSetup is how the node runs one agent.
 type AgentSetup struct {
-	Bin  string   // absolute path; default: AgentBins looked up on PATH
-	Home string   // its isolated HOME; default: DataDir/agents/<name>
+	Bin string // absolute path; default: AgentBins looked up on PATH
+	// Home is the agent's own HOME; default: the user's (UserEnv), or
+	// DataDir/agents/<name> with IsolatedHomes.
+	Home string
 	Env  []string // extra environment (provider URLs, keys)
 	Args []string // extra CLI arguments (approval settings)
 	// Accounts are named credential sets for this agent: a session with
 	// an account runs with that account's HOME and environment on top of
 	// the agent's (`cast handoff --account NAME`).
 	Accounts map[string]AccountSetup
+	// own: Home is the user's own and the agent runs with UserEnv.
+	own bool
 }
 
 // AccountSetup is one named credential set of an agent.
@@ -93,7 +111,7 @@ func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
 	if !ok {
 		return s, fmt.Errorf("account %q is not set up for %s on node %s; add it under %q.accounts in the node's --agents-config", account, agent, c.Name, agent)
 	}
-	s.Home = acc.Home
+	s.Home, s.own = acc.Home, false
 	if s.Home == "" {
 		s.Home = filepath.Join(c.DataDir, "agents", agent+"@"+account)
 	}
@@ -118,8 +136,12 @@ var homeVars = map[string]bool{"HOME": true, "TMPDIR": true, "CLAUDE_CONFIG_DIR"
 // agentSetup fills the defaults for one agent.
 func (c Config) agentSetup(name string) AgentSetup {
 	s := c.Agents[name]
-	if s.Home == "" {
+	switch {
+	case s.Home != "":
+	case c.IsolatedHomes:
 		s.Home = filepath.Join(c.DataDir, "agents", name)
+	default:
+		s.Home, s.own = c.userHome(), true
 	}
 	if s.Bin == "" {
 		if bin := c.AgentBins[name]; bin != "" {
@@ -129,6 +151,20 @@ func (c Config) agentSetup(name string) AgentSetup {
 		}
 	}
 	return s
+}
+
+// userHome is the user's HOME, as the agents they run themselves see it.
+func (c Config) userHome() string { return runner.EnvValue(c.UserEnv, "HOME") }
+
+// newTurn starts a runner.Turn of agent for setup s (env: its extra
+// environment): the user's own agent runs with the user's environment, any
+// other in its isolated Home.
+func (c Config) newTurn(agent string, s AgentSetup, env []string) runner.Turn {
+	t := runner.Turn{Agent: agent, Home: s.Home, Env: env, Args: s.Args}
+	if s.own {
+		t.UserEnv = c.UserEnv
+	}
+	return t
 }
 
 // bins are the absolute CLI paths known up front, for the runner.
@@ -152,6 +188,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Name:         host,
+		UserEnv:      os.Environ(),
 		ReconnectMin: DefaultReconnectMin,
 		ReconnectMax: DefaultReconnectMax,
 		AgentBins: map[string]string{
@@ -159,6 +196,21 @@ func DefaultConfig() Config {
 			"opencode": "opencode", "grok": "grok", "cursor": "cursor-agent", "muse": "muse",
 		},
 	}
+}
+
+// DefaultCastBin is cast next to the running binary, else cast on PATH
+// ("" when neither exists).
+func DefaultCastBin() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "cast")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("cast"); err == nil {
+		return p
+	}
+	return ""
 }
 
 // Validate checks c.
@@ -174,6 +226,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("reconnect backoff must be positive and min <= max")
 	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
 		return fmt.Errorf("--worktree-base %q must be an absolute path", c.WorktreeBase)
+	case !c.IsolatedHomes && !filepath.IsAbs(c.userHome()):
+		return fmt.Errorf("HOME is not set to an absolute path, so the node cannot run your own agents; set HOME or pass --isolated-homes")
 	}
 	for _, l := range c.Labels {
 		if !ids.ValidName(l) {

@@ -32,7 +32,7 @@ func TestLoadAgentsConfigAccounts(t *testing.T) {
 
 func TestAccountSetup(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Name, cfg.DataDir = "n1", "/data"
+	cfg.Name, cfg.DataDir, cfg.IsolatedHomes = "n1", "/data", true
 	cfg.Agents = map[string]AgentSetup{"claude": {Env: []string{"A=1", "K=default", "CLAUDE_CONFIG_DIR=/shared/.claude", "XDG_DATA_HOME=/shared/data"},
 		Accounts: map[string]AccountSetup{"work": {Env: []string{"K=work"}}, "home": {Home: "/h", Env: nil}}}}
 	cases := []struct {
@@ -60,5 +60,43 @@ func TestAccountSetup(t *testing.T) {
 	// The agent's own Env slice is never changed by an account overlay.
 	if got := cfg.Agents["claude"].Env; len(got) != 4 || got[1] != "K=default" {
 		t.Fatalf("agent env mutated: %v", got)
+	}
+}
+
+// By default an agent without a home runs as the user has it: the user's
+// HOME and environment. Accounts and configured homes stay isolated.
+func TestOwnAgentsByDefault(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.DataDir, cfg.UserEnv = "n1", "/data", []string{"HOME=/home/me", "CLAUDE_CONFIG_DIR=/home/me/alt"}
+	cfg.Agents = map[string]AgentSetup{"codex": {Home: "/srv/codex"},
+		"claude": {Accounts: map[string]AccountSetup{"work": {}}}}
+	cases := []struct {
+		agent, account, home, agentDir string
+		own                            bool
+	}{
+		{"claude", "", "/home/me", "/home/me/alt", true},
+		{"pi", "", "/home/me", "/home/me/.pi/agent", true},
+		{"gemini", "", "/home/me", "/home/me/.gemini", true},
+		{"opencode", "", "/home/me", "/home/me/.local/share", true},
+		{"codex", "", "/srv/codex", "/srv/codex/.codex", false},
+		{"claude", "work", "/data/agents/claude@work", "/data/agents/claude@work/.claude", false},
+	}
+	for _, tc := range cases {
+		s, err := cfg.accountSetup(tc.agent, tc.account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn := cfg.newTurn(tc.agent, s, nil)
+		if s.Home != tc.home || (turn.UserEnv != nil) != tc.own || turn.AgentDir() != tc.agentDir {
+			t.Errorf("%s@%s: home %q own %v dir %q; want %q %v %q", tc.agent, tc.account, s.Home, turn.UserEnv != nil, turn.AgentDir(), tc.home, tc.own, tc.agentDir)
+		}
+	}
+	cfg.ControlPlane, cfg.UserEnv = "127.0.0.1:1", nil
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--isolated-homes") {
+		t.Fatalf("no HOME: %v", err)
+	}
+	cfg.IsolatedHomes = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -40,20 +40,28 @@ var nodeForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": 
 var forkReadsSource = map[string]bool{"codex": true}
 
 // rebuildNativeID is the native id a rebuild of agent's session writes
-// under (ns: the session's native row, nil if none). For an agent whose
-// forks read the source's file it is always a new id, so no file a fork
-// may read is rewritten in place (not even one a lost row named: a stable
-// id would find it again); the node replaces the row after the turn.
-// Others keep the row's id ("" lets the writer pick one).
-func rebuildNativeID(agent string, ns *nativeSession) string {
+// under (ns: the session's native row, nil if none). It is always a new id,
+// so no existing file is rewritten in place, when the agent runs in the
+// user's own folder (shared: the user may have resumed that session
+// themselves) and for an agent whose forks read the source's file (not
+// even one a lost row named: a stable id would find it again); the node
+// replaces the row after the turn. Others keep the row's id ("" lets the
+// writer pick one).
+func rebuildNativeID(agent string, ns *nativeSession, shared bool) string {
 	switch {
-	case forkReadsSource[agent]:
+	case (shared || forkReadsSource[agent]) && mintsOwnID[agent]:
+		return ""
+	case shared || forkReadsSource[agent]:
 		return uuid.NewString()
 	case ns != nil:
 		return ns.ID
 	}
 	return ""
 }
+
+// mintsOwnID are the agents whose native ids are not UUIDs (OpenCode's
+// ses_...): given no id, their writer mints a new, time-ordered one.
+var mintsOwnID = map[string]bool{"opencode": true}
 
 // forkCut is what decides a fork's first turn on this node.
 type forkCut struct {

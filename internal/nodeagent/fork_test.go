@@ -69,37 +69,46 @@ func TestForkDidNotRun(t *testing.T) {
 }
 
 // A rebuild of a Codex session never reuses a native id (a Codex fork
-// reads its source's rollout, which must not be rewritten under it);
-// other agents keep the row's id.
+// reads its source's rollout, which must not be rewritten under it), nor
+// does any rebuild in the user's own folder (the user may have resumed that
+// session themselves): those get a new UUID, or "" for OpenCode, whose
+// writer then mints a new ses_ id. Isolated agents keep the row's id.
 func TestRebuildNativeID(t *testing.T) {
 	row := &nativeSession{ID: "0b6f5d3e-8f1a-4c55-9a57-1f0e9f7d2c10", Stale: true}
 	tests := []struct {
-		agent string
-		ns    *nativeSession
-		same  bool // want ns.ID back
-		empty bool // want "" (the writer picks)
+		agent  string
+		ns     *nativeSession
+		shared bool
+		same   bool // want ns.ID back
+		empty  bool // want "" (the writer picks)
 	}{
-		{"claude", row, true, false},
-		{"claude", nil, false, true},
-		{"gemini", row, true, false},
-		{"pi", row, true, false},
-		{"opencode", row, true, false},
-		{"codex", row, false, false},
-		{"codex", nil, false, false},
+		{"claude", row, false, true, false},
+		{"claude", nil, false, false, true},
+		{"gemini", row, false, true, false},
+		{"pi", row, false, true, false},
+		{"opencode", row, false, true, false},
+		{"codex", row, false, false, false},
+		{"codex", nil, false, false, false},
+		{"claude", row, true, false, false},
+		{"claude", nil, true, false, false},
+		{"gemini", row, true, false, false},
+		{"pi", row, true, false, false},
+		{"opencode", row, true, false, true},
+		{"codex", row, true, false, false},
 	}
 	for _, tc := range tests {
-		got := rebuildNativeID(tc.agent, tc.ns)
+		got := rebuildNativeID(tc.agent, tc.ns, tc.shared)
 		switch {
 		case tc.same && got != tc.ns.ID:
-			t.Errorf("%s: rebuild id %q, want the row's %q", tc.agent, got, tc.ns.ID)
+			t.Errorf("%s shared=%v: rebuild id %q, want the row's %q", tc.agent, tc.shared, got, tc.ns.ID)
 		case tc.empty && got != "":
-			t.Errorf("%s without a row: rebuild id %q, want none", tc.agent, got)
+			t.Errorf("%s shared=%v: rebuild id %q, want none", tc.agent, tc.shared, got)
 		case !tc.same && !tc.empty:
 			if _, err := uuid.Parse(got); err != nil || got == row.ID {
-				t.Errorf("%s: rebuild id %q, want a new UUID", tc.agent, got)
+				t.Errorf("%s shared=%v: rebuild id %q, want a new UUID", tc.agent, tc.shared, got)
 			}
-			if again := rebuildNativeID(tc.agent, tc.ns); again == got {
-				t.Errorf("%s: two rebuilds got one id %q", tc.agent, got)
+			if again := rebuildNativeID(tc.agent, tc.ns, tc.shared); again == got {
+				t.Errorf("%s shared=%v: two rebuilds got one id %q", tc.agent, tc.shared, got)
 			}
 		}
 	}

@@ -29,8 +29,10 @@ const mcpName = "cast"
 var historyOnly = []string{"mcp", "--tools", mcpserver.HistoryTool}
 
 // registerMCP gives the turn's agent cast's MCP server, each in the form
-// its CLI reads, always inside the agent's own HOME or environment (never
-// the user's checkout).
+// its CLI reads: flags, environment, or a file of cast's own under the
+// node's data dir. Never the user's checkout, and never a file of the
+// agent's own: with a shared home those are the user's (their settings,
+// their MCP servers), which cast only adds to for the turn.
 //
 // pi (@mariozechner/pi-coding-agent 0.73) has no MCP client by design (its
 // README: "No MCP. ... build an extension"), so it gets the history tool
@@ -71,8 +73,8 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(t.Home, "cast-mcp-"+sessionID+".json")
-	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+	path := filepath.Join(a.mcpDir(), "claude-"+sessionID+".json")
+	if err := writePrivate(path, b); err != nil {
 		return err
 	}
 	// The read-only history tool needs no approval. --allowedTools takes
@@ -82,9 +84,12 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
 	return nil
 }
 
-// registerGeminiMCP adds cast to the mcpServers of the agent's own
-// ~/.gemini/settings.json (gemini-cli 0.61 has no flag or variable that
-// adds a server). The file is shared by every gemini session of this node,
+// registerGeminiMCP adds cast to the mcpServers of an isolated agent's
+// ~/.gemini/settings.json, which is cast's own: gemini-cli 0.61 has no flag
+// or variable that adds a server, and its system settings files count only
+// when root owns them and every folder above them. The user's own gemini
+// (a shared home) therefore runs without cast's tool: its settings file is
+// the user's and is never rewritten. The file is shared by every gemini session of this node,
 // so it names no session: gemini expands $VAR in settings from its own
 // environment when it loads them, and each turn's environment carries its
 // CAST_SESSION and CAST_ADDR. Expanding at load time also survives the
@@ -96,6 +101,12 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
 // GEMINI_CLI_TRUST_WORKSPACE makes it); `--tools history` keeps that trust
 // to the one read-only tool.
 func (a *Agent) registerGeminiMCP(t *runner.Turn) error {
+	if t.UserEnv != nil {
+		a.geminiNoMCP.Do(func() {
+			a.lg.Warn("gemini runs in your own home: cast's history tool is not registered (gemini has no flag for it and cast does not rewrite ~/.gemini/settings.json); --isolated-homes gives it")
+		})
+		return nil
+	}
 	// Where gemini looks: GEMINI_CLI_HOME, else HOME, as the turn sets them.
 	home := runner.EnvValue(t.Env, "GEMINI_CLI_HOME")
 	if home == "" {
@@ -142,10 +153,19 @@ func (a *Agent) registerGeminiMCP(t *runner.Turn) error {
 	if bytes.Equal(bytes.TrimSpace(old), b) {
 		return nil // every turn after the first
 	}
+	return writePrivate(path, append(b, '\n'))
+}
+
+// mcpDir holds the files cast gives agents for its MCP server.
+func (a *Agent) mcpDir() string { return filepath.Join(a.cfg.DataDir, "mcp") }
+
+// writePrivate writes a file of cast's own (0600, atomically), making its
+// folder.
+func writePrivate(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(path, append(b, '\n'), 0o600)
+	return fsutil.WriteFileAtomic(path, b, 0o600)
 }
 
 // registerOpenCodeMCP adds cast through OPENCODE_CONFIG_CONTENT, which

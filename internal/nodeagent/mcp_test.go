@@ -12,8 +12,8 @@ import (
 	"github.com/cast-dev/cast/internal/runner"
 )
 
-func testAgent() *Agent {
-	return &Agent{cfg: Config{CastBin: "/opt/cast", ControlPlane: "127.0.0.1:7000"}, lg: zap.NewNop()}
+func testAgent(t *testing.T) *Agent {
+	return &Agent{cfg: Config{CastBin: "/opt/cast", ControlPlane: "127.0.0.1:7000", DataDir: t.TempDir()}, lg: zap.NewNop()}
 }
 
 // Gemini: cast joins the settings the agents config wrote, an allowlist of
@@ -29,7 +29,7 @@ func TestGeminiMCPMergesSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn := runner.Turn{Agent: "gemini", Home: t.TempDir(), Env: []string{"HOME=" + home}}
-	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+	if err := testAgent(t).registerMCP(&turn, "s1"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -59,7 +59,7 @@ func TestGeminiMCPMergesSettings(t *testing.T) {
 	// Settings gemini reads with comments are left alone.
 	jsonc := "{ // mine\n}"
 	_ = os.WriteFile(path, []byte(jsonc), 0o600)
-	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+	if err := testAgent(t).registerMCP(&turn, "s1"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != jsonc {
@@ -67,11 +67,52 @@ func TestGeminiMCPMergesSettings(t *testing.T) {
 	}
 }
 
+// The user's own gemini (a shared home) runs without cast's tool: its
+// settings file is theirs and is left as it is.
+func TestGeminiMCPLeavesUserSettings(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, ".gemini", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mine := `{"mcpServers":{"mine":{"command":"x"}}}`
+	if err := os.WriteFile(path, []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := runner.Turn{Agent: "gemini", Home: home, UserEnv: []string{"HOME=" + home}}
+	if err := testAgent(t).registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != mine || len(turn.Args) != 0 {
+		t.Fatalf("user settings %s, args %q", b, turn.Args)
+	}
+}
+
+// Claude: the MCP config is a file of cast's own, named on the command
+// line; nothing is written into the agent's (maybe the user's) home.
+func TestClaudeMCPConfigOutsideHome(t *testing.T) {
+	a := testAgent(t)
+	home := t.TempDir()
+	turn := runner.Turn{Agent: "claude", Home: home, UserEnv: []string{"HOME=" + home}}
+	if err := a.registerMCP(&turn, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(turn.Args) < 2 || turn.Args[0] != "--mcp-config" || !strings.HasPrefix(turn.Args[1], a.cfg.DataDir) {
+		t.Fatalf("args %q", turn.Args)
+	}
+	if fi, err := os.Stat(turn.Args[1]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mcp config: %v %v", fi, err)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 0 {
+		t.Fatalf("home written: %v", ents)
+	}
+}
+
 // OpenCode: cast joins content the agents config put in
 // OPENCODE_CONFIG_CONTENT, with this turn's session.
 func TestOpenCodeMCPMergesContent(t *testing.T) {
 	turn := runner.Turn{Agent: "opencode", Home: t.TempDir(), Env: []string{`OPENCODE_CONFIG_CONTENT={"model":"fake/m"}`}}
-	if err := testAgent().registerMCP(&turn, "s1"); err != nil {
+	if err := testAgent(t).registerMCP(&turn, "s1"); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -85,17 +126,17 @@ func TestOpenCodeMCPMergesContent(t *testing.T) {
 	}
 }
 
-// pi: the extension goes into the agent's own folder, private, is loaded
+// pi: the extension goes into cast's own folder, private, is loaded
 // with -e, declares the MCP tool's schema, and quotes the binary path as a
 // literal (a path with quotes cannot break out of the source).
 func TestPiHistoryExtension(t *testing.T) {
-	a := testAgent()
+	a := testAgent(t)
 	a.cfg.CastBin = `/opt/ca"st`
 	turn := runner.Turn{Agent: "pi", Home: t.TempDir()}
 	if err := a.registerMCP(&turn, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(turn.Home, "cast-history.ts")
+	path := filepath.Join(a.mcpDir(), "pi-cast-history.ts")
 	if strings.Join(turn.Args, " ") != "-e "+path {
 		t.Fatalf("args %q", turn.Args)
 	}

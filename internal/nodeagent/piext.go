@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/mcpserver"
 	"github.com/cast-dev/cast/internal/runner"
 )
@@ -47,17 +46,18 @@ export default function (pi: any) {
 }
 `
 
-// registerPiHistory writes the extension into the agent's own folder
-// (never the checkout) and loads it with -e; CAST_SESSION and CAST_ADDR
-// reach `cast mcp call` through pi's environment.
+// registerPiHistory writes the extension into cast's own folder (never
+// the checkout or pi's folder, which may be the user's) and loads it with
+// -e; CAST_SESSION and CAST_ADDR reach `cast mcp call` through pi's
+// environment.
 func (a *Agent) registerPiHistory(t *runner.Turn) error {
 	src, err := piExtensionSource(a.cfg.CastBin)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(t.Home, "cast-history.ts")
+	path := filepath.Join(a.mcpDir(), "pi-cast-history.ts")
 	if old, err := os.ReadFile(path); err != nil || !bytes.Equal(old, src) {
-		if err := fsutil.WriteFileAtomic(path, src, 0o600); err != nil {
+		if err := writePrivate(path, src); err != nil {
 			return err
 		}
 	}

@@ -214,7 +214,8 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	// CAST_SESSION and CAST_ADDR let the agent call cast about its own
 	// session (`cast spawn --subagent`, `cast read`).
 	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane)
-	t := runner.Turn{Agent: o.Agent, Model: o.Model, Effort: o.Effort, Cwd: o.Cwd, Home: setup.Home, Prompt: prompt, Env: env, Args: setup.Args}
+	t := a.cfg.newTurn(o.Agent, setup, env)
+	t.Model, t.Effort, t.Cwd, t.Prompt = o.Model, o.Effort, o.Cwd, prompt
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {
 		if len(o.Native) > 0 && o.Native[o.Agent] == nil {
 			return t, fmt.Errorf("No local checkout for agent switch: %q does not exist on node %s", o.Cwd, a.cfg.Name)
@@ -287,8 +288,8 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 		return t, err
 	}
 	// A new id for an agent whose forks read this file (rebuildNativeID).
-	target := agents.Target{Home: runner.NativeHome(t.Home, o.Agent), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model,
-		NativeID: rebuildNativeID(o.Agent, ns)}
+	target := agents.Target{Home: t.AgentDir(), Cwd: o.Cwd, SessionID: sessionID, Model: o.Model,
+		NativeID: rebuildNativeID(o.Agent, ns, t.UserEnv != nil)}
 	full, err := a.rebuildHistory(ctx, sessionID, o, firstSeq, history)
 	if err != nil {
 		return t, err

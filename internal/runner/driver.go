@@ -59,12 +59,8 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 		d.fork, d.fresh, d.id, d.path = true, false, "", ""
 	}
 	switch a.Name {
-	case "claude", "codex", "pi":
-		d.home = EnvValue(env, a.HomeEnv)
-	case "gemini":
-		d.home = filepath.Join(EnvValue(env, "HOME"), ".gemini")
-	case "opencode":
-		d.home = EnvValue(env, "XDG_DATA_HOME")
+	case "claude", "codex", "pi", "gemini", "opencode":
+		d.home = AgentDir(a, env)
 	default:
 		return nil, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("%s turns are not supported by the runner", a.DisplayName)}
 	}

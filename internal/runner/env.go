@@ -8,60 +8,65 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-// NativeHome is the agent's own folder under a turn's Home, the folder
-// agents.Target.Home means: CLAUDE_CONFIG_DIR for claude, CODEX_HOME for
-// codex, ~/.gemini for gemini, pi's agent dir, XDG_DATA_HOME for opencode.
+// NativeHome is the agent's own folder under an isolated turn's Home, the
+// folder agents.Target.Home means: CLAUDE_CONFIG_DIR for claude, CODEX_HOME
+// for codex, ~/.gemini for gemini, pi's agent dir, XDG_DATA_HOME for
+// opencode.
 func NativeHome(home, agent string) string {
-	switch agent {
-	case "claude":
-		return filepath.Join(home, ".claude")
-	case "codex":
-		return filepath.Join(home, ".codex")
-	case "gemini":
-		return filepath.Join(home, ".gemini")
-	case "pi":
-		return filepath.Join(home, ".pi", "agent")
-	case "opencode":
-		return filepath.Join(home, ".local", "share")
-	}
 	if a, ok := agents.Lookup(agent); ok && a.DefaultHome != "" {
-		return filepath.Join(home, a.DefaultHome)
+		return filepath.Join(home, filepath.FromSlash(a.DefaultHome))
 	}
 	return filepath.Join(home, "."+agent)
 }
 
-// passThrough are the only variables taken from the node's own
-// environment: the npm launchers need node on PATH, and locale and time
-// zone are harmless. Keys, base URLs and agent settings come from
+// AgentDir is the agent's own folder (agents.Target.Home) as a process
+// started with env sees it: its home variable when set, else its default
+// folder under HOME.
+func AgentDir(a agents.Agent, env []string) string {
+	if a.HomeEnv != "" {
+		if v := EnvValue(env, a.HomeEnv); v != "" {
+			return v
+		}
+	}
+	return NativeHome(EnvValue(env, "HOME"), a.Name)
+}
+
+// AgentDir is the agent's own folder for t: where its native sessions and
+// credential store are.
+func (t Turn) AgentDir() string {
+	a, ok := agents.Lookup(t.Agent)
+	if !ok {
+		return ""
+	}
+	return AgentDir(a, buildEnv(a, t))
+}
+
+// passThrough are the only variables an isolated turn takes from the
+// node's own environment: the npm launchers need node on PATH, and locale
+// and time zone are harmless. Keys, base URLs and agent settings come from
 // Turn.Env only, so the node operator's own credentials never leak in.
 var passThrough = []string{"PATH", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "SHELL"}
 
-// buildEnv is the turn's environment: HOME, XDG dirs, TMPDIR and the
-// agent's home variable all under t.Home, then t.Env (last wins).
+// quiet keeps every CLI headless: no colour, telemetry or self-update.
+var quiet = []string{"TERM=dumb", "NO_COLOR=1", "DO_NOT_TRACK=1", "DISABLE_TELEMETRY=1",
+	"DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1"}
+
+// buildEnv is the turn's environment, t.Env last (last wins). An isolated
+// turn gets HOME, XDG dirs, TMPDIR and the agent's home variable all under
+// t.Home; the user's own agent (t.UserEnv) gets the user's environment as
+// it is, HOME included, and nothing moved: setting CLAUDE_CONFIG_DIR even
+// to its default would make Claude look for ~/.claude.json inside it.
 func buildEnv(a agents.Agent, t Turn) []string {
 	var env []string
-	for _, k := range passThrough {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
+	if t.UserEnv != nil {
+		for _, kv := range t.UserEnv {
+			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "CAST_") {
+				env = append(env, kv)
+			}
 		}
-	}
-	h := t.Home
-	env = append(env,
-		"HOME="+h,
-		"TMPDIR="+filepath.Join(h, ".tmp"),
-		"XDG_CONFIG_HOME="+filepath.Join(h, ".config"),
-		"XDG_DATA_HOME="+filepath.Join(h, ".local", "share"),
-		"XDG_STATE_HOME="+filepath.Join(h, ".local", "state"),
-		"XDG_CACHE_HOME="+filepath.Join(h, ".cache"),
-		"TERM=dumb",
-		"NO_COLOR=1",
-		"DO_NOT_TRACK=1",
-		"DISABLE_TELEMETRY=1",
-		"DISABLE_AUTOUPDATER=1",
-		"DISABLE_ERROR_REPORTING=1",
-	)
-	if a.HomeEnv != "" && a.HomeEnv != "XDG_DATA_HOME" {
-		env = append(env, a.HomeEnv+"="+NativeHome(h, a.Name))
+		env = append(append(env, "HOME="+t.Home), quiet...)
+	} else {
+		env = isolatedEnv(a, t.Home)
 	}
 	switch a.Name {
 	case "gemini":
@@ -76,6 +81,30 @@ func buildEnv(a agents.Agent, t Turn) []string {
 		env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	}
 	return append(env, t.Env...)
+}
+
+// isolatedEnv is an isolated turn's environment before the agent's own
+// settings: every folder a CLI writes under h.
+func isolatedEnv(a agents.Agent, h string) []string {
+	var env []string
+	for _, k := range passThrough {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env,
+		"HOME="+h,
+		"TMPDIR="+filepath.Join(h, ".tmp"),
+		"XDG_CONFIG_HOME="+filepath.Join(h, ".config"),
+		"XDG_DATA_HOME="+filepath.Join(h, ".local", "share"),
+		"XDG_STATE_HOME="+filepath.Join(h, ".local", "state"),
+		"XDG_CACHE_HOME="+filepath.Join(h, ".cache"),
+	)
+	env = append(env, quiet...)
+	if a.HomeEnv != "" && a.HomeEnv != "XDG_DATA_HOME" {
+		env = append(env, a.HomeEnv+"="+NativeHome(h, a.Name))
+	}
+	return env
 }
 
 // ensureDirs creates the folders the environment points at.

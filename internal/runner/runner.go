@@ -72,11 +72,14 @@ type Turn struct {
 	Model  string // optional; the agent's --model value (pi and opencode: provider/model)
 	Effort string // optional; ignored for agents without an effort flag
 	Cwd    string // absolute working directory of the session
-	// Home is the agent's own isolated folder under the node's data dir.
-	// It becomes HOME, holds the XDG dirs and TMPDIR, and the agent's config
-	// dir (NativeHome) lives under it; the user's real ~/.claude etc. are
-	// never used.
+	// Home is the turn's HOME. For an isolated turn (UserEnv nil) it is a
+	// folder under the node's data dir that also holds the XDG dirs, TMPDIR
+	// and the agent's config dir (NativeHome).
 	Home string
+	// UserEnv, when not nil, runs the user's own agent: the CLI gets this
+	// environment with HOME=Home and nothing moved, so it finds the user's
+	// login, settings, MCP servers and session folders where it always does.
+	UserEnv []string
 	// NativeID and NativePath name the native session to resume; both
 	// empty start a fresh one. Either is enough for every agent (the other
 	// is found under Home); opencode needs NativeID.

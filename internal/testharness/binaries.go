@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,9 +94,7 @@ func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc 
 	t.Helper()
 	p := &Proc{Logs: &bytes.Buffer{}, done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
-	if len(env) > 0 {
-		p.Cmd.Env = append(os.Environ(), env...)
-	}
+	p.Cmd.Env = append(ScratchEnv(t), env...)
 	p.Cmd.Stdout = lockedWriter{&p.mu, p.Logs}
 	p.Cmd.Stderr = lockedWriter{&p.mu, p.Logs}
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -111,6 +110,38 @@ func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc 
 	})
 	return p
 }
+
+// homeVars point a process at a user's own folders; ScratchEnv drops them.
+var homeVars = []string{"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+	"CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "PI_CODING_AGENT_DIR", "GROK_HOME"}
+
+// ScratchEnv is the test's environment with HOME a fresh t.TempDir() and
+// every variable that would point an agent at the real home dropped: a
+// node runs its user's own agents by default, and a test's must never be
+// the real ones. Go's caches stay where they are.
+func ScratchEnv(t testing.TB) []string {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(homeVars, k) {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, goDirs()...), "HOME="+t.TempDir())
+}
+
+// goDirs pins Go's caches (found under the real HOME) for processes that
+// get a scratch one.
+var goDirs = sync.OnceValue(func() []string {
+	var out []string
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		if v, err := exec.Command("go", "env", k).Output(); err == nil && os.Getenv(k) == "" {
+			out = append(out, k+"="+strings.TrimSpace(string(v)))
+		}
+	}
+	return out
+})
 
 // Wait waits up to timeout for the process to exit by itself and returns
 // its exit code (-1 for a signal); ok is false on timeout.

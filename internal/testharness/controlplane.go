@@ -63,6 +63,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	cfg := nodeagent.DefaultConfig()
 	cfg.ControlPlane, cfg.Name, cfg.DataDir = addr, name, filepath.Join(t.TempDir(), "node-"+name)
 	cfg.ReconnectMax = time.Second
+	cfg.UserEnv = ScratchEnv(t) // the node's "own" agents are a scratch home's
 	if cb != nil {
 		cb(&cfg)
 	}

@@ -1,0 +1,53 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/agents"
+)
+
+// The user's own agent runs with the user's environment and nothing moved
+// (no CLAUDE_CONFIG_DIR, XDG dir or TMPDIR of cast's); an isolated one gets
+// every folder under its Home and none of the node's keys.
+func TestBuildEnvOwnAndIsolated(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "node-key")
+	claude, _ := agents.Lookup("claude")
+	user := []string{"HOME=/home/me", "PATH=/usr/bin", "ANTHROPIC_API_KEY=user-key", "CAST_SESSION=stale", "TERM=xterm", "XDG_DATA_HOME=/home/me/data"}
+	tests := []struct {
+		name string
+		turn Turn
+		want map[string]string // "" means absent
+	}{
+		{"own", Turn{Agent: "claude", Home: "/home/me", UserEnv: user, Env: []string{"CAST_SESSION=s1"}}, map[string]string{
+			"HOME": "/home/me", "ANTHROPIC_API_KEY": "user-key", "CLAUDE_CONFIG_DIR": "", "TMPDIR": "",
+			"XDG_DATA_HOME": "/home/me/data", "XDG_CONFIG_HOME": "", "CAST_SESSION": "s1", "TERM": "dumb", "PATH": "/usr/bin",
+		}},
+		{"isolated", Turn{Agent: "claude", Home: "/d/agents/claude", Env: []string{"CAST_SESSION=s1"}}, map[string]string{
+			"HOME": "/d/agents/claude", "ANTHROPIC_API_KEY": "", "CLAUDE_CONFIG_DIR": "/d/agents/claude/.claude",
+			"TMPDIR": "/d/agents/claude/.tmp", "XDG_DATA_HOME": "/d/agents/claude/.local/share", "CAST_SESSION": "s1", "TERM": "dumb",
+		}},
+	}
+	for _, tc := range tests {
+		env := buildEnv(claude, tc.turn)
+		for k, want := range tc.want {
+			if got := EnvValue(env, k); got != want {
+				t.Errorf("%s: %s=%q, want %q", tc.name, k, got, want)
+			}
+		}
+		for _, kv := range env {
+			if kv == "CAST_SESSION=stale" {
+				t.Errorf("%s: the node's own CAST_SESSION leaked in", tc.name)
+			}
+		}
+	}
+	if got := (Turn{Agent: "claude", Home: "/home/me", UserEnv: user}).AgentDir(); got != "/home/me/.claude" {
+		t.Errorf("own claude dir %q", got)
+	}
+	if got := (Turn{Agent: "opencode", Home: "/home/me", UserEnv: user}).AgentDir(); got != "/home/me/data" {
+		t.Errorf("own opencode dir %q (XDG_DATA_HOME)", got)
+	}
+	if got := (Turn{Agent: "pi", Home: "/d/pi"}).AgentDir(); !strings.HasSuffix(got, "/d/pi/.pi/agent") {
+		t.Errorf("isolated pi dir %q", got)
+	}
+}
