@@ -59,8 +59,10 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 		t.Fatal(err)
 	}
 	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr(), homes: homes}
+	// The agents' homes are the test's own: fleet accounts may rewrite
+	// their credential stores (--fleet-accounts).
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", t.TempDir(), "--name", "worker",
-		"--agents-config", cfgPath, "--log-level", "debug"}
+		"--agents-config", cfgPath, "--log-level", "debug", "--fleet-accounts"}
 	r.startNode()
 	return r
 }

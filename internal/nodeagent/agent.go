@@ -135,6 +135,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		if cmd := f.GetCommand(); cmd != nil {
 			ack := &castv1.CommandAck{CommandId: cmd.Id}
 			if err := a.handle(ctx, cmd); err != nil {
+				a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
 				ack.Error = err.Error()
 			}
 			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
