@@ -81,18 +81,13 @@ func (a *app) diffCmd() *cobra.Command {
 				from = sess.ForkedAtSeq + 1
 			}
 			var msgs []transcript.Message
-			for tok := ""; from <= sess.LastSeq; {
-				ctx, cancel := a.ctx(cmd.Context())
-				resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, PageToken: tok})
-				cancel()
+			if from <= sess.LastSeq {
+				err := c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from}, func(m *castv1.Message) error {
+					msgs = append(msgs, wire.FromProto(m))
+					return nil
+				})
 				if err != nil {
 					return err
-				}
-				for _, m := range resp.Messages {
-					msgs = append(msgs, wire.FromProto(m))
-				}
-				if tok = resp.NextPageToken; tok == "" {
-					break
 				}
 			}
 

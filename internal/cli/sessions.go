@@ -119,24 +119,16 @@ func (a *app) readCmd() *cobra.Command {
 				return err
 			}
 			var all []*castv1.Message
-			tok := ""
-			for {
-				ctx, cancel := a.ctx(cmd.Context())
-				resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: args[0], StartSeq: from, EndSeq: to, PageToken: tok})
-				cancel()
-				if err != nil {
-					return err
-				}
+			err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: args[0], StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
 				if a.json {
-					all = append(all, resp.Messages...)
+					all = append(all, m)
 				} else {
-					for _, m := range resp.Messages {
-						fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
-					}
+					fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
 				}
-				if tok = resp.NextPageToken; tok == "" {
-					break
-				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			if a.json {
 				return a.printJSON(map[string]any{"session_id": args[0], "messages": raws(all)})

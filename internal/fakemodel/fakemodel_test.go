@@ -339,3 +339,31 @@ func TestStrictAndDelay(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A gated reply waits for its gate, whatever the order of the calls.
+func TestGateHoldsTheAnswer(t *testing.T) {
+	s := Start(t)
+	gate := make(chan struct{})
+	s.Enqueue(Repeat(2, Reply{Text: "gated", Gate: gate})...)
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	got := make(chan string, 1)
+	go func() {
+		_, out, _ := post(t, s, "/v1/messages", body)
+		got <- out
+	}()
+	for s.TurnsStarted() < 1 {
+		time.Sleep(5 * time.Millisecond) // polls the fake's own counter
+	}
+	select {
+	case out := <-got:
+		t.Fatalf("answered before the gate opened: %s", out)
+	default:
+	}
+	close(gate)
+	if out := <-got; !strings.Contains(out, "gated") {
+		t.Fatalf("gated answer %s", out)
+	}
+	if _, out, _ := post(t, s, "/v1/messages", body); !strings.Contains(out, "gated") {
+		t.Fatalf("second copy of the reply: %s", out)
+	}
+}

@@ -25,6 +25,19 @@ type Reply struct {
 	// Delay holds the answer back (a slow model, or a hang for timeout
 	// tests); a client that disconnects first is recorded with status 499.
 	Delay time.Duration
+	// Gate, when set, holds the answer until it is closed (or Delay
+	// passes, when both are set): a test pins a turn mid-way, say to send
+	// a message while it runs, on an event rather than a timer.
+	Gate <-chan struct{}
+}
+
+// Repeat is n copies of r, for a long scripted turn (n tool calls).
+func Repeat(n int, r Reply) []Reply {
+	out := make([]Reply, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
 }
 
 // ToolCall is a tool call the fake asks for.

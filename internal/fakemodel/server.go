@@ -285,9 +285,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if reply.Delay > 0 {
+	if reply.Delay > 0 || reply.Gate != nil {
+		var timer <-chan time.Time
+		if reply.Delay > 0 {
+			timer = time.After(reply.Delay)
+		}
 		select {
-		case <-time.After(reply.Delay):
+		case <-timer:
+		case <-reply.Gate:
 		case <-r.Context().Done():
 			req.Status = 499 // the client gave up first
 			s.record(req)

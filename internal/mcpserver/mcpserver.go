@@ -139,16 +139,15 @@ func history(ctx context.Context, c *client.Client, sessionID string, in history
 		end = sess.LastSeq
 	}
 	start := max(1, end-int64(limit)+1)
-	resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: start, EndSeq: end})
+	var b strings.Builder
+	err = c.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: id, StartSeq: start, EndSeq: end}, func(m *castv1.Message) error {
+		if m.Kind != castv1.MessageKind_MESSAGE_KIND_INTERNAL {
+			fmt.Fprintf(&b, "#%d %s: %s\n", m.Seq, strings.ToLower(strings.TrimPrefix(m.Kind.String(), "MESSAGE_KIND_")), render(m))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
-	}
-	var b strings.Builder
-	for _, m := range resp.Messages {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_INTERNAL {
-			continue
-		}
-		fmt.Fprintf(&b, "#%d %s: %s\n", m.Seq, strings.ToLower(strings.TrimPrefix(m.Kind.String(), "MESSAGE_KIND_")), render(m))
 	}
 	if start > 1 {
 		fmt.Fprintf(&b, "(earlier: call again with before_seq=%d)\n", start)

@@ -223,21 +223,21 @@ func (a *Agent) catchUp(ctx context.Context, sessionID string, lastSeq, token in
 		a.wake(sessionID) // a restart may have left accepted-but-unrun work
 		return nil
 	}
-	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.ReceivedSeq + 1, EndSeq: lastSeq})
-	if err != nil {
-		return err
-	}
+	// Every page: a long turn (or a move's drain) leaves hundreds of agent
+	// rows before the user messages to catch up on.
 	var users []*castv1.Message
-	for _, m := range resp.Messages {
+	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.ReceivedSeq + 1, EndSeq: lastSeq}, func(m *castv1.Message) error {
 		switch {
 		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER:
 			users = append(users, m)
 		case m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeMigration && m.Seq > o.NoticeSeq:
 			// The session just moved here: the next turn tells the agent.
-			if err := a.st.update(func(st map[string]*owned) { st[sessionID].Notice, st[sessionID].NoticeSeq = m.Text, m.Seq }); err != nil {
-				return err
-			}
+			return a.st.update(func(st map[string]*owned) { st[sessionID].Notice, st[sessionID].NoticeSeq = m.Text, m.Seq })
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return a.deliver(sessionID, token, users)
 }

@@ -183,22 +183,30 @@ func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason 
 	return errors.New(reason)
 }
 
-// pendingPrompt joins the user messages after DeliveredSeq.
+// pendingPrompt joins the user messages after DeliveredSeq, reading every
+// page up to ReceivedSeq: a long turn leaves hundreds of agent rows before
+// a message sent while it ran. It fails rather than return a prompt that
+// stops short of ReceivedSeq, which the caller marks delivered.
 func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (string, int64, error) {
-	resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{
-		SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq})
+	var parts []string
+	var first int64
+	read := o.DeliveredSeq
+	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq},
+		func(m *castv1.Message) error {
+			read = m.Seq
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+				if first == 0 {
+					first = m.Seq
+				}
+				parts = append(parts, m.Text)
+			}
+			return nil
+		})
 	if err != nil {
 		return "", 0, err
 	}
-	var parts []string
-	var first int64
-	for _, m := range resp.Messages {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
-			if first == 0 {
-				first = m.Seq
-			}
-			parts = append(parts, m.Text)
-		}
+	if read < o.ReceivedSeq {
+		return "", 0, fmt.Errorf("session %s: read seqs up to %d of %d", sessionID, read, o.ReceivedSeq)
 	}
 	return strings.Join(parts, "\n\n"), first, nil
 }
@@ -332,21 +340,13 @@ func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]tr
 // the messages keep accepts (all when keep is nil).
 func (a *Agent) readMessages(ctx context.Context, sessionID string, start, end int64, keep func(*castv1.Message) bool) ([]transcript.Message, error) {
 	var out []transcript.Message
-	tok := ""
-	for {
-		resp, err := a.cli.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: start, EndSeq: end, PageToken: tok})
-		if err != nil {
-			return nil, err
+	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: start, EndSeq: end}, func(m *castv1.Message) error {
+		if keep == nil || keep(m) {
+			out = append(out, wire.FromProto(m))
 		}
-		for _, m := range resp.Messages {
-			if keep == nil || keep(m) {
-				out = append(out, wire.FromProto(m))
-			}
-		}
-		if tok = resp.NextPageToken; tok == "" {
-			return out, nil
-		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // report records the session's state; a failure is logged, not fatal (the

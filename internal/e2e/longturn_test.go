@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// A real Claude Code turn that syncs more than 1,000 rows, and a user
+// message sent while it runs (after more than 500 of them): the message is
+// answered exactly once. Before delivery read every page, the node's next
+// turn read one page of 500 agent rows, found no prompt, and marked the
+// message delivered without running it.
+func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
+	const calls = 510 // two rows each: the turn syncs more than 1,000 rows
+	r := newTurnRig(t, "claude")
+	cwd := t.TempDir()
+	note := filepath.Join(cwd, "note.txt")
+	if err := os.WriteFile(note, []byte("a small file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Read is the cheapest tool: no process per call.
+	read := fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": note}}}
+	gate := make(chan struct{})
+	held := read
+	held.Gate = gate
+	before := calls * 6 / 10 // more than 500 rows before the message
+	r.fake.Enqueue(fakemodel.Repeat(before, read)...)
+	r.fake.Enqueue(held)
+	r.fake.Enqueue(fakemodel.Repeat(calls-before-1, read)...)
+	r.fake.Enqueue(fakemodel.Reply{Text: "LONG TURN DONE"})
+
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "read the note many times"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The turn is held on the model with `before` calls made and synced.
+	testharness.WaitFor(t, 3*time.Minute, "the long turn half-way", func() bool {
+		s, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+		return err == nil && r.fake.TurnsStarted() > before && s.LastSeq >= int64(1+2*before)
+	})
+	const mark = "MID-TURN-QUESTION-7"
+	seq := r.send(sess.Id, mark)
+	if seq <= 501 {
+		t.Fatalf("the message got seq %d; it must come after more than 500 agent rows", seq)
+	}
+	close(gate)
+	end := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	// The second turn (the message's) must have run: wait for its answer.
+	var msgs []*castv1.Message
+	testharness.WaitFor(t, 2*time.Minute, "the answer to the mid-turn message", func() bool {
+		msgs = r.allMessages(sess.Id)
+		return strings.Contains(lastAssistant(msgs), mark)
+	})
+	if end.LastSeq < 1000 {
+		t.Fatalf("the long turn synced up to seq %d; want more than 1,000 rows", end.LastSeq)
+	}
+
+	// The transcript: the message once, and exactly one answer to it.
+	users, answers := 0, 0
+	for _, m := range msgs {
+		switch {
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.Contains(m.Text, mark):
+			users++
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.Contains(m.Text, "last user said: "+mark):
+			answers++
+		}
+	}
+	if users != 1 || answers != 1 {
+		t.Fatalf("transcript: the message %d times, %d answers to it; want 1 and 1", users, answers)
+	}
+	// The model: asked to answer it once, and it appears once in the
+	// history of that request.
+	asked := 0
+	for _, req := range r.fake.Turns() {
+		if fakemodel.LastUserText(req.Items) != mark {
+			continue
+		}
+		if n := strings.Count(fmt.Sprint(req.Items), mark); n != 1 {
+			t.Fatalf("a request carried the message %d times", n)
+		}
+		if last := req.Items[len(req.Items)-1]; last.Role == "user" && last.Kind == fakemodel.KindText {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("the model was asked to answer the message %d times; want once", asked)
+	}
+}
+
+// allMessages reads the whole transcript, every page.
+func (r *turnRig) allMessages(id string) []*castv1.Message {
+	r.t.Helper()
+	var out []*castv1.Message
+	err := r.c.EachMessage(context.Background(), 0, &castv1.ListMessagesRequest{SessionId: id}, func(m *castv1.Message) error {
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return out
+}
+
+func lastAssistant(msgs []*castv1.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			return msgs[i].Text
+		}
+	}
+	return ""
+}
