@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"sync"
 
 	"go.uber.org/zap"
@@ -25,10 +26,32 @@ type hub struct {
 type nodeConn struct {
 	name string
 	out  chan *castv1.ConnectResponse
-	kill func() // ends the stream
+	// resync carries the reconnect resync (one frame per owned or lost
+	// session). Its producer blocks on it, so a resync of any size flows
+	// at the pace the node reads, and out keeps its room for live traffic.
+	resync chan *castv1.ConnectResponse
+	kill   func() // ends the stream
 }
 
 const nodeQueueLen = 1024
+
+func newNodeConn(name string, kill func()) *nodeConn {
+	return &nodeConn{name: name, out: make(chan *castv1.ConnectResponse, nodeQueueLen),
+		resync: make(chan *castv1.ConnectResponse), kill: kill}
+}
+
+// push hands a resync command to the send loop, waiting for it (never
+// cutting the stream); it fails only when the stream ends.
+func (h *hub) push(ctx context.Context, c *nodeConn, kind string, cmd *castv1.Command) error {
+	cmd.Id = ids.NewClientID()
+	select {
+	case c.resync <- &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Command{Command: cmd}}:
+		h.m.CommandsSent.WithLabelValues(kind).Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 func newHub(lg *zap.Logger, m *metrics.ControlPlane) *hub {
 	return &hub{lg: lg.Named("hub"), m: m, conns: map[string]*nodeConn{}}
@@ -98,8 +121,7 @@ func (h *hub) interrupt(node, sessionID string, abandon bool) bool {
 
 // release tells a node it lost a session to owner.
 func (h *hub) release(node, sessionID, owner string) bool {
-	return h.command(node, "release_session", &castv1.Command{Kind: &castv1.Command_ReleaseSession{
-		ReleaseSession: &castv1.ReleaseSession{SessionId: sessionID, Owner: owner}}})
+	return h.command(node, "release_session", releaseCmd(sessionID, owner))
 }
 
 // relay sends a command recorded in the store (its id already set).
@@ -118,8 +140,17 @@ func (h *hub) relay(node string, cmd *castv1.Command) bool {
 
 // assign tells the owner node it owns sess with token.
 func (h *hub) assign(sess *castv1.Session, token int64) {
-	h.command(sess.Node, "assign_session", &castv1.Command{Kind: &castv1.Command_AssignSession{
-		AssignSession: &castv1.AssignSession{Session: sess, OwnerToken: token}}})
+	h.command(sess.Node, "assign_session", assignCmd(sess, token))
+}
+
+func assignCmd(sess *castv1.Session, token int64) *castv1.Command {
+	return &castv1.Command{Kind: &castv1.Command_AssignSession{
+		AssignSession: &castv1.AssignSession{Session: sess, OwnerToken: token}}}
+}
+
+func releaseCmd(sessionID, owner string) *castv1.Command {
+	return &castv1.Command{Kind: &castv1.Command_ReleaseSession{
+		ReleaseSession: &castv1.ReleaseSession{SessionId: sessionID, Owner: owner}}}
 }
 
 // deliver hands new user messages to the owner node.

@@ -127,7 +127,7 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	}
 	var lease atomic.Int64 // replaced by the receive loop when it re-registers
 	lease.Store(int64(l))
-	conn := &nodeConn{name: node.Name, out: make(chan *castv1.ConnectResponse, nodeQueueLen), kill: cancel}
+	conn := newNodeConn(node.Name, cancel)
 	h.s.hub.add(conn)
 	defer func() {
 		h.s.hub.remove(conn)
@@ -144,11 +144,13 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	conn.out <- &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_Welcome{Welcome: &castv1.Welcome{
 		LeaseTtlSeconds: int64(h.s.cfg.LeaseTTL / time.Second), HeartbeatIntervalMillis: h.s.cfg.Heartbeat.Milliseconds(),
 	}}}
-	h.s.resync(ctx, node.Name, hello.OwnedSessions, lg)
 	h.s.fleet.NodeHello(ctx, node.Name)
 
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- sendLoop(ctx, stream, conn.out) }()
+	go func() { sendErr <- sendLoop(ctx, stream, conn) }()
+	resynced := make(chan struct{})
+	go func() { defer close(resynced); h.s.resync(ctx, conn, hello.OwnedSessions, lg) }()
+	defer func() { <-resynced }() // after cancel below: it stops at once
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- h.recvLoop(ctx, stream, node, &lease, since, lg) }()
 	select {
@@ -164,15 +166,24 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	return toStatus(lg, err)
 }
 
-func sendLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, out <-chan *castv1.ConnectResponse) error {
+// sendLoop is the stream's only sender. Live frames (heartbeat acks,
+// deliveries, commands) go before resync frames, so a long resync never
+// delays them nor fills their queue.
+func sendLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, c *nodeConn) error {
 	for {
+		var f *castv1.ConnectResponse
 		select {
-		case <-ctx.Done():
-			return nil
-		case f := <-out:
-			if err := stream.Send(f); err != nil {
-				return err
+		case f = <-c.out:
+		default:
+			select {
+			case <-ctx.Done():
+				return nil
+			case f = <-c.out:
+			case f = <-c.resync:
 			}
+		}
+		if err := stream.Send(f); err != nil {
+			return err
 		}
 	}
 }
@@ -214,29 +225,48 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 // resync re-sends ownership of every session the node owns, so a node that
 // restarted or reconnected knows its sessions and their current tokens, and
 // releases those it believes it owns but lost meanwhile (a laptop that
-// slept through a migration stops their agents).
-func (s *Server) resync(ctx context.Context, node string, believed []string, lg *zap.Logger) {
-	owned, err := s.store.SessionsOwnedBy(ctx, node)
+// slept through a migration stops their agents). It runs beside the send
+// loop and waits on it for each frame: a node owning 10,000 sessions gets
+// them at the pace it reads, and only a stuck peer is ever cut. A frame
+// that races a move is harmless: the node keeps the higher token and the
+// store fences writes by token.
+func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg *zap.Logger) {
+	mine := map[string]bool{}
+	err := s.store.EachOwnedSession(ctx, c.name, func(page []store.OwnedSession) error {
+		for _, o := range page {
+			mine[o.Session.Id] = true
+			if err := s.hub.push(ctx, c, "assign_session", assignCmd(o.Session, o.Token)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		lg.Warn("list owned sessions failed", zap.Error(err))
+		if ctx.Err() == nil {
+			lg.Warn("resync of owned sessions failed", zap.Error(err))
+		}
 		return
 	}
-	mine := map[string]bool{}
-	for _, o := range owned {
-		mine[o.Session.Id] = true
-		s.hub.assign(o.Session, o.Token)
-	}
+	var lost []string
 	for _, id := range believed {
-		if mine[id] || !ids.ValidSessionID(id) {
-			continue
+		if !mine[id] && ids.ValidSessionID(id) {
+			mine[id] = true // listed twice: released once
+			lost = append(lost, id)
 		}
-		owner, _, err := s.store.Owner(ctx, id)
-		if err != nil && !errs.HasReason(err, errs.ReasonNotFound) {
-			continue
-		}
-		lg.Info("releasing session the node lost", zap.String("session", id), zap.String("owner", owner))
-		s.hub.release(node, id, owner)
 	}
+	owners, err := s.store.OwnersOf(ctx, lost)
+	if err != nil {
+		if ctx.Err() == nil {
+			lg.Warn("look up owners of lost sessions failed", zap.Error(err))
+		}
+		return
+	}
+	for _, id := range lost {
+		if s.hub.push(ctx, c, "release_session", releaseCmd(id, owners[id])) != nil {
+			return
+		}
+	}
+	lg.Info("node resync sent", zap.Int("assigned", len(mine)-len(lost)), zap.Int("released", len(lost)))
 }
 
 func validNode(n *castv1.Node) error {

@@ -16,39 +16,17 @@ import (
 // rawNode connects a hand-driven node stream and returns a channel of the
 // commands it receives (acking none of them).
 func rawNode(t *testing.T, c *client.Client, name string) <-chan *castv1.Command {
-	ctx := ctxT(t)
-	stream, err := c.Nodes.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello := &castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: name}}}}
-	if err := stream.Send(hello); err != nil {
-		t.Fatal(err)
-	}
+	n := connectNode(t, ctxT(t), c, name, nil)
 	cmds := make(chan *castv1.Command, 64)
 	go func() {
 		defer close(cmds)
 		for {
-			f, err := stream.Recv()
+			f, err := n.stream.Recv()
 			if err != nil {
 				return
 			}
 			if cmd := f.GetCommand(); cmd != nil {
 				cmds <- cmd
-			}
-		}
-	}()
-	go func() { // keep the lease
-		tick := time.NewTicker(300 * time.Millisecond)
-		defer tick.Stop()
-		for seq := int64(1); ; seq++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
-					return
-				}
 			}
 		}
 	}()

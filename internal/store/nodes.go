@@ -143,22 +143,10 @@ type OwnedSession struct {
 
 // SessionsOwnedBy lists the sessions whose owner is node, with tokens.
 func (s *Store) SessionsOwnedBy(ctx context.Context, node string) ([]OwnedSession, error) {
-	resp, err := s.cli.Get(ctx, s.key("nodesessions", node)+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, err
-	}
 	var out []OwnedSession
-	for _, kv := range resp.Kvs {
-		id := lastPart(string(kv.Key))
-		owner, tok, err := s.Owner(ctx, id)
-		if err != nil || owner != node {
-			continue // moved away; the index entry is stale
-		}
-		sess, err := s.GetSession(ctx, id)
-		if err != nil {
-			continue
-		}
-		out = append(out, OwnedSession{Session: sess, Token: tok})
-	}
-	return out, nil
+	err := s.EachOwnedSession(ctx, node, func(page []OwnedSession) error {
+		out = append(out, page...)
+		return nil
+	})
+	return out, err
 }

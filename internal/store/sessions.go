@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -114,33 +115,47 @@ func (s *Store) getSession(ctx context.Context, id string, rev int64) (*castv1.S
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
-	resp, err := s.cli.Txn(ctx).Then(
+	resp, err := s.cli.Txn(ctx).Then(s.sessionOps(id, opts...)...).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	sess, err := decodeSession(id, resp.Responses)
+	if err != nil {
+		return nil, 0, err
+	}
+	return sess, resp.Header.Revision, nil
+}
+
+// sessionOps reads what a Session is made of; decodeSession assembles it.
+func (s *Store) sessionOps(id string, opts ...clientv3.OpOption) []clientv3.Op {
+	return []clientv3.Op{
 		clientv3.OpGet(s.sessionKey(id), opts...),
 		clientv3.OpGet(s.seqKey(id), opts...),
 		clientv3.OpGet(s.ownerKey(id), opts...),
 		clientv3.OpGet(s.fenceKey(id), opts...),
-	).Commit()
-	if err != nil {
-		return nil, 0, err
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
+}
+
+// decodeSession builds a Session from the responses to sessionOps.
+func decodeSession(id string, r []*etcdserverpb.ResponseOp) (*castv1.Session, error) {
+	kvs := r[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		return nil, 0, errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
+		return nil, errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
 	}
 	sess := &castv1.Session{}
 	if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
-		return nil, 0, errs.Internal(err, "decode session")
+		return nil, errs.Internal(err, "decode session")
 	}
-	if seq := resp.Responses[1].GetResponseRange().Kvs; len(seq) > 0 {
+	if seq := r[1].GetResponseRange().Kvs; len(seq) > 0 {
 		sess.LastSeq, _ = parseInt(seq[0].Value)
 	}
-	if own := resp.Responses[2].GetResponseRange().Kvs; len(own) > 0 {
+	if own := r[2].GetResponseRange().Kvs; len(own) > 0 {
 		sess.Node = string(own[0].Value)
 	}
-	if f := resp.Responses[3].GetResponseRange().Kvs; len(f) > 0 {
+	if f := r[3].GetResponseRange().Kvs; len(f) > 0 {
 		sess.FencedBy = string(f[0].Value)
 	}
-	return sess, resp.Header.Revision, nil
+	return sess, nil
 }
 
 // Owner returns the owner node and its fencing token.

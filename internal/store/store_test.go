@@ -379,3 +379,40 @@ func handover(t *testing.T, s *store.Store, sid, from string, token int64, to st
 	}
 	return newTok
 }
+
+// Owned sessions are read in pages of one txn each: every session a node
+// owns comes back once with its token, across page boundaries, and a
+// session that moved away is left out. OwnersOf leaves unknown ids out.
+func TestEachOwnedSessionPagesAndOwnersOf(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	want := map[string]int64{}
+	for range 70 { // more than two pages
+		c := newSession(t, s, "n1")
+		want[c.Session.Id] = c.Token
+	}
+	moved := newSession(t, s, "n1")
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n2"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	handover(t, s, moved.Session.Id, "n1", moved.Token, "n2")
+	got := map[string]int64{}
+	pages := 0
+	err := s.EachOwnedSession(ctx, "n1", func(page []store.OwnedSession) error {
+		pages++
+		for _, o := range page {
+			if _, dup := got[o.Session.Id]; dup || o.Session.Node != "n1" {
+				t.Errorf("session %s listed twice or not on n1 (%s)", o.Session.Id, o.Session.Node)
+			}
+			got[o.Session.Id] = o.Token
+		}
+		return nil
+	})
+	if err != nil || pages < 3 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("owned by n1 in %d pages: %d sessions, want %d (%v)", pages, len(got), len(want), err)
+	}
+	owners, err := s.OwnersOf(ctx, []string{moved.Session.Id, "nosuchsession"})
+	if err != nil || len(owners) != 1 || owners[moved.Session.Id] != "n2" {
+		t.Fatalf("owners: %v %v", owners, err)
+	}
+}

@@ -1,0 +1,177 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// nodeStream speaks the node side of Connect over real gRPC, so a test can
+// count every frame the control plane sends and pace its reads.
+type nodeStream struct {
+	t      *testing.T
+	stream castv1.NodeService_ConnectClient
+	cancel context.CancelFunc
+	hbDone chan struct{}
+}
+
+// connectNode opens a Connect stream for name, says hello with owned, and
+// heartbeats every 300ms (the test lease is 2s) until closed.
+func connectNode(t *testing.T, ctx context.Context, c *client.Client, name string, owned []string) *nodeStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.Nodes.Connect(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	hello := &castv1.Hello{Node: &castv1.Node{Name: name}, OwnedSessions: owned}
+	if err := stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	n := &nodeStream{t: t, stream: stream, cancel: cancel, hbDone: make(chan struct{})}
+	go func() {
+		defer close(n.hbDone)
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for seq := int64(1); ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(n.close)
+	return n
+}
+
+func (n *nodeStream) close() {
+	n.cancel()
+	<-n.hbDone
+}
+
+// drain reads and drops frames until the stream ends.
+func (n *nodeStream) drain() (done <-chan struct{}) {
+	d := make(chan struct{})
+	go func() {
+		defer close(d)
+		for {
+			if _, err := n.stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	return d
+}
+
+// createOwned creates n sessions owned by node, 32 at a time.
+func createOwned(t *testing.T, ctx context.Context, st *store.Store, node string, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 32 {
+				c, err := st.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Title: fmt.Sprint("s", i), Node: node})
+				if err != nil {
+					errc <- err
+					return
+				}
+				out[i] = c.Session.Id
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		t.Fatalf("create sessions: %v", err)
+	}
+	return out
+}
+
+// A node owning 10,000 sessions (2,000 with -short) reconnects with a hello that lists them
+// and 10,000 more it lost: it gets one AssignSession per owned session and
+// one ReleaseSession per lost one, and the stream stays up (heartbeats are
+// still answered). Before resync streamed, the pre-queued resync
+// overflowed the 1,024-frame queue and cut the stream on every reconnect.
+func TestResyncOfTenThousandSessionsStreams(t *testing.T) {
+	n := 10000
+	if testing.Short() {
+		n = 2000 // still past the old 1,024-frame cut
+	}
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" })
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+
+	// Sessions need a connected owner; the first stream drains the
+	// dispatcher's assignments while they are created.
+	first := connectNode(t, ctx, c, "big", nil)
+	drained := first.drain()
+	waitConnected(t, c, "big", true)
+	t0 := time.Now()
+	st := testharness.OpenStore(t, ep, nil) // creates faster than the API would
+	owned := createOwned(t, ctx, st, "big", n)
+	t.Logf("created %d sessions in %s", n, time.Since(t0))
+	first.close()
+	<-drained
+
+	lost := make([]string, n)
+	for i := range lost {
+		lost[i] = ids.NewSessionID() + "x" // never created
+	}
+	start := time.Now()
+	node := connectNode(t, ctx, c, "big", append(append([]string{}, owned...), lost...))
+	assigned, released := map[string]bool{}, map[string]bool{}
+	for len(assigned) < n || len(released) < n {
+		f, err := node.stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended after %d assignments and %d releases: %v", len(assigned), len(released), err)
+		}
+		switch k := f.GetCommand().GetKind().(type) {
+		case *castv1.Command_AssignSession:
+			assigned[k.AssignSession.Session.Id] = true
+		case *castv1.Command_ReleaseSession:
+			released[k.ReleaseSession.SessionId] = true
+		}
+	}
+	t.Logf("resync of %d owned and %d lost sessions took %s", n, n, time.Since(start))
+	for _, id := range owned {
+		if !assigned[id] {
+			t.Fatalf("session %s was not assigned", id)
+		}
+	}
+	for _, id := range lost {
+		if !released[id] {
+			t.Fatalf("session %s was not released", id)
+		}
+	}
+	// Still up: heartbeats go on being answered on this same stream.
+	for acks := 0; acks < 2; {
+		f, err := node.stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended after the resync: %v", err)
+		}
+		if f.GetHeartbeatAck() != nil {
+			acks++
+		}
+	}
+	waitConnected(t, c, "big", true)
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+// ownedPage is how many sessions one read txn covers: four gets each stays
+// within etcd's default limit of 128 operations per txn.
+const ownedPage = 32
+
+// EachOwnedSession calls fn with the sessions node owns, with their tokens,
+// a page at a time in id order; each page is one txn. A node that owns
+// 10,000 sessions costs a few hundred round trips instead of two per
+// session, and the caller hands each page on before the next is read.
+// Index entries of sessions that moved away are skipped.
+func (s *Store) EachOwnedSession(ctx context.Context, node string, fn func([]OwnedSession) error) error {
+	prefix := s.key("nodesessions", node) + "/"
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(ownedPage))
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		ids := make([]string, len(resp.Kvs))
+		for i, kv := range resp.Kvs {
+			ids[i] = lastPart(string(kv.Key))
+		}
+		page, err := s.readOwned(ctx, node, ids)
+		if err != nil {
+			return err
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if !resp.More {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// readOwned reads ids in one txn and keeps those node still owns.
+func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]OwnedSession, error) {
+	ops := make([]clientv3.Op, 0, 4*len(ids))
+	for _, id := range ids {
+		ops = append(ops, s.sessionOps(id)...)
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OwnedSession, 0, len(ids))
+	for i, id := range ids {
+		r := resp.Responses[4*i : 4*i+4]
+		own := r[2].GetResponseRange().Kvs
+		if len(own) == 0 || string(own[0].Value) != node {
+			continue // moved away; the index entry is stale
+		}
+		sess, err := decodeSession(id, r)
+		if errs.HasReason(err, errs.ReasonNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, OwnedSession{Session: sess, Token: own[0].ModRevision})
+	}
+	return out, nil
+}
+
+// OwnersOf returns the owner node of each of ids that exists (absent ids
+// are missing from the map), 128 owner keys per txn.
+func (s *Store) OwnersOf(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 4*ownedPage)
+		ops := make([]clientv3.Op, n)
+		for i, id := range ids[:n] {
+			ops[i] = clientv3.OpGet(s.ownerKey(id))
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range ids[:n] {
+			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+				out[id] = string(kvs[0].Value)
+			}
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
