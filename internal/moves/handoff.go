@@ -92,7 +92,9 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 		return HandoffResult{}, err
 	}
 	first := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: res.Prompt}
-	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil {
+	// A retried handoff (same request id, same session) may compose another
+	// brief; the prompt the first try stored stands (CLIENT_ID_REUSED).
+	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return HandoffResult{}, err
 	}
 	pin := fmt.Sprintf("Handed off to %s on %s", c.Session.Id, target.DisplayName)
@@ -109,7 +111,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	}
 	notice := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
 		NoticeType: transcript.NoticeHandoff, Text: pin + " (brief: " + res.BriefSource + ")."}
-	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return HandoffResult{}, err
 	}
 	res.Session, err = st.GetSession(ctx, c.Session.Id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -37,8 +38,12 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 		ClientId: fmt.Sprintf("worker.%s.%d.%d", worker.Id, worker.State, worker.LastSeq),
 		Kind:     castv1.MessageKind_MESSAGE_KIND_USER, Text: text,
 	}
-	_, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, store.Guard{})
-	return err
+	// One notice per worker state and seq: if its text changed since (a
+	// new state reason), the one already stored stands.
+	if _, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
+		return err
+	}
+	return nil
 }
 
 // lastAnswer is the worker's newest assistant text, clipped.

@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
@@ -25,6 +27,7 @@ type Guard struct {
 type appendReq struct {
 	p     prepared
 	guard Guard
+	err   error // this message's own refusal (its client id reused)
 	done  chan error
 }
 
@@ -39,48 +42,157 @@ type appendQueue struct {
 }
 
 // Append stores msgs in order and returns them with seq set. Each message
-// needs a ClientID; a message whose ClientID is already stored is not stored
-// again, and comes back with its original seq.
+// needs a ClientID; a message whose ClientID is already stored with the same
+// body is not stored again, and comes back as committed (its original seq
+// and create time); with a different body it is refused (CLIENT_ID_REUSED).
+//
+// Everything that can refuse the append is checked before a chunk is
+// written: ids, sizes, the session, the owner, the quota (chunks included).
+// The commit txn checks session, owner and client ids again; chunks of an
+// attempt it refuses are orphans under keys no one else uses.
 func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
-	reqs := make([]*appendReq, 0, len(msgs))
-	size := 0
-	for _, m := range msgs {
+	encs, first, err := s.encodeAll(msgs)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := s.precheck(ctx, sessionID, encs, first, g)
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) > 0 {
+		if err := s.appendFresh(ctx, sessionID, fresh, g); err != nil {
+			return nil, err
+		}
+	}
+	for i, j := range first { // repeats of a client id within msgs
+		if j != i {
+			msgs[i].Seq, msgs[i].CreateTime = msgs[j].Seq, msgs[j].CreateTime
+		}
+	}
+	return msgs, nil
+}
+
+// encodeAll checks and serializes msgs. first[i] is the index of the first
+// message with msgs[i]'s client id; a repeat must have the same body.
+func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
+	encs := make([]encoded, len(msgs))
+	first := make([]int, len(msgs))
+	seen := map[string]int{}
+	for i, m := range msgs {
 		if !ids.ValidClientID(m.ClientId) {
-			return nil, errs.Invalid("message client_id %q is malformed", m.ClientId)
+			return nil, nil, errs.Invalid("message client_id %q is malformed", m.ClientId)
 		}
 		m.Seq = 0 // the key carries the seq; the envelope must not
 		if m.CreateTime == nil {
 			m.CreateTime = timestamppb.Now()
 		}
-	}
-	for _, m := range msgs {
-		if err := s.checkQuota(size + 1024); err != nil {
-			return nil, err
+		e, err := s.encode(m)
+		if err != nil {
+			return nil, nil, err
 		}
-		p, err := s.prepare(ctx, sessionID, m)
+		encs[i], first[i] = e, i
+		if j, ok := seen[m.ClientId]; ok {
+			if encs[j].digest != e.digest {
+				return nil, nil, errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
+					"client_id %q appears twice in one append with different bodies", m.ClientId)
+			}
+			first[i] = j
+			continue
+		}
+		seen[m.ClientId] = i
+	}
+	return encs, first, nil
+}
+
+// precheckGets bounds the reads of one precheck txn (etcd allows 128 ops).
+const precheckGets = 100
+
+// precheck refuses an append to a missing session or by a node that does
+// not own it, answers messages already stored (a retry writes nothing), and
+// returns the messages still to store.
+func (s *Store) precheck(ctx context.Context, sessionID string, encs []encoded, first []int, g Guard) ([]encoded, error) {
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if resp.Responses[0].GetResponseRange().Count == 0 {
+		return nil, sessionNotFound(sessionID)
+	}
+	if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
+		return nil, err
+	}
+	var fresh []encoded
+	for lo := 0; lo < len(encs); lo += precheckGets {
+		hi := min(lo+precheckGets, len(encs))
+		var gets []clientv3.Op
+		for _, e := range encs[lo:hi] {
+			gets = append(gets, clientv3.OpGet(s.cidKey(sessionID, e.msg.ClientId)))
+		}
+		resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
 		if err != nil {
 			return nil, err
 		}
-		size += p.size
+		for k, e := range encs[lo:hi] {
+			if first[lo+k] != lo+k {
+				continue
+			}
+			kvs := resp.Responses[k].GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				fresh = append(fresh, e)
+				continue
+			}
+			rec, err := s.committed(ctx, sessionID, kvs[0])
+			if err != nil {
+				return nil, err
+			}
+			if err := answerRetry(e.msg, e.digest, rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return fresh, nil
+}
+
+// appendFresh reserves quota for the messages' bytes, writes the chunks of
+// large ones, and commits them all through the session's queue.
+func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encoded, g Guard) error {
+	cost := 0
+	for _, e := range fresh {
+		cost += s.writeCost(e)
+	}
+	if err := s.reserveQuota(cost); err != nil {
+		return err
+	}
+	defer s.quota.settle(cost)
+	reqs := make([]*appendReq, 0, len(fresh))
+	for _, e := range fresh {
+		p, err := s.writeChunks(ctx, sessionID, e)
+		if err != nil {
+			return err
+		}
 		reqs = append(reqs, &appendReq{p: p, guard: g, done: make(chan error, 1)})
 	}
-	if err := s.checkQuota(size); err != nil {
-		return nil, err
+	if s.afterChunks != nil {
+		s.afterChunks()
 	}
 	s.enqueue(sessionID, reqs)
 	for _, r := range reqs {
 		select {
 		case err := <-r.done:
 			if err != nil {
-				return nil, err
+				return err
 			}
 		case <-ctx.Done():
 			// The outcome is unknown; retrying with the same client ids is safe.
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return msgs, nil
+	return nil
+}
+
+func sessionNotFound(id string) error {
+	return errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
 }
 
 func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
@@ -114,7 +226,11 @@ func (s *Store) drain(sessionID string, q *appendQueue) {
 		err := s.commitBatch(ctx, sessionID, batch)
 		cancel()
 		for _, r := range batch {
-			r.done <- err
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- r.err
+			}
 		}
 	}
 }
@@ -141,10 +257,15 @@ func (s *Store) takeBatch(q *appendQueue) []*appendReq {
 // concurrent writer (another replica) moved the seq counter.
 func (s *Store) commitBatch(ctx context.Context, sessionID string, batch []*appendReq) error {
 	g := batch[0].guard
-	for attempt := 0; attempt < 20; attempt++ {
+	for range 20 {
 		reads := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID))}
 		for _, r := range batch {
 			reads = append(reads, clientv3.OpGet(s.cidKey(sessionID, r.p.msg.ClientId)))
+		}
+		for _, r := range batch {
+			if r.p.chunk0 != "" {
+				reads = append(reads, clientv3.OpGet(r.p.chunk0, clientv3.WithCountOnly()))
+			}
 		}
 		resp, err := s.cli.Txn(ctx).Then(reads...).Commit()
 		if err != nil {
@@ -152,62 +273,119 @@ func (s *Store) commitBatch(ctx context.Context, sessionID string, batch []*appe
 		}
 		seqKV := resp.Responses[0].GetResponseRange().Kvs
 		if len(seqKV) == 0 {
-			return errs.NotFound("session %s not found; `cast ls` lists sessions", sessionID).With("session", sessionID)
+			return sessionNotFound(sessionID)
 		}
 		last, err := parseInt(seqKV[0].Value)
 		if err != nil {
 			return errs.Internal(err, "corrupt seq counter")
 		}
-		ownKV := resp.Responses[1].GetResponseRange().Kvs
-		if err := s.checkGuard(g, ownKV); err != nil {
+		if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
 			return err
 		}
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(sessionID)), "=", seqKV[0].ModRevision)}
 		if g.Token != 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token))
 		}
-		var ops []clientv3.Op
-		assigned := map[string]int64{}
-		next, written := last, 0
-		for i, r := range batch {
-			cid := r.p.msg.ClientId
-			if kvs := resp.Responses[i+2].GetResponseRange().Kvs; len(kvs) > 0 {
-				seq, _ := parseInt(kvs[0].Value) // stored earlier: idempotent retry
-				r.p.msg.Seq = seq
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", kvs[0].CreateRevision))
-				continue
-			}
-			if seq, ok := assigned[cid]; ok { // same client id twice in one batch
-				r.p.msg.Seq = seq
-				continue
-			}
-			next++
-			assigned[cid] = next
-			r.p.msg.Seq = next
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", 0))
-			ops = append(ops,
-				clientv3.OpPut(s.msgKey(sessionID, next), string(r.p.envelope)),
-				clientv3.OpPut(s.cidKey(sessionID, cid), strconv.FormatInt(next, 10)))
-			written += len(r.p.envelope)
+		plan, err := s.planBatch(ctx, sessionID, batch, resp.Responses[2:], last)
+		if err != nil {
+			return err
 		}
-		if next == last {
-			return nil // every message was already stored
+		if plan.next == last {
+			plan.settle()
+			return nil // every message was already stored, or refused
 		}
-		ops = append(ops, clientv3.OpPut(s.seqKey(sessionID), strconv.FormatInt(next, 10)))
-		tx, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		ops := append(plan.ops, clientv3.OpPut(s.seqKey(sessionID), strconv.FormatInt(plan.next, 10)))
+		tx, err := s.cli.Txn(ctx).If(append(cmps, plan.cmps...)...).Then(ops...).Commit()
 		if err != nil {
 			return err
 		}
 		if tx.Succeeded {
-			s.quota.add(written)
-			s.m.AppendedMessages.Add(float64(next - last))
-			s.m.AppendBatchSize.Observe(float64(next - last))
-			s.m.TranscriptBytes.Add(float64(written))
+			plan.settle()
+			s.m.AppendedMessages.Add(float64(plan.next - last))
+			s.m.AppendBatchSize.Observe(float64(plan.next - last))
+			s.m.TranscriptBytes.Add(float64(plan.written))
 			return nil
 		}
 		s.m.TxnConflicts.WithLabelValues("append").Inc()
 	}
 	return errs.New(errs.KindAborted, errs.ReasonConflict, "append kept conflicting with concurrent writers; retry with the same client ids")
+}
+
+// batchPlan is one try at committing a batch: the writes, their compares,
+// and each message's outcome, applied (settle) only if the txn commits.
+type batchPlan struct {
+	ops     []clientv3.Op
+	cmps    []clientv3.Cmp
+	next    int64
+	written int
+	seqs    []int64 // per message: its seq, or 0 when refused
+	ctimes  []*timestamppb.Timestamp
+	refused []error
+	batch   []*appendReq
+}
+
+func (p *batchPlan) settle() {
+	for i, r := range p.batch {
+		r.err = p.refused[i]
+		if r.err == nil {
+			r.p.msg.Seq, r.p.msg.CreateTime = p.seqs[i], p.ctimes[i]
+		}
+	}
+}
+
+// planBatch decides each message of the batch from the reads: a client id
+// already stored with the same body is a retry (its committed seq), with
+// another body a refusal; an attempt whose chunks were swept is refused
+// (retrying makes a new attempt); the rest get the next seqs.
+func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*appendReq, reads []*etcdserverpb.ResponseOp, last int64) (*batchPlan, error) {
+	n := len(batch)
+	p := &batchPlan{next: last, batch: batch, seqs: make([]int64, n), ctimes: make([]*timestamppb.Timestamp, n), refused: make([]error, n)}
+	assigned := map[string]int{}
+	chunkRead := n
+	for i, r := range batch {
+		cid := r.p.msg.ClientId
+		p.ctimes[i] = r.p.msg.CreateTime
+		chunksGone := false
+		if r.p.chunk0 != "" {
+			chunksGone = reads[chunkRead].GetResponseRange().Count == 0
+			chunkRead++
+		}
+		if kvs := reads[i].GetResponseRange().Kvs; len(kvs) > 0 { // stored earlier: a retry
+			rec, err := s.committed(ctx, sessionID, kvs[0])
+			if err != nil {
+				return nil, err
+			}
+			m := proto.Clone(r.p.msg).(*castv1.Message)
+			if p.refused[i] = answerRetry(m, r.p.digest, rec); p.refused[i] == nil {
+				p.seqs[i], p.ctimes[i] = m.Seq, m.CreateTime
+			}
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", kvs[0].CreateRevision))
+			continue
+		}
+		if j, ok := assigned[cid]; ok { // same client id twice in one batch
+			rec := newCidRecord(p.seqs[j], batch[j].p)
+			m := proto.Clone(r.p.msg).(*castv1.Message)
+			if p.refused[i] = answerRetry(m, r.p.digest, rec); p.refused[i] == nil {
+				p.seqs[i], p.ctimes[i] = m.Seq, m.CreateTime
+			}
+			continue
+		}
+		if chunksGone {
+			p.refused[i] = errs.New(errs.KindAborted, errs.ReasonConflict,
+				"the append waited so long its chunks were collected; retry with the same client id")
+			continue
+		}
+		p.next++
+		assigned[cid] = i
+		p.seqs[i] = p.next
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", 0))
+		p.cmps = append(p.cmps, r.p.cmps...)
+		p.ops = append(p.ops,
+			clientv3.OpPut(s.msgKey(sessionID, p.next), string(r.p.envelope)),
+			clientv3.OpPut(s.cidKey(sessionID, cid), newCidRecord(p.next, r.p).String()))
+		p.written += len(r.p.envelope)
+	}
+	return p, nil
 }
 
 // checkGuard refuses an owner-side write whose token is not the current

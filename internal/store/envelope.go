@@ -5,29 +5,41 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 )
 
 // A message value is an envelope: one format byte, then either the message's
 // proto bytes (inline) or a pointer to its chunks. Chunking the serialized
 // bytes (not a field) makes reading back byte-exact for any field.
 const (
-	envInline  byte = 1
+	envInline byte = 1
+	// envChunked points at blobs/{s}/{cid}/: chunks keyed by client id,
+	// which a retry rewrote. Still read; no longer written.
 	envChunked byte = 2
+	// envAttempt points at chunks/{s}/{cid}/{attempt}/: keys unique to one
+	// append attempt, written once and never again, so nothing a later
+	// attempt (a retry, a refused owner write) does can touch them.
+	envAttempt byte = 3
 )
 
 // chunkRef is the pointer stored for a chunked message.
 type chunkRef struct {
-	cid    string
-	n      int
-	size   int
-	digest [32]byte
+	format  byte
+	cid     string
+	attempt string // envAttempt only
+	n       int
+	size    int
+	digest  [32]byte
 }
 
 func encodeInline(b []byte) []byte {
@@ -36,17 +48,20 @@ func encodeInline(b []byte) []byte {
 
 func encodeChunkRef(r chunkRef) []byte {
 	var buf bytes.Buffer
-	buf.WriteByte(envChunked)
+	buf.WriteByte(r.format)
 	var tmp [binary.MaxVarintLen64]byte
 	buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(r.n))])
 	buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(r.size))])
 	buf.Write(r.digest[:])
 	buf.WriteString(r.cid)
+	if r.format == envAttempt {
+		buf.WriteString("/" + r.attempt)
+	}
 	return buf.Bytes()
 }
 
 func decodeChunkRef(b []byte) (chunkRef, error) {
-	var r chunkRef
+	r := chunkRef{format: b[0]}
 	rd := bytes.NewReader(b[1:])
 	n, err1 := binary.ReadUvarint(rd)
 	size, err2 := binary.ReadUvarint(rd)
@@ -58,7 +73,30 @@ func decodeChunkRef(b []byte) (chunkRef, error) {
 	rest := make([]byte, rd.Len())
 	_, _ = rd.Read(rest)
 	r.cid = string(rest)
+	if r.format == envAttempt {
+		var ok bool
+		if r.cid, r.attempt, ok = strings.Cut(r.cid, "/"); !ok {
+			return r, fmt.Errorf("store: chunk reference without an attempt")
+		}
+	}
 	return r, nil
+}
+
+// chunkPrefix is where one append attempt of a large message keeps its
+// chunks; chunkKey is chunk i there.
+func (s *Store) chunkPrefix(id, cid, attempt string) string {
+	return s.key("chunks", id, cid, attempt) + "/"
+}
+
+func (s *Store) chunkKey(id, cid, attempt string, i int) string {
+	return fmt.Sprintf("%s%06d", s.chunkPrefix(id, cid, attempt), i)
+}
+
+func (s *Store) refPrefix(sessionID string, ref chunkRef) string {
+	if ref.format == envAttempt {
+		return s.chunkPrefix(sessionID, ref.cid, ref.attempt)
+	}
+	return s.blobPrefix(sessionID, ref.cid)
 }
 
 // decodeMessage turns an envelope into a Message, fetching chunks at rev
@@ -71,7 +109,7 @@ func (s *Store) decodeMessage(ctx context.Context, sessionID string, val []byte,
 	switch val[0] {
 	case envInline:
 		raw = val[1:]
-	case envChunked:
+	case envChunked, envAttempt:
 		ref, err := decodeChunkRef(val)
 		if err != nil {
 			return nil, err
@@ -89,12 +127,16 @@ func (s *Store) decodeMessage(ctx context.Context, sessionID string, val []byte,
 	return m, nil
 }
 
+// readChunks reads a message's chunks at rev. Attempt chunks never change
+// once written, so when rev has been compacted away (a slow watcher, or the
+// NOSPACE recovery's compaction) the latest revision holds the same bytes;
+// the digest check proves it.
 func (s *Store) readChunks(ctx context.Context, sessionID string, ref chunkRef, rev int64) ([]byte, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+	resp, err := s.cli.Get(ctx, s.refPrefix(sessionID, ref), append(opts, clientv3.WithRev(rev))...)
+	if rev > 0 && ref.format == envAttempt && errors.Is(err, rpctypes.ErrCompacted) {
+		resp, err = s.cli.Get(ctx, s.refPrefix(sessionID, ref), opts...)
 	}
-	resp, err := s.cli.Get(ctx, s.blobPrefix(sessionID, ref.cid), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,32 +153,75 @@ func (s *Store) readChunks(ctx context.Context, sessionID string, ref chunkRef, 
 	return out, nil
 }
 
-// prepared is a message ready to commit: its envelope value, plus the
-// chunks that must be written before it when it is large.
+// encoded is a message serialized and checked, nothing written yet.
+type encoded struct {
+	msg    *castv1.Message
+	raw    []byte
+	digest string // bodyDigest of msg
+}
+
+// encode serializes m (seq cleared, create time set) and refuses it when it
+// is too large, before anything is written.
+func (s *Store) encode(m *castv1.Message) (encoded, error) {
+	digest, err := bodyDigest(m)
+	if err != nil {
+		return encoded{}, err
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return encoded{}, errs.Internal(err, "encode message")
+	}
+	if len(raw) > s.cfg.MaxMessageBytes {
+		return encoded{}, errs.New(errs.KindResourceExhausted, errs.ReasonMessageTooLarge,
+			"message is %d bytes; the limit is %d", len(raw), s.cfg.MaxMessageBytes).
+			With("limit_bytes", fmt.Sprint(s.cfg.MaxMessageBytes))
+	}
+	return encoded{msg: m, raw: raw, digest: digest}, nil
+}
+
+// chunks is how many chunk keys e needs (0: stored inline).
+func (s *Store) chunks(e encoded) int {
+	if len(e.raw) <= s.cfg.ChunkBytes {
+		return 0
+	}
+	return (len(e.raw) + s.cfg.ChunkBytes - 1) / s.cfg.ChunkBytes
+}
+
+// prepared is a message ready to commit: its envelope value, and for a
+// chunked message the attempt its chunks were written under and a compare
+// that holds only while they are all still there.
 type prepared struct {
 	msg      *castv1.Message
 	envelope []byte
 	size     int
+	digest   string
+	attempt  string         // "" when inline
+	chunk0   string         // key of the attempt's first chunk
+	cmps     []clientv3.Cmp // the chunks still exist
 }
 
-// prepare serializes m (seq and time already set) and, when it is larger
-// than the chunk size, writes its chunks in their own transactions first.
-// Chunks are keyed by client id, so a retried append rewrites the same keys.
+// prepare serializes m (seq and time already set) and prepares it.
 func (s *Store) prepare(ctx context.Context, sessionID string, m *castv1.Message) (prepared, error) {
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	e, err := s.encode(m)
 	if err != nil {
-		return prepared{}, errs.Internal(err, "encode message")
+		return prepared{}, err
 	}
-	if len(raw) > s.cfg.MaxMessageBytes {
-		return prepared{}, errs.New(errs.KindResourceExhausted, errs.ReasonMessageTooLarge,
-			"message is %d bytes; the limit is %d", len(raw), s.cfg.MaxMessageBytes).
-			With("limit_bytes", fmt.Sprint(s.cfg.MaxMessageBytes))
+	return s.writeChunks(ctx, sessionID, e)
+}
+
+// writeChunks writes a large message's chunks under a new attempt, in their
+// own transactions, before the envelope that points at them is committed.
+// The keys are unique to this attempt, so a retry or a refused append can
+// only ever leave orphans (collected by SweepChunks), never touch chunks a
+// committed envelope points at. The sweep deletes an attempt's chunks in
+// one txn, chunk 0 included, and chunk 0 is written first; so "chunk 0
+// exists" at commit time proves every chunk is there.
+func (s *Store) writeChunks(ctx context.Context, sessionID string, e encoded) (prepared, error) {
+	raw, m := e.raw, e.msg
+	if s.chunks(e) == 0 {
+		return prepared{msg: m, envelope: encodeInline(raw), size: len(raw), digest: e.digest}, nil
 	}
-	if len(raw) <= s.cfg.ChunkBytes {
-		return prepared{msg: m, envelope: encodeInline(raw), size: len(raw)}, nil
-	}
-	ref := chunkRef{cid: m.ClientId, size: len(raw), digest: sha256.Sum256(raw)}
-	prefix := s.blobPrefix(sessionID, m.ClientId)
+	ref := chunkRef{format: envAttempt, cid: m.ClientId, attempt: ids.NewClientID(), size: len(raw), digest: sha256.Sum256(raw)}
 	// Two chunks per txn keeps each request near 512 KiB.
 	var ops []clientv3.Op
 	flush := func() error {
@@ -149,7 +234,7 @@ func (s *Store) prepare(ctx context.Context, sessionID string, m *castv1.Message
 	}
 	for off := 0; off < len(raw); off += s.cfg.ChunkBytes {
 		end := min(off+s.cfg.ChunkBytes, len(raw))
-		ops = append(ops, clientv3.OpPut(fmt.Sprintf("%s%06d", prefix, ref.n), string(raw[off:end])))
+		ops = append(ops, clientv3.OpPut(s.chunkKey(sessionID, ref.cid, ref.attempt, ref.n), string(raw[off:end])))
 		ref.n++
 		if len(ops) == 2 {
 			if err := flush(); err != nil {
@@ -160,6 +245,9 @@ func (s *Store) prepare(ctx context.Context, sessionID string, m *castv1.Message
 	if err := flush(); err != nil {
 		return prepared{}, err
 	}
+	s.m.TranscriptBytes.Add(float64(len(raw)))
 	env := encodeChunkRef(ref)
-	return prepared{msg: m, envelope: env, size: len(env)}, nil
+	chunk0 := s.chunkKey(sessionID, ref.cid, ref.attempt, 0)
+	return prepared{msg: m, envelope: env, size: len(env), digest: e.digest, attempt: ref.attempt, chunk0: chunk0,
+		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(chunk0), ">", 0)}}, nil
 }

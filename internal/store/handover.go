@@ -293,9 +293,10 @@ func (s *Store) handoverOps(ctx context.Context, h Handover, sessVal, seqVal []b
 		seq := last + 1
 		ops = append(ops,
 			clientv3.OpPut(s.msgKey(sid, seq), string(p.envelope)),
-			clientv3.OpPut(s.cidKey(sid, n.ClientId), formatInt(seq)),
+			clientv3.OpPut(s.cidKey(sid, n.ClientId), newCidRecord(seq, p).String()),
 			clientv3.OpPut(s.seqKey(sid), formatInt(seq)))
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sid, n.ClientId)), "=", 0))
+		cmps = append(cmps, p.cmps...)
 	}
 	return ops, cmps, nil
 }

@@ -5,8 +5,11 @@
 //	sessions/{s}          castv1.Session record
 //	seqs/{s}              last assigned seq (decimal); exists iff the session does
 //	msgs/{s}/{seq:020d}   message envelope (inline proto, or a pointer to blobs)
-//	blobs/{s}/{cid}/{i}   chunks of a large message, written before its envelope
-//	cids/{s}/{cid}        seq stored for a client id (idempotent appends)
+//	chunks/{s}/{cid}/{a}/{i} chunks of a large message, unique to append attempt a,
+//	                      written before its envelope and never again
+//	blobs/{s}/{cid}/{i}   chunks from before attempts (read, never written)
+//	cids/{s}/{cid}        seq, body digest, create time and chunk attempt of a
+//	                      client id (idempotent appends; see cidRecord)
 //	owners/{s}            owner node name; its ModRevision is the fencing token
 //	nodesessions/{n}/{s}  index: sessions owned by node n
 //	requests/{rid}        session id created for a request id
@@ -124,6 +127,8 @@ type Store struct {
 
 	mu     sync.Mutex
 	queues map[string]*appendQueue // per-session group commit
+
+	afterChunks func() // test hook: runs between an append's chunks and its commit
 }
 
 // Open dials etcd at endpoints and returns a Store that owns the client.
