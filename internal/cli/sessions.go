@@ -90,6 +90,10 @@ func (a *app) sendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !resp.NodeConnected && resp.Node != "" {
+				fmt.Fprintf(a.errOut, "cast: warning: node %s is down; the message is stored (#%d) and runs when %s is back (`cast nodes`; `cast drain %s --skip-worktree` moves its sessions)\n",
+					resp.Node, resp.Message.Seq, resp.Node, resp.Node)
+			}
 			if a.json {
 				return a.printJSON(raw(resp.Message))
 			}

@@ -128,7 +128,16 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.SendMessageResponse{Message: m}, nil
+	// Stored either way; the caller warns when nothing will run it soon.
+	node, _, err := h.s.store.Owner(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	connected, err := h.s.store.NodeConnected(ctx, node)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.SendMessageResponse{Message: m, Node: node, NodeConnected: connected}, nil
 }
 
 // maxAppendBatch bounds one AppendMessages call; importers send batches.

@@ -27,24 +27,35 @@ import (
 // agents point at a CLI path that does not exist: a turn fails at once with
 // "binary not found" and that path in its reason, and no model is needed.
 type cliRig struct {
-	t   *testing.T
-	c   *client.Client
-	cli cli
+	t     *testing.T
+	c     *client.Client
+	cli   cli
+	addr  string
+	stops map[string]func()
 }
 
 func newCLIRig(t *testing.T, nodes ...string) *cliRig {
 	srv := testharness.StartControlPlane(t, nil)
-	r := &cliRig{t: t, c: testharness.Dial(t, srv.Addr()),
+	r := &cliRig{t: t, c: testharness.Dial(t, srv.Addr()), addr: srv.Addr(), stops: map[string]func(){},
 		cli: cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + srv.Addr(), "HOME=" + t.TempDir()}}}
-	missing := filepath.Join(t.TempDir(), strings.Repeat("a-long-folder-name-", 6), "agent-cli")
 	for _, n := range nodes {
-		testharness.StartNode(t, srv.Addr(), n, func(c *nodeagent.Config) {
-			c.AgentBins = map[string]string{}
-			c.Agents = map[string]nodeagent.AgentSetup{"claude": {Bin: missing}, "codex": {Bin: missing}}
-		})
-		r.cli.waitNode(n, true)
+		r.startNode(n, nil)
 	}
 	return r
+}
+
+// startNode starts an in-process node whose claude and codex are missing;
+// cb may change its config further.
+func (r *cliRig) startNode(name string, cb func(*nodeagent.Config)) {
+	missing := filepath.Join(r.t.TempDir(), strings.Repeat("a-long-folder-name-", 6), "agent-cli")
+	r.stops[name] = testharness.StartNode(r.t, r.addr, name, func(c *nodeagent.Config) {
+		c.AgentBins = map[string]string{}
+		c.Agents = map[string]nodeagent.AgentSetup{"claude": {Bin: missing}, "codex": {Bin: missing}}
+		if cb != nil {
+			cb(c)
+		}
+	})
+	r.cli.waitNode(name, true)
 }
 
 // history creates a session holding texts as imported history (no turn runs).
@@ -332,5 +343,42 @@ func TestCLIWatchAndSendRideOutControlPlaneRestarts(t *testing.T) {
 	}
 	if !strings.Contains(out, "reconnecting") {
 		t.Fatalf("watch did not say it was reconnecting:\n%s", out)
+	}
+}
+
+// A message to a session whose node is down is stored with a warning that
+// says when it will run; draining that node fails each session at once with
+// a hint to --skip-worktree, which then moves them.
+func TestCLIDownNodeSendWarnsAndDrainSuggestsSkipWorktree(t *testing.T) {
+	r := newCLIRig(t, "gone", "n2")
+	var ids []string
+	for range 6 {
+		ids = append(ids, r.history("claude", "gone", "work").Id)
+	}
+	out, errOut, code := r.cli.run("send", "-s", ids[0], "while it is up")
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Fatalf("send to a connected node: exit %d, out %q, err %q", code, out, errOut)
+	}
+	r.stops["gone"]()
+	r.cli.waitNode("gone", false)
+
+	out, errOut, code = r.cli.run("send", "-s", ids[0], "are you there?")
+	if code != 0 || !strings.Contains(out, "sent #3") || !strings.Contains(errOut, "node gone is down") || !strings.Contains(errOut, "runs when gone is back") {
+		t.Fatalf("send to a down node: exit %d, out %q, err %q", code, out, errOut)
+	}
+
+	start := time.Now()
+	out, errOut, code = r.cli.run("drain", "gone", "--to", "n2")
+	if code != 1 || strings.Count(out, "--skip-worktree") < len(ids) {
+		t.Fatalf("drain of a down node: exit %d, out:\n%s\nerr: %s", code, out, errOut)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("drain of a down node took %s to fail", d)
+	}
+	r.cli.must("drain", "gone", "--to", "n2", "--skip-worktree")
+	for _, id := range ids {
+		if s, _ := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id}); s.GetNode() != "n2" {
+			t.Fatalf("after drain --skip-worktree, %s is on %q", id, s.GetNode())
+		}
 	}
 }

@@ -236,6 +236,13 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 		if _, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeManifest); err != nil {
 			return "", err
 		} else if !ok {
+			// A source that is down cannot show its checkout: say so at once
+			// instead of waiting out a resend for every session.
+			if up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode); err != nil {
+				return "", err
+			} else if !up {
+				return "", fail("node %s is down, so the work tree at %s cannot be read; `--skip-worktree` moves the conversation only", ms.SourceNode, ms.SourceCwd)
+			}
 			cmd := &castv1.Command{Kind: &castv1.Command_ExportWorkTree{ExportWorkTree: &castv1.ExportWorkTree{
 				MigrationId: j.migID, SessionId: j.sid, Cwd: ms.SourceCwd}}}
 			if err := j.relay(ctx, ms.SourceNode, cmd, func() (bool, error) {

@@ -394,7 +394,12 @@ func (x *SendMessageRequest) GetRequestId() string {
 type SendMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message as stored.
-	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// node owns the session and runs the message.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// node_connected is false when the owner node is down: the message is
+	// stored and runs when the node is back (or after a move).
+	NodeConnected bool `protobuf:"varint,3,opt,name=node_connected,json=nodeConnected,proto3" json:"node_connected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +439,20 @@ func (x *SendMessageResponse) GetMessage() *Message {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *SendMessageResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SendMessageResponse) GetNodeConnected() bool {
+	if x != nil {
+		return x.NodeConnected
+	}
+	return false
 }
 
 // AppendMessagesRequest appends messages to a session.
@@ -1783,9 +1802,11 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"A\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"|\n" +
 	"\x13SendMessageResponse\x12*\n" +
-	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageR\amessage\"d\n" +
+	"\amessage\x18\x01 \x01(\v2\x10.cast.v1.MessageR\amessage\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12%\n" +
+	"\x0enode_connected\x18\x03 \x01(\bR\rnodeConnected\"d\n" +
 	"\x15AppendMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
