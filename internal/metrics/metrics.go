@@ -18,6 +18,7 @@ type Store struct {
 	QuotaRejections     prometheus.Counter
 	DBSizeBytes         prometheus.Gauge
 	QuotaBytes          prometheus.Gauge
+	ChunksSwept         prometheus.Counter
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -52,9 +53,12 @@ func NewStore(reg prometheus.Registerer) *Store {
 		QuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cast_store_quota_bytes", Help: "Backend size the store refuses writes at.",
 		}),
+		ChunksSwept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cast_store_orphan_chunks_swept_total", Help: "Chunk keys of append attempts that never committed, deleted by the sweep.",
+		}),
 	}
 	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
-		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes)
+		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.ChunksSwept)
 	return m
 }
 

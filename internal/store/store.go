@@ -60,6 +60,10 @@ const (
 	// PageSlack covers what a reply adds to its messages' bytes.
 	PageSlack        = 1 << 20
 	DefaultOpTimeout = 10 * time.Second
+	// An append writes its chunks and commits within seconds; an attempt
+	// untouched for the grace period has failed or been abandoned.
+	DefaultSweepEvery = time.Minute
+	DefaultSweepGrace = 10 * time.Minute
 )
 
 // Config tunes the store.
@@ -73,6 +77,8 @@ type Config struct {
 	MaxBatchMsgs    int
 	PageBytes       int // bytes of messages in one page (see DefaultPageBytes)
 	QuotaPoll       time.Duration
+	SweepEvery      time.Duration // how often orphan chunks are swept
+	SweepGrace      time.Duration // an attempt this old without a commit is an orphan
 }
 
 // DefaultConfig returns the defaults.
@@ -87,6 +93,8 @@ func DefaultConfig() Config {
 		MaxBatchMsgs:    DefaultMaxBatchMsgs,
 		PageBytes:       DefaultPageBytes,
 		QuotaPoll:       2 * time.Second,
+		SweepEvery:      DefaultSweepEvery,
+		SweepGrace:      DefaultSweepGrace,
 	}
 }
 
@@ -111,6 +119,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: page bytes below chunk size")
 	case c.QuotaPoll <= 0:
 		return fmt.Errorf("store: quota poll interval must be positive")
+	case c.SweepEvery <= 0 || c.SweepGrace < time.Second:
+		return fmt.Errorf("store: sweep interval must be positive and the grace at least a second")
 	}
 	return nil
 }
@@ -123,6 +133,7 @@ type Store struct {
 	m   *metrics.Store
 
 	quota      quotaGuard
+	sweep      sweeper
 	ownsClient bool
 
 	mu     sync.Mutex
@@ -176,8 +187,13 @@ func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store
 	return s, nil
 }
 
-// Run polls etcd's db size until ctx ends, so the quota check stays fresh.
+// Run polls etcd's db size until ctx ends, so the quota check stays fresh,
+// and sweeps orphan chunks.
 func (s *Store) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.runSweeper(ctx) }()
 	t := time.NewTicker(s.cfg.QuotaPoll)
 	defer t.Stop()
 	for {
