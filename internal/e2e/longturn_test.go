@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -100,13 +101,18 @@ func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
 // allMessages reads the whole transcript, every page.
 func (r *turnRig) allMessages(id string) []*castv1.Message {
 	r.t.Helper()
+	return readAll(r.t, r.c, id)
+}
+
+func readAll(t testing.TB, c *client.Client, id string) []*castv1.Message {
+	t.Helper()
 	var out []*castv1.Message
-	err := r.c.EachMessage(context.Background(), 0, &castv1.ListMessagesRequest{SessionId: id}, func(m *castv1.Message) error {
+	err := c.EachMessage(context.Background(), 0, &castv1.ListMessagesRequest{SessionId: id}, func(m *castv1.Message) error {
 		out = append(out, m)
 		return nil
 	})
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return out
 }
@@ -118,4 +124,62 @@ func lastAssistant(msgs []*castv1.Message) string {
 		}
 	}
 	return ""
+}
+
+// A message held by a move, stored after the drained turn synced 600 rows,
+// is delivered once on the destination. Before delivery read every page,
+// the destination caught up on one page of 500 agent rows and never saw it.
+func TestHeldMessagePastRow500IsDelivered(t *testing.T) {
+	r := newMigRig(t, migOpts{}, "claude")
+	ctx := context.Background()
+	repo := r.repo("laptop", "a")
+	const calls = 300 // 600 agent rows before the held message
+	read := fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": filepath.Join(repo, "app.txt")}}}
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Repeat(calls, read)...)
+	r.fake.Enqueue(fakemodel.Reply{Text: "LONG TURN DONE", Gate: gate})
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop", Text: "read app.txt many times"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitSession("the long turn's last answer held", sess.Id, func(s *castv1.Session) bool {
+		return r.fake.TurnsStarted() > calls && s.LastSeq >= 1+2*calls
+	})
+	mig := testharness.StartProcEnv(t, r.cast.env, r.cast.bin, "migrate", "start", "--to", "linux", "--wait", "2m", sess.Id)
+	r.waitSession("session fenced", sess.Id, func(s *castv1.Session) bool { return s.FencedBy != "" })
+	const mark = "HELD-PAST-ROW-500"
+	resp, err := r.c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: mark})
+	if err != nil {
+		t.Fatalf("a message sent during the move must be accepted: %v", err)
+	}
+	held := resp.Message.Seq
+	if held <= 501 {
+		t.Fatalf("the held message got seq %d; it must come after more than 500 agent rows", held)
+	}
+	close(gate)
+	if code, ok := mig.Wait(4 * time.Minute); !ok || code != 0 {
+		t.Fatalf("cast migrate start: exit %d (finished %v)\n%s", code, ok, mig.Output())
+	}
+	var answers []*castv1.Message
+	testharness.WaitFor(t, 2*time.Minute, "the held message answered on linux", func() bool {
+		answers = nil
+		for _, m := range r.allMessages(sess.Id) {
+			if m.Seq > held && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.HasPrefix(m.Text, "FAKE-ANSWER") {
+				answers = append(answers, m)
+			}
+		}
+		return len(answers) > 0
+	})
+	if s := r.session(sess.Id); s.Node != "linux" {
+		t.Fatalf("session on %q after the move", s.Node)
+	}
+	if n := countTurnsWith(r.fake, mark); n != 1 || len(answers) != 1 {
+		t.Fatalf("the held message reached the model in %d turns with %d answers; want 1 and 1", n, len(answers))
+	}
+}
+
+// allMessages reads the whole transcript, every page.
+func (r *migRig) allMessages(id string) []*castv1.Message {
+	r.t.Helper()
+	return readAll(r.t, r.c, id)
 }
