@@ -282,3 +282,30 @@ func Table(reports []Report) string {
 	}
 	return b.String()
 }
+
+// Messages reads a whole session, every page.
+func (c Checker) Messages(ctx context.Context, id string) ([]*castv1.Message, error) {
+	return c.page(ctx, id, 1, 0, c.PageSize)
+}
+
+// Answered counts, for each prompt, the assistant rows that quote it. The
+// fake model (internal/fakemodel) echoes the prompt it was given, so a
+// prompt delivered once to the agent is answered by exactly one row: 0 is
+// a message the node never ran, 2 one it ran twice.
+func Answered(msgs []*castv1.Message, prompts []string) map[string]int {
+	out := make(map[string]int, len(prompts))
+	for _, p := range prompts {
+		out[p] = 0
+	}
+	for _, m := range msgs {
+		if m.Kind != castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			continue
+		}
+		for _, p := range prompts {
+			if strings.Contains(m.Text, p) {
+				out[p]++
+			}
+		}
+	}
+	return out
+}

@@ -21,23 +21,27 @@ import (
 // is stored, so the node takes its sessions and fails their turns at once.
 func noAgents(cfg *nodeagent.Config) { cfg.AgentBins = nil }
 
+// connected reports whether the control plane lists node as connected;
+// ok is false when it could not be asked.
+func connected(c *client.Client, node string) (conn, ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	if err != nil {
+		return false, false
+	}
+	for _, n := range resp.Nodes {
+		if n.Name == node {
+			return n.Connected, true
+		}
+	}
+	return false, true
+}
+
 // waitConnected waits until the control plane lists node as connected.
 func waitConnected(t *testing.T, c *client.Client, node string, timeout time.Duration) {
 	t.Helper()
-	testharness.WaitFor(t, timeout, node+" connected", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
-		if err != nil {
-			return false
-		}
-		for _, n := range resp.Nodes {
-			if n.Name == node && n.Connected {
-				return true
-			}
-		}
-		return false
-	})
+	testharness.WaitFor(t, timeout, node+" connected", func() bool { conn, _ := connected(c, node); return conn })
 }
 
 // newSessions creates n sessions on node.

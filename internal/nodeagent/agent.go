@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -73,6 +74,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopOrphans()
 	a.fleetNotice()
 	go a.selfFence(ctx)
+	go a.recordAgain(ctx)
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -95,11 +97,26 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// connectOnce runs one stream until it fails or ctx ends.
+// welcomeTimeout bounds the wait for the control plane's welcome on a new
+// stream (a hello that went into a partition is never answered).
+const welcomeTimeout = 10 * time.Second
+
+// connectOnce runs one stream until it fails, goes silent, or ctx ends.
 func (a *Agent) connectOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := a.cli.Nodes.Connect(ctx)
+	// The stream has its own connection, dialed anew each time: after a
+	// partition the old one may be half-open (the far end gone, nothing
+	// reset), and a stream opened on it would wait on gRPC's keepalive
+	// (40 s) to learn that.
+	sc, err := client.DialNode(a.cfg.ControlPlane, a.cfg.Token)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	welcome := time.AfterFunc(welcomeTimeout, cancel)
+	defer welcome.Stop()
+	stream, err := sc.Nodes.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,23 +138,35 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	if w == nil || w.HeartbeatIntervalMillis <= 0 {
 		return errors.New("control plane did not welcome the node")
 	}
+	welcome.Stop()
 	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
 	a.leaseTTL.Store(int64(time.Duration(w.LeaseTtlSeconds) * time.Second))
 	a.lastContact.Store(time.Now().UnixNano())
 	hbErr := make(chan error, 1)
 	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
+	// waiting is since when the loop has waited on the stream; 0 while it
+	// handles a command (a slow command is not a silent control plane).
+	var waiting atomic.Int64
+	waiting.Store(time.Now().UnixNano())
+	go endWhenSilent(ctx, time.Duration(a.leaseTTL.Load()), &waiting, func(silent time.Duration) {
+		a.lg.Warn("control plane silent for a lease; ending the stream to dial again", zap.Duration("silent_for", silent))
+		cancel()
+	})
 	for {
 		f, err := stream.Recv()
 		if err != nil {
 			return err
 		}
 		a.lastContact.Store(time.Now().UnixNano())
+		waiting.Store(time.Now().UnixNano())
 		if cmd := f.GetCommand(); cmd != nil {
+			waiting.Store(0)
 			ack := &castv1.CommandAck{CommandId: cmd.Id}
 			if err := a.handle(ctx, cmd); err != nil {
 				a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
 				ack.Error = err.Error()
 			}
+			waiting.Store(time.Now().UnixNano())
 			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
 				return err
 			}
@@ -146,6 +175,44 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		case err := <-hbErr:
 			return err
 		default:
+		}
+	}
+}
+
+// endWhenSilent calls end once the stream has been waited on for ttl with
+// nothing received. The control plane answers every heartbeat, so that
+// silence is a broken link (a partition leaves the stream half-open: sends
+// still succeed into buffers, nothing comes back); the lease has lapsed by
+// then anyway, and only a new stream can get the node back.
+func endWhenSilent(ctx context.Context, ttl time.Duration, waiting *atomic.Int64, end func(silent time.Duration)) {
+	if ttl <= 0 {
+		return
+	}
+	every(ctx, ttl/8, func() bool {
+		since := waiting.Load()
+		if since == 0 {
+			return true
+		}
+		if silent := time.Since(time.Unix(0, since)); silent >= ttl {
+			end(silent)
+			return false
+		}
+		return true
+	})
+}
+
+// every calls fn every d until ctx ends or fn returns false.
+func every(ctx context.Context, d time.Duration, fn func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !fn() {
+			return
 		}
 	}
 }
@@ -258,11 +325,42 @@ func (a *Agent) deliver(sessionID string, token int64, msgs []*castv1.Message) e
 	}
 	if newest > 0 {
 		if err := a.st.update(func(m map[string]*owned) { m[sessionID].ReceivedSeq = max(m[sessionID].ReceivedSeq, newest) }); err != nil {
+			// Nothing is lost: the control plane keeps the messages and
+			// recordAgain runs them once a write succeeds. The session
+			// says why it waits.
+			ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
+			defer cancel()
+			a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, a.unrecordedReason(err), -1)
 			return err
 		}
 	}
 	a.wake(sessionID)
 	return nil
+}
+
+// unrecordedReason says why the node cannot take messages now.
+func (a *Agent) unrecordedReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // "no space left on device", without a temp file's name
+	}
+	return fmt.Sprintf("node %s cannot write its state in %s (%v); its messages wait until it can", a.cfg.Name, a.cfg.DataDir, err)
+}
+
+// recordAgain retries a state write that failed (a full disk) until one
+// succeeds, then wakes every session: turns were held meanwhile, since a
+// turn the node cannot record as delivered could run twice after a
+// restart.
+func (a *Agent) recordAgain(ctx context.Context) {
+	every(ctx, 500*time.Millisecond, func() bool {
+		if now, err := a.st.catchUp(); err == nil && now {
+			a.lg.Info("node state written again; resuming held sessions")
+			for _, id := range a.st.ids() {
+				a.wake(id)
+			}
+		}
+		return true
+	})
 }
 
 // describe is the node's hello: name, labels, installed agents.

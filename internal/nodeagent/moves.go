@@ -272,21 +272,15 @@ func (a *Agent) cutOff() (time.Duration, bool) {
 // it runs here. Turns start again only once reconnected (a turn start is a
 // fenced write that needs the control plane anyway).
 func (a *Agent) selfFence(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, 250*time.Millisecond, func() bool {
 		if silent, cut := a.cutOff(); cut {
 			if n := a.workers.abandonAll(); n > 0 {
 				a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",
 					zap.Int("turns", n), zap.Duration("silent_for", silent))
 			}
 		}
-	}
+		return true
+	})
 }
 
 func (a *Agent) failpoint(name string) {

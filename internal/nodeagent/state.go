@@ -61,8 +61,11 @@ type nativeSession struct {
 type state struct {
 	path string
 
-	mu       sync.Mutex
-	Sessions map[string]*owned `json:"sessions"`
+	mu sync.Mutex
+	// unrecorded: the last write failed (a full disk), so memory is ahead
+	// of the file until a write succeeds; no turn starts meanwhile.
+	unrecorded bool
+	Sessions   map[string]*owned `json:"sessions"`
 	// Fleet is, per agent, the fleet account its shared credential store
 	// holds (see credentials.go).
 	Fleet map[string]fleetCred `json:"fleet,omitempty"`
@@ -119,11 +122,39 @@ func (st *state) update(fn func(map[string]*owned)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	fn(st.Sessions)
+	return st.persist()
+}
+
+// persist writes the state file (atomically: a failed write leaves the
+// last good one); st.mu is held.
+func (st *state) persist() error {
 	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
+	if err == nil {
+		err = fsutil.WriteFileAtomic(st.path, b, 0o600)
 	}
-	return fsutil.WriteFileAtomic(st.path, b, 0o600)
+	st.unrecorded = err != nil
+	return err
+}
+
+// behind reports whether memory is ahead of the state file.
+func (st *state) behind() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.unrecorded
+}
+
+// catchUp writes the state file again if the last write failed; true when
+// that write succeeded now.
+func (st *state) catchUp() (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.unrecorded {
+		return false, nil
+	}
+	if err := st.persist(); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // get returns a copy of a session's record.

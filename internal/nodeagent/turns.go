@@ -26,6 +26,13 @@ import (
 // runTurn hands the undelivered user messages to the agent as one turn.
 func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	lg := a.lg.With(zap.String("session", sessionID), zap.String("agent", o.Agent))
+	if a.st.behind() {
+		// The node could not record what it holds (a full disk); a turn
+		// it cannot mark delivered could run twice after a restart.
+		// recordAgain wakes the session once a write succeeds.
+		lg.Info("turn held: node state not written")
+		return errHeld
+	}
 	prompt, firstSeq, err := a.pendingPrompt(ctx, sessionID, o)
 	if err != nil {
 		return err

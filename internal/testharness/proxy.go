@@ -34,6 +34,7 @@ type Proxy struct {
 	held    Direction     // directions that are blackholed
 	healed  chan struct{} // closed and replaced whenever held or latency change
 	conns   map[net.Conn]struct{}
+	dialed  int // connections accepted from clients
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -81,6 +82,15 @@ func (p *Proxy) Reset() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// Accepted is how many connections clients have opened so far (a client
+// that redials during a blackhole is counted, though its connection is
+// held).
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dialed
 }
 
 // Close stops the proxy and closes every connection.
@@ -151,6 +161,9 @@ func (p *Proxy) accept() {
 		if !p.track(c) {
 			return
 		}
+		p.mu.Lock()
+		p.dialed++
+		p.mu.Unlock()
 		p.wg.Add(1)
 		go p.serve(c)
 	}

@@ -1,0 +1,146 @@
+package faults_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/faults"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// smallDisk mounts a tmpfs of size bytes at a new directory for the test
+// (a real filesystem that runs out of space, so writes fail with ENOSPC
+// where the kernel says so, not where a test double would).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size+",mode=0700"); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			// Mounting needs root (CAP_SYS_ADMIN); CI runs as root.
+			t.Skipf("mounting a tmpfs needs root: %v", err)
+		}
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fill writes a ballast file into dir until the filesystem is full and
+// returns its path.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "ballast")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4<<10)
+	for range 1 << 16 { // bounded: 256 MiB, far past any small disk
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return p
+			}
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the small disk never filled up")
+	return ""
+}
+
+// nodeState is the node's state file as far as the test reads it.
+type nodeState struct {
+	Sessions map[string]struct {
+		ReceivedSeq  int64 `json:"received_seq"`
+		DeliveredSeq int64 `json:"delivered_seq"`
+	} `json:"sessions"`
+}
+
+// readState parses the node's state file; an error is a corrupt state.
+func readState(t *testing.T, dir string) nodeState {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st nodeState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("state.json is corrupt: %v\n%s", err, b)
+	}
+	return st
+}
+
+// The node's data dir runs out of space while messages arrive: its state
+// file is never torn, no acknowledged message is lost or run twice, and
+// once space returns the node catches up by itself; after a restart it
+// neither forgets nor repeats anything.
+func TestNodeStateDirFullLosesNothing(t *testing.T) {
+	disk := smallDisk(t, "2m")
+	fake := fakemodel.Start(t)
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	claude := withClaude(t, fake)
+	dataDir := filepath.Join(disk, "node")
+	node := func(cfg *nodeagent.Config) { claude(cfg); cfg.DataDir = dataDir }
+	stop := testharness.StartNode(t, srv.Addr(), "n1", node)
+	waitConnected(t, c, "n1", 30*time.Second)
+	tr := &turns{c: c, sess: newSessions(t, c, "n1", "claude", t.TempDir(), 1)[0]}
+	tr.send(t)
+	tr.waitAnswered(t, 2*time.Minute, "the first answer")
+
+	for cycle := range scale(1, 3) {
+		ballast := fill(t, disk)
+		for range scale(2, 5) {
+			tr.send(t) // acknowledged; the node cannot record it
+		}
+		// The node has been handed the messages and failed to record them.
+		// The node was handed the messages, could not record them, and
+		// the session says so.
+		testharness.WaitFor(t, time.Minute, "the session showing the full disk", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: tr.sess})
+			return err == nil && s.State == castv1.SessionState_SESSION_STATE_FAILED && strings.Contains(s.StateReason, "no space left on device")
+		})
+		before := readState(t, dataDir) // intact, though every write fails
+		if got := before.Sessions[tr.sess].DeliveredSeq; got >= tr.acks[len(tr.acks)-1].Seq {
+			t.Fatalf("cycle %d: delivered seq %d recorded on a full disk", cycle, got)
+		}
+		if err := os.Remove(ballast); err != nil {
+			t.Fatal(err)
+		}
+		tr.waitAnswered(t, 2*time.Minute, "answers once space returned")
+		st := readState(t, dataDir)
+		if got, want := st.Sessions[tr.sess].DeliveredSeq, tr.acks[len(tr.acks)-1].Seq; got < want {
+			t.Fatalf("cycle %d: state.json has delivered seq %d, want %d", cycle, got, want)
+		}
+	}
+
+	// A restart reads what was recorded: nothing is run again.
+	stop()
+	testharness.StartNode(t, srv.Addr(), "n1", node)
+	waitConnected(t, c, "n1", 30*time.Second)
+	tr.send(t)
+	tr.waitAnswered(t, 2*time.Minute, "an answer after the restart")
+
+	ck := faults.Checker{Sessions: c.Sessions}
+	tr.checkAnswered(t, ck)
+	check(t, ck, "ENOSPC on the node's state dir", tr.acks)
+}
