@@ -52,6 +52,11 @@ type Commands struct {
 	Fork     []string // headless turn in a native fork of a session
 	Model    []string // appended to choose the model
 	Effort   []string // appended to choose the reasoning effort
+	// PromptStdin: the CLI reads the prompt from its stdin, which the runner
+	// writes and closes; the templates then have no {prompt}. A prompt in
+	// argv is capped by Linux at 128 KiB per string and is readable by every
+	// local user in ps, so every agent whose CLI can do it reads stdin.
+	PromptStdin bool
 }
 
 // Agent describes one coding agent cast can run.
@@ -82,13 +87,14 @@ var registry = map[string]Agent{
 	"claude": {
 		Name: "claude", DisplayName: "Claude Code", Binary: "claude", NPMPackage: "@anthropic-ai/claude-code",
 		Commands: Commands{
-			// The prompt goes right after -p: --allowedTools and friends are
-			// variadic and would swallow a trailing prompt.
-			Headless: []string{"-p", "{prompt}", "--session-id", "{id}"},
-			Resume:   []string{"-p", "{prompt}", "--resume", "{id}"},
-			Fork:     []string{"-p", "{prompt}", "--resume", "{id}", "--fork-session"},
-			Model:    []string{"--model", "{model}"},
-			Effort:   []string{"--effort", "{effort}"},
+			// `claude -p` with no prompt argument reads the prompt from
+			// stdin (2.1.197: a 2 MB prompt arrives whole).
+			Headless:    []string{"-p", "--session-id", "{id}"},
+			Resume:      []string{"-p", "--resume", "{id}"},
+			Fork:        []string{"-p", "--resume", "{id}", "--fork-session"},
+			Model:       []string{"--model", "{model}"},
+			Effort:      []string{"--effort", "{effort}"},
+			PromptStdin: true,
 		},
 		HomeEnv: "CLAUDE_CONFIG_DIR", DefaultHome: ".claude",
 		Transcript:    "projects/<slug(cwd)>/<session-id>.jsonl",
@@ -101,11 +107,15 @@ var registry = map[string]Agent{
 		Name: "codex", DisplayName: "Codex", Binary: "codex", NPMPackage: "@openai/codex",
 		Commands: Commands{
 			// Codex mints the id of a fresh thread (thread.started event).
-			Headless: []string{"exec", "--skip-git-repo-check", "--json", "{prompt}"},
-			Resume:   []string{"exec", "--skip-git-repo-check", "--json", "resume", "{id}", "{prompt}"},
-			Fork:     []string{"exec", "--skip-git-repo-check", "--json", "fork", "{id}", "{prompt}"},
-			Model:    []string{"--model", "{model}"},
-			Effort:   []string{"-c", "model_reasoning_effort={effort}"},
+			// A prompt of "-" is read from stdin. Codex 0.171 itself refuses
+			// a message over 1,048,576 characters ("Input exceeds the
+			// maximum length", input_too_large).
+			Headless:    []string{"exec", "--skip-git-repo-check", "--json", "-"},
+			Resume:      []string{"exec", "--skip-git-repo-check", "--json", "resume", "{id}", "-"},
+			Fork:        []string{"exec", "--skip-git-repo-check", "--json", "fork", "{id}", "-"},
+			Model:       []string{"--model", "{model}"},
+			Effort:      []string{"-c", "model_reasoning_effort={effort}"},
+			PromptStdin: true,
 		},
 		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",
 		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",
@@ -117,11 +127,16 @@ var registry = map[string]Agent{
 	"gemini": {
 		Name: "gemini", DisplayName: "Gemini CLI", Binary: "gemini", NPMPackage: "@google/gemini-cli",
 		Commands: Commands{
-			Headless: []string{"--session-id", "{id}", "-p", "{prompt}"},
+			// Without -p and with stdin not a terminal, gemini runs headless
+			// on what stdin holds (0.61: up to 8 MiB; a -p text would be
+			// appended to it). It waits 500 ms for the first byte, so the
+			// runner writes the prompt as the CLI starts.
+			Headless: []string{"--session-id", "{id}"},
 			// --session-file takes any path: no dependence on gemini's
 			// project registry or slug collisions.
-			Resume: []string{"--session-file", "{path}", "-p", "{prompt}"},
-			Model:  []string{"--model", "{model}"},
+			Resume:      []string{"--session-file", "{path}"},
+			Model:       []string{"--model", "{model}"},
+			PromptStdin: true,
 		},
 		// Gemini finds its folder as $HOME/.gemini; the bundle also reads
 		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves
@@ -135,11 +150,13 @@ var registry = map[string]Agent{
 	"pi": {
 		Name: "pi", DisplayName: "pi", Binary: "pi", NPMPackage: "@mariozechner/pi-coding-agent",
 		Commands: Commands{
-			Headless: []string{"-p", "{prompt}"},
-			Resume:   []string{"--session", "{path}", "-p", "{prompt}"},
-			Fork:     []string{"--fork", "{path}", "-p", "{prompt}"},
-			Model:    []string{"--model", "{model}"},
-			Effort:   []string{"--thinking", "{effort}"},
+			// `pi -p` puts piped stdin (trimmed) before any message argument.
+			Headless:    []string{"-p"},
+			Resume:      []string{"--session", "{path}", "-p"},
+			Fork:        []string{"--fork", "{path}", "-p"},
+			Model:       []string{"--model", "{model}"},
+			Effort:      []string{"--thinking", "{effort}"},
+			PromptStdin: true,
 		},
 		HomeEnv: "PI_CODING_AGENT_DIR", DefaultHome: ".pi/agent",
 		Transcript:    "sessions/--<cwd with / replaced by ->--/<timestamp>_<session-id>.jsonl",
@@ -151,13 +168,15 @@ var registry = map[string]Agent{
 	"opencode": {
 		Name: "opencode", DisplayName: "OpenCode", Binary: "opencode", NPMPackage: "opencode-ai",
 		Commands: Commands{
-			// opencode 1.18.33 joins its message arguments and wraps one
-			// holding spaces in double quotes: the model sees "\"{prompt}\"".
-			Headless: []string{"run", "{prompt}"},
-			Resume:   []string{"run", "--session", "{id}", "{prompt}"},
-			Fork:     []string{"run", "--session", "{id}", "--fork", "{prompt}"},
-			Model:    []string{"--model", "{model}"},
-			Effort:   []string{"--variant", "{effort}"},
+			// `opencode run` with no message argument reads the message from
+			// stdin (1.18.33: as given; an argument holding spaces would be
+			// wrapped in double quotes).
+			Headless:    []string{"run"},
+			Resume:      []string{"run", "--session", "{id}"},
+			Fork:        []string{"run", "--session", "{id}", "--fork"},
+			Model:       []string{"--model", "{model}"},
+			Effort:      []string{"--variant", "{effort}"},
+			PromptStdin: true,
 		},
 		HomeEnv: "XDG_DATA_HOME", DefaultHome: ".local/share",
 		// Not a file: rows in SQLite, loaded through `opencode import`.

@@ -80,7 +80,11 @@ func TestCommandTemplates(t *testing.T) {
 					}
 					args = append(args, x...)
 				}
-				return agenttest.MustRun(t, ctx, bin, args, env, cwd)
+				if !a.Commands.PromptStdin {
+					return agenttest.MustRun(t, ctx, bin, args, env, cwd)
+				}
+				prompt := vars["prompt"]
+				return agenttest.MustRunInput(t, ctx, bin, args, env, cwd, &prompt)
 			}
 			lastUser := func() string {
 				turns := fake.Turns()

@@ -26,9 +26,13 @@ func TestRegistryComplete(t *testing.T) {
 		if (a.Commands.Effort != nil) != (len(a.Caps.EffortLevels) > 0) {
 			t.Errorf("%s: effort flag %v disagrees with levels %v", n, a.Commands.Effort, a.Caps.EffortLevels)
 		}
+		if a.Verified && !a.Commands.PromptStdin {
+			t.Errorf("%s: a verified agent takes its prompt on stdin, never argv", n)
+		}
 		for _, tmpl := range [][]string{a.Commands.Headless, a.Commands.Resume, a.Commands.Fork} {
-			if tmpl != nil && !slices.ContainsFunc(tmpl, func(s string) bool { return strings.Contains(s, "{prompt}") }) {
-				t.Errorf("%s: %v never passes the prompt", n, tmpl)
+			inArgv := slices.ContainsFunc(tmpl, func(s string) bool { return strings.Contains(s, "{prompt}") })
+			if tmpl != nil && inArgv == a.Commands.PromptStdin {
+				t.Errorf("%s: %v passes the prompt %s (PromptStdin %v)", n, tmpl, map[bool]string{true: "in argv too", false: "nowhere"}[inArgv], a.Commands.PromptStdin)
 			}
 		}
 	}

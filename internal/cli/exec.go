@@ -98,17 +98,26 @@ func (a *app) execDryRun(o execOpts, prompts []string) error {
 	r := &runner.Runner{}
 	home := filepath.Join(os.TempDir(), "cast-node", "agents", o.agent)
 	for _, p := range prompts {
-		argv, err := r.CommandLine(runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Home: home, Prompt: p})
+		c, err := r.CommandLine(runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Home: home, Prompt: p})
 		if err != nil {
 			return err
 		}
 		if a.json {
-			if err := a.printJSON(map[string]any{"agent": o.agent, "argv": argv, "cwd": o.cwd}); err != nil {
+			out := map[string]any{"agent": o.agent, "argv": c.Argv, "cwd": o.cwd}
+			if c.PromptOnStdin {
+				out["stdin"] = c.Stdin
+			}
+			if err := a.printJSON(out); err != nil {
 				return err
 			}
 			continue
 		}
-		fmt.Fprintln(a.out, shellJoin(argv))
+		line := shellJoin(c.Argv)
+		if c.PromptOnStdin {
+			// The prompt is never in argv: the node writes it to the CLI's stdin.
+			line = "printf %s " + shellJoin([]string{c.Stdin}) + " | " + line
+		}
+		fmt.Fprintln(a.out, line)
 	}
 	return nil
 }

@@ -64,9 +64,10 @@ func TestExecOneShot(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "binary not found") {
 		t.Fatalf("exec on a missing CLI: exit %d, err %q", code, errOut)
 	}
-	// --dry-run prints the exact command line for every agent and runs nothing.
+	// --dry-run prints the exact command line for every agent and runs
+	// nothing; the five real CLIs read the prompt on stdin, never argv.
 	dry := map[string]string{
-		"claude": "claude -p 'hello world' --session-id ", "codex": "codex exec --skip-git-repo-check --json 'hello world'",
+		"claude": "claude -p --session-id ", "codex": "codex exec --skip-git-repo-check --json -",
 		"gemini": "gemini --session-id ", "pi": "pi --session ", "opencode": "opencode run --format json",
 		"grok": "grok -p 'hello world'", "cursor": "cursor-agent -p 'hello world' --output-format stream-json",
 		"muse": "muse exec --json 'hello world'",
@@ -74,7 +75,8 @@ func TestExecOneShot(t *testing.T) {
 	turnsBefore := len(r.fake.Turns())
 	for agent, prefix := range dry {
 		out, errOut, code := run("", "--agent", agent, "--dry-run", "hello world")
-		if code != 0 || !strings.Contains(out, prefix) || !strings.Contains(out, "hello world") {
+		onStdin := strings.HasPrefix(out, "printf %s 'hello world' | ") && strings.Count(out, "hello world") == 1
+		if code != 0 || !strings.Contains(out, prefix) || !strings.Contains(out, "hello world") || onStdin != !strings.Contains(prefix, "hello world") {
 			t.Errorf("exec --dry-run --agent %s: exit %d, out %q, err %q", agent, code, out, errOut)
 		}
 	}

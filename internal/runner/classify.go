@@ -16,7 +16,7 @@ var reasonPatterns = []struct {
 	{ReasonNotLoggedIn, regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid[ _-]?(api[ _-]?key|x-api-key|auth)|incorrect api key|api key not valid|authentication[ _]?(error|failed|required)|not logged in|/login\b|(no|missing) api key|api key is missing|token (has )?expired|missing environment variable: .?\w*(key|token)|must specify the \w*api_key|invalid auth method`)},
 	{ReasonRateLimited, regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|usage limit|quota|resource[ _]exhausted|hit your (\w+ )?limit`)},
 	{ReasonNoSession, regexp.MustCompile(`(?i)no conversation found|no rollout found|no previous sessions found|session not found|no session found|error resuming session`)},
-	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal|violate.{0,10}usage policy|unable to respond to this request|blocked due to safety|finish_?reason.{0,4}(safety|content_filter)`)},
+	{ReasonRefused, regexp.MustCompile(`(?i)\brefus(al|ed to)\b|declined to|content[ _]filter|content policy|prohibited[ _]content|blocked by safety|stop_reason.{0,4}refusal|violate.{0,10}usage policy|unable to respond to this request|blocked due to safety|finish_?reason.{0,4}(safety|content_filter)|input exceeds the maximum length|input_too_large`)},
 }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)

@@ -146,7 +146,7 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 func (d *driver) args() ([]string, error) {
 	c := d.a.Commands
 	d.mu.Lock()
-	vars := map[string]string{"prompt": cliPrompt(d.a.Name, d.t.Prompt), "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort, "new": d.id}
+	vars := map[string]string{"prompt": cliPrompt(d.a, d.t.Prompt), "id": d.id, "path": d.path, "model": d.t.Model, "effort": d.t.Effort, "new": d.id}
 	d.mu.Unlock()
 	var tmpl []string
 	switch {
@@ -158,8 +158,9 @@ func (d *driver) args() ([]string, error) {
 		tmpl = c.Headless
 	case d.a.Name == "gemini":
 		// --session-file copies the file into a new session each time;
-		// --resume (run in the same cwd) appends to it.
-		tmpl = []string{"--resume", "{id}", "-p", "{prompt}"}
+		// --resume (run in the same cwd) appends to it. The prompt is on
+		// stdin.
+		tmpl = []string{"--resume", "{id}"}
 	default:
 		tmpl = c.Resume
 	}
@@ -508,15 +509,25 @@ func piByHeader(pattern, id string) string {
 	return ""
 }
 
-// cliPrompt is the prompt as passed on the command line. A leading "-"
-// would be parsed as a flag, so it gets a leading space. Gemini treats a
-// prompt starting with "/" or "?" as a command and drops such user text on
-// resume: it gets gemini's escape (its Reader takes it off again).
-func cliPrompt(agent, prompt string) string {
-	if agent == "gemini" {
+// stdin is what the CLI reads on stdin: the prompt, for agents that take
+// it there (Commands.PromptStdin), else nothing.
+func (d *driver) stdin() (string, bool) {
+	if !d.a.Commands.PromptStdin {
+		return "", false
+	}
+	return cliPrompt(d.a, d.t.Prompt), true
+}
+
+// cliPrompt is the prompt as the CLI gets it. Gemini treats a prompt
+// starting with "/" or "?" as a command, from stdin too, and drops such
+// user text on resume: it gets gemini's escape (its Reader takes it off
+// again). In argv (agents that cannot read stdin) a leading "-" would be
+// parsed as a flag, so it gets a leading space.
+func cliPrompt(a agents.Agent, prompt string) string {
+	if a.Name == "gemini" {
 		prompt = gemini.Escape(prompt)
 	}
-	if strings.HasPrefix(prompt, "-") {
+	if !a.Commands.PromptStdin && strings.HasPrefix(prompt, "-") {
 		prompt = " " + prompt
 	}
 	return prompt

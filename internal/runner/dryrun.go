@@ -7,13 +7,22 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-// CommandLine returns the argv Run would execute for t (binary first)
-// without running anything, for `cast exec --dry-run`. The binary is the
-// resolved path when the CLI is found, else its bare name.
-func (r *Runner) CommandLine(t Turn) ([]string, error) {
+// Command is what Run would start for a turn.
+type Command struct {
+	Argv []string // binary first
+	// Stdin is what the CLI reads on stdin: the prompt, when PromptOnStdin
+	// (the agent's Commands.PromptStdin); the prompt is then not in Argv.
+	Stdin         string
+	PromptOnStdin bool
+}
+
+// CommandLine returns the command Run would execute for t without running
+// anything, for `cast exec --dry-run`. The binary is the resolved path when
+// the CLI is found, else its bare name.
+func (r *Runner) CommandLine(t Turn) (Command, error) {
 	a, ok := agents.Lookup(t.Agent)
 	if !ok {
-		return nil, fmt.Errorf("unknown agent %q", t.Agent)
+		return Command{}, fmt.Errorf("unknown agent %q", t.Agent)
 	}
 	env := buildEnv(a, t)
 	bin, err := r.lookBin(a, env)
@@ -26,25 +35,27 @@ func (r *Runner) CommandLine(t Turn) ([]string, error) {
 		return registryLine(a, bin, t)
 	}
 	if err != nil {
-		return nil, err
+		return Command{}, err
 	}
 	args, err := d.args()
 	if err != nil {
-		return nil, err
+		return Command{}, err
 	}
-	return append(append([]string{bin}, args...), t.Args...), nil
+	c := Command{Argv: append(append([]string{bin}, args...), t.Args...)}
+	c.Stdin, c.PromptOnStdin = d.stdin()
+	return c, nil
 }
 
 // registryLine is the command for agents the runner cannot drive here
 // (their CLIs are not installable): the registry's headless form.
-func registryLine(a agents.Agent, bin string, t Turn) ([]string, error) {
+func registryLine(a agents.Agent, bin string, t Turn) (Command, error) {
 	if a.Commands.Headless == nil {
-		return nil, fmt.Errorf("%s has no headless command form", a.DisplayName)
+		return Command{}, fmt.Errorf("%s has no headless command form", a.DisplayName)
 	}
 	vars := map[string]string{"prompt": t.Prompt, "model": t.Model, "effort": t.Effort}
 	args, err := agents.Expand(a.Commands.Headless, vars)
 	if err != nil {
-		return nil, err
+		return Command{}, err
 	}
 	for _, opt := range []struct {
 		set  bool
@@ -55,9 +66,13 @@ func registryLine(a agents.Agent, bin string, t Turn) ([]string, error) {
 		}
 		m, err := agents.Expand(opt.tmpl, vars)
 		if err != nil {
-			return nil, err
+			return Command{}, err
 		}
 		args = append(args, m...)
 	}
-	return append(append([]string{bin}, args...), t.Args...), nil
+	c := Command{Argv: append(append([]string{bin}, args...), t.Args...)}
+	if a.Commands.PromptStdin {
+		c.Stdin, c.PromptOnStdin = t.Prompt, true
+	}
+	return c, nil
 }

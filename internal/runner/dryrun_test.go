@@ -27,11 +27,11 @@ func TestCommandLineRegistryForms(t *testing.T) {
 		{"grok ignores effort", runner.Turn{Agent: "grok", Prompt: "hi", Effort: "high"}, []string{"grok", "-p", "hi"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := (&runner.Runner{}).CommandLine(tc.turn)
+			c, err := (&runner.Runner{}).CommandLine(tc.turn)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(got, tc.want) {
+			if got := c.Argv; !slices.Equal(got, tc.want) || c.PromptOnStdin {
 				t.Fatalf("CommandLine = %q, want %q", got, tc.want)
 			}
 		})

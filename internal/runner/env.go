@@ -80,7 +80,45 @@ func buildEnv(a agents.Agent, t Turn) []string {
 	case "claude":
 		env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	}
-	return append(env, t.Env...)
+	env = append(env, t.Env...)
+	for i, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env[i] = "PATH=" + withoutSelf(p)
+		}
+	}
+	return env
+}
+
+// Env is the environment Run gives t's CLI. Other runs of the same CLI
+// for the turn (`opencode import` rebuilding its session) need the very
+// same HOME and config dirs, or they miss the agent's settings.
+func Env(t Turn) []string {
+	a, _ := agents.Lookup(t.Agent)
+	return buildEnv(a, t)
+}
+
+// withoutSelf is path without the folders whose `node` is this very
+// program. The node daemon's binary is named node, and with its folder
+// first on PATH every npm-launched agent (#!/usr/bin/env node) would run
+// the daemon instead of Node.js.
+func withoutSelf(path string) string {
+	self, err := os.Executable()
+	if err != nil {
+		return path
+	}
+	me, err := os.Stat(self)
+	if err != nil {
+		return path
+	}
+	dirs := filepath.SplitList(path)
+	keep := dirs[:0]
+	for _, dir := range dirs {
+		if fi, err := os.Stat(filepath.Join(dir, "node")); err == nil && os.SameFile(fi, me) {
+			continue
+		}
+		keep = append(keep, dir)
+	}
+	return strings.Join(keep, string(os.PathListSeparator))
 }
 
 // isolatedEnv is an isolated turn's environment before the agent's own

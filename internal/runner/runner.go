@@ -242,10 +242,25 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	}
 	defer stderrR.Close()
 	cmd.Stderr = stderrW
-	// Stdin stays nil (/dev/null): codex exec waits on a piped stdin.
+	// The prompt goes in on stdin for the CLIs that read it there; the
+	// others get /dev/null (codex exec waits on an open pipe).
+	input, hasInput := d.stdin()
+	var stdinR, stdinW *os.File
+	if hasInput {
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
+			stdoutW.Close()
+			stderrW.Close()
+			return fail(res, ReasonFailed, err.Error())
+		}
+		defer stdinW.Close()
+		cmd.Stdin = stdinR
+	}
 	err = cmd.Start()
 	stdoutW.Close()
 	stderrW.Close()
+	if stdinR != nil {
+		stdinR.Close()
+	}
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return fail(res, ReasonBinaryNotFound, err.Error())
@@ -258,6 +273,20 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	if t.OnStart != nil {
 		t.OnStart(pgid)
 	}
+	writeDone := make(chan struct{})
+	go func() {
+		defer close(writeDone)
+		if stdinW == nil {
+			return
+		}
+		// Written as the CLI starts (gemini gives up on stdin after 500 ms
+		// without a byte) and closed, so the CLI sees its end. A CLI that
+		// exits without reading it fails the write: its exit says why.
+		if _, err := io.WriteString(stdinW, input); err != nil {
+			r.logf("runner: %s pid %d: prompt not fully written to stdin: %v", t.Agent, pgid, err)
+		}
+		stdinW.Close()
+	}()
 
 	var emitMu sync.Mutex
 	lastModel := t.Model
@@ -324,6 +353,10 @@ loop:
 	// go with the group.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	waitGroupGone(pgid, 2*time.Second)
+	if stdinW != nil {
+		stdinW.Close() // a reader outside the group must not hold the writer
+	}
+	<-writeDone
 	// The rest of stdout (codex's last events, opencode's last parts) and
 	// stderr; a process outside the group holding the pipes is cut off.
 	drain := time.NewTimer(3 * time.Second)

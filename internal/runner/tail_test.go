@@ -111,6 +111,8 @@ func TestClassify(t *testing.T) {
 		{1, "", "the model refused to answer", ReasonRefused},
 		{2, "", "boom", ReasonFailed},
 		{1, "API Error: Claude Code is unable to respond to this request, which appears to violate our Usage Policy", "", ReasonRefused},
+		// codex 0.171 on a message over 1,048,576 characters
+		{1, "", `Error: turn/start: turn/start failed: Input exceeds the maximum length of 1048576 characters. (code -32602), data: {"input_error_code":"input_too_large"}`, ReasonRefused},
 	} {
 		if got, detail := d.classify(tc.exit, 1, tc.stdout, tc.stderr); got != tc.want {
 			t.Errorf("classify(%d, %q, %q) = %q (%s), want %q", tc.exit, tc.stdout, tc.stderr, got, detail, tc.want)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +32,13 @@ type Result struct {
 // start fails the test; a non-zero exit does not, the caller decides.
 func Run(t testing.TB, ctx context.Context, bin string, args, env []string, dir string) Result {
 	t.Helper()
+	return RunInput(t, ctx, bin, args, env, dir, nil)
+}
+
+// RunInput is Run with stdin reading input (nil: /dev/null), the way the
+// runner hands a prompt to an agent whose Commands.PromptStdin is set.
+func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string, dir string, input *string) Result {
+	t.Helper()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
@@ -48,7 +56,9 @@ func Run(t testing.TB, ctx context.Context, bin string, args, env []string, dir 
 	}
 	// Grandchildren may hold the output pipes open after the group kill.
 	cmd.WaitDelay = 5 * time.Second
-	if devnull, err := os.Open(os.DevNull); err == nil {
+	if input != nil {
+		cmd.Stdin = strings.NewReader(*input)
+	} else if devnull, err := os.Open(os.DevNull); err == nil {
 		defer devnull.Close()
 		cmd.Stdin = devnull
 	}
@@ -83,7 +93,13 @@ func Run(t testing.TB, ctx context.Context, bin string, args, env []string, dir 
 // output.
 func MustRun(t testing.TB, ctx context.Context, bin string, args, env []string, dir string) Result {
 	t.Helper()
-	res := Run(t, ctx, bin, args, env, dir)
+	return MustRunInput(t, ctx, bin, args, env, dir, nil)
+}
+
+// MustRunInput is RunInput that fails the test on a non-zero exit.
+func MustRunInput(t testing.TB, ctx context.Context, bin string, args, env []string, dir string, input *string) Result {
+	t.Helper()
+	res := RunInput(t, ctx, bin, args, env, dir, input)
 	if res.ExitCode != 0 {
 		t.Fatalf("agenttest: %s %q failed (exit %d, timed out %v)\nstdout:\n%s\nstderr:\n%s", bin, args, res.ExitCode, res.TimedOut, res.Stdout, res.Stderr)
 	}

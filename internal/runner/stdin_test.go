@@ -1,0 +1,83 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// TestPromptOnStdin: a prompt far over Linux's 128 KiB cap on one argv
+// string reaches the CLI whole on its stdin and is nowhere in its argv
+// (where every local user could read it in ps). The CLI is a script that
+// records what it got, so only the delivery is tested here; the real CLIs
+// read it in TestTurns and the e2e tests.
+func TestPromptOnStdin(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "claude")
+	argsFile, inFile := filepath.Join(dir, "args"), filepath.Join(dir, "stdin")
+	sh := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsFile + "\ncat > " + inFile + "\nexit 3\n"
+	if err := os.WriteFile(script, []byte(sh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prompt := "-starts like a flag " + strings.Repeat("0123456789abcdef", 300<<10/16) + " MARK-END"
+	r := &runner.Runner{Bins: map[string]string{"claude": script}}
+	res, err := r.Run(context.Background(), runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: prompt}, func(transcript.Message) {})
+	if res.ExitCode != 3 || err == nil {
+		t.Fatalf("the script did not run to its exit: %+v %v", res, err)
+	}
+	in, err := os.ReadFile(inFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in) != prompt {
+		t.Fatalf("stdin held %d bytes, want the %d-byte prompt", len(in), len(prompt))
+	}
+	args, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(args), "MARK-END") || len(args) > 4096 {
+		t.Fatalf("the prompt is in argv: %.200q", args)
+	}
+	c, err := r.CommandLine(runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: prompt})
+	if err != nil || !c.PromptOnStdin || c.Stdin != prompt || strings.Contains(strings.Join(c.Argv, " "), "MARK-END") {
+		t.Fatalf("CommandLine = argv %q, on stdin %v (%d bytes), %v", c.Argv, c.PromptOnStdin, len(c.Stdin), err)
+	}
+}
+
+// TestOwnBinaryNeverShadowsNode: with a folder whose `node` is this very
+// program first on the turn's PATH (the node daemon's bin/), the agent
+// still finds Node.js: that folder is left out of the agent's PATH.
+func TestOwnBinaryNeverShadowsNode(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfDir, nodeDir, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(self, filepath.Join(selfDir, "node")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nodeDir, "node"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, found := filepath.Join(dir, "claude"), filepath.Join(dir, "found")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ncommand -v node > "+found+"\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner.Runner{Bins: map[string]string{"claude": script}}
+	turn := runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi",
+		Env: []string{"PATH=" + selfDir + string(os.PathListSeparator) + nodeDir + string(os.PathListSeparator) + "/usr/bin:/bin"}}
+	_, _ = r.Run(context.Background(), turn, func(transcript.Message) {})
+	got, err := os.ReadFile(found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(nodeDir, "node"); strings.TrimSpace(string(got)) != want {
+		t.Fatalf("the agent's node is %q, want %q", strings.TrimSpace(string(got)), want)
+	}
+}
