@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,21 +21,7 @@ func TestExecOneShot(t *testing.T) {
 	cwd := t.TempDir()
 	run := func(stdin string, args ...string) (string, string, int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"exec", "--cwd", cwd}, args...)...)
-		cmd.Env = append(os.Environ(), "CAST_ADDR="+r.addr)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errb.String(), code
+		return testharness.RunInput(t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(stdin), 3*time.Minute, bin, append([]string{"exec", "--cwd", cwd}, args...)...)
 	}
 
 	out, errOut, code := run("", "--agent", "claude", "say hi MARK-E1")

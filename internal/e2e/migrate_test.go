@@ -60,11 +60,8 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 		r.homes[name] = map[string]string{}
 		setups := map[string]map[string]any{}
 		for _, a := range agentNames {
-			home, aenv := agenttest.Env(t, a, fake.URL)
+			home, aenv := rigAgentEnv(t, a, fake.URL)
 			r.homes[name][a] = home
-			if a == "claude" {
-				aenv = append(aenv, "CLAUDE_CODE_MAX_RETRIES=0")
-			}
 			setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": aenv}
 		}
 		cfg := filepath.Join(t.TempDir(), "agents.json")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,11 +47,8 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
 	for _, a := range agentNames {
-		home, env := agenttest.Env(t, a, fake.URL)
+		home, env := rigAgentEnv(t, a, fake.URL)
 		homes[a] = home
-		if a == "claude" { // a refused prompt fails at once instead of being retried
-			env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
-		}
 		setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": env}
 	}
 	cfgPath := filepath.Join(t.TempDir(), "agents.json")
@@ -65,6 +63,25 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 		"--agents-config", cfgPath, "--log-level", "debug", "--fleet-accounts"}
 	r.startNode()
 	return r
+}
+
+// rigAgentEnv is an agent's environment in a node's agents config. A
+// refused prompt fails Claude at once instead of being retried. OpenCode's
+// has no HOME, TMPDIR or XDG dirs, as a user's config would not: the node
+// derives them from the agent's home (agenttest keeps its config where
+// they point), so every run of the CLI must get them from the node.
+func rigAgentEnv(t testing.TB, agent, fakeURL string) (string, []string) {
+	home, env := agenttest.Env(t, agent, fakeURL)
+	switch agent {
+	case "claude":
+		env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
+	case "opencode":
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return k == "HOME" || k == "TMPDIR" || strings.HasPrefix(k, "XDG_")
+		})
+	}
+	return home, env
 }
 
 // startNode starts the node process and waits until it is connected.
@@ -120,8 +137,9 @@ func kinds(msgs []*castv1.Message) string {
 // A real Claude Code turn on a real node process: the tool call and its
 // result are synced into the neutral copy while the turn runs, the next
 // message resumes the same native session, a refused prompt fails the turn
-// without losing the prompt, a kill -9 of the node mid-turn neither loses
-// nor duplicates anything, and an interrupt stops the turn.
+// with a notice and never wedges the session, a kill -9 of the node
+// mid-turn neither loses nor duplicates anything, and an interrupt stops
+// the turn.
 func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	r := newTurnRig(t, "claude")
 	cwd := t.TempDir()
@@ -146,20 +164,22 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	last := turns[len(turns)-1]
 	assertItems(t, last.Items, "TOOLCALL", "cast-tool-ok", "MARK-2")
 
-	// A refused prompt (the model says 401): FAILED with a reason; the
-	// prompt is not lost, the next message carries it.
+	// A refused prompt (the model says 401): FAILED with a reason and a
+	// notice naming it; the next message runs without it (it never wedges
+	// the session).
 	r.fake.FailNext(1, 401)
 	seq = r.send(sess.Id, "refused MARK-3")
 	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
 	if failed.StateReason == "" {
 		t.Fatal("failed without a reason")
 	}
+	assertUndelivered(t, r.messages(sess.Id), seq)
 	seq = r.send(sess.Id, "retry MARK-4")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	turns = r.fake.Turns()
-	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "refused MARK-3\n\nretry MARK-4")
-	if n := strings.Count(fmt.Sprint(turns[len(turns)-1].Items), "MARK-3"); n != 1 {
-		t.Fatalf("the refused prompt reached the model %d times in the retry", n)
+	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "retry MARK-4")
+	if n := strings.Count(fmt.Sprint(turns[len(turns)-1].Items), "MARK-3"); n != 0 {
+		t.Fatalf("the refused prompt reached the model %d times in the next turn", n)
 	}
 
 	// A usage limit (429) parks the session instead of failing it.

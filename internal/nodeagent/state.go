@@ -24,10 +24,11 @@ type owned struct {
 	WorktreeBranch string `json:"worktree_branch,omitempty"`
 	Cwd            string `json:"cwd"`
 	// ReceivedSeq is the newest user message the node has been handed;
-	// DeliveredSeq the newest one an agent accepted in a turn. A turn that
-	// failed before the agent took the prompt moves neither back nor on,
-	// so the next attempt still carries it (FailedSeq stops a retry loop
-	// until a new message arrives).
+	// DeliveredSeq the newest one a turn is done with. A turn the agent did
+	// not take moves DeliveredSeq past its prompt too (reported with an
+	// undelivered notice), so it never rides along with later messages; a
+	// parked turn (usage limit) keeps it for the next credential, and
+	// FailedSeq stops a retry loop until a new message arrives.
 	ReceivedSeq  int64 `json:"received_seq"`
 	DeliveredSeq int64 `json:"delivered_seq"`
 	FailedSeq    int64 `json:"failed_seq,omitempty"`

@@ -95,8 +95,8 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		// A usage limit: parked, not failed. Nothing is marked as seen.
 		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc, res.Usage)
 	case runErr != nil:
-		// The agent did not take the prompt: nothing is marked as seen, so
-		// the next attempt (on the next message) still carries it.
+		// The agent did not take the prompt: it is reported undelivered and
+		// the next message runs without it (failTurn).
 		return a.failTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
 	}
 	err = a.st.update(func(m map[string]*owned) {
@@ -131,7 +131,10 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 // rewritten while the turn ran (checked under the state lock, against
 // setCredential), the turn runs again at once instead.
 func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) error {
-	err := a.failTurn(ctx, sessionID, o, reason, exitCode)
+	// Parked prompts are kept: a new fleet credential runs them again.
+	a.markFailed(sessionID, o, false)
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
+	err := errors.New(reason)
 	again := false
 	_ = a.st.update(func(m map[string]*owned) {
 		s := m[sessionID]
@@ -175,19 +178,76 @@ func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st cas
 	}
 }
 
+// failTurn ends a turn whose prompt the agent did not take. The prompt is
+// never bundled with later messages (one the agent cannot take would fail
+// every turn after it): a notice in the thread says which messages were
+// not delivered and why, a rebuild of the native session leaves them out
+// (withoutUndelivered), and the next message runs without them.
 func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
+	a.markFailed(sessionID, o, true)
+	if o.ReceivedSeq > o.DeliveredSeq {
+		a.noteUndelivered(ctx, sessionID, o, reason)
+	}
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
+	return errors.New(reason)
+}
+
+// markFailed records a failed turn; drop moves the delivery cursor past
+// its prompt.
+func (a *Agent) markFailed(sessionID string, o owned, drop bool) {
 	_ = a.st.update(func(m map[string]*owned) {
 		s := m[sessionID]
 		s.FailedSeq = o.ReceivedSeq
+		if drop {
+			s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
+		}
 		// The CLI may have written the refused prompt into its native
-		// session; resuming it would send that prompt twice, so the next
+		// session; resuming it would send that prompt again, so the next
 		// turn rebuilds it from the neutral copy (same native id, except Codex: see rebuildNativeID).
 		if ns := s.Native[o.Agent]; ns != nil {
 			ns.Stale = true
 		}
 	})
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
-	return errors.New(reason)
+}
+
+// undeliveredPrefix starts the client id of an undelivered notice; the
+// seq range it covers follows ("undelivered.5-6").
+const undeliveredPrefix = "undelivered."
+
+// noteUndelivered stores the notice that messages after o.DeliveredSeq up
+// to o.ReceivedSeq never reached the agent. A notice that cannot be stored
+// is logged: the messages are still dropped from the next prompt.
+func (a *Agent) noteUndelivered(ctx context.Context, sessionID string, o owned, reason string) {
+	from, to := o.DeliveredSeq+1, o.ReceivedSeq
+	ag, _ := agents.Lookup(o.Agent)
+	text := fmt.Sprintf("Not delivered to %s: %s. The next message runs without it; send it again to retry.", ag.DisplayName, reason)
+	msg := &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeUndelivered,
+		Text: clipReason(text), Agent: o.Agent, ClientId: fmt.Sprintf("%s%d-%d", undeliveredPrefix, from, to)}
+	if _, err := a.cli.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sessionID, Node: a.cfg.Name,
+		OwnerToken: o.Token, Messages: []*castv1.Message{msg}}); err != nil {
+		a.lg.Warn("undelivered notice not stored", zap.String("session", sessionID), zap.Error(err))
+	}
+}
+
+// withoutUndelivered drops the user messages an undelivered notice names:
+// a rebuilt native session must not carry a prompt its agent refused.
+func withoutUndelivered(msgs []transcript.Message) []transcript.Message {
+	type span struct{ from, to int64 }
+	var spans []span
+	for _, m := range msgs {
+		var sp span
+		if m.Kind == transcript.KindNotice && m.NoticeType == transcript.NoticeUndelivered {
+			if _, err := fmt.Sscanf(strings.TrimPrefix(m.ClientID, undeliveredPrefix), "%d-%d", &sp.from, &sp.to); err == nil {
+				spans = append(spans, sp)
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(m transcript.Message) bool {
+		return m.Kind == transcript.KindUser && slices.ContainsFunc(spans, func(sp span) bool { return m.Seq >= sp.from && m.Seq <= sp.to })
+	})
 }
 
 // pendingPrompt joins the user messages after DeliveredSeq, reading every
@@ -298,7 +358,9 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err := agents.CheckTakeover(o.Agent, true); err != nil {
 		return t, err
 	}
-	w, err := codecs.Writer(o.Agent, codecs.WriterOptions{OpenCodeBin: a.cfg.agentSetup("opencode").Bin, Env: setup.Env})
+	// A writer that runs the CLI (opencode import) gets the turn's own
+	// environment: its HOME and config dirs hold the agent's settings.
+	w, err := codecs.Writer(o.Agent, codecs.WriterOptions{OpenCodeBin: a.cfg.agentSetup("opencode").Bin, Env: runner.Env(t)})
 	if err != nil {
 		return t, err
 	}
@@ -340,7 +402,8 @@ func (a *Agent) history(ctx context.Context, sessionID string, upto int64) ([]tr
 	if upto < 1 {
 		return nil, nil
 	}
-	return a.readMessages(ctx, sessionID, 1, upto, nil)
+	msgs, err := a.readMessages(ctx, sessionID, 1, upto, nil)
+	return withoutUndelivered(msgs), err
 }
 
 // readMessages pages through seqs start..end (end 0: the newest), keeping

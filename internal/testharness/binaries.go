@@ -3,6 +3,7 @@ package testharness
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,10 +187,18 @@ func (p *Proc) Stop(timeout time.Duration) bool {
 // the exit code.
 func Run(t testing.TB, env []string, bin string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return RunInput(t, env, nil, 60*time.Second, bin, args...)
+}
+
+// RunInput is Run with stdin reading in (nil: /dev/null), as a shell
+// pipes into it, and timeout to finish.
+func RunInput(t testing.TB, env []string, in io.Reader, timeout time.Duration, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = in
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

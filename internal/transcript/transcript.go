@@ -53,6 +53,9 @@ const (
 	NoticeFork              = "fork"
 	NoticeCompactionSummary = "compaction_summary"
 	NoticeModelSwitch       = "model_switch"
+	// NoticeUndelivered: a turn's messages never reached the agent (it
+	// failed or refused them); later turns run without them.
+	NoticeUndelivered = "undelivered"
 )
 
 // ToolCall is a model's request to run a tool.

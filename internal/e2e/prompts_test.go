@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/agents/opencode"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// codexMaxChars is Codex 0.171's own cap on one message ("Input exceeds
+// the maximum length of 1048576 characters"): it refuses more.
+const codexMaxChars = 1 << 20
+
+// fakeDiff is a `git diff` of about size bytes, distinct per tag.
+func fakeDiff(tag string, size int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "diff --git a/%[1]s.go b/%[1]s.go\n--- a/%[1]s.go\n+++ b/%[1]s.go\n@@ -1,9999 +1,9999 @@\n", tag)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "-\told%d := compute(%q, %d)\n+\tnew%d := compute(%q, %d) // %s\n", i, tag, i*7919, i, tag, i*104729, tag)
+	}
+	b.WriteString("-// END-" + tag + "\n")
+	return b.String()
+}
+
+// sawWhole says whether a request gave the model a user text holding text
+// whole, and returns that text's size and digest for the log.
+func sawWhole(fake *fakemodel.Server, text string) (bool, string) {
+	for _, req := range fake.Turns() {
+		for _, it := range req.Items {
+			if it.Role == "user" && strings.Contains(it.Text, text) {
+				return true, fmt.Sprintf("%d bytes, sha256 %x", len(it.Text), sha256.Sum256([]byte(it.Text)))
+			}
+		}
+	}
+	return false, ""
+}
+
+// castExec runs `cast exec` with stdin piped in, as `git diff | cast exec`.
+func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	return testharness.RunInput(t, []string{"CAST_ADDR=" + addr}, strings.NewReader(stdin), 4*time.Minute,
+		filepath.Join(testharness.Binaries(t), "cast"), append([]string{"exec", "--cwd", cwd}, args...)...)
+}
+
+// The prompts of issue 12, on one node running the five real CLIs, with
+// the node's own binary (named node) first on PATH as with bin/ first on
+// a developer's PATH: `git diff | cast exec` with a 2 MB diff is answered
+// by every agent (the model gets the whole diff on stdin, never argv;
+// Codex refuses more than 1 MiB characters itself, so it gets a diff just
+// under its cap and its refusal of the 2 MB one is checked); a session
+// whose agent refused a message goes on answering the next one; and a
+// session moves into OpenCode (switch, import) with no --model.
+func TestPromptsReachEveryAgent(t *testing.T) {
+	t.Setenv("PATH", testharness.Binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	all := []string{"claude", "codex", "gemini", "pi", "opencode"}
+	r := newTurnRig(t, all...)
+	cwd := t.TempDir()
+	start := time.Now()
+
+	var wg sync.WaitGroup
+	for _, agent := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			size := 2 << 20
+			if agent == "codex" {
+				size = codexMaxChars - 64<<10
+			}
+			diff := fakeDiff(agent, size)
+			out, errOut, code := castExec(t, r.addr, cwd, diff, "--agent", agent, "review this")
+			if code != 0 || !strings.Contains(out, "FAKE-ANSWER") {
+				t.Errorf("git diff | cast exec --agent %s (%d bytes): exit %d, out %.300q, err %.600q", agent, len(diff), code, out, errOut)
+				return
+			}
+			ok, seen := sawWhole(r.fake, strings.TrimSpace(diff))
+			if !ok {
+				t.Errorf("%s: the model never got the whole %d-byte diff", agent, len(diff))
+				return
+			}
+			t.Logf("%s: the model got the diff whole (%s)", agent, seen)
+		}()
+	}
+	wg.Wait()
+	t.Logf("five agents answered big diffs in %s", time.Since(start).Round(time.Second))
+	if t.Failed() {
+		return
+	}
+
+	// Codex refuses a 2 MB message itself: the turn fails with its reason
+	// and a notice, and the session answers the next message without it.
+	ctx := context.Background()
+	start = time.Now()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: cwd, Text: "hello MARK-W1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	huge := fakeDiff("refused", 2<<20)
+	seq := r.send(sess.Id, "review this\n\n"+huge)
+	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	if !strings.Contains(failed.StateReason, "refused") || !strings.Contains(failed.StateReason, "maximum length") {
+		t.Fatalf("codex's refusal reads %q", failed.StateReason)
+	}
+	assertUndelivered(t, r.messages(sess.Id), seq)
+	for i, mark := range []string{"MARK-W2", "MARK-W3"} {
+		next := r.send(sess.Id, "and now "+mark)
+		r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, next)
+		turns := r.fake.Turns()
+		last := fmtItems(turns[len(turns)-1].Items)
+		if !strings.Contains(last, "MARK-W1") || !strings.Contains(last, mark) || strings.Contains(last, "END-refused") {
+			t.Fatalf("turn %d after the refusal: the model got %.500s", i+1, last)
+		}
+	}
+	t.Logf("refusal and recovery in %s", time.Since(start).Round(time.Second))
+
+	// Into OpenCode with no --model: a switch, and an imported session.
+	start = time.Now()
+	from, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "start on claude MARK-O1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: from.Id, Agent: "opencode"}); err != nil {
+		t.Fatal(err)
+	}
+	seq = r.send(from.Id, "now on opencode MARK-O2")
+	r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	assertOpenCodeAnswered(t, r, from.Id, seq, "MARK-O1", "MARK-O2")
+
+	exp, err := opencode.Render(agents.Target{Cwd: cwd, SessionID: "imported"}, []transcript.Message{
+		{Kind: transcript.KindUser, Text: "imported question MARK-I1"},
+		{Kind: transcript.KindAssistant, Text: "imported answer MARK-I2"},
+	}, opencode.RenderOptions{Model: opencode.ModelRef{ProviderID: agenttest.FakeProvider, ModelID: agenttest.FakeModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := opencode.WriteExport(&buf, exp); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "export.json")
+	must(t, os.WriteFile(file, buf.Bytes(), 0o600))
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	id := strings.TrimSpace(c.must("import", "--agent", "opencode", "--cwd", cwd, file))
+	seq = r.send(id, "go on MARK-I3")
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	assertOpenCodeAnswered(t, r, id, seq, "MARK-I1", "MARK-I3")
+	t.Logf("switch and import into opencode in %s", time.Since(start).Round(time.Second))
+}
+
+// assertOpenCodeAnswered: after seq OpenCode answered, and the model got
+// the history and the prompt.
+func assertOpenCodeAnswered(t *testing.T, r *turnRig, id string, seq int64, marks ...string) {
+	t.Helper()
+	answered := false
+	for _, m := range r.messages(id) {
+		if m.Seq > seq && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && m.Agent == "opencode" {
+			answered = true
+		}
+	}
+	if !answered {
+		t.Fatalf("no OpenCode answer after seq %d: %s", seq, kinds(r.messages(id)))
+	}
+	turns := r.fake.Turns()
+	for i := len(turns) - 1; i >= 0; i-- {
+		if s := fmtItems(turns[i].Items); strings.Contains(s, marks[len(marks)-1]) {
+			assertItems(t, turns[i].Items, marks...)
+			return
+		}
+	}
+	t.Fatalf("no model turn holds %s", marks[len(marks)-1])
+}
+
+// assertUndelivered: the thread holds an undelivered notice after seq.
+func assertUndelivered(t *testing.T, msgs []*castv1.Message, seq int64) {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Seq > seq && m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeUndelivered && m.Text != "" {
+			return
+		}
+	}
+	t.Fatalf("no undelivered notice after seq %d in %s", seq, kinds(msgs))
+}
+
+// An OpenCode session migrates to another node with no --model: the
+// destination rebuilds OpenCode's session from the neutral copy (opencode
+// import, with the turn's own HOME and config dirs) and answers with the
+// history.
+func TestMigrateIntoOpenCode(t *testing.T) {
+	r := newMigRig(t, migOpts{}, "opencode")
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "opencode", Cwd: r.repo("laptop", "o"), Node: "laptop", Text: "on laptop MARK-M1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitSession("opencode answered on laptop", sess.Id, func(s *castv1.Session) bool {
+		return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 2
+	})
+	r.cast.must("migrate", "start", "--to", "linux", "--wait", "2m", sess.Id)
+	resp, err := r.c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "on linux MARK-M2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.waitSession("opencode answered on linux", sess.Id, func(s *castv1.Session) bool {
+		return s.State != castv1.SessionState_SESSION_STATE_RUNNING && s.DeliveredSeq >= resp.Message.Seq && s.LastSeq > resp.Message.Seq ||
+			s.State == castv1.SessionState_SESSION_STATE_FAILED
+	})
+	if s.State != castv1.SessionState_SESSION_STATE_IDLE || s.Node != "linux" {
+		t.Fatalf("after the move: %v on %q (%s)", s.State, s.Node, s.StateReason)
+	}
+	if n := countTurnsWith(r.fake, "MARK-M2"); n != 1 {
+		t.Fatalf("MARK-M2 reached the model in %d turns", n)
+	}
+	for _, req := range r.fake.Turns() {
+		if n := len(req.Items); n > 0 && strings.Contains(req.Items[n-1].Text, "MARK-M2") {
+			assertItems(t, req.Items, "MARK-M1", "MARK-M2")
+		}
+	}
+}
