@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"debug/buildinfo"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -97,10 +99,12 @@ func Env(t Turn) []string {
 	return buildEnv(a, t)
 }
 
-// withoutSelf is path without the folders whose `node` is this very
-// program. The node daemon's binary is named node, and with its folder
-// first on PATH every npm-launched agent (#!/usr/bin/env node) would run
-// the daemon instead of Node.js.
+// withoutSelf is path without the folders whose `node` is one of cast's
+// own programs: this very executable, or any binary built from its
+// module. The node daemon's binary is named node, and with its folder
+// first on PATH (go build -o bin/ ./cmd/...) every npm-launched agent
+// (#!/usr/bin/env node) would run it instead of Node.js, from the node
+// daemon itself or from `controlplane --dev`, which runs a node in-process.
 func withoutSelf(path string) string {
 	self, err := os.Executable()
 	if err != nil {
@@ -110,15 +114,35 @@ func withoutSelf(path string) string {
 	if err != nil {
 		return path
 	}
+	module := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		module = bi.Main.Path
+	}
 	dirs := filepath.SplitList(path)
 	keep := dirs[:0]
 	for _, dir := range dirs {
-		if fi, err := os.Stat(filepath.Join(dir, "node")); err == nil && os.SameFile(fi, me) {
-			continue
+		if !isCastBinary(filepath.Join(dir, "node"), me, module) {
+			keep = append(keep, dir)
 		}
-		keep = append(keep, dir)
 	}
 	return strings.Join(keep, string(os.PathListSeparator))
+}
+
+// isCastBinary says whether p is the program me, or a Go binary of module
+// (reading its build info takes well under a millisecond, Node.js included).
+func isCastBinary(p string, me os.FileInfo, module string) bool {
+	fi, err := os.Stat(p)
+	if err != nil || fi.IsDir() {
+		return false
+	}
+	if os.SameFile(fi, me) {
+		return true
+	}
+	if module == "" {
+		return false
+	}
+	bi, err := buildinfo.ReadFile(p)
+	return err == nil && bi.Main.Path == module
 }
 
 // isolatedEnv is an isolated turn's environment before the agent's own

@@ -50,16 +50,25 @@ func TestPromptOnStdin(t *testing.T) {
 	}
 }
 
-// TestOwnBinaryNeverShadowsNode: with a folder whose `node` is this very
-// program first on the turn's PATH (the node daemon's bin/), the agent
-// still finds Node.js: that folder is left out of the agent's PATH.
+// TestOwnBinaryNeverShadowsNode: with folders whose `node` is one of
+// cast's own programs first on the turn's PATH (this very executable, as
+// the node daemon's bin/; a copy of it, as bin/node seen from
+// `controlplane --dev`), the agent still finds Node.js: those folders are
+// left out of the agent's PATH.
 func TestOwnBinaryNeverShadowsNode(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	selfDir, nodeDir, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	selfDir, copyDir, nodeDir, dir := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	if err := os.Symlink(self, filepath.Join(selfDir, "node")); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "node"), bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(nodeDir, "node"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
@@ -70,14 +79,16 @@ func TestOwnBinaryNeverShadowsNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &runner.Runner{Bins: map[string]string{"claude": script}}
-	turn := runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi",
-		Env: []string{"PATH=" + selfDir + string(os.PathListSeparator) + nodeDir + string(os.PathListSeparator) + "/usr/bin:/bin"}}
-	_, _ = r.Run(context.Background(), turn, func(transcript.Message) {})
-	got, err := os.ReadFile(found)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(nodeDir, "node"); strings.TrimSpace(string(got)) != want {
-		t.Fatalf("the agent's node is %q, want %q", strings.TrimSpace(string(got)), want)
+	for _, first := range []string{selfDir, copyDir} {
+		turn := runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi",
+			Env: []string{"PATH=" + strings.Join([]string{first, nodeDir, "/usr/bin", "/bin"}, string(os.PathListSeparator))}}
+		_, _ = r.Run(context.Background(), turn, func(transcript.Message) {})
+		got, err := os.ReadFile(found)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(nodeDir, "node"); strings.TrimSpace(string(got)) != want {
+			t.Fatalf("with %s first on PATH the agent's node is %q, want %q", first, strings.TrimSpace(string(got)), want)
+		}
 	}
 }
