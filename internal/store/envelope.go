@@ -99,6 +99,22 @@ func (s *Store) refPrefix(sessionID string, ref chunkRef) string {
 	return s.blobPrefix(sessionID, ref.cid)
 }
 
+// envelopeSize is the serialized size of the message an envelope holds,
+// known without reading its chunks (pages are bounded in bytes by it).
+func envelopeSize(val []byte) (int, error) {
+	if len(val) == 0 {
+		return 0, fmt.Errorf("store: empty message value")
+	}
+	switch val[0] {
+	case envInline:
+		return len(val) - 1, nil
+	case envChunked, envAttempt:
+		ref, err := decodeChunkRef(val)
+		return ref.size, err
+	}
+	return 0, fmt.Errorf("store: unknown envelope format %d", val[0])
+}
+
 // decodeMessage turns an envelope into a Message, fetching chunks at rev
 // (0: latest) when the message was chunked.
 func (s *Store) decodeMessage(ctx context.Context, sessionID string, val []byte, rev int64) (*castv1.Message, error) {

@@ -146,15 +146,6 @@ func (s *Store) readRange(ctx context.Context, sessionID string, start, end int6
 	return out, true, nil
 }
 
-// envelopeSize is the serialized size of the message an envelope holds.
-func envelopeSize(val []byte) (int, error) {
-	if len(val) > 0 && val[0] == envChunked {
-		ref, err := decodeChunkRef(val)
-		return ref.size, err
-	}
-	return max(len(val)-1, 0), nil
-}
-
 func (s *Store) decodeKV(ctx context.Context, sessionID string, key, val []byte, rev int64) (*castv1.Message, error) {
 	m, err := s.decodeMessage(ctx, sessionID, val, rev)
 	if err != nil {

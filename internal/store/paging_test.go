@@ -66,7 +66,7 @@ func TestPagesAreBoundedInBytes(t *testing.T) {
 			if len(p) == 0 {
 				t.Fatalf("%s: empty page", how)
 			}
-			if len(p) > 1 && pageBytes(p) > pgPageCap+store.PageSlack {
+			if len(p) > 1 && pageBytes(p) > pgPageCap {
 				t.Fatalf("%s: page of %d messages is %d bytes, over %d", how, len(p), pageBytes(p), pgPageCap)
 			}
 			for _, m := range p {
