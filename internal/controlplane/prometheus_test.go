@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 
 // A real Prometheus (Debian's package; `make debs` installs it) scrapes a
 // control plane through a migration: the migration counters reach it, and
-// deploy/k8s/cast-alerts.rules.yml passes promtool and loads healthy.
+// deploy/k8s/cast-alerts.rules.yml passes promtool (and its unit tests in
+// cast-alerts.test.yml) and loads healthy.
 func TestPrometheusScrapesMigrations(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -29,6 +31,13 @@ func TestPrometheusScrapesMigrations(t *testing.T) {
 	if out, err := exec.Command("promtool", "check", "rules", rules).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
+	ruleTests := filepath.Join(filepath.Dir(rules), "cast-alerts.test.yml")
+	if out, err := exec.Command("promtool", "test", "rules", ruleTests).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	src, err := os.ReadFile(rules)
+	must(t, err)
+	nRules := len(regexp.MustCompile(`(?m)^\s*- (alert|record):`).FindAll(src, -1))
 	cp := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, cp.Addr())
 	testharness.StartNode(t, cp.Addr(), "a", nil)
@@ -74,7 +83,7 @@ func TestPrometheusScrapesMigrations(t *testing.T) {
 				return false
 			}
 		}
-		return len(resp.Data.Groups[0].Rules) == 6
+		return len(resp.Data.Groups[0].Rules) == nRules
 	})
 }
 

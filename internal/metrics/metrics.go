@@ -19,6 +19,8 @@ type Store struct {
 	DBSizeBytes         prometheus.Gauge
 	QuotaBytes          prometheus.Gauge
 	ChunksSwept         prometheus.Counter
+	NoSpaceAlarm        prometheus.Gauge
+	NoSpaceRecoveries   *prometheus.CounterVec // outcome: recovered, failed
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -56,9 +58,19 @@ func NewStore(reg prometheus.Registerer) *Store {
 		ChunksSwept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cast_store_orphan_chunks_swept_total", Help: "Chunk keys of append attempts that never committed, deleted by the sweep.",
 		}),
+		NoSpaceAlarm: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_store_nospace_alarm", Help: "1 while etcd's NOSPACE alarm is raised (the store is read-only).",
+		}),
+		NoSpaceRecoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_store_nospace_recoveries_total", Help: "Recoveries from etcd's NOSPACE alarm (compact, defragment, disarm) by outcome.",
+		}, []string{"outcome"}),
 	}
 	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
-		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.ChunksSwept)
+		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.ChunksSwept,
+		m.NoSpaceAlarm, m.NoSpaceRecoveries)
+	for _, o := range []string{"recovered", "failed"} {
+		m.NoSpaceRecoveries.WithLabelValues(o) // exported at 0, so increase() sees the first
+	}
 	return m
 }
 

@@ -134,6 +134,7 @@ type Store struct {
 
 	quota      quotaGuard
 	sweep      sweeper
+	alarm      alarmState // Run's goroutine only
 	ownsClient bool
 
 	mu     sync.Mutex
@@ -188,7 +189,7 @@ func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store
 }
 
 // Run polls etcd's db size until ctx ends, so the quota check stays fresh,
-// and sweeps orphan chunks.
+// recovers from etcd's NOSPACE alarm, and sweeps orphan chunks.
 func (s *Store) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -204,6 +205,7 @@ func (s *Store) Run(ctx context.Context) {
 			if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
 				s.lg.Warn("quota refresh failed", zap.Error(err))
 			}
+			s.checkAlarms(ctx)
 		}
 	}
 }
