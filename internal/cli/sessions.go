@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 func (a *app) newCmd() *cobra.Command {
@@ -185,7 +186,7 @@ func (a *app) messageArg(args []string, optional bool) (string, error) {
 	if strings.TrimSpace(text) == "" && !optional {
 		return "", usagef("the message is empty; say something, or pass - to read it from stdin")
 	}
-	return text, nil
+	return text, checkText(text)
 }
 
 func absDir(dir string) (string, error) {
@@ -195,6 +196,9 @@ func absDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
+	}
+	if err := validate.Check(validate.Cwd, "--cwd", abs); err != nil {
+		return "", usageError{err}
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return "", usagef("--cwd %s is not a directory", dir)

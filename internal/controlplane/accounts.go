@@ -9,9 +9,9 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // newFleet opens the secrets key (SecretsKeyFile, else DataDir/secrets.key)
@@ -41,12 +41,28 @@ type accountService struct {
 	s *Server
 }
 
+// maxCredentialBytes bounds one stored credential (an agent's auth file).
+const maxCredentialBytes = 256 << 10
+
+func validAccount(agent, name string) error {
+	return refuse(validate.Need(validate.Name, "agent", agent), validate.Need(validate.Name, "name", name))
+}
+
 func (h *accountService) PutAccount(ctx context.Context, req *castv1.PutAccountRequest) (*castv1.Account, error) {
+	if err := validAccount(req.Agent, req.Name); err != nil {
+		return nil, err
+	}
+	if len(req.Credential) > maxCredentialBytes {
+		return nil, invalid("credential is %d bytes; an agent's credential file is under %d KiB", len(req.Credential), maxCredentialBytes>>10)
+	}
 	a, err := h.s.fleet.Put(ctx, req.Agent, req.Name, req.Credential)
 	return a, toStatus(h.s.lg, err)
 }
 
 func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccountsRequest) (*castv1.ListAccountsResponse, error) {
+	if err := refuse(validate.Check(validate.Name, "agent", req.Agent)); err != nil {
+		return nil, err
+	}
 	as, err := h.s.fleet.List(ctx, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -55,6 +71,9 @@ func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccou
 }
 
 func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAccountRequest) (*castv1.DeleteAccountResponse, error) {
+	if err := validAccount(req.Agent, req.Name); err != nil {
+		return nil, err
+	}
 	if err := h.s.fleet.Delete(ctx, req.Agent, req.Name); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -62,6 +81,9 @@ func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAc
 }
 
 func (h *accountService) UseAccount(ctx context.Context, req *castv1.UseAccountRequest) (*castv1.Account, error) {
+	if err := validAccount(req.Agent, req.Name); err != nil {
+		return nil, err
+	}
 	a, err := h.s.fleet.Use(ctx, req.Agent, req.Name)
 	return a, toStatus(h.s.lg, err)
 }
@@ -70,8 +92,12 @@ func (h *accountService) UseAccount(ctx context.Context, req *castv1.UseAccountR
 // (the node writes it into the agent's shared store). The secret is never
 // logged.
 func (h *nodeService) FetchCredential(ctx context.Context, req *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
-	if !ids.ValidName(req.Node) {
-		return nil, invalid("node name %s is malformed", quote(req.Node))
+	if err := refuse(
+		validate.Need(validate.Name, "node", req.Node),
+		validAccount(req.Agent, req.Account),
+		validate.Need(validate.ClientID, "grant", req.Grant),
+	); err != nil {
+		return nil, err
 	}
 	ok, err := h.s.store.NodeConnected(ctx, req.Node)
 	if err != nil {

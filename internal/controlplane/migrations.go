@@ -4,8 +4,8 @@ import (
 	"context"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // migrationService is the thin gRPC face of migrate.Manager.
@@ -14,14 +14,27 @@ type migrationService struct {
 	s *Server
 }
 
+// maxMigrationSessions bounds the ids one StartMigration names.
+const maxMigrationSessions = 10000
+
 func (h *migrationService) StartMigration(ctx context.Context, req *castv1.StartMigrationRequest) (*castv1.Migration, error) {
+	if err := refuse(
+		validate.Check(validate.Name, "to", req.To),
+		validate.Check(validate.Name, "label", req.Label),
+		validate.Check(validate.Name, "from_node", req.FromNode),
+		validate.Each(validate.SessionID, "session_ids", req.SessionIds, maxMigrationSessions),
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Range("max_parallel", int64(req.MaxParallel), 0, int64(h.s.cfg.Migrate.MaxParallel)),
+	); err != nil {
+		return nil, err
+	}
 	r := migrate.StartRequest{
 		To: req.To, Label: req.Label, SessionIDs: req.SessionIds, FromNode: req.FromNode, All: req.All,
 		MaxParallel: int(req.MaxParallel), RequestID: req.RequestId, SkipWorkTree: req.SkipWorktree,
 	}
 	if req.Wait != nil {
-		if err := req.Wait.CheckValid(); err != nil {
-			return nil, invalid("wait: %v", err)
+		if err := req.Wait.CheckValid(); err != nil || req.Wait.AsDuration() < 0 {
+			return nil, invalid("wait must be a duration of zero or more (e.g. 10m)")
 		}
 		r.Wait = req.Wait.AsDuration()
 	}
@@ -33,10 +46,7 @@ func (h *migrationService) StartMigration(ctx context.Context, req *castv1.Start
 }
 
 func validMigrationID(id string) error {
-	if !ids.ValidClientID(id) {
-		return invalid("migration id %s is malformed; `cast migrate ls` lists migrations", quote(id))
-	}
-	return nil
+	return refuse(validate.Need(validate.ClientID, "migration id", id))
 }
 
 func (h *migrationService) GetMigration(ctx context.Context, req *castv1.GetMigrationRequest) (*castv1.Migration, error) {

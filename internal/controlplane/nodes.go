@@ -3,8 +3,8 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 type nodeService struct {
@@ -34,13 +35,13 @@ func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.Appen
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	if !ids.ValidName(req.Node) {
-		return nil, invalid("node name %s is malformed", quote(req.Node))
+	if err := refuse(validate.Need(validate.Name, "node", req.Node)); err != nil {
+		return nil, err
 	}
 	if req.OwnerToken <= 0 {
 		return nil, invalid("owner_token is required for owner-side writes")
 	}
-	if err := validMessages(req.Messages, maxAppendBatch); err != nil {
+	if err := validMessages(req.Messages, maxAppendBatch, true); err != nil {
 		return nil, err
 	}
 	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{Node: req.Node, Token: req.OwnerToken})
@@ -57,25 +58,19 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if !ids.ValidName(req.Node) || req.OwnerToken <= 0 {
 		return nil, invalid("node and owner_token are required for owner-side writes")
 	}
-	if _, ok := castv1.SessionState_name[int32(req.State)]; !ok || req.State == castv1.SessionState_SESSION_STATE_UNSPECIFIED {
-		return nil, invalid("state %d is not a session state", req.State)
+	if err := refuse(
+		validate.Enum("state", int32(req.State), castv1.SessionState_name, false),
+		validate.Check(validate.Reason, "state_reason", req.StateReason),
+		validate.Check(validate.Name, "fleet_account", req.FleetAccount),
+		validate.Check(validate.Cwd, "cwd", req.Cwd),
+	); err != nil {
+		return nil, err
 	}
-	if len(req.StateReason) > 1024 {
-		return nil, invalid("state_reason is longer than 1024 bytes")
+	if err := validUsage(req.Usage); err != nil {
+		return nil, err
 	}
-	if req.FleetAccount != "" && !ids.ValidName(req.FleetAccount) {
-		return nil, invalid("fleet_account %s is malformed", quote(req.FleetAccount))
-	}
-	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
-		return nil, invalid("cwd must be an absolute path")
-	}
-	if len(req.Usage) > 8 {
-		return nil, invalid("at most 8 usage windows")
-	}
-	for _, w := range req.Usage {
-		if !ids.ValidName(w.Name) || w.UsedPercent < 0 || w.UsedPercent > 1000 || w.WindowMinutes < 0 {
-			return nil, invalid("usage window %s is malformed (name, used_percent 0-1000, window_minutes >= 0)", quote(w.Name))
-		}
+	if err := h.s.validDeliveredSeq(ctx, req.SessionId, req.DeliveredSeq); err != nil {
+		return nil, err
 	}
 	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken},
 		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd})
@@ -270,15 +265,25 @@ func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg 
 }
 
 func validNode(n *castv1.Node) error {
-	if !ids.ValidName(n.Name) {
-		return invalid("node name %s is malformed; use letters, digits, '.', '_' or '-'", quote(n.Name))
+	if err := refuse(
+		validate.Need(validate.Name, "node.name", n.Name),
+		validate.Each(validate.Name, "node.labels", n.Labels, 64),
+		validate.Check(validate.Ident, "node.os", n.Os),
+		validate.Check(validate.Ident, "node.hostname", n.Hostname),
+	); err != nil {
+		return err
 	}
-	if len(n.Labels) > 64 {
-		return invalid("a node may have at most 64 labels")
+	if len(n.Agents) > 64 {
+		return invalid("a node may list at most 64 agents")
 	}
-	for _, l := range n.Labels {
-		if !ids.ValidName(l) {
-			return invalid("label %s is malformed", quote(l))
+	for i, a := range n.Agents {
+		f := func(name string) string { return fmt.Sprintf("node.agents[%d].%s", i, name) }
+		if err := refuse(
+			validate.Need(validate.Name, f("name"), a.Name),
+			validate.Check(validate.Reason, f("version"), a.Version), // as the CLI printed it
+			validate.Check(validate.Ident, f("path"), a.Path),
+		); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -15,7 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
-	"github.com/cast-dev/cast/internal/wire"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 type sessionService struct {
@@ -27,23 +26,22 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if _, ok := agents.Lookup(req.Agent); !ok {
 		return nil, withInfo(codes.InvalidArgument, "unknown agent "+quote(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
 	}
-	if req.Node != "" && !ids.ValidName(req.Node) {
-		return nil, invalid("node name %s is malformed", quote(req.Node))
-	}
-	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
-		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	if err := refuse(
+		validate.Check(validate.Name, "node", req.Node),
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.Model, "model", req.Model),
+		validate.Check(validate.Title, "title", req.Title),
+		validate.Check(validate.Cwd, "cwd", req.Cwd),
+		validate.Check(validate.SessionID, "parent_id", req.ParentId),
+		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
+	); err != nil {
+		return nil, err
 	}
 	if err := validText(req.Text, true); err != nil {
 		return nil, err
 	}
 	if req.HistoryMessages < 0 || (req.HistoryMessages > 0 && req.Text != "") {
 		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
-	}
-	if req.Cwd != "" && (!strings.HasPrefix(req.Cwd, "/") || strings.ContainsRune(req.Cwd, 0)) {
-		return nil, invalid("cwd must be an absolute path")
-	}
-	if req.WorktreeBranch != "" && !ids.ValidBranch(req.WorktreeBranch) {
-		return nil, invalidBranch(req.WorktreeBranch)
 	}
 	var account string
 	if req.ParentId != "" {
@@ -107,6 +105,9 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	if err != nil {
 		return nil, err
 	}
+	if err := refuse(validate.Check(validate.PageToken, "page_token", req.PageToken)); err != nil {
+		return nil, err
+	}
 	list, next, err := h.s.store.ListSessions(ctx, size, req.PageToken, req.IncludeSubagents)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -121,8 +122,8 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err := validText(req.Text, false); err != nil {
 		return nil, err
 	}
-	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
-		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	if err := refuse(validate.Check(validate.ClientID, "request_id", req.RequestId)); err != nil {
+		return nil, err
 	}
 	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId)
 	if err != nil {
@@ -147,7 +148,7 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	if err := validMessages(req.Messages, maxAppendBatch); err != nil {
+	if err := validMessages(req.Messages, maxAppendBatch, false); err != nil {
 		return nil, err
 	}
 	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{})
@@ -155,28 +156,6 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.AppendMessagesResponse{Messages: out}, nil
-}
-
-// validMessages checks client-supplied transcript rows.
-func validMessages(msgs []*castv1.Message, limit int) error {
-	if len(msgs) == 0 {
-		return invalid("no messages to append")
-	}
-	if len(msgs) > limit {
-		return invalid("%d messages in one call; send at most %d per call", len(msgs), limit)
-	}
-	for i, m := range msgs {
-		if !ids.ValidClientID(m.ClientId) {
-			return invalid("message %d: client_id %s is malformed", i, quote(m.ClientId))
-		}
-		if err := wire.Validate(m); err != nil {
-			return invalid("message %d: %v", i, err)
-		}
-		if !utf8.ValidString(m.Text) {
-			return invalid("message %d is not valid UTF-8", i)
-		}
-	}
-	return nil
 }
 
 func (h *sessionService) ListMessages(ctx context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {
@@ -188,6 +167,9 @@ func (h *sessionService) ListMessages(ctx context.Context, req *castv1.ListMessa
 	}
 	size, err := pageSize(req.PageSize, 500)
 	if err != nil {
+		return nil, err
+	}
+	if err := refuse(validate.Check(validate.PageToken, "page_token", req.PageToken)); err != nil {
 		return nil, err
 	}
 	msgs, next, err := h.s.store.ListMessages(ctx, req.SessionId, req.StartSeq, req.EndSeq, size, req.PageToken)
@@ -211,10 +193,12 @@ func (h *sessionService) SwitchSession(ctx context.Context, req *castv1.SwitchSe
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	for _, v := range []string{req.Agent, req.Model, req.Effort} {
-		if v != "" && !ids.ValidModel(v) {
-			return nil, invalid("%s is not a valid agent, model or effort name", quote(v))
-		}
+	if err := refuse(
+		validate.Check(validate.Name, "agent", req.Agent),
+		validate.Check(validate.Model, "model", req.Model),
+		validate.Check(validate.Model, "effort", req.Effort),
+	); err != nil {
+		return nil, err
 	}
 	sess, err := moves.Switch(ctx, h.s.store, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort})
 	return sess, toStatus(h.s.lg, err)
@@ -227,19 +211,14 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 	if req.AtSeq < 0 {
 		return nil, invalid("at_seq must not be negative")
 	}
-	if req.Node != "" && !ids.ValidName(req.Node) {
-		return nil, invalid("node name %s is malformed", quote(req.Node))
-	}
-	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
-		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
-	}
-	for _, v := range []string{req.Agent, req.Model} {
-		if v != "" && !ids.ValidModel(v) {
-			return nil, invalid("%s is not a valid agent or model name", quote(v))
-		}
-	}
-	if req.WorktreeBranch != "" && !ids.ValidBranch(req.WorktreeBranch) {
-		return nil, invalidBranch(req.WorktreeBranch)
+	if err := refuse(
+		validate.Check(validate.Name, "node", req.Node),
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.Name, "agent", req.Agent),
+		validate.Check(validate.Model, "model", req.Model),
+		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
+	); err != nil {
+		return nil, err
 	}
 	sess, err := moves.Fork(ctx, h.s.store, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
 		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch})
@@ -254,8 +233,12 @@ func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.Requ
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	if !ids.ValidClientID(req.RequestId) || req.ToolName == "" || len(req.ToolName) > 256 || len(req.Input) > 1<<20 {
-		return nil, invalid("request_id and tool_name are required; input must be under 1 MiB")
+	if err := refuse(
+		validate.Need(validate.ClientID, "request_id", req.RequestId),
+		validate.Need(validate.ToolName, "tool_name", req.ToolName),
+		validate.Check(validate.PermissionArg, "input", req.Input),
+	); err != nil {
+		return nil, err
 	}
 	if err := h.s.store.AskPermission(ctx, req.SessionId, store.Permission{RequestID: req.RequestId, Tool: req.ToolName, Input: req.Input}); err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -275,8 +258,11 @@ func (h *sessionService) AnswerPermission(ctx context.Context, req *castv1.Answe
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
-		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	if err := refuse(
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.Reason, "message", req.Message),
+	); err != nil {
+		return nil, err
 	}
 	p, err := h.s.store.AnswerPermission(ctx, req.SessionId, req.RequestId, req.Allow, req.Message)
 	if err != nil {
@@ -301,19 +287,20 @@ func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.Handoff
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	for _, v := range []string{req.ToAgent, req.Model, req.Node} {
-		if v != "" && !ids.ValidModel(v) {
-			return nil, invalid("%s is not a valid agent, model or node name", quote(v))
-		}
-	}
-	if req.RequestId != "" && !ids.ValidClientID(req.RequestId) {
-		return nil, invalid("request_id %s is malformed", quote(req.RequestId))
+	if err := refuse(
+		validate.Check(validate.Name, "to_agent", req.ToAgent),
+		validate.Check(validate.Model, "model", req.Model),
+		validate.Check(validate.Name, "node", req.Node),
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.Name, "account", req.Account),
+	); err != nil {
+		return nil, err
 	}
 	if err := validText(req.Direction, true); err != nil {
 		return nil, err
 	}
-	if req.Account != "" && !ids.ValidName(req.Account) {
-		return nil, invalid("account %s is malformed; use letters, digits, '.', '_' or '-'", quote(req.Account))
+	if len(req.Direction) > validate.MaxPrompt {
+		return nil, invalid("direction is %d bytes; keep it under %d", len(req.Direction), validate.MaxPrompt)
 	}
 	res, err := moves.Handoff(ctx, h.s.store, h.s.briefer, moves.HandoffRequest{SessionID: req.SessionId, ToAgent: req.ToAgent,
 		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: req.RequestId, Account: req.Account})
@@ -387,10 +374,7 @@ func validSessionID(id string) error {
 	if id == "" {
 		return invalid("session id is required")
 	}
-	if !ids.ValidSessionID(id) {
-		return invalid("session id %s is malformed; ids are 7 to 32 lowercase letters and digits, as `cast ls` shows them", quote(id))
-	}
-	return nil
+	return refuse(validate.Check(validate.SessionID, "session id", id))
 }
 
 func validText(text string, optional bool) error {
@@ -399,10 +383,8 @@ func validText(text string, optional bool) error {
 		return invalid("message is empty; say something")
 	case strings.TrimSpace(text) == "" && text != "":
 		return invalid("message is only whitespace; say something")
-	case !utf8.ValidString(text):
-		return invalid("message is not valid UTF-8")
 	}
-	return nil
+	return refuse(validate.Check(validate.Prompt, "text", text))
 }
 
 func pageSize(n int32, def int) (int, error) {
@@ -430,8 +412,4 @@ func quote(s string) string {
 		s = s[:80] + "…"
 	}
 	return "\"" + strings.ReplaceAll(s, "\"", "\\\"") + "\""
-}
-
-func invalidBranch(b string) error {
-	return invalid("worktree branch %s is not a valid branch name (git check-ref-format --branch; no leading '-')", quote(b))
 }

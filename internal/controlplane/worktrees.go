@@ -8,8 +8,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // Work tree relay for migrations: the source node uploads a bundle, the
@@ -23,8 +23,12 @@ const DefaultMaxWorkTreeBytes = 64 << 20
 // checkMigrationParty returns nil when node is the source (source=true) or
 // the target of the session's migration.
 func (h *nodeService) checkMigrationParty(ctx context.Context, migID, sessionID, node string, source bool) error {
-	if !ids.ValidName(node) || !ids.ValidSessionID(sessionID) || !ids.ValidClientID(migID) {
-		return invalid("migration_id, session_id and node are required and must be well formed")
+	if err := refuse(
+		validate.Need(validate.ClientID, "migration_id", migID),
+		validate.Need(validate.SessionID, "session_id", sessionID),
+		validate.Need(validate.Name, "node", node),
+	); err != nil {
+		return err
 	}
 	rec, err := h.s.store.GetMigration(ctx, migID)
 	if err != nil {
@@ -117,8 +121,11 @@ func (h *nodeService) DownloadWorkTree(req *castv1.DownloadWorkTreeRequest, stre
 }
 
 func (h *nodeService) ReportWorkTree(ctx context.Context, req *castv1.ReportWorkTreeRequest) (*castv1.ReportWorkTreeResponse, error) {
-	if len(req.Error) > 4096 || len(req.Cwd) > 4096 {
-		return nil, invalid("error and cwd must be under 4 KiB")
+	if err := refuse(
+		validate.Check(validate.Reason, "error", req.Error),
+		validate.Check(validate.Cwd, "cwd", req.Cwd),
+	); err != nil {
+		return nil, err
 	}
 	switch req.Phase {
 	case "export":

@@ -1,0 +1,144 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// Handlers check every field a client sets through internal/validate (one
+// table of rules); these helpers apply it to the API's compound values.
+
+// refuse returns the first failed check as a status, or nil.
+func refuse(checks ...error) error {
+	for _, err := range checks {
+		if err != nil {
+			return toStatus(zap.NewNop(), err) // a refusal is never logged as a failure
+		}
+	}
+	return nil
+}
+
+// maxUsageWindows bounds one usage report; providers report two today.
+const maxUsageWindows = 8
+
+// maxUsedPercent admits providers that report a window past its limit
+// (Claude's utilization goes over 1.0); what matters is a finite number.
+const maxUsedPercent = 1000
+
+// validMessages checks client-supplied transcript rows: a user row's text
+// is a prompt (no NUL: agents cannot take it), other rows are agent output
+// (any UTF-8). seq is assigned by the store and ignored. create_time is
+// kept when set, because imports and the owner's sync carry the native
+// transcript's times, but it must be a real time between 1970 and now: a
+// client's import is refused otherwise, while an owner's row (a node
+// whose clock runs fast) gets the server's time, so a node's sync is never
+// wedged by its clock. Rows a user sends (SendMessage, CreateSession) are
+// always stamped by the server.
+func validMessages(msgs []*castv1.Message, limit int, owner bool) error {
+	if len(msgs) == 0 {
+		return invalid("no messages to append")
+	}
+	if len(msgs) > limit {
+		return invalid("%d messages in one call; send at most %d per call", len(msgs), limit)
+	}
+	now := time.Now()
+	for i, m := range msgs {
+		f := func(name string) string { return fmt.Sprintf("messages[%d].%s", i, name) }
+		if owner && m.CreateTime != nil && validTime("", m.CreateTime, now) != nil {
+			m.CreateTime = timestamppb.New(now)
+		}
+		if err := validate.Enum(f("kind"), int32(m.Kind), castv1.MessageKind_name, false); err != nil {
+			return refuse(err)
+		}
+		if err := wire.Validate(m); err != nil {
+			return invalid("message %d: %v", i, err)
+		}
+		text := validate.Text
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			text = validate.Prompt
+		}
+		if err := refuse(
+			validate.Need(validate.ClientID, f("client_id"), m.ClientId),
+			validate.Check(text, f("text"), m.Text),
+			validate.Check(validate.Name, f("notice_type"), m.NoticeType),
+			validate.Check(validate.Ident, f("agent"), m.Agent),
+			validate.Check(validate.Ident, f("model"), m.Model),
+			validate.Check(validate.Ident, f("account"), m.Account),
+			validate.Check(validate.Ident, f("native_id"), m.NativeId),
+			validTool(f, m),
+			validTime(f("create_time"), m.CreateTime, now),
+		); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validTool(f func(string) string, m *castv1.Message) error {
+	if c := m.ToolCall; c != nil {
+		return refuse(validate.Check(validate.Ident, f("tool_call.id"), c.Id),
+			validate.Check(validate.ToolName, f("tool_call.name"), c.Name),
+			validate.Check(validate.Text, f("tool_call.input"), c.Input))
+	}
+	if r := m.ToolResult; r != nil {
+		return refuse(validate.Check(validate.Ident, f("tool_result.call_id"), r.CallId),
+			validate.Check(validate.Text, f("tool_result.output"), r.Output))
+	}
+	return nil
+}
+
+// validTime checks an optional client-supplied timestamp.
+func validTime(field string, ts *timestamppb.Timestamp, now time.Time) error {
+	if ts == nil {
+		return nil
+	}
+	if err := ts.CheckValid(); err != nil {
+		return invalid("%s is not a valid timestamp: %v", field, err)
+	}
+	return refuse(validate.Past(field, ts.AsTime(), now))
+}
+
+// validUsage checks a node's usage report.
+func validUsage(usage []*castv1.UsageWindow) error {
+	if len(usage) > maxUsageWindows {
+		return invalid("%d usage windows; at most %d", len(usage), maxUsageWindows)
+	}
+	for i, w := range usage {
+		f := func(name string) string { return fmt.Sprintf("usage[%d].%s", i, name) }
+		if err := refuse(
+			validate.Need(validate.Name, f("name"), w.Name),
+			validate.Percent(f("used_percent"), w.UsedPercent, maxUsedPercent),
+			validate.Range(f("window_minutes"), int64(w.WindowMinutes), 0, 366*24*60),
+		); err != nil {
+			return err
+		}
+		if w.ResetsAt != nil {
+			if err := w.ResetsAt.CheckValid(); err != nil {
+				return invalid("%s is not a valid timestamp: %v", f("resets_at"), err)
+			}
+		}
+	}
+	return nil
+}
+
+// validDeliveredSeq checks a delivery cursor against the session's last
+// seq: past it, every later message would count as delivered and never
+// run. Seqs only grow, so a cursor within the session when read stays so.
+func (s *Server) validDeliveredSeq(ctx context.Context, sessionID string, seq int64) error {
+	if seq == 0 {
+		return nil
+	}
+	sess, err := s.store.GetSession(ctx, sessionID)
+	if err != nil {
+		return toStatus(s.lg, err)
+	}
+	return refuse(validate.Seq("delivered_seq", seq, sess.LastSeq))
+}
