@@ -57,6 +57,10 @@ type Commands struct {
 	// argv is capped by Linux at 128 KiB per string and is readable by every
 	// local user in ps, so every agent whose CLI can do it reads stdin.
 	PromptStdin bool
+	// MaxPromptBytes is the most the CLI reads of a prompt (0: no known
+	// limit); the runner refuses a longer one rather than let the CLI cut
+	// it silently.
+	MaxPromptBytes int
 }
 
 // Agent describes one coding agent cast can run.
@@ -134,9 +138,10 @@ var registry = map[string]Agent{
 			Headless: []string{"--session-id", "{id}"},
 			// --session-file takes any path: no dependence on gemini's
 			// project registry or slug collisions.
-			Resume:      []string{"--session-file", "{path}"},
-			Model:       []string{"--model", "{model}"},
-			PromptStdin: true,
+			Resume:         []string{"--session-file", "{path}"},
+			Model:          []string{"--model", "{model}"},
+			PromptStdin:    true,
+			MaxPromptBytes: 8 << 20, // beyond it gemini truncates with only a debug warning
 		},
 		// Gemini finds its folder as $HOME/.gemini; the bundle also reads
 		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves

@@ -222,6 +222,10 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 		return fail(res, ReasonUnsupported, err.Error())
 	}
 	args = append(args, t.Args...)
+	input, hasInput := d.stdin()
+	if limit := a.Commands.MaxPromptBytes; limit > 0 && len(input) > limit {
+		return fail(res, ReasonRefused, fmt.Sprintf("the prompt is %d bytes; %s reads at most %d", len(input), a.DisplayName, limit))
+	}
 
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.Cwd
@@ -244,7 +248,6 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	cmd.Stderr = stderrW
 	// The prompt goes in on stdin for the CLIs that read it there; the
 	// others get /dev/null (codex exec waits on an open pipe).
-	input, hasInput := d.stdin()
 	var stdinR, stdinW *os.File
 	if hasInput {
 		if stdinR, stdinW, err = os.Pipe(); err != nil {

@@ -92,3 +92,22 @@ func TestOwnBinaryNeverShadowsNode(t *testing.T) {
 		}
 	}
 }
+
+// TestPromptOverCLILimit: a prompt longer than the CLI reads (Gemini CLI
+// cuts stdin at 8 MiB with only a debug warning) is refused before the CLI
+// starts, never cut silently.
+func TestPromptOverCLILimit(t *testing.T) {
+	dir := t.TempDir()
+	script, ran := filepath.Join(dir, "gemini"), filepath.Join(dir, "ran")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+ran+"\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner.Runner{Bins: map[string]string{"gemini": script}}
+	res, err := r.Run(context.Background(), runner.Turn{Agent: "gemini", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: strings.Repeat("x", 8<<20+1)}, func(transcript.Message) {})
+	if res.Reason != runner.ReasonRefused || err == nil || !strings.Contains(err.Error(), "reads at most 8388608") {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the CLI ran with a prompt it would cut")
+	}
+}
