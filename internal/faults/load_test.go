@@ -93,7 +93,8 @@ const smallMax = 4 << 10
 
 func newLoad(c castv1.SessionServiceClient, sessions []string, sizes ...int) *load {
 	if len(sizes) == 0 {
-		sizes = []int{64, 2 << 10, 40 << 10}
+		// 300 KiB is chunked: a retry must never touch what was committed.
+		sizes = []int{64, 2 << 10, 40 << 10, 300 << 10}
 	}
 	return &load{c: c, sessions: sessions, sizes: sizes, timeout: 3 * time.Second, codes: map[codes.Code]int{}}
 }
