@@ -37,12 +37,12 @@ func diffWrite(t *testing.T, dir, name, body string) {
 	}
 }
 
-// diffRig is an in-process control plane with one node that has no agent
-// installed: sessions hold appended history and no turn ever runs.
+// diffRig is an in-process control plane with one node whose agents have
+// no CLI: sessions hold appended history and no turn ever runs.
 func diffRig(t *testing.T) (*client.Client, string) {
 	srv := testharness.StartControlPlane(t, nil)
 	testharness.StartNode(t, srv.Addr(), "n1", func(c *nodeagent.Config) {
-		c.AgentBins, c.Agents = map[string]string{}, nil
+		c.AgentBins = map[string]string{} // its agents are testharness.MissingAgents
 	})
 	c := testharness.Dial(t, srv.Addr())
 	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {

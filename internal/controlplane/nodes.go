@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
@@ -289,43 +289,12 @@ func validNode(n *castv1.Node) error {
 	return nil
 }
 
-// pickNode returns the requested node if connected, else a connected node,
-// preferring one that has the agent installed.
+// pickNode returns the requested node, or any connected node, that has the
+// agent; otherwise a refusal that names the nodes and their agents.
 func (s *Server) pickNode(ctx context.Context, want, agent string) (string, error) {
 	nodes, err := s.store.ListNodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	var fallback string
-	for _, n := range nodes {
-		if !n.Connected {
-			if n.Name == want {
-				return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
-					"node %q is not connected; see `cast nodes`", want).With("node", want)
-			}
-			continue
-		}
-		if want != "" {
-			if n.Name == want {
-				return want, nil
-			}
-			continue
-		}
-		for _, a := range n.Agents {
-			if a.Name == agent {
-				return n.Name, nil
-			}
-		}
-		if fallback == "" {
-			fallback = n.Name
-		}
-	}
-	if want != "" {
-		return "", errs.New(errs.KindNotFound, errs.ReasonNotFound, "node %q is not registered; see `cast nodes`", want).With("node", want)
-	}
-	if fallback == "" {
-		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
-			"no node is connected; start one with `node --controlplane ADDR` (or run `controlplane --dev`)")
-	}
-	return fallback, nil
+	return placement.Pick(nodes, want, agent)
 }

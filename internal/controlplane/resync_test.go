@@ -34,7 +34,8 @@ func connectNode(t *testing.T, ctx context.Context, c *client.Client, name strin
 		cancel()
 		t.Fatal(err)
 	}
-	hello := &castv1.Hello{Node: &castv1.Node{Name: name}, OwnedSessions: owned}
+	// It says it has claude and codex, so sessions of either are placed on it.
+	hello := &castv1.Hello{Node: &castv1.Node{Name: name, Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}}, OwnedSessions: owned}
 	if err := stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
 		cancel()
 		t.Fatal(err)

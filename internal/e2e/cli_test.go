@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -380,5 +382,51 @@ func TestCLIDownNodeSendWarnsAndDrainSuggestsSkipWorktree(t *testing.T) {
 		if s, _ := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id}); s.GetNode() != "n2" {
 			t.Fatalf("after drain --skip-worktree, %s is on %q", id, s.GetNode())
 		}
+	}
+}
+
+// What no node can run is refused before anything is stored: an agent no
+// connected node has, a node without the agent, an account the node lacks.
+func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
+	r := newCLIRig(t, "n1")
+	r.startNode("n2", func(c *nodeagent.Config) {
+		c.Agents = map[string]nodeagent.AgentSetup{"codex": c.Agents["codex"],
+			"claude": {Bin: c.Agents["claude"].Bin, Accounts: map[string]nodeagent.AccountSetup{"personal": {}}}}
+	})
+	_, errOut, code := r.cli.run("new", "--agent", "grok", "--cwd", t.TempDir(), "hello")
+	if code != 1 || !strings.Contains(errOut, "no connected node has the grok CLI") || !strings.Contains(errOut, "n1 (claude, codex)") {
+		t.Fatalf("new --agent grok: exit %d %q", code, errOut)
+	}
+	_, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "grok", Cwd: t.TempDir(), Text: "hi"})
+	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "NO_NODE_AVAILABLE" {
+		t.Fatalf("CreateSession grok: %v (reason %q)", err, client.ReasonOf(err))
+	}
+	r.stops["n1"]()
+	r.cli.waitNode("n1", false)
+	if _, errOut, code := r.cli.run("new", "--agent", "claude", "--node", "n1", "hello"); code != 1 || !strings.Contains(errOut, "not connected") {
+		t.Fatalf("new on a down node: exit %d %q", code, errOut)
+	}
+	if out := r.cli.must("ls", "--all", "--json"); strings.Contains(out, `"id"`) {
+		t.Fatalf("a refused create stored a session:\n%s", out)
+	}
+
+	src := r.history("claude", "n2", "the work so far").Id
+	_, errOut, code = r.cli.run("handoff", "-s", src, "--to", "same", "--account", "work", "-m", "go on")
+	if code != 1 || !strings.Contains(errOut, `no claude account "work"`) || !strings.Contains(errOut, "personal") {
+		t.Fatalf("handoff --account work: exit %d %q", code, errOut)
+	}
+	_, errOut, code = r.cli.run("handoff", "-s", src, "--to", "pi", "-m", "go on")
+	if code != 1 || !strings.Contains(errOut, "node n2 has no pi CLI") {
+		t.Fatalf("handoff --to pi: exit %d %q", code, errOut)
+	}
+	var list struct {
+		Sessions []struct{ ID string } `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(r.cli.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 1 {
+		t.Fatalf("refused handoffs stored sessions: %v %+v", err, list)
+	}
+	r.cli.must("handoff", "-s", src, "--to", "same", "--account", "personal", "-m", "go on")
+	if err := json.Unmarshal([]byte(r.cli.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 2 {
+		t.Fatalf("handoff --account personal stored no session: %v %+v", err, list)
 	}
 }

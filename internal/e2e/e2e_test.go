@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,9 +76,21 @@ func (c cli) waitNode(name string, up bool) nodeJSON {
 	return found
 }
 
+// startDev runs `controlplane --dev` whose node has every agent at a path
+// with no CLI (testharness.MissingAgents): sessions are placed, turns fail.
 func startDev(t *testing.T, bins, dataDir, addr string) *testharness.Proc {
+	setups := map[string]map[string]string{}
+	for name, s := range testharness.MissingAgents(t.TempDir()) {
+		setups[name] = map[string]string{"bin": s.Bin}
+	}
+	cfg := filepath.Join(t.TempDir(), "agents.json")
+	b, _ := json.Marshal(setups)
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--dev", "--data-dir", dataDir,
-		"--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-name", "devnode", "--log-format", "json")
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-name", "devnode", "--log-format", "json",
+		"--node-agents-config", cfg)
 	return p
 }
 

@@ -44,7 +44,7 @@ func TestExecOneShot(t *testing.T) {
 		t.Fatalf("exec with stdin: exit %d, out %q", code, out)
 	}
 	_, errOut, code = run("", "--agent", "cursor", "hello")
-	if code == 0 || !strings.Contains(errOut, "binary not found") {
+	if code == 0 || !strings.Contains(errOut, "no connected node has the cursor CLI") {
 		t.Fatalf("exec on a missing CLI: exit %d, err %q", code, errOut)
 	}
 	// --dry-run prints the exact command line for every agent and runs

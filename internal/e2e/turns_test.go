@@ -47,6 +47,12 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
 	for _, a := range agentNames {
+		if _, ok := agenttest.Binaries[a]; !ok {
+			// No installable CLI (cursor, muse, grok): the node has the agent
+			// at a path with no CLI, so its turns fail with "binary not found".
+			setups[a] = map[string]any{"bin": filepath.Join(t.TempDir(), "no-cli", a)}
+			continue
+		}
 		home, env := rigAgentEnv(t, a, fake.URL)
 		homes[a] = home
 		setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": env}

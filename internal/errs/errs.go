@@ -45,6 +45,7 @@ const (
 	ReasonAccountNotActive = "ACCOUNT_NOT_ACTIVE"
 	ReasonNoGrant          = "CREDENTIAL_GRANT_INVALID"
 	ReasonNoSecretsKey     = "SECRETS_KEY_MISSING"
+	ReasonUnknownAccount   = "UNKNOWN_ACCOUNT"
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"

@@ -9,6 +9,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -58,6 +59,16 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if !ok {
 		return HandoffResult{}, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s or same", to, strings.Join(agents.Names(), ", "))
 	}
+	node := r.Node
+	if node == "" {
+		node = src.Node
+	}
+	if !r.DryRun {
+		// Refuse before the brief (a model call) what the node cannot run.
+		if err := checkPlacement(ctx, st, node, to, r.Account); err != nil {
+			return HandoffResult{}, err
+		}
+	}
 	msgs, err := readAll(ctx, st, src.Id, src.LastSeq)
 	if err != nil {
 		return HandoffResult{}, err
@@ -77,10 +88,6 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	model := r.Model
 	if model == "" && to == src.Agent {
 		model = src.Model
-	}
-	node := r.Node
-	if node == "" {
-		node = src.Node
 	}
 	account := r.Account
 	if account == "" {
@@ -198,4 +205,20 @@ func composePrompt(src *castv1.Session, target agents.Agent, brief, direction st
 	}
 	b.WriteString("## Direction\n\n" + direction + "\n")
 	return b.String()
+}
+
+// checkPlacement refuses a handoff to an agent the node lacks, or to an
+// account it does not have for that agent.
+func checkPlacement(ctx context.Context, st Store, node, agent, account string) error {
+	nodes, err := st.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := placement.Pick(nodes, node, agent); err != nil {
+		return err
+	}
+	if account == "" {
+		return nil
+	}
+	return placement.CheckAccount(nodes, node, agent, account)
 }

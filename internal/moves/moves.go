@@ -24,6 +24,7 @@ type Store interface {
 	ListMessages(ctx context.Context, id string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error)
 	Append(ctx context.Context, id string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
 	RequestOp(ctx context.Context, id, op string) error
+	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 }
 
 // Fork copy batches: at most this many messages or bytes per append.

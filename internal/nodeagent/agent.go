@@ -375,7 +375,7 @@ func (a *Agent) describe() *castv1.Node {
 	sort.Strings(names)
 	for _, name := range names {
 		// The path only: running `--version` would write into a HOME.
-		n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: bins[name]})
+		n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: bins[name], Accounts: a.cfg.accountNames(name)})
 	}
 	return n
 }

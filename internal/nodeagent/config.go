@@ -7,10 +7,12 @@ package nodeagent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,6 +129,12 @@ func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
 	}
 	s.Env = append(env, acc.Env...)
 	return s, nil
+}
+
+// accountNames are the agent's named credential sets, sorted (advertised
+// so the control plane refuses an unknown `--account` up front).
+func (c Config) accountNames(agent string) []string {
+	return slices.Sorted(maps.Keys(c.Agents[agent].Accounts))
 }
 
 // homeVars point an agent at its state; an account brings its own.

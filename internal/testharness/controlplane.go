@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/nodeagent"
@@ -64,6 +65,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	cfg.ControlPlane, cfg.Name, cfg.DataDir = addr, name, filepath.Join(t.TempDir(), "node-"+name)
 	cfg.ReconnectMax = time.Second
 	cfg.UserEnv = ScratchEnv(t) // the node's "own" agents are a scratch home's
+	cfg.Agents = MissingAgents(cfg.DataDir)
 	if cb != nil {
 		cb(&cfg)
 	}
@@ -84,6 +86,18 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// MissingAgents names every agent at a CLI path under dir that does not
+// exist: the node advertises them all, so sessions of any agent can be
+// placed on it, and a turn fails at once with "binary not found" instead of
+// reaching a real model. Tests that run turns configure real CLIs instead.
+func MissingAgents(dir string) map[string]nodeagent.AgentSetup {
+	out := map[string]nodeagent.AgentSetup{}
+	for _, name := range agents.Names() {
+		out[name] = nodeagent.AgentSetup{Bin: filepath.Join(dir, "no-agent-cli", name)}
+	}
+	return out
 }
 
 // WaitFor polls cond every 50ms until it holds or the timeout passes.

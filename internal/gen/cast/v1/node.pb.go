@@ -30,7 +30,10 @@ type AgentInstall struct {
 	// version is what the CLI reported, if known.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// path is the binary's path on the node.
-	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// accounts are the named credential sets the node has for this agent
+	// (its agents config), the names `cast handoff --account` may use.
+	Accounts      []string `protobuf:"bytes,4,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,6 +87,13 @@ func (x *AgentInstall) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *AgentInstall) GetAccounts() []string {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
 }
 
 // Node is one machine running the node daemon.
@@ -208,11 +218,12 @@ var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"P\n" +
+	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"l\n" +
 	"\fAgentInstall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\"\xdb\x02\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1a\n" +
+	"\baccounts\x18\x04 \x03(\tR\baccounts\"\xdb\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +
