@@ -2,7 +2,7 @@
 # protoc-gen-go-grpc) are pinned in go.mod as tool dependencies.
 GO ?= go
 
-.PHONY: all build test test-short agents debs generate lint bench dev clean
+.PHONY: all build test test-short faults agents debs generate lint bench dev clean
 
 all: build
 
@@ -25,6 +25,13 @@ test: agents debs
 # Without the real-CLI suites' install step; they fail if the CLIs are missing.
 test-short:
 	$(GO) test -race -short ./...
+
+# The fault suite's long mode (internal/faults; `make test` runs its short
+# mode): more load and fault cycles, then a table of acknowledged / found /
+# lost / duplicated / unreadable / corrupt per fault. Run from the package
+# directory so the table is printed even when every test passes.
+faults: agents
+	cd internal/faults && CAST_FAULTS=long $(GO) test -race -count=1 -timeout 60m
 
 generate:
 	$(GO) tool buf lint

@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/faults"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -65,28 +63,6 @@ func fill(t *testing.T, dir string) string {
 	return ""
 }
 
-// nodeState is the node's state file as far as the test reads it.
-type nodeState struct {
-	Sessions map[string]struct {
-		ReceivedSeq  int64 `json:"received_seq"`
-		DeliveredSeq int64 `json:"delivered_seq"`
-	} `json:"sessions"`
-}
-
-// readState parses the node's state file; an error is a corrupt state.
-func readState(t *testing.T, dir string) nodeState {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st nodeState
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("state.json is corrupt: %v\n%s", err, b)
-	}
-	return st
-}
-
 // The node's data dir runs out of space while messages arrive: its state
 // file is never torn, no acknowledged message is lost or run twice, and
 // once space returns the node catches up by itself; after a restart it
@@ -96,10 +72,8 @@ func TestNodeStateDirFullLosesNothing(t *testing.T) {
 	fake := fakemodel.Start(t)
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
-	claude := withClaude(t, fake)
-	dataDir := filepath.Join(disk, "node")
-	node := func(cfg *nodeagent.Config) { claude(cfg); cfg.DataDir = dataDir }
-	stop := testharness.StartNode(t, srv.Addr(), "n1", node)
+	claude := withClaude(t, fake) // one agent home across the restart
+	dataDir, stop := startNode(t, srv.Addr(), "n1", filepath.Join(disk, "node"), claude)
 	waitConnected(t, c, "n1", 30*time.Second)
 	tr := &turns{c: c, sess: newSessions(t, c, "n1", "claude", t.TempDir(), 1)[0]}
 	tr.send(t)
@@ -135,12 +109,12 @@ func TestNodeStateDirFullLosesNothing(t *testing.T) {
 
 	// A restart reads what was recorded: nothing is run again.
 	stop()
-	testharness.StartNode(t, srv.Addr(), "n1", node)
+	startNode(t, srv.Addr(), "n1", dataDir, claude)
 	waitConnected(t, c, "n1", 30*time.Second)
 	tr.send(t)
 	tr.waitAnswered(t, 2*time.Minute, "an answer after the restart")
 
-	ck := faults.Checker{Sessions: c.Sessions}
+	ck := faults.Checker{Sessions: c.Sessions, Claims: claims(map[string]string{"n1": dataDir})}
 	tr.checkAnswered(t, ck)
 	check(t, ck, "ENOSPC on the node's state dir", tr.acks)
 }

@@ -13,36 +13,8 @@ import (
 	"github.com/cast-dev/cast/internal/faults"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
-
-// noAgents is a node without agent CLIs: the store faults are about what
-// is stored, so the node takes its sessions and fails their turns at once.
-func noAgents(cfg *nodeagent.Config) { cfg.AgentBins = nil }
-
-// connected reports whether the control plane lists node as connected;
-// ok is false when it could not be asked.
-func connected(c *client.Client, node string) (conn, ok bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
-	if err != nil {
-		return false, false
-	}
-	for _, n := range resp.Nodes {
-		if n.Name == node {
-			return n.Connected, true
-		}
-	}
-	return false, true
-}
-
-// waitConnected waits until the control plane lists node as connected.
-func waitConnected(t *testing.T, c *client.Client, node string, timeout time.Duration) {
-	t.Helper()
-	testharness.WaitFor(t, timeout, node+" connected", func() bool { conn, _ := connected(c, node); return conn })
-}
 
 // newSessions creates n sessions on node.
 func newSessions(t *testing.T, c *client.Client, node, agent, cwd string, n int) []string {
@@ -71,17 +43,17 @@ func TestEtcdClusterLosesMemberThenQuorum(t *testing.T) {
 		c.EtcdEndpoints, c.DataDir = cluster.Endpoints(), ""
 	})
 	c := testharness.Dial(t, srv.Addr())
-	testharness.StartNode(t, srv.Addr(), "n1", noAgents)
+	dir, _ := startNode(t, srv.Addr(), "n1", "", noAgents)
 	waitConnected(t, c, "n1", 30*time.Second)
 	l := newLoad(c.Sessions, newSessions(t, c, "n1", "claude", "", 3))
-	stopLoad := l.start(scale(3, 4), scale(150, 3000), time.Duration(scale(120, 900))*time.Second)
+	stopLoad := l.start(scale(3, 4), scale(150, 3000), time.Duration(scale(240, 1800))*time.Second)
 	defer stopLoad()
 
 	var probes []faults.Ack
 	for cycle := range scale(1, 3) {
-		l.waitAcked(t, 15, 60*time.Second, "acknowledgements with three members")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements with three members")
 		cluster.Members[2].Stop()
-		l.waitAcked(t, 15, 60*time.Second, "acknowledgements with two of three members")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements with two of three members")
 		cluster.Members[1].Stop()
 
 		// Quorum is gone: a write fails, cleanly, and so do the writers'.
@@ -100,12 +72,12 @@ func TestEtcdClusterLosesMemberThenQuorum(t *testing.T) {
 		// first attempt did.
 		probe.Seq = sendRetrying(t, c, probe)
 		probes = append(probes, probe)
-		l.waitAcked(t, 15, 60*time.Second, "acknowledgements after quorum returned")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements after quorum returned")
 	}
 	stopLoad()
 	t.Log(l.summary())
 	l.clean(t)
-	check(t, faults.Checker{Sessions: c.Sessions}, "etcd: member, then quorum", append(l.snapshot(), probes...))
+	check(t, faults.Checker{Sessions: c.Sessions, Claims: claims(map[string]string{"n1": dir})}, "etcd: member, then quorum", append(l.snapshot(), probes...))
 }
 
 // restart starts stopped members again, together (one alone may wait for

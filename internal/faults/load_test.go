@@ -25,6 +25,13 @@ import (
 // default is the short mode CI runs.
 var long = os.Getenv("CAST_FAULTS") == "long"
 
+// phase is how many acknowledgements a workload phase waits for, and
+// phaseWait how long it may take.
+var (
+	phase     = scale(15, 150)
+	phaseWait = time.Duration(scale(60, 300)) * time.Second
+)
+
 // scale picks the short or the long figure.
 func scale(short, longer int) int {
 	if long {

@@ -6,26 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/faults"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
-
-// withClaude runs the real Claude Code CLI against fake, in its own HOME.
-func withClaude(t *testing.T, fake *fakemodel.Server) func(*nodeagent.Config) {
-	home, env := agenttest.Env(t, "claude", fake.URL)
-	bin := agenttest.Bin(t, "claude")
-	return func(cfg *nodeagent.Config) {
-		cfg.AgentBins = nil
-		// A refused prompt fails at once instead of being retried.
-		cfg.Agents = map[string]nodeagent.AgentSetup{"claude": {Bin: bin, Home: home, Env: append(env, "CLAUDE_CODE_MAX_RETRIES=0")}}
-	}
-}
 
 // turns sends prompts to a session as a user would (acknowledged, with a
 // request id) and checks at the end that each was answered exactly once.
@@ -74,13 +61,6 @@ func (tr *turns) checkAnswered(t *testing.T, ck faults.Checker) {
 	}
 }
 
-// nodeDown waits until the control plane shows node down (its lease lapsed
-// or its stream ended).
-func nodeDown(t *testing.T, c *client.Client, node string) {
-	t.Helper()
-	testharness.WaitFor(t, 30*time.Second, node+" down", func() bool { conn, ok := connected(c, node); return ok && !conn })
-}
-
 // A live node is cut off from a live control plane by a partition that
 // keeps every TCP connection open (nothing is reset, so the node's stream
 // is half-open), first both ways, then only from the control plane to the
@@ -91,7 +71,7 @@ func TestPartitionNodeReconnectsAndDelivers(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	proxy := testharness.StartProxy(t, srv.Addr())
 	c := testharness.Dial(t, srv.Addr())
-	testharness.StartNode(t, proxy.Addr, "n1", withClaude(t, fake))
+	dir, _ := startNode(t, proxy.Addr, "n1", "", withClaude(t, fake))
 	waitConnected(t, c, "n1", 30*time.Second)
 	tr := &turns{c: c, sess: newSessions(t, c, "n1", "claude", t.TempDir(), 1)[0]}
 	tr.send(t)
@@ -115,7 +95,7 @@ func TestPartitionNodeReconnectsAndDelivers(t *testing.T) {
 		waitConnected(t, c, "n1", time.Minute)
 		tr.waitAnswered(t, 2*time.Minute, fmt.Sprintf("answers after partition %d healed", i))
 	}
-	ck := faults.Checker{Sessions: c.Sessions}
+	ck := faults.Checker{Sessions: c.Sessions, Claims: claims(map[string]string{"n1": dir})}
 	tr.checkAnswered(t, ck)
 	check(t, ck, "partition node/control plane", tr.acks)
 }

@@ -27,10 +27,10 @@ func TestSlowEtcdLosesNothing(t *testing.T) {
 		c.EtcdEndpoints, c.DataDir = []string{"http://" + proxy.Addr}, ""
 	})
 	c := testharness.Dial(t, srv.Addr())
-	testharness.StartNode(t, srv.Addr(), "n1", noAgents)
+	dir, _ := startNode(t, srv.Addr(), "n1", "", noAgents)
 	waitConnected(t, c, "n1", 30*time.Second)
 	l := newLoad(c.Sessions, newSessions(t, c, "n1", "claude", "", 3))
-	stopLoad := l.start(scale(3, 4), scale(150, 3000), time.Duration(scale(120, 900))*time.Second)
+	stopLoad := l.start(scale(3, 4), scale(150, 3000), time.Duration(scale(240, 1800))*time.Second)
 	defer stopLoad()
 
 	latencies := []time.Duration{30 * time.Millisecond}
@@ -38,10 +38,10 @@ func TestSlowEtcdLosesNothing(t *testing.T) {
 		latencies = append(latencies, 100*time.Millisecond, 250*time.Millisecond)
 	}
 	for _, lat := range latencies {
-		l.waitAcked(t, 10, 60*time.Second, "acknowledgements at full speed")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements at full speed")
 		proxy.SetLatency(lat)
 		from := time.Now()
-		l.waitAcked(t, 10, 60*time.Second, "acknowledgements through a slow etcd")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements through a slow etcd")
 		// Every append is at least one round trip to etcd: its request
 		// and its answer each wait lat.
 		if fastest, n := l.fastestBetween(from, time.Now()); n == 0 || fastest < 2*lat {
@@ -56,10 +56,10 @@ func TestSlowEtcdLosesNothing(t *testing.T) {
 		testharness.WaitFor(t, 30*time.Second, "writers timing out on a stalled etcd", func() bool { return l.failed() >= f+3 })
 		proxy.Heal()
 		proxy.SetLatency(0)
-		l.waitAcked(t, 10, 60*time.Second, "acknowledgements after the stall")
+		l.waitAcked(t, phase, phaseWait, "acknowledgements after the stall")
 	}
 	stopLoad()
 	t.Log(l.summary())
 	l.clean(t)
-	check(t, faults.Checker{Sessions: c.Sessions}, "slow etcd, stall", l.snapshot())
+	check(t, faults.Checker{Sessions: c.Sessions, Claims: claims(map[string]string{"n1": dir})}, "slow etcd, stall", l.snapshot())
 }
