@@ -114,6 +114,9 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	if err := validNode(node); err != nil {
 		return err
 	}
+	if len(hello.OwnedSessions) > maxHelloSessions {
+		return invalid("hello lists %d sessions; at most %d", len(hello.OwnedSessions), maxHelloSessions)
+	}
 	lg := h.s.lg.With(zap.String("node", node.Name))
 	since := time.Now()
 	l, err := h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL)

@@ -34,6 +34,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		validate.Check(validate.Cwd, "cwd", req.Cwd),
 		validate.Check(validate.SessionID, "parent_id", req.ParentId),
 		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
+		// A history count past what is ever appended would mark every later
+		// message as history (never delivered), like a runaway delivered_seq.
+		validate.Range("history_messages", req.HistoryMessages, 0, maxHistoryMessages),
 	); err != nil {
 		return nil, err
 	}

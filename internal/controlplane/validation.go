@@ -26,6 +26,14 @@ func refuse(checks ...error) error {
 	return nil
 }
 
+// maxHistoryMessages bounds CreateSession.history_messages (an import's
+// row count).
+const maxHistoryMessages = 1 << 24
+
+// maxHelloSessions bounds the sessions one hello may claim; each one not
+// owned costs a lookup and a ReleaseSession.
+const maxHelloSessions = 100000
+
 // maxUsageWindows bounds one usage report; providers report two today.
 const maxUsageWindows = 8
 

@@ -60,6 +60,7 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		{"cwd with newline", &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp/a\nb"}, "cwd"},
 		{"relative cwd", &castv1.CreateSessionRequest{Agent: "claude", Cwd: "tmp"}, "cwd"},
 		{"NUL in first message", &castv1.CreateSessionRequest{Agent: "claude", Text: "hi\x00there"}, "text"},
+		{"runaway history", &castv1.CreateSessionRequest{Agent: "claude", HistoryMessages: math.MaxInt64}, "history_messages"},
 	}
 	for _, tc := range creates {
 		_, err := c.Sessions.CreateSession(ctx, tc.req)
