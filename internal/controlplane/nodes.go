@@ -225,9 +225,10 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 // releases those it believes it owns but lost meanwhile (a laptop that
 // slept through a migration stops their agents). It runs beside the send
 // loop and waits on it for each frame: a node owning 10,000 sessions gets
-// them at the pace it reads, and only a stuck peer is ever cut. A frame
-// that races a move is harmless: the node keeps the higher token and the
-// store fences writes by token.
+// them at the pace it reads, and only a stuck peer is ever cut. An
+// assignment that races a move (read before it, sent after its release)
+// is harmless: the store fences the node's writes by token, and the node
+// drops a session whose writes come back NOT_OWNER.
 func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg *zap.Logger) {
 	mine := map[string]bool{}
 	err := s.store.EachOwnedSession(ctx, c.name, func(page []store.OwnedSession) error {
