@@ -52,11 +52,21 @@ type appendQueue struct {
 // attempt it refuses are orphans under keys no one else uses.
 func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
+	for _, m := range msgs {
+		if !ids.ValidClientID(m.ClientId) {
+			return nil, errs.Invalid("message client_id %q is malformed", m.ClientId)
+		}
+	}
+	// The session and owner first: refusing an append for either costs no
+	// serializing of its (up to 8 MiB) messages.
+	if err := s.checkSession(ctx, sessionID, g); err != nil {
+		return nil, err
+	}
 	encs, first, err := s.encodeAll(msgs)
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := s.precheck(ctx, sessionID, encs, first, g)
+	fresh, err := s.precheck(ctx, sessionID, encs, first)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +90,6 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 	first := make([]int, len(msgs))
 	seen := map[string]int{}
 	for i, m := range msgs {
-		if !ids.ValidClientID(m.ClientId) {
-			return nil, nil, errs.Invalid("message client_id %q is malformed", m.ClientId)
-		}
 		m.Seq = 0 // the key carries the seq; the envelope must not
 		if m.CreateTime == nil {
 			m.CreateTime = timestamppb.Now()
@@ -108,20 +115,23 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 // precheckGets bounds the reads of one precheck txn (etcd allows 128 ops).
 const precheckGets = 100
 
-// precheck refuses an append to a missing session or by a node that does
-// not own it, answers messages already stored (a retry writes nothing), and
-// returns the messages still to store.
-func (s *Store) precheck(ctx context.Context, sessionID string, encs []encoded, first []int, g Guard) ([]encoded, error) {
+// checkSession refuses an append to a missing session or by a node that
+// does not own it (the commit txn checks both again).
+func (s *Store) checkSession(ctx context.Context, sessionID string, g Guard) error {
 	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if resp.Responses[0].GetResponseRange().Count == 0 {
-		return nil, sessionNotFound(sessionID)
+		return sessionNotFound(sessionID)
 	}
-	if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
-		return nil, err
-	}
+	return s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs)
+}
+
+// precheck answers messages already stored (a retry writes nothing),
+// refuses a client id stored with another body, and returns the messages
+// still to store.
+func (s *Store) precheck(ctx context.Context, sessionID string, encs []encoded, first []int) ([]encoded, error) {
 	var fresh []encoded
 	for lo := 0; lo < len(encs); lo += precheckGets {
 		hi := min(lo+precheckGets, len(encs))

@@ -208,7 +208,7 @@ func TestLargeAppendsNeverReachNoSpace(t *testing.T) {
 		appends int
 	}{
 		{"missing session", 128 << 20, true, 19},
-		{"existing session", 32 << 20, false, 19},
+		{"existing session", 20 << 20, false, 19},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
