@@ -35,6 +35,13 @@ type Reader interface {
 	Read(path string) ([]transcript.Message, error)
 }
 
+// CwdReader is a Reader whose format records the working directory the
+// session ran in; `cast import` starts the session there. "" means the
+// file does not say.
+type CwdReader interface {
+	ReadCwd(path string) (string, error)
+}
+
 // Writer renders neutral messages as a native transcript under t.
 type Writer interface {
 	Write(t Target, msgs []transcript.Message) (Written, error)

@@ -43,7 +43,7 @@ func (a *app) importCmd() *cobra.Command {
 			if len(msgs) == 0 {
 				return fmt.Errorf("no messages found in %s; is it a %s transcript?", args[0], agent)
 			}
-			dir, err := absDir(cwd)
+			dir, err := importCwd(r, args[0], cwd)
 			if err != nil {
 				return err
 			}
@@ -76,9 +76,27 @@ func (a *app) importCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: claude, codex, gemini, pi, opencode, grok")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the current one)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the one the transcript records, else the current one)")
 	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: any connected node)")
 	return cmd
+}
+
+// importCwd is --cwd when given, else the folder the native session ran
+// in (where the agent's format records it), else the current directory.
+func importCwd(r agents.Reader, path, flag string) (string, error) {
+	if flag != "" {
+		return absDir(flag)
+	}
+	if cr, ok := r.(agents.CwdReader); ok {
+		dir, err := cr.ReadCwd(path)
+		if err != nil {
+			return "", fmt.Errorf("read the working directory from %s: %w", path, err)
+		}
+		if filepath.IsAbs(dir) {
+			return filepath.Clean(dir), nil
+		}
+	}
+	return absDir("")
 }
 
 // appendAll sends msgs in bounded batches. Client ids derive from the

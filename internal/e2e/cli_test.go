@@ -19,10 +19,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/claude"
+	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/agents/pi"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // cliRig is an in-process control plane (embedded etcd) with nodes whose
@@ -429,4 +434,40 @@ func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.cli.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 2 {
 		t.Fatalf("handoff --account personal stored no session: %v %+v", err, list)
 	}
+}
+
+// `cast import` starts the session in the folder the native transcript
+// records (not the shell's), and --cwd overrides it.
+func TestCLIImportUsesTranscriptCwd(t *testing.T) {
+	r := newCLIRig(t, "n1")
+	r.startNode("n2", func(c *nodeagent.Config) { c.Agents = testharness.MissingAgents(t.TempDir()) })
+	msgs := []transcript.Message{{Kind: transcript.KindUser, Text: "fix the parser"}, {Kind: transcript.KindAssistant, Text: "done"}}
+	for _, tc := range []struct {
+		agent string
+		w     agents.Writer
+	}{{"claude", claude.Writer{}}, {"codex", codex.Writer{}}, {"pi", pi.Writer{}}} {
+		recorded := t.TempDir()
+		out, err := tc.w.Write(agents.Target{Home: t.TempDir(), Cwd: recorded, SessionID: "origin" + tc.agent}, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := strings.TrimSpace(r.cli.must("import", "--agent", tc.agent, "--node", "n2", out.Path))
+		if got := r.sessionCwd(id); got != recorded {
+			t.Errorf("%s import: cwd %q, want the transcript's %q", tc.agent, got, recorded)
+		}
+		other := t.TempDir()
+		id = strings.TrimSpace(r.cli.must("import", "--agent", tc.agent, "--node", "n2", "--cwd", other, out.Path))
+		if got := r.sessionCwd(id); got != other {
+			t.Errorf("%s import --cwd: cwd %q, want %q", tc.agent, got, other)
+		}
+	}
+}
+
+func (r *cliRig) sessionCwd(id string) string {
+	r.t.Helper()
+	var s struct{ Cwd string }
+	if err := json.Unmarshal([]byte(r.cli.must("get", id, "--json")), &s); err != nil {
+		r.t.Fatal(err)
+	}
+	return s.Cwd
 }

@@ -29,6 +29,33 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return msgs, err
 }
 
+// ReadCwd implements agents.CwdReader: the cwd of the newest record that
+// has one (Claude Code stamps every record with the folder it ran in).
+func (Reader) ReadCwd(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	cwd := ""
+	for {
+		line, err := br.ReadBytes('\n')
+		var rec struct {
+			Cwd string `json:"cwd"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Cwd != "" {
+			cwd = rec.Cwd
+		}
+		if err == io.EOF {
+			return cwd, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
 // ReadFile is Read that also reports what was skipped (import shows it).
 func ReadFile(path string) ([]transcript.Message, Stats, error) {
 	f, err := os.Open(path)

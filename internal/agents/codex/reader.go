@@ -22,13 +22,23 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
+	p, err := parseFile(path)
+	return p.Messages, err
+}
+
+// ReadCwd implements agents.CwdReader: session_meta's cwd.
+func (Reader) ReadCwd(path string) (string, error) {
+	p, err := parseFile(path)
+	return p.Cwd, err
+}
+
+func parseFile(path string) (Parsed, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return Parsed{}, err
 	}
 	defer f.Close()
-	p, err := Parse(f)
-	return p.Messages, err
+	return Parse(f)
 }
 
 // Parsed is a rollout read into neutral form plus what the file says about

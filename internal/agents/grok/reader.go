@@ -28,6 +28,12 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return d.Messages, err
 }
 
+// ReadCwd implements agents.CwdReader: the session info's cwd.
+func (Reader) ReadCwd(path string) (string, error) {
+	d, err := ReadSession(path)
+	return d.Cwd, err
+}
+
 // Decoded is everything a reader got out of one session.
 type Decoded struct {
 	Messages  []transcript.Message

@@ -32,6 +32,16 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return d.Messages, err
 }
 
+// ReadCwd implements agents.CwdReader: the session header's cwd.
+func (Reader) ReadCwd(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	d, err := Decode(data)
+	return d.Cwd, err
+}
+
 // Decoded is everything a reader got out of one session file.
 type Decoded struct {
 	Messages  []transcript.Message
