@@ -90,6 +90,9 @@ func (a *app) execPrompts(args []string) ([]string, error) {
 		if strings.TrimSpace(p) == "" {
 			return nil, usagef("a prompt is empty")
 		}
+		if err := checkText(p); err != nil {
+			return nil, err
+		}
 	}
 	return prompts, nil
 }

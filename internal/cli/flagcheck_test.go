@@ -22,6 +22,8 @@ func TestCLIRefusesBadFieldsEarly(t *testing.T) {
 		{"fork model", []string{"fork", "jx731jg", "--model", "gpt 5"}, "", "--model"},
 		{"cwd with newline", []string{"new", "--agent", "claude", "--cwd", "/tmp/a\nb", "hi"}, "", "control character"},
 		{"NUL from stdin", []string{"send", "-s", "jx731jg", "-"}, "a\x00b", "NUL byte"},
+		{"exec prompt with NUL", []string{"exec", "--agent", "claude", "a\x00b"}, "", "NUL byte"},
+		{"exec model read as a flag", []string{"exec", "--agent", "claude", "--dry-run", "--model=-x", "hi"}, "", "read as a flag"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
