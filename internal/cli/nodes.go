@@ -46,9 +46,33 @@ func (a *app) nodesCmd() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, strings.Join(n.Labels, ","), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return a.printAgents(resp.Nodes)
 		},
 	}
+}
+
+// printAgents is the per-agent table: version and whether a login was
+// found (as of the node's last connect), with what to run when not.
+func (a *app) printAgents(nodes []*castv1.Node) error {
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	header := false
+	for _, n := range nodes {
+		for _, ag := range n.Agents {
+			if !header {
+				fmt.Fprintln(tw, "\nNODE\tAGENT\tVERSION\tREADY\tDETAIL")
+				header = true
+			}
+			ready := "no"
+			if ag.Ready {
+				ready = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, ag.Name, orDash(ag.Version), ready, orDash(ag.Status))
+		}
+	}
+	return tw.Flush()
 }
 
 func orDash(s string) string {

@@ -55,10 +55,31 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = agent.Run(nctx) }()
-	lg.Info("dev mode ready: try `cast new --agent claude \"hello\"`, `cast ls`, `cast nodes`",
-		zap.String("addr", srv.Addr()), zap.String("node", node.Name), zap.String("data_dir", cp.DataDir))
+	banner(lg, srv.Addr(), node, cp.DataDir)
 	<-ctx.Done()
 	stopNode() // the node stops before the control plane it talks to
 	wg.Wait()
 	return nil
+}
+
+// banner says the dev setup is up and which agents can answer: the first
+// ready one is the one to try; the others say what they need.
+func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) {
+	try := ""
+	for _, in := range node.Readiness() {
+		if in.Ready {
+			if try == "" {
+				try = in.Name
+			}
+			continue
+		}
+		lg.Warn("agent not ready", zap.String("agent", in.Name), zap.String("why", in.Status))
+	}
+	fields := []zap.Field{zap.String("addr", addr), zap.String("node", node.Name), zap.String("data_dir", dataDir),
+		zap.Bool("isolated_homes", node.IsolatedHomes)}
+	if try == "" {
+		lg.Warn("dev mode ready, but no agent has a login: `cast nodes` says what to run", fields...)
+		return
+	}
+	lg.Info("dev mode ready", append(fields, zap.String("try", "cast new --agent "+try+` "hello"; cast ls; cast nodes`))...)
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -367,16 +366,7 @@ func (a *Agent) recordAgain(ctx context.Context) {
 func (a *Agent) describe() *castv1.Node {
 	host, _ := os.Hostname()
 	n := &castv1.Node{Name: a.cfg.Name, Labels: a.cfg.labels(), Os: runtime.GOOS, Hostname: host, CapabilityVersion: CapabilityVersion}
-	bins := a.cfg.bins()
-	names := make([]string, 0, len(bins))
-	for name := range bins {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		// The path only: running `--version` would write into a HOME.
-		n.Agents = append(n.Agents, &castv1.AgentInstall{Name: name, Path: bins[name], Accounts: a.cfg.accountNames(name)})
-	}
+	n.Agents = a.cfg.Readiness()
 	return n
 }
 

@@ -94,6 +94,8 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
 		// A usage limit: parked, not failed. Nothing is marked as seen.
 		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc, res.Usage)
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonNotLoggedIn:
+		return a.failTurn(ctx, sessionID, o, a.cfg.loginAdvice(turn, rerr.Detail), res.ExitCode)
 	case runErr != nil:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -72,6 +73,24 @@ func TestRefused(t *testing.T) {
 			}
 			if len(got) != 0 {
 				t.Fatalf("a refused turn emitted %v", kinds(got))
+			}
+		})
+	}
+}
+
+// TestNotLoggedIn: the real CLIs with no login at all (an empty home, no
+// key) fail the turn as "not logged in", each from its own message, before
+// any network. (Codex and OpenCode without a login go to their providers'
+// servers, so they are not run here.)
+func TestNotLoggedIn(t *testing.T) {
+	for _, agent := range []string{"claude", "gemini", "pi"} {
+		t.Run(agent, func(t *testing.T) {
+			t.Parallel()
+			r := &runner.Runner{Bins: map[string]string{agent: agenttest.Bin(t, agent)}, Logf: t.Logf}
+			turn := runner.Turn{Agent: agent, Cwd: t.TempDir(), Home: t.TempDir(), Prompt: "hello"}
+			res, _, _, err := run(t, r, turn)
+			if res.Reason != runner.ReasonNotLoggedIn || !errors.Is(err, &runner.Error{Reason: runner.ReasonNotLoggedIn}) {
+				t.Fatalf("reason %q err %v, want %q", res.Reason, err, runner.ReasonNotLoggedIn)
 			}
 		})
 	}

@@ -33,7 +33,14 @@ type AgentInstall struct {
 	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	// accounts are the named credential sets the node has for this agent
 	// (its agents config), the names `cast handoff --account` may use.
-	Accounts      []string `protobuf:"bytes,4,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	Accounts []string `protobuf:"bytes,4,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	// ready is true when the binary is found and a login is: a credential
+	// file in the agent's own folder or a key in the environment its turns
+	// get. It is looked up, not tried: a login that is there may still be
+	// expired or refused.
+	Ready bool `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
+	// status says what was found, or what to run when the agent is not ready.
+	Status        string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +101,20 @@ func (x *AgentInstall) GetAccounts() []string {
 		return x.Accounts
 	}
 	return nil
+}
+
+func (x *AgentInstall) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *AgentInstall) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
 }
 
 // Node is one machine running the node daemon.
@@ -218,12 +239,14 @@ var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"l\n" +
+	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x01\n" +
 	"\fAgentInstall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1a\n" +
-	"\baccounts\x18\x04 \x03(\tR\baccounts\"\xdb\x02\n" +
+	"\baccounts\x18\x04 \x03(\tR\baccounts\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\bR\x05ready\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\"\xdb\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +

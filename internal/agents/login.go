@@ -1,0 +1,80 @@
+package agents
+
+import "strings"
+
+// Login is how an agent keeps its login and how a person gives it one: what
+// `cast nodes` checks to call an agent ready, and what a turn that failed
+// "not logged in" tells the user to do.
+type Login struct {
+	// Files are credential files relative to the agent's own folder
+	// (Target.Home); any one present counts as a login.
+	Files []string
+	// Env are variables that carry a key or choose a provider's login; any
+	// one set (non-empty) counts.
+	Env []string
+	// Command is what a person runs to log the agent in themselves.
+	Command string
+	// Key is the variable an agents config sets instead.
+	Key string
+	// LoggedOutText are phrases (lower case) the CLI prints when it has no
+	// login, beyond the generic ones the runner knows.
+	LoggedOutText []string
+}
+
+// logins are per agent; an agent without an entry has no known login
+// check (it is ready when its binary runs).
+var logins = map[string]Login{
+	"claude": {
+		Files:   []string{".credentials.json"},
+		Env:     []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+		Command: "run `claude` and /login", Key: "ANTHROPIC_API_KEY",
+		LoggedOutText: []string{"not logged in", "please run /login"},
+	},
+	"codex": {
+		Files:   []string{"auth.json"},
+		Env:     []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		Command: "run `codex login`", Key: "OPENAI_API_KEY",
+	},
+	"gemini": {
+		// Google login (oauth_creds.json) or a key; the selected auth type
+		// lives in settings.json, which a key alone does not need.
+		Files:   []string{"oauth_creds.json"},
+		Env:     []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS"},
+		Command: "run `gemini` and choose a login", Key: "GEMINI_API_KEY",
+		LoggedOutText: []string{"please set an auth method"},
+	},
+	"pi": {
+		// auth.json holds /login's keys and tokens; models.json custom
+		// providers carry their own.
+		Files:   []string{"auth.json", "models.json"},
+		Env:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "XAI_API_KEY", "GROQ_API_KEY"},
+		Command: "run `pi` and /login", Key: "ANTHROPIC_API_KEY",
+		LoggedOutText: []string{"no api key found"},
+	},
+	"opencode": {
+		// Its folder is XDG_DATA_HOME; `opencode auth login` writes here.
+		Files:   []string{"opencode/auth.json"},
+		Env:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY"},
+		Command: "run `opencode auth login`", Key: "ANTHROPIC_API_KEY",
+	},
+	"grok": {
+		Env: []string{"GROK_API_KEY", "XAI_API_KEY"}, Command: "run `grok` and log in", Key: "XAI_API_KEY",
+	},
+	"cursor": {
+		Env: []string{"CURSOR_API_KEY"}, Command: "run `cursor-agent login`", Key: "CURSOR_API_KEY",
+	},
+}
+
+// Login returns how agent a logs in (zero when unknown).
+func (a Agent) Login() Login { return logins[a.Name] }
+
+// IsLoggedOut says whether line is the agent's own "no login" message.
+func (l Login) IsLoggedOut(line string) bool {
+	line = strings.ToLower(line)
+	for _, p := range l.LoggedOutText {
+		if strings.Contains(line, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cast-dev/cast/internal/agents"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// loginAdvice is a not-logged-in turn's reason: which agent on which node,
+// exactly what to run, and what the agent itself said.
+func (c Config) loginAdvice(t runner.Turn, said string) string {
+	a, _ := agents.Lookup(t.Agent)
+	l := a.Login()
+	var do string
+	switch {
+	case t.UserEnv != nil && l.Command != "":
+		do = fmt.Sprintf("%s, or set %s in the node's agents config", l.Command, l.Key)
+	case t.UserEnv != nil:
+		do = "log it in as you normally do"
+	default:
+		do = fmt.Sprintf("it runs in its own home %s, not yours: set %s for it in the node's agents config (--agents-config), or run the node without --isolated-homes to use your own login", t.Home, orKey(l.Key))
+	}
+	msg := fmt.Sprintf("%s is not logged in on node %s: %s", t.Agent, c.Name, do)
+	if said = strings.TrimSpace(said); said != "" {
+		msg += fmt.Sprintf(" (%s said: %s)", t.Agent, said)
+	}
+	return msg
+}
+
+func orKey(k string) string {
+	if k == "" {
+		return "its key"
+	}
+	return k
+}
+
+// readiness says whether an agent can run a turn here: its binary is found
+// and a login is: a credential file in its folder or a key in the
+// environment its turns get (agents.Login). It only looks; it never runs
+// the agent or talks to a provider, so "ready" means "a login is there",
+// not "the login works".
+func (c Config) readiness(name, bin string) *castv1.AgentInstall {
+	in := &castv1.AgentInstall{Name: name, Path: bin, Version: installedVersion(bin), Accounts: c.accountNames(name)}
+	if bin == "" {
+		in.Status = "binary not found"
+		return in
+	}
+	a, ok := agents.Lookup(name)
+	if !ok {
+		in.Status = "unknown agent"
+		return in
+	}
+	s := c.agentSetup(name)
+	t := c.newTurn(name, s, s.Env)
+	l := a.Login()
+	if len(l.Files) == 0 && len(l.Env) == 0 {
+		in.Ready, in.Status = true, "binary found (no login check known)"
+		return in
+	}
+	dir := t.AgentDir()
+	for _, f := range l.Files {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
+			in.Ready, in.Status = true, "logged in ("+filepath.Join(dir, f)+")"
+			return in
+		}
+	}
+	env := t.Environ()
+	for _, k := range l.Env {
+		if runner.EnvValue(env, k) != "" {
+			in.Ready, in.Status = true, "key in its environment ("+k+")"
+			return in
+		}
+	}
+	in.Status = fmt.Sprintf("no login found in %s", dir)
+	if l.Command != "" {
+		if t.UserEnv != nil {
+			in.Status += fmt.Sprintf(": %s, or set %s", l.Command, l.Key)
+		} else {
+			in.Status += fmt.Sprintf(": set %s in the node's agents config", orKey(l.Key))
+		}
+	}
+	return in
+}
+
+// installedVersion is the CLI's version as its npm package (or native
+// installer's versioned file) records it, "" when unknown. Nothing is run:
+// `--version` would start the agent in someone's HOME.
+func installedVersion(bin string) string {
+	if bin == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return ""
+	}
+	// Claude's native installer: ~/.local/share/claude/versions/2.1.197.
+	if base := filepath.Base(real); looksLikeVersion(base) {
+		return base
+	}
+	// An npm package: the package.json of the folder under node_modules
+	// that holds the launcher.
+	dir := filepath.Dir(real)
+	for range 4 {
+		if filepath.Base(filepath.Dir(dir)) == "node_modules" || filepath.Base(filepath.Dir(filepath.Dir(dir))) == "node_modules" {
+			return packageVersion(filepath.Join(dir, "package.json"))
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
+}
+
+func packageVersion(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	return p.Version
+}
+
+func looksLikeVersion(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Readiness describes every agent this node knows, sorted by name.
+func (c Config) Readiness() []*castv1.AgentInstall {
+	bins := c.bins()
+	names := make([]string, 0, len(bins))
+	for name := range bins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]*castv1.AgentInstall, 0, len(names))
+	for _, name := range names {
+		out = append(out, c.readiness(name, bins[name]))
+	}
+	return out
+}

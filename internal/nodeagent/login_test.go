@@ -1,0 +1,75 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Readiness looks for a login where the agent's turns would: a credential
+// file in its folder or a key in its environment; the version comes from
+// the npm package the launcher belongs to.
+func TestReadiness(t *testing.T) {
+	home := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(home, ".claude", ".credentials.json"), "{}")
+	mods := filepath.Join(t.TempDir(), "node_modules")
+	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "package.json"), `{"name":"@anthropic-ai/claude-code","version":"2.1.197"}`)
+	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "cli.js"), "")
+	bin := filepath.Join(mods, ".bin", "claude")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../@anthropic-ai/claude-code/cli.js", bin); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.DataDir, cfg.UserEnv = "n1", t.TempDir(), []string{"HOME=" + home, "OPENAI_API_KEY=sk-x"}
+	tests := []struct {
+		agent, bin string
+		ready      bool
+		version    string
+		status     string
+	}{
+		{"claude", bin, true, "2.1.197", "logged in (" + filepath.Join(home, ".claude", ".credentials.json") + ")"},
+		{"codex", "/usr/bin/true", true, "", "key in its environment (OPENAI_API_KEY)"},
+		{"gemini", "/usr/bin/true", false, "", "no login found in " + filepath.Join(home, ".gemini") + ": run `gemini` and choose a login"},
+		{"pi", "", false, "", "binary not found"},
+	}
+	for _, tc := range tests {
+		got := cfg.readiness(tc.agent, tc.bin)
+		if got.Ready != tc.ready || got.Version != tc.version || !strings.HasPrefix(got.Status, tc.status) {
+			t.Errorf("%s: ready %v version %q status %q; want %v %q %q…", tc.agent, got.Ready, got.Version, got.Status, tc.ready, tc.version, tc.status)
+		}
+	}
+	// Isolated, the user's login is not the agent's: the advice says so.
+	cfg.IsolatedHomes = true
+	if got := cfg.readiness("claude", bin); got.Ready || !strings.Contains(got.Status, "set ANTHROPIC_API_KEY in the node's agents config") {
+		t.Errorf("isolated claude: %v %q", got.Ready, got.Status)
+	}
+}
+
+// A not-logged-in turn says which agent on which node and what to run.
+func TestLoginAdvice(t *testing.T) {
+	cfg := Config{Name: "laptop", DataDir: "/d", UserEnv: []string{"HOME=/home/me"}}
+	own := cfg.newTurn("claude", cfg.agentSetup("claude"), nil)
+	got := cfg.loginAdvice(own, "Not logged in · Please run /login")
+	want := "claude is not logged in on node laptop: run `claude` and /login, or set ANTHROPIC_API_KEY in the node's agents config (claude said: Not logged in · Please run /login)"
+	if got != want {
+		t.Errorf("own:\n got %s\nwant %s", got, want)
+	}
+	cfg.IsolatedHomes = true
+	iso := cfg.newTurn("gemini", cfg.agentSetup("gemini"), nil)
+	if got := cfg.loginAdvice(iso, ""); !strings.Contains(got, "its own home /d/agents/gemini") || !strings.Contains(got, "GEMINI_API_KEY") || !strings.Contains(got, "--isolated-homes") {
+		t.Errorf("isolated: %s", got)
+	}
+}
