@@ -117,15 +117,7 @@ func lastSwitchNotice(r *turnRig, id string) string {
 
 // bearerOf is the OAuth token of the last successful turn whose request
 // carried marker.
-func bearerOf(r *turnRig, marker string) string {
-	tok := ""
-	for _, req := range r.fake.Turns() {
-		if req.Status == 200 && strings.Contains(string(req.Body), marker) {
-			tok = strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		}
-	}
-	return tok
-}
+func bearerOf(r *turnRig, marker string) string { return bearerOfAny(r.fake, marker) }
 
 type accountJSON struct {
 	Name         string `json:"name"`

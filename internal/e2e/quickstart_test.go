@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// userHome is a scratch HOME whose agents are already logged in the way a
+// person's are, with no agents config anywhere: Claude has an OAuth
+// credentials file and its own settings.json pointing it at the fake
+// model; Codex has auth.json and a config.toml provider on the fake. It
+// returns the home and the files a person owns there (credentials and
+// settings), which cast must leave byte-identical.
+func userHome(t *testing.T, fakeURL string) (string, map[string][]byte) {
+	home := t.TempDir()
+	files := map[string]string{
+		".claude/.credentials.json": fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-USER-OWN","refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
+			time.Now().Add(24*time.Hour).UnixMilli()),
+		".claude/settings.json": `{"env":{"ANTHROPIC_BASE_URL":"` + fakeURL + `","CLAUDE_CODE_MAX_RETRIES":"0"}}` + "\n",
+		".codex/auth.json":      `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-user-own-codex"}`,
+		".codex/config.toml": `model = "` + agenttest.FakeModel + `"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake loopback"
+base_url = "` + fakeURL + `/v1"
+wire_api = "responses"
+requires_openai_auth = true
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+`,
+	}
+	owned := map[string][]byte{}
+	for rel, content := range files {
+		p := filepath.Join(home, rel)
+		must(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		must(t, os.WriteFile(p, []byte(content), 0o600))
+		owned[p] = []byte(content)
+	}
+	return home, owned
+}
+
+// userEnv is the environment of a person with that home: the agents' CLIs
+// on PATH (as `npm i -g` would put them), nothing of cast's configured.
+func userEnv(t *testing.T, home, addr string) []string {
+	var env []string
+	for _, kv := range testharness.ScratchEnv(t) {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "CAST_") {
+			env = append(env, kv)
+		}
+	}
+	agentsBin := filepath.Dir(agenttest.Bin(t, "claude"))
+	return append(env, "HOME="+home, "PATH="+agentsBin+":"+os.Getenv("PATH"), "CAST_ADDR="+addr)
+}
+
+// startUserDev starts `controlplane --dev` the README's way, as the user
+// of env: only the ports differ (tests run side by side), and extra flags.
+func startUserDev(t *testing.T, env []string, addr string, extra ...string) *testharness.Proc {
+	args := append([]string{"--dev", "--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-name", "devnode", "--log-format", "json"}, extra...)
+	return testharness.StartProcEnv(t, env, filepath.Join(testharness.Binaries(t), "controlplane"), args...)
+}
+
+// shell runs one README line's command (no shell: split on spaces, double
+// quotes kept together) in dir with env, $id substituted.
+type shell struct {
+	t    *testing.T
+	dir  string
+	env  []string
+	vars map[string]string
+}
+
+var wordRe = regexp.MustCompile(`"[^"]*"|\S+`)
+
+func (s *shell) argv(line string) []string {
+	var out []string
+	for _, w := range wordRe.FindAllString(line, -1) {
+		w = strings.Trim(w, `"`)
+		for k, v := range s.vars {
+			w = strings.ReplaceAll(w, "$"+k, v)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func (s *shell) command(ctx context.Context, line string) *exec.Cmd {
+	argv := s.argv(line)
+	bin := filepath.Join(testharness.Binaries(s.t), strings.TrimPrefix(argv[0], "bin/"))
+	cmd := exec.CommandContext(ctx, bin, argv[1:]...)
+	cmd.Dir, cmd.Env = s.dir, s.env
+	return cmd
+}
+
+// run runs a line to its end and returns its stdout; a failure fails the test.
+func (s *shell) run(line string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := s.command(ctx, line)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		s.t.Fatalf("%s: %v\n%s%s", line, err, out.String(), errb.String())
+	}
+	s.t.Logf("$ %s\n%s", line, out.String())
+	return out.String()
+}
+
+// readmeUse is the README's "Use" block, one command a line, comments cut.
+func readmeUse(t *testing.T) []string {
+	b, err := os.ReadFile(filepath.Join(testharness.RepoRoot(t), "README.md"))
+	must(t, err)
+	s := string(b)
+	i := strings.Index(s, "## Use")
+	if i < 0 {
+		t.Fatal("README has no ## Use section")
+	}
+	s = s[i:]
+	start := strings.Index(s, "```sh\n")
+	end := strings.Index(s[start+6:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("README's Use section has no sh block")
+	}
+	var lines []string
+	for _, l := range strings.Split(s[start+6:start+6+end], "\n") {
+		if j := strings.Index(l, " #"); j >= 0 {
+			l = l[:j]
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// The README's first two commands and its quick start, as written and in
+// its order, on a machine whose agents are already logged in (scratch HOME,
+// fake credentials, the agents' own settings pointing them at the fake
+// model) and with no cast config file: `cast new --agent claude` is
+// answered, the native session lands where Claude's own picker looks, the
+// dev node gives Claude cast's MCP tools, `cast nodes` says claude is
+// ready, and the user's credential and settings files are left
+// byte-identical.
+func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
+	fake := fakemodel.Start(t)
+	home, owned := userHome(t, fake.URL)
+	addr := freeAddr(t)
+	env := userEnv(t, home, addr)
+	dev := startUserDev(t, env, addr)
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: env}
+	c.waitNode("devnode", true)
+
+	sh := &shell{t: t, dir: t.TempDir(), env: env, vars: map[string]string{}}
+	var watch *exec.Cmd
+	var watchOut lockedBuffer
+	for _, line := range readmeUse(t) {
+		switch {
+		case strings.HasPrefix(line, "go build -o bin/ ./cmd/..."):
+			continue // testharness.Binaries built them
+		case strings.HasPrefix(line, "id=$("):
+			sh.vars["id"] = strings.TrimSpace(sh.run(strings.TrimSuffix(strings.TrimPrefix(line, "id=$("), ")")))
+		case strings.HasPrefix(line, "bin/cast watch"):
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			watch = sh.command(ctx, line)
+			watch.Stdout, watch.Stderr = &watchOut, &watchOut
+			must(t, watch.Start())
+		case strings.HasPrefix(line, "bin/cast "):
+			out := sh.run(line)
+			if strings.Contains(line, "--json") {
+				var v map[string]any
+				if err := json.Unmarshal([]byte(out), &v); err != nil {
+					t.Fatalf("%s: not JSON: %v\n%s", line, err, out)
+				}
+			}
+		default:
+			t.Fatalf("README line %q: the quick-start test does not know how to run it; teach it", line)
+		}
+	}
+	id := sh.vars["id"]
+	if id == "" || watch == nil {
+		t.Fatalf("README quick start lost its `id=$(bin/cast new --agent claude ...)` or `cast watch` line")
+	}
+
+	// Both of the claude session's messages are answered, and watch shows it.
+	answered := func() bool {
+		out, _, _ := c.run("read", id)
+		return strings.Count(out, "FAKE-ANSWER") >= 2
+	}
+	for end := time.Now().Add(3 * time.Minute); !answered(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			read, _, _ := c.run("read", id)
+			get, _, _ := c.run("get", id)
+			t.Fatalf("claude did not answer both messages in 3m:\n%s\n%s", get, read)
+		}
+	}
+	testharness.WaitFor(t, 30*time.Second, "cast watch shows the answer", func() bool {
+		return strings.Contains(watchOut.String(), "FAKE-ANSWER")
+	})
+	if got := bearerOfAny(fake, "refactor the parser"); got != "sk-ant-oat01-USER-OWN" {
+		t.Fatalf("claude sent %q, not the user's own login", got)
+	}
+	// cast's MCP server on the dev setup: the history tool is offered, and
+	// a tool that needs approval waits for `cast approve`.
+	if body := lastBody(fake, "refactor the parser"); !strings.Contains(body, "mcp__cast__history") {
+		t.Error("claude was not given cast's history tool on the --dev setup")
+	}
+	sh.run(`bin/cast send -s $id "TOOLCALL CMD[touch approved.txt]"`)
+	testharness.WaitFor(t, 2*time.Minute, "the session waits for permission", func() bool {
+		out, _, _ := c.run("get", id, "--json")
+		return strings.Contains(out, "WAITING_PERMISSION")
+	})
+	sh.run("bin/cast approve -s $id")
+	testharness.WaitFor(t, 2*time.Minute, "the approved tool ran", func() bool {
+		_, err := os.Stat(filepath.Join(sh.dir, "approved.txt"))
+		return err == nil
+	})
+	// The native session is where `claude --resume` looks: ~/.claude/projects.
+	if m, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", "*.jsonl")); len(m) == 0 {
+		t.Error("no claude session under the user's ~/.claude/projects")
+	}
+	// Readiness as `cast nodes` prints it.
+	if out := c.must("nodes"); !regexp.MustCompile(`devnode\s+claude\s+\S+\s+yes\s+logged in`).MatchString(out) {
+		t.Errorf("cast nodes does not show claude ready:\n%s", out)
+	}
+	for p, want := range owned {
+		if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+			t.Errorf("%s changed by cast:\n%s", p, got)
+		}
+	}
+	// Nothing of cast's in the user's home beyond what the agents write.
+	for _, f := range []string{"cast-history.ts", ".claude/cast-mcp.json"} {
+		if _, err := os.Stat(filepath.Join(home, f)); err == nil {
+			t.Errorf("cast wrote %s into the user's home", f)
+		}
+	}
+	if !dev.Stop(30 * time.Second) {
+		t.Fatal("dev process did not stop on SIGTERM")
+	}
+}
+
+// bearerOfAny is the bearer token of the last answered turn whose request
+// holds marker.
+func bearerOfAny(fake *fakemodel.Server, marker string) string {
+	tok := ""
+	for _, req := range fake.Turns() {
+		if req.Status == 200 && strings.Contains(string(req.Body), marker) {
+			tok = strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+		}
+	}
+	return tok
+}
+
+func lastBody(fake *fakemodel.Server, marker string) string {
+	body := ""
+	for _, req := range fake.Turns() {
+		if strings.Contains(string(req.Body), marker) {
+			body = string(req.Body)
+		}
+	}
+	return body
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Fleet accounts and the user's own login: a node that did not opt in
+// refuses to rewrite it (the store stays byte-identical, the node says
+// how to opt in); one started with --node-fleet-accounts rewrites it and
+// first keeps the user's login, byte for byte, in its data dir.
+func TestFleetAccountsOnOwnLogin(t *testing.T) {
+	fake := fakemodel.Start(t)
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("opted_in=%v", optIn), func(t *testing.T) {
+			home, owned := userHome(t, fake.URL)
+			store := filepath.Join(home, ".claude", ".credentials.json")
+			addr := freeAddr(t)
+			env := userEnv(t, home, addr)
+			var extra []string
+			if optIn {
+				extra = append(extra, "--node-fleet-accounts")
+			}
+			dev := startUserDev(t, env, addr, extra...)
+			c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: env}
+			c.waitNode("devnode", true)
+			c.must("account", "add", "work-a", "--agent", "claude", "--credentials", credFile(t, "sk-ant-oat01-FLEET-A"))
+			if !optIn {
+				testharness.WaitFor(t, 30*time.Second, "the node refuses the rewrite", func() bool {
+					return strings.Contains(dev.Output(), "will not rewrite "+store)
+				})
+				if !strings.Contains(dev.Output(), "--node-fleet-accounts") {
+					t.Errorf("the refusal does not say how to opt in:\n%s", dev.Output())
+				}
+				if got, _ := os.ReadFile(store); !bytes.Equal(got, owned[store]) {
+					t.Fatalf("the user's store changed without opt-in:\n%s", got)
+				}
+				return
+			}
+			testharness.WaitFor(t, 30*time.Second, "the node writes the fleet account", func() bool {
+				b, _ := os.ReadFile(store)
+				return strings.Contains(string(b), "FLEET-A")
+			})
+			backups, _ := filepath.Glob(filepath.Join(home, ".local", "share", "cast", "controlplane", "node", "credential-backups", "claude", ".credentials.json.*"))
+			if len(backups) != 1 {
+				t.Fatalf("backups %v, want one", backups)
+			}
+			if got, _ := os.ReadFile(backups[0]); !bytes.Equal(got, owned[store]) {
+				t.Fatalf("backup is not the user's login:\n%s", got)
+			}
+			if fi, err := os.Stat(backups[0]); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("backup mode: %v %v", fi, err)
+			}
+			if !strings.Contains(dev.Output(), "the previous one is backed up") {
+				t.Error("the node did not say it replaced the store and where the backup is")
+			}
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// A second `controlplane --dev` on a data dir in use says which process
+// holds it and exits non-zero at once (it used to wait on etcd's lock,
+// deaf to signals); the first stops on SIGINT. The same for a second node
+// on one data dir.
+func TestSecondDaemonOnDataDirExits(t *testing.T) {
+	bins := testharness.Binaries(t)
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
+	first := startDev(t, bins, dataDir, addr)
+	c.waitNode("devnode", true)
+
+	second := startDev(t, bins, dataDir, freeAddr(t))
+	code, exited := second.Wait(15 * time.Second)
+	if !exited || code == 0 {
+		t.Fatalf("second dev on %s: exited %v code %d\n%s", dataDir, exited, code, second.Output())
+	}
+	if want := fmt.Sprintf("process %d holds", first.Cmd.Process.Pid); !strings.Contains(second.Output(), want) {
+		t.Fatalf("second dev does not name the holder (%q):\n%s", want, second.Output())
+	}
+
+	nodeDir := t.TempDir()
+	n1 := testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", nodeDir, "--name", "n1", "--isolated-homes")
+	c.waitNode("n1", true)
+	n2 := testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", nodeDir, "--name", "n2", "--isolated-homes")
+	if code, exited := n2.Wait(15 * time.Second); !exited || code == 0 || !strings.Contains(n2.Output(), fmt.Sprintf("process %d holds", n1.Cmd.Process.Pid)) {
+		t.Fatalf("second node on %s: exited %v code %d\n%s", nodeDir, exited, code, n2.Output())
+	}
+
+	for name, p := range map[string]*testharness.Proc{"node": n1, "dev": first} {
+		p.Signal(syscall.SIGINT)
+		if _, ok := p.Wait(20 * time.Second); !ok {
+			t.Fatalf("%s did not stop on SIGINT", name)
+		}
+	}
+}
+
+// Every daemon stops promptly on SIGTERM or SIGINT in any state: a control
+// plane still starting its embedded etcd, and a node that cannot reach its
+// control plane.
+func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
+	bins := testharness.Binaries(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", t.TempDir(), "--listen", freeAddr(t), "--metrics-listen", "")
+		cp.Signal(sig) // at once: etcd is still starting
+		if _, ok := cp.Wait(20 * time.Second); !ok {
+			t.Fatalf("control plane ignored %v during start:\n%s", sig, cp.Output())
+		}
+		node := testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", freeAddr(t), "--data-dir", t.TempDir(), "--name", "lonely", "--isolated-homes")
+		testharness.WaitFor(t, 20*time.Second, "the node retries its dial", func() bool {
+			return strings.Contains(node.Output(), "reconnecting")
+		})
+		node.Signal(sig)
+		if _, ok := node.Wait(10 * time.Second); !ok {
+			t.Fatalf("unconnected node ignored %v:\n%s", sig, node.Output())
+		}
+	}
+}
