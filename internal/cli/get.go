@@ -70,6 +70,7 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"account", s.Account},
 		{"node", s.Node},
 		{"state", state},
+		{"archived", yesOrEmpty(s.Archived)},
 		{"parked", reason},
 		{"last error", strings.Join(lastError, "; ")},
 		{"cwd", s.Cwd},

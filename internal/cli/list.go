@@ -70,7 +70,7 @@ func (a *app) listSessions(parent context.Context, all bool) ([]*castv1.Session,
 	tok := ""
 	for {
 		ctx, cancel := a.ctx(parent)
-		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all})
+		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all, IncludeArchived: all})
 		cancel()
 		if err != nil {
 			return nil, err
@@ -115,6 +115,9 @@ func (a *app) printSessions(list []*castv1.Session) error {
 // reason of a failure or a park.
 func sessionNote(s *castv1.Session) string {
 	var parts []string
+	if s.Archived {
+		parts = append(parts, "archived")
+	}
 	if s.FencedBy != "" {
 		parts = append(parts, "moving: "+s.FencedBy)
 	}

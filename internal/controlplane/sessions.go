@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -115,6 +117,9 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	if !req.IncludeArchived {
+		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Archived })
+	}
 	return &castv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
 }
 
@@ -128,20 +133,45 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err := refuse(validate.Check(validate.ClientID, "request_id", req.RequestId)); err != nil {
 		return nil, err
 	}
+	sess, err := h.s.store.GetSession(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if err := archive.Sendable(sess); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
 	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	// Stored either way; the caller warns when nothing will run it soon.
-	node, _, err := h.s.store.Owner(ctx, req.SessionId)
+	connected, err := h.s.store.NodeConnected(ctx, sess.Node)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	connected, err := h.s.store.NodeConnected(ctx, node)
+	return &castv1.SendMessageResponse{Message: m, Node: sess.Node, NodeConnected: connected}, nil
+}
+
+func (h *sessionService) DeleteSession(ctx context.Context, req *castv1.DeleteSessionRequest) (*castv1.DeleteSessionResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	if req.Purge {
+		node, _, err := h.s.store.Owner(ctx, req.SessionId)
+		if err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+		if err := archive.Purge(ctx, h.s.store, req.SessionId); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+		h.s.hub.release(node, req.SessionId, "") // best effort: a node that misses it is released when it reconnects
+		return &castv1.DeleteSessionResponse{Purged: true}, nil
+	}
+	sess, err := archive.Archive(ctx, h.s.store, req.SessionId)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.SendMessageResponse{Message: m, Node: node, NodeConnected: connected}, nil
+	return &castv1.DeleteSessionResponse{Session: sess}, nil
 }
 
 // maxAppendBatch bounds one AppendMessages call; importers send batches.

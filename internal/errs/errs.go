@@ -46,6 +46,9 @@ const (
 	ReasonNoGrant          = "CREDENTIAL_GRANT_INVALID"
 	ReasonNoSecretsKey     = "SECRETS_KEY_MISSING"
 	ReasonUnknownAccount   = "UNKNOWN_ACCOUNT"
+	ReasonSessionArchived  = "SESSION_ARCHIVED"
+	ReasonSessionBusy      = "SESSION_RUNNING"
+	ReasonNodeBusy         = "NODE_OWNS_SESSIONS"
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"

@@ -284,3 +284,56 @@ func lastPart(k string) string {
 func (s *Store) observe(op string, start time.Time) {
 	s.m.RequestSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
+
+// PurgeSession deletes a session and every key stored under it (record,
+// seq counter, owner and its index, messages, client ids, chunks,
+// permission requests, pending ops) in one txn, compared against the record check
+// accepted: a session that changed meanwhile is read and checked again, a
+// fenced (moving) one is refused. Chunks of an append still writing are
+// left to SweepChunks, which deletes those of deleted sessions.
+func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error {
+	defer s.observe("purge_session", time.Now())
+	for range 10 {
+		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(id)), clientv3.OpGet(s.ownerKey(id)),
+			clientv3.OpGet(s.fenceKey(id))).Commit()
+		if err != nil {
+			return err
+		}
+		kvs, own := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(kvs) == 0 || len(own) == 0 {
+			return errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
+		}
+		if fk := resp.Responses[2].GetResponseRange().Kvs; len(fk) > 0 {
+			return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionFenced,
+				"session %s is moving (migration %s); remove it when the move ends", id, fk[0].Value).With("migration", string(fk[0].Value))
+		}
+		sess := &castv1.Session{}
+		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
+			return errs.Internal(err, "decode session")
+		}
+		if err := check(sess); err != nil {
+			return err
+		}
+		node := string(own[0].Value)
+		ops := []clientv3.Op{
+			clientv3.OpDelete(s.sessionKey(id)), clientv3.OpDelete(s.seqKey(id)), clientv3.OpDelete(s.ownerKey(id)),
+			clientv3.OpDelete(s.nodeSessKey(node, id)),
+		}
+		for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.key("perms", id) + "/", s.key("ops", id) + "/"} {
+			ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+		}
+		txn, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(s.sessionKey(id)), "=", kvs[0].ModRevision),
+			clientv3.Compare(clientv3.ModRevision(s.ownerKey(id)), "=", own[0].ModRevision),
+			clientv3.Compare(clientv3.CreateRevision(s.fenceKey(id)), "=", 0),
+		).Then(ops...).Commit()
+		if err != nil {
+			return err
+		}
+		if txn.Succeeded {
+			return nil
+		}
+		s.m.TxnConflicts.WithLabelValues("purge_session").Inc()
+	}
+	return errs.New(errs.KindAborted, errs.ReasonConflict, "session %s kept changing; retry", id)
+}

@@ -1123,6 +1123,107 @@ func (x *DeliverMessages) GetMessages() []*Message {
 	return nil
 }
 
+// DeleteNodeRequest names the node to forget.
+type DeleteNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the node's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// force forgets a node that still owns sessions.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNodeRequest) Reset() {
+	*x = DeleteNodeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNodeRequest) ProtoMessage() {}
+
+func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeleteNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteNodeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// DeleteNodeResponse says what was forgotten.
+type DeleteNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sessions is how many sessions the node still owned (force only).
+	Sessions      int32 `protobuf:"varint,1,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNodeResponse) Reset() {
+	*x = DeleteNodeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNodeResponse) ProtoMessage() {}
+
+func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteNodeResponse) GetSessions() int32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
 // ListNodesRequest lists nodes.
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1132,7 +1233,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1245,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1258,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 // ListNodesResponse holds every node.
@@ -1171,7 +1272,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1284,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1297,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1223,7 +1324,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1336,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1349,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -1290,7 +1391,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1403,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1416,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -1356,7 +1457,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1469,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1482,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -1465,7 +1566,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1578,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1591,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -1521,7 +1622,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1634,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1647,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -1595,7 +1696,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1708,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1721,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -1645,7 +1746,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1758,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1771,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -1707,7 +1808,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1820,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1833,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -1770,7 +1871,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1883,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1896,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -1849,7 +1950,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1962,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1975,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -1894,7 +1995,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2007,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2020,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -1961,7 +2062,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2074,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2087,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -2072,7 +2173,12 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
 	"\vowner_token\x18\x02 \x01(\x03R\n" +
 	"ownerToken\x12,\n" +
-	"\bmessages\x18\x03 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\x12\n" +
+	"\bmessages\x18\x03 \x03(\v2\x10.cast.v1.MessageR\bmessages\"=\n" +
+	"\x11DeleteNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"0\n" +
+	"\x12DeleteNodeResponse\x12\x1a\n" +
+	"\bsessions\x18\x01 \x01(\x05R\bsessions\"\x12\n" +
 	"\x10ListNodesRequest\"8\n" +
 	"\x11ListNodesResponse\x12#\n" +
 	"\x05nodes\x18\x01 \x03(\v2\r.cast.v1.NodeR\x05nodes\"\x9e\x01\n" +
@@ -2135,10 +2241,12 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x17FetchCredentialResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
-	"credential2\x95\x05\n" +
+	"credential2\xdc\x05\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
-	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12`\n" +
+	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
+	"\n" +
+	"DeleteNode\x12\x1a.cast.v1.DeleteNodeRequest\x1a\x1b.cast.v1.DeleteNodeResponse\x12`\n" +
 	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponse\x12E\n" +
 	"\n" +
 	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponse\x12S\n" +
@@ -2159,7 +2267,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
 	(*Hello)(nil),                       // 1: cast.v1.Hello
@@ -2176,31 +2284,33 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ImportWorkTree)(nil),              // 12: cast.v1.ImportWorkTree
 	(*AssignSession)(nil),               // 13: cast.v1.AssignSession
 	(*DeliverMessages)(nil),             // 14: cast.v1.DeliverMessages
-	(*ListNodesRequest)(nil),            // 15: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 16: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 17: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 18: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 19: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 20: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 21: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 22: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 23: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 24: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 25: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 26: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 27: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 28: cast.v1.FetchCredentialResponse
-	(*Node)(nil),                        // 29: cast.v1.Node
-	(*Session)(nil),                     // 30: cast.v1.Session
-	(*Message)(nil),                     // 31: cast.v1.Message
-	(SessionState)(0),                   // 32: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 33: cast.v1.UsageWindow
+	(*DeleteNodeRequest)(nil),           // 15: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 16: cast.v1.DeleteNodeResponse
+	(*ListNodesRequest)(nil),            // 17: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 18: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 19: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 20: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 21: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 22: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 23: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 24: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 25: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 26: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 27: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 28: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 29: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 30: cast.v1.FetchCredentialResponse
+	(*Node)(nil),                        // 31: cast.v1.Node
+	(*Session)(nil),                     // 32: cast.v1.Session
+	(*Message)(nil),                     // 33: cast.v1.Message
+	(SessionState)(0),                   // 34: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 35: cast.v1.UsageWindow
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	2,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	3,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	29, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
+	31, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
 	5,  // 4: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	6,  // 5: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	7,  // 6: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
@@ -2211,32 +2321,34 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	11, // 11: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
 	12, // 12: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
 	8,  // 13: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
-	30, // 14: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	31, // 15: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	29, // 16: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	31, // 17: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	31, // 18: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	32, // 19: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	33, // 20: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	30, // 21: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	32, // 14: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	33, // 15: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	31, // 16: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	33, // 17: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	33, // 18: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	34, // 19: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	35, // 20: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	32, // 21: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
 	0,  // 22: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	15, // 23: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	17, // 24: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	19, // 25: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	21, // 26: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	23, // 27: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	25, // 28: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	27, // 29: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	4,  // 30: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	16, // 31: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	18, // 32: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	20, // 33: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	22, // 34: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	24, // 35: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	26, // 36: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	28, // 37: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
+	17, // 23: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	15, // 24: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	19, // 25: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	21, // 26: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	23, // 27: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	25, // 28: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	27, // 29: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	29, // 30: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	4,  // 31: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	18, // 32: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	16, // 33: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	20, // 34: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	22, // 35: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	24, // 36: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	26, // 37: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	28, // 38: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	30, // 39: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2275,7 +2387,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	NodeService_Connect_FullMethodName             = "/cast.v1.NodeService/Connect"
 	NodeService_ListNodes_FullMethodName           = "/cast.v1.NodeService/ListNodes"
+	NodeService_DeleteNode_FullMethodName          = "/cast.v1.NodeService/DeleteNode"
 	NodeService_AppendOwnerMessages_FullMethodName = "/cast.v1.NodeService/AppendOwnerMessages"
 	NodeService_ReportTurn_FullMethodName          = "/cast.v1.NodeService/ReportTurn"
 	NodeService_UploadWorkTree_FullMethodName      = "/cast.v1.NodeService/UploadWorkTree"
@@ -42,6 +43,10 @@ type NodeServiceClient interface {
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 	// ListNodes lists every registered node with its liveness.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// DeleteNode forgets a node that is gone: refused while it is connected,
+	// and while it owns sessions unless force (its sessions stay, owned by
+	// the forgotten name, to be moved with `cast migrate --skip-worktree`).
+	DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(ctx context.Context, in *AppendOwnerMessagesRequest, opts ...grpc.CallOption) (*AppendOwnerMessagesResponse, error)
@@ -85,6 +90,16 @@ func (c *nodeServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListNodesResponse)
 	err := c.cc.Invoke(ctx, NodeService_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNodeResponse)
+	err := c.cc.Invoke(ctx, NodeService_DeleteNode_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +191,10 @@ type NodeServiceServer interface {
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	// ListNodes lists every registered node with its liveness.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// DeleteNode forgets a node that is gone: refused while it is connected,
+	// and while it owns sessions unless force (its sessions stay, owned by
+	// the forgotten name, to be moved with `cast migrate --skip-worktree`).
+	DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error)
@@ -207,6 +226,9 @@ func (UnimplementedNodeServiceServer) Connect(grpc.BidiStreamingServer[ConnectRe
 }
 func (UnimplementedNodeServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedNodeServiceServer) DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteNode not implemented")
 }
 func (UnimplementedNodeServiceServer) AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendOwnerMessages not implemented")
@@ -268,6 +290,24 @@ func _NodeService_ListNodes_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NodeServiceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_DeleteNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).DeleteNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_DeleteNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).DeleteNode(ctx, req.(*DeleteNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -372,6 +412,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _NodeService_ListNodes_Handler,
+		},
+		{
+			MethodName: "DeleteNode",
+			Handler:    _NodeService_DeleteNode_Handler,
 		},
 		{
 			MethodName: "AppendOwnerMessages",

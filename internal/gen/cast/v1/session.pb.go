@@ -221,8 +221,11 @@ type Session struct {
 	// branch, which the owner node creates outside the checkout (cwd then
 	// names the worktree).
 	WorktreeBranch string `protobuf:"bytes,25,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// archived sessions (`cast rm`) are hidden from `cast ls` unless asked
+	// for and take no new messages; their transcript stays readable.
+	Archived      bool `protobuf:"varint,26,opt,name=archived,proto3" json:"archived,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -428,6 +431,13 @@ func (x *Session) GetWorktreeBranch() string {
 		return x.WorktreeBranch
 	}
 	return ""
+}
+
+func (x *Session) GetArchived() bool {
+	if x != nil {
+		return x.Archived
+	}
+	return false
 }
 
 // ToolCall is a model's request to run a tool.
@@ -725,7 +735,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x06\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -755,7 +765,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\rdelivered_seq\x18\x16 \x01(\x03R\fdeliveredSeq\x12\x1b\n" +
 	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\x12\x18\n" +
 	"\aaccount\x18\x18 \x01(\tR\aaccount\x12'\n" +
-	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\"D\n" +
+	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
+	"\barchived\x18\x1a \x01(\bR\barchived\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

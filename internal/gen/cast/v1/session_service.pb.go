@@ -21,6 +21,116 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DeleteSessionRequest names the session to archive or purge.
+type DeleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// purge deletes the session and its messages instead of archiving it.
+	Purge         bool `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeleteSessionRequest) GetPurge() bool {
+	if x != nil {
+		return x.Purge
+	}
+	return false
+}
+
+// DeleteSessionResponse says what was done.
+type DeleteSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session is the archived session (unset after a purge).
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// purged is true when the session and its messages were deleted.
+	Purged        bool `protobuf:"varint,2,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeleteSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *DeleteSessionResponse) GetPurged() bool {
+	if x != nil {
+		return x.Purged
+	}
+	return false
+}
+
 // CreateSessionRequest creates a session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -56,7 +166,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[0]
+	mi := &file_cast_v1_session_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -68,7 +178,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[0]
+	mi := &file_cast_v1_session_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -81,7 +191,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{0}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CreateSessionRequest) GetAgent() string {
@@ -172,7 +282,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[1]
+	mi := &file_cast_v1_session_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +294,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[1]
+	mi := &file_cast_v1_session_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +307,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{1}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetSessionRequest) GetId() string {
@@ -216,13 +326,15 @@ type ListSessionsRequest struct {
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// include_subagents also lists nested worker sessions.
 	IncludeSubagents bool `protobuf:"varint,3,opt,name=include_subagents,json=includeSubagents,proto3" json:"include_subagents,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// include_archived also lists archived sessions.
+	IncludeArchived bool `protobuf:"varint,4,opt,name=include_archived,json=includeArchived,proto3" json:"include_archived,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[2]
+	mi := &file_cast_v1_session_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +346,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[2]
+	mi := &file_cast_v1_session_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +359,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{2}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -271,6 +383,13 @@ func (x *ListSessionsRequest) GetIncludeSubagents() bool {
 	return false
 }
 
+func (x *ListSessionsRequest) GetIncludeArchived() bool {
+	if x != nil {
+		return x.IncludeArchived
+	}
+	return false
+}
+
 // ListSessionsResponse is one page of sessions.
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -284,7 +403,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[3]
+	mi := &file_cast_v1_session_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +415,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[3]
+	mi := &file_cast_v1_session_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +428,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{3}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -341,7 +460,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[4]
+	mi := &file_cast_v1_session_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +472,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[4]
+	mi := &file_cast_v1_session_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +485,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{4}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SendMessageRequest) GetSessionId() string {
@@ -406,7 +525,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[5]
+	mi := &file_cast_v1_session_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +537,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[5]
+	mi := &file_cast_v1_session_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +550,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{5}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SendMessageResponse) GetMessage() *Message {
@@ -468,7 +587,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	mi := &file_cast_v1_session_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +599,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[6]
+	mi := &file_cast_v1_session_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +612,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{6}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -521,7 +640,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	mi := &file_cast_v1_session_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +652,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[7]
+	mi := &file_cast_v1_session_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +665,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{7}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AppendMessagesResponse) GetMessages() []*Message {
@@ -575,7 +694,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[8]
+	mi := &file_cast_v1_session_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +706,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[8]
+	mi := &file_cast_v1_session_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +719,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{8}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListMessagesRequest) GetSessionId() string {
@@ -651,7 +770,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[9]
+	mi := &file_cast_v1_session_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +782,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[9]
+	mi := &file_cast_v1_session_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +795,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -704,7 +823,7 @@ type ExportSessionRequest struct {
 
 func (x *ExportSessionRequest) Reset() {
 	*x = ExportSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[10]
+	mi := &file_cast_v1_session_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +835,7 @@ func (x *ExportSessionRequest) String() string {
 func (*ExportSessionRequest) ProtoMessage() {}
 
 func (x *ExportSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[10]
+	mi := &file_cast_v1_session_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +848,7 @@ func (x *ExportSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSessionRequest.ProtoReflect.Descriptor instead.
 func (*ExportSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExportSessionRequest) GetSessionId() string {
@@ -752,7 +871,7 @@ type ExportSessionResponse struct {
 
 func (x *ExportSessionResponse) Reset() {
 	*x = ExportSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[11]
+	mi := &file_cast_v1_session_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +883,7 @@ func (x *ExportSessionResponse) String() string {
 func (*ExportSessionResponse) ProtoMessage() {}
 
 func (x *ExportSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[11]
+	mi := &file_cast_v1_session_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +896,7 @@ func (x *ExportSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSessionResponse.ProtoReflect.Descriptor instead.
 func (*ExportSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExportSessionResponse) GetSession() *Session {
@@ -807,7 +926,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[12]
+	mi := &file_cast_v1_session_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +938,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[12]
+	mi := &file_cast_v1_session_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +951,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -865,7 +984,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[13]
+	mi := &file_cast_v1_session_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +996,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[13]
+	mi := &file_cast_v1_session_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1009,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchSessionResponse) GetEvent() isWatchSessionResponse_Event {
@@ -947,7 +1066,7 @@ type InterruptSessionRequest struct {
 
 func (x *InterruptSessionRequest) Reset() {
 	*x = InterruptSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[14]
+	mi := &file_cast_v1_session_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1078,7 @@ func (x *InterruptSessionRequest) String() string {
 func (*InterruptSessionRequest) ProtoMessage() {}
 
 func (x *InterruptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[14]
+	mi := &file_cast_v1_session_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1091,7 @@ func (x *InterruptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptSessionRequest.ProtoReflect.Descriptor instead.
 func (*InterruptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InterruptSessionRequest) GetSessionId() string {
@@ -993,7 +1112,7 @@ type InterruptSessionResponse struct {
 
 func (x *InterruptSessionResponse) Reset() {
 	*x = InterruptSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[15]
+	mi := &file_cast_v1_session_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1124,7 @@ func (x *InterruptSessionResponse) String() string {
 func (*InterruptSessionResponse) ProtoMessage() {}
 
 func (x *InterruptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[15]
+	mi := &file_cast_v1_session_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1137,7 @@ func (x *InterruptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptSessionResponse.ProtoReflect.Descriptor instead.
 func (*InterruptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InterruptSessionResponse) GetDelivered() bool {
@@ -1045,7 +1164,7 @@ type SwitchSessionRequest struct {
 
 func (x *SwitchSessionRequest) Reset() {
 	*x = SwitchSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[16]
+	mi := &file_cast_v1_session_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1176,7 @@ func (x *SwitchSessionRequest) String() string {
 func (*SwitchSessionRequest) ProtoMessage() {}
 
 func (x *SwitchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[16]
+	mi := &file_cast_v1_session_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1189,7 @@ func (x *SwitchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchSessionRequest.ProtoReflect.Descriptor instead.
 func (*SwitchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SwitchSessionRequest) GetSessionId() string {
@@ -1125,7 +1244,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[17]
+	mi := &file_cast_v1_session_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1256,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[17]
+	mi := &file_cast_v1_session_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1269,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -1219,7 +1338,7 @@ type RequestPermissionRequest struct {
 
 func (x *RequestPermissionRequest) Reset() {
 	*x = RequestPermissionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[18]
+	mi := &file_cast_v1_session_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1350,7 @@ func (x *RequestPermissionRequest) String() string {
 func (*RequestPermissionRequest) ProtoMessage() {}
 
 func (x *RequestPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[18]
+	mi := &file_cast_v1_session_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1363,7 @@ func (x *RequestPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPermissionRequest.ProtoReflect.Descriptor instead.
 func (*RequestPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RequestPermissionRequest) GetSessionId() string {
@@ -1288,7 +1407,7 @@ type RequestPermissionResponse struct {
 
 func (x *RequestPermissionResponse) Reset() {
 	*x = RequestPermissionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[19]
+	mi := &file_cast_v1_session_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1419,7 @@ func (x *RequestPermissionResponse) String() string {
 func (*RequestPermissionResponse) ProtoMessage() {}
 
 func (x *RequestPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[19]
+	mi := &file_cast_v1_session_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1432,7 @@ func (x *RequestPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPermissionResponse.ProtoReflect.Descriptor instead.
 func (*RequestPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RequestPermissionResponse) GetAllow() bool {
@@ -1347,7 +1466,7 @@ type AnswerPermissionRequest struct {
 
 func (x *AnswerPermissionRequest) Reset() {
 	*x = AnswerPermissionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[20]
+	mi := &file_cast_v1_session_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1478,7 @@ func (x *AnswerPermissionRequest) String() string {
 func (*AnswerPermissionRequest) ProtoMessage() {}
 
 func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[20]
+	mi := &file_cast_v1_session_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1491,7 @@ func (x *AnswerPermissionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionRequest.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AnswerPermissionRequest) GetSessionId() string {
@@ -1416,7 +1535,7 @@ type AnswerPermissionResponse struct {
 
 func (x *AnswerPermissionResponse) Reset() {
 	*x = AnswerPermissionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[21]
+	mi := &file_cast_v1_session_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1547,7 @@ func (x *AnswerPermissionResponse) String() string {
 func (*AnswerPermissionResponse) ProtoMessage() {}
 
 func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[21]
+	mi := &file_cast_v1_session_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1560,7 @@ func (x *AnswerPermissionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerPermissionResponse.ProtoReflect.Descriptor instead.
 func (*AnswerPermissionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AnswerPermissionResponse) GetRequestId() string {
@@ -1469,7 +1588,7 @@ type MergeSessionRequest struct {
 
 func (x *MergeSessionRequest) Reset() {
 	*x = MergeSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[22]
+	mi := &file_cast_v1_session_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1600,7 @@ func (x *MergeSessionRequest) String() string {
 func (*MergeSessionRequest) ProtoMessage() {}
 
 func (x *MergeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[22]
+	mi := &file_cast_v1_session_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1613,7 @@ func (x *MergeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeSessionRequest.ProtoReflect.Descriptor instead.
 func (*MergeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MergeSessionRequest) GetForkId() string {
@@ -1523,7 +1642,7 @@ type MergeSessionResponse struct {
 
 func (x *MergeSessionResponse) Reset() {
 	*x = MergeSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[23]
+	mi := &file_cast_v1_session_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1654,7 @@ func (x *MergeSessionResponse) String() string {
 func (*MergeSessionResponse) ProtoMessage() {}
 
 func (x *MergeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[23]
+	mi := &file_cast_v1_session_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1667,7 @@ func (x *MergeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeSessionResponse.ProtoReflect.Descriptor instead.
 func (*MergeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MergeSessionResponse) GetParent() *Session {
@@ -1611,7 +1730,7 @@ type HandoffSessionRequest struct {
 
 func (x *HandoffSessionRequest) Reset() {
 	*x = HandoffSessionRequest{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[24]
+	mi := &file_cast_v1_session_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1742,7 @@ func (x *HandoffSessionRequest) String() string {
 func (*HandoffSessionRequest) ProtoMessage() {}
 
 func (x *HandoffSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[24]
+	mi := &file_cast_v1_session_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1755,7 @@ func (x *HandoffSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffSessionRequest.ProtoReflect.Descriptor instead.
 func (*HandoffSessionRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HandoffSessionRequest) GetSessionId() string {
@@ -1712,7 +1831,7 @@ type HandoffSessionResponse struct {
 
 func (x *HandoffSessionResponse) Reset() {
 	*x = HandoffSessionResponse{}
-	mi := &file_cast_v1_session_service_proto_msgTypes[25]
+	mi := &file_cast_v1_session_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1843,7 @@ func (x *HandoffSessionResponse) String() string {
 func (*HandoffSessionResponse) ProtoMessage() {}
 
 func (x *HandoffSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_service_proto_msgTypes[25]
+	mi := &file_cast_v1_session_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1856,7 @@ func (x *HandoffSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffSessionResponse.ProtoReflect.Descriptor instead.
 func (*HandoffSessionResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HandoffSessionResponse) GetSession() *Session {
@@ -1772,7 +1891,14 @@ var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"\xba\x02\n" +
+	"\x1dcast/v1/session_service.proto\x12\acast.v1\x1a\x15cast/v1/session.proto\"K\n" +
+	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
+	"\x15DeleteSessionResponse\x12*\n" +
+	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xba\x02\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -1788,12 +1914,13 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	" \x01(\bR\x06hidden\x12'\n" +
 	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"~\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12+\n" +
-	"\x11include_subagents\x18\x03 \x01(\bR\x10includeSubagents\"l\n" +
+	"\x11include_subagents\x18\x03 \x01(\bR\x10includeSubagents\x12)\n" +
+	"\x10include_archived\x18\x04 \x01(\bR\x0fincludeArchived\"l\n" +
 	"\x14ListSessionsResponse\x12,\n" +
 	"\bsessions\x18\x01 \x03(\v2\x10.cast.v1.SessionR\bsessions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"f\n" +
@@ -1903,7 +2030,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n" +
 	"\x05brief\x18\x03 \x01(\tR\x05brief\x12!\n" +
-	"\fbrief_source\x18\x04 \x01(\tR\vbriefSource2\x94\t\n" +
+	"\fbrief_source\x18\x04 \x01(\tR\vbriefSource2\xe4\t\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -1920,7 +2047,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\fMergeSession\x12\x1c.cast.v1.MergeSessionRequest\x1a\x1d.cast.v1.MergeSessionResponse\x12Q\n" +
 	"\x0eHandoffSession\x12\x1e.cast.v1.HandoffSessionRequest\x1a\x1f.cast.v1.HandoffSessionResponse\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
-	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01\x12N\n" +
+	"\rDeleteSession\x12\x1d.cast.v1.DeleteSessionRequest\x1a\x1e.cast.v1.DeleteSessionResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_session_service_proto_rawDescOnce sync.Once
@@ -1934,84 +2062,89 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_cast_v1_session_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),      // 0: cast.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),         // 1: cast.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),       // 2: cast.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 3: cast.v1.ListSessionsResponse
-	(*SendMessageRequest)(nil),        // 4: cast.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),       // 5: cast.v1.SendMessageResponse
-	(*AppendMessagesRequest)(nil),     // 6: cast.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),    // 7: cast.v1.AppendMessagesResponse
-	(*ListMessagesRequest)(nil),       // 8: cast.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 9: cast.v1.ListMessagesResponse
-	(*ExportSessionRequest)(nil),      // 10: cast.v1.ExportSessionRequest
-	(*ExportSessionResponse)(nil),     // 11: cast.v1.ExportSessionResponse
-	(*WatchSessionRequest)(nil),       // 12: cast.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),      // 13: cast.v1.WatchSessionResponse
-	(*InterruptSessionRequest)(nil),   // 14: cast.v1.InterruptSessionRequest
-	(*InterruptSessionResponse)(nil),  // 15: cast.v1.InterruptSessionResponse
-	(*SwitchSessionRequest)(nil),      // 16: cast.v1.SwitchSessionRequest
-	(*ForkSessionRequest)(nil),        // 17: cast.v1.ForkSessionRequest
-	(*RequestPermissionRequest)(nil),  // 18: cast.v1.RequestPermissionRequest
-	(*RequestPermissionResponse)(nil), // 19: cast.v1.RequestPermissionResponse
-	(*AnswerPermissionRequest)(nil),   // 20: cast.v1.AnswerPermissionRequest
-	(*AnswerPermissionResponse)(nil),  // 21: cast.v1.AnswerPermissionResponse
-	(*MergeSessionRequest)(nil),       // 22: cast.v1.MergeSessionRequest
-	(*MergeSessionResponse)(nil),      // 23: cast.v1.MergeSessionResponse
-	(*HandoffSessionRequest)(nil),     // 24: cast.v1.HandoffSessionRequest
-	(*HandoffSessionResponse)(nil),    // 25: cast.v1.HandoffSessionResponse
-	(*Session)(nil),                   // 26: cast.v1.Session
-	(*Message)(nil),                   // 27: cast.v1.Message
+	(*DeleteSessionRequest)(nil),      // 0: cast.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 1: cast.v1.DeleteSessionResponse
+	(*CreateSessionRequest)(nil),      // 2: cast.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),         // 3: cast.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),       // 4: cast.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 5: cast.v1.ListSessionsResponse
+	(*SendMessageRequest)(nil),        // 6: cast.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),       // 7: cast.v1.SendMessageResponse
+	(*AppendMessagesRequest)(nil),     // 8: cast.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),    // 9: cast.v1.AppendMessagesResponse
+	(*ListMessagesRequest)(nil),       // 10: cast.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),      // 11: cast.v1.ListMessagesResponse
+	(*ExportSessionRequest)(nil),      // 12: cast.v1.ExportSessionRequest
+	(*ExportSessionResponse)(nil),     // 13: cast.v1.ExportSessionResponse
+	(*WatchSessionRequest)(nil),       // 14: cast.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),      // 15: cast.v1.WatchSessionResponse
+	(*InterruptSessionRequest)(nil),   // 16: cast.v1.InterruptSessionRequest
+	(*InterruptSessionResponse)(nil),  // 17: cast.v1.InterruptSessionResponse
+	(*SwitchSessionRequest)(nil),      // 18: cast.v1.SwitchSessionRequest
+	(*ForkSessionRequest)(nil),        // 19: cast.v1.ForkSessionRequest
+	(*RequestPermissionRequest)(nil),  // 20: cast.v1.RequestPermissionRequest
+	(*RequestPermissionResponse)(nil), // 21: cast.v1.RequestPermissionResponse
+	(*AnswerPermissionRequest)(nil),   // 22: cast.v1.AnswerPermissionRequest
+	(*AnswerPermissionResponse)(nil),  // 23: cast.v1.AnswerPermissionResponse
+	(*MergeSessionRequest)(nil),       // 24: cast.v1.MergeSessionRequest
+	(*MergeSessionResponse)(nil),      // 25: cast.v1.MergeSessionResponse
+	(*HandoffSessionRequest)(nil),     // 26: cast.v1.HandoffSessionRequest
+	(*HandoffSessionResponse)(nil),    // 27: cast.v1.HandoffSessionResponse
+	(*Session)(nil),                   // 28: cast.v1.Session
+	(*Message)(nil),                   // 29: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	26, // 0: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	27, // 1: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	27, // 2: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	27, // 3: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	27, // 4: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	26, // 5: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	27, // 6: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	27, // 7: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	26, // 8: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
-	26, // 9: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
-	26, // 10: cast.v1.HandoffSessionResponse.session:type_name -> cast.v1.Session
-	0,  // 11: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
-	1,  // 12: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
-	2,  // 13: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
-	4,  // 14: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
-	6,  // 15: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
-	8,  // 16: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
-	10, // 17: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	16, // 18: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
-	17, // 19: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
-	18, // 20: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
-	20, // 21: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
-	22, // 22: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
-	24, // 23: cast.v1.SessionService.HandoffSession:input_type -> cast.v1.HandoffSessionRequest
-	14, // 24: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	12, // 25: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	26, // 26: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	26, // 27: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	3,  // 28: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	5,  // 29: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	7,  // 30: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	9,  // 31: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	11, // 32: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	26, // 33: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
-	26, // 34: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
-	19, // 35: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
-	21, // 36: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
-	23, // 37: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
-	25, // 38: cast.v1.SessionService.HandoffSession:output_type -> cast.v1.HandoffSessionResponse
-	15, // 39: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	13, // 40: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	26, // [26:41] is the sub-list for method output_type
-	11, // [11:26] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	28, // 0: cast.v1.DeleteSessionResponse.session:type_name -> cast.v1.Session
+	28, // 1: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	29, // 2: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	29, // 3: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	29, // 4: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	29, // 5: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	28, // 6: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	29, // 7: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	29, // 8: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	28, // 9: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	28, // 10: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
+	28, // 11: cast.v1.HandoffSessionResponse.session:type_name -> cast.v1.Session
+	2,  // 12: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
+	3,  // 13: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
+	4,  // 14: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
+	6,  // 15: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
+	8,  // 16: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
+	10, // 17: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
+	12, // 18: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
+	18, // 19: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
+	19, // 20: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
+	20, // 21: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
+	22, // 22: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
+	24, // 23: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
+	26, // 24: cast.v1.SessionService.HandoffSession:input_type -> cast.v1.HandoffSessionRequest
+	16, // 25: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	14, // 26: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	0,  // 27: cast.v1.SessionService.DeleteSession:input_type -> cast.v1.DeleteSessionRequest
+	28, // 28: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	28, // 29: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	5,  // 30: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	7,  // 31: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	9,  // 32: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	11, // 33: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	13, // 34: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	28, // 35: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	28, // 36: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	21, // 37: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
+	23, // 38: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
+	25, // 39: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
+	27, // 40: cast.v1.SessionService.HandoffSession:output_type -> cast.v1.HandoffSessionResponse
+	17, // 41: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	15, // 42: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	1,  // 43: cast.v1.SessionService.DeleteSession:output_type -> cast.v1.DeleteSessionResponse
+	28, // [28:44] is the sub-list for method output_type
+	12, // [12:28] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_service_proto_init() }
@@ -2020,7 +2153,7 @@ func file_cast_v1_session_service_proto_init() {
 		return
 	}
 	file_cast_v1_session_proto_init()
-	file_cast_v1_session_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_cast_v1_session_service_proto_msgTypes[15].OneofWrappers = []any{
 		(*WatchSessionResponse_Message)(nil),
 		(*WatchSessionResponse_Session)(nil),
 	}
@@ -2030,7 +2163,7 @@ func file_cast_v1_session_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	SessionService_HandoffSession_FullMethodName    = "/cast.v1.SessionService/HandoffSession"
 	SessionService_InterruptSession_FullMethodName  = "/cast.v1.SessionService/InterruptSession"
 	SessionService_WatchSession_FullMethodName      = "/cast.v1.SessionService/WatchSession"
+	SessionService_DeleteSession_FullMethodName     = "/cast.v1.SessionService/DeleteSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -80,6 +81,10 @@ type SessionServiceClient interface {
 	InterruptSession(ctx context.Context, in *InterruptSessionRequest, opts ...grpc.CallOption) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
+	// DeleteSession archives a session (hidden, takes no new messages), or
+	// with purge deletes it and every key stored under it. A running session
+	// is refused until it is interrupted; a moving one until the move ends.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -258,6 +263,16 @@ func (c *sessionServiceClient) WatchSession(ctx context.Context, in *WatchSessio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_WatchSessionClient = grpc.ServerStreamingClient[WatchSessionResponse]
 
+func (c *sessionServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -302,6 +317,10 @@ type SessionServiceServer interface {
 	InterruptSession(context.Context, *InterruptSessionRequest) (*InterruptSessionResponse, error)
 	// WatchSession streams a session's changes from start_seq on.
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
+	// DeleteSession archives a session (hidden, takes no new messages), or
+	// with purge deletes it and every key stored under it. A running session
+	// is refused until it is interrupted; a moving one until the move ends.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -356,6 +375,9 @@ func (UnimplementedSessionServiceServer) InterruptSession(context.Context, *Inte
 }
 func (UnimplementedSessionServiceServer) WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchSession not implemented")
+}
+func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -634,6 +656,24 @@ func _SessionService_WatchSession_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionService_WatchSessionServer = grpc.ServerStreamingServer[WatchSessionResponse]
 
+func _SessionService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -692,6 +732,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InterruptSession",
 			Handler:    _SessionService_InterruptSession_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _SessionService_DeleteSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,60 @@
+// Package archive retires sessions (`cast rm`): archived ones stay readable
+// but hidden and closed to new messages; purged ones are deleted with every
+// key stored under them. Neither happens to a session whose agent is
+// running: it is interrupted first.
+package archive
+
+import (
+	"context"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Store is what archiving needs of the store.
+type Store interface {
+	UpdateSession(ctx context.Context, id string, fn func(*castv1.Session) error) (*castv1.Session, error)
+	PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error
+}
+
+// Archive hides the session and closes it to new messages.
+func Archive(ctx context.Context, st Store, id string) (*castv1.Session, error) {
+	return st.UpdateSession(ctx, id, func(s *castv1.Session) error {
+		if err := idle(s); err != nil {
+			return err
+		}
+		s.Archived = true
+		return nil
+	})
+}
+
+// Purge deletes the session, its messages and every key under it.
+func Purge(ctx context.Context, st Store, id string) error {
+	return st.PurgeSession(ctx, id, idle)
+}
+
+// Sendable refuses a message to an archived session.
+func Sendable(s *castv1.Session) error {
+	if s.Archived {
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionArchived,
+			"session %s is archived and takes no new messages; `cast fork %s` continues it in a new session", s.Id, s.Id).With("session", s.Id)
+	}
+	return nil
+}
+
+// idle refuses a session whose agent is at work (or waits on a person).
+func idle(s *castv1.Session) error {
+	switch s.State {
+	case castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionBusy,
+			"session %s is %s; stop it with `cast interrupt -s %s`, then remove it", s.Id, stateWord(s.State), s.Id).With("session", s.Id)
+	}
+	return nil
+}
+
+func stateWord(st castv1.SessionState) string {
+	if st == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+		return "waiting on a permission prompt"
+	}
+	return "running a turn"
+}
