@@ -26,6 +26,9 @@ const (
 	// most. Larger messages than one etcd request can carry are chunked by
 	// the store.
 	DefaultMaxRecvBytes = client.MaxRequestBytes
+	// DefaultNodeQueue is how many live frames may wait for a node that
+	// is slow to read before its stream is cut.
+	DefaultNodeQueue = 1024
 	// CapabilityVersion is what this control plane speaks to nodes.
 	CapabilityVersion = 1
 )
@@ -41,6 +44,7 @@ type Config struct {
 	Heartbeat     time.Duration // interval nodes are told to heartbeat at
 	Shutdown      time.Duration // GracefulStop deadline before Stop
 	MaxRecvBytes  int
+	NodeQueue     int    // live frames queued per node stream; a full queue cuts the stream
 	ReplicaID     string // names this replica in node connection records
 	Store         store.Config
 	Brief         brief.Config // the small model that writes handoff briefs
@@ -68,6 +72,7 @@ func DefaultConfig() Config {
 		Heartbeat:     DefaultHeartbeatInterval,
 		Shutdown:      DefaultShutdownTimeout,
 		MaxRecvBytes:  DefaultMaxRecvBytes,
+		NodeQueue:     DefaultNodeQueue,
 		Store:         store.DefaultConfig(),
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
@@ -102,6 +107,9 @@ func (c Config) Validate() error {
 	if reply := max(c.Store.PageBytes, c.Store.MaxMessageBytes) + store.PageSlack; reply > client.MaxReplyBytes {
 		return fmt.Errorf("a page of %d bytes (page size %d, max message size %d) would pass the clients' receive limit %d",
 			reply, c.Store.PageBytes, c.Store.MaxMessageBytes, client.MaxReplyBytes)
+	}
+	if c.NodeQueue <= 0 {
+		return fmt.Errorf("node queue length must be positive")
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")

@@ -33,10 +33,8 @@ type nodeConn struct {
 	kill   func() // ends the stream
 }
 
-const nodeQueueLen = 1024
-
-func newNodeConn(name string, kill func()) *nodeConn {
-	return &nodeConn{name: name, out: make(chan *castv1.ConnectResponse, nodeQueueLen),
+func newNodeConn(name string, kill func(), queue int) *nodeConn {
+	return &nodeConn{name: name, out: make(chan *castv1.ConnectResponse, queue),
 		resync: make(chan *castv1.ConnectResponse), kill: kill}
 }
 

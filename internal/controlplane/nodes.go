@@ -125,7 +125,7 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	}
 	var lease atomic.Int64 // replaced by the receive loop when it re-registers
 	lease.Store(int64(l))
-	conn := newNodeConn(node.Name, cancel)
+	conn := newNodeConn(node.Name, cancel, h.s.cfg.NodeQueue)
 	h.s.hub.add(conn)
 	defer func() {
 		h.s.hub.remove(conn)

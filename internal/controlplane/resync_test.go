@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,7 +120,10 @@ func TestResyncOfTenThousandSessionsStreams(t *testing.T) {
 	if err := st.UnregisterNode(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" })
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
+		c.NodeQueue = 16 // the resync must not depend on the live queue's size
+	})
 	c := testharness.Dial(t, srv.Addr())
 
 	lost := make([]string, n)
@@ -163,4 +167,52 @@ func TestResyncOfTenThousandSessionsStreams(t *testing.T) {
 		}
 	}
 	waitConnected(t, c, "big", true)
+}
+
+// A peer that stops reading is still cut once its live queue fills (and
+// only then): the stream ends and the node is shown down, so it can
+// reconnect and catch up instead of holding frames forever.
+func TestStuckNodeStreamIsCut(t *testing.T) {
+	const queue = 16
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.NodeQueue = queue })
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	connectNode(t, ctx, c, "stuck", nil) // heartbeats, never reads
+	waitConnected(t, c, "stuck", true)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("x", 16<<10)
+	connected := func() bool {
+		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Nodes) == 1 && resp.Nodes[0].Connected
+	}
+	// Each message is one live frame; flow control and the queue hold a
+	// few dozen of them.
+	sent := 0
+	for connected() {
+		if sent >= 50*queue {
+			t.Fatal("a node that reads nothing was never cut")
+		}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: text}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		sent += 8 * 4
+	}
+	t.Logf("cut after %d messages", sent)
 }
