@@ -71,7 +71,7 @@ func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 			return in
 		}
 	}
-	env := t.Environ()
+	env := runner.Env(t)
 	for _, k := range l.Env {
 		if runner.EnvValue(env, k) != "" {
 			in.Ready, in.Status = true, "key in its environment ("+k+")"

@@ -40,16 +40,7 @@ func (t Turn) AgentDir() string {
 	if !ok {
 		return ""
 	}
-	return AgentDir(a, t.Environ())
-}
-
-// Environ is the environment t's CLI runs with.
-func (t Turn) Environ() []string {
-	a, ok := agents.Lookup(t.Agent)
-	if !ok {
-		return nil
-	}
-	return buildEnv(a, t)
+	return AgentDir(a, buildEnv(a, t))
 }
 
 // passThrough are the only variables an isolated turn takes from the
