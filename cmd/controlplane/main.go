@@ -61,7 +61,7 @@ func main() {
 			node := nodeagent.DefaultConfig()
 			node.DataDir = filepath.Join(cfg.DataDir, "node")
 			node.Labels = labels
-			node.IsolatedHomes, node.FleetAccounts, node.CastBin = nodeIsolated, nodeFleet, nodeagent.DefaultCastBin()
+			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin = nodeIsolated, nodeFleet, true
 			if agentsConfig != "" {
 				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err

@@ -61,6 +61,9 @@ type Config struct {
 	// CastBin is the cast CLI, registered in the agents as an MCP server
 	// (`cast mcp`) for permission prompts and history; "" disables it.
 	CastBin string
+	// FindCastBin looks for cast at each turn while CastBin is empty
+	// (DefaultCastBin), for a setup started before cast was built.
+	FindCastBin bool
 	// PathMap maps a migrating session's checkout path on its source node
 	// to this node's path for it (--map-path FROM=TO).
 	PathMap worktree.PathMap
@@ -210,8 +213,7 @@ func DefaultConfig() Config {
 // ("" when neither exists).
 func DefaultCastBin() string {
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "cast")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		if p := filepath.Join(filepath.Dir(exe), "cast"); isExecutable(p) {
 			return p
 		}
 	}
@@ -219,6 +221,11 @@ func DefaultCastBin() string {
 		return p
 	}
 	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Validate checks c.

@@ -39,24 +39,25 @@ var historyOnly = []string{"mcp", "--tools", mcpserver.HistoryTool}
 // through a small extension that calls the MCP tool via `cast mcp call`
 // (piext.go).
 func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
-	if a.cfg.CastBin == "" {
+	bin := a.castBin()
+	if bin == "" {
 		return nil
 	}
 	switch t.Agent {
 	case "claude":
-		return a.registerClaudeMCP(t, sessionID)
+		return a.registerClaudeMCP(t, sessionID, bin)
 	case "codex":
 		// Codex takes MCP servers as -c config overrides (TOML values).
 		t.Args = append(t.Args,
-			"-c", "mcp_servers."+mcpName+".command="+strconv.Quote(a.cfg.CastBin),
+			"-c", "mcp_servers."+mcpName+".command="+strconv.Quote(bin),
 			"-c", "mcp_servers."+mcpName+`.args=["mcp","--tools","history"]`,
 			"-c", fmt.Sprintf("mcp_servers."+mcpName+".env={CAST_SESSION=%s,CAST_ADDR=%s}", strconv.Quote(sessionID), strconv.Quote(a.cfg.ControlPlane)))
 	case "gemini":
-		return a.registerGeminiMCP(t)
+		return a.registerGeminiMCP(t, bin)
 	case "opencode":
-		return a.registerOpenCodeMCP(t, sessionID)
+		return a.registerOpenCodeMCP(t, sessionID, bin)
 	case "pi":
-		return a.registerPiHistory(t)
+		return a.registerPiHistory(t, bin)
 	}
 	return nil
 }
@@ -64,9 +65,9 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 // registerClaudeMCP gives Claude Code cast's MCP server, with its permission
 // tool as the --permission-prompt-tool, so a tool that needs approval waits
 // on a person (`cast approve`/`cast deny`) instead of being refused.
-func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
+func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID, bin string) error {
 	cfg := map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
-		"type": "stdio", "command": a.cfg.CastBin, "args": []string{"mcp"},
+		"type": "stdio", "command": bin, "args": []string{"mcp"},
 		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
 	}}}
 	b, err := json.Marshal(cfg)
@@ -100,7 +101,7 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID string) error {
 // (gemini allows mcp_cast_* when the folder is trusted, which the runner's
 // GEMINI_CLI_TRUST_WORKSPACE makes it); `--tools history` keeps that trust
 // to the one read-only tool.
-func (a *Agent) registerGeminiMCP(t *runner.Turn) error {
+func (a *Agent) registerGeminiMCP(t *runner.Turn, bin string) error {
 	if t.UserEnv != nil {
 		a.geminiNoMCP.Do(func() {
 			a.lg.Warn("gemini runs in your own home: cast's history tool is not registered (gemini has no flag for it and cast does not rewrite ~/.gemini/settings.json); --isolated-homes gives it")
@@ -135,7 +136,7 @@ func (a *Agent) registerGeminiMCP(t *runner.Turn) error {
 		servers = map[string]any{}
 	}
 	servers[mcpName] = map[string]any{
-		"command": a.cfg.CastBin, "args": historyOnly,
+		"command": bin, "args": historyOnly,
 		"env":   map[string]string{"CAST_SESSION": "$CAST_SESSION", "CAST_ADDR": "$CAST_ADDR"},
 		"trust": true,
 	}
@@ -175,7 +176,7 @@ func writePrivate(path string, b []byte) error {
 // default permissions; an operator config that asks for every tool would
 // need "cast_history": "allow" (not forced here, as merging into a
 // permission given as a string would replace it).
-func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID string) error {
+func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID, bin string) error {
 	const key = "OPENCODE_CONFIG_CONTENT"
 	cfg := map[string]any{}
 	if s := runner.EnvValue(t.Env, key); s != "" {
@@ -189,7 +190,7 @@ func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID string) error {
 		servers = map[string]any{}
 	}
 	servers[mcpName] = map[string]any{
-		"type": "local", "command": append([]string{a.cfg.CastBin}, historyOnly...),
+		"type": "local", "command": append([]string{bin}, historyOnly...),
 		"environment": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
 		"enabled":     true,
 	}
@@ -200,4 +201,22 @@ func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID string) error {
 	}
 	t.Env = append(t.Env, key+"="+string(b)) // last wins
 	return nil
+}
+
+// castBin is the cast CLI the agents get as their MCP server: the
+// configured one, or (FindCastBin, `controlplane --dev`) the first found
+// now: DefaultCastBin, else bin/cast under the working directory. `go run`
+// leaves no cast next to the binary, and the README builds bin/cast after
+// starting the dev setup.
+func (a *Agent) castBin() string {
+	if a.cfg.CastBin != "" || !a.cfg.FindCastBin {
+		return a.cfg.CastBin
+	}
+	if p := DefaultCastBin(); p != "" {
+		return p
+	}
+	if wd, err := os.Getwd(); err == nil && isExecutable(filepath.Join(wd, "bin", "cast")) {
+		return filepath.Join(wd, "bin", "cast")
+	}
+	return ""
 }

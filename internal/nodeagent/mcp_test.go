@@ -154,3 +154,31 @@ func TestPiHistoryExtension(t *testing.T) {
 		t.Error("the extension names a session; it must come from the environment")
 	}
 }
+
+// The dev setup finds cast when it is built after the start (`go run`,
+// then the README's `go build -o bin/`): looked up at each turn, in the
+// working directory's bin/ too.
+func TestCastBinFoundLate(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
+	t.Setenv("PATH", t.TempDir())
+	a := testAgent(t)
+	a.cfg.CastBin, a.cfg.FindCastBin = "", true
+	if got := a.castBin(); got != "" {
+		t.Fatalf("found %q before it exists", got)
+	}
+	bin := filepath.Join(wd, "bin", "cast")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.castBin(); got != bin {
+		t.Fatalf("castBin %q, want %q", got, bin)
+	}
+	a.cfg.FindCastBin = false // a node: only what it was given
+	if got := a.castBin(); got != "" {
+		t.Fatalf("node without --cast-bin found %q", got)
+	}
+}

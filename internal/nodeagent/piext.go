@@ -50,8 +50,8 @@ export default function (pi: any) {
 // the checkout or pi's folder, which may be the user's) and loads it with
 // -e; CAST_SESSION and CAST_ADDR reach `cast mcp call` through pi's
 // environment.
-func (a *Agent) registerPiHistory(t *runner.Turn) error {
-	src, err := piExtensionSource(a.cfg.CastBin)
+func (a *Agent) registerPiHistory(t *runner.Turn, bin string) error {
+	src, err := piExtensionSource(bin)
 	if err != nil {
 		return err
 	}
