@@ -14,8 +14,8 @@ import (
 
 // Node calls need the node token when the control plane has one: a node
 // can append to sessions it owns, report turns and fetch fleet
-// credentials, so no other API client may speak for it. ListNodes is what
-// `cast nodes` calls and stays open.
+// credentials, so no other API client may speak for it. ListNodes and
+// DeleteNode are what `cast nodes` and `cast node rm` call and stay open.
 
 const nodeServicePrefix = "/cast.v1.NodeService/"
 
@@ -23,7 +23,8 @@ const nodeServicePrefix = "/cast.v1.NodeService/"
 const ReasonNodeToken = "NODE_TOKEN_INVALID"
 
 func needsNodeToken(method string) bool {
-	return strings.HasPrefix(method, nodeServicePrefix) && method != nodeServicePrefix+"ListNodes"
+	return strings.HasPrefix(method, nodeServicePrefix) && method != nodeServicePrefix+"ListNodes" &&
+		method != nodeServicePrefix+"DeleteNode"
 }
 
 func (s *Server) checkNodeToken(ctx context.Context, method string) error {

@@ -31,6 +31,18 @@ func (h *nodeService) ListNodes(ctx context.Context, _ *castv1.ListNodesRequest)
 	return &castv1.ListNodesResponse{Nodes: nodes}, nil
 }
 
+func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequest) (*castv1.DeleteNodeResponse, error) {
+	if !ids.ValidName(req.Name) {
+		return nil, invalid("node name %s is malformed; `cast nodes` lists nodes", quote(req.Name))
+	}
+	n, err := h.s.store.DeleteNode(ctx, req.Name, req.Force)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n))
+	return &castv1.DeleteNodeResponse{Sessions: int32(n)}, nil
+}
+
 func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err

@@ -560,3 +560,38 @@ func TestCLIRemoveArchivesAndPurges(t *testing.T) {
 		t.Fatalf("purge left keys: %v", keys)
 	}
 }
+
+// `cast node rm` forgets a node that is gone; it refuses a connected node
+// and one that still owns sessions (unless --force, after which a drain
+// still moves them).
+func TestCLINodeRemove(t *testing.T) {
+	r := newCLIRig(t, "gone", "empty", "n2")
+	id := r.history("claude", "gone", "left behind").Id
+	if _, errOut, code := r.cli.run("node", "rm", "n2"); code != 1 || !strings.Contains(errOut, "node n2 is connected") {
+		t.Fatalf("node rm of a connected node: exit %d %q", code, errOut)
+	}
+	r.stops["gone"]()
+	r.stops["empty"]()
+	r.cli.waitNode("gone", false)
+	r.cli.waitNode("empty", false)
+	if _, errOut, code := r.cli.run("node", "rm", "gone"); code != 1 || !strings.Contains(errOut, "still owns 1 session") ||
+		!strings.Contains(errOut, "cast drain gone --skip-worktree") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("node rm of a node with sessions: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := r.cli.run("node", "rm", "nosuch"); code != 1 || !strings.Contains(errOut, "not registered") {
+		t.Fatalf("node rm of an unknown node: exit %d %q", code, errOut)
+	}
+	r.cli.must("node", "rm", "empty")
+	if out := r.cli.must("node", "rm", "gone", "--force"); !strings.Contains(out, "1 session(s)") {
+		t.Fatalf("node rm --force: %q", out)
+	}
+	for _, n := range r.cli.nodes() {
+		if n.Name == "gone" || n.Name == "empty" {
+			t.Fatalf("cast nodes still lists %s", n.Name)
+		}
+	}
+	r.cli.must("drain", "gone", "--to", "n2", "--skip-worktree")
+	if s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id}); err != nil || s.Node != "n2" {
+		t.Fatalf("the forgotten node's session after a drain: %v %v", s, err)
+	}
+}

@@ -49,6 +49,7 @@ const (
 	ReasonSessionArchived  = "SESSION_ARCHIVED"
 	ReasonSessionBusy      = "SESSION_RUNNING"
 	ReasonNodeBusy         = "NODE_OWNS_SESSIONS"
+	ReasonNodeConnected    = "NODE_CONNECTED"
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"

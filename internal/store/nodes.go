@@ -150,3 +150,54 @@ func (s *Store) SessionsOwnedBy(ctx context.Context, node string) ([]OwnedSessio
 	})
 	return out, err
 }
+
+// DeleteNode forgets a node that is gone: its record, queued commands and
+// credential grants, in one txn compared against what was checked (not
+// connected, the record and its session index unchanged). A node that
+// still owns sessions is refused unless force; then the sessions stay,
+// owned by the name, for a drain to move.
+func (s *Store) DeleteNode(ctx context.Context, name string, force bool) (int, error) {
+	defer s.observe("delete_node", time.Now())
+	owned := s.key("nodesessions", name) + "/"
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.nodeKey(name)), clientv3.OpGet(s.connKey(name)),
+		clientv3.OpGet(owned, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	rec := resp.Responses[0].GetResponseRange().Kvs
+	if len(rec) == 0 {
+		return 0, errs.NotFound("node %s is not registered; `cast nodes` lists nodes", name).With("node", name)
+	}
+	if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+		return 0, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeConnected,
+			"node %s is connected; stop its daemon first (or `cast drain %s` to move its sessions)", name, name).With("node", name)
+	}
+	sessions := int(resp.Responses[2].GetResponseRange().Count)
+	if sessions > 0 && !force {
+		return 0, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeBusy,
+			"node %s still owns %d session(s); `cast drain %s --skip-worktree` moves them, or `cast node rm %s --force` forgets the node and leaves them for a later drain",
+			name, sessions, name, name).With("node", name)
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(s.nodeKey(name)), "=", rec[0].ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(s.connKey(name)), "=", 0),
+	}
+	if sessions == 0 {
+		// Nothing was placed on it since the count.
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(owned).WithPrefix(), "=", 0))
+	}
+	txn, err := s.cli.Txn(ctx).If(cmps...).Then(
+		clientv3.OpDelete(s.nodeKey(name)),
+		clientv3.OpDelete(s.key("nodecmds", name)+"/", clientv3.WithPrefix()),
+		clientv3.OpDelete(s.key("credgrants", name)+"/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if !txn.Succeeded {
+		return 0, errs.New(errs.KindAborted, errs.ReasonConflict, "node %s changed while it was being removed (it reconnected, or got a session); look at `cast nodes` and retry", name).With("node", name)
+	}
+	return sessions, nil
+}
