@@ -32,8 +32,8 @@ func (h *nodeService) ListNodes(ctx context.Context, _ *castv1.ListNodesRequest)
 }
 
 func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequest) (*castv1.DeleteNodeResponse, error) {
-	if !ids.ValidName(req.Name) {
-		return nil, invalid("node name %s is malformed; `cast nodes` lists nodes", quote(req.Name))
+	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
+		return nil, err
 	}
 	n, err := h.s.store.DeleteNode(ctx, req.Name, req.Force)
 	if err != nil {
