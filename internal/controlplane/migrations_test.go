@@ -106,6 +106,9 @@ func TestMigrateIdleSessionsByLabel(t *testing.T) {
 	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
 	repo := filepath.Join(laptopRoot, "repo")
 	gitRepo(t, repo)
+	if out, err := exec.Command("git", "-C", repo, "remote", "add", "origin", "git@example.com:team/app.git").CombinedOutput(); err != nil {
+		t.Fatalf("git remote add: %v %s", err, out)
+	}
 	c := twoNodes(t, laptopRoot, linuxRoot)
 	ctx := ctxT(t)
 	var sids []string
@@ -155,6 +158,9 @@ func TestMigrateIdleSessionsByLabel(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Errorf("%s on the destination = %q, %v; want %q", name, got, err, want)
 		}
+	}
+	if out, err := exec.Command("git", "-C", dest, "remote", "get-url", "origin").Output(); err != nil || strings.TrimSpace(string(out)) != "git@example.com:team/app.git" {
+		t.Errorf("the destination's origin = %q, %v; want the source's remote", out, err)
 	}
 	// Cancelling a finished migration says so.
 	_, err = c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id})

@@ -14,7 +14,8 @@
 //
 // Limitations: staged and unstaged changes arrive together as unstaged
 // (the index is reset to HEAD); ignored files, other branches, the stash,
-// hooks and repository config do not travel; submodules and nested
+// hooks and repository config do not travel (remotes do: their names and
+// URLs); submodules and nested
 // repositories travel only as the commit their gitlink records; the
 // whole history of HEAD is bundled every time. Git 2.31 or newer is
 // needed on both machines.
@@ -36,6 +37,9 @@ type Manifest struct {
 	Branch   string `json:"branch"`   // short branch name, "" when HEAD is detached
 	Snapshot string `json:"snapshot"` // commit of the whole work tree, "" when clean
 	Ref      string `json:"ref"`      // ref in the bundle holding Snapshot (or Commit when clean)
+	// Remotes are the checkout's remotes, so the destination fetches and
+	// pushes where the source did (only plain URLs travel: see safeURL).
+	Remotes []Remote `json:"remotes,omitempty"`
 }
 
 // Check reports whether dir is a git work tree that can be exported. A
@@ -126,6 +130,9 @@ func Export(ctx context.Context, dir, bundlePath string) (Manifest, error) {
 		return Manifest{}, err
 	}
 	if m.Snapshot, err = r.snapshot(ctx, m.Commit); err != nil {
+		return Manifest{}, err
+	}
+	if m.Remotes, err = r.remotes(ctx); err != nil {
 		return Manifest{}, err
 	}
 	target := m.Commit

@@ -12,21 +12,22 @@ import (
 )
 
 // Import makes dir match m from the bundle at bundlePath. A missing or
-// empty dir becomes a new repository holding the bundle's objects (no
-// remote is configured: the bundle is a temporary file). An existing dir
-// must be the top of a git work tree with no changes of its own. Then
-// Branch is checked out at Commit (detached when Branch is ""), and the
-// snapshot, if any, is laid over it: its differences from Commit appear
-// as unstaged or untracked changes, deletions included; what was staged
-// on the source arrives unstaged. When Import fails, a directory it
-// created is removed again; an existing repository may be left checked
-// out at Commit without the snapshot's changes.
+// empty dir becomes a new repository holding the bundle's objects (the
+// bundle is a temporary file, never a remote). An existing dir must be the
+// top of a git work tree with no changes of its own. Then Branch is
+// checked out at Commit (detached when Branch is ""), the source's remotes
+// the checkout lacks are added, and the snapshot, if any, is laid over it:
+// its differences from Commit appear as unstaged or untracked changes,
+// deletions included; what was staged on the source arrives unstaged.
+// When Import fails, a directory it created is removed again; an existing
+// repository may be left checked out at Commit without the snapshot's
+// changes.
 func Import(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if err := validate(ctx, bundlePath, dir, m); err != nil {
 		return err
 	}
 	if alreadyThere(ctx, dir, m) {
-		return nil
+		return repo{dir: dir}.addRemotes(ctx, m.Remotes)
 	}
 	r, cleanup, err := destination(ctx, dir)
 	if err != nil {
@@ -66,6 +67,11 @@ func validate(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	}
 	if _, err := r.git(ctx, "check-ref-format", m.Ref); err != nil {
 		return bad("ref " + quote(m.Ref) + " is not a valid ref name")
+	}
+	for _, rm := range m.Remotes {
+		if why := validRemote(ctx, r, rm); why != "" {
+			return bad(why)
+		}
 	}
 	if m.Branch != "" {
 		// --branch also expands @{-1}; the output must be the name itself.
@@ -179,6 +185,9 @@ func (r repo) apply(ctx context.Context, bundlePath string, m Manifest) error {
 		return err
 	}
 	if err := r.checkout(ctx, m.Branch, m.Commit); err != nil {
+		return err
+	}
+	if err := r.addRemotes(ctx, m.Remotes); err != nil {
 		return err
 	}
 	if m.Snapshot == "" {

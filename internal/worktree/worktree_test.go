@@ -205,6 +205,13 @@ func TestImportBadManifest(t *testing.T) {
 		"option branch":   {Commit: good.Commit, Ref: good.Ref, Branch: "-f"},
 		"bad branch":      {Commit: good.Commit, Ref: good.Ref, Branch: "a..b"},
 		"previous branch": {Commit: good.Commit, Ref: good.Ref, Branch: "@{-1}"},
+		"ext remote":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "ext::sh -c touch% /tmp/cast-pwned"}}},
+		"fd remote":       {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "fd::3"}}},
+		"option url":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "--upload-pack=touch /tmp/cast-pwned"}}},
+		"option name":     {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "-f", URL: "https://example.com/r.git"}}},
+		"bad name":        {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "a..b", URL: "https://example.com/r.git"}}},
+		"helper url":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "hg://example.com/r"}}},
+		"newline url":     {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "https://example.com/r\n[core]"}}},
 	} {
 		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !IsKind(err, KindInvalid) {
 			t.Errorf("%s: Import = %v, want KindInvalid", name, err)
@@ -297,5 +304,48 @@ func TestRoundTripFromLinkedWorktree(t *testing.T) {
 	m := roundTrip(t, wt, t.TempDir())
 	if m.Branch != "feature/w" {
 		t.Fatalf("branch %q", m.Branch)
+	}
+}
+
+// A checkout's remotes arrive with it (names and URLs, plain ones only: a
+// transport helper URL stays behind); a destination checkout keeps its own
+// URL for a remote it already has.
+func TestRemotesTravel(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	src := newRepo(t)
+	gitT(t, src, "remote", "add", "origin", "https://example.com/team/app.git")
+	gitT(t, src, "remote", "add", "upstream", "git@example.com:upstream/app.git")
+	gitT(t, src, "remote", "add", "mirror", "/srv/git/app.git")
+	gitT(t, src, "remote", "add", "evil", "ext::sh -c touch% /tmp/cast-pwned")
+	bundle := filepath.Join(t.TempDir(), "wt.bundle")
+	m, err := Export(ctx, src, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "mirror\t/srv/git/app.git\norigin\thttps://example.com/team/app.git\nupstream\tgit@example.com:upstream/app.git"
+	remotes := func(dir string) string {
+		var lines []string
+		for _, n := range strings.Split(gitT(t, dir, "remote"), "\n") {
+			lines = append(lines, n+"\t"+gitT(t, dir, "remote", "get-url", n))
+		}
+		return strings.Join(lines, "\n")
+	}
+	dst := filepath.Join(t.TempDir(), "d")
+	if err := Import(ctx, bundle, dst, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := remotes(dst); got != want {
+		t.Fatalf("remotes after import:\n%s\nwant:\n%s", got, want)
+	}
+
+	clone := t.TempDir()
+	gitT(t, clone, "clone", "-q", src, ".")
+	gitT(t, clone, "remote", "set-url", "origin", "https://example.com/fork/app.git")
+	if err := Import(ctx, bundle, clone, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := remotes(clone); !strings.Contains(got, "origin\thttps://example.com/fork/app.git") || !strings.Contains(got, "upstream\tgit@example.com:upstream/app.git") {
+		t.Fatalf("remotes of an existing clone after import:\n%s", got)
 	}
 }
