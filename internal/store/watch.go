@@ -35,6 +35,9 @@ func (s *Store) Watch(ctx context.Context, sessionID string, startSeq int64, fn 
 	}
 	for start := max(startSeq, 1); startSeq > 0 && start <= sess.LastSeq; {
 		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, s.cfg.PageBytes, rev)
+		if errs.HasReason(err, errs.ReasonBadPageToken) { // compacted under the replay (NOSPACE recovery)
+			return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "the store compacted during the replay; watch again with start_seq")
+		}
 		if err != nil || len(msgs) == 0 {
 			return errs.Internal(err, "replay transcript")
 		}
