@@ -251,3 +251,21 @@ func TestLargeAppendsNeverReachNoSpace(t *testing.T) {
 }
 
 var _ = context.Background
+
+// Work tree bundle chunks count against the quota like message chunks.
+func TestWorkTreeChunksCountAgainstQuota(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	probe := testharness.OpenStore(t, ep, nil)
+	used, _ := probe.Usage()
+	s := testharness.OpenStore(t, ep, func(c *store.Config) { c.QuotaBytes = used + 2<<20; c.QuotaReserve = 0 })
+	ctx := ctxT(t)
+	chunk := []byte(bigText(256 << 10))
+	var err error
+	put := 0
+	for ; put < 20 && err == nil; put++ {
+		err = s.PutWorkTreeChunk(ctx, "m1", "sess1", put, chunk)
+	}
+	if !errs.HasReason(err, errs.ReasonStoreQuota) || put < 4 {
+		t.Fatalf("after %d chunks of 256 KiB under 2 MiB of headroom: %v, want STORE_QUOTA_EXCEEDED", put, err)
+	}
+}

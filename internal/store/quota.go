@@ -77,6 +77,17 @@ func (s *Store) writeCost(e encoded) int {
 	return len(e.raw) + len(e.raw)/4 + (s.chunks(e)+2)*(keyOverhead+len(s.cfg.Prefix)+96)
 }
 
+// spend reserves what writing n value bytes under one key costs, runs
+// write, and counts the bytes as written (until the next polls see them).
+func (s *Store) spend(n int, write func() error) error {
+	cost := n + n/4 + keyOverhead
+	if err := s.reserveQuota(cost); err != nil {
+		return err
+	}
+	defer s.quota.settle(cost)
+	return write()
+}
+
 // reserveQuota is reserve plus the metric.
 func (s *Store) reserveQuota(n int) error {
 	if err := s.quota.reserve(n); err != nil {

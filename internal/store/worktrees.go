@@ -26,11 +26,10 @@ const (
 
 // PutWorkTreeChunk stores chunk i of a bundle.
 func (s *Store) PutWorkTreeChunk(ctx context.Context, migID, sessionID string, i int, data []byte) error {
-	if err := s.checkQuota(len(data)); err != nil {
+	return s.spend(len(data), func() error {
+		_, err := s.cli.Put(ctx, s.workTreeKey(migID, sessionID, "chunks", fmt.Sprintf("%06d", i)), string(data))
 		return err
-	}
-	_, err := s.cli.Put(ctx, s.workTreeKey(migID, sessionID, "chunks", fmt.Sprintf("%06d", i)), string(data))
-	return err
+	})
 }
 
 // PutWorkTreeRecord writes a named record (manifest, export_error, import).
