@@ -349,3 +349,17 @@ func TestRemotesTravel(t *testing.T) {
 		t.Fatalf("remotes of an existing clone after import:\n%s", got)
 	}
 }
+
+func TestSafeURL(t *testing.T) {
+	for u, want := range map[string]bool{
+		"https://github.com/org/app.git": true, "http://host/x": true, "ssh://git@host:22/x.git": true,
+		"git://host/x": true, "file:///srv/git/x": true, "git@github.com:org/app.git": true, "/srv/git/app.git": true,
+		"ext::sh -c touch% /tmp/x": false, "fd::3": false, "--upload-pack=touch /tmp/x": false, "-u": false,
+		"hg://host/x": false, "persistent-https://host/x": false, "https://host/x\n[core]": false, "": false,
+		"https:///nohost": false, "relative/path": false, "host:": false,
+	} {
+		if got := safeURL(u); got != want {
+			t.Errorf("safeURL(%q) = %v, want %v", u, got, want)
+		}
+	}
+}
