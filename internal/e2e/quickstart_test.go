@@ -173,8 +173,29 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 	sh := &shell{t: t, dir: t.TempDir(), env: env, vars: map[string]string{}}
 	var watch *exec.Cmd
 	var watchOut lockedBuffer
+	// waitAnswered waits, as a person reading the answers would, until the
+	// claude session answered both its messages and is idle.
+	waitAnswered := func() {
+		t.Helper()
+		id := sh.vars["id"]
+		done := func() bool {
+			out, _, _ := c.run("read", id)
+			get, _, _ := c.run("get", id, "--json")
+			return strings.Count(out, "FAKE-ANSWER") >= 2 && strings.Contains(get, "SESSION_STATE_IDLE")
+		}
+		for end := time.Now().Add(3 * time.Minute); !done(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(end) {
+				read, _, _ := c.run("read", id)
+				get, _, _ := c.run("get", id)
+				t.Fatalf("claude did not answer both messages in 3m:\n%s\n%s", get, read)
+			}
+		}
+	}
 	for _, line := range readmeUse(t) {
 		switch {
+		case strings.HasPrefix(line, "bin/cast rm $id"):
+			waitAnswered() // rm refuses a session that is running a turn
+			sh.run(line)
 		case strings.HasPrefix(line, "go build -o bin/ ./cmd/..."):
 			continue // testharness.Binaries built them
 		case strings.HasPrefix(line, "id=$("):
@@ -203,17 +224,7 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 	}
 
 	// Both of the claude session's messages are answered, and watch shows it.
-	answered := func() bool {
-		out, _, _ := c.run("read", id)
-		return strings.Count(out, "FAKE-ANSWER") >= 2
-	}
-	for end := time.Now().Add(3 * time.Minute); !answered(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(end) {
-			read, _, _ := c.run("read", id)
-			get, _, _ := c.run("get", id)
-			t.Fatalf("claude did not answer both messages in 3m:\n%s\n%s", get, read)
-		}
-	}
+	waitAnswered()
 	testharness.WaitFor(t, 30*time.Second, "cast watch shows the answer", func() bool {
 		return strings.Contains(watchOut.String(), "FAKE-ANSWER")
 	})
@@ -225,12 +236,13 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 	if body := lastBody(fake, "refactor the parser"); !strings.Contains(body, "mcp__cast__history") {
 		t.Error("claude was not given cast's history tool on the --dev setup")
 	}
-	sh.run(`bin/cast send -s $id "TOOLCALL CMD[touch approved.txt]"`)
+	// (A new session: the README's `cast rm` archived $id.)
+	sh.vars["asker"] = strings.TrimSpace(sh.run(`bin/cast new --agent claude "TOOLCALL CMD[touch approved.txt]"`))
 	testharness.WaitFor(t, 2*time.Minute, "the session waits for permission", func() bool {
-		out, _, _ := c.run("get", id, "--json")
+		out, _, _ := c.run("get", sh.vars["asker"], "--json")
 		return strings.Contains(out, "WAITING_PERMISSION")
 	})
-	sh.run("bin/cast approve -s $id")
+	sh.run("bin/cast approve -s $asker")
 	testharness.WaitFor(t, 2*time.Minute, "the approved tool ran", func() bool {
 		_, err := os.Stat(filepath.Join(sh.dir, "approved.txt"))
 		return err == nil
