@@ -303,15 +303,28 @@ func TestCLIWatchAndSendRideOutControlPlaneRestarts(t *testing.T) {
 		out, errOut string
 		code        int
 	}
-	sent := make(chan result, 1)
+	sent, created := make(chan result, 1), make(chan result, 1)
 	go func() {
 		out, errOut, code := c.run("send", "-s", sess.Id, "MARK-2")
 		sent <- result{out, errOut, code}
+	}()
+	go func() {
+		out, errOut, code := c.run("new", "--agent", "claude", "--cwd", t.TempDir(), "--json", "MARK-NEW")
+		created <- result{out, errOut, code}
 	}()
 	time.Sleep(5 * time.Second) // the outage: longer than a restart takes
 	cp = startCP()
 	if r := <-sent; r.code != 0 {
 		t.Fatalf("send through the restart: exit %d: %s", r.code, r.errOut)
+	}
+	if r := <-created; r.code != 0 {
+		t.Fatalf("new through the restart: exit %d: %s", r.code, r.errOut)
+	}
+	var list struct {
+		Sessions []struct{ Title string } `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(c.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 2 || list.Sessions[0].Title != "MARK-NEW" {
+		t.Fatalf("sessions after a create through the restart: %v %+v", err, list)
 	}
 	testharness.WaitFor(t, 30*time.Second, "watch shows MARK-2", shown("MARK-2"))
 
