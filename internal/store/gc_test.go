@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,97 @@ func TestRunSweepsOrphans(t *testing.T) {
 	go func() { defer close(done); s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	testharness.WaitFor(t, 20*time.Second, "the sweeper to delete orphan chunks", func() bool { return chunkKeys(t, cli) == 0 })
+}
+
+// Two replicas append the same large messages at once (a client retrying
+// through another replica) while a sweep with no grace at all runs in a
+// loop, and other appends stall across a whole sweep: whatever is
+// acknowledged is stored once and reads back byte-exact. The sweep may
+// refuse an append in flight (CONFLICT, retried), never damage a committed
+// one.
+func TestReplicasRetryingUnderAggressiveSweep(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	a, b := testharness.OpenStore(t, ep, nil), testharness.OpenStore(t, ep, nil)
+	cli := etcdClient(t, ep)
+	c := newSession(t, a, "n1")
+	ctx := ctxT(t)
+	stop := make(chan struct{})
+	swept := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				swept <- nil
+				return
+			default:
+			}
+			if _, err := b.SweepChunks(ctx, rev(t, cli)); err != nil {
+				swept <- err
+				return
+			}
+		}
+	}()
+	const n = 8
+	var refused atomic.Int64
+	var stall atomic.Bool
+	// An append through a with stall set waits out a whole sweep between
+	// its chunks and its commit, as if it outlived the grace.
+	store.SetAfterChunks(a, func() {
+		if stall.CompareAndSwap(true, false) {
+			if _, err := b.SweepChunks(ctx, rev(t, cli)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	want := map[string]string{}
+	for i := range n {
+		m := toolResult(ids.NewClientID(), bigText(300<<10+i))
+		want[m.ClientId] = m.ToolResult.Output
+		replicas := []*store.Store{a, b}
+		if i%2 == 1 { // one replica, stalled once
+			replicas = replicas[:1]
+			stall.Store(true)
+		}
+		errc := make(chan error, 2)
+		for _, s := range replicas {
+			go func() {
+				var err error
+				for try := 0; try < 20; try++ { // a refused attempt is retried with the same id
+					if _, err = s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(m.ClientId, m.ToolResult.Output)}, store.Guard{}); !errs.HasReason(err, errs.ReasonConflict) {
+						break
+					}
+					refused.Add(1)
+				}
+				errc <- err
+			}()
+		}
+		for range replicas {
+			if err := <-errc; err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		}
+	}
+	close(stop)
+	if err := <-swept; err != nil {
+		t.Fatal(err)
+	}
+	if refused.Load() < n/2 {
+		t.Fatalf("%d appends refused for their swept chunks, want at least %d", refused.Load(), n/2)
+	}
+	msgs := readAll(t, a, c.Session.Id)
+	if len(msgs) != n {
+		t.Fatalf("stored %d messages, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if m.Seq != int64(i+1) || want[m.ClientId] != m.ToolResult.GetOutput() {
+			t.Fatalf("message %d (seq %d) does not read back as sent", i, m.Seq)
+		}
+		delete(want, m.ClientId)
+	}
+	if _, err := b.SweepChunks(ctx, rev(t, cli)); err != nil {
+		t.Fatal(err)
+	}
+	if got := chunkKeys(t, cli); got != int64(2*n) { // 2 chunks per committed message, no orphans
+		t.Fatalf("%d chunk keys left, want %d", got, 2*n)
+	}
 }
