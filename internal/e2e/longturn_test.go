@@ -21,22 +21,24 @@ import (
 // turn read one page of 500 agent rows, found no prompt, and marked the
 // message delivered without running it.
 func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
-	const calls = 510 // two rows each: the turn syncs more than 1,000 rows
+	// 340 rounds of an assistant note and one Read call (the cheapest tool:
+	// no process per call), three rows each: the turn syncs 1,020 rows. One
+	// call per round: the Claude reader drops parallel calls' results
+	// (reported; fakemodel's Parallel reproduces it).
+	const rowsPerRound, rounds, before = 3, 340, 205 // 615 rows before the message
 	r := newTurnRig(t, "claude")
 	cwd := t.TempDir()
 	note := filepath.Join(cwd, "note.txt")
 	if err := os.WriteFile(note, []byte("a small file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Read is the cheapest tool: no process per call.
-	read := fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": note}}}
+	read := fakemodel.Reply{Text: "reading the note again", Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": note}}}
 	gate := make(chan struct{})
 	held := read
 	held.Gate = gate
-	before := calls * 6 / 10 // more than 500 rows before the message
 	r.fake.Enqueue(fakemodel.Repeat(before, read)...)
 	r.fake.Enqueue(held)
-	r.fake.Enqueue(fakemodel.Repeat(calls-before-1, read)...)
+	r.fake.Enqueue(fakemodel.Repeat(rounds-before-1, read)...)
 	r.fake.Enqueue(fakemodel.Reply{Text: "LONG TURN DONE"})
 
 	ctx := context.Background()
@@ -44,10 +46,11 @@ func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The turn is held on the model with `before` calls made and synced.
+	// The turn is held on the model with `before` rounds' calls made and
+	// synced.
 	testharness.WaitFor(t, 3*time.Minute, "the long turn half-way", func() bool {
 		s, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
-		return err == nil && r.fake.TurnsStarted() > before && s.LastSeq >= int64(1+2*before)
+		return err == nil && r.fake.TurnsStarted() > before && s.LastSeq >= 1+rowsPerRound*before
 	})
 	const mark = "MID-TURN-QUESTION-7"
 	seq := r.send(sess.Id, mark)
@@ -133,17 +136,17 @@ func TestHeldMessagePastRow500IsDelivered(t *testing.T) {
 	r := newMigRig(t, migOpts{}, "claude")
 	ctx := context.Background()
 	repo := r.repo("laptop", "a")
-	const calls = 300 // 600 agent rows before the held message
-	read := fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": filepath.Join(repo, "app.txt")}}}
+	const rowsPerRound, rounds = 3, 200 // 600 agent rows before the held message
+	read := fakemodel.Reply{Text: "reading app.txt again", Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": filepath.Join(repo, "app.txt")}}}
 	gate := make(chan struct{})
-	r.fake.Enqueue(fakemodel.Repeat(calls, read)...)
+	r.fake.Enqueue(fakemodel.Repeat(rounds, read)...)
 	r.fake.Enqueue(fakemodel.Reply{Text: "LONG TURN DONE", Gate: gate})
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop", Text: "read app.txt many times"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.waitSession("the long turn's last answer held", sess.Id, func(s *castv1.Session) bool {
-		return r.fake.TurnsStarted() > calls && s.LastSeq >= 1+2*calls
+		return r.fake.TurnsStarted() > rounds && s.LastSeq >= 1+rowsPerRound*rounds
 	})
 	mig := testharness.StartProcEnv(t, r.cast.env, r.cast.bin, "migrate", "start", "--to", "linux", "--wait", "2m", sess.Id)
 	r.waitSession("session fenced", sess.Id, func(s *castv1.Session) bool { return s.FencedBy != "" })

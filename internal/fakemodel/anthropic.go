@@ -2,6 +2,7 @@ package fakemodel
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 )
 
@@ -19,7 +20,13 @@ func serveAnthropic(w http.ResponseWriter, req Request, r Reply, id string) {
 	}
 	stop := "end_turn"
 	if r.Tool != nil {
-		blocks = append(blocks, map[string]any{"type": "tool_use", "id": r.Tool.ID, "name": r.Tool.Name, "input": r.Tool.Input})
+		for k := range max(r.Parallel, 1) {
+			id := r.Tool.ID
+			if k > 0 {
+				id = fmt.Sprintf("%s_%d", id, k)
+			}
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": r.Tool.Name, "input": r.Tool.Input})
+		}
 		stop = "tool_use"
 	}
 	usage := map[string]any{"input_tokens": tokens(req.Items), "output_tokens": 7,

@@ -367,3 +367,28 @@ func TestGateHoldsTheAnswer(t *testing.T) {
 		t.Fatalf("second copy of the reply: %s", out)
 	}
 }
+
+// Parallel asks for one tool call several times in one Anthropic answer,
+// each with its own id.
+func TestParallelToolCalls(t *testing.T) {
+	s := Start(t)
+	s.Enqueue(Reply{Tool: &ToolCall{Name: "Read", Input: map[string]any{"file_path": "/x"}}, Parallel: 3})
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	_, out, _ := post(t, s, "/v1/messages", body)
+	var msg struct {
+		Content []struct{ Type, ID, Name string }
+		Stop    string `json:"stop_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &msg); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, b := range msg.Content {
+		if b.Type == "tool_use" && b.Name == "Read" {
+			ids[b.ID] = true
+		}
+	}
+	if len(ids) != 3 || msg.Stop != "tool_use" {
+		t.Fatalf("answer %s: want 3 Read calls with distinct ids", out)
+	}
+}

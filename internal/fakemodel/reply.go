@@ -20,6 +20,10 @@ type Reply struct {
 	// argument names.
 	Shell string
 	Tool  *ToolCall // an explicit tool call; wins over Shell
+	// Parallel > 1 asks for the tool call that many times in one answer
+	// (parallel tool use, ids suffixed _1, _2, ...): a long turn in fewer
+	// round trips. Anthropic only.
+	Parallel int
 	// Status, when not 0 or 200, fails the turn with this HTTP status.
 	Status int
 	// Delay holds the answer back (a slow model, or a hang for timeout
