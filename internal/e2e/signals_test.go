@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -53,8 +54,14 @@ func TestSecondDaemonOnDataDirExits(t *testing.T) {
 func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
 	bins := testharness.Binaries(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", t.TempDir(), "--listen", freeAddr(t), "--metrics-listen", "")
-		cp.Signal(sig) // at once: etcd is still starting
+		dir := t.TempDir()
+		cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", dir, "--listen", freeAddr(t), "--metrics-listen", "")
+		// The lock is taken (signals handled) just before etcd starts.
+		testharness.WaitFor(t, 20*time.Second, "the data dir lock", func() bool {
+			b, _ := os.ReadFile(filepath.Join(dir, "cast.lock"))
+			return strings.TrimSpace(string(b)) == fmt.Sprint(cp.Cmd.Process.Pid)
+		})
+		cp.Signal(sig)
 		if _, ok := cp.Wait(20 * time.Second); !ok {
 			t.Fatalf("control plane ignored %v during start:\n%s", sig, cp.Output())
 		}
