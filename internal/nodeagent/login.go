@@ -108,10 +108,12 @@ func installedVersion(bin string) string {
 	// that holds the launcher.
 	dir := filepath.Dir(real)
 	for range 4 {
-		if filepath.Base(filepath.Dir(dir)) == "node_modules" || filepath.Base(filepath.Dir(filepath.Dir(dir))) == "node_modules" {
+		parent := filepath.Dir(dir)
+		scoped := strings.HasPrefix(filepath.Base(parent), "@") && filepath.Base(filepath.Dir(parent)) == "node_modules"
+		if filepath.Base(parent) == "node_modules" || scoped {
 			return packageVersion(filepath.Join(dir, "package.json"))
 		}
-		dir = filepath.Dir(dir)
+		dir = parent
 	}
 	return ""
 }

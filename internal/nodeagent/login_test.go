@@ -32,6 +32,12 @@ func TestReadiness(t *testing.T) {
 	if err := os.Symlink("../@anthropic-ai/claude-code/cli.js", bin); err != nil {
 		t.Fatal(err)
 	}
+	// An unscoped package whose launcher sits in its bin/ (opencode-ai).
+	write(filepath.Join(mods, "opencode-ai", "package.json"), `{"version":"1.18.33"}`)
+	write(filepath.Join(mods, "opencode-ai", "bin", "opencode"), "")
+	if got := installedVersion(filepath.Join(mods, "opencode-ai", "bin", "opencode")); got != "1.18.33" {
+		t.Errorf("opencode version %q", got)
+	}
 	cfg := DefaultConfig()
 	cfg.Name, cfg.DataDir, cfg.UserEnv = "n1", t.TempDir(), []string{"HOME=" + home, "OPENAI_API_KEY=sk-x"}
 	tests := []struct {
