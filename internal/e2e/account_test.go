@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -15,8 +17,8 @@ import (
 
 // `cast handoff --account work`: the new session runs with the "work"
 // credential set of the node's agents config (its own HOME and key); the
-// source keeps the default one. A session naming an account the node does
-// not have fails with a reason that says where to add it.
+// source keeps the default one. An account the node does not have is
+// refused before anything is stored.
 func TestHandoffWithAccount(t *testing.T) {
 	r := newTurnRigWith(t, func(*controlplane.Config, string) {}, "claude")
 	// Give claude a "work" account on the node: restart it with the config.
@@ -31,6 +33,18 @@ func TestHandoffWithAccount(t *testing.T) {
 	must(t, os.WriteFile(cfgPath, b, 0o600))
 	r.node.Kill()
 	r.startNode()
+	testharness.WaitFor(t, 30*time.Second, "the node advertises the work account", func() bool {
+		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		if err != nil || len(resp.Nodes) != 1 {
+			return false
+		}
+		for _, a := range resp.Nodes[0].Agents {
+			if a.Name == "claude" && slices.Contains(a.Accounts, "work") {
+				return true
+			}
+		}
+		return false
+	})
 
 	ctx := context.Background()
 	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
@@ -81,14 +95,11 @@ func TestHandoffWithAccount(t *testing.T) {
 		t.Fatal("the worker's turn never reached the model")
 	}
 
-	// An account the node does not have: the turn fails and says why.
-	out = c.must("handoff", "-s", src.Id, "--to", "same", "--account", "nope", "--json")
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
-	failed := r.waitState(res.ID, castv1.SessionState_SESSION_STATE_FAILED, 0)
-	if !strings.Contains(failed.StateReason, `account "nope" is not set up for claude`) {
-		t.Fatalf("reason = %q", failed.StateReason)
+	// An account the node does not have is refused up front, naming the
+	// accounts it has.
+	if _, errOut, code := c.run("handoff", "-s", src.Id, "--to", "same", "--account", "nope"); code != 1 ||
+		!strings.Contains(errOut, `no claude account "nope"`) || !strings.Contains(errOut, "work") {
+		t.Fatalf("handoff --account nope: exit %d %q", code, errOut)
 	}
 	if _, errOut, code := c.run("handoff", "-s", src.Id, "--to", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, "not a valid account name") {
 		t.Fatalf("bad account name: exit %d %q", code, errOut)
