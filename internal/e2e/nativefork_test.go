@@ -157,7 +157,7 @@ func TestNativeForkCodex(t *testing.T) {
 	// rebuilt: under a new native id, so the rollout the fork reads is not
 	// rewritten (the refused turn may only have appended to it), and the
 	// fork's history stays its own.
-	r.fake.FailNext(1, 401)
+	r.fake.FailNext(1, 400)
 	seq := r.send(sess.Id, "refused MARK-C3")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
 	var failedBytes []byte

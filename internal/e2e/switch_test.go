@@ -155,7 +155,7 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 }
 
 // After Claude -> Codex -> Claude, the Claude turn that should get the
-// handoff is refused (401); the next turn still carries what Claude missed,
+// handoff is refused (400); the next turn still carries what Claude missed,
 // and the refused prompt never reaches the model again.
 func TestRefusedHandoffTurnRetried(t *testing.T) {
 	r := newTurnRig(t, "claude", "codex")
@@ -173,7 +173,7 @@ func TestRefusedHandoffTurnRetried(t *testing.T) {
 	if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "claude"}); err != nil {
 		t.Fatal(err)
 	}
-	r.fake.FailNext(1, 401)
+	r.fake.FailNext(1, 400)
 	seq = r.send(sess.Id, "refused MARK-R2")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
 	seq = r.send(sess.Id, "retry MARK-R3")

@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // turnRig is a control plane and a real node process whose agents (the
@@ -170,10 +171,10 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	last := turns[len(turns)-1]
 	assertItems(t, last.Items, "TOOLCALL", "cast-tool-ok", "MARK-2")
 
-	// A refused prompt (the model says 401): FAILED with a reason and a
-	// notice naming it; the next message runs without it (it never wedges
+	// A refused prompt (the model's API says 400): FAILED with a reason and
+	// a notice naming it; the next message runs without it (it never wedges
 	// the session).
-	r.fake.FailNext(1, 401)
+	r.fake.FailNext(1, 400)
 	seq = r.send(sess.Id, "refused MARK-3")
 	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
 	if failed.StateReason == "" {
@@ -186,6 +187,28 @@ func TestNodeRunsRealClaudeTurns(t *testing.T) {
 	assertItems(t, turns[len(turns)-1].Items, "MARK-2", "retry MARK-4")
 	if n := strings.Count(fmt.Sprint(turns[len(turns)-1].Items), "MARK-3"); n != 0 {
 		t.Fatalf("the refused prompt reached the model %d times in the next turn", n)
+	}
+
+	// A prompt that never reached the model (401: not logged in) is not
+	// dropped: FAILED with what to run, no undelivered notice, and the next
+	// message carries it, once.
+	r.fake.FailNext(1, 401)
+	seq = r.send(sess.Id, "logged out MARK-5")
+	failed = r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	if !strings.Contains(failed.StateReason, "not logged in") {
+		t.Fatalf("failed because %q, want the login advice", failed.StateReason)
+	}
+	seq = r.send(sess.Id, "after login MARK-5B")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns = r.fake.Turns()
+	assertItems(t, turns[len(turns)-1].Items, "MARK-4", "after login MARK-5B")
+	if n := strings.Count(fmt.Sprint(turns[len(turns)-1].Items), "logged out MARK-5"); n != 1 {
+		t.Fatalf("the held prompt reached the model %d times in the next turn, want once", n)
+	}
+	for _, m := range r.messages(sess.Id) {
+		if m.NoticeType == transcript.NoticeUndelivered && strings.Contains(m.Text, "not logged in") {
+			t.Fatalf("a held prompt was reported undelivered: %q", m.Text)
+		}
 	}
 
 	// A usage limit (429) parks the session instead of failing it.

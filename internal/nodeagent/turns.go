@@ -47,8 +47,8 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		return err
 	}
 	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, true)
-	if err != nil {
-		return a.failTurn(ctx, sessionID, o, err.Error(), -1)
+	if err != nil { // the node could not set the turn up: the agent never saw the prompt
+		return a.holdTurn(ctx, sessionID, o, err.Error(), -1)
 	}
 	// The fleet account the agent's shared store holds as the turn starts
 	// (none when the session brings its own account).
@@ -95,7 +95,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		// A usage limit: parked, not failed. Nothing is marked as seen.
 		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc, res.Usage)
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonNotLoggedIn:
-		return a.failTurn(ctx, sessionID, o, a.cfg.loginAdvice(turn, rerr.Detail), res.ExitCode)
+		return a.holdTurn(ctx, sessionID, o, a.cfg.loginAdvice(turn, rerr.Detail), res.ExitCode)
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonBinaryNotFound:
+		return a.holdTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
 	case runErr != nil:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).
@@ -190,6 +192,18 @@ func (a *Agent) failTurn(ctx context.Context, sessionID string, o owned, reason 
 	if o.ReceivedSeq > o.DeliveredSeq {
 		a.noteUndelivered(ctx, sessionID, o, reason)
 	}
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
+	return errors.New(reason)
+}
+
+// holdTurn ends a turn that failed before the agent could see its prompt
+// (the CLI is not installed or not logged in on this node, or the node could
+// not set the turn up: no local checkout, a worktree that could not be made). The prompt was
+// not refused, so it is not dropped: once the node is fixed, the next message
+// carries it, as the user sent it. The session shows failed with the reason,
+// which says what to run.
+func (a *Agent) holdTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
+	a.markFailed(sessionID, o, false)
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	return errors.New(reason)
 }
