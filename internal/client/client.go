@@ -90,15 +90,21 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 func (c *Client) Close() error { return c.Conn.Close() }
 
 // ReasonOf returns the google.rpc.ErrorInfo reason of err, or "".
-func ReasonOf(err error) string {
+func ReasonOf(err error) string { return errorInfo(err).GetReason() }
+
+// MetadataOf returns the google.rpc.ErrorInfo metadata value key of err,
+// or "".
+func MetadataOf(err error, key string) string { return errorInfo(err).GetMetadata()[key] }
+
+func errorInfo(err error) *errdetails.ErrorInfo {
 	st, ok := status.FromError(err)
 	if !ok {
-		return ""
+		return nil
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.Reason
+			return info
 		}
 	}
-	return ""
+	return nil
 }

@@ -33,8 +33,8 @@ func TestRetriedLargeSendStaysReadable(t *testing.T) {
 		t.Fatalf("retry: %v; want seq %d created %v", err, a.Message.Seq, a.Message.CreateTime.AsTime())
 	}
 	_, err = c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "another text", RequestId: req.RequestId})
-	if status.Code(err) != codes.AlreadyExists || client.ReasonOf(err) != "CLIENT_ID_REUSED" {
-		t.Fatalf("reused request id: %v (reason %q), want ALREADY_EXISTS CLIENT_ID_REUSED", err, client.ReasonOf(err))
+	if status.Code(err) != codes.AlreadyExists || client.ReasonOf(err) != "CLIENT_ID_REUSED" || client.MetadataOf(err, "client_id") != req.RequestId {
+		t.Fatalf("reused request id: %v (reason %q), want ALREADY_EXISTS CLIENT_ID_REUSED naming the id", err, client.ReasonOf(err))
 	}
 	resp, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id})
 	if err != nil || len(resp.Messages) != 1 || resp.Messages[0].Text != text {

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,8 +104,15 @@ func (s *syncer) flush(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		if client.ReasonOf(err) == "NOT_OWNER" {
+		switch client.ReasonOf(err) {
+		case "NOT_OWNER":
 			s.err = err
+		case "CLIENT_ID_REUSED":
+			// A row re-emitted under the id of a stored row with another
+			// body (a turn run again after a restart numbers its rows from
+			// 0 again): the stored row stands; the rest of the batch goes
+			// on at the next flush.
+			s.pending = dropClientID(s.pending, client.MetadataOf(err, "client_id"))
 		}
 		s.a.lg.Warn("sync to control plane failed", zap.String("session", s.sessionID), zap.Error(err))
 		return
@@ -139,4 +147,12 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 		return s.lastSeq, fmt.Errorf("%d synced messages could not be stored", len(s.pending))
 	}
 	return s.lastSeq, nil
+}
+
+// dropClientID returns msgs without the rows with client id cid.
+func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
+	if cid == "" {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(m *castv1.Message) bool { return m.ClientId == cid })
 }

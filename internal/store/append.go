@@ -102,7 +102,7 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 		if j, ok := seen[m.ClientId]; ok {
 			if encs[j].digest != e.digest {
 				return nil, nil, errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
-					"client_id %q appears twice in one append with different bodies", m.ClientId)
+					"client_id %q appears twice in one append with different bodies", m.ClientId).With("client_id", m.ClientId)
 			}
 			first[i] = j
 			continue

@@ -111,7 +111,7 @@ func answerRetry(m *castv1.Message, digest string, rec cidRecord) error {
 	if rec.digest != digest {
 		return errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
 			"client_id %q is already stored as message %d with a different body; use a new id for a new message", m.ClientId, rec.seq).
-			With("seq", strconv.FormatInt(rec.seq, 10))
+			With("seq", strconv.FormatInt(rec.seq, 10)).With("client_id", m.ClientId)
 	}
 	m.Seq = rec.seq
 	m.CreateTime = timestamppb.New(time.Unix(0, rec.ctime))

@@ -133,8 +133,8 @@ func TestClientIDReuseIsRefused(t *testing.T) {
 		out, err := s.Append(ctx, c.Session.Id, tc.msgs, store.Guard{})
 		if !errs.HasReason(err, errs.ReasonClientIDReused) {
 			t.Errorf("%s: got %d messages, %v; want CLIENT_ID_REUSED", tc.name, len(out), err)
-		} else if e, _ := errs.As(err); e.Kind != errs.KindAlreadyExists {
-			t.Errorf("%s: kind %v, want AlreadyExists", tc.name, e.Kind)
+		} else if e, _ := errs.As(err); e.Kind != errs.KindAlreadyExists || e.Metadata["client_id"] != tc.msgs[len(tc.msgs)-1].ClientId {
+			t.Errorf("%s: kind %v, metadata %v; want AlreadyExists naming the client id", tc.name, e.Kind, e.Metadata)
 		}
 	}
 	msgs := readAll(t, s, c.Session.Id)
