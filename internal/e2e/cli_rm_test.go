@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/agents/gemini"
 	"github.com/cast-dev/cast/internal/agents/pi"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -32,7 +33,7 @@ func TestCLIImportUsesTranscriptCwd(t *testing.T) {
 	for _, tc := range []struct {
 		agent string
 		w     agents.Writer
-	}{{"claude", claude.Writer{}}, {"codex", codex.Writer{}}, {"pi", pi.Writer{}}} {
+	}{{"claude", claude.Writer{}}, {"codex", codex.Writer{}}, {"pi", pi.Writer{}}, {"gemini", gemini.Writer{}}} {
 		recorded := t.TempDir()
 		out, err := tc.w.Write(agents.Target{Home: t.TempDir(), Cwd: recorded, SessionID: "origin" + tc.agent}, msgs)
 		if err != nil {

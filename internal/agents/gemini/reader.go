@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,6 +27,17 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	}
 	d, err := Decode(data)
 	return d.Messages, err
+}
+
+// ReadCwd implements agents.CwdReader. A session file does not name its
+// folder; the project folder it sits in (<slug>/chats/<file>) does, in
+// its ownership marker. "" when there is none.
+func (Reader) ReadCwd(path string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), projectRootFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(data)), err
 }
 
 // Decoded is everything a reader got out of one session file.
