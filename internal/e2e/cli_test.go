@@ -119,9 +119,13 @@ func TestCLIListFiltersAndGet(t *testing.T) {
 	if col := strings.Index(lines[0], "MSGS"); col < 0 || col > 60 {
 		t.Fatalf("the state column is %d wide; a failure reason widened it:\n%s", col, out)
 	}
-	for _, l := range lines[1:] {
-		if strings.Index(l, "ago") != strings.Index(lines[1], "ago") {
-			t.Fatalf("rows are not aligned:\n%s", out)
+	// Every cell starts where its column's header does.
+	for _, col := range []string{"STATE", "MSGS", "UPDATED", "TITLE"} {
+		at := strings.Index(lines[0], col)
+		for _, l := range lines[1:] {
+			if len(l) <= at || l[at-1] != ' ' || l[at] == ' ' {
+				t.Fatalf("column %s is not aligned:\n%s", col, out)
+			}
 		}
 	}
 	if row := lines[3]; !strings.Contains(row, "failed") || !strings.Contains(row, "binary not found") || !strings.HasSuffix(row, "…") {
