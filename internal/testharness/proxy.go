@@ -191,26 +191,44 @@ func (p *Proxy) serve(c net.Conn) {
 	<-done // one side ended: end both (the deferred untracks close them)
 }
 
-// copy moves bytes from src to dst, holding each chunk while dir is
-// blackholed and delaying it by the latency. A held direction stops
-// reading, so the sender's socket buffers fill as they would behind a
-// partition.
+// copy moves bytes from src to dst: each chunk is held while dir is
+// blackholed and delivered lat after it was read. Latency is pipelined
+// (chunks in flight overlap, as on a long link), so it slows every round
+// trip without throttling the connection. A held direction stops reading,
+// so the sender's socket buffers fill as they would behind a partition.
 func (p *Proxy) copy(dst, src net.Conn, dir Direction) {
-	buf := make([]byte, 32<<10)
-	for {
-		if _, ok := p.pass(dir); !ok {
-			return
-		}
-		n, err := src.Read(buf)
-		if n > 0 {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 256)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for c := range q {
 			lat, ok := p.pass(dir)
 			if !ok {
 				return
 			}
-			if lat > 0 {
-				time.Sleep(lat) // the injected fault itself, not a synchronisation
+			if d := time.Until(c.at.Add(lat)); d > 0 {
+				time.Sleep(d) // the injected latency itself, not a synchronisation
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, err := dst.Write(c.b); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(q); <-wrote }()
+	for {
+		if _, ok := p.pass(dir); !ok {
+			return
+		}
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			select {
+			case q <- chunk{b: buf[:n], at: time.Now()}:
+			case <-wrote: // dst is gone
 				return
 			}
 		}
