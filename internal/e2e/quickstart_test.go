@@ -362,3 +362,56 @@ func TestFleetAccountsOnOwnLogin(t *testing.T) {
 		})
 	}
 }
+
+// In the user's own home a rebuilt transcript is a new session file: after
+// a failed turn (the native session is stale), the next turn rebuilds the
+// history from the neutral copy into a new file and never rewrites the one
+// the user may have resumed in Claude meanwhile.
+func TestOwnHomeRebuildWritesNewFile(t *testing.T) {
+	fake := fakemodel.Start(t)
+	home, _ := userHome(t, fake.URL)
+	addr := freeAddr(t)
+	env := userEnv(t, home, addr)
+	startUserDev(t, env, addr)
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: env}
+	c.waitNode("devnode", true)
+	sh := &shell{t: t, dir: t.TempDir(), env: env, vars: map[string]string{}}
+	state := func(want string) func() bool {
+		return func() bool {
+			out, _, _ := c.run("get", sh.vars["id"], "--json")
+			return strings.Contains(out, want)
+		}
+	}
+	answers := func(n int) func() bool {
+		return func() bool {
+			out, _, _ := c.run("read", sh.vars["id"])
+			return strings.Count(out, "FAKE-ANSWER") >= n && state("SESSION_STATE_IDLE")()
+		}
+	}
+	sh.vars["id"] = strings.TrimSpace(sh.run(`bin/cast new --agent claude "first MARK-R1"`))
+	testharness.WaitFor(t, 2*time.Minute, "the first answer", answers(1))
+	files, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("claude sessions %v, want one", files)
+	}
+	fake.FailNext(1, 401)
+	sh.run(`bin/cast send -s $id "second MARK-R2"`)
+	testharness.WaitFor(t, 2*time.Minute, "the failed turn", state("SESSION_STATE_FAILED"))
+	before, err := os.ReadFile(files[0])
+	must(t, err)
+	sh.run(`bin/cast send -s $id "third MARK-R3"`)
+	testharness.WaitFor(t, 2*time.Minute, "the answer after the rebuild", answers(2))
+	if after, _ := os.ReadFile(files[0]); !bytes.Equal(after, before) {
+		t.Fatalf("the rebuild rewrote the existing session file %s", files[0])
+	}
+	now, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", "*.jsonl"))
+	var rebuilt []byte
+	for _, f := range now {
+		if f != files[0] {
+			rebuilt, _ = os.ReadFile(f)
+		}
+	}
+	if !bytes.Contains(rebuilt, []byte("MARK-R1")) || !bytes.Contains(rebuilt, []byte("MARK-R3")) {
+		t.Fatalf("no new session file with the rebuilt history and the new turn (files %v)", now)
+	}
+}
