@@ -14,12 +14,14 @@ import (
 const (
 	MaxItems = 4096
 	MaxBytes = 240 * 1024
-	// MaxOutputBytes clips tool outputs. Codex cuts outputs above ~12 KB
-	// itself on resume, keeping head and tail, which would cut away a
-	// pointer placed in the middle; staying below that keeps the pointer.
-	MaxOutputBytes = 10 * 1024
-	// MaxTextBytes clips any other single text (user, assistant, tool input).
-	MaxTextBytes = 32 * 1024
+	// MaxItemBytes clips one text (user, assistant, tool input or output)
+	// only when it alone would take more than half of MaxBytes, so a single
+	// item can never push the whole history out. Anything smaller is
+	// written whole: how much of a long tool output the model then sees is
+	// Codex's own truncation policy (the model's, or the user's
+	// tool_output_token_limit), applied on resume exactly as it is to
+	// outputs Codex produced itself; cast must not cut first.
+	MaxItemBytes = MaxBytes / 2
 )
 
 // clipText keeps the head and tail of s within max bytes and says in the
@@ -86,17 +88,17 @@ func prepare(msgs []transcript.Message, sessionID string) []prepared {
 		switch m.Kind {
 		case transcript.KindToolResult:
 			r := *m.ToolResult
-			r.Output = clipText(r.Output, MaxOutputBytes, sessionID, seq)
+			r.Output = clipText(r.Output, MaxItemBytes, sessionID, seq)
 			m.ToolResult = &r
 		case transcript.KindToolCall:
-			if len(m.ToolCall.Input) > MaxTextBytes {
+			if len(m.ToolCall.Input) > MaxItemBytes {
 				c := *m.ToolCall
 				// Clipped JSON is no longer JSON: keep it as text under one key.
-				c.Input = mustJSON(map[string]string{"clipped_input": clipText(c.Input, MaxTextBytes, sessionID, seq)})
+				c.Input = mustJSON(map[string]string{"clipped_input": clipText(c.Input, MaxItemBytes, sessionID, seq)})
 				m.ToolCall = &c
 			}
 		default:
-			m.Text = clipText(m.Text, MaxTextBytes, sessionID, seq)
+			m.Text = clipText(m.Text, MaxItemBytes, sessionID, seq)
 		}
 		out = append(out, prepared{msg: m, seq: seq})
 	}

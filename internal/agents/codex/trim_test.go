@@ -118,11 +118,12 @@ func TestTrimCutsAtATurnSoPairsStay(t *testing.T) {
 
 func TestClipOversizedItems(t *testing.T) {
 	big := strings.Repeat("é", 20_000) // 40 KB, two bytes a rune
+	huge := big + big + big + big      // 160 KB: more than one item may take
 	msgs := []transcript.Message{
 		user("start"),
-		call("c1", "exec_command", `{"cmd":"cat big"}`),
-		result("c1", "HEAD"+big+"TAIL", i32(0)),
-		asst("A-HEAD" + big + big + "A-TAIL"),
+		call("c1", "exec_command", `{"cmd":"cat huge"}`),
+		result("c1", "HEAD"+huge+"TAIL", i32(0)),
+		asst("A-HEAD" + big + "A-TAIL"),
 	}
 	msgs[2].Seq, msgs[3].Seq = 7, 8
 	w, err := Writer{Now: fixedNow}.Write(target(t), msgs)
@@ -134,16 +135,50 @@ func TestClipOversizedItems(t *testing.T) {
 	if !strings.Contains(out, "cast read ses-test-1 7:7") || !strings.HasPrefix(out, "function_call_output c1 Process exited with code 0\nOutput:\nHEAD") || !strings.HasSuffix(out, "TAIL") {
 		t.Errorf("tool output not clipped with a pointer: %.120q ... %q", out, out[len(out)-20:])
 	}
-	if len(out) > MaxOutputBytes+200 || !utf8.ValidString(out) {
+	if len(out) > MaxItemBytes+200 || !utf8.ValidString(out) {
 		t.Errorf("clipped output is %d bytes, valid utf8 %v", len(out), utf8.ValidString(out))
 	}
-	if !strings.Contains(text, "cast read ses-test-1 8:8") || !strings.HasSuffix(text, "A-TAIL") || len(text) > MaxTextBytes+200 || !utf8.ValidString(text) {
-		t.Errorf("assistant text not clipped: %d bytes", len(text))
+	if text != "assistant: A-HEAD"+big+"A-TAIL" {
+		t.Errorf("a 40 KB assistant text was changed: %d bytes", len(text))
 	}
 	// Without seqs the pointer uses the position in the given slice.
 	msgs[2].Seq = 0
 	w, _ = Writer{Now: fixedNow}.Write(target(t), msgs)
 	if items := modelItems(t, w.Path); !strings.Contains(items[2], "cast read ses-test-1 3:3") {
 		t.Errorf("pointer without seq: %.200q", items[2])
+	}
+}
+
+// Texts well below the caps are written whole, however long: a 50 KB shell
+// output, user paste and tool input lose nothing (Codex applies its own
+// output truncation on resume; cutting first would lose the middle for good).
+func TestLongItemsBelowCapsStayWhole(t *testing.T) {
+	long := numberedOutput(50 * 1024)
+	input := `{"cmd":"printf '` + strings.Repeat("i", 50*1024) + `'"}`
+	msgs := []transcript.Message{
+		user("PASTE " + long),
+		call("c1", "exec_command", input),
+		result("c1", long, i32(0)),
+		asst("done"),
+	}
+	w, err := Writer{Now: fixedNow}.Write(target(t), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Reader{}.Read(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Omitted != 0 || len(back) != 4 {
+		t.Fatalf("omitted %d, read back %d messages", w.Omitted, len(back))
+	}
+	if back[0].Text != "PASTE "+long {
+		t.Errorf("user text changed: %d of %d bytes", len(back[0].Text), len("PASTE "+long))
+	}
+	if back[1].ToolCall == nil || !strings.Contains(back[1].ToolCall.Input, strings.Repeat("i", 50*1024)) {
+		t.Errorf("tool input changed")
+	}
+	if back[2].ToolResult == nil || !strings.HasSuffix(back[2].ToolResult.Output, "\n"+long) {
+		t.Errorf("tool output changed: got %d of %d bytes", len(back[2].ToolResult.Output), len(long))
 	}
 }
