@@ -21,6 +21,7 @@ type Store struct {
 	ChunksSwept         prometheus.Counter
 	NoSpaceAlarm        prometheus.Gauge
 	NoSpaceRecoveries   *prometheus.CounterVec // outcome: recovered, failed
+	Reclaims            *prometheus.CounterVec // outcome: freed, nothing_freed
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -64,10 +65,13 @@ func NewStore(reg prometheus.Registerer) *Store {
 		NoSpaceRecoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cast_store_nospace_recoveries_total", Help: "Recoveries from etcd's NOSPACE alarm (compact, defragment, disarm) by outcome.",
 		}, []string{"outcome"}),
+		Reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_store_reclaims_total", Help: "Compactions and defragmentations run because etcd's file neared the quota, by outcome.",
+		}, []string{"outcome"}),
 	}
 	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
 		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.ChunksSwept,
-		m.NoSpaceAlarm, m.NoSpaceRecoveries)
+		m.NoSpaceAlarm, m.NoSpaceRecoveries, m.Reclaims)
 	for _, o := range []string{"recovered", "failed"} {
 		m.NoSpaceRecoveries.WithLabelValues(o) // exported at 0, so increase() sees the first
 	}

@@ -35,11 +35,29 @@ const (
 	defragTimeout      = 5 * time.Minute  // one member's defragmentation
 )
 
-// alarmState paces recoveries; only Run's goroutine touches it.
+// alarmState paces recoveries and reclaims; only Run's goroutine
+// touches it.
 type alarmState struct {
 	next    time.Time
 	backoff time.Duration
+
+	reclaimNext    time.Time
+	reclaimBackoff time.Duration
 }
+
+// The quota guard counts etcd's file size, which deleting data (purged
+// sessions, swept chunks, compacted history) does not shrink: freed pages
+// are reused by etcd but only given back by defragmentation. A store whose
+// file is near the limit would refuse appends (STORE_QUOTA_EXCEEDED) even
+// after its data was deleted, until a person defragmented. So when the
+// file nears the limit, the store compacts and defragments by itself,
+// backing off while that frees nothing.
+const (
+	reclaimAt         = 0.9 // of the guard's limit
+	reclaimGain       = 0.1 // a reclaim that frees less than this backs off
+	reclaimMinBackoff = 10 * time.Minute
+	reclaimMaxBackoff = 6 * time.Hour
+)
 
 // checkAlarms reads etcd's alarms and recovers from NOSPACE.
 func (s *Store) checkAlarms(ctx context.Context) {
@@ -59,6 +77,7 @@ func (s *Store) checkAlarms(ctx context.Context) {
 	if len(nospace) == 0 {
 		s.m.NoSpaceAlarm.Set(0)
 		s.alarm.backoff = 0
+		s.maybeReclaim(ctx)
 		return
 	}
 	s.m.NoSpaceAlarm.Set(1)
@@ -93,28 +112,8 @@ func (s *Store) recoverNoSpace(ctx context.Context, alarms []*etcdserverpb.Alarm
 			s.lg.Warn("chunk sweep under NOSPACE failed", zap.Error(err))
 		}
 	}
-	if _, err := s.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-		return fmt.Errorf("compact to %d: %w", rev, err)
-	}
-	eps, err := s.memberEndpoints(ctx)
+	largest, err := s.compactAndDefrag(ctx, rev)
 	if err != nil {
-		return err
-	}
-	var largest int64
-	for _, ep := range eps {
-		dctx, cancel := context.WithTimeout(ctx, defragTimeout)
-		_, err := s.cli.Defragment(dctx, ep)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("defragment %s: %w", ep, err)
-		}
-		st, err := s.cli.Status(ctx, ep)
-		if err != nil {
-			return fmt.Errorf("status of %s: %w", ep, err)
-		}
-		largest = max(largest, st.DbSize)
-	}
-	if err := s.refreshQuota(ctx); err != nil {
 		return err
 	}
 	// Disarming with the data still over the quota would only have etcd
@@ -129,6 +128,59 @@ func (s *Store) recoverNoSpace(ctx context.Context, alarms []*etcdserverpb.Alarm
 		}
 	}
 	return nil
+}
+
+// compactAndDefrag compacts to rev, defragments every member and returns
+// the largest member's size after it.
+func (s *Store) compactAndDefrag(ctx context.Context, rev int64) (int64, error) {
+	if _, err := s.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return 0, fmt.Errorf("compact to %d: %w", rev, err)
+	}
+	eps, err := s.memberEndpoints(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var largest int64
+	for _, ep := range eps {
+		dctx, cancel := context.WithTimeout(ctx, defragTimeout)
+		_, err := s.cli.Defragment(dctx, ep)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("defragment %s: %w", ep, err)
+		}
+		st, err := s.cli.Status(ctx, ep)
+		if err != nil {
+			return 0, fmt.Errorf("status of %s: %w", ep, err)
+		}
+		largest = max(largest, st.DbSize)
+	}
+	return largest, s.refreshQuota(ctx)
+}
+
+// maybeReclaim compacts and defragments when etcd's file nears the
+// guard's limit (no alarm raised), at most once per backoff.
+func (s *Store) maybeReclaim(ctx context.Context) {
+	size := s.quota.dbSize.Load()
+	if float64(size) < reclaimAt*float64(s.quota.limit) || time.Now().Before(s.alarm.reclaimNext) {
+		return
+	}
+	resp, err := s.cli.Get(ctx, s.key("health"), clientv3.WithCountOnly())
+	if err != nil {
+		return
+	}
+	s.lg.Info("etcd's file is near the quota: compacting and defragmenting", zap.Int64("db_size_bytes", size))
+	after, err := s.compactAndDefrag(ctx, resp.Header.Revision)
+	gained := err == nil && float64(size-after) >= reclaimGain*float64(size)
+	if gained {
+		s.alarm.reclaimBackoff = reclaimMinBackoff
+		s.m.Reclaims.WithLabelValues("freed").Inc()
+	} else {
+		s.alarm.reclaimBackoff = min(max(2*s.alarm.reclaimBackoff, reclaimMinBackoff), reclaimMaxBackoff)
+		s.m.Reclaims.WithLabelValues("nothing_freed").Inc()
+	}
+	s.alarm.reclaimNext = time.Now().Add(s.alarm.reclaimBackoff)
+	s.lg.Info("compaction and defragmentation done", zap.Int64("db_size_bytes", after), zap.Error(err),
+		zap.Duration("next_no_sooner_than", s.alarm.reclaimBackoff))
 }
 
 // memberEndpoints is one client URL per cluster member (defragmentation
