@@ -94,7 +94,8 @@ func main() {
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
-	f.StringVar(&cfg.NodeTokenFile, "node-token-file", "", "file (0600) with the token nodes must present (node --token-file); empty: no check")
+	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
+	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")
 	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: auto (switch to the account with most room), resume (wait for the reset) or off")
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")

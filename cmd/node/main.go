@@ -15,7 +15,6 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
-	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/worktree"
 )
 
@@ -23,7 +22,7 @@ func main() {
 	cfg := nodeagent.DefaultConfig()
 	var logFormat, logLevel, agentsConfig string
 	var pathMap []string
-	var worktreeSetup, tokenFile string
+	var worktreeSetup string
 	cmd := &cobra.Command{
 		Use:           "node",
 		Short:         "Run a cast node daemon that dials the control plane",
@@ -39,11 +38,6 @@ func main() {
 			if agentsConfig != "" {
 				if cfg.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
-				}
-			}
-			if tokenFile != "" {
-				if cfg.Token, err = secrets.ReadToken(tokenFile); err != nil {
-					return fmt.Errorf("--token-file: %w", err)
 				}
 			}
 			if worktreeSetup != "" {
@@ -72,7 +66,7 @@ func main() {
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
-	f.StringVar(&tokenFile, "token-file", "", "file (0600) with the node token the control plane requires (its --node-token-file)")
+	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (`cast node token create`) exchanged on first start for this node's own credential, kept in DATA_DIR/credential (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")

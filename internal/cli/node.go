@@ -12,6 +12,7 @@ import (
 func (a *app) nodeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Manage one node (`cast nodes` lists them)"}
 	cmd.AddCommand(a.nodeRmCmd())
+	cmd.AddCommand(a.nodeJoinCmds()...)
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 // app is the state shared by all commands.
 type app struct {
 	addr    string
+	context string // --context: a context of ~/.config/cast/config.yaml
 	json    bool
 	timeout time.Duration
 	out     io.Writer
@@ -69,11 +70,8 @@ func (a *app) root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	def := os.Getenv("CAST_ADDR")
-	if def == "" {
-		def = client.DefaultAddr
-	}
-	root.PersistentFlags().StringVar(&a.addr, "addr", def, "control plane address (env CAST_ADDR)")
+	root.PersistentFlags().StringVar(&a.addr, "addr", "", "control plane address (default: the context's, else env CAST_ADDR, else "+client.DefaultAddr+")")
+	root.PersistentFlags().StringVar(&a.context, "context", "", "context of ~/.config/cast/config.yaml to use (env CAST_CONTEXT; credentials: env CAST_TOKEN or CAST_TOKEN_FILE)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON for scripts")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -81,7 +79,7 @@ func (a *app) root() *cobra.Command {
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.nodesCmd(), a.watchCmd(),
 		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
-		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.nodeCmd())
+		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.tokenCmd(), a.nodeCmd())
 	return root
 }
 
@@ -93,7 +91,12 @@ func isTerminal(w io.Writer) bool {
 // client dials lazily so --help never needs a control plane.
 func (a *app) client() (*client.Client, error) {
 	if a.cli == nil {
-		c, err := client.Dial(a.addr)
+		cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+		if err != nil {
+			return nil, err
+		}
+		a.addr = cc.Addr
+		c, err := client.DialToken(cc.Addr, cc.Token)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -37,34 +38,51 @@ type Client struct {
 	Migrations castv1.MigrationServiceClient
 	// Accounts manages fleet accounts.
 	Accounts castv1.AccountServiceClient
+	// Auth manages tokens and node credentials.
+	Auth castv1.AuthServiceClient
 }
 
-// NodeTokenHeader carries a node's token on every call (node daemons set
-// it with DialNode; the control plane checks it on NodeService when it is
-// given --node-token-file).
-const NodeTokenHeader = "x-cast-node-token"
-
-// Dial connects lazily to addr (no I/O until the first call).
+// Dial connects lazily to addr (no I/O until the first call) without a
+// credential: only public calls (health, JoinNode) pass.
 func Dial(addr string) (*Client, error) { return dial(addr) }
 
-// DialNode is Dial for a node daemon: every call carries token.
-func DialNode(addr, token string) (*Client, error) {
-	if token == "" {
-		return dial(addr)
+// DialToken is Dial with a bearer token on every call.
+func DialToken(addr, token string) (*Client, error) {
+	return DialCreds(addr, NewToken(token))
+}
+
+// DialCreds is Dial with a token that may change later (a node sets its
+// credential once it has joined).
+func DialCreds(addr string, t *Token) (*Client, error) {
+	return dial(addr, grpc.WithPerRPCCredentials(t))
+}
+
+// Token is a bearer token sent as "authorization: Bearer <token>" on
+// every call; Set replaces it for later calls. The link has no TLS yet
+// (docs/architecture.md), so it does not demand transport security: run
+// off loopback only on a network you trust.
+type Token struct{ v atomic.Pointer[string] }
+
+// NewToken returns a Token holding tok ("" sends none).
+func NewToken(tok string) *Token {
+	t := &Token{}
+	t.Set(tok)
+	return t
+}
+
+// Set replaces the token.
+func (t *Token) Set(tok string) { t.v.Store(&tok) }
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (t *Token) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if tok := *t.v.Load(); tok != "" {
+		return map[string]string{"authorization": "Bearer " + tok}, nil
 	}
-	return dial(addr, grpc.WithPerRPCCredentials(nodeToken(token)))
+	return nil, nil
 }
 
-// nodeToken is the node's token as call metadata. The link has no TLS yet
-// (docs/architecture.md), so it does not require transport security: the
-// token keeps other API clients from acting as a node, not eavesdroppers.
-type nodeToken string
-
-func (t nodeToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{NodeTokenHeader: string(t)}, nil
-}
-
-func (nodeToken) RequireTransportSecurity() bool { return false }
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (*Token) RequireTransportSecurity() bool { return false }
 
 func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 	opts := append([]grpc.DialOption{
@@ -83,7 +101,7 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
 	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn),
-		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn)}, nil
+		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn), Auth: castv1.NewAuthServiceClient(conn)}, nil
 }
 
 // Close closes the connection.

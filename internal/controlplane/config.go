@@ -56,10 +56,18 @@ type Config struct {
 	// start; with neither, fleet accounts are refused.
 	SecretsKeyFile string
 	Fleet          fleet.Config
-	// NodeTokenFile holds the token nodes must present on NodeService
-	// calls (0600; ListNodes stays open for the CLI). Empty: no check, as
-	// on loopback with --dev.
-	NodeTokenFile string
+	Auth           AuthConfig
+}
+
+// AuthConfig configures who may call the control plane (auth.go). Every
+// call needs a token; there is no switch to turn that off.
+type AuthConfig struct {
+	// AdminTokenFile receives the first admin token on the store's first
+	// start (0600). Empty: DataDir/admin.token.
+	AdminTokenFile string
+	// BootstrapToken, if set, is the first admin token's value instead of
+	// a random one (env CAST_BOOTSTRAP_TOKEN; never a flag).
+	BootstrapToken string
 }
 
 // DefaultConfig returns a Config for a local single process.
@@ -110,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeQueue <= 0 {
 		return fmt.Errorf("node queue length must be positive")
+	}
+	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
+		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")

@@ -78,6 +78,16 @@ func (h *hub) remove(c *nodeConn) {
 	h.m.ConnectStreams.Dec()
 }
 
+// disconnect ends node's stream here, if any (its credential was revoked).
+func (h *hub) disconnect(node string) {
+	h.mu.Lock()
+	c := h.conns[node]
+	h.mu.Unlock()
+	if c != nil {
+		c.kill()
+	}
+}
+
 // send queues a frame for node; false when the node has no stream here.
 func (h *hub) send(node string, f *castv1.ConnectResponse) bool {
 	h.mu.Lock()

@@ -3,6 +3,10 @@ package controlplane
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/authz"
+
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/validate"
@@ -42,7 +46,7 @@ func (h *migrationService) StartMigration(ctx context.Context, req *castv1.Start
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return m, nil
+	return redact(m), nil
 }
 
 func validMigrationID(id string) error {
@@ -57,7 +61,7 @@ func (h *migrationService) GetMigration(ctx context.Context, req *castv1.GetMigr
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return m, nil
+	return redact(m), nil
 }
 
 func (h *migrationService) ListMigrations(ctx context.Context, _ *castv1.ListMigrationsRequest) (*castv1.ListMigrationsResponse, error) {
@@ -65,7 +69,25 @@ func (h *migrationService) ListMigrations(ctx context.Context, _ *castv1.ListMig
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.ListMigrationsResponse{Migrations: list}, nil
+	p, _ := authz.FromContext(ctx)
+	out := make([]*castv1.Migration, 0, len(list))
+	for _, m := range list {
+		if h.s.ownsMigration(ctx, p, m) {
+			out = append(out, redact(m))
+		}
+	}
+	return &castv1.ListMigrationsResponse{Migrations: out}, nil
+}
+
+// redact drops the owner fencing tokens a migration records: they let
+// whoever holds them write as the owner, so they never leave the control
+// plane.
+func redact(m *castv1.Migration) *castv1.Migration {
+	m = proto.Clone(m).(*castv1.Migration)
+	for _, ms := range m.Sessions {
+		ms.SourceToken = 0
+	}
+	return m
 }
 
 func (h *migrationService) CancelMigration(ctx context.Context, req *castv1.CancelMigrationRequest) (*castv1.Migration, error) {
@@ -76,5 +98,5 @@ func (h *migrationService) CancelMigration(ctx context.Context, req *castv1.Canc
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return m, nil
+	return redact(m), nil
 }

@@ -39,7 +39,13 @@ func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequ
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n))
+	// A forgotten node's credential goes too: it must join again.
+	revoked, err := h.s.store.RevokeNode(ctx, req.Name)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.hub.disconnect(req.Name)
+	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n), zap.Bool("credential_revoked", revoked))
 	return &castv1.DeleteNodeResponse{Sessions: int32(n)}, nil
 }
 
@@ -207,6 +213,10 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 		switch fr := f.Frame.(type) {
 		case *castv1.ConnectRequest_Heartbeat:
 			h.s.m.Heartbeats.Inc()
+			// A credential revoked on another replica ends the stream here.
+			if err := h.s.stillAuthenticated(ctx); err != nil {
+				return err
+			}
 			err := h.s.store.Heartbeat(ctx, node.Name, store.Lease(lease.Load()), h.s.cfg.ReplicaID, since)
 			if errors.Is(err, store.ErrLeaseExpired) {
 				// The node was silent past its TTL and got marked down; it is

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -25,13 +26,13 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
-	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -49,8 +50,8 @@ type Server struct {
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry
-	// nodeToken, when set, is required on NodeService calls (nodeauth.go).
-	nodeToken string
+	// policy is the authorization rule of every RPC (policy.go).
+	policy authz.Policy
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
@@ -74,6 +75,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if cfg.ReplicaID == "" {
 		host, _ := os.Hostname()
 		cfg.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.Auth.AdminTokenFile == "" && cfg.DataDir != "" {
+		cfg.Auth.AdminTokenFile = filepath.Join(cfg.DataDir, AdminTokenFileName)
 	}
 	s := &Server{cfg: cfg, lg: lg.Named("controlplane"), reg: prometheus.NewRegistry()}
 	s.stopCx, s.stop = context.WithCancel(context.Background())
@@ -104,10 +108,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
 	}
-	if cfg.NodeTokenFile != "" {
-		if s.nodeToken, err = secrets.ReadToken(cfg.NodeTokenFile); err != nil {
-			return nil, fmt.Errorf("--node-token-file: %w", err)
-		}
+	s.policy = s.newPolicy()
+	if err := s.bootstrap(ctx); err != nil {
+		return nil, fmt.Errorf("first admin token: %w", err)
 	}
 	if s.fleet, err = s.newFleet(); err != nil {
 		return nil, err
@@ -145,13 +148,14 @@ func (s *Server) startGRPC() error {
 		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), s.unaryNodeAuth),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), s.streamNodeAuth),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), s.unaryAuth),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), s.streamAuth),
 	)
 	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
 	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})
 	castv1.RegisterMigrationServiceServer(s.grpc, &migrationService{s: s})
 	castv1.RegisterAccountServiceServer(s.grpc, &accountService{s: s})
+	castv1.RegisterAuthServiceServer(s.grpc, &authService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	srvMetrics.InitializeMetrics(s.grpc)

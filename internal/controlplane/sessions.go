@@ -11,6 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
+	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -49,6 +50,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
 	}
 	var account string
+	creator := caller(ctx)
 	if req.ParentId != "" {
 		if err := validSessionID(req.ParentId); err != nil {
 			return nil, err
@@ -57,6 +59,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		if err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
+		creator = parent.Creator // a worker is its parent's person's
 		if req.Agent == parent.Agent {
 			// Workers follow their parent's account (an account is one
 			// agent's credential set, so only on the same agent).
@@ -80,7 +83,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
-		WorktreeBranch: req.WorktreeBranch,
+		WorktreeBranch: req.WorktreeBranch, Creator: creator,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -119,6 +122,11 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	}
 	if !req.IncludeArchived {
 		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Archived })
+	}
+	// A user's page holds only its own sessions (so it may come back
+	// short; the page token still walks every session).
+	if p, ok := authz.FromContext(ctx); ok && !p.IsAdmin() {
+		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Creator != p.String() })
 	}
 	return &castv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
 }

@@ -24,6 +24,8 @@ var kindCodes = map[errs.Kind]codes.Code{
 	errs.KindResourceExhausted:  codes.ResourceExhausted,
 	errs.KindUnavailable:        codes.Unavailable,
 	errs.KindInternal:           codes.Internal,
+	errs.KindUnauthenticated:    codes.Unauthenticated,
+	errs.KindPermissionDenied:   codes.PermissionDenied,
 }
 
 // toStatus maps any error from a core to a gRPC status with an ErrorInfo.

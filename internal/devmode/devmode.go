@@ -7,16 +7,19 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/nodeagent"
 )
 
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
-// has no authentication.
+// has no TLS yet, and hands its admin token to the local user.
 func CheckLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -47,6 +50,18 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 	}
 	defer srv.Stop()
 	node.ControlPlane = srv.Addr()
+	// The in-process node gets its own credential directly, and the local
+	// user a context with an admin token, so `cast` works at once.
+	cred, err := srv.IssueNodeCredential(ctx, node.Name)
+	if err != nil {
+		return fmt.Errorf("dev node credential: %w", err)
+	}
+	if err := nodeagent.WriteCredential(node.DataDir, cred); err != nil {
+		return fmt.Errorf("dev node credential: %w", err)
+	}
+	if err := writeContext(ctx, srv, lg); err != nil {
+		return err
+	}
 	agent, err := nodeagent.New(node, lg)
 	if err != nil {
 		return err
@@ -82,4 +97,22 @@ func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) 
 		return
 	}
 	lg.Info("dev mode ready", append(fields, zap.String("try", "cast new --agent "+try+` "hello"; cast ls; cast nodes`))...)
+}
+
+// ContextName is the context `controlplane --dev` writes.
+const ContextName = "dev"
+
+// writeContext makes a fresh admin token named "dev" (replacing the last
+// one) and stores it with the address as the local user's current context.
+func writeContext(ctx context.Context, srv *controlplane.Server, lg *zap.Logger) error {
+	tok, err := srv.ReplaceToken(ctx, authz.Admin, "dev")
+	if err != nil {
+		return fmt.Errorf("dev admin token: %w", err)
+	}
+	path := client.ConfigPath(os.Getenv)
+	if err := client.SetContext(path, ContextName, client.Context{Addr: srv.Addr(), Token: tok}); err != nil {
+		return fmt.Errorf("write the cast context %s: %w", path, err)
+	}
+	lg.Info("cast context written", zap.String("path", path), zap.String("context", ContextName))
+	return nil
 }

@@ -79,6 +79,15 @@ func (c cli) waitNode(name string, up bool) nodeJSON {
 // startDev runs `controlplane --dev` whose node has every agent at a path
 // with no CLI (testharness.MissingAgents): sessions are placed, turns fail.
 func startDev(t *testing.T, bins, dataDir, addr string) *testharness.Proc {
+	p := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--dev", "--data-dir", dataDir,
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-name", "devnode", "--log-format", "json",
+		"--node-agents-config", missingAgentsConfig(t))
+	return p
+}
+
+// missingAgentsConfig writes an agents config (node --agents-config)
+// naming every agent at a path with no CLI.
+func missingAgentsConfig(t *testing.T) string {
 	setups := map[string]map[string]string{}
 	for name, s := range testharness.MissingAgents(t.TempDir()) {
 		setups[name] = map[string]string{"bin": s.Bin}
@@ -88,10 +97,7 @@ func startDev(t *testing.T, bins, dataDir, addr string) *testharness.Proc {
 	if err := os.WriteFile(cfg, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--dev", "--data-dir", dataDir,
-		"--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-name", "devnode", "--log-format", "json",
-		"--node-agents-config", cfg)
-	return p
+	return cfg
 }
 
 // The README's main job: `controlplane --dev`, then the documented cast

@@ -84,7 +84,7 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 func (r *migRig) startControlPlane(env []string) {
 	r.cp = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "controlplane"),
 		"--listen", r.addr, "--metrics-listen", "", "--data-dir", r.cpDir, "--node-lease-ttl", "2s", "--node-heartbeat", "500ms")
-	c, err := client.Dial(r.addr)
+	c, err := client.DialToken(r.addr, testharness.AdminToken())
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -22,6 +22,8 @@ const (
 	KindAborted                 // a concurrent change won; retrying may work
 	KindResourceExhausted       // a size or storage limit
 	KindUnavailable             // try again later
+	KindUnauthenticated         // no valid credential came with the call
+	KindPermissionDenied        // the caller may not do this
 )
 
 // Stable reasons.
@@ -53,6 +55,13 @@ const (
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"
+	// Authentication and authorization refusals (UNAUTHENTICATED and
+	// PERMISSION_DENIED).
+	ReasonUnauthenticated  = "UNAUTHENTICATED"
+	ReasonPermissionDenied = "PERMISSION_DENIED"
+	ReasonNodeMismatch     = "NODE_IDENTITY_MISMATCH"
+	ReasonNotYourSession   = "SESSION_NOT_YOURS"
+	ReasonJoinToken        = "JOIN_TOKEN_INVALID"
 )
 
 // Error is a typed cast error.

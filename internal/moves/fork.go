@@ -68,7 +68,7 @@ func Fork(ctx context.Context, st Store, r ForkRequest) (*castv1.Session, error)
 	c, err := st.CreateSession(ctx, store.CreateParams{
 		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
-		WorktreeBranch: r.WorktreeBranch,
+		WorktreeBranch: r.WorktreeBranch, Creator: parent.Creator,
 	})
 	if err != nil {
 		return nil, err

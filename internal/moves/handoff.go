@@ -94,7 +94,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 		account = src.Account
 	}
 	c, err := st.CreateSession(ctx, store.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
-		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account})
+		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
 	if err != nil {
 		return HandoffResult{}, err
 	}

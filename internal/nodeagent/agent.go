@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -26,6 +28,7 @@ type Agent struct {
 	lg      *zap.Logger
 	st      *state
 	cli     *client.Client
+	cred    *client.Token // this node's credential (identity.go)
 	runner  *runner.Runner
 	workers workers
 	runCtx  context.Context // lives as long as Run; turns run under it
@@ -46,11 +49,15 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node state in %s: %w", cfg.DataDir, err)
 	}
-	cli, err := client.DialNode(cfg.ControlPlane, cfg.Token)
+	cred, err := loadCredential(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
+	cli, err := client.DialCreds(cfg.ControlPlane, cred)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, cred: cred, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	return a, nil
 }
@@ -68,8 +75,13 @@ func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
 // backoff, until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.cli.Close()
+	ctx, cancel := context.WithCancel(ctx)
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
+	defer cancel()            // first: a refused credential stops the turns too
+	if err := a.join(ctx); err != nil {
+		return err
+	}
 	a.stopOrphans()
 	a.fleetNotice()
 	go a.selfFence(ctx)
@@ -80,6 +92,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		err := a.connectOnce(ctx)
 		if ctx.Err() != nil {
 			break
+		}
+		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			// Revoked (cast node rm) or unknown: rejoining is an admin's call.
+			a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
+			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, credentialPath(a.cfg.DataDir))
 		}
 		if time.Since(start) > 30*time.Second {
 			backoff = a.cfg.ReconnectMin // it was a healthy session
@@ -108,7 +125,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	// partition the old one may be half-open (the far end gone, nothing
 	// reset), and a stream opened on it would wait on gRPC's keepalive
 	// (40 s) to learn that.
-	sc, err := client.DialNode(a.cfg.ControlPlane, a.cfg.Token)
+	sc, err := client.DialCreds(a.cfg.ControlPlane, a.cred)
 	if err != nil {
 		return err
 	}

@@ -67,9 +67,9 @@ type Config struct {
 	// PathMap maps a migrating session's checkout path on its source node
 	// to this node's path for it (--map-path FROM=TO).
 	PathMap worktree.PathMap
-	// Token is presented on every call when the control plane requires a
-	// node token (--token-file).
-	Token string
+	// JoinToken is exchanged once, when DataDir holds no credential yet,
+	// for this node's own credential (--join-token, env CAST_JOIN_TOKEN).
+	JoinToken string
 	// WorktreeBase is where git worktrees for sessions with a worktree
 	// branch are made (default: DataDir/worktrees); never inside the
 	// checkout they come from.

@@ -51,7 +51,8 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 		t.Args = append(t.Args,
 			"-c", "mcp_servers."+mcpName+".command="+strconv.Quote(bin),
 			"-c", "mcp_servers."+mcpName+`.args=["mcp","--tools","history"]`,
-			"-c", fmt.Sprintf("mcp_servers."+mcpName+".env={CAST_SESSION=%s,CAST_ADDR=%s}", strconv.Quote(sessionID), strconv.Quote(a.cfg.ControlPlane)))
+			"-c", fmt.Sprintf("mcp_servers."+mcpName+".env={CAST_SESSION=%s,CAST_ADDR=%s,CAST_TOKEN_FILE=%s}", strconv.Quote(sessionID),
+				strconv.Quote(a.cfg.ControlPlane), strconv.Quote(credentialPath(a.cfg.DataDir))))
 	case "gemini":
 		return a.registerGeminiMCP(t, bin)
 	case "opencode":
@@ -68,7 +69,7 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID, bin string) error {
 	cfg := map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
 		"type": "stdio", "command": bin, "args": []string{"mcp"},
-		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
+		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)},
 	}}}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -137,7 +138,7 @@ func (a *Agent) registerGeminiMCP(t *runner.Turn, bin string) error {
 	}
 	servers[mcpName] = map[string]any{
 		"command": bin, "args": historyOnly,
-		"env":   map[string]string{"CAST_SESSION": "$CAST_SESSION", "CAST_ADDR": "$CAST_ADDR"},
+		"env":   map[string]string{"CAST_SESSION": "$CAST_SESSION", "CAST_ADDR": "$CAST_ADDR", "CAST_TOKEN_FILE": "$CAST_TOKEN_FILE"},
 		"trust": true,
 	}
 	settings["mcpServers"] = servers
@@ -191,7 +192,7 @@ func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID, bin string) error
 	}
 	servers[mcpName] = map[string]any{
 		"type": "local", "command": append([]string{bin}, historyOnly...),
-		"environment": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane},
+		"environment": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)},
 		"enabled":     true,
 	}
 	cfg["mcp"] = servers

@@ -302,9 +302,11 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return runner.Turn{}, err
 	}
-	// CAST_SESSION and CAST_ADDR let the agent call cast about its own
-	// session (`cast spawn --subagent`, `cast read`).
-	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane)
+	// CAST_SESSION, CAST_ADDR and CAST_TOKEN_FILE (the node's credential)
+	// let the agent call cast about its own session (`cast spawn
+	// --subagent`, `cast read`).
+	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane,
+		"CAST_TOKEN_FILE="+credentialPath(a.cfg.DataDir))
 	t := a.cfg.newTurn(o.Agent, setup, env)
 	t.Model, t.Effort, t.Cwd, t.Prompt = o.Model, o.Effort, o.Cwd, prompt
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {

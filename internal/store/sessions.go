@@ -27,6 +27,7 @@ type CreateParams struct {
 	Account                  string // named credential set on the node
 	WorktreeBranch           string // the owner runs it in a git worktree on this branch
 	Subagent                 bool
+	Creator                  string // principal that may see it ("user:alice")
 }
 
 // Created is a new (or, for a retried request id, existing) session.
@@ -50,6 +51,7 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
 			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: p.WorktreeBranch,
+			Creator: p.Creator,
 		}
 		if sess.RootId == "" {
 			sess.RootId = id

@@ -129,7 +129,7 @@ func ScratchEnv(t testing.TB) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(append(env, goDirs()...), "HOME="+t.TempDir())
+	return append(append(append(env, goDirs()...), AuthEnv()...), "HOME="+t.TempDir())
 }
 
 // goDirs pins Go's caches (found under the real HOME) for processes that
@@ -197,7 +197,8 @@ func RunInput(t testing.TB, env []string, in io.Reader, timeout time.Duration, b
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// A scratch config dir: the CLI never reads the real ~/.config/cast.
+	cmd.Env = append(append(os.Environ(), AuthEnv()...), append([]string{"XDG_CONFIG_HOME=" + t.TempDir()}, env...)...)
 	cmd.Stdin = in
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

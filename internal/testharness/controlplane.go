@@ -25,6 +25,7 @@ func ControlPlaneConfig(t testing.TB) controlplane.Config {
 	cfg.Heartbeat = 500 * time.Millisecond
 	cfg.Shutdown = 5 * time.Second
 	cfg.Store.QuotaBytes = 256 << 20
+	cfg.Auth.BootstrapToken = AdminToken()
 	return cfg
 }
 
@@ -46,10 +47,17 @@ func StartControlPlane(t testing.TB, cb func(*controlplane.Config)) *controlplan
 	return s
 }
 
-// Dial returns a client for addr, closed at cleanup.
+// Dial returns an admin's client for addr, closed at cleanup.
 func Dial(t testing.TB, addr string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(addr)
+	return DialAs(t, addr, AdminToken())
+}
+
+// DialAs returns a client presenting token ("" for none), closed at
+// cleanup.
+func DialAs(t testing.TB, addr, token string) *client.Client {
+	t.Helper()
+	c, err := client.DialToken(addr, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +74,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	cfg.ReconnectMax = time.Second
 	cfg.UserEnv = ScratchEnv(t) // the node's "own" agents are a scratch home's
 	cfg.Agents = MissingAgents(cfg.DataDir)
+	cfg.JoinToken = AdminToken()
 	if cb != nil {
 		cb(&cfg)
 	}

@@ -223,7 +223,10 @@ type Session struct {
 	WorktreeBranch string `protobuf:"bytes,25,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
 	// archived sessions (`cast rm`) are hidden from `cast ls` unless asked
 	// for and take no new messages; their transcript stays readable.
-	Archived      bool `protobuf:"varint,26,opt,name=archived,proto3" json:"archived,omitempty"`
+	Archived bool `protobuf:"varint,26,opt,name=archived,proto3" json:"archived,omitempty"`
+	// creator is the principal that created the session ("user:alice",
+	// "admin:admin"); only it and admins may see or move the session.
+	Creator       string `protobuf:"bytes,27,opt,name=creator,proto3" json:"creator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +441,13 @@ func (x *Session) GetArchived() bool {
 		return x.Archived
 	}
 	return false
+}
+
+func (x *Session) GetCreator() string {
+	if x != nil {
+		return x.Creator
+	}
+	return ""
 }
 
 // ToolCall is a model's request to run a tool.
@@ -735,7 +745,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x06\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -766,7 +776,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\tfenced_by\x18\x17 \x01(\tR\bfencedBy\x12\x18\n" +
 	"\aaccount\x18\x18 \x01(\tR\aaccount\x12'\n" +
 	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
-	"\barchived\x18\x1a \x01(\bR\barchived\"D\n" +
+	"\barchived\x18\x1a \x01(\bR\barchived\x12\x18\n" +
+	"\acreator\x18\x1b \x01(\tR\acreator\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

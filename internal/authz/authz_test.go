@@ -1,0 +1,61 @@
+package authz
+
+import (
+	"testing"
+
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+func TestAllow(t *testing.T) {
+	pol := Policy{
+		"/s/Open":  {Public: true},
+		"/s/Admin": {Roles: []Role{Admin}},
+		"/s/Any":   {Roles: []Role{Admin, User, Node}},
+	}
+	admin, user, node := &Principal{Admin, "root"}, &Principal{User, "alice"}, &Principal{Node, "n1"}
+	for _, tc := range []struct {
+		method string
+		p      *Principal
+		kind   errs.Kind // 0 (KindInternal) with ok
+		ok     bool
+	}{
+		{"/s/Open", nil, 0, true},
+		{"/s/Admin", admin, 0, true},
+		{"/s/Admin", user, errs.KindPermissionDenied, false},
+		{"/s/Admin", node, errs.KindPermissionDenied, false},
+		{"/s/Admin", nil, errs.KindUnauthenticated, false},
+		{"/s/Any", node, 0, true},
+		{"/s/Missing", admin, errs.KindPermissionDenied, false}, // no rule: closed
+	} {
+		err := pol.Allow(tc.method, tc.p)
+		if tc.ok != (err == nil) {
+			t.Errorf("%s as %v: err %v, want ok=%v", tc.method, tc.p, err, tc.ok)
+			continue
+		}
+		if err != nil {
+			if e, _ := errs.As(err); e.Kind != tc.kind {
+				t.Errorf("%s as %v: kind %v, want %v", tc.method, tc.p, e.Kind, tc.kind)
+			}
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	a, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewToken()
+	if a == b || len(a) != len(TokenPrefix)+64 || Hash(a) == Hash(b) || Hash(a) != Hash(a) {
+		t.Fatalf("tokens %q %q", a, b)
+	}
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{{"Bearer abc", "abc", true}, {"bearer abc", "abc", true}, {"Basic abc", "", false}, {"Bearer ", "", false}, {"abc", "", false}} {
+		got, err := ParseBearer(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBearer(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/secrets"
+)
+
+// Contexts: ~/.config/cast/config.yaml (XDG_CONFIG_HOME respected, mode
+// 0600) names control planes and the credentials for each, as kubeconfig
+// does:
+//
+//	current-context: dev
+//	contexts:
+//	  dev:
+//	    addr: 127.0.0.1:7777
+//	    token: cast_...
+//
+// Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR and
+// CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it) override its
+// fields.
+
+// Context is one control plane and the credential to use there.
+type Context struct {
+	Addr  string `yaml:"addr"`
+	Token string `yaml:"token,omitempty"`
+}
+
+// Config is the contexts file.
+type Config struct {
+	CurrentContext string              `yaml:"current-context,omitempty"`
+	Contexts       map[string]*Context `yaml:"contexts,omitempty"`
+}
+
+// ConfigPath is where the contexts file lives for env (os.Getenv-like).
+func ConfigPath(getenv func(string) string) string {
+	if d := getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "cast", "config.yaml")
+	}
+	return filepath.Join(getenv("HOME"), ".config", "cast", "config.yaml")
+}
+
+// LoadConfig reads path; a missing file is an empty Config.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Config{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s holds credentials and must not be readable by others (chmod 600 %s)", path, path)
+	}
+	c := &Config{}
+	if err := yaml.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// SetContext stores ctx under name in the file at path (created 0600,
+// written atomically) and makes it current.
+func SetContext(path, name string, ctx Context) error {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	if c.Contexts == nil {
+		c.Contexts = map[string]*Context{}
+	}
+	c.Contexts[name] = &ctx
+	c.CurrentContext = name
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, b, 0o600)
+}
+
+// Resolve picks the address and token to use: the named context (or
+// CAST_CONTEXT, or the file's current one), then env overrides. addrFlag,
+// when not "", beats all of them.
+func Resolve(getenv func(string) string, contextName, addrFlag string) (Context, error) {
+	cfg, err := LoadConfig(ConfigPath(getenv))
+	if err != nil {
+		return Context{}, err
+	}
+	if contextName == "" {
+		contextName = getenv("CAST_CONTEXT")
+	}
+	out := Context{Addr: DefaultAddr}
+	switch c := cfg.Contexts[contextName]; {
+	case contextName != "" && c == nil:
+		return Context{}, fmt.Errorf("no context %q in %s", contextName, ConfigPath(getenv))
+	case c != nil:
+		out = *c
+	case cfg.Contexts[cfg.CurrentContext] != nil:
+		out = *cfg.Contexts[cfg.CurrentContext]
+	}
+	if v := getenv("CAST_ADDR"); v != "" {
+		out.Addr = v
+	}
+	if addrFlag != "" {
+		out.Addr = addrFlag
+	}
+	if v := getenv("CAST_TOKEN"); v != "" {
+		out.Token = strings.TrimSpace(v)
+	} else if f := getenv("CAST_TOKEN_FILE"); f != "" {
+		if out.Token, err = secrets.ReadToken(f); err != nil {
+			return Context{}, fmt.Errorf("CAST_TOKEN_FILE: %w", err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package client
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestResolveContexts(t *testing.T) {
+	home := t.TempDir()
+	xdg := t.TempDir()
+	env := map[string]string{"HOME": home}
+	getenv := func(k string) string { return env[k] }
+	path := ConfigPath(getenv)
+	if path != filepath.Join(home, ".config", "cast", "config.yaml") {
+		t.Fatalf("path %s", path)
+	}
+	env["XDG_CONFIG_HOME"] = xdg
+	path = ConfigPath(getenv)
+	if path != filepath.Join(xdg, "cast", "config.yaml") {
+		t.Fatalf("XDG path %s", path)
+	}
+	if got, err := Resolve(getenv, "", ""); err != nil || got.Addr != DefaultAddr || got.Token != "" {
+		t.Fatalf("no file: %+v %v", got, err)
+	}
+	if err := SetContext(path, "prod", Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetContext(path, "dev", Context{Addr: "127.0.0.1:7777", Token: "tok-dev"}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config mode: %v %v", fi, err)
+	}
+	tokFile := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(tokFile, []byte(strings.Repeat("f", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ctx, flag string
+		env             map[string]string
+		want            Context
+	}{
+		{"current", "", "", nil, Context{"127.0.0.1:7777", "tok-dev"}},
+		{"--context", "prod", "", nil, Context{"10.0.0.1:7777", "tok-prod"}},
+		{"CAST_CONTEXT", "", "", map[string]string{"CAST_CONTEXT": "prod"}, Context{"10.0.0.1:7777", "tok-prod"}},
+		{"env overrides", "prod", "", map[string]string{"CAST_ADDR": "a:1", "CAST_TOKEN": "t"}, Context{"a:1", "t"}},
+		{"flag beats env", "", "b:2", map[string]string{"CAST_ADDR": "a:1"}, Context{"b:2", "tok-dev"}},
+		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{"127.0.0.1:7777", strings.Repeat("f", 40)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := map[string]string{"XDG_CONFIG_HOME": xdg}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			got, err := Resolve(func(k string) string { return e[k] }, tc.ctx, tc.flag)
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := Resolve(getenv, "nope", ""); err == nil {
+		t.Error("an unknown context resolved")
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(getenv, "", ""); err == nil {
+		t.Error("a world-readable config with tokens was read")
+	}
+}

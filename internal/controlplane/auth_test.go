@@ -1,0 +1,253 @@
+package controlplane_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// TestEveryRPCHasARule fails when a method of any cast.v1 service (from
+// the generated descriptors) or of any service the server registers has
+// no authorization rule, and when a rule names a method that is gone.
+func TestEveryRPCHasARule(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	want := map[string]bool{}
+	protoregistry.GlobalFiles.RangeFilesByPackage("cast.v1", func(fd protoreflect.FileDescriptor) bool {
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				want["/"+string(sd.FullName())+"/"+string(sd.Methods().Get(j).Name())] = true
+			}
+		}
+		return true
+	})
+	for name, info := range srv.ServiceInfo() {
+		for _, m := range info.Methods {
+			want["/"+name+"/"+m.Name] = true
+		}
+	}
+	if len(want) < 40 {
+		t.Fatalf("found only %d methods; the descriptors did not load", len(want))
+	}
+	for m := range want {
+		if _, err := srv.Policy().Rule(m); err != nil {
+			t.Errorf("%s has no authorization rule", m)
+		}
+	}
+	for m := range srv.Policy() {
+		if !want[m] {
+			t.Errorf("rule for %s, which no service has", m)
+		}
+	}
+}
+
+func wantDenied(t *testing.T, what string, err error, code codes.Code, reason string) {
+	t.Helper()
+	if status.Code(err) != code || client.ReasonOf(err) != reason {
+		t.Errorf("%s: got %v (reason %q), want %s %s", what, err, client.ReasonOf(err), code, reason)
+	}
+}
+
+// authEnv is a control plane with node n1 joined through a join token,
+// and user tokens for alice and bob.
+type authEnv struct {
+	addr                string
+	admin, alice, bob   *client.Client
+	n1                  *client.Client // n1's own credential
+	aliceSess, adminSes *castv1.Session
+}
+
+func newAuthEnv(t *testing.T) *authEnv {
+	srv := testharness.StartControlPlane(t, nil)
+	e := &authEnv{addr: srv.Addr(), admin: testharness.Dial(t, srv.Addr())}
+	ctx := ctxT(t)
+	join, err := e.admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "n1")
+	testharness.StartNode(t, e.addr, "n1", func(c *nodeagent.Config) { c.JoinToken, c.DataDir = join.Token, dir })
+	waitConnected(t, e.admin, "n1", true)
+	// The join token was used once; it never works again.
+	_, err = testharness.DialAs(t, e.addr, "").Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n9", JoinToken: join.Token})
+	wantDenied(t, "reused join token", err, codes.Unauthenticated, errs.ReasonJoinToken)
+	// The node keeps its own credential 0600 in its data dir.
+	fi, err := os.Stat(filepath.Join(dir, nodeagent.CredentialFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("node credential file: %v %v", fi, err)
+	}
+	cred, err := secrets.ReadToken(filepath.Join(dir, nodeagent.CredentialFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.n1 = testharness.DialAs(t, e.addr, cred)
+	e.alice, e.bob = e.user(t, "alice"), e.user(t, "bob")
+	if e.aliceSess, err = e.alice.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"}); err != nil {
+		t.Fatal(err)
+	}
+	if e.aliceSess.Creator != "user:alice" {
+		t.Fatalf("creator %q", e.aliceSess.Creator)
+	}
+	if e.adminSes, err = e.admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *authEnv) user(t *testing.T, name string) *client.Client {
+	resp, err := e.admin.Auth.CreateToken(ctxT(t), &castv1.CreateTokenRequest{Name: name, Role: castv1.Role_ROLE_USER})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testharness.DialAs(t, e.addr, resp.Token)
+}
+
+func TestAuthRefusals(t *testing.T) {
+	e := newAuthEnv(t)
+	ctx := ctxT(t)
+	anon := testharness.DialAs(t, e.addr, "")
+	forged := testharness.DialAs(t, e.addr, "cast_0000000000000000000000000000000000000000000000000000000000000000")
+
+	_, err := anon.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.aliceSess.Id})
+	wantDenied(t, "no token", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+	_, err = forged.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	wantDenied(t, "unknown token", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+	_, err = anon.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "n1", Agent: "claude", Account: "a", Grant: "g"})
+	wantDenied(t, "anonymous credential fetch", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+
+	// Users: only their own sessions; nothing of accounts or tokens.
+	_, err = e.bob.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.aliceSess.Id})
+	wantDenied(t, "bob reads alice's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = e.bob.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: e.aliceSess.Id})
+	wantDenied(t, "bob reads alice's messages", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = e.bob.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: e.aliceSess.Id, Text: "hi"})
+	wantDenied(t, "bob prompts alice's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.adminSes.Id})
+	wantDenied(t, "alice reads the admin's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	if _, err := e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.aliceSess.Id}); err != nil {
+		t.Errorf("alice reads her own session: %v", err)
+	}
+	list, err := e.bob.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	if err != nil || len(list.Sessions) != 0 {
+		t.Errorf("bob lists %v, %v; want none", list.GetSessions(), err)
+	}
+	_, err = e.bob.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "n1", SessionIds: []string{e.aliceSess.Id}})
+	wantDenied(t, "bob moves alice's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = e.alice.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "n1", FromNode: "n1"})
+	wantDenied(t, "alice drains a node", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
+	for what, call := range map[string]func() error{
+		"put account": func() error {
+			_, err := e.alice.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: "x", Agent: "claude", Credential: []byte("{}")})
+			return err
+		},
+		"list accounts": func() error { _, err := e.alice.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{}); return err },
+		"use account": func() error {
+			_, err := e.alice.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: "x", Agent: "claude"})
+			return err
+		},
+		"create token": func() error {
+			_, err := e.alice.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "eve", Role: castv1.Role_ROLE_ADMIN})
+			return err
+		},
+		"join token": func() error {
+			_, err := e.alice.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{})
+			return err
+		},
+		"revoke node": func() error {
+			_, err := e.alice.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: "n1"})
+			return err
+		},
+		"node account": func() error { _, err := e.n1.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{}); return err },
+		"act as node": func() error {
+			_, err := e.alice.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: e.aliceSess.Id, Node: "n1", OwnerToken: 1})
+			return err
+		},
+	} {
+		wantDenied(t, "non-admin "+what, call(), codes.PermissionDenied, errs.ReasonPermissionDenied)
+	}
+	if who, err := e.alice.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil || who.Principal != "user:alice" {
+		t.Errorf("whoami %v %v", who, err)
+	}
+}
+
+// TestNodeActsOnlyAsItself: n1's credential cannot speak for n2 (connect,
+// append, report, fetch a credential), nor read n2's sessions; n2's owner
+// token never leaves the control plane; revoking n1 works at once.
+func TestNodeActsOnlyAsItself(t *testing.T) {
+	e := newAuthEnv(t)
+	ctx := ctxT(t)
+	testharness.StartNode(t, e.addr, "n2", nil)
+	waitConnected(t, e.admin, "n2", true)
+	s2, err := e.admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatch := func(what string, err error) {
+		t.Helper()
+		wantDenied(t, what, err, codes.PermissionDenied, errs.ReasonNodeMismatch)
+	}
+	_, err = e.n1.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: s2.Id, Node: "n2", OwnerToken: 1,
+		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "forged", ClientId: "c1"}}})
+	mismatch("n1 appends as n2", err)
+	_, err = e.n1.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: s2.Id, Node: "n2", OwnerToken: 1})
+	mismatch("n1 reports n2's turn", err)
+	_, err = e.n1.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "n2", Agent: "claude", Account: "a", Grant: "g"})
+	mismatch("n1 fetches n2's credential", err)
+	stream, err := e.n1.Nodes.Connect(ctx)
+	if err == nil {
+		err = stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: "n2"}}}})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+	}
+	mismatch("n1 connects as n2", err)
+	// As itself, n1 still cannot write n2's session: the store's owner
+	// guard holds (and n1 never learns n2's token).
+	_, err = e.n1.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: s2.Id, Node: "n1", OwnerToken: 1,
+		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "forged", ClientId: "c2"}}})
+	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != errs.ReasonNotOwner {
+		t.Errorf("n1 appends to n2's session as itself: %v", err)
+	}
+	_, err = e.n1.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: s2.Id})
+	wantDenied(t, "n1 reads n2's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = e.n1.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})
+	wantDenied(t, "a node creates a top-level session", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
+
+	// Owner tokens never leave the control plane.
+	mig, err := e.admin.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "n1", SessionIds: []string{s2.Id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.admin.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: mig.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range append(got.Sessions, mig.Sessions...) {
+		if ms.SourceToken != 0 {
+			t.Errorf("migration reply carries owner token %d", ms.SourceToken)
+		}
+	}
+
+	// Revocation: n1's very next call is refused, and it is marked down.
+	if _, err := e.n1.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.admin.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: "n1"}); err != nil || !r.Revoked {
+		t.Fatalf("revoke: %v %v", r, err)
+	}
+	_, err = e.n1.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	wantDenied(t, "revoked credential", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+	waitConnected(t, e.admin, "n1", false)
+}

@@ -1,0 +1,212 @@
+package controlplane
+
+import (
+	"context"
+	"slices"
+
+	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+var (
+	adminOnly = []authz.Role{authz.Admin}
+	people    = []authz.Role{authz.Admin, authz.User}
+	// nodes: admins may do everything, acting as a node included (they may
+	// enroll any node anyway); test harnesses play nodes that way.
+	nodes    = []authz.Role{authz.Admin, authz.Node}
+	everyone = []authz.Role{authz.Admin, authz.User, authz.Node}
+)
+
+// policy is the rule of every RPC the control plane serves; a test fails
+// when a method of a registered service has none (and such a call is
+// refused). Nodes act only as themselves (the node in a request must be
+// the credential's) and on the sessions they own; agents a node runs reach
+// the API with its credential (`cast spawn`, `cast mcp`), so nodes may read
+// and fork their own sessions but never answer a permission request. Users
+// see and move only the sessions they created; fleet accounts and tokens
+// are admin only.
+func (s *Server) newPolicy() authz.Policy {
+	sess := s.checkSession
+	return authz.Policy{
+		castv1.SessionService_CreateSession_FullMethodName:     {Roles: everyone, Check: s.checkCreate},
+		castv1.SessionService_ListSessions_FullMethodName:      {Roles: people}, // filtered per user in the handler
+		castv1.SessionService_GetSession_FullMethodName:        {Roles: everyone, Check: sess},
+		castv1.SessionService_ListMessages_FullMethodName:      {Roles: everyone, Check: sess},
+		castv1.SessionService_ExportSession_FullMethodName:     {Roles: everyone, Check: sess},
+		castv1.SessionService_WatchSession_FullMethodName:      {Roles: everyone, Check: sess},
+		castv1.SessionService_SendMessage_FullMethodName:       {Roles: everyone, Check: sess},
+		castv1.SessionService_AppendMessages_FullMethodName:    {Roles: people, Check: sess},
+		castv1.SessionService_SwitchSession_FullMethodName:     {Roles: everyone, Check: sess},
+		castv1.SessionService_ForkSession_FullMethodName:       {Roles: everyone, Check: sess},
+		castv1.SessionService_MergeSession_FullMethodName:      {Roles: everyone, Check: sess},
+		castv1.SessionService_HandoffSession_FullMethodName:    {Roles: everyone, Check: sess},
+		castv1.SessionService_InterruptSession_FullMethodName:  {Roles: everyone, Check: sess},
+		castv1.SessionService_RequestPermission_FullMethodName: {Roles: []authz.Role{authz.Admin, authz.Node}, Check: sess},
+		castv1.SessionService_AnswerPermission_FullMethodName:  {Roles: people, Check: sess},
+		castv1.SessionService_DeleteSession_FullMethodName:     {Roles: people, Check: sess},
+
+		castv1.NodeService_Connect_FullMethodName:             {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_ListNodes_FullMethodName:           {Roles: everyone},
+		castv1.NodeService_DeleteNode_FullMethodName:          {Roles: adminOnly}, // revokes its credential too
+		castv1.NodeService_AppendOwnerMessages_FullMethodName: {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_ReportTurn_FullMethodName:          {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_UploadWorkTree_FullMethodName:      {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_DownloadWorkTree_FullMethodName:    {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_ReportWorkTree_FullMethodName:      {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_FetchCredential_FullMethodName:     {Roles: nodes, Check: checkNodeSelf},
+
+		castv1.MigrationService_StartMigration_FullMethodName:  {Roles: people, Check: s.checkMigration},
+		castv1.MigrationService_GetMigration_FullMethodName:    {Roles: people, Check: s.checkMigration},
+		castv1.MigrationService_CancelMigration_FullMethodName: {Roles: people, Check: s.checkMigration},
+		castv1.MigrationService_ListMigrations_FullMethodName:  {Roles: people}, // filtered per user in the handler
+
+		castv1.AccountService_PutAccount_FullMethodName:    {Roles: adminOnly},
+		castv1.AccountService_ListAccounts_FullMethodName:  {Roles: adminOnly},
+		castv1.AccountService_DeleteAccount_FullMethodName: {Roles: adminOnly},
+		castv1.AccountService_UseAccount_FullMethodName:    {Roles: adminOnly},
+
+		castv1.AuthService_CreateToken_FullMethodName:     {Roles: adminOnly},
+		castv1.AuthService_ListTokens_FullMethodName:      {Roles: adminOnly},
+		castv1.AuthService_DeleteToken_FullMethodName:     {Roles: adminOnly},
+		castv1.AuthService_CreateJoinToken_FullMethodName: {Roles: adminOnly},
+		castv1.AuthService_RevokeNode_FullMethodName:      {Roles: adminOnly},
+		castv1.AuthService_JoinNode_FullMethodName:        {Public: true}, // the join token is the credential
+		castv1.AuthService_WhoAmI_FullMethodName:          {Roles: everyone},
+
+		"/grpc.health.v1.Health/Check": {Public: true},
+		"/grpc.health.v1.Health/Watch": {Public: true},
+		"/grpc.health.v1.Health/List":  {Public: true},
+	}
+}
+
+// requestNode is the node a node-side request names ("" for frames that
+// name none, such as heartbeats).
+func requestNode(req any) string {
+	switch r := req.(type) {
+	case *castv1.ConnectRequest:
+		return r.GetHello().GetNode().GetName()
+	case interface{ GetNode() string }:
+		return r.GetNode()
+	}
+	return ""
+}
+
+// checkNodeSelf refuses a node naming another node: a node's name comes
+// from its credential, so it cannot receive another's owner tokens, write
+// as it or fetch its credentials.
+func checkNodeSelf(_ context.Context, p authz.Principal, req any) error {
+	if p.IsAdmin() {
+		return nil
+	}
+	if n := requestNode(req); n != "" && n != p.Name {
+		return authz.Denied(errs.ReasonNodeMismatch, "%s may not act as node %q", p, n)
+	}
+	return nil
+}
+
+// requestSession is the session a session request names.
+func requestSession(req any) string {
+	switch r := req.(type) {
+	case *castv1.GetSessionRequest:
+		return r.GetId()
+	case *castv1.MergeSessionRequest:
+		return r.GetForkId()
+	case interface{ GetSessionId() string }:
+		return r.GetSessionId()
+	}
+	return ""
+}
+
+// checkSession lets admins at every session, users at the sessions they
+// created (forks inherit the creator), and nodes at the sessions they own
+// or whose parent they own (an agent's `cast spawn` workers).
+func (s *Server) checkSession(ctx context.Context, p authz.Principal, req any) error {
+	id := requestSession(req)
+	if p.IsAdmin() || id == "" {
+		return nil // a missing id is the handler's INVALID_ARGUMENT
+	}
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+			return nil // the handler says NOT_FOUND; nothing leaks
+		}
+		return err
+	}
+	return s.maySee(ctx, p, sess)
+}
+
+func (s *Server) maySee(ctx context.Context, p authz.Principal, sess *castv1.Session) error {
+	switch {
+	case p.IsAdmin():
+		return nil
+	case p.Role == authz.User && sess.Creator == p.String():
+		return nil
+	case p.Role == authz.Node && sess.Node == p.Name:
+		return nil
+	case p.Role == authz.Node && sess.ParentId != "":
+		parent, err := s.store.GetSession(ctx, sess.ParentId)
+		if err == nil && parent.Node == p.Name {
+			return nil
+		}
+	}
+	return authz.Denied(errs.ReasonNotYourSession, "%s may not use session %s", p, sess.Id).With("session_id", sess.Id)
+}
+
+// checkMigration lets users move only their own sessions: a start names
+// them (draining a node or moving all is admin only), and a migration
+// they look at or cancel holds only theirs.
+func (s *Server) checkMigration(ctx context.Context, p authz.Principal, req any) error {
+	if p.IsAdmin() {
+		return nil
+	}
+	var ids []string
+	switch r := req.(type) {
+	case *castv1.StartMigrationRequest:
+		if r.FromNode != "" || r.All {
+			return authz.Denied(errs.ReasonPermissionDenied, "%s may move only sessions it names; draining a node or moving all is admin only", p)
+		}
+		ids = r.SessionIds
+	case interface{ GetId() string }:
+		m, err := s.migrations.Get(ctx, r.GetId())
+		if err != nil {
+			return nil // the handler reports it
+		}
+		if !s.ownsMigration(ctx, p, m) {
+			return authz.Denied(errs.ReasonNotYourSession, "%s may not use migration %s", p, r.GetId())
+		}
+		return nil
+	}
+	for _, id := range ids {
+		if err := s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: id}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownsMigration reports whether every session m moves is p's.
+func (s *Server) ownsMigration(ctx context.Context, p authz.Principal, m *castv1.Migration) bool {
+	if p.IsAdmin() {
+		return true
+	}
+	return !slices.ContainsFunc(m.Sessions, func(ms *castv1.MigrationSession) bool {
+		return s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: ms.SessionId}) != nil
+	})
+}
+
+// checkCreate lets a node create only workers of sessions it may use (an
+// agent's `cast spawn`); anyone naming a parent must be allowed to use it.
+func (s *Server) checkCreate(ctx context.Context, p authz.Principal, req any) error {
+	r, ok := req.(*castv1.CreateSessionRequest)
+	if !ok {
+		return nil
+	}
+	if r.ParentId == "" {
+		if p.Role == authz.Node {
+			return authz.Denied(errs.ReasonPermissionDenied, "%s may create only workers of its own sessions (parent_id)", p)
+		}
+		return nil
+	}
+	return s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: r.ParentId})
+}

@@ -1,0 +1,89 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fsutil"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/secrets"
+)
+
+// A node proves who it is with its own credential, bound to its name by
+// the control plane: it gets it once for a one-time join token (JoinNode)
+// and keeps it in DataDir/credential (0600). Agents the node runs reach the
+// API with it too (CAST_TOKEN_FILE), for `cast mcp` and `cast spawn`.
+
+// CredentialFile is the credential's name in the data dir.
+const CredentialFile = "credential"
+
+func credentialPath(dataDir string) string { return filepath.Join(dataDir, CredentialFile) }
+
+// loadCredential reads the stored credential; an empty Token if none.
+func loadCredential(dataDir string) (*client.Token, error) {
+	tok, err := secrets.ReadToken(credentialPath(dataDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return client.NewToken(""), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node credential: %w", err)
+	}
+	return client.NewToken(tok), nil
+}
+
+// WriteCredential stores a node credential in dataDir (0600, atomically):
+// `controlplane --dev` gives its in-process node one this way.
+func WriteCredential(dataDir, tok string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(credentialPath(dataDir), []byte(tok+"\n"), 0o600)
+}
+
+// join exchanges the join token for a credential when the node has none,
+// retrying while the control plane is unreachable.
+func (a *Agent) join(ctx context.Context) error {
+	if a.credSet() {
+		return nil
+	}
+	if a.cfg.JoinToken == "" {
+		return fmt.Errorf("node %s has no credential in %s: start it once with --join-token (an admin makes one with `cast node token create`)", a.cfg.Name, a.cfg.DataDir)
+	}
+	for wait := a.cfg.ReconnectMin; ; wait = min(wait*2, a.cfg.ReconnectMax) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := a.cli.Auth.JoinNode(cctx, &castv1.JoinNodeRequest{Name: a.cfg.Name, JoinToken: a.cfg.JoinToken})
+		cancel()
+		if err == nil {
+			if err := WriteCredential(a.cfg.DataDir, resp.Credential); err != nil {
+				return fmt.Errorf("store node credential: %w", err)
+			}
+			a.cred.Set(resp.Credential)
+			a.lg.Info("joined the control plane")
+			return nil
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
+			return fmt.Errorf("join as node %s: %s", a.cfg.Name, status.Convert(err).Message())
+		}
+		a.lg.Info("control plane unreachable; retrying join", zap.Error(err), zap.Duration("in", wait))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (a *Agent) credSet() bool {
+	md, _ := a.cred.GetRequestMetadata(context.Background())
+	return len(md) > 0
+}
