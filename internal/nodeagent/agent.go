@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -144,6 +145,9 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	}
 	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.st.ids()}
 	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			_, err = stream.Recv() // the server ended the stream; this is why (a refused credential)
+		}
 		return err
 	}
 	first, err := stream.Recv()

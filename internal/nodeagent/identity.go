@@ -74,7 +74,7 @@ func (a *Agent) join(ctx context.Context) error {
 		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
 			return fmt.Errorf("join as node %s: %s", a.cfg.Name, status.Convert(err).Message())
 		}
-		a.lg.Info("control plane unreachable; retrying join", zap.Error(err), zap.Duration("in", wait))
+		a.lg.Info("control plane unreachable; reconnecting to join", zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():
 			return nil
