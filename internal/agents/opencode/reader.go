@@ -84,36 +84,68 @@ func ms(v int64) time.Time {
 func fromExport(ex Export) Parsed {
 	p := Parsed{SessionID: ex.Info.ID, Directory: ex.Info.Directory}
 	for _, m := range ex.Messages {
-		created := ms(m.Info.Time.Created)
-		model := m.Info.ModelID
-		if model == "" && m.Info.Model != nil {
-			model = m.Info.Model.ModelID
-		}
-		summary := string(m.Info.Summary) == "true"
-		for _, part := range m.Parts {
-			at := created
-			if part.Time != nil && part.Time.Start > 0 {
-				at = ms(part.Time.Start)
+		p.Messages = append(p.Messages, messageParts(m)...)
+	}
+	return p
+}
+
+// messageParts reads one message's parts in the order they happened. A
+// tool part holds both the call and its result, but the results of a step
+// come after everything the model produced in it: with parallel calls the
+// model asked for all of them (after its thinking and text) before the
+// first ran. So results wait until the step ends (a step-start part, the
+// end of the message, or a part that began after they finished).
+func messageParts(m Message) []transcript.Message {
+	created := ms(m.Info.Time.Created)
+	model := m.Info.ModelID
+	if model == "" && m.Info.Model != nil {
+		model = m.Info.Model.ModelID
+	}
+	summary := string(m.Info.Summary) == "true"
+	var out, results []transcript.Message
+	var resultsEnd int64 // latest end among the waiting results
+	flush := func() {
+		out, results, resultsEnd = append(out, results...), nil, 0
+	}
+	for _, part := range m.Parts {
+		at := created
+		if part.Time != nil && part.Time.Start > 0 {
+			at = ms(part.Time.Start)
+			if resultsEnd > 0 && part.Time.Start > resultsEnd {
+				flush()
 			}
-			base := transcript.Message{Agent: Agent, NativeID: part.ID, Time: at}
-			switch part.Type {
-			case "text":
-				if part.Ignored || strings.TrimSpace(part.Text) == "" {
-					continue
+		}
+		base := transcript.Message{Agent: Agent, NativeID: part.ID, Time: at}
+		switch part.Type {
+		case "step-start":
+			flush()
+		case "text":
+			if part.Ignored || strings.TrimSpace(part.Text) == "" {
+				continue
+			}
+			out = append(out, textMessage(base, m.Info.Role, part, model, summary))
+		case "reasoning":
+			if strings.TrimSpace(part.Text) == "" {
+				continue
+			}
+			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
+			out = append(out, base)
+		case "tool":
+			call, res := toolMessages(base, part, model)
+			if call == nil {
+				continue
+			}
+			out = append(out, *call)
+			if res != nil {
+				results = append(results, *res)
+				if st := part.State.Time; st != nil && st.End > resultsEnd {
+					resultsEnd = st.End
 				}
-				p.Messages = append(p.Messages, textMessage(base, m.Info.Role, part, model, summary))
-			case "reasoning":
-				if strings.TrimSpace(part.Text) == "" {
-					continue
-				}
-				base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
-				p.Messages = append(p.Messages, base)
-			case "tool":
-				p.Messages = append(p.Messages, toolMessages(base, part, model)...)
 			}
 		}
 	}
-	return p
+	flush()
+	return out
 }
 
 func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {
@@ -135,30 +167,32 @@ func textMessage(base transcript.Message, role string, part Part, model string, 
 }
 
 // toolMessages splits a tool part into the call and, once the tool
-// finished, its result.
-func toolMessages(base transcript.Message, part Part, model string) []transcript.Message {
+// finished, its result (nil while pending or running).
+func toolMessages(base transcript.Message, part Part, model string) (call, res *transcript.Message) {
 	if part.CallID == "" || part.Tool == "" || part.State == nil {
-		return nil
+		return nil, nil
 	}
 	st := part.State
-	call := base
-	call.Kind, call.Model = transcript.KindToolCall, model
-	call.ToolCall = &transcript.ToolCall{ID: part.CallID, Name: part.Tool, Input: inputText(st.Input)}
-	out := []transcript.Message{call}
-	res := base
-	res.Kind, res.NativeID = transcript.KindToolResult, part.ID+"#result"
+	c := base
+	c.Kind, c.Model = transcript.KindToolCall, model
+	c.ToolCall = &transcript.ToolCall{ID: part.CallID, Name: part.Tool, Input: inputText(st.Input)}
+	if st.Time != nil && st.Time.Start > 0 && part.Time == nil {
+		c.Time = ms(st.Time.Start)
+	}
+	r := base
+	r.Kind, r.NativeID = transcript.KindToolResult, part.ID+"#result"
 	if st.Time != nil && st.Time.End > 0 {
-		res.Time = ms(st.Time.End)
+		r.Time = ms(st.Time.End)
 	}
 	switch st.Status {
 	case "completed":
-		res.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Output, ExitCode: exitOf(st.Metadata)}
+		r.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Output, ExitCode: exitOf(st.Metadata)}
 	case "error":
-		res.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Error, IsError: true, ExitCode: exitOf(st.Metadata)}
+		r.ToolResult = &transcript.ToolResult{CallID: part.CallID, Output: st.Error, IsError: true, ExitCode: exitOf(st.Metadata)}
 	default:
-		return out // pending or running: no result yet
+		return &c, nil
 	}
-	return append(out, res)
+	return &c, &r
 }
 
 // inputText is a tool's input as compact JSON text (exports are indented).

@@ -83,6 +83,64 @@ func TestReadCorpus(t *testing.T) {
 	}
 }
 
+// A turn with thinking and parallel tool calls reads in the order it
+// happened: per model step the thinking, text and every call the model
+// asked for, then the results (in call order), then the next step.
+func TestReadParallelCallsWithThinking(t *testing.T) {
+	const export = `{"info":{"id":"ses_par","directory":"/w"},"messages":[
+ {"info":{"id":"msg_01","role":"user","time":{"created":1000}},"parts":[{"id":"prt_01","type":"text","text":"PAR-U1 check both files"}]},
+ {"info":{"id":"msg_02","role":"assistant","modelID":"m1","time":{"created":1100}},"parts":[
+  {"id":"prt_02","type":"step-start"},
+  {"id":"prt_03","type":"reasoning","text":"PAR-THINK1 read them at once","time":{"start":1110,"end":1120}},
+  {"id":"prt_04","type":"text","text":"PAR-A1 reading both","time":{"start":1121,"end":1122}},
+  {"id":"prt_05","type":"tool","tool":"read","callID":"call_a","state":{"status":"completed","input":{"filePath":"/w/a"},"output":"PAR-OUT-A","title":"a","metadata":{},"time":{"start":1130,"end":1190}}},
+  {"id":"prt_06","type":"tool","tool":"bash","callID":"call_b","state":{"status":"completed","input":{"command":"cat b"},"output":"PAR-OUT-B","title":"b","metadata":{"exit":0},"time":{"start":1131,"end":1150}}},
+  {"id":"prt_07","type":"step-finish"}]},
+ {"info":{"id":"msg_03","role":"assistant","modelID":"m1","time":{"created":1200}},"parts":[
+  {"id":"prt_08","type":"step-start"},
+  {"id":"prt_09","type":"reasoning","text":"PAR-THINK2 both read","time":{"start":1210,"end":1220}},
+  {"id":"prt_10","type":"text","text":"PAR-A2 a says A, b says B","time":{"start":1221,"end":1230}},
+  {"id":"prt_11","type":"step-finish"}]},
+ {"info":{"id":"msg_04","role":"assistant","modelID":"m1","time":{"created":1300}},"parts":[
+  {"id":"prt_12","type":"reasoning","text":"PAR-THINK3 one more pair","time":{"start":1310,"end":1311}},
+  {"id":"prt_13","type":"tool","tool":"bash","callID":"call_c","state":{"status":"completed","input":{"command":"c"},"output":"PAR-OUT-C","title":"c","metadata":{},"time":{"start":1312,"end":1320}}},
+  {"id":"prt_14","type":"tool","tool":"bash","callID":"call_d","state":{"status":"error","input":{"command":"d"},"error":"PAR-ERR-D","time":{"start":1313,"end":1321}}},
+  {"id":"prt_15","type":"text","text":"PAR-A3 c worked, d failed","time":{"start":1330,"end":1331}}]}
+]}`
+	p, err := Parse(strings.NewReader(export))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"user PAR-U1 check both files",
+		"thinking PAR-THINK1 read them at once",
+		"assistant PAR-A1 reading both",
+		`tool_call call_a read {"filePath":"/w/a"}`,
+		`tool_call call_b bash {"command":"cat b"}`,
+		"tool_result call_a exit=- err=false PAR-OUT-A",
+		"tool_result call_b exit=0 err=false PAR-OUT-B",
+		"thinking PAR-THINK2 both read",
+		"assistant PAR-A2 a says A, b says B",
+		// No step markers: the text began after both tools ended.
+		"thinking PAR-THINK3 one more pair",
+		`tool_call call_c bash {"command":"c"}`,
+		`tool_call call_d bash {"command":"d"}`,
+		"tool_result call_c exit=- err=false PAR-OUT-C",
+		"tool_result call_d exit=- err=true PAR-ERR-D",
+		"assistant PAR-A3 c worked, d failed",
+	}
+	if got := brief(p.Messages); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("\n got: %q\nwant: %q", got, want)
+	}
+	// Times follow the same order: a call is stamped when it started, not
+	// when its message was created (before the thinking).
+	for i := 1; i < len(p.Messages); i++ {
+		if k := p.Messages[i].Kind; k != transcript.KindToolResult && p.Messages[i].Time.Before(p.Messages[i-1].Time) {
+			t.Errorf("message %d (%s) is stamped before the one it follows", i, brief(p.Messages[i:i+1])[0])
+		}
+	}
+}
+
 func TestReadShapes(t *testing.T) {
 	tests := []struct {
 		name string
@@ -98,7 +156,7 @@ func TestReadShapes(t *testing.T) {
  {"info":{"id":"msg_2","role":"assistant","modelID":"m1"},"parts":[{"id":"prt_4","type":"step-start"},{"id":"prt_5","type":"tool","tool":"bash","callID":"c1","state":{"status":"error","input":{"command":"false"},"error":"boom","metadata":{"exit":1}}},{"id":"prt_6","type":"tool","tool":"read","callID":"c2","state":{"status":"running","input":{}}}]},
  {"info":{"id":"msg_3","role":"assistant","summary":true},"parts":[{"id":"prt_7","type":"text","text":"summary so far"}]}
 ]}`,
-			want: []string{"notice merge merged", "user hi", `tool_call c1 bash {"command":"false"}`, "tool_result c1 exit=1 err=true boom", "tool_call c2 read {}", "notice compaction_summary summary so far"},
+			want: []string{"notice merge merged", "user hi", `tool_call c1 bash {"command":"false"}`, "tool_call c2 read {}", "tool_result c1 exit=1 err=true boom", "notice compaction_summary summary so far"},
 		},
 		{
 			name: "rows with a garbage line",

@@ -109,7 +109,9 @@ func rowMessages(m messageRow) []transcript.Message {
 	default:
 		return nil // idle, model-switched, ...: no conversation content
 	}
-	var out []transcript.Message
+	// A row is one model step: its tool results come after every call,
+	// thinking and text the model produced in it (see messageParts).
+	var out, results []transcript.Message
 	for i, c := range m.Data.Content {
 		b := base
 		b.Model = m.Data.Model.ID
@@ -151,8 +153,8 @@ func rowMessages(m messageRow) []transcript.Message {
 			res.Kind, res.NativeID = transcript.KindToolResult, b.NativeID+"#result"
 			res.Model = ""
 			res.ToolResult = &transcript.ToolResult{CallID: c.ID, Output: text, IsError: st.Status == "error", ExitCode: exitOf(st.Metadata)}
-			out = append(out, res)
+			results = append(results, res)
 		}
 	}
-	return out
+	return append(out, results...)
 }
