@@ -136,7 +136,7 @@ func TestReadParallelCallsWithThinking(t *testing.T) {
 	// when its message was created (before the thinking).
 	for i := 1; i < len(p.Messages); i++ {
 		if k := p.Messages[i].Kind; k != transcript.KindToolResult && p.Messages[i].Time.Before(p.Messages[i-1].Time) {
-			t.Errorf("message %d (%s) is stamped before the one it follows", i, brief(p.Messages[i:i+1])[0])
+			t.Errorf("message %d (%s) is stamped before the one it follows", i, brief(p.Messages[i : i+1])[0])
 		}
 	}
 }
