@@ -34,6 +34,17 @@ func (c Config) loginAdvice(t runner.Turn, said string) string {
 	return msg
 }
 
+// installAdvice is a turn's reason when the agent's CLI is missing: where
+// it was looked for and how to get it.
+func (c Config) installAdvice(t runner.Turn, detail string) string {
+	a, _ := agents.Lookup(t.Agent)
+	how := fmt.Sprintf("put `%s` on the node's PATH", a.Binary)
+	if a.NPMPackage != "" {
+		how = fmt.Sprintf("install it (npm i -g %s)", a.NPMPackage)
+	}
+	return fmt.Sprintf("%s is not installed on node %s (binary not found: %s): %s, or set \"bin\" for it in the node's agents config", t.Agent, c.Name, strings.TrimSpace(detail), how)
+}
+
 func orKey(k string) string {
 	if k == "" {
 		return "its key"

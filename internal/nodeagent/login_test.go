@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/runner"
 )
 
 // Readiness looks for a login where the agent's turns would: a credential
@@ -77,5 +79,14 @@ func TestLoginAdvice(t *testing.T) {
 	iso := cfg.newTurn("gemini", cfg.agentSetup("gemini"), nil)
 	if got := cfg.loginAdvice(iso, ""); !strings.Contains(got, "its own home /d/agents/gemini") || !strings.Contains(got, "GEMINI_API_KEY") || !strings.Contains(got, "--isolated-homes") {
 		t.Errorf("isolated: %s", got)
+	}
+}
+
+// A missing CLI says how to install it.
+func TestInstallAdvice(t *testing.T) {
+	cfg := Config{Name: "laptop"}
+	got := cfg.installAdvice(runner.Turn{Agent: "codex"}, `exec: "codex": executable file not found in $PATH`)
+	if !strings.HasPrefix(got, "codex is not installed on node laptop (binary not found: exec:") || !strings.HasSuffix(got, `: install it (npm i -g @openai/codex), or set "bin" for it in the node's agents config`) {
+		t.Errorf("advice: %s", got)
 	}
 }

@@ -97,7 +97,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonNotLoggedIn:
 		return a.holdTurn(ctx, sessionID, o, a.cfg.loginAdvice(turn, rerr.Detail), res.ExitCode)
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonBinaryNotFound:
-		return a.holdTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode)
+		return a.holdTurn(ctx, sessionID, o, a.cfg.installAdvice(turn, rerr.Detail), res.ExitCode)
 	case runErr != nil:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).
@@ -219,7 +219,8 @@ func (a *Agent) markFailed(sessionID string, o owned, drop bool) {
 		}
 		// The CLI may have written the refused prompt into its native
 		// session; resuming it would send that prompt again, so the next
-		// turn rebuilds it from the neutral copy (same native id, except Codex: see rebuildNativeID).
+		// turn rebuilds it from the neutral copy (same native id, except Codex
+		// and the user's own home: see rebuildNativeID).
 		if ns := s.Native[o.Agent]; ns != nil {
 			ns.Stale = true
 		}
