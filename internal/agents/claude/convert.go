@@ -85,9 +85,11 @@ func convert(rec record) ([]transcript.Message, bool) {
 	}
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
-		if t := stripReminders(s); t != "" {
+		// A string is the prompt as typed: kept verbatim, even where it
+		// looks like markup Claude Code uses.
+		if strings.TrimSpace(s) != "" {
 			msg := base
-			msg.Kind, msg.Text = transcript.KindUser, t
+			msg.Kind, msg.Text = transcript.KindUser, s
 			add(msg)
 		}
 		return out, len(out) > 0
@@ -96,11 +98,10 @@ func convert(rec record) ([]transcript.Message, bool) {
 		msg := base
 		switch b.Type {
 		case "text":
-			t := stripReminders(b.Text)
-			if t == "" {
+			if strings.TrimSpace(b.Text) == "" || injectedReminder(b.Text) {
 				continue
 			}
-			msg.Kind, msg.Text = transcript.KindUser, t
+			msg.Kind, msg.Text = transcript.KindUser, b.Text
 		case "image", "document":
 			msg.Kind, msg.Text = transcript.KindUser, "["+b.Type+" omitted]"
 		case "tool_result":
@@ -190,14 +191,15 @@ func exitCode(out string, isErr bool, tur json.RawMessage) *int32 {
 
 var reminderRE = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
 
-// stripReminders removes the <system-reminder> blocks Claude Code adds to
-// user text: it adds them again on every request, so keeping them would
-// duplicate them into every transcript cast writes.
-func stripReminders(s string) string {
-	if !strings.Contains(s, "<system-reminder>") {
-		return s
-	}
-	return strings.TrimSpace(reminderRE.ReplaceAllString(s, ""))
+// injectedReminder tells a text block Claude Code added (a context
+// reminder: it stores these as text blocks of their own, holding nothing but
+// <system-reminder> elements, and adds them again on every request) from
+// text a person wrote. What a person typed is kept whole even where it
+// contains such an element: Claude Code stores a typed prompt as a string,
+// or, with an attachment, as a text block of its own that holds more.
+func injectedReminder(s string) bool {
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "<system-reminder>") && strings.TrimSpace(reminderRE.ReplaceAllString(t, "")) == ""
 }
 
 func compactJSON(raw json.RawMessage) string {
