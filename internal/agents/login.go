@@ -12,6 +12,10 @@ type Login struct {
 	// Env are variables that carry a key or choose a provider's login; any
 	// one set (non-empty) counts.
 	Env []string
+	// Settings are settings files relative to the agent's own folder and
+	// the words that, present in one, mean it names a key or a way to get
+	// one (Claude's apiKeyHelper, a Codex provider's env_key).
+	Settings map[string][]string
 	// Command is what a person runs to log the agent in themselves.
 	Command string
 	// Key is the variable an agents config sets instead.
@@ -25,15 +29,19 @@ type Login struct {
 // check (it is ready when its binary runs).
 var logins = map[string]Login{
 	"claude": {
-		Files:   []string{".credentials.json"},
-		Env:     []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+		Files: []string{".credentials.json"},
+		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+		Settings: map[string][]string{"settings.json": {`"apiKeyHelper"`, `"ANTHROPIC_API_KEY"`, `"ANTHROPIC_AUTH_TOKEN"`,
+			`"CLAUDE_CODE_OAUTH_TOKEN"`, `"CLAUDE_CODE_USE_BEDROCK"`, `"CLAUDE_CODE_USE_VERTEX"`}},
 		Command: "run `claude` and /login", Key: "ANTHROPIC_API_KEY",
 		LoggedOutText: []string{"not logged in", "please run /login"},
 	},
 	"codex": {
-		Files:   []string{"auth.json"},
-		Env:     []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
-		Command: "run `codex login`", Key: "OPENAI_API_KEY",
+		Files: []string{"auth.json"},
+		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		// A provider of its own in config.toml names its key variable.
+		Settings: map[string][]string{"config.toml": {"env_key", "experimental_bearer_token"}},
+		Command:  "run `codex login`", Key: "OPENAI_API_KEY",
 	},
 	"gemini": {
 		// Google login (oauth_creds.json) or a key; the selected auth type

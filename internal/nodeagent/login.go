@@ -53,8 +53,8 @@ func orKey(k string) string {
 }
 
 // readiness says whether an agent can run a turn here: its binary is found
-// and a login is: a credential file in its folder or a key in the
-// environment its turns get (agents.Login). It only looks; it never runs
+// and a login is: a credential file in its folder, a settings file that
+// names a key, or a key in the environment its turns get (agents.Login). It only looks; it never runs
 // the agent or talks to a provider, so "ready" means "a login is there",
 // not "the login works".
 func (c Config) readiness(name, bin string) *castv1.AgentInstall {
@@ -80,6 +80,15 @@ func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
 			in.Ready, in.Status = true, "logged in ("+filepath.Join(dir, f)+")"
 			return in
+		}
+	}
+	for f, words := range l.Settings {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		for _, w := range words {
+			if err == nil && strings.Contains(string(b), w) {
+				in.Ready, in.Status = true, "key named in "+filepath.Join(dir, f)+" ("+strings.Trim(w, `"`)+")"
+				return in
+			}
 		}
 	}
 	env := runner.Env(t)

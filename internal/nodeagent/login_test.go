@@ -59,6 +59,17 @@ func TestReadiness(t *testing.T) {
 			t.Errorf("%s: ready %v version %q status %q; want %v %q %q…", tc.agent, got.Ready, got.Version, got.Status, tc.ready, tc.version, tc.status)
 		}
 	}
+	// A key named in the agent's settings counts (Claude's apiKeyHelper).
+	write(filepath.Join(home, ".claude", "settings.json"), `{"apiKeyHelper": "~/bin/key"}`)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Remove(filepath.Join(home, ".claude", ".credentials.json")))
+	if got := cfg.readiness("claude", bin); !got.Ready || !strings.Contains(got.Status, "apiKeyHelper") {
+		t.Errorf("claude with apiKeyHelper: %v %q", got.Ready, got.Status)
+	}
 	// Isolated, the user's login is not the agent's: the advice says so.
 	cfg.IsolatedHomes = true
 	if got := cfg.readiness("claude", bin); got.Ready || !strings.Contains(got.Status, "set ANTHROPIC_API_KEY in the node's agents config") {
