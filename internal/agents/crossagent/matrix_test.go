@@ -143,7 +143,12 @@ func (c *cli) run(t *testing.T, tmpl []string, vars map[string]string, extra ...
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	return agenttest.MustRun(t, ctx, c.bin, append(args, extra...), c.env, c.cwd)
+	// The prompt goes where the runner puts it: stdin, for a CLI that reads it there.
+	var input *string
+	if p, ok := vars["prompt"]; ok && c.cmds.PromptStdin {
+		input = &p
+	}
+	return agenttest.MustRunInput(t, ctx, c.bin, append(args, extra...), c.env, c.cwd, input)
 }
 
 // produce has the real CLI of agent hold the two-turn conversation with the
