@@ -83,6 +83,7 @@ type load struct {
 	sessions []string
 	sizes    []int         // body sizes, cycled; > smallMax go through AppendMessages
 	timeout  time.Duration // per call
+	permits  chan struct{} // one per message the writers may start
 
 	mu       sync.Mutex
 	acks     []faults.Ack
@@ -103,13 +104,16 @@ func newLoad(c castv1.SessionServiceClient, sessions []string, sizes ...int) *lo
 		// 300 KiB is chunked: a retry must never touch what was committed.
 		sizes = []int{64, 2 << 10, 40 << 10, 300 << 10}
 	}
-	return &load{c: c, sessions: sessions, sizes: sizes, timeout: 3 * time.Second, codes: map[codes.Code]int{}}
+	return &load{c: c, sessions: sessions, sizes: sizes, timeout: 3 * time.Second, codes: map[codes.Code]int{},
+		permits: make(chan struct{}, 1<<16)}
 }
 
-// start starts writers goroutines that each send up to each messages, for
-// at most limit; the returned func stops them and waits (it may be called
-// more than once).
-func (l *load) start(writers, each int, limit time.Duration) (stop func()) {
+// start starts writers goroutines that send one message per permit (see
+// allow), for at most limit; the returned func stops them and waits (it
+// may be called more than once). Permits keep the workload where the test
+// is: writers that ran ahead on a fast machine would be done before the
+// fault they are meant to meet.
+func (l *load) start(writers int, limit time.Duration) (stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -118,14 +122,13 @@ func (l *load) start(writers, each int, limit time.Duration) (stop func()) {
 		go func() {
 			defer wg.Done()
 			rnd := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-			for i := 0; i < each; i++ {
+			for i := 0; ; i++ {
 				select {
 				case <-done:
 					return
-				default:
-				}
-				if ctx.Err() != nil {
+				case <-ctx.Done():
 					return
+				case <-l.permits:
 				}
 				sess := l.sessions[rnd.IntN(len(l.sessions))]
 				l.sendOne(ctx, sess, l.sizes[(w+i)%len(l.sizes)], rnd)
@@ -133,6 +136,21 @@ func (l *load) start(writers, each int, limit time.Duration) (stop func()) {
 		}()
 	}
 	return sync.OnceFunc(func() { close(done); wg.Wait(); cancel() })
+}
+
+// allow lets the writers send n more messages.
+func (l *load) allow(n int) {
+	for range n {
+		l.permits <- struct{}{}
+	}
+}
+
+// phase lets n more messages go and waits until they are acknowledged.
+func (l *load) phase(t *testing.T, n int, timeout time.Duration, what string) {
+	t.Helper()
+	target := l.acked() + n
+	l.allow(n)
+	testharness.WaitFor(t, timeout, what, func() bool { return l.acked() >= target })
 }
 
 // body is size bytes of printable text that names its request id, so a
@@ -255,13 +273,6 @@ func (l *load) snapshot() []faults.Ack {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]faults.Ack(nil), l.acks...)
-}
-
-// waitAcked waits until n more messages than before were acknowledged.
-func (l *load) waitAcked(t *testing.T, n int, timeout time.Duration, what string) {
-	t.Helper()
-	target := l.acked() + n
-	testharness.WaitFor(t, timeout, what, func() bool { return l.acked() >= target })
 }
 
 // clean fails t if any write failed other than cleanly (unavailable or
