@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -144,6 +145,7 @@ func (ws *workers) abandoned(sessionID string) bool {
 // work runs turns for the session until ctx ends or the session is gone.
 func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 	defer a.workers.forget(sessionID, w)
+	retry := a.cfg.ReconnectMin // wait after a turn that could not even start
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,13 +181,34 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 			if errors.Is(err, errHeld) {
 				break // a later wake (fence lifted, reconnect) tries again
 			}
-			if err != nil {
-				a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
-				if client.ReasonOf(err) == "NOT_OWNER" {
-					a.drop(sessionID)
-					return
+			if err == nil {
+				retry = a.cfg.ReconnectMin
+				continue
+			}
+			a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
+			if client.ReasonOf(err) == "NOT_OWNER" {
+				a.drop(sessionID)
+				return
+			}
+			if a.stuck(sessionID, o) {
+				// Nothing moved (the control plane is unreachable, say): the
+				// same call would fail again at once, so wait, unless woken.
+				select {
+				case <-ctx.Done():
+				case <-w.wakeCh:
+				case <-time.After(retry):
 				}
+				retry = min(retry*2, a.cfg.ReconnectMax)
 			}
 		}
 	}
+}
+
+// stuck reports whether a failed runTurn left the session's delivery state
+// as it found it (before is the state the turn started from): a failed turn
+// records FailedSeq or moves DeliveredSeq; an error before the turn started
+// changes neither.
+func (a *Agent) stuck(sessionID string, before owned) bool {
+	now, ok := a.st.get(sessionID)
+	return ok && now.DeliveredSeq == before.DeliveredSeq && now.FailedSeq == before.FailedSeq
 }
