@@ -46,3 +46,20 @@ type CwdReader interface {
 type Writer interface {
 	Write(t Target, msgs []transcript.Message) (Written, error)
 }
+
+// ReportingReader is a Reader that also says what it left out of the file:
+// lines and records it skipped, counted by kind ("malformed line",
+// "attachment", ...), so an import never drops content without a word.
+type ReportingReader interface {
+	ReadReport(path string) (msgs []transcript.Message, skipped map[string]int, err error)
+}
+
+// ReadReport reads path with r, with r's skip counts when it keeps them
+// (nil otherwise).
+func ReadReport(r Reader, path string) ([]transcript.Message, map[string]int, error) {
+	if rr, ok := r.(ReportingReader); ok {
+		return rr.ReadReport(path)
+	}
+	msgs, err := r.Read(path)
+	return msgs, nil, err
+}

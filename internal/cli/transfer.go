@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +38,7 @@ func (a *app) importCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			msgs, err := r.Read(args[0])
+			msgs, skipped, err := agents.ReadReport(r, args[0])
 			if err != nil {
 				return fmt.Errorf("read %s as a %s transcript: %w", args[0], agent, err)
 			}
@@ -67,11 +69,18 @@ func (a *app) importCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("session %s created but the import stopped after %d of %d messages: %w", sess.Id, n, len(msgs), err)
 			}
+			kept := keptKinds(msgs)
+			if skipped == nil {
+				skipped = map[string]int{}
+			}
 			if a.json {
-				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "messages": n})
+				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "messages": n, "kept": kept, "skipped": skipped})
 			}
 			fmt.Fprintln(a.out, sess.Id)
-			fmt.Fprintf(a.errOut, "imported %d messages; read them with `cast read %s`\n", n, sess.Id)
+			fmt.Fprintf(a.errOut, "imported %d messages (%s); read them with `cast read %s`\n", n, countList(kept), sess.Id)
+			if len(skipped) > 0 {
+				fmt.Fprintf(a.errOut, "skipped from %s: %s\n", filepath.Base(args[0]), countList(skipped))
+			}
 			return nil
 		},
 	}
@@ -133,6 +142,34 @@ func (a *app) appendAll(parent context.Context, sessionID, reqID, agent string, 
 		done += len(batch)
 	}
 	return done, nil
+}
+
+// keptKinds counts the imported messages by kind.
+func keptKinds(msgs []transcript.Message) map[string]int {
+	out := map[string]int{}
+	for _, m := range msgs {
+		out[m.Kind.String()]++
+	}
+	return out
+}
+
+// countList renders counts as "3 user, 1 malformed line", largest first.
+func countList(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func importTitle(msgs []transcript.Message, path string) string {

@@ -19,7 +19,32 @@ type Stats struct {
 	Lines     int // non-empty lines
 	Malformed int // lines that were not a JSON object or lacked a usable message
 	Skipped   int // valid records that carry no conversation (attachments, sidechains, meta, ...)
+	// Kinds counts every line left out (malformed ones included) by what it
+	// was, so an import can say what it did not keep.
+	Kinds map[string]int
 }
+
+func (st *Stats) skip(kind string) {
+	if kind == kindMalformed {
+		st.Malformed++
+	} else {
+		st.Skipped++
+	}
+	if st.Kinds == nil {
+		st.Kinds = map[string]int{}
+	}
+	st.Kinds[kind]++
+}
+
+// Kinds of left-out lines that are not a record type of their own.
+const (
+	kindMalformed = "malformed line"
+	kindSidechain = "sub-agent record"
+	kindRewound   = "record of a rewound branch"
+	kindRepeated  = "repeated assistant record"
+	kindMeta      = "injected context (isMeta)"
+	kindSynthetic = "synthetic assistant record"
+)
 
 // Read reads the file at path. Malformed lines are skipped; an error is
 // returned only when the file cannot be read or nothing at all could be
@@ -27,6 +52,12 @@ type Stats struct {
 func (Reader) Read(path string) ([]transcript.Message, error) {
 	msgs, _, err := ReadFile(path)
 	return msgs, err
+}
+
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	msgs, st, err := ReadFile(path)
+	return msgs, st.Kinds, err
 }
 
 // ReadCwd implements agents.CwdReader: the cwd of the newest record that
@@ -95,18 +126,18 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			var rec record
 			switch {
 			case json.Unmarshal(line, &rec) != nil:
-				st.Malformed++
+				st.skip(kindMalformed)
 			case rec.IsSidechain:
 				// A sub-agent's own conversation: its result reaches the
 				// main chain as the Task tool's result. Kept aside for a
 				// file that holds nothing else (subagents/agent-*.jsonl).
-				st.Skipped++
+				st.skip(kindSidechain)
 				if rec.Type == "user" || rec.Type == "assistant" || rec.UUID != "" {
 					side = append(side, entry{rec, n})
 				}
 			case rec.Type == "user" || rec.Type == "assistant":
 				if len(rec.Message) == 0 || rec.Message[0] != '{' {
-					st.Malformed++
+					st.skip(kindMalformed)
 				} else {
 					chain = append(chain, entry{rec, n})
 				}
@@ -115,9 +146,9 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 				// but links of the parent chain.
 				chain = append(chain, entry{rec, n})
 			case rec.Type == "":
-				st.Malformed++
+				st.skip(kindMalformed)
 			default:
-				st.Skipped++ // summary, attachment, queue-operation, last-prompt, mode, ...
+				st.skip(rec.Type) // summary, queue-operation, last-prompt, mode, ...
 			}
 		}
 		if err == io.EOF {
@@ -127,19 +158,85 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			return nil, st, err
 		}
 	}
-	if len(chain) == 0 {
+	if len(chain) == 0 && len(side) > 0 {
 		chain = side
 		st.Skipped -= len(side)
+		if st.Kinds[kindSidechain] -= len(side); st.Kinds[kindSidechain] <= 0 {
+			delete(st.Kinds, kindSidechain)
+		}
+	}
+	path := activePath(chain)
+	for range len(chain) - len(path) {
+		st.skip(kindRewound)
 	}
 	var out []transcript.Message
-	for _, e := range activePath(chain) {
-		msgs, ok := convert(e.rec)
+	seen := map[string]bool{}
+	for _, e := range path {
+		rec, fresh := dropRepeats(e.rec, seen)
+		if !fresh {
+			st.skip(kindRepeated)
+			continue
+		}
+		msgs, ok := convert(rec)
 		if !ok {
-			st.Skipped++
+			st.skip(leftOut(rec))
 		}
 		out = append(out, msgs...)
 	}
 	return out, st, nil
+}
+
+// leftOut names a chain record convert kept nothing of.
+func leftOut(rec record) string {
+	switch {
+	case rec.IsMeta:
+		return kindMeta
+	case rec.Type == "assistant":
+		return kindSynthetic
+	case rec.Type == "user":
+		return "empty user record"
+	case rec.Subtype != "":
+		return rec.Type + " (" + rec.Subtype + ")"
+	}
+	return rec.Type
+}
+
+// dropRepeats removes from an assistant record the content blocks an
+// earlier record of the same API message (message.id) already held. Claude
+// Code writes a streamed message one block a line, all under one id, and at
+// times writes a whole message twice; a block seen before under its id is a
+// copy. fresh is false when nothing new is left.
+func dropRepeats(rec record, seen map[string]bool) (out record, fresh bool) {
+	if rec.Type != "assistant" {
+		return rec, true
+	}
+	var msg map[string]json.RawMessage
+	var id string
+	var items []json.RawMessage
+	if json.Unmarshal(rec.Message, &msg) != nil || json.Unmarshal(msg["id"], &id) != nil || id == "" ||
+		json.Unmarshal(msg["content"], &items) != nil {
+		return rec, true
+	}
+	var kept []json.RawMessage
+	var keys []string
+	for _, it := range items {
+		key := id + "\x00" + compactJSON(it)
+		if !seen[key] { // seen in an earlier record, not this one
+			kept, keys = append(kept, it), append(keys, key)
+		}
+	}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	if len(kept) == len(items) {
+		return rec, true
+	}
+	if len(kept) == 0 {
+		return rec, false
+	}
+	msg["content"], _ = json.Marshal(kept)
+	rec.Message, _ = json.Marshal(msg)
+	return rec, true
 }
 
 // activePath returns the leaf-to-root chain in order when it reaches the
