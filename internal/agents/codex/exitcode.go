@@ -42,15 +42,27 @@ func exitCode(tool, output string) *int32 {
 			}
 		}
 	}
-	// The early shell tool answered with JSON:
-	// {"output":"...","metadata":{"exit_code":0,"duration_seconds":0.1}}
-	var js struct {
-		Metadata struct {
-			ExitCode *int32 `json:"exit_code"`
-		} `json:"metadata"`
-	}
-	if len(output) > 0 && output[0] == '{' && json.Unmarshal([]byte(output), &js) == nil {
-		return js.Metadata.ExitCode
-	}
 	return nil
+}
+
+// unwrapShellJSON reads the JSON the early shell tool (Codex 0.2x-0.4x)
+// answered with, {"output":"...","metadata":{"exit_code":0,
+// "duration_seconds":0.1}}, into the output text and exit code. ok is false
+// for anything else, which is kept as it is: only an object of exactly those
+// two keys, from a shell tool (or a call not in the file), is the wrapper.
+func unwrapShellJSON(tool, s string) (text string, exit *int32, ok bool) {
+	if (tool != "" && !shellTools[tool]) || len(s) == 0 || s[0] != '{' {
+		return "", nil, false
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &keys) != nil || len(keys) != 2 || keys["output"] == nil || keys["metadata"] == nil {
+		return "", nil, false
+	}
+	var meta struct {
+		ExitCode *int32 `json:"exit_code"`
+	}
+	if json.Unmarshal(keys["output"], &text) != nil || json.Unmarshal(keys["metadata"], &meta) != nil {
+		return "", nil, false
+	}
+	return text, meta.ExitCode, true
 }

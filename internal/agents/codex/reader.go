@@ -26,6 +26,12 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return p.Messages, err
 }
 
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	p, err := parseFile(path)
+	return p.Messages, p.Kinds, err
+}
+
 // ReadCwd implements agents.CwdReader: session_meta's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
 	p, err := parseFile(path)
@@ -49,7 +55,22 @@ type Parsed struct {
 	Cwd       string
 	Lines     int // non-blank lines seen
 	Skipped   int // lines that were not a JSON object
+	// Kinds counts what was left out because the reader does not know it
+	// (malformed lines, record and item types of other Codex versions), so
+	// an import can say so.
+	Kinds map[string]int
 }
+
+func (p *Parsed) skip(kind string) {
+	if p.Kinds == nil {
+		p.Kinds = map[string]int{}
+	}
+	p.Kinds[kind]++
+}
+
+// bookkeeping are line types that carry no conversation (usage records);
+// they are known, so not reported as skipped.
+var bookkeeping = map[string]bool{"token_usage_record": true}
 
 // candidate is a message plus where it came from: Codex writes each user and
 // assistant text twice (a response_item for the model, an event_msg for the
@@ -84,6 +105,7 @@ func Parse(r io.Reader) (Parsed, error) {
 			cs, ok := st.parseLine(bytes.TrimSpace(raw))
 			if !ok {
 				p.Skipped++
+				p.skip("malformed line")
 			}
 			for _, c := range cs {
 				if !c.fromEvent && (c.msg.Kind == transcript.KindUser || c.msg.Kind == transcript.KindAssistant || c.msg.Kind == transcript.KindThinking) {
@@ -179,6 +201,10 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 			m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
 			return []candidate{{msg: m}}, true
 		}
+	default:
+		if !bookkeeping[env.Type] {
+			st.p.skip(orDefault(env.Type, "untyped") + " record")
+		}
 	}
 	return nil, true
 }
@@ -246,9 +272,12 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 			return nil
 		}
 		out, failed := outputText(it.Output)
+		exit := exitCode(st.names[it.CallID], out)
+		if text, code, ok := unwrapShellJSON(st.names[it.CallID], out); ok {
+			out, exit = text, code
+		}
 		m := st.msg(transcript.KindToolResult, ts)
-		m.ToolResult = &transcript.ToolResult{CallID: it.CallID, Output: out, IsError: failed,
-			ExitCode: exitCode(st.names[it.CallID], out)}
+		m.ToolResult = &transcript.ToolResult{CallID: it.CallID, Output: out, IsError: failed, ExitCode: exit}
 		return []candidate{{msg: m}}
 	case "web_search_call":
 		// Server-side tool with no output item: keep it as a call plus a
@@ -263,6 +292,7 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		r.ToolResult = &transcript.ToolResult{CallID: id, Output: "web search " + orDefault(it.Status, "completed")}
 		return append(cs, candidate{msg: r})
 	}
+	st.p.skip(orDefault(it.Type, "untyped") + " item")
 	return nil
 }
 
