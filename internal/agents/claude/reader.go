@@ -165,7 +165,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			delete(st.Kinds, kindSidechain)
 		}
 	}
-	path := activePath(chain)
+	path := withParallelBranches(chain, activePath(chain))
 	for range len(chain) - len(path) {
 		st.skip(kindRewound)
 	}
