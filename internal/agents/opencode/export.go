@@ -112,8 +112,9 @@ type CacheUsage struct {
 	Write int `json:"write"`
 }
 
-// Part is one part of a message. Types cast reads: text, reasoning, tool;
-// others (step-start, step-finish, file, patch, ...) are skipped.
+// Part is one part of a message. Types cast reads: text, reasoning, tool,
+// file (as a placeholder); others (step-start, step-finish, patch, ...) are
+// skipped.
 type Part struct {
 	ID        string `json:"id"`
 	SessionID string `json:"sessionID"`
@@ -128,6 +129,11 @@ type Part struct {
 	Tool   string     `json:"tool,omitempty"`
 	CallID string     `json:"callID,omitempty"`
 	State  *ToolState `json:"state,omitempty"`
+
+	// file parts (an attached image or file); cast keeps only a
+	// placeholder naming it, never the data.
+	Mime     string `json:"mime,omitempty"`
+	Filename string `json:"filename,omitempty"`
 }
 
 // PartTime is when a part started and ended (Unix ms).

@@ -26,6 +26,12 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return p.Messages, err
 }
 
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	p, err := parseFile(path)
+	return p.Messages, p.Kinds, err
+}
+
 // ReadCwd implements agents.CwdReader: the session's directory.
 func (Reader) ReadCwd(path string) (string, error) {
 	p, err := parseFile(path)
@@ -47,7 +53,21 @@ type Parsed struct {
 	SessionID string
 	Directory string
 	Skipped   int // JSONL rows that were not JSON objects
+	// Kinds counts what was left out because the reader does not know it
+	// (part types of other versions, malformed rows), for the import report.
+	Kinds map[string]int
 }
+
+func (p *Parsed) skip(kind string) {
+	if p.Kinds == nil {
+		p.Kinds = map[string]int{}
+	}
+	p.Kinds[kind]++
+}
+
+// bookkeepingParts carry no conversation: step boundaries, the snapshot
+// hashes and file lists of a step.
+var bookkeepingParts = map[string]bool{"step-start": true, "step-finish": true, "snapshot": true, "patch": true}
 
 // Parse reads an export document or a JSONL dump of session rows.
 func Parse(r io.Reader) (Parsed, error) {
@@ -84,7 +104,7 @@ func ms(v int64) time.Time {
 func fromExport(ex Export) Parsed {
 	p := Parsed{SessionID: ex.Info.ID, Directory: ex.Info.Directory}
 	for _, m := range ex.Messages {
-		p.Messages = append(p.Messages, messageParts(m)...)
+		p.Messages = append(p.Messages, messageParts(m, &p)...)
 	}
 	return p
 }
@@ -95,7 +115,7 @@ func fromExport(ex Export) Parsed {
 // model asked for all of them (after its thinking and text) before the
 // first ran. So results wait until the step ends (a step-start part, the
 // end of the message, or a part that began after they finished).
-func messageParts(m Message) []transcript.Message {
+func messageParts(m Message, p *Parsed) []transcript.Message {
 	created := ms(m.Info.Time.Created)
 	model := m.Info.ModelID
 	if model == "" && m.Info.Model != nil {
@@ -130,9 +150,12 @@ func messageParts(m Message) []transcript.Message {
 			}
 			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
 			out = append(out, base)
+		case "file":
+			out = append(out, filePlaceholder(base, m.Info.Role, part))
 		case "tool":
 			call, res := toolMessages(base, part, model)
 			if call == nil {
+				p.skip("tool part without a call id, tool or state")
 				continue
 			}
 			out = append(out, *call)
@@ -142,10 +165,45 @@ func messageParts(m Message) []transcript.Message {
 					resultsEnd = st.End
 				}
 			}
+		default:
+			if !bookkeepingParts[part.Type] {
+				p.skip(orUntyped(part.Type) + " part")
+			}
 		}
 	}
 	flush()
 	return out
+}
+
+// filePlaceholder stands for an attached image or file: its data stays
+// out of cast, but the conversation keeps that it was there.
+func filePlaceholder(base transcript.Message, role string, part Part) transcript.Message {
+	what := "file"
+	if strings.HasPrefix(part.Mime, "image/") {
+		what = "image"
+	}
+	var about []string
+	for _, s := range []string{part.Filename, part.Mime} {
+		if s = strings.TrimSpace(s); s != "" {
+			about = append(about, s)
+		}
+	}
+	base.Text = "[" + what + " omitted]"
+	if len(about) > 0 {
+		base.Text = "[" + what + " omitted: " + strings.Join(about, ", ") + "]"
+	}
+	base.Kind = transcript.KindUser
+	if role == "assistant" {
+		base.Kind = transcript.KindAssistant
+	}
+	return base
+}
+
+func orUntyped(s string) string {
+	if s == "" {
+		return "untyped"
+	}
+	return s
 }
 
 func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -137,6 +138,47 @@ func TestReadParallelCallsWithThinking(t *testing.T) {
 	for i := 1; i < len(p.Messages); i++ {
 		if k := p.Messages[i].Kind; k != transcript.KindToolResult && p.Messages[i].Time.Before(p.Messages[i-1].Time) {
 			t.Errorf("message %d (%s) is stamped before the one it follows", i, brief(p.Messages[i : i+1])[0])
+		}
+	}
+}
+
+// An image or file attached in OpenCode leaves a placeholder naming it
+// (never its data), and parts the reader does not know are counted.
+func TestReadAttachmentsAndUnknownParts(t *testing.T) {
+	const export = `{"info":{"id":"ses_att","directory":"/w"},"messages":[
+ {"info":{"id":"msg_01","role":"user","time":{"created":1000}},"parts":[
+  {"id":"prt_01","type":"text","text":"ATT-U1 what is wrong in this screenshot and notes?"},
+  {"id":"prt_02","type":"file","mime":"image/png","filename":"crash.png","url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="},
+  {"id":"prt_03","type":"file","mime":"text/plain","filename":"notes.txt","url":"file:///w/notes.txt"},
+  {"id":"prt_04","type":"file","url":"data:application/octet-stream;base64,AAAA"},
+  {"id":"prt_05","type":"agent","name":"explore"}]},
+ {"info":{"id":"msg_02","role":"assistant","modelID":"m1","time":{"created":1100}},"parts":[
+  {"id":"prt_06","type":"step-start"},
+  {"id":"prt_07","type":"text","text":"ATT-A1 a nil map","time":{"start":1110,"end":1111}},
+  {"id":"prt_08","type":"hologram","data":{}},
+  {"id":"prt_09","type":"patch","hash":"abc","files":["/w/a.go"]},
+  {"id":"prt_10","type":"step-finish"}]}
+]}`
+	p, err := Parse(strings.NewReader(export))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"user ATT-U1 what is wrong in this screenshot and notes?",
+		"user [image omitted: crash.png, image/png]",
+		"user [file omitted: notes.txt, text/plain]",
+		"user [file omitted]",
+		"assistant ATT-A1 a nil map",
+	}
+	if got := brief(p.Messages); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("\n got: %q\nwant: %q", got, want)
+	}
+	if want := map[string]int{"agent part": 1, "hologram part": 1}; !reflect.DeepEqual(p.Kinds, want) {
+		t.Errorf("skipped %v, want %v", p.Kinds, want)
+	}
+	for _, m := range p.Messages {
+		if strings.Contains(m.Text, "base64") || strings.Contains(m.Text, "iVBOR") {
+			t.Errorf("attachment data in %q", m.Text)
 		}
 	}
 }

@@ -74,6 +74,7 @@ func parseRows(data []byte) (Parsed, bool) {
 		var rl rowLine
 		if json.Unmarshal(ln, &rl) != nil || len(rl.Row) == 0 {
 			p.Skipped++
+			p.skip("malformed line")
 			continue
 		}
 		switch rl.Table {
