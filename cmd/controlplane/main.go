@@ -94,6 +94,8 @@ func main() {
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
+	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "serve TLS from the control plane's own CA (made on first start, its key sealed in the store); clients trust DATA_DIR/ca.pem or the logged pin")
+	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")

@@ -96,7 +96,7 @@ func (a *app) client() (*client.Client, error) {
 			return nil, err
 		}
 		a.addr = cc.Addr
-		c, err := client.DialToken(cc.Addr, cc.Token)
+		c, err := cc.Dial()
 		if err != nil {
 			return nil, err
 		}

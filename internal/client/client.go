@@ -4,6 +4,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -54,7 +56,25 @@ func DialToken(addr, token string) (*Client, error) {
 // DialCreds is Dial with a token that may change later (a node sets its
 // credential once it has joined).
 func DialCreds(addr string, t *Token) (*Client, error) {
-	return dial(addr, grpc.WithPerRPCCredentials(t))
+	return DialOpts(addr, Options{Token: t})
+}
+
+// Options say how to dial.
+type Options struct {
+	Token *Token      // bearer token; nil for none
+	TLS   *tls.Config // nil: plaintext (see internal/pki for configs)
+}
+
+// DialOpts dials addr with o.
+func DialOpts(addr string, o Options) (*Client, error) {
+	var extra []grpc.DialOption
+	if o.Token != nil {
+		extra = append(extra, grpc.WithPerRPCCredentials(o.Token))
+	}
+	if o.TLS != nil {
+		extra = append(extra, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
+	}
+	return dial(addr, extra...)
 }
 
 // Token is a bearer token sent as "authorization: Bearer <token>" on

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/secrets"
 )
 
@@ -24,14 +26,42 @@ import (
 //	    addr: 127.0.0.1:7777
 //	    token: cast_...
 //
-// Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR and
-// CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it) override its
-// fields.
+// Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR,
+// CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it), CAST_CACERT (a
+// CA file) and CAST_CA_PIN override its fields.
 
 // Context is one control plane and the credential to use there.
 type Context struct {
 	Addr  string `yaml:"addr"`
 	Token string `yaml:"token,omitempty"`
+	// CA is a CA certificate file to trust (TLS); CAPin trusts the CA by
+	// its public key instead ("sha256:..."). Neither: plaintext.
+	CA    string `yaml:"ca,omitempty"`
+	CAPin string `yaml:"ca-pin,omitempty"`
+}
+
+// TLS returns the TLS config c asks for, nil for plaintext.
+func (c Context) TLS() (*tls.Config, error) {
+	switch {
+	case c.CAPin != "":
+		return pki.PinnedConfig(c.CAPin)
+	case c.CA != "":
+		b, err := os.ReadFile(c.CA)
+		if err != nil {
+			return nil, fmt.Errorf("CA file: %w", err)
+		}
+		return pki.PoolConfig(b)
+	}
+	return nil, nil
+}
+
+// Dial dials c's address with its token and TLS.
+func (c Context) Dial() (*Client, error) {
+	t, err := c.TLS()
+	if err != nil {
+		return nil, err
+	}
+	return DialOpts(c.Addr, Options{Token: NewToken(c.Token), TLS: t})
 }
 
 // Config is the contexts file.
@@ -114,6 +144,12 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	}
 	if addrFlag != "" {
 		out.Addr = addrFlag
+	}
+	if v := getenv("CAST_CACERT"); v != "" {
+		out.CA, out.CAPin = v, ""
+	}
+	if v := getenv("CAST_CA_PIN"); v != "" {
+		out.CAPin = v
 	}
 	if v := getenv("CAST_TOKEN"); v != "" {
 		out.Token = strings.TrimSpace(v)

@@ -42,12 +42,14 @@ func TestResolveContexts(t *testing.T) {
 		env             map[string]string
 		want            Context
 	}{
-		{"current", "", "", nil, Context{"127.0.0.1:7777", "tok-dev"}},
-		{"--context", "prod", "", nil, Context{"10.0.0.1:7777", "tok-prod"}},
-		{"CAST_CONTEXT", "", "", map[string]string{"CAST_CONTEXT": "prod"}, Context{"10.0.0.1:7777", "tok-prod"}},
-		{"env overrides", "prod", "", map[string]string{"CAST_ADDR": "a:1", "CAST_TOKEN": "t"}, Context{"a:1", "t"}},
-		{"flag beats env", "", "b:2", map[string]string{"CAST_ADDR": "a:1"}, Context{"b:2", "tok-dev"}},
-		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{"127.0.0.1:7777", strings.Repeat("f", 40)}},
+		{"current", "", "", nil, Context{Addr: "127.0.0.1:7777", Token: "tok-dev"}},
+		{"--context", "prod", "", nil, Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}},
+		{"CAST_CONTEXT", "", "", map[string]string{"CAST_CONTEXT": "prod"}, Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}},
+		{"env overrides", "prod", "", map[string]string{"CAST_ADDR": "a:1", "CAST_TOKEN": "t"}, Context{Addr: "a:1", Token: "t"}},
+		{"flag beats env", "", "b:2", map[string]string{"CAST_ADDR": "a:1"}, Context{Addr: "b:2", Token: "tok-dev"}},
+		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{Addr: "127.0.0.1:7777", Token: strings.Repeat("f", 40)}},
+		{"CA file", "", "", map[string]string{"CAST_CACERT": "/ca.pem"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CA: "/ca.pem"}},
+		{"CA pin", "", "", map[string]string{"CAST_CA_PIN": "sha256:ab"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CAPin: "sha256:ab"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := map[string]string{"XDG_CONFIG_HOME": xdg}

@@ -18,21 +18,29 @@ import (
 // and builds the fleet account manager. Without a key the manager runs but
 // refuses to store or hand out credentials.
 func (s *Server) newFleet() (*fleet.Manager, error) {
+	box, err := s.openBox()
+	if err != nil {
+		return nil, err
+	}
+	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
+}
+
+// openBox opens the secrets key (SecretsKeyFile, else DataDir/secrets.key,
+// created on first use); nil without either. Fleet credentials and the TLS
+// CA's key are sealed with it.
+func (s *Server) openBox() (*secrets.Box, error) {
 	path := s.cfg.SecretsKeyFile
 	if path == "" && s.cfg.DataDir != "" {
 		path = filepath.Join(s.cfg.DataDir, "secrets.key")
 	}
-	var box *secrets.Box
-	if path != "" {
-		key, err := secrets.LoadOrCreateKey(path)
-		if err != nil {
-			return nil, err
-		}
-		if box, err = secrets.NewBox(key); err != nil {
-			return nil, err
-		}
+	if path == "" {
+		return nil, nil
 	}
-	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
+	key, err := secrets.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return secrets.NewBox(key)
 }
 
 // accountService is the thin gRPC edge of the fleet manager.

@@ -57,6 +57,7 @@ type Config struct {
 	SecretsKeyFile string
 	Fleet          fleet.Config
 	Auth           AuthConfig
+	TLS            TLSConfig
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every

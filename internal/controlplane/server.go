@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -52,6 +54,10 @@ type Server struct {
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
+	// tls is the listener's TLS config (nil: plaintext); caPin and caFile
+	// say how clients trust it (tls.go).
+	tls           *tls.Config
+	caPin, caFile string
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
@@ -115,6 +121,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.fleet, err = s.newFleet(); err != nil {
 		return nil, err
 	}
+	if s.tls, err = s.loadTLS(ctx); err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}
@@ -144,13 +153,17 @@ func (s *Server) startGRPC() error {
 		s.lg.Error("handler panic", zap.Any("panic", p))
 		return status.Error(codes.Internal, "internal error")
 	})
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), s.unaryAuth),
 		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), s.streamAuth),
-	)
+	}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	castv1.RegisterSessionServiceServer(s.grpc, &sessionService{s: s})
 	castv1.RegisterNodeServiceServer(s.grpc, &nodeService{s: s})
 	castv1.RegisterMigrationServiceServer(s.grpc, &migrationService{s: s})

@@ -49,7 +49,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 		return err
 	}
 	defer srv.Stop()
-	node.ControlPlane = srv.Addr()
+	node.ControlPlane, node.CAPin = srv.Addr(), srv.CAPin() // the pin is "" without --tls
 	// The in-process node gets its own credential directly, and the local
 	// user a context with an admin token, so `cast` works at once.
 	cred, err := srv.IssueNodeCredential(ctx, node.Name)
@@ -110,7 +110,7 @@ func writeContext(ctx context.Context, srv *controlplane.Server, lg *zap.Logger)
 		return fmt.Errorf("dev admin token: %w", err)
 	}
 	path := client.ConfigPath(os.Getenv)
-	if err := client.SetContext(path, ContextName, client.Context{Addr: srv.Addr(), Token: tok}); err != nil {
+	if err := client.SetContext(path, ContextName, client.Context{Addr: srv.Addr(), Token: tok, CA: srv.CAFile()}); err != nil {
 		return fmt.Errorf("write the cast context %s: %w", path, err)
 	}
 	lg.Info("cast context written", zap.String("path", path), zap.String("context", ContextName))

@@ -118,3 +118,27 @@ func TestDevModeWritesContext(t *testing.T) {
 		t.Errorf("whoami with the dev context: %q", out)
 	}
 }
+
+// controlplane --tls through the real binaries: a node joins by CA pin,
+// cast trusts DATA_DIR/ca.pem (CAST_CACERT), and plaintext gets nowhere.
+func TestTLSThroughRealProcesses(t *testing.T) {
+	bins := testharness.Binaries(t)
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", dataDir, "--listen", addr,
+		"--metrics-listen", "", "--tls")
+	caFile := filepath.Join(dataDir, "ca.pem")
+	var pin string
+	testharness.WaitFor(t, 30*time.Second, "the CA pin in the log", func() bool {
+		_, rest, ok := strings.Cut(cp.Output(), `"ca_pin":"`)
+		pin, _, _ = strings.Cut(rest, `"`)
+		return ok && pin != ""
+	})
+	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr, "CAST_CACERT=" + caFile}}
+	testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", t.TempDir(), "--name", "n1",
+		"--cast-bin", "", "--agents-config", missingAgentsConfig(t), "--ca-pin", pin)
+	c.waitNode("n1", true)
+	plain := cli{t: t, bin: c.bin, env: []string{"CAST_ADDR=" + addr}}
+	if _, errOut, code := plain.run("nodes", "--timeout", "3s"); code == 0 {
+		t.Errorf("plaintext cast reached the TLS control plane: %s", errOut)
+	}
+}

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type Agent struct {
 	st      *state
 	cli     *client.Client
 	cred    *client.Token // this node's credential (identity.go)
+	tls     *tls.Config   // nil: plaintext
 	runner  *runner.Runner
 	workers workers
 	runCtx  context.Context // lives as long as Run; turns run under it
@@ -54,11 +56,15 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := client.DialCreds(cfg.ControlPlane, cred)
+	tlsCfg, err := client.Context{CAPin: cfg.CAPin}.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("--ca-pin: %w", err)
+	}
+	cli, err := client.DialOpts(cfg.ControlPlane, client.Options{Token: cred, TLS: tlsCfg})
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cred: cred, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
+	a := &Agent{cfg: cfg, cred: cred, tls: tlsCfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	return a, nil
 }
@@ -126,7 +132,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	// partition the old one may be half-open (the far end gone, nothing
 	// reset), and a stream opened on it would wait on gRPC's keepalive
 	// (40 s) to learn that.
-	sc, err := client.DialCreds(a.cfg.ControlPlane, a.cred)
+	sc, err := client.DialOpts(a.cfg.ControlPlane, client.Options{Token: a.cred, TLS: a.tls})
 	if err != nil {
 		return err
 	}

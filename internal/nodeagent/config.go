@@ -70,6 +70,9 @@ type Config struct {
 	// JoinToken is exchanged once, when DataDir holds no credential yet,
 	// for this node's own credential (--join-token, env CAST_JOIN_TOKEN).
 	JoinToken string
+	// CAPin, when set, makes every call TLS to a control plane whose CA
+	// has this pin (--ca-pin, env CAST_CA_PIN; "sha256:...").
+	CAPin string
 	// WorktreeBase is where git worktrees for sessions with a worktree
 	// branch are made (default: DataDir/worktrees); never inside the
 	// checkout they come from.

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -51,8 +52,7 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 		t.Args = append(t.Args,
 			"-c", "mcp_servers."+mcpName+".command="+strconv.Quote(bin),
 			"-c", "mcp_servers."+mcpName+`.args=["mcp","--tools","history"]`,
-			"-c", fmt.Sprintf("mcp_servers."+mcpName+".env={CAST_SESSION=%s,CAST_ADDR=%s,CAST_TOKEN_FILE=%s}", strconv.Quote(sessionID),
-				strconv.Quote(a.cfg.ControlPlane), strconv.Quote(credentialPath(a.cfg.DataDir))))
+			"-c", "mcp_servers."+mcpName+".env="+tomlTable(a.castEnv(sessionID)))
 	case "gemini":
 		return a.registerGeminiMCP(t, bin)
 	case "opencode":
@@ -69,7 +69,7 @@ func (a *Agent) registerMCP(t *runner.Turn, sessionID string) error {
 func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID, bin string) error {
 	cfg := map[string]any{"mcpServers": map[string]any{mcpName: map[string]any{
 		"type": "stdio", "command": bin, "args": []string{"mcp"},
-		"env": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)},
+		"env": a.castEnv(sessionID),
 	}}}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -138,7 +138,7 @@ func (a *Agent) registerGeminiMCP(t *runner.Turn, bin string) error {
 	}
 	servers[mcpName] = map[string]any{
 		"command": bin, "args": historyOnly,
-		"env":   map[string]string{"CAST_SESSION": "$CAST_SESSION", "CAST_ADDR": "$CAST_ADDR", "CAST_TOKEN_FILE": "$CAST_TOKEN_FILE"},
+		"env":   expandAtLoad(a.castEnv("")),
 		"trust": true,
 	}
 	settings["mcpServers"] = servers
@@ -192,7 +192,7 @@ func (a *Agent) registerOpenCodeMCP(t *runner.Turn, sessionID, bin string) error
 	}
 	servers[mcpName] = map[string]any{
 		"type": "local", "command": append([]string{bin}, historyOnly...),
-		"environment": map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)},
+		"environment": a.castEnv(sessionID),
 		"enabled":     true,
 	}
 	cfg["mcp"] = servers
@@ -220,4 +220,34 @@ func (a *Agent) castBin() string {
 		return filepath.Join(wd, "bin", "cast")
 	}
 	return ""
+}
+
+// castEnv is what an agent's cast (`cast mcp`, `cast spawn`) needs to
+// reach the control plane about its session: the address, the node's
+// credential file and, with TLS, the CA pin.
+func (a *Agent) castEnv(sessionID string) map[string]string {
+	env := map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)}
+	if a.cfg.CAPin != "" {
+		env["CAST_CA_PIN"] = a.cfg.CAPin
+	}
+	return env
+}
+
+// expandAtLoad maps each variable to "$NAME", which Gemini expands from
+// the turn's environment when it loads its settings.
+func expandAtLoad(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k := range env {
+		out[k] = "$" + k
+	}
+	return out
+}
+
+// tomlTable is env as an inline TOML table, keys sorted.
+func tomlTable(env map[string]string) string {
+	parts := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		parts = append(parts, k+"="+strconv.Quote(env[k]))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }

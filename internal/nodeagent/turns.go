@@ -303,11 +303,13 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return runner.Turn{}, err
 	}
-	// CAST_SESSION, CAST_ADDR and CAST_TOKEN_FILE (the node's credential)
-	// let the agent call cast about its own session (`cast spawn
+	// CAST_SESSION, CAST_ADDR, CAST_TOKEN_FILE (the node's credential) and
+	// CAST_CA_PIN let the agent call cast about its own session (`cast spawn
 	// --subagent`, `cast read`).
-	env := append(append([]string{}, setup.Env...), "CAST_SESSION="+sessionID, "CAST_ADDR="+a.cfg.ControlPlane,
-		"CAST_TOKEN_FILE="+credentialPath(a.cfg.DataDir))
+	env := append([]string{}, setup.Env...)
+	for k, v := range a.castEnv(sessionID) {
+		env = append(env, k+"="+v)
+	}
 	t := a.cfg.newTurn(o.Agent, setup, env)
 	t.Model, t.Effort, t.Cwd, t.Prompt = o.Model, o.Effort, o.Cwd, prompt
 	if fi, err := os.Stat(t.Cwd); t.Cwd == "" || err != nil || !fi.IsDir() {

@@ -18,6 +18,7 @@ import (
 //	authnodes/{name}   hash of node name's credential (one per node)
 //	jointokens/{hash}  a one-time join token, bound to a lease (its expiry)
 //	authbootstrap      present once the first admin token was made
+//	tlsca              the TLS CA: certificate, and its key sealed (secrets.Box)
 //
 // A node's credential replaces its previous one in the same transaction,
 // and revocation deletes it: the next call with it is refused.
@@ -214,4 +215,38 @@ func (s *Store) exists(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	return resp.Count > 0, nil
+}
+
+// CARecord is the control plane's TLS CA: its certificate and its private
+// key sealed by the caller (secrets.Box), never in clear.
+type CARecord struct {
+	CertPEM   []byte `json:"cert_pem"`
+	SealedKey []byte `json:"sealed_key"`
+}
+
+func (s *Store) caKey() string { return s.key("tlsca") }
+
+// GetCA returns the stored CA; ok is false before the first one is made.
+func (s *Store) GetCA(ctx context.Context) (CARecord, bool, error) {
+	resp, err := s.cli.Get(ctx, s.caKey())
+	if err != nil || len(resp.Kvs) == 0 {
+		return CARecord{}, false, err
+	}
+	var r CARecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		return CARecord{}, false, errs.Internal(err, "decode CA")
+	}
+	return r, true, nil
+}
+
+// PutCAIfAbsent stores r unless a CA exists (replicas starting at once
+// agree on the first); the caller reads it back either way.
+func (s *Store) PutCAIfAbsent(ctx context.Context, r CARecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return errs.Internal(err, "encode CA")
+	}
+	_, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.caKey()), "=", 0)).
+		Then(clientv3.OpPut(s.caKey(), string(b))).Commit()
+	return err
 }

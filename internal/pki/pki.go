@@ -1,0 +1,186 @@
+// Package pki is the control plane's certificate authority: a CA made on
+// first start (its key sealed in the store by the caller), server
+// certificates for the gRPC listener, and the TLS configs clients use to
+// trust it, by CA file or by a pin of the CA's public key (a node's first
+// contact needs no CA file: `node --ca-pin`). It knows nothing of gRPC.
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"time"
+)
+
+// ServerName is the name every server certificate carries and every
+// client verifies, whatever address it dials (Nomad's
+// server.<region>.nomad idea): a certificate the CA issued to something
+// else never passes for the control plane.
+const ServerName = "controlplane.cast.internal"
+
+// PinPrefix starts a CA pin: "sha256:" and the hex SHA-256 of the CA's
+// SubjectPublicKeyInfo.
+const PinPrefix = "sha256:"
+
+// CA signs server certificates.
+type CA struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	key     *ecdsa.PrivateKey
+}
+
+// NewCA makes a self-signed CA valid for ttl; keyDER is its private key
+// (PKCS#8), which the caller seals before storing it.
+func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := template("cast control plane CA", ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.MaxPathLenZero = true, true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keyDER, err = x509.MarshalPKCS8PrivateKey(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyDER, nil
+}
+
+// LoadCA parses a CA made by NewCA.
+func LoadCA(certPEM, keyDER []byte) (*CA, error) {
+	cert, err := ParseCert(certPEM)
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(keyDER)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, errors.New("pki: the CA key does not match its certificate")
+	}
+	return &CA{Cert: cert, CertPEM: certPEM, key: key}, nil
+}
+
+// ParseCert parses one PEM certificate.
+func ParseCert(certPEM []byte) (*x509.Certificate, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, errors.New("pki: not a PEM certificate")
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
+// ServerCert issues a certificate for ServerName and extra hosts (names
+// or IPs), valid for ttl, with the CA in its chain.
+func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl, err := template(ServerName, ttl)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.DNSNames = []string{ServerName}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der, ca.Cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+func template(cn string, ttl time.Duration) (*x509.Certificate, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	return &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: []string{"cast"}},
+		NotBefore: now.Add(-5 * time.Minute), NotAfter: now.Add(ttl)}, nil
+}
+
+// Pin is the CA pin of cert ("sha256:<hex>").
+func Pin(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return PinPrefix + hex.EncodeToString(sum[:])
+}
+
+// ServerConfig is the listener's TLS config.
+func ServerConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+}
+
+// PoolConfig trusts the CA in caPEM.
+func PoolConfig(caPEM []byte) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("pki: no certificate in the CA file")
+	}
+	return &tls.Config{RootCAs: pool, ServerName: ServerName, MinVersion: tls.VersionTLS12}, nil
+}
+
+// PinnedConfig trusts the CA whose public key has pin: the server's chain
+// must hold that CA and the leaf must verify under it for ServerName.
+func PinnedConfig(pin string) (*tls.Config, error) {
+	if !strings.HasPrefix(pin, PinPrefix) || len(pin) != len(PinPrefix)+64 {
+		return nil, fmt.Errorf("pki: a CA pin is %s and 64 hex digits (the control plane logs it)", PinPrefix)
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: ServerName,
+		// Verification is VerifyConnection's: the roots are the pinned CA.
+		InsecureSkipVerify: true, //nolint:gosec
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyPinned(cs.PeerCertificates, pin)
+		},
+	}, nil
+}
+
+func verifyPinned(chain []*x509.Certificate, pin string) error {
+	if len(chain) == 0 {
+		return errors.New("pki: the server sent no certificate")
+	}
+	for _, c := range chain[1:] {
+		if subtle.ConstantTimeCompare([]byte(Pin(c)), []byte(pin)) != 1 {
+			continue
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(c)
+		_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: ServerName})
+		return err
+	}
+	return errors.New("pki: the server's CA does not match --ca-pin")
+}

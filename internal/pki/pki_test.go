@@ -1,0 +1,86 @@
+package pki
+
+import (
+	"crypto/tls"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newCA(t *testing.T) *CA {
+	certPEM, keyDER, err := NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadCA(certPEM, keyDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// handshake runs a real TLS handshake over a pipe.
+func handshake(t *testing.T, srv, cli *tls.Config) error {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() { done <- tls.Server(a, srv).Handshake() }()
+	err := tls.Client(b, cli).Handshake()
+	if err != nil {
+		b.Close()
+	}
+	<-done
+	return err
+}
+
+func TestTrust(t *testing.T) {
+	ca, other := newCA(t), newCA(t)
+	cert, err := ca.ServerCert([]string{"127.0.0.1", "cp.example"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := ServerConfig(cert)
+	pinned, _ := PinnedConfig(Pin(ca.Cert))
+	wrongPin, _ := PinnedConfig(Pin(other.Cert))
+	pool, _ := PoolConfig(ca.CertPEM)
+	otherPool, _ := PoolConfig(other.CertPEM)
+	expired, err := ca.ServerCert(nil, -time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		srv  *tls.Config
+		cli  *tls.Config
+		ok   bool
+	}{
+		{"pinned", srv, pinned, true},
+		{"CA file", srv, pool, true},
+		{"wrong pin", srv, wrongPin, false},
+		{"other CA", srv, otherPool, false},
+		{"expired cert, pinned", ServerConfig(expired), pinned, false},
+	} {
+		if err := handshake(t, tc.srv, tc.cli); (err == nil) != tc.ok {
+			t.Errorf("%s: handshake err %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	if _, err := PinnedConfig("abc"); err == nil {
+		t.Error("a malformed pin was accepted")
+	}
+	if !strings.HasPrefix(Pin(ca.Cert), PinPrefix) {
+		t.Error(Pin(ca.Cert))
+	}
+	if _, err := LoadCA(ca.CertPEM, mustKey(t, other)); err == nil {
+		t.Error("a CA loaded with another CA's key")
+	}
+}
+
+func mustKey(t *testing.T, _ *CA) []byte {
+	_, keyDER, err := NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyDER
+}
