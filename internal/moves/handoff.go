@@ -127,20 +127,11 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 
 func readAll(ctx context.Context, st Store, id string, last int64) ([]transcript.Message, error) {
 	var out []transcript.Message
-	for start := int64(1); start <= last; {
-		page, _, err := st.ListMessages(ctx, id, start, last, 500, "")
-		if err != nil {
-			return nil, err
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, m := range page {
-			out = append(out, wire.FromProto(m))
-		}
-		start = page[len(page)-1].Seq + 1
-	}
-	return out, nil
+	err := eachMessage(ctx, st, id, 1, last, func(m *castv1.Message) error {
+		out = append(out, wire.FromProto(m))
+		return nil
+	})
+	return out, err
 }
 
 // readable are the user and assistant texts: the first 8 and the last 40.

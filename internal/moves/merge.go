@@ -44,18 +44,11 @@ func Merge(ctx context.Context, st Store, forkID string) (Merged, error) {
 	from := max(fork.MergedUptoSeq, fork.ForkedAtSeq) + 1
 	to := fork.LastSeq
 	var msgs []transcript.Message
-	for start := from; start <= to; {
-		page, _, err := st.ListMessages(ctx, forkID, start, to, 500, "")
-		if err != nil {
-			return Merged{}, err
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, m := range page {
-			msgs = append(msgs, wire.FromProto(m))
-		}
-		start = page[len(page)-1].Seq + 1
+	if err := eachMessage(ctx, st, forkID, from, to, func(m *castv1.Message) error {
+		msgs = append(msgs, wire.FromProto(m))
+		return nil
+	}); err != nil {
+		return Merged{}, err
 	}
 	if len(handoff.ContentSeqs(msgs)) == 0 {
 		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", forkID)

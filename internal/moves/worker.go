@@ -46,19 +46,26 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	return nil
 }
 
-// lastAnswer is the worker's newest assistant text, clipped.
+// lastAnswerWindow is how many of a worker's newest messages lastAnswer
+// looks through for its answer.
+const lastAnswerWindow = 50
+
+// lastAnswer is the worker's newest assistant text, clipped. It reads the
+// whole window, page by page: a page is bounded in bytes, so a tail of
+// large tool outputs spans several and the newest answer is on the last.
 func lastAnswer(ctx context.Context, st Store, s *castv1.Session) string {
-	msgs, _, err := st.ListMessages(ctx, s.Id, max(1, s.LastSeq-50), s.LastSeq, 100, "")
+	last := ""
+	err := eachMessage(ctx, st, s.Id, max(1, s.LastSeq-lastAnswerWindow), s.LastSeq, func(m *castv1.Message) error {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.TrimSpace(m.Text) != "" {
+			last = m.Text
+		}
+		return nil
+	})
 	if err != nil {
 		return ""
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.TrimSpace(msgs[i].Text) != "" {
-			if t := msgs[i].Text; len(t) > 2000 {
-				return t[:2000] + "…"
-			}
-			return msgs[i].Text
-		}
+	if len(last) > 2000 {
+		return last[:2000] + "…"
 	}
-	return ""
+	return last
 }

@@ -1,0 +1,75 @@
+package moves_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// A worker whose tail holds more tool output than one page (pages are
+// bounded in bytes) still reports its newest answer to the parent, not an
+// older one from the first page. Small store limits stand in for 16 MiB
+// pages and 8 MiB tool outputs.
+func TestNotifyParentReadsTheWholeTail(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), func(c *store.Config) {
+		c.ChunkBytes, c.MaxMessageBytes, c.PageBytes = 4<<10, 48<<10, 64<<10
+		c.MaxBatchBytes = 49 << 10
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1",
+		ParentID: parent.Session.Id, Subagent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(text string) *castv1.Message {
+		return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}
+	}
+	tail := []*castv1.Message{answer("an older answer")}
+	for i := range 4 { // 160 KiB of tool output: three pages of 64 KiB
+		tail = append(tail, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT,
+			ToolResult: &castv1.ToolResult{CallId: fmt.Sprint("c", i), Output: strings.Repeat("x", 40<<10)}})
+	}
+	tail = append(tail, answer("the newest answer"))
+	for _, m := range tail {
+		if _, err := s.Append(ctx, worker.Session.Id, []*castv1.Message{m}, store.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := s.GetSession(ctx, worker.Session.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.State = castv1.SessionState_SESSION_STATE_IDLE
+	if err := moves.NotifyParent(ctx, s, w); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _, err := s.ListMessages(ctx, parent.Session.Id, 1, 0, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notice string
+	for _, m := range msgs {
+		if strings.Contains(m.Text, "[cast] Worker "+w.Id) {
+			notice = m.Text
+		}
+	}
+	if !strings.Contains(notice, "Its last answer:\nthe newest answer") {
+		t.Fatalf("the parent's notice does not carry the newest answer:\n%s", notice)
+	}
+}
