@@ -96,6 +96,9 @@ func main() {
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "serve TLS from the control plane's own CA (made on first start, its key sealed in the store); clients trust DATA_DIR/ca.pem or the logged pin")
 	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
+	f.Float64Var(&cfg.Limits.Rate, "user-rate", cfg.Limits.Rate, "requests per second one user token may send (admins and nodes are not limited)")
+	f.IntVar(&cfg.Limits.Burst, "user-burst", cfg.Limits.Burst, "requests one user may send at once above --user-rate")
+	f.IntVar(&cfg.Limits.Streams, "user-streams", cfg.Limits.Streams, "watch and export streams one user may hold open")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")

@@ -59,3 +59,41 @@ func TestTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestLimiter(t *testing.T) {
+	lm := NewLimiter(Limits{Rate: 0.001, Burst: 2, Streams: 1})
+	alice, bob, node := Principal{User, "alice"}, Principal{User, "bob"}, Principal{Node, "n1"}
+	for i := range 2 {
+		if err := lm.Allow(alice); err != nil {
+			t.Fatalf("request %d within the burst: %v", i, err)
+		}
+	}
+	if err := lm.Allow(alice); !errs.HasReason(err, ReasonRateLimited) {
+		t.Errorf("over the burst: %v", err)
+	}
+	if err := lm.Allow(bob); err != nil {
+		t.Errorf("bob pays for alice: %v", err)
+	}
+	for range 10 {
+		if err := lm.Allow(node); err != nil {
+			t.Fatalf("nodes are not limited: %v", err)
+		}
+	}
+	release, err := lm.OpenStream(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lm.OpenStream(alice); !errs.HasReason(err, ReasonTooManyStreams) {
+		t.Errorf("second stream: %v", err)
+	}
+	release()
+	release() // twice is once
+	if r, err := lm.OpenStream(alice); err != nil {
+		t.Errorf("after release: %v", err)
+	} else {
+		r()
+	}
+	if len(lm.streams) != 0 {
+		t.Errorf("stream counts left: %v", lm.streams)
+	}
+}

@@ -74,10 +74,22 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	}, nil
 }
 
+// limit takes one request of the caller's rate (users only).
+func (s *Server) limit(ctx context.Context, method string) error {
+	p, ok := authz.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	if err := s.limits.Allow(p); err != nil {
+		return s.refused(ctx, &p, method, err)
+	}
+	return nil
+}
+
 // refused writes the audit line for a refusal and maps it to a status.
 // Store failures while checking are not refusals and are not audited.
 func (s *Server) refused(ctx context.Context, p *authz.Principal, method string, err error) error {
-	if e, ok := errs.As(err); ok && (e.Kind == errs.KindPermissionDenied || e.Kind == errs.KindUnauthenticated) {
+	if e, ok := errs.As(err); ok && (e.Kind == errs.KindPermissionDenied || e.Kind == errs.KindUnauthenticated || e.Kind == errs.KindResourceExhausted) {
 		who := "anonymous"
 		if p != nil {
 			who = p.String()
@@ -96,6 +108,9 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err != nil {
 		return nil, err
 	}
+	if err := s.limit(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
 	if check != nil {
 		if err := check(req); err != nil {
 			return nil, err
@@ -108,6 +123,16 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	ctx, check, err := s.authorize(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
+	}
+	if err := s.limit(ctx, info.FullMethod); err != nil {
+		return err
+	}
+	if p, ok := authz.FromContext(ctx); ok {
+		release, err := s.limits.OpenStream(p)
+		if err != nil {
+			return s.refused(ctx, &p, info.FullMethod, err)
+		}
+		defer release()
 	}
 	return h(srv, &checkedStream{ServerStream: ss, ctx: ctx, check: check})
 }

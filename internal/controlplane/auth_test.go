@@ -10,7 +10,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
@@ -69,8 +71,8 @@ type authEnv struct {
 	aliceSess, adminSes *castv1.Session
 }
 
-func newAuthEnv(t *testing.T) *authEnv {
-	srv := testharness.StartControlPlane(t, nil)
+func newAuthEnv(t *testing.T, cb func(*controlplane.Config)) *authEnv {
+	srv := testharness.StartControlPlane(t, cb)
 	e := &authEnv{addr: srv.Addr(), admin: testharness.Dial(t, srv.Addr())}
 	ctx := ctxT(t)
 	join, err := e.admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
@@ -115,7 +117,7 @@ func (e *authEnv) user(t *testing.T, name string) *client.Client {
 }
 
 func TestAuthRefusals(t *testing.T) {
-	e := newAuthEnv(t)
+	e := newAuthEnv(t, nil)
 	ctx := ctxT(t)
 	anon := testharness.DialAs(t, e.addr, "")
 	forged := testharness.DialAs(t, e.addr, "cast_0000000000000000000000000000000000000000000000000000000000000000")
@@ -186,7 +188,7 @@ func TestAuthRefusals(t *testing.T) {
 // append, report, fetch a credential), nor read n2's sessions; n2's owner
 // token never leaves the control plane; revoking n1 works at once.
 func TestNodeActsOnlyAsItself(t *testing.T) {
-	e := newAuthEnv(t)
+	e := newAuthEnv(t, nil)
 	ctx := ctxT(t)
 	testharness.StartNode(t, e.addr, "n2", nil)
 	waitConnected(t, e.admin, "n2", true)
@@ -250,4 +252,40 @@ func TestNodeActsOnlyAsItself(t *testing.T) {
 	_, err = e.n1.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
 	wantDenied(t, "revoked credential", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
 	waitConnected(t, e.admin, "n1", false)
+}
+
+// A user over its rate or stream limit gets RESOURCE_EXHAUSTED with a
+// reason; other users, nodes and admins are not held back by it.
+func TestUserLimits(t *testing.T) {
+	e := newAuthEnv(t, func(c *controlplane.Config) { c.Limits = authz.Limits{Rate: 1000, Burst: 1000, Streams: 1} })
+	ctx := ctxT(t)
+	w1, err := e.alice.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: e.aliceSess.Id})
+	if err == nil {
+		_, err = w1.Recv() // the session comes first: the stream is open
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := e.alice.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: e.aliceSess.Id})
+	if err == nil {
+		_, err = w2.Recv()
+	}
+	wantDenied(t, "second watch", err, codes.ResourceExhausted, authz.ReasonTooManyStreams)
+	w3, err := e.admin.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: e.aliceSess.Id})
+	if err == nil {
+		_, err = w3.Recv()
+	}
+	if err != nil {
+		t.Errorf("the admin's watch: %v", err)
+	}
+
+	r := newAuthEnv(t, func(c *controlplane.Config) { c.Limits = authz.Limits{Rate: 0.001, Burst: 5, Streams: 8} })
+	var last error
+	for range 6 {
+		_, last = r.bob.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	}
+	wantDenied(t, "bob over his rate", last, codes.ResourceExhausted, authz.ReasonRateLimited)
+	if _, err := r.alice.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{}); err != nil {
+		t.Errorf("alice pays for bob: %v", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -58,6 +59,8 @@ type Config struct {
 	Fleet          fleet.Config
 	Auth           AuthConfig
 	TLS            TLSConfig
+	// Limits bound each user's request rate and open streams.
+	Limits authz.Limits
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -85,6 +88,7 @@ func DefaultConfig() Config {
 		Store:         store.DefaultConfig(),
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
+		Limits:        authz.DefaultLimits(),
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
@@ -122,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
 		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")
