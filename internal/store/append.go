@@ -47,9 +47,11 @@ type appendQueue struct {
 // and create time); with a different body it is refused (CLIENT_ID_REUSED).
 //
 // Everything that can refuse the append is checked before a chunk is
-// written: ids, sizes, the session, the owner, the quota (chunks included).
-// The commit txn checks session, owner and client ids again; chunks of an
-// attempt it refuses are orphans under keys no one else uses.
+// written: ids, sizes, the session, the owner, stored client ids, the quota
+// (chunks included). The commit txn checks session, owner and client ids
+// again; chunks of an attempt it refuses are orphans under keys no one
+// else uses. An append of inline messages only writes nothing before its
+// commit, so it leaves those checks to the commit txn (no extra round trip).
 func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
 	for _, m := range msgs {
@@ -57,16 +59,19 @@ func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Mes
 			return nil, errs.Invalid("message client_id %q is malformed", m.ClientId)
 		}
 	}
-	// The session and owner first: refusing an append for either costs no
-	// serializing of its (up to 8 MiB) messages.
-	if err := s.checkSession(ctx, sessionID, g); err != nil {
-		return nil, err
+	var stored map[string]*mvccpb.KeyValue
+	if s.anyChunked(msgs) {
+		// Before serializing: refusing costs no work on 8 MiB messages.
+		var err error
+		if stored, err = s.precheck(ctx, sessionID, msgs, g); err != nil {
+			return nil, err
+		}
 	}
 	encs, first, err := s.encodeAll(msgs)
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := s.precheck(ctx, sessionID, encs, first)
+	fresh, err := s.answerStored(ctx, sessionID, encs, first, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +86,17 @@ func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Mes
 		}
 	}
 	return msgs, nil
+}
+
+// anyChunked reports whether a message of msgs may be stored in chunks
+// (its create time, not yet set, adds under 32 bytes).
+func (s *Store) anyChunked(msgs []*castv1.Message) bool {
+	for _, m := range msgs {
+		if proto.Size(m)+32 > s.cfg.ChunkBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeAll checks and serializes msgs. first[i] is the index of the first
@@ -115,50 +131,63 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 // precheckGets bounds the reads of one precheck txn (etcd allows 128 ops).
 const precheckGets = 100
 
-// checkSession refuses an append to a missing session or by a node that
-// does not own it (the commit txn checks both again).
-func (s *Store) checkSession(ctx context.Context, sessionID string, g Guard) error {
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))).Commit()
-	if err != nil {
-		return err
-	}
-	if resp.Responses[0].GetResponseRange().Count == 0 {
-		return sessionNotFound(sessionID)
-	}
-	return s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs)
-}
-
-// precheck answers messages already stored (a retry writes nothing),
-// refuses a client id stored with another body, and returns the messages
-// still to store.
-func (s *Store) precheck(ctx context.Context, sessionID string, encs []encoded, first []int) ([]encoded, error) {
-	var fresh []encoded
-	for lo := 0; lo < len(encs); lo += precheckGets {
-		hi := min(lo+precheckGets, len(encs))
-		var gets []clientv3.Op
-		for _, e := range encs[lo:hi] {
-			gets = append(gets, clientv3.OpGet(s.cidKey(sessionID, e.msg.ClientId)))
+// precheck refuses an append to a missing session or by a node that does
+// not own it, and returns the records of its client ids already stored,
+// in as few txns as etcd's op limit allows (one for up to 98 messages).
+func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) (map[string]*mvccpb.KeyValue, error) {
+	stored := map[string]*mvccpb.KeyValue{}
+	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))}
+	cids := make([]string, 0, len(msgs))
+	for i, m := range msgs {
+		cids = append(cids, m.ClientId)
+		gets = append(gets, clientv3.OpGet(s.cidKey(sessionID, m.ClientId)))
+		if len(gets) < precheckGets && i < len(msgs)-1 {
+			continue
 		}
 		resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
 		if err != nil {
 			return nil, err
 		}
-		for k, e := range encs[lo:hi] {
-			if first[lo+k] != lo+k {
-				continue
+		rs := resp.Responses
+		if len(rs) > len(cids) { // the first txn: session and owner
+			if rs[0].GetResponseRange().Count == 0 {
+				return nil, sessionNotFound(sessionID)
 			}
-			kvs := resp.Responses[k].GetResponseRange().Kvs
-			if len(kvs) == 0 {
-				fresh = append(fresh, e)
-				continue
-			}
-			rec, err := s.committed(ctx, sessionID, kvs[0])
-			if err != nil {
+			if err := s.checkGuard(g, rs[1].GetResponseRange().Kvs); err != nil {
 				return nil, err
 			}
-			if err := answerRetry(e.msg, e.digest, rec); err != nil {
-				return nil, err
+			rs = rs[2:]
+		}
+		for k, cid := range cids {
+			if kvs := rs[k].GetResponseRange().Kvs; len(kvs) > 0 {
+				stored[cid] = kvs[0]
 			}
+		}
+		gets, cids = gets[:0], cids[:0]
+	}
+	return stored, nil
+}
+
+// answerStored answers the messages whose client id is stored (a retry
+// writes nothing), refuses one stored with another body, and returns the
+// messages still to store.
+func (s *Store) answerStored(ctx context.Context, sessionID string, encs []encoded, first []int, stored map[string]*mvccpb.KeyValue) ([]encoded, error) {
+	var fresh []encoded
+	for i, e := range encs {
+		if first[i] != i {
+			continue
+		}
+		kv, ok := stored[e.msg.ClientId]
+		if !ok {
+			fresh = append(fresh, e)
+			continue
+		}
+		rec, err := s.committed(ctx, sessionID, kv)
+		if err != nil {
+			return nil, err
+		}
+		if err := answerRetry(e.msg, e.digest, rec); err != nil {
+			return nil, err
 		}
 	}
 	return fresh, nil
