@@ -1,6 +1,10 @@
 package agents
 
-import "github.com/cast-dev/cast/internal/transcript"
+import (
+	"github.com/google/uuid"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
 
 // Target says where a native transcript is written so the agent's own CLI
 // finds it when its folder is Home and it runs in Cwd.
@@ -62,4 +66,14 @@ func ReadReport(r Reader, path string) ([]transcript.Message, map[string]int, er
 	}
 	msgs, err := r.Read(path)
 	return msgs, nil, err
+}
+
+// NewNativeID is an id under which agent's writer makes a new native
+// session, never one that exists: a random UUID, or "" for an agent whose
+// writer mints its own (Agent.MintsNativeID).
+func NewNativeID(agent string) string {
+	if a, ok := Lookup(agent); ok && a.MintsNativeID {
+		return ""
+	}
+	return uuid.NewString()
 }

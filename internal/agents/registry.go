@@ -81,6 +81,9 @@ type Agent struct {
 	// ContextWindow is the default model's window in tokens, used to budget
 	// rebuilt transcripts and slices.
 	ContextWindow int
+	// MintsNativeID: the agent's native ids are not UUIDs (OpenCode's
+	// ses_...); given no id, its writer mints a new, time-ordered one.
+	MintsNativeID bool
 	Caps          Capabilities
 	// Verified is false for agents whose CLI is not installable here: their
 	// command forms and paths come from third-party code and docs only.
@@ -187,6 +190,7 @@ var registry = map[string]Agent{
 		// Not a file: rows in SQLite, loaded through `opencode import`.
 		Transcript:    "opencode/opencode.db (session, message, part tables)",
 		ContextWindow: 128_000,
+		MintsNativeID: true,
 		// The CLI's --fork copies the whole session; the serve API
 		// (POST /session/:id/fork {messageID}) cuts after any message.
 		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtAnyMessage, ModelChange: true,

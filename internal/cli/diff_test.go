@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
@@ -82,9 +84,16 @@ func diffToolResult(id string) *castv1.Message {
 // runDiff runs `cast diff ID` through diffCmd as the root command would.
 func runDiff(t *testing.T, addr string, asJSON bool, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := runSubcommand(addr, asJSON, (*app).diffCmd, args...)
+	return out, err
+}
+
+// runSubcommand runs one subcommand of an app dialing addr as the root
+// command would; it returns what it printed to stdout and stderr.
+func runSubcommand(addr string, asJSON bool, sub func(*app) *cobra.Command, args ...string) (string, string, error) {
 	var out, errOut bytes.Buffer
 	a := &app{addr: addr, json: asJSON, timeout: 30 * time.Second, out: &out, errOut: &errOut}
-	cmd := a.diffCmd()
+	cmd := sub(a)
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
@@ -93,7 +102,7 @@ func runDiff(t *testing.T, addr string, asJSON bool, args ...string) (string, er
 	if a.cli != nil {
 		a.cli.Close()
 	}
-	return out.String(), err
+	return out.String(), errOut.String(), err
 }
 
 func TestDiffCommand(t *testing.T) {

@@ -183,12 +183,15 @@ func importTitle(msgs []transcript.Message, path string) string {
 
 func (a *app) exportCmd() *cobra.Command {
 	var agent, home, cwd, model string
+	var overwrite bool
 	cmd := &cobra.Command{
-		Use:   "export ID --agent B --home DIR [--cwd C]",
+		Use:   "export ID --agent B --home DIR [--cwd C] [--overwrite]",
 		Short: "Write a session as agent B's native transcript, where B finds it when its own folder is DIR",
 		Long: "DIR is the agent's own folder: CLAUDE_CONFIG_DIR (~/.claude) for claude, CODEX_HOME (~/.codex) for codex,\n" +
 			"the ~/.gemini folder for gemini, pi's agent dir (~/.pi/agent) for pi, XDG_DATA_HOME for opencode\n" +
-			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.",
+			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.\n\n" +
+			"Each export writes a new native session, except that cast rewrites the one it exported last time\n" +
+			"into DIR while that file is byte-identical to what cast wrote; --overwrite rewrites it anyway.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" || home == "" {
@@ -218,15 +221,28 @@ func (a *app) exportCmd() *cobra.Command {
 			if model == "" && sess.Agent == agent {
 				model = sess.Model
 			}
-			out, err := w.Write(agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model}, msgs)
+			log, err := loadExportLog()
+			if err != nil {
+				return err
+			}
+			key := exportKey(agent, absHome, sess.Id)
+			nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
+			out, err := w.Write(agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs)
 			if err != nil {
 				return fmt.Errorf("write the %s transcript: %w", agent, err)
 			}
+			if err := log.record(key, out.NativeID, out.Path); err != nil {
+				return fmt.Errorf("wrote %s session %s (%s) but could not note it: %w", agent, out.NativeID, out.Path, err)
+			}
 			if a.json {
 				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
-					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
+					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted, "rewrote": rewrite})
 			}
-			fmt.Fprintf(a.out, "wrote %d messages as %s session %s\n  %s\n", len(msgs), agent, out.NativeID, out.Path)
+			how := "a new session"
+			if rewrite {
+				how = "over the session cast exported there before"
+			}
+			fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", len(msgs), agent, out.NativeID, how, out.Path)
 			if out.Omitted > 0 {
 				fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
 			}
@@ -237,7 +253,24 @@ func (a *app) exportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	cmd.Flags().StringVar(&model, "model", "", "model to record where the format has one")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "rewrite the native session exported last time even if it changed since")
 	return cmd
+}
+
+// exportNativeID is the native id an export writes under, and whether that
+// rewrites the session exported last time: it does while the file is as
+// cast left it, or with --overwrite (no earlier export: under the writer's
+// stable id, whatever is there); otherwise a new id, so a file the user resumed and added to,
+// or one cast never wrote, is never rewritten.
+func exportNativeID(log *exportLog, key, agent string, overwrite bool) (string, bool) {
+	rec, same := log.unchanged(key)
+	switch {
+	case same || (overwrite && rec.NativeID != ""):
+		return rec.NativeID, true
+	case overwrite:
+		return "", false
+	}
+	return agents.NewNativeID(agent), false
 }
 
 // exportAll reads the whole session at one revision.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -49,19 +48,13 @@ var forkReadsSource = map[string]bool{"codex": true}
 // writer pick one).
 func rebuildNativeID(agent string, ns *nativeSession, shared bool) string {
 	switch {
-	case (shared || forkReadsSource[agent]) && mintsOwnID[agent]:
-		return ""
 	case shared || forkReadsSource[agent]:
-		return uuid.NewString()
+		return agents.NewNativeID(agent)
 	case ns != nil:
 		return ns.ID
 	}
 	return ""
 }
-
-// mintsOwnID are the agents whose native ids are not UUIDs (OpenCode's
-// ses_...): given no id, their writer mints a new, time-ordered one.
-var mintsOwnID = map[string]bool{"opencode": true}
 
 // forkCut is what decides a fork's first turn on this node.
 type forkCut struct {
