@@ -20,7 +20,7 @@ func TestCLIImportReportsKeptAndSkipped(t *testing.T) {
 		`{"type":"user","uuid":"u1","parentUuid":null,"cwd":"` + cwd + `","timestamp":"2026-11-30T10:00:00.000Z","message":{"role":"user","content":"IR-U1 do it"}}`,
 		`{"uuid":"a1","parentUuid":"u1",` + asst + `}`,
 		`{"uuid":"a2","parentUuid":"a1",` + asst + `}`, // the same API message twice
-		`{"type":"attachment","uuid":"x1","parentUuid":"a2","attachment":{"type":"skill_listing","content":"..."}}`,
+		`{"type":"attachment","uuid":"x1","parentUuid":"a2","attachment":{"type":"file","filename":"/w/notes.txt"}}`,
 		`{"type":"brand-new-record","note":"a later Claude Code"}`,
 		`{"broken`,
 	}
@@ -35,12 +35,12 @@ func TestCLIImportReportsKeptAndSkipped(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.cli.must("import", "--agent", "claude", "--node", "n1", "--json", file)), &rep); err != nil {
 		t.Fatal(err)
 	}
-	wantSkipped := map[string]int{"repeated assistant record": 1, "attachment": 1, "brand-new-record": 1, "malformed line": 1}
+	wantSkipped := map[string]int{"repeated assistant record": 1, "attachment (file)": 1, "brand-new-record": 1, "malformed line": 1}
 	if rep.Messages != 2 || !reflect.DeepEqual(rep.Kept, map[string]int{"user": 1, "assistant": 1}) || !reflect.DeepEqual(rep.Skipped, wantSkipped) {
 		t.Fatalf("import reported %d messages, kept %v, skipped %v; want 2, 1 user + 1 assistant, %v", rep.Messages, rep.Kept, rep.Skipped, wantSkipped)
 	}
 	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", file)
-	want := "skipped from session.jsonl: 1 attachment, 1 brand-new-record, 1 malformed line, 1 repeated assistant record"
+	want := "skipped from session.jsonl: 1 attachment (file), 1 brand-new-record, 1 malformed line, 1 repeated assistant record"
 	if code != 0 || !strings.Contains(errOut, "imported 2 messages (1 assistant, 1 user)") || !strings.Contains(errOut, want) {
 		t.Fatalf("exit %d; human report lacks %q:\n%s", code, want, errOut)
 	}

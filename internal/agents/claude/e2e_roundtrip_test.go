@@ -31,10 +31,14 @@ func TestRealClaudeRoundTrip(t *testing.T) {
 	agenttest.MustRun(t, ctx, bin, []string{"-p", "second turn MARKER-P2", "--resume", sid}, env, cwd)
 	native := filepath.Join(claude.ProjectDir(agenttest.NativeHome(home, "claude"), cwd), sid+".jsonl")
 
-	// 2. Read it.
-	msgs, err := claude.Reader{}.Read(native)
+	// 2. Read it. Everything the pinned CLI writes is known: an import
+	// reports nothing skipped (a new version's records would show up here).
+	msgs, skipped, err := claude.Reader{}.ReadReport(native)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(skipped) > 0 {
+		t.Errorf("the reader does not know parts of the pinned CLI's session: %v", skipped)
 	}
 	var got []string
 	for _, m := range msgs {

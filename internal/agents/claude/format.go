@@ -39,6 +39,9 @@ type record struct {
 	Timestamp         string          `json:"timestamp,omitempty"`
 	Message           json.RawMessage `json:"message,omitempty"`
 	ToolUseResult     json.RawMessage `json:"toolUseResult,omitempty"`
+	Attachment        *struct {
+		Type string `json:"type"`
+	} `json:"attachment,omitempty"`
 }
 
 // apiMessage is the Anthropic Messages API message inside a record.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -21,7 +23,7 @@ type Stats struct {
 	Skipped   int // valid records that carry no conversation (attachments, sidechains, meta, ...)
 	// Kinds counts every line left out (malformed ones included) by what it
 	// was, so an import can say what it did not keep.
-	Kinds map[string]int
+	Kinds agents.Skips
 }
 
 func (st *Stats) skip(kind string) {
@@ -30,10 +32,25 @@ func (st *Stats) skip(kind string) {
 	} else {
 		st.Skipped++
 	}
-	if st.Kinds == nil {
-		st.Kinds = map[string]int{}
+	st.Kinds.Add(kind)
+}
+
+// bookkeeping are record types Claude Code keeps for itself (its prompt
+// queue, titles, file backups); never conversation, so not reported.
+var bookkeeping = map[string]bool{
+	"queue-operation": true, "last-prompt": true, "summary": true, "custom-title": true,
+	"file-history-snapshot": true, "mode": true,
+}
+
+// regenerated tells the attachments Claude Code builds afresh for every
+// session (agent and skill listings and their deltas): not carried, and not
+// worth a word. Others (a file the user mentioned) are reported.
+func regenerated(rec record) bool {
+	if rec.Type != "attachment" || rec.Attachment == nil {
+		return false
 	}
-	st.Kinds[kind]++
+	t := rec.Attachment.Type
+	return strings.HasSuffix(t, "_listing") || strings.HasSuffix(t, "_delta")
 }
 
 // Kinds of left-out lines that are not a record type of their own.
@@ -147,8 +164,10 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 				chain = append(chain, entry{rec, n})
 			case rec.Type == "":
 				st.skip(kindMalformed)
+			case bookkeeping[rec.Type]:
+				st.Skipped++
 			default:
-				st.skip(rec.Type) // summary, queue-operation, last-prompt, mode, ...
+				st.skip(rec.Type)
 			}
 		}
 		if err == io.EOF {
@@ -178,7 +197,11 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			continue
 		}
 		msgs, ok := convert(rec)
-		if !ok {
+		switch {
+		case ok:
+		case regenerated(rec):
+			st.Skipped++
+		default:
 			st.skip(leftOut(rec))
 		}
 		out = append(out, msgs...)
@@ -197,6 +220,8 @@ func leftOut(rec record) string {
 		return "empty user record"
 	case rec.Subtype != "":
 		return rec.Type + " (" + rec.Subtype + ")"
+	case rec.Attachment != nil && rec.Attachment.Type != "":
+		return rec.Type + " (" + rec.Attachment.Type + ")"
 	}
 	return rec.Type
 }

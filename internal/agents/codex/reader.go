@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -58,19 +59,14 @@ type Parsed struct {
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, record and item types of other Codex versions), so
 	// an import can say so.
-	Kinds map[string]int
+	Kinds agents.Skips
 }
 
-func (p *Parsed) skip(kind string) {
-	if p.Kinds == nil {
-		p.Kinds = map[string]int{}
-	}
-	p.Kinds[kind]++
-}
+func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
-// bookkeeping are line types that carry no conversation (usage records);
-// they are known, so not reported as skipped.
-var bookkeeping = map[string]bool{"token_usage_record": true}
+// bookkeeping are line types that carry no conversation (usage records,
+// the environment snapshot); they are known, so not reported as skipped.
+var bookkeeping = map[string]bool{"token_usage_record": true, "world_state": true}
 
 // candidate is a message plus where it came from: Codex writes each user and
 // assistant text twice (a response_item for the model, an event_msg for the

@@ -43,7 +43,7 @@ func TestReadCodex039ShellOutputUnwrapped(t *testing.T) {
 	if got := brief(p.Messages); !reflect.DeepEqual(got, want) {
 		t.Fatalf("\n got: %q\nwant: %q", got, want)
 	}
-	if want := map[string]int{"ghost_snapshot item": 1, "future_line record": 1}; !reflect.DeepEqual(p.Kinds, want) {
+	if want := map[string]int{"ghost_snapshot item": 1, "future_line record": 1}; !reflect.DeepEqual(map[string]int(p.Kinds), want) {
 		t.Errorf("skipped %v, want %v", p.Kinds, want)
 	}
 

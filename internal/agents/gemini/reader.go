@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -20,13 +21,9 @@ const Agent = "gemini"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	d, err := Decode(data)
-	return d.Messages, err
+func (r Reader) Read(path string) ([]transcript.Message, error) {
+	msgs, _, err := r.ReadReport(path)
+	return msgs, err
 }
 
 // ReadCwd implements agents.CwdReader. A session file does not name its
@@ -45,24 +42,44 @@ type Decoded struct {
 	Messages  []transcript.Message
 	SessionID string
 	Skipped   int // lines that were not JSON or not a known record
+	// Kinds counts what was left out because the reader does not know it
+	// (malformed lines, line shapes and record types of other versions),
+	// for the import report.
+	Kinds agents.Skips
 }
+
+func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
+
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, d.Kinds, err
+}
+
+// uiRecords are the record types the CLI shows but never sends to the
+// model; they are known, so not reported as skipped.
+var uiRecords = map[string]bool{"info": true, "error": true, "warning": true}
 
 // Decode replays a session file. Malformed lines are skipped and counted;
 // it fails only when no line at all could be used.
 func Decode(data []byte) (Decoded, error) {
 	var d Decoded
-	recs, sid, used, skipped := replay(data)
+	recs, sid, used, skipped := replay(data, d.skip)
 	d.SessionID, d.Skipped = sid, skipped
 	if used == 0 {
 		return d, errors.New("gemini: no session header or message found")
 	}
-	d.Messages = toNeutral(recs)
+	d.Messages = toNeutral(recs, d.skip)
 	return d, nil
 }
 
 // replay turns the event log into the final ordered message list, as the
-// CLI itself does on load.
-func replay(data []byte) (recs []record, sid string, used, skipped int) {
+// CLI itself does on load; skip is told what it leaves out.
+func replay(data []byte, skip func(kind string)) (recs []record, sid string, used, skipped int) {
 	// The legacy format is one JSON object holding every message.
 	var legacy header
 	if json.Unmarshal(data, &legacy) == nil && legacy.Messages != nil {
@@ -93,6 +110,7 @@ func replay(data []byte) (recs []record, sid string, used, skipped int) {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(line, &obj) != nil {
 			skipped++
+			skip("malformed line")
 			continue
 		}
 		// Same precedence as the CLI's loader: rewind, message, $set, header.
@@ -110,6 +128,7 @@ func replay(data []byte) (recs []record, sid string, used, skipped int) {
 			var r record
 			if json.Unmarshal(line, &r) != nil || r.ID == "" {
 				skipped++
+				skip("malformed line")
 				continue
 			}
 			upsert(r)
@@ -120,6 +139,7 @@ func replay(data []byte) (recs []record, sid string, used, skipped int) {
 			}
 			if json.Unmarshal(obj["$set"], &set) != nil {
 				skipped++
+				skip("malformed line")
 				continue
 			}
 			if set.SessionID != "" {
@@ -138,6 +158,7 @@ func replay(data []byte) (recs []record, sid string, used, skipped int) {
 			var h header
 			if json.Unmarshal(line, &h) != nil {
 				skipped++
+				skip("malformed line")
 				continue
 			}
 			sid = h.SessionID
@@ -148,6 +169,7 @@ func replay(data []byte) (recs []record, sid string, used, skipped int) {
 			}
 		default:
 			skipped++
+			skip("line of an unknown shape")
 			continue
 		}
 		used++
@@ -159,7 +181,7 @@ func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 
 // toNeutral maps replayed records to neutral messages. UI-only records
 // (info, error, warning) and context the CLI regenerates are left out.
-func toNeutral(recs []record) []transcript.Message {
+func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
 	results := map[string]bool{} // call ids whose result is already out
 	for _, r := range recs {
@@ -237,6 +259,10 @@ func toNeutral(recs []record) []transcript.Message {
 				text, isErr := resultText(tc.Result)
 				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
 				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: tc.ID, Output: text, IsError: isErr}}, "#result:"+tc.ID)
+			}
+		default:
+			if !uiRecords[r.Type] {
+				skip(r.Type + " record")
 			}
 		}
 	}

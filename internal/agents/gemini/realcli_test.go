@@ -186,11 +186,16 @@ func TestRealGeminiSessionReads(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(agenttest.NativeHome(home, "gemini"), "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
 	// A resume also leaves a stray file with only a header and the CLI's
 	// context when the minute changed; the conversation is the largest.
-	msgs, err := Reader{}.Read(largest(t, files))
+	msgs, skipped, err := Reader{}.ReadReport(largest(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}
 	agenttest.CheckWellFormed(t, msgs)
+	// Everything the pinned CLI writes is known: an import reports nothing
+	// skipped (a new version's records would show up here).
+	if len(skipped) > 0 {
+		t.Errorf("the reader does not know parts of the pinned CLI's session: %v", skipped)
+	}
 	var got []string
 	for _, m := range msgs {
 		switch m.Kind {

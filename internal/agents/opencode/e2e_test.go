@@ -153,6 +153,11 @@ func TestE2ERoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Everything the pinned CLI exports is known: an import reports nothing
+	// skipped (a new version's parts would show up here).
+	if len(orig.Kinds) > 0 {
+		t.Errorf("the reader does not know parts of the pinned CLI's export: %v", orig.Kinds)
+	}
 	want := brief(withoutThinking(orig.Messages))
 	if !strings.Contains(strings.Join(want, "\n"), "oc-tool-ran") || len(want) < 6 {
 		t.Fatalf("the real session lacks the tool call or turns:\n%s", strings.Join(want, "\n"))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -55,15 +56,10 @@ type Parsed struct {
 	Skipped   int // JSONL rows that were not JSON objects
 	// Kinds counts what was left out because the reader does not know it
 	// (part types of other versions, malformed rows), for the import report.
-	Kinds map[string]int
+	Kinds agents.Skips
 }
 
-func (p *Parsed) skip(kind string) {
-	if p.Kinds == nil {
-		p.Kinds = map[string]int{}
-	}
-	p.Kinds[kind]++
-}
+func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
 // bookkeepingParts carry no conversation: step boundaries, the snapshot
 // hashes and file lists of a step.

@@ -173,7 +173,7 @@ func TestReadAttachmentsAndUnknownParts(t *testing.T) {
 	if got := brief(p.Messages); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("\n got: %q\nwant: %q", got, want)
 	}
-	if want := map[string]int{"agent part": 1, "hologram part": 1}; !reflect.DeepEqual(p.Kinds, want) {
+	if want := map[string]int{"agent part": 1, "hologram part": 1}; !reflect.DeepEqual(map[string]int(p.Kinds), want) {
 		t.Errorf("skipped %v, want %v", p.Kinds, want)
 	}
 	for _, m := range p.Messages {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -23,13 +24,9 @@ const noticeType = "cast-notice"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	d, err := Decode(data)
-	return d.Messages, err
+func (r Reader) Read(path string) ([]transcript.Message, error) {
+	msgs, _, err := r.ReadReport(path)
+	return msgs, err
 }
 
 // ReadCwd implements agents.CwdReader: the session header's cwd.
@@ -48,6 +45,27 @@ type Decoded struct {
 	SessionID string
 	Cwd       string
 	Skipped   int // lines that were not JSON or not a known record
+	// Kinds counts what was left out because the reader does not know it
+	// (malformed lines, entry types, roles and blocks of other pi
+	// versions), for the import report.
+	Kinds agents.Skips
+}
+
+func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
+
+// knownEntries are the entry types pi writes that carry no conversation of
+// their own (settings changes, labels, extension data such as cast's
+// notices); they are not reported as skipped.
+var knownEntries = map[string]bool{"model_change": true, "thinking_level_change": true, "label": true, "custom": true, "session_info": true}
+
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, d.Kinds, err
 }
 
 // Decode reads the conversation pi would resume: the chain from the last
@@ -68,12 +86,14 @@ func Decode(data []byte) (Decoded, error) {
 		}
 		if json.Unmarshal(line, &probe) != nil || probe.Type == "" {
 			d.Skipped++
+			d.skip("malformed line")
 			continue
 		}
 		if probe.Type == "session" {
 			var h header
 			if json.Unmarshal(line, &h) != nil {
 				d.Skipped++
+				d.skip("malformed line")
 				continue
 			}
 			d.SessionID, d.Cwd = h.ID, h.Cwd
@@ -83,6 +103,7 @@ func Decode(data []byte) (Decoded, error) {
 		var e entry
 		if json.Unmarshal(line, &e) != nil {
 			d.Skipped++
+			d.skip("malformed line")
 			continue
 		}
 		entries = append(entries, e)
@@ -92,7 +113,7 @@ func Decode(data []byte) (Decoded, error) {
 		return d, errors.New("pi: no session header or entry found")
 	}
 	for _, e := range chain(entries) {
-		d.Messages = append(d.Messages, toNeutral(e)...)
+		d.Messages = append(d.Messages, toNeutral(e, d.skip)...)
 	}
 	return d, nil
 }
@@ -132,7 +153,8 @@ func chain(entries []entry) []entry {
 	return path
 }
 
-func toNeutral(e entry) []transcript.Message {
+// toNeutral converts one entry; skip is told what it does not know.
+func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
 	when := parseTime(e.Timestamp)
 	add := func(m transcript.Message, suffix string) {
@@ -179,10 +201,12 @@ func toNeutral(e entry) []transcript.Message {
 					n = transcript.Message{Kind: transcript.KindAssistant, Text: b.Text}
 				case "toolCall":
 					if b.ID == "" || b.Name == "" {
+						skip("tool call without an id or name")
 						continue
 					}
 					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Arguments)}}
 				default:
+					skip(b.Type + " block")
 					continue
 				}
 				n.Model = m.Model
@@ -210,6 +234,12 @@ func toNeutral(e entry) []transcript.Message {
 			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: m.Summary}, "")
 		case "compactionSummary":
 			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: m.Summary}, "")
+		default:
+			skip(m.Role + " message")
+		}
+	default:
+		if !knownEntries[e.Type] {
+			skip(e.Type + " entry")
 		}
 	}
 	return out
