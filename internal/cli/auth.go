@@ -114,13 +114,14 @@ func (a *app) whoamiCmd() *cobra.Command {
 func (a *app) nodeJoinCmds() []*cobra.Command {
 	tok := &cobra.Command{Use: "token", Short: "One-time join tokens for new nodes"}
 	var ttl time.Duration
+	var uses int
 	create := &cobra.Command{
-		Use:   "create [--ttl 1h]",
+		Use:   "create [--ttl 1h] [--uses N]",
 		Short: "Make a one-time join token: start a new node with `node --join-token TOKEN`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: int64(ttl / time.Second)})
+				resp, err := c.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: int64(ttl / time.Second), Uses: int32(uses)})
 				if err != nil {
 					return err
 				}
@@ -129,12 +130,13 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 					return a.printJSON(map[string]any{"token": resp.Token, "expire_time": exp.Format(time.RFC3339)})
 				}
 				fmt.Fprintln(a.out, resp.Token)
-				fmt.Fprintf(a.errOut, "works once, until %s: node --controlplane %s --join-token TOKEN --name NAME\n", exp.Format(time.RFC3339), a.addr)
+				fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s --join-token TOKEN --name NAME\n", max(uses, 1), exp.Format(time.RFC3339), a.addr)
 				return nil
 			})
 		},
 	}
 	create.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token works")
+	create.Flags().IntVar(&uses, "uses", 1, "how many nodes may join with it (a StatefulSet's replicas)")
 	tok.AddCommand(create)
 	revoke := &cobra.Command{
 		Use:   "revoke NAME",

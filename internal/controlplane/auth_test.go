@@ -82,6 +82,20 @@ func newAuthEnv(t *testing.T, cb func(*controlplane.Config)) *authEnv {
 	dir := filepath.Join(t.TempDir(), "n1")
 	testharness.StartNode(t, e.addr, "n1", func(c *nodeagent.Config) { c.JoinToken, c.DataDir = join.Token, dir })
 	waitConnected(t, e.admin, "n1", true)
+	// A join token for two nodes works twice, then never again.
+	two, err := e.admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60, Uses: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := testharness.DialAs(t, e.addr, "")
+	for _, n := range []string{"k0", "k1", "k2"} {
+		_, err := anon.Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: n, JoinToken: two.Token})
+		if n == "k2" {
+			wantDenied(t, "third use of a two-use join token", err, codes.Unauthenticated, errs.ReasonJoinToken)
+		} else if err != nil {
+			t.Errorf("join %s: %v", n, err)
+		}
+	}
 	// The join token was used once; it never works again.
 	_, err = testharness.DialAs(t, e.addr, "").Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n9", JoinToken: join.Token})
 	wantDenied(t, "reused join token", err, codes.Unauthenticated, errs.ReasonJoinToken)

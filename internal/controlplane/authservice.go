@@ -34,6 +34,7 @@ const AdminTokenFileName = "admin.token"
 const (
 	DefaultJoinTTL = time.Hour
 	MaxJoinTTL     = 7 * 24 * time.Hour
+	MaxJoinUses    = 1000
 )
 
 var roleNames = map[castv1.Role]authz.Role{castv1.Role_ROLE_ADMIN: authz.Admin, castv1.Role_ROLE_USER: authz.User, castv1.Role_ROLE_NODE: authz.Node}
@@ -166,11 +167,14 @@ func (h *authService) CreateJoinToken(ctx context.Context, req *castv1.CreateJoi
 	if ttl < time.Second || ttl > MaxJoinTTL {
 		return nil, invalid("ttl_seconds must be between 1 and %d", int64(MaxJoinTTL/time.Second))
 	}
+	if req.Uses < 0 || req.Uses > MaxJoinUses {
+		return nil, invalid("uses must be between 0 (one) and %d", MaxJoinUses)
+	}
 	tok, err := authz.NewToken()
 	if err != nil {
 		return nil, toStatus(h.s.lg, errs.Internal(err, "make token"))
 	}
-	if err := h.s.store.CreateJoinToken(ctx, authz.Hash(tok), ttl); err != nil {
+	if err := h.s.store.CreateJoinToken(ctx, authz.Hash(tok), ttl, int(req.Uses)); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	exp := time.Now().Add(ttl)

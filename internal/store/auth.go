@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,7 +17,7 @@ import (
 //	authtokens/{hash}  TokenRecord: the principal a bearer token names
 //	authnames/{name}   hash of the admin or user token called name
 //	authnodes/{name}   hash of node name's credential (one per node)
-//	jointokens/{hash}  a one-time join token, bound to a lease (its expiry)
+//	jointokens/{hash}  a join token's uses left (decimal), bound to a lease (its expiry)
 //	authbootstrap      present once the first admin token was made
 //	tlsca              the TLS CA: certificate, and its key sealed (secrets.Box)
 //
@@ -155,19 +156,41 @@ func (s *Store) deleteIndexed(ctx context.Context, idx string) (bool, error) {
 	return false, errs.New(errs.KindAborted, errs.ReasonConflict, "the credential kept changing; retry")
 }
 
-// CreateJoinToken stores a one-time join token by hash for ttl.
-func (s *Store) CreateJoinToken(ctx context.Context, hash string, ttl time.Duration) error {
+// CreateJoinToken stores a join token by hash for ttl, good for uses
+// joins (one, unless a StatefulSet's pods share it).
+func (s *Store) CreateJoinToken(ctx context.Context, hash string, ttl time.Duration, uses int) error {
 	l, err := s.cli.Grant(ctx, int64(max(ttl/time.Second, 1)))
 	if err != nil {
 		return err
 	}
-	_, err = s.cli.Put(ctx, s.joinTokenKey(hash), time.Now().Add(ttl).UTC().Format(time.RFC3339), clientv3.WithLease(l.ID))
+	_, err = s.cli.Put(ctx, s.joinTokenKey(hash), strconv.Itoa(max(uses, 1)), clientv3.WithLease(l.ID))
 	return err
 }
 
-// JoinNode consumes the join token joinHash and makes credHash node name's
-// credential, replacing (revoking) any earlier one, in one transaction:
-// a join token works once. An empty joinHash is an admin's enrollment.
+// useJoinToken returns the compare and the op that spend one use of the
+// join token (the last use deletes it), or a refusal when it is gone.
+func (s *Store) useJoinToken(ctx context.Context, hash string) (clientv3.Cmp, clientv3.Op, error) {
+	k := s.joinTokenKey(hash)
+	resp, err := s.cli.Get(ctx, k)
+	if err != nil {
+		return clientv3.Cmp{}, clientv3.Op{}, err
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.Cmp{}, clientv3.Op{}, errs.New(errs.KindUnauthenticated, errs.ReasonJoinToken,
+			"the join token is unknown, used or expired; make a new one with `cast node token create`")
+	}
+	kv := resp.Kvs[0]
+	cmp := clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)
+	if left, _ := parseInt(kv.Value); left > 1 {
+		return cmp, clientv3.OpPut(k, strconv.FormatInt(left-1, 10), clientv3.WithIgnoreLease()), nil
+	}
+	return cmp, clientv3.OpDelete(k), nil
+}
+
+// JoinNode spends one use of the join token joinHash and makes credHash
+// node name's credential, replacing (revoking) any earlier one, in one
+// transaction: a join token works as many times as it was made for. An
+// empty joinHash is an admin's enrollment.
 func (s *Store) JoinNode(ctx context.Context, joinHash, name, credHash string) error {
 	rec, err := tokenRecord("node", name)
 	if err != nil {
@@ -187,8 +210,11 @@ func (s *Store) JoinNode(ctx context.Context, joinHash, name, credHash string) e
 		}
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(idx), "=", rev)}
 		if joinHash != "" {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.joinTokenKey(joinHash)), ">", 0))
-			ops = append(ops, clientv3.OpDelete(s.joinTokenKey(joinHash)))
+			cmp, op, err := s.useJoinToken(ctx, joinHash)
+			if err != nil {
+				return err
+			}
+			cmps, ops = append(cmps, cmp), append(ops, op)
 		}
 		tx, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
@@ -197,24 +223,8 @@ func (s *Store) JoinNode(ctx context.Context, joinHash, name, credHash string) e
 		if tx.Succeeded {
 			return nil
 		}
-		if joinHash != "" {
-			if ok, err := s.exists(ctx, s.joinTokenKey(joinHash)); err != nil {
-				return err
-			} else if !ok {
-				return errs.New(errs.KindUnauthenticated, errs.ReasonJoinToken,
-					"the join token is unknown, used or expired; make a new one with `cast node token create`")
-			}
-		}
 	}
 	return errs.New(errs.KindAborted, errs.ReasonConflict, "node %q's credential kept changing; retry", name)
-}
-
-func (s *Store) exists(ctx context.Context, key string) (bool, error) {
-	resp, err := s.cli.Get(ctx, key, clientv3.WithCountOnly())
-	if err != nil {
-		return false, err
-	}
-	return resp.Count > 0, nil
 }
 
 // CARecord is the control plane's TLS CA: its certificate and its private

@@ -422,7 +422,9 @@ func (*DeleteTokenResponse) Descriptor() ([]byte, []int) {
 type CreateJoinTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ttl_seconds is its lifetime; 0 means one hour.
-	TtlSeconds    int64 `protobuf:"varint,1,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	TtlSeconds int64 `protobuf:"varint,1,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// uses is how many nodes may join with it; 0 means one.
+	Uses          int32 `protobuf:"varint,2,opt,name=uses,proto3" json:"uses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +462,13 @@ func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
 func (x *CreateJoinTokenRequest) GetTtlSeconds() int64 {
 	if x != nil {
 		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetUses() int32 {
+	if x != nil {
+		return x.Uses
 	}
 	return 0
 }
@@ -824,10 +833,11 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2\x12.cast.v1.TokenInfoR\x06tokens\"(\n" +
 	"\x12DeleteTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTokenResponse\"9\n" +
+	"\x13DeleteTokenResponse\"M\n" +
 	"\x16CreateJoinTokenRequest\x12\x1f\n" +
 	"\vttl_seconds\x18\x01 \x01(\x03R\n" +
-	"ttlSeconds\"Y\n" +
+	"ttlSeconds\x12\x12\n" +
+	"\x04uses\x18\x02 \x01(\x05R\x04uses\"Y\n" +
 	"\x17CreateJoinTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
 	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"D\n" +

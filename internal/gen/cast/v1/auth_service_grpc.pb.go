@@ -44,7 +44,8 @@ type AuthServiceClient interface {
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
 	// DeleteToken revokes a token by name, at once.
 	DeleteToken(ctx context.Context, in *DeleteTokenRequest, opts ...grpc.CallOption) (*DeleteTokenResponse, error)
-	// CreateJoinToken makes a one-time join token that expires (admin only).
+	// CreateJoinToken makes a join token that expires and works once (or
+	// `uses` times, for a StatefulSet's pods) (admin only).
 	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
 	// JoinNode exchanges a join token (consumed) for the node's own
 	// credential, bound to its name. It needs no other credential.
@@ -150,7 +151,8 @@ type AuthServiceServer interface {
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
 	// DeleteToken revokes a token by name, at once.
 	DeleteToken(context.Context, *DeleteTokenRequest) (*DeleteTokenResponse, error)
-	// CreateJoinToken makes a one-time join token that expires (admin only).
+	// CreateJoinToken makes a join token that expires and works once (or
+	// `uses` times, for a StatefulSet's pods) (admin only).
 	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
 	// JoinNode exchanges a join token (consumed) for the node's own
 	// credential, bound to its name. It needs no other credential.
