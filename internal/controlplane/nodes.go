@@ -236,10 +236,34 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 			if fr.Ack.Error != "" {
 				lg.Warn("node reported command failure", zap.String("command", fr.Ack.CommandId), zap.String("error", fr.Ack.Error))
 			}
+		case *castv1.ConnectRequest_NodeInfo:
+			if err := h.updateAgents(ctx, node, fr.NodeInfo, store.Lease(lease.Load()), lg); err != nil {
+				return err
+			}
 		case *castv1.ConnectRequest_Hello:
 			return invalid("hello may only be sent once per stream")
 		}
 	}
+}
+
+// updateAgents stores what a connected node now advertises of its agents
+// (`cast nodes` shows an agent ready once the user logs in, without a
+// reconnect). node is the stream's copy of the hello: a re-registration
+// after a lapsed lease carries the new list too. A store error ends the
+// stream, and the node's next hello carries the list.
+func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info *castv1.NodeInfo, l store.Lease, lg *zap.Logger) error {
+	if err := validAgents(info.Agents); err != nil {
+		return err
+	}
+	node.Agents = info.Agents
+	err := h.s.store.UpdateNodeAgents(ctx, node.Name, l, info.Agents)
+	if errors.Is(err, store.ErrLeaseExpired) {
+		return nil // the next heartbeat registers the node again, with these agents
+	}
+	if err == nil {
+		lg.Info("node agents updated", zap.Int("agents", len(info.Agents)))
+	}
+	return err
 }
 
 // resync re-sends ownership of every session the node owns, so a node that
@@ -299,10 +323,15 @@ func validNode(n *castv1.Node) error {
 	); err != nil {
 		return err
 	}
-	if len(n.Agents) > 64 {
+	return validAgents(n.Agents)
+}
+
+// validAgents checks the agents a node advertises (in hello or NodeInfo).
+func validAgents(list []*castv1.AgentInstall) error {
+	if len(list) > 64 {
 		return invalid("a node may list at most 64 agents")
 	}
-	for i, a := range n.Agents {
+	for i, a := range list {
 		f := func(name string) string { return fmt.Sprintf("node.agents[%d].%s", i, name) }
 		if err := refuse(
 			validate.Need(validate.Name, f("name"), a.Name),

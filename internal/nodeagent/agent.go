@@ -40,7 +40,8 @@ type Agent struct {
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64
 	lastContact atomic.Int64
-	geminiNoMCP sync.Once // the warning that the user's own gemini has no cast tool
+	geminiNoMCP sync.Once     // the warning that the user's own gemini has no cast tool
+	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
 }
 
 // New prepares a node daemon; Run starts it.
@@ -64,7 +65,8 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cred: cred, tls: tlsCfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background()}
+	a := &Agent{cfg: cfg, cred: cred, tls: tlsCfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
+		recheck: make(chan struct{}, 1)}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	return a, nil
 }
@@ -170,6 +172,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	a.lastContact.Store(time.Now().UnixNano())
 	hbErr := make(chan error, 1)
 	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
+	go a.advertise(ctx, hello.Node.Agents, send)
 	// waiting is since when the loop has waited on the stream; 0 while it
 	// handles a command (a slow command is not a silent control plane).
 	var waiting atomic.Int64

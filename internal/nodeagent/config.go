@@ -40,6 +40,9 @@ type Config struct {
 	Labels       []string // user labels, e.g. linux, laptop
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// ReadinessInterval is how often the node looks at its agents again
+	// and updates what `cast nodes` shows (DefaultReadinessInterval).
+	ReadinessInterval time.Duration
 	// AgentBins maps agent name to binary name looked up on PATH (or an
 	// absolute path).
 	AgentBins map[string]string
@@ -201,10 +204,11 @@ func (c Config) bins() map[string]string {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Name:         host,
-		UserEnv:      os.Environ(),
-		ReconnectMin: DefaultReconnectMin,
-		ReconnectMax: DefaultReconnectMax,
+		Name:              host,
+		UserEnv:           os.Environ(),
+		ReconnectMin:      DefaultReconnectMin,
+		ReconnectMax:      DefaultReconnectMax,
+		ReadinessInterval: DefaultReadinessInterval,
 		AgentBins: map[string]string{
 			"claude": "claude", "codex": "codex", "gemini": "gemini", "pi": "pi",
 			"opencode": "opencode", "grok": "grok", "cursor": "cursor-agent", "muse": "muse",
@@ -242,6 +246,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node name %q is malformed; use letters, digits, '.', '_' or '-'", c.Name)
 	case c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin:
 		return fmt.Errorf("reconnect backoff must be positive and min <= max")
+	case c.ReadinessInterval <= 0:
+		return fmt.Errorf("the readiness interval must be positive")
 	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
 		return fmt.Errorf("--worktree-base %q must be an absolute path", c.WorktreeBase)
 	case !c.IsolatedHomes && !filepath.IsAbs(c.userHome()):

@@ -95,6 +95,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		// A usage limit: parked, not failed. Nothing is marked as seen.
 		return a.parkTurn(ctx, sessionID, o, o.Agent+": "+runErr.Error(), res.ExitCode, fc, res.Usage)
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonNotLoggedIn:
+		a.recheckAgents() // `cast nodes` says so at once, and shows ready once the user logs in
 		return a.holdTurn(ctx, sessionID, o, a.cfg.loginAdvice(turn, rerr.Detail), res.ExitCode)
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonBinaryNotFound:
 		return a.holdTurn(ctx, sessionID, o, a.cfg.installAdvice(turn, rerr.Detail), res.ExitCode)

@@ -78,6 +78,48 @@ func (s *Store) Heartbeat(ctx context.Context, name string, l Lease, replica str
 	return nil
 }
 
+// UpdateNodeAgents replaces the agents a connected node advertises (what
+// changed since its hello: a login, an upgrade). Only the stream holding
+// lease l may: a stale stream of a node that reconnected elsewhere gets
+// ErrLeaseExpired and never overwrites the newer record.
+func (s *Store) UpdateNodeAgents(ctx context.Context, name string, l Lease, agents []*castv1.AgentInstall) error {
+	defer s.observe("update_node_agents", time.Now())
+	for range 8 { // another writer of the record between read and write: read again
+		resp, err := s.cli.Get(ctx, s.nodeKey(name))
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return ErrLeaseExpired // forgotten (cast node rm): register again
+		}
+		n := &castv1.Node{}
+		if err := proto.Unmarshal(resp.Kvs[0].Value, n); err != nil {
+			return errs.Internal(err, "decode node")
+		}
+		n.Agents = agents
+		rec, err := proto.Marshal(n)
+		if err != nil {
+			return errs.Internal(err, "encode node")
+		}
+		tr, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(s.nodeKey(name)), "=", resp.Kvs[0].ModRevision),
+			clientv3.Compare(clientv3.LeaseValue(s.connKey(name)), "=", clientv3.LeaseID(l)),
+		).Then(clientv3.OpPut(s.nodeKey(name), string(rec))).Commit()
+		if err != nil {
+			return err
+		}
+		if tr.Succeeded {
+			return nil
+		}
+		if owner, err := s.cli.Get(ctx, s.connKey(name)); err != nil {
+			return err
+		} else if len(owner.Kvs) == 0 || owner.Kvs[0].Lease != int64(l) {
+			return ErrLeaseExpired
+		}
+	}
+	return errs.New(errs.KindUnavailable, errs.ReasonNodeNotConn, "node %s: its record kept changing; send its agents again", name)
+}
+
 // UnregisterNode marks the node down now by revoking its lease.
 func (s *Store) UnregisterNode(ctx context.Context, l Lease) error {
 	_, err := s.cli.Revoke(ctx, clientv3.LeaseID(l))

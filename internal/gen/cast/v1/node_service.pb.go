@@ -31,6 +31,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Hello
 	//	*ConnectRequest_Heartbeat
 	//	*ConnectRequest_Ack
+	//	*ConnectRequest_NodeInfo
 	Frame         isConnectRequest_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -100,6 +101,15 @@ func (x *ConnectRequest) GetAck() *CommandAck {
 	return nil
 }
 
+func (x *ConnectRequest) GetNodeInfo() *NodeInfo {
+	if x != nil {
+		if x, ok := x.Frame.(*ConnectRequest_NodeInfo); ok {
+			return x.NodeInfo
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Frame interface {
 	isConnectRequest_Frame()
 }
@@ -119,11 +129,66 @@ type ConnectRequest_Ack struct {
 	Ack *CommandAck `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
 }
 
+type ConnectRequest_NodeInfo struct {
+	// node_info updates what the node advertised in hello when it changes
+	// mid-stream (an agent logged in or out, installed or upgraded).
+	NodeInfo *NodeInfo `protobuf:"bytes,4,opt,name=node_info,json=nodeInfo,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Heartbeat) isConnectRequest_Frame() {}
 
 func (*ConnectRequest_Ack) isConnectRequest_Frame() {}
+
+func (*ConnectRequest_NodeInfo) isConnectRequest_Frame() {}
+
+// NodeInfo is the part of a node's description that may change while it
+// stays connected.
+type NodeInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agents replaces the node's agent list (version, readiness, accounts).
+	Agents        []*AgentInstall `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeInfo) Reset() {
+	*x = NodeInfo{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeInfo) ProtoMessage() {}
+
+func (x *NodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
+func (*NodeInfo) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NodeInfo) GetAgents() []*AgentInstall {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
 
 // Hello introduces the node.
 type Hello struct {
@@ -140,7 +205,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[1]
+	mi := &file_cast_v1_node_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +217,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[1]
+	mi := &file_cast_v1_node_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +230,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{1}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hello) GetNode() *Node {
@@ -193,7 +258,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[2]
+	mi := &file_cast_v1_node_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +270,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[2]
+	mi := &file_cast_v1_node_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +283,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{2}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Heartbeat) GetSeq() int64 {
@@ -241,7 +306,7 @@ type CommandAck struct {
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[3]
+	mi := &file_cast_v1_node_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +318,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[3]
+	mi := &file_cast_v1_node_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +331,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{3}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CommandAck) GetCommandId() string {
@@ -300,7 +365,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[4]
+	mi := &file_cast_v1_node_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +377,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[4]
+	mi := &file_cast_v1_node_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +390,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{4}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConnectResponse) GetFrame() isConnectResponse_Frame {
@@ -400,7 +465,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[5]
+	mi := &file_cast_v1_node_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +477,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[5]
+	mi := &file_cast_v1_node_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +490,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{5}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Welcome) GetLeaseTtlSeconds() int64 {
@@ -453,7 +518,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[6]
+	mi := &file_cast_v1_node_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +530,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[6]
+	mi := &file_cast_v1_node_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +543,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{6}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatAck) GetSeq() int64 {
@@ -511,7 +576,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[7]
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +588,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[7]
+	mi := &file_cast_v1_node_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +601,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{7}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Command) GetId() string {
@@ -689,7 +754,7 @@ type SetCredential struct {
 
 func (x *SetCredential) Reset() {
 	*x = SetCredential{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +766,7 @@ func (x *SetCredential) String() string {
 func (*SetCredential) ProtoMessage() {}
 
 func (x *SetCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[8]
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +779,7 @@ func (x *SetCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredential.ProtoReflect.Descriptor instead.
 func (*SetCredential) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{8}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetCredential) GetAgent() string {
@@ -759,7 +824,7 @@ type Interrupt struct {
 
 func (x *Interrupt) Reset() {
 	*x = Interrupt{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +836,7 @@ func (x *Interrupt) String() string {
 func (*Interrupt) ProtoMessage() {}
 
 func (x *Interrupt) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +849,7 @@ func (x *Interrupt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
 func (*Interrupt) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Interrupt) GetSessionId() string {
@@ -814,7 +879,7 @@ type ReleaseSession struct {
 
 func (x *ReleaseSession) Reset() {
 	*x = ReleaseSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +891,7 @@ func (x *ReleaseSession) String() string {
 func (*ReleaseSession) ProtoMessage() {}
 
 func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +904,7 @@ func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
 func (*ReleaseSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseSession) GetSessionId() string {
@@ -872,7 +937,7 @@ type ExportWorkTree struct {
 
 func (x *ExportWorkTree) Reset() {
 	*x = ExportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +949,7 @@ func (x *ExportWorkTree) String() string {
 func (*ExportWorkTree) ProtoMessage() {}
 
 func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +962,7 @@ func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
 func (*ExportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExportWorkTree) GetMigrationId() string {
@@ -941,7 +1006,7 @@ type ImportWorkTree struct {
 
 func (x *ImportWorkTree) Reset() {
 	*x = ImportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1018,7 @@ func (x *ImportWorkTree) String() string {
 func (*ImportWorkTree) ProtoMessage() {}
 
 func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1031,7 @@ func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
 func (*ImportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImportWorkTree) GetMigrationId() string {
@@ -1017,7 +1082,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1094,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1107,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -1074,7 +1139,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1151,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1164,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -1136,7 +1201,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1213,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1226,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -1189,7 +1254,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1266,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1279,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteNodeResponse) GetSessions() int32 {
@@ -1233,7 +1298,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1310,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1323,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 // ListNodesResponse holds every node.
@@ -1272,7 +1337,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1349,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1362,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1324,7 +1389,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1401,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1414,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -1391,7 +1456,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1468,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1481,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -1457,7 +1522,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1534,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1547,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -1566,7 +1631,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1643,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1656,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -1622,7 +1687,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1699,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1712,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -1696,7 +1761,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1773,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1786,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -1746,7 +1811,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1823,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1836,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -1808,7 +1873,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1885,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1898,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -1871,7 +1936,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1948,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1961,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -1950,7 +2015,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2027,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2040,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -1995,7 +2060,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2072,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2085,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -2062,7 +2127,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2139,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2152,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -2101,12 +2166,15 @@ var File_cast_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\"\x9e\x01\n" +
+	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\"\xd0\x01\n" +
 	"\x0eConnectRequest\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.cast.v1.HelloH\x00R\x05hello\x122\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x12.cast.v1.HeartbeatH\x00R\theartbeat\x12'\n" +
-	"\x03ack\x18\x03 \x01(\v2\x13.cast.v1.CommandAckH\x00R\x03ackB\a\n" +
-	"\x05frame\"Q\n" +
+	"\x03ack\x18\x03 \x01(\v2\x13.cast.v1.CommandAckH\x00R\x03ack\x120\n" +
+	"\tnode_info\x18\x04 \x01(\v2\x11.cast.v1.NodeInfoH\x00R\bnodeInfoB\a\n" +
+	"\x05frame\"9\n" +
+	"\bNodeInfo\x12-\n" +
+	"\x06agents\x18\x01 \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\"Q\n" +
 	"\x05Hello\x12!\n" +
 	"\x04node\x18\x01 \x01(\v2\r.cast.v1.NodeR\x04node\x12%\n" +
 	"\x0eowned_sessions\x18\x02 \x03(\tR\rownedSessions\"\x1d\n" +
@@ -2267,91 +2335,95 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
-	(*Hello)(nil),                       // 1: cast.v1.Hello
-	(*Heartbeat)(nil),                   // 2: cast.v1.Heartbeat
-	(*CommandAck)(nil),                  // 3: cast.v1.CommandAck
-	(*ConnectResponse)(nil),             // 4: cast.v1.ConnectResponse
-	(*Welcome)(nil),                     // 5: cast.v1.Welcome
-	(*HeartbeatAck)(nil),                // 6: cast.v1.HeartbeatAck
-	(*Command)(nil),                     // 7: cast.v1.Command
-	(*SetCredential)(nil),               // 8: cast.v1.SetCredential
-	(*Interrupt)(nil),                   // 9: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 10: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 11: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 12: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 13: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 14: cast.v1.DeliverMessages
-	(*DeleteNodeRequest)(nil),           // 15: cast.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 16: cast.v1.DeleteNodeResponse
-	(*ListNodesRequest)(nil),            // 17: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 18: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 19: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 20: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 21: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 22: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 23: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 24: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 25: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 26: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 27: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 28: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 29: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 30: cast.v1.FetchCredentialResponse
-	(*Node)(nil),                        // 31: cast.v1.Node
-	(*Session)(nil),                     // 32: cast.v1.Session
-	(*Message)(nil),                     // 33: cast.v1.Message
-	(SessionState)(0),                   // 34: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 35: cast.v1.UsageWindow
+	(*NodeInfo)(nil),                    // 1: cast.v1.NodeInfo
+	(*Hello)(nil),                       // 2: cast.v1.Hello
+	(*Heartbeat)(nil),                   // 3: cast.v1.Heartbeat
+	(*CommandAck)(nil),                  // 4: cast.v1.CommandAck
+	(*ConnectResponse)(nil),             // 5: cast.v1.ConnectResponse
+	(*Welcome)(nil),                     // 6: cast.v1.Welcome
+	(*HeartbeatAck)(nil),                // 7: cast.v1.HeartbeatAck
+	(*Command)(nil),                     // 8: cast.v1.Command
+	(*SetCredential)(nil),               // 9: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 10: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 11: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 12: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 13: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 14: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 15: cast.v1.DeliverMessages
+	(*DeleteNodeRequest)(nil),           // 16: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 17: cast.v1.DeleteNodeResponse
+	(*ListNodesRequest)(nil),            // 18: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 19: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 20: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 21: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 22: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 23: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 24: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 25: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 26: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 27: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 28: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 29: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 30: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 31: cast.v1.FetchCredentialResponse
+	(*AgentInstall)(nil),                // 32: cast.v1.AgentInstall
+	(*Node)(nil),                        // 33: cast.v1.Node
+	(*Session)(nil),                     // 34: cast.v1.Session
+	(*Message)(nil),                     // 35: cast.v1.Message
+	(SessionState)(0),                   // 36: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 37: cast.v1.UsageWindow
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
-	1,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
-	2,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
-	3,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	31, // 3: cast.v1.Hello.node:type_name -> cast.v1.Node
-	5,  // 4: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
-	6,  // 5: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
-	7,  // 6: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	13, // 7: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	14, // 8: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	9,  // 9: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	10, // 10: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	11, // 11: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	12, // 12: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	8,  // 13: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
-	32, // 14: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	33, // 15: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	31, // 16: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	33, // 17: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	33, // 18: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	34, // 19: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	35, // 20: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	32, // 21: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 22: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	17, // 23: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	15, // 24: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	19, // 25: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	21, // 26: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	23, // 27: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	25, // 28: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	27, // 29: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	29, // 30: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	4,  // 31: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	18, // 32: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	16, // 33: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	20, // 34: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	22, // 35: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	24, // 36: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	26, // 37: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	28, // 38: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	30, // 39: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
+	3,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
+	4,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
+	1,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
+	32, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	33, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	6,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
+	7,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
+	8,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
+	14, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	15, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	10, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	11, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	12, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	13, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	9,  // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	34, // 16: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	35, // 17: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	33, // 18: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	35, // 19: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	35, // 20: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	36, // 21: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	37, // 22: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	34, // 23: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 24: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	18, // 25: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	16, // 26: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	20, // 27: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	22, // 28: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	24, // 29: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	26, // 30: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	28, // 31: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	30, // 32: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	5,  // 33: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	19, // 34: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	17, // 35: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	21, // 36: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	23, // 37: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	25, // 38: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	27, // 39: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	29, // 40: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	31, // 41: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -2366,13 +2438,14 @@ func file_cast_v1_node_service_proto_init() {
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
 		(*ConnectRequest_Ack)(nil),
+		(*ConnectRequest_NodeInfo)(nil),
 	}
-	file_cast_v1_node_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_cast_v1_node_service_proto_msgTypes[5].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_HeartbeatAck)(nil),
 		(*ConnectResponse_Command)(nil),
 	}
-	file_cast_v1_node_service_proto_msgTypes[7].OneofWrappers = []any{
+	file_cast_v1_node_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*Command_AssignSession)(nil),
 		(*Command_DeliverMessages)(nil),
 		(*Command_Interrupt)(nil),
@@ -2387,7 +2460,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,64 @@
+package nodeagent
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// DefaultReadinessInterval is how often a connected node looks at its
+// agents again (version, login, accounts) and tells the control plane
+// when something changed.
+const DefaultReadinessInterval = 60 * time.Second
+
+// recheckAgents asks the stream's advertiser to look at the agents now (a
+// turn failed for want of a login: the user may be logging in).
+func (a *Agent) recheckAgents() {
+	select {
+	case a.recheck <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// advertise keeps what the control plane shows of this node's agents
+// current while the stream lasts: every ReadinessInterval, and whenever
+// recheckAgents asks, it looks at them (Readiness only looks; it runs
+// nothing) and sends a NodeInfo frame when they differ from what it last
+// sent (sent: the hello's list). A send error ends it; the stream's own
+// loop sees the broken stream.
+func (a *Agent) advertise(ctx context.Context, sent []*castv1.AgentInstall, send func(*castv1.ConnectRequest) error) {
+	t := time.NewTicker(a.cfg.ReadinessInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.recheck:
+		}
+		now := a.cfg.Readiness()
+		if slices.EqualFunc(now, sent, func(x, y *castv1.AgentInstall) bool { return proto.Equal(x, y) }) {
+			continue
+		}
+		if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_NodeInfo{NodeInfo: &castv1.NodeInfo{Agents: now}}}); err != nil {
+			return
+		}
+		a.lg.Info("agents changed; told the control plane", zap.Int("ready", countReady(now)))
+		sent = now
+	}
+}
+
+func countReady(list []*castv1.AgentInstall) int {
+	n := 0
+	for _, in := range list {
+		if in.Ready {
+			n++
+		}
+	}
+	return n
+}
