@@ -18,8 +18,16 @@ import (
 // the one pager every range read of a node or the CLI goes through.
 func (c *Client) EachMessage(ctx context.Context, perPage time.Duration, req *castv1.ListMessagesRequest, fn func(*castv1.Message) error) error {
 	r := proto.Clone(req).(*castv1.ListMessagesRequest)
+	last := int64(0) // the newest seq handed to fn
 	for {
 		resp, err := c.page(ctx, perPage, r)
+		if err != nil && r.PageToken != "" && last > 0 && ReasonOf(err) == "INVALID_PAGE_TOKEN" {
+			// A compaction (hourly, or NOSPACE recovery) passed the
+			// token's revision. Stored messages never change, so the
+			// rest of the range reads the same from a fresh first page.
+			r.PageToken, r.StartSeq = "", last+1
+			resp, err = c.page(ctx, perPage, r)
+		}
 		if err != nil {
 			return err
 		}
@@ -27,6 +35,7 @@ func (c *Client) EachMessage(ctx context.Context, perPage time.Duration, req *ca
 			if err := fn(m); err != nil {
 				return err
 			}
+			last = m.Seq
 		}
 		if resp.NextPageToken == "" {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -16,9 +17,15 @@ const listPageSize = 500
 // may stop short of end). It is the one pager the moves read through, as
 // client.EachMessage is for the node and the CLI.
 func eachMessage(ctx context.Context, st Store, id string, start, end int64, fn func(*castv1.Message) error) error {
-	tok := ""
+	tok, last := "", int64(0)
 	for {
 		page, next, err := st.ListMessages(ctx, id, start, end, listPageSize, tok)
+		if err != nil && tok != "" && last > 0 && errs.HasReason(err, errs.ReasonBadPageToken) {
+			// Compacted past the token's revision: stored messages never
+			// change, so the rest reads the same from a fresh first page.
+			tok, start = "", last+1
+			page, next, err = st.ListMessages(ctx, id, start, end, listPageSize, tok)
+		}
 		if err != nil {
 			return err
 		}
@@ -26,6 +33,7 @@ func eachMessage(ctx context.Context, st Store, id string, start, end int64, fn 
 			if err := fn(m); err != nil {
 				return err
 			}
+			last = m.Seq
 		}
 		if next == "" {
 			return nil
