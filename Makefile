@@ -2,7 +2,7 @@
 # protoc-gen-go-grpc) are pinned in go.mod as tool dependencies.
 GO ?= go
 
-.PHONY: all build test test-short faults agents debs generate lint bench dev clean
+.PHONY: all build test test-short faults load agents debs generate lint bench dev clean
 
 all: build
 
@@ -32,6 +32,11 @@ test-short:
 # directory so the table is printed even when every test passes.
 faults: agents
 	cd internal/faults && CAST_FAULTS=long $(GO) test -race -count=1 -timeout 60m
+
+# Load tests at full size (`make test` runs them smaller): a node resync of
+# 10,000 owned and 10,000 lost sessions.
+load:
+	CAST_LOAD=long $(GO) test -race -count=1 -timeout 20m -run 'TestResyncOfTenThousandSessionsStreams' -v ./internal/controlplane/
 
 generate:
 	$(GO) tool buf lint
