@@ -174,14 +174,18 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 	var watch *exec.Cmd
 	var watchOut lockedBuffer
 	// waitAnswered waits, as a person reading the answers would, until the
-	// claude session answered both its messages and is idle.
+	// claude session answered both its messages and is idle. Both may go
+	// in one turn (the second arrives before the first turn starts, and
+	// the node sends what is pending together): the newest answer has
+	// then seen the second message.
 	waitAnswered := func() {
 		t.Helper()
 		id := sh.vars["id"]
 		done := func() bool {
 			out, _, _ := c.run("read", id)
 			get, _, _ := c.run("get", id, "--json")
-			return strings.Count(out, "FAKE-ANSWER") >= 2 && strings.Contains(get, "SESSION_STATE_IDLE")
+			last := strings.LastIndex(out, "FAKE-ANSWER")
+			return last >= 0 && strings.Contains(out[last:], "also add tests") && strings.Contains(get, "SESSION_STATE_IDLE")
 		}
 		for end := time.Now().Add(3 * time.Minute); !done(); time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(end) {
