@@ -2,12 +2,18 @@
 # protoc-gen-go-grpc) are pinned in go.mod as tool dependencies.
 GO ?= go
 
+# What every binary reports (cast version, controlplane/node --version,
+# cast_build_info); internal/version holds them.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
+
 .PHONY: all build test test-short faults load agents debs generate lint bench dev clean
 
 all: build
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # The real agent CLIs (pinned in .ci/agents/package.json) are part of the
 # test suite: native transcripts are proven by the CLIs themselves.

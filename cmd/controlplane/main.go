@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/version"
 )
 
 func main() {
@@ -31,6 +32,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		Version:       version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if logFormat == "" {
 				logFormat = "json"
@@ -74,6 +76,7 @@ func main() {
 			return devmode.Run(cmd.Context(), cfg, node, lg)
 		},
 	}
+	cmd.SetVersionTemplate("controlplane {{.Version}}\n")
 	f := cmd.Flags()
 	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")

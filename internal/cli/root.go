@@ -79,8 +79,39 @@ func (a *app) root() *cobra.Command {
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.nodesCmd(), a.watchCmd(),
 		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
-		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.tokenCmd(), a.nodeCmd())
+		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd())
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every argument mistake a usage error (exit 2, as the
+// README says): cobra returns wrong argument counts and unknown commands
+// as plain errors, and shows help (exit 0) for an unknown subcommand of a
+// command group.
+func usageArgs(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			return usagef("unknown command %q for %q; see `%s --help`", args[0], c.CommandPath(), c.CommandPath())
+		}
+		return
+	}
+	check := cmd.Args
+	if check == nil {
+		check = cobra.ArbitraryArgs
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{fmt.Errorf("%w; see `%s --help`", err, c.CommandPath())}
+		}
+		return nil
+	}
 }
 
 func isTerminal(w io.Writer) bool {

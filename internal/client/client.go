@@ -42,6 +42,8 @@ type Client struct {
 	Accounts castv1.AccountServiceClient
 	// Auth manages tokens and node credentials.
 	Auth castv1.AuthServiceClient
+	// Version reports the serving replica's build.
+	Version castv1.VersionServiceClient
 }
 
 // Dial connects lazily to addr (no I/O until the first call) without a
@@ -121,7 +123,8 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
 	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn),
-		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn), Auth: castv1.NewAuthServiceClient(conn)}, nil
+		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn), Auth: castv1.NewAuthServiceClient(conn),
+		Version: castv1.NewVersionServiceClient(conn)}, nil
 }
 
 // Close closes the connection.

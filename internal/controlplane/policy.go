@@ -74,6 +74,12 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.AuthService_JoinNode_FullMethodName:        {Public: true}, // the join token is the credential
 		castv1.AuthService_WhoAmI_FullMethodName:          {Roles: everyone},
 
+		castv1.VersionService_GetVersion_FullMethodName: {Public: true}, // as /version on a Kubernetes API server
+
+		// The API's schema is public (proto/); reflection lets grpcurl list it.
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      {Public: true},
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {Public: true},
+
 		"/grpc.health.v1.Health/Check": {Public: true},
 		"/grpc.health.v1.Health/Watch": {Public: true},
 		"/grpc.health.v1.Health/List":  {Public: true},

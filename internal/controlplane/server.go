@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/authz"
@@ -36,6 +37,7 @@ import (
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/version"
 )
 
 // Server is one running control plane replica.
@@ -105,7 +107,8 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		endpoints = []string{s.etcd.ClientURL}
 	}
 	s.m = metrics.NewControlPlane(s.reg)
-	s.m.BuildInfo.WithLabelValues(Version, fmt.Sprint(CapabilityVersion)).Set(1)
+	bi := version.Get()
+	s.m.BuildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, fmt.Sprint(CapabilityVersion)).Set(1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.store, err = store.Open(ctx, endpoints, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err
@@ -171,8 +174,10 @@ func (s *Server) startGRPC() error {
 	castv1.RegisterMigrationServiceServer(s.grpc, &migrationService{s: s})
 	castv1.RegisterAccountServiceServer(s.grpc, &accountService{s: s})
 	castv1.RegisterAuthServiceServer(s.grpc, &authService{s: s})
+	castv1.RegisterVersionServiceServer(s.grpc, &versionService{s: s})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc) // grpcurl list / describe
 	srvMetrics.InitializeMetrics(s.grpc)
 	lis, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -231,14 +236,22 @@ func (s *Server) watchHealth(ctx context.Context) {
 			st = healthpb.HealthCheckResponse_NOT_SERVING
 		}
 		cancel()
-		s.health.SetServingStatus("", st)
-		s.health.SetServingStatus(castv1.SessionService_ServiceDesc.ServiceName, st)
+		s.setHealth(st)
 		s.countNodes(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(5 * time.Second):
 		}
+	}
+}
+
+// setHealth sets the overall status ("") and every served service's: all
+// of them stand or fall with the store.
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	for name := range s.grpc.GetServiceInfo() {
+		s.health.SetServingStatus(name, st)
 	}
 }
 

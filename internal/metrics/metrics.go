@@ -108,7 +108,7 @@ func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
 		}, []string{"kind"}),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cast_build_info", Help: "Build metadata; always 1.",
-		}, []string{"version", "capability_version"}),
+		}, []string{"version", "revision", "goversion", "capability_version"}),
 	}
 	register(reg, m.NodesConnected, m.ConnectStreams, m.Heartbeats, m.HeartbeatExpired, m.CommandsSent, m.BuildInfo)
 	return m

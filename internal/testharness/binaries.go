@@ -21,6 +21,14 @@ var (
 	buildErr  error
 )
 
+// BuildVersion and BuildRevision are what the binaries Binaries builds
+// report (the Makefile sets the same variables).
+const (
+	BuildVersion  = "v0.0.0-harness"
+	BuildRevision = "0123456789abcdef0123456789abcdef01234567"
+	versionPkg    = "github.com/cast-dev/cast/internal/version"
+)
+
 // RepoRoot is the module root (where go.mod is).
 func RepoRoot(t testing.TB) string {
 	t.Helper()
@@ -42,7 +50,9 @@ func Binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
+		// Linked as the Makefile links them, so version tests see the flags work.
+		cmd := exec.Command("go", "build", "-ldflags", "-X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
+			"-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
 		cmd.Dir = root
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

@@ -1,4 +1,0 @@
-package controlplane
-
-// Version is set at link time (-ldflags "-X ...controlplane.Version=...").
-var Version = "dev"
