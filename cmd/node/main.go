@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/version"
 	"github.com/cast-dev/cast/internal/worktree"
 )
 
@@ -29,6 +30,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		Version:       version.Get().String(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lg, err := logging.New(logFormat, logLevel)
 			if err != nil {
@@ -57,6 +59,7 @@ func main() {
 			return nodeagent.Run(cmd.Context(), cfg, lg)
 		},
 	}
+	cmd.SetVersionTemplate("node {{.Version}}\n")
 	f := cmd.Flags()
 	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address (env CAST_ADDR)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
@@ -66,8 +69,8 @@ func main() {
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
-	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by `controlplane --tls`; env CAST_CA_PIN)")
-	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (`cast node token create`) exchanged on first start for this node's own credential, kept in DATA_DIR/credential (env CAST_JOIN_TOKEN)")
+	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by controlplane --tls; env CAST_CA_PIN)")
+	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential, kept in DATA_DIR/credential (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")

@@ -32,7 +32,7 @@ func (f *migrateFlags) bind(cmd *cobra.Command, toHelp string) {
 	fl.DurationVar(&f.wait, "wait", 10*time.Minute, "how long a running turn may go on before it is interrupted (its prompt then runs again on the destination)")
 	fl.IntVar(&f.maxParallel, "max-parallel", 4, "sessions moved at once")
 	fl.BoolVar(&f.skipWT, "skip-worktree", false, "move the conversation only (the checkout is already on the destination)")
-	fl.BoolVar(&f.detach, "detach", false, "return once started; follow with `cast migrate status ID`")
+	fl.BoolVar(&f.detach, "detach", false, "return once started; follow with cast migrate status ID")
 }
 
 func (a *app) migrateCmd() *cobra.Command {
@@ -122,7 +122,9 @@ func (a *app) startMigration(cmd *cobra.Command, req *castv1.StartMigrationReque
 }
 
 // followMigration polls until the migration ends, drawing a progress bar
-// on a terminal and one line per session state change otherwise.
+// when stderr is a terminal and one line per session state change
+// otherwise. Progress goes to stderr: stdout holds only the result, for
+// scripts.
 func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1.Migration, error) {
 	c, err := a.client()
 	if err != nil {
@@ -130,8 +132,8 @@ func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1
 	}
 	var bar *mpb.Bar
 	var prog *mpb.Progress
-	if a.tty && !a.json {
-		prog = mpb.NewWithContext(ctx, mpb.WithOutput(a.out), mpb.WithWidth(40))
+	if isTerminal(a.errOut) && !a.json {
+		prog = mpb.NewWithContext(ctx, mpb.WithOutput(a.errOut), mpb.WithWidth(40))
 		bar = prog.AddBar(int64(len(m.Sessions)),
 			mpb.PrependDecorators(decor.Name("moving "), decor.CountersNoUnit("%d/%d")),
 			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
@@ -144,7 +146,7 @@ func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1
 				done++
 			}
 			if seen[ms.SessionId] != ms.State && bar == nil && !a.json {
-				fmt.Fprintf(a.out, "  %s: %s%s\n", ms.SessionId, migStateName(ms.State), reasonSuffix(ms.Reason))
+				fmt.Fprintf(a.errOut, "  %s: %s%s\n", ms.SessionId, migStateName(ms.State), reasonSuffix(ms.Reason))
 			}
 			seen[ms.SessionId] = ms.State
 		}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Help renders a flag's value name from back-quoted text in its usage
+// (pflag.UnquoteUsage): a bool flag must show none, and no flag may show a
+// phrase (`--detach` once read "--detach cast migrate status ID").
+func TestFlagHelpValueNames(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			if f.Value.Type() == "bool" && name != "" {
+				t.Errorf("%s --%s is a bool flag but its help shows a value %q", c.CommandPath(), f.Name, name)
+			}
+			if strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s shows the phrase %q as its value name", c.CommandPath(), f.Name, name)
+			}
+		}
+		c.LocalFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).root())
+}
+
+// A followed migration's progress goes to stderr; stdout is left for the
+// result scripts read.
+func TestMigrationProgressOnStderr(t *testing.T) {
+	var out, errOut bytes.Buffer
+	a := &app{out: &out, errOut: &errOut, addr: "127.0.0.1:1"}
+	m := &castv1.Migration{Id: "m1", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED, Sessions: []*castv1.MigrationSession{
+		{SessionId: "s1", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED},
+		{SessionId: "s2", State: castv1.MigrationState_MIGRATION_STATE_FAILED, Reason: "gone"},
+	}}
+	if _, err := a.followMigration(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("progress on stdout: %q", out.String())
+	}
+	if !strings.Contains(errOut.String(), "s1: succeeded") || !strings.Contains(errOut.String(), "s2: failed (gone)") {
+		t.Errorf("stderr lacks the per-session progress: %q", errOut.String())
+	}
+}
