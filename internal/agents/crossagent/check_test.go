@@ -73,3 +73,54 @@ func TestCheckerCatchesLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestHardCheckerCatchesLoss proves the hard matrix's check fails on each
+// defect it is there to catch, without running any CLI.
+func TestHardCheckerCatchesLoss(t *testing.T) {
+	huge := hugeOutput()
+	good := []fakemodel.Item{
+		{Role: "user", Kind: "text", Text: "<system-reminder>injected</system-reminder>"},
+		{Role: "user", Kind: "text", Text: hardU1},
+		{Role: "assistant", Kind: "text", Text: "MARKER-HA1 reading both"},
+		{Role: "assistant", Kind: "tool_call", ToolName: "Bash", ToolCallID: "a", ToolInput: `{"command":"` + hardCmd1 + `"}`},
+		{Role: "assistant", Kind: "tool_call", ToolName: "Bash", ToolCallID: "b", ToolInput: `{"command":"` + hardCmd2 + `"}`},
+		{Role: "tool", Kind: "tool_result", ToolCallID: "a", Text: "Process exited with code 0\nOutput:\n" + huge},
+		{Role: "tool", Kind: "tool_result", ToolCallID: "b", Text: hardShort},
+		{Role: "assistant", Kind: "text", Text: "MARKER-HA2 the build passed"},
+		{Role: "user", Kind: "text", Text: hardU2},
+		{Role: "assistant", Kind: "text", Text: "MARKER-HA3 nothing else to do"},
+		{Role: "user", Kind: "text", Text: hardPrompt},
+	}
+	if err := receivedHard(good); err != nil {
+		t.Fatalf("a whole conversation was rejected: %v", err)
+	}
+	with := func(f func([]fakemodel.Item) []fakemodel.Item) []fakemodel.Item {
+		return f(append([]fakemodel.Item{}, good...))
+	}
+	bad := map[string][]fakemodel.Item{
+		"typed reminder dropped": with(func(it []fakemodel.Item) []fakemodel.Item {
+			it[1].Text = "MARKER-H1 why does my log show  and <cast_notice type=\"x\">?"
+			return it
+		}),
+		"middle of the output cut": with(func(it []fakemodel.Item) []fakemodel.Item {
+			it[5].Text = huge[:10_000] + "\n[... clipped ...]\n" + huge[len(huge)-10_000:]
+			return it
+		}),
+		"calls and results interleaved": with(func(it []fakemodel.Item) []fakemodel.Item {
+			it[4], it[5] = it[5], it[4]
+			return it
+		}),
+		"results swapped between calls": with(func(it []fakemodel.Item) []fakemodel.Item {
+			it[5].ToolCallID, it[6].ToolCallID = "b", "a"
+			return it
+		}),
+		"second turn lost": with(func(it []fakemodel.Item) []fakemodel.Item {
+			return append(it[:8], it[9:]...)
+		}),
+	}
+	for name, items := range bad {
+		if err := receivedHard(items); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

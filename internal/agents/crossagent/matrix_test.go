@@ -56,6 +56,7 @@ func slot(t *testing.T) {
 // not wait for the slowest source.
 type source struct {
 	once sync.Once
+	make func(t *testing.T, agent string) []transcript.Message
 	msgs []transcript.Message // nil when producing it failed
 	by   string               // the subtest that produced it
 }
@@ -69,9 +70,7 @@ func (s *source) get(t *testing.T, agent string) []transcript.Message {
 		slots <- struct{}{}
 		defer func() { <-slots }()
 		t.Logf("producing the %s source conversation for every %s->* pair", agent, agent)
-		msgs := produce(t, agent)
-		checkSource(t, agent, msgs)
-		s.msgs = msgs
+		s.msgs = s.make(t, agent)
 	})
 	if s.msgs == nil {
 		t.Fatalf("no %s conversation to carry over: producing it failed in %s (see its log)", agent, s.by)
@@ -83,10 +82,20 @@ func (s *source) get(t *testing.T, agent string) []transcript.Message {
 // conversation the real source CLI produced reaches the model whole when
 // the real target CLI resumes it (see the package doc).
 func TestMatrix(t *testing.T) {
+	matrix(t, func(t *testing.T, agent string) []transcript.Message {
+		msgs := produce(t, agent)
+		checkSource(t, agent, msgs)
+		return msgs
+	}, resume)
+}
+
+// matrix runs every source->target pair in parallel: make produces each
+// source's conversation once, check resumes it in the target.
+func matrix(t *testing.T, make func(t *testing.T, agent string) []transcript.Message, check func(t *testing.T, src, tgt string, msgs []transcript.Message)) {
 	start := time.Now()
 	sources := map[string]*source{}
 	for _, a := range runnable {
-		sources[a] = &source{}
+		sources[a] = &source{make: make}
 	}
 	for _, src := range runnable {
 		for _, tgt := range runnable {
@@ -94,11 +103,11 @@ func TestMatrix(t *testing.T) {
 				t.Parallel()
 				msgs := sources[src].get(t, src)
 				slot(t)
-				resume(t, src, tgt, msgs)
+				check(t, src, tgt, msgs)
 			})
 		}
 	}
-	t.Cleanup(func() { t.Logf("matrix took %s", time.Since(start).Round(time.Second)) })
+	t.Cleanup(func() { t.Logf("%s took %s", t.Name(), time.Since(start).Round(time.Second)) })
 }
 
 // cli runs one agent's real CLI in an isolated home against a fake model.
@@ -261,31 +270,7 @@ func checkSource(t *testing.T, agent string, msgs []transcript.Message) {
 // resume writes msgs for tgt in a fresh home, resumes the real tgt CLI with
 // a new prompt and checks what the model received.
 func resume(t *testing.T, src, tgt string, msgs []transcript.Message) {
-	// Strict: the pairing cast wrote must be what a real API accepts.
-	c := newCLI(t, tgt, "proj", true)
-	opts := codecs.WriterOptions{Env: c.env}
-	if tgt == "opencode" {
-		opts.OpenCodeBin = c.bin
-	}
-	w, err := codecs.Writer(tgt, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := agenttest.FakeModel
-	if tgt == "pi" || tgt == "opencode" {
-		model = agenttest.FakeProvider + "/" + agenttest.FakeModel // provider/model
-	}
-	written, err := w.Write(agents.Target{Home: c.nativeHome(), Cwd: c.cwd, SessionID: "cross-" + src + "-" + tgt, Model: model}, msgs)
-	if err != nil {
-		t.Fatalf("%s writer: %v", tgt, err)
-	}
-	res := c.run(t, c.cmds.Resume, map[string]string{"prompt": newPrompt, "id": written.NativeID, "path": written.Path})
-	turns := c.fake.Turns()
-	if len(turns) == 0 {
-		t.Fatalf("%s sent no conversation request\nstdout:\n%s\nstderr:\n%s", tgt, res.Stdout, res.Stderr)
-	}
-	items := turns[len(turns)-1].Items
-	t.Logf("%s's last request, from %s's conversation:\n%s", tgt, src, dump(items))
+	items := writeAndResume(t, src, tgt, msgs, newPrompt, nil)
 	wants := wantsFor(msgs)
 	if len(wants) < 6 {
 		t.Fatalf("the %s conversation is too small to prove anything: %d items", src, len(wants))
@@ -294,6 +279,47 @@ func resume(t *testing.T, src, tgt string, msgs []transcript.Message) {
 	if err := received(items, wants, "MARKER-NEW"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeAndResume writes msgs with tgt's writer into a fresh home (after
+// setup, when given, has adjusted the CLI's home), resumes the real tgt CLI
+// with prompt against a strict fake and returns the items of the last
+// conversation request the fake recorded.
+func writeAndResume(t *testing.T, src, tgt string, msgs []transcript.Message, prompt string, setup func(c *cli)) []fakemodel.Item {
+	// Strict: the pairing cast wrote must be what a real API accepts.
+	c := newCLI(t, tgt, "proj", true)
+	if setup != nil {
+		setup(c)
+	}
+	opts := codecs.WriterOptions{Env: c.env}
+	if tgt == "opencode" {
+		opts.OpenCodeBin = c.bin
+	}
+	w, err := codecs.Writer(tgt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := w.Write(agents.Target{Home: c.nativeHome(), Cwd: c.cwd, SessionID: "cross-" + src + "-" + tgt, Model: targetModel(tgt)}, msgs)
+	if err != nil {
+		t.Fatalf("%s writer: %v", tgt, err)
+	}
+	res := c.run(t, c.cmds.Resume, map[string]string{"prompt": prompt, "id": written.NativeID, "path": written.Path})
+	turns := c.fake.Turns()
+	if len(turns) == 0 {
+		t.Fatalf("%s sent no conversation request\nstdout:\n%s\nstderr:\n%s", tgt, res.Stdout, res.Stderr)
+	}
+	items := turns[len(turns)-1].Items
+	t.Logf("%s's last request, from %s's conversation:\n%s", tgt, src, dump(items))
+	return items
+}
+
+// targetModel is the model a writer records for agent: pi and OpenCode
+// name it provider/model.
+func targetModel(agent string) string {
+	if agent == "pi" || agent == "opencode" {
+		return agenttest.FakeProvider + "/" + agenttest.FakeModel
+	}
+	return agenttest.FakeModel
 }
 
 // want is one item the model must receive.
