@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -41,7 +42,22 @@ type Decoded struct {
 	Cwd       string
 	Kind      string // summary.json session_kind: "", "headless", "subagent"
 	Skipped   int    // lines that were not JSON or not a known record
+	// Kinds counts what was left out because the reader does not know it
+	// (malformed lines, record types of other versions), for the import
+	// report.
+	Kinds agents.Skips
 }
+
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	d, err := ReadSession(path)
+	return d.Messages, d.Kinds, err
+}
+
+// knownRecords are the record types Grok writes that carry no conversation
+// cast keeps: the CLI's own prompt and server-side searches whose results
+// the transcript does not hold.
+var knownRecords = map[string]bool{"user": true, "reasoning": true, "assistant": true, "tool_result": true, "system": true, "backend_tool_call": true}
 
 // ReadSession reads a session folder (or its chat_history.jsonl) with the
 // summary.json and events.jsonl next to it when they exist.
@@ -105,7 +121,11 @@ func Decode(data []byte, failed map[string]bool) (Decoded, error) {
 		var r record
 		if json.Unmarshal(line, &r) != nil || r.Type == "" {
 			d.Skipped++
+			d.Kinds.Add("malformed line")
 			continue
+		}
+		if !knownRecords[r.Type] {
+			d.Kinds.Add(r.Type + " record")
 		}
 		used++
 		d.Messages = append(d.Messages, toNeutral(r, fmt.Sprintf("L%d", n), failed)...)

@@ -32,6 +32,9 @@ func TestReadCorpus(t *testing.T) {
 			if d.Skipped != tt.skipped || d.Kind != tt.kind || d.SessionID != tt.id || d.Cwd != "/Users/dev/project" {
 				t.Errorf("skipped %d kind %q id %q cwd %q", d.Skipped, d.Kind, d.SessionID, d.Cwd)
 			}
+			if d.Kinds["malformed line"] != tt.skipped || len(d.Kinds) > min(tt.skipped, 1) {
+				t.Errorf("import report %v, want %d malformed lines and nothing else", d.Kinds, tt.skipped)
+			}
 			agenttest.CheckWellFormed(t, d.Messages)
 			c := map[transcript.Kind]int{}
 			failed := map[string]bool{}
@@ -135,5 +138,25 @@ func TestDecodeNothingUsable(t *testing.T) {
 func TestReadMissing(t *testing.T) {
 	if _, err := (Reader{}).Read(t.TempDir()); !os.IsNotExist(err) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A record type the reader does not know is counted for the import report;
+// the CLI's own system prompt is known and not reported.
+func TestDecodeCountsUnknownRecords(t *testing.T) {
+	in := `{"type":"system","content":"you are grok"}
+{"type":"user","content":"<user_query>GK-U1 hi</user_query>","prompt_index":0}
+{"type":"hologram","content":"x"}
+{"oops
+`
+	d, err := Decode([]byte(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Messages) != 1 || d.Messages[0].Text != "GK-U1 hi" {
+		t.Fatalf("messages %+v", d.Messages)
+	}
+	if d.Kinds["hologram record"] != 1 || d.Kinds["malformed line"] != 1 || len(d.Kinds) != 2 {
+		t.Errorf("import report %v", d.Kinds)
 	}
 }

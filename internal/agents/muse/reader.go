@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -20,13 +21,9 @@ const Agent = "muse"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	d, err := Decode(data)
-	return d.Messages, err
+func (r Reader) Read(path string) ([]transcript.Message, error) {
+	msgs, _, err := r.ReadReport(path)
+	return msgs, err
 }
 
 // Decoded is everything a reader got out of one session log.
@@ -37,6 +34,19 @@ type Decoded struct {
 	Model     string // metadata model_id (else the first model_completed model)
 	Skipped   int    // lines that were not JSON or lacked the record envelope
 	Foreign   int    // well-formed records of other streams (subagent tasks)
+	// Kinds counts what was left out (malformed lines, other streams'
+	// records), for the import report.
+	Kinds agents.Skips
+}
+
+// ReadReport implements agents.ReportingReader.
+func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := Decode(data)
+	return d.Messages, d.Kinds, err
 }
 
 // Decode reads a session log. Malformed lines are skipped and counted; it
@@ -53,6 +63,7 @@ func Decode(data []byte) (Decoded, error) {
 		var r record
 		if json.Unmarshal(line, &r) != nil || !r.valid() {
 			d.Skipped++
+			d.Kinds.Add("malformed line")
 			continue
 		}
 		used++
@@ -72,6 +83,7 @@ func Decode(data []byte) (Decoded, error) {
 			own = append(own, r)
 		} else {
 			d.Foreign++
+			d.Kinds.Add("record of another stream (a subagent task)")
 		}
 	}
 	// Sequences number records within their stream; file order breaks ties.

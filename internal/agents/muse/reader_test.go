@@ -325,6 +325,9 @@ func TestMalformedLinesCounted(t *testing.T) {
 	if d.Skipped != 5 || len(d.Messages) != 1 || d.Messages[0].Text != "p" {
 		t.Fatalf("skipped %d, messages %+v", d.Skipped, d.Messages)
 	}
+	if d.Kinds["malformed line"] != 5 || len(d.Kinds) != 1 {
+		t.Errorf("import report %v, want 5 malformed lines", d.Kinds)
+	}
 }
 
 func TestDecodeNothingUsable(t *testing.T) {
