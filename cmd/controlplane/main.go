@@ -98,6 +98,7 @@ func main() {
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "serve TLS from the control plane's own CA (made on first start, its key sealed in the store); clients trust DATA_DIR/ca.pem or the logged pin")
+	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC without --tls (env CAST_INSECURE=1); warned at every start")
 	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
 	f.Float64Var(&cfg.Limits.Rate, "user-rate", cfg.Limits.Rate, "requests per second one user token may send (admins and nodes are not limited)")
 	f.IntVar(&cfg.Limits.Burst, "user-burst", cfg.Limits.Burst, "requests one user may send at once above --user-rate")

@@ -69,6 +69,7 @@ func main() {
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
+	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane (env CAST_INSECURE=1)")
 	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by controlplane --tls; env CAST_CA_PIN)")
 	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential, kept in DATA_DIR/credential (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,30 @@ type Context struct {
 	// its public key instead ("sha256:..."). Neither: plaintext.
 	CA    string `yaml:"ca,omitempty"`
 	CAPin string `yaml:"ca-pin,omitempty"`
+	// Insecure allows a token over plaintext to a non-loopback address
+	// (CAST_INSECURE=1); without it such a dial is refused.
+	Insecure bool `yaml:"insecure,omitempty"`
+}
+
+// IsLoopback reports whether addr (host:port) names this machine only.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckPlaintext refuses to send credentials in clear off this machine.
+func CheckPlaintext(addr string, t *tls.Config, insecure bool) error {
+	if t != nil || insecure || IsLoopback(addr) {
+		return nil
+	}
+	return fmt.Errorf("%s is not loopback and no CA is set, so the token would cross the network in clear: trust the control plane's CA (CAST_CACERT, CAST_CA_PIN, node --ca-pin) or accept plaintext with CAST_INSECURE=1 / --insecure", addr)
 }
 
 // TLS returns the TLS config c asks for, nil for plaintext.
@@ -59,6 +84,9 @@ func (c Context) TLS() (*tls.Config, error) {
 func (c Context) Dial() (*Client, error) {
 	t, err := c.TLS()
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckPlaintext(c.Addr, t, c.Insecure); err != nil {
 		return nil, err
 	}
 	return DialOpts(c.Addr, Options{Token: NewToken(c.Token), TLS: t})
@@ -150,6 +178,9 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	}
 	if v := getenv("CAST_CA_PIN"); v != "" {
 		out.CAPin = v
+	}
+	if getenv("CAST_INSECURE") == "1" {
+		out.Insecure = true
 	}
 	if v := getenv("CAST_TOKEN"); v != "" {
 		out.Token = strings.TrimSpace(v)

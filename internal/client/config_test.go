@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +71,30 @@ func TestResolveContexts(t *testing.T) {
 	}
 	if _, err := Resolve(getenv, "", ""); err == nil {
 		t.Error("a world-readable config with tokens was read")
+	}
+}
+
+// A token never goes in clear off this machine unless asked: refused
+// before anything is dialed.
+func TestPlaintextOnlyOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr     string
+		insecure bool
+		ok       bool
+	}{
+		{"127.0.0.1:7777", false, true},
+		{"[::1]:7777", false, true},
+		{"localhost:7777", false, true},
+		{"192.0.2.1:7777", false, false},
+		{"cp.example:7777", false, false},
+		{"cp.example:7777", true, true},
+	} {
+		_, err := Context{Addr: tc.addr, Token: "t", Insecure: tc.insecure}.Dial()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s insecure=%v: %v, want ok=%v", tc.addr, tc.insecure, err, tc.ok)
+		}
+	}
+	if err := CheckPlaintext("192.0.2.1:7777", &tls.Config{}, false); err != nil {
+		t.Errorf("with TLS: %v", err)
 	}
 }

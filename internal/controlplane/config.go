@@ -59,6 +59,9 @@ type Config struct {
 	Fleet          fleet.Config
 	Auth           AuthConfig
 	TLS            TLSConfig
+	// Insecure allows plaintext gRPC without TLS (--insecure; --dev on
+	// loopback sets it); it is logged as a warning at every start.
+	Insecure bool
 	// Limits bound each user's request rate and open streams.
 	Limits authz.Limits
 }
@@ -126,6 +129,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
 		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")
+	}
+	if !c.TLS.Enabled && !c.Insecure {
+		return fmt.Errorf("give --tls, or --insecure (env CAST_INSECURE=1) to serve plaintext, where tokens and credentials cross the network in clear; --dev serves plaintext on loopback")
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return err

@@ -129,6 +129,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.tls, err = s.loadTLS(ctx); err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
+	if s.tls == nil {
+		s.lg.Warn("serving plaintext gRPC (--insecure or --dev): tokens, node credentials and fleet credentials cross the network in clear; use --tls off loopback")
+	}
 	if err := s.startGRPC(); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ package devmode
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 
@@ -21,14 +20,7 @@ import (
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
 // has no TLS yet, and hands its admin token to the local user.
 func CheckLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !client.IsLoopback(addr) {
 		return fmt.Errorf("--dev listens on loopback only; %q is not a loopback address", addr)
 	}
 	return nil
@@ -44,6 +36,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 			return err
 		}
 	}
+	cp.Insecure = !cp.TLS.Enabled // plaintext on loopback only (checked above)
 	srv, err := controlplane.Start(ctx, cp, lg)
 	if err != nil {
 		return err

@@ -142,3 +142,16 @@ func TestTLSThroughRealProcesses(t *testing.T) {
 		t.Errorf("plaintext cast reached the TLS control plane: %s", errOut)
 	}
 }
+
+// Plaintext is refused outside --dev unless asked for with --insecure
+// (CAST_INSECURE=1), which warns at every start.
+func TestPlaintextNeedsInsecure(t *testing.T) {
+	bins := testharness.Binaries(t)
+	args := []string{"--data-dir", t.TempDir(), "--listen", freeAddr(t), "--metrics-listen", ""}
+	refused := testharness.StartProcEnv(t, []string{"CAST_INSECURE="}, filepath.Join(bins, "controlplane"), args...)
+	if code, ok := refused.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(refused.Output(), "--insecure") {
+		t.Errorf("plaintext control plane without --insecure: exit %d (exited %v):\n%s", code, ok, refused.Output())
+	}
+	warned := testharness.StartProcEnv(t, []string{"CAST_INSECURE="}, filepath.Join(bins, "controlplane"), append(args[2:], "--data-dir", t.TempDir(), "--insecure")...)
+	testharness.WaitFor(t, 30*time.Second, "the plaintext warning", func() bool { return strings.Contains(warned.Output(), "serving plaintext gRPC") })
+}

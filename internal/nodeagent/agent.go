@@ -61,6 +61,9 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ca-pin: %w", err)
 	}
+	if err := client.CheckPlaintext(cfg.ControlPlane, tlsCfg, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	cli, err := client.DialOpts(cfg.ControlPlane, client.Options{Token: cred, TLS: tlsCfg})
 	if err != nil {
 		return nil, err

@@ -76,6 +76,8 @@ type Config struct {
 	// CAPin, when set, makes every call TLS to a control plane whose CA
 	// has this pin (--ca-pin, env CAST_CA_PIN; "sha256:...").
 	CAPin string
+	// Insecure allows plaintext to a non-loopback control plane.
+	Insecure bool
 	// WorktreeBase is where git worktrees for sessions with a worktree
 	// branch are made (default: DataDir/worktrees); never inside the
 	// checkout they come from.

@@ -230,6 +230,9 @@ func (a *Agent) castEnv(sessionID string) map[string]string {
 	if a.cfg.CAPin != "" {
 		env["CAST_CA_PIN"] = a.cfg.CAPin
 	}
+	if a.cfg.Insecure {
+		env["CAST_INSECURE"] = "1"
+	}
 	return env
 }
 

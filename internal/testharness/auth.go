@@ -12,8 +12,9 @@ import (
 // control planes take it as their first admin token
 // (CAST_BOOTSTRAP_TOKEN), the cast CLI and Dial present it (CAST_TOKEN),
 // and nodes enroll with it on first start (CAST_JOIN_TOKEN; an admin token
-// may enroll a node), getting their own credentials. Tests about auth
-// override these per call.
+// may enroll a node), getting their own credentials; control planes serve
+// plaintext on loopback (CAST_INSECURE). Tests about auth override these
+// per call.
 
 // AdminToken is the admin token of every control plane the harness starts.
 var AdminToken = sync.OnceValue(func() string {
@@ -27,5 +28,6 @@ var AdminToken = sync.OnceValue(func() string {
 // AuthEnv is the environment that gives a process the harness's
 // credentials.
 func AuthEnv() []string {
-	return []string{controlplane.BootstrapTokenEnv + "=" + AdminToken(), "CAST_TOKEN=" + AdminToken(), "CAST_JOIN_TOKEN=" + AdminToken()}
+	return []string{controlplane.BootstrapTokenEnv + "=" + AdminToken(), "CAST_TOKEN=" + AdminToken(), "CAST_JOIN_TOKEN=" + AdminToken(),
+		"CAST_INSECURE=1"} // control planes serve plaintext on loopback
 }

@@ -26,6 +26,7 @@ func ControlPlaneConfig(t testing.TB) controlplane.Config {
 	cfg.Shutdown = 5 * time.Second
 	cfg.Store.QuotaBytes = 256 << 20
 	cfg.Auth.BootstrapToken = AdminToken()
+	cfg.Insecure = true // plaintext on loopback, as --dev
 	return cfg
 }
 
