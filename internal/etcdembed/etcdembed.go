@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -33,6 +34,7 @@ type Config struct {
 type Etcd struct {
 	e         *embed.Etcd
 	ClientURL string
+	closing   *atomic.Bool // set by Close: quiets the shutdown noise
 }
 
 // Start starts the member and waits until it serves.
@@ -62,7 +64,8 @@ func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		cfg.AutoCompactionMode = "periodic"
 		cfg.AutoCompactionRetention = c.CompactionRetention.String()
 	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)))
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(lg, closing))
 	cfg.Metrics = "basic"
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -80,14 +83,17 @@ func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdembed: not ready after 60s")
 	}
-	return &Etcd{e: e, ClientURL: cu.String()}, nil
+	return &Etcd{e: e, ClientURL: cu.String(), closing: closing}, nil
 }
 
 // Err reports a fatal error of the running member.
 func (e *Etcd) Err() <-chan error { return e.e.Err() }
 
 // Close stops the member.
-func (e *Etcd) Close() { e.e.Close() }
+func (e *Etcd) Close() {
+	e.closing.Store(true)
+	e.e.Close()
+}
 
 // pick resolves host:port to a URL, choosing a free loopback port for 0.
 // (etcd needs the concrete port up front for its advertised URLs.)
