@@ -19,8 +19,9 @@ import (
 
 // TLS (--tls): the control plane's CA is made on the store's first start
 // and kept there, its key sealed with the secrets key, so every replica
-// serves certificates from the same CA. Each replica issues itself a
-// server certificate at start. Clients trust the CA by file (CAST_CACERT,
+// serves certificates from the same CA. Each replica issues itself
+// server certificates, renewed at two thirds of their lifetime
+// (pki.Issuer). Clients trust the CA by file (CAST_CACERT,
 // DATA_DIR/ca.pem) or by pin (`node --ca-pin`, which the control plane
 // logs).
 
@@ -89,7 +90,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if ttl <= 0 {
 		ttl = DefaultServerCertTTL
 	}
-	cert, err := ca.ServerCert(append([]string{host, "localhost", "127.0.0.1"}, s.cfg.TLS.Hosts...), ttl)
+	is, err := pki.NewIssuer(ca, append([]string{host, "localhost", "127.0.0.1"}, s.cfg.TLS.Hosts...), ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +101,8 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 			return nil, fmt.Errorf("write %s: %w", s.caFile, err)
 		}
 	}
-	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Time("cert_expires", cert.Leaf.NotAfter))
-	return pki.ServerConfig(cert), nil
+	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Duration("cert_ttl", ttl))
+	return is.ServerConfig(), nil
 }
 
 // CAPin is the pin of the TLS CA ("" without --tls).

@@ -21,6 +21,7 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -138,11 +139,6 @@ func Pin(cert *x509.Certificate) string {
 	return PinPrefix + hex.EncodeToString(sum[:])
 }
 
-// ServerConfig is the listener's TLS config.
-func ServerConfig(cert tls.Certificate) *tls.Config {
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-}
-
 // PoolConfig trusts the CA in caPEM.
 func PoolConfig(caPEM []byte) (*tls.Config, error) {
 	pool := x509.NewCertPool()
@@ -183,4 +179,49 @@ func verifyPinned(chain []*x509.Certificate, pin string) error {
 		return err
 	}
 	return errors.New("pki: the server's CA does not match --ca-pin")
+}
+
+// Issuer keeps a server certificate fresh: a handshake after two thirds of
+// its lifetime gets a new one, so a long-running control plane never
+// serves an expired certificate.
+type Issuer struct {
+	ca    *CA
+	hosts []string
+	ttl   time.Duration
+	now   func() time.Time // tests move time
+
+	mu      sync.Mutex
+	cur     *tls.Certificate
+	renewAt time.Time
+}
+
+// NewIssuer issues the first certificate for hosts.
+func NewIssuer(ca *CA, hosts []string, ttl time.Duration) (*Issuer, error) {
+	is := &Issuer{ca: ca, hosts: hosts, ttl: ttl, now: time.Now}
+	if _, err := is.GetCertificate(nil); err != nil {
+		return nil, err
+	}
+	return is, nil
+}
+
+// GetCertificate is tls.Config.GetCertificate.
+func (is *Issuer) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if now := is.now(); is.cur == nil || !now.Before(is.renewAt) {
+		cert, err := is.ca.ServerCert(is.hosts, is.ttl)
+		if err != nil {
+			if is.cur != nil {
+				return is.cur, nil // still valid; the next handshake retries
+			}
+			return nil, err
+		}
+		is.cur, is.renewAt = &cert, now.Add(is.ttl*2/3)
+	}
+	return is.cur, nil
+}
+
+// ServerConfig is the listener's TLS config.
+func (is *Issuer) ServerConfig() *tls.Config {
+	return &tls.Config{GetCertificate: is.GetCertificate, MinVersion: tls.VersionTLS12}
 }

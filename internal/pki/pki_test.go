@@ -37,11 +37,11 @@ func handshake(t *testing.T, srv, cli *tls.Config) error {
 
 func TestTrust(t *testing.T) {
 	ca, other := newCA(t), newCA(t)
-	cert, err := ca.ServerCert([]string{"127.0.0.1", "cp.example"}, time.Hour)
+	is, err := NewIssuer(ca, []string{"127.0.0.1", "cp.example"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := ServerConfig(cert)
+	srv := is.ServerConfig()
 	pinned, _ := PinnedConfig(Pin(ca.Cert))
 	wrongPin, _ := PinnedConfig(Pin(other.Cert))
 	pool, _ := PoolConfig(ca.CertPEM)
@@ -50,6 +50,7 @@ func TestTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	expiredCfg := &tls.Config{Certificates: []tls.Certificate{expired}}
 	for _, tc := range []struct {
 		name string
 		srv  *tls.Config
@@ -60,7 +61,7 @@ func TestTrust(t *testing.T) {
 		{"CA file", srv, pool, true},
 		{"wrong pin", srv, wrongPin, false},
 		{"other CA", srv, otherPool, false},
-		{"expired cert, pinned", ServerConfig(expired), pinned, false},
+		{"expired cert, pinned", expiredCfg, pinned, false},
 	} {
 		if err := handshake(t, tc.srv, tc.cli); (err == nil) != tc.ok {
 			t.Errorf("%s: handshake err %v, want ok=%v", tc.name, err, tc.ok)
@@ -83,4 +84,31 @@ func mustKey(t *testing.T, _ *CA) []byte {
 		t.Fatal(err)
 	}
 	return keyDER
+}
+
+// The issuer renews its certificate at two thirds of its lifetime, so a
+// handshake never meets an expired one.
+func TestIssuerRenews(t *testing.T) {
+	ca := newCA(t)
+	is, err := NewIssuer(ca, nil, 90*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	at := start
+	is.now = func() time.Time { return at }
+	first, _ := is.GetCertificate(nil)
+	at = start.Add(59 * time.Minute)
+	if c, _ := is.GetCertificate(nil); c != first {
+		t.Error("renewed before two thirds of the lifetime")
+	}
+	at = start.Add(61 * time.Minute)
+	second, _ := is.GetCertificate(nil)
+	if second == first || second.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) == 0 {
+		t.Error("not renewed after two thirds of the lifetime")
+	}
+	pinned, _ := PinnedConfig(Pin(ca.Cert))
+	if err := handshake(t, is.ServerConfig(), pinned); err != nil {
+		t.Errorf("handshake with the renewed certificate: %v", err)
+	}
 }
