@@ -103,6 +103,8 @@ func main() {
 	f.Float64Var(&cfg.Limits.Rate, "user-rate", cfg.Limits.Rate, "requests per second one user token may send (admins and nodes are not limited)")
 	f.IntVar(&cfg.Limits.Burst, "user-burst", cfg.Limits.Burst, "requests one user may send at once above --user-rate")
 	f.IntVar(&cfg.Limits.Streams, "user-streams", cfg.Limits.Streams, "watch and export streams one user may hold open")
+	f.Float64Var(&cfg.Limits.AppendBytes, "user-append-rate", cfg.Limits.AppendBytes, "bytes per second one user may append (messages, imports)")
+	f.IntVar(&cfg.Limits.AppendBurst, "user-append-burst", cfg.Limits.AppendBurst, "bytes one user may append at once above --user-append-rate (at least the largest request)")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")

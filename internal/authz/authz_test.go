@@ -61,7 +61,17 @@ func TestTokens(t *testing.T) {
 }
 
 func TestLimiter(t *testing.T) {
-	lm := NewLimiter(Limits{Rate: 0.001, Burst: 2, Streams: 1})
+	alice0 := Principal{User, "alice"}
+	lm := NewLimiter(Limits{Rate: 0.001, Burst: 2, Streams: 1, AppendBytes: 0.001, AppendBurst: 100})
+	if err := lm.AllowAppend(alice0, 80); err != nil {
+		t.Fatalf("80 bytes within a 100-byte burst: %v", err)
+	}
+	if err := lm.AllowAppend(alice0, 30); !errs.HasReason(err, ReasonAppendLimited) {
+		t.Errorf("past the byte burst: %v", err)
+	}
+	if err := lm.AllowAppend(Principal{Node, "n1"}, 1000); err != nil {
+		t.Errorf("nodes are not limited: %v", err)
+	}
 	alice, bob, node := Principal{User, "alice"}, Principal{User, "bob"}, Principal{Node, "n1"}
 	for i := range 2 {
 		if err := lm.Allow(alice); err != nil {

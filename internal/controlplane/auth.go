@@ -6,9 +6,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // Every call passes one authorization layer (these interceptors): the
@@ -74,16 +76,30 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	}, nil
 }
 
-// limit takes one request of the caller's rate (users only).
-func (s *Server) limit(ctx context.Context, method string) error {
+// limit takes one request of the caller's rate, and the bytes it
+// appends of its append rate (users only).
+func (s *Server) limit(ctx context.Context, method string, req any) error {
 	p, ok := authz.FromContext(ctx)
 	if !ok {
 		return nil
 	}
-	if err := s.limits.Allow(p); err != nil {
+	err := s.limits.Allow(p)
+	if err == nil {
+		err = s.limits.AllowAppend(p, appendBytes(req))
+	}
+	if err != nil {
 		return s.refused(ctx, &p, method, err)
 	}
 	return nil
+}
+
+// appendBytes is how much a request adds to transcripts.
+func appendBytes(req any) int {
+	switch r := req.(type) {
+	case *castv1.SendMessageRequest, *castv1.AppendMessagesRequest, *castv1.CreateSessionRequest:
+		return proto.Size(r.(proto.Message))
+	}
+	return 0
 }
 
 // refused writes the audit line for a refusal and maps it to a status.
@@ -108,7 +124,7 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err != nil {
 		return nil, err
 	}
-	if err := s.limit(ctx, info.FullMethod); err != nil {
+	if err := s.limit(ctx, info.FullMethod, req); err != nil {
 		return nil, err
 	}
 	if check != nil {
@@ -124,7 +140,7 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err != nil {
 		return err
 	}
-	if err := s.limit(ctx, info.FullMethod); err != nil {
+	if err := s.limit(ctx, info.FullMethod, nil); err != nil {
 		return err
 	}
 	if p, ok := authz.FromContext(ctx); ok {

@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -271,7 +272,7 @@ func TestNodeActsOnlyAsItself(t *testing.T) {
 // A user over its rate or stream limit gets RESOURCE_EXHAUSTED with a
 // reason; other users, nodes and admins are not held back by it.
 func TestUserLimits(t *testing.T) {
-	e := newAuthEnv(t, func(c *controlplane.Config) { c.Limits = authz.Limits{Rate: 1000, Burst: 1000, Streams: 1} })
+	e := newAuthEnv(t, func(c *controlplane.Config) { c.Limits.Streams = 1 })
 	ctx := ctxT(t)
 	w1, err := e.alice.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: e.aliceSess.Id})
 	if err == nil {
@@ -293,7 +294,10 @@ func TestUserLimits(t *testing.T) {
 		t.Errorf("the admin's watch: %v", err)
 	}
 
-	r := newAuthEnv(t, func(c *controlplane.Config) { c.Limits = authz.Limits{Rate: 0.001, Burst: 5, Streams: 8} })
+	r := newAuthEnv(t, func(c *controlplane.Config) {
+		c.Limits = authz.Limits{Rate: 0.001, Burst: 5, Streams: 8, AppendBytes: 1, AppendBurst: 1 << 20}
+		c.Store.MaxMessageBytes, c.MaxRecvBytes = 1<<20, 1<<20
+	})
 	var last error
 	for range 6 {
 		_, last = r.bob.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
@@ -302,4 +306,11 @@ func TestUserLimits(t *testing.T) {
 	if _, err := r.alice.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{}); err != nil {
 		t.Errorf("alice pays for bob: %v", err)
 	}
+	big := strings.Repeat("x", 600<<10)
+	_, err = r.alice.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: r.aliceSess.Id, Text: big})
+	if err != nil {
+		t.Fatalf("alice's first 600 KiB: %v", err)
+	}
+	_, err = r.alice.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: r.aliceSess.Id, Text: big})
+	wantDenied(t, "alice's second 600 KiB in a second", err, codes.ResourceExhausted, authz.ReasonAppendLimited)
 }

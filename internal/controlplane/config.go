@@ -136,6 +136,9 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
+	if c.Limits.AppendBurst < c.MaxRecvBytes {
+		return fmt.Errorf("--user-append-burst %d is below the largest request %d: such a request could never pass", c.Limits.AppendBurst, c.MaxRecvBytes)
+	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")
 	}
