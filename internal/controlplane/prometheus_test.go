@@ -20,21 +20,13 @@ import (
 
 // A real Prometheus (Debian's package; `make debs` installs it) scrapes a
 // control plane through a migration: the migration counters reach it, and
-// deploy/k8s/cast-alerts.rules.yml passes promtool (and its unit tests in
-// cast-alerts.test.yml) and loads healthy.
+// deploy/k8s/cast-alerts.rules.yml loads healthy.
 func TestPrometheusScrapesMigrations(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus is not installed; run `make debs` (Debian package prometheus)")
 	}
-	rules := filepath.Join(testharness.RepoRoot(t), "deploy", "k8s", "cast-alerts.rules.yml")
-	if out, err := exec.Command("promtool", "check", "rules", rules).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	ruleTests := filepath.Join(filepath.Dir(rules), "cast-alerts.test.yml")
-	if out, err := exec.Command("promtool", "test", "rules", ruleTests).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	}
+	rules := filepath.Join(testharness.RepoRoot(t), "deploy", "k8s", "cast-alerts.rules.yml") // promtool: TestAlertRules
 	src, err := os.ReadFile(rules)
 	must(t, err)
 	nRules := len(regexp.MustCompile(`(?m)^\s*- (alert|record):`).FindAll(src, -1))

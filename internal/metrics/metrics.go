@@ -18,6 +18,7 @@ type Store struct {
 	QuotaRejections     prometheus.Counter
 	DBSizeBytes         prometheus.Gauge
 	QuotaBytes          prometheus.Gauge
+	BackendQuotaBytes   prometheus.Gauge
 	ChunksSwept         prometheus.Counter
 	NoSpaceAlarm        prometheus.Gauge
 	NoSpaceRecoveries   *prometheus.CounterVec // outcome: recovered, failed
@@ -56,6 +57,9 @@ func NewStore(reg prometheus.Registerer) *Store {
 		QuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cast_store_quota_bytes", Help: "Backend size the store refuses writes at.",
 		}),
+		BackendQuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_store_backend_quota_bytes", Help: "etcd's backend quota (--quota-backend-bytes) as the store is told it (--store-quota-bytes).",
+		}),
 		ChunksSwept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cast_store_orphan_chunks_swept_total", Help: "Chunk keys of append attempts that never committed, deleted by the sweep.",
 		}),
@@ -70,7 +74,7 @@ func NewStore(reg prometheus.Registerer) *Store {
 		}, []string{"outcome"}),
 	}
 	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
-		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.ChunksSwept,
+		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.BackendQuotaBytes, m.ChunksSwept,
 		m.NoSpaceAlarm, m.NoSpaceRecoveries, m.Reclaims)
 	for _, o := range []string{"recovered", "failed"} {
 		m.NoSpaceRecoveries.WithLabelValues(o) // exported at 0, so increase() sees the first
@@ -145,8 +149,31 @@ func NewMigration(reg prometheus.Registerer) *Migration {
 		}),
 	}
 	register(reg, m.Sessions, m.PhaseSeconds, m.Active)
+	// Exported at 0 before the first event: increase() sees a replica's
+	// first failure, and CastMigrationStuck sees no phase progressing.
+	for _, o := range MigrationOutcomes {
+		m.Sessions.WithLabelValues(o)
+	}
+	for _, p := range MigrationPhases {
+		m.PhaseSeconds.WithLabelValues(p)
+	}
 	return m
 }
+
+// MigrationOutcomes are the outcome label values of
+// cast_migration_sessions_total (migrate.StateName of the end states).
+var MigrationOutcomes = []string{"succeeded", "failed", "cancelled"}
+
+// Migration phases: the phase label values of cast_migration_phase_seconds.
+const (
+	PhaseFence    = "fence"
+	PhaseDrain    = "drain"
+	PhaseWorktree = "worktree"
+	PhaseCommit   = "commit"
+)
+
+// MigrationPhases lists every phase.
+var MigrationPhases = []string{PhaseFence, PhaseDrain, PhaseWorktree, PhaseCommit}
 
 // Fleet holds the fleet accounts' metrics.
 type Fleet struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -93,7 +94,7 @@ func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) 
 		if err != nil {
 			return err
 		}
-		j.observe("fence", start)
+		j.observe(metrics.PhaseFence, start)
 		j.mg.lg.Info("session fenced", zap.String("migration", j.migID), zap.String("session", j.sid), zap.Int64("fence_rev", fenceRev))
 		j.mg.failpoint("migrate.after-fence")
 		return nil
@@ -108,7 +109,7 @@ func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) 
 		if _, err := j.mg.st.UpdateMigrationSession(ctx, j.migID, ms, rev); err != nil {
 			return err
 		}
-		j.observe("worktree", start)
+		j.observe(metrics.PhaseWorktree, start)
 		j.mg.failpoint("migrate.after-worktree")
 		return nil
 	case castv1.MigrationState_MIGRATION_STATE_COMMITTING:
@@ -164,7 +165,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	if j.cancelled() {
 		return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled") // reread: run() rolls back
 	}
-	j.observe("drain", start)
+	j.observe(metrics.PhaseDrain, start)
 	j.mg.failpoint("migrate.after-drain")
 	ms.State = castv1.MigrationState_MIGRATION_STATE_MOVING_WORKTREE
 	if ms.FenceRevision == 0 {
@@ -190,7 +191,7 @@ func (j *job) commit(ctx context.Context, ms *castv1.MigrationSession, rev int64
 	if err != nil {
 		return err
 	}
-	j.observe("commit", start)
+	j.observe(metrics.PhaseCommit, start)
 	j.mg.m.Sessions.WithLabelValues("succeeded").Inc()
 	j.mg.lg.Info("session moved", zap.String("migration", j.migID), zap.String("session", j.sid),
 		zap.String("from", ms.SourceNode), zap.String("to", j.target), zap.Int64("token", tok))

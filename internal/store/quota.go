@@ -119,6 +119,7 @@ func (s *Store) refreshQuota(ctx context.Context) error {
 		s.quota.seen = w0 - s.quota.seen
 		s.m.DBSizeBytes.Set(float64(st.DbSize))
 		s.m.QuotaBytes.Set(float64(s.quota.limit))
+		s.m.BackendQuotaBytes.Set(float64(s.cfg.QuotaBytes))
 		return nil
 	}
 	return last
