@@ -27,6 +27,8 @@ import (
 //	    addr: 127.0.0.1:7777
 //	    token: cast_...
 //
+// A context's token and CA go only to its own address: with CAST_ADDR or
+// --addr naming another, only credentials from the env are used.
 // Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR,
 // CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it), CAST_CACERT (a
 // CA file) and CAST_CA_PIN override its fields.
@@ -167,11 +169,17 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	case cfg.Contexts[cfg.CurrentContext] != nil:
 		out = *cfg.Contexts[cfg.CurrentContext]
 	}
+	chosen := out
 	if v := getenv("CAST_ADDR"); v != "" {
 		out.Addr = v
 	}
 	if addrFlag != "" {
 		out.Addr = addrFlag
+	}
+	if out.Addr != chosen.Addr {
+		// A context's credentials go only to its own address: another
+		// address gets only what the env gives.
+		out.Token, out.CA, out.CAPin = "", "", ""
 	}
 	if v := getenv("CAST_CACERT"); v != "" {
 		out.CA, out.CAPin = v, ""
