@@ -61,6 +61,10 @@ type Commands struct {
 	// limit); the runner refuses a longer one rather than let the CLI cut
 	// it silently.
 	MaxPromptBytes int
+	// MaxPromptChars is the most characters (Unicode code points) the CLI
+	// takes in one turn (0: no known limit); the runner refuses a longer
+	// prompt before the CLI starts, with a message naming the limit.
+	MaxPromptChars int
 }
 
 // Agent describes one coding agent cast can run.
@@ -114,15 +118,21 @@ var registry = map[string]Agent{
 		Name: "codex", DisplayName: "Codex", Binary: "codex", NPMPackage: "@openai/codex",
 		Commands: Commands{
 			// Codex mints the id of a fresh thread (thread.started event).
-			// A prompt of "-" is read from stdin. Codex 0.171 itself refuses
-			// a message over 1,048,576 characters ("Input exceeds the
-			// maximum length", input_too_large).
+			// A prompt of "-" is read from stdin.
 			Headless:    []string{"exec", "--skip-git-repo-check", "--json", "-"},
 			Resume:      []string{"exec", "--skip-git-repo-check", "--json", "resume", "{id}", "-"},
 			Fork:        []string{"exec", "--skip-git-repo-check", "--json", "fork", "{id}", "-"},
 			Model:       []string{"--model", "{model}"},
 			Effort:      []string{"-c", "model_reasoning_effort={effort}"},
 			PromptStdin: true,
+			// Codex 0.171 refuses a turn whose text inputs add up to more
+			// than 1,048,576 characters (code points, not bytes; turn/start
+			// "Input exceeds the maximum length", input_too_large), in
+			// `codex exec` and app-server alike: splitting the text into
+			// several input items does not help, and exec has no other way
+			// in. Only thread/inject_items takes more (as history, outside a
+			// turn), which plain turns do not use.
+			MaxPromptChars: 1 << 20,
 		},
 		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",
 		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",

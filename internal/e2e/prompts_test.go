@@ -21,8 +21,10 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// codexMaxChars is Codex 0.171's own cap on one message ("Input exceeds
-// the maximum length of 1048576 characters"): it refuses more.
+// codexMaxChars is Codex 0.171's own cap on the text of one turn ("Input
+// exceeds the maximum length of 1048576 characters", per turn, not per
+// input item; see the codex package's TestE2EInputCap): cast refuses more
+// before the CLI starts.
 const codexMaxChars = 1 << 20
 
 // fakeDiff is a `git diff` of about size bytes, distinct per tag.
@@ -60,8 +62,9 @@ func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, st
 // the node's own binary (named node) first on PATH as with bin/ first on
 // a developer's PATH: `git diff | cast exec` with a 2 MB diff is answered
 // by every agent (the model gets the whole diff on stdin, never argv;
-// Codex refuses more than 1 MiB characters itself, so it gets a diff just
-// under its cap and its refusal of the 2 MB one is checked); a session
+// Codex takes at most 1 MiB characters in one turn, so it gets a diff just
+// under its cap, and the 2 MB one is refused up front with a message
+// naming the limit and suggesting a file); a session
 // whose agent refused a message goes on answering the next one; and a
 // session moves into OpenCode (switch, import) with no --model.
 func TestPromptsReachEveryAgent(t *testing.T) {
@@ -100,8 +103,10 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		return
 	}
 
-	// Codex refuses a 2 MB message itself: the turn fails with its reason
-	// and a notice, and the session answers the next message without it.
+	// A 2 MB message is over Codex's cap: the node refuses it before
+	// starting the CLI, the turn fails with the limit and what to do
+	// instead, a notice says it was not delivered, and the session answers
+	// the next message without it.
 	ctx := context.Background()
 	start = time.Now()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: cwd, Text: "hello MARK-W1"})
@@ -112,7 +117,8 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 	huge := fakeDiff("refused", 2<<20)
 	seq := r.send(sess.Id, "review this\n\n"+huge)
 	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
-	if !strings.Contains(failed.StateReason, "refused") || !strings.Contains(failed.StateReason, "maximum length") {
+	if !strings.Contains(failed.StateReason, "refused") || !strings.Contains(failed.StateReason, "at most 1048576 characters") ||
+		!strings.Contains(failed.StateReason, "file") {
 		t.Fatalf("codex's refusal reads %q", failed.StateReason)
 	}
 	assertUndelivered(t, r.messages(sess.Id), seq)

@@ -223,8 +223,8 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	}
 	args = append(args, t.Args...)
 	input, hasInput := d.stdin()
-	if limit := a.Commands.MaxPromptBytes; limit > 0 && len(input) > limit {
-		return fail(res, ReasonRefused, fmt.Sprintf("the prompt is %d bytes; %s reads at most %d", len(input), a.DisplayName, limit))
+	if why := promptTooLong(a, input); why != "" {
+		return fail(res, ReasonRefused, why)
 	}
 
 	cmd := exec.Command(bin, args...)

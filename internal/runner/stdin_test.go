@@ -93,21 +93,38 @@ func TestOwnBinaryNeverShadowsNode(t *testing.T) {
 	}
 }
 
-// TestPromptOverCLILimit: a prompt longer than the CLI reads (Gemini CLI
-// cuts stdin at 8 MiB with only a debug warning) is refused before the CLI
-// starts, never cut silently.
+// TestPromptOverCLILimit: a prompt longer than the CLI takes (Gemini CLI
+// cuts stdin at 8 MiB with only a debug warning; Codex refuses a turn over
+// 1 MiB characters after starting up) is refused before the CLI starts,
+// naming the limit, never cut silently. Codex counts characters, not
+// bytes: a 2 MiB prompt of 1 MiB two-byte characters still goes to it.
 func TestPromptOverCLILimit(t *testing.T) {
-	dir := t.TempDir()
-	script, ran := filepath.Join(dir, "gemini"), filepath.Join(dir, "ran")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+ran+"\nexit 3\n"), 0o755); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		agent, prompt string
+		refused       string // "": the CLI runs
+	}{
+		{"gemini", strings.Repeat("x", 8<<20+1), "reads at most 8388608"},
+		{"codex", strings.Repeat("x", 1<<20+1), "takes at most 1048576 characters in one message"},
+		{"codex", strings.Repeat("é", 1<<20+1), "the prompt is 1048577 characters"},
+		{"codex", strings.Repeat("é", 1<<20), ""},
 	}
-	r := &runner.Runner{Bins: map[string]string{"gemini": script}}
-	res, err := r.Run(context.Background(), runner.Turn{Agent: "gemini", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: strings.Repeat("x", 8<<20+1)}, func(transcript.Message) {})
-	if res.Reason != runner.ReasonRefused || err == nil || !strings.Contains(err.Error(), "reads at most 8388608") {
-		t.Fatalf("got %+v %v", res, err)
-	}
-	if _, err := os.Stat(ran); err == nil {
-		t.Fatal("the CLI ran with a prompt it would cut")
+	for _, tc := range tests {
+		dir := t.TempDir()
+		script, ran := filepath.Join(dir, tc.agent), filepath.Join(dir, "ran")
+		if err := os.WriteFile(script, []byte("#!/bin/sh\ncat > /dev/null\ntouch "+ran+"\nexit 3\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := &runner.Runner{Bins: map[string]string{tc.agent: script}}
+		res, err := r.Run(context.Background(), runner.Turn{Agent: tc.agent, Home: t.TempDir(), Cwd: t.TempDir(), Prompt: tc.prompt}, func(transcript.Message) {})
+		_, statErr := os.Stat(ran)
+		switch {
+		case tc.refused == "" && statErr != nil:
+			t.Errorf("%s, %d bytes: the CLI never ran (%+v %v)", tc.agent, len(tc.prompt), res, err)
+		case tc.refused == "":
+		case res.Reason != runner.ReasonRefused || err == nil || !strings.Contains(err.Error(), tc.refused):
+			t.Errorf("%s, %d bytes: got %+v %v, want refused with %q", tc.agent, len(tc.prompt), res, err, tc.refused)
+		case statErr == nil:
+			t.Errorf("%s, %d bytes: the CLI ran with a prompt it cannot take", tc.agent, len(tc.prompt))
+		}
 	}
 }
