@@ -48,8 +48,16 @@ generate:
 	$(GO) tool buf lint
 	$(GO) tool buf generate
 
+# lint: buf lint, buf breaking (the protos against main's on a branch, and
+# against the previous commit on main itself, as in CI's clone), go vet and
+# gofmt (generated code included: protoc-gen-go writes it gofmt-clean).
 lint:
 	$(GO) tool buf lint
+	@branch=$$(git rev-parse --abbrev-ref HEAD); against='.git#branch=main'; \
+	if [ "$$branch" = main ] || [ "$$branch" = HEAD ]; then against='.git#ref=HEAD~1'; fi; \
+	if [ "$$against" = '.git#ref=HEAD~1' ] && ! git rev-parse -q --verify HEAD~1 >/dev/null; then \
+		echo "buf breaking: no previous commit to compare with (shallow clone?); skipped"; \
+	else echo "buf breaking --against $$against"; $(GO) tool buf breaking --against "$$against"; fi
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
