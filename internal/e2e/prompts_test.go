@@ -95,6 +95,15 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 				return
 			}
 			t.Logf("%s: the model got the diff whole (%s)", agent, seen)
+			if agent == "codex" {
+				// The 2 MB diff itself: cast exec fails, saying why and what to do.
+				diff = fakeDiff("codex-2mb", 2<<20)
+				out, errOut, code = castExec(t, r.addr, cwd, diff, "--agent", agent, "review this")
+				if code == 0 || !strings.Contains(errOut, "at most 1048576 characters") || !strings.Contains(errOut, "file") {
+					t.Errorf("git diff | cast exec --agent codex (%d bytes): exit %d, out %.300q, err %.600q", len(diff), code, out, errOut)
+				}
+				t.Logf("codex, %d bytes: exit %d, %s", len(diff), code, strings.TrimSpace(errOut))
+			}
 		}()
 	}
 	wg.Wait()
