@@ -4,10 +4,15 @@ package etcdembed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -37,8 +42,35 @@ type Etcd struct {
 	closing   *atomic.Bool // set by Close: quiets the shutdown noise
 }
 
-// Start starts the member and waits until it serves.
+// Start starts the member and waits until it serves. Ports it picked
+// itself (port 0) are picked again if another process took one between the
+// pick and etcd's bind.
 func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
+	for attempt := 1; ; attempt++ {
+		e, err := start(ctx, c, lg)
+		if err == nil || attempt == 3 || !picksPorts(c) || !addrInUse(err) {
+			return e, err
+		}
+		lg.Warn("embedded etcd: a picked port was taken before etcd bound it; picking again", zap.Error(err))
+	}
+}
+
+// addrInUse: etcd does not always wrap the listener's error.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+// picksPorts reports whether Start chooses a port of c.
+func picksPorts(c Config) bool {
+	for _, a := range []string{c.ClientAddr, c.PeerAddr} {
+		if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+			return true
+		}
+	}
+	return false
+}
+
+func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "cast"
 	if c.Name != "" {
@@ -103,12 +135,36 @@ func pick(addr string) (*url.URL, error) {
 		return nil, fmt.Errorf("etcdembed: address %q: %w", addr, err)
 	}
 	if port == "0" {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
+		if addr, err = FreeAddr(host); err != nil {
 			return nil, err
 		}
-		addr = l.Addr().String()
-		l.Close()
 	}
 	return &url.URL{Scheme: "http", Host: addr}, nil
+}
+
+// Ports below Linux's default ephemeral range (32768-60999): a port picked
+// here and released until etcd binds it is never handed to an outgoing
+// connection meanwhile, as a port the kernel chose for a listener on port
+// 0 can be (a member restarted on its old ports needs them free too).
+const (
+	pickLow  = 20000
+	pickHigh = 32768
+)
+
+// FreeAddr returns host:port with a port that was free just now, chosen at
+// random below the ephemeral range; if none is found, one the kernel picks.
+func FreeAddr(host string) (string, error) {
+	for range 64 {
+		addr := net.JoinHostPort(host, strconv.Itoa(pickLow+rand.IntN(pickHigh-pickLow)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr, nil
+		}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

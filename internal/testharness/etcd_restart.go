@@ -3,7 +3,6 @@ package testharness
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -84,13 +83,14 @@ func (r *RestartableEtcd) Restart(down time.Duration) error {
 	return r.Start()
 }
 
-// freeLoopbackAddr picks a free port once, so restarts reuse it.
+// freeLoopbackAddr picks a free port once, so restarts reuse it (below
+// the ephemeral range: no outgoing connection takes it while the member is
+// down).
 func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := etcdembed.FreeAddr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
