@@ -63,6 +63,7 @@ func main() {
 	f := cmd.Flags()
 	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address (env CAST_ADDR)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "HTTP address for /metrics (turns by agent and outcome), /healthz and /readyz (connected), e.g. 127.0.0.1:7779 (empty: off)")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", nodeagent.DefaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")

@@ -198,3 +198,29 @@ func NewFleet(reg prometheus.Registerer) *Fleet {
 	register(reg, m.Switches, m.Limited, m.Accounts)
 	return m
 }
+
+// Node holds a node daemon's metrics (node --metrics-listen). Labels are
+// bounded: agent names and turn outcomes, never session ids.
+type Node struct {
+	Turns       *prometheus.CounterVec   // agent, outcome
+	TurnSeconds *prometheus.HistogramVec // agent
+	Running     prometheus.Gauge
+}
+
+// NewNode creates and registers node metrics.
+func NewNode(reg prometheus.Registerer) *Node {
+	m := &Node{
+		Turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cast_node_turns_total", Help: "Agent turns this node ran, by agent and outcome (succeeded, or the runner's reason).",
+		}, []string{"agent", "outcome"}),
+		TurnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cast_node_turn_duration_seconds", Help: "How long agent turns ran, by agent.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
+		}, []string{"agent"}),
+		Running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cast_node_turns_running", Help: "Agent turns running now.",
+		}),
+	}
+	register(reg, m.Turns, m.TurnSeconds, m.Running)
+	return m
+}

@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -42,6 +44,8 @@ type Agent struct {
 	lastContact atomic.Int64
 	geminiNoMCP sync.Once     // the warning that the user's own gemini has no cast tool
 	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
+	reg         *prometheus.Registry
+	m           *metrics.Node
 }
 
 // New prepares a node daemon; Run starts it.
@@ -69,7 +73,8 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, cred: cred, tls: tlsCfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
-		recheck: make(chan struct{}, 1)}
+		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
+	a.m = newNodeMetrics(a.reg)
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	return a, nil
 }
@@ -91,6 +96,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
 	defer cancel()            // first: a refused credential stops the turns too
+	stopMetrics, err := a.serveMetrics(ctx, a.reg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if err := a.join(ctx); err != nil {
 		return err
 	}

@@ -34,12 +34,14 @@ const (
 
 // Config configures a node daemon.
 type Config struct {
-	ControlPlane string   // gRPC address of the control plane
-	DataDir      string   // state, agent homes, transcripts
-	Name         string   // unique node name (default: hostname)
-	Labels       []string // user labels, e.g. linux, laptop
-	ReconnectMin time.Duration
-	ReconnectMax time.Duration
+	ControlPlane string // gRPC address of the control plane
+	// MetricsListen serves /metrics, /healthz and /readyz (empty: off).
+	MetricsListen string
+	DataDir       string   // state, agent homes, transcripts
+	Name          string   // unique node name (default: hostname)
+	Labels        []string // user labels, e.g. linux, laptop
+	ReconnectMin  time.Duration
+	ReconnectMax  time.Duration
 	// ReadinessInterval is how often the node looks at its agents again
 	// and updates what `cast nodes` shows (DefaultReadinessInterval).
 	ReadinessInterval time.Duration

@@ -62,10 +62,12 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	turn.OnStart = func(pgid int) {
 		_ = a.st.update(func(m map[string]*owned) { m[sessionID].RunningPGID = pgid })
 	}
+	ended := a.turnStarted(o.Agent)
 	res, runErr := a.runner.Run(ctx, turn, sync.emit)
 	if turn.ForkOf != "" && forkDidNotRun(res, runErr) {
 		res, runErr = a.rerunRebuilt(ctx, sessionID, o, firstSeq, prompt, turn, sync.emit, runErr)
 	}
+	ended(runErr)
 	_ = a.st.update(func(m map[string]*owned) {
 		if s := m[sessionID]; s != nil {
 			s.RunningPGID = 0

@@ -1,0 +1,112 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// turnSucceeded is the outcome of a turn the agent finished; any other is
+// the runner's reason, with underscores ("rate_limited").
+const turnSucceeded = "succeeded"
+
+var turnReasons = []string{runner.ReasonBinaryNotFound, runner.ReasonNotLoggedIn, runner.ReasonRefused,
+	runner.ReasonRateLimited, runner.ReasonInterrupted, runner.ReasonNoSession, runner.ReasonUnsupported, runner.ReasonFailed}
+
+// turnOutcome is the outcome label of a turn that ended with err.
+func turnOutcome(err error) string {
+	if err == nil {
+		return turnSucceeded
+	}
+	var rerr *runner.Error
+	if errors.As(err, &rerr) {
+		for _, r := range turnReasons {
+			if rerr.Reason == r {
+				return strings.ReplaceAll(r, " ", "_")
+			}
+		}
+	}
+	return strings.ReplaceAll(runner.ReasonFailed, " ", "_")
+}
+
+// newNodeMetrics registers the node's metrics on reg, every agent and
+// outcome exported at 0 so a rate or alert sees the first turn.
+func newNodeMetrics(reg *prometheus.Registry) *metrics.Node {
+	m := metrics.NewNode(reg)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, ag := range agents.Names() {
+		m.Turns.WithLabelValues(ag, turnSucceeded)
+		for _, r := range turnReasons {
+			m.Turns.WithLabelValues(ag, strings.ReplaceAll(r, " ", "_"))
+		}
+		m.TurnSeconds.WithLabelValues(ag)
+	}
+	return m
+}
+
+// turnStarted counts a running turn; the returned func records its end.
+func (a *Agent) turnStarted(agent string) func(error) {
+	start := time.Now()
+	a.m.Running.Inc()
+	return func(err error) {
+		a.m.Running.Dec()
+		a.m.Turns.WithLabelValues(agent, turnOutcome(err)).Inc()
+		a.m.TurnSeconds.WithLabelValues(agent).Observe(time.Since(start).Seconds())
+	}
+}
+
+// ready reports whether the node holds a live stream to the control plane.
+func (a *Agent) ready() bool {
+	_, cut := a.cutOff()
+	return a.lastContact.Load() != 0 && !cut
+}
+
+// serveMetrics serves /metrics, /healthz (the process is up) and /readyz
+// (connected to the control plane) on cfg.MetricsListen until ctx ends.
+func (a *Agent) serveMetrics(ctx context.Context, reg *prometheus.Registry) (stop func(), err error) {
+	if a.cfg.MetricsListen == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", a.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen %s: %w", a.cfg.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready() {
+			http.Error(w, "not connected to the control plane", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.lg.Error("metrics serve failed", zap.Error(err))
+		}
+	}()
+	a.lg.Info("node metrics serving", zap.String("addr", lis.Addr().String()))
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-done
+	}, nil
+}
