@@ -209,7 +209,7 @@ func (a *app) handoffCmd() *cobra.Command {
 	var id, to, model, account, device, msg string
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--account NAME] [--device NODE] [-m TEXT|-] [--dry-run]",
+		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
 		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -264,7 +264,10 @@ func (a *app) handoffCmd() *cobra.Command {
 	cmd.Flags().StringVar(&to, "to", "", "agent for the new session, or same")
 	cmd.Flags().StringVar(&model, "model", "", "model for the new session")
 	cmd.Flags().StringVar(&account, "account", "", "run the new session with this named credential set (an \"accounts\" entry of the agent in the node's --agents-config)")
-	cmd.Flags().StringVar(&device, "device", "", "node to run it on (default: the source's)")
+	cmd.Flags().StringVar(&device, "node", "", "node to run it on (default: the source's)")
+	// --device was this flag's name; every other command says --node.
+	cmd.Flags().StringVar(&device, "device", "", "node to run it on")
+	_ = cmd.Flags().MarkDeprecated("device", "use --node")
 	cmd.Flags().StringVarP(&msg, "message", "m", "", "what the new session should do next (- reads stdin)")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "print the first prompt and start nothing")
 	return cmd

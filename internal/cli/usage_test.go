@@ -54,3 +54,24 @@ func TestMigrationProgressOnStderr(t *testing.T) {
 		t.Errorf("stderr lacks the per-session progress: %q", errOut.String())
 	}
 }
+
+// A node is named with --node in every command (handoff's --device is a
+// hidden, deprecated alias of it).
+func TestNodeFlagName(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "device" && (f.Deprecated == "" || !f.Hidden) {
+				t.Errorf("%s --device: name the node with --node", c.CommandPath())
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).root())
+	h, _, _ := (&app{}).root().Find([]string{"handoff"})
+	if h.Flags().Lookup("node") == nil {
+		t.Errorf("cast handoff has no --node")
+	}
+}
