@@ -18,13 +18,14 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/version"
 )
 
 func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev, nodeIsolated, nodeFleet bool
-	var logFormat, logLevel, nodeName, agentsConfig string
+	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile string
 	var labels []string
 	cmd := &cobra.Command{
 		Use:           "controlplane",
@@ -46,6 +47,11 @@ func main() {
 			}
 			defer lg.Sync() //nolint:errcheck
 			cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
+			if etcdPasswordFile != "" {
+				if cfg.Etcd.Password, err = store.ReadPassword(etcdPasswordFile); err != nil {
+					return err
+				}
+			}
 			if dev && len(cfg.EtcdEndpoints) > 0 {
 				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
 			}
@@ -83,6 +89,12 @@ func main() {
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HTTP address for /metrics, /healthz, /readyz (empty: off)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster, e.g. http://10.0.0.1:2379 (default: embedded)")
+	f.StringVar(&cfg.Etcd.CACert, "etcd-cacert", "", "CA file that verifies the external etcd's server certificate (needs https:// endpoints)")
+	f.StringVar(&cfg.Etcd.Cert, "etcd-cert", "", "client certificate for the external etcd's --client-cert-auth (with --etcd-key)")
+	f.StringVar(&cfg.Etcd.Key, "etcd-key", "", "key of --etcd-cert (not world-readable)")
+	f.StringVar(&cfg.Etcd.User, "etcd-user", "", "etcd user (auth enabled on the external etcd); its password from --etcd-password-file or env CAST_ETCD_PASSWORD")
+	f.StringVar(&etcdPasswordFile, "etcd-password-file", "", "file holding the --etcd-user password (0600)")
+	cfg.Etcd.Password = os.Getenv("CAST_ETCD_PASSWORD") // env or file only: flags show in ps
 	f.StringVar(&cfg.EtcdClient, "etcd-listen", cfg.EtcdClient, "embedded etcd client address (port 0: pick a free one)")
 	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")
 	f.DurationVar(&cfg.LeaseTTL, "node-lease-ttl", cfg.LeaseTTL, "a node silent this long is marked down")

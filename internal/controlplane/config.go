@@ -39,6 +39,7 @@ type Config struct {
 	Listen        string        // gRPC address
 	MetricsListen string        // HTTP address for /metrics, /healthz, /readyz; "" disables
 	EtcdEndpoints []string      // an external etcd; empty means embedded in DataDir
+	Etcd          store.Access  // TLS and auth to the external etcd
 	DataDir       string        // embedded etcd data
 	EtcdClient    string        // embedded etcd client address (port 0: pick)
 	LeaseTTL      time.Duration // node liveness lease
@@ -109,6 +110,12 @@ func (c Config) Validate() error {
 	}
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
+	}
+	if len(c.EtcdEndpoints) == 0 && c.Etcd != (store.Access{}) {
+		return fmt.Errorf("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-user are for an external etcd: give --etcd-endpoints")
+	}
+	if err := c.Etcd.Validate(c.EtcdEndpoints); err != nil {
+		return err
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return fmt.Errorf("lease TTL %s is below etcd's 2s minimum", c.LeaseTTL)

@@ -108,7 +108,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	bi := version.Get()
 	s.m.BuildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, fmt.Sprint(CapabilityVersion)).Set(1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.store, err = store.Open(ctx, endpoints, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
+	if s.store, err = store.Open(ctx, endpoints, cfg.Etcd, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err
 	}
 	s.hub = newHub(s.lg, s.m)

@@ -81,7 +81,7 @@ func openWithMetrics(t *testing.T, ep string, quota int64) (*store.Store, *metri
 	cfg := store.DefaultConfig()
 	cfg.QuotaBytes, cfg.QuotaPoll = quota, 50*time.Millisecond
 	m := metrics.NewStore(prometheus.NewRegistry())
-	s, err := store.Open(ctxT(t), []string{ep}, cfg, m, zaptest.NewLogger(t))
+	s, err := store.Open(ctxT(t), []string{ep}, store.Access{}, cfg, m, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,22 +143,26 @@ type Store struct {
 	afterChunks func() // test hook: runs between an append's chunks and its commit
 }
 
-// Open dials etcd at endpoints and returns a Store that owns the client.
-func Open(ctx context.Context, endpoints []string, cfg Config, m *metrics.Store, lg *zap.Logger) (*Store, error) {
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
-		// Appends are up to MaxBatchBytes plus overhead.
-		MaxCallSendMsgSize: 2 << 20,
-	})
+// Open dials etcd at endpoints with a's TLS and auth and returns a Store
+// that owns the client.
+func Open(ctx context.Context, endpoints []string, a Access, cfg Config, m *metrics.Store, lg *zap.Logger) (*Store, error) {
+	ccfg, err := a.clientConfig(endpoints, lg)
 	if err != nil {
-		return nil, fmt.Errorf("store: dial etcd: %w", err)
+		return nil, err
+	}
+	if ccfg.TLS != nil {
+		if err := probeTLS(ctx, endpoints, ccfg.TLS); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	cli, err := clientv3.New(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: dial etcd: %w", dialError(err, a))
 	}
 	s, err := New(ctx, cli, cfg, m, lg)
 	if err != nil {
 		cli.Close()
-		return nil, err
+		return nil, dialError(err, a)
 	}
 	s.ownsClient = true
 	return s, nil

@@ -51,7 +51,7 @@ func OpenStore(t testing.TB, endpoint string, cb func(*store.Config)) *store.Sto
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, []string{endpoint}, cfg, metrics.NewStore(nil), zaptest.NewLogger(t))
+	s, err := store.Open(ctx, []string{endpoint}, store.Access{}, cfg, metrics.NewStore(nil), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
