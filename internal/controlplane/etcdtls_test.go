@@ -19,13 +19,10 @@ import (
 // certificates and etcd auth: with the right CA, certificate and
 // password it serves; with a wrong CA it refuses to start, saying why.
 func TestControlPlaneOverTLSEtcd(t *testing.T) {
-	dir := t.TempDir()
-	ca := testharness.NewCA(t, dir, "ca")
-	other := testharness.NewCA(t, dir, "other-ca")
-	ep := testharness.StartTLSEtcd(t, ca, dir)
-	cert, key := ca.Issue(t, dir, "cast", false)
-	testharness.EnableEtcdAuth(t, ep, ca, dir, "cast-user", "right-password")
-	access := store.Access{CACert: ca.File, Cert: cert, Key: key, User: "cast-user", Password: "right-password"}
+	etcd := testharness.StartSecureEtcd(t)
+	etcd.EnableAuth(t, "cast-user", "right-password")
+	ep := etcd.URL
+	access := store.Access{CACert: etcd.CA.File, Cert: etcd.Cert, Key: etcd.Key, User: "cast-user", Password: "right-password"}
 
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		c.EtcdEndpoints, c.DataDir, c.Etcd = []string{ep}, "", access
@@ -45,7 +42,7 @@ func TestControlPlaneOverTLSEtcd(t *testing.T) {
 
 	cfg := testharness.ControlPlaneConfig(t)
 	cfg.EtcdEndpoints, cfg.DataDir, cfg.Etcd = []string{ep}, "", access
-	cfg.Etcd.CACert = other.File
+	cfg.Etcd.CACert = etcd.OtherCA.File
 	if s, err := controlplane.Start(ctx, cfg, zaptest.NewLogger(t)); !errors.Is(err, store.ErrEtcdServerCert) {
 		if s != nil {
 			s.Stop()

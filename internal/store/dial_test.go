@@ -31,12 +31,9 @@ func openWith(t *testing.T, ep string, a store.Access) (*store.Store, error) {
 }
 
 func TestOpenTLSEtcd(t *testing.T) {
-	dir := t.TempDir()
-	ca := testharness.NewCA(t, dir, "ca")
-	other := testharness.NewCA(t, dir, "other-ca")
-	ep := testharness.StartTLSEtcd(t, ca, dir)
-	cert, key := ca.Issue(t, dir, "cast", false)
-	strangerCert, strangerKey := other.Issue(t, dir, "stranger", false)
+	e := testharness.StartSecureEtcd(t)
+	ep, ca, other, cert, key := e.URL, e.CA, e.OtherCA, e.Cert, e.Key
+	strangerCert, strangerKey := other.Issue(t, e.Dir, "stranger", false)
 
 	for _, tc := range []struct {
 		name string
@@ -76,11 +73,9 @@ func TestOpenTLSEtcd(t *testing.T) {
 // store's prefix serves with the right password and is refused with a
 // wrong one.
 func TestOpenEtcdAuth(t *testing.T) {
-	dir := t.TempDir()
-	ca := testharness.NewCA(t, dir, "ca")
-	ep := testharness.StartTLSEtcd(t, ca, dir)
-	cert, key := ca.Issue(t, dir, "cast", false)
-	testharness.EnableEtcdAuth(t, ep, ca, dir, "cast-user", "right-password")
+	e := testharness.StartSecureEtcd(t)
+	e.EnableAuth(t, "cast-user", "right-password")
+	ep, ca, cert, key := e.URL, e.CA, e.Cert, e.Key
 
 	for _, tc := range []struct {
 		name, password string

@@ -163,3 +163,28 @@ func EnableEtcdAuth(t testing.TB, ep string, ca *CA, dir, user, password string)
 		}
 	}
 }
+
+// SecureEtcd is a TLS etcd requiring client certificates of CA, with a
+// client certificate for "cast" and a second CA etcd does not trust.
+type SecureEtcd struct {
+	URL         string
+	Dir         string
+	CA, OtherCA *CA
+	Cert, Key   string // signed by CA, CN cast
+}
+
+// StartSecureEtcd starts a SecureEtcd in a new temp dir until the test ends.
+func StartSecureEtcd(t testing.TB) *SecureEtcd {
+	t.Helper()
+	e := &SecureEtcd{Dir: t.TempDir()}
+	e.CA, e.OtherCA = NewCA(t, e.Dir, "ca"), NewCA(t, e.Dir, "other-ca")
+	e.URL = StartTLSEtcd(t, e.CA, e.Dir)
+	e.Cert, e.Key = e.CA.Issue(t, e.Dir, "cast", false)
+	return e
+}
+
+// EnableAuth turns on etcd's auth with user (see EnableEtcdAuth).
+func (e *SecureEtcd) EnableAuth(t testing.TB, user, password string) {
+	t.Helper()
+	EnableEtcdAuth(t, e.URL, e.CA, e.Dir, user, password)
+}
