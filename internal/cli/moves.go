@@ -17,12 +17,13 @@ func (a *app) switchCmd() *cobra.Command {
 	var id, agent, model, effort string
 	var fork bool
 	cmd := &cobra.Command{
-		Use:   "switch -s ID [--agent A] [--model M] [--effort E] [--fork]",
+		Use:   "switch ID [--agent A] [--model M] [--effort E] [--fork]",
 		Short: "Switch a session's agent, model or effort in place (--fork: onto a new fork instead)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return usagef("-s ID is required; `cast ls` lists sessions")
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, false, "", "cast switch ID --agent A; `cast ls` lists sessions")
+			if err != nil {
+				return err
 			}
 			if agent == "" && model == "" && effort == "" {
 				return usagef("say what to switch to: --agent, --model or --effort")
@@ -209,15 +210,13 @@ func (a *app) handoffCmd() *cobra.Command {
 	var id, to, model, account, device, msg string
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "handoff [-s ID] --to AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
+		Use:   "handoff [ID] --to AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
 		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				id = os.Getenv("CAST_SESSION")
-			}
-			if id == "" {
-				return usagef("-s ID is required outside a cast session")
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, false, os.Getenv("CAST_SESSION"), "cast handoff ID (required outside a cast session)")
+			if err != nil {
+				return err
 			}
 			if to == "" {
 				return usagef("--to AGENT (or same) is required")

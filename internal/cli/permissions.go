@@ -14,17 +14,18 @@ import (
 
 func (a *app) approveCmd(allow bool) *cobra.Command {
 	var id, rid, msg string
-	use, short := "approve -s ID [--request RID]", "Let a session's agent run the tool it is waiting on"
+	use, short := "approve ID [--request RID]", "Let a session's agent run the tool it is waiting on"
 	if !allow {
-		use, short = "deny -s ID [--request RID] [-m WHY]", "Refuse the tool a session's agent is waiting on"
+		use, short = "deny ID [--request RID] [-m WHY]", "Refuse the tool a session's agent is waiting on"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return usagef("-s ID is required; `cast ls` shows sessions waiting on a permission")
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, false, "", "cast "+cmd.Name()+" ID; `cast ls` shows sessions waiting on a permission")
+			if err != nil {
+				return err
 			}
 			c, err := a.client()
 			if err != nil {

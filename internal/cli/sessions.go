@@ -68,11 +68,15 @@ func (a *app) newCmd() *cobra.Command {
 func (a *app) sendCmd() *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "send -s ID MESSAGE",
+		Use:   "send ID MESSAGE",
 		Short: "Send a message to a session (MESSAGE - reads stdin)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if id == "" {
-				return usagef("-s ID is required; `cast ls` lists sessions")
+			if id == "" && len(args) < 2 {
+				return usagef("cast send ID MESSAGE: name the session and the message; `cast ls` lists sessions")
+			}
+			id, args, err := sessionArg(id, args, true, "", "cast send ID MESSAGE; `cast ls` lists sessions")
+			if err != nil {
+				return err
 			}
 			text, err := a.messageArg(args, false)
 			if err != nil {
@@ -244,12 +248,13 @@ func unknownOutcome(err error) bool {
 func (a *app) interruptCmd() *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "interrupt -s ID",
+		Use:   "interrupt ID",
 		Short: "Stop a session's running turn (its whole process group)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return usagef("-s ID is required; `cast ls` lists sessions")
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, false, "", "cast interrupt ID; `cast ls` lists sessions")
+			if err != nil {
+				return err
 			}
 			c, err := a.client()
 			if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -73,5 +74,42 @@ func TestNodeFlagName(t *testing.T) {
 	h, _, _ := (&app{}).root().Find([]string{"handoff"})
 	if h.Flags().Lookup("node") == nil {
 		t.Errorf("cast handoff has no --node")
+	}
+}
+
+// Session ids are positional in every command, -s ID kept as an alias.
+func TestSessionArg(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flag     string
+		args     []string
+		more     bool
+		fallback string
+		id       string
+		rest     []string
+		usage    bool
+	}{
+		{name: "positional", args: []string{"s1"}, id: "s1", rest: []string{}},
+		{name: "flag", flag: "s1", id: "s1"},
+		{name: "positional with message", args: []string{"s1", "hi", "there"}, more: true, id: "s1", rest: []string{"hi", "there"}},
+		{name: "flag with message", flag: "s1", args: []string{"hi"}, more: true, id: "s1", rest: []string{"hi"}},
+		{name: "both", flag: "s1", args: []string{"s2"}, usage: true},
+		{name: "fallback", fallback: "s9", id: "s9"},
+		{name: "positional over fallback", args: []string{"s1"}, fallback: "s9", id: "s1", rest: []string{}},
+		{name: "none", usage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, rest, err := sessionArg(tc.flag, tc.args, tc.more, tc.fallback, "hint")
+			var ue usageError
+			if tc.usage {
+				if !errors.As(err, &ue) {
+					t.Fatalf("got %q %v, want a usage error", id, err)
+				}
+				return
+			}
+			if err != nil || id != tc.id || len(rest) != len(tc.rest) || strings.Join(rest, " ") != strings.Join(tc.rest, " ") {
+				t.Fatalf("got %q %q %v, want %q %q", id, rest, err, tc.id, tc.rest)
+			}
+		})
 	}
 }

@@ -26,7 +26,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"get", "a", "b"}, 2},
 		{[]string{"ls", "extra"}, 2},
 		{[]string{"send", "--model", "-x", "s1", "hi"}, 2},
+		{[]string{"interrupt", "s1", "-s", "s2"}, 2},
+		{[]string{"send"}, 2},
 		{[]string{"get", "no-such-session"}, 1},
+		{[]string{"interrupt", "no-such-session"}, 1},
 		{[]string{"account"}, 0},
 		{[]string{"ls"}, 0},
 	} {

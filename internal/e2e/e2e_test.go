@@ -233,7 +233,7 @@ func TestCLIErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"send", "-s", "abcdefg", ""}, 2, "message is empty"},
-		{[]string{"send", "hi"}, 2, "-s ID is required"},
+		{[]string{"send", "hi"}, 2, "cast send ID MESSAGE"},
 		{[]string{"read", "abcdefg"}, 1, "not found; `cast ls`"},
 		{[]string{"read", "Bad/Id"}, 1, "malformed"},
 		{[]string{"read", "abcdefg", "9:3"}, 2, "FROM:TO"},
