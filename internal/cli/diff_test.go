@@ -26,7 +26,7 @@ import (
 func diffGit(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=Cast Test", "-c", "user.email=test@cast.invalid", "-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(testharness.ScratchEnv(t), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}

@@ -209,7 +209,7 @@ func runOnTerminal(t *testing.T, c cli, args ...string) string {
 	t.Helper()
 	master, slave := openPTY(t)
 	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), c.env...)
+	cmd.Env = testharness.CLIEnv(t, c.env)
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = slave, &errb
 	if err := cmd.Start(); err != nil {

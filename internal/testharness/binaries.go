@@ -200,6 +200,13 @@ func Run(t testing.TB, env []string, bin string, args ...string) (string, string
 	return RunInput(t, env, nil, 60*time.Second, bin, args...)
 }
 
+// CLIEnv is the environment a test runs the cast CLI with: a scratch HOME
+// and config dir (the CLI never reads the real ~/.config/cast), the
+// test's credentials, then env.
+func CLIEnv(t testing.TB, env []string) []string {
+	return append(ScratchEnv(t), append([]string{"XDG_CONFIG_HOME=" + t.TempDir()}, env...)...)
+}
+
 // RunInput is Run with stdin reading in (nil: /dev/null), as a shell
 // pipes into it, and timeout to finish.
 func RunInput(t testing.TB, env []string, in io.Reader, timeout time.Duration, bin string, args ...string) (string, string, int) {
@@ -207,8 +214,7 @@ func RunInput(t testing.TB, env []string, in io.Reader, timeout time.Duration, b
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	// A scratch config dir: the CLI never reads the real ~/.config/cast.
-	cmd.Env = append(append(os.Environ(), AuthEnv()...), append([]string{"XDG_CONFIG_HOME=" + t.TempDir()}, env...)...)
+	cmd.Env = CLIEnv(t, env)
 	cmd.Stdin = in
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
