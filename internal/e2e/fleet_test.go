@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,17 @@ func TestFleetAccountAutoSwitch(t *testing.T) {
 // the turn holding marker, and the marker's message stored once.
 func waitAnswered(r *turnRig, id, marker string, seq int64) {
 	r.t.Helper()
-	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	// Idle with an answer after seq: a row after seq alone is not enough,
+	// since an account_switch notice may land there before the turn starts.
+	testharness.WaitFor(r.t, 3*time.Minute, fmt.Sprintf("an answer after seq %d", seq), func() bool {
+		sess, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		if err != nil || sess.State != castv1.SessionState_SESSION_STATE_IDLE {
+			return false
+		}
+		return slices.ContainsFunc(r.messages(id), func(m *castv1.Message) bool {
+			return m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && m.Seq > seq
+		})
+	})
 	prompts, answers := 0, 0
 	for _, m := range r.messages(id) {
 		switch {
