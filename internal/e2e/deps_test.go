@@ -31,3 +31,21 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 		t.Error("controlplane should link the embedded etcd")
 	}
 }
+
+// The fleet's account, usage-window and limit types are a leaf: the
+// runner, the node, the store, the wire and the fleet share them, so they
+// import nothing of cast's (and nothing of etcd's or gRPC's).
+func TestQuotaIsALeaf(t *testing.T) {
+	root := testharness.RepoRoot(t)
+	cmd := exec.Command("go", "list", "-deps", "./internal/quota")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if first, _, _ := strings.Cut(dep, "/"); dep != "github.com/cast-dev/cast/internal/quota" && strings.Contains(first, ".") {
+			t.Errorf("internal/quota depends on %s", dep)
+		}
+	}
+}

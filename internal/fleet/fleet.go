@@ -24,20 +24,22 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
 )
 
 // Store is what the manager needs from the store.
 type Store interface {
-	PutAccount(ctx context.Context, r store.AccountRecord) (*store.AccountRecord, error)
-	GetAccount(ctx context.Context, agent, name string) (*store.AccountRecord, error)
-	ListAccounts(ctx context.Context, agent string) ([]*store.AccountRecord, error)
+	PutAccount(ctx context.Context, r quota.Account) (*quota.Account, error)
+	GetAccount(ctx context.Context, agent, name string) (*quota.Account, error)
+	ListAccounts(ctx context.Context, agent string) ([]*quota.Account, error)
 	DeleteAccount(ctx context.Context, agent, name string) error
-	ActiveAccount(ctx context.Context, agent string) (store.ActiveAccount, error)
-	Activate(ctx context.Context, agent, name string, prev store.ActiveAccount) (store.ActiveAccount, bool, error)
-	UpdateAccount(ctx context.Context, agent, name string, fn func(*store.AccountRecord)) (*store.AccountRecord, error)
+	ActiveAccount(ctx context.Context, agent string) (quota.Active, error)
+	Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error)
+	UpdateAccount(ctx context.Context, agent, name string, fn func(*quota.Account)) (*quota.Account, error)
 	PutCredentialGrant(ctx context.Context, node, hash, agent, account string) error
 	TakeCredentialGrant(ctx context.Context, node, hash string) (agent, account string, ok bool, err error)
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
@@ -155,7 +157,7 @@ func (mg *Manager) Put(ctx context.Context, agent, name string, cred []byte) (*c
 	if err != nil {
 		return nil, errs.Internal(err, "seal credential")
 	}
-	r, err := mg.st.PutAccount(ctx, store.AccountRecord{Name: name, Agent: agent, Sealed: sealed})
+	r, err := mg.st.PutAccount(ctx, quota.Account{Name: name, Agent: agent, Sealed: sealed})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +215,7 @@ func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account
 	if err := validate(agent, name); err != nil {
 		return nil, err
 	}
-	r, err := mg.st.UpdateAccount(ctx, agent, name, func(r *store.AccountRecord) { r.LimitedUntil = time.Time{} })
+	r, err := mg.st.UpdateAccount(ctx, agent, name, func(r *quota.Account) { r.LimitedUntil = time.Time{} })
 	if err != nil {
 		return nil, err
 	}
@@ -270,15 +272,9 @@ func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant stri
 	return cred, nil
 }
 
-func toProto(r *store.AccountRecord, active bool) *castv1.Account {
+func toProto(r *quota.Account, active bool) *castv1.Account {
 	a := &castv1.Account{Name: r.Name, Agent: r.Agent, Active: active, Switches: r.Switches, UpdatedAt: timestamppb.New(r.UpdatedAt)}
-	for _, w := range r.Usage {
-		u := &castv1.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: int32(w.WindowMinutes)}
-		if !w.ResetsAt.IsZero() {
-			u.ResetsAt = timestamppb.New(w.ResetsAt)
-		}
-		a.Usage = append(a.Usage, u)
-	}
+	a.Usage = wire.WindowsToProto(r.Usage)
 	if !r.LimitedUntil.IsZero() {
 		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
 	}
@@ -287,12 +283,12 @@ func toProto(r *store.AccountRecord, active bool) *castv1.Account {
 
 // activate moves the agent's active account to name (from prev) and tells
 // every connected node; ok=false means a concurrent activation won.
-func (mg *Manager) activate(ctx context.Context, agent, name string, prev store.ActiveAccount, reason string) (bool, error) {
+func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.Active, reason string) (bool, error) {
 	// A limit that has passed is history: clear it, or the sweep would
 	// take the account for one whose window just reset and activate it
 	// once more.
 	now := mg.now()
-	if _, err := mg.st.UpdateAccount(ctx, agent, name, func(r *store.AccountRecord) {
+	if _, err := mg.st.UpdateAccount(ctx, agent, name, func(r *quota.Account) {
 		if !r.LimitedUntil.IsZero() && !r.LimitedUntil.After(now) {
 			r.LimitedUntil = time.Time{}
 		}
@@ -312,7 +308,7 @@ func (mg *Manager) activate(ctx context.Context, agent, name string, prev store.
 
 // broadcast sends SetCredential to every connected node. A node that is
 // down gets it when it connects again (NodeHello).
-func (mg *Manager) broadcast(ctx context.Context, agent string, act store.ActiveAccount) {
+func (mg *Manager) broadcast(ctx context.Context, agent string, act quota.Active) {
 	nodes, err := mg.st.ListNodes(ctx)
 	if err != nil {
 		mg.lg.Warn("list nodes for a credential change failed", zap.Error(err))
@@ -325,7 +321,7 @@ func (mg *Manager) broadcast(ctx context.Context, agent string, act store.Active
 	}
 }
 
-func (mg *Manager) send(ctx context.Context, node, agent string, act store.ActiveAccount) {
+func (mg *Manager) send(ctx context.Context, node, agent string, act quota.Active) {
 	grant := rand.Text()
 	if err := mg.st.PutCredentialGrant(ctx, node, grantHash(grant), agent, act.Name); err != nil {
 		mg.lg.Warn("record credential grant failed", zap.String("node", node), zap.Error(err))

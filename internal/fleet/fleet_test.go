@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -85,7 +86,7 @@ func (r *rig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.mu
 
 func cred(tok string) []byte { return []byte(`{"claudeAiOauth":{"accessToken":"` + tok + `"}}`) }
 
-func active(t *testing.T, r *rig) store.ActiveAccount {
+func active(t *testing.T, r *rig) quota.Active {
 	t.Helper()
 	act, err := r.st.ActiveAccount(context.Background(), "claude")
 	if err != nil {
@@ -262,7 +263,7 @@ func TestCodexResumesAfterReset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	get := func() store.ActiveAccount {
+	get := func() quota.Active {
 		act, err := r.st.ActiveAccount(ctx, "codex")
 		must(t, err)
 		return act
@@ -288,7 +289,7 @@ func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
 	r.putAB(t)
 	start := active(t, r)
 	// What OnParked wrote before the crash: the limit, nothing else.
-	if _, err := r.st.UpdateAccount(ctx, "claude", "a", func(a *store.AccountRecord) {
+	if _, err := r.st.UpdateAccount(ctx, "claude", "a", func(a *quota.Account) {
 		a.LimitedUntil, a.LastLimited = r.now.Add(time.Hour), r.now
 	}); err != nil {
 		t.Fatal(err)
@@ -367,7 +368,7 @@ func TestCodexLimitEndsAtTheWindowReset(t *testing.T) {
 	if !a.LimitedUntil.Equal(reset) {
 		t.Fatalf("limited until %v, want %v", a.LimitedUntil, reset)
 	}
-	get := func() store.ActiveAccount {
+	get := func() quota.Active {
 		act, err := r.st.ActiveAccount(ctx, "codex")
 		must(t, err)
 		return act

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -24,8 +25,8 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 		return nil
 	}
 	now := mg.now().UTC()
-	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) {
-		until := resetOf(r, now)
+	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
+		until := r.ResetOf(now)
 		if until.IsZero() {
 			until = now.Add(mg.cfg.Cooldown)
 		}
@@ -66,7 +67,7 @@ func (mg *Manager) switchFrom(ctx context.Context, sessionID, agent, account str
 		if !ok {
 			continue
 		}
-		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *store.AccountRecord) { r.Switches++ }); err != nil {
+		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
 		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, store.Guard{})
@@ -115,11 +116,11 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		return err
 	}
 	now := mg.now().UTC()
-	if !limited(r, now) {
+	if !r.Limited(now) {
 		if mg.cfg.Policy == PolicyOff {
 			return nil // a person resumes (`cast account use`)
 		}
-		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *store.AccountRecord) { r.LimitedUntil = time.Time{} }); err != nil {
+		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *quota.Account) { r.LimitedUntil = time.Time{} }); err != nil {
 			return err
 		}
 		_, err := mg.activate(ctx, agent, act.Name, act, "reset")
@@ -148,7 +149,7 @@ func (mg *Manager) count(ctx context.Context, agent string) error {
 	}
 	now, open, lim := mg.now(), 0, 0
 	for _, a := range accounts {
-		if limited(a, now) {
+		if a.Limited(now) {
 			lim++
 		} else {
 			open++

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/quota"
 )
 
 // Pick chooses the account to switch to when from hits its limit: an
@@ -16,15 +16,15 @@ import (
 // limited longest ago, then by name. "" means every account is limited:
 // the fleet waits for the earliest reset (the sweep re-activates the
 // account whose window opens first).
-func Pick(accounts []*store.AccountRecord, from string, now time.Time) string {
-	var open []*store.AccountRecord
+func Pick(accounts []*quota.Account, from string, now time.Time) string {
+	var open []*quota.Account
 	for _, a := range accounts {
-		if a.Name != from && !limited(a, now) {
+		if a.Name != from && !a.Limited(now) {
 			open = append(open, a)
 		}
 	}
 	sort.Slice(open, func(i, j int) bool {
-		if ui, uj := used(open[i], now), used(open[j], now); ui != uj {
+		if ui, uj := open[i].Used(now), open[j].Used(now); ui != uj {
 			return ui < uj
 		}
 		if !open[i].LastLimited.Equal(open[j].LastLimited) {
@@ -36,10 +36,6 @@ func Pick(accounts []*store.AccountRecord, from string, now time.Time) string {
 		return ""
 	}
 	return open[0].Name
-}
-
-func limited(a *store.AccountRecord, now time.Time) bool {
-	return !a.LimitedUntil.IsZero() && a.LimitedUntil.After(now)
 }
 
 // credentialFiles are the agents whose shared credential store cast can

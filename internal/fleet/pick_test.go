@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/quota"
 )
 
 func TestPick(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	acc := func(name string, limitedFor, limitedAgo time.Duration) *store.AccountRecord {
-		a := &store.AccountRecord{Name: name}
+	acc := func(name string, limitedFor, limitedAgo time.Duration) *quota.Account {
+		a := &quota.Account{Name: name}
 		if limitedFor != 0 {
 			a.LimitedUntil = now.Add(limitedFor)
 		}
@@ -20,27 +20,27 @@ func TestPick(t *testing.T) {
 		}
 		return a
 	}
-	usage := func(a *store.AccountRecord, pct float64, resetsIn time.Duration) *store.AccountRecord {
-		a.Usage = []store.UsageWindow{{Name: "primary", UsedPercent: pct, WindowMinutes: 300, ResetsAt: now.Add(resetsIn)}}
+	usage := func(a *quota.Account, pct float64, resetsIn time.Duration) *quota.Account {
+		a.Usage = []quota.Window{{Name: "primary", UsedPercent: pct, WindowMinutes: 300, ResetsAt: now.Add(resetsIn)}}
 		return a
 	}
 	for _, tc := range []struct {
 		name     string
-		accounts []*store.AccountRecord
+		accounts []*quota.Account
 		from     string
 		want     string
 	}{
-		{"next never limited", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", 0, 0)}, "a", "b"},
-		{"only the limited one", []*store.AccountRecord{acc("a", time.Hour, time.Minute)}, "a", ""},
-		{"all limited: wait", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", 2*time.Hour, time.Hour)}, "a", ""},
-		{"window passed counts as open", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", -time.Minute, 5*time.Hour)}, "a", "b"},
-		{"never limited before limited long ago", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", -time.Hour, 9*time.Hour), acc("c", 0, 0)}, "a", "c"},
-		{"limited longest ago first", []*store.AccountRecord{acc("a", time.Hour, time.Minute), acc("b", -time.Hour, 2*time.Hour), acc("c", -time.Hour, 9*time.Hour)}, "a", "c"},
-		{"ties by name", []*store.AccountRecord{acc("z", 0, 0), acc("y", 0, 0), acc("a", time.Hour, time.Minute)}, "a", "y"},
-		{"never picks from", []*store.AccountRecord{acc("a", 0, 0)}, "a", ""},
-		{"least used first", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 80, time.Hour), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "c"},
-		{"unknown usage counts as unused", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 10, time.Hour), acc("c", 0, 0)}, "a", "c"},
-		{"a reset window counts as unused", []*store.AccountRecord{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 99, -time.Minute), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "b"},
+		{"next never limited", []*quota.Account{acc("a", time.Hour, time.Minute), acc("b", 0, 0)}, "a", "b"},
+		{"only the limited one", []*quota.Account{acc("a", time.Hour, time.Minute)}, "a", ""},
+		{"all limited: wait", []*quota.Account{acc("a", time.Hour, time.Minute), acc("b", 2*time.Hour, time.Hour)}, "a", ""},
+		{"window passed counts as open", []*quota.Account{acc("a", time.Hour, time.Minute), acc("b", -time.Minute, 5*time.Hour)}, "a", "b"},
+		{"never limited before limited long ago", []*quota.Account{acc("a", time.Hour, time.Minute), acc("b", -time.Hour, 9*time.Hour), acc("c", 0, 0)}, "a", "c"},
+		{"limited longest ago first", []*quota.Account{acc("a", time.Hour, time.Minute), acc("b", -time.Hour, 2*time.Hour), acc("c", -time.Hour, 9*time.Hour)}, "a", "c"},
+		{"ties by name", []*quota.Account{acc("z", 0, 0), acc("y", 0, 0), acc("a", time.Hour, time.Minute)}, "a", "y"},
+		{"never picks from", []*quota.Account{acc("a", 0, 0)}, "a", ""},
+		{"least used first", []*quota.Account{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 80, time.Hour), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "c"},
+		{"unknown usage counts as unused", []*quota.Account{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 10, time.Hour), acc("c", 0, 0)}, "a", "c"},
+		{"a reset window counts as unused", []*quota.Account{acc("a", time.Hour, 0), usage(acc("b", 0, 0), 99, -time.Minute), usage(acc("c", 0, 0), 20, time.Hour)}, "a", "b"},
 		{"empty", nil, "a", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

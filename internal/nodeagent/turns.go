@@ -11,13 +11,13 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -137,7 +137,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 // can switch the fleet away from it. If the shared credential store was
 // rewritten while the turn ran (checked under the state lock, against
 // setCredential), the turn runs again at once instead.
-func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) error {
+func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []quota.Window) error {
 	// Parked prompts are kept: a new fleet credential runs them again.
 	a.markFailed(sessionID, o, false)
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
@@ -166,19 +166,13 @@ func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason 
 // reportEnd reports the session's state; at a turn's end it also carries
 // what the fleet needs: the fleet account the turn ran on and the
 // provider's usage windows it saw (report passes neither).
-func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []runner.UsageWindow) {
+func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []quota.Window) {
 	cur, _ := a.st.get(sessionID)
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: o.Token, State: st,
 		StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: fc.Account,
 		Cwd: sessionCwd(cur)}
 	if fc.Account != "" {
-		for _, u := range usage {
-			w := &castv1.UsageWindow{Name: u.Name, UsedPercent: u.UsedPercent, WindowMinutes: int32(u.WindowMinutes)}
-			if !u.ResetsAt.IsZero() {
-				w.ResetsAt = timestamppb.New(u.ResetsAt)
-			}
-			req.Usage = append(req.Usage, w)
-		}
+		req.Usage = wire.WindowsToProto(usage)
 	}
 	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
 		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))

@@ -23,6 +23,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/gemini"
 	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/agents/pi"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -47,9 +48,9 @@ type driver struct {
 
 	// stdout-derived (codex --json, opencode --format json)
 	streamErrs []string
-	streamed   map[string]bool        // opencode: NativeIDs emitted from the stream
-	sawOutput  bool                   // opencode: any part streamed
-	limits     map[string]UsageWindow // claude stream-json: rate_limit_event by type
+	streamed   map[string]bool         // opencode: NativeIDs emitted from the stream
+	sawOutput  bool                    // opencode: any part streamed
+	limits     map[string]quota.Window // claude stream-json: rate_limit_event by type
 }
 
 func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {

@@ -51,6 +51,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/opencode"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -120,7 +121,7 @@ type Result struct {
 	Stderr     string // the CLI's last stderr (bounded), for logs
 	// Usage is the provider's usage windows as the agent recorded them
 	// this turn (Codex and Claude, with Turn.ReportUsage; nil when unknown).
-	Usage []UsageWindow
+	Usage []quota.Window
 }
 
 // Error is the error Run returns for a failed turn.

@@ -9,16 +9,9 @@ import (
 	"os"
 	"sort"
 	"time"
-)
 
-// UsageWindow is one of a provider's usage windows as the agent last
-// reported it: how much of it is used and when it resets.
-type UsageWindow struct {
-	Name          string // "primary" (Codex's 5-hour window), "secondary" (weekly)
-	UsedPercent   float64
-	WindowMinutes int
-	ResetsAt      time.Time // zero when the provider did not say
-}
+	"github.com/cast-dev/cast/internal/quota"
+)
 
 // codexTail is how much of the rollout's end codexUsage reads: Codex
 // records rate_limits after each model response, so the turn's last one is
@@ -28,7 +21,7 @@ const codexTail = 1 << 20
 // codexUsage reads the last rate_limits Codex recorded in the rollout: it
 // parses the provider's x-codex-primary-*/secondary-* response headers into
 // event_msg token_count lines. None when the provider sent none.
-func codexUsage(path string) []UsageWindow {
+func codexUsage(path string) []quota.Window {
 	if path == "" {
 		return nil
 	}
@@ -76,7 +69,7 @@ func codexUsage(path string) []UsageWindow {
 	if last == nil {
 		return nil
 	}
-	var out []UsageWindow
+	var out []quota.Window
 	for _, w := range []struct {
 		name string
 		w    *window
@@ -84,7 +77,7 @@ func codexUsage(path string) []UsageWindow {
 		if w.w == nil || w.w.UsedPercent == nil {
 			continue
 		}
-		u := UsageWindow{Name: w.name, UsedPercent: *w.w.UsedPercent, WindowMinutes: w.w.WindowMinutes}
+		u := quota.Window{Name: w.name, UsedPercent: *w.w.UsedPercent, WindowMinutes: w.w.WindowMinutes}
 		if w.w.ResetsAt > 0 {
 			u.ResetsAt = time.Unix(w.w.ResetsAt, 0).UTC()
 		}
@@ -118,7 +111,7 @@ func (d *driver) claudeEvent(line []byte) {
 	}
 	switch {
 	case ev.Type == "rate_limit_event" && ev.Limit != nil && ev.Limit.Type != "":
-		w := UsageWindow{Name: ev.Limit.Type, WindowMinutes: claudeWindows[ev.Limit.Type]}
+		w := quota.Window{Name: ev.Limit.Type, WindowMinutes: claudeWindows[ev.Limit.Type]}
 		if ev.Limit.Utilization != nil {
 			w.UsedPercent = *ev.Limit.Utilization * 100
 		} else if ev.Limit.Status == "rejected" {
@@ -129,7 +122,7 @@ func (d *driver) claudeEvent(line []byte) {
 		}
 		d.mu.Lock()
 		if d.limits == nil {
-			d.limits = map[string]UsageWindow{}
+			d.limits = map[string]quota.Window{}
 		}
 		d.limits[w.Name] = w
 		d.mu.Unlock()
@@ -143,10 +136,10 @@ func (d *driver) claudeEvent(line []byte) {
 }
 
 // claudeUsage is the windows the turn's rate_limit_events reported, by name.
-func (d *driver) claudeUsage() []UsageWindow {
+func (d *driver) claudeUsage() []quota.Window {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]UsageWindow, 0, len(d.limits))
+	out := make([]quota.Window, 0, len(d.limits))
 	for _, w := range d.limits {
 		out = append(out, w)
 	}

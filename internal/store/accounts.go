@@ -11,54 +11,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/quota"
 )
 
-// Fleet accounts: accounts/{agent}/{name} holds an AccountRecord (the
+// Fleet accounts: accounts/{agent}/{name} holds a quota.Account (the
 // credential sealed by the caller, never plaintext), activeaccounts/{agent}
-// the ActiveAccount every node's shared credential store must hold. An
+// the quota.Active every node's shared credential store must hold. An
 // activation compares the active key's ModRevision, so when several parked
 // sessions report the same limit at once only one switch happens.
-
-// AccountRecord is a fleet account as stored.
-type AccountRecord struct {
-	Name         string    `json:"name"`
-	Agent        string    `json:"agent"`
-	Sealed       []byte    `json:"sealed"` // secrets.Box output, bound to agent/name
-	LimitedUntil time.Time `json:"limited_until,omitzero"`
-	// LastLimited orders the accounts with headroom: the one limited
-	// longest ago (or never) goes first.
-	LastLimited time.Time `json:"last_limited,omitzero"`
-	Switches    int64     `json:"switches,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	// Usage is the provider's usage windows as the last turn on this
-	// account reported them (UsageAt).
-	Usage   []UsageWindow `json:"usage,omitempty"`
-	UsageAt time.Time     `json:"usage_at,omitzero"`
-	Rev     int64         `json:"-"` // ModRevision, for compare-and-swap
-}
-
-// UsageWindow is one provider usage window of an account.
-type UsageWindow struct {
-	Name          string    `json:"name"`
-	UsedPercent   float64   `json:"used_percent"`
-	WindowMinutes int       `json:"window_minutes,omitempty"`
-	ResetsAt      time.Time `json:"resets_at,omitzero"`
-}
-
-// ActiveAccount is the account an agent's shared credential store holds.
-// Epoch grows with every activation (a re-activation at a window reset
-// included), so nodes can ignore an older instruction.
-type ActiveAccount struct {
-	Name  string `json:"name"`
-	Epoch int64  `json:"epoch"`
-	Rev   int64  `json:"-"`
-}
 
 func (s *Store) accountKey(agent, name string) string { return s.key("accounts", agent, name) }
 func (s *Store) activeAccountKey(agent string) string { return s.key("activeaccounts", agent) }
 
 // PutAccount stores r (a replacement keeps the limit bookkeeping).
-func (s *Store) PutAccount(ctx context.Context, r AccountRecord) (*AccountRecord, error) {
+func (s *Store) PutAccount(ctx context.Context, r quota.Account) (*quota.Account, error) {
 	defer s.observe("put_account", time.Now())
 	for range 10 {
 		old, err := s.GetAccount(ctx, r.Agent, r.Name)
@@ -67,7 +33,7 @@ func (s *Store) PutAccount(ctx context.Context, r AccountRecord) (*AccountRecord
 		case err == nil:
 			r.LimitedUntil, r.LastLimited, r.Switches, r.Usage, r.UsageAt = old.LimitedUntil, old.LastLimited, old.Switches, old.Usage, old.UsageAt
 		case errors.As(err, &nf) && nf.Kind == errs.KindNotFound:
-			old = &AccountRecord{}
+			old = &quota.Account{}
 		default:
 			return nil, err
 		}
@@ -85,7 +51,7 @@ func (s *Store) PutAccount(ctx context.Context, r AccountRecord) (*AccountRecord
 }
 
 // casAccount writes r if its key's ModRevision is still rev (0: absent).
-func (s *Store) casAccount(ctx context.Context, r AccountRecord, rev int64) (bool, int64, error) {
+func (s *Store) casAccount(ctx context.Context, r quota.Account, rev int64) (bool, int64, error) {
 	val, err := json.Marshal(r)
 	if err != nil {
 		return false, 0, errs.Internal(err, "encode account")
@@ -99,7 +65,7 @@ func (s *Store) casAccount(ctx context.Context, r AccountRecord, rev int64) (boo
 }
 
 // GetAccount reads one account.
-func (s *Store) GetAccount(ctx context.Context, agent, name string) (*AccountRecord, error) {
+func (s *Store) GetAccount(ctx context.Context, agent, name string) (*quota.Account, error) {
 	resp, err := s.cli.Get(ctx, s.accountKey(agent, name))
 	if err != nil {
 		return nil, err
@@ -107,7 +73,7 @@ func (s *Store) GetAccount(ctx context.Context, agent, name string) (*AccountRec
 	if len(resp.Kvs) == 0 {
 		return nil, errs.NotFound("no %s account named %q; add it with `cast account add %s --agent %s --credentials FILE`", agent, name, name, agent).With("account", name)
 	}
-	r := &AccountRecord{}
+	r := &quota.Account{}
 	if err := json.Unmarshal(resp.Kvs[0].Value, r); err != nil {
 		return nil, errs.Internal(err, "decode account")
 	}
@@ -117,7 +83,7 @@ func (s *Store) GetAccount(ctx context.Context, agent, name string) (*AccountRec
 
 // ListAccounts lists accounts (one agent's, or all with agent ""), by
 // agent then name.
-func (s *Store) ListAccounts(ctx context.Context, agent string) ([]*AccountRecord, error) {
+func (s *Store) ListAccounts(ctx context.Context, agent string) ([]*quota.Account, error) {
 	prefix := s.key("accounts") + "/"
 	if agent != "" {
 		prefix += agent + "/"
@@ -126,9 +92,9 @@ func (s *Store) ListAccounts(ctx context.Context, agent string) ([]*AccountRecor
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*AccountRecord, 0, len(resp.Kvs))
+	out := make([]*quota.Account, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r := &AccountRecord{}
+		r := &quota.Account{}
 		if err := json.Unmarshal(kv.Value, r); err != nil {
 			return nil, errs.Internal(err, "decode account")
 		}
@@ -170,14 +136,14 @@ func (s *Store) DeleteAccount(ctx context.Context, agent, name string) error {
 
 // ActiveAccount reads the agent's active account (Name "" and Rev 0 when
 // none was ever activated).
-func (s *Store) ActiveAccount(ctx context.Context, agent string) (ActiveAccount, error) {
+func (s *Store) ActiveAccount(ctx context.Context, agent string) (quota.Active, error) {
 	resp, err := s.cli.Get(ctx, s.activeAccountKey(agent))
 	if err != nil || len(resp.Kvs) == 0 {
-		return ActiveAccount{}, err
+		return quota.Active{}, err
 	}
-	var a ActiveAccount
+	var a quota.Active
 	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
-		return ActiveAccount{}, errs.Internal(err, "decode active account")
+		return quota.Active{}, errs.Internal(err, "decode active account")
 	}
 	a.Rev = resp.Kvs[0].ModRevision
 	return a, nil
@@ -186,9 +152,9 @@ func (s *Store) ActiveAccount(ctx context.Context, agent string) (ActiveAccount,
 // Activate makes name the agent's active account with the next epoch, if
 // the active record is still at prev.Rev and the account still exists.
 // ok=false means another activation won; the caller re-reads.
-func (s *Store) Activate(ctx context.Context, agent, name string, prev ActiveAccount) (ActiveAccount, bool, error) {
+func (s *Store) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
 	defer s.observe("activate_account", time.Now())
-	next := ActiveAccount{Name: name, Epoch: prev.Epoch + 1}
+	next := quota.Active{Name: name, Epoch: prev.Epoch + 1}
 	val, err := json.Marshal(next)
 	if err != nil {
 		return next, false, errs.Internal(err, "encode active account")
@@ -207,7 +173,7 @@ func (s *Store) Activate(ctx context.Context, agent, name string, prev ActiveAcc
 
 // UpdateAccount applies fn to an account in a compare-and-swap loop (limit
 // bookkeeping; the sealed credential is kept).
-func (s *Store) UpdateAccount(ctx context.Context, agent, name string, fn func(*AccountRecord)) (*AccountRecord, error) {
+func (s *Store) UpdateAccount(ctx context.Context, agent, name string, fn func(*quota.Account)) (*quota.Account, error) {
 	for range 10 {
 		r, err := s.GetAccount(ctx, agent, name)
 		if err != nil {

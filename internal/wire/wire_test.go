@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -27,5 +28,19 @@ func TestRoundTrip(t *testing.T) {
 		if diff := cmp.Diff(m, got); diff != "" {
 			t.Errorf("%s round trip (-want +got):\n%s", m.Kind, diff)
 		}
+	}
+}
+
+func TestWindowsRoundTrip(t *testing.T) {
+	reset := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	ws := []quota.Window{
+		{Name: "five_hour", UsedPercent: 96.5, WindowMinutes: 300, ResetsAt: reset},
+		{Name: "secondary", UsedPercent: 12, WindowMinutes: 7 * 24 * 60},
+	}
+	if diff := cmp.Diff(ws, WindowsFromProto(WindowsToProto(ws))); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	if WindowsToProto(nil) != nil || WindowsFromProto(nil) != nil {
+		t.Fatal("no windows should stay nil")
 	}
 }

@@ -1,0 +1,109 @@
+// Package quota holds fleet accounts' plain types: an account as stored,
+// the provider usage windows its turns reported, its limit, and the active
+// account. It is a leaf: the runner (which reads the windows), the store
+// (which keeps them in etcd), the wire (which converts them) and the fleet
+// manager (which decides on them) all share these types, so none needs
+// another's.
+package quota
+
+import (
+	"fmt"
+	"time"
+)
+
+// Window is one of a provider's usage windows as a turn last saw it: how
+// much of it is used and when it resets.
+type Window struct {
+	// Name is the provider's: "primary" (Codex's 5-hour window),
+	// "secondary" (weekly); Claude's "five_hour", "seven_day",
+	// "seven_day_opus", "seven_day_sonnet".
+	Name          string    `json:"name"`
+	UsedPercent   float64   `json:"used_percent"`
+	WindowMinutes int       `json:"window_minutes,omitempty"`
+	ResetsAt      time.Time `json:"resets_at,omitzero"` // zero when the provider did not say
+}
+
+// AheadAt is the used percentage at which the fleet switches before the
+// provider refuses (design §7): 95% of a window up to a day long, 97% of
+// longer ones.
+func (w Window) AheadAt() float64 {
+	if w.WindowMinutes > 0 && w.WindowMinutes <= 24*60 {
+		return 95
+	}
+	return 97
+}
+
+// Open says whether the window has not reset yet at now (a window with no
+// reset time counts as open).
+func (w Window) Open(now time.Time) bool { return w.ResetsAt.IsZero() || w.ResetsAt.After(now) }
+
+// Label names the window for people: "5-hour", "7-day", else its name.
+func (w Window) Label() string {
+	switch {
+	case w.WindowMinutes <= 0:
+		return w.Name
+	case w.WindowMinutes%(24*60) == 0:
+		return fmt.Sprintf("%d-day", w.WindowMinutes/(24*60))
+	case w.WindowMinutes%60 == 0:
+		return fmt.Sprintf("%d-hour", w.WindowMinutes/60)
+	}
+	return fmt.Sprintf("%d-minute", w.WindowMinutes)
+}
+
+// Account is a fleet account as stored: the credential sealed by the
+// caller (never plaintext), its limit bookkeeping and its last usage.
+type Account struct {
+	Name         string    `json:"name"`
+	Agent        string    `json:"agent"`
+	Sealed       []byte    `json:"sealed"` // secrets.Box output, bound to agent/name
+	LimitedUntil time.Time `json:"limited_until,omitzero"`
+	// LastLimited orders the accounts with headroom: the one limited
+	// longest ago (or never) goes first.
+	LastLimited time.Time `json:"last_limited,omitzero"`
+	Switches    int64     `json:"switches,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// Usage is the provider's usage windows as the last turn on this
+	// account reported them (UsageAt).
+	Usage   []Window  `json:"usage,omitempty"`
+	UsageAt time.Time `json:"usage_at,omitzero"`
+	Rev     int64     `json:"-"` // the store's revision, for compare-and-swap
+}
+
+// Limited says whether the account is over a limit at now.
+func (a *Account) Limited(now time.Time) bool {
+	return !a.LimitedUntil.IsZero() && a.LimitedUntil.After(now)
+}
+
+// Used is the account's fullest window that has not reset yet (0 when no
+// usage is known).
+func (a *Account) Used(now time.Time) float64 {
+	max := 0.0
+	for _, w := range a.Usage {
+		if w.Open(now) && w.UsedPercent > max {
+			max = w.UsedPercent
+		}
+	}
+	return max
+}
+
+// ResetOf is when the account's fullest unreset window reopens (zero when
+// no window says): the end of a limit hit on that account.
+func (a *Account) ResetOf(now time.Time) time.Time {
+	var at time.Time
+	best := -1.0
+	for _, w := range a.Usage {
+		if w.ResetsAt.After(now) && w.UsedPercent > best {
+			at, best = w.ResetsAt, w.UsedPercent
+		}
+	}
+	return at
+}
+
+// Active is the account an agent's shared credential store holds. Epoch
+// grows with every activation (a re-activation at a window reset
+// included), so nodes can ignore an older instruction.
+type Active struct {
+	Name  string `json:"name"`
+	Epoch int64  `json:"epoch"`
+	Rev   int64  `json:"-"`
+}
