@@ -111,6 +111,9 @@ func (c Config) Validate() error {
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
 	}
+	if len(c.EtcdEndpoints) == 0 && !client.IsLoopback(c.EtcdClient) {
+		return fmt.Errorf("--etcd-listen %q is not a loopback address: the embedded etcd listens on this host only (for more, run an external etcd with TLS and give --etcd-endpoints)", c.EtcdClient)
+	}
 	if len(c.EtcdEndpoints) == 0 && c.Etcd != (store.Access{}) {
 		return fmt.Errorf("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-user are for an external etcd: give --etcd-endpoints")
 	}

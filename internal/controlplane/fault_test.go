@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -36,18 +37,8 @@ func freeAddr(t *testing.T) string {
 func TestRestartMidAppendsLosesNothing(t *testing.T) {
 	cfg := testharness.ControlPlaneConfig(t)
 	cfg.Listen = freeAddr(t)
-	start := func() *controlplane.Server {
-		return testharness.StartControlPlane(t, func(c *controlplane.Config) { *c = cfg })
-	}
-	srv := start()
-	c := testharness.Dial(t, cfg.Listen)
-	testharness.StartNode(t, cfg.Listen, "n1", nil)
-	waitConnected(t, c, "n1", true)
+	start, srv, c, sess := restartable(t, cfg)
 	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const writers, each = 4, 60
 	var mu sync.Mutex
 	acked := map[string]int64{} // request id -> seq
@@ -119,6 +110,25 @@ func TestRestartMidAppendsLosesNothing(t *testing.T) {
 	if len(stored) != len(acked) {
 		t.Fatalf("stored %d, acknowledged %d", len(stored), len(acked))
 	}
+}
+
+// restartable starts a control plane on cfg (a fixed listen address, so
+// clients reconnect after a restart), a node n1 and a session on it;
+// start starts the control plane again.
+func restartable(t *testing.T, cfg controlplane.Config) (start func() *controlplane.Server, srv *controlplane.Server, c *client.Client, sess *castv1.Session) {
+	t.Helper()
+	start = func() *controlplane.Server {
+		return testharness.StartControlPlane(t, func(c *controlplane.Config) { *c = cfg })
+	}
+	srv = start()
+	c = testharness.Dial(t, cfg.Listen)
+	testharness.StartNode(t, cfg.Listen, "n1", nil)
+	waitConnected(t, c, "n1", true)
+	sess, err := c.Sessions.CreateSession(ctxT(t), &castv1.CreateSessionRequest{Agent: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start, srv, c, sess
 }
 
 // A node that restarts gets its sessions re-assigned and catches up on the

@@ -93,22 +93,26 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 			s.Stop()
 		}
 	}()
-	endpoints := cfg.EtcdEndpoints
+	endpoints, access := cfg.EtcdEndpoints, cfg.Etcd
 	if len(endpoints) == 0 {
+		// Loopback only, with auth: another local user or process
+		// reading etcd would read owner tokens and sealed data.
 		s.etcd, err = etcdembed.Start(ctx, etcdembed.Config{
 			Dir: cfg.DataDir, ClientAddr: cfg.EtcdClient, PeerAddr: "127.0.0.1:0",
 			QuotaBytes: cfg.Store.QuotaBytes, CompactionRetention: time.Hour,
+			PasswordFile: filepath.Join(cfg.DataDir, etcdembed.PasswordFileName),
 		}, lg)
 		if err != nil {
 			return nil, err
 		}
 		endpoints = []string{s.etcd.ClientURL}
+		access = store.Access{User: s.etcd.User, Password: s.etcd.Password}
 	}
 	s.m = metrics.NewControlPlane(s.reg)
 	bi := version.Get()
 	s.m.BuildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, fmt.Sprint(CapabilityVersion)).Set(1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.store, err = store.Open(ctx, endpoints, cfg.Etcd, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
+	if s.store, err = store.Open(ctx, endpoints, access, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err
 	}
 	s.hub = newHub(s.lg, s.m)

@@ -17,6 +17,8 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
 )
 
 // Config for the embedded member.
@@ -33,19 +35,50 @@ type Config struct {
 	// of one named "cast".
 	Name           string
 	InitialCluster string
+	// PasswordFile turns etcd auth on: the member gets a root user whose
+	// generated password is kept in this file (0600) and reused on later
+	// starts; clients without it are refused. A member of one only (the
+	// control plane's). NoAuth runs without auth instead, for the test
+	// harness's members and clusters; one of the two must be chosen.
+	PasswordFile string
+	NoAuth       bool
+}
+
+// Validate checks c: the client port is on loopback, and auth is chosen.
+func (c Config) Validate() error {
+	if c.PasswordFile == "" && !c.NoAuth {
+		return errors.New("etcdembed: give PasswordFile (auth on) or NoAuth (tests only)")
+	}
+	if c.PasswordFile != "" && c.NoAuth {
+		return errors.New("etcdembed: PasswordFile and NoAuth exclude each other")
+	}
+	if c.PasswordFile != "" && c.InitialCluster != "" {
+		return errors.New("etcdembed: auth with PasswordFile is for a member of one; a cluster runs NoAuth")
+	}
+	for flag, a := range map[string]string{"client address": c.ClientAddr, "peer address": c.PeerAddr} {
+		if !client.IsLoopback(a) {
+			return fmt.Errorf("etcdembed: %s %q is not a loopback address: the embedded etcd never listens beyond this host (run an external etcd with TLS for that)", flag, a)
+		}
+	}
+	return nil
 }
 
 // Etcd is a running embedded member.
 type Etcd struct {
 	e         *embed.Etcd
 	ClientURL string
-	closing   *atomic.Bool // set by Close: quiets the shutdown noise
+	// User and Password are what clients connect with ("" with NoAuth).
+	User, Password string
+	closing        *atomic.Bool // set by Close: quiets the shutdown noise
 }
 
 // Start starts the member and waits until it serves. Ports it picked
 // itself (port 0) are picked again if another process took one between the
 // pick and etcd's bind.
 func Start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
 		e, err := start(ctx, c, lg)
 		if err == nil || attempt == 3 || !picksPorts(c) || !addrInUse(err) {
@@ -99,6 +132,11 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(lg, closing))
 	cfg.Metrics = "basic"
+	// The root password is 256 random bits: bcrypt's cost adds nothing
+	// to it, and the minimum keeps every start and dial fast. (etcd's
+	// simple auth tokens expire after 5 idle minutes; the store's
+	// readiness probe uses its token every few seconds.)
+	cfg.BcryptCost = 4 // bcrypt.MinCost
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdembed: start: %w", err)
@@ -115,7 +153,16 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdembed: not ready after 60s")
 	}
-	return &Etcd{e: e, ClientURL: cu.String(), closing: closing}, nil
+	out := &Etcd{e: e, ClientURL: cu.String(), closing: closing}
+	if c.PasswordFile != "" {
+		pw, err := enableAuth(ctx, e.Server, c.PasswordFile)
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		out.User, out.Password = RootUser, pw
+	}
+	return out, nil
 }
 
 // Err reports a fatal error of the running member.

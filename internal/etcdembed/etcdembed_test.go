@@ -2,11 +2,17 @@ package etcdembed
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // A port taken before etcd binds it is recognised, so Start can pick
@@ -20,7 +26,7 @@ func TestTakenPortIsRecognised(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := Config{Dir: t.TempDir(), ClientAddr: l.Addr().String(), PeerAddr: "127.0.0.1:0", QuotaBytes: 64 << 20}
+	c := Config{Dir: t.TempDir(), ClientAddr: l.Addr().String(), PeerAddr: "127.0.0.1:0", QuotaBytes: 64 << 20, NoAuth: true}
 	e, err := Start(ctx, c, zaptest.NewLogger(t))
 	if err == nil {
 		e.Close()
@@ -36,4 +42,78 @@ func TestTakenPortIsRecognised(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Close()
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", PasswordFile: "pw"}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" for valid
+	}{
+		{"auth", func(*Config) {}, ""},
+		{"no auth, for tests", func(c *Config) { c.PasswordFile, c.NoAuth = "", true }, ""},
+		{"neither", func(c *Config) { c.PasswordFile = "" }, "give PasswordFile"},
+		{"both", func(c *Config) { c.NoAuth = true }, "exclude each other"},
+		{"auth in a cluster", func(c *Config) { c.InitialCluster = "a=http://127.0.0.1:1" }, "member of one"},
+		{"open client port", func(c *Config) { c.ClientAddr = "0.0.0.0:2379" }, "not a loopback address"},
+		{"open peer port", func(c *Config) { c.PeerAddr = "10.0.0.1:2380" }, "not a loopback address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The root password is generated once and kept 0600; a later start
+// reuses it, and refuses a missing, changed or readable-by-others file
+// rather than starting a member nobody can use.
+func TestRootPasswordKeptAndChecked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	pwFile := filepath.Join(t.TempDir(), PasswordFileName)
+	c := Config{Dir: dir, ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", QuotaBytes: 64 << 20, PasswordFile: pwFile}
+	start := func() (*Etcd, error) { return Start(ctx, c, zaptest.NewLogger(t)) }
+	e, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	first := e.Password
+	fi, err := os.Stat(pwFile)
+	if err != nil || fi.Mode().Perm() != 0o600 || e.User != RootUser || len(first) < 32 {
+		t.Fatalf("password file %v %v, user %q", fi, err, e.User)
+	}
+	if e, err = start(); err != nil || e.Password != first {
+		t.Fatalf("restart: %v, password reused: %v", err, err == nil && e.Password == first)
+	}
+	e.Close()
+	for _, tc := range []struct {
+		name string
+		edit func() error
+		want string
+	}{
+		{"readable by others", func() error { return os.Chmod(pwFile, 0o644) }, "chmod 600"},
+		{"another password", func() error { return fsutil.WriteFileAtomic(pwFile, []byte("not-it\n"), 0o600) }, "not etcd's root password"},
+		{"missing", func() error { return os.Remove(pwFile) }, "is missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.edit(); err != nil {
+				t.Fatal(err)
+			}
+			e, err := start()
+			if err == nil {
+				e.Close()
+			}
+			if !errors.Is(err, ErrPasswordFile) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start: %v, want %v saying %q", err, ErrPasswordFile, tc.want)
+			}
+		})
+	}
 }

@@ -33,6 +33,7 @@ func StartEtcd(t testing.TB, cb func(*EtcdConfig)) string {
 	defer cancel()
 	e, err := etcdembed.Start(ctx, etcdembed.Config{
 		Dir: c.Dir, ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", QuotaBytes: c.QuotaBytes,
+		NoAuth: true, // tests dial it without credentials
 	}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("start embedded etcd: %v", err)

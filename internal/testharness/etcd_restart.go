@@ -44,6 +44,7 @@ func StartRestartableEtcd(t testing.TB) *RestartableEtcd {
 func newRestartable(t testing.TB, cfg etcdembed.Config) *RestartableEtcd {
 	t.Helper()
 	cfg.Dir, cfg.ClientAddr, cfg.QuotaBytes = t.TempDir(), freeLoopbackAddr(t), 256<<20
+	cfg.NoAuth = true // tests dial it without credentials
 	r := &RestartableEtcd{t: t, cfg: cfg, ClientURL: "http://" + cfg.ClientAddr}
 	t.Cleanup(r.Stop)
 	return r
