@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/muse"
 	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/agents/pi"
+	"github.com/cast-dev/cast/internal/custody"
 )
 
 var readers = map[string]agents.Reader{
@@ -76,4 +77,19 @@ func noCodec(agent, verb string) error {
 		return fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
 	}
 	return fmt.Errorf("cast cannot %s %s transcripts: %s sessions do not take over history", verb, a.DisplayName, a.DisplayName)
+}
+
+// credentials are the login files token custody covers.
+var credentials = map[string]custody.Format{"claude": claude.Credential{}, "codex": codex.Credential{}}
+
+// Credential returns how agent's login file is read and trimmed for token
+// custody; an error for an agent whose logins custody does not cover.
+func Credential(agent string) (custody.Format, error) {
+	if f, ok := credentials[agent]; ok {
+		return f, nil
+	}
+	if _, ok := agents.Lookup(agent); !ok {
+		return nil, fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
+	}
+	return nil, fmt.Errorf("fleet accounts do not cover %s logins (claude and codex only)", agent)
 }

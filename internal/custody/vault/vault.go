@@ -1,0 +1,276 @@
+// Package vault is token custody's record in etcd, used by the control
+// plane: each fleet account's credential (sealed), its custodian and the
+// refresh in flight. See package custody for why.
+//
+//	{prefix}custody/{agent}/{account}/cred        sealed credential + its order (issue time)
+//	{prefix}custody/{agent}/{account}/custodian   node name, under that node's connection lease
+//	{prefix}custody/{agent}/{account}/refreshing  the custodian's refresh in flight (no lease)
+//
+// The credential only moves forward: Put compares the stored revision and
+// refuses a credential whose issue time is not later (custody.ErrNotNewer),
+// so a snapshot written back, or a report racing a refresh, can never
+// replace a newer refresh token with a spent one. The custodian key is
+// attached to the node's connection lease, so a node that dies loses
+// custody when its lease lapses and another connected node is elected. The
+// refreshing record has no lease on purpose: a custodian that dies between
+// the provider's rotation and Put holds the only live refresh token in its
+// CLI's file, so no other node may refresh (that would present the spent
+// one) until that node is back and has reported the file.
+package vault
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/secrets"
+)
+
+// Formats looks up an agent's credential format.
+type Formats func(agent string) (custody.Format, error)
+
+// Vault is the custody record over one etcd client.
+type Vault struct {
+	cli     *clientv3.Client
+	box     *secrets.Box
+	formats Formats
+	prefix  string
+}
+
+// New returns a Vault keeping its keys under prefix (the store's, e.g.
+// "/cast/v1/").
+func New(cli *clientv3.Client, box *secrets.Box, formats Formats, prefix string) *Vault {
+	return &Vault{cli: cli, box: box, formats: formats, prefix: prefix}
+}
+
+// record is the stored credential. Only Sealed is secret.
+type record struct {
+	Issued  int64  `json:"issued"`  // Unix ns; orders the family
+	Expires int64  `json:"expires"` // Unix ns of the access token's expiry (0: unknown)
+	By      string `json:"by"`      // node (or "add") that stored it
+	Sealed  []byte `json:"sealed"`
+}
+
+// Intent is a refresh in flight.
+type Intent struct {
+	Node   string `json:"node"`
+	Issued int64  `json:"issued"` // the credential being refreshed
+}
+
+func (v *Vault) key(agent, account, leaf string) string {
+	return v.prefix + "custody/" + agent + "/" + account + "/" + leaf
+}
+
+func aad(agent, account string) []byte { return []byte("custody/" + agent + "/" + account) }
+
+// maxCASTries bounds Put's retries under contention.
+const maxCASTries = 16
+
+// Put stores raw if it is newer (by issue time) than the stored credential;
+// ErrNotNewer otherwise. by names who stored it (never a secret).
+func (v *Vault) Put(ctx context.Context, agent, account string, raw []byte, by string) (custody.Token, error) {
+	f, err := v.formats(agent)
+	if err != nil {
+		return custody.Token{}, errs.Invalid("%v", err)
+	}
+	tok, err := f.Parse(raw)
+	if err != nil {
+		return custody.Token{}, errs.Invalid("%v", err)
+	}
+	if tok.Issued.IsZero() {
+		return custody.Token{}, errs.Invalid("the %s credential has no issue or expiry time; custody cannot order it", agent)
+	}
+	sealed, err := v.box.Seal(raw, aad(agent, account))
+	if err != nil {
+		return custody.Token{}, errs.Internal(err, "seal credential")
+	}
+	val, err := json.Marshal(record{Issued: tok.Issued.UnixNano(), Expires: unixNano(tok.Expires), By: by, Sealed: sealed})
+	if err != nil {
+		return custody.Token{}, errs.Internal(err, "encode credential")
+	}
+	k := v.key(agent, account, "cred")
+	for range maxCASTries {
+		cur, rev, err := v.get(ctx, k)
+		if err != nil {
+			return custody.Token{}, err
+		}
+		if cur != nil && cur.Issued >= tok.Issued.UnixNano() {
+			return custody.Token{}, custody.ErrNotNewer
+		}
+		cmp := clientv3.Compare(clientv3.ModRevision(k), "=", rev)
+		resp, err := v.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, string(val))).Commit()
+		if err != nil {
+			return custody.Token{}, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "store credential: %v", err)
+		}
+		if resp.Succeeded {
+			return tok, nil
+		}
+	}
+	return custody.Token{}, errs.New(errs.KindAborted, errs.ReasonConflict, "credential of %s/%s changed %d times while storing; try again", agent, account, maxCASTries)
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// get reads the record at k and its mod revision (nil, 0 when absent).
+func (v *Vault) get(ctx context.Context, k string) (*record, int64, error) {
+	resp, err := v.cli.Get(ctx, k)
+	if err != nil {
+		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read credential: %v", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	var r record
+	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
+		return nil, 0, errs.Internal(err, "decode credential record")
+	}
+	return &r, resp.Kvs[0].ModRevision, nil
+}
+
+// Get returns the whole credential (refresh token included): only for
+// the account's custodian.
+func (v *Vault) Get(ctx context.Context, agent, account string) ([]byte, custody.Token, error) {
+	r, _, err := v.get(ctx, v.key(agent, account, "cred"))
+	if err != nil {
+		return nil, custody.Token{}, err
+	}
+	if r == nil {
+		return nil, custody.Token{}, errs.New(errs.KindNotFound, errs.ReasonUnknownAccount, "no credential in custody for %s account %q", agent, account)
+	}
+	raw, err := v.box.Open(r.Sealed, aad(agent, account))
+	if err != nil {
+		return nil, custody.Token{}, errs.Internal(err, "open credential")
+	}
+	f, err := v.formats(agent)
+	if err != nil {
+		return nil, custody.Token{}, errs.Invalid("%v", err)
+	}
+	tok, err := f.Parse(raw)
+	if err != nil {
+		return nil, custody.Token{}, errs.Internal(err, "parse stored credential")
+	}
+	return raw, tok, nil
+}
+
+// AccessOnly returns the credential without its refresh token: what every
+// node but the custodian gets.
+func (v *Vault) AccessOnly(ctx context.Context, agent, account string) ([]byte, custody.Token, error) {
+	raw, tok, err := v.Get(ctx, agent, account)
+	if err != nil {
+		return nil, custody.Token{}, err
+	}
+	f, _ := v.formats(agent)
+	out, err := f.AccessOnly(raw)
+	if err != nil {
+		return nil, custody.Token{}, errs.Internal(err, "trim credential")
+	}
+	tok.HasRefresh = false
+	return out, tok, nil
+}
+
+// Elect makes node the custodian of agent/account unless a live node
+// already is, tying the record to lease (the node's connection lease), and
+// returns the custodian.
+func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease clientv3.LeaseID) (string, error) {
+	k := v.key(agent, account, "custodian")
+	resp, err := v.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, node, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(k)).Commit()
+	if err != nil {
+		return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "elect custodian: %v", err)
+	}
+	if resp.Succeeded {
+		return node, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 { // lapsed between the compare and the read
+		return v.Elect(ctx, agent, account, node, lease)
+	}
+	return string(kvs[0].Value), nil
+}
+
+// Custodian names the custodian ("" when none is live).
+func (v *Vault) Custodian(ctx context.Context, agent, account string) (string, error) {
+	resp, err := v.cli.Get(ctx, v.key(agent, account, "custodian"))
+	if err != nil {
+		return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read custodian: %v", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// ReasonInDoubt: another node's refresh is in flight or was cut off.
+const ReasonInDoubt = "REFRESH_IN_DOUBT"
+
+// BeginRefresh records that node, the custodian, is about to refresh the
+// credential issued at issued. It fails unless node is the live custodian
+// and no other node's refresh is recorded.
+func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, issued time.Time) error {
+	ck, ik := v.key(agent, account, "custodian"), v.key(agent, account, "refreshing")
+	cur, rev, err := v.intent(ctx, agent, account)
+	if err != nil {
+		return err
+	}
+	if cur != nil && cur.Node != node {
+		return errs.New(errs.KindFailedPrecondition, ReasonInDoubt, "node %s's refresh of %s/%s is unfinished; it must come back and report its credential first", cur.Node, agent, account)
+	}
+	val, _ := json.Marshal(Intent{Node: node, Issued: issued.UnixNano()})
+	resp, err := v.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.Value(ck), "=", node),
+		clientv3.Compare(clientv3.ModRevision(ik), "=", rev),
+	).Then(clientv3.OpPut(ik, string(val))).Commit()
+	if err != nil {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "record refresh: %v", err)
+	}
+	if !resp.Succeeded {
+		return errs.New(errs.KindAborted, errs.ReasonNotOwner, "node %s is not the custodian of %s/%s", node, agent, account)
+	}
+	return nil
+}
+
+// EndRefresh clears node's refresh record (nothing when another's).
+func (v *Vault) EndRefresh(ctx context.Context, agent, account, node string) error {
+	ik := v.key(agent, account, "refreshing")
+	cur, rev, err := v.intent(ctx, agent, account)
+	if err != nil || cur == nil || cur.Node != node {
+		return err
+	}
+	if _, err := v.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(ik), "=", rev)).Then(clientv3.OpDelete(ik)).Commit(); err != nil {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "clear refresh: %v", err)
+	}
+	return nil
+}
+
+// Intent returns the refresh in flight (nil when none).
+func (v *Vault) Intent(ctx context.Context, agent, account string) (*Intent, error) {
+	in, _, err := v.intent(ctx, agent, account)
+	return in, err
+}
+
+func (v *Vault) intent(ctx context.Context, agent, account string) (*Intent, int64, error) {
+	resp, err := v.cli.Get(ctx, v.key(agent, account, "refreshing"))
+	if err != nil {
+		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read refresh: %v", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	var in Intent
+	if err := json.Unmarshal(resp.Kvs[0].Value, &in); err != nil {
+		return nil, 0, fmt.Errorf("decode refresh record: %w", err)
+	}
+	return &in, resp.Kvs[0].ModRevision, nil
+}
