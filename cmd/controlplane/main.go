@@ -64,6 +64,9 @@ func main() {
 				defer lock.Unlock()
 			}
 			if !dev {
+				if cfg.SecretsKeyFile == "" {
+					cfg.SecretsKeyFile = controlplane.DefaultSecretsKeyFile(os.Getenv)
+				}
 				return controlplane.Run(cmd.Context(), cfg, lg)
 			}
 			node := nodeagent.DefaultConfig()
@@ -119,7 +122,7 @@ func main() {
 	f.IntVar(&cfg.Limits.AppendBurst, "user-append-burst", cfg.Limits.AppendBurst, "bytes one user may append at once above --user-append-rate (at least the largest request)")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
-	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials are sealed with (hex, 0600; default: DATA_DIR/secrets.key, created on first start)")
+	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials and the TLS CA key are sealed with (hex, 0600, created on first start; never inside --data-dir; default: $XDG_CONFIG_HOME/cast/secrets.key, ~/.config/cast/secrets.key; --dev: in DATA_DIR/etcd)")
 	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: auto (switch to the account with most room), resume (wait for the reset) or off")
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")

@@ -14,8 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/validate"
 )
 
-// newFleet opens the secrets key (SecretsKeyFile, else DataDir/secrets.key)
-// and builds the fleet account manager. Without a key the manager runs but
+// newFleet opens the secrets key and builds the fleet account manager. Without a key the manager runs but
 // refuses to store or hand out credentials.
 func (s *Server) newFleet() (*fleet.Manager, error) {
 	box, err := s.openBox()
@@ -25,13 +24,13 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
 }
 
-// openBox opens the secrets key (SecretsKeyFile, else DataDir/secrets.key,
-// created on first use); nil without either. Fleet credentials and the TLS
-// CA's key are sealed with it.
+// openBox opens the secrets key (SecretsKeyFile, else with Dev
+// DataDir/secrets.key; created on first use); nil without one. Fleet
+// credentials and the TLS CA's key are sealed with it.
 func (s *Server) openBox() (*secrets.Box, error) {
 	path := s.cfg.SecretsKeyFile
-	if path == "" && s.cfg.DataDir != "" {
-		path = filepath.Join(s.cfg.DataDir, "secrets.key")
+	if path == "" && s.cfg.Dev && s.cfg.DataDir != "" {
+		path = filepath.Join(s.cfg.DataDir, SecretsKeyFileName)
 	}
 	if path == "" {
 		return nil, nil

@@ -4,14 +4,19 @@
 package controlplane
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fleet"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -53,13 +58,20 @@ type Config struct {
 	Migrate       migrate.Config
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
-	// SecretsKeyFile holds the key fleet account credentials are sealed
-	// with (hex, mode 0600). Empty: DataDir/secrets.key, created on first
-	// start; with neither, fleet accounts are refused.
+	// SecretsKeyFile holds the key fleet account credentials and the TLS
+	// CA's key are sealed with (hex, mode 0600), created on first start.
+	// Outside Dev it may not lie in DataDir (symlinks resolved): a copy of
+	// the data dir (a backup, a disk) must not carry the key that opens
+	// it; cmd/controlplane defaults it to DefaultSecretsKeyFile. Empty:
+	// DataDir/secrets.key with Dev, else no key (fleet accounts and --tls
+	// are refused).
 	SecretsKeyFile string
-	Fleet          fleet.Config
-	Auth           AuthConfig
-	TLS            TLSConfig
+	// Dev is --dev: one local process, whose secrets key may live in its
+	// data dir.
+	Dev   bool
+	Fleet fleet.Config
+	Auth  AuthConfig
+	TLS   TLSConfig
 	// Insecure allows plaintext gRPC without TLS (--insecure; --dev on
 	// loopback sets it); it is logged as a warning at every start.
 	Insecure bool
@@ -143,6 +155,9 @@ func (c Config) Validate() error {
 	if !c.TLS.Enabled && !c.Insecure {
 		return fmt.Errorf("give --tls, or --insecure (env CAST_INSECURE=1) to serve plaintext, where tokens and credentials cross the network in clear; --dev serves plaintext on loopback")
 	}
+	if err := c.checkSecretsKeyFile(); err != nil {
+		return err
+	}
 	if err := c.Limits.Validate(); err != nil {
 		return err
 	}
@@ -162,4 +177,47 @@ func (c Config) Validate() error {
 		return err
 	}
 	return c.Store.Validate()
+}
+
+// DefaultSecretsKeyFile is the secrets key's path outside --dev: beside
+// the cast config ($XDG_CONFIG_HOME/cast/secrets.key, else
+// ~/.config/cast/secrets.key), apart from the data dir.
+func DefaultSecretsKeyFile(getenv func(string) string) string {
+	return filepath.Join(filepath.Dir(client.ConfigPath(getenv)), SecretsKeyFileName)
+}
+
+// SecretsKeyFileName is the secrets key's file name; --dev keeps it in
+// the data dir, where earlier versions kept it everywhere.
+const SecretsKeyFileName = "secrets.key"
+
+// checkSecretsKeyFile refuses, outside Dev, a key inside the data dir,
+// and a key left in the data dir by an earlier version while the
+// configured one does not exist yet: a new key would not open what the
+// old one sealed.
+func (c Config) checkSecretsKeyFile() error {
+	if c.Dev || c.DataDir == "" {
+		return nil
+	}
+	if c.SecretsKeyFile != "" {
+		inside, err := fsutil.Within(c.SecretsKeyFile, c.DataDir)
+		if err != nil {
+			return fmt.Errorf("--secrets-key-file %s: %w", c.SecretsKeyFile, err)
+		}
+		if inside {
+			return fmt.Errorf("--secrets-key-file %s is inside --data-dir %s: the key must live apart from the data it seals, so a copy of the data dir does not carry it; move it out (e.g. to %s) and point --secrets-key-file there, or use --dev for a local trial",
+				c.SecretsKeyFile, c.DataDir, DefaultSecretsKeyFile(os.Getenv))
+		}
+	}
+	old := filepath.Join(c.DataDir, SecretsKeyFileName)
+	if _, err := os.Lstat(old); err != nil {
+		return nil
+	}
+	if c.SecretsKeyFile == "" {
+		return fmt.Errorf("%s (from an earlier version) is inside --data-dir: move it out of the data dir and give its new path as --secrets-key-file", old)
+	}
+	if _, err := os.Lstat(c.SecretsKeyFile); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s (from an earlier version) is inside --data-dir and --secrets-key-file %s does not exist yet: move the old key there (mv %s %s) so what it sealed still opens",
+			old, c.SecretsKeyFile, old, c.SecretsKeyFile)
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 		return nil, err
 	}
 	if box == nil {
-		return nil, errors.New("--tls keeps the CA key sealed: give --data-dir or --secrets-key-file")
+		return nil, errors.New("--tls keeps the CA key sealed: give --secrets-key-file")
 	}
 	rec, ok, err := s.store.GetCA(ctx)
 	if err != nil {

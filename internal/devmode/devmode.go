@@ -37,6 +37,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 		}
 	}
 	cp.Insecure = !cp.TLS.Enabled // plaintext on loopback only (checked above)
+	cp.Dev = true                 // the secrets key may stay in the data dir
 	srv, err := controlplane.Start(ctx, cp, lg)
 	if err != nil {
 		return err

@@ -126,7 +126,7 @@ func grantHash(grant string) string {
 func (mg *Manager) needBox() error {
 	if mg.box == nil {
 		return errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
-			"the control plane has no secrets key; start it with --secrets-key-file (or --data-dir, which keeps one there)")
+			"the control plane has no secrets key; start it with --secrets-key-file")
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/workspace"
 )
@@ -102,12 +103,11 @@ func (a *Agent) worktreeBase(top string) (string, error) {
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return "", err
 	}
-	rb, err1 := filepath.EvalSymlinks(base)
-	rt, err2 := filepath.EvalSymlinks(top)
-	if err := errors.Join(err1, err2); err != nil {
+	inside, err := fsutil.Within(base, top)
+	if err != nil {
 		return "", err
 	}
-	if rel, err := filepath.Rel(rt, rb); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+	if inside {
 		return "", fmt.Errorf("the worktree base %s is inside the checkout %s; give the node a --worktree-base outside it", base, top)
 	}
 	return base, nil

@@ -38,6 +38,11 @@ func StartControlPlane(t testing.TB, cb func(*controlplane.Config)) *controlplan
 	if cb != nil {
 		cb(&cfg)
 	}
+	if cfg.SecretsKeyFile == "" && cfg.DataDir != "" && !cfg.Dev {
+		// Apart from the data dir, as outside --dev, and the same one
+		// whenever a test starts the control plane again on that dir.
+		cfg.SecretsKeyFile = filepath.Join(filepath.Dir(cfg.DataDir), controlplane.SecretsKeyFileName)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := controlplane.Start(ctx, cfg, zaptest.NewLogger(t))

@@ -1,0 +1,96 @@
+package controlplane_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// Outside --dev the secrets key never lies in the data dir (symlinks
+// resolved), and a key an earlier version left there is not silently
+// replaced by a new one that could not open what it sealed.
+func TestSecretsKeyLivesApartFromData(t *testing.T) {
+	root := t.TempDir()
+	data, conf := filepath.Join(root, "data"), filepath.Join(root, "conf")
+	for _, d := range []string{data, conf} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(data, filepath.Join(conf, "into-data")); err != nil {
+		t.Fatal(err)
+	}
+	oldKey := filepath.Join(root, "old-data")
+	if err := os.MkdirAll(oldKey, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(oldKey, "secrets.key"), []byte("00\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		dev          bool
+		dataDir, key string
+		want         string // "" for valid
+	}{
+		{"apart", false, data, filepath.Join(conf, "secrets.key"), ""},
+		{"inside", false, data, filepath.Join(data, "secrets.key"), "is inside --data-dir"},
+		{"inside, deeper", false, data, filepath.Join(data, "keys", "k"), "move it out"},
+		{"through a symlink", false, data, filepath.Join(conf, "into-data", "secrets.key"), "is inside --data-dir"},
+		{"the data dir itself", false, data, data, "is inside --data-dir"},
+		{"dev keeps it in the data dir", true, data, filepath.Join(data, "secrets.key"), ""},
+		{"an earlier version's key left behind", false, oldKey, filepath.Join(conf, "new.key"), "mv " + filepath.Join(oldKey, "secrets.key")},
+		{"an earlier version's key, no flag", false, oldKey, "", "give its new path as --secrets-key-file"},
+		{"no data dir (external etcd)", false, "", filepath.Join(conf, "secrets.key"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testharness.ControlPlaneConfig(t)
+			cfg.DataDir, cfg.SecretsKeyFile, cfg.Dev = tc.dataDir, tc.key, tc.dev
+			if tc.dataDir == "" {
+				cfg.EtcdEndpoints = []string{"http://127.0.0.1:2379"}
+			}
+			err := cfg.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A control plane keeps its key where it is told, outside the data dir,
+// and seals fleet credentials with it; --dev keeps it in the data dir.
+func TestSecretsKeyWhereConfigured(t *testing.T) {
+	for _, dev := range []bool{false, true} {
+		t.Run(map[bool]string{false: "apart", true: "dev"}[dev], func(t *testing.T) {
+			cfg := testharness.ControlPlaneConfig(t)
+			cfg.Dev = dev
+			key := filepath.Join(t.TempDir(), "conf", "secrets.key")
+			if dev {
+				key = ""
+			}
+			cfg.SecretsKeyFile = key
+			srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { *c = cfg })
+			c := testharness.Dial(t, srv.Addr())
+			if _, err := c.Accounts.PutAccount(ctxT(t), &castv1.PutAccountRequest{Agent: "claude", Name: "a",
+				Credential: []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x"}}`)}); err != nil {
+				t.Fatalf("put a fleet account: %v", err)
+			}
+			inData := filepath.Join(cfg.DataDir, controlplane.SecretsKeyFileName)
+			want, absent := key, inData
+			if dev {
+				want, absent = inData, ""
+			}
+			if fi, err := os.Stat(want); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("key file %s: %v %v", want, fi, err)
+			}
+			if _, err := os.Stat(absent); absent != "" && !os.IsNotExist(err) {
+				t.Fatalf("a key in the data dir outside --dev: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// controlplane outside --dev keeps its secrets key under the config dir by
+// default, never in --data-dir, and refuses a --secrets-key-file there,
+// saying what to do.
+func TestSecretsKeyOutsideDataDir(t *testing.T) {
+	bins := testharness.Binaries(t)
+	dataDir, confDir := t.TempDir(), t.TempDir()
+	env := []string{"XDG_CONFIG_HOME=" + confDir}
+	args := []string{"--data-dir", dataDir, "--listen", freeAddr(t), "--metrics-listen", "", "--insecure"}
+	refused := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"),
+		append(args, "--secrets-key-file", filepath.Join(dataDir, "secrets.key"))...)
+	if code, ok := refused.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(refused.Output(), "move it out") {
+		t.Fatalf("a key inside --data-dir: exit %d (exited %v):\n%s", code, ok, refused.Output())
+	}
+	cp := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"), args...)
+	testharness.WaitFor(t, 30*time.Second, "the control plane serving", func() bool {
+		return strings.Contains(cp.Output(), "control plane serving")
+	})
+	mode0600(t, filepath.Join(confDir, "cast", "secrets.key"))
+	if matches, _ := filepath.Glob(filepath.Join(dataDir, "secrets.key*")); len(matches) != 0 {
+		t.Fatalf("a secrets key in the data dir: %v", matches)
+	}
+}
