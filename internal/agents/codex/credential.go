@@ -55,8 +55,8 @@ func encodeCred(top map[string]json.RawMessage, toks map[string]any) ([]byte, er
 	return json.Marshal(top)
 }
 
-// Parse reads the file: issue time from the access token's iat (else
-// last_refresh), expiry from its exp.
+// Parse reads the file: issue time from the access token's iat or
+// last_refresh, whichever is later; expiry from its exp.
 func (Credential) Parse(raw []byte) (custody.Token, error) {
 	top, toks, err := decodeCred(raw)
 	if err != nil {
@@ -72,11 +72,11 @@ func (Credential) Parse(raw []byte) (custody.Token, error) {
 	if iat, exp, err := custody.JWTTimes(at); err == nil {
 		t.Issued, t.Expires = iat, exp
 	}
-	if t.Issued.IsZero() {
-		var lr time.Time
-		if json.Unmarshal(top["last_refresh"], &lr) == nil {
-			t.Issued = lr
-		}
+	// iat has whole seconds; last_refresh, which Codex writes with each
+	// refresh, orders two refreshes within one second.
+	var lr time.Time
+	if json.Unmarshal(top["last_refresh"], &lr) == nil && lr.After(t.Issued) {
+		t.Issued = lr
 	}
 	return t, nil
 }

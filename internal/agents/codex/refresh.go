@@ -1,0 +1,46 @@
+package codex
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/cast-dev/cast/internal/custody"
+)
+
+// Refresher refreshes a ChatGPT login the way Codex does it for the user:
+// it starts `codex app-server` with CODEX_HOME at the credential's folder
+// and asks for the account with refreshToken, which makes Codex 0.171
+// refresh its tokens and rewrite auth.json (it also refreshes an expired
+// token at start). No model turn runs. cast itself never calls the token
+// endpoint (docs/token-custody.md).
+type Refresher struct {
+	Bin string   // the codex CLI
+	Env []string // the environment without CODEX_HOME (HOME, PATH, ...)
+}
+
+var _ custody.Refresher = Refresher{}
+
+// Refresh runs the refresh on the auth.json at path. The caller judges the
+// outcome by the file: an account/read error after the refresh (its other
+// lookups) is not a failed refresh.
+func (r Refresher) Refresh(ctx context.Context, agent, path string) error {
+	if filepath.Base(path) != (Credential{}).File() {
+		return fmt.Errorf("codex refresher: %s is not an auth.json", path)
+	}
+	home := filepath.Dir(path)
+	env := make([]string, 0, len(r.Env)+1)
+	for _, e := range r.Env {
+		if !strings.HasPrefix(e, "CODEX_HOME=") {
+			env = append(env, e)
+		}
+	}
+	env = append(env, "CODEX_HOME="+home)
+	s, err := StartAppServer(ctx, r.Bin, env, home)
+	if err != nil {
+		return fmt.Errorf("codex refresher: %w", err)
+	}
+	defer s.Close()
+	return s.Call(ctx, "account/read", map[string]any{"refreshToken": true}, nil)
+}
