@@ -62,8 +62,10 @@ type Commands struct {
 	// it silently.
 	MaxPromptBytes int
 	// MaxPromptChars is the most characters (Unicode code points) the CLI
-	// takes in one turn (0: no known limit); the runner refuses a longer
-	// prompt before the CLI starts, with a message naming the limit.
+	// takes in one turn (0: no known limit). The runner refuses a longer
+	// prompt before the CLI starts, with a message naming the limit,
+	// unless the agent's driver delivers it another way (Codex: as
+	// history, through its app-server).
 	MaxPromptChars int
 }
 
@@ -131,7 +133,9 @@ var registry = map[string]Agent{
 			// `codex exec` and app-server alike: splitting the text into
 			// several input items does not help, and exec has no other way
 			// in. Only thread/inject_items takes more (as history, outside a
-			// turn), which plain turns do not use.
+			// turn): the runner's Codex driver adds a longer prompt there
+			// first and runs a short turn that points at it
+			// (codex.DeliverLarge).
 			MaxPromptChars: 1 << 20,
 		},
 		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",

@@ -21,23 +21,6 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// codexMaxChars is Codex 0.171's own cap on the text of one turn ("Input
-// exceeds the maximum length of 1048576 characters", per turn, not per
-// input item; see the codex package's TestE2EInputCap): cast refuses more
-// before the CLI starts.
-const codexMaxChars = 1 << 20
-
-// fakeDiff is a `git diff` of about size bytes, distinct per tag.
-func fakeDiff(tag string, size int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "diff --git a/%[1]s.go b/%[1]s.go\n--- a/%[1]s.go\n+++ b/%[1]s.go\n@@ -1,9999 +1,9999 @@\n", tag)
-	for i := 0; b.Len() < size; i++ {
-		fmt.Fprintf(&b, "-\told%d := compute(%q, %d)\n+\tnew%d := compute(%q, %d) // %s\n", i, tag, i*7919, i, tag, i*104729, tag)
-	}
-	b.WriteString("-// END-" + tag + "\n")
-	return b.String()
-}
-
 // sawWhole says whether a request gave the model a user text holding text
 // whole, and returns that text's size and digest for the log.
 func sawWhole(fake *fakemodel.Server, text string) (bool, string) {
@@ -61,11 +44,11 @@ func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, st
 // The prompts of issue 12, on one node running the five real CLIs, with
 // the node's own binary (named node) first on PATH as with bin/ first on
 // a developer's PATH: `git diff | cast exec` with a 2 MB diff is answered
-// by every agent (the model gets the whole diff on stdin, never argv;
-// Codex takes at most 1 MiB characters in one turn, so it gets a diff just
-// under its cap, and the 2 MB one is refused up front with a message
-// naming the limit and suggesting a file); a session
-// whose agent refused a message goes on answering the next one; and a
+// by every agent (the model gets the whole diff; it reaches the CLI on
+// stdin, never argv, and Codex, which takes at most 1 MiB characters in
+// one turn, gets it as history through its app-server first); a session
+// whose agent refused a message goes on answering the next one, without
+// it, even when Codex had it in its history already; and a
 // session moves into OpenCode (switch, import) with no --model.
 func TestPromptsReachEveryAgent(t *testing.T) {
 	t.Setenv("PATH", testharness.Binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -79,11 +62,7 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			size := 2 << 20
-			if agent == "codex" {
-				size = codexMaxChars - 64<<10
-			}
-			diff := fakeDiff(agent, size)
+			diff := agenttest.FakeDiff(agent, 2<<20)
 			out, errOut, code := castExec(t, r.addr, cwd, diff, "--agent", agent, "review this")
 			if code != 0 || !strings.Contains(out, "FAKE-ANSWER") {
 				t.Errorf("git diff | cast exec --agent %s (%d bytes): exit %d, out %.300q, err %.600q", agent, len(diff), code, out, errOut)
@@ -95,15 +74,6 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 				return
 			}
 			t.Logf("%s: the model got the diff whole (%s)", agent, seen)
-			if agent == "codex" {
-				// The 2 MB diff itself: cast exec fails, saying why and what to do.
-				diff = fakeDiff("codex-2mb", 2<<20)
-				out, errOut, code = castExec(t, r.addr, cwd, diff, "--agent", agent, "review this")
-				if code == 0 || !strings.Contains(errOut, "at most 1048576 characters") || !strings.Contains(errOut, "file") {
-					t.Errorf("git diff | cast exec --agent codex (%d bytes): exit %d, out %.300q, err %.600q", len(diff), code, out, errOut)
-				}
-				t.Logf("codex, %d bytes: exit %d, %s", len(diff), code, strings.TrimSpace(errOut))
-			}
 		}()
 	}
 	wg.Wait()
@@ -112,10 +82,10 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		return
 	}
 
-	// A 2 MB message is over Codex's cap: the node refuses it before
-	// starting the CLI, the turn fails with the limit and what to do
-	// instead, a notice says it was not delivered, and the session answers
-	// the next message without it.
+	// The model refuses a 2 MB message to Codex (HTTP 400) after cast
+	// added it to Codex's history: the turn fails with the reason, a
+	// notice says it was not delivered, and the session answers the next
+	// message without it.
 	ctx := context.Background()
 	start = time.Now()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: cwd, Text: "hello MARK-W1"})
@@ -123,12 +93,15 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	huge := fakeDiff("refused", 2<<20)
+	huge := agenttest.FakeDiff("refused", 2<<20)
+	r.fake.FailNext(1, 400)
 	seq := r.send(sess.Id, "review this\n\n"+huge)
 	failed := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
-	if !strings.Contains(failed.StateReason, "refused") || !strings.Contains(failed.StateReason, "at most 1048576 characters") ||
-		!strings.Contains(failed.StateReason, "file") {
+	if !strings.Contains(failed.StateReason, "400") {
 		t.Fatalf("codex's refusal reads %q", failed.StateReason)
+	}
+	if ok, _ := sawWhole(r.fake, strings.TrimSpace(huge)); !ok {
+		t.Fatal("the refused 2 MB message never reached the model whole")
 	}
 	assertUndelivered(t, r.messages(sess.Id), seq)
 	for i, mark := range []string{"MARK-W2", "MARK-W3"} {

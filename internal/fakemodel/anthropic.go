@@ -29,7 +29,7 @@ func serveAnthropic(w http.ResponseWriter, req Request, r Reply, id string) {
 		}
 		stop = "tool_use"
 	}
-	usage := map[string]any{"input_tokens": tokens(req.Items), "output_tokens": 7,
+	usage := map[string]any{"input_tokens": r.inputTokens(req.Items), "output_tokens": 7,
 		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 	msg := map[string]any{"id": "msg_fake_" + id, "type": "message", "role": "assistant", "model": model,
 		"content": blocks, "stop_reason": stop, "stop_sequence": nil, "usage": usage}

@@ -20,7 +20,7 @@ func serveResponses(w http.ResponseWriter, req Request, r Reply, id string) {
 		output = append(output, map[string]any{"id": "fc_fake_" + id, "type": "function_call", "status": "completed",
 			"name": r.Tool.Name, "call_id": r.Tool.ID, "arguments": string(args)})
 	}
-	in := tokens(req.Items)
+	in := r.inputTokens(req.Items)
 	usage := map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": 7, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": in + 7}
 	resp := func(status string, out []map[string]any) map[string]any {
@@ -86,7 +86,7 @@ func serveChat(w http.ResponseWriter, req Request, r Reply, id string, in map[st
 		msg["tool_calls"] = calls
 		finish = "tool_calls"
 	}
-	pt := tokens(req.Items)
+	pt := r.inputTokens(req.Items)
 	usage := map[string]any{"prompt_tokens": pt, "completion_tokens": 7, "total_tokens": pt + 7}
 	with := func(extra map[string]any) map[string]any {
 		m := map[string]any{}

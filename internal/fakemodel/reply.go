@@ -33,6 +33,20 @@ type Reply struct {
 	// passes, when both are set): a test pins a turn mid-way, say to send
 	// a message while it runs, on an event rather than a timer.
 	Gate <-chan struct{}
+	// InputTokens, when > 0, is the input token count the answer reports
+	// instead of the fake's estimate (a quarter of the request's
+	// characters): a client that compacts a history by its reported size
+	// (Codex, past 90% of its fallback window of about 1 MB of text) then
+	// sees a model with room for it. Anthropic, Responses and Chat.
+	InputTokens int
+}
+
+// inputTokens is the input token count an answer to items reports.
+func (r Reply) inputTokens(items []Item) int {
+	if r.InputTokens > 0 {
+		return r.InputTokens
+	}
+	return tokens(items)
 }
 
 // Repeat is n copies of r, for a long scripted turn (n tool calls).

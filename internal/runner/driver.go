@@ -51,6 +51,10 @@ type driver struct {
 	streamed   map[string]bool         // opencode: NativeIDs emitted from the stream
 	sawOutput  bool                    // opencode: any part streamed
 	limits     map[string]quota.Window // claude stream-json: rate_limit_event by type
+
+	// large is the turn's stdin when the prompt itself went in as history
+	// (deliverLarge): a short pointer to it.
+	large string
 }
 
 func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, error) {
@@ -515,6 +519,9 @@ func piByHeader(pattern, id string) string {
 func (d *driver) stdin() (string, bool) {
 	if !d.a.Commands.PromptStdin {
 		return "", false
+	}
+	if d.large != "" {
+		return d.large, true
 	}
 	return cliPrompt(d.a, d.t.Prompt), true
 }

@@ -218,6 +218,16 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	// Messages the resumed file already holds are accounted for before the
 	// process can touch it.
 	d.baseline()
+	if err := d.deliverLarge(ctx, bin, env); err != nil {
+		var e *Error
+		switch {
+		case errors.As(err, &e):
+			return fail(res, e.Reason, e.Detail)
+		case ctx.Err() != nil:
+			return fail(res, ReasonInterrupted, "")
+		}
+		return fail(res, ReasonFailed, err.Error())
+	}
 	args, err := d.args()
 	if err != nil {
 		return fail(res, ReasonUnsupported, err.Error())

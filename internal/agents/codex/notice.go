@@ -34,6 +34,7 @@ var harnessPrefixes = []string{
 	"<permissions instructions>",
 	"<skills_instructions>",
 	"<turn_aborted>",
+	largePromptTag, // cast's own pointer to a prompt delivered as history
 }
 
 func isHarnessText(s string) bool {
