@@ -27,17 +27,28 @@ func (a *app) accountCmd() *cobra.Command {
 }
 
 func (a *app) accountAddCmd() *cobra.Command {
-	var agent, file string
+	var agent, file, home string
+	var release bool
 	cmd := &cobra.Command{
-		Use:   "add NAME --agent claude|codex --credentials FILE|-",
-		Short: "Store an account's credential file (sealed at rest); the agent's first account becomes active",
+		Use:   "add NAME --agent claude|codex (--credentials FILE|- | --from-home DIR [--release-home])",
+		Short: "Store an account's credential (sealed at rest), from a file or an agent's current login; the agent's first account becomes active",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if agent == "" || file == "" {
-				return usagef("--agent and --credentials are required (Claude: .credentials.json, Codex: auth.json; - reads stdin)")
+			if agent == "" || (file == "") == (home == "") {
+				return usagef("--agent and one of --credentials or --from-home are required (Claude: .credentials.json or its CLAUDE_CONFIG_DIR, Codex: auth.json or its CODEX_HOME; - reads stdin)")
 			}
-			cred, err := readCredential(a.in, file)
-			if err != nil {
+			if release && home == "" {
+				return usagef("--release-home needs --from-home")
+			}
+			var cred []byte
+			var hl *homeLogin
+			var err error
+			if home != "" {
+				if hl, err = loginFromHome(agent, home); err != nil {
+					return err
+				}
+				cred = hl.cred
+			} else if cred, err = readCredential(a.in, file); err != nil {
 				return err
 			}
 			c, err := a.client()
@@ -50,12 +61,38 @@ func (a *app) accountAddCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printAccount(acc, "stored")
+			if hl == nil {
+				return a.printAccount(acc, "stored")
+			}
+			return a.printHomeAccount(acc, hl, release)
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent whose credential store it fills: claude or codex")
 	cmd.Flags().StringVar(&file, "credentials", "", "credential file to store (- reads stdin)")
+	cmd.Flags().StringVar(&home, "from-home", "", "take the agent's current login from its config folder (CLAUDE_CONFIG_DIR or CODEX_HOME layout); custody moves to cast")
+	cmd.Flags().BoolVar(&release, "release-home", false, "with --from-home: rewrite the folder's login without its refresh token so it stops refreshing on its own")
 	return cmd
+}
+
+// printHomeAccount reports an account taken from a home: stored, then
+// released if asked, and what custody means for that folder.
+func (a *app) printHomeAccount(acc *castv1.Account, hl *homeLogin, release bool) error {
+	released := false
+	if release && hl.tok.HasRefresh {
+		if err := hl.release(); err != nil {
+			return fmt.Errorf("stored %s account %s, but could not release %s: %w; log in there again before running %s with it", acc.Agent, acc.Name, hl.path, err, acc.Agent)
+		}
+		released = true
+	}
+	notice := hl.custodyNotice(released)
+	if a.json {
+		return a.printJSON(map[string]any{"account": raw(acc), "custody": "cast", "home": hl.dir, "home_released": released, "notice": notice})
+	}
+	if err := a.printAccount(acc, "stored"); err != nil {
+		return err
+	}
+	fmt.Fprint(a.out, notice)
+	return nil
 }
 
 // readCredential reads at most 1 MiB; the content is never printed.
