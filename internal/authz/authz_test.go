@@ -60,50 +60,71 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// Users and nodes are each held to their own limits, per principal: one
+// over its limit holds back no other, a user and a node of the same name
+// share nothing, and admins are not limited.
 func TestLimiter(t *testing.T) {
-	alice0 := Principal{User, "alice"}
-	lm := NewLimiter(Limits{Rate: 0.001, Burst: 2, Streams: 1, AppendBytes: 0.001, AppendBurst: 100})
-	if err := lm.AllowAppend(alice0, 80); err != nil {
-		t.Fatalf("80 bytes within a 100-byte burst: %v", err)
-	}
-	if err := lm.AllowAppend(alice0, 30); !errs.HasReason(err, ReasonAppendLimited) {
-		t.Errorf("past the byte burst: %v", err)
-	}
-	if err := lm.AllowAppend(Principal{Node, "n1"}, 1000); err != nil {
-		t.Errorf("nodes are not limited: %v", err)
-	}
-	alice, bob, node := Principal{User, "alice"}, Principal{User, "bob"}, Principal{Node, "n1"}
-	for i := range 2 {
-		if err := lm.Allow(alice); err != nil {
-			t.Fatalf("request %d within the burst: %v", i, err)
-		}
-	}
-	if err := lm.Allow(alice); !errs.HasReason(err, ReasonRateLimited) {
-		t.Errorf("over the burst: %v", err)
-	}
-	if err := lm.Allow(bob); err != nil {
-		t.Errorf("bob pays for alice: %v", err)
-	}
-	for range 10 {
-		if err := lm.Allow(node); err != nil {
-			t.Fatalf("nodes are not limited: %v", err)
-		}
-	}
-	release, err := lm.OpenStream(alice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lm.OpenStream(alice); !errs.HasReason(err, ReasonTooManyStreams) {
-		t.Errorf("second stream: %v", err)
-	}
-	release()
-	release() // twice is once
-	if r, err := lm.OpenStream(alice); err != nil {
-		t.Errorf("after release: %v", err)
-	} else {
-		r()
-	}
-	if len(lm.streams) != 0 {
-		t.Errorf("stream counts left: %v", lm.streams)
+	tight := Limits{Rate: 0.001, Burst: 2, Streams: 1, AppendBytes: 0.001, AppendBurst: 100}
+	for _, role := range []Role{User, Node} {
+		t.Run(string(role), func(t *testing.T) {
+			users, nodes := DefaultLimits(), DefaultNodeLimits()
+			if role == User {
+				users = tight
+			} else {
+				nodes = tight
+			}
+			lm := NewLimiter(users, nodes)
+			a, b := Principal{role, "a"}, Principal{role, "b"}
+			other := Principal{User, "a"} // the same name in the other role
+			if role == User {
+				other = Principal{Node, "a"}
+			}
+			admin := Principal{Admin, "root"}
+			if err := lm.AllowAppend(a, 80); err != nil {
+				t.Fatalf("80 bytes within a 100-byte burst: %v", err)
+			}
+			if err := lm.AllowAppend(a, 30); !errs.HasReason(err, ReasonAppendLimited) {
+				t.Errorf("past the byte burst: %v", err)
+			}
+			for _, p := range []Principal{b, other, admin} {
+				if err := lm.AllowAppend(p, 100); err != nil {
+					t.Errorf("%s pays for %s's bytes: %v", p, a, err)
+				}
+			}
+			for i := range 2 {
+				if err := lm.Allow(a); err != nil {
+					t.Fatalf("request %d within the burst: %v", i, err)
+				}
+			}
+			if err := lm.Allow(a); !errs.HasReason(err, ReasonRateLimited) {
+				t.Errorf("over the burst: %v", err)
+			}
+			for _, p := range []Principal{b, other, admin, admin, admin} {
+				if err := lm.Allow(p); err != nil {
+					t.Errorf("%s pays for %s's requests: %v", p, a, err)
+				}
+			}
+			release, err := lm.OpenStream(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lm.OpenStream(a); !errs.HasReason(err, ReasonTooManyStreams) {
+				t.Errorf("second stream: %v", err)
+			}
+			for _, p := range []Principal{b, other, admin, admin} {
+				r, err := lm.OpenStream(p)
+				if err != nil {
+					t.Fatalf("%s pays for %s's streams: %v", p, a, err)
+				}
+				defer r()
+			}
+			release()
+			release() // twice is once
+			if r, err := lm.OpenStream(a); err != nil {
+				t.Errorf("after release: %v", err)
+			} else {
+				r()
+			}
+		})
 	}
 }

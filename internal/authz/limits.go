@@ -10,11 +10,12 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 )
 
-// Per-principal limits keep one user from starving the others: a request
-// rate and an append byte rate (token buckets) and a cap on open streams
-// (watch, export). They
-// apply to users only: nodes' traffic is bounded by the sessions they own
-// (and a limit there would stall turns), and admins are trusted.
+// Per-principal limits keep one user or node from starving the others: a
+// request rate and an append byte rate (token buckets) and a cap on open
+// streams (watch, export; a node's Connect and work tree streams). Users
+// and nodes have limits of their own (a node relays every turn of the
+// sessions it owns, so its defaults are higher); admins are trusted. A
+// user and a node of the same name never share a bucket.
 
 // Reasons of limit refusals (RESOURCE_EXHAUSTED).
 const (
@@ -23,7 +24,7 @@ const (
 	ReasonAppendLimited  = "APPEND_RATE_LIMITED"
 )
 
-// Limits bounds one user.
+// Limits bounds one principal of a role.
 type Limits struct {
 	Rate    float64 // requests per second, sustained
 	Burst   int     // requests at once above the rate
@@ -35,56 +36,79 @@ type Limits struct {
 	AppendBurst int
 }
 
-// DefaultLimits are generous for a person and a script or two.
+// DefaultLimits are a user's: generous for a person and a script or two.
 func DefaultLimits() Limits {
 	return Limits{Rate: 50, Burst: 200, Streams: 32, AppendBytes: 4 << 20, AppendBurst: 64 << 20}
+}
+
+// DefaultNodeLimits are a node's: each running turn flushes its rows a few
+// times a second, so a node running dozens of turns stays well inside;
+// one node looping or flooding is cut off before it starves the others.
+func DefaultNodeLimits() Limits {
+	return Limits{Rate: 500, Burst: 2000, Streams: 64, AppendBytes: 16 << 20, AppendBurst: 64 << 20}
 }
 
 // Validate checks l.
 func (l Limits) Validate() error {
 	if l.Rate <= 0 || l.Burst < 1 || l.Streams < 1 || l.AppendBytes <= 0 || l.AppendBurst < 1 {
-		return fmt.Errorf("user limits must be positive (rate %v, burst %d, streams %d, append bytes %v, append burst %d)",
+		return fmt.Errorf("limits must be positive (rate %v, burst %d, streams %d, append bytes %v, append burst %d)",
 			l.Rate, l.Burst, l.Streams, l.AppendBytes, l.AppendBurst)
 	}
 	return nil
 }
 
-// Limiter applies Limits per user. It is safe for concurrent use.
+// Limiter applies Limits per principal: users' and nodes' own. It is
+// safe for concurrent use.
 type Limiter struct {
-	l       Limits
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
-	bytes   map[string]*rate.Limiter
-	streams map[string]int
+	users, nodes Limits
+	mu           sync.Mutex
+	buckets      map[string]*rate.Limiter // by key(p)
+	bytes        map[string]*rate.Limiter
+	streams      map[string]int
 }
 
-// NewLimiter returns a Limiter for l.
-func NewLimiter(l Limits) *Limiter {
-	return &Limiter{l: l, buckets: map[string]*rate.Limiter{}, bytes: map[string]*rate.Limiter{}, streams: map[string]int{}}
+// NewLimiter returns a Limiter holding users to users and nodes to nodes.
+func NewLimiter(users, nodes Limits) *Limiter {
+	return &Limiter{users: users, nodes: nodes,
+		buckets: map[string]*rate.Limiter{}, bytes: map[string]*rate.Limiter{}, streams: map[string]int{}}
 }
 
-func limited(p Principal) bool { return p.Role == User }
+// limitsOf is p's Limits; false for admins (and anything else unlimited).
+func (lm *Limiter) limitsOf(p Principal) (Limits, bool) {
+	switch p.Role {
+	case User:
+		return lm.users, true
+	case Node:
+		return lm.nodes, true
+	}
+	return Limits{}, false
+}
+
+// key names p's buckets: the role keeps a node and a user of one name apart.
+func key(p Principal) string { return p.String() }
 
 // Allow takes one request of p's rate.
 func (lm *Limiter) Allow(p Principal) error {
-	if !limited(p) {
+	l, ok := lm.limitsOf(p)
+	if !ok {
 		return nil
 	}
-	if !lm.bucket(lm.buckets, p.Name, lm.l.Rate, lm.l.Burst).Allow() {
+	if !lm.bucket(lm.buckets, key(p), l.Rate, l.Burst).Allow() {
 		return errs.New(errs.KindResourceExhausted, ReasonRateLimited,
-			"%s sent more than %v requests per second; slow down and retry", p, lm.l.Rate)
+			"%s sent more than %v requests per second; slow down and retry", p, l.Rate)
 	}
 	return nil
 }
 
 // AllowAppend takes n bytes of p's append rate.
 func (lm *Limiter) AllowAppend(p Principal, n int) error {
-	if !limited(p) || n == 0 {
+	l, ok := lm.limitsOf(p)
+	if !ok || n == 0 {
 		return nil
 	}
-	if !lm.bucket(lm.bytes, p.Name, lm.l.AppendBytes, lm.l.AppendBurst).AllowN(time.Now(), n) {
+	if !lm.bucket(lm.bytes, key(p), l.AppendBytes, l.AppendBurst).AllowN(time.Now(), n) {
 		return errs.New(errs.KindResourceExhausted, ReasonAppendLimited,
-			"%s appended more than %v bytes per second; slow down and retry", p, lm.l.AppendBytes)
+			"%s appended more than %v bytes per second; slow down and retry", p, l.AppendBytes)
 	}
 	return nil
 }
@@ -103,23 +127,25 @@ func (lm *Limiter) bucket(m map[string]*rate.Limiter, name string, r float64, bu
 
 // OpenStream counts an open stream of p; release ends it.
 func (lm *Limiter) OpenStream(p Principal) (release func(), err error) {
-	if !limited(p) {
+	l, ok := lm.limitsOf(p)
+	if !ok {
 		return func() {}, nil
 	}
+	k := key(p)
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	if lm.streams[p.Name] >= lm.l.Streams {
+	if lm.streams[k] >= l.Streams {
 		return nil, errs.New(errs.KindResourceExhausted, ReasonTooManyStreams,
-			"%s has %d streams open (watch, export), the most allowed; close one first", p, lm.l.Streams)
+			"%s has %d streams open (watch, export, node streams), the most allowed; close one first", p, l.Streams)
 	}
-	lm.streams[p.Name]++
+	lm.streams[k]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			lm.mu.Lock()
 			defer lm.mu.Unlock()
-			if lm.streams[p.Name]--; lm.streams[p.Name] == 0 {
-				delete(lm.streams, p.Name)
+			if lm.streams[k]--; lm.streams[k] == 0 {
+				delete(lm.streams, k)
 			}
 		})
 	}, nil

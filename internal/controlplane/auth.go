@@ -77,7 +77,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 }
 
 // limit takes one request of the caller's rate, and the bytes it
-// appends of its append rate (users only).
+// appends of its append rate (users and nodes; admins are not limited).
 func (s *Server) limit(ctx context.Context, method string, req any) error {
 	p, ok := authz.FromContext(ctx)
 	if !ok {
@@ -96,7 +96,8 @@ func (s *Server) limit(ctx context.Context, method string, req any) error {
 // appendBytes is how much a request adds to transcripts.
 func appendBytes(req any) int {
 	switch r := req.(type) {
-	case *castv1.SendMessageRequest, *castv1.AppendMessagesRequest, *castv1.CreateSessionRequest:
+	case *castv1.SendMessageRequest, *castv1.AppendMessagesRequest, *castv1.CreateSessionRequest,
+		*castv1.AppendOwnerMessagesRequest:
 		return proto.Size(r.(proto.Message))
 	}
 	return 0

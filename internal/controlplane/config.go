@@ -75,8 +75,10 @@ type Config struct {
 	// Insecure allows plaintext gRPC without TLS (--insecure; --dev on
 	// loopback sets it); it is logged as a warning at every start.
 	Insecure bool
-	// Limits bound each user's request rate and open streams.
-	Limits authz.Limits
+	// Limits bound each user's request rate, append rate and open
+	// streams; NodeLimits each node's.
+	Limits     authz.Limits
+	NodeLimits authz.Limits
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -105,6 +107,7 @@ func DefaultConfig() Config {
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
+		NodeLimits:    authz.DefaultNodeLimits(),
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
@@ -158,11 +161,16 @@ func (c Config) Validate() error {
 	if err := c.checkSecretsKeyFile(); err != nil {
 		return err
 	}
-	if err := c.Limits.Validate(); err != nil {
-		return err
-	}
-	if c.Limits.AppendBurst < c.MaxRecvBytes {
-		return fmt.Errorf("--user-append-burst %d is below the largest request %d: such a request could never pass", c.Limits.AppendBurst, c.MaxRecvBytes)
+	for _, r := range []struct {
+		role string
+		l    authz.Limits
+	}{{"user", c.Limits}, {"node", c.NodeLimits}} {
+		if err := r.l.Validate(); err != nil {
+			return fmt.Errorf("--%s-rate, -burst, -streams, -append-rate, -append-burst: %w", r.role, err)
+		}
+		if r.l.AppendBurst < c.MaxRecvBytes {
+			return fmt.Errorf("--%s-append-burst %d is below the largest request %d: such a request could never pass", r.role, r.l.AppendBurst, c.MaxRecvBytes)
+		}
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")

@@ -54,7 +54,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
-	limits *authz.Limiter // per-user rate and streams
+	limits *authz.Limiter // per-user and per-node rates and streams
 	// tls is the listener's TLS config (nil: plaintext); caPin and caFile
 	// say how clients trust it (tls.go).
 	tls           *tls.Config
@@ -121,7 +121,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.policy = s.newPolicy()
-	s.limits = authz.NewLimiter(cfg.Limits)
+	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}

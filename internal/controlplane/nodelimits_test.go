@@ -1,0 +1,88 @@
+package controlplane_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// A node over its own limits (bytes appended for the sessions it owns,
+// open streams, request rate) gets RESOURCE_EXHAUSTED with a reason,
+// through the real gRPC server with its own credential; another node and
+// the admin are not held back by it.
+func TestNodeLimits(t *testing.T) {
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.NodeLimits = authz.Limits{Rate: 0.001, Burst: 8, Streams: 1, AppendBytes: 1, AppendBurst: 1 << 20}
+		c.Store.MaxMessageBytes, c.MaxRecvBytes = 1<<20, 1<<20
+	})
+	admin := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	join, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60, Uses: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*client.Client{}
+	for _, n := range []string{"a", "b"} {
+		resp, err := testharness.DialAs(t, srv.Addr(), "").Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: n, JoinToken: join.Token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[n] = testharness.DialAs(t, srv.Addr(), resp.Credential)
+	}
+	a, b := nodes["a"], nodes["b"]
+	cmds := rawNode(t, a, "a") // a's one stream
+	waitConnected(t, admin, "a", true)
+	sess, err := admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetAssignSession().GetSession().GetId() == sess.Id }).
+		GetAssignSession().OwnerToken
+
+	appendBig := func(id string) error {
+		_, err := a.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sess.Id, Node: "a", OwnerToken: token,
+			Messages: []*castv1.Message{{ClientId: id, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: strings.Repeat("x", 600<<10)}}})
+		return err
+	}
+	if err := appendBig("big-1"); err != nil {
+		t.Fatalf("a's first 600 KiB: %v", err)
+	}
+	wantDenied(t, "a's second 600 KiB in a second", appendBig("big-2"), codes.ResourceExhausted, authz.ReasonAppendLimited)
+
+	second, err := a.Nodes.Connect(ctx)
+	if err == nil {
+		_ = second.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: "a"}}}})
+		_, err = second.Recv()
+	}
+	wantDenied(t, "a's second stream", err, codes.ResourceExhausted, authz.ReasonTooManyStreams)
+
+	var last error
+	for range 9 { // more than the burst, whatever a spent above
+		_, last = a.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	}
+	wantDenied(t, "a over its rate", last, codes.ResourceExhausted, authz.ReasonRateLimited)
+
+	rawNode(t, b, "b") // b's own stream
+	waitConnected(t, admin, "b", true)
+	if _, err := b.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{}); err != nil {
+		t.Errorf("b pays for a: %v", err)
+	}
+	got, err := admin.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range got.Messages {
+		ids = append(ids, m.ClientId)
+	}
+	if strings.Join(ids, ",") != "big-1" {
+		t.Errorf("stored %v, want only the acknowledged big-1", ids)
+	}
+}
