@@ -115,13 +115,7 @@ func (a *app) accountLsCmd() *cobra.Command {
 		Short: "List fleet accounts: which is active, which are limited and until when",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+			resp, err := a.listAccounts(cmd, agent)
 			if err != nil {
 				return err
 			}
@@ -142,6 +136,18 @@ func (a *app) accountLsCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's accounts")
 	return cmd
+}
+
+// listAccounts lists fleet accounts (one agent's with agent set) and each
+// agent's policy.
+func (a *app) listAccounts(cmd *cobra.Command, agent string) (*castv1.ListAccountsResponse, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	return c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
 }
 
 func (a *app) accountRmCmd() *cobra.Command {

@@ -74,7 +74,11 @@ func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccou
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.ListAccountsResponse{Accounts: as}, nil
+	fleets, err := h.s.fleet.Fleets(ctx, req.Agent)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListAccountsResponse{Accounts: as, Fleet: fleets}, nil
 }
 
 func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAccountRequest) (*castv1.DeleteAccountResponse, error) {

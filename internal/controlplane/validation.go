@@ -123,6 +123,7 @@ func validUsage(usage []*castv1.UsageWindow) error {
 		f := func(name string) string { return fmt.Sprintf("usage[%d].%s", i, name) }
 		if err := refuse(
 			validate.Need(validate.Name, f("name"), w.Name),
+			validate.Check(validate.Name, f("model"), w.Model),
 			validate.Percent(f("used_percent"), w.UsedPercent, maxUsedPercent),
 			validate.Range(f("window_minutes"), int64(w.WindowMinutes), 0, 366*24*60),
 		); err != nil {

@@ -113,6 +113,8 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		Usage: []*castv1.UsageWindow{{Name: "primary", UsedPercent: math.NaN()}}}), "usage[0].used_percent")
 	wantRefusal(t, "Inf usage", report(&castv1.ReportTurnRequest{FleetAccount: "work",
 		Usage: []*castv1.UsageWindow{{Name: "primary", UsedPercent: math.Inf(1)}}}), "usage[0].used_percent")
+	wantRefusal(t, "usage model with a space", report(&castv1.ReportTurnRequest{FleetAccount: "work",
+		Usage: []*castv1.UsageWindow{{Name: "seven_day_opus", Model: "opus 4"}}}), "usage[0].model")
 	wantRefusal(t, "state out of range", report(&castv1.ReportTurnRequest{State: 99}), "state")
 	wantRefusal(t, "reported cwd with newline", report(&castv1.ReportTurnRequest{Cwd: "/tmp/x\n"}), "cwd")
 

@@ -323,4 +323,47 @@ func TestFleetClaudeSwitchesAhead(t *testing.T) {
 	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "at 96% of its 5-hour window") {
 		t.Fatalf("notice %q", notice)
 	}
+	checkFreshUsage(t, c, reset)
+}
+
+// checkFreshUsage: `cast usage` shows the figure the real claude just
+// reported for work-a (96% of its 5-hour window, resetting at reset) as
+// fresh, and says what a limit does now.
+func checkFreshUsage(t *testing.T, c cli, reset time.Time) {
+	t.Helper()
+	var v struct {
+		Fleets []struct {
+			Agent      string
+			PolicyLine string `json:"policy_line"`
+			Accounts   []struct {
+				Name       string
+				Stale      bool
+				AgeSeconds *int64 `json:"age_seconds"`
+				Windows    []struct {
+					Name, Kind      string
+					UsedPercent     float64   `json:"used_percent"`
+					ResetsAt        time.Time `json:"resets_at"`
+					ResetsInSeconds int64     `json:"resets_in_seconds"`
+				}
+			}
+		}
+	}
+	must(t, json.Unmarshal([]byte(c.must("usage", "--json")), &v))
+	if len(v.Fleets) != 1 || v.Fleets[0].Agent != "claude" || len(v.Fleets[0].Accounts) != 2 {
+		t.Fatalf("cast usage --json: %+v", v)
+	}
+	a := v.Fleets[0].Accounts[0]
+	if a.Name != "work-a" || a.Stale || a.AgeSeconds == nil || *a.AgeSeconds > 120 || len(a.Windows) != 1 {
+		t.Fatalf("work-a's figure is not fresh: %+v", a)
+	}
+	w := a.Windows[0]
+	if w.Name != "five_hour" || w.Kind != "session" || w.UsedPercent != 96 || !w.ResetsAt.Equal(reset) || w.ResetsInSeconds < 3600 || w.ResetsInSeconds > 7200 {
+		t.Fatalf("work-a's 5-hour window: %+v", w)
+	}
+	text := c.must("usage")
+	for _, want := range []string{"work-a", "5-hour session", "96%", "resets in 1h ", " ago", v.Fleets[0].PolicyLine, "On a limit: auto-switch"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("cast usage lacks %q:\n%s", want, text)
+		}
+	}
 }

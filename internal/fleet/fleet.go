@@ -63,6 +63,9 @@ type Config struct {
 	Cooldown time.Duration
 	// Sweep is how often limits are checked for a reset.
 	Sweep time.Duration
+	// MetricsAccountNames labels the usage gauges with account names
+	// (the operator allows it); without it they say "active" and "best".
+	MetricsAccountNames bool
 	// Now is the clock (nil: time.Now); tests move it.
 	Now func() time.Time
 }
@@ -88,7 +91,7 @@ func (c Config) Validate() error {
 // "Codex only resumes after reset"; its rollouts carry encrypted reasoning
 // that only the account which produced it can read back).
 func (mg *Manager) switches(agent string) bool {
-	return mg.cfg.Policy == PolicyAuto && agent != "codex"
+	return mg.fleetPolicy(agent) == PolicyAuto
 }
 
 // Manager runs fleet accounts. A nil box (no secrets key) refuses to store
@@ -196,7 +199,9 @@ func (mg *Manager) List(ctx context.Context, agent string) ([]*castv1.Account, e
 			}
 			active[r.Agent] = act.Name
 		}
-		out = append(out, toProto(r, active[r.Agent] == r.Name))
+		a := toProto(r, active[r.Agent] == r.Name)
+		a.Policy = mg.policy(r)
+		out = append(out, a)
 	}
 	return out, nil
 }
@@ -277,6 +282,9 @@ func toProto(r *quota.Account, active bool) *castv1.Account {
 	a.Usage = wire.WindowsToProto(r.Usage)
 	if !r.LimitedUntil.IsZero() {
 		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
+	}
+	if !r.UsageAt.IsZero() {
+		a.UsageAt = timestamppb.New(r.UsageAt)
 	}
 	return a
 }

@@ -42,6 +42,7 @@ func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Messag
 
 type rig struct {
 	mg  *fleet.Manager
+	m   *metrics.Fleet
 	st  *noticeStore
 	ep  string
 	now time.Time
@@ -51,6 +52,12 @@ type rig struct {
 func newRig(t *testing.T, withKey bool) *rig { return newRigPolicy(t, withKey, fleet.PolicyAuto) }
 
 func newRigPolicy(t *testing.T, withKey bool, policy string) *rig {
+	return newRigConfig(t, withKey, fleet.Config{Policy: policy})
+}
+
+// newRigConfig is a rig whose manager takes cfg (policy and flags; the
+// rig sets the cooldown, sweep and clock).
+func newRigConfig(t *testing.T, withKey bool, cfg fleet.Config) *rig {
 	ep := testharness.StartEtcd(t, nil)
 	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}}
 	var box *secrets.Box
@@ -64,7 +71,9 @@ func newRigPolicy(t *testing.T, withKey bool, policy string) *rig {
 	}
 	r := &rig{st: st, ep: ep, now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
-	mg, err := fleet.New(st, box, fleet.Config{Policy: policy, Cooldown: time.Hour, Sweep: time.Hour, Now: clock}, zaptest.NewLogger(t), metrics.NewFleet(nil))
+	cfg.Cooldown, cfg.Sweep, cfg.Now = time.Hour, time.Hour, clock
+	r.m = metrics.NewFleet(nil)
+	mg, err := fleet.New(st, box, cfg, zaptest.NewLogger(t), r.m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,5 +157,10 @@ func (mg *Manager) count(ctx context.Context, agent string) error {
 	}
 	mg.m.Accounts.WithLabelValues(agent, "open").Set(float64(open))
 	mg.m.Accounts.WithLabelValues(agent, "limited").Set(float64(lim))
+	act, err := mg.st.ActiveAccount(ctx, agent)
+	if err != nil {
+		return err
+	}
+	mg.gauges(agent, accounts, act.Name, now)
 	return nil
 }

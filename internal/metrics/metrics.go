@@ -180,6 +180,13 @@ type Fleet struct {
 	Switches *prometheus.CounterVec // agent, reason: limit, manual, reset
 	Limited  *prometheus.CounterVec // agent
 	Accounts *prometheus.GaugeVec   // agent, state: open, limited (as of the last sweep)
+	// Usage windows as of the last sweep, by agent, account and window.
+	// account is the account's name only when the operator allows it
+	// (--metrics-account-names), else "active" or "best" (the account a
+	// switch would pick); names are capped per agent, windows per account.
+	UsagePercent      *prometheus.GaugeVec // agent, account, window
+	UsageResetSeconds *prometheus.GaugeVec // agent, account, window
+	UsageAgeSeconds   *prometheus.GaugeVec // agent, account
 }
 
 // NewFleet creates and registers fleet account metrics.
@@ -194,8 +201,17 @@ func NewFleet(reg prometheus.Registerer) *Fleet {
 		Accounts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cast_fleet_accounts", Help: "Fleet accounts by agent and state (open, limited), as of the last sweep.",
 		}, []string{"agent", "state"}),
+		UsagePercent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cast_fleet_usage_percent", Help: "Used percentage of a fleet account's usage window as last reported, by agent, account and window.",
+		}, []string{"agent", "account", "window"}),
+		UsageResetSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cast_fleet_usage_reset_seconds", Help: "Seconds until a fleet account's usage window resets, by agent, account and window.",
+		}, []string{"agent", "account", "window"}),
+		UsageAgeSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cast_fleet_usage_age_seconds", Help: "How old a fleet account's usage figures are, by agent and account.",
+		}, []string{"agent", "account"}),
 	}
-	register(reg, m.Switches, m.Limited, m.Accounts)
+	register(reg, m.Switches, m.Limited, m.Accounts, m.UsagePercent, m.UsageResetSeconds, m.UsageAgeSeconds)
 	return m
 }
 

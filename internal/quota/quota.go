@@ -21,6 +21,8 @@ type Window struct {
 	UsedPercent   float64   `json:"used_percent"`
 	WindowMinutes int       `json:"window_minutes,omitempty"`
 	ResetsAt      time.Time `json:"resets_at,omitzero"` // zero when the provider did not say
+	// Model is set on a per-model window (Claude's weekly "opus").
+	Model string `json:"model,omitempty"`
 }
 
 // AheadAt is the used percentage at which the fleet switches before the
@@ -37,7 +39,52 @@ func (w Window) AheadAt() float64 {
 // reset time counts as open).
 func (w Window) Open(now time.Time) bool { return w.ResetsAt.IsZero() || w.ResetsAt.After(now) }
 
-// Label names the window for people: "5-hour", "7-day", else its name.
+// StaleAfter is the age past which usage figures are shown as stale: they
+// come only with turns, so an idle account's figure ages.
+const StaleAfter = 30 * time.Minute
+
+// Window kinds: a short (session) window, a weekly one, a per-model weekly one.
+const (
+	KindSession   = "session"
+	KindWeek      = "week"
+	KindModelWeek = "model_week"
+)
+
+// Kind is the window's kind: a window up to a day long is a session
+// window, a longer one a week (per model when it names one).
+func (w Window) Kind() string {
+	switch {
+	case w.WindowMinutes > 0 && w.WindowMinutes <= 24*60:
+		return KindSession
+	case w.Model != "":
+		return KindModelWeek
+	}
+	return KindWeek
+}
+
+// Title names the window for a table: "5-hour session", "7-day week",
+// "7-day week (opus)".
+func (w Window) Title() string {
+	t := w.Label() + " " + map[string]string{KindSession: "session", KindWeek: "week", KindModelWeek: "week"}[w.Kind()]
+	if w.WindowMinutes <= 0 {
+		t = w.Name
+	}
+	if w.Model != "" {
+		t += " (" + w.Model + ")"
+	}
+	return t
+}
+
+// UsedAt is the window's used percentage at now: what the provider last
+// reported, or 0 once the window has reset since.
+func (w Window) UsedAt(now time.Time) float64 {
+	if !w.Open(now) {
+		return 0
+	}
+	return w.UsedPercent
+}
+
+// Label names the window's length for people: "5-hour", "7-day", else its name.
 func (w Window) Label() string {
 	switch {
 	case w.WindowMinutes <= 0:
@@ -66,7 +113,10 @@ type Account struct {
 	// account reported them (UsageAt).
 	Usage   []Window  `json:"usage,omitempty"`
 	UsageAt time.Time `json:"usage_at,omitzero"`
-	Rev     int64     `json:"-"` // the store's revision, for compare-and-swap
+	// Policy is what a usage limit on this account does (ask, auto,
+	// resume, off); empty follows the fleet's.
+	Policy string `json:"policy,omitempty"`
+	Rev    int64  `json:"-"` // the store's revision, for compare-and-swap
 }
 
 // Limited says whether the account is over a limit at now.

@@ -86,8 +86,14 @@ func codexUsage(path string) []quota.Window {
 	return out
 }
 
-// claudeWindows are the lengths of Claude's rate limit types.
-var claudeWindows = map[string]int{"five_hour": 300, "seven_day": 7 * 24 * 60, "seven_day_opus": 7 * 24 * 60, "seven_day_sonnet": 7 * 24 * 60}
+// claudeWindows are Claude's rate limit types: each one's length, and the
+// model a per-model weekly window is for.
+var claudeWindows = map[string]quota.Window{
+	"five_hour":        {WindowMinutes: 300},
+	"seven_day":        {WindowMinutes: 7 * 24 * 60},
+	"seven_day_opus":   {WindowMinutes: 7 * 24 * 60, Model: "opus"},
+	"seven_day_sonnet": {WindowMinutes: 7 * 24 * 60, Model: "sonnet"},
+}
 
 // claudeEvent reads claude's stream-json events: rate_limit_event carries
 // a usage window (from the provider's anthropic-ratelimit-unified-*
@@ -111,7 +117,8 @@ func (d *driver) claudeEvent(line []byte) {
 	}
 	switch {
 	case ev.Type == "rate_limit_event" && ev.Limit != nil && ev.Limit.Type != "":
-		w := quota.Window{Name: ev.Limit.Type, WindowMinutes: claudeWindows[ev.Limit.Type]}
+		w := claudeWindows[ev.Limit.Type]
+		w.Name = ev.Limit.Type
 		if ev.Limit.Utilization != nil {
 			w.UsedPercent = *ev.Limit.Utilization * 100
 		} else if ev.Limit.Status == "rejected" {

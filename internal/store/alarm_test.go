@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
@@ -39,10 +38,10 @@ func TestNoSpaceAlarmRecoversByItself(t *testing.T) {
 
 	run(t, s)
 	testharness.WaitFor(t, 30*time.Second, "the NOSPACE alarm to be disarmed", func() bool {
-		return value(m.NoSpaceRecoveries.WithLabelValues("recovered")) == 1
+		return metrics.Value(m.NoSpaceRecoveries.WithLabelValues("recovered")) == 1
 	})
-	if alarms, err := cli.AlarmList(ctx); err != nil || len(alarms.Alarms) != 0 || value(m.NoSpaceAlarm) != 0 {
-		t.Fatalf("after recovery: alarms %v %v, gauge %v", alarms, err, value(m.NoSpaceAlarm))
+	if alarms, err := cli.AlarmList(ctx); err != nil || len(alarms.Alarms) != 0 || metrics.Value(m.NoSpaceAlarm) != 0 {
+		t.Fatalf("after recovery: alarms %v %v, gauge %v", alarms, err, metrics.Value(m.NoSpaceAlarm))
 	}
 	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("accepted again")}, store.Guard{}); err != nil {
 		t.Fatalf("append after recovery: %v", err)
@@ -109,24 +108,12 @@ func TestNoSpaceOfLiveDataStaysAlarmed(t *testing.T) {
 	fillUntilNoSpace(t, cli, func(i int) string { return fmt.Sprint("/live/", i) })
 	run(t, s)
 	testharness.WaitFor(t, 30*time.Second, "a failed NOSPACE recovery", func() bool {
-		return value(m.NoSpaceRecoveries.WithLabelValues("failed")) >= 1
+		return metrics.Value(m.NoSpaceRecoveries.WithLabelValues("failed")) >= 1
 	})
 	alarms, err := cli.AlarmList(ctxT(t))
-	if err != nil || len(alarms.Alarms) != 1 || value(m.NoSpaceAlarm) != 1 || value(m.NoSpaceRecoveries.WithLabelValues("recovered")) != 0 {
-		t.Fatalf("alarms %v (%v), gauge %v", alarms, err, value(m.NoSpaceAlarm))
+	if err != nil || len(alarms.Alarms) != 1 || metrics.Value(m.NoSpaceAlarm) != 1 || metrics.Value(m.NoSpaceRecoveries.WithLabelValues("recovered")) != 0 {
+		t.Fatalf("alarms %v (%v), gauge %v", alarms, err, metrics.Value(m.NoSpaceAlarm))
 	}
-}
-
-// value reads a counter or gauge.
-func value(m prometheus.Metric) float64 {
-	var pb dto.Metric
-	if err := m.Write(&pb); err != nil {
-		return -1
-	}
-	if pb.Counter != nil {
-		return pb.Counter.GetValue()
-	}
-	return pb.Gauge.GetValue()
 }
 
 // A watch whose replay is cut by a compaction (the NOSPACE recovery
@@ -238,7 +225,7 @@ func TestFileNearQuotaIsReclaimed(t *testing.T) {
 	})
 	run(t, s)
 	testharness.WaitFor(t, 30*time.Second, "a reclaim that freed space", func() bool {
-		return value(m.Reclaims.WithLabelValues("freed")) >= 1
+		return metrics.Value(m.Reclaims.WithLabelValues("freed")) >= 1
 	})
 	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("fits again")}, store.Guard{}); err != nil {
 		t.Fatalf("append after the reclaim: %v", err)

@@ -14,7 +14,7 @@ func WindowsToProto(ws []quota.Window) []*castv1.UsageWindow {
 	}
 	out := make([]*castv1.UsageWindow, 0, len(ws))
 	for _, w := range ws {
-		p := &castv1.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: int32(w.WindowMinutes)}
+		p := &castv1.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: int32(w.WindowMinutes), Model: w.Model}
 		if !w.ResetsAt.IsZero() {
 			p.ResetsAt = timestamppb.New(w.ResetsAt)
 		}
@@ -30,7 +30,7 @@ func WindowsFromProto(ws []*castv1.UsageWindow) []quota.Window {
 	}
 	out := make([]quota.Window, 0, len(ws))
 	for _, p := range ws {
-		w := quota.Window{Name: p.Name, UsedPercent: p.UsedPercent, WindowMinutes: int(p.WindowMinutes)}
+		w := quota.Window{Name: p.Name, UsedPercent: p.UsedPercent, WindowMinutes: int(p.WindowMinutes), Model: p.Model}
 		if p.ResetsAt != nil {
 			w.ResetsAt = p.ResetsAt.AsTime().UTC()
 		}

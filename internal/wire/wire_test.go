@@ -36,6 +36,7 @@ func TestWindowsRoundTrip(t *testing.T) {
 	ws := []quota.Window{
 		{Name: "five_hour", UsedPercent: 96.5, WindowMinutes: 300, ResetsAt: reset},
 		{Name: "secondary", UsedPercent: 12, WindowMinutes: 7 * 24 * 60},
+		{Name: "seven_day_opus", UsedPercent: 40, WindowMinutes: 7 * 24 * 60, Model: "opus"},
 	}
 	if diff := cmp.Diff(ws, WindowsFromProto(WindowsToProto(ws))); diff != "" {
 		t.Fatalf("round trip (-want +got):\n%s", diff)

@@ -41,7 +41,13 @@ type Account struct {
 	// updated_at is when the credential was last stored.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// usage is the provider's usage windows as last reported by a turn.
-	Usage         []*UsageWindow `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
+	Usage []*UsageWindow `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
+	// usage_at is when a turn last reported usage (how old the figures are);
+	// unset when none ever did.
+	UsageAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=usage_at,json=usageAt,proto3" json:"usage_at,omitempty"`
+	// policy is what a usage limit on this account does: "ask", "auto",
+	// "resume" or "off"; empty follows the fleet's policy.
+	Policy        string `protobuf:"bytes,9,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,25 +131,126 @@ func (x *Account) GetUsage() []*UsageWindow {
 	return nil
 }
 
+func (x *Account) GetUsageAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UsageAt
+	}
+	return nil
+}
+
+func (x *Account) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+// FleetPolicy is what a usage limit does for one agent's fleet, and where
+// auto-switch would go now.
+type FleetPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agent is the fleet's agent.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// policy is the fleet-wide policy (the control plane's --account-policy).
+	Policy string `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// best is the account with the most headroom other than the active one
+	// (the one a switch would pick now); empty when none has room.
+	Best string `protobuf:"bytes,3,opt,name=best,proto3" json:"best,omitempty"`
+	// best_used_percent is best's fullest unreset window, 0-100.
+	BestUsedPercent float64 `protobuf:"fixed64,4,opt,name=best_used_percent,json=bestUsedPercent,proto3" json:"best_used_percent,omitempty"`
+	// active is the agent's active account.
+	Active        string `protobuf:"bytes,5,opt,name=active,proto3" json:"active,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetPolicy) Reset() {
+	*x = FleetPolicy{}
+	mi := &file_cast_v1_account_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetPolicy) ProtoMessage() {}
+
+func (x *FleetPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetPolicy.ProtoReflect.Descriptor instead.
+func (*FleetPolicy) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FleetPolicy) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *FleetPolicy) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *FleetPolicy) GetBest() string {
+	if x != nil {
+		return x.Best
+	}
+	return ""
+}
+
+func (x *FleetPolicy) GetBestUsedPercent() float64 {
+	if x != nil {
+		return x.BestUsedPercent
+	}
+	return 0
+}
+
+func (x *FleetPolicy) GetActive() string {
+	if x != nil {
+		return x.Active
+	}
+	return ""
+}
+
 // UsageWindow is one provider usage window (Codex: primary = 5 hours,
 // secondary = weekly), from the provider's own response headers.
 type UsageWindow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is "primary" or "secondary".
+	// name is the provider's: Codex's "primary" (5 hours) or "secondary"
+	// (weekly), Claude's "five_hour", "seven_day", "seven_day_opus", ...
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// used_percent is how much of the window is used, 0-100.
 	UsedPercent float64 `protobuf:"fixed64,2,opt,name=used_percent,json=usedPercent,proto3" json:"used_percent,omitempty"`
 	// window_minutes is the window's length.
 	WindowMinutes int32 `protobuf:"varint,3,opt,name=window_minutes,json=windowMinutes,proto3" json:"window_minutes,omitempty"`
 	// resets_at is when the window resets; unset when unknown.
-	ResetsAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=resets_at,json=resetsAt,proto3" json:"resets_at,omitempty"`
+	ResetsAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=resets_at,json=resetsAt,proto3" json:"resets_at,omitempty"`
+	// model is set on a per-model window (Claude's weekly "opus", "sonnet").
+	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageWindow) Reset() {
 	*x = UsageWindow{}
-	mi := &file_cast_v1_account_proto_msgTypes[1]
+	mi := &file_cast_v1_account_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +262,7 @@ func (x *UsageWindow) String() string {
 func (*UsageWindow) ProtoMessage() {}
 
 func (x *UsageWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_proto_msgTypes[1]
+	mi := &file_cast_v1_account_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +275,7 @@ func (x *UsageWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageWindow.ProtoReflect.Descriptor instead.
 func (*UsageWindow) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_proto_rawDescGZIP(), []int{1}
+	return file_cast_v1_account_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *UsageWindow) GetName() string {
@@ -199,11 +306,18 @@ func (x *UsageWindow) GetResetsAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *UsageWindow) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
 var File_cast_v1_account_proto protoreflect.FileDescriptor
 
 const file_cast_v1_account_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x02\n" +
+	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
 	"\aAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
@@ -212,12 +326,21 @@ const file_cast_v1_account_proto_rawDesc = "" +
 	"\bswitches\x18\x05 \x01(\x03R\bswitches\x129\n" +
 	"\n" +
 	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12*\n" +
-	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\"\xa4\x01\n" +
+	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x125\n" +
+	"\busage_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\ausageAt\x12\x16\n" +
+	"\x06policy\x18\t \x01(\tR\x06policy\"\x93\x01\n" +
+	"\vFleetPolicy\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x12\n" +
+	"\x04best\x18\x03 \x01(\tR\x04best\x12*\n" +
+	"\x11best_used_percent\x18\x04 \x01(\x01R\x0fbestUsedPercent\x12\x16\n" +
+	"\x06active\x18\x05 \x01(\tR\x06active\"\xba\x01\n" +
 	"\vUsageWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fused_percent\x18\x02 \x01(\x01R\vusedPercent\x12%\n" +
 	"\x0ewindow_minutes\x18\x03 \x01(\x05R\rwindowMinutes\x127\n" +
-	"\tresets_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bresetsAtB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\tresets_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bresetsAt\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05modelB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_account_proto_rawDescOnce sync.Once
@@ -231,22 +354,24 @@ func file_cast_v1_account_proto_rawDescGZIP() []byte {
 	return file_cast_v1_account_proto_rawDescData
 }
 
-var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_cast_v1_account_proto_goTypes = []any{
 	(*Account)(nil),               // 0: cast.v1.Account
-	(*UsageWindow)(nil),           // 1: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*FleetPolicy)(nil),           // 1: cast.v1.FleetPolicy
+	(*UsageWindow)(nil),           // 2: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_cast_v1_account_proto_depIdxs = []int32{
-	2, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
-	2, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
-	1, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
-	2, // 3: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
+	3, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
+	2, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
+	3, // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
+	3, // 4: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_proto_init() }
@@ -260,7 +385,7 @@ func file_cast_v1_account_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_account_proto_rawDesc), len(file_cast_v1_account_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

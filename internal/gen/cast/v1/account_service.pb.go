@@ -135,7 +135,9 @@ func (x *ListAccountsRequest) GetAgent() string {
 type ListAccountsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// accounts, by agent then name.
-	Accounts      []*Account `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	Accounts []*Account `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	// fleet is each listed agent's policy and best account.
+	Fleet         []*FleetPolicy `protobuf:"bytes,2,rep,name=fleet,proto3" json:"fleet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +175,13 @@ func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
 func (x *ListAccountsResponse) GetAccounts() []*Account {
 	if x != nil {
 		return x.Accounts
+	}
+	return nil
+}
+
+func (x *ListAccountsResponse) GetFleet() []*FleetPolicy {
+	if x != nil {
+		return x.Fleet
 	}
 	return nil
 }
@@ -336,9 +345,10 @@ const file_cast_v1_account_service_proto_rawDesc = "" +
 	"credential\x18\x03 \x01(\fR\n" +
 	"credential\"+\n" +
 	"\x13ListAccountsRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\"D\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\"p\n" +
 	"\x14ListAccountsResponse\x12,\n" +
-	"\baccounts\x18\x01 \x03(\v2\x10.cast.v1.AccountR\baccounts\"@\n" +
+	"\baccounts\x18\x01 \x03(\v2\x10.cast.v1.AccountR\baccounts\x12*\n" +
+	"\x05fleet\x18\x02 \x03(\v2\x14.cast.v1.FleetPolicyR\x05fleet\"@\n" +
 	"\x14DeleteAccountRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\"\x17\n" +
@@ -375,22 +385,24 @@ var file_cast_v1_account_service_proto_goTypes = []any{
 	(*DeleteAccountResponse)(nil), // 4: cast.v1.DeleteAccountResponse
 	(*UseAccountRequest)(nil),     // 5: cast.v1.UseAccountRequest
 	(*Account)(nil),               // 6: cast.v1.Account
+	(*FleetPolicy)(nil),           // 7: cast.v1.FleetPolicy
 }
 var file_cast_v1_account_service_proto_depIdxs = []int32{
 	6, // 0: cast.v1.ListAccountsResponse.accounts:type_name -> cast.v1.Account
-	0, // 1: cast.v1.AccountService.PutAccount:input_type -> cast.v1.PutAccountRequest
-	1, // 2: cast.v1.AccountService.ListAccounts:input_type -> cast.v1.ListAccountsRequest
-	3, // 3: cast.v1.AccountService.DeleteAccount:input_type -> cast.v1.DeleteAccountRequest
-	5, // 4: cast.v1.AccountService.UseAccount:input_type -> cast.v1.UseAccountRequest
-	6, // 5: cast.v1.AccountService.PutAccount:output_type -> cast.v1.Account
-	2, // 6: cast.v1.AccountService.ListAccounts:output_type -> cast.v1.ListAccountsResponse
-	4, // 7: cast.v1.AccountService.DeleteAccount:output_type -> cast.v1.DeleteAccountResponse
-	6, // 8: cast.v1.AccountService.UseAccount:output_type -> cast.v1.Account
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	7, // 1: cast.v1.ListAccountsResponse.fleet:type_name -> cast.v1.FleetPolicy
+	0, // 2: cast.v1.AccountService.PutAccount:input_type -> cast.v1.PutAccountRequest
+	1, // 3: cast.v1.AccountService.ListAccounts:input_type -> cast.v1.ListAccountsRequest
+	3, // 4: cast.v1.AccountService.DeleteAccount:input_type -> cast.v1.DeleteAccountRequest
+	5, // 5: cast.v1.AccountService.UseAccount:input_type -> cast.v1.UseAccountRequest
+	6, // 6: cast.v1.AccountService.PutAccount:output_type -> cast.v1.Account
+	2, // 7: cast.v1.AccountService.ListAccounts:output_type -> cast.v1.ListAccountsResponse
+	4, // 8: cast.v1.AccountService.DeleteAccount:output_type -> cast.v1.DeleteAccountResponse
+	6, // 9: cast.v1.AccountService.UseAccount:output_type -> cast.v1.Account
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_service_proto_init() }

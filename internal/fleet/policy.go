@@ -1,0 +1,72 @@
+package fleet
+
+import (
+	"context"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/quota"
+)
+
+// fleetPolicy is what a limit does for agent's fleet as a whole: the
+// configured policy, except that Codex never switches (design §7: its
+// rollouts carry encrypted reasoning that only the account which produced
+// it can read back), so auto means resume there.
+func (mg *Manager) fleetPolicy(agent string) string {
+	if mg.cfg.Policy == PolicyAuto && !switchable[agent] {
+		return PolicyResume
+	}
+	return mg.cfg.Policy
+}
+
+// switchable are the agents whose sessions can continue on another account.
+var switchable = map[string]bool{"claude": true}
+
+// policy is what a limit on account r does: its own policy, else its
+// fleet's (an account set to auto still only resumes where the agent
+// cannot switch).
+func (mg *Manager) policy(r *quota.Account) string {
+	p := r.Policy
+	if p == "" {
+		p = mg.fleetPolicy(r.Agent)
+	}
+	if p == PolicyAuto && !switchable[r.Agent] {
+		return PolicyResume
+	}
+	return p
+}
+
+// Fleets says, per agent with accounts (one agent's with agent set), what a
+// limit does and where a switch would go now: the account with the most
+// headroom other than the active one.
+func (mg *Manager) Fleets(ctx context.Context, agent string) ([]*castv1.FleetPolicy, error) {
+	agents := Agents()
+	if agent != "" {
+		agents = []string{agent}
+	}
+	now := mg.now()
+	var out []*castv1.FleetPolicy
+	for _, ag := range agents {
+		accounts, err := mg.st.ListAccounts(ctx, ag)
+		if err != nil {
+			return nil, err
+		}
+		if len(accounts) == 0 {
+			continue
+		}
+		act, err := mg.st.ActiveAccount(ctx, ag)
+		if err != nil {
+			return nil, err
+		}
+		fp := &castv1.FleetPolicy{Agent: ag, Policy: mg.fleetPolicy(ag), Active: act.Name}
+		if best := Pick(accounts, act.Name, now); best != "" {
+			fp.Best = best
+			for _, a := range accounts {
+				if a.Name == best {
+					fp.BestUsedPercent = a.Used(now)
+				}
+			}
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
