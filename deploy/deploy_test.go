@@ -4,14 +4,20 @@
 package deploy_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -20,23 +26,27 @@ import (
 // kinds are the API types the manifests may hold; an object of another
 // kind fails the test until its type is added here.
 var kinds = map[string]func() any{
-	"apps/v1/StatefulSet": func() any { return &appsv1.StatefulSet{} },
-	"apps/v1/Deployment":  func() any { return &appsv1.Deployment{} },
-	"apps/v1/DaemonSet":   func() any { return &appsv1.DaemonSet{} },
-	"v1/Service":          func() any { return &corev1.Service{} },
-	"v1/ConfigMap":        func() any { return &corev1.ConfigMap{} },
+	"apps/v1/StatefulSet":                     func() any { return &appsv1.StatefulSet{} },
+	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
+	"apps/v1/DaemonSet":                       func() any { return &appsv1.DaemonSet{} },
+	"v1/Service":                              func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
+	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
+	"monitoring.coreos.com/v1/PodMonitor":     func() any { return &monitoringv1.PodMonitor{} },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &monitoringv1.PrometheusRule{} },
 }
 
-// `kubectl apply -k deploy/k8s` works: the kustomization builds, lists
-// every manifest in the folder, and ships the alert rules as the ConfigMap
-// cast-alerts (not as a raw manifest, which apply cannot read).
-func TestKustomizeBuilds(t *testing.T) {
-	dir := "k8s"
+// build runs kustomize on dir and decodes every object strictly into its
+// API type (a misspelt or misplaced field fails), keyed Kind/name.
+func build(t *testing.T, dir string) map[string]any {
+	t.Helper()
 	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	names := map[string]bool{}
+	objs := map[string]any{}
 	for _, r := range res.Resources() {
 		b, err := r.AsYAML()
 		if err != nil {
@@ -45,30 +55,68 @@ func TestKustomizeBuilds(t *testing.T) {
 		key := r.GetApiVersion() + "/" + r.GetKind()
 		mk, ok := kinds[key]
 		if !ok {
-			t.Errorf("%s %s: no API type to check it against", key, r.GetName())
+			t.Errorf("%s: %s %s: no API type to check it against", dir, key, r.GetName())
 			continue
 		}
 		obj := mk()
 		if err := yaml.UnmarshalStrict(b, obj); err != nil {
-			t.Errorf("%s %s does not decode strictly: %v", key, r.GetName(), err)
+			t.Errorf("%s: %s %s does not decode strictly: %v", dir, key, r.GetName(), err)
 		}
-		names[r.GetKind()+"/"+r.GetName()] = true
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "cast-alerts" {
-			want, err := os.ReadFile(filepath.Join(dir, "cast-alerts.rules.yml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cm.Data["cast-alerts.rules.yml"] != string(want) {
-				t.Errorf("ConfigMap cast-alerts does not hold cast-alerts.rules.yml")
-			}
-		}
+		objs[r.GetKind()+"/"+r.GetName()] = obj
 	}
-	for _, want := range []string{"StatefulSet/cast-controlplane", "Service/cast-controlplane", "StatefulSet/cast-node", "ConfigMap/cast-alerts"} {
-		if !names[want] {
-			t.Errorf("the build lacks %s (has %v)", want, names)
-		}
+	return objs
+}
+
+// `kubectl apply -k` works for deploy/k8s (the dev overlay) and both
+// overlays: each builds, holds what it promises, and ships the alert rules
+// as the ConfigMap cast-alerts (not as a raw manifest, which apply cannot
+// read).
+func TestKustomizeBuilds(t *testing.T) {
+	common := []string{"Service/cast-controlplane", "DaemonSet/cast-node", "ConfigMap/cast-alerts"}
+	for _, tc := range []struct {
+		dir  string
+		want []string
+	}{
+		{"k8s", []string{"StatefulSet/cast-controlplane"}},
+		{"k8s/overlays/dev", []string{"StatefulSet/cast-controlplane"}},
+		{"k8s/overlays/ha", []string{
+			"Deployment/cast-controlplane", "StatefulSet/cast-etcd", "Service/cast-etcd",
+			"PodDisruptionBudget/cast-controlplane", "PodDisruptionBudget/cast-etcd",
+			"NetworkPolicy/cast-etcd", "NetworkPolicy/cast-controlplane", "NetworkPolicy/cast-node",
+			"ServiceMonitor/cast-controlplane", "PodMonitor/cast-node", "PrometheusRule/cast-alerts",
+		}},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			objs := build(t, tc.dir)
+			for _, want := range append(tc.want, common...) {
+				if objs[want] == nil {
+					t.Errorf("the build lacks %s (has %v)", want, slices.Sorted(maps.Keys(objs)))
+				}
+			}
+			if cm, ok := objs["ConfigMap/cast-alerts"].(*corev1.ConfigMap); ok {
+				want, err := os.ReadFile("k8s/base/cast-alerts.rules.yml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cm.Data["cast-alerts.rules.yml"] != string(want) {
+					t.Errorf("ConfigMap cast-alerts does not hold cast-alerts.rules.yml")
+				}
+			}
+			for name, obj := range objs {
+				checkWorkload(t, name, obj)
+			}
+		})
 	}
-	// Every manifest in the folder is in the kustomization.
+	// Every manifest in each folder is in its kustomization.
+	for _, dir := range []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/ha"} {
+		checkListed(t, dir)
+	}
+}
+
+// checkListed fails for a manifest in dir its kustomization leaves out, and
+// for a rules file listed as a resource (rule files go in the ConfigMap).
+func checkListed(t *testing.T, dir string) {
+	t.Helper()
 	kust, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +128,97 @@ func TestKustomizeBuilds(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
 		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(k.Resources, base) {
-			t.Errorf("%s is not listed in kustomization.yaml", base)
+			t.Errorf("%s/%s is not listed in its kustomization.yaml", dir, base)
 		}
 	}
 	for _, r := range k.Resources {
 		if strings.HasSuffix(r, ".yml") {
-			t.Errorf("%s is a resource; rule files go in the ConfigMap", r)
+			t.Errorf("%s: %s is a resource; rule files go in the ConfigMap", dir, r)
 		}
+	}
+}
+
+// checkWorkload holds every long-running container to what a restricted
+// namespace and a careful operator expect: non-root, no privilege
+// escalation, all capabilities dropped, a read-only root, a memory limit
+// with GOMEMLIMIT below it, and startup, readiness and liveness probes.
+func checkWorkload(t *testing.T, name string, obj any) {
+	t.Helper()
+	var spec *corev1.PodSpec
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		spec = &o.Spec.Template.Spec
+	case *appsv1.StatefulSet:
+		spec = &o.Spec.Template.Spec
+	case *appsv1.DaemonSet:
+		spec = &o.Spec.Template.Spec
+	default:
+		return
+	}
+	for _, c := range spec.Containers {
+		where := name + " container " + c.Name
+		sc := c.SecurityContext
+		nonRoot := (sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) ||
+			(spec.SecurityContext != nil && spec.SecurityContext.RunAsNonRoot != nil && *spec.SecurityContext.RunAsNonRoot)
+		if !nonRoot {
+			t.Errorf("%s may run as root", where)
+		}
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			t.Errorf("%s: want allowPrivilegeEscalation false and capabilities drop ALL", where)
+		}
+		if c.StartupProbe == nil || c.ReadinessProbe == nil || c.LivenessProbe == nil {
+			t.Errorf("%s: want startup, readiness and liveness probes", where)
+		}
+		if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
+			t.Errorf("%s: want a memory limit and a CPU request", where)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" }) {
+			t.Errorf("%s: want GOMEMLIMIT below its memory limit", where)
+		}
+	}
+}
+
+// The ha overlay's PrometheusRule holds exactly the groups of
+// base/cast-alerts.rules.yml, the file promtool tests. CAST_UPDATE_DEPLOY=1
+// rewrites it from the rules file.
+func TestPrometheusRuleMatchesRules(t *testing.T) {
+	src, err := os.ReadFile("k8s/base/cast-alerts.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []monitoringv1.RuleGroup `json:"groups"`
+	}
+	if err := yaml.UnmarshalStrict(src, &rules); err != nil {
+		t.Fatalf("cast-alerts.rules.yml: %v", err)
+	}
+	want := monitoringv1.PrometheusRule{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "PrometheusRule"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cast-alerts"},
+		Spec:       monitoringv1.PrometheusRuleSpec{Groups: rules.Groups},
+	}
+	path := "k8s/overlays/ha/prometheusrule.yaml"
+	if os.Getenv("CAST_UPDATE_DEPLOY") == "1" {
+		b, err := yaml.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := "# Generated from base/cast-alerts.rules.yml by `CAST_UPDATE_DEPLOY=1 go test ./deploy`;\n# TestPrometheusRuleMatchesRules fails when the two differ.\n"
+		if err := os.WriteFile(path, append([]byte(head), b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got monitoringv1.PrometheusRule
+	if err := yaml.UnmarshalStrict(b, &got); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !reflect.DeepEqual(got.Spec, want.Spec) {
+		t.Errorf("%s differs from base/cast-alerts.rules.yml; run CAST_UPDATE_DEPLOY=1 go test ./deploy", path)
 	}
 }
 

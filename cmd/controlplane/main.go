@@ -127,7 +127,8 @@ func main() {
 	f.IntVar(&cfg.NodeLimits.AppendBurst, "node-append-burst", cfg.NodeLimits.AppendBurst, "bytes one node may append at once above --node-append-rate (at least the largest request)")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
-	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials and the TLS CA key are sealed with (hex, 0600, created on first start; never inside --data-dir; default: $XDG_CONFIG_HOME/cast/secrets.key, ~/.config/cast/secrets.key; --dev: in DATA_DIR/etcd)")
+	cfg.SecretsKey = os.Getenv(controlplane.SecretsKeyEnv)
+	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials and the TLS CA key are sealed with (hex, 0600, created on first start; env CAST_SECRETS_KEY gives the key itself; never inside --data-dir; default: $XDG_CONFIG_HOME/cast/secrets.key, ~/.config/cast/secrets.key; --dev: in DATA_DIR/etcd)")
 	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: auto (switch to the account with most room), resume (wait for the reset) or off")
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")
 	f.BoolVar(&cfg.Fleet.MetricsAccountNames, "metrics-account-names", false, "label the fleet usage gauges with account names (else \"active\" and \"best\")")

@@ -24,10 +24,20 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
 }
 
-// openBox opens the secrets key (SecretsKeyFile, else with Dev
+// SecretsKeyEnv holds the secrets key itself (hex), instead of a file.
+const SecretsKeyEnv = "CAST_SECRETS_KEY"
+
+// openBox opens the secrets key (SecretsKey, else SecretsKeyFile, else with Dev
 // DataDir/secrets.key; created on first use); nil without one. Fleet
 // credentials and the TLS CA's key are sealed with it.
 func (s *Server) openBox() (*secrets.Box, error) {
+	if s.cfg.SecretsKey != "" {
+		key, err := secrets.ParseKey([]byte(s.cfg.SecretsKey), SecretsKeyEnv)
+		if err != nil {
+			return nil, err
+		}
+		return secrets.NewBox(key)
+	}
 	path := s.cfg.SecretsKeyFile
 	if path == "" && s.cfg.Dev && s.cfg.DataDir != "" {
 		path = filepath.Join(s.cfg.DataDir, SecretsKeyFileName)

@@ -24,7 +24,7 @@ const runbooks = "https://github.com/cast-dev/cast/blob/main/docs/runbooks.md#"
 // fire on a replica's first event, near-quota at 80%).
 func TestAlertRules(t *testing.T) {
 	root := testharness.RepoRoot(t)
-	rules := filepath.Join(root, "deploy", "k8s", "cast-alerts.rules.yml")
+	rules := filepath.Join(root, "deploy", "k8s", "base", "cast-alerts.rules.yml")
 	if out, err := exec.Command("promtool", "check", "rules", rules).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}

@@ -68,10 +68,14 @@ type Config struct {
 	SecretsKeyFile string
 	// Dev is --dev: one local process, whose secrets key may live in its
 	// data dir.
-	Dev   bool
-	Fleet fleet.Config
-	Auth  AuthConfig
-	TLS   TLSConfig
+	Dev bool
+	// SecretsKey is the key itself, in hex, from CAST_SECRETS_KEY (env only:
+	// flags show in ps). It wins over SecretsKeyFile; for Kubernetes, whose
+	// Secret files cannot be 0600 and the non-root user's at once.
+	SecretsKey string
+	Fleet      fleet.Config
+	Auth       AuthConfig
+	TLS        TLSConfig
 	// Insecure allows plaintext gRPC without TLS (--insecure; --dev on
 	// loopback sets it); it is logged as a warning at every start.
 	Insecure bool
@@ -203,7 +207,8 @@ const SecretsKeyFileName = "secrets.key"
 // configured one does not exist yet: a new key would not open what the
 // old one sealed.
 func (c Config) checkSecretsKeyFile() error {
-	if c.Dev || c.DataDir == "" {
+	if c.Dev || c.DataDir == "" || c.SecretsKey != "" { // the key itself, from the env: no file
+
 		return nil
 	}
 	if c.SecretsKeyFile != "" {

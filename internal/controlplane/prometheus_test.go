@@ -20,13 +20,13 @@ import (
 
 // A real Prometheus (Debian's package; `make debs` installs it) scrapes a
 // control plane through a migration: the migration counters reach it, and
-// deploy/k8s/cast-alerts.rules.yml loads healthy.
+// deploy/k8s/base/cast-alerts.rules.yml loads healthy.
 func TestPrometheusScrapesMigrations(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus is not installed; run `make debs` (Debian package prometheus)")
 	}
-	rules := filepath.Join(testharness.RepoRoot(t), "deploy", "k8s", "cast-alerts.rules.yml") // promtool: TestAlertRules
+	rules := filepath.Join(testharness.RepoRoot(t), "deploy", "k8s", "base", "cast-alerts.rules.yml") // promtool: TestAlertRules
 	src, err := os.ReadFile(rules)
 	must(t, err)
 	nRules := len(regexp.MustCompile(`(?m)^\s*- (alert|record):`).FindAll(src, -1))

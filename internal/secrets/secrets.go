@@ -95,14 +95,20 @@ func LoadKey(path string) ([]byte, error) {
 	if n == 2*KeySize+1 && buf[n-1] == '\n' {
 		buf = buf[:n-1]
 	}
-	// Errors below describe the problem but never echo the content:
-	// hex.DecodeString's own error would quote the offending byte.
-	if len(buf) != 2*KeySize {
-		return nil, fmt.Errorf("secrets: key file %s is malformed: want %d hex characters and an optional newline", path, 2*KeySize)
+	return ParseKey(buf, "key file "+path)
+}
+
+// ParseKey decodes a key given as 2*KeySize hex characters (a key file's
+// content, or CAST_SECRETS_KEY where a file cannot be private, as in a
+// Kubernetes Secret). what names the source in errors, which never echo
+// the content: hex.DecodeString's own error would quote the offending byte.
+func ParseKey(text []byte, what string) ([]byte, error) {
+	if len(text) != 2*KeySize {
+		return nil, fmt.Errorf("secrets: %s is malformed: want %d hex characters and an optional newline", what, 2*KeySize)
 	}
 	key := make([]byte, KeySize)
-	if _, err := hex.Decode(key, buf); err != nil {
-		return nil, fmt.Errorf("secrets: key file %s is malformed: not hex", path)
+	if _, err := hex.Decode(key, text); err != nil {
+		return nil, fmt.Errorf("secrets: %s is malformed: not hex", what)
 	}
 	return key, nil
 }
