@@ -20,7 +20,7 @@ build:
 agents:
 	bash .ci/install-agents.sh
 
-# Debian packages the tests use (prometheus, promtool).
+# Debian packages the tests use (prometheus, promtool, systemd-analyze, tmux).
 debs:
 	bash .ci/install-debs.sh
 

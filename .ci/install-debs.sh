@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Debian packages the tests use: prometheus (and promtool), to scrape a
-# real control plane and check deploy/k8s/cast-alerts.rules.yml. Installed
-# only when missing; needs root or sudo.
+# Debian packages the tests use, installed only when missing (needs root
+# or sudo):
+#   prometheus (and promtool)  scrape a real control plane, check the alert rules
+#   systemd (systemd-analyze)  verify deploy/systemd's units
+#   tmux                       drive the agents' own session pickers in a terminal
 set -euo pipefail
-if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
-	exit 0
-fi
-command -v apt-get >/dev/null || { echo "install prometheus (with promtool) for the tests" >&2; exit 1; }
+want=()
+{ command -v prometheus >/dev/null && command -v promtool >/dev/null; } || want+=(prometheus)
+command -v systemd-analyze >/dev/null || want+=(systemd)
+command -v tmux >/dev/null || want+=(tmux)
+[ ${#want[@]} -eq 0 ] && exit 0
+command -v apt-get >/dev/null || { echo "install ${want[*]} for the tests" >&2; exit 1; }
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null \
-	|| { $sudo apt-get update -q >/dev/null && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null; }
-command -v prometheus >/dev/null && command -v promtool >/dev/null
+install() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${want[@]}" >/dev/null; }
+install || { $sudo apt-get update -q >/dev/null && install; }
+command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v systemd-analyze >/dev/null && command -v tmux >/dev/null

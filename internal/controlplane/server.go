@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
@@ -348,6 +349,9 @@ func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
 		return err
 	}
 	defer s.Stop()
+	// systemd's Type=notify (deploy/systemd): ready once it serves.
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	defer daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	var etcdErr <-chan error
 	if s.etcd != nil {
 		etcdErr = s.etcd.Err()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -104,6 +105,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.join(ctx); err != nil {
 		return err
 	}
+	// systemd's Type=notify (deploy/systemd): started once it holds its
+	// credential; reconnecting later is the node's own business.
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	defer daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	a.stopOrphans()
 	a.fleetNotice()
 	go a.selfFence(ctx)
