@@ -55,9 +55,9 @@ func (c Config) Validate() error {
 	if c.PasswordFile != "" && c.InitialCluster != "" {
 		return errors.New("etcdembed: auth with PasswordFile is for a member of one; a cluster runs NoAuth")
 	}
-	for flag, a := range map[string]string{"client address": c.ClientAddr, "peer address": c.PeerAddr} {
-		if !client.IsLoopback(a) {
-			return fmt.Errorf("etcdembed: %s %q is not a loopback address: the embedded etcd never listens beyond this host (run an external etcd with TLS for that)", flag, a)
+	for _, a := range []struct{ what, addr string }{{"client address", c.ClientAddr}, {"peer address", c.PeerAddr}} {
+		if !client.IsLoopback(a.addr) {
+			return fmt.Errorf("etcdembed: %s %q is not a loopback address: the embedded etcd never listens beyond this host (run an external etcd with TLS for that)", a.what, a.addr)
 		}
 	}
 	return nil
@@ -67,6 +67,9 @@ func (c Config) Validate() error {
 type Etcd struct {
 	e         *embed.Etcd
 	ClientURL string
+	// PeerURL is https with auth: its port demands a client certificate
+	// that no one can present (peertls.go).
+	PeerURL string
 	// User and Password are what clients connect with ("" with NoAuth).
 	User, Password string
 	closing        *atomic.Bool // set by Close: quiets the shutdown noise
@@ -118,6 +121,12 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.PasswordFile != "" {
+		if cfg.PeerTLSInfo, err = peerTLS(c.Dir); err != nil {
+			return nil, err
+		}
+		pu.Scheme = "https"
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
@@ -153,7 +162,7 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdembed: not ready after 60s")
 	}
-	out := &Etcd{e: e, ClientURL: cu.String(), closing: closing}
+	out := &Etcd{e: e, ClientURL: cu.String(), PeerURL: pu.String(), closing: closing}
 	if c.PasswordFile != "" {
 		pw, err := enableAuth(ctx, e.Server, c.PasswordFile)
 		if err != nil {

@@ -2,14 +2,19 @@ package etcdembed
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/cast-dev/cast/internal/fsutil"
@@ -116,4 +121,72 @@ func TestRootPasswordKeptAndChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A data dir from before auth (an open member) is started with auth: the
+// data stays, the client port then refuses anyone without the password,
+// and the peer port, open before, refuses anyone without a client
+// certificate.
+func TestAuthOnAnOpenDataDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", QuotaBytes: 64 << 20, NoAuth: true}
+	e, err := Start(ctx, c, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := dial(t, e.ClientURL, "", "")
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := peerGet(e.PeerURL); err != nil {
+		t.Fatalf("the open member's peer port: %v", err) // what auth must close
+	}
+	cli.Close()
+	e.Close()
+
+	c.NoAuth, c.PasswordFile = false, filepath.Join(t.TempDir(), PasswordFileName)
+	if e, err = Start(ctx, c, zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := dial(t, e.ClientURL, "", "").Get(ctx, "k"); !errors.Is(rpctypes.Error(err), rpctypes.ErrUserEmpty) {
+		t.Fatalf("read without credentials: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+	if resp, err := dial(t, e.ClientURL, e.User, e.Password).Get(ctx, "k"); err != nil || resp.Count != 1 {
+		t.Fatalf("root reads the old data: %v %v", resp, err)
+	}
+	if !strings.HasPrefix(e.PeerURL, "https://") {
+		t.Fatalf("peer URL %s", e.PeerURL)
+	}
+	if err := peerGet(e.PeerURL); err == nil {
+		t.Fatal("the peer port answered a client without a certificate")
+	}
+}
+
+func dial(t *testing.T, ep, user, pw string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Username: user, Password: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// peerGet asks the peer port for the member list, as another local
+// process could; with TLS it trusts any server certificate, so only the
+// missing client certificate can stop it.
+func peerGet(peerURL string) error {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // any server: only the client side is tested
+	resp, err := hc.Get(peerURL + "/members")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
 }
