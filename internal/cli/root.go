@@ -81,6 +81,7 @@ func (a *app) root() *cobra.Command {
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd())
 	usageArgs(root)
+	a.completions(root)
 	return root
 }
 
