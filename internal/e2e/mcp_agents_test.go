@@ -43,21 +43,7 @@ func TestMCPHistoryToolInAgents(t *testing.T) {
 				t.Fatalf("%s was offered the permission tool", tc.agent)
 			}
 
-			// The model asks for the page before seq 3, one message: #2,
-			// the first answer. The fake then quotes the tool's result.
-			r.fake.Enqueue(fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tc.tool, Input: map[string]any{"before_seq": 3, "limit": 1}}})
-			seq := r.send(sess.Id, "what did you answer first? MARK-M2")
-			r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-			var answer string
-			for _, m := range r.messages(sess.Id) {
-				if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
-					answer = m.Text
-				}
-			}
-			t.Logf("%s answer after the history call: %s", tc.agent, answer)
-			if !strings.Contains(answer, "FAKE: tool said") || !strings.Contains(answer, "#2 assistant:") || strings.Contains(answer, "MARK-M2") {
-				t.Fatalf("%s history tool call, last answer:\n%s", tc.agent, answer)
-			}
+			askHistory(t, r, sess.Id, tc.tool, "what did you answer first? MARK-M2")
 			// The registration lives in the node's own folder, the agent's
 			// isolated home or the environment, never in the user's checkout.
 			for _, f := range []string{".gemini", "opencode.json", "opencode.jsonc", ".opencode", ".pi"} {
@@ -70,6 +56,26 @@ func TestMCPHistoryToolInAgents(t *testing.T) {
 			}
 
 		})
+	}
+}
+
+// askHistory has the model of session id (one user turn and its answer so
+// far) call the history tool for the page before seq 3, one message: #2,
+// the first answer; the fake then quotes the tool's result in its answer.
+func askHistory(t *testing.T, r *turnRig, id, tool, prompt string) {
+	t.Helper()
+	r.fake.Enqueue(fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tool, Input: map[string]any{"before_seq": 3, "limit": 1}}})
+	seq := r.send(id, prompt)
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	var answer string
+	for _, m := range r.messages(id) {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			answer = m.Text
+		}
+	}
+	t.Logf("answer after the %s call: %s", tool, answer)
+	if !strings.Contains(answer, "FAKE: tool said") || !strings.Contains(answer, "#2 assistant:") || strings.Contains(answer, prompt) {
+		t.Fatalf("%s call, last answer:\n%s", tool, answer)
 	}
 }
 

@@ -88,10 +88,9 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID, bin string) error {
 
 // registerGeminiMCP adds cast to the mcpServers of an isolated agent's
 // ~/.gemini/settings.json, which is cast's own: gemini-cli 0.61 has no flag
-// or variable that adds a server, and its system settings files count only
-// when root owns them and every folder above them. The user's own gemini
-// (a shared home) therefore runs without cast's tool: its settings file is
-// the user's and is never rewritten. The file is shared by every gemini session of this node,
+// that adds a server. The user's own gemini (a shared home) gets it another
+// way (registerGeminiUserMCP): its settings file is the user's and is never
+// rewritten. The file is shared by every gemini session of this node,
 // so it names no session: gemini expands $VAR in settings from its own
 // environment when it loads them, and each turn's environment carries its
 // CAST_SESSION and CAST_ADDR. Expanding at load time also survives the
@@ -104,10 +103,7 @@ func (a *Agent) registerClaudeMCP(t *runner.Turn, sessionID, bin string) error {
 // to the one read-only tool.
 func (a *Agent) registerGeminiMCP(t *runner.Turn, bin string) error {
 	if t.UserEnv != nil {
-		a.geminiNoMCP.Do(func() {
-			a.lg.Warn("gemini runs in your own home: cast's history tool is not registered (gemini has no flag for it and cast does not rewrite ~/.gemini/settings.json); --isolated-homes gives it")
-		})
-		return nil
+		return a.registerGeminiUserMCP(t, bin)
 	}
 	// Where gemini looks: GEMINI_CLI_HOME, else HOME, as the turn sets them.
 	home := runner.EnvValue(t.Env, "GEMINI_CLI_HOME")
@@ -136,11 +132,7 @@ func (a *Agent) registerGeminiMCP(t *runner.Turn, bin string) error {
 	if servers == nil {
 		servers = map[string]any{}
 	}
-	servers[mcpName] = map[string]any{
-		"command": bin, "args": historyOnly,
-		"env":   expandAtLoad(a.castEnv("")),
-		"trust": true,
-	}
+	servers[mcpName] = a.geminiServer(bin)
 	settings["mcpServers"] = servers
 	// An allowlist of servers (mcp.allowed) would drop cast silently.
 	if m, ok := settings["mcp"].(map[string]any); ok {

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/agents/gemini"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -67,8 +69,12 @@ func TestGeminiMCPMergesSettings(t *testing.T) {
 	}
 }
 
-// The user's own gemini (a shared home) runs without cast's tool: its
-// settings file is theirs and is left as it is.
+// The user's own gemini (a shared home): its settings file is left as it
+// is, and cast's server goes in a system-defaults file of cast's own,
+// named in the turn's environment, that carries over the machine's own
+// system defaults. Gemini reads such a file only when root owns it and
+// every folder above it: with a data dir under /tmp (anyone can write
+// there) the turn runs without it.
 func TestGeminiMCPLeavesUserSettings(t *testing.T) {
 	home := t.TempDir()
 	path := filepath.Join(home, ".gemini", "settings.json")
@@ -79,12 +85,54 @@ func TestGeminiMCPLeavesUserSettings(t *testing.T) {
 	if err := os.WriteFile(path, []byte(mine), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	turn := runner.Turn{Agent: "gemini", Home: home, UserEnv: []string{"HOME=" + home}}
-	if err := testAgent(t).registerMCP(&turn, "s1"); err != nil {
-		t.Fatal(err)
+	secure := agenttest.RootOnlyDir(t)
+	machine := ""
+	if secure != "" {
+		machine = filepath.Join(secure, "machine-defaults.json")
+		if err := os.WriteFile(machine, []byte(`{"mcpServers":{"corp":{"command":"y"}},"ui":{"theme":"corp"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if b, _ := os.ReadFile(path); string(b) != mine || len(turn.Args) != 0 {
-		t.Fatalf("user settings %s, args %q", b, turn.Args)
+	for _, tc := range []struct {
+		name, dataDir string
+		registered    bool
+	}{
+		{"data dir under /tmp", t.TempDir(), false},
+		{"root-only data dir", filepath.Join(secure, "data"), secure != ""},
+	} {
+		if tc.name == "root-only data dir" && secure == "" {
+			continue // not root: no folder gemini would trust can be made
+		}
+		a := testAgent(t)
+		a.cfg.DataDir = tc.dataDir
+		turn := runner.Turn{Agent: "gemini", Home: home, UserEnv: []string{"HOME=" + home, gemini.SystemDefaultsEnv + "=" + machine}}
+		if err := a.registerMCP(&turn, "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != mine || len(turn.Args) != 0 {
+			t.Fatalf("%s: user settings %s, args %q", tc.name, b, turn.Args)
+		}
+		got := runner.EnvValue(turn.Env, gemini.SystemDefaultsEnv)
+		if (got != "") != tc.registered {
+			t.Fatalf("%s: %s=%q", tc.name, gemini.SystemDefaultsEnv, got)
+		}
+		if !tc.registered {
+			continue
+		}
+		b, err := os.ReadFile(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var defaults struct {
+			MCPServers map[string]struct{ Command string } `json:"mcpServers"`
+			UI         map[string]string                   `json:"ui"`
+		}
+		if err := json.Unmarshal(b, &defaults); err != nil {
+			t.Fatal(err)
+		}
+		if defaults.MCPServers["cast"].Command != "/opt/cast" || defaults.MCPServers["corp"].Command != "y" || defaults.UI["theme"] != "corp" || strings.Contains(string(b), "s1") {
+			t.Fatalf("%s: system defaults:\n%s", tc.name, b)
+		}
 	}
 }
 
