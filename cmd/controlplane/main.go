@@ -115,6 +115,8 @@ func main() {
 	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "serve TLS from the control plane's own CA (made on first start, its key sealed in the store); clients trust DATA_DIR/ca.pem or the logged pin")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC without --tls (env CAST_INSECURE=1); warned at every start")
 	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
+	f.DurationVar(&cfg.TLS.NodeCertTTL, "node-cert-ttl", cfg.TLS.NodeCertTTL, "lifetime of a node's client certificate (TLS); nodes renew theirs at two thirds of it")
+	f.DurationVar(&cfg.TLS.UserCertTTL, "user-cert-ttl", cfg.TLS.UserCertTTL, "lifetime of a user's client certificate (cast token cert)")
 	f.Float64Var(&cfg.Limits.Rate, "user-rate", cfg.Limits.Rate, "requests per second one user token may send (admins are not limited; nodes have --node-rate)")
 	f.IntVar(&cfg.Limits.Burst, "user-burst", cfg.Limits.Burst, "requests one user may send at once above --user-rate")
 	f.IntVar(&cfg.Limits.Streams, "user-streams", cfg.Limits.Streams, "watch and export streams one user may hold open")

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
@@ -62,7 +62,7 @@ func main() {
 	cmd.SetVersionTemplate("node {{.Version}}\n")
 	f := cmd.Flags()
 	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address (env CAST_ADDR)")
-	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "node state and agent homes")
+	f.StringVar(&cfg.DataDir, "data-dir", client.DefaultNodeDataDir(os.Getenv), "node state and agent homes")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "HTTP address for /metrics (turns by agent and outcome), /healthz and /readyz (connected), e.g. 127.0.0.1:7779 (empty: off)")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
@@ -72,7 +72,7 @@ func main() {
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane (env CAST_INSECURE=1)")
 	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by controlplane --tls; env CAST_CA_PIN)")
-	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential, kept in DATA_DIR/credential (env CAST_JOIN_TOKEN)")
+	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential: with --ca-pin a client certificate for a key it makes (DATA_DIR/identity.pem, renewed before expiry), else a token (DATA_DIR/credential) (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "where session worktrees are made (default: DATA_DIR/worktrees; never inside a checkout)")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")
@@ -93,12 +93,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func defaultDataDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "cast", "node")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "share", "cast", "node")
 }

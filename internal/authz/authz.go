@@ -35,6 +35,10 @@ func (r Role) Valid() bool { return r == Admin || r == User || r == Node }
 type Principal struct {
 	Role Role
 	Name string
+	// Cred is the hash of the credential record the call was
+	// authenticated with (a token's, or the one a client certificate is
+	// bound to); a certificate issued to the caller is bound to it too.
+	Cred string
 }
 
 // String is "role:name", as audit lines and session creators name it.

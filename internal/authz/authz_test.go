@@ -12,7 +12,7 @@ func TestAllow(t *testing.T) {
 		"/s/Admin": {Roles: []Role{Admin}},
 		"/s/Any":   {Roles: []Role{Admin, User, Node}},
 	}
-	admin, user, node := &Principal{Admin, "root"}, &Principal{User, "alice"}, &Principal{Node, "n1"}
+	admin, user, node := &Principal{Role: Admin, Name: "root"}, &Principal{Role: User, Name: "alice"}, &Principal{Role: Node, Name: "n1"}
 	for _, tc := range []struct {
 		method string
 		p      *Principal
@@ -74,12 +74,12 @@ func TestLimiter(t *testing.T) {
 				nodes = tight
 			}
 			lm := NewLimiter(users, nodes)
-			a, b := Principal{role, "a"}, Principal{role, "b"}
-			other := Principal{User, "a"} // the same name in the other role
+			a, b := Principal{Role: role, Name: "a"}, Principal{Role: role, Name: "b"}
+			other := Principal{Role: User, Name: "a"} // the same name in the other role
 			if role == User {
-				other = Principal{Node, "a"}
+				other = Principal{Role: Node, Name: "a"}
 			}
-			admin := Principal{Admin, "root"}
+			admin := Principal{Role: Admin, Name: "root"}
 			if err := lm.AllowAppend(a, 80); err != nil {
 				t.Fatalf("80 bytes within a 100-byte burst: %v", err)
 			}

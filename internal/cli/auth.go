@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 )
 
 // tokenCmd is `cast token`: admin and user bearer tokens (admin only).
@@ -157,7 +160,68 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 			})
 		},
 	}
-	return []*cobra.Command{tok, revoke}
+	return []*cobra.Command{tok, revoke, a.nodeJoinCmd()}
+}
+
+// nodeJoinCmd joins a node on this machine ahead of its first start: the
+// key is made here and never leaves the node's data dir.
+func (a *app) nodeJoinCmd() *cobra.Command {
+	var joinToken, pin, name, dataDir string
+	cmd := &cobra.Command{
+		Use:   "join --join-token TOKEN --ca-pin sha256:... [--name NAME] [--data-dir DIR]",
+		Short: "Join a node on this machine: make its key and get its client certificate (then start `node --ca-pin ...`)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if joinToken == "" || pin == "" {
+				return usagef("give --join-token (cast node token create) and --ca-pin (the control plane logs it)")
+			}
+			if name == "" {
+				name, _ = os.Hostname()
+			}
+			if !ids.ValidName(name) {
+				return usagef("node name %q is not valid; give --name", name)
+			}
+			if dataDir == "" {
+				dataDir = client.DefaultNodeDataDir(os.Getenv)
+			}
+			cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+			if err != nil {
+				return err
+			}
+			a.addr = cc.Addr
+			tlsCfg, err := client.Context{CAPin: pin}.TLS()
+			if err != nil {
+				return usagef("--ca-pin: %v", err)
+			}
+			c, err := client.DialOpts(cc.Addr, client.Options{TLS: tlsCfg})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			id, err := client.LoadIdentity(filepath.Join(dataDir, client.NodeIdentityFile))
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			if err := id.Renew(ctx, name, c.JoinSigner(name, joinToken)); err != nil {
+				return err
+			}
+			exp := id.Cert().Leaf.NotAfter.UTC().Format(time.RFC3339)
+			if a.json {
+				return a.printJSON(map[string]any{"name": name, "identity": id.Path(), "expire_time": exp})
+			}
+			fmt.Fprintf(a.out, "node %s joined; its key and certificate are in %s (renewed by the node before %s)\n", name, id.Path(), exp)
+			fmt.Fprintf(a.errOut, "start it: node --controlplane %s --ca-pin %s --name %s --data-dir %s\n", cc.Addr, pin, name, dataDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&joinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (cast node token create; env CAST_JOIN_TOKEN)")
+	f.StringVar(&pin, "ca-pin", os.Getenv("CAST_CA_PIN"), "the control plane CA's pin, sha256:... (controlplane logs it; env CAST_CA_PIN)")
+	f.StringVar(&name, "name", "", "the node's name (default: hostname)")
+	f.StringVar(&dataDir, "data-dir", "", "the node's data dir (default: node's own default)")
+	return cmd
 }
 
 // call runs fn with a client and the request deadline.

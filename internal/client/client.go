@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,9 +32,9 @@ const (
 	MaxReplyBytes   = 64 << 20
 )
 
-// Client holds the API stubs over one connection.
+// Client holds the API stubs over one connection (Redial replaces it).
 type Client struct {
-	Conn     *grpc.ClientConn
+	conn     *swapConn
 	Sessions castv1.SessionServiceClient
 	Nodes    castv1.NodeServiceClient
 	// Migrations moves sessions between nodes.
@@ -122,13 +123,71 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
-	return &Client{Conn: conn, Sessions: castv1.NewSessionServiceClient(conn), Nodes: castv1.NewNodeServiceClient(conn),
-		Migrations: castv1.NewMigrationServiceClient(conn), Accounts: castv1.NewAccountServiceClient(conn), Auth: castv1.NewAuthServiceClient(conn),
-		Version: castv1.NewVersionServiceClient(conn)}, nil
+	sc := &swapConn{dial: func() (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }}
+	sc.cur.Store(conn)
+	return &Client{conn: sc, Sessions: castv1.NewSessionServiceClient(sc), Nodes: castv1.NewNodeServiceClient(sc),
+		Migrations: castv1.NewMigrationServiceClient(sc), Accounts: castv1.NewAccountServiceClient(sc), Auth: castv1.NewAuthServiceClient(sc),
+		Version: castv1.NewVersionServiceClient(sc)}, nil
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.Conn.Close() }
+func (c *Client) Close() error { return c.conn.close() }
+
+// Redial moves later calls to a new connection, so they handshake again
+// (with a renewed client certificate); calls under way finish on the old
+// one, which is closed after grace.
+func (c *Client) Redial(grace time.Duration) error { return c.conn.redial(grace) }
+
+// swapConn is a connection that Redial can replace under the stubs.
+type swapConn struct {
+	dial   func() (*grpc.ClientConn, error)
+	cur    atomic.Pointer[grpc.ClientConn]
+	mu     sync.Mutex
+	closed bool
+	old    map[*grpc.ClientConn]*time.Timer // replaced, closed after their grace
+}
+
+func (s *swapConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return s.cur.Load().Invoke(ctx, method, args, reply, opts...)
+}
+
+func (s *swapConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return s.cur.Load().NewStream(ctx, desc, method, opts...)
+}
+
+func (s *swapConn) redial(grace time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return grpc.ErrClientConnClosing
+	}
+	conn, err := s.dial()
+	if err != nil {
+		return err
+	}
+	old := s.cur.Swap(conn)
+	if s.old == nil {
+		s.old = map[*grpc.ClientConn]*time.Timer{}
+	}
+	s.old[old] = time.AfterFunc(grace, func() {
+		s.mu.Lock()
+		delete(s.old, old)
+		s.mu.Unlock()
+		old.Close()
+	})
+	return nil
+}
+
+func (s *swapConn) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for old, t := range s.old {
+		t.Stop()
+		old.Close()
+	}
+	return s.cur.Load().Close()
+}
 
 // ReasonOf returns the google.rpc.ErrorInfo reason of err, or "".
 func ReasonOf(err error) string { return errorInfo(err).GetReason() }

@@ -31,7 +31,8 @@ import (
 // --addr naming another, only credentials from the env are used.
 // Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR,
 // CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it), CAST_CACERT (a
-// CA file) and CAST_CA_PIN override its fields.
+// CA file), CAST_CA_PIN and CAST_CLIENT_CERT (a client certificate and
+// its key in one 0600 file) override its fields.
 
 // Context is one control plane and the credential to use there.
 type Context struct {
@@ -41,6 +42,10 @@ type Context struct {
 	// its public key instead ("sha256:..."). Neither: plaintext.
 	CA    string `yaml:"ca,omitempty"`
 	CAPin string `yaml:"ca-pin,omitempty"`
+	// Cert is a client certificate file (chain and key, 0600; `cast
+	// token cert`, or a node's identity): with TLS it is presented
+	// instead of the token.
+	Cert string `yaml:"cert,omitempty"`
 	// Insecure allows a token over plaintext to a non-loopback address
 	// (CAST_INSECURE=1); without it such a dial is refused.
 	Insecure bool `yaml:"insecure,omitempty"`
@@ -67,8 +72,25 @@ func CheckPlaintext(addr string, t *tls.Config, insecure bool) error {
 	return fmt.Errorf("%s is not loopback and no CA is set, so the token would cross the network in clear: trust the control plane's CA (CAST_CACERT, CAST_CA_PIN, node --ca-pin) or accept plaintext with CAST_INSECURE=1 / --insecure", addr)
 }
 
-// TLS returns the TLS config c asks for, nil for plaintext.
+// TLS returns the TLS config c asks for, nil for plaintext. A client
+// certificate goes with it when c has one.
 func (c Context) TLS() (*tls.Config, error) {
+	t, err := c.serverTrust()
+	if err != nil || t == nil || c.Cert == "" {
+		return t, err
+	}
+	id, err := LoadIdentity(c.Cert)
+	if err != nil {
+		return nil, err
+	}
+	if !id.HasCert() {
+		return nil, fmt.Errorf("client certificate %s: no such file", c.Cert)
+	}
+	id.reload = true
+	return WithIdentity(t, id), nil
+}
+
+func (c Context) serverTrust() (*tls.Config, error) {
 	switch {
 	case c.CAPin != "":
 		return pki.PinnedConfig(c.CAPin)
@@ -179,13 +201,16 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	if out.Addr != chosen.Addr {
 		// A context's credentials go only to its own address: another
 		// address gets only what the env gives.
-		out.Token, out.CA, out.CAPin = "", "", ""
+		out.Token, out.CA, out.CAPin, out.Cert = "", "", "", ""
 	}
 	if v := getenv("CAST_CACERT"); v != "" {
 		out.CA, out.CAPin = v, ""
 	}
 	if v := getenv("CAST_CA_PIN"); v != "" {
 		out.CAPin = v
+	}
+	if v := getenv("CAST_CLIENT_CERT"); v != "" {
+		out.Cert = v
 	}
 	if getenv("CAST_INSECURE") == "1" {
 		out.Insecure = true

@@ -21,10 +21,13 @@ import (
 // messages included. Refusals are UNAUTHENTICATED or PERMISSION_DENIED with
 // a reason, and each is one audit log line.
 
-// authenticate returns the caller named by the call's bearer token: nil
-// without one, an UNAUTHENTICATED error for a malformed, unknown or revoked
-// one.
+// authenticate returns the caller named by the call's client certificate
+// (mtls.go) or else its bearer token: nil without either, an
+// UNAUTHENTICATED error for a malformed, unknown, expired or revoked one.
 func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
+	if p, ok, err := s.certPrincipal(ctx); ok {
+		return p, err
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
@@ -37,14 +40,15 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	if err != nil {
 		return nil, authz.Unauthenticated("%v", err)
 	}
-	rec, ok, err := s.store.LookupToken(ctx, authz.Hash(tok))
+	hash := authz.Hash(tok)
+	rec, ok, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
 	if !ok || !authz.Role(rec.Role).Valid() {
 		return nil, authz.Unauthenticated("the token is unknown or revoked; ask an admin for a new one (`cast token create`, or a join token for a node)")
 	}
-	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name}, nil
+	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: hash}, nil
 }
 
 // authorize runs the method-level rule and returns ctx carrying the caller

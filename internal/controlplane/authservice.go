@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -198,18 +199,38 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 	} else if ok && rec.Role == string(authz.Admin) {
 		joinHash = ""
 	}
+	if len(req.Csr) > 0 {
+		if h.s.ca == nil {
+			return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+				"joining with a certificate needs TLS: this control plane serves plaintext (--insecure)"))
+		}
+		if _, err := pki.ParseCSR(req.Csr); err != nil { // before the join token is spent
+			return nil, invalid("csr: %v", err)
+		}
+	}
+	// With a CSR the credential is never handed out: its hash is the
+	// record the node's certificate is bound to.
 	cred, err := authz.NewToken()
 	if err != nil {
 		return nil, toStatus(h.s.lg, errs.Internal(err, "make token"))
 	}
-	if err := h.s.store.JoinNode(ctx, joinHash, req.Name, authz.Hash(cred)); err != nil {
+	credHash := authz.Hash(cred)
+	if err := h.s.store.JoinNode(ctx, joinHash, req.Name, credHash); err != nil {
 		if e, ok := errs.As(err); ok && e.Kind == errs.KindUnauthenticated {
 			return nil, h.s.refused(ctx, nil, castv1.AuthService_JoinNode_FullMethodName, err)
 		}
 		return nil, toStatus(h.s.lg, err)
 	}
-	h.s.lg.Info("node joined", zap.String("node", req.Name))
-	return &castv1.JoinNodeResponse{Credential: cred}, nil
+	if len(req.Csr) == 0 {
+		h.s.lg.Info("node joined", zap.String("node", req.Name))
+		return &castv1.JoinNodeResponse{Credential: cred}, nil
+	}
+	chain, exp, err := h.s.signClient(authz.Principal{Role: authz.Node, Name: req.Name, Cred: credHash}, req.Csr)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.lg.Info("node joined", zap.String("node", req.Name), zap.Bool("certificate", true), zap.Time("expires", exp))
+	return &castv1.JoinNodeResponse{Certificate: chain}, nil
 }
 
 // RevokeNode deletes the node's credential and ends its stream on this

@@ -112,6 +112,7 @@ func DefaultConfig() Config {
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
 		NodeLimits:    authz.DefaultNodeLimits(),
+		TLS:           TLSConfig{NodeCertTTL: DefaultNodeCertTTL, UserCertTTL: DefaultUserCertTTL},
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
@@ -161,6 +162,9 @@ func (c Config) Validate() error {
 	}
 	if !c.TLS.Enabled && !c.Insecure {
 		return fmt.Errorf("give --tls, or --insecure (env CAST_INSECURE=1) to serve plaintext, where tokens and credentials cross the network in clear; --dev serves plaintext on loopback")
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if err := c.checkSecretsKeyFile(); err != nil {
 		return err

@@ -73,6 +73,8 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.AuthService_RevokeNode_FullMethodName:      {Roles: adminOnly},
 		castv1.AuthService_JoinNode_FullMethodName:        {Public: true}, // the join token is the credential
 		castv1.AuthService_WhoAmI_FullMethodName:          {Roles: everyone},
+		// A certificate for the caller's own key, bound to its own credential.
+		castv1.AuthService_IssueCertificate_FullMethodName: {Roles: everyone},
 
 		castv1.VersionService_GetVersion_FullMethodName: {Public: true}, // as /version on a Kubernetes API server
 

@@ -35,6 +35,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/version"
 )
@@ -59,6 +60,7 @@ type Server struct {
 	// tls is the listener's TLS config (nil: plaintext); caPin and caFile
 	// say how clients trust it (tls.go).
 	tls           *tls.Config
+	ca            *pki.CA // signs and verifies client certificates (nil: plaintext)
 	caPin, caFile string
 
 	etcd    *etcdembed.Etcd

@@ -40,6 +40,23 @@ type TLSConfig struct {
 	// has pki.ServerName, which clients verify, and the listen host).
 	Hosts   []string
 	CertTTL time.Duration
+	// NodeCertTTL and UserCertTTL are client certificates' lifetimes
+	// (mtls.go); nodes renew theirs at two thirds.
+	NodeCertTTL time.Duration
+	UserCertTTL time.Duration
+}
+
+// Validate checks c.
+func (c TLSConfig) Validate() error {
+	for _, d := range []struct {
+		flag string
+		ttl  time.Duration
+	}{{"--node-cert-ttl", c.NodeCertTTL}, {"--user-cert-ttl", c.UserCertTTL}} {
+		if d.ttl < 3*time.Second || d.ttl > maxClientCertTTL {
+			return fmt.Errorf("%s %s must be between 3s and %s", d.flag, d.ttl, maxClientCertTTL)
+		}
+	}
+	return nil
 }
 
 // caAAD binds the sealed CA key to its purpose.
@@ -94,7 +111,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.caPin = pki.Pin(ca.Cert)
+	s.ca, s.caPin = ca, pki.Pin(ca.Cert)
 	if s.cfg.DataDir != "" {
 		s.caFile = filepath.Join(s.cfg.DataDir, CAFileName)
 		if err := fsutil.WriteFileAtomic(s.caFile, ca.CertPEM, 0o644); err != nil && !errors.Is(err, os.ErrExist) {

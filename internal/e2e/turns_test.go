@@ -29,6 +29,7 @@ type turnRig struct {
 	addr     string
 	node     *testharness.Proc
 	nodeArgs []string
+	dataDir  string            // the node's
 	homes    map[string]string // agent -> its HOME
 }
 
@@ -63,11 +64,14 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.Dial(t, srv.Addr()), fake: fake, addr: srv.Addr(), homes: homes}
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
-	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", t.TempDir(), "--name", "worker",
+	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",
 		"--agents-config", cfgPath, "--log-level", "debug", "--fleet-accounts"}
+	if pin := srv.CAPin(); pin != "" {
+		r.nodeArgs = append(r.nodeArgs, "--ca-pin", pin)
+	}
 	r.startNode()
 	return r
 }

@@ -62,6 +62,11 @@ const (
 	ReasonNodeMismatch     = "NODE_IDENTITY_MISMATCH"
 	ReasonNotYourSession   = "SESSION_NOT_YOURS"
 	ReasonJoinToken        = "JOIN_TOKEN_INVALID"
+	// Client certificates (mTLS): expired (or not yet valid), not from
+	// this control plane's CA, or bound to a credential since revoked.
+	ReasonCertExpired   = "CERT_EXPIRED"
+	ReasonCertUntrusted = "CERT_UNTRUSTED"
+	ReasonCertRevoked   = "CERT_REVOKED"
 )
 
 // Error is a typed cast error.

@@ -33,8 +33,10 @@ type Agent struct {
 	lg      *zap.Logger
 	st      *state
 	cli     *client.Client
-	cred    *client.Token // this node's credential (identity.go)
-	tls     *tls.Config   // nil: plaintext
+	cred    *client.Token    // this node's bearer credential (identity.go)
+	id      *client.Identity // with TLS: its client certificate (certs.go)
+	tls     *tls.Config      // nil: plaintext
+	rotate  chan struct{}    // a renewed certificate: move the stream
 	runner  *runner.Runner
 	workers workers
 	runCtx  context.Context // lives as long as Run; turns run under it
@@ -69,11 +71,18 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err := client.CheckPlaintext(cfg.ControlPlane, tlsCfg, cfg.Insecure); err != nil {
 		return nil, err
 	}
+	var id *client.Identity
+	if tlsCfg != nil {
+		if id, err = client.LoadIdentity(IdentityPath(cfg.DataDir)); err != nil {
+			return nil, err
+		}
+		tlsCfg = client.WithIdentity(tlsCfg, id)
+	}
 	cli, err := client.DialOpts(cfg.ControlPlane, client.Options{Token: cred, TLS: tlsCfg})
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cred: cred, tls: tlsCfg, lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
+	a := &Agent{cfg: cfg, cred: cred, id: id, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
 		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
 	a.m = newNodeMetrics(a.reg)
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
@@ -109,6 +118,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// credential; reconnecting later is the node's own business.
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
 	defer daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
+	if a.id != nil && ctx.Err() == nil {
+		go a.renewCerts(ctx)
+	}
 	a.stopOrphans()
 	a.fleetNotice()
 	go a.selfFence(ctx)
@@ -120,10 +132,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, errRotated) {
+			a.lg.Info("client certificate renewed; reconnecting the stream")
+			continue
+		}
 		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
 			// Revoked (cast node rm) or unknown: rejoining is an admin's call.
 			a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
-			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, credentialPath(a.cfg.DataDir))
+			held := credentialPath(a.cfg.DataDir)
+			if a.id != nil {
+				held = a.id.Path()
+			}
+			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, held)
 		}
 		if time.Since(start) > 30*time.Second {
 			backoff = a.cfg.ReconnectMin // it was a healthy session
@@ -152,6 +172,10 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 	// partition the old one may be half-open (the far end gone, nothing
 	// reset), and a stream opened on it would wait on gRPC's keepalive
 	// (40 s) to learn that.
+	select {
+	case <-a.rotate: // this stream dials with the newest certificate anyway
+	default:
+	}
 	sc, err := client.DialOpts(a.cfg.ControlPlane, client.Options{Token: a.cred, TLS: a.tls})
 	if err != nil {
 		return err
@@ -199,8 +223,13 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		a.lg.Warn("control plane silent for a lease; ending the stream to dial again", zap.Duration("silent_for", silent))
 		cancel()
 	})
+	var rotated atomic.Bool
+	go a.endWhenRotated(ctx, &waiting, func() { rotated.Store(true); cancel() })
 	for {
 		f, err := stream.Recv()
+		if rotated.Load() {
+			return errRotated
+		}
 		if err != nil {
 			return err
 		}

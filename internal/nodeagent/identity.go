@@ -50,31 +50,50 @@ func WriteCredential(dataDir, tok string) error {
 	return fsutil.WriteFileAtomic(credentialPath(dataDir), []byte(tok+"\n"), 0o600)
 }
 
-// join exchanges the join token for a credential when the node has none,
-// retrying while the control plane is unreachable.
+// join gets the node its identity when it has none: a client certificate
+// with TLS (certs.go), else a bearer credential for the join token.
 func (a *Agent) join(ctx context.Context) error {
+	if a.id != nil {
+		return a.joinCert(ctx)
+	}
 	if a.credSet() {
 		return nil
 	}
 	if a.cfg.JoinToken == "" {
-		return fmt.Errorf("node %s has no credential in %s: start it once with --join-token (an admin makes one with `cast node token create`)", a.cfg.Name, a.cfg.DataDir)
+		return a.noCredential()
 	}
+	return a.retryUnavailable(ctx, "join", func(cctx context.Context) error {
+		resp, err := a.cli.Auth.JoinNode(cctx, &castv1.JoinNodeRequest{Name: a.cfg.Name, JoinToken: a.cfg.JoinToken})
+		if err != nil {
+			return err
+		}
+		if err := WriteCredential(a.cfg.DataDir, resp.Credential); err != nil {
+			return fmt.Errorf("store node credential: %w", err)
+		}
+		a.cred.Set(resp.Credential)
+		a.lg.Info("joined the control plane")
+		return nil
+	})
+}
+
+func (a *Agent) noCredential() error {
+	return fmt.Errorf("node %s has no credential in %s: start it once with --join-token (an admin makes one with `cast node token create`)", a.cfg.Name, a.cfg.DataDir)
+}
+
+// retryUnavailable runs call until it succeeds, fails other than by the
+// control plane being unreachable, or ctx ends (nil then).
+func (a *Agent) retryUnavailable(ctx context.Context, what string, call func(context.Context) error) error {
 	for wait := a.cfg.ReconnectMin; ; wait = min(wait*2, a.cfg.ReconnectMax) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		resp, err := a.cli.Auth.JoinNode(cctx, &castv1.JoinNodeRequest{Name: a.cfg.Name, JoinToken: a.cfg.JoinToken})
+		err := call(cctx)
 		cancel()
 		if err == nil {
-			if err := WriteCredential(a.cfg.DataDir, resp.Credential); err != nil {
-				return fmt.Errorf("store node credential: %w", err)
-			}
-			a.cred.Set(resp.Credential)
-			a.lg.Info("joined the control plane")
 			return nil
 		}
 		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
-			return fmt.Errorf("join as node %s: %s", a.cfg.Name, status.Convert(err).Message())
+			return fmt.Errorf("%s as node %s: %s", what, a.cfg.Name, status.Convert(err).Message())
 		}
-		a.lg.Info("control plane unreachable; reconnecting to join", zap.Error(err), zap.Duration("in", wait))
+		a.lg.Info("control plane unreachable; retrying", zap.String("what", what), zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():
 			return nil

@@ -300,9 +300,9 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return runner.Turn{}, err
 	}
-	// CAST_SESSION, CAST_ADDR, CAST_TOKEN_FILE (the node's credential) and
-	// CAST_CA_PIN let the agent call cast about its own session (`cast spawn
-	// --subagent`, `cast read`).
+	// CAST_SESSION, CAST_ADDR and the node's credential (CAST_TOKEN_FILE,
+	// or CAST_CA_PIN and CAST_CLIENT_CERT with TLS) let the agent call cast
+	// about its own session (`cast spawn --subagent`, `cast read`).
 	env := append([]string{}, setup.Env...)
 	for k, v := range a.castEnv(sessionID) {
 		env = append(env, k+"="+v)

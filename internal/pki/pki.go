@@ -221,7 +221,9 @@ func (is *Issuer) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	return is.cur, nil
 }
 
-// ServerConfig is the listener's TLS config.
+// ServerConfig is the listener's TLS config. Clients may present a
+// certificate; the control plane verifies it per call (VerifyClient), so a
+// bad one is refused with a reason rather than a failed handshake.
 func (is *Issuer) ServerConfig() *tls.Config {
-	return &tls.Config{GetCertificate: is.GetCertificate, MinVersion: tls.VersionTLS12}
+	return &tls.Config{GetCertificate: is.GetCertificate, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 }

@@ -2,6 +2,8 @@ package pki
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -110,5 +112,57 @@ func TestIssuerRenews(t *testing.T) {
 	pinned, _ := PinnedConfig(Pin(ca.Cert))
 	if err := handshake(t, is.ServerConfig(), pinned); err != nil {
 		t.Errorf("handshake with the renewed certificate: %v", err)
+	}
+}
+
+// Client certificates: the CA signs a CSR for the identity it chooses
+// (never the CSR's subject), and VerifyClient tells an expired, a foreign
+// and a good certificate apart.
+func TestClientCerts(t *testing.T) {
+	ca, other := newCA(t), newCA(t)
+	id := Identity{Role: "node", Name: "n1", Cred: "abc123"}
+	issue := func(ca *CA, ttl time.Duration) []byte {
+		key, err := NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := CSR(key, "admin") // the requested name is ignored
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain, err := ca.SignClient(csr, id, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyPEM, _ := KeyPEM(key)
+		c, err := ParseKeyPair(append(chain, keyPEM...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Certificate[0]
+	}
+	for _, tc := range []struct {
+		name string
+		der  []byte
+		at   time.Time
+		want error
+	}{
+		{"good", issue(ca, time.Hour), time.Now(), nil},
+		{"expired", issue(ca, time.Hour), time.Now().Add(2 * time.Hour), ErrExpired},
+		{"other CA", issue(other, time.Hour), time.Now(), ErrUntrusted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leaf, err := x509.ParseCertificate(tc.der)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := VerifyClient([]*x509.Certificate{leaf}, ca.Cert, tc.at)
+			if !errors.Is(err, tc.want) || (tc.want == nil && got != id) {
+				t.Errorf("got %+v, %v; want %+v, %v", got, err, id, tc.want)
+			}
+		})
+	}
+	if _, err := ca.SignClient([]byte("not a csr"), id, time.Hour); err == nil {
+		t.Error("signed garbage")
 	}
 }

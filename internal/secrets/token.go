@@ -36,3 +36,21 @@ func ReadToken(path string) (string, error) {
 func TokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
+
+// ReadPrivate reads a private file (a key, a certificate with its key)
+// of at most limit bytes, refusing one others can read.
+func ReadPrivate(path, what string, limit int64) ([]byte, error) {
+	f, err := openPrivate(path, what)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s %s is larger than %d bytes", what, path, limit)
+	}
+	return b, nil
+}

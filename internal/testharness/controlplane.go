@@ -59,6 +59,18 @@ func Dial(t testing.TB, addr string) *client.Client {
 	return DialAs(t, addr, AdminToken())
 }
 
+// DialServer returns an admin's client for srv: over TLS trusting its CA
+// when it serves TLS, else plaintext. Closed at cleanup.
+func DialServer(t testing.TB, srv *controlplane.Server) *client.Client {
+	t.Helper()
+	c, err := client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: AdminToken(), Insecure: true}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // DialAs returns a client presenting token ("" for none), closed at
 // cleanup.
 func DialAs(t testing.TB, addr, token string) *client.Client {

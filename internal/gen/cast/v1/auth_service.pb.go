@@ -534,7 +534,11 @@ type JoinNodeRequest struct {
 	// name is the node's name; its credential is bound to it.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// join_token is consumed by the call.
-	JoinToken     string `protobuf:"bytes,2,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
+	JoinToken string `protobuf:"bytes,2,opt,name=join_token,json=joinToken,proto3" json:"join_token,omitempty"`
+	// csr, when set, is a PEM certificate request for a key the node made
+	// and keeps: the reply carries a certificate instead of a bearer
+	// credential (the control plane must serve TLS).
+	Csr           []byte `protobuf:"bytes,3,opt,name=csr,proto3" json:"csr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,11 +587,23 @@ func (x *JoinNodeRequest) GetJoinToken() string {
 	return ""
 }
 
+func (x *JoinNodeRequest) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
 // JoinNodeResponse carries the node's credential.
 type JoinNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// credential is the node's bearer token; the node keeps it 0600.
-	Credential    string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// credential is the node's bearer token; the node keeps it 0600. Empty
+	// when the request had a csr.
+	Credential string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// certificate is the node's client certificate and the CA (PEM) when the
+	// request had a csr. Its name is the node's; it expires soon and is
+	// renewed with IssueCertificate.
+	Certificate   []byte `protobuf:"bytes,2,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -629,6 +645,115 @@ func (x *JoinNodeResponse) GetCredential() string {
 	return ""
 }
 
+func (x *JoinNodeResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+// IssueCertificateRequest carries the caller's CSR.
+type IssueCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// csr is a PEM certificate request; its subject is ignored (the
+	// certificate names the caller's principal).
+	Csr           []byte `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueCertificateRequest) Reset() {
+	*x = IssueCertificateRequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueCertificateRequest) ProtoMessage() {}
+
+func (x *IssueCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueCertificateRequest.ProtoReflect.Descriptor instead.
+func (*IssueCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *IssueCertificateRequest) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+// IssueCertificateResponse carries the certificate.
+type IssueCertificateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// certificate is the client certificate and the CA (PEM).
+	Certificate []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	// expire_time_unix is when it stops working (seconds).
+	ExpireTimeUnix int64 `protobuf:"varint,2,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *IssueCertificateResponse) Reset() {
+	*x = IssueCertificateResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueCertificateResponse) ProtoMessage() {}
+
+func (x *IssueCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueCertificateResponse.ProtoReflect.Descriptor instead.
+func (*IssueCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IssueCertificateResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+func (x *IssueCertificateResponse) GetExpireTimeUnix() int64 {
+	if x != nil {
+		return x.ExpireTimeUnix
+	}
+	return 0
+}
+
 // RevokeNodeRequest names the node.
 type RevokeNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -640,7 +765,7 @@ type RevokeNodeRequest struct {
 
 func (x *RevokeNodeRequest) Reset() {
 	*x = RevokeNodeRequest{}
-	mi := &file_cast_v1_auth_service_proto_msgTypes[11]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +777,7 @@ func (x *RevokeNodeRequest) String() string {
 func (*RevokeNodeRequest) ProtoMessage() {}
 
 func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_auth_service_proto_msgTypes[11]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +790,7 @@ func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RevokeNodeRequest) GetName() string {
@@ -686,7 +811,7 @@ type RevokeNodeResponse struct {
 
 func (x *RevokeNodeResponse) Reset() {
 	*x = RevokeNodeResponse{}
-	mi := &file_cast_v1_auth_service_proto_msgTypes[12]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +823,7 @@ func (x *RevokeNodeResponse) String() string {
 func (*RevokeNodeResponse) ProtoMessage() {}
 
 func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_auth_service_proto_msgTypes[12]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +836,7 @@ func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RevokeNodeResponse) GetRevoked() bool {
@@ -730,7 +855,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_cast_v1_auth_service_proto_msgTypes[13]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +867,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_auth_service_proto_msgTypes[13]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +880,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{15}
 }
 
 // WhoAmIResponse names the caller.
@@ -771,7 +896,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_cast_v1_auth_service_proto_msgTypes[14]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +908,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_auth_service_proto_msgTypes[14]
+	mi := &file_cast_v1_auth_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +921,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -840,15 +965,22 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\x04uses\x18\x02 \x01(\x05R\x04uses\"Y\n" +
 	"\x17CreateJoinTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
-	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"D\n" +
+	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"V\n" +
 	"\x0fJoinNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"join_token\x18\x02 \x01(\tR\tjoinToken\"2\n" +
+	"join_token\x18\x02 \x01(\tR\tjoinToken\x12\x10\n" +
+	"\x03csr\x18\x03 \x01(\fR\x03csr\"T\n" +
 	"\x10JoinNodeResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\tR\n" +
-	"credential\"'\n" +
+	"credential\x12 \n" +
+	"\vcertificate\x18\x02 \x01(\fR\vcertificate\"+\n" +
+	"\x17IssueCertificateRequest\x12\x10\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\"f\n" +
+	"\x18IssueCertificateResponse\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\x12(\n" +
+	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"'\n" +
 	"\x11RevokeNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\".\n" +
 	"\x12RevokeNodeResponse\x12\x18\n" +
@@ -862,7 +994,7 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\n" +
 	"ROLE_ADMIN\x10\x01\x12\r\n" +
 	"\tROLE_USER\x10\x02\x12\r\n" +
-	"\tROLE_NODE\x10\x032\x81\x04\n" +
+	"\tROLE_NODE\x10\x032\xda\x04\n" +
 	"\vAuthService\x12H\n" +
 	"\vCreateToken\x12\x1b.cast.v1.CreateTokenRequest\x1a\x1c.cast.v1.CreateTokenResponse\x12E\n" +
 	"\n" +
@@ -872,7 +1004,8 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\bJoinNode\x12\x18.cast.v1.JoinNodeRequest\x1a\x19.cast.v1.JoinNodeResponse\x12E\n" +
 	"\n" +
 	"RevokeNode\x12\x1a.cast.v1.RevokeNodeRequest\x1a\x1b.cast.v1.RevokeNodeResponse\x129\n" +
-	"\x06WhoAmI\x12\x16.cast.v1.WhoAmIRequest\x1a\x17.cast.v1.WhoAmIResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x06WhoAmI\x12\x16.cast.v1.WhoAmIRequest\x1a\x17.cast.v1.WhoAmIResponse\x12W\n" +
+	"\x10IssueCertificate\x12 .cast.v1.IssueCertificateRequest\x1a!.cast.v1.IssueCertificateResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_auth_service_proto_rawDescOnce sync.Once
@@ -887,24 +1020,26 @@ func file_cast_v1_auth_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_auth_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_cast_v1_auth_service_proto_goTypes = []any{
-	(Role)(0),                       // 0: cast.v1.Role
-	(*CreateTokenRequest)(nil),      // 1: cast.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),     // 2: cast.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),       // 3: cast.v1.ListTokensRequest
-	(*TokenInfo)(nil),               // 4: cast.v1.TokenInfo
-	(*ListTokensResponse)(nil),      // 5: cast.v1.ListTokensResponse
-	(*DeleteTokenRequest)(nil),      // 6: cast.v1.DeleteTokenRequest
-	(*DeleteTokenResponse)(nil),     // 7: cast.v1.DeleteTokenResponse
-	(*CreateJoinTokenRequest)(nil),  // 8: cast.v1.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 9: cast.v1.CreateJoinTokenResponse
-	(*JoinNodeRequest)(nil),         // 10: cast.v1.JoinNodeRequest
-	(*JoinNodeResponse)(nil),        // 11: cast.v1.JoinNodeResponse
-	(*RevokeNodeRequest)(nil),       // 12: cast.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),      // 13: cast.v1.RevokeNodeResponse
-	(*WhoAmIRequest)(nil),           // 14: cast.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),          // 15: cast.v1.WhoAmIResponse
+	(Role)(0),                        // 0: cast.v1.Role
+	(*CreateTokenRequest)(nil),       // 1: cast.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 2: cast.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),        // 3: cast.v1.ListTokensRequest
+	(*TokenInfo)(nil),                // 4: cast.v1.TokenInfo
+	(*ListTokensResponse)(nil),       // 5: cast.v1.ListTokensResponse
+	(*DeleteTokenRequest)(nil),       // 6: cast.v1.DeleteTokenRequest
+	(*DeleteTokenResponse)(nil),      // 7: cast.v1.DeleteTokenResponse
+	(*CreateJoinTokenRequest)(nil),   // 8: cast.v1.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),  // 9: cast.v1.CreateJoinTokenResponse
+	(*JoinNodeRequest)(nil),          // 10: cast.v1.JoinNodeRequest
+	(*JoinNodeResponse)(nil),         // 11: cast.v1.JoinNodeResponse
+	(*IssueCertificateRequest)(nil),  // 12: cast.v1.IssueCertificateRequest
+	(*IssueCertificateResponse)(nil), // 13: cast.v1.IssueCertificateResponse
+	(*RevokeNodeRequest)(nil),        // 14: cast.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),       // 15: cast.v1.RevokeNodeResponse
+	(*WhoAmIRequest)(nil),            // 16: cast.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 17: cast.v1.WhoAmIResponse
 }
 var file_cast_v1_auth_service_proto_depIdxs = []int32{
 	0,  // 0: cast.v1.CreateTokenRequest.role:type_name -> cast.v1.Role
@@ -916,17 +1051,19 @@ var file_cast_v1_auth_service_proto_depIdxs = []int32{
 	6,  // 6: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
 	8,  // 7: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
 	10, // 8: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
-	12, // 9: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
-	14, // 10: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
-	2,  // 11: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
-	5,  // 12: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
-	7,  // 13: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
-	9,  // 14: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
-	11, // 15: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
-	13, // 16: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
-	15, // 17: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
+	14, // 9: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
+	16, // 10: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
+	12, // 11: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
+	2,  // 12: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
+	5,  // 13: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
+	7,  // 14: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
+	9,  // 15: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
+	11, // 16: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
+	15, // 17: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
+	17, // 18: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
+	13, // 19: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
+	12, // [12:20] is the sub-list for method output_type
+	4,  // [4:12] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -943,7 +1080,7 @@ func file_cast_v1_auth_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_auth_service_proto_rawDesc), len(file_cast_v1_auth_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthService_CreateToken_FullMethodName     = "/cast.v1.AuthService/CreateToken"
-	AuthService_ListTokens_FullMethodName      = "/cast.v1.AuthService/ListTokens"
-	AuthService_DeleteToken_FullMethodName     = "/cast.v1.AuthService/DeleteToken"
-	AuthService_CreateJoinToken_FullMethodName = "/cast.v1.AuthService/CreateJoinToken"
-	AuthService_JoinNode_FullMethodName        = "/cast.v1.AuthService/JoinNode"
-	AuthService_RevokeNode_FullMethodName      = "/cast.v1.AuthService/RevokeNode"
-	AuthService_WhoAmI_FullMethodName          = "/cast.v1.AuthService/WhoAmI"
+	AuthService_CreateToken_FullMethodName      = "/cast.v1.AuthService/CreateToken"
+	AuthService_ListTokens_FullMethodName       = "/cast.v1.AuthService/ListTokens"
+	AuthService_DeleteToken_FullMethodName      = "/cast.v1.AuthService/DeleteToken"
+	AuthService_CreateJoinToken_FullMethodName  = "/cast.v1.AuthService/CreateJoinToken"
+	AuthService_JoinNode_FullMethodName         = "/cast.v1.AuthService/JoinNode"
+	AuthService_RevokeNode_FullMethodName       = "/cast.v1.AuthService/RevokeNode"
+	AuthService_WhoAmI_FullMethodName           = "/cast.v1.AuthService/WhoAmI"
+	AuthService_IssueCertificate_FullMethodName = "/cast.v1.AuthService/IssueCertificate"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -55,6 +56,12 @@ type AuthServiceClient interface {
 	RevokeNode(ctx context.Context, in *RevokeNodeRequest, opts ...grpc.CallOption) (*RevokeNodeResponse, error)
 	// WhoAmI names the caller's principal.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// IssueCertificate signs a short-lived client certificate for the
+	// caller's own key (a CSR), bound to the credential the call was
+	// authenticated with: a node renews its certificate with it, and a user
+	// gets one for the CLI. Revoking that credential refuses the
+	// certificate at once. It needs TLS.
+	IssueCertificate(ctx context.Context, in *IssueCertificateRequest, opts ...grpc.CallOption) (*IssueCertificateResponse, error)
 }
 
 type authServiceClient struct {
@@ -135,6 +142,16 @@ func (c *authServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts 
 	return out, nil
 }
 
+func (c *authServiceClient) IssueCertificate(ctx context.Context, in *IssueCertificateRequest, opts ...grpc.CallOption) (*IssueCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueCertificateResponse)
+	err := c.cc.Invoke(ctx, AuthService_IssueCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -162,6 +179,12 @@ type AuthServiceServer interface {
 	RevokeNode(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error)
 	// WhoAmI names the caller's principal.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// IssueCertificate signs a short-lived client certificate for the
+	// caller's own key (a CSR), bound to the credential the call was
+	// authenticated with: a node renews its certificate with it, and a user
+	// gets one for the CLI. Revoking that credential refuses the
+	// certificate at once. It needs TLS.
+	IssueCertificate(context.Context, *IssueCertificateRequest) (*IssueCertificateResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -192,6 +215,9 @@ func (UnimplementedAuthServiceServer) RevokeNode(context.Context, *RevokeNodeReq
 }
 func (UnimplementedAuthServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedAuthServiceServer) IssueCertificate(context.Context, *IssueCertificateRequest) (*IssueCertificateResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method IssueCertificate not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -340,6 +366,24 @@ func _AuthService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_IssueCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).IssueCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_IssueCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).IssueCertificate(ctx, req.(*IssueCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +418,10 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _AuthService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "IssueCertificate",
+			Handler:    _AuthService_IssueCertificate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,96 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
+)
+
+// Client certificates (mTLS). A node makes its own key and gets a
+// short-lived certificate for its name: first for a join token (JoinNode
+// with a CSR), then for the certificate it holds (IssueCertificate),
+// before two thirds of its lifetime pass. A certificate is bound to a
+// credential record in the store (its hash is the certificate's subject
+// serial number), and every call and every stream heartbeat checks that
+// record: `cast node rm`, `cast node revoke` or `cast token rm` refuses
+// the certificate at once, not at its expiry. The name always comes from
+// the certificate, never from a request.
+
+// Default client certificate lifetimes.
+const (
+	DefaultNodeCertTTL = 24 * time.Hour
+	DefaultUserCertTTL = 30 * 24 * time.Hour
+	maxClientCertTTL   = 365 * 24 * time.Hour
+)
+
+// certPrincipal returns the caller named by its client certificate; ok is
+// false when the call has none (plaintext, or no certificate sent).
+func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, error) {
+	pr, found := peer.FromContext(ctx)
+	if !found || s.ca == nil {
+		return nil, false, nil
+	}
+	info, isTLS := pr.AuthInfo.(credentials.TLSInfo)
+	if !isTLS || len(info.State.PeerCertificates) == 0 {
+		return nil, false, nil
+	}
+	id, err := pki.VerifyClient(info.State.PeerCertificates, s.ca.Cert, time.Now())
+	switch {
+	case errors.Is(err, pki.ErrExpired):
+		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
+			"%v; a node renews its own before then: join again with a new join token", err)
+	case errors.Is(err, pki.ErrUntrusted):
+		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
+			"%v (is it another control plane's?)", err)
+	case err != nil:
+		return nil, true, authz.Unauthenticated("%v", err)
+	}
+	rec, live, err := s.store.LookupToken(ctx, id.Cred)
+	if err != nil {
+		return nil, true, err
+	}
+	if !live || rec.Role != id.Role || rec.Name != id.Name || !authz.Role(rec.Role).Valid() {
+		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertRevoked,
+			"the certificate of %s:%s was revoked; a node joins again with a new join token (`cast node token create`)", id.Role, id.Name)
+	}
+	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred}, true, nil
+}
+
+// signClient issues a certificate for csr bound to p's credential record.
+func (s *Server) signClient(p authz.Principal, csr []byte) ([]byte, time.Time, error) {
+	if s.ca == nil {
+		return nil, time.Time{}, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+			"client certificates need TLS: this control plane serves plaintext (--insecure)")
+	}
+	ttl := s.cfg.TLS.UserCertTTL
+	if p.Role == authz.Node {
+		ttl = s.cfg.TLS.NodeCertTTL
+	}
+	chain, err := s.ca.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred}, ttl)
+	if err != nil {
+		return nil, time.Time{}, errs.Invalid("csr: %v", err)
+	}
+	return chain, time.Now().Add(ttl), nil
+}
+
+func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCertificateRequest) (*castv1.IssueCertificateResponse, error) {
+	p, ok := authz.FromContext(ctx)
+	if !ok || p.Cred == "" {
+		return nil, toStatus(h.s.lg, errors.New("no principal"))
+	}
+	chain, exp, err := h.s.signClient(p, req.Csr)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.lg.Info("client certificate issued", zap.String("principal", p.String()), zap.Time("expires", exp))
+	return &castv1.IssueCertificateResponse{Certificate: chain, ExpireTimeUnix: exp.Unix()}, nil
+}

@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+func identityLeaf(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	id, err := client.LoadIdentity(path)
+	if err != nil || !id.HasCert() {
+		t.Fatalf("identity %s: %v", path, err)
+	}
+	return id.Cert().Leaf
+}
+
+// renewals counts a node process's "client certificate renewed" lines.
+func renewals(p *testharness.Proc) int {
+	return strings.Count(p.Output(), `"client certificate renewed"`)
+}
+
+// A real Claude Code turn runs while its node's client certificate is
+// renewed twice and the certificate the node started the turn with
+// expires: the node moves its calls and its stream to connections with
+// the new certificate, and the turn's every row is stored, once and in
+// order.
+func TestCertRenewalUnderRunningTurn(t *testing.T) {
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.TLS.Enabled, c.TLS.NodeCertTTL = true, 4*time.Second
+	}, "claude")
+	cwd := t.TempDir()
+	note := filepath.Join(cwd, "note.txt")
+	must(t, os.WriteFile(note, []byte("a small file\n"), 0o600))
+	read := fakemodel.Reply{Text: "reading the note", Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": note}}}
+	gate := make(chan struct{})
+	held := read
+	held.Gate = gate
+	const before, after = 4, 4
+	r.fake.Enqueue(fakemodel.Repeat(before, read)...)
+	r.fake.Enqueue(held)
+	r.fake.Enqueue(fakemodel.Repeat(after, read)...)
+	r.fake.Enqueue(fakemodel.Reply{Text: "RENEWED TURN DONE"})
+
+	idPath := filepath.Join(r.dataDir, client.NodeIdentityFile)
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "read the note a few times"})
+	must(t, err)
+	testharness.WaitFor(t, 2*time.Minute, "the turn held on the model", func() bool { return r.fake.TurnsStarted() > before })
+	first, seen := identityLeaf(t, idPath), renewals(r.node)
+	testharness.WaitFor(t, 30*time.Second, "two renewals and the first certificate's expiry, mid-turn", func() bool {
+		return renewals(r.node) >= seen+2 && time.Now().After(first.NotAfter)
+	})
+	if s, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id}); err != nil || s.State != castv1.SessionState_SESSION_STATE_RUNNING {
+		t.Fatalf("the turn is not running while held: %v %v", s, err)
+	}
+	close(gate)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	var msgs []*castv1.Message
+	testharness.WaitFor(t, time.Minute, "the turn's last answer", func() bool {
+		msgs = r.allMessages(sess.Id)
+		return lastAssistant(msgs) == "RENEWED TURN DONE"
+	})
+	calls := 0
+	for i, m := range msgs {
+		if m.Seq != int64(i+1) {
+			t.Fatalf("message %d has seq %d: the transcript has a gap or a duplicate", i, m.Seq)
+		}
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_TOOL_CALL {
+			calls++
+		}
+	}
+	if calls != before+1+after {
+		t.Fatalf("%d tool calls stored, want %d (kinds: %s)", calls, before+1+after, kinds(msgs))
+	}
+	if out := r.node.Output(); strings.Contains(out, "credential refused") || strings.Contains(out, "CERT_EXPIRED") {
+		t.Fatalf("the node was refused during renewal:\n%s", out)
+	}
+}
+
+// mtlsRig is a TLS control plane process with short node certificates,
+// its admin's cast, and its CA pin.
+type mtlsRig struct {
+	t               *testing.T
+	bins, dir, addr string
+	pin, caFile     string
+	admin           cli
+	agents          string
+}
+
+func newMTLSRig(t *testing.T) *mtlsRig {
+	bins := testharness.Binaries(t)
+	r := &mtlsRig{t: t, bins: bins, dir: t.TempDir(), addr: freeAddr(t), agents: missingAgentsConfig(t)}
+	// Not the harness's plaintext: TLS is the default without --insecure.
+	env := append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=")
+	cp := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"), "--data-dir", r.dir, "--listen", r.addr,
+		"--metrics-listen", "", "--tls", "--node-cert-ttl", "4s")
+	testharness.WaitFor(t, 30*time.Second, "the CA pin in the log", func() bool {
+		_, rest, ok := strings.Cut(cp.Output(), `"ca_pin":"`)
+		r.pin, _, _ = strings.Cut(rest, `"`)
+		return ok && r.pin != ""
+	})
+	tok, err := secrets.ReadToken(filepath.Join(r.dir, "admin.token"))
+	must(t, err)
+	r.caFile = filepath.Join(r.dir, "ca.pem")
+	r.admin = r.cast("CAST_TOKEN=" + tok)
+	return r
+}
+
+// cast runs the CLI trusting the rig's CA, with env's credentials.
+func (r *mtlsRig) cast(env ...string) cli {
+	return cli{t: r.t, bin: filepath.Join(r.bins, "cast"),
+		env: append(append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=", "CAST_ADDR="+r.addr, "CAST_CACERT="+r.caFile), env...)}
+}
+
+func (r *mtlsRig) node(name string, args ...string) (*testharness.Proc, string) {
+	dir := filepath.Join(r.dir, "node-"+name)
+	return testharness.StartProcEnv(r.t, append(append([]string{}, noHarnessAuth...), "CAST_INSECURE="), filepath.Join(r.bins, "node"),
+		append([]string{"--controlplane", r.addr, "--data-dir", dir, "--name", name, "--cast-bin", "", "--agents-config", r.agents,
+			"--ca-pin", r.pin}, args...)...), dir
+}
+
+// Through the real binaries with TLS: nodes join with one-time join
+// tokens (`node --join-token` and `cast node join`) and then prove who they
+// are with their own certificates; a node without a valid join token gets
+// none; node A's certificate cannot act as node B; expired, foreign and
+// revoked certificates are refused with a reason; plaintext gets nowhere.
+func TestMTLSThroughRealProcesses(t *testing.T) {
+	r := newMTLSRig(t)
+	refusedNode := func(p *testharness.Proc, want string) {
+		t.Helper()
+		if code, ok := p.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(p.Output(), want) {
+			t.Errorf("node: exit %d (exited %v), want an error saying %q:\n%s", code, ok, want, p.Output())
+		}
+	}
+	n0, _ := r.node("n0")
+	refusedNode(n0, "has no credential")
+	n0, _ = r.node("n0", "--join-token", "cast_not-a-join-token-0000000000000000000000000000")
+	refusedNode(n0, "join token is unknown")
+
+	// na joins ahead with `cast node join`, then starts with no token.
+	joinA := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	dirA := filepath.Join(r.dir, "node-na")
+	r.cast().must("node", "join", "--join-token", joinA, "--ca-pin", r.pin, "--name", "na", "--data-dir", dirA)
+	if _, errOut, code := r.cast().run("node", "join", "--join-token", joinA, "--ca-pin", r.pin, "--name", "nz", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(errOut, "join token is unknown") {
+		t.Errorf("a used join token joined again: exit %d, %s", code, errOut)
+	}
+	na, _ := r.node("na")
+	joinB := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	nb, dirB := r.node("nb", "--join-token", joinB)
+	r.admin.waitNode("na", true)
+	r.admin.waitNode("nb", true)
+	idA, idB := filepath.Join(dirA, client.NodeIdentityFile), filepath.Join(dirB, client.NodeIdentityFile)
+	mode0600(t, idA)
+	mode0600(t, idB)
+
+	// With na's certificate (and no token), cast is node na, and may not
+	// read nb's session.
+	asA := r.cast("CAST_CLIENT_CERT=" + idA)
+	if who := strings.TrimSpace(asA.must("token", "whoami")); who != "node:na" {
+		t.Fatalf("whoami with na's certificate: %q", who)
+	}
+	var sess struct {
+		ID string `json:"id"`
+	}
+	must(t, json.Unmarshal([]byte(r.admin.must("new", "--agent", "claude", "--node", "nb", "--json", "nb's work")), &sess))
+	sessB := sess.ID
+	if _, errOut, code := asA.run("read", sessB); code == 0 || !strings.Contains(errOut, "may not use session") {
+		t.Errorf("na reads nb's session: exit %d, %s", code, errOut)
+	}
+	// Nor append as nb, fetch nb's credential, or take nb's stream (which
+	// carries its owner tokens).
+	c, err := client.Context{Addr: r.addr, CAPin: r.pin, Cert: idA}.Dial()
+	must(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	_, err = c.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sessB, Node: "nb", OwnerToken: 1,
+		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "forged", ClientId: "f1"}}})
+	wantReason(t, "na appends as nb", err, codes.PermissionDenied, "NODE_IDENTITY_MISMATCH")
+	_, err = c.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "nb", Agent: "claude", Account: "a", Grant: "g"})
+	wantReason(t, "na fetches nb's credential", err, codes.PermissionDenied, "NODE_IDENTITY_MISMATCH")
+	stream, err := c.Nodes.Connect(ctx)
+	if err == nil {
+		if err = stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: "nb"}}}}); err == nil {
+			_, err = stream.Recv()
+		}
+	}
+	wantReason(t, "na connects as nb", err, codes.PermissionDenied, "NODE_IDENTITY_MISMATCH")
+
+	// Another CA's certificate naming na is refused.
+	foreign := r.cast("CAST_CLIENT_CERT=" + testharness.ForeignCert(t, pki.Identity{Role: "node", Name: "na", Cred: identityLeaf(t, idA).Subject.SerialNumber}))
+	if _, errOut, code := foreign.run("token", "whoami"); code == 0 || !strings.Contains(errOut, "not issued by this control plane's CA") {
+		t.Errorf("a foreign certificate: exit %d, %s", code, errOut)
+	}
+	// A copy of nb's certificate is refused once it expires, while nb
+	// renews its own and stays up.
+	old := filepath.Join(t.TempDir(), "old.pem")
+	b, err := os.ReadFile(idB)
+	must(t, err)
+	must(t, os.WriteFile(old, b, 0o600))
+	oldLeaf := identityLeaf(t, old)
+	testharness.WaitFor(t, 30*time.Second, "nb's old certificate to expire after nb renewed", func() bool {
+		return time.Now().After(oldLeaf.NotAfter) && renewals(nb) >= 2
+	})
+	if _, errOut, code := r.cast("CAST_CLIENT_CERT="+old).run("token", "whoami"); code == 0 || !strings.Contains(errOut, "expired") {
+		t.Errorf("an expired certificate: exit %d, %s", code, errOut)
+	}
+	if who := strings.TrimSpace(r.cast("CAST_CLIENT_CERT="+idB).must("token", "whoami")); who != "node:nb" {
+		t.Errorf("nb's renewed certificate: %q", who)
+	}
+	r.admin.waitNode("nb", true)
+
+	// Revocation refuses na's certificate at once and stops na.
+	r.admin.must("node", "revoke", "na")
+	if _, errOut, code := asA.run("token", "whoami"); code == 0 || !strings.Contains(errOut, "revoked") {
+		t.Errorf("a revoked node's certificate: exit %d, %s", code, errOut)
+	}
+	if code, ok := na.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(na.Output(), "join again") {
+		t.Errorf("revoked node: exit %d (exited %v):\n%s", code, ok, na.Output())
+	}
+
+	// Plaintext gets no answer from a TLS control plane.
+	plain := cli{t: t, bin: r.admin.bin, env: append(append([]string{}, noHarnessAuth...), "CAST_ADDR="+r.addr)}
+	if _, errOut, code := plain.run("nodes", "--timeout", "3s"); code == 0 {
+		t.Errorf("plaintext cast reached the TLS control plane: %s", errOut)
+	}
+}
+
+func wantReason(t *testing.T, what string, err error, code codes.Code, reason string) {
+	t.Helper()
+	if status.Code(err) != code || client.ReasonOf(err) != reason {
+		t.Errorf("%s: got %v (reason %q), want %s %s", what, err, client.ReasonOf(err), code, reason)
+	}
+}
