@@ -142,6 +142,8 @@ func (h *hub) relay(node string, cmd *castv1.Command) bool {
 		kind = "import_work_tree"
 	case *castv1.Command_SetCredential:
 		kind = "set_credential"
+	case *castv1.Command_Workspace:
+		kind = "workspace"
 	}
 	return h.command(node, kind, cmd)
 }

@@ -45,6 +45,7 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.SessionService_RequestPermission_FullMethodName: {Roles: []authz.Role{authz.Admin, authz.Node}, Check: sess},
 		castv1.SessionService_AnswerPermission_FullMethodName:  {Roles: people, Check: sess},
 		castv1.SessionService_DeleteSession_FullMethodName:     {Roles: people, Check: sess},
+		castv1.SessionService_SetWorkspace_FullMethodName:      {Roles: people, Check: sess},
 
 		castv1.NodeService_Connect_FullMethodName:             {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_ListNodes_FullMethodName:           {Roles: everyone},
@@ -55,6 +56,10 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.NodeService_DownloadWorkTree_FullMethodName:    {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_ReportWorkTree_FullMethodName:      {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_FetchCredential_FullMethodName:     {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_ReportWorkspace_FullMethodName:     {Roles: nodes, Check: checkNodeSelf},
+		// Worktrees are a node's, shared by every user's sessions on it.
+		castv1.NodeService_ListWorktrees_FullMethodName:  {Roles: adminOnly},
+		castv1.NodeService_RemoveWorktree_FullMethodName: {Roles: adminOnly},
 
 		castv1.MigrationService_StartMigration_FullMethodName:  {Roles: people, Check: s.checkMigration},
 		castv1.MigrationService_GetMigration_FullMethodName:    {Roles: people, Check: s.checkMigration},

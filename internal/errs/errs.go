@@ -52,6 +52,12 @@ const (
 	ReasonSessionBusy      = "SESSION_RUNNING"
 	ReasonNodeBusy         = "NODE_OWNS_SESSIONS"
 	ReasonNodeConnected    = "NODE_CONNECTED"
+	// Workspaces (`cast workspace set`, `cast worktree rm`), as the owner
+	// node refuses them.
+	ReasonWorktreeBusy    = "WORKTREE_BUSY"    // an agent runs there
+	ReasonWorktreeDirty   = "WORKTREE_DIRTY"   // local changes; --force removes them
+	ReasonWorktreeUnknown = "WORKTREE_UNKNOWN" // not a worktree cast made
+	ReasonWorkspaceFailed = "WORKSPACE_FAILED" // git or the file system failed
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"

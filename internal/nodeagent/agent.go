@@ -39,6 +39,7 @@ type Agent struct {
 	rotate  chan struct{}    // a renewed certificate: move the stream
 	runner  *runner.Runner
 	workers workers
+	setups  sync.WaitGroup  // worktree setups running in the background
 	runCtx  context.Context // lives as long as Run; turns run under it
 	moves   moveJobs
 	// leaseTTL (ns) is what the control plane last said; lastContact (unix
@@ -105,6 +106,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	a.runCtx = ctx
 	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
+	defer a.setups.Wait()     // worktree setups stop with runCtx
 	defer cancel()            // first: a refused credential stops the turns too
 	stopMetrics, err := a.serveMetrics(ctx, a.reg)
 	if err != nil {
@@ -326,6 +328,9 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 			}
 			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
 			o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
+			if s.Checkout != "" {
+				o.Checkout = s.Checkout
+			}
 			// Imported or forked history is context, never a new prompt;
 			// what an earlier owner delivered (before a migration) is done.
 			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq, s.DeliveredSeq)
@@ -348,6 +353,9 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 		return nil
 	case *castv1.Command_ImportWorkTree:
 		go a.importWorkTree(a.runCtx, k.ImportWorkTree)
+		return nil
+	case *castv1.Command_Workspace:
+		go a.workspaceRequest(a.runCtx, k.Workspace) // git may take a while: answered by ReportWorkspace
 		return nil
 	case *castv1.Command_SetCredential:
 		// In line: a message delivered after it must run on the new

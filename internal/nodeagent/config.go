@@ -81,8 +81,8 @@ type Config struct {
 	// Insecure allows plaintext to a non-loopback control plane.
 	Insecure bool
 	// WorktreeBase is where git worktrees for sessions with a worktree
-	// branch are made (default: DataDir/worktrees); never inside the
-	// checkout they come from.
+	// branch are made (--worktrees-dir; default: beside DataDir, see
+	// worktreesDir); never inside the checkout they come from.
 	WorktreeBase string
 	// WorktreeSetup runs commands in new worktrees of listed checkouts
 	// (--worktree-setup FILE, owned by the node's user).
@@ -253,7 +253,7 @@ func (c Config) Validate() error {
 	case c.ReadinessInterval <= 0:
 		return fmt.Errorf("the readiness interval must be positive")
 	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
-		return fmt.Errorf("--worktree-base %q must be an absolute path", c.WorktreeBase)
+		return fmt.Errorf("--worktrees-dir %q must be an absolute path", c.WorktreeBase)
 	case !c.IsolatedHomes && !filepath.IsAbs(c.userHome()):
 		return fmt.Errorf("HOME is not set to an absolute path, so the node cannot run your own agents; set HOME or pass --isolated-homes")
 	}
@@ -266,6 +266,17 @@ func (c Config) Validate() error {
 }
 
 // labels returns the node's labels: os and hostname first, then the user's.
+// worktreesDir is where worktrees go: --worktrees-dir, else a folder
+// beside the data dir (DATA_DIR-worktrees), so nothing of a checkout ever
+// lands in the node's own state.
+func (c Config) worktreesDir() string {
+	if c.WorktreeBase != "" {
+		return c.WorktreeBase
+	}
+	d := filepath.Clean(c.DataDir)
+	return filepath.Join(filepath.Dir(d), filepath.Base(d)+"-worktrees")
+}
+
 func (c Config) labels() []string {
 	host, _ := os.Hostname()
 	out := []string{runtime.GOOS}

@@ -23,6 +23,9 @@ type owned struct {
 	// becomes the worktree once made; worktrees.go).
 	WorktreeBranch string `json:"worktree_branch,omitempty"`
 	Cwd            string `json:"cwd"`
+	// Checkout is the folder the session's workspaces are taken from
+	// (`cast workspace set --root` returns to it); "" means cwd's own.
+	Checkout string `json:"checkout,omitempty"`
 	// ReceivedSeq is the newest user message the node has been handed;
 	// DeliveredSeq the newest one a turn is done with. A turn the agent did
 	// not take moves DeliveredSeq past its prompt too (reported with an
@@ -70,6 +73,49 @@ type state struct {
 	// Fleet is, per agent, the fleet account its shared credential store
 	// holds (see credentials.go).
 	Fleet map[string]fleetCred `json:"fleet,omitempty"`
+	// Worktrees are the git worktrees this node made, by path: only these
+	// are listed and may be removed.
+	Worktrees map[string]worktreeRec `json:"worktrees,omitempty"`
+}
+
+// worktreeRec is a git worktree cast made.
+type worktreeRec struct {
+	Path     string `json:"path"`
+	Branch   string `json:"branch"`
+	Checkout string `json:"checkout"` // the main checkout it was made from
+}
+
+// addWorktree records a worktree the node made.
+func (st *state) addWorktree(w worktreeRec) error {
+	return st.update(func(map[string]*owned) {
+		if st.Worktrees == nil {
+			st.Worktrees = map[string]worktreeRec{}
+		}
+		st.Worktrees[w.Path] = w
+	})
+}
+
+// dropWorktree forgets a removed worktree.
+func (st *state) dropWorktree(path string) error {
+	return st.update(func(map[string]*owned) { delete(st.Worktrees, path) })
+}
+
+// worktrees lists the worktrees the node made and, per path, the sessions
+// whose cwd is in it.
+func (st *state) worktrees() ([]worktreeRec, map[string][]string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	list := make([]worktreeRec, 0, len(st.Worktrees))
+	in := map[string][]string{}
+	for _, w := range st.Worktrees {
+		list = append(list, w)
+		for id, o := range st.Sessions {
+			if o.Cwd != "" && within(w.Path, filepath.Clean(o.Cwd)) {
+				in[w.Path] = append(in[w.Path], id)
+			}
+		}
+	}
+	return list, in
 }
 
 // fleetCred is the fleet account written into an agent's shared store.

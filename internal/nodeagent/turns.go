@@ -243,6 +243,23 @@ func (a *Agent) noteUndelivered(ctx context.Context, sessionID string, o owned, 
 	}
 }
 
+// noteWorkspace stores a workspace notice in the session for its owner;
+// key makes a retry store it once. A notice that cannot be stored is
+// logged.
+func (a *Agent) noteWorkspace(ctx context.Context, sessionID, key, text string) {
+	o, ok := a.st.get(sessionID)
+	if !ok {
+		return
+	}
+	sum := sha256.Sum256([]byte(key + "\x00" + text))
+	msg := &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeWorkspace,
+		Text: clipReason(text), Agent: o.Agent, ClientId: "workspace." + hex.EncodeToString(sum[:12])}
+	if _, err := a.cli.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sessionID, Node: a.cfg.Name,
+		OwnerToken: o.Token, Messages: []*castv1.Message{msg}}); err != nil {
+		a.lg.Warn("workspace notice not stored", zap.String("session", sessionID), zap.Error(err))
+	}
+}
+
 // withoutUndelivered drops the user messages an undelivered notice names:
 // a rebuilt native session must not carry a prompt its agent refused.
 func withoutUndelivered(msgs []transcript.Message) []transcript.Message {
@@ -316,9 +333,12 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 		return t, fmt.Errorf("no local checkout: %q does not exist on node %s", o.Cwd, a.cfg.Name)
 	}
 	if o.WorktreeBranch != "" {
-		dir, err := a.ensureWorktree(ctx, o.Cwd, o.WorktreeBranch)
+		dir, made, err := a.ensureWorktree(ctx, o.Cwd, o.WorktreeBranch)
 		if err != nil {
 			return t, err
+		}
+		if made {
+			a.startSetup(sessionID, dir)
 		}
 		if dir != o.Cwd {
 			if err := a.st.update(func(m map[string]*owned) { m[sessionID].Cwd = dir }); err != nil {

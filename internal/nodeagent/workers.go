@@ -28,6 +28,9 @@ type worker struct {
 	abandon bool
 	// released: the session moved away; the worker forgets it and ends.
 	released bool
+	// held: the session's folder is changing (workspaces.go); no turn
+	// starts until it is let go, which wakes the worker.
+	held bool
 }
 
 // errHeld means the turn did not start and should not be retried until the
@@ -37,6 +40,15 @@ var errHeld = errors.New("turn held")
 
 // wake starts (or nudges) the session's worker.
 func (a *Agent) wake(sessionID string) {
+	w := a.worker(sessionID)
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// worker returns the session's worker, started if it had none.
+func (a *Agent) worker(sessionID string) *worker {
 	a.workers.mu.Lock()
 	defer a.workers.mu.Unlock()
 	if a.workers.byID == nil {
@@ -49,10 +61,37 @@ func (a *Agent) wake(sessionID string) {
 		a.workers.wg.Add(1)
 		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
 	}
-	select {
-	case w.wakeCh <- struct{}{}:
-	default:
+	return w
+}
+
+// hold keeps the session's turns from starting while its folder changes;
+// false when a turn runs (or another change holds it) now. The returned
+// func lets turns run again.
+func (a *Agent) hold(sessionID string) (func(), bool) {
+	w := a.worker(sessionID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil || w.held {
+		return nil, false
 	}
+	w.held = true
+	return func() {
+		w.mu.Lock()
+		w.held = false
+		w.mu.Unlock()
+		a.wake(sessionID)
+	}, true
+}
+
+// running reports whether a turn of the session runs now.
+func (ws *workers) running(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cancel != nil
 }
 
 func (ws *workers) get(sessionID string) *worker {
@@ -153,15 +192,17 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 		case <-w.wakeCh:
 		}
 		for ctx.Err() == nil {
-			o, ok := a.st.get(sessionID)
 			tctx, cancel := context.WithCancel(ctx)
 			w.mu.Lock()
+			// Read under w.mu: a workspace move (hold) cannot slip between
+			// this read and the turn's start.
+			o, ok := a.st.get(sessionID)
 			if w.released {
 				w.mu.Unlock()
 				cancel()
 				return // release dropped the state
 			}
-			if !ok || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
+			if !ok || w.held || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
 				w.mu.Unlock()
 				cancel()
 				break

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/workspace"
@@ -21,85 +22,88 @@ import (
 
 // A session with a worktree branch runs in a git worktree of its own, so
 // a fork (or a second thread) never edits the checkout its parent works
-// in. The node makes it on the session's first turn, outside the
-// checkout, and the session's cwd becomes the worktree. Worktrees are never
-// removed by cast; `git worktree remove` does it and keeps the branch.
+// in. The node makes it on the session's first turn (or on `cast workspace
+// set --worktree`), outside the checkout, and the session's cwd becomes
+// the worktree. cast records every worktree it makes (`cast worktree ls`)
+// and removes one only when asked (`cast worktree rm`), never its branch.
 
 // ensureWorktree returns the directory the session's turns run in: cwd
 // itself when it is already on the branch (a worktree made earlier, or a
-// checkout that migrated here on it), else a worktree made for the branch.
-func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (string, error) {
+// checkout that migrated here on it), else a worktree for the branch.
+// made reports a worktree made now (its setup is the caller's to start).
+func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (dir string, made bool, err error) {
 	if !ids.ValidBranch(branch) {
-		return "", fmt.Errorf("worktree branch %q is not a valid branch name", branch)
+		return "", false, invalidf("worktree branch %q is not a valid branch name", branch)
 	}
-	if _, err := workspace.Git(ctx, cwd, 0, nil, "check-ref-format", "--branch", branch); err != nil {
-		return "", fmt.Errorf("worktree branch %q: %w", branch, err)
-	}
-	out, err := workspace.Git(ctx, cwd, 0, nil, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return "", fmt.Errorf("a worktree needs a git checkout at %s: %w", cwd, err)
-	}
-	top := strings.TrimSpace(string(out))
 	if onBranch(ctx, cwd, branch) {
-		return cwd, nil // the worktree itself (set up when made), or a checkout already on it
+		return cwd, false, nil // the worktree itself (set up when made), or a checkout already on it
 	}
-	base, err := a.worktreeBase(top)
+	top, err := mainCheckout(ctx, cwd)
 	if err != nil {
-		return "", err
+		return "", false, fmt.Errorf("a worktree needs a git checkout at %s: %w", cwd, err)
+	}
+	return a.worktreeFor(ctx, top, branch, "")
+}
+
+// worktreeFor returns the worktree of the repository whose main checkout
+// is top for branch: the one git already has on it, else a new one under
+// the worktree base, from base (HEAD when empty) for a new branch.
+func (a *Agent) worktreeFor(ctx context.Context, top, branch, base string) (string, bool, error) {
+	if !ids.ValidBranch(branch) {
+		return "", false, invalidf("worktree branch %q is not a valid branch name", branch)
+	}
+	if base != "" && !ids.ValidBranch(base) {
+		return "", false, invalidf("base %q is not a branch, tag or commit name", base)
+	}
+	// git's own rule, on top of ours (both refuse a leading '-').
+	if _, err := workspace.Git(ctx, top, 0, nil, "check-ref-format", "--branch", branch); err != nil {
+		return "", false, invalidf("worktree branch %q: %v", branch, err)
+	}
+	if p, ok := worktreeOn(ctx, top, branch); ok {
+		return p, false, nil
+	}
+	wbase, err := a.worktreeBase(top)
+	if err != nil {
+		return "", false, err
 	}
 	sum := sha256.Sum256([]byte(top))
-	path := filepath.Join(base, filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), url.PathEscape(branch))
+	path := filepath.Join(wbase, filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), url.PathEscape(branch))
 	switch _, err := os.Stat(path); {
 	case err == nil:
-		if onBranch(ctx, path, branch) {
-			return path, a.setUp(ctx, top, path) // made by an earlier turn whose report was lost
-		}
-		return "", fmt.Errorf("%s exists and is not a worktree on %s; move it away", path, branch)
+		return "", false, fmt.Errorf("%s exists and is not a worktree on %s; move it away", path, branch)
 	case !errors.Is(err, fs.ErrNotExist):
-		return "", err
+		return "", false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
+		return "", false, err
 	}
-	args := []string{"worktree", "add", "-b", branch, path, "HEAD"}
+	args := []string{"worktree", "add", "-b", branch, path}
 	if _, err := workspace.Git(ctx, top, 0, nil, "show-ref", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
 		args = []string{"worktree", "add", path, branch} // the branch exists: check it out
+	} else {
+		if base == "" {
+			base = "HEAD"
+		}
+		if _, err := workspace.Git(ctx, top, 0, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}"); err != nil {
+			return "", false, invalidf("base %q is not a commit in %s", base, top)
+		}
+		args = append(args, base)
 	}
 	if _, err := workspace.Git(ctx, top, 0, nil, args...); err != nil {
-		return "", fmt.Errorf("make the worktree for %s: %w", branch, err)
+		return "", false, fmt.Errorf("make the worktree for %s: %w", branch, err)
+	}
+	if err := a.st.addWorktree(worktreeRec{Path: path, Branch: branch, Checkout: top}); err != nil {
+		return "", false, err
 	}
 	a.lg.Info("worktree made", zap.String("branch", branch), zap.String("path", path), zap.String("from", top))
-	return path, a.setUp(ctx, top, path)
+	return path, true, nil
 }
 
-// setUp runs the checkout's setup commands in dir once: a marker in the
-// worktree's own git dir records success, so a failed setup runs again on
-// the next turn and a finished one never does.
-func (a *Agent) setUp(ctx context.Context, top, dir string) error {
-	if len(a.cfg.WorktreeSetup.commands(top)) == 0 {
-		return nil
-	}
-	out, err := workspace.Git(ctx, dir, 0, nil, "rev-parse", "--absolute-git-dir")
-	if err != nil {
-		return err
-	}
-	marker := filepath.Join(strings.TrimSpace(string(out)), "cast-setup-done")
-	if _, err := os.Stat(marker); err == nil {
-		return nil
-	}
-	if err := a.cfg.WorktreeSetup.run(ctx, top, dir); err != nil {
-		return err
-	}
-	return os.WriteFile(marker, nil, 0o600)
-}
-
-// worktreeBase is the configured base, refused when it lies inside the
-// checkout (real paths compared): the worktree would show up in it.
+// worktreeBase is the configured base (default beside the data dir),
+// refused when it lies inside the checkout (real paths compared): the
+// worktree would show up in it.
 func (a *Agent) worktreeBase(top string) (string, error) {
-	base := a.cfg.WorktreeBase
-	if base == "" {
-		base = filepath.Join(a.cfg.DataDir, "worktrees")
-	}
+	base := a.cfg.worktreesDir()
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return "", err
 	}
@@ -108,12 +112,69 @@ func (a *Agent) worktreeBase(top string) (string, error) {
 		return "", err
 	}
 	if inside {
-		return "", fmt.Errorf("the worktree base %s is inside the checkout %s; give the node a --worktree-base outside it", base, top)
+		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonWorkspaceFailed,
+			"the worktrees dir %s is inside the checkout %s; start the node with a --worktrees-dir outside it", base, top)
 	}
 	return base, nil
+}
+
+// within reports whether path is dir or inside it, real paths compared;
+// false when either cannot be resolved.
+func within(dir, path string) bool {
+	in, err := fsutil.Within(path, dir)
+	return err == nil && in
 }
 
 func onBranch(ctx context.Context, dir, branch string) bool {
 	out, err := workspace.Git(ctx, dir, 0, nil, "rev-parse", "--abbrev-ref", "HEAD")
 	return err == nil && strings.TrimSpace(string(out)) == branch
 }
+
+// gitWorktree is one entry of `git worktree list --porcelain`.
+type gitWorktree struct{ path, branch string }
+
+func listGitWorktrees(ctx context.Context, dir string) ([]gitWorktree, error) {
+	out, err := workspace.Git(ctx, dir, 0, nil, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return nil, err
+	}
+	var list []gitWorktree
+	for _, f := range strings.Split(string(out), "\x00") {
+		switch {
+		case strings.HasPrefix(f, "worktree "):
+			list = append(list, gitWorktree{path: strings.TrimPrefix(f, "worktree ")})
+		case strings.HasPrefix(f, "branch ") && len(list) > 0:
+			list[len(list)-1].branch = strings.TrimPrefix(strings.TrimPrefix(f, "branch "), "refs/heads/")
+		}
+	}
+	return list, nil
+}
+
+// mainCheckout is the main work tree of the repository dir is in (for a
+// linked worktree, the checkout it was made from).
+func mainCheckout(ctx context.Context, dir string) (string, error) {
+	list, err := listGitWorktrees(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if len(list) == 0 {
+		return "", errors.New("git lists no work tree")
+	}
+	return list[0].path, nil
+}
+
+// worktreeOn returns the work tree of top's repository on branch, if any.
+func worktreeOn(ctx context.Context, top, branch string) (string, bool) {
+	list, err := listGitWorktrees(ctx, top)
+	if err != nil {
+		return "", false
+	}
+	for _, w := range list {
+		if w.branch == branch {
+			return w.path, true
+		}
+	}
+	return "", false
+}
+
+func invalidf(format string, args ...any) error { return errs.Invalid(format, args...) }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // WorktreeSetup maps a checkout (its top-level directory) to the commands
@@ -18,7 +20,7 @@ import (
 // "ci"]]}. Each command is an argv run without a shell.
 type WorktreeSetup map[string][][]string
 
-// setupTimeout bounds one setup command.
+// setupTimeout bounds a worktree's setup, all its commands together.
 const setupTimeout = 10 * time.Minute
 
 // LoadWorktreeSetup reads --worktree-setup. Commands run on this machine,
@@ -70,23 +72,51 @@ func (ws WorktreeSetup) commands(top string) [][]string {
 	return nil
 }
 
-// run runs the checkout's setup commands in a new worktree, in order;
-// the first failure stops them (the worktree stays, as cast never removes
-// one) and fails the turn with the command and its last output.
-func (ws WorktreeSetup) run(ctx context.Context, top, dir string) error {
+// run runs the checkout's setup commands in a new worktree, in order,
+// all within ctx; the first failure stops them (the worktree stays) and
+// is returned with the command and its last output. It returns what ran.
+func (ws WorktreeSetup) run(ctx context.Context, top, dir string) ([]string, error) {
+	var ran []string
 	for _, argv := range ws.commands(top) {
-		cctx, cancel := context.WithTimeout(ctx, setupTimeout)
-		cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Dir = dir
+		cmd.WaitDelay = time.Second
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("worktree setup `%s` failed in %s: %v: %s", strings.Join(argv, " "), dir, err, lastLine(out.String()))
+		line := strings.Join(argv, " ")
+		if err := cmd.Run(); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("stopped after %s", setupTimeout)
+			}
+			return ran, fmt.Errorf("`%s` failed: %v: %s", line, err, lastLine(out.String()))
 		}
+		ran = append(ran, "`"+line+"`")
 	}
-	return nil
+	return ran, nil
+}
+
+// startSetup runs the setup of dir's checkout in the background, within
+// setupTimeout in all, and tells the thread how it went with a notice.
+// Turns do not wait for it.
+func (a *Agent) startSetup(sessionID, dir string) {
+	top, err := mainCheckout(a.runCtx, dir)
+	if err != nil || len(a.cfg.WorktreeSetup.commands(top)) == 0 {
+		return
+	}
+	a.setups.Add(1)
+	go func() {
+		defer a.setups.Done()
+		ctx, cancel := context.WithTimeout(a.runCtx, setupTimeout)
+		defer cancel()
+		start := time.Now()
+		ran, err := a.cfg.WorktreeSetup.run(ctx, top, dir)
+		text := fmt.Sprintf("Worktree setup in %s finished in %s: %s.", dir, time.Since(start).Round(time.Second), strings.Join(ran, ", "))
+		if err != nil {
+			text = fmt.Sprintf("Worktree setup in %s failed: %v", dir, err)
+		}
+		a.lg.Info("worktree setup done", zap.String("session", sessionID), zap.String("dir", dir), zap.Error(err))
+		a.noteWorkspace(a.runCtx, sessionID, "setup."+dir, text)
+	}()
 }
 
 func lastLine(s string) string {

@@ -21,6 +21,7 @@
 //	nodecmds/{n}/{id}     castv1.Command for node n (leased), relayed by the
 //	                      replica holding n's stream
 //	worktrees/{m}/{s}/... a migrating session's work tree bundle, in chunks
+//	wsanswers/{n}/{rid}   node n's answer to a workspace request (leased)
 //	accounts/{a}/{name}   fleet account of agent a (credential sealed)
 //	activeaccounts/{a}    the account agent a's shared credential store holds
 //	credgrants/{n}/{h}    one-time grant (by hash) for node n to fetch a credential
@@ -239,6 +240,7 @@ func (s *Store) fenceKey(id string) string          { return s.key("fences", id)
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
 func (s *Store) migSessKey(m, id string) string     { return s.key("migsessions", m, id) }
 func (s *Store) nodeCmdKey(n, id string) string     { return s.key("nodecmds", n, id) }
+func (s *Store) wsAnswerKey(n, id string) string    { return s.key("wsanswers", n, id) }
 func (s *Store) workTreeKey(m, id string, part ...string) string {
 	return s.key(append([]string{"worktrees", m, id}, part...)...)
 }

@@ -53,6 +53,9 @@ const (
 	NoticeFork              = "fork"
 	NoticeCompactionSummary = "compaction_summary"
 	NoticeModelSwitch       = "model_switch"
+	// NoticeWorkspace: the thread moved to another folder (`cast workspace
+	// set`, a removed worktree), or its worktree's setup ran.
+	NoticeWorkspace = "workspace"
 	// NoticeUndelivered: a turn's messages never reached the agent (it
 	// failed or refused them); later turns run without them.
 	NoticeUndelivered = "undelivered"

@@ -43,6 +43,7 @@ const (
 	Ident              // a one-line id or label a node reports: native ids, a row's model
 	PermissionArg      // a tool call's input shown for approval
 	PageToken          // a next_page_token handed back
+	RepoPath           // a repository under a checkout, relative to it
 )
 
 // rule is one row of the table: a byte cap, what the value may contain,
@@ -86,6 +87,8 @@ var rules = map[Kind]rule{
 	ToolName:      {max: 256, check: all(utf8Valid, noControl), hint: "give the tool's name on one line"},
 	Ident:         {max: 512, check: all(utf8Valid, noControl), hint: "send it on one line"},
 	PermissionArg: {max: 1 << 20, check: all(utf8Valid, noNUL), hint: "send the tool input as UTF-8 text under 1 MiB"},
+	RepoPath: {max: MaxCwd, check: all(utf8Valid, noControl, relativeInside),
+		hint: "give a folder under the checkout, relative to it, with no '..' and not starting with '-'"},
 	PageToken: {max: 1024, check: matches(base64URL), reason: errs.ReasonBadPageToken,
 		hint: "pass the next_page_token of the previous page unchanged, or start again without one"},
 }
@@ -260,6 +263,27 @@ func noControl(v string) string {
 func absolute(v string) string {
 	if !strings.HasPrefix(v, "/") {
 		return "is not an absolute path"
+	}
+	return ""
+}
+
+// relativeInside accepts a relative path that stays where it starts: no
+// '..' element, no leading '-' (git would read it as an option), not
+// absolute. Symlinks are the node's to resolve, against the real checkout.
+func relativeInside(v string) string {
+	switch {
+	case strings.HasPrefix(v, "/"):
+		return "is an absolute path; give it relative to the checkout"
+	case strings.HasPrefix(v, "-"):
+		return "starts with '-'"
+	}
+	for _, el := range strings.Split(v, "/") {
+		if el == ".." {
+			return "leaves the checkout ('..')"
+		}
+		if strings.HasPrefix(el, "-") {
+			return "has an element starting with '-'"
+		}
 	}
 	return ""
 }

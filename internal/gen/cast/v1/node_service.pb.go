@@ -569,6 +569,7 @@ type Command struct {
 	//	*Command_ExportWorkTree
 	//	*Command_ImportWorkTree
 	//	*Command_SetCredential
+	//	*Command_Workspace
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -681,6 +682,15 @@ func (x *Command) GetSetCredential() *SetCredential {
 	return nil
 }
 
+func (x *Command) GetWorkspace() *WorkspaceRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Workspace); ok {
+			return x.Workspace
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -720,6 +730,12 @@ type Command_SetCredential struct {
 	SetCredential *SetCredential `protobuf:"bytes,8,opt,name=set_credential,json=setCredential,proto3,oneof"`
 }
 
+type Command_Workspace struct {
+	// workspace: move a session, list or remove worktrees; answered with
+	// ReportWorkspace.
+	Workspace *WorkspaceRequest `protobuf:"bytes,9,opt,name=workspace,proto3,oneof"`
+}
+
 func (*Command_AssignSession) isCommand_Kind() {}
 
 func (*Command_DeliverMessages) isCommand_Kind() {}
@@ -733,6 +749,663 @@ func (*Command_ExportWorkTree) isCommand_Kind() {}
 func (*Command_ImportWorkTree) isCommand_Kind() {}
 
 func (*Command_SetCredential) isCommand_Kind() {}
+
+func (*Command_Workspace) isCommand_Kind() {}
+
+// WorkspaceRequest is workspace work for a node; exactly one op is set.
+type WorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id names the answer (ReportWorkspaceRequest.request_id).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// op is the work.
+	//
+	// Types that are valid to be assigned to Op:
+	//
+	//	*WorkspaceRequest_Set
+	//	*WorkspaceRequest_List
+	//	*WorkspaceRequest_Remove
+	Op            isWorkspaceRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceRequest) Reset() {
+	*x = WorkspaceRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceRequest) ProtoMessage() {}
+
+func (x *WorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*WorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WorkspaceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *WorkspaceRequest) GetOp() isWorkspaceRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *WorkspaceRequest) GetSet() *SetWorkspaceRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WorkspaceRequest_Set); ok {
+			return x.Set
+		}
+	}
+	return nil
+}
+
+func (x *WorkspaceRequest) GetList() *ListWorktreesRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WorkspaceRequest_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *WorkspaceRequest) GetRemove() *RemoveWorktreeRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WorkspaceRequest_Remove); ok {
+			return x.Remove
+		}
+	}
+	return nil
+}
+
+type isWorkspaceRequest_Op interface {
+	isWorkspaceRequest_Op()
+}
+
+type WorkspaceRequest_Set struct {
+	// set moves a session (its worktree branch already defaulted).
+	Set *SetWorkspaceRequest `protobuf:"bytes,2,opt,name=set,proto3,oneof"`
+}
+
+type WorkspaceRequest_List struct {
+	// list lists the worktrees cast made.
+	List *ListWorktreesRequest `protobuf:"bytes,3,opt,name=list,proto3,oneof"`
+}
+
+type WorkspaceRequest_Remove struct {
+	// remove removes one of them.
+	Remove *RemoveWorktreeRequest `protobuf:"bytes,4,opt,name=remove,proto3,oneof"`
+}
+
+func (*WorkspaceRequest_Set) isWorkspaceRequest_Op() {}
+
+func (*WorkspaceRequest_List) isWorkspaceRequest_Op() {}
+
+func (*WorkspaceRequest_Remove) isWorkspaceRequest_Op() {}
+
+// Worktree is one git worktree cast made on a node.
+type Worktree struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node it is on.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// path is the worktree's folder.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// branch is its branch.
+	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
+	// checkout is the repository it was made from.
+	Checkout string `protobuf:"bytes,4,opt,name=checkout,proto3" json:"checkout,omitempty"`
+	// sessions are the sessions working in it.
+	Sessions []string `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// agent_running: a turn of one of them runs now.
+	AgentRunning bool `protobuf:"varint,6,opt,name=agent_running,json=agentRunning,proto3" json:"agent_running,omitempty"`
+	// changes counts its local changes (modified, staged and untracked
+	// files); -1 when git could not tell.
+	Changes       int32 `protobuf:"varint,7,opt,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Worktree) Reset() {
+	*x = Worktree{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Worktree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Worktree) ProtoMessage() {}
+
+func (x *Worktree) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Worktree.ProtoReflect.Descriptor instead.
+func (*Worktree) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Worktree) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Worktree) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Worktree) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *Worktree) GetCheckout() string {
+	if x != nil {
+		return x.Checkout
+	}
+	return ""
+}
+
+func (x *Worktree) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *Worktree) GetAgentRunning() bool {
+	if x != nil {
+		return x.AgentRunning
+	}
+	return false
+}
+
+func (x *Worktree) GetChanges() int32 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+// ListWorktreesRequest picks the node.
+type ListWorktreesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node names the node; empty: every connected node.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorktreesRequest) Reset() {
+	*x = ListWorktreesRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorktreesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorktreesRequest) ProtoMessage() {}
+
+func (x *ListWorktreesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorktreesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorktreesRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListWorktreesRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// ListWorktreesResponse holds the worktrees of the nodes that answered.
+type ListWorktreesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// worktrees by node, then path.
+	Worktrees []*Worktree `protobuf:"bytes,1,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
+	// unanswered names nodes that did not answer in time, with why.
+	Unanswered    []string `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorktreesResponse) Reset() {
+	*x = ListWorktreesResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorktreesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorktreesResponse) ProtoMessage() {}
+
+func (x *ListWorktreesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorktreesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorktreesResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListWorktreesResponse) GetWorktrees() []*Worktree {
+	if x != nil {
+		return x.Worktrees
+	}
+	return nil
+}
+
+func (x *ListWorktreesResponse) GetUnanswered() []string {
+	if x != nil {
+		return x.Unanswered
+	}
+	return nil
+}
+
+// RemoveWorktreeRequest names the worktree to remove.
+type RemoveWorktreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node it is on; may be empty when one node is connected.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// path is the worktree's folder, as ListWorktrees shows it.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// force removes it with its local changes (the branch and its commits
+	// stay).
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveWorktreeRequest) Reset() {
+	*x = RemoveWorktreeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorktreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorktreeRequest) ProtoMessage() {}
+
+func (x *RemoveWorktreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorktreeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveWorktreeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RemoveWorktreeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RemoveWorktreeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RemoveWorktreeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RemoveWorktreeResponse says what was removed.
+type RemoveWorktreeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// worktree as it was before removal.
+	Worktree *Worktree `protobuf:"bytes,1,opt,name=worktree,proto3" json:"worktree,omitempty"`
+	// moved_sessions moved back to their checkout.
+	MovedSessions []string `protobuf:"bytes,2,rep,name=moved_sessions,json=movedSessions,proto3" json:"moved_sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveWorktreeResponse) Reset() {
+	*x = RemoveWorktreeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveWorktreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveWorktreeResponse) ProtoMessage() {}
+
+func (x *RemoveWorktreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveWorktreeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveWorktreeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveWorktreeResponse) GetWorktree() *Worktree {
+	if x != nil {
+		return x.Worktree
+	}
+	return nil
+}
+
+func (x *RemoveWorktreeResponse) GetMovedSessions() []string {
+	if x != nil {
+		return x.MovedSessions
+	}
+	return nil
+}
+
+// WorkspaceMove is one session a node moved to another folder.
+type WorkspaceMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// owner_token fences the write like ReportTurn.
+	OwnerToken int64 `protobuf:"varint,2,opt,name=owner_token,json=ownerToken,proto3" json:"owner_token,omitempty"`
+	// cwd is the session's new folder.
+	Cwd string `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// worktree_branch is the branch of the worktree it is in ("" for none).
+	WorktreeBranch string `protobuf:"bytes,4,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
+	// checkout is the folder its workspaces are taken from.
+	Checkout string `protobuf:"bytes,5,opt,name=checkout,proto3" json:"checkout,omitempty"`
+	// notice is the text of the notice stored in the thread.
+	Notice        string `protobuf:"bytes,6,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceMove) Reset() {
+	*x = WorkspaceMove{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceMove) ProtoMessage() {}
+
+func (x *WorkspaceMove) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceMove.ProtoReflect.Descriptor instead.
+func (*WorkspaceMove) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WorkspaceMove) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WorkspaceMove) GetOwnerToken() int64 {
+	if x != nil {
+		return x.OwnerToken
+	}
+	return 0
+}
+
+func (x *WorkspaceMove) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *WorkspaceMove) GetWorktreeBranch() string {
+	if x != nil {
+		return x.WorktreeBranch
+	}
+	return ""
+}
+
+func (x *WorkspaceMove) GetCheckout() string {
+	if x != nil {
+		return x.Checkout
+	}
+	return ""
+}
+
+func (x *WorkspaceMove) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
+}
+
+// ReportWorkspaceRequest answers a WorkspaceRequest.
+type ReportWorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the caller's node name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// request_id is WorkspaceRequest.request_id; empty for a move the node
+	// made by itself (the session's setup notice).
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// error is why the node refused; empty on success.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// reason is the refusal's stable reason (e.g. WORKTREE_BUSY).
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// moves are the sessions the node moved.
+	Moves []*WorkspaceMove `protobuf:"bytes,5,rep,name=moves,proto3" json:"moves,omitempty"`
+	// worktrees answers a list, or names the removed one.
+	Worktrees     []*Worktree `protobuf:"bytes,6,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportWorkspaceRequest) Reset() {
+	*x = ReportWorkspaceRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportWorkspaceRequest) ProtoMessage() {}
+
+func (x *ReportWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*ReportWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReportWorkspaceRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReportWorkspaceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReportWorkspaceRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ReportWorkspaceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReportWorkspaceRequest) GetMoves() []*WorkspaceMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *ReportWorkspaceRequest) GetWorktrees() []*Worktree {
+	if x != nil {
+		return x.Worktrees
+	}
+	return nil
+}
+
+// ReportWorkspaceResponse is empty.
+type ReportWorkspaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportWorkspaceResponse) Reset() {
+	*x = ReportWorkspaceResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportWorkspaceResponse) ProtoMessage() {}
+
+func (x *ReportWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*ReportWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+}
 
 // SetCredential tells a node which fleet account an agent's shared
 // credential store must hold. It carries no secret: the node fetches it
@@ -754,7 +1427,7 @@ type SetCredential struct {
 
 func (x *SetCredential) Reset() {
 	*x = SetCredential{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +1439,7 @@ func (x *SetCredential) String() string {
 func (*SetCredential) ProtoMessage() {}
 
 func (x *SetCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[9]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +1452,7 @@ func (x *SetCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredential.ProtoReflect.Descriptor instead.
 func (*SetCredential) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetCredential) GetAgent() string {
@@ -824,7 +1497,7 @@ type Interrupt struct {
 
 func (x *Interrupt) Reset() {
 	*x = Interrupt{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1509,7 @@ func (x *Interrupt) String() string {
 func (*Interrupt) ProtoMessage() {}
 
 func (x *Interrupt) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1522,7 @@ func (x *Interrupt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
 func (*Interrupt) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Interrupt) GetSessionId() string {
@@ -879,7 +1552,7 @@ type ReleaseSession struct {
 
 func (x *ReleaseSession) Reset() {
 	*x = ReleaseSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1564,7 @@ func (x *ReleaseSession) String() string {
 func (*ReleaseSession) ProtoMessage() {}
 
 func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1577,7 @@ func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
 func (*ReleaseSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseSession) GetSessionId() string {
@@ -937,7 +1610,7 @@ type ExportWorkTree struct {
 
 func (x *ExportWorkTree) Reset() {
 	*x = ExportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1622,7 @@ func (x *ExportWorkTree) String() string {
 func (*ExportWorkTree) ProtoMessage() {}
 
 func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1635,7 @@ func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
 func (*ExportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExportWorkTree) GetMigrationId() string {
@@ -1006,7 +1679,7 @@ type ImportWorkTree struct {
 
 func (x *ImportWorkTree) Reset() {
 	*x = ImportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1691,7 @@ func (x *ImportWorkTree) String() string {
 func (*ImportWorkTree) ProtoMessage() {}
 
 func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1704,7 @@ func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
 func (*ImportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ImportWorkTree) GetMigrationId() string {
@@ -1082,7 +1755,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1767,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1780,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -1139,7 +1812,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1824,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1837,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -1201,7 +1874,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1886,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1899,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -1254,7 +1927,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1939,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1952,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteNodeResponse) GetSessions() int32 {
@@ -1298,7 +1971,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1983,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1996,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
 }
 
 // ListNodesResponse holds every node.
@@ -1337,7 +2010,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +2022,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +2035,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1389,7 +2062,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +2074,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +2087,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -1456,7 +2129,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +2141,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +2154,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -1522,7 +2195,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +2207,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +2220,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -1631,7 +2304,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +2316,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +2329,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -1687,7 +2360,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +2372,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +2385,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -1761,7 +2434,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +2446,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +2459,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -1811,7 +2484,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2496,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2509,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -1873,7 +2546,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2558,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2571,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -1936,7 +2609,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2621,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2634,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -2015,7 +2688,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2700,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2713,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -2060,7 +2733,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2745,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2758,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -2127,7 +2800,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2812,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2825,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -2166,7 +2839,7 @@ var File_cast_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\"\xd0\x01\n" +
+	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\x1a\x1dcast/v1/session_service.proto\"\xd0\x01\n" +
 	"\x0eConnectRequest\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.cast.v1.HelloH\x00R\x05hello\x122\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x12.cast.v1.HeartbeatH\x00R\theartbeat\x12'\n" +
@@ -2194,7 +2867,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x11lease_ttl_seconds\x18\x01 \x01(\x03R\x0fleaseTtlSeconds\x12:\n" +
 	"\x19heartbeat_interval_millis\x18\x02 \x01(\x03R\x17heartbeatIntervalMillis\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xec\x03\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\"\xa7\x04\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12?\n" +
 	"\x0eassign_session\x18\x02 \x01(\v2\x16.cast.v1.AssignSessionH\x00R\rassignSession\x12E\n" +
@@ -2203,8 +2876,56 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0frelease_session\x18\x05 \x01(\v2\x17.cast.v1.ReleaseSessionH\x00R\x0ereleaseSession\x12C\n" +
 	"\x10export_work_tree\x18\x06 \x01(\v2\x17.cast.v1.ExportWorkTreeH\x00R\x0eexportWorkTree\x12C\n" +
 	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTree\x12?\n" +
-	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredentialB\x06\n" +
-	"\x04kind\"k\n" +
+	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredential\x129\n" +
+	"\tworkspace\x18\t \x01(\v2\x19.cast.v1.WorkspaceRequestH\x00R\tworkspaceB\x06\n" +
+	"\x04kind\"\xd8\x01\n" +
+	"\x10WorkspaceRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x120\n" +
+	"\x03set\x18\x02 \x01(\v2\x1c.cast.v1.SetWorkspaceRequestH\x00R\x03set\x123\n" +
+	"\x04list\x18\x03 \x01(\v2\x1d.cast.v1.ListWorktreesRequestH\x00R\x04list\x128\n" +
+	"\x06remove\x18\x04 \x01(\v2\x1e.cast.v1.RemoveWorktreeRequestH\x00R\x06removeB\x04\n" +
+	"\x02op\"\xc1\x01\n" +
+	"\bWorktree\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x1a\n" +
+	"\bcheckout\x18\x04 \x01(\tR\bcheckout\x12\x1a\n" +
+	"\bsessions\x18\x05 \x03(\tR\bsessions\x12#\n" +
+	"\ragent_running\x18\x06 \x01(\bR\fagentRunning\x12\x18\n" +
+	"\achanges\x18\a \x01(\x05R\achanges\"*\n" +
+	"\x14ListWorktreesRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"h\n" +
+	"\x15ListWorktreesResponse\x12/\n" +
+	"\tworktrees\x18\x01 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\x12\x1e\n" +
+	"\n" +
+	"unanswered\x18\x02 \x03(\tR\n" +
+	"unanswered\"U\n" +
+	"\x15RemoveWorktreeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"n\n" +
+	"\x16RemoveWorktreeResponse\x12-\n" +
+	"\bworktree\x18\x01 \x01(\v2\x11.cast.v1.WorktreeR\bworktree\x12%\n" +
+	"\x0emoved_sessions\x18\x02 \x03(\tR\rmovedSessions\"\xbe\x01\n" +
+	"\rWorkspaceMove\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vowner_token\x18\x02 \x01(\x03R\n" +
+	"ownerToken\x12\x10\n" +
+	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12'\n" +
+	"\x0fworktree_branch\x18\x04 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
+	"\bcheckout\x18\x05 \x01(\tR\bcheckout\x12\x16\n" +
+	"\x06notice\x18\x06 \x01(\tR\x06notice\"\xd8\x01\n" +
+	"\x16ReportWorkspaceRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12,\n" +
+	"\x05moves\x18\x05 \x03(\v2\x16.cast.v1.WorkspaceMoveR\x05moves\x12/\n" +
+	"\tworktrees\x18\x06 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\"\x19\n" +
+	"\x17ReportWorkspaceResponse\"k\n" +
 	"\rSetCredential\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12\x14\n" +
@@ -2309,7 +3030,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x17FetchCredentialResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
-	"credential2\xdc\x05\n" +
+	"credential2\xd5\a\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
@@ -2321,7 +3042,10 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0eUploadWorkTree\x12\x1e.cast.v1.UploadWorkTreeRequest\x1a\x1f.cast.v1.UploadWorkTreeResponse(\x01\x12Y\n" +
 	"\x10DownloadWorkTree\x12 .cast.v1.DownloadWorkTreeRequest\x1a!.cast.v1.DownloadWorkTreeResponse0\x01\x12Q\n" +
 	"\x0eReportWorkTree\x12\x1e.cast.v1.ReportWorkTreeRequest\x1a\x1f.cast.v1.ReportWorkTreeResponse\x12T\n" +
-	"\x0fFetchCredential\x12\x1f.cast.v1.FetchCredentialRequest\x1a .cast.v1.FetchCredentialResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0fFetchCredential\x12\x1f.cast.v1.FetchCredentialRequest\x1a .cast.v1.FetchCredentialResponse\x12N\n" +
+	"\rListWorktrees\x12\x1d.cast.v1.ListWorktreesRequest\x1a\x1e.cast.v1.ListWorktreesResponse\x12Q\n" +
+	"\x0eRemoveWorktree\x12\x1e.cast.v1.RemoveWorktreeRequest\x1a\x1f.cast.v1.RemoveWorktreeResponse\x12T\n" +
+	"\x0fReportWorkspace\x12\x1f.cast.v1.ReportWorkspaceRequest\x1a .cast.v1.ReportWorkspaceResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -2335,7 +3059,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
 	(*NodeInfo)(nil),                    // 1: cast.v1.NodeInfo
@@ -2346,84 +3070,108 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*Welcome)(nil),                     // 6: cast.v1.Welcome
 	(*HeartbeatAck)(nil),                // 7: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 8: cast.v1.Command
-	(*SetCredential)(nil),               // 9: cast.v1.SetCredential
-	(*Interrupt)(nil),                   // 10: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 11: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 12: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 13: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 14: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 15: cast.v1.DeliverMessages
-	(*DeleteNodeRequest)(nil),           // 16: cast.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 17: cast.v1.DeleteNodeResponse
-	(*ListNodesRequest)(nil),            // 18: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 19: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 20: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 21: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 22: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 23: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 24: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 25: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 26: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 27: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 28: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 29: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 30: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 31: cast.v1.FetchCredentialResponse
-	(*AgentInstall)(nil),                // 32: cast.v1.AgentInstall
-	(*Node)(nil),                        // 33: cast.v1.Node
-	(*Session)(nil),                     // 34: cast.v1.Session
-	(*Message)(nil),                     // 35: cast.v1.Message
-	(SessionState)(0),                   // 36: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 37: cast.v1.UsageWindow
+	(*WorkspaceRequest)(nil),            // 9: cast.v1.WorkspaceRequest
+	(*Worktree)(nil),                    // 10: cast.v1.Worktree
+	(*ListWorktreesRequest)(nil),        // 11: cast.v1.ListWorktreesRequest
+	(*ListWorktreesResponse)(nil),       // 12: cast.v1.ListWorktreesResponse
+	(*RemoveWorktreeRequest)(nil),       // 13: cast.v1.RemoveWorktreeRequest
+	(*RemoveWorktreeResponse)(nil),      // 14: cast.v1.RemoveWorktreeResponse
+	(*WorkspaceMove)(nil),               // 15: cast.v1.WorkspaceMove
+	(*ReportWorkspaceRequest)(nil),      // 16: cast.v1.ReportWorkspaceRequest
+	(*ReportWorkspaceResponse)(nil),     // 17: cast.v1.ReportWorkspaceResponse
+	(*SetCredential)(nil),               // 18: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 19: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 20: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 21: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 22: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 23: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 24: cast.v1.DeliverMessages
+	(*DeleteNodeRequest)(nil),           // 25: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 26: cast.v1.DeleteNodeResponse
+	(*ListNodesRequest)(nil),            // 27: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 28: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 29: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 30: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 31: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 32: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 33: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 34: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 35: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 36: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 37: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 38: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 39: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 40: cast.v1.FetchCredentialResponse
+	(*AgentInstall)(nil),                // 41: cast.v1.AgentInstall
+	(*Node)(nil),                        // 42: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 43: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 44: cast.v1.Session
+	(*Message)(nil),                     // 45: cast.v1.Message
+	(SessionState)(0),                   // 46: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 47: cast.v1.UsageWindow
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	2,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	3,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	4,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
 	1,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	32, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	33, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	41, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	42, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
 	6,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	7,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	8,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	14, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	15, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	10, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	11, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	12, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	13, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	9,  // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
-	34, // 16: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	35, // 17: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	33, // 18: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	35, // 19: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	35, // 20: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	36, // 21: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	37, // 22: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	34, // 23: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 24: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	18, // 25: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	16, // 26: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	20, // 27: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	22, // 28: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	24, // 29: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	26, // 30: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	28, // 31: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	30, // 32: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	5,  // 33: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	19, // 34: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	17, // 35: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	21, // 36: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	23, // 37: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	25, // 38: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	27, // 39: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	29, // 40: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	31, // 41: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	24, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	19, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	20, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	21, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	22, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	18, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	9,  // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
+	43, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	11, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
+	13, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
+	10, // 20: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
+	10, // 21: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
+	15, // 22: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
+	10, // 23: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
+	44, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	45, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	42, // 26: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	45, // 27: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	45, // 28: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	46, // 29: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	47, // 30: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	44, // 31: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 32: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	27, // 33: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	25, // 34: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	29, // 35: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	31, // 36: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	33, // 37: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	35, // 38: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	37, // 39: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	39, // 40: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	11, // 41: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	13, // 42: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	16, // 43: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	5,  // 44: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	28, // 45: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	26, // 46: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	30, // 47: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	32, // 48: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	34, // 49: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	36, // 50: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	38, // 51: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	40, // 52: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	12, // 53: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	14, // 54: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	17, // 55: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	44, // [44:56] is the sub-list for method output_type
+	32, // [32:44] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -2434,6 +3182,7 @@ func file_cast_v1_node_service_proto_init() {
 	file_cast_v1_account_proto_init()
 	file_cast_v1_node_proto_init()
 	file_cast_v1_session_proto_init()
+	file_cast_v1_session_service_proto_init()
 	file_cast_v1_node_service_proto_msgTypes[0].OneofWrappers = []any{
 		(*ConnectRequest_Hello)(nil),
 		(*ConnectRequest_Heartbeat)(nil),
@@ -2453,6 +3202,12 @@ func file_cast_v1_node_service_proto_init() {
 		(*Command_ExportWorkTree)(nil),
 		(*Command_ImportWorkTree)(nil),
 		(*Command_SetCredential)(nil),
+		(*Command_Workspace)(nil),
+	}
+	file_cast_v1_node_service_proto_msgTypes[9].OneofWrappers = []any{
+		(*WorkspaceRequest_Set)(nil),
+		(*WorkspaceRequest_List)(nil),
+		(*WorkspaceRequest_Remove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2460,7 +3215,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

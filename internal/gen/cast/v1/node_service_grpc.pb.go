@@ -28,6 +28,9 @@ const (
 	NodeService_DownloadWorkTree_FullMethodName    = "/cast.v1.NodeService/DownloadWorkTree"
 	NodeService_ReportWorkTree_FullMethodName      = "/cast.v1.NodeService/ReportWorkTree"
 	NodeService_FetchCredential_FullMethodName     = "/cast.v1.NodeService/FetchCredential"
+	NodeService_ListWorktrees_FullMethodName       = "/cast.v1.NodeService/ListWorktrees"
+	NodeService_RemoveWorktree_FullMethodName      = "/cast.v1.NodeService/RemoveWorktree"
+	NodeService_ReportWorkspace_FullMethodName     = "/cast.v1.NodeService/ReportWorkspace"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -63,6 +66,19 @@ type NodeServiceClient interface {
 	// FetchCredential returns the active fleet account's credential for an
 	// agent to the node that writes it.
 	FetchCredential(ctx context.Context, in *FetchCredentialRequest, opts ...grpc.CallOption) (*FetchCredentialResponse, error)
+	// ListWorktrees lists the git worktrees cast made on a node (or on every
+	// connected node): branch, sessions in each, whether an agent runs there
+	// and the count of local changes. The nodes answer.
+	ListWorktrees(ctx context.Context, in *ListWorktreesRequest, opts ...grpc.CallOption) (*ListWorktreesResponse, error)
+	// RemoveWorktree removes a worktree cast made (only a path ListWorktrees
+	// shows): refused while an agent runs there, and with local changes
+	// unless force. The branch is never deleted. Sessions in it move back to
+	// their checkout with a notice.
+	RemoveWorktree(ctx context.Context, in *RemoveWorktreeRequest, opts ...grpc.CallOption) (*RemoveWorktreeResponse, error)
+	// ReportWorkspace is a node's answer to a WorkspaceRequest: the sessions
+	// it moved (fenced by their owner tokens, each with its notice), the
+	// worktrees it lists, or why it refused.
+	ReportWorkspace(ctx context.Context, in *ReportWorkspaceRequest, opts ...grpc.CallOption) (*ReportWorkspaceResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -178,6 +194,36 @@ func (c *nodeServiceClient) FetchCredential(ctx context.Context, in *FetchCreden
 	return out, nil
 }
 
+func (c *nodeServiceClient) ListWorktrees(ctx context.Context, in *ListWorktreesRequest, opts ...grpc.CallOption) (*ListWorktreesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorktreesResponse)
+	err := c.cc.Invoke(ctx, NodeService_ListWorktrees_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) RemoveWorktree(ctx context.Context, in *RemoveWorktreeRequest, opts ...grpc.CallOption) (*RemoveWorktreeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveWorktreeResponse)
+	err := c.cc.Invoke(ctx, NodeService_RemoveWorktree_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) ReportWorkspace(ctx context.Context, in *ReportWorkspaceRequest, opts ...grpc.CallOption) (*ReportWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportWorkspaceResponse)
+	err := c.cc.Invoke(ctx, NodeService_ReportWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -211,6 +257,19 @@ type NodeServiceServer interface {
 	// FetchCredential returns the active fleet account's credential for an
 	// agent to the node that writes it.
 	FetchCredential(context.Context, *FetchCredentialRequest) (*FetchCredentialResponse, error)
+	// ListWorktrees lists the git worktrees cast made on a node (or on every
+	// connected node): branch, sessions in each, whether an agent runs there
+	// and the count of local changes. The nodes answer.
+	ListWorktrees(context.Context, *ListWorktreesRequest) (*ListWorktreesResponse, error)
+	// RemoveWorktree removes a worktree cast made (only a path ListWorktrees
+	// shows): refused while an agent runs there, and with local changes
+	// unless force. The branch is never deleted. Sessions in it move back to
+	// their checkout with a notice.
+	RemoveWorktree(context.Context, *RemoveWorktreeRequest) (*RemoveWorktreeResponse, error)
+	// ReportWorkspace is a node's answer to a WorkspaceRequest: the sessions
+	// it moved (fenced by their owner tokens, each with its notice), the
+	// worktrees it lists, or why it refused.
+	ReportWorkspace(context.Context, *ReportWorkspaceRequest) (*ReportWorkspaceResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -247,6 +306,15 @@ func (UnimplementedNodeServiceServer) ReportWorkTree(context.Context, *ReportWor
 }
 func (UnimplementedNodeServiceServer) FetchCredential(context.Context, *FetchCredentialRequest) (*FetchCredentialResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchCredential not implemented")
+}
+func (UnimplementedNodeServiceServer) ListWorktrees(context.Context, *ListWorktreesRequest) (*ListWorktreesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListWorktrees not implemented")
+}
+func (UnimplementedNodeServiceServer) RemoveWorktree(context.Context, *RemoveWorktreeRequest) (*RemoveWorktreeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveWorktree not implemented")
+}
+func (UnimplementedNodeServiceServer) ReportWorkspace(context.Context, *ReportWorkspaceRequest) (*ReportWorkspaceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportWorkspace not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -402,6 +470,60 @@ func _NodeService_FetchCredential_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_ListWorktrees_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorktreesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ListWorktrees(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ListWorktrees_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ListWorktrees(ctx, req.(*ListWorktreesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_RemoveWorktree_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveWorktreeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).RemoveWorktree(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_RemoveWorktree_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).RemoveWorktree(ctx, req.(*RemoveWorktreeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_ReportWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ReportWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ReportWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ReportWorkspace(ctx, req.(*ReportWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -432,6 +554,18 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchCredential",
 			Handler:    _NodeService_FetchCredential_Handler,
+		},
+		{
+			MethodName: "ListWorktrees",
+			Handler:    _NodeService_ListWorktrees_Handler,
+		},
+		{
+			MethodName: "RemoveWorktree",
+			Handler:    _NodeService_RemoveWorktree_Handler,
+		},
+		{
+			MethodName: "ReportWorkspace",
+			Handler:    _NodeService_ReportWorkspace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -226,7 +226,10 @@ type Session struct {
 	Archived bool `protobuf:"varint,26,opt,name=archived,proto3" json:"archived,omitempty"`
 	// creator is the principal that created the session ("user:alice",
 	// "admin:admin"); only it and admins may see or move the session.
-	Creator       string `protobuf:"bytes,27,opt,name=creator,proto3" json:"creator,omitempty"`
+	Creator string `protobuf:"bytes,27,opt,name=creator,proto3" json:"creator,omitempty"`
+	// checkout is the folder the thread's workspaces are taken from (`cast
+	// workspace set --root` goes back to it); empty: cwd's own checkout.
+	Checkout      string `protobuf:"bytes,28,opt,name=checkout,proto3" json:"checkout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +449,13 @@ func (x *Session) GetArchived() bool {
 func (x *Session) GetCreator() string {
 	if x != nil {
 		return x.Creator
+	}
+	return ""
+}
+
+func (x *Session) GetCheckout() string {
+	if x != nil {
+		return x.Checkout
 	}
 	return ""
 }
@@ -745,7 +755,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x06\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x06\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -777,7 +787,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\aaccount\x18\x18 \x01(\tR\aaccount\x12'\n" +
 	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
 	"\barchived\x18\x1a \x01(\bR\barchived\x12\x18\n" +
-	"\acreator\x18\x1b \x01(\tR\acreator\"D\n" +
+	"\acreator\x18\x1b \x01(\tR\acreator\x12\x1a\n" +
+	"\bcheckout\x18\x1c \x01(\tR\bcheckout\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +

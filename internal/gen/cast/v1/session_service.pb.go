@@ -1887,6 +1887,224 @@ func (x *HandoffSessionResponse) GetBriefSource() string {
 	return ""
 }
 
+// SetWorkspaceRequest names the thread and where it moves; exactly one
+// target is set.
+type SetWorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// target is where the thread works from now on.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*SetWorkspaceRequest_Root
+	//	*SetWorkspaceRequest_Repo
+	//	*SetWorkspaceRequest_Worktree
+	Target        isSetWorkspaceRequest_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWorkspaceRequest) Reset() {
+	*x = SetWorkspaceRequest{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWorkspaceRequest) ProtoMessage() {}
+
+func (x *SetWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*SetWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetWorkspaceRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetWorkspaceRequest) GetTarget() isSetWorkspaceRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *SetWorkspaceRequest) GetRoot() bool {
+	if x != nil {
+		if x, ok := x.Target.(*SetWorkspaceRequest_Root); ok {
+			return x.Root
+		}
+	}
+	return false
+}
+
+func (x *SetWorkspaceRequest) GetRepo() string {
+	if x != nil {
+		if x, ok := x.Target.(*SetWorkspaceRequest_Repo); ok {
+			return x.Repo
+		}
+	}
+	return ""
+}
+
+func (x *SetWorkspaceRequest) GetWorktree() *WorktreeTarget {
+	if x != nil {
+		if x, ok := x.Target.(*SetWorkspaceRequest_Worktree); ok {
+			return x.Worktree
+		}
+	}
+	return nil
+}
+
+type isSetWorkspaceRequest_Target interface {
+	isSetWorkspaceRequest_Target()
+}
+
+type SetWorkspaceRequest_Root struct {
+	// root: the checkout itself.
+	Root bool `protobuf:"varint,2,opt,name=root,proto3,oneof"`
+}
+
+type SetWorkspaceRequest_Repo struct {
+	// repo is a git repository under the checkout, relative to it.
+	Repo string `protobuf:"bytes,3,opt,name=repo,proto3,oneof"`
+}
+
+type SetWorkspaceRequest_Worktree struct {
+	// worktree is a git worktree on a branch, made outside the checkout
+	// when it does not exist yet.
+	Worktree *WorktreeTarget `protobuf:"bytes,4,opt,name=worktree,proto3,oneof"`
+}
+
+func (*SetWorkspaceRequest_Root) isSetWorkspaceRequest_Target() {}
+
+func (*SetWorkspaceRequest_Repo) isSetWorkspaceRequest_Target() {}
+
+func (*SetWorkspaceRequest_Worktree) isSetWorkspaceRequest_Target() {}
+
+// WorktreeTarget names a worktree's branch.
+type WorktreeTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch is the worktree's branch; empty: cast/<title-slug>--<last 6 of
+	// the session id>.
+	Branch string `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	// base is the branch, tag or commit a new branch starts from (HEAD when
+	// empty); ignored for a branch that exists.
+	Base          string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorktreeTarget) Reset() {
+	*x = WorktreeTarget{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorktreeTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorktreeTarget) ProtoMessage() {}
+
+func (x *WorktreeTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorktreeTarget.ProtoReflect.Descriptor instead.
+func (*WorktreeTarget) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WorktreeTarget) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *WorktreeTarget) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+// SetWorkspaceResponse returns the session as stored after the move.
+type SetWorkspaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session as stored.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWorkspaceResponse) Reset() {
+	*x = SetWorkspaceResponse{}
+	mi := &file_cast_v1_session_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWorkspaceResponse) ProtoMessage() {}
+
+func (x *SetWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*SetWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetWorkspaceResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_cast_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_service_proto_rawDesc = "" +
@@ -2030,7 +2248,20 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n" +
 	"\x05brief\x18\x03 \x01(\tR\x05brief\x12!\n" +
-	"\fbrief_source\x18\x04 \x01(\tR\vbriefSource2\xe4\t\n" +
+	"\fbrief_source\x18\x04 \x01(\tR\vbriefSource\"\xa1\x01\n" +
+	"\x13SetWorkspaceRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x04root\x18\x02 \x01(\bH\x00R\x04root\x12\x14\n" +
+	"\x04repo\x18\x03 \x01(\tH\x00R\x04repo\x125\n" +
+	"\bworktree\x18\x04 \x01(\v2\x17.cast.v1.WorktreeTargetH\x00R\bworktreeB\b\n" +
+	"\x06target\"<\n" +
+	"\x0eWorktreeTarget\x12\x16\n" +
+	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\"B\n" +
+	"\x14SetWorkspaceResponse\x12*\n" +
+	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession2\xb1\n" +
+	"\n" +
 	"\x0eSessionService\x12@\n" +
 	"\rCreateSession\x12\x1d.cast.v1.CreateSessionRequest\x1a\x10.cast.v1.Session\x12:\n" +
 	"\n" +
@@ -2048,7 +2279,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x0eHandoffSession\x12\x1e.cast.v1.HandoffSessionRequest\x1a\x1f.cast.v1.HandoffSessionResponse\x12W\n" +
 	"\x10InterruptSession\x12 .cast.v1.InterruptSessionRequest\x1a!.cast.v1.InterruptSessionResponse\x12M\n" +
 	"\fWatchSession\x12\x1c.cast.v1.WatchSessionRequest\x1a\x1d.cast.v1.WatchSessionResponse0\x01\x12N\n" +
-	"\rDeleteSession\x12\x1d.cast.v1.DeleteSessionRequest\x1a\x1e.cast.v1.DeleteSessionResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\rDeleteSession\x12\x1d.cast.v1.DeleteSessionRequest\x1a\x1e.cast.v1.DeleteSessionResponse\x12K\n" +
+	"\fSetWorkspace\x12\x1c.cast.v1.SetWorkspaceRequest\x1a\x1d.cast.v1.SetWorkspaceResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_session_service_proto_rawDescOnce sync.Once
@@ -2062,7 +2294,7 @@ func file_cast_v1_session_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_session_service_proto_rawDescData
 }
 
-var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_cast_v1_session_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_cast_v1_session_service_proto_goTypes = []any{
 	(*DeleteSessionRequest)(nil),      // 0: cast.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil),     // 1: cast.v1.DeleteSessionResponse
@@ -2092,59 +2324,66 @@ var file_cast_v1_session_service_proto_goTypes = []any{
 	(*MergeSessionResponse)(nil),      // 25: cast.v1.MergeSessionResponse
 	(*HandoffSessionRequest)(nil),     // 26: cast.v1.HandoffSessionRequest
 	(*HandoffSessionResponse)(nil),    // 27: cast.v1.HandoffSessionResponse
-	(*Session)(nil),                   // 28: cast.v1.Session
-	(*Message)(nil),                   // 29: cast.v1.Message
+	(*SetWorkspaceRequest)(nil),       // 28: cast.v1.SetWorkspaceRequest
+	(*WorktreeTarget)(nil),            // 29: cast.v1.WorktreeTarget
+	(*SetWorkspaceResponse)(nil),      // 30: cast.v1.SetWorkspaceResponse
+	(*Session)(nil),                   // 31: cast.v1.Session
+	(*Message)(nil),                   // 32: cast.v1.Message
 }
 var file_cast_v1_session_service_proto_depIdxs = []int32{
-	28, // 0: cast.v1.DeleteSessionResponse.session:type_name -> cast.v1.Session
-	28, // 1: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
-	29, // 2: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
-	29, // 3: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
-	29, // 4: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
-	29, // 5: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
-	28, // 6: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
-	29, // 7: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
-	29, // 8: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
-	28, // 9: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
-	28, // 10: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
-	28, // 11: cast.v1.HandoffSessionResponse.session:type_name -> cast.v1.Session
-	2,  // 12: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
-	3,  // 13: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
-	4,  // 14: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
-	6,  // 15: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
-	8,  // 16: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
-	10, // 17: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
-	12, // 18: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
-	18, // 19: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
-	19, // 20: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
-	20, // 21: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
-	22, // 22: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
-	24, // 23: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
-	26, // 24: cast.v1.SessionService.HandoffSession:input_type -> cast.v1.HandoffSessionRequest
-	16, // 25: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
-	14, // 26: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
-	0,  // 27: cast.v1.SessionService.DeleteSession:input_type -> cast.v1.DeleteSessionRequest
-	28, // 28: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
-	28, // 29: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
-	5,  // 30: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
-	7,  // 31: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
-	9,  // 32: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
-	11, // 33: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
-	13, // 34: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
-	28, // 35: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
-	28, // 36: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
-	21, // 37: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
-	23, // 38: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
-	25, // 39: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
-	27, // 40: cast.v1.SessionService.HandoffSession:output_type -> cast.v1.HandoffSessionResponse
-	17, // 41: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
-	15, // 42: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
-	1,  // 43: cast.v1.SessionService.DeleteSession:output_type -> cast.v1.DeleteSessionResponse
-	28, // [28:44] is the sub-list for method output_type
-	12, // [12:28] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	31, // 0: cast.v1.DeleteSessionResponse.session:type_name -> cast.v1.Session
+	31, // 1: cast.v1.ListSessionsResponse.sessions:type_name -> cast.v1.Session
+	32, // 2: cast.v1.SendMessageResponse.message:type_name -> cast.v1.Message
+	32, // 3: cast.v1.AppendMessagesRequest.messages:type_name -> cast.v1.Message
+	32, // 4: cast.v1.AppendMessagesResponse.messages:type_name -> cast.v1.Message
+	32, // 5: cast.v1.ListMessagesResponse.messages:type_name -> cast.v1.Message
+	31, // 6: cast.v1.ExportSessionResponse.session:type_name -> cast.v1.Session
+	32, // 7: cast.v1.ExportSessionResponse.messages:type_name -> cast.v1.Message
+	32, // 8: cast.v1.WatchSessionResponse.message:type_name -> cast.v1.Message
+	31, // 9: cast.v1.WatchSessionResponse.session:type_name -> cast.v1.Session
+	31, // 10: cast.v1.MergeSessionResponse.parent:type_name -> cast.v1.Session
+	31, // 11: cast.v1.HandoffSessionResponse.session:type_name -> cast.v1.Session
+	29, // 12: cast.v1.SetWorkspaceRequest.worktree:type_name -> cast.v1.WorktreeTarget
+	31, // 13: cast.v1.SetWorkspaceResponse.session:type_name -> cast.v1.Session
+	2,  // 14: cast.v1.SessionService.CreateSession:input_type -> cast.v1.CreateSessionRequest
+	3,  // 15: cast.v1.SessionService.GetSession:input_type -> cast.v1.GetSessionRequest
+	4,  // 16: cast.v1.SessionService.ListSessions:input_type -> cast.v1.ListSessionsRequest
+	6,  // 17: cast.v1.SessionService.SendMessage:input_type -> cast.v1.SendMessageRequest
+	8,  // 18: cast.v1.SessionService.AppendMessages:input_type -> cast.v1.AppendMessagesRequest
+	10, // 19: cast.v1.SessionService.ListMessages:input_type -> cast.v1.ListMessagesRequest
+	12, // 20: cast.v1.SessionService.ExportSession:input_type -> cast.v1.ExportSessionRequest
+	18, // 21: cast.v1.SessionService.SwitchSession:input_type -> cast.v1.SwitchSessionRequest
+	19, // 22: cast.v1.SessionService.ForkSession:input_type -> cast.v1.ForkSessionRequest
+	20, // 23: cast.v1.SessionService.RequestPermission:input_type -> cast.v1.RequestPermissionRequest
+	22, // 24: cast.v1.SessionService.AnswerPermission:input_type -> cast.v1.AnswerPermissionRequest
+	24, // 25: cast.v1.SessionService.MergeSession:input_type -> cast.v1.MergeSessionRequest
+	26, // 26: cast.v1.SessionService.HandoffSession:input_type -> cast.v1.HandoffSessionRequest
+	16, // 27: cast.v1.SessionService.InterruptSession:input_type -> cast.v1.InterruptSessionRequest
+	14, // 28: cast.v1.SessionService.WatchSession:input_type -> cast.v1.WatchSessionRequest
+	0,  // 29: cast.v1.SessionService.DeleteSession:input_type -> cast.v1.DeleteSessionRequest
+	28, // 30: cast.v1.SessionService.SetWorkspace:input_type -> cast.v1.SetWorkspaceRequest
+	31, // 31: cast.v1.SessionService.CreateSession:output_type -> cast.v1.Session
+	31, // 32: cast.v1.SessionService.GetSession:output_type -> cast.v1.Session
+	5,  // 33: cast.v1.SessionService.ListSessions:output_type -> cast.v1.ListSessionsResponse
+	7,  // 34: cast.v1.SessionService.SendMessage:output_type -> cast.v1.SendMessageResponse
+	9,  // 35: cast.v1.SessionService.AppendMessages:output_type -> cast.v1.AppendMessagesResponse
+	11, // 36: cast.v1.SessionService.ListMessages:output_type -> cast.v1.ListMessagesResponse
+	13, // 37: cast.v1.SessionService.ExportSession:output_type -> cast.v1.ExportSessionResponse
+	31, // 38: cast.v1.SessionService.SwitchSession:output_type -> cast.v1.Session
+	31, // 39: cast.v1.SessionService.ForkSession:output_type -> cast.v1.Session
+	21, // 40: cast.v1.SessionService.RequestPermission:output_type -> cast.v1.RequestPermissionResponse
+	23, // 41: cast.v1.SessionService.AnswerPermission:output_type -> cast.v1.AnswerPermissionResponse
+	25, // 42: cast.v1.SessionService.MergeSession:output_type -> cast.v1.MergeSessionResponse
+	27, // 43: cast.v1.SessionService.HandoffSession:output_type -> cast.v1.HandoffSessionResponse
+	17, // 44: cast.v1.SessionService.InterruptSession:output_type -> cast.v1.InterruptSessionResponse
+	15, // 45: cast.v1.SessionService.WatchSession:output_type -> cast.v1.WatchSessionResponse
+	1,  // 46: cast.v1.SessionService.DeleteSession:output_type -> cast.v1.DeleteSessionResponse
+	30, // 47: cast.v1.SessionService.SetWorkspace:output_type -> cast.v1.SetWorkspaceResponse
+	31, // [31:48] is the sub-list for method output_type
+	14, // [14:31] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_service_proto_init() }
@@ -2157,13 +2396,18 @@ func file_cast_v1_session_service_proto_init() {
 		(*WatchSessionResponse_Message)(nil),
 		(*WatchSessionResponse_Session)(nil),
 	}
+	file_cast_v1_session_service_proto_msgTypes[28].OneofWrappers = []any{
+		(*SetWorkspaceRequest_Root)(nil),
+		(*SetWorkspaceRequest_Repo)(nil),
+		(*SetWorkspaceRequest_Worktree)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_service_proto_rawDesc), len(file_cast_v1_session_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

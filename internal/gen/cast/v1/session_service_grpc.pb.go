@@ -35,6 +35,7 @@ const (
 	SessionService_InterruptSession_FullMethodName  = "/cast.v1.SessionService/InterruptSession"
 	SessionService_WatchSession_FullMethodName      = "/cast.v1.SessionService/WatchSession"
 	SessionService_DeleteSession_FullMethodName     = "/cast.v1.SessionService/DeleteSession"
+	SessionService_SetWorkspace_FullMethodName      = "/cast.v1.SessionService/SetWorkspace"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -85,6 +86,12 @@ type SessionServiceClient interface {
 	// with purge deletes it and every key stored under it. A running session
 	// is refused until it is interrupted; a moving one until the move ends.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// SetWorkspace moves a thread to another folder on its node: its
+	// checkout, a repository under it, or a new or existing git worktree. The
+	// owner node does the git work; its native sessions are reset, so the
+	// next turn rebuilds (or hands off) in the new folder, and a notice marks
+	// the move in the thread.
+	SetWorkspace(ctx context.Context, in *SetWorkspaceRequest, opts ...grpc.CallOption) (*SetWorkspaceResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -273,6 +280,16 @@ func (c *sessionServiceClient) DeleteSession(ctx context.Context, in *DeleteSess
 	return out, nil
 }
 
+func (c *sessionServiceClient) SetWorkspace(ctx context.Context, in *SetWorkspaceRequest, opts ...grpc.CallOption) (*SetWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetWorkspaceResponse)
+	err := c.cc.Invoke(ctx, SessionService_SetWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -321,6 +338,12 @@ type SessionServiceServer interface {
 	// with purge deletes it and every key stored under it. A running session
 	// is refused until it is interrupted; a moving one until the move ends.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// SetWorkspace moves a thread to another folder on its node: its
+	// checkout, a repository under it, or a new or existing git worktree. The
+	// owner node does the git work; its native sessions are reset, so the
+	// next turn rebuilds (or hands off) in the new folder, and a notice marks
+	// the move in the thread.
+	SetWorkspace(context.Context, *SetWorkspaceRequest) (*SetWorkspaceResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -378,6 +401,9 @@ func (UnimplementedSessionServiceServer) WatchSession(*WatchSessionRequest, grpc
 }
 func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedSessionServiceServer) SetWorkspace(context.Context, *SetWorkspaceRequest) (*SetWorkspaceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetWorkspace not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -674,6 +700,24 @@ func _SessionService_DeleteSession_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_SetWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SetWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SetWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SetWorkspace(ctx, req.(*SetWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -736,6 +780,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _SessionService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "SetWorkspace",
+			Handler:    _SessionService_SetWorkspace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
+)
+
+// defaultWorktree is --worktree given without a branch: the control plane
+// names it cast/<title-slug>--<last 6 of the id>.
+const defaultWorktree = "\x00default"
+
+func (a *app) workspaceCmd() *cobra.Command {
+	grp := &cobra.Command{Use: "workspace", Short: "Move a thread to another folder on its node: its checkout, a repository under it, or a git worktree"}
+	var root bool
+	var repo, branch, base string
+	set := &cobra.Command{
+		Use:   "set ID (--root | --repo PATH | --worktree [BRANCH] [--base REF])",
+		Short: "Move a live thread; its next turn starts a fresh native session in the new folder, with the whole history",
+		Long: "Move a live thread to its checkout (--root), a repository under the checkout (--repo PATH, relative to it),\n" +
+			"or a git worktree on BRANCH, made outside the checkout when it does not exist (from --base REF, default HEAD).\n" +
+			"--worktree alone names the branch cast/<title-slug>--<last 6 of the session id>. The thread gets a notice;\n" +
+			"its agent's next turn rebuilds the conversation in the new folder. Refused while a turn runs.",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &castv1.SetWorkspaceRequest{SessionId: args[0]}
+			if branch == defaultWorktree && len(args) == 2 {
+				branch, args = args[1], args[:1] // --worktree BRANCH
+			}
+			if len(args) > 1 {
+				return usagef("unexpected argument %q; see `cast workspace set --help`", args[1])
+			}
+			n := 0
+			if root {
+				n++
+				req.Target = &castv1.SetWorkspaceRequest_Root{Root: true}
+			}
+			if cmd.Flags().Changed("repo") {
+				n++
+				if err := validate.Need(validate.RepoPath, "--repo", repo); err != nil {
+					return usageError{err}
+				}
+				req.Target = &castv1.SetWorkspaceRequest_Repo{Repo: repo}
+			}
+			if cmd.Flags().Changed("worktree") {
+				n++
+				wt := &castv1.WorktreeTarget{Base: base}
+				if branch != defaultWorktree {
+					wt.Branch = branch
+				}
+				if err := validate.Check(validate.Branch, "--worktree", wt.Branch); err != nil {
+					return usageError{err}
+				}
+				if err := validate.Check(validate.Branch, "--base", base); err != nil {
+					return usageError{err}
+				}
+				req.Target = &castv1.SetWorkspaceRequest_Worktree{Worktree: wt}
+			} else if base != "" {
+				return usagef("--base goes with --worktree")
+			}
+			if n != 1 {
+				return usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Sessions.SetWorkspace(ctx, req)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(resp.Session))
+			}
+			s := resp.Session
+			fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
+			return nil
+		},
+	}
+	set.Flags().BoolVar(&root, "root", false, "the thread's checkout")
+	set.Flags().StringVar(&repo, "repo", "", "a git repository under the checkout (relative path)")
+	set.Flags().StringVar(&branch, "worktree", "", "a git worktree on BRANCH (new or existing; alone: cast/<title-slug>--<id>)")
+	set.Flags().Lookup("worktree").NoOptDefVal = defaultWorktree
+	set.Flags().StringVar(&base, "base", "", "the branch, tag or commit a new worktree branch starts from (default HEAD)")
+	grp.AddCommand(set)
+	return grp
+}
+
+func (a *app) worktreeCmd() *cobra.Command {
+	grp := &cobra.Command{Use: "worktree", Short: "List and remove the git worktrees cast made"}
+	var node string
+	ls := &cobra.Command{
+		Use:   "ls [--node N]",
+		Short: "Every worktree cast made: branch, sessions in it, whether an agent runs there, local changes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
+			if err != nil {
+				return err
+			}
+			for _, u := range resp.Unanswered {
+				fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"worktrees": raws(resp.Worktrees), "unanswered": resp.Unanswered})
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tPATH\tBRANCH\tSESSIONS\tAGENT\tCHANGES")
+			for _, w := range resp.Worktrees {
+				running := "-"
+				if w.AgentRunning {
+					running = "running"
+				}
+				changes := fmt.Sprint(w.Changes)
+				if w.Changes < 0 {
+					changes = "?"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Node, w.Path, w.Branch, orDash(strings.Join(w.Sessions, ",")), running, changes)
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
+	var force bool
+	var rmNode string
+	rm := &cobra.Command{
+		Use:   "rm PATH [--force] [--node N]",
+		Short: "Remove a worktree cast made (never its branch); its threads move back to their checkout",
+		Long: "Remove a worktree `cast worktree ls` shows. Refused while an agent runs there, and with local changes unless\n" +
+			"--force (which discards them). The branch and its commits always stay. Threads in it move back to their\n" +
+			"checkout, with a notice.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validate.Need(validate.Cwd, "PATH", args[0]); err != nil {
+				return usageError{fmt.Errorf("%w (`cast worktree ls` shows the paths)", err)}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: rmNode, Path: args[0], Force: force})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(raw(resp))
+			}
+			w := resp.Worktree
+			fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
+			for _, id := range resp.MovedSessions {
+				fmt.Fprintf(a.out, "%s moved back to %s\n", id, w.GetCheckout())
+			}
+			return nil
+		},
+	}
+	rm.Flags().BoolVar(&force, "force", false, "remove it with its local changes (the branch and its commits stay)")
+	rm.Flags().StringVar(&rmNode, "node", "", "the worktree's node (needed when several are connected)")
+	grp.AddCommand(ls, rm)
+	return grp
+}

@@ -1,0 +1,312 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
+)
+
+// Workspaces: the control plane checks and routes; the owner node, which
+// holds the checkout, does the git work and answers with ReportWorkspace.
+
+// workspaceTimeout bounds a node's answer (a worktree of a big repository
+// takes a while to check out; its setup runs after, in the background).
+const workspaceTimeout = 2 * time.Minute
+
+func (h *sessionService) SetWorkspace(ctx context.Context, req *castv1.SetWorkspaceRequest) (*castv1.SetWorkspaceResponse, error) {
+	if err := validSessionID(req.SessionId); err != nil {
+		return nil, err
+	}
+	switch t := req.Target.(type) {
+	case *castv1.SetWorkspaceRequest_Root:
+		if !t.Root {
+			return nil, invalid("give one of root, repo or worktree")
+		}
+	case *castv1.SetWorkspaceRequest_Repo:
+		if err := refuse(validate.Need(validate.RepoPath, "repo", t.Repo)); err != nil {
+			return nil, err
+		}
+	case *castv1.SetWorkspaceRequest_Worktree:
+		if t.Worktree == nil {
+			t.Worktree = &castv1.WorktreeTarget{}
+		}
+		if err := refuse(
+			validate.Check(validate.Branch, "worktree.branch", t.Worktree.Branch),
+			validate.Check(validate.Branch, "worktree.base", t.Worktree.Base),
+		); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid("give one of root, repo or worktree")
+	}
+	sess, err := h.s.store.GetSession(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if sess.Archived {
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonSessionArchived, "session %s is archived", sess.Id))
+	}
+	op := proto.Clone(req).(*castv1.SetWorkspaceRequest)
+	if wt := op.GetWorktree(); wt != nil && wt.Branch == "" {
+		wt.Branch = DefaultBranch(sess.Title, sess.Id)
+	}
+	if _, err := h.s.askNode(ctx, sess.Node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Set{Set: op}}); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	sess, err = h.s.store.GetSession(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.SetWorkspaceResponse{Session: sess}, nil
+}
+
+// DefaultBranch is a thread's worktree branch when none is given:
+// cast/<title-slug>--<last 6 of the session id>.
+func DefaultBranch(title, sessionID string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(title) {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			if b.Len() >= 40 {
+				break
+			}
+			continue
+		}
+		dash = true
+	}
+	slug := b.String()
+	if slug == "" {
+		slug = "thread"
+	}
+	return "cast/" + slug + "--" + sessionID[max(0, len(sessionID)-6):]
+}
+
+func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktreesRequest) (*castv1.ListWorktreesResponse, error) {
+	if err := refuse(validate.Check(validate.Name, "node", req.Node)); err != nil {
+		return nil, err
+	}
+	names := []string{req.Node}
+	if req.Node == "" {
+		var err error
+		if names, err = h.s.connectedNodes(ctx); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+	}
+	resp := &castv1.ListWorktreesResponse{}
+	for _, n := range names {
+		ans, err := h.s.askNode(ctx, n, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_List{List: &castv1.ListWorktreesRequest{Node: n}}})
+		if err != nil {
+			if req.Node != "" {
+				return nil, toStatus(h.s.lg, err)
+			}
+			resp.Unanswered = append(resp.Unanswered, n+": "+err.Error())
+			continue
+		}
+		for _, w := range ans.Worktrees {
+			w.Node = n
+		}
+		resp.Worktrees = append(resp.Worktrees, ans.Worktrees...)
+	}
+	return resp, nil
+}
+
+func (h *nodeService) RemoveWorktree(ctx context.Context, req *castv1.RemoveWorktreeRequest) (*castv1.RemoveWorktreeResponse, error) {
+	if err := refuse(
+		validate.Check(validate.Name, "node", req.Node),
+		validate.Need(validate.Cwd, "path", req.Path),
+	); err != nil {
+		return nil, err
+	}
+	node := req.Node
+	if node == "" {
+		up, err := h.s.connectedNodes(ctx)
+		if err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+		if len(up) != 1 {
+			return nil, invalid("%d nodes are connected (%s): name the worktree's node with --node", len(up), strings.Join(up, ", "))
+		}
+		node = up[0]
+	}
+	op := proto.Clone(req).(*castv1.RemoveWorktreeRequest)
+	op.Node = node
+	ans, err := h.s.askNode(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Remove{Remove: op}})
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	resp := &castv1.RemoveWorktreeResponse{}
+	if len(ans.Worktrees) > 0 {
+		resp.Worktree = ans.Worktrees[0]
+		resp.Worktree.Node = node
+	}
+	for _, m := range ans.Moves {
+		resp.MovedSessions = append(resp.MovedSessions, m.SessionId)
+	}
+	return resp, nil
+}
+
+// connectedNodes names the nodes connected now.
+func (s *Server) connectedNodes(ctx context.Context) ([]string, error) {
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var up []string
+	for _, n := range nodes {
+		if n.Connected {
+			up = append(up, n.Name)
+		}
+	}
+	return up, nil
+}
+
+// askNode sends req to node and waits for its answer; a refusal comes
+// back as the typed error the node named.
+func (s *Server) askNode(ctx context.Context, node string, req *castv1.WorkspaceRequest) (*castv1.ReportWorkspaceRequest, error) {
+	if up, err := s.store.NodeConnected(ctx, node); err != nil {
+		return nil, err
+	} else if !up {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+			"node %s is not connected; its worktrees are on it, so start it first (`cast nodes`)", node)
+	}
+	req.RequestId = ids.NewClientID()
+	ctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
+	defer cancel()
+	if err := s.store.SendNodeCommand(ctx, node, &castv1.Command{Id: req.RequestId, Kind: &castv1.Command_Workspace{Workspace: req}}); err != nil {
+		return nil, err
+	}
+	raw, err := s.store.WaitWorkspaceAnswer(ctx, node, req.RequestId)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "node %s did not answer within %s", node, workspaceTimeout)
+		}
+		return nil, err
+	}
+	ans := &castv1.ReportWorkspaceRequest{}
+	if err := proto.Unmarshal(raw, ans); err != nil {
+		return nil, errs.Internal(err, "decode a node's workspace answer")
+	}
+	if ans.Error != "" {
+		return nil, nodeRefusal(node, ans.Reason, ans.Error)
+	}
+	return ans, nil
+}
+
+// nodeReasons are the refusals a node may name, with their kind; any
+// other is WORKSPACE_FAILED.
+var nodeReasons = map[string]errs.Kind{
+	errs.ReasonInvalidArgument: errs.KindInvalid,
+	errs.ReasonNotFound:        errs.KindNotFound,
+	errs.ReasonSessionBusy:     errs.KindFailedPrecondition,
+	errs.ReasonWorktreeBusy:    errs.KindFailedPrecondition,
+	errs.ReasonWorktreeDirty:   errs.KindFailedPrecondition,
+	errs.ReasonWorktreeUnknown: errs.KindNotFound,
+	errs.ReasonSessionFenced:   errs.KindFailedPrecondition,
+	errs.ReasonNotOwner:        errs.KindFailedPrecondition,
+}
+
+func nodeRefusal(node, reason, msg string) error {
+	kind, ok := nodeReasons[reason]
+	if !ok {
+		kind, reason = errs.KindFailedPrecondition, errs.ReasonWorkspaceFailed
+	}
+	return errs.New(kind, reason, "node %s: %s", node, msg)
+}
+
+// ReportWorkspace applies a node's moves (each fenced by its owner token,
+// each with its notice) and stores its answer for the replica that asked.
+func (h *nodeService) ReportWorkspace(ctx context.Context, req *castv1.ReportWorkspaceRequest) (*castv1.ReportWorkspaceResponse, error) {
+	if err := validWorkspaceReport(req); err != nil {
+		return nil, err
+	}
+	for _, m := range req.Moves {
+		if err := h.s.applyMove(ctx, req.Node, m); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
+	}
+	if req.RequestId == "" {
+		return &castv1.ReportWorkspaceResponse{}, nil
+	}
+	raw, err := proto.Marshal(req)
+	if err != nil {
+		return nil, toStatus(h.s.lg, errs.Internal(err, "encode a workspace answer"))
+	}
+	if err := h.s.store.PutWorkspaceAnswer(ctx, req.Node, req.RequestId, raw); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ReportWorkspaceResponse{}, nil
+}
+
+// applyMove records a session's new folder, then its notice (a retried
+// report stores the notice once: its client id names the move).
+func (s *Server) applyMove(ctx context.Context, node string, m *castv1.WorkspaceMove) error {
+	sess, err := s.store.SetWorkspace(ctx, m.SessionId, store.Guard{Node: node, Token: m.OwnerToken},
+		store.Workspace{Cwd: m.Cwd, WorktreeBranch: m.WorktreeBranch, Checkout: m.Checkout})
+	if err != nil {
+		return err
+	}
+	if m.Notice == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(m.Cwd + "\x00" + m.Notice))
+	cid := fmt.Sprintf("workspace.%d.%s", m.OwnerToken, hex.EncodeToString(sum[:8]))
+	msg := &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeWorkspace,
+		Text: m.Notice, Agent: sess.Agent, ClientId: cid}
+	if _, err := s.store.Append(ctx, m.SessionId, []*castv1.Message{msg}, store.Guard{Node: node, Token: m.OwnerToken}); err != nil {
+		s.lg.Warn("workspace notice not stored", zap.String("session", m.SessionId), zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+func validWorkspaceReport(req *castv1.ReportWorkspaceRequest) error {
+	checks := []error{
+		validate.Need(validate.Name, "node", req.Node),
+		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.Reason, "error", req.Error),
+		validate.Check(validate.Name, "reason", strings.ToLower(req.Reason)),
+	}
+	if len(req.Moves) > 1000 || len(req.Worktrees) > 10000 {
+		return invalid("a workspace report holds at most 1000 moves and 10000 worktrees")
+	}
+	for i, m := range req.Moves {
+		f := func(n string) string { return fmt.Sprintf("moves[%d].%s", i, n) }
+		checks = append(checks,
+			validate.Need(validate.SessionID, f("session_id"), m.SessionId),
+			validate.Need(validate.Cwd, f("cwd"), m.Cwd),
+			validate.Check(validate.Branch, f("worktree_branch"), m.WorktreeBranch),
+			validate.Check(validate.Cwd, f("checkout"), m.Checkout),
+			validate.Check(validate.Reason, f("notice"), m.Notice))
+		if m.OwnerToken <= 0 {
+			return invalid("%s is required", f("owner_token"))
+		}
+	}
+	for i, w := range req.Worktrees {
+		f := func(n string) string { return fmt.Sprintf("worktrees[%d].%s", i, n) }
+		checks = append(checks,
+			validate.Need(validate.Cwd, f("path"), w.Path),
+			validate.Check(validate.Ident, f("branch"), w.Branch),
+			validate.Check(validate.Cwd, f("checkout"), w.Checkout),
+			validate.Each(validate.SessionID, f("sessions"), w.Sessions, 10000))
+	}
+	return refuse(checks...)
+}
