@@ -155,11 +155,10 @@ func (h *nodeService) RemoveWorktree(ctx context.Context, req *castv1.RemoveWork
 	}
 	resp := &castv1.RemoveWorktreeResponse{}
 	if len(ans.Worktrees) > 0 {
-		resp.Worktree = ans.Worktrees[0]
+		// The node moved the sessions that were in it back (each with its
+		// own fenced report) before it removed it.
+		resp.Worktree, resp.MovedSessions = ans.Worktrees[0], ans.Worktrees[0].Sessions
 		resp.Worktree.Node = node
-	}
-	for _, m := range ans.Moves {
-		resp.MovedSessions = append(resp.MovedSessions, m.SessionId)
 	}
 	return resp, nil
 }
