@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/etcdembed"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -43,7 +44,7 @@ func TestEmbeddedEtcdRefusesClientsWithoutCredentials(t *testing.T) {
 		t.Fatalf("write without credentials: %v", err)
 	}
 	if _, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second,
-		Username: etcdembed.RootUser, Password: "guessed"}); !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) {
+		Username: etcdembed.RootUser, Password: "guessed", Logger: zap.NewNop()}); !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) {
 		t.Fatalf("root with a wrong password: %v, want %v", err, rpctypes.ErrAuthFailed)
 	}
 
@@ -68,7 +69,8 @@ func TestEmbeddedEtcdRefusesClientsWithoutCredentials(t *testing.T) {
 // etcdClient is a plain clientv3 on ep, as root when user is given.
 func etcdClient(t *testing.T, ep, user, pw string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Username: user, Password: pw})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Username: user, Password: pw,
+		Logger: zap.NewNop()}) // its refusals are what the test expects
 	if err != nil {
 		t.Fatal(err)
 	}
