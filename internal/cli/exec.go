@@ -110,10 +110,16 @@ func (a *app) execDryRun(o execOpts, prompts []string) error {
 			if c.PromptOnStdin {
 				out["stdin"] = c.Stdin
 			}
+			if c.Note != "" {
+				out["note"] = c.Note
+			}
 			if err := a.printJSON(out); err != nil {
 				return err
 			}
 			continue
+		}
+		if c.Note != "" {
+			fmt.Fprintln(a.out, "# "+c.Note)
 		}
 		line := shellJoin(c.Argv)
 		if c.PromptOnStdin {

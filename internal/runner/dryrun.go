@@ -14,6 +14,10 @@ type Command struct {
 	// (the agent's Commands.PromptStdin); the prompt is then not in Argv.
 	Stdin         string
 	PromptOnStdin bool
+	// Note, when set, says how the prompt reaches the agent besides
+	// Argv and Stdin (a Codex prompt over its one-turn cap goes in as
+	// history first; Argv then resumes the thread it makes, THREAD).
+	Note string
 }
 
 // CommandLine returns the command Run would execute for t without running
@@ -37,11 +41,24 @@ func (r *Runner) CommandLine(t Turn) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
+	var note string
+	large, err := d.largePrompt()
+	if err != nil {
+		return Command{}, err
+	}
+	if large {
+		id, path := d.id, d.path
+		if id == "" && path == "" {
+			id = "THREAD"
+		}
+		d.asLarge(id, path)
+		note = d.largeNote()
+	}
 	args, err := d.args()
 	if err != nil {
 		return Command{}, err
 	}
-	c := Command{Argv: append(append([]string{bin}, args...), t.Args...)}
+	c := Command{Argv: append(append([]string{bin}, args...), t.Args...), Note: note}
 	c.Stdin, c.PromptOnStdin = d.stdin()
 	return c, nil
 }

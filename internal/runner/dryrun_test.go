@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/runner"
@@ -38,5 +39,26 @@ func TestCommandLineRegistryForms(t *testing.T) {
 	}
 	if _, err := (&runner.Runner{}).CommandLine(runner.Turn{Agent: "nope", Prompt: "x"}); err == nil {
 		t.Fatal("unknown agent accepted")
+	}
+}
+
+// TestCommandLineLongCodexPrompt: the dry run of a Codex prompt over its
+// one-turn cap says it goes in as history first, and shows the turn that
+// follows: a resume of that thread with the pointer, not the prompt, on
+// stdin. A prompt at the cap is a plain turn.
+func TestCommandLineLongCodexPrompt(t *testing.T) {
+	r := &runner.Runner{}
+	home, cwd := t.TempDir(), t.TempDir()
+	c, err := r.CommandLine(runner.Turn{Agent: "codex", Home: home, Cwd: cwd, Prompt: strings.Repeat("x", 1<<20+1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.Argv, "resume") || !slices.Contains(c.Argv, "THREAD") || !strings.Contains(c.Stdin, "<cast_large_prompt>") ||
+		len(c.Stdin) > 4096 || !strings.Contains(c.Note, "app-server") || !strings.Contains(c.Note, "1048577 characters") {
+		t.Fatalf("CommandLine = %q, stdin %.200q, note %q", c.Argv, c.Stdin, c.Note)
+	}
+	c, err = r.CommandLine(runner.Turn{Agent: "codex", Home: home, Cwd: cwd, Prompt: strings.Repeat("x", 1<<20)})
+	if err != nil || slices.Contains(c.Argv, "resume") || c.Note != "" || len(c.Stdin) != 1<<20 {
+		t.Fatalf("at the cap: %q, note %q, %d bytes on stdin, %v", c.Argv, c.Note, len(c.Stdin), err)
 	}
 }

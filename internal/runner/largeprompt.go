@@ -19,15 +19,9 @@ import (
 // change the session it forks): the node then runs it on a rebuilt
 // history, as any fork the CLI cannot run, and that turn comes here.
 func (d *driver) deliverLarge(ctx context.Context, bin string, env []string) error {
-	if d.a.Name != "codex" {
-		return nil
-	}
-	why := promptTooLong(d.a, d.t.Prompt)
-	switch {
-	case why == "":
-		return nil
-	case d.fork:
-		return &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("a native %s fork takes at most %d characters", d.a.DisplayName, d.a.Commands.MaxPromptChars)}
+	large, err := d.largePrompt()
+	if !large || err != nil {
+		return err
 	}
 	d.mu.Lock()
 	id, path := d.id, d.path
@@ -36,12 +30,37 @@ func (d *driver) deliverLarge(ctx context.Context, bin string, env []string) err
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.id, d.path, d.fresh = got.ThreadID, got.Path, false
-	d.mu.Unlock()
+	d.asLarge(got.ThreadID, got.Path)
 	if d.tail.path == "" {
 		d.tail.path = got.Path // a fresh thread: its file is read from the start
 	}
-	d.large = codex.LargePromptTurn(utf8.RuneCountInString(d.t.Prompt))
 	return nil
+}
+
+// largePrompt says whether the turn's prompt goes in as history first
+// (deliverLarge); a fork turn with such a prompt is unsupported.
+func (d *driver) largePrompt() (bool, error) {
+	if d.a.Name != "codex" || promptTooLong(d.a, d.t.Prompt) == "" {
+		return false, nil
+	}
+	if d.fork {
+		return false, &Error{Reason: ReasonUnsupported, Detail: fmt.Sprintf("a native %s fork takes at most %d characters", d.a.DisplayName, d.a.Commands.MaxPromptChars)}
+	}
+	return true, nil
+}
+
+// asLarge makes the turn resume thread id (file path), the one holding the
+// prompt, with the pointer to it on stdin.
+func (d *driver) asLarge(id, path string) {
+	d.mu.Lock()
+	d.id, d.path, d.fresh = id, path, false
+	d.mu.Unlock()
+	d.large = codex.LargePromptTurn(utf8.RuneCountInString(d.t.Prompt))
+}
+
+// largeNote says, for a dry run, how a prompt that goes in as history
+// first is delivered.
+func (d *driver) largeNote() string {
+	return fmt.Sprintf("the prompt (%d characters, over the %d %s takes in one turn) goes in first as a message of the thread's history through `%s app-server` (thread/inject_items); the turn then resumes that thread with this pointer to it",
+		utf8.RuneCountInString(d.t.Prompt), d.a.Commands.MaxPromptChars, d.a.DisplayName, d.a.Binary)
 }
