@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -147,6 +148,17 @@ func TestWorktreeSetup(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "NEVER")); err == nil {
 		t.Fatal("a command after the failure ran")
+	}
+	// The limit stops a command that runs too long, and says so.
+	write(`{"`+repo+`": [["sleep", "30"]]}`, 0o600)
+	if ws, err = LoadWorktreeSetup(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := ws.run(short, repo, dir); err == nil || !strings.Contains(err.Error(), "stopped after") || time.Since(start) > 10*time.Second {
+		t.Fatalf("a setup past its limit: %v after %s", err, time.Since(start))
 	}
 	for _, bad := range []struct {
 		body string

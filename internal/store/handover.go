@@ -248,6 +248,9 @@ func (s *Store) handoverOps(ctx context.Context, h Handover, sessVal, seqVal []b
 	if h.DestCwd != "" {
 		sess.Cwd = h.DestCwd
 	}
+	// The checkout a thread's workspaces came from is a path on the source
+	// node; the destination finds its own from the cwd.
+	sess.Checkout = ""
 	if TurnInFlight(sess) { // abandoned on a source that went away
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_IDLE, ""
 	}
