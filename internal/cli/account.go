@@ -22,7 +22,8 @@ func (a *app) accountCmd() *cobra.Command {
 		Use:   "account",
 		Short: "Fleet accounts: credentials every node's shared store is switched between on usage limits",
 	}
-	cmd.AddCommand(a.accountAddCmd(), a.accountLsCmd(), a.accountRmCmd(), a.accountUseCmd())
+	cmd.AddCommand(a.accountAddCmd(), a.accountLsCmd(), a.accountRmCmd(), a.accountUseCmd(), a.accountPolicyCmd(),
+		a.accountAnswerCmd(true), a.accountAnswerCmd(false))
 	return cmd
 }
 
@@ -183,20 +184,26 @@ func (a *app) namedAccountCmd(use, short string, run func(ctx context.Context, c
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if agent == "" {
-				return usagef("--agent is required")
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			return run(ctx, c, args[0], agent)
+			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error { return run(ctx, c, args[0], agent) })
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
 	return cmd
+}
+
+// withAgent runs an account command that needs --agent, with a client and
+// the request deadline.
+func (a *app) withAgent(cmd *cobra.Command, agent string, run func(ctx context.Context, c *client.Client) error) error {
+	if agent == "" {
+		return usagef("--agent is required")
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	return run(ctx, c)
 }
 
 func (a *app) printAccount(acc *castv1.Account, what string) error {

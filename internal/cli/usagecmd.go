@@ -48,13 +48,22 @@ type usageReport struct {
 }
 
 type fleetUsage struct {
-	Agent           string         `json:"agent"`
-	Policy          string         `json:"policy"`
-	Active          string         `json:"active"`
-	Best            string         `json:"best,omitempty"`
-	BestUsedPercent float64        `json:"best_used_percent"`
-	PolicyLine      string         `json:"policy_line"`
-	Accounts        []accountUsage `json:"accounts"`
+	Agent           string  `json:"agent"`
+	Policy          string  `json:"policy"`
+	Active          string  `json:"active"`
+	Best            string  `json:"best,omitempty"`
+	BestUsedPercent float64 `json:"best_used_percent"`
+	PolicyLine      string  `json:"policy_line"`
+	// Pending is a choice waiting for a person (the ask policy).
+	Pending  *pendingChoice `json:"pending,omitempty"`
+	Accounts []accountUsage `json:"accounts"`
+}
+
+type pendingChoice struct {
+	From     string    `json:"from"`
+	Until    time.Time `json:"until"`
+	Since    time.Time `json:"since"`
+	Sessions []string  `json:"sessions"`
 }
 
 type accountUsage struct {
@@ -92,6 +101,9 @@ func newUsageReport(resp *castv1.ListAccountsResponse, now time.Time) usageRepor
 	for _, fp := range resp.Fleet {
 		f := fleetUsage{Agent: fp.Agent, Policy: fp.Policy, Active: fp.Active, Best: fp.Best, BestUsedPercent: fp.BestUsedPercent, Accounts: []accountUsage{}}
 		f.PolicyLine = policyLine(fp.Agent, fp.Policy, fp.Best, fp.BestUsedPercent)
+		if p := fp.Pending; p != nil {
+			f.Pending = &pendingChoice{From: p.From, Until: p.Until.AsTime(), Since: p.Since.AsTime(), Sessions: p.Sessions}
+		}
 		for _, acc := range resp.Accounts {
 			if acc.Agent == fp.Agent {
 				f.Accounts = append(f.Accounts, newAccountUsage(acc, fp, now))
@@ -186,6 +198,10 @@ func (rep usageReport) print(w io.Writer) error {
 			return err
 		}
 		fmt.Fprintln(w, f.PolicyLine)
+		if p := f.Pending; p != nil {
+			fmt.Fprintf(w, "Waiting for a choice: %s is at its limit (until %s); %d parked session(s): %s. Answer with `cast account approve|deny --agent %s` or `cast account use NAME --agent %s`\n",
+				p.From, p.Until.Local().Format(time.RFC3339), len(p.Sessions), strings.Join(p.Sessions, ", "), f.Agent, f.Agent)
+		}
 		for _, acc := range f.Accounts {
 			if acc.PolicyLine != "" {
 				fmt.Fprintf(w, "%s (policy %s): %s\n", acc.Name, acc.Policy, strings.TrimPrefix(acc.PolicyLine, "On a limit: "))

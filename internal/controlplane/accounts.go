@@ -109,6 +109,25 @@ func (h *accountService) UseAccount(ctx context.Context, req *castv1.UseAccountR
 	return a, toStatus(h.s.lg, err)
 }
 
+func (h *accountService) SetAccountPolicy(ctx context.Context, req *castv1.SetAccountPolicyRequest) (*castv1.Account, error) {
+	if err := refuse(validAccount(req.Agent, req.Name), validate.Check(validate.Name, "policy", req.Policy)); err != nil {
+		return nil, err
+	}
+	a, err := h.s.fleet.SetPolicy(ctx, req.Agent, req.Name, req.Policy)
+	return a, toStatus(h.s.lg, err)
+}
+
+func (h *accountService) AnswerAccountChoice(ctx context.Context, req *castv1.AnswerAccountChoiceRequest) (*castv1.AnswerAccountChoiceResponse, error) {
+	if err := refuse(validate.Need(validate.Name, "agent", req.Agent)); err != nil {
+		return nil, err
+	}
+	active, sessions, err := h.s.fleet.Answer(ctx, req.Agent, req.Approve)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.AnswerAccountChoiceResponse{Active: active, Sessions: sessions}, nil
+}
+
 // FetchCredential hands a fleet account's credential to a connected node
 // (the node writes it into the agent's shared store). The secret is never
 // logged.

@@ -66,10 +66,12 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.MigrationService_CancelMigration_FullMethodName: {Roles: people, Check: s.checkMigration},
 		castv1.MigrationService_ListMigrations_FullMethodName:  {Roles: people}, // filtered per user in the handler
 
-		castv1.AccountService_PutAccount_FullMethodName:    {Roles: adminOnly},
-		castv1.AccountService_ListAccounts_FullMethodName:  {Roles: adminOnly},
-		castv1.AccountService_DeleteAccount_FullMethodName: {Roles: adminOnly},
-		castv1.AccountService_UseAccount_FullMethodName:    {Roles: adminOnly},
+		castv1.AccountService_PutAccount_FullMethodName:          {Roles: adminOnly},
+		castv1.AccountService_ListAccounts_FullMethodName:        {Roles: adminOnly},
+		castv1.AccountService_DeleteAccount_FullMethodName:       {Roles: adminOnly},
+		castv1.AccountService_UseAccount_FullMethodName:          {Roles: adminOnly},
+		castv1.AccountService_SetAccountPolicy_FullMethodName:    {Roles: adminOnly},
+		castv1.AccountService_AnswerAccountChoice_FullMethodName: {Roles: adminOnly},
 
 		castv1.AuthService_CreateToken_FullMethodName:     {Roles: adminOnly},
 		castv1.AuthService_ListTokens_FullMethodName:      {Roles: adminOnly},

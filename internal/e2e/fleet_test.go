@@ -154,8 +154,15 @@ const fleetTokA, fleetTokB = "sk-ant-oat01-FLEET-A-secret", "sk-ant-oat01-FLEET-
 // key in its env), with accounts work-a (active, written by the node) and
 // work-b. It returns what the CLI printed while adding them.
 func newFleetRig(t *testing.T, cooldown time.Duration, nodeEnv ...string) (*turnRig, cli, string) {
+	return newFleetRigWith(t, func(c *controlplane.Config) { c.Fleet.Cooldown = cooldown }, nodeEnv...)
+}
+
+// newFleetRigWith is newFleetRig with cb changing the control plane's
+// config (its fleet sweeps every 300ms).
+func newFleetRigWith(t *testing.T, cb func(*controlplane.Config), nodeEnv ...string) (*turnRig, cli, string) {
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
-		c.Fleet.Cooldown, c.Fleet.Sweep = cooldown, 300*time.Millisecond
+		c.Fleet.Sweep = 300 * time.Millisecond
+		cb(c)
 	}, "claude")
 	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
 	var setups map[string]map[string]any
@@ -366,4 +373,97 @@ func checkFreshUsage(t *testing.T, c cli, reset time.Time) {
 			t.Fatalf("cast usage lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// The ask policy with the real claude, set per account: work-a asks (the
+// fleet stays auto). At A's limit the session parks with a notice and a
+// pending choice (no switch, nothing runs on B); `cast account approve`
+// switches to B and the parked turn is answered once there. Then B asks
+// too: at B's limit `cast account use work-a` resolves the choice and the
+// turn is answered on A. An answer with nothing pending is refused.
+func TestFleetClaudeAskPolicy(t *testing.T) {
+	r, c, _ := newFleetRig(t, time.Hour)
+	c.must("account", "policy", "work-a", "ask", "--agent", "claude")
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-Q1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if _, errOut, code := c.run("account", "approve", "--agent", "claude"); code == 0 || !strings.Contains(errOut, "NO_ACCOUNT_CHOICE") && !strings.Contains(errOut, "waiting for an account choice") {
+		t.Fatalf("approve with nothing pending: exit %d %q", code, errOut)
+	}
+
+	r.fake.RejectCredential(fleetTokA, 429)
+	seq := r.send(sess.Id, "second MARK-Q2")
+	waitChoice(r, sess.Id, seq, "work-a")
+	if accounts := listAccounts(t, c); !accounts["work-a"].Active {
+		t.Fatalf("ask switched by itself: %+v", accounts)
+	}
+	if tok := bearerOf(r, "MARK-Q2"); tok != "" {
+		t.Fatalf("MARK-Q2 ran on %q before anyone answered", tok)
+	}
+	pending := usagePending(t, c)
+	if pending == nil || pending.From != "work-a" || !slices.Contains(pending.Sessions, sess.Id) {
+		t.Fatalf("cast usage --json pending = %+v", pending)
+	}
+	if out := c.must("usage"); !strings.Contains(out, "Waiting for a choice: work-a is at its limit") {
+		t.Fatalf("cast usage does not show the choice:\n%s", out)
+	}
+	if out := c.must("account", "approve", "--agent", "claude"); !strings.Contains(out, "now on account work-b") || !strings.Contains(out, sess.Id) {
+		t.Fatalf("approve said %q", out)
+	}
+	waitAnswered(r, sess.Id, "MARK-Q2", seq)
+	if tok := bearerOf(r, "MARK-Q2"); tok != fleetTokB {
+		t.Fatalf("the approved turn ran on %q, want account B", tok)
+	}
+	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account work-b (was work-a, at its usage limit; switch approved") {
+		t.Fatalf("notice %q", notice)
+	}
+
+	c.must("account", "policy", "work-b", "ask", "--agent", "claude")
+	r.fake.RejectCredential(fleetTokB, 429)
+	r.fake.RejectCredential(fleetTokA, 0)
+	seq = r.send(sess.Id, "third MARK-Q3")
+	waitChoice(r, sess.Id, seq, "work-b")
+	c.must("account", "use", "work-a", "--agent", "claude")
+	waitAnswered(r, sess.Id, "MARK-Q3", seq)
+	if tok := bearerOf(r, "MARK-Q3"); tok != fleetTokA {
+		t.Fatalf("the turn after `account use` ran on %q, want account A", tok)
+	}
+	if p := usagePending(t, c); p != nil {
+		t.Fatalf("a choice still pending after `account use`: %+v", p)
+	}
+}
+
+// waitChoice waits until the session is parked after seq with an
+// account_choice notice naming the limited account.
+func waitChoice(r *turnRig, id string, seq int64, from string) {
+	r.t.Helper()
+	testharness.WaitFor(r.t, 3*time.Minute, "the account choice in "+id, func() bool {
+		sess, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		if err != nil || sess.State != castv1.SessionState_SESSION_STATE_PARKED {
+			return false
+		}
+		return slices.ContainsFunc(r.messages(id), func(m *castv1.Message) bool {
+			return m.Seq > seq && m.NoticeType == "account_choice" && strings.Contains(m.Text, "Account "+from+" is at its usage limit") &&
+				strings.Contains(m.Text, "cast account approve --agent claude")
+		})
+	})
+}
+
+type pendingJSON struct {
+	From     string
+	Sessions []string
+}
+
+// usagePending is the claude fleet's pending choice in `cast usage --json`.
+func usagePending(t *testing.T, c cli) *pendingJSON {
+	t.Helper()
+	var v struct {
+		Fleets []struct{ Pending *pendingJSON }
+	}
+	must(t, json.Unmarshal([]byte(c.must("usage", "--json", "--agent", "claude")), &v))
+	if len(v.Fleets) != 1 {
+		t.Fatalf("cast usage --json: %+v", v)
+	}
+	return v.Fleets[0].Pending
 }

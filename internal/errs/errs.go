@@ -58,6 +58,11 @@ const (
 	ReasonWorktreeDirty   = "WORKTREE_DIRTY"   // local changes; --force removes them
 	ReasonWorktreeUnknown = "WORKTREE_UNKNOWN" // not a worktree cast made
 	ReasonWorkspaceFailed = "WORKSPACE_FAILED" // git or the file system failed
+	// ReasonNoChoice: an answer came for an account choice nobody is
+	// waiting on; ReasonNoHeadroom: an approved switch has no account to
+	// go to.
+	ReasonNoChoice   = "NO_ACCOUNT_CHOICE"
+	ReasonNoHeadroom = "NO_ACCOUNT_HEADROOM"
 	// ReasonClientIDReused: an append reused a client_id (request_id) that
 	// is stored with a different body; the stored message is kept.
 	ReasonClientIDReused = "CLIENT_ID_REUSED"

@@ -45,14 +45,22 @@ type Store interface {
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time) (quota.Choice, bool, error)
+	Choice(ctx context.Context, agent string) (quota.Choice, error)
+	ResolveChoice(ctx context.Context, agent string, c quota.Choice) (bool, error)
 }
 
-// Policies (design §7; "ask" needs a person at a prompt and is not here).
+// Policies (design §7): fleet-wide (--account-policy) and per account.
 const (
+	PolicyAsk    = "ask"    // park and ask a person: `cast account approve|deny|use`
 	PolicyAuto   = "auto"   // switch to the account with most room; resume at reset when none has any
 	PolicyResume = "resume" // never switch: parked turns run again when the account's window resets
 	PolicyOff    = "off"    // record limits only: parked sessions wait for `cast account use` or a new message
 )
+
+func validPolicy(p string) bool {
+	return p == PolicyAsk || p == PolicyAuto || p == PolicyResume || p == PolicyOff
+}
 
 // Config tunes the manager.
 type Config struct {
@@ -80,18 +88,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Cooldown <= 0 || c.Sweep <= 0:
 		return errors.New("fleet: cooldown and sweep must be positive")
-	case c.Policy != PolicyAuto && c.Policy != PolicyResume && c.Policy != PolicyOff:
-		return fmt.Errorf("--account-policy %q: use auto, resume or off", c.Policy)
+	case !validPolicy(c.Policy):
+		return fmt.Errorf("--account-policy %q: use ask, auto, resume or off", c.Policy)
 	}
 	return nil
-}
-
-// switches says whether a limit moves the agent's fleet to another
-// account: only under the auto policy, and never for Codex (design §7:
-// "Codex only resumes after reset"; its rollouts carry encrypted reasoning
-// that only the account which produced it can read back).
-func (mg *Manager) switches(agent string) bool {
-	return mg.fleetPolicy(agent) == PolicyAuto
 }
 
 // Manager runs fleet accounts. A nil box (no secrets key) refuses to store
@@ -229,8 +229,15 @@ func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account
 		if err != nil {
 			return nil, err
 		}
-		if ok, err := mg.activate(ctx, agent, name, act, "manual"); err != nil || ok {
-			return toProto(r, true), err
+		ok, err := mg.activate(ctx, agent, name, act, "manual")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			mg.dropChoice(ctx, agent, name, "chosen with `cast account use`")
+			a := toProto(r, true)
+			a.Policy = mg.policy(r)
+			return a, nil
 		}
 	}
 	return nil, errs.New(errs.KindAborted, errs.ReasonConflict, "the active %s account kept changing; retry", agent)

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,13 @@ func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Messag
 		s.notices[id] = append(s.notices[id], m.Text)
 	}
 	return msgs, nil
+}
+
+// notes is every notice drawn in session id, joined.
+func (r *rig) notes(id string) string {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return strings.Join(r.st.notices[id], "\n")
 }
 
 type rig struct {
@@ -398,29 +406,95 @@ func TestCodexLimitEndsAtTheWindowReset(t *testing.T) {
 // resume never switches but re-activates at the reset; off only records.
 func TestPolicies(t *testing.T) {
 	for _, tc := range []struct {
-		policy  string
-		resumes bool
-	}{{fleet.PolicyResume, true}, {fleet.PolicyOff, false}} {
-		t.Run(tc.policy, func(t *testing.T) {
-			r := newRigPolicy(t, true, tc.policy)
+		name, fleet, account, answer string
+		resumes                      bool
+	}{
+		{"resume", fleet.PolicyResume, "", "", true},
+		{"off", fleet.PolicyOff, "", "", false},
+		{"account resume under auto", fleet.PolicyAuto, fleet.PolicyResume, "", true},
+		{"account off under auto", fleet.PolicyAuto, fleet.PolicyOff, "", false},
+		{"account ask, denied", fleet.PolicyAuto, fleet.PolicyAsk, "deny", true},
+		{"ask unanswered until the reset", fleet.PolicyAsk, "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigPolicy(t, true, tc.fleet)
 			ctx := context.Background()
 			r.putAB(t)
+			if tc.account != "" {
+				_, err := r.mg.SetPolicy(ctx, "claude", "a", tc.account)
+				must(t, err)
+			}
 			start := active(t, r)
 			must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
 			must(t, r.mg.Sweep(ctx))
 			if act := active(t, r); act != start {
-				t.Fatalf("%s switched: %+v", tc.policy, act)
+				t.Fatalf("%s switched: %+v", tc.name, act)
+			}
+			asks := tc.account == fleet.PolicyAsk || tc.fleet == fleet.PolicyAsk
+			if c, _ := r.st.Choice(ctx, "claude"); asks != (c.From == "a") || asks != strings.Contains(r.notes("s1"), "cast account approve --agent claude") {
+				t.Fatalf("choice %+v, notices %q", c, r.notes("s1"))
+			}
+			if tc.answer == "deny" {
+				to, ids, err := r.mg.Answer(ctx, "claude", false)
+				if err != nil || to != "a" || len(ids) != 1 || !strings.Contains(r.notes("s1"), "switch denied") {
+					t.Fatalf("deny: %q %v %v; notices %q", to, ids, err, r.notes("s1"))
+				}
 			}
 			r.advance(61 * time.Minute)
 			must(t, r.mg.Sweep(ctx))
 			if act := active(t, r); (act.Epoch == start.Epoch+1) != tc.resumes || act.Name != "a" {
-				t.Fatalf("%s after the reset: %+v (from %+v)", tc.policy, act, start)
+				t.Fatalf("%s after the reset: %+v (from %+v)", tc.name, act, start)
+			}
+			if c, _ := r.st.Choice(ctx, "claude"); c.From != "" {
+				t.Fatalf("a choice outlived the reset: %+v", c)
 			}
 		})
 	}
 	bad := fleet.DefaultConfig()
-	bad.Policy = "ask"
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "auto, resume or off") {
-		t.Fatalf("policy ask: %v", err)
+	bad.Policy = "sometimes"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "ask, auto, resume or off") {
+		t.Fatalf("policy sometimes: %v", err)
+	}
+	r := newRig(t, true)
+	r.putAB(t)
+	if _, err := r.mg.SetPolicy(context.Background(), "claude", "a", "sometimes"); err == nil {
+		t.Fatal("an unknown account policy was stored")
+	}
+}
+
+// Approving a pending choice: several sessions parked on one limit share
+// one choice, the approval switches once to the account with most room
+// and each session gets the notice; a second answer finds nothing
+// pending. With no account to go to, approval is refused and the choice
+// stays.
+func TestAskApprove(t *testing.T) {
+	r := newRigPolicy(t, true, fleet.PolicyAsk)
+	ctx := context.Background()
+	r.putAB(t)
+	must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
+	must(t, r.mg.OnParked(ctx, "s2", "claude", "a"))
+	must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
+	if strings.Count(r.notes("s1"), "waits for a choice") != 1 {
+		t.Fatalf("s1 asked %q", r.notes("s1"))
+	}
+	to, ids, err := r.mg.Answer(ctx, "claude", true)
+	if err != nil || to != "b" || !slices.Equal(ids, []string{"s1", "s2"}) || active(t, r).Name != "b" {
+		t.Fatalf("approve: %q %v %v", to, ids, err)
+	}
+	for _, id := range ids {
+		if !strings.Contains(r.notes(id), "Now using account b (was a, at its usage limit; switch approved") {
+			t.Fatalf("%s notices %q", id, r.notes(id))
+		}
+	}
+	var e *errs.Error
+	if _, _, err := r.mg.Answer(ctx, "claude", true); !errors.As(err, &e) || e.Reason != errs.ReasonNoChoice {
+		t.Fatalf("second answer: %v", err)
+	}
+	must(t, r.mg.OnParked(ctx, "s3", "claude", "b"))
+	if _, _, err := r.mg.Answer(ctx, "claude", true); !errors.As(err, &e) || e.Reason != errs.ReasonNoHeadroom {
+		t.Fatalf("approve with every account limited: %v", err)
+	}
+	if c, _ := r.st.Choice(ctx, "claude"); c.From != "b" || !slices.Equal(c.Sessions, []string{"s3"}) {
+		t.Fatalf("the refused approval dropped the choice: %+v", c)
 	}
 }

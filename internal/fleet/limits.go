@@ -36,10 +36,13 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 		return err
 	}
 	mg.m.Limited.WithLabelValues(agent).Inc()
-	if !mg.switches(agent) {
-		return nil // the sweep re-activates it when its window reopens
+	switch mg.policy(r) {
+	case PolicyAuto:
+		return mg.switchFrom(ctx, sessionID, agent, account, r.LimitedUntil, "at its usage limit")
+	case PolicyAsk:
+		return mg.ask(ctx, sessionID, agent, account, r.LimitedUntil)
 	}
-	return mg.switchFrom(ctx, sessionID, agent, account, r.LimitedUntil, "at its usage limit")
+	return nil // resume: the sweep re-activates it when its window reopens; off: a person does
 }
 
 // switchFrom moves the agent's fleet off account (limited until until) if
@@ -116,17 +119,22 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		return err
 	}
 	now := mg.now().UTC()
+	policy := mg.policy(r)
 	if !r.Limited(now) {
-		if mg.cfg.Policy == PolicyOff {
+		if policy == PolicyOff {
 			return nil // a person resumes (`cast account use`)
 		}
 		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *quota.Account) { r.LimitedUntil = time.Time{} }); err != nil {
 			return err
 		}
-		_, err := mg.activate(ctx, agent, act.Name, act, "reset")
+		ok, err := mg.activate(ctx, agent, act.Name, act, "reset")
+		if ok {
+			// A choice still pending is moot: the window reopened.
+			mg.dropChoice(ctx, agent, act.Name, "its window reset")
+		}
 		return err
 	}
-	if !mg.switches(agent) {
+	if policy != PolicyAuto {
 		return nil
 	}
 	accounts, err := mg.st.ListAccounts(ctx, agent)

@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 )
@@ -58,6 +60,13 @@ func (mg *Manager) Fleets(ctx context.Context, agent string) ([]*castv1.FleetPol
 			return nil, err
 		}
 		fp := &castv1.FleetPolicy{Agent: ag, Policy: mg.fleetPolicy(ag), Active: act.Name}
+		c, err := mg.st.Choice(ctx, ag)
+		if err != nil {
+			return nil, err
+		}
+		if c.From != "" {
+			fp.Pending = &castv1.AccountChoice{From: c.From, Until: timestamppb.New(c.Until), Sessions: c.Sessions, Since: timestamppb.New(c.Since)}
+		}
 		if best := Pick(accounts, act.Name, now); best != "" {
 			fp.Best = best
 			for _, a := range accounts {

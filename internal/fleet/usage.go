@@ -31,9 +31,11 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 			ahead = &usage[i]
 		}
 	}
-	switchAhead := ahead != nil && mg.switches(agent)
+	switchAhead := false
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
 		r.Usage, r.UsageAt = usage, now
+		// Only auto switches ahead; ask asks at the limit itself.
+		switchAhead = ahead != nil && mg.policy(r) == PolicyAuto
 		if switchAhead {
 			until := ahead.ResetsAt
 			if !until.After(now) {

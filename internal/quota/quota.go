@@ -157,3 +157,15 @@ type Active struct {
 	Epoch int64  `json:"epoch"`
 	Rev   int64  `json:"-"`
 }
+
+// Choice is a pending choice under the ask policy: From hit its limit, and
+// Sessions are parked until a person approves a switch, denies it (wait
+// for the reset) or picks an account. One per agent: the whole fleet runs
+// on one account.
+type Choice struct {
+	From     string    `json:"from"`
+	Until    time.Time `json:"until"` // when From's limit ends
+	Sessions []string  `json:"sessions"`
+	Since    time.Time `json:"since"`
+	Rev      int64     `json:"-"`
+}

@@ -56,6 +56,9 @@ const (
 	// NoticeWorkspace: the thread moved to another folder (`cast workspace
 	// set`, a removed worktree), or its worktree's setup ran.
 	NoticeWorkspace = "workspace"
+	// NoticeAccountChoice: a usage limit under the ask policy; the session
+	// waits for a person's choice (`cast account approve|deny|use`).
+	NoticeAccountChoice = "account_choice"
 	// NoticeUndelivered: a turn's messages never reached the agent (it
 	// failed or refused them); later turns run without them.
 	NoticeUndelivered = "undelivered"

@@ -159,7 +159,9 @@ type FleetPolicy struct {
 	// best_used_percent is best's fullest unreset window, 0-100.
 	BestUsedPercent float64 `protobuf:"fixed64,4,opt,name=best_used_percent,json=bestUsedPercent,proto3" json:"best_used_percent,omitempty"`
 	// active is the agent's active account.
-	Active        string `protobuf:"bytes,5,opt,name=active,proto3" json:"active,omitempty"`
+	Active string `protobuf:"bytes,5,opt,name=active,proto3" json:"active,omitempty"`
+	// pending is a choice waiting for a person (the ask policy); unset when none.
+	Pending       *AccountChoice `protobuf:"bytes,6,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -229,6 +231,88 @@ func (x *FleetPolicy) GetActive() string {
 	return ""
 }
 
+func (x *FleetPolicy) GetPending() *AccountChoice {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+// AccountChoice is a pending choice under the ask policy: an account hit
+// its usage limit and sessions are parked until a person answers
+// (`cast account approve|deny --agent A`, or `cast account use`).
+type AccountChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from is the account at its limit.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// until is when from's limit ends.
+	Until *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// sessions are the parked sessions waiting.
+	Sessions []string `protobuf:"bytes,3,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// since is when the choice was first asked.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccountChoice) Reset() {
+	*x = AccountChoice{}
+	mi := &file_cast_v1_account_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccountChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccountChoice) ProtoMessage() {}
+
+func (x *AccountChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccountChoice.ProtoReflect.Descriptor instead.
+func (*AccountChoice) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AccountChoice) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *AccountChoice) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *AccountChoice) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *AccountChoice) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // UsageWindow is one provider usage window (Codex: primary = 5 hours,
 // secondary = weekly), from the provider's own response headers.
 type UsageWindow struct {
@@ -250,7 +334,7 @@ type UsageWindow struct {
 
 func (x *UsageWindow) Reset() {
 	*x = UsageWindow{}
-	mi := &file_cast_v1_account_proto_msgTypes[2]
+	mi := &file_cast_v1_account_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +346,7 @@ func (x *UsageWindow) String() string {
 func (*UsageWindow) ProtoMessage() {}
 
 func (x *UsageWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_proto_msgTypes[2]
+	mi := &file_cast_v1_account_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +359,7 @@ func (x *UsageWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageWindow.ProtoReflect.Descriptor instead.
 func (*UsageWindow) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_proto_rawDescGZIP(), []int{2}
+	return file_cast_v1_account_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UsageWindow) GetName() string {
@@ -328,13 +412,19 @@ const file_cast_v1_account_proto_rawDesc = "" +
 	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12*\n" +
 	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x125\n" +
 	"\busage_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\ausageAt\x12\x16\n" +
-	"\x06policy\x18\t \x01(\tR\x06policy\"\x93\x01\n" +
+	"\x06policy\x18\t \x01(\tR\x06policy\"\xc5\x01\n" +
 	"\vFleetPolicy\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x12\n" +
 	"\x04best\x18\x03 \x01(\tR\x04best\x12*\n" +
 	"\x11best_used_percent\x18\x04 \x01(\x01R\x0fbestUsedPercent\x12\x16\n" +
-	"\x06active\x18\x05 \x01(\tR\x06active\"\xba\x01\n" +
+	"\x06active\x18\x05 \x01(\tR\x06active\x120\n" +
+	"\apending\x18\x06 \x01(\v2\x16.cast.v1.AccountChoiceR\apending\"\xa3\x01\n" +
+	"\rAccountChoice\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1a\n" +
+	"\bsessions\x18\x03 \x03(\tR\bsessions\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xba\x01\n" +
 	"\vUsageWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fused_percent\x18\x02 \x01(\x01R\vusedPercent\x12%\n" +
@@ -354,24 +444,28 @@ func file_cast_v1_account_proto_rawDescGZIP() []byte {
 	return file_cast_v1_account_proto_rawDescData
 }
 
-var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_cast_v1_account_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_cast_v1_account_proto_goTypes = []any{
 	(*Account)(nil),               // 0: cast.v1.Account
 	(*FleetPolicy)(nil),           // 1: cast.v1.FleetPolicy
-	(*UsageWindow)(nil),           // 2: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*AccountChoice)(nil),         // 2: cast.v1.AccountChoice
+	(*UsageWindow)(nil),           // 3: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_cast_v1_account_proto_depIdxs = []int32{
-	3, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
-	3, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
-	2, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
-	3, // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
-	3, // 4: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
+	4, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
+	3, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
+	4, // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
+	2, // 4: cast.v1.FleetPolicy.pending:type_name -> cast.v1.AccountChoice
+	4, // 5: cast.v1.AccountChoice.until:type_name -> google.protobuf.Timestamp
+	4, // 6: cast.v1.AccountChoice.since:type_name -> google.protobuf.Timestamp
+	4, // 7: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_proto_init() }
@@ -385,7 +479,7 @@ func file_cast_v1_account_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_account_proto_rawDesc), len(file_cast_v1_account_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

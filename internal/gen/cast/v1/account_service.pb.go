@@ -21,6 +21,181 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SetAccountPolicyRequest names an account and its policy.
+type SetAccountPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name names the account.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// agent is the account's agent.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// policy is "ask", "auto", "resume" or "off"; empty follows the fleet's.
+	Policy        string `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountPolicyRequest) Reset() {
+	*x = SetAccountPolicyRequest{}
+	mi := &file_cast_v1_account_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountPolicyRequest) ProtoMessage() {}
+
+func (x *SetAccountPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetAccountPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetAccountPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetAccountPolicyRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SetAccountPolicyRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+// AnswerAccountChoiceRequest answers the agent's pending choice.
+type AnswerAccountChoiceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agent is the fleet whose choice is answered.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// approve switches to the account with the most headroom; false waits
+	// for the limited account's reset.
+	Approve       bool `protobuf:"varint,2,opt,name=approve,proto3" json:"approve,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerAccountChoiceRequest) Reset() {
+	*x = AnswerAccountChoiceRequest{}
+	mi := &file_cast_v1_account_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerAccountChoiceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerAccountChoiceRequest) ProtoMessage() {}
+
+func (x *AnswerAccountChoiceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerAccountChoiceRequest.ProtoReflect.Descriptor instead.
+func (*AnswerAccountChoiceRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AnswerAccountChoiceRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *AnswerAccountChoiceRequest) GetApprove() bool {
+	if x != nil {
+		return x.Approve
+	}
+	return false
+}
+
+// AnswerAccountChoiceResponse says what the answer did.
+type AnswerAccountChoiceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// active is the agent's active account now (the new one on approve).
+	Active string `protobuf:"bytes,1,opt,name=active,proto3" json:"active,omitempty"`
+	// sessions are the parked sessions the choice held.
+	Sessions      []string `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerAccountChoiceResponse) Reset() {
+	*x = AnswerAccountChoiceResponse{}
+	mi := &file_cast_v1_account_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerAccountChoiceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerAccountChoiceResponse) ProtoMessage() {}
+
+func (x *AnswerAccountChoiceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_account_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerAccountChoiceResponse.ProtoReflect.Descriptor instead.
+func (*AnswerAccountChoiceResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AnswerAccountChoiceResponse) GetActive() string {
+	if x != nil {
+		return x.Active
+	}
+	return ""
+}
+
+func (x *AnswerAccountChoiceResponse) GetSessions() []string {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
 // PutAccountRequest carries a credential file's content.
 type PutAccountRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +211,7 @@ type PutAccountRequest struct {
 
 func (x *PutAccountRequest) Reset() {
 	*x = PutAccountRequest{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[0]
+	mi := &file_cast_v1_account_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +223,7 @@ func (x *PutAccountRequest) String() string {
 func (*PutAccountRequest) ProtoMessage() {}
 
 func (x *PutAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[0]
+	mi := &file_cast_v1_account_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +236,7 @@ func (x *PutAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAccountRequest.ProtoReflect.Descriptor instead.
 func (*PutAccountRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{0}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutAccountRequest) GetName() string {
@@ -96,7 +271,7 @@ type ListAccountsRequest struct {
 
 func (x *ListAccountsRequest) Reset() {
 	*x = ListAccountsRequest{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[1]
+	mi := &file_cast_v1_account_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +283,7 @@ func (x *ListAccountsRequest) String() string {
 func (*ListAccountsRequest) ProtoMessage() {}
 
 func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[1]
+	mi := &file_cast_v1_account_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +296,7 @@ func (x *ListAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{1}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListAccountsRequest) GetAgent() string {
@@ -144,7 +319,7 @@ type ListAccountsResponse struct {
 
 func (x *ListAccountsResponse) Reset() {
 	*x = ListAccountsResponse{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[2]
+	mi := &file_cast_v1_account_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +331,7 @@ func (x *ListAccountsResponse) String() string {
 func (*ListAccountsResponse) ProtoMessage() {}
 
 func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[2]
+	mi := &file_cast_v1_account_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +344,7 @@ func (x *ListAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{2}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListAccountsResponse) GetAccounts() []*Account {
@@ -199,7 +374,7 @@ type DeleteAccountRequest struct {
 
 func (x *DeleteAccountRequest) Reset() {
 	*x = DeleteAccountRequest{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[3]
+	mi := &file_cast_v1_account_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +386,7 @@ func (x *DeleteAccountRequest) String() string {
 func (*DeleteAccountRequest) ProtoMessage() {}
 
 func (x *DeleteAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[3]
+	mi := &file_cast_v1_account_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +399,7 @@ func (x *DeleteAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccountRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAccountRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{3}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteAccountRequest) GetName() string {
@@ -250,7 +425,7 @@ type DeleteAccountResponse struct {
 
 func (x *DeleteAccountResponse) Reset() {
 	*x = DeleteAccountResponse{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[4]
+	mi := &file_cast_v1_account_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +437,7 @@ func (x *DeleteAccountResponse) String() string {
 func (*DeleteAccountResponse) ProtoMessage() {}
 
 func (x *DeleteAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[4]
+	mi := &file_cast_v1_account_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +450,7 @@ func (x *DeleteAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccountResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAccountResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{4}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{7}
 }
 
 // UseAccountRequest names the account to activate.
@@ -291,7 +466,7 @@ type UseAccountRequest struct {
 
 func (x *UseAccountRequest) Reset() {
 	*x = UseAccountRequest{}
-	mi := &file_cast_v1_account_service_proto_msgTypes[5]
+	mi := &file_cast_v1_account_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +478,7 @@ func (x *UseAccountRequest) String() string {
 func (*UseAccountRequest) ProtoMessage() {}
 
 func (x *UseAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_account_service_proto_msgTypes[5]
+	mi := &file_cast_v1_account_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +491,7 @@ func (x *UseAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseAccountRequest.ProtoReflect.Descriptor instead.
 func (*UseAccountRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{5}
+	return file_cast_v1_account_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UseAccountRequest) GetName() string {
@@ -337,7 +512,17 @@ var File_cast_v1_account_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_account_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dcast/v1/account_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\"]\n" +
+	"\x1dcast/v1/account_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\"[\n" +
+	"\x17SetAccountPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
+	"\x06policy\x18\x03 \x01(\tR\x06policy\"L\n" +
+	"\x1aAnswerAccountChoiceRequest\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
+	"\aapprove\x18\x02 \x01(\bR\aapprove\"Q\n" +
+	"\x1bAnswerAccountChoiceResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\tR\x06active\x12\x1a\n" +
+	"\bsessions\x18\x02 \x03(\tR\bsessions\"]\n" +
 	"\x11PutAccountRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1e\n" +
@@ -355,14 +540,16 @@ const file_cast_v1_account_service_proto_rawDesc = "" +
 	"\x15DeleteAccountResponse\"=\n" +
 	"\x11UseAccountRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05agent\x18\x02 \x01(\tR\x05agent2\xa5\x02\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent2\xcf\x03\n" +
 	"\x0eAccountService\x12:\n" +
 	"\n" +
 	"PutAccount\x12\x1a.cast.v1.PutAccountRequest\x1a\x10.cast.v1.Account\x12K\n" +
 	"\fListAccounts\x12\x1c.cast.v1.ListAccountsRequest\x1a\x1d.cast.v1.ListAccountsResponse\x12N\n" +
 	"\rDeleteAccount\x12\x1d.cast.v1.DeleteAccountRequest\x1a\x1e.cast.v1.DeleteAccountResponse\x12:\n" +
 	"\n" +
-	"UseAccount\x12\x1a.cast.v1.UseAccountRequest\x1a\x10.cast.v1.AccountB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"UseAccount\x12\x1a.cast.v1.UseAccountRequest\x1a\x10.cast.v1.Account\x12F\n" +
+	"\x10SetAccountPolicy\x12 .cast.v1.SetAccountPolicyRequest\x1a\x10.cast.v1.Account\x12`\n" +
+	"\x13AnswerAccountChoice\x12#.cast.v1.AnswerAccountChoiceRequest\x1a$.cast.v1.AnswerAccountChoiceResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_account_service_proto_rawDescOnce sync.Once
@@ -376,33 +563,40 @@ func file_cast_v1_account_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_account_service_proto_rawDescData
 }
 
-var file_cast_v1_account_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_cast_v1_account_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_cast_v1_account_service_proto_goTypes = []any{
-	(*PutAccountRequest)(nil),     // 0: cast.v1.PutAccountRequest
-	(*ListAccountsRequest)(nil),   // 1: cast.v1.ListAccountsRequest
-	(*ListAccountsResponse)(nil),  // 2: cast.v1.ListAccountsResponse
-	(*DeleteAccountRequest)(nil),  // 3: cast.v1.DeleteAccountRequest
-	(*DeleteAccountResponse)(nil), // 4: cast.v1.DeleteAccountResponse
-	(*UseAccountRequest)(nil),     // 5: cast.v1.UseAccountRequest
-	(*Account)(nil),               // 6: cast.v1.Account
-	(*FleetPolicy)(nil),           // 7: cast.v1.FleetPolicy
+	(*SetAccountPolicyRequest)(nil),     // 0: cast.v1.SetAccountPolicyRequest
+	(*AnswerAccountChoiceRequest)(nil),  // 1: cast.v1.AnswerAccountChoiceRequest
+	(*AnswerAccountChoiceResponse)(nil), // 2: cast.v1.AnswerAccountChoiceResponse
+	(*PutAccountRequest)(nil),           // 3: cast.v1.PutAccountRequest
+	(*ListAccountsRequest)(nil),         // 4: cast.v1.ListAccountsRequest
+	(*ListAccountsResponse)(nil),        // 5: cast.v1.ListAccountsResponse
+	(*DeleteAccountRequest)(nil),        // 6: cast.v1.DeleteAccountRequest
+	(*DeleteAccountResponse)(nil),       // 7: cast.v1.DeleteAccountResponse
+	(*UseAccountRequest)(nil),           // 8: cast.v1.UseAccountRequest
+	(*Account)(nil),                     // 9: cast.v1.Account
+	(*FleetPolicy)(nil),                 // 10: cast.v1.FleetPolicy
 }
 var file_cast_v1_account_service_proto_depIdxs = []int32{
-	6, // 0: cast.v1.ListAccountsResponse.accounts:type_name -> cast.v1.Account
-	7, // 1: cast.v1.ListAccountsResponse.fleet:type_name -> cast.v1.FleetPolicy
-	0, // 2: cast.v1.AccountService.PutAccount:input_type -> cast.v1.PutAccountRequest
-	1, // 3: cast.v1.AccountService.ListAccounts:input_type -> cast.v1.ListAccountsRequest
-	3, // 4: cast.v1.AccountService.DeleteAccount:input_type -> cast.v1.DeleteAccountRequest
-	5, // 5: cast.v1.AccountService.UseAccount:input_type -> cast.v1.UseAccountRequest
-	6, // 6: cast.v1.AccountService.PutAccount:output_type -> cast.v1.Account
-	2, // 7: cast.v1.AccountService.ListAccounts:output_type -> cast.v1.ListAccountsResponse
-	4, // 8: cast.v1.AccountService.DeleteAccount:output_type -> cast.v1.DeleteAccountResponse
-	6, // 9: cast.v1.AccountService.UseAccount:output_type -> cast.v1.Account
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	9,  // 0: cast.v1.ListAccountsResponse.accounts:type_name -> cast.v1.Account
+	10, // 1: cast.v1.ListAccountsResponse.fleet:type_name -> cast.v1.FleetPolicy
+	3,  // 2: cast.v1.AccountService.PutAccount:input_type -> cast.v1.PutAccountRequest
+	4,  // 3: cast.v1.AccountService.ListAccounts:input_type -> cast.v1.ListAccountsRequest
+	6,  // 4: cast.v1.AccountService.DeleteAccount:input_type -> cast.v1.DeleteAccountRequest
+	8,  // 5: cast.v1.AccountService.UseAccount:input_type -> cast.v1.UseAccountRequest
+	0,  // 6: cast.v1.AccountService.SetAccountPolicy:input_type -> cast.v1.SetAccountPolicyRequest
+	1,  // 7: cast.v1.AccountService.AnswerAccountChoice:input_type -> cast.v1.AnswerAccountChoiceRequest
+	9,  // 8: cast.v1.AccountService.PutAccount:output_type -> cast.v1.Account
+	5,  // 9: cast.v1.AccountService.ListAccounts:output_type -> cast.v1.ListAccountsResponse
+	7,  // 10: cast.v1.AccountService.DeleteAccount:output_type -> cast.v1.DeleteAccountResponse
+	9,  // 11: cast.v1.AccountService.UseAccount:output_type -> cast.v1.Account
+	9,  // 12: cast.v1.AccountService.SetAccountPolicy:output_type -> cast.v1.Account
+	2,  // 13: cast.v1.AccountService.AnswerAccountChoice:output_type -> cast.v1.AnswerAccountChoiceResponse
+	8,  // [8:14] is the sub-list for method output_type
+	2,  // [2:8] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_service_proto_init() }
@@ -417,7 +611,7 @@ func file_cast_v1_account_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_account_service_proto_rawDesc), len(file_cast_v1_account_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

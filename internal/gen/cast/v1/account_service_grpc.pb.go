@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AccountService_PutAccount_FullMethodName    = "/cast.v1.AccountService/PutAccount"
-	AccountService_ListAccounts_FullMethodName  = "/cast.v1.AccountService/ListAccounts"
-	AccountService_DeleteAccount_FullMethodName = "/cast.v1.AccountService/DeleteAccount"
-	AccountService_UseAccount_FullMethodName    = "/cast.v1.AccountService/UseAccount"
+	AccountService_PutAccount_FullMethodName          = "/cast.v1.AccountService/PutAccount"
+	AccountService_ListAccounts_FullMethodName        = "/cast.v1.AccountService/ListAccounts"
+	AccountService_DeleteAccount_FullMethodName       = "/cast.v1.AccountService/DeleteAccount"
+	AccountService_UseAccount_FullMethodName          = "/cast.v1.AccountService/UseAccount"
+	AccountService_SetAccountPolicy_FullMethodName    = "/cast.v1.AccountService/SetAccountPolicy"
+	AccountService_AnswerAccountChoice_FullMethodName = "/cast.v1.AccountService/AnswerAccountChoice"
 )
 
 // AccountServiceClient is the client API for AccountService service.
@@ -42,6 +44,12 @@ type AccountServiceClient interface {
 	DeleteAccount(ctx context.Context, in *DeleteAccountRequest, opts ...grpc.CallOption) (*DeleteAccountResponse, error)
 	// UseAccount makes an account the active one for its agent, fleet-wide.
 	UseAccount(ctx context.Context, in *UseAccountRequest, opts ...grpc.CallOption) (*Account, error)
+	// SetAccountPolicy sets what a usage limit on one account does.
+	SetAccountPolicy(ctx context.Context, in *SetAccountPolicyRequest, opts ...grpc.CallOption) (*Account, error)
+	// AnswerAccountChoice answers a pending choice (the ask policy): approve
+	// switches to the account with the most headroom, deny waits for the
+	// limited account's reset. Either way the parked sessions continue then.
+	AnswerAccountChoice(ctx context.Context, in *AnswerAccountChoiceRequest, opts ...grpc.CallOption) (*AnswerAccountChoiceResponse, error)
 }
 
 type accountServiceClient struct {
@@ -92,6 +100,26 @@ func (c *accountServiceClient) UseAccount(ctx context.Context, in *UseAccountReq
 	return out, nil
 }
 
+func (c *accountServiceClient) SetAccountPolicy(ctx context.Context, in *SetAccountPolicyRequest, opts ...grpc.CallOption) (*Account, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Account)
+	err := c.cc.Invoke(ctx, AccountService_SetAccountPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accountServiceClient) AnswerAccountChoice(ctx context.Context, in *AnswerAccountChoiceRequest, opts ...grpc.CallOption) (*AnswerAccountChoiceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerAccountChoiceResponse)
+	err := c.cc.Invoke(ctx, AccountService_AnswerAccountChoice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AccountServiceServer is the server API for AccountService service.
 // All implementations must embed UnimplementedAccountServiceServer
 // for forward compatibility.
@@ -109,6 +137,12 @@ type AccountServiceServer interface {
 	DeleteAccount(context.Context, *DeleteAccountRequest) (*DeleteAccountResponse, error)
 	// UseAccount makes an account the active one for its agent, fleet-wide.
 	UseAccount(context.Context, *UseAccountRequest) (*Account, error)
+	// SetAccountPolicy sets what a usage limit on one account does.
+	SetAccountPolicy(context.Context, *SetAccountPolicyRequest) (*Account, error)
+	// AnswerAccountChoice answers a pending choice (the ask policy): approve
+	// switches to the account with the most headroom, deny waits for the
+	// limited account's reset. Either way the parked sessions continue then.
+	AnswerAccountChoice(context.Context, *AnswerAccountChoiceRequest) (*AnswerAccountChoiceResponse, error)
 	mustEmbedUnimplementedAccountServiceServer()
 }
 
@@ -130,6 +164,12 @@ func (UnimplementedAccountServiceServer) DeleteAccount(context.Context, *DeleteA
 }
 func (UnimplementedAccountServiceServer) UseAccount(context.Context, *UseAccountRequest) (*Account, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UseAccount not implemented")
+}
+func (UnimplementedAccountServiceServer) SetAccountPolicy(context.Context, *SetAccountPolicyRequest) (*Account, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetAccountPolicy not implemented")
+}
+func (UnimplementedAccountServiceServer) AnswerAccountChoice(context.Context, *AnswerAccountChoiceRequest) (*AnswerAccountChoiceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AnswerAccountChoice not implemented")
 }
 func (UnimplementedAccountServiceServer) mustEmbedUnimplementedAccountServiceServer() {}
 func (UnimplementedAccountServiceServer) testEmbeddedByValue()                        {}
@@ -224,6 +264,42 @@ func _AccountService_UseAccount_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AccountService_SetAccountPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAccountPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccountServiceServer).SetAccountPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AccountService_SetAccountPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccountServiceServer).SetAccountPolicy(ctx, req.(*SetAccountPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AccountService_AnswerAccountChoice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerAccountChoiceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccountServiceServer).AnswerAccountChoice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AccountService_AnswerAccountChoice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccountServiceServer).AnswerAccountChoice(ctx, req.(*AnswerAccountChoiceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AccountService_ServiceDesc is the grpc.ServiceDesc for AccountService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -246,6 +322,14 @@ var AccountService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UseAccount",
 			Handler:    _AccountService_UseAccount_Handler,
+		},
+		{
+			MethodName: "SetAccountPolicy",
+			Handler:    _AccountService_SetAccountPolicy_Handler,
+		},
+		{
+			MethodName: "AnswerAccountChoice",
+			Handler:    _AccountService_AnswerAccountChoice_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

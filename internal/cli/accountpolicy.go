@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// accountPolicyCmd is `cast account policy NAME POLICY --agent A`: what a
+// usage limit on that account does.
+func (a *app) accountPolicyCmd() *cobra.Command {
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "policy NAME ask|auto|resume|off|fleet --agent A",
+		Short: "Set what a usage limit on one account does (fleet: follow the control plane's --account-policy)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			policy := args[1]
+			switch policy {
+			case "fleet":
+				policy = ""
+			case "ask", "auto", "resume", "off":
+			default:
+				return usagef("policy %q: use ask, auto, resume, off or fleet", policy)
+			}
+			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
+				acc, err := c.Accounts.SetAccountPolicy(ctx, &castv1.SetAccountPolicyRequest{Name: args[0], Agent: agent, Policy: policy})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(acc))
+				}
+				fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
+	return cmd
+}
+
+// accountAnswerCmd is `cast account approve|deny --agent A`: the answer to
+// a pending choice (the ask policy).
+func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
+	var agent string
+	use, short := "approve --agent A", "Answer a waiting account choice: switch to the account with the most headroom; parked sessions continue"
+	if !approve {
+		use, short = "deny --agent A", "Answer a waiting account choice: stay on the limited account; parked sessions continue at its reset"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				what := "waiting for its reset on"
+				if approve {
+					what = "now on"
+				}
+				fmt.Fprintf(a.out, "%s: %s account %s (%d parked session(s): %s)\n", agent, what, resp.Active, len(resp.Sessions), strings.Join(resp.Sessions, ", "))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the fleet's agent")
+	return cmd
+}
