@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -37,7 +38,7 @@ func TestReadiness(t *testing.T) {
 	// An unscoped package whose launcher sits in its bin/ (opencode-ai).
 	write(filepath.Join(mods, "opencode-ai", "package.json"), `{"version":"1.18.33"}`)
 	write(filepath.Join(mods, "opencode-ai", "bin", "opencode"), "")
-	if got := installedVersion(filepath.Join(mods, "opencode-ai", "bin", "opencode")); got != "1.18.33" {
+	if got := agents.InstalledVersion(filepath.Join(mods, "opencode-ai", "bin", "opencode")); got != "1.18.33" {
 		t.Errorf("opencode version %q", got)
 	}
 	cfg := DefaultConfig()

@@ -6,6 +6,7 @@ package agenttest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -61,4 +62,47 @@ func RepoRoot(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// DropResumeCodex installs, in a node_modules folder of its own, a codex
+// that reports version (in its package.json, where nodes read versions)
+// and wraps the pinned codex, except that `codex exec resume ID` silently
+// starts a new thread: a CLI update whose resume drops the history. It
+// returns the folder's .bin, which holds the `codex` launcher (put it
+// first on PATH).
+func DropResumeCodex(t testing.TB, version string) string {
+	t.Helper()
+	real := Bin(t, "codex")
+	mods := filepath.Join(t.TempDir(), "node_modules")
+	pkg := filepath.Join(mods, "@openai", "codex")
+	script := `#!/bin/bash
+# A codex whose resume forgets: "resume ID" is dropped from the arguments.
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = resume ]; then shift 2; continue; fi
+  args+=("$1"); shift
+done
+exec ` + shellQuote(real) + ` "${args[@]}"
+`
+	files := map[string]string{
+		filepath.Join(pkg, "package.json"):    `{"name":"@openai/codex","version":"` + version + `"}`,
+		filepath.Join(pkg, "bin", "codex.js"): script,
+	}
+	for p, s := range files {
+		mkdir(t, filepath.Dir(p))
+		if err := os.WriteFile(p, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(mods, ".bin")
+	mkdir(t, bin)
+	if err := os.Symlink(filepath.Join("..", "@openai", "codex", "bin", "codex.js"), filepath.Join(bin, "codex")); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// shellQuote quotes s for a shell script written by a test.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

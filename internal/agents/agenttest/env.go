@@ -1,18 +1,19 @@
 package agenttest
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/agents/sandbox"
 )
 
 // Names the fake provider uses in every agent's config.
 const (
-	FakeModel    = "fake-model"
-	FakeProvider = "fake"
-	FakeAPIKey   = "sk-fake-key-for-loopback"
+	FakeModel    = sandbox.FakeModel
+	FakeProvider = sandbox.FakeProvider
+	FakeAPIKey   = sandbox.FakeAPIKey
 )
 
 // NativeHome is the agent's own folder under home, the one agents.Target.Home
@@ -77,122 +78,28 @@ func Env(t testing.TB, agent, fakeURL string) (home string, env []string) {
 		env = append(env, k+"="+v)
 	}
 	nh := NativeHome(home, agent)
+	// The agent's own folder, moved by its variable where it has one; the
+	// settings that point it at the fake come from sandbox (shared with
+	// the conformance canaries).
 	switch agent {
 	case "claude":
 		mkdir(t, nh)
-		env = append(env,
-			"CLAUDE_CONFIG_DIR="+nh,
-			"ANTHROPIC_BASE_URL="+fakeURL,
-			"ANTHROPIC_API_KEY="+FakeAPIKey,
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		)
+		env = append(env, "CLAUDE_CONFIG_DIR="+nh)
 	case "codex":
 		mkdir(t, nh)
-		writeFile(t, filepath.Join(nh, "config.toml"), codexConfig(fakeURL))
-		env = append(env,
-			"CODEX_HOME="+nh,
-			"FAKE_API_KEY="+FakeAPIKey,
-		)
-	case "gemini":
-		mkdir(t, nh)
-		// GOOGLE_GEMINI_BASE_URL alone makes the auth type "gateway", which
-		// headless mode rejects (rc 41); pinning gemini-api-key fixes that and
-		// the env base URL is still honoured.
-		writeJSON(t, filepath.Join(nh, "settings.json"), map[string]any{
-			"security":  map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
-			"privacy":   map[string]any{"usageStatisticsEnabled": false},
-			"telemetry": map[string]any{"enabled": false},
-			"general": map[string]any{
-				"enableAutoUpdate":             false,
-				"enableAutoUpdateNotification": false,
-			},
-		})
-		env = append(env,
-			"GEMINI_API_KEY="+FakeAPIKey,
-			"GOOGLE_GEMINI_BASE_URL="+fakeURL,
-			"GEMINI_CLI_TRUST_WORKSPACE=true", // else rc 55 "not a trusted directory"
-			"GEMINI_CLI_NO_RELAUNCH=true",     // no child node re-spawn with a bigger heap
-		)
+		env = append(env, "CODEX_HOME="+nh)
 	case "pi":
 		mkdir(t, nh)
-		writeJSON(t, filepath.Join(nh, "models.json"), map[string]any{
-			"providers": map[string]any{FakeProvider: map[string]any{
-				"baseUrl": fakeURL + "/v1",
-				"api":     "openai-completions",
-				"apiKey":  FakeAPIKey,
-				"compat":  map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-				"models": []any{map[string]any{
-					"id": FakeModel, "name": "Fake Model", "contextWindow": 128000, "maxTokens": 4096,
-				}},
-			}},
-		})
-		env = append(env,
-			"PI_CODING_AGENT_DIR="+nh,
-			"PI_OFFLINE=1",
-			"PI_SKIP_VERSION_CHECK=1",
-			"PI_TELEMETRY=0",
-		)
-	case "opencode":
-		writeJSON(t, filepath.Join(xdg["XDG_CONFIG_HOME"], "opencode", "opencode.json"), map[string]any{
-			"$schema":     "https://opencode.ai/config.json",
-			"autoupdate":  false,
-			"share":       "disabled",
-			"model":       FakeProvider + "/" + FakeModel,
-			"small_model": FakeProvider + "/" + FakeModel,
-			"provider": map[string]any{FakeProvider: map[string]any{
-				"npm":     "@ai-sdk/openai-compatible", // bundled: nothing is downloaded
-				"name":    "Fake loopback",
-				"options": map[string]any{"baseURL": fakeURL + "/v1", "apiKey": FakeAPIKey},
-				"models": map[string]any{FakeModel: map[string]any{
-					"name": "Fake Model", "tool_call": true,
-					"limit": map[string]any{"context": 128000, "output": 4096},
-				}},
-			}},
-			"permission": map[string]any{"bash": "allow", "edit": "allow", "webfetch": "deny"},
-		})
-		env = append(env,
-			"OPENCODE_DISABLE_MODELS_FETCH=1",
-			"OPENCODE_DISABLE_AUTOUPDATE=1",
-			"OPENCODE_DISABLE_SHARE=1",
-			"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-			"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
-			"OPENCODE_DISABLE_CLAUDE_CODE=1",
-		)
-	case "grok":
-		// The npm Grok CLI reads these; flags would be saved to
-		// ~/.grok/user-settings.json, env vars are not.
-		env = append(env,
-			"GROK_API_KEY="+FakeAPIKey,
-			"GROK_BASE_URL="+fakeURL+"/v1",
-			"GROK_MODEL="+FakeModel,
-		)
-	default:
-		t.Fatalf("agenttest: no test environment for agent %q", agent)
+		env = append(env, "PI_CODING_AGENT_DIR="+nh)
+	case "gemini":
+		mkdir(t, nh)
 	}
+	sb, err := sandbox.Setup(agent, home, fakeURL)
+	if err != nil {
+		t.Fatalf("agenttest: no test environment for agent %q: %v", agent, err)
+	}
+	env = append(env, sb.Env...)
 	return home, env
-}
-
-// codexConfig is a config.toml with a loopback Responses provider. Codex
-// 0.171 rejects wire_api = "chat", and retries are off so a fault test sees
-// the first error.
-func codexConfig(fakeURL string) string {
-	return `model = "` + FakeModel + `"
-model_provider = "` + FakeProvider + `"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
-
-[model_providers.` + FakeProvider + `]
-name = "Fake loopback"
-base_url = "` + fakeURL + `/v1"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-`
 }
 
 // Lookup returns the value of key in env ("" when absent).
@@ -210,21 +117,4 @@ func mkdir(t testing.TB, d string) {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatalf("agenttest: %v", err)
 	}
-}
-
-func writeFile(t testing.TB, p, s string) {
-	t.Helper()
-	mkdir(t, filepath.Dir(p))
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatalf("agenttest: %v", err)
-	}
-}
-
-func writeJSON(t testing.TB, p string, v any) {
-	t.Helper()
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatalf("agenttest: %v", err)
-	}
-	writeFile(t, p, string(b)+"\n")
 }

@@ -1,0 +1,317 @@
+// Package canary checks that an installed agent CLI still does what cast
+// relies on, before a user finds out it does not: in a throwaway HOME and
+// against a fake model on loopback (internal/fakemodel), cast's own writer
+// writes a short conversation (write), the CLI resumes it with a new prompt
+// through the runner, exactly as a node's turn runs (resume: the model must
+// receive the written history), the runner syncs the new turn back (append),
+// the native session is read back whole (read), and, where the CLI forks
+// natively, a fork must carry the history too (fork). Each step's verdict is
+// kept per agent, CLI version and capability on the control plane; a move
+// into an agent whose installed version failed becomes a handoff.
+package canary
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/agents/sandbox"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// The capabilities a canary checks, in the order it checks them.
+const (
+	Write  = "write"  // cast's writer produces the native session
+	Resume = "resume" // the CLI resumes it and the model gets the history
+	Append = "append" // the turn's answer is synced back while it runs
+	Read   = "read"   // the native session reads back whole, in order
+	Fork   = "fork"   // the CLI's own fork carries the history
+)
+
+// Capabilities are every capability, in check order.
+var Capabilities = []string{Write, Resume, Append, Read, Fork}
+
+// Takeover are the capabilities a session needs to move into an agent
+// with its history (a switch, a rebuilt fork, a migration).
+var Takeover = []string{Write, Resume, Append, Read}
+
+// Check is one capability's verdict.
+type Check struct {
+	Capability string
+	Passed     bool
+	Detail     string // what went wrong; "" when passed
+}
+
+// Result is one agent's canary run.
+type Result struct {
+	Agent   string
+	Version string // as the node reports it (agents.InstalledVersion); "" when unknown
+	Bin     string
+	Checks  []Check // only the steps that ran: a step after a failed one it needs is left out
+}
+
+// Failed lists the capabilities that failed.
+func (r Result) Failed() []string {
+	var out []string
+	for _, c := range r.Checks {
+		if !c.Passed {
+			out = append(out, c.Capability)
+		}
+	}
+	return out
+}
+
+// Checkable says whether agent has a canary: cast writes its transcripts
+// and its CLI resumes them.
+func Checkable(agent string) bool {
+	a, ok := agents.Lookup(agent)
+	return ok && a.Caps.CanReconstitute && a.Commands.Resume != nil && a.Binary != ""
+}
+
+// Agents are the agents with a canary, sorted.
+func Agents() []string {
+	var out []string
+	for _, n := range agents.Names() {
+		if Checkable(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Checker runs canaries. The zero value is usable.
+type Checker struct {
+	// Dir is where the throwaway HOMEs go (default: the system temp dir);
+	// each run's is removed when it ends.
+	Dir string
+	// TurnTimeout bounds each CLI run (default 2 minutes).
+	TurnTimeout time.Duration
+	// Logf, when set, receives the runner's diagnostics.
+	Logf func(format string, args ...any)
+}
+
+// DefaultTurnTimeout bounds one CLI run of a canary.
+const DefaultTurnTimeout = 2 * time.Minute
+
+// Run checks agent's CLI at bin. An error means the canary itself could
+// not run (no scratch dir, no loopback port); what the CLI got wrong is in
+// the Result.
+func (c *Checker) Run(ctx context.Context, agent, bin string) (Result, error) {
+	res := Result{Agent: agent, Bin: bin, Version: agents.InstalledVersion(bin)}
+	if !Checkable(agent) {
+		return res, fmt.Errorf("canary: %s has no conformance check (cast cannot hand it a history)", agent)
+	}
+	root, err := os.MkdirTemp(c.Dir, "cast-canary-"+agent+"-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(root)
+	fake, err := fakemodel.New()
+	if err != nil {
+		return res, err
+	}
+	defer fake.Close()
+	home, cwd := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{home, cwd} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return res, err
+		}
+	}
+	sb, err := sandbox.Setup(agent, home, fake.URL)
+	if err != nil {
+		return res, err
+	}
+	r := &run{c: c, agent: agent, fake: fake, marks: newMarks(),
+		rn:   &runner.Runner{Bins: map[string]string{agent: bin}, Logf: c.Logf},
+		turn: runner.Turn{Agent: agent, Model: sb.Model, Cwd: cwd, Home: home, Env: sb.Env}}
+	res.Checks = r.steps(ctx, bin)
+	return res, nil
+}
+
+// marks are the texts a run plants and looks for: random, so nothing a
+// CLI injects can pass for them.
+type marks struct{ user, answer, resume, fork string }
+
+func newMarks() marks {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	return marks{user: "canary-history-" + id, answer: "canary-answer-" + id,
+		resume: "canary-resume-" + id, fork: "canary-fork-" + id}
+}
+
+// history is what cast writes for the CLI to resume.
+func (m marks) history() []transcript.Message {
+	t := time.Now().UTC().Add(-time.Minute)
+	return []transcript.Message{
+		{Seq: 1, Kind: transcript.KindUser, Text: "Remember the word " + m.user + ".", Time: t},
+		{Seq: 2, Kind: transcript.KindAssistant, Text: "I will remember it: " + m.answer + ".", Time: t.Add(time.Second)},
+	}
+}
+
+type run struct {
+	c     *Checker
+	agent string
+	fake  *fakemodel.Server
+	rn    *runner.Runner
+	turn  runner.Turn
+	marks marks
+}
+
+func (r *run) timeout() time.Duration {
+	if r.c.TurnTimeout > 0 {
+		return r.c.TurnTimeout
+	}
+	return DefaultTurnTimeout
+}
+
+func pass(capability string) Check { return Check{Capability: capability, Passed: true} }
+
+func failf(capability, format string, args ...any) Check {
+	return Check{Capability: capability, Detail: clip(fmt.Sprintf(format, args...), 500)}
+}
+
+// steps runs write, resume, append, read and fork, each on what the one
+// before produced.
+func (r *run) steps(ctx context.Context, bin string) []Check {
+	t := r.turn
+	w, err := codecs.Writer(r.agent, codecs.WriterOptions{OpenCodeBin: bin, Env: runner.Env(t)})
+	if err != nil {
+		return []Check{failf(Write, "%v", err)}
+	}
+	written, err := w.Write(agents.Target{Home: t.AgentDir(), Cwd: t.Cwd, SessionID: "canary",
+		NativeID: agents.NewNativeID(r.agent), Model: t.Model}, r.marks.history())
+	if err != nil {
+		return []Check{failf(Write, "cast's writer: %v", err)}
+	}
+	out := []Check{pass(Write)}
+
+	t.NativeID, t.NativePath, t.Prompt = written.NativeID, written.Path, "Say the word, then "+r.marks.resume+"."
+	res, emitted, err := r.runTurn(ctx, t)
+	if err != nil {
+		return append(out, failf(Resume, "the CLI failed to resume the session cast wrote: %v", err))
+	}
+	out = append(out, r.sawHistory(Resume, r.marks.resume, r.marks.user, r.marks.answer))
+	out = append(out, answered(emitted))
+
+	t.NativeID, t.NativePath = res.NativeID, res.NativePath
+	out = append(out, r.readBack(ctx, t))
+
+	if !runner.ForkAgents[r.agent] {
+		return out
+	}
+	ft := r.turn
+	ft.ForkOf, ft.ForkPath, ft.Prompt = res.NativeID, res.NativePath, "And now "+r.marks.fork+"."
+	if _, _, err := r.runTurn(ctx, ft); err != nil {
+		return append(out, failf(Fork, "the CLI's fork failed: %v", err))
+	}
+	return append(out, r.sawHistory(Fork, r.marks.fork, r.marks.user, r.marks.resume))
+}
+
+func (r *run) runTurn(ctx context.Context, t runner.Turn) (runner.Result, []transcript.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	var emitted []transcript.Message
+	res, err := r.rn.Run(ctx, t, func(m transcript.Message) { emitted = append(emitted, m) })
+	var re *runner.Error
+	if errors.As(err, &re) && res.Stderr != "" {
+		err = fmt.Errorf("%w (stderr: %s)", err, lastLine(res.Stderr))
+	}
+	return res, emitted, err
+}
+
+// sawHistory checks the model's request for the turn whose prompt holds
+// prompt: every one of want must be in it (the history the CLI was to
+// carry).
+func (r *run) sawHistory(capability, prompt string, want ...string) Check {
+	turns := r.fake.Turns()
+	for i := len(turns) - 1; i >= 0; i-- {
+		texts := itemTexts(turns[i].Items)
+		if !strings.Contains(texts, prompt) {
+			continue
+		}
+		var lost []string
+		for _, w := range want {
+			if !strings.Contains(texts, w) {
+				lost = append(lost, w)
+			}
+		}
+		if len(lost) == 0 {
+			return pass(capability)
+		}
+		return failf(capability, "the model got the new prompt without the history (missing %s; it got %d items)", strings.Join(lost, ", "), len(turns[i].Items))
+	}
+	return failf(capability, "the prompt never reached the model (%d model calls)", len(turns))
+}
+
+func itemTexts(items []fakemodel.Item) string {
+	var b strings.Builder
+	for _, it := range items {
+		b.WriteString(it.Text)
+		b.WriteString(it.ToolInput)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// answered checks the runner synced the turn's answer while it ran.
+func answered(emitted []transcript.Message) Check {
+	for _, m := range emitted {
+		if m.Kind == transcript.KindAssistant && strings.Contains(m.Text, "FAKE-ANSWER") {
+			return pass(Append)
+		}
+	}
+	return failf(Append, "the turn's answer was not synced back (%d messages synced)", len(emitted))
+}
+
+// readBack reads the native session whole: the history cast wrote, the
+// prompt and the answer, in that order.
+func (r *run) readBack(ctx context.Context, t runner.Turn) Check {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	msgs, err := r.rn.Native(ctx, t)
+	if err != nil {
+		return failf(Read, "reading the session back: %v", err)
+	}
+	want := []struct {
+		kind transcript.Kind
+		text string
+	}{
+		{transcript.KindUser, r.marks.user},
+		{transcript.KindAssistant, r.marks.answer},
+		{transcript.KindUser, r.marks.resume},
+		{transcript.KindAssistant, "FAKE-ANSWER"},
+	}
+	i := 0
+	for _, m := range msgs {
+		if i < len(want) && m.Kind == want[i].kind && strings.Contains(m.Text, want[i].text) {
+			i++
+		}
+	}
+	if i < len(want) {
+		return failf(Read, "the session read back lacks the %s %q in order (%d messages read)", want[i].kind, want[i].text, len(msgs))
+	}
+	return pass(Read)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return clip(lines[len(lines)-1], 300)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
