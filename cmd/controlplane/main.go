@@ -24,7 +24,7 @@ import (
 
 func main() {
 	cfg := controlplane.DefaultConfig()
-	var dev, nodeIsolated, nodeFleet bool
+	var dev, nodeIsolated, nodeFleet, nodeChecks bool
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile string
 	var labels []string
 	cmd := &cobra.Command{
@@ -72,7 +72,7 @@ func main() {
 			node := nodeagent.DefaultConfig()
 			node.DataDir = filepath.Join(cfg.DataDir, "node")
 			node.Labels = labels
-			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin = nodeIsolated, nodeFleet, true
+			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin, node.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
 			if agentsConfig != "" {
 				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
@@ -106,6 +106,7 @@ func main() {
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
 	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")
+	f.BoolVar(&nodeChecks, "node-agent-checks", os.Getenv("CAST_AGENT_CHECKS") != "off", "--dev: the local node canaries its agent CLIs (node --agent-checks)")
 	f.BoolVar(&nodeFleet, "node-fleet-accounts", false, "--dev: fleet accounts may rewrite your agents' credential stores, keeping backups (node --fleet-accounts)")
 	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")
 	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")

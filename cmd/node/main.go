@@ -68,6 +68,7 @@ func main() {
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
 	f.StringVar(&cfg.CastBin, "cast-bin", nodeagent.DefaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
+	f.BoolVar(&cfg.AgentChecks, "agent-checks", cfg.AgentChecks, "run each installed agent CLI version nobody has checked through cast's conformance canary (in a throwaway HOME against a local fake model) at start and when a new version appears (env CAST_AGENT_CHECKS=off turns the default off)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane (env CAST_INSECURE=1)")

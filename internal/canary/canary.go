@@ -25,6 +25,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/agents/sandbox"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -47,9 +48,9 @@ var Takeover = []string{Write, Resume, Append, Read}
 
 // Check is one capability's verdict.
 type Check struct {
-	Capability string
-	Passed     bool
-	Detail     string // what went wrong; "" when passed
+	Capability string `json:"capability"`
+	Passed     bool   `json:"passed"`
+	Detail     string `json:"detail,omitempty"` // what went wrong; "" when passed
 }
 
 // Result is one agent's canary run.
@@ -67,6 +68,15 @@ func (r Result) Failed() []string {
 		if !c.Passed {
 			out = append(out, c.Capability)
 		}
+	}
+	return out
+}
+
+// Verdicts are r's checks as the control plane records them.
+func Verdicts(r Result) []*castv1.AgentCheck {
+	out := make([]*castv1.AgentCheck, 0, len(r.Checks))
+	for _, c := range r.Checks {
+		out = append(out, &castv1.AgentCheck{Agent: r.Agent, Version: r.Version, Capability: c.Capability, Passed: c.Passed, Detail: c.Detail})
 	}
 	return out
 }

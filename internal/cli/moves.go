@@ -6,11 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 func (a *app) switchCmd() *cobra.Command {
@@ -46,6 +49,9 @@ func (a *app) switchCmd() *cobra.Command {
 			}
 			if a.json {
 				return a.printJSON(raw(sess))
+			}
+			if sess.HandoffFrom == id {
+				return a.printHandedOff(ctx, c, sess)
 			}
 			fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
 			return nil
@@ -106,8 +112,36 @@ func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error
 	if a.json {
 		return a.printJSON(raw(sess))
 	}
+	if sess.HandoffFrom == req.SessionId {
+		ctx, cancel := a.ctx(parent)
+		defer cancel()
+		return a.printHandedOff(ctx, c, sess)
+	}
 	fmt.Fprintln(a.out, sess.Id)
 	fmt.Fprintf(a.errOut, "forked %s at #%d onto %s; continue it with `cast send -s %s ...`\n", sess.ParentId, sess.ForkedAtSeq, sess.Agent, sess.Id)
+	return nil
+}
+
+// printHandedOff reports a switch or fork that became a handoff (the
+// agent's installed version failed its canary): the new session's id, and
+// on stderr the notice in the source's thread, which says why.
+func (a *app) printHandedOff(ctx context.Context, c *client.Client, sess *castv1.Session) error {
+	fmt.Fprintln(a.out, sess.Id)
+	why := "see `cast agents`"
+	src, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.HandoffFrom})
+	if err != nil {
+		return err
+	}
+	msgs, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: src.Id, StartSeq: max(1, src.LastSeq-9), EndSeq: src.LastSeq})
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs.Messages {
+		if m.NoticeType == transcript.NoticeHandoff && strings.Contains(m.Text, sess.Id) {
+			why = m.Text
+		}
+	}
+	fmt.Fprintf(a.errOut, "handed off to a new session %s on %s instead: %s\n", sess.Id, sess.Agent, a.forScreen(why))
 	return nil
 }
 

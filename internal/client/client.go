@@ -45,6 +45,8 @@ type Client struct {
 	Auth castv1.AuthServiceClient
 	// Version reports the serving replica's build.
 	Version castv1.VersionServiceClient
+	// Agents keeps the agent CLIs' conformance verdicts.
+	Agents castv1.AgentServiceClient
 }
 
 // Dial connects lazily to addr (no I/O until the first call) without a
@@ -127,7 +129,7 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 	sc.cur.Store(conn)
 	return &Client{conn: sc, Sessions: castv1.NewSessionServiceClient(sc), Nodes: castv1.NewNodeServiceClient(sc),
 		Migrations: castv1.NewMigrationServiceClient(sc), Accounts: castv1.NewAccountServiceClient(sc), Auth: castv1.NewAuthServiceClient(sc),
-		Version: castv1.NewVersionServiceClient(sc)}, nil
+		Version: castv1.NewVersionServiceClient(sc), Agents: castv1.NewAgentServiceClient(sc)}, nil
 }
 
 // Close closes the connection.

@@ -83,6 +83,11 @@ func (s *Server) newPolicy() authz.Policy {
 		// A certificate for the caller's own key, bound to its own credential.
 		castv1.AuthService_IssueCertificate_FullMethodName: {Roles: everyone},
 
+		// Verdicts steer every user's moves: only nodes (each as itself)
+		// and admins (`cast agents check`) record them; anyone reads them.
+		castv1.AgentService_RecordAgentChecks_FullMethodName: {Roles: nodes, Check: checkNodeSelf},
+		castv1.AgentService_ListAgentChecks_FullMethodName:   {Roles: everyone},
+
 		castv1.VersionService_GetVersion_FullMethodName: {Public: true}, // as /version on a Kubernetes API server
 
 		// The API's schema is public (proto/); reflection lets grpcurl list it.

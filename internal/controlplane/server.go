@@ -30,6 +30,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
+	"github.com/cast-dev/cast/internal/canary"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -183,6 +184,7 @@ func (s *Server) startGRPC() error {
 	castv1.RegisterAccountServiceServer(s.grpc, &accountService{s: s})
 	castv1.RegisterAuthServiceServer(s.grpc, &authService{s: s})
 	castv1.RegisterVersionServiceServer(s.grpc, &versionService{s: s})
+	castv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, m: metrics.NewCanary(s.reg, canary.Agents(), canary.Capabilities)})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc) // grpcurl list / describe

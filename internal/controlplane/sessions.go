@@ -241,7 +241,7 @@ func (h *sessionService) SwitchSession(ctx context.Context, req *castv1.SwitchSe
 	); err != nil {
 		return nil, err
 	}
-	sess, err := moves.Switch(ctx, h.s.store, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort})
+	sess, err := moves.Switch(ctx, h.s.store, h.s.briefer, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort})
 	return sess, toStatus(h.s.lg, err)
 }
 
@@ -261,7 +261,7 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 	); err != nil {
 		return nil, err
 	}
-	sess, err := moves.Fork(ctx, h.s.store, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
+	sess, err := moves.Fork(ctx, h.s.store, h.s.briefer, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
 		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch})
 	return sess, toStatus(h.s.lg, err)
 }

@@ -31,6 +31,8 @@ type turnRig struct {
 	nodeArgs []string
 	dataDir  string            // the node's
 	homes    map[string]string // agent -> its HOME
+	// metricsAddr serves the control plane's /metrics.
+	metricsAddr string
 }
 
 func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
@@ -40,6 +42,12 @@ func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
 // newTurnRigWith lets cb change the control plane's config (it gets the
 // fake model's URL).
 func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNames ...string) *turnRig {
+	return newTurnRigBins(t, cb, nil, agentNames...)
+}
+
+// newTurnRigBins is newTurnRigWith with some agents' CLIs at other paths
+// (bins: agent -> path), such as a fake version wrapping the pinned one.
+func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins map[string]string, agentNames ...string) *turnRig {
 	fake := fakemodel.Start(t)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		if cb != nil {
@@ -57,14 +65,18 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 		}
 		home, env := rigAgentEnv(t, a, fake.URL)
 		homes[a] = home
-		setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": env}
+		bin := bins[a]
+		if bin == "" {
+			bin = agenttest.Bin(t, a)
+		}
+		setups[a] = map[string]any{"bin": bin, "home": home, "env": env}
 	}
 	cfgPath := filepath.Join(t.TempDir(), "agents.json")
 	b, _ := json.Marshal(setups)
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir()}
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",

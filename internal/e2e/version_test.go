@@ -91,7 +91,7 @@ func TestReflectionAndHealthPerService(t *testing.T) {
 	}
 	_ = stream.CloseSend()
 	for _, want := range []string{"cast.v1.SessionService", "cast.v1.NodeService", "cast.v1.MigrationService",
-		"cast.v1.AccountService", "cast.v1.AuthService", "cast.v1.VersionService", "grpc.health.v1.Health"} {
+		"cast.v1.AccountService", "cast.v1.AuthService", "cast.v1.VersionService", "cast.v1.AgentService", "grpc.health.v1.Health"} {
 		if !slices.Contains(listed, want) {
 			t.Errorf("reflection lists %v, missing %s", listed, want)
 		}

@@ -31,7 +31,11 @@ type ForkRequest struct {
 // and copies the parent's messages up to AtSeq into it in bounded batches,
 // before the node can run a turn on it (a turn starts only on a new user
 // message). The parent keeps running; deleting it never touches forks.
-func Fork(ctx context.Context, st Store, r ForkRequest) (*castv1.Session, error) {
+//
+// When the version of the agent the node has failed its canary, the fork is
+// a handoff from the parent instead (b writes the brief): the new session
+// starts from a brief of the whole parent, not a copy up to AtSeq.
+func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Session, error) {
 	parent, err := st.GetSession(ctx, r.SessionID)
 	if err != nil {
 		return nil, err
@@ -60,6 +64,16 @@ func Fork(ctx context.Context, st Store, r ForkRequest) (*castv1.Session, error)
 	node := r.Node
 	if node == "" {
 		node = parent.Node
+	}
+	if at > 0 {
+		why, err := canaryFailure(ctx, st, node, agent, needFor(true, agent == parent.Agent))
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: parent.Id, ToAgent: agent, Model: model, Node: node,
+				RequestID: r.RequestID}, "A fork onto "+displayName(agent), why)
+		}
 	}
 	root := parent.RootId
 	if root == "" {

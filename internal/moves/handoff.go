@@ -31,6 +31,9 @@ type HandoffRequest struct {
 	SessionID, ToAgent, Model, Node, Direction, RequestID string
 	Account                                               string // "" keeps the source's
 	DryRun                                                bool
+	// Reason says why a switch or fork became this handoff; the notice in
+	// the source's thread carries it.
+	Reason string
 }
 
 // HandoffResult is the new session (nil on a dry run) and its seed.
@@ -116,8 +119,12 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	}); err != nil {
 		return HandoffResult{}, err
 	}
+	text := pin + " (brief: " + res.BriefSource + ")."
+	if r.Reason != "" {
+		text += " " + r.Reason
+	}
 	notice := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
-		NoticeType: transcript.NoticeHandoff, Text: pin + " (brief: " + res.BriefSource + ")."}
+		NoticeType: transcript.NoticeHandoff, Text: text}
 	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return HandoffResult{}, err
 	}

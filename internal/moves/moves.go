@@ -25,6 +25,7 @@ type Store interface {
 	Append(ctx context.Context, id string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
 	RequestOp(ctx context.Context, id, op string) error
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
+	ListAgentChecks(ctx context.Context, agent string) ([]*castv1.AgentCheck, error)
 }
 
 // Fork copy batches: at most this many messages or bytes per append.
@@ -42,8 +43,11 @@ type SwitchRequest struct {
 // take over the history (Cursor, Muse); otherwise the running turn is
 // interrupted, a divider is stored, the session's agent changes and the
 // owner node is told, so its next turn starts the new agent on a
-// transcript rebuilt from the neutral copy. The session id never changes.
-func Switch(ctx context.Context, st Store, r SwitchRequest) (*castv1.Session, error) {
+// transcript rebuilt from the neutral copy. The session id never changes,
+// except when the version of the agent the node has failed its canary:
+// then the switch is a handoff (b writes the brief), and the new session
+// is returned, its HandoffFrom set to the session.
+func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.Session, error) {
 	sess, err := st.GetSession(ctx, r.SessionID)
 	if err != nil {
 		return nil, err
@@ -66,6 +70,16 @@ func Switch(ctx context.Context, st Store, r SwitchRequest) (*castv1.Session, er
 	if changeAgent {
 		if err := agents.CheckTakeover(to, sess.LastSeq > 0); err != nil {
 			return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
+		}
+		if sess.LastSeq > 0 {
+			why, err := canaryFailure(ctx, st, sess.Node, to, needFor(false, false))
+			if err != nil {
+				return nil, err
+			}
+			if why != "" {
+				return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node},
+					"A switch to "+target.DisplayName, why)
+			}
 		}
 		// The old agent's turn must not keep writing after the switch.
 		if err := st.RequestOp(ctx, sess.Id, store.OpInterrupt); err != nil {

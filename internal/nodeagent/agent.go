@@ -127,6 +127,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.fleetNotice()
 	go a.selfFence(ctx)
 	go a.recordAgain(ctx)
+	if a.cfg.AgentChecks {
+		a.workers.wg.Add(1) // its CLIs are gone before the node is
+		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
+	}
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
 		start := time.Now()

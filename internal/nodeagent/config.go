@@ -87,6 +87,11 @@ type Config struct {
 	// WorktreeSetup runs commands in new worktrees of listed checkouts
 	// (--worktree-setup FILE, owned by the node's user).
 	WorktreeSetup WorktreeSetup
+	// AgentChecks runs the conformance canary (internal/canary) for every
+	// installed agent version nobody has checked yet, at start and when a
+	// new version appears (--agent-checks; default on unless the
+	// environment has CAST_AGENT_CHECKS=off).
+	AgentChecks bool
 	// Failpoint, when set, is called at migration steps with their name
 	// (fault tests kill the process there).
 	Failpoint func(name string)
@@ -213,6 +218,7 @@ func DefaultConfig() Config {
 		ReconnectMin:      DefaultReconnectMin,
 		ReconnectMax:      DefaultReconnectMax,
 		ReadinessInterval: DefaultReadinessInterval,
+		AgentChecks:       os.Getenv("CAST_AGENT_CHECKS") != "off",
 		AgentBins: map[string]string{
 			"claude": "claude", "codex": "codex", "gemini": "gemini", "pi": "pi",
 			"opencode": "opencode", "grok": "grok", "cursor": "cursor-agent", "muse": "muse",

@@ -139,7 +139,9 @@ func ScratchEnv(t testing.TB) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(append(append(env, goDirs()...), AuthEnv()...), "HOME="+t.TempDir())
+	// Nodes canary the agent CLIs they find only in tests that ask
+	// (CAST_AGENT_CHECKS=on after this): each check runs real CLIs.
+	return append(append(append(env, goDirs()...), AuthEnv()...), "HOME="+t.TempDir(), "CAST_AGENT_CHECKS=off")
 }
 
 // goDirs pins Go's caches (found under the real HOME) for processes that

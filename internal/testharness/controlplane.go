@@ -93,6 +93,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	cfg.UserEnv = ScratchEnv(t) // the node's "own" agents are a scratch home's
 	cfg.Agents = MissingAgents(cfg.DataDir)
 	cfg.JoinToken = AdminToken()
+	cfg.AgentChecks = false // a test that wants the canaries sets it in cb
 	if cb != nil {
 		cb(&cfg)
 	}

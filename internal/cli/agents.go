@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/canary"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+func (a *app) agentsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "Show the conformance matrix: which agent CLI versions passed which checks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd.Context())
+			defer cancel()
+			checks, err := c.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{})
+			if err != nil {
+				return err
+			}
+			nodes, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"checks": raws(checks.Checks)})
+			}
+			return a.printMatrix(checks.Checks, nodes.Nodes)
+		},
+	}
+	cmd.AddCommand(a.agentsCheckCmd())
+	return cmd
+}
+
+// matrixRow is one agent version: its verdict per capability and the
+// nodes that have it installed.
+type matrixRow struct {
+	agent, version string
+	verdicts       map[string]*castv1.AgentCheck
+	nodes          []string
+}
+
+func (a *app) printMatrix(checks []*castv1.AgentCheck, nodes []*castv1.Node) error {
+	var rows []*matrixRow
+	row := func(agent, version string) *matrixRow {
+		for _, r := range rows {
+			if r.agent == agent && r.version == version {
+				return r
+			}
+		}
+		r := &matrixRow{agent: agent, version: version, verdicts: map[string]*castv1.AgentCheck{}}
+		rows = append(rows, r)
+		return r
+	}
+	for _, c := range checks {
+		row(c.Agent, c.Version).verdicts[c.Capability] = c
+	}
+	for _, n := range nodes {
+		for _, in := range n.Agents {
+			if canary.Checkable(in.Name) && in.Version != "" {
+				r := row(in.Name, in.Version)
+				r.nodes = append(r.nodes, n.Name)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(a.out, "no agent checked yet; run `cast agents check` (nodes check theirs when they start)")
+		return nil
+	}
+	slices.SortFunc(rows, func(x, y *matrixRow) int {
+		return strings.Compare(x.agent+"\x00"+x.version, y.agent+"\x00"+y.version)
+	})
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tVERSION\t"+strings.ToUpper(strings.Join(canary.Capabilities, "\t"))+"\tNODES")
+	var failures []string
+	for _, r := range rows {
+		cells := []string{r.agent, r.version}
+		for _, cp := range canary.Capabilities {
+			v, ok := r.verdicts[cp]
+			switch {
+			case !ok:
+				cells = append(cells, "-")
+			case v.Passed:
+				cells = append(cells, "ok")
+			default:
+				cells = append(cells, "FAILED")
+				failures = append(failures, fmt.Sprintf("%s %s %s: %s (checked by %s %s)", r.agent, r.version, cp, v.Detail, v.CheckedBy, ago(v.CheckTime)))
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, orDash(strings.Join(r.nodes, ","))), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(failures) > 0 {
+		fmt.Fprintln(a.out, "\nA switch or fork into a failed version becomes a handoff.")
+		for _, f := range failures {
+			fmt.Fprintln(a.out, "  "+a.forScreen(f))
+		}
+	}
+	return nil
+}
+
+func (a *app) agentsCheckCmd() *cobra.Command {
+	var only string
+	cmd := &cobra.Command{
+		Use:   "check [--agent A]",
+		Short: "Run the installed agent CLIs through write, resume, append, read back and fork against a local fake model; record the verdicts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			names := canary.Agents()
+			if only != "" {
+				if !canary.Checkable(only) {
+					return usagef("--agent %q has no conformance check; use one of %s", only, strings.Join(names, ", "))
+				}
+				names = []string{only}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var results []canary.Result
+			for _, name := range names {
+				ag, _ := agents.Lookup(name)
+				bin, err := exec.LookPath(ag.Binary)
+				if err != nil {
+					if only != "" {
+						return fmt.Errorf("%s is not installed here (%s is not on PATH)", name, ag.Binary)
+					}
+					fmt.Fprintf(a.errOut, "%s: not installed here, skipped\n", name)
+					continue
+				}
+				fmt.Fprintf(a.errOut, "checking %s (%s)…\n", name, bin)
+				res, err := (&canary.Checker{}).Run(cmd.Context(), name, bin)
+				if err != nil {
+					return err
+				}
+				results = append(results, res)
+			}
+			recorded, err := a.recordChecks(cmd, c.Agents, results)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				if err := a.printJSON(map[string]any{"results": checkResultsJSON(results), "recorded": raws(recorded)}); err != nil {
+					return err
+				}
+			} else {
+				a.printCheckResults(results)
+			}
+			if n := countFailed(results); n > 0 {
+				return fmt.Errorf("%d checks failed; a switch or fork into those versions becomes a handoff", n)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&only, "agent", "", "check only this agent")
+	return cmd
+}
+
+// recordChecks sends every verdict of a known version to the control plane.
+func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, results []canary.Result) ([]*castv1.AgentCheck, error) {
+	var checks []*castv1.AgentCheck
+	for _, r := range results {
+		if r.Version == "" {
+			fmt.Fprintf(a.errOut, "%s: version unknown (%s is not an npm package or versioned install); verdicts not recorded\n", r.Agent, r.Bin)
+			continue
+		}
+		checks = append(checks, canary.Verdicts(r)...)
+	}
+	if len(checks) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	resp, err := c.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: checks})
+	if err != nil {
+		return nil, fmt.Errorf("recording the verdicts: %w", err)
+	}
+	return resp.Checks, nil
+}
+
+func (a *app) printCheckResults(results []canary.Result) {
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tVERSION\tCAPABILITY\tVERDICT")
+	for _, r := range results {
+		for _, ch := range r.Checks {
+			v := "ok"
+			if !ch.Passed {
+				v = "FAILED: " + a.forScreen(ch.Detail)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Agent, orDash(r.Version), ch.Capability, v)
+		}
+	}
+	_ = tw.Flush()
+}
+
+type checkResultJSON struct {
+	Agent   string         `json:"agent"`
+	Version string         `json:"version"`
+	Bin     string         `json:"bin"`
+	Checks  []canary.Check `json:"checks"`
+}
+
+func checkResultsJSON(results []canary.Result) []checkResultJSON {
+	out := make([]checkResultJSON, 0, len(results))
+	for _, r := range results {
+		out = append(out, checkResultJSON{Agent: r.Agent, Version: r.Version, Bin: r.Bin, Checks: r.Checks})
+	}
+	return out
+}
+
+func countFailed(results []canary.Result) int {
+	n := 0
+	for _, r := range results {
+		n += len(r.Failed())
+	}
+	return n
+}

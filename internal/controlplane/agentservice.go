@@ -1,0 +1,85 @@
+package controlplane
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/canary"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/validate"
+)
+
+// agentService keeps the conformance canaries' verdicts (internal/canary).
+type agentService struct {
+	castv1.UnimplementedAgentServiceServer
+	s *Server
+	m *metrics.Canary
+}
+
+func (h *agentService) RecordAgentChecks(ctx context.Context, req *castv1.RecordAgentChecksRequest) (*castv1.RecordAgentChecksResponse, error) {
+	if err := refuse(validate.Check(validate.Name, "node", req.Node)); err != nil {
+		return nil, err
+	}
+	if len(req.Checks) == 0 || len(req.Checks) > store.MaxAgentChecks {
+		return nil, invalid("send 1 to %d checks, not %d", store.MaxAgentChecks, len(req.Checks))
+	}
+	by := req.Node
+	if p, ok := authz.FromContext(ctx); ok && by == "" {
+		by = p.String()
+	}
+	now := timestamppb.Now()
+	checks := make([]*castv1.AgentCheck, len(req.Checks))
+	for i, c := range req.Checks {
+		if err := validCheck(c); err != nil {
+			return nil, err
+		}
+		cp := proto.Clone(c).(*castv1.AgentCheck)
+		cp.CheckedBy, cp.CheckTime = by, now
+		if cp.Passed {
+			cp.Detail = ""
+		}
+		checks[i] = cp
+	}
+	if err := h.s.store.PutAgentChecks(ctx, checks); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	for _, c := range checks {
+		if !c.Passed {
+			h.m.Failures.WithLabelValues(c.Agent, c.Capability).Inc()
+		}
+	}
+	return &castv1.RecordAgentChecksResponse{Checks: checks}, nil
+}
+
+// validCheck refuses a verdict that names no checkable agent, a capability
+// the canary does not have, or a version that cannot be a key part.
+func validCheck(c *castv1.AgentCheck) error {
+	if !canary.Checkable(c.Agent) {
+		return invalid("agent %q has no conformance check; use one of %s", c.Agent, strings.Join(canary.Agents(), ", "))
+	}
+	if !slices.Contains(canary.Capabilities, c.Capability) {
+		return invalid("capability %q is not checked; use one of %s", c.Capability, strings.Join(canary.Capabilities, ", "))
+	}
+	return refuse(
+		validate.Need(validate.Name, "version", c.Version),
+		validate.Check(validate.Reason, "detail", c.Detail),
+	)
+}
+
+func (h *agentService) ListAgentChecks(ctx context.Context, req *castv1.ListAgentChecksRequest) (*castv1.ListAgentChecksResponse, error) {
+	if err := refuse(validate.Check(validate.Name, "agent", req.Agent)); err != nil {
+		return nil, err
+	}
+	checks, err := h.s.store.ListAgentChecks(ctx, req.Agent)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ListAgentChecksResponse{Checks: checks}, nil
+}
