@@ -75,6 +75,7 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"last error", strings.Join(lastError, "; ")},
 		{"cwd", s.Cwd},
 		{"worktree", s.WorktreeBranch},
+		{"checkout", s.Checkout},
 		{"parent", s.ParentId},
 		{"forked at", seqOrEmpty(s.ForkedAtSeq)},
 		{"root", rootIfOther(s)},

@@ -330,6 +330,12 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 				// Switched: what failed for the old agent goes to the new one.
 				o.FailedSeq = 0
 			}
+			if movedAway(*o, s) {
+				// Its folder changed while this node did not hear of it (a
+				// workspace move it recorded before a crash): native
+				// sessions belong to their folder, so the next turn rebuilds.
+				o.Native = nil
+			}
 			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
 			o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
 			if s.Checkout != "" {

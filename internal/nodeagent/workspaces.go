@@ -215,6 +215,17 @@ func (a *Agent) moveSessions(ctx context.Context, moves []*castv1.WorkspaceMove,
 	})
 }
 
+// movedAway reports whether an assignment puts a session the node knows
+// in another folder. A worktree session on the same branch is not moved:
+// its stored cwd may still be the checkout its worktree was made from
+// (the turn that made it reports it), and the turn finds the worktree.
+func movedAway(o owned, s *castv1.Session) bool {
+	if o.Cwd == "" || s.Cwd == "" || filepath.Clean(o.Cwd) == filepath.Clean(s.Cwd) {
+		return false
+	}
+	return o.WorktreeBranch == "" || o.WorktreeBranch != s.WorktreeBranch
+}
+
 // listWorktrees describes every worktree the node made.
 func (a *Agent) listWorktrees(ctx context.Context) []*castv1.Worktree {
 	recs, in := a.st.worktrees()

@@ -382,3 +382,25 @@ func TestWorkspaceMoveAndRemove(t *testing.T) {
 		t.Fatalf("still listed: %v", l)
 	}
 }
+
+// An assignment that puts a session in another folder drops its native
+// sessions; a worktree session whose stored cwd is still its checkout
+// keeps them.
+func TestMovedAway(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    owned
+		s    *castv1.Session
+		want bool
+	}{
+		{"same folder", owned{Cwd: "/src/app"}, &castv1.Session{Cwd: "/src/app/"}, false},
+		{"new node state", owned{}, &castv1.Session{Cwd: "/src/app"}, false},
+		{"moved", owned{Cwd: "/src/app"}, &castv1.Session{Cwd: "/wt/feat", WorktreeBranch: "feat"}, true},
+		{"worktree, cwd not reported yet", owned{Cwd: "/wt/feat", WorktreeBranch: "feat"}, &castv1.Session{Cwd: "/src/app", WorktreeBranch: "feat"}, false},
+		{"worktree to checkout", owned{Cwd: "/wt/feat", WorktreeBranch: "feat"}, &castv1.Session{Cwd: "/src/app"}, true},
+	} {
+		if got := movedAway(tc.o, tc.s); got != tc.want {
+			t.Errorf("%s: movedAway = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
