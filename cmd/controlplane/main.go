@@ -136,6 +136,7 @@ func main() {
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")
 	f.BoolVar(&cfg.Fleet.MetricsAccountNames, "metrics-account-names", false, "label the fleet usage gauges with account names (else \"active\" and \"best\")")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")
+	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "keep each fleet login's refresh token on one custodian node (nodes started with --token-custody get the access token only; docs/token-custody.md)")
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

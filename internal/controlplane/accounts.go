@@ -73,6 +73,9 @@ func (h *accountService) PutAccount(ctx context.Context, req *castv1.PutAccountR
 		return nil, invalid("credential is %d bytes; an agent's credential file is under %d KiB", len(req.Credential), maxCredentialBytes>>10)
 	}
 	a, err := h.s.fleet.Put(ctx, req.Agent, req.Name, req.Credential)
+	if err == nil {
+		err = h.s.custodyPut(ctx, req.Agent, req.Name, req.Credential)
+	}
 	return a, toStatus(h.s.lg, err)
 }
 

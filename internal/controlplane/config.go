@@ -74,8 +74,13 @@ type Config struct {
 	// Secret files cannot be 0600 and the non-root user's at once.
 	SecretsKey string
 	Fleet      fleet.Config
-	Auth       AuthConfig
-	TLS        TLSConfig
+	// TokenCustody keeps one writer per token family for Claude and Codex
+	// logins (docs/token-custody.md): an account's login is held by one
+	// custodian node, and nodes started with --token-custody get the
+	// access token only. Needs a secrets key.
+	TokenCustody bool
+	Auth         AuthConfig
+	TLS          TLSConfig
 	// Insecure allows plaintext gRPC without TLS (--insecure; --dev on
 	// loopback sets it); it is logged as a warning at every start.
 	Insecure bool

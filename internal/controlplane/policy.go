@@ -60,6 +60,7 @@ func (s *Server) newPolicy() authz.Policy {
 		// Worktrees are a node's, shared by every user's sessions on it.
 		castv1.NodeService_ListWorktrees_FullMethodName:  {Roles: adminOnly},
 		castv1.NodeService_RemoveWorktree_FullMethodName: {Roles: adminOnly},
+		castv1.NodeService_Custody_FullMethodName:        {Roles: nodes, Check: checkNodeSelf},
 
 		castv1.MigrationService_StartMigration_FullMethodName:  {Roles: people, Check: s.checkMigration},
 		castv1.MigrationService_GetMigration_FullMethodName:    {Roles: people, Check: s.checkMigration},

@@ -31,6 +31,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -52,6 +53,8 @@ type Server struct {
 	migrations *migrate.Manager
 	// fleet runs fleet accounts and their auto-switch.
 	fleet *fleet.Manager
+	// vault is token custody's record (nil without --token-custody).
+	vault *vault.Vault
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry
@@ -130,6 +133,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}
 	if s.fleet, err = s.newFleet(); err != nil {
+		return nil, err
+	}
+	if err := s.newVault(); err != nil {
 		return nil, err
 	}
 	if s.tls, err = s.loadTLS(ctx); err != nil {

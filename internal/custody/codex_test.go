@@ -19,27 +19,14 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 )
 
-// chatgptHome turns agenttest's Codex home into a ChatGPT login's: the
-// provider takes the login's bearer, and the ChatGPT backend Codex calls
-// with such a login is the fake model too, so nothing leaves 127.0.0.1.
+// chatgptHome is a Codex home logged in with ChatGPT whose token endpoint
+// is the fake provider.
 func chatgptHome(t *testing.T, fm *fakemodel.Server, oa *fakeoauth.Server) (home string, env []string) {
 	t.Helper()
 	h, env := agenttest.Env(t, "codex", fm.URL)
 	home = agenttest.NativeHome(h, "codex")
-	cfg, err := os.ReadFile(filepath.Join(home, "config.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := chatgptConfig(fm, string(cfg))
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(out), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	agenttest.CodexChatGPT(t, home, fm.URL)
 	return home, append(env, "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
-}
-
-func chatgptConfig(fm *fakemodel.Server, cfg string) string {
-	return `chatgpt_base_url = "` + fm.URL + `/backend-api/"` + "\n" +
-		strings.Replace(cfg, `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1)
 }
 
 // The real Codex refreshes as custodian and runs turns elsewhere on the

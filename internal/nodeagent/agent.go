@@ -17,6 +17,8 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/custody"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,6 +52,9 @@ type Agent struct {
 	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
 	reg         *prometheus.Registry
 	m           *metrics.Node
+	// custody is token custody's node part (nil without --token-custody).
+	custody    *custody.Node
+	custodySvc custodyService
 }
 
 // New prepares a node daemon; Run starts it.
@@ -87,6 +92,9 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
 	a.m = newNodeMetrics(a.reg)
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
+	if err := a.newCustody(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -126,6 +134,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopOrphans()
 	a.fleetNotice()
 	go a.selfFence(ctx)
+	go a.custodyLoop(ctx)
 	go a.recordAgain(ctx)
 	if a.cfg.AgentChecks {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is

@@ -63,6 +63,15 @@ type Config struct {
 	// does not own (outside DataDir: the user's own login). Each rewrite
 	// first copies the file it replaces to DataDir/credential-backups.
 	FleetAccounts bool
+	// TokenCustody takes fleet accounts through token custody
+	// (docs/token-custody.md): the agent's store gets the access token
+	// only, and the node refreshes logins it is custodian of through the
+	// agent's CLI. Agents without a CLI refresher keep the copied file.
+	TokenCustody bool
+	// CustodyInterval is how often custody runs (default 1m); CustodyMargin
+	// how long before expiry a token is replaced (default 30m).
+	CustodyInterval time.Duration
+	CustodyMargin   time.Duration
 	// CastBin is the cast CLI, registered in the agents as an MCP server
 	// (`cast mcp`) for permission prompts and history; "" disables it.
 	CastBin string

@@ -92,6 +92,14 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	}
 	fctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	if a.custodyCovers(sc.Agent) {
+		// The store gets the access token only; the login stays with its
+		// custodian (custody.go).
+		if err := a.supply(fctx, sc.Agent, sc.Account); err != nil {
+			return fmt.Errorf("supply %s access token: %w", sc.Agent, err)
+		}
+		return a.credentialWritten(sc)
+	}
 	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
 	if err != nil {
 		return fmt.Errorf("fetch %s credential: %w", sc.Agent, err)
@@ -108,11 +116,17 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 		a.lg.Warn("credential store replaced by a fleet account; the previous one is backed up",
 			zap.String("agent", sc.Agent), zap.String("path", path), zap.String("backup", saved))
 	}
+	return a.credentialWritten(sc)
+}
+
+// credentialWritten records that the store holds sc's account and runs
+// the sessions that parked on a usage limit again.
+func (a *Agent) credentialWritten(sc *castv1.SetCredential) error {
 	// A crash here leaves the file newer than state.json: the restarted
 	// node takes the same epoch again when it connects (NodeHello).
 	a.failpoint("node.after-credential")
 	var wake []string
-	err = a.st.setFleet(sc.Agent, fleetCred{Account: sc.Account, Epoch: sc.Epoch}, func(m map[string]*owned) {
+	err := a.st.setFleet(sc.Agent, fleetCred{Account: sc.Account, Epoch: sc.Epoch}, func(m map[string]*owned) {
 		for id, o := range m {
 			if o.Parked && o.Agent == sc.Agent && o.Account == "" {
 				o.Parked, o.FailedSeq = false, 0

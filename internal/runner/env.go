@@ -43,6 +43,15 @@ func (t Turn) AgentDir() string {
 	return AgentDir(a, buildEnv(a, t))
 }
 
+// Environ is the environment t's CLI runs with.
+func (t Turn) Environ() []string {
+	a, ok := agents.Lookup(t.Agent)
+	if !ok {
+		return nil
+	}
+	return buildEnv(a, t)
+}
+
 // passThrough are the only variables an isolated turn takes from the
 // node's own environment: the npm launchers need node on PATH, and locale
 // and time zone are harmless. Keys, base URLs and agent settings come from

@@ -118,3 +118,21 @@ func mkdir(t testing.TB, d string) {
 		t.Fatalf("agenttest: %v", err)
 	}
 }
+
+// CodexChatGPT turns the Codex folder nh (made by Env) into a ChatGPT
+// login's: the provider takes the login's bearer instead of FAKE_API_KEY,
+// and the ChatGPT backend such a login calls (plugins, MCP, account
+// checks) is the fake model too, so nothing leaves 127.0.0.1.
+func CodexChatGPT(t testing.TB, nh, fakeURL string) {
+	t.Helper()
+	p := filepath.Join(nh, "config.toml")
+	cfg, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("agenttest: %v", err)
+	}
+	out := `chatgpt_base_url = "` + strings.TrimRight(fakeURL, "/") + `/backend-api/"` + "\n" +
+		strings.Replace(string(cfg), `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1)
+	if err := os.WriteFile(p, []byte(out), 0o600); err != nil {
+		t.Fatalf("agenttest: %v", err)
+	}
+}

@@ -93,3 +93,20 @@ func Credential(agent string) (custody.Format, error) {
 	}
 	return nil, fmt.Errorf("fleet accounts do not cover %s logins (claude and codex only)", agent)
 }
+
+// RefresherOptions are what a custodian runs the agent's CLI with.
+type RefresherOptions struct {
+	Bin  string   // the CLI
+	Env  []string // its environment, as a turn gets it
+	Home string   // its own folder (CODEX_HOME, ...), whose settings apply
+}
+
+// Refresher returns how a custodian refreshes agent's login through its
+// CLI. Claude has none: it refreshes only inside a turn
+// (docs/token-custody.md).
+func Refresher(agent string, o RefresherOptions) (custody.Refresher, error) {
+	if agent == "codex" {
+		return codex.Refresher{Bin: o.Bin, Env: o.Env, ConfigFrom: o.Home}, nil
+	}
+	return nil, fmt.Errorf("token custody cannot refresh %s logins: no way to refresh outside a turn", agent)
+}

@@ -2,11 +2,15 @@ package codex
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // Refresher refreshes a ChatGPT login the way Codex does it for the user:
@@ -18,6 +22,9 @@ import (
 type Refresher struct {
 	Bin string   // the codex CLI
 	Env []string // the environment without CODEX_HOME (HOME, PATH, ...)
+	// ConfigFrom is the CODEX_HOME whose config.toml the refresh runs with
+	// (the endpoints the user's Codex uses); "" runs with Codex's defaults.
+	ConfigFrom string
 }
 
 var _ custody.Refresher = Refresher{}
@@ -37,6 +44,17 @@ func (r Refresher) Refresh(ctx context.Context, agent, path string) error {
 		}
 	}
 	env = append(env, "CODEX_HOME="+home)
+	if r.ConfigFrom != "" {
+		cfg, err := os.ReadFile(filepath.Join(r.ConfigFrom, "config.toml"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("codex refresher: %w", err)
+		}
+		if err == nil {
+			if err := fsutil.WriteFileAtomic(filepath.Join(home, "config.toml"), cfg, 0o600); err != nil {
+				return fmt.Errorf("codex refresher: %w", err)
+			}
+		}
+	}
 	s, err := StartAppServer(ctx, r.Bin, env, home)
 	if err != nil {
 		return fmt.Errorf("codex refresher: %w", err)

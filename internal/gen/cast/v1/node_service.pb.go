@@ -9,6 +9,7 @@ package castv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -20,6 +21,78 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// CustodyOp is one step of token custody.
+type CustodyOp int32
+
+const (
+	// CUSTODY_OP_UNSPECIFIED is refused.
+	CustodyOp_CUSTODY_OP_UNSPECIFIED CustodyOp = 0
+	// CUSTODY_OP_ACCESS returns the credential without its refresh token.
+	CustodyOp_CUSTODY_OP_ACCESS CustodyOp = 1
+	// CUSTODY_OP_ELECT makes the node custodian unless a live node is, and
+	// names the custodian.
+	CustodyOp_CUSTODY_OP_ELECT CustodyOp = 2
+	// CUSTODY_OP_GET returns the whole credential, to the custodian only.
+	CustodyOp_CUSTODY_OP_GET CustodyOp = 3
+	// CUSTODY_OP_PUT stores credential if it is newer than the stored one
+	// (FAILED_PRECONDITION / CREDENTIAL_NOT_NEWER otherwise).
+	CustodyOp_CUSTODY_OP_PUT CustodyOp = 4
+	// CUSTODY_OP_BEGIN_REFRESH records the custodian's refresh of the
+	// credential issued at issued.
+	CustodyOp_CUSTODY_OP_BEGIN_REFRESH CustodyOp = 5
+	// CUSTODY_OP_END_REFRESH clears the node's refresh record.
+	CustodyOp_CUSTODY_OP_END_REFRESH CustodyOp = 6
+)
+
+// Enum value maps for CustodyOp.
+var (
+	CustodyOp_name = map[int32]string{
+		0: "CUSTODY_OP_UNSPECIFIED",
+		1: "CUSTODY_OP_ACCESS",
+		2: "CUSTODY_OP_ELECT",
+		3: "CUSTODY_OP_GET",
+		4: "CUSTODY_OP_PUT",
+		5: "CUSTODY_OP_BEGIN_REFRESH",
+		6: "CUSTODY_OP_END_REFRESH",
+	}
+	CustodyOp_value = map[string]int32{
+		"CUSTODY_OP_UNSPECIFIED":   0,
+		"CUSTODY_OP_ACCESS":        1,
+		"CUSTODY_OP_ELECT":         2,
+		"CUSTODY_OP_GET":           3,
+		"CUSTODY_OP_PUT":           4,
+		"CUSTODY_OP_BEGIN_REFRESH": 5,
+		"CUSTODY_OP_END_REFRESH":   6,
+	}
+)
+
+func (x CustodyOp) Enum() *CustodyOp {
+	p := new(CustodyOp)
+	*p = x
+	return p
+}
+
+func (x CustodyOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CustodyOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_cast_v1_node_service_proto_enumTypes[0].Descriptor()
+}
+
+func (CustodyOp) Type() protoreflect.EnumType {
+	return &file_cast_v1_node_service_proto_enumTypes[0]
+}
+
+func (x CustodyOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CustodyOp.Descriptor instead.
+func (CustodyOp) EnumDescriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{0}
+}
 
 // ConnectRequest is one frame from the node.
 type ConnectRequest struct {
@@ -2835,11 +2908,157 @@ func (x *FetchCredentialResponse) GetCredential() []byte {
 	return nil
 }
 
+// CustodyRequest is one custody step for one fleet account.
+type CustodyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the caller's node name; it must be connected.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// agent names the agent.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// account names the fleet account.
+	Account string `protobuf:"bytes,3,opt,name=account,proto3" json:"account,omitempty"`
+	// op is the step.
+	Op CustodyOp `protobuf:"varint,4,opt,name=op,proto3,enum=cast.v1.CustodyOp" json:"op,omitempty"`
+	// credential is what CUSTODY_OP_PUT stores (secret; never logged).
+	Credential []byte `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
+	// issued is CUSTODY_OP_BEGIN_REFRESH's credential's issue time.
+	Issued        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=issued,proto3" json:"issued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CustodyRequest) Reset() {
+	*x = CustodyRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CustodyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CustodyRequest) ProtoMessage() {}
+
+func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CustodyRequest.ProtoReflect.Descriptor instead.
+func (*CustodyRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CustodyRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CustodyRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *CustodyRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+func (x *CustodyRequest) GetOp() CustodyOp {
+	if x != nil {
+		return x.Op
+	}
+	return CustodyOp_CUSTODY_OP_UNSPECIFIED
+}
+
+func (x *CustodyRequest) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *CustodyRequest) GetIssued() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Issued
+	}
+	return nil
+}
+
+// CustodyResponse answers a custody step.
+type CustodyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// credential is ACCESS's or GET's credential (secret; never logged).
+	Credential []byte `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// custodian names the account's custodian (ELECT).
+	Custodian     string `protobuf:"bytes,2,opt,name=custodian,proto3" json:"custodian,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CustodyResponse) Reset() {
+	*x = CustodyResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CustodyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CustodyResponse) ProtoMessage() {}
+
+func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CustodyResponse.ProtoReflect.Descriptor instead.
+func (*CustodyResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CustodyResponse) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *CustodyResponse) GetCustodian() string {
+	if x != nil {
+		return x.Custodian
+	}
+	return ""
+}
+
 var File_cast_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\x1a\x1dcast/v1/session_service.proto\"\xd0\x01\n" +
+	"\x1acast/v1/node_service.proto\x12\acast.v1\x1a\x15cast/v1/account.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12cast/v1/node.proto\x1a\x15cast/v1/session.proto\x1a\x1dcast/v1/session_service.proto\"\xd0\x01\n" +
 	"\x0eConnectRequest\x12&\n" +
 	"\x05hello\x18\x01 \x01(\v2\x0e.cast.v1.HelloH\x00R\x05hello\x122\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x12.cast.v1.HeartbeatH\x00R\theartbeat\x12'\n" +
@@ -3030,7 +3249,29 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x17FetchCredentialResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
-	"credential2\xd5\a\n" +
+	"credential\"\xcc\x01\n" +
+	"\x0eCustodyRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x18\n" +
+	"\aaccount\x18\x03 \x01(\tR\aaccount\x12\"\n" +
+	"\x02op\x18\x04 \x01(\x0e2\x12.cast.v1.CustodyOpR\x02op\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\fR\n" +
+	"credential\x122\n" +
+	"\x06issued\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06issued\"O\n" +
+	"\x0fCustodyResponse\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\fR\n" +
+	"credential\x12\x1c\n" +
+	"\tcustodian\x18\x02 \x01(\tR\tcustodian*\xb6\x01\n" +
+	"\tCustodyOp\x12\x1a\n" +
+	"\x16CUSTODY_OP_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11CUSTODY_OP_ACCESS\x10\x01\x12\x14\n" +
+	"\x10CUSTODY_OP_ELECT\x10\x02\x12\x12\n" +
+	"\x0eCUSTODY_OP_GET\x10\x03\x12\x12\n" +
+	"\x0eCUSTODY_OP_PUT\x10\x04\x12\x1c\n" +
+	"\x18CUSTODY_OP_BEGIN_REFRESH\x10\x05\x12\x1a\n" +
+	"\x16CUSTODY_OP_END_REFRESH\x10\x062\x93\b\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
@@ -3045,7 +3286,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0fFetchCredential\x12\x1f.cast.v1.FetchCredentialRequest\x1a .cast.v1.FetchCredentialResponse\x12N\n" +
 	"\rListWorktrees\x12\x1d.cast.v1.ListWorktreesRequest\x1a\x1e.cast.v1.ListWorktreesResponse\x12Q\n" +
 	"\x0eRemoveWorktree\x12\x1e.cast.v1.RemoveWorktreeRequest\x1a\x1f.cast.v1.RemoveWorktreeResponse\x12T\n" +
-	"\x0fReportWorkspace\x12\x1f.cast.v1.ReportWorkspaceRequest\x1a .cast.v1.ReportWorkspaceResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0fReportWorkspace\x12\x1f.cast.v1.ReportWorkspaceRequest\x1a .cast.v1.ReportWorkspaceResponse\x12<\n" +
+	"\aCustody\x12\x17.cast.v1.CustodyRequest\x1a\x18.cast.v1.CustodyResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -3059,119 +3301,128 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_service_proto_rawDescData
 }
 
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_cast_v1_node_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_cast_v1_node_service_proto_goTypes = []any{
-	(*ConnectRequest)(nil),              // 0: cast.v1.ConnectRequest
-	(*NodeInfo)(nil),                    // 1: cast.v1.NodeInfo
-	(*Hello)(nil),                       // 2: cast.v1.Hello
-	(*Heartbeat)(nil),                   // 3: cast.v1.Heartbeat
-	(*CommandAck)(nil),                  // 4: cast.v1.CommandAck
-	(*ConnectResponse)(nil),             // 5: cast.v1.ConnectResponse
-	(*Welcome)(nil),                     // 6: cast.v1.Welcome
-	(*HeartbeatAck)(nil),                // 7: cast.v1.HeartbeatAck
-	(*Command)(nil),                     // 8: cast.v1.Command
-	(*WorkspaceRequest)(nil),            // 9: cast.v1.WorkspaceRequest
-	(*Worktree)(nil),                    // 10: cast.v1.Worktree
-	(*ListWorktreesRequest)(nil),        // 11: cast.v1.ListWorktreesRequest
-	(*ListWorktreesResponse)(nil),       // 12: cast.v1.ListWorktreesResponse
-	(*RemoveWorktreeRequest)(nil),       // 13: cast.v1.RemoveWorktreeRequest
-	(*RemoveWorktreeResponse)(nil),      // 14: cast.v1.RemoveWorktreeResponse
-	(*WorkspaceMove)(nil),               // 15: cast.v1.WorkspaceMove
-	(*ReportWorkspaceRequest)(nil),      // 16: cast.v1.ReportWorkspaceRequest
-	(*ReportWorkspaceResponse)(nil),     // 17: cast.v1.ReportWorkspaceResponse
-	(*SetCredential)(nil),               // 18: cast.v1.SetCredential
-	(*Interrupt)(nil),                   // 19: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 20: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 21: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 22: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 23: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 24: cast.v1.DeliverMessages
-	(*DeleteNodeRequest)(nil),           // 25: cast.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 26: cast.v1.DeleteNodeResponse
-	(*ListNodesRequest)(nil),            // 27: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 28: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 29: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 30: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 31: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 32: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 33: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 34: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 35: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 36: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 37: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 38: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 39: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 40: cast.v1.FetchCredentialResponse
-	(*AgentInstall)(nil),                // 41: cast.v1.AgentInstall
-	(*Node)(nil),                        // 42: cast.v1.Node
-	(*SetWorkspaceRequest)(nil),         // 43: cast.v1.SetWorkspaceRequest
-	(*Session)(nil),                     // 44: cast.v1.Session
-	(*Message)(nil),                     // 45: cast.v1.Message
-	(SessionState)(0),                   // 46: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 47: cast.v1.UsageWindow
+	(CustodyOp)(0),                      // 0: cast.v1.CustodyOp
+	(*ConnectRequest)(nil),              // 1: cast.v1.ConnectRequest
+	(*NodeInfo)(nil),                    // 2: cast.v1.NodeInfo
+	(*Hello)(nil),                       // 3: cast.v1.Hello
+	(*Heartbeat)(nil),                   // 4: cast.v1.Heartbeat
+	(*CommandAck)(nil),                  // 5: cast.v1.CommandAck
+	(*ConnectResponse)(nil),             // 6: cast.v1.ConnectResponse
+	(*Welcome)(nil),                     // 7: cast.v1.Welcome
+	(*HeartbeatAck)(nil),                // 8: cast.v1.HeartbeatAck
+	(*Command)(nil),                     // 9: cast.v1.Command
+	(*WorkspaceRequest)(nil),            // 10: cast.v1.WorkspaceRequest
+	(*Worktree)(nil),                    // 11: cast.v1.Worktree
+	(*ListWorktreesRequest)(nil),        // 12: cast.v1.ListWorktreesRequest
+	(*ListWorktreesResponse)(nil),       // 13: cast.v1.ListWorktreesResponse
+	(*RemoveWorktreeRequest)(nil),       // 14: cast.v1.RemoveWorktreeRequest
+	(*RemoveWorktreeResponse)(nil),      // 15: cast.v1.RemoveWorktreeResponse
+	(*WorkspaceMove)(nil),               // 16: cast.v1.WorkspaceMove
+	(*ReportWorkspaceRequest)(nil),      // 17: cast.v1.ReportWorkspaceRequest
+	(*ReportWorkspaceResponse)(nil),     // 18: cast.v1.ReportWorkspaceResponse
+	(*SetCredential)(nil),               // 19: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 20: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 21: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 22: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 23: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 24: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 25: cast.v1.DeliverMessages
+	(*DeleteNodeRequest)(nil),           // 26: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 27: cast.v1.DeleteNodeResponse
+	(*ListNodesRequest)(nil),            // 28: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 29: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 30: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 31: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 32: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 33: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 34: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 35: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 36: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 37: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 38: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 39: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 40: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 41: cast.v1.FetchCredentialResponse
+	(*CustodyRequest)(nil),              // 42: cast.v1.CustodyRequest
+	(*CustodyResponse)(nil),             // 43: cast.v1.CustodyResponse
+	(*AgentInstall)(nil),                // 44: cast.v1.AgentInstall
+	(*Node)(nil),                        // 45: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 46: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 47: cast.v1.Session
+	(*Message)(nil),                     // 48: cast.v1.Message
+	(SessionState)(0),                   // 49: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 50: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
-	2,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
-	3,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
-	4,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
-	1,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	41, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	42, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
-	6,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
-	7,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
-	8,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	23, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	24, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	19, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	20, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	21, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	22, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	18, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
-	9,  // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
-	43, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
-	11, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
-	13, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
-	10, // 20: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
-	10, // 21: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
-	15, // 22: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
-	10, // 23: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
-	44, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	45, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	42, // 26: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	45, // 27: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	45, // 28: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	46, // 29: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	47, // 30: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	44, // 31: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 32: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	27, // 33: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	25, // 34: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	29, // 35: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	31, // 36: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	33, // 37: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	35, // 38: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	37, // 39: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	39, // 40: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	11, // 41: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	13, // 42: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	16, // 43: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	5,  // 44: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	28, // 45: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	26, // 46: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	30, // 47: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	32, // 48: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	34, // 49: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	36, // 50: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	38, // 51: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	40, // 52: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	12, // 53: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	14, // 54: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	17, // 55: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	44, // [44:56] is the sub-list for method output_type
-	32, // [32:44] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	3,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
+	4,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
+	5,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
+	2,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
+	44, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	45, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	7,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
+	8,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
+	9,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
+	24, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	25, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	20, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	21, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	22, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	23, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	19, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	10, // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
+	46, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	12, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
+	14, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
+	11, // 20: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
+	11, // 21: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
+	16, // 22: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
+	11, // 23: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
+	47, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	48, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	45, // 26: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	48, // 27: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	48, // 28: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	49, // 29: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	50, // 30: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	47, // 31: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 32: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
+	51, // 33: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
+	1,  // 34: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	28, // 35: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	26, // 36: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	30, // 37: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	32, // 38: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	34, // 39: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	36, // 40: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	38, // 41: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	40, // 42: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	12, // 43: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	14, // 44: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	17, // 45: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	42, // 46: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	6,  // 47: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	29, // 48: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	27, // 49: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	31, // 50: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	33, // 51: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	35, // 52: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	37, // 53: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	39, // 54: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	41, // 55: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	13, // 56: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	15, // 57: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	18, // 58: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	43, // 59: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	47, // [47:60] is the sub-list for method output_type
+	34, // [34:47] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -3214,13 +3465,14 @@ func file_cast_v1_node_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   41,
+			NumEnums:      1,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_cast_v1_node_service_proto_goTypes,
 		DependencyIndexes: file_cast_v1_node_service_proto_depIdxs,
+		EnumInfos:         file_cast_v1_node_service_proto_enumTypes,
 		MessageInfos:      file_cast_v1_node_service_proto_msgTypes,
 	}.Build()
 	File_cast_v1_node_service_proto = out.File

@@ -31,6 +31,7 @@ const (
 	NodeService_ListWorktrees_FullMethodName       = "/cast.v1.NodeService/ListWorktrees"
 	NodeService_RemoveWorktree_FullMethodName      = "/cast.v1.NodeService/RemoveWorktree"
 	NodeService_ReportWorkspace_FullMethodName     = "/cast.v1.NodeService/ReportWorkspace"
+	NodeService_Custody_FullMethodName             = "/cast.v1.NodeService/Custody"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -79,6 +80,12 @@ type NodeServiceClient interface {
 	// it moved (fenced by their owner tokens, each with its notice), the
 	// worktrees it lists, or why it refused.
 	ReportWorkspace(ctx context.Context, in *ReportWorkspaceRequest, opts ...grpc.CallOption) (*ReportWorkspaceResponse, error)
+	// Custody is token custody's node side (docs/token-custody.md): the
+	// credential without its refresh token, which every node's CLI gets, and
+	// for the account's custodian (elected under the node's connection
+	// lease) the whole credential, its refresh record, and the rotated
+	// credential it stores. Only with the control plane's --token-custody.
+	Custody(ctx context.Context, in *CustodyRequest, opts ...grpc.CallOption) (*CustodyResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -224,6 +231,16 @@ func (c *nodeServiceClient) ReportWorkspace(ctx context.Context, in *ReportWorks
 	return out, nil
 }
 
+func (c *nodeServiceClient) Custody(ctx context.Context, in *CustodyRequest, opts ...grpc.CallOption) (*CustodyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CustodyResponse)
+	err := c.cc.Invoke(ctx, NodeService_Custody_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -270,6 +287,12 @@ type NodeServiceServer interface {
 	// it moved (fenced by their owner tokens, each with its notice), the
 	// worktrees it lists, or why it refused.
 	ReportWorkspace(context.Context, *ReportWorkspaceRequest) (*ReportWorkspaceResponse, error)
+	// Custody is token custody's node side (docs/token-custody.md): the
+	// credential without its refresh token, which every node's CLI gets, and
+	// for the account's custodian (elected under the node's connection
+	// lease) the whole credential, its refresh record, and the rotated
+	// credential it stores. Only with the control plane's --token-custody.
+	Custody(context.Context, *CustodyRequest) (*CustodyResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -315,6 +338,9 @@ func (UnimplementedNodeServiceServer) RemoveWorktree(context.Context, *RemoveWor
 }
 func (UnimplementedNodeServiceServer) ReportWorkspace(context.Context, *ReportWorkspaceRequest) (*ReportWorkspaceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportWorkspace not implemented")
+}
+func (UnimplementedNodeServiceServer) Custody(context.Context, *CustodyRequest) (*CustodyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Custody not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -524,6 +550,24 @@ func _NodeService_ReportWorkspace_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Custody_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CustodyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Custody(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Custody_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Custody(ctx, req.(*CustodyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -566,6 +610,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportWorkspace",
 			Handler:    _NodeService_ReportWorkspace_Handler,
+		},
+		{
+			MethodName: "Custody",
+			Handler:    _NodeService_Custody_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

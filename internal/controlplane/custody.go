@@ -1,0 +1,129 @@
+package controlplane
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/custody/vault"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
+)
+
+// newVault builds token custody's record when --token-custody is on and a
+// secrets key exists (nil otherwise).
+func (s *Server) newVault() error {
+	if !s.cfg.TokenCustody {
+		return nil
+	}
+	box, err := s.openBox()
+	if err != nil {
+		return err
+	}
+	if box == nil {
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey, "--token-custody needs a secrets key (--secrets-key-file)")
+	}
+	cli, prefix := s.store.CustodyEtcd()
+	s.vault = vault.New(cli, box, codecs.Credential, prefix)
+	return nil
+}
+
+// custodyPut records a newly added account's login in custody when it has
+// a refresh token to keep; a login older than the one in custody changes
+// nothing there.
+func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte) error {
+	if s.vault == nil {
+		return nil
+	}
+	f, err := codecs.Credential(agent)
+	if err != nil {
+		return nil // not a login custody covers
+	}
+	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
+		return nil
+	}
+	if _, err := s.vault.Put(ctx, agent, name, cred, "add"); err != nil && !errs.HasReason(err, "CREDENTIAL_NOT_NEWER") {
+		return err
+	}
+	return nil
+}
+
+// Custody is token custody's node side (docs/token-custody.md). The
+// access token goes to any connected node for the agent's active account;
+// the refresh token only to that account's custodian.
+func (h *nodeService) Custody(ctx context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
+	if err := refuse(validate.Need(validate.Name, "node", req.Node), validAccount(req.Agent, req.Account)); err != nil {
+		return nil, err
+	}
+	resp, err := h.custody(ctx, req)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	h.s.lg.Debug("custody step", zap.String("node", req.Node), zap.String("agent", req.Agent),
+		zap.String("account", req.Account), zap.Stringer("op", req.Op))
+	return resp, nil
+}
+
+func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
+	v := h.s.vault
+	if v == nil {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument, "token custody is off on this control plane (--token-custody)")
+	}
+	lease, err := h.s.store.NodeLease(ctx, req.Node)
+	if err != nil {
+		return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read node lease: %v", err)
+	}
+	if lease == 0 {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn, "node %q is not connected; custody serves connected nodes only", req.Node).With("node", req.Node)
+	}
+	switch req.Op {
+	case castv1.CustodyOp_CUSTODY_OP_ACCESS:
+		if err := h.needActive(ctx, req.Agent, req.Account); err != nil {
+			return nil, err
+		}
+		cred, _, err := v.AccessOnly(ctx, req.Agent, req.Account)
+		return &castv1.CustodyResponse{Credential: cred}, err
+	case castv1.CustodyOp_CUSTODY_OP_ELECT:
+		if err := h.needActive(ctx, req.Agent, req.Account); err != nil {
+			return nil, err
+		}
+		who, err := v.Elect(ctx, req.Agent, req.Account, req.Node, lease)
+		return &castv1.CustodyResponse{Custodian: who}, err
+	case castv1.CustodyOp_CUSTODY_OP_PUT: // any account: a restarted custodian reports what it left
+		_, err := v.Put(ctx, req.Agent, req.Account, req.Credential, req.Node)
+		return &castv1.CustodyResponse{}, err
+	case castv1.CustodyOp_CUSTODY_OP_END_REFRESH:
+		return &castv1.CustodyResponse{}, v.EndRefresh(ctx, req.Agent, req.Account, req.Node)
+	}
+	who, err := v.Custodian(ctx, req.Agent, req.Account)
+	if err != nil {
+		return nil, err
+	}
+	if who != req.Node {
+		return nil, errs.New(errs.KindPermissionDenied, errs.ReasonNotOwner, "node %q is not the custodian of %s account %q", req.Node, req.Agent, req.Account)
+	}
+	switch req.Op {
+	case castv1.CustodyOp_CUSTODY_OP_GET:
+		cred, _, err := v.Get(ctx, req.Agent, req.Account)
+		return &castv1.CustodyResponse{Credential: cred}, err
+	case castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH:
+		return &castv1.CustodyResponse{}, v.BeginRefresh(ctx, req.Agent, req.Account, req.Node, req.Issued.AsTime())
+	}
+	return nil, errs.Invalid("custody op %v is not one of ACCESS, ELECT, GET, PUT, BEGIN_REFRESH, END_REFRESH", req.Op)
+}
+
+// needActive refuses an account that is not the agent's active one.
+func (h *nodeService) needActive(ctx context.Context, agent, account string) error {
+	accs, err := h.s.fleet.List(ctx, agent)
+	if err != nil {
+		return err
+	}
+	for _, a := range accs {
+		if a.Name == account && a.Active {
+			return nil
+		}
+	}
+	return errs.New(errs.KindFailedPrecondition, errs.ReasonAccountNotActive, "%s account %q is not the active one; custody serves the active account", agent, account)
+}

@@ -1,0 +1,216 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/custody"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Token custody on the node (--token-custody; docs/token-custody.md): the
+// agent's shared store gets the active account's access token only, and
+// the node the control plane elects custodian refreshes the login through
+// the agent's CLI in DATA_DIR/custody. Agents without a CLI refresher
+// (Claude) keep the copied credential of fleet accounts.
+
+// custodyService is the control plane's Custody RPC as custody.Service.
+type custodyService struct {
+	cli  castv1.NodeServiceClient
+	node string
+}
+
+func (c custodyService) call(ctx context.Context, op castv1.CustodyOp, agent, account string, cred []byte, issued time.Time) (*castv1.CustodyResponse, error) {
+	req := &castv1.CustodyRequest{Node: c.node, Agent: agent, Account: account, Op: op, Credential: cred}
+	if !issued.IsZero() {
+		req.Issued = timestamppb.New(issued)
+	}
+	resp, err := c.cli.Custody(ctx, req)
+	if client.ReasonOf(err) == custody.ReasonNotNewer {
+		return nil, custody.ErrNotNewer
+	}
+	return resp, err
+}
+
+func (c custodyService) fetch(ctx context.Context, op castv1.CustodyOp, agent, account string) ([]byte, custody.Token, error) {
+	resp, err := c.call(ctx, op, agent, account, nil, time.Time{})
+	if err != nil {
+		return nil, custody.Token{}, err
+	}
+	f, err := codecs.Credential(agent)
+	if err != nil {
+		return nil, custody.Token{}, err
+	}
+	tok, err := f.Parse(resp.Credential)
+	return resp.Credential, tok, err
+}
+
+func (c custodyService) Get(ctx context.Context, agent, account string) ([]byte, custody.Token, error) {
+	return c.fetch(ctx, castv1.CustodyOp_CUSTODY_OP_GET, agent, account)
+}
+
+func (c custodyService) AccessOnly(ctx context.Context, agent, account string) ([]byte, custody.Token, error) {
+	return c.fetch(ctx, castv1.CustodyOp_CUSTODY_OP_ACCESS, agent, account)
+}
+
+func (c custodyService) Put(ctx context.Context, agent, account string, raw []byte, _ string) (custody.Token, error) {
+	if _, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_PUT, agent, account, raw, time.Time{}); err != nil {
+		return custody.Token{}, err
+	}
+	f, err := codecs.Credential(agent)
+	if err != nil {
+		return custody.Token{}, err
+	}
+	return f.Parse(raw)
+}
+
+func (c custodyService) BeginRefresh(ctx context.Context, agent, account, _ string, issued time.Time) error {
+	_, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH, agent, account, nil, issued)
+	return err
+}
+
+func (c custodyService) EndRefresh(ctx context.Context, agent, account, _ string) error {
+	_, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_END_REFRESH, agent, account, nil, time.Time{})
+	return err
+}
+
+func (c custodyService) elect(ctx context.Context, agent, account string) (string, error) {
+	resp, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_ELECT, agent, account, nil, time.Time{})
+	if err != nil {
+		return "", err
+	}
+	return resp.Custodian, nil
+}
+
+// custodyRefresher runs each agent's CLI refresher with the environment
+// and folder its turns get.
+type custodyRefresher struct{ cfg Config }
+
+func (r custodyRefresher) Refresh(ctx context.Context, agent, path string) error {
+	ref, err := r.cfg.custodyRefresher(agent)
+	if err != nil {
+		return err
+	}
+	return ref.Refresh(ctx, agent, path)
+}
+
+func (c Config) custodyRefresher(agent string) (custody.Refresher, error) {
+	s := c.agentSetup(agent)
+	t := c.newTurn(agent, s, s.Env)
+	return codecs.Refresher(agent, codecs.RefresherOptions{Bin: s.Bin, Env: t.Environ(), Home: t.AgentDir()})
+}
+
+// custodyCovers says whether agent's fleet accounts go through custody on
+// this node.
+func (a *Agent) custodyCovers(agent string) bool {
+	if a.custody == nil {
+		return false
+	}
+	_, err := a.cfg.custodyRefresher(agent)
+	return err == nil
+}
+
+// newCustody builds the node's custody part when --token-custody is on.
+func (a *Agent) newCustody() error {
+	if !a.cfg.TokenCustody {
+		return nil
+	}
+	svc := custodyService{cli: a.cli.Nodes, node: a.cfg.Name}
+	n, err := custody.NewNode(custody.NodeConfig{Name: a.cfg.Name, Dir: filepath.Join(a.cfg.DataDir, "custody"), Margin: a.cfg.CustodyMargin},
+		svc, codecs.Credential, custodyRefresher{cfg: a.cfg}, a.lg.Named("custody"))
+	if err != nil {
+		return err
+	}
+	a.custody, a.custodySvc = n, svc
+	return nil
+}
+
+// supply writes the active account's access token into the agent's store.
+func (a *Agent) supply(ctx context.Context, agent, account string) error {
+	path, err := a.cfg.credentialPath(agent)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.checkCredentialStore(agent, path); err != nil {
+		return err
+	}
+	if !a.cfg.ownsCredential(path) {
+		if _, err := backupCredential(path, nil, filepath.Join(a.cfg.credentialBackupDir(), agent)); err != nil {
+			return fmt.Errorf("back up %s before replacing it: %w", path, err)
+		}
+	}
+	_, err = a.custody.Supply(ctx, agent, account, path)
+	return err
+}
+
+// custodyLoop keeps each covered agent's active account in custody: it
+// asks to be custodian (the control plane elects one live node), refreshes
+// through the CLI when this node is, and supplies the newest access token
+// to the agent's store before the old one expires.
+func (a *Agent) custodyLoop(ctx context.Context) {
+	if a.custody == nil {
+		return
+	}
+	a.reconcileCustody(ctx)
+	every := a.cfg.CustodyInterval
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for agent := range credentialFiles {
+			if acc := a.st.fleet(agent).Account; acc != "" && a.custodyCovers(agent) {
+				a.custodyTick(ctx, agent, acc)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) custodyTick(ctx context.Context, agent, account string) {
+	lg := a.lg.With(zap.String("agent", agent), zap.String("account", account))
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	who, err := a.custodySvc.elect(cctx, agent, account)
+	if err != nil {
+		lg.Warn("custody: election failed", zap.Error(err))
+		return
+	}
+	if who == a.cfg.Name {
+		if _, err := a.custody.Custody(cctx, agent, account); err != nil {
+			lg.Warn("custody: refresh failed", zap.Error(err))
+		}
+	}
+	if err := a.supply(cctx, agent, account); err != nil {
+		lg.Warn("custody: supplying the access token failed", zap.Error(err))
+	}
+}
+
+// reconcileCustody reports what an earlier run left in DATA_DIR/custody
+// (a refresh cut off before it was stored).
+func (a *Agent) reconcileCustody(ctx context.Context) {
+	root := filepath.Join(a.cfg.DataDir, "custody")
+	agentsDirs, _ := os.ReadDir(root)
+	for _, ad := range agentsDirs {
+		accs, _ := os.ReadDir(filepath.Join(root, ad.Name()))
+		for _, acc := range accs {
+			if err := a.custody.Reconcile(ctx, ad.Name(), acc.Name()); err != nil {
+				a.lg.Warn("custody: reporting a credential left by an earlier run failed",
+					zap.String("agent", ad.Name()), zap.String("account", acc.Name()), zap.Error(err))
+			}
+		}
+	}
+}
