@@ -52,6 +52,11 @@ func main() {
 					return err
 				}
 			}
+			// TLS is on unless --insecure (or CAST_INSECURE=1) asks for
+			// plaintext; an explicit --tls keeps it on regardless.
+			if cfg.Insecure && !cmd.Flags().Changed("tls") {
+				cfg.TLS.Enabled = false
+			}
 			if dev && len(cfg.EtcdEndpoints) > 0 {
 				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
 			}
@@ -113,8 +118,8 @@ func main() {
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
-	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "serve TLS from the control plane's own CA (made on first start, its key sealed in the store); clients trust DATA_DIR/ca.pem or the logged pin")
-	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC without --tls (env CAST_INSECURE=1); warned at every start")
+	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed); clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
+	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
 	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
 	f.DurationVar(&cfg.TLS.NodeCertTTL, "node-cert-ttl", cfg.TLS.NodeCertTTL, "lifetime of a node's client certificate (TLS); nodes renew theirs at two thirds of it")
 	f.DurationVar(&cfg.TLS.UserCertTTL, "user-cert-ttl", cfg.TLS.UserCertTTL, "lifetime of a user's client certificate (cast token cert)")

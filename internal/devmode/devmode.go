@@ -5,7 +5,9 @@ package devmode
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 
@@ -18,7 +20,8 @@ import (
 )
 
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
-// has no TLS yet, and hands its admin token to the local user.
+// hands its admin token to the local user (and may serve plaintext with
+// --insecure).
 func CheckLoopback(addr string) error {
 	if !client.IsLoopback(addr) {
 		return fmt.Errorf("--dev listens on loopback only; %q is not a loopback address", addr)
@@ -36,7 +39,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 			return err
 		}
 	}
-	cp.Insecure = !cp.TLS.Enabled // plaintext on loopback only (checked above)
+	cp.Insecure = !cp.TLS.Enabled // plaintext (--insecure) on loopback only (checked above)
 	cp.Dev = true                 // the secrets key may stay in the data dir
 	srv, err := controlplane.Start(ctx, cp, lg)
 	if err != nil {
@@ -52,6 +55,11 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 	}
 	if err := nodeagent.WriteCredential(node.DataDir, cred); err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
+	}
+	// A certificate from the last start is bound to the credential just
+	// replaced: the node gets a new one for the new credential.
+	if err := os.Remove(nodeagent.IdentityPath(node.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("dev node certificate: %w", err)
 	}
 	if err := writeContext(ctx, srv, lg); err != nil {
 		return err

@@ -143,15 +143,26 @@ func TestTLSThroughRealProcesses(t *testing.T) {
 	}
 }
 
-// Plaintext is refused outside --dev unless asked for with --insecure
-// (CAST_INSECURE=1), which warns at every start.
+// TLS is the default: a control plane given neither --tls nor --insecure
+// serves TLS and plaintext gets no answer; plaintext needs an explicit
+// --insecure (CAST_INSECURE=1), which warns at every start.
 func TestPlaintextNeedsInsecure(t *testing.T) {
 	bins := testharness.Binaries(t)
-	args := []string{"--data-dir", t.TempDir(), "--listen", freeAddr(t), "--metrics-listen", ""}
-	refused := testharness.StartProcEnv(t, []string{"CAST_INSECURE="}, filepath.Join(bins, "controlplane"), args...)
+	noInsecure := []string{"CAST_INSECURE="}
+	args := func() []string {
+		return []string{"--data-dir", t.TempDir(), "--listen", freeAddr(t), "--metrics-listen", ""}
+	}
+	def := args()
+	tlsByDefault := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), def...)
+	testharness.WaitFor(t, 30*time.Second, "TLS on by default", func() bool { return strings.Contains(tlsByDefault.Output(), `"tls on"`) })
+	plain := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + def[3]}}
+	if _, errOut, code := plain.run("nodes", "--timeout", "3s"); code == 0 || !strings.Contains(errOut, "cannot reach") {
+		t.Errorf("plaintext cast against the default control plane: exit %d, %s", code, errOut)
+	}
+	refused := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), append(args(), "--tls=false")...)
 	if code, ok := refused.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(refused.Output(), "--insecure") {
 		t.Errorf("plaintext control plane without --insecure: exit %d (exited %v):\n%s", code, ok, refused.Output())
 	}
-	warned := testharness.StartProcEnv(t, []string{"CAST_INSECURE="}, filepath.Join(bins, "controlplane"), append(args[2:], "--data-dir", t.TempDir(), "--insecure")...)
+	warned := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), append(args(), "--insecure")...)
 	testharness.WaitFor(t, 30*time.Second, "the plaintext warning", func() bool { return strings.Contains(warned.Output(), "serving plaintext gRPC") })
 }

@@ -70,7 +70,9 @@ func userEnv(t *testing.T, home, addr string) []string {
 		}
 	}
 	agentsBin := filepath.Dir(agenttest.Bin(t, "claude"))
-	return append(env, "HOME="+home, "PATH="+agentsBin+":"+os.Getenv("PATH"), "CAST_ADDR="+addr)
+	// A person has no CAST_INSECURE (their --dev serves TLS) and finds the
+	// context --dev writes in ~/.config/cast.
+	return append(env, "HOME="+home, "PATH="+agentsBin+":"+os.Getenv("PATH"), "CAST_ADDR="+addr, "CAST_INSECURE=", "XDG_CONFIG_HOME=")
 }
 
 // startUserDev starts `controlplane --dev` the README's way, as the user
@@ -169,6 +171,19 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 	dev := startUserDev(t, env, addr)
 	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: env}
 	c.waitNode("devnode", true)
+	// TLS on loopback: the dev context trusts the dev CA, the dev node
+	// holds a client certificate, and plaintext gets nowhere.
+	ctxFile, _ := os.ReadFile(filepath.Join(home, ".config", "cast", "config.yaml"))
+	if !strings.Contains(dev.Output(), "tls on") || !bytes.Contains(ctxFile, []byte("ca: ")) {
+		t.Fatalf("--dev without TLS, or its context without the CA:\n%s", ctxFile)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local", "share", "cast", "controlplane", "node", "identity.pem")); err != nil {
+		t.Errorf("the dev node has no client certificate: %v", err)
+	}
+	noContext := append(append([]string{}, env...), "HOME="+t.TempDir())
+	if _, errOut, code := (cli{t: t, bin: c.bin, env: noContext}).run("nodes", "--timeout", "3s"); code == 0 || !strings.Contains(errOut, "cannot reach") {
+		t.Errorf("a plaintext cast got past the --dev control plane's TLS: exit %d, %s", code, errOut)
+	}
 
 	sh := &shell{t: t, dir: t.TempDir(), env: env, vars: map[string]string{}}
 	var watch *exec.Cmd
