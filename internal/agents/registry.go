@@ -41,6 +41,22 @@ type Capabilities struct {
 	ModelChange bool
 	// EffortLevels are the accepted reasoning-effort values (nil: none).
 	EffortLevels []string
+	// ForkReadsSource: a native fork keeps reading the source's native
+	// file instead of copying it. Codex's `codex exec fork` (0.171.0)
+	// writes a rollout that holds only the fork's own entries and reads the
+	// history from the source's rollout (forked_from_id + an ordinal), so a
+	// fork stays right only while the source's rollout is never rewritten:
+	// the node appends to it on a resume (the ordinal cuts those entries
+	// off) and writes every rebuild under a new native id, leaving the old
+	// rollout to the forks that read it. Claude's --fork-session and
+	// OpenCode's --fork (1.18.33) copy the history, so their forks stand
+	// alone.
+	ForkReadsSource bool
+	// AccountSwitch: a session can continue on another account of the
+	// agent's fleet, so a limit may switch accounts. Codex's rollouts carry
+	// encrypted reasoning that only the account which produced it can read
+	// back (design §7: "Codex only resumes after reset").
+	AccountSwitch bool
 }
 
 // Commands are argument templates (never a shell line). Placeholders are
@@ -67,6 +83,18 @@ type Commands struct {
 	// unless the agent's driver delivers it another way (Codex: as
 	// history, through its app-server).
 	MaxPromptChars int
+	// Usage is appended when the turn reports the provider's usage
+	// windows and the CLI prints them only on request.
+	Usage []string
+	// RunnerFork: the runner drives Fork headless (the CLI names the new
+	// session where the runner finds it).
+	RunnerFork bool
+	// Env is set for every headless run (after cast's own quiet settings):
+	// what keeps the CLI non-interactive, local and without self-update.
+	Env []string
+	// FailedOnStderr, printed on stderr by a turn with no output, means
+	// the turn failed although the CLI exited 0.
+	FailedOnStderr string
 }
 
 // Agent describes one coding agent cast can run.
@@ -102,18 +130,25 @@ var registry = map[string]Agent{
 		Commands: Commands{
 			// `claude -p` with no prompt argument reads the prompt from
 			// stdin (2.1.197: a 2 MB prompt arrives whole).
-			Headless:    []string{"-p", "--session-id", "{id}"},
-			Resume:      []string{"-p", "--resume", "{id}"},
-			Fork:        []string{"-p", "--resume", "{id}", "--fork-session"},
+			Headless: []string{"-p", "--session-id", "{id}"},
+			Resume:   []string{"-p", "--resume", "{id}"},
+			// The fork gets its new id up front ({new}), so the runner
+			// knows which file is the fork's.
+			Fork:        []string{"-p", "--resume", "{id}", "--fork-session", "--session-id", "{new}"},
 			Model:       []string{"--model", "{model}"},
 			Effort:      []string{"--effort", "{effort}"},
 			PromptStdin: true,
+			// Its usage windows appear only as stream-json events; messages
+			// still come from the transcript file.
+			Usage:      []string{"--output-format", "stream-json", "--verbose"},
+			RunnerFork: true,
+			Env:        []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 		},
 		HomeEnv: "CLAUDE_CONFIG_DIR", DefaultHome: ".claude",
 		Transcript:    "projects/<slug(cwd)>/<session-id>.jsonl",
 		ContextWindow: 200_000,
 		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"low", "medium", "high", "xhigh", "max"}},
+			EffortLevels: []string{"low", "medium", "high", "xhigh", "max"}, AccountSwitch: true},
 		Verified: true,
 	},
 	"codex": {
@@ -137,12 +172,13 @@ var registry = map[string]Agent{
 			// first and runs a short turn that points at it
 			// (codex.DeliverLarge).
 			MaxPromptChars: 1 << 20,
+			RunnerFork:     true,
 		},
 		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",
 		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",
 		ContextWindow: 272_000,
 		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}},
+			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}, ForkReadsSource: true},
 		Verified: true,
 	},
 	"gemini": {
@@ -153,12 +189,16 @@ var registry = map[string]Agent{
 			// appended to it). It waits 500 ms for the first byte, so the
 			// runner writes the prompt as the CLI starts.
 			Headless: []string{"--session-id", "{id}"},
-			// --session-file takes any path: no dependence on gemini's
-			// project registry or slug collisions.
-			Resume:         []string{"--session-file", "{path}"},
+			// --resume (run in the session's cwd) appends to the session's
+			// file; --session-file would copy the file into a new session
+			// on every turn.
+			Resume:         []string{"--resume", "{id}"},
 			Model:          []string{"--model", "{model}"},
 			PromptStdin:    true,
 			MaxPromptBytes: 8 << 20, // beyond it gemini truncates with only a debug warning
+			// Headless gemini refuses an untrusted folder (rc 55) and would
+			// re-spawn node with a bigger heap outside cast's control.
+			Env: []string{"GEMINI_CLI_TRUST_WORKSPACE=true", "GEMINI_CLI_NO_RELAUNCH=true"},
 		},
 		// Gemini finds its folder as $HOME/.gemini; the bundle also reads
 		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves
@@ -179,6 +219,7 @@ var registry = map[string]Agent{
 			Model:       []string{"--model", "{model}"},
 			Effort:      []string{"--thinking", "{effort}"},
 			PromptStdin: true,
+			Env:         []string{"PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0"},
 		},
 		HomeEnv: "PI_CODING_AGENT_DIR", DefaultHome: ".pi/agent",
 		Transcript:    "sessions/--<cwd with / replaced by ->--/<timestamp>_<session-id>.jsonl",
@@ -192,13 +233,18 @@ var registry = map[string]Agent{
 		Commands: Commands{
 			// `opencode run` with no message argument reads the message from
 			// stdin (1.18.33: as given; an argument holding spaces would be
-			// wrapped in double quotes).
-			Headless:    []string{"run"},
-			Resume:      []string{"run", "--session", "{id}"},
-			Fork:        []string{"run", "--session", "{id}", "--fork"},
+			// wrapped in double quotes). Parts stream as JSON events on
+			// stdout, errors go to stderr.
+			Headless:    []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR"},
+			Resume:      []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR", "--session", "{id}"},
+			Fork:        []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR", "--session", "{id}", "--fork"},
 			Model:       []string{"--model", "{model}"},
 			Effort:      []string{"--variant", "{effort}"},
 			PromptStdin: true,
+			RunnerFork:  true,
+			Env:         []string{"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1"},
+			// opencode run exits 0 after giving up on a failing provider.
+			FailedOnStderr: "level=ERROR",
 		},
 		HomeEnv: "XDG_DATA_HOME", DefaultHome: ".local/share",
 		// Not a file: rows in SQLite, loaded through `opencode import`.

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // links the drivers
 	"github.com/cast-dev/cast/internal/fakemodel"
 )
 
@@ -26,8 +29,9 @@ func glob(t *testing.T, pattern string) string {
 }
 
 // TestCommandTemplates runs every verified agent's headless, resume and fork
-// templates (with the model and effort flags) through the real CLI: the
-// second turn must reach the model with the first one as history.
+// forms (with the model and effort flags) through the real CLI, built by
+// agents.Agent.Args as the runner builds them: the second turn must reach
+// the model with the first one as history.
 func TestCommandTemplates(t *testing.T) {
 	const chosen = "0c9b8c2e-5b9a-4c55-8f3e-3f4b1d2a6e71"
 	tests := []struct {
@@ -70,15 +74,11 @@ func TestCommandTemplates(t *testing.T) {
 			bin := agenttest.Bin(t, tc.agent)
 			home, env := agenttest.Env(t, tc.agent, fake.URL)
 			cwd := t.TempDir()
-			vars := map[string]string{"prompt": "first turn MARKER-ONE", "id": chosen, "model": tc.model, "effort": tc.effort}
-			run := func(tmpl ...[]string) agenttest.Result {
-				var args []string
-				for _, part := range tmpl {
-					x, err := agents.Expand(part, vars)
-					if err != nil {
-						t.Fatal(err)
-					}
-					args = append(args, x...)
+			vars := map[string]string{"prompt": "first turn MARKER-ONE", "id": chosen, "model": tc.model, "new": uuid.NewString()}
+			run := func(f agents.Form) agenttest.Result {
+				args, err := a.Args(f, vars, false)
+				if err != nil {
+					t.Fatal(err)
 				}
 				if !a.Commands.PromptStdin {
 					return agenttest.MustRun(t, ctx, bin, args, env, cwd)
@@ -99,7 +99,14 @@ func TestCommandTemplates(t *testing.T) {
 				}
 				return strings.Join(all, "\n")
 			}
-			res := run(a.Commands.Headless, a.Commands.Model)
+			fresh := agents.FormFresh
+			if d, _ := a.Driver(); d != nil {
+				if n, ok := d.(agents.SessionNamer); ok {
+					// The runner names the new session's file (pi --session F).
+					fresh, vars["path"] = agents.FormResume, n.NewSessionPath(filepath.Join(home, filepath.FromSlash(a.DefaultHome)), cwd)
+				}
+			}
+			res := run(fresh)
 			if tc.native != nil {
 				vars["id"], vars["path"] = tc.native(t, home, res.Stdout, chosen)
 			} else {
@@ -110,12 +117,8 @@ func TestCommandTemplates(t *testing.T) {
 				}
 				vars["id"] = list[0].ID
 			}
-			vars["prompt"] = "second turn MARKER-TWO"
-			resume := [][]string{a.Commands.Resume}
-			if tc.effort != "" {
-				resume = append(resume, a.Commands.Effort)
-			}
-			run(resume...)
+			vars["prompt"], vars["effort"] = "second turn MARKER-TWO", tc.effort
+			run(agents.FormResume)
 			if got := lastUser(); !strings.Contains(got, "MARKER-ONE") || !strings.Contains(got, "MARKER-TWO") {
 				t.Fatalf("resume did not carry the first turn; user texts:\n%s", got)
 			}
@@ -123,7 +126,7 @@ func TestCommandTemplates(t *testing.T) {
 				return
 			}
 			vars["prompt"] = "forked turn MARKER-THREE"
-			run(a.Commands.Fork)
+			run(agents.FormFork)
 			if got := lastUser(); !strings.Contains(got, "MARKER-TWO") || !strings.Contains(got, "MARKER-THREE") {
 				t.Fatalf("fork did not carry the history; user texts:\n%s", got)
 			}

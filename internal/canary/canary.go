@@ -217,7 +217,7 @@ func (r *run) steps(ctx context.Context, bin string) []Check {
 	t.NativeID, t.NativePath = res.NativeID, res.NativePath
 	out = append(out, r.readBack(ctx, t))
 
-	if !runner.ForkAgents[r.agent] {
+	if a, _ := agents.Lookup(r.agent); !a.Commands.RunnerFork {
 		return out
 	}
 	ft := r.turn

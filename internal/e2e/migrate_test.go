@@ -60,7 +60,7 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 		r.homes[name] = map[string]string{}
 		setups := map[string]map[string]any{}
 		for _, a := range agentNames {
-			home, aenv := rigAgentEnv(t, a, fake.URL)
+			home, aenv := agenttest.NodeEnv(t, a, fake.URL)
 			r.homes[name][a] = home
 			setups[a] = map[string]any{"bin": agenttest.Bin(t, a), "home": home, "env": aenv}
 		}

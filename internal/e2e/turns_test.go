@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 			setups[a] = map[string]any{"bin": filepath.Join(t.TempDir(), "no-cli", a)}
 			continue
 		}
-		home, env := rigAgentEnv(t, a, fake.URL)
+		home, env := agenttest.NodeEnv(t, a, fake.URL)
 		homes[a] = home
 		bin := bins[a]
 		if bin == "" {
@@ -86,25 +85,6 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 	}
 	r.startNode()
 	return r
-}
-
-// rigAgentEnv is an agent's environment in a node's agents config. A
-// refused prompt fails Claude at once instead of being retried. OpenCode's
-// has no HOME, TMPDIR or XDG dirs, as a user's config would not: the node
-// derives them from the agent's home (agenttest keeps its config where
-// they point), so every run of the CLI must get them from the node.
-func rigAgentEnv(t testing.TB, agent, fakeURL string) (string, []string) {
-	home, env := agenttest.Env(t, agent, fakeURL)
-	switch agent {
-	case "claude":
-		env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
-	case "opencode":
-		env = slices.DeleteFunc(env, func(kv string) bool {
-			k, _, _ := strings.Cut(kv, "=")
-			return k == "HOME" || k == "TMPDIR" || strings.HasPrefix(k, "XDG_")
-		})
-	}
-	return home, env
 }
 
 // startNode starts the node process and waits until it is connected.

@@ -151,19 +151,20 @@ func TestToolResultIsQuoted(t *testing.T) {
 			s := Start(t)
 			// Cut the conversation after the tool result.
 			body := c.body
-			switch c.name {
-			case "anthropic":
-				body = strings.Replace(body, `{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"U2"}`, `{"type":"text","text":"<system-reminder>x</system-reminder>"}`, 1)
-			case "responses":
-				body = strings.Replace(body, `,
-		{"type":"message","role":"user","content":[{"type":"input_text","text":"U2"}]}`, "", 1)
-			case "chat":
-				body = strings.Replace(body, `,
-		{"role":"user","content":"U2"}`, "", 1)
-			case "gemini":
-				body = strings.Replace(body, `,
-		{"role":"user","parts":[{"text":"U2"}]}`, "", 1)
+			cut := map[string]string{ // the last user message, by wire format
+				"anthropic": `{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"U2"}`,
+				"responses": `,
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"U2"}]}`,
+				"chat": `,
+		{"role":"user","content":"U2"}`,
+				"gemini": `,
+		{"role":"user","parts":[{"text":"U2"}]}`,
+			}[c.name]
+			keep := ""
+			if c.name == "anthropic" {
+				keep = `{"type":"text","text":"<system-reminder>x</system-reminder>"}`
 			}
+			body = strings.Replace(body, cut, keep, 1)
 			_, out, _ := post(t, s, c.path, body)
 			if !strings.Contains(out, "FAKE: tool said ") || !strings.Contains(out, "OUT") {
 				t.Errorf("reply does not quote the tool result:\n%s", out)

@@ -5,23 +5,29 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/agents"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 )
 
 // fleetPolicy is what a limit does for agent's fleet as a whole: the
-// configured policy, except that Codex never switches (design §7: its
-// rollouts carry encrypted reasoning that only the account which produced
-// it can read back), so auto means resume there.
+// configured policy, except that an agent whose sessions cannot continue
+// on another account (agents.Capabilities.AccountSwitch: Codex's rollouts
+// carry encrypted reasoning that only the account which produced it can
+// read back, design §7) never switches, so auto means resume there.
 func (mg *Manager) fleetPolicy(agent string) string {
-	if mg.cfg.Policy == PolicyAuto && !switchable[agent] {
+	if mg.cfg.Policy == PolicyAuto && !switchable(agent) {
 		return PolicyResume
 	}
 	return mg.cfg.Policy
 }
 
-// switchable are the agents whose sessions can continue on another account.
-var switchable = map[string]bool{"claude": true}
+// switchable says whether agent's sessions can continue on another
+// account.
+func switchable(agent string) bool {
+	a, _ := agents.Lookup(agent)
+	return a.Caps.AccountSwitch
+}
 
 // policy is what a limit on account r does: its own policy, else its
 // fleet's (an account set to auto still only resumes where the agent
@@ -31,7 +37,7 @@ func (mg *Manager) policy(r *quota.Account) string {
 	if p == "" {
 		p = mg.fleetPolicy(r.Agent)
 	}
-	if p == PolicyAuto && !switchable[r.Agent] {
+	if p == PolicyAuto && !switchable(r.Agent) {
 		return PolicyResume
 	}
 	return p

@@ -1,8 +1,11 @@
-// Package fsutil writes files the way cast's state and credential files must
-// be written: atomically (temp, fsync, rename, fsync dir) and private.
+// Package fsutil writes files the way cast's state, credential and native
+// transcript files must be written: atomically (a unique temp sibling,
+// fsync, rename, fsync dir) and private.
 package fsutil
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -10,6 +13,17 @@ import (
 // WriteFileAtomic replaces path with data, mode perm, so a crash leaves
 // either the old or the new file, never a torn one.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic replaces path with what write writes (buffered), mode perm.
+// The temp file's name is unique, so two writers of one path never share
+// it, and it is hidden and ends in neither the file's own extension nor a
+// fixed suffix, so a CLI globbing its folder never picks it up.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -17,15 +31,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a successful rename
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
+	if err := fill(f, perm, write); err != nil {
 		f.Close()
 		return err
 	}
@@ -41,4 +47,28 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// fill writes f through a buffer and syncs it.
+func fill(f *os.File, perm os.FileMode, write func(io.Writer) error) error {
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// WritePrivate writes a file of cast's own (0600, atomically), making its
+// folder (0700).
+func WritePrivate(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, data, 0o600)
 }

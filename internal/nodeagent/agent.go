@@ -48,7 +48,7 @@ type Agent struct {
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64
 	lastContact atomic.Int64
-	geminiNoMCP sync.Once     // the warning that the user's own gemini has no cast tool
+	mcpSkips    sync.Map      // agent+reason of each "no MCP server" warning logged
 	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
 	reg         *prometheus.Registry
 	m           *metrics.Node

@@ -18,26 +18,6 @@ const (
 	forkRebuild = "rebuild"
 )
 
-// nodeForkAgents are the agents whose native fork the node uses.
-//
-// Claude's --fork-session copies the history into the fork's own file.
-// Codex's `codex exec fork` (0.171.0) writes a rollout that holds only
-// the fork's own entries and reads the history from the source's rollout
-// (forked_from_id + an ordinal), so a Codex fork stays right only while
-// the source's rollout is never rewritten: the node appends to it on a
-// resume (the ordinal cuts those entries off) and writes every rebuild of
-// a Codex session under a new native id (rebuildNativeID), leaving the old
-// rollout to the forks that read it.
-//
-// OpenCode's `opencode run --session ID --fork` (1.18.33) copies the
-// session's rows into a new session in the same store, so its forks stand
-// alone like Claude's.
-var nodeForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": true}
-
-// forkReadsSource are the agents whose native fork keeps reading the
-// source's native file instead of copying it.
-var forkReadsSource = map[string]bool{"codex": true}
-
 // rebuildNativeID is the native id a rebuild of agent's session writes
 // under (ns: the session's native row, nil if none). It is always a new id,
 // so no existing file is rewritten in place, when the agent runs in the
@@ -47,8 +27,9 @@ var forkReadsSource = map[string]bool{"codex": true}
 // replaces the row after the turn. Others keep the row's id ("" lets the
 // writer pick one).
 func rebuildNativeID(agent string, ns *nativeSession, shared bool) string {
+	a, _ := agents.Lookup(agent)
 	switch {
-	case shared || forkReadsSource[agent]:
+	case shared || a.Caps.ForkReadsSource:
 		return agents.NewNativeID(agent)
 	case ns != nil:
 		return ns.ID
@@ -77,10 +58,8 @@ type forkCut struct {
 func nativeForkOK(c forkCut) (ok bool, why string) {
 	a, known := agents.Lookup(c.Agent)
 	switch {
-	case !known || a.Caps.NativeFork == agents.ForkNone || a.Commands.Fork == nil || !runner.ForkAgents[c.Agent]:
+	case !known || a.Caps.NativeFork == agents.ForkNone || a.Commands.Fork == nil || !a.Commands.RunnerFork:
 		return false, "agent has no native fork"
-	case !nodeForkAgents[c.Agent]:
-		return false, "agent's native fork is not used by the node"
 	case c.ForkedAt < 1:
 		return false, "no cut"
 	case c.Delivered != c.ForkedAt:

@@ -34,9 +34,8 @@ func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, det
 	saw := d.sawOutput
 	d.mu.Unlock()
 	failed := exit != 0 || len(errs) > 0
-	if d.a.Name == "opencode" && !saw && strings.Contains(stderr, "level=ERROR") {
-		// opencode run exits 0 after giving up on a failing provider.
-		failed = true
+	if on := d.a.Commands.FailedOnStderr; on != "" && !saw && strings.Contains(stderr, on) {
+		failed = true // the CLI exits 0 after giving up (opencode on a failing provider)
 	}
 	if !failed && emitted > 0 {
 		return "", ""

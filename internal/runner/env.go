@@ -79,18 +79,7 @@ func buildEnv(a agents.Agent, t Turn) []string {
 	} else {
 		env = isolatedEnv(a, t.Home)
 	}
-	switch a.Name {
-	case "gemini":
-		// Headless gemini refuses an untrusted folder (rc 55) and would
-		// re-spawn node with a bigger heap outside cast's control.
-		env = append(env, "GEMINI_CLI_TRUST_WORKSPACE=true", "GEMINI_CLI_NO_RELAUNCH=true")
-	case "pi":
-		env = append(env, "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0")
-	case "opencode":
-		env = append(env, "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1")
-	case "claude":
-		env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-	}
+	env = append(env, a.Commands.Env...)
 	env = append(env, t.Env...)
 	for i, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -178,9 +167,13 @@ func isolatedEnv(a agents.Agent, h string) []string {
 	return env
 }
 
-// ensureDirs creates the folders the environment points at.
-func ensureDirs(env []string) error {
-	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "PI_CODING_AGENT_DIR"} {
+// ensureDirs creates the folders the environment points at, a's own
+// folder (its HomeEnv) included.
+func ensureDirs(a agents.Agent, env []string) error {
+	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", a.HomeEnv} {
+		if k == "" {
+			continue
+		}
 		if v := EnvValue(env, k); v != "" {
 			if err := os.MkdirAll(v, 0o700); err != nil {
 				return err
@@ -192,11 +185,4 @@ func ensureDirs(env []string) error {
 
 // EnvValue returns the last value of key in env ("" when absent): the
 // value a process started with env sees.
-func EnvValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
+func EnvValue(env []string, key string) string { return agents.EnvValue(env, key) }

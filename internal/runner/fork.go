@@ -3,34 +3,30 @@ package runner
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
-	"github.com/cast-dev/cast/internal/agents/opencode"
+	"github.com/cast-dev/cast/internal/agents"
 )
-
-// ForkAgents are the agents whose CLI forks a native session headless in
-// a form the runner drives: `claude -p --resume ID --fork-session
-// --session-id NEW`, `codex exec fork ID` and `opencode run --session ID
-// --fork`. Each makes a new session with the history and leaves the
-// original as it was (Codex's new rollout reads the history from the
-// original's instead of copying it).
-var ForkAgents = map[string]bool{"claude": true, "codex": true, "opencode": true}
 
 // forkSource resolves the session a fork turn copies. A source that is
 // not there fails the turn before anything runs (ReasonNoSession), so a
 // caller can fall back to another way of building the history.
 func (d *driver) forkSource() error {
-	if !ForkAgents[d.a.Name] || d.a.Commands.Fork == nil {
+	// The agents whose CLI forks headless in a form the runner drives
+	// (Commands.RunnerFork: `claude -p --resume ID --fork-session
+	// --session-id NEW`, `codex exec fork ID`, `opencode run --session ID
+	// --fork`) make a new session with the history and leave the original
+	// as it was (Codex's new rollout reads the history from the original's
+	// instead of copying it).
+	if !d.a.Commands.RunnerFork || d.a.Commands.Fork == nil {
 		return &Error{Reason: ReasonUnsupported, Detail: d.a.DisplayName + " has no headless fork the runner drives"}
 	}
 	d.forkID, d.forkPath = d.t.ForkOf, d.t.ForkPath
-	if d.a.Name == "opencode" {
+	if st, ok := d.ad.(agents.StoreDriver); ok {
 		// `opencode run --session ID --fork` copies the session's rows into
 		// a new session in the same store and names it in its JSON events,
 		// as a fresh run does; a source that is not in the store fails the
 		// run before the prompt is taken.
-		d.forkPath, d.fresh = opencode.DBPath(d.home), true
+		d.forkPath, d.fresh = st.StorePath(d.home), true
 		if d.forkID == "" || !exists(d.forkPath) {
 			return &Error{Reason: ReasonNoSession, Detail: fmt.Sprintf("no %s session %q to fork under %s", d.a.Name, d.forkID, d.home)}
 		}
@@ -40,12 +36,7 @@ func (d *driver) forkSource() error {
 		d.forkPath = d.find(d.forkID)
 	}
 	if d.forkID == "" {
-		switch d.a.Name {
-		case "claude":
-			d.forkID = strings.TrimSuffix(filepath.Base(d.forkPath), ".jsonl")
-		case "codex":
-			d.forkID = idFromRollout(d.forkPath)
-		}
+		d.forkID = d.ad.SessionID(d.forkPath)
 	}
 	if d.forkID == "" || d.forkPath == "" || !exists(d.forkPath) {
 		return &Error{Reason: ReasonNoSession, Detail: fmt.Sprintf("no %s session %q to fork under %s", d.a.Name, d.forkID, d.home)}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -18,7 +19,7 @@ import (
 // found" before anything runs.
 func TestNativeFork(t *testing.T) {
 	for _, c := range cases {
-		if !runner.ForkAgents[c.agent] {
+		if a, _ := agents.Lookup(c.agent); !a.Commands.RunnerFork {
 			continue
 		}
 		t.Run(c.agent, func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 // deliverLarge gets a Codex prompt longer than one Codex turn takes
@@ -26,11 +26,11 @@ func (d *driver) deliverLarge(ctx context.Context, bin string, env []string) err
 	d.mu.Lock()
 	id, path := d.id, d.path
 	d.mu.Unlock()
-	got, err := codex.DeliverLarge(ctx, bin, env, d.t.Cwd, id, path, d.t.Prompt)
+	got, err := d.ad.(agents.LargePrompter).DeliverLarge(ctx, bin, env, d.t.Cwd, id, path, d.t.Prompt)
 	if err != nil {
 		return err
 	}
-	d.asLarge(got.ThreadID, got.Path)
+	d.asLarge(got.ID, got.Path)
 	if d.tail.path == "" {
 		d.tail.path = got.Path // a fresh thread: its file is read from the start
 	}
@@ -40,7 +40,7 @@ func (d *driver) deliverLarge(ctx context.Context, bin string, env []string) err
 // largePrompt says whether the turn's prompt goes in as history first
 // (deliverLarge); a fork turn with such a prompt is unsupported.
 func (d *driver) largePrompt() (bool, error) {
-	if d.a.Name != "codex" || promptTooLong(d.a, d.t.Prompt) == "" {
+	if _, ok := d.ad.(agents.LargePrompter); !ok || promptTooLong(d.a, d.t.Prompt) == "" {
 		return false, nil
 	}
 	if d.fork {
@@ -55,12 +55,12 @@ func (d *driver) asLarge(id, path string) {
 	d.mu.Lock()
 	d.id, d.path, d.fresh = id, path, false
 	d.mu.Unlock()
-	d.large = codex.LargePromptTurn(utf8.RuneCountInString(d.t.Prompt))
+	d.large = d.ad.(agents.LargePrompter).LargeTurn(d.t.Prompt)
 }
 
 // largeNote says, for a dry run, how a prompt that goes in as history
 // first is delivered.
 func (d *driver) largeNote() string {
-	return fmt.Sprintf("the prompt (%d characters, over the %d %s takes in one turn) goes in first as a message of the thread's history through `%s app-server` (thread/inject_items); the turn then resumes that thread with this pointer to it",
-		utf8.RuneCountInString(d.t.Prompt), d.a.Commands.MaxPromptChars, d.a.DisplayName, d.a.Binary)
+	return fmt.Sprintf("the prompt (%d characters, over the %d %s takes in one turn) goes in first as a message of the thread's history %s; the turn then resumes that thread with this pointer to it",
+		utf8.RuneCountInString(d.t.Prompt), d.a.Commands.MaxPromptChars, d.a.DisplayName, d.ad.(agents.LargePrompter).LargeHow(d.a.Binary))
 }

@@ -36,7 +36,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +49,6 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -89,7 +87,7 @@ type Turn struct {
 	// turn forks with the CLI's own fork command (claude --fork-session,
 	// codex exec fork) instead of resuming NativeID: the history is the
 	// CLI's copy of that session, which stays unchanged, and Result names
-	// the new session. Only agents in ForkAgents support it.
+	// the new session. Only agents whose Commands.RunnerFork is set support it.
 	ForkOf, ForkPath string
 	Prompt           string
 	// Env is extra environment (provider base URLs, keys, ...), applied
@@ -205,7 +203,7 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	if err != nil {
 		return fail(res, ReasonBinaryNotFound, err.Error())
 	}
-	if err := ensureDirs(env); err != nil {
+	if err := ensureDirs(a, env); err != nil {
 		return fail(res, ReasonFailed, err.Error())
 	}
 	d, err := newDriver(a, t, r.logf)
@@ -400,12 +398,8 @@ loop:
 	d.sync(true, out)
 	res.NativeID, res.NativePath = d.native()
 	res.PromptSeen = d.promptSeen()
-	switch {
-	case !t.ReportUsage:
-	case t.Agent == "codex":
-		res.Usage = codexUsage(res.NativePath)
-	case t.Agent == "claude":
-		res.Usage = d.claudeUsage()
+	if t.ReportUsage {
+		res.Usage = d.usage(res.NativePath)
 	}
 
 	if interrupted {
@@ -516,22 +510,15 @@ func (r *Runner) Native(ctx context.Context, t Turn) ([]transcript.Message, erro
 		return nil, err
 	}
 	var msgs []transcript.Message
-	if a.Name == "opencode" {
+	if d.store != nil {
 		env := buildEnv(a, t)
 		bin, err := r.lookBin(a, env)
 		if err != nil {
 			return nil, &Error{Reason: ReasonBinaryNotFound, Detail: err.Error()}
 		}
-		l := opencode.Loader{Bin: bin, Env: env}
-		out, err := l.Export(ctx, agents.Target{Home: d.home, Cwd: t.Cwd}, d.id)
-		if err != nil {
+		if msgs, err = d.store.Export(ctx, bin, env, agents.Target{Home: d.home, Cwd: t.Cwd}, d.id); err != nil {
 			return nil, err
 		}
-		p, err := opencode.Parse(bytes.NewReader(out))
-		if err != nil {
-			return nil, err
-		}
-		msgs = p.Messages
 	} else {
 		d.locate()
 		if d.path == "" {

@@ -62,9 +62,8 @@ type tailer struct {
 	// parse, when set, marks an append-only format: only the bytes the
 	// turn appended (from offset) are parsed, so a poll costs what the turn
 	// wrote, not what the session holds. NativeIDs come out as a whole read
-	// gives them (fixIDs adjusts position-based ones).
-	parse  func([]byte) ([]transcript.Message, error)
-	fixIDs func(msgs []transcript.Message, linesBefore int)
+	// gives them (linesBefore numbers position-based ones).
+	parse  func(b []byte, linesBefore int) ([]transcript.Message, error)
 	offset int64
 	lines  int // non-blank lines before offset
 	path   string
@@ -173,14 +172,7 @@ func (tl *tailer) read(size int64) ([]transcript.Message, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil
 	}
-	msgs, err := tl.parse(data)
-	if err != nil {
-		return nil, err
-	}
-	if tl.fixIDs != nil {
-		tl.fixIDs(msgs, tl.lines)
-	}
-	return msgs, nil
+	return tl.parse(data, tl.lines)
 }
 
 func nonBlankLines(data []byte) int {

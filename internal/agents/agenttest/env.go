@@ -3,6 +3,7 @@ package agenttest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,4 +136,24 @@ func CodexChatGPT(t testing.TB, nh, fakeURL string) {
 	if err := os.WriteFile(p, []byte(out), 0o600); err != nil {
 		t.Fatalf("agenttest: %v", err)
 	}
+}
+
+// NodeEnv is agent's environment as a node's agents config gives it (Env
+// adjusted). A refused prompt fails Claude at once instead of being
+// retried. OpenCode's has no HOME, TMPDIR or XDG dirs, as a user's config
+// would not: the node derives them from the agent's home (Env keeps its
+// config where they point), so every run of the CLI must get them from the
+// node.
+func NodeEnv(t testing.TB, agent, fakeURL string) (home string, env []string) {
+	home, env = Env(t, agent, fakeURL)
+	switch agent {
+	case "claude":
+		env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
+	case "opencode":
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return k == "HOME" || k == "TMPDIR" || strings.HasPrefix(k, "XDG_")
+		})
+	}
+	return home, env
 }

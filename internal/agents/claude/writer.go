@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -80,7 +80,12 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	turns := render(kept)
 	dir := ProjectDir(t.Home, t.Cwd)
 	path := filepath.Join(dir, id+".jsonl")
-	if err := writeAtomic(path, func(w io.Writer) error { return lines(w, t, id, turns) }); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return agents.Written{}, err
+	}
+	// Streamed into a temporary sibling and renamed over path, so the CLI
+	// never sees a half-written transcript.
+	if err := fsutil.WriteAtomic(path, 0o600, func(w io.Writer) error { return lines(w, t, id, turns) }); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: id, Path: path, Omitted: omitted}, nil
@@ -230,34 +235,4 @@ func resultText(r *transcript.ToolResult) string {
 		out = "(no output)" // an empty tool_result content is shown as "(no content)"
 	}
 	return out
-}
-
-// writeAtomic streams the file into a temporary sibling and renames it over
-// path, so the CLI never sees a half-written transcript.
-func writeAtomic(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".cast-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 256<<10)
-	if err := write(bw); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -78,7 +79,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if path == "" {
 		path = RolloutPath(t.Home, id, created)
 	}
-	if err := writeAtomic(path, data); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return agents.Written{}, err
+	}
+	// One rename, so Codex never reads half a file.
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: id, Path: path, Omitted: omitted}, nil
@@ -161,24 +166,4 @@ func encode(id, cwd, model string, created time.Time, lines []line) []byte {
 func Items(sessionID string, msgs []transcript.Message) (items []json.RawMessage, omitted int) {
 	lines, omitted := build(prepare(msgs, sessionID), sessionID)
 	return itemsOf(lines), omitted
-}
-
-// writeAtomic replaces path in one rename so Codex never reads half a file.
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".cast-rollout-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

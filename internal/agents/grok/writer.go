@@ -11,6 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -96,10 +97,10 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		return agents.Written{}, err
 	}
 	path := filepath.Join(dir, ChatFile)
-	if err := writeAtomic(path, chat.Bytes()); err != nil {
+	if err := fsutil.WriteFileAtomic(path, chat.Bytes(), 0o600); err != nil {
 		return agents.Written{}, err
 	}
-	if err := writeAtomic(filepath.Join(dir, "summary.json"), append(sum, '\n')); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	// chat_history.jsonl cannot say a tool failed; Grok records outcomes in
@@ -110,18 +111,10 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		b, _ := json.Marshal(o)
 		events.Write(append(b, '\n'))
 	}
-	if err := writeAtomic(filepath.Join(dir, "events.jsonl"), events.Bytes()); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, "events.jsonl"), events.Bytes(), 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".cast-tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -80,7 +81,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 			return agents.Written{}, err
 		}
 	}
-	if err := writeAtomic(path, buf.Bytes()); err != nil {
+	if err := fsutil.WriteFileAtomic(path, buf.Bytes(), 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil
@@ -94,14 +95,6 @@ func existingFile(dir, sid string) string {
 		return matches[0]
 	}
 	return ""
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".cast-tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

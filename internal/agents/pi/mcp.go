@@ -1,4 +1,4 @@
-package nodeagent
+package pi
 
 import (
 	"bytes"
@@ -7,13 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cast-dev/cast/internal/mcpserver"
-	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 )
-
-// piToolName is the history tool as pi's model sees it (opencode's name
-// for the same MCP tool).
-const piToolName = mcpName + "_" + mcpserver.HistoryTool
 
 // piExtension is a pi extension (TypeScript, loaded by pi's jiti) that
 // declares the history tool with the MCP tool's own description and input
@@ -46,31 +42,29 @@ export default function (pi: any) {
 }
 `
 
-// registerPiHistory writes the extension into cast's own folder (never
-// the checkout or pi's folder, which may be the user's) and loads it with
-// -e; CAST_SESSION and CAST_ADDR reach `cast mcp call` through pi's
+// TakeMCP gives pi cast's history tool. pi
+// (@mariozechner/pi-coding-agent 0.73) has no MCP client by design (its
+// README: "No MCP. ... build an extension"), so an extension that calls
+// the MCP tool through `cast mcp call` is written into cast's own folder
+// (never the checkout or pi's folder, which may be the user's) and loaded
+// with -e; CAST_SESSION and CAST_ADDR reach `cast mcp call` through pi's
 // environment.
-func (a *Agent) registerPiHistory(t *runner.Turn, bin string) error {
-	src, err := piExtensionSource(bin)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(a.mcpDir(), "pi-cast-history.ts")
+func (Driver) TakeMCP(s agents.MCPServer, t *agents.MCPTurn) (string, error) {
+	src := ExtensionSource(s)
+	path := filepath.Join(s.Dir, "pi-cast-history.ts")
 	if old, err := os.ReadFile(path); err != nil || !bytes.Equal(old, src) {
-		if err := writePrivate(path, src); err != nil {
-			return err
+		if err := fsutil.WritePrivate(path, src); err != nil {
+			return "", err
 		}
 	}
 	t.Args = append(t.Args, "-e", path)
-	return nil
+	return "", nil
 }
 
-func piExtensionSource(castBin string) ([]byte, error) {
-	schema, err := mcpserver.HistoryInputSchema()
-	if err != nil {
-		return nil, err
-	}
-	lit := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	return fmt.Appendf(nil, piExtension, lit(castBin), lit(piToolName), lit("cast history"),
-		lit(mcpserver.HistoryDescription), schema, lit(mcpserver.HistoryTool)), nil
+// ExtensionSource is the extension declaring s's history tool; the tool
+// is named as pi's model sees it (opencode's name for the same MCP tool).
+func ExtensionSource(s agents.MCPServer) []byte {
+	lit := func(v string) string { b, _ := json.Marshal(v); return string(b) }
+	return fmt.Appendf(nil, piExtension, lit(s.Command), lit(s.Name+"_"+s.HistoryTool), lit("cast history"),
+		lit(s.HistoryDescription), s.HistorySchema, lit(s.HistoryTool))
 }

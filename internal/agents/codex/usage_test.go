@@ -1,4 +1,4 @@
-package runner
+package codex
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// codexUsage reads only the rollout's tail and takes the last rate_limits
+// Usage reads only the rollout's tail and takes the last rate_limits
 // there; a line cut by the tail's start is skipped.
 func TestCodexUsageReadsTheTail(t *testing.T) {
 	line := func(pct float64) string {
@@ -26,11 +26,11 @@ func TestCodexUsageReadsTheTail(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := codexUsage(path)
+	got := (Driver{}).Usage(path)
 	if len(got) != 1 || got[0].UsedPercent != 50 || got[0].WindowMinutes != 300 || got[0].ResetsAt.Unix() != 1900000000 {
 		t.Fatalf("usage %+v", got)
 	}
-	if got := codexUsage(filepath.Join(t.TempDir(), "none.jsonl")); got != nil {
+	if got := (Driver{}).Usage(filepath.Join(t.TempDir(), "none.jsonl")); got != nil {
 		t.Fatalf("missing rollout: %+v", got)
 	}
 }

@@ -1,0 +1,153 @@
+package agents
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/cast-dev/cast/internal/quota"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Driver is how cast runs one agent's CLI headless and follows what a turn
+// does, beyond the registry's data (command templates, folders, logins).
+// Each agent package the runner drives implements it and registers it
+// (Register) when it is linked; the runner, node and CLI ask the driver
+// and never branch on an agent's name.
+type Driver interface {
+	// Reader reads the agent's native transcript.
+	Reader() Reader
+	// FindSession is the native transcript of session id under home, the
+	// agent's own folder ("" when there is none).
+	FindSession(home, id string) string
+	// SessionID is the native id the transcript at path belongs to (""
+	// when it does not say).
+	SessionID(path string) string
+	// Prompt is the prompt as the CLI must get it (escapes its own
+	// command syntax).
+	Prompt(prompt string) string
+	// Stdout reads one JSON line of the CLI's headless stdout.
+	Stdout(line []byte) Event
+}
+
+// Event is what one line of an agent's headless stdout says.
+type Event struct {
+	SessionID string               // the native id of the session the CLI made
+	Err       string               // an error the CLI reported
+	Messages  []transcript.Message // output streamed on stdout (store-backed agents)
+	Limit     *quota.Window        // a usage window the provider reported
+}
+
+// TailParser is a Driver whose transcript is append-only during a turn:
+// the runner parses only what the turn appended. linesBefore counts the
+// non-blank lines before b, for formats whose NativeIDs are positions.
+type TailParser interface {
+	ParseTail(b []byte, linesBefore int) ([]transcript.Message, error)
+}
+
+// SessionNamer is a Driver whose CLI takes the file of a new session from
+// cast (pi's --session F makes F): a fresh turn runs the Resume form on the
+// path NewSessionPath picks, so parallel fresh turns in one cwd never mix.
+type SessionNamer interface {
+	NewSessionPath(home, cwd string) string
+}
+
+// StoreDriver is a Driver whose sessions live in a store of the agent's
+// own rather than one file each (OpenCode's SQLite): a turn's output comes
+// from stdout (Event.Messages), and a whole session is read through the
+// CLI.
+type StoreDriver interface {
+	StorePath(home string) string
+	Export(ctx context.Context, bin string, env []string, t Target, id string) ([]transcript.Message, error)
+}
+
+// LargePrompter is a Driver that gets a prompt longer than one turn takes
+// (Commands.MaxPromptChars) to the model whole another way: DeliverLarge
+// adds the prompt to the session's history (starting one when id and path
+// are empty), and the turn then resumes that session with LargeTurn, a
+// short pointer to it. env is the turn's environment.
+type LargePrompter interface {
+	DeliverLarge(ctx context.Context, bin string, env []string, cwd, id, path, prompt string) (Delivered, error)
+	LargeTurn(prompt string) string
+	// LargeHow says, for a dry run, how the prompt goes in with the CLI bin.
+	LargeHow(bin string) string
+}
+
+// Delivered is the session a LargePrompter put a prompt in.
+type Delivered struct{ ID, Path string }
+
+// TranscriptUsage is a Driver whose transcript records the provider's
+// usage windows (Codex's rate_limits); others report them on stdout.
+type TranscriptUsage interface {
+	Usage(path string) []quota.Window
+}
+
+var (
+	driversMu sync.RWMutex
+	drivers   = map[string]Driver{}
+)
+
+// Register makes d the driver of the registered agent name; agent packages
+// call it from init. It panics on an unknown name or a second driver.
+func Register(name string, d Driver) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if _, ok := registry[name]; !ok {
+		panic("agents: Register of unknown agent " + name)
+	}
+	if _, dup := drivers[name]; dup {
+		panic("agents: second driver for " + name)
+	}
+	drivers[name] = d
+}
+
+// Driver is a's driver; false when the runner cannot drive a here (its
+// CLI is not installable, or its package is not linked).
+func (a Agent) Driver() (Driver, bool) {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	d, ok := drivers[a.Name]
+	return d, ok
+}
+
+// NewestMatch is the most recently modified file matching pattern (""
+// when none).
+func NewestMatch(pattern string) string {
+	m, _ := filepath.Glob(pattern)
+	if len(m) == 0 {
+		return ""
+	}
+	mod := func(p string) int64 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return 0
+		}
+		return fi.ModTime().UnixNano()
+	}
+	sort.Slice(m, func(i, j int) bool { return mod(m[i]) > mod(m[j]) })
+	return m[0]
+}
+
+// HeaderField is a string field of a JSONL file's first line ("" when
+// absent or unreadable).
+func HeaderField(path, field string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReaderSize(f, 1<<20).ReadBytes('\n')
+	var h map[string]any
+	if json.Unmarshal(line, &h) != nil {
+		return ""
+	}
+	s, _ := h[field].(string)
+	return s
+}

@@ -1,0 +1,51 @@
+package gemini
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+
+	"github.com/cast-dev/cast/internal/agents"
+)
+
+func init() { agents.Register("gemini", Driver{}) }
+
+// Driver runs Gemini CLI headless (agents.Driver). Gemini rewrites and
+// upserts records, so its transcript is always read whole (no ParseTail).
+type Driver struct{}
+
+func (Driver) Reader() agents.Reader { return Reader{} }
+
+// FindSession picks the conversation file among gemini's files for an id:
+// the one naming the session whose decoded history is longest (a resume
+// leaves a stray header-only file with the same id prefix).
+func (Driver) FindSession(home, id string) string {
+	if len(id) < 8 {
+		return ""
+	}
+	m, _ := filepath.Glob(filepath.Join(home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"))
+	best, bestN := "", -1
+	for _, p := range m {
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(data, []byte(id)) {
+			continue
+		}
+		dec, err := Decode(data)
+		if err != nil {
+			continue
+		}
+		if len(dec.Messages) > bestN {
+			best, bestN = p, len(dec.Messages)
+		}
+	}
+	return best
+}
+
+func (Driver) SessionID(path string) string { return agents.HeaderField(path, "sessionId") }
+
+// Prompt escapes a prompt starting with "/" or "?", which gemini takes as
+// a command, from stdin too, and drops as user text on resume (its Reader
+// takes the escape off again).
+func (Driver) Prompt(p string) string { return Escape(p) }
+
+func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }

@@ -1,0 +1,84 @@
+package opencode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+func init() { agents.Register("opencode", Driver{}) }
+
+// Driver runs OpenCode headless (agents.Driver, agents.StoreDriver): its
+// sessions are rows in its SQLite store, a turn's output is read from
+// `opencode run --format json` and a whole session through `opencode
+// export`.
+type Driver struct{}
+
+func (Driver) Reader() agents.Reader { return Reader{} }
+
+// FindSession: there is no file per session, only the store.
+func (Driver) FindSession(string, string) string { return "" }
+
+func (Driver) SessionID(string) string { return "" }
+
+func (Driver) Prompt(p string) string { return p }
+
+func (Driver) StorePath(home string) string { return DBPath(home) }
+
+func (Driver) Export(ctx context.Context, bin string, env []string, t agents.Target, id string) ([]transcript.Message, error) {
+	out, err := Loader{Bin: bin, Env: env}.Export(ctx, t, id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Parse(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	return p.Messages, nil
+}
+
+// Stdout maps one `opencode run --format json` event. Text parts arrive
+// complete and tool parts once they finished, in the shape `opencode
+// export` uses, so the Reader's own mapping gives the same NativeIDs an
+// export would.
+func (Driver) Stdout(line []byte) agents.Event {
+	var ev struct {
+		Type      string          `json:"type"`
+		SessionID string          `json:"sessionID"`
+		Part      *Part           `json:"part"`
+		Error     json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(line, &ev) != nil {
+		return agents.Event{}
+	}
+	out := agents.Event{SessionID: ev.SessionID}
+	if ev.Type == "error" {
+		out.Err = string(ev.Error)
+		return out
+	}
+	if ev.Part == nil {
+		return out
+	}
+	switch ev.Part.Type {
+	case "text", "reasoning", "tool":
+	default:
+		return out
+	}
+	ex := Export{
+		Info:     SessionInfo{ID: ev.Part.SessionID},
+		Messages: []Message{{Info: MessageInfo{ID: ev.Part.MessageID, SessionID: ev.Part.SessionID, Role: "assistant"}, Parts: []Part{*ev.Part}}},
+	}
+	raw, err := json.Marshal(ex)
+	if err != nil {
+		return out
+	}
+	p, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		return out
+	}
+	out.Messages = p.Messages
+	return out
+}

@@ -1,0 +1,56 @@
+package pi
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+func init() { agents.Register("pi", Driver{}) }
+
+// Driver runs pi headless (agents.Driver).
+type Driver struct{}
+
+func (Driver) Reader() agents.Reader { return Reader{} }
+
+func (Driver) FindSession(home, id string) string {
+	if id == "" {
+		return ""
+	}
+	if p := agents.NewestMatch(filepath.Join(home, "sessions", "*", "*_"+id+".jsonl")); p != "" {
+		return p
+	}
+	m, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*.jsonl"))
+	for _, p := range m {
+		if agents.HeaderField(p, "id") == id {
+			return p
+		}
+	}
+	return ""
+}
+
+// SessionID: pi puts its own id in the header.
+func (Driver) SessionID(path string) string { return agents.HeaderField(path, "id") }
+
+func (Driver) Prompt(p string) string { return p }
+
+func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }
+
+// ParseTail parses appended entries; the chain stops at the old leaf.
+func (Driver) ParseTail(b []byte, _ int) ([]transcript.Message, error) {
+	dec, err := Decode(b)
+	return dec.Messages, err
+}
+
+// NewSessionPath names a new session's file the way pi names its own, in
+// pi's folder for cwd: `pi --session F` starts a new session in F when F
+// does not exist.
+func (Driver) NewSessionPath(home, cwd string) string {
+	stamp := strings.NewReplacer(":", "-", ".", "-").Replace(time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
+	return filepath.Join(SessionDir(home, cwd), stamp+"_"+uuid.NewString()+".jsonl")
+}
