@@ -139,6 +139,7 @@ func main() {
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials and the TLS CA key are sealed with (hex, 0600, created on first start; env CAST_SECRETS_KEY gives the key itself; never inside --data-dir; default: $XDG_CONFIG_HOME/cast/secrets.key, ~/.config/cast/secrets.key; --dev: in DATA_DIR/etcd)")
 	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: ask (park and ask: cast account approve|deny|use), auto (switch to the account with most room), resume (wait for the reset) or off")
 	f.DurationVar(&cfg.Fleet.Cooldown, "account-cooldown", cfg.Fleet.Cooldown, "how long a fleet account counts as limited after a usage limit")
+	f.Float64Var(&cfg.Fleet.TurnReserve, "account-turn-reserve", cfg.Fleet.TurnReserve, "percent of each usage window the ledger reserves per running fleet turn (0 turns the ledger off)")
 	f.BoolVar(&cfg.Fleet.MetricsAccountNames, "metrics-account-names", false, "label the fleet usage gauges with account names (else \"active\" and \"best\")")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")
 	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "keep each fleet login's refresh token on one custodian node (nodes started with --token-custody get the access token only; docs/token-custody.md)")

@@ -95,6 +95,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	h.s.ledger(ctx, sess, req)
 	if len(req.Usage) > 0 && req.FleetAccount != "" {
 		if err := h.s.fleet.OnUsage(ctx, sess.Id, sess.Agent, req.FleetAccount, req.Usage); err != nil {
 			h.s.lg.Warn("fleet usage update failed", zap.String("session", sess.Id), zap.Error(err))

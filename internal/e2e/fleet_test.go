@@ -467,3 +467,54 @@ func usagePending(t *testing.T, c cli) *pendingJSON {
 	}
 	return v.Fleets[0].Pending
 }
+
+// The reservation ledger with the real claude: account A reports 90% of
+// its 5-hour window (below the 95% switch-ahead), and each running fleet
+// turn reserves 3%. Parallel turns started together crowd A past 95%, so
+// the fleet moves to B before they run A into its limit, and a later turn
+// runs on B. Without the ledger A would stay active at 90%.
+func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
+	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) { cfg.Fleet.Cooldown, cfg.Fleet.TurnReserve = time.Hour, 3 })
+	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	for k, v := range map[string]string{
+		"status": "allowed", "5h-utilization": "0.90", "5h-reset": fmt.Sprint(reset.Unix()), "representative-claim": "five_hour",
+	} {
+		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
+	}
+	ctx := context.Background()
+	first, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "warm MARK-P0"})
+	must(t, err)
+	r.waitState(first.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if listAccounts(t, c)["work-b"].Active {
+		t.Fatal("switched at 90% with one turn")
+	}
+	var ids []string
+	for i := range 3 {
+		s, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: fmt.Sprintf("parallel MARK-P%d", i+1)})
+		must(t, err)
+		ids = append(ids, s.Id)
+	}
+	testharness.WaitFor(t, time.Minute, "the fleet moves to B", func() bool { return listAccounts(t, c)["work-b"].Active })
+	for _, id := range ids {
+		r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	}
+	seq := r.send(first.Id, "later MARK-P9")
+	waitAnswered(r, first.Id, "MARK-P9", seq)
+	if tok := bearerOf(r, "MARK-P9"); tok != fleetTokB {
+		t.Fatalf("the later turn ran on %q, want account B", tok)
+	}
+	notices := 0
+	for _, id := range ids {
+		if strings.Contains(lastSwitchNotice(r, id), "turns running") {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Fatalf("%d sessions got the crowded-switch notice, want 1", notices)
+	}
+	for _, req := range r.fake.Turns() {
+		if req.Status != 200 {
+			t.Fatalf("a request was refused (%d)", req.Status)
+		}
+	}
+}

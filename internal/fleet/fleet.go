@@ -48,6 +48,9 @@ type Store interface {
 	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time) (quota.Choice, bool, error)
 	Choice(ctx context.Context, agent string) (quota.Choice, error)
 	ResolveChoice(ctx context.Context, agent string, c quota.Choice) (bool, error)
+	Reserve(ctx context.Context, agent, account, sessionID string) error
+	Release(ctx context.Context, agent, sessionID string) error
+	Reservations(ctx context.Context, agent string) (map[string]int, error)
 }
 
 // Policies (design §7): fleet-wide (--account-policy) and per account.
@@ -71,6 +74,9 @@ type Config struct {
 	Cooldown time.Duration
 	// Sweep is how often limits are checked for a reset.
 	Sweep time.Duration
+	// TurnReserve is the share of each usage window (percent) the ledger
+	// reserves for one running fleet turn.
+	TurnReserve float64
 	// MetricsAccountNames labels the usage gauges with account names
 	// (the operator allows it); without it they say "active" and "best".
 	MetricsAccountNames bool
@@ -80,7 +86,7 @@ type Config struct {
 
 // DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
 func DefaultConfig() Config {
-	return Config{Policy: PolicyAuto, Cooldown: 5 * time.Hour, Sweep: 15 * time.Second}
+	return Config{Policy: PolicyAuto, Cooldown: 5 * time.Hour, Sweep: 15 * time.Second, TurnReserve: 2}
 }
 
 // Validate checks c.
@@ -88,6 +94,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Cooldown <= 0 || c.Sweep <= 0:
 		return errors.New("fleet: cooldown and sweep must be positive")
+	case c.TurnReserve < 0 || c.TurnReserve > 50:
+		return fmt.Errorf("--account-turn-reserve %v: a percentage from 0 to 50", c.TurnReserve)
 	case !validPolicy(c.Policy):
 		return fmt.Errorf("--account-policy %q: use ask, auto, resume or off", c.Policy)
 	}
@@ -366,8 +374,11 @@ func (mg *Manager) NodeHello(ctx context.Context, node string) {
 
 // notice is the account_switch divider drawn in a session that hit the limit.
 func notice(agent, from, to, why string, until time.Time) *castv1.Message {
+	resets := ""
+	if !until.IsZero() {
+		resets = "; it resets at " + until.UTC().Format(time.RFC3339)
+	}
 	return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
 		NoticeType: transcript.NoticeAccountSwitch,
-		Text: fmt.Sprintf("Now using account %s (was %s, %s; it resets at %s). This session continues here.",
-			to, from, why, until.UTC().Format(time.RFC3339))}
+		Text:       fmt.Sprintf("Now using account %s (was %s, %s%s). This session continues here.", to, from, why, resets)}
 }

@@ -48,6 +48,12 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 // switchFrom moves the agent's fleet off account (limited until until) if
 // it is still the active one, and draws the notice in sessionID.
 func (mg *Manager) switchFrom(ctx context.Context, sessionID, agent, account string, until time.Time, why string) error {
+	return mg.switchTo(ctx, sessionID, agent, account, "limit", until, why)
+}
+
+// switchTo is switchFrom counted under reason; the account it picks has
+// the most headroom counting the turns running on each (the ledger).
+func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reason string, until time.Time, why string) error {
 	now := mg.now().UTC()
 	for range 10 {
 		act, err := mg.st.ActiveAccount(ctx, agent)
@@ -58,12 +64,16 @@ func (mg *Manager) switchFrom(ctx context.Context, sessionID, agent, account str
 		if err != nil {
 			return err
 		}
-		next := Pick(accounts, account, now)
+		load, _, err := mg.load(ctx, agent)
+		if err != nil {
+			return err
+		}
+		next := PickLoaded(accounts, account, now, load)
 		if next == "" {
 			mg.lg.Info("every fleet account is limited; waiting for a reset", zap.String("agent", agent))
 			return nil
 		}
-		ok, err := mg.activate(ctx, agent, next, act, "limit")
+		ok, err := mg.activate(ctx, agent, next, act, reason)
 		if err != nil {
 			return err
 		}

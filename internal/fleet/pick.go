@@ -17,6 +17,14 @@ import (
 // the fleet waits for the earliest reset (the sweep re-activates the
 // account whose window opens first).
 func Pick(accounts []*quota.Account, from string, now time.Time) string {
+	return PickLoaded(accounts, from, now, nil)
+}
+
+// PickLoaded is Pick with the reservation ledger: load adds to each
+// account's use what its running turns are expected to take, so parallel
+// turns spread over the accounts with headroom instead of piling onto the
+// freshest one.
+func PickLoaded(accounts []*quota.Account, from string, now time.Time, load map[string]float64) string {
 	var open []*quota.Account
 	for _, a := range accounts {
 		if a.Name != from && !a.Limited(now) {
@@ -24,7 +32,7 @@ func Pick(accounts []*quota.Account, from string, now time.Time) string {
 		}
 	}
 	sort.Slice(open, func(i, j int) bool {
-		if ui, uj := open[i].Used(now), open[j].Used(now); ui != uj {
+		if ui, uj := open[i].Used(now)+load[open[i].Name], open[j].Used(now)+load[open[j].Name]; ui != uj {
 			return ui < uj
 		}
 		if !open[i].LastLimited.Equal(open[j].LastLimited) {

@@ -43,18 +43,19 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if o.Notice != "" {
 		prompt = "[cast] " + o.Notice + "\n\n" + prompt
 	}
-	if err := a.reportStart(ctx, sessionID, o); err != nil {
+	// The fleet account the agent's shared store holds as the turn starts
+	// (none when the session brings its own account); the start report
+	// names it, so the control plane's ledger reserves on it.
+	var fc fleetCred
+	if o.Account == "" {
+		fc = a.st.fleet(o.Agent)
+	}
+	if err := a.reportStart(ctx, sessionID, o, fc.Account); err != nil {
 		return err
 	}
 	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, true)
 	if err != nil { // the node could not set the turn up: the agent never saw the prompt
 		return a.holdTurn(ctx, sessionID, o, err.Error(), -1)
-	}
-	// The fleet account the agent's shared store holds as the turn starts
-	// (none when the session brings its own account).
-	var fc fleetCred
-	if o.Account == "" {
-		fc = a.st.fleet(o.Agent)
 	}
 	// The fleet decides on usage windows, so fleet turns report them.
 	turn.ReportUsage = fc.Account != ""
@@ -469,14 +470,14 @@ func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1
 // messages stay held for the destination) and a stale owner gets NOT_OWNER;
 // if the control plane cannot be reached no turn starts either, since a
 // node that cannot record a start may be the one cut off.
-func (a *Agent) reportStart(ctx context.Context, sessionID string, o owned) error {
+func (a *Agent) reportStart(ctx context.Context, sessionID string, o owned, fleetAccount string) error {
 	if _, cut := a.cutOff(); cut {
 		a.lg.Info("turn held: cut off from the control plane", zap.String("session", sessionID))
 		return errHeld
 	}
 	cur, _ := a.st.get(sessionID)
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq})
+		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq, FleetAccount: fleetAccount})
 	switch {
 	case err == nil:
 		return nil

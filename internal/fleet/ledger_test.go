@@ -1,0 +1,97 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/fleet"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+)
+
+// The reservation ledger with overlapping turns: each turn starts on the
+// account active at its start and holds a reservation (10% here) until it
+// ends. Turns spread: the third on a (70% reported) crowds it and the
+// fleet moves to c (the least used), the fifth on c crowds c and b (60%,
+// now below a's 70% plus three turns) takes the rest. Without the ledger
+// all ten would run a into its limit together. Loaded accounts are never marked limited, the notices say
+// why, and once the turns end the ledger is empty.
+func TestLedgerSpreadsOverlappingTurns(t *testing.T) {
+	r := newRigConfig(t, true, fleet.Config{Policy: fleet.PolicyAuto, TurnReserve: 10})
+	ctx := context.Background()
+	for _, n := range []string{"a", "b", "c"} {
+		_, err := r.mg.Put(ctx, "claude", n, cred("tok-"+n))
+		must(t, err)
+	}
+	reset := r.now.Add(3 * time.Hour)
+	for name, pct := range map[string]float64{"a": 70, "b": 60, "c": 50} {
+		must(t, r.mg.OnUsage(ctx, "s-usage", "claude", name, []*castv1.UsageWindow{window(pct, 300, reset)}))
+	}
+	ran := map[string][]string{}
+	for i := range 10 {
+		id := fmt.Sprintf("s%d", i)
+		on := active(t, r).Name
+		ran[on] = append(ran[on], id)
+		must(t, r.mg.OnStart(ctx, id, "claude", on))
+	}
+	if fmt.Sprint(len(ran["a"]), len(ran["c"]), len(ran["b"])) != "3 5 2" {
+		t.Fatalf("turns per account: %v", ran)
+	}
+	if n := metrics.Value(r.m.Switches.WithLabelValues("claude", "crowded")); n != 2 {
+		t.Fatalf("%v crowded switches, want 2", n)
+	}
+	if got := r.notes(ran["a"][2]); !strings.Contains(got, "Now using account c (was a, at 70% of its 5-hour window with 3 turns running") {
+		t.Fatalf("notice %q", got)
+	}
+	list, err := r.mg.List(ctx, "claude")
+	must(t, err)
+	for _, a := range list {
+		if a.LimitedUntil != nil {
+			t.Fatalf("a crowded account was marked limited: %v", a)
+		}
+	}
+	for _, ids := range ran {
+		for _, id := range ids {
+			must(t, r.mg.OnEnd(ctx, id, "claude"))
+		}
+	}
+	if res, err := r.st.Reservations(ctx, "claude"); err != nil || len(res) != 0 {
+		t.Fatalf("ledger after every turn ended: %v %v", res, err)
+	}
+}
+
+// Parallel turns reported at once on the same account: the ledger counts
+// every one, the fleet moves once, and reservations are released whole.
+func TestLedgerParallelStarts(t *testing.T) {
+	r := newRigConfig(t, true, fleet.Config{Policy: fleet.PolicyAuto, TurnReserve: 5})
+	ctx := context.Background()
+	r.putAB(t)
+	must(t, r.mg.OnUsage(ctx, "s-usage", "claude", "a", []*castv1.UsageWindow{window(80, 300, r.now.Add(time.Hour))}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() { errs <- r.mg.OnStart(ctx, fmt.Sprintf("p%d", i), "claude", "a") })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	res, err := r.st.Reservations(ctx, "claude")
+	if err != nil || res["a"] != 8 {
+		t.Fatalf("reservations %v %v, want 8 on a", res, err)
+	}
+	if act := active(t, r); act.Name != "b" || act.Epoch != 2 {
+		t.Fatalf("active %+v, want one move to b", act)
+	}
+	for i := range 8 {
+		must(t, r.mg.OnEnd(ctx, fmt.Sprintf("p%d", i), "claude"))
+	}
+	if res, _ := r.st.Reservations(ctx, "claude"); len(res) != 0 {
+		t.Fatalf("ledger after the turns: %v", res)
+	}
+}
