@@ -79,8 +79,8 @@ const (
 
 const (
 	lifetime = time.Hour
-	margin   = 20 * time.Minute
-	step     = 5 * time.Minute
+	margin   = 30 * time.Minute
+	step     = 10 * time.Minute
 	dayLen   = 24 * time.Hour
 )
 
