@@ -19,7 +19,7 @@ import (
 // tokenCmd is `cast token`: admin and user bearer tokens (admin only).
 func (a *app) tokenCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Admin and user tokens for the API (admin only)"}
-	cmd.AddCommand(a.tokenCreateCmd(), a.tokenLsCmd(), a.tokenRmCmd(), a.whoamiCmd())
+	cmd.AddCommand(a.tokenCreateCmd(), a.tokenLsCmd(), a.tokenRmCmd(), a.whoamiCmd(), a.tokenCertCmd())
 	return cmd
 }
 

@@ -161,6 +161,40 @@ func SetContext(path, name string, ctx Context) error {
 	}
 	c.Contexts[name] = &ctx
 	c.CurrentContext = name
+	return c.save(path)
+}
+
+// ContextName is the context Resolve reads: flag, else CAST_CONTEXT, else
+// the file's current one ("" for none).
+func ContextName(getenv func(string) string, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if v := getenv("CAST_CONTEXT"); v != "" {
+		return v, nil
+	}
+	c, err := LoadConfig(ConfigPath(getenv))
+	if err != nil {
+		return "", err
+	}
+	return c.CurrentContext, nil
+}
+
+// UpdateContext changes the existing context name in the file at path.
+func UpdateContext(path, name string, fn func(*Context)) error {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	ctx := c.Contexts[name]
+	if ctx == nil {
+		return fmt.Errorf("no context %q in %s", name, path)
+	}
+	fn(ctx)
+	return c.save(path)
+}
+
+func (c *Config) save(path string) error {
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		return err

@@ -140,7 +140,8 @@ func (r *mtlsRig) node(name string, args ...string) (*testharness.Proc, string) 
 // tokens (`node --join-token` and `cast node join`) and then prove who they
 // are with their own certificates; a node without a valid join token gets
 // none; node A's certificate cannot act as node B; expired, foreign and
-// revoked certificates are refused with a reason; plaintext gets nowhere.
+// revoked certificates are refused with a reason; a user's certificate
+// (`cast token cert`) stands for her token; plaintext gets nowhere.
 func TestMTLSThroughRealProcesses(t *testing.T) {
 	r := newMTLSRig(t)
 	refusedNode := func(p *testharness.Proc, want string) {
@@ -233,6 +234,30 @@ func TestMTLSThroughRealProcesses(t *testing.T) {
 	}
 	if code, ok := na.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(na.Output(), "join again") {
 		t.Errorf("revoked node: exit %d (exited %v):\n%s", code, ok, na.Output())
+	}
+
+	// A user's certificate: `cast token cert` puts it in alice's context
+	// instead of her token; she is still only herself; removing her token
+	// refuses it at once.
+	aliceTok := strings.TrimSpace(r.admin.must("token", "create", "--role", "user", "--name", "alice"))
+	aliceHome := t.TempDir()
+	cfgPath := filepath.Join(aliceHome, ".config", "cast", "config.yaml")
+	must(t, client.SetContext(cfgPath, "prod", client.Context{Addr: r.addr, Token: aliceTok, CA: r.caFile}))
+	alice := cli{t: t, bin: r.admin.bin, env: append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=", "HOME="+aliceHome, "XDG_CONFIG_HOME=", "CAST_ADDR=")}
+	alice.must("token", "cert")
+	mode0600(t, filepath.Join(aliceHome, ".config", "cast", "prod.pem"))
+	if b, err := os.ReadFile(cfgPath); err != nil || strings.Contains(string(b), "token:") || !strings.Contains(string(b), "cert: ") {
+		t.Errorf("alice's context after cast token cert (%v):\n%s", err, b)
+	}
+	if who := strings.TrimSpace(alice.must("token", "whoami")); who != "user:alice" {
+		t.Errorf("whoami with alice's certificate: %q", who)
+	}
+	if _, errOut, code := alice.run("read", sessB); code == 0 || !strings.Contains(errOut, "may not use session") {
+		t.Errorf("alice reads nb's session: exit %d, %s", code, errOut)
+	}
+	r.admin.must("token", "rm", "alice")
+	if _, errOut, code := alice.run("token", "whoami"); code == 0 || !strings.Contains(errOut, "revoked") {
+		t.Errorf("alice's certificate after her token was removed: exit %d, %s", code, errOut)
 	}
 
 	// Plaintext gets no answer from a TLS control plane.
