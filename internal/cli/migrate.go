@@ -189,7 +189,7 @@ func reasonSuffix(r string) string {
 
 func isTerminalMigration(s castv1.MigrationState) bool {
 	return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
-		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED || s == castv1.MigrationState_MIGRATION_STATE_HANDED_OFF
 }
 
 // printMigration prints the migration with its per-session table.

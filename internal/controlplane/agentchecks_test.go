@@ -1,13 +1,18 @@
 package controlplane_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // Canary verdicts steer every user's moves: only nodes (as themselves) and
@@ -70,5 +75,86 @@ func TestAgentChecksRecordAndRefuse(t *testing.T) {
 	after, err := e.admin.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{})
 	if err != nil || len(after.Checks) != 2 {
 		t.Fatalf("a refused call stored something: %+v %v", after, err)
+	}
+}
+
+// A migration of a session with history to a node whose version of the
+// session's agent failed its canary hands the session off on that node
+// instead of moving it; a session of an agent without a failed verdict in
+// the same migration moves.
+func TestMigrationIntoFailedVersionHandsOff(t *testing.T) {
+	const broken = "0.172.0-nohistory"
+	binDir := agenttest.DropResumeCodex(t, broken)
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	ctx := ctxT(t)
+	testharness.StartNode(t, cp.Addr(), "src", nil)
+	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *nodeagent.Config) {
+		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
+	})
+	testharness.WaitFor(t, 20*time.Second, "dst reports its codex version", func() bool {
+		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		for _, n := range resp.GetNodes() {
+			for _, in := range n.Agents {
+				if n.Name == "dst" && n.Connected && in.Name == "codex" && in.Version == broken {
+					return err == nil
+				}
+			}
+		}
+		return false
+	})
+	if _, err := c.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: []*castv1.AgentCheck{
+		{Agent: "codex", Version: broken, Capability: "resume", Detail: "the model got the new prompt without the history"}}}); err != nil {
+		t.Fatal(err)
+	}
+	withHistory := func(agent string) *castv1.Session {
+		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: agent, Cwd: t.TempDir(), Node: "src"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+			{ClientId: "h1", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "remember MIG-H1"},
+			{ClientId: "h2", Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "noted"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	codexSess, claudeSess := withHistory("codex"), withHistory("claude")
+
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{codexSess.Id, claudeSess.Id}, SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, c, m.Id)
+	states := map[string]*castv1.MigrationSession{}
+	for _, ms := range m.Sessions {
+		states[ms.SessionId] = ms
+	}
+	ho := states[codexSess.Id]
+	if ho.State != castv1.MigrationState_MIGRATION_STATE_HANDED_OFF || ho.HandedOffTo == "" ||
+		!strings.Contains(ho.Reason, "Codex "+broken+" on node dst failed cast's resume check") {
+		t.Fatalf("codex session: %+v", ho)
+	}
+	if st := states[claudeSess.Id].State; st != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("claude session %v: %s", st, states[claudeSess.Id].Reason)
+	}
+	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || !strings.Contains(m.Reason, "1 of 2 sessions handed off") {
+		t.Fatalf("migration %v: %s", m.State, m.Reason)
+	}
+	src, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: codexSess.Id})
+	if err != nil || src.Node != "src" {
+		t.Fatalf("the handed-off session moved: %v %v", src, err)
+	}
+	dst, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: ho.HandedOffTo})
+	if err != nil || dst.Node != "dst" || dst.Agent != "codex" || dst.HandoffFrom != codexSess.Id {
+		t.Fatalf("handoff session: %v %v", dst, err)
+	}
+	msgs, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: codexSess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := msgs.Messages[len(msgs.Messages)-1]; last.NoticeType != "handoff" || !strings.Contains(last.Text, "A migration to node dst would lose the history") {
+		t.Fatalf("no notice saying why: %v", last)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/canary"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
@@ -82,4 +83,12 @@ func (h *agentService) ListAgentChecks(ctx context.Context, req *castv1.ListAgen
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.ListAgentChecksResponse{Checks: checks}, nil
+}
+
+// migrationDiverter hands off, on the destination, a migrating session
+// whose agent's version there failed its canary (moves.Divert).
+type migrationDiverter struct{ s *Server }
+
+func (d migrationDiverter) Divert(ctx context.Context, sess *castv1.Session, node string) (string, string, error) {
+	return moves.Divert(ctx, d.s.store, d.s.briefer, sess, node)
 }

@@ -127,6 +127,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
 	}
+	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
 	if err := s.bootstrap(ctx); err != nil {

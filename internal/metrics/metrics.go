@@ -162,7 +162,7 @@ func NewMigration(reg prometheus.Registerer) *Migration {
 
 // MigrationOutcomes are the outcome label values of
 // cast_migration_sessions_total (migrate.StateName of the end states).
-var MigrationOutcomes = []string{"succeeded", "failed", "cancelled"}
+var MigrationOutcomes = []string{"succeeded", "failed", "cancelled", "handed_off"}
 
 // Migration phases: the phase label values of cast_migration_phase_seconds.
 const (

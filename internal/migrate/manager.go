@@ -92,6 +92,10 @@ type Manager struct {
 	lg  *zap.Logger
 	m   *metrics.Migration
 
+	// divert, when set, hands off a session the destination cannot take
+	// over instead of moving it (SetDiverter).
+	divert Diverter
+
 	mu      sync.Mutex
 	ctx     context.Context // migrations live as long as it
 	running map[string]chan struct{}
@@ -109,6 +113,16 @@ func New(ctx context.Context, st Store, cfg Config, m *metrics.Migration, lg *za
 	}
 	return &Manager{st: st, cfg: cfg, lg: lg.Named("migrate"), m: m, ctx: ctx, running: map[string]chan struct{}{}}, nil
 }
+
+// Diverter turns the move of a session with history into a handoff on the
+// destination when the destination's version of the session's agent failed
+// its conformance canary; to is "" when the session may move.
+type Diverter interface {
+	Divert(ctx context.Context, sess *castv1.Session, node string) (to, why string, err error)
+}
+
+// SetDiverter sets d before the manager serves any migration.
+func (mg *Manager) SetDiverter(d Diverter) { mg.divert = d }
 
 // Run resumes unfinished migrations and serves new ones until ctx ends,
 // then waits for the running ones to stop (they resume on the next start).
@@ -241,9 +255,11 @@ func (mg *Manager) finish(ctx context.Context, id string) {
 	if err != nil {
 		return
 	}
-	failed, cancelled := 0, 0
+	failed, cancelled, handedOff := 0, 0, 0
 	for _, ms := range rec.M.Sessions {
 		switch ms.State {
+		case castv1.MigrationState_MIGRATION_STATE_HANDED_OFF:
+			handedOff++
 		case castv1.MigrationState_MIGRATION_STATE_FAILED:
 			failed++
 		case castv1.MigrationState_MIGRATION_STATE_CANCELLED:
@@ -263,6 +279,9 @@ func (mg *Manager) finish(ctx context.Context, id string) {
 			m.State = castv1.MigrationState_MIGRATION_STATE_CANCELLED
 		default:
 			m.State = castv1.MigrationState_MIGRATION_STATE_SUCCEEDED
+			if handedOff > 0 {
+				m.Reason = fmt.Sprintf("%d of %d sessions handed off on the destination instead of moved (see each session's reason)", handedOff, len(rec.M.Sessions))
+			}
 		}
 		return nil
 	})
@@ -281,7 +300,7 @@ func (mg *Manager) failpoint(name string) {
 
 func terminal(s castv1.MigrationState) bool {
 	return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
-		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED || s == castv1.MigrationState_MIGRATION_STATE_HANDED_OFF
 }
 
 // StateName is the lower-case name people see ("draining_turn").

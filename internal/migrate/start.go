@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 )
@@ -105,6 +107,11 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		return nil, err
 	}
 	if !existed {
+		for _, ms := range rec.M.Sessions {
+			if ms.State == castv1.MigrationState_MIGRATION_STATE_HANDED_OFF {
+				mg.m.Sessions.WithLabelValues(StateName(ms.State)).Inc()
+			}
+		}
 		mg.lg.Info("migration started", zap.String("migration", rec.M.Id), zap.String("to", target), zap.Int("sessions", len(sessions)))
 	}
 	if !terminal(rec.M.State) {
@@ -198,6 +205,13 @@ func (mg *Manager) selectSessions(ctx context.Context, r StartRequest, target st
 			}
 			continue
 		}
+		if ms, err := mg.diverted(ctx, sess, target); err != nil || ms != nil {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ms)
+			continue
+		}
 		_, tok, err := mg.st.Owner(ctx, sess.Id)
 		if err != nil {
 			return nil, err
@@ -212,6 +226,21 @@ func (mg *Manager) selectSessions(ctx context.Context, r StartRequest, target st
 			"nothing to move: no selected session lives outside %s", target)
 	}
 	return out, nil
+}
+
+// diverted is the already finished entry of a session with history whose
+// destination's agent failed its canary: a handoff started a new session
+// there instead. nil when the session moves.
+func (mg *Manager) diverted(ctx context.Context, sess *castv1.Session, target string) (*castv1.MigrationSession, error) {
+	if mg.divert == nil || sess.LastSeq == 0 {
+		return nil, nil
+	}
+	to, why, err := mg.divert.Divert(ctx, sess, target)
+	if err != nil || to == "" {
+		return nil, err
+	}
+	return &castv1.MigrationSession{SessionId: sess.Id, SourceNode: sess.Node, SourceCwd: sess.Cwd,
+		State: castv1.MigrationState_MIGRATION_STATE_HANDED_OFF, Reason: why, HandedOffTo: to, UpdateTime: timestamppb.Now()}, nil
 }
 
 // movable refuses (named) or skips (--all, --from) a session that is on the

@@ -78,3 +78,19 @@ func handoffInstead(ctx context.Context, st Store, b Briefer, r HandoffRequest, 
 	}
 	return res.Session, nil
 }
+
+// Divert is the handoff a migration of sess to node becomes when node's
+// version of the session's agent failed its canary: the new session's id
+// and why ("" and "" when the session may move).
+func Divert(ctx context.Context, st Store, b Briefer, sess *castv1.Session, node string) (string, string, error) {
+	why, err := canaryFailure(ctx, st, node, sess.Agent, canary.Takeover)
+	if err != nil || why == "" {
+		return "", "", err
+	}
+	move := "A migration to node " + node
+	ho, err := handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: sess.Agent, Model: sess.Model, Node: node}, move, why)
+	if err != nil {
+		return "", "", err
+	}
+	return ho.Id, fmt.Sprintf("handed off to %s instead: %s would lose the history: %s", ho.Id, move, why), nil
+}

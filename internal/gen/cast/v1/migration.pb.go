@@ -48,21 +48,26 @@ const (
 	MigrationState_MIGRATION_STATE_CANCELLED MigrationState = 8
 	// RUNNING is only a whole migration's state: sessions are in progress.
 	MigrationState_MIGRATION_STATE_RUNNING MigrationState = 9
+	// HANDED_OFF: the session did not move; the destination's version of its
+	// agent failed a conformance check (reason says which), so a handoff
+	// started a new session there instead (handed_off_to).
+	MigrationState_MIGRATION_STATE_HANDED_OFF MigrationState = 10
 )
 
 // Enum value maps for MigrationState.
 var (
 	MigrationState_name = map[int32]string{
-		0: "MIGRATION_STATE_UNSPECIFIED",
-		1: "MIGRATION_STATE_PENDING",
-		2: "MIGRATION_STATE_FENCING",
-		3: "MIGRATION_STATE_DRAINING_TURN",
-		4: "MIGRATION_STATE_MOVING_WORKTREE",
-		5: "MIGRATION_STATE_COMMITTING",
-		6: "MIGRATION_STATE_SUCCEEDED",
-		7: "MIGRATION_STATE_FAILED",
-		8: "MIGRATION_STATE_CANCELLED",
-		9: "MIGRATION_STATE_RUNNING",
+		0:  "MIGRATION_STATE_UNSPECIFIED",
+		1:  "MIGRATION_STATE_PENDING",
+		2:  "MIGRATION_STATE_FENCING",
+		3:  "MIGRATION_STATE_DRAINING_TURN",
+		4:  "MIGRATION_STATE_MOVING_WORKTREE",
+		5:  "MIGRATION_STATE_COMMITTING",
+		6:  "MIGRATION_STATE_SUCCEEDED",
+		7:  "MIGRATION_STATE_FAILED",
+		8:  "MIGRATION_STATE_CANCELLED",
+		9:  "MIGRATION_STATE_RUNNING",
+		10: "MIGRATION_STATE_HANDED_OFF",
 	}
 	MigrationState_value = map[string]int32{
 		"MIGRATION_STATE_UNSPECIFIED":     0,
@@ -75,6 +80,7 @@ var (
 		"MIGRATION_STATE_FAILED":          7,
 		"MIGRATION_STATE_CANCELLED":       8,
 		"MIGRATION_STATE_RUNNING":         9,
+		"MIGRATION_STATE_HANDED_OFF":      10,
 	}
 )
 
@@ -130,7 +136,10 @@ type MigrationSession struct {
 	// update_time is the last change.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// dest_token is the destination's fencing token after the commit.
-	DestToken     int64 `protobuf:"varint,11,opt,name=dest_token,json=destToken,proto3" json:"dest_token,omitempty"`
+	DestToken int64 `protobuf:"varint,11,opt,name=dest_token,json=destToken,proto3" json:"dest_token,omitempty"`
+	// handed_off_to is the session a handoff started on the destination
+	// instead of moving this one (state HANDED_OFF).
+	HandedOffTo   string `protobuf:"bytes,12,opt,name=handed_off_to,json=handedOffTo,proto3" json:"handed_off_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +249,13 @@ func (x *MigrationSession) GetDestToken() int64 {
 		return x.DestToken
 	}
 	return 0
+}
+
+func (x *MigrationSession) GetHandedOffTo() string {
+	if x != nil {
+		return x.HandedOffTo
+	}
+	return ""
 }
 
 // Migration moves sessions to another node; a long-running resource.
@@ -402,7 +418,7 @@ var File_cast_v1_migration_proto protoreflect.FileDescriptor
 
 const file_cast_v1_migration_proto_rawDesc = "" +
 	"\n" +
-	"\x17cast/v1/migration.proto\x12\acast.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x03\n" +
+	"\x17cast/v1/migration.proto\x12\acast.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x03\n" +
 	"\x10MigrationSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
@@ -420,7 +436,8 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
-	"dest_token\x18\v \x01(\x03R\tdestToken\"\x8d\x04\n" +
+	"dest_token\x18\v \x01(\x03R\tdestToken\x12\"\n" +
+	"\rhanded_off_to\x18\f \x01(\tR\vhandedOffTo\"\x8d\x04\n" +
 	"\tMigration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1f\n" +
@@ -439,7 +456,7 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	" \x01(\tR\trequestId\x12#\n" +
 	"\rskip_worktree\x18\v \x01(\bR\fskipWorktree\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
-	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested*\xca\x02\n" +
+	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested*\xea\x02\n" +
 	"\x0eMigrationState\x12\x1f\n" +
 	"\x1bMIGRATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MIGRATION_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -450,7 +467,9 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	"\x19MIGRATION_STATE_SUCCEEDED\x10\x06\x12\x1a\n" +
 	"\x16MIGRATION_STATE_FAILED\x10\a\x12\x1d\n" +
 	"\x19MIGRATION_STATE_CANCELLED\x10\b\x12\x1b\n" +
-	"\x17MIGRATION_STATE_RUNNING\x10\tB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x17MIGRATION_STATE_RUNNING\x10\t\x12\x1e\n" +
+	"\x1aMIGRATION_STATE_HANDED_OFF\x10\n" +
+	"B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_migration_proto_rawDescOnce sync.Once
