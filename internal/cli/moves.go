@@ -70,10 +70,20 @@ func (a *app) forkCmd() *cobra.Command {
 	var tip bool
 	var agent, model, node, branch string
 	cmd := &cobra.Command{
-		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree BRANCH]",
+		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree [BRANCH]]",
 		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if branch == defaultWorktree && len(args) == 2 {
+				branch, args = args[1], args[:1] // --worktree BRANCH
+			}
+			if len(args) > 1 {
+				return usagef("unexpected argument %q; see `cast fork --help`", args[1])
+			}
+			dflt := branch == defaultWorktree || (branch == "" && cmd.Flags().Changed("worktree"))
+			if branch == defaultWorktree {
+				branch = ""
+			}
 			if tip && at != 0 {
 				return usagef("use --at SEQ or --tip, not both")
 			}
@@ -84,7 +94,7 @@ func (a *app) forkCmd() *cobra.Command {
 				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
 			}
 			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: args[0], AtSeq: at, Agent: agent, Model: model, Node: node,
-				RequestId: ids.NewClientID(), WorktreeBranch: branch})
+				RequestId: ids.NewClientID(), WorktreeBranch: branch, WorktreeDefault: dflt})
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "last message (seq) to copy")
@@ -92,7 +102,8 @@ func (a *app) forkCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agent, "agent", "", "agent for the fork (default: the same)")
 	cmd.Flags().StringVar(&model, "model", "", "model for the fork")
 	cmd.Flags().StringVar(&node, "node", "", "node for the fork (default: the same)")
-	cmd.Flags().StringVar(&branch, "worktree", "", "run the fork in its own git worktree on this branch (made from the parent's checkout)")
+	cmd.Flags().StringVar(&branch, "worktree", "", "run the fork in its own git worktree on this branch (made from the parent's checkout; alone: cast/<title-slug>--<id>)")
+	cmd.Flags().Lookup("worktree").NoOptDefVal = defaultWorktree
 	return cmd
 }
 

@@ -23,7 +23,7 @@ import (
 func (a *app) newCmd() *cobra.Command {
 	var agent, cwd, model, node, branch string
 	cmd := &cobra.Command{
-		Use:   "new --agent NAME [--cwd DIR] [--worktree BRANCH] [MESSAGE]",
+		Use:   "new --agent NAME [--cwd DIR] [--worktree BRANCH | --worktree=] [MESSAGE]",
 		Short: "Start a session on an agent; prints its id",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
@@ -45,7 +45,7 @@ func (a *app) newCmd() *cobra.Command {
 				return err
 			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID(),
-				WorktreeBranch: branch}
+				WorktreeBranch: branch, WorktreeDefault: branch == "" && cmd.Flags().Changed("worktree")}
 			sess, err := a.createSession(cmd.Context(), c, req)
 			if err != nil {
 				return err
@@ -61,7 +61,7 @@ func (a *app) newCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
 	cmd.Flags().StringVar(&model, "model", "", "model (default: the agent's)")
 	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: any connected node with the agent)")
-	cmd.Flags().StringVar(&branch, "worktree", "", "run the session in its own git worktree on this branch (made from the checkout at --cwd)")
+	cmd.Flags().StringVar(&branch, "worktree", "", "run the session in its own git worktree on this branch (made from the checkout at --cwd; --worktree= names it cast/<title-slug>--<id>)")
 	return cmd
 }
 

@@ -83,7 +83,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
-		WorktreeBranch: req.WorktreeBranch, Creator: creator,
+		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -262,7 +262,8 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 		return nil, err
 	}
 	sess, err := moves.Fork(ctx, h.s.store, h.s.briefer, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
-		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch})
+		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch,
+		DefaultWorktree: req.WorktreeDefault})
 	return sess, toStatus(h.s.lg, err)
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -62,7 +61,7 @@ func (h *sessionService) SetWorkspace(ctx context.Context, req *castv1.SetWorksp
 	}
 	op := proto.Clone(req).(*castv1.SetWorkspaceRequest)
 	if wt := op.GetWorktree(); wt != nil && wt.Branch == "" {
-		wt.Branch = DefaultBranch(sess.Title, sess.Id)
+		wt.Branch = ids.DefaultBranch(sess.Title, sess.Id)
 	}
 	if _, err := h.s.askNode(ctx, sess.Node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Set{Set: op}}); err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -72,32 +71,6 @@ func (h *sessionService) SetWorkspace(ctx context.Context, req *castv1.SetWorksp
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.SetWorkspaceResponse{Session: sess}, nil
-}
-
-// DefaultBranch is a thread's worktree branch when none is given:
-// cast/<title-slug>--<last 6 of the session id>.
-func DefaultBranch(title, sessionID string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(title) {
-		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(r)
-			dash = false
-			if b.Len() >= 40 {
-				break
-			}
-			continue
-		}
-		dash = true
-	}
-	slug := b.String()
-	if slug == "" {
-		slug = "thread"
-	}
-	return "cast/" + slug + "--" + sessionID[max(0, len(sessionID)-6):]
 }
 
 func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktreesRequest) (*castv1.ListWorktreesResponse, error) {

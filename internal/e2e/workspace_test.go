@@ -194,6 +194,17 @@ func TestWorkspaceMoveAndWorktreeCleanup(t *testing.T) {
 		t.Fatalf("still listed: %+v", v)
 	}
 
+	// A fork given --worktree alone gets the default branch name too.
+	var fork struct {
+		ID             string
+		Title          string
+		WorktreeBranch string `json:"worktree_branch"`
+	}
+	must(t, json.Unmarshal([]byte(c.must("fork", sess.Id, "--worktree", "--json")), &fork))
+	if want := "cast/fork-of-" + sess.Id + "-fix-the-parser--" + fork.ID[len(fork.ID)-6:]; fork.WorktreeBranch != want {
+		t.Fatalf("fork --worktree: branch %q, want %q", fork.WorktreeBranch, want)
+	}
+
 	// Deleting a session leaves its worktree and branch alone.
 	must(t, json.Unmarshal([]byte(c.must("workspace", "set", sess.Id, "--worktree", "keep/me", "--json")), &moved))
 	c.must("rm", sess.Id, "--purge")

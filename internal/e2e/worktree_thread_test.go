@@ -69,7 +69,11 @@ func TestForkInItsOwnWorktree(t *testing.T) {
 	}
 
 	// Bad names: refused by the CLI, and by the API for other clients.
-	if _, errOut, code := c.run("fork", parent.Id, "--worktree", "-x"); code != 2 || !strings.Contains(errOut, "not a valid branch name") {
+	if _, errOut, code := c.run("fork", parent.Id, "--worktree=-x"); code != 2 || !strings.Contains(errOut, "not a valid branch name") {
+		t.Fatalf("--worktree=-x: exit %d %q", code, errOut)
+	}
+	// --worktree alone takes no value, so -x after it is an unknown flag.
+	if _, errOut, code := c.run("fork", parent.Id, "--worktree", "-x"); code != 2 {
 		t.Fatalf("--worktree -x: exit %d %q", code, errOut)
 	}
 	_, err = r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: parent.Id, WorktreeBranch: "a..b"})

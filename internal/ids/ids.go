@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -73,4 +74,30 @@ func ValidBranch(s string) bool {
 		}
 	}
 	return true
+}
+
+// DefaultBranch is a thread's worktree branch when none is given:
+// cast/<title-slug>--<last 6 of the session id>.
+func DefaultBranch(title, sessionID string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(title) {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			if b.Len() >= 40 {
+				break
+			}
+			continue
+		}
+		dash = true
+	}
+	slug := b.String()
+	if slug == "" {
+		slug = "thread"
+	}
+	return "cast/" + slug + "--" + sessionID[max(0, len(sessionID)-6):]
 }

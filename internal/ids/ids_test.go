@@ -1,6 +1,9 @@
 package ids
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestValidBranch(t *testing.T) {
 	for _, tc := range []struct {
@@ -15,6 +18,21 @@ func TestValidBranch(t *testing.T) {
 	} {
 		if got := ValidBranch(tc.name); got != tc.ok {
 			t.Errorf("ValidBranch(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+func TestDefaultBranch(t *testing.T) {
+	for _, tc := range []struct{ title, id, want string }{
+		{"Fix the parser!", "jx731jg", "cast/fix-the-parser--x731jg"},
+		{"", "jx731jg", "cast/thread--x731jg"},
+		{"--upload-pack=x a..b HEAD~1", "jx731jg", "cast/upload-pack-x-a-b-head-1--x731jg"},
+		{"naïve ✓ ünïcode", "abcdefgh", "cast/na-ve-n-code--cdefgh"},
+		{strings.Repeat("word ", 30), "jx731jg", "cast/word-word-word-word-word-word-word-word-w--x731jg"},
+	} {
+		got := DefaultBranch(tc.title, tc.id)
+		if got != tc.want || !ValidBranch(got) {
+			t.Errorf("DefaultBranch(%q) = %q (valid %v), want %q", tc.title, got, ValidBranch(got), tc.want)
 		}
 	}
 }

@@ -25,6 +25,9 @@ type ForkRequest struct {
 	// WorktreeBranch gives the fork its own git worktree (made by the node
 	// from the parent's checkout).
 	WorktreeBranch string
+	// DefaultWorktree, without WorktreeBranch: a worktree on the default
+	// branch name (ids.DefaultBranch).
+	DefaultWorktree bool
 }
 
 // Fork creates a new conversation with lineage (parent, root, forked_at)
@@ -82,7 +85,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	c, err := st.CreateSession(ctx, store.CreateParams{
 		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
-		WorktreeBranch: r.WorktreeBranch, Creator: parent.Creator,
+		WorktreeBranch: r.WorktreeBranch, DefaultWorktree: r.DefaultWorktree, Creator: parent.Creator,
 	})
 	if err != nil {
 		return nil, err

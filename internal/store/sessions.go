@@ -26,8 +26,11 @@ type CreateParams struct {
 	Effort, HandoffFrom      string
 	Account                  string // named credential set on the node
 	WorktreeBranch           string // the owner runs it in a git worktree on this branch
-	Subagent                 bool
-	Creator                  string // principal that may see it ("user:alice")
+	// DefaultWorktree, without WorktreeBranch, names the branch from the
+	// title and the new id (ids.DefaultBranch).
+	DefaultWorktree bool
+	Subagent        bool
+	Creator         string // principal that may see it ("user:alice")
 }
 
 // Created is a new (or, for a retried request id, existing) session.
@@ -47,10 +50,14 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 	for range 5 {
 		id := ids.NewSessionID()
 		now := timestamppb.Now()
+		branch := p.WorktreeBranch
+		if branch == "" && p.DefaultWorktree {
+			branch = ids.DefaultBranch(p.Title, id)
+		}
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: p.WorktreeBranch,
+			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: branch,
 			Creator: p.Creator,
 		}
 		if sess.RootId == "" {

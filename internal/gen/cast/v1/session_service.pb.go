@@ -160,8 +160,11 @@ type CreateSessionRequest struct {
 	// worktree_branch runs the session in its own git worktree on this
 	// branch, made from the checkout at cwd.
 	WorktreeBranch string `protobuf:"bytes,11,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// worktree_default, without worktree_branch, runs it in a worktree on
+	// cast/<title-slug>--<last 6 of the session id>.
+	WorktreeDefault bool `protobuf:"varint,12,opt,name=worktree_default,json=worktreeDefault,proto3" json:"worktree_default,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -269,6 +272,13 @@ func (x *CreateSessionRequest) GetWorktreeBranch() string {
 		return x.WorktreeBranch
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetWorktreeDefault() bool {
+	if x != nil {
+		return x.WorktreeDefault
+	}
+	return false
 }
 
 // GetSessionRequest names one session.
@@ -1238,8 +1248,11 @@ type ForkSessionRequest struct {
 	// worktree_branch gives the fork its own git worktree on this branch
 	// (created from the parent's checkout, new branch if it does not exist).
 	WorktreeBranch string `protobuf:"bytes,7,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// worktree_default, without worktree_branch, gives the fork a worktree on
+	// cast/<title-slug>--<last 6 of the fork's id>.
+	WorktreeDefault bool `protobuf:"varint,8,opt,name=worktree_default,json=worktreeDefault,proto3" json:"worktree_default,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ForkSessionRequest) Reset() {
@@ -1319,6 +1332,13 @@ func (x *ForkSessionRequest) GetWorktreeBranch() string {
 		return x.WorktreeBranch
 	}
 	return ""
+}
+
+func (x *ForkSessionRequest) GetWorktreeDefault() bool {
+	if x != nil {
+		return x.WorktreeDefault
+	}
+	return false
 }
 
 // RequestPermissionRequest is an agent asking to run a tool.
@@ -2116,7 +2136,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
 	"\x15DeleteSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
-	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xba\x02\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xe5\x02\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -2130,7 +2150,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\tparent_id\x18\t \x01(\tR\bparentId\x12\x16\n" +
 	"\x06hidden\x18\n" +
 	" \x01(\bR\x06hidden\x12'\n" +
-	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\"#\n" +
+	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\x12)\n" +
+	"\x10worktree_default\x18\f \x01(\bR\x0fworktreeDefault\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
@@ -2193,7 +2214,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x16\n" +
-	"\x06effort\x18\x04 \x01(\tR\x06effort\"\xd2\x01\n" +
+	"\x06effort\x18\x04 \x01(\tR\x06effort\"\xfd\x01\n" +
 	"\x12ForkSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -2203,7 +2224,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12'\n" +
-	"\x0fworktree_branch\x18\a \x01(\tR\x0eworktreeBranch\"\x8b\x01\n" +
+	"\x0fworktree_branch\x18\a \x01(\tR\x0eworktreeBranch\x12)\n" +
+	"\x10worktree_default\x18\b \x01(\bR\x0fworktreeDefault\"\x8b\x01\n" +
 	"\x18RequestPermissionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
