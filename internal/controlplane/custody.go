@@ -91,7 +91,10 @@ func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (
 		}
 		who, err := v.Elect(ctx, req.Agent, req.Account, req.Node, lease)
 		return &castv1.CustodyResponse{Custodian: who}, err
-	case castv1.CustodyOp_CUSTODY_OP_PUT: // any account: a restarted custodian reports what it left
+	case castv1.CustodyOp_CUSTODY_OP_PUT:
+		if err := h.mayPut(ctx, req); err != nil {
+			return nil, err
+		}
 		_, err := v.Put(ctx, req.Agent, req.Account, req.Credential, req.Node)
 		return &castv1.CustodyResponse{}, err
 	case castv1.CustodyOp_CUSTODY_OP_END_REFRESH:
@@ -126,4 +129,19 @@ func (h *nodeService) needActive(ctx context.Context, agent, account string) err
 		}
 	}
 	return errs.New(errs.KindFailedPrecondition, errs.ReasonAccountNotActive, "%s account %q is not the active one; custody serves the active account", agent, account)
+}
+
+// mayPut lets a node store a credential for an account it is custodian
+// of, whose refresh it began (a restarted custodian reporting what it
+// left), or that is active (a CLI that refreshed on its own); no other.
+func (h *nodeService) mayPut(ctx context.Context, req *castv1.CustodyRequest) error {
+	who, err := h.s.vault.Custodian(ctx, req.Agent, req.Account)
+	if err != nil || who == req.Node {
+		return err
+	}
+	in, err := h.s.vault.Intent(ctx, req.Agent, req.Account)
+	if err != nil || (in != nil && in.Node == req.Node) {
+		return err
+	}
+	return h.needActive(ctx, req.Agent, req.Account)
 }
