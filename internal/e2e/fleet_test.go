@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -477,7 +478,8 @@ func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
 	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) { cfg.Fleet.Cooldown, cfg.Fleet.TurnReserve = time.Hour, 3 })
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	for k, v := range map[string]string{
-		"status": "allowed", "5h-utilization": "0.90", "5h-reset": fmt.Sprint(reset.Unix()), "representative-claim": "five_hour",
+		"status": "allowed_warning", "5h-utilization": "0.90", "5h-reset": fmt.Sprint(reset.Unix()),
+		"5h-surpassed-threshold": "0.75", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
 	} {
 		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
 	}
@@ -516,5 +518,65 @@ func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
 		if req.Status != 200 {
 			t.Fatalf("a request was refused (%d)", req.Status)
 		}
+	}
+}
+
+// `cast usage` with a fresh and a stale figure, both reported by the real
+// claude: the control plane's fleet clock runs two hours behind while a
+// turn on work-a reports its windows (so that figure is two hours old by
+// the time anyone looks), then on time for a turn on work-b.
+func TestFleetUsageFreshAndStale(t *testing.T) {
+	var lag atomic.Int64
+	lag.Store(int64(2 * time.Hour))
+	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) {
+		cfg.Fleet.Cooldown = time.Hour
+		cfg.Fleet.Now = func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
+	})
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	for k, v := range map[string]string{
+		// claude passes the utilization on with a warning status only.
+		"status": "allowed_warning", "5h-utilization": "0.40", "5h-reset": fmt.Sprint(reset.Unix()),
+		"5h-surpassed-threshold": "0.3", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
+	} {
+		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
+	}
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "on a MARK-U1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	lag.Store(0)
+	c.must("account", "use", "work-b", "--agent", "claude")
+	seq := r.send(sess.Id, "on b MARK-U2")
+	waitAnswered(r, sess.Id, "MARK-U2", seq)
+	if tok := bearerOf(r, "MARK-U2"); tok != fleetTokB {
+		t.Fatalf("MARK-U2 ran on %q", tok)
+	}
+
+	var v struct {
+		Fleets []struct {
+			Accounts []struct {
+				Name       string
+				Stale      bool
+				AgeSeconds *int64 `json:"age_seconds"`
+				Windows    []struct {
+					UsedPercent float64 `json:"used_percent"`
+				}
+			}
+		}
+	}
+	testharness.WaitFor(t, 30*time.Second, "both figures recorded", func() bool {
+		must(t, json.Unmarshal([]byte(c.must("usage", "--json")), &v))
+		return len(v.Fleets) == 1 && len(v.Fleets[0].Accounts) == 2 && v.Fleets[0].Accounts[1].AgeSeconds != nil
+	})
+	a, b := v.Fleets[0].Accounts[0], v.Fleets[0].Accounts[1]
+	if a.Name != "work-a" || !a.Stale || a.AgeSeconds == nil || *a.AgeSeconds < 7000 || len(a.Windows) != 1 || a.Windows[0].UsedPercent != 40 {
+		t.Fatalf("work-a's figure should be two hours old and stale: %+v", a)
+	}
+	if b.Name != "work-b" || b.Stale || *b.AgeSeconds > 120 || len(b.Windows) != 1 || b.Windows[0].UsedPercent != 40 {
+		t.Fatalf("work-b's figure should be fresh: %+v", b)
+	}
+	text := c.must("usage")
+	if strings.Count(text, "(stale)") != 1 || !strings.Contains(text, "2h 0m ago (stale)") && !strings.Contains(text, "2h 1m ago (stale)") {
+		t.Fatalf("cast usage:\n%s", text)
 	}
 }
