@@ -1,12 +1,12 @@
 package handoff
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -275,7 +275,7 @@ func collect(msgs []transcript.Message) ([]item, Range) {
 				span.To = max(span.To, res.Seq)
 			}
 			items = append(items, item{span: span, role: "command",
-				block: head(span, "command", m.Agent) + RenderCommand(Command(m.ToolCall.Input), tr)})
+				block: head(span, "command", m.Agent) + RenderCommand(shellcmd.FromInput(m.ToolCall.Input), tr)})
 		}
 	}
 	return items, all
@@ -339,63 +339,4 @@ func stripExecHeader(out string) string {
 		}
 		rest = after
 	}
-}
-
-// Command finds the command line in a shell tool call's input: a string
-// under "command" or "cmd", an argv array (["bash", "-lc", script] gives
-// the script), or Codex's local_shell "action". Input that is not such JSON
-// is returned as it is.
-func Command(input string) string {
-	var obj map[string]any
-	if json.Unmarshal([]byte(input), &obj) != nil {
-		var s string
-		if json.Unmarshal([]byte(input), &s) == nil {
-			return s
-		}
-		return input
-	}
-	if c, ok := commandOf(obj); ok {
-		return c
-	}
-	return input
-}
-
-func commandOf(obj map[string]any) (string, bool) {
-	for _, k := range []string{"command", "cmd"} {
-		switch v := obj[k].(type) {
-		case string:
-			if v != "" {
-				return v, true
-			}
-		case []any:
-			argv := make([]string, 0, len(v))
-			for _, a := range v {
-				s, ok := a.(string)
-				if !ok {
-					return "", false
-				}
-				argv = append(argv, s)
-			}
-			if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
-				return argv[2], true
-			}
-			for i, a := range argv {
-				argv[i] = shellQuote(a)
-			}
-			if len(argv) > 0 {
-				return strings.Join(argv, " "), true
-			}
-		}
-	}
-	if a, ok := obj["action"].(map[string]any); ok {
-		return commandOf(a)
-	}
-	return "", false
-}
-
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`|&;<>()*?[]{}~!#") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

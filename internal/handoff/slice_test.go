@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -320,8 +321,8 @@ func TestRenderCommand(t *testing.T) {
 		`not json`:                          "not json",
 		`{"other":1}`:                       `{"other":1}`,
 	} {
-		if got := Command(in); got != want {
-			t.Errorf("Command(%s) = %q, want %q", in, got, want)
+		if got := shellcmd.FromInput(in); got != want {
+			t.Errorf("shellcmd.FromInput(%s) = %q, want %q", in, got, want)
 		}
 	}
 	for _, n := range []string{"Bash", "bash", "exec_command", "shell", "local_shell", "run_shell_command", "run_terminal_cmd"} {

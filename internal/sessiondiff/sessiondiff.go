@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -175,52 +176,6 @@ func patchFiles(text string) []string {
 	return files
 }
 
-// shellCommand is the command line of a shell call: a string under
-// "command"/"cmd", or an argv array (Codex local_shell and the old shell
-// tool), where "bash -lc SCRIPT" is shown as SCRIPT.
-func shellCommand(obj map[string]any) string {
-	for _, k := range []string{"command", "cmd"} {
-		switch c := obj[k].(type) {
-		case string:
-			if s := strings.TrimSpace(c); s != "" {
-				return s
-			}
-		case []any:
-			argv := make([]string, 0, len(c))
-			for _, a := range c {
-				s, ok := a.(string)
-				if !ok {
-					return ""
-				}
-				argv = append(argv, s)
-			}
-			if len(argv) == 3 && isShell(argv[0]) && (argv[1] == "-c" || argv[1] == "-lc") {
-				return strings.TrimSpace(argv[2])
-			}
-			for i, a := range argv {
-				argv[i] = quote(a)
-			}
-			return strings.Join(argv, " ")
-		}
-	}
-	return ""
-}
-
-func isShell(p string) bool {
-	switch filepath.Base(p) {
-	case "bash", "sh", "zsh", "dash":
-		return true
-	}
-	return false
-}
-
-func quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`|&;<>()*?[]{}~!#") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // normPath cleans p and makes it relative to cwd when it lies inside it.
 func normPath(p, cwd string) string {
 	p = strings.TrimSpace(p)
@@ -234,4 +189,10 @@ func normPath(p, cwd string) string {
 		}
 	}
 	return p
+}
+
+// shellCommand is the command line of a shell call (shellcmd.Of), trimmed.
+func shellCommand(obj map[string]any) string {
+	c, _ := shellcmd.Of(obj)
+	return strings.TrimSpace(c)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
 // foreignShells are other agents' shell tools. Claude sees them as its own
@@ -58,7 +60,7 @@ func renderCall(name, input string) (string, json.RawMessage) {
 		obj["input"] = v
 	}
 	if shell {
-		if cmd, ok := shellCommand(obj); ok {
+		if cmd, ok := shellcmd.Of(obj); ok {
 			out := map[string]any{"command": cmd}
 			for _, k := range []string{"description", "timeout"} {
 				if v, ok := obj[k]; ok {
@@ -67,7 +69,7 @@ func renderCall(name, input string) (string, json.RawMessage) {
 			}
 			for _, k := range []string{"workdir", "cwd", "dir_path", "directory", "working_directory"} {
 				if d, ok := obj[k].(string); ok && d != "" {
-					out["command"] = "cd " + shellQuote(d) + " && " + cmd
+					out["command"] = "cd " + shellcmd.Quote(d) + " && " + cmd
 					break
 				}
 			}
@@ -83,45 +85,6 @@ func marshal(v any) json.RawMessage {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // maps of decoded JSON always encode
 	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
-}
-
-// shellCommand finds the command line in another agent's shell call.
-func shellCommand(obj map[string]any) (string, bool) {
-	for _, k := range []string{"command", "cmd"} {
-		switch v := obj[k].(type) {
-		case string:
-			return v, v != ""
-		case []any: // argv: ["bash", "-lc", "script"] or ["ls", "-la"]
-			var argv []string
-			for _, a := range v {
-				s, ok := a.(string)
-				if !ok {
-					return "", false
-				}
-				argv = append(argv, s)
-			}
-			if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
-				return argv[2], true
-			}
-			for i, a := range argv {
-				argv[i] = shellQuote(a)
-			}
-			return strings.Join(argv, " "), len(argv) > 0
-		}
-	}
-	if a, ok := obj["action"].(map[string]any); ok { // local_shell_call action
-		return shellCommand(a)
-	}
-	return "", false
-}
-
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./=:,+-]+$`)
-
-func shellQuote(s string) string {
-	if plainWord.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 var badID = regexp.MustCompile(`[^A-Za-z0-9_-]`)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
 // foreignShells are other agents' shell tools. They are rendered as Codex's
@@ -72,7 +74,7 @@ func renderCall(name, input string) renderedCall {
 		obj = map[string]any{"input": v}
 	}
 	if name == localShell || foreignShells[strings.ToLower(name)] {
-		if cmd, ok := shellCommand(obj); ok {
+		if cmd, ok := shellcmd.Of(obj); ok {
 			args := map[string]any{"cmd": cmd}
 			for _, k := range []string{"workdir", "cwd", "directory", "dir_path", "working_directory"} {
 				if d, ok := obj[k].(string); ok && d != "" {
@@ -88,40 +90,6 @@ func renderCall(name, input string) renderedCall {
 		args = input // already an object: keep the exact text
 	}
 	return renderedCall{name: toolName(name), args: args, shell: name == "exec_command"}
-}
-
-// shellCommand finds the command line in a shell tool's arguments: a string
-// under "command"/"cmd", or an argv array (Codex local_shell, old shell).
-func shellCommand(obj map[string]any) (string, bool) {
-	for _, k := range []string{"command", "cmd"} {
-		switch v := obj[k].(type) {
-		case string:
-			if v != "" {
-				return v, true
-			}
-		case []any:
-			parts := make([]string, 0, len(v))
-			for _, p := range v {
-				s, ok := p.(string)
-				if !ok {
-					return "", false
-				}
-				parts = append(parts, shellQuote(s))
-			}
-			if len(parts) > 0 {
-				return strings.Join(parts, " "), true
-			}
-		}
-	}
-	return "", false
-}
-
-// shellQuote quotes one argv word for display in a command line.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`|&;<>()*?[]{}~!#") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // renderOutput is the function_call_output text for a result. Codex's own

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
+	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -281,7 +282,7 @@ func renderCall(name, input string) (string, json.RawMessage) {
 		obj = map[string]any{"input": v}
 	}
 	if foreignShells[strings.ToLower(name)] {
-		if cmd, ok := shellCommand(obj); ok {
+		if cmd, ok := shellcmd.Of(obj); ok {
 			args := map[string]any{"command": cmd}
 			for _, k := range []string{"description", "timeout"} {
 				if v, ok := obj[k]; ok {
@@ -305,27 +306,4 @@ func renderCall(name, input string) (string, json.RawMessage) {
 		return n, json.RawMessage(in)
 	}
 	return n, marshal(obj)
-}
-
-func shellCommand(obj map[string]any) (string, bool) {
-	for _, k := range []string{"command", "cmd"} {
-		switch v := obj[k].(type) {
-		case string:
-			return v, v != ""
-		case []any:
-			var parts []string
-			for _, p := range v {
-				s, ok := p.(string)
-				if !ok {
-					return "", false
-				}
-				if strings.ContainsAny(s, " \t\n'\"\\$`|&;<>()*?") || s == "" {
-					s = "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-				}
-				parts = append(parts, s)
-			}
-			return strings.Join(parts, " "), len(parts) > 0
-		}
-	}
-	return "", false
 }
