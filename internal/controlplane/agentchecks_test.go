@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
@@ -83,44 +84,9 @@ func TestAgentChecksRecordAndRefuse(t *testing.T) {
 // instead of moving it; a session of an agent without a failed verdict in
 // the same migration moves.
 func TestMigrationIntoFailedVersionHandsOff(t *testing.T) {
-	const broken = "0.172.0-nohistory"
-	binDir := agenttest.DropResumeCodex(t, broken)
-	cp := testharness.StartControlPlane(t, nil)
-	c := testharness.Dial(t, cp.Addr())
+	c, withHistory := brokenCodexOnDst(t)
 	ctx := ctxT(t)
-	testharness.StartNode(t, cp.Addr(), "src", nil)
-	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *nodeagent.Config) {
-		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
-	})
-	testharness.WaitFor(t, 20*time.Second, "dst reports its codex version", func() bool {
-		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
-		for _, n := range resp.GetNodes() {
-			for _, in := range n.Agents {
-				if n.Name == "dst" && n.Connected && in.Name == "codex" && in.Version == broken {
-					return err == nil
-				}
-			}
-		}
-		return false
-	})
-	if _, err := c.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: []*castv1.AgentCheck{
-		{Agent: "codex", Version: broken, Capability: "resume", Detail: "the model got the new prompt without the history"}}}); err != nil {
-		t.Fatal(err)
-	}
-	withHistory := func(agent string) *castv1.Session {
-		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: agent, Cwd: t.TempDir(), Node: "src"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
-			{ClientId: "h1", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "remember MIG-H1"},
-			{ClientId: "h2", Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "noted"},
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		return sess
-	}
-	codexSess, claudeSess := withHistory("codex"), withHistory("claude")
+	codexSess, claudeSess := withHistory("codex", "src"), withHistory("claude", "src")
 
 	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{codexSess.Id, claudeSess.Id}, SkipWorktree: true})
 	if err != nil {
@@ -133,7 +99,7 @@ func TestMigrationIntoFailedVersionHandsOff(t *testing.T) {
 	}
 	ho := states[codexSess.Id]
 	if ho.State != castv1.MigrationState_MIGRATION_STATE_HANDED_OFF || ho.HandedOffTo == "" ||
-		!strings.Contains(ho.Reason, "Codex "+broken+" on node dst failed cast's resume check") {
+		!strings.Contains(ho.Reason, "Codex "+brokenVersion+" on node dst failed cast's resume check") {
 		t.Fatalf("codex session: %+v", ho)
 	}
 	if st := states[claudeSess.Id].State; st != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
@@ -156,5 +122,99 @@ func TestMigrationIntoFailedVersionHandsOff(t *testing.T) {
 	}
 	if last := msgs.Messages[len(msgs.Messages)-1]; last.NoticeType != "handoff" || !strings.Contains(last.Text, "A migration to node dst would lose the history") {
 		t.Fatalf("no notice saying why: %v", last)
+	}
+}
+
+// brokenCodexOnDst is a control plane with nodes src (no CLIs) and dst,
+// whose codex reports brokenVersion with a failed resume verdict recorded;
+// withHistory makes a session of agent on a node with two messages.
+func brokenCodexOnDst(t *testing.T) (*client.Client, func(agent, node string) *castv1.Session) {
+	binDir := agenttest.DropResumeCodex(t, brokenVersion)
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	ctx := ctxT(t)
+	testharness.StartNode(t, cp.Addr(), "src", nil)
+	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *nodeagent.Config) {
+		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
+	})
+	testharness.WaitFor(t, 20*time.Second, "dst reports its codex version", func() bool {
+		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		for _, n := range resp.GetNodes() {
+			for _, in := range n.Agents {
+				if n.Name == "dst" && n.Connected && in.Name == "codex" && in.Version == brokenVersion {
+					return err == nil
+				}
+			}
+		}
+		return false
+	})
+	if _, err := c.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: []*castv1.AgentCheck{
+		{Agent: "codex", Version: brokenVersion, Capability: "resume", Detail: "the model got the new prompt without the history"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return c, func(agent, node string) *castv1.Session {
+		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: agent, Cwd: t.TempDir(), Node: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+			{ClientId: "h1", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "remember MIG-H1"},
+			{ClientId: "h2", Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "noted"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+}
+
+// brokenVersion is the codex version brokenCodexOnDst reports.
+const brokenVersion = "0.172.0-nohistory"
+
+// A fork with history onto an agent whose version on the fork's node
+// failed its canary becomes a handoff from the parent, saying why; a
+// switch in place likewise (the source keeps its agent).
+func TestForkAndSwitchIntoFailedVersionHandOff(t *testing.T) {
+	c, withHistory := brokenCodexOnDst(t)
+	ctx := ctxT(t)
+	parent := withHistory("claude", "dst")
+	fork, err := c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: parent.Id, Agent: "codex", RequestId: "f1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.HandoffFrom != parent.Id || fork.ParentId != "" || fork.Agent != "codex" || fork.Node != "dst" {
+		t.Fatalf("fork: %+v", fork)
+	}
+	sw, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: parent.Id, Agent: "codex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw.HandoffFrom != parent.Id || sw.Id == parent.Id || sw.Id == fork.Id {
+		t.Fatalf("switch: %+v", sw)
+	}
+	src, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: parent.Id})
+	if err != nil || src.Agent != "claude" {
+		t.Fatalf("the source changed: %v %v", src, err)
+	}
+	msgs, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: parent.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	for _, m := range msgs.Messages {
+		if m.NoticeType == "handoff" {
+			notices = append(notices, m.Text)
+		}
+	}
+	if len(notices) != 2 || !strings.Contains(notices[0], "A fork onto Codex would lose the history: Codex "+brokenVersion+" on node dst failed cast's resume check") ||
+		!strings.Contains(notices[1], "A switch to Codex would lose the history") {
+		t.Fatalf("notices: %q", notices)
+	}
+	// Without history nothing can be lost: a blank session switches in place.
+	blank, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Node: "dst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: blank.Id, Agent: "codex"}); err != nil || sw.Id != blank.Id || sw.Agent != "codex" {
+		t.Fatalf("blank switch: %v %v", sw, err)
 	}
 }

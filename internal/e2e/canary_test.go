@@ -104,13 +104,14 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 
 // TestNodeChecksAgentsOnStart: a node started with agent checks canaries
 // the agent versions nobody has checked and records the verdicts as
-// itself.
+// itself, and checks again when the CLI is updated under it.
 func TestNodeChecksAgentsOnStart(t *testing.T) {
 	binDir := agenttest.DropResumeCodex(t, brokenCodex)
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	testharness.StartNode(t, srv.Addr(), "checker", func(cfg *nodeagent.Config) {
 		cfg.AgentChecks = true
+		cfg.ReadinessInterval = 100 * time.Millisecond
 		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
 	})
 	var got []*castv1.AgentCheck
@@ -134,6 +135,25 @@ func TestNodeChecksAgentsOnStart(t *testing.T) {
 	if !resumeFailed {
 		t.Fatalf("resume not failed: %+v", got)
 	}
+
+	// An update of the CLI (its package.json says so) is checked too.
+	const next = "0.172.1-nohistory"
+	pkg := filepath.Join(binDir, "..", "@openai", "codex", "package.json")
+	if err := os.WriteFile(pkg, []byte(`{"name":"@openai/codex","version":"`+next+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 2*time.Minute, "verdicts for the updated codex", func() bool {
+		resp, err := c.Agents.ListAgentChecks(context.Background(), &castv1.ListAgentChecksRequest{Agent: "codex"})
+		if err != nil {
+			return false
+		}
+		for _, ch := range resp.Checks {
+			if ch.Version == next && ch.Capability == "resume" && !ch.Passed && ch.CheckedBy == "checker" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func metricsBody(t *testing.T, r *turnRig) string {
