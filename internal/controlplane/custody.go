@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -44,7 +45,7 @@ func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte
 	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
 		return nil
 	}
-	if _, err := s.vault.Put(ctx, agent, name, cred, "add"); err != nil && !errs.HasReason(err, "CREDENTIAL_NOT_NEWER") {
+	if _, err := s.vault.Put(ctx, agent, name, cred, "add"); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {
 		return err
 	}
 	return nil
@@ -69,7 +70,7 @@ func (h *nodeService) Custody(ctx context.Context, req *castv1.CustodyRequest) (
 func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
 	v := h.s.vault
 	if v == nil {
-		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument, "token custody is off on this control plane (--token-custody)")
+		return nil, errs.New(errs.KindFailedPrecondition, custody.ReasonOff, "token custody is off on this control plane (--token-custody)")
 	}
 	lease, err := h.s.store.NodeLease(ctx, req.Node)
 	if err != nil {

@@ -63,8 +63,20 @@ type Format interface {
 	Apply(raw []byte, g Grant) ([]byte, error)
 }
 
-// Reason a credential was refused because the store holds a newer one.
-const ReasonNotNewer = "CREDENTIAL_NOT_NEWER"
+// Stable reasons of custody's refusals.
+const (
+	// ReasonNotNewer: the record holds a newer credential.
+	ReasonNotNewer = "CREDENTIAL_NOT_NEWER"
+	// ReasonNotInCustody: the account has no login in custody (added
+	// before custody was on, or an API key); nodes copy its file instead.
+	ReasonNotInCustody = "NOT_IN_CUSTODY"
+	// ReasonOff: the control plane runs without --token-custody.
+	ReasonOff = "TOKEN_CUSTODY_OFF"
+)
+
+// Unavailable says whether err means custody does not hold the account
+// here, so the node falls back to copying its stored file.
+func Unavailable(reason string) bool { return reason == ReasonNotInCustody || reason == ReasonOff }
 
 // ErrNotNewer is returned when a credential is not newer than the stored
 // one; nothing was written.

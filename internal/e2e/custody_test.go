@@ -27,24 +27,8 @@ import (
 // access token, and turns run on each newer access token. No family is
 // revoked and no token reaches the node's log.
 func TestTokenCustodyCodex(t *testing.T) {
-	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, "codex")
 	oa := fakeoauth.Start(t, time.Hour)
-	codexHome := filepath.Join(r.homes["codex"], ".codex")
-	agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
-	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
-	var setups map[string]map[string]any
-	b, err := os.ReadFile(cfgPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &setups))
-	setups["codex"]["env"] = append(setups["codex"]["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
-	b, _ = json.Marshal(setups)
-	must(t, os.WriteFile(cfgPath, b, 0o600))
-	r.node.Kill()
-	// A token counts as expiring 10 s after it is issued: the custodian
-	// refreshes about every 10 s.
-	r.nodeArgs = append(r.nodeArgs, "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m50s")
-	r.startNode()
-
+	r, codexHome := newCustodyRig(t, oa)
 	g := oa.Login()
 	login, err := codex.Credential{}.Apply([]byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`),
 		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
@@ -107,5 +91,46 @@ func TestTokenCustodyCodex(t *testing.T) {
 	}
 	if !strings.Contains(logs, "custody: refreshed through the CLI") {
 		t.Fatal("the node did not log its refreshes")
+	}
+}
+
+// newCustodyRig is a turn rig whose control plane and node run with
+// --token-custody, and whose Codex is logged in with ChatGPT against the
+// fake token endpoint oa. The node's custodian refreshes a token 5 s
+// after it is issued.
+func newCustodyRig(t *testing.T, oa *fakeoauth.Server) (*turnRig, string) {
+	t.Helper()
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, "codex")
+	codexHome := filepath.Join(r.homes["codex"], ".codex")
+	agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
+	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
+	var setups map[string]map[string]any
+	b, err := os.ReadFile(cfgPath)
+	must(t, err)
+	must(t, json.Unmarshal(b, &setups))
+	setups["codex"]["env"] = append(setups["codex"]["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
+	b, _ = json.Marshal(setups)
+	must(t, os.WriteFile(cfgPath, b, 0o600))
+	r.node.Kill()
+	r.nodeArgs = append(r.nodeArgs, "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m55s")
+	r.startNode()
+	return r, codexHome
+}
+
+// A login custody does not hold (an API key: nothing to refresh) is
+// copied into the store as before, with --token-custody on both sides.
+func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
+	r, codexHome := newCustodyRig(t, fakeoauth.Start(t, time.Hour))
+	const key = "sk-cx-NOT-IN-CUSTODY"
+	credPath := filepath.Join(t.TempDir(), "auth.json")
+	must(t, os.WriteFile(credPath, []byte(`{"OPENAI_API_KEY":"`+key+`"}`), 0o600))
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	c.must("account", "add", "k", "--agent", "codex", "--credentials", credPath)
+	testharness.WaitFor(t, 30*time.Second, "the node copied the API key into auth.json", func() bool {
+		b, err := os.ReadFile(filepath.Join(codexHome, "auth.json"))
+		return err == nil && strings.Contains(string(b), key)
+	})
+	if !strings.Contains(r.node.Output(), "custody does not hold this account") {
+		t.Fatal("the node did not say why it copied")
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -95,10 +97,15 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	if a.custodyCovers(sc.Agent) {
 		// The store gets the access token only; the login stays with its
 		// custodian (custody.go).
-		if err := a.supply(fctx, sc.Agent, sc.Account); err != nil {
+		err := a.supply(fctx, sc.Agent, sc.Account)
+		if err == nil {
+			return a.credentialWritten(sc)
+		}
+		if !custody.Unavailable(client.ReasonOf(err)) {
 			return fmt.Errorf("supply %s access token: %w", sc.Agent, err)
 		}
-		return a.credentialWritten(sc)
+		a.lg.Warn("custody does not hold this account; copying its stored credential instead",
+			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", client.ReasonOf(err)))
 	}
 	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
 	if err != nil {

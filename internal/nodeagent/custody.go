@@ -184,6 +184,9 @@ func (a *Agent) custodyTick(ctx context.Context, agent, account string) {
 	lg := a.lg.With(zap.String("agent", agent), zap.String("account", account))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if _, _, err := a.custodySvc.AccessOnly(cctx, agent, account); custody.Unavailable(client.ReasonOf(err)) {
+		return // its stored file was copied (setCredential)
+	}
 	who, err := a.custodySvc.elect(cctx, agent, account)
 	if err != nil {
 		lg.Warn("custody: election failed", zap.Error(err))

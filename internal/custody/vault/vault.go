@@ -145,7 +145,7 @@ func (v *Vault) Get(ctx context.Context, agent, account string) ([]byte, custody
 		return nil, custody.Token{}, err
 	}
 	if r == nil {
-		return nil, custody.Token{}, errs.New(errs.KindNotFound, errs.ReasonUnknownAccount, "no credential in custody for %s account %q", agent, account)
+		return nil, custody.Token{}, errs.New(errs.KindNotFound, custody.ReasonNotInCustody, "no login in custody for %s account %q (add it again with cast account add to put it there)", agent, account)
 	}
 	raw, err := v.box.Open(r.Sealed, aad(agent, account))
 	if err != nil {
