@@ -9,9 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/validate"
@@ -49,14 +52,38 @@ func (a *Agent) workspaceRequest(ctx context.Context, req *castv1.WorkspaceReque
 	}
 	if err != nil {
 		a.lg.Info("workspace request refused", zap.String("request", req.RequestId), zap.Error(err))
-		ans.Error, ans.Reason = clipReason(err.Error()), errs.ReasonWorkspaceFailed
-		if e, ok := errs.As(err); ok {
-			ans.Error, ans.Reason = clipReason(e.Msg), e.Reason
+		ans.Error, ans.Reason = refusal(err)
+	}
+	// The control plane waits on this answer: a failed call is tried again
+	// a few times (it only stores the answer, so a repeat is harmless).
+	for try, pause := 1, 200*time.Millisecond; ; try, pause = try+1, 2*pause {
+		_, err := a.cli.Nodes.ReportWorkspace(ctx, ans)
+		if err == nil {
+			return
+		}
+		if try == 4 {
+			a.lg.Warn("workspace answer not delivered", zap.String("request", req.RequestId), zap.Error(err))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
 		}
 	}
-	if _, err := a.cli.Nodes.ReportWorkspace(ctx, ans); err != nil {
-		a.lg.Warn("workspace answer not delivered", zap.String("request", req.RequestId), zap.Error(err))
+}
+
+// refusal is the message and stable reason an answer carries for err: its
+// own for a typed error or one the control plane returned (a move it
+// refused: NOT_OWNER, SESSION_FENCED), else WORKSPACE_FAILED.
+func refusal(err error) (string, string) {
+	if e, ok := errs.As(err); ok {
+		return clipReason(e.Msg), e.Reason
 	}
+	if r := client.ReasonOf(err); r != "" {
+		return clipReason(status.Convert(err).Message()), r
+	}
+	return clipReason(err.Error()), errs.ReasonWorkspaceFailed
 }
 
 // reportMoves is the commitMoves of a running node.

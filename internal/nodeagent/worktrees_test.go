@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -401,6 +406,27 @@ func TestMovedAway(t *testing.T) {
 	} {
 		if got := movedAway(tc.o, tc.s); got != tc.want {
 			t.Errorf("%s: movedAway = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A refusal keeps its stable reason, whether the node made it or the
+// control plane refused a move.
+func TestRefusalReason(t *testing.T) {
+	st, err := status.New(codes.FailedPrecondition, "session s is moving").WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonSessionFenced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		err              error
+		wantMsg, wantWhy string
+	}{
+		{errs.New(errs.KindFailedPrecondition, errs.ReasonWorktreeDirty, "3 changes"), "3 changes", errs.ReasonWorktreeDirty},
+		{st.Err(), "session s is moving", errs.ReasonSessionFenced},
+		{fmt.Errorf("disk full"), "disk full", errs.ReasonWorkspaceFailed},
+	} {
+		if msg, why := refusal(tc.err); msg != tc.wantMsg || why != tc.wantWhy {
+			t.Errorf("refusal(%v) = %q %q, want %q %q", tc.err, msg, why, tc.wantMsg, tc.wantWhy)
 		}
 	}
 }
