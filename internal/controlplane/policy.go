@@ -57,9 +57,10 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.NodeService_ReportWorkTree_FullMethodName:      {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_FetchCredential_FullMethodName:     {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_ReportWorkspace_FullMethodName:     {Roles: nodes, Check: checkNodeSelf},
-		// Worktrees are a node's, shared by every user's sessions on it.
-		castv1.NodeService_ListWorktrees_FullMethodName:  {Roles: adminOnly},
-		castv1.NodeService_RemoveWorktree_FullMethodName: {Roles: adminOnly},
+		// Worktrees hold sessions: a user sees and removes only those whose
+		// every session is theirs (filtered and checked in the handlers).
+		castv1.NodeService_ListWorktrees_FullMethodName:  {Roles: people},
+		castv1.NodeService_RemoveWorktree_FullMethodName: {Roles: people},
 		castv1.NodeService_Custody_FullMethodName:        {Roles: nodes, Check: checkNodeSelf},
 
 		castv1.MigrationService_StartMigration_FullMethodName:  {Roles: people, Check: s.checkMigration},

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -96,10 +98,52 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 		}
 		for _, w := range ans.Worktrees {
 			w.Node = n
+			if h.s.mayUseWorktree(ctx, w) == nil {
+				resp.Worktrees = append(resp.Worktrees, w)
+			}
 		}
-		resp.Worktrees = append(resp.Worktrees, ans.Worktrees...)
 	}
 	return resp, nil
+}
+
+// mayUseWorktree lets admins at every worktree and a user at one whose
+// sessions (one at least) are all theirs: removing it moves them.
+func (s *Server) mayUseWorktree(ctx context.Context, w *castv1.Worktree) error {
+	p, ok := authz.FromContext(ctx)
+	if ok && p.IsAdmin() {
+		return nil
+	}
+	if !ok || len(w.Sessions) == 0 {
+		return authz.Denied(errs.ReasonPermissionDenied, "%s is not a worktree of your sessions", w.Path)
+	}
+	for _, id := range w.Sessions {
+		sess, err := s.store.GetSession(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.maySee(ctx, p, sess); err != nil {
+			return authz.Denied(errs.ReasonPermissionDenied, "%s holds sessions that are not yours", w.Path)
+		}
+	}
+	return nil
+}
+
+// checkRemoveWorktree refuses a user a worktree that is not theirs
+// (mayUseWorktree), asking the node what is in it first.
+func (s *Server) checkRemoveWorktree(ctx context.Context, node, path string) error {
+	if p, ok := authz.FromContext(ctx); ok && p.IsAdmin() {
+		return nil
+	}
+	ans, err := s.askNode(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_List{List: &castv1.ListWorktreesRequest{Node: node}}})
+	if err != nil {
+		return err
+	}
+	for _, w := range ans.Worktrees {
+		if w.Path == path {
+			return s.mayUseWorktree(ctx, w)
+		}
+	}
+	return nil // the node refuses an unknown path itself
 }
 
 func (h *nodeService) RemoveWorktree(ctx context.Context, req *castv1.RemoveWorktreeRequest) (*castv1.RemoveWorktreeResponse, error) {
@@ -119,6 +163,9 @@ func (h *nodeService) RemoveWorktree(ctx context.Context, req *castv1.RemoveWork
 			return nil, invalid("%d nodes are connected (%s): name the worktree's node with --node", len(up), strings.Join(up, ", "))
 		}
 		node = up[0]
+	}
+	if err := h.s.checkRemoveWorktree(ctx, node, filepath.Clean(req.Path)); err != nil {
+		return nil, toStatus(h.s.lg, err)
 	}
 	op := proto.Clone(req).(*castv1.RemoveWorktreeRequest)
 	op.Node = node

@@ -164,6 +164,16 @@ func TestWorkspaceMoveAndWorktreeCleanup(t *testing.T) {
 		t.Fatalf("--repo ../../etc: exit %d %q", code, errOut)
 	}
 
+	// A user sees and removes only worktrees whose sessions are theirs.
+	alice := cli{t: t, bin: c.bin, env: append(append([]string{}, c.env...),
+		"CAST_TOKEN="+strings.TrimSpace(c.must("token", "create", "--role", "user", "--name", "alice")))}
+	if out := alice.must("worktree", "ls", "--json"); strings.Contains(out, wt) {
+		t.Fatalf("alice sees another user's worktree: %s", out)
+	}
+	if _, errOut, code := alice.run("worktree", "rm", wt, "--force"); code != 1 || !strings.Contains(errOut, "not yours") {
+		t.Fatalf("alice rm: exit %d %q", code, errOut)
+	}
+
 	// Forced: the worktree goes, its branch and commits stay, the thread
 	// goes home with a notice and its next turn runs there.
 	last := r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 0).LastSeq
