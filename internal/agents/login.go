@@ -1,6 +1,9 @@
 package agents
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Login is how an agent keeps its login and how a person gives it one: what
 // `cast nodes` checks to call an agent ready, and what a turn that failed
@@ -23,6 +26,18 @@ type Login struct {
 	// LoggedOutText are phrases (lower case) the CLI prints when it has no
 	// login, beyond the generic ones the runner knows.
 	LoggedOutText []string
+	// Fleet is set for an agent whose shared credential store cast can
+	// rewrite with a fleet account's credential.
+	Fleet *FleetLogin
+}
+
+// FleetLogin is the credential store a fleet account fills.
+type FleetLogin struct {
+	// File is the store, relative to the agent's own folder.
+	File string
+	// Check says whether a decoded credential is one the CLI reads (what
+	// the pinned versions read), before it is stored.
+	Check func(cred map[string]any) error
 }
 
 // logins are per agent; an agent without an entry has no known login
@@ -35,6 +50,14 @@ var logins = map[string]Login{
 			`"CLAUDE_CODE_OAUTH_TOKEN"`, `"CLAUDE_CODE_USE_BEDROCK"`, `"CLAUDE_CODE_USE_VERTEX"`}},
 		Command: "run `claude` and /login", Key: "ANTHROPIC_API_KEY",
 		LoggedOutText: []string{"not logged in", "please run /login"},
+		// $CLAUDE_CONFIG_DIR/.credentials.json, re-read by claude mid-run.
+		Fleet: &FleetLogin{File: ".credentials.json", Check: func(v map[string]any) error {
+			o, _ := v["claudeAiOauth"].(map[string]any)
+			if tok, _ := o["accessToken"].(string); tok == "" {
+				return fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
+			}
+			return nil
+		}},
 	},
 	"codex": {
 		Files: []string{"auth.json"},
@@ -42,6 +65,16 @@ var logins = map[string]Login{
 		// A provider of its own in config.toml names its key variable.
 		Settings: map[string][]string{"config.toml": {"env_key", "experimental_bearer_token"}},
 		Command:  "run `codex login`", Key: "OPENAI_API_KEY",
+		// $CODEX_HOME/auth.json (API key or ChatGPT tokens), read at start.
+		Fleet: &FleetLogin{File: "auth.json", Check: func(v map[string]any) error {
+			if k, _ := v["OPENAI_API_KEY"].(string); k != "" {
+				return nil
+			}
+			if t, _ := v["tokens"].(map[string]any); t != nil {
+				return nil
+			}
+			return fmt.Errorf(`a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`)
+		}},
 	},
 	"gemini": {
 		// Google login (oauth_creds.json) or a key; the selected auth type
@@ -85,4 +118,16 @@ func (l Login) IsLoggedOut(line string) bool {
 		}
 	}
 	return false
+}
+
+// FleetAgents lists the agents fleet accounts work for (Login.Fleet set),
+// sorted.
+func FleetAgents() []string {
+	var out []string
+	for _, n := range Names() {
+		if logins[n].Fleet != nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }

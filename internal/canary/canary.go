@@ -195,7 +195,7 @@ func failf(capability, format string, args ...any) Check {
 // before produced.
 func (r *run) steps(ctx context.Context, bin string) []Check {
 	t := r.turn
-	w, err := codecs.Writer(r.agent, codecs.WriterOptions{OpenCodeBin: bin, Env: runner.Env(t)})
+	w, err := codecs.Writer(r.agent, codecs.WriterOptions{Bin: bin, Env: runner.Env(t)})
 	if err != nil {
 		return []Check{failf(Write, "%v", err)}
 	}

@@ -56,7 +56,7 @@ func (mg *Manager) ask(ctx context.Context, sessionID, agent, account string, un
 // its sessions wait for its reset (the sweep re-activates it then). It
 // returns the active account and the sessions the choice held.
 func (mg *Manager) Answer(ctx context.Context, agent string, approve bool) (string, []string, error) {
-	if _, ok := credentialChecks[agent]; !ok {
+	if _, ok := fleetLogin(agent); !ok {
 		return "", nil, errs.Invalid("fleet accounts work for claude and codex, not %q", agent).With("agent", agent)
 	}
 	for range 10 {

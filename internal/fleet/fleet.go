@@ -146,7 +146,7 @@ func validate(agent, name string) error {
 	if !ids.ValidName(name) {
 		return errs.Invalid("account name %q: use letters, digits, '.', '_' or '-'", name)
 	}
-	if _, ok := credentialChecks[agent]; !ok {
+	if _, ok := fleetLogin(agent); !ok {
 		return errs.Invalid("fleet accounts work for claude and codex, not %q", agent).With("agent", agent)
 	}
 	return nil

@@ -49,7 +49,7 @@ func crowded(r *quota.Account, extra float64, mg *Manager) *quota.Window {
 // OnStart reserves for a fleet turn starting on account and, under auto,
 // moves the fleet ahead when the account's running turns crowd it.
 func (mg *Manager) OnStart(ctx context.Context, sessionID, agent, account string) error {
-	if _, ok := credentialChecks[agent]; !ok || account == "" {
+	if _, ok := fleetLogin(agent); !ok || account == "" {
 		return nil
 	}
 	if err := mg.st.Reserve(ctx, agent, account, sessionID); err != nil {
@@ -87,7 +87,7 @@ func (mg *Manager) OnStart(ctx context.Context, sessionID, agent, account string
 
 // OnEnd frees a fleet turn's reservation.
 func (mg *Manager) OnEnd(ctx context.Context, sessionID, agent string) error {
-	if _, ok := credentialChecks[agent]; !ok {
+	if _, ok := fleetLogin(agent); !ok {
 		return nil
 	}
 	return mg.st.Release(ctx, agent, sessionID)

@@ -21,7 +21,7 @@ import (
 // compares the active record). With no account left, the fleet waits for
 // the earliest reset.
 func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account string) error {
-	if _, ok := credentialChecks[agent]; !ok || account == "" {
+	if _, ok := fleetLogin(agent); !ok || account == "" {
 		return nil
 	}
 	now := mg.now().UTC()

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/quota"
 )
 
@@ -46,42 +47,28 @@ func PickLoaded(accounts []*quota.Account, from string, now time.Time, load map[
 	return open[0].Name
 }
 
-// credentialFiles are the agents whose shared credential store cast can
-// rewrite, and the check each credential must pass before it is stored
-// (what the CLI reads, from the research notes on the pinned versions).
-var credentialChecks = map[string]func(map[string]any) error{
-	// $CLAUDE_CONFIG_DIR/.credentials.json, re-read by claude mid-run.
-	"claude": func(v map[string]any) error {
-		o, _ := v["claudeAiOauth"].(map[string]any)
-		if tok, _ := o["accessToken"].(string); tok == "" {
-			return fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
-		}
-		return nil
-	},
-	// $CODEX_HOME/auth.json (API key or ChatGPT tokens).
-	"codex": func(v map[string]any) error {
-		if k, _ := v["OPENAI_API_KEY"].(string); k != "" {
-			return nil
-		}
-		if t, _ := v["tokens"].(map[string]any); t != nil {
-			return nil
-		}
-		return fmt.Errorf(`a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`)
-	},
+// fleetLogin is agent's fleet credential store (agents.Login.Fleet):
+// false for an agent whose store cast cannot rewrite.
+func fleetLogin(agent string) (agents.FleetLogin, bool) {
+	a, _ := agents.Lookup(agent)
+	if f := a.Login().Fleet; f != nil {
+		return *f, true
+	}
+	return agents.FleetLogin{}, false
 }
 
 // Agents lists the agents fleet accounts work for.
-func Agents() []string { return []string{"claude", "codex"} }
+func Agents() []string { return agents.FleetAgents() }
 
 // CheckCredential says whether cred is a credential store agent reads.
 func CheckCredential(agent string, cred []byte) error {
-	check, ok := credentialChecks[agent]
+	fl, ok := fleetLogin(agent)
 	if !ok {
 		return fmt.Errorf("fleet accounts work for claude and codex, not %q", agent)
 	}
 	var v map[string]any
 	if err := json.Unmarshal(cred, &v); err != nil {
-		return fmt.Errorf("the credential is not a JSON object (%s)", check(nil))
+		return fmt.Errorf("the credential is not a JSON object (%s)", fl.Check(nil))
 	}
-	return check(v)
+	return fl.Check(v)
 }

@@ -20,7 +20,7 @@ import (
 // that window resets, and the fleet moves to the account with most room
 // before the provider starts refusing.
 func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string, windows []*castv1.UsageWindow) error {
-	if _, ok := credentialChecks[agent]; !ok || account == "" || len(windows) == 0 {
+	if _, ok := fleetLogin(agent); !ok || account == "" || len(windows) == 0 {
 		return nil
 	}
 	now := mg.now().UTC()

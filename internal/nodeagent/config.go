@@ -228,11 +228,18 @@ func DefaultConfig() Config {
 		ReconnectMax:      DefaultReconnectMax,
 		ReadinessInterval: DefaultReadinessInterval,
 		AgentChecks:       os.Getenv("CAST_AGENT_CHECKS") != "off",
-		AgentBins: map[string]string{
-			"claude": "claude", "codex": "codex", "gemini": "gemini", "pi": "pi",
-			"opencode": "opencode", "grok": "grok", "cursor": "cursor-agent", "muse": "muse",
-		},
+		AgentBins:         defaultBins(),
 	}
+}
+
+// defaultBins are the registry's binary names, by agent.
+func defaultBins() map[string]string {
+	bins := map[string]string{}
+	for _, n := range agents.Names() {
+		a, _ := agents.Lookup(n)
+		bins[n] = a.Binary
+	}
+	return bins
 }
 
 // DefaultCastBin is cast next to the running binary, else cast on PATH

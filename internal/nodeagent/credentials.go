@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/fsutil"
@@ -28,21 +29,16 @@ import (
 // and runs the turns that parked on a usage limit again. Claude re-reads
 // .credentials.json while it runs; a Codex turn reads auth.json at start.
 
-// credentialFiles name each agent's store inside its config folder.
-var credentialFiles = map[string]string{
-	"claude": ".credentials.json",
-	"codex":  "auth.json",
-}
-
 // credentialPath is where the agent's shared store lives on this node: its
 // config folder as its turns see it (the user's own with a shared home).
 func (c Config) credentialPath(agent string) (string, error) {
-	file, ok := credentialFiles[agent]
-	if !ok {
+	a, _ := agents.Lookup(agent)
+	fl := a.Login().Fleet
+	if fl == nil {
 		return "", fmt.Errorf("fleet accounts do not cover %s", agent)
 	}
 	s := c.agentSetup(agent)
-	return filepath.Join(c.newTurn(agent, s, s.Env).AgentDir(), file), nil
+	return filepath.Join(c.newTurn(agent, s, s.Env).AgentDir(), fl.File), nil
 }
 
 // ownsCredential says whether cast may rewrite the store at path: one
@@ -71,7 +67,7 @@ func (a *Agent) fleetNotice() {
 	if !a.cfg.FleetAccounts {
 		return
 	}
-	for agent := range credentialFiles {
+	for _, agent := range agents.FleetAgents() {
 		if path, err := a.cfg.credentialPath(agent); err == nil && !a.cfg.ownsCredential(path) {
 			a.lg.Warn("fleet accounts may rewrite this credential store; each version replaced is backed up first",
 				zap.String("agent", agent), zap.String("path", path), zap.String("backups", a.cfg.credentialBackupDir()))

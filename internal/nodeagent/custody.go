@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/custody"
@@ -167,7 +168,7 @@ func (a *Agent) custodyLoop(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		for agent := range credentialFiles {
+		for _, agent := range agents.FleetAgents() {
 			if acc := a.st.fleet(agent).Account; acc != "" && a.custodyCovers(agent) {
 				a.custodyTick(ctx, agent, acc)
 			}

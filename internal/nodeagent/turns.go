@@ -399,7 +399,7 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	}
 	// A writer that runs the CLI (opencode import) gets the turn's own
 	// environment: its HOME and config dirs hold the agent's settings.
-	w, err := codecs.Writer(o.Agent, codecs.WriterOptions{OpenCodeBin: a.cfg.agentSetup("opencode").Bin, Env: runner.Env(t)})
+	w, err := codecs.Writer(o.Agent, codecs.WriterOptions{Bin: a.cfg.agentSetup(o.Agent).Bin, Env: runner.Env(t)})
 	if err != nil {
 		return t, err
 	}

@@ -36,8 +36,8 @@ func Reader(agent string) (agents.Reader, error) {
 // WriterOptions configure writers that need a CLI (OpenCode loads its
 // sessions through `opencode import`).
 type WriterOptions struct {
-	OpenCodeBin string   // default: opencode on PATH
-	Env         []string // environment for such CLIs; default: this process's
+	Bin string   // the agent's CLI, for writers that run it (OpenCode); default: on PATH
+	Env []string // environment for such CLIs; default: this process's
 }
 
 // Writer returns the native writer of agent.
@@ -54,7 +54,7 @@ func Writer(agent string, o WriterOptions) (agents.Writer, error) {
 	case "grok":
 		return grok.Writer{}, nil
 	case "opencode":
-		bin := o.OpenCodeBin
+		bin := o.Bin
 		if bin == "" {
 			p, err := exec.LookPath("opencode")
 			if err != nil {

@@ -90,7 +90,7 @@ func importHard(t *testing.T, agent string) []transcript.Message {
 	}
 	opts := codecs.WriterOptions{Env: env}
 	if agent == "opencode" {
-		opts.OpenCodeBin = agenttest.Bin(t, agent)
+		opts.Bin = agenttest.Bin(t, agent)
 	}
 	w, err := codecs.Writer(agent, opts)
 	if err != nil {
@@ -105,7 +105,7 @@ func importHard(t *testing.T, agent string) []transcript.Message {
 	if agent == "opencode" {
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		defer cancel()
-		exp, err := opencode.Loader{Bin: opts.OpenCodeBin, Env: env}.Export(ctx, tg, written.NativeID)
+		exp, err := opencode.Loader{Bin: opts.Bin, Env: env}.Export(ctx, tg, written.NativeID)
 		if err != nil {
 			t.Fatalf("opencode export: %v", err)
 		}

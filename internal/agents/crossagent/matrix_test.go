@@ -293,7 +293,7 @@ func writeAndResume(t *testing.T, src, tgt string, msgs []transcript.Message, pr
 	}
 	opts := codecs.WriterOptions{Env: c.env}
 	if tgt == "opencode" {
-		opts.OpenCodeBin = c.bin
+		opts.Bin = c.bin
 	}
 	w, err := codecs.Writer(tgt, opts)
 	if err != nil {
