@@ -149,16 +149,18 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 				}
 				results = append(results, res)
 			}
-			recorded, err := a.recordChecks(cmd, c.Agents, results)
-			if err != nil {
-				return err
-			}
+			// The verdicts are shown even when recording them fails (a
+			// user token may run the checks but not record them).
+			recorded, recErr := a.recordChecks(cmd, c.Agents, results)
 			if a.json {
 				if err := a.printJSON(map[string]any{"results": checkResultsJSON(results), "recorded": raws(recorded)}); err != nil {
 					return err
 				}
 			} else {
 				a.printCheckResults(results)
+			}
+			if recErr != nil {
+				return recErr
 			}
 			if n := countFailed(results); n > 0 {
 				return fmt.Errorf("%d checks failed; a switch or fork into those versions becomes a handoff", n)
@@ -187,7 +189,7 @@ func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, resu
 	defer cancel()
 	resp, err := c.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: checks})
 	if err != nil {
-		return nil, fmt.Errorf("recording the verdicts: %w", err)
+		return nil, fmt.Errorf("the verdicts were not recorded (recording needs an admin token): %w", err)
 	}
 	return resp.Checks, nil
 }

@@ -67,6 +67,17 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 	if !strings.Contains(table, brokenCodex) || !strings.Contains(table, "FAILED") || !strings.Contains(table, "worker") {
 		t.Fatalf("cast agents:\n%s", table)
 	}
+	// A user may run the checks and sees the verdicts; only recording is
+	// refused, and said so.
+	tok, err := r.c.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "carol", Role: castv1.Role_ROLE_USER})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cli{t: t, bin: c.bin, env: append(append([]string{}, c.env...), "CAST_TOKEN="+tok.Token)}
+	out, errOut, code = user.run("agents", "check", "--agent", "codex")
+	if code != 1 || !strings.Contains(out, "FAILED: the model got the new prompt without the history") || !strings.Contains(errOut, "not recorded (recording needs an admin token)") {
+		t.Fatalf("cast agents check as a user: exit %d\n%s\n%s", code, out, errOut)
+	}
 	if m := metricsBody(t, r); !strings.Contains(m, `cast_agent_canary_failures_total{agent="codex",capability="resume"} 1`) {
 		t.Fatalf("failure metric missing:\n%s", grepLines(m, "cast_agent_canary"))
 	}

@@ -3,6 +3,8 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -16,6 +18,14 @@ import (
 // CLI at a time, in the background; turns are not held for it. A version
 // whose verdicts could not be recorded is tried again at the next look.
 func (a *Agent) checkAgents(ctx context.Context) {
+	// Each check's throwaway HOME goes under one folder, emptied first: a
+	// node killed mid-check leaves nothing behind for long.
+	dir := filepath.Join(a.cfg.DataDir, "canary")
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		a.lg.Warn("no folder for agent checks; none run", zap.String("dir", dir), zap.Error(err))
+		return
+	}
 	done := map[string]bool{} // agent@version checked, here or elsewhere
 	look := func() bool {
 		for _, in := range a.cfg.Readiness() {
@@ -23,7 +33,7 @@ func (a *Agent) checkAgents(ctx context.Context) {
 			if in.Version == "" || in.Path == "" || done[key] || !canary.Checkable(in.Name) {
 				continue
 			}
-			if err := a.checkAgent(ctx, in); err != nil {
+			if err := a.checkAgent(ctx, in, dir); err != nil {
 				if ctx.Err() == nil {
 					a.lg.Warn("agent check not recorded; trying again later", zap.String("agent", in.Name), zap.String("version", in.Version), zap.Error(err))
 				}
@@ -38,7 +48,7 @@ func (a *Agent) checkAgents(ctx context.Context) {
 }
 
 // checkAgent checks one installed version unless it has verdicts already.
-func (a *Agent) checkAgent(ctx context.Context, in *castv1.AgentInstall) error {
+func (a *Agent) checkAgent(ctx context.Context, in *castv1.AgentInstall, dir string) error {
 	have, err := a.cli.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{Agent: in.Name})
 	if err != nil {
 		return err
@@ -49,7 +59,7 @@ func (a *Agent) checkAgent(ctx context.Context, in *castv1.AgentInstall) error {
 		}
 	}
 	a.lg.Info("checking agent CLI", zap.String("agent", in.Name), zap.String("version", in.Version), zap.String("bin", in.Path))
-	c := &canary.Checker{Dir: a.cfg.DataDir, Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
+	c := &canary.Checker{Dir: dir, Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	res, err := c.Run(ctx, in.Name, in.Path)
 	if err != nil {
 		return err
