@@ -106,6 +106,7 @@ func main() {
 	f.StringVar(&cfg.EtcdClient, "etcd-listen", cfg.EtcdClient, "embedded etcd client address (port 0: pick a free one)")
 	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")
 	f.DurationVar(&cfg.LeaseTTL, "node-lease-ttl", cfg.LeaseTTL, "a node silent this long is marked down")
+	f.DurationVar(&cfg.SessionCount, "metrics-session-count", cfg.SessionCount, "how often cast_sessions (sessions by agent and state) is recounted from the store")
 	f.DurationVar(&cfg.Heartbeat, "node-heartbeat", cfg.Heartbeat, "heartbeat interval nodes are told to use")
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")

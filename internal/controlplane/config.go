@@ -35,6 +35,8 @@ const (
 	// DefaultNodeQueue is how many live frames may wait for a node that
 	// is slow to read before its stream is cut.
 	DefaultNodeQueue = 1024
+	// DefaultSessionCount is how often cast_sessions is recounted.
+	DefaultSessionCount = 30 * time.Second
 	// CapabilityVersion is what this control plane speaks to nodes.
 	CapabilityVersion = 1
 )
@@ -51,11 +53,14 @@ type Config struct {
 	Heartbeat     time.Duration // interval nodes are told to heartbeat at
 	Shutdown      time.Duration // GracefulStop deadline before Stop
 	MaxRecvBytes  int
-	NodeQueue     int    // live frames queued per node stream; a full queue cuts the stream
-	ReplicaID     string // names this replica in node connection records
-	Store         store.Config
-	Brief         brief.Config // the small model that writes handoff briefs
-	Migrate       migrate.Config
+	// SessionCount is how often cast_sessions is recounted from the store
+	// (one paged read of every session).
+	SessionCount time.Duration
+	NodeQueue    int    // live frames queued per node stream; a full queue cuts the stream
+	ReplicaID    string // names this replica in node connection records
+	Store        store.Config
+	Brief        brief.Config // the small model that writes handoff briefs
+	Migrate      migrate.Config
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
 	// SecretsKeyFile holds the key fleet account credentials and the TLS
@@ -112,6 +117,7 @@ func DefaultConfig() Config {
 		Shutdown:      DefaultShutdownTimeout,
 		MaxRecvBytes:  DefaultMaxRecvBytes,
 		NodeQueue:     DefaultNodeQueue,
+		SessionCount:  DefaultSessionCount,
 		Store:         store.DefaultConfig(),
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
@@ -158,6 +164,9 @@ func (c Config) Validate() error {
 	if reply := max(c.Store.PageBytes, c.Store.MaxMessageBytes) + store.PageSlack; reply > client.MaxReplyBytes {
 		return fmt.Errorf("a page of %d bytes (page size %d, max message size %d) would pass the clients' receive limit %d",
 			reply, c.Store.PageBytes, c.Store.MaxMessageBytes, client.MaxReplyBytes)
+	}
+	if c.SessionCount < time.Second {
+		return fmt.Errorf("--metrics-session-count %s must be at least 1s", c.SessionCount)
 	}
 	if c.NodeQueue <= 0 {
 		return fmt.Errorf("node queue length must be positive")

@@ -115,7 +115,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		endpoints = []string{s.etcd.ClientURL}
 		access = store.Access{User: s.etcd.User, Password: s.etcd.Password}
 	}
-	s.m = metrics.NewControlPlane(s.reg)
+	s.m = newControlPlaneMetrics(s)
 	bi := version.Get()
 	s.m.BuildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, fmt.Sprint(CapabilityVersion)).Set(1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -154,6 +154,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.store.Run)
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
+	s.goLoop(s.countSessionsEvery(s.cfg.SessionCount))
 	s.goLoop(s.migrations.Run)
 	s.goLoop(s.fleet.Run)
 	s.goLoop(func(ctx context.Context) {

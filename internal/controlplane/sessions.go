@@ -289,7 +289,9 @@ func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.Requ
 	defer cancel()
 	wctx, cancel2 := context.WithTimeout(wctx, maxPermissionWait)
 	defer cancel2()
+	done := h.s.permissionWait()
 	p, err := h.s.store.WaitPermission(wctx, req.SessionId, req.RequestId)
+	done(p, err)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -380,6 +382,8 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	}
 	ctx, cancel := h.s.streamContext(stream.Context())
 	defer cancel()
+	h.s.m.WatchStreams.Inc()
+	defer h.s.m.WatchStreams.Dec()
 	err := h.s.store.Watch(ctx, req.SessionId, req.StartSeq, func(ev store.Event) error {
 		resp := &castv1.WatchSessionResponse{}
 		if ev.Message != nil {

@@ -39,7 +39,7 @@ func TestNodeMetrics(t *testing.T) {
 	}
 	_, body := get("/metrics")
 	for _, want := range []string{`cast_node_turns_total{agent="claude",outcome="succeeded"} 0`,
-		`cast_node_turns_total{agent="codex",outcome="rate_limited"} 0`, `cast_node_turn_duration_seconds_count{agent="gemini"} 0`} {
+		`cast_node_turns_total{agent="codex",outcome="rate_limited"} 0`, `cast_node_turn_duration_seconds_count{agent="gemini",outcome="succeeded"} 0`} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("/metrics before any turn lacks %s", want)
 		}

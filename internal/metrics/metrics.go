@@ -27,58 +27,33 @@ type Store struct {
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
 func NewStore(reg prometheus.Registerer) *Store {
+	d := on(reg)
 	m := &Store{
-		RequestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cast_store_request_duration_seconds", Help: "Latency of store operations against etcd.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}, []string{"op"}),
-		AppendedMessages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_store_appended_messages_total", Help: "Messages appended to transcripts.",
-		}),
-		AppendBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cast_store_append_batch_messages", Help: "Messages committed per append transaction.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
-		}),
-		TranscriptBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_store_transcript_bytes_total", Help: "Encoded transcript bytes written.",
-		}),
-		TxnConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_store_txn_conflicts_total", Help: "Transactions retried after a concurrent change.",
-		}, []string{"op"}),
-		OwnerWritesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_store_owner_write_rejected_total", Help: "Owner-side writes refused (stale token or fence).",
-		}, []string{"reason"}),
-		QuotaRejections: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_store_quota_rejections_total", Help: "Writes refused because the store is near its quota.",
-		}),
-		DBSizeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_store_db_size_bytes", Help: "etcd backend size last seen.",
-		}),
-		QuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_store_quota_bytes", Help: "Backend size the store refuses writes at.",
-		}),
-		BackendQuotaBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_store_backend_quota_bytes", Help: "etcd's backend quota (--quota-backend-bytes) as the store is told it (--store-quota-bytes).",
-		}),
-		ChunksSwept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_store_orphan_chunks_swept_total", Help: "Chunk keys of append attempts that never committed, deleted by the sweep.",
-		}),
-		NoSpaceAlarm: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_store_nospace_alarm", Help: "1 while etcd's NOSPACE alarm is raised (the store is read-only).",
-		}),
-		NoSpaceRecoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_store_nospace_recoveries_total", Help: "Recoveries from etcd's NOSPACE alarm (compact, defragment, disarm) by outcome.",
-		}, []string{"outcome"}),
-		Reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_store_reclaims_total", Help: "Compactions and defragmentations run because etcd's file neared the quota, by outcome.",
-		}, []string{"outcome"}),
+		RequestSeconds: d.histogramVec("cast_store_request_duration_seconds", "Latency of store operations against etcd.",
+			prometheus.ExponentialBuckets(0.0005, 2, 14), "op"),
+		AppendedMessages: d.counter("cast_store_appended_messages_total", "Messages appended to transcripts."),
+		AppendBatchSize: d.histogram("cast_store_append_batch_messages", "Messages committed per append transaction.",
+			[]float64{1, 2, 4, 8, 16, 32, 64}),
+		TranscriptBytes:     d.counter("cast_store_transcript_bytes_total", "Encoded transcript bytes written."),
+		TxnConflicts:        d.counterVec("cast_store_txn_conflicts_total", "Transactions retried after a concurrent change.", "op"),
+		OwnerWritesRejected: d.counterVec("cast_store_owner_write_rejected_total", "Owner-side writes refused (stale token or fence).", "reason"),
+		QuotaRejections:     d.counter("cast_store_quota_rejections_total", "Writes refused because the store is near its quota."),
+		DBSizeBytes:         d.gauge("cast_store_db_size_bytes", "etcd backend size last seen."),
+		QuotaBytes:          d.gauge("cast_store_quota_bytes", "Backend size the store refuses writes at."),
+		BackendQuotaBytes: d.gauge("cast_store_backend_quota_bytes",
+			"etcd's backend quota (--quota-backend-bytes) as the store is told it (--store-quota-bytes)."),
+		ChunksSwept:  d.counter("cast_store_orphan_chunks_swept_total", "Chunk keys of append attempts that never committed, deleted by the sweep."),
+		NoSpaceAlarm: d.gauge("cast_store_nospace_alarm", "1 while etcd's NOSPACE alarm is raised (the store is read-only)."),
+		NoSpaceRecoveries: d.counterVec("cast_store_nospace_recoveries_total",
+			"Recoveries from etcd's NOSPACE alarm (compact, defragment, disarm) by outcome.", "outcome"),
+		Reclaims: d.counterVec("cast_store_reclaims_total",
+			"Compactions and defragmentations run because etcd's file neared the quota, by outcome.", "outcome"),
 	}
-	register(reg, m.RequestSeconds, m.AppendedMessages, m.AppendBatchSize, m.TranscriptBytes,
-		m.TxnConflicts, m.OwnerWritesRejected, m.QuotaRejections, m.DBSizeBytes, m.QuotaBytes, m.BackendQuotaBytes, m.ChunksSwept,
-		m.NoSpaceAlarm, m.NoSpaceRecoveries, m.Reclaims)
-	for _, o := range []string{"recovered", "failed"} {
-		m.NoSpaceRecoveries.WithLabelValues(o) // exported at 0, so increase() sees the first
-	}
+	Preinit(m.TxnConflicts, []string{"append", "create_session", "update_session", "purge_session",
+		"commit_handover", "update_migration", "update_account"})
+	Preinit(m.OwnerWritesRejected, []string{"not_owner", "fenced"})
+	Preinit(m.NoSpaceRecoveries, []string{"recovered", "failed"})
+	Preinit(m.Reclaims, []string{"freed", "nothing_freed"})
 	return m
 }
 
@@ -90,42 +65,40 @@ type ControlPlane struct {
 	HeartbeatExpired prometheus.Counter
 	CommandsSent     *prometheus.CounterVec // kind
 	BuildInfo        *prometheus.GaugeVec
+	// Sessions counts stored sessions by agent and state as of the last
+	// count (every replica counts the whole store: dashboards take max).
+	Sessions     *prometheus.GaugeVec // agent, state
+	WatchStreams prometheus.Gauge
+	// PermissionWaiting counts RequestPermission calls blocked on a person
+	// on this replica; PermissionWaitSeconds how long each waited.
+	PermissionWaiting     prometheus.Gauge
+	PermissionWaitSeconds *prometheus.HistogramVec // outcome: allowed, denied, abandoned
 }
 
 // NewControlPlane creates and registers control plane metrics.
 func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
+	d := on(reg)
 	m := &ControlPlane{
-		NodesConnected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_controlplane_nodes_connected", Help: "Nodes whose liveness lease is held.",
-		}),
-		ConnectStreams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_controlplane_node_connect_streams", Help: "Open node Connect streams on this replica.",
-		}),
-		Heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_controlplane_node_heartbeats_total", Help: "Node heartbeats received.",
-		}),
-		HeartbeatExpired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cast_controlplane_node_heartbeat_expired_total", Help: "Nodes marked down because their lease lapsed.",
-		}),
-		CommandsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_controlplane_node_commands_total", Help: "Commands sent down node streams.",
-		}, []string{"kind"}),
-		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cast_build_info", Help: "Build metadata; always 1.",
-		}, []string{"version", "revision", "goversion", "capability_version"}),
+		NodesConnected:   d.gauge("cast_controlplane_nodes_connected", "Nodes whose liveness lease is held."),
+		ConnectStreams:   d.gauge("cast_controlplane_node_connect_streams", "Open node Connect streams on this replica."),
+		Heartbeats:       d.counter("cast_controlplane_node_heartbeats_total", "Node heartbeats received."),
+		HeartbeatExpired: d.counter("cast_controlplane_node_heartbeat_expired_total", "Nodes marked down because their lease lapsed."),
+		CommandsSent:     d.counterVec("cast_controlplane_node_commands_total", "Commands sent down node streams.", "kind"),
+		BuildInfo:        d.gaugeVec("cast_build_info", "Build metadata; always 1.", "version", "revision", "goversion", "capability_version"),
+		Sessions: d.gaugeVec("cast_sessions",
+			"Stored sessions by agent and state (idle, running, waiting_permission, parked, failed), as of the last count.", "agent", "state"),
+		WatchStreams:      d.gauge("cast_controlplane_watch_streams", "Open WatchSession streams on this replica (cast watch, cast exec, UIs)."),
+		PermissionWaiting: d.gauge("cast_permission_requests_waiting", "Agent permission requests waiting on a person on this replica."),
+		PermissionWaitSeconds: d.histogramVec("cast_permission_wait_seconds",
+			"How long agent permission requests waited on a person, by outcome (allowed, denied, abandoned).",
+			prometheus.ExponentialBuckets(1, 2, 12), "outcome"),
 	}
-	register(reg, m.NodesConnected, m.ConnectStreams, m.Heartbeats, m.HeartbeatExpired, m.CommandsSent, m.BuildInfo)
+	Preinit(m.PermissionWaitSeconds, PermissionOutcomes)
 	return m
 }
 
-func register(reg prometheus.Registerer, cs ...prometheus.Collector) {
-	if reg == nil {
-		return
-	}
-	for _, c := range cs {
-		reg.MustRegister(c)
-	}
-}
+// PermissionOutcomes are the outcome label values of cast_permission_wait_seconds.
+var PermissionOutcomes = []string{"allowed", "denied", "abandoned"}
 
 // Migration holds the migration manager's metrics.
 type Migration struct {
@@ -136,27 +109,17 @@ type Migration struct {
 
 // NewMigration creates and registers migration metrics.
 func NewMigration(reg prometheus.Registerer) *Migration {
+	d := on(reg)
 	m := &Migration{
-		Sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_migration_sessions_total", Help: "Sessions whose migration ended, by outcome.",
-		}, []string{"outcome"}),
-		PhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cast_migration_phase_seconds", Help: "Time a session spent in each migration phase.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}, []string{"phase"}),
-		Active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_migrations_active", Help: "Migrations running on this replica.",
-		}),
+		Sessions: d.counterVec("cast_migration_sessions_total", "Sessions whose migration ended, by outcome.", "outcome"),
+		PhaseSeconds: d.histogramVec("cast_migration_phase_seconds", "Time a session spent in each migration phase.",
+			prometheus.ExponentialBuckets(0.001, 4, 10), "phase"),
+		Active: d.gauge("cast_migrations_active", "Migrations running on this replica."),
 	}
-	register(reg, m.Sessions, m.PhaseSeconds, m.Active)
 	// Exported at 0 before the first event: increase() sees a replica's
 	// first failure, and CastMigrationStuck sees no phase progressing.
-	for _, o := range MigrationOutcomes {
-		m.Sessions.WithLabelValues(o)
-	}
-	for _, p := range MigrationPhases {
-		m.PhaseSeconds.WithLabelValues(p)
-	}
+	Preinit(m.Sessions, MigrationOutcomes)
+	Preinit(m.PhaseSeconds, MigrationPhases)
 	return m
 }
 
@@ -191,52 +154,46 @@ type Fleet struct {
 
 // NewFleet creates and registers fleet account metrics.
 func NewFleet(reg prometheus.Registerer) *Fleet {
-	m := &Fleet{
-		Switches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_account_switches_total", Help: "Activations of a fleet account, by agent and reason (limit, manual, reset).",
-		}, []string{"agent", "reason"}),
-		Limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_account_limits_total", Help: "Usage limits reported on fleet accounts, by agent.",
-		}, []string{"agent"}),
-		Accounts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cast_fleet_accounts", Help: "Fleet accounts by agent and state (open, limited), as of the last sweep.",
-		}, []string{"agent", "state"}),
-		UsagePercent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cast_fleet_usage_percent", Help: "Used percentage of a fleet account's usage window as last reported, by agent, account and window.",
-		}, []string{"agent", "account", "window"}),
-		UsageResetSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cast_fleet_usage_reset_seconds", Help: "Seconds until a fleet account's usage window resets, by agent, account and window.",
-		}, []string{"agent", "account", "window"}),
-		UsageAgeSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cast_fleet_usage_age_seconds", Help: "How old a fleet account's usage figures are, by agent and account.",
-		}, []string{"agent", "account"}),
+	d := on(reg)
+	return &Fleet{
+		Switches: d.counterVec("cast_account_switches_total",
+			"Activations of a fleet account, by agent and reason (limit, manual, reset).", "agent", "reason"),
+		Limited:  d.counterVec("cast_account_limits_total", "Usage limits reported on fleet accounts, by agent.", "agent"),
+		Accounts: d.gaugeVec("cast_fleet_accounts", "Fleet accounts by agent and state (open, limited), as of the last sweep.", "agent", "state"),
+		UsagePercent: d.gaugeVec("cast_fleet_usage_percent",
+			"Used percentage of a fleet account's usage window as last reported, by agent, account and window.", "agent", "account", "window"),
+		UsageResetSeconds: d.gaugeVec("cast_fleet_usage_reset_seconds",
+			"Seconds until a fleet account's usage window resets, by agent, account and window.", "agent", "account", "window"),
+		UsageAgeSeconds: d.gaugeVec("cast_fleet_usage_age_seconds",
+			"How old a fleet account's usage figures are, by agent and account.", "agent", "account"),
 	}
-	register(reg, m.Switches, m.Limited, m.Accounts, m.UsagePercent, m.UsageResetSeconds, m.UsageAgeSeconds)
-	return m
 }
 
 // Node holds a node daemon's metrics (node --metrics-listen). Labels are
 // bounded: agent names and turn outcomes, never session ids.
 type Node struct {
 	Turns       *prometheus.CounterVec   // agent, outcome
-	TurnSeconds *prometheus.HistogramVec // agent
+	TurnSeconds *prometheus.HistogramVec // agent, outcome: succeeded, failed (any reason)
 	Running     prometheus.Gauge
+	// SyncLagSeconds is how long a native transcript entry took from the
+	// runner reading it off the agent's file to its append acknowledged by
+	// the control plane.
+	SyncLagSeconds *prometheus.HistogramVec // agent
+	SyncFailures   prometheus.Counter
 }
 
 // NewNode creates and registers node metrics.
 func NewNode(reg prometheus.Registerer) *Node {
-	m := &Node{
-		Turns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_node_turns_total", Help: "Agent turns this node ran, by agent and outcome (succeeded, or the runner's reason).",
-		}, []string{"agent", "outcome"}),
-		TurnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cast_node_turn_duration_seconds", Help: "How long agent turns ran, by agent.",
-			Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
-		}, []string{"agent"}),
-		Running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cast_node_turns_running", Help: "Agent turns running now.",
-		}),
+	d := on(reg)
+	return &Node{
+		Turns: d.counterVec("cast_node_turns_total",
+			"Agent turns this node ran, by agent and outcome (succeeded, or the runner's reason).", "agent", "outcome"),
+		TurnSeconds: d.histogramVec("cast_node_turn_duration_seconds", "How long agent turns ran, by agent and outcome (succeeded, or failed for any reason).",
+			prometheus.ExponentialBuckets(0.5, 2, 12), "agent", "outcome"),
+		Running: d.gauge("cast_node_turns_running", "Agent turns running now."),
+		SyncLagSeconds: d.histogramVec("cast_node_sync_lag_seconds",
+			"Time from the runner reading a native transcript entry to the control plane acknowledging its append, by agent.",
+			prometheus.ExponentialBuckets(0.01, 2, 14), "agent"),
+		SyncFailures: d.counter("cast_node_sync_failures_total", "Appends of synced transcript entries the control plane did not acknowledge (retried)."),
 	}
-	register(reg, m.Turns, m.TurnSeconds, m.Running)
-	return m
 }

@@ -23,6 +23,10 @@ import (
 // the runner's reason, with underscores ("rate_limited").
 const turnSucceeded = "succeeded"
 
+// turnFailed is the duration histogram's outcome of every failed turn: one
+// series per reason there would multiply the buckets for little gain.
+const turnFailed = "failed"
+
 var turnReasons = []string{runner.ReasonBinaryNotFound, runner.ReasonNotLoggedIn, runner.ReasonRefused,
 	runner.ReasonRateLimited, runner.ReasonInterrupted, runner.ReasonNoSession, runner.ReasonUnsupported, runner.ReasonFailed}
 
@@ -47,13 +51,13 @@ func turnOutcome(err error) string {
 func newNodeMetrics(reg *prometheus.Registry) *metrics.Node {
 	m := metrics.NewNode(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, ag := range agents.Names() {
-		m.Turns.WithLabelValues(ag, turnSucceeded)
-		for _, r := range turnReasons {
-			m.Turns.WithLabelValues(ag, strings.ReplaceAll(r, " ", "_"))
-		}
-		m.TurnSeconds.WithLabelValues(ag)
+	outcomes := []string{turnSucceeded}
+	for _, r := range turnReasons {
+		outcomes = append(outcomes, strings.ReplaceAll(r, " ", "_"))
 	}
+	metrics.Preinit(m.Turns, agents.Names(), outcomes)
+	metrics.Preinit(m.TurnSeconds, agents.Names(), []string{turnSucceeded, turnFailed})
+	metrics.Preinit(m.SyncLagSeconds, agents.Names())
 	return m
 }
 
@@ -64,7 +68,11 @@ func (a *Agent) turnStarted(agent string) func(error) {
 	return func(err error) {
 		a.m.Running.Dec()
 		a.m.Turns.WithLabelValues(agent, turnOutcome(err)).Inc()
-		a.m.TurnSeconds.WithLabelValues(agent).Observe(time.Since(start).Seconds())
+		ended := turnSucceeded
+		if err != nil {
+			ended = turnFailed
+		}
+		a.m.TurnSeconds.WithLabelValues(agent, ended).Observe(time.Since(start).Seconds())
 	}
 }
 

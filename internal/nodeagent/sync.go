@@ -29,6 +29,7 @@ type syncer struct {
 
 	mu      sync.Mutex
 	pending []*castv1.Message
+	seen    map[string]time.Time // client id -> when the runner read it (sync lag)
 	n       int
 	lastSeq int64
 	err     error // terminal (NOT_OWNER)
@@ -42,7 +43,7 @@ const syncBatch = 200
 
 func newSyncer(a *Agent, sessionID string, o owned, t runner.Turn) *syncer {
 	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		seen: map[string]time.Time{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -65,6 +66,9 @@ func (s *syncer) emit(m transcript.Message) {
 		m.ClientID = clientID(s.sessionID, s.o.Agent, s.turnKey, "", s.n)
 	}
 	s.n++
+	if _, ok := s.seen[m.ClientID]; !ok {
+		s.seen[m.ClientID] = time.Now()
+	}
 	s.pending = append(s.pending, wire.ToProto(m))
 	s.mu.Unlock()
 	select {
@@ -112,13 +116,23 @@ func (s *syncer) flush(ctx context.Context) {
 			// body (a turn run again after a restart numbers its rows from
 			// 0 again): the stored row stands; the rest of the batch goes
 			// on at the next flush.
-			s.pending = dropClientID(s.pending, client.MetadataOf(err, "client_id"))
+			cid := client.MetadataOf(err, "client_id")
+			s.pending = dropClientID(s.pending, cid)
+			delete(s.seen, cid)
 		}
+		s.a.m.SyncFailures.Inc()
 		s.a.lg.Warn("sync to control plane failed", zap.String("session", s.sessionID), zap.Error(err))
 		return
 	}
 	for _, m := range resp.Messages {
 		s.lastSeq = max(s.lastSeq, m.Seq)
+	}
+	lag := s.a.m.SyncLagSeconds.WithLabelValues(s.o.Agent)
+	for _, m := range batch {
+		if at, ok := s.seen[m.ClientId]; ok {
+			lag.Observe(time.Since(at).Seconds())
+			delete(s.seen, m.ClientId)
+		}
 	}
 	s.pending = s.pending[len(batch):]
 }
