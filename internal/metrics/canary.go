@@ -13,15 +13,9 @@ type Canary struct {
 // capability exported at 0 so an alert sees the first failure.
 func NewCanary(reg prometheus.Registerer, agents, capabilities []string) *Canary {
 	m := &Canary{
-		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cast_agent_canary_failures_total", Help: "Failed conformance checks of an installed agent CLI recorded, by agent and capability.",
-		}, []string{"agent", "capability"}),
+		Failures: on(reg).counterVec("cast_agent_canary_failures_total",
+			"Failed conformance checks of an installed agent CLI recorded, by agent and capability.", "agent", "capability"),
 	}
-	register(reg, m.Failures)
-	for _, a := range agents {
-		for _, c := range capabilities {
-			m.Failures.WithLabelValues(a, c)
-		}
-	}
+	Preinit(m.Failures, agents, capabilities)
 	return m
 }
