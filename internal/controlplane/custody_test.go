@@ -78,6 +78,30 @@ func TestCustodyRPCGuards(t *testing.T) {
 	_, err = call(e.n1, "n1", castv1.CustodyOp_CUSTODY_OP_ACCESS, "cy", nil)
 	wantDenied(t, "ACCESS to an inactive account", err, codes.FailedPrecondition, errs.ReasonAccountNotActive)
 
+	// `cast account rm` drops the login from custody: the same name added
+	// again with an older login is taken, not refused as not newer.
+	if _, err := e.admin.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: "cy", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: "cx", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	old := codexLogin("at-readded", "rt-readded", now.Add(-2*time.Hour))
+	if _, err := e.admin.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: "cx", Agent: "codex", Credential: old}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: "cx", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = call(e.n1, "n1", castv1.CustodyOp_CUSTODY_OP_ACCESS, "cx", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := (codex.Credential{}).Parse(old)
+	if got, _ := (codex.Credential{}).Parse(resp.Credential); got.AccessID != want.AccessID {
+		t.Fatal("the removed account's login stayed in custody")
+	}
+
 	off := newAuthEnv(t, nil)
 	_, err = call(off.n1, "n1", castv1.CustodyOp_CUSTODY_OP_ACCESS, "cx", nil)
 	if status.Code(err) != codes.FailedPrecondition {

@@ -274,3 +274,12 @@ func (v *Vault) intent(ctx context.Context, agent, account string) (*Intent, int
 	}
 	return &in, resp.Kvs[0].ModRevision, nil
 }
+
+// Delete drops everything custody holds for agent/account (its login, its
+// custodian and refresh records), for `cast account rm`.
+func (v *Vault) Delete(ctx context.Context, agent, account string) error {
+	if _, err := v.cli.Delete(ctx, v.key(agent, account, ""), clientv3.WithPrefix()); err != nil {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "delete custody record: %v", err)
+	}
+	return nil
+}
