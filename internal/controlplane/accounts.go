@@ -2,6 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"go.uber.org/zap"
@@ -45,9 +48,14 @@ func (s *Server) openBox() (*secrets.Box, error) {
 	if path == "" {
 		return nil, nil
 	}
+	_, statErr := os.Stat(path)
 	key, err := secrets.LoadOrCreateKey(path)
 	if err != nil {
 		return nil, err
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// What it seals cannot be opened without it; say where it is.
+		s.lg.Warn("created a new secrets key: back it up, apart from the data dir", zap.String("path", path))
 	}
 	return secrets.NewBox(key)
 }

@@ -26,7 +26,11 @@ func TestSecretsKeyOutsideDataDir(t *testing.T) {
 	testharness.WaitFor(t, 30*time.Second, "the control plane serving", func() bool {
 		return strings.Contains(cp.Output(), "control plane serving")
 	})
-	mode0600(t, filepath.Join(confDir, "cast", "secrets.key"))
+	key := filepath.Join(confDir, "cast", "secrets.key")
+	mode0600(t, key)
+	if !strings.Contains(cp.Output(), "created a new secrets key") || !strings.Contains(cp.Output(), key) {
+		t.Errorf("the start does not say where its new key is:\n%s", cp.Output())
+	}
 	if matches, _ := filepath.Glob(filepath.Join(dataDir, "secrets.key*")); len(matches) != 0 {
 		t.Fatalf("a secrets key in the data dir: %v", matches)
 	}
