@@ -36,6 +36,7 @@ func (a *Agent) ensureWorktree(ctx context.Context, cwd, branch string) (dir str
 		return "", false, invalidf("worktree branch %q is not a valid branch name", branch)
 	}
 	if onBranch(ctx, cwd, branch) {
+		a.adoptWorktree(ctx, cwd, branch)
 		return cwd, false, nil // the worktree itself (set up when made), or a checkout already on it
 	}
 	top, err := mainCheckout(ctx, cwd)
@@ -97,6 +98,28 @@ func (a *Agent) worktreeFor(ctx context.Context, top, branch, base string) (stri
 	}
 	a.lg.Info("worktree made", zap.String("branch", branch), zap.String("path", path), zap.String("from", top))
 	return path, true, nil
+}
+
+// adoptWorktree records a worktree made before the node kept a record (in
+// its worktrees dir, or DATA_DIR/worktrees where older nodes made them),
+// so `cast worktree ls` shows it too.
+func (a *Agent) adoptWorktree(ctx context.Context, dir, branch string) {
+	recs, _ := a.st.worktrees()
+	for _, r := range recs {
+		if r.Path == dir {
+			return
+		}
+	}
+	if !within(a.cfg.worktreesDir(), dir) && !within(filepath.Join(a.cfg.DataDir, "worktrees"), dir) {
+		return
+	}
+	top, err := mainCheckout(ctx, dir)
+	if err != nil || top == dir {
+		return
+	}
+	if err := a.st.addWorktree(worktreeRec{Path: dir, Branch: branch, Checkout: top}); err != nil {
+		a.lg.Warn("worktree not recorded", zap.String("path", dir), zap.Error(err))
+	}
 }
 
 // worktreeBase is the configured base (default beside the data dir),

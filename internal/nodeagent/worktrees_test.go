@@ -86,6 +86,24 @@ func TestEnsureWorktree(t *testing.T) {
 	if recs, _ := a.st.worktrees(); len(recs) != 2 {
 		t.Fatalf("recorded worktrees %v, want the 2 made", recs)
 	}
+	// A worktree an older node made in DATA_DIR/worktrees is recorded
+	// when a turn finds it.
+	old := filepath.Join(a.cfg.DataDir, "worktrees", "app", "old")
+	git(t, repo, "worktree", "add", "-q", "-b", "old", old)
+	if p, made, err := a.ensureWorktree(ctx, old, "old"); err != nil || made || p != old {
+		t.Fatalf("old worktree: %q %v %v", p, made, err)
+	}
+	if recs, _ := a.st.worktrees(); len(recs) != 3 {
+		t.Fatalf("recorded worktrees %v, want the old one too", recs)
+	}
+	// A checkout on the branch is not a worktree cast made.
+	git(t, repo, "checkout", "-q", "-b", "onmain")
+	if _, _, err := a.ensureWorktree(ctx, repo, "onmain"); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := a.st.worktrees(); len(recs) != 3 {
+		t.Fatalf("recorded worktrees %v: the checkout itself was recorded", recs)
+	}
 	for _, tc := range []struct{ cwd, branch, want string }{
 		{repo, "-x", "not a valid branch name"},
 		{repo, "a..b", "not a valid branch name"},
