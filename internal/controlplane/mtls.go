@@ -25,9 +25,11 @@ import (
 // the certificate at once, not at its expiry. The name always comes from
 // the certificate, never from a request.
 
-// Default client certificate lifetimes.
+// Default client certificate lifetimes. A node renews at two thirds, so a
+// node off (a laptop shut for a weekend) for less than its lifetime comes
+// back without a new join token; past it, it must join again.
 const (
-	DefaultNodeCertTTL = 24 * time.Hour
+	DefaultNodeCertTTL = 7 * 24 * time.Hour
 	DefaultUserCertTTL = 30 * 24 * time.Hour
 	maxClientCertTTL   = 365 * 24 * time.Hour
 )

@@ -45,7 +45,7 @@ func leafOf(t *testing.T, certFile string) *x509.Certificate {
 // and refused when expired, from another CA, or revoked.
 func TestNodeCertificates(t *testing.T) {
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
-		c.TLS.Enabled, c.TLS.NodeCertTTL, c.TLS.UserCertTTL = true, 4*time.Second, 4*time.Second
+		c.TLS.Enabled, c.TLS.NodeCertTTL, c.TLS.UserCertTTL = true, 6*time.Second, 6*time.Second
 	})
 	ctx := ctxT(t)
 	admin, err := client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: testharness.AdminToken()}.Dial()
@@ -68,6 +68,11 @@ func TestNodeCertificates(t *testing.T) {
 	}
 	first := leafOf(t, idA)
 	asA := dialCert(t, srv, idA)
+	// A copy of the first certificate: the node replaces its file.
+	firstCopy := filepath.Join(t.TempDir(), "first.pem")
+	b, err := os.ReadFile(idA)
+	must(t, err)
+	must(t, os.WriteFile(firstCopy, b, 0o600))
 	if who, err := asA.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil || who.Principal != "node:na" {
 		t.Fatalf("whoami with na's certificate: %v %v", who, err)
 	}
@@ -90,11 +95,11 @@ func TestNodeCertificates(t *testing.T) {
 
 	// Renewal: na gets a new certificate before the first expires, and
 	// keeps working past that expiry (a turn on it is still reported).
-	testharness.WaitFor(t, 10*time.Second, "na's certificate renewed", func() bool {
+	testharness.WaitFor(t, 20*time.Second, "na's certificate renewed", func() bool {
 		return leafOf(t, idA).SerialNumber.Cmp(first.SerialNumber) != 0
 	})
-	testharness.WaitFor(t, 10*time.Second, "na's first certificate to expire", func() bool { return time.Now().After(first.NotAfter) })
-	_, err = asA.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}) // a connection made with the first certificate
+	testharness.WaitFor(t, 20*time.Second, "na's first certificate to expire", func() bool { return time.Now().After(first.NotAfter) })
+	_, err = dialCert(t, srv, firstCopy).Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
 	wantDenied(t, "an expired certificate", err, codes.Unauthenticated, errs.ReasonCertExpired)
 	sA, err := admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "na", Text: "hi"})
 	must(t, err)

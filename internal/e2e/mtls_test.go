@@ -43,7 +43,7 @@ func renewals(p *testharness.Proc) int {
 // order.
 func TestCertRenewalUnderRunningTurn(t *testing.T) {
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
-		c.TLS.Enabled, c.TLS.NodeCertTTL = true, 4*time.Second
+		c.TLS.Enabled, c.TLS.NodeCertTTL = true, 8*time.Second
 	}, "claude")
 	cwd := t.TempDir()
 	note := filepath.Join(cwd, "note.txt")
@@ -110,7 +110,7 @@ func newMTLSRig(t *testing.T) *mtlsRig {
 	// Not the harness's plaintext: TLS is the default without --insecure.
 	env := append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=")
 	cp := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"), "--data-dir", r.dir, "--listen", r.addr,
-		"--metrics-listen", "", "--node-cert-ttl", "4s")
+		"--metrics-listen", "", "--node-cert-ttl", "8s")
 	testharness.WaitFor(t, 30*time.Second, "the CA pin in the log", func() bool {
 		_, rest, ok := strings.Cut(cp.Output(), `"ca_pin":"`)
 		r.pin, _, _ = strings.Cut(rest, `"`)

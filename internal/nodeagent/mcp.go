@@ -84,12 +84,14 @@ func (a *Agent) castBin() string {
 }
 
 // castEnv is what an agent's cast (`cast mcp`, `cast spawn`) needs to
-// reach the control plane about its session: the address, the node's
-// credential file and, with TLS, the CA pin.
+// reach the control plane about its session: the address and the node's
+// credential file, or with TLS the CA pin and its certificate and key.
 func (a *Agent) castEnv(sessionID string) map[string]string {
-	env := map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane, "CAST_TOKEN_FILE": credentialPath(a.cfg.DataDir)}
-	if a.cfg.CAPin != "" {
-		env["CAST_CA_PIN"] = a.cfg.CAPin
+	env := map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane}
+	if a.id != nil {
+		env["CAST_CA_PIN"], env["CAST_CLIENT_CERT"] = a.cfg.CAPin, a.id.Path()
+	} else {
+		env["CAST_TOKEN_FILE"] = credentialPath(a.cfg.DataDir)
 	}
 	if a.cfg.Insecure {
 		env["CAST_INSECURE"] = "1"
