@@ -5,7 +5,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Value reads one counter's or gauge's value (-1 when it cannot be read):
+// Value reads one counter's or gauge's value, or a histogram's count of
+// observations (-1 when it cannot be read):
 // tests check metrics with it.
 func Value(m prometheus.Metric) float64 {
 	var pb dto.Metric
@@ -14,6 +15,9 @@ func Value(m prometheus.Metric) float64 {
 	}
 	if pb.Counter != nil {
 		return pb.Counter.GetValue()
+	}
+	if pb.Histogram != nil {
+		return float64(pb.Histogram.GetSampleCount())
 	}
 	return pb.Gauge.GetValue()
 }
