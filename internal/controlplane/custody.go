@@ -45,7 +45,7 @@ func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte
 	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
 		return nil
 	}
-	if _, err := s.vault.Put(ctx, agent, name, cred, "add"); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {
+	if _, err := s.vault.Add(ctx, agent, name, cred); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {
 		return err
 	}
 	return nil

@@ -42,7 +42,7 @@ func TestCustodianRefreshesThroughRealCodex(t *testing.T) {
 	fm := fakemodel.Start(t)
 	ctx := context.Background()
 	raw := d.login()
-	if _, err := d.v.Put(ctx, "codex", "C", raw, "add"); err != nil {
+	if _, err := d.v.Add(ctx, "codex", "C", raw); err != nil {
 		t.Fatal(err)
 	}
 	custodyDir := t.TempDir()

@@ -166,7 +166,7 @@ func newDay(t *testing.T, agent string, s strategy) *day {
 	d.fake.SetClock(d.clock)
 	for _, acc := range accounts {
 		raw := d.login()
-		if _, err := d.v.Put(d.ctx, agent, acc, raw, "add"); err != nil {
+		if _, err := d.v.Add(d.ctx, agent, acc, raw); err != nil {
 			t.Fatal(err)
 		}
 		d.snapshots[acc] = raw

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
 
@@ -118,6 +119,11 @@ func (n *Node) Reconcile(ctx context.Context, agent, account string) error {
 		case err == nil:
 			n.lg.Info("custody: reported a credential refreshed before a restart",
 				zap.String("agent", agent), zap.String("account", account), zap.String("access", tok.AccessID))
+		case errs.HasReason(err, ReasonNotInCustody):
+			// The account was removed: its last login goes too.
+			n.lg.Info("custody: removing the copy of an account custody no longer holds",
+				zap.String("agent", agent), zap.String("account", account))
+			return os.RemoveAll(filepath.Dir(n.custodyPath(agent, account, f)))
 		case !IsNotNewer(err):
 			return err
 		}

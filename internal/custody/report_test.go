@@ -73,3 +73,27 @@ func TestSupplyReportsACLIRefresh(t *testing.T) {
 		t.Fatalf("revoked: %v", d.fake.Revoked())
 	}
 }
+
+// A node that restarts after `cast account rm` finds the removed account's
+// last login in its custody folder: the record does not take it back, and
+// the node deletes its copy.
+func TestReconcileDropsARemovedAccount(t *testing.T) {
+	d := newDay(t, "codex", custodial)
+	ctx := context.Background()
+	dir := t.TempDir()
+	n, err := custody.NewNode(custody.NodeConfig{Name: "n9", Dir: dir, Now: d.clock}, d.v, codecs.Credential, nil, zaptest.NewLogger(t))
+	must(t, err)
+	raw, _, err := d.v.Get(ctx, "codex", "A")
+	must(t, err)
+	left := filepath.Join(dir, "codex", "A", "auth.json")
+	must(t, os.MkdirAll(filepath.Dir(left), 0o700))
+	must(t, fsutil.WriteFileAtomic(left, raw, 0o600))
+	must(t, d.v.Delete(ctx, "codex", "A"))
+	must(t, n.Reconcile(ctx, "codex", "A"))
+	if _, err := os.Stat(filepath.Dir(left)); !os.IsNotExist(err) {
+		t.Fatal("the removed account's login is still in the custody folder")
+	}
+	if _, _, err := d.v.Get(ctx, "codex", "A"); err == nil {
+		t.Fatal("the removed account came back into custody")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -97,11 +98,15 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 		if err == nil {
 			return a.credentialWritten(sc)
 		}
-		if !custody.Unavailable(client.ReasonOf(err)) {
+		reason := client.ReasonOf(err)
+		if e, ok := errs.As(err); ok {
+			reason = e.Reason
+		}
+		if !custody.Unavailable(reason) {
 			return fmt.Errorf("supply %s access token: %w", sc.Agent, err)
 		}
 		a.lg.Warn("custody does not hold this account; copying its stored credential instead",
-			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", client.ReasonOf(err)))
+			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", reason))
 	}
 	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -35,8 +36,12 @@ func (c custodyService) call(ctx context.Context, op castv1.CustodyOp, agent, ac
 		req.Issued = timestamppb.New(issued)
 	}
 	resp, err := c.cli.Custody(ctx, req)
-	if client.ReasonOf(err) == custody.ReasonNotNewer {
+	switch r := client.ReasonOf(err); r {
+	case custody.ReasonNotNewer:
 		return nil, custody.ErrNotNewer
+	case custody.ReasonNotInCustody, custody.ReasonOff:
+		// Typed again, so custody and setCredential tell them apart.
+		return nil, &errs.Error{Kind: errs.KindFailedPrecondition, Reason: r, Msg: "custody does not hold this account", Err: err}
 	}
 	return resp, err
 }
@@ -185,7 +190,7 @@ func (a *Agent) custodyTick(ctx context.Context, agent, account string) {
 	lg := a.lg.With(zap.String("agent", agent), zap.String("account", account))
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, _, err := a.custodySvc.AccessOnly(cctx, agent, account); custody.Unavailable(client.ReasonOf(err)) {
+	if _, _, err := a.custodySvc.AccessOnly(cctx, agent, account); errs.HasReason(err, custody.ReasonNotInCustody) || errs.HasReason(err, custody.ReasonOff) {
 		return // its stored file was copied (setCredential)
 	}
 	who, err := a.custodySvc.elect(cctx, agent, account)

@@ -71,9 +71,21 @@ func aad(agent, account string) []byte { return []byte("custody/" + agent + "/" 
 // maxCASTries bounds Put's retries under contention.
 const maxCASTries = 16
 
+// Add records an account's login (`cast account add`): stored when the
+// account has none in custody or this one is newer.
+func (v *Vault) Add(ctx context.Context, agent, account string, raw []byte) (custody.Token, error) {
+	return v.put(ctx, agent, account, raw, "add", true)
+}
+
 // Put stores raw if it is newer (by issue time) than the stored credential;
-// ErrNotNewer otherwise. by names who stored it (never a secret).
+// ErrNotNewer otherwise, and NOT_IN_CUSTODY when the account has no login
+// in custody (removed): a node's report never brings one back. by names
+// who stored it (never a secret).
 func (v *Vault) Put(ctx context.Context, agent, account string, raw []byte, by string) (custody.Token, error) {
+	return v.put(ctx, agent, account, raw, by, false)
+}
+
+func (v *Vault) put(ctx context.Context, agent, account string, raw []byte, by string, create bool) (custody.Token, error) {
 	f, err := v.formats(agent)
 	if err != nil {
 		return custody.Token{}, errs.Invalid("%v", err)
@@ -98,6 +110,9 @@ func (v *Vault) Put(ctx context.Context, agent, account string, raw []byte, by s
 		cur, rev, err := v.get(ctx, k)
 		if err != nil {
 			return custody.Token{}, err
+		}
+		if cur == nil && !create {
+			return custody.Token{}, notInCustody(agent, account)
 		}
 		if cur != nil && cur.Issued >= tok.Issued.UnixNano() {
 			return custody.Token{}, custody.ErrNotNewer
@@ -145,7 +160,7 @@ func (v *Vault) Get(ctx context.Context, agent, account string) ([]byte, custody
 		return nil, custody.Token{}, err
 	}
 	if r == nil {
-		return nil, custody.Token{}, errs.New(errs.KindNotFound, custody.ReasonNotInCustody, "no login in custody for %s account %q (add it again with cast account add to put it there)", agent, account)
+		return nil, custody.Token{}, notInCustody(agent, account)
 	}
 	raw, err := v.box.Open(r.Sealed, aad(agent, account))
 	if err != nil {
@@ -282,4 +297,8 @@ func (v *Vault) Delete(ctx context.Context, agent, account string) error {
 		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "delete custody record: %v", err)
 	}
 	return nil
+}
+
+func notInCustody(agent, account string) error {
+	return errs.New(errs.KindNotFound, custody.ReasonNotInCustody, "no login in custody for %s account %q (add it again with cast account add to put it there)", agent, account)
 }

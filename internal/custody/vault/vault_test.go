@@ -49,7 +49,7 @@ func TestPutNeverGoesBackwards(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := v.Put(ctx, "claude", "A", claudeCred(fmt.Sprintf("at-%d", i), fmt.Sprintf("rt-%d", i), base.Add(time.Duration(i)*time.Minute)), "n")
+			_, err := v.Add(ctx, "claude", "A", claudeCred(fmt.Sprintf("at-%d", i), fmt.Sprintf("rt-%d", i), base.Add(time.Duration(i)*time.Minute)))
 			if err != nil && !custody.IsNotNewer(err) {
 				t.Errorf("put %d: %v", i, err)
 			}
@@ -74,6 +74,15 @@ func TestPutNeverGoesBackwards(t *testing.T) {
 	}
 	if _, err := v.Put(ctx, "claude", "A", []byte(`{"claudeAiOauth":{}}`), "n"); !errs.HasReason(err, errs.ReasonInvalidArgument) {
 		t.Fatalf("malformed credential: %v", err)
+	}
+	// A node's report never creates a login custody does not hold
+	// (an account removed meanwhile), and a removed account is gone.
+	must(t, v.Delete(ctx, "claude", "A"))
+	if _, err := v.Put(ctx, "claude", "A", claudeCred("at-late", "rt-late", base.Add(time.Hour)), "n"); !errs.HasReason(err, custody.ReasonNotInCustody) {
+		t.Fatalf("a report brought a removed login back: %v", err)
+	}
+	if _, _, err := v.Get(ctx, "claude", "A"); !errs.HasReason(err, custody.ReasonNotInCustody) {
+		t.Fatalf("removed login still readable: %v", err)
 	}
 }
 
@@ -109,6 +118,13 @@ func TestElectAndRefreshRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
 		t.Fatal(err)
 	}
 }
