@@ -3,6 +3,7 @@ package agents
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -109,6 +110,9 @@ type Agent struct {
 	// $HOME when the variable is unset.
 	HomeEnv     string
 	DefaultHome string
+	// AltHomeEnv is another variable the CLI reads its folder from (cast
+	// moves HOME instead; see gemini).
+	AltHomeEnv string
 	// Transcript is where the native transcript lives, relative to the
 	// agent's own folder, as a pattern for people and docs.
 	Transcript string
@@ -204,6 +208,7 @@ var registry = map[string]Agent{
 		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves
 		// HOME instead.
 		DefaultHome:   ".gemini",
+		AltHomeEnv:    "GEMINI_CLI_HOME",
 		Transcript:    "tmp/<slug(basename cwd)>/chats/session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl",
 		ContextWindow: 1_048_576,
 		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone, ModelChange: true},
@@ -313,6 +318,22 @@ var registry = map[string]Agent{
 func Lookup(name string) (Agent, bool) {
 	a, ok := registry[name]
 	return a, ok
+}
+
+// HomeVars are the variables that point some agent at its own folder
+// (HomeEnv, AltHomeEnv), sorted: what a process that must not see a
+// user's agents drops, and what an account brings its own of.
+func HomeVars() []string {
+	var out []string
+	for _, a := range registry {
+		for _, v := range []string{a.HomeEnv, a.AltHomeEnv} {
+			if v != "" && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Names lists the registered agents, sorted.

@@ -95,3 +95,12 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+// HomeVars names every variable that moves some agent's folder, so a
+// process that must not see the user's agents can drop them all.
+func TestHomeVars(t *testing.T) {
+	want := []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GROK_HOME", "PI_CODING_AGENT_DIR", "XDG_DATA_HOME"}
+	if got := HomeVars(); !slices.Equal(got, want) {
+		t.Fatalf("HomeVars() = %v, want %v", got, want)
+	}
+}

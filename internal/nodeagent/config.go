@@ -150,7 +150,7 @@ func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
 	var env []string
 	for _, kv := range s.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !homeVars[k] && !strings.HasPrefix(k, "XDG_") {
+		if !slices.Contains(homeVars, k) && !strings.HasPrefix(k, "XDG_") {
 			env = append(env, kv)
 		}
 	}
@@ -165,8 +165,7 @@ func (c Config) accountNames(agent string) []string {
 }
 
 // homeVars point an agent at its state; an account brings its own.
-var homeVars = map[string]bool{"HOME": true, "TMPDIR": true, "CLAUDE_CONFIG_DIR": true, "CODEX_HOME": true,
-	"GEMINI_CLI_HOME": true, "PI_CODING_AGENT_DIR": true, "GROK_HOME": true}
+var homeVars = append([]string{"HOME", "TMPDIR"}, agents.HomeVars()...)
 
 // agentSetup fills the defaults for one agent.
 func (c Config) agentSetup(name string) AgentSetup {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 var (
@@ -123,8 +125,8 @@ func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc 
 }
 
 // homeVars point a process at a user's own folders; ScratchEnv drops them.
-var homeVars = []string{"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
-	"CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "PI_CODING_AGENT_DIR", "GROK_HOME"}
+var homeVars = append([]string{"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"},
+	agents.HomeVars()...)
 
 // ScratchEnv is the test's environment with HOME a fresh t.TempDir() and
 // every variable that would point an agent at the real home dropped: a
