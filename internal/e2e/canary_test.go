@@ -41,7 +41,11 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 
 	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"),
 		env: []string{"CAST_ADDR=" + r.addr, "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}}
-	out, errOut, code := c.run("agents", "check", "--agent", "codex")
+	// Each check runs the CLI a few times: give it room on a loaded machine.
+	check := func(c cli) (string, string, int) {
+		return testharness.RunInput(t, c.env, nil, 3*time.Minute, c.bin, "agents", "check", "--agent", "codex")
+	}
+	out, errOut, code := check(c)
 	if code != 1 || !strings.Contains(out, "resume") || !strings.Contains(out, "FAILED: the model got the new prompt without the history") {
 		t.Fatalf("cast agents check: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -74,7 +78,7 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := cli{t: t, bin: c.bin, env: append(append([]string{}, c.env...), "CAST_TOKEN="+tok.Token)}
-	out, errOut, code = user.run("agents", "check", "--agent", "codex")
+	out, errOut, code = check(user)
 	if code != 1 || !strings.Contains(out, "FAILED: the model got the new prompt without the history") || !strings.Contains(errOut, "not recorded (recording needs an admin token)") {
 		t.Fatalf("cast agents check as a user: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -108,8 +112,12 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 	if ho.Agent != "codex" || ho.HandoffFrom != sess.Id {
 		t.Fatalf("handoff session: %+v", ho)
 	}
-	if last := r.messages(newID); last[len(last)-1].Kind != castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
-		t.Fatalf("the handoff's first turn did not answer: %v", last[len(last)-1])
+	answered := false
+	for _, m := range r.messages(newID) {
+		answered = answered || (m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && m.Agent == "codex")
+	}
+	if !answered {
+		t.Fatal("the handoff's first turn did not answer")
 	}
 }
 
