@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -24,7 +25,12 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), metrics.NewFleet(s.reg))
+	m := metrics.NewFleet(s.reg)
+	// At 0 for every agent fleet accounts work for, so increase() and a
+	// dashboard see the first limit.
+	metrics.Preinit(m.Limited, agents.FleetAgents())
+	metrics.Preinit(m.Accounts, agents.FleetAgents(), []string{"open", "limited"})
+	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), m)
 }
 
 // SecretsKeyEnv holds the secrets key itself (hex), instead of a file.

@@ -81,7 +81,8 @@ func TestAlertRules(t *testing.T) {
 
 // /metrics passes `promtool check metrics` (embedded etcd's families that
 // the linter refuses are left out; /metrics/etcd has them all) and carries
-// the migration series at 0 before any migration, so alerts see the first.
+// the migration, session, permission and fleet series at 0 before any
+// event, so alerts see the first.
 func TestMetricsPassPromtool(t *testing.T) {
 	cp := testharness.StartControlPlane(t, nil)
 	var body []byte
@@ -100,6 +101,9 @@ func TestMetricsPassPromtool(t *testing.T) {
 		`cast_migration_phase_seconds_count{phase="fence"} 0`, `cast_migration_phase_seconds_count{phase="drain"} 0`,
 		`cast_migration_phase_seconds_count{phase="worktree"} 0`, `cast_migration_phase_seconds_count{phase="commit"} 0`,
 		`cast_build_info{capability_version=`, "\netcd_server_has_leader ",
+		`cast_sessions{agent="claude",state="waiting_permission"} 0`, `cast_permission_wait_seconds_count{outcome="abandoned"} 0`,
+		`cast_account_limits_total{agent="claude"} 0`, `cast_fleet_accounts{agent="claude",state="limited"} 0`,
+		"\ncast_controlplane_watch_streams 0\n", `cast_store_owner_write_rejected_total{reason="fenced"} 0`,
 	} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("/metrics lacks %s", want)
