@@ -15,10 +15,10 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-// Everything about one agent lives in internal/agents: a switch case or an
-// ==/!= comparison on an agent's name anywhere else is agent knowledge that
-// escaped its driver, and the runner, node, fleet and CLI ask the driver
-// instead. Tests outside are held to the switch half: a test may compare a
+// Everything about one agent lives in internal/agents: a switch case, an
+// ==/!= comparison or a map key on an agent's name anywhere else is agent
+// knowledge that escaped its driver, and the runner, node, fleet and CLI
+// ask the driver or the registry instead. Tests outside are held to the switch half: a test may compare a
 // result with the agent it expects (sess.Agent != "codex"), but per-agent
 // set-up belongs to agenttest.
 func TestNoAgentNameBranchesOutsideAgents(t *testing.T) {
@@ -49,6 +49,7 @@ func f(name string, a struct{ Name string }) int {
 	if "pi" != name {
 		return 3
 	}
+	_ = map[string]bool{"opencode": true, "x": false}
 	if name == "vim" {
 		return 4
 	}
@@ -61,15 +62,15 @@ func f(name string, a struct{ Name string }) int {
 		}
 	}
 	got := agentNameBranches(t, dir)
-	want := []string{"x.go:4", "x.go:4", "x.go:9", "x.go:12", "x_test.go:4", "x_test.go:4"}
+	want := []string{"x.go:4", "x.go:4", "x.go:9", "x.go:12", "x.go:15", "x_test.go:4", "x_test.go:4"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("found %v, want %v (claude, codex, gemini, pi; only the switch in a test)", got, want)
+		t.Fatalf("found %v, want %v (claude, codex, gemini, pi, opencode; only the switch in a test)", got, want)
 	}
 }
 
 // agentNameBranches lists file:line of every case and (outside tests)
-// comparison on a registered agent's name in Go files under root, outside
-// internal/agents and generated code.
+// comparison or map key on a registered agent's name in Go files under
+// root, outside internal/agents and generated code.
 func agentNameBranches(t *testing.T, root string) []string {
 	t.Helper()
 	names := agents.Names()
@@ -121,6 +122,10 @@ func agentNameBranches(t *testing.T, root string) []string {
 				}
 			case *ast.BinaryExpr:
 				if !strings.HasSuffix(path, "_test.go") && (n.Op == token.EQL || n.Op == token.NEQ) && (isName(n.X) || isName(n.Y)) {
+					at(n)
+				}
+			case *ast.KeyValueExpr:
+				if !strings.HasSuffix(path, "_test.go") && isName(n.Key) {
 					at(n)
 				}
 			}

@@ -66,26 +66,10 @@ func (r *Runner) CommandLine(t Turn) (Command, error) {
 // registryLine is the command for agents the runner cannot drive here
 // (their CLIs are not installable): the registry's headless form.
 func registryLine(a agents.Agent, bin string, t Turn) (Command, error) {
-	if a.Commands.Headless == nil {
-		return Command{}, fmt.Errorf("%s has no headless command form", a.DisplayName)
-	}
 	vars := map[string]string{"prompt": t.Prompt, "model": t.Model, "effort": t.Effort}
-	args, err := agents.Expand(a.Commands.Headless, vars)
+	args, err := a.Args(agents.FormFresh, vars, false)
 	if err != nil {
 		return Command{}, err
-	}
-	for _, opt := range []struct {
-		set  bool
-		tmpl []string
-	}{{t.Model != "", a.Commands.Model}, {t.Effort != "", a.Commands.Effort}} {
-		if !opt.set || opt.tmpl == nil {
-			continue
-		}
-		m, err := agents.Expand(opt.tmpl, vars)
-		if err != nil {
-			return Command{}, err
-		}
-		args = append(args, m...)
 	}
 	c := Command{Argv: append(append([]string{bin}, args...), t.Args...)}
 	if a.Commands.PromptStdin {

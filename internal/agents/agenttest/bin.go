@@ -6,8 +6,9 @@ package agenttest
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
 // BinEnv overrides where the CLIs are looked up (a node_modules/.bin folder).
@@ -82,7 +83,7 @@ while [ $# -gt 0 ]; do
   if [ "$1" = resume ]; then shift 2; continue; fi
   args+=("$1"); shift
 done
-exec ` + shellQuote(real) + ` "${args[@]}"
+exec ` + shellcmd.Quote(real) + ` "${args[@]}"
 `
 	files := map[string]string{
 		filepath.Join(pkg, "package.json"):    `{"name":"@openai/codex","version":"` + version + `"}`,
@@ -100,9 +101,4 @@ exec ` + shellQuote(real) + ` "${args[@]}"
 		t.Fatal(err)
 	}
 	return bin
-}
-
-// shellQuote quotes s for a shell script written by a test.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
