@@ -92,6 +92,12 @@ func TestTokenCustodyCodex(t *testing.T) {
 	if !strings.Contains(logs, "custody: refreshed through the CLI") {
 		t.Fatal("the node did not log its refreshes")
 	}
+	// What custody supplies is never backed up (the store held no login
+	// of the user's to keep).
+	backups, _ := os.ReadDir(filepath.Join(r.nodeArgs[indexOf(r.nodeArgs, "--data-dir")+1], "credential-backups", "codex"))
+	if len(backups) > 0 {
+		t.Fatalf("%d backups of supplied access tokens", len(backups))
+	}
 }
 
 // newCustodyRig is a turn rig whose control plane and node run with

@@ -148,7 +148,9 @@ func (a *Agent) supply(ctx context.Context, agent, account string) error {
 	if err := a.cfg.checkCredentialStore(agent, path); err != nil {
 		return err
 	}
-	if !a.cfg.ownsCredential(path) {
+	if !a.cfg.ownsCredential(path) && holdsLogin(agent, path) {
+		// The user's own login, about to be replaced: kept as before. What
+		// custody supplies has no refresh token and is not backed up.
 		if _, err := backupCredential(path, nil, filepath.Join(a.cfg.credentialBackupDir(), agent)); err != nil {
 			return fmt.Errorf("back up %s before replacing it: %w", path, err)
 		}
@@ -222,4 +224,19 @@ func (a *Agent) reconcileCustody(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// holdsLogin says whether the store at path holds a login with a refresh
+// token (not what custody supplied).
+func holdsLogin(agent, path string) bool {
+	f, err := codecs.Credential(agent)
+	if err != nil {
+		return false
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	tok, err := f.Parse(raw)
+	return err == nil && tok.HasRefresh
 }

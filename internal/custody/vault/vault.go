@@ -198,21 +198,23 @@ func (v *Vault) AccessOnly(ctx context.Context, agent, account string) ([]byte, 
 // returns the custodian.
 func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease clientv3.LeaseID) (string, error) {
 	k := v.key(agent, account, "custodian")
-	resp, err := v.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, node, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(k)).Commit()
-	if err != nil {
-		return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "elect custodian: %v", err)
+	for range maxCASTries {
+		resp, err := v.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, node, clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "elect custodian: %v", err)
+		}
+		if resp.Succeeded {
+			return node, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return string(kvs[0].Value), nil
+		}
+		// The record lapsed between the compare and the read: again.
 	}
-	if resp.Succeeded {
-		return node, nil
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 { // lapsed between the compare and the read
-		return v.Elect(ctx, agent, account, node, lease)
-	}
-	return string(kvs[0].Value), nil
+	return "", errs.New(errs.KindAborted, errs.ReasonConflict, "custodian of %s/%s changed %d times while electing; try again", agent, account, maxCASTries)
 }
 
 // Custodian names the custodian ("" when none is live).
