@@ -78,6 +78,7 @@ func main() {
 			node.DataDir = filepath.Join(cfg.DataDir, "node")
 			node.Labels = labels
 			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin, node.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
+			node.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
 			if agentsConfig != "" {
 				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
@@ -143,7 +144,7 @@ func main() {
 	f.Float64Var(&cfg.Fleet.TurnReserve, "account-turn-reserve", cfg.Fleet.TurnReserve, "percent of each usage window the ledger reserves per running fleet turn (0 turns the ledger off)")
 	f.BoolVar(&cfg.Fleet.MetricsAccountNames, "metrics-account-names", false, "label the fleet usage gauges with account names (else \"active\" and \"best\")")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")
-	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "keep each fleet login's refresh token on one custodian node (nodes started with --token-custody get the access token only; docs/token-custody.md)")
+	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "keep each fleet login's refresh token on one custodian node (nodes started with --token-custody, and the --dev node, get the access token only; docs/token-custody.md)")
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
