@@ -68,6 +68,11 @@ func DialCreds(addr string, t *Token) (*Client, error) {
 type Options struct {
 	Token *Token      // bearer token; nil for none
 	TLS   *tls.Config // nil: plaintext (see internal/pki for configs)
+	// RetryExpiredCert redials and retries a call once when the control
+	// plane refuses the connection's certificate as expired: the TLS
+	// config re-reads a certificate file a node renews (a `cast mcp` an
+	// agent runs outlives its node's certificate).
+	RetryExpiredCert bool
 }
 
 // DialOpts dials addr with o.
@@ -79,7 +84,11 @@ func DialOpts(addr string, o Options) (*Client, error) {
 	if o.TLS != nil {
 		extra = append(extra, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
 	}
-	return dial(addr, extra...)
+	c, err := dial(addr, extra...)
+	if err == nil {
+		c.conn.retryExpired = o.RetryExpiredCert
+	}
+	return c, err
 }
 
 // Token is a bearer token sent as "authorization: Bearer <token>" on
@@ -147,9 +156,24 @@ type swapConn struct {
 	mu     sync.Mutex
 	closed bool
 	old    map[*grpc.ClientConn]*time.Timer // replaced, closed after their grace
+	// retryExpired: see Options.RetryExpiredCert.
+	retryExpired bool
 }
 
+// certExpired is the control plane's reason for an expired client
+// certificate (errs.ReasonCertExpired; this package links no server code).
+const certExpired = "CERT_EXPIRED"
+
 func (s *swapConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	cc := s.cur.Load()
+	err := cc.Invoke(ctx, method, args, reply, opts...)
+	if !s.retryExpired || ReasonOf(err) != certExpired {
+		return err
+	}
+	// Refused before any handler ran, so the retry is safe.
+	if rerr := s.redialFrom(cc, time.Second); rerr != nil {
+		return err
+	}
 	return s.cur.Load().Invoke(ctx, method, args, reply, opts...)
 }
 
@@ -157,11 +181,18 @@ func (s *swapConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 	return s.cur.Load().NewStream(ctx, desc, method, opts...)
 }
 
-func (s *swapConn) redial(grace time.Duration) error {
+func (s *swapConn) redial(grace time.Duration) error { return s.redialFrom(nil, grace) }
+
+// redialFrom replaces the connection, unless from is set and was replaced
+// already (calls refused at once redial once).
+func (s *swapConn) redialFrom(from *grpc.ClientConn, grace time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return grpc.ErrClientConnClosing
+	}
+	if from != nil && s.cur.Load() != from {
+		return nil
 	}
 	conn, err := s.dial()
 	if err != nil {

@@ -113,7 +113,7 @@ func (c Context) Dial() (*Client, error) {
 	if err := CheckPlaintext(c.Addr, t, c.Insecure); err != nil {
 		return nil, err
 	}
-	return DialOpts(c.Addr, Options{Token: NewToken(c.Token), TLS: t})
+	return DialOpts(c.Addr, Options{Token: NewToken(c.Token), TLS: t, RetryExpiredCert: c.Cert != ""})
 }
 
 // Config is the contexts file.

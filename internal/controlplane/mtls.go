@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,16 +46,19 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	if !isTLS || len(info.State.PeerCertificates) == 0 {
 		return nil, false, nil
 	}
+	leaf := info.State.PeerCertificates[0]
+	// Named in refusals (and so in audit lines); unverified until it passes.
+	claimed := fmt.Sprintf("%q of %q", leaf.Subject.CommonName, leaf.Issuer.CommonName)
 	id, err := pki.VerifyClient(info.State.PeerCertificates, s.ca.Cert, time.Now())
 	switch {
 	case errors.Is(err, pki.ErrExpired):
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
-			"%v; a node renews its own before then: join again with a new join token", err)
+			"%v (certificate %s); a node renews its own before then: join again with a new join token", err, claimed)
 	case errors.Is(err, pki.ErrUntrusted):
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
-			"%v (is it another control plane's?)", err)
+			"%v (certificate %s; is it another control plane's?)", err, claimed)
 	case err != nil:
-		return nil, true, authz.Unauthenticated("%v", err)
+		return nil, true, authz.Unauthenticated("%v (certificate %s)", err, claimed)
 	}
 	rec, live, err := s.store.LookupToken(ctx, id.Cred)
 	if err != nil {

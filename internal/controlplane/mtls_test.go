@@ -68,11 +68,19 @@ func TestNodeCertificates(t *testing.T) {
 	}
 	first := leafOf(t, idA)
 	asA := dialCert(t, srv, idA)
-	// A copy of the first certificate: the node replaces its file.
-	firstCopy := filepath.Join(t.TempDir(), "first.pem")
-	b, err := os.ReadFile(idA)
-	must(t, err)
-	must(t, os.WriteFile(firstCopy, b, 0o600))
+	// Copies of the first certificate: the node replaces its file.
+	copyID := func(to string) {
+		b, err := os.ReadFile(idA)
+		must(t, err)
+		must(t, os.WriteFile(to, b, 0o600))
+	}
+	firstCopy, followed := filepath.Join(t.TempDir(), "first.pem"), filepath.Join(t.TempDir(), "followed.pem")
+	copyID(firstCopy)
+	copyID(followed)
+	follower := dialCert(t, srv, followed) // a long-lived client of a file that is renewed
+	if _, err := follower.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil {
+		t.Fatal(err)
+	}
 	if who, err := asA.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil || who.Principal != "node:na" {
 		t.Fatalf("whoami with na's certificate: %v %v", who, err)
 	}
@@ -101,6 +109,12 @@ func TestNodeCertificates(t *testing.T) {
 	testharness.WaitFor(t, 20*time.Second, "na's first certificate to expire", func() bool { return time.Now().After(first.NotAfter) })
 	_, err = dialCert(t, srv, firstCopy).Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
 	wantDenied(t, "an expired certificate", err, codes.Unauthenticated, errs.ReasonCertExpired)
+	// The follower's connection holds the expired certificate; its file
+	// now holds the renewed one, which the refused call redials with.
+	copyID(followed)
+	if who, err := follower.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil || who.Principal != "node:na" {
+		t.Errorf("a client whose certificate file was renewed: %v %v", who, err)
+	}
 	sA, err := admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "na", Text: "hi"})
 	must(t, err)
 	testharness.WaitFor(t, 20*time.Second, "na to report the turn after renewal", func() bool {

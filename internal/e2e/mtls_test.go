@@ -226,6 +226,16 @@ func TestMTLSThroughRealProcesses(t *testing.T) {
 		t.Errorf("nb's renewed certificate: %q", who)
 	}
 	r.admin.waitNode("nb", true)
+	// `cast node rm` of a stopped node revokes too: its certificate is
+	// refused at once.
+	if !nb.Stop(30 * time.Second) {
+		t.Fatal("nb did not stop on SIGTERM")
+	}
+	r.admin.waitNode("nb", false)
+	r.admin.must("node", "rm", "--force", "nb")
+	if _, errOut, code := r.cast("CAST_CLIENT_CERT="+idB).run("token", "whoami"); code == 0 || !strings.Contains(errOut, "revoked") {
+		t.Errorf("a removed node's certificate: exit %d, %s", code, errOut)
+	}
 
 	// Revocation refuses na's certificate at once and stops na.
 	r.admin.must("node", "revoke", "na")
