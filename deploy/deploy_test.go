@@ -84,6 +84,7 @@ func TestKustomizeBuilds(t *testing.T) {
 			"PodDisruptionBudget/cast-controlplane", "PodDisruptionBudget/cast-etcd",
 			"NetworkPolicy/cast-etcd", "NetworkPolicy/cast-controlplane", "NetworkPolicy/cast-node",
 			"ServiceMonitor/cast-controlplane", "PodMonitor/cast-node", "PrometheusRule/cast-alerts",
+			"ConfigMap/cast-grafana-dashboards",
 		}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
@@ -102,6 +103,9 @@ func TestKustomizeBuilds(t *testing.T) {
 					t.Errorf("ConfigMap cast-alerts does not hold cast-alerts.rules.yml")
 				}
 			}
+			if cm, ok := objs["ConfigMap/cast-grafana-dashboards"].(*corev1.ConfigMap); ok {
+				checkDashboards(t, cm)
+			}
 			for name, obj := range objs {
 				checkWorkload(t, name, obj)
 			}
@@ -110,6 +114,25 @@ func TestKustomizeBuilds(t *testing.T) {
 	// Every manifest in each folder is in its kustomization.
 	for _, dir := range []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/ha"} {
 		checkListed(t, dir)
+	}
+}
+
+// checkDashboards: the ConfigMap holds every dashboard in deploy/grafana
+// as it is, labelled for Grafana's sidecar.
+func checkDashboards(t *testing.T, cm *corev1.ConfigMap) {
+	t.Helper()
+	files, _ := filepath.Glob("grafana/*.json")
+	if len(files) == 0 || len(cm.Data) != len(files) || cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("ConfigMap cast-grafana-dashboards: %d dashboards for %d files, labels %v", len(cm.Data), len(files), cm.Labels)
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data[filepath.Base(f)] != string(want) {
+			t.Errorf("ConfigMap cast-grafana-dashboards does not hold %s", f)
+		}
 	}
 }
 
