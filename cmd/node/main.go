@@ -62,7 +62,7 @@ func main() {
 	}
 	cmd.SetVersionTemplate("node {{.Version}}\n")
 	f := cmd.Flags()
-	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address (env CAST_ADDR)")
+	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address, or several replicas' as a comma-separated list tried in order (env CAST_ADDR)")
 	f.StringVar(&cfg.DataDir, "data-dir", client.DefaultNodeDataDir(os.Getenv), "node state and agent homes")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "HTTP address for /metrics (turns by agent and outcome), /healthz and /readyz (connected), e.g. 127.0.0.1:7779 (empty: off)")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")

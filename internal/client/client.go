@@ -130,11 +130,15 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}),
 	}, extra...)
-	conn, err := grpc.NewClient(addr, opts...)
+	newConn, err := connector(addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := newConn()
 	if err != nil {
 		return nil, fmt.Errorf("control plane address %q: %w", addr, err)
 	}
-	sc := &swapConn{dial: func() (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }}
+	sc := &swapConn{dial: newConn}
 	sc.cur.Store(conn)
 	return &Client{conn: sc, Sessions: castv1.NewSessionServiceClient(sc), Nodes: castv1.NewNodeServiceClient(sc),
 		Migrations: castv1.NewMigrationServiceClient(sc), Accounts: castv1.NewAccountServiceClient(sc), Auth: castv1.NewAuthServiceClient(sc),

@@ -64,9 +64,20 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// allLoopback is true when every replica addr names is on loopback.
+func allLoopback(addr string) bool {
+	addrs := Addrs(addr)
+	for _, a := range addrs {
+		if !IsLoopback(a) {
+			return false
+		}
+	}
+	return len(addrs) > 0
+}
+
 // CheckPlaintext refuses to send credentials in clear off this machine.
 func CheckPlaintext(addr string, t *tls.Config, insecure bool) error {
-	if t != nil || insecure || IsLoopback(addr) {
+	if t != nil || insecure || allLoopback(addr) {
 		return nil
 	}
 	return fmt.Errorf("%s is not loopback and no CA is set, so the token would cross the network in clear: trust the control plane's CA (CAST_CACERT, CAST_CA_PIN, node --ca-pin) or accept plaintext with CAST_INSECURE=1 / --insecure", addr)

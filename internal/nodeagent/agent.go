@@ -20,6 +20,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/custody"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
@@ -224,7 +225,7 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		return errors.New("control plane did not welcome the node")
 	}
 	welcome.Stop()
-	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
+	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.String("replica", replicaOf(stream.Context())), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
 	a.leaseTTL.Store(int64(time.Duration(w.LeaseTtlSeconds) * time.Second))
 	a.lastContact.Store(time.Now().UnixNano())
 	hbErr := make(chan error, 1)
@@ -268,6 +269,15 @@ func (a *Agent) connectOnce(ctx context.Context) error {
 		default:
 		}
 	}
+}
+
+// replicaOf is the address of the replica a stream went to (one of a
+// --controlplane list), for the log.
+func replicaOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // endWhenSilent calls end once the stream has been waited on for ttl with
