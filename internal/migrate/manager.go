@@ -45,6 +45,9 @@ type Store interface {
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
 	WorkTreeRecord(ctx context.Context, migID, sessionID, name string) (string, bool, error)
 	DeleteWorkTree(ctx context.Context, migID, sessionID string) error
+	RunnerLease(ctx context.Context, ttl time.Duration) (store.Lease, <-chan struct{}, error)
+	ClaimMigration(ctx context.Context, id string, l store.Lease) (bool, error)
+	ReleaseMigration(ctx context.Context, id string, l store.Lease) error
 }
 
 // Config tunes the manager.
@@ -57,6 +60,11 @@ type Config struct {
 	StopGrace          time.Duration // after an interrupt, how long the turn may take to stop
 	WorkTreeTimeout    time.Duration // bound on each of export and import
 	ResendEvery        time.Duration // a relayed command not answered by then is sent again
+	// RunnerTTL is the lease under which this replica holds the
+	// migrations it runs; a replica that dies loses them after it, and
+	// another adopts them (looking every AdoptEvery).
+	RunnerTTL  time.Duration
+	AdoptEvery time.Duration
 	// Failpoint, when set, is called at each phase boundary with its name
 	// (fault tests kill the process there).
 	Failpoint func(name string)
@@ -69,6 +77,7 @@ func DefaultConfig() Config {
 		DefaultMaxParallel: 4, MaxParallel: 64,
 		Tick: 200 * time.Millisecond, StopGrace: 30 * time.Second,
 		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 5 * time.Second,
+		RunnerTTL: 5 * time.Second, AdoptEvery: time.Second,
 	}
 }
 
@@ -81,6 +90,8 @@ func (c Config) Validate() error {
 		return errors.New("migrate: parallelism must be >= 1 and max >= default")
 	case c.Tick <= 0 || c.StopGrace <= 0 || c.WorkTreeTimeout <= 0 || c.ResendEvery <= 0:
 		return errors.New("migrate: tick, stop grace, work tree timeout and resend interval must be positive")
+	case c.RunnerTTL < time.Second || c.AdoptEvery <= 0:
+		return errors.New("migrate: the runner lease must be at least 1s and the adopt interval positive")
 	}
 	return nil
 }
@@ -100,6 +111,9 @@ type Manager struct {
 	ctx     context.Context // migrations live as long as it
 	running map[string]chan struct{}
 	wg      sync.WaitGroup
+	// lease holds this replica's runner claims (0: none yet; claims wait
+	// for Run to take one).
+	lease store.Lease
 }
 
 // New returns a Manager whose migrations run until ctx ends; Run resumes
@@ -124,25 +138,85 @@ type Diverter interface {
 // SetDiverter sets d before the manager serves any migration.
 func (mg *Manager) SetDiverter(d Diverter) { mg.divert = d }
 
-// Run resumes unfinished migrations and serves new ones until ctx ends,
-// then waits for the running ones to stop (they resume on the next start).
+// Run takes this replica's runner lease, then, every AdoptEvery, resumes
+// the unfinished migrations no live replica runs (those of a replica that
+// died, and all of them after a restart), until ctx ends; then it waits for
+// the running ones to stop (another replica, or the next start, resumes
+// them).
 func (mg *Manager) Run(ctx context.Context) {
-	if list, err := mg.st.ListMigrations(ctx); err != nil {
-		mg.lg.Warn("list migrations to resume failed", zap.Error(err))
-	} else {
-		for _, m := range list {
-			if !terminal(m.State) {
-				mg.lg.Info("resuming migration", zap.String("migration", m.Id))
-				mg.launch(m.Id)
+	defer mg.wg.Wait()
+	for ctx.Err() == nil {
+		l, lost, err := mg.st.RunnerLease(ctx, mg.cfg.RunnerTTL)
+		if err != nil {
+			mg.lg.Warn("migration runner lease failed; trying again", zap.Error(err))
+			if !sleepCtx(ctx, mg.cfg.AdoptEvery) {
+				return
+			}
+			continue
+		}
+		mg.mu.Lock()
+		mg.lease = l
+		mg.mu.Unlock()
+		mg.adoptUntil(ctx, lost)
+	}
+}
+
+// adoptUntil claims and runs orphaned migrations until ctx ends or the
+// lease is lost.
+func (mg *Manager) adoptUntil(ctx context.Context, lost <-chan struct{}) {
+	t := time.NewTicker(mg.cfg.AdoptEvery)
+	defer t.Stop()
+	for {
+		if list, err := mg.st.ListMigrations(ctx); err != nil {
+			mg.lg.Debug("list migrations to adopt failed", zap.Error(err))
+		} else {
+			for _, m := range list {
+				if !terminal(m.State) {
+					mg.launch(m.Id, true)
+				}
 			}
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			mg.lg.Warn("migration runner lease lost; taking a new one")
+			return
+		case <-t.C:
+		}
 	}
-	<-ctx.Done()
-	mg.wg.Wait()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 // launch runs migration id in the background unless it already runs here.
-func (mg *Manager) launch(id string) {
+// With claim, only once this replica holds the migration's runner key (no
+// other live replica runs it); without, at once (a cancel rolls back
+// wherever it is asked: steps are CAS-guarded).
+func (mg *Manager) launch(id string, claim bool) {
+	mg.mu.Lock()
+	_, running := mg.running[id]
+	l := mg.lease
+	mg.mu.Unlock()
+	if running || mg.ctx.Err() != nil {
+		return
+	}
+	if claim {
+		if l == 0 {
+			return // Run adopts it once it holds a lease
+		}
+		ok, err := mg.st.ClaimMigration(mg.ctx, id, l)
+		if err != nil || !ok {
+			return // another replica runs it, or etcd is away: the next round looks again
+		}
+	}
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	if _, ok := mg.running[id]; ok || mg.ctx.Err() != nil {
@@ -155,11 +229,40 @@ func (mg *Manager) launch(id string) {
 	go func() {
 		defer mg.wg.Done()
 		defer mg.m.Active.Dec()
+		if claim {
+			mg.lg.Info("running migration", zap.String("migration", id))
+			defer mg.release(id, l)
+		}
 		mg.run(mg.ctx, id, cancel)
 		mg.mu.Lock()
 		delete(mg.running, id)
 		mg.mu.Unlock()
 	}()
+}
+
+// claimNew claims id for this replica before the migration is created;
+// 0 when it could not (no lease yet, etcd away): Run adopts it then.
+func (mg *Manager) claimNew(ctx context.Context, id string) store.Lease {
+	mg.mu.Lock()
+	l := mg.lease
+	mg.mu.Unlock()
+	if l == 0 {
+		return 0
+	}
+	if ok, err := mg.st.ClaimMigration(ctx, id, l); err != nil || !ok {
+		return 0
+	}
+	return l
+}
+
+// release gives the claim up once the run ended (finished, or this
+// replica stopping: another resumes it at once instead of after the TTL).
+func (mg *Manager) release(id string, l store.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := mg.st.ReleaseMigration(ctx, id, l); err != nil {
+		mg.lg.Debug("release migration claim failed (it lapses with the lease)", zap.String("migration", id), zap.Error(err))
+	}
 }
 
 // Get returns a migration with per-session progress.
@@ -202,7 +305,7 @@ func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, er
 	// A migration whose runner lives on another replica (or on none after
 	// a restart) is rolled back by a runner here; steps are CAS-guarded, so
 	// two runners cannot both win one.
-	mg.launch(id)
+	mg.launch(id, false)
 	return mg.Get(ctx, id)
 }
 

@@ -102,7 +102,15 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: sessions, Wait: dur(r.Wait),
 		MaxParallel: int32(r.MaxParallel), RequestId: r.RequestID, SkipWorktree: r.SkipWorkTree,
 	}
+	// Claimed before it exists, so no other replica adopts it between its
+	// creation and its launch here.
+	l := mg.claimNew(ctx, m.Id)
 	rec, existed, err := mg.st.CreateMigration(ctx, m)
+	if err != nil || rec.M.Id != m.Id {
+		if l != 0 {
+			mg.release(m.Id, l)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +123,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		mg.lg.Info("migration started", zap.String("migration", rec.M.Id), zap.String("to", target), zap.Int("sessions", len(sessions)))
 	}
 	if !terminal(rec.M.State) {
-		mg.launch(rec.M.Id)
+		mg.launch(rec.M.Id, true)
 	}
 	return rec.M, nil
 }

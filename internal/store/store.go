@@ -239,6 +239,7 @@ func (s *Store) requestKey(rid string) string       { return s.key("requests", r
 func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
 func (s *Store) migSessKey(m, id string) string     { return s.key("migsessions", m, id) }
+func (s *Store) migRunnerKey(m string) string       { return s.key("migrunners", m) }
 func (s *Store) nodeCmdKey(n, id string) string     { return s.key("nodecmds", n, id) }
 func (s *Store) wsAnswerKey(n, id string) string    { return s.key("wsanswers", n, id) }
 func (s *Store) workTreeKey(m, id string, part ...string) string {
