@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/etcdembed"
 )
@@ -55,4 +56,21 @@ func (c *EtcdCluster) Endpoints() []string {
 		out[i] = m.ClientURL
 	}
 	return out
+}
+
+// Leader is the index of the member that leads the cluster, waiting up to
+// timeout for one to be elected.
+func (c *EtcdCluster) Leader(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	leader := -1
+	WaitFor(t, timeout, "an etcd leader", func() bool {
+		for i, m := range c.Members {
+			if m.isLeader() {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	return leader
 }

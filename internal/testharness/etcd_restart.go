@@ -77,11 +77,25 @@ func (r *RestartableEtcd) Stop() {
 	}
 }
 
+// isLeader reports whether the member runs and leads its cluster.
+func (r *RestartableEtcd) isLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.e != nil && r.e.IsLeader()
+}
+
 // Restart stops the member, waits down, and starts it again.
 func (r *RestartableEtcd) Restart(down time.Duration) error {
 	r.Stop()
 	time.Sleep(down)
 	return r.Start()
+}
+
+// FreeAddr is a free loopback host:port for a process the test starts
+// (a control plane replica's --listen), kept apart from outgoing ports.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return freeLoopbackAddr(t)
 }
 
 // freeLoopbackAddr picks a free port once, so restarts reuse it (below
