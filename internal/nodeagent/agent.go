@@ -92,6 +92,9 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	a := &Agent{cfg: cfg, cred: cred, id: id, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
 		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
 	a.m = newNodeMetrics(a.reg)
+	if tlsCfg == nil {
+		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")
+	}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
 	if err := a.newCustody(); err != nil {
 		return nil, err
