@@ -74,6 +74,9 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		StartTime:   stamp(start),
 		LastUpdated: stamp(last),
 		Kind:        "main",
+		// Without a summary the picker (/resume) asks the model for one
+		// and shows its answer; the first request is the sensible title.
+		Summary: agents.Title(msgs, 80),
 	}); err != nil {
 		return agents.Written{}, err
 	}
