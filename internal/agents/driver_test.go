@@ -1,0 +1,66 @@
+package agents_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/agents"
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // links the drivers
+)
+
+// Every agent whose CLI is pinned here has a driver, and only those: the
+// runner refuses the others up front.
+func TestVerifiedAgentsHaveDrivers(t *testing.T) {
+	for _, n := range agents.Names() {
+		a, _ := agents.Lookup(n)
+		if _, ok := a.Driver(); ok != a.Verified {
+			t.Errorf("%s: driver registered %v, verified %v", n, ok, a.Verified)
+		}
+	}
+}
+
+// Args builds the forms the runner runs: the registry's template, the
+// usage flags only when usage is reported, then model and effort.
+func TestArgs(t *testing.T) {
+	vars := map[string]string{"id": "ID", "new": "NEW", "path": "/p/s.jsonl", "model": "m1", "effort": "high"}
+	tests := []struct {
+		agent string
+		form  agents.Form
+		usage bool
+		want  string
+	}{
+		{"claude", agents.FormFresh, false, "-p --session-id ID --model m1 --effort high"},
+		{"claude", agents.FormResume, true, "-p --resume ID --output-format stream-json --verbose --model m1 --effort high"},
+		{"claude", agents.FormFork, false, "-p --resume ID --fork-session --session-id NEW --model m1 --effort high"},
+		{"codex", agents.FormResume, true, "exec --skip-git-repo-check --json resume ID - --model m1 -c model_reasoning_effort=high"},
+		{"gemini", agents.FormResume, false, "--resume ID --model m1"},
+		{"pi", agents.FormResume, false, "--session /p/s.jsonl -p --model m1 --thinking high"},
+		{"opencode", agents.FormFork, false, "run --format json --print-logs --log-level ERROR --session ID --fork --model m1 --variant high"},
+	}
+	for _, tc := range tests {
+		a, _ := agents.Lookup(tc.agent)
+		got, err := a.Args(tc.form, vars, tc.usage)
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("%s form %d: %q, %v; want %q", tc.agent, tc.form, strings.Join(got, " "), err, tc.want)
+		}
+	}
+	g, _ := agents.Lookup("gemini")
+	if _, err := g.Args(agents.FormFork, vars, false); err == nil {
+		t.Error("gemini has no fork form, Args gave one")
+	}
+	c, _ := agents.Lookup("claude")
+	if _, err := c.Args(agents.FormFork, map[string]string{"id": "ID"}, false); err == nil {
+		t.Error("a fork without {new} expanded")
+	}
+	var upFront []string
+	for _, n := range agents.Names() {
+		a, _ := agents.Lookup(n)
+		if a.NeedsIDUpFront(agents.FormFresh) {
+			upFront = append(upFront, n)
+		}
+	}
+	if !slices.Equal(upFront, []string{"claude", "gemini"}) {
+		t.Errorf("fresh ids up front for %v, want claude and gemini", upFront)
+	}
+}
