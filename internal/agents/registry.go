@@ -271,7 +271,7 @@ var registry = map[string]Agent{
 			Headless: []string{"-p", "{prompt}"},
 		},
 		HomeEnv: "GROK_HOME", DefaultHome: ".grok",
-		Transcript:    "sessions/<url-encoded cwd>/<session-id>/chat_history.jsonl (+ summary.json)",
+		Transcript:    "sessions/<url-encoded cwd>/<session-id>/chat_history.jsonl (+ summary.json, updates.jsonl)",
 		ContextWindow: 256_000,
 		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone},
 	},

@@ -6,8 +6,13 @@
 // sessions/<percent-encoded cwd>/<session-uuid>/ holds chat_history.jsonl
 // (the model context: system, user, reasoning, assistant with tool_calls,
 // tool_result and backend_tool_call records, with no timestamps) and
-// summary.json (id, cwd, times, title, current model), plus sidecars
-// (updates.jsonl, events.jsonl) that the reader uses only for tool outcomes.
+// summary.json (id, cwd, times, title, current model), plus sidecars:
+// events.jsonl (tool outcomes) and updates.jsonl, the Agent Client
+// Protocol session/update log Grok documents as what drives /resume. The
+// writer writes all four; the reader reads a folder that has only
+// updates.jsonl from it (chunks joined, tool_call_update status as the
+// outcome). The updates.jsonl shape is the samples' plus ACP's
+// tool_call_update (which the samples lack); the real CLI was not run.
 //
 // Grok Build ships as a binary, not through npm, and cannot be installed in
 // cast's test environment, so neither the reader nor the writer is checked

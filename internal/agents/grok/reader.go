@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,22 +61,36 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 var knownRecords = map[string]bool{"user": true, "reasoning": true, "assistant": true, "tool_result": true, "system": true, "backend_tool_call": true}
 
 // ReadSession reads a session folder (or its chat_history.jsonl) with the
-// summary.json and events.jsonl next to it when they exist.
+// summary.json and events.jsonl next to it when they exist. A folder
+// without chat_history.jsonl is read from its updates.jsonl, as is that
+// file given by name.
 func ReadSession(path string) (Decoded, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		path = filepath.Join(path, ChatFile)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Decoded{}, err
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			// A folder with only the log that drives /resume.
+			path = filepath.Join(filepath.Dir(path), UpdatesFile)
+		}
 	}
 	dir := filepath.Dir(path)
-	failed := toolFailures(filepath.Join(dir, "events.jsonl"))
-	d, err := Decode(data, failed)
+	var d Decoded
+	var err error
+	if filepath.Base(path) == UpdatesFile {
+		d, err = readUpdates(path)
+	} else {
+		var data []byte
+		if data, err = os.ReadFile(path); err != nil {
+			return Decoded{}, err
+		}
+		d, err = Decode(data, toolFailures(filepath.Join(dir, "events.jsonl")))
+	}
 	if raw, serr := os.ReadFile(filepath.Join(dir, "summary.json")); serr == nil {
 		var s summary
 		if json.Unmarshal(raw, &s) == nil {
-			d.SessionID, d.Cwd, d.Kind = s.Info.ID, s.Info.Cwd, s.SessionKind
+			d.Cwd, d.Kind = s.Info.Cwd, s.SessionKind
+			if s.Info.ID != "" {
+				d.SessionID = s.Info.ID
+			}
 			for i := range d.Messages {
 				if d.Messages[i].Model == "" && d.Messages[i].Kind != transcript.KindUser {
 					d.Messages[i].Model = s.CurrentModelID
@@ -84,6 +99,15 @@ func ReadSession(path string) (Decoded, error) {
 		}
 	}
 	return d, err
+}
+
+func readUpdates(path string) (Decoded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Decoded{}, err
+	}
+	defer f.Close()
+	return DecodeUpdates(f)
 }
 
 // toolFailures reads the tool call ids events.jsonl reports as failed:

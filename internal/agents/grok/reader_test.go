@@ -1,7 +1,11 @@
 package grok
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
@@ -158,5 +162,82 @@ func TestDecodeCountsUnknownRecords(t *testing.T) {
 	}
 	if d.Kinds["hologram record"] != 1 || d.Kinds["malformed line"] != 1 || len(d.Kinds) != 2 {
 		t.Errorf("import report %v", d.Kinds)
+	}
+}
+
+// TestReadUpdatesOnly reads folders holding nothing but updates.jsonl, the
+// log Grok documents as what drives /resume: streamed chunks are joined,
+// a tool_call_update's status says whether the tool failed, and what is
+// not conversation is counted, not dropped silently.
+func TestReadUpdatesOnly(t *testing.T) {
+	const sid = "0198a5b2-1111-7222-8333-444455556666"
+	up := func(u string) string {
+		return `{"timestamp":1786561752,"method":"session/update","params":{"sessionId":"` + sid + `","update":` + u + `}}`
+	}
+	lines := []string{
+		up(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"count the "},"_meta":{"promptIndex":0}}`),
+		up(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"lines MARK-U"}}`),
+		up(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"use wc MARK-T"}}`),
+		up(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Counting"},"_meta":{"modelId":"grok-4.6"}}`),
+		up(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":" now. MARK-A"}}`),
+		up(`{"sessionUpdate":"tool_call","toolCallId":"call-1","title":"Run wc","rawInput":{"command":"wc -l a"},"_meta":{"x.ai/tool":{"name":"run_terminal_command"}}}`),
+		up(`{"sessionUpdate":"tool_call_update","toolCallId":"call-1","status":"in_progress"}`),
+		up(`{"sessionUpdate":"tool_call_update","toolCallId":"call-1","status":"failed","content":[{"type":"content","content":{"type":"text","text":"wc: a: No such file MARK-R"}}]}`),
+		`not json`,
+		up(`{"sessionUpdate":"hologram","x":1}`),
+		`{"timestamp":1786561800,"method":"_x.ai/session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"turn_completed","stop_reason":"end_turn"}}}`,
+	}
+	dir := filepath.Join(t.TempDir(), sid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, UpdatesFile), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{dir, filepath.Join(dir, UpdatesFile)} {
+		d, err := ReadSession(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		want := []core{
+			{Kind: transcript.KindUser, Text: "count the lines MARK-U"},
+			{Kind: transcript.KindAssistant, Text: "Counting now. MARK-A"},
+			{Kind: transcript.KindToolCall, ToolCall: transcript.ToolCall{ID: "call-1", Name: "run_terminal_command", Input: `{"command":"wc -l a"}`}},
+			{Kind: transcript.KindToolResult, ToolResult: transcript.ToolResult{CallID: "call-1", Output: "wc: a: No such file MARK-R", IsError: true}},
+		}
+		if got := cores(d.Messages); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s\n got %+v\nwant %+v", path, got, want)
+		}
+		if d.Messages[1].Kind != transcript.KindThinking || d.Messages[1].Text != "use wc MARK-T" {
+			t.Errorf("thinking: %+v", d.Messages[1])
+		}
+		if d.SessionID != sid || d.Kinds["malformed line"] != 1 || d.Kinds["hologram update"] != 1 || len(d.Kinds) != 2 {
+			t.Errorf("session %q, skipped %v", d.SessionID, d.Kinds)
+		}
+	}
+}
+
+// TestReadCorpusUpdatesOnly reads the sample session's updates.jsonl alone
+// and finds the same prompts and answers its chat_history.jsonl holds.
+func TestReadCorpusUpdatesOnly(t *testing.T) {
+	full, err := Reader{}.Read(filepath.Join("testdata", "session-basic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := Reader{}.Read(updatesOnly(t, filepath.Join("testdata", "session-basic")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := func(msgs []transcript.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			if m.Kind == transcript.KindUser || m.Kind == transcript.KindAssistant {
+				out = append(out, fmt.Sprint(m.Kind)+": "+m.Text)
+			}
+		}
+		return out
+	}
+	if g, w := texts(alone), texts(full); !reflect.DeepEqual(g, w) {
+		t.Errorf("from updates.jsonl\n got %q\nwant %q", g, w)
 	}
 }

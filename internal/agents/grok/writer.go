@@ -114,6 +114,15 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, "events.jsonl"), events.Bytes(), 0o600); err != nil {
 		return agents.Written{}, err
 	}
+	// Grok documents updates.jsonl as the log /resume replays; a folder
+	// without it may not resume.
+	updates, err := renderUpdates(sid, recs, outcomes, updated)
+	if err != nil {
+		return agents.Written{}, err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, UpdatesFile), updates, 0o600); err != nil {
+		return agents.Written{}, err
+	}
 	return agents.Written{NativeID: sid, Path: path}, nil
 }
 

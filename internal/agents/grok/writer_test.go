@@ -116,8 +116,35 @@ func TestRoundTrip(t *testing.T) {
 			if g, w := cores(got), cores(want); !reflect.DeepEqual(g, w) {
 				t.Errorf("round trip\n got %+v\nwant %+v", g, w)
 			}
+			// The same conversation from a folder holding only the
+			// updates.jsonl the writer wrote next to it.
+			fromLog, err := Reader{}.Read(updatesOnly(t, filepath.Dir(w.Path)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			agenttest.CheckWellFormed(t, fromLog)
+			if g, w := cores(fromLog), cores(want); !reflect.DeepEqual(g, w) {
+				t.Errorf("round trip through updates.jsonl\n got %+v\nwant %+v", g, w)
+			}
 		})
 	}
+}
+
+// updatesOnly copies dir's updates.jsonl alone into a new session folder.
+func updatesOnly(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, UpdatesFile))
+	if err != nil {
+		t.Fatalf("the writer wrote no %s: %v", UpdatesFile, err)
+	}
+	only := filepath.Join(t.TempDir(), filepath.Base(dir))
+	if err := os.MkdirAll(only, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(only, UpdatesFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return only
 }
 
 // checkChat holds a written chat_history.jsonl to the shapes of the
