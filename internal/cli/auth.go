@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/pki"
 )
 
 // tokenCmd is `cast token`: admin and user bearer tokens (admin only).
@@ -133,7 +134,11 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 					return a.printJSON(map[string]any{"token": resp.Token, "expire_time": exp.Format(time.RFC3339)})
 				}
 				fmt.Fprintln(a.out, resp.Token)
-				fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s --join-token TOKEN --name NAME\n", max(uses, 1), exp.Format(time.RFC3339), a.addr)
+				pin := ""
+				if p := a.caPin(); p != "" {
+					pin = " --ca-pin " + p
+				}
+				fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s%s --join-token TOKEN --name NAME\n", max(uses, 1), exp.Format(time.RFC3339), a.addr, pin)
 				return nil
 			})
 		},
@@ -236,3 +241,21 @@ func (a *app) call(cmd *cobra.Command, fn func(context.Context, *client.Client) 
 }
 
 func roleName(r castv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }
+
+// caPin is the pin of the CA the CLI trusts ("" without TLS), for the
+// node command lines it suggests.
+func (a *app) caPin() string {
+	cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+	if err != nil || cc.CAPin != "" || cc.CA == "" {
+		return cc.CAPin
+	}
+	b, err := os.ReadFile(cc.CA)
+	if err != nil {
+		return ""
+	}
+	cert, err := pki.ParseCert(b)
+	if err != nil {
+		return ""
+	}
+	return pki.Pin(cert)
+}

@@ -156,7 +156,11 @@ func TestMTLSThroughRealProcesses(t *testing.T) {
 	refusedNode(n0, "join token is unknown")
 
 	// na joins ahead with `cast node join`, then starts with no token.
-	joinA := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	joinOut, hint, code := r.admin.run("node", "token", "create", "--ttl", "5m")
+	if code != 0 || !strings.Contains(hint, "--ca-pin "+r.pin) {
+		t.Fatalf("cast node token create: exit %d; its hint does not give the CA pin: %s", code, hint)
+	}
+	joinA := strings.TrimSpace(joinOut)
 	dirA := filepath.Join(r.dir, "node-na")
 	r.cast().must("node", "join", "--join-token", joinA, "--ca-pin", r.pin, "--name", "na", "--data-dir", dirA)
 	if _, errOut, code := r.cast().run("node", "join", "--join-token", joinA, "--ca-pin", r.pin, "--name", "nz", "--data-dir", t.TempDir()); code == 0 || !strings.Contains(errOut, "join token is unknown") {
