@@ -29,14 +29,7 @@ import (
 func TestTokenCustodyCodex(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
 	r, codexHome := newCustodyRig(t, oa)
-	g := oa.Login()
-	login, err := codex.Credential{}.Apply([]byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`),
-		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
-	must(t, err)
-	credPath := filepath.Join(t.TempDir(), "auth.json")
-	must(t, os.WriteFile(credPath, login, 0o600))
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	c.must("account", "add", "cx", "--agent", "codex", "--credentials", credPath)
+	g := addCodexLogin(t, r, oa)
 
 	store := filepath.Join(codexHome, "auth.json")
 	storeAccess := func() string {
@@ -139,4 +132,104 @@ func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
 	if !strings.Contains(r.node.Output(), "custody does not hold this account") {
 		t.Fatal("the node did not say why it copied")
 	}
+}
+
+// Two node processes share a Codex fleet login under custody: exactly one
+// refreshes it, each store holds only access tokens; the custodian is
+// killed with -9 (mid-refresh or not: it refreshes every few seconds) and
+// restarted, as a supervisor would. Custody passes on or comes back, the
+// login keeps rotating, turns on the other node run on live tokens, and
+// the provider never revokes the family.
+func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
+	oa := fakeoauth.Start(t, time.Hour)
+	r, codexHome := newCustodyRig(t, oa)
+	home2, env2 := agenttest.NodeEnv(t, "codex", r.fake.URL)
+	codexHome2 := filepath.Join(home2, ".codex")
+	agenttest.CodexChatGPT(t, codexHome2, r.fake.URL)
+	cfg2 := filepath.Join(t.TempDir(), "agents.json")
+	b, _ := json.Marshal(map[string]any{"codex": map[string]any{"bin": agenttest.Bin(t, "codex"), "home": home2,
+		"env": append(env2, "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)}})
+	must(t, os.WriteFile(cfg2, b, 0o600))
+	args2 := slices.Clone(r.nodeArgs)
+	args2[indexOf(args2, "--data-dir")+1] = t.TempDir()
+	args2[indexOf(args2, "--name")+1] = "second"
+	args2[indexOf(args2, "--agents-config")+1] = cfg2
+	nodeBin := filepath.Join(testharness.Binaries(t), "node")
+	procs := map[string]*testharness.Proc{"worker": r.node, "second": testharness.StartProcEnv(t, nil, nodeBin, args2...)}
+	argsOf := map[string][]string{"worker": r.nodeArgs, "second": args2}
+	testharness.WaitFor(t, 30*time.Second, "both nodes connected", func() bool {
+		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		n := 0
+		for _, nd := range resp.GetNodes() {
+			if nd.Connected {
+				n++
+			}
+		}
+		return err == nil && n == 2
+	})
+
+	g := addCodexLogin(t, r, oa)
+
+	stores := map[string]string{"worker": filepath.Join(codexHome, "auth.json"), "second": filepath.Join(codexHome2, "auth.json")}
+	access := func(node string) string {
+		b, _ := os.ReadFile(stores[node])
+		var v struct {
+			Tokens map[string]string `json:"tokens"`
+		}
+		_ = json.Unmarshal(b, &v)
+		if v.Tokens["refresh_token"] != "" {
+			t.Fatalf("%s's shared auth.json holds a refresh token", node)
+		}
+		return v.Tokens["access_token"]
+	}
+	refreshed := func(node string) bool {
+		return strings.Contains(procs[node].Output(), "custody: refreshed through the CLI")
+	}
+	testharness.WaitFor(t, 60*time.Second, "a custodian refreshed and both stores have its token", func() bool {
+		return (refreshed("worker") || refreshed("second")) && access("worker") != g.Access && access("second") != g.Access && access("worker") != ""
+	})
+	if refreshed("worker") && refreshed("second") {
+		t.Fatal("two nodes refreshed one login")
+	}
+	custodian, other := "worker", "second"
+	if refreshed("second") {
+		custodian, other = "second", "worker"
+	}
+
+	before := oa.Refreshes()
+	procs[custodian].Kill()
+	procs[custodian] = testharness.StartProcEnv(t, nil, nodeBin, argsOf[custodian]...)
+	seen := access(other)
+	testharness.WaitFor(t, 90*time.Second, "the login rotating again after the kill", func() bool {
+		a := access(other)
+		return oa.Refreshes() >= before+2 && a != seen && a != ""
+	})
+	if rv := oa.Revoked(); len(rv) > 0 {
+		t.Fatalf("family revoked: %v", rv)
+	}
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "codex", Node: other, Cwd: t.TempDir(), Text: "custody MARK-F1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	bearer := bearerOf(r, "MARK-F1")
+	if ok, why := oa.Valid(bearer); !ok || bearer == g.Access {
+		t.Fatalf("the turn after the kill ran on %q: %s", custody.Fingerprint(bearer), why)
+	}
+	if rv := oa.Revoked(); len(rv) > 0 {
+		t.Fatalf("family revoked: %v", rv)
+	}
+}
+
+// addCodexLogin logs in at oa (a new token family) and adds that ChatGPT
+// login as fleet account cx with `cast account add`.
+func addCodexLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server) fakeoauth.Grant {
+	t.Helper()
+	g := oa.Login()
+	login, err := codex.Credential{}.Apply([]byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`),
+		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
+	must(t, err)
+	credPath := filepath.Join(t.TempDir(), "auth.json")
+	must(t, os.WriteFile(credPath, login, 0o600))
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	c.must("account", "add", "cx", "--agent", "codex", "--credentials", credPath)
+	return g
 }
