@@ -177,9 +177,6 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 // Err reports a fatal error of the running member.
 func (e *Etcd) Err() <-chan error { return e.e.Err() }
 
-// IsLeader reports whether this member leads its cluster now.
-func (e *Etcd) IsLeader() bool { return e.e.Server.Leader() == e.e.Server.MemberID() }
-
 // Close stops the member.
 func (e *Etcd) Close() {
 	e.closing.Store(true)

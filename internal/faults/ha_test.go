@@ -24,7 +24,7 @@ import (
 type haRig struct {
 	t        *testing.T
 	bin      string
-	cluster  *testharness.EtcdCluster
+	cluster  *testharness.EtcdProcCluster
 	addrs    []string // replicas' gRPC addresses, in the nodes' order
 	replicas []*testharness.Proc
 	keyFile  string // the secrets key all replicas share
@@ -33,7 +33,7 @@ type haRig struct {
 }
 
 func newHARig(t *testing.T) *haRig {
-	r := &haRig{t: t, bin: testharness.Binaries(t), cluster: testharness.StartEtcdCluster(t, 3),
+	r := &haRig{t: t, bin: testharness.Binaries(t), cluster: testharness.StartEtcdProcCluster(t, 3),
 		keyFile: filepath.Join(t.TempDir(), "secrets.key"), nodes: map[string]*testharness.Proc{}, dirs: map[string]string{}}
 	for range 3 {
 		r.addrs = append(r.addrs, testharness.FreeAddr(t))
@@ -108,8 +108,8 @@ func (r *haRig) replicaOf(name string) (string, int) {
 
 // Three control plane replicas over a three-member etcd cluster, all real
 // processes on loopback, two nodes given every replica's address. Under a
-// bounded workload of writers (retrying with their request ids), an etcd
-// member is stopped, then a migration of idle sessions is started on the
+// bounded workload of writers (retrying with their request ids), the etcd
+// leader is killed -9, then a migration of idle sessions is started on the
 // replica both nodes are connected to, which is killed -9 in the middle of
 // it (after it fenced a session). The nodes move to another replica, the
 // writers go on through the others, a surviving replica adopts the
@@ -142,10 +142,10 @@ func TestHAReplicaAndEtcdMemberKilled(t *testing.T) {
 	defer stopLoad()
 	l.phase(t, phase, phaseWait, "acknowledgements with everything up")
 
-	// The etcd leader goes while writes are under way: the rest elect a
-	// new one and the replicas' clients move to a live member.
+	// The etcd leader is killed -9 while writes are under way: the rest
+	// elect a new one and the replicas' clients move to a live member.
 	l.allow(phase)
-	r.cluster.Members[r.cluster.Leader(t, 30*time.Second)].Stop()
+	r.cluster.Members[r.cluster.Leader(t, 30*time.Second)].Kill()
 	l.phase(t, phase, phaseWait, "acknowledgements with two of three etcd members")
 
 	// The migration goes to the victim, which kills itself at its

@@ -46,6 +46,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testharness.RunEtcdMemberIfAsked() // the HA test's etcd members are this binary
 	code := m.Run()
 	if long {
 		fmt.Print(faults.Table(reports))

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cast-dev/cast/internal/etcdembed"
 )
@@ -17,8 +16,9 @@ type EtcdCluster struct {
 	Members []*RestartableEtcd
 }
 
-// StartEtcdCluster starts n members and waits until every one serves.
-func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
+// memberConfigs names n members (m0, m1, ...) on free loopback peer ports,
+// each knowing the whole initial cluster.
+func memberConfigs(t testing.TB, n int) []etcdembed.Config {
 	t.Helper()
 	peers := make([]string, n)
 	initial := make([]string, n)
@@ -26,11 +26,19 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 		peers[i] = freeLoopbackAddr(t)
 		initial[i] = fmt.Sprintf("m%d=http://%s", i, peers[i])
 	}
-	c := &EtcdCluster{}
+	out := make([]etcdembed.Config, n)
 	for i := range n {
-		c.Members = append(c.Members, newRestartable(t, etcdembed.Config{
-			Name: fmt.Sprintf("m%d", i), PeerAddr: peers[i], InitialCluster: strings.Join(initial, ","),
-		}))
+		out[i] = etcdembed.Config{Name: fmt.Sprintf("m%d", i), PeerAddr: peers[i], InitialCluster: strings.Join(initial, ",")}
+	}
+	return out
+}
+
+// StartEtcdCluster starts n members and waits until every one serves.
+func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
+	t.Helper()
+	c := &EtcdCluster{}
+	for _, cfg := range memberConfigs(t, n) {
+		c.Members = append(c.Members, newRestartable(t, cfg))
 	}
 	// A member is ready only once a quorum has elected a leader, so all
 	// of them start at once.
@@ -56,21 +64,4 @@ func (c *EtcdCluster) Endpoints() []string {
 		out[i] = m.ClientURL
 	}
 	return out
-}
-
-// Leader is the index of the member that leads the cluster, waiting up to
-// timeout for one to be elected.
-func (c *EtcdCluster) Leader(t testing.TB, timeout time.Duration) int {
-	t.Helper()
-	leader := -1
-	WaitFor(t, timeout, "an etcd leader", func() bool {
-		for i, m := range c.Members {
-			if m.isLeader() {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
-	return leader
 }

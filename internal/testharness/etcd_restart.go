@@ -77,13 +77,6 @@ func (r *RestartableEtcd) Stop() {
 	}
 }
 
-// isLeader reports whether the member runs and leads its cluster.
-func (r *RestartableEtcd) isLeader() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.e != nil && r.e.IsLeader()
-}
-
 // Restart stops the member, waits down, and starts it again.
 func (r *RestartableEtcd) Restart(down time.Duration) error {
 	r.Stop()
