@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,13 +51,16 @@ type Decoded struct {
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
-// ReadReport implements agents.ReportingReader.
+// ReadReport implements agents.ReportingReader. The file is read as a
+// stream, never whole: sessions of hundreds of MB exist, mostly answers
+// the CLI rewrote, and only the last version of each message is kept.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := Decode(data)
+	defer f.Close()
+	d, err := DecodeFrom(f)
 	return d.Messages, d.Kinds, err
 }
 
@@ -64,12 +68,21 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 // model; they are known, so not reported as skipped.
 var uiRecords = map[string]bool{"info": true, "error": true, "warning": true}
 
-// Decode replays a session file. Malformed lines are skipped and counted;
-// it fails only when no line at all could be used.
+// Decode replays session file content; see DecodeFrom.
 func Decode(data []byte) (Decoded, error) {
+	return DecodeFrom(bytes.NewReader(data))
+}
+
+// DecodeFrom replays a session file read from r. Malformed lines are
+// skipped and counted; it fails only when no line at all could be used
+// (or r fails).
+func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	var d Decoded
-	recs, sid, used, skipped := replay(data, d.skip)
+	recs, sid, used, skipped, err := replay(r, d.skip)
 	d.SessionID, d.Skipped = sid, skipped
+	if err != nil {
+		return d, err
+	}
 	if used == 0 {
 		return d, errors.New("gemini: no session header or message found")
 	}
@@ -79,102 +92,113 @@ func Decode(data []byte) (Decoded, error) {
 
 // replay turns the event log into the final ordered message list, as the
 // CLI itself does on load; skip is told what it leaves out.
-func replay(data []byte, skip func(kind string)) (recs []record, sid string, used, skipped int) {
+func replay(r io.ReadSeeker, skip func(kind string)) (recs []record, sid string, used, skipped int, err error) {
 	// The legacy format is one JSON object holding every message.
-	var legacy header
-	if json.Unmarshal(data, &legacy) == nil && legacy.Messages != nil {
-		return legacy.Messages, legacy.SessionID, 1, 0
+	if legacy, ok := readLegacy(r); ok {
+		return legacy.Messages, legacy.SessionID, 1, 0, nil
 	}
-	index := map[string]int{}
-	reindex := func() {
-		clear(index)
-		for i, r := range recs {
-			index[r.ID] = i
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, "", 0, 0, err
+	}
+	l := lineReplay{index: map[string]int{}, skip: skip}
+	err = agents.EachLine(r, l.line)
+	return l.recs, l.sid, l.used, l.skipped, err
+}
+
+// lineReplay replays a JSONL session a line at a time.
+type lineReplay struct {
+	recs          []record
+	index         map[string]int
+	sid           string
+	used, skipped int
+	skip          func(kind string)
+}
+
+func (l *lineReplay) reindex() {
+	clear(l.index)
+	for i, r := range l.recs {
+		l.index[r.ID] = i
+	}
+}
+
+// upsert: records are upserts: a streamed answer is written again,
+// complete, under the same id, and keeps its first position.
+func (l *lineReplay) upsert(r record) {
+	if i, ok := l.index[r.ID]; ok {
+		l.recs[i] = r
+		return
+	}
+	l.index[r.ID] = len(l.recs)
+	l.recs = append(l.recs, r)
+}
+
+func (l *lineReplay) bad(kind string) {
+	l.skipped++
+	l.skip(kind)
+}
+
+func (l *lineReplay) line(line []byte) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(line, &obj) != nil {
+		l.bad("malformed line")
+		return
+	}
+	// Same precedence as the CLI's loader: rewind, message, $set, header.
+	switch {
+	case isString(obj["$rewindTo"]):
+		var id string
+		_ = json.Unmarshal(obj["$rewindTo"], &id)
+		if i, ok := l.index[id]; ok {
+			l.recs = l.recs[:i]
+		} else {
+			l.recs = nil // the CLI clears everything on an unknown target
 		}
-	}
-	// Records are upserts: a streamed answer is written again, complete,
-	// under the same id, and keeps its first position.
-	upsert := func(r record) {
-		if i, ok := index[r.ID]; ok {
-			recs[i] = r
+		l.reindex()
+	case isString(obj["id"]):
+		var r record
+		if json.Unmarshal(line, &r) != nil || r.ID == "" {
+			l.bad("malformed line")
 			return
 		}
-		index[r.ID] = len(recs)
-		recs = append(recs, r)
-	}
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
+		l.upsert(r)
+	case len(obj["$set"]) > 0 && obj["$set"][0] == '{':
+		var set struct {
+			SessionID string    `json:"sessionId"`
+			Messages  *[]record `json:"messages"`
 		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(line, &obj) != nil {
-			skipped++
-			skip("malformed line")
-			continue
+		if json.Unmarshal(obj["$set"], &set) != nil {
+			l.bad("malformed line")
+			return
 		}
-		// Same precedence as the CLI's loader: rewind, message, $set, header.
-		switch {
-		case isString(obj["$rewindTo"]):
-			var id string
-			_ = json.Unmarshal(obj["$rewindTo"], &id)
-			if i, ok := index[id]; ok {
-				recs = recs[:i]
-			} else {
-				recs = nil // the CLI clears everything on an unknown target
-			}
-			reindex()
-		case isString(obj["id"]):
-			var r record
-			if json.Unmarshal(line, &r) != nil || r.ID == "" {
-				skipped++
-				skip("malformed line")
-				continue
-			}
-			upsert(r)
-		case len(obj["$set"]) > 0 && obj["$set"][0] == '{':
-			var set struct {
-				SessionID string    `json:"sessionId"`
-				Messages  *[]record `json:"messages"`
-			}
-			if json.Unmarshal(obj["$set"], &set) != nil {
-				skipped++
-				skip("malformed line")
-				continue
-			}
-			if set.SessionID != "" {
-				sid = set.SessionID
-			}
-			if set.Messages != nil {
-				recs = nil
-				reindex()
-				for _, r := range *set.Messages {
-					if r.ID != "" {
-						upsert(r)
-					}
-				}
-			}
-		case isString(obj["sessionId"]):
-			var h header
-			if json.Unmarshal(line, &h) != nil {
-				skipped++
-				skip("malformed line")
-				continue
-			}
-			sid = h.SessionID
-			for _, r := range h.Messages {
+		if set.SessionID != "" {
+			l.sid = set.SessionID
+		}
+		if set.Messages != nil {
+			l.recs = nil
+			l.reindex()
+			for _, r := range *set.Messages {
 				if r.ID != "" {
-					upsert(r)
+					l.upsert(r)
 				}
 			}
-		default:
-			skipped++
-			skip("line of an unknown shape")
-			continue
 		}
-		used++
+	case isString(obj["sessionId"]):
+		var h header
+		if json.Unmarshal(line, &h) != nil {
+			l.bad("malformed line")
+			return
+		}
+		l.sid = h.SessionID
+		for _, r := range h.Messages {
+			if r.ID != "" {
+				l.upsert(r)
+			}
+		}
+	default:
+		l.bad("line of an unknown shape")
+		return
 	}
-	return recs, sid, used, skipped
+	l.used++
 }
 
 func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }

@@ -1,7 +1,6 @@
 package grok
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -63,9 +63,6 @@ type toolContent struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// maxUpdateLine bounds one line; a longer one is skipped, not buffered.
-const maxUpdateLine = 64 << 20
-
 // DecodeUpdates reads updates.jsonl from r, a line at a time: chunks of
 // one kind in a row are one message, a tool_call is a call and its
 // completed or failed tool_call_update its result. Lines that are not
@@ -74,54 +71,27 @@ func DecodeUpdates(r io.Reader) (Decoded, error) {
 	var d Decoded
 	used, n := 0, 0
 	var lastID string
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := readLine(br)
-		if len(line) > 0 {
-			n++
-			var u updateLine
-			switch {
-			case len(line) > maxUpdateLine:
-				d.Skipped++
-				d.Kinds.Add("oversized line")
-			case json.Unmarshal(line, &u) != nil || u.Params.Update.SessionUpdate == "":
-				d.Skipped++
-				d.Kinds.Add("malformed line")
-			default:
-				used++
-				if d.SessionID == "" {
-					d.SessionID = u.Params.SessionID
-				}
-				lastID = d.addUpdate(u.Params.Update, fmt.Sprintf("U%d", n), lastID)
-			}
+	err := agents.EachLine(r, func(line []byte) {
+		n++
+		var u updateLine
+		if json.Unmarshal(line, &u) != nil || u.Params.Update.SessionUpdate == "" {
+			d.Skipped++
+			d.Kinds.Add("malformed line")
+			return
 		}
-		if err == io.EOF {
-			break
+		used++
+		if d.SessionID == "" {
+			d.SessionID = u.Params.SessionID
 		}
-		if err != nil {
-			return d, err
-		}
+		lastID = d.addUpdate(u.Params.Update, fmt.Sprintf("U%d", n), lastID)
+	})
+	if err != nil {
+		return d, err
 	}
 	if used == 0 && d.Skipped > 0 {
 		return d, errors.New("grok: no session update found")
 	}
 	return d, nil
-}
-
-// readLine returns the next line without its newline; a line longer than
-// maxUpdateLine comes back as maxUpdateLine+1 bytes, the rest discarded.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := br.ReadSlice('\n')
-		if len(line) <= maxUpdateLine {
-			line = append(line, part...)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		return bytes.TrimSpace(line), err
-	}
 }
 
 var chunkKinds = map[string]transcript.Kind{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -31,11 +32,7 @@ func (r Reader) Read(path string) ([]transcript.Message, error) {
 
 // ReadCwd implements agents.CwdReader: the session header's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	d, err := Decode(data)
+	d, err := decodeFile(path)
 	return d.Cwd, err
 }
 
@@ -60,12 +57,18 @@ var knownEntries = map[string]bool{"model_change": true, "thinking_level_change"
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := Decode(data)
+	d, err := decodeFile(path)
 	return d.Messages, d.Kinds, err
+}
+
+// decodeFile decodes the file at path as a stream, never reading it whole.
+func decodeFile(path string) (Decoded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Decoded{}, err
+	}
+	defer f.Close()
+	return DecodeFrom(f)
 }
 
 // Decode reads the conversation pi would resume: the chain from the last
@@ -73,41 +76,46 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 // Malformed lines are skipped and counted; it fails only when no line at all
 // could be used.
 func Decode(data []byte) (Decoded, error) {
+	return DecodeFrom(bytes.NewReader(data))
+}
+
+// DecodeFrom is Decode reading r a line at a time.
+func DecodeFrom(r io.Reader) (Decoded, error) {
 	var d Decoded
 	var entries []entry
 	used := 0
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
+	bad := func() {
+		d.Skipped++
+		d.skip("malformed line")
+	}
+	err := agents.EachLine(r, func(line []byte) {
 		var probe struct {
 			Type string `json:"type"`
 		}
 		if json.Unmarshal(line, &probe) != nil || probe.Type == "" {
-			d.Skipped++
-			d.skip("malformed line")
-			continue
+			bad()
+			return
 		}
 		if probe.Type == "session" {
 			var h header
 			if json.Unmarshal(line, &h) != nil {
-				d.Skipped++
-				d.skip("malformed line")
-				continue
+				bad()
+				return
 			}
 			d.SessionID, d.Cwd = h.ID, h.Cwd
 			used++
-			continue
+			return
 		}
 		var e entry
 		if json.Unmarshal(line, &e) != nil {
-			d.Skipped++
-			d.skip("malformed line")
-			continue
+			bad()
+			return
 		}
 		entries = append(entries, e)
 		used++
+	})
+	if err != nil {
+		return d, err
 	}
 	if used == 0 {
 		return d, errors.New("pi: no session header or entry found")

@@ -1,0 +1,35 @@
+package agents
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+)
+
+// EachLine calls fn with every non-blank line of r, trimmed, holding one
+// line in memory at a time: native session files reach hundreds of MB
+// and must not be read whole. fn must not keep line past its call.
+func EachLine(r io.Reader, fn func(line []byte)) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer: gather it whole.
+			long := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			fn(t)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
