@@ -66,7 +66,10 @@ var pickers = map[string]pickerCase{
 // own session picker in a real terminal (tmux) with HOME and the config
 // dirs in a scratch folder, and checks the session is listed under the
 // user's first request. Gemini's picker would otherwise show a summary it
-// asked the model for (the fake's canned answer here).
+// asked the model for (the fake's canned answer here). Grok Build's
+// picker (/resume) is not covered: its CLI ships as a binary outside npm
+// and is not installed here; its writer writes the updates.jsonl Grok
+// documents as what /resume replays, tested without the CLI.
 func TestPickerShowsRebuiltSession(t *testing.T) {
 	for _, agent := range []string{"claude", "codex", "gemini", "pi", "opencode"} {
 		pc := pickers[agent]
