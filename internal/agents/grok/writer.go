@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -57,7 +56,6 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		}
 	}
 	var created, updated time.Time
-	var first string
 	for _, m := range msgs {
 		if !m.Time.IsZero() {
 			if created.IsZero() {
@@ -65,17 +63,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 			}
 			updated = m.Time
 		}
-		if first == "" && m.Kind == transcript.KindUser {
-			first = m.Text
-		}
 	}
 	if created.IsZero() {
 		created, updated = now(), now()
 	}
-	title := strings.Join(strings.Fields(first), " ")
-	if r := []rune(title); len(r) > 80 {
-		title = string(r[:80])
-	}
+	title := agents.Title(msgs, 80)
 	if title == "" {
 		title = "Imported session"
 	}
