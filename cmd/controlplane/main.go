@@ -137,6 +137,11 @@ func main() {
 	f.IntVar(&cfg.NodeLimits.AppendBurst, "node-append-burst", cfg.NodeLimits.AppendBurst, "bytes one node may append at once above --node-append-rate (at least the largest request)")
 	f.StringVar(&cfg.Auth.AdminTokenFile, "admin-token-file", "", "where the first admin token is written on the store's first start (0600; default: DATA_DIR/admin.token)")
 	cfg.Auth.BootstrapToken = os.Getenv(controlplane.BootstrapTokenEnv) // env only: flags show in ps
+	f.StringVar(&cfg.Auth.OIDC.Issuer, "oidc-issuer", "", "accept OIDC ID tokens from this issuer as user credentials (https; its discovery document and keys are fetched from there)")
+	f.StringVar(&cfg.Auth.OIDC.ClientID, "oidc-client-id", "", "the client id ID tokens must be issued for (their audience); needed with --oidc-issuer")
+	f.StringVar(&cfg.Auth.OIDC.UsernameClaim, "oidc-username-claim", cfg.Auth.OIDC.UsernameClaim, "the ID token claim that names the user (user:<claim>)")
+	f.StringVar(&cfg.Auth.OIDC.GroupsClaim, "oidc-groups-claim", cfg.Auth.OIDC.GroupsClaim, "the ID token claim that lists the user's groups")
+	f.StringVar(&cfg.Auth.OIDC.AdminGroup, "oidc-admin-group", "", "members of this group (in --oidc-groups-claim) are admins; everyone else is a user")
 	cfg.SecretsKey = os.Getenv(controlplane.SecretsKeyEnv)
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key fleet account credentials and the TLS CA key are sealed with (hex, 0600, created on first start; env CAST_SECRETS_KEY gives the key itself; never inside --data-dir; default: $XDG_CONFIG_HOME/cast/secrets.key, ~/.config/cast/secrets.key; --dev: in DATA_DIR/etcd)")
 	f.StringVar(&cfg.Fleet.Policy, "account-policy", cfg.Fleet.Policy, "what a usage limit does: ask (park and ask: cast account approve|deny|use), auto (switch to the account with most room), resume (wait for the reset) or off")

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -95,7 +96,12 @@ func DialOpts(addr string, o Options) (*Client, error) {
 // every call; Set replaces it for later calls. The link has no TLS yet
 // (docs/architecture.md), so it does not demand transport security: run
 // off loopback only on a network you trust.
-type Token struct{ v atomic.Pointer[string] }
+type Token struct {
+	v atomic.Pointer[string]
+	// src, when set, gives the token for each call instead (a context's
+	// token-command, which caches it: tokencmd.go).
+	src func(context.Context) (string, error)
+}
 
 // NewToken returns a Token holding tok ("" sends none).
 func NewToken(tok string) *Token {
@@ -108,8 +114,15 @@ func NewToken(tok string) *Token {
 func (t *Token) Set(tok string) { t.v.Store(&tok) }
 
 // GetRequestMetadata implements credentials.PerRPCCredentials.
-func (t *Token) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	if tok := *t.v.Load(); tok != "" {
+func (t *Token) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	tok := *t.v.Load()
+	if t.src != nil {
+		var err error
+		if tok, err = t.src(ctx); err != nil {
+			return nil, status.Error(codes.Unauthenticated, err.Error())
+		}
+	}
+	if tok != "" {
 		return map[string]string{"authorization": "Bearer " + tok}, nil
 	}
 	return nil, nil

@@ -26,18 +26,27 @@ import (
 //	  dev:
 //	    addr: 127.0.0.1:7777
 //	    token: cast_...
+//	  work:
+//	    addr: cast.example.com:7777
+//	    ca: /home/me/.config/cast/work-ca.pem
+//	    token-command: [my-oidc-helper, get-token, --audience, cast]
 //
 // A context's token and CA go only to its own address: with CAST_ADDR or
 // --addr naming another, only credentials from the env are used.
 // Env wins over the file: CAST_CONTEXT picks a context, CAST_ADDR,
 // CAST_TOKEN (or CAST_TOKEN_FILE, a 0600 file holding it), CAST_CACERT (a
 // CA file), CAST_CA_PIN and CAST_CLIENT_CERT (a client certificate and
-// its key in one 0600 file) override its fields.
+// its key in one 0600 file) override its fields. A context's
+// token-command (tokencmd.go) gives the token instead of a token field;
+// CAST_TOKEN still wins over it.
 
 // Context is one control plane and the credential to use there.
 type Context struct {
 	Addr  string `yaml:"addr"`
 	Token string `yaml:"token,omitempty"`
+	// TokenCommand prints the token (an OIDC ID token): argv, run without
+	// a shell, its stdout cached until the token's exp. Instead of Token.
+	TokenCommand []string `yaml:"token-command,omitempty"`
 	// CA is a CA certificate file to trust (TLS); CAPin trusts the CA by
 	// its public key instead ("sha256:..."). Neither: plaintext.
 	CA    string `yaml:"ca,omitempty"`
@@ -49,6 +58,9 @@ type Context struct {
 	// Insecure allows a token over plaintext to a non-loopback address
 	// (CAST_INSECURE=1); without it such a dial is refused.
 	Insecure bool `yaml:"insecure,omitempty"`
+	// tokenCache is where TokenCommand's tokens are cached (Resolve sets
+	// it; "": in memory only).
+	tokenCache string
 }
 
 // IsLoopback reports whether addr (host:port) names this machine only.
@@ -124,7 +136,15 @@ func (c Context) Dial() (*Client, error) {
 	if err := CheckPlaintext(c.Addr, t, c.Insecure); err != nil {
 		return nil, err
 	}
-	return DialOpts(c.Addr, Options{Token: NewToken(c.Token), TLS: t, RetryExpiredCert: c.Cert != ""})
+	return DialOpts(c.Addr, Options{Token: c.bearer(), TLS: t, RetryExpiredCert: c.Cert != ""})
+}
+
+// bearer is the token c sends: its token-command's, else its token.
+func (c Context) bearer() *Token {
+	if len(c.TokenCommand) > 0 {
+		return CommandToken(c.TokenCommand, c.tokenCache)
+	}
+	return NewToken(c.Token)
 }
 
 // Config is the contexts file.
@@ -234,7 +254,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	case c != nil:
 		out = *c
 	case cfg.Contexts[cfg.CurrentContext] != nil:
-		out = *cfg.Contexts[cfg.CurrentContext]
+		contextName, out = cfg.CurrentContext, *cfg.Contexts[cfg.CurrentContext]
 	}
 	chosen := out
 	if v := getenv("CAST_ADDR"); v != "" {
@@ -246,7 +266,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	if out.Addr != chosen.Addr {
 		// A context's credentials go only to its own address: another
 		// address gets only what the env gives.
-		out.Token, out.CA, out.CAPin, out.Cert = "", "", "", ""
+		out.Token, out.CA, out.CAPin, out.Cert, out.TokenCommand = "", "", "", "", nil
 	}
 	if v := getenv("CAST_CACERT"); v != "" {
 		out.CA, out.CAPin = v, ""
@@ -261,11 +281,21 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		out.Insecure = true
 	}
 	if v := getenv("CAST_TOKEN"); v != "" {
-		out.Token = strings.TrimSpace(v)
+		out.Token, out.TokenCommand = strings.TrimSpace(v), nil
 	} else if f := getenv("CAST_TOKEN_FILE"); f != "" {
 		if out.Token, err = secrets.ReadToken(f); err != nil {
 			return Context{}, fmt.Errorf("CAST_TOKEN_FILE: %w", err)
 		}
+		out.TokenCommand = nil
+	}
+	if len(out.TokenCommand) > 0 {
+		if out.Token != "" {
+			return Context{}, fmt.Errorf("context %q in %s has both token and token-command: keep one", contextName, ConfigPath(getenv))
+		}
+		if out.TokenCommand[0] == "" {
+			return Context{}, fmt.Errorf("context %q in %s: token-command must start with the program to run", contextName, ConfigPath(getenv))
+		}
+		out.tokenCache = TokenCacheDir(getenv)
 	}
 	return out, nil
 }

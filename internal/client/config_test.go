@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,13 @@ func TestResolveContexts(t *testing.T) {
 		t.Fatalf("no file: %+v %v", got, err)
 	}
 	if err := SetContext(path, "prod", Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}); err != nil {
+		t.Fatal(err)
+	}
+	helper := []string{"/bin/oidc-helper", "get", "--aud=cast"}
+	if err := SetContext(path, "sso", Context{Addr: "10.0.0.2:7777", TokenCommand: helper}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetContext(path, "both", Context{Addr: "10.0.0.3:7777", Token: "t", TokenCommand: helper}); err != nil {
 		t.Fatal(err)
 	}
 	if err := SetContext(path, "dev", Context{Addr: "127.0.0.1:7777", Token: "tok-dev"}); err != nil {
@@ -52,6 +60,12 @@ func TestResolveContexts(t *testing.T) {
 		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{Addr: "127.0.0.1:7777", Token: strings.Repeat("f", 40)}},
 		{"CA file", "", "", map[string]string{"CAST_CACERT": "/ca.pem"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CA: "/ca.pem"}},
 		{"CA pin", "", "", map[string]string{"CAST_CA_PIN": "sha256:ab"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CAPin: "sha256:ab"}},
+		{"token-command", "sso", "", map[string]string{"HOME": home}, Context{Addr: "10.0.0.2:7777", TokenCommand: helper,
+			tokenCache: filepath.Join(home, ".cache", "cast", "tokens")}},
+		{"token-command, XDG cache", "sso", "", map[string]string{"XDG_CACHE_HOME": "/c"}, Context{Addr: "10.0.0.2:7777", TokenCommand: helper,
+			tokenCache: "/c/cast/tokens"}},
+		{"CAST_TOKEN beats token-command", "sso", "", map[string]string{"CAST_TOKEN": "t"}, Context{Addr: "10.0.0.2:7777", Token: "t"}},
+		{"no token-command to another address", "sso", "a:1", nil, Context{Addr: "a:1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := map[string]string{"XDG_CONFIG_HOME": xdg}
@@ -59,13 +73,16 @@ func TestResolveContexts(t *testing.T) {
 				e[k] = v
 			}
 			got, err := Resolve(func(k string) string { return e[k] }, tc.ctx, tc.flag)
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}
 	if _, err := Resolve(getenv, "nope", ""); err == nil {
 		t.Error("an unknown context resolved")
+	}
+	if _, err := Resolve(getenv, "both", ""); err == nil || !strings.Contains(err.Error(), "both token and token-command") {
+		t.Errorf("a context with a token and a token-command: %v", err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)

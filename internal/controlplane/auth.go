@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"strings"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -15,15 +16,17 @@ import (
 
 // Every call passes one authorization layer (these interceptors): the
 // bearer token in the "authorization" metadata names a principal (a hash
-// lookup in the store, so a revoked token fails on its next call), the
+// lookup in the store, so a revoked token fails on its next call; or, with
+// --oidc-issuer, an ID token checked against the issuer's keys), the
 // method's rule in the policy table (policy.go) says which roles may call
 // it, and its per-call check runs on every request message, stream
 // messages included. Refusals are UNAUTHENTICATED or PERMISSION_DENIED with
 // a reason, and each is one audit log line.
 
 // authenticate returns the caller named by the call's client certificate
-// (mtls.go) or else its bearer token: nil without either, an
-// UNAUTHENTICATED error for a malformed, unknown, expired or revoked one.
+// (mtls.go) or else its bearer token (a cast token, or an OIDC ID token):
+// nil without either, an UNAUTHENTICATED error for a malformed, unknown,
+// expired or revoked one.
 func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	if p, ok, err := s.certPrincipal(ctx); ok {
 		return p, err
@@ -40,6 +43,9 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	if err != nil {
 		return nil, authz.Unauthenticated("%v", err)
 	}
+	if !strings.HasPrefix(tok, authz.TokenPrefix) && looksLikeJWT(tok) {
+		return s.oidcPrincipal(ctx, tok)
+	}
 	hash := authz.Hash(tok)
 	rec, ok, err := s.store.LookupToken(ctx, hash)
 	if err != nil {
@@ -50,6 +56,22 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	}
 	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: hash}, nil
 }
+
+// oidcPrincipal returns the person an OIDC ID token names.
+func (s *Server) oidcPrincipal(ctx context.Context, tok string) (*authz.Principal, error) {
+	if s.oidc == nil {
+		return nil, authz.Unauthenticated("this looks like an OIDC ID token, but this control plane trusts no OIDC issuer (--oidc-issuer); use a cast token")
+	}
+	p, err := s.oidc.Verify(ctx, tok)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// looksLikeJWT reports whether tok has a JWT's three dot-separated parts
+// (cast's own tokens have none).
+func looksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
 // authorize runs the method-level rule and returns ctx carrying the caller
 // and the per-message check (nil for none).

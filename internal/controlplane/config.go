@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -104,6 +105,9 @@ type AuthConfig struct {
 	// BootstrapToken, if set, is the first admin token's value instead of
 	// a random one (env CAST_BOOTSTRAP_TOKEN; never a flag).
 	BootstrapToken string
+	// OIDC lets people in with an ID token from this issuer (--oidc-*),
+	// beside the tokens an admin makes; off without an issuer.
+	OIDC oidcauth.Config
 }
 
 // DefaultConfig returns a Config for a local single process.
@@ -124,6 +128,7 @@ func DefaultConfig() Config {
 		Limits:        authz.DefaultLimits(),
 		NodeLimits:    authz.DefaultNodeLimits(),
 		TLS:           TLSConfig{NodeCertTTL: DefaultNodeCertTTL, UserCertTTL: DefaultUserCertTTL},
+		Auth:          AuthConfig{OIDC: oidcauth.DefaultConfig()},
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
 	}
@@ -173,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
 		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")
+	}
+	if err := c.Auth.OIDC.Validate(); err != nil {
+		return err
 	}
 	if !c.TLS.Enabled && !c.Insecure {
 		return fmt.Errorf("give --tls, or --insecure (env CAST_INSECURE=1) to serve plaintext, where tokens and credentials cross the network in clear; --dev serves plaintext on loopback")

@@ -90,8 +90,12 @@ func (s *Server) signClient(p authz.Principal, csr []byte) ([]byte, time.Time, e
 
 func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCertificateRequest) (*castv1.IssueCertificateResponse, error) {
 	p, ok := authz.FromContext(ctx)
-	if !ok || p.Cred == "" {
+	if !ok {
 		return nil, toStatus(h.s.lg, errors.New("no principal"))
+	}
+	if p.Cred == "" { // an OIDC ID token: no record to bind a certificate to
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+			"%s signed in with an OIDC ID token, which has no cast credential to bind a certificate to: keep using the ID token, or ask an admin for a cast token", p))
 	}
 	chain, exp, err := h.s.signClient(p, req.Csr)
 	if err != nil {

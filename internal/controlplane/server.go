@@ -37,6 +37,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/version"
@@ -60,7 +61,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
-	limits *authz.Limiter // per-user and per-node rates and streams
+	limits *authz.Limiter     // per-user and per-node rates and streams
+	oidc   *oidcauth.Verifier // ID tokens as user credentials (nil: off)
 	// tls is the listener's TLS config (nil: plaintext); caPin and caFile
 	// say how clients trust it (tls.go).
 	tls           *tls.Config
@@ -130,6 +132,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
+	if cfg.Auth.OIDC.Enabled() {
+		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
+	}
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}
@@ -154,6 +159,10 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.store.Run)
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
+	if s.oidc != nil {
+		// Early, so a wrong --oidc-issuer shows in the log at start.
+		s.goLoop(func(ctx context.Context) { _ = s.oidc.Discover(ctx) })
+	}
 	s.goLoop(s.countSessionsEvery(s.cfg.SessionCount))
 	s.goLoop(s.migrations.Run)
 	s.goLoop(s.fleet.Run)

@@ -78,6 +78,12 @@ const (
 	ReasonCertExpired   = "CERT_EXPIRED"
 	ReasonCertUntrusted = "CERT_UNTRUSTED"
 	ReasonCertRevoked   = "CERT_REVOKED"
+	// OIDC ID tokens: past their exp; not this issuer's, not for this
+	// client id, or not signed by the issuer's keys; or without a valid
+	// user name claim.
+	ReasonOIDCExpired = "OIDC_TOKEN_EXPIRED"
+	ReasonOIDCInvalid = "OIDC_TOKEN_INVALID"
+	ReasonOIDCClaim   = "OIDC_CLAIM_INVALID"
 )
 
 // Error is a typed cast error.

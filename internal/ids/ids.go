@@ -23,6 +23,9 @@ var (
 	sessionRE = regexp.MustCompile(`^[0-9a-z]{7,32}$`)
 	// Names of nodes, agents, labels: DNS-label-like, no leading dash.
 	nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+	// People's names as an OIDC issuer gives them (email,
+	// preferred_username): a name, or an email address.
+	userRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._@+-]{0,253}$`)
 	// Models and efforts: "claude-sonnet-4-5", "openai/gpt-5", "high".
 	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 	// Client/request ids: ULIDs, UUIDs or similar opaque tokens.
@@ -50,6 +53,11 @@ func ValidSessionID(s string) bool { return sessionRE.MatchString(s) }
 
 // ValidName reports whether s is a well-formed node, agent or label name.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidUserName reports whether s is a well-formed person's name from an
+// OIDC token: a name, or an email address. It is compared, never put on a
+// command line or in a path.
+func ValidUserName(s string) bool { return userRE.MatchString(s) }
 
 // ValidClientID reports whether s is a well-formed client or request id.
 func ValidClientID(s string) bool { return clientRE.MatchString(s) }

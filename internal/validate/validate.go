@@ -31,6 +31,7 @@ const (
 	// a flag: "--dangerously-skip-permissions").
 	Model         Kind = iota + 1
 	Name               // node, label, account, agent, usage window
+	UserName           // a person's name from an OIDC token: a name or an email address
 	SessionID          // as `cast ls` prints them
 	ClientID           // request_id, client_id, migration and permission ids
 	Branch             // a git branch cast makes a worktree for
@@ -72,6 +73,8 @@ var rules = map[Kind]rule{
 		hint: "use letters, digits and . _ : / @ + -, starting with a letter or digit (e.g. claude-sonnet-4-5, openai/gpt-5, high)"},
 	Name: {max: 63, check: matches(ids.ValidName),
 		hint: "use letters, digits, '.', '_' or '-', starting with a letter or digit"},
+	UserName: {max: 254, check: matches(ids.ValidUserName),
+		hint: "use letters, digits, '.', '_', '-', '@' or '+', starting with a letter or digit (a name or an email address)"},
 	SessionID: {max: 32, check: matches(ids.ValidSessionID),
 		hint: "session ids are 7 to 32 lowercase letters and digits, as `cast ls` shows them"},
 	ClientID: {max: 128, check: matches(ids.ValidClientID),
