@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// OIDC through the real binaries: controlplane --oidc-* trusts a fake
+// issuer on 127.0.0.1, and cast gets its ID token from a context's
+// token-command (run without a shell, once per token: later commands read
+// the cache). The OIDC user sees only its own sessions, the admin group
+// is admin, CAST_TOKEN still wins, and a failing helper is a clear error.
+func TestOIDCThroughRealProcesses(t *testing.T) {
+	bins := testharness.Binaries(t)
+	iss := testharness.StartOIDCIssuer(t)
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", dataDir, "--listen", addr,
+		"--metrics-listen", "", "--oidc-issuer", iss.URL, "--oidc-client-id", "cast", "--oidc-admin-group", "cast-admins")
+	admin := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}} // the harness's admin token
+	testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", t.TempDir(), "--name", "n1",
+		"--cast-bin", "", "--agents-config", missingAgentsConfig(t))
+	admin.waitNode("n1", true)
+
+	// The helper prints DIR/token-<its first argument> and counts its runs.
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "oidc-helper")
+	script := fmt.Sprintf("#!/bin/sh\necho run >> %[1]s/runs\ncat \"%[1]s/token-$1\"\n", dir)
+	if err := os.WriteFile(helper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int { b, _ := os.ReadFile(filepath.Join(dir, "runs")); return strings.Count(string(b), "run") }
+	for who, groups := range map[string][]string{"alice": {"dev"}, "carol": {"cast-admins"}} {
+		c := iss.Claims(who+"@example.com", "cast", time.Hour)
+		c["groups"] = groups
+		if err := os.WriteFile(filepath.Join(dir, "token-"+who), []byte(iss.Token(t, c)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgHome := t.TempDir()
+	cfgPath := client.ConfigPath(func(k string) string { return map[string]string{"XDG_CONFIG_HOME": cfgHome}[k] })
+	for _, ctx := range []struct {
+		name string
+		argv []string
+	}{{"carol", []string{helper, "carol"}}, {"broken", []string{"/bin/false"}}, {"alice", []string{helper, "alice"}}} {
+		if err := client.SetContext(cfgPath, ctx.name, client.Context{Addr: addr, TokenCommand: ctx.argv}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"CAST_TOKEN=", "CAST_ADDR=", "XDG_CONFIG_HOME=" + cfgHome, "XDG_CACHE_HOME=" + t.TempDir()}
+	alice := cli{t: t, bin: admin.bin, env: env} // the current context
+	if out := alice.must("token", "whoami"); strings.TrimSpace(out) != "user:alice@example.com" {
+		t.Errorf("whoami through token-command: %q", out)
+	}
+	newSession := func(c cli, title string) string {
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(c.must("new", "--agent", "claude", "--json", title)), &s); err != nil || s.ID == "" {
+			t.Fatalf("cast new: %v", err)
+		}
+		return s.ID
+	}
+	mine, admins := newSession(alice, "alice's work"), newSession(admin, "admin's work")
+	if out := alice.must("ls", "--json"); !strings.Contains(out, mine) || strings.Contains(out, admins) {
+		t.Errorf("alice's cast ls, want %s and not %s:\n%s", mine, admins, out)
+	}
+	if _, errOut, code := alice.run("read", admins); code == 0 || !strings.Contains(errOut, "may not use session") {
+		t.Errorf("alice reads the admin's session: exit %d, %s", code, errOut)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("the helper ran %d times for five commands, want once (cached until exp)", n)
+	}
+	// The admin group; CAST_TOKEN beats the context's token-command.
+	carol := cli{t: t, bin: admin.bin, env: append(env, "CAST_CONTEXT=carol")}
+	if out := carol.must("token", "whoami"); strings.TrimSpace(out) != "admin:carol@example.com" {
+		t.Errorf("whoami in the admin group: %q", out)
+	}
+	if out := carol.must("ls", "--json"); !strings.Contains(out, admins) || !strings.Contains(out, mine) {
+		t.Errorf("an admin's cast ls, want every session:\n%s", out)
+	}
+	withEnv := cli{t: t, bin: admin.bin, env: append(env, "CAST_TOKEN="+testharness.AdminToken())}
+	if out := withEnv.must("token", "whoami"); strings.TrimSpace(out) != "admin:admin" {
+		t.Errorf("whoami with CAST_TOKEN: %q", out)
+	}
+	if n := runs(); n != 2 {
+		t.Errorf("helper runs %d, want 2 (once for carol; none with CAST_TOKEN)", n)
+	}
+	if _, errOut, code := alice.run("--context", "broken", "ls"); code == 0 || !strings.Contains(errOut, "token-command /bin/false failed") {
+		t.Errorf("a failing token-command: exit %d, %s", code, errOut)
+	}
+}
