@@ -188,8 +188,8 @@ func produce(t *testing.T, agent string) []transcript.Message {
 		// Headless mode refuses the shell tool unless approvals are off.
 		c.run(t, c.cmds.Headless, map[string]string{"prompt": prompt1, "id": sid}, "--yolo")
 		first := one(t, filepath.Join(c.nativeHome(), "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
-		// --session-file continues a copy of the file in a new session.
-		c.run(t, c.cmds.Resume, map[string]string{"prompt": prompt2, "path": first})
+		// The registry's resume form, as production runs it (--resume ID).
+		c.run(t, c.cmds.Resume, map[string]string{"prompt": prompt2, "id": sid, "path": first})
 		native = holding(t, filepath.Join(c.nativeHome(), "tmp", "*", "chats", "session-*.jsonl"), "MARKER-U2")
 	case "pi":
 		c.run(t, c.cmds.Headless, map[string]string{"prompt": prompt1},
@@ -197,7 +197,7 @@ func produce(t *testing.T, agent string) []transcript.Message {
 		native = one(t, filepath.Join(c.nativeHome(), "sessions", "*", "*.jsonl"))
 		c.run(t, c.cmds.Resume, map[string]string{"prompt": prompt2, "path": native})
 	case "opencode":
-		res := c.run(t, c.cmds.Headless, map[string]string{"prompt": prompt1}, "--format", "json")
+		res := c.run(t, c.cmds.Headless, map[string]string{"prompt": prompt1}) // the form has --format json
 		id := regexp.MustCompile(`ses_[A-Za-z0-9]+`).FindString(res.Stdout)
 		if id == "" {
 			t.Fatalf("opencode printed no session id:\n%s", res.Stdout)
