@@ -64,3 +64,26 @@ func TestArgs(t *testing.T) {
 		t.Errorf("fresh ids up front for %v, want claude and gemini", upFront)
 	}
 }
+
+// Each agent package registers its codec: every agent cast can read has a
+// reader, every agent that can take over history a writer, and the others
+// say why not.
+func TestCodecsRegistered(t *testing.T) {
+	for _, n := range agents.Names() {
+		a, _ := agents.Lookup(n)
+		_, rerr := agents.ReaderFor(n)
+		if (rerr == nil) != (n != "cursor") {
+			t.Errorf("%s: reader error %v", n, rerr)
+		}
+		_, werr := agents.WriterFor(n, "/bin/true", []string{})
+		if (werr == nil) != a.Caps.CanReconstitute {
+			t.Errorf("%s: writer error %v, CanReconstitute %v", n, werr, a.Caps.CanReconstitute)
+		}
+		if werr != nil && !strings.Contains(werr.Error(), "do not take over history") {
+			t.Errorf("%s: %v", n, werr)
+		}
+	}
+	if _, err := agents.ReaderFor("vim"); err == nil || !strings.Contains(err.Error(), `unknown agent "vim"`) {
+		t.Errorf("unknown agent: %v", err)
+	}
+}

@@ -13,7 +13,10 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() { agents.Register("claude", Driver{}) }
+func init() {
+	agents.Register("claude", Driver{})
+	agents.RegisterCodec("claude", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+}
 
 // Driver runs Claude Code headless (agents.Driver).
 type Driver struct{}

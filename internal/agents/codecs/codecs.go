@@ -1,37 +1,26 @@
-// Package codecs maps agent names to their native readers and writers. It
-// lives apart from package agents because each codec imports agents.
+// Package codecs links every agent package, so each registers its codec
+// and driver with package agents, and hands out native readers, writers
+// and login formats by agent name. It lives apart from package agents
+// because each agent package imports agents.
 package codecs
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/agents/codex"
-	"github.com/cast-dev/cast/internal/agents/gemini"
-	"github.com/cast-dev/cast/internal/agents/grok"
-	"github.com/cast-dev/cast/internal/agents/muse"
-	"github.com/cast-dev/cast/internal/agents/opencode"
-	"github.com/cast-dev/cast/internal/agents/pi"
+	_ "github.com/cast-dev/cast/internal/agents/gemini"
+	_ "github.com/cast-dev/cast/internal/agents/grok"
+	_ "github.com/cast-dev/cast/internal/agents/muse"
+	_ "github.com/cast-dev/cast/internal/agents/opencode"
+	_ "github.com/cast-dev/cast/internal/agents/pi"
 	"github.com/cast-dev/cast/internal/custody"
 )
 
-var readers = map[string]agents.Reader{
-	"claude": claude.Reader{}, "codex": codex.Reader{}, "gemini": gemini.Reader{},
-	"pi": pi.Reader{}, "opencode": opencode.Reader{}, "grok": grok.Reader{},
-	"muse": muse.Reader{},
-}
-
-// Reader returns the native reader of agent.
-func Reader(agent string) (agents.Reader, error) {
-	if r, ok := readers[agent]; ok {
-		return r, nil
-	}
-	return nil, noCodec(agent, "read")
-}
+// Reader returns the native reader of agent (agents.RegisterCodec).
+func Reader(agent string) (agents.Reader, error) { return agents.ReaderFor(agent) }
 
 // WriterOptions configure writers that need a CLI (OpenCode loads its
 // sessions through `opencode import`).
@@ -40,43 +29,9 @@ type WriterOptions struct {
 	Env []string // environment for such CLIs; default: this process's
 }
 
-// Writer returns the native writer of agent.
+// Writer returns the native writer of agent (agents.RegisterCodec).
 func Writer(agent string, o WriterOptions) (agents.Writer, error) {
-	switch agent {
-	case "claude":
-		return claude.Writer{}, nil
-	case "codex":
-		return codex.Writer{}, nil
-	case "gemini":
-		return gemini.Writer{}, nil
-	case "pi":
-		return pi.Writer{}, nil
-	case "grok":
-		return grok.Writer{}, nil
-	case "opencode":
-		bin := o.Bin
-		if bin == "" {
-			p, err := exec.LookPath("opencode")
-			if err != nil {
-				return nil, fmt.Errorf("writing an OpenCode session needs the opencode CLI; install opencode-ai or pass its path")
-			}
-			bin = p
-		}
-		env := o.Env
-		if env == nil {
-			env = os.Environ()
-		}
-		return opencode.Writer{Loader: opencode.Loader{Bin: bin, Env: env}}, nil
-	}
-	return nil, noCodec(agent, "write")
-}
-
-func noCodec(agent, verb string) error {
-	a, ok := agents.Lookup(agent)
-	if !ok {
-		return fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
-	}
-	return fmt.Errorf("cast cannot %s %s transcripts: %s sessions do not take over history", verb, a.DisplayName, a.DisplayName)
+	return agents.WriterFor(agent, o.Bin, o.Env)
 }
 
 // credentials are the login files token custody covers.

@@ -16,7 +16,10 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() { agents.Register("codex", Driver{}) }
+func init() {
+	agents.Register("codex", Driver{})
+	agents.RegisterCodec("codex", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+}
 
 // Driver runs Codex headless (agents.Driver).
 type Driver struct{}

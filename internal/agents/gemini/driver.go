@@ -8,7 +8,10 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-func init() { agents.Register("gemini", Driver{}) }
+func init() {
+	agents.Register("gemini", Driver{})
+	agents.RegisterCodec("gemini", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+}
 
 // Driver runs Gemini CLI headless (agents.Driver). Gemini rewrites and
 // upserts records, so its transcript is always read whole (no ParseTail).

@@ -4,12 +4,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() { agents.Register("opencode", Driver{}) }
+func init() {
+	agents.Register("opencode", Driver{})
+	agents.RegisterCodec("opencode", agents.Codec{Reader: Reader{}, NewWriter: newWriter})
+}
+
+// newWriter is the writer loading sessions with the opencode CLI bin
+// (default: on PATH) in env (default: this process's).
+func newWriter(bin string, env []string) (agents.Writer, error) {
+	if bin == "" {
+		p, err := exec.LookPath("opencode")
+		if err != nil {
+			return nil, fmt.Errorf("writing an OpenCode session needs the opencode CLI; install opencode-ai or pass its path")
+		}
+		bin = p
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	return Writer{Loader: Loader{Bin: bin, Env: env}}, nil
+}
 
 // Driver runs OpenCode headless (agents.Driver, agents.StoreDriver): its
 // sessions are rows in its SQLite store, a turn's output is read from

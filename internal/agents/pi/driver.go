@@ -11,7 +11,10 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() { agents.Register("pi", Driver{}) }
+func init() {
+	agents.Register("pi", Driver{})
+	agents.RegisterCodec("pi", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+}
 
 // Driver runs pi headless (agents.Driver).
 type Driver struct{}

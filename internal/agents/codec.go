@@ -1,0 +1,69 @@
+package agents
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Codec is an agent's native format as its package registers it
+// (RegisterCodec): its reader and, where cast can write the format, a way
+// to make its writer.
+type Codec struct {
+	Reader Reader
+	// NewWriter makes the writer; bin and env are the agent's CLI and its
+	// environment, for a writer that runs it (OpenCode loads sessions with
+	// `opencode import`). Nil: cast cannot write the format.
+	NewWriter func(bin string, env []string) (Writer, error)
+}
+
+var codecs = map[string]Codec{}
+
+// RegisterCodec makes c the codec of the registered agent name; agent
+// packages call it from init. It panics on an unknown name or a second
+// codec.
+func RegisterCodec(name string, c Codec) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if _, ok := registry[name]; !ok {
+		panic("agents: RegisterCodec of unknown agent " + name)
+	}
+	if _, dup := codecs[name]; dup {
+		panic("agents: second codec for " + name)
+	}
+	codecs[name] = c
+}
+
+// ReaderFor is the native reader of agent.
+func ReaderFor(agent string) (Reader, error) {
+	driversMu.RLock()
+	c, ok := codecs[agent]
+	driversMu.RUnlock()
+	if !ok || c.Reader == nil {
+		return nil, noCodec(agent, "read")
+	}
+	return c.Reader, nil
+}
+
+// WriterFor is the native writer of agent; bin and env as Codec.NewWriter.
+func WriterFor(agent, bin string, env []string) (Writer, error) {
+	driversMu.RLock()
+	c, ok := codecs[agent]
+	driversMu.RUnlock()
+	if !ok || c.NewWriter == nil {
+		return nil, noCodec(agent, "write")
+	}
+	return c.NewWriter(bin, env)
+}
+
+func noCodec(agent, verb string) error {
+	a, ok := Lookup(agent)
+	if !ok {
+		return fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(Names(), ", "))
+	}
+	return fmt.Errorf("cast cannot %s %s transcripts: %s sessions do not take over history", verb, a.DisplayName, a.DisplayName)
+}
+
+// Fixed is a NewWriter for a writer that needs no CLI.
+func Fixed(w Writer) func(string, []string) (Writer, error) {
+	return func(string, []string) (Writer, error) { return w, nil }
+}

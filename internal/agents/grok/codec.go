@@ -1,0 +1,7 @@
+package grok
+
+import "github.com/cast-dev/cast/internal/agents"
+
+func init() {
+	agents.RegisterCodec("grok", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+}
