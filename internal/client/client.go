@@ -81,6 +81,9 @@ func DialOpts(addr string, o Options) (*Client, error) {
 	var extra []grpc.DialOption
 	if o.Token != nil {
 		extra = append(extra, grpc.WithPerRPCCredentials(o.Token))
+		if o.Token.forget != nil {
+			extra = append(extra, grpc.WithChainUnaryInterceptor(o.Token.forgetRefused))
+		}
 	}
 	if o.TLS != nil {
 		extra = append(extra, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
@@ -101,6 +104,18 @@ type Token struct {
 	// src, when set, gives the token for each call instead (a context's
 	// token-command, which caches it: tokencmd.go).
 	src func(context.Context) (string, error)
+	// forget drops src's cached token after a refusal.
+	forget func()
+}
+
+// forgetRefused is a unary interceptor dropping t's cached token when the
+// control plane refuses the call as unauthenticated.
+func (t *Token) forgetRefused(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if status.Code(err) == codes.Unauthenticated {
+		t.forget()
+	}
+	return err
 }
 
 // NewToken returns a Token holding tok ("" sends none).

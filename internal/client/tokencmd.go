@@ -27,7 +27,7 @@ import (
 // token is kept until its exp (read from the JWT, unverified: the control
 // plane verifies it), in memory and in a 0600 file under the user's cache
 // dir, so the helper (which may open a browser) runs once per token, not
-// once per command.
+// once per command; a call refused as unauthenticated drops it.
 
 const (
 	// tokenMargin: a token this close to its exp is fetched again, so a
@@ -71,8 +71,19 @@ func CommandToken(argv []string, cacheDir string) *Token {
 		tc.cache = filepath.Join(cacheDir, hex.EncodeToString(sum[:16])+".json")
 	}
 	t := NewToken("")
-	t.src = tc.get
+	t.src, t.forget = tc.get, tc.forget
 	return t
+}
+
+// forget drops the token (the control plane refused it: keys rotated, a
+// clock off), so the next call runs the helper again.
+func (tc *tokenCommand) forget() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.tok, tc.exp = "", time.Time{}
+	if tc.cache != "" {
+		_ = os.Remove(tc.cache)
+	}
 }
 
 func fresh(exp, now time.Time) bool { return exp.IsZero() || now.Add(tokenMargin).Before(exp) }

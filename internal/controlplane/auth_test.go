@@ -141,6 +141,12 @@ func TestAuthRefusals(t *testing.T) {
 	wantDenied(t, "no token", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
 	_, err = forged.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
 	wantDenied(t, "unknown token", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+	// Without --oidc-issuer an ID token is refused, saying why.
+	_, err = testharness.DialAs(t, e.addr, "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln").Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	wantDenied(t, "an ID token without OIDC", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
+	if !strings.Contains(status.Convert(err).Message(), "trusts no OIDC issuer") {
+		t.Errorf("an ID token without OIDC: %v", err)
+	}
 	_, err = anon.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "n1", Agent: "claude", Account: "a", Grant: "g"})
 	wantDenied(t, "anonymous credential fetch", err, codes.Unauthenticated, errs.ReasonUnauthenticated)
 

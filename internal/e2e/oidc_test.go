@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,7 +19,8 @@ import (
 // issuer on 127.0.0.1, and cast gets its ID token from a context's
 // token-command (run without a shell, once per token: later commands read
 // the cache). The OIDC user sees only its own sessions, the admin group
-// is admin, CAST_TOKEN still wins, and a failing helper is a clear error.
+// is admin, a cached token the control plane refuses is fetched again,
+// CAST_TOKEN still wins, and a failing helper is a clear error.
 func TestOIDCThroughRealProcesses(t *testing.T) {
 	bins := testharness.Binaries(t)
 	iss := testharness.StartOIDCIssuer(t)
@@ -54,7 +57,8 @@ func TestOIDCThroughRealProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{"CAST_TOKEN=", "CAST_ADDR=", "XDG_CONFIG_HOME=" + cfgHome, "XDG_CACHE_HOME=" + t.TempDir()}
+	cacheHome := t.TempDir()
+	env := []string{"CAST_TOKEN=", "CAST_ADDR=", "XDG_CONFIG_HOME=" + cfgHome, "XDG_CACHE_HOME=" + cacheHome}
 	alice := cli{t: t, bin: admin.bin, env: env} // the current context
 	if out := alice.must("token", "whoami"); strings.TrimSpace(out) != "user:alice@example.com" {
 		t.Errorf("whoami through token-command: %q", out)
@@ -78,6 +82,26 @@ func TestOIDCThroughRealProcesses(t *testing.T) {
 	if n := runs(); n != 1 {
 		t.Errorf("the helper ran %d times for five commands, want once (cached until exp)", n)
 	}
+	// A cached token the control plane refuses (its issuer's keys
+	// rotated, say) is dropped: the next command runs the helper again.
+	cached, _ := filepath.Glob(filepath.Join(cacheHome, "cast", "tokens", "*.json"))
+	if len(cached) != 1 {
+		t.Fatalf("token cache files: %v", cached)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := testharness.SignJWT(t, other, iss.Kid, iss.Claims("alice@example.com", "cast", time.Hour))
+	if err := os.WriteFile(cached[0], fmt.Appendf(nil, `{"token":%q,"exp":%d}`, rotated, time.Now().Add(time.Hour).Unix()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := alice.run("token", "whoami"); code == 0 || !strings.Contains(errOut, "failed to verify signature") {
+		t.Errorf("a refused cached token: exit %d, %s", code, errOut)
+	}
+	if out := alice.must("token", "whoami"); strings.TrimSpace(out) != "user:alice@example.com" || runs() != 2 {
+		t.Errorf("after a refused cached token: %q, helper runs %d, want 2", out, runs())
+	}
 	// The admin group; CAST_TOKEN beats the context's token-command.
 	carol := cli{t: t, bin: admin.bin, env: append(env, "CAST_CONTEXT=carol")}
 	if out := carol.must("token", "whoami"); strings.TrimSpace(out) != "admin:carol@example.com" {
@@ -90,8 +114,8 @@ func TestOIDCThroughRealProcesses(t *testing.T) {
 	if out := withEnv.must("token", "whoami"); strings.TrimSpace(out) != "admin:admin" {
 		t.Errorf("whoami with CAST_TOKEN: %q", out)
 	}
-	if n := runs(); n != 2 {
-		t.Errorf("helper runs %d, want 2 (once for carol; none with CAST_TOKEN)", n)
+	if n := runs(); n != 3 {
+		t.Errorf("helper runs %d, want 3 (once more for carol; none with CAST_TOKEN)", n)
 	}
 	if _, errOut, code := alice.run("--context", "broken", "ls"); code == 0 || !strings.Contains(errOut, "token-command /bin/false failed") {
 		t.Errorf("a failing token-command: exit %d, %s", code, errOut)
