@@ -122,6 +122,9 @@ func main() {
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed); clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
+	f.StringVar(&cfg.TLS.CACertFile, "ca-cert", "", "an operator's CA certificate (PEM, e.g. an intermediate of your PKI) to sign the server and client certificates instead of the generated CA; give every replica the same one")
+	f.StringVar(&cfg.TLS.CAKeyFile, "ca-key", "", "the private key of --ca-cert (PEM; mode 0600, refused if others can read it)")
+	f.BoolVar(&cfg.TLS.CAReplace, "ca-replace", false, "let this start replace the store's TLS CA by another (generated to --ca-cert, or back): every joined node must join again with the new pin")
 	f.StringArrayVar(&cfg.TLS.Hosts, "tls-san", nil, "an extra name or IP for the server certificate, repeatable")
 	f.DurationVar(&cfg.TLS.NodeCertTTL, "node-cert-ttl", cfg.TLS.NodeCertTTL, "lifetime of a node's client certificate (TLS); nodes renew theirs at two thirds of it")
 	f.DurationVar(&cfg.TLS.UserCertTTL, "user-cert-ttl", cfg.TLS.UserCertTTL, "lifetime of a user's client certificate (cast token cert)")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/pki"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // TLS (--tls): the control plane's CA is made on the store's first start
@@ -44,6 +43,13 @@ type TLSConfig struct {
 	// (mtls.go); nodes renew theirs at two thirds.
 	NodeCertTTL time.Duration
 	UserCertTTL time.Duration
+	// CACertFile and CAKeyFile are an operator's CA (--ca-cert, --ca-key;
+	// ca.go), used instead of the generated one.
+	CACertFile string
+	CAKeyFile  string
+	// CAReplace lets a start replace the store's CA by another
+	// (--ca-replace): every joined node must join again.
+	CAReplace bool
 }
 
 // Validate checks c.
@@ -56,49 +62,30 @@ func (c TLSConfig) Validate() error {
 			return fmt.Errorf("%s %s must be between 3s and %s", d.flag, d.ttl, maxClientCertTTL)
 		}
 	}
+	if (c.CACertFile == "") != (c.CAKeyFile == "") {
+		return errors.New("--ca-cert and --ca-key go together: the operator's CA certificate and its private key")
+	}
+	if c.CACertFile != "" && !c.Enabled {
+		return errors.New("--ca-cert signs TLS certificates: it needs TLS (drop --insecure or --tls=false)")
+	}
 	return nil
 }
-
-// caAAD binds the sealed CA key to its purpose.
-var caAAD = []byte("cast/tls-ca-key")
 
 // loadTLS returns the listener's TLS config, or nil without --tls.
 func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if !s.cfg.TLS.Enabled {
 		return nil, nil
 	}
-	box, err := s.openBox()
-	if err != nil {
-		return nil, err
-	}
-	if box == nil {
-		return nil, errors.New("--tls keeps the CA key sealed: give --secrets-key-file")
-	}
 	rec, ok, err := s.store.GetCA(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		certPEM, keyDER, err := pki.NewCA(DefaultCATTL)
-		if err != nil {
-			return nil, err
-		}
-		sealed, err := box.Seal(keyDER, caAAD)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.store.PutCAIfAbsent(ctx, store.CARecord{CertPEM: certPEM, SealedKey: sealed}); err != nil {
-			return nil, err
-		}
-		if rec, _, err = s.store.GetCA(ctx); err != nil {
-			return nil, err
-		}
+	var ca *pki.CA
+	if s.cfg.TLS.CACertFile != "" {
+		ca, err = s.operatorCA(ctx, rec, ok)
+	} else {
+		ca, err = s.generatedCA(ctx, rec, ok)
 	}
-	keyDER, err := box.Open(rec.SealedKey, caAAD)
-	if err != nil {
-		return nil, fmt.Errorf("the TLS CA key: %w (is this the secrets key the CA was sealed with?)", err)
-	}
-	ca, err := pki.LoadCA(rec.CertPEM, keyDER)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +105,8 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 			return nil, fmt.Errorf("write %s: %w", s.caFile, err)
 		}
 	}
-	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Duration("cert_ttl", ttl))
+	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Bool("operator_ca", s.cfg.TLS.CACertFile != ""),
+		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Duration("cert_ttl", ttl))
 	return is.ServerConfig(), nil
 }
 

@@ -6,6 +6,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -35,11 +36,12 @@ const ServerName = "controlplane.cast.internal"
 // SubjectPublicKeyInfo.
 const PinPrefix = "sha256:"
 
-// CA signs server certificates.
+// CA signs server and client certificates: one NewCA made, or an
+// operator's (OperatorCA), whose key may be of any type x509 signs with.
 type CA struct {
 	Cert    *x509.Certificate
 	CertPEM []byte
-	key     *ecdsa.PrivateKey
+	key     crypto.Signer
 }
 
 // NewCA makes a self-signed CA valid for ttl; keyDER is its private key

@@ -228,10 +228,15 @@ func (s *Store) JoinNode(ctx context.Context, joinHash, name, credHash string) e
 }
 
 // CARecord is the control plane's TLS CA: its certificate and its private
-// key sealed by the caller (secrets.Box), never in clear.
+// key sealed by the caller (secrets.Box), never in clear. An operator's
+// CA (Operator) is kept without its key: every replica reads that from
+// the operator's file.
 type CARecord struct {
 	CertPEM   []byte `json:"cert_pem"`
-	SealedKey []byte `json:"sealed_key"`
+	SealedKey []byte `json:"sealed_key,omitempty"`
+	Operator  bool   `json:"operator,omitempty"`
+	// Rev is the record's etcd revision (ReplaceCA compares it).
+	Rev int64 `json:"-"`
 }
 
 func (s *Store) caKey() string { return s.key("tlsca") }
@@ -246,6 +251,7 @@ func (s *Store) GetCA(ctx context.Context) (CARecord, bool, error) {
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
 		return CARecord{}, false, errs.Internal(err, "decode CA")
 	}
+	r.Rev = resp.Kvs[0].ModRevision
 	return r, true, nil
 }
 
@@ -259,4 +265,22 @@ func (s *Store) PutCAIfAbsent(ctx context.Context, r CARecord) error {
 	_, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.caKey()), "=", 0)).
 		Then(clientv3.OpPut(s.caKey(), string(b))).Commit()
 	return err
+}
+
+// ReplaceCA stores r in place of old, unless the record changed since old
+// was read (another replica replaced it first).
+func (s *Store) ReplaceCA(ctx context.Context, old, r CARecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return errs.Internal(err, "encode CA")
+	}
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.caKey()), "=", old.Rev)).
+		Then(clientv3.OpPut(s.caKey(), string(b))).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return errs.New(errs.KindAborted, errs.ReasonConflict, "the TLS CA changed while it was being replaced; start again")
+	}
+	return nil
 }
