@@ -120,7 +120,7 @@ func main() {
 	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
-	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed); clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
+	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed) or --ca-cert; clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
 	f.StringVar(&cfg.TLS.CACertFile, "ca-cert", "", "an operator's CA certificate (PEM, e.g. an intermediate of your PKI) to sign the server and client certificates instead of the generated CA; give every replica the same one")
 	f.StringVar(&cfg.TLS.CAKeyFile, "ca-key", "", "the private key of --ca-cert (PEM; mode 0600, refused if others can read it)")

@@ -17,7 +17,8 @@ import (
 )
 
 // TLS (--tls): the control plane's CA is made on the store's first start
-// and kept there, its key sealed with the secrets key, so every replica
+// and kept there, its key sealed with the secrets key, or is an
+// operator's (--ca-cert, --ca-key; ca.go); either way every replica
 // serves certificates from the same CA. Each replica issues itself
 // server certificates, renewed at two thirds of their lifetime
 // (pki.Issuer). Clients trust the CA by file (CAST_CACERT,
