@@ -21,17 +21,7 @@ var codecs = map[string]Codec{}
 // RegisterCodec makes c the codec of the registered agent name; agent
 // packages call it from init. It panics on an unknown name or a second
 // codec.
-func RegisterCodec(name string, c Codec) {
-	driversMu.Lock()
-	defer driversMu.Unlock()
-	if _, ok := registry[name]; !ok {
-		panic("agents: RegisterCodec of unknown agent " + name)
-	}
-	if _, dup := codecs[name]; dup {
-		panic("agents: second codec for " + name)
-	}
-	codecs[name] = c
-}
+func RegisterCodec(name string, c Codec) { register(codecs, "codec", name, c) }
 
 // ReaderFor is the native reader of agent.
 func ReaderFor(agent string) (Reader, error) {

@@ -93,16 +93,19 @@ var (
 
 // Register makes d the driver of the registered agent name; agent packages
 // call it from init. It panics on an unknown name or a second driver.
-func Register(name string, d Driver) {
+func Register(name string, d Driver) { register(drivers, "driver", name, d) }
+
+// register adds v to m under the registered agent name, once.
+func register[T any](m map[string]T, kind, name string, v T) {
 	driversMu.Lock()
 	defer driversMu.Unlock()
 	if _, ok := registry[name]; !ok {
-		panic("agents: Register of unknown agent " + name)
+		panic("agents: " + kind + " of unknown agent " + name)
 	}
-	if _, dup := drivers[name]; dup {
-		panic("agents: second driver for " + name)
+	if _, dup := m[name]; dup {
+		panic("agents: second " + kind + " for " + name)
 	}
-	drivers[name] = d
+	m[name] = v
 }
 
 // Driver is a's driver; false when the runner cannot drive a here (its
