@@ -48,6 +48,7 @@ type Store interface {
 	RunnerLease(ctx context.Context, ttl time.Duration) (store.Lease, <-chan struct{}, error)
 	ClaimMigration(ctx context.Context, id string, l store.Lease) (bool, error)
 	ReleaseMigration(ctx context.Context, id string, l store.Lease) error
+	UnrunMigrations(ctx context.Context) ([]*castv1.Migration, error)
 }
 
 // Config tunes the manager.
@@ -167,7 +168,7 @@ func (mg *Manager) adoptUntil(ctx context.Context, lost <-chan struct{}) {
 	t := time.NewTicker(mg.cfg.AdoptEvery)
 	defer t.Stop()
 	for {
-		if list, err := mg.st.ListMigrations(ctx); err != nil {
+		if list, err := mg.st.UnrunMigrations(ctx); err != nil {
 			mg.lg.Debug("list migrations to adopt failed", zap.Error(err))
 		} else {
 			for _, m := range list {

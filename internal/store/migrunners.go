@@ -6,6 +6,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // Migration runners: a replica runs a migration only while it holds the
@@ -63,4 +67,35 @@ func (s *Store) ReleaseMigration(ctx context.Context, id string, l Lease) error 
 		If(clientv3.Compare(clientv3.Value(key), "=", strconv.FormatInt(int64(l), 16))).
 		Then(clientv3.OpDelete(key)).Commit()
 	return err
+}
+
+// UnrunMigrations returns the headers (no sessions) of the migrations no
+// lease holds as runner, finished ones included: the caller picks the
+// unfinished. Two reads, whatever the number of sessions, so every replica
+// can look each second.
+func (s *Store) UnrunMigrations(ctx context.Context) ([]*castv1.Migration, error) {
+	heads, err := s.cli.Get(ctx, s.key("migrations")+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	runners, err := s.cli.Get(ctx, s.key("migrunners")+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	run := make(map[string]bool, len(runners.Kvs))
+	for _, kv := range runners.Kvs {
+		run[lastPart(string(kv.Key))] = true
+	}
+	var out []*castv1.Migration
+	for _, kv := range heads.Kvs {
+		if run[lastPart(string(kv.Key))] {
+			continue
+		}
+		m := &castv1.Migration{}
+		if err := proto.Unmarshal(kv.Value, m); err != nil {
+			return nil, errs.Internal(err, "decode migration")
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

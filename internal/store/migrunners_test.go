@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -15,6 +16,12 @@ import (
 func TestMigrationRunnerClaims(t *testing.T) {
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx := ctxT(t)
+	if _, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m1", TargetNode: "n2", State: castv1.MigrationState_MIGRATION_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	if unrun := unrunIDs(t, s); len(unrun) != 1 || unrun[0] != "m1" {
+		t.Fatalf("unrun migrations %v, want m1", unrun)
+	}
 	aCtx, killA := context.WithCancel(ctx)
 	a, aLost, err := s.RunnerLease(aCtx, time.Second)
 	if err != nil {
@@ -47,8 +54,27 @@ func TestMigrationRunnerClaims(t *testing.T) {
 	if err := s.ReleaseMigration(ctx, "m1", b); err != nil || !claim(6, a) {
 		t.Fatalf("a could not claim m1 again (%v)", err)
 	}
+	if unrun := unrunIDs(t, s); len(unrun) != 0 {
+		t.Fatalf("m1 is run by a, yet listed unrun: %v", unrun)
+	}
 	// a dies: its keepalive stops, the lease lapses, b takes m1 over.
 	killA()
 	<-aLost
-	testharness.WaitFor(t, 10*time.Second, "b's claim after a's lease lapsed", func() bool { return claim(7, b) })
+	testharness.WaitFor(t, 10*time.Second, "m1 unrun after a's lease lapsed", func() bool { return len(unrunIDs(t, s)) == 1 })
+	if !claim(7, b) {
+		t.Fatal("b could not take m1 over")
+	}
+}
+
+func unrunIDs(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	list, err := s.UnrunMigrations(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range list {
+		out = append(out, m.Id)
+	}
+	return out
 }
