@@ -107,7 +107,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 		}
 	}
 	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Bool("operator_ca", s.cfg.TLS.CACertFile != ""),
-		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Duration("cert_ttl", ttl))
+		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Time("ca_expires", ca.Cert.NotAfter), zap.Duration("cert_ttl", ttl))
 	return is.ServerConfig(), nil
 }
 

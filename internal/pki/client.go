@@ -80,6 +80,7 @@ func (ca *CA) SignClient(csrPEM []byte, id Identity, ttl time.Duration) ([]byte,
 	}
 	now := time.Now()
 	tmpl.NotBefore, tmpl.NotAfter = now.Add(-ClientSkew), now.Add(ttl)
+	ca.clamp(tmpl)
 	tmpl.Subject.OrganizationalUnit = []string{id.Role}
 	tmpl.Subject.SerialNumber = id.Cred
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature

@@ -104,6 +104,7 @@ func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, er
 	if err != nil {
 		return tls.Certificate{}, err
 	}
+	ca.clamp(tmpl)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	tmpl.DNSNames = []string{ServerName}
@@ -123,6 +124,15 @@ func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, er
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der, ca.Cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// clamp ends tmpl no later than the CA (an operator's may expire before
+// a certificate's lifetime is up), so a client renews before the CA's end
+// rather than trusting a leaf whose chain is already dead.
+func (ca *CA) clamp(tmpl *x509.Certificate) {
+	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
+		tmpl.NotAfter = ca.Cert.NotAfter
+	}
 }
 
 func template(cn string, ttl time.Duration) (*x509.Certificate, error) {

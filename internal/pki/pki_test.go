@@ -166,3 +166,34 @@ func TestClientCerts(t *testing.T) {
 		t.Error("signed garbage")
 	}
 }
+
+// A certificate never outlives the CA that signs it (an operator's CA
+// may end before a certificate's lifetime is up).
+func TestCertsEndWithTheCA(t *testing.T) {
+	ca := newCA(t) // valid for an hour
+	srv, err := ca.ServerCert(nil, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := CSR(key, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := ca.SignClient(csr, Identity{Role: "node", Name: "n1", Cred: "c"}, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := ParseCert(chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*x509.Certificate{"server": srv.Leaf, "client": cli} {
+		if c.NotAfter.After(ca.Cert.NotAfter) {
+			t.Errorf("%s certificate ends %s, after its CA (%s)", name, c.NotAfter, ca.Cert.NotAfter)
+		}
+	}
+}
