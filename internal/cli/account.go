@@ -52,20 +52,16 @@ func (a *app) accountAddCmd() *cobra.Command {
 			} else if cred, err = readCredential(a.in, file); err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			acc, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: args[0], Agent: agent, Credential: cred})
-			if err != nil {
-				return err
-			}
-			if hl == nil {
-				return a.printAccount(acc, "stored")
-			}
-			return a.printHomeAccount(acc, hl, release)
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				acc, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: args[0], Agent: agent, Credential: cred})
+				if err != nil {
+					return err
+				}
+				if hl == nil {
+					return a.printAccount(acc, "stored")
+				}
+				return a.printHomeAccount(acc, hl, release)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent whose credential store it fills: claude or codex")
@@ -141,14 +137,12 @@ func (a *app) accountLsCmd() *cobra.Command {
 
 // listAccounts lists fleet accounts (one agent's with agent set) and each
 // agent's policy.
-func (a *app) listAccounts(cmd *cobra.Command, agent string) (*castv1.ListAccountsResponse, error) {
-	c, err := a.client()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := a.ctx(cmd.Context())
-	defer cancel()
-	return c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+func (a *app) listAccounts(cmd *cobra.Command, agent string) (resp *castv1.ListAccountsResponse, err error) {
+	err = a.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		resp, err = c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+		return err
+	})
+	return resp, err
 }
 
 func (a *app) accountRmCmd() *cobra.Command {
@@ -197,13 +191,7 @@ func (a *app) withAgent(cmd *cobra.Command, agent string, run func(ctx context.C
 	if agent == "" {
 		return usagef("--agent is required")
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.ctx(cmd.Context())
-	defer cancel()
-	return run(ctx, c)
+	return a.call(cmd, run)
 }
 
 func (a *app) printAccount(acc *castv1.Account, what string) error {

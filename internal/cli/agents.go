@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -20,24 +22,20 @@ func (a *app) agentsCmd() *cobra.Command {
 		Short: "Show the conformance matrix: which agent CLI versions passed which checks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			checks, err := c.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{})
-			if err != nil {
-				return err
-			}
-			nodes, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"checks": raws(checks.Checks)})
-			}
-			return a.printMatrix(checks.Checks, nodes.Nodes)
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				checks, err := c.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{})
+				if err != nil {
+					return err
+				}
+				nodes, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"checks": raws(checks.Checks)})
+				}
+				return a.printMatrix(checks.Checks, nodes.Nodes)
+			})
 		},
 	}
 	cmd.AddCommand(a.agentsCheckCmd())

@@ -229,17 +229,6 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 	return cmd
 }
 
-// call runs fn with a client and the request deadline.
-func (a *app) call(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.ctx(cmd.Context())
-	defer cancel()
-	return fn(ctx, c)
-}
-
 func roleName(r castv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }
 
 // caPin is the pin of the CA the CLI trusts ("" without TLS), for the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -19,26 +21,22 @@ func (a *app) getCmd() *cobra.Command {
 		Short:   "Show one session whole: agent, model, node, state, folders, links, counts, last error, times",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: args[0]})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			for _, row := range describeRows(sess) {
-				if row[1] != "" {
-					fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: args[0]})
+				if err != nil {
+					return err
 				}
-			}
-			return tw.Flush()
+				if a.json {
+					return a.printJSON(raw(sess))
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				for _, row := range describeRows(sess) {
+					if row[1] != "" {
+						fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+					}
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 )
@@ -221,33 +222,30 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 		Short: "Show a migration (default: the newest) with per-session progress",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			var m *castv1.Migration
-			if len(args) == 1 {
-				if m, err = c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: args[0]}); err != nil {
-					return err
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				var m *castv1.Migration
+				var err error
+				if len(args) == 1 {
+					if m, err = c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: args[0]}); err != nil {
+						return err
+					}
+				} else {
+					resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+					if err != nil {
+						return err
+					}
+					if len(resp.Migrations) == 0 {
+						return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
+					}
+					m = resp.Migrations[0]
 				}
-			} else {
-				resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
-				if err != nil {
-					return err
+				if follow {
+					if m, err = a.followMigration(cmd.Context(), m); err != nil {
+						return err
+					}
 				}
-				if len(resp.Migrations) == 0 {
-					return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
-				}
-				m = resp.Migrations[0]
-			}
-			if follow {
-				if m, err = a.followMigration(cmd.Context(), m); err != nil {
-					return err
-				}
-			}
-			return a.printMigration(m)
+				return a.printMigration(m)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow until it ends")
@@ -260,25 +258,21 @@ func (a *app) migrateLsCmd() *cobra.Command {
 		Short: "List migrations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"migrations": raws(resp.Migrations)})
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTO\tSTATE\tSESSIONS\tSTARTED")
-			for _, m := range resp.Migrations {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Id, m.TargetNode, migStateName(m.State), len(m.Sessions), ago(m.CreateTime))
-			}
-			return tw.Flush()
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"migrations": raws(resp.Migrations)})
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTO\tSTATE\tSESSIONS\tSTARTED")
+				for _, m := range resp.Migrations {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Id, m.TargetNode, migStateName(m.State), len(m.Sessions), ago(m.CreateTime))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -289,22 +283,18 @@ func (a *app) migrateCancelCmd() *cobra.Command {
 		Short: "Roll back every session of a migration not committed yet (waits for the rollback; --json returns at once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			m, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: args[0]})
-			if err != nil {
-				return err
-			}
-			if !a.json { // wait for the rollback to finish
-				if m, err = a.followMigration(cmd.Context(), m); err != nil {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				m, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: args[0]})
+				if err != nil {
 					return err
 				}
-			}
-			return a.printMigration(m)
+				if !a.json { // wait for the rollback to finish
+					if m, err = a.followMigration(cmd.Context(), m); err != nil {
+						return err
+					}
+				}
+				return a.printMigration(m)
+			})
 		},
 	}
 }

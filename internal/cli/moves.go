@@ -37,24 +37,20 @@ func (a *app) switchCmd() *cobra.Command {
 				}
 				return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, Agent: agent, Model: model, RequestId: ids.NewClientID()})
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			if sess.HandoffFrom == id {
-				return a.printHandedOff(ctx, c, sess)
-			}
-			fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
-			return nil
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(sess))
+				}
+				if sess.HandoffFrom == id {
+					return a.printHandedOff(ctx, c, sess)
+				}
+				fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
@@ -230,23 +226,19 @@ func (a *app) mergeCmd() *cobra.Command {
 			if id == "" {
 				return usagef("name the fork to merge: cast merge FORK_ID")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
-					"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted})
-			}
-			fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out); `cast watch %s` follows it\n",
-				id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted, resp.Parent.Id)
-			return nil
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
+						"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted})
+				}
+				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out); `cast watch %s` follows it\n",
+					id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted, resp.Parent.Id)
+				return nil
+			})
 		},
 	}
 }
@@ -276,32 +268,28 @@ func (a *app) handoffCmd() *cobra.Command {
 				}
 				msg = b
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
-				Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID(), Account: account})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				out := map[string]any{"source_id": id, "brief_source": resp.BriefSource, "prompt": resp.Prompt}
-				if resp.Session != nil {
-					out["id"], out["agent"] = resp.Session.Id, resp.Session.Agent
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
+					Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID(), Account: account})
+				if err != nil {
+					return err
 				}
-				return a.printJSON(out)
-			}
-			if dry {
-				fmt.Fprint(a.out, resp.Prompt)
+				if a.json {
+					out := map[string]any{"source_id": id, "brief_source": resp.BriefSource, "prompt": resp.Prompt}
+					if resp.Session != nil {
+						out["id"], out["agent"] = resp.Session.Id, resp.Session.Agent
+					}
+					return a.printJSON(out)
+				}
+				if dry {
+					fmt.Fprint(a.out, resp.Prompt)
+					return nil
+				}
+				fmt.Fprintln(a.out, resp.Session.Id)
+				fmt.Fprintf(a.errOut, "handed off %s to %s on %s (brief: %s); follow it with `cast watch %s`\n",
+					id, resp.Session.Id, resp.Session.Agent, resp.BriefSource, resp.Session.Id)
 				return nil
-			}
-			fmt.Fprintln(a.out, resp.Session.Id)
-			fmt.Fprintf(a.errOut, "handed off %s to %s on %s (brief: %s); follow it with `cast watch %s`\n",
-				id, resp.Session.Id, resp.Session.Agent, resp.BriefSource, resp.Session.Id)
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&id, "session", "s", "", "source session (default: $CAST_SESSION)")

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -16,40 +18,36 @@ func (a *app) nodesCmd() *cobra.Command {
 		Short: "List nodes and whether they are connected",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"nodes": raws(resp.Nodes)})
-			}
-			if len(resp.Nodes) == 0 {
-				fmt.Fprintln(a.out, "no nodes yet; start one with `node --controlplane "+a.addr+"`")
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATUS\tLABELS\tAGENTS\tLAST SEEN")
-			for _, n := range resp.Nodes {
-				st := "down"
-				if n.Connected {
-					st = "up"
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+				if err != nil {
+					return err
 				}
-				var agents []string
-				for _, ag := range n.Agents {
-					agents = append(agents, ag.Name)
+				if a.json {
+					return a.printJSON(map[string]any{"nodes": raws(resp.Nodes)})
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, strings.Join(n.Labels, ","), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			return a.printAgents(resp.Nodes)
+				if len(resp.Nodes) == 0 {
+					fmt.Fprintln(a.out, "no nodes yet; start one with `node --controlplane "+a.addr+"`")
+					return nil
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSTATUS\tLABELS\tAGENTS\tLAST SEEN")
+				for _, n := range resp.Nodes {
+					st := "down"
+					if n.Connected {
+						st = "up"
+					}
+					var agents []string
+					for _, ag := range n.Agents {
+						agents = append(agents, ag.Name)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, strings.Join(n.Labels, ","), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				return a.printAgents(resp.Nodes)
+			})
 		},
 	}
 }

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/mcpserver"
@@ -27,25 +29,21 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
-			}
-			verb := "approved"
-			if !allow {
-				verb = "denied"
-			}
-			fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
-			return nil
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
+				}
+				verb := "approved"
+				if !allow {
+					verb = "denied"
+				}
+				fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -15,25 +17,21 @@ func (a *app) rmCmd() *cobra.Command {
 		Short: "Archive a session: hidden from `cast ls` (see --all), closed to new messages; --purge deletes it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: args[0], Purge: purge})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": args[0], "purged": resp.Purged, "archived": !resp.Purged})
-			}
-			if resp.Purged {
-				fmt.Fprintf(a.out, "deleted %s and its messages\n", args[0])
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: args[0], Purge: purge})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"id": args[0], "purged": resp.Purged, "archived": !resp.Purged})
+				}
+				if resp.Purged {
+					fmt.Fprintf(a.out, "deleted %s and its messages\n", args[0])
+					return nil
+				}
+				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", args[0], args[0])
 				return nil
-			}
-			fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", args[0], args[0])
-			return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&purge, "purge", false, "delete the session and its messages from the store (cannot be undone)")

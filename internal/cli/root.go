@@ -142,6 +142,18 @@ func (a *app) ctx(parent context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(parent, a.timeout)
 }
 
+// call runs fn with a client and the request deadline: the preamble of
+// every one-shot command.
+func (a *app) call(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd.Context())
+	defer cancel()
+	return fn(ctx, c)
+}
+
 // explain turns an RPC error into one line that says what to do.
 func (a *app) explain(err error) string {
 	st, ok := status.FromError(err)

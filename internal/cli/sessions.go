@@ -256,25 +256,21 @@ func (a *app) interruptCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered})
-			}
-			if !resp.Delivered {
-				fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered})
+				}
+				if !resp.Delivered {
+					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+					return nil
+				}
+				fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
 				return nil
-			}
-			fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/version"
 )
@@ -31,24 +33,20 @@ func (a *app) versionCmd() *cobra.Command {
 			if clientOnly {
 				return a.printVersion(rep)
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			sv, err := c.Version.GetVersion(ctx, &castv1.GetVersionRequest{})
-			if err != nil {
-				_ = a.printVersion(rep) // the client's own build is still worth showing
-				return err
-			}
-			rep.Server = &version.Info{Version: sv.GetVersion(), Revision: sv.GetRevision(), BuildTime: sv.GetBuildTime(),
-				Modified: sv.GetModified(), GoVersion: sv.GetGoVersion(), Platform: sv.GetPlatform()}
-			rep.ServerReplica, rep.CapabilityVersion = sv.GetReplica(), sv.GetCapabilityVersion()
-			if rep.Server.Version != rep.Client.Version {
-				rep.Skew = fmt.Sprintf("client %s and control plane %s differ; upgrade the older one", rep.Client.Version, rep.Server.Version)
-			}
-			return a.printVersion(rep)
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				sv, err := c.Version.GetVersion(ctx, &castv1.GetVersionRequest{})
+				if err != nil {
+					_ = a.printVersion(rep) // the client's own build is still worth showing
+					return err
+				}
+				rep.Server = &version.Info{Version: sv.GetVersion(), Revision: sv.GetRevision(), BuildTime: sv.GetBuildTime(),
+					Modified: sv.GetModified(), GoVersion: sv.GetGoVersion(), Platform: sv.GetPlatform()}
+				rep.ServerReplica, rep.CapabilityVersion = sv.GetReplica(), sv.GetCapabilityVersion()
+				if rep.Server.Version != rep.Client.Version {
+					rep.Skew = fmt.Sprintf("client %s and control plane %s differ; upgrade the older one", rep.Client.Version, rep.Server.Version)
+				}
+				return a.printVersion(rep)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "the client's version only (no control plane needed)")

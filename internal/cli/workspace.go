@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/validate"
 )
@@ -66,22 +68,18 @@ func (a *app) workspaceCmd() *cobra.Command {
 			if n != 1 {
 				return usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Sessions.SetWorkspace(ctx, req)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(resp.Session))
-			}
-			s := resp.Session
-			fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
-			return nil
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Sessions.SetWorkspace(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp.Session))
+				}
+				s := resp.Session
+				fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
+				return nil
+			})
 		},
 	}
 	set.Flags().BoolVar(&root, "root", false, "the thread's checkout")
@@ -101,36 +99,32 @@ func (a *app) worktreeCmd() *cobra.Command {
 		Short: "Every worktree cast made: branch, sessions in it, whether an agent runs there, local changes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
-			if err != nil {
-				return err
-			}
-			for _, u := range resp.Unanswered {
-				fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"worktrees": raws(resp.Worktrees), "unanswered": resp.Unanswered})
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tPATH\tBRANCH\tSESSIONS\tAGENT\tCHANGES")
-			for _, w := range resp.Worktrees {
-				running := "-"
-				if w.AgentRunning {
-					running = "running"
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
+				if err != nil {
+					return err
 				}
-				changes := fmt.Sprint(w.Changes)
-				if w.Changes < 0 {
-					changes = "?"
+				for _, u := range resp.Unanswered {
+					fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Node, w.Path, w.Branch, orDash(strings.Join(w.Sessions, ",")), running, changes)
-			}
-			return tw.Flush()
+				if a.json {
+					return a.printJSON(map[string]any{"worktrees": raws(resp.Worktrees), "unanswered": resp.Unanswered})
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NODE\tPATH\tBRANCH\tSESSIONS\tAGENT\tCHANGES")
+				for _, w := range resp.Worktrees {
+					running := "-"
+					if w.AgentRunning {
+						running = "running"
+					}
+					changes := fmt.Sprint(w.Changes)
+					if w.Changes < 0 {
+						changes = "?"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Node, w.Path, w.Branch, orDash(strings.Join(w.Sessions, ",")), running, changes)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
@@ -147,25 +141,21 @@ func (a *app) worktreeCmd() *cobra.Command {
 			if err := validate.Need(validate.Cwd, "PATH", args[0]); err != nil {
 				return usageError{fmt.Errorf("%w (`cast worktree ls` shows the paths)", err)}
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: rmNode, Path: args[0], Force: force})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(resp))
-			}
-			w := resp.Worktree
-			fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
-			for _, id := range resp.MovedSessions {
-				fmt.Fprintf(a.out, "%s moved back to %s\n", id, w.GetCheckout())
-			}
-			return nil
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: rmNode, Path: args[0], Force: force})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				w := resp.Worktree
+				fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
+				for _, id := range resp.MovedSessions {
+					fmt.Fprintf(a.out, "%s moved back to %s\n", id, w.GetCheckout())
+				}
+				return nil
+			})
 		},
 	}
 	rm.Flags().BoolVar(&force, "force", false, "remove it with its local changes (the branch and its commits stay)")
