@@ -55,16 +55,34 @@ func NewCA(t testing.TB, dir, name string) *CA {
 // 127.0.0.1 or a client, and returns their paths.
 func (ca *CA) Issue(t testing.TB, dir, name string, server bool) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tmpl := certTemplate(name)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	issued, keyFile := ca.sign(t, dir, name, tmpl)
+	return issued.File, keyFile
+}
+
+// Intermediate makes a CA under ca (an operator's issuing CA, as
+// `controlplane --ca-cert --ca-key` takes it), writing name.pem and
+// name-key.pem (0600).
+func (ca *CA) Intermediate(t testing.TB, dir, name string) (inter *CA, keyFile string) {
+	t.Helper()
+	tmpl := certTemplate(name)
+	tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.MaxPathLenZero = true, true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign
+	return ca.sign(t, dir, name, tmpl)
+}
+
+// sign issues tmpl for a new key and writes name.pem and name-key.pem.
+func (ca *CA) sign(t testing.TB, dir, name string, tmpl *x509.Certificate) (*CA, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -74,11 +92,16 @@ func (ca *CA) Issue(t testing.TB, dir, name string, server bool) (certFile, keyF
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
+	cert, _ := x509.ParseCertificate(der)
+	issued := &CA{File: filepath.Join(dir, name+".pem"), cert: cert, key: key}
+	keyFile := filepath.Join(dir, name+"-key.pem")
+	writePEM(t, issued.File, "CERTIFICATE", der)
 	writePEM(t, keyFile, "PRIVATE KEY", kder)
-	return certFile, keyFile
+	return issued, keyFile
 }
+
+// Cert is the CA's certificate.
+func (ca *CA) Cert() *x509.Certificate { return ca.cert }
 
 func certTemplate(cn string) *x509.Certificate {
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
