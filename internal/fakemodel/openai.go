@@ -11,6 +11,9 @@ import (
 func serveResponses(w http.ResponseWriter, req Request, r Reply, id string) {
 	model := req.Model
 	var output []map[string]any
+	if r.reasoning != nil {
+		output = append(output, r.reasoning)
+	}
 	if r.Text != "" || r.Tool == nil {
 		output = append(output, map[string]any{"id": "msg_fake_" + id, "type": "message", "status": "completed",
 			"role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": r.Text, "annotations": []any{}}}})
@@ -46,7 +49,11 @@ func serveResponses(w http.ResponseWriter, req Request, r Reply, id string) {
 	ev("response.in_progress", map[string]any{"response": resp("in_progress", []map[string]any{})})
 	for i, item := range output {
 		itemID := item["id"]
-		if item["type"] == "message" {
+		switch item["type"] {
+		case "reasoning":
+			// Whole, as the item is done (Codex keeps the done item).
+			ev("response.output_item.added", map[string]any{"output_index": i, "item": item})
+		case "message":
 			text := r.Text
 			ev("response.output_item.added", map[string]any{"output_index": i, "item": map[string]any{
 				"id": itemID, "type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}})
@@ -56,7 +63,7 @@ func serveResponses(w http.ResponseWriter, req Request, r Reply, id string) {
 			ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": i, "content_index": 0, "text": text})
 			ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": i, "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
-		} else {
+		default:
 			added := map[string]any{}
 			for k, v := range item {
 				added[k] = v

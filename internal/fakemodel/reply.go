@@ -39,6 +39,10 @@ type Reply struct {
 	// (Codex, past 90% of its fallback window of about 1 MB of text) then
 	// sees a model with room for it. Anthropic, Responses and Chat.
 	InputTokens int
+
+	// reasoning is the Responses reasoning item the answer starts with
+	// (SetEncryptedReasoning).
+	reasoning map[string]any
 }
 
 // inputTokens is the input token count an answer to items reports.

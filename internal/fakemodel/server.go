@@ -99,6 +99,9 @@ type Server struct {
 	hdr     http.Header
 	turns   int
 	strict  bool
+	// encrypted: Responses answers carry reasoning sealed to the
+	// credential (reasoning.go).
+	encrypted bool
 }
 
 // New starts a fake on a free loopback port. Call Close when done.
@@ -275,7 +278,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := s.turns
 	strict := s.strict
+	encrypted := s.encrypted && rt.api == Responses && !req.Side
 	s.mu.Unlock()
+
+	if encrypted && (status == 0 || status == http.StatusOK) {
+		if enc := foreignSeal(in, r.Header); enc != "" {
+			req.Status = http.StatusBadRequest
+			s.record(req)
+			writeError(w, rt.api, http.StatusBadRequest, "fakemodel: the encrypted content "+enc+" could not be verified (sealed to another account)")
+			return
+		}
+	}
 
 	if strict && rt.api != "" && !req.Side && (status == 0 || status == http.StatusOK) {
 		if err := checkPairs(req.Items); err != nil {
@@ -320,6 +333,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	reply = reply.resolve(in, rt.api, req.Items, turn)
 	id := fmt.Sprintf("%06d", turn)
+	if encrypted {
+		reply.reasoning = reasoningItem(id, turn, credentialOf(r.Header))
+	}
 	switch rt.api {
 	case Anthropic:
 		serveAnthropic(w, req, reply, id)
