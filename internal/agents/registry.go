@@ -54,10 +54,15 @@ type Capabilities struct {
 	// alone.
 	ForkReadsSource bool
 	// AccountSwitch: a session can continue on another account of the
-	// agent's fleet, so a limit may switch accounts. Codex's rollouts carry
-	// encrypted reasoning that only the account which produced it can read
-	// back (design §7: "Codex only resumes after reset").
+	// agent's fleet, so a limit may switch accounts.
 	AccountSwitch bool
+	// NativeAccountBound: the native session holds what only the account
+	// that wrote it can send back (Codex's rollouts carry the provider's
+	// encrypted reasoning items, refused under another account). A session
+	// that continues on another fleet account is rebuilt from the neutral
+	// copy first, whose writer leaves such items out (reasoning summaries
+	// stay as text the CLI shows, not sent to the model).
+	NativeAccountBound bool
 }
 
 // Commands are argument templates (never a shell line). Placeholders are
@@ -182,7 +187,8 @@ var registry = map[string]Agent{
 		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",
 		ContextWindow: 272_000,
 		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}, ForkReadsSource: true},
+			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}, ForkReadsSource: true,
+			AccountSwitch: true, NativeAccountBound: true},
 		Verified: true,
 	},
 	"gemini": {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -235,27 +237,9 @@ func TestFleetSwitchSurvivesNodeCrash(t *testing.T) {
 // reset, which the provider named (the cooldown is an hour here), and the
 // turn runs at the reset on the same account, answered once.
 func TestFleetCodexResumesAtProviderReset(t *testing.T) {
-	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
-		c.Fleet.Cooldown, c.Fleet.Sweep = time.Hour, 200*time.Millisecond
-	}, "codex")
-	codexHome := filepath.Join(r.homes["codex"], ".codex")
-	cfg, err := os.ReadFile(filepath.Join(codexHome, "config.toml"))
-	must(t, err)
-	if !strings.Contains(string(cfg), `env_key = "FAKE_API_KEY"`) {
-		t.Fatalf("unexpected codex config:\n%s", cfg)
-	}
-	cfg = []byte(strings.Replace(string(cfg), `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1))
-	must(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), cfg, 0o600))
-
+	r, c, _ := newCodexFleetRig(t, func(c *controlplane.Config) { c.Fleet.Policy = fleet.PolicyResume })
 	const tok = "sk-cx-FLEET-secret"
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	credPath := filepath.Join(t.TempDir(), "auth.json")
-	must(t, os.WriteFile(credPath, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"`+tok+`"}`), 0o600))
-	c.must("account", "add", "cx", "--agent", "codex", "--credentials", credPath)
-	testharness.WaitFor(t, 30*time.Second, "the node wrote auth.json", func() bool {
-		b, err := os.ReadFile(filepath.Join(codexHome, "auth.json"))
-		return err == nil && strings.Contains(string(b), tok)
-	})
+	addCodexAccount(t, r, c, "cx", tok, true)
 
 	reset := time.Now().Add(15 * time.Second).Truncate(time.Second)
 	r.fake.SetHeader("x-codex-primary-used-percent", "99")
@@ -296,6 +280,142 @@ func TestFleetCodexResumesAtProviderReset(t *testing.T) {
 	if now := time.Now(); now.Before(reset) {
 		t.Fatalf("the parked turn ran at %v, before the window's reset %v", now, reset)
 	}
+}
+
+// newCodexFleetRig is a codex node whose provider takes OpenAI auth, so
+// codex reads the node's shared auth.json (no API key in its env); the
+// fleet sweeps every 200ms and a limit lasts an hour unless the provider
+// names its reset. cb changes the control plane's config further.
+func newCodexFleetRig(t *testing.T, cb func(*controlplane.Config)) (*turnRig, cli, string) {
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.Fleet.Cooldown, c.Fleet.Sweep = time.Hour, 200*time.Millisecond
+		cb(c)
+	}, "codex")
+	codexHome := filepath.Join(r.homes["codex"], ".codex")
+	cfg, err := os.ReadFile(filepath.Join(codexHome, "config.toml"))
+	must(t, err)
+	if !strings.Contains(string(cfg), `env_key = "FAKE_API_KEY"`) {
+		t.Fatalf("unexpected codex config:\n%s", cfg)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1))
+	must(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), cfg, 0o600))
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	return r, c, codexHome
+}
+
+// addCodexAccount adds an API-key Codex account; for the first one added
+// (active), it waits until the node wrote it into auth.json.
+func addCodexAccount(t *testing.T, r *turnRig, c cli, name, tok string, active bool) {
+	credPath := filepath.Join(t.TempDir(), "auth.json")
+	must(t, os.WriteFile(credPath, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"`+tok+`"}`), 0o600))
+	c.must("account", "add", name, "--agent", "codex", "--credentials", credPath)
+	if active {
+		testharness.WaitFor(t, 30*time.Second, "the node wrote auth.json", func() bool {
+			b, err := os.ReadFile(filepath.Join(r.homes["codex"], ".codex", "auth.json"))
+			return err == nil && strings.Contains(string(b), tok)
+		})
+	}
+}
+
+// Codex switches accounts too. The fake provider seals each answer's
+// reasoning to the account that asked (as OpenAI's encrypted_content is)
+// and refuses reasoning sealed to another account. Account A answers two
+// turns (the second carries the first's sealed reasoning back: codex does
+// send it), then hits its usage limit: the fleet switches to B, the node
+// rebuilds the session's rollout for B without A's encrypted reasoning
+// (summaries kept as text codex shows), and the parked turn is answered
+// once on B, its request carrying the earlier turns' text and nothing
+// sealed to A.
+func TestFleetCodexSwitchesAccount(t *testing.T) {
+	r, c, codexHome := newCodexFleetRig(t, func(*controlplane.Config) {})
+	const tokA, tokB = "sk-cx-FLEET-A-secret", "sk-cx-FLEET-B-secret"
+	addCodexAccount(t, r, c, "cx-a", tokA, true)
+	addCodexAccount(t, r, c, "cx-b", tokB, false)
+	r.fake.SetEncryptedReasoning(true)
+
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: t.TempDir(), Text: "first MARK-S1"})
+	must(t, err)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	// An idle session, not parked when the fleet switches.
+	idle, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: t.TempDir(), Text: "first MARK-I1"})
+	must(t, err)
+	r.waitState(idle.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	seq := r.send(sess.Id, "second MARK-S2")
+	waitAnswered(r, sess.Id, "MARK-S2", seq)
+	if got := bearerOf(r, "MARK-S2"); got != tokA {
+		t.Fatalf("second turn sent with %q, want account A", got)
+	}
+	if body := lastBody(r.fake, "MARK-S2"); !strings.Contains(body, fakemodel.SealOf(tokA)) {
+		t.Fatalf("codex did not send A's sealed reasoning back on A (the test would prove nothing):\n%s", body)
+	}
+
+	r.fake.RejectCredential(tokA, 429)
+	seq = r.send(sess.Id, "third MARK-S3")
+	waitAnswered(r, sess.Id, "MARK-S3", seq)
+	if got := bearerOf(r, "MARK-S3"); got != tokB {
+		t.Fatalf("the parked turn ran again with %q, want account B", got)
+	}
+	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account cx-b (was cx-a") {
+		t.Fatalf("account_switch notice = %q", notice)
+	}
+	var onB []string
+	for _, req := range r.fake.Turns() {
+		if strings.Contains(string(req.Body), "MARK-S3") && strings.Contains(req.Header.Get("Authorization"), tokB) {
+			onB = append(onB, string(req.Body))
+			if req.Status != 200 {
+				t.Fatalf("B refused the turn (%d): %s", req.Status, req.Body)
+			}
+		}
+	}
+	if len(onB) != 1 {
+		t.Fatalf("%d requests for the parked turn on B, want 1", len(onB))
+	}
+	for _, want := range []string{"MARK-S1", "MARK-S2"} {
+		if !strings.Contains(onB[0], want) {
+			t.Fatalf("B's request lacks the earlier turn %s:\n%s", want, onB[0])
+		}
+	}
+	if strings.Contains(onB[0], fakemodel.SealOf(tokA)) || strings.Contains(onB[0], "encrypted_content\":\"fakeenc") {
+		t.Fatalf("B's request carries encrypted reasoning from A:\n%s", onB[0])
+	}
+	// The session that sat idle through the switch resumes on B too, its
+	// rollout (written on A) rebuilt first.
+	seq = r.send(idle.Id, "second MARK-I2")
+	waitAnswered(r, idle.Id, "MARK-I2", seq)
+	if got := bearerOf(r, "MARK-I2"); got != tokB {
+		t.Fatalf("the idle session's turn ran with %q, want account B", got)
+	}
+	if body := lastBody(r.fake, "MARK-I2"); !strings.Contains(body, "MARK-I1") || strings.Contains(body, fakemodel.SealOf(tokA)) {
+		t.Fatalf("the idle session's request on B: earlier turn kept %v, A's sealed reasoning sent %v",
+			strings.Contains(body, "MARK-I1"), strings.Contains(body, fakemodel.SealOf(tokA)))
+	}
+	// The rollout B resumed keeps A's reasoning summaries as text, and none
+	// of A's sealed content.
+	rollout := rolloutWith(t, codexHome, "MARK-S3")
+	if !strings.Contains(rollout, fakemodel.ThoughtSummary(1)) || strings.Contains(rollout, fakemodel.SealOf(tokA)) {
+		t.Fatalf("rebuilt rollout: summary kept %v, A's sealed content present %v",
+			strings.Contains(rollout, fakemodel.ThoughtSummary(1)), strings.Contains(rollout, fakemodel.SealOf(tokA)))
+	}
+}
+
+// rolloutWith is the text of the codex rollout under home holding marker.
+func rolloutWith(t *testing.T, home, marker string) string {
+	t.Helper()
+	var found string
+	_ = filepath.WalkDir(filepath.Join(home, "sessions"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".jsonl") {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), marker) {
+			found = string(b)
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no rollout under %s holds %s", home, marker)
+	}
+	return found
 }
 
 // Claude on a fleet account reports its usage windows (stream-json

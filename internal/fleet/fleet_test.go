@@ -270,36 +270,39 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// Codex waits for its own account's reset instead of switching (its
-// threads carry reasoning only that account can read back).
-func TestCodexResumesAfterReset(t *testing.T) {
-	r := newRig(t, true)
-	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		if _, err := r.mg.Put(ctx, "codex", n, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"k-`+n+`"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	get := func() quota.Active {
-		act, err := r.st.ActiveAccount(ctx, "codex")
-		must(t, err)
-		return act
-	}
-	start := get()
-	must(t, r.mg.OnParked(ctx, "s1", "codex", "a"))
-	must(t, r.mg.Sweep(ctx))
-	if act := get(); act != start || len(r.st.notices) != 0 {
-		t.Fatalf("codex switched on a limit: %+v, notices %v", act, r.st.notices)
-	}
-	r.advance(61 * time.Minute)
-	must(t, r.mg.Sweep(ctx))
-	if act := get(); act.Name != "a" || act.Epoch != start.Epoch+1 {
-		t.Fatalf("codex account not re-activated at its reset: %+v", act)
+// Codex switches on a limit like Claude (the node rebuilds the session's
+// rollout without the old account's encrypted reasoning); under resume it
+// still waits for its own account's reset.
+func TestCodexSwitchesOnALimit(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   string // the active account after the limit
+	}{
+		{fleet.PolicyAuto, "b"},
+		{fleet.PolicyResume, "a"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			r := newRigPolicy(t, true, tc.policy)
+			ctx := context.Background()
+			for _, n := range []string{"a", "b"} {
+				if _, err := r.mg.Put(ctx, "codex", n, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"k-`+n+`"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start, err := r.st.ActiveAccount(ctx, "codex")
+			must(t, err)
+			must(t, r.mg.OnParked(ctx, "s1", "codex", "a"))
+			must(t, r.mg.Sweep(ctx))
+			act, err := r.st.ActiveAccount(ctx, "codex")
+			must(t, err)
+			switched := tc.want != "a"
+			if act.Name != tc.want || (act.Epoch > start.Epoch) != switched || strings.Contains(r.notes("s1"), "Now using account b") != switched {
+				t.Fatalf("%s: active %+v (from %+v), notices %q", tc.policy, act, start, r.notes("s1"))
+			}
+		})
 	}
 }
 
-// A control plane that died after recording a limit but before switching
-// leaves a limited active account: the next sweep (any replica) switches.
 func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
 	r := newRig(t, true)
 	ctx := context.Background()

@@ -12,9 +12,10 @@ import (
 
 // fleetPolicy is what a limit does for agent's fleet as a whole: the
 // configured policy, except that an agent whose sessions cannot continue
-// on another account (agents.Capabilities.AccountSwitch: Codex's rollouts
-// carry encrypted reasoning that only the account which produced it can
-// read back, design §7) never switches, so auto means resume there.
+// on another account (agents.Capabilities.AccountSwitch) never switches,
+// so auto means resume there. Codex switches too: the node rebuilds a
+// session's rollout for the new account without the old one's encrypted
+// reasoning (agents.Capabilities.NativeAccountBound).
 func (mg *Manager) fleetPolicy(agent string) string {
 	if mg.cfg.Policy == PolicyAuto && !switchable(agent) {
 		return PolicyResume

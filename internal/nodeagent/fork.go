@@ -84,7 +84,7 @@ func nativeForkOK(c forkCut) (ok bool, why string) {
 // nativeForkOK allows it. It is only asked for a session without a native
 // session for its agent on this node. Any error reading the session means
 // a rebuild.
-func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, t runner.Turn) (runner.Turn, bool) {
+func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, account string, t runner.Turn) (runner.Turn, bool) {
 	if o.DeliveredSeq < 1 {
 		return t, false // a fork's first turn follows its copied history
 	}
@@ -101,6 +101,10 @@ func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, f
 	}
 	if parent, ok := a.st.get(sess.ParentId); ok {
 		c.Parent, c.ParentCwd = parent.Native[o.Agent], parent.Cwd
+	}
+	if c.Parent.boundElsewhere(o.Agent, account) {
+		lg.Info("fork turn", zap.String("fork_path", forkRebuild), zap.String("why", "the parent's native session is bound to another fleet account"))
+		return t, false
 	}
 	if ok, why := nativeForkOK(c); !ok {
 		lg.Info("fork turn", zap.String("fork_path", forkRebuild), zap.String("why", why))
@@ -156,11 +160,11 @@ func forkDidNotRun(res runner.Result, err error) bool {
 // native fork did not run: the fork never fails because of the native
 // path. It returns the new run's outcome (a failed rebuild is the turn's
 // error).
-func (a *Agent) rerunRebuilt(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string, forked runner.Turn,
+func (a *Agent) rerunRebuilt(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, forked runner.Turn,
 	emit func(transcript.Message), runErr error) (runner.Result, error) {
 	a.lg.Warn("native fork did not run; rebuilding", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
-	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, false)
+	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
 		return runner.Result{ExitCode: -1}, err
 	}

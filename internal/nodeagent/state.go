@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
 
@@ -58,6 +59,18 @@ type nativeSession struct {
 	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it
 	// Stale: the CLI may hold a refused prompt; rebuild before resuming.
 	Stale bool `json:"stale,omitempty"`
+	// Account is the fleet account its last turn ran on ("" for none).
+	// For an agent whose native sessions are bound to the account that
+	// wrote them (agents.Capabilities.NativeAccountBound), a turn on
+	// another account rebuilds it first (boundElsewhere).
+	Account string `json:"account,omitempty"`
+}
+
+// boundElsewhere says whether ns holds what only another fleet account
+// than account can send back, so the turn must rebuild it.
+func (ns *nativeSession) boundElsewhere(agent, account string) bool {
+	a, _ := agents.Lookup(agent)
+	return ns != nil && a.Caps.NativeAccountBound && ns.Account != account
 }
 
 // state is the node's bookkeeping, persisted in DataDir/state.json after

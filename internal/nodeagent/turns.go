@@ -53,7 +53,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if err := a.reportStart(ctx, sessionID, o, fc.Account); err != nil {
 		return err
 	}
-	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, true)
+	turn, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, fc.Account, true)
 	if err != nil { // the node could not set the turn up: the agent never saw the prompt
 		return a.holdTurn(ctx, sessionID, o, err.Error(), -1)
 	}
@@ -66,7 +66,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	ended := a.turnStarted(o.Agent)
 	res, runErr := a.runner.Run(ctx, turn, sync.emit)
 	if turn.ForkOf != "" && forkDidNotRun(res, runErr) {
-		res, runErr = a.rerunRebuilt(ctx, sessionID, o, firstSeq, prompt, turn, sync.emit, runErr)
+		res, runErr = a.rerunRebuilt(ctx, sessionID, o, firstSeq, prompt, fc.Account, turn, sync.emit, runErr)
 	}
 	ended(runErr)
 	_ = a.st.update(func(m map[string]*owned) {
@@ -121,7 +121,7 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 			ns = &nativeSession{ID: res.NativeID}
 			s.Native[o.Agent] = ns
 		}
-		ns.Path, ns.Stale = res.NativePath, false
+		ns.Path, ns.Stale, ns.Account = res.NativePath, false, fc.Account
 		s.Parked = false
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, lastSeq) // never backwards
 	})
@@ -313,7 +313,9 @@ func (a *Agent) pendingPrompt(ctx context.Context, sessionID string, o owned) (s
 // prepareTurn decides between resuming the agent's native session, a
 // rebuild from the neutral copy, and a fresh native session; with tryFork,
 // a fork's first turn may fork the parent's native session (fork.go).
-func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt string, tryFork bool) (runner.Turn, error) {
+// account is the fleet account the turn runs on: a native session another
+// account wrote, where the agent binds it to that account, is rebuilt.
+func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, tryFork bool) (runner.Turn, error) {
 	setup, err := a.cfg.accountSetup(o.Agent, o.Account)
 	if err != nil {
 		return runner.Turn{}, err
@@ -356,8 +358,15 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	}
 	before := firstSeq - 1
 	ns := o.Native[o.Agent]
+	if ns.boundElsewhere(o.Agent, account) {
+		// The fleet switched accounts since this native session's last
+		// turn: resuming it would send the old account's encrypted items.
+		a.lg.Info("native session bound to another fleet account; rebuilding", zap.String("session", sessionID),
+			zap.String("agent", o.Agent), zap.String("was", ns.Account), zap.String("now", account))
+		ns = &nativeSession{ID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto, Stale: true}
+	}
 	if tryFork && ns == nil {
-		if ft, ok := a.nativeForkTurn(ctx, sessionID, o, firstSeq, t); ok {
+		if ft, ok := a.nativeForkTurn(ctx, sessionID, o, firstSeq, account, t); ok {
 			return ft, nil
 		}
 	}
