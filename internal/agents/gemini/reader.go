@@ -22,9 +22,8 @@ const Agent = "gemini"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (r Reader) Read(path string) ([]transcript.Message, error) {
-	msgs, _, err := r.ReadReport(path)
-	return msgs, err
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	return agents.ReadFile(path, DecodeFrom)
 }
 
 // ReadCwd implements agents.CwdReader. A session file does not name its
@@ -51,17 +50,14 @@ type Decoded struct {
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
+// Report implements agents.Decoded.
+func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+
 // ReadReport implements agents.ReportingReader. The file is read as a
 // stream, never whole: sessions of hundreds of MB exist, mostly answers
 // the CLI rewrote, and only the last version of each message is kept.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	d, err := DecodeFrom(f)
-	return d.Messages, d.Kinds, err
+	return agents.ReportFile(path, DecodeFrom)
 }
 
 // uiRecords are the record types the CLI shows but never sends to the

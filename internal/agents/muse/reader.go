@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -21,9 +21,8 @@ const Agent = "muse"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (r Reader) Read(path string) ([]transcript.Message, error) {
-	msgs, _, err := r.ReadReport(path)
-	return msgs, err
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	return agents.ReadFile(path, decodeFrom)
 }
 
 // Decoded is everything a reader got out of one session log.
@@ -39,14 +38,22 @@ type Decoded struct {
 	Kinds agents.Skips
 }
 
+// Report implements agents.Decoded.
+func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	data, err := os.ReadFile(path)
+	return agents.ReportFile(path, decodeFrom)
+}
+
+// decodeFrom is Decode of what r holds: a session's records come back
+// ordered by sequence, so the log is read whole.
+func decodeFrom(r io.ReadSeeker) (Decoded, error) {
+	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, nil, err
+		return Decoded{}, err
 	}
-	d, err := Decode(data)
-	return d.Messages, d.Kinds, err
+	return Decode(data)
 }
 
 // Decode reads a session log. Malformed lines are skipped and counted; it

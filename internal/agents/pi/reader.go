@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -25,14 +24,13 @@ const noticeType = "cast-notice"
 type Reader struct{}
 
 // Read implements agents.Reader.
-func (r Reader) Read(path string) ([]transcript.Message, error) {
-	msgs, _, err := r.ReadReport(path)
-	return msgs, err
+func (Reader) Read(path string) ([]transcript.Message, error) {
+	return agents.ReadFile(path, DecodeFrom)
 }
 
 // ReadCwd implements agents.CwdReader: the session header's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
-	d, err := decodeFile(path)
+	d, err := agents.DecodeFile(path, DecodeFrom)
 	return d.Cwd, err
 }
 
@@ -50,6 +48,9 @@ type Decoded struct {
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
+// Report implements agents.Decoded.
+func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+
 // knownEntries are the entry types pi writes that carry no conversation of
 // their own (settings changes, labels, extension data such as cast's
 // notices); they are not reported as skipped.
@@ -57,18 +58,7 @@ var knownEntries = map[string]bool{"model_change": true, "thinking_level_change"
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	d, err := decodeFile(path)
-	return d.Messages, d.Kinds, err
-}
-
-// decodeFile decodes the file at path as a stream, never reading it whole.
-func decodeFile(path string) (Decoded, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Decoded{}, err
-	}
-	defer f.Close()
-	return DecodeFrom(f)
+	return agents.ReportFile(path, DecodeFrom)
 }
 
 // Decode reads the conversation pi would resume: the chain from the last
@@ -80,7 +70,7 @@ func Decode(data []byte) (Decoded, error) {
 }
 
 // DecodeFrom is Decode reading r a line at a time.
-func DecodeFrom(r io.Reader) (Decoded, error) {
+func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	var d Decoded
 	var entries []entry
 	used := 0
