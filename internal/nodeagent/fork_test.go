@@ -113,3 +113,30 @@ func TestRebuildNativeID(t *testing.T) {
 		}
 	}
 }
+
+// A native session is rebuilt before a turn on another fleet account only
+// for an agent that binds it to its account (Codex).
+func TestBoundElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent, was, now string
+		ns                    bool
+		want                  bool
+	}{
+		{"codex on the account that wrote it", "codex", "a", "a", true, false},
+		{"codex after a switch", "codex", "a", "b", true, true},
+		{"codex, first fleet turn after none", "codex", "", "a", true, true},
+		{"codex, fleet account removed", "codex", "a", "", true, true},
+		{"codex, no native session", "codex", "a", "b", false, false},
+		{"claude after a switch", "claude", "a", "b", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ns *nativeSession
+			if tc.ns {
+				ns = &nativeSession{ID: "n", Account: tc.was}
+			}
+			if got := ns.boundElsewhere(tc.agent, tc.now); got != tc.want {
+				t.Fatalf("boundElsewhere = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
