@@ -57,7 +57,7 @@ func (mg *Manager) ask(ctx context.Context, sessionID, agent, account string, un
 // returns the active account and the sessions the choice held.
 func (mg *Manager) Answer(ctx context.Context, agent string, approve bool) (string, []string, error) {
 	if _, ok := fleetLogin(agent); !ok {
-		return "", nil, errs.Invalid("fleet accounts work for claude and codex, not %q", agent).With("agent", agent)
+		return "", nil, notFleet(agent)
 	}
 	for range 10 {
 		c, err := mg.st.Choice(ctx, agent)

@@ -147,7 +147,7 @@ func validate(agent, name string) error {
 		return errs.Invalid("account name %q: use letters, digits, '.', '_' or '-'", name)
 	}
 	if _, ok := fleetLogin(agent); !ok {
-		return errs.Invalid("fleet accounts work for claude and codex, not %q", agent).With("agent", agent)
+		return notFleet(agent)
 	}
 	return nil
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/quota"
 )
 
@@ -60,11 +62,22 @@ func fleetLogin(agent string) (agents.FleetLogin, bool) {
 // Agents lists the agents fleet accounts work for.
 func Agents() []string { return agents.FleetAgents() }
 
+// notFleet is the error for an agent fleet accounts do not cover. It names
+// those they do from the registry, so a new fleet agent needs no edit here.
+func notFleet(agent string) error {
+	names := Agents()
+	list := strings.Join(names, " and ")
+	if n := len(names); n > 2 {
+		list = strings.Join(names[:n-1], ", ") + " and " + names[n-1]
+	}
+	return errs.Invalid("fleet accounts work for %s, not %q", list, agent).With("agent", agent)
+}
+
 // CheckCredential says whether cred is a credential store agent reads.
 func CheckCredential(agent string, cred []byte) error {
 	fl, ok := fleetLogin(agent)
 	if !ok {
-		return fmt.Errorf("fleet accounts work for claude and codex, not %q", agent)
+		return notFleet(agent)
 	}
 	var v map[string]any
 	if err := json.Unmarshal(cred, &v); err != nil {
