@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -23,29 +22,18 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	p, err := parseFile(path)
-	return p.Messages, err
+	return agents.ReadFile(path, Parse)
 }
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	p, err := parseFile(path)
-	return p.Messages, p.Kinds, err
+	return agents.ReportFile(path, Parse)
 }
 
 // ReadCwd implements agents.CwdReader: session_meta's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
-	p, err := parseFile(path)
+	p, err := agents.DecodeFile(path, Parse)
 	return p.Cwd, err
-}
-
-func parseFile(path string) (Parsed, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Parsed{}, err
-	}
-	defer f.Close()
-	return Parse(f)
 }
 
 // Parsed is a rollout read into neutral form plus what the file says about
@@ -63,6 +51,9 @@ type Parsed struct {
 }
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
+
+// Report implements agents.Decoded.
+func (p Parsed) Report() ([]transcript.Message, agents.Skips) { return p.Messages, p.Kinds }
 
 // bookkeeping are line types that carry no conversation (usage records,
 // the environment snapshot); they are known, so not reported as skipped.
@@ -82,7 +73,8 @@ func dedupKey(k transcript.Kind, text string) string {
 
 // Parse reads a rollout. Malformed lines are skipped and counted; the error
 // is non-nil only when lines were present and none of them was readable.
-func Parse(r io.Reader) (Parsed, error) {
+// r is a ReadSeeker (never sought) so Parse fits agents.DecodeFile.
+func Parse(r io.ReadSeeker) (Parsed, error) {
 	var (
 		p       Parsed
 		cands   []candidate

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -23,29 +22,18 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	p, err := parseFile(path)
-	return p.Messages, err
+	return agents.ReadFile(path, Parse)
 }
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	p, err := parseFile(path)
-	return p.Messages, p.Kinds, err
+	return agents.ReportFile(path, Parse)
 }
 
 // ReadCwd implements agents.CwdReader: the session's directory.
 func (Reader) ReadCwd(path string) (string, error) {
-	p, err := parseFile(path)
+	p, err := agents.DecodeFile(path, Parse)
 	return p.Directory, err
-}
-
-func parseFile(path string) (Parsed, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Parsed{}, err
-	}
-	defer f.Close()
-	return Parse(f)
 }
 
 // Parsed is a session read into neutral form.
@@ -61,12 +49,16 @@ type Parsed struct {
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
+// Report implements agents.Decoded.
+func (p Parsed) Report() ([]transcript.Message, agents.Skips) { return p.Messages, p.Kinds }
+
 // bookkeepingParts carry no conversation: step boundaries, the snapshot
 // hashes and file lists of a step.
 var bookkeepingParts = map[string]bool{"step-start": true, "step-finish": true, "snapshot": true, "patch": true}
 
 // Parse reads an export document or a JSONL dump of session rows.
-func Parse(r io.Reader) (Parsed, error) {
+// r is a ReadSeeker (never sought) so Parse fits agents.DecodeFile.
+func Parse(r io.ReadSeeker) (Parsed, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return Parsed{}, err
