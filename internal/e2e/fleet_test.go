@@ -317,9 +317,10 @@ func addCodexAccount(t *testing.T, r *turnRig, c cli, name, tok string, active b
 	}
 }
 
-// Codex switches accounts too. The fake provider seals each answer's
-// reasoning to the account that asked (as OpenAI's encrypted_content is)
-// and refuses reasoning sealed to another account. Account A answers two
+// Codex switches accounts too, by itself (auto) or once a person approves
+// (ask). The fake provider seals each answer's reasoning to the account
+// that asked (as OpenAI's encrypted_content is) and refuses reasoning
+// sealed to another account. Account A answers two
 // turns (the second carries the first's sealed reasoning back: codex does
 // send it), then hits its usage limit: the fleet switches to B, the node
 // rebuilds the session's rollout for B without A's encrypted reasoning
@@ -327,7 +328,13 @@ func addCodexAccount(t *testing.T, r *turnRig, c cli, name, tok string, active b
 // once on B, its request carrying the earlier turns' text and nothing
 // sealed to A.
 func TestFleetCodexSwitchesAccount(t *testing.T) {
-	r, c, codexHome := newCodexFleetRig(t, func(*controlplane.Config) {})
+	for _, policy := range []string{fleet.PolicyAuto, fleet.PolicyAsk} {
+		t.Run(policy, func(t *testing.T) { codexSwitch(t, policy) })
+	}
+}
+
+func codexSwitch(t *testing.T, policy string) {
+	r, c, codexHome := newCodexFleetRig(t, func(c *controlplane.Config) { c.Fleet.Policy = policy })
 	const tokA, tokB = "sk-cx-FLEET-A-secret", "sk-cx-FLEET-B-secret"
 	addCodexAccount(t, r, c, "cx-a", tokA, true)
 	addCodexAccount(t, r, c, "cx-b", tokB, false)
@@ -352,6 +359,12 @@ func TestFleetCodexSwitchesAccount(t *testing.T) {
 
 	r.fake.RejectCredential(tokA, 429)
 	seq = r.send(sess.Id, "third MARK-S3")
+	if policy == fleet.PolicyAsk {
+		waitChoice(r, "codex", sess.Id, seq, "cx-a")
+		if out := c.must("account", "approve", "--agent", "codex"); !strings.Contains(out, "now on account cx-b") {
+			t.Fatalf("approve said %q", out)
+		}
+	}
 	waitAnswered(r, sess.Id, "MARK-S3", seq)
 	if got := bearerOf(r, "MARK-S3"); got != tokB {
 		t.Fatalf("the parked turn ran again with %q, want account B", got)
@@ -515,7 +528,7 @@ func TestFleetClaudeAskPolicy(t *testing.T) {
 
 	r.fake.RejectCredential(fleetTokA, 429)
 	seq := r.send(sess.Id, "second MARK-Q2")
-	waitChoice(r, sess.Id, seq, "work-a")
+	waitChoice(r, "claude", sess.Id, seq, "work-a")
 	if accounts := listAccounts(t, c); !accounts["work-a"].Active {
 		t.Fatalf("ask switched by itself: %+v", accounts)
 	}
@@ -544,7 +557,7 @@ func TestFleetClaudeAskPolicy(t *testing.T) {
 	r.fake.RejectCredential(fleetTokB, 429)
 	r.fake.RejectCredential(fleetTokA, 0)
 	seq = r.send(sess.Id, "third MARK-Q3")
-	waitChoice(r, sess.Id, seq, "work-b")
+	waitChoice(r, "claude", sess.Id, seq, "work-b")
 	c.must("account", "use", "work-a", "--agent", "claude")
 	waitAnswered(r, sess.Id, "MARK-Q3", seq)
 	if tok := bearerOf(r, "MARK-Q3"); tok != fleetTokA {
@@ -556,8 +569,8 @@ func TestFleetClaudeAskPolicy(t *testing.T) {
 }
 
 // waitChoice waits until the session is parked after seq with an
-// account_choice notice naming the limited account.
-func waitChoice(r *turnRig, id string, seq int64, from string) {
+// account_choice notice naming the limited account of agent's fleet.
+func waitChoice(r *turnRig, agent, id string, seq int64, from string) {
 	r.t.Helper()
 	testharness.WaitFor(r.t, 3*time.Minute, "the account choice in "+id, func() bool {
 		sess, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
@@ -566,7 +579,7 @@ func waitChoice(r *turnRig, id string, seq int64, from string) {
 		}
 		return slices.ContainsFunc(r.messages(id), func(m *castv1.Message) bool {
 			return m.Seq > seq && m.NoticeType == "account_choice" && strings.Contains(m.Text, "Account "+from+" is at its usage limit") &&
-				strings.Contains(m.Text, "cast account approve --agent claude")
+				strings.Contains(m.Text, "cast account approve --agent "+agent)
 		})
 	})
 }
