@@ -67,7 +67,9 @@ func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
 		}
 		node := testharness.StartProc(t, filepath.Join(bins, "node"), "--controlplane", freeAddr(t), "--data-dir", t.TempDir(), "--name", "lonely", "--isolated-homes")
 		testharness.WaitFor(t, 20*time.Second, "the node retries its dial", func() bool {
-			return strings.Contains(node.Output(), "reconnecting")
+			// Before its first join (mTLS) it retries the join; after, the stream.
+			out := node.Output()
+			return strings.Contains(out, "control plane unreachable; retrying") || strings.Contains(out, "reconnecting")
 		})
 		node.Signal(sig)
 		if _, ok := node.Wait(10 * time.Second); !ok {
