@@ -46,10 +46,12 @@ func (w *watcher) run(ctx context.Context) error {
 	pause := 250 * time.Millisecond
 	for {
 		err := w.stream(ctx, c.Sessions, func() { lost, pause = time.Time{}, 250*time.Millisecond })
-		if ctx.Err() != nil || status.Code(err) == codes.Canceled {
-			return nil
+		if ctx.Err() != nil {
+			return nil // Ctrl-C
 		}
-		if err != nil && status.Code(err) != codes.Unavailable {
+		// Canceled while our own context is live is the server ending the
+		// stream as it stops: like Unavailable, watch again.
+		if c := status.Code(err); err != nil && c != codes.Unavailable && c != codes.Canceled {
 			return err
 		}
 		if lost.IsZero() {

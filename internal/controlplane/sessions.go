@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -396,8 +397,9 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	if err != nil {
 		h.s.lg.Debug("watch ended", zap.Error(err))
 	}
-	if err == nil && h.s.stopCx.Err() != nil && stream.Context().Err() == nil {
-		// Not the end of the session: this replica is stopping.
+	if h.s.stopCx.Err() != nil && stream.Context().Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {
+		// Not the end of the session: this replica is stopping (the store
+		// may see its context canceled mid-read rather than end cleanly).
 		return withInfo(codes.Unavailable, "the control plane is shutting down; watch again from the next seq", errs.ReasonUnavailable, nil)
 	}
 	return toStatus(h.s.lg, err)
