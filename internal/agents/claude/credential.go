@@ -1,10 +1,10 @@
 package claude
 
 import (
-	"encoding/json"
-	"fmt"
+	"errors"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/custody"
 )
 
@@ -23,78 +23,61 @@ const oauthKey = "claudeAiOauth"
 // File is the credential file's name.
 func (Credential) File() string { return ".credentials.json" }
 
-func decodeCred(raw []byte) (map[string]json.RawMessage, map[string]any, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, nil, fmt.Errorf("a Claude credential is .credentials.json (JSON): %w", err)
-	}
-	var o map[string]any
-	if err := json.Unmarshal(top[oauthKey], &o); err != nil || o == nil {
-		return nil, nil, fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
-	}
-	if tok, _ := o["accessToken"].(string); tok == "" {
-		return nil, nil, fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
-	}
-	return top, o, nil
-}
+const credShape = `a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`
 
-func encodeCred(top map[string]json.RawMessage, o map[string]any) ([]byte, error) {
-	b, err := json.Marshal(o)
+func decodeCred(raw []byte) (*agents.TokenFile, error) {
+	f, err := agents.DecodeTokenFile(raw, oauthKey, credShape)
 	if err != nil {
 		return nil, err
 	}
-	top[oauthKey] = b
-	return json.Marshal(top)
+	if f.Token("accessToken") == "" {
+		return nil, errors.New(credShape)
+	}
+	return f, nil
 }
 
 // Parse reads the file. Claude keeps no issue time; expiresAt orders it.
 func (Credential) Parse(raw []byte) (custody.Token, error) {
-	_, o, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return custody.Token{}, err
 	}
 	var t custody.Token
-	if ms, ok := o["expiresAt"].(float64); ok && ms > 0 {
+	if ms, ok := f.Tokens["expiresAt"].(float64); ok && ms > 0 {
 		t.Expires = time.UnixMilli(int64(ms))
 		t.Issued = t.Expires
 	}
-	rt, _ := o["refreshToken"].(string)
-	at, _ := o["accessToken"].(string)
-	t.HasRefresh, t.AccessID = rt != "", custody.Fingerprint(at)
+	t.HasRefresh, t.AccessID = f.Token("refreshToken") != "", custody.Fingerprint(f.Token("accessToken"))
 	return t, nil
 }
 
 // AccessOnly drops the refresh token; Claude then never refreshes.
 func (Credential) AccessOnly(raw []byte) ([]byte, error) {
-	top, o, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return nil, err
 	}
-	delete(o, "refreshToken")
-	return encodeCred(top, o)
+	delete(f.Tokens, "refreshToken")
+	return f.Encode()
 }
 
 // RefreshToken returns the refresh token.
 func (Credential) RefreshToken(raw []byte) (string, error) {
-	_, o, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return "", err
 	}
-	rt, _ := o["refreshToken"].(string)
-	return rt, nil
+	return f.Token("refreshToken"), nil
 }
 
 // Apply stores a refresh's answer as Claude does (its refresh keeps the
 // old refresh token when the answer has none).
 func (Credential) Apply(raw []byte, g custody.Grant) ([]byte, error) {
-	top, o, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return nil, err
 	}
-	o["accessToken"] = g.Access
-	if g.Refresh != "" {
-		o["refreshToken"] = g.Refresh
-	}
-	o["expiresAt"] = g.Expires.UnixMilli()
-	return encodeCred(top, o)
+	f.Refreshed("accessToken", g.Access, "refreshToken", g.Refresh)
+	f.Tokens["expiresAt"] = g.Expires.UnixMilli()
+	return f.Encode()
 }

@@ -2,9 +2,10 @@ package codex
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/custody"
 )
 
@@ -25,57 +26,39 @@ func (Credential) File() string { return "auth.json" }
 
 const shapeErr = `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`
 
-func decodeCred(raw []byte) (map[string]json.RawMessage, map[string]any, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", shapeErr, err)
-	}
-	var toks map[string]any
-	if b, ok := top["tokens"]; ok && string(b) != "null" {
-		if err := json.Unmarshal(b, &toks); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", shapeErr, err)
-		}
+func decodeCred(raw []byte) (*agents.TokenFile, error) {
+	f, err := agents.DecodeTokenFile(raw, "tokens", shapeErr)
+	if err != nil {
+		return nil, err
 	}
 	var key string
-	_ = json.Unmarshal(top["OPENAI_API_KEY"], &key)
-	if at, _ := toks["access_token"].(string); at == "" && key == "" {
-		return nil, nil, fmt.Errorf("%s", shapeErr)
+	_ = json.Unmarshal(f.Top["OPENAI_API_KEY"], &key)
+	if f.Token("access_token") == "" && key == "" {
+		return nil, errors.New(shapeErr)
 	}
-	return top, toks, nil
-}
-
-func encodeCred(top map[string]json.RawMessage, toks map[string]any) ([]byte, error) {
-	if toks != nil {
-		b, err := json.Marshal(toks)
-		if err != nil {
-			return nil, err
-		}
-		top["tokens"] = b
-	}
-	return json.Marshal(top)
+	return f, nil
 }
 
 // Parse reads the file: issue time from the access token's iat or
 // last_refresh, whichever is later; expiry from its exp.
 func (Credential) Parse(raw []byte) (custody.Token, error) {
-	top, toks, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return custody.Token{}, err
 	}
 	var t custody.Token
-	at, _ := toks["access_token"].(string)
+	at := f.Token("access_token")
 	if at == "" {
 		return t, nil // an API key: no token family
 	}
-	rt, _ := toks["refresh_token"].(string)
-	t.HasRefresh, t.AccessID = rt != "", custody.Fingerprint(at)
+	t.HasRefresh, t.AccessID = f.Token("refresh_token") != "", custody.Fingerprint(at)
 	if iat, exp, err := custody.JWTTimes(at); err == nil {
 		t.Issued, t.Expires = iat, exp
 	}
 	// iat has whole seconds; last_refresh, which Codex writes with each
 	// refresh, orders two refreshes within one second.
 	var lr time.Time
-	if json.Unmarshal(top["last_refresh"], &lr) == nil && lr.After(t.Issued) {
+	if json.Unmarshal(f.Top["last_refresh"], &lr) == nil && lr.After(t.Issued) {
 		t.Issued = lr
 	}
 	return t, nil
@@ -84,42 +67,38 @@ func (Credential) Parse(raw []byte) (custody.Token, error) {
 // AccessOnly empties the refresh token; Codex then refreshes never while
 // the access token lives.
 func (Credential) AccessOnly(raw []byte) ([]byte, error) {
-	top, toks, err := decodeCred(raw)
-	if err != nil || toks == nil {
+	f, err := decodeCred(raw)
+	if err != nil || f.Tokens == nil {
 		return raw, err
 	}
-	toks["refresh_token"] = ""
-	return encodeCred(top, toks)
+	f.Tokens["refresh_token"] = ""
+	return f.Encode()
 }
 
 // RefreshToken returns the refresh token.
 func (Credential) RefreshToken(raw []byte) (string, error) {
-	_, toks, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return "", err
 	}
-	rt, _ := toks["refresh_token"].(string)
-	return rt, nil
+	return f.Token("refresh_token"), nil
 }
 
 // Apply stores a refresh's answer as Codex does: new tokens and
 // last_refresh.
 func (Credential) Apply(raw []byte, g custody.Grant) ([]byte, error) {
-	top, toks, err := decodeCred(raw)
+	f, err := decodeCred(raw)
 	if err != nil {
 		return nil, err
 	}
-	if toks == nil {
-		return nil, fmt.Errorf("an API-key auth.json has no token to refresh")
+	if f.Tokens == nil {
+		return nil, errors.New("an API-key auth.json has no token to refresh")
 	}
-	toks["access_token"] = g.Access
-	if g.Refresh != "" {
-		toks["refresh_token"] = g.Refresh
-	}
+	f.Refreshed("access_token", g.Access, "refresh_token", g.Refresh)
 	if g.IDToken != "" {
-		toks["id_token"] = g.IDToken
+		f.Tokens["id_token"] = g.IDToken
 	}
 	lr, _ := json.Marshal(g.Issued.UTC())
-	top["last_refresh"] = lr
-	return encodeCred(top, toks)
+	f.Top["last_refresh"] = lr
+	return f.Encode()
 }

@@ -1,0 +1,60 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// TokenFile is a login file that is one JSON object keeping its tokens in
+// an object under one key (Claude's "claudeAiOauth", Codex's "tokens").
+// Decoding and encoding keep every other field as the CLI wrote it, so
+// token custody's rewrites lose nothing.
+type TokenFile struct {
+	Top    map[string]json.RawMessage // the whole file
+	Key    string                     // where the tokens are
+	Tokens map[string]any             // nil when the file has none (no key, or null)
+}
+
+// DecodeTokenFile reads raw. A file that is not a JSON object, or whose
+// key holds something other than an object or null, is an error that
+// starts with shape (what the file must be).
+func DecodeTokenFile(raw []byte, key, shape string) (*TokenFile, error) {
+	f := &TokenFile{Key: key}
+	if err := json.Unmarshal(raw, &f.Top); err != nil {
+		return nil, fmt.Errorf("%s: %w", shape, err)
+	}
+	if b, ok := f.Top[key]; ok && string(b) != "null" {
+		if err := json.Unmarshal(b, &f.Tokens); err != nil {
+			return nil, fmt.Errorf("%s: %w", shape, err)
+		}
+	}
+	return f, nil
+}
+
+// Token is the string field name of the tokens ("" when absent).
+func (f *TokenFile) Token(name string) string {
+	s, _ := f.Tokens[name].(string)
+	return s
+}
+
+// Refreshed stores a refresh's answer: the access token always, the
+// refresh token only when the answer has one (both CLIs keep the old one
+// otherwise).
+func (f *TokenFile) Refreshed(accessField, access, refreshField, refresh string) {
+	f.Tokens[accessField] = access
+	if refresh != "" {
+		f.Tokens[refreshField] = refresh
+	}
+}
+
+// Encode is the file with the tokens (when it has any) stored back.
+func (f *TokenFile) Encode() ([]byte, error) {
+	if f.Tokens != nil {
+		b, err := json.Marshal(f.Tokens)
+		if err != nil {
+			return nil, err
+		}
+		f.Top[f.Key] = b
+	}
+	return json.Marshal(f.Top)
+}
