@@ -22,15 +22,10 @@ import (
 func TestHandoffWithAccount(t *testing.T) {
 	r := newTurnRigWith(t, func(*controlplane.Config, string) {}, "claude")
 	// Give claude a "work" account on the node: restart it with the config.
-	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
-	var setups map[string]map[string]any
-	b, err := os.ReadFile(cfgPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &setups))
 	workHome := t.TempDir()
-	setups["claude"]["accounts"] = map[string]any{"work": map[string]any{"home": workHome, "env": []string{"ANTHROPIC_API_KEY=sk-cast-work-account"}}}
-	b, _ = json.Marshal(setups)
-	must(t, os.WriteFile(cfgPath, b, 0o600))
+	editAgentSetup(t, r, "claude", func(setup map[string]any) {
+		setup["accounts"] = map[string]any{"work": map[string]any{"home": workHome, "env": []string{"ANTHROPIC_API_KEY=sk-cast-work-account"}}}
+	})
 	r.node.Kill()
 	r.startNode()
 	testharness.WaitFor(t, 30*time.Second, "the node advertises the work account", func() bool {
@@ -47,7 +42,7 @@ func TestHandoffWithAccount(t *testing.T) {
 	})
 
 	ctx := context.Background()
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	c := castCLI(t, r)
 	src, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "default account MARK-A0"})
 	must(t, err)
 	r.waitState(src.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)

@@ -102,14 +102,9 @@ func newCustodyRig(t *testing.T, oa *fakeoauth.Server) (*turnRig, string) {
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, "codex")
 	codexHome := filepath.Join(r.homes["codex"], ".codex")
 	agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
-	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
-	var setups map[string]map[string]any
-	b, err := os.ReadFile(cfgPath)
-	must(t, err)
-	must(t, json.Unmarshal(b, &setups))
-	setups["codex"]["env"] = append(setups["codex"]["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
-	b, _ = json.Marshal(setups)
-	must(t, os.WriteFile(cfgPath, b, 0o600))
+	editAgentSetup(t, r, "codex", func(setup map[string]any) {
+		setup["env"] = append(setup["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
+	})
 	r.node.Kill()
 	r.nodeArgs = append(r.nodeArgs, "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m55s")
 	r.startNode()
@@ -119,16 +114,10 @@ func newCustodyRig(t *testing.T, oa *fakeoauth.Server) (*turnRig, string) {
 // A login custody does not hold (an API key: nothing to refresh) is
 // copied into the store as before, with --token-custody on both sides.
 func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
-	r, codexHome := newCustodyRig(t, fakeoauth.Start(t, time.Hour))
+	r, _ := newCustodyRig(t, fakeoauth.Start(t, time.Hour))
 	const key = "sk-cx-NOT-IN-CUSTODY"
-	credPath := filepath.Join(t.TempDir(), "auth.json")
-	must(t, os.WriteFile(credPath, []byte(`{"OPENAI_API_KEY":"`+key+`"}`), 0o600))
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	c.must("account", "add", "k", "--agent", "codex", "--credentials", credPath)
-	testharness.WaitFor(t, 30*time.Second, "the node copied the API key into auth.json", func() bool {
-		b, err := os.ReadFile(filepath.Join(codexHome, "auth.json"))
-		return err == nil && strings.Contains(string(b), key)
-	})
+	addAccount(castCLI(t, r), "codex", "k", `{"OPENAI_API_KEY":"`+key+`"}`)
+	waitStore(t, r, "codex", key) // copied
 	if !strings.Contains(r.node.Output(), "custody does not hold this account") {
 		t.Fatal("the node did not say why it copied")
 	}
@@ -227,9 +216,6 @@ func addCodexLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server) fakeoauth.Gra
 	login, err := codex.Credential{}.Apply([]byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`),
 		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
 	must(t, err)
-	credPath := filepath.Join(t.TempDir(), "auth.json")
-	must(t, os.WriteFile(credPath, login, 0o600))
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	c.must("account", "add", "cx", "--agent", "codex", "--credentials", credPath)
+	addAccount(castCLI(t, r), "codex", "cx", string(login))
 	return g
 }

@@ -45,14 +45,9 @@ func TestDashboardsShowData(t *testing.T) {
 	startSecondNode(t, r, "b", "--metrics-listen", metricsB)
 	prom := testharness.StartPrometheus(t, rulesFile, map[string][]string{"controlplane": {r.metricsAddr}, "node": {metricsA, metricsB}})
 
-	// Claude reports half of its 5-hour window used (a warning: claude
-	// passes usage on only then), far from a switch ahead.
-	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	for k, v := range map[string]string{"status": "allowed_warning", "5h-utilization": "0.5", "5h-reset": fmt.Sprint(reset.Unix()),
-		"5h-surpassed-threshold": "0.5",
-		"representative-claim":   "five_hour", "reset": fmt.Sprint(reset.Unix())} {
-		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
-	}
+	// Claude reports half of its 5-hour window used, far from a switch
+	// ahead.
+	claudeWindow(r, "0.5", "0.5", time.Now().Add(2*time.Hour).Truncate(time.Second))
 	settings := filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), "settings.json")
 	must(t, os.WriteFile(settings, []byte(`{"permissions":{"ask":["Bash(touch:*)"]}}`), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())

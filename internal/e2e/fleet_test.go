@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -167,40 +169,89 @@ func newFleetRigWith(t *testing.T, cb func(*controlplane.Config), nodeEnv ...str
 		c.Fleet.Sweep = 300 * time.Millisecond
 		cb(c)
 	}, "claude")
+	editAgentSetup(t, r, "claude", func(setup map[string]any) {
+		var env []string
+		for _, kv := range setup["env"].([]any) {
+			if !strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") {
+				env = append(env, kv.(string))
+			}
+		}
+		setup["env"] = env
+	})
+	r.node.Kill()
+	r.startNodeEnv(nodeEnv...)
+
+	c := castCLI(t, r)
+	outs := addAccount(c, "claude", "work-a", claudeLogin(fleetTokA))
+	outs += addAccount(c, "claude", "work-b", claudeLogin(fleetTokB), "--json")
+	waitStore(t, r, "claude", fleetTokA)
+	return r, c, outs
+}
+
+// castCLI is the cast CLI talking to r's control plane.
+func castCLI(t *testing.T, r *turnRig) cli {
+	return cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+}
+
+// editAgentSetup changes agent's entry of r's node agents config
+// (--agents-config) with edit; the node reads it when it next starts.
+func editAgentSetup(t *testing.T, r *turnRig, agent string, edit func(setup map[string]any)) {
 	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
 	var setups map[string]map[string]any
 	b, err := os.ReadFile(cfgPath)
 	must(t, err)
 	must(t, json.Unmarshal(b, &setups))
-	var env []string
-	for _, kv := range setups["claude"]["env"].([]any) {
-		if !strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") {
-			env = append(env, kv.(string))
-		}
-	}
-	setups["claude"]["env"] = env
-	b, _ = json.Marshal(setups)
+	edit(setups[agent])
+	b, err = json.Marshal(setups)
+	must(t, err)
 	must(t, os.WriteFile(cfgPath, b, 0o600))
-	r.node.Kill()
-	r.startNodeEnv(nodeEnv...)
-
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	outs := c.must("account", "add", "work-a", "--agent", "claude", "--credentials", credFile(t, fleetTokA))
-	outs += c.must("account", "add", "work-b", "--agent", "claude", "--credentials", credFile(t, fleetTokB), "--json")
-	store := filepath.Join(r.homes["claude"], ".claude", ".credentials.json")
-	testharness.WaitFor(t, 30*time.Second, "the node wrote account A", func() bool {
-		b, err := os.ReadFile(store)
-		return err == nil && strings.Contains(string(b), fleetTokA)
-	})
-	return r, c, outs
 }
 
-func credFile(t *testing.T, tok string) string {
-	p := filepath.Join(t.TempDir(), "creds.json")
-	cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
-		tok, time.Now().Add(24*time.Hour).UnixMilli())
-	must(t, os.WriteFile(p, []byte(cred), 0o600))
+// addAccount adds login (the content of agent's credential file) as fleet
+// account name with `cast account add` and more args, and returns what
+// the CLI printed.
+func addAccount(c cli, agent, name, login string, args ...string) string {
+	return c.must(append([]string{"account", "add", name, "--agent", agent, "--credentials", loginFile(c.t, login)}, args...)...)
+}
+
+// waitStore waits until r's node wrote a login holding secret into
+// agent's shared credential store (what the active account does).
+func waitStore(t *testing.T, r *turnRig, agent, secret string) {
+	t.Helper()
+	a, _ := agents.Lookup(agent)
+	store := filepath.Join(agenttest.NativeHome(r.homes[agent], agent), a.Login().Fleet.File)
+	testharness.WaitFor(t, 30*time.Second, "the node wrote the account into "+store, func() bool {
+		b, err := os.ReadFile(store)
+		return err == nil && strings.Contains(string(b), secret)
+	})
+}
+
+// loginFile is a credential file holding login.
+func loginFile(t *testing.T, login string) string {
+	p := filepath.Join(t.TempDir(), "login.json")
+	must(t, os.WriteFile(p, []byte(login), 0o600))
 	return p
+}
+
+// claudeLogin is a Claude Max login with access token tok, valid for a day.
+func claudeLogin(tok string) string {
+	return fmt.Sprintf(`{"claudeAiOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`,
+		tok, time.Now().Add(24*time.Hour).UnixMilli())
+}
+
+// credFile is a Claude login file with access token tok.
+func credFile(t *testing.T, tok string) string { return loginFile(t, claudeLogin(tok)) }
+
+// claudeWindow makes the fake provider report with every answer that the
+// 5-hour window is used (a fraction: "0.96") past threshold, resetting at
+// reset, with a warning status (claude passes usage on only then).
+func claudeWindow(r *turnRig, used, threshold string, reset time.Time) {
+	for k, v := range map[string]string{
+		"status": "allowed_warning", "5h-utilization": used, "5h-reset": fmt.Sprint(reset.Unix()),
+		"5h-surpassed-threshold": threshold, "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
+	} {
+		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
+	}
 }
 
 // The node dies (kill -9) after writing the new account into the store but
@@ -299,21 +350,15 @@ func newCodexFleetRig(t *testing.T, cb func(*controlplane.Config)) (*turnRig, cl
 	}
 	cfg = []byte(strings.Replace(string(cfg), `env_key = "FAKE_API_KEY"`, `requires_openai_auth = true`, 1))
 	must(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), cfg, 0o600))
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
-	return r, c, codexHome
+	return r, castCLI(t, r), codexHome
 }
 
 // addCodexAccount adds an API-key Codex account; for the first one added
 // (active), it waits until the node wrote it into auth.json.
 func addCodexAccount(t *testing.T, r *turnRig, c cli, name, tok string, active bool) {
-	credPath := filepath.Join(t.TempDir(), "auth.json")
-	must(t, os.WriteFile(credPath, []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"`+tok+`"}`), 0o600))
-	c.must("account", "add", name, "--agent", "codex", "--credentials", credPath)
+	addAccount(c, "codex", name, `{"auth_mode":"apikey","OPENAI_API_KEY":"`+tok+`"}`)
 	if active {
-		testharness.WaitFor(t, 30*time.Second, "the node wrote auth.json", func() bool {
-			b, err := os.ReadFile(filepath.Join(r.homes["codex"], ".codex", "auth.json"))
-			return err == nil && strings.Contains(string(b), tok)
-		})
+		waitStore(t, r, "codex", tok)
 	}
 }
 
@@ -437,12 +482,7 @@ func rolloutWith(t *testing.T, home, marker string) string {
 func TestFleetClaudeSwitchesAhead(t *testing.T) {
 	r, c, _ := newFleetRig(t, time.Hour)
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	for k, v := range map[string]string{
-		"status": "allowed_warning", "5h-utilization": "0.96", "5h-reset": fmt.Sprint(reset.Unix()),
-		"5h-surpassed-threshold": "0.9", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
-	} {
-		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
-	}
+	claudeWindow(r, "0.96", "0.9", reset)
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-S1"})
 	must(t, err)
@@ -610,12 +650,7 @@ func usagePending(t *testing.T, c cli) *pendingJSON {
 func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
 	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) { cfg.Fleet.Cooldown, cfg.Fleet.TurnReserve = time.Hour, 3 })
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	for k, v := range map[string]string{
-		"status": "allowed_warning", "5h-utilization": "0.90", "5h-reset": fmt.Sprint(reset.Unix()),
-		"5h-surpassed-threshold": "0.75", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
-	} {
-		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
-	}
+	claudeWindow(r, "0.90", "0.75", reset)
 	ctx := context.Background()
 	first, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "warm MARK-P0"})
 	must(t, err)
@@ -666,13 +701,7 @@ func TestFleetUsageFreshAndStale(t *testing.T) {
 		cfg.Fleet.Now = func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
 	})
 	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
-	for k, v := range map[string]string{
-		// claude passes the utilization on with a warning status only.
-		"status": "allowed_warning", "5h-utilization": "0.40", "5h-reset": fmt.Sprint(reset.Unix()),
-		"5h-surpassed-threshold": "0.3", "representative-claim": "five_hour", "reset": fmt.Sprint(reset.Unix()),
-	} {
-		r.fake.SetHeader("anthropic-ratelimit-unified-"+k, v)
-	}
+	claudeWindow(r, "0.40", "0.3", reset)
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "on a MARK-U1"})
 	must(t, err)
