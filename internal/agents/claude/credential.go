@@ -18,6 +18,9 @@ type Credential struct{}
 
 var _ custody.Format = Credential{}
 
+// Credential is how token custody reads and trims Claude's login file.
+func (Driver) Credential() custody.Format { return Credential{} }
+
 const oauthKey = "claudeAiOauth"
 
 // File is the credential file's name.

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/claude"
+	_ "github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/agents/codex"
 	_ "github.com/cast-dev/cast/internal/agents/gemini"
 	_ "github.com/cast-dev/cast/internal/agents/grok"
@@ -34,19 +34,36 @@ func Writer(agent string, o WriterOptions) (agents.Writer, error) {
 	return agents.WriterFor(agent, o.Bin, o.Env)
 }
 
-// credentials are the login files token custody covers.
-var credentials = map[string]custody.Format{"claude": claude.Credential{}, "codex": codex.Credential{}}
+// credentialed is a driver whose agent's login file token custody can
+// hold.
+type credentialed interface{ Credential() custody.Format }
 
 // Credential returns how agent's login file is read and trimmed for token
 // custody; an error for an agent whose logins custody does not cover.
 func Credential(agent string) (custody.Format, error) {
-	if f, ok := credentials[agent]; ok {
-		return f, nil
-	}
 	if _, ok := agents.Lookup(agent); !ok {
 		return nil, fmt.Errorf("unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
 	}
-	return nil, fmt.Errorf("fleet accounts do not cover %s logins (claude and codex only)", agent)
+	if f := credentialOf(agent); f != nil {
+		return f, nil
+	}
+	var covered []string
+	for _, n := range agents.Names() {
+		if credentialOf(n) != nil {
+			covered = append(covered, n)
+		}
+	}
+	return nil, fmt.Errorf("fleet accounts do not cover %s logins (%s only)", agent, strings.Join(covered, " and "))
+}
+
+// credentialOf is the credential format agent's driver gives (nil: none).
+func credentialOf(agent string) custody.Format {
+	a, _ := agents.Lookup(agent)
+	d, _ := a.Driver()
+	if c, ok := d.(credentialed); ok {
+		return c.Credential()
+	}
+	return nil
 }
 
 // RefresherOptions are what a custodian runs the agent's CLI with.

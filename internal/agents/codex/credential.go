@@ -21,6 +21,9 @@ type Credential struct{}
 
 var _ custody.Format = Credential{}
 
+// Credential is how token custody reads and trims Codex's login file.
+func (Driver) Credential() custody.Format { return Credential{} }
+
 // File is the credential file's name.
 func (Credential) File() string { return "auth.json" }
 
