@@ -2,6 +2,7 @@ package agents
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -59,4 +60,16 @@ func EnvValue(env []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// WithoutEnv returns env without any entry for keys, so a value appended
+// after it is the only one the process sees.
+func WithoutEnv(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(keys, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

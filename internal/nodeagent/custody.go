@@ -21,8 +21,9 @@ import (
 // Token custody on the node (--token-custody; docs/token-custody.md): the
 // agent's shared store gets the active account's access token only, and
 // the node the control plane elects custodian refreshes the login through
-// the agent's CLI in DATA_DIR/custody. Agents without a CLI refresher
-// (Claude) keep the copied credential of fleet accounts.
+// the agent's CLI in DATA_DIR/custody (Codex: `codex app-server`; Claude:
+// `claude mcp list`). Agents without a CLI refresher keep the copied
+// credential of fleet accounts.
 
 // custodyService is the control plane's Custody RPC as custody.Service.
 type custodyService struct {

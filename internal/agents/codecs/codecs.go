@@ -10,7 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	_ "github.com/cast-dev/cast/internal/agents/claude"
-	"github.com/cast-dev/cast/internal/agents/codex"
+	_ "github.com/cast-dev/cast/internal/agents/codex"
 	_ "github.com/cast-dev/cast/internal/agents/gemini"
 	_ "github.com/cast-dev/cast/internal/agents/grok"
 	_ "github.com/cast-dev/cast/internal/agents/muse"
@@ -73,12 +73,20 @@ type RefresherOptions struct {
 	Home string   // its own folder (CODEX_HOME, ...), whose settings apply
 }
 
+// refreshing is a driver whose CLI can refresh a login without a model
+// turn (docs/token-custody.md): Codex through `codex app-server`, Claude
+// through `claude mcp list`.
+type refreshing interface {
+	Refresher(bin string, env []string, home string) custody.Refresher
+}
+
 // Refresher returns how a custodian refreshes agent's login through its
-// CLI. Claude has none: it refreshes only inside a turn
-// (docs/token-custody.md).
+// CLI.
 func Refresher(agent string, o RefresherOptions) (custody.Refresher, error) {
-	if agent == "codex" {
-		return codex.Refresher{Bin: o.Bin, Env: o.Env, ConfigFrom: o.Home}, nil
+	a, _ := agents.Lookup(agent)
+	d, _ := a.Driver()
+	if r, ok := d.(refreshing); ok {
+		return r.Refresher(o.Bin, o.Env, o.Home), nil
 	}
-	return nil, fmt.Errorf("token custody cannot refresh %s logins: no way to refresh outside a turn", agent)
+	return nil, fmt.Errorf("token custody cannot refresh %s logins: its CLI has no refresh cast can run", agent)
 }

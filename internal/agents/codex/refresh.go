@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
@@ -29,6 +29,12 @@ type Refresher struct {
 
 var _ custody.Refresher = Refresher{}
 
+// Refresher is how a custodian refreshes a Codex login: with the CLI at
+// bin, a turn's environment, and home's config.toml.
+func (Driver) Refresher(bin string, env []string, home string) custody.Refresher {
+	return Refresher{Bin: bin, Env: env, ConfigFrom: home}
+}
+
 // Refresh runs the refresh on the auth.json at path. The caller judges the
 // outcome by the file: an account/read error after the refresh (its other
 // lookups) is not a failed refresh.
@@ -37,13 +43,7 @@ func (r Refresher) Refresh(ctx context.Context, agent, path string) error {
 		return fmt.Errorf("codex refresher: %s is not an auth.json", path)
 	}
 	home := filepath.Dir(path)
-	env := make([]string, 0, len(r.Env)+1)
-	for _, e := range r.Env {
-		if !strings.HasPrefix(e, "CODEX_HOME=") {
-			env = append(env, e)
-		}
-	}
-	env = append(env, "CODEX_HOME="+home)
+	env := append(agents.WithoutEnv(r.Env, "CODEX_HOME"), "CODEX_HOME="+home)
 	if r.ConfigFrom != "" {
 		cfg, err := os.ReadFile(filepath.Join(r.ConfigFrom, "config.toml"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -50,32 +49,15 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 	}
 	cmd := exec.CommandContext(ctx, l.Bin, args...)
 	cmd.Dir = t.Cwd
-	cmd.Env = append(withoutKey(l.Env, "XDG_DATA_HOME"), "XDG_DATA_HOME="+t.Home)
+	cmd.Env = append(agents.WithoutEnv(l.Env, "XDG_DATA_HOME"), "XDG_DATA_HOME="+t.Home)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// The npm launcher runs the real binary as a child: kill the group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // helpers left behind
-	}
-	if err != nil {
+	if err := agents.RunGroup(cmd); err != nil {
 		msg := strings.TrimSpace(ansiRE.ReplaceAllString(stderr.String()+stdout.String(), ""))
 		return stdout.String(), fmt.Errorf("opencode %s: %w: %s", args[0], err, msg)
 	}
 	return stdout.String(), nil
-}
-
-func withoutKey(env []string, key string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // Import loads an export file with `opencode import` and returns the
