@@ -95,7 +95,7 @@ func main() {
 	f := cmd.Flags()
 	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
-	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HTTP address for /metrics, /healthz, /readyz (empty: off)")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address for /metrics, /healthz, /readyz: HTTPS with the gRPC listener's certificate (scrapers trust DATA_DIR/ca.pem, server name controlplane.cast.internal), plain HTTP only with --insecure (empty: off)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster, e.g. http://10.0.0.1:2379 (default: embedded)")
 	f.StringVar(&cfg.Etcd.CACert, "etcd-cacert", "", "CA file that verifies the external etcd's server certificate (needs https:// endpoints)")
@@ -121,7 +121,7 @@ func main() {
 	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed) or --ca-cert; clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
-	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
+	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC and plain HTTP metrics instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
 	f.StringVar(&cfg.TLS.CACertFile, "ca-cert", "", "an operator's CA certificate (PEM, e.g. an intermediate of your PKI) to sign the server and client certificates instead of the generated CA; give every replica the same one")
 	f.StringVar(&cfg.TLS.CAKeyFile, "ca-key", "", "the private key of --ca-cert (PEM; mode 0600, refused if others can read it)")
 	f.BoolVar(&cfg.TLS.CAReplace, "ca-replace", false, "let this start replace the store's TLS CA by another (generated to --ca-cert, or back): every joined node must join again with the new pin")

@@ -80,7 +80,7 @@ func (a *app) root() *cobra.Command {
 		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
-		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd())
+		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd())
 	usageArgs(root)
 	a.completions(root)
 	return root

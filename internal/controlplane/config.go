@@ -45,7 +45,7 @@ const (
 // Config configures a control plane replica.
 type Config struct {
 	Listen        string        // gRPC address
-	MetricsListen string        // HTTP address for /metrics, /healthz, /readyz; "" disables
+	MetricsListen string        // HTTPS (HTTP with --insecure) address for /metrics, /healthz, /readyz; "" disables
 	EtcdEndpoints []string      // an external etcd; empty means embedded in DataDir
 	Etcd          store.Access  // TLS and auth to the external etcd
 	DataDir       string        // embedded etcd data

@@ -81,7 +81,8 @@ func (s *Server) signClient(p authz.Principal, csr []byte) ([]byte, time.Time, e
 	if p.Role == authz.Node {
 		ttl = s.cfg.TLS.NodeCertTTL
 	}
-	chain, err := s.ca.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred}, ttl)
+	chain, err := s.ca.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred,
+		NodeMetrics: p.Role == authz.Node}, ttl)
 	if err != nil {
 		return nil, time.Time{}, errs.Invalid("csr: %v", err)
 	}

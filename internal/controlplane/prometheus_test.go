@@ -25,7 +25,7 @@ func TestPrometheusScrapesMigrations(t *testing.T) {
 	testharness.StartNode(t, cp.Addr(), "b", nil)
 	waitConnected(t, c, "a", true)
 	waitConnected(t, c, "b", true)
-	prom := testharness.StartPrometheus(t, rules, map[string][]string{"cast": {cp.MetricsAddr()}})
+	prom := testharness.StartPrometheus(t, rules, map[string]testharness.ScrapeJob{"cast": {Targets: []string{cp.MetricsAddr()}}})
 
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "a"})

@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 	if s.tls == nil {
-		s.lg.Warn("serving plaintext gRPC (--insecure or --dev): tokens, node credentials and fleet credentials cross the network in clear; use --tls off loopback")
+		s.lg.Warn("serving plaintext gRPC and HTTP (--insecure): tokens, node credentials and fleet credentials cross the network in clear, and /metrics, /healthz and /readyz are plain HTTP; use --tls off loopback")
 	}
 	if err := s.startGRPC(); err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 			s.lg.Info("node marked down", zap.String("node", name))
 		})
 	})
-	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()),
+	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()), zap.Bool("metrics_tls", s.tls != nil),
 		zap.Strings("etcd", endpoints), zap.Bool("embedded_etcd", s.etcd != nil))
 	return s, nil
 }
@@ -246,11 +246,17 @@ func (s *Server) startHTTP() error {
 		return fmt.Errorf("listen %s: %w", s.cfg.MetricsListen, err)
 	}
 	s.httpLis = lis
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// HTTPS with the gRPC listener's certificate (same CA, renewed alike);
+	// plain HTTP only where gRPC is plaintext (--insecure).
+	var tlsCfg *tls.Config
+	if s.tls != nil {
+		tlsCfg = pki.ServeConfig(s.tls.GetCertificate)
+	}
+	s.httpSrv = metrics.HTTPServer(mux, tlsCfg)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := metrics.ServeHTTP(s.httpSrv, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.lg.Error("metrics serve failed", zap.Error(err))
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -65,6 +66,11 @@ func (c TLSConfig) Validate() error {
 	}
 	if (c.CACertFile == "") != (c.CAKeyFile == "") {
 		return errors.New("--ca-cert and --ca-key go together: the operator's CA certificate and its private key")
+	}
+	for _, h := range c.Hosts {
+		if strings.EqualFold(h, pki.NodeMetricsName) {
+			return fmt.Errorf("--tls-san %s is the name scrapers verify nodes by; the control plane cannot carry it", h)
+		}
 	}
 	if c.CACertFile != "" && !c.Enabled {
 		return errors.New("--ca-cert signs TLS certificates: it needs TLS (drop --insecure or --tls=false)")

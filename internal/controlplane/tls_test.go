@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,18 @@ func TestTLS(t *testing.T) {
 	again := testharness.StartControlPlane(t, on)
 	if again.CAPin() != pin {
 		t.Errorf("restart made a new CA: pin %s, was %s", again.CAPin(), pin)
+	}
+}
+
+// The name scrapers verify nodes by is never the control plane's: a
+// control plane certificate carrying it could pass for a node.
+func TestTLSSANRefusesNodeMetricsName(t *testing.T) {
+	c := controlplane.TLSConfig{Enabled: true, NodeCertTTL: time.Hour, UserCertTTL: time.Hour}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Hosts = []string{"cp.example", strings.ToUpper(pki.NodeMetricsName)}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--tls-san") {
+		t.Fatalf("--tls-san %s: %v", pki.NodeMetricsName, err)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,7 +146,8 @@ func TestTLSThroughRealProcesses(t *testing.T) {
 
 // TLS is the default: a control plane given neither --tls nor --insecure
 // serves TLS and plaintext gets no answer; plaintext needs an explicit
-// --insecure (CAST_INSECURE=1), which warns at every start.
+// --insecure (CAST_INSECURE=1), which warns at every start and serves its
+// metrics listener as plain HTTP.
 func TestPlaintextNeedsInsecure(t *testing.T) {
 	bins := testharness.Binaries(t)
 	noInsecure := []string{"CAST_INSECURE="}
@@ -163,6 +165,13 @@ func TestPlaintextNeedsInsecure(t *testing.T) {
 	if code, ok := refused.Wait(30 * time.Second); !ok || code == 0 || !strings.Contains(refused.Output(), "--insecure") {
 		t.Errorf("plaintext control plane without --insecure: exit %d (exited %v):\n%s", code, ok, refused.Output())
 	}
-	warned := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), append(args(), "--insecure")...)
-	testharness.WaitFor(t, 30*time.Second, "the plaintext warning", func() bool { return strings.Contains(warned.Output(), "serving plaintext gRPC") })
+	metrics := freeAddr(t)
+	warned := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), append(args(), "--insecure", "--metrics-listen", metrics)...)
+	testharness.WaitFor(t, 30*time.Second, "the plaintext warning", func() bool { return strings.Contains(warned.Output(), "serving plaintext gRPC and HTTP") })
+	// --insecure: the metrics listener is plain HTTP too (TestMetricsOverTLS
+	// has it HTTPS by default).
+	testharness.WaitFor(t, 30*time.Second, "plain HTTP /readyz", func() bool {
+		code, _, _ := fetch(&http.Client{Timeout: 5 * time.Second}, "http://"+metrics+"/readyz")
+		return code == http.StatusOK
+	})
 }

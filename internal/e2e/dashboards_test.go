@@ -17,11 +17,13 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // The Grafana dashboards (deploy/grafana) and the alerts show real data: a
-// real Prometheus scrapes a control plane and two node processes while the
+// real Prometheus scrapes (over HTTPS, verifying the cluster CA and each
+// daemon's fixed name) a control plane and two node processes while the
 // real claude and codex CLIs run turns against the fake model: one that
 // reports its usage windows, one that waits on a permission prompt, one
 // that hits an account's usage limit (the fleet switches accounts), a
@@ -38,12 +40,18 @@ func TestDashboardsShowData(t *testing.T) {
 	r, _, _ := newFleetRigWith(t, func(c *controlplane.Config) {
 		c.Fleet.Cooldown = time.Hour
 		c.SessionCount = time.Second
+		c.TLS.Enabled = true // metrics over HTTPS, as deployed
 	})
 	r.node.Kill() // again, with its metrics served
 	r.nodeArgs = append(r.nodeArgs, "--metrics-listen", metricsA)
 	r.startNode()
-	startSecondNode(t, r, "b", "--metrics-listen", metricsB)
-	prom := testharness.StartPrometheus(t, rulesFile, map[string][]string{"controlplane": {r.metricsAddr}, "node": {metricsA, metricsB}})
+	startSecondNode(t, r, "b", "--metrics-listen", metricsB, "--ca-pin", r.nodeArgs[indexOf(r.nodeArgs, "--ca-pin")+1])
+	// Scraped as deploy/k8s does: HTTPS trusting the CA, the control plane
+	// by its name and the nodes by theirs.
+	prom := testharness.StartPrometheus(t, rulesFile, map[string]testharness.ScrapeJob{
+		"controlplane": {Targets: []string{r.metricsAddr}, CAFile: r.caFile, ServerName: pki.ServerName},
+		"node":         {Targets: []string{metricsA, metricsB}, CAFile: r.caFile, ServerName: pki.NodeMetricsName},
+	})
 
 	// Claude reports half of its 5-hour window used, far from a switch
 	// ahead.

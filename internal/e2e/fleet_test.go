@@ -188,9 +188,14 @@ func newFleetRigWith(t *testing.T, cb func(*controlplane.Config), nodeEnv ...str
 	return r, c, outs
 }
 
-// castCLI is the cast CLI talking to r's control plane.
+// castCLI is the cast CLI talking to r's control plane (trusting its CA
+// when it serves TLS).
 func castCLI(t *testing.T, r *turnRig) cli {
-	return cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	if r.caFile != "" {
+		c.env = append(c.env, "CAST_CACERT="+r.caFile)
+	}
+	return c
 }
 
 // editAgentSetup changes agent's entry of r's node agents config

@@ -104,13 +104,13 @@ type mtlsRig struct {
 	agents          string
 }
 
-func newMTLSRig(t *testing.T) *mtlsRig {
+func newMTLSRig(t *testing.T, args ...string) *mtlsRig {
 	bins := testharness.Binaries(t)
 	r := &mtlsRig{t: t, bins: bins, dir: t.TempDir(), addr: freeAddr(t), agents: missingAgentsConfig(t)}
 	// Not the harness's plaintext: TLS is the default without --insecure.
 	env := append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=")
-	cp := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"), "--data-dir", r.dir, "--listen", r.addr,
-		"--metrics-listen", "", "--node-cert-ttl", "8s")
+	cp := testharness.StartProcEnv(t, env, filepath.Join(bins, "controlplane"), append([]string{"--data-dir", r.dir, "--listen", r.addr,
+		"--metrics-listen", "", "--node-cert-ttl", "8s"}, args...)...)
 	testharness.WaitFor(t, 30*time.Second, "the CA pin in the log", func() bool {
 		_, rest, ok := strings.Cut(cp.Output(), `"ca_pin":"`)
 		r.pin, _, _ = strings.Cut(rest, `"`)

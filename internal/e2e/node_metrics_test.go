@@ -23,7 +23,9 @@ import (
 func TestNodeMetrics(t *testing.T) {
 	cp := testharness.StartControlPlane(t, nil)
 	addr := freeAddr(t)
-	testharness.StartNode(t, cp.Addr(), "metered", func(c *nodeagent.Config) { c.MetricsListen = addr })
+	// Plain HTTP: a plaintext control plane and --insecure (TestMetricsOverTLS
+	// has the TLS default).
+	testharness.StartNode(t, cp.Addr(), "metered", func(c *nodeagent.Config) { c.MetricsListen, c.Insecure = addr, true })
 	get := func(path string) (int, []byte) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {

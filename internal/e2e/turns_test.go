@@ -30,8 +30,9 @@ type turnRig struct {
 	nodeArgs []string
 	dataDir  string            // the node's
 	homes    map[string]string // agent -> its HOME
-	// metricsAddr serves the control plane's /metrics.
-	metricsAddr string
+	// metricsAddr serves the control plane's /metrics; over HTTPS
+	// trusting caFile when the control plane serves TLS ("": plaintext).
+	metricsAddr, caFile string
 }
 
 func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
@@ -75,7 +76,7 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr()}
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",

@@ -70,9 +70,17 @@ func (a *Agent) issue(ctx context.Context, csr []byte) ([]byte, error) {
 // renewCerts renews the certificate at two thirds of its lifetime until
 // ctx ends, retrying a failed renewal while the old one is valid.
 func (a *Agent) renewCerts(ctx context.Context) {
+	// A certificate from an older control plane cannot serve metrics:
+	// renew it at once, once (an older control plane gives the same kind).
+	early := a.cfg.MetricsListen != "" && !pki.ServesNodeMetrics(a.id.Cert().Leaf)
 	for {
 		old := a.id.Cert().Leaf
-		if !sleepUntil(ctx, pki.RenewAt(old)) {
+		at := pki.RenewAt(old)
+		if early {
+			a.lg.Info("client certificate cannot serve metrics over TLS; renewing it now")
+			at, early = time.Now(), false
+		}
+		if !sleepUntil(ctx, at) {
 			return
 		}
 		err := a.renewOnce(ctx)

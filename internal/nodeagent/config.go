@@ -35,7 +35,9 @@ const (
 // Config configures a node daemon.
 type Config struct {
 	ControlPlane string // gRPC address of the control plane
-	// MetricsListen serves /metrics, /healthz and /readyz (empty: off).
+	// MetricsListen serves /metrics, /healthz and /readyz (empty: off):
+	// HTTPS with the node's certificate (CAPin), plain HTTP only with
+	// Insecure.
 	MetricsListen string
 	DataDir       string   // state, agent homes, transcripts
 	Name          string   // unique node name (default: hostname)
@@ -87,7 +89,8 @@ type Config struct {
 	// CAPin, when set, makes every call TLS to a control plane whose CA
 	// has this pin (--ca-pin, env CAST_CA_PIN; "sha256:...").
 	CAPin string
-	// Insecure allows plaintext to a non-loopback control plane.
+	// Insecure allows plaintext to a non-loopback control plane, and plain
+	// HTTP on MetricsListen without CAPin.
 	Insecure bool
 	// WorktreeBase is where git worktrees for sessions with a worktree
 	// branch are made (--worktrees-dir; default: beside DataDir, see
@@ -275,6 +278,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("the readiness interval must be positive")
 	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
 		return fmt.Errorf("--worktrees-dir %q must be an absolute path", c.WorktreeBase)
+	case c.MetricsListen != "" && c.CAPin == "" && !c.Insecure:
+		return fmt.Errorf("--metrics-listen serves HTTPS with the node's certificate, which needs --ca-pin; for plain HTTP give --insecure (env CAST_INSECURE=1)")
 	case !c.IsolatedHomes && !filepath.IsAbs(c.userHome()):
 		return fmt.Errorf("HOME is not set to an absolute path, so the node cannot run your own agents; set HOME or pass --isolated-homes")
 	}

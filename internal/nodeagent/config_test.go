@@ -100,3 +100,25 @@ func TestOwnAgentsByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// --metrics-listen is HTTPS with the node's certificate (--ca-pin); plain
+// HTTP without one needs --insecure.
+func TestMetricsListenNeedsTLSOrInsecure(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pin      string
+		insecure bool
+		ok       bool
+	}{
+		{"TLS", "sha256:" + strings.Repeat("0", 64), false, true},
+		{"plaintext", "", false, false},
+		{"plaintext, --insecure", "", true, true},
+	} {
+		cfg := DefaultConfig()
+		cfg.ControlPlane, cfg.DataDir, cfg.Name, cfg.IsolatedHomes = "127.0.0.1:1", t.TempDir(), "n1", true
+		cfg.MetricsListen, cfg.CAPin, cfg.Insecure = "127.0.0.1:0", tc.pin, tc.insecure
+		if err := cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -83,7 +85,11 @@ func (a *Agent) ready() bool {
 }
 
 // serveMetrics serves /metrics, /healthz (the process is up) and /readyz
-// (connected to the control plane) on cfg.MetricsListen until ctx ends.
+// (connected to the control plane) on cfg.MetricsListen until ctx ends:
+// HTTPS with the node's own certificate (from its join, renewed with it;
+// it names pki.NodeMetricsName, which scrapers verify), or plain HTTP
+// without TLS to the control plane (--insecure, checked by Validate).
+// Before its first join a node has no certificate, and handshakes fail.
 func (a *Agent) serveMetrics(ctx context.Context, reg *prometheus.Registry) (stop func(), err error) {
 	if a.cfg.MetricsListen == "" {
 		return func() {}, nil
@@ -102,19 +108,37 @@ func (a *Agent) serveMetrics(ctx context.Context, reg *prometheus.Registry) (sto
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var tlsCfg *tls.Config
+	if a.id != nil {
+		tlsCfg = pki.ServeConfig(a.metricsCert)
+	} else {
+		a.lg.Warn("serving plain HTTP metrics (--insecure without --ca-pin): anyone on the network can read and alter what scrapers see")
+	}
+	srv := metrics.HTTPServer(mux, tlsCfg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := metrics.ServeHTTP(srv, lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.lg.Error("metrics serve failed", zap.Error(err))
 		}
 	}()
-	a.lg.Info("node metrics serving", zap.String("addr", lis.Addr().String()))
+	a.lg.Info("node metrics serving", zap.String("addr", lis.Addr().String()), zap.Bool("tls", tlsCfg != nil))
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		_ = srv.Shutdown(sctx)
 		cancel()
 		<-done
 	}, nil
+}
+
+// errNoMetricsCert fails a metrics handshake before the node's first join.
+var errNoMetricsCert = errors.New("this node has no certificate yet: its metrics serve TLS once it has joined")
+
+// metricsCert is the metrics listener's certificate: the node's current
+// one, so a renewal applies at the next handshake.
+func (a *Agent) metricsCert(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := a.id.Cert(); c != nil {
+		return c, nil
+	}
+	return nil, errNoMetricsCert
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type Identity struct {
 	// Cred is the hash of the credential record the certificate is bound
 	// to (a store key; it is no secret and no bearer token).
 	Cred string
+	// NodeMetrics makes the certificate serve a node's metrics listener
+	// too: server auth for NodeMetricsName alone (SignClient only).
+	NodeMetrics bool
 }
 
 // ClientSkew is how far before its issue a client certificate is valid,
@@ -85,6 +89,12 @@ func (ca *CA) SignClient(csrPEM []byte, id Identity, ttl time.Duration) ([]byte,
 	tmpl.Subject.SerialNumber = id.Cred
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if id.NodeMetrics {
+		// The fixed name only: whatever the node asks in its CSR (ignored),
+		// its certificate names no address and not the control plane.
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		tmpl.DNSNames = []string{NodeMetricsName}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, err
@@ -136,6 +146,12 @@ func VerifyClient(chain []*x509.Certificate, ca *x509.Certificate, now time.Time
 		return Identity{}, ErrNotClient
 	}
 	return id, nil
+}
+
+// ServesNodeMetrics reports whether cert can serve a node's metrics
+// (issued by an older control plane, it cannot).
+func ServesNodeMetrics(cert *x509.Certificate) bool {
+	return cert.VerifyHostname(NodeMetricsName) == nil && slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 }
 
 // RenewAt is when a client should renew cert: at two thirds of its

@@ -6,6 +6,7 @@
 package pki
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -31,6 +32,13 @@ import (
 // server.<region>.nomad idea): a certificate the CA issued to something
 // else never passes for the control plane.
 const ServerName = "controlplane.cast.internal"
+
+// NodeMetricsName is the one DNS name a node's certificate carries, for
+// its metrics listener (`node --metrics-listen`): scrapers verify nodes
+// with it and the cluster CA. Every node has the same name, never one a
+// node chooses, and never ServerName: a node's certificate serves its
+// metrics and can never pass for the control plane.
+const NodeMetricsName = "node-metrics.cast.internal"
 
 // PinPrefix starts a CA pin: "sha256:" and the hex SHA-256 of the CA's
 // SubjectPublicKeyInfo.
@@ -233,9 +241,38 @@ func (is *Issuer) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	return is.cur, nil
 }
 
+// ServeConfig is the TLS config of a daemon's HTTP listener (/metrics,
+// /healthz, /readyz) serving get's certificate: no client certificate is
+// asked for, since kubelet probes cannot send one.
+func ServeConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{GetCertificate: get, MinVersion: tls.VersionTLS12}
+}
+
 // ServerConfig is the listener's TLS config. Clients may present a
 // certificate; the control plane verifies it per call (VerifyClient), so a
 // bad one is refused with a reason rather than a failed handshake.
 func (is *Issuer) ServerConfig() *tls.Config {
 	return &tls.Config{GetCertificate: is.GetCertificate, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+}
+
+// FetchCA dials the TLS listener at addr, verifies its chain under the CA
+// whose pin is pin (PinnedConfig), and returns that CA's certificate, PEM:
+// the file scrapers and `cast` trust (`cast ca`).
+func FetchCA(ctx context.Context, addr, pin string) ([]byte, error) {
+	cfg, err := PinnedConfig(pin)
+	if err != nil {
+		return nil, err
+	}
+	cfg.NextProtos = []string{"h2"} // a gRPC listener wants ALPN
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	for _, c := range conn.(*tls.Conn).ConnectionState().PeerCertificates[1:] {
+		if Pin(c) == pin {
+			return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), nil
+		}
+	}
+	return nil, errors.New("pki: the server's chain lacks the pinned CA") // verifyPinned let it through: cannot happen
 }

@@ -1,8 +1,11 @@
 package pki
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"net"
 	"strings"
@@ -121,35 +124,16 @@ func TestIssuerRenews(t *testing.T) {
 func TestClientCerts(t *testing.T) {
 	ca, other := newCA(t), newCA(t)
 	id := Identity{Role: "node", Name: "n1", Cred: "abc123"}
-	issue := func(ca *CA, ttl time.Duration) []byte {
-		key, err := NewKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		csr, err := CSR(key, "admin") // the requested name is ignored
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, err := ca.SignClient(csr, id, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyPEM, _ := KeyPEM(key)
-		c, err := ParseKeyPair(append(chain, keyPEM...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Certificate[0]
-	}
+	issue := func(ca *CA) []byte { return signed(t, ca, id).Certificate[0] } // its CSR asks for other names
 	for _, tc := range []struct {
 		name string
 		der  []byte
 		at   time.Time
 		want error
 	}{
-		{"good", issue(ca, time.Hour), time.Now(), nil},
-		{"expired", issue(ca, time.Hour), time.Now().Add(2 * time.Hour), ErrExpired},
-		{"other CA", issue(other, time.Hour), time.Now(), ErrUntrusted},
+		{"good", issue(ca), time.Now(), nil},
+		{"expired", issue(ca), time.Now().Add(2 * time.Hour), ErrExpired},
+		{"other CA", issue(other), time.Now(), ErrUntrusted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leaf, err := x509.ParseCertificate(tc.der)
@@ -195,5 +179,82 @@ func TestCertsEndWithTheCA(t *testing.T) {
 		if c.NotAfter.After(ca.Cert.NotAfter) {
 			t.Errorf("%s certificate ends %s, after its CA (%s)", name, c.NotAfter, ca.Cert.NotAfter)
 		}
+	}
+}
+
+// signed issues a client certificate for id from ca, for a CSR that asks
+// for the control plane's name and a loopback IP (which the CA ignores).
+func signed(t *testing.T, ca *CA, id Identity) tls.Certificate {
+	t.Helper()
+	key, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: ServerName},
+		DNSNames: []string{ServerName, NodeMetricsName}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := ca.SignClient(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := KeyPEM(key)
+	c, err := ParseKeyPair(append(chain, keyPEM...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A node's certificate serves its metrics to a scraper that trusts the CA
+// and verifies NodeMetricsName, and nothing else: never the control plane
+// to the cast CLI (CA file) or to a node (pin), even for a node named like
+// the control plane that asked for its names. A user's certificate serves
+// nothing, and the control plane's certificate does not pass for a node.
+func TestNodeMetricsCert(t *testing.T) {
+	ca, other := newCA(t), newCA(t)
+	nodeID := Identity{Role: "node", Name: ServerName, Cred: "abc123", NodeMetrics: true}
+	node := signed(t, ca, nodeID)
+	user := signed(t, ca, Identity{Role: "user", Name: "alice", Cred: "def456"})
+	foreign := signed(t, other, nodeID)
+	is, err := NewIssuer(ca, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := node.Leaf.DNSNames; len(got) != 1 || got[0] != NodeMetricsName || len(node.Leaf.IPAddresses) != 0 {
+		t.Fatalf("node certificate names %v %v, want only %s", got, node.Leaf.IPAddresses, NodeMetricsName)
+	}
+	if !ServesNodeMetrics(node.Leaf) || ServesNodeMetrics(user.Leaf) {
+		t.Fatal("ServesNodeMetrics is wrong")
+	}
+	serving := func(c tls.Certificate) *tls.Config {
+		return ServeConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &c, nil })
+	}
+	cli, _ := PoolConfig(ca.CertPEM)
+	pinned, _ := PinnedConfig(Pin(ca.Cert))
+	scraper, _ := PoolConfig(ca.CertPEM)
+	scraper.ServerName = NodeMetricsName
+	for _, tc := range []struct {
+		name     string
+		srv, cli *tls.Config
+		ok       bool
+	}{
+		{"scraper, node", serving(node), scraper, true},
+		{"scraper, node of another CA", serving(foreign), scraper, false},
+		{"scraper, user", serving(user), scraper, false},
+		{"scraper, control plane", is.ServerConfig(), scraper, false},
+		{"cast CLI, node as control plane", serving(node), cli, false},
+		{"node, node as control plane", serving(node), pinned, false},
+		{"cast CLI, control plane", is.ServerConfig(), cli, true},
+	} {
+		if err := handshake(t, tc.srv, tc.cli); (err == nil) != tc.ok {
+			t.Errorf("%s: handshake err %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	// The control plane's check of the same certificate as a client's is
+	// unchanged.
+	if got, err := VerifyClient([]*x509.Certificate{node.Leaf}, ca.Cert, time.Now()); err != nil || got.Name != ServerName || got.Role != "node" {
+		t.Errorf("VerifyClient of a node certificate: %+v %v", got, err)
 	}
 }

@@ -21,10 +21,19 @@ type Prometheus struct {
 	Addr string // web and HTTP API, on loopback
 }
 
+// ScrapeJob is one scrape job's targets (host:port serving /metrics):
+// over HTTPS trusting CAFile and verifying ServerName when CAFile is set
+// (cast's fixed names: pki.ServerName for control planes,
+// pki.NodeMetricsName for nodes), as deploy/k8s configures it; plain HTTP
+// (--insecure) without.
+type ScrapeJob struct {
+	Targets            []string
+	CAFile, ServerName string
+}
+
 // StartPrometheus runs prometheus with rules loaded (may be empty) and one
-// scrape job per entry of jobs (job name -> host:port targets serving
-// /metrics); it stops at cleanup.
-func StartPrometheus(t testing.TB, rules string, jobs map[string][]string) *Prometheus {
+// scrape job per entry of jobs (by job name); it stops at cleanup.
+func StartPrometheus(t testing.TB, rules string, jobs map[string]ScrapeJob) *Prometheus {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -36,9 +45,13 @@ func StartPrometheus(t testing.TB, rules string, jobs map[string][]string) *Prom
 		fmt.Fprintf(&cfg, "rule_files: [%q]\n", rules)
 	}
 	cfg.WriteString("scrape_configs:\n")
-	for job, targets := range jobs {
-		b, _ := json.Marshal(targets)
-		fmt.Fprintf(&cfg, "  - job_name: %q\n    static_configs:\n      - targets: %s\n", job, b)
+	for name, job := range jobs {
+		b, _ := json.Marshal(job.Targets)
+		fmt.Fprintf(&cfg, "  - job_name: %q\n", name)
+		if job.CAFile != "" {
+			fmt.Fprintf(&cfg, "    scheme: https\n    tls_config:\n      ca_file: %q\n      server_name: %q\n", job.CAFile, job.ServerName)
+		}
+		fmt.Fprintf(&cfg, "    static_configs:\n      - targets: %s\n", b)
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
