@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cast-dev/cast/internal/pki"
 )
 
 // kinds are the API types the manifests may hold; an object of another
@@ -108,6 +110,7 @@ func TestKustomizeBuilds(t *testing.T) {
 			}
 			for name, obj := range objs {
 				checkWorkload(t, name, obj)
+				checkScrapedOverTLS(t, name, obj)
 			}
 		})
 	}
@@ -199,6 +202,67 @@ func checkWorkload(t *testing.T, name string, obj any) {
 		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" }) {
 			t.Errorf("%s: want GOMEMLIMIT below its memory limit", where)
 		}
+	}
+}
+
+// checkScrapedOverTLS: cast's metrics ports serve HTTPS (plain HTTP only
+// with --insecure), so every probe of a cast container says HTTPS, and
+// the Prometheus Operator scrapes them over HTTPS trusting the CA and
+// verifying each daemon's fixed name (pki.ServerName for the control
+// plane, pki.NodeMetricsName for nodes). etcd's own metrics port is not
+// cast's.
+func checkScrapedOverTLS(t *testing.T, name string, obj any) {
+	t.Helper()
+	var spec *corev1.PodSpec
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		spec = &o.Spec.Template.Spec
+	case *appsv1.StatefulSet:
+		spec = &o.Spec.Template.Spec
+	case *appsv1.DaemonSet:
+		spec = &o.Spec.Template.Spec
+	case *monitoringv1.ServiceMonitor:
+		if o.Name == "cast-controlplane" {
+			for _, e := range o.Spec.Endpoints {
+				var tc *monitoringv1.SafeTLSConfig
+				if e.TLSConfig != nil {
+					tc = &e.TLSConfig.SafeTLSConfig
+				}
+				checkTLSScrape(t, name, e.Scheme, tc, pki.ServerName)
+			}
+		}
+		return
+	case *monitoringv1.PodMonitor:
+		if o.Name == "cast-node" {
+			for _, e := range o.Spec.PodMetricsEndpoints {
+				checkTLSScrape(t, name, e.Scheme, e.TLSConfig, pki.NodeMetricsName)
+			}
+		}
+		return
+	default:
+		return
+	}
+	for _, c := range spec.Containers {
+		if !strings.HasPrefix(c.Image, "cast/") {
+			continue
+		}
+		for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+				t.Errorf("%s container %s: a probe is not an HTTPS GET: %+v", name, c.Name, p)
+			}
+		}
+		if a := c.Args; !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--metrics-listen=") }) ||
+			slices.Contains(a, "--insecure") {
+			t.Errorf("%s container %s: want --metrics-listen and no --insecure: %v", name, c.Name, a)
+		}
+	}
+}
+
+func checkTLSScrape(t *testing.T, name string, scheme *monitoringv1.Scheme, tc *monitoringv1.SafeTLSConfig, serverName string) {
+	t.Helper()
+	if scheme.String() != "https" || tc == nil || tc.ServerName == nil || *tc.ServerName != serverName ||
+		(tc.CA.ConfigMap == nil && tc.CA.Secret == nil) {
+		t.Errorf("%s: want scheme https, a CA and serverName %s; got %v %+v", name, serverName, scheme.String(), tc)
 	}
 }
 
