@@ -18,6 +18,8 @@ import (
 // plane serves and signs from an operator's issuing CA (an intermediate
 // under a company root), logs its pin and writes it to ca.pem, and a node
 // process joins with that pin and gets a certificate chained to the root.
+// A node holding a certificate from before node metrics served TLS renews
+// it at start and then serves its metrics over HTTPS.
 func TestOperatorCAThroughRealProcesses(t *testing.T) {
 	bins := testharness.Binaries(t)
 	pkiDir, dataDir, addr := t.TempDir(), t.TempDir(), freeAddr(t)
@@ -49,8 +51,9 @@ func TestOperatorCAThroughRealProcesses(t *testing.T) {
 	testharness.WaitFor(t, 30*time.Second, "the control plane", func() bool { _, _, code := admin.run("token", "whoami"); return code == 0 })
 	join := strings.TrimSpace(admin.must("node", "token", "create", "--ttl", "5m"))
 	nodeDir := filepath.Join(t.TempDir(), "n1")
-	testharness.StartProcEnv(t, env, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", nodeDir, "--name", "n1",
-		"--cast-bin", "", "--agents-config", missingAgentsConfig(t), "--ca-pin", wantPin, "--join-token", join)
+	agents := missingAgentsConfig(t)
+	node := testharness.StartProcEnv(t, env, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", nodeDir, "--name", "n1",
+		"--cast-bin", "", "--agents-config", agents, "--ca-pin", wantPin, "--join-token", join)
 	admin.waitNode("n1", true)
 
 	leaf := identityLeaf(t, filepath.Join(nodeDir, client.NodeIdentityFile))
@@ -63,4 +66,39 @@ func TestOperatorCAThroughRealProcesses(t *testing.T) {
 	if leaf.Subject.CommonName != "n1" || leaf.CheckSignatureFrom(issuing.Cert()) != nil {
 		t.Errorf("node certificate %q, not signed by the operator CA directly", leaf.Subject.CommonName)
 	}
+
+	// A certificate from before node metrics served TLS (no ServerAuth, no
+	// node-metrics.cast.internal; signed here with the operator's key for
+	// the same credential): the node renews it at start, and its metrics
+	// then serve HTTPS under the operator CA.
+	node.Kill()
+	keyPEM, err := os.ReadFile(keyFile)
+	must(t, err)
+	certPEM, err := os.ReadFile(issuing.File)
+	must(t, err)
+	ca, err := pki.OperatorCA(certPEM, keyPEM, time.Now())
+	must(t, err)
+	key, err := pki.NewKey()
+	must(t, err)
+	csr, err := pki.CSR(key, "n1")
+	must(t, err)
+	chain, err := ca.SignClient(csr, pki.Identity{Role: "node", Name: "n1", Cred: leaf.Subject.SerialNumber}, time.Hour)
+	must(t, err)
+	kp, err := pki.KeyPEM(key)
+	must(t, err)
+	idPath := filepath.Join(nodeDir, client.NodeIdentityFile)
+	must(t, os.WriteFile(idPath, append(chain, kp...), 0o600))
+	if pki.ServesNodeMetrics(identityLeaf(t, idPath)) {
+		t.Fatal("the old-style certificate serves metrics")
+	}
+	metrics := freeAddr(t)
+	node = testharness.StartProcEnv(t, env, filepath.Join(bins, "node"), "--controlplane", addr, "--data-dir", nodeDir, "--name", "n1",
+		"--cast-bin", "", "--agents-config", agents, "--ca-pin", wantPin, "--metrics-listen", metrics)
+	testharness.WaitFor(t, 30*time.Second, "the node to renew a certificate that cannot serve metrics", func() bool {
+		return pki.ServesNodeMetrics(identityLeaf(t, idPath))
+	})
+	if !strings.Contains(node.Output(), "cannot serve metrics over TLS; renewing it now") {
+		t.Errorf("no early renewal logged:\n%s", node.Output())
+	}
+	servesTLS(t, metrics, caFile, pki.NodeMetricsName, "cast_node_turns_total")
 }
