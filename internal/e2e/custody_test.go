@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/agents/codex"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/custody"
@@ -28,68 +29,69 @@ import (
 // revoked and no token reaches the node's log.
 func TestTokenCustodyCodex(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
-	r, codexHome := newCustodyRig(t, oa)
+	r, _ := newCustodyRig(t, oa)
 	g := addCodexLogin(t, r, oa)
 
-	store := filepath.Join(codexHome, "auth.json")
-	storeAccess := func() string {
-		b, err := os.ReadFile(store)
-		if err != nil {
-			return ""
-		}
-		var v struct {
-			Tokens map[string]string `json:"tokens"`
-		}
-		if json.Unmarshal(b, &v) != nil {
-			return ""
-		}
-		if v.Tokens["refresh_token"] != "" {
-			t.Fatal("the agent's shared auth.json holds a refresh token")
-		}
-		return v.Tokens["access_token"]
-	}
-	var seen []string
-	turn := func(marker string) string {
-		t.Helper()
-		testharness.WaitFor(t, 90*time.Second, "the custodian's refreshed token in the store", func() bool {
-			a := storeAccess()
-			return a != "" && a != g.Access && !slices.Contains(seen, a)
-		})
-		sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "codex", Cwd: t.TempDir(), Text: "custody " + marker})
-		must(t, err)
-		r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-		bearer := bearerOf(r, marker)
-		if bearer == "" || bearer == g.Access || slices.Contains(seen, bearer) {
-			t.Fatalf("turn %s did not run on a newly refreshed access token", marker)
-		}
-		if ok, why := oa.Valid(bearer); !ok {
-			t.Fatalf("turn %s token: %s", marker, why)
-		}
-		seen = append(seen, bearer)
-		return bearer
-	}
-	turn("MARK-K1")
-	turn("MARK-K2")
-	if rv := oa.Revoked(); len(rv) > 0 {
-		t.Fatalf("family revoked: %v", rv)
-	}
-	if n := oa.Refreshes(); n < 2 {
-		t.Fatalf("%d refreshes", n)
-	}
-	logs := r.node.Output()
-	for _, s := range append(seen, g.Access, g.Refresh) {
-		if strings.Contains(logs, s) {
-			t.Fatal("a token reached the node's log")
-		}
-	}
-	if !strings.Contains(logs, "custody: refreshed through the CLI") {
-		t.Fatal("the node did not log its refreshes")
-	}
+	custodyTurns(t, r, oa, "codex", g, "MARK-K1", "MARK-K2")
 	// What custody supplies is never backed up (the store held no login
 	// of the user's to keep).
 	backups, _ := os.ReadDir(filepath.Join(r.nodeArgs[indexOf(r.nodeArgs, "--data-dir")+1], "credential-backups", "codex"))
 	if len(backups) > 0 {
 		t.Fatalf("%d backups of supplied access tokens", len(backups))
+	}
+}
+
+// custodyTurns runs a session's turn on r's node for each marker, each
+// once the custodian has supplied a newer access token than the last
+// turn's (the first: newer than login's) to agent's shared store, which
+// never holds a refresh token. Each turn must run on that newer, live
+// token; no family is revoked, the provider saw a refresh for each, and
+// no token reaches the node's log.
+func custodyTurns(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent string, login fakeoauth.Grant, markers ...string) {
+	t.Helper()
+	f, err := codecs.Credential(agent)
+	must(t, err)
+	store := filepath.Join(agenttest.NativeHome(r.homes[agent], agent), f.File())
+	seen := []string{custody.Fingerprint(login.Access)}
+	for _, marker := range markers {
+		testharness.WaitFor(t, 90*time.Second, "the custodian's refreshed token in the store", func() bool {
+			raw, err := os.ReadFile(store)
+			if err != nil {
+				return false
+			}
+			tok, err := f.Parse(raw)
+			if err == nil && tok.HasRefresh {
+				t.Fatalf("the agent's shared %s holds a refresh token", f.File())
+			}
+			return err == nil && !slices.Contains(seen, tok.AccessID)
+		})
+		sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: agent, Cwd: t.TempDir(), Text: "custody " + marker})
+		must(t, err)
+		r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+		bearer := bearerOf(r, marker)
+		if bearer == "" || slices.Contains(seen, custody.Fingerprint(bearer)) {
+			t.Fatalf("turn %s did not run on a newly refreshed access token", marker)
+		}
+		if ok, why := oa.Valid(bearer); !ok {
+			t.Fatalf("turn %s token: %s", marker, why)
+		}
+		seen = append(seen, custody.Fingerprint(bearer))
+		if strings.Contains(r.node.Output(), bearer) {
+			t.Fatal("a token reached the node's log")
+		}
+	}
+	if rv := oa.Revoked(); len(rv) > 0 {
+		t.Fatalf("family revoked: %v", rv)
+	}
+	if n := oa.Refreshes(); n < len(markers) {
+		t.Fatalf("%d refreshes", n)
+	}
+	logs := r.node.Output()
+	if strings.Contains(logs, login.Access) || strings.Contains(logs, login.Refresh) {
+		t.Fatal("a token reached the node's log")
+	}
+	if !strings.Contains(logs, "custody: refreshed through the CLI") {
+		t.Fatal("the node did not log its refreshes")
 	}
 }
 
@@ -99,16 +101,26 @@ func TestTokenCustodyCodex(t *testing.T) {
 // after it is issued.
 func newCustodyRig(t *testing.T, oa *fakeoauth.Server) (*turnRig, string) {
 	t.Helper()
-	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, "codex")
-	codexHome := filepath.Join(r.homes["codex"], ".codex")
-	agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
-	editAgentSetup(t, r, "codex", func(setup map[string]any) {
+	var codexHome string
+	r := newCustodyRigFor(t, "codex", func(r *turnRig, setup map[string]any) {
+		codexHome = filepath.Join(r.homes["codex"], ".codex")
+		agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
 		setup["env"] = append(setup["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
 	})
+	return r, codexHome
+}
+
+// newCustodyRigFor is a turn rig for agent whose control plane and node
+// run with --token-custody, the node's agent setup changed by edit. The
+// node's custodian refreshes a token 5 s after it is issued.
+func newCustodyRigFor(t *testing.T, agent string, edit func(r *turnRig, setup map[string]any)) *turnRig {
+	t.Helper()
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, agent)
+	editAgentSetup(t, r, agent, func(setup map[string]any) { edit(r, setup) })
 	r.node.Kill()
 	r.nodeArgs = append(r.nodeArgs, "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m55s")
 	r.startNode()
-	return r, codexHome
+	return r
 }
 
 // A login custody does not hold (an API key: nothing to refresh) is
