@@ -22,8 +22,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testharness.LeakOptions()...)
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+func ctxT(t *testing.T) context.Context { return ctxFor(t, 90*time.Second) }
+
+// ctxFor is a test context that ends after d. A test making a thousand
+// round trips gets minutes: d bounds it, and is no pace it must keep on a
+// loaded machine.
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -56,7 +61,7 @@ func waitConnected(t *testing.T, c *client.Client, name string, want bool) {
 
 func TestAppendReadExportWatch(t *testing.T) {
 	c, _ := setup(t)
-	ctx := ctxT(t)
+	ctx := ctxFor(t, 10*time.Minute) // 1,100 sends, each a round trip and an etcd txn
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "first"})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +224,7 @@ func TestBadInputGetsReasons(t *testing.T) {
 // A node whose heartbeats stop is marked down when its lease lapses, even
 // though its stream is still open; when it heartbeats again it is back.
 func TestSilentNodeIsMarkedDownByLease(t *testing.T) {
-	srv := testharness.StartControlPlane(t, nil)
+	srv := testharness.StartControlPlane(t, testharness.ShortLease)
 	c := testharness.Dial(t, srv.Addr())
 	ctx := ctxT(t)
 	stream, err := c.Nodes.Connect(ctx)

@@ -57,11 +57,12 @@ func isolateGit(t *testing.T) {
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 }
 
-// waitMigration polls until the migration ends.
+// waitMigration polls until the migration ends (git work trees move in
+// it: minutes on a loaded machine, at most).
 func waitMigration(t *testing.T, c *client.Client, id string) *castv1.Migration {
 	t.Helper()
 	var m *castv1.Migration
-	testharness.WaitFor(t, 60*time.Second, "migration "+id+" to end", func() bool {
+	testharness.WaitFor(t, 3*time.Minute, "migration "+id+" to end", func() bool {
 		var err error
 		m, err = c.Migrations.GetMigration(ctxT(t), &castv1.GetMigrationRequest{Id: id})
 		if err != nil {

@@ -23,7 +23,7 @@ func TestPagerRidesOutCompaction(t *testing.T) {
 	c := testharness.Dial(t, srv.Addr())
 	testharness.StartNode(t, srv.Addr(), "n1", nil)
 	waitConnected(t, c, "n1", true)
-	ctx := ctxT(t)
+	ctx := ctxFor(t, 10*time.Minute) // 1,200 sends, each a round trip and an etcd txn
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})
 	if err != nil {
 		t.Fatal(err)

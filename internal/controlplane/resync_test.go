@@ -27,7 +27,7 @@ type nodeStream struct {
 }
 
 // connectNode opens a Connect stream for name, says hello with owned, and
-// heartbeats every 300ms (the test lease is 2s) until closed.
+// heartbeats every 300ms (well within the test lease) until closed.
 func connectNode(t *testing.T, ctx context.Context, c *client.Client, name string, owned []string) *nodeStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)

@@ -241,7 +241,7 @@ func (r *migRig) slowTurnOnLaptop(prompt, answer string, delay time.Duration) *c
 // margin stops its agents by itself (etcd fences writes, not processes);
 // the abandoned prompt runs again once the node is back, answered once.
 func TestNodeSelfFencesWhenCutOff(t *testing.T) {
-	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
+	r := newMigRig(t, migOpts{cpProcess: true, shortLease: true}, "claude")
 	s := r.slowTurnOnLaptop("long job", "too late", 90*time.Second)
 	r.cp.Kill()
 	testharness.WaitFor(t, 15*time.Second, "agent stopped by the cut-off node", func() bool { return len(agentPIDs(s.Id)) == 0 })
@@ -270,7 +270,7 @@ func TestNodeSelfFencesWhenCutOff(t *testing.T) {
 // the lease) wakes to find the session gone: it stops the agent, and the
 // late answer it was waiting for never reaches the transcript.
 func TestStaleOwnerStopsAfterSleepingThroughMove(t *testing.T) {
-	r := newMigRig(t, migOpts{cpProcess: true}, "claude")
+	r := newMigRig(t, migOpts{cpProcess: true, shortLease: true}, "claude")
 	ctx := context.Background()
 	s := r.slowTurnOnLaptop("question before sleep", "stale laptop answer", 20*time.Second)
 	// The lid closes: the node and its agent freeze.

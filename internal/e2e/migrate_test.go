@@ -33,14 +33,19 @@ type migRig struct {
 	cast     cli
 	cp       *testharness.Proc // when the control plane runs as a process
 	cpDir    string
+	lease    time.Duration // that process's node lease
 }
 
 // migOpts: cpEnv runs the control plane as a real process with that
 // environment (fault tests kill it); nodeEnv adds environment per node.
+// shortLease gives that process etcd's shortest node lease (2s), for tests
+// of a node that goes silent; others get the harness's, which load cannot
+// lapse.
 type migOpts struct {
-	cpProcess bool
-	cpEnv     []string
-	nodeEnv   map[string][]string
+	cpProcess  bool
+	cpEnv      []string
+	nodeEnv    map[string][]string
+	shortLease bool
 }
 
 func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
@@ -48,7 +53,10 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 	r := &migRig{t: t, fake: fake,
 		roots: map[string]string{}, homes: map[string]map[string]string{}, nodes: map[string]*testharness.Proc{}, nodeArgs: map[string][]string{}}
 	if opts.cpProcess {
-		r.addr, r.cpDir = freeAddr(t), t.TempDir()
+		r.addr, r.cpDir, r.lease = freeAddr(t), t.TempDir(), testharness.TestLease
+		if opts.shortLease {
+			r.lease = 2 * time.Second
+		}
 		r.startControlPlane(opts.cpEnv)
 	} else {
 		r.addr = testharness.StartControlPlane(t, nil).Addr()
@@ -83,7 +91,7 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 // (a restart keeps both) and waits until it answers.
 func (r *migRig) startControlPlane(env []string) {
 	r.cp = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "controlplane"),
-		"--listen", r.addr, "--metrics-listen", "", "--data-dir", r.cpDir, "--node-lease-ttl", "2s", "--node-heartbeat", "500ms")
+		"--listen", r.addr, "--metrics-listen", "", "--data-dir", r.cpDir, "--node-lease-ttl", r.lease.String(), "--node-heartbeat", "500ms")
 	c, err := client.DialToken(r.addr, testharness.AdminToken())
 	if err != nil {
 		r.t.Fatal(err)

@@ -68,7 +68,9 @@ func (tr *turns) checkAnswered(t *testing.T, ck faults.Checker) {
 // messages sent meanwhile, each exactly once.
 func TestPartitionNodeReconnectsAndDelivers(t *testing.T) {
 	fake := fakemodel.Start(t)
-	srv := testharness.StartControlPlane(t, nil)
+	// The node notices the half-open stream after a lease's silence, and
+	// the control plane marks it down when its lease lapses.
+	srv := testharness.StartControlPlane(t, testharness.ShortLease)
 	proxy := testharness.StartProxy(t, srv.Addr())
 	c := testharness.Dial(t, srv.Addr())
 	dir, _ := startNode(t, proxy.Addr, "n1", "", withClaude(t, fake))

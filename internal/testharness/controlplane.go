@@ -14,14 +14,26 @@ import (
 	"github.com/cast-dev/cast/internal/nodeagent"
 )
 
+// TestLease is the node lease tests run with: long enough that a live node
+// keeps it on a loaded machine (a node also stops its agents, and dials
+// again, when its control plane is silent for most of a lease). Tests of
+// what a lapsed lease does set ShortLease.
+const TestLease = 20 * time.Second
+
+// ShortLease gives c etcd's shortest node lease (2s), for tests of what a
+// lapsed lease does: a silent node marked down, a cut-off node stopping
+// its agents. Other tests keep TestLease, which load cannot lapse.
+func ShortLease(c *controlplane.Config) { c.LeaseTTL = 2 * time.Second }
+
 // ControlPlaneConfig returns the test defaults: embedded etcd in a temp
-// dir, loopback ports picked by the kernel, a short node lease.
+// dir, loopback ports picked by the kernel, a node lease of TestLease
+// with heartbeats every 500ms (a revoked node is cut at its next one).
 func ControlPlaneConfig(t testing.TB) controlplane.Config {
 	cfg := controlplane.DefaultConfig()
 	cfg.DataDir = filepath.Join(t.TempDir(), "etcd")
 	cfg.Listen = "127.0.0.1:0"
 	cfg.MetricsListen = "127.0.0.1:0"
-	cfg.LeaseTTL = 2 * time.Second
+	cfg.LeaseTTL = TestLease
 	cfg.Heartbeat = 500 * time.Millisecond
 	cfg.Shutdown = 5 * time.Second
 	cfg.Store.QuotaBytes = 256 << 20
