@@ -48,8 +48,8 @@ func NativeID(sessionID string) string {
 // replacing any earlier file for the same id (the neutral copy is the
 // source of truth).
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("claude: target needs Home and an absolute Cwd")
+	if err := t.Check("claude"); err != nil {
+		return agents.Written{}, err
 	}
 	id := t.NativeID
 	if id == "" {

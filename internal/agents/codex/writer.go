@@ -57,18 +57,14 @@ func ThreadID(t agents.Target) (string, error) {
 
 // Write implements agents.Writer.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("codex: target needs a home and an absolute cwd")
+	if err := t.Check("codex"); err != nil {
+		return agents.Written{}, err
 	}
 	id, err := ThreadID(t)
 	if err != nil {
 		return agents.Written{}, err
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	created := now()
+	created := agents.Clock(w.Now)()
 	lines, omitted := build(prepare(msgs, t.SessionID), t.SessionID)
 	data := encode(id, filepath.Clean(t.Cwd), t.Model, created, lines)
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,17 +28,10 @@ type Writer struct {
 
 // Write implements agents.Writer.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("gemini: target needs a home and an absolute cwd")
+	if err := t.Check("gemini"); err != nil {
+		return agents.Written{}, err
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	sid := t.NativeID
-	if sid == "" {
-		sid = repair.StableUUID("gemini:" + t.SessionID)
-	}
+	now, sid := agents.Clock(w.Now), t.StableID("gemini")
 	cwd := filepath.Clean(t.Cwd)
 	recs := render(sid, t.Model, msgs, now())
 

@@ -3,7 +3,6 @@ package grok
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,17 +32,10 @@ func SessionDir(home, cwd, id string) string {
 // Write implements agents.Writer. Written.Path is the session's
 // chat_history.jsonl.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("grok: target needs a home and an absolute cwd")
+	if err := t.Check("grok"); err != nil {
+		return agents.Written{}, err
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	sid := t.NativeID
-	if sid == "" {
-		sid = repair.StableUUID("grok:" + t.SessionID)
-	}
+	now, sid := agents.Clock(w.Now), t.StableID("grok")
 	cwd := filepath.Clean(t.Cwd)
 	recs, outcomes := render(msgs)
 

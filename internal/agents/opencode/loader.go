@@ -132,8 +132,8 @@ type Writer struct {
 // Write implements agents.Writer. The model is t.Model when it is
 // provider/model, else OpenCode's configured default.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("opencode: target needs a home and an absolute cwd")
+	if err := t.Check("opencode"); err != nil {
+		return agents.Written{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*DefaultTimeout)
 	defer cancel()
@@ -144,11 +144,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 			return agents.Written{}, err
 		}
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	ex, err := Render(t, msgs, RenderOptions{Model: model, Now: now()})
+	ex, err := Render(t, msgs, RenderOptions{Model: model, Now: agents.Clock(w.Now)()})
 	if err != nil {
 		return agents.Written{}, err
 	}

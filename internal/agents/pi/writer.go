@@ -3,7 +3,6 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,17 +46,10 @@ func SessionDir(home, cwd string) string {
 
 // Write implements agents.Writer.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
-		return agents.Written{}, errors.New("pi: target needs a home and an absolute cwd")
+	if err := t.Check("pi"); err != nil {
+		return agents.Written{}, err
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	sid := t.NativeID
-	if sid == "" {
-		sid = repair.StableUUID("pi:" + t.SessionID)
-	}
+	now, sid := agents.Clock(w.Now), t.StableID("pi")
 	cwd := filepath.Clean(t.Cwd)
 	entries, start := render(sid, t.Model, msgs, now())
 

@@ -1,0 +1,35 @@
+package agents
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents/repair"
+)
+
+// Check is what every writer needs of t before it writes: the agent's own
+// folder and an absolute working directory. The error names agent.
+func (t Target) Check(agent string) error {
+	if t.Home == "" || !filepath.IsAbs(t.Cwd) {
+		return fmt.Errorf("%s: target needs a home and an absolute cwd", agent)
+	}
+	return nil
+}
+
+// StableID is t.NativeID, else a UUID derived from agent and the cast
+// session id, so every rewrite of the session gets the same one.
+func (t Target) StableID(agent string) string {
+	if t.NativeID != "" {
+		return t.NativeID
+	}
+	return repair.StableUUID(agent + ":" + t.SessionID)
+}
+
+// Clock is now, or time.Now when now is nil (writers' Now fields).
+func Clock(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}
