@@ -212,6 +212,14 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 			if err := id.Renew(ctx, name, c.JoinSigner(name, joinToken)); err != nil {
 				return err
 			}
+			// The node trusts this bundle from its first start on (a CA
+			// rotation changes it; the pin is for the first contact only).
+			keep := &client.BundleSync{Have: func() string { return "" }, Keep: func(b []byte) error {
+				return client.SaveBundle(filepath.Join(dataDir, client.NodeBundleFile), b, 0o600)
+			}}
+			if err := c.FetchBundle(ctx, keep); err != nil {
+				return err
+			}
 			exp := id.Cert().Leaf.NotAfter.UTC().Format(time.RFC3339)
 			if a.json {
 				return a.printJSON(map[string]any{"name": name, "identity": id.Path(), "expire_time": exp})

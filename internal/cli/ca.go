@@ -2,24 +2,32 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
 )
 
-// caCmd prints the control plane's CA certificate, checked against its
-// pin: the file Prometheus trusts for cast's metrics (deploy/k8s
-// ConfigMap cast-ca) and `cast` for gRPC (CAST_CACERT), got without a
-// shell in the control plane's image.
+// caCmd is `cast ca`: alone, it prints the control plane's CA
+// certificate, checked against its pin: the file Prometheus trusts for
+// cast's metrics (deploy/k8s ConfigMap cast-ca) and `cast` for gRPC
+// (CAST_CACERT), got without a shell in the control plane's image. Its
+// subcommands rotate the CA with an overlap (admin only, but `cast ca
+// bundle`): rotate (a new CA is trusted beside the signing one), activate
+// (the new one signs), retire (the old one is trusted no more); `cast ca
+// status` says when each step is safe.
 func (a *app) caCmd() *cobra.Command {
 	var pin string
 	cmd := &cobra.Command{
 		Use:   "ca [--ca-pin sha256:...]",
-		Short: "Print the control plane's CA certificate (PEM), checked against its pin (for CAST_CACERT and Prometheus' ca_file)",
+		Short: "Print the control plane's CA certificate (PEM), checked against its pin; rotate it (rotate, activate, retire)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cc, err := client.Resolve(os.Getenv, a.context, a.addr)
@@ -44,5 +52,158 @@ func (a *app) caCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&pin, "ca-pin", os.Getenv("CAST_CA_PIN"), "the CA's pin, sha256:... (controlplane logs it; env CAST_CA_PIN; default: the context's)")
+	cmd.AddCommand(a.caStatusCmd(), a.caRotateCmd(), a.caActivateCmd(), a.caRetireCmd(), a.caBundleCmd())
 	return cmd
+}
+
+func (a *app) caStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "status", Short: "Show the CAs of a rotation and who holds live certificates from each", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "STATE\tPIN\tSUBJECT\tEXPIRES\tSINCE")
+				states := map[string]string{}
+				for _, ca := range resp.Cas {
+					states[ca.Pin] = ca.State
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ca.State, ca.Pin, ca.Subject, unixTime(ca.ExpireTimeUnix), unixTime(ca.SinceUnix))
+				}
+				fmt.Fprintln(tw, "\nPRINCIPAL\tISSUER\tISSUED\tEXPIRES\t")
+				for _, h := range resp.Holders {
+					issuer := states[h.IssuerPin]
+					if issuer == "" {
+						issuer = "retired"
+					}
+					fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t\n", h.Principal, issuer, short(h.IssuerPin), unixTime(h.IssueTimeUnix), unixTime(h.ExpireTimeUnix))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func unixTime(s int64) string {
+	if s == 0 {
+		return "-"
+	}
+	return time.Unix(s, 0).UTC().Format(time.RFC3339)
+}
+
+// short abbreviates a pin for a table.
+func short(pin string) string {
+	if len(pin) > 19 {
+		return pin[:19] + "…"
+	}
+	return pin
+}
+
+func (a *app) caRotateCmd() *cobra.Command {
+	var certFile, keyFile string
+	cmd := &cobra.Command{
+		Use:   "rotate [--cert FILE --key FILE]",
+		Short: "Start a CA rotation: a new CA (made, or yours) is trusted beside the signing one, which still signs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req := &castv1.RotateCARequest{}
+			if (certFile == "") != (keyFile == "") {
+				return usagef("--cert and --key go together: your new CA's certificate and its private key")
+			}
+			if certFile != "" {
+				var err error
+				if req.CertPem, err = os.ReadFile(certFile); err != nil {
+					return err
+				}
+				if req.KeyPem, err = os.ReadFile(keyFile); err != nil {
+					return err
+				}
+			}
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Auth.RotateCA(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				fmt.Fprintf(a.out, "new CA %s (%s) is trusted; the old one still signs\n", resp.Next.Pin, resp.Next.Subject)
+				fmt.Fprintf(a.errOut, "nodes learn it at their next renewal, clients at their next command; when `cast ca status` shows every node renewed, run `cast ca activate`\n")
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&certFile, "cert", "", "your new CA certificate (PEM); default: the control plane makes one")
+	cmd.Flags().StringVar(&keyFile, "key", "", "its private key (PEM); sent over TLS and kept sealed with the secrets key")
+	return cmd
+}
+
+func (a *app) caActivateCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "activate [--force]",
+		Short: "Make the new CA sign (server certificate, renewals, new certificates); the old one's certificates still work",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: force})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				fmt.Fprintf(a.out, "CA %s signs now; the old CA is still trusted\n", resp.Signing.Pin)
+				fmt.Fprintf(a.errOut, "new nodes join with --ca-pin %s; when `cast ca status` shows no live certificate from the old CA, run `cast ca retire`\n", resp.Signing.Pin)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "switch even while nodes have not renewed since the rotation began (they must join again)")
+	return cmd
+}
+
+func (a *app) caRetireCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "retire [--force]",
+		Short: "Stop trusting the old CA: its certificates are refused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: force})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(raw(resp))
+				}
+				fmt.Fprintf(a.out, "CA %s (%s) retired: its certificates are refused\n", resp.Retired.Pin, resp.Retired.Subject)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "retire even while principals' latest live certificates are from the old CA (they must join again or get a new certificate)")
+	return cmd
+}
+
+func (a *app) caBundleCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "bundle", Short: "Print the CAs to trust in the control plane (PEM), for a client that missed a rotation", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Auth.GetCABundle(ctx, &castv1.GetCABundleRequest{})
+				if err != nil {
+					return err
+				}
+				_, err = a.out.Write(resp.Bundle)
+				return err
+			})
+		},
+	}
 }

@@ -74,6 +74,9 @@ type Options struct {
 	// config re-reads a certificate file a node renews (a `cast mcp` an
 	// agent runs outlives its node's certificate).
 	RetryExpiredCert bool
+	// Bundle, when set, follows the control plane's trust bundle (a CA
+	// rotation): bundle.go.
+	Bundle *BundleSync
 }
 
 // DialOpts dials addr with o.
@@ -87,10 +90,16 @@ func DialOpts(addr string, o Options) (*Client, error) {
 	}
 	if o.TLS != nil {
 		extra = append(extra, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
+		if o.Bundle != nil {
+			extra = append(extra, grpc.WithChainUnaryInterceptor(o.Bundle.interceptor))
+		}
 	}
 	c, err := dial(addr, extra...)
 	if err == nil {
 		c.conn.retryExpired = o.RetryExpiredCert
+		if o.Bundle != nil {
+			o.Bundle.c = c
+		}
 	}
 	return c, err
 }

@@ -61,6 +61,9 @@ type Context struct {
 	// tokenCache is where TokenCommand's tokens are cached (Resolve sets
 	// it; "": in memory only).
 	tokenCache string
+	// syncCA: CA is the context's own file (not CAST_CACERT's), which
+	// Dial keeps up to date through a CA rotation (bundle.go).
+	syncCA bool
 }
 
 // IsLoopback reports whether addr (host:port) names this machine only.
@@ -136,7 +139,13 @@ func (c Context) Dial() (*Client, error) {
 	if err := CheckPlaintext(c.Addr, t, c.Insecure); err != nil {
 		return nil, err
 	}
-	return DialOpts(c.Addr, Options{Token: c.bearer(), TLS: t, RetryExpiredCert: c.Cert != ""})
+	o := Options{Token: c.bearer(), TLS: t, RetryExpiredCert: c.Cert != ""}
+	if c.syncCA && c.CAPin == "" {
+		o.Bundle = FileBundleSync(c.CA, func(err error) {
+			fmt.Fprintf(os.Stderr, "cast: the control plane's CA bundle changed and %s was not updated: %v\n", c.CA, err)
+		})
+	}
+	return DialOpts(c.Addr, o)
 }
 
 // bearer is the token c sends: its token-command's, else its token.
@@ -288,6 +297,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		}
 		out.TokenCommand = nil
 	}
+	out.syncCA = out.CA != "" && out.CA == chosen.CA && out.CAPin == ""
 	if len(out.TokenCommand) > 0 {
 		if out.Token != "" {
 			return Context{}, fmt.Errorf("context %q in %s has both token and token-command: keep one", contextName, ConfigPath(getenv))

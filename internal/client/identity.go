@@ -89,6 +89,10 @@ type Signer func(ctx context.Context, csrPEM []byte) ([]byte, error)
 // NodeIdentityFile is a node's certificate and key in its data dir.
 const NodeIdentityFile = "identity.pem"
 
+// NodeBundleFile is the CAs a node trusts in the control plane, in its
+// data dir (bundle.go): learnt at its join and kept through CA rotations.
+const NodeBundleFile = "ca-bundle.pem"
+
 // DefaultNodeDataDir is where a node keeps its state unless told (`node
 // --data-dir`); `cast node join` writes the identity there too.
 func DefaultNodeDataDir(getenv func(string) string) string {

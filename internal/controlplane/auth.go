@@ -159,7 +159,9 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 			return nil, err
 		}
 	}
-	return h(ctx, req)
+	resp, err := h(ctx, req)
+	s.sendBundleHeader(ctx) // after: a rotation step names its own result
+	return resp, err
 }
 
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {

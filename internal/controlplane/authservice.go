@@ -200,7 +200,7 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 		joinHash = ""
 	}
 	if len(req.Csr) > 0 {
-		if h.s.ca == nil {
+		if h.s.cas() == nil {
 			return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
 				"joining with a certificate needs TLS: this control plane serves plaintext (--insecure)"))
 		}
@@ -225,12 +225,12 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 		h.s.lg.Info("node joined", zap.String("node", req.Name))
 		return &castv1.JoinNodeResponse{Credential: cred}, nil
 	}
-	chain, exp, err := h.s.signClient(authz.Principal{Role: authz.Node, Name: req.Name, Cred: credHash}, req.Csr)
+	chain, exp, bundle, err := h.s.signClient(ctx, authz.Principal{Role: authz.Node, Name: req.Name, Cred: credHash}, req.Csr)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	h.s.lg.Info("node joined", zap.String("node", req.Name), zap.Bool("certificate", true), zap.Time("expires", exp))
-	return &castv1.JoinNodeResponse{Certificate: chain}, nil
+	return &castv1.JoinNodeResponse{Certificate: chain, CaBundle: bundle}, nil
 }
 
 // RevokeNode deletes the node's credential and ends its stream on this

@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/store"
 )
 
 // Client certificates (mTLS). A node makes its own key and gets a
@@ -39,7 +40,8 @@ const (
 // false when the call has none (plaintext, or no certificate sent).
 func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, error) {
 	pr, found := peer.FromContext(ctx)
-	if !found || s.ca == nil {
+	set := s.cas()
+	if !found || set == nil {
 		return nil, false, nil
 	}
 	info, isTLS := pr.AuthInfo.(credentials.TLSInfo)
@@ -49,8 +51,11 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	leaf := info.State.PeerCertificates[0]
 	// Named in refusals (and so in audit lines); unverified until it passes.
 	claimed := fmt.Sprintf("%q of %q", leaf.Subject.CommonName, leaf.Issuer.CommonName)
-	id, err := pki.VerifyClient(info.State.PeerCertificates, s.ca.Cert, time.Now())
+	id, err := pki.VerifyClient(info.State.PeerCertificates, set.trusted, time.Now())
 	switch {
+	case errors.Is(err, pki.ErrUntrusted) && set.retiredIssuer(leaf) != "":
+		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
+			"the client certificate %s was issued by a CA this control plane retired (%s): a node joins again with a new join token, a user runs `cast token cert` with a token", claimed, set.retiredIssuer(leaf))
 	case errors.Is(err, pki.ErrExpired):
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
 			"%v (certificate %s); a node renews its own before then: join again with a new join token", err, claimed)
@@ -71,22 +76,35 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred}, true, nil
 }
 
-// signClient issues a certificate for csr bound to p's credential record.
-func (s *Server) signClient(p authz.Principal, csr []byte) ([]byte, time.Time, error) {
-	if s.ca == nil {
-		return nil, time.Time{}, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+// signClient issues a certificate for csr bound to p's credential record,
+// from the signing CA, and records it (carotation.go: a CA is not retired
+// under a principal whose latest certificate it signed). It returns the
+// chain, its expiry and the trust bundle.
+func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) ([]byte, time.Time, []byte, error) {
+	set := s.cas()
+	if set == nil {
+		return nil, time.Time{}, nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
 			"client certificates need TLS: this control plane serves plaintext (--insecure)")
 	}
 	ttl := s.cfg.TLS.UserCertTTL
 	if p.Role == authz.Node {
 		ttl = s.cfg.TLS.NodeCertTTL
 	}
-	chain, err := s.ca.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred,
+	chain, err := set.signer.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred,
 		NodeMetrics: p.Role == authz.Node}, ttl)
 	if err != nil {
-		return nil, time.Time{}, errs.Invalid("csr: %v", err)
+		return nil, time.Time{}, nil, errs.Invalid("csr: %v", err)
 	}
-	return chain, time.Now().Add(ttl), nil
+	leaf, err := pki.ParseCert(chain)
+	if err != nil {
+		return nil, time.Time{}, nil, errs.Internal(err, "parse issued certificate")
+	}
+	issued := leaf.NotBefore.Add(pki.ClientSkew)
+	if err := s.store.RecordCertIssue(ctx, store.CertIssue{Cred: p.Cred, Role: string(p.Role), Name: p.Name,
+		IssuerPin: pki.Pin(set.signer.Cert), Issued: issued, Expires: leaf.NotAfter}); err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	return chain, leaf.NotAfter, set.bundle, nil
 }
 
 func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCertificateRequest) (*castv1.IssueCertificateResponse, error) {
@@ -98,10 +116,10 @@ func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCer
 		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
 			"%s signed in with an OIDC ID token, which has no cast credential to bind a certificate to: keep using the ID token, or ask an admin for a cast token", p))
 	}
-	chain, exp, err := h.s.signClient(p, req.Csr)
+	chain, exp, bundle, err := h.s.signClient(ctx, p, req.Csr)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	h.s.lg.Info("client certificate issued", zap.String("principal", p.String()), zap.Time("expires", exp))
-	return &castv1.IssueCertificateResponse{Certificate: chain, ExpireTimeUnix: exp.Unix()}, nil
+	return &castv1.IssueCertificateResponse{Certificate: chain, ExpireTimeUnix: exp.Unix(), CaBundle: bundle}, nil
 }

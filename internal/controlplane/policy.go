@@ -84,6 +84,14 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.AuthService_WhoAmI_FullMethodName:          {Roles: everyone},
 		// A certificate for the caller's own key, bound to its own credential.
 		castv1.AuthService_IssueCertificate_FullMethodName: {Roles: everyone},
+		// CA rotation (carotation.go). The bundle is public certificates
+		// only; a client trusts it because it fetched it over a connection
+		// it verified, not because of its own credential.
+		castv1.AuthService_GetCABundle_FullMethodName: {Public: true},
+		castv1.AuthService_GetCAStatus_FullMethodName: {Roles: adminOnly},
+		castv1.AuthService_RotateCA_FullMethodName:    {Roles: adminOnly},
+		castv1.AuthService_ActivateCA_FullMethodName:  {Roles: adminOnly},
+		castv1.AuthService_RetireCA_FullMethodName:    {Roles: adminOnly},
 
 		// Verdicts steer every user's moves: only nodes (each as itself)
 		// and admins (`cast agents check`) record them; anyone reads them.

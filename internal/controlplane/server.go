@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -63,11 +64,15 @@ type Server struct {
 	policy authz.Policy
 	limits *authz.Limiter     // per-user and per-node rates and streams
 	oidc   *oidcauth.Verifier // ID tokens as user credentials (nil: off)
-	// tls is the listener's TLS config (nil: plaintext); caPin and caFile
+	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
 	// say how clients trust it (tls.go).
-	tls           *tls.Config
-	ca            *pki.CA // signs and verifies client certificates (nil: plaintext)
-	caPin, caFile string
+	tls *tls.Config
+	// caState is the CAs that sign and verify certificates (nil:
+	// plaintext), reloaded from the store (carotation.go); opCA is an
+	// operator's CA this replica was given (--ca-cert).
+	caState atomic.Pointer[caSet]
+	opCA    *pki.CA
+	caFile  string
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server

@@ -6,15 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
+
 	"path/filepath"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/store"
 )
 
 // TLS (--tls): the control plane's CA is made on the store's first start
@@ -30,6 +30,7 @@ import (
 const (
 	DefaultCATTL         = 10 * 365 * 24 * time.Hour
 	DefaultServerCertTTL = 90 * 24 * time.Hour
+	DefaultCAReload      = 2 * time.Second
 	// CAFileName is the CA certificate's file in the data dir (public).
 	CAFileName = "ca.pem"
 )
@@ -52,6 +53,9 @@ type TLSConfig struct {
 	// CAReplace lets a start replace the store's CA by another
 	// (--ca-replace): every joined node must join again.
 	CAReplace bool
+	// CAReload is how often a replica re-reads the store's CA record, so
+	// a rotation step on another replica reaches it (carotation.go).
+	CAReload time.Duration
 }
 
 // Validate checks c.
@@ -87,13 +91,21 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ca *pki.CA
-	if s.cfg.TLS.CACertFile != "" {
-		ca, err = s.operatorCA(ctx, rec, ok)
+	if s.cfg.TLS.CACertFile != "" && !s.rotatedAway(rec, ok) {
+		s.opCA, err = s.operatorCA(ctx, rec, ok)
 	} else {
-		ca, err = s.generatedCA(ctx, rec, ok)
+		_, err = s.generatedCA(ctx, rec, ok)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if rec, _, err = s.store.GetCA(ctx); err != nil {
+		return nil, err
+	}
+	if s.cfg.DataDir != "" {
+		s.caFile = filepath.Join(s.cfg.DataDir, CAFileName)
+	}
+	if err := s.applyCA(rec); err != nil {
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Listen)
@@ -101,24 +113,57 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if ttl <= 0 {
 		ttl = DefaultServerCertTTL
 	}
-	is, err := pki.NewIssuer(ca, append([]string{host, "localhost", "127.0.0.1"}, s.cfg.TLS.Hosts...), ttl)
+	is, err := pki.NewIssuer(s.signingCA, append([]string{host, "localhost", "127.0.0.1"}, s.cfg.TLS.Hosts...), ttl)
 	if err != nil {
 		return nil, err
 	}
-	s.ca, s.caPin = ca, pki.Pin(ca.Cert)
-	if s.cfg.DataDir != "" {
-		s.caFile = filepath.Join(s.cfg.DataDir, CAFileName)
-		if err := fsutil.WriteFileAtomic(s.caFile, ca.CertPEM, 0o644); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("write %s: %w", s.caFile, err)
-		}
+	reload := s.cfg.TLS.CAReload
+	if reload <= 0 {
+		reload = DefaultCAReload
 	}
-	s.lg.Info("tls on", zap.String("ca_pin", s.caPin), zap.String("ca_file", s.caFile), zap.Bool("operator_ca", s.cfg.TLS.CACertFile != ""),
-		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Time("ca_expires", ca.Cert.NotAfter), zap.Duration("cert_ttl", ttl))
+	s.goLoop(s.reloadCAs(reload))
+	ca := s.signingCA()
+	s.lg.Info("tls on", zap.String("ca_pin", s.CAPin()), zap.String("ca_file", s.caFile), zap.Bool("operator_ca", rec.Operator),
+		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Time("ca_expires", ca.Cert.NotAfter), zap.Duration("cert_ttl", ttl),
+		zap.Int("trusted_cas", len(s.cas().trusted)))
 	return is.ServerConfig(), nil
 }
 
-// CAPin is the pin of the TLS CA ("" without --tls).
-func (s *Server) CAPin() string { return s.caPin }
+// rotatedAway reports whether --ca-cert names a CA a rotation has moved
+// the store away from (`cast ca activate`): the store's CA signs, and the
+// flags are stale (a warning, not a refusal, so a replica restarted with
+// its old unit file still serves).
+func (s *Server) rotatedAway(rec store.CARecord, ok bool) bool {
+	if !ok || rec.Operator {
+		return false
+	}
+	ca, err := ReadOperatorCA(s.cfg.TLS.CACertFile, s.cfg.TLS.CAKeyFile, time.Now())
+	if err != nil {
+		return false // refused with the reason by operatorCA
+	}
+	pin := pki.Pin(ca.Cert)
+	moved := false
+	for _, o := range rec.Others {
+		moved = moved || storedPin(store.CARecord{CertPEM: o.CertPEM}) == pin
+	}
+	for _, r := range rec.Retired {
+		moved = moved || r.Pin == pin
+	}
+	if moved {
+		s.lg.Warn("--ca-cert names a CA this store rotated away from (cast ca activate): serving the store's CA; drop --ca-cert/--ca-key",
+			zap.String("ca_cert_pin", pin), zap.String("store_ca_pin", storedPin(rec)))
+	}
+	return moved
+}
+
+// CAPin is the pin of the TLS CA that signs now ("" without --tls): a
+// node's first contact (--ca-pin) must name it.
+func (s *Server) CAPin() string {
+	if ca := s.signingCA(); ca != nil {
+		return pki.Pin(ca.Cert)
+	}
+	return ""
+}
 
 // CAFile is where the TLS CA certificate was written ("" without --tls
 // or a data dir).

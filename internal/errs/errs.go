@@ -78,6 +78,11 @@ const (
 	ReasonCertExpired   = "CERT_EXPIRED"
 	ReasonCertUntrusted = "CERT_UNTRUSTED"
 	ReasonCertRevoked   = "CERT_REVOKED"
+	// CA rotation: the step does not fit the rotation's state (none under
+	// way, or one already), or principals still depend on the CA (their
+	// only live certificates are from it, or they do not trust the next).
+	ReasonCAState = "CA_ROTATION_STATE"
+	ReasonCAInUse = "CA_IN_USE"
 	// OIDC ID tokens: past their exp; not this issuer's, not for this
 	// client id, or not signed by the issuer's keys; or without a valid
 	// user name claim.

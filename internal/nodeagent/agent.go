@@ -26,6 +26,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -39,7 +40,9 @@ type Agent struct {
 	cred    *client.Token    // this node's bearer credential (identity.go)
 	id      *client.Identity // with TLS: its client certificate (certs.go)
 	tls     *tls.Config      // nil: plaintext
-	rotate  chan struct{}    // a renewed certificate: move the stream
+	trust   *pki.Trust       // with TLS: the CAs it trusts (trust.go)
+	bsync   *client.BundleSync
+	rotate  chan struct{} // a renewed certificate: move the stream
 	runner  *runner.Runner
 	workers workers
 	setups  sync.WaitGroup  // worktree setups running in the background
@@ -71,26 +74,33 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := client.Context{CAPin: cfg.CAPin}.TLS()
-	if err != nil {
-		return nil, fmt.Errorf("--ca-pin: %w", err)
+	var (
+		id     *client.Identity
+		trust  *pki.Trust
+		tlsCfg *tls.Config
+	)
+	if cfg.CAPin != "" {
+		if id, err = client.LoadIdentity(IdentityPath(cfg.DataDir)); err != nil {
+			return nil, err
+		}
+		if trust, err = loadTrust(cfg, id); err != nil {
+			return nil, err
+		}
+		tlsCfg = client.WithIdentity(trust.Config(), id)
 	}
 	if err := client.CheckPlaintext(cfg.ControlPlane, tlsCfg, cfg.Insecure); err != nil {
 		return nil, err
 	}
-	var id *client.Identity
-	if tlsCfg != nil {
-		if id, err = client.LoadIdentity(IdentityPath(cfg.DataDir)); err != nil {
-			return nil, err
-		}
-		tlsCfg = client.WithIdentity(tlsCfg, id)
+	a := &Agent{cfg: cfg, cred: cred, id: id, trust: trust, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, runCtx: context.Background(),
+		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
+	o := client.Options{Token: cred, TLS: tlsCfg}
+	if trust != nil {
+		a.bsync = a.bundleSync()
+		o.Bundle = a.bsync
 	}
-	cli, err := client.DialOpts(cfg.ControlPlane, client.Options{Token: cred, TLS: tlsCfg})
-	if err != nil {
+	if a.cli, err = client.DialOpts(cfg.ControlPlane, o); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cred: cred, id: id, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, cli: cli, runCtx: context.Background(),
-		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
 	a.m = newNodeMetrics(a.reg)
 	if tlsCfg == nil {
 		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")

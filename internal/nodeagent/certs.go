@@ -56,6 +56,7 @@ func (a *Agent) joinCert(ctx context.Context) error {
 	if err := a.cli.Redial(10 * time.Second); err != nil {
 		return err
 	}
+	a.syncBundle(ctx)
 	a.lg.Info("joined the control plane with a client certificate", zap.Time("expires", a.id.Cert().Leaf.NotAfter))
 	return nil
 }
@@ -64,6 +65,11 @@ func (a *Agent) joinCert(ctx context.Context) error {
 // authenticates with.
 func (a *Agent) issue(ctx context.Context, csr []byte) ([]byte, error) {
 	resp, err := a.cli.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
+	if err == nil && len(resp.CaBundle) > 0 {
+		// During a CA rotation a renewal is how the node learns the new
+		// CA (the reply came over a connection it verified).
+		a.keepBundle(resp.CaBundle)
+	}
 	return resp.GetCertificate(), err
 }
 

@@ -90,6 +90,9 @@ func (a *Agent) castEnv(sessionID string) map[string]string {
 	env := map[string]string{"CAST_SESSION": sessionID, "CAST_ADDR": a.cfg.ControlPlane}
 	if a.id != nil {
 		env["CAST_CA_PIN"], env["CAST_CLIENT_CERT"] = a.cfg.CAPin, a.id.Path()
+		if a.trust.Hash() != "" { // the bundle, which a CA rotation changes
+			env["CAST_CA_PIN"], env["CAST_CACERT"] = "", BundlePath(a.cfg.DataDir)
+		}
 	} else {
 		env["CAST_TOKEN_FILE"] = credentialPath(a.cfg.DataDir)
 	}

@@ -32,6 +32,9 @@ type Identity struct {
 	// NodeMetrics makes the certificate serve a node's metrics listener
 	// too: server auth for NodeMetricsName alone (SignClient only).
 	NodeMetrics bool
+	// IssuerPin is the pin of the CA that signed the certificate (set by
+	// VerifyClient: during a CA rotation two are trusted).
+	IssuerPin string
 }
 
 // ClientSkew is how far before its issue a client certificate is valid,
@@ -119,15 +122,17 @@ func ParseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
 	return csr, nil
 }
 
-// VerifyClient checks a client's chain (leaf first) against ca at now
-// and returns who it names.
-func VerifyClient(chain []*x509.Certificate, ca *x509.Certificate, now time.Time) (Identity, error) {
+// VerifyClient checks a client's chain (leaf first) against the trusted
+// CAs at now and returns who it names and which CA signed it.
+func VerifyClient(chain []*x509.Certificate, cas []*x509.Certificate, now time.Time) (Identity, error) {
 	if len(chain) == 0 {
 		return Identity{}, ErrNotClient
 	}
 	leaf := chain[0]
 	roots := x509.NewCertPool()
-	roots.AddCert(ca)
+	for _, ca := range cas {
+		roots.AddCert(ca)
+	}
 	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	var inv x509.CertificateInvalidError
 	switch {
@@ -139,6 +144,9 @@ func VerifyClient(chain []*x509.Certificate, ca *x509.Certificate, now time.Time
 		return Identity{}, fmt.Errorf("%w: %v", ErrNotClient, err)
 	}
 	id := Identity{Name: leaf.Subject.CommonName, Cred: leaf.Subject.SerialNumber}
+	if ca := IssuerOf(leaf, cas); ca != nil {
+		id.IssuerPin = Pin(ca)
+	}
 	if len(leaf.Subject.OrganizationalUnit) == 1 {
 		id.Role = leaf.Subject.OrganizationalUnit[0]
 	}

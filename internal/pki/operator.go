@@ -52,25 +52,33 @@ func OperatorCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
 // CA's own, not a bundle with its issuers (which clients would then trust
 // for everything those issuers sign).
 func onlyCert(certPEM []byte) (*x509.Certificate, error) {
+	certs, err := parseCerts(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+	}
+	if len(certs) != 1 {
+		return nil, fmt.Errorf("pki: the CA certificate file holds %d certificates; give exactly one, the CA whose key is the key file", len(certs))
+	}
+	return certs[0], nil
+}
+
+// parseCerts parses every CERTIFICATE block of a PEM file.
+func parseCerts(certPEM []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
 	for rest := certPEM; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
-			break
+			return certs, nil
 		}
 		if b.Type != "CERTIFICATE" {
 			continue
 		}
 		c, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("pki: CA certificate: %w", err)
+			return nil, err
 		}
 		certs = append(certs, c)
 	}
-	if len(certs) != 1 {
-		return nil, fmt.Errorf("pki: the CA certificate file holds %d certificates; give exactly one, the CA whose key is the key file", len(certs))
-	}
-	return certs[0], nil
 }
 
 // parseSigner parses a PEM private key that can sign.

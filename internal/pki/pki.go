@@ -59,7 +59,8 @@ func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl, err := template("cast control plane CA", ttl)
+	// The date tells two CAs of a rotation apart in `cast ca status`.
+	tmpl, err := template("cast control plane CA "+time.Now().UTC().Format("2006-01-02T15:04:05Z"), ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +76,10 @@ func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyDER, nil
 }
 
-// LoadCA parses a CA made by NewCA.
+// KeyDER is ca's private key as PKCS#8 DER (to seal in the store).
+func (ca *CA) KeyDER() ([]byte, error) { return x509.MarshalPKCS8PrivateKey(ca.key) }
+
+// LoadCA parses a CA made by NewCA (or sealed by KeyDER).
 func LoadCA(certPEM, keyDER []byte) (*CA, error) {
 	cert, err := ParseCert(certPEM)
 	if err != nil {
@@ -85,8 +89,12 @@ func LoadCA(certPEM, keyDER []byte) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA key: %w", err)
 	}
-	key, ok := k.(*ecdsa.PrivateKey)
-	if !ok || !key.PublicKey.Equal(cert.PublicKey) {
+	// An operator's CA given to `cast ca rotate` may have any key type.
+	key, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("pki: the CA key cannot sign")
+	}
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
 		return nil, errors.New("pki: the CA key does not match its certificate")
 	}
 	return &CA{Cert: cert, CertPEM: certPEM, key: key}, nil
@@ -202,21 +210,23 @@ func verifyPinned(chain []*x509.Certificate, pin string) error {
 }
 
 // Issuer keeps a server certificate fresh: a handshake after two thirds of
-// its lifetime gets a new one, so a long-running control plane never
-// serves an expired certificate.
+// its lifetime, or after the signing CA changed (a CA rotation), gets a
+// new one, so a long-running control plane never serves an expired
+// certificate nor one from a CA it has moved away from.
 type Issuer struct {
-	ca    *CA
+	ca    func() *CA // the signing CA now
 	hosts []string
 	ttl   time.Duration
 	now   func() time.Time // tests move time
 
 	mu      sync.Mutex
 	cur     *tls.Certificate
+	curCA   *CA
 	renewAt time.Time
 }
 
-// NewIssuer issues the first certificate for hosts.
-func NewIssuer(ca *CA, hosts []string, ttl time.Duration) (*Issuer, error) {
+// NewIssuer issues the first certificate for hosts from ca().
+func NewIssuer(ca func() *CA, hosts []string, ttl time.Duration) (*Issuer, error) {
 	is := &Issuer{ca: ca, hosts: hosts, ttl: ttl, now: time.Now}
 	if _, err := is.GetCertificate(nil); err != nil {
 		return nil, err
@@ -228,15 +238,16 @@ func NewIssuer(ca *CA, hosts []string, ttl time.Duration) (*Issuer, error) {
 func (is *Issuer) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
-	if now := is.now(); is.cur == nil || !now.Before(is.renewAt) {
-		cert, err := is.ca.ServerCert(is.hosts, is.ttl)
+	ca := is.ca()
+	if now := is.now(); is.cur == nil || !now.Before(is.renewAt) || ca != is.curCA {
+		cert, err := ca.ServerCert(is.hosts, is.ttl)
 		if err != nil {
 			if is.cur != nil {
 				return is.cur, nil // still valid; the next handshake retries
 			}
 			return nil, err
 		}
-		is.cur, is.renewAt = &cert, now.Add(is.ttl*2/3)
+		is.cur, is.curCA, is.renewAt = &cert, ca, now.Add(is.ttl*2/3)
 	}
 	return is.cur, nil
 }

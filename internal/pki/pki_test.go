@@ -42,7 +42,7 @@ func handshake(t *testing.T, srv, cli *tls.Config) error {
 
 func TestTrust(t *testing.T) {
 	ca, other := newCA(t), newCA(t)
-	is, err := NewIssuer(ca, []string{"127.0.0.1", "cp.example"}, time.Hour)
+	is, err := NewIssuer(func() *CA { return ca }, []string{"127.0.0.1", "cp.example"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func mustKey(t *testing.T, _ *CA) []byte {
 // handshake never meets an expired one.
 func TestIssuerRenews(t *testing.T) {
 	ca := newCA(t)
-	is, err := NewIssuer(ca, nil, 90*time.Minute)
+	is, err := NewIssuer(func() *CA { return ca }, nil, 90*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +140,10 @@ func TestClientCerts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := VerifyClient([]*x509.Certificate{leaf}, ca.Cert, tc.at)
-			if !errors.Is(err, tc.want) || (tc.want == nil && got != id) {
+			got, err := VerifyClient([]*x509.Certificate{leaf}, []*x509.Certificate{ca.Cert}, tc.at)
+			want := id
+			want.IssuerPin = Pin(ca.Cert)
+			if !errors.Is(err, tc.want) || (tc.want == nil && got != want) {
 				t.Errorf("got %+v, %v; want %+v, %v", got, err, id, tc.want)
 			}
 		})
@@ -218,7 +220,7 @@ func TestNodeMetricsCert(t *testing.T) {
 	node := signed(t, ca, nodeID)
 	user := signed(t, ca, Identity{Role: "user", Name: "alice", Cred: "def456"})
 	foreign := signed(t, other, nodeID)
-	is, err := NewIssuer(ca, []string{"127.0.0.1"}, time.Hour)
+	is, err := NewIssuer(func() *CA { return ca }, []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func TestNodeMetricsCert(t *testing.T) {
 	}
 	// The control plane's check of the same certificate as a client's is
 	// unchanged.
-	if got, err := VerifyClient([]*x509.Certificate{node.Leaf}, ca.Cert, time.Now()); err != nil || got.Name != ServerName || got.Role != "node" {
+	if got, err := VerifyClient([]*x509.Certificate{node.Leaf}, []*x509.Certificate{ca.Cert}, time.Now()); err != nil || got.Name != ServerName || got.Role != "node" {
 		t.Errorf("VerifyClient of a node certificate: %+v %v", got, err)
 	}
 }

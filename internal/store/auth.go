@@ -235,6 +235,12 @@ type CARecord struct {
 	CertPEM   []byte `json:"cert_pem"`
 	SealedKey []byte `json:"sealed_key,omitempty"`
 	Operator  bool   `json:"operator,omitempty"`
+	// Others are CAs trusted beside the signing one during a rotation
+	// (carotation.go): the next one before ActivateCA, the old one after.
+	Others []OtherCA `json:"others,omitempty"`
+	// Retired are the pins of CAs no longer trusted, so a refusal can
+	// say why.
+	Retired []RetiredCA `json:"retired,omitempty"`
 	// Rev is the record's etcd revision (ReplaceCA compares it).
 	Rev int64 `json:"-"`
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/pki"
 )
 
 // TestLease is the node lease tests run with: long enough that a live node
@@ -150,4 +151,27 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// DialFollowing returns a client trusting the CA of pin that follows the
+// control plane's trust bundle through a CA rotation (as the CLI and
+// nodes do), with token and, when id is not nil, its client certificate.
+// Closed at cleanup.
+func DialFollowing(t testing.TB, addr, pin, token string, id *client.Identity) (*client.Client, *pki.Trust) {
+	t.Helper()
+	trust, err := pki.NewTrust(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := trust.Config()
+	if id != nil {
+		tlsCfg = client.WithIdentity(tlsCfg, id)
+	}
+	c, err := client.DialOpts(addr, client.Options{Token: client.NewToken(token), TLS: tlsCfg,
+		Bundle: &client.BundleSync{Have: trust.Hash, Keep: trust.SetBundle, Warn: func(err error) { t.Errorf("bundle: %v", err) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, trust
 }

@@ -603,7 +603,10 @@ type JoinNodeResponse struct {
 	// certificate is the node's client certificate and the CA (PEM) when the
 	// request had a csr. Its name is the node's; it expires soon and is
 	// renewed with IssueCertificate.
-	Certificate   []byte `protobuf:"bytes,2,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	Certificate []byte `protobuf:"bytes,2,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	// ca_bundle is every CA to trust in the control plane (PEM), with
+	// certificate.
+	CaBundle      []byte `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -648,6 +651,13 @@ func (x *JoinNodeResponse) GetCredential() string {
 func (x *JoinNodeResponse) GetCertificate() []byte {
 	if x != nil {
 		return x.Certificate
+	}
+	return nil
+}
+
+func (x *JoinNodeResponse) GetCaBundle() []byte {
+	if x != nil {
+		return x.CaBundle
 	}
 	return nil
 }
@@ -706,8 +716,11 @@ type IssueCertificateResponse struct {
 	Certificate []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
 	// expire_time_unix is when it stops working (seconds).
 	ExpireTimeUnix int64 `protobuf:"varint,2,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ca_bundle is every CA to trust in the control plane (PEM): during a
+	// CA rotation a renewal is how a node learns the new one.
+	CaBundle      []byte `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IssueCertificateResponse) Reset() {
@@ -752,6 +765,13 @@ func (x *IssueCertificateResponse) GetExpireTimeUnix() int64 {
 		return x.ExpireTimeUnix
 	}
 	return 0
+}
+
+func (x *IssueCertificateResponse) GetCaBundle() []byte {
+	if x != nil {
+		return x.CaBundle
+	}
+	return nil
 }
 
 // RevokeNodeRequest names the node.
@@ -938,6 +958,646 @@ func (x *WhoAmIResponse) GetRole() Role {
 	return Role_ROLE_UNSPECIFIED
 }
 
+// GetCABundleRequest is empty.
+type GetCABundleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCABundleRequest) Reset() {
+	*x = GetCABundleRequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCABundleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCABundleRequest) ProtoMessage() {}
+
+func (x *GetCABundleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCABundleRequest.ProtoReflect.Descriptor instead.
+func (*GetCABundleRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{17}
+}
+
+// GetCABundleResponse carries the trust bundle.
+type GetCABundleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bundle is the CA certificates to trust (PEM).
+	Bundle []byte `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// hash names the bundle (the "cast-ca-bundle" response header carries
+	// it on every call, so a client sees when its copy is stale).
+	Hash          string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCABundleResponse) Reset() {
+	*x = GetCABundleResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCABundleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCABundleResponse) ProtoMessage() {}
+
+func (x *GetCABundleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCABundleResponse.ProtoReflect.Descriptor instead.
+func (*GetCABundleResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetCABundleResponse) GetBundle() []byte {
+	if x != nil {
+		return x.Bundle
+	}
+	return nil
+}
+
+func (x *GetCABundleResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+// CAInfo describes one CA of the control plane.
+type CAInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pin is "sha256:" and the hex SHA-256 of its public key.
+	Pin string `protobuf:"bytes,1,opt,name=pin,proto3" json:"pin,omitempty"`
+	// subject of its certificate.
+	Subject string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// state is "signing" (issues certificates), "next" (trusted, signs
+	// after ActivateCA) or "old" (trusted until RetireCA).
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// expire_time_unix is the end of its certificate (seconds).
+	ExpireTimeUnix int64 `protobuf:"varint,4,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
+	// since_unix is when it took this state (seconds; 0 if unknown).
+	SinceUnix     int64 `protobuf:"varint,5,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CAInfo) Reset() {
+	*x = CAInfo{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CAInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CAInfo) ProtoMessage() {}
+
+func (x *CAInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CAInfo.ProtoReflect.Descriptor instead.
+func (*CAInfo) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CAInfo) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+func (x *CAInfo) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *CAInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *CAInfo) GetExpireTimeUnix() int64 {
+	if x != nil {
+		return x.ExpireTimeUnix
+	}
+	return 0
+}
+
+func (x *CAInfo) GetSinceUnix() int64 {
+	if x != nil {
+		return x.SinceUnix
+	}
+	return 0
+}
+
+// CertHolder is a principal holding a live certificate.
+type CertHolder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// principal is "<role>:<name>".
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// issuer_pin is the pin of the CA that issued it.
+	IssuerPin string `protobuf:"bytes,2,opt,name=issuer_pin,json=issuerPin,proto3" json:"issuer_pin,omitempty"`
+	// issue_time_unix is when it was issued (seconds).
+	IssueTimeUnix int64 `protobuf:"varint,3,opt,name=issue_time_unix,json=issueTimeUnix,proto3" json:"issue_time_unix,omitempty"`
+	// expire_time_unix is when it expires (seconds).
+	ExpireTimeUnix int64 `protobuf:"varint,4,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CertHolder) Reset() {
+	*x = CertHolder{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CertHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CertHolder) ProtoMessage() {}
+
+func (x *CertHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CertHolder.ProtoReflect.Descriptor instead.
+func (*CertHolder) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CertHolder) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *CertHolder) GetIssuerPin() string {
+	if x != nil {
+		return x.IssuerPin
+	}
+	return ""
+}
+
+func (x *CertHolder) GetIssueTimeUnix() int64 {
+	if x != nil {
+		return x.IssueTimeUnix
+	}
+	return 0
+}
+
+func (x *CertHolder) GetExpireTimeUnix() int64 {
+	if x != nil {
+		return x.ExpireTimeUnix
+	}
+	return 0
+}
+
+// GetCAStatusRequest is empty.
+type GetCAStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCAStatusRequest) Reset() {
+	*x = GetCAStatusRequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCAStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCAStatusRequest) ProtoMessage() {}
+
+func (x *GetCAStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCAStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetCAStatusRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{21}
+}
+
+// GetCAStatusResponse is the rotation's state.
+type GetCAStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cas are the trusted CAs, the signing one first.
+	Cas []*CAInfo `protobuf:"bytes,1,rep,name=cas,proto3" json:"cas,omitempty"`
+	// holders are the live certificates by principal and issuer (the
+	// latest of each).
+	Holders []*CertHolder `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	// bundle_hash names the trust bundle clients should hold.
+	BundleHash    string `protobuf:"bytes,3,opt,name=bundle_hash,json=bundleHash,proto3" json:"bundle_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCAStatusResponse) Reset() {
+	*x = GetCAStatusResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCAStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCAStatusResponse) ProtoMessage() {}
+
+func (x *GetCAStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCAStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetCAStatusResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetCAStatusResponse) GetCas() []*CAInfo {
+	if x != nil {
+		return x.Cas
+	}
+	return nil
+}
+
+func (x *GetCAStatusResponse) GetHolders() []*CertHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *GetCAStatusResponse) GetBundleHash() string {
+	if x != nil {
+		return x.BundleHash
+	}
+	return ""
+}
+
+// RotateCARequest optionally gives the new CA.
+type RotateCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cert_pem is an operator's new CA certificate (PEM); empty with
+	// key_pem: the control plane makes the new CA.
+	CertPem []byte `protobuf:"bytes,1,opt,name=cert_pem,json=certPem,proto3" json:"cert_pem,omitempty"`
+	// key_pem is that CA's private key (PEM), kept sealed with the secrets
+	// key.
+	KeyPem        []byte `protobuf:"bytes,2,opt,name=key_pem,json=keyPem,proto3" json:"key_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCARequest) Reset() {
+	*x = RotateCARequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCARequest) ProtoMessage() {}
+
+func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCARequest.ProtoReflect.Descriptor instead.
+func (*RotateCARequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RotateCARequest) GetCertPem() []byte {
+	if x != nil {
+		return x.CertPem
+	}
+	return nil
+}
+
+func (x *RotateCARequest) GetKeyPem() []byte {
+	if x != nil {
+		return x.KeyPem
+	}
+	return nil
+}
+
+// RotateCAResponse names the new CA.
+type RotateCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// next is the CA that signs after ActivateCA.
+	Next          *CAInfo `protobuf:"bytes,1,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCAResponse) Reset() {
+	*x = RotateCAResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCAResponse) ProtoMessage() {}
+
+func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCAResponse.ProtoReflect.Descriptor instead.
+func (*RotateCAResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RotateCAResponse) GetNext() *CAInfo {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+// ActivateCARequest may force the switch.
+type ActivateCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// force switches even while nodes with live certificates have not
+	// renewed since the rotation began (they do not trust the new CA yet).
+	Force         bool `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivateCARequest) Reset() {
+	*x = ActivateCARequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivateCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivateCARequest) ProtoMessage() {}
+
+func (x *ActivateCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivateCARequest.ProtoReflect.Descriptor instead.
+func (*ActivateCARequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ActivateCARequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// ActivateCAResponse names the signing CA.
+type ActivateCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signing is the CA that now signs.
+	Signing       *CAInfo `protobuf:"bytes,1,opt,name=signing,proto3" json:"signing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivateCAResponse) Reset() {
+	*x = ActivateCAResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivateCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivateCAResponse) ProtoMessage() {}
+
+func (x *ActivateCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivateCAResponse.ProtoReflect.Descriptor instead.
+func (*ActivateCAResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ActivateCAResponse) GetSigning() *CAInfo {
+	if x != nil {
+		return x.Signing
+	}
+	return nil
+}
+
+// RetireCARequest may force the retirement.
+type RetireCARequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// force retires even while live node certificates from the old CA
+	// remain (those nodes must join again).
+	Force         bool `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireCARequest) Reset() {
+	*x = RetireCARequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireCARequest) ProtoMessage() {}
+
+func (x *RetireCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireCARequest.ProtoReflect.Descriptor instead.
+func (*RetireCARequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RetireCARequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RetireCAResponse names the retired CA.
+type RetireCAResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// retired is the CA no longer trusted.
+	Retired       *CAInfo `protobuf:"bytes,1,opt,name=retired,proto3" json:"retired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireCAResponse) Reset() {
+	*x = RetireCAResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireCAResponse) ProtoMessage() {}
+
+func (x *RetireCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireCAResponse.ProtoReflect.Descriptor instead.
+func (*RetireCAResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RetireCAResponse) GetRetired() *CAInfo {
+	if x != nil {
+		return x.Retired
+	}
+	return nil
+}
+
 var File_cast_v1_auth_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_auth_service_proto_rawDesc = "" +
@@ -970,17 +1630,19 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"join_token\x18\x02 \x01(\tR\tjoinToken\x12\x10\n" +
-	"\x03csr\x18\x03 \x01(\fR\x03csr\"T\n" +
+	"\x03csr\x18\x03 \x01(\fR\x03csr\"q\n" +
 	"\x10JoinNodeResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\tR\n" +
 	"credential\x12 \n" +
-	"\vcertificate\x18\x02 \x01(\fR\vcertificate\"+\n" +
+	"\vcertificate\x18\x02 \x01(\fR\vcertificate\x12\x1b\n" +
+	"\tca_bundle\x18\x03 \x01(\fR\bcaBundle\"+\n" +
 	"\x17IssueCertificateRequest\x12\x10\n" +
-	"\x03csr\x18\x01 \x01(\fR\x03csr\"f\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\"\x83\x01\n" +
 	"\x18IssueCertificateResponse\x12 \n" +
 	"\vcertificate\x18\x01 \x01(\fR\vcertificate\x12(\n" +
-	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"'\n" +
+	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\x12\x1b\n" +
+	"\tca_bundle\x18\x03 \x01(\fR\bcaBundle\"'\n" +
 	"\x11RevokeNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\".\n" +
 	"\x12RevokeNodeResponse\x12\x18\n" +
@@ -988,13 +1650,50 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\rWhoAmIRequest\"Q\n" +
 	"\x0eWhoAmIResponse\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12!\n" +
-	"\x04role\x18\x02 \x01(\x0e2\r.cast.v1.RoleR\x04role*J\n" +
+	"\x04role\x18\x02 \x01(\x0e2\r.cast.v1.RoleR\x04role\"\x14\n" +
+	"\x12GetCABundleRequest\"A\n" +
+	"\x13GetCABundleResponse\x12\x16\n" +
+	"\x06bundle\x18\x01 \x01(\fR\x06bundle\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\"\x93\x01\n" +
+	"\x06CAInfo\x12\x10\n" +
+	"\x03pin\x18\x01 \x01(\tR\x03pin\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12(\n" +
+	"\x10expire_time_unix\x18\x04 \x01(\x03R\x0eexpireTimeUnix\x12\x1d\n" +
+	"\n" +
+	"since_unix\x18\x05 \x01(\x03R\tsinceUnix\"\x9b\x01\n" +
+	"\n" +
+	"CertHolder\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1d\n" +
+	"\n" +
+	"issuer_pin\x18\x02 \x01(\tR\tissuerPin\x12&\n" +
+	"\x0fissue_time_unix\x18\x03 \x01(\x03R\rissueTimeUnix\x12(\n" +
+	"\x10expire_time_unix\x18\x04 \x01(\x03R\x0eexpireTimeUnix\"\x14\n" +
+	"\x12GetCAStatusRequest\"\x88\x01\n" +
+	"\x13GetCAStatusResponse\x12!\n" +
+	"\x03cas\x18\x01 \x03(\v2\x0f.cast.v1.CAInfoR\x03cas\x12-\n" +
+	"\aholders\x18\x02 \x03(\v2\x13.cast.v1.CertHolderR\aholders\x12\x1f\n" +
+	"\vbundle_hash\x18\x03 \x01(\tR\n" +
+	"bundleHash\"E\n" +
+	"\x0fRotateCARequest\x12\x19\n" +
+	"\bcert_pem\x18\x01 \x01(\fR\acertPem\x12\x17\n" +
+	"\akey_pem\x18\x02 \x01(\fR\x06keyPem\"7\n" +
+	"\x10RotateCAResponse\x12#\n" +
+	"\x04next\x18\x01 \x01(\v2\x0f.cast.v1.CAInfoR\x04next\")\n" +
+	"\x11ActivateCARequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"?\n" +
+	"\x12ActivateCAResponse\x12)\n" +
+	"\asigning\x18\x01 \x01(\v2\x0f.cast.v1.CAInfoR\asigning\"'\n" +
+	"\x0fRetireCARequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"=\n" +
+	"\x10RetireCAResponse\x12)\n" +
+	"\aretired\x18\x01 \x01(\v2\x0f.cast.v1.CAInfoR\aretired*J\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x01\x12\r\n" +
 	"\tROLE_USER\x10\x02\x12\r\n" +
-	"\tROLE_NODE\x10\x032\xda\x04\n" +
+	"\tROLE_NODE\x10\x032\xb7\a\n" +
 	"\vAuthService\x12H\n" +
 	"\vCreateToken\x12\x1b.cast.v1.CreateTokenRequest\x1a\x1c.cast.v1.CreateTokenResponse\x12E\n" +
 	"\n" +
@@ -1005,7 +1704,13 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\n" +
 	"RevokeNode\x12\x1a.cast.v1.RevokeNodeRequest\x1a\x1b.cast.v1.RevokeNodeResponse\x129\n" +
 	"\x06WhoAmI\x12\x16.cast.v1.WhoAmIRequest\x1a\x17.cast.v1.WhoAmIResponse\x12W\n" +
-	"\x10IssueCertificate\x12 .cast.v1.IssueCertificateRequest\x1a!.cast.v1.IssueCertificateResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x10IssueCertificate\x12 .cast.v1.IssueCertificateRequest\x1a!.cast.v1.IssueCertificateResponse\x12H\n" +
+	"\vGetCABundle\x12\x1b.cast.v1.GetCABundleRequest\x1a\x1c.cast.v1.GetCABundleResponse\x12H\n" +
+	"\vGetCAStatus\x12\x1b.cast.v1.GetCAStatusRequest\x1a\x1c.cast.v1.GetCAStatusResponse\x12?\n" +
+	"\bRotateCA\x12\x18.cast.v1.RotateCARequest\x1a\x19.cast.v1.RotateCAResponse\x12E\n" +
+	"\n" +
+	"ActivateCA\x12\x1a.cast.v1.ActivateCARequest\x1a\x1b.cast.v1.ActivateCAResponse\x12?\n" +
+	"\bRetireCA\x12\x18.cast.v1.RetireCARequest\x1a\x19.cast.v1.RetireCAResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_auth_service_proto_rawDescOnce sync.Once
@@ -1020,7 +1725,7 @@ func file_cast_v1_auth_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_auth_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_cast_v1_auth_service_proto_goTypes = []any{
 	(Role)(0),                        // 0: cast.v1.Role
 	(*CreateTokenRequest)(nil),       // 1: cast.v1.CreateTokenRequest
@@ -1040,33 +1745,60 @@ var file_cast_v1_auth_service_proto_goTypes = []any{
 	(*RevokeNodeResponse)(nil),       // 15: cast.v1.RevokeNodeResponse
 	(*WhoAmIRequest)(nil),            // 16: cast.v1.WhoAmIRequest
 	(*WhoAmIResponse)(nil),           // 17: cast.v1.WhoAmIResponse
+	(*GetCABundleRequest)(nil),       // 18: cast.v1.GetCABundleRequest
+	(*GetCABundleResponse)(nil),      // 19: cast.v1.GetCABundleResponse
+	(*CAInfo)(nil),                   // 20: cast.v1.CAInfo
+	(*CertHolder)(nil),               // 21: cast.v1.CertHolder
+	(*GetCAStatusRequest)(nil),       // 22: cast.v1.GetCAStatusRequest
+	(*GetCAStatusResponse)(nil),      // 23: cast.v1.GetCAStatusResponse
+	(*RotateCARequest)(nil),          // 24: cast.v1.RotateCARequest
+	(*RotateCAResponse)(nil),         // 25: cast.v1.RotateCAResponse
+	(*ActivateCARequest)(nil),        // 26: cast.v1.ActivateCARequest
+	(*ActivateCAResponse)(nil),       // 27: cast.v1.ActivateCAResponse
+	(*RetireCARequest)(nil),          // 28: cast.v1.RetireCARequest
+	(*RetireCAResponse)(nil),         // 29: cast.v1.RetireCAResponse
 }
 var file_cast_v1_auth_service_proto_depIdxs = []int32{
 	0,  // 0: cast.v1.CreateTokenRequest.role:type_name -> cast.v1.Role
 	0,  // 1: cast.v1.TokenInfo.role:type_name -> cast.v1.Role
 	4,  // 2: cast.v1.ListTokensResponse.tokens:type_name -> cast.v1.TokenInfo
 	0,  // 3: cast.v1.WhoAmIResponse.role:type_name -> cast.v1.Role
-	1,  // 4: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
-	3,  // 5: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
-	6,  // 6: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
-	8,  // 7: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
-	10, // 8: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
-	14, // 9: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
-	16, // 10: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
-	12, // 11: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
-	2,  // 12: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
-	5,  // 13: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
-	7,  // 14: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
-	9,  // 15: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
-	11, // 16: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
-	15, // 17: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
-	17, // 18: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
-	13, // 19: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	20, // 4: cast.v1.GetCAStatusResponse.cas:type_name -> cast.v1.CAInfo
+	21, // 5: cast.v1.GetCAStatusResponse.holders:type_name -> cast.v1.CertHolder
+	20, // 6: cast.v1.RotateCAResponse.next:type_name -> cast.v1.CAInfo
+	20, // 7: cast.v1.ActivateCAResponse.signing:type_name -> cast.v1.CAInfo
+	20, // 8: cast.v1.RetireCAResponse.retired:type_name -> cast.v1.CAInfo
+	1,  // 9: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
+	3,  // 10: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
+	6,  // 11: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
+	8,  // 12: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
+	10, // 13: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
+	14, // 14: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
+	16, // 15: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
+	12, // 16: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
+	18, // 17: cast.v1.AuthService.GetCABundle:input_type -> cast.v1.GetCABundleRequest
+	22, // 18: cast.v1.AuthService.GetCAStatus:input_type -> cast.v1.GetCAStatusRequest
+	24, // 19: cast.v1.AuthService.RotateCA:input_type -> cast.v1.RotateCARequest
+	26, // 20: cast.v1.AuthService.ActivateCA:input_type -> cast.v1.ActivateCARequest
+	28, // 21: cast.v1.AuthService.RetireCA:input_type -> cast.v1.RetireCARequest
+	2,  // 22: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
+	5,  // 23: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
+	7,  // 24: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
+	9,  // 25: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
+	11, // 26: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
+	15, // 27: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
+	17, // 28: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
+	13, // 29: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
+	19, // 30: cast.v1.AuthService.GetCABundle:output_type -> cast.v1.GetCABundleResponse
+	23, // 31: cast.v1.AuthService.GetCAStatus:output_type -> cast.v1.GetCAStatusResponse
+	25, // 32: cast.v1.AuthService.RotateCA:output_type -> cast.v1.RotateCAResponse
+	27, // 33: cast.v1.AuthService.ActivateCA:output_type -> cast.v1.ActivateCAResponse
+	29, // 34: cast.v1.AuthService.RetireCA:output_type -> cast.v1.RetireCAResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_auth_service_proto_init() }
@@ -1080,7 +1812,7 @@ func file_cast_v1_auth_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_auth_service_proto_rawDesc), len(file_cast_v1_auth_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

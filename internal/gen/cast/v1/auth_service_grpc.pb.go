@@ -27,6 +27,11 @@ const (
 	AuthService_RevokeNode_FullMethodName       = "/cast.v1.AuthService/RevokeNode"
 	AuthService_WhoAmI_FullMethodName           = "/cast.v1.AuthService/WhoAmI"
 	AuthService_IssueCertificate_FullMethodName = "/cast.v1.AuthService/IssueCertificate"
+	AuthService_GetCABundle_FullMethodName      = "/cast.v1.AuthService/GetCABundle"
+	AuthService_GetCAStatus_FullMethodName      = "/cast.v1.AuthService/GetCAStatus"
+	AuthService_RotateCA_FullMethodName         = "/cast.v1.AuthService/RotateCA"
+	AuthService_ActivateCA_FullMethodName       = "/cast.v1.AuthService/ActivateCA"
+	AuthService_RetireCA_FullMethodName         = "/cast.v1.AuthService/RetireCA"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -62,6 +67,23 @@ type AuthServiceClient interface {
 	// gets one for the CLI. Revoking that credential refuses the
 	// certificate at once. It needs TLS.
 	IssueCertificate(ctx context.Context, in *IssueCertificateRequest, opts ...grpc.CallOption) (*IssueCertificateResponse, error)
+	// GetCABundle returns the CAs a client should trust in the control plane
+	// (the signing CA and, during a rotation, the other). Clients fetch it
+	// only over a connection they already verified, so a rotation reaches
+	// them without trusting anything unverified.
+	GetCABundle(ctx context.Context, in *GetCABundleRequest, opts ...grpc.CallOption) (*GetCABundleResponse, error)
+	// GetCAStatus shows the CAs of a rotation and which certificates each
+	// has issued that are still live (admin only).
+	GetCAStatus(ctx context.Context, in *GetCAStatusRequest, opts ...grpc.CallOption) (*GetCAStatusResponse, error)
+	// RotateCA starts a rotation (phase 1): a new CA, made here or given,
+	// is trusted beside the signing one, which still signs (admin only).
+	RotateCA(ctx context.Context, in *RotateCARequest, opts ...grpc.CallOption) (*RotateCAResponse, error)
+	// ActivateCA makes the new CA sign (phase 2): the server certificate,
+	// renewals and new certificates; the old one's stay valid (admin only).
+	ActivateCA(ctx context.Context, in *ActivateCARequest, opts ...grpc.CallOption) (*ActivateCAResponse, error)
+	// RetireCA stops trusting the old CA (phase 3): its certificates are
+	// refused (admin only).
+	RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error)
 }
 
 type authServiceClient struct {
@@ -152,6 +174,56 @@ func (c *authServiceClient) IssueCertificate(ctx context.Context, in *IssueCerti
 	return out, nil
 }
 
+func (c *authServiceClient) GetCABundle(ctx context.Context, in *GetCABundleRequest, opts ...grpc.CallOption) (*GetCABundleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCABundleResponse)
+	err := c.cc.Invoke(ctx, AuthService_GetCABundle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) GetCAStatus(ctx context.Context, in *GetCAStatusRequest, opts ...grpc.CallOption) (*GetCAStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCAStatusResponse)
+	err := c.cc.Invoke(ctx, AuthService_GetCAStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) RotateCA(ctx context.Context, in *RotateCARequest, opts ...grpc.CallOption) (*RotateCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateCAResponse)
+	err := c.cc.Invoke(ctx, AuthService_RotateCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) ActivateCA(ctx context.Context, in *ActivateCARequest, opts ...grpc.CallOption) (*ActivateCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ActivateCAResponse)
+	err := c.cc.Invoke(ctx, AuthService_ActivateCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetireCAResponse)
+	err := c.cc.Invoke(ctx, AuthService_RetireCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -185,6 +257,23 @@ type AuthServiceServer interface {
 	// gets one for the CLI. Revoking that credential refuses the
 	// certificate at once. It needs TLS.
 	IssueCertificate(context.Context, *IssueCertificateRequest) (*IssueCertificateResponse, error)
+	// GetCABundle returns the CAs a client should trust in the control plane
+	// (the signing CA and, during a rotation, the other). Clients fetch it
+	// only over a connection they already verified, so a rotation reaches
+	// them without trusting anything unverified.
+	GetCABundle(context.Context, *GetCABundleRequest) (*GetCABundleResponse, error)
+	// GetCAStatus shows the CAs of a rotation and which certificates each
+	// has issued that are still live (admin only).
+	GetCAStatus(context.Context, *GetCAStatusRequest) (*GetCAStatusResponse, error)
+	// RotateCA starts a rotation (phase 1): a new CA, made here or given,
+	// is trusted beside the signing one, which still signs (admin only).
+	RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error)
+	// ActivateCA makes the new CA sign (phase 2): the server certificate,
+	// renewals and new certificates; the old one's stay valid (admin only).
+	ActivateCA(context.Context, *ActivateCARequest) (*ActivateCAResponse, error)
+	// RetireCA stops trusting the old CA (phase 3): its certificates are
+	// refused (admin only).
+	RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -218,6 +307,21 @@ func (UnimplementedAuthServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*
 }
 func (UnimplementedAuthServiceServer) IssueCertificate(context.Context, *IssueCertificateRequest) (*IssueCertificateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method IssueCertificate not implemented")
+}
+func (UnimplementedAuthServiceServer) GetCABundle(context.Context, *GetCABundleRequest) (*GetCABundleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetCABundle not implemented")
+}
+func (UnimplementedAuthServiceServer) GetCAStatus(context.Context, *GetCAStatusRequest) (*GetCAStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetCAStatus not implemented")
+}
+func (UnimplementedAuthServiceServer) RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RotateCA not implemented")
+}
+func (UnimplementedAuthServiceServer) ActivateCA(context.Context, *ActivateCARequest) (*ActivateCAResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ActivateCA not implemented")
+}
+func (UnimplementedAuthServiceServer) RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RetireCA not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -384,6 +488,96 @@ func _AuthService_IssueCertificate_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_GetCABundle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCABundleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).GetCABundle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_GetCABundle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).GetCABundle(ctx, req.(*GetCABundleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_GetCAStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCAStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).GetCAStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_GetCAStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).GetCAStatus(ctx, req.(*GetCAStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_RotateCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).RotateCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_RotateCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).RotateCA(ctx, req.(*RotateCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_ActivateCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ActivateCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).ActivateCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_ActivateCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).ActivateCA(ctx, req.(*ActivateCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_RetireCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).RetireCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_RetireCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).RetireCA(ctx, req.(*RetireCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -422,6 +616,26 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IssueCertificate",
 			Handler:    _AuthService_IssueCertificate_Handler,
+		},
+		{
+			MethodName: "GetCABundle",
+			Handler:    _AuthService_GetCABundle_Handler,
+		},
+		{
+			MethodName: "GetCAStatus",
+			Handler:    _AuthService_GetCAStatus_Handler,
+		},
+		{
+			MethodName: "RotateCA",
+			Handler:    _AuthService_RotateCA_Handler,
+		},
+		{
+			MethodName: "ActivateCA",
+			Handler:    _AuthService_ActivateCA_Handler,
+		},
+		{
+			MethodName: "RetireCA",
+			Handler:    _AuthService_RetireCA_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

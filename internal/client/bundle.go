@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/cast-dev/cast/internal/fsutil"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
+)
+
+// A CA rotation reaches clients through the trust bundle: every reply
+// names the control plane's bundle in a header, and a client whose copy
+// differs fetches the bundle (GetCABundle) over the connection it just
+// verified against its copy, then keeps it. It never trusts anything it
+// fetched over a connection it had not verified.
+
+// CABundleHeader is the reply header naming the control plane's trust
+// bundle (pki.BundleHash; the control plane sets it).
+const CABundleHeader = "cast-ca-bundle"
+
+// BundleSync keeps a client's copy of the trust bundle current.
+type BundleSync struct {
+	// Have is the hash of the bundle the client trusts now.
+	Have func() string
+	// Keep stores a new bundle (already checked to be CA certificates).
+	Keep func(bundlePEM []byte) error
+	// Warn reports a failed update (the call itself succeeded).
+	Warn func(err error)
+
+	mu sync.Mutex
+	c  *Client
+}
+
+// seen is called with the bundle hash a reply named.
+func (b *BundleSync) seen(ctx context.Context, hash string) {
+	if hash == "" || b.c == nil || hash == b.Have() || !b.mu.TryLock() {
+		return // up to date, or an update is under way (its own call)
+	}
+	defer b.mu.Unlock()
+	if hash == b.Have() {
+		return
+	}
+	if err := b.c.FetchBundle(ctx, b); err != nil && b.Warn != nil {
+		b.Warn(err)
+	}
+}
+
+// Sync fetches the bundle now (after a join, say) and keeps it if new.
+func (b *BundleSync) Sync(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.c.FetchBundle(ctx, b)
+}
+
+// FetchBundle gets the control plane's bundle over c's verified
+// connection and has b keep it when it differs from the one held.
+func (c *Client) FetchBundle(ctx context.Context, b *BundleSync) error {
+	resp, err := c.Auth.GetCABundle(ctx, &castv1.GetCABundleRequest{})
+	if err != nil {
+		return fmt.Errorf("fetch the control plane's CA bundle: %w", err)
+	}
+	cas, err := pki.ParseBundle(resp.Bundle)
+	if err != nil {
+		return err
+	}
+	if pki.BundleHash(cas) == b.Have() {
+		return nil
+	}
+	return b.Keep(resp.Bundle)
+}
+
+// interceptor reads the bundle header of every unary reply.
+func (b *BundleSync) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var md metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&md))...)
+	if err == nil {
+		if v := md.Get(CABundleHeader); len(v) == 1 {
+			b.seen(ctx, v[0])
+		}
+	}
+	return err
+}
+
+// SaveBundle checks bundlePEM holds CA certificates and writes it to path
+// atomically, keeping the file's mode (perm for a new file).
+func SaveBundle(path string, bundlePEM []byte, perm os.FileMode) error {
+	if _, err := pki.ParseBundle(bundlePEM); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, bundlePEM, perm)
+}
+
+// FileBundleSync keeps the bundle in the CA file at path (a context's
+// "ca"), so the next command trusts what this one learnt.
+func FileBundleSync(path string, warn func(error)) *BundleSync {
+	return &BundleSync{
+		Have: func() string {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return ""
+			}
+			return pki.BundleHashPEM(b)
+		},
+		Keep: func(b []byte) error { return SaveBundle(path, b, 0o644) },
+		Warn: warn,
+	}
+}

@@ -1,0 +1,139 @@
+package controlplane_test
+
+import (
+	"context"
+	"crypto/tls"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// servedPin is the pin of the CA that signs the certificate addr serves.
+func servedPin(t *testing.T, addr string) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the chain only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	chain := conn.ConnectionState().PeerCertificates
+	if len(chain) < 2 {
+		t.Fatalf("%s served %d certificates", addr, len(chain))
+	}
+	return pki.Pin(chain[1])
+}
+
+// A CA rotation across two replicas over one etcd: each step taken on one
+// replica reaches the other without a restart (the server certificate
+// moves to the new CA, the old CA's certificates pass until retired), a
+// client following the bundle keeps working on both, and retiring is
+// refused while a user's latest certificate is from the old CA.
+func TestCARotationAcrossReplicas(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	key := filepath.Join(t.TempDir(), "secrets.key")
+	cfg := func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir, c.SecretsKeyFile = []string{ep}, "", key
+		c.TLS.Enabled, c.TLS.CAReload = true, 50*time.Millisecond
+	}
+	a := testharness.StartControlPlane(t, cfg)
+	b := testharness.StartControlPlane(t, cfg)
+	oldPin := a.CAPin()
+	if b.CAPin() != oldPin {
+		t.Fatalf("replicas serve different CAs: %s, %s", oldPin, b.CAPin())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adminA, trustA := testharness.DialFollowing(t, a.Addr(), oldPin, testharness.AdminToken(), nil)
+	adminB, trustB := testharness.DialFollowing(t, b.Addr(), oldPin, testharness.AdminToken(), nil)
+
+	// alice's certificate from the old CA.
+	tok, err := adminA.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "alice", Role: castv1.Role_ROLE_USER})
+	must(t, err)
+	aliceTok, _ := testharness.DialFollowing(t, a.Addr(), oldPin, tok.Token, nil)
+	oldID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "alice-old.pem"))
+	must(t, err)
+	must(t, oldID.Renew(ctx, "alice", func(ctx context.Context, csr []byte) ([]byte, error) {
+		r, err := aliceTok.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
+		return r.GetCertificate(), err
+	}))
+	aliceOld, _ := testharness.DialFollowing(t, b.Addr(), oldPin, "", oldID)
+	whoami := func(c *client.Client) error {
+		_, err := c.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
+		return err
+	}
+
+	// Steps out of order are refused.
+	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	wantCode(t, "activate before rotate", err, codes.FailedPrecondition, "CA_ROTATION_STATE")
+	rot, err := adminA.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	must(t, err)
+	newPin := rot.Next.Pin
+	_, err = adminB.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	wantCode(t, "a second rotate", err, codes.FailedPrecondition, "CA_ROTATION_STATE")
+	// B reloads the record; its client learns the bundle {old, new} from
+	// a reply header.
+	st, err := adminA.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
+	must(t, err)
+	if len(st.Cas) != 2 || st.Cas[0].Pin != oldPin || st.Cas[1].Pin != newPin || st.Cas[1].State != "next" {
+		t.Fatalf("status after rotate: %v", st.Cas)
+	}
+	if trustA.Hash() != st.BundleHash {
+		t.Error("the client on A did not learn the bundle from its reply")
+	}
+	testharness.WaitFor(t, 10*time.Second, "the client on B to learn the bundle", func() bool {
+		return whoami(adminB) == nil && trustB.Hash() == st.BundleHash
+	})
+	if servedPin(t, b.Addr()) != oldPin {
+		t.Error("B serves the new CA before activate")
+	}
+	must(t, whoami(aliceOld)) // alice's client learns the bundle too
+
+	_, err = adminB.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	must(t, err)
+	testharness.WaitFor(t, 10*time.Second, "A's server certificate from the new CA", func() bool { return servedPin(t, a.Addr()) == newPin })
+	if servedPin(t, b.Addr()) != newPin {
+		t.Error("B, where activate ran, still serves the old CA")
+	}
+	must(t, whoami(adminA))
+	must(t, whoami(adminB))
+	must(t, whoami(aliceOld)) // the old CA's certificate still works
+
+	_, err = adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{})
+	wantCode(t, "retire under alice's old certificate", err, codes.FailedPrecondition, "CA_IN_USE")
+	if err == nil || !strings.Contains(err.Error(), "user:alice") {
+		t.Errorf("the refusal does not name alice: %v", err)
+	}
+	ret, err := adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: true})
+	must(t, err)
+	if ret.Retired.Pin != oldPin {
+		t.Errorf("retired %s, want %s", ret.Retired.Pin, oldPin)
+	}
+	testharness.WaitFor(t, 10*time.Second, "B to refuse the old CA's certificate", func() bool {
+		err := whoami(aliceOld)
+		return status.Code(err) == codes.Unauthenticated && client.ReasonOf(err) == "CERT_UNTRUSTED" && strings.Contains(err.Error(), "retired")
+	})
+	must(t, whoami(adminA))
+	must(t, whoami(adminB))
+	st, err = adminB.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
+	must(t, err)
+	if len(st.Cas) != 1 || st.Cas[0].Pin != newPin || st.Cas[0].State != "signing" {
+		t.Errorf("status after retire: %v", st.Cas)
+	}
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code, reason string) {
+	t.Helper()
+	if status.Code(err) != code || client.ReasonOf(err) != reason {
+		t.Errorf("%s: got %v (reason %q), want %s %s", what, err, client.ReasonOf(err), code, reason)
+	}
+}
