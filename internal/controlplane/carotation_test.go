@@ -71,6 +71,27 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 		_, err := c.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
 		return err
 	}
+	// Node n1 joins with a certificate from the old CA and renews it by
+	// hand (a node daemon renews at two thirds of its lifetime).
+	n1ID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "n1.pem"))
+	must(t, err)
+	must(t, n1ID.Renew(ctx, "n1", adminA.JoinSigner("n1", testharness.AdminToken())))
+	n1, _ := testharness.DialFollowing(t, a.Addr(), oldPin, "", n1ID)
+	renewN1 := func() {
+		t.Helper()
+		must(t, n1ID.Renew(ctx, "n1", func(ctx context.Context, csr []byte) ([]byte, error) {
+			r, err := n1.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
+			return r.GetCertificate(), err
+		}))
+		must(t, n1.Redial(time.Second)) // as the node does: later calls present the new one
+	}
+	refusedNaming := func(what string, err error, want, notWant string) {
+		t.Helper()
+		wantCode(t, what, err, codes.FailedPrecondition, "CA_IN_USE")
+		if err == nil || !strings.Contains(err.Error(), want) || (notWant != "" && strings.Contains(err.Error(), notWant)) {
+			t.Errorf("%s: the refusal should name %q and not %q: %v", what, want, notWant, err)
+		}
+	}
 
 	// Steps out of order are refused.
 	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
@@ -98,6 +119,11 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 	}
 	must(t, whoami(aliceOld)) // alice's client learns the bundle too
 
+	// n1 has not renewed since the rotation began: it does not trust the
+	// new CA yet.
+	_, err = adminB.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	refusedNaming("activate before n1 renewed", err, "n1", "")
+	renewN1()
 	_, err = adminB.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
 	must(t, err)
 	testharness.WaitFor(t, 10*time.Second, "A's server certificate from the new CA", func() bool { return servedPin(t, a.Addr()) == newPin })
@@ -108,11 +134,13 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 	must(t, whoami(adminB))
 	must(t, whoami(aliceOld)) // the old CA's certificate still works
 
+	must(t, whoami(n1)) // n1's old-CA certificate still works
 	_, err = adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{})
-	wantCode(t, "retire under alice's old certificate", err, codes.FailedPrecondition, "CA_IN_USE")
-	if err == nil || !strings.Contains(err.Error(), "user:alice") {
-		t.Errorf("the refusal does not name alice: %v", err)
-	}
+	refusedNaming("retire under n1's and alice's old certificates", err, "nodes n1", "")
+	refusedNaming("retire under n1's and alice's old certificates", err, "user:alice", "")
+	renewN1() // now from the new CA
+	_, err = adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{})
+	refusedNaming("retire under alice's old certificate", err, "user:alice", "n1")
 	ret, err := adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: true})
 	must(t, err)
 	if ret.Retired.Pin != oldPin {
@@ -124,6 +152,7 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 	})
 	must(t, whoami(adminA))
 	must(t, whoami(adminB))
+	must(t, whoami(n1)) // on its certificate from the new CA
 	st, err = adminB.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
 	must(t, err)
 	if len(st.Cas) != 1 || st.Cas[0].Pin != newPin || st.Cas[0].State != "signing" {

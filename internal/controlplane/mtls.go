@@ -99,7 +99,9 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 	if err != nil {
 		return nil, time.Time{}, nil, errs.Internal(err, "parse issued certificate")
 	}
-	issued := leaf.NotBefore.Add(pki.ClientSkew)
+	// Now, not the leaf's NotBefore: certificate times are whole seconds,
+	// and a renewal just after `cast ca rotate` must count as after it.
+	issued := time.Now()
 	if err := s.store.RecordCertIssue(ctx, store.CertIssue{Cred: p.Cred, Role: string(p.Role), Name: p.Name,
 		IssuerPin: pki.Pin(set.signer.Cert), Issued: issued, Expires: leaf.NotAfter}); err != nil {
 		return nil, time.Time{}, nil, err
