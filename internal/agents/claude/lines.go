@@ -67,8 +67,7 @@ type usage struct {
 // lines serializes turns on one unbroken parent chain with strictly
 // increasing timestamps (Claude orders and repairs by them).
 func lines(w io.Writer, t agents.Target, id string, turns []turn) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
+	enc := agents.NewEncoder(w)
 	lastAssistant := -1
 	for i, tu := range turns {
 		if tu.role == "assistant" {

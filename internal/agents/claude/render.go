@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
@@ -79,13 +80,9 @@ func renderCall(name, input string) (string, json.RawMessage) {
 	return toolName(name), marshal(obj)
 }
 
-func marshal(v any) json.RawMessage {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // maps of decoded JSON always encode
-	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
-}
+// marshal encodes without HTML escaping (maps of decoded JSON always
+// encode).
+func marshal(v any) json.RawMessage { return agents.RawJSON(v, "null") }
 
 var badID = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 

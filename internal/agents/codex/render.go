@@ -1,11 +1,11 @@
 package codex
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -32,15 +32,7 @@ type line struct {
 
 // marshal encodes without HTML escaping: "<" in a user's code must reach the
 // model as "<", not as \u003c.
-func marshal(v any) json.RawMessage {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return json.RawMessage("null")
-	}
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
+func marshal(v any) json.RawMessage { return agents.RawJSON(v, "null") }
 
 type msgItem struct {
 	Type    string        `json:"type"`

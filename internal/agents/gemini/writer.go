@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -57,10 +56,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
 
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(header{
+	data, err := agents.JSONLines(header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
 		StartTime:   stamp(start),
@@ -69,15 +65,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		// Without a summary the picker (/resume) asks the model for one
 		// and shows its answer; the first request is the sensible title.
 		Summary: agents.Title(msgs, 80),
-	}); err != nil {
+	}, recs)
+	if err != nil {
 		return agents.Written{}, err
 	}
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return agents.Written{}, err
-		}
-	}
-	if err := fsutil.WriteFileAtomic(path, buf.Bytes(), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil

@@ -180,8 +180,7 @@ func renderUpdates(sid string, recs []record, outcomes []toolEvent, ts time.Time
 		failed[o.ToolCallID] = o.Outcome == "error"
 	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	enc := agents.NewEncoder(&buf)
 	msgs := 0
 	emit := func(method string, u update) error {
 		return enc.Encode(updateLine{Timestamp: ts.Unix(), Method: method, Params: updateParams{

@@ -39,13 +39,9 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	cwd := filepath.Clean(t.Cwd)
 	recs, outcomes := render(msgs)
 
-	var chat bytes.Buffer
-	enc := json.NewEncoder(&chat)
-	enc.SetEscapeHTML(false)
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return agents.Written{}, err
-		}
+	chat, err := agents.JSONLines(nil, recs)
+	if err != nil {
+		return agents.Written{}, err
 	}
 	var created, updated time.Time
 	for _, m := range msgs {
@@ -81,7 +77,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		return agents.Written{}, err
 	}
 	path := filepath.Join(dir, ChatFile)
-	if err := fsutil.WriteFileAtomic(path, chat.Bytes(), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, chat, 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o600); err != nil {

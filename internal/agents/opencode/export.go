@@ -12,8 +12,8 @@ package opencode
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
+	"github.com/cast-dev/cast/internal/agents"
 	"io"
 )
 
@@ -196,23 +196,14 @@ func rawOr(r json.RawMessage, def string) json.RawMessage {
 
 // marshal encodes without HTML escaping so "<" and "&" in code stay as they
 // are in the file.
-func marshal(v any) json.RawMessage {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return json.RawMessage("{}")
-	}
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
+func marshal(v any) json.RawMessage { return agents.RawJSON(v, "{}") }
 
 // WriteExport streams ex as JSON to w one message at a time: a long
 // session's document is never built in memory whole (encoding/json would
 // grow one buffer to the size of the file).
 func WriteExport(w io.Writer, ex Export) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
+	enc := agents.NewEncoder(bw)
 	bw.WriteString(`{"info":`)
 	if err := enc.Encode(ex.Info); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package pi
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -62,18 +61,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
 		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}); err != nil {
+	data, err := agents.JSONLines(header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
+	if err != nil {
 		return agents.Written{}, err
 	}
-	for _, e := range entries {
-		if err := enc.Encode(e); err != nil {
-			return agents.Written{}, err
-		}
-	}
-	if err := fsutil.WriteFileAtomic(path, buf.Bytes(), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil

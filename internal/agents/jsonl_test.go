@@ -1,0 +1,33 @@
+package agents
+
+import (
+	"math"
+	"testing"
+)
+
+func TestJSONHelpersKeepCodeAsItIs(t *testing.T) {
+	if got := string(RawJSON(map[string]string{"c": "a<b && c>d"}, "null")); got != `{"c":"a<b && c>d"}` {
+		t.Fatalf("RawJSON = %s", got)
+	}
+	if got := string(RawJSON(math.NaN(), "{}")); got != "{}" {
+		t.Fatalf("RawJSON of what does not encode = %s", got)
+	}
+	for _, tc := range []struct {
+		name string
+		head any
+		want string
+	}{
+		{"with a header", map[string]int{"v": 3}, "{\"v\":3}\n\"<x>\"\n\"&\"\n"},
+		{"records only", nil, "\"<x>\"\n\"&\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := JSONLines(tc.head, []string{"<x>", "&"})
+			if err != nil || string(b) != tc.want {
+				t.Fatalf("JSONLines = %q, %v; want %q", b, err, tc.want)
+			}
+		})
+	}
+	if _, err := JSONLines(nil, []float64{math.Inf(1)}); err == nil {
+		t.Fatal("JSONLines of what does not encode: no error")
+	}
+}
