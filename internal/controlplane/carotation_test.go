@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"crypto/tls"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,4 +166,66 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, reason stri
 	if status.Code(err) != code || client.ReasonOf(err) != reason {
 		t.Errorf("%s: got %v (reason %q), want %s %s", what, err, client.ReasonOf(err), code, reason)
 	}
+}
+
+// An operator's CA (--ca-cert) rotates to another of the operator's
+// (`cast ca rotate --cert --key`), whose key is then kept sealed in the
+// store; a replica restarted with the old --ca-cert serves the store's CA
+// (with a warning) instead of refusing to start.
+func TestOperatorCARotation(t *testing.T) {
+	dir := t.TempDir()
+	root := testharness.NewCA(t, dir, "company-root")
+	first, firstKey := root.Intermediate(t, dir, "issuing-1")
+	second, secondKey := root.Intermediate(t, dir, "issuing-2")
+	dataDir := filepath.Join(t.TempDir(), "etcd")
+	cfg := func(c *controlplane.Config) {
+		c.DataDir, c.TLS.Enabled, c.TLS.CACertFile, c.TLS.CAKeyFile = dataDir, true, first.File, firstKey
+	}
+	a := testharness.StartControlPlane(t, cfg)
+	oldPin, newPin := pki.Pin(first.Cert()), pki.Pin(second.Cert())
+	if a.CAPin() != oldPin {
+		t.Fatalf("serving %s, want the operator CA %s", a.CAPin(), oldPin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testharness.DialFollowing(t, a.Addr(), oldPin, testharness.AdminToken(), nil)
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		must(t, err)
+		return b
+	}
+	for _, bad := range []struct {
+		name      string
+		cert, key []byte
+	}{
+		{"a certificate without its key", read(second.File), nil},
+		{"a key that is not the CA's", read(second.File), read(firstKey)},
+		{"a CA bundle instead of one CA", append(read(second.File), read(first.File)...), read(secondKey)},
+	} {
+		_, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{CertPem: bad.cert, KeyPem: bad.key})
+		wantCode(t, bad.name, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+	}
+	rot, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{CertPem: read(second.File), KeyPem: read(secondKey)})
+	must(t, err)
+	if rot.Next.Pin != newPin {
+		t.Fatalf("next CA %s, want the operator's second %s", rot.Next.Pin, newPin)
+	}
+	_, err = admin.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}) // learns the bundle
+	must(t, err)
+	_, err = admin.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	must(t, err)
+	if servedPin(t, a.Addr()) != newPin {
+		t.Fatal("the server certificate did not move to the second CA")
+	}
+	_, err = admin.Auth.RetireCA(ctx, &castv1.RetireCARequest{})
+	must(t, err)
+
+	a.Stop()
+	b := testharness.StartControlPlane(t, cfg) // the old unit file: --ca-cert issuing-1
+	if b.CAPin() != newPin || servedPin(t, b.Addr()) != newPin {
+		t.Fatalf("restarted with the rotated-away --ca-cert: serving %s, want %s", b.CAPin(), newPin)
+	}
+	again, _ := testharness.DialFollowing(t, b.Addr(), newPin, testharness.AdminToken(), nil)
+	_, err = again.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
+	must(t, err)
 }
