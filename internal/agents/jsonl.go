@@ -42,3 +42,25 @@ func RawJSON(v any, orElse string) json.RawMessage {
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
+
+// DecodeList decodes a JSON array of T leniently: an element that does not
+// decode as T is left out, and its neighbours are kept (one odd content
+// block must not lose a message). nil when raw is not an array.
+func DecodeList[T any](raw json.RawMessage) []T {
+	var all []T
+	if json.Unmarshal(raw, &all) == nil {
+		return all
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil {
+		return nil
+	}
+	var out []T
+	for _, e := range elems {
+		var v T
+		if json.Unmarshal(e, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}

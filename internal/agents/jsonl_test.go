@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -29,5 +30,28 @@ func TestJSONHelpersKeepCodeAsItIs(t *testing.T) {
 	}
 	if _, err := JSONLines(nil, []float64{math.Inf(1)}); err == nil {
 		t.Fatal("JSONLines of what does not encode: no error")
+	}
+}
+
+func TestDecodeListKeepsTheGoodElements(t *testing.T) {
+	type elem struct{ A int }
+	for _, tc := range []struct {
+		name, raw string
+		want      []int
+	}{
+		{"all good", `[{"A":1},{"A":2}]`, []int{1, 2}},
+		{"one odd element", `[{"A":1},"x",{"A":2}]`, []int{1, 2}},
+		{"not a list", `{"A":1}`, nil},
+		{"not JSON", `[`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int
+			for _, e := range DecodeList[elem]([]byte(tc.raw)) {
+				got = append(got, e.A)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("DecodeList(%s) = %v, want %v", tc.raw, got, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -117,25 +118,9 @@ func convert(rec record) ([]transcript.Message, bool) {
 	return out, len(out) > 0
 }
 
-func blocks(raw json.RawMessage) []block {
-	var bs []block
-	if json.Unmarshal(raw, &bs) != nil {
-		// Blocks are decoded one by one so a single odd block (a string
-		// inside the list, say) does not lose its neighbours.
-		bs = nil // a failed decode leaves a partial list behind
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil
-		}
-		for _, it := range items {
-			var b block
-			if json.Unmarshal(it, &b) == nil {
-				bs = append(bs, b)
-			}
-		}
-	}
-	return bs
-}
+// blocks reads a content block list; a single odd block (a string inside
+// the list, say) does not lose its neighbours.
+func blocks(raw json.RawMessage) []block { return agents.DecodeList[block](raw) }
 
 // flatten renders tool_result content (a string or a list of blocks) as
 // text; non-text blocks leave a placeholder so their presence is not lost.

@@ -310,22 +310,7 @@ func parseContent(raw json.RawMessage) []part {
 		}
 		return []part{p}
 	case '[':
-		var ps []part
-		if json.Unmarshal(raw, &ps) == nil {
-			return ps
-		}
-		// One bad element must not lose the others.
-		var elems []json.RawMessage
-		if json.Unmarshal(raw, &elems) != nil {
-			return nil
-		}
-		for _, e := range elems {
-			var p part
-			if json.Unmarshal(e, &p) == nil {
-				ps = append(ps, p)
-			}
-		}
-		return ps
+		return agents.DecodeList[part](raw)
 	}
 	return nil
 }

@@ -256,18 +256,7 @@ func parseBlocks(raw json.RawMessage) []block {
 		}
 		return []block{{Type: "text", Text: s}}
 	}
-	var elems []json.RawMessage
-	if json.Unmarshal(raw, &elems) != nil {
-		return nil
-	}
-	var out []block
-	for _, e := range elems {
-		var b block
-		if json.Unmarshal(e, &b) == nil {
-			out = append(out, b)
-		}
-	}
-	return out
+	return agents.DecodeList[block](raw)
 }
 
 // blocksText joins the text of user-side content; images are named, not
