@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -101,6 +102,31 @@ func SaveBundle(path string, bundlePEM []byte, perm os.FileMode) error {
 		return err
 	}
 	return fsutil.WriteFileAtomic(path, bundlePEM, perm)
+}
+
+// fileTrust trusts the CAs in the file at path, read again at each
+// handshake: a process that outlives a CA rotation (an agent's `cast
+// mcp`, whose node rewrites its bundle file; a command that just updated
+// its context's file) reconnects trusting the file as it is now. A file
+// that no longer parses keeps the last good bundle.
+func fileTrust(path string) (*tls.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("CA file: %w", err)
+	}
+	t, err := pki.NewTrust("", b)
+	if err != nil {
+		return nil, fmt.Errorf("CA file %s: %w", path, err)
+	}
+	cfg := t.Config()
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if b, err := os.ReadFile(path); err == nil {
+			_ = t.SetBundle(b)
+		}
+		return verify(cs)
+	}
+	return cfg, nil
 }
 
 // FileBundleSync keeps the bundle in the CA file at path (a context's

@@ -121,11 +121,7 @@ func (c Context) serverTrust() (*tls.Config, error) {
 	case c.CAPin != "":
 		return pki.PinnedConfig(c.CAPin)
 	case c.CA != "":
-		b, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("CA file: %w", err)
-		}
-		return pki.PoolConfig(b)
+		return fileTrust(c.CA)
 	}
 	return nil, nil
 }
