@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"time"
 )
 
 // NewEncoder is a JSON encoder for native files: without HTML escaping,
@@ -63,4 +64,24 @@ func DecodeList[T any](raw json.RawMessage) []T {
 		}
 	}
 	return out
+}
+
+// CompactJSON is raw without insignificant space, or "{}" when raw is
+// empty or not JSON (what a tool call's input falls back to).
+func CompactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil {
+		return "{}"
+	}
+	return b.String()
+}
+
+// ParseTime reads an RFC 3339 stamp of a native file; a missing or odd
+// one is the zero time (the message keeps no time).
+func ParseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 )
 
 func TestJSONHelpersKeepCodeAsItIs(t *testing.T) {
@@ -53,5 +54,19 @@ func TestDecodeListKeepsTheGoodElements(t *testing.T) {
 				t.Fatalf("DecodeList(%s) = %v, want %v", tc.raw, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCompactJSONAndParseTime(t *testing.T) {
+	for raw, want := range map[string]string{`{ "a" : [1, 2] }`: `{"a":[1,2]}`, ``: `{}`, `{`: `{}`} {
+		if got := CompactJSON([]byte(raw)); got != want {
+			t.Errorf("CompactJSON(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	if got := ParseTime("2026-01-02T03:04:05.678Z"); !got.Equal(time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)) {
+		t.Errorf("ParseTime = %v", got)
+	}
+	if got := ParseTime("yesterday"); !got.IsZero() {
+		t.Errorf("ParseTime of an odd stamp = %v, want zero", got)
 	}
 }

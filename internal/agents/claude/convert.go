@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -23,7 +22,7 @@ func convert(rec record) ([]transcript.Message, bool) {
 	if json.Unmarshal(rec.Message, &m) != nil {
 		return nil, false
 	}
-	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: parseTime(rec.Timestamp)}
+	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: agents.ParseTime(rec.Timestamp)}
 	var out []transcript.Message
 	add := func(msg transcript.Message) {
 		if len(out) > 0 {
@@ -196,12 +195,4 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
 }

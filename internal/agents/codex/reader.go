@@ -142,7 +142,7 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	}
 	var env envelope
 	_ = json.Unmarshal(raw, &env)
-	ts := parseTime(env.Timestamp)
+	ts := agents.ParseTime(env.Timestamp)
 	if _, hasPayload := probe["payload"]; !hasPayload {
 		// Legacy file: a bare header {"id","timestamp"}, then bare items.
 		if _, typed := probe["type"]; !typed {
@@ -319,14 +319,6 @@ func (st lineState) call(id, name, input string, ts time.Time) []candidate {
 	m := st.msg(transcript.KindToolCall, ts)
 	m.ToolCall = &transcript.ToolCall{ID: id, Name: name, Input: input}
 	return []candidate{{msg: m}}
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
 }
 
 func orDefault(s, d string) string {

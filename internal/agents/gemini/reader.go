@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -205,7 +204,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
 	results := map[string]bool{} // call ids whose result is already out
 	for _, r := range recs {
-		base := transcript.Message{Agent: Agent, Model: r.Model, Time: parseTime(r.Timestamp)}
+		base := transcript.Message{Agent: Agent, Model: r.Model, Time: agents.ParseTime(r.Timestamp)}
 		add := func(m transcript.Message, suffix string) {
 			m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
 			m.NativeID = r.ID + suffix
@@ -259,7 +258,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					texts = append(texts, *p.Text)
 				case p.FunctionCall != nil && p.FunctionCall.ID != "":
 					fc := p.FunctionCall
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: fc.ID, Name: fc.Name, Input: compactJSON(fc.Args)}}, "#call:"+fc.ID)
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: fc.ID, Name: fc.Name, Input: agents.CompactJSON(fc.Args)}}, "#call:"+fc.ID)
 				}
 			}
 			if text := strings.Join(texts, ""); text != "" {
@@ -269,7 +268,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 				if tc.ID == "" || tc.Name == "" {
 					continue
 				}
-				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tc.ID, Name: tc.Name, Input: compactJSON(tc.Args)}}, "#call:"+tc.ID)
+				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tc.ID, Name: tc.Name, Input: agents.CompactJSON(tc.Args)}}, "#call:"+tc.ID)
 			}
 			for _, tc := range r.ToolCalls {
 				if tc.ID == "" || tc.Name == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || results[tc.ID] {
@@ -348,7 +347,7 @@ func responseText(raw json.RawMessage) (string, bool) {
 			}
 		}
 	}
-	return compactJSON(raw), false
+	return agents.CompactJSON(raw), false
 }
 
 func thoughtText(t thought) string {
@@ -357,20 +356,4 @@ func thoughtText(t thought) string {
 		return t.Description
 	}
 	return "**" + t.Subject + "** " + t.Description
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if len(raw) == 0 || json.Compact(&b, raw) != nil {
-		return "{}"
-	}
-	return b.String()
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
 }

@@ -154,7 +154,7 @@ func chain(entries []entry) []entry {
 // toNeutral converts one entry; skip is told what it does not know.
 func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
-	when := parseTime(e.Timestamp)
+	when := agents.ParseTime(e.Timestamp)
 	add := func(m transcript.Message, suffix string) {
 		m.Agent, m.NativeID = Agent, e.ID+suffix
 		if m.Time.IsZero() {
@@ -202,7 +202,7 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 						skip("tool call without an id or name")
 						continue
 					}
-					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Arguments)}}
+					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: agents.CompactJSON(b.Arguments)}}
 				default:
 					skip(b.Type + " block")
 					continue
@@ -290,22 +290,6 @@ func bashText(m *message) string {
 	return s
 }
 
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if len(raw) == 0 || json.Compact(&b, raw) != nil {
-		return "{}"
-	}
-	return b.String()
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
 // msgTime reads a message timestamp: Unix ms, or ISO text.
 func msgTime(raw json.RawMessage) time.Time {
 	var ms int64
@@ -314,7 +298,7 @@ func msgTime(raw json.RawMessage) time.Time {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return parseTime(s)
+		return agents.ParseTime(s)
 	}
 	return time.Time{}
 }
