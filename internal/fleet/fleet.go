@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -111,6 +112,12 @@ type Manager struct {
 	lg  *zap.Logger
 	m   *metrics.Fleet
 	now func() time.Time
+
+	// parking counts, by agent and account, the OnParked calls recording
+	// that account's limit and switching away from it; the sweep leaves
+	// such an account to them (see OnParked).
+	parkingMu sync.Mutex
+	parking   map[string]int
 }
 
 // New builds a manager.
@@ -122,7 +129,7 @@ func New(st Store, box *secrets.Box, cfg Config, lg *zap.Logger, m *metrics.Flee
 	if now == nil {
 		now = time.Now
 	}
-	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: now}, nil
+	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: now, parking: map[string]int{}}, nil
 }
 
 func aad(agent, name string) []byte { return []byte(agent + "/" + name) }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,11 @@ func newRigPolicy(t *testing.T, withKey bool, policy string) *rig {
 // newRigConfig is a rig whose manager takes cfg (policy and flags; the
 // rig sets the cooldown, sweep and clock).
 func newRigConfig(t *testing.T, withKey bool, cfg fleet.Config) *rig {
+	return newRigWrapped(t, withKey, cfg, nil)
+}
+
+// newRigWrapped is newRigConfig with the manager's store wrapped by wrap.
+func newRigWrapped(t *testing.T, withKey bool, cfg fleet.Config, wrap func(fleet.Store) fleet.Store) *rig {
 	ep := testharness.StartEtcd(t, nil)
 	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}}
 	var box *secrets.Box
@@ -81,7 +87,11 @@ func newRigConfig(t *testing.T, withKey bool, cfg fleet.Config) *rig {
 	clock := func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.now }
 	cfg.Cooldown, cfg.Sweep, cfg.Now = time.Hour, time.Hour, clock
 	r.m = metrics.NewFleet(nil)
-	mg, err := fleet.New(st, box, cfg, zaptest.NewLogger(t), r.m)
+	var fst fleet.Store = st
+	if wrap != nil {
+		fst = wrap(st)
+	}
+	mg, err := fleet.New(fst, box, cfg, zaptest.NewLogger(t), r.m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +327,51 @@ func TestSweepFinishesAnInterruptedSwitch(t *testing.T) {
 	must(t, r.mg.Sweep(ctx))
 	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
 		t.Fatalf("after the sweep: %+v", act)
+	}
+}
+
+// sweepMidPark runs sweep once, right after an update marks account a
+// limited: where the fleet's sweep timer can fire while OnParked is
+// between recording a limit and switching away from it.
+type sweepMidPark struct {
+	fleet.Store
+	sweep func()
+	once  sync.Once
+	ran   atomic.Bool
+}
+
+func (s *sweepMidPark) UpdateAccount(ctx context.Context, agent, name string, fn func(*quota.Account)) (*quota.Account, error) {
+	a, err := s.Store.UpdateAccount(ctx, agent, name, fn)
+	if err == nil && name == "a" && !a.LimitedUntil.IsZero() {
+		s.once.Do(func() { s.sweep(); s.ran.Store(true) })
+	}
+	return a, err
+}
+
+// A sweep that runs while a parked turn's report is switching the fleet
+// off its limited account leaves that switch to the report: the session
+// gets its account_switch notice and the switch counts once (the sweep
+// used to switch silently in between, and the report then found nothing
+// to do).
+func TestSweepDuringAParkedSwitch(t *testing.T) {
+	ctx := context.Background()
+	mid := &sweepMidPark{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store { mid.Store = st; return mid })
+	mid.sweep = func() { must(t, r.mg.Sweep(ctx)) }
+	r.putAB(t)
+	start := active(t, r)
+	must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
+	if !mid.ran.Load() {
+		t.Fatal("the sweep never ran between the limit and the switch")
+	}
+	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
+		t.Fatalf("after the limit: %+v (started at %+v)", act, start)
+	}
+	if n := r.notes("s1"); !strings.Contains(n, "Now using account b (was a") {
+		t.Fatalf("notices in the parked session: %q", n)
+	}
+	if a, _ := r.st.GetAccount(ctx, "claude", "a"); a.Switches != 1 {
+		t.Fatalf("switches counted on a: %d, want 1", a.Switches)
 	}
 }
 

@@ -24,6 +24,9 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 	if _, ok := fleetLogin(agent); !ok || account == "" {
 		return nil
 	}
+	// From the limit's record to the switch, the sweep keeps off this
+	// account: between the two it would switch without the notice.
+	defer mg.park(agent, account)()
 	now := mg.now().UTC()
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
 		until := r.ResetOf(now)
@@ -144,8 +147,8 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		}
 		return err
 	}
-	if policy != PolicyAuto {
-		return nil
+	if policy != PolicyAuto || mg.parked(agent, act.Name) {
+		return nil // a parked report is switching it (with its notice)
 	}
 	accounts, err := mg.st.ListAccounts(ctx, agent)
 	if err != nil {
@@ -181,4 +184,28 @@ func (mg *Manager) count(ctx context.Context, agent string) error {
 	}
 	mg.gauges(agent, accounts, act.Name, now)
 	return nil
+}
+
+// park counts an OnParked call on agent's account until the returned func
+// is called. The sweep's switch, its retry, is for a report that failed or
+// died between the two steps, not for one under way on this replica.
+func (mg *Manager) park(agent, account string) (done func()) {
+	k := agent + "/" + account
+	mg.parkingMu.Lock()
+	mg.parking[k]++
+	mg.parkingMu.Unlock()
+	return func() {
+		mg.parkingMu.Lock()
+		defer mg.parkingMu.Unlock()
+		if mg.parking[k]--; mg.parking[k] == 0 {
+			delete(mg.parking, k)
+		}
+	}
+}
+
+// parked says whether an OnParked call on agent's account is under way.
+func (mg *Manager) parked(agent, account string) bool {
+	mg.parkingMu.Lock()
+	defer mg.parkingMu.Unlock()
+	return mg.parking[agent+"/"+account] > 0
 }
