@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -253,7 +254,7 @@ func (s *Server) activateCA(ctx context.Context, force bool) (store.CARecord, er
 			return errs.New(errs.KindFailedPrecondition, errs.ReasonCAState, "no new CA to activate: start a rotation with `cast ca rotate`")
 		}
 		if !force {
-			if err := s.noneBehind(ctx, next.Since); err != nil {
+			if err := s.noneBehind(ctx, storedPin(store.CARecord{CertPEM: next.CertPEM}), next.Since); err != nil {
 				return err
 			}
 		}
@@ -264,17 +265,23 @@ func (s *Server) activateCA(ctx context.Context, force bool) (store.CARecord, er
 	})
 }
 
-// noneBehind refuses while a node holding a live certificate has had none
-// since the rotation began: it has not learnt the new CA, and would not
-// trust the server's next certificate.
-func (s *Server) noneBehind(ctx context.Context, since time.Time) error {
+// noneBehind refuses while a node holding a live certificate was not
+// handed the new CA (of pin) with its latest one: it has not learnt it,
+// and would not trust the server's next certificate. A renewal after the
+// rotation began on a replica that had not reloaded it yet does not
+// count; a record from before issues named their bundle goes by since.
+func (s *Server) noneBehind(ctx context.Context, pin string, since time.Time) error {
 	issues, err := s.store.CertIssues(ctx, time.Now())
 	if err != nil {
 		return err
 	}
 	var behind []string
 	for _, c := range latestByCred(issues) {
-		if c.Role == "node" && c.Issued.Before(since) {
+		learnt := !c.Issued.Before(since)
+		if c.Trusts != nil {
+			learnt = slices.Contains(c.Trusts, pin)
+		}
+		if c.Role == "node" && !learnt {
 			behind = append(behind, fmt.Sprintf("%s (renews by %s)", c.Name, pki.RenewAt(&x509.Certificate{NotBefore: c.Issued.Add(-pki.ClientSkew), NotAfter: c.Expires}).UTC().Format(time.RFC3339)))
 		}
 	}
@@ -366,6 +373,15 @@ func latestByCred(issues []store.CertIssue) []store.CertIssue {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Role+out[i].Name < out[j].Role+out[j].Name })
+	return out
+}
+
+// pins are the pins of the trusted CAs, the bundle's.
+func (set *caSet) pins() []string {
+	out := make([]string, 0, len(set.trusted))
+	for _, c := range set.trusted {
+		out = append(out, pki.Pin(c))
+	}
 	return out
 }
 

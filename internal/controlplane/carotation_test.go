@@ -229,3 +229,58 @@ func TestOperatorCARotation(t *testing.T) {
 	_, err = again.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
 	must(t, err)
 }
+
+// A renewal on a replica that has not yet reloaded the rotation (its
+// reload is slow, or the step ran on another replica a moment ago) hands
+// the node a bundle without the new CA. It must not count as the node
+// having learnt the new CA: activate is refused naming it, as before any
+// renewal, until a renewal that carried the new CA.
+func TestActivateWaitsForARenewalThatCarriedTheNewCA(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	key := filepath.Join(t.TempDir(), "secrets.key")
+	cfg := func(reload time.Duration) func(c *controlplane.Config) {
+		return func(c *controlplane.Config) {
+			c.EtcdEndpoints, c.DataDir, c.SecretsKeyFile = []string{ep}, "", key
+			c.TLS.Enabled, c.TLS.CAReload = true, reload
+		}
+	}
+	a := testharness.StartControlPlane(t, cfg(50*time.Millisecond))
+	b := testharness.StartControlPlane(t, cfg(time.Hour)) // never reloads during the test
+	oldPin := a.CAPin()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adminA, _ := testharness.DialFollowing(t, a.Addr(), oldPin, testharness.AdminToken(), nil)
+	n1ID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "n1.pem"))
+	must(t, err)
+	must(t, n1ID.Renew(ctx, "n1", adminA.JoinSigner("n1", testharness.AdminToken())))
+	renewOn := func(addr string) *castv1.IssueCertificateResponse {
+		t.Helper()
+		n1, _ := testharness.DialFollowing(t, addr, oldPin, "", n1ID)
+		var resp *castv1.IssueCertificateResponse
+		must(t, n1ID.Renew(ctx, "n1", func(ctx context.Context, csr []byte) ([]byte, error) {
+			r, err := n1.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
+			resp = r
+			return r.GetCertificate(), err
+		}))
+		return resp
+	}
+
+	rot, err := adminA.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	must(t, err)
+	stale := renewOn(b.Addr())
+	cas, err := pki.ParseBundle(stale.CaBundle)
+	must(t, err)
+	for _, c := range cas {
+		if pki.Pin(c) == rot.Next.Pin {
+			t.Fatal("B gave the new CA: the test needs a replica that has not reloaded")
+		}
+	}
+	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	wantCode(t, "activate after a renewal without the new CA", err, codes.FailedPrecondition, "CA_IN_USE")
+	if err == nil || !strings.Contains(err.Error(), "n1") {
+		t.Errorf("the refusal should name n1: %v", err)
+	}
+	renewOn(a.Addr()) // A's bundle holds the new CA
+	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	must(t, err)
+}

@@ -103,7 +103,7 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 	// and a renewal just after `cast ca rotate` must count as after it.
 	issued := time.Now()
 	if err := s.store.RecordCertIssue(ctx, store.CertIssue{Cred: p.Cred, Role: string(p.Role), Name: p.Name,
-		IssuerPin: pki.Pin(set.signer.Cert), Issued: issued, Expires: leaf.NotAfter}); err != nil {
+		IssuerPin: pki.Pin(set.signer.Cert), Issued: issued, Expires: leaf.NotAfter, Trusts: set.pins()}); err != nil {
 		return nil, time.Time{}, nil, err
 	}
 	return chain, leaf.NotAfter, set.bundle, nil

@@ -58,6 +58,10 @@ type CertIssue struct {
 	IssuerPin string    `json:"issuer_pin"`
 	Issued    time.Time `json:"issued"`
 	Expires   time.Time `json:"expires"`
+	// Trusts are the pins of the bundle handed out with the certificate:
+	// a replica that has not reloaded a rotation yet hands out one
+	// without the new CA, however late it signs.
+	Trusts []string `json:"trusts,omitempty"`
 }
 
 func (s *Store) certIssueKey(cred, pin string) string { return s.key("certissues", cred, pin) }
