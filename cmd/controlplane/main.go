@@ -152,7 +152,7 @@ func main() {
 	f.Float64Var(&cfg.Fleet.TurnReserve, "account-turn-reserve", cfg.Fleet.TurnReserve, "percent of each usage window the ledger reserves per running fleet turn (0 turns the ledger off)")
 	f.BoolVar(&cfg.Fleet.MetricsAccountNames, "metrics-account-names", false, "label the fleet usage gauges with account names (else \"active\" and \"best\")")
 	f.DurationVar(&cfg.Fleet.Sweep, "account-sweep", cfg.Fleet.Sweep, "how often limited fleet accounts are checked for a reset")
-	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "keep each fleet login's refresh token on one custodian node (nodes started with --token-custody, and the --dev node, get the access token only; docs/token-custody.md)")
+	f.BoolVar(&cfg.TokenCustody, "token-custody", cfg.TokenCustody, "keep each fleet login's refresh token on one custodian node (nodes with --token-custody, the default, and the --dev node get the access token only; docs/token-custody.md); --token-custody=false: nodes copy the stored login file")
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

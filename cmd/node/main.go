@@ -71,7 +71,7 @@ func main() {
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
 	f.BoolVar(&cfg.AgentChecks, "agent-checks", cfg.AgentChecks, "run each installed agent CLI version nobody has checked through cast's conformance canary (in a throwaway HOME against a local fake model) at start and when a new version appears (env CAST_AGENT_CHECKS=off turns the default off)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
-	f.BoolVar(&cfg.TokenCustody, "token-custody", false, "fleet logins through token custody: the agents' stores get the access token only, and the node elected custodian refreshes through the agent's CLI (claude and codex; docs/token-custody.md)")
+	f.BoolVar(&cfg.TokenCustody, "token-custody", cfg.TokenCustody, "fleet logins through token custody: the agents' stores get the access token only, and the node elected custodian refreshes through the agent's CLI (claude and codex; docs/token-custody.md); --token-custody=false copies the stored login file instead")
 	f.DurationVar(&cfg.CustodyInterval, "custody-interval", time.Minute, "how often token custody checks the active logins")
 	f.DurationVar(&cfg.CustodyMargin, "custody-margin", 30*time.Minute, "token custody replaces an access token this long before it expires")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")

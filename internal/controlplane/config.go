@@ -83,7 +83,8 @@ type Config struct {
 	// TokenCustody keeps one writer per token family for Claude and Codex
 	// logins (docs/token-custody.md): an account's login is held by one
 	// custodian node, and nodes started with --token-custody get the
-	// access token only. Needs a secrets key.
+	// access token only. On by default; off without a secrets key (fleet
+	// accounts are refused then anyway).
 	TokenCustody bool
 	Auth         AuthConfig
 	TLS          TLSConfig
@@ -131,6 +132,7 @@ func DefaultConfig() Config {
 		Auth:          AuthConfig{OIDC: oidcauth.DefaultConfig()},
 
 		MaxWorkTreeBytes: DefaultMaxWorkTreeBytes,
+		TokenCustody:     true,
 	}
 }
 

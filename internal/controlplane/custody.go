@@ -14,7 +14,8 @@ import (
 )
 
 // newVault builds token custody's record when --token-custody is on and a
-// secrets key exists (nil otherwise).
+// secrets key exists (nil otherwise: without a key fleet accounts are
+// refused anyway).
 func (s *Server) newVault() error {
 	if !s.cfg.TokenCustody {
 		return nil
@@ -24,7 +25,8 @@ func (s *Server) newVault() error {
 		return err
 	}
 	if box == nil {
-		return errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey, "--token-custody needs a secrets key (--secrets-key-file)")
+		s.lg.Info("token custody is off: no secrets key (--secrets-key-file), so no fleet accounts either")
+		return nil
 	}
 	cli, prefix := s.store.CustodyEtcd()
 	s.vault = vault.New(cli, box, codecs.Credential, prefix)

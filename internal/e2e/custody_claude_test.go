@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/claude"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
 )
@@ -44,5 +49,31 @@ func TestTokenCustodyClaude(t *testing.T) {
 	}
 	if posts < 2 || posts != oa.Refreshes() {
 		t.Fatalf("%d refreshes through the proxy, %d at the provider", posts, oa.Refreshes())
+	}
+}
+
+// Token custody is on by default: a Claude fleet login reaches the node's
+// store without its refresh token. With the control plane's
+// --token-custody=false the node copies the stored file, refresh token and
+// all, and says why.
+func TestTokenCustodyDefaultAndOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("custody=%v", on), func(t *testing.T) {
+			r, _, _ := newFleetRigWith(t, func(c *controlplane.Config) {
+				if !on {
+					c.TokenCustody = false
+				}
+			})
+			raw, err := os.ReadFile(filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), claude.Credential{}.File()))
+			must(t, err)
+			tok, err := claude.Credential{}.Parse(raw)
+			must(t, err)
+			if tok.HasRefresh == on {
+				t.Fatalf("custody %v: the store holds a refresh token: %v", on, tok.HasRefresh)
+			}
+			if said := strings.Contains(r.node.Output(), "custody does not hold this account"); said == on {
+				t.Fatalf("custody %v: the node said it copied: %v", on, said)
+			}
+		})
 	}
 }

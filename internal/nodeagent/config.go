@@ -69,6 +69,8 @@ type Config struct {
 	// (docs/token-custody.md): the agent's store gets the access token
 	// only, and the node refreshes logins it is custodian of through the
 	// agent's CLI. Agents without a CLI refresher keep the copied file.
+	// On by default; a control plane without custody makes the node copy
+	// the stored file as before.
 	TokenCustody bool
 	// CustodyInterval is how often custody runs (default 1m); CustodyMargin
 	// how long before expiry a token is replaced (default 30m).
@@ -231,6 +233,7 @@ func DefaultConfig() Config {
 		ReadinessInterval: DefaultReadinessInterval,
 		AgentChecks:       os.Getenv("CAST_AGENT_CHECKS") != "off",
 		AgentBins:         defaultBins(),
+		TokenCustody:      true,
 	}
 }
 

@@ -120,11 +120,17 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	if err != nil {
 		return err
 	}
+	a.logBackup(sc.Agent, path, saved)
+	return a.credentialWritten(sc)
+}
+
+// logBackup says where the store's previous version went (saved: "" when
+// nothing was backed up).
+func (a *Agent) logBackup(agent, path, saved string) {
 	if saved != "" {
 		a.lg.Warn("credential store replaced by a fleet account; the previous one is backed up",
-			zap.String("agent", sc.Agent), zap.String("path", path), zap.String("backup", saved))
+			zap.String("agent", agent), zap.String("path", path), zap.String("backup", saved))
 	}
-	return a.credentialWritten(sc)
 }
 
 // credentialWritten records that the store holds sc's account and runs

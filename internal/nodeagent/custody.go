@@ -152,9 +152,11 @@ func (a *Agent) supply(ctx context.Context, agent, account string) error {
 	if !a.cfg.ownsCredential(path) && holdsLogin(agent, path) {
 		// The user's own login, about to be replaced: kept as before. What
 		// custody supplies has no refresh token and is not backed up.
-		if _, err := backupCredential(path, nil, filepath.Join(a.cfg.credentialBackupDir(), agent)); err != nil {
+		saved, err := backupCredential(path, nil, filepath.Join(a.cfg.credentialBackupDir(), agent))
+		if err != nil {
 			return fmt.Errorf("back up %s before replacing it: %w", path, err)
 		}
+		a.logBackup(agent, path, saved)
 	}
 	_, err = a.custody.Supply(ctx, agent, account, path)
 	return err
