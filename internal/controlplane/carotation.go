@@ -153,13 +153,64 @@ func (s *Server) reloadCAs(every time.Duration) func(context.Context) {
 			}
 			rec, ok, err := s.store.GetCA(ctx)
 			if err == nil && ok {
-				err = s.applyCA(rec)
+				if err = s.applyCA(rec); err != nil {
+					s.trustOnly(rec)
+				}
 			}
 			if err != nil && ctx.Err() == nil {
-				s.lg.Warn("tls CA reload failed; keeping the current CAs", zap.Error(err))
+				s.lg.Warn("tls CA reload failed", zap.Error(err))
 			}
 		}
 	}
+}
+
+// trustOnly takes rec's trust when this replica cannot load rec itself
+// (its signing CA's key is sealed with a secrets key this replica lacks,
+// say): it keeps signing with what it had, but trusts and names the CAs
+// the replicas that followed do, so it never accepts a certificate from
+// a CA the store retired. Its current revision stays, so the next reload
+// tries rec again.
+func (s *Server) trustOnly(rec store.CARecord) {
+	cur := s.cas()
+	if cur == nil || cur.rec.Rev >= rec.Rev {
+		return
+	}
+	set := &caSet{signer: cur.signer, rec: cur.rec}
+	set.rec.Retired = rec.Retired
+	for _, p := range append([][]byte{rec.CertPEM}, othersPEM(rec)...) {
+		c, err := pki.ParseCert(p)
+		if err != nil {
+			return
+		}
+		set.trusted = append(set.trusted, c)
+	}
+	for _, r := range rec.Retired {
+		if c, err := pki.ParseCert(r.CertPEM); err == nil {
+			set.retired = append(set.retired, c)
+		}
+	}
+	set.bundle, set.hash = pki.BundlePEM(set.trusted), pki.BundleHash(set.trusted)
+	if set.hash == cur.hash && len(set.retired) == len(cur.retired) {
+		return
+	}
+	if s.caState.CompareAndSwap(cur, set) {
+		s.lg.Warn("tls CA record not loadable here: trusting the store's CAs, signing with the CA this replica had",
+			zap.String("signing_pin", pki.Pin(set.signer.Cert)), zap.Bool("signer_trusted", set.signs()), zap.String("bundle", set.hash))
+	}
+}
+
+func othersPEM(rec store.CARecord) [][]byte {
+	out := make([][]byte, 0, len(rec.Others))
+	for _, o := range rec.Others {
+		out = append(out, o.CertPEM)
+	}
+	return out
+}
+
+// signs reports whether the set's signer is one it trusts (not so on a
+// replica that could not move away from a signer the store retired).
+func (set *caSet) signs() bool {
+	return slices.ContainsFunc(set.trusted, func(c *x509.Certificate) bool { return c.Equal(set.signer.Cert) })
 }
 
 // caStep reads the record, lets change edit it (or refuse), stores it by

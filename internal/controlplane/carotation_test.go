@@ -58,15 +58,7 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 	adminB, trustB := testharness.DialFollowing(t, b.Addr(), oldPin, testharness.AdminToken(), nil)
 
 	// alice's certificate from the old CA.
-	tok, err := adminA.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "alice", Role: castv1.Role_ROLE_USER})
-	must(t, err)
-	aliceTok, _ := testharness.DialFollowing(t, a.Addr(), oldPin, tok.Token, nil)
-	oldID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "alice-old.pem"))
-	must(t, err)
-	must(t, oldID.Renew(ctx, "alice", func(ctx context.Context, csr []byte) ([]byte, error) {
-		r, err := aliceTok.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
-		return r.GetCertificate(), err
-	}))
+	_, oldID := aliceCert(ctx, t, adminA, a.Addr(), oldPin)
 	aliceOld, _ := testharness.DialFollowing(t, b.Addr(), oldPin, "", oldID)
 	whoami := func(c *client.Client) error {
 		_, err := c.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
@@ -158,6 +150,27 @@ func TestCARotationAcrossReplicas(t *testing.T) {
 	must(t, err)
 	if len(st.Cas) != 1 || st.Cas[0].Pin != newPin || st.Cas[0].State != "signing" {
 		t.Errorf("status after retire: %v", st.Cas)
+	}
+}
+
+// aliceCert makes user alice (by admin) and her certificate from the
+// CA addr signs with now; it returns her token and her identity.
+func aliceCert(ctx context.Context, t *testing.T, admin *client.Client, addr, pin string) (string, *client.Identity) {
+	t.Helper()
+	tok, err := admin.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "alice", Role: castv1.Role_ROLE_USER})
+	must(t, err)
+	withToken, _ := testharness.DialFollowing(t, addr, pin, tok.Token, nil)
+	id, err := client.LoadIdentity(filepath.Join(t.TempDir(), "alice-old.pem"))
+	must(t, err)
+	must(t, id.Renew(ctx, "alice", issuer(withToken)))
+	return tok.Token, id
+}
+
+// issuer gets certificates from c's IssueCertificate.
+func issuer(c *client.Client) client.Signer {
+	return func(ctx context.Context, csr []byte) ([]byte, error) {
+		r, err := c.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})
+		return r.GetCertificate(), err
 	}
 }
 
@@ -283,4 +296,54 @@ func TestActivateWaitsForARenewalThatCarriedTheNewCA(t *testing.T) {
 	renewOn(a.Addr()) // A's bundle holds the new CA
 	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
 	must(t, err)
+}
+
+// A replica that cannot load the store's CA record (here: it runs on the
+// operator's CA without the secrets key that now seals the signing one)
+// keeps what it had, but it stops trusting a CA the record retired: a
+// certificate from it is refused there too, not only on the replicas
+// that followed.
+func TestRetiredCARefusedByAReplicaThatCannotLoadTheRecord(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	dir := t.TempDir()
+	root := testharness.NewCA(t, dir, "company-root")
+	first, firstKey := root.Intermediate(t, dir, "issuing-1")
+	secrets := filepath.Join(t.TempDir(), "secrets.key")
+	cfg := func(secretsKey string) func(c *controlplane.Config) {
+		return func(c *controlplane.Config) {
+			c.EtcdEndpoints, c.DataDir, c.SecretsKeyFile = []string{ep}, "", secretsKey
+			c.TLS.Enabled, c.TLS.CAReload = true, 50*time.Millisecond
+			c.TLS.CACertFile, c.TLS.CAKeyFile = first.File, firstKey
+		}
+	}
+	a := testharness.StartControlPlane(t, cfg(secrets))
+	b := testharness.StartControlPlane(t, cfg("")) // no secrets key
+	oldPin := a.CAPin()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testharness.DialFollowing(t, a.Addr(), oldPin, testharness.AdminToken(), nil)
+	aliceToken, oldID := aliceCert(ctx, t, admin, a.Addr(), oldPin)
+	onB, _ := testharness.DialFollowing(t, b.Addr(), oldPin, "", oldID)
+	whoami := func() error {
+		_, err := onB.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
+		return err
+	}
+	must(t, whoami())
+
+	_, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	must(t, err)
+	_, err = admin.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	must(t, err)
+	_, err = admin.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: true})
+	must(t, err)
+	testharness.WaitFor(t, 10*time.Second, "B to refuse the retired CA's certificate", func() bool {
+		err := whoami()
+		return status.Code(err) == codes.Unauthenticated && client.ReasonOf(err) == "CERT_UNTRUSTED" && strings.Contains(err.Error(), "retired")
+	})
+	// B still signs with the retired CA: it issues nothing that would be
+	// refused at once.
+	aliceOnB, _ := testharness.DialFollowing(t, b.Addr(), oldPin, aliceToken, nil)
+	newID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "alice-new.pem"))
+	must(t, err)
+	wantCode(t, "a certificate from B", newID.Renew(ctx, "alice", issuer(aliceOnB)), codes.Unavailable, "UNAVAILABLE")
 }

@@ -86,6 +86,11 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 		return nil, time.Time{}, nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
 			"client certificates need TLS: this control plane serves plaintext (--insecure)")
 	}
+	if !set.signs() {
+		// Its certificate would be refused at once, everywhere.
+		return nil, time.Time{}, nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
+			"this replica signs with a retired CA (it cannot load the store's CA record): retry on another replica")
+	}
 	ttl := s.cfg.TLS.UserCertTTL
 	if p.Role == authz.Node {
 		ttl = s.cfg.TLS.NodeCertTTL
