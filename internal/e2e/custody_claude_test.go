@@ -12,7 +12,6 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/controlplane"
-	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
 )
 
@@ -28,17 +27,9 @@ func TestTokenCustodyClaude(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
 	px := oa.Proxy(t, fakeoauth.ClaudeTokenHost)
 	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {
-		env := slices.DeleteFunc(setup["env"].([]any), func(kv any) bool { return strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") })
-		for _, kv := range px.Env() {
-			env = append(env, kv)
-		}
-		setup["env"] = env
+		setup["env"] = claudeProxyEnv(setup["env"].([]any), px)
 	})
-	g := oa.Login()
-	login, err := claude.Credential{}.Apply([]byte(`{"claudeAiOauth":{"accessToken":"x","scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`),
-		custody.Grant{Access: g.Access, Refresh: g.Refresh, Expires: g.ExpiresAt})
-	must(t, err)
-	addAccount(castCLI(t, r), "claude", "cl", string(login))
+	g := addCustodyLogin(t, r, oa, "claude")
 
 	custodyTurns(t, r, oa, "claude", g, "MARK-C1", "MARK-C2")
 	posts := 0
@@ -76,4 +67,15 @@ func TestTokenCustodyDefaultAndOff(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claudeProxyEnv is a node's claude env without the API key (the login
+// file is used) and with the test proxy that stands in for
+// platform.claude.com.
+func claudeProxyEnv(env []any, px *fakeoauth.Proxy) []any {
+	env = slices.DeleteFunc(env, func(kv any) bool { return strings.HasPrefix(kv.(string), "ANTHROPIC_API_KEY=") })
+	for _, kv := range px.Env() {
+		env = append(env, kv)
+	}
+	return env
 }

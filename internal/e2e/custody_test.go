@@ -12,7 +12,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/codecs"
-	"github.com/cast-dev/cast/internal/agents/codex"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
@@ -30,7 +29,7 @@ import (
 func TestTokenCustodyCodex(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
 	r, _ := newCustodyRig(t, oa)
-	g := addCodexLogin(t, r, oa)
+	g := addCustodyLogin(t, r, oa, "codex")
 
 	custodyTurns(t, r, oa, "codex", g, "MARK-K1", "MARK-K2")
 	// What custody supplies is never backed up (the store held no login
@@ -101,13 +100,34 @@ func custodyTurns(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent string, 
 // after it is issued.
 func newCustodyRig(t *testing.T, oa *fakeoauth.Server) (*turnRig, string) {
 	t.Helper()
-	var codexHome string
 	r := newCustodyRigFor(t, "codex", func(r *turnRig, setup map[string]any) {
-		codexHome = filepath.Join(r.homes["codex"], ".codex")
-		agenttest.CodexChatGPT(t, codexHome, r.fake.URL)
-		setup["env"] = append(setup["env"].([]any), "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
+		setup["env"] = custodySetups["codex"].prepare(t, oa, r.fake.URL, r.homes["codex"], setup["env"].([]any))
 	})
-	return r, codexHome
+	return r, agenttest.NativeHome(r.homes["codex"], "codex")
+}
+
+// custodySetups are, per agent custody covers, how a node's agent setup
+// (its home and env) reaches the fake provider oa, and a login of a new
+// token family at oa in the agent's file format.
+var custodySetups = map[string]struct {
+	prepare func(t *testing.T, oa *fakeoauth.Server, fakeURL, home string, env []any) []any
+	login   string // the credential file Apply fills in
+}{
+	// Codex: ChatGPT mode, the token endpoint overridden.
+	"codex": {
+		prepare: func(t *testing.T, oa *fakeoauth.Server, fakeURL, home string, env []any) []any {
+			agenttest.CodexChatGPT(t, agenttest.NativeHome(home, "codex"), fakeURL)
+			return append(env, "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)
+		},
+		login: `{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`,
+	},
+	// Claude: no API key, platform.claude.com reached through a test proxy.
+	"claude": {
+		prepare: func(t *testing.T, oa *fakeoauth.Server, _, _ string, env []any) []any {
+			return claudeProxyEnv(env, oa.Proxy(t, fakeoauth.ClaudeTokenHost))
+		},
+		login: `{"claudeAiOauth":{"accessToken":"x","scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`,
+	},
 }
 
 // newCustodyRigFor is a turn rig for agent whose control plane and node
@@ -142,14 +162,24 @@ func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
 // login keeps rotating, turns on the other node run on live tokens, and
 // the provider never revokes the family.
 func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
+	for _, agent := range []string{"claude", "codex"} {
+		t.Run(agent, func(t *testing.T) { twoNodesCustodianKilled(t, agent) })
+	}
+}
+
+func twoNodesCustodianKilled(t *testing.T, agent string) {
 	oa := fakeoauth.Start(t, time.Hour)
-	r, codexHome := newCustodyRig(t, oa)
-	home2, env2 := agenttest.NodeEnv(t, "codex", r.fake.URL)
-	codexHome2 := filepath.Join(home2, ".codex")
-	agenttest.CodexChatGPT(t, codexHome2, r.fake.URL)
+	r := newCustodyRigFor(t, agent, func(r *turnRig, setup map[string]any) {
+		setup["env"] = custodySetups[agent].prepare(t, oa, r.fake.URL, r.homes[agent], setup["env"].([]any))
+	})
+	home2, env2 := agenttest.NodeEnv(t, agent, r.fake.URL)
+	env2any := make([]any, len(env2))
+	for i, kv := range env2 {
+		env2any[i] = kv
+	}
 	cfg2 := filepath.Join(t.TempDir(), "agents.json")
-	b, _ := json.Marshal(map[string]any{"codex": map[string]any{"bin": agenttest.Bin(t, "codex"), "home": home2,
-		"env": append(env2, "CODEX_REFRESH_TOKEN_URL_OVERRIDE="+oa.URL+fakeoauth.TokenPath)}})
+	b, _ := json.Marshal(map[string]any{agent: map[string]any{"bin": agenttest.Bin(t, agent), "home": home2,
+		"env": custodySetups[agent].prepare(t, oa, r.fake.URL, home2, env2any)}})
 	must(t, os.WriteFile(cfg2, b, 0o600))
 	args2 := slices.Clone(r.nodeArgs)
 	args2[indexOf(args2, "--data-dir")+1] = t.TempDir()
@@ -169,25 +199,32 @@ func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
 		return err == nil && n == 2
 	})
 
-	g := addCodexLogin(t, r, oa)
+	g := addCustodyLogin(t, r, oa, agent)
 
-	stores := map[string]string{"worker": filepath.Join(codexHome, "auth.json"), "second": filepath.Join(codexHome2, "auth.json")}
+	f, err := codecs.Credential(agent)
+	must(t, err)
+	stores := map[string]string{"worker": filepath.Join(agenttest.NativeHome(r.homes[agent], agent), f.File()),
+		"second": filepath.Join(agenttest.NativeHome(home2, agent), f.File())}
 	access := func(node string) string {
-		b, _ := os.ReadFile(stores[node])
-		var v struct {
-			Tokens map[string]string `json:"tokens"`
+		b, err := os.ReadFile(stores[node])
+		if err != nil {
+			return ""
 		}
-		_ = json.Unmarshal(b, &v)
-		if v.Tokens["refresh_token"] != "" {
-			t.Fatalf("%s's shared auth.json holds a refresh token", node)
+		tok, err := f.Parse(b)
+		if err != nil {
+			return ""
 		}
-		return v.Tokens["access_token"]
+		if tok.HasRefresh {
+			t.Fatalf("%s's shared %s holds a refresh token", node, f.File())
+		}
+		return tok.AccessID
 	}
+	first := custody.Fingerprint(g.Access)
 	refreshed := func(node string) bool {
 		return strings.Contains(procs[node].Output(), "custody: refreshed through the CLI")
 	}
 	testharness.WaitFor(t, 60*time.Second, "a custodian refreshed and both stores have its token", func() bool {
-		return (refreshed("worker") || refreshed("second")) && access("worker") != g.Access && access("second") != g.Access && access("worker") != ""
+		return (refreshed("worker") || refreshed("second")) && access("worker") != first && access("second") != first && access("worker") != ""
 	})
 	if refreshed("worker") && refreshed("second") {
 		t.Fatal("two nodes refreshed one login")
@@ -208,7 +245,7 @@ func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
 	if rv := oa.Revoked(); len(rv) > 0 {
 		t.Fatalf("family revoked: %v", rv)
 	}
-	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "codex", Node: other, Cwd: t.TempDir(), Text: "custody MARK-F1"})
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: agent, Node: other, Cwd: t.TempDir(), Text: "custody MARK-F1"})
 	must(t, err)
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 	bearer := bearerOf(r, "MARK-F1")
@@ -220,14 +257,16 @@ func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
 	}
 }
 
-// addCodexLogin logs in at oa (a new token family) and adds that ChatGPT
-// login as fleet account cx with `cast account add`.
-func addCodexLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server) fakeoauth.Grant {
+// addCustodyLogin logs in at oa (a new token family) and adds that login
+// of agent as fleet account "cl" with the real cast CLI.
+func addCustodyLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent string) fakeoauth.Grant {
 	t.Helper()
 	g := oa.Login()
-	login, err := codex.Credential{}.Apply([]byte(`{"OPENAI_API_KEY":null,"tokens":{"id_token":"","access_token":"x","refresh_token":"","account_id":"acct"}}`),
+	f, err := codecs.Credential(agent)
+	must(t, err)
+	login, err := f.Apply([]byte(custodySetups[agent].login),
 		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
 	must(t, err)
-	addAccount(castCLI(t, r), "codex", "cx", string(login))
+	addAccount(castCLI(t, r), agent, "cl", string(login))
 	return g
 }
