@@ -238,7 +238,12 @@ func (s *Server) caStep(ctx context.Context, change func(rec *store.CARecord) er
 	if rec, _, err = s.store.GetCA(ctx); err != nil {
 		return rec, err
 	}
-	return rec, s.applyCA(rec)
+	if err := s.applyCA(rec); err != nil {
+		s.trustOnly(rec)
+		return rec, errs.New(errs.KindFailedPrecondition, errs.ReasonCANotLoadable,
+			"the step is stored and the other replicas follow it, but this replica cannot load the CA record (%v): it signs with its old CA; fix its flags and restart it", err)
+	}
+	return rec, nil
 }
 
 // rotateCA is step 1: next is made here (certPEM and keyPEM empty) or an

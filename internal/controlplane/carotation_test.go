@@ -332,8 +332,13 @@ func TestRetiredCARefusedByAReplicaThatCannotLoadTheRecord(t *testing.T) {
 
 	_, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
 	must(t, err)
-	_, err = admin.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
-	must(t, err)
+	// Activate on B: stored, but B cannot load it, and says so.
+	adminB, _ := testharness.DialFollowing(t, b.Addr(), oldPin, testharness.AdminToken(), nil)
+	_, err = adminB.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	wantCode(t, "activate on B", err, codes.FailedPrecondition, "CA_NOT_LOADABLE")
+	if err == nil || !strings.Contains(err.Error(), "secrets-key-file") {
+		t.Errorf("the refusal should say what B lacks: %v", err)
+	}
 	_, err = admin.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: true})
 	must(t, err)
 	testharness.WaitFor(t, 10*time.Second, "B to refuse the retired CA's certificate", func() bool {

@@ -83,6 +83,10 @@ const (
 	// only live certificates are from it, or they do not trust the next).
 	ReasonCAState = "CA_ROTATION_STATE"
 	ReasonCAInUse = "CA_IN_USE"
+	// A rotation step was stored, but the replica that took it cannot
+	// load the CA record (its signing key is sealed with a secrets key
+	// the replica lacks).
+	ReasonCANotLoadable = "CA_NOT_LOADABLE"
 	// OIDC ID tokens: past their exp; not this issuer's, not for this
 	// client id, or not signed by the issuer's keys; or without a valid
 	// user name claim.
