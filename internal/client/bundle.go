@@ -1,13 +1,16 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -90,6 +93,10 @@ func (b *BundleSync) interceptor(ctx context.Context, method string, req, reply 
 	return err
 }
 
+// bundleMarker starts a bundle file cast wrote (PEM readers skip text
+// before a block), so a later rotation step may rewrite it.
+const bundleMarker = "# cast: the control plane's trust bundle, rewritten by cast through CA rotations\n"
+
 // SaveBundle checks bundlePEM holds CA certificates and writes it to path
 // atomically, keeping the file's mode (perm for a new file).
 func SaveBundle(path string, bundlePEM []byte, perm os.FileMode) error {
@@ -101,7 +108,33 @@ func SaveBundle(path string, bundlePEM []byte, perm os.FileMode) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return fsutil.WriteFileAtomic(path, bundlePEM, perm)
+	return fsutil.WriteFileAtomic(path, append([]byte(bundleMarker), bundlePEM...), perm)
+}
+
+// castsFile reports whether a CA file holding cur is cast's to replace by
+// next: cast wrote it, or each of its CAs is one of next's (`cast ca >
+// file`, or a bundle a step ago). Any other is the user's own PKI (the
+// company's root an operator CA chains to, a system store also holding
+// cast's CA), which cast never rewrites. A file that holds no CA is
+// garbled and rewritten.
+func castsFile(cur, next []byte) bool {
+	if bytes.HasPrefix(cur, []byte(bundleMarker)) {
+		return true
+	}
+	have, err := pki.ParseBundle(cur)
+	if err != nil {
+		return true
+	}
+	want, err := pki.ParseBundle(next)
+	if err != nil {
+		return false
+	}
+	for _, c := range have {
+		if !slices.ContainsFunc(want, c.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 // fileTrust trusts the CAs in the file at path, read again at each
@@ -130,17 +163,29 @@ func fileTrust(path string) (*tls.Config, error) {
 }
 
 // FileBundleSync keeps the bundle in the CA file at path (a context's
-// "ca"), so the next command trusts what this one learnt.
+// "ca"), so the next command trusts what this one learnt, when the file
+// is cast's (castsFile); another is left as it is.
 func FileBundleSync(path string, warn func(error)) *BundleSync {
+	var left atomic.Pointer[string] // the hash of a bundle not written: this call fetches it no more
 	return &BundleSync{
 		Have: func() string {
+			if h := left.Load(); h != nil {
+				return *h
+			}
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return ""
 			}
 			return pki.BundleHashPEM(b)
 		},
-		Keep: func(b []byte) error { return SaveBundle(path, b, 0o644) },
+		Keep: func(b []byte) error {
+			if cur, err := os.ReadFile(path); err == nil && !castsFile(cur, b) {
+				h := pki.BundleHashPEM(b)
+				left.Store(&h)
+				return nil
+			}
+			return SaveBundle(path, b, 0o644)
+		},
 		Warn: warn,
 	}
 }

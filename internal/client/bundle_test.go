@@ -84,3 +84,60 @@ func TestFileTrustFollowsTheFile(t *testing.T) {
 		t.Error("a bundle without certificates was kept")
 	}
 }
+
+// A context's `ca:` may be a file of the user's own PKI: the company's
+// root that an operator CA chains to, or a system store that also holds
+// cast's CA. The CLI rewrites only a file of cast's CAs (one it wrote, or
+// one whose CAs are all in the control plane's bundle), and leaves any
+// other as it is, without fetching the bundle again at every call.
+func TestFileBundleSyncLeavesAFileOfOtherCAs(t *testing.T) {
+	castCA, other, next := testCA(t), testCA(t), testCA(t)
+	bundle := pki.BundlePEM([]*x509.Certificate{castCA.Cert, next.Cert})
+	for _, tc := range []struct {
+		name    string
+		file    []byte
+		rewrite bool
+	}{
+		{"the user's root only", other.CertPEM, false},
+		{"a store that also holds cast's CA", pki.BundlePEM([]*x509.Certificate{other.Cert, castCA.Cert}), false},
+		{"cast's CA only (cast ca > file)", castCA.CertPEM, true},
+		{"garbled", []byte("garbage"), true},
+	} {
+		path := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(path, tc.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sync := FileBundleSync(path, nil)
+		if err := sync.Keep(bundle); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rewritten := pki.BundleHashPEM(got) == pki.BundleHashPEM(bundle); rewritten != tc.rewrite {
+			t.Errorf("%s: rewritten %v, want %v", tc.name, rewritten, tc.rewrite)
+		}
+		if !tc.rewrite && string(got) != string(tc.file) {
+			t.Errorf("%s: the file changed", tc.name)
+		}
+		if sync.Have() != pki.BundleHashPEM(bundle) {
+			t.Errorf("%s: Have is not the bundle kept or left: every call would fetch it again", tc.name)
+		}
+	}
+	// Once cast wrote the file, a retire (the new bundle a subset of it)
+	// rewrites it.
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, castCA.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sync := FileBundleSync(path, nil)
+	for _, b := range [][]byte{bundle, next.CertPEM} {
+		if err := sync.Keep(b); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); pki.BundleHashPEM(got) != pki.BundleHashPEM(b) {
+			t.Errorf("a file cast wrote was not rewritten")
+		}
+	}
+}
