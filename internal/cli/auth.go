@@ -135,7 +135,7 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 				}
 				fmt.Fprintln(a.out, resp.Token)
 				pin := ""
-				if p := a.caPin(); p != "" {
+				if p := a.caPin(ctx); p != "" {
 					pin = " --ca-pin " + p
 				}
 				fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s%s --join-token TOKEN --name NAME\n", max(uses, 1), exp.Format(time.RFC3339), a.addr, pin)
@@ -239,9 +239,11 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 
 func roleName(r castv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }
 
-// caPin is the pin of the CA the CLI trusts ("" without TLS), for the
-// node command lines it suggests.
-func (a *app) caPin() string {
+// caPin is the pin of the CA that signs the control plane's certificate,
+// as the CLI verifies it ("" without TLS or when it cannot tell), for the
+// node command lines it suggests: a CA file may hold two CAs during a
+// rotation, and only the signing one's pin lets a new node in.
+func (a *app) caPin(ctx context.Context) string {
 	cc, err := client.Resolve(os.Getenv, a.context, a.addr)
 	if err != nil || cc.CAPin != "" || cc.CA == "" {
 		return cc.CAPin
@@ -250,7 +252,14 @@ func (a *app) caPin() string {
 	if err != nil {
 		return ""
 	}
-	cert, err := pki.ParseCert(b)
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	addr, _, _ := strings.Cut(cc.Addr, ",") // every replica serves the same CA
+	caPEM, err := pki.FetchSigningCA(ctx, addr, b)
+	if err != nil {
+		return ""
+	}
+	cert, err := pki.ParseCert(caPEM)
 	if err != nil {
 		return ""
 	}

@@ -35,7 +35,7 @@ func (a *app) caCmd() *cobra.Command {
 				return err
 			}
 			if pin == "" {
-				pin = a.caPin()
+				pin = a.caPin(cmd.Context())
 			}
 			if pin == "" {
 				return usagef("give --ca-pin: the pin the control plane logs (ca_pin)")

@@ -274,16 +274,42 @@ func FetchCA(ctx context.Context, addr, pin string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return servedCA(ctx, addr, cfg, func(chain []*x509.Certificate) *x509.Certificate {
+		for _, c := range chain[1:] {
+			if Pin(c) == pin {
+				return c
+			}
+		}
+		return nil // verifyPinned let it through: cannot happen
+	})
+}
+
+// FetchSigningCA dials the TLS listener at addr, verifies it against the
+// CAs of bundlePEM (a client's CA file), and returns the CA that signs
+// its certificate now, PEM: after `cast ca activate` a bundle holds the
+// old and the new CA, and only the new one's pin lets a new node in.
+func FetchSigningCA(ctx context.Context, addr string, bundlePEM []byte) ([]byte, error) {
+	t, err := NewTrust("", bundlePEM)
+	if err != nil {
+		return nil, err
+	}
+	return servedCA(ctx, addr, t.Config(), func(chain []*x509.Certificate) *x509.Certificate {
+		return IssuerOf(chain[0], chain[1:])
+	})
+}
+
+// servedCA dials addr with cfg (which verifies the server) and returns,
+// PEM, the CA pick chooses from the chain it served (leaf first).
+func servedCA(ctx context.Context, addr string, cfg *tls.Config, pick func(chain []*x509.Certificate) *x509.Certificate) ([]byte, error) {
 	cfg.NextProtos = []string{"h2"} // a gRPC listener wants ALPN
 	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	for _, c := range conn.(*tls.Conn).ConnectionState().PeerCertificates[1:] {
-		if Pin(c) == pin {
-			return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), nil
-		}
+	c := pick(conn.(*tls.Conn).ConnectionState().PeerCertificates)
+	if c == nil {
+		return nil, errors.New("pki: the server's chain lacks the CA that signs it")
 	}
-	return nil, errors.New("pki: the server's chain lacks the pinned CA") // verifyPinned let it through: cannot happen
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), nil
 }
