@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -351,4 +352,49 @@ func TestRetiredCARefusedByAReplicaThatCannotLoadTheRecord(t *testing.T) {
 	newID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "alice-new.pem"))
 	must(t, err)
 	wantCode(t, "a certificate from B", newID.Renew(ctx, "alice", issuer(aliceOnB)), codes.Unavailable, "UNAVAILABLE")
+}
+
+// A node that makes no call (no turn, no fleet account) and whose
+// certificate is days from renewal still stops trusting a CA once it is
+// retired: it asks for the bundle every BundleInterval, so its
+// ca-bundle.pem drops the CA within that, not at its next renewal.
+func TestIdleNodeDropsARetiredCA(t *testing.T) {
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled = true })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testharness.DialFollowing(t, srv.Addr(), srv.CAPin(), testharness.AdminToken(), nil)
+	oldPin := srv.CAPin()
+	rot, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	must(t, err)
+	_, err = admin.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
+	must(t, err)
+	var dataDir string
+	testharness.StartNode(t, srv.Addr(), "idle", func(c *nodeagent.Config) {
+		c.CAPin, c.BundleInterval, dataDir = rot.Next.Pin, 100*time.Millisecond, c.DataDir
+	})
+	bundlePins := func() map[string]bool {
+		b, err := os.ReadFile(nodeagent.BundlePath(dataDir))
+		if err != nil {
+			return nil
+		}
+		cas, err := pki.ParseBundle(b)
+		if err != nil {
+			return nil
+		}
+		pins := map[string]bool{}
+		for _, c := range cas {
+			pins[pki.Pin(c)] = true
+		}
+		return pins
+	}
+	testharness.WaitFor(t, 20*time.Second, "the node to join and keep the bundle of both CAs", func() bool {
+		p := bundlePins()
+		return len(p) == 2 && p[oldPin] && p[rot.Next.Pin]
+	})
+	_, err = admin.Auth.RetireCA(ctx, &castv1.RetireCARequest{})
+	must(t, err)
+	testharness.WaitFor(t, 10*time.Second, "the idle node to drop the retired CA", func() bool {
+		p := bundlePins()
+		return len(p) == 1 && p[rot.Next.Pin]
+	})
 }

@@ -144,6 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if a.id != nil && ctx.Err() == nil {
 		go a.renewCerts(ctx)
+		go a.followBundle(ctx)
 	}
 	a.stopOrphans()
 	a.fleetNotice()

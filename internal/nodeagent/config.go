@@ -88,6 +88,11 @@ type Config struct {
 	// JoinToken is exchanged once, when DataDir holds no credential yet,
 	// for this node's own credential (--join-token, env CAST_JOIN_TOKEN).
 	JoinToken string
+	// BundleInterval is how often the node asks for the control plane's
+	// trust bundle (--ca-bundle-interval; DefaultBundleInterval), so a CA
+	// retired while it makes no call stops being trusted then, not at its
+	// next renewal days later.
+	BundleInterval time.Duration
 	// CAPin, when set, makes every call TLS to a control plane whose CA
 	// has this pin (--ca-pin, env CAST_CA_PIN; "sha256:...").
 	CAPin string

@@ -67,9 +67,26 @@ func (a *Agent) bundleSync() *client.BundleSync {
 func (a *Agent) syncBundle(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := a.bsync.Sync(cctx); err != nil {
-		a.lg.Warn("tls CA bundle not fetched after joining; the next renewal brings it", zap.Error(err))
+	if err := a.bsync.Sync(cctx); err != nil && ctx.Err() == nil {
+		a.lg.Warn("tls CA bundle not fetched; the next check or renewal brings it", zap.Error(err))
 	}
+}
+
+// DefaultBundleInterval is how often a node asks for the trust bundle.
+const DefaultBundleInterval = 5 * time.Minute
+
+// followBundle fetches the bundle every BundleInterval until ctx ends:
+// replies name it, but a node that makes no call (no turn, no fleet
+// account) would keep trusting a retired CA until its next renewal.
+func (a *Agent) followBundle(ctx context.Context) {
+	d := a.cfg.BundleInterval
+	if d <= 0 {
+		d = DefaultBundleInterval
+	}
+	every(ctx, d, func() bool {
+		a.syncBundle(ctx)
+		return true
+	})
 }
 
 // keepBundle stores b if it is not the bundle held.
