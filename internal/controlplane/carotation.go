@@ -116,14 +116,19 @@ func (s *Server) signingCA() *pki.CA {
 // applyCA makes rec the replica's set when it is newer than the current
 // one, and writes the bundle to the data dir's CA file.
 func (s *Server) applyCA(rec store.CARecord) error {
-	if cur := s.cas(); cur != nil && cur.rec.Rev >= rec.Rev {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	prev := s.cas()
+	if prev != nil && prev.rec.Rev >= rec.Rev {
 		return nil
 	}
 	set, err := s.caSetFrom(rec)
 	if err != nil {
 		return err
 	}
-	prev := s.caState.Swap(set)
+	// trustOnly may have swapped in the meantime; it never raises the
+	// revision, so what it left is replaced by this newer record.
+	prev = s.caState.Swap(set)
 	if s.caFile != "" {
 		// Clients of this host (the dev context) trust this file.
 		if err := fsutil.WriteFileAtomic(s.caFile, set.bundle, 0o644); err != nil && !errors.Is(err, os.ErrExist) {

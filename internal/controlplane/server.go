@@ -73,6 +73,9 @@ type Server struct {
 	caState atomic.Pointer[caSet]
 	opCA    *pki.CA
 	caFile  string
+	// applyMu orders applyCA's compare, swap and file write, so a reload
+	// and a rotation step racing never leave an older record in place.
+	applyMu sync.Mutex
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
