@@ -12,7 +12,9 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // Token custody end to end with the real Claude (control plane and node
@@ -78,4 +80,29 @@ func claudeProxyEnv(env []any, px *fakeoauth.Proxy) []any {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// A switch to an account whose access token expired while it was inactive
+// (custody refreshes only the active account) completes once custody has
+// refreshed it: the node takes the account through custody (here it is
+// the custodian, so it refreshes through the real claude at once), then
+// records the switch, and a turn runs on the new account's fresh token.
+func TestTokenCustodySwitchToAnExpiredLogin(t *testing.T) {
+	oa := fakeoauth.Start(t, time.Hour)
+	px := oa.Proxy(t, fakeoauth.ClaudeTokenHost)
+	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {
+		setup["env"] = claudeProxyEnv(setup["env"].([]any), px)
+	})
+	addCustodyLogin(t, r, oa, "claude")
+	gb := oa.Login()
+	login, err := claude.Credential{}.Apply([]byte(custodySetups["claude"].login),
+		custody.Grant{Access: gb.Access, Refresh: gb.Refresh, Expires: time.Now().Add(-time.Hour)})
+	must(t, err)
+	c := castCLI(t, r)
+	addAccount(c, "claude", "cl-b", string(login))
+	c.must("account", "use", "cl-b", "--agent", "claude")
+	testharness.WaitFor(t, 60*time.Second, "the node switched to cl-b", func() bool {
+		return strings.Contains(r.node.Output(), `"msg":"fleet credential written","node":"worker","agent":"claude","account":"cl-b"`)
+	})
+	liveTurn(t, r, oa, "claude", "", "MARK-X1", gb.Access)
 }

@@ -245,12 +245,20 @@ func twoNodesCustodianKilled(t *testing.T, agent string) {
 	if rv := oa.Revoked(); len(rv) > 0 {
 		t.Fatalf("family revoked: %v", rv)
 	}
-	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: agent, Node: other, Cwd: t.TempDir(), Text: "custody MARK-F1"})
+	liveTurn(t, r, oa, agent, other, "MARK-F1", g.Access)
+}
+
+// liveTurn runs a session's turn with marker on node ("" for any) and
+// checks it ran on a live access token other than stale and that no
+// family is revoked.
+func liveTurn(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent, node, marker, stale string) {
+	t.Helper()
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: agent, Node: node, Cwd: t.TempDir(), Text: "custody " + marker})
 	must(t, err)
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	bearer := bearerOf(r, "MARK-F1")
-	if ok, why := oa.Valid(bearer); !ok || bearer == g.Access {
-		t.Fatalf("the turn after the kill ran on %q: %s", custody.Fingerprint(bearer), why)
+	bearer := bearerOf(r, marker)
+	if ok, why := oa.Valid(bearer); !ok || bearer == stale {
+		t.Fatalf("turn %s ran on %q: %s", marker, custody.Fingerprint(bearer), why)
 	}
 	if rv := oa.Revoked(); len(rv) > 0 {
 		t.Fatalf("family revoked: %v", rv)

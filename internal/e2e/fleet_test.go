@@ -711,14 +711,6 @@ func TestFleetUsageFreshAndStale(t *testing.T) {
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "on a MARK-U1"})
 	must(t, err)
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	lag.Store(0)
-	c.must("account", "use", "work-b", "--agent", "claude")
-	seq := r.send(sess.Id, "on b MARK-U2")
-	waitAnswered(r, sess.Id, "MARK-U2", seq)
-	if tok := bearerOf(r, "MARK-U2"); tok != fleetTokB {
-		t.Fatalf("MARK-U2 ran on %q", tok)
-	}
-
 	var v struct {
 		Fleets []struct {
 			Accounts []struct {
@@ -730,6 +722,20 @@ func TestFleetUsageFreshAndStale(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The turn's usage report may land after the session went idle: the
+	// clock moves on only once work-a's figure is recorded (else it could
+	// be recorded fresh).
+	testharness.WaitFor(t, 30*time.Second, "work-a's figure recorded", func() bool {
+		must(t, json.Unmarshal([]byte(c.must("usage", "--json")), &v))
+		return len(v.Fleets) == 1 && len(v.Fleets[0].Accounts) > 0 && v.Fleets[0].Accounts[0].AgeSeconds != nil
+	})
+	lag.Store(0)
+	c.must("account", "use", "work-b", "--agent", "claude")
+	seq := r.send(sess.Id, "on b MARK-U2")
+	waitAnswered(r, sess.Id, "MARK-U2", seq)
+	if tok := bearerOf(r, "MARK-U2"); tok != fleetTokB {
+		t.Fatalf("MARK-U2 ran on %q", tok)
 	}
 	testharness.WaitFor(t, 30*time.Second, "both figures recorded", func() bool {
 		must(t, json.Unmarshal([]byte(c.must("usage", "--json")), &v))

@@ -59,6 +59,11 @@ type Agent struct {
 	// custody is token custody's node part (nil without --token-custody).
 	custody    *custody.Node
 	custodySvc custodyService
+	// custodyMu orders a switch's supply against custodyLoop finishing a
+	// switch that waited for a refresh (pending, by agent).
+	custodyMu   sync.Mutex
+	pending     map[string]*castv1.SetCredential
+	custodyKick chan struct{}
 }
 
 // New prepares a node daemon; Run starts it.

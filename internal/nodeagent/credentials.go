@@ -94,9 +94,16 @@ func (a *Agent) setCredential(ctx context.Context, sc *castv1.SetCredential) err
 	if a.custodyCovers(sc.Agent) {
 		// The store gets the access token only; the login stays with its
 		// custodian (custody.go).
+		a.custodyMu.Lock()
+		defer a.custodyMu.Unlock()
+		delete(a.pending, sc.Agent)
 		err := a.supply(fctx, sc.Agent, sc.Account)
 		if err == nil {
 			return a.credentialWritten(sc)
+		}
+		if errors.Is(err, custody.ErrExpired) {
+			a.waitForRefresh(sc)
+			return nil
 		}
 		reason := client.ReasonOf(err)
 		if e, ok := errs.As(err); ok {

@@ -137,7 +137,55 @@ func (a *Agent) newCustody() error {
 		return err
 	}
 	a.custody, a.custodySvc = n, svc
+	a.pending, a.custodyKick = map[string]*castv1.SetCredential{}, make(chan struct{}, 1)
 	return nil
+}
+
+// waitForRefresh defers a switch to an account whose access token ran out
+// while it was inactive (custody refreshes only the active account):
+// custodyLoop takes that account through custody now (refreshing it if
+// this node is elected custodian, else supplying what the custodian
+// stores) and records the switch once its store has a live token. The
+// caller holds custodyMu.
+func (a *Agent) waitForRefresh(sc *castv1.SetCredential) {
+	a.lg.Info("custody: the account's access token expired while it was inactive; switching once custody has refreshed it",
+		zap.String("agent", sc.Agent), zap.String("account", sc.Account))
+	a.pending[sc.Agent] = sc
+	select {
+	case a.custodyKick <- struct{}{}:
+	default:
+	}
+}
+
+// custodyAccount is the account custody keeps for agent: a switch waiting
+// for its refresh, else the one the store holds.
+func (a *Agent) custodyAccount(agent string) string {
+	a.custodyMu.Lock()
+	defer a.custodyMu.Unlock()
+	return a.custodyAccountLocked(agent)
+}
+
+func (a *Agent) custodyAccountLocked(agent string) string {
+	if p := a.pending[agent]; p != nil {
+		return p.Account
+	}
+	return a.st.fleet(agent).Account
+}
+
+// finishSwitch records a switch that waited for account's refresh, now
+// that its store holds a live token. The caller holds custodyMu.
+func (a *Agent) finishSwitch(agent, account string) {
+	p := a.pending[agent]
+	if p == nil || p.Account != account {
+		return
+	}
+	delete(a.pending, agent)
+	if p.Epoch <= a.st.fleet(agent).Epoch {
+		return
+	}
+	if err := a.credentialWritten(p); err != nil {
+		a.lg.Warn("custody: recording the switch failed", zap.String("agent", agent), zap.String("account", account), zap.Error(err))
+	}
 }
 
 // supply writes the active account's access token into the agent's store.
@@ -179,7 +227,7 @@ func (a *Agent) custodyLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, agent := range agents.FleetAgents() {
-			if acc := a.st.fleet(agent).Account; acc != "" && a.custodyCovers(agent) {
+			if acc := a.custodyAccount(agent); acc != "" && a.custodyCovers(agent) {
 				a.custodyTick(ctx, agent, acc)
 			}
 		}
@@ -187,6 +235,7 @@ func (a *Agent) custodyLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.custodyKick:
 		}
 	}
 }
@@ -208,9 +257,18 @@ func (a *Agent) custodyTick(ctx context.Context, agent, account string) {
 			lg.Warn("custody: refresh failed", zap.Error(err))
 		}
 	}
+	// Under custodyMu: a switch handled meanwhile must not have its store
+	// overwritten with this account's token.
+	a.custodyMu.Lock()
+	defer a.custodyMu.Unlock()
+	if a.custodyAccountLocked(agent) != account {
+		return
+	}
 	if err := a.supply(cctx, agent, account); err != nil {
 		lg.Warn("custody: supplying the access token failed", zap.Error(err))
+		return
 	}
+	a.finishSwitch(agent, account)
 }
 
 // reconcileCustody reports what an earlier run left in DATA_DIR/custody
