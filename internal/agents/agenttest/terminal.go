@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 // Terminal is a real CLI running in a tmux pane on a private tmux server,
@@ -50,6 +52,7 @@ func (term *Terminal) stop(pgid int) {
 	for syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	reapHome(agents.EnvValue(term.env, "HOME"))
 }
 
 func (term *Terminal) run(args ...string) (string, error) {
