@@ -206,8 +206,12 @@ func verifyPinned(chain []*x509.Certificate, pin string) error {
 		_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: ServerName})
 		return err
 	}
-	return errors.New("pki: the server's CA does not match --ca-pin")
+	return errPinMismatch
 }
+
+// errPinMismatch says what to do when a pin taken before a CA rotation's
+// activate step no longer matches the CA that signs the server.
+var errPinMismatch = errors.New("pki: the server's CA does not match --ca-pin (or CAST_CA_PIN, or the context's ca-pin); if the control plane's CA was rotated, an admin's `cast ca` prints the new pin and `cast ca bundle` the CAs to trust")
 
 // Issuer keeps a server certificate fresh: a handshake after two thirds of
 // its lifetime, or after the signing CA changed (a CA rotation), gets a

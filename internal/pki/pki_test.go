@@ -72,6 +72,10 @@ func TestTrust(t *testing.T) {
 			t.Errorf("%s: handshake err %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
+	// A pin taken before a CA rotation's activate step says what to do.
+	if err := handshake(t, srv, wrongPin); err == nil || !strings.Contains(err.Error(), "cast ca bundle") {
+		t.Errorf("wrong pin: %v, want a message naming cast ca bundle", err)
+	}
 	if _, err := PinnedConfig("abc"); err == nil {
 		t.Error("a malformed pin was accepted")
 	}
