@@ -76,7 +76,7 @@ func main() {
 	f.DurationVar(&cfg.CustodyMargin, "custody-margin", 30*time.Minute, "token custody replaces an access token this long before it expires")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane, and serve --metrics-listen as plain HTTP without --ca-pin (env CAST_INSECURE=1)")
-	f.DurationVar(&cfg.BundleInterval, "ca-bundle-interval", nodeagent.DefaultBundleInterval, "how often the node asks the control plane for its CA bundle, so a CA retired by `cast ca retire` stops being trusted even by an idle node")
+	f.DurationVar(&cfg.BundleInterval, "ca-bundle-interval", nodeagent.DefaultBundleInterval, "how often the node asks the control plane for its CA bundle, so a CA retired by cast ca retire stops being trusted even by an idle node")
 	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by controlplane --tls; env CAST_CA_PIN)")
 	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential: with --ca-pin a client certificate for a key it makes (DATA_DIR/identity.pem, renewed before expiry), else a token (DATA_DIR/credential) (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)

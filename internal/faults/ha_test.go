@@ -125,6 +125,12 @@ func TestHAReplicaAndEtcdMemberKilled(t *testing.T) {
 	watch := testharness.Dial(t, r.addrs[2])
 	for _, n := range []string{"n1", "n2"} {
 		waitConnected(t, watch, n, 60*time.Second)
+		// The control plane can see the stream before the node has
+		// logged which replica it reached.
+		testharness.WaitFor(t, 60*time.Second, n+" logs its replica", func() bool {
+			got, _ := r.replicaOf(n)
+			return got != ""
+		})
 		if got, _ := r.replicaOf(n); got != victim {
 			t.Fatalf("%s connected to %q, want the first replica %s", n, got, victim)
 		}
