@@ -137,9 +137,12 @@ func TestMetricsOverTLS(t *testing.T) {
 
 	// The node's own certificate, served as if it were the control plane.
 	fake, refused := impostor(t, filepath.Join(dir, client.NodeIdentityFile))
-	if _, errOut, code := r.admin.run("nodes", "--addr", fake, "--timeout", "5s"); code == 0 || !refused() {
-		t.Errorf("cast against a node's certificate: exit %d (refused %v): %s", code, refused(), errOut)
+	if _, errOut, code := r.admin.run("nodes", "--addr", fake, "--timeout", "5s"); code == 0 {
+		t.Errorf("cast against a node's certificate: exit 0: %s", errOut)
 	}
+	// cast can exit before the impostor's side of the handshake has read
+	// the alert it sent.
+	testharness.WaitFor(t, 30*time.Second, "cast to refuse the node's certificate", refused)
 	fake2, refused2 := impostor(t, filepath.Join(dir, client.NodeIdentityFile))
 	evil, _ := r.node("evil", "--controlplane", fake2, "--join-token", join)
 	testharness.WaitFor(t, 30*time.Second, "a node to refuse the node's certificate", func() bool {

@@ -152,7 +152,7 @@ func (a Access) clientConfig(endpoints []string, lg *zap.Logger) (clientv3.Confi
 		TLS:         tc,
 		Username:    a.User,
 		Password:    a.Password,
-		Logger:      lg.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		Logger:      etcdClientLogger(lg),
 		// Appends are up to MaxBatchBytes plus overhead.
 		MaxCallSendMsgSize: 2 << 20,
 	}, nil
