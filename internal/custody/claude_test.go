@@ -156,7 +156,9 @@ func TestCopiedClaudeLoginRevokesTheFamily(t *testing.T) {
 		cred, env := claudeLogin(t, fm, px)
 		must(t, os.WriteFile(cred, stored, 0o600)) // the copy `cast account use` wrote
 		res := agenttest.Run(t, context.Background(), agenttest.Bin(t, "claude"), []string{"-p", "copied MARK-" + node}, env, t.TempDir())
-		if tokenPosts(px) != i+1 {
+		// At least one refresh per node: a refused refresh (the reused
+		// token, on n2) may be retried by the CLI.
+		if tokenPosts(px) < i+1 {
 			t.Fatalf("claude on %s did not refresh the copied login (proxy saw %q; %s)", node, px.Log(), res.Stderr)
 		}
 	}
