@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,13 @@ import (
 // commit identities; it must not come from user input. Errors are *Error
 // without a Path; timeout <= 0 means DefaultTimeout.
 func Git(ctx context.Context, dir string, timeout time.Duration, env []string, args ...string) ([]byte, error) {
+	return GitInput(ctx, dir, timeout, env, nil, args...)
+}
+
+// GitInput is Git with stdin: commands that take many refs or updates at
+// once (`update-ref --stdin`) read them there, one git process instead of
+// one per ref.
+func GitInput(ctx context.Context, dir string, timeout time.Duration, env []string, stdin []byte, args ...string) ([]byte, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -29,7 +37,9 @@ func Git(ctx context.Context, dir string, timeout time.Duration, env []string, a
 	}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Env = append(gitEnv(), env...)
-	cmd.Stdin = nil
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.WaitDelay = time.Second
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = maxOutput, 64<<10

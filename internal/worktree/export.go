@@ -1,24 +1,28 @@
 // Package worktree moves a git work tree between machines, for cast's
 // session migration: the destination ends up on the same commit and
-// branch with the same uncommitted and untracked changes.
+// branch with the same staged, unstaged and untracked changes, the same
+// stashes and remote-tracking refs.
 //
 // Why a bundle plus a snapshot commit: the control plane relays one file,
 // and a git bundle is git's own single-file transport, carrying history
 // the destination may lack and checked on the way in. Uncommitted work is
-// not in any commit, so Export records the whole work tree (HEAD, staged,
-// unstaged and untracked-but-not-ignored files, deletions) as one extra
-// commit whose parent is HEAD, built through a temporary index so the
+// not in any commit, so Export records it as commits on top of HEAD, the
+// way `git stash` does: one of the index (what is staged) and one of the
+// whole work tree (HEAD, staged, unstaged and untracked-but-not-ignored
+// files, deletions), both built through a copy of the index so the
 // source's index, refs, stash and files are never touched. Import checks
-// out HEAD's commit and then lays the snapshot's tree over it, leaving
-// the differences as unstaged or untracked changes.
+// out HEAD's commit, lays the snapshot's tree over it and sets the index
+// to the staged tree, so what was staged is staged again and the rest
+// shows as unstaged or untracked changes. Stash entries and
+// remote-tracking refs travel as further refs of the bundle; the branch's
+// upstream and the remotes (names and URLs) in the manifest.
 //
-// Limitations: staged and unstaged changes arrive together as unstaged
-// (the index is reset to HEAD); ignored files, other branches, the stash,
-// hooks and repository config do not travel (remotes do: their names and
-// URLs); submodules and nested
-// repositories travel only as the commit their gitlink records; the
-// whole history of HEAD is bundled every time. Git 2.31 or newer is
-// needed on both machines.
+// Limitations: ignored files, other local branches, hooks and repository
+// config (beyond remotes and the upstream) do not travel; entries added
+// with `git add -N` arrive untracked; submodules and nested repositories
+// travel only as the commit their gitlink records; the whole history of
+// HEAD is bundled every time. Git 2.31 or newer is needed on both
+// machines.
 package worktree
 
 import (
@@ -26,6 +30,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/workspace"
@@ -37,9 +42,18 @@ type Manifest struct {
 	Branch   string `json:"branch"`   // short branch name, "" when HEAD is detached
 	Snapshot string `json:"snapshot"` // commit of the whole work tree, "" when clean
 	Ref      string `json:"ref"`      // ref in the bundle holding Snapshot (or Commit when clean)
+	// Index is the commit of the staged tree, the snapshot's second parent
+	// ("" when nothing is staged: the index is HEAD's tree).
+	Index string `json:"index,omitempty"`
 	// Remotes are the checkout's remotes, so the destination fetches and
 	// pushes where the source did (only plain URLs travel: see safeURL).
 	Remotes []Remote `json:"remotes,omitempty"`
+	// Upstream is the branch's upstream (nil: none, or detached).
+	Upstream *Upstream `json:"upstream,omitempty"`
+	// Tracking are the remote-tracking refs of Remotes (origin/main...).
+	Tracking []Tracking `json:"tracking,omitempty"`
+	// Stashes are the stash entries, newest first as `git stash list`.
+	Stashes []Stash `json:"stashes,omitempty"`
 }
 
 // Check reports whether dir is a git work tree that can be exported. A
@@ -110,9 +124,10 @@ func (r repo) notInProgress(ctx context.Context) error {
 }
 
 // Export writes a bundle of dir's work tree to bundlePath: HEAD's history
-// plus, when there are changes, a snapshot commit of the work tree. dir's
-// HEAD, index, refs, stash and files stay as they were; only objects are
-// added to its object store.
+// plus, when there are changes, snapshot commits of the index and the work
+// tree, and the stash entries and remote-tracking refs. dir's HEAD, index,
+// refs, stash and files stay as they were; only objects are added to its
+// object store.
 func Export(ctx context.Context, dir, bundlePath string) (Manifest, error) {
 	bundle, err := filepath.Abs(bundlePath)
 	if err != nil || bundlePath == "" {
@@ -129,27 +144,70 @@ func Export(ctx context.Context, dir, bundlePath string) (Manifest, error) {
 	if m.Branch, err = r.branch(ctx); err != nil {
 		return Manifest{}, err
 	}
-	if m.Snapshot, err = r.snapshot(ctx, m.Commit); err != nil {
+	if m.Index, m.Snapshot, err = r.uncommitted(ctx, m.Commit); err != nil {
 		return Manifest{}, err
 	}
-	if m.Remotes, err = r.remotes(ctx); err != nil {
+	if err := r.describeRefs(ctx, &m); err != nil {
 		return Manifest{}, err
 	}
-	target := m.Commit
-	if m.Snapshot != "" {
-		target = m.Snapshot
-	}
-	// git bundle takes refs, not bare commits, so a ref is made just for
-	// it; the empty old value makes update-ref fail rather than reuse one.
+	// git bundle takes refs, not bare commits, so refs are made just for
+	// it, pinned at what the manifest names (a fetch running meanwhile
+	// cannot make the two disagree); create fails rather than reuse one.
 	m.Ref = tempRef("export")
-	if _, err := r.git(ctx, "update-ref", m.Ref, target, ""); err != nil {
+	refs := exportRefs(m)
+	var tx strings.Builder
+	for _, ref := range refs {
+		tx.WriteString("create " + ref.name + " " + ref.commit + "\n")
+	}
+	defer r.dropRefs(ctx, m.Ref)
+	if _, err := r.input(ctx, tx.String(), nil, "update-ref", "--stdin"); err != nil {
 		return Manifest{}, err
 	}
-	defer r.dropRef(ctx, m.Ref)
-	if _, err := r.run(ctx, heavyTimeout, nil, "bundle", "create", "-q", bundle, m.Ref); err != nil {
+	args := []string{"bundle", "create", "-q", bundle}
+	for _, ref := range refs {
+		args = append(args, ref.name)
+	}
+	if _, err := r.run(ctx, heavyTimeout, nil, args...); err != nil {
 		return Manifest{}, err
 	}
 	return m, nil
+}
+
+// describeRefs fills in what travels beside the work tree: the remotes,
+// the branch's upstream, the remote-tracking refs and the stash.
+func (r repo) describeRefs(ctx context.Context, m *Manifest) error {
+	var err error
+	if m.Remotes, err = r.remotes(ctx); err != nil {
+		return err
+	}
+	if m.Upstream, err = r.upstream(ctx, m.Branch, m.Remotes); err != nil {
+		return err
+	}
+	if m.Tracking, err = r.tracking(ctx, m.Remotes, m.Upstream); err != nil {
+		return err
+	}
+	m.Stashes, err = r.stashes(ctx)
+	return err
+}
+
+type pinnedRef struct{ name, commit string }
+
+// exportRefs are the bundle's refs, all under m.Ref's name: m.Ref holds
+// the snapshot (or Commit when clean), the others one stash entry or
+// remote-tracking ref each.
+func exportRefs(m Manifest) []pinnedRef {
+	head := m.Commit
+	if m.Snapshot != "" {
+		head = m.Snapshot
+	}
+	refs := []pinnedRef{{m.Ref, head}}
+	for i, s := range m.Stashes {
+		refs = append(refs, pinnedRef{m.Ref + "-s" + strconv.Itoa(i), s.Commit})
+	}
+	for i, t := range m.Tracking {
+		refs = append(refs, pinnedRef{m.Ref + "-t" + strconv.Itoa(i), t.Commit})
+	}
+	return refs
 }
 
 // branch is HEAD's short branch name, "" when detached. --symbolic-full-name
@@ -166,30 +224,86 @@ func (r repo) branch(ctx context.Context) (string, error) {
 	return name, nil
 }
 
-// snapshot commits the whole work tree on top of head through a temporary
-// index, and returns "" when the work tree equals head's tree. The index
-// starts as head's tree so tracked files that match .gitignore are kept.
-func (r repo) snapshot(ctx context.Context, head string) (string, error) {
+// uncommitted records what no commit holds, on top of head: index is a
+// commit of the staged tree ("" when it is head's tree), snapshot a commit
+// of the whole work tree whose parents are head and index, as git stash
+// makes them ("" when neither differs from head). Both come from a copy of
+// the index, so the user's index file stays byte for byte as it was (even
+// write-tree would rewrite its cache), tracked files that match .gitignore
+// are kept and only files changed since the index was written are hashed.
+func (r repo) uncommitted(ctx context.Context, head string) (index, snapshot string, err error) {
 	tmp, err := os.MkdirTemp("", "cast-worktree-")
 	if err != nil {
-		return "", &Error{Kind: KindGit, Path: r.dir, Msg: "cannot make a temporary index: " + err.Error(), Err: err}
+		return "", "", &Error{Kind: KindGit, Path: r.dir, Msg: "cannot make a temporary index: " + err.Error(), Err: err}
 	}
 	defer os.RemoveAll(tmp)
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
-	if _, err := r.run(ctx, heavyTimeout, env, "read-tree", head); err != nil {
-		return "", err
-	}
-	if _, err := r.run(ctx, heavyTimeout, env, "add", "-A"); err != nil {
-		return "", err
-	}
-	tree, err := r.run(ctx, heavyTimeout, env, "write-tree")
-	if err != nil {
-		return "", err
+	if err := r.copyIndex(ctx, filepath.Join(tmp, "index"), head, env); err != nil {
+		return "", "", err
 	}
 	headTree, err := r.git(ctx, "rev-parse", "--verify", head+"^{tree}")
-	if err != nil || tree == headTree {
-		return "", err
+	if err != nil {
+		return "", "", err
 	}
-	env = append(env, snapshotIdentity...)
-	return r.run(ctx, quickTimeout, env, "commit-tree", "--no-gpg-sign", "-p", head, "-m", "cast: work tree snapshot", tree)
+	staged, err := r.run(ctx, heavyTimeout, env, "write-tree")
+	if err != nil {
+		return "", "", err
+	}
+	if staged != headTree {
+		if index, err = r.commitTree(ctx, staged, "cast: staged changes", head); err != nil {
+			return "", "", err
+		}
+	}
+	if _, err := r.run(ctx, heavyTimeout, env, "add", "-A"); err != nil {
+		return "", "", err
+	}
+	tree, err := r.run(ctx, heavyTimeout, env, "write-tree")
+	if err != nil || (tree == headTree && index == "") {
+		return index, "", err
+	}
+	snapshot, err = r.commitTree(ctx, tree, "cast: work tree snapshot", head, index)
+	return index, snapshot, err
+}
+
+// copyIndex copies the repository's index to path with its modification
+// time, which git compares file times with: a file written in the same
+// second as the index ("racily clean") is then still hashed again, not
+// taken as unchanged. A repository without an index gets head's tree.
+func (r repo) copyIndex(ctx context.Context, path, head string, env []string) error {
+	src, err := r.git(ctx, "rev-parse", "--path-format=absolute", "--git-path", "index")
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src)
+	if errors.Is(err, os.ErrNotExist) {
+		_, err = r.run(ctx, heavyTimeout, env, "read-tree", head)
+		return err
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Stat(src)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o600)
+	}
+	if err == nil {
+		err = os.Chtimes(path, fi.ModTime(), fi.ModTime())
+	}
+	if err != nil {
+		return &Error{Kind: KindGit, Path: r.dir, Msg: "cannot copy the index: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+// commitTree makes a commit of tree with the given parents ("" skipped),
+// dated and signed so the same state always makes the same commit.
+func (r repo) commitTree(ctx context.Context, tree, msg string, parents ...string) (string, error) {
+	args := []string{"commit-tree", "--no-gpg-sign"}
+	for _, p := range parents {
+		if p != "" {
+			args = append(args, "-p", p)
+		}
+	}
+	args = append(args, "-m", msg, tree)
+	return r.run(ctx, quickTimeout, snapshotIdentity, args...)
 }

@@ -22,14 +22,17 @@ const (
 // else in cast or git uses it, so deleting them cannot lose work.
 const refPrefix = "refs/cast/"
 
-// snapshotIdentity makes commit-tree work on machines without user
-// config, and the fixed dates make the snapshot of a given state the
-// same commit on every export.
-var snapshotIdentity = []string{
+// castIdentity makes commit-tree, stash and reflog writes work on
+// machines without user config; what cast writes is signed as cast.
+var castIdentity = []string{
 	"GIT_AUTHOR_NAME=cast", "GIT_AUTHOR_EMAIL=cast@localhost",
 	"GIT_COMMITTER_NAME=cast", "GIT_COMMITTER_EMAIL=cast@localhost",
-	"GIT_AUTHOR_DATE=@946684800 +0000", "GIT_COMMITTER_DATE=@946684800 +0000",
 }
+
+// snapshotIdentity adds fixed dates, so the snapshot of a given state is
+// the same commit on every export.
+var snapshotIdentity = append(castIdentity[:len(castIdentity):len(castIdentity)],
+	"GIT_AUTHOR_DATE=@946684800 +0000", "GIT_COMMITTER_DATE=@946684800 +0000")
 
 var objectID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
@@ -48,6 +51,16 @@ func (r repo) git(ctx context.Context, args ...string) (string, error) {
 func (r repo) run(ctx context.Context, timeout time.Duration, env []string, args ...string) (string, error) {
 	full := append([]string{"-c", "core.hooksPath=/dev/null"}, args...)
 	out, err := workspace.Git(ctx, r.dir, timeout, env, full...)
+	if err != nil {
+		return "", wrap(err, r.dir)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// input runs git with stdin (ref transactions: `update-ref --stdin`).
+func (r repo) input(ctx context.Context, stdin string, env []string, args ...string) (string, error) {
+	full := append([]string{"-c", "core.hooksPath=/dev/null"}, args...)
+	out, err := workspace.GitInput(ctx, r.dir, heavyTimeout, env, []byte(stdin), full...)
 	if err != nil {
 		return "", wrap(err, r.dir)
 	}
@@ -75,8 +88,20 @@ func tempRef(purpose string) string {
 	return refPrefix + purpose + "-" + hex.EncodeToString(b[:])
 }
 
-// dropRef deletes a temporary ref even when ctx is already cancelled,
-// so an aborted export leaves no ref behind.
-func (r repo) dropRef(ctx context.Context, ref string) {
-	_, _ = r.git(context.WithoutCancel(ctx), "update-ref", "-d", ref)
+// dropRefs deletes the temporary ref named prefix and every ref whose
+// name continues it (prefix-s0, prefix/...) in one transaction, even when
+// ctx is already cancelled, so an aborted export or import leaves no ref
+// behind.
+func (r repo) dropRefs(ctx context.Context, prefix string) {
+	ctx = context.WithoutCancel(ctx)
+	// A pattern matches itself and the refs below it; * stops at a slash.
+	names, err := r.git(ctx, "for-each-ref", "--format=%(refname)", prefix, prefix+"-*")
+	if err != nil || names == "" {
+		return
+	}
+	var tx strings.Builder
+	for _, n := range strings.Split(names, "\n") {
+		tx.WriteString("delete " + n + "\n")
+	}
+	_, _ = r.input(ctx, tx.String(), nil, "update-ref", "--stdin")
 }

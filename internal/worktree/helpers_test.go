@@ -145,3 +145,19 @@ func state(t *testing.T, dir string) string {
 func runGit(dir string, args ...string) error {
 	return exec.Command("git", append([]string{"-C", dir}, args...)...).Run()
 }
+
+// status is `git status --porcelain` with every untracked file listed:
+// the XY columns say what is staged and what is not.
+func status(t *testing.T, dir string) string {
+	t.Helper()
+	return gitT(t, dir, "status", "--porcelain", "--untracked-files=all")
+}
+
+// stashList is each stash entry's commit and message, newest first.
+func stashList(t *testing.T, dir string) string {
+	t.Helper()
+	if runGit(dir, "rev-parse", "--verify", "-q", "refs/stash") != nil {
+		return ""
+	}
+	return gitT(t, dir, "log", "-g", "--format=%H %gs", "refs/stash", "--")
+}

@@ -16,9 +16,11 @@ import (
 // bundle is a temporary file, never a remote). An existing dir must be the
 // top of a git work tree with no changes of its own. Then Branch is
 // checked out at Commit (detached when Branch is ""), the source's remotes
-// the checkout lacks are added, and the snapshot, if any, is laid over it:
+// the checkout lacks are added with their remote-tracking refs, the
+// upstream and the stash entries (restoreRefs), and the snapshot, if any,
+// is laid over it: what was staged on the source is staged, the rest of
 // its differences from Commit appear as unstaged or untracked changes,
-// deletions included; what was staged on the source arrives unstaged.
+// deletions included.
 // When Import fails, a directory it created is removed again; an existing
 // repository may be left checked out at Commit without the snapshot's
 // changes.
@@ -59,6 +61,9 @@ func validate(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if m.Snapshot != "" && !objectID.MatchString(m.Snapshot) {
 		return bad("snapshot " + quote(m.Snapshot) + " is not a full commit id")
 	}
+	if m.Index != "" && (m.Snapshot == "" || !objectID.MatchString(m.Index)) {
+		return bad("index " + quote(m.Index) + " is not a full commit id beside a snapshot")
+	}
 	// Any git directory will do for check-ref-format; the bundle's is one
 	// that exists.
 	r := repo{dir: filepath.Dir(bundlePath)}
@@ -72,6 +77,9 @@ func validate(ctx context.Context, bundlePath, dir string, m Manifest) error {
 		if why := validRemote(ctx, r, rm); why != "" {
 			return bad(why)
 		}
+	}
+	if why := validRefs(m); why != "" {
+		return bad(why)
 	}
 	if m.Branch != "" {
 		// --branch also expands @{-1}; the output must be the name itself.
@@ -141,8 +149,8 @@ func alreadyThere(ctx context.Context, dir string, m Manifest) bool {
 	if b, err := r.branch(ctx); err != nil || b != m.Branch {
 		return false
 	}
-	snap, err := r.snapshot(ctx, head)
-	return err == nil && snap == m.Snapshot
+	index, snap, err := r.uncommitted(ctx, head)
+	return err == nil && snap == m.Snapshot && index == m.Index
 }
 
 // existing accepts dir only as the top of a work tree without changes,
@@ -173,15 +181,18 @@ func existing(ctx context.Context, dir string) (repo, error) {
 }
 
 // apply fetches the bundle, checks the manifest against it, checks out
-// Branch at Commit and lays the snapshot over it.
+// Branch at Commit, restores the refs beside it and lays the snapshot
+// over it.
 func (r repo) apply(ctx context.Context, bundlePath string, m Manifest) error {
-	ref := tempRef("import")
-	defer r.dropRef(ctx, ref)
+	// Every ref of the bundle lands under one temporary name: the manifest
+	// names commits, and only commits it names are used.
+	ns := tempRef("import")
+	defer r.dropRefs(ctx, ns)
 	if _, err := r.run(ctx, heavyTimeout, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
-		"--no-auto-gc", "--no-recurse-submodules", bundlePath, "+"+m.Ref+":"+ref); err != nil {
+		"--no-auto-gc", "--no-recurse-submodules", bundlePath, "+refs/*:"+ns+"/*"); err != nil {
 		return &Error{Kind: KindBundle, Path: bundlePath, Msg: "cannot fetch " + m.Ref + " from the bundle; it is damaged or belongs to another export: " + err.Error(), Err: err}
 	}
-	if err := r.matches(ctx, ref, m); err != nil {
+	if err := r.matches(ctx, ns+"/"+strings.TrimPrefix(m.Ref, "refs/"), m); err != nil {
 		return err
 	}
 	if err := r.checkout(ctx, m.Branch, m.Commit); err != nil {
@@ -190,21 +201,30 @@ func (r repo) apply(ctx context.Context, bundlePath string, m Manifest) error {
 	if err := r.addRemotes(ctx, m.Remotes); err != nil {
 		return err
 	}
+	if err := r.restoreRefs(ctx, m); err != nil {
+		return err
+	}
 	if m.Snapshot == "" {
 		return nil
 	}
 	// read-tree -u --reset makes index and files the snapshot's, deleting
-	// files it lacks; reset then puts the index back to HEAD so the
-	// differences show as changes instead of staged content.
+	// files it lacks; the index is then set to what was staged (HEAD's
+	// tree when nothing was), so the rest shows as unstaged or untracked.
 	if _, err := r.run(ctx, heavyTimeout, nil, "read-tree", "-u", "--reset", m.Snapshot); err != nil {
 		return err
 	}
-	_, err := r.run(ctx, heavyTimeout, nil, "reset", "-q")
+	if m.Index == "" {
+		_, err := r.run(ctx, heavyTimeout, nil, "reset", "-q")
+		return err
+	}
+	_, err := r.run(ctx, heavyTimeout, nil, "read-tree", m.Index)
 	return err
 }
 
 // matches checks that the fetched ref is what the manifest says: the
-// snapshot, a child of Commit, or Commit itself when there is none.
+// snapshot, a child of Commit (and of Index as its second parent), or
+// Commit itself when there is none; and that the bundle held every stash
+// entry and tracking ref the manifest names.
 func (r repo) matches(ctx context.Context, ref string, m Manifest) error {
 	want, parent := m.Commit, ""
 	if m.Snapshot != "" {
@@ -218,8 +238,39 @@ func (r repo) matches(ctx context.Context, ref string, m Manifest) error {
 			got = ""
 		}
 	}
+	if err == nil && m.Index != "" {
+		var p string
+		if p, err = r.git(ctx, "rev-parse", "--verify", want+"^2"); err == nil && p != m.Index {
+			got = ""
+		}
+	}
 	if err != nil || got != want {
 		return &Error{Kind: KindBundle, Path: r.dir, Msg: "the bundle does not hold the commits the manifest names; export again and send the bundle with its own manifest"}
+	}
+	return r.holds(ctx, m)
+}
+
+// holds checks that the commits of the stash entries and tracking refs
+// arrived, in one git call.
+func (r repo) holds(ctx context.Context, m Manifest) error {
+	var want []string
+	for _, s := range m.Stashes {
+		want = append(want, s.Commit)
+	}
+	for _, t := range m.Tracking {
+		want = append(want, t.Commit)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	out, err := r.input(ctx, strings.Join(want, "\n")+"\n", nil, "cat-file", "--batch-check=%(objecttype)")
+	if err != nil {
+		return err
+	}
+	for i, typ := range strings.Split(out, "\n") {
+		if typ != "commit" {
+			return &Error{Kind: KindBundle, Path: r.dir, Msg: "the bundle lacks commit " + want[min(i, len(want)-1)] + " that the manifest names; export again and send the bundle with its own manifest"}
+		}
 	}
 	return nil
 }

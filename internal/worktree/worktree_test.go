@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // roundTrip exports src, imports into dst and checks dst matches: HEAD,
-// branch, files, and the same changed paths, none of them staged.
+// branch, files, the same changed paths, staged where they were staged,
+// and the same stash entries.
 func roundTrip(t *testing.T, src, dst string, ignored ...string) Manifest {
 	t.Helper()
 	ctx := context.Background()
@@ -39,10 +41,12 @@ func roundTrip(t *testing.T, src, dst string, ignored ...string) Manifest {
 	if want, got := changed(t, src), changed(t, dst); !reflect.DeepEqual(got, want) {
 		t.Errorf("dst changes = %v, want %v", got, want)
 	}
-	for _, line := range strings.Split(gitT(t, dst, "status", "--porcelain"), "\n") {
-		if line != "" && line[0] != ' ' && line[0] != '?' {
-			t.Errorf("dst has staged change %q", line)
-		}
+	// The same staged and unstaged state, file by file (XY columns).
+	if want, got := status(t, src), status(t, dst); got != want {
+		t.Errorf("dst status:\n%s\nwant:\n%s", got, want)
+	}
+	if want, got := stashList(t, src), stashList(t, dst); got != want {
+		t.Errorf("dst stash list:\n%s\nwant:\n%s", got, want)
 	}
 	if refs := gitT(t, dst, "for-each-ref", refPrefix); refs != "" {
 		t.Errorf("dst keeps temporary refs: %s", refs)
@@ -199,19 +203,31 @@ func TestImportBadManifest(t *testing.T) {
 	}
 	other := good
 	other.Commit = strings.Repeat("1", 40)
+	origin := []Remote{{Name: "origin", URL: "https://example.com/r.git"}}
+	missing := good
+	missing.Stashes = []Stash{{Commit: strings.Repeat("2", 40), Message: "not in the bundle"}}
 	for name, m := range map[string]Manifest{
-		"short commit":    {Commit: "abc", Ref: good.Ref},
-		"ref outside":     {Commit: good.Commit, Ref: "refs/heads/main"},
-		"option branch":   {Commit: good.Commit, Ref: good.Ref, Branch: "-f"},
-		"bad branch":      {Commit: good.Commit, Ref: good.Ref, Branch: "a..b"},
-		"previous branch": {Commit: good.Commit, Ref: good.Ref, Branch: "@{-1}"},
-		"ext remote":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "ext::sh -c touch% /tmp/cast-pwned"}}},
-		"fd remote":       {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "fd::3"}}},
-		"option url":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "--upload-pack=touch /tmp/cast-pwned"}}},
-		"option name":     {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "-f", URL: "https://example.com/r.git"}}},
-		"bad name":        {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "a..b", URL: "https://example.com/r.git"}}},
-		"helper url":      {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "hg://example.com/r"}}},
-		"newline url":     {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "https://example.com/r\n[core]"}}},
+		"short commit":       {Commit: "abc", Ref: good.Ref},
+		"ref outside":        {Commit: good.Commit, Ref: "refs/heads/main"},
+		"option branch":      {Commit: good.Commit, Ref: good.Ref, Branch: "-f"},
+		"bad branch":         {Commit: good.Commit, Ref: good.Ref, Branch: "a..b"},
+		"previous branch":    {Commit: good.Commit, Ref: good.Ref, Branch: "@{-1}"},
+		"ext remote":         {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "ext::sh -c touch% /tmp/cast-pwned"}}},
+		"fd remote":          {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "fd::3"}}},
+		"option url":         {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "--upload-pack=touch /tmp/cast-pwned"}}},
+		"option name":        {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "-f", URL: "https://example.com/r.git"}}},
+		"bad name":           {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "a..b", URL: "https://example.com/r.git"}}},
+		"helper url":         {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "hg://example.com/r"}}},
+		"newline url":        {Commit: good.Commit, Ref: good.Ref, Remotes: []Remote{{Name: "origin", URL: "https://example.com/r\n[core]"}}},
+		"index alone":        {Commit: good.Commit, Ref: good.Ref, Index: good.Commit},
+		"tracking outside":   {Commit: good.Commit, Ref: good.Ref, Remotes: origin, Tracking: []Tracking{{Ref: "refs/heads/main", Commit: good.Commit}}},
+		"tracking no remote": {Commit: good.Commit, Ref: good.Ref, Tracking: []Tracking{{Ref: "refs/remotes/origin/main", Commit: good.Commit}}},
+		"tracking option":    {Commit: good.Commit, Ref: good.Ref, Remotes: origin, Tracking: []Tracking{{Ref: "refs/remotes/origin/-x", Commit: good.Commit}}},
+		"tracking dotdot":    {Commit: good.Commit, Ref: good.Ref, Remotes: origin, Tracking: []Tracking{{Ref: "refs/remotes/origin/../../heads/main", Commit: good.Commit}}},
+		"upstream remote":    {Commit: good.Commit, Ref: good.Ref, Branch: "main", Upstream: &Upstream{Remote: "origin", Merge: "refs/heads/main"}},
+		"upstream merge":     {Commit: good.Commit, Ref: good.Ref, Branch: "main", Remotes: origin, Upstream: &Upstream{Remote: "origin", Merge: "--help"}},
+		"stash newline":      {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: good.Commit, Message: "x\n[core]"}}},
+		"stash commit":       {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: "stash@{0}", Message: "x"}}},
 	} {
 		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !IsKind(err, KindInvalid) {
 			t.Errorf("%s: Import = %v, want KindInvalid", name, err)
@@ -223,6 +239,9 @@ func TestImportBadManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("failed import left %s behind", dst)
+	}
+	if err := Import(ctx, bundle, dst, missing); !IsKind(err, KindBundle) {
+		t.Errorf("stash not in the bundle: Import = %v, want KindBundle", err)
 	}
 }
 
@@ -272,6 +291,8 @@ func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
 	ctx := context.Background()
 	src := newRepo(t)
 	write(t, src, "a.txt", "changed\n")
+	write(t, src, "b.txt", "staged\n")
+	gitT(t, src, "add", "b.txt")
 	write(t, src, "new.txt", "untracked\n")
 	dst := filepath.Join(t.TempDir(), "dst")
 	roundTrip(t, src, dst)
@@ -361,5 +382,141 @@ func TestSafeURL(t *testing.T) {
 		if got := safeURL(u); got != want {
 			t.Errorf("safeURL(%q) = %v, want %v", u, got, want)
 		}
+	}
+}
+
+// gitStateRepo is a clone of a bare origin with two remote branches, one
+// commit ahead of origin/main, two stash entries (one with an untracked
+// file) and, uncommitted: a staged change, a new staged file, a file
+// staged in one version and edited again, an unstaged change and an
+// untracked file.
+func gitStateRepo(t *testing.T) string {
+	t.Helper()
+	seed := newRepo(t)
+	gitT(t, seed, "branch", "feature")
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	gitT(t, seed, "clone", "-q", "--bare", seed, origin)
+	src := filepath.Join(t.TempDir(), "src")
+	gitT(t, seed, "clone", "-q", origin, src)
+	configure(t, src)
+	write(t, src, "ahead.txt", "ahead\n")
+	commit(t, src, "ahead of origin")
+	write(t, src, "a.txt", "stashed once\n")
+	gitT(t, src, "stash", "push", "-q", "-m", "first stash")
+	write(t, src, "b.txt", "stashed twice\n")
+	write(t, src, "stashed-untracked.txt", "u\n")
+	gitT(t, src, "stash", "push", "-q", "-u", "-m", "second stash, with untracked")
+	write(t, src, "a.txt", "staged\n")
+	write(t, src, "staged-new.txt", "new\n")
+	write(t, src, "b.txt", "staged b\n")
+	gitT(t, src, "add", "a.txt", "staged-new.txt", "b.txt")
+	write(t, src, "b.txt", "staged b, then edited\n")
+	write(t, src, "ahead.txt", "unstaged\n")
+	write(t, src, "untracked.txt", "untracked\n")
+	return src
+}
+
+// gitState is what must be the same on both machines after a move: the
+// branch line with its upstream and ahead count, the status file by file,
+// the remote-tracking refs, and each stash entry with its content.
+func gitState(t *testing.T, dir string) string {
+	t.Helper()
+	parts := []string{
+		gitT(t, dir, "status", "--porcelain", "--branch", "--untracked-files=all"),
+		gitT(t, dir, "for-each-ref", "--format=%(refname) %(objectname)", "refs/remotes/origin/main", "refs/remotes/origin/feature"),
+		stashList(t, dir),
+	}
+	for i := range strings.Count(parts[2], "\n") + 1 {
+		parts = append(parts, gitT(t, dir, "stash", "show", "-p", "--include-untracked", "stash@{"+strconv.Itoa(i)+"}"))
+	}
+	return strings.Join(parts, "\n--\n")
+}
+
+// TestGitStateTravels: what was staged is staged on the destination, the
+// branch still tracks origin/main (known without a fetch), and the stash
+// entries arrive in order with their content, into a new directory and
+// into an older clone that already has refs and a stash of its own.
+func TestGitStateTravels(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	src := gitStateRepo(t)
+	want := gitState(t, src)
+	if !strings.Contains(want, "## main...origin/main [ahead 1]") || !strings.Contains(want, "MM b.txt") {
+		t.Fatalf("source state is not what the test builds:\n%s", want)
+	}
+	bundle := filepath.Join(t.TempDir(), "wt.bundle")
+	m, err := Export(ctx, src, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Index == "" || m.Upstream == nil || len(m.Tracking) != 2 || len(m.Stashes) != 2 {
+		t.Fatalf("manifest %+v", m)
+	}
+
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	if err := Import(ctx, bundle, fresh, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := gitState(t, fresh); got != want {
+		t.Errorf("new checkout:\n%s\nwant:\n%s", got, want)
+	}
+
+	// An older clone of the same origin: its origin/main moves forward,
+	// its own stash entry stays below the source's.
+	older := filepath.Join(t.TempDir(), "older")
+	gitT(t, src, "clone", "-q", gitT(t, src, "remote", "get-url", "origin"), older)
+	configure(t, older)
+	write(t, older, "a.txt", "the older clone's own stash\n")
+	gitT(t, older, "stash", "push", "-q", "-m", "mine")
+	if err := Import(ctx, bundle, older, m); err != nil {
+		t.Fatal(err)
+	}
+	got := gitState(t, older)
+	if mine := stashList(t, older); !strings.HasPrefix(mine, stashList(t, src)+"\n") || !strings.HasSuffix(mine, "On main: mine") {
+		t.Errorf("older clone's stash list:\n%s", mine)
+	}
+	if cut := strings.Index(got, "\n--\n"); cut < 0 || got[:cut] != want[:strings.Index(want, "\n--\n")] {
+		t.Errorf("older clone:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestCleanSource: after a move, Clean leaves the source's work tree clean
+// with its changes in one stash entry that gives the whole state back
+// (staged stays staged on `git stash pop --index`); a source changed since
+// the export is left alone and says so.
+func TestCleanSource(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	src := gitStateRepo(t)
+	before := status(t, src)
+	m, err := Export(ctx, src, filepath.Join(t.TempDir(), "wt.bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msg = "cast: moved to linux-1 (migration m1)"
+	write(t, src, "late.txt", "written after the export\n")
+	if ok, err := Clean(ctx, src, m, msg); ok || !IsKind(err, KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
+		t.Fatalf("Clean after a later change = %v, %v; want KindDirty", ok, err)
+	}
+	if got := status(t, src); !strings.Contains(got, "?? late.txt") || !strings.Contains(got, "MM b.txt") {
+		t.Fatalf("refused Clean changed the source:\n%s", got)
+	}
+	os.Remove(filepath.Join(src, "late.txt"))
+
+	if ok, err := Clean(ctx, src, m, msg); !ok || err != nil {
+		t.Fatalf("Clean = %v, %v", ok, err)
+	}
+	if got := status(t, src); got != "" {
+		t.Fatalf("source after Clean:\n%s", got)
+	}
+	if top := gitT(t, src, "stash", "list", "-1", "--format=%gs"); top != "On main: "+msg {
+		t.Fatalf("top stash entry %q", top)
+	}
+	gitT(t, src, "stash", "pop", "-q", "--index")
+	if got := status(t, src); got != before {
+		t.Fatalf("state popped back:\n%s\nwant:\n%s", got, before)
+	}
+	if ok, err := Clean(ctx, newRepo(t), Manifest{Commit: m.Commit}, msg); ok || err != nil {
+		t.Fatalf("Clean of a state without changes = %v, %v; want nothing done", ok, err)
 	}
 }

@@ -1,0 +1,43 @@
+package worktree
+
+import "context"
+
+// Clean leaves the source's work tree clean once its state has moved with
+// a session (m is what Export recorded): the changes go into a stash entry
+// named msg (`git stash list` shows it), so nothing is lost and nothing is
+// left that looks like work still to do here. It stashes only while dir
+// holds exactly the exported state, the same HEAD, branch, index and work
+// tree: anything done there since is left as it is, with an error of kind
+// KindDirty that says so. It reports whether it stashed; m without
+// changes needs nothing.
+func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error) {
+	if why := validStash(Stash{Commit: m.Commit, Message: msg}); why != "" || msg == "" {
+		return false, &Error{Kind: KindInvalid, Path: dir, Msg: "bad clean request: " + why}
+	}
+	if m.Snapshot == "" {
+		return false, nil
+	}
+	r, err := check(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	head, err := r.git(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return false, err
+	}
+	branch, err := r.branch(ctx)
+	if err != nil {
+		return false, err
+	}
+	index, snap, err := r.uncommitted(ctx, head)
+	if err != nil {
+		return false, err
+	}
+	if head != m.Commit || branch != m.Branch || index != m.Index || snap != m.Snapshot {
+		return false, &Error{Kind: KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
+	}
+	if _, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "-q", "--include-untracked", "--message="+msg); err != nil {
+		return false, err
+	}
+	return true, nil
+}
