@@ -23,6 +23,7 @@ type migrateFlags struct {
 	wait        time.Duration
 	maxParallel int
 	skipWT      bool
+	cleanSource bool
 	detach      bool
 }
 
@@ -33,6 +34,7 @@ func (f *migrateFlags) bind(cmd *cobra.Command, toHelp string) {
 	fl.DurationVar(&f.wait, "wait", 10*time.Minute, "how long a running turn may go on before it is interrupted (its prompt then runs again on the destination)")
 	fl.IntVar(&f.maxParallel, "max-parallel", 4, "sessions moved at once")
 	fl.BoolVar(&f.skipWT, "skip-worktree", false, "move the conversation only (the checkout is already on the destination)")
+	fl.BoolVar(&f.cleanSource, "clean-source", false, "leave each source checkout clean once its session moved: its uncommitted changes go into a stash entry there (without it the source keeps its own copy)")
 	fl.BoolVar(&f.detach, "detach", false, "return once started; follow with cast migrate status ID")
 }
 
@@ -91,7 +93,11 @@ func (a *app) startMigration(cmd *cobra.Command, req *castv1.StartMigrationReque
 	if f.maxParallel < 1 {
 		return usagef("--max-parallel must be at least 1")
 	}
+	if f.cleanSource && f.skipWT {
+		return usagef("--clean-source needs the work tree to move; it cannot go with --skip-worktree")
+	}
 	req.Wait, req.MaxParallel, req.SkipWorktree = durationpb.New(f.wait), int32(f.maxParallel), f.skipWT
+	req.CleanSource = f.cleanSource
 	req.RequestId = ids.NewClientID() // a retried call returns the same migration
 	c, err := a.client()
 	if err != nil {
@@ -116,6 +122,7 @@ func (a *app) startMigration(cmd *cobra.Command, req *castv1.StartMigrationReque
 	if err := a.printMigration(m); err != nil {
 		return err
 	}
+	a.sourceCopyNote(m)
 	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
 		return fmt.Errorf("migration %s %s%s; the sessions not moved stay where they were", m.Id, migStateName(m.State), reasonSuffix(m.Reason))
 	}
@@ -296,5 +303,29 @@ func (a *app) migrateCancelCmd() *cobra.Command {
 				return a.printMigration(m)
 			})
 		},
+	}
+}
+
+// sourceCopyNote says, on stderr, what became of the uncommitted changes
+// in each checkout a moved session's work tree left: a copy is still
+// there, or it is being stashed clean (--clean-source).
+func (a *app) sourceCopyNote(m *castv1.Migration) {
+	if a.json || m.SkipWorktree {
+		return
+	}
+	seen := map[string]bool{}
+	for _, ms := range m.Sessions {
+		where := ms.SourceNode + ":" + ms.SourceCwd
+		if ms.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || ms.SourceCwd == "" || seen[where] {
+			continue
+		}
+		seen[where] = true
+		if m.CleanSource {
+			fmt.Fprintf(a.errOut, "source %s on %s: left clean once released; its uncommitted changes are in a stash entry there (\"cast: moved to %s by migration %s\"; git stash list)\n",
+				ms.SourceCwd, ms.SourceNode, m.TargetNode, m.Id)
+		} else {
+			fmt.Fprintf(a.errOut, "source %s on %s keeps its own copy of the uncommitted changes (the destination has them too); --clean-source stashes them there instead\n",
+				ms.SourceCwd, ms.SourceNode)
+		}
 	}
 }

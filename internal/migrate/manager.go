@@ -340,7 +340,7 @@ func (mg *Manager) run(ctx context.Context, id string, cancel <-chan struct{}) {
 				return
 			}
 			defer func() { <-sem }()
-			j := &job{mg: mg, migID: id, sid: sid, target: rec.M.TargetNode, wait: wait, skipWT: rec.M.SkipWorktree, cancel: cancel}
+			j := &job{mg: mg, migID: id, sid: sid, target: rec.M.TargetNode, wait: wait, skipWT: rec.M.SkipWorktree, cleanSource: rec.M.CleanSource, cancel: cancel}
 			if err := j.run(ctx); err != nil && ctx.Err() == nil {
 				mg.lg.Warn("session migration step failed", zap.String("migration", id), zap.String("session", sid), zap.Error(err))
 			}

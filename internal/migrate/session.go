@@ -29,7 +29,9 @@ type job struct {
 	target string
 	wait   time.Duration
 	skipWT bool
-	cancel <-chan struct{}
+	// cleanSource: the source stashes the moved changes once released.
+	cleanSource bool
+	cancel      <-chan struct{}
 }
 
 // failure is a reason to roll the session back (FAILED), as opposed to an
@@ -245,7 +247,7 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 				return "", fail("node %s is down, so the work tree at %s cannot be read; `--skip-worktree` moves the conversation only", ms.SourceNode, ms.SourceCwd)
 			}
 			cmd := &castv1.Command{Kind: &castv1.Command_ExportWorkTree{ExportWorkTree: &castv1.ExportWorkTree{
-				MigrationId: j.migID, SessionId: j.sid, Cwd: ms.SourceCwd}}}
+				MigrationId: j.migID, SessionId: j.sid, Cwd: ms.SourceCwd, CleanSource: j.cleanSource, TargetNode: j.target}}}
 			if err := j.relay(ctx, ms.SourceNode, cmd, func() (bool, error) {
 				if why, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeExportError); err != nil || ok {
 					if ok {

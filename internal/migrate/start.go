@@ -26,6 +26,7 @@ type StartRequest struct {
 	MaxParallel  int
 	RequestID    string
 	SkipWorkTree bool
+	CleanSource  bool // stash each source checkout clean once its session moved
 }
 
 func (mg *Manager) validate(r *StartRequest) error {
@@ -100,7 +101,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	m := &castv1.Migration{
 		Id: "m" + strings.ToLower(ids.NewClientID()), Target: firstNonEmpty(r.To, r.Label), TargetNode: target,
 		State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: sessions, Wait: dur(r.Wait),
-		MaxParallel: int32(r.MaxParallel), RequestId: r.RequestID, SkipWorktree: r.SkipWorkTree,
+		MaxParallel: int32(r.MaxParallel), RequestId: r.RequestID, SkipWorktree: r.SkipWorkTree, CleanSource: r.CleanSource,
 	}
 	// Claimed before it exists, so no other replica adopts it between its
 	// creation and its launch here.

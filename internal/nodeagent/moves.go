@@ -106,6 +106,9 @@ func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) er
 	if err != nil {
 		return err
 	}
+	if err := a.noteExport(c, man); err != nil {
+		return err
+	}
 	manJSON, err := json.Marshal(man)
 	if err != nil {
 		return err
@@ -251,6 +254,7 @@ func (a *Agent) release(sessionID, owner string) {
 	if !a.workers.release(sessionID) {
 		a.drop(sessionID)
 	}
+	go a.cleanMoved(a.runCtx, sessionID, owner)
 }
 
 // cutOff reports whether the control plane's stream has been silent for

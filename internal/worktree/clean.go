@@ -1,6 +1,9 @@
 package worktree
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Clean leaves the source's work tree clean once its state has moved with
 // a session (m is what Export recorded): the changes go into a stash entry
@@ -21,23 +24,42 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 	if err != nil {
 		return false, err
 	}
+	// A git command elsewhere (an editor's status) may hold the index lock
+	// for a moment; stash push then fails before it changes anything, and
+	// the state check before each try makes trying again safe.
+	for try := 1; ; try++ {
+		if err := r.unchangedSince(ctx, m); err != nil {
+			return false, err
+		}
+		_, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "--include-untracked", "--message="+msg)
+		if err == nil || try == 3 || !IsKind(err, KindGit) {
+			return err == nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(time.Duration(try) * 250 * time.Millisecond):
+		}
+	}
+}
+
+// unchangedSince says whether the work tree still holds the state m
+// recorded (KindDirty when not).
+func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 	head, err := r.git(ctx, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
-		return false, err
+		return err
 	}
 	branch, err := r.branch(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	index, snap, err := r.uncommitted(ctx, head)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if head != m.Commit || branch != m.Branch || index != m.Index || snap != m.Snapshot {
-		return false, &Error{Kind: KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
+		return &Error{Kind: KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
 	}
-	if _, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "-q", "--include-untracked", "--message="+msg); err != nil {
-		return false, err
-	}
-	return true, nil
+	return nil
 }

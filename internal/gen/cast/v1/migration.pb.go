@@ -289,8 +289,11 @@ type Migration struct {
 	// cancel_requested: CancelMigration was called; sessions not committed
 	// yet roll back, and the state becomes CANCELLED once they have.
 	CancelRequested bool `protobuf:"varint,13,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// clean_source: each source checkout is stashed clean once its session
+	// moved (StartMigrationRequest.clean_source).
+	CleanSource   bool `protobuf:"varint,14,opt,name=clean_source,json=cleanSource,proto3" json:"clean_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Migration) Reset() {
@@ -414,6 +417,13 @@ func (x *Migration) GetCancelRequested() bool {
 	return false
 }
 
+func (x *Migration) GetCleanSource() bool {
+	if x != nil {
+		return x.CleanSource
+	}
+	return false
+}
+
 var File_cast_v1_migration_proto protoreflect.FileDescriptor
 
 const file_cast_v1_migration_proto_rawDesc = "" +
@@ -437,7 +447,7 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
 	"dest_token\x18\v \x01(\x03R\tdestToken\x12\"\n" +
-	"\rhanded_off_to\x18\f \x01(\tR\vhandedOffTo\"\x8d\x04\n" +
+	"\rhanded_off_to\x18\f \x01(\tR\vhandedOffTo\"\xb0\x04\n" +
 	"\tMigration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1f\n" +
@@ -456,7 +466,8 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	" \x01(\tR\trequestId\x12#\n" +
 	"\rskip_worktree\x18\v \x01(\bR\fskipWorktree\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
-	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested*\xea\x02\n" +
+	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested\x12!\n" +
+	"\fclean_source\x18\x0e \x01(\bR\vcleanSource*\xea\x02\n" +
 	"\x0eMigrationState\x12\x1f\n" +
 	"\x1bMIGRATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MIGRATION_STATE_PENDING\x10\x01\x12\x1b\n" +

@@ -43,7 +43,12 @@ type StartMigrationRequest struct {
 	// request_id makes a retried start return the same migration.
 	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// skip_worktree moves the conversation only.
-	SkipWorktree  bool `protobuf:"varint,9,opt,name=skip_worktree,json=skipWorktree,proto3" json:"skip_worktree,omitempty"`
+	SkipWorktree bool `protobuf:"varint,9,opt,name=skip_worktree,json=skipWorktree,proto3" json:"skip_worktree,omitempty"`
+	// clean_source leaves each source checkout clean once its session has
+	// moved: its uncommitted changes go into a stash entry there ("cast:
+	// moved to NODE by migration ID"). Without it the source keeps its copy
+	// of the changes, and the CLI says so.
+	CleanSource   bool `protobuf:"varint,10,opt,name=clean_source,json=cleanSource,proto3" json:"clean_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +142,13 @@ func (x *StartMigrationRequest) GetRequestId() string {
 func (x *StartMigrationRequest) GetSkipWorktree() bool {
 	if x != nil {
 		return x.SkipWorktree
+	}
+	return false
+}
+
+func (x *StartMigrationRequest) GetCleanSource() bool {
+	if x != nil {
+		return x.CleanSource
 	}
 	return false
 }
@@ -320,7 +332,7 @@ var File_cast_v1_migration_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_migration_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcast/v1/migration_service.proto\x12\acast.v1\x1a\x17cast/v1/migration.proto\x1a\x1egoogle/protobuf/duration.proto\"\xa3\x02\n" +
+	"\x1fcast/v1/migration_service.proto\x12\acast.v1\x1a\x17cast/v1/migration.proto\x1a\x1egoogle/protobuf/duration.proto\"\xc6\x02\n" +
 	"\x15StartMigrationRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x1f\n" +
@@ -332,7 +344,9 @@ const file_cast_v1_migration_service_proto_rawDesc = "" +
 	"\fmax_parallel\x18\a \x01(\x05R\vmaxParallel\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\x12#\n" +
-	"\rskip_worktree\x18\t \x01(\bR\fskipWorktree\"%\n" +
+	"\rskip_worktree\x18\t \x01(\bR\fskipWorktree\x12!\n" +
+	"\fclean_source\x18\n" +
+	" \x01(\bR\vcleanSource\"%\n" +
 	"\x13GetMigrationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
 	"\x15ListMigrationsRequest\"L\n" +

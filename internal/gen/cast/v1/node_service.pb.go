@@ -1676,7 +1676,13 @@ type ExportWorkTree struct {
 	// session_id names the session.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// cwd is the checkout to export.
-	Cwd           string `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Cwd string `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// clean_source: once the session has moved to target_node (its
+	// ReleaseSession names that owner), stash the exported changes here so
+	// the checkout is left clean.
+	CleanSource bool `protobuf:"varint,4,opt,name=clean_source,json=cleanSource,proto3" json:"clean_source,omitempty"`
+	// target_node is the node the session moves to.
+	TargetNode    string `protobuf:"bytes,5,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1728,6 +1734,20 @@ func (x *ExportWorkTree) GetSessionId() string {
 func (x *ExportWorkTree) GetCwd() string {
 	if x != nil {
 		return x.Cwd
+	}
+	return ""
+}
+
+func (x *ExportWorkTree) GetCleanSource() bool {
+	if x != nil {
+		return x.CleanSource
+	}
+	return false
+}
+
+func (x *ExportWorkTree) GetTargetNode() string {
+	if x != nil {
+		return x.TargetNode
 	}
 	return ""
 }
@@ -3157,12 +3177,15 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0eReleaseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"d\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xa8\x01\n" +
 	"\x0eExportWorkTree\x12!\n" +
 	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x10\n" +
-	"\x03cwd\x18\x03 \x01(\tR\x03cwd\"\xa6\x01\n" +
+	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12!\n" +
+	"\fclean_source\x18\x04 \x01(\bR\vcleanSource\x12\x1f\n" +
+	"\vtarget_node\x18\x05 \x01(\tR\n" +
+	"targetNode\"\xa6\x01\n" +
 	"\x0eImportWorkTree\x12!\n" +
 	"\fmigration_id\x18\x01 \x01(\tR\vmigrationId\x12\x1d\n" +
 	"\n" +
