@@ -2,6 +2,11 @@ package agents
 
 import (
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -78,7 +83,8 @@ var logins = map[string]Login{
 	},
 	"gemini": {
 		// Google login (oauth_creds.json) or a key; the selected auth type
-		// lives in settings.json, which a key alone does not need.
+		// lives in settings.json, which a key alone does not need, and a
+		// key may sit in a .env file (gemini.findLogin).
 		Files:   []string{"oauth_creds.json"},
 		Env:     []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS"},
 		Command: "run `gemini` and choose a login", Key: "GEMINI_API_KEY",
@@ -86,7 +92,7 @@ var logins = map[string]Login{
 	},
 	"pi": {
 		// auth.json holds /login's keys and tokens; models.json custom
-		// providers carry their own.
+		// providers carry their own (pi.findLogin reads both).
 		Files:   []string{"auth.json", "models.json"},
 		Env:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "XAI_API_KEY", "GROQ_API_KEY"},
 		Command: "run `pi` and /login", Key: "ANTHROPIC_API_KEY",
@@ -108,6 +114,85 @@ var logins = map[string]Login{
 
 // Login returns how agent a logs in (zero when unknown).
 func (a Agent) Login() Login { return logins[a.Name] }
+
+// LoginCheck finds a login the agent's own CLI would accept, looking where
+// that CLI looks: in the agent's own folder dir and the environment env its
+// turns run with. It only reads files, never runs the CLI. found says
+// where the login is when ok; otherwise it may say what is missing ("").
+// An agent whose driver package registers one (RegisterLoginCheck) is
+// checked by it; the others by Login's Files, Settings and Env.
+type LoginCheck func(l Login, dir string, env []string) (found string, ok bool)
+
+var loginChecks = map[string]LoginCheck{}
+
+// RegisterLoginCheck makes c the login check of the registered agent name;
+// agent packages call it from init.
+func RegisterLoginCheck(name string, c LoginCheck) { register(loginChecks, "login check", name, c) }
+
+// Checked says whether anything is known about a's login (else an agent
+// is ready when its binary runs).
+func (a Agent) Checked() bool {
+	driversMu.RLock()
+	_, ok := loginChecks[a.Name]
+	driversMu.RUnlock()
+	l := a.Login()
+	return ok || len(l.Files) > 0 || len(l.Env) > 0
+}
+
+// FindLogin finds a's login in its own folder dir and its turns'
+// environment env (LoginCheck).
+func (a Agent) FindLogin(dir string, env []string) (string, bool) {
+	driversMu.RLock()
+	c, ok := loginChecks[a.Name]
+	driversMu.RUnlock()
+	if ok {
+		return c(a.Login(), dir, env)
+	}
+	return a.Login().find(dir, env)
+}
+
+// find is the generic check: a credential file, a settings file naming a
+// key, or a key in the environment.
+func (l Login) find(dir string, env []string) (string, bool) {
+	for _, f := range l.Files {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
+			return "logged in (" + filepath.Join(dir, f) + ")", true
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(l.Settings)) {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		for _, w := range l.Settings[f] {
+			if err == nil && strings.Contains(string(b), w) {
+				return "key named in " + filepath.Join(dir, f) + " (" + strings.Trim(w, `"`) + ")", true
+			}
+		}
+	}
+	return l.EnvKey(env)
+}
+
+// EnvKey finds the first of l.Env set in env.
+func (l Login) EnvKey(env []string) (string, bool) {
+	for _, k := range l.Env {
+		if EnvValue(env, k) != "" {
+			return "key in its environment (" + k + ")", true
+		}
+	}
+	return "", false
+}
+
+// envName matches a value that names an environment variable rather than
+// holding a key (pi's and Codex's configs take either).
+var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// NamedKey resolves a configured key the way the CLIs that take "a key or
+// the name of a variable holding it" do: a variable's name counts only
+// when that variable is set in env; anything else is the key itself.
+func NamedKey(v string, env []string) bool {
+	if envName.MatchString(v) {
+		return EnvValue(env, v) != ""
+	}
+	return strings.TrimSpace(v) != ""
+}
 
 // IsLoggedOut says whether line is the agent's own "no login" message.
 func (l Login) IsLoggedOut(line string) bool {

@@ -2,8 +2,6 @@ package nodeagent
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -52,10 +50,10 @@ func orKey(k string) string {
 }
 
 // readiness says whether an agent can run a turn here: its binary is found
-// and a login is: a credential file in its folder, a settings file that
-// names a key, or a key in the environment its turns get (agents.Login). It only looks; it never runs
-// the agent or talks to a provider, so "ready" means "a login is there",
-// not "the login works".
+// and a login its own CLI would accept is there, looked for by the agent's
+// driver (agents.Agent.FindLogin) in its folder and the environment its
+// turns get. It only looks; it never runs the agent or talks to a
+// provider, so "ready" means "a login is there", not "the login works".
 func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 	in := &castv1.AgentInstall{Name: name, Path: bin, Version: agents.InstalledVersion(bin), Accounts: c.accountNames(name)}
 	if bin == "" {
@@ -70,34 +68,20 @@ func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 	s := c.agentSetup(name)
 	t := c.newTurn(name, s, s.Env)
 	l := a.Login()
-	if len(l.Files) == 0 && len(l.Env) == 0 {
+	if !a.Checked() {
 		in.Ready, in.Status = true, "binary found (no login check known)"
 		return in
 	}
 	dir := t.AgentDir()
-	for _, f := range l.Files {
-		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil && fi.Mode().IsRegular() {
-			in.Ready, in.Status = true, "logged in ("+filepath.Join(dir, f)+")"
-			return in
-		}
-	}
-	for f, words := range l.Settings {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		for _, w := range words {
-			if err == nil && strings.Contains(string(b), w) {
-				in.Ready, in.Status = true, "key named in "+filepath.Join(dir, f)+" ("+strings.Trim(w, `"`)+")"
-				return in
-			}
-		}
-	}
-	env := runner.Env(t)
-	for _, k := range l.Env {
-		if runner.EnvValue(env, k) != "" {
-			in.Ready, in.Status = true, "key in its environment ("+k+")"
-			return in
-		}
+	found, ok := a.FindLogin(dir, runner.Env(t))
+	if ok {
+		in.Ready, in.Status = true, found
+		return in
 	}
 	in.Status = fmt.Sprintf("no login found in %s", dir)
+	if found != "" {
+		in.Status += " (" + found + ")"
+	}
 	if l.Command != "" {
 		if t.UserEnv != nil {
 			in.Status += fmt.Sprintf(": %s, or set %s", l.Command, l.Key)

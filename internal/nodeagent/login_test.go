@@ -51,7 +51,7 @@ func TestReadiness(t *testing.T) {
 	}{
 		{"claude", bin, true, "2.1.197", "logged in (" + filepath.Join(home, ".claude", ".credentials.json") + ")"},
 		{"codex", "/usr/bin/true", true, "", "key in its environment (OPENAI_API_KEY)"},
-		{"gemini", "/usr/bin/true", false, "", "no login found in " + filepath.Join(home, ".gemini") + ": run `gemini` and choose a login"},
+		{"gemini", "/usr/bin/true", false, "", "no login found in " + filepath.Join(home, ".gemini") + " (no auth method"},
 		{"pi", "", false, "", "binary not found"},
 	}
 	for _, tc := range tests {
@@ -70,6 +70,18 @@ func TestReadiness(t *testing.T) {
 	must(os.Remove(filepath.Join(home, ".claude", ".credentials.json")))
 	if got := cfg.readiness("claude", bin); !got.Ready || !strings.Contains(got.Status, "apiKeyHelper") {
 		t.Errorf("claude with apiKeyHelper: %v %q", got.Ready, got.Status)
+	}
+	// What the agents' own CLIs accept (agents.Agent.FindLogin): Gemini's
+	// key in ~/.gemini/.env, which its turns load; not the empty {}
+	// auth.json pi writes itself.
+	write(filepath.Join(home, ".gemini", ".env"), "GEMINI_API_KEY=from-dot-env\n")
+	if got := cfg.readiness("gemini", "/usr/bin/true"); !got.Ready || got.Status != "key in "+filepath.Join(home, ".gemini", ".env")+" (GEMINI_API_KEY)" {
+		t.Errorf("gemini with its key in ~/.gemini/.env: %v %q", got.Ready, got.Status)
+	}
+	write(filepath.Join(home, ".pi", "agent", "auth.json"), "{}")
+	cfg.UserEnv = []string{"HOME=" + home} // pi would take OPENAI_API_KEY
+	if got := cfg.readiness("pi", "/usr/bin/true"); got.Ready || !strings.HasPrefix(got.Status, "no login found in "+filepath.Join(home, ".pi", "agent")+": run `pi` and /login") {
+		t.Errorf("pi with an empty auth.json: %v %q", got.Ready, got.Status)
 	}
 	// Isolated, the user's login is not the agent's: the advice says so.
 	cfg.IsolatedHomes = true

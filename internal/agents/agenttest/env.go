@@ -157,3 +157,18 @@ func NodeEnv(t testing.TB, agent, fakeURL string) (home string, env []string) {
 	}
 	return home, env
 }
+
+// Layout writes files (paths relative to it, contents) into a new scratch
+// HOME and returns it: a login's real file layout for a table test.
+func Layout(t testing.TB, files map[string]string) string {
+	t.Helper()
+	home := t.TempDir()
+	for p, body := range files {
+		full := filepath.Join(home, p)
+		mkdir(t, filepath.Dir(full))
+		if err := os.WriteFile(full, []byte(body), 0o600); err != nil {
+			t.Fatalf("agenttest: %v", err)
+		}
+	}
+	return home
+}
