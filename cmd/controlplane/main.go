@@ -25,6 +25,7 @@ import (
 func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev, nodeIsolated, nodeFleet, nodeChecks bool
+	var devOpts devmode.Options
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile string
 	var labels []string
 	cmd := &cobra.Command{
@@ -57,6 +58,9 @@ func main() {
 			if cfg.Insecure && !cmd.Flags().Changed("tls") {
 				cfg.TLS.Enabled = false
 			}
+			if devOpts.RotateToken && !dev {
+				return fmt.Errorf("--rotate-dev-token rotates the token --dev writes; add --dev")
+			}
 			if dev && len(cfg.EtcdEndpoints) > 0 {
 				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
 			}
@@ -88,7 +92,7 @@ func main() {
 				node.Name = nodeName
 			}
 			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
-			return devmode.Run(cmd.Context(), cfg, node, lg)
+			return devmode.Run(cmd.Context(), cfg, node, devOpts, lg)
 		},
 	}
 	cmd.SetVersionTemplate("controlplane {{.Version}}\n")
@@ -110,6 +114,7 @@ func main() {
 	f.DurationVar(&cfg.SessionCount, "metrics-session-count", cfg.SessionCount, "how often cast_sessions (sessions by agent and state) is recounted from the store")
 	f.DurationVar(&cfg.Heartbeat, "node-heartbeat", cfg.Heartbeat, "heartbeat interval nodes are told to use")
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
+	f.BoolVar(&devOpts.RotateToken, "rotate-dev-token", false, "--dev: make a new admin token for the dev context in ~/.config/cast/config.yaml, revoking the one there (by default a restart keeps it while it is valid, so running casts carry on)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
 	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")

@@ -100,6 +100,16 @@ func (s *Server) IssueNodeCredential(ctx context.Context, name string) (string, 
 	return tok, s.store.JoinNode(ctx, "", name, authz.Hash(tok))
 }
 
+// TokenLive reports whether hash is a live token of role called name
+// (`controlplane --dev` keeps the local user's token while it is).
+func (s *Server) TokenLive(ctx context.Context, hash string, role authz.Role, name string) (bool, error) {
+	if hash == "" {
+		return false, nil
+	}
+	rec, ok, err := s.store.LookupToken(ctx, hash)
+	return ok && rec.Role == string(role) && rec.Name == name, err
+}
+
 // ReplaceToken makes a fresh token called name, revoking an older one of
 // that name: `controlplane --dev` gives the local user one each start.
 func (s *Server) ReplaceToken(ctx context.Context, role authz.Role, name string) (string, error) {

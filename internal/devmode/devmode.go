@@ -29,8 +29,15 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
+// Options are what --dev adds to the control plane's and the node's flags.
+type Options struct {
+	// RotateToken makes a new admin token for the local context even when
+	// the stored one is still good (--rotate-dev-token), revoking it.
+	RotateToken bool
+}
+
 // Run serves until ctx ends. The node's ControlPlane address is filled in.
-func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg *zap.Logger) error {
+func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opts Options, lg *zap.Logger) error {
 	for _, a := range []string{cp.Listen, cp.MetricsListen} {
 		if a == "" {
 			continue
@@ -61,7 +68,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, lg 
 	if err := os.Remove(nodeagent.IdentityPath(node.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("dev node certificate: %w", err)
 	}
-	if err := writeContext(ctx, srv, lg); err != nil {
+	if err := writeContext(ctx, srv, opts.RotateToken, lg); err != nil {
 		return err
 	}
 	agent, err := nodeagent.New(node, lg)
@@ -104,17 +111,51 @@ func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) 
 // ContextName is the context `controlplane --dev` writes.
 const ContextName = "dev"
 
-// writeContext makes a fresh admin token named "dev" (replacing the last
-// one) and stores it with the address as the local user's current context.
-func writeContext(ctx context.Context, srv *controlplane.Server, lg *zap.Logger) error {
-	tok, err := srv.ReplaceToken(ctx, authz.Admin, "dev")
-	if err != nil {
-		return fmt.Errorf("dev admin token: %w", err)
-	}
+// writeContext stores the address and an admin token named "dev" as the
+// local user's current context. It keeps the token already there while the
+// store still knows it, so a restart leaves running `cast watch`es and
+// retrying `cast send`s their credential; a new one (revoking the old) is
+// made when it is gone, or when rotate asks.
+func writeContext(ctx context.Context, srv *controlplane.Server, rotate bool, lg *zap.Logger) error {
 	path := client.ConfigPath(os.Getenv)
-	if err := client.SetContext(path, ContextName, client.Context{Addr: srv.Addr(), Token: tok, CA: srv.CAFile()}); err != nil {
+	cfg, err := client.LoadConfig(path)
+	if err != nil {
+		return fmt.Errorf("read the cast context %s: %w", path, err)
+	}
+	next, kept := client.Context{}, false
+	if old := cfg.Contexts[ContextName]; old != nil && !rotate {
+		if kept, err = srv.TokenLive(ctx, storedCred(old), authz.Admin, ContextName); err != nil {
+			return fmt.Errorf("dev admin token: %w", err)
+		}
+		next = *old
+	}
+	if !kept {
+		tok, err := srv.ReplaceToken(ctx, authz.Admin, ContextName)
+		if err != nil {
+			return fmt.Errorf("dev admin token: %w", err)
+		}
+		next = client.Context{Token: tok}
+	}
+	next.Addr, next.CA = srv.Addr(), srv.CAFile()
+	if err := client.SetContext(path, ContextName, next); err != nil {
 		return fmt.Errorf("write the cast context %s: %w", path, err)
 	}
-	lg.Info("cast context written", zap.String("path", path), zap.String("context", ContextName))
+	lg.Info("cast context written", zap.String("path", path), zap.String("context", ContextName), zap.Bool("token_kept", kept))
 	return nil
+}
+
+// storedCred is the hash of the credential record a context presents: its
+// token's, or (after `cast token cert`) its certificate's; "" for none.
+func storedCred(c *client.Context) string {
+	if c.Token != "" {
+		return authz.Hash(c.Token)
+	}
+	if c.Cert == "" {
+		return ""
+	}
+	id, err := client.LoadIdentity(c.Cert)
+	if err != nil || !id.HasCert() || id.Cert().Leaf == nil {
+		return ""
+	}
+	return id.Cert().Leaf.Subject.SerialNumber
 }
