@@ -21,7 +21,8 @@ import (
 // method's rule in the policy table (policy.go) says which roles may call
 // it, and its per-call check runs on every request message, stream
 // messages included. Refusals are UNAUTHENTICATED or PERMISSION_DENIED with
-// a reason, and each is one audit log line.
+// a reason, and each is one audit log line. A call stays tracked by its
+// credential while it runs, so a revocation ends it (revocation.go).
 
 // authenticate returns the caller named by the call's client certificate
 // (mtls.go) or else its bearer token (a cast token, or an OIDC ID token):
@@ -159,7 +160,15 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 			return nil, err
 		}
 	}
-	resp, err := h(ctx, req)
+	p, _ := authz.FromContext(ctx)
+	tracked, done := s.trackCall(ctx, p)
+	defer done()
+	resp, err := h(tracked, req)
+	if err != nil {
+		if rerr := s.revokedErr(ctx, tracked, p, info.FullMethod); rerr != nil {
+			return nil, rerr
+		}
+	}
 	s.sendBundleHeader(ctx) // after: a rotation step names its own result
 	return resp, err
 }
@@ -172,14 +181,21 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err := s.limit(ctx, info.FullMethod, nil); err != nil {
 		return err
 	}
-	if p, ok := authz.FromContext(ctx); ok {
+	p, ok := authz.FromContext(ctx)
+	if ok {
 		release, err := s.limits.OpenStream(p)
 		if err != nil {
 			return s.refused(ctx, &p, info.FullMethod, err)
 		}
 		defer release()
 	}
-	return h(srv, &checkedStream{ServerStream: ss, ctx: ctx, check: check})
+	tracked, done := s.trackCall(ctx, p)
+	defer done()
+	err = h(srv, &checkedStream{ServerStream: ss, ctx: tracked, check: check})
+	if rerr := s.revokedErr(ctx, tracked, p, info.FullMethod); rerr != nil {
+		return rerr
+	}
+	return err
 }
 
 // checkedStream carries the caller and runs the per-call check on every

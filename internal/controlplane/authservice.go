@@ -244,8 +244,8 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 }
 
 // RevokeNode deletes the node's credential and ends its stream on this
-// replica at once; a stream on another replica ends at its next heartbeat,
-// which checks the credential again.
+// replica at once; every replica's revocation watch (revocation.go) ends
+// its calls there too.
 func (h *authService) RevokeNode(ctx context.Context, req *castv1.RevokeNodeRequest) (*castv1.RevokeNodeResponse, error) {
 	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
 		return nil, err

@@ -63,6 +63,7 @@ type Server struct {
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
 	limits *authz.Limiter     // per-user and per-node rates and streams
+	calls  *openCalls         // calls in flight by credential, ended on revocation (revocation.go)
 	oidc   *oidcauth.Verifier // ID tokens as user credentials (nil: off)
 	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
 	// say how clients trust it (tls.go).
@@ -140,6 +141,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
+	s.calls = newOpenCalls()
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
 	}
@@ -165,6 +167,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.goLoop(s.store.Run)
+	s.goLoop(s.watchRevocations)
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
 	if s.oidc != nil {
