@@ -34,7 +34,7 @@ func (h *migrationService) StartMigration(ctx context.Context, req *castv1.Start
 	}
 	r := migrate.StartRequest{
 		To: req.To, Label: req.Label, SessionIDs: req.SessionIds, FromNode: req.FromNode, All: req.All,
-		MaxParallel: int(req.MaxParallel), RequestID: req.RequestId, SkipWorkTree: req.SkipWorktree, CleanSource: req.CleanSource,
+		MaxParallel: int(req.MaxParallel), RequestID: req.RequestId, RequestBy: caller(ctx), SkipWorkTree: req.SkipWorktree, CleanSource: req.CleanSource,
 	}
 	if req.Wait != nil {
 		if err := req.Wait.CheckValid(); err != nil || req.Wait.AsDuration() < 0 {

@@ -82,7 +82,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		title = titleFrom(req.Text)
 	}
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
-		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: req.RequestId,
+		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	})
@@ -263,7 +263,7 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 		return nil, err
 	}
 	sess, err := moves.Fork(ctx, h.s.store, h.s.briefer, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
-		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: req.RequestId, WorktreeBranch: req.WorktreeBranch,
+		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: store.RequestKey(caller(ctx), req.RequestId), WorktreeBranch: req.WorktreeBranch,
 		DefaultWorktree: req.WorktreeDefault})
 	return sess, toStatus(h.s.lg, err)
 }
@@ -348,7 +348,7 @@ func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.Handoff
 		return nil, invalid("direction is %d bytes; keep it under %d", len(req.Direction), validate.MaxPrompt)
 	}
 	res, err := moves.Handoff(ctx, h.s.store, h.s.briefer, moves.HandoffRequest{SessionID: req.SessionId, ToAgent: req.ToAgent,
-		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: req.RequestId, Account: req.Account})
+		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: store.RequestKey(caller(ctx), req.RequestId), Account: req.Account})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

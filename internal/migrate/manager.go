@@ -25,8 +25,8 @@ import (
 
 // Store is what the manager needs from the store.
 type Store interface {
-	CreateMigration(ctx context.Context, m *castv1.Migration) (*store.MigrationRecord, bool, error)
-	MigrationForRequest(ctx context.Context, requestID string) (*store.MigrationRecord, bool, error)
+	CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*store.MigrationRecord, bool, error)
+	MigrationForRequest(ctx context.Context, reqKey string) (*store.MigrationRecord, bool, error)
 	GetMigration(ctx context.Context, id string) (*store.MigrationRecord, error)
 	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
 	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)

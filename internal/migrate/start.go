@@ -14,6 +14,7 @@ import (
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/store"
 )
 
 // StartRequest selects sessions and a destination.
@@ -25,6 +26,7 @@ type StartRequest struct {
 	Wait         time.Duration
 	MaxParallel  int
 	RequestID    string
+	RequestBy    string // the principal that sent RequestID ("role:name"): ids are scoped to it
 	SkipWorkTree bool
 	CleanSource  bool // stash each source checkout clean once its session moved
 }
@@ -77,7 +79,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		return nil, err
 	}
 	if r.RequestID != "" {
-		if rec, ok, err := mg.st.MigrationForRequest(ctx, r.RequestID); err != nil || ok {
+		if rec, ok, err := mg.st.MigrationForRequest(ctx, store.RequestKey(r.RequestBy, r.RequestID)); err != nil || ok {
 			if ok {
 				return rec.M, nil
 			}
@@ -106,7 +108,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	// Claimed before it exists, so no other replica adopts it between its
 	// creation and its launch here.
 	l := mg.claimNew(ctx, m.Id)
-	rec, existed, err := mg.st.CreateMigration(ctx, m)
+	rec, existed, err := mg.st.CreateMigration(ctx, m, store.RequestKey(r.RequestBy, r.RequestID))
 	if err != nil || rec.M.Id != m.Id {
 		if l != 0 {
 			mg.release(m.Id, l)

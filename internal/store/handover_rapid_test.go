@@ -252,7 +252,7 @@ func (m *ownershipModel) createMigration(t *rapid.T, src store.Guard, target str
 		Id: id, Target: target, TargetNode: target, State: castv1.MigrationState_MIGRATION_STATE_RUNNING,
 		Sessions: []*castv1.MigrationSession{{SessionId: m.sid, SourceNode: src.Node, SourceToken: src.Token,
 			State: castv1.MigrationState_MIGRATION_STATE_PENDING}},
-	})
+	}, "")
 	if err != nil {
 		t.Fatalf("create migration: %v", err)
 	}

@@ -303,7 +303,7 @@ func linMigrator(ctx context.Context, st *store.Store, sid string, rec *linRecor
 		err := retryStore(ctx, nil, func(c context.Context) (err error) {
 			mr, _, err = st.CreateMigration(c, &castv1.Migration{Id: id, RequestId: id, TargetNode: target,
 				State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: []*castv1.MigrationSession{{
-					SessionId: sid, SourceNode: owner, SourceToken: tok, State: castv1.MigrationState_MIGRATION_STATE_PENDING}}})
+					SessionId: sid, SourceNode: owner, SourceToken: tok, State: castv1.MigrationState_MIGRATION_STATE_PENDING}}}, store.RequestKey("admin:lin", id))
 			return err
 		})
 		if err != nil {

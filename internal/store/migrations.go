@@ -30,11 +30,15 @@ type MigrationRecord struct {
 const maxSessionsPerTxn = 100
 
 // CreateMigration stores m (its Sessions as separate records). A retry with
-// the same request id returns the migration created first (existed=true).
-func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*MigrationRecord, bool, error) {
+// the same request key (RequestKey of m.RequestId and its sender; "" for
+// none) returns the migration created first (existed=true).
+func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*MigrationRecord, bool, error) {
 	defer s.observe("create_migration", time.Now())
-	if m.RequestId != "" {
-		if resp, err := s.cli.Get(ctx, s.requestKey(m.RequestId)); err != nil {
+	if err := checkRequestKey(reqKey); err != nil {
+		return nil, false, err
+	}
+	if reqKey != "" {
+		if resp, err := s.cli.Get(ctx, s.requestKey(reqKey)); err != nil {
 			return nil, false, err
 		} else if len(resp.Kvs) > 0 {
 			rec, err := s.GetMigration(ctx, string(resp.Kvs[0].Value))
@@ -74,11 +78,11 @@ func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*Migr
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.migrationKey(m.Id)), "=", 0)}
 	ops := []clientv3.Op{clientv3.OpPut(s.migrationKey(m.Id), string(val))}
-	if m.RequestId != "" {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(m.RequestId)), "=", 0))
-		ops = append(ops, clientv3.OpPut(s.requestKey(m.RequestId), m.Id))
+	if reqKey != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(reqKey)), "=", 0))
+		ops = append(ops, clientv3.OpPut(s.requestKey(reqKey), m.Id))
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.requestKey(m.RequestId))).Commit()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.requestKey(reqKey))).Commit()
 	if err != nil {
 		return nil, false, err
 	}
@@ -94,10 +98,14 @@ func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration) (*Migr
 	return rec, false, err
 }
 
-// MigrationForRequest returns the migration created for a request id, if
-// any (a retried start answers with it before checking anything else).
-func (s *Store) MigrationForRequest(ctx context.Context, requestID string) (*MigrationRecord, bool, error) {
-	resp, err := s.cli.Get(ctx, s.requestKey(requestID))
+// MigrationForRequest returns the migration created for a request key
+// (RequestKey), if any (a retried start answers with it before checking
+// anything else).
+func (s *Store) MigrationForRequest(ctx context.Context, reqKey string) (*MigrationRecord, bool, error) {
+	if err := checkRequestKey(reqKey); err != nil {
+		return nil, false, err
+	}
+	resp, err := s.cli.Get(ctx, s.requestKey(reqKey))
 	if err != nil || len(resp.Kvs) == 0 {
 		return nil, false, err
 	}

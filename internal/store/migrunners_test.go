@@ -16,7 +16,7 @@ import (
 func TestMigrationRunnerClaims(t *testing.T) {
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx := ctxT(t)
-	if _, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m1", TargetNode: "n2", State: castv1.MigrationState_MIGRATION_STATE_RUNNING}); err != nil {
+	if _, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m1", TargetNode: "n2", State: castv1.MigrationState_MIGRATION_STATE_RUNNING}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if unrun := unrunIDs(t, s); len(unrun) != 1 || unrun[0] != "m1" {

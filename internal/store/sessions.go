@@ -20,7 +20,7 @@ import (
 type CreateParams struct {
 	Agent, Model, Cwd, Title string
 	Node                     string // owner; must be connected at commit
-	RequestID                string // optional; a retry returns the same session
+	RequestID                string // optional RequestKey; a retry by its sender returns the same session
 	ParentID, RootID         string
 	ForkedAtSeq, HistorySeq  int64
 	Effort, HandoffFrom      string
@@ -45,6 +45,9 @@ type Created struct {
 func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, error) {
 	defer s.observe("create_session", time.Now())
 	if err := s.checkQuota(1024); err != nil {
+		return Created{}, err
+	}
+	if err := checkRequestKey(p.RequestID); err != nil {
 		return Created{}, err
 	}
 	for range 5 {

@@ -235,7 +235,7 @@ func (s *Store) blobPrefix(id, cid string) string   { return s.key("blobs", id, 
 func (s *Store) nodeKey(n string) string            { return s.key("nodes", n) }
 func (s *Store) connKey(n string) string            { return s.key("nodeconn", n) }
 func (s *Store) nodeSessKey(n, id string) string    { return s.key("nodesessions", n, id) }
-func (s *Store) requestKey(rid string) string       { return s.key("requests", rid) }
+func (s *Store) requestKey(rk string) string        { return s.key("reqids", rk) }
 func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
 func (s *Store) migSessKey(m, id string) string     { return s.key("migsessions", m, id) }

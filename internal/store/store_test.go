@@ -364,7 +364,7 @@ func handover(t *testing.T, s *store.Store, sid, from string, token int64, to st
 	t.Helper()
 	ctx := ctxT(t)
 	ms := &castv1.MigrationSession{SessionId: sid, SourceNode: from, SourceToken: token, State: castv1.MigrationState_MIGRATION_STATE_PENDING}
-	rec, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m" + strings.ToLower(ids.NewClientID()), TargetNode: to, Sessions: []*castv1.MigrationSession{ms}})
+	rec, _, err := s.CreateMigration(ctx, &castv1.Migration{Id: "m" + strings.ToLower(ids.NewClientID()), TargetNode: to, Sessions: []*castv1.MigrationSession{ms}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

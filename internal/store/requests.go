@@ -1,0 +1,35 @@
+package store
+
+import (
+	"strings"
+
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+// Request ids (idempotency keys) belong to the principal that sent them:
+// reqids/{principal}/{request id} names what a create made (a session or a
+// migration), so one principal's retry gets its own result back and
+// another principal's reuse of the id makes a new one. A request id holds
+// no '/' (validate.ClientID), so the last part is always the id.
+//
+// Keys written before (requests/{request id}, no principal) are never read:
+// nothing says whose they were, and answering from them could hand one
+// principal another's session. A create retried across the upgrade may
+// make a second session or migration; the old keys stay as they are.
+
+// RequestKey is the idempotency key of request id sent by principal by
+// ("role:name"); "" when id is "".
+func RequestKey(by, id string) string {
+	if id == "" {
+		return ""
+	}
+	return by + "/" + id
+}
+
+// checkRequestKey refuses a request id passed without its principal.
+func checkRequestKey(k string) error {
+	if i := strings.LastIndexByte(k, '/'); k != "" && (i <= 0 || i == len(k)-1) {
+		return errs.Internal(nil, "request id "+k+" is not scoped to a principal (store.RequestKey)")
+	}
+	return nil
+}
