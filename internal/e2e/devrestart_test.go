@@ -17,14 +17,15 @@ import (
 
 // The README's claims about a control plane restart, as a person on
 // `controlplane --dev` meets them: "a restart keeps every session", "`cast
-// send` ... retr[ies] through a control plane restart without storing a
-// message twice" and "`cast watch` reconnects and resumes after the last
-// message it showed". Real processes only: the --dev control plane with its
-// node and real claude against the fake model, `cast` with the context
-// --dev writes, a scratch HOME. A `cast watch` left running across the
-// restart shows a message sent while the control plane was down and one
-// sent after; each is stored once; the context keeps its token. Only
-// --rotate-dev-token replaces it, and the old one is refused at once.
+// send` and `cast new` ... retry ... through a control plane restart
+// without storing a message twice" and "`cast watch` reconnects and
+// resumes after the last message it showed". Real processes only: the
+// --dev control plane with its node and real claude against the fake
+// model, `cast` with the context --dev writes, a scratch HOME. A `cast
+// watch` left running across the restart shows a message sent while the
+// control plane was down and one sent after; each is stored once, and a
+// session made while it was down exists once; the context keeps its token.
+// Only --rotate-dev-token replaces it, and the old one is refused at once.
 func TestDevRestartKeepsCastWatchAndSend(t *testing.T) {
 	fake := fakemodel.Start(t)
 	home, _ := userHome(t, fake.URL)
@@ -56,9 +57,15 @@ func TestDevRestartKeepsCastWatchAndSend(t *testing.T) {
 		t.Fatal("dev control plane did not stop on SIGTERM")
 	}
 	send := testharness.StartProcEnv(t, env, c.bin, "send", id, "MARK-1")
+	created := testharness.StartProcEnv(t, env, c.bin, "new", "--agent", "claude", "--cwd", t.TempDir(), "MARK-NEW")
 	dev = restartDev(t, env, addr, []*testharness.Proc{watch})
-	if code, ok := send.Wait(60 * time.Second); !ok || code != 0 {
-		t.Fatalf("cast send through the restart: exit %d (ended %v):\n%s", code, ok, send.Output())
+	for what, p := range map[string]*testharness.Proc{"send": send, "new": created} {
+		if code, ok := p.Wait(60 * time.Second); !ok || code != 0 {
+			t.Fatalf("cast %s through the restart: exit %d (ended %v):\n%s", what, code, ok, p.Output())
+		}
+	}
+	if out := c.must("ls", "--json"); strings.Count(out, "MARK-NEW") != 1 {
+		t.Fatalf("the session made by cast new through the restart, listed %d times:\n%s", strings.Count(out, "MARK-NEW"), out)
 	}
 	testharness.WaitFor(t, 30*time.Second, "watch shows MARK-1, sent while the control plane was down", shown("MARK-1"))
 	waitAnswers(t, c, id, 2)
