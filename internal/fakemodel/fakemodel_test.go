@@ -393,3 +393,46 @@ func TestParallelToolCalls(t *testing.T) {
 		t.Fatalf("answer %s: want 3 Read calls with distinct ids", out)
 	}
 }
+
+// A policy answers what nothing queued answers, sees the request's items,
+// and may hold one request (Gate) while another is answered; a queued reply
+// and an injected failure still come first, and nil restores the default.
+func TestPolicyAnswersPerRequest(t *testing.T) {
+	s := Start(t)
+	gate := make(chan struct{})
+	held := make(chan struct{})
+	s.SetPolicy(func(r Request) Reply {
+		if LastUserText(r.Items) == "hold me" {
+			close(held)
+			return Reply{Text: "released", Gate: gate}
+		}
+		return Reply{Text: "policy saw " + LastUserText(r.Items)}
+	})
+	body := func(text string) string {
+		return `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + text + `"}]}`
+	}
+	got := make(chan string, 1)
+	go func() {
+		_, out, _ := post(t, s, "/v1/messages", body("hold me"))
+		got <- out
+	}()
+	<-held
+	if _, out, _ := post(t, s, "/v1/messages", body("hi")); !strings.Contains(out, "policy saw hi") {
+		t.Fatalf("policy answer while another request is held: %s", out)
+	}
+	close(gate)
+	if out := <-got; !strings.Contains(out, "released") {
+		t.Fatalf("held answer: %s", out)
+	}
+	s.Enqueue(Reply{Text: "queued"})
+	s.FailNext(1, 500)
+	for i, want := range []string{"injected failure 500", "queued", "policy saw again"} {
+		if _, out, _ := post(t, s, "/v1/messages", body("again")); !strings.Contains(out, want) {
+			t.Errorf("call %d: %s, want %q", i, out, want)
+		}
+	}
+	s.SetPolicy(nil)
+	if _, out, _ := post(t, s, "/v1/messages", body("x")); !strings.Contains(out, "FAKE-ANSWER") {
+		t.Fatalf("default policy after SetPolicy(nil): %s", out)
+	}
+}

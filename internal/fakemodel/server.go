@@ -102,6 +102,8 @@ type Server struct {
 	// encrypted: Responses answers carry reasoning sealed to the
 	// credential (reasoning.go).
 	encrypted bool
+	// policy answers the turns nothing else answers (SetPolicy).
+	policy func(Request) Reply
 }
 
 // New starts a fake on a free loopback port. Call Close when done.
@@ -220,6 +222,19 @@ func (s *Server) SetStrict(on bool) {
 	s.strict = on
 }
 
+// SetPolicy makes policy answer every conversation turn that no queued
+// reply, injected failure or rejected credential answers, instead of the
+// default policy. A test running several sessions at once decides per
+// request (a Gate to hold one session's turn mid-way, answers that do not
+// quote the prompt); Enqueue's one queue cannot say which session's turn
+// takes a reply. policy runs as the request arrives, outside the fake's
+// lock, with the request's normalized Items; nil restores the default.
+func (s *Server) SetPolicy(policy func(Request) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = policy
+}
+
 // SetHeader adds a response header to every answer (rate-limit headers, for
 // instance).
 func (s *Server) SetHeader(key, value string) {
@@ -262,6 +277,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	status := 0
 	var reply Reply
+	var policy func(Request) Reply
 	if rt.api != "" && !req.Side {
 		s.turns++
 		switch {
@@ -272,6 +288,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case len(s.queue) > 0:
 			reply, s.queue = s.queue[0], s.queue[1:]
 			status = reply.Status
+		case s.policy != nil:
+			policy = s.policy
 		default:
 			reply = defaultReply(req.Items, s.turns)
 		}
@@ -280,6 +298,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	strict := s.strict
 	encrypted := s.encrypted && rt.api == Responses && !req.Side
 	s.mu.Unlock()
+	if policy != nil {
+		reply = policy(req)
+		status = reply.Status
+	}
 
 	if encrypted && (status == 0 || status == http.StatusOK) {
 		if enc := foreignSeal(in, r.Header); enc != "" {
