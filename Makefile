@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults load agents debs generate lint bench dev clean
+.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean
 
 all: build
 
@@ -38,6 +38,14 @@ test-short:
 # directory so the table is printed even when every test passes.
 faults: agents
 	cd internal/faults && CAST_FAULTS=long $(GO) test -race -count=1 -timeout 60m
+
+# The delivery rule's model-based test at the issue's size (`make test`
+# runs one seed of 36 steps): DELIVERY_SEEDS seeds of DELIVERY_STEPS steps
+# each, from a random base seed it prints (CAST_DELIVERY_SEED=S sets it).
+DELIVERY_SEEDS ?= 10
+DELIVERY_STEPS ?= 200
+delivery: agents
+	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
 
 # Load tests at full size (`make test` runs them smaller): a node resync of
 # 10,000 owned and 10,000 lost sessions.
