@@ -40,7 +40,7 @@ faults: agents
 	cd internal/faults && CAST_FAULTS=long $(GO) test -race -count=1 -timeout 60m
 
 # The delivery rule's model-based test at the issue's size (`make test`
-# runs one seed of 36 steps): DELIVERY_SEEDS seeds of DELIVERY_STEPS steps
+# runs one seed of 30 steps): DELIVERY_SEEDS seeds of DELIVERY_STEPS steps
 # each, from a random base seed it prints (CAST_DELIVERY_SEED=S sets it).
 DELIVERY_SEEDS ?= 10
 DELIVERY_STEPS ?= 200

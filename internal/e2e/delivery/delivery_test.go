@@ -11,8 +11,8 @@
 //	CAST_DELIVERY_SEED=S[,S2...]  run these seeds (default 28)
 //	CAST_DELIVERY_SEEDS=N         run N seeds from the first of CAST_DELIVERY_SEED
 //	                              (default: a random one, printed)
-//	CAST_DELIVERY_STEPS=N         steps per seed (default 36)
-//	CAST_DELIVERY_BATCH=N         steps between quiescence checks (default 12)
+//	CAST_DELIVERY_STEPS=N         steps per seed (default 30)
+//	CAST_DELIVERY_BATCH=N         steps between quiescence checks (default 15)
 //	CAST_DELIVERY_KEEP_GOING=1    report each violation and run on to the last step
 //	                              (the step log is printed at the end)
 //
@@ -30,11 +30,11 @@ import (
 	"testing"
 )
 
-// defaultSeed's 36-step plan draws every kind of step (TestDefaultPlan).
+// defaultSeed's 30-step plan draws every kind of step (TestDefaultPlan).
 const (
 	defaultSeed  = 28
-	defaultSteps = 36
-	defaultBatch = 12
+	defaultSteps = 30
+	defaultBatch = 15
 )
 
 func TestDeliveryRule(t *testing.T) {
