@@ -29,6 +29,7 @@ type app struct {
 	in      io.Reader
 	tty     bool // stdout is a terminal: control characters are escaped
 	cli     *client.Client
+	cc      client.Context // what cli dialed, to explain a failed call
 }
 
 // Main runs the CLI with args and returns the process exit code.
@@ -128,7 +129,7 @@ func (a *app) client() (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.addr = cc.Addr
+		a.addr, a.cc = cc.Addr, cc
 		c, err := cc.Dial()
 		if err != nil {
 			return nil, err
@@ -154,6 +155,17 @@ func (a *app) call(cmd *cobra.Command, fn func(context.Context, *client.Client) 
 	return fn(ctx, c)
 }
 
+// trustProblem is the TLS trust failure behind an unreachable control
+// plane, "" when trust is not the cause (client.Context.TrustProblem).
+func (a *app) trustProblem() string {
+	if a.cli == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(a.timeout, 5*time.Second))
+	defer cancel()
+	return a.cc.TrustProblem(ctx)
+}
+
 // explain turns an RPC error into one line that says what to do.
 func (a *app) explain(err error) string {
 	st, ok := status.FromError(err)
@@ -163,6 +175,9 @@ func (a *app) explain(err error) string {
 	switch st.Code() {
 	case codes.Unavailable:
 		if client.ReasonOf(err) == "" {
+			if msg := a.trustProblem(); msg != "" {
+				return msg
+			}
 			return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
 		}
 	case codes.DeadlineExceeded:

@@ -317,3 +317,17 @@ func servedCA(ctx context.Context, addr string, cfg *tls.Config, pick func(chain
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), nil
 }
+
+// PeekChain dials addr over TLS without verifying anything and returns the
+// chain it presents (leaf first): an error means the address does not
+// speak TLS (or is not there). Only for explaining a failed dial: nothing
+// it returns is trusted.
+func PeekChain(ctx context.Context, addr string) ([]*x509.Certificate, error) {
+	cfg := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, ServerName: ServerName, MinVersion: tls.VersionTLS12} //nolint:gosec
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates, nil
+}
