@@ -13,10 +13,31 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
 )
+
+// interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
+// a shell's command killed by SIGINT.
+type interrupted struct{ error }
+
+// execInterrupted stops the turn an interrupted `cast exec` was waiting
+// on (a one-shot turn has no one left to read it) and says what became
+// of it.
+func (a *app) execInterrupted(c *client.Client, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(a.timeout, 5*time.Second))
+	defer cancel()
+	resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
+	switch {
+	case err != nil || !resp.Delivered && !resp.Idle:
+		return interrupted{fmt.Errorf("interrupted; session %s's turn may still run: stop it with `cast interrupt %s`", id, id)}
+	case resp.Idle:
+		return interrupted{fmt.Errorf("interrupted; session %s's turn had ended (`cast read %s` shows its answer)", id, id)}
+	}
+	return interrupted{fmt.Errorf("interrupted; stopped session %s's turn (`cast read %s` shows what it wrote)", id, id)}
+}
 
 // execExit carries the agent's exit code out of a command.
 type execExit struct{ code int }
@@ -220,6 +241,9 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
+			if parent.Err() != nil {
+				return "", 0, a.execInterrupted(c, id)
+			}
 			if ctx.Err() != nil {
 				return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", id, o.wait, id)
 			}

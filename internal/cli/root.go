@@ -51,6 +51,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if errors.As(err, &ee) {
 		return ee.code // the agent's own exit code; it printed its reason
 	}
+	var ie interrupted
+	if errors.As(err, &ie) {
+		fmt.Fprintf(stderr, "cast: %v\n", err)
+		return 130
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "cast: %v\n", err)

@@ -262,7 +262,11 @@ func (a *app) interruptCmd() *cobra.Command {
 					return err
 				}
 				if a.json {
-					return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered})
+					return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered, "idle": resp.Idle})
+				}
+				if resp.Idle {
+					fmt.Fprintf(a.out, "nothing to stop: %s is not running a turn\n", id)
+					return nil
 				}
 				if !resp.Delivered {
 					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)

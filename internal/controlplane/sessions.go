@@ -359,6 +359,19 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
+	sess, err := h.s.store.GetSession(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	idle, err := h.s.nothingToStop(ctx, sess)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if idle {
+		// Nothing to stop: an op left behind would only reach the node
+		// for nothing, and the caller should not hear "sent".
+		return &castv1.InterruptSessionResponse{Idle: true}, nil
+	}
 	node, _, err := h.s.store.Owner(ctx, req.SessionId)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -372,6 +385,38 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.InterruptSessionResponse{Delivered: connected}, nil
+}
+
+// nothingToStop: sess runs no turn and none waits to start. Its state
+// alone is not enough: a message just sent stays IDLE until the node
+// reports its turn RUNNING, so a user message past the delivery cursor
+// (and past imported history) is a turn about to start. A tail too long
+// to read cheaply counts as one (the interrupt is sent, as before).
+func (s *Server) nothingToStop(ctx context.Context, sess *castv1.Session) (bool, error) {
+	if sess.State != castv1.SessionState_SESSION_STATE_IDLE && sess.State != castv1.SessionState_SESSION_STATE_FAILED {
+		return false, nil
+	}
+	from := max(sess.DeliveredSeq, sess.HistorySeq) + 1
+	if from > sess.LastSeq {
+		return true, nil
+	}
+	token := ""
+	for range 4 {
+		msgs, next, err := s.store.ListMessages(ctx, sess.Id, from, sess.LastSeq, 500, token)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+				return false, nil
+			}
+		}
+		if next == "" {
+			return true, nil
+		}
+		token = next
+	}
+	return false, nil
 }
 
 func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {

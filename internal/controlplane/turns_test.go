@@ -62,7 +62,9 @@ func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
 	cmds := rawNode(t, ca, "n1")
 	waitConnected(t, cb, "n1", true)
 	ctx := ctxT(t)
-	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex"})
+	// Its first message is a turn about to start: still IDLE, yet
+	// something to stop.
+	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Text: "work"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,15 +72,20 @@ func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
 	token := assign.GetAssignSession().OwnerToken
 
 	resp, err := cb.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: sess.Id})
-	if err != nil || !resp.Delivered {
+	if err != nil || !resp.Delivered || resp.Idle {
 		t.Fatalf("interrupt: %v %v", resp, err)
 	}
 	nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetInterrupt().GetSessionId() == sess.Id })
 
 	rt, err := cb.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token,
-		State: castv1.SessionState_SESSION_STATE_FAILED, StateReason: "codex: not logged in"})
+		State: castv1.SessionState_SESSION_STATE_FAILED, StateReason: "codex: not logged in", DeliveredSeq: 1})
 	if err != nil || rt.Session.State != castv1.SessionState_SESSION_STATE_FAILED || rt.Session.StateReason != "codex: not logged in" {
 		t.Fatalf("report turn: %v %v", rt, err)
+	}
+	// The turn is over and nothing waits: nothing to stop, nothing sent.
+	resp, err = cb.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: sess.Id})
+	if err != nil || !resp.Idle || resp.Delivered {
+		t.Fatalf("interrupt of a finished turn: %v %v", resp, err)
 	}
 	_, err = ca.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token - 1,
 		State: castv1.SessionState_SESSION_STATE_IDLE})

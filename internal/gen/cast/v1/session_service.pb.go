@@ -1111,11 +1111,15 @@ func (x *InterruptSessionRequest) GetSessionId() string {
 	return ""
 }
 
-// InterruptSessionResponse says whether the owner node was reached.
+// InterruptSessionResponse says whether the owner node was reached, or
+// that there was nothing to stop.
 type InterruptSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// delivered is false when the owner node is not connected.
-	Delivered     bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Delivered bool `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	// idle is true when no turn was running or waiting (the session is idle
+	// or its last turn failed): nothing was stopped and nothing was sent.
+	Idle          bool `protobuf:"varint,2,opt,name=idle,proto3" json:"idle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1157,13 @@ func (*InterruptSessionResponse) Descriptor() ([]byte, []int) {
 func (x *InterruptSessionResponse) GetDelivered() bool {
 	if x != nil {
 		return x.Delivered
+	}
+	return false
+}
+
+func (x *InterruptSessionResponse) GetIdle() bool {
+	if x != nil {
+		return x.Idle
 	}
 	return false
 }
@@ -2206,9 +2217,10 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05event\"8\n" +
 	"\x17InterruptSessionRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"8\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"L\n" +
 	"\x18InterruptSessionResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\bR\tdelivered\"y\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered\x12\x12\n" +
+	"\x04idle\x18\x02 \x01(\bR\x04idle\"y\n" +
 	"\x14SwitchSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
