@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -18,6 +23,11 @@ var flagKinds = map[string]validate.Kind{
 // checkFlags refuses a malformed --model or --effort (one starting with
 // '-' would be read as a flag by the agent's parser) up front.
 func checkFlags(cmd *cobra.Command, _ []string) error {
+	if f := cmd.Flags().Lookup("agent"); f != nil && f.Changed {
+		if err := checkAgent(f.Value.String()); err != nil {
+			return err
+		}
+	}
 	for name, kind := range flagKinds {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || !f.Changed {
@@ -37,4 +47,53 @@ func checkText(text string) error {
 		return usageError{err}
 	}
 	return nil
+}
+
+// checkAgent refuses an --agent no cast knows (a typo) as a usage
+// mistake, with the known names nearest to it.
+func checkAgent(name string) error {
+	known := agents.Names()
+	if name == "" || slices.Contains(known, name) {
+		return nil
+	}
+	var near []string
+	for _, k := range known {
+		if strings.HasPrefix(k, name) || strings.HasPrefix(name, k) || editDistance(name, k) <= 2 {
+			near = append(near, k)
+		}
+	}
+	return usagef("unknown agent %q;%s known agents: %s", name, didYouMean(near), strings.Join(known, ", "))
+}
+
+// didYouMean is " did you mean "a"?" for a list of suggestions ("" for none).
+func didYouMean(near []string) string {
+	if len(near) == 0 {
+		return ""
+	}
+	q := make([]string, len(near))
+	for i, n := range near {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return " did you mean " + strings.Join(q, " or ") + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -102,11 +102,12 @@ func usageArgs(cmd *cobra.Command) {
 	}
 	if cmd.HasSubCommands() && !cmd.Runnable() {
 		cmd.Args = cobra.ArbitraryArgs
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on its own error path
 		cmd.RunE = func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return c.Help()
 			}
-			return usagef("unknown command %q for %q; see `%s --help`", args[0], c.CommandPath(), c.CommandPath())
+			return usagef("unknown command %q for %q;%s see `%s --help`", args[0], c.CommandPath(), didYouMean(c.SuggestionsFor(args[0])), c.CommandPath())
 		}
 		return
 	}

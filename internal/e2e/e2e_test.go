@@ -238,7 +238,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"read", "Bad/Id"}, 1, "malformed"},
 		{[]string{"read", "abcdefg", "9:3"}, 2, "FROM:TO"},
 		{[]string{"new", "hi"}, 2, "--agent is required"},
-		{[]string{"new", "--agent", "eliza"}, 1, "unknown agent"},
+		{[]string{"new", "--agent", "eliza"}, 2, "unknown agent"},
 	}
 	for _, tc := range tests {
 		_, errOut, code := c.run(tc.args...)
