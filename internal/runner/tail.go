@@ -72,12 +72,17 @@ type tailer struct {
 	// how many of them the fork's file has repeated so far.
 	forked   []string
 	forkedAt int
-	prompt   string
-	state    promptState
-	size     int64
-	mod      time.Time
-	next     time.Time // no re-read before this (throttle for long files)
-	logf     func(string, ...any)
+	// held are the native ids of the entries an append-only file held
+	// before the turn. A CLI may append them again (pi, resuming a file
+	// with no assistant entry, writes all its entries anew with the first
+	// answer): they are history the neutral copy has, never new rows.
+	held   map[string]bool
+	prompt string
+	state  promptState
+	size   int64
+	mod    time.Time
+	next   time.Time // no re-read before this (throttle for long files)
+	logf   func(string, ...any)
 }
 
 // baseline accounts for what the file holds before the turn.
@@ -85,8 +90,7 @@ func (tl *tailer) baseline() {
 	if tl.path == "" {
 		return
 	}
-	fi, err := os.Stat(tl.path)
-	if err != nil {
+	if _, err := os.Stat(tl.path); err != nil {
 		return
 	}
 	if tl.parse != nil {
@@ -103,7 +107,7 @@ func (tl *tailer) baseline() {
 			data = nil
 		}
 		tl.offset, tl.lines = int64(len(data)), nonBlankLines(data)
-		_ = fi
+		tl.holdIDs(data)
 		return
 	}
 	msgs, err := tl.reader.Read(tl.path)
@@ -175,6 +179,25 @@ func (tl *tailer) read(size int64) ([]transcript.Message, error) {
 	return tl.parse(data, tl.lines)
 }
 
+// holdIDs records the native ids of the entries in data, the file as
+// the turn found it.
+func (tl *tailer) holdIDs(data []byte) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return
+	}
+	msgs, err := tl.parse(data, 0)
+	if err != nil {
+		tl.logf("runner: baseline parse %s: %v", tl.path, err)
+		return
+	}
+	tl.held = make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		if m.NativeID != "" {
+			tl.held[m.NativeID] = true
+		}
+	}
+}
+
 func nonBlankLines(data []byte) int {
 	n := 0
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
@@ -203,6 +226,9 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 			break
 		}
 		if tl.forked != nil && tl.skipForked(fps[i]) {
+			continue
+		}
+		if m.NativeID != "" && tl.held[m.NativeID] {
 			continue
 		}
 		if tl.state == promptLooking {
