@@ -68,6 +68,9 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 	if turn.ForkOf != "" && forkDidNotRun(res, runErr) {
 		res, runErr = a.rerunRebuilt(ctx, sessionID, o, firstSeq, prompt, fc.Account, turn, sync.emit, runErr)
 	}
+	if resumeMissed(turn, res, runErr) {
+		res, runErr = a.rerunStale(ctx, sessionID, o, firstSeq, prompt, fc.Account, turn, sync.emit, runErr)
+	}
 	ended(runErr)
 	_ = a.st.update(func(m map[string]*owned) {
 		if s := m[sessionID]; s != nil {
