@@ -14,3 +14,31 @@ func SetAfterChunks(s *Store, fn func()) { s.afterChunks = fn }
 func DecodeMessage(ctx context.Context, s *Store, sessionID string, val []byte, rev int64) (*castv1.Message, error) {
 	return s.decodeMessage(ctx, sessionID, val, rev)
 }
+
+// Follow is follow for a test: it calls fn with the value of each put to
+// key (under the store's prefix) from rev on, until fn returns false, and
+// returns the error the watch ended with (nil when fn stopped it).
+func Follow(ctx context.Context, s *Store, key string, rev int64, fn func(val string) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(ctx, s.key(key), rev) {
+		if b.Err != nil {
+			return b.Err
+		}
+		for _, ev := range b.Events {
+			if !fn(string(ev.Kv.Value)) {
+				return nil
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Put writes val at key under the store's prefix and returns its revision.
+func Put(ctx context.Context, s *Store, key, val string) (int64, error) {
+	resp, err := s.cli.Put(ctx, s.key(key), val)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}

@@ -111,18 +111,19 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 	if !TurnInFlight(sess) {
 		return sess, false, nil
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := s.cli.Watch(wctx, s.sessionKey(sessionID), clientv3.WithRev(fromRev+1))
+	wch := s.follow(wctx, s.sessionKey(sessionID), fromRev+1)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return sess, false, ctx.Err()
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
-				// Compacted or cut: read now and watch again from there.
+		case b, ok := <-wch:
+			if !ok || b.Err != nil {
+				// Compacted or refused (that follow is done): read now and
+				// watch again from there.
 				cur, rev, err := s.getSession(ctx, sessionID, 0)
 				if err != nil {
 					return sess, false, err
@@ -131,10 +132,10 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 				if !TurnInFlight(sess) {
 					return sess, false, nil
 				}
-				wch = s.cli.Watch(wctx, s.sessionKey(sessionID), clientv3.WithRev(rev+1))
+				wch = s.follow(wctx, s.sessionKey(sessionID), rev+1)
 				continue
 			}
-			for _, ev := range wr.Events {
+			for _, ev := range b.Events {
 				if ev.Type != clientv3.EventTypePut {
 					return sess, false, errs.NotFound("session %s was deleted", sessionID)
 				}

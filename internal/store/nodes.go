@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -164,17 +165,32 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 // (lease lapsed or revoked), until ctx ends.
 func (s *Store) WatchNodesDown(ctx context.Context, down func(name string)) {
 	for ctx.Err() == nil {
-		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), s.key("nodeconn")+"/", clientv3.WithPrefix(), clientv3.WithFilterPut())
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				down(lastPart(string(ev.Kv.Key)))
-			}
+		err := s.watchNodesDown(ctx, down)
+		if ctx.Err() != nil {
+			return
 		}
+		// Compacted or refused: the liveness keys deleted meanwhile are
+		// gone from etcd's history, so watch again from now.
+		s.lg.Warn("node liveness watch ended; watching again from now", zap.Error(err))
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second): // the watch broke; start a new one
+		case <-time.After(time.Second):
 		}
 	}
+}
+
+func (s *Store) watchNodesDown(ctx context.Context, down func(name string)) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(wctx, s.key("nodeconn")+"/", 0, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
+		if b.Err != nil {
+			return b.Err
+		}
+		for _, ev := range b.Events {
+			down(lastPart(string(ev.Kv.Key)))
+		}
+	}
+	return ctx.Err()
 }
 
 // OwnedSession is a session a node owns, with its fencing token.

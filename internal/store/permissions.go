@@ -61,18 +61,19 @@ func (s *Store) WaitPermission(ctx context.Context, sessionID, rid string) (Perm
 	if p.Answered {
 		return p, nil
 	}
-	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(resp.Header.Revision+1))
-	for wr := range wch {
-		for _, ev := range wr.Events {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(wctx, key, resp.Header.Revision+1) {
+		if b.Err != nil {
+			return Permission{}, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "permission watch ended (%v); ask again", b.Err)
+		}
+		for _, ev := range b.Events {
 			if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &p) == nil && p.Answered {
 				return p, nil
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		return Permission{}, ctx.Err()
-	}
-	return Permission{}, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "permission watch ended; ask again")
+	return Permission{}, ctx.Err()
 }
 
 // AnswerPermission answers rid, or the oldest pending request when rid is

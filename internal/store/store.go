@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -140,6 +141,10 @@ type Store struct {
 
 	mu     sync.Mutex
 	queues map[string]*appendQueue // per-session group commit
+
+	// watchGen picks the clientv3 watch stream of new watches; a watch
+	// etcd canceled moves it on (follow.go).
+	watchGen atomic.Int64
 
 	afterChunks func() // test hook: runs between an append's chunks and its commit
 }

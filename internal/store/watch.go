@@ -48,39 +48,45 @@ func (s *Store) Watch(ctx context.Context, sessionID string, startSeq int64, fn 
 		}
 		start = msgs[len(msgs)-1].Seq + 1
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	msgCh := s.cli.Watch(wctx, s.msgPrefix(sessionID), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	sessCh := s.cli.Watch(wctx, s.sessionKey(sessionID), clientv3.WithRev(rev+1))
-	ownCh := s.cli.Watch(wctx, s.ownerKey(sessionID), clientv3.WithRev(rev+1))
+	msgCh := s.follow(wctx, s.msgPrefix(sessionID), rev+1, clientv3.WithPrefix())
+	sessCh := s.follow(wctx, s.sessionKey(sessionID), rev+1)
+	ownCh := s.follow(wctx, s.ownerKey(sessionID), rev+1)
 	for {
-		var wr clientv3.WatchResponse
+		var b watchBatch
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil
-		case wr, ok = <-msgCh:
-		case wr, ok = <-sessCh:
-		case wr, ok = <-ownCh:
+		case b, ok = <-msgCh:
+		case b, ok = <-sessCh:
+		case b, ok = <-ownCh:
 		}
-		if !ok || wr.Canceled {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-				return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "watch fell behind the store's history; watch again with start_seq")
-			}
-			return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "watch interrupted; watch again with start_seq")
+		if !ok {
+			return nil // ctx ended
 		}
-		if err := s.emit(ctx, sessionID, wr, fn); err != nil {
+		if b.Err != nil {
+			return watchEnded(b.Err)
+		}
+		if err := s.emit(ctx, sessionID, b.Events, fn); err != nil {
 			return err
 		}
 	}
 }
 
-func (s *Store) emit(ctx context.Context, sessionID string, wr clientv3.WatchResponse, fn func(Event) error) error {
+// watchEnded is the error of a session watch that follow could not keep
+// open, for its client to watch again from the next seq.
+func watchEnded(err error) error {
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "watch fell behind the store's history; watch again with start_seq")
+	}
+	return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "watch interrupted (%v); watch again with start_seq", err)
+}
+
+func (s *Store) emit(ctx context.Context, sessionID string, events []*clientv3.Event, fn func(Event) error) error {
 	sessionChanged := false
-	for _, ev := range wr.Events {
+	for _, ev := range events {
 		if ev.Type != clientv3.EventTypePut {
 			continue
 		}
@@ -153,12 +159,13 @@ func (s *Store) Owners(ctx context.Context) ([]OwnerChange, int64, error) {
 // before the messages after it.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
 	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
-	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), from, clientv3.WithRange(to), clientv3.WithRev(rev), clientv3.WithFilterDelete())
-	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			return err
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(wctx, from, rev, clientv3.WithRange(to), clientv3.WithFilterDelete()) {
+		if b.Err != nil {
+			return b.Err
 		}
-		for _, ev := range wr.Events {
+		for _, ev := range b.Events {
 			key := string(ev.Kv.Key)
 			switch {
 			case strings.HasPrefix(key, s.key("nodecmds")+"/"):

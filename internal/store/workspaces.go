@@ -56,20 +56,27 @@ func (s *Store) WaitWorkspaceAnswer(ctx context.Context, node, id string) ([]byt
 		if len(resp.Kvs) > 0 {
 			return resp.Kvs[0].Value, nil
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		wch := s.cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
-		for wr := range wch {
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypePut {
-					cancel()
-					return ev.Kv.Value, nil
-				}
-			}
+		if answer, ok := s.watchPut(ctx, key, resp.Header.Revision+1); ok {
+			return answer, nil
 		}
-		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// The watch broke (compaction, a lost leader): look again.
+		// The watch ended (compaction): look again.
 	}
+}
+
+// watchPut returns the value of the first put of key from rev on, or
+// false when the watch ends first.
+func (s *Store) watchPut(ctx context.Context, key string, rev int64) ([]byte, bool) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(wctx, key, rev) {
+		for _, ev := range b.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return ev.Kv.Value, true
+			}
+		}
+	}
+	return nil, false
 }

@@ -117,8 +117,9 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 }
 
 // StartTLSEtcd runs a real etcd on https://127.0.0.1 that requires a
-// client certificate signed by ca, and returns its client URL.
-func StartTLSEtcd(t testing.TB, ca *CA, dir string) string {
+// client certificate signed by ca, and returns its client URL. Each opt
+// may change the member's config first (e.g. AuthTokenTTL).
+func StartTLSEtcd(t testing.TB, ca *CA, dir string, opts ...func(*embed.Config)) string {
 	t.Helper()
 	certFile, keyFile := ca.Issue(t, dir, "etcd-server", true)
 	cfg := embed.NewConfig()
@@ -132,6 +133,9 @@ func StartTLSEtcd(t testing.TB, ca *CA, dir string) string {
 	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = ca.File, true
 	cfg.BcryptCost = 4 // bcrypt.MinCost: passwords are checked in milliseconds
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	for _, opt := range opts {
+		opt(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatalf("start TLS etcd: %v", err)
@@ -152,18 +156,7 @@ func StartTLSEtcd(t testing.TB, ca *CA, dir string) string {
 // client certificate whose CN is root (etcd's cert-CN identity).
 func EnableEtcdAuth(t testing.TB, ep string, ca *CA, dir, user, password string) {
 	t.Helper()
-	certFile, keyFile := ca.Issue(t, dir, "root", false)
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
-		TLS: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := rootClient(t, ep, ca, dir)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -187,6 +180,25 @@ func EnableEtcdAuth(t testing.TB, ep string, ca *CA, dir, user, password string)
 	}
 }
 
+// rootClient dials ep as etcd's root user: a client certificate of ca
+// whose CN is root (etcd's cert-CN identity once auth is on).
+func rootClient(t testing.TB, ep string, ca *CA, dir string) *clientv3.Client {
+	t.Helper()
+	certFile, keyFile := ca.Issue(t, dir, "root", false)
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
 // SecureEtcd is a TLS etcd requiring client certificates of CA, with a
 // client certificate for "cast" and a second CA etcd does not trust.
 type SecureEtcd struct {
@@ -196,12 +208,13 @@ type SecureEtcd struct {
 	Cert, Key   string // signed by CA, CN cast
 }
 
-// StartSecureEtcd starts a SecureEtcd in a new temp dir until the test ends.
-func StartSecureEtcd(t testing.TB) *SecureEtcd {
+// StartSecureEtcd starts a SecureEtcd in a new temp dir until the test
+// ends; opts as StartTLSEtcd's.
+func StartSecureEtcd(t testing.TB, opts ...func(*embed.Config)) *SecureEtcd {
 	t.Helper()
 	e := &SecureEtcd{Dir: t.TempDir()}
 	e.CA, e.OtherCA = NewCA(t, e.Dir, "ca"), NewCA(t, e.Dir, "other-ca")
-	e.URL = StartTLSEtcd(t, e.CA, e.Dir)
+	e.URL = StartTLSEtcd(t, e.CA, e.Dir, opts...)
 	e.Cert, e.Key = e.CA.Issue(t, e.Dir, "cast", false)
 	return e
 }
@@ -210,4 +223,23 @@ func StartSecureEtcd(t testing.TB) *SecureEtcd {
 func (e *SecureEtcd) EnableAuth(t testing.TB, user, password string) {
 	t.Helper()
 	EnableEtcdAuth(t, e.URL, e.CA, e.Dir, user, password)
+}
+
+// RootClient is a client of e as etcd's root user (after EnableAuth),
+// closed at cleanup.
+func (e *SecureEtcd) RootClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli := rootClient(t, e.URL, e.CA, e.Dir)
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// StartTokenTTLEtcd starts a SecureEtcd with auth on whose simple auth
+// tokens lapse after ttl seconds unused (etcd's --auth-token-ttl; it
+// sweeps once a second), and returns the store access of its user.
+func StartTokenTTLEtcd(t testing.TB, ttl uint) (*SecureEtcd, store.Access) {
+	t.Helper()
+	e := StartSecureEtcd(t, func(c *embed.Config) { c.AuthTokenTTL = ttl })
+	e.EnableAuth(t, "cast-user", "right-password")
+	return e, store.Access{CACert: e.CA.File, Cert: e.Cert, Key: e.Key, User: "cast-user", Password: "right-password"}
 }
