@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/retry"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -37,62 +39,122 @@ type watcher struct {
 	last string
 }
 
+// watchStable: a stream that stayed up this long was working, so its end
+// starts a new retry budget (as does one that delivered anything live).
+const watchStable = 5 * time.Second
+
+// errStreamEnded: the server closed the stream without an error.
+var errStreamEnded = status.Error(codes.Unavailable, "watch ended by the server")
+
+// run watches again, with backoff, each time the stream ends, resuming at
+// the next seq. It gives up once the streams have not worked for
+// retryBudget: counted from the last stream that delivered something live
+// or stayed up, not from the last that opened (a server that ends every
+// stream at once still answers each open with the replay).
 func (w *watcher) run(ctx context.Context) error {
 	c, err := w.a.client()
 	if err != nil {
 		return err
 	}
-	lost := time.Time{} // when the stream last failed; zero while it works
-	pause := 250 * time.Millisecond
+	b := retry.Budget{Min: 250 * time.Millisecond, Max: 2 * time.Second, Limit: retryBudget}
+	said := "" // what was last printed about the streams failing
 	for {
-		err := w.stream(ctx, c.Sessions, func() { lost, pause = time.Time{}, 250*time.Millisecond })
+		opened := time.Now()
+		live, err := w.stream(ctx, c.Sessions)
 		if ctx.Err() != nil {
 			return nil // Ctrl-C
 		}
 		// Canceled while our own context is live is the server ending the
 		// stream as it stops: like Unavailable, watch again.
-		if c := status.Code(err); err != nil && c != codes.Unavailable && c != codes.Canceled {
+		if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled {
 			return err
 		}
-		if lost.IsZero() {
-			lost = time.Now()
-			fmt.Fprintf(w.a.errOut, "cast: lost the control plane; reconnecting (resuming at #%d)\n", w.next)
+		worked := live || time.Since(opened) >= watchStable
+		if worked {
+			said = ""
 		}
-		if time.Since(lost) > retryBudget {
-			return fmt.Errorf("the control plane at %s has been unreachable for %s; run `cast watch %s --from %d` when it is back",
-				w.a.addr, retryBudget, w.id, max(w.next, 1))
+		if why := w.why(err); why != said {
+			said = why
+			fmt.Fprintf(w.a.errOut, "cast: %s (resuming at #%d)\n", why, w.next)
+		}
+		pause, ok := b.Ended(time.Now(), worked)
+		if !ok {
+			return w.giveUp(err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
 
-// stream runs one WatchSession call; connected is called once events flow.
-// A stream the server ends (it is shutting down) is reported as Unavailable.
-func (w *watcher) stream(ctx context.Context, sessions castv1.SessionServiceClient, connected func()) error {
+// why says what ended a stream: the control plane's own words when it
+// ended it, else that it was lost.
+func (w *watcher) why(err error) string {
+	said, ended := endedByServer(err)
+	switch {
+	case !ended:
+		return "lost the control plane; reconnecting"
+	case said == "":
+		return "the control plane ended the watch; watching again"
+	}
+	return "the control plane ended the watch: " + said + "; watching again"
+}
+
+// endedByServer reports whether the control plane itself ended a stream
+// (a status carrying its reason, or a clean close) rather than the stream
+// being lost (the connection broke, the server went away), and what it
+// said.
+func endedByServer(err error) (said string, ended bool) {
+	switch {
+	case err == errStreamEnded:
+		return "", true
+	case client.ReasonOf(err) != "":
+		return status.Convert(err).Message(), true
+	}
+	return "", false
+}
+
+func (w *watcher) giveUp(err error) error {
+	again := fmt.Sprintf("`cast watch %s --from %d`", w.id, max(w.next, 1))
+	said, ended := endedByServer(err)
+	if !ended {
+		return fmt.Errorf("the control plane at %s has been unreachable for %s; run %s when it is back", w.a.addr, retryBudget, again)
+	}
+	if said != "" {
+		said = " (" + said + ")"
+	}
+	return fmt.Errorf("the control plane at %s kept ending the watch for %s%s; run %s to try again", w.a.addr, retryBudget, said, again)
+}
+
+// stream runs one WatchSession call until it ends, and reports whether it
+// delivered anything live: a message past the replay, or a change of the
+// session after its first state.
+func (w *watcher) stream(ctx context.Context, sessions castv1.SessionServiceClient) (live bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: w.id, StartSeq: w.next})
 	if err != nil {
-		return err
+		return false, err
 	}
-	for first := true; ; first = false {
+	replayed := int64(-1) // the session's last seq when the stream opened
+	for {
 		ev, err := s.Recv()
 		if err == io.EOF {
-			return status.Error(codes.Unavailable, "watch ended by the server")
+			return live, errStreamEnded
 		}
 		if err != nil {
-			return err
+			return live, err
 		}
-		if first {
-			connected()
+		switch {
+		case replayed < 0 && ev.GetSession() != nil:
+			replayed = ev.GetSession().LastSeq
+		case ev.GetSession() != nil, ev.GetMessage().GetSeq() > replayed:
+			live = true
 		}
 		if err := w.show(ev); err != nil {
-			return err
+			return live, err
 		}
 	}
 }
