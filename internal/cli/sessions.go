@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/validate"
@@ -220,11 +221,15 @@ const retryBudget = 30 * time.Second
 func (a *app) retry(parent context.Context, call func(context.Context) error) error {
 	deadline := time.Now().Add(retryBudget)
 	pause := 250 * time.Millisecond
+	var outage time.Time // when the call first met an unreachable control plane
 	for {
 		ctx, cancel := a.ctx(parent)
 		err := call(ctx)
 		cancel()
-		if !unknownOutcome(err) || time.Now().Add(pause).After(deadline) {
+		if unknownOutcome(err) && outage.IsZero() {
+			outage = time.Now()
+		}
+		if !(unknownOutcome(err) || nodesNotBackYet(err, outage)) || time.Now().Add(pause).After(deadline) {
 			return err
 		}
 		select {
@@ -234,6 +239,18 @@ func (a *app) retry(parent context.Context, call func(context.Context) error) er
 		}
 		pause = min(2*pause, 2*time.Second)
 	}
+}
+
+// nodeReconnectGrace is how long after an outage a "no node" refusal is
+// retried: a control plane that just restarted has not heard from its nodes
+// yet (they reconnect within a second or two), so a call that rode out the
+// restart would otherwise be refused for a node that is on its way back.
+const nodeReconnectGrace = 10 * time.Second
+
+// nodesNotBackYet: err refuses the call for want of a node, and the call met
+// an outage (since outage) recently enough that the nodes may be reconnecting.
+func nodesNotBackYet(err error, outage time.Time) bool {
+	return !outage.IsZero() && time.Since(outage) < nodeReconnectGrace && client.ReasonOf(err) == errs.ReasonNoNode
 }
 
 // unknownOutcome: the request may or may not have been applied.
