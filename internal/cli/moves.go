@@ -214,33 +214,63 @@ func (a *app) spawnCmd() *cobra.Command {
 }
 
 func (a *app) mergeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "merge [FORK_ID]",
-		Short: "Bring a fork's unmerged work back to its parent as one history-framed message",
-		Args:  cobra.MaximumNArgs(1),
+	var id, msg string
+	var run bool
+	cmd := &cobra.Command{
+		Use:   "merge [FORK_ID] [MESSAGE] [--run] [-m TEXT|-]",
+		Short: "Bring a fork's unmerged work into its parent's history; a turn runs on it only with --run or a message",
+		Long: `Bring a fork's unmerged work into its parent's history as one history-framed message.
+
+Nothing runs: the parent's agent reads the merged work at the start of its next
+turn. --run starts that turn now, so the agent answers the merge; a MESSAGE (or
+-m TEXT, - reads stdin) is sent with the merge as the parent's next message and
+runs the turn on it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := os.Getenv("CAST_SESSION")
-			if len(args) == 1 {
-				id = args[0]
+			id, args, err := sessionArg(id, args, true, os.Getenv("CAST_SESSION"), "cast merge FORK_ID (required outside a cast session)")
+			if err != nil {
+				return err
 			}
-			if id == "" {
-				return usagef("name the fork to merge: cast merge FORK_ID")
+			text, err := a.mergeMessage(args, msg)
+			if err != nil {
+				return err
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id})
+				resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id, Run: run, Message: text})
 				if err != nil {
 					return err
 				}
 				if a.json {
 					return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
-						"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted})
+						"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted, "prompt_seq": resp.PromptSeq})
 				}
-				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out); `cast watch %s` follows it\n",
-					id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted, resp.Parent.Id)
+				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
+				if resp.PromptSeq == 0 {
+					fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
+					return nil
+				}
+				fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().StringVarP(&id, "session", "s", "", "the fork to merge (default: $CAST_SESSION)")
+	cmd.Flags().BoolVar(&run, "run", false, "run a turn on the parent now, so its agent answers the merge")
+	cmd.Flags().StringVarP(&msg, "message", "m", "", "the parent's next message, sent with the merge; runs a turn on it (- reads stdin)")
+	return cmd
+}
+
+// mergeMessage is merge's message: the words after FORK_ID or -m, not
+// both; "" when neither.
+func (a *app) mergeMessage(args []string, flag string) (string, error) {
+	switch {
+	case len(args) > 0 && flag != "":
+		return "", usagef("give the message once: cast merge FORK_ID MESSAGE, or -m MESSAGE")
+	case flag != "":
+		args = []string{flag}
+	case len(args) == 0:
+		return "", nil
+	}
+	return a.messageArg(args, false)
 }
 
 func (a *app) handoffCmd() *cobra.Command {

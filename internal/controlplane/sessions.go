@@ -320,12 +320,15 @@ func (h *sessionService) MergeSession(ctx context.Context, req *castv1.MergeSess
 	if err := validSessionID(req.ForkId); err != nil {
 		return nil, err
 	}
-	m, err := moves.Merge(ctx, h.s.store, req.ForkId)
+	if err := validText(req.Message, true); err != nil {
+		return nil, err
+	}
+	m, err := moves.Merge(ctx, h.s.store, moves.MergeRequest{ForkID: req.ForkId, Run: req.Run, Message: req.Message})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.MergeSessionResponse{Parent: m.Parent, FromSeq: m.From, ToSeq: m.To,
-		Included: int32(m.Included), Omitted: int32(m.Omitted)}, nil
+		Included: int32(m.Included), Omitted: int32(m.Omitted), PromptSeq: m.PromptSeq}, nil
 }
 
 func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.HandoffSessionRequest) (*castv1.HandoffSessionResponse, error) {

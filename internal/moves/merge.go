@@ -2,9 +2,11 @@ package moves
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
@@ -13,65 +15,188 @@ import (
 	"github.com/cast-dev/cast/internal/wire"
 )
 
+// MergeRequest brings a fork's work back to its parent.
+type MergeRequest struct {
+	ForkID string
+	// Run starts a turn on the parent so its agent answers the merge.
+	Run bool
+	// Message, when set, is the parent's next user message, stored with
+	// the merge; a turn runs on it (Run is implied).
+	Message string
+}
+
 // Merged is what Merge brought back.
 type Merged struct {
 	Parent            *castv1.Session
 	From, To          int64
 	Included, Omitted int
+	// PromptSeq is the parent's user message that runs a turn on the
+	// merge; 0 when nothing runs.
+	PromptSeq int64
 }
 
 // Merge brings a fork's work after its merged_upto_seq (else its fork
-// point) back to the parent as a merge notice plus one user message framed
-// as history (the slice rules). It refuses while the parent runs a turn.
-// Merging again brings only what is new; a retried merge stores nothing
-// twice (client ids derive from the fork and the range).
-func Merge(ctx context.Context, st Store, forkID string) (Merged, error) {
-	fork, err := st.GetSession(ctx, forkID)
+// point) into the parent's history: a merge notice plus one message framed
+// as history (the slice rules). That message is not a user message, so it
+// starts no turn: the parent's agent reads it on its next turn, as what
+// happened in the session while it was not running (the node's delta). A
+// turn runs now only when asked: r.Message is stored after it as the
+// parent's next user message, or with r.Run alone a short one asking the
+// agent to take the merge in.
+//
+// It refuses while the parent runs a turn or has user messages waiting
+// for one: that turn's answer would be stored after the merged work and
+// mark it seen. Merging again brings only what is new; a retried merge
+// stores nothing twice (client ids derive from the fork and the range).
+func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
+	fork, err := st.GetSession(ctx, r.ForkID)
 	if err != nil {
 		return Merged{}, err
 	}
 	if fork.ParentId == "" || fork.Subagent {
-		return Merged{}, errs.Invalid("%s is not a fork; `cast fork` makes one", forkID)
+		return Merged{}, errs.Invalid("%s is not a fork; `cast fork` makes one", r.ForkID)
 	}
 	parent, err := st.GetSession(ctx, fork.ParentId)
 	if err != nil {
 		return Merged{}, err
 	}
-	if parent.State == castv1.SessionState_SESSION_STATE_RUNNING || parent.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
-		return Merged{}, errs.New(errs.KindFailedPrecondition, "PARENT_RUNNING",
-			"parent %s is running a turn; merge when it is idle (or `cast interrupt -s %s`)", parent.Id, parent.Id)
+	if err := mergeable(ctx, st, parent); err != nil {
+		return Merged{}, err
 	}
 	from := max(fork.MergedUptoSeq, fork.ForkedAtSeq) + 1
 	to := fork.LastSeq
 	var msgs []transcript.Message
-	if err := eachMessage(ctx, st, forkID, from, to, func(m *castv1.Message) error {
+	if err := eachMessage(ctx, st, r.ForkID, from, to, func(m *castv1.Message) error {
 		msgs = append(msgs, wire.FromProto(m))
 		return nil
 	}); err != nil {
 		return Merged{}, err
 	}
 	if len(handoff.ContentSeqs(msgs)) == 0 {
-		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", forkID)
+		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", r.ForkID)
 	}
 	window := 0
 	if a, ok := agents.Lookup(parent.Agent); ok {
 		window = a.ContextWindow
 	}
-	sl := handoff.Slice(msgs, handoff.SliceOptions{SessionID: forkID, ContextWindow: window,
-		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", forkID, displayName(fork.Agent))})
-	key := fmt.Sprintf("merge.%s.%d.%d", forkID, from, to)
-	notice := &castv1.Message{ClientId: key + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeMerge,
-		Text: fmt.Sprintf("Merged fork %s (messages %d:%d): %d items included, %d omitted.", forkID, from, to, sl.Included, sl.Omitted)}
-	body := &castv1.Message{ClientId: key + ".body", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: sl.Text}
-	if _, err := st.Append(ctx, parent.Id, []*castv1.Message{notice, body}, store.Guard{}); err != nil {
+	sl := fitSlice(msgs, handoff.SliceOptions{SessionID: r.ForkID, ContextWindow: window,
+		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", r.ForkID, displayName(fork.Agent))})
+	key := fmt.Sprintf("merge.%s.%d.%d", r.ForkID, from, to)
+	batch := []*castv1.Message{
+		{ClientId: key + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeMerge,
+			Text: fmt.Sprintf("Merged fork %s (messages %d:%d): %d items included, %d omitted.", r.ForkID, from, to, sl.Included, sl.Omitted)},
+		// Content, but no user message: the dispatcher hands only user
+		// messages to the node, so it wakes no agent.
+		{ClientId: key + ".history", Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: sl.Text},
+	}
+	if prompt := mergePrompt(r, fork, from, to); prompt != "" {
+		batch = append(batch, &castv1.Message{ClientId: key + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: prompt})
+	}
+	stored, err := st.Append(ctx, parent.Id, batch, store.Guard{})
+	if err != nil {
 		return Merged{}, err
 	}
-	if _, err := st.UpdateSession(ctx, forkID, func(s *castv1.Session) error {
+	if _, err := st.UpdateSession(ctx, r.ForkID, func(s *castv1.Session) error {
 		s.MergedUptoSeq = max(s.MergedUptoSeq, to)
 		return nil
 	}); err != nil {
 		return Merged{}, err
 	}
-	parent, err = st.GetSession(ctx, parent.Id)
-	return Merged{Parent: parent, From: from, To: to, Included: sl.Included, Omitted: sl.Omitted}, err
+	out := Merged{From: from, To: to, Included: sl.Included, Omitted: sl.Omitted}
+	if len(stored) == 3 {
+		out.PromptSeq = stored[2].Seq
+	}
+	out.Parent, err = st.GetSession(ctx, parent.Id)
+	return out, err
+}
+
+// mergePrompt is the user message that runs the parent's turn on a merge:
+// the one given, or with Run alone a short ask; "" when nothing runs.
+func mergePrompt(r MergeRequest, fork *castv1.Session, from, to int64) string {
+	switch {
+	case r.Message != "":
+		return r.Message
+	case r.Run:
+		return fmt.Sprintf("[cast] The work done in fork %s (on %s, messages %d:%d) was merged into this conversation above. Take it in and carry on from it.",
+			fork.Id, displayName(fork.Agent), from, to)
+	}
+	return ""
+}
+
+// mergeable refuses a parent that cannot take merged history now: an
+// archived one, one whose agent is at work, and one with user messages
+// no turn has taken yet (the turn that takes them would be answered after
+// the merged work and count it as seen without having been shown it).
+func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
+	if err := archive.Sendable(parent); err != nil {
+		return err
+	}
+	if parent.State == castv1.SessionState_SESSION_STATE_RUNNING || parent.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+		return errs.New(errs.KindFailedPrecondition, "PARENT_RUNNING",
+			"parent %s is running a turn; merge when it is idle (or `cast interrupt -s %s`)", parent.Id, parent.Id)
+	}
+	waiting, err := firstWaiting(ctx, st, parent)
+	if err != nil || waiting == 0 {
+		return err
+	}
+	return errs.New(errs.KindFailedPrecondition, "PARENT_PENDING",
+		"parent %s has a message waiting for a turn (#%d, %s); merge once it has run (`cast watch %s`)",
+		parent.Id, waiting, stateWord(parent), parent.Id)
+}
+
+// firstWaiting is the seq of the parent's first user message after its
+// delivery cursor (and any imported history), 0 when there is none.
+func firstWaiting(ctx context.Context, st Store, s *castv1.Session) (int64, error) {
+	start := max(s.DeliveredSeq, s.HistorySeq) + 1
+	if start > s.LastSeq {
+		return 0, nil
+	}
+	var first int64
+	err := eachMessage(ctx, st, s.Id, start, s.LastSeq, func(m *castv1.Message) error {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			first = m.Seq
+			return errFound
+		}
+		return nil
+	})
+	if errors.Is(err, errFound) {
+		return first, nil
+	}
+	return 0, err
+}
+
+// errFound stops a read once it found what it looked for.
+var errFound = errors.New("found")
+
+func stateWord(s *castv1.Session) string {
+	switch s.State {
+	case castv1.SessionState_SESSION_STATE_PARKED:
+		return "parked on a usage limit"
+	case castv1.SessionState_SESSION_STATE_FAILED:
+		return "held: " + s.StateReason
+	}
+	return "not started yet"
+}
+
+// deltaItemHead bounds what the node's delta adds around the merged
+// message when it renders it as one item ("[#123 assistant]\n" and the
+// separator).
+const deltaItemHead = 48
+
+// fitSlice renders msgs so that the merged message, rendered again as one
+// item of the parent's next delta (handoff.Slice at the parent's budget),
+// still fits that budget: an item that does not fit is left out whole,
+// and the parent's agent would get only a pointer to the merge.
+func fitSlice(msgs []transcript.Message, opt handoff.SliceOptions) handoff.SliceResult {
+	limit := handoff.Budget(0, opt.ContextWindow)
+	opt.Budget = limit
+	for range 4 { // the framing hardly changes with the budget: two rounds do
+		sl := handoff.Slice(msgs, opt)
+		over := len(sl.Text) + deltaItemHead - limit
+		if over <= 0 || opt.Budget-over < 1 {
+			return sl
+		}
+		opt.Budget -= over
+	}
+	return handoff.Slice(msgs, opt)
 }

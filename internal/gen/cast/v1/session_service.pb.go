@@ -1608,11 +1608,18 @@ func (x *AnswerPermissionResponse) GetToolName() string {
 	return ""
 }
 
-// MergeSessionRequest names the fork to merge.
+// MergeSessionRequest names the fork to merge. The work goes into the
+// parent's history, which its agent reads on its next turn; nothing runs
+// unless run is set or a message is given.
 type MergeSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// fork_id names the fork; its parent receives the work.
-	ForkId        string `protobuf:"bytes,1,opt,name=fork_id,json=forkId,proto3" json:"fork_id,omitempty"`
+	ForkId string `protobuf:"bytes,1,opt,name=fork_id,json=forkId,proto3" json:"fork_id,omitempty"`
+	// run starts a turn on the parent so its agent answers the merge.
+	Run bool `protobuf:"varint,2,opt,name=run,proto3" json:"run,omitempty"`
+	// message, when set, is the parent's next user message, sent with the
+	// merge: a turn runs on it (run is implied).
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1654,6 +1661,20 @@ func (x *MergeSessionRequest) GetForkId() string {
 	return ""
 }
 
+func (x *MergeSessionRequest) GetRun() bool {
+	if x != nil {
+		return x.Run
+	}
+	return false
+}
+
+func (x *MergeSessionRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // MergeSessionResponse says what was merged.
 type MergeSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1666,7 +1687,10 @@ type MergeSessionResponse struct {
 	// included and omitted count the items in the merge message.
 	Included int32 `protobuf:"varint,4,opt,name=included,proto3" json:"included,omitempty"`
 	// omitted items are left out for the budget; the message says how to read them.
-	Omitted       int32 `protobuf:"varint,5,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	Omitted int32 `protobuf:"varint,5,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	// prompt_seq is the parent's user message that runs a turn on the merge
+	// (run or message); 0 when nothing runs.
+	PromptSeq     int64 `protobuf:"varint,6,opt,name=prompt_seq,json=promptSeq,proto3" json:"prompt_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1732,6 +1756,13 @@ func (x *MergeSessionResponse) GetIncluded() int32 {
 func (x *MergeSessionResponse) GetOmitted() int32 {
 	if x != nil {
 		return x.Omitted
+	}
+	return 0
+}
+
+func (x *MergeSessionResponse) GetPromptSeq() int64 {
+	if x != nil {
+		return x.PromptSeq
 	}
 	return 0
 }
@@ -2258,15 +2289,19 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x18AnswerPermissionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
-	"\ttool_name\x18\x02 \x01(\tR\btoolName\".\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\"Z\n" +
 	"\x13MergeSessionRequest\x12\x17\n" +
-	"\afork_id\x18\x01 \x01(\tR\x06forkId\"\xa8\x01\n" +
+	"\afork_id\x18\x01 \x01(\tR\x06forkId\x12\x10\n" +
+	"\x03run\x18\x02 \x01(\bR\x03run\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xc7\x01\n" +
 	"\x14MergeSessionResponse\x12(\n" +
 	"\x06parent\x18\x01 \x01(\v2\x10.cast.v1.SessionR\x06parent\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x03R\afromSeq\x12\x15\n" +
 	"\x06to_seq\x18\x03 \x01(\x03R\x05toSeq\x12\x1a\n" +
 	"\bincluded\x18\x04 \x01(\x05R\bincluded\x12\x18\n" +
-	"\aomitted\x18\x05 \x01(\x05R\aomitted\"\xeb\x01\n" +
+	"\aomitted\x18\x05 \x01(\x05R\aomitted\x12\x1d\n" +
+	"\n" +
+	"prompt_seq\x18\x06 \x01(\x03R\tpromptSeq\"\xeb\x01\n" +
 	"\x15HandoffSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +

@@ -72,8 +72,9 @@ type SessionServiceClient interface {
 	RequestPermission(ctx context.Context, in *RequestPermissionRequest, opts ...grpc.CallOption) (*RequestPermissionResponse, error)
 	// AnswerPermission approves or denies a pending permission request.
 	AnswerPermission(ctx context.Context, in *AnswerPermissionRequest, opts ...grpc.CallOption) (*AnswerPermissionResponse, error)
-	// MergeSession brings a fork's unmerged work back to its parent as a
-	// merge notice plus one history-framed user message.
+	// MergeSession brings a fork's unmerged work back to its parent's
+	// history as a merge notice plus one history-framed message; it runs a
+	// turn on the parent only when asked (run, or a message).
 	MergeSession(ctx context.Context, in *MergeSessionRequest, opts ...grpc.CallOption) (*MergeSessionResponse, error)
 	// HandoffSession starts a new session on any agent seeded by a brief of
 	// this one (model-written, with a fallback), linked both ways.
@@ -324,8 +325,9 @@ type SessionServiceServer interface {
 	RequestPermission(context.Context, *RequestPermissionRequest) (*RequestPermissionResponse, error)
 	// AnswerPermission approves or denies a pending permission request.
 	AnswerPermission(context.Context, *AnswerPermissionRequest) (*AnswerPermissionResponse, error)
-	// MergeSession brings a fork's unmerged work back to its parent as a
-	// merge notice plus one history-framed user message.
+	// MergeSession brings a fork's unmerged work back to its parent's
+	// history as a merge notice plus one history-framed message; it runs a
+	// turn on the parent only when asked (run, or a message).
 	MergeSession(context.Context, *MergeSessionRequest) (*MergeSessionResponse, error)
 	// HandoffSession starts a new session on any agent seeded by a brief of
 	// this one (model-written, with a fallback), linked both ways.
