@@ -33,6 +33,7 @@ type turnRig struct {
 	// metricsAddr serves the control plane's /metrics; over HTTPS
 	// trusting caFile when the control plane serves TLS ("": plaintext).
 	metricsAddr, caFile string
+	srv                 *controlplane.Server // to stop it (a test may start another on its dir)
 }
 
 func newTurnRig(t testing.TB, agentNames ...string) *turnRig {
@@ -76,7 +77,7 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",

@@ -131,7 +131,7 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 	if err := archive.Sendable(parent); err != nil {
 		return err
 	}
-	if parent.State == castv1.SessionState_SESSION_STATE_RUNNING || parent.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+	if store.TurnInFlight(parent) {
 		return errs.New(errs.KindFailedPrecondition, "PARENT_RUNNING",
 			"parent %s is running a turn; merge when it is idle (or `cast interrupt -s %s`)", parent.Id, parent.Id)
 	}
