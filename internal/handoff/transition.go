@@ -47,7 +47,8 @@ func (k Kind) Resumes() bool { return k == Reuse || k == Delta }
 
 // Range is an inclusive seq range. The zero Range is empty.
 type Range struct {
-	From, To int64
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
 }
 
 // Empty reports whether r holds no seq.
@@ -94,6 +95,11 @@ type Input struct {
 	Content []int64
 	// CanReconstitute is the agent's Caps.CanReconstitute.
 	CanReconstitute bool
+	// Missing are seq ranges at or below Native.KnownUpto the native
+	// session does not hold: rows stored by others while its turn ran (a
+	// message sent meanwhile, which the agent never answered), between rows
+	// of its own.
+	Missing []Range
 	// Node is the node the turn runs on. When both it and Native.Node are
 	// set and differ, the native session is out of reach (the session
 	// moved) and counts as absent. Empty: not checked.
@@ -108,10 +114,49 @@ type Decision struct {
 	// Missed spans the content the agent has not seen, from the first
 	// missed content row to the last (Delta, SliceHandoff; Rebuild too, as
 	// the range the rebuilt transcript covers). Rows inside it that are not
-	// content (notices) are not counted and a slice leaves them out.
+	// content (notices) are not counted and a slice leaves them out; rows
+	// inside it the native session holds (below KnownUpto, outside
+	// Input.Missing) are not missed (Input.MissedMessages).
 	Missed Range
 	// MissedCount is the number of content rows in Missed.
 	MissedCount int
+}
+
+// Holds reports whether the input's native session (a usable one: see
+// Transition) holds the row with this seq.
+func (in Input) Holds(seq int64) bool {
+	row := in.usable()
+	if row == nil || seq > row.KnownUpto {
+		return false
+	}
+	for _, m := range in.Missing {
+		if m.Contains(seq) {
+			return false
+		}
+	}
+	return true
+}
+
+// usable is the native session row, nil when there is none or it is out
+// of reach.
+func (in Input) usable() *Row {
+	row := in.Native
+	if row != nil && (!row.Recorded() || (in.Node != "" && row.Node != "" && row.Node != in.Node)) {
+		return nil
+	}
+	return row
+}
+
+// MissedMessages are the messages of msgs a delta or a slice made from d
+// carries: those in d.Missed the native session does not hold.
+func (in Input) MissedMessages(d Decision, msgs []transcript.Message) []transcript.Message {
+	var out []transcript.Message
+	for _, m := range d.Missed.Messages(msgs) {
+		if !in.Holds(m.Seq) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Transition decides how the next turn reaches the agent's native session
@@ -119,23 +164,16 @@ type Decision struct {
 //
 //	native session | content before the prompt       | can reconstitute | transition
 //	none           | none                            | either           | fresh
-//	present        | all seqs <= known_upto_seq      | either           | reuse
-//	present        | some seq > known_upto_seq       | either           | delta (those seqs)
+//	present        | it holds every seq (Holds)      | either           | reuse
+//	present        | some seq it does not hold       | either           | delta (those seqs)
 //	none           | some                            | yes              | rebuild (all)
 //	none           | some                            | no               | slice handoff (all)
 func Transition(in Input) Decision {
-	row := in.Native
-	if row != nil && (!row.Recorded() || (in.Node != "" && row.Node != "" && row.Node != in.Node)) {
-		row = nil
-	}
-	var known int64
-	if row != nil {
-		known = row.KnownUpto
-	}
+	row := in.usable()
 	var missed Range
 	n := 0
 	for _, s := range in.Content {
-		if s < 1 || s <= known {
+		if s < 1 || in.Holds(s) {
 			continue
 		}
 		n++

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -41,6 +42,12 @@ func TestTransitionTable(t *testing.T) {
 		{name: "unsorted content", in: Input{Native: row(1), Content: []int64{7, 1, 3}},
 			want: Delta, id: "n1", miss: Range{3, 7}, count: 2},
 		{name: "unassigned seqs ignored", in: Input{Content: []int64{0, -1}, CanReconstitute: true}, want: Fresh},
+		// A message stored while the agent's turn ran, between its own rows:
+		// below KnownUpto, yet never in its native session.
+		{name: "delta: a missing row below known", in: Input{Native: row(9), Missing: []Range{{8, 8}},
+			Content: []int64{1, 7, 8, 9}}, want: Delta, id: "n1", miss: Range{8, 8}, count: 1},
+		{name: "reuse: missing rows that are not content", in: Input{Native: row(9), Missing: []Range{{8, 8}},
+			Content: []int64{1, 7, 9}}, want: Reuse, id: "n1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,3 +248,22 @@ func TestKindString(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func countSub(s, sub string) int { return strings.Count(s, sub) }
+
+// A delta carries the rows the native session lacks, never its own rows
+// between them: after Claude answered (9) while a message waited (8), and
+// Codex ran (11, 12), Claude gets 8, 11 and 12.
+func TestMissedMessagesLeaveOutWhatTheNativeHolds(t *testing.T) {
+	var msgs []transcript.Message
+	for _, seq := range []int64{7, 8, 9, 10, 11, 12} {
+		msgs = append(msgs, transcript.Message{Seq: seq, Kind: transcript.KindUser, Text: "m"})
+	}
+	in := Input{Native: &Row{NativeID: "n1", KnownUpto: 9}, Missing: []Range{{8, 8}}, Content: ContentSeqs(msgs)}
+	d := Transition(in)
+	var got []int64
+	for _, m := range in.MissedMessages(d, msgs) {
+		got = append(got, m.Seq)
+	}
+	if d.Kind != Delta || fmt.Sprint(got) != "[8 10 11 12]" {
+		t.Fatalf("%s carries %v, want delta of [8 10 11 12]", d.Kind, got)
+	}
+}
