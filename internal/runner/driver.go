@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -195,6 +197,33 @@ func (d *driver) promptSeen() bool {
 		return d.sawOutput // the stream never repeats the prompt
 	}
 	return d.tail.state == promptFound
+}
+
+// storeHolds reports whether the agent's store holds the turn's prompt as
+// its newest user message. A store-backed CLI (OpenCode) records the prompt
+// before it streams anything, so after an interrupt that came before any
+// output only its store says whether the prompt went in (promptSeen cannot).
+// An error means it is not known.
+func (d *driver) storeHolds(bin string, env []string) (bool, error) {
+	d.mu.Lock()
+	id := d.id
+	d.mu.Unlock()
+	if d.store == nil || id == "" {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	msgs, err := d.store.Export(ctx, bin, env, agents.Target{Home: d.home, Cwd: d.t.Cwd}, id)
+	if err != nil {
+		d.logf("runner: %s: could not read session %s to look for the interrupted prompt: %v", d.a.Name, id, err)
+		return false, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind == transcript.KindUser {
+			return matchesPrompt(msgs[i].Text, d.prompt()), nil
+		}
+	}
+	return false, nil
 }
 
 // readStdout consumes the CLI's stdout to the end.

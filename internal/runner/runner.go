@@ -114,9 +114,15 @@ type Result struct {
 	ExitCode   int    // the CLI's exit status; -1 when it was killed or never started
 	Reason     string // empty on success, else one of the Reason* values
 	PID        int    // the process (and process group) id, 0 when not started
-	PromptSeen bool   // the prompt was found in the native transcript and skipped
-	Emitted    int    // messages passed to emit
-	Stderr     string // the CLI's last stderr (bounded), for logs
+	// PromptSeen: the prompt was found in the native transcript (and not
+	// emitted). After an interrupt it says whether the native session
+	// holds the prompt, so resuming it replays the prompt as history.
+	PromptSeen bool
+	// NativeUnread: after an interrupt the native session could not be
+	// read, so whether it holds the prompt is not known.
+	NativeUnread bool
+	Emitted      int    // messages passed to emit
+	Stderr       string // the CLI's last stderr (bounded), for logs
 	// Usage is the provider's usage windows as the agent recorded them
 	// this turn (Codex and Claude, with Turn.ReportUsage; nil when unknown).
 	Usage []quota.Window
@@ -398,6 +404,11 @@ loop:
 	d.sync(true, out)
 	res.NativeID, res.NativePath = d.native()
 	res.PromptSeen = d.promptSeen()
+	if interrupted && !res.PromptSeen && res.NativeID != "" {
+		var err error
+		res.PromptSeen, err = d.storeHolds(bin, env)
+		res.NativeUnread = err != nil
+	}
 	if t.ReportUsage {
 		res.Usage = d.usage(res.NativePath)
 	}
