@@ -387,6 +387,7 @@ func (a *Agent) handle(ctx context.Context, cmd *castv1.Command) error {
 		if err != nil {
 			return err
 		}
+		a.reconcileState(s.Id, s.State)
 		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
 	case *castv1.Command_DeliverMessages:
 		d := k.DeliverMessages
@@ -462,7 +463,8 @@ func (a *Agent) deliver(sessionID string, token int64, msgs []*castv1.Message) e
 			// says why it waits.
 			ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
 			defer cancel()
-			a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, a.unrecordedReason(err), -1)
+			// Sent once, not kept: the state cannot be written now.
+			_ = a.sendReport(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: a.unrecordedReason(err), ExitCode: -1})
 			return err
 		}
 	}

@@ -72,6 +72,8 @@ func nativeForkOK(c forkCut) (ok bool, why string) {
 		return false, "parent's native session is stale"
 	case c.Parent.KnownUpto != c.ForkedAt:
 		return false, "cut is not the tip the parent's native session has seen"
+	case !c.Parent.holdsUpTo(c.ForkedAt):
+		return false, "parent's native session misses rows before the cut"
 	case c.Cwd == "" || c.Cwd != c.ParentCwd:
 		// The CLI finds a session by the project folder of its cwd.
 		return false, "fork runs in another cwd"

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -20,6 +21,9 @@ func TestNativeForkOK(t *testing.T) {
 		{"earlier cut", func(c *forkCut) { c.ForkedAt, c.Delivered = 4, 4 }, false},
 		{"native session behind the cut", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 5} }, false},
 		{"stale parent", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Stale: true} }, false},
+		{"parent misses a message sent while it ran", func(c *forkCut) {
+			c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Missing: []handoff.Range{{From: 5, To: 5}}}
+		}, false},
 		{"parent on another node", func(c *forkCut) { c.Parent = nil }, false},
 		{"parent row without id", func(c *forkCut) { c.Parent = &nativeSession{KnownUpto: 6} }, false},
 		{"not the first turn after the cut", func(c *forkCut) { c.Delivered = 9 }, false},

@@ -14,7 +14,8 @@ import (
 // was killed with -9 mid-turn: the agent CLIs run in their own process
 // groups and outlive it). Each is checked to really be that session's turn
 // (CAST_SESSION in its environment) so a reused pid is never killed. The
-// turns then run again; their synced messages have stable client ids, so
+// turns then run again on a rebuilt native session (the old one may hold
+// the prompt already); their synced messages have stable client ids, so
 // nothing is stored twice.
 func (a *Agent) stopOrphans() {
 	a.st.mu.Lock()
@@ -33,7 +34,16 @@ func (a *Agent) stopOrphans() {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		_ = a.st.update(func(m map[string]*owned) { m[id].RunningPGID = 0 })
+		// The native session may hold half a turn (or a whole one whose
+		// rows never reached the neutral copy); the prompt is still
+		// undelivered, so the rerun must not find it there too.
+		_ = a.st.update(func(m map[string]*owned) {
+			s := m[id]
+			s.RunningPGID = 0
+			if ns := s.Native[s.Agent]; ns != nil {
+				ns.Stale = true
+			}
+		})
 	}
 }
 

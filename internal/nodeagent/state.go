@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/handoff"
 )
 
 // owned is what the node remembers about a session it owns.
@@ -50,13 +51,20 @@ type owned struct {
 	// outlives a node killed with -9, and a restarted node must stop it
 	// before it runs the turn again.
 	RunningPGID int `json:"running_pgid,omitempty"`
+	// Report is the state the last turn ended in; Report.Pending until the
+	// control plane recorded it (report.go).
+	Report *turnReport `json:"report,omitempty"`
 }
 
 // nativeSession is one agent's native copy of the session.
 type nativeSession struct {
 	ID        string `json:"id"`
 	Path      string `json:"path,omitempty"`
-	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it
+	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it, except Missing
+	// Missing are seq ranges at or below KnownUpto it does not hold: rows
+	// others stored while its turn ran (a message sent meanwhile, which this
+	// agent never answered), between the turn's own rows.
+	Missing []handoff.Range `json:"missing,omitempty"`
 	// Stale: the CLI may hold a refused prompt; rebuild before resuming.
 	Stale bool `json:"stale,omitempty"`
 	// Account is the fleet account its last turn ran on ("" for none).
@@ -64,6 +72,19 @@ type nativeSession struct {
 	// wrote them (agents.Capabilities.NativeAccountBound), a turn on
 	// another account rebuilds it first (boundElsewhere).
 	Account string `json:"account,omitempty"`
+}
+
+// holdsUpTo reports whether ns holds every row up to seq (none missing).
+func (ns *nativeSession) holdsUpTo(seq int64) bool {
+	if ns == nil || ns.KnownUpto < seq {
+		return false
+	}
+	for _, m := range ns.Missing {
+		if m.From <= seq {
+			return false
+		}
+	}
+	return true
 }
 
 // boundElsewhere says whether ns holds what only another fleet account

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -32,7 +35,9 @@ type syncer struct {
 	seen    map[string]time.Time // client id -> when the runner read it (sync lag)
 	n       int
 	lastSeq int64
-	err     error // terminal (NOT_OWNER)
+	ours    map[int64]bool // the seqs this turn stored
+	err     error          // terminal (NOT_OWNER)
+	lastErr error          // of the last append
 
 	kick chan struct{}
 	stop chan struct{}
@@ -43,7 +48,7 @@ const syncBatch = 200
 
 func newSyncer(a *Agent, sessionID string, o owned, t runner.Turn) *syncer {
 	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
-		seen: map[string]time.Time{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		seen: map[string]time.Time{}, ours: map[int64]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -107,6 +112,7 @@ func (s *syncer) flush(ctx context.Context) {
 	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lastErr = err
 	if err != nil {
 		switch client.ReasonOf(err) {
 		case "NOT_OWNER":
@@ -126,6 +132,7 @@ func (s *syncer) flush(ctx context.Context) {
 	}
 	for _, m := range resp.Messages {
 		s.lastSeq = max(s.lastSeq, m.Seq)
+		s.ours[m.Seq] = true
 	}
 	lag := s.a.m.SyncLagSeconds.WithLabelValues(s.o.Agent)
 	for _, m := range batch {
@@ -137,23 +144,30 @@ func (s *syncer) flush(ctx context.Context) {
 	s.pending = s.pending[len(batch):]
 }
 
-// close stops the loop and flushes the rest, retrying a bounded number of
-// times; it returns the newest seq stored and any terminal error.
+// close stops the loop and flushes the rest; it returns the newest seq
+// stored and any terminal error. A control plane that is down or stopping
+// (UNAVAILABLE, a canceled or timed-out call) is waited out for as long as
+// ctx lives: the turn's rows are in no other place the node keeps, and a
+// turn given up on would run its prompt again on a native session that
+// holds it. Other errors are retried a bounded number of times.
 func (s *syncer) close(ctx context.Context) (int64, error) {
 	close(s.stop)
 	<-s.done
-	for attempt := 0; attempt < 20; attempt++ {
+	for attempt := 0; ; attempt++ {
 		s.flush(ctx)
 		s.mu.Lock()
-		left, err := len(s.pending), s.err
+		left, err, last := len(s.pending), s.err, s.lastErr
 		s.mu.Unlock()
 		if err != nil {
 			return 0, err
 		}
-		if left == 0 {
+		if left == 0 || ctx.Err() != nil || (attempt >= 20 && !transient(last)) {
 			break
 		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,10 +177,40 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 	return s.lastSeq, nil
 }
 
+// transient reports whether a failed call may succeed later as it is: the
+// control plane was unreachable, stopping, or slow.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
 // dropClientID returns msgs without the rows with client id cid.
 func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
 	if cid == "" {
 		return msgs
 	}
 	return slices.DeleteFunc(msgs, func(m *castv1.Message) bool { return m.ClientId == cid })
+}
+
+// missing are the seq ranges after from, up to the newest seq the turn
+// stored, that the turn did not store: what others wrote meanwhile (a
+// message sent while the turn ran), which the native session does not
+// hold although its KnownUpto passes them. Call after close.
+func (s *syncer) missing(from int64) []handoff.Range {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []handoff.Range
+	for seq := from + 1; seq <= s.lastSeq; seq++ {
+		switch {
+		case s.ours[seq]:
+		case len(out) > 0 && out[len(out)-1].To == seq-1:
+			out[len(out)-1].To = seq
+		default:
+			out = append(out, handoff.Range{From: seq, To: seq})
+		}
+	}
+	return out
 }

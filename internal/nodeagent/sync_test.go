@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -33,6 +34,32 @@ func TestDropClientID(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// What others stored while a turn ran (between the turn's own rows) is
+// missing from the native session although its KnownUpto passes it.
+func TestSyncerMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ours []int64
+		from int64
+		want string
+	}{
+		{"nothing stored", nil, 4, "[]"},
+		{"all ours", []int64{5, 6, 7}, 4, "[]"},
+		{"a message sent meanwhile", []int64{5, 6, 8}, 4, "[7:7]"},
+		{"runs merge", []int64{5, 9, 12}, 4, "[6:8 10:11]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &syncer{ours: map[int64]bool{}}
+			for _, seq := range tc.ours {
+				s.ours[seq], s.lastSeq = true, max(s.lastSeq, seq)
+			}
+			if got := fmt.Sprint(s.missing(tc.from)); got != tc.want {
+				t.Fatalf("missing(%d) = %s, want %s", tc.from, got, tc.want)
 			}
 		})
 	}

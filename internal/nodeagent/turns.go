@@ -72,14 +72,21 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		res, runErr = a.rerunStale(ctx, sessionID, o, firstSeq, prompt, fc.Account, turn, sync.emit, runErr)
 	}
 	ended(runErr)
-	_ = a.st.update(func(m map[string]*owned) {
-		if s := m[sessionID]; s != nil {
-			s.RunningPGID = 0
-		}
-	})
 	// Bookkeeping after the turn must not die with an interrupted turn's ctx.
 	ctx = a.runCtx
 	lastSeq, syncErr := sync.close(ctx)
+	// RunningPGID stays set until here: a node stopped (or killed) before
+	// the turn's rows were stored finds it on restart and rebuilds the
+	// native session (stopOrphans), which holds a turn the neutral copy
+	// does not.
+	_ = a.st.update(func(m map[string]*owned) {
+		if s := m[sessionID]; s != nil {
+			s.RunningPGID = 0
+			if ns := s.Native[o.Agent]; ns != nil && syncErr != nil {
+				ns.Stale = true // the prompt runs again, on a rebuilt native session
+			}
+		}
+	})
 	var rerr *runner.Error
 	switch {
 	case syncErr != nil:
@@ -95,6 +102,13 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		})
 		a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 		return nil
+	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted && !res.PromptSeen:
+		// The turn is over, but its native session does not hold the
+		// prompt (the CLI had not taken it, or keeps it only as a queued
+		// item): nothing is marked as known, so the next turn's catch-up
+		// carries the prompt as history.
+		lg.Info("turn interrupted before the agent took its prompt")
+		return a.interruptedUnheld(ctx, sessionID, o, res)
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonInterrupted:
 		lg.Info("turn interrupted")
 	case runErr != nil && errors.As(runErr, &rerr) && rerr.Reason == runner.ReasonRateLimited:
@@ -127,12 +141,38 @@ func (a *Agent) runTurn(ctx context.Context, sessionID string, o owned) error {
 		ns.Path, ns.Stale, ns.Account = res.NativePath, false, fc.Account
 		s.Parked = false
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, lastSeq) // never backwards
+		// It holds everything up to the prompt (the transition saw to
+		// that) and the turn's own rows, not what others stored meanwhile.
+		ns.Missing = sync.missing(o.ReceivedSeq)
 	})
 	if err != nil {
 		return err
 	}
 	a.reportEnd(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, fc, res.Usage)
 	lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
+	return nil
+}
+
+// interruptedUnheld ends an interrupted turn whose native session does not
+// hold the prompt. The turn is done (an interrupt is not retried), so the
+// prompt counts as delivered; the native session's KnownUpto stays below
+// it, so the agent's next turn carries it (a delta, or a rebuild) exactly
+// once. A native session that took some of the turn without the prompt,
+// or that could not be read to tell, is rebuilt instead. A migration
+// notice the prompt carried is told again.
+func (a *Agent) interruptedUnheld(ctx context.Context, sessionID string, o owned, res runner.Result) error {
+	err := a.st.update(func(m map[string]*owned) {
+		s := m[sessionID]
+		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
+		s.Parked = false
+		if ns := s.Native[o.Agent]; ns != nil && (res.Emitted > 0 || res.NativeUnread) {
+			ns.Stale = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 	return nil
 }
 
@@ -165,22 +205,6 @@ func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason 
 	}
 	a.reportEnd(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_PARKED, reason, exitCode, fc, usage)
 	return err
-}
-
-// reportEnd reports the session's state; at a turn's end it also carries
-// what the fleet needs: the fleet account the turn ran on and the
-// provider's usage windows it saw (report passes neither).
-func (a *Agent) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []quota.Window) {
-	cur, _ := a.st.get(sessionID)
-	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: o.Token, State: st,
-		StateReason: clipReason(reason), ExitCode: int32(exitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: fc.Account,
-		Cwd: sessionCwd(cur)}
-	if fc.Account != "" {
-		req.Usage = wire.WindowsToProto(usage)
-	}
-	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
-		a.lg.Warn("report turn state failed", zap.String("session", sessionID), zap.Error(err))
-	}
 }
 
 // failTurn ends a turn whose prompt the agent did not take. The prompt is
@@ -373,7 +397,7 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 			return ft, nil
 		}
 	}
-	if ns != nil && !ns.Stale && ns.KnownUpto >= before {
+	if ns != nil && !ns.Stale && ns.holdsUpTo(before) {
 		t.NativeID, t.NativePath = ns.ID, ns.Path // reuse, without reading the history
 		return t, nil
 	}
@@ -381,12 +405,13 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return t, err
 	}
-	var row *handoff.Row
+	in := handoff.Input{Content: handoff.ContentSeqs(history)}
 	if ns != nil && !ns.Stale {
-		row = &handoff.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}
+		in.Native, in.Missing = &handoff.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}, ns.Missing
 	}
 	ag, _ := agents.Lookup(o.Agent)
-	d := handoff.Transition(handoff.Input{Native: row, Content: handoff.ContentSeqs(history), CanReconstitute: ag.Caps.CanReconstitute})
+	in.CanReconstitute = ag.Caps.CanReconstitute
+	d := handoff.Transition(in)
 	switch d.Kind {
 	case handoff.Fresh:
 		return t, nil
@@ -395,7 +420,7 @@ func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firs
 		return t, nil
 	case handoff.Delta, handoff.SliceHandoff:
 		// Only what the agent missed, framed as history, before the prompt.
-		sl := handoff.Slice(d.Missed.Messages(history), handoff.SliceOptions{SessionID: sessionID, ContextWindow: ag.ContextWindow,
+		sl := handoff.Slice(in.MissedMessages(d, history), handoff.SliceOptions{SessionID: sessionID, ContextWindow: ag.ContextWindow,
 			Heading: "What happened in this session while you were not running it"})
 		if sl.Text != "" {
 			t.Prompt = sl.Text + "\n\n" + prompt
@@ -468,13 +493,6 @@ func (a *Agent) readMessages(ctx context.Context, sessionID string, start, end i
 		return nil
 	})
 	return out, err
-}
-
-// report records the session's state; a failure is logged, not fatal (the
-// next report corrects it).
-// It carries the delivery cursor, which a new owner starts from.
-func (a *Agent) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
-	a.reportEnd(ctx, sessionID, o, st, reason, exitCode, fleetCred{}, nil)
 }
 
 // reportStart records RUNNING before the agent starts. It is the turn's

@@ -192,6 +192,11 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 		case <-w.wakeCh:
 		}
 		for ctx.Err() == nil {
+			// The last turn's end is recorded before anything else.
+			if !a.flushReport(ctx, sessionID) {
+				a.drop(sessionID)
+				return
+			}
 			tctx, cancel := context.WithCancel(ctx)
 			w.mu.Lock()
 			// Read under w.mu: a workspace move (hold) cannot slip between
