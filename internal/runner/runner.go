@@ -39,9 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -194,236 +192,33 @@ func fail(res Result, reason, detail string) (Result, error) {
 // group is gone. emit is called from one goroutine at a time, in order.
 // Cancelling ctx interrupts the turn: SIGTERM to the whole process group,
 // SIGKILL after Grace, Reason "interrupted". A failed turn returns a
-// non-nil *Error whose Reason is also in Result.Reason.
+// non-nil *Error whose Reason is also in Result.Reason. Its phases are in
+// process.go.
 func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message)) (Result, error) {
 	res := Result{NativeID: t.NativeID, NativePath: t.NativePath, ExitCode: -1}
-	a, ok := agents.Lookup(t.Agent)
-	if !ok {
-		return fail(res, ReasonUnsupported, fmt.Sprintf("unknown agent %q", t.Agent))
-	}
-	if t.Home == "" || !filepath.IsAbs(t.Home) || !filepath.IsAbs(t.Cwd) {
-		return fail(res, ReasonFailed, "turn needs an absolute Home and Cwd")
-	}
-	env := buildEnv(a, t)
-	bin, err := r.lookBin(a, env)
+	p, err := r.prepare(ctx, t)
 	if err != nil {
-		return fail(res, ReasonBinaryNotFound, err.Error())
+		return failed(res, err)
 	}
-	if err := ensureDirs(a, env); err != nil {
-		return fail(res, ReasonFailed, err.Error())
-	}
-	d, err := newDriver(a, t, r.logf)
+	pr, err := r.start(p)
 	if err != nil {
-		if e, ok := err.(*Error); ok {
-			return fail(res, e.Reason, e.Detail)
-		}
-		return fail(res, ReasonFailed, err.Error())
+		return failed(res, err)
 	}
-	// Messages the resumed file already holds are accounted for before the
-	// process can touch it.
-	d.baseline()
-	if err := d.deliverLarge(ctx, bin, env); err != nil {
-		var e *Error
-		switch {
-		case errors.As(err, &e):
-			return fail(res, e.Reason, e.Detail)
-		case ctx.Err() != nil:
-			return fail(res, ReasonInterrupted, "")
-		}
-		return fail(res, ReasonFailed, err.Error())
-	}
-	args, err := d.args()
-	if err != nil {
-		return fail(res, ReasonUnsupported, err.Error())
-	}
-	args = append(args, t.Args...)
-	input, hasInput := d.stdin()
-	if why := promptTooLong(a, input); why != "" {
-		return fail(res, ReasonRefused, why)
-	}
-
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = t.Cwd
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// stdout is a plain pipe the runner reads itself, so the CLI's exit is
-	// seen even if a straggler still holds the write end.
-	stdout, stdoutW, err := os.Pipe()
-	if err != nil {
-		return fail(res, ReasonFailed, err.Error())
-	}
-	defer stdout.Close()
-	cmd.Stdout = stdoutW
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		stdoutW.Close()
-		return fail(res, ReasonFailed, err.Error())
-	}
-	defer stderrR.Close()
-	cmd.Stderr = stderrW
-	// The prompt goes in on stdin for the CLIs that read it there; the
-	// others get /dev/null (codex exec waits on an open pipe).
-	var stdinR, stdinW *os.File
-	if hasInput {
-		if stdinR, stdinW, err = os.Pipe(); err != nil {
-			stdoutW.Close()
-			stderrW.Close()
-			return fail(res, ReasonFailed, err.Error())
-		}
-		defer stdinW.Close()
-		cmd.Stdin = stdinR
-	}
-	err = cmd.Start()
-	stdoutW.Close()
-	stderrW.Close()
-	if stdinR != nil {
-		stdinR.Close()
-	}
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return fail(res, ReasonBinaryNotFound, err.Error())
-		}
-		return fail(res, ReasonFailed, err.Error())
-	}
-	res.PID = cmd.Process.Pid
-	pgid := cmd.Process.Pid
-	r.logf("runner: %s started pid %d: %s %q", t.Agent, pgid, bin, args)
+	res.PID = pr.pgid
 	if t.OnStart != nil {
-		t.OnStart(pgid)
+		t.OnStart(pr.pgid)
 	}
-	writeDone := make(chan struct{})
-	go func() {
-		defer close(writeDone)
-		if stdinW == nil {
-			return
-		}
-		// Written as the CLI starts (gemini gives up on stdin after 500 ms
-		// without a byte) and closed, so the CLI sees its end. A CLI that
-		// exits without reading it fails the write: its exit says why.
-		if _, err := io.WriteString(stdinW, input); err != nil {
-			r.logf("runner: %s pid %d: prompt not fully written to stdin: %v", t.Agent, pgid, err)
-		}
-		stdinW.Close()
-	}()
+	out := p.emitter(&res, emit)
+	o := p.read(pr, out)
+	interrupted, waitErr := r.watch(ctx, p, pr, out)
+	r.reap(p, pr, o)
+	return r.finish(p, &res, waitErr, interrupted, o, out)
+}
 
-	var emitMu sync.Mutex
-	lastModel := t.Model
-	out := func(m transcript.Message) {
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		m.Agent = a.Name
-		// The transcript's model wins; rows without one (tool results,
-		// user text) get the model of the turn.
-		if m.Model == "" {
-			m.Model = lastModel
-		} else {
-			lastModel = m.Model
-		}
-		res.Emitted++
-		emit(m)
-	}
-
-	// stdout: parsed line by line by the driver (ids, errors, streamed
-	// parts), the tail kept for error reports.
-	stdoutTail := &tailBuffer{max: 64 << 10}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		d.readStdout(stdout, stdoutTail, out)
-	}()
-	stderr := &tailBuffer{max: 64 << 10}
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		_, _ = io.Copy(stderr, stderrR)
-	}()
-
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
-
-	interrupted := false
-	var killTimer <-chan time.Time
-	tick := time.NewTicker(r.poll())
-	defer tick.Stop()
-	var waitErr error
-loop:
-	for {
-		select {
-		case waitErr = <-waitDone:
-			r.logf("runner: %s pid %d exited: %v", t.Agent, pgid, waitErr)
-			break loop
-		case <-ctx.Done():
-			if !interrupted {
-				interrupted = true
-				r.logf("runner: %s pid %d interrupted: SIGTERM to the group", t.Agent, pgid)
-				_ = syscall.Kill(-pgid, syscall.SIGTERM)
-				killTimer = time.After(r.grace())
-			}
-		case <-killTimer:
-			r.logf("runner: %s pid %d still running after %s: SIGKILL", t.Agent, pgid, r.grace())
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			killTimer = nil
-		case <-tick.C:
-			d.sync(false, out)
-		}
-	}
-	// Helpers the CLI left behind (npm launchers, shells of a killed tool)
-	// go with the group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	waitGroupGone(pgid, 2*time.Second)
-	if stdinW != nil {
-		stdinW.Close() // a reader outside the group must not hold the writer
-	}
-	<-writeDone
-	// The rest of stdout (codex's last events, opencode's last parts) and
-	// stderr; a process outside the group holding the pipes is cut off.
-	drain := time.NewTimer(3 * time.Second)
-	defer drain.Stop()
-	for _, done := range []<-chan struct{}{readDone, stderrDone} {
-		select {
-		case <-done:
-			continue
-		case <-drain.C:
-		}
-		r.logf("runner: %s pid %d: output still open after exit; closing it", t.Agent, pgid)
-		stdout.Close()
-		stderrR.Close()
-		<-readDone
-		<-stderrDone
-		break
-	}
-
-	var exitErr *exec.ExitError
-	switch {
-	case waitErr == nil:
-		res.ExitCode = 0
-	case errors.As(waitErr, &exitErr):
-		res.ExitCode = exitErr.ExitCode() // -1 when killed by a signal
-	}
-	res.Stderr = stderr.String()
-	d.sync(true, out)
-	res.NativeID, res.NativePath = d.native()
-	res.PromptSeen = d.promptSeen()
-	if interrupted && !res.PromptSeen && res.NativeID != "" {
-		var err error
-		res.PromptSeen, err = d.storeHolds(bin, env)
-		res.NativeUnread = err != nil
-	}
-	if t.ReportUsage {
-		res.Usage = d.usage(res.NativePath)
-	}
-
-	if interrupted {
-		return fail(res, ReasonInterrupted, "")
-	}
-	reason, detail := d.classify(res.ExitCode, res.Emitted, stdoutTail.String(), res.Stderr)
-	if reason != "" {
-		return fail(res, reason, detail)
-	}
-	if res.NativeID == "" {
-		return fail(res, ReasonFailed, "the CLI exited 0 but no native session was found: "+clip(lastLines(stdoutTail.String()+res.Stderr, 5), 500))
-	}
-	return res, nil
+// failed is res failed with err, an *Error from a phase.
+func failed(res Result, err error) (Result, error) {
+	e := asError(err, ReasonFailed)
+	return fail(res, e.Reason, e.Detail)
 }
 
 // lookBin finds the agent's CLI.
