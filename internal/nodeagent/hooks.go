@@ -1,0 +1,206 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// turnSetup is a turn being prepared: what the prepare hooks read, and the
+// runner.Turn they fill in.
+type turnSetup struct {
+	id       string
+	o        owned // the session as the turn found it (cwd follows a worktree)
+	firstSeq int64 // the prompt's first user message
+	prompt   string
+	account  string // the fleet account the turn runs on ("" for none)
+	tryFork  bool   // a fork's first turn may fork the parent's native session
+	rt       runner.Turn
+}
+
+// prepareHook is one side job of setting a turn up, with a name for the
+// log. A hook that fails stops the turn before the agent sees its prompt
+// (holdTurn keeps the prompt for the next turn).
+type prepareHook struct {
+	name string
+	run  func(a *Agent, ctx context.Context, s *turnSetup) error
+}
+
+// prepareHooks run in this order before every turn (the way Nomad's task
+// runner runs its prestart hooks): the agent's credentials and
+// environment, the session's checkout, its worktree, the agent's home and
+// cast's MCP server, then how the conversation reaches the native session.
+var prepareHooks = []prepareHook{
+	{"credentials", (*Agent).credentialsHook},
+	{"checkout", (*Agent).checkoutHook},
+	{"worktree", (*Agent).worktreeHook},
+	{"mcp", (*Agent).mcpHook},
+	{"native", (*Agent).nativeHook},
+}
+
+// prepareTurn runs the prepare hooks: it decides between resuming the
+// agent's native session, a rebuild from the neutral copy, and a fresh
+// native session; with tryFork, a fork's first turn may fork the parent's
+// native session (fork.go). account is the fleet account the turn runs on:
+// a native session another account wrote, where the agent binds it to that
+// account, is rebuilt.
+func (a *Agent) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, tryFork bool) (runner.Turn, error) {
+	s := &turnSetup{id: sessionID, o: o, firstSeq: firstSeq, prompt: prompt, account: account, tryFork: tryFork}
+	for _, h := range prepareHooks {
+		if err := h.run(a, ctx, s); err != nil {
+			a.lg.Info("turn not set up", zap.String("session", sessionID), zap.String("hook", h.name), zap.Error(err))
+			return s.rt, err
+		}
+	}
+	return s.rt, nil
+}
+
+// credentialsHook builds the turn from the agent's setup for the
+// session's account. CAST_SESSION, CAST_ADDR and the node's credential
+// (CAST_TOKEN_FILE, or CAST_CA_PIN and CAST_CLIENT_CERT with TLS) let the
+// agent call cast about its own session (`cast spawn --subagent`, `cast
+// read`).
+func (a *Agent) credentialsHook(_ context.Context, s *turnSetup) error {
+	setup, err := a.cfg.accountSetup(s.o.Agent, s.o.Account)
+	if err != nil {
+		return err
+	}
+	env := append([]string{}, setup.Env...)
+	for k, v := range a.castEnv(s.id) {
+		env = append(env, k+"="+v)
+	}
+	s.rt = a.cfg.newTurn(s.o.Agent, setup, env)
+	s.rt.Model, s.rt.Effort, s.rt.Cwd, s.rt.Prompt = s.o.Model, s.o.Effort, s.o.Cwd, s.prompt
+	return nil
+}
+
+// checkoutHook refuses a turn whose folder is not on this node.
+func (a *Agent) checkoutHook(_ context.Context, s *turnSetup) error {
+	if fi, err := os.Stat(s.rt.Cwd); s.rt.Cwd == "" || err != nil || !fi.IsDir() {
+		if len(s.o.Native) > 0 && s.o.Native[s.o.Agent] == nil {
+			return fmt.Errorf("No local checkout for agent switch: %q does not exist on node %s", s.o.Cwd, a.cfg.Name)
+		}
+		return fmt.Errorf("no local checkout: %q does not exist on node %s", s.o.Cwd, a.cfg.Name)
+	}
+	return nil
+}
+
+// worktreeHook makes (or finds) the session's git worktree and runs the
+// turn in it.
+func (a *Agent) worktreeHook(ctx context.Context, s *turnSetup) error {
+	if s.o.WorktreeBranch == "" {
+		return nil
+	}
+	dir, made, err := a.ensureWorktree(ctx, s.o.Cwd, s.o.WorktreeBranch)
+	if err != nil {
+		return err
+	}
+	if made {
+		a.startSetup(s.id, dir)
+	}
+	if dir != s.o.Cwd {
+		if err := a.st.update(func(m map[string]*owned) { m[s.id].Cwd = dir }); err != nil {
+			return err
+		}
+		s.o.Cwd, s.rt.Cwd = dir, dir // reported with the turn's state (sessionCwd)
+	}
+	return nil
+}
+
+// mcpHook makes the agent's home and registers cast's MCP server for the
+// turn.
+func (a *Agent) mcpHook(_ context.Context, s *turnSetup) error {
+	if err := os.MkdirAll(s.rt.Home, 0o700); err != nil {
+		return err
+	}
+	return a.registerMCP(&s.rt, s.id)
+}
+
+// nativeHook decides how the conversation reaches the agent's native
+// session (handoff.Transition): resume it as it is, resume it with what it
+// missed, fork the parent's, or write it from the neutral copy.
+func (a *Agent) nativeHook(ctx context.Context, s *turnSetup) error {
+	before := s.firstSeq - 1
+	ns := s.o.Native[s.o.Agent]
+	if ns.boundElsewhere(s.o.Agent, s.account) {
+		// The fleet switched accounts since this native session's last
+		// turn: resuming it would send the old account's encrypted items.
+		a.lg.Info("native session bound to another fleet account; rebuilding", zap.String("session", s.id),
+			zap.String("agent", s.o.Agent), zap.String("was", ns.Account), zap.String("now", s.account))
+		ns = &nativeSession{ID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto, Stale: true}
+	}
+	if s.tryFork && ns == nil {
+		if ft, ok := a.nativeForkTurn(ctx, s.id, s.o, s.firstSeq, s.account, s.rt); ok {
+			s.rt = ft
+			return nil
+		}
+	}
+	if ns != nil && !ns.Stale && ns.holdsUpTo(before) {
+		s.rt.NativeID, s.rt.NativePath = ns.ID, ns.Path // reuse, without reading the history
+		return nil
+	}
+	history, err := a.history(ctx, s.id, before)
+	if err != nil {
+		return err
+	}
+	in := handoff.Input{Content: handoff.ContentSeqs(history)}
+	if ns != nil && !ns.Stale {
+		in.Native, in.Missing = &handoff.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}, ns.Missing
+	}
+	ag, _ := agents.Lookup(s.o.Agent)
+	in.CanReconstitute = ag.Caps.CanReconstitute
+	d := handoff.Transition(in)
+	switch d.Kind {
+	case handoff.Fresh:
+	case handoff.Reuse:
+		s.rt.NativeID, s.rt.NativePath = ns.ID, ns.Path
+	case handoff.Delta, handoff.SliceHandoff:
+		// Only what the agent missed, framed as history, before the prompt.
+		sl := handoff.Slice(in.MissedMessages(d, history), handoff.SliceOptions{SessionID: s.id, ContextWindow: ag.ContextWindow,
+			Heading: "What happened in this session while you were not running it"})
+		if sl.Text != "" {
+			s.rt.Prompt = sl.Text + "\n\n" + s.prompt
+		}
+		if d.Kind == handoff.Delta {
+			s.rt.NativeID, s.rt.NativePath = ns.ID, ns.Path
+		}
+	default:
+		return a.rebuildNative(ctx, s, ns, history)
+	}
+	return nil
+}
+
+// rebuildNative writes the agent's native transcript from the neutral
+// copy (history: the messages before the prompt) and points the turn at it.
+func (a *Agent) rebuildNative(ctx context.Context, s *turnSetup, ns *nativeSession, history []transcript.Message) error {
+	if err := agents.CheckTakeover(s.o.Agent, true); err != nil {
+		return err
+	}
+	// A writer that runs the CLI (opencode import) gets the turn's own
+	// environment: its HOME and config dirs hold the agent's settings.
+	w, err := codecs.Writer(s.o.Agent, codecs.WriterOptions{Bin: a.cfg.agentSetup(s.o.Agent).Bin, Env: runner.Env(s.rt)})
+	if err != nil {
+		return err
+	}
+	// A new id for an agent whose forks read this file (rebuildNativeID).
+	target := agents.Target{Home: s.rt.AgentDir(), Cwd: s.o.Cwd, SessionID: s.id, Model: s.o.Model,
+		NativeID: rebuildNativeID(s.o.Agent, ns, s.rt.UserEnv != nil)}
+	full, err := a.rebuildHistory(ctx, s.id, s.o, s.firstSeq, history)
+	if err != nil {
+		return err
+	}
+	written, err := w.Write(target, full)
+	if err != nil {
+		return fmt.Errorf("rebuild the %s transcript: %w", s.o.Agent, err)
+	}
+	s.rt.NativeID, s.rt.NativePath = written.NativeID, written.Path
+	return nil
+}
