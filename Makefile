@@ -47,6 +47,11 @@ DELIVERY_STEPS ?= 200
 delivery: agents
 	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
 
+# The soak tests (built only with the soak tag): a watch opened after 10
+# idle minutes, past etcd's default 5-minute auth token TTL.
+soak:
+	$(GO) test -tags soak -race -count=1 -timeout 30m -run 'TestWatchAfterTenIdleMinutes' -v ./internal/controlplane/
+
 # Load tests at full size (`make test` runs them smaller): a node resync of
 # 10,000 owned and 10,000 lost sessions.
 load:
