@@ -158,7 +158,7 @@ func TestPlaintextNeedsInsecure(t *testing.T) {
 	tlsByDefault := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), def...)
 	testharness.WaitFor(t, 30*time.Second, "TLS on by default", func() bool { return strings.Contains(tlsByDefault.Output(), `"tls on"`) })
 	plain := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + def[3]}}
-	if _, errOut, code := plain.run("nodes", "--timeout", "3s"); code == 0 || !strings.Contains(errOut, "cannot reach") {
+	if _, errOut, code := plain.run("nodes", "--timeout", "3s"); code == 0 || !strings.Contains(errOut, "speaks TLS, but no CA is trusted for it") {
 		t.Errorf("plaintext cast against the default control plane: exit %d, %s", code, errOut)
 	}
 	refused := testharness.StartProcEnv(t, noInsecure, filepath.Join(bins, "controlplane"), append(args(), "--tls=false")...)

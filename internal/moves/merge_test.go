@@ -44,7 +44,7 @@ func newMergeRig(t *testing.T) *mergeRig {
 	r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_USER, "start")
 	r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "started")
 	r.delivered(1)
-	f, err := moves.Fork(ctx, s, nil, moves.ForkRequest{SessionID: r.parent, RequestID: ids.NewClientID()})
+	f, err := moves.Fork(ctx, s, nil, moves.ForkRequest{SessionID: r.parent, RequestID: store.RequestKey("test-user", ids.NewClientID())})
 	if err != nil {
 		t.Fatal(err)
 	}
