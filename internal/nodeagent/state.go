@@ -103,7 +103,11 @@ type state struct {
 	// unrecorded: the last write failed (a full disk), so memory is ahead
 	// of the file until a write succeeds; no turn starts meanwhile.
 	unrecorded bool
-	Sessions   map[string]*owned `json:"sessions"`
+	// recovered: a write succeeded after one failed, and the turns held
+	// meanwhile have not been woken yet. Any writer's success sets it, not
+	// only recordAgain's, so held sessions are never left asleep.
+	recovered bool
+	Sessions  map[string]*owned `json:"sessions"`
 	// Fleet is, per agent, the fleet account its shared credential store
 	// holds (see credentials.go).
 	Fleet map[string]fleetCred `json:"fleet,omitempty"`
@@ -213,6 +217,9 @@ func (st *state) persist() error {
 	if err == nil {
 		err = fsutil.WriteFileAtomic(st.path, b, 0o600)
 	}
+	if err == nil && st.unrecorded {
+		st.recovered = true
+	}
 	st.unrecorded = err != nil
 	return err
 }
@@ -224,18 +231,20 @@ func (st *state) behind() bool {
 	return st.unrecorded
 }
 
-// catchUp writes the state file again if the last write failed; true when
-// that write succeeded now.
+// catchUp writes the state file again if the last write failed; true once
+// per recovery, when a write (this one or any other since) succeeded after
+// a failed one, so the caller wakes the turns held meanwhile.
 func (st *state) catchUp() (bool, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.unrecorded {
-		return false, nil
+	if st.unrecorded {
+		if err := st.persist(); err != nil {
+			return false, err
+		}
 	}
-	if err := st.persist(); err != nil {
-		return false, err
-	}
-	return true, nil
+	now := st.recovered
+	st.recovered = false
+	return now, nil
 }
 
 // get returns a copy of a session's record.
