@@ -48,22 +48,31 @@ func RawJSON(v any, orElse string) json.RawMessage {
 // decode as T is left out, and its neighbours are kept (one odd content
 // block must not lose a message). nil when raw is not an array.
 func DecodeList[T any](raw json.RawMessage) []T {
-	var all []T
-	if json.Unmarshal(raw, &all) == nil {
-		return all
+	out, _ := DecodeElems[T](raw)
+	return out
+}
+
+// DecodeElems is DecodeList that also says how many elements it left out,
+// so a reader can count them in its report instead of losing them
+// silently.
+func DecodeElems[T any](raw json.RawMessage) (out []T, bad int) {
+	if json.Unmarshal(raw, &out) == nil {
+		return out, 0
 	}
 	var elems []json.RawMessage
 	if json.Unmarshal(raw, &elems) != nil {
-		return nil
+		return nil, 0
 	}
-	var out []T
+	out = nil
 	for _, e := range elems {
 		var v T
 		if json.Unmarshal(e, &v) == nil {
 			out = append(out, v)
+		} else {
+			bad++
 		}
 	}
-	return out
+	return out, bad
 }
 
 // CompactJSON is raw without insignificant space, or "{}" when raw is

@@ -70,3 +70,22 @@ func TestCompactJSONAndParseTime(t *testing.T) {
 		t.Errorf("ParseTime of an odd stamp = %v, want zero", got)
 	}
 }
+
+// DecodeElems says how many elements it left out, so a reader can report
+// them; a list that decodes whole, or what is not a list, leaves none.
+func TestDecodeElemsCountsWhatItLeavesOut(t *testing.T) {
+	type elem struct{ A int }
+	for _, tc := range []struct {
+		raw       string
+		kept, bad int
+	}{
+		{`[{"A":1},{"A":2}]`, 2, 0},
+		{`[{"A":1},"odd",{"A":"x"},{"A":3}]`, 2, 2},
+		{`{"A":1}`, 0, 0},
+	} {
+		out, bad := DecodeElems[elem]([]byte(tc.raw))
+		if len(out) != tc.kept || bad != tc.bad {
+			t.Errorf("DecodeElems(%s) kept %d, left out %d; want %d, %d", tc.raw, len(out), bad, tc.kept, tc.bad)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -12,9 +13,12 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// convert turns one record into neutral messages; ok is false when the
-// record carries nothing for the conversation.
-func convert(rec record) ([]transcript.Message, bool) {
+// convert turns one record into neutral messages; skip is told each content
+// block it leaves out that a reader of the report should hear of. ok is
+// false when the record carries nothing for the conversation and nothing
+// of it was reported through skip or is known to be unreadable (the caller
+// then reports the record as a whole).
+func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 	if rec.Type != "user" && rec.Type != "assistant" {
 		return nil, false
 	}
@@ -24,6 +28,15 @@ func convert(rec record) ([]transcript.Message, bool) {
 	}
 	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: agents.ParseTime(rec.Timestamp)}
 	var out []transcript.Message
+	accounted := false // something left out was reported, or is known unreadable
+	note := func(kind string) { skip(kind); accounted = true }
+	contentBlocks := func(raw json.RawMessage) []block {
+		bs, bad := agents.DecodeElems[block](raw)
+		for range bad {
+			note(kindBadBlock)
+		}
+		return bs
+	}
 	add := func(msg transcript.Message) {
 		if len(out) > 0 {
 			msg.NativeID = fmt.Sprintf("%s#%d", rec.UUID, len(out))
@@ -37,7 +50,7 @@ func convert(rec record) ([]transcript.Message, bool) {
 			return nil, false
 		}
 		base.Model = m.Model
-		for _, b := range blocks(m.Content) {
+		for _, b := range contentBlocks(m.Content) {
 			msg := base
 			switch b.Type {
 			case "text":
@@ -47,6 +60,9 @@ func convert(rec record) ([]transcript.Message, bool) {
 				msg.Kind, msg.Text = transcript.KindAssistant, b.Text
 			case "thinking":
 				if b.Thinking == "" {
+					// Signature only (newer CLIs store no text): nothing
+					// readable to carry, so known, not reported.
+					accounted = true
 					continue
 				}
 				msg.Kind, msg.Text = transcript.KindThinking, b.Thinking
@@ -57,13 +73,17 @@ func convert(rec record) ([]transcript.Message, bool) {
 				if strings.HasSuffix(b.Type, "_tool_result") { // server tools (web search)
 					msg.Kind = transcript.KindToolResult
 					msg.ToolResult = &transcript.ToolResult{CallID: b.ToolUseID, Output: flatten(b.Content)}
+				} else if b.Type == "redacted_thinking" {
+					accounted = true // encrypted: nothing readable to carry
+					continue
 				} else {
-					continue // redacted_thinking and unknown future blocks
+					note(cmp.Or(b.Type, "untyped") + " block")
+					continue
 				}
 			}
 			add(msg)
 		}
-		return out, len(out) > 0
+		return out, len(out) > 0 || accounted
 	}
 
 	// User records.
@@ -94,7 +114,7 @@ func convert(rec record) ([]transcript.Message, bool) {
 		}
 		return out, len(out) > 0
 	}
-	for _, b := range blocks(m.Content) {
+	for _, b := range contentBlocks(m.Content) {
 		msg := base
 		switch b.Type {
 		case "text":
@@ -110,11 +130,12 @@ func convert(rec record) ([]transcript.Message, bool) {
 			res.ExitCode = exitCode(out, b.IsError, rec.ToolUseResult)
 			msg.Kind, msg.ToolResult = transcript.KindToolResult, res
 		default:
+			note(cmp.Or(b.Type, "untyped") + " block")
 			continue
 		}
 		add(msg)
 	}
-	return out, len(out) > 0
+	return out, len(out) > 0 || accounted
 }
 
 // blocks reads a content block list; a single odd block (a string inside

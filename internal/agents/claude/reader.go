@@ -20,7 +20,7 @@ type Reader struct{}
 type Stats struct {
 	Lines     int // non-empty lines
 	Malformed int // lines that were not a JSON object or lacked a usable message
-	Skipped   int // valid records that carry no conversation (attachments, sidechains, meta, ...)
+	Skipped   int // valid records (and content blocks) left out: attachments, sidechains, meta, ...
 	// Kinds counts every line left out (malformed ones included) by what it
 	// was, so an import can say what it did not keep.
 	Kinds agents.Skips
@@ -61,6 +61,7 @@ const (
 	kindRepeated  = "repeated assistant record"
 	kindMeta      = "injected context (isMeta)"
 	kindSynthetic = "synthetic assistant record"
+	kindBadBlock  = "content block that did not decode"
 )
 
 // Read reads the file at path. Malformed lines are skipped; an error is
@@ -196,7 +197,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			st.skip(kindRepeated)
 			continue
 		}
-		msgs, ok := convert(rec)
+		msgs, ok := convert(rec, st.skip)
 		switch {
 		case ok:
 		case regenerated(rec):

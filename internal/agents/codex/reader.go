@@ -155,8 +155,8 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 			}
 			return nil, true
 		}
-		var it item
-		if json.Unmarshal(raw, &it) != nil {
+		it, ok := st.decodeItem(raw)
+		if !ok {
 			return nil, true
 		}
 		return st.fromItem(it, ts), true
@@ -164,27 +164,34 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	switch env.Type {
 	case lineSessionMeta:
 		var m sessionMeta
-		if json.Unmarshal(env.Payload, &m) == nil && st.p.SessionID == "" {
+		if json.Unmarshal(env.Payload, &m) != nil {
+			st.p.skip(undecoded(env.Type))
+		} else if st.p.SessionID == "" {
 			st.p.SessionID, st.p.Cwd = m.ID, m.Cwd
 		}
 	case lineTurnContext:
 		var tc turnContext
-		if json.Unmarshal(env.Payload, &tc) == nil && tc.Model != "" {
+		if json.Unmarshal(env.Payload, &tc) != nil {
+			st.p.skip(undecoded(env.Type))
+		} else if tc.Model != "" {
 			*st.model = tc.Model
 		}
 	case lineResponseItem:
-		var it item
-		if json.Unmarshal(env.Payload, &it) == nil {
+		if it, ok := st.decodeItem(env.Payload); ok {
 			return st.fromItem(it, ts), true
 		}
 	case lineEventMsg:
 		var ev eventMsg
-		if json.Unmarshal(env.Payload, &ev) == nil {
-			return st.fromEvent(ev, ts), true
+		if json.Unmarshal(env.Payload, &ev) != nil {
+			st.p.skip(undecoded(env.Type))
+			return nil, true
 		}
+		return st.fromEvent(ev, ts), true
 	case lineCompacted:
 		var c compacted
-		if json.Unmarshal(env.Payload, &c) == nil && strings.TrimSpace(c.Message) != "" {
+		if json.Unmarshal(env.Payload, &c) != nil {
+			st.p.skip(undecoded(env.Type))
+		} else if strings.TrimSpace(c.Message) != "" {
 			m := st.msg(transcript.KindNotice, ts)
 			m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
 			return []candidate{{msg: m}}, true
@@ -196,6 +203,24 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	}
 	return nil, true
 }
+
+// decodeItem decodes a response item; one that does not decode is counted
+// (by its type, when that much can be read) and ok is false.
+func (st lineState) decodeItem(raw []byte) (it item, ok bool) {
+	if json.Unmarshal(raw, &it) == nil {
+		return it, true
+	}
+	var typed struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &typed)
+	st.p.skip(undecoded(orDefault(typed.Type, "untyped") + " item"))
+	return item{}, false
+}
+
+// undecoded is the report kind of a record of a known type that did not
+// decode (a field of an unexpected JSON type, say).
+func undecoded(what string) string { return what + " that did not decode" }
 
 func (st lineState) msg(k transcript.Kind, ts time.Time) transcript.Message {
 	m := transcript.Message{Kind: k, Agent: Agent, Time: ts, NativeID: fmt.Sprintf("line:%d", st.no)}
@@ -257,6 +282,7 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		return st.call(id, "local_shell", string(it.Action), ts)
 	case "function_call_output", "custom_tool_call_output":
 		if it.CallID == "" {
+			st.p.skip("tool output without a call id")
 			return nil
 		}
 		out, failed := outputText(it.Output)
@@ -302,17 +328,22 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 		m.Text = text
 		return []candidate{{msg: m}}
 	case "developer", "system":
+		// Codex's own instructions and environment context are rebuilt on
+		// every turn: known, not reported. Cast's notices come back.
 		if typ, body, ok := unwrapNotice(text); ok {
 			m := st.msg(transcript.KindNotice, ts)
 			m.NoticeType, m.Text = typ, body
 			return []candidate{{msg: m}}
 		}
+	default:
+		st.p.skip(orDefault(it.Role, "roleless") + " message")
 	}
 	return nil
 }
 
 func (st lineState) call(id, name, input string, ts time.Time) []candidate {
 	if id == "" || name == "" {
+		st.p.skip("tool call without an id or name")
 		return nil
 	}
 	st.names[id] = name

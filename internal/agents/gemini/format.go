@@ -1,6 +1,9 @@
 package gemini
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // header is the first line of a JSONL session (and the top of a legacy
 // .json conversation, which adds Messages).
@@ -56,12 +59,36 @@ type toolCall struct {
 	Description string          `json:"description,omitempty"`
 }
 
-// part is a Gemini API Part, as far as cast needs it.
+// part is a Gemini API Part, as far as cast needs it. InlineData and
+// FileData (images, files) are not carried; they are read only to be
+// reported as left out.
 type part struct {
 	Text             *string       `json:"text,omitempty"`
 	Thought          bool          `json:"thought,omitempty"`
 	FunctionCall     *functionCall `json:"functionCall,omitempty"`
 	FunctionResponse *functionResp `json:"functionResponse,omitempty"`
+	InlineData       *blob         `json:"inlineData,omitempty"`
+	FileData         *blob         `json:"fileData,omitempty"`
+}
+
+// blob is an inlineData or fileData part's description.
+type blob struct {
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+// leftOut names a part the reader keeps nothing of, for the report.
+func (p part) leftOut() string {
+	b, what := p.InlineData, "inlineData"
+	if b == nil {
+		b, what = p.FileData, "fileData"
+	}
+	switch {
+	case b == nil:
+		return "part of an unknown kind"
+	case strings.HasPrefix(b.MimeType, "image/"):
+		return "image part (" + what + ")"
+	}
+	return what + " part"
 }
 
 type functionCall struct {

@@ -171,11 +171,7 @@ func (l *lineReplay) line(line []byte) {
 		if set.Messages != nil {
 			l.recs = nil
 			l.reindex()
-			for _, r := range *set.Messages {
-				if r.ID != "" {
-					l.upsert(r)
-				}
-			}
+			l.upsertAll(*set.Messages)
 		}
 	case isString(obj["sessionId"]):
 		var h header
@@ -184,16 +180,24 @@ func (l *lineReplay) line(line []byte) {
 			return
 		}
 		l.sid = h.SessionID
-		for _, r := range h.Messages {
-			if r.ID != "" {
-				l.upsert(r)
-			}
-		}
+		l.upsertAll(h.Messages)
 	default:
 		l.bad("line of an unknown shape")
 		return
 	}
 	l.used++
+}
+
+// upsertAll upserts recs; one without an id cannot be placed (records are
+// found by id) and is counted.
+func (l *lineReplay) upsertAll(recs []record) {
+	for _, r := range recs {
+		if r.ID == "" {
+			l.skip("message without an id")
+			continue
+		}
+		l.upsert(r)
+	}
 }
 
 func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
@@ -210,7 +214,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			m.NativeID = r.ID + suffix
 			out = append(out, m)
 		}
-		parts := parseContent(r.Content)
+		parts := parseContent(r.Content, skip)
 		switch r.Type {
 		case "user":
 			var texts []string
@@ -218,14 +222,20 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 				switch {
 				case p.FunctionResponse != nil:
 					fr := p.FunctionResponse
-					if fr.ID == "" || results[fr.ID] {
+					if fr.ID == "" {
+						skip("tool result without an id")
 						continue
+					}
+					if results[fr.ID] {
+						continue // the same result, also under its call
 					}
 					results[fr.ID] = true
 					out2, isErr := responseText(fr.Response)
 					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: fr.ID, Output: out2, IsError: isErr}}, "#result:"+fr.ID)
 				case p.Text != nil:
 					texts = append(texts, *p.Text)
+				default:
+					skip(p.leftOut())
 				}
 			}
 			text := strings.Join(texts, "\n")
@@ -259,6 +269,10 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 				case p.FunctionCall != nil && p.FunctionCall.ID != "":
 					fc := p.FunctionCall
 					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: fc.ID, Name: fc.Name, Input: agents.CompactJSON(fc.Args)}}, "#call:"+fc.ID)
+				case p.FunctionCall != nil:
+					skip("tool call without an id")
+				default:
+					skip(p.leftOut())
 				}
 			}
 			if text := strings.Join(texts, ""); text != "" {
@@ -266,6 +280,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			}
 			for _, tc := range toolCalls {
 				if tc.ID == "" || tc.Name == "" {
+					skip("tool call without an id or name")
 					continue
 				}
 				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tc.ID, Name: tc.Name, Input: agents.CompactJSON(tc.Args)}}, "#call:"+tc.ID)
@@ -275,7 +290,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					continue
 				}
 				results[tc.ID] = true
-				text, isErr := resultText(tc.Result)
+				text, isErr := resultText(tc.Result, skip)
 				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
 				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: tc.ID, Output: text, IsError: isErr}}, "#result:"+tc.ID)
 			}
@@ -289,34 +304,39 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 }
 
 // parseContent accepts the three shapes Gemini stores: a string, one Part,
-// or a Part list.
-func parseContent(raw json.RawMessage) []part {
+// or a Part list; skip is told of each part that does not decode.
+func parseContent(raw json.RawMessage, skip func(kind string)) []part {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
+	const bad = "content part that did not decode"
 	switch raw[0] {
 	case '"':
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil
+		if json.Unmarshal(raw, &s) == nil {
+			return []part{{Text: &s}}
 		}
-		return []part{{Text: &s}}
 	case '{':
 		var p part
-		if json.Unmarshal(raw, &p) != nil {
-			return nil
+		if json.Unmarshal(raw, &p) == nil {
+			return []part{p}
 		}
-		return []part{p}
 	case '[':
-		return agents.DecodeList[part](raw)
+		parts, n := agents.DecodeElems[part](raw)
+		for range n {
+			skip(bad)
+		}
+		return parts
 	}
+	skip(bad)
 	return nil
 }
 
-// resultText flattens a toolCalls[].result into text.
-func resultText(raw json.RawMessage) (string, bool) {
-	parts := parseContent(raw)
+// resultText flattens a toolCalls[].result into text; skip is told of
+// the parts it leaves out (an image a read tool returned, say).
+func resultText(raw json.RawMessage, skip func(kind string)) (string, bool) {
+	parts := parseContent(raw, skip)
 	var texts []string
 	isErr := false
 	for _, p := range parts {
@@ -327,6 +347,8 @@ func resultText(raw json.RawMessage) (string, bool) {
 			isErr = isErr || e
 		case p.Text != nil:
 			texts = append(texts, *p.Text)
+		default:
+			skip(p.leftOut())
 		}
 	}
 	return strings.Join(texts, "\n"), isErr

@@ -1,9 +1,10 @@
 package gemini
 
 import (
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 )
 
 // What a Gemini CLI session holds that the reader does not know (a newer
@@ -23,15 +24,34 @@ func TestDecodeCountsWhatItSkips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, m := range d.Messages {
-		got = append(got, m.Kind.String()+" "+m.Text)
+	agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user GSK-U1 hello", "assistant GSK-A1 hi"},
+		map[string]int{"hologram record": 1, "line of an unknown shape": 1, "malformed line": 1})
+}
+
+// Parts a record leaves out while keeping the rest are counted by kind: an
+// image a read tool returned with its result, an image the user attached,
+// a result without an id, a part that does not decode, a message without
+// an id (records are found by id).
+func TestDecodeCountsPartsItLeavesOut(t *testing.T) {
+	lines := []string{
+		`{"sessionId":"s1","projectHash":"h","startTime":"2026-11-30T10:00:00.000Z","lastUpdated":"2026-11-30T10:00:00.000Z","kind":"main"}`,
+		`{"id":"r1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":[{"text":"GLO-U1 see"},{"inlineData":{"mimeType":"image/png","data":"iVBOR"}},7]}`,
+		`{"id":"r2","timestamp":"2026-11-30T10:00:02.000Z","type":"gemini","content":"","model":"m","toolCalls":[{"id":"c1","name":"read_file","args":{"file_path":"a.png"},"status":"success",` +
+			`"result":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":"GLO-R1 read"}}},{"inlineData":{"mimeType":"image/png","data":"iVBOR"}}]}]}`,
+		`{"id":"r3","timestamp":"2026-11-30T10:00:03.000Z","type":"user","content":[{"functionResponse":{"name":"read_file","response":{"output":"x"}}},{"text":"GLO-U2 next"}]}`,
+		`{"$set":{"messages":[{"type":"user","content":"GLO-LOST"}]}}`,
 	}
-	if want := []string{"user GSK-U1 hello", "assistant GSK-A1 hi"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q, want %q", got, want)
+	d, err := Decode([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]int{"hologram record": 1, "line of an unknown shape": 1, "malformed line": 1}
-	if !reflect.DeepEqual(map[string]int(d.Kinds), want) {
-		t.Errorf("skipped %v, want %v", d.Kinds, want)
+	// The $set replaced every message with one that has no id.
+	agenttest.CheckReport(t, d.Messages, d.Kinds, nil, map[string]int{"message without an id": 1})
+
+	d, err = Decode([]byte(strings.Join(lines[:4], "\n")))
+	if err != nil {
+		t.Fatal(err)
 	}
+	agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user GLO-U1 see", "tool_call ", "tool_result ", "user GLO-U2 next"},
+		map[string]int{"image part (inlineData)": 2, "content part that did not decode": 1, "tool result without an id": 1})
 }

@@ -152,7 +152,7 @@ func Decode(data []byte, failed map[string]bool) (Decoded, error) {
 			d.Kinds.Add(r.Type + " record")
 		}
 		used++
-		d.Messages = append(d.Messages, toNeutral(r, fmt.Sprintf("L%d", n), failed)...)
+		d.Messages = append(d.Messages, toNeutral(r, fmt.Sprintf("L%d", n), failed, d.Kinds.Add)...)
 	}
 	// An empty file is a session with nothing in it yet, which the writer
 	// produces for an empty conversation; only garbage is an error.
@@ -162,7 +162,8 @@ func Decode(data []byte, failed map[string]bool) (Decoded, error) {
 	return d, nil
 }
 
-func toNeutral(r record, nid string, failed map[string]bool) []transcript.Message {
+// toNeutral converts one record; skip is told what it leaves out.
+func toNeutral(r record, nid string, failed map[string]bool, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
 	add := func(m transcript.Message, suffix string) {
 		m.Agent, m.NativeID = Agent, nid+suffix
@@ -196,21 +197,30 @@ func toNeutral(r record, nid string, failed map[string]bool) []transcript.Messag
 		}
 		for _, c := range r.ToolCalls {
 			if c.ID == "" || c.Name == "" {
+				skip(kindCallWithoutID)
 				continue
 			}
 			add(transcript.Message{Kind: transcript.KindToolCall, Model: r.ModelID,
 				ToolCall: &transcript.ToolCall{ID: c.ID, Name: c.Name, Input: c.Arguments}}, "#call:"+c.ID)
 		}
 	case "tool_result":
-		if r.ToolCallID != "" {
-			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{
-				CallID: r.ToolCallID, Output: contentText(r.Content), IsError: failed[r.ToolCallID]}}, "")
+		if r.ToolCallID == "" {
+			skip(kindResultWithoutID)
+			break
 		}
+		add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{
+			CallID: r.ToolCallID, Output: contentText(r.Content), IsError: failed[r.ToolCallID]}}, "")
 	}
 	// system records are the CLI's own prompt; backend_tool_call records are
 	// server-side searches whose results the transcript does not keep.
 	return out
 }
+
+// Kinds of what the readers leave out of a tool call or result.
+const (
+	kindCallWithoutID   = "tool call without an id or name"
+	kindResultWithoutID = "tool result without a call id"
+)
 
 // contentText reads content that is a string, a text part list, or any
 // other JSON (kept as JSON text so nothing is lost).

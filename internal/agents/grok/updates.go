@@ -131,15 +131,24 @@ func (d *Decoded) addUpdate(u update, nid, last string) string {
 		if len(u.RawInput) > 0 {
 			input = string(u.RawInput)
 		}
-		if u.ToolCallID != "" && name != "" {
-			d.Messages = append(d.Messages, transcript.Message{Kind: transcript.KindToolCall, Agent: Agent, NativeID: nid,
-				ToolCall: &transcript.ToolCall{ID: u.ToolCallID, Name: name, Input: input}})
+		if u.ToolCallID == "" || name == "" {
+			d.Kinds.Add(kindCallWithoutID)
+			break
 		}
+		d.Messages = append(d.Messages, transcript.Message{Kind: transcript.KindToolCall, Agent: Agent, NativeID: nid,
+			ToolCall: &transcript.ToolCall{ID: u.ToolCallID, Name: name, Input: input}})
 	case "tool_call_update":
-		if u.ToolCallID != "" && (u.Status == "completed" || u.Status == "failed") {
-			d.Messages = append(d.Messages, transcript.Message{Kind: transcript.KindToolResult, Agent: Agent, NativeID: nid,
-				ToolResult: &transcript.ToolResult{CallID: u.ToolCallID, Output: toolOutput(u), IsError: u.Status == "failed"}})
+		// Updates while the tool runs (pending, in_progress) carry no
+		// result yet; the completed or failed one does.
+		if u.Status != "completed" && u.Status != "failed" {
+			break
 		}
+		if u.ToolCallID == "" {
+			d.Kinds.Add(kindResultWithoutID)
+			break
+		}
+		d.Messages = append(d.Messages, transcript.Message{Kind: transcript.KindToolResult, Agent: Agent, NativeID: nid,
+			ToolResult: &transcript.ToolResult{CallID: u.ToolCallID, Output: toolOutput(u), IsError: u.Status == "failed"}})
 	default:
 		if !quietUpdates[u.SessionUpdate] {
 			d.Kinds.Add(u.SessionUpdate + " update")

@@ -2,6 +2,7 @@ package muse
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,8 +134,15 @@ func (st *state) record(r record) {
 		}
 		return
 	}
-	if r.Payload.Kind != "run" || r.Payload.Event == nil {
-		return // task status and other bookkeeping
+	switch {
+	case r.Payload.Kind == "task":
+		return // a task's status: bookkeeping
+	case r.Payload.Kind != "run":
+		st.d.Kinds.Add(cmp.Or(r.Payload.Kind, "untyped") + " record")
+		return
+	case r.Payload.Event == nil:
+		st.d.Kinds.Add("run record without an event")
+		return
 	}
 	ev := r.Payload.Event
 	nid := r.ID
@@ -173,6 +181,7 @@ func (st *state) record(r record) {
 			}
 			ids = append(ids, id)
 			if id == "" || c.Name == "" {
+				st.d.Kinds.Add("tool call without an id or name")
 				continue
 			}
 			st.names[id] = c.Name
@@ -194,6 +203,7 @@ func (st *state) record(r record) {
 				id = calls[*res.ToolCallIndex]
 			}
 			if id == "" {
+				st.d.Kinds.Add("tool result without a call id")
 				continue
 			}
 			out := textOf(res.Text)
@@ -203,9 +213,16 @@ func (st *state) record(r record) {
 			}
 			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: tr}, "#result:"+id)
 		}
+	default:
+		if !quietEvents[ev.Kind] {
+			st.d.Kinds.Add(cmp.Or(ev.Kind, "untyped") + " event")
+		}
 	}
-	// Usage, terminal and context diagnostics carry no conversation.
 }
+
+// quietEvents are run events that carry no conversation: usage, the run's
+// end, context diagnostics.
+var quietEvents = map[string]bool{"terminal": true, "context_block_diagnostic": true, "usage": true}
 
 // failedPrefix starts the text of a result whose tool failed to run.
 const failedPrefix = "tool failed:"

@@ -153,6 +153,9 @@ type ToolState struct {
 	Title    string          `json:"title"`
 	Metadata json.RawMessage `json:"metadata"`
 	Time     *PartTime       `json:"time"`
+	// Attachments are files a completed tool returned (file parts); read
+	// only to be reported, never written.
+	Attachments []Part `json:"attachments,omitempty"`
 }
 
 // MarshalJSON writes exactly the keys import requires for the status, so

@@ -67,9 +67,10 @@ func Parse(r io.ReadSeeker) (Parsed, error) {
 	if i := bytes.IndexByte(data, '{'); i > 0 {
 		data = data[i:]
 	}
-	var ex Export
-	if json.Unmarshal(data, &ex) == nil && (ex.Info.ID != "" || len(ex.Messages) > 0) {
-		return fromExport(ex), nil
+	var p Parsed
+	if ex, ok := decodeExport(data, p.skip); ok && (ex.Info.ID != "" || len(ex.Messages) > 0) {
+		fromExport(ex, &p)
+		return p, nil
 	}
 	p, ok := parseRows(data)
 	if !ok {
@@ -89,12 +90,45 @@ func ms(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-func fromExport(ex Export) Parsed {
-	p := Parsed{SessionID: ex.Info.ID, Directory: ex.Info.Directory}
+func fromExport(ex Export, p *Parsed) {
+	p.SessionID, p.Directory = ex.Info.ID, ex.Info.Directory
 	for _, m := range ex.Messages {
-		p.Messages = append(p.Messages, messageParts(m, &p)...)
+		p.Messages = append(p.Messages, messageParts(m, p)...)
 	}
-	return p
+}
+
+// decodeExport decodes an export document; ok is false when data is not
+// one. A message or part of a shape the reader does not expect (a field
+// of another JSON type) is told to skip and its neighbours are kept.
+func decodeExport(data []byte, skip func(kind string)) (Export, bool) {
+	var ex Export
+	if json.Unmarshal(data, &ex) == nil {
+		return ex, true
+	}
+	var loose struct {
+		Info     SessionInfo       `json:"info"`
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(data, &loose) != nil {
+		return Export{}, false
+	}
+	ex = Export{Info: loose.Info}
+	for _, raw := range loose.Messages {
+		var m struct {
+			Info  MessageInfo     `json:"info"`
+			Parts json.RawMessage `json:"parts"`
+		}
+		if json.Unmarshal(raw, &m) != nil {
+			skip("message that did not decode")
+			continue
+		}
+		parts, bad := agents.DecodeElems[Part](m.Parts)
+		for range bad {
+			skip("part that did not decode")
+		}
+		ex.Messages = append(ex.Messages, Message{Info: m.Info, Parts: parts})
+	}
+	return ex, true
 }
 
 // messageParts reads one message's parts in the order they happened. A
@@ -147,6 +181,9 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 				continue
 			}
 			out = append(out, *call)
+			for _, a := range part.State.Attachments {
+				p.skip(attachmentKind(a))
+			}
 			if res != nil {
 				results = append(results, *res)
 				if st := part.State.Time; st != nil && st.End > resultsEnd {
@@ -185,6 +222,15 @@ func filePlaceholder(base transcript.Message, role string, part Part) transcript
 		base.Kind = transcript.KindAssistant
 	}
 	return base
+}
+
+// attachmentKind names a file a tool returned with its output (an image a
+// read tool loaded), which cast does not carry.
+func attachmentKind(a Part) string {
+	if strings.HasPrefix(a.Mime, "image/") {
+		return "image attachment of a tool result"
+	}
+	return "file attachment of a tool result"
 }
 
 func orUntyped(s string) string {

@@ -85,19 +85,27 @@ func parseRows(data []byte) (Parsed, bool) {
 			}
 		case "session_message":
 			var m messageRow
-			if json.Unmarshal(rl.Row, &m) == nil {
-				msgs = append(msgs, m)
+			if json.Unmarshal(rl.Row, &m) != nil {
+				p.skip("session_message row that did not decode")
+				continue
 			}
+			msgs = append(msgs, m)
+		default:
+			p.skip(orUntyped(rl.Table) + " row")
 		}
 	}
 	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
 	for _, m := range msgs {
-		p.Messages = append(p.Messages, rowMessages(m)...)
+		p.Messages = append(p.Messages, rowMessages(m, p.skip)...)
 	}
 	return p, lines > p.Skipped
 }
 
-func rowMessages(m messageRow) []transcript.Message {
+// quietRows are session_message types that carry no conversation: a turn's
+// end, a change of model or agent.
+var quietRows = map[string]bool{"idle": true, "model-switched": true, "agent-switched": true}
+
+func rowMessages(m messageRow, skip func(kind string)) []transcript.Message {
 	base := transcript.Message{Agent: Agent, NativeID: m.ID, Time: ms(m.TimeCreated)}
 	switch m.Type {
 	case "user":
@@ -108,7 +116,10 @@ func rowMessages(m messageRow) []transcript.Message {
 		return []transcript.Message{base}
 	case "assistant":
 	default:
-		return nil // idle, model-switched, ...: no conversation content
+		if !quietRows[m.Type] {
+			skip(orUntyped(m.Type) + " message row")
+		}
+		return nil
 	}
 	// A row is one model step: its tool results come after every call,
 	// thinking and text the model produced in it (see messageParts).
@@ -132,10 +143,13 @@ func rowMessages(m messageRow) []transcript.Message {
 			out = append(out, b)
 		case "tool":
 			if c.ID == "" || c.Name == "" {
+				skip("tool content without an id or name")
 				continue
 			}
 			var st rowToolState
-			_ = json.Unmarshal(c.State, &st)
+			if len(c.State) > 0 && json.Unmarshal(c.State, &st) != nil {
+				skip("tool state that did not decode")
+			}
 			call := b
 			call.Kind = transcript.KindToolCall
 			call.ToolCall = &transcript.ToolCall{ID: c.ID, Name: c.Name, Input: inputText(st.Input)}
@@ -145,6 +159,9 @@ func rowMessages(m messageRow) []transcript.Message {
 			}
 			text := st.Output
 			for _, ct := range st.Content {
+				if ct.Type != "" && ct.Type != "text" {
+					skip(ct.Type + " content of a tool result")
+				}
 				text += ct.Text
 			}
 			if st.Status == "error" && text == "" {
@@ -155,6 +172,8 @@ func rowMessages(m messageRow) []transcript.Message {
 			res.Model = ""
 			res.ToolResult = &transcript.ToolResult{CallID: c.ID, Output: text, IsError: st.Status == "error", ExitCode: exitOf(st.Metadata)}
 			results = append(results, res)
+		default:
+			skip(orUntyped(c.Type) + " content")
 		}
 	}
 	return append(out, results...)

@@ -2,6 +2,7 @@ package pi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,10 +111,26 @@ func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	if used == 0 {
 		return d, errors.New("pi: no session header or entry found")
 	}
-	for _, e := range chain(entries) {
+	path := chain(entries)
+	for range conversational(entries) - conversational(path) {
+		d.skip("entry of an abandoned branch")
+	}
+	for _, e := range path {
 		d.Messages = append(d.Messages, toNeutral(e, d.skip)...)
 	}
 	return d, nil
+}
+
+// conversational counts the entries that would carry conversation (every
+// type but the known settings and extension entries).
+func conversational(entries []entry) int {
+	n := 0
+	for _, e := range entries {
+		if !knownEntries[e.Type] {
+			n++
+		}
+	}
+	return n
 }
 
 // chain returns the entries from the root to the leaf (the last entry with
@@ -168,12 +185,13 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 	case "branch_summary":
 		add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: e.Summary}, "")
 	case "custom_message":
-		if text := blocksText(e.Content); text != "" {
+		if text := blocksText(e.Content, skip); text != "" {
 			add(transcript.Message{Kind: transcript.KindUser, Text: text}, "")
 		}
 	case "message":
 		m := e.Message
 		if m == nil {
+			skip("message entry without a message")
 			return nil
 		}
 		if t := msgTime(m.Timestamp); !t.IsZero() && when.IsZero() {
@@ -181,9 +199,9 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 		}
 		switch m.Role {
 		case "user", "custom":
-			add(transcript.Message{Kind: transcript.KindUser, Text: blocksText(m.Content)}, "")
+			add(transcript.Message{Kind: transcript.KindUser, Text: blocksText(m.Content, skip)}, "")
 		case "assistant":
-			for i, b := range parseBlocks(m.Content) {
+			for i, b := range parseBlocks(m.Content, skip) {
 				var n transcript.Message
 				switch b.Type {
 				case "thinking":
@@ -212,9 +230,10 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 			}
 		case "toolResult":
 			if m.ToolCallID == "" {
+				skip("tool result without a call id")
 				return nil
 			}
-			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: blocksText(m.Content), IsError: m.IsError != nil && *m.IsError}
+			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: blocksText(m.Content, skip), IsError: m.IsError != nil && *m.IsError}
 			var det struct {
 				ExitCode *int32 `json:"exitCode"`
 			}
@@ -243,32 +262,45 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 	return out
 }
 
-// parseBlocks reads content that is a string or a block list.
-func parseBlocks(raw json.RawMessage) []block {
+// parseBlocks reads content that is a string or a block list; skip is
+// told of each block that does not decode.
+func parseBlocks(raw json.RawMessage, skip func(kind string)) []block {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
+	const bad = "content block that did not decode"
 	if raw[0] == '"' {
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
+			skip(bad)
 			return nil
 		}
 		return []block{{Type: "text", Text: s}}
 	}
-	return agents.DecodeList[block](raw)
+	if raw[0] != '[' {
+		skip(bad)
+		return nil
+	}
+	blocks, n := agents.DecodeElems[block](raw)
+	for range n {
+		skip(bad)
+	}
+	return blocks
 }
 
 // blocksText joins the text of user-side content; images are named, not
-// carried.
-func blocksText(raw json.RawMessage) string {
+// carried. Other blocks are told to skip.
+func blocksText(raw json.RawMessage, skip func(kind string)) string {
 	var parts []string
-	for _, b := range parseBlocks(raw) {
+	for _, b := range parseBlocks(raw, skip) {
 		switch b.Type {
 		case "text":
 			parts = append(parts, b.Text)
 		case "image":
 			parts = append(parts, "[image: "+b.MimeType+"]")
+		default:
+			skip(cmp.Or(b.Type, "untyped") + " block")
 		}
 	}
 	return strings.Join(parts, "\n")

@@ -1,9 +1,10 @@
 package pi
 
 import (
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 )
 
 // What a pi session holds that the reader does not know (a newer entry
@@ -24,15 +25,29 @@ func TestDecodeCountsWhatItSkips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, m := range d.Messages {
-		got = append(got, m.Kind.String()+" "+m.Text)
+	agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user SK-U1 hello", "assistant SK-A1 hi", "user SK-U2 bye"},
+		map[string]int{"hologram block": 1, "narrator message": 1, "time_travel entry": 1, "malformed line": 1})
+}
+
+// What pi's resumed branch does not hold, and parts an entry leaves out
+// while keeping the rest, are counted by kind: entries of an abandoned
+// branch, a message entry without its message, a tool result without its
+// call id, a block of an unknown type or one that does not decode.
+func TestDecodeCountsWhatTheBranchLeavesOut(t *testing.T) {
+	lines := []string{
+		`{"type":"session","version":3,"id":"s1","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w"}`,
+		`{"type":"message","id":"e1","parentId":null,"timestamp":"2026-11-30T10:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"PLO-U1 hi"},{"type":"audio","data":"x"},7]}}`,
+		`{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-11-30T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"PLO-ABANDONED"}],"model":"m"}}`,
+		`{"type":"model_change","id":"e3","parentId":"e2","timestamp":"2026-11-30T10:00:02.000Z","provider":"p","modelId":"m"}`,
+		`{"type":"message","id":"e4","parentId":"e1","timestamp":"2026-11-30T10:00:03.000Z"}`,
+		`{"type":"message","id":"e5","parentId":"e4","timestamp":"2026-11-30T10:00:04.000Z","message":{"role":"toolResult","content":[{"type":"text","text":"orphan"}]}}`,
+		`{"type":"message","id":"e6","parentId":"e5","timestamp":"2026-11-30T10:00:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"PLO-A1 hello"}],"model":"m"}}`,
 	}
-	if want := []string{"user SK-U1 hello", "assistant SK-A1 hi", "user SK-U2 bye"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("got %q, want %q", got, want)
+	d, err := Decode([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]int{"hologram block": 1, "narrator message": 1, "time_travel entry": 1, "malformed line": 1}
-	if !reflect.DeepEqual(map[string]int(d.Kinds), want) {
-		t.Errorf("skipped %v, want %v", d.Kinds, want)
-	}
+	agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user PLO-U1 hi", "assistant PLO-A1 hello"},
+		map[string]int{"entry of an abandoned branch": 1, "audio block": 1, "content block that did not decode": 1,
+			"message entry without a message": 1, "tool result without a call id": 1})
 }

@@ -161,7 +161,7 @@ func checkFile(t *testing.T, data []byte) {
 			if e.Message.Usage == nil || e.Message.StopReason == "" || !strings.HasPrefix(string(e.Message.Content), "[") {
 				t.Fatalf("line %d: assistant without usage, stop reason or content array: %s", i+2, l)
 			}
-			for _, b := range parseBlocks(e.Message.Content) {
+			for _, b := range parseBlocks(e.Message.Content, func(string) {}) {
 				if b.Type == "toolCall" {
 					pending[b.ID] = true
 				}
