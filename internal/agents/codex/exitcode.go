@@ -45,13 +45,19 @@ func exitCode(tool, output string) *int32 {
 	return nil
 }
 
+// wrappingTools are Codex's own tools that answered in the exec wrapper
+// below: the early shell tools, and apply_patch (through 0.6x, which runs
+// the patch as a process and reports its exit code the same way).
+func wrappingTools(tool string) bool { return shellTools[tool] || tool == "apply_patch" }
+
 // unwrapShellJSON reads the JSON the early shell tool (Codex 0.2x-0.4x)
-// answered with, {"output":"...","metadata":{"exit_code":0,
-// "duration_seconds":0.1}}, into the output text and exit code. ok is false
-// for anything else, which is kept as it is: only an object of exactly those
-// two keys, from a shell tool (or a call not in the file), is the wrapper.
+// and apply_patch (0.66) answered with, {"output":"...","metadata":
+// {"exit_code":0,"duration_seconds":0.1}}, into the output text and exit
+// code. ok is false for anything else, which is kept as it is: only an
+// object of exactly those two keys, from one of those tools (or a call not
+// in the file), is the wrapper; an MCP tool's answer of that shape is data.
 func unwrapShellJSON(tool, s string) (text string, exit *int32, ok bool) {
-	if (tool != "" && !shellTools[tool]) || len(s) == 0 || s[0] != '{' {
+	if (tool != "" && !wrappingTools(tool)) || len(s) == 0 || s[0] != '{' {
 		return "", nil, false
 	}
 	var keys map[string]json.RawMessage
@@ -65,4 +71,28 @@ func unwrapShellJSON(tool, s string) (text string, exit *int32, ok bool) {
 		return "", nil, false
 	}
 	return text, meta.ExitCode, true
+}
+
+// renderedExit is how renderOutput states an exit code the tool's own text
+// does not carry.
+var renderedExit = regexp.MustCompile(`\AProcess exited with code (-?\d+)\nOutput:\n`)
+
+// unwrapRendered reads back what renderOutput made of an apply_patch
+// result with an exit code (one read from the 0.66 wrapper), so a rewrite
+// keeps its text and exit code as they were. Other tools are left as
+// they are: a shell tool's text states its exit code itself.
+func unwrapRendered(tool, s string) (text string, exit *int32, ok bool) {
+	if tool != "apply_patch" {
+		return "", nil, false
+	}
+	m := renderedExit.FindStringSubmatch(s)
+	if m == nil {
+		return "", nil, false
+	}
+	n, err := strconv.ParseInt(m[1], 10, 32)
+	if err != nil {
+		return "", nil, false
+	}
+	c := int32(n)
+	return s[len(m[0]):], &c, true
 }

@@ -254,7 +254,12 @@ func (st lineState) fromEvent(ev eventMsg, ts time.Time) []candidate {
 
 func (st lineState) fromItem(it item, ts time.Time) []candidate {
 	switch it.Type {
-	case "message":
+	case "message", "":
+		if it.Type == "" && it.Role == "" {
+			break
+		}
+		// The Responses API takes a message without its type ({role,
+		// content}); other writers of rollouts write it so.
 		return st.fromMessage(it, ts)
 	case "reasoning":
 		text := textOf(it.Summary)
@@ -268,7 +273,7 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		m.Text = text
 		return []candidate{{msg: m}}
 	case "function_call":
-		return st.call(it.CallID, it.Name, it.Arguments, ts)
+		return st.call(it.CallID, it.Name, string(it.Arguments), ts)
 	case "custom_tool_call":
 		// Free-form input (apply_patch's patch text): kept as a JSON string
 		// literal so the writer knows to render a custom_tool_call again.
@@ -288,6 +293,8 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		out, failed := outputText(it.Output)
 		exit := exitCode(st.names[it.CallID], out)
 		if text, code, ok := unwrapShellJSON(st.names[it.CallID], out); ok {
+			out, exit = text, code
+		} else if text, code, ok := unwrapRendered(st.names[it.CallID], out); ok {
 			out, exit = text, code
 		}
 		m := st.msg(transcript.KindToolResult, ts)

@@ -10,6 +10,7 @@
 package codex
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -57,7 +58,7 @@ type item struct {
 
 	// function_call, custom_tool_call, local_shell_call
 	Name      string          `json:"name,omitempty"`
-	Arguments string          `json:"arguments,omitempty"`
+	Arguments argText         `json:"arguments,omitempty"`
 	Input     string          `json:"input,omitempty"`
 	CallID    string          `json:"call_id,omitempty"`
 	Action    json.RawMessage `json:"action,omitempty"`
@@ -69,6 +70,31 @@ type item struct {
 	// reasoning
 	Summary          json.RawMessage `json:"summary,omitempty"`
 	EncryptedContent json.RawMessage `json:"encrypted_content,omitempty"`
+}
+
+// argText is a function_call's arguments: the JSON text Codex writes as a
+// string. Other writers of rollouts put the object itself there; it is
+// taken as its compact JSON text, the same call, instead of failing the
+// whole item (and losing the call).
+type argText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (a *argText) UnmarshalJSON(raw []byte) error {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		*a = argText(s)
+		return nil
+	}
+	if string(raw) == "null" {
+		*a = ""
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return err
+	}
+	*a = argText(b.String())
+	return nil
 }
 
 // contentPart is one entry of a message's content array.

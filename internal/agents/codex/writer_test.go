@@ -71,7 +71,7 @@ func modelItems(t *testing.T, path string) []string {
 		case "message":
 			out = append(out, it.Role+": "+textOf(it.Content))
 		case "function_call":
-			out = append(out, "call "+it.CallID+" "+it.Name+" "+it.Arguments)
+			out = append(out, "call "+it.CallID+" "+it.Name+" "+string(it.Arguments))
 		case "custom_tool_call":
 			out = append(out, "custom "+it.CallID+" "+it.Name+" "+it.Input)
 		default:

@@ -200,6 +200,9 @@ func (l *lineReplay) upsertAll(recs []record) {
 	}
 }
 
+// kindNameless is a tool call the reader cannot keep: no tool to name.
+const kindNameless = "tool call without a name"
+
 func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 
 // toNeutral maps replayed records to neutral messages. UI-only records
@@ -207,6 +210,7 @@ func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
 	results := map[string]bool{} // call ids whose result is already out
+	ids := newCallIDs()
 	for _, r := range recs {
 		base := transcript.Message{Agent: Agent, Model: r.Model, Time: agents.ParseTime(r.Timestamp)}
 		add := func(m transcript.Message, suffix string) {
@@ -222,16 +226,20 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 				switch {
 				case p.FunctionResponse != nil:
 					fr := p.FunctionResponse
-					if fr.ID == "" {
+					id, ok := fr.ID, true
+					if id == "" {
+						id, ok = ids.answer(fr.Name, results)
+					}
+					if !ok {
 						skip("tool result without an id")
 						continue
 					}
-					if results[fr.ID] {
+					if results[id] {
 						continue // the same result, also under its call
 					}
-					results[fr.ID] = true
+					results[id] = true
 					out2, isErr := responseText(fr.Response)
-					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: fr.ID, Output: out2, IsError: isErr}}, "#result:"+fr.ID)
+					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
 				case p.Text != nil:
 					texts = append(texts, *p.Text)
 				default:
@@ -266,11 +274,12 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					add(transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
 				case p.Text != nil:
 					texts = append(texts, *p.Text)
-				case p.FunctionCall != nil && p.FunctionCall.ID != "":
+				case p.FunctionCall != nil && p.FunctionCall.Name != "":
 					fc := p.FunctionCall
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: fc.ID, Name: fc.Name, Input: agents.CompactJSON(fc.Args)}}, "#call:"+fc.ID)
+					id := ids.call(fc.ID, fc.Name, r.ID, "part", i)
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: agents.CompactJSON(fc.Args)}}, "#call:"+id)
 				case p.FunctionCall != nil:
-					skip("tool call without an id")
+					skip(kindNameless)
 				default:
 					skip(p.leftOut())
 				}
@@ -278,21 +287,33 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			if text := strings.Join(texts, ""); text != "" {
 				add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
 			}
-			for _, tc := range toolCalls {
-				if tc.ID == "" || tc.Name == "" {
-					skip("tool call without an id or name")
-					continue
+			// The ids of r.ToolCalls: made here for the calls it holds, or
+			// (when content holds the calls) those of the calls they answer.
+			tcIDs := make([]string, len(r.ToolCalls))
+			for i, tc := range r.ToolCalls {
+				switch {
+				case tc.Name == "":
+					if toolCalls != nil {
+						skip(kindNameless)
+					}
+				case toolCalls != nil:
+					tcIDs[i] = ids.call(tc.ID, tc.Name, r.ID, "call", i)
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: agents.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
+				case tc.ID != "":
+					tcIDs[i] = tc.ID
+				default:
+					tcIDs[i], _ = ids.answer(tc.Name, results)
 				}
-				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tc.ID, Name: tc.Name, Input: agents.CompactJSON(tc.Args)}}, "#call:"+tc.ID)
 			}
-			for _, tc := range r.ToolCalls {
-				if tc.ID == "" || tc.Name == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || results[tc.ID] {
+			for i, tc := range r.ToolCalls {
+				id := tcIDs[i]
+				if id == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || results[id] {
 					continue
 				}
-				results[tc.ID] = true
+				results[id] = true
 				text, isErr := resultText(tc.Result, skip)
 				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
-				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: tc.ID, Output: text, IsError: isErr}}, "#result:"+tc.ID)
+				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}}, "#result:"+id)
 			}
 		default:
 			if !uiRecords[r.Type] {
