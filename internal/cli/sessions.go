@@ -37,6 +37,11 @@ func (a *app) newCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("worktree") {
+				if err := checkWorktreeCheckout(cmd.Context(), dir); err != nil {
+					return err
+				}
+			}
 			text, err := a.messageArg(args, true)
 			if err != nil {
 				return err

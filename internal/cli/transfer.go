@@ -81,12 +81,15 @@ func (a *app) importCmd() *cobra.Command {
 			if len(skipped) > 0 {
 				fmt.Fprintf(a.errOut, "skipped from %s: %s\n", filepath.Base(args[0]), countList(skipped))
 			}
+			if hint := a.importNoCLIHint(cmd.Context(), c, sess); hint != "" {
+				fmt.Fprintln(a.errOut, hint)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: claude, codex, gemini, pi, opencode, grok")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the one the transcript records, else the current one)")
-	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: any connected node)")
+	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: a connected node with the agent, else any: an import runs no CLI)")
 	return cmd
 }
 

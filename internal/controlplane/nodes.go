@@ -354,3 +354,13 @@ func (s *Server) pickNode(ctx context.Context, want, agent string) (string, erro
 	}
 	return placement.Pick(nodes, want, agent)
 }
+
+// pickOwner is pickNode for a session that runs no CLI yet (an import):
+// any connected node may own it, one with the agent preferred.
+func (s *Server) pickOwner(ctx context.Context, want, agent string) (string, error) {
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	return placement.PickOwner(nodes, want, agent)
+}

@@ -73,9 +73,26 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 			req.Cwd = parent.Cwd
 		}
 	}
-	node, err := h.s.pickNode(ctx, req.Node, req.Agent)
+	pick := h.s.pickNode
+	if req.HistoryMessages > 0 {
+		pick = h.s.pickOwner // an import runs no CLI until it is given a message
+	}
+	node, err := pick(ctx, req.Node, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
+	}
+	var first *castv1.Message
+	if req.Text != "" {
+		cid := req.RequestId
+		if cid != "" {
+			cid += ".m1" // the first message is idempotent with the create
+		}
+		// A first message the store would refuse (too large) is refused
+		// before the session is stored, so nothing is left behind.
+		first = userMessage(req.Text, cid)
+		if err := h.s.store.CheckMessage(first); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
 	}
 	title := req.Title
 	if title == "" {
@@ -89,12 +106,8 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if req.Text != "" {
-		cid := req.RequestId
-		if cid != "" {
-			cid += ".m1" // the first message is idempotent with the create
-		}
-		if _, err := h.s.appendUser(ctx, c.Session.Id, req.Text, cid); err != nil {
+	if first != nil {
+		if _, err := h.s.store.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
 	}
@@ -455,15 +468,19 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 
 // appendUser stores a user message.
 func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
-	if clientID == "" {
-		clientID = ids.NewClientID()
-	}
-	m := &castv1.Message{ClientId: clientID, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}
-	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{m}, store.Guard{})
+	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, store.Guard{})
 	if err != nil {
 		return nil, err
 	}
 	return out[0], nil // the dispatcher hands it to the owner node
+}
+
+// userMessage is a user message with text; an empty clientID gets a new one.
+func userMessage(text, clientID string) *castv1.Message {
+	if clientID == "" {
+		clientID = ids.NewClientID()
+	}
+	return &castv1.Message{ClientId: clientID, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}
 }
 
 func validSessionID(id string) error {

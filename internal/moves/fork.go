@@ -68,6 +68,11 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	if node == "" {
 		node = parent.Node
 	}
+	// Refused before anything is stored: the fork's first turn would fail
+	// for want of the CLI.
+	if err := checkPlacement(ctx, st, node, agent, ""); err != nil {
+		return nil, err
+	}
 	if at > 0 {
 		why, err := canaryFailure(ctx, st, node, agent, needFor(true, agent == parent.Agent))
 		if err != nil {

@@ -33,7 +33,8 @@ func newMergeRig(t *testing.T) *mergeRig {
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
+	// n1 has claude: a fork onto an agent its node lacks is refused.
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}}}, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})

@@ -71,6 +71,12 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		if err := agents.CheckTakeover(to, sess.LastSeq > 0); err != nil {
 			return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
 		}
+		// Refused before the session is touched: its node's next turn
+		// would fail for want of the CLI. A node that is down keeps the
+		// switch (it runs when the node is back, as a message would).
+		if err := checkPlacement(ctx, st, sess.Node, to, ""); err != nil && !errs.HasReason(err, errs.ReasonNodeNotConn) {
+			return nil, err
+		}
 		if sess.LastSeq > 0 {
 			why, err := canaryFailure(ctx, st, sess.Node, to, needFor(false, false))
 			if err != nil {

@@ -13,8 +13,9 @@ import (
 )
 
 // Pick returns want if it is connected and has agent, else (want empty)
-// the first connected node that has agent. The refusal names the nodes and
-// the agents they have.
+// the first connected node that has agent. An empty agent needs no CLI:
+// any connected node will do. The refusal names the nodes and the agents
+// they have.
 func Pick(nodes []*castv1.Node, want, agent string) (string, error) {
 	var connected []*castv1.Node
 	for _, n := range nodes {
@@ -28,7 +29,7 @@ func Pick(nodes []*castv1.Node, want, agent string) (string, error) {
 			return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
 				"node %q is not connected; see `cast nodes`", want).With("node", want)
 		}
-		if install(n, agent) != nil {
+		if agent == "" || install(n, agent) != nil {
 			return n.Name, nil
 		}
 		connected = append(connected, n)
@@ -47,6 +48,17 @@ func Pick(nodes []*castv1.Node, want, agent string) (string, error) {
 	return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
 		"no connected node has the %s CLI (connected: %s); install it on a node, or pick another agent", agent, describe(connected)).
 		With("agent", agent)
+}
+
+// PickOwner is Pick for a session that runs no CLI until it is given a
+// message (an import): a node with agent when one is connected, else any
+// connected node, since the session is meant to be switched, forked or
+// handed off to an agent that is installed.
+func PickOwner(nodes []*castv1.Node, want, agent string) (string, error) {
+	if node, err := Pick(nodes, want, agent); err == nil {
+		return node, nil
+	}
+	return Pick(nodes, want, "")
 }
 
 // CheckAccount refuses an account the node does not have for agent (the

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -193,6 +194,19 @@ func (s *Store) encode(m *castv1.Message) (encoded, error) {
 			With("limit_bytes", fmt.Sprint(s.cfg.MaxMessageBytes))
 	}
 	return encoded{msg: m, raw: raw, digest: digest}, nil
+}
+
+// CheckMessage refuses m as Append would for its size, writing nothing:
+// a caller that stores something first (a session) checks its message
+// before, so a refusal leaves nothing behind. m is not changed.
+func (s *Store) CheckMessage(m *castv1.Message) error {
+	cp := proto.Clone(m).(*castv1.Message)
+	cp.Seq = 0
+	if cp.CreateTime == nil {
+		cp.CreateTime = timestamppb.Now()
+	}
+	_, err := s.encode(cp)
+	return err
 }
 
 // chunks is how many chunk keys e needs (0: stored inline).
