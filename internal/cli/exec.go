@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/runner"
 )
 
 // interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
@@ -71,7 +69,7 @@ func (a *app) execCmd() *cobra.Command {
 				return err
 			}
 			if o.dryRun {
-				return a.execDryRun(o, prompts)
+				return a.execDryRun(cmd.Context(), o, prompts)
 			}
 			return a.execRun(cmd.Context(), o, prompts)
 		},
@@ -116,40 +114,6 @@ func (a *app) execPrompts(args []string) ([]string, error) {
 		}
 	}
 	return prompts, nil
-}
-
-func (a *app) execDryRun(o execOpts, prompts []string) error {
-	r := &runner.Runner{}
-	home := filepath.Join(os.TempDir(), "cast-node", "agents", o.agent)
-	for _, p := range prompts {
-		c, err := r.CommandLine(runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Home: home, Prompt: p})
-		if err != nil {
-			return err
-		}
-		if a.json {
-			out := map[string]any{"agent": o.agent, "argv": c.Argv, "cwd": o.cwd}
-			if c.PromptOnStdin {
-				out["stdin"] = c.Stdin
-			}
-			if c.Note != "" {
-				out["note"] = c.Note
-			}
-			if err := a.printJSON(out); err != nil {
-				return err
-			}
-			continue
-		}
-		if c.Note != "" {
-			fmt.Fprintln(a.out, "# "+c.Note)
-		}
-		line := shellJoin(c.Argv)
-		if c.PromptOnStdin {
-			// The prompt is never in argv: the node writes it to the CLI's stdin.
-			line = "printf %s " + shellJoin([]string{c.Stdin}) + " | " + line
-		}
-		fmt.Fprintln(a.out, line)
-	}
-	return nil
 }
 
 func (a *app) execRun(ctx context.Context, o execOpts, prompts []string) error {

@@ -338,6 +338,8 @@ func validAgents(list []*castv1.AgentInstall) error {
 			validate.Need(validate.Name, f("name"), a.Name),
 			validate.Check(validate.Reason, f("version"), a.Version), // as the CLI printed it
 			validate.Check(validate.Ident, f("path"), a.Path),
+			validate.Check(validate.Cwd, f("home"), a.Home),
+			validate.Check(validate.Cwd, f("agent_dir"), a.AgentDir),
 		); err != nil {
 			return err
 		}

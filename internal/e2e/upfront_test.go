@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -61,6 +62,18 @@ func TestRefusalsComeBeforeAnythingIsStored(t *testing.T) {
 		t.Errorf("exec of 9 MiB: exit %d, err %q", code, errOut)
 	}
 	stored("exec of 9 MiB")
+}
+
+// `cast exec --dry-run` shows the command the node that would run it
+// uses: that node's CLI and the session path under its agent folder, not
+// a default data dir the node never uses.
+func TestExecDryRunShowsTheNodesCommand(t *testing.T) {
+	r := newTurnRig(t, "pi")
+	out, errOut, code := r.cast("", "exec", "--dry-run", "--agent", "pi", "--cwd", t.TempDir(), "hello")
+	want := "printf %s hello | " + agenttest.Bin(t, "pi") + " --session " + r.homes["pi"] + "/"
+	if code != 0 || errOut != "" || !strings.HasPrefix(out, want) || strings.Contains(out, "cast-node") {
+		t.Fatalf("exec --dry-run: exit %d, out %q, err %q; want it to start %q", code, out, errOut, want)
+	}
 }
 
 // cast runs the cast CLI against the rig's control plane with stdin.

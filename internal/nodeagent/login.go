@@ -102,7 +102,7 @@ func (c Config) Readiness() []*castv1.AgentInstall {
 	sort.Strings(names)
 	out := make([]*castv1.AgentInstall, 0, len(names))
 	for _, name := range names {
-		out = append(out, c.readiness(name, bins[name]))
+		out = append(out, c.withTurnPaths(c.readiness(name, bins[name])))
 	}
 	return out
 }

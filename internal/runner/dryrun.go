@@ -77,3 +77,17 @@ func registryLine(a agents.Agent, bin string, t Turn) (Command, error) {
 	}
 	return c, nil
 }
+
+// On returns t as a node runs it whose turns of t's agent get HOME home
+// and keep the agent's own folder in agentDir (what the node advertises),
+// so CommandLine shows the paths that node would use. Empty values keep
+// t's.
+func (t Turn) On(home, agentDir string) Turn {
+	if home != "" {
+		t.Home = home
+	}
+	if a, ok := agents.Lookup(t.Agent); ok && a.HomeEnv != "" && agentDir != "" {
+		t.Env = append(append([]string(nil), t.Env...), a.HomeEnv+"="+agentDir)
+	}
+	return t
+}

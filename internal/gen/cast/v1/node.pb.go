@@ -40,7 +40,13 @@ type AgentInstall struct {
 	// expired or refused.
 	Ready bool `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
 	// status says what was found, or what to run when the agent is not ready.
-	Status        string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	// home is the HOME this agent's turns run with on the node
+	// (`cast exec --dry-run` shows the paths the node would use).
+	Home string `protobuf:"bytes,7,opt,name=home,proto3" json:"home,omitempty"`
+	// agent_dir is the agent's own folder there: where its native sessions
+	// are (CLAUDE_CONFIG_DIR, CODEX_HOME, pi's agent dir, ...).
+	AgentDir      string `protobuf:"bytes,8,opt,name=agent_dir,json=agentDir,proto3" json:"agent_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -113,6 +119,20 @@ func (x *AgentInstall) GetReady() bool {
 func (x *AgentInstall) GetStatus() string {
 	if x != nil {
 		return x.Status
+	}
+	return ""
+}
+
+func (x *AgentInstall) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+func (x *AgentInstall) GetAgentDir() string {
+	if x != nil {
+		return x.AgentDir
 	}
 	return ""
 }
@@ -239,14 +259,16 @@ var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x01\n" +
+	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x01\n" +
 	"\fAgentInstall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1a\n" +
 	"\baccounts\x18\x04 \x03(\tR\baccounts\x12\x14\n" +
 	"\x05ready\x18\x05 \x01(\bR\x05ready\x12\x16\n" +
-	"\x06status\x18\x06 \x01(\tR\x06status\"\xdb\x02\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x12\n" +
+	"\x04home\x18\a \x01(\tR\x04home\x12\x1b\n" +
+	"\tagent_dir\x18\b \x01(\tR\bagentDir\"\xdb\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +
