@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -21,7 +22,8 @@ import (
 // method's rule in the policy table (policy.go) says which roles may call
 // it, and its per-call check runs on every request message, stream
 // messages included. Refusals are UNAUTHENTICATED or PERMISSION_DENIED with
-// a reason, and each is one audit log line. A call stays tracked by its
+// a reason, and each is an audit log line or counted in the next one
+// (refusallog.go). A call stays tracked by its
 // credential while it runs, so a revocation ends it (revocation.go).
 
 // authenticate returns the caller named by the call's client certificate
@@ -130,7 +132,9 @@ func appendBytes(req any) int {
 	return 0
 }
 
-// refused writes the audit line for a refusal and maps it to a status.
+// refused writes the audit line for a refusal (at most one per peer per
+// --refusal-log interval, the rest counted: refusallog.go) and maps it to
+// a status.
 // Store failures while checking are not refusals and are not audited.
 func (s *Server) refused(ctx context.Context, p *authz.Principal, method string, err error) error {
 	if e, ok := errs.As(err); ok && (e.Kind == errs.KindPermissionDenied || e.Kind == errs.KindUnauthenticated || e.Kind == errs.KindResourceExhausted) {
@@ -138,8 +142,11 @@ func (s *Server) refused(ctx context.Context, p *authz.Principal, method string,
 		if p != nil {
 			who = p.String()
 		}
-		s.lg.Warn("request refused", zap.String("principal", who), zap.String("method", method),
-			zap.String("reason", e.Reason), zap.String("why", e.Msg))
+		from := peerHost(ctx)
+		if logIt, suppressed := s.refusals.note(from, time.Now()); logIt {
+			s.lg.Warn("request refused", zap.String("principal", who), zap.String("method", method),
+				zap.String("reason", e.Reason), zap.String("why", e.Msg), zap.String("peer", from), zap.Int("suppressed", suppressed))
+		}
 	}
 	if ctx.Err() != nil {
 		return toStatus(s.lg, ctx.Err())

@@ -36,6 +36,8 @@ const (
 	// DefaultNodeQueue is how many live frames may wait for a node that
 	// is slow to read before its stream is cut.
 	DefaultNodeQueue = 1024
+	// DefaultRefusalLog is how often each peer's refusals get a line.
+	DefaultRefusalLog = 10 * time.Second
 	// DefaultSessionCount is how often cast_sessions is recounted.
 	DefaultSessionCount = 30 * time.Second
 	// CapabilityVersion is what this control plane speaks to nodes.
@@ -95,6 +97,9 @@ type Config struct {
 	// streams; NodeLimits each node's.
 	Limits     authz.Limits
 	NodeLimits authz.Limits
+	// RefusalLog is how often each peer's refused requests get an audit
+	// line; the rest are counted and logged as counts (refusallog.go).
+	RefusalLog time.Duration
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -128,6 +133,7 @@ func DefaultConfig() Config {
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
 		NodeLimits:    authz.DefaultNodeLimits(),
+		RefusalLog:    DefaultRefusalLog,
 		TLS:           TLSConfig{NodeCertTTL: DefaultNodeCertTTL, UserCertTTL: DefaultUserCertTTL},
 		Auth:          AuthConfig{OIDC: oidcauth.DefaultConfig()},
 
@@ -177,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeQueue <= 0 {
 		return fmt.Errorf("node queue length must be positive")
+	}
+	if c.RefusalLog <= 0 {
+		return fmt.Errorf("refusal log interval must be positive")
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
 		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")

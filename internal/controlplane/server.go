@@ -61,10 +61,11 @@ type Server struct {
 	briefer *brief.Client
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
-	policy authz.Policy
-	limits *authz.Limiter     // per-user and per-node rates and streams
-	calls  *openCalls         // calls in flight by credential, ended on revocation (revocation.go)
-	oidc   *oidcauth.Verifier // ID tokens as user credentials (nil: off)
+	policy   authz.Policy
+	limits   *authz.Limiter     // per-user and per-node rates and streams
+	calls    *openCalls         // calls in flight by credential, ended on revocation (revocation.go)
+	refusals *refusalLog        // refused requests' audit lines, per peer (refusallog.go)
+	oidc     *oidcauth.Verifier // ID tokens as user credentials (nil: off)
 	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
 	// say how clients trust it (tls.go).
 	tls *tls.Config
@@ -142,6 +143,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
 	s.calls = newOpenCalls()
+	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
 	}
@@ -168,6 +170,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	}
 	s.goLoop(s.store.Run)
 	s.goLoop(s.watchRevocations)
+	s.goLoop(func(ctx context.Context) { s.refusals.run(ctx, s.lg) })
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)
 	if s.oidc != nil {
