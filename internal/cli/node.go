@@ -3,17 +3,22 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 func (a *app) nodeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Manage one node (`cast nodes` lists them)"}
 	cmd.AddCommand(a.nodeRmCmd())
+	cmd.AddCommand(a.nodeLabelCmd())
 	cmd.AddCommand(a.nodeJoinCmds()...)
 	return cmd
 }
@@ -46,4 +51,66 @@ func (a *app) nodeRmCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "forget it even though it still owns sessions (they stay, for a later drain)")
 	return cmd
+}
+
+func (a *app) nodeLabelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "label NODE KEY=VALUE... | KEY-...",
+		Short: "Set (KEY=VALUE) or remove (KEY-) a node's admin labels; cast.dev/custodian=true lets it hold fleet logins (admins only)",
+		Example: "  cast node label build1 cast.dev/custodian=true\n" +
+			"  cast node label laptop cast.dev/custodian-",
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := labelRequest(args[0], args[1:])
+			if err != nil {
+				return err
+			}
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.Nodes.LabelNode(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"name": req.Name, "labels": resp.Labels})
+				}
+				if len(resp.Labels) == 0 {
+					fmt.Fprintf(a.out, "node %s has no admin labels\n", req.Name)
+					return nil
+				}
+				fmt.Fprintf(a.out, "node %s: %s\n", req.Name, labelsOf(&castv1.Node{AdminLabels: resp.Labels}))
+				return nil
+			})
+		},
+	}
+}
+
+// labelRequest reads `cast node label`'s arguments, refusing a malformed
+// one before anything is sent.
+func labelRequest(node string, args []string) (*castv1.LabelNodeRequest, error) {
+	if !ids.ValidName(node) {
+		return nil, usagef("node %q is not a valid node name; `cast nodes` lists them", node)
+	}
+	req := &castv1.LabelNodeRequest{Name: node, Set: map[string]string{}}
+	for _, arg := range args {
+		if k, ok := strings.CutSuffix(arg, "-"); ok && !strings.Contains(arg, "=") {
+			req.Remove = append(req.Remove, k)
+			continue
+		}
+		k, v, ok := strings.Cut(arg, "=")
+		if !ok {
+			return nil, usagef("%q is neither KEY=VALUE (set) nor KEY- (remove)", arg)
+		}
+		req.Set[k] = v
+	}
+	for _, k := range append(slices.Collect(maps.Keys(req.Set)), req.Remove...) {
+		if err := validate.Need(validate.LabelKey, "label", k); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
+	for _, v := range req.Set {
+		if err := validate.Check(validate.Name, "label value", v); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
+	return req, nil
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -41,7 +43,7 @@ func (a *app) nodesCmd() *cobra.Command {
 					for _, ag := range n.Agents {
 						agents = append(agents, ag.Name)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, strings.Join(n.Labels, ","), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, orDash(labelsOf(n)), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -71,6 +73,15 @@ func (a *app) printAgents(nodes []*castv1.Node) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// labelsOf is the node's own labels, then its admin labels as KEY=VALUE.
+func labelsOf(n *castv1.Node) string {
+	out := slices.Clone(n.Labels)
+	for _, k := range slices.Sorted(maps.Keys(n.AdminLabels)) {
+		out = append(out, k+"="+n.AdminLabels[k])
+	}
+	return strings.Join(out, ",")
 }
 
 func orDash(s string) string {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -30,6 +31,39 @@ func (s *Server) newVault() error {
 	}
 	cli, prefix := s.store.CustodyEtcd()
 	s.vault = vault.New(cli, box, codecs.Credential, prefix)
+	s.vault.OnHeld = func(h vault.Holding) {
+		s.lg.Info("custody held", zap.String("node", h.Node), zap.String("agent", h.Agent),
+			zap.String("account", h.Account), zap.Time("since", h.Since))
+	}
+	return nil
+}
+
+// auditCustody logs each custody that ends (lease lapsed, mark removed,
+// account removed) with its holder and span, beside the "custody held"
+// line of its start: the audit log says which node held which login when.
+// Every replica watching logs it.
+func (s *Server) auditCustody(ctx context.Context) {
+	if s.vault == nil {
+		return
+	}
+	s.store.FollowCustodyDeletes(ctx, func(key string, prev []byte) {
+		if h, ok := s.vault.Released(key, prev, time.Now()); ok {
+			s.lg.Info("custody ended", zap.String("node", h.Node), zap.String("agent", h.Agent),
+				zap.String("account", h.Account), zap.Time("since", h.Since), zap.Time("until", h.Until))
+		}
+	})
+}
+
+// needMark refuses custody to a node an admin has not marked for it
+// (custody.MarkLabel).
+func (s *Server) needMark(ctx context.Context, node string) error {
+	labels, err := s.store.NodeLabels(ctx, node)
+	if err != nil {
+		return err
+	}
+	if !custody.Marked(labels) {
+		return custody.NotMarked(node)
+	}
 	return nil
 }
 
@@ -92,6 +126,9 @@ func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (
 		if err := h.needActive(ctx, req.Agent, req.Account); err != nil {
 			return nil, err
 		}
+		if err := h.s.needMark(ctx, req.Node); err != nil {
+			return nil, err
+		}
 		who, err := v.Elect(ctx, req.Agent, req.Account, req.Node, lease)
 		return &castv1.CustodyResponse{Custodian: who}, err
 	case castv1.CustodyOp_CUSTODY_OP_PUT:
@@ -102,6 +139,11 @@ func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (
 		return &castv1.CustodyResponse{}, err
 	case castv1.CustodyOp_CUSTODY_OP_END_REFRESH:
 		return &castv1.CustodyResponse{}, v.EndRefresh(ctx, req.Agent, req.Account, req.Node)
+	}
+	// The whole credential (GET) and a refresh only on a marked node,
+	// even one elected before its mark was taken away.
+	if err := h.s.needMark(ctx, req.Node); err != nil {
+		return nil, err
 	}
 	who, err := v.Custodian(ctx, req.Agent, req.Account)
 	if err != nil {

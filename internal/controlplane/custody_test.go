@@ -50,6 +50,18 @@ func TestCustodyRPCGuards(t *testing.T) {
 	if tok, err := (codex.Credential{}).Parse(resp.Credential); err != nil || tok.HasRefresh {
 		t.Fatalf("ACCESS handed out a refresh token (%v)", err)
 	}
+	// Only a node an admin marked may hold the login; n1 may not mark
+	// itself, nor may a user.
+	for _, op := range []castv1.CustodyOp{castv1.CustodyOp_CUSTODY_OP_ELECT, castv1.CustodyOp_CUSTODY_OP_GET, castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH} {
+		_, err := call(e.n1, "n1", op, "cx", nil)
+		wantDenied(t, "unmarked n1 "+op.String(), err, codes.PermissionDenied, custody.ReasonNotMarked)
+	}
+	mark := &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{custody.MarkLabel: custody.MarkValue}}
+	for who, c := range map[string]*client.Client{"n1": e.n1, "alice": e.alice} {
+		_, err := c.Nodes.LabelNode(ctx, mark)
+		wantDenied(t, who+" marks n1", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
+	}
+	markNode(t, e.admin, "n1")
 	if resp, err = call(e.n1, "n1", castv1.CustodyOp_CUSTODY_OP_ELECT, "cx", nil); err != nil || resp.Custodian != "n1" {
 		t.Fatalf("elect: %v %v", resp, err)
 	}
@@ -62,6 +74,7 @@ func TestCustodyRPCGuards(t *testing.T) {
 
 	testharness.StartNode(t, e.addr, "n2", nil)
 	waitConnected(t, e.admin, "n2", true)
+	markNode(t, e.admin, "n2")
 	for _, op := range []castv1.CustodyOp{castv1.CustodyOp_CUSTODY_OP_GET, castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH} {
 		_, err := call(e.admin, "n2", op, "cx", nil)
 		wantDenied(t, "n2 "+op.String(), err, codes.PermissionDenied, errs.ReasonNotOwner)
@@ -106,5 +119,57 @@ func TestCustodyRPCGuards(t *testing.T) {
 	_, err = call(off.n1, "n1", castv1.CustodyOp_CUSTODY_OP_ACCESS, "cx", nil)
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("custody off: %v", err)
+	}
+}
+
+// markNode lets node hold fleet logins (cast.dev/custodian=true).
+func markNode(t *testing.T, admin *client.Client, node string) {
+	t.Helper()
+	resp, err := admin.Nodes.LabelNode(ctxT(t), &castv1.LabelNodeRequest{Name: node, Set: map[string]string{custody.MarkLabel: custody.MarkValue}})
+	if err != nil || !custody.Marked(resp.Labels) {
+		t.Fatalf("mark %s: %v %v", node, resp, err)
+	}
+}
+
+// LabelNode refuses what it cannot store: an unknown node, a malformed
+// key or value, nothing to do, a key both set and removed; ListNodes shows
+// the admin labels, and removing a key drops it.
+func TestLabelNode(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	admin := testharness.Dial(t, srv.Addr())
+	testharness.StartNode(t, srv.Addr(), "n1", nil)
+	waitConnected(t, admin, "n1", true)
+	ctx := ctxT(t)
+	bad := []struct {
+		name  string
+		req   *castv1.LabelNodeRequest
+		code  codes.Code
+		field string
+	}{
+		{"unknown node", &castv1.LabelNodeRequest{Name: "nope", Set: map[string]string{"a": "b"}}, codes.NotFound, ""},
+		{"key with space", &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"a b": "c"}}, codes.InvalidArgument, "set"},
+		{"upper-case prefix", &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"Cast.dev/x": "c"}}, codes.InvalidArgument, "set"},
+		{"value read as a flag", &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"a": "-x"}}, codes.InvalidArgument, "set[a]"},
+		{"nothing", &castv1.LabelNodeRequest{Name: "n1"}, codes.InvalidArgument, ""},
+		{"set and removed", &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"a": "b"}, Remove: []string{"a"}}, codes.InvalidArgument, ""},
+	}
+	for _, tc := range bad {
+		_, err := admin.Nodes.LabelNode(ctx, tc.req)
+		if tc.field != "" {
+			wantRefusal(t, tc.name, err, tc.field)
+		} else if status.Code(err) != tc.code {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.code)
+		}
+	}
+	if _, err := admin.Nodes.LabelNode(ctx, &castv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"cast.dev/custodian": "true", "rack": "r1"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := admin.Nodes.LabelNode(ctx, &castv1.LabelNodeRequest{Name: "n1", Remove: []string{"rack", "absent"}})
+	if err != nil || len(resp.Labels) != 1 || resp.Labels["cast.dev/custodian"] != "true" {
+		t.Fatalf("after removing rack: %v %v", resp, err)
+	}
+	list, err := admin.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	if err != nil || len(list.Nodes) != 1 || list.Nodes[0].AdminLabels["cast.dev/custodian"] != "true" {
+		t.Fatalf("ListNodes: %v %v", list, err)
 	}
 }

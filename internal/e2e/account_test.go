@@ -27,6 +27,7 @@ func TestHandoffWithAccount(t *testing.T) {
 		setup["accounts"] = map[string]any{"work": map[string]any{"home": workHome, "env": []string{"ANTHROPIC_API_KEY=sk-cast-work-account"}}}
 	})
 	r.node.Kill()
+	markCustodian(t, r, "worker")
 	r.startNode()
 	testharness.WaitFor(t, 30*time.Second, "the node advertises the work account", func() bool {
 		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
@@ -133,11 +138,22 @@ var custodySetups = map[string]struct {
 // newCustodyRigFor is a turn rig for agent whose control plane and node
 // run with --token-custody, the node's agent setup changed by edit. The
 // node's custodian refreshes a token 5 s after it is issued.
+// The node is marked for custody (markCustodian).
 func newCustodyRigFor(t *testing.T, agent string, edit func(r *turnRig, setup map[string]any)) *turnRig {
+	t.Helper()
+	return newCustodyRigMarked(t, agent, true, edit)
+}
+
+// newCustodyRigMarked is newCustodyRigFor with the node marked for
+// custody or not.
+func newCustodyRigMarked(t *testing.T, agent string, mark bool, edit func(r *turnRig, setup map[string]any)) *turnRig {
 	t.Helper()
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { c.TokenCustody = true }, agent)
 	editAgentSetup(t, r, agent, func(setup map[string]any) { edit(r, setup) })
 	r.node.Kill()
+	if mark {
+		markCustodian(t, r, "worker")
+	}
 	r.nodeArgs = append(r.nodeArgs, "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m55s")
 	r.startNode()
 	return r
@@ -198,6 +214,7 @@ func twoNodesCustodianKilled(t *testing.T, agent string) {
 		}
 		return err == nil && n == 2
 	})
+	markCustodian(t, r, "second")
 
 	g := addCustodyLogin(t, r, oa, agent)
 
@@ -277,4 +294,88 @@ func addCustodyLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent strin
 	must(t, err)
 	addAccount(castCLI(t, r), agent, "cl", string(login))
 	return g
+}
+
+// markCustodian lets node hold fleet logins: `cast node label NODE
+// cast.dev/custodian=true`, as an admin would.
+func markCustodian(t *testing.T, r *turnRig, node string) {
+	t.Helper()
+	castCLI(t, r).must("node", "label", node, custody.MarkLabel+"="+custody.MarkValue)
+}
+
+// Only a node an admin marked holds a fleet login: an unmarked node is
+// refused the election and the whole credential with the reason and what
+// to do, and takes the access token only; once marked it is elected and
+// refreshes, and once unmarked it gives the login up. The control plane's
+// audit log says which node held which login from when to when. Before,
+// any joined node elected itself and read the refresh token.
+func TestTokenCustodyOnlyOnMarkedNodes(t *testing.T) {
+	oa := fakeoauth.Start(t, time.Hour)
+	r := newCustodyRigMarked(t, "codex", false, func(r *turnRig, setup map[string]any) {
+		setup["env"] = custodySetups["codex"].prepare(t, oa, r.fake.URL, r.homes["codex"], setup["env"].([]any))
+	})
+	g := addCustodyLogin(t, r, oa, "codex")
+	c := castCLI(t, r)
+	audit := testharness.ControlPlaneLogs(t, r.srv)
+	const want = "node worker may not hold fleet logins: it lacks the admin label cast.dev/custodian=true; an admin marks a custodian with `cast node label worker cast.dev/custodian=true`"
+	refused := func(when string) {
+		t.Helper()
+		for _, op := range []castv1.CustodyOp{castv1.CustodyOp_CUSTODY_OP_ELECT, castv1.CustodyOp_CUSTODY_OP_GET} {
+			_, err := r.c.Nodes.Custody(context.Background(), &castv1.CustodyRequest{Node: "worker", Agent: "codex", Account: "cl", Op: op})
+			st, _ := status.FromError(err)
+			if st.Code() != codes.PermissionDenied || st.Message() != want || client.ReasonOf(err) != custody.ReasonNotMarked {
+				t.Fatalf("%s, %v: got %v, want PERMISSION_DENIED %s %q", when, op, err, custody.ReasonNotMarked, want)
+			}
+		}
+	}
+
+	refused("unmarked")
+	testharness.WaitFor(t, 60*time.Second, "the unmarked node told it is no custodian", func() bool {
+		return strings.Contains(r.node.Output(), "custody: not a custodian node")
+	})
+	waitStore(t, r, "codex", g.Access) // the access token still reaches it
+	raw, err := os.ReadFile(filepath.Join(agenttest.NativeHome(r.homes["codex"], "codex"), "auth.json"))
+	must(t, err)
+	if strings.Contains(string(raw), g.Refresh) || oa.Refreshes() != 0 || len(audit.FilterMessage("custody held").All()) != 0 {
+		t.Fatalf("an unmarked node held the login (refreshes %d)", oa.Refreshes())
+	}
+	if _, _, code := c.run("node", "label", "worker", "custodian"); code != 2 {
+		t.Fatalf("a label that is neither KEY=VALUE nor KEY- exited %d, want 2", code)
+	}
+
+	if out := c.must("node", "label", "worker", "cast.dev/custodian=true"); out != "node worker: cast.dev/custodian=true\n" {
+		t.Fatalf("cast node label said %q", out)
+	}
+	testharness.WaitFor(t, 90*time.Second, "the marked node elected and refreshing", func() bool {
+		return oa.Refreshes() > 0 && len(holding(audit, "custody held")) > 0
+	})
+	held := holding(audit, "custody held")[0]
+	if !strings.Contains(c.must("nodes"), "cast.dev/custodian=true") {
+		t.Fatal("cast nodes does not show the mark")
+	}
+
+	if out := c.must("node", "label", "worker", "cast.dev/custodian-"); out != "node worker has no admin labels\n" {
+		t.Fatalf("cast node label ... KEY- said %q", out)
+	}
+	testharness.WaitFor(t, 30*time.Second, "the audit log ends the holding", func() bool {
+		return len(holding(audit, "custody ended")) > 0
+	})
+	ended := holding(audit, "custody ended")[0]
+	since, _ := held["since"].(time.Time)
+	if s, _ := ended["since"].(time.Time); !s.Equal(since) || ended["until"] == nil {
+		t.Fatalf("custody ended %v does not close custody held %v", ended, held)
+	}
+	refused("unmarked again")
+}
+
+// holding returns the audit lines msg of worker's holding of codex/cl.
+func holding(audit *observer.ObservedLogs, msg string) []map[string]any {
+	var out []map[string]any
+	for _, e := range audit.FilterMessage(msg).All() {
+		f := e.ContextMap()
+		if f["node"] == "worker" && f["agent"] == "codex" && f["account"] == "cl" && f["since"] != nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -179,6 +179,7 @@ func newFleetRigWith(t *testing.T, cb func(*controlplane.Config), nodeEnv ...str
 		setup["env"] = env
 	})
 	r.node.Kill()
+	markCustodian(t, r, "worker")
 	r.startNodeEnv(nodeEnv...)
 
 	c := castCLI(t, r)
@@ -347,6 +348,7 @@ func newCodexFleetRig(t *testing.T, cb func(*controlplane.Config)) (*turnRig, cl
 		c.Fleet.Cooldown, c.Fleet.Sweep = time.Hour, 200*time.Millisecond
 		cb(c)
 	}, "codex")
+	markCustodian(t, r, "worker")
 	codexHome := filepath.Join(r.homes["codex"], ".codex")
 	cfg, err := os.ReadFile(filepath.Join(codexHome, "config.toml"))
 	must(t, err)

@@ -248,7 +248,12 @@ func (a *Agent) custodyTick(ctx context.Context, agent, account string) {
 		return // its stored file was copied (setCredential)
 	}
 	who, err := a.custodySvc.elect(cctx, agent, account)
-	if err != nil {
+	switch {
+	case client.ReasonOf(err) == custody.ReasonNotMarked:
+		// Not marked to hold logins: this node only takes the access
+		// token the custodian keeps fresh.
+		lg.Debug("custody: not a custodian node", zap.Error(err))
+	case err != nil:
 		lg.Warn("custody: election failed", zap.Error(err))
 		return
 	}

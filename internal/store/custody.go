@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // CustodyEtcd hands token custody's vault (internal/custody/vault) the
@@ -23,4 +25,29 @@ func (s *Store) NodeLease(ctx context.Context, node string) (clientv3.LeaseID, e
 		return 0, nil
 	}
 	return clientv3.LeaseID(resp.Kvs[0].Lease), nil
+}
+
+// FollowCustodyDeletes calls deleted with each key under custody's prefix
+// that etcd deletes (a custodian's lease lapsing, an account removed) and
+// the value it had, until ctx ends; the control plane's audit of who held
+// a login until when. A watch that ends for good (compacted history) is
+// opened again from now.
+func (s *Store) FollowCustodyDeletes(ctx context.Context, deleted func(key string, prev []byte)) {
+	for ctx.Err() == nil {
+		for b := range s.follow(ctx, s.cfg.Prefix+"custody/", 0, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithPrevKV()) {
+			if b.Err != nil {
+				s.lg.Warn("custody watch ended; watching again from now", zap.Error(b.Err))
+				break
+			}
+			for _, ev := range b.Events {
+				if ev.PrevKv != nil {
+					deleted(string(ev.Kv.Key), ev.PrevKv.Value)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }

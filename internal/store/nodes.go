@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -41,6 +42,7 @@ func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string
 	now := time.Now()
 	n = proto.Clone(n).(*castv1.Node)
 	n.Connected = false // derived from the conn key on read
+	n.AdminLabels = nil // an admin's, kept apart (nodelabels.go)
 	n.ConnectTime = timestamppb.New(now)
 	n.LastSeenTime = n.ConnectTime
 	rec, err := proto.Marshal(n)
@@ -136,9 +138,18 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.key("nodes")+"/", clientv3.WithPrefix()),
 		clientv3.OpGet(s.key("nodeconn")+"/", clientv3.WithPrefix()),
+		clientv3.OpGet(s.key("nodelabels")+"/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, err
+	}
+	labels := map[string]map[string]string{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		l, err := decodeLabels([]*mvccpb.KeyValue{kv})
+		if err != nil {
+			return nil, err
+		}
+		labels[lastPart(string(kv.Key))] = l
 	}
 	conns := map[string]connInfo{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
@@ -152,6 +163,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 		if err := proto.Unmarshal(kv.Value, n); err != nil {
 			return nil, errs.Internal(err, "decode node")
 		}
+		n.AdminLabels = labels[n.Name] // never what a node's hello said
 		if ci, ok := conns[n.Name]; ok {
 			n.Connected = true
 			n.LastSeenTime = timestamppb.New(ci.Seen)
@@ -248,6 +260,7 @@ func (s *Store) DeleteNode(ctx context.Context, name string, force bool) (int, e
 	}
 	txn, err := s.cli.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(s.nodeKey(name)),
+		clientv3.OpDelete(s.nodeLabelsKey(name)),
 		clientv3.OpDelete(s.key("nodecmds", name)+"/", clientv3.WithPrefix()),
 		clientv3.OpDelete(s.key("credgrants", name)+"/", clientv3.WithPrefix()),
 	).Commit()

@@ -3,10 +3,14 @@ package testharness
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
@@ -58,12 +62,30 @@ func StartControlPlane(t testing.TB, cb func(*controlplane.Config)) *controlplan
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := controlplane.Start(ctx, cfg, zaptest.NewLogger(t))
+	core, logs := observer.New(zapcore.InfoLevel)
+	lg := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) })))
+	s, err := controlplane.Start(ctx, cfg, lg)
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
 	}
-	t.Cleanup(s.Stop)
+	cpLogs.Store(s, logs)
+	t.Cleanup(func() { s.Stop(); cpLogs.Delete(s) })
 	return s
+}
+
+// cpLogs holds what each control plane StartControlPlane started logged
+// (info and up).
+var cpLogs sync.Map // *controlplane.Server -> *observer.ObservedLogs
+
+// ControlPlaneLogs returns what srv (from StartControlPlane) has logged at
+// info level and up, such as its audit lines.
+func ControlPlaneLogs(t testing.TB, srv *controlplane.Server) *observer.ObservedLogs {
+	t.Helper()
+	logs, ok := cpLogs.Load(srv)
+	if !ok {
+		t.Fatal("ControlPlaneLogs: the control plane was not started by StartControlPlane")
+	}
+	return logs.(*observer.ObservedLogs)
 }
 
 // Dial returns an admin's client for addr, closed at cleanup.

@@ -45,6 +45,7 @@ const (
 	PermissionArg      // a tool call's input shown for approval
 	PageToken          // a next_page_token handed back
 	RepoPath           // a repository under a checkout, relative to it
+	LabelKey           // an admin label's key: [prefix/]name, as cast.dev/custodian
 )
 
 // rule is one row of the table: a byte cap, what the value may contain,
@@ -92,6 +93,8 @@ var rules = map[Kind]rule{
 	PermissionArg: {max: 1 << 20, check: all(utf8Valid, noNUL), hint: "send the tool input as UTF-8 text under 1 MiB"},
 	RepoPath: {max: MaxCwd, check: all(utf8Valid, noControl, relativeInside),
 		hint: "give a folder under the checkout, relative to it, with no '..' and not starting with '-'"},
+	LabelKey: {max: 127, check: matches(validLabelKey),
+		hint: "give [prefix/]name: a DNS-style prefix (lowercase letters, digits, '.', '-') and a name of letters, digits, '.', '_' or '-', as cast.dev/custodian"},
 	PageToken: {max: 1024, check: matches(base64URL), reason: errs.ReasonBadPageToken,
 		hint: "pass the next_page_token of the previous page unchanged, or start again without one"},
 }
@@ -234,6 +237,20 @@ func all(checks ...func(string) string) func(string) string {
 		}
 		return ""
 	}
+}
+
+// validLabelKey: an optional prefix of lowercase DNS labels and '/', then
+// a name (the key form of Kubernetes labels).
+func validLabelKey(v string) bool {
+	prefix, name, found := strings.Cut(v, "/")
+	if !found {
+		prefix, name = "", v
+	}
+	if found && (prefix == "" || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" ||
+		strings.ContainsAny(prefix[:1]+prefix[len(prefix)-1:], ".-")) {
+		return false
+	}
+	return ids.ValidName(name)
 }
 
 func base64URL(v string) bool {

@@ -3,7 +3,7 @@
 // refresh in flight. See package custody for why.
 //
 //	{prefix}custody/{agent}/{account}/cred        sealed credential + its order (issue time)
-//	{prefix}custody/{agent}/{account}/custodian   node name, under that node's connection lease
+//	{prefix}custody/{agent}/{account}/custodian   {node, since} (JSON; a plain node name before), under that node's connection lease
 //	{prefix}custody/{agent}/{account}/refreshing  the custodian's refresh in flight (no lease)
 //
 // The credential only moves forward: Put compares the stored revision and
@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,6 +41,8 @@ type Vault struct {
 	box     *secrets.Box
 	formats Formats
 	prefix  string
+	// OnHeld, when set, hears of each node made custodian (the audit log).
+	OnHeld func(Holding)
 }
 
 // New returns a Vault keeping its keys under prefix (the store's, e.g.
@@ -193,24 +196,53 @@ func (v *Vault) AccessOnly(ctx context.Context, agent, account string) ([]byte, 
 	return out, tok, nil
 }
 
+// Holding is one node's custody of one login, for the audit log: which
+// node held which account's login from when (and, once it ended, until
+// when).
+type Holding struct {
+	Agent, Account, Node string
+	Since, Until         time.Time // Since is zero for a record from before it was kept
+}
+
+// holder is the custodian record's value.
+type holder struct {
+	Node  string `json:"node"`
+	Since int64  `json:"since"` // Unix ns of the election
+}
+
+// parseHolder reads a custodian record: JSON, or a bare node name as
+// records were before they kept their start.
+func parseHolder(v []byte) holder {
+	var h holder
+	if len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &h) == nil {
+		return h
+	}
+	return holder{Node: string(v)}
+}
+
 // Elect makes node the custodian of agent/account unless a live node
 // already is, tying the record to lease (the node's connection lease), and
-// returns the custodian.
+// returns the custodian. A node it makes custodian is passed to OnHeld.
 func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease clientv3.LeaseID) (string, error) {
 	k := v.key(agent, account, "custodian")
 	for range maxCASTries {
+		now := time.Now()
+		val, _ := json.Marshal(holder{Node: node, Since: now.UnixNano()})
 		resp, err := v.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, node, clientv3.WithLease(lease))).
+			Then(clientv3.OpPut(k, string(val), clientv3.WithLease(lease))).
 			Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
 			return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "elect custodian: %v", err)
 		}
 		if resp.Succeeded {
+			if v.OnHeld != nil {
+				v.OnHeld(Holding{Agent: agent, Account: account, Node: node, Since: now})
+			}
 			return node, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return string(kvs[0].Value), nil
+			return parseHolder(kvs[0].Value).Node, nil
 		}
 		// The record lapsed between the compare and the read: again.
 	}
@@ -219,14 +251,56 @@ func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease cl
 
 // Custodian names the custodian ("" when none is live).
 func (v *Vault) Custodian(ctx context.Context, agent, account string) (string, error) {
+	who, _, err := v.custodian(ctx, agent, account)
+	return who, err
+}
+
+// custodian names the custodian and its record's revision (0 when none).
+func (v *Vault) custodian(ctx context.Context, agent, account string) (string, int64, error) {
 	resp, err := v.cli.Get(ctx, v.key(agent, account, "custodian"))
 	if err != nil {
-		return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read custodian: %v", err)
+		return "", 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read custodian: %v", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return "", nil
+		return "", 0, nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return parseHolder(resp.Kvs[0].Value).Node, resp.Kvs[0].ModRevision, nil
+}
+
+// Released reads a deleted custody key (store.FollowCustodyDeletes): the
+// holding that ended, if key was a custodian record.
+func (v *Vault) Released(key string, prev []byte, at time.Time) (Holding, bool) {
+	rest, ok := strings.CutPrefix(key, v.prefix+"custody/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[2] != "custodian" {
+		return Holding{}, false
+	}
+	h := parseHolder(prev)
+	out := Holding{Agent: parts[0], Account: parts[1], Node: h.Node, Until: at}
+	if h.Since != 0 {
+		out.Since = time.Unix(0, h.Since)
+	}
+	return out, true
+}
+
+// Resign ends node's custody of every login it holds (its mark was taken
+// away), each only if node still holds it.
+func (v *Vault) Resign(ctx context.Context, node string) error {
+	resp, err := v.cli.Get(ctx, v.prefix+"custody/", clientv3.WithPrefix())
+	if err != nil {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read custodians: %v", err)
+	}
+	for _, kv := range resp.Kvs {
+		if !strings.HasSuffix(string(kv.Key), "/custodian") || parseHolder(kv.Value).Node != node {
+			continue
+		}
+		_, err := v.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "end custody: %v", err)
+		}
+	}
+	return nil
 }
 
 // ReasonInDoubt: another node's refresh is in flight or was cut off.
@@ -237,6 +311,13 @@ const ReasonInDoubt = "REFRESH_IN_DOUBT"
 // and no other node's refresh is recorded.
 func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, issued time.Time) error {
 	ck, ik := v.key(agent, account, "custodian"), v.key(agent, account, "refreshing")
+	who, crev, err := v.custodian(ctx, agent, account)
+	if err != nil {
+		return err
+	}
+	if who != node {
+		return errs.New(errs.KindAborted, errs.ReasonNotOwner, "node %s is not the custodian of %s/%s", node, agent, account)
+	}
 	cur, rev, err := v.intent(ctx, agent, account)
 	if err != nil {
 		return err
@@ -246,7 +327,7 @@ func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, i
 	}
 	val, _ := json.Marshal(Intent{Node: node, Issued: issued.UnixNano()})
 	resp, err := v.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.Value(ck), "=", node),
+		clientv3.Compare(clientv3.ModRevision(ck), "=", crev),
 		clientv3.Compare(clientv3.ModRevision(ik), "=", rev),
 	).Then(clientv3.OpPut(ik, string(val))).Commit()
 	if err != nil {

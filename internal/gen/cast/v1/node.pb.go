@@ -157,7 +157,11 @@ type Node struct {
 	// connect_time is when the current (or last) stream opened.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
 	// last_seen_time is the last heartbeat the control plane recorded.
-	LastSeenTime  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
+	// admin_labels are labels an admin set with `cast node label` (the
+	// node's own labels come from its --label flags and cannot set these):
+	// cast.dev/custodian=true lets the node hold fleet logins in custody.
+	AdminLabels   map[string]string `protobuf:"bytes,10,rep,name=admin_labels,json=adminLabels,proto3" json:"admin_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +259,13 @@ func (x *Node) GetLastSeenTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Node) GetAdminLabels() map[string]string {
+	if x != nil {
+		return x.AdminLabels
+	}
+	return nil
+}
+
 var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
@@ -268,7 +279,7 @@ const file_cast_v1_node_proto_rawDesc = "" +
 	"\x05ready\x18\x05 \x01(\bR\x05ready\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x12\n" +
 	"\x04home\x18\a \x01(\tR\x04home\x12\x1b\n" +
-	"\tagent_dir\x18\b \x01(\tR\bagentDir\"\xdb\x02\n" +
+	"\tagent_dir\x18\b \x01(\tR\bagentDir\"\xde\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +
@@ -278,7 +289,12 @@ const file_cast_v1_node_proto_rawDesc = "" +
 	"\x06agents\x18\x06 \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\x12\x1c\n" +
 	"\tconnected\x18\a \x01(\bR\tconnected\x12=\n" +
 	"\fconnect_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vconnectTime\x12@\n" +
-	"\x0elast_seen_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTimeB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0elast_seen_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\flastSeenTime\x12A\n" +
+	"\fadmin_labels\x18\n" +
+	" \x03(\v2\x1e.cast.v1.Node.AdminLabelsEntryR\vadminLabels\x1a>\n" +
+	"\x10AdminLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_proto_rawDescOnce sync.Once
@@ -292,21 +308,23 @@ func file_cast_v1_node_proto_rawDescGZIP() []byte {
 	return file_cast_v1_node_proto_rawDescData
 }
 
-var file_cast_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_cast_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_cast_v1_node_proto_goTypes = []any{
 	(*AgentInstall)(nil),          // 0: cast.v1.AgentInstall
 	(*Node)(nil),                  // 1: cast.v1.Node
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	nil,                           // 2: cast.v1.Node.AdminLabelsEntry
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_cast_v1_node_proto_depIdxs = []int32{
 	0, // 0: cast.v1.Node.agents:type_name -> cast.v1.AgentInstall
-	2, // 1: cast.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
-	2, // 2: cast.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 1: cast.v1.Node.connect_time:type_name -> google.protobuf.Timestamp
+	3, // 2: cast.v1.Node.last_seen_time:type_name -> google.protobuf.Timestamp
+	2, // 3: cast.v1.Node.admin_labels:type_name -> cast.v1.Node.AdminLabelsEntry
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_proto_init() }
@@ -320,7 +338,7 @@ func file_cast_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_proto_rawDesc), len(file_cast_v1_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

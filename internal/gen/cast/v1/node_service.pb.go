@@ -2055,6 +2055,117 @@ func (x *DeleteNodeResponse) GetSessions() int32 {
 	return 0
 }
 
+// LabelNodeRequest changes a registered node's admin labels.
+type LabelNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the node's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// set adds or replaces these labels (key: [prefix/]name, value: a name
+	// or empty).
+	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// remove drops these keys (absent keys are no error).
+	Remove        []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelNodeRequest) Reset() {
+	*x = LabelNodeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelNodeRequest) ProtoMessage() {}
+
+func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
+func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *LabelNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LabelNodeRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LabelNodeRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// LabelNodeResponse holds the node's admin labels after the change.
+type LabelNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// labels are all of the node's admin labels.
+	Labels        map[string]string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelNodeResponse) Reset() {
+	*x = LabelNodeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelNodeResponse) ProtoMessage() {}
+
+func (x *LabelNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelNodeResponse.ProtoReflect.Descriptor instead.
+func (*LabelNodeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LabelNodeResponse) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // ListNodesRequest lists nodes.
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2064,7 +2175,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2187,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2200,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 // ListNodesResponse holds every node.
@@ -2103,7 +2214,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2226,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2239,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2155,7 +2266,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2278,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2291,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -2222,7 +2333,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2345,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2358,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -2288,7 +2399,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2411,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2424,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -2397,7 +2508,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2520,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2533,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -2453,7 +2564,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2576,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2589,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -2527,7 +2638,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2650,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2663,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -2577,7 +2688,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2700,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2713,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -2639,7 +2750,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2762,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2775,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -2702,7 +2813,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2825,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2838,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -2781,7 +2892,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2904,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2917,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -2826,7 +2937,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2949,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2962,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -2893,7 +3004,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3016,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3029,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -2949,7 +3060,7 @@ type CustodyRequest struct {
 
 func (x *CustodyRequest) Reset() {
 	*x = CustodyRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3072,7 @@ func (x *CustodyRequest) String() string {
 func (*CustodyRequest) ProtoMessage() {}
 
 func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3085,7 @@ func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyRequest.ProtoReflect.Descriptor instead.
 func (*CustodyRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CustodyRequest) GetNode() string {
@@ -3032,7 +3143,7 @@ type CustodyResponse struct {
 
 func (x *CustodyResponse) Reset() {
 	*x = CustodyResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3155,7 @@ func (x *CustodyResponse) String() string {
 func (*CustodyResponse) ProtoMessage() {}
 
 func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3168,7 @@ func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyResponse.ProtoReflect.Descriptor instead.
 func (*CustodyResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CustodyResponse) GetCredential() []byte {
@@ -3209,7 +3320,19 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"0\n" +
 	"\x12DeleteNodeResponse\x12\x1a\n" +
-	"\bsessions\x18\x01 \x01(\x05R\bsessions\"\x12\n" +
+	"\bsessions\x18\x01 \x01(\x05R\bsessions\"\xac\x01\n" +
+	"\x10LabelNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x03set\x18\x02 \x03(\v2\".cast.v1.LabelNodeRequest.SetEntryR\x03set\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x11LabelNodeResponse\x12>\n" +
+	"\x06labels\x18\x01 \x03(\v2&.cast.v1.LabelNodeResponse.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
 	"\x10ListNodesRequest\"8\n" +
 	"\x11ListNodesResponse\x12#\n" +
 	"\x05nodes\x18\x01 \x03(\v2\r.cast.v1.NodeR\x05nodes\"\x9e\x01\n" +
@@ -3294,12 +3417,13 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0eCUSTODY_OP_GET\x10\x03\x12\x12\n" +
 	"\x0eCUSTODY_OP_PUT\x10\x04\x12\x1c\n" +
 	"\x18CUSTODY_OP_BEGIN_REFRESH\x10\x05\x12\x1a\n" +
-	"\x16CUSTODY_OP_END_REFRESH\x10\x062\x93\b\n" +
+	"\x16CUSTODY_OP_END_REFRESH\x10\x062\xd7\b\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
 	"\n" +
-	"DeleteNode\x12\x1a.cast.v1.DeleteNodeRequest\x1a\x1b.cast.v1.DeleteNodeResponse\x12`\n" +
+	"DeleteNode\x12\x1a.cast.v1.DeleteNodeRequest\x1a\x1b.cast.v1.DeleteNodeResponse\x12B\n" +
+	"\tLabelNode\x12\x19.cast.v1.LabelNodeRequest\x1a\x1a.cast.v1.LabelNodeResponse\x12`\n" +
 	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponse\x12E\n" +
 	"\n" +
 	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponse\x12S\n" +
@@ -3325,7 +3449,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_node_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(CustodyOp)(0),                      // 0: cast.v1.CustodyOp
 	(*ConnectRequest)(nil),              // 1: cast.v1.ConnectRequest
@@ -3355,38 +3479,42 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*DeliverMessages)(nil),             // 25: cast.v1.DeliverMessages
 	(*DeleteNodeRequest)(nil),           // 26: cast.v1.DeleteNodeRequest
 	(*DeleteNodeResponse)(nil),          // 27: cast.v1.DeleteNodeResponse
-	(*ListNodesRequest)(nil),            // 28: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 29: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 30: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 31: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 32: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 33: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 34: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 35: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 36: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 37: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 38: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 39: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 40: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 41: cast.v1.FetchCredentialResponse
-	(*CustodyRequest)(nil),              // 42: cast.v1.CustodyRequest
-	(*CustodyResponse)(nil),             // 43: cast.v1.CustodyResponse
-	(*AgentInstall)(nil),                // 44: cast.v1.AgentInstall
-	(*Node)(nil),                        // 45: cast.v1.Node
-	(*SetWorkspaceRequest)(nil),         // 46: cast.v1.SetWorkspaceRequest
-	(*Session)(nil),                     // 47: cast.v1.Session
-	(*Message)(nil),                     // 48: cast.v1.Message
-	(SessionState)(0),                   // 49: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 50: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil),       // 51: google.protobuf.Timestamp
+	(*LabelNodeRequest)(nil),            // 28: cast.v1.LabelNodeRequest
+	(*LabelNodeResponse)(nil),           // 29: cast.v1.LabelNodeResponse
+	(*ListNodesRequest)(nil),            // 30: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 31: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 32: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 33: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 34: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 35: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 36: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 37: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 38: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 39: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 40: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 41: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 42: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 43: cast.v1.FetchCredentialResponse
+	(*CustodyRequest)(nil),              // 44: cast.v1.CustodyRequest
+	(*CustodyResponse)(nil),             // 45: cast.v1.CustodyResponse
+	nil,                                 // 46: cast.v1.LabelNodeRequest.SetEntry
+	nil,                                 // 47: cast.v1.LabelNodeResponse.LabelsEntry
+	(*AgentInstall)(nil),                // 48: cast.v1.AgentInstall
+	(*Node)(nil),                        // 49: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 50: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 51: cast.v1.Session
+	(*Message)(nil),                     // 52: cast.v1.Message
+	(SessionState)(0),                   // 53: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 54: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil),       // 55: google.protobuf.Timestamp
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	3,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	4,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	5,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
 	2,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	44, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	45, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	48, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	49, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
 	7,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	8,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	9,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
@@ -3398,54 +3526,58 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	23, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
 	19, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
 	10, // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
-	46, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	50, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
 	12, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
 	14, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
 	11, // 20: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
 	11, // 21: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
 	16, // 22: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
 	11, // 23: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
-	47, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	48, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	45, // 26: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	48, // 27: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	48, // 28: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	49, // 29: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	50, // 30: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	47, // 31: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 32: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
-	51, // 33: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
-	1,  // 34: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	28, // 35: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	26, // 36: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	30, // 37: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	32, // 38: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	34, // 39: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	36, // 40: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	38, // 41: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	40, // 42: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	12, // 43: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	14, // 44: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	17, // 45: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	42, // 46: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
-	6,  // 47: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	29, // 48: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	27, // 49: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	31, // 50: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	33, // 51: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	35, // 52: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	37, // 53: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	39, // 54: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	41, // 55: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	13, // 56: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	15, // 57: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	18, // 58: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	43, // 59: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	51, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	52, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	46, // 26: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
+	47, // 27: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
+	49, // 28: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	52, // 29: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	52, // 30: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	53, // 31: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	54, // 32: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	51, // 33: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 34: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
+	55, // 35: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
+	1,  // 36: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	30, // 37: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	26, // 38: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	28, // 39: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
+	32, // 40: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	34, // 41: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	36, // 42: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	38, // 43: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	40, // 44: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	42, // 45: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	12, // 46: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	14, // 47: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	17, // 48: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	44, // 49: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	6,  // 50: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	31, // 51: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	27, // 52: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	29, // 53: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
+	33, // 54: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	35, // 55: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	37, // 56: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	39, // 57: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	41, // 58: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	43, // 59: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	13, // 60: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	15, // 61: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	18, // 62: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	45, // 63: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	50, // [50:64] is the sub-list for method output_type
+	36, // [36:50] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -3489,7 +3621,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

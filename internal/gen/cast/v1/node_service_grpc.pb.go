@@ -22,6 +22,7 @@ const (
 	NodeService_Connect_FullMethodName             = "/cast.v1.NodeService/Connect"
 	NodeService_ListNodes_FullMethodName           = "/cast.v1.NodeService/ListNodes"
 	NodeService_DeleteNode_FullMethodName          = "/cast.v1.NodeService/DeleteNode"
+	NodeService_LabelNode_FullMethodName           = "/cast.v1.NodeService/LabelNode"
 	NodeService_AppendOwnerMessages_FullMethodName = "/cast.v1.NodeService/AppendOwnerMessages"
 	NodeService_ReportTurn_FullMethodName          = "/cast.v1.NodeService/ReportTurn"
 	NodeService_UploadWorkTree_FullMethodName      = "/cast.v1.NodeService/UploadWorkTree"
@@ -51,6 +52,10 @@ type NodeServiceClient interface {
 	// and while it owns sessions unless force (its sessions stay, owned by
 	// the forgotten name, to be moved with `cast migrate --skip-worktree`).
 	DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error)
+	// LabelNode sets and removes a node's admin labels (`cast node label`):
+	// marks the node itself cannot set, such as cast.dev/custodian=true,
+	// which lets it hold fleet logins in token custody. Admins only.
+	LabelNode(ctx context.Context, in *LabelNodeRequest, opts ...grpc.CallOption) (*LabelNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(ctx context.Context, in *AppendOwnerMessagesRequest, opts ...grpc.CallOption) (*AppendOwnerMessagesResponse, error)
@@ -123,6 +128,16 @@ func (c *nodeServiceClient) DeleteNode(ctx context.Context, in *DeleteNodeReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteNodeResponse)
 	err := c.cc.Invoke(ctx, NodeService_DeleteNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) LabelNode(ctx context.Context, in *LabelNodeRequest, opts ...grpc.CallOption) (*LabelNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LabelNodeResponse)
+	err := c.cc.Invoke(ctx, NodeService_LabelNode_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +273,10 @@ type NodeServiceServer interface {
 	// and while it owns sessions unless force (its sessions stay, owned by
 	// the forgotten name, to be moved with `cast migrate --skip-worktree`).
 	DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error)
+	// LabelNode sets and removes a node's admin labels (`cast node label`):
+	// marks the node itself cannot set, such as cast.dev/custodian=true,
+	// which lets it hold fleet logins in token custody. Admins only.
+	LabelNode(context.Context, *LabelNodeRequest) (*LabelNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error)
@@ -311,6 +330,9 @@ func (UnimplementedNodeServiceServer) ListNodes(context.Context, *ListNodesReque
 }
 func (UnimplementedNodeServiceServer) DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteNode not implemented")
+}
+func (UnimplementedNodeServiceServer) LabelNode(context.Context, *LabelNodeRequest) (*LabelNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LabelNode not implemented")
 }
 func (UnimplementedNodeServiceServer) AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendOwnerMessages not implemented")
@@ -402,6 +424,24 @@ func _NodeService_DeleteNode_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NodeServiceServer).DeleteNode(ctx, req.(*DeleteNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_LabelNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LabelNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).LabelNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_LabelNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).LabelNode(ctx, req.(*LabelNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -582,6 +622,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteNode",
 			Handler:    _NodeService_DeleteNode_Handler,
+		},
+		{
+			MethodName: "LabelNode",
+			Handler:    _NodeService_LabelNode_Handler,
 		},
 		{
 			MethodName: "AppendOwnerMessages",
