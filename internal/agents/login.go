@@ -159,6 +159,13 @@ func (l Login) find(dir string, env []string) (string, bool) {
 			return "logged in (" + filepath.Join(dir, f) + ")", true
 		}
 	}
+	return l.SettingsOrEnv(dir, env)
+}
+
+// SettingsOrEnv is the generic check without the credential files: a
+// settings file naming a key, or a key in the environment (for a check
+// that reads the files itself).
+func (l Login) SettingsOrEnv(dir string, env []string) (string, bool) {
 	for _, f := range slices.Sorted(maps.Keys(l.Settings)) {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		for _, w := range l.Settings[f] {

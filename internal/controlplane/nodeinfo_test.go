@@ -57,7 +57,7 @@ func TestNodeAdvertisesALoginWithoutReconnecting(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(cred), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cred, []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-test"}}`), 0o600); err != nil {
+	if err := os.WriteFile(cred, []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-test","scopes":["user:inference"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	testharness.WaitFor(t, 20*time.Second, "claude shown ready", func() bool {

@@ -24,7 +24,7 @@ func TestReadiness(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(home, ".claude", ".credentials.json"), "{}")
+	write(filepath.Join(home, ".claude", ".credentials.json"), `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x","scopes":["user:inference"]}}`)
 	mods := filepath.Join(t.TempDir(), "node_modules")
 	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "package.json"), `{"name":"@anthropic-ai/claude-code","version":"2.1.197"}`)
 	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "cli.js"), "")
@@ -67,6 +67,17 @@ func TestReadiness(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An empty {} .credentials.json is no login (claude says "Not
+	// logged in" on it): the settings' key is what counts.
+	write(filepath.Join(home, ".claude", ".credentials.json"), "{}")
+	if got := cfg.readiness("claude", bin); !got.Ready || !strings.Contains(got.Status, "apiKeyHelper") {
+		t.Errorf("claude with {} credentials and apiKeyHelper: %v %q", got.Ready, got.Status)
+	}
+	must(os.Remove(filepath.Join(home, ".claude", "settings.json")))
+	if got := cfg.readiness("claude", bin); got.Ready {
+		t.Errorf("claude with only a {} .credentials.json is ready: %q", got.Status)
+	}
+	write(filepath.Join(home, ".claude", "settings.json"), `{"apiKeyHelper": "~/bin/key"}`)
 	must(os.Remove(filepath.Join(home, ".claude", ".credentials.json")))
 	if got := cfg.readiness("claude", bin); !got.Ready || !strings.Contains(got.Status, "apiKeyHelper") {
 		t.Errorf("claude with apiKeyHelper: %v %q", got.Ready, got.Status)
