@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cast-dev/cast/internal/errs"
 )
@@ -39,6 +40,12 @@ type Principal struct {
 	// authenticated with (a token's, or the one a client certificate is
 	// bound to); a certificate issued to the caller is bound to it too.
 	Cred string
+	// CAPin is the pin of the CA that signed the client certificate the
+	// call came with ("" for a bearer token): retiring that CA ends it.
+	CAPin string
+	// Expires is when an OIDC ID token lapses (zero for a credential
+	// record, which lasts until it is revoked): open calls end then.
+	Expires time.Time
 }
 
 // String is "role:name", as audit lines and session creators name it.

@@ -141,13 +141,24 @@ func (s *Server) applyCA(rec store.CARecord) error {
 	if prev != nil && prev.hash != set.hash || prev != nil && prev.signer != set.signer {
 		s.lg.Info("tls CAs reloaded", zap.String("signing_pin", pki.Pin(set.signer.Cert)), zap.Int("trusted", len(set.trusted)), zap.String("bundle", set.hash))
 	}
+	s.endUntrustedCalls(set)
 	return nil
 }
 
 // reloadCAs follows the store's CA record, so a rotation step on any
-// replica reaches this one within every.
+// replica reaches this one at once (store.WatchCA), and within every when
+// that watch is down.
 func (s *Server) reloadCAs(every time.Duration) func(context.Context) {
 	return func(ctx context.Context) {
+		changed := make(chan struct{}, 1)
+		s.goLoop(func(ctx context.Context) {
+			s.store.WatchCA(ctx, func() {
+				select {
+				case changed <- struct{}{}:
+				default: // a reload is pending: it reads the latest record
+				}
+			})
+		})
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -155,17 +166,24 @@ func (s *Server) reloadCAs(every time.Duration) func(context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-changed:
 			}
-			rec, ok, err := s.store.GetCA(ctx)
-			if err == nil && ok {
-				if err = s.applyCA(rec); err != nil {
-					s.trustOnly(rec)
-				}
-			}
-			if err != nil && ctx.Err() == nil {
-				s.lg.Warn("tls CA reload failed", zap.Error(err))
-			}
+			s.reloadCA(ctx)
 		}
+	}
+}
+
+// reloadCA reads the store's CA record and applies it, or only its trust
+// when this replica cannot load it.
+func (s *Server) reloadCA(ctx context.Context) {
+	rec, ok, err := s.store.GetCA(ctx)
+	if err == nil && ok {
+		if err = s.applyCA(rec); err != nil {
+			s.trustOnly(rec)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		s.lg.Warn("tls CA reload failed", zap.Error(err))
 	}
 }
 
@@ -199,6 +217,7 @@ func (s *Server) trustOnly(rec store.CARecord) {
 		return
 	}
 	if s.caState.CompareAndSwap(cur, set) {
+		s.endUntrustedCalls(set)
 		s.lg.Warn("tls CA record not loadable here: trusting the store's CAs, signing with the CA this replica had",
 			zap.String("signing_pin", pki.Pin(set.signer.Cert)), zap.Bool("signer_trusted", set.signs()), zap.String("bundle", set.hash))
 	}

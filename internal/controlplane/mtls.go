@@ -73,7 +73,7 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertRevoked,
 			"the certificate of %s:%s was revoked; a node joins again with a new join token (`cast node token create`)", id.Role, id.Name)
 	}
-	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred}, true, nil
+	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred, CAPin: id.IssuerPin}, true, nil
 }
 
 // signClient issues a certificate for csr bound to p's credential record,

@@ -11,38 +11,47 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/errs"
 )
 
 // Revocation reaches calls already open. Every call made with a credential
-// record (a cast token, or a client certificate bound to one; an OIDC ID
-// token has none and lapses at its exp) is tracked by the record's hash
-// while it runs. Each replica follows the records in etcd
-// (store.WatchRevocations), so a revocation written through any replica
-// cancels that principal's open calls on every replica within the watch's
-// latency: WatchSession, ExportSession, a node's Connect, work tree
-// transfers, a RequestPermission long poll. They end UNAUTHENTICATED, with
-// one `request refused` audit line each.
+// record (a cast token, or a client certificate bound to one) is tracked
+// by the record's hash while it runs, and a call made with a client
+// certificate by its CA's pin too. Each replica follows the records in
+// etcd (store.WatchRevocations) and the CA record (store.WatchCA), so a
+// revocation or a CA retired through any replica cancels that principal's
+// open calls on every replica within the watch's latency: WatchSession,
+// ExportSession, a node's Connect, work tree transfers, a
+// RequestPermission long poll. An OIDC ID token has no record: the calls
+// it opened end at its exp, so a person an admin disabled at the issuer
+// (who gets no new token) keeps no stream past it. They end
+// UNAUTHENTICATED, with one `request refused` audit line each.
 
-// errRevoked is the cause a tracked call's context is canceled with.
-var errRevoked = errors.New("credential revoked")
+// Causes a tracked call's context is canceled with.
+var (
+	errRevoked   = errors.New("credential revoked")
+	errCARetired = errors.New("certificate's CA no longer trusted")
+	errLapsed    = errors.New("ID token expired")
+)
 
 // revokedMemory is how long a revoked hash is remembered: a call
 // authenticated just before its record was deleted, and tracked just after
 // the deletion was seen, is canceled at once.
 const revokedMemory = time.Minute
 
-// openCalls is the calls in flight by credential hash.
+// openCalls is the calls in flight by credential hash (or by CA pin).
 type openCalls struct {
+	cause   error // what revoke cancels a call with
 	mu      sync.Mutex
 	byCred  map[string]map[*context.CancelCauseFunc]struct{}
 	revoked map[string]time.Time // hash -> when its deletion was seen
 }
 
-func newOpenCalls() *openCalls {
-	return &openCalls{byCred: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]time.Time{}}
+func newOpenCalls(cause error) *openCalls {
+	return &openCalls{cause: cause, byCred: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]time.Time{}}
 }
 
-// track returns ctx canceled (cause errRevoked) when cred is revoked, and
+// track returns ctx canceled (cause o.cause) when cred is revoked, and
 // the func that stops tracking it.
 func (o *openCalls) track(ctx context.Context, cred string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -50,7 +59,7 @@ func (o *openCalls) track(ctx context.Context, cred string) (context.Context, fu
 	o.mu.Lock()
 	if _, gone := o.revoked[cred]; gone {
 		o.mu.Unlock()
-		cancel(errRevoked)
+		cancel(o.cause)
 		return ctx, func() {}
 	}
 	if o.byCred[cred] == nil {
@@ -84,7 +93,7 @@ func (o *openCalls) revoke(cred string) int {
 	calls := o.byCred[cred]
 	delete(o.byCred, cred)
 	for cancel := range calls {
-		(*cancel)(errRevoked)
+		(*cancel)(o.cause)
 	}
 	return len(calls)
 }
@@ -123,20 +132,67 @@ func (s *Server) recheckOpenCalls(ctx context.Context) {
 	}
 }
 
-// trackCall makes ctx end when p's credential is revoked (a principal with
-// no credential record, from an OIDC ID token, is not tracked).
+// trackCall makes ctx end when p's credential is revoked, when the CA of
+// its certificate is no longer trusted, or when its ID token expires.
 func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Context, func()) {
-	if p.Cred == "" {
-		return ctx, func() {}
+	var stops []func()
+	if p.Cred != "" {
+		var stop func()
+		ctx, stop = s.calls.track(ctx, p.Cred)
+		stops = append(stops, stop)
 	}
-	return s.calls.track(ctx, p.Cred)
+	if p.CAPin != "" {
+		var stop func()
+		ctx, stop = s.caCalls.track(ctx, p.CAPin)
+		stops = append(stops, stop)
+		// After tracking: either this sees a set that dropped the CA, or
+		// endUntrustedCalls, run after the swap, sees this call.
+		if set := s.cas(); set != nil && !slices.Contains(set.pins(), p.CAPin) {
+			s.caCalls.revoke(p.CAPin)
+		}
+	}
+	if !p.Expires.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, p.Expires, errLapsed)
+		stops = append(stops, cancel)
+	}
+	return ctx, func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}
 }
 
-// revokedErr is the refusal of a call whose credential was revoked while
-// it ran (nil when it was not); parent is the call's own context.
+// endUntrustedCalls ends the open calls made with a certificate from a CA
+// set no longer trusts (retired, or replaced with --ca-replace).
+func (s *Server) endUntrustedCalls(set *caSet) {
+	trusted := set.pins()
+	for _, pin := range s.caCalls.creds() {
+		if slices.Contains(trusted, pin) {
+			continue
+		}
+		if n := s.caCalls.revoke(pin); n > 0 {
+			s.lg.Info("open calls of a no longer trusted CA's certificates ended", zap.String("ca_pin", pin), zap.Int("calls", n))
+		}
+	}
+}
+
+// revokedErr is the refusal of a call whose credential was revoked, whose
+// certificate's CA was retired, or whose ID token expired while it ran
+// (nil when none was); parent is the call's own context.
 func (s *Server) revokedErr(parent, tracked context.Context, p authz.Principal, method string) error {
-	if !errors.Is(context.Cause(tracked), errRevoked) {
+	var err error
+	switch cause := context.Cause(tracked); {
+	case errors.Is(cause, errRevoked):
+		err = authz.Unauthenticated("the credential of %s was revoked while this call was open; ask an admin for a new one", p)
+	case errors.Is(cause, errCARetired):
+		err = errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
+			"the client certificate of %s is from a CA this control plane stopped trusting (retired) while this call was open: a node joins again with a new join token, a user runs `cast token cert` with a token", p)
+	case errors.Is(cause, errLapsed):
+		err = errs.New(errs.KindUnauthenticated, errs.ReasonOIDCExpired,
+			"the OIDC ID token of %s expired at %s while this call was open; get a new one from your identity provider", p, p.Expires.UTC().Format(time.RFC3339))
+	default:
 		return nil
 	}
-	return s.refused(parent, &p, method, authz.Unauthenticated("the credential of %s was revoked while this call was open; ask an admin for a new one", p))
+	return s.refused(parent, &p, method, err)
 }

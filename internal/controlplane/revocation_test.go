@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -66,25 +67,114 @@ func TestRevocationEndsOpenCallsOnEveryReplica(t *testing.T) {
 		}, map[string]chan error{"raw1's Connect": connect, "raw1's RequestPermission": permission}, nil},
 	} {
 		must(t, step.revoke())
-		deadline := time.After(time.Second)
-		for what, ended := range step.ends {
-			select {
-			case err := <-ended:
-				if status.Code(err) != codes.Unauthenticated {
-					t.Errorf("after %s, %s on the other replica ended with %v, want UNAUTHENTICATED", step.name, what, err)
-				}
-			case <-deadline:
-				t.Fatalf("%s on the other replica was still open a second after %s", what, step.name)
+		wantEndedWithin(t, time.Second, step.name, "", step.ends, step.stays)
+	}
+}
+
+// wantEndedWithin checks that each call of ends ended UNAUTHENTICATED
+// (with reason, unless it is "") within d of now, after what, and that
+// none of stays did.
+func wantEndedWithin(t *testing.T, d time.Duration, what, reason string, ends, stays map[string]chan error) {
+	t.Helper()
+	deadline := time.After(d)
+	for call, ended := range ends {
+		select {
+		case err := <-ended:
+			if status.Code(err) != codes.Unauthenticated || reason != "" && client.ReasonOf(err) != reason {
+				t.Errorf("after %s, %s ended with %v (reason %q), want UNAUTHENTICATED %s", what, call, err, client.ReasonOf(err), reason)
 			}
-		}
-		for what, open := range step.stays {
-			select {
-			case err := <-open:
-				t.Fatalf("%s ended (%v) after %s, which did not revoke it", what, err, step.name)
-			default:
-			}
+		case <-deadline:
+			t.Fatalf("%s was still open %s after %s", call, d, what)
 		}
 	}
+	for call, open := range stays {
+		select {
+		case err := <-open:
+			t.Fatalf("%s ended (%v) after %s, which did not revoke it", call, err, what)
+		default:
+		}
+	}
+}
+
+// Client certificates, two TLS replicas on one etcd: `cast node rm`
+// through replica A ends the removed node's Connect stream made with its
+// certificate on replica B, and retiring a CA through A (`cast ca
+// rotate`, `activate`, `retire`) ends, within a second, the calls on B
+// made with a certificate that CA issued (CERT_UNTRUSTED), while calls
+// made with a token stay open. B's CA reload interval is the default
+// (2s): the CA record's watch is what reaches it in time.
+func TestCertRevocationEndsOpenCallsOnEveryReplica(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	key := filepath.Join(t.TempDir(), "secrets.key")
+	cfg := func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir, c.SecretsKeyFile, c.TLS.Enabled = []string{ep}, "", key, true
+	}
+	a := testharness.StartControlPlane(t, cfg)
+	b := testharness.StartControlPlane(t, cfg)
+	ctx, oldPin := ctxT(t), a.CAPin()
+	adminA, _ := testharness.DialFollowing(t, a.Addr(), oldPin, testharness.AdminToken(), nil)
+	adminB, _ := testharness.DialFollowing(t, b.Addr(), oldPin, testharness.AdminToken(), nil)
+
+	n1ID, err := client.LoadIdentity(filepath.Join(t.TempDir(), "n1.pem"))
+	must(t, err)
+	must(t, n1ID.Renew(ctx, "n1", adminA.JoinSigner("n1", testharness.AdminToken())))
+	n1B, _ := testharness.DialFollowing(t, b.Addr(), oldPin, "", n1ID)
+	connect := openConnect(t, ctx, n1B, "n1")
+	_, aliceID := aliceCert(ctx, t, adminA, a.Addr(), oldPin)
+	aliceB, _ := testharness.DialFollowing(t, b.Addr(), oldPin, "", aliceID)
+	sess, err := aliceB.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "n1", Cwd: "/tmp"})
+	must(t, err)
+	aliceWatch := openWatch(t, ctx, aliceB, sess.Id)
+	adminWatch := openWatch(t, ctx, adminB, sess.Id)
+
+	must(t, func() error {
+		_, err := adminA.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: "n1"})
+		return err
+	}())
+	wantEndedWithin(t, time.Second, "cast node rm n1", "", map[string]chan error{"n1's Connect (certificate) on B": connect},
+		map[string]chan error{"alice's WatchSession (certificate) on B": aliceWatch, "admin's WatchSession (token) on B": adminWatch})
+
+	_, err = adminA.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	must(t, err)
+	_, err = adminA.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: true})
+	must(t, err)
+	_, err = adminA.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: true})
+	must(t, err)
+	wantEndedWithin(t, time.Second, "cast ca retire", "CERT_UNTRUSTED", map[string]chan error{"alice's WatchSession (old CA's certificate) on B": aliceWatch},
+		map[string]chan error{"admin's WatchSession (token) on B": adminWatch})
+}
+
+// An OIDC ID token has no record to revoke: an admin disables the person
+// at the issuer, which issues no new token. The calls the old one opened
+// end at its exp (OIDC_TOKEN_EXPIRED), not whenever the client hangs up;
+// a cast token's call stays open.
+func TestOIDCCallsEndAtTokenExpiry(t *testing.T) {
+	iss := testharness.StartOIDCIssuer(t)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast"
+	})
+	ctx, admin := ctxT(t), testharness.Dial(t, srv.Addr())
+	join, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
+	must(t, err)
+	joined, err := testharness.DialAs(t, srv.Addr(), "").Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "raw1", JoinToken: join.Token})
+	must(t, err)
+	openConnect(t, ctx, testharness.DialAs(t, srv.Addr(), joined.Credential), "raw1")
+
+	claims := iss.Claims("alice@example.com", "cast", 4*time.Second)
+	exp := time.Unix(claims["exp"].(int64), 0)
+	alice := testharness.DialAs(t, srv.Addr(), iss.Token(t, claims))
+	sess, err := alice.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "raw1", Cwd: "/tmp"})
+	must(t, err)
+	aliceWatch := openWatch(t, ctx, alice, sess.Id)
+	adminWatch := openWatch(t, ctx, admin, sess.Id)
+	early := exp.Add(-250 * time.Millisecond) // clear of the exp itself
+	select {
+	case err := <-aliceWatch:
+		t.Fatalf("alice's WatchSession ended before her token's exp (%s): %v", exp, err)
+	case <-time.After(time.Until(early)):
+	}
+	wantEndedWithin(t, time.Until(exp.Add(time.Second)), "alice's ID token expired", "OIDC_TOKEN_EXPIRED", map[string]chan error{"alice's WatchSession (ID token)": aliceWatch},
+		map[string]chan error{"admin's WatchSession (token)": adminWatch})
 }
 
 // openConnect opens name's Connect stream on c and waits for its welcome;

@@ -61,9 +61,12 @@ type Server struct {
 	briefer *brief.Client
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
-	policy   authz.Policy
-	limits   *authz.Limiter     // per-user and per-node rates and streams
-	calls    *openCalls         // calls in flight by credential, ended on revocation (revocation.go)
+	policy authz.Policy
+	limits *authz.Limiter // per-user and per-node rates and streams
+	calls  *openCalls     // calls in flight by credential, ended on revocation (revocation.go)
+	// caCalls: calls made with a client certificate, by its CA's pin,
+	// ended when the CA is no longer trusted (revocation.go).
+	caCalls  *openCalls
 	refusals *refusalLog        // refused requests' audit lines, per peer (refusallog.go)
 	oidc     *oidcauth.Verifier // ID tokens as user credentials (nil: off)
 	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
@@ -142,7 +145,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
-	s.calls = newOpenCalls()
+	s.calls, s.caCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired)
 	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)

@@ -162,7 +162,12 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (authz.Principal, err
 	if err := tok.Claims(&claims); err != nil {
 		return authz.Principal{}, claimError("the token's claims: %v", err)
 	}
-	return v.principal(claims)
+	p, err := v.principal(claims)
+	if err != nil {
+		return authz.Principal{}, err
+	}
+	p.Expires = tok.Expiry // the calls it opens end then (controlplane/revocation.go)
+	return p, nil
 }
 
 // principal reads the user's name and role from a verified token's claims.

@@ -94,6 +94,10 @@ func TestVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := v.Verify(context.Background(), tc.token)
 			if tc.reason == "" {
+				if err == nil && p.Expires.IsZero() {
+					t.Error("the principal does not carry the token's exp")
+				}
+				p.Expires = time.Time{}
 				if err != nil || p != tc.want {
 					t.Errorf("got %v %v, want %v", p, err, tc.want)
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
 )
@@ -104,4 +105,24 @@ func (s *Store) CertIssues(ctx context.Context, now time.Time) ([]CertIssue, err
 		}
 	}
 	return out, nil
+}
+
+// WatchCA calls changed after each write of the CA record (a rotation
+// step, whichever replica took it) until ctx ends; the caller reads the
+// record again. When the watch ends (compacted or refused) it watches
+// again from now: a write in between is seen by the caller's own polls.
+func (s *Store) WatchCA(ctx context.Context, changed func()) {
+	for ctx.Err() == nil {
+		for b := range s.follow(ctx, s.caKey(), 0) {
+			if b.Err != nil {
+				s.lg.Warn("CA record watch ended; watching again from now", zap.Error(b.Err))
+				break
+			}
+			changed()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(revocationRewatch):
+		}
+	}
 }
