@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/retry"
 )
@@ -60,13 +61,16 @@ func (w *watcher) run(ctx context.Context) error {
 	said := "" // what was last printed about the streams failing
 	for {
 		opened := time.Now()
-		live, err := w.stream(ctx, c.Sessions)
+		accepted, live, err := w.stream(ctx, c.Sessions)
 		if ctx.Err() != nil {
 			return nil // Ctrl-C
 		}
 		// Canceled while our own context is live is the server ending the
-		// stream as it stops: like Unavailable, watch again.
-		if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled {
+		// stream as it stops: like Unavailable, watch again. So is an ID
+		// token lapsing under a stream it opened: the next stream gets a
+		// new one (a context's token-command runs again).
+		lapsed := accepted && client.ReasonOf(err) == errs.ReasonOIDCExpired
+		if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled && !lapsed {
 			return err
 		}
 		worked := live || time.Since(opened) >= watchStable
@@ -128,24 +132,26 @@ func (w *watcher) giveUp(err error) error {
 	return fmt.Errorf("the control plane at %s kept ending the watch for %s%s; run %s to try again", w.a.addr, retryBudget, said, again)
 }
 
-// stream runs one WatchSession call until it ends, and reports whether it
+// stream runs one WatchSession call until it ends, and reports whether the
+// control plane accepted it (its first event came) and whether it
 // delivered anything live: a message past the replay, or a change of the
 // session after its first state.
-func (w *watcher) stream(ctx context.Context, sessions castv1.SessionServiceClient) (live bool, err error) {
+func (w *watcher) stream(ctx context.Context, sessions castv1.SessionServiceClient) (accepted, live bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: w.id, StartSeq: w.next})
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	replayed := int64(-1) // the session's last seq when the stream opened
 	for {
 		ev, err := s.Recv()
+		accepted = accepted || err == nil
 		if err == io.EOF {
-			return live, errStreamEnded
+			return accepted, live, errStreamEnded
 		}
 		if err != nil {
-			return live, err
+			return accepted, live, err
 		}
 		switch {
 		case replayed < 0 && ev.GetSession() != nil:
@@ -154,7 +160,7 @@ func (w *watcher) stream(ctx context.Context, sessions castv1.SessionServiceClie
 			live = true
 		}
 		if err := w.show(ev); err != nil {
-			return live, err
+			return accepted, live, err
 		}
 	}
 }

@@ -20,7 +20,8 @@ import (
 // token-command (run without a shell, once per token: later commands read
 // the cache). The OIDC user sees only its own sessions, the admin group
 // is admin, a cached token the control plane refuses is fetched again,
-// CAST_TOKEN still wins, and a failing helper is a clear error.
+// CAST_TOKEN still wins, a failing helper is a clear error, and a cast
+// watch rides out its ID token's exp.
 func TestOIDCThroughRealProcesses(t *testing.T) {
 	bins := testharness.Binaries(t)
 	iss := testharness.StartOIDCIssuer(t)
@@ -119,5 +120,25 @@ func TestOIDCThroughRealProcesses(t *testing.T) {
 	}
 	if _, errOut, code := alice.run("--context", "broken", "ls"); code == 0 || !strings.Contains(errOut, "token-command /bin/false failed") {
 		t.Errorf("a failing token-command: exit %d, %s", code, errOut)
+	}
+
+	// A cast watch outlives its ID token: the control plane ends the
+	// stream the token opened at its exp, and cast watch opens it again
+	// with the helper's next token (its own cache, so it starts on the
+	// short-lived one).
+	writeToken := func(ttl time.Duration) {
+		if err := os.WriteFile(filepath.Join(dir, "token-alice"), []byte(iss.Token(t, iss.Claims("alice@example.com", "cast", ttl))+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeToken(10 * time.Second)
+	watch := testharness.StartProcEnv(t, append(env[:len(env):len(env)], "XDG_CACHE_HOME="+t.TempDir()), admin.bin, "watch", mine)
+	testharness.WaitFor(t, 30*time.Second, "cast watch shows alice's session", func() bool { return strings.Contains(watch.Output(), mine) })
+	writeToken(time.Hour)
+	testharness.WaitFor(t, 30*time.Second, "the watch stream ends at its token's exp", func() bool { return strings.Contains(watch.Output(), "expired") })
+	admin.must("send", "-s", mine, "MARK-AFTER-EXP")
+	testharness.WaitFor(t, 30*time.Second, "cast watch shows a message sent after the exp", func() bool { return strings.Contains(watch.Output(), "MARK-AFTER-EXP") })
+	if code, exited := watch.Wait(0); exited {
+		t.Fatalf("cast watch exited (%d):\n%s", code, watch.Output())
 	}
 }
