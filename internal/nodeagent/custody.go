@@ -306,3 +306,15 @@ func holdsLogin(agent, path string) bool {
 	tok, err := f.Parse(raw)
 	return err == nil && tok.HasRefresh
 }
+
+// custodyQueued is the custody hook: the turn runs on the fleet account
+// custody keeps in the agent's shared store as it starts (none when the
+// session brings its own account). The start report names it, so the
+// control plane's ledger reserves on it; the native hook rebuilds a native
+// session another account wrote, and the end report and the native
+// session record it.
+func (t *turn) custodyQueued() {
+	if t.o.Account == "" {
+		t.fc = t.a.st.fleet(t.o.Agent)
+	}
+}

@@ -46,6 +46,59 @@ var prepareHooks = []prepareHook{
 	{"native", (*Agent).nativeHook},
 }
 
+// turnHook is a side job of the turn outside its preparation, with a name
+// for the log; each part is optional and runs at its phase (Nomad's
+// poststart and exited hooks):
+//
+//	queued   before the start report
+//	running  before the CLI starts
+//	ended    after it: claims the outcome when it is the hook's (ok)
+//	settle   records the outcome settles (one ended claimed) instead of
+//	         the turn's own settle
+type turnHook struct {
+	name    string
+	queued  func(t *turn)
+	running func(t *turn)
+	ended   func(t *turn) (outcome, bool)
+	settles outcome
+	settle  func(t *turn, ctx context.Context) error
+}
+
+// turnHooks run in this order at each phase: custody binds the turn to the
+// fleet account custody keeps in the agent's shared store (custody.go),
+// limits has fleet turns report usage windows and parks a turn that hit a
+// usage limit (limits.go). A func, not a var: parking wakes the session's
+// worker, which walks turns (an initialization cycle).
+func turnHooks() []turnHook {
+	return []turnHook{
+		{name: "custody", queued: (*turn).custodyQueued},
+		{name: "limits", running: (*turn).limitsRunning, ended: (*turn).limitsEnded, settles: outParked, settle: (*turn).park},
+	}
+}
+
+// runHooks runs the part job picks of each turn hook that has one.
+func (t *turn) runHooks(phase turnPhase, job func(turnHook) func(*turn)) {
+	for _, h := range turnHooks() {
+		if f := job(h); f != nil {
+			t.lg.Debug("turn hook", zap.String("hook", h.name), zap.Stringer("phase", phase))
+			f(t)
+		}
+	}
+}
+
+// hookOutcome is the outcome a turn hook claims, if one does.
+func (t *turn) hookOutcome() (outcome, bool) {
+	for _, h := range turnHooks() {
+		if h.ended == nil {
+			continue
+		}
+		if out, ok := h.ended(t); ok {
+			return out, true
+		}
+	}
+	return 0, false
+}
+
 // prepareTurn runs the prepare hooks: it decides between resuming the
 // agent's native session, a rebuild from the neutral copy, and a fresh
 // native session; with tryFork, a fork's first turn may fork the parent's

@@ -13,19 +13,22 @@ import (
 
 // A turn on this node is one lifecycle, the way Nomad's task runner walks a
 // task through its hooks. Its phases and their order live here; the side
-// jobs are named hooks (prepareHooks in hooks.go) and outcomes (outcomes
-// below):
+// jobs are named hooks (prepareHooks and turnHooks in hooks.go) and
+// outcomes (outcomes below):
 //
-//	queued       the worker found undelivered messages: the prompt is read
-//	             and the start reported (the store's gate: a fenced or
-//	             foreign session holds the turn)
+//	queued       the worker found undelivered messages: the prompt is read,
+//	             the custody hook binds the turn to a fleet account, and
+//	             the start is reported (the store's gate: a fenced or foreign
+//	             session holds the turn)
 //	preparing    the prepare hooks: credentials, checkout, worktree, mcp,
 //	             native (reuse, delta, native fork or rebuild)
-//	running      the CLI runs; its native rows are synced as they appear
+//	running      the limits hook asks a fleet turn for usage windows; the
+//	             CLI runs; its native rows are synced as they appear
 //	interrupting ctx ended (an interrupt, a switch, a move, a cut-off): the
 //	             runner stops the process group
 //	reporting    the rows are stored, the outcome is recorded in state.json
-//	             and the end state is reported (kept pending until it lands)
+//	             (limits claims a usage limit: parked) and the end state is
+//	             reported (kept pending until it lands)
 //	done|failed  the turn is over
 type turnPhase int32
 
@@ -125,12 +128,7 @@ func (t *turn) queued(ctx context.Context) (bool, error) {
 		prompt = "[cast] " + o.Notice + "\n\n" + prompt
 	}
 	t.prompt, t.firstSeq = prompt, firstSeq
-	// The fleet account the agent's shared store holds as the turn starts
-	// (none when the session brings its own account); the start report
-	// names it, so the control plane's ledger reserves on it.
-	if o.Account == "" {
-		t.fc = a.st.fleet(o.Agent)
-	}
+	t.runHooks(phaseQueued, func(h turnHook) func(*turn) { return h.queued })
 	return true, a.reportStart(ctx, t.id, o, t.fc.Account)
 }
 
@@ -138,8 +136,7 @@ func (t *turn) queued(ctx context.Context) (bool, error) {
 // again on a rebuilt history.
 func (t *turn) run(ctx context.Context) {
 	a := t.a
-	// The fleet decides on usage windows, so fleet turns report them.
-	t.rt.ReportUsage = t.fc.Account != ""
+	t.runHooks(phaseRunning, func(h turnHook) func(*turn) { return h.running })
 	t.sync = newSyncer(a, t.id, t.o, t.rt)
 	t.rt.OnStart = func(pgid int) {
 		_ = a.st.update(func(m map[string]*owned) { m[t.id].RunningPGID = pgid })
@@ -213,18 +210,27 @@ func (t *turn) outcome() outcome {
 		return outInterruptedUnheld
 	case rerr.Reason == runner.ReasonInterrupted:
 		return outInterrupted
-	case rerr.Reason == runner.ReasonRateLimited:
-		return outParked
-	case rerr.Reason == runner.ReasonNotLoggedIn:
+	}
+	if out, ok := t.hookOutcome(); ok {
+		return out
+	}
+	switch rerr.Reason {
+	case runner.ReasonNotLoggedIn:
 		return outNotLoggedIn
-	case rerr.Reason == runner.ReasonBinaryNotFound:
+	case runner.ReasonBinaryNotFound:
 		return outNoCLI
 	}
 	return outRefused
 }
 
-// settle records the outcome in the node's state and reports it.
+// settle records the outcome in the node's state and reports it (a turn
+// hook settles the outcomes it owns).
 func (t *turn) settle(ctx context.Context, out outcome) error {
+	for _, h := range turnHooks() {
+		if h.settle != nil && h.settles == out {
+			return h.settle(t, ctx)
+		}
+	}
 	a := t.a
 	switch out {
 	case outSyncFailed:
@@ -239,9 +245,6 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		// marked as known, so the next turn's catch-up carries the prompt
 		// as history.
 		return a.interruptedUnheld(ctx, t.id, t.o, t.res)
-	case outParked:
-		// A usage limit: parked, not failed. Nothing is marked as seen.
-		return a.parkTurn(ctx, t.id, t.o, t.o.Agent+": "+t.runErr.Error(), t.res.ExitCode, t.fc, t.res.Usage)
 	case outNotLoggedIn:
 		a.recheckAgents() // `cast nodes` says so at once, and shows ready once the user logs in
 		return a.holdTurn(ctx, t.id, t.o, a.cfg.loginAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)

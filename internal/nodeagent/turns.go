@@ -14,7 +14,6 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -41,37 +40,6 @@ func (a *Agent) interruptedUnheld(ctx context.Context, sessionID string, o owned
 	}
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 	return nil
-}
-
-// parkTurn is failTurn for a usage limit: the session shows parked, and
-// the report names the fleet account the turn ran on so the control plane
-// can switch the fleet away from it. If the shared credential store was
-// rewritten while the turn ran (checked under the state lock, against
-// setCredential), the turn runs again at once instead.
-func (a *Agent) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []quota.Window) error {
-	// Parked prompts are kept: a new fleet credential runs them again.
-	a.markFailed(sessionID, o, false)
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
-	err := errors.New(reason)
-	again := false
-	_ = a.st.update(func(m map[string]*owned) {
-		s := m[sessionID]
-		if s == nil {
-			return
-		}
-		if fc.Account != "" && a.st.Fleet[o.Agent].Epoch > fc.Epoch {
-			s.FailedSeq, again = 0, true
-			return
-		}
-		s.Parked = true
-	})
-	if again {
-		a.lg.Info("usage limit on a credential replaced meanwhile; running the turn again", zap.String("session", sessionID))
-		a.wake(sessionID)
-		return err
-	}
-	a.reportEnd(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_PARKED, reason, exitCode, fc, usage)
-	return err
 }
 
 // failTurn ends a turn whose prompt the agent did not take. The prompt is
