@@ -151,14 +151,16 @@ func (s *Server) applyCA(rec store.CARecord) error {
 func (s *Server) reloadCAs(every time.Duration) func(context.Context) {
 	return func(ctx context.Context) {
 		changed := make(chan struct{}, 1)
-		s.goLoop(func(ctx context.Context) {
-			s.store.WatchCA(ctx, func() {
-				select {
-				case changed <- struct{}{}:
-				default: // a reload is pending: it reads the latest record
-				}
+		if !s.cfg.TLS.NoCAWatch {
+			s.goLoop(func(ctx context.Context) {
+				s.store.WatchCA(ctx, func() {
+					select {
+					case changed <- struct{}{}:
+					default: // a reload is pending: it reads the latest record
+					}
+				})
 			})
-		})
+		}
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {

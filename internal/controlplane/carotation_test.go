@@ -252,14 +252,14 @@ func TestOperatorCARotation(t *testing.T) {
 func TestActivateWaitsForARenewalThatCarriedTheNewCA(t *testing.T) {
 	ep := testharness.StartEtcd(t, nil)
 	key := filepath.Join(t.TempDir(), "secrets.key")
-	cfg := func(reload time.Duration) func(c *controlplane.Config) {
+	cfg := func(reload time.Duration, watch bool) func(c *controlplane.Config) {
 		return func(c *controlplane.Config) {
 			c.EtcdEndpoints, c.DataDir, c.SecretsKeyFile = []string{ep}, "", key
-			c.TLS.Enabled, c.TLS.CAReload = true, reload
+			c.TLS.Enabled, c.TLS.CAReload, c.TLS.NoCAWatch = true, reload, !watch
 		}
 	}
-	a := testharness.StartControlPlane(t, cfg(50*time.Millisecond))
-	b := testharness.StartControlPlane(t, cfg(time.Hour)) // never reloads during the test
+	a := testharness.StartControlPlane(t, cfg(50*time.Millisecond, true))
+	b := testharness.StartControlPlane(t, cfg(time.Hour, false)) // never reloads during the test
 	oldPin := a.CAPin()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

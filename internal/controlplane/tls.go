@@ -54,8 +54,12 @@ type TLSConfig struct {
 	// (--ca-replace): every joined node must join again.
 	CAReplace bool
 	// CAReload is how often a replica re-reads the store's CA record, so
-	// a rotation step on another replica reaches it (carotation.go).
+	// a rotation step on another replica reaches it (carotation.go) when
+	// its watch of the record missed it.
 	CAReload time.Duration
+	// NoCAWatch leaves the reloads to CAReload alone (tests of a replica
+	// that has not reloaded a step yet).
+	NoCAWatch bool
 }
 
 // Validate checks c.
