@@ -160,7 +160,7 @@ func TestOIDCCallsEndAtTokenExpiry(t *testing.T) {
 	must(t, err)
 	openConnect(t, ctx, testharness.DialAs(t, srv.Addr(), joined.Credential), "raw1")
 
-	claims := iss.Claims("alice@example.com", "cast", 4*time.Second)
+	claims := iss.Claims("alice@example.com", "cast", 8*time.Second) // room to open the watch on a loaded machine
 	exp := time.Unix(claims["exp"].(int64), 0)
 	alice := testharness.DialAs(t, srv.Addr(), iss.Token(t, claims))
 	sess, err := alice.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "raw1", Cwd: "/tmp"})
