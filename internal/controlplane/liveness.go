@@ -35,7 +35,7 @@ func newLiveness(s *Server) *liveness {
 func (l *liveness) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	check := func(node string) { // once the grace has passed
+	check := func(node string, downRev int64) { // once the grace has passed
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -44,24 +44,26 @@ func (l *liveness) run(ctx context.Context) {
 				return
 			case <-time.After(l.grace):
 			}
-			l.endTurns(ctx, node)
+			l.endTurns(ctx, node, downRev)
 		}()
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		l.s.store.WatchNodesDown(ctx, func(node string) {
+		l.s.store.WatchNodesDown(ctx, func(node string, rev int64) {
 			l.s.m.HeartbeatExpired.Inc()
 			l.lg.Info("node marked down", zap.String("node", node))
-			check(node)
+			check(node, rev)
 		})
 	}()
 	l.poll(ctx, check)
 }
 
 // poll calls check for each node that is down and was up at the last look
-// (at the first look: every node that is down).
-func (l *liveness) poll(ctx context.Context, check func(string)) {
+// (at the first look: every node that is down). It does not know when the
+// node went down (revision 0), so only the watch's checks tell a node
+// that came back and went down again meanwhile.
+func (l *liveness) poll(ctx context.Context, check func(string, int64)) {
 	var up map[string]bool // nil until a look succeeded
 	t := time.NewTicker(l.s.cfg.LeaseTTL)
 	defer t.Stop()
@@ -73,7 +75,7 @@ func (l *liveness) poll(ctx context.Context, check func(string)) {
 				case n.Connected:
 					now[n.Name] = true
 				case up == nil || up[n.Name]:
-					check(n.Name)
+					check(n.Name, 0)
 				}
 			}
 			up = now
@@ -86,11 +88,12 @@ func (l *liveness) poll(ctx context.Context, check func(string)) {
 	}
 }
 
-// endTurns marks failed the turns node still shows, unless it is back.
-func (l *liveness) endTurns(ctx context.Context, node string) {
+// endTurns marks failed the turns node still shows, unless it is back or
+// was back after downRev.
+func (l *liveness) endTurns(ctx context.Context, node string, downRev int64) {
 	reason := fmt.Sprintf("node %s stopped answering during this turn (its connection to the control plane ended); "+
 		"the turn runs again when %s is back, or `cast drain %s --skip-worktree` moves its sessions to another node", node, node, node)
-	failed, err := l.s.store.FailTurnsOfDownNode(ctx, node, reason)
+	failed, err := l.s.store.FailTurnsOfDownNode(ctx, node, downRev, reason)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.lg.Warn("ending the turns of a down node failed", zap.String("node", node), zap.Error(err))

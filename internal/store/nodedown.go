@@ -20,7 +20,13 @@ import (
 // it made meanwhile, or a move, wins; and a node back later overwrites the
 // failure with its own report (the owner token is untouched). It returns
 // the sessions it marked.
-func (s *Store) FailTurnsOfDownNode(ctx context.Context, node, reason string) ([]*castv1.Session, error) {
+//
+// downRev is the revision at which node was seen down (the deletion of its
+// liveness key), 0 when not known: the txn also requires the node's record
+// unchanged since, so a node that came back and went down again meanwhile
+// (a certificate renewal ends its stream twice in a row) is judged by its
+// latest going down, with a grace of its own, not by the first.
+func (s *Store) FailTurnsOfDownNode(ctx context.Context, node string, downRev int64, reason string) ([]*castv1.Session, error) {
 	defer s.observe("fail_down_turns", time.Now())
 	var out []*castv1.Session
 	err := s.EachOwnedSession(ctx, node, func(page []OwnedSession) error {
@@ -28,7 +34,7 @@ func (s *Store) FailTurnsOfDownNode(ctx context.Context, node, reason string) ([
 			if !TurnInFlight(o.Session) {
 				continue
 			}
-			sess, err := s.failIfDown(ctx, node, o, reason)
+			sess, err := s.failIfDown(ctx, node, downRev, o, reason)
 			if err != nil {
 				return err
 			}
@@ -43,7 +49,7 @@ func (s *Store) FailTurnsOfDownNode(ctx context.Context, node, reason string) ([
 
 // failIfDown marks o's session failed as FailTurnsOfDownNode says; nil
 // when it did not (the node is back, the session moved or shows no turn).
-func (s *Store) failIfDown(ctx context.Context, node string, o OwnedSession, reason string) (*castv1.Session, error) {
+func (s *Store) failIfDown(ctx context.Context, node string, downRev int64, o OwnedSession, reason string) (*castv1.Session, error) {
 	id := o.Session.Id
 	for range 8 { // the record changed between read and write: read again
 		resp, err := s.cli.Get(ctx, s.sessionKey(id))
@@ -65,14 +71,19 @@ func (s *Store) failIfDown(ctx context.Context, node string, o OwnedSession, rea
 		if err != nil {
 			return nil, errs.Internal(err, "encode session")
 		}
-		tx, err := s.cli.Txn(ctx).If(
+		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.sessionKey(id)), "=", resp.Kvs[0].ModRevision),
 			clientv3.Compare(clientv3.ModRevision(s.ownerKey(id)), "=", o.Token),
 			clientv3.Compare(clientv3.Value(s.ownerKey(id)), "=", node),
 			clientv3.Compare(clientv3.CreateRevision(s.connKey(node)), "=", 0),
-		).Then(clientv3.OpPut(s.sessionKey(id), string(val))).Else(
+		}
+		if downRev > 0 { // registering (or advertising) again writes the record
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.nodeKey(node)), "<", downRev))
+		}
+		tx, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.sessionKey(id), string(val))).Else(
 			clientv3.OpGet(s.connKey(node), clientv3.WithCountOnly()),
 			clientv3.OpGet(s.ownerKey(id)),
+			clientv3.OpGet(s.nodeKey(node)),
 		).Commit()
 		if err != nil {
 			return nil, err
@@ -83,6 +94,9 @@ func (s *Store) failIfDown(ctx context.Context, node string, o OwnedSession, rea
 		own := tx.Responses[1].GetResponseRange().Kvs
 		if tx.Responses[0].GetResponseRange().Count > 0 || len(own) == 0 || own[0].ModRevision != o.Token {
 			return nil, nil // back, or moved: its owner reports
+		}
+		if rec := tx.Responses[2].GetResponseRange().Kvs; downRev > 0 && (len(rec) == 0 || rec[0].ModRevision >= downRev) {
+			return nil, nil // back since downRev (its later going down has its own check), or removed
 		}
 		s.m.TxnConflicts.WithLabelValues("fail_down_turns").Inc()
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestFailTurnsOfDownNode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			marked, err := s.FailTurnsOfDownNode(ctx, "n1", reason)
+			marked, err := s.FailTurnsOfDownNode(ctx, "n1", 0, reason)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,9 +75,67 @@ func TestFailTurnsOfDownNode(t *testing.T) {
 			if sess, err = s.SetState(ctx, c.Session.Id, g, store.TurnState{State: running}); err != nil || sess.State != running {
 				t.Fatalf("the node's report after it came back: %v, %v", sess.GetState(), err)
 			}
-			if marked, err := s.FailTurnsOfDownNode(ctx, "n1", reason); err != nil || len(marked) != 0 {
+			if marked, err := s.FailTurnsOfDownNode(ctx, "n1", 0, reason); err != nil || len(marked) != 0 {
 				t.Fatalf("a node that is back had %d turns marked failed (%v)", len(marked), err)
 			}
 		})
+	}
+}
+
+// A node whose stream ended twice in a row (a certificate renewal, then
+// another) is judged by its latest going down: the check of the first,
+// made when its grace ends, finds the node down again but back in between,
+// and leaves the turn; the check of the second marks it failed.
+func TestFailTurnsOfDownNodeJudgesTheLatestDown(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	downs := make(chan int64, 4)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.WatchNodesDown(wctx, func(_ string, rev int64) { downs <- rev })
+	goDown := func(l store.Lease) int64 {
+		t.Helper()
+		if err := s.UnregisterNode(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case rev := <-downs:
+			return rev
+		case <-ctx.Done():
+			t.Fatal("no down event")
+			return 0
+		}
+	}
+	register := func() store.Lease {
+		t.Helper()
+		l, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	first := register()
+	c, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(ctx, c.Session.Id, store.Guard{Node: "n1", Token: c.Token}, store.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	rev1 := goDown(first)
+	rev2 := goDown(register())
+	tests := []struct {
+		name    string
+		downRev int64
+		marked  int
+	}{
+		{"the first going down, the node back since", rev1, 0},
+		{"the latest going down", rev2, 1},
+	}
+	for _, tc := range tests {
+		marked, err := s.FailTurnsOfDownNode(ctx, "n1", tc.downRev, "node n1 stopped answering")
+		if err != nil || len(marked) != tc.marked {
+			t.Fatalf("%s: %d marked (%v), want %d", tc.name, len(marked), err, tc.marked)
+		}
 	}
 }

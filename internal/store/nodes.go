@@ -173,9 +173,9 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 	return out, nil
 }
 
-// WatchNodesDown calls down(name) each time a node's liveness key goes away
-// (lease lapsed or revoked), until ctx ends.
-func (s *Store) WatchNodesDown(ctx context.Context, down func(name string)) {
+// WatchNodesDown calls down(name, rev) each time a node's liveness key goes
+// away (lease lapsed or revoked) at revision rev, until ctx ends.
+func (s *Store) WatchNodesDown(ctx context.Context, down func(name string, rev int64)) {
 	for ctx.Err() == nil {
 		err := s.watchNodesDown(ctx, down)
 		if ctx.Err() != nil {
@@ -191,7 +191,7 @@ func (s *Store) WatchNodesDown(ctx context.Context, down func(name string)) {
 	}
 }
 
-func (s *Store) watchNodesDown(ctx context.Context, down func(name string)) error {
+func (s *Store) watchNodesDown(ctx context.Context, down func(name string, rev int64)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for b := range s.follow(wctx, s.key("nodeconn")+"/", 0, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
@@ -199,7 +199,7 @@ func (s *Store) watchNodesDown(ctx context.Context, down func(name string)) erro
 			return b.Err
 		}
 		for _, ev := range b.Events {
-			down(lastPart(string(ev.Kv.Key)))
+			down(lastPart(string(ev.Kv.Key)), ev.Kv.ModRevision)
 		}
 	}
 	return ctx.Err()

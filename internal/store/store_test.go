@@ -216,7 +216,7 @@ func TestNodeLeaseLapseMarksNodeDown(t *testing.T) {
 	down := make(chan string, 4)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go s.WatchNodesDown(wctx, func(n string) { down <- n })
+	go s.WatchNodesDown(wctx, func(n string, _ int64) { down <- n })
 	l, err := s.RegisterNode(ctx, &castv1.Node{Name: "sleepy", Labels: []string{"laptop"}}, "test", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
