@@ -15,6 +15,11 @@
 //	CAST_DELIVERY_BATCH=N         steps between quiescence checks (default 15)
 //	CAST_DELIVERY_KEEP_GOING=1    report each violation and run on to the last step
 //	                              (the step log is printed at the end)
+//	CAST_DELIVERY_LOGS=DIR        keep every control plane and node process's
+//	                              output in DIR (seedS-NAME.log), failed or not
+//
+// With -v the step log, stamped with seconds since the start, is printed
+// for a passing seed too.
 //
 // A seed fixes the plan (each step's kind and choices); the processes'
 // timing still varies, so a replay meets the same plan, not always the
@@ -59,6 +64,9 @@ func runSeed(t *testing.T, seed uint64, steps, batch int) {
 	if t.Failed() {
 		t.Logf("seed %d, steps:\n%s", seed, r.rec.stepLog())
 		return
+	}
+	if testing.Verbose() {
+		t.Logf("seed %d, steps:\n%s", seed, r.rec.stepLog()) // where a run's time went
 	}
 	h := r.rec.history()
 	t.Logf("seed %d: the rule held over %d steps, %d messages, %d model requests, %d faults, %d probes",

@@ -17,6 +17,7 @@ func (r *rig) killNode(n *testharness.NodeProc, down int, k uint64) {
 	for i := range down {
 		r.send(r.sessions[(k+uint64(i))%uint64(len(r.sessions))], false, "while "+n.Name+" is down")
 	}
+	r.keepLog(n.Name, n.Proc)
 	n.Start(r.c)
 	r.rec.update(func(h *deliverycheck.History) {
 		h.Faults = append(h.Faults, deliverycheck.Fault{Start: start, End: r.rec.tick(), What: "kill -9 " + n.Name})
@@ -38,6 +39,7 @@ func (r *rig) killControlPlane(during bool, k uint64) {
 	} else {
 		sent <- nil
 	}
+	r.keepLog("controlplane", r.cp.Proc)
 	r.cp.Start()
 	if err := <-sent; err != nil {
 		r.fatalf("%v", err)

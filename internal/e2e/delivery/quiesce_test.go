@@ -34,6 +34,7 @@ func (r *rig) settle(what string) {
 		for {
 			got := r.get(s)
 			if settled(got, s.lastSeq) {
+				r.rec.logf("  %s: %s settled: %v, delivered seq %d of %d", what, s.tag, got.State, got.DeliveredSeq, s.lastSeq)
 				break
 			}
 			if time.Now().After(deadline) {
@@ -73,6 +74,7 @@ func (r *rig) quiesce(after int) {
 		for !r.rec.turnOf(p.mark) && time.Now().Before(deadline) {
 			time.Sleep(200 * time.Millisecond) // polls the request log
 		}
+		r.rec.logf("  probe %s reached its model: %v", p.mark, r.rec.turnOf(p.mark))
 	}
 	r.settle("after the probes")
 	r.undelivered()

@@ -43,6 +43,9 @@ type rig struct {
 	// reporting each once.
 	keepGoing bool
 	reported  map[string]bool
+	// logDir keeps every process's output (CAST_DELIVERY_LOGS), to see
+	// where a passing run's time went.
+	logDir string
 }
 
 // session is the driver's view of one session.
@@ -55,7 +58,7 @@ type session struct {
 
 func newRig(t *testing.T, seed uint64, steps, batch int) *rig {
 	r := &rig{t: t, seed: seed, steps: steps, batch: batch, rec: newRecorder(), models: map[string]string{}, uses: map[string]int{}, cwd: t.TempDir(),
-		keepGoing: os.Getenv("CAST_DELIVERY_KEEP_GOING") != "", reported: map[string]bool{}}
+		keepGoing: os.Getenv("CAST_DELIVERY_KEEP_GOING") != "", reported: map[string]bool{}, logDir: os.Getenv("CAST_DELIVERY_LOGS")}
 	fakes := map[string]*fakemodel.Server{}
 	for _, a := range agentNames {
 		fakes[a] = fakemodel.Start(t)
@@ -73,7 +76,28 @@ func newRig(t *testing.T, seed uint64, steps, batch int) *rig {
 		n.Start(r.c)
 		r.nodes = append(r.nodes, n)
 	}
+	t.Cleanup(func() {
+		r.keepLog("controlplane", r.cp.Proc)
+		for _, n := range r.nodes {
+			r.keepLog(n.Name, n.Proc)
+		}
+	})
 	return r
+}
+
+// keepLog appends what p printed to name's file in logDir (when set): a
+// process's output is kept until it is started again.
+func (r *rig) keepLog(name string, p *testharness.Proc) {
+	if r.logDir == "" || p == nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(r.logDir, fmt.Sprintf("seed%d-%s.log", r.seed, name)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		r.t.Logf("keep %s's log: %v", name, err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(p.Output())
 }
 
 // agentsConfig writes a node's agents config: every agent's real CLI in
