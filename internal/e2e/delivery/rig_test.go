@@ -69,6 +69,11 @@ func newRig(t *testing.T, seed uint64, steps, batch int) *rig {
 		}
 		r.models[a] = sb.Model
 	}
+	// OpenCode's sessions name the provider/model its config names anyway:
+	// with none, each native rebuild first asks the CLI for its default
+	// (opencode debug config, one more start of a CLI that costs about 5
+	// CPU-seconds).
+	r.models["opencode"] = sandbox.FakeProvider + "/" + sandbox.FakeModel
 	r.cp = testharness.StartControlPlaneProc(t)
 	r.c = testharness.Dial(t, r.cp.Addr)
 	for _, name := range []string{"n1", "n2"} {
