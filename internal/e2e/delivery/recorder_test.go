@@ -128,7 +128,7 @@ func sessionOf(items []deliverycheck.Item) string {
 func (r *recorder) arm(session string) (*hold, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.noHolds || r.holds[session] != nil || slices.ContainsFunc(r.held, func(h *hold) bool { return h.session == session && !h.open }) {
+	if r.noHolds || r.holds[session] != nil || r.shut(session) {
 		return nil, false
 	}
 	h := &hold{session: session, gate: make(chan struct{}), reached: make(chan struct{})}
@@ -141,6 +141,18 @@ func (r *recorder) armed(session string) *hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.holds[session]
+}
+
+// heldNow says whether a request of session waits at a shut gate.
+func (r *recorder) heldNow(session string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shut(session)
+}
+
+// shut: a request of session waits at a gate (r.mu held).
+func (r *recorder) shut(session string) bool {
+	return slices.ContainsFunc(r.held, func(h *hold) bool { return h.session == session && !h.open })
 }
 
 // release opens the k-th shut gate (k modulo their number); "" when none.

@@ -130,18 +130,42 @@ func (r *rig) apply(i int, st step) {
 }
 
 // await waits (up to 10s) for the next model request, letting turns move
-// between steps.
+// between steps; it ends early when no request can come: every session
+// settled or held at a shut gate.
 func (r *rig) await() {
 	select {
 	case <-r.rec.arrived: // an arrival before this step
 	default:
 	}
-	select {
-	case <-r.rec.arrived:
-		r.rec.logf("  a request arrived")
-	case <-time.After(10 * time.Second):
-		r.rec.logf("  no request within 10s")
+	deadline := time.After(10 * time.Second)
+	look := time.NewTicker(500 * time.Millisecond) // polls the sessions' states
+	defer look.Stop()
+	for {
+		select {
+		case <-r.rec.arrived:
+			r.rec.logf("  a request arrived")
+			return
+		case <-deadline:
+			r.rec.logf("  no request within 10s")
+			return
+		case <-look.C:
+			if r.still() {
+				r.rec.logf("  no turn under way")
+				return
+			}
+		}
 	}
+}
+
+// still says whether no session can send a model request now: each is
+// settled or its turn waits at a shut gate.
+func (r *rig) still() bool {
+	for _, s := range r.sessions {
+		if !r.rec.heldNow(s.tag) && !settled(r.get(s), s.lastSeq) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *rig) switchAgent(s *session, k uint64) {
