@@ -138,6 +138,11 @@ func (t *turn) run(ctx context.Context) {
 	a := t.a
 	t.runHooks(phaseRunning, func(h turnHook) func(*turn) { return h.running })
 	t.sync = newSyncer(a, t.id, t.o, t.rt)
+	// The token is on disk before the CLI starts: a kill -9 between its
+	// start and OnStart's write must not leave a CLI no restart finds.
+	token := newTurnToken()
+	_ = a.st.update(func(m map[string]*owned) { m[t.id].TurnToken = token })
+	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
 	t.rt.OnStart = func(pgid int) {
 		_ = a.st.update(func(m map[string]*owned) { m[t.id].RunningPGID = pgid })
 	}
@@ -163,7 +168,7 @@ func (t *turn) report(ctx context.Context) error {
 	// does not.
 	_ = t.a.st.update(func(m map[string]*owned) {
 		if s := m[t.id]; s != nil {
-			s.RunningPGID = 0
+			s.RunningPGID, s.TurnToken = 0, ""
 			if ns := s.Native[t.o.Agent]; ns != nil && t.syncErr != nil {
 				ns.Stale = true // the prompt runs again, on a rebuilt native session
 			}

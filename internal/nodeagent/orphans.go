@@ -2,36 +2,58 @@ package nodeagent
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 )
 
+// turnTokenEnv names the variable that marks a turn's CLI with the turn's
+// token (owned.TurnToken).
+const turnTokenEnv = "CAST_TURN"
+
+// newTurnToken is a token no other turn has.
+func newTurnToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // stopOrphans ends the turns a previous run of this node left behind (it
 // was killed with -9 mid-turn: the agent CLIs run in their own process
-// groups and outlive it). Each is checked to really be that session's turn
-// (CAST_SESSION in its environment) so a reused pid is never killed. The
-// turns then run again on a rebuilt native session (the old one may hold
-// the prompt already); their synced messages have stable client ids, so
-// nothing is stored twice.
+// groups and outlive it). A turn is found by its recorded process group,
+// checked to really be that session's turn (CAST_SESSION in its
+// environment) so a reused pid is never killed, and by its token (CAST_TURN
+// in the environment of any process), recorded before the CLI started: a
+// node killed between the CLI's start and the write of its process group
+// left a CLI only the token finds, and that CLI would go on writing the
+// native session the rerun uses. The turns then run again on a rebuilt
+// native session (the old one may hold the prompt already); their synced
+// messages have stable client ids, so nothing is stored twice.
 func (a *Agent) stopOrphans() {
 	a.st.mu.Lock()
-	running := map[string]int{}
+	running := map[string]*owned{}
 	for id, o := range a.st.Sessions {
-		if o.RunningPGID > 0 {
-			running[id] = o.RunningPGID
+		if o.RunningPGID > 0 || o.TurnToken != "" {
+			running[id] = &owned{RunningPGID: o.RunningPGID, TurnToken: o.TurnToken}
 		}
 	}
 	a.st.mu.Unlock()
-	for id, pgid := range running {
-		if ownTurn(pgid, id) {
+	for id, o := range running {
+		groups := turnGroups(o.TurnToken)
+		if o.RunningPGID > 0 && ownTurn(o.RunningPGID, id) {
+			groups[o.RunningPGID] = true
+		}
+		for pgid := range groups {
 			a.lg.Warn("stopping a turn left by a previous node run", zap.String("session", id), zap.Int("pgid", pgid))
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			for i := 0; i < 40 && syscall.Kill(-pgid, 0) == nil; i++ {
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // polls the group's end
 			}
 		}
 		// The native session may hold half a turn (or a whole one whose
@@ -39,7 +61,7 @@ func (a *Agent) stopOrphans() {
 		// undelivered, so the rerun must not find it there too.
 		_ = a.st.update(func(m map[string]*owned) {
 			s := m[id]
-			s.RunningPGID = 0
+			s.RunningPGID, s.TurnToken = 0, ""
 			if ns := s.Native[s.Agent]; ns != nil {
 				ns.Stale = true
 			}
@@ -49,13 +71,41 @@ func (a *Agent) stopOrphans() {
 
 // ownTurn reports whether process pid runs with CAST_SESSION=sessionID.
 func ownTurn(pid int, sessionID string) bool {
+	return hasEnv(pid, "CAST_SESSION="+sessionID)
+}
+
+// turnGroups are the process groups of the processes that run with
+// CAST_TURN=token (none for an empty token).
+func turnGroups(token string) map[int]bool {
+	groups := map[int]bool{}
+	if token == "" {
+		return groups
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return groups
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !hasEnv(pid, turnTokenEnv+"="+token) {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
+			groups[pgid] = true
+		}
+	}
+	return groups
+}
+
+// hasEnv reports whether process pid's environment holds kv (KEY=value).
+func hasEnv(pid int, kv string) bool {
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
 		return false
 	}
-	want := []byte("CAST_SESSION=" + sessionID)
-	for _, kv := range bytes.Split(env, []byte{0}) {
-		if bytes.Equal(kv, want) {
+	want := []byte(kv)
+	for _, v := range bytes.Split(env, []byte{0}) {
+		if bytes.Equal(v, want) {
 			return true
 		}
 	}

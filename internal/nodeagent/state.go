@@ -51,6 +51,10 @@ type owned struct {
 	// outlives a node killed with -9, and a restarted node must stop it
 	// before it runs the turn again.
 	RunningPGID int `json:"running_pgid,omitempty"`
+	// TurnToken marks the CLI of the turn in flight (CAST_TURN in its
+	// environment); it is recorded before the CLI starts, so a node killed
+	// before RunningPGID was written still finds and stops it.
+	TurnToken string `json:"turn_token,omitempty"`
 	// Report is the state the last turn ended in; Report.Pending until the
 	// control plane recorded it (report.go).
 	Report *turnReport `json:"report,omitempty"`
