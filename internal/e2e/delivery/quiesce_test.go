@@ -31,36 +31,46 @@ func (r *rig) settle(what string) {
 	r.t.Helper()
 	deadline := time.Now().Add(settleWithin)
 	for _, s := range r.sessions {
-		for {
-			got := r.get(s)
-			if settled(got, s.lastSeq) {
-				r.rec.logf("  %s: %s settled: %v, delivered seq %d of %d", what, s.tag, got.State, got.DeliveredSeq, s.lastSeq)
-				break
-			}
-			if time.Now().After(deadline) {
-				r.rec.logf("  %s: %s did not settle: %v %q, delivered seq %d of %d", what, s.tag, got.State, got.StateReason, got.DeliveredSeq, s.lastSeq)
-				break
-			}
-			time.Sleep(200 * time.Millisecond) // polls the session's state
-		}
+		r.settleOne(s, what, deadline)
 	}
 }
 
-// quiesce opens every held turn, waits for the sessions to go quiet, sends
-// each a probe, waits for the probes' turns, and checks the history so far.
+// settleOne waits until s settled or the deadline passed, and returns
+// what the store said last.
+func (r *rig) settleOne(s *session, what string, deadline time.Time) *castv1.Session {
+	r.t.Helper()
+	for {
+		got := r.get(s)
+		if settled(got, s.lastSeq) {
+			r.rec.logf("  %s: %s settled: %v, delivered seq %d of %d", what, s.tag, got.State, got.DeliveredSeq, s.lastSeq)
+			return got
+		}
+		if time.Now().After(deadline) {
+			r.rec.logf("  %s: %s did not settle: %v %q, delivered seq %d of %d", what, s.tag, got.State, got.StateReason, got.DeliveredSeq, s.lastSeq)
+			return got
+		}
+		time.Sleep(200 * time.Millisecond) // polls the session's state
+	}
+}
+
+// quiesce opens every held turn, sends each session a probe once it went
+// quiet, waits for the probes' turns, and checks the history so far.
 func (r *rig) quiesce(after int) {
 	r.t.Helper()
 	r.rec.logf("quiesce after step %d", after)
 	r.rec.setHolds(false)
 	defer r.rec.setHolds(true)
-	r.settle("before the probes")
 	type probe struct {
 		s    *session
 		mark string
 	}
+	// Each session is probed as soon as it is quiet (no step runs now, and
+	// a probe checks its own session's messages only), so one session's
+	// probe turn runs while another's backlog drains.
 	var probes []probe
+	settleBy := time.Now().Add(settleWithin)
 	for _, s := range r.sessions {
-		agent := r.get(s).Agent
+		agent := r.settleOne(s, "before its probe", settleBy).Agent
 		at := r.rec.tick()
 		r.send(s, false, "probe")
 		mark := deliverycheck.Mark(s.tag, s.sent)
