@@ -16,7 +16,9 @@
 //	CAST_DELIVERY_KEEP_GOING=1    report each violation and run on to the last step
 //	                              (the step log is printed at the end)
 //	CAST_DELIVERY_LOGS=DIR        keep every control plane and node process's
-//	                              output in DIR (seedS-NAME.log), failed or not
+//	                              output in DIR (seedS-NAME.log), failed or not,
+//	                              and write the step log there as it goes
+//	                              (seedS-steps.log)
 //
 // With -v the step log, stamped with seconds since the start, is printed
 // for a passing seed too.

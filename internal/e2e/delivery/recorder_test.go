@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ type recorder struct {
 	start time.Time // the run's, for the step log's elapsed times
 	mu    sync.Mutex
 	h     deliverycheck.History
-	steps []string // the step log, clock-stamped
+	steps []string  // the step log, clock-stamped
+	live  io.Writer // gets each step log line as it is logged (nil: none)
 	// holds: session -> a hold armed for its next request; held: holds a
 	// request took, gate still shut.
 	holds   map[string]*hold
@@ -51,6 +53,9 @@ func (r *recorder) logf(format string, args ...any) {
 	line := fmt.Sprintf("[%5d %6.1fs] ", r.clock.Load(), time.Since(r.start).Seconds()) + fmt.Sprintf(format, args...)
 	r.mu.Lock()
 	r.steps = append(r.steps, line)
+	if r.live != nil {
+		_, _ = io.WriteString(r.live, line+"\n")
+	}
 	r.mu.Unlock()
 }
 

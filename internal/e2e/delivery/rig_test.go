@@ -59,6 +59,14 @@ type session struct {
 func newRig(t *testing.T, seed uint64, steps, batch int) *rig {
 	r := &rig{t: t, seed: seed, steps: steps, batch: batch, rec: newRecorder(), models: map[string]string{}, uses: map[string]int{}, cwd: t.TempDir(),
 		keepGoing: os.Getenv("CAST_DELIVERY_KEEP_GOING") != "", reported: map[string]bool{}, logDir: os.Getenv("CAST_DELIVERY_LOGS")}
+	if r.logDir != "" { // the step log as it goes, for a long run
+		f, err := os.Create(filepath.Join(r.logDir, fmt.Sprintf("seed%d-steps.log", seed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		r.rec.live = f
+	}
 	fakes := map[string]*fakemodel.Server{}
 	for _, a := range agentNames {
 		fakes[a] = fakemodel.Start(t)
