@@ -42,10 +42,14 @@ faults: agents
 # The delivery rule's model-based test at the issue's size (`make test`
 # runs one seed of 30 steps): DELIVERY_SEEDS seeds of DELIVERY_STEPS steps
 # each, from a random base seed it prints (CAST_DELIVERY_SEED=S sets it).
+# DELIVERY_BATCH steps run between quiescence checks: each costs a probe
+# turn per session (a real CLI start), and every message is still checked
+# at the next one.
 DELIVERY_SEEDS ?= 10
 DELIVERY_STEPS ?= 200
+DELIVERY_BATCH ?= 25
 delivery: agents
-	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
+	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) CAST_DELIVERY_BATCH=$(DELIVERY_BATCH) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
 
 # The soak tests (built only with the soak tag): a watch opened after 10
 # idle minutes, past etcd's default 5-minute auth token TTL.
