@@ -347,22 +347,26 @@ func validAgents(list []*castv1.AgentInstall) error {
 	return nil
 }
 
-// pickNode returns the requested node, or any connected node, that has the
-// agent; otherwise a refusal that names the nodes and their agents.
-func (s *Server) pickNode(ctx context.Context, want, agent string) (string, error) {
+// placeSession decides a new session's node and its folder there
+// (placement.Place), asking nodes for the folder when it must.
+func (s *Server) placeSession(ctx context.Context, w placement.Want) (placement.Placed, error) {
 	nodes, err := s.store.ListNodes(ctx)
 	if err != nil {
-		return "", err
+		return placement.Placed{}, err
 	}
-	return placement.Pick(nodes, want, agent)
+	return placement.Place(ctx, nodes, w, s.findFolder)
 }
 
-// pickOwner is pickNode for a session that runs no CLI yet (an import):
-// any connected node may own it, one with the agent preferred.
-func (s *Server) pickOwner(ctx context.Context, want, agent string) (string, error) {
-	nodes, err := s.store.ListNodes(ctx)
+// findFolderTimeout bounds a node's answer to a placement's question (a
+// stat on the node): a node that is slow to answer is passed over, named in
+// the refusal, rather than holding up `cast new`.
+const findFolderTimeout = 5 * time.Second
+
+// findFolder is placement.FindFolder over the node command round trip.
+func (s *Server) findFolder(ctx context.Context, node, cwd string) (string, error) {
+	ans, err := s.askNodeWithin(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Find{Find: &castv1.FindFolderRequest{Cwd: cwd}}}, findFolderTimeout)
 	if err != nil {
 		return "", err
 	}
-	return placement.PickOwner(nodes, want, agent)
+	return ans.Folder, nil // checked as a Cwd when the node reported it
 }

@@ -194,7 +194,9 @@ func TestStuckNodeStreamIsCut(t *testing.T) {
 	ctx := ctxT(t)
 	connectNode(t, ctx, c, "stuck", nil) // heartbeats, never reads
 	waitConnected(t, c, "stuck", true)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})
+	// Named: without a node, placement would ask it (it never answers)
+	// whether it has /tmp.
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "stuck"})
 	if err != nil {
 		t.Fatal(err)
 	}

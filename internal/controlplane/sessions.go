@@ -17,6 +17,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
@@ -32,6 +33,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	if err := refuse(
 		validate.Check(validate.Name, "node", req.Node),
+		validate.Check(validate.Name, "origin_node", req.OriginNode),
 		validate.Check(validate.ClientID, "request_id", req.RequestId),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Title, "title", req.Title),
@@ -73,14 +75,12 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 			req.Cwd = parent.Cwd
 		}
 	}
-	pick := h.s.pickNode
-	if req.HistoryMessages > 0 {
-		pick = h.s.pickOwner // an import runs no CLI until it is given a message
-	}
-	node, err := pick(ctx, req.Node, req.Agent)
+	placed, err := h.s.placeSession(ctx, placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
+		Import: req.HistoryMessages > 0}) // an import runs no CLI until it is given a message
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	node := placed.Node
 	var first *castv1.Message
 	if req.Text != "" {
 		cid := req.RequestId
@@ -99,7 +99,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		title = titleFrom(req.Text)
 	}
 	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
-		Agent: req.Agent, Model: req.Model, Cwd: req.Cwd, Title: title, Node: node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
+		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	})

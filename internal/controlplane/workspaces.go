@@ -201,6 +201,11 @@ func (s *Server) connectedNodes(ctx context.Context) ([]string, error) {
 // askNode sends req to node and waits for its answer; a refusal comes
 // back as the typed error the node named.
 func (s *Server) askNode(ctx context.Context, node string, req *castv1.WorkspaceRequest) (*castv1.ReportWorkspaceRequest, error) {
+	return s.askNodeWithin(ctx, node, req, workspaceTimeout)
+}
+
+// askNodeWithin is askNode waiting at most wait for the answer.
+func (s *Server) askNodeWithin(ctx context.Context, node string, req *castv1.WorkspaceRequest, wait time.Duration) (*castv1.ReportWorkspaceRequest, error) {
 	if up, err := s.store.NodeConnected(ctx, node); err != nil {
 		return nil, err
 	} else if !up {
@@ -208,7 +213,7 @@ func (s *Server) askNode(ctx context.Context, node string, req *castv1.Workspace
 			"node %s is not connected; its worktrees are on it, so start it first (`cast nodes`)", node)
 	}
 	req.RequestId = ids.NewClientID()
-	ctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := s.store.SendNodeCommand(ctx, node, &castv1.Command{Id: req.RequestId, Kind: &castv1.Command_Workspace{Workspace: req}}); err != nil {
 		return nil, err
@@ -216,7 +221,7 @@ func (s *Server) askNode(ctx context.Context, node string, req *castv1.Workspace
 	raw, err := s.store.WaitWorkspaceAnswer(ctx, node, req.RequestId)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "node %s did not answer within %s", node, workspaceTimeout)
+			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "node %s did not answer within %s", node, wait)
 		}
 		return nil, err
 	}
@@ -303,6 +308,7 @@ func validWorkspaceReport(req *castv1.ReportWorkspaceRequest) error {
 		validate.Check(validate.ClientID, "request_id", req.RequestId),
 		validate.Check(validate.Reason, "error", req.Error),
 		validate.Check(validate.Name, "reason", strings.ToLower(req.Reason)),
+		validate.Check(validate.Cwd, "folder", req.Folder),
 	}
 	if len(req.Moves) > 1000 || len(req.Worktrees) > 10000 {
 		return invalid("a workspace report holds at most 1000 moves and 10000 worktrees")

@@ -47,6 +47,8 @@ func (a *Agent) workspaceRequest(ctx context.Context, req *castv1.WorkspaceReque
 		if w, err = a.removeWorktree(ctx, op.Remove.Path, op.Remove.Force, a.reportMoves); w != nil {
 			ans.Worktrees = []*castv1.Worktree{w}
 		}
+	case *castv1.WorkspaceRequest_Find:
+		ans.Folder, err = a.findFolder(op.Find.Cwd)
 	default:
 		err = invalidf("unknown workspace request")
 	}

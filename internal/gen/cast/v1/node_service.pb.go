@@ -837,6 +837,7 @@ type WorkspaceRequest struct {
 	//	*WorkspaceRequest_Set
 	//	*WorkspaceRequest_List
 	//	*WorkspaceRequest_Remove
+	//	*WorkspaceRequest_Find
 	Op            isWorkspaceRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -913,6 +914,15 @@ func (x *WorkspaceRequest) GetRemove() *RemoveWorktreeRequest {
 	return nil
 }
 
+func (x *WorkspaceRequest) GetFind() *FindFolderRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WorkspaceRequest_Find); ok {
+			return x.Find
+		}
+	}
+	return nil
+}
+
 type isWorkspaceRequest_Op interface {
 	isWorkspaceRequest_Op()
 }
@@ -932,11 +942,67 @@ type WorkspaceRequest_Remove struct {
 	Remove *RemoveWorktreeRequest `protobuf:"bytes,4,opt,name=remove,proto3,oneof"`
 }
 
+type WorkspaceRequest_Find struct {
+	// find asks whether a caller's folder is on this node (placement).
+	Find *FindFolderRequest `protobuf:"bytes,5,opt,name=find,proto3,oneof"`
+}
+
 func (*WorkspaceRequest_Set) isWorkspaceRequest_Op() {}
 
 func (*WorkspaceRequest_List) isWorkspaceRequest_Op() {}
 
 func (*WorkspaceRequest_Remove) isWorkspaceRequest_Op() {}
+
+func (*WorkspaceRequest_Find) isWorkspaceRequest_Op() {}
+
+// FindFolderRequest asks a node for its own path of a folder on the
+// caller's machine: cwd after the node's --map-path, answered in
+// ReportWorkspaceRequest.folder when it is a directory there, else refused
+// (NOT_FOUND) with the path it looked at.
+type FindFolderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cwd is the folder as the caller named it.
+	Cwd           string `protobuf:"bytes,1,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindFolderRequest) Reset() {
+	*x = FindFolderRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindFolderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindFolderRequest) ProtoMessage() {}
+
+func (x *FindFolderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindFolderRequest.ProtoReflect.Descriptor instead.
+func (*FindFolderRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FindFolderRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
 
 // Worktree is one git worktree cast made on a node.
 type Worktree struct {
@@ -962,7 +1028,7 @@ type Worktree struct {
 
 func (x *Worktree) Reset() {
 	*x = Worktree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1040,7 @@ func (x *Worktree) String() string {
 func (*Worktree) ProtoMessage() {}
 
 func (x *Worktree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1053,7 @@ func (x *Worktree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worktree.ProtoReflect.Descriptor instead.
 func (*Worktree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Worktree) GetNode() string {
@@ -1050,7 +1116,7 @@ type ListWorktreesRequest struct {
 
 func (x *ListWorktreesRequest) Reset() {
 	*x = ListWorktreesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1128,7 @@ func (x *ListWorktreesRequest) String() string {
 func (*ListWorktreesRequest) ProtoMessage() {}
 
 func (x *ListWorktreesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1141,7 @@ func (x *ListWorktreesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorktreesRequest.ProtoReflect.Descriptor instead.
 func (*ListWorktreesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListWorktreesRequest) GetNode() string {
@@ -1098,7 +1164,7 @@ type ListWorktreesResponse struct {
 
 func (x *ListWorktreesResponse) Reset() {
 	*x = ListWorktreesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1176,7 @@ func (x *ListWorktreesResponse) String() string {
 func (*ListWorktreesResponse) ProtoMessage() {}
 
 func (x *ListWorktreesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1189,7 @@ func (x *ListWorktreesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorktreesResponse.ProtoReflect.Descriptor instead.
 func (*ListWorktreesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorktreesResponse) GetWorktrees() []*Worktree {
@@ -1156,7 +1222,7 @@ type RemoveWorktreeRequest struct {
 
 func (x *RemoveWorktreeRequest) Reset() {
 	*x = RemoveWorktreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1234,7 @@ func (x *RemoveWorktreeRequest) String() string {
 func (*RemoveWorktreeRequest) ProtoMessage() {}
 
 func (x *RemoveWorktreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1247,7 @@ func (x *RemoveWorktreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorktreeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWorktreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveWorktreeRequest) GetNode() string {
@@ -1218,7 +1284,7 @@ type RemoveWorktreeResponse struct {
 
 func (x *RemoveWorktreeResponse) Reset() {
 	*x = RemoveWorktreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1296,7 @@ func (x *RemoveWorktreeResponse) String() string {
 func (*RemoveWorktreeResponse) ProtoMessage() {}
 
 func (x *RemoveWorktreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1309,7 @@ func (x *RemoveWorktreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorktreeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveWorktreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveWorktreeResponse) GetWorktree() *Worktree {
@@ -1281,7 +1347,7 @@ type WorkspaceMove struct {
 
 func (x *WorkspaceMove) Reset() {
 	*x = WorkspaceMove{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1359,7 @@ func (x *WorkspaceMove) String() string {
 func (*WorkspaceMove) ProtoMessage() {}
 
 func (x *WorkspaceMove) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1372,7 @@ func (x *WorkspaceMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceMove.ProtoReflect.Descriptor instead.
 func (*WorkspaceMove) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkspaceMove) GetSessionId() string {
@@ -1366,14 +1432,16 @@ type ReportWorkspaceRequest struct {
 	// moves are the sessions the node moved.
 	Moves []*WorkspaceMove `protobuf:"bytes,5,rep,name=moves,proto3" json:"moves,omitempty"`
 	// worktrees answers a list, or names the removed one.
-	Worktrees     []*Worktree `protobuf:"bytes,6,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
+	Worktrees []*Worktree `protobuf:"bytes,6,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
+	// folder answers a find: the node's path for the folder.
+	Folder        string `protobuf:"bytes,7,opt,name=folder,proto3" json:"folder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportWorkspaceRequest) Reset() {
 	*x = ReportWorkspaceRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1453,7 @@ func (x *ReportWorkspaceRequest) String() string {
 func (*ReportWorkspaceRequest) ProtoMessage() {}
 
 func (x *ReportWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1466,7 @@ func (x *ReportWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportWorkspaceRequest) GetNode() string {
@@ -1443,6 +1511,13 @@ func (x *ReportWorkspaceRequest) GetWorktrees() []*Worktree {
 	return nil
 }
 
+func (x *ReportWorkspaceRequest) GetFolder() string {
+	if x != nil {
+		return x.Folder
+	}
+	return ""
+}
+
 // ReportWorkspaceResponse is empty.
 type ReportWorkspaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1452,7 +1527,7 @@ type ReportWorkspaceResponse struct {
 
 func (x *ReportWorkspaceResponse) Reset() {
 	*x = ReportWorkspaceResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1539,7 @@ func (x *ReportWorkspaceResponse) String() string {
 func (*ReportWorkspaceResponse) ProtoMessage() {}
 
 func (x *ReportWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1552,7 @@ func (x *ReportWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 // SetCredential tells a node which fleet account an agent's shared
@@ -1500,7 +1575,7 @@ type SetCredential struct {
 
 func (x *SetCredential) Reset() {
 	*x = SetCredential{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1587,7 @@ func (x *SetCredential) String() string {
 func (*SetCredential) ProtoMessage() {}
 
 func (x *SetCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1600,7 @@ func (x *SetCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredential.ProtoReflect.Descriptor instead.
 func (*SetCredential) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetCredential) GetAgent() string {
@@ -1570,7 +1645,7 @@ type Interrupt struct {
 
 func (x *Interrupt) Reset() {
 	*x = Interrupt{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1657,7 @@ func (x *Interrupt) String() string {
 func (*Interrupt) ProtoMessage() {}
 
 func (x *Interrupt) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1670,7 @@ func (x *Interrupt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
 func (*Interrupt) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Interrupt) GetSessionId() string {
@@ -1625,7 +1700,7 @@ type ReleaseSession struct {
 
 func (x *ReleaseSession) Reset() {
 	*x = ReleaseSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1712,7 @@ func (x *ReleaseSession) String() string {
 func (*ReleaseSession) ProtoMessage() {}
 
 func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1725,7 @@ func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
 func (*ReleaseSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReleaseSession) GetSessionId() string {
@@ -1689,7 +1764,7 @@ type ExportWorkTree struct {
 
 func (x *ExportWorkTree) Reset() {
 	*x = ExportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1776,7 @@ func (x *ExportWorkTree) String() string {
 func (*ExportWorkTree) ProtoMessage() {}
 
 func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1789,7 @@ func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
 func (*ExportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExportWorkTree) GetMigrationId() string {
@@ -1772,7 +1847,7 @@ type ImportWorkTree struct {
 
 func (x *ImportWorkTree) Reset() {
 	*x = ImportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1859,7 @@ func (x *ImportWorkTree) String() string {
 func (*ImportWorkTree) ProtoMessage() {}
 
 func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1872,7 @@ func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
 func (*ImportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ImportWorkTree) GetMigrationId() string {
@@ -1848,7 +1923,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1935,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1948,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -1905,7 +1980,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +1992,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2005,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -1967,7 +2042,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2054,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2067,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2020,7 +2095,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2107,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2120,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteNodeResponse) GetSessions() int32 {
@@ -2071,7 +2146,7 @@ type LabelNodeRequest struct {
 
 func (x *LabelNodeRequest) Reset() {
 	*x = LabelNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2158,7 @@ func (x *LabelNodeRequest) String() string {
 func (*LabelNodeRequest) ProtoMessage() {}
 
 func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2171,7 @@ func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
 func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LabelNodeRequest) GetName() string {
@@ -2131,7 +2206,7 @@ type LabelNodeResponse struct {
 
 func (x *LabelNodeResponse) Reset() {
 	*x = LabelNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2218,7 @@ func (x *LabelNodeResponse) String() string {
 func (*LabelNodeResponse) ProtoMessage() {}
 
 func (x *LabelNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2231,7 @@ func (x *LabelNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeResponse.ProtoReflect.Descriptor instead.
 func (*LabelNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LabelNodeResponse) GetLabels() map[string]string {
@@ -2175,7 +2250,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2262,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2275,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 // ListNodesResponse holds every node.
@@ -2214,7 +2289,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2301,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2314,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2266,7 +2341,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2353,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2366,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -2333,7 +2408,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2420,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2433,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -2399,7 +2474,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2486,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2499,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -2508,7 +2583,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2595,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2608,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -2564,7 +2639,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2651,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2664,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -2638,7 +2713,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2725,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2738,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -2688,7 +2763,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2775,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2788,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -2750,7 +2825,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2837,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2850,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -2813,7 +2888,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2900,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2913,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -2892,7 +2967,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +2979,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +2992,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -2937,7 +3012,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3024,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3037,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -3004,7 +3079,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3016,7 +3091,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3029,7 +3104,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -3060,7 +3135,7 @@ type CustodyRequest struct {
 
 func (x *CustodyRequest) Reset() {
 	*x = CustodyRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3147,7 @@ func (x *CustodyRequest) String() string {
 func (*CustodyRequest) ProtoMessage() {}
 
 func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3160,7 @@ func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyRequest.ProtoReflect.Descriptor instead.
 func (*CustodyRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CustodyRequest) GetNode() string {
@@ -3143,7 +3218,7 @@ type CustodyResponse struct {
 
 func (x *CustodyResponse) Reset() {
 	*x = CustodyResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3230,7 @@ func (x *CustodyResponse) String() string {
 func (*CustodyResponse) ProtoMessage() {}
 
 func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3243,7 @@ func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyResponse.ProtoReflect.Descriptor instead.
 func (*CustodyResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CustodyResponse) GetCredential() []byte {
@@ -3228,14 +3303,17 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTree\x12?\n" +
 	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredential\x129\n" +
 	"\tworkspace\x18\t \x01(\v2\x19.cast.v1.WorkspaceRequestH\x00R\tworkspaceB\x06\n" +
-	"\x04kind\"\xd8\x01\n" +
+	"\x04kind\"\x8a\x02\n" +
 	"\x10WorkspaceRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x120\n" +
 	"\x03set\x18\x02 \x01(\v2\x1c.cast.v1.SetWorkspaceRequestH\x00R\x03set\x123\n" +
 	"\x04list\x18\x03 \x01(\v2\x1d.cast.v1.ListWorktreesRequestH\x00R\x04list\x128\n" +
-	"\x06remove\x18\x04 \x01(\v2\x1e.cast.v1.RemoveWorktreeRequestH\x00R\x06removeB\x04\n" +
-	"\x02op\"\xc1\x01\n" +
+	"\x06remove\x18\x04 \x01(\v2\x1e.cast.v1.RemoveWorktreeRequestH\x00R\x06remove\x120\n" +
+	"\x04find\x18\x05 \x01(\v2\x1a.cast.v1.FindFolderRequestH\x00R\x04findB\x04\n" +
+	"\x02op\"%\n" +
+	"\x11FindFolderRequest\x12\x10\n" +
+	"\x03cwd\x18\x01 \x01(\tR\x03cwd\"\xc1\x01\n" +
 	"\bWorktree\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
@@ -3266,7 +3344,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12'\n" +
 	"\x0fworktree_branch\x18\x04 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
 	"\bcheckout\x18\x05 \x01(\tR\bcheckout\x12\x16\n" +
-	"\x06notice\x18\x06 \x01(\tR\x06notice\"\xd8\x01\n" +
+	"\x06notice\x18\x06 \x01(\tR\x06notice\"\xf0\x01\n" +
 	"\x16ReportWorkspaceRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
@@ -3274,7 +3352,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12,\n" +
 	"\x05moves\x18\x05 \x03(\v2\x16.cast.v1.WorkspaceMoveR\x05moves\x12/\n" +
-	"\tworktrees\x18\x06 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\"\x19\n" +
+	"\tworktrees\x18\x06 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\x12\x16\n" +
+	"\x06folder\x18\a \x01(\tR\x06folder\"\x19\n" +
 	"\x17ReportWorkspaceResponse\"k\n" +
 	"\rSetCredential\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
@@ -3449,7 +3528,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_node_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(CustodyOp)(0),                      // 0: cast.v1.CustodyOp
 	(*ConnectRequest)(nil),              // 1: cast.v1.ConnectRequest
@@ -3462,122 +3541,124 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*HeartbeatAck)(nil),                // 8: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 9: cast.v1.Command
 	(*WorkspaceRequest)(nil),            // 10: cast.v1.WorkspaceRequest
-	(*Worktree)(nil),                    // 11: cast.v1.Worktree
-	(*ListWorktreesRequest)(nil),        // 12: cast.v1.ListWorktreesRequest
-	(*ListWorktreesResponse)(nil),       // 13: cast.v1.ListWorktreesResponse
-	(*RemoveWorktreeRequest)(nil),       // 14: cast.v1.RemoveWorktreeRequest
-	(*RemoveWorktreeResponse)(nil),      // 15: cast.v1.RemoveWorktreeResponse
-	(*WorkspaceMove)(nil),               // 16: cast.v1.WorkspaceMove
-	(*ReportWorkspaceRequest)(nil),      // 17: cast.v1.ReportWorkspaceRequest
-	(*ReportWorkspaceResponse)(nil),     // 18: cast.v1.ReportWorkspaceResponse
-	(*SetCredential)(nil),               // 19: cast.v1.SetCredential
-	(*Interrupt)(nil),                   // 20: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 21: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 22: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 23: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 24: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 25: cast.v1.DeliverMessages
-	(*DeleteNodeRequest)(nil),           // 26: cast.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 27: cast.v1.DeleteNodeResponse
-	(*LabelNodeRequest)(nil),            // 28: cast.v1.LabelNodeRequest
-	(*LabelNodeResponse)(nil),           // 29: cast.v1.LabelNodeResponse
-	(*ListNodesRequest)(nil),            // 30: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 31: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 32: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 33: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 34: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 35: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 36: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 37: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 38: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 39: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 40: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 41: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 42: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 43: cast.v1.FetchCredentialResponse
-	(*CustodyRequest)(nil),              // 44: cast.v1.CustodyRequest
-	(*CustodyResponse)(nil),             // 45: cast.v1.CustodyResponse
-	nil,                                 // 46: cast.v1.LabelNodeRequest.SetEntry
-	nil,                                 // 47: cast.v1.LabelNodeResponse.LabelsEntry
-	(*AgentInstall)(nil),                // 48: cast.v1.AgentInstall
-	(*Node)(nil),                        // 49: cast.v1.Node
-	(*SetWorkspaceRequest)(nil),         // 50: cast.v1.SetWorkspaceRequest
-	(*Session)(nil),                     // 51: cast.v1.Session
-	(*Message)(nil),                     // 52: cast.v1.Message
-	(SessionState)(0),                   // 53: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 54: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil),       // 55: google.protobuf.Timestamp
+	(*FindFolderRequest)(nil),           // 11: cast.v1.FindFolderRequest
+	(*Worktree)(nil),                    // 12: cast.v1.Worktree
+	(*ListWorktreesRequest)(nil),        // 13: cast.v1.ListWorktreesRequest
+	(*ListWorktreesResponse)(nil),       // 14: cast.v1.ListWorktreesResponse
+	(*RemoveWorktreeRequest)(nil),       // 15: cast.v1.RemoveWorktreeRequest
+	(*RemoveWorktreeResponse)(nil),      // 16: cast.v1.RemoveWorktreeResponse
+	(*WorkspaceMove)(nil),               // 17: cast.v1.WorkspaceMove
+	(*ReportWorkspaceRequest)(nil),      // 18: cast.v1.ReportWorkspaceRequest
+	(*ReportWorkspaceResponse)(nil),     // 19: cast.v1.ReportWorkspaceResponse
+	(*SetCredential)(nil),               // 20: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 21: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 22: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 23: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 24: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 25: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 26: cast.v1.DeliverMessages
+	(*DeleteNodeRequest)(nil),           // 27: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 28: cast.v1.DeleteNodeResponse
+	(*LabelNodeRequest)(nil),            // 29: cast.v1.LabelNodeRequest
+	(*LabelNodeResponse)(nil),           // 30: cast.v1.LabelNodeResponse
+	(*ListNodesRequest)(nil),            // 31: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 32: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 33: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 34: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 35: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 36: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 37: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 38: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 39: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 40: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 41: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 42: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 43: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 44: cast.v1.FetchCredentialResponse
+	(*CustodyRequest)(nil),              // 45: cast.v1.CustodyRequest
+	(*CustodyResponse)(nil),             // 46: cast.v1.CustodyResponse
+	nil,                                 // 47: cast.v1.LabelNodeRequest.SetEntry
+	nil,                                 // 48: cast.v1.LabelNodeResponse.LabelsEntry
+	(*AgentInstall)(nil),                // 49: cast.v1.AgentInstall
+	(*Node)(nil),                        // 50: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 51: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 52: cast.v1.Session
+	(*Message)(nil),                     // 53: cast.v1.Message
+	(SessionState)(0),                   // 54: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 55: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	3,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	4,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	5,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
 	2,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	48, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	49, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	49, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	50, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
 	7,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	8,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	9,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	24, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	25, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	20, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	21, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	22, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	23, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	19, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	25, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	26, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	21, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	22, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	23, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	24, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	20, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
 	10, // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
-	50, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
-	12, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
-	14, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
-	11, // 20: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
-	11, // 21: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
-	16, // 22: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
-	11, // 23: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
-	51, // 24: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	52, // 25: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	46, // 26: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
-	47, // 27: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
-	49, // 28: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	52, // 29: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	52, // 30: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	53, // 31: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	54, // 32: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	51, // 33: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 34: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
-	55, // 35: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
-	1,  // 36: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	30, // 37: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	26, // 38: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	28, // 39: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
-	32, // 40: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	34, // 41: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	36, // 42: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	38, // 43: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	40, // 44: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	42, // 45: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	12, // 46: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	14, // 47: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	17, // 48: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	44, // 49: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
-	6,  // 50: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	31, // 51: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	27, // 52: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	29, // 53: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
-	33, // 54: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	35, // 55: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	37, // 56: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	39, // 57: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	41, // 58: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	43, // 59: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	13, // 60: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	15, // 61: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	18, // 62: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	45, // 63: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	51, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	13, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
+	15, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
+	11, // 20: cast.v1.WorkspaceRequest.find:type_name -> cast.v1.FindFolderRequest
+	12, // 21: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
+	12, // 22: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
+	17, // 23: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
+	12, // 24: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
+	52, // 25: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	53, // 26: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	47, // 27: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
+	48, // 28: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
+	50, // 29: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	53, // 30: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	53, // 31: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	54, // 32: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	55, // 33: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	52, // 34: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 35: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
+	56, // 36: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
+	1,  // 37: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	31, // 38: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	27, // 39: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	29, // 40: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
+	33, // 41: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	35, // 42: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	37, // 43: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	39, // 44: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	41, // 45: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	43, // 46: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	13, // 47: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	15, // 48: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	18, // 49: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	45, // 50: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	6,  // 51: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	32, // 52: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	28, // 53: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	30, // 54: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
+	34, // 55: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	36, // 56: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	38, // 57: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	40, // 58: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	42, // 59: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	44, // 60: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	14, // 61: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	16, // 62: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	19, // 63: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	46, // 64: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	51, // [51:65] is the sub-list for method output_type
+	37, // [37:51] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -3614,6 +3695,7 @@ func file_cast_v1_node_service_proto_init() {
 		(*WorkspaceRequest_Set)(nil),
 		(*WorkspaceRequest_List)(nil),
 		(*WorkspaceRequest_Remove)(nil),
+		(*WorkspaceRequest_Find)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3621,7 +3703,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -140,7 +140,8 @@ type CreateSessionRequest struct {
 	Cwd string `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	// model is optional; empty means the agent's default.
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	// node picks the owner node; empty picks a connected node.
+	// node picks the owner node; empty: origin_node, else a node that has
+	// the cwd (see origin_node).
 	Node string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
 	// text is an optional first user message.
 	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
@@ -163,8 +164,14 @@ type CreateSessionRequest struct {
 	// worktree_default, without worktree_branch, runs it in a worktree on
 	// cast/<title-slug>--<last 6 of the session id>.
 	WorktreeDefault bool `protobuf:"varint,12,opt,name=worktree_default,json=worktreeDefault,proto3" json:"worktree_default,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// origin_node is the node on the caller's own machine (its context's
+	// node:), used when node is empty and it is connected with the agent;
+	// otherwise the session goes to a connected node that has the agent and
+	// answers that cwd exists there (after its --map-path; the session's cwd
+	// is then that node's path), or is refused naming the nodes asked.
+	OriginNode    string `protobuf:"bytes,13,opt,name=origin_node,json=originNode,proto3" json:"origin_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -279,6 +286,13 @@ func (x *CreateSessionRequest) GetWorktreeDefault() bool {
 		return x.WorktreeDefault
 	}
 	return false
+}
+
+func (x *CreateSessionRequest) GetOriginNode() string {
+	if x != nil {
+		return x.OriginNode
+	}
+	return ""
 }
 
 // GetSessionRequest names one session.
@@ -2178,7 +2192,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
 	"\x15DeleteSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
-	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xe5\x02\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\x86\x03\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -2193,7 +2207,9 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x06hidden\x18\n" +
 	" \x01(\bR\x06hidden\x12'\n" +
 	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\x12)\n" +
-	"\x10worktree_default\x18\f \x01(\bR\x0fworktreeDefault\"#\n" +
+	"\x10worktree_default\x18\f \x01(\bR\x0fworktreeDefault\x12\x1f\n" +
+	"\vorigin_node\x18\r \x01(\tR\n" +
+	"originNode\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +

@@ -1,0 +1,100 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// folders is a FindFolder over a table: node -> its path for the folder
+// ("" for none), recording who was asked.
+type folders struct {
+	mu    sync.Mutex
+	have  map[string]string
+	asked []string
+}
+
+func (f *folders) find(_ context.Context, node, cwd string) (string, error) {
+	f.mu.Lock()
+	f.asked = append(f.asked, node)
+	f.mu.Unlock()
+	switch p := f.have[node]; p {
+	case "":
+		return "", fmt.Errorf("node %s: no folder %s here", node, cwd)
+	case "silent":
+		return "", errors.New("node " + node + " did not answer within 5s")
+	default:
+		return p, nil
+	}
+}
+
+func TestPlace(t *testing.T) {
+	// build1 sorts first: the old rule (first connected node with the
+	// agent) sent every session there.
+	nodes := []*castv1.Node{node("build1", true, "claude"), node("down", false, "claude"), node("laptop", true, "claude"),
+		node("linux-1", true, "claude", "codex"), node("nocli", true, "pi")}
+	for _, tc := range []struct {
+		name   string
+		want   Want
+		have   map[string]string
+		got    Placed
+		msg    string // the whole refusal, when refused
+		noAsks bool
+	}{
+		{name: "--node wins over the caller's node", want: Want{Node: "linux-1", Origin: "laptop", Agent: "claude", Cwd: "/u/app"},
+			got: Placed{"linux-1", "/u/app"}, noAsks: true},
+		{name: "the caller's own node", want: Want{Origin: "laptop", Agent: "claude", Cwd: "/u/app"},
+			got: Placed{"laptop", "/u/app"}, noAsks: true},
+		{name: "no folder asked: the first node with the agent", want: Want{Agent: "claude"}, got: Placed{"build1", ""}, noAsks: true},
+		{name: "no caller's node: the first that has the folder, at its path", want: Want{Agent: "claude", Cwd: "/u/app"},
+			have: map[string]string{"laptop": "/u/app", "linux-1": "/srv/app"}, got: Placed{"laptop", "/u/app"}},
+		{name: "caller's node down: mapped folder elsewhere", want: Want{Origin: "down", Agent: "claude", Cwd: "/u/app"},
+			have: map[string]string{"linux-1": "/srv/app"}, got: Placed{"linux-1", "/srv/app"}},
+		{name: "caller's node lacks the agent", want: Want{Origin: "nocli", Agent: "codex", Cwd: "/u/app"},
+			have: map[string]string{"linux-1": "/srv/app"}, got: Placed{"linux-1", "/srv/app"}},
+		{name: "a node that did not answer is passed over", want: Want{Agent: "claude", Cwd: "/u/app"},
+			have: map[string]string{"build1": "silent", "linux-1": "/srv/app"}, got: Placed{"linux-1", "/srv/app"}},
+		{name: "an import takes the first node when none has the folder", want: Want{Agent: "claude", Cwd: "/u/gone", Import: true},
+			got: Placed{"build1", "/u/gone"}},
+		{name: "an import of an agent no node has: any connected node", want: Want{Agent: "grok", Cwd: "/u/app", Import: true},
+			got: Placed{"build1", "/u/app"}, noAsks: true},
+		{name: "refused: no caller's node", want: Want{Agent: "codex", Cwd: "/u/app"},
+			msg: "no connected node with the codex CLI has the folder /u/app: your cast context names no node on this machine (`node:`; `cast node join` writes it); " +
+				"node linux-1: no folder /u/app here; run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO"},
+		{name: "refused: caller's node down", want: Want{Origin: "down", Agent: "claude", Cwd: "/u/app"}, have: map[string]string{"build1": "silent"},
+			msg: "no connected node with the claude CLI has the folder /u/app: this machine's node down is not connected; node build1 did not answer within 5s; " +
+				"node laptop: no folder /u/app here; node linux-1: no folder /u/app here; run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO"},
+		{name: "refused: caller's node lacks the agent", want: Want{Origin: "nocli", Agent: "codex", Cwd: "/u/app"},
+			msg: "no connected node with the codex CLI has the folder /u/app: this machine's node nocli has no codex CLI; node linux-1: no folder /u/app here; " +
+				"run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO"},
+		{name: "refused: caller's node unknown", want: Want{Origin: "gone", Agent: "codex", Cwd: "/u/app"},
+			msg: "no connected node with the codex CLI has the folder /u/app: this machine's node gone (your cast context's node:) is not registered; node linux-1: no folder /u/app here; " +
+				"run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO"},
+		{name: "no node has the agent: the agents refusal", want: Want{Origin: "laptop", Agent: "grok", Cwd: "/u/app"},
+			msg: "no connected node has the grok CLI (connected: build1 (claude); laptop (claude); linux-1 (claude, codex); nocli (pi)); install it on a node, or pick another agent", noAsks: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &folders{have: tc.have}
+			got, err := Place(context.Background(), nodes, tc.want, f.find)
+			if tc.msg != "" {
+				if !errs.HasReason(err, errs.ReasonNoNode) || err.Error() != tc.msg {
+					t.Fatalf("Place = %v, %v; want the refusal\n%s", got, err, tc.msg)
+				}
+			} else if err != nil || got != tc.got {
+				t.Fatalf("Place = %+v, %v; want %+v", got, err, tc.got)
+			}
+			if tc.noAsks && len(f.asked) > 0 {
+				t.Errorf("asked %v for the folder; nothing needed asking", f.asked)
+			}
+			if strings.Contains(strings.Join(f.asked, ","), "nocli") || strings.Contains(strings.Join(f.asked, ","), "down") {
+				t.Errorf("asked %v: a node without the agent, or not connected, was asked", f.asked)
+			}
+		})
+	}
+}
