@@ -221,11 +221,17 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 				return err
 			}
 			exp := id.Cert().Leaf.NotAfter.UTC().Format(time.RFC3339)
+			// This machine's sessions go to the node joined on it.
+			ctxName, err := client.RecordNode(os.Getenv, a.context, cc.Addr, pin, name)
+			if err != nil {
+				return fmt.Errorf("node %s joined, but this machine's cast context was not written: %w", name, err)
+			}
 			if a.json {
-				return a.printJSON(map[string]any{"name": name, "identity": id.Path(), "expire_time": exp})
+				return a.printJSON(map[string]any{"name": name, "identity": id.Path(), "expire_time": exp, "context": ctxName})
 			}
 			fmt.Fprintf(a.out, "node %s joined; its key and certificate are in %s (renewed by the node before %s)\n", name, id.Path(), exp)
 			fmt.Fprintf(a.errOut, "start it: node --controlplane %s --ca-pin %s --name %s --data-dir %s\n", cc.Addr, pin, name, dataDir)
+			a.saidNode(ctxName, cc.Addr, name)
 			return nil
 		},
 	}
@@ -235,6 +241,18 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 	f.StringVar(&name, "name", "", "the node's name (default: hostname)")
 	f.StringVar(&dataDir, "data-dir", "", "the node's data dir (default: node's own default)")
 	return cmd
+}
+
+// saidNode tells where sessions made on this machine now go, or how to
+// send them to the node joined here when no context for its control plane
+// is in use.
+func (a *app) saidNode(ctxName, addr, node string) {
+	path := client.ConfigPath(os.Getenv)
+	if ctxName == "" {
+		fmt.Fprintf(a.errOut, "to send sessions made on this machine to node %s, add `node: %s` to your context for %s in %s\n", node, node, addr, path)
+		return
+	}
+	fmt.Fprintf(a.errOut, "sessions made on this machine without --node go to node %s (context %s in %s)\n", node, ctxName, path)
 }
 
 func roleName(r castv1.Role) string { return strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")) }

@@ -184,7 +184,9 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	defer cancel()
 	id, seq := o.resume, int64(0)
 	if id == "" {
-		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, RequestId: ids.NewClientID()})
+		req := &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, RequestId: ids.NewClientID()}
+		a.fromHere(req)
+		sess, err := c.Sessions.CreateSession(ctx, req)
 		if err != nil {
 			return "", 0, err
 		}

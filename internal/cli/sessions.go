@@ -60,13 +60,14 @@ func (a *app) newCmd() *cobra.Command {
 				return a.printJSON(raw(sess))
 			}
 			fmt.Fprintln(a.out, sess.Id)
+			a.saidWhere(sess, dir)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to run: claude, codex, gemini, pi, opencode, grok, cursor, muse")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
 	cmd.Flags().StringVar(&model, "model", "", "model (default: the agent's)")
-	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: any connected node with the agent)")
+	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: this machine's node, the context's node:, else a node that has the folder)")
 	cmd.Flags().StringVar(&branch, "worktree", "", "run the session in its own git worktree on this branch (made from the checkout at --cwd; --worktree= names it cast/<title-slug>--<id>)")
 	return cmd
 }
@@ -216,6 +217,24 @@ func absDir(dir string) (string, error) {
 	return abs, nil
 }
 
+// fromHere names this machine's node (the context's node:) as where a
+// session made without --node goes, when it can (placement.Place).
+func (a *app) fromHere(req *castv1.CreateSessionRequest) {
+	if req.Node == "" {
+		req.OriginNode = a.cc.Node
+	}
+}
+
+// saidWhere tells where a new session went (stderr: stdout holds only its
+// id), with the node's folder when the node maps it elsewhere.
+func (a *app) saidWhere(sess *castv1.Session, dir string) {
+	if sess.Cwd != dir {
+		fmt.Fprintf(a.errOut, "session %s on node %s in %s\n", sess.Id, sess.Node, sess.Cwd)
+		return
+	}
+	fmt.Fprintf(a.errOut, "session %s on node %s\n", sess.Id, sess.Node)
+}
+
 // retryBudget is how long a mutating call keeps retrying while its outcome
 // is unknown: a control plane restart takes seconds, not milliseconds.
 const retryBudget = 30 * time.Second
@@ -306,6 +325,7 @@ func (a *app) interruptCmd() *cobra.Command {
 // createSession creates a session, retrying with the same request id while
 // the outcome is unknown.
 func (a *app) createSession(parent context.Context, c *client.Client, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
+	a.fromHere(req)
 	var sess *castv1.Session
 	err := a.retry(parent, func(ctx context.Context) (err error) {
 		sess, err = c.Sessions.CreateSession(ctx, req)

@@ -54,13 +54,9 @@ func (a *app) importCmd() *cobra.Command {
 				return err
 			}
 			reqID := ids.NewClientID()
-			var sess *castv1.Session
-			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
-				sess, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{
-					Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
-					HistoryMessages: int64(len(msgs)),
-				})
-				return err
+			sess, err := a.createSession(cmd.Context(), c, &castv1.CreateSessionRequest{
+				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
+				HistoryMessages: int64(len(msgs)),
 			})
 			if err != nil {
 				return err

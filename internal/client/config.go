@@ -26,6 +26,7 @@ import (
 //	  dev:
 //	    addr: 127.0.0.1:7777
 //	    token: cast_...
+//	    node: mybox
 //	  work:
 //	    addr: cast.example.com:7777
 //	    ca: /home/me/.config/cast/work-ca.pem
@@ -58,6 +59,9 @@ type Context struct {
 	// Insecure allows a token over plaintext to a non-loopback address
 	// (CAST_INSECURE=1); without it such a dial is refused.
 	Insecure bool `yaml:"insecure,omitempty"`
+	// Node is the node on this machine (`controlplane --dev` and `cast
+	// node join` write it): a new session without --node goes there.
+	Node string `yaml:"node,omitempty"`
 	// tokenCache is where TokenCommand's tokens are cached (Resolve sets
 	// it; "": in memory only).
 	tokenCache string
@@ -272,6 +276,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		// A context's credentials go only to its own address: another
 		// address gets only what the env gives.
 		out.Token, out.CA, out.CAPin, out.Cert, out.TokenCommand = "", "", "", "", nil
+		out.Node = "" // a node of the context's control plane, not this one's
 	}
 	if v := getenv("CAST_CACERT"); v != "" {
 		out.CA, out.CAPin = v, ""

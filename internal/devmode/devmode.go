@@ -68,7 +68,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opt
 	if err := os.Remove(nodeagent.IdentityPath(node.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("dev node certificate: %w", err)
 	}
-	if err := writeContext(ctx, srv, opts.RotateToken, lg); err != nil {
+	if err := writeContext(ctx, srv, node.Name, opts.RotateToken, lg); err != nil {
 		return err
 	}
 	agent, err := nodeagent.New(node, lg)
@@ -111,12 +111,13 @@ func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) 
 // ContextName is the context `controlplane --dev` writes.
 const ContextName = "dev"
 
-// writeContext stores the address and an admin token named "dev" as the
-// local user's current context. It keeps the token already there while the
+// writeContext stores the address, an admin token and the dev node (this
+// machine's node, where sessions made here go) as the local user's current
+// context "dev". It keeps the token already there while the
 // store still knows it, so a restart leaves running `cast watch`es and
 // retrying `cast send`s their credential; a new one (revoking the old) is
 // made when it is gone, or when rotate asks.
-func writeContext(ctx context.Context, srv *controlplane.Server, rotate bool, lg *zap.Logger) error {
+func writeContext(ctx context.Context, srv *controlplane.Server, node string, rotate bool, lg *zap.Logger) error {
 	path := client.ConfigPath(os.Getenv)
 	cfg, err := client.LoadConfig(path)
 	if err != nil {
@@ -136,7 +137,7 @@ func writeContext(ctx context.Context, srv *controlplane.Server, rotate bool, lg
 		}
 		next = client.Context{Token: tok}
 	}
-	next.Addr, next.CA = srv.Addr(), srv.CAFile()
+	next.Addr, next.CA, next.Node = srv.Addr(), srv.CAFile(), node
 	if err := client.SetContext(path, ContextName, next); err != nil {
 		return fmt.Errorf("write the cast context %s: %w", path, err)
 	}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// placementRule is README's "Where a session runs", sentence by sentence;
+// TestPlacementRule checks the README says exactly this and shows each
+// sentence with real processes.
+var placementRule = []string{
+	"A session made without `--node` goes to the node on your own machine: the one your context's `node:` names " +
+		"(`controlplane --dev` writes it, and so does `cast node join` on the machine it joins).",
+	"When that node is down or lacks the agent, it goes to the first node by name that has the agent and answers that your " +
+		"folder is there (after that node's `--map-path`), and runs in that node's path for it; when no node does, it is refused, " +
+		"naming each node and its answer (an import, which runs nothing, goes to the first node with the agent, else to any node).",
+	"`--node NAME` always wins, and a worker runs beside its parent.",
+	"`cast new` prints the id on stdout and where it went on stderr: `session ID on node NAME`, with `in PATH` when the node's path differs.",
+}
+
+// A laptop and a second node (build1, whose name sorts first: the old rule
+// sent every session made on the laptop there, with the laptop's folder as
+// cwd), each a real node process with its own HOME over TLS; build1 maps
+// the laptop's checkouts (--map-path). The laptop's node is joined with
+// `cast node join` under the laptop user's context, which then names it.
+func TestPlacementRule(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testharness.RepoRoot(t), "README.md"))
+	must(t, err)
+	flat := strings.Join(strings.Fields(string(readme)), " ")
+	for _, s := range placementRule {
+		if !strings.Contains(flat, s) {
+			t.Fatalf("README does not state the placement rule as tested; missing:\n%s", s)
+		}
+	}
+
+	r := newMTLSRig(t)
+	root := t.TempDir()
+	laptopSrc, buildSrc := filepath.Join(root, "laptop", "src"), filepath.Join(root, "build1", "src")
+	app, onlyHere, buildApp := filepath.Join(laptopSrc, "app"), filepath.Join(laptopSrc, "only-here"), filepath.Join(buildSrc, "app")
+	for _, d := range []string{app, onlyHere, buildApp} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+
+	// The laptop user's context (no node yet); `cast node join` on the
+	// laptop writes node: laptop into it.
+	tok, err := secrets.ReadToken(filepath.Join(r.dir, "admin.token"))
+	must(t, err)
+	conf := t.TempDir()
+	must(t, client.SetContext(filepath.Join(conf, "cast", "config.yaml"), "work", client.Context{Addr: r.addr, CA: r.caFile, Token: tok}))
+	laptop := cli{t: t, bin: filepath.Join(r.bins, "cast"), env: append(append([]string{}, noHarnessAuth...),
+		"CAST_INSECURE=", "CAST_ADDR=", "CAST_CACERT=", "CAST_CONTEXT=", "XDG_CONFIG_HOME="+conf)}
+	join := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	_, said, code := laptop.run("node", "join", "--join-token", join, "--ca-pin", r.pin, "--name", "laptop", "--data-dir", filepath.Join(r.dir, "node-laptop"))
+	if want := "sessions made on this machine without --node go to node laptop (context work in " + filepath.Join(conf, "cast", "config.yaml") + ")\n"; code != 0 || !strings.HasSuffix(said, want) {
+		t.Fatalf("cast node join: exit %d, stderr %q; want it to end %q", code, said, want)
+	}
+	laptopNode, _ := r.node("laptop")
+	build := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	r.node("build1", "--join-token", build, "--map-path", laptopSrc+"="+buildSrc)
+	r.admin.waitNode("laptop", true)
+	r.admin.waitNode("build1", true)
+
+	// newAt runs `cast new` in dir and checks stdout is the id alone and
+	// stderr the placement line.
+	newAt := func(c cli, dir, node, at string, args ...string) string {
+		t.Helper()
+		out, errOut, code := c.run(append([]string{"new", "--agent", "claude", "--cwd", dir}, args...)...)
+		id := strings.TrimSpace(out)
+		want := "session " + id + " on node " + node + "\n"
+		if at != "" {
+			want = "session " + id + " on node " + node + " in " + at + "\n"
+		}
+		if code != 0 || out != id+"\n" || errOut != want {
+			t.Fatalf("cast new --cwd %s %v: exit %d, stdout %q, stderr %q; want stderr %q", dir, args, code, out, errOut, want)
+		}
+		var got struct{ Node, Cwd string }
+		must(t, json.Unmarshal([]byte(r.admin.must("get", id, "--json")), &got))
+		if wantCwd := map[bool]string{true: at, false: dir}[at != ""]; got.Node != node || got.Cwd != wantCwd {
+			t.Fatalf("session %s is on %s in %s; want %s in %s", id, got.Node, got.Cwd, node, wantCwd)
+		}
+		return id
+	}
+
+	// Sentence 1: the laptop's own node, named by its context.
+	newAt(laptop, app, "laptop", "")
+	// Sentence 3: --node wins; a worker goes beside its parent.
+	onBuild := newAt(laptop, app, "build1", "", "--node", "build1")
+	out, _, code := laptop.run("spawn", "--subagent", "--agent", "claude", "-s", onBuild, "a task")
+	if code != 0 {
+		t.Fatalf("cast spawn: exit %d", code)
+	}
+	var worker struct{ Node string }
+	must(t, json.Unmarshal([]byte(r.admin.must("get", strings.TrimSpace(out), "--json")), &worker))
+	if worker.Node != "build1" {
+		t.Fatalf("a worker of a build1 session went to %s", worker.Node)
+	}
+
+	// Sentence 2, with no node in the context (the admin's env-only
+	// credentials): the first node by name with the folder, at its path.
+	newAt(r.admin, app, "build1", buildApp)
+	newAt(r.admin, onlyHere, "laptop", "") // build1 maps it to a folder it lacks
+
+	// Sentence 2, the laptop's node down.
+	if !laptopNode.Stop(30 * time.Second) {
+		t.Log("the laptop node did not stop on SIGTERM; killed")
+	}
+	r.admin.waitNode("laptop", false)
+	newAt(laptop, app, "build1", buildApp)
+	before := countSessions(r.admin)
+	_, errOut, code := laptop.run("new", "--agent", "claude", "--cwd", onlyHere)
+	want := "cast: no connected node with the claude CLI has the folder " + onlyHere + ": this machine's node laptop is not connected; " +
+		"node build1: no folder " + filepath.Join(buildSrc, "only-here") + " here (--map-path of " + onlyHere + "); " +
+		"run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO\n"
+	if code != 1 || errOut != want {
+		t.Fatalf("cast new in a folder no node has: exit %d, stderr\n%q\nwant\n%q", code, errOut, want)
+	}
+	if after := countSessions(r.admin); after != before {
+		t.Fatalf("a refused cast new stored a session: %d sessions, %d before", after, before)
+	}
+}
+
+// countSessions counts every session, workers and archived ones too.
+func countSessions(c cli) int {
+	var ls struct{ Sessions []json.RawMessage }
+	must(c.t, json.Unmarshal([]byte(c.must("ls", "--all", "--json")), &ls))
+	return len(ls.Sessions)
+}
