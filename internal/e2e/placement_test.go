@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -132,4 +135,42 @@ func countSessions(c cli) int {
 	var ls struct{ Sessions []json.RawMessage }
 	must(c.t, json.Unmarshal([]byte(c.must("ls", "--all", "--json")), &ls))
 	return len(ls.Sessions)
+}
+
+// The issue's setup: `controlplane --dev` on a laptop, then a second node
+// joined (build1, its name sorting before the dev node's, with its own
+// HOME). The context --dev wrote names its node, so a session made on the
+// laptop without --node stays there; before, it went to build1.
+func TestPlacementDevContextNamesItsNode(t *testing.T) {
+	fake := fakemodel.Start(t)
+	home, _ := userHome(t, fake.URL)
+	addr := freeAddr(t)
+	env := append(userEnv(t, home, addr), "CAST_TOKEN=", "CAST_JOIN_TOKEN=", "CAST_BOOTSTRAP_TOKEN=")
+	dev := startUserDev(t, env, addr)
+	var pin string
+	testharness.WaitFor(t, 60*time.Second, "the dev CA pin in the log", func() bool {
+		_, rest, ok := strings.Cut(dev.Output(), `"ca_pin":"`)
+		pin, _, _ = strings.Cut(rest, `"`)
+		return ok && pin != ""
+	})
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: env}
+	c.waitNode("devnode", true)
+	b, err := os.ReadFile(filepath.Join(home, ".config", "cast", "config.yaml"))
+	must(t, err)
+	var cfg client.Config
+	must(t, yaml.Unmarshal(b, &cfg))
+	if ctx := cfg.Contexts["dev"]; ctx == nil || ctx.Node != "devnode" {
+		t.Fatalf("the dev context does not name the dev node:\n%s", b)
+	}
+	join := strings.TrimSpace(c.must("node", "token", "create", "--ttl", "5m"))
+	testharness.StartProcEnv(t, append(append([]string{}, noHarnessAuth...), "CAST_INSECURE="), filepath.Join(testharness.Binaries(t), "node"),
+		"--controlplane", addr, "--ca-pin", pin, "--join-token", join, "--name", "build1", "--data-dir", t.TempDir(),
+		"--cast-bin", "", "--agents-config", missingAgentsConfig(t))
+	c.waitNode("build1", true)
+	dir := t.TempDir()
+	out, errOut, code := c.run("new", "--agent", "claude", "--cwd", dir)
+	id := strings.TrimSpace(out)
+	if code != 0 || errOut != "session "+id+" on node devnode\n" {
+		t.Fatalf("cast new on the dev machine: exit %d, stdout %q, stderr %q; want it on devnode", code, out, errOut)
+	}
 }
