@@ -71,7 +71,8 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		t.Fatalf("refused creates left sessions: %v %v", list.GetSessions(), err)
 	}
 
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Model: "claude-sonnet-4-5"})
+	// Named: a hand-driven node answers no placement question (where /tmp is).
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Model: "claude-sonnet-4-5", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
