@@ -55,7 +55,7 @@ func (a *app) dryRunNode(parent context.Context, agent string) (string, *castv1.
 	if err != nil {
 		return "", nil, "could not ask the control plane which node would run it (" + a.explain(err) + ")"
 	}
-	name, err := placement.Pick(resp.Nodes, "", agent)
+	name, err := placement.Likely(resp.Nodes, a.cc.Node, agent) // this machine's node first, as cast exec places it
 	if err != nil {
 		return "", nil, err.Error()
 	}
