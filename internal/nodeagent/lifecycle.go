@@ -309,7 +309,12 @@ func (t *turn) completed(ctx context.Context) error {
 			ns = &nativeSession{ID: res.NativeID}
 			s.Native[o.Agent] = ns
 		}
-		ns.Path, ns.Stale, ns.Account = res.NativePath, false, t.fc.Account
+		// A transcript the CLI emptied of its history is rebuilt from the
+		// neutral copy before the next turn.
+		ns.Path, ns.Stale, ns.Account = res.NativePath, res.NativeLost, t.fc.Account
+		if res.NativeLost {
+			t.lg.Warn("the agent's native session lost its history this turn; rebuilding it before the next", zap.String("native", res.NativeID))
+		}
 		s.Parked = false
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, t.lastSeq) // never backwards
 		// It holds everything up to the prompt (the transition saw to

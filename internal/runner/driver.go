@@ -199,6 +199,9 @@ func (d *driver) promptSeen() bool {
 	return d.tail.state == promptFound
 }
 
+// nativeLost says whether the transcript lost history during the turn.
+func (d *driver) nativeLost() bool { return d.tail != nil && d.tail.lost }
+
 // storeHolds reports whether the agent's store holds the turn's prompt as
 // its newest user message. A store-backed CLI (OpenCode) records the prompt
 // before it streams anything, so after an interrupt that came before any

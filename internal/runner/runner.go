@@ -119,8 +119,12 @@ type Result struct {
 	// NativeUnread: after an interrupt the native session could not be
 	// read, so whether it holds the prompt is not known.
 	NativeUnread bool
-	Emitted      int    // messages passed to emit
-	Stderr       string // the CLI's last stderr (bounded), for logs
+	// NativeLost: the CLI left its transcript without history it held
+	// when the turn began; the next turn must rebuild it, or the agent
+	// answers without the conversation.
+	NativeLost bool
+	Emitted    int    // messages passed to emit
+	Stderr     string // the CLI's last stderr (bounded), for logs
 	// Usage is the provider's usage windows as the agent recorded them
 	// this turn (Codex and Claude, with Turn.ReportUsage; nil when unknown).
 	Usage []quota.Window

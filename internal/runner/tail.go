@@ -79,10 +79,15 @@ type tailer struct {
 	held   map[string]bool
 	prompt string
 	state  promptState
-	size   int64
-	mod    time.Time
-	next   time.Time // no re-read before this (throttle for long files)
-	logf   func(string, ...any)
+	// lost: the CLI left its transcript without history it held when the
+	// turn began (Gemini has been seen to rewrite a resumed session down
+	// to the turn's own entries). What follows the prompt is still this
+	// turn's; the native session must be rebuilt before the next.
+	lost bool
+	size int64
+	mod  time.Time
+	next time.Time // no re-read before this (throttle for long files)
+	logf func(string, ...any)
 }
 
 // baseline accounts for what the file holds before the turn.
@@ -219,6 +224,9 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	if !ok && !final {
 		return false
 	}
+	if !ok {
+		start = tl.afterLostHistory(msgs, fps)
+	}
 	i := start
 	for ; i < len(msgs); i++ {
 		m := msgs[i]
@@ -243,6 +251,34 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	}
 	tl.known = fps[:i]
 	return true
+}
+
+// afterLostHistory is where the turn's own unemitted entries start in the
+// final read of a file that no longer holds what was accounted: after the
+// newest user entry that is the prompt and the entries after it already
+// emitted, or nowhere when the prompt is not there (old and new entries
+// cannot be told apart then).
+func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int {
+	tl.lost = true
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Kind != transcript.KindUser || !matchesPrompt(msgs[i].Text, tl.prompt) {
+			continue
+		}
+		if tl.state == promptLooking {
+			tl.state = promptFound
+		}
+		emitted := make(map[string]bool, len(tl.known))
+		for _, fp := range tl.known {
+			emitted[fp] = true
+		}
+		j := i + 1
+		for j < len(fps) && emitted[fps[j]] {
+			j++
+		}
+		return j
+	}
+	tl.logf("runner: %s lost its history and the turn's prompt is not in it; nothing of the turn is taken from it", tl.path)
+	return len(msgs)
 }
 
 // align returns where the unaccounted messages start in fps. Normally the

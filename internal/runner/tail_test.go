@@ -132,3 +132,44 @@ func TestClassifyQuietExit(t *testing.T) {
 		t.Errorf("a turn with output: %q", r)
 	}
 }
+
+// A CLI that leaves its transcript without the history it resumed (Gemini
+// rewrote one to the turn's own entries in the delivery model test) still
+// yields the turn's answer, once, and says the transcript is lost; before,
+// the final read was taken for a file caught mid-rewrite and the answer
+// never reached the neutral copy.
+func TestTailerLostHistoryAtTheEnd(t *testing.T) {
+	old := []transcript.Message{user("u0", "q"), asst("a0", "done"), user("u1", "q2"), asst("a1", "done2")}
+	tests := []struct {
+		name  string
+		early []transcript.Message // read while the CLI ran, before the rewrite
+		final []transcript.Message
+		want  []string
+	}{
+		{"only the turn is left", nil, []transcript.Message{user("U", "next"), asst("A", "answer")}, []string{"A"}},
+		{"part was emitted before the rewrite",
+			append(append([]transcript.Message(nil), old...), user("u2", "next"), call("c2", "x"), result("r2", "x", "ok")),
+			[]transcript.Message{user("U", "next"), call("C", "x"), result("R", "x", "ok"), asst("A", "answer")}, []string{"A"}},
+		{"the prompt is not there", nil, []transcript.Message{asst("A", "answer")}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := newTailer("next", old...)
+			var got []string
+			if tc.early != nil {
+				collect(tl, tc.early, false)
+			}
+			got = append(got, collect(tl, tc.final, true)...)
+			eq(t, got, tc.want...)
+			if !tl.lost {
+				t.Fatal("the lost history is not reported")
+			}
+		})
+	}
+	// A rewrite that keeps the history is not a loss.
+	tl := newTailer("next", old...)
+	collect(tl, append(append([]transcript.Message(nil), old...), user("u2", "next"), asst("a2", "answer")), true)
+	if tl.lost {
+		t.Fatal("an intact transcript reported lost")
+	}
+}
