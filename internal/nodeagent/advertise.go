@@ -19,6 +19,14 @@ const DefaultReadinessInterval = 60 * time.Second
 // recheckAgents asks the stream's advertiser to look at the agents now (a
 // turn failed for want of a login: the user may be logging in).
 func (a *Agent) recheckAgents() {
+	if a.probes != nil {
+		a.probes.again() // the probe that said ready may be out of date
+	}
+	a.advertiseNow()
+}
+
+// advertiseNow asks the stream's advertiser to send what changed now.
+func (a *Agent) advertiseNow() {
 	select {
 	case a.recheck <- struct{}{}:
 	default: // one is pending already
@@ -41,7 +49,7 @@ func (a *Agent) advertise(ctx context.Context, sent []*castv1.AgentInstall, send
 		case <-t.C:
 		case <-a.recheck:
 		}
-		now := a.cfg.Readiness()
+		now := a.readiness()
 		if slices.EqualFunc(now, sent, func(x, y *castv1.AgentInstall) bool { return proto.Equal(x, y) }) {
 			continue
 		}

@@ -64,6 +64,8 @@ type Agent struct {
 	custodyMu   sync.Mutex
 	pending     map[string]*castv1.SetCredential
 	custodyKick chan struct{}
+	// probes is what probing the agents' CLIs said (nil without --probe).
+	probes *probes
 }
 
 // New prepares a node daemon; Run starts it.
@@ -111,6 +113,9 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")
 	}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
+	if cfg.Probe {
+		a.probes = newProbes()
+	}
 	if err := a.newCustody(); err != nil {
 		return nil, err
 	}
@@ -159,6 +164,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.AgentChecks {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is
 		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
+	}
+	if a.probes != nil {
+		a.workers.wg.Add(1) // its CLIs are gone before the node is
+		go func() { defer a.workers.wg.Done(); a.probeAgents(ctx) }()
 	}
 	backoff := a.cfg.ReconnectMin
 	for ctx.Err() == nil {
@@ -501,7 +510,7 @@ func (a *Agent) recordAgain(ctx context.Context) {
 func (a *Agent) describe() *castv1.Node {
 	host, _ := os.Hostname()
 	n := &castv1.Node{Name: a.cfg.Name, Labels: a.cfg.labels(), Os: runtime.GOOS, Hostname: host, CapabilityVersion: CapabilityVersion}
-	n.Agents = a.cfg.Readiness()
+	n.Agents = a.readiness()
 	return n
 }
 

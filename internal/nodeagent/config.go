@@ -111,6 +111,11 @@ type Config struct {
 	// new version appears (--agent-checks; default on unless the
 	// environment has CAST_AGENT_CHECKS=off).
 	AgentChecks bool
+	// Probe makes READY come from running each installed agent's CLI once
+	// (probe.go) instead of looking at its login files (--probe).
+	Probe bool
+	// ProbeTimeout bounds one probe (runner.DefaultProbeTimeout when 0).
+	ProbeTimeout time.Duration
 	// Failpoint, when set, is called at migration steps with their name
 	// (fault tests kill the process there).
 	Failpoint func(name string)

@@ -104,3 +104,13 @@ func (Driver) Stdout(line []byte) agents.Event {
 	out.Messages = p.Messages
 	return out
 }
+
+// RemoveSession deletes session id from OpenCode's store with its own
+// `opencode session delete`.
+func (Driver) RemoveSession(ctx context.Context, bin string, env []string, t agents.Target, id string) error {
+	if id == "" {
+		return nil
+	}
+	_, err := Loader{Bin: bin, Env: env}.run(ctx, t, "session", "delete", id)
+	return err
+}

@@ -36,8 +36,8 @@ type AgentInstall struct {
 	Accounts []string `protobuf:"bytes,4,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	// ready is true when the binary is found and a login is: a credential
 	// file in the agent's own folder or a key in the environment its turns
-	// get. It is looked up, not tried: a login that is there may still be
-	// expired or refused.
+	// get. It is looked up, not tried (a login that is there may still be
+	// expired or refused), unless probed.
 	Ready bool `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
 	// status says what was found, or what to run when the agent is not ready.
 	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
@@ -46,7 +46,12 @@ type AgentInstall struct {
 	Home string `protobuf:"bytes,7,opt,name=home,proto3" json:"home,omitempty"`
 	// agent_dir is the agent's own folder there: where its native sessions
 	// are (CLAUDE_CONFIG_DIR, CODEX_HOME, pi's agent dir, ...).
-	AgentDir      string `protobuf:"bytes,8,opt,name=agent_dir,json=agentDir,proto3" json:"agent_dir,omitempty"`
+	AgentDir string `protobuf:"bytes,8,opt,name=agent_dir,json=agentDir,proto3" json:"agent_dir,omitempty"`
+	// probed is true when ready and status come from running the agent's
+	// CLI once (`node --probe`: a tiny prompt, headless, the way a turn runs
+	// it) rather than from looking at its files; status then starts
+	// "probed: " and, when the CLI failed, quotes what it said.
+	Probed        bool `protobuf:"varint,9,opt,name=probed,proto3" json:"probed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +140,13 @@ func (x *AgentInstall) GetAgentDir() string {
 		return x.AgentDir
 	}
 	return ""
+}
+
+func (x *AgentInstall) GetProbed() bool {
+	if x != nil {
+		return x.Probed
+	}
+	return false
 }
 
 // Node is one machine running the node daemon.
@@ -270,7 +282,7 @@ var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x01\n" +
+	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
 	"\fAgentInstall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
@@ -279,7 +291,8 @@ const file_cast_v1_node_proto_rawDesc = "" +
 	"\x05ready\x18\x05 \x01(\bR\x05ready\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x12\n" +
 	"\x04home\x18\a \x01(\tR\x04home\x12\x1b\n" +
-	"\tagent_dir\x18\b \x01(\tR\bagentDir\"\xde\x03\n" +
+	"\tagent_dir\x18\b \x01(\tR\bagentDir\x12\x16\n" +
+	"\x06probed\x18\t \x01(\bR\x06probed\"\xde\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +

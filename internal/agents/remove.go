@@ -1,0 +1,61 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SessionRemover is a Driver whose sessions are not one file each: it
+// removes session id from the agent's store itself (OpenCode deletes it
+// through its CLI). t.Home is the agent's own folder.
+type SessionRemover interface {
+	RemoveSession(ctx context.Context, bin string, env []string, t Target, id string) error
+}
+
+// RemoveSession removes the native session id (its transcript at path,
+// when known) that a run of a's CLI made in the agent's own folder t.Home,
+// so that it never shows in the user's history (a readiness probe's
+// session): the driver's own way when it has one (SessionRemover), else
+// the transcript file and the folders it leaves empty, up to t.Home.
+func (a Agent) RemoveSession(ctx context.Context, bin string, env []string, t Target, id, path string) error {
+	d, ok := a.Driver()
+	if !ok {
+		return fmt.Errorf("%s: no driver to remove its session", a.Name)
+	}
+	if r, ok := d.(SessionRemover); ok {
+		return r.RemoveSession(ctx, bin, env, t, id)
+	}
+	if _, ok := d.(StoreDriver); ok {
+		return fmt.Errorf("%s: its sessions live in a store cast cannot remove one from", a.Name)
+	}
+	if path == "" && id != "" {
+		path = d.FindSession(t.Home, id)
+	}
+	if path == "" {
+		return nil // the CLI wrote none
+	}
+	return removeUnder(t.Home, path)
+}
+
+// removeUnder removes path, which must lie under home, and then each
+// parent folder it left empty, stopping at home.
+func removeUnder(home, path string) error {
+	home, path = filepath.Clean(home), filepath.Clean(path)
+	rel, err := filepath.Rel(home, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("session file %s is not under the agent's folder %s", path, home)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for dir := filepath.Dir(path); dir != home && strings.HasPrefix(dir, home+string(filepath.Separator)); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil { // not empty (or gone): what is left is not the probe's alone
+			break
+		}
+	}
+	return nil
+}
