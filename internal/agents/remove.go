@@ -16,6 +16,39 @@ type SessionRemover interface {
 	RemoveSession(ctx context.Context, bin string, env []string, t Target, id string) error
 }
 
+// CwdFolders is a Driver whose CLI keeps folders per working directory
+// under its own folder home (Claude's projects/<cwd>, pi's
+// sessions/--cwd--), made even by a run that wrote no session.
+type CwdFolders interface {
+	CwdFolders(home, cwd string) []string
+}
+
+// RemoveScratch removes what one run of a's CLI in the scratch folder
+// t.Cwd left in its own folder t.Home: the native session id (at path)
+// and the CLI's folders for that cwd, which nobody else uses (a readiness
+// probe leaves nothing in the user's history).
+func (a Agent) RemoveScratch(ctx context.Context, bin string, env []string, t Target, id, path string) error {
+	if id != "" || path != "" {
+		if err := a.RemoveSession(ctx, bin, env, t, id, path); err != nil {
+			return err
+		}
+	}
+	d, _ := a.Driver()
+	f, ok := d.(CwdFolders)
+	if !ok {
+		return nil
+	}
+	for _, dir := range f.CwdFolders(t.Home, t.Cwd) {
+		if err := under(t.Home, dir); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RemoveSession removes the native session id (its transcript at path,
 // when known) that a run of a's CLI made in the agent's own folder t.Home,
 // so that it never shows in the user's history (a readiness probe's
@@ -45,9 +78,8 @@ func (a Agent) RemoveSession(ctx context.Context, bin string, env []string, t Ta
 // parent folder it left empty, stopping at home.
 func removeUnder(home, path string) error {
 	home, path = filepath.Clean(home), filepath.Clean(path)
-	rel, err := filepath.Rel(home, path)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("session file %s is not under the agent's folder %s", path, home)
+	if err := under(home, path); err != nil {
+		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -56,6 +88,15 @@ func removeUnder(home, path string) error {
 		if os.Remove(dir) != nil { // not empty (or gone): what is left is not the probe's alone
 			break
 		}
+	}
+	return nil
+}
+
+// under refuses a path that is not inside the agent's folder home.
+func under(home, path string) error {
+	rel, err := filepath.Rel(filepath.Clean(home), filepath.Clean(path))
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s is not under the agent's folder %s", path, home)
 	}
 	return nil
 }

@@ -31,8 +31,8 @@ type ProbeResult struct {
 // Probe runs t, a turn of an agent set up as the node runs its turns
 // (Home, UserEnv, Env, Args; no session), once with ProbePrompt in a
 // fresh folder under scratch, bounded by timeout (DefaultProbeTimeout when
-// 0). The native session it made is removed afterwards (the agent's
-// RemoveSession), so a probe never shows in the user's history; an error
+// 0). The native session it made, and the CLI's folders for that cwd, are
+// removed afterwards (the agent's RemoveScratch), so a probe never shows in the user's history; an error
 // says it could not be, and where it was left.
 func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time.Duration) (ProbeResult, error) {
 	if timeout <= 0 {
@@ -51,9 +51,6 @@ func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time
 	defer cancel()
 	res, runErr := r.Run(runCtx, t, func(transcript.Message) {})
 	out := probeResult(runCtx, res, runErr, timeout)
-	if res.NativeID == "" && res.NativePath == "" {
-		return out, nil
-	}
 	// Not under runCtx: a probe that timed out still cleans up.
 	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer rmCancel()
@@ -61,7 +58,7 @@ func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time
 	env := Env(t)
 	bin, _ := r.lookBin(a, env)
 	target := agents.Target{Home: t.AgentDir(), Cwd: cwd}
-	if err := a.RemoveSession(rmCtx, bin, env, target, res.NativeID, res.NativePath); err != nil {
+	if err := a.RemoveScratch(rmCtx, bin, env, target, res.NativeID, res.NativePath); err != nil {
 		return out, fmt.Errorf("the probe's session %s (%s) was not removed: %w", res.NativeID, res.NativePath, err)
 	}
 	return out, nil

@@ -96,3 +96,6 @@ func (Driver) Stdout(line []byte) agents.Event {
 	}
 	return agents.Event{}
 }
+
+// CwdFolders: Claude keeps a project folder per cwd (sessions, memory).
+func (Driver) CwdFolders(home, cwd string) []string { return []string{ProjectDir(home, cwd)} }

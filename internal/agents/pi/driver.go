@@ -57,3 +57,6 @@ func (Driver) NewSessionPath(home, cwd string) string {
 	stamp := strings.NewReplacer(":", "-", ".", "-").Replace(time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
 	return filepath.Join(SessionDir(home, cwd), stamp+"_"+uuid.NewString()+".jsonl")
 }
+
+// CwdFolders: pi keeps a sessions folder per cwd.
+func (Driver) CwdFolders(home, cwd string) []string { return []string{SessionDir(home, cwd)} }
