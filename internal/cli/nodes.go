@@ -55,7 +55,8 @@ func (a *app) nodesCmd() *cobra.Command {
 }
 
 // printAgents is the per-agent table: version and whether a login was
-// found (as of the node's last connect), with what to run when not.
+// found (as of the node's last look), with what to run when not; with
+// node --probe whether the CLI itself answered ("probed: ...").
 func (a *app) printAgents(nodes []*castv1.Node) error {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	header := false
