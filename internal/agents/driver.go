@@ -77,6 +77,13 @@ type LargePrompter interface {
 	LargeHow(bin string) string
 }
 
+// Ephemeral is a Driver whose CLI can run a turn that keeps no session
+// anywhere (Codex's --ephemeral: no rollout and no row in its thread
+// index): a readiness probe adds these arguments.
+type Ephemeral interface {
+	EphemeralArgs() []string
+}
+
 // Delivered is the session a LargePrompter put a prompt in.
 type Delivered struct{ ID, Path string }
 

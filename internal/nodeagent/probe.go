@@ -138,7 +138,7 @@ func (a *Agent) probeAgent(ctx context.Context, in *castv1.AgentInstall, dir str
 	if ctx.Err() != nil {
 		return false // the node is stopping: no answer
 	}
-	lg := a.lg.With(zap.String("agent", in.Name), zap.Bool("ready", res.Ready), zap.String("said", res.Said), zap.Duration("took", time.Since(start)))
+	lg := a.lg.With(zap.String("agent", in.Name), zap.Bool("ready", res.Ready), zap.String("said", res.Said), zap.String("native_id", res.NativeID), zap.Duration("took", time.Since(start)))
 	if err != nil {
 		lg.Warn("agent probe left its session behind", zap.Error(err))
 	} else {
@@ -148,5 +148,5 @@ func (a *Agent) probeAgent(ctx context.Context, in *castv1.AgentInstall, dir str
 	defer a.probes.mu.Unlock()
 	last, had := a.probes.last[in.Name]
 	a.probes.last[in.Name] = probed{seen: in, res: res}
-	return !had || last.res != res || !proto.Equal(last.seen, in)
+	return !had || last.res.Ready != res.Ready || last.res.Said != res.Said || !proto.Equal(last.seen, in)
 }

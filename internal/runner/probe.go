@@ -26,13 +26,17 @@ type ProbeResult struct {
 	// Said is the CLI's own words when not Ready (e.g. Claude's "Not
 	// logged in · Please run /login"), else what went wrong.
 	Said string
+	// NativeID is the session the probe made and removed ("" when the CLI
+	// kept none), for logs.
+	NativeID string
 }
 
 // Probe runs t, a turn of an agent set up as the node runs its turns
 // (Home, UserEnv, Env, Args; no session), once with ProbePrompt in a
 // fresh folder under scratch, bounded by timeout (DefaultProbeTimeout when
-// 0). The native session it made, and the CLI's folders for that cwd, are
-// removed afterwards (the agent's RemoveScratch), so a probe never shows in the user's history; an error
+// 0). A CLI that can keep no session is told so (agents.Ephemeral);
+// otherwise the native session it made, and the CLI's folders for that
+// cwd, are removed afterwards (the agent's RemoveScratch), so a probe never shows in the user's history; an error
 // says it could not be, and where it was left.
 func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time.Duration) (ProbeResult, error) {
 	if timeout <= 0 {
@@ -47,10 +51,12 @@ func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time
 	}
 	defer os.RemoveAll(cwd)
 	t.Cwd, t.Prompt, t.NativeID, t.NativePath, t.ForkOf, t.ForkPath = cwd, ProbePrompt, "", "", "", ""
+	t.Ephemeral = true
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, runErr := r.Run(runCtx, t, func(transcript.Message) {})
 	out := probeResult(runCtx, res, runErr, timeout)
+	out.NativeID = res.NativeID
 	// Not under runCtx: a probe that timed out still cleans up.
 	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer rmCancel()

@@ -71,6 +71,9 @@ func (r *Runner) prepare(ctx context.Context, t Turn) (*plan, error) {
 		return nil, &Error{Reason: ReasonUnsupported, Detail: err.Error()}
 	}
 	p.args = append(p.args, t.Args...)
+	if e, ok := p.d.ad.(agents.Ephemeral); ok && t.Ephemeral {
+		p.args = append(p.args, e.EphemeralArgs()...)
+	}
 	p.input, p.hasInput = p.d.stdin()
 	if why := promptTooLong(a, p.input); why != "" {
 		return nil, &Error{Reason: ReasonRefused, Detail: why}
@@ -295,7 +298,7 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 	if reason != "" {
 		return fail(*res, reason, detail)
 	}
-	if res.NativeID == "" {
+	if res.NativeID == "" && !p.t.Ephemeral {
 		return fail(*res, ReasonFailed, "the CLI exited 0 but no native session was found: "+clip(lastLines(o.stdoutTail.String()+res.Stderr, 5), 500))
 	}
 	return *res, nil

@@ -95,6 +95,11 @@ type Turn struct {
 	// agent's approval settings (claude "--allowedTools Bash", gemini
 	// "--yolo").
 	Args []string
+	// Ephemeral runs a turn that is to leave no session (a readiness
+	// probe): a CLI that can keep none gets its own option for it
+	// (agents.Ephemeral), and a turn without a native session is not a
+	// failure.
+	Ephemeral bool
 	// ReportUsage asks for the provider's usage windows in Result.Usage
 	// (Claude then runs with --output-format stream-json, the only output
 	// carrying its rate_limit_event; Codex always records them).

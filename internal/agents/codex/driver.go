@@ -119,3 +119,7 @@ func (Driver) LargeTurn(prompt string) string {
 func (Driver) LargeHow(bin string) string {
 	return "through `" + bin + " app-server` (thread/inject_items)"
 }
+
+// EphemeralArgs: `codex exec --ephemeral` writes no rollout and leaves the
+// thread out of its SQLite index (a removed rollout would not).
+func (Driver) EphemeralArgs() []string { return []string{"--ephemeral"} }
