@@ -22,6 +22,13 @@ func TestRemoveScratch(t *testing.T) {
 	}{
 		{"claude", claude.ProjectDir},
 		{"pi", pi.SessionDir},
+		{"gemini", func(home, cwd string) string { // a project folder marked with its root
+			dir := filepath.Join(home, "tmp", filepath.Base(cwd))
+			if err := os.MkdirAll(dir, 0o700); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, ".project_root"), []byte(cwd), 0o600)
+			}
+			return dir
+		}},
 	} {
 		t.Run(tc.agent, func(t *testing.T) {
 			home, cwd, mine := t.TempDir(), t.TempDir(), t.TempDir()

@@ -99,3 +99,20 @@ func claim(bases []string, slug, cwd string) error {
 	}
 	return nil
 }
+
+// CwdFolders: Gemini keeps a folder per project under tmp/ (chats, logs)
+// and history/, each marked with the project's root; its registry
+// (projects.json) is the CLI's own and stays as it is.
+func (Driver) CwdFolders(home, cwd string) []string {
+	var out []string
+	for _, b := range []string{filepath.Join(home, "tmp"), filepath.Join(home, "history")} {
+		entries, _ := os.ReadDir(b)
+		for _, e := range entries {
+			root, err := os.ReadFile(filepath.Join(b, e.Name(), projectRootFile))
+			if err == nil && e.IsDir() && strings.TrimSpace(string(root)) == cwd {
+				out = append(out, filepath.Join(b, e.Name()))
+			}
+		}
+	}
+	return out
+}
