@@ -6,19 +6,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
 // A probe of every real CLI against the fake model answers ready and
-// leaves no session behind: no file in the agent's folder holds the
-// probe's prompt (Codex runs --ephemeral; the others' transcripts and
-// per-cwd folders are removed), and a store-backed agent's store no
-// longer has the session (OpenCode's own export cannot find it).
+// leaves no session behind (noSession): Codex runs --ephemeral; the
+// others' transcripts and per-cwd folders are removed, OpenCode's session
+// deleted from its store.
 func TestProbeLeavesNoSession(t *testing.T) {
 	fake := fakemodel.Start(t)
 	for _, c := range cases {
@@ -32,29 +33,57 @@ func TestProbeLeavesNoSession(t *testing.T) {
 			if len(fake.Turns()) == before {
 				t.Fatal("the probe did not reach the model")
 			}
-			dir := turn.AgentDir()
-			a, _ := agents.Lookup(c.agent)
-			d, _ := a.Driver()
-			store := ""
-			if sd, ok := d.(agents.StoreDriver); ok {
-				store = sd.StorePath(dir)
-				if res.NativeID == "" {
-					t.Fatal("no session id from a store-backed agent's probe")
-				}
-				// Deleted rows may linger in SQLite's free pages: ask the CLI.
-				if _, err := sd.Export(context.Background(), r.Bins[c.agent], turn.Environ(), agents.Target{Home: dir, Cwd: t.TempDir()}, res.NativeID); err == nil {
-					t.Errorf("the store still has the probe's session %s", res.NativeID)
-				}
-			}
-			_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-				if err != nil || e.IsDir() || (store != "" && len(p) >= len(store) && p[:len(store)] == store) {
-					return nil
-				}
-				if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(runner.ProbePrompt)) {
-					t.Errorf("%s holds the probe's prompt", p)
-				}
-				return nil
-			})
+			noSession(t, turn, res)
 		})
 	}
+}
+
+// A model that does not answer within the probe's timeout: the probe says
+// so, the CLI is stopped, and the session it started is removed all the
+// same.
+func TestProbeTimeout(t *testing.T) {
+	fake := fakemodel.Start(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	fake.SetPolicy(func(fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Gate: gate} })
+	r, turn := setup(t, cases[0], fake.URL)
+	res, err := r.Probe(context.Background(), turn, t.TempDir(), 20*time.Second)
+	want := runner.ProbeResult{Reason: runner.ReasonInterrupted, Said: "no answer within 20s", NativeID: res.NativeID}
+	if err != nil || res != want {
+		t.Fatalf("probe of a model that never answers: %+v %v, want %+v", res, err, want)
+	}
+	if len(fake.Turns()) == 0 {
+		t.Fatal("the probe never reached the model")
+	}
+	noSession(t, turn, res)
+}
+
+// noSession fails t when the probe's session is still in the agent's
+// folder: a file there holds its prompt, or the agent's store the session
+// (its rows may linger in SQLite's free pages, so the CLI is asked).
+func noSession(t *testing.T, turn runner.Turn, res runner.ProbeResult) {
+	t.Helper()
+	dir := turn.AgentDir()
+	a, _ := agents.Lookup(turn.Agent)
+	d, _ := a.Driver()
+	store := ""
+	if sd, ok := d.(agents.StoreDriver); ok {
+		store = sd.StorePath(dir)
+		if res.NativeID == "" {
+			t.Fatal("no session id from a store-backed agent's probe")
+		}
+		target := agents.Target{Home: dir, Cwd: t.TempDir()}
+		if _, err := sd.Export(context.Background(), agenttest.Bin(t, turn.Agent), turn.Environ(), target, res.NativeID); err == nil {
+			t.Errorf("the store still has the probe's session %s", res.NativeID)
+		}
+	}
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || (store != "" && strings.HasPrefix(p, store)) {
+			return nil
+		}
+		if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(runner.ProbePrompt)) {
+			t.Errorf("%s holds the probe's prompt", p)
+		}
+		return nil
+	})
 }
