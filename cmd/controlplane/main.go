@@ -24,7 +24,7 @@ import (
 
 func main() {
 	cfg := controlplane.DefaultConfig()
-	var dev, nodeIsolated, nodeFleet, nodeChecks bool
+	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe bool
 	var devOpts devmode.Options
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile string
 	var labels []string
@@ -83,6 +83,7 @@ func main() {
 			node.Labels = labels
 			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin, node.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
 			node.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
+			node.Probe = nodeProbe
 			if agentsConfig != "" {
 				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
@@ -119,6 +120,7 @@ func main() {
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
 	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")
 	f.BoolVar(&nodeChecks, "node-agent-checks", os.Getenv("CAST_AGENT_CHECKS") != "off", "--dev: the local node canaries its agent CLIs (node --agent-checks)")
+	f.BoolVar(&nodeProbe, "node-probe", false, "--dev: READY of the local node's agents from running each CLI once, not from its login files (node --probe)")
 	f.BoolVar(&nodeFleet, "node-fleet-accounts", false, "--dev: fleet accounts may rewrite your agents' credential stores, keeping backups (node --fleet-accounts)")
 	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")
 	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")
