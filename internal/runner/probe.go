@@ -36,18 +36,19 @@ type ProbeResult struct {
 // fresh folder under scratch, bounded by timeout (DefaultProbeTimeout when
 // 0). A CLI that can keep no session is told so (agents.Ephemeral);
 // otherwise the native session it made, and the CLI's folders for that
-// cwd, are removed afterwards (the agent's RemoveScratch), so a probe never shows in the user's history; an error
-// says it could not be, and where it was left.
+// cwd, are removed afterwards (the agent's RemoveScratch), so a probe
+// never shows in the user's history. The error says only that they could
+// not be, and where they were left.
 func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time.Duration) (ProbeResult, error) {
 	if timeout <= 0 {
 		timeout = DefaultProbeTimeout
 	}
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return ProbeResult{Reason: ReasonFailed, Said: err.Error()}, err
+		return ProbeResult{Reason: ReasonFailed, Said: "no folder to probe in: " + err.Error()}, nil
 	}
 	cwd, err := os.MkdirTemp(scratch, t.Agent+"-")
 	if err != nil {
-		return ProbeResult{Reason: ReasonFailed, Said: err.Error()}, err
+		return ProbeResult{Reason: ReasonFailed, Said: "no folder to probe in: " + err.Error()}, nil
 	}
 	defer os.RemoveAll(cwd)
 	t.Cwd, t.Prompt, t.NativeID, t.NativePath, t.ForkOf, t.ForkPath = cwd, ProbePrompt, "", "", "", ""
