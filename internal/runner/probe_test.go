@@ -47,8 +47,10 @@ func TestProbeTimeout(t *testing.T) {
 	t.Cleanup(func() { close(gate) })
 	fake.SetPolicy(func(fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Gate: gate} })
 	r, turn := setup(t, cases[0], fake.URL)
-	res, err := r.Probe(context.Background(), turn, t.TempDir(), 20*time.Second)
-	want := runner.ProbeResult{Reason: runner.ReasonInterrupted, Said: "no answer within 20s", NativeID: res.NativeID}
+	// Room for the CLI to start and reach the model on a loaded machine
+	// (it failed with 20 s under a full test run: the CLI had not asked yet).
+	res, err := r.Probe(context.Background(), turn, t.TempDir(), 40*time.Second)
+	want := runner.ProbeResult{Reason: runner.ReasonInterrupted, Said: "no answer within 40s", NativeID: res.NativeID}
 	if err != nil || res != want {
 		t.Fatalf("probe of a model that never answers: %+v %v, want %+v", res, err, want)
 	}
