@@ -252,7 +252,7 @@ func (a *Agent) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, 
 func (a *Agent) release(sessionID, owner string) {
 	a.lg.Info("session released: it moved", zap.String("session", sessionID), zap.String("owner", owner))
 	if !a.workers.release(sessionID) {
-		a.drop(sessionID)
+		a.forget(sessionID)
 	}
 	go a.cleanMoved(a.runCtx, sessionID, owner)
 }

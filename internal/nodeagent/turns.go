@@ -245,9 +245,17 @@ func clipReason(s string) string {
 	return s
 }
 
-// drop forgets a session this node no longer owns.
+// drop forgets a session this node no longer owns. It logs the same
+// "session released" as release does: whether the node learns of the move
+// from the stream or from a refused fenced write (a self-fenced turn
+// reporting after the lease lapsed), it has let go of the session.
 func (a *Agent) drop(sessionID string) {
-	a.lg.Warn("session owned elsewhere now; dropping it", zap.String("session", sessionID))
+	a.lg.Warn("session released: another node owns it", zap.String("session", sessionID))
+	a.forget(sessionID)
+}
+
+// forget removes a session's bookkeeping.
+func (a *Agent) forget(sessionID string) {
 	_ = a.st.update(func(m map[string]*owned) { delete(m, sessionID) })
 }
 

@@ -221,7 +221,7 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 			w.mu.Unlock()
 			cancel()
 			if released {
-				a.drop(sessionID)
+				a.forget(sessionID) // release logged it
 				return
 			}
 			if errors.Is(err, errHeld) {
