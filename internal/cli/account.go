@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,8 +106,9 @@ func readCredential(in io.Reader, file string) ([]byte, error) {
 
 func (a *app) accountLsCmd() *cobra.Command {
 	var agent string
+	var out listFlags
 	cmd := &cobra.Command{
-		Use:   "ls [--agent A]",
+		Use:   "ls [--agent A] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List fleet accounts: which is active, which are limited and until when",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -116,21 +116,22 @@ func (a *app) accountLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json {
-				return a.printJSON(map[string]any{"accounts": raws(resp.Accounts)})
-			}
-			if len(resp.Accounts) == 0 {
-				fmt.Fprintln(a.out, "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`")
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tNAME\tACTIVE\tUSAGE\tLIMITED UNTIL\tSWITCHES")
-			for _, acc := range resp.Accounts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", acc.Agent, acc.Name, yesNo(acc.Active), usage(acc), limitedUntil(acc), acc.Switches)
-			}
-			return tw.Flush()
+			return printList(a, out, listing[*castv1.Account]{key: "accounts", items: resp.Accounts,
+				empty: "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`",
+				name:  func(acc *castv1.Account) string { return acc.Name },
+				columns: []column[*castv1.Account]{
+					{header: "AGENT", cell: func(acc *castv1.Account) string { return acc.Agent }},
+					{header: "NAME", cell: func(acc *castv1.Account) string { return acc.Name }},
+					{header: "ACTIVE", cell: func(acc *castv1.Account) string { return yesNo(acc.Active) }},
+					{header: "USAGE", cell: usage},
+					{header: "LIMITED UNTIL", cell: limitedUntil},
+					{header: "SWITCHES", cell: func(acc *castv1.Account) string { return fmt.Sprint(acc.Switches) }},
+					{header: "POLICY", wide: true, cell: func(acc *castv1.Account) string { return orDash(acc.Policy) }},
+					{header: "USAGE AT", wide: true, cell: func(acc *castv1.Account) string { return ago(acc.UsageAt) }},
+				}})
 		},
 	}
+	out.bind(cmd, a)
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's accounts")
 	return cmd
 }

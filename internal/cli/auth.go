@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -57,26 +57,29 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 }
 
 func (a *app) tokenLsCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "ls", Short: "List tokens by name (never their values)", Args: cobra.NoArgs,
+	var out listFlags
+	cmd := &cobra.Command{
+		Use: "ls [-o json|yaml|wide|name] [--no-headers]", Short: "List tokens by name (never their values)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Auth.ListTokens(ctx, &castv1.ListTokensRequest{})
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"tokens": raws(resp.Tokens)})
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tROLE\tCREATED")
-				for _, t := range resp.Tokens {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, roleName(t.Role), time.Unix(t.CreateTimeUnix, 0).UTC().Format(time.RFC3339))
-				}
-				return tw.Flush()
+				created := func(t *castv1.TokenInfo) time.Time { return time.Unix(t.CreateTimeUnix, 0) }
+				return printList(a, out, listing[*castv1.TokenInfo]{key: "tokens", items: resp.Tokens,
+					name: func(t *castv1.TokenInfo) string { return t.Name },
+					columns: []column[*castv1.TokenInfo]{
+						{header: "NAME", cell: func(t *castv1.TokenInfo) string { return t.Name }},
+						{header: "ROLE", cell: func(t *castv1.TokenInfo) string { return roleName(t.Role) }},
+						{header: "CREATED", cell: func(t *castv1.TokenInfo) string { return created(t).UTC().Format(time.RFC3339) }},
+						{header: "AGE", wide: true, cell: func(t *castv1.TokenInfo) string { return ago(timestamppb.New(created(t))) }},
+					}})
 			})
 		},
 	}
+	out.bind(cmd, a)
+	return cmd
 }
 
 func (a *app) tokenRmCmd() *cobra.Command {

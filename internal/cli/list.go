@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -25,8 +24,9 @@ func (f lsFilter) match(s *castv1.Session) bool {
 func (a *app) lsCmd() *cobra.Command {
 	var all bool
 	var f lsFilter
+	var out listFlags
 	cmd := &cobra.Command{
-		Use:   "ls [--agent A] [--node N] [--state S] [--all]",
+		Use:   "ls [--agent A] [--node N] [--state S] [--all] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List sessions, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,20 +39,15 @@ func (a *app) lsCmd() *cobra.Command {
 			}
 			list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return !f.match(s) })
 			sortNewestFirst(list)
-			if a.json {
-				return a.printJSON(map[string]any{"sessions": raws(list)})
+			empty := "no sessions yet; start one with `cast new --agent claude \"hello\"`"
+			if f != (lsFilter{}) {
+				empty = "no sessions match; `cast ls` without filters lists them all"
 			}
-			if len(list) == 0 {
-				if f != (lsFilter{}) {
-					fmt.Fprintln(a.out, "no sessions match; `cast ls` without filters lists them all")
-					return nil
-				}
-				fmt.Fprintln(a.out, "no sessions yet; start one with `cast new --agent claude \"hello\"`")
-				return nil
-			}
-			return a.printSessions(list)
+			return printList(a, out, listing[*castv1.Session]{key: "sessions", items: list, empty: empty,
+				name: func(s *castv1.Session) string { return s.Id }, columns: sessionColumns()})
 		},
 	}
+	out.bind(cmd, a)
 	cmd.Flags().BoolVar(&all, "all", false, "include subagent workers and archived sessions")
 	cmd.Flags().StringVar(&f.agent, "agent", "", "only sessions on this agent")
 	cmd.Flags().StringVar(&f.node, "node", "", "only sessions owned by this node")
@@ -97,18 +92,28 @@ func sortNewestFirst(list []*castv1.Session) {
 // instead of pushing the table off the screen.
 const noteWidth = 60
 
-func (a *app) printSessions(list []*castv1.Session) error {
+// sessionColumns are cast ls's table. STATE is as wide as the longest
+// state name, so rows line up whatever states the list holds.
+func sessionColumns() []column[*castv1.Session] {
 	width := 0
 	for _, n := range stateNames() {
 		width = max(width, len(n))
 	}
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tNODE\t"+fmt.Sprintf("%-*s", width, "STATE")+"\tMSGS\tUPDATED\tTITLE\tNOTE")
-	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%-*s\t%d\t%s\t%s\t%s\n", s.Id, s.Agent, orDash(s.Node), width, stateName(s.State),
-			s.LastSeq, ago(s.UpdateTime), orDash(s.Title), clip(sessionNote(s), noteWidth))
+	pad := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
+	return []column[*castv1.Session]{
+		{header: "ID", cell: func(s *castv1.Session) string { return s.Id }},
+		{header: "AGENT", cell: func(s *castv1.Session) string { return s.Agent }},
+		{header: "MODEL", wide: true, cell: func(s *castv1.Session) string { return orDash(s.Model) }},
+		{header: "ACCOUNT", wide: true, cell: func(s *castv1.Session) string { return orDash(s.Account) }},
+		{header: "NODE", cell: func(s *castv1.Session) string { return orDash(s.Node) }},
+		{header: pad("STATE"), cell: func(s *castv1.Session) string { return pad(stateName(s.State)) }},
+		{header: "MSGS", cell: func(s *castv1.Session) string { return fmt.Sprint(s.LastSeq) }},
+		{header: "CREATED", wide: true, cell: func(s *castv1.Session) string { return ago(s.CreateTime) }},
+		{header: "UPDATED", cell: func(s *castv1.Session) string { return ago(s.UpdateTime) }},
+		{header: "CWD", wide: true, cell: func(s *castv1.Session) string { return orDash(s.Cwd) }},
+		{header: "TITLE", cell: func(s *castv1.Session) string { return orDash(s.Title) }},
+		{header: "NOTE", cell: func(s *castv1.Session) string { return clip(sessionNote(s), noteWidth) }},
 	}
-	return tw.Flush()
 }
 
 // sessionNote is what a state alone does not say: a move in progress or the

@@ -260,8 +260,9 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 }
 
 func (a *app) migrateLsCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls",
+	var out listFlags
+	cmd := &cobra.Command{
+		Use:   "ls [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List migrations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -270,18 +271,23 @@ func (a *app) migrateLsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"migrations": raws(resp.Migrations)})
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tTO\tSTATE\tSESSIONS\tSTARTED")
-				for _, m := range resp.Migrations {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Id, m.TargetNode, migStateName(m.State), len(m.Sessions), ago(m.CreateTime))
-				}
-				return tw.Flush()
+				return printList(a, out, listing[*castv1.Migration]{key: "migrations", items: resp.Migrations,
+					name: func(m *castv1.Migration) string { return m.Id },
+					columns: []column[*castv1.Migration]{
+						{header: "ID", cell: func(m *castv1.Migration) string { return m.Id }},
+						{header: "TO", cell: func(m *castv1.Migration) string { return m.TargetNode }},
+						{header: "TARGET", wide: true, cell: func(m *castv1.Migration) string { return orDash(m.Target) }},
+						{header: "STATE", cell: func(m *castv1.Migration) string { return migStateName(m.State) }},
+						{header: "SESSIONS", cell: func(m *castv1.Migration) string { return fmt.Sprint(len(m.Sessions)) }},
+						{header: "STARTED", cell: func(m *castv1.Migration) string { return ago(m.CreateTime) }},
+						{header: "UPDATED", wide: true, cell: func(m *castv1.Migration) string { return ago(m.UpdateTime) }},
+						{header: "REASON", wide: true, cell: func(m *castv1.Migration) string { return orDash(clip(m.Reason, noteWidth)) }},
+					}})
 			})
 		},
 	}
+	out.bind(cmd, a)
+	return cmd
 }
 
 func (a *app) migrateCancelCmd() *cobra.Command {

@@ -16,8 +16,8 @@ import (
 )
 
 func (a *app) nodeCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "Manage one node (`cast nodes` lists them)"}
-	cmd.AddCommand(a.nodeRmCmd())
+	cmd := &cobra.Command{Use: "node", Short: "Manage nodes (`cast node ls` lists them)"}
+	cmd.AddCommand(a.nodesCmd("ls"), a.nodeRmCmd())
 	cmd.AddCommand(a.nodeLabelCmd())
 	cmd.AddCommand(a.nodeJoinCmds()...)
 	return cmd

@@ -14,10 +14,17 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
-func (a *app) nodesCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "nodes",
-		Short: "List nodes and whether they are connected",
+// nodesCmd is `cast node ls` (use "ls") and its older spelling `cast
+// nodes`, kept for scripts: one command, the same output.
+func (a *app) nodesCmd(use string) *cobra.Command {
+	var out listFlags
+	short := "List nodes and whether they are connected"
+	if use == "nodes" {
+		short += " (as `cast node ls`)"
+	}
+	cmd := &cobra.Command{
+		Use:   use + " [-o json|yaml|wide|name] [--no-headers]",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
@@ -25,32 +32,39 @@ func (a *app) nodesCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"nodes": raws(resp.Nodes)})
-				}
-				if len(resp.Nodes) == 0 {
-					fmt.Fprintln(a.out, "no nodes yet; start one with `node --controlplane "+a.addr+"`")
-					return nil
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSTATUS\tLABELS\tAGENTS\tLAST SEEN")
-				for _, n := range resp.Nodes {
-					st := "down"
-					if n.Connected {
-						st = "up"
-					}
-					var agents []string
-					for _, ag := range n.Agents {
-						agents = append(agents, ag.Name)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, st, orDash(labelsOf(n)), orDash(strings.Join(agents, ",")), ago(n.LastSeenTime))
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				return a.printAgents(resp.Nodes)
+				return printList(a, out, listing[*castv1.Node]{key: "nodes", items: resp.Nodes,
+					empty:   "no nodes yet; start one with `node --controlplane " + a.addr + "`",
+					name:    func(n *castv1.Node) string { return n.Name },
+					columns: nodeColumns(),
+					after:   func() error { return a.printAgents(resp.Nodes) }})
 			})
 		},
+	}
+	out.bind(cmd, a)
+	return cmd
+}
+
+func nodeColumns() []column[*castv1.Node] {
+	return []column[*castv1.Node]{
+		{header: "NAME", cell: func(n *castv1.Node) string { return n.Name }},
+		{header: "STATUS", cell: func(n *castv1.Node) string {
+			if n.Connected {
+				return "up"
+			}
+			return "down"
+		}},
+		{header: "OS", wide: true, cell: func(n *castv1.Node) string { return orDash(n.Os) }},
+		{header: "HOSTNAME", wide: true, cell: func(n *castv1.Node) string { return orDash(n.Hostname) }},
+		{header: "LABELS", cell: func(n *castv1.Node) string { return orDash(labelsOf(n)) }},
+		{header: "AGENTS", cell: func(n *castv1.Node) string {
+			var agents []string
+			for _, ag := range n.Agents {
+				agents = append(agents, ag.Name)
+			}
+			return orDash(strings.Join(agents, ","))
+		}},
+		{header: "CONNECTED", wide: true, cell: func(n *castv1.Node) string { return ago(n.ConnectTime) }},
+		{header: "LAST SEEN", cell: func(n *castv1.Node) string { return ago(n.LastSeenTime) }},
 	}
 }
 

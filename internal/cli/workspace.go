@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -94,8 +93,9 @@ func (a *app) workspaceCmd() *cobra.Command {
 func (a *app) worktreeCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "worktree", Short: "List and remove the git worktrees cast made"}
 	var node string
+	var out listFlags
 	ls := &cobra.Command{
-		Use:   "ls [--node N]",
+		Use:   "ls [--node N] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "Every worktree cast made: branch, sessions in it, whether an agent runs there, local changes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,26 +107,32 @@ func (a *app) worktreeCmd() *cobra.Command {
 				for _, u := range resp.Unanswered {
 					fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"worktrees": raws(resp.Worktrees), "unanswered": resp.Unanswered})
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tPATH\tBRANCH\tSESSIONS\tAGENT\tCHANGES")
-				for _, w := range resp.Worktrees {
-					running := "-"
-					if w.AgentRunning {
-						running = "running"
-					}
-					changes := fmt.Sprint(w.Changes)
-					if w.Changes < 0 {
-						changes = "?"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.Node, w.Path, w.Branch, orDash(strings.Join(w.Sessions, ",")), running, changes)
-				}
-				return tw.Flush()
+				return printList(a, out, listing[*castv1.Worktree]{key: "worktrees", items: resp.Worktrees,
+					extra: map[string]any{"unanswered": resp.Unanswered},
+					name:  func(w *castv1.Worktree) string { return w.Path },
+					columns: []column[*castv1.Worktree]{
+						{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
+						{header: "PATH", cell: func(w *castv1.Worktree) string { return w.Path }},
+						{header: "BRANCH", cell: func(w *castv1.Worktree) string { return w.Branch }},
+						{header: "CHECKOUT", wide: true, cell: func(w *castv1.Worktree) string { return orDash(w.Checkout) }},
+						{header: "SESSIONS", cell: func(w *castv1.Worktree) string { return orDash(strings.Join(w.Sessions, ",")) }},
+						{header: "AGENT", cell: func(w *castv1.Worktree) string {
+							if w.AgentRunning {
+								return "running"
+							}
+							return "-"
+						}},
+						{header: "CHANGES", cell: func(w *castv1.Worktree) string {
+							if w.Changes < 0 {
+								return "?"
+							}
+							return fmt.Sprint(w.Changes)
+						}},
+					}})
 			})
 		},
 	}
+	out.bind(ls, a)
 	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
 	var force bool
 	var rmNode string

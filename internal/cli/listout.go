@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+)
+
+// outputFormats are the values -o takes on every list command (kubectl's
+// names); no -o is the table.
+var outputFormats = []string{"json", "yaml", "wide", "name"}
+
+// listFlags are -o and --no-headers. Every list command binds them and
+// prints through printList, so the formats mean the same everywhere.
+type listFlags struct {
+	output    string
+	noHeaders bool
+}
+
+// bind adds the flags to cmd and checks them before cmd runs, so a wrong
+// value is a usage mistake (exit 2) even with no control plane.
+func (f *listFlags) bind(cmd *cobra.Command, a *app) {
+	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: "+strings.Join(outputFormats, "|")+" (default: a table)")
+	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print the table's rows without its header (for scripts)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		_, err := f.format(a.json)
+		return err
+	}
+}
+
+// format is the chosen format: "table" without -o; --json is -o json.
+func (f listFlags) format(jsonFlag bool) (string, error) {
+	if f.output != "" && !slices.Contains(outputFormats, f.output) {
+		return "", usagef("-o %q is not an output format; use one of %s", f.output, strings.Join(outputFormats, ", "))
+	}
+	switch {
+	case jsonFlag && f.output != "" && f.output != "json":
+		return "", usagef("--json and -o %s ask for two formats; give one", f.output)
+	case jsonFlag:
+		return "json", nil
+	case f.output == "":
+		return "table", nil
+	}
+	return f.output, nil
+}
+
+// column is one column of a list's table.
+type column[T any] struct {
+	header string
+	wide   bool // shown with -o wide only
+	cell   func(T) string
+}
+
+// listing is what one list command shows.
+type listing[T proto.Message] struct {
+	key     string         // the items' field in JSON and YAML ("sessions")
+	items   []T            // in the order to print
+	extra   map[string]any // more top-level JSON fields (worktree ls: unanswered)
+	name    func(T) string // the id or name -o name prints
+	columns []column[T]
+	empty   string       // said instead of an empty table; "" prints the header alone
+	after   func() error // more for people after the table (not with --no-headers)
+}
+
+// printList prints l as f asks: json and yaml are the API objects
+// (protojson, snake_case as in the .proto files; YAML from the same JSON),
+// name one id per line, table and wide aligned columns.
+func printList[T proto.Message](a *app, f listFlags, l listing[T]) error {
+	format, err := f.format(a.json)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json", "yaml":
+		v := map[string]any{l.key: raws(l.items)}
+		maps.Copy(v, l.extra)
+		if format == "json" {
+			return a.printJSON(v)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(b)
+		if err != nil {
+			return err
+		}
+		_, err = a.out.Write(y)
+		return err
+	case "name":
+		for _, it := range l.items {
+			fmt.Fprintln(a.out, l.name(it))
+		}
+		return nil
+	}
+	if len(l.items) == 0 && l.empty != "" && !f.noHeaders {
+		fmt.Fprintln(a.out, l.empty)
+		return nil
+	}
+	var cols []column[T]
+	for _, c := range l.columns {
+		if !c.wide || format == "wide" {
+			cols = append(cols, c)
+		}
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	row := make([]string, len(cols))
+	if !f.noHeaders {
+		for i, c := range cols {
+			row[i] = c.header
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	for _, it := range l.items {
+		for i, c := range cols {
+			row[i] = a.forScreen(c.cell(it))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if l.after != nil && !f.noHeaders {
+		return l.after()
+	}
+	return nil
+}
