@@ -88,6 +88,7 @@ func (a *app) root() *cobra.Command {
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
 		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd())
 	usageArgs(root)
+	addExamples(root)
 	a.completions(root)
 	return root
 }
