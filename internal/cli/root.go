@@ -93,10 +93,10 @@ func (a *app) root() *cobra.Command {
 	return root
 }
 
-// usageArgs makes every argument mistake a usage error (exit 2, as the
-// README says): cobra returns wrong argument counts and unknown commands
-// as plain errors, and shows help (exit 0) for an unknown subcommand of a
-// command group.
+// usageArgs makes every argument mistake a usage error (exit 2, as
+// docs/reference.md says): cobra returns wrong argument counts and unknown
+// commands as plain errors, and shows help (exit 0) for an unknown
+// subcommand of a command group.
 func usageArgs(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		usageArgs(sub)
