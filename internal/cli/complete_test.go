@@ -52,6 +52,8 @@ func TestShellCompletion(t *testing.T) {
 		{[]string{"handoff", sess.Id, "--to", "co"}, []string{"codex"}},
 		{[]string{"approve", "-s", ""}, []string{want}},
 		{[]string{"migrate", "cancel", ""}, nil}, // a migration's id, not a session's
+		{[]string{"ls", "-o", ""}, []string{"json", "yaml", "wide", "name"}},
+		{[]string{"node", "ls", "--output", "y"}, []string{"json", "yaml", "wide", "name"}}, // the shell filters by prefix
 	} {
 		got := complete(t, addr, tc.args...)
 		if tc.want == nil && len(got) > 0 || tc.want != nil && !slices.Equal(got, tc.want) && !containsAll(got, tc.want) {

@@ -29,6 +29,7 @@ type listFlags struct {
 func (f *listFlags) bind(cmd *cobra.Command, a *app) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: "+strings.Join(outputFormats, "|")+" (default: a table)")
 	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print the table's rows without its header (for scripts)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		_, err := f.format(a.json)
 		return err

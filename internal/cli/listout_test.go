@@ -243,3 +243,73 @@ func saysAll(s string, want []string) bool {
 	}
 	return true
 }
+
+// Every example parses: the command it runs exists and takes the flags it
+// gives (a renamed flag leaves no stale example behind).
+func TestExamplesParse(t *testing.T) {
+	root := (&app{}).root()
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, line := range strings.Split(c.Example, "\n") {
+			args, ok := exampleArgs(line)
+			if !ok {
+				continue
+			}
+			cmd, rest, err := root.Find(args)
+			if err != nil || cmd == root && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+				t.Errorf("%s example %q: no such command (%v)", c.CommandPath(), line, err)
+				continue
+			}
+			if err := cmd.ParseFlags(rest); err != nil {
+				t.Errorf("%s example %q: %v", c.CommandPath(), line, err)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// exampleArgs is the cast command of one example line, split as a shell
+// would split it (quotes; a pipe into cast, $(...) and what follows &&, >
+// or | left out); false when the line runs no cast.
+func exampleArgs(line string) ([]string, bool) {
+	i := strings.Index(line, "cast ")
+	if i < 0 {
+		return nil, false
+	}
+	var args []string
+	var cur strings.Builder
+	var quote rune
+	inWord := false
+	for _, r := range line[i+len("cast "):] {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ':
+			if inWord {
+				args = append(args, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		args = append(args, cur.String())
+	}
+	for j, a := range args {
+		if a == "&&" || a == ">" || a == "|" {
+			args = args[:j]
+			break
+		}
+	}
+	return args, true
+}
