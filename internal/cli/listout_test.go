@@ -145,7 +145,8 @@ func TestListOutputFormats(t *testing.T) {
 
 // A usage mistake on a list command exits 2 with what to use instead,
 // before any request (the address here answers nothing): an -o no list
-// prints, --json beside another -o, a filter value outside its set.
+// prints, --json beside another -o, a filter or other value outside its
+// known set.
 func TestListUsageMistakes(t *testing.T) {
 	const nowhere = "127.0.0.1:1"
 	lists := [][]string{{"ls"}, {"node", "ls"}, {"nodes"}, {"token", "ls"}, {"migrate", "ls"}, {"account", "ls"}, {"worktree", "ls"}}
@@ -175,6 +176,9 @@ func TestListUsageMistakes(t *testing.T) {
 		{[]string{"account", "ls", "--agent", "bogus"}, []string{`unknown agent "bogus"`, "known agents:"}},
 		{[]string{"usage", "--agent", "bogus"}, []string{`unknown agent "bogus"`}},
 		{[]string{"agents", "check", "--agent", "bogus"}, []string{`unknown agent "bogus"`}},
+		{[]string{"worktree", "ls", "-o", "bogus"}, []string{"json, yaml, wide, name"}},
+		{[]string{"token", "create", "--role", "bogus", "--name", "x"}, []string{"--role (user or admin)"}},
+		{[]string{"account", "policy", "work", "bogus", "--agent", "claude"}, []string{"use ask, auto, resume, off or fleet"}},
 	} {
 		_, errOut, code := runMain(t, nowhere, tc.args...)
 		if code != 2 || !saysAll(errOut, tc.want) {
