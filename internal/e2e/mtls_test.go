@@ -121,6 +121,7 @@ type mtlsRig struct {
 	t               *testing.T
 	bins, dir, addr string
 	pin, caFile     string
+	token           string // the admin's
 	admin           cli
 	agents          string
 }
@@ -139,7 +140,7 @@ func newMTLSRig(t *testing.T, args ...string) *mtlsRig {
 	})
 	tok, err := secrets.ReadToken(filepath.Join(r.dir, "admin.token"))
 	must(t, err)
-	r.caFile = filepath.Join(r.dir, "ca.pem")
+	r.caFile, r.token = filepath.Join(r.dir, "ca.pem"), tok
 	r.admin = r.cast("CAST_TOKEN=" + tok)
 	return r
 }
@@ -150,10 +151,17 @@ func (r *mtlsRig) cast(env ...string) cli {
 		env: append(append(append([]string{}, noHarnessAuth...), "CAST_INSECURE=", "CAST_ADDR="+r.addr, "CAST_CACERT="+r.caFile), env...)}
 }
 
+// node starts node process name (data dir under the rig's) with every
+// agent at a path with no CLI.
 func (r *mtlsRig) node(name string, args ...string) (*testharness.Proc, string) {
+	return r.nodeWith(name, r.agents, nil, args...)
+}
+
+// nodeWith is node with its agents from agentsCfg and env added.
+func (r *mtlsRig) nodeWith(name, agentsCfg string, env []string, args ...string) (*testharness.Proc, string) {
 	dir := filepath.Join(r.dir, "node-"+name)
-	return testharness.StartProcEnv(r.t, append(append([]string{}, noHarnessAuth...), "CAST_INSECURE="), filepath.Join(r.bins, "node"),
-		append([]string{"--controlplane", r.addr, "--data-dir", dir, "--name", name, "--cast-bin", "", "--agents-config", r.agents,
+	return testharness.StartProcEnv(r.t, append(append(append([]string{}, noHarnessAuth...), "CAST_INSECURE="), env...), filepath.Join(r.bins, "node"),
+		append([]string{"--controlplane", r.addr, "--data-dir", dir, "--name", name, "--cast-bin", "", "--agents-config", agentsCfg,
 			"--ca-pin", r.pin}, args...)...), dir
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fakemodel"
-	"github.com/cast-dev/cast/internal/secrets"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -29,11 +29,9 @@ var placementRule = []string{
 	"`cast new` prints the id on stdout and where it went on stderr: `session ID on node NAME`, with `in PATH` when the node's path differs.",
 }
 
-// A laptop and a second node (build1, whose name sorts first: the old rule
-// sent every session made on the laptop there, with the laptop's folder as
-// cwd), each a real node process with its own HOME over TLS; build1 maps
-// the laptop's checkouts (--map-path). The laptop's node is joined with
-// `cast node join` under the laptop user's context, which then names it.
+// On the two-node rig (twoNodeRig: build1's name sorts first, and the old
+// rule sent every session made on the laptop there, with the laptop's
+// folder as cwd).
 func TestPlacementRule(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(testharness.RepoRoot(t), "README.md"))
 	must(t, err)
@@ -44,32 +42,12 @@ func TestPlacementRule(t *testing.T) {
 		}
 	}
 
-	r := newMTLSRig(t)
-	root := t.TempDir()
-	laptopSrc, buildSrc := filepath.Join(root, "laptop", "src"), filepath.Join(root, "build1", "src")
+	r := newTwoNodeRig(t)
+	laptop, laptopSrc, buildSrc := r.laptop, r.laptopSrc, r.buildSrc
 	app, onlyHere, buildApp := filepath.Join(laptopSrc, "app"), filepath.Join(laptopSrc, "only-here"), filepath.Join(buildSrc, "app")
 	for _, d := range []string{app, onlyHere, buildApp} {
 		must(t, os.MkdirAll(d, 0o755))
 	}
-
-	// The laptop user's context (no node yet); `cast node join` on the
-	// laptop writes node: laptop into it.
-	tok, err := secrets.ReadToken(filepath.Join(r.dir, "admin.token"))
-	must(t, err)
-	conf := t.TempDir()
-	must(t, client.SetContext(filepath.Join(conf, "cast", "config.yaml"), "work", client.Context{Addr: r.addr, CA: r.caFile, Token: tok}))
-	laptop := cli{t: t, bin: filepath.Join(r.bins, "cast"), env: append(append([]string{}, noHarnessAuth...),
-		"CAST_INSECURE=", "CAST_ADDR=", "CAST_CACERT=", "CAST_CONTEXT=", "XDG_CONFIG_HOME="+conf)}
-	join := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
-	_, said, code := laptop.run("node", "join", "--join-token", join, "--ca-pin", r.pin, "--name", "laptop", "--data-dir", filepath.Join(r.dir, "node-laptop"))
-	if want := "sessions made on this machine without --node go to node laptop (context work in " + filepath.Join(conf, "cast", "config.yaml") + ")\n"; code != 0 || !strings.HasSuffix(said, want) {
-		t.Fatalf("cast node join: exit %d, stderr %q; want it to end %q", code, said, want)
-	}
-	laptopNode, _ := r.node("laptop")
-	build := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
-	r.node("build1", "--join-token", build, "--map-path", laptopSrc+"="+buildSrc)
-	r.admin.waitNode("laptop", true)
-	r.admin.waitNode("build1", true)
 
 	// newAt runs `cast new` in dir and checks stdout is the id alone and
 	// stderr the placement line.
@@ -105,6 +83,8 @@ func TestPlacementRule(t *testing.T) {
 	if worker.Node != "build1" {
 		t.Fatalf("a worker of a build1 session went to %s", worker.Node)
 	}
+	// Its turn (build1's claude) ends before the test does.
+	waitSessionState(t, r.c, strings.TrimSpace(out), castv1.SessionState_SESSION_STATE_IDLE, 1)
 
 	// Sentence 2, with no node in the context (the admin's env-only
 	// credentials): the first node by name with the folder, at its path.
@@ -112,7 +92,7 @@ func TestPlacementRule(t *testing.T) {
 	newAt(r.admin, onlyHere, "laptop", "") // build1 maps it to a folder it lacks
 
 	// Sentence 2, the laptop's node down.
-	if !laptopNode.Stop(30 * time.Second) {
+	if !r.procs["laptop"].Stop(30 * time.Second) {
 		t.Log("the laptop node did not stop on SIGTERM; killed")
 	}
 	r.admin.waitNode("laptop", false)

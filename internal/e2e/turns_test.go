@@ -55,16 +55,33 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 			cb(c, fake.URL)
 		}
 	})
+	cfgPath, homes := agentsConfig(t, fake.URL, bins, agentNames...)
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
+	// The agents' homes are the test's own: fleet accounts may rewrite
+	// their credential stores (--fleet-accounts).
+	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",
+		"--agents-config", cfgPath, "--log-level", "debug", "--fleet-accounts"}
+	if pin := srv.CAPin(); pin != "" {
+		r.nodeArgs = append(r.nodeArgs, "--ca-pin", pin)
+	}
+	r.startNode()
+	return r
+}
+
+// agentsConfig writes a node's --agents-config for agentNames: the real
+// CLIs (bins: agent -> another path for some), each with its own HOME
+// (homes: agent -> HOME) talking to the fake model at fakeURL; an agent
+// with no installable CLI (cursor, muse, grok) at a path with no CLI, so
+// its turns fail with "binary not found".
+func agentsConfig(t testing.TB, fakeURL string, bins map[string]string, agentNames ...string) (string, map[string]string) {
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
 	for _, a := range agentNames {
 		if _, ok := agenttest.Binaries[a]; !ok {
-			// No installable CLI (cursor, muse, grok): the node has the agent
-			// at a path with no CLI, so its turns fail with "binary not found".
 			setups[a] = map[string]any{"bin": filepath.Join(t.TempDir(), "no-cli", a)}
 			continue
 		}
-		home, env := agenttest.NodeEnv(t, a, fake.URL)
+		home, env := agenttest.NodeEnv(t, a, fakeURL)
 		homes[a] = home
 		bin := bins[a]
 		if bin == "" {
@@ -77,16 +94,7 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
-	// The agents' homes are the test's own: fleet accounts may rewrite
-	// their credential stores (--fleet-accounts).
-	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",
-		"--agents-config", cfgPath, "--log-level", "debug", "--fleet-accounts"}
-	if pin := srv.CAPin(); pin != "" {
-		r.nodeArgs = append(r.nodeArgs, "--ca-pin", pin)
-	}
-	r.startNode()
-	return r
+	return cfgPath, homes
 }
 
 // startNode starts the node process and waits until it is connected.
@@ -113,10 +121,16 @@ func (r *turnRig) send(id, text string) int64 {
 // waitState waits until the session is in state with last_seq > after.
 func (r *turnRig) waitState(id string, st castv1.SessionState, after int64) *castv1.Session {
 	r.t.Helper()
+	return waitSessionState(r.t, r.c, id, st, after)
+}
+
+// waitSessionState is waitState asking through c.
+func waitSessionState(t testing.TB, c *client.Client, id string, st castv1.SessionState, after int64) *castv1.Session {
+	t.Helper()
 	var sess *castv1.Session
-	testharness.WaitFor(r.t, 3*time.Minute, fmt.Sprintf("session %s %v after seq %d", id, st, after), func() bool {
+	testharness.WaitFor(t, 3*time.Minute, fmt.Sprintf("session %s %v after seq %d", id, st, after), func() bool {
 		var err error
-		sess, err = r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		sess, err = c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
 		return err == nil && sess.State == st && sess.LastSeq > after
 	})
 	return sess

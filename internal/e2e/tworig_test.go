@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// twoNodeRig is issue 23's setup: a control plane over TLS and two real
+// node processes, each with its own HOME and its own agents' HOMEs,
+// whose real CLIs talk to one fake model:
+//   - laptop, joined with `cast node join` under the laptop user's
+//     context (which then names it), has claude;
+//   - build1 (its name sorts first) has claude and pi, and maps the
+//     laptop's checkout root to its own (--map-path laptopSrc=buildSrc).
+//
+// laptop runs cast as the laptop's user (her context: node laptop); the
+// admin's cast (env-only credentials) names no node.
+type twoNodeRig struct {
+	*mtlsRig
+	fake                *fakemodel.Server
+	c                   *client.Client // the admin's
+	laptop              cli
+	laptopConfig        string // the laptop user's cast config file
+	laptopSrc, buildSrc string
+	procs               map[string]*testharness.Proc
+	homes               map[string]string            // node -> its process's HOME
+	agentHomes          map[string]map[string]string // node -> agent -> the agent's HOME
+}
+
+// twoNodeAgents are the agents each node of a twoNodeRig has.
+var twoNodeAgents = map[string][]string{"laptop": {"claude"}, "build1": {"claude", "pi"}}
+
+func newTwoNodeRig(t *testing.T, cpArgs ...string) *twoNodeRig {
+	r := &twoNodeRig{mtlsRig: newMTLSRig(t, cpArgs...), fake: fakemodel.Start(t),
+		procs: map[string]*testharness.Proc{}, homes: map[string]string{}, agentHomes: map[string]map[string]string{}}
+	root := t.TempDir()
+	r.laptopSrc, r.buildSrc = filepath.Join(root, "laptop", "src"), filepath.Join(root, "build1", "src")
+	c, err := client.Context{Addr: r.addr, CA: r.caFile, Token: r.token}.Dial()
+	must(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	r.c = c
+
+	// The laptop user's context (no node yet); `cast node join` on the
+	// laptop writes node: laptop into it.
+	conf := t.TempDir()
+	r.laptopConfig = filepath.Join(conf, "cast", "config.yaml")
+	must(t, client.SetContext(r.laptopConfig, "work", client.Context{Addr: r.addr, CA: r.caFile, Token: r.token}))
+	r.laptop = cli{t: t, bin: filepath.Join(r.bins, "cast"), env: append(append([]string{}, noHarnessAuth...),
+		"CAST_INSECURE=", "CAST_ADDR=", "CAST_CACERT=", "CAST_CONTEXT=", "XDG_CONFIG_HOME="+conf)}
+	join := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	_, said, code := r.laptop.run("node", "join", "--join-token", join, "--ca-pin", r.pin, "--name", "laptop", "--data-dir", filepath.Join(r.dir, "node-laptop"))
+	if want := "sessions made on this machine without --node go to node laptop (context work in " + r.laptopConfig + ")\n"; code != 0 || !strings.HasSuffix(said, want) {
+		t.Fatalf("cast node join: exit %d, stderr %q; want it to end %q", code, said, want)
+	}
+	r.start("laptop")
+	build := strings.TrimSpace(r.admin.must("node", "token", "create", "--ttl", "5m"))
+	r.start("build1", "--join-token", build, "--map-path", r.laptopSrc+"="+r.buildSrc)
+	r.admin.waitNode("laptop", true)
+	r.admin.waitNode("build1", true)
+	return r
+}
+
+// start starts node name's process with its own HOME and its agents.
+func (r *twoNodeRig) start(name string, args ...string) {
+	cfg, homes := agentsConfig(r.t, r.fake.URL, nil, twoNodeAgents[name]...)
+	r.homes[name], r.agentHomes[name] = r.t.TempDir(), homes
+	r.procs[name], _ = r.nodeWith(name, cfg, []string{"HOME=" + r.homes[name]}, args...)
+}
