@@ -60,27 +60,3 @@ func TestDaemonFlagHelp(t *testing.T) {
 		}
 	}
 }
-
-// A mistyped agent or command is a usage mistake (exit 2) with a
-// suggestion, refused before anything is sent.
-func TestCLIUsageSuggestions(t *testing.T) {
-	srv := testharness.StartControlPlane(t, nil)
-	cast := filepath.Join(testharness.Binaries(t), "cast")
-	const agentList = "known agents: claude, codex, cursor, gemini, grok, muse, opencode, pi"
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"new", "--agent", "claud", "hi"}, `cast: unknown agent "claud"; did you mean "claude"? ` + agentList},
-		{[]string{"exec", "--agent", "codx", "hi"}, `cast: unknown agent "codx"; did you mean "codex"? ` + agentList},
-		{[]string{"switch", "s1", "--agent", "gemeni"}, `cast: unknown agent "gemeni"; did you mean "gemini"? ` + agentList},
-		{[]string{"new", "--agent", "zzzzzz", "hi"}, `cast: unknown agent "zzzzzz"; ` + agentList},
-		{[]string{"lss"}, "cast: unknown command \"lss\" for \"cast\"; did you mean \"ls\"? see `cast --help`"},
-		{[]string{"account", "lis"}, "cast: unknown command \"lis\" for \"cast account\"; did you mean \"ls\"? see `cast account --help`"},
-	} {
-		out, errOut, code := testharness.Run(t, nil, cast, append([]string{"--addr", srv.Addr()}, tc.args...)...)
-		if code != 2 || errOut != tc.want+"\n" || out != "" {
-			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
-		}
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,9 @@ import (
 // A cast that does not trust the TLS control plane's CA is told so, with
 // the CA the control plane presented (its pin), the CA it expected, and
 // how to get the right one; not "cannot reach … start it with
-// `controlplane --dev`", whose advice only clashes on the port.
-func TestCLITrustFailureNamesTheCA(t *testing.T) {
-	r := newMTLSRig(t)
+// `controlplane --dev`", whose advice only clashes on the port
+// (TestTwoNodeBehaviours).
+func trustFailureNamesTheCA(t *testing.T, r *mtlsRig) {
 	caPEM, err := os.ReadFile(r.caFile)
 	must(t, err)
 	ca, err := pki.ParseCert(caPEM)
@@ -53,5 +54,27 @@ func TestCLITrustFailureNamesTheCA(t *testing.T) {
 	_, errOut, code := r.cast("CAST_ADDR=" + nobody).run("ls")
 	if want := fmt.Sprintf("cast: cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it\n", nobody); code != 1 || errOut != want {
 		t.Errorf("nothing listening: exit %d, stderr %q, want %q", code, errOut, want)
+	}
+}
+
+// A mistyped agent or command is a usage mistake (exit 2) with a
+// suggestion, refused before anything is sent (TestTwoNodeBehaviours).
+func usageSuggestions(t *testing.T, c cli) {
+	const agentList = "known agents: claude, codex, cursor, gemini, grok, muse, opencode, pi"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"new", "--agent", "claud", "hi"}, `cast: unknown agent "claud"; did you mean "claude"? ` + agentList},
+		{[]string{"exec", "--agent", "codx", "hi"}, `cast: unknown agent "codx"; did you mean "codex"? ` + agentList},
+		{[]string{"switch", "s1", "--agent", "gemeni"}, `cast: unknown agent "gemeni"; did you mean "gemini"? ` + agentList},
+		{[]string{"new", "--agent", "zzzzzz", "hi"}, `cast: unknown agent "zzzzzz"; ` + agentList},
+		{[]string{"lss"}, "cast: unknown command \"lss\" for \"cast\"; did you mean \"ls\"? see `cast --help`"},
+		{[]string{"account", "lis"}, "cast: unknown command \"lis\" for \"cast account\"; did you mean \"ls\"? see `cast account --help`"},
+	} {
+		out, errOut, code := c.run(tc.args...)
+		if code != 2 || errOut != tc.want+"\n" || out != "" {
+			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+		}
 	}
 }
