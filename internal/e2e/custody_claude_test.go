@@ -31,7 +31,7 @@ func TestTokenCustodyClaude(t *testing.T) {
 	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {
 		setup["env"] = claudeProxyEnv(setup["env"].([]any), px)
 	})
-	g := addCustodyLogin(t, r, oa, "claude")
+	g := addCustodyLogin(t, castCLI(t, r), oa, "claude")
 
 	custodyTurns(t, r, oa, "claude", g, "MARK-C1", "MARK-C2")
 	posts := 0
@@ -93,7 +93,7 @@ func TestTokenCustodySwitchToAnExpiredLogin(t *testing.T) {
 	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {
 		setup["env"] = claudeProxyEnv(setup["env"].([]any), px)
 	})
-	addCustodyLogin(t, r, oa, "claude")
+	addCustodyLogin(t, castCLI(t, r), oa, "claude")
 	gb := oa.Login()
 	login, err := claude.Credential{}.Apply([]byte(custodySetups["claude"].login),
 		custody.Grant{Access: gb.Access, Refresh: gb.Refresh, Expires: time.Now().Add(-time.Hour)})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,7 +33,7 @@ import (
 func TestTokenCustodyCodex(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
 	r, _ := newCustodyRig(t, oa)
-	g := addCustodyLogin(t, r, oa, "codex")
+	g := addCustodyLogin(t, castCLI(t, r), oa, "codex")
 
 	custodyTurns(t, r, oa, "codex", g, "MARK-K1", "MARK-K2")
 	// What custody supplies is never backed up (the store held no login
@@ -216,7 +215,7 @@ func twoNodesCustodianKilled(t *testing.T, agent string) {
 	})
 	markCustodian(t, r, "second")
 
-	g := addCustodyLogin(t, r, oa, agent)
+	g := addCustodyLogin(t, castCLI(t, r), oa, agent)
 
 	f, err := codecs.Credential(agent)
 	must(t, err)
@@ -284,7 +283,7 @@ func liveTurn(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent, node, marke
 
 // addCustodyLogin logs in at oa (a new token family) and adds that login
 // of agent as fleet account "cl" with the real cast CLI.
-func addCustodyLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent string) fakeoauth.Grant {
+func addCustodyLogin(t *testing.T, c cli, oa *fakeoauth.Server, agent string) fakeoauth.Grant {
 	t.Helper()
 	g := oa.Login()
 	f, err := codecs.Credential(agent)
@@ -292,7 +291,7 @@ func addCustodyLogin(t *testing.T, r *turnRig, oa *fakeoauth.Server, agent strin
 	login, err := f.Apply([]byte(custodySetups[agent].login),
 		custody.Grant{Access: g.Access, Refresh: g.Refresh, IDToken: g.IDToken, Issued: g.IssuedAt, Expires: g.ExpiresAt})
 	must(t, err)
-	addAccount(castCLI(t, r), agent, "cl", string(login))
+	addAccount(c, agent, "cl", string(login))
 	return g
 }
 
@@ -303,77 +302,100 @@ func markCustodian(t *testing.T, r *turnRig, node string) {
 	castCLI(t, r).must("node", "label", node, custody.MarkLabel+"="+custody.MarkValue)
 }
 
-// Only a node an admin marked holds a fleet login: an unmarked node is
-// refused the election and the whole credential with the reason and what
-// to do, and takes the access token only; once marked it is elected and
-// refreshes, and once unmarked it gives the login up. The control plane's
-// audit log says which node held which login from when to when. Before,
-// any joined node elected itself and read the refresh token.
+// Only a node an admin marked holds a fleet login, on the two-node rig
+// with Codex logged in with ChatGPT on both nodes: while neither is marked
+// both are refused the election and the whole credential with the reason
+// and what to do, and take the access token only; once build1 is marked
+// it is elected and refreshes while the laptop is still refused, and once
+// unmarked it gives the login up. The control plane's audit log says
+// which node held which login from when to when. Before, any joined node
+// elected itself and read the refresh token.
 func TestTokenCustodyOnlyOnMarkedNodes(t *testing.T) {
 	oa := fakeoauth.Start(t, time.Hour)
-	r := newCustodyRigMarked(t, "codex", false, func(r *turnRig, setup map[string]any) {
-		setup["env"] = custodySetups["codex"].prepare(t, oa, r.fake.URL, r.homes["codex"], setup["env"].([]any))
+	r := newTwoNodeRigWith(t, twoNodeOpts{
+		cpArgs:   []string{"--token-custody", "--log-format", "json"},
+		nodeArgs: []string{"--log-level", "debug", "--fleet-accounts", "--token-custody", "--custody-interval", "300ms", "--custody-margin", "59m55s"},
+		agents:   map[string][]string{"laptop": {"codex"}, "build1": {"codex"}},
+		edit: func(r *twoNodeRig, node, agent string, setup map[string]any) {
+			setup["env"] = custodySetups[agent].prepare(t, oa, r.fake.URL, r.agentHomes[node][agent], setup["env"].([]any))
+		},
 	})
-	g := addCustodyLogin(t, r, oa, "codex")
-	c := castCLI(t, r)
-	audit := testharness.ControlPlaneLogs(t, r.srv)
-	const want = "node worker may not hold fleet logins: it lacks the admin label cast.dev/custodian=true; an admin marks a custodian with `cast node label worker cast.dev/custodian=true`"
-	refused := func(when string) {
+	g := addCustodyLogin(t, r.admin, oa, "codex")
+	refused := func(node, when string) {
 		t.Helper()
+		want := "node " + node + " may not hold fleet logins: it lacks the admin label cast.dev/custodian=true; an admin marks a custodian with `cast node label " + node + " cast.dev/custodian=true`"
 		for _, op := range []castv1.CustodyOp{castv1.CustodyOp_CUSTODY_OP_ELECT, castv1.CustodyOp_CUSTODY_OP_GET} {
-			_, err := r.c.Nodes.Custody(context.Background(), &castv1.CustodyRequest{Node: "worker", Agent: "codex", Account: "cl", Op: op})
+			_, err := r.c.Nodes.Custody(context.Background(), &castv1.CustodyRequest{Node: node, Agent: "codex", Account: "cl", Op: op})
 			st, _ := status.FromError(err)
 			if st.Code() != codes.PermissionDenied || st.Message() != want || client.ReasonOf(err) != custody.ReasonNotMarked {
-				t.Fatalf("%s, %v: got %v, want PERMISSION_DENIED %s %q", when, op, err, custody.ReasonNotMarked, want)
+				t.Fatalf("%s, %s %v: got %v, want PERMISSION_DENIED %s %q", when, node, op, err, custody.ReasonNotMarked, want)
 			}
 		}
 	}
+	store := func(node string) string {
+		return filepath.Join(agenttest.NativeHome(r.agentHomes[node]["codex"], "codex"), "auth.json")
+	}
 
-	refused("unmarked")
-	testharness.WaitFor(t, 60*time.Second, "the unmarked node told it is no custodian", func() bool {
-		return strings.Contains(r.node.Output(), "custody: not a custodian node")
-	})
-	waitStore(t, r, "codex", g.Access) // the access token still reaches it
-	raw, err := os.ReadFile(filepath.Join(agenttest.NativeHome(r.homes["codex"], "codex"), "auth.json"))
-	must(t, err)
-	if strings.Contains(string(raw), g.Refresh) || oa.Refreshes() != 0 || len(audit.FilterMessage("custody held").All()) != 0 {
+	for _, node := range []string{"laptop", "build1"} {
+		refused(node, "unmarked")
+		testharness.WaitFor(t, 60*time.Second, "unmarked "+node+" told it is no custodian", func() bool {
+			return strings.Contains(r.procs[node].Output(), "custody: not a custodian node")
+		})
+		testharness.WaitFor(t, 30*time.Second, node+"'s store given the access token", func() bool {
+			b, err := os.ReadFile(store(node))
+			return err == nil && strings.Contains(string(b), g.Access)
+		})
+	}
+	if oa.Refreshes() != 0 || len(custodyAudit(r, "custody held", "")) != 0 {
 		t.Fatalf("an unmarked node held the login (refreshes %d)", oa.Refreshes())
 	}
-	if _, _, code := c.run("node", "label", "worker", "custodian"); code != 2 {
+	if _, _, code := r.admin.run("node", "label", "build1", "custodian"); code != 2 {
 		t.Fatalf("a label that is neither KEY=VALUE nor KEY- exited %d, want 2", code)
 	}
 
-	if out := c.must("node", "label", "worker", "cast.dev/custodian=true"); out != "node worker: cast.dev/custodian=true\n" {
+	if out := r.admin.must("node", "label", "build1", "cast.dev/custodian=true"); out != "node build1: cast.dev/custodian=true\n" {
 		t.Fatalf("cast node label said %q", out)
 	}
-	testharness.WaitFor(t, 90*time.Second, "the marked node elected and refreshing", func() bool {
-		return oa.Refreshes() > 0 && len(holding(audit, "custody held")) > 0
+	testharness.WaitFor(t, 90*time.Second, "marked build1 elected and refreshing", func() bool {
+		return oa.Refreshes() > 0 && len(custodyAudit(r, "custody held", "build1")) > 0
 	})
-	held := holding(audit, "custody held")[0]
-	if !strings.Contains(c.must("nodes"), "cast.dev/custodian=true") {
+	held := custodyAudit(r, "custody held", "build1")[0]
+	refused("laptop", "build1 marked")
+	if others := len(custodyAudit(r, "custody held", "")); others != 1 {
+		t.Fatalf("%d holdings in the audit log; want build1's alone", others)
+	}
+	for _, node := range []string{"laptop", "build1"} {
+		if b, err := os.ReadFile(store(node)); err != nil || strings.Contains(string(b), g.Refresh) {
+			t.Fatalf("%s's shared auth.json holds the refresh token (%v)", node, err)
+		}
+	}
+	if !strings.Contains(r.admin.must("nodes"), "cast.dev/custodian=true") {
 		t.Fatal("cast nodes does not show the mark")
 	}
 
-	if out := c.must("node", "label", "worker", "cast.dev/custodian-"); out != "node worker has no admin labels\n" {
+	if out := r.admin.must("node", "label", "build1", "cast.dev/custodian-"); out != "node build1 has no admin labels\n" {
 		t.Fatalf("cast node label ... KEY- said %q", out)
 	}
-	testharness.WaitFor(t, 30*time.Second, "the audit log ends the holding", func() bool {
-		return len(holding(audit, "custody ended")) > 0
+	testharness.WaitFor(t, 30*time.Second, "the audit log ends build1's holding", func() bool {
+		return len(custodyAudit(r, "custody ended", "build1")) > 0
 	})
-	ended := holding(audit, "custody ended")[0]
-	since, _ := held["since"].(time.Time)
-	if s, _ := ended["since"].(time.Time); !s.Equal(since) || ended["until"] == nil {
+	ended := custodyAudit(r, "custody ended", "build1")[0]
+	if ended["since"] != held["since"] || ended["until"] == nil {
 		t.Fatalf("custody ended %v does not close custody held %v", ended, held)
 	}
-	refused("unmarked again")
+	refused("build1", "unmarked again")
 }
 
-// holding returns the audit lines msg of worker's holding of codex/cl.
-func holding(audit *observer.ObservedLogs, msg string) []map[string]any {
+// custodyAudit returns the control plane's audit lines msg of node's
+// holding of codex/cl (node "": any node's).
+func custodyAudit(r *twoNodeRig, msg, node string) []map[string]any {
 	var out []map[string]any
-	for _, e := range audit.FilterMessage(msg).All() {
-		f := e.ContextMap()
-		if f["node"] == "worker" && f["agent"] == "codex" && f["account"] == "cl" && f["since"] != nil {
+	for _, line := range strings.Split(r.cp.Output(), "\n") {
+		var f map[string]any
+		if json.Unmarshal([]byte(line), &f) != nil || f["msg"] != msg {
+			continue
+		}
+		if (node == "" || f["node"] == node) && f["agent"] == "codex" && f["account"] == "cl" && f["since"] != nil {
 			out = append(out, f)
 		}
 	}

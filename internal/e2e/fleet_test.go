@@ -202,7 +202,12 @@ func castCLI(t *testing.T, r *turnRig) cli {
 // editAgentSetup changes agent's entry of r's node agents config
 // (--agents-config) with edit; the node reads it when it next starts.
 func editAgentSetup(t *testing.T, r *turnRig, agent string, edit func(setup map[string]any)) {
-	cfgPath := r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1]
+	editAgentsConfig(t, r.nodeArgs[indexOf(r.nodeArgs, "--agents-config")+1], agent, edit)
+}
+
+// editAgentsConfig changes agent's entry of the agents config at cfgPath
+// with edit.
+func editAgentsConfig(t *testing.T, cfgPath, agent string, edit func(setup map[string]any)) {
 	var setups map[string]map[string]any
 	b, err := os.ReadFile(cfgPath)
 	must(t, err)

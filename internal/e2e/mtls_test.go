@@ -124,6 +124,7 @@ type mtlsRig struct {
 	token           string // the admin's
 	admin           cli
 	agents          string
+	cp              *testharness.Proc
 }
 
 func newMTLSRig(t *testing.T, args ...string) *mtlsRig {
@@ -140,7 +141,7 @@ func newMTLSRig(t *testing.T, args ...string) *mtlsRig {
 	})
 	tok, err := secrets.ReadToken(filepath.Join(r.dir, "admin.token"))
 	must(t, err)
-	r.caFile, r.token = filepath.Join(r.dir, "ca.pem"), tok
+	r.caFile, r.token, r.cp = filepath.Join(r.dir, "ca.pem"), tok, cp
 	r.admin = r.cast("CAST_TOKEN=" + tok)
 	return r
 }

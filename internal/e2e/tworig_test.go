@@ -30,13 +30,30 @@ type twoNodeRig struct {
 	procs               map[string]*testharness.Proc
 	homes               map[string]string            // node -> its process's HOME
 	agentHomes          map[string]map[string]string // node -> agent -> the agent's HOME
+	opts                twoNodeOpts
 }
 
-// twoNodeAgents are the agents each node of a twoNodeRig has.
+// twoNodeOpts change a twoNodeRig for one test.
+type twoNodeOpts struct {
+	cpArgs   []string            // the control plane's flags
+	nodeArgs []string            // both nodes' flags
+	agents   map[string][]string // node -> its agents (default: twoNodeAgents)
+	// edit changes agent's entry of node's --agents-config (its JSON form).
+	edit func(r *twoNodeRig, node, agent string, setup map[string]any)
+}
+
+// twoNodeAgents are the agents each node of a twoNodeRig has by default.
 var twoNodeAgents = map[string][]string{"laptop": {"claude"}, "build1": {"claude", "pi"}}
 
-func newTwoNodeRig(t *testing.T, cpArgs ...string) *twoNodeRig {
-	r := &twoNodeRig{mtlsRig: newMTLSRig(t, cpArgs...), fake: fakemodel.Start(t),
+func newTwoNodeRig(t *testing.T) *twoNodeRig { return newTwoNodeRigWith(t, twoNodeOpts{}) }
+
+func newTwoNodeRigWith(t *testing.T, o twoNodeOpts) *twoNodeRig {
+	if o.agents == nil {
+		o.agents = twoNodeAgents
+	}
+	// Node certificates for the test's length: the mTLS rig's 8 s ones
+	// reconnect each node's stream every few seconds.
+	r := &twoNodeRig{mtlsRig: newMTLSRig(t, append([]string{"--node-cert-ttl", "1h"}, o.cpArgs...)...), fake: fakemodel.Start(t), opts: o,
 		procs: map[string]*testharness.Proc{}, homes: map[string]string{}, agentHomes: map[string]map[string]string{}}
 	root := t.TempDir()
 	r.laptopSrc, r.buildSrc = filepath.Join(root, "laptop", "src"), filepath.Join(root, "build1", "src")
@@ -67,7 +84,12 @@ func newTwoNodeRig(t *testing.T, cpArgs ...string) *twoNodeRig {
 
 // start starts node name's process with its own HOME and its agents.
 func (r *twoNodeRig) start(name string, args ...string) {
-	cfg, homes := agentsConfig(r.t, r.fake.URL, nil, twoNodeAgents[name]...)
+	cfg, homes := agentsConfig(r.t, r.fake.URL, nil, r.opts.agents[name]...)
 	r.homes[name], r.agentHomes[name] = r.t.TempDir(), homes
-	r.procs[name], _ = r.nodeWith(name, cfg, []string{"HOME=" + r.homes[name]}, args...)
+	if r.opts.edit != nil {
+		for _, agent := range r.opts.agents[name] {
+			editAgentsConfig(r.t, cfg, agent, func(setup map[string]any) { r.opts.edit(r, name, agent, setup) })
+		}
+	}
+	r.procs[name], _ = r.nodeWith(name, cfg, []string{"HOME=" + r.homes[name]}, append(args, r.opts.nodeArgs...)...)
 }
