@@ -116,10 +116,14 @@ func twoNodeRefusals(t *testing.T, r *twoNodeRig, app string) {
 // `cast exec --dry-run` shows the command of the node the turn would go
 // to: from the laptop, claude runs on the laptop's node, and pi (only on
 // build1) on build1, with build1's CLI and its session path under
-// build1's pi HOME, not a default data dir that no node uses.
+// build1's pi HOME, not a default data dir that no node uses; the admin's
+// context names no node, so her claude goes to build1.
 func twoNodeDryRun(t *testing.T, r *twoNodeRig, app string) {
-	for _, tc := range []struct{ agent, node string }{{"claude", "laptop"}, {"pi", "build1"}} {
-		out, errOut, code := r.laptop.run("exec", "--dry-run", "--json", "--agent", tc.agent, "--cwd", app, "hello")
+	for _, tc := range []struct {
+		who         cli
+		agent, node string
+	}{{r.laptop, "claude", "laptop"}, {r.laptop, "pi", "build1"}, {r.admin, "claude", "build1"}} {
+		out, errOut, code := tc.who.run("exec", "--dry-run", "--json", "--agent", tc.agent, "--cwd", app, "hello")
 		var got struct {
 			Node string   `json:"node"`
 			Argv []string `json:"argv"`
