@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -79,6 +83,17 @@ func newTwoNodeRigWith(t *testing.T, o twoNodeOpts) *twoNodeRig {
 	r.start("build1", "--join-token", build, "--map-path", r.laptopSrc+"="+r.buildSrc)
 	r.admin.waitNode("laptop", true)
 	r.admin.waitNode("build1", true)
+	// First at cleanup: no turn is left running. A CLI a node started is
+	// in its own process group and outlives the node's kill -9, writing
+	// into the test's folders while they are removed.
+	t.Cleanup(func() {
+		testharness.WaitFor(t, 2*time.Minute, "no session's turn running", func() bool {
+			list, err := r.c.Sessions.ListSessions(context.Background(), &castv1.ListSessionsRequest{IncludeSubagents: true, IncludeArchived: true})
+			return err == nil && !slices.ContainsFunc(list.Sessions, func(s *castv1.Session) bool {
+				return s.State == castv1.SessionState_SESSION_STATE_RUNNING
+			})
+		})
+	})
 	return r
 }
 
