@@ -77,7 +77,7 @@ func twoNodeRefusals(t *testing.T, r *twoNodeRig, app string) {
 		if _, errOut, code := r.laptop.run(args...); code != 1 || errOut != want {
 			t.Errorf("cast %s: exit %d, stderr %q; want 1, %q", strings.Join(args, " "), code, errOut, want)
 		}
-		stored(strings.Join(args[:1], " "))
+		stored(args[0])
 	}
 
 	// pi is only on build1: a laptop session may not switch or fork to it
