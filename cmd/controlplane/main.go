@@ -26,7 +26,7 @@ func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe bool
 	var devOpts devmode.Options
-	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile string
+	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics string
 	var labels []string
 	cmd := &cobra.Command{
 		Use:           "controlplane",
@@ -92,6 +92,10 @@ func main() {
 			if nodeName != "" {
 				node.Name = nodeName
 			}
+			node.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
+			if cmd.Flags().Changed("node-metrics-listen") {
+				node.MetricsListen = nodeMetrics
+			}
 			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
 			return devmode.Run(cmd.Context(), cfg, node, devOpts, lg)
 		},
@@ -117,6 +121,7 @@ func main() {
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "name of this replica (default: host-pid)")
 	f.BoolVar(&devOpts.RotateToken, "rotate-dev-token", false, "--dev: make a new admin token for the dev context in ~/.config/cast/config.yaml, revoking the one there (by default a restart keeps it while it is valid, so running casts carry on)")
 	f.StringVar(&nodeName, "node-name", "", "--dev: the local node's name (default: hostname)")
+	f.StringVar(&nodeMetrics, "node-metrics-listen", "", "--dev: the local node's /metrics, /healthz and /readyz address (node --metrics-listen; default: --metrics-listen's host and next port, 127.0.0.1:7779; empty: off)")
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
 	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")
 	f.BoolVar(&nodeChecks, "node-agent-checks", os.Getenv("CAST_AGENT_CHECKS") != "off", "--dev: the local node canaries its agent CLIs (node --agent-checks)")

@@ -41,7 +41,6 @@ import (
 	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
-	"github.com/cast-dev/cast/internal/version"
 )
 
 // Server is one running control plane replica.
@@ -131,8 +130,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		access = store.Access{User: s.etcd.User, Password: s.etcd.Password}
 	}
 	s.m = newControlPlaneMetrics(s)
-	bi := version.Get()
-	s.m.BuildInfo.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, fmt.Sprint(CapabilityVersion)).Set(1)
+	metrics.SetBuildInfo(s.reg, CapabilityVersion)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.store, err = store.Open(ctx, endpoints, access, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err

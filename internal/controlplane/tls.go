@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -121,6 +123,15 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics.NewCertExpiry(s.reg, map[string]func() *x509.Certificate{
+		metrics.CertCA: func() *x509.Certificate { return s.signingCA().Cert },
+		metrics.CertServing: func() *x509.Certificate {
+			if c, err := is.GetCertificate(nil); err == nil {
+				return c.Leaf
+			}
+			return nil
+		},
+	})
 	reload := s.cfg.TLS.CAReload
 	if reload <= 0 {
 		reload = DefaultCAReload

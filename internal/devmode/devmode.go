@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -38,7 +40,7 @@ type Options struct {
 
 // Run serves until ctx ends. The node's ControlPlane address is filled in.
 func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opts Options, lg *zap.Logger) error {
-	for _, a := range []string{cp.Listen, cp.MetricsListen} {
+	for _, a := range []string{cp.Listen, cp.MetricsListen, node.MetricsListen} {
 		if a == "" {
 			continue
 		}
@@ -54,6 +56,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opt
 	}
 	defer srv.Stop()
 	node.ControlPlane, node.CAPin = srv.Addr(), srv.CAPin() // the pin is "" without --tls
+	node.Insecure = cp.Insecure                             // its metrics: plain HTTP exactly when the control plane's are
 	// The in-process node gets its own credential directly, and the local
 	// user a context with an admin token, so `cast` works at once.
 	cred, err := srv.IssueNodeCredential(ctx, node.Name)
@@ -106,6 +109,22 @@ func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) 
 		return
 	}
 	lg.Info("dev mode ready", append(fields, zap.String("try", "cast new --agent "+try+` "hello"; cast ls; cast nodes`))...)
+}
+
+// NodeMetricsListen is the dev node's metrics address when
+// --node-metrics-listen is not given: the control plane's --metrics-listen
+// host with the next port (127.0.0.1:7779 beside 7778), port 0 beside port
+// 0 (tests run side by side), and off when the control plane's is off.
+func NodeMetricsListen(cpMetrics string) string {
+	host, port, err := net.SplitHostPort(cpMetrics)
+	if cpMetrics == "" || err != nil {
+		return ""
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p == 0 || p >= 65535 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1))
 }
 
 // ContextName is the context `controlplane --dev` writes.

@@ -134,6 +134,21 @@ func TestMetricsOverTLS(t *testing.T) {
 	_, dir := r.node("metered", "--join-token", join, "--metrics-listen", nodeMetrics)
 	r.admin.waitNode("metered", true)
 	servesTLS(t, nodeMetrics, caFile, pki.NodeMetricsName, "cast_node_turns_total")
+	// Each daemon says when the certificates it holds expire (the
+	// CastCertificateExpiring alert), and which build it runs.
+	for addr, series := range map[string][]string{
+		cpMetrics:   {`cast_cert_expiry_timestamp_seconds{cert="ca"}`, `cast_cert_expiry_timestamp_seconds{cert="serving"}`, "cast_build_info{"},
+		nodeMetrics: {`cast_cert_expiry_timestamp_seconds{cert="client"}`, "cast_build_info{"},
+	} {
+		name := map[string]string{cpMetrics: pki.ServerName, nodeMetrics: pki.NodeMetricsName}[addr]
+		_, body, err := fetch(scraper(t, caFile, name), "https://"+addr+"/metrics")
+		must(t, err)
+		for _, want := range series {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s /metrics lacks %s", name, want)
+			}
+		}
+	}
 
 	// The node's own certificate, served as if it were the control plane.
 	fake, refused := impostor(t, filepath.Join(dir, client.NodeIdentityFile))

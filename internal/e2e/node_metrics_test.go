@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -74,5 +75,30 @@ func TestNodeMetrics(t *testing.T) {
 	cmd.Stdin = bytes.NewReader(body)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// `controlplane --dev` serves its node's metrics too (--node-metrics-listen;
+// by default beside the control plane's), with the node's cast_build_info.
+func TestDevNodeServesMetrics(t *testing.T) {
+	bins := testharness.Binaries(t)
+	addr, metrics := freeAddr(t), freeAddr(t)
+	testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--dev", "--data-dir", t.TempDir(),
+		"--listen", addr, "--metrics-listen", "127.0.0.1:0", "--node-metrics-listen", metrics, "--node-name", "devnode", "--log-format", "json",
+		"--node-agents-config", missingAgentsConfig(t))
+	var body []byte
+	testharness.WaitFor(t, 60*time.Second, "the dev node's /metrics", func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics") // the harness's CAST_INSECURE=1: plain HTTP, as the control plane's
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK
+	})
+	for _, want := range []string{"cast_build_info{", `cast_node_turns_total{agent="claude",outcome="succeeded"} 0`} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("the dev node's /metrics lacks %s", want)
+		}
 	}
 }

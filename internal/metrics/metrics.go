@@ -4,7 +4,11 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cast-dev/cast/internal/version"
 )
 
 // Store holds the store's metrics.
@@ -57,6 +61,16 @@ func NewStore(reg prometheus.Registerer) *Store {
 	return m
 }
 
+// SetBuildInfo exports cast_build_info at 1 on reg: this binary's version
+// and the capability version it speaks (the control plane's and the
+// node's each count their own), so dashboards and alerts see every daemon
+// by version.
+func SetBuildInfo(reg prometheus.Registerer, capabilityVersion int) {
+	bi := version.Get()
+	on(reg).gaugeVec("cast_build_info", "Build metadata; always 1.", "version", "revision", "goversion", "capability_version").
+		WithLabelValues(bi.Version, bi.Revision, bi.GoVersion, strconv.Itoa(capabilityVersion)).Set(1)
+}
+
 // ControlPlane holds the control plane's fleet metrics.
 type ControlPlane struct {
 	NodesConnected   prometheus.Gauge
@@ -64,7 +78,6 @@ type ControlPlane struct {
 	Heartbeats       prometheus.Counter
 	HeartbeatExpired prometheus.Counter
 	CommandsSent     *prometheus.CounterVec // kind
-	BuildInfo        *prometheus.GaugeVec
 	// Sessions counts stored sessions by agent and state as of the last
 	// count (every replica counts the whole store: dashboards take max).
 	Sessions     *prometheus.GaugeVec // agent, state
@@ -84,7 +97,6 @@ func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
 		Heartbeats:       d.counter("cast_controlplane_node_heartbeats_total", "Node heartbeats received."),
 		HeartbeatExpired: d.counter("cast_controlplane_node_heartbeat_expired_total", "Nodes marked down because their lease lapsed."),
 		CommandsSent:     d.counterVec("cast_controlplane_node_commands_total", "Commands sent down node streams.", "kind"),
-		BuildInfo:        d.gaugeVec("cast_build_info", "Build metadata; always 1.", "version", "revision", "goversion", "capability_version"),
 		Sessions: d.gaugeVec("cast_sessions",
 			"Stored sessions by agent and state (idle, running, waiting_permission, parked, failed), as of the last count.", "agent", "state"),
 		WatchStreams:      d.gauge("cast_controlplane_watch_streams", "Open WatchSession streams on this replica (cast watch, cast exec, UIs)."),

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -109,6 +110,15 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.m = newNodeMetrics(a.reg)
+	metrics.SetBuildInfo(a.reg, CapabilityVersion)
+	if id != nil {
+		metrics.NewCertExpiry(a.reg, map[string]func() *x509.Certificate{metrics.CertClient: func() *x509.Certificate {
+			if c := id.Cert(); c != nil {
+				return c.Leaf
+			}
+			return nil
+		}})
+	}
 	if tlsCfg == nil {
 		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")
 	}
