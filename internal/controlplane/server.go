@@ -304,8 +304,8 @@ func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	}
 }
 
-// countNodes sets the fleet gauge from the store, so every replica reports
-// the same number whichever holds the streams.
+// countNodes sets the fleet gauges from the store, so every replica
+// reports the same numbers whichever holds the streams.
 func (s *Server) countNodes(ctx context.Context) {
 	nodes, err := s.store.ListNodes(ctx)
 	if err != nil {
@@ -318,6 +318,7 @@ func (s *Server) countNodes(ctx context.Context) {
 		}
 	}
 	s.m.NodesConnected.Set(float64(n))
+	s.m.NodesDown.Set(float64(len(nodes) - n))
 }
 
 func (s *Server) goLoop(fn func(context.Context)) {

@@ -73,7 +73,10 @@ func SetBuildInfo(reg prometheus.Registerer, capabilityVersion int) {
 
 // ControlPlane holds the control plane's fleet metrics.
 type ControlPlane struct {
-	NodesConnected   prometheus.Gauge
+	NodesConnected prometheus.Gauge
+	// NodesDown counts registered nodes whose lease is not held: a node
+	// stays down until it reconnects or `cast node rm` removes it.
+	NodesDown        prometheus.Gauge
 	ConnectStreams   prometheus.Gauge
 	Heartbeats       prometheus.Counter
 	HeartbeatExpired prometheus.Counter
@@ -93,6 +96,7 @@ func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
 	d := on(reg)
 	m := &ControlPlane{
 		NodesConnected:   d.gauge("cast_controlplane_nodes_connected", "Nodes whose liveness lease is held."),
+		NodesDown:        d.gauge("cast_controlplane_nodes_down", "Registered nodes whose liveness lease is not held (down until they reconnect or are removed)."),
 		ConnectStreams:   d.gauge("cast_controlplane_node_connect_streams", "Open node Connect streams on this replica."),
 		Heartbeats:       d.counter("cast_controlplane_node_heartbeats_total", "Node heartbeats received."),
 		HeartbeatExpired: d.counter("cast_controlplane_node_heartbeat_expired_total", "Nodes marked down because their lease lapsed."),
