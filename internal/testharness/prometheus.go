@@ -29,6 +29,9 @@ type Prometheus struct {
 type ScrapeJob struct {
 	Targets            []string
 	CAFile, ServerName string
+	// Keep, when set, keeps only the metric names it matches (a regex):
+	// a job that stands for another process's families on the same port.
+	Keep string
 }
 
 // StartPrometheus runs prometheus with rules loaded (may be empty) and one
@@ -52,6 +55,9 @@ func StartPrometheus(t testing.TB, rules string, jobs map[string]ScrapeJob) *Pro
 			fmt.Fprintf(&cfg, "    scheme: https\n    tls_config:\n      ca_file: %q\n      server_name: %q\n", job.CAFile, job.ServerName)
 		}
 		fmt.Fprintf(&cfg, "    static_configs:\n      - targets: %s\n", b)
+		if job.Keep != "" {
+			fmt.Fprintf(&cfg, "    metric_relabel_configs:\n      - source_labels: [__name__]\n        regex: %q\n        action: keep\n", job.Keep)
+		}
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
