@@ -14,6 +14,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -31,6 +32,7 @@ var kinds = map[string]func() any{
 	"apps/v1/StatefulSet":                     func() any { return &appsv1.StatefulSet{} },
 	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
 	"apps/v1/DaemonSet":                       func() any { return &appsv1.DaemonSet{} },
+	"batch/v1/Job":                            func() any { return &batchv1.Job{} },
 	"v1/Service":                              func() any { return &corev1.Service{} },
 	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
 	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
@@ -111,6 +113,10 @@ func TestKustomizeBuilds(t *testing.T) {
 			for name, obj := range objs {
 				checkWorkload(t, name, obj)
 				checkScrapedOverTLS(t, name, obj)
+				checkSetOnce(t, name, obj)
+			}
+			if objs["ConfigMap/cast-install-settings"] != nil {
+				t.Errorf("the local settings ConfigMap is in the build")
 			}
 		})
 	}
@@ -355,5 +361,32 @@ func TestDockerfile(t *testing.T) {
 	}
 	if len(stages) < 5 {
 		t.Errorf("found %d stages; want build, controlplane, cast, agents, node", len(stages))
+	}
+}
+
+// checkSetOnce: the kustomization's namespace reaches every object, its
+// images: give every image a tag, and the NetworkPolicies admit the
+// monitoring namespace settings.yaml names (no namespace is written into
+// the manifests themselves).
+func checkSetOnce(t *testing.T, name string, obj any) {
+	t.Helper()
+	if m, ok := obj.(metav1.Object); ok && m.GetNamespace() != "cast" {
+		t.Errorf("%s: namespace %q, want the kustomization's cast", name, m.GetNamespace())
+	}
+	if spec := podSpec(obj); spec != nil {
+		for _, c := range allContainers(spec) {
+			if i := strings.LastIndex(c.Image, ":"); i < 0 || strings.Contains(c.Image[i:], "/") {
+				t.Errorf("%s container %s: image %q has no tag (kustomization images:)", name, c.Name, c.Image)
+			}
+		}
+	}
+	if np, ok := obj.(*networkingv1.NetworkPolicy); ok {
+		for _, in := range np.Spec.Ingress {
+			for _, from := range in.From {
+				if ns := from.NamespaceSelector; ns != nil && ns.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+					t.Errorf("%s admits namespace %q, want settings.yaml's monitoring", name, ns.MatchLabels["kubernetes.io/metadata.name"])
+				}
+			}
+		}
 	}
 }
