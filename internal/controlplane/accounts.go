@@ -30,6 +30,7 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 	// dashboard see the first limit.
 	metrics.Preinit(m.Limited, agents.FleetAgents())
 	metrics.Preinit(m.Accounts, agents.FleetAgents(), []string{"open", "limited"})
+	metrics.Preinit(m.Switches, agents.FleetAgents(), fleet.SwitchReasons)
 	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), m)
 }
 

@@ -52,8 +52,13 @@ func (h *hub) push(ctx context.Context, c *nodeConn, kind string, cmd *castv1.Co
 }
 
 func newHub(lg *zap.Logger, m *metrics.ControlPlane) *hub {
+	metrics.Preinit(m.CommandsSent, commandKinds) // at 0: the dashboard's rates before the first command
 	return &hub{lg: lg.Named("hub"), m: m, conns: map[string]*nodeConn{}}
 }
+
+// commandKinds are the kind label values of cast_controlplane_node_commands_total.
+var commandKinds = []string{"assign_session", "release_session", "interrupt", "deliver_messages",
+	"export_work_tree", "import_work_tree", "set_credential", "workspace", "other"}
 
 // add registers a stream for name, ending an older stream of the same node
 // (a node that reconnected before its old stream timed out).

@@ -37,3 +37,25 @@ func TestNodesDownGauge(t *testing.T) {
 	waitConnected(t, c, "a", true)
 	testharness.WaitFor(t, 30*time.Second, "nodes_down 0 with the node back", down("0"))
 }
+
+// A fresh control plane exports the series its dashboards and alerts read
+// at 0, before their first event (no "No data" panel on a new install).
+func TestSeriesBeforeFirstEvent(t *testing.T) {
+	cp := testharness.StartControlPlane(t, nil)
+	resp, err := http.Get("http://" + cp.MetricsAddr() + "/metrics")
+	must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`cast_controlplane_node_commands_total{kind="assign_session"} 0`,
+		`cast_controlplane_node_commands_total{kind="deliver_messages"} 0`,
+		`cast_account_switches_total{agent="claude",reason="limit"} 0`,
+		`cast_account_switches_total{agent="codex",reason="manual"} 0`,
+		"cast_controlplane_nodes_down 0",
+		"cast_build_info{",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics of a fresh control plane lacks %s", want)
+		}
+	}
+}

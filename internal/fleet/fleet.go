@@ -311,6 +311,11 @@ func toProto(r *quota.Account, active bool) *castv1.Account {
 	return a
 }
 
+// SwitchReasons are the reason label values of cast_account_switches_total:
+// a usage limit, a person's choice, a window's reset, a crowded window
+// (the ledger), and an approved ask.
+var SwitchReasons = []string{"limit", "manual", "reset", "crowded", "approved"}
+
 // activate moves the agent's active account to name (from prev) and tells
 // every connected node; ok=false means a concurrent activation won.
 func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.Active, reason string) (bool, error) {

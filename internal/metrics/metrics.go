@@ -156,7 +156,7 @@ var MigrationPhases = []string{PhaseFence, PhaseDrain, PhaseWorktree, PhaseCommi
 
 // Fleet holds the fleet accounts' metrics.
 type Fleet struct {
-	Switches *prometheus.CounterVec // agent, reason: limit, manual, reset
+	Switches *prometheus.CounterVec // agent, reason: fleet.SwitchReasons
 	Limited  *prometheus.CounterVec // agent
 	Accounts *prometheus.GaugeVec   // agent, state: open, limited (as of the last sweep)
 	// Usage windows as of the last sweep, by agent, account and window.
@@ -173,7 +173,7 @@ func NewFleet(reg prometheus.Registerer) *Fleet {
 	d := on(reg)
 	return &Fleet{
 		Switches: d.counterVec("cast_account_switches_total",
-			"Activations of a fleet account, by agent and reason (limit, manual, reset).", "agent", "reason"),
+			"Activations of a fleet account, by agent and reason (limit, manual, reset, crowded, approved).", "agent", "reason"),
 		Limited:  d.counterVec("cast_account_limits_total", "Usage limits reported on fleet accounts, by agent.", "agent"),
 		Accounts: d.gaugeVec("cast_fleet_accounts", "Fleet accounts by agent and state (open, limited), as of the last sweep.", "agent", "state"),
 		UsagePercent: d.gaugeVec("cast_fleet_usage_percent",
