@@ -40,6 +40,47 @@ var kinds = map[string]func() any{
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
 	"monitoring.coreos.com/v1/PodMonitor":     func() any { return &monitoringv1.PodMonitor{} },
 	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &monitoringv1.PrometheusRule{} },
+	"cert-manager.io/v1/Certificate":          func() any { return &certificate{} },
+	"cert-manager.io/v1/Issuer":               func() any { return &issuer{} },
+}
+
+// certificate and issuer are the fields of cert-manager's Certificate and
+// Issuer (cert-manager.io/v1) the manifests use, spelt as its API has them
+// (its Go module is not a dependency here): a misspelt field still fails
+// the strict decode.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		IsCA        bool     `json:"isCA,omitempty"`
+		CommonName  string   `json:"commonName,omitempty"`
+		SecretName  string   `json:"secretName"`
+		DNSNames    []string `json:"dnsNames,omitempty"`
+		IPAddresses []string `json:"ipAddresses,omitempty"`
+		Duration    string   `json:"duration,omitempty"`
+		RenewBefore string   `json:"renewBefore,omitempty"`
+		PrivateKey  struct {
+			Algorithm      string `json:"algorithm,omitempty"`
+			Size           int    `json:"size,omitempty"`
+			RotationPolicy string `json:"rotationPolicy,omitempty"`
+		} `json:"privateKey"`
+		Usages    []string `json:"usages,omitempty"`
+		IssuerRef struct {
+			Name string `json:"name"`
+			Kind string `json:"kind,omitempty"`
+		} `json:"issuerRef"`
+	} `json:"spec"`
+}
+
+type issuer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SelfSigned *struct{} `json:"selfSigned,omitempty"`
+		CA         *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca,omitempty"`
+	} `json:"spec"`
 }
 
 // build runs kustomize on dir and decodes every object strictly into its
@@ -83,6 +124,10 @@ func TestKustomizeBuilds(t *testing.T) {
 	}{
 		{"k8s", []string{"StatefulSet/cast-controlplane"}},
 		{"k8s/overlays/dev", []string{"StatefulSet/cast-controlplane"}},
+		{"k8s/overlays/ha-cert-manager", []string{
+			"Certificate/cast-etcd-ca", "Issuer/cast-etcd-ca", "Certificate/cast-etcd-server", "Certificate/cast-etcd-client",
+			"StatefulSet/cast-etcd", "Deployment/cast-controlplane",
+		}},
 		{"k8s/overlays/ha", []string{
 			"Deployment/cast-controlplane", "StatefulSet/cast-etcd", "Service/cast-etcd",
 			"PodDisruptionBudget/cast-controlplane", "PodDisruptionBudget/cast-etcd",
@@ -121,7 +166,7 @@ func TestKustomizeBuilds(t *testing.T) {
 		})
 	}
 	// Every manifest in each folder is in its kustomization.
-	for _, dir := range []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/ha"} {
+	for _, dir := range []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/ha", "k8s/components/cert-manager"} {
 		checkListed(t, dir)
 	}
 }
@@ -387,6 +432,50 @@ func checkSetOnce(t *testing.T, name string, obj any) {
 					t.Errorf("%s admits namespace %q, want settings.yaml's monitoring", name, ns.MatchLabels["kubernetes.io/metadata.name"])
 				}
 			}
+		}
+	}
+}
+
+// With cert-manager, etcd and the control plane read etcd's certificates
+// from the Secrets its Certificates write, under the file names their
+// flags name, and nothing still needs the hand-made cast-etcd-tls.
+func TestCertManagerEtcdTLS(t *testing.T) {
+	objs := build(t, "k8s/overlays/ha-cert-manager")
+	secrets := map[string]map[string]string{} // workload -> file -> secret/key
+	for _, name := range []string{"StatefulSet/cast-etcd", "Deployment/cast-controlplane"} {
+		spec := podSpec(objs[name])
+		if spec == nil {
+			t.Fatalf("no %s", name)
+		}
+		secrets[name] = map[string]string{}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == "cast-etcd-tls" {
+				t.Errorf("%s still mounts cast-etcd-tls", name)
+			}
+			if v.Projected == nil {
+				continue
+			}
+			for _, src := range v.Projected.Sources {
+				if src.Secret == nil {
+					continue
+				}
+				for _, it := range src.Secret.Items {
+					secrets[name][it.Path] = src.Secret.Name + "/" + it.Key
+				}
+			}
+		}
+	}
+	for name, want := range map[string]map[string]string{
+		"StatefulSet/cast-etcd":        {"ca.crt": "cast-etcd-server/ca.crt", "server.crt": "cast-etcd-server/tls.crt", "server.key": "cast-etcd-server/tls.key"},
+		"Deployment/cast-controlplane": {"ca.crt": "cast-etcd-client/ca.crt", "client.crt": "cast-etcd-client/tls.crt", "client.key": "cast-etcd-client/tls.key"},
+	} {
+		if !reflect.DeepEqual(secrets[name], want) {
+			t.Errorf("%s reads %v, want %v", name, secrets[name], want)
+		}
+	}
+	for _, c := range []string{"Certificate/cast-etcd-server", "Certificate/cast-etcd-client"} {
+		if cert, ok := objs[c].(*certificate); !ok || cert.Spec.SecretName != strings.TrimPrefix(c, "Certificate/") || cert.Spec.IssuerRef.Name != "cast-etcd-ca" {
+			t.Errorf("%s: want its own Secret, issued by cast-etcd-ca: %+v", c, objs[c])
 		}
 	}
 }

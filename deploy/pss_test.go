@@ -11,7 +11,7 @@ import (
 )
 
 // overlays is every folder `kubectl apply -k` takes.
-var overlays = []string{"k8s", "k8s/overlays/dev", "k8s/overlays/ha"}
+var overlays = []string{"k8s", "k8s/overlays/dev", "k8s/overlays/ha", "k8s/overlays/ha-cert-manager"}
 
 // podSpec is the pod template of a workload, or nil for another kind.
 func podSpec(obj any) *corev1.PodSpec {
