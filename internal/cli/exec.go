@@ -190,6 +190,9 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 		if err != nil {
 			return "", 0, err
 		}
+		if !a.json {
+			a.saidWhere(sess, o.cwd) // as cast new says it: stdout holds only the answer
+		}
 		id, seq = sess.Id, 1
 	} else {
 		resp, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: prompt, RequestId: ids.NewClientID()})

@@ -226,7 +226,8 @@ func (a *app) fromHere(req *castv1.CreateSessionRequest) {
 }
 
 // saidWhere tells where a new session went (stderr: stdout holds only its
-// id), with the node's folder when the node maps it elsewhere.
+// id, or exec's answer), with the node's folder when the node maps it
+// elsewhere. cast new and cast exec both say it.
 func (a *app) saidWhere(sess *castv1.Session, dir string) {
 	if sess.Cwd != dir {
 		fmt.Fprintf(a.errOut, "session %s on node %s in %s\n", sess.Id, sess.Node, sess.Cwd)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ func TestExecOneShot(t *testing.T) {
 	}
 
 	out, errOut, code := run("", "--agent", "claude", "say hi MARK-E1")
-	if code != 0 || !strings.Contains(out, "MARK-E1") {
-		t.Fatalf("exec claude: exit %d, out %q, err %q", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "MARK-E1") || !regexp.MustCompile(`^session [0-9a-z-]+ on node worker\n$`).MatchString(errOut) {
+		t.Fatalf("exec claude: exit %d, out %q, err %q; want the answer, and where it ran on stderr as cast new says it", code, out, errOut)
 	}
 	out, _, code = run("", "--agent", "codex", "-j", "2", "first MARK-J1", "second MARK-J2")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
