@@ -102,6 +102,9 @@ func (a *app) sendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if resp.Node == "" {
+				fmt.Fprintf(a.errOut, "cast: warning: no node is connected; the message is stored (#%d) and runs once a node connects and takes %s\n", resp.Message.Seq, id)
+			}
 			if !resp.NodeConnected && resp.Node != "" {
 				fmt.Fprintf(a.errOut, "cast: warning: node %s is down; the message is stored (#%d) and runs when %s is back (`cast nodes`; `cast drain %s --skip-worktree` moves its sessions)\n",
 					resp.Node, resp.Message.Seq, resp.Node, resp.Node)

@@ -30,9 +30,13 @@ func checkWorktreeCheckout(ctx context.Context, dir string) error {
 }
 
 // importNoCLIHint says how to continue an imported session whose node has
-// no CLI for its agent ("" when it has one, or the nodes cannot be read:
+// no CLI for its agent, or that it waits for a node when none was
+// connected ("" when its node has the CLI, or the nodes cannot be read:
 // the import itself succeeded either way).
 func (a *app) importNoCLIHint(ctx context.Context, c *client.Client, sess *castv1.Session) string {
+	if sess.Node == "" {
+		return fmt.Sprintf("no node is connected: session %s is stored, and the first node to connect takes it (start one with `node --controlplane ADDR`)", sess.Id)
+	}
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
 	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})

@@ -226,6 +226,11 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 				var l store.Lease
 				if l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL); err == nil {
 					lease.Store(int64(l))
+					// While its lease had lapsed no node may have been
+					// connected, and an import stored unowned.
+					for _, o := range h.s.adoptUnowned(ctx, node.Name, lg) {
+						h.s.hub.command(node.Name, "assign_session", assignCmd(o.Session, o.Token))
+					}
 				}
 			}
 			if err != nil {
@@ -277,6 +282,7 @@ func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info 
 // is harmless: the store fences the node's writes by token, and the node
 // drops a session whose writes come back NOT_OWNER.
 func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg *zap.Logger) {
+	s.adoptUnowned(ctx, c.name, lg) // assigned below with the rest it owns
 	mine := map[string]bool{}
 	err := s.store.EachOwnedSession(ctx, c.name, func(page []store.OwnedSession) error {
 		for _, o := range page {
@@ -345,6 +351,23 @@ func validAgents(list []*castv1.AgentInstall) error {
 		}
 	}
 	return nil
+}
+
+// adoptUnowned gives node the sessions stored while no node was connected
+// (store.AdoptUnowned) and returns them; a failure leaves them for the
+// next node to connect.
+func (s *Server) adoptUnowned(ctx context.Context, node string, lg *zap.Logger) []store.OwnedSession {
+	took, err := s.store.AdoptUnowned(ctx, node)
+	if err != nil {
+		if ctx.Err() == nil {
+			lg.Warn("adopt unowned sessions failed", zap.Error(err))
+		}
+		return nil
+	}
+	if len(took) > 0 {
+		lg.Info("node adopted sessions stored while no node was connected", zap.Int("sessions", len(took)))
+	}
+	return took
 }
 
 // placeSession decides a new session's node and its folder there

@@ -75,12 +75,12 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 			req.Cwd = parent.Cwd
 		}
 	}
-	placed, err := h.s.placeSession(ctx, placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
-		Import: req.HistoryMessages > 0}) // an import runs no CLI until it is given a message
+	want := placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
+		Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
+	placed, err := h.s.placeSession(ctx, want)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	node := placed.Node
 	var first *castv1.Message
 	if req.Text != "" {
 		cid := req.RequestId
@@ -98,11 +98,20 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if title == "" {
 		title = titleFrom(req.Text)
 	}
-	c, err := h.s.store.CreateSession(ctx, store.CreateParams{
-		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
+	params := store.CreateParams{
+		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
-	})
+	}
+	c, err := h.s.store.CreateSession(ctx, params)
+	if placed.Node == "" && errs.HasReason(err, errs.ReasonConflict) {
+		// Stored for the first node to connect, and one connected
+		// meanwhile: place it again, now among connected nodes.
+		if placed, err = h.s.placeSession(ctx, want); err == nil {
+			params.Node, params.Cwd = placed.Node, placed.Cwd
+			c, err = h.s.store.CreateSession(ctx, params)
+		}
+	}
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

@@ -23,7 +23,8 @@ var placementRule = []string{
 		"(`controlplane --dev` writes it, and so does `cast node join` on the machine it joins).",
 	"When that node is down or lacks the agent, it goes to the first node by name that has the agent and answers that your " +
 		"folder is there (after that node's `--map-path`), and runs in that node's path for it; when no node does, it is refused, " +
-		"naming each node and its answer (an import, which runs nothing, goes to the first node with the agent, else to any node).",
+		"naming each node and its answer (an import, which runs nothing, goes to the first node with the agent, else to any node, " +
+		"and with no node connected waits for the first to connect).",
 	"`--node NAME` always wins, and a worker runs beside its parent.",
 	"`cast new` prints the id on stdout and where it went on stderr: `session ID on node NAME`, with `in PATH` when the node's path differs.",
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // An import runs no CLI: it prefers a node with the agent, else any
-// connected node, and is refused only when none is connected.
+// connected node; with none connected it is stored for the first to
+// connect (""), unless a node was asked for.
 func TestPickOwner(t *testing.T) {
 	nodes := []*castv1.Node{node("down", false, "grok"), node("laptop", true, "claude"), node("build", true, "muse")}
 	for _, tc := range []struct {
@@ -20,7 +21,9 @@ func TestPickOwner(t *testing.T) {
 		{nodes, "", "grok", "laptop", ""},
 		{nodes, "laptop", "grok", "laptop", ""},
 		{nodes, "down", "grok", "", errs.ReasonNodeNotConn},
-		{nodes[:1], "", "grok", "", errs.ReasonNoNode},
+		{nodes[:1], "", "grok", "", ""},
+		{nil, "", "grok", "", ""},
+		{nodes[:1], "down", "grok", "", errs.ReasonNodeNotConn},
 	} {
 		got, err := PickOwner(tc.nodes, tc.want, tc.agent)
 		if got != tc.got || (tc.reason == "") != (err == nil) || (err != nil && !errs.HasReason(err, tc.reason)) {

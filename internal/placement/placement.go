@@ -53,10 +53,15 @@ func Pick(nodes []*castv1.Node, want, agent string) (string, error) {
 // PickOwner is Pick for a session that runs no CLI until it is given a
 // message (an import): a node with agent when one is connected, else any
 // connected node, since the session is meant to be switched, forked or
-// handed off to an agent that is installed.
+// handed off to an agent that is installed; with no node connected at all
+// (and none asked for), "": the session is stored unowned and the first
+// node to connect takes it.
 func PickOwner(nodes []*castv1.Node, want, agent string) (string, error) {
 	if node, err := Pick(nodes, want, agent); err == nil {
 		return node, nil
+	}
+	if want == "" && !slices.ContainsFunc(nodes, func(n *castv1.Node) bool { return n.Connected }) {
+		return "", nil
 	}
 	return Pick(nodes, want, "")
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -97,6 +98,49 @@ func (s *Store) OwnersOf(ctx context.Context, ids []string) (map[string]string, 
 			}
 		}
 		ids = ids[n:]
+	}
+	return out, nil
+}
+
+// AdoptUnowned makes node the owner of every unowned session (imports
+// stored while no node was connected), each in a txn that commits only
+// while the session is still unowned: of nodes connecting at once, the
+// first takes it. It returns those node took, with their tokens. Called
+// once node's connection key exists: CreateSession stores a session
+// unowned only while no node is connected, so none is stored after this
+// lists them.
+func (s *Store) AdoptUnowned(ctx context.Context, node string) ([]OwnedSession, error) {
+	defer s.observe("adopt_unowned", time.Now())
+	resp, err := s.cli.Get(ctx, s.key("unowned")+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	var took []string
+	for _, kv := range resp.Kvs {
+		id := lastPart(string(kv.Key))
+		txn, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.Value(s.ownerKey(id)), "=", ""),
+			clientv3.Compare(clientv3.CreateRevision(s.nodeSessKey("", id)), ">", 0),
+		).Then(
+			clientv3.OpPut(s.ownerKey(id), node),
+			clientv3.OpPut(s.nodeSessKey(node, id), ""),
+			clientv3.OpDelete(s.nodeSessKey("", id)),
+		).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if txn.Succeeded {
+			took = append(took, id)
+		}
+	}
+	var out []OwnedSession
+	for len(took) > 0 {
+		n := min(len(took), ownedPage)
+		page, err := s.readOwned(ctx, node, took[:n])
+		if err != nil {
+			return nil, err
+		}
+		out, took = append(out, page...), took[n:]
 	}
 	return out, nil
 }

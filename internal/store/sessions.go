@@ -19,13 +19,16 @@ import (
 // CreateParams describes a new session.
 type CreateParams struct {
 	Agent, Model, Cwd, Title string
-	Node                     string // owner; must be connected at commit
-	RequestID                string // optional RequestKey; a retry by its sender returns the same session
-	ParentID, RootID         string
-	ForkedAtSeq, HistorySeq  int64
-	Effort, HandoffFrom      string
-	Account                  string // named credential set on the node
-	WorktreeBranch           string // the owner runs it in a git worktree on this branch
+	// Node is the owner; it must be connected at commit. "" stores the
+	// session unowned, only while no node is connected at all (an import,
+	// which runs nothing): the first node to connect adopts it.
+	Node                    string
+	RequestID               string // optional RequestKey; a retry by its sender returns the same session
+	ParentID, RootID        string
+	ForkedAtSeq, HistorySeq int64
+	Effort, HandoffFrom     string
+	Account                 string // named credential set on the node
+	WorktreeBranch          string // the owner runs it in a git worktree on this branch
 	// DefaultWorktree, without WorktreeBranch, names the branch from the
 	// title and the new id (ids.DefaultBranch).
 	DefaultWorktree bool
@@ -74,6 +77,11 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 			clientv3.Compare(clientv3.CreateRevision(s.sessionKey(id)), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(s.connKey(p.Node)), ">", 0),
 		}
+		if p.Node == "" {
+			// No node is connected, so none misses it: a node that connects
+			// after this commit adopts it in its resync.
+			cmps[1] = clientv3.Compare(clientv3.CreateRevision(s.nodeConnPrefix()).WithPrefix(), "=", 0)
+		}
 		ops := []clientv3.Op{
 			clientv3.OpPut(s.sessionKey(id), string(val)),
 			clientv3.OpPut(s.seqKey(id), "0"),
@@ -104,6 +112,10 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 				_, tok, err := s.Owner(ctx, got.Id)
 				return Created{Session: got, Token: tok, Existed: true}, err
 			}
+		}
+		if p.Node == "" {
+			return Created{}, errs.New(errs.KindAborted, errs.ReasonConflict,
+				"a node connected while the session was stored for the first node to connect; place it again")
 		}
 		if len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
 			return Created{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,

@@ -239,7 +239,7 @@ func (s *Store) cidKey(id, cid string) string       { return s.key("cids", id, c
 func (s *Store) blobPrefix(id, cid string) string   { return s.key("blobs", id, cid) + "/" }
 func (s *Store) nodeKey(n string) string            { return s.key("nodes", n) }
 func (s *Store) connKey(n string) string            { return s.key("nodeconn", n) }
-func (s *Store) nodeSessKey(n, id string) string    { return s.key("nodesessions", n, id) }
+func (s *Store) nodeConnPrefix() string             { return s.key("nodeconn") + "/" }
 func (s *Store) requestKey(rk string) string        { return s.key("reqids", rk) }
 func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
@@ -249,6 +249,16 @@ func (s *Store) nodeCmdKey(n, id string) string     { return s.key("nodecmds", n
 func (s *Store) wsAnswerKey(n, id string) string    { return s.key("wsanswers", n, id) }
 func (s *Store) workTreeKey(m, id string, part ...string) string {
 	return s.key(append([]string{"worktrees", m, id}, part...)...)
+}
+
+// nodeSessKey is node n's index entry for session id; an unowned session
+// (n "": an import stored while no node was connected) is indexed under
+// unowned/, where the first node to connect adopts it (AdoptUnowned).
+func (s *Store) nodeSessKey(n, id string) string {
+	if n == "" {
+		return s.key("unowned", id)
+	}
+	return s.key("nodesessions", n, id)
 }
 
 func parseInt(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
