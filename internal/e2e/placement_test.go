@@ -25,7 +25,8 @@ var placementRule = []string{
 		"folder is there (after that node's `--map-path`), and runs in that node's path for it; when no node does, it is refused, " +
 		"naming each node and its answer (an import, which runs nothing, goes to the first node with the agent, else to any node, " +
 		"and with no node connected waits for the first to connect).",
-	"`--node NAME` always wins, and a worker runs beside its parent.",
+	"`--node NAME` always wins: that node is asked the same way and runs in its path for your folder, or the session is refused with its answer; " +
+		"a worker runs beside its parent.",
 	"`cast new` prints the id on stdout and where it went on stderr: `session ID on node NAME`, with `in PATH` when the node's path differs.",
 }
 
@@ -72,8 +73,21 @@ func TestPlacementRule(t *testing.T) {
 
 	// Sentence 1: the laptop's own node, named by its context.
 	newAt(laptop, app, "laptop", "")
-	// Sentence 3: --node wins; a worker goes beside its parent.
-	onBuild := newAt(laptop, app, "build1", "", "--node", "build1")
+	// Sentence 3: --node wins, in that node's path for the folder (before,
+	// the laptop's folder was sent as it is); a worker goes beside its
+	// parent; a --node without the folder is refused with its answer,
+	// storing nothing.
+	onBuild := newAt(laptop, app, "build1", buildApp, "--node", "build1")
+	before := countSessions(r.admin)
+	_, errOut, code := laptop.run("new", "--agent", "claude", "--cwd", onlyHere, "--node", "build1")
+	want := "cast: cannot run on node build1 in " + onlyHere + ": node build1: no folder " + filepath.Join(buildSrc, "only-here") + " here (--map-path of " + onlyHere + "); " +
+		"drop --node to run it on a node that has the folder, or map the folder on build1 with node --map-path FROM=TO\n"
+	if code != 1 || errOut != want {
+		t.Fatalf("cast new --node build1 in a folder build1 lacks: exit %d, stderr\n%q\nwant\n%q", code, errOut, want)
+	}
+	if after := countSessions(r.admin); after != before {
+		t.Fatalf("a refused cast new --node stored a session: %d sessions, %d before", after, before)
+	}
 	out, _, code := laptop.run("spawn", "--subagent", "--agent", "claude", "-s", onBuild, "a task")
 	if code != 0 {
 		t.Fatalf("cast spawn: exit %d", code)
@@ -95,9 +109,9 @@ func TestPlacementRule(t *testing.T) {
 	}
 	r.admin.waitNode("laptop", false)
 	newAt(laptop, app, "build1", buildApp)
-	before := countSessions(r.admin)
-	_, errOut, code := laptop.run("new", "--agent", "claude", "--cwd", onlyHere)
-	want := "cast: no connected node with the claude CLI has the folder " + onlyHere + ": this machine's node laptop is not connected; " +
+	before = countSessions(r.admin)
+	_, errOut, code = laptop.run("new", "--agent", "claude", "--cwd", onlyHere)
+	want = "cast: no connected node with the claude CLI has the folder " + onlyHere + ": this machine's node laptop is not connected; " +
 		"node build1: no folder " + filepath.Join(buildSrc, "only-here") + " here (--map-path of " + onlyHere + "); " +
 		"run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO\n"
 	if code != 1 || errOut != want {

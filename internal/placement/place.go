@@ -20,6 +20,9 @@ type Want struct {
 	// Cwd is the folder as the caller's machine names it; "" asks for no
 	// folder (the node's own default).
 	Cwd string
+	// Beside: Node is a worker's parent's and Cwd a folder there, as that
+	// node names it; nothing needs asking.
+	Beside bool
 	// Import: the session runs no CLI until it is given a message and may
 	// record a folder no node has. With no node that has the folder, the
 	// first connected with the agent takes it, Cwd as it is; with none that
@@ -39,8 +42,9 @@ type Placed struct {
 // answer. Callers bound it: placement waits for it.
 type FindFolder func(ctx context.Context, node, cwd string) (string, error)
 
-// Place decides where a new session runs: the node asked for; else the
-// caller's own node (Origin) when it is connected with the agent, in the
+// Place decides where a new session runs: the node asked for, in its path
+// for the caller's folder (asked like any other; refused with its answer
+// when it has none there); else the caller's own node (Origin) when it is connected with the agent, in the
 // caller's folder as it is; else the first node, in list order, of those
 // connected with the agent that answers that the folder is there (at its
 // mapped path); else a refusal naming each node asked and its answer.
@@ -51,8 +55,11 @@ func Place(ctx context.Context, nodes []*castv1.Node, w Want, find FindFolder) (
 	if w.Import {
 		pick = PickOwner
 	}
+	if w.Node != "" {
+		return placeOn(ctx, nodes, w, pick, find)
+	}
 	ready := withAgent(nodes, w.Agent)
-	if w.Node != "" || len(ready) == 0 {
+	if len(ready) == 0 {
 		n, err := pick(nodes, w.Node, w.Agent) // with no node ready, the refusal naming what is there
 		return Placed{Node: n, Cwd: w.Cwd}, err
 	}
@@ -91,6 +98,29 @@ func Place(ctx context.Context, nodes []*castv1.Node, w Want, find FindFolder) (
 	return Placed{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
 		"no connected node with the %s CLI has the folder %s: %s; %s; run it on a node that has it with --node NAME, or map the folder with node --map-path FROM=TO",
 		w.Agent, w.Cwd, originState(nodes, w.Origin, w.Agent), strings.Join(why, "; ")).With("agent", w.Agent)
+}
+
+// placeOn places on the node asked for (w.Node): it must have the agent
+// (an import: be connected) and, unless the folder is its own already
+// (Beside), answer that the caller's folder is there, after its
+// --map-path. An import keeps a folder the node lacks, as Place does.
+func placeOn(ctx context.Context, nodes []*castv1.Node, w Want, pick func([]*castv1.Node, string, string) (string, error), find FindFolder) (Placed, error) {
+	n, err := pick(nodes, w.Node, w.Agent)
+	if err != nil || w.Cwd == "" || w.Beside {
+		return Placed{Node: n, Cwd: w.Cwd}, err
+	}
+	path, err := find(ctx, n, w.Cwd)
+	switch {
+	case err == nil && path != "":
+		return Placed{Node: n, Cwd: path}, nil
+	case w.Import:
+		return Placed{Node: n, Cwd: w.Cwd}, nil
+	case err == nil:
+		err = fmt.Errorf("node %s: no folder %s here", n, w.Cwd)
+	}
+	return Placed{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNoNode,
+		"cannot run on node %s in %s: %s; drop --node to run it on a node that has the folder, or map the folder on %s with node --map-path FROM=TO",
+		n, w.Cwd, err.Error(), n).With("node", n)
 }
 
 // Likely is the node Place would take without asking any node for the
