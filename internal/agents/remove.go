@@ -24,9 +24,10 @@ type CwdFolders interface {
 }
 
 // RemoveScratch removes what one run of a's CLI in the scratch folder
-// t.Cwd left in its own folder t.Home: the native session id (at path)
-// and the CLI's folders for that cwd, which nobody else uses (a readiness
-// probe leaves nothing in the user's history).
+// t.Cwd left in its own folder t.Home: the native session id (at path),
+// the CLI's index entry for that cwd (CwdIndex) and its folders for it,
+// which nobody else uses (a readiness probe leaves nothing in the user's
+// history).
 func (a Agent) RemoveScratch(ctx context.Context, bin string, env []string, t Target, id, path string) error {
 	if id != "" || path != "" {
 		if err := a.RemoveSession(ctx, bin, env, t, id, path); err != nil {
@@ -34,6 +35,11 @@ func (a Agent) RemoveScratch(ctx context.Context, bin string, env []string, t Ta
 		}
 	}
 	d, _ := a.Driver()
+	if ix, ok := d.(CwdIndex); ok {
+		if err := ix.ForgetCwd(t.Home, t.Cwd); err != nil {
+			return err
+		}
+	}
 	f, ok := d.(CwdFolders)
 	if !ok {
 		return nil

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,8 +26,19 @@ func TestProbeLeavesNoSession(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
 			r, turn := setup(t, c, fake.URL)
+			// A user's project index already lists a folder of theirs.
+			mine := map[string]string{"claude": `{"projects": {"/home/me/app": {"allowedTools": []}}, "userID": "u"}`,
+				"gemini": "{\n  \"projects\": {\n    \"/home/me/app\": \"app\"\n  }\n}"}
+			for _, f := range indexFiles(turn) {
+				if m := mine[turn.Agent]; m != "" {
+					if err := os.WriteFile(f, []byte(m), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			before := len(fake.Turns())
-			res, err := r.Probe(context.Background(), turn, t.TempDir(), 3*time.Minute)
+			scratch := t.TempDir()
+			res, err := r.Probe(context.Background(), turn, scratch, 3*time.Minute)
 			if err != nil || !res.Ready {
 				t.Fatalf("probe: %+v %v", res, err)
 			}
@@ -34,6 +46,7 @@ func TestProbeLeavesNoSession(t *testing.T) {
 				t.Fatal("the probe did not reach the model")
 			}
 			noSession(t, turn, res)
+			noIndexEntry(t, turn, scratch)
 		})
 	}
 }
@@ -58,6 +71,49 @@ func TestProbeTimeout(t *testing.T) {
 		t.Fatal("the probe never reached the model")
 	}
 	noSession(t, turn, res)
+}
+
+// indexFiles are the files where the agent's CLI lists the folders it ran
+// in: Claude's .claude.json (in CLAUDE_CONFIG_DIR, else in HOME), Gemini's
+// projects.json.
+func indexFiles(turn runner.Turn) []string {
+	switch turn.Agent {
+	case "claude":
+		return []string{filepath.Join(turn.AgentDir(), ".claude.json"), filepath.Join(turn.Home, ".claude.json")}
+	case "gemini":
+		return []string{filepath.Join(turn.AgentDir(), "projects.json")}
+	}
+	return nil
+}
+
+// noIndexEntry fails t when an index file of the agent still names a
+// folder under scratch (the probe's cwd), or lost the user's own entry
+// (/home/me/app). (The CLI itself rewrites its file with a mode of its
+// own; TestRemoveIndexEntry shows cast's removal keeps the mode.)
+func noIndexEntry(t *testing.T, turn runner.Turn, scratch string) {
+	t.Helper()
+	for _, f := range indexFiles(turn) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		var v struct {
+			Projects map[string]json.RawMessage `json:"projects"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		for dir := range v.Projects {
+			if strings.HasPrefix(dir, scratch) {
+				t.Errorf("%s still lists the probe's folder %s:\n%s", f, dir, b)
+			}
+		}
+		if _, ok := v.Projects["/home/me/app"]; !ok {
+			t.Errorf("%s lost the user's own entry:\n%s", f, b)
+		}
+	}
 }
 
 // noSession fails t when the probe's session is still in the agent's

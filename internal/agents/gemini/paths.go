@@ -4,11 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 // projectRootFile marks which project owns a slug folder. Gemini CLI scans
@@ -102,7 +106,7 @@ func claim(bases []string, slug, cwd string) error {
 
 // CwdFolders: Gemini keeps a folder per project under tmp/ (chats, logs)
 // and history/, each marked with the project's root; its registry
-// (projects.json) is the CLI's own and stays as it is.
+// (projects.json) entry is ForgetCwd's.
 func (Driver) CwdFolders(home, cwd string) []string {
 	var out []string
 	for _, b := range []string{filepath.Join(home, "tmp"), filepath.Join(home, "history")} {
@@ -116,3 +120,36 @@ func (Driver) CwdFolders(home, cwd string) []string {
 	}
 	return out
 }
+
+// ForgetCwd removes cwd's entry from Gemini's projects.json registry
+// (agents.CwdIndex), which a run in a scratch folder adds, holding the
+// registry's lock as the CLI takes it (proper-lockfile: the folder
+// projects.json.lock), so a gemini registering a project meanwhile is not
+// overwritten. A lock held past registryLockWait leaves the entry, and
+// says so.
+func (Driver) ForgetCwd(home, cwd string) error {
+	reg := filepath.Join(home, "projects.json")
+	if _, err := os.Stat(reg); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	lock := reg + ".lock"
+	for deadline := time.Now().Add(registryLockWait); ; {
+		err := os.Mkdir(lock, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gemini: %s stayed locked for %s (a gemini CLI holds it); its entry for %s is left", reg, registryLockWait, cwd)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer os.Remove(lock)
+	return agents.RemoveIndexEntry(reg, "projects", cwd)
+}
+
+// registryLockWait is how long ForgetCwd waits for a gemini CLI to let go
+// of its registry: it holds the lock only while it writes.
+const registryLockWait = 5 * time.Second
