@@ -6,7 +6,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,7 @@ import (
 // nodes`, kept for scripts: one command, the same output.
 func (a *app) nodesCmd(use string) *cobra.Command {
 	var out listFlags
+	var probe bool
 	short := "List nodes and whether they are connected"
 	if use == "nodes" {
 		short += " (as `cast node ls`)"
@@ -32,15 +35,23 @@ func (a *app) nodesCmd(use string) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printList(a, out, listing[*castv1.Node]{key: "nodes", items: resp.Nodes,
+				var failed error
+				if probe {
+					failed = a.probeNodes(cmd.Context(), c, resp.Nodes)
+				}
+				if err := printList(a, out, listing[*castv1.Node]{key: "nodes", items: resp.Nodes,
 					empty:   "no nodes yet; start one with `node --controlplane " + a.addr + "`",
 					name:    func(n *castv1.Node) string { return n.Name },
 					columns: nodeColumns(),
-					after:   func() error { return a.printAgents(resp.Nodes) }})
+					after:   func() error { return a.printAgents(resp.Nodes) }}); err != nil {
+					return err
+				}
+				return failed
 			})
 		},
 	}
 	out.bind(cmd, a)
+	cmd.Flags().BoolVar(&probe, "probe", false, "first ask each connected node to probe its agents now (one tiny prompt per CLI, as node --probe does at start); READY then says whether each CLI answered")
 	return cmd
 }
 
@@ -66,6 +77,47 @@ func nodeColumns() []column[*castv1.Node] {
 		{header: "CONNECTED", wide: true, cell: func(n *castv1.Node) string { return ago(n.ConnectTime) }},
 		{header: "LAST SEEN", cell: func(n *castv1.Node) string { return ago(n.LastSeenTime) }},
 	}
+}
+
+// probeWait bounds `cast nodes --probe`: a node probes one CLI at a time,
+// each for up to a minute, and the control plane waits for it 5 minutes.
+const probeWait = 6 * time.Minute
+
+// probeNodes asks every connected node to probe its agents (ProbeNode), at
+// once, and puts what each found in its place in nodes. A node that could
+// not probe is named on stderr, and the error says how many.
+func (a *app) probeNodes(parent context.Context, c *client.Client, nodes []*castv1.Node) error {
+	ctx, cancel := context.WithTimeout(parent, probeWait)
+	defer cancel()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if !n.Connected {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Nodes.ProbeNode(ctx, &castv1.ProbeNodeRequest{Node: n.Name})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			n.Agents = resp.Agents
+		}()
+	}
+	wg.Wait()
+	bad := 0
+	for i, err := range errs {
+		if err != nil {
+			bad++
+			fmt.Fprintf(a.errOut, "cast: node %s did not probe its agents: %s\n", nodes[i].Name, a.explain(err))
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d node(s) did not probe their agents (above); their READY is from their files", bad)
+	}
+	return nil
 }
 
 // printAgents is the per-agent table: version and whether a login was

@@ -228,6 +228,10 @@ func TestNodeActsOnlyAsItself(t *testing.T) {
 	mismatch("n1 reports n2's turn", err)
 	_, err = e.n1.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "n2", Agent: "claude", Account: "a", Grant: "g"})
 	mismatch("n1 fetches n2's credential", err)
+	_, err = e.n1.Nodes.ProbeNode(ctx, &castv1.ProbeNodeRequest{Node: "n2"})
+	mismatch("n1 asks n2 to probe its agents", err)
+	_, err = e.alice.Nodes.ProbeNode(ctx, &castv1.ProbeNodeRequest{Node: "n2"})
+	wantDenied(t, "a user asks a node to probe its agents", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
 	stream, err := e.n1.Nodes.Connect(ctx)
 	if err == nil {
 		err = stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{Node: &castv1.Node{Name: "n2"}}}})

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
@@ -351,6 +352,30 @@ func validAgents(list []*castv1.AgentInstall) error {
 		}
 	}
 	return nil
+}
+
+// probeNodeTimeout bounds a node's probe of its agents: one CLI at a
+// time, each bounded by the node's probe timeout (a minute by default).
+const probeNodeTimeout = 5 * time.Minute
+
+// ProbeNode asks a connected node to probe its agents now, over its
+// stream (a WorkspaceRequest, answered by ReportWorkspace), and returns
+// what it found; the node advertises it too, so `cast nodes` shows it.
+func (h *nodeService) ProbeNode(ctx context.Context, req *castv1.ProbeNodeRequest) (*castv1.ProbeNodeResponse, error) {
+	if err := refuse(validate.Need(validate.Name, "node", req.Node)); err != nil {
+		return nil, err
+	}
+	if up, err := h.s.store.NodeConnected(ctx, req.Node); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	} else if !up {
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+			"node %s is not connected; only a running node can probe its agents (`cast nodes` shows which are up)", req.Node).With("node", req.Node))
+	}
+	ans, err := h.s.askNodeWithin(ctx, req.Node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Probe{Probe: &castv1.ProbeAgentsRequest{}}}, probeNodeTimeout)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	return &castv1.ProbeNodeResponse{Agents: ans.Agents}, nil
 }
 
 // adoptUnowned gives node the sessions stored while no node was connected

@@ -47,10 +47,13 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.SessionService_DeleteSession_FullMethodName:     {Roles: people, Check: sess},
 		castv1.SessionService_SetWorkspace_FullMethodName:      {Roles: people, Check: sess},
 
-		castv1.NodeService_Connect_FullMethodName:             {Roles: nodes, Check: checkNodeSelf},
-		castv1.NodeService_ListNodes_FullMethodName:           {Roles: everyone},
-		castv1.NodeService_DeleteNode_FullMethodName:          {Roles: adminOnly}, // revokes its credential too
-		castv1.NodeService_LabelNode_FullMethodName:           {Roles: adminOnly}, // cast.dev/custodian lets a node hold fleet logins
+		castv1.NodeService_Connect_FullMethodName:    {Roles: nodes, Check: checkNodeSelf},
+		castv1.NodeService_ListNodes_FullMethodName:  {Roles: everyone},
+		castv1.NodeService_DeleteNode_FullMethodName: {Roles: adminOnly}, // revokes its credential too
+		castv1.NodeService_LabelNode_FullMethodName:  {Roles: adminOnly}, // cast.dev/custodian lets a node hold fleet logins
+		// Probing runs the node's CLIs (a model call each): its admin asks,
+		// or the node itself.
+		castv1.NodeService_ProbeNode_FullMethodName:           {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_AppendOwnerMessages_FullMethodName: {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_ReportTurn_FullMethodName:          {Roles: nodes, Check: checkNodeSelf},
 		castv1.NodeService_UploadWorkTree_FullMethodName:      {Roles: nodes, Check: checkNodeSelf},

@@ -333,5 +333,8 @@ func validWorkspaceReport(req *castv1.ReportWorkspaceRequest) error {
 			validate.Check(validate.Cwd, f("checkout"), w.Checkout),
 			validate.Each(validate.SessionID, f("sessions"), w.Sessions, 10000))
 	}
-	return refuse(checks...)
+	if err := refuse(checks...); err != nil {
+		return err
+	}
+	return validAgents(req.Agents)
 }

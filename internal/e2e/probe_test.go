@@ -126,3 +126,42 @@ func TestNodeProbeReadiness(t *testing.T) {
 		}
 	}
 }
+
+// `cast nodes --probe` asks a running node that was started without
+// --probe to probe its agents now, over its stream: the real Claude
+// answers the fake model, and READY says so, then and in `cast nodes`.
+func TestNodesProbeAsksARunningNode(t *testing.T) {
+	r := newTurnRig(t, "claude")
+	before := r.fake.Turns()
+	out, errOut, code := r.cast("", "nodes")
+	if code != 0 || strings.Contains(out, "probed") {
+		t.Fatalf("cast nodes before any probe: exit %d, out %q, err %q", code, out, errOut)
+	}
+	out, errOut, code = r.cast("", "nodes", "--probe")
+	version := agents.InstalledVersion(agenttest.Bin(t, "claude"))
+	probedLine := func(out string) bool {
+		return slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+			return strings.HasPrefix(strings.Join(strings.Fields(l), " "), "worker claude "+version+" yes probed: answered")
+		})
+	}
+	if code != 0 || errOut != "" || !probedLine(out) {
+		t.Fatalf("cast nodes --probe: exit %d, err %q, out\n%s\nwant a line `worker claude %s yes probed: answered`", code, errOut, out, version)
+	}
+	asked := 0
+	for _, req := range r.fake.Turns()[len(before):] {
+		if strings.Contains(string(req.Body), runner.ProbePrompt) {
+			asked++
+		}
+	}
+	if asked == 0 {
+		t.Fatal("cast nodes --probe: no probe reached the model")
+	}
+	// The node advertised it: a plain `cast nodes` shows it too.
+	testharness.WaitFor(t, 30*time.Second, "cast nodes showing the probe", func() bool {
+		out, _, code := r.cast("", "nodes")
+		return code == 0 && probedLine(out)
+	})
+	if left, _ := os.ReadDir(filepath.Join(r.dataDir, "probe")); len(left) > 0 {
+		t.Errorf("the node's probe folder keeps %d entries", len(left))
+	}
+}

@@ -19,8 +19,10 @@ const DefaultReadinessInterval = 60 * time.Second
 // recheckAgents asks the stream's advertiser to look at the agents now (a
 // turn failed for want of a login: the user may be logging in).
 func (a *Agent) recheckAgents() {
-	if a.probes != nil {
+	if a.cfg.Probe {
 		a.probes.again() // the probe that said ready may be out of date
+	} else {
+		a.probes.forget() // probed on demand: no loop probes again, so the files say
 	}
 	a.advertiseNow()
 }

@@ -123,9 +123,7 @@ func New(cfg Config, lg *zap.Logger) (*Agent, error) {
 		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")
 	}
 	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
-	if cfg.Probe {
-		a.probes = newProbes()
-	}
+	a.probes = newProbes() // probed on demand (`cast nodes --probe`) too
 	if err := a.newCustody(); err != nil {
 		return nil, err
 	}
@@ -175,7 +173,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is
 		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
 	}
-	if a.probes != nil {
+	if a.cfg.Probe {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is
 		go func() { defer a.workers.wg.Done(); a.probeAgents(ctx) }()
 	}

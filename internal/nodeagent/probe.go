@@ -19,9 +19,12 @@ import (
 // answer to "does its login work", where Readiness only says "a login is
 // there".
 type probes struct {
-	mu   sync.Mutex
-	last map[string]probed // by agent
-	kick chan struct{}     // probe again now (a turn failed for want of a login)
+	// running is held by each probe: one CLI at a time, whether the probe
+	// loop (node --probe) or `cast nodes --probe` asked.
+	running sync.Mutex
+	mu      sync.Mutex
+	last    map[string]probed // by agent
+	kick    chan struct{}     // probe again now (a turn failed for want of a login)
 }
 
 // probed is one agent's last probe and the file check it was made on: a
@@ -50,13 +53,28 @@ func (p *probes) again() {
 	}
 }
 
+// forget drops every probe's answer: READY comes from the files again.
+func (p *probes) forget() {
+	p.mu.Lock()
+	clear(p.last)
+	p.mu.Unlock()
+}
+
+// probeable says whether the runner can drive agent in's CLI.
+func probeable(in *castv1.AgentInstall) bool {
+	a, ok := agents.Lookup(in.Name)
+	if !ok || in.Path == "" {
+		return false
+	}
+	_, ok = a.Driver()
+	return ok
+}
+
 // due says whether agent in (as Readiness sees it) is to be probed: never
 // probed, its files or version changed since, its last probe failed or was
 // marked stale. An agent the runner cannot drive is not probed.
 func (p *probes) due(in *castv1.AgentInstall) bool {
-	if a, ok := agents.Lookup(in.Name); !ok || in.Path == "" {
-		return false
-	} else if _, ok := a.Driver(); !ok {
+	if !probeable(in) {
 		return false
 	}
 	p.mu.Lock()
@@ -86,13 +104,11 @@ func (p *probes) apply(in *castv1.AgentInstall) {
 	}
 }
 
-// readiness is Readiness with each agent's probe applied (node --probe).
+// readiness is Readiness with each agent's last probe applied.
 func (a *Agent) readiness() []*castv1.AgentInstall {
 	list := a.cfg.Readiness()
-	if a.probes != nil {
-		for _, in := range list {
-			a.probes.apply(in)
-		}
+	for _, in := range list {
+		a.probes.apply(in)
 	}
 	return list
 }
@@ -127,14 +143,33 @@ func (a *Agent) probeAgents(ctx context.Context) {
 	}
 }
 
+// probeNow probes every agent whose CLI the runner drives, due or not
+// (`cast nodes --probe` asked), advertises what changed and returns what
+// `cast nodes` then shows of the node's agents.
+func (a *Agent) probeNow(ctx context.Context) []*castv1.AgentInstall {
+	dir := filepath.Join(a.cfg.DataDir, "probe")
+	changed := false
+	for _, in := range a.cfg.Readiness() {
+		if ctx.Err() == nil && probeable(in) && a.probeAgent(ctx, in, dir) {
+			changed = true
+		}
+	}
+	if changed {
+		a.advertiseNow()
+	}
+	return a.readiness()
+}
+
 // probeAgent runs agent in's CLI once as its turns run (its default
 // setup) and records the answer; true when what `cast nodes` shows of it
 // changed.
 func (a *Agent) probeAgent(ctx context.Context, in *castv1.AgentInstall, dir string) bool {
 	s := a.cfg.agentSetup(in.Name)
 	t := a.cfg.newTurn(in.Name, s, s.Env)
+	a.probes.running.Lock()
 	start := time.Now()
 	res, err := a.runner.Probe(ctx, t, dir, a.cfg.ProbeTimeout)
+	a.probes.running.Unlock()
 	if ctx.Err() != nil {
 		return false // the node is stopping: no answer
 	}

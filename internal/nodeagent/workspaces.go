@@ -49,6 +49,8 @@ func (a *Agent) workspaceRequest(ctx context.Context, req *castv1.WorkspaceReque
 		}
 	case *castv1.WorkspaceRequest_Find:
 		ans.Folder, err = a.findFolder(op.Find.Cwd)
+	case *castv1.WorkspaceRequest_Probe:
+		ans.Agents = a.probeNow(ctx)
 	default:
 		err = invalidf("unknown workspace request")
 	}

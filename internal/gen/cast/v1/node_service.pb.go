@@ -838,6 +838,7 @@ type WorkspaceRequest struct {
 	//	*WorkspaceRequest_List
 	//	*WorkspaceRequest_Remove
 	//	*WorkspaceRequest_Find
+	//	*WorkspaceRequest_Probe
 	Op            isWorkspaceRequest_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -923,6 +924,15 @@ func (x *WorkspaceRequest) GetFind() *FindFolderRequest {
 	return nil
 }
 
+func (x *WorkspaceRequest) GetProbe() *ProbeAgentsRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WorkspaceRequest_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isWorkspaceRequest_Op interface {
 	isWorkspaceRequest_Op()
 }
@@ -947,6 +957,12 @@ type WorkspaceRequest_Find struct {
 	Find *FindFolderRequest `protobuf:"bytes,5,opt,name=find,proto3,oneof"`
 }
 
+type WorkspaceRequest_Probe struct {
+	// probe asks the node to probe its agents now (ProbeNode), answered in
+	// ReportWorkspaceRequest.agents.
+	Probe *ProbeAgentsRequest `protobuf:"bytes,6,opt,name=probe,proto3,oneof"`
+}
+
 func (*WorkspaceRequest_Set) isWorkspaceRequest_Op() {}
 
 func (*WorkspaceRequest_List) isWorkspaceRequest_Op() {}
@@ -954,6 +970,45 @@ func (*WorkspaceRequest_List) isWorkspaceRequest_Op() {}
 func (*WorkspaceRequest_Remove) isWorkspaceRequest_Op() {}
 
 func (*WorkspaceRequest_Find) isWorkspaceRequest_Op() {}
+
+func (*WorkspaceRequest_Probe) isWorkspaceRequest_Op() {}
+
+// ProbeAgentsRequest asks a node to run each installed agent's CLI once.
+type ProbeAgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeAgentsRequest) Reset() {
+	*x = ProbeAgentsRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeAgentsRequest) ProtoMessage() {}
+
+func (x *ProbeAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ProbeAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+}
 
 // FindFolderRequest asks a node for its own path of a folder on the
 // caller's machine: cwd after the node's --map-path, answered in
@@ -969,7 +1024,7 @@ type FindFolderRequest struct {
 
 func (x *FindFolderRequest) Reset() {
 	*x = FindFolderRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1036,7 @@ func (x *FindFolderRequest) String() string {
 func (*FindFolderRequest) ProtoMessage() {}
 
 func (x *FindFolderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[10]
+	mi := &file_cast_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1049,7 @@ func (x *FindFolderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindFolderRequest.ProtoReflect.Descriptor instead.
 func (*FindFolderRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FindFolderRequest) GetCwd() string {
@@ -1028,7 +1083,7 @@ type Worktree struct {
 
 func (x *Worktree) Reset() {
 	*x = Worktree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1095,7 @@ func (x *Worktree) String() string {
 func (*Worktree) ProtoMessage() {}
 
 func (x *Worktree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[11]
+	mi := &file_cast_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1108,7 @@ func (x *Worktree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worktree.ProtoReflect.Descriptor instead.
 func (*Worktree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Worktree) GetNode() string {
@@ -1116,7 +1171,7 @@ type ListWorktreesRequest struct {
 
 func (x *ListWorktreesRequest) Reset() {
 	*x = ListWorktreesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1183,7 @@ func (x *ListWorktreesRequest) String() string {
 func (*ListWorktreesRequest) ProtoMessage() {}
 
 func (x *ListWorktreesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[12]
+	mi := &file_cast_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1196,7 @@ func (x *ListWorktreesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorktreesRequest.ProtoReflect.Descriptor instead.
 func (*ListWorktreesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorktreesRequest) GetNode() string {
@@ -1164,7 +1219,7 @@ type ListWorktreesResponse struct {
 
 func (x *ListWorktreesResponse) Reset() {
 	*x = ListWorktreesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1231,7 @@ func (x *ListWorktreesResponse) String() string {
 func (*ListWorktreesResponse) ProtoMessage() {}
 
 func (x *ListWorktreesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[13]
+	mi := &file_cast_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1244,7 @@ func (x *ListWorktreesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorktreesResponse.ProtoReflect.Descriptor instead.
 func (*ListWorktreesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListWorktreesResponse) GetWorktrees() []*Worktree {
@@ -1222,7 +1277,7 @@ type RemoveWorktreeRequest struct {
 
 func (x *RemoveWorktreeRequest) Reset() {
 	*x = RemoveWorktreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1289,7 @@ func (x *RemoveWorktreeRequest) String() string {
 func (*RemoveWorktreeRequest) ProtoMessage() {}
 
 func (x *RemoveWorktreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[14]
+	mi := &file_cast_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1302,7 @@ func (x *RemoveWorktreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorktreeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveWorktreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveWorktreeRequest) GetNode() string {
@@ -1284,7 +1339,7 @@ type RemoveWorktreeResponse struct {
 
 func (x *RemoveWorktreeResponse) Reset() {
 	*x = RemoveWorktreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1351,7 @@ func (x *RemoveWorktreeResponse) String() string {
 func (*RemoveWorktreeResponse) ProtoMessage() {}
 
 func (x *RemoveWorktreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[15]
+	mi := &file_cast_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1364,7 @@ func (x *RemoveWorktreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveWorktreeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveWorktreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveWorktreeResponse) GetWorktree() *Worktree {
@@ -1347,7 +1402,7 @@ type WorkspaceMove struct {
 
 func (x *WorkspaceMove) Reset() {
 	*x = WorkspaceMove{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1414,7 @@ func (x *WorkspaceMove) String() string {
 func (*WorkspaceMove) ProtoMessage() {}
 
 func (x *WorkspaceMove) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[16]
+	mi := &file_cast_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1427,7 @@ func (x *WorkspaceMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceMove.ProtoReflect.Descriptor instead.
 func (*WorkspaceMove) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkspaceMove) GetSessionId() string {
@@ -1434,14 +1489,16 @@ type ReportWorkspaceRequest struct {
 	// worktrees answers a list, or names the removed one.
 	Worktrees []*Worktree `protobuf:"bytes,6,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
 	// folder answers a find: the node's path for the folder.
-	Folder        string `protobuf:"bytes,7,opt,name=folder,proto3" json:"folder,omitempty"`
+	Folder string `protobuf:"bytes,7,opt,name=folder,proto3" json:"folder,omitempty"`
+	// agents answers a probe: the node's agents, probed.
+	Agents        []*AgentInstall `protobuf:"bytes,8,rep,name=agents,proto3" json:"agents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportWorkspaceRequest) Reset() {
 	*x = ReportWorkspaceRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1510,7 @@ func (x *ReportWorkspaceRequest) String() string {
 func (*ReportWorkspaceRequest) ProtoMessage() {}
 
 func (x *ReportWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[17]
+	mi := &file_cast_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1523,7 @@ func (x *ReportWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportWorkspaceRequest) GetNode() string {
@@ -1518,6 +1575,13 @@ func (x *ReportWorkspaceRequest) GetFolder() string {
 	return ""
 }
 
+func (x *ReportWorkspaceRequest) GetAgents() []*AgentInstall {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
 // ReportWorkspaceResponse is empty.
 type ReportWorkspaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1527,7 +1591,7 @@ type ReportWorkspaceResponse struct {
 
 func (x *ReportWorkspaceResponse) Reset() {
 	*x = ReportWorkspaceResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1603,7 @@ func (x *ReportWorkspaceResponse) String() string {
 func (*ReportWorkspaceResponse) ProtoMessage() {}
 
 func (x *ReportWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[18]
+	mi := &file_cast_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1616,7 @@ func (x *ReportWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 // SetCredential tells a node which fleet account an agent's shared
@@ -1575,7 +1639,7 @@ type SetCredential struct {
 
 func (x *SetCredential) Reset() {
 	*x = SetCredential{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1651,7 @@ func (x *SetCredential) String() string {
 func (*SetCredential) ProtoMessage() {}
 
 func (x *SetCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[19]
+	mi := &file_cast_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1664,7 @@ func (x *SetCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCredential.ProtoReflect.Descriptor instead.
 func (*SetCredential) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetCredential) GetAgent() string {
@@ -1645,7 +1709,7 @@ type Interrupt struct {
 
 func (x *Interrupt) Reset() {
 	*x = Interrupt{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1721,7 @@ func (x *Interrupt) String() string {
 func (*Interrupt) ProtoMessage() {}
 
 func (x *Interrupt) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[20]
+	mi := &file_cast_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1734,7 @@ func (x *Interrupt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interrupt.ProtoReflect.Descriptor instead.
 func (*Interrupt) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Interrupt) GetSessionId() string {
@@ -1700,7 +1764,7 @@ type ReleaseSession struct {
 
 func (x *ReleaseSession) Reset() {
 	*x = ReleaseSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1776,7 @@ func (x *ReleaseSession) String() string {
 func (*ReleaseSession) ProtoMessage() {}
 
 func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[21]
+	mi := &file_cast_v1_node_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1789,7 @@ func (x *ReleaseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSession.ProtoReflect.Descriptor instead.
 func (*ReleaseSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{21}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseSession) GetSessionId() string {
@@ -1764,7 +1828,7 @@ type ExportWorkTree struct {
 
 func (x *ExportWorkTree) Reset() {
 	*x = ExportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1840,7 @@ func (x *ExportWorkTree) String() string {
 func (*ExportWorkTree) ProtoMessage() {}
 
 func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[22]
+	mi := &file_cast_v1_node_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1853,7 @@ func (x *ExportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportWorkTree.ProtoReflect.Descriptor instead.
 func (*ExportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{22}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExportWorkTree) GetMigrationId() string {
@@ -1847,7 +1911,7 @@ type ImportWorkTree struct {
 
 func (x *ImportWorkTree) Reset() {
 	*x = ImportWorkTree{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1923,7 @@ func (x *ImportWorkTree) String() string {
 func (*ImportWorkTree) ProtoMessage() {}
 
 func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[23]
+	mi := &file_cast_v1_node_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1936,7 @@ func (x *ImportWorkTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportWorkTree.ProtoReflect.Descriptor instead.
 func (*ImportWorkTree) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{23}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ImportWorkTree) GetMigrationId() string {
@@ -1923,7 +1987,7 @@ type AssignSession struct {
 
 func (x *AssignSession) Reset() {
 	*x = AssignSession{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +1999,7 @@ func (x *AssignSession) String() string {
 func (*AssignSession) ProtoMessage() {}
 
 func (x *AssignSession) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[24]
+	mi := &file_cast_v1_node_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2012,7 @@ func (x *AssignSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignSession.ProtoReflect.Descriptor instead.
 func (*AssignSession) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{24}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AssignSession) GetSession() *Session {
@@ -1980,7 +2044,7 @@ type DeliverMessages struct {
 
 func (x *DeliverMessages) Reset() {
 	*x = DeliverMessages{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2056,7 @@ func (x *DeliverMessages) String() string {
 func (*DeliverMessages) ProtoMessage() {}
 
 func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[25]
+	mi := &file_cast_v1_node_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2069,7 @@ func (x *DeliverMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverMessages.ProtoReflect.Descriptor instead.
 func (*DeliverMessages) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{25}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeliverMessages) GetSessionId() string {
@@ -2042,7 +2106,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2118,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[26]
+	mi := &file_cast_v1_node_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2131,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{26}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2095,7 +2159,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2171,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[27]
+	mi := &file_cast_v1_node_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2184,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{27}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteNodeResponse) GetSessions() int32 {
@@ -2146,7 +2210,7 @@ type LabelNodeRequest struct {
 
 func (x *LabelNodeRequest) Reset() {
 	*x = LabelNodeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2222,7 @@ func (x *LabelNodeRequest) String() string {
 func (*LabelNodeRequest) ProtoMessage() {}
 
 func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[28]
+	mi := &file_cast_v1_node_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2235,7 @@ func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
 func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{28}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LabelNodeRequest) GetName() string {
@@ -2206,7 +2270,7 @@ type LabelNodeResponse struct {
 
 func (x *LabelNodeResponse) Reset() {
 	*x = LabelNodeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2282,7 @@ func (x *LabelNodeResponse) String() string {
 func (*LabelNodeResponse) ProtoMessage() {}
 
 func (x *LabelNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[29]
+	mi := &file_cast_v1_node_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,12 +2295,104 @@ func (x *LabelNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeResponse.ProtoReflect.Descriptor instead.
 func (*LabelNodeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{29}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LabelNodeResponse) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+// ProbeNodeRequest names the node to probe.
+type ProbeNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node's name.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeNodeRequest) Reset() {
+	*x = ProbeNodeRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeNodeRequest) ProtoMessage() {}
+
+func (x *ProbeNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeNodeRequest.ProtoReflect.Descriptor instead.
+func (*ProbeNodeRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ProbeNodeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// ProbeNodeResponse is what the node's probe found.
+type ProbeNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agents are the node's agents, each probed (probed, ready, status).
+	Agents        []*AgentInstall `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeNodeResponse) Reset() {
+	*x = ProbeNodeResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeNodeResponse) ProtoMessage() {}
+
+func (x *ProbeNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeNodeResponse.ProtoReflect.Descriptor instead.
+func (*ProbeNodeResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ProbeNodeResponse) GetAgents() []*AgentInstall {
+	if x != nil {
+		return x.Agents
 	}
 	return nil
 }
@@ -2250,7 +2406,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2418,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[30]
+	mi := &file_cast_v1_node_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2431,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{30}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
 }
 
 // ListNodesResponse holds every node.
@@ -2289,7 +2445,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2457,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[31]
+	mi := &file_cast_v1_node_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2470,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{31}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2341,7 +2497,7 @@ type AppendOwnerMessagesRequest struct {
 
 func (x *AppendOwnerMessagesRequest) Reset() {
 	*x = AppendOwnerMessagesRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2509,7 @@ func (x *AppendOwnerMessagesRequest) String() string {
 func (*AppendOwnerMessagesRequest) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[32]
+	mi := &file_cast_v1_node_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2522,7 @@ func (x *AppendOwnerMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{32}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AppendOwnerMessagesRequest) GetSessionId() string {
@@ -2408,7 +2564,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2576,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[33]
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2589,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -2474,7 +2630,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2642,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[34]
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2655,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{34}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -2583,7 +2739,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2751,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[35]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2764,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{35}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -2639,7 +2795,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2807,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2820,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -2713,7 +2869,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2881,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2894,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -2763,7 +2919,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2931,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2944,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -2825,7 +2981,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2993,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3006,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -2888,7 +3044,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3056,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3069,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -2967,7 +3123,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3135,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3148,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -3012,7 +3168,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3180,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3193,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -3079,7 +3235,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3247,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3260,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -3135,7 +3291,7 @@ type CustodyRequest struct {
 
 func (x *CustodyRequest) Reset() {
 	*x = CustodyRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3303,7 @@ func (x *CustodyRequest) String() string {
 func (*CustodyRequest) ProtoMessage() {}
 
 func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3316,7 @@ func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyRequest.ProtoReflect.Descriptor instead.
 func (*CustodyRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CustodyRequest) GetNode() string {
@@ -3218,7 +3374,7 @@ type CustodyResponse struct {
 
 func (x *CustodyResponse) Reset() {
 	*x = CustodyResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[45]
+	mi := &file_cast_v1_node_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3386,7 @@ func (x *CustodyResponse) String() string {
 func (*CustodyResponse) ProtoMessage() {}
 
 func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[45]
+	mi := &file_cast_v1_node_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3399,7 @@ func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyResponse.ProtoReflect.Descriptor instead.
 func (*CustodyResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{45}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CustodyResponse) GetCredential() []byte {
@@ -3303,15 +3459,17 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x10import_work_tree\x18\a \x01(\v2\x17.cast.v1.ImportWorkTreeH\x00R\x0eimportWorkTree\x12?\n" +
 	"\x0eset_credential\x18\b \x01(\v2\x16.cast.v1.SetCredentialH\x00R\rsetCredential\x129\n" +
 	"\tworkspace\x18\t \x01(\v2\x19.cast.v1.WorkspaceRequestH\x00R\tworkspaceB\x06\n" +
-	"\x04kind\"\x8a\x02\n" +
+	"\x04kind\"\xbf\x02\n" +
 	"\x10WorkspaceRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x120\n" +
 	"\x03set\x18\x02 \x01(\v2\x1c.cast.v1.SetWorkspaceRequestH\x00R\x03set\x123\n" +
 	"\x04list\x18\x03 \x01(\v2\x1d.cast.v1.ListWorktreesRequestH\x00R\x04list\x128\n" +
 	"\x06remove\x18\x04 \x01(\v2\x1e.cast.v1.RemoveWorktreeRequestH\x00R\x06remove\x120\n" +
-	"\x04find\x18\x05 \x01(\v2\x1a.cast.v1.FindFolderRequestH\x00R\x04findB\x04\n" +
-	"\x02op\"%\n" +
+	"\x04find\x18\x05 \x01(\v2\x1a.cast.v1.FindFolderRequestH\x00R\x04find\x123\n" +
+	"\x05probe\x18\x06 \x01(\v2\x1b.cast.v1.ProbeAgentsRequestH\x00R\x05probeB\x04\n" +
+	"\x02op\"\x14\n" +
+	"\x12ProbeAgentsRequest\"%\n" +
 	"\x11FindFolderRequest\x12\x10\n" +
 	"\x03cwd\x18\x01 \x01(\tR\x03cwd\"\xc1\x01\n" +
 	"\bWorktree\x12\x12\n" +
@@ -3344,7 +3502,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12'\n" +
 	"\x0fworktree_branch\x18\x04 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
 	"\bcheckout\x18\x05 \x01(\tR\bcheckout\x12\x16\n" +
-	"\x06notice\x18\x06 \x01(\tR\x06notice\"\xf0\x01\n" +
+	"\x06notice\x18\x06 \x01(\tR\x06notice\"\x9f\x02\n" +
 	"\x16ReportWorkspaceRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
@@ -3353,7 +3511,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12,\n" +
 	"\x05moves\x18\x05 \x03(\v2\x16.cast.v1.WorkspaceMoveR\x05moves\x12/\n" +
 	"\tworktrees\x18\x06 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\x12\x16\n" +
-	"\x06folder\x18\a \x01(\tR\x06folder\"\x19\n" +
+	"\x06folder\x18\a \x01(\tR\x06folder\x12-\n" +
+	"\x06agents\x18\b \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\"\x19\n" +
 	"\x17ReportWorkspaceResponse\"k\n" +
 	"\rSetCredential\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
@@ -3411,7 +3570,11 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x06labels\x18\x01 \x03(\v2&.cast.v1.LabelNodeResponse.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"&\n" +
+	"\x10ProbeNodeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"B\n" +
+	"\x11ProbeNodeResponse\x12-\n" +
+	"\x06agents\x18\x01 \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\"\x12\n" +
 	"\x10ListNodesRequest\"8\n" +
 	"\x11ListNodesResponse\x12#\n" +
 	"\x05nodes\x18\x01 \x03(\v2\r.cast.v1.NodeR\x05nodes\"\x9e\x01\n" +
@@ -3496,13 +3659,14 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0eCUSTODY_OP_GET\x10\x03\x12\x12\n" +
 	"\x0eCUSTODY_OP_PUT\x10\x04\x12\x1c\n" +
 	"\x18CUSTODY_OP_BEGIN_REFRESH\x10\x05\x12\x1a\n" +
-	"\x16CUSTODY_OP_END_REFRESH\x10\x062\xd7\b\n" +
+	"\x16CUSTODY_OP_END_REFRESH\x10\x062\x9b\t\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
 	"\n" +
 	"DeleteNode\x12\x1a.cast.v1.DeleteNodeRequest\x1a\x1b.cast.v1.DeleteNodeResponse\x12B\n" +
-	"\tLabelNode\x12\x19.cast.v1.LabelNodeRequest\x1a\x1a.cast.v1.LabelNodeResponse\x12`\n" +
+	"\tLabelNode\x12\x19.cast.v1.LabelNodeRequest\x1a\x1a.cast.v1.LabelNodeResponse\x12B\n" +
+	"\tProbeNode\x12\x19.cast.v1.ProbeNodeRequest\x1a\x1a.cast.v1.ProbeNodeResponse\x12`\n" +
 	"\x13AppendOwnerMessages\x12#.cast.v1.AppendOwnerMessagesRequest\x1a$.cast.v1.AppendOwnerMessagesResponse\x12E\n" +
 	"\n" +
 	"ReportTurn\x12\x1a.cast.v1.ReportTurnRequest\x1a\x1b.cast.v1.ReportTurnResponse\x12S\n" +
@@ -3528,7 +3692,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_node_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(CustodyOp)(0),                      // 0: cast.v1.CustodyOp
 	(*ConnectRequest)(nil),              // 1: cast.v1.ConnectRequest
@@ -3541,124 +3705,132 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*HeartbeatAck)(nil),                // 8: cast.v1.HeartbeatAck
 	(*Command)(nil),                     // 9: cast.v1.Command
 	(*WorkspaceRequest)(nil),            // 10: cast.v1.WorkspaceRequest
-	(*FindFolderRequest)(nil),           // 11: cast.v1.FindFolderRequest
-	(*Worktree)(nil),                    // 12: cast.v1.Worktree
-	(*ListWorktreesRequest)(nil),        // 13: cast.v1.ListWorktreesRequest
-	(*ListWorktreesResponse)(nil),       // 14: cast.v1.ListWorktreesResponse
-	(*RemoveWorktreeRequest)(nil),       // 15: cast.v1.RemoveWorktreeRequest
-	(*RemoveWorktreeResponse)(nil),      // 16: cast.v1.RemoveWorktreeResponse
-	(*WorkspaceMove)(nil),               // 17: cast.v1.WorkspaceMove
-	(*ReportWorkspaceRequest)(nil),      // 18: cast.v1.ReportWorkspaceRequest
-	(*ReportWorkspaceResponse)(nil),     // 19: cast.v1.ReportWorkspaceResponse
-	(*SetCredential)(nil),               // 20: cast.v1.SetCredential
-	(*Interrupt)(nil),                   // 21: cast.v1.Interrupt
-	(*ReleaseSession)(nil),              // 22: cast.v1.ReleaseSession
-	(*ExportWorkTree)(nil),              // 23: cast.v1.ExportWorkTree
-	(*ImportWorkTree)(nil),              // 24: cast.v1.ImportWorkTree
-	(*AssignSession)(nil),               // 25: cast.v1.AssignSession
-	(*DeliverMessages)(nil),             // 26: cast.v1.DeliverMessages
-	(*DeleteNodeRequest)(nil),           // 27: cast.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 28: cast.v1.DeleteNodeResponse
-	(*LabelNodeRequest)(nil),            // 29: cast.v1.LabelNodeRequest
-	(*LabelNodeResponse)(nil),           // 30: cast.v1.LabelNodeResponse
-	(*ListNodesRequest)(nil),            // 31: cast.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 32: cast.v1.ListNodesResponse
-	(*AppendOwnerMessagesRequest)(nil),  // 33: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 34: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 35: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 36: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 37: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 38: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 39: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 40: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 41: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 42: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 43: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 44: cast.v1.FetchCredentialResponse
-	(*CustodyRequest)(nil),              // 45: cast.v1.CustodyRequest
-	(*CustodyResponse)(nil),             // 46: cast.v1.CustodyResponse
-	nil,                                 // 47: cast.v1.LabelNodeRequest.SetEntry
-	nil,                                 // 48: cast.v1.LabelNodeResponse.LabelsEntry
-	(*AgentInstall)(nil),                // 49: cast.v1.AgentInstall
-	(*Node)(nil),                        // 50: cast.v1.Node
-	(*SetWorkspaceRequest)(nil),         // 51: cast.v1.SetWorkspaceRequest
-	(*Session)(nil),                     // 52: cast.v1.Session
-	(*Message)(nil),                     // 53: cast.v1.Message
-	(SessionState)(0),                   // 54: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 55: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
+	(*ProbeAgentsRequest)(nil),          // 11: cast.v1.ProbeAgentsRequest
+	(*FindFolderRequest)(nil),           // 12: cast.v1.FindFolderRequest
+	(*Worktree)(nil),                    // 13: cast.v1.Worktree
+	(*ListWorktreesRequest)(nil),        // 14: cast.v1.ListWorktreesRequest
+	(*ListWorktreesResponse)(nil),       // 15: cast.v1.ListWorktreesResponse
+	(*RemoveWorktreeRequest)(nil),       // 16: cast.v1.RemoveWorktreeRequest
+	(*RemoveWorktreeResponse)(nil),      // 17: cast.v1.RemoveWorktreeResponse
+	(*WorkspaceMove)(nil),               // 18: cast.v1.WorkspaceMove
+	(*ReportWorkspaceRequest)(nil),      // 19: cast.v1.ReportWorkspaceRequest
+	(*ReportWorkspaceResponse)(nil),     // 20: cast.v1.ReportWorkspaceResponse
+	(*SetCredential)(nil),               // 21: cast.v1.SetCredential
+	(*Interrupt)(nil),                   // 22: cast.v1.Interrupt
+	(*ReleaseSession)(nil),              // 23: cast.v1.ReleaseSession
+	(*ExportWorkTree)(nil),              // 24: cast.v1.ExportWorkTree
+	(*ImportWorkTree)(nil),              // 25: cast.v1.ImportWorkTree
+	(*AssignSession)(nil),               // 26: cast.v1.AssignSession
+	(*DeliverMessages)(nil),             // 27: cast.v1.DeliverMessages
+	(*DeleteNodeRequest)(nil),           // 28: cast.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 29: cast.v1.DeleteNodeResponse
+	(*LabelNodeRequest)(nil),            // 30: cast.v1.LabelNodeRequest
+	(*LabelNodeResponse)(nil),           // 31: cast.v1.LabelNodeResponse
+	(*ProbeNodeRequest)(nil),            // 32: cast.v1.ProbeNodeRequest
+	(*ProbeNodeResponse)(nil),           // 33: cast.v1.ProbeNodeResponse
+	(*ListNodesRequest)(nil),            // 34: cast.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 35: cast.v1.ListNodesResponse
+	(*AppendOwnerMessagesRequest)(nil),  // 36: cast.v1.AppendOwnerMessagesRequest
+	(*AppendOwnerMessagesResponse)(nil), // 37: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 38: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 39: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 40: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 41: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 42: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 43: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 44: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 45: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 46: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 47: cast.v1.FetchCredentialResponse
+	(*CustodyRequest)(nil),              // 48: cast.v1.CustodyRequest
+	(*CustodyResponse)(nil),             // 49: cast.v1.CustodyResponse
+	nil,                                 // 50: cast.v1.LabelNodeRequest.SetEntry
+	nil,                                 // 51: cast.v1.LabelNodeResponse.LabelsEntry
+	(*AgentInstall)(nil),                // 52: cast.v1.AgentInstall
+	(*Node)(nil),                        // 53: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 54: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 55: cast.v1.Session
+	(*Message)(nil),                     // 56: cast.v1.Message
+	(SessionState)(0),                   // 57: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 58: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	3,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	4,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	5,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
 	2,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	49, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	50, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	52, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	53, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
 	7,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	8,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	9,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
-	25, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
-	26, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
-	21, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
-	22, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
-	23, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
-	24, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
-	20, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
+	26, // 9: cast.v1.Command.assign_session:type_name -> cast.v1.AssignSession
+	27, // 10: cast.v1.Command.deliver_messages:type_name -> cast.v1.DeliverMessages
+	22, // 11: cast.v1.Command.interrupt:type_name -> cast.v1.Interrupt
+	23, // 12: cast.v1.Command.release_session:type_name -> cast.v1.ReleaseSession
+	24, // 13: cast.v1.Command.export_work_tree:type_name -> cast.v1.ExportWorkTree
+	25, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
+	21, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
 	10, // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
-	51, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
-	13, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
-	15, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
-	11, // 20: cast.v1.WorkspaceRequest.find:type_name -> cast.v1.FindFolderRequest
-	12, // 21: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
-	12, // 22: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
-	17, // 23: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
-	12, // 24: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
-	52, // 25: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	53, // 26: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	47, // 27: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
-	48, // 28: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
-	50, // 29: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	53, // 30: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	53, // 31: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	54, // 32: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	55, // 33: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	52, // 34: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 35: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
-	56, // 36: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
-	1,  // 37: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	31, // 38: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	27, // 39: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	29, // 40: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
-	33, // 41: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	35, // 42: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	37, // 43: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	39, // 44: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	41, // 45: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	43, // 46: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	13, // 47: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	15, // 48: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	18, // 49: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	45, // 50: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
-	6,  // 51: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	32, // 52: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	28, // 53: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	30, // 54: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
-	34, // 55: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	36, // 56: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	38, // 57: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	40, // 58: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	42, // 59: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	44, // 60: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	14, // 61: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	16, // 62: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	19, // 63: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	46, // 64: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
-	51, // [51:65] is the sub-list for method output_type
-	37, // [37:51] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	54, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	14, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
+	16, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
+	12, // 20: cast.v1.WorkspaceRequest.find:type_name -> cast.v1.FindFolderRequest
+	11, // 21: cast.v1.WorkspaceRequest.probe:type_name -> cast.v1.ProbeAgentsRequest
+	13, // 22: cast.v1.ListWorktreesResponse.worktrees:type_name -> cast.v1.Worktree
+	13, // 23: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
+	18, // 24: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
+	13, // 25: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
+	52, // 26: cast.v1.ReportWorkspaceRequest.agents:type_name -> cast.v1.AgentInstall
+	55, // 27: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	56, // 28: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	50, // 29: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
+	51, // 30: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
+	52, // 31: cast.v1.ProbeNodeResponse.agents:type_name -> cast.v1.AgentInstall
+	53, // 32: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	56, // 33: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	56, // 34: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	57, // 35: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	58, // 36: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	55, // 37: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 38: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
+	59, // 39: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
+	1,  // 40: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	34, // 41: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	28, // 42: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	30, // 43: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
+	32, // 44: cast.v1.NodeService.ProbeNode:input_type -> cast.v1.ProbeNodeRequest
+	36, // 45: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	38, // 46: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	40, // 47: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	42, // 48: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	44, // 49: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	46, // 50: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	14, // 51: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	16, // 52: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	19, // 53: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	48, // 54: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	6,  // 55: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	35, // 56: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	29, // 57: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	31, // 58: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
+	33, // 59: cast.v1.NodeService.ProbeNode:output_type -> cast.v1.ProbeNodeResponse
+	37, // 60: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	39, // 61: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	41, // 62: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	43, // 63: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	45, // 64: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	47, // 65: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	15, // 66: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	17, // 67: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	20, // 68: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	49, // 69: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	55, // [55:70] is the sub-list for method output_type
+	40, // [40:55] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -3696,6 +3868,7 @@ func file_cast_v1_node_service_proto_init() {
 		(*WorkspaceRequest_List)(nil),
 		(*WorkspaceRequest_Remove)(nil),
 		(*WorkspaceRequest_Find)(nil),
+		(*WorkspaceRequest_Probe)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3703,7 +3876,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

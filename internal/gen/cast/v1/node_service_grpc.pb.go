@@ -23,6 +23,7 @@ const (
 	NodeService_ListNodes_FullMethodName           = "/cast.v1.NodeService/ListNodes"
 	NodeService_DeleteNode_FullMethodName          = "/cast.v1.NodeService/DeleteNode"
 	NodeService_LabelNode_FullMethodName           = "/cast.v1.NodeService/LabelNode"
+	NodeService_ProbeNode_FullMethodName           = "/cast.v1.NodeService/ProbeNode"
 	NodeService_AppendOwnerMessages_FullMethodName = "/cast.v1.NodeService/AppendOwnerMessages"
 	NodeService_ReportTurn_FullMethodName          = "/cast.v1.NodeService/ReportTurn"
 	NodeService_UploadWorkTree_FullMethodName      = "/cast.v1.NodeService/UploadWorkTree"
@@ -56,6 +57,11 @@ type NodeServiceClient interface {
 	// marks the node itself cannot set, such as cast.dev/custodian=true,
 	// which lets it hold fleet logins in token custody. Admins only.
 	LabelNode(ctx context.Context, in *LabelNodeRequest, opts ...grpc.CallOption) (*LabelNodeResponse, error)
+	// ProbeNode asks a connected node to probe its agents now (`cast nodes
+	// --probe`): each installed agent's CLI runs one tiny prompt, as `node
+	// --probe` does at start, and the node answers with what `cast nodes`
+	// then shows of them. An admin may ask any node; a node only itself.
+	ProbeNode(ctx context.Context, in *ProbeNodeRequest, opts ...grpc.CallOption) (*ProbeNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(ctx context.Context, in *AppendOwnerMessagesRequest, opts ...grpc.CallOption) (*AppendOwnerMessagesResponse, error)
@@ -138,6 +144,16 @@ func (c *nodeServiceClient) LabelNode(ctx context.Context, in *LabelNodeRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LabelNodeResponse)
 	err := c.cc.Invoke(ctx, NodeService_LabelNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) ProbeNode(ctx context.Context, in *ProbeNodeRequest, opts ...grpc.CallOption) (*ProbeNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProbeNodeResponse)
+	err := c.cc.Invoke(ctx, NodeService_ProbeNode_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +293,11 @@ type NodeServiceServer interface {
 	// marks the node itself cannot set, such as cast.dev/custodian=true,
 	// which lets it hold fleet logins in token custody. Admins only.
 	LabelNode(context.Context, *LabelNodeRequest) (*LabelNodeResponse, error)
+	// ProbeNode asks a connected node to probe its agents now (`cast nodes
+	// --probe`): each installed agent's CLI runs one tiny prompt, as `node
+	// --probe` does at start, and the node answers with what `cast nodes`
+	// then shows of them. An admin may ask any node; a node only itself.
+	ProbeNode(context.Context, *ProbeNodeRequest) (*ProbeNodeResponse, error)
 	// AppendOwnerMessages appends messages on behalf of the session's owner
 	// node. A stale token gets FAILED_PRECONDITION with reason NOT_OWNER.
 	AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error)
@@ -333,6 +354,9 @@ func (UnimplementedNodeServiceServer) DeleteNode(context.Context, *DeleteNodeReq
 }
 func (UnimplementedNodeServiceServer) LabelNode(context.Context, *LabelNodeRequest) (*LabelNodeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LabelNode not implemented")
+}
+func (UnimplementedNodeServiceServer) ProbeNode(context.Context, *ProbeNodeRequest) (*ProbeNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ProbeNode not implemented")
 }
 func (UnimplementedNodeServiceServer) AppendOwnerMessages(context.Context, *AppendOwnerMessagesRequest) (*AppendOwnerMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendOwnerMessages not implemented")
@@ -442,6 +466,24 @@ func _NodeService_LabelNode_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(NodeServiceServer).LabelNode(ctx, req.(*LabelNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_ProbeNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProbeNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ProbeNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ProbeNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ProbeNode(ctx, req.(*ProbeNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -626,6 +668,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LabelNode",
 			Handler:    _NodeService_LabelNode_Handler,
+		},
+		{
+			MethodName: "ProbeNode",
+			Handler:    _NodeService_ProbeNode_Handler,
 		},
 		{
 			MethodName: "AppendOwnerMessages",
