@@ -221,11 +221,13 @@ func absDir(dir string) (string, error) {
 }
 
 // fromHere names this machine's node (the context's node:) as where a
-// session made without --node goes, when it can (placement.Place).
+// session made without --node goes, when it can (placement.Place), and
+// says the folder is this machine's: a --node is asked for its path for it.
 func (a *app) fromHere(req *castv1.CreateSessionRequest) {
 	if req.Node == "" {
 		req.OriginNode = a.cc.Node
 	}
+	req.CwdOnCaller = req.Cwd != ""
 }
 
 // saidWhere tells where a new session went (stderr: stdout holds only its

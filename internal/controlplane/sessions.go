@@ -53,7 +53,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
 	}
 	var account string
-	beside := false // a worker on its parent's node, whose folder is that node's own
+	onCaller := req.CwdOnCaller // else cwd is the node's own path
 	creator := caller(ctx)
 	if req.ParentId != "" {
 		if err := validSessionID(req.ParentId); err != nil {
@@ -71,14 +71,14 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		}
 		if req.Node == "" {
 			req.Node = parent.Node // a worker runs beside its parent unless told otherwise
-			beside = true
+			onCaller = false       // its folder is its parent's, that node's own
 		}
 		if req.Cwd == "" {
 			req.Cwd = parent.Cwd
 		}
 	}
 	want := placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
-		Beside: beside, Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
+		CwdOnCaller: onCaller, Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
 	placed, err := h.s.placeSession(ctx, want)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

@@ -20,9 +20,10 @@ type Want struct {
 	// Cwd is the folder as the caller's machine names it; "" asks for no
 	// folder (the node's own default).
 	Cwd string
-	// Beside: Node is a worker's parent's and Cwd a folder there, as that
-	// node names it; nothing needs asking.
-	Beside bool
+	// CwdOnCaller: Cwd is a folder on the caller's machine (cast says so),
+	// so a Node asked for is asked for its path for it too. Otherwise (an
+	// API caller, a worker beside its parent) Cwd is that node's own path.
+	CwdOnCaller bool
 	// Import: the session runs no CLI until it is given a message and may
 	// record a folder no node has. With no node that has the folder, the
 	// first connected with the agent takes it, Cwd as it is; with none that
@@ -101,12 +102,13 @@ func Place(ctx context.Context, nodes []*castv1.Node, w Want, find FindFolder) (
 }
 
 // placeOn places on the node asked for (w.Node): it must have the agent
-// (an import: be connected) and, unless the folder is its own already
-// (Beside), answer that the caller's folder is there, after its
-// --map-path. An import keeps a folder the node lacks, as Place does.
+// (an import: be connected) and answer that the caller's folder is there,
+// after its
+// --map-path, when Cwd is the caller's (CwdOnCaller). An import keeps a
+// folder the node lacks, as Place does.
 func placeOn(ctx context.Context, nodes []*castv1.Node, w Want, pick func([]*castv1.Node, string, string) (string, error), find FindFolder) (Placed, error) {
 	n, err := pick(nodes, w.Node, w.Agent)
-	if err != nil || w.Cwd == "" || w.Beside {
+	if err != nil || w.Cwd == "" || !w.CwdOnCaller {
 		return Placed{Node: n, Cwd: w.Cwd}, err
 	}
 	path, err := find(ctx, n, w.Cwd)

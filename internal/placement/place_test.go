@@ -55,19 +55,19 @@ func TestPlace(t *testing.T) {
 		msg    string // the whole refusal, when refused
 		noAsks bool
 	}{
-		{name: "--node wins over the caller's node, in its path for the folder", want: Want{Node: "linux-1", Origin: "laptop", Agent: "claude", Cwd: "/u/app"},
+		{name: "--node wins over the caller's node, in its path for the folder", want: Want{Node: "linux-1", Origin: "laptop", Agent: "claude", Cwd: "/u/app", CwdOnCaller: true},
 			have: map[string]string{"laptop": "/u/app", "linux-1": "/srv/app"}, got: Placed{"linux-1", "/srv/app"}},
-		{name: "--node without the folder: refused with its answer", want: Want{Node: "linux-1", Origin: "laptop", Agent: "claude", Cwd: "/u/app"},
+		{name: "--node without the folder: refused with its answer", want: Want{Node: "linux-1", Origin: "laptop", Agent: "claude", Cwd: "/u/app", CwdOnCaller: true},
 			have: map[string]string{"laptop": "/u/app"},
 			msg: "cannot run on node linux-1 in /u/app: node linux-1: no folder /u/app here; drop --node to run it on a node that has the folder, " +
 				"or map the folder on linux-1 with node --map-path FROM=TO"},
-		{name: "--node that does not answer: refused", want: Want{Node: "build1", Agent: "claude", Cwd: "/u/app"},
+		{name: "--node that does not answer: refused", want: Want{Node: "build1", Agent: "claude", Cwd: "/u/app", CwdOnCaller: true},
 			have: map[string]string{"build1": "silent"},
 			msg: "cannot run on node build1 in /u/app: node build1 did not answer within 5s; drop --node to run it on a node that has the folder, " +
 				"or map the folder on build1 with node --map-path FROM=TO"},
-		{name: "--node of an import keeps a folder it lacks", want: Want{Node: "linux-1", Agent: "grok", Cwd: "/u/gone", Import: true},
+		{name: "--node of an import keeps a folder it lacks", want: Want{Node: "linux-1", Agent: "grok", Cwd: "/u/gone", Import: true, CwdOnCaller: true},
 			got: Placed{"linux-1", "/u/gone"}},
-		{name: "a worker beside its parent: its folder is the node's", want: Want{Node: "linux-1", Agent: "claude", Cwd: "/srv/app/wt", Beside: true},
+		{name: "a worker beside its parent, or an API caller's node path: nothing asked", want: Want{Node: "linux-1", Agent: "claude", Cwd: "/srv/app/wt"},
 			got: Placed{"linux-1", "/srv/app/wt"}, noAsks: true},
 		{name: "the caller's own node", want: Want{Origin: "laptop", Agent: "claude", Cwd: "/u/app"},
 			got: Placed{"laptop", "/u/app"}, noAsks: true},

@@ -169,7 +169,13 @@ type CreateSessionRequest struct {
 	// otherwise the session goes to a connected node that has the agent and
 	// answers that cwd exists there (after its --map-path; the session's cwd
 	// is then that node's path), or is refused naming the nodes asked.
-	OriginNode    string `protobuf:"bytes,13,opt,name=origin_node,json=originNode,proto3" json:"origin_node,omitempty"`
+	OriginNode string `protobuf:"bytes,13,opt,name=origin_node,json=originNode,proto3" json:"origin_node,omitempty"`
+	// cwd_on_caller says cwd is a folder on the caller's machine (cast sets
+	// it): an explicit node is then asked for its path for it, as placement
+	// asks (after its --map-path), and the session is refused with that
+	// node's answer when it has none. Without it an explicit node takes cwd
+	// as its own path.
+	CwdOnCaller   bool `protobuf:"varint,14,opt,name=cwd_on_caller,json=cwdOnCaller,proto3" json:"cwd_on_caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +299,13 @@ func (x *CreateSessionRequest) GetOriginNode() string {
 		return x.OriginNode
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetCwdOnCaller() bool {
+	if x != nil {
+		return x.CwdOnCaller
+	}
+	return false
 }
 
 // GetSessionRequest names one session.
@@ -2192,7 +2205,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
 	"\x15DeleteSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
-	"\x06purged\x18\x02 \x01(\bR\x06purged\"\x86\x03\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xaa\x03\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -2209,7 +2222,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x0fworktree_branch\x18\v \x01(\tR\x0eworktreeBranch\x12)\n" +
 	"\x10worktree_default\x18\f \x01(\bR\x0fworktreeDefault\x12\x1f\n" +
 	"\vorigin_node\x18\r \x01(\tR\n" +
-	"originNode\"#\n" +
+	"originNode\x12\"\n" +
+	"\rcwd_on_caller\x18\x0e \x01(\bR\vcwdOnCaller\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
