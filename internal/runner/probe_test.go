@@ -27,13 +27,9 @@ func TestProbeLeavesNoSession(t *testing.T) {
 		t.Run(c.agent, func(t *testing.T) {
 			r, turn := setup(t, c, fake.URL)
 			// A user's project index already lists a folder of theirs.
-			mine := map[string]string{"claude": `{"projects": {"/home/me/app": {"allowedTools": []}}, "userID": "u"}`,
-				"gemini": "{\n  \"projects\": {\n    \"/home/me/app\": \"app\"\n  }\n}"}
-			for _, f := range indexFiles(turn) {
-				if m := mine[turn.Agent]; m != "" {
-					if err := os.WriteFile(f, []byte(m), 0o600); err != nil {
-						t.Fatal(err)
-					}
+			for _, f := range agenttest.IndexFiles(turn.Agent, turn.Home, turn.AgentDir()) {
+				if err := os.WriteFile(f.Path, []byte(f.Mine), 0o600); err != nil {
+					t.Fatal(err)
 				}
 			}
 			before := len(fake.Turns())
@@ -73,26 +69,14 @@ func TestProbeTimeout(t *testing.T) {
 	noSession(t, turn, res)
 }
 
-// indexFiles are the files where the agent's CLI lists the folders it ran
-// in: Claude's .claude.json (in CLAUDE_CONFIG_DIR, else in HOME), Gemini's
-// projects.json.
-func indexFiles(turn runner.Turn) []string {
-	switch turn.Agent {
-	case "claude":
-		return []string{filepath.Join(turn.AgentDir(), ".claude.json"), filepath.Join(turn.Home, ".claude.json")}
-	case "gemini":
-		return []string{filepath.Join(turn.AgentDir(), "projects.json")}
-	}
-	return nil
-}
-
 // noIndexEntry fails t when an index file of the agent still names a
 // folder under scratch (the probe's cwd), or lost the user's own entry
 // (/home/me/app). (The CLI itself rewrites its file with a mode of its
 // own; TestRemoveIndexEntry shows cast's removal keeps the mode.)
 func noIndexEntry(t *testing.T, turn runner.Turn, scratch string) {
 	t.Helper()
-	for _, f := range indexFiles(turn) {
+	for _, ix := range agenttest.IndexFiles(turn.Agent, turn.Home, turn.AgentDir()) {
+		f := ix.Path
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
