@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,4 +59,11 @@ func TestImportWithNoNodeConnected(t *testing.T) {
 		t.Fatalf("no request to the model carried MARK-NODE-BACK (%d requests)", len(turns))
 	}
 	assertItems(t, turns[last].Items, "The README says the project is called Project", "MARK-NODE-BACK")
+}
+
+// cast runs the cast CLI against the rig's control plane with stdin.
+func (r *turnRig) cast(stdin string, args ...string) (string, string, int) {
+	r.t.Helper()
+	bin := filepath.Join(testharness.Binaries(r.t), "cast")
+	return testharness.RunInput(r.t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(stdin), 2*time.Minute, bin, args...)
 }
