@@ -49,12 +49,8 @@ func (a *app) completions(root *cobra.Command) {
 				_ = cmd.RegisterFlagCompletionFunc(flag, a.completeAny(fn))
 			}
 		}
-		if cmd.Flags().Lookup("to") != nil {
-			to := a.nodesAndLabels // migrate start --to NODE|LABEL
-			if strings.Contains(cmd.Use, "--to AGENT") {
-				to = a.agentNames // handoff --to AGENT|same
-			}
-			_ = cmd.RegisterFlagCompletionFunc("to", a.completeAny(to))
+		if f := cmd.Flags().Lookup("to"); f != nil && f.Deprecated == "" {
+			_ = cmd.RegisterFlagCompletionFunc("to", a.completeAny(a.nodesAndLabels)) // migrate start --to NODE|LABEL
 		}
 	}
 }

@@ -49,7 +49,7 @@ func TestShellCompletion(t *testing.T) {
 		{[]string{"node", "rm", ""}, []string{"n1"}},
 		{[]string{"ls", "--node", ""}, []string{"n1"}},
 		{[]string{"new", "--agent", "cl"}, []string{"claude"}},
-		{[]string{"handoff", sess.Id, "--to", "co"}, []string{"codex"}},
+		{[]string{"handoff", sess.Id, "--agent", "co"}, []string{"codex"}},
 		{[]string{"approve", "-s", ""}, []string{want}},
 		{[]string{"migrate", "cancel", ""}, nil}, // a migration's id, not a session's
 		{[]string{"ls", "-o", ""}, []string{"json", "yaml", "wide", "name"}},

@@ -51,20 +51,19 @@ type diffReport struct {
 }
 
 func (a *app) diffCmd() *cobra.Command {
-	return &cobra.Command{
+	var id string
+	cmd := &cobra.Command{
 		Use:   "diff ID",
 		Short: "Show what a session did: files changed, commits made, tools used",
 		Long: "Show what a session did: the working directory's uncommitted changes and the commits made\n" +
 			"since the session started (read from git on this machine), and the tools, files and shell\n" +
 			"commands in its transcript. Run it on the session's node to see the workspace part.",
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("diff takes one session id; `cast ls` lists sessions")
-			}
-			return nil
-		},
+		Args: sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
+			id, _, err := sessionArg(id, args, 0, "", "cast diff ID; `cast ls` lists sessions")
+			if err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -127,6 +126,8 @@ func (a *app) diffCmd() *cobra.Command {
 			return a.printDiff(rep)
 		},
 	}
+	sessionFlag(cmd, &id)
+	return cmd
 }
 
 // sessionStart is when the session began: its create time, or for an

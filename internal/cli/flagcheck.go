@@ -20,10 +20,14 @@ var flagKinds = map[string]validate.Kind{
 	"title":  validate.Title,
 }
 
+// sameAgent is the --agent value that keeps the source's agent, where a
+// command's --agent takes it (the flag is annotated with it: handoff).
+const sameAgent = "same"
+
 // checkFlags refuses a malformed --model or --effort (one starting with
 // '-' would be read as a flag by the agent's parser) up front.
 func checkFlags(cmd *cobra.Command, _ []string) error {
-	if f := cmd.Flags().Lookup("agent"); f != nil && f.Changed {
+	if f := cmd.Flags().Lookup("agent"); f != nil && f.Changed && !(f.Value.String() == sameAgent && f.Annotations[sameAgent] != nil) {
 		if err := checkAgent(f.Value.String()); err != nil {
 			return err
 		}

@@ -15,14 +15,19 @@ import (
 )
 
 func (a *app) getCmd() *cobra.Command {
-	return &cobra.Command{
+	var id string
+	cmd := &cobra.Command{
 		Use:     "get ID",
 		Aliases: []string{"describe"},
 		Short:   "Show one session whole: agent, model, node, state, folders, links, counts, last error, times",
-		Args:    cobra.ExactArgs(1),
+		Args:    sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, 0, "", "cast get ID; `cast ls` lists sessions")
+			if err != nil {
+				return err
+			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: args[0]})
+				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
 				if err != nil {
 					return err
 				}
@@ -39,6 +44,8 @@ func (a *app) getCmd() *cobra.Command {
 			})
 		},
 	}
+	sessionFlag(cmd, &id)
+	return cmd
 }
 
 // describeRows are `cast get`'s fields in the order people read them;

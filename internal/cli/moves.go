@@ -22,9 +22,9 @@ func (a *app) switchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "switch ID [--agent A] [--model M] [--effort E] [--fork]",
 		Short: "Switch a session's agent, model or effort in place (--fork: onto a new fork instead)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, false, "", "cast switch ID --agent A; `cast ls` lists sessions")
+			id, _, err := sessionArg(id, args, 0, "", "cast switch ID --agent A; `cast ls` lists sessions")
 			if err != nil {
 				return err
 			}
@@ -53,7 +53,7 @@ func (a *app) switchCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	sessionFlag(cmd, &id)
 	cmd.Flags().StringVar(&agent, "agent", "", "new agent")
 	cmd.Flags().StringVar(&model, "model", "", "new model")
 	cmd.Flags().StringVar(&effort, "effort", "", "new reasoning effort")
@@ -64,17 +64,21 @@ func (a *app) switchCmd() *cobra.Command {
 func (a *app) forkCmd() *cobra.Command {
 	var at int64
 	var tip bool
-	var agent, model, node, branch string
+	var id, agent, model, node, branch string
 	cmd := &cobra.Command{
 		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree [BRANCH]]",
 		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if branch == defaultWorktree && len(args) == 2 {
-				branch, args = args[1], args[:1] // --worktree BRANCH
+			id, args, err := sessionArg(id, args, 1, "", "cast fork ID; `cast ls` lists sessions")
+			if err != nil {
+				return err
 			}
-			if len(args) > 1 {
-				return usagef("unexpected argument %q; see `cast fork --help`", args[1])
+			if branch == defaultWorktree && len(args) == 1 {
+				branch, args = args[0], nil // --worktree BRANCH
+			}
+			if len(args) > 0 {
+				return usagef("unexpected argument %q; see `cast fork --help`", args[0])
 			}
 			dflt := branch == defaultWorktree || (branch == "" && cmd.Flags().Changed("worktree"))
 			if branch == defaultWorktree {
@@ -89,10 +93,11 @@ func (a *app) forkCmd() *cobra.Command {
 			if branch != "" && !ids.ValidBranch(branch) {
 				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
 			}
-			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: args[0], AtSeq: at, Agent: agent, Model: model, Node: node,
+			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: agent, Model: model, Node: node,
 				RequestId: ids.NewClientID(), WorktreeBranch: branch, WorktreeDefault: dflt})
 		},
 	}
+	sessionFlag(cmd, &id)
 	cmd.Flags().Int64Var(&at, "at", 0, "last message (seq) to copy")
 	cmd.Flags().BoolVar(&tip, "tip", false, "copy everything (the default)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent for the fork (default: the same)")
@@ -125,7 +130,7 @@ func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error
 		return a.printHandedOff(ctx, c, sess)
 	}
 	fmt.Fprintln(a.out, sess.Id)
-	fmt.Fprintf(a.errOut, "forked %s at #%d onto %s; continue it with `cast send -s %s ...`\n", sess.ParentId, sess.ForkedAtSeq, sess.Agent, sess.Id)
+	fmt.Fprintf(a.errOut, "forked %s at #%d onto %s; continue it with `cast send %s ...`\n", sess.ParentId, sess.ForkedAtSeq, sess.Agent, sess.Id)
 	return nil
 }
 
@@ -163,7 +168,7 @@ func (a *app) spawnCmd() *cobra.Command {
 	var parent, agent, model, cwd, node string
 	var subagent bool
 	cmd := &cobra.Command{
-		Use:   "spawn --subagent --agent A [-s PARENT] TASK",
+		Use:   "spawn --subagent --agent A [--parent ID] TASK",
 		Short: "Start a nested worker session; its parent gets a message when it finishes, blocks or waits on a permission",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !subagent {
@@ -176,7 +181,7 @@ func (a *app) spawnCmd() *cobra.Command {
 				parent = os.Getenv("CAST_SESSION") // set for agents a cast node runs
 			}
 			if parent == "" {
-				return usagef("-s PARENT is required outside a cast session")
+				return usagef("--parent ID is required outside a cast session")
 			}
 			task, err := a.messageArg(args, false)
 			if err != nil {
@@ -205,7 +210,10 @@ func (a *app) spawnCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&subagent, "subagent", false, "a nested worker with no shared history")
-	cmd.Flags().StringVarP(&parent, "session", "s", "", "parent session (default: $CAST_SESSION)")
+	cmd.Flags().StringVar(&parent, "parent", "", "parent session (default: $CAST_SESSION)")
+	// TASK is spawn's argument, so the parent is a flag; -s/--session
+	// stays its hidden alias as on every command that takes a session.
+	sessionFlag(cmd, &parent)
 	cmd.Flags().StringVar(&agent, "agent", "", "agent for the worker (any, Cursor and Muse included)")
 	cmd.Flags().StringVar(&model, "model", "", "model for the worker")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the parent's)")
@@ -226,7 +234,7 @@ turn. --run starts that turn now, so the agent answers the merge; a MESSAGE (or
 -m TEXT, - reads stdin) is sent with the merge as the parent's next message and
 runs the turn on it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, args, err := sessionArg(id, args, true, os.Getenv("CAST_SESSION"), "cast merge FORK_ID (required outside a cast session)")
+			id, args, err := sessionArg(id, args, anyRest, os.Getenv("CAST_SESSION"), "cast merge FORK_ID (required outside a cast session)")
 			if err != nil {
 				return err
 			}
@@ -253,7 +261,7 @@ runs the turn on it.`,
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "the fork to merge (default: $CAST_SESSION)")
+	sessionFlag(cmd, &id)
 	cmd.Flags().BoolVar(&run, "run", false, "run a turn on the parent now, so its agent answers the merge")
 	cmd.Flags().StringVarP(&msg, "message", "m", "", "the parent's next message, sent with the merge; runs a turn on it (- reads stdin)")
 	return cmd
@@ -277,16 +285,16 @@ func (a *app) handoffCmd() *cobra.Command {
 	var id, to, model, account, device, msg string
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "handoff [ID] --to AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
+		Use:   "handoff [ID] --agent AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
 		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, false, os.Getenv("CAST_SESSION"), "cast handoff ID (required outside a cast session)")
+			id, _, err := sessionArg(id, args, 0, os.Getenv("CAST_SESSION"), "cast handoff ID (required outside a cast session)")
 			if err != nil {
 				return err
 			}
 			if to == "" {
-				return usagef("--to AGENT (or same) is required")
+				return usagef("--agent AGENT (or same) is required")
 			}
 			if account != "" && !ids.ValidName(account) {
 				return usagef("--account %q is not a valid account name", account)
@@ -322,8 +330,13 @@ func (a *app) handoffCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "source session (default: $CAST_SESSION)")
-	cmd.Flags().StringVar(&to, "to", "", "agent for the new session, or same")
+	sessionFlag(cmd, &id)
+	cmd.Flags().StringVar(&to, "agent", "", "agent for the new session, or same")
+	_ = cmd.Flags().SetAnnotation("agent", sameAgent, []string{"true"})
+	// --to was this flag's name; --to names a node in migrate, and switch
+	// and fork say --agent: one meaning per flag name. Scripts keep working.
+	cmd.Flags().StringVar(&to, "to", "", "agent for the new session")
+	_ = cmd.Flags().MarkDeprecated("to", "use --agent")
 	cmd.Flags().StringVar(&model, "model", "", "model for the new session")
 	cmd.Flags().StringVar(&account, "account", "", "run the new session with this named credential set (an \"accounts\" entry of the agent in the node's --agents-config)")
 	cmd.Flags().StringVar(&device, "node", "", "node to run it on (default: the source's)")

@@ -23,9 +23,9 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.MaximumNArgs(1),
+		Args:  sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, false, "", "cast "+cmd.Name()+" ID; `cast ls` shows sessions waiting on a permission")
+			id, _, err := sessionArg(id, args, 0, "", "cast "+cmd.Name()+" ID; `cast ls` shows sessions waiting on a permission")
 			if err != nil {
 				return err
 			}
@@ -46,7 +46,7 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	sessionFlag(cmd, &id)
 	cmd.Flags().StringVar(&rid, "request", "", "request id (default: the oldest pending one)")
 	if !allow {
 		cmd.Flags().StringVarP(&msg, "message", "m", "", "why, for the agent")

@@ -11,29 +11,35 @@ import (
 )
 
 func (a *app) rmCmd() *cobra.Command {
+	var id string
 	var purge bool
 	cmd := &cobra.Command{
 		Use:   "rm ID [--purge]",
 		Short: "Archive a session: hidden from `cast ls` (see --all), closed to new messages; --purge deletes it",
-		Args:  cobra.ExactArgs(1),
+		Args:  sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, 0, "", "cast rm ID; `cast ls` lists sessions")
+			if err != nil {
+				return err
+			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: args[0], Purge: purge})
+				resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: id, Purge: purge})
 				if err != nil {
 					return err
 				}
 				if a.json {
-					return a.printJSON(map[string]any{"id": args[0], "purged": resp.Purged, "archived": !resp.Purged})
+					return a.printJSON(map[string]any{"id": id, "purged": resp.Purged, "archived": !resp.Purged})
 				}
 				if resp.Purged {
-					fmt.Fprintf(a.out, "deleted %s and its messages\n", args[0])
+					fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
 					return nil
 				}
-				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", args[0], args[0])
+				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
 				return nil
 			})
 		},
 	}
+	sessionFlag(cmd, &id)
 	cmd.Flags().BoolVar(&purge, "purge", false, "delete the session and its messages from the store (cannot be undone)")
 	return cmd
 }

@@ -88,6 +88,11 @@ func (a *app) root() *cobra.Command {
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
 		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd())
 	usageArgs(root)
+	for _, c := range append(allCommands(root), root) {
+		// pflag writes a deprecated flag's note to this; cobra's default
+		// sends it to the command's stdout, which scripts read.
+		c.Flags().SetOutput(a.errOut)
+	}
 	addExamples(root)
 	a.completions(root)
 	return root

@@ -81,7 +81,7 @@ func (a *app) sendCmd() *cobra.Command {
 			if id == "" && len(args) < 2 {
 				return usagef("cast send ID MESSAGE: name the session and the message; `cast ls` lists sessions")
 			}
-			id, args, err := sessionArg(id, args, true, "", "cast send ID MESSAGE; `cast ls` lists sessions")
+			id, args, err := sessionArg(id, args, anyRest, "", "cast send ID MESSAGE; `cast ls` lists sessions")
 			if err != nil {
 				return err
 			}
@@ -116,20 +116,24 @@ func (a *app) sendCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	sessionFlag(cmd, &id)
 	return cmd
 }
 
 func (a *app) readCmd() *cobra.Command {
-	return &cobra.Command{
+	var id string
+	cmd := &cobra.Command{
 		Use:   "read ID [FROM:TO]",
 		Short: "Print a session's messages, optionally a 1-based seq range like 87:106",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, args, err := sessionArg(id, args, 1, "", "cast read ID [FROM:TO]; `cast ls` lists sessions")
+			if err != nil {
+				return err
+			}
 			from, to := int64(0), int64(0)
-			if len(args) == 2 {
-				var err error
-				if from, to, err = parseRange(args[1]); err != nil {
+			if len(args) == 1 {
+				if from, to, err = parseRange(args[0]); err != nil {
 					return err
 				}
 			}
@@ -138,7 +142,7 @@ func (a *app) readCmd() *cobra.Command {
 				return err
 			}
 			var all []*castv1.Message
-			err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: args[0], StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
+			err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
 				if a.json {
 					all = append(all, m)
 				} else {
@@ -150,11 +154,13 @@ func (a *app) readCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"session_id": args[0], "messages": raws(all)})
+				return a.printJSON(map[string]any{"session_id": id, "messages": raws(all)})
 			}
 			return nil
 		},
 	}
+	sessionFlag(cmd, &id)
+	return cmd
 }
 
 // parseRange reads "A:B", "A:", ":B" or "A" (1-based, inclusive).
@@ -297,9 +303,9 @@ func (a *app) interruptCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "interrupt ID",
 		Short: "Stop a session's running turn (its whole process group)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, false, "", "cast interrupt ID; `cast ls` lists sessions")
+			id, _, err := sessionArg(id, args, 0, "", "cast interrupt ID; `cast ls` lists sessions")
 			if err != nil {
 				return err
 			}
@@ -324,7 +330,7 @@ func (a *app) interruptCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&id, "session", "s", "", "session id")
+	sessionFlag(cmd, &id)
 	return cmd
 }
 

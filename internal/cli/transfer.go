@@ -181,7 +181,7 @@ func importTitle(msgs []transcript.Message, path string) string {
 }
 
 func (a *app) exportCmd() *cobra.Command {
-	var agent, home, cwd, model string
+	var id, agent, home, cwd, model string
 	var overwrite bool
 	cmd := &cobra.Command{
 		Use:   "export ID --agent B --home DIR [--cwd C] [--overwrite]",
@@ -191,12 +191,16 @@ func (a *app) exportCmd() *cobra.Command {
 			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.\n\n" +
 			"Each export writes a new native session, except that cast rewrites the one it exported last time\n" +
 			"into DIR while that file is byte-identical to what cast wrote; --overwrite rewrites it anyway.",
-		Args: cobra.ExactArgs(1),
+		Args: sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := sessionArg(id, args, 0, "", "cast export ID --agent B --home DIR; `cast ls` lists sessions")
+			if err != nil {
+				return err
+			}
 			if agent == "" || home == "" {
 				return usagef("--agent and --home are required")
 			}
-			sess, msgs, err := a.exportAll(cmd.Context(), args[0])
+			sess, msgs, err := a.exportAll(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -248,6 +252,7 @@ func (a *app) exportCmd() *cobra.Command {
 			return nil
 		},
 	}
+	sessionFlag(cmd, &id)
 	cmd.Flags().StringVar(&agent, "agent", "", "target agent: claude, codex, gemini, pi, opencode, grok")
 	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")

@@ -83,23 +83,26 @@ func TestSessionArg(t *testing.T) {
 		name     string
 		flag     string
 		args     []string
-		more     bool
+		rest     int
 		fallback string
 		id       string
-		rest     []string
+		others   []string
 		usage    bool
 	}{
-		{name: "positional", args: []string{"s1"}, id: "s1", rest: []string{}},
+		{name: "positional", args: []string{"s1"}, id: "s1", others: []string{}},
 		{name: "flag", flag: "s1", id: "s1"},
-		{name: "positional with message", args: []string{"s1", "hi", "there"}, more: true, id: "s1", rest: []string{"hi", "there"}},
-		{name: "flag with message", flag: "s1", args: []string{"hi"}, more: true, id: "s1", rest: []string{"hi"}},
+		{name: "positional with message", args: []string{"s1", "hi", "there"}, rest: anyRest, id: "s1", others: []string{"hi", "there"}},
+		{name: "flag with message", flag: "s1", args: []string{"hi"}, rest: anyRest, id: "s1", others: []string{"hi"}},
+		{name: "positional with range", args: []string{"s1", "1:2"}, rest: 1, id: "s1", others: []string{"1:2"}},
+		{name: "flag with range", flag: "s1", args: []string{"1:2"}, rest: 1, id: "s1", others: []string{"1:2"}},
+		{name: "flag and range and more", flag: "s1", args: []string{"1:2", "x"}, rest: 1, usage: true},
 		{name: "both", flag: "s1", args: []string{"s2"}, usage: true},
 		{name: "fallback", fallback: "s9", id: "s9"},
-		{name: "positional over fallback", args: []string{"s1"}, fallback: "s9", id: "s1", rest: []string{}},
+		{name: "positional over fallback", args: []string{"s1"}, fallback: "s9", id: "s1", others: []string{}},
 		{name: "none", usage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id, rest, err := sessionArg(tc.flag, tc.args, tc.more, tc.fallback, "hint")
+			id, others, err := sessionArg(tc.flag, tc.args, tc.rest, tc.fallback, "hint")
 			var ue usageError
 			if tc.usage {
 				if !errors.As(err, &ue) {
@@ -107,8 +110,8 @@ func TestSessionArg(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || id != tc.id || len(rest) != len(tc.rest) || strings.Join(rest, " ") != strings.Join(tc.rest, " ") {
-				t.Fatalf("got %q %q %v, want %q %q", id, rest, err, tc.id, tc.rest)
+			if err != nil || id != tc.id || len(others) != len(tc.others) || strings.Join(others, " ") != strings.Join(tc.others, " ") {
+				t.Fatalf("got %q %q %v, want %q %q", id, others, err, tc.id, tc.others)
 			}
 		})
 	}

@@ -19,7 +19,7 @@ const defaultWorktree = "\x00default"
 func (a *app) workspaceCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "workspace", Short: "Move a thread to another folder on its node: its checkout, a repository under it, or a git worktree"}
 	var root bool
-	var repo, branch, base string
+	var id, repo, branch, base string
 	set := &cobra.Command{
 		Use:   "set ID (--root | --repo PATH | --worktree [BRANCH] [--base REF])",
 		Short: "Move a live thread; its next turn starts a fresh native session in the new folder, with the whole history",
@@ -27,14 +27,18 @@ func (a *app) workspaceCmd() *cobra.Command {
 			"or a git worktree on BRANCH, made outside the checkout when it does not exist (from --base REF, default HEAD).\n" +
 			"--worktree alone names the branch cast/<title-slug>--<last 6 of the session id>. The thread gets a notice;\n" +
 			"its agent's next turn rebuilds the conversation in the new folder. Refused while a turn runs.",
-		Args: cobra.RangeArgs(1, 2),
+		Args: sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := &castv1.SetWorkspaceRequest{SessionId: args[0]}
-			if branch == defaultWorktree && len(args) == 2 {
-				branch, args = args[1], args[:1] // --worktree BRANCH
+			id, args, err := sessionArg(id, args, 1, "", "cast workspace set ID --root; `cast ls` lists sessions")
+			if err != nil {
+				return err
 			}
-			if len(args) > 1 {
-				return usagef("unexpected argument %q; see `cast workspace set --help`", args[1])
+			req := &castv1.SetWorkspaceRequest{SessionId: id}
+			if branch == defaultWorktree && len(args) == 1 {
+				branch, args = args[0], nil // --worktree BRANCH
+			}
+			if len(args) > 0 {
+				return usagef("unexpected argument %q; see `cast workspace set --help`", args[0])
 			}
 			n := 0
 			if root {
@@ -81,6 +85,7 @@ func (a *app) workspaceCmd() *cobra.Command {
 			})
 		},
 	}
+	sessionFlag(set, &id)
 	set.Flags().BoolVar(&root, "root", false, "the thread's checkout")
 	set.Flags().StringVar(&repo, "repo", "", "a git repository under the checkout (relative path)")
 	set.Flags().StringVar(&branch, "worktree", "", "a git worktree on BRANCH (new or existing; alone: cast/<title-slug>--<id>)")

@@ -47,7 +47,7 @@ func TestHandoffWithAccount(t *testing.T) {
 	src, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "default account MARK-A0"})
 	must(t, err)
 	r.waitState(src.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	out := c.must("handoff", "-s", src.Id, "--to", "same", "--account", "work", "-m", "continue MARK-A1", "--json")
+	out := c.must("handoff", "-s", src.Id, "--agent", "same", "--account", "work", "-m", "continue MARK-A1", "--json")
 	var res struct {
 		ID string `json:"id"`
 	}
@@ -93,11 +93,11 @@ func TestHandoffWithAccount(t *testing.T) {
 
 	// An account the node does not have is refused up front, naming the
 	// accounts it has.
-	if _, errOut, code := c.run("handoff", "-s", src.Id, "--to", "same", "--account", "nope"); code != 1 ||
+	if _, errOut, code := c.run("handoff", "-s", src.Id, "--agent", "same", "--account", "nope"); code != 1 ||
 		!strings.Contains(errOut, `no claude account "nope"`) || !strings.Contains(errOut, "work") {
 		t.Fatalf("handoff --account nope: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := c.run("handoff", "-s", src.Id, "--to", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, "not a valid account name") {
+	if _, errOut, code := c.run("handoff", "-s", src.Id, "--agent", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, "not a valid account name") {
 		t.Fatalf("bad account name: exit %d %q", code, errOut)
 	}
 }

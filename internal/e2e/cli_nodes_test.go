@@ -78,11 +78,11 @@ func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
 	}
 
 	src := r.history("claude", "n2", "the work so far").Id
-	_, errOut, code = r.cli.run("handoff", "-s", src, "--to", "same", "--account", "work", "-m", "go on")
+	_, errOut, code = r.cli.run("handoff", "-s", src, "--agent", "same", "--account", "work", "-m", "go on")
 	if code != 1 || !strings.Contains(errOut, `no claude account "work"`) || !strings.Contains(errOut, "personal") {
 		t.Fatalf("handoff --account work: exit %d %q", code, errOut)
 	}
-	_, errOut, code = r.cli.run("handoff", "-s", src, "--to", "pi", "-m", "go on")
+	_, errOut, code = r.cli.run("handoff", "-s", src, "--agent", "pi", "-m", "go on")
 	if code != 1 || !strings.Contains(errOut, "node n2 has no pi CLI") {
 		t.Fatalf("handoff --to pi: exit %d %q", code, errOut)
 	}
@@ -92,7 +92,7 @@ func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.cli.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 1 {
 		t.Fatalf("refused handoffs stored sessions: %v %+v", err, list)
 	}
-	r.cli.must("handoff", "-s", src, "--to", "same", "--account", "personal", "-m", "go on")
+	r.cli.must("handoff", "-s", src, "--agent", "same", "--account", "personal", "-m", "go on")
 	if err := json.Unmarshal([]byte(r.cli.must("ls", "--all", "--json")), &list); err != nil || len(list.Sessions) != 2 {
 		t.Fatalf("handoff --account personal stored no session: %v %+v", err, list)
 	}
