@@ -60,7 +60,7 @@ type column[T any] struct {
 }
 
 // listing is what one list command shows.
-type listing[T proto.Message] struct {
+type listing[T any] struct {
 	key     string         // the items' field in JSON and YAML ("sessions")
 	items   []T            // in the order to print
 	extra   map[string]any // more top-level JSON fields (worktree ls: unanswered)
@@ -74,13 +74,19 @@ type listing[T proto.Message] struct {
 // (protojson, snake_case as in the .proto files; YAML from the same JSON),
 // name one id per line, table and wide aligned columns.
 func printList[T proto.Message](a *app, f listFlags, l listing[T]) error {
+	return printObjects(a, f, l, raws(l.items))
+}
+
+// printObjects is printList for items that are not API objects (the
+// contexts file's): objects is what json and yaml print under l.key.
+func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 	format, err := f.format(a.json)
 	if err != nil {
 		return err
 	}
 	switch format {
 	case "json", "yaml":
-		v := map[string]any{l.key: raws(l.items)}
+		v := map[string]any{l.key: objects}
 		maps.Copy(v, l.extra)
 		if format == "json" {
 			return a.printJSON(v)

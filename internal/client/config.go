@@ -59,6 +59,9 @@ type Context struct {
 	// Insecure allows a token over plaintext to a non-loopback address
 	// (CAST_INSECURE=1); without it such a dial is refused.
 	Insecure bool `yaml:"insecure,omitempty"`
+	// OIDC is where `cast login` got Token (an ID token): a new one comes
+	// from its refresh token when Token expires (oidclogin.go).
+	OIDC *OIDCLogin `yaml:"oidc,omitempty"`
 	// Node is the node on this machine (`controlplane --dev` and `cast
 	// node join` write it): a new session without --node goes there.
 	Node string `yaml:"node,omitempty"`
@@ -234,6 +237,44 @@ func UpdateContext(path, name string, fn func(*Context)) error {
 	return c.save(path)
 }
 
+// EditContext changes context name in the file at path, making it (with
+// fn's fields) when it is not there, as kubectl's set-context does: the
+// current context stays as it was. created says it was made.
+func EditContext(path, name string, fn func(*Context) error) (created bool, err error) {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return false, err
+	}
+	if c.Contexts == nil {
+		c.Contexts = map[string]*Context{}
+	}
+	ctx := c.Contexts[name]
+	if ctx == nil {
+		ctx, created = &Context{}, true
+	}
+	if err := fn(ctx); err != nil {
+		return false, err
+	}
+	if ctx.Addr == "" {
+		return false, fmt.Errorf("context %q needs an address (--addr)", name)
+	}
+	c.Contexts[name] = ctx
+	return created, c.save(path)
+}
+
+// UseContext makes the existing context name current in the file at path.
+func UseContext(path, name string) error {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	if c.Contexts[name] == nil {
+		return fmt.Errorf("no context %q in %s", name, path)
+	}
+	c.CurrentContext = name
+	return c.save(path)
+}
+
 func (c *Config) save(path string) error {
 	b, err := yaml.Marshal(c)
 	if err != nil {
@@ -275,7 +316,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	if out.Addr != chosen.Addr {
 		// A context's credentials go only to its own address: another
 		// address gets only what the env gives.
-		out.Token, out.CA, out.CAPin, out.Cert, out.TokenCommand = "", "", "", "", nil
+		out.Token, out.CA, out.CAPin, out.Cert, out.TokenCommand, out.OIDC = "", "", "", "", nil, nil
 		out.Node = "" // a node of the context's control plane, not this one's
 	}
 	if v := getenv("CAST_CACERT"); v != "" {
@@ -309,4 +350,13 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		out.tokenCache = TokenCacheDir(getenv)
 	}
 	return out, nil
+}
+
+// OIDCLogin is the OpenID Connect login `cast login` made for a context.
+type OIDCLogin struct {
+	Issuer   string `yaml:"issuer"`
+	ClientID string `yaml:"client-id"`
+	// RefreshToken gets a new ID token without a new login; "" when the
+	// issuer gave none (then `cast login` again when the token expires).
+	RefreshToken string `yaml:"refresh-token,omitempty"`
 }
