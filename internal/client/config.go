@@ -68,6 +68,9 @@ type Context struct {
 	// tokenCache is where TokenCommand's tokens are cached (Resolve sets
 	// it; "": in memory only).
 	tokenCache string
+	// file and name are the contexts file and the context c came from
+	// (Resolve sets them), where a refreshed OIDC login is stored.
+	file, name string
 	// syncCA: CA is the context's own file (not CAST_CACERT's), which
 	// Dial keeps up to date through a CA rotation (bundle.go).
 	syncCA bool
@@ -155,6 +158,9 @@ func (c Context) Dial() (*Client, error) {
 func (c Context) bearer() *Token {
 	if len(c.TokenCommand) > 0 {
 		return CommandToken(c.TokenCommand, c.tokenCache)
+	}
+	if c.OIDC != nil && c.Token != "" {
+		return c.bearerOIDC()
 	}
 	return NewToken(c.Token)
 }
@@ -340,6 +346,13 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		out.TokenCommand = nil
 	}
 	out.syncCA = out.CA != "" && out.CA == chosen.CA && out.CAPin == ""
+	if out.OIDC != nil {
+		if out.Token != chosen.Token { // CAST_TOKEN won: not the login's token
+			out.OIDC = nil
+		} else {
+			out.file, out.name = ConfigPath(getenv), contextName
+		}
+	}
 	if len(out.TokenCommand) > 0 {
 		if out.Token != "" {
 			return Context{}, fmt.Errorf("context %q in %s has both token and token-command: keep one", contextName, ConfigPath(getenv))

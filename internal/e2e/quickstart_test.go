@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,7 +186,7 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 
 	sh := &shell{t: t, dir: t.TempDir(), env: env, vars: map[string]string{}}
 	var watch *exec.Cmd
-	var watchOut lockedBuffer
+	var watchOut testharness.LockedBuffer
 	// waitAnswered waits, as a person reading the answers would, until the
 	// claude session answered both its messages and is idle. Both may go
 	// in one turn (the second arrives before the first turn starts, and
@@ -310,23 +309,6 @@ func lastBody(fake *fakemodel.Server, marker string) string {
 		}
 	}
 	return body
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Fleet accounts and the user's own login: a node that did not opt in

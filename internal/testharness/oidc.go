@@ -7,9 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,11 +20,23 @@ import (
 // OIDCIssuer is a fake OpenID Connect issuer on 127.0.0.1: a discovery
 // document and a JWKS with one RSA key it made, and ID tokens it signs
 // with that key (RS256). Tests point a control plane's --oidc-issuer at
-// URL and hand out tokens from Token.
+// URL and hand out tokens from Token. It also runs the device
+// authorization grant (RFC 8628) and refresh tokens for `cast login`
+// (oidclogin.go): a test plays the person by approving the user code.
 type OIDCIssuer struct {
-	URL string
-	Key *rsa.PrivateKey
-	Kid string
+	URL       string
+	Key       *rsa.PrivateKey
+	Kid       string
+	mu        sync.Mutex
+	devices   map[string]*oidcDevice // by device code
+	refresh   map[string]string      // refresh token -> "client\x00email"
+	serial    int
+	loginTTL  time.Duration // 0: an hour
+	refreshes int           // refresh grants answered
+}
+
+type oidcDevice struct {
+	client, userCode, email string // email: "" until approved
 }
 
 // StartOIDCIssuer starts an issuer, stopped at cleanup.
@@ -31,7 +46,7 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &OIDCIssuer{Key: key, Kid: "k1"}
+	o := &OIDCIssuer{Key: key, Kid: "k1", devices: map[string]*oidcDevice{}, refresh: map[string]string{}}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux) // 127.0.0.1
 	t.Cleanup(srv.Close)
@@ -40,7 +55,8 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 		writeJSON(w, map[string]any{
 			"issuer": o.URL, "jwks_uri": o.URL + "/keys",
 			"authorization_endpoint": o.URL + "/auth", "token_endpoint": o.URL + "/token",
-			"response_types_supported": []string{"id_token"}, "subject_types_supported": []string{"public"},
+			"device_authorization_endpoint": o.URL + "/device/code",
+			"response_types_supported":      []string{"id_token"}, "subject_types_supported": []string{"public"},
 			"id_token_signing_alg_values_supported": []string{"RS256"},
 		})
 	})
@@ -51,7 +67,84 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 			"n": enc(key.N.Bytes()), "e": enc(big.NewInt(int64(key.E)).Bytes()),
 		}}})
 	})
+	mux.HandleFunc("POST /device/code", o.deviceCode)
+	mux.HandleFunc("GET /device", o.approve)
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) { o.token(t, w, r) })
 	return o
+}
+
+// deviceCode starts a device login for the form's client_id.
+func (o *OIDCIssuer) deviceCode(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.serial++
+	dc, uc := fmt.Sprintf("dc-%d", o.serial), fmt.Sprintf("CODE-%04d", o.serial)
+	o.devices[dc] = &oidcDevice{client: r.PostFormValue("client_id"), userCode: uc}
+	writeJSON(w, map[string]any{"device_code": dc, "user_code": uc, "verification_uri": o.URL + "/device",
+		"verification_uri_complete": o.URL + "/device?user_code=" + uc, "expires_in": 300, "interval": 1})
+}
+
+// approve is the person at the verification URL: ?user_code=...&email=...
+func (o *OIDCIssuer) approve(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, d := range o.devices {
+		if d.userCode == r.URL.Query().Get("user_code") {
+			d.email = r.URL.Query().Get("email")
+			fmt.Fprintln(w, "approved")
+			return
+		}
+	}
+	http.Error(w, "no such code", http.StatusNotFound)
+}
+
+// token answers the device-code and refresh-token grants: an ID token for
+// the approved person, and a new refresh token each time (rotation).
+func (o *OIDCIssuer) token(t testing.TB, w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	client, email := r.PostFormValue("client_id"), ""
+	switch r.PostFormValue("grant_type") {
+	case "urn:ietf:params:oauth:grant-type:device_code":
+		d := o.devices[r.PostFormValue("device_code")]
+		if d == nil || d.client != client {
+			oauthError(w, "invalid_grant")
+			return
+		}
+		if d.email == "" {
+			oauthError(w, "authorization_pending")
+			return
+		}
+		email = d.email
+		delete(o.devices, r.PostFormValue("device_code"))
+	case "refresh_token":
+		who, ok := o.refresh[r.PostFormValue("refresh_token")]
+		if !ok || !strings.HasPrefix(who, client+"\x00") {
+			oauthError(w, "invalid_grant")
+			return
+		}
+		delete(o.refresh, r.PostFormValue("refresh_token"))
+		email = strings.TrimPrefix(who, client+"\x00")
+		o.refreshes++
+	default:
+		oauthError(w, "unsupported_grant_type")
+		return
+	}
+	ttl := o.loginTTL
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	o.serial++
+	rt := fmt.Sprintf("rt-%d", o.serial)
+	o.refresh[rt] = client + "\x00" + email
+	writeJSON(w, map[string]any{"access_token": fmt.Sprintf("at-%d", o.serial), "token_type": "Bearer", "expires_in": int(ttl.Seconds()),
+		"refresh_token": rt, "id_token": o.Token(t, o.Claims(email, client, ttl))})
+}
+
+func oauthError(w http.ResponseWriter, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -97,4 +190,19 @@ func jwtPart(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// SetLoginTTL sets how long the ID tokens of later logins and refreshes
+// last (default an hour).
+func (o *OIDCIssuer) SetLoginTTL(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.loginTTL = d
+}
+
+// Refreshes is how many refresh grants the issuer answered.
+func (o *OIDCIssuer) Refreshes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refreshes
 }

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/oauth2"
+
+	"github.com/cast-dev/cast/internal/client"
+)
+
+// loginTimeout bounds a login: the person has this long to approve it.
+const loginTimeout = 10 * time.Minute
+
+func (a *app) loginCmd() *cobra.Command {
+	var issuer, clientID string
+	cmd := &cobra.Command{
+		Use:   "login [--issuer URL --client-id ID]",
+		Short: "Log in to the context's OIDC issuer (device code) and keep the ID token and refresh token in the context",
+		Long: "Log in with OpenID Connect for the context (--context, else CAST_CONTEXT, else the current one):\n" +
+			"cast asks the issuer for a device code, you open the URL it prints on any device and enter the code,\n" +
+			"and the ID token and refresh token go in the context (the 0600 contexts file). Commands then send the\n" +
+			"ID token, and trade the refresh token for a new one when it expires. --issuer and --client-id (the\n" +
+			"control plane's --oidc-issuer and --oidc-client-id) are needed the first time; later logins reuse them.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := configPath()
+			name, err := client.ContextName(os.Getenv, a.context)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				return usagef("which context? `cast config set-context NAME --addr HOST:PORT`, then `cast login --context NAME`")
+			}
+			cfg, err := client.LoadConfig(path)
+			if err != nil {
+				return err
+			}
+			cur := cfg.Contexts[name]
+			if cur == nil {
+				return fmt.Errorf("no context %q in %s; `cast config set-context %s --addr HOST:PORT` makes it", name, path, name)
+			}
+			if cur.OIDC != nil {
+				issuer, clientID = cmp.Or(issuer, cur.OIDC.Issuer), cmp.Or(clientID, cur.OIDC.ClientID)
+			}
+			if issuer == "" || clientID == "" {
+				return usagef("--issuer URL and --client-id ID are needed (the control plane's --oidc-issuer and --oidc-client-id)")
+			}
+			if err := client.CheckIssuerURL(issuer); err != nil {
+				return usageError{err}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), loginTimeout)
+			defer cancel()
+			res, err := client.DeviceLogin(ctx, issuer, clientID, func(da *oauth2.DeviceAuthResponse) {
+				// stderr: stdout is left for the result scripts read.
+				fmt.Fprintf(a.errOut, "To log in, open %s and enter the code %s\n", a.forScreen(da.VerificationURI), a.forScreen(da.UserCode))
+				if da.VerificationURIComplete != "" {
+					fmt.Fprintf(a.errOut, "(or open %s)\n", a.forScreen(da.VerificationURIComplete))
+				}
+			})
+			if err != nil {
+				return err
+			}
+			err = client.UpdateContext(path, name, func(c *client.Context) {
+				c.Token, c.TokenCommand = res.IDToken, nil
+				c.OIDC = &client.OIDCLogin{Issuer: issuer, ClientID: clientID, RefreshToken: res.RefreshToken}
+			})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(map[string]any{"context": name, "user": res.Subject, "expires": res.Expiry.UTC().Format(time.RFC3339),
+					"refresh": res.RefreshToken != ""})
+			}
+			renew := "it renews itself until the issuer ends the login"
+			if res.RefreshToken == "" {
+				renew = "the issuer gave no refresh token: `cast login` again then"
+			}
+			fmt.Fprintf(a.out, "logged in to context %q as %s; the token lasts until %s, %s\n", name, a.forScreen(res.Subject),
+				res.Expiry.Local().Format(time.RFC1123), renew)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&issuer, "issuer", "", "the OIDC issuer URL (default: the context's from its last login)")
+	cmd.Flags().StringVar(&clientID, "client-id", "", "the OIDC client id, the audience the control plane expects (default: the context's)")
+	return cmd
+}
