@@ -31,6 +31,10 @@ import (
 //	    addr: cast.example.com:7777
 //	    ca: /home/me/.config/cast/work-ca.pem
 //	    token-command: [my-oidc-helper, get-token, --audience, cast]
+//	  sso:
+//	    addr: cast.example.com:7777
+//	    token: eyJ...           # `cast login`'s ID token, renewed by:
+//	    oidc: {issuer: https://accounts.example.com, client-id: cast, refresh-token: ...}
 //
 // A context's token and CA go only to its own address: with CAST_ADDR or
 // --addr naming another, only credentials from the env are used.
