@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -37,6 +39,8 @@ func (a *app) completions(root *cobra.Command) {
 				cmd.ValidArgsFunction = a.completeArgs(a.nodeNames, false)
 			case arg == "NAME" && parent == "account" && cmd.Name() != "add":
 				cmd.ValidArgsFunction = a.completeArgs(a.accountNames, false)
+			case (arg == "NAME" || arg == "[NAME...]") && parent == "config":
+				cmd.ValidArgsFunction = a.completeArgs(contextNames, arg != "NAME")
 			}
 		}
 		if cmd.Name() == "start" && parent == "migrate" {
@@ -53,6 +57,7 @@ func (a *app) completions(root *cobra.Command) {
 			_ = cmd.RegisterFlagCompletionFunc("to", a.completeAny(a.nodesAndLabels)) // migrate start --to NODE|LABEL
 		}
 	}
+	_ = root.RegisterFlagCompletionFunc("context", a.completeAny(contextNames))
 }
 
 func allCommands(cmd *cobra.Command) []*cobra.Command {
@@ -136,6 +141,15 @@ func (a *app) nodes(ctx context.Context) []*castv1.Node {
 		return nil
 	}
 	return resp.Nodes
+}
+
+// contextNames are the contexts file's (read locally; no control plane).
+func contextNames(context.Context) []string {
+	cfg, err := client.LoadConfig(configPath())
+	if err != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(cfg.Contexts))
 }
 
 func (a *app) nodeNames(ctx context.Context) []string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,6 +74,13 @@ func TestConfigContexts(t *testing.T) {
 		}
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o600 {
 			t.Errorf("after cast %v the contexts file is %v, want 0600", tc.args, fi.Mode().Perm())
+		}
+	}
+
+	// Context names complete from the file, for the commands and --context.
+	for _, args := range [][]string{{"config", "use-context", "w"}, {"config", "get-contexts", "dev", "w"}, {"--context", "w"}} {
+		if got := complete(t, srv.Addr(), args...); !slices.Equal(got, []string{"work"}) {
+			t.Errorf("complete %q: %q", args, got)
 		}
 	}
 
