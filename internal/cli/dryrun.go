@@ -8,19 +8,21 @@ import (
 	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
 // execDryRun prints the command the node that would take the turn runs:
-// its CLI path and the HOME and agent folder it advertises (so a
-// `--session` path is where that node keeps it). With no control plane,
-// or no node with the agent, it says so and shows placeholder paths.
+// its CLI path, the HOME and agent folder it advertises (so a `--session`
+// path is where that node keeps it) and its path for the folder (after its
+// --map-path). The control plane places it as exec would and stores
+// nothing. With no control plane, or no node that would take it, it says
+// so and shows placeholder paths.
 func (a *app) execDryRun(ctx context.Context, o execOpts, prompts []string) error {
-	node, inst, why := a.dryRunNode(ctx, o.agent)
+	node, cwd, inst, why := a.dryRunPlace(ctx, o, prompts[0])
 	if why != "" {
 		fmt.Fprintf(a.errOut, "cast: %s; the paths below are placeholders\n", why)
 	}
+	o.cwd = cwd
 	r := &runner.Runner{}
 	for _, p := range prompts {
 		t := runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Prompt: p,
@@ -42,34 +44,38 @@ func (a *app) execDryRun(ctx context.Context, o execOpts, prompts []string) erro
 	return nil
 }
 
-// dryRunNode is the node a one-shot turn of agent would go to and its
-// install of agent; why says what is missing when there is none.
-func (a *app) dryRunNode(parent context.Context, agent string) (string, *castv1.AgentInstall, string) {
+// dryRunPlace asks the control plane where a one-shot turn of o.agent
+// would go (CreateSession with validate_only: placed as exec places it,
+// nothing stored) and that node's install of the agent; why says what is
+// missing when there is none, and cwd is then the caller's folder.
+func (a *app) dryRunPlace(parent context.Context, o execOpts, prompt string) (node, cwd string, inst *castv1.AgentInstall, why string) {
 	c, err := a.client()
 	if err != nil {
-		return "", nil, "no control plane to ask which node would run it (" + err.Error() + ")"
+		return "", o.cwd, nil, "no control plane to ask which node would run it (" + err.Error() + ")"
 	}
 	ctx, cancel := context.WithTimeout(parent, min(a.timeout, 10*time.Second))
 	defer cancel()
+	req := &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, ValidateOnly: true}
+	a.fromHere(req)
+	placed, err := c.Sessions.CreateSession(ctx, req)
+	if err != nil {
+		return "", o.cwd, nil, "no node would run it (" + a.explain(err) + ")"
+	}
 	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
 	if err != nil {
-		return "", nil, "could not ask the control plane which node would run it (" + a.explain(err) + ")"
-	}
-	name, err := placement.Likely(resp.Nodes, a.cc.Node, agent) // this machine's node first, as cast exec places it
-	if err != nil {
-		return "", nil, err.Error()
+		return "", o.cwd, nil, "could not ask the control plane for node " + placed.Node + "'s " + o.agent + " (" + a.explain(err) + ")"
 	}
 	for _, n := range resp.Nodes {
-		if n.Name != name {
+		if n.Name != placed.Node {
 			continue
 		}
 		for _, in := range n.Agents {
-			if in.Name == agent {
-				return name, in, ""
+			if in.Name == o.agent {
+				return placed.Node, placed.Cwd, in, ""
 			}
 		}
 	}
-	return "", nil, "node " + name + " does not list " + agent
+	return "", o.cwd, nil, "node " + placed.Node + " does not list " + o.agent
 }
 
 func (a *app) printDryRun(node string, o execOpts, c runner.Command) error {

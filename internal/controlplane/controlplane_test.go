@@ -251,3 +251,24 @@ func TestSilentNodeIsMarkedDownByLease(t *testing.T) {
 	waitConnected(t, c, "sleepy", true)
 	stream.CloseSend()
 }
+
+// A create with validate_only is checked and placed as a create would be
+// and stores nothing: the answer names the node and folder, and a
+// refusal is the create's own.
+func TestCreateValidateOnlyStoresNothing(t *testing.T) {
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	placed, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: dir, Hidden: true, Text: "hi", ValidateOnly: true})
+	if err != nil || placed.Node != "n1" || placed.Cwd != dir || placed.Id != "" {
+		t.Fatalf("validate_only create = %v, %v; want node n1, cwd %s, no id", placed, err, dir)
+	}
+	_, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: dir, Text: "hi", Node: "nowhere", ValidateOnly: true})
+	if status.Code(err) == codes.OK {
+		t.Fatal("validate_only on a node that does not exist was accepted")
+	}
+	list, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{IncludeSubagents: true, IncludeArchived: true})
+	if err != nil || len(list.Sessions) != 0 {
+		t.Fatalf("sessions after validate_only creates: %v, %v; want none", list.GetSessions(), err)
+	}
+}

@@ -96,6 +96,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 			return nil, toStatus(h.s.lg, err)
 		}
 	}
+	if req.ValidateOnly {
+		return &castv1.Session{Agent: req.Agent, Model: req.Model, Node: placed.Node, Cwd: placed.Cwd}, nil
+	}
 	title := req.Title
 	if title == "" {
 		title = titleFrom(req.Text)

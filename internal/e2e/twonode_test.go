@@ -119,18 +119,20 @@ func twoNodeRefusals(t *testing.T, r *twoNodeRig, app string) {
 // build1's pi HOME, not a default data dir that no node uses; the admin's
 // context names no node, so her claude goes to build1.
 func twoNodeDryRun(t *testing.T, r *twoNodeRig, app string) {
+	buildApp := filepath.Join(r.buildSrc, "app") // build1's path for app (--map-path)
 	for _, tc := range []struct {
-		who         cli
-		agent, node string
-	}{{r.laptop, "claude", "laptop"}, {r.laptop, "pi", "build1"}, {r.admin, "claude", "build1"}} {
+		who              cli
+		agent, node, cwd string
+	}{{r.laptop, "claude", "laptop", app}, {r.laptop, "pi", "build1", buildApp}, {r.admin, "claude", "build1", buildApp}} {
 		out, errOut, code := tc.who.run("exec", "--dry-run", "--json", "--agent", tc.agent, "--cwd", app, "hello")
 		var got struct {
 			Node string   `json:"node"`
+			Cwd  string   `json:"cwd"`
 			Argv []string `json:"argv"`
 		}
-		if code != 0 || errOut != "" || json.Unmarshal([]byte(out), &got) != nil || got.Node != tc.node ||
+		if code != 0 || errOut != "" || json.Unmarshal([]byte(out), &got) != nil || got.Node != tc.node || got.Cwd != tc.cwd ||
 			len(got.Argv) == 0 || got.Argv[0] != agenttest.Bin(t, tc.agent) || strings.Contains(out, "cast-node") {
-			t.Errorf("exec --dry-run --agent %s: exit %d, stdout %q, stderr %q; want it on %s with %s", tc.agent, code, out, errOut, tc.node, agenttest.Bin(t, tc.agent))
+			t.Errorf("exec --dry-run --agent %s: exit %d, stdout %q, stderr %q; want it on %s in %s with %s", tc.agent, code, out, errOut, tc.node, tc.cwd, agenttest.Bin(t, tc.agent))
 		}
 	}
 	out, errOut, code := r.laptop.run("exec", "--dry-run", "--agent", "pi", "--cwd", app, "hello")

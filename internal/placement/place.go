@@ -125,18 +125,6 @@ func placeOn(ctx context.Context, nodes []*castv1.Node, w Want, pick func([]*cas
 		n, w.Cwd, err.Error(), n).With("node", n)
 }
 
-// Likely is the node Place would take without asking any node for the
-// folder (`cast exec --dry-run`, which only shows a command): origin when
-// it is connected with agent, else Pick's first.
-func Likely(nodes []*castv1.Node, origin, agent string) (string, error) {
-	for _, n := range withAgent(nodes, agent) {
-		if n.Name == origin {
-			return n.Name, nil
-		}
-	}
-	return Pick(nodes, "", agent)
-}
-
 type answer struct {
 	path string
 	err  error

@@ -119,17 +119,3 @@ func TestPlace(t *testing.T) {
 		})
 	}
 }
-
-func TestLikely(t *testing.T) {
-	nodes := []*castv1.Node{node("build1", true, "claude"), node("laptop", true, "claude"), node("nocli", true, "pi")}
-	for _, tc := range []struct{ origin, agent, want string }{
-		{"laptop", "claude", "laptop"},
-		{"", "claude", "build1"},
-		{"nocli", "claude", "build1"},
-		{"gone", "pi", "nocli"},
-	} {
-		if got, err := Likely(nodes, tc.origin, tc.agent); err != nil || got != tc.want {
-			t.Errorf("Likely(%q, %q) = %q, %v; want %q", tc.origin, tc.agent, got, err, tc.want)
-		}
-	}
-}

@@ -175,7 +175,12 @@ type CreateSessionRequest struct {
 	// asks (after its --map-path), and the session is refused with that
 	// node's answer when it has none. Without it an explicit node takes cwd
 	// as its own path.
-	CwdOnCaller   bool `protobuf:"varint,14,opt,name=cwd_on_caller,json=cwdOnCaller,proto3" json:"cwd_on_caller,omitempty"`
+	CwdOnCaller bool `protobuf:"varint,14,opt,name=cwd_on_caller,json=cwdOnCaller,proto3" json:"cwd_on_caller,omitempty"`
+	// validate_only checks and places the session as a create would and
+	// stores nothing (AIP-163): the answer is a Session with only agent,
+	// model, node and cwd set (cwd the placed node's path), or the error the
+	// create would give. `cast exec --dry-run` shows where a turn would run.
+	ValidateOnly  bool `protobuf:"varint,15,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +309,13 @@ func (x *CreateSessionRequest) GetOriginNode() string {
 func (x *CreateSessionRequest) GetCwdOnCaller() bool {
 	if x != nil {
 		return x.CwdOnCaller
+	}
+	return false
+}
+
+func (x *CreateSessionRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
 	}
 	return false
 }
@@ -2205,7 +2217,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
 	"\x15DeleteSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
-	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xaa\x03\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xcf\x03\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -2223,7 +2235,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x10worktree_default\x18\f \x01(\bR\x0fworktreeDefault\x12\x1f\n" +
 	"\vorigin_node\x18\r \x01(\tR\n" +
 	"originNode\x12\"\n" +
-	"\rcwd_on_caller\x18\x0e \x01(\bR\vcwdOnCaller\"#\n" +
+	"\rcwd_on_caller\x18\x0e \x01(\bR\vcwdOnCaller\x12#\n" +
+	"\rvalidate_only\x18\x0f \x01(\bR\fvalidateOnly\"#\n" +
 	"\x11GetSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
