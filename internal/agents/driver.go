@@ -161,3 +161,13 @@ func HeaderField(path, field string) string {
 	s, _ := h[field].(string)
 	return s
 }
+
+// SessionTidier is a Driver whose CLI leaves stray files for a session it
+// resumed that its own start-up cleanup, run by any later session in the
+// same project, takes for broken: Gemini's resume in a new minute writes a
+// header-only file under the session's short id, and the next Gemini start
+// in that folder deletes every file with that short id, the session's own
+// transcript included. The runner calls TidySession after each turn.
+type SessionTidier interface {
+	TidySession(home, id string) error
+}

@@ -153,6 +153,19 @@ func (d *driver) locate() {
 // folder ("" when there is none).
 func (d *driver) find(id string) string { return d.ad.FindSession(d.home, id) }
 
+// tidy removes what the CLI left beside session id's transcript that its
+// own start-up cleanup would take for broken (agents.SessionTidier), which
+// would make the next start of another session in the folder delete it.
+func (d *driver) tidy(id string) {
+	td, ok := d.ad.(agents.SessionTidier)
+	if !ok || id == "" {
+		return
+	}
+	if err := td.TidySession(d.home, id); err != nil {
+		d.logf("runner: %s: could not tidy session %s's stray files: %v", d.a.Name, id, err)
+	}
+}
+
 // sync emits what is new in the native transcript.
 func (d *driver) sync(final bool, out func(transcript.Message)) {
 	if d.tail == nil {

@@ -282,6 +282,7 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 	res.Stderr = o.stderr.String()
 	p.d.sync(true, out)
 	res.NativeID, res.NativePath = p.d.native()
+	p.d.tidy(res.NativeID)
 	res.PromptSeen, res.NativeLost = p.d.promptSeen(), p.d.nativeLost()
 	if interrupted && !res.PromptSeen && res.NativeID != "" {
 		var err error

@@ -34,10 +34,14 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	cwd := filepath.Clean(t.Cwd)
 	recs := render(sid, t.Model, msgs, now())
 
+	// lastUpdated is when cast wrote the file, not its last message: Gemini's
+	// start-up cleanup (general.sessionRetention, 30 days by default)
+	// deletes a session whose lastUpdated is older, so a conversation
+	// imported or idle for a month would vanish at the next Gemini start in
+	// its folder.
 	start, last := now(), now()
 	if len(recs) > 0 {
 		start, _ = time.Parse(time.RFC3339Nano, recs[0].Timestamp)
-		last, _ = time.Parse(time.RFC3339Nano, recs[len(recs)-1].Timestamp)
 	}
 	slug, err := projectSlug(t.Home, cwd)
 	if err != nil {

@@ -1,0 +1,84 @@
+package gemini
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// TidySession removes the header-only files a resume leaves under session
+// id's short id beside its transcript (agents.SessionTidier). Gemini's
+// start-up cleanup (general.sessionRetention, on by default) deletes a
+// session file with no resumable content and, by its short id, every other
+// file sharing it whose session is not the one starting: a stray left by
+// resuming X in a new minute makes the next start of another session in the
+// same folder delete X's whole transcript. Only files that name id (or no
+// session) and hold no message are removed; the transcript FindSession
+// picks is never touched.
+func (d Driver) TidySession(home, id string) error {
+	if len(id) < 8 {
+		return nil
+	}
+	keep := d.FindSession(home, id)
+	files, err := filepath.Glob(filepath.Join(home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range files {
+		if f == keep || !stray(f, id) {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stray reports whether the file at path belongs to session id (or names
+// none) and holds nothing Gemini would resume (resumable).
+func stray(path, id string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	recs, _, _, _, err := replay(f, func(string) {})
+	if err != nil {
+		return false
+	}
+	for _, r := range recs {
+		if resumable(r) {
+			return false
+		}
+	}
+	sid := firstLineSession(path)
+	return sid == "" || sid == id
+}
+
+// resumable is the CLI's isResumableMessageRecord: a user record with text
+// that is not a command ("/", "?") or injected context, or a model record
+// with text, tool calls or thoughts.
+func resumable(r record) bool {
+	var text strings.Builder
+	for _, p := range parseContent(r.Content, func(string) {}) {
+		if p.Text != nil {
+			text.WriteString(*p.Text)
+		}
+	}
+	t := strings.TrimSpace(text.String())
+	switch r.Type {
+	case "user":
+		for _, ignored := range []string{"/", "?", "<session_context>", "<hook_context>"} {
+			if strings.HasPrefix(t, ignored) {
+				return false
+			}
+		}
+		return t != ""
+	case "gemini":
+		return t != "" || len(r.ToolCalls) > 0 || len(r.Thoughts) > 0
+	}
+	return false
+}
