@@ -45,9 +45,14 @@ func TestImportWithNoNodeConnected(t *testing.T) {
 		t.Fatalf("switch the import to claude: exit %d, err %q", code, errOut)
 	}
 	seq := r.send(id, "MARK-NODE-BACK go on")
-	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	// The message that waited for a node may run on Claude too, in a turn
-	// of its own: the turn that carries this one is the one to read.
+	// of its own whose answer ends after seq: the session is settled once
+	// this message is delivered, and the turn that carries it is the one
+	// to read.
+	testharness.WaitFor(t, 3*time.Minute, "MARK-NODE-BACK delivered and the session idle", func() bool {
+		sess, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		return err == nil && sess.State == castv1.SessionState_SESSION_STATE_IDLE && sess.DeliveredSeq >= seq && sess.LastSeq > seq
+	})
 	turns := r.fake.Turns()
 	last := -1
 	for i, req := range turns {

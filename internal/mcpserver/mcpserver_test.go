@@ -23,12 +23,17 @@ func TestPermissionAndHistoryTools(t *testing.T) {
 	testharness.StartNode(t, srv.Addr(), "n1", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var sess *castv1.Session
-	testharness.WaitFor(t, 20*time.Second, "a session", func() bool {
-		var err error
-		sess, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "grok", HistoryMessages: 3})
-		return err == nil
+	// The node is connected before the session is made: an import stored
+	// while no node is connected is adopted later, and the node's report of
+	// it (idle) could land after this test set the session's state.
+	testharness.WaitFor(t, 20*time.Second, "node n1 connected", func() bool {
+		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected
 	})
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "grok", HistoryMessages: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, text := range []string{"one", "two", "three"} {
 		if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
 			{ClientId: "h-" + text, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "msg " + text}}}); err != nil {
