@@ -171,3 +171,12 @@ func HeaderField(path, field string) string {
 type SessionTidier interface {
 	TidySession(home, id string) error
 }
+
+// ProjectExclusive is a Driver whose CLI must not start while another of
+// its sessions runs in the same project folder under the same home: a
+// Gemini start runs the cleanup SessionTidier describes, and a running
+// resume's own stray is there for it to take, with the transcript. The
+// runner runs one turn at a time per ProjectKey (in one process).
+type ProjectExclusive interface {
+	ProjectKey(home, cwd string) string
+}

@@ -209,6 +209,11 @@ func (r *Runner) Run(ctx context.Context, t Turn, emit func(transcript.Message))
 	if err != nil {
 		return failed(res, err)
 	}
+	release, err := p.exclusive(ctx)
+	if err != nil {
+		return failed(res, err)
+	}
+	defer release()
 	pr, err := r.start(p)
 	if err != nil {
 		return failed(res, err)

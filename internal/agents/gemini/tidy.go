@@ -82,3 +82,7 @@ func resumable(r record) bool {
 	}
 	return false
 }
+
+// ProjectKey is what Gemini's start-up cleanup works on: the chats of one
+// project folder under one home (agents.ProjectExclusive).
+func (Driver) ProjectKey(home, cwd string) string { return home + "\x00" + cwd }
