@@ -45,7 +45,7 @@ func stray(path, id string) bool {
 		return false
 	}
 	defer f.Close()
-	recs, _, _, _, err := replay(f, func(string) {})
+	recs, sid, _, _, err := replay(f, func(string) {})
 	if err != nil {
 		return false
 	}
@@ -54,7 +54,6 @@ func stray(path, id string) bool {
 			return false
 		}
 	}
-	sid := firstLineSession(path)
 	return sid == "" || sid == id
 }
 
