@@ -17,8 +17,9 @@ import (
 )
 
 func (a *app) agentsCmd() *cobra.Command {
+	var out listFlags
 	cmd := &cobra.Command{
-		Use:   "agents",
+		Use:   "agents [-o json|yaml|wide|name] [--no-headers]",
 		Short: "Show the conformance matrix: which agent CLI versions passed which checks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -31,13 +32,18 @@ func (a *app) agentsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"checks": raws(checks.Checks)})
-				}
-				return a.printMatrix(checks.Checks, nodes.Nodes)
+				rows := matrixRows(checks.Checks, nodes.Nodes)
+				// json and yaml are the checks themselves (the API objects);
+				// the table pivots them to a row per agent version.
+				return printObjects(a, out, listing[*matrixRow]{key: "checks", items: rows,
+					empty:   "no agent checked yet; run `cast agents check` (nodes check theirs when they start)",
+					name:    func(r *matrixRow) string { return r.agent + "@" + r.version },
+					columns: matrixColumns(),
+					after:   func() error { a.printFailures(rows); return nil }}, raws(checks.Checks))
 			})
 		},
 	}
+	out.bind(cmd, a)
 	cmd.AddCommand(a.agentsCheckCmd())
 	return cmd
 }
@@ -50,7 +56,9 @@ type matrixRow struct {
 	nodes          []string
 }
 
-func (a *app) printMatrix(checks []*castv1.AgentCheck, nodes []*castv1.Node) error {
+// matrixRows pivots the checks to a row per agent version, with the nodes
+// that have that version installed, sorted by agent and version.
+func matrixRows(checks []*castv1.AgentCheck, nodes []*castv1.Node) []*matrixRow {
 	var rows []*matrixRow
 	row := func(agent, version string) *matrixRow {
 		for _, r := range rows {
@@ -73,34 +81,61 @@ func (a *app) printMatrix(checks []*castv1.AgentCheck, nodes []*castv1.Node) err
 			}
 		}
 	}
-	if len(rows) == 0 {
-		fmt.Fprintln(a.out, "no agent checked yet; run `cast agents check` (nodes check theirs when they start)")
-		return nil
-	}
 	slices.SortFunc(rows, func(x, y *matrixRow) int {
 		return strings.Compare(x.agent+"\x00"+x.version, y.agent+"\x00"+y.version)
 	})
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tVERSION\t"+strings.ToUpper(strings.Join(canary.Capabilities, "\t"))+"\tNODES")
+	return rows
+}
+
+// matrixColumns: agent, version, a verdict per capability, then the nodes
+// (and with -o wide, when each version was last checked and by whom).
+func matrixColumns() []column[*matrixRow] {
+	cols := []column[*matrixRow]{
+		{header: "AGENT", cell: func(r *matrixRow) string { return r.agent }},
+		{header: "VERSION", cell: func(r *matrixRow) string { return r.version }},
+	}
+	for _, cp := range canary.Capabilities {
+		cols = append(cols, column[*matrixRow]{header: strings.ToUpper(cp), cell: func(r *matrixRow) string {
+			switch v, ok := r.verdicts[cp]; {
+			case !ok:
+				return "-"
+			case v.Passed:
+				return "ok"
+			}
+			return "FAILED"
+		}})
+	}
+	return append(cols,
+		column[*matrixRow]{header: "NODES", cell: func(r *matrixRow) string { return orDash(strings.Join(r.nodes, ",")) }},
+		column[*matrixRow]{header: "CHECKED BY", wide: true, cell: func(r *matrixRow) string { return orDash(lastCheck(r).GetCheckedBy()) }},
+		column[*matrixRow]{header: "CHECKED", wide: true, cell: func(r *matrixRow) string {
+			if c := lastCheck(r); c != nil {
+				return ago(c.CheckTime)
+			}
+			return "-"
+		}})
+}
+
+// lastCheck is the row's most recent verdict (nil: none recorded).
+func lastCheck(r *matrixRow) *castv1.AgentCheck {
+	var last *castv1.AgentCheck
+	for _, c := range r.verdicts {
+		if last == nil || c.GetCheckTime().AsTime().After(last.GetCheckTime().AsTime()) {
+			last = c
+		}
+	}
+	return last
+}
+
+// printFailures says, under the table, why each failed check failed.
+func (a *app) printFailures(rows []*matrixRow) {
 	var failures []string
 	for _, r := range rows {
-		cells := []string{r.agent, r.version}
 		for _, cp := range canary.Capabilities {
-			v, ok := r.verdicts[cp]
-			switch {
-			case !ok:
-				cells = append(cells, "-")
-			case v.Passed:
-				cells = append(cells, "ok")
-			default:
-				cells = append(cells, "FAILED")
+			if v, ok := r.verdicts[cp]; ok && !v.Passed {
 				failures = append(failures, fmt.Sprintf("%s %s %s: %s (checked by %s %s)", r.agent, r.version, cp, v.Detail, v.CheckedBy, ago(v.CheckTime)))
 			}
 		}
-		fmt.Fprintln(tw, strings.Join(append(cells, orDash(strings.Join(r.nodes, ","))), "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
 	}
 	if len(failures) > 0 {
 		fmt.Fprintln(a.out, "\nA switch or fork into a failed version becomes a handoff.")
@@ -108,7 +143,6 @@ func (a *app) printMatrix(checks []*castv1.AgentCheck, nodes []*castv1.Node) err
 			fmt.Fprintln(a.out, "  "+a.forScreen(f))
 		}
 	}
-	return nil
 }
 
 func (a *app) agentsCheckCmd() *cobra.Command {

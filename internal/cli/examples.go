@@ -20,7 +20,7 @@ var examples = map[string][]string{
 	"account policy":         {"cast account policy work auto --agent claude", "cast account policy personal fleet --agent claude"},
 	"account rm":             {"cast account rm old --agent claude"},
 	"account use":            {"cast account use team --agent claude"},
-	"agents":                 {"cast agents", "cast agents --json"},
+	"agents":                 {"cast agents", "cast agents -o wide", "cast agents -o json"},
 	"agents check":           {"cast agents check", "cast agents check --agent codex"},
 	"approve":                {"cast approve 7k2m9qa", "cast approve 7k2m9qa --request r1"},
 	"ca":                     {"cast ca --ca-pin sha256:3f1c... > ca.pem", "cast ca status"},

@@ -317,3 +317,41 @@ func exampleArgs(line string) ([]string, bool) {
 	}
 	return args, true
 }
+
+// `cast agents` takes the list flags too: json and yaml are the recorded
+// checks (the API objects), the table and -o name a row per agent version,
+// -o wide adds who checked it.
+func TestAgentsOutputFormats(t *testing.T) {
+	c, addr := diffRig(t)
+	check := func(version, capability string, passed bool) *castv1.AgentCheck {
+		return &castv1.AgentCheck{Agent: "codex", Version: version, Capability: capability, Passed: passed, Detail: map[bool]string{false: "resume lost turn 2"}[passed]}
+	}
+	if _, err := c.Agents.RecordAgentChecks(context.Background(), &castv1.RecordAgentChecksRequest{Checks: []*castv1.AgentCheck{
+		check("0.172.0", "write", true), check("0.172.0", "resume", false), check("0.180.0", "write", true)}}); err != nil {
+		t.Fatal(err)
+	}
+	var obj struct {
+		Checks []map[string]any `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(mustMain(t, addr, "agents", "-o", "json")), &obj); err != nil || len(obj.Checks) != 3 {
+		t.Fatalf("-o json: %v %+v", err, obj)
+	}
+	y, err := yaml.YAMLToJSON([]byte(mustMain(t, addr, "agents", "-o", "yaml")))
+	if err != nil || !strings.Contains(string(y), `"capability":"resume"`) {
+		t.Fatalf("-o yaml: %v %s", err, y)
+	}
+	if got := lines(mustMain(t, addr, "agents", "-o", "name")); strings.Join(got, ",") != "codex@0.172.0,codex@0.180.0" {
+		t.Fatalf("-o name = %q", got)
+	}
+	rows := lines(mustMain(t, addr, "agents", "--no-headers"))
+	if len(rows) != 2 || !strings.Contains(rows[0], "FAILED") || strings.Contains(rows[1], "FAILED") {
+		t.Fatalf("--no-headers rows: %q", rows)
+	}
+	table, wide := lines(mustMain(t, addr, "agents")), lines(mustMain(t, addr, "agents", "-o", "wide"))
+	if strings.Contains(table[0], "CHECKED BY") || !strings.Contains(wide[0], "CHECKED BY") || !strings.Contains(wide[1], "admin:") {
+		t.Fatalf("table header %q, wide %q", table[0], wide[:2])
+	}
+	if !slices.ContainsFunc(table, func(l string) bool { return strings.Contains(l, "resume lost turn 2") }) {
+		t.Fatalf("the table says no reason for the failed check:\n%s", strings.Join(table, "\n"))
+	}
+}
