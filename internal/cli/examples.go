@@ -43,7 +43,7 @@ var examples = map[string][]string{
 	"handoff":                {"cast handoff 7k2m9qa --agent codex", "cast handoff 7k2m9qa --agent same --account work", "cast handoff 7k2m9qa --agent claude --dry-run"},
 	"import":                 {"cast import --agent claude ~/.claude/projects/-home-me-app/0a1b2c.jsonl", "opencode export ses_123 > s.json && cast import --agent opencode s.json"},
 	"interrupt":              {"cast interrupt 7k2m9qa"},
-	"login":                  {"cast login --context work --issuer https://accounts.example.com --client-id cast", "cast login"},
+	"login":                  {"cast login --context work --issuer https://accounts.example.com --client-id cast", "cast login", "cast login --grant-type authcode"},
 	"ls":                     {"cast ls", "cast ls --agent claude --state idle", "cast ls --all -o wide", "cast ls -o name --node laptop"},
 	"mcp":                    {"cast mcp --tools history"},
 	"mcp call":               {"cast mcp call history '{\"thread_id\":\"7k2m9qa\",\"limit\":20}'"},

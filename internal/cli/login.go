@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,13 +19,16 @@ import (
 const loginTimeout = 10 * time.Minute
 
 func (a *app) loginCmd() *cobra.Command {
-	var issuer, clientID string
+	var issuer, clientID, grant string
 	cmd := &cobra.Command{
-		Use:   "login [--issuer URL --client-id ID]",
-		Short: "Log in to the context's OIDC issuer (device code) and keep the ID token and refresh token in the context",
-		Long: "Log in with OpenID Connect for the context (--context, else CAST_CONTEXT, else the current one):\n" +
-			"cast asks the issuer for a device code, you open the URL it prints on any device and enter the code,\n" +
-			"and the ID token and refresh token go in the context (the 0600 contexts file). Commands then send the\n" +
+		Use:   "login [--issuer URL --client-id ID] [--grant-type auto|authcode|device-code]",
+		Short: "Log in to the context's OIDC issuer and keep the ID token and refresh token in the context",
+		Long: "Log in with OpenID Connect for the context (--context, else CAST_CONTEXT, else the current one).\n" +
+			"With --grant-type device-code cast asks the issuer for a device code, and you open the URL it prints on\n" +
+			"any device and enter the code. With authcode cast prints the issuer's URL to open in a browser on this\n" +
+			"machine; the issuer sends the browser back to a one-shot listener on 127.0.0.1 (authorization code\n" +
+			"with PKCE). auto, the default, is device-code when the issuer offers it, else authcode.\n" +
+			"The ID token and refresh token go in the context (the 0600 contexts file). Commands then send the\n" +
 			"ID token, and trade the refresh token for a new one when it expires. --issuer and --client-id (the\n" +
 			"control plane's --oidc-issuer and --oidc-client-id) are needed the first time; later logins reuse them.",
 		Args: cobra.NoArgs,
@@ -47,6 +52,9 @@ func (a *app) loginCmd() *cobra.Command {
 			if cur.OIDC != nil {
 				issuer, clientID = cmp.Or(issuer, cur.OIDC.Issuer), cmp.Or(clientID, cur.OIDC.ClientID)
 			}
+			if !slices.Contains(client.Grants, grant) {
+				return usagef("--grant-type %q: use one of %s", grant, strings.Join(client.Grants, ", "))
+			}
 			if issuer == "" || clientID == "" {
 				return usagef("--issuer URL and --client-id ID are needed (the control plane's --oidc-issuer and --oidc-client-id)")
 			}
@@ -55,12 +63,17 @@ func (a *app) loginCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), loginTimeout)
 			defer cancel()
-			res, err := client.DeviceLogin(ctx, issuer, clientID, func(da *oauth2.DeviceAuthResponse) {
-				// stderr: stdout is left for the result scripts read.
-				fmt.Fprintf(a.errOut, "To log in, open %s and enter the code %s\n", a.forScreen(da.VerificationURI), a.forScreen(da.UserCode))
-				if da.VerificationURIComplete != "" {
-					fmt.Fprintf(a.errOut, "(or open %s)\n", a.forScreen(da.VerificationURIComplete))
-				}
+			// The prompts go to stderr: stdout is left for the result scripts read.
+			res, err := client.Login(ctx, issuer, clientID, grant, client.LoginPrompts{
+				Device: func(da *oauth2.DeviceAuthResponse) {
+					fmt.Fprintf(a.errOut, "To log in, open %s and enter the code %s\n", a.forScreen(da.VerificationURI), a.forScreen(da.UserCode))
+					if da.VerificationURIComplete != "" {
+						fmt.Fprintf(a.errOut, "(or open %s)\n", a.forScreen(da.VerificationURIComplete))
+					}
+				},
+				Browser: func(authURL string) {
+					fmt.Fprintf(a.errOut, "To log in, open this URL in a browser on this machine:\n%s\n", a.forScreen(authURL))
+				},
 			})
 			if err != nil {
 				return err
@@ -87,5 +100,7 @@ func (a *app) loginCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&issuer, "issuer", "", "the OIDC issuer URL (default: the context's from its last login)")
 	cmd.Flags().StringVar(&clientID, "client-id", "", "the OIDC client id, the audience the control plane expects (default: the context's)")
+	cmd.Flags().StringVar(&grant, "grant-type", client.GrantAuto, "how to log in: "+strings.Join(client.Grants, "|")+" (auto: device-code when the issuer offers it, else authcode)")
+	_ = cmd.RegisterFlagCompletionFunc("grant-type", cobra.FixedCompletions(client.Grants, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

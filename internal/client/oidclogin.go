@@ -15,10 +15,14 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// `cast login` gets an OpenID Connect ID token for a context through the
-// OAuth 2.0 device authorization grant (RFC 8628, golang.org/x/oauth2):
-// the person opens the issuer's URL anywhere, enters the code, and the
-// CLI, polling, receives an ID token and a refresh token. Both go in the
+// `cast login` gets an OpenID Connect ID token for a context through one
+// of two OAuth 2.0 grants (golang.org/x/oauth2): the device authorization
+// grant (RFC 8628: the person opens the issuer's URL anywhere, enters the
+// code, and the CLI, polling, receives the tokens), or the authorization
+// code grant with PKCE (RFC 7636) and a loopback redirect (RFC 8252: the
+// person opens the URL in a browser on this machine, and the issuer sends
+// the browser back to a one-shot listener on 127.0.0.1). Either way the
+// CLI receives an ID token and a refresh token. Both go in the
 // context (the 0600 contexts file, written atomically); when the ID
 // token nears its exp the next command trades the refresh token for a new
 // pair and stores it, so a login lasts as long as the issuer's refresh
@@ -65,16 +69,11 @@ func oidcProvider(ctx context.Context, issuer string) (*oidc.Provider, context.C
 	return p, ctx, nil
 }
 
-// DeviceLogin logs in at issuer as clientID: prompt shows the person where
-// to go and the code to enter; it returns once they approved (or ctx ends).
-func DeviceLogin(ctx context.Context, issuer, clientID string, prompt func(*oauth2.DeviceAuthResponse)) (*LoginResult, error) {
-	p, ctx, err := oidcProvider(ctx, issuer)
-	if err != nil {
-		return nil, err
-	}
-	conf := &oauth2.Config{ClientID: clientID, Endpoint: p.Endpoint(), Scopes: LoginScopes}
+// deviceLogin is the device authorization grant: prompt shows the person
+// where to go and the code to enter.
+func deviceLogin(ctx context.Context, p *oidc.Provider, conf *oauth2.Config, issuer string, prompt func(*oauth2.DeviceAuthResponse)) (*LoginResult, error) {
 	if conf.Endpoint.DeviceAuthURL == "" {
-		return nil, fmt.Errorf("the issuer %s offers no device authorization endpoint; use a token-command helper instead (`cast config set-context --token-command`)", issuer)
+		return nil, fmt.Errorf("the issuer %s offers no device authorization endpoint; use --grant-type authcode (a browser on this machine) or a token-command helper (`cast config set-context --token-command`)", issuer)
 	}
 	da, err := conf.DeviceAuth(ctx)
 	if err != nil {
@@ -85,7 +84,7 @@ func DeviceLogin(ctx context.Context, issuer, clientID string, prompt func(*oaut
 	if err != nil {
 		return nil, fmt.Errorf("login at %s: %w", issuer, err)
 	}
-	return idTokenOf(ctx, p, clientID, tok)
+	return idTokenOf(ctx, p, conf.ClientID, tok)
 }
 
 // RefreshLogin trades refresh for a new ID token (and refresh token, when

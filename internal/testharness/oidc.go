@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +22,10 @@ import (
 // document and a JWKS with one RSA key it made, and ID tokens it signs
 // with that key (RS256). Tests point a control plane's --oidc-issuer at
 // URL and hand out tokens from Token. It also runs the device
-// authorization grant (RFC 8628) and refresh tokens for `cast login`
-// (oidclogin.go): a test plays the person by approving the user code.
+// authorization grant (RFC 8628), the authorization code grant with PKCE
+// (RFC 7636, S256 only) and refresh tokens for `cast login` (oidclogin.go,
+// authcode.go): a test plays the person by approving the user code, or by
+// opening the authorization URL with an email added (the browser).
 type OIDCIssuer struct {
 	URL       string
 	Key       *rsa.PrivateKey
@@ -30,9 +33,14 @@ type OIDCIssuer struct {
 	mu        sync.Mutex
 	devices   map[string]*oidcDevice // by device code
 	refresh   map[string]string      // refresh token -> "client\x00email"
+	codes     map[string]*oidcCode   // authorization code -> its request
 	serial    int
 	loginTTL  time.Duration // 0: an hour
 	refreshes int           // refresh grants answered
+}
+
+type oidcCode struct {
+	client, redirect, challenge, email string
 }
 
 type oidcDevice struct {
@@ -46,7 +54,7 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &OIDCIssuer{Key: key, Kid: "k1", devices: map[string]*oidcDevice{}, refresh: map[string]string{}}
+	o := &OIDCIssuer{Key: key, Kid: "k1", devices: map[string]*oidcDevice{}, refresh: map[string]string{}, codes: map[string]*oidcCode{}}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux) // 127.0.0.1
 	t.Cleanup(srv.Close)
@@ -57,7 +65,7 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 			"authorization_endpoint": o.URL + "/auth", "token_endpoint": o.URL + "/token",
 			"device_authorization_endpoint": o.URL + "/device/code",
 			"response_types_supported":      []string{"id_token"}, "subject_types_supported": []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256"},
+			"id_token_signing_alg_values_supported": []string{"RS256"}, "code_challenge_methods_supported": []string{"S256"},
 		})
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
@@ -69,6 +77,7 @@ func StartOIDCIssuer(t testing.TB) *OIDCIssuer {
 	})
 	mux.HandleFunc("POST /device/code", o.deviceCode)
 	mux.HandleFunc("GET /device", o.approve)
+	mux.HandleFunc("GET /auth", o.authorize)
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) { o.token(t, w, r) })
 	return o
 }
@@ -104,6 +113,9 @@ func (o *OIDCIssuer) token(t testing.TB, w http.ResponseWriter, r *http.Request)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	client, email := r.PostFormValue("client_id"), ""
+	if id, _, ok := r.BasicAuth(); ok && client == "" {
+		client = id // a public client may name itself in the header too (golang.org/x/oauth2 tries that first)
+	}
 	switch r.PostFormValue("grant_type") {
 	case "urn:ietf:params:oauth:grant-type:device_code":
 		d := o.devices[r.PostFormValue("device_code")]
@@ -117,6 +129,14 @@ func (o *OIDCIssuer) token(t testing.TB, w http.ResponseWriter, r *http.Request)
 		}
 		email = d.email
 		delete(o.devices, r.PostFormValue("device_code"))
+	case "authorization_code":
+		c := o.codes[r.PostFormValue("code")]
+		delete(o.codes, r.PostFormValue("code")) // one use, right or wrong
+		if c == nil || c.client != client || c.redirect != r.PostFormValue("redirect_uri") || c.challenge != pkceS256(r.PostFormValue("code_verifier")) {
+			oauthError(w, "invalid_grant")
+			return
+		}
+		email = c.email
 	case "refresh_token":
 		who, ok := o.refresh[r.PostFormValue("refresh_token")]
 		if !ok || !strings.HasPrefix(who, client+"\x00") {
@@ -139,6 +159,35 @@ func (o *OIDCIssuer) token(t testing.TB, w http.ResponseWriter, r *http.Request)
 	o.refresh[rt] = client + "\x00" + email
 	writeJSON(w, map[string]any{"access_token": fmt.Sprintf("at-%d", o.serial), "token_type": "Bearer", "expires_in": int(ttl.Seconds()),
 		"refresh_token": rt, "id_token": o.Token(t, o.Claims(email, client, ttl))})
+}
+
+// authorize is the person's browser at the authorization endpoint, with
+// &email=... for who approves: it sends the browser back to the client's
+// loopback redirect with a one-use code bound to the PKCE challenge.
+func (o *OIDCIssuer) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	redirect, err := url.Parse(q.Get("redirect_uri"))
+	if err != nil || redirect.Hostname() != "127.0.0.1" || q.Get("response_type") != "code" ||
+		q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" {
+		http.Error(w, "a loopback redirect, response_type=code, an S256 challenge and a state are required", http.StatusBadRequest)
+		return
+	}
+	o.mu.Lock()
+	o.serial++
+	code := fmt.Sprintf("ac-%d", o.serial)
+	o.codes[code] = &oidcCode{client: q.Get("client_id"), redirect: q.Get("redirect_uri"), challenge: q.Get("code_challenge"), email: q.Get("email")}
+	o.mu.Unlock()
+	back := redirect.Query()
+	back.Set("code", code)
+	back.Set("state", q.Get("state"))
+	redirect.RawQuery = back.Encode()
+	http.Redirect(w, r, redirect.String(), http.StatusFound)
+}
+
+// pkceS256 is RFC 7636's S256 code challenge of verifier.
+func pkceS256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 func oauthError(w http.ResponseWriter, code string) {
