@@ -53,9 +53,9 @@ func Binaries(t testing.TB) string {
 			return
 		}
 		// Linked as the Makefile links them, so version tests see the flags work;
-		// -buildvcs=false so the toolchain's VCS stamp (which wins over the
-		// linked revision) does not depend on the machine's GOFLAGS.
-		cmd := exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
+		// the toolchain's VCS stamp (present or not, as the machine's GOFLAGS
+		// and the checkout have it) never wins over them (internal/version).
+		cmd := exec.Command("go", "build", "-ldflags", "-X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
 			"-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
 		cmd.Dir = root
 		var stderr bytes.Buffer

@@ -16,10 +16,16 @@ import (
 // A binary built without it (go build, go test) reports "dev".
 var Version = "dev"
 
-// Revision is the commit, set at link time like Version; the Go toolchain's
-// own VCS stamp wins when present (builds with -buildvcs=false, and in
-// containers without .git, have none).
+// Revision is the commit, set at link time like Version.
 var Revision = ""
+
+// The rule, whichever way a binary was built: what the build linked in
+// (-X Version, -X Revision: the Makefile, the test harness, a release
+// script) wins, because someone chose it; what was not linked comes from
+// the toolchain (the module version of `go install ...@v1.2.3`, the VCS
+// stamp of a build inside a checkout with -buildvcs on); the rest is
+// "dev" and no revision. The VCS time and dirty flag are reported only
+// with the VCS revision they belong to.
 
 // Info is one binary's build.
 type Info struct {
@@ -33,20 +39,33 @@ type Info struct {
 
 // Get reads this binary's build.
 func Get() Info {
-	in := Info{Version: Version, Revision: Revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	bi, _ := debug.ReadBuildInfo()
+	return resolve(Version, Revision, bi)
+}
+
+// resolve applies the rule to what was linked and what the toolchain
+// stamped (bi may be nil: no build information).
+func resolve(linkedVersion, linkedRevision string, bi *debug.BuildInfo) Info {
+	in := Info{Version: linkedVersion, Revision: linkedRevision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi == nil {
 		return in
 	}
+	var vcs Info
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			in.Revision = s.Value
+			vcs.Revision = s.Value
 		case "vcs.time":
-			in.BuildTime = s.Value
+			vcs.BuildTime = s.Value
 		case "vcs.modified":
-			in.Modified = s.Value == "true"
+			vcs.Modified = s.Value == "true"
 		}
+	}
+	if in.Revision == "" {
+		in.Revision = vcs.Revision
+	}
+	if vcs.Revision != "" && vcs.Revision == in.Revision {
+		in.BuildTime, in.Modified = vcs.BuildTime, vcs.Modified
 	}
 	if in.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		in.Version = bi.Main.Version // go install ...@v1.2.3
