@@ -229,9 +229,12 @@ func (r *rig) migrate(s *session, during bool) {
 			r.fatalf("migration %s of %s did not end within 3 minutes: %v", m.Id, s.tag, m.State)
 		}
 		time.Sleep(200 * time.Millisecond) // polls the migration's state
+		id := m.Id
 		r.retry("get migration", time.Minute, func(ctx context.Context) error {
-			var err error
-			m, err = r.c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: m.Id})
+			got, err := r.c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: id})
+			if err == nil {
+				m = got // a failed try leaves the last answer, not nil
+			}
 			return err
 		})
 	}
