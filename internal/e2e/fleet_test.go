@@ -56,9 +56,7 @@ func TestFleetAccountAutoSwitch(t *testing.T) {
 	if tok := bearerOf(r, "MARK-F2"); tok != tokB {
 		t.Fatalf("the parked turn ran again with %q, want account B", tok)
 	}
-	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account work-b (was work-a") {
-		t.Fatalf("account_switch notice = %q", notice)
-	}
+	waitSwitchNotice(t, r, sess.Id, "Now using account work-b (was work-a")
 	accounts := listAccounts(t, c)
 	if !accounts["work-b"].Active || accounts["work-a"].Active || accounts["work-a"].LimitedUntil == "" || accounts["work-a"].Switches != "1" {
 		t.Fatalf("accounts after the switch: %+v", accounts)
@@ -129,6 +127,16 @@ func lastSwitchNotice(r *turnRig, id string) string {
 		}
 	}
 	return notice
+}
+
+// waitSwitchNotice waits until id's last account_switch notice holds want:
+// the fleet draws it after it activated the next account, and a turn on
+// that account can end first on a loaded machine.
+func waitSwitchNotice(t *testing.T, r *turnRig, id, want string) {
+	t.Helper()
+	testharness.WaitFor(t, 30*time.Second, "an account_switch notice holding "+want, func() bool {
+		return strings.Contains(lastSwitchNotice(r, id), want)
+	})
 }
 
 // bearerOf is the OAuth token of the last successful turn whose request
@@ -426,9 +434,7 @@ func codexSwitch(t *testing.T, policy string) {
 	if got := bearerOf(r, "MARK-S3"); got != tokB {
 		t.Fatalf("the parked turn ran again with %q, want account B", got)
 	}
-	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account cx-b (was cx-a") {
-		t.Fatalf("account_switch notice = %q", notice)
-	}
+	waitSwitchNotice(t, r, sess.Id, "Now using account cx-b (was cx-a")
 	var onB []string
 	for _, req := range r.fake.Turns() {
 		if strings.Contains(string(req.Body), "MARK-S3") && strings.Contains(req.Header.Get("Authorization"), tokB) {
@@ -513,9 +519,7 @@ func TestFleetClaudeSwitchesAhead(t *testing.T) {
 			t.Fatalf("a request was refused (%d): the switch was not ahead of the limit", req.Status)
 		}
 	}
-	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "at 96% of its 5-hour window") {
-		t.Fatalf("notice %q", notice)
-	}
+	waitSwitchNotice(t, r, sess.Id, "at 96% of its 5-hour window")
 	checkFreshUsage(t, c, reset)
 }
 
@@ -601,9 +605,7 @@ func TestFleetClaudeAskPolicy(t *testing.T) {
 	if tok := bearerOf(r, "MARK-Q2"); tok != fleetTokB {
 		t.Fatalf("the approved turn ran on %q, want account B", tok)
 	}
-	if notice := lastSwitchNotice(r, sess.Id); !strings.Contains(notice, "Now using account work-b (was work-a, at its usage limit; switch approved") {
-		t.Fatalf("notice %q", notice)
-	}
+	waitSwitchNotice(t, r, sess.Id, "Now using account work-b (was work-a, at its usage limit; switch approved")
 
 	c.must("account", "policy", "work-b", "ask", "--agent", "claude")
 	r.fake.RejectCredential(fleetTokB, 429)
