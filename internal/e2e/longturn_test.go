@@ -47,8 +47,9 @@ func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The turn is held on the model with `before` rounds' calls made and
-	// synced.
-	testharness.WaitFor(t, 3*time.Minute, "the long turn half-way", func() bool {
+	// synced: about a minute on an idle machine, several beside other
+	// real-CLI tests on two cores.
+	testharness.WaitFor(t, 8*time.Minute, "the long turn half-way", func() bool {
 		s, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
 		return err == nil && r.fake.TurnsStarted() > before && s.LastSeq >= 1+rowsPerRound*before
 	})
