@@ -1,15 +1,13 @@
 package nodeagent
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"os"
-	"strconv"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/shirou/gopsutil/v4/process"
 	"go.uber.org/zap"
 )
 
@@ -71,43 +69,36 @@ func (a *Agent) stopOrphans() {
 
 // ownTurn reports whether process pid runs with CAST_SESSION=sessionID.
 func ownTurn(pid int, sessionID string) bool {
-	return hasEnv(pid, "CAST_SESSION="+sessionID)
+	p, err := process.NewProcess(int32(pid))
+	return err == nil && hasEnv(p, "CAST_SESSION="+sessionID)
 }
 
 // turnGroups are the process groups of the processes that run with
-// CAST_TURN=token (none for an empty token).
+// CAST_TURN=token (none for an empty token). The processes are listed
+// through gopsutil, not /proc, so a macOS node finds them too.
 func turnGroups(token string) map[int]bool {
 	groups := map[int]bool{}
 	if token == "" {
 		return groups
 	}
-	entries, err := os.ReadDir("/proc")
+	procs, err := process.Processes()
 	if err != nil {
 		return groups
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !hasEnv(pid, turnTokenEnv+"="+token) {
+	for _, p := range procs {
+		if !hasEnv(p, turnTokenEnv+"="+token) {
 			continue
 		}
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
+		if pgid, err := syscall.Getpgid(int(p.Pid)); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
 			groups[pgid] = true
 		}
 	}
 	return groups
 }
 
-// hasEnv reports whether process pid's environment holds kv (KEY=value).
-func hasEnv(pid int, kv string) bool {
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return false
-	}
-	want := []byte(kv)
-	for _, v := range bytes.Split(env, []byte{0}) {
-		if bytes.Equal(v, want) {
-			return true
-		}
-	}
-	return false
+// hasEnv reports whether p's environment holds kv (KEY=value); one this
+// user may not read holds nothing.
+func hasEnv(p *process.Process, kv string) bool {
+	env, err := p.Environ()
+	return err == nil && slices.Contains(env, kv)
 }
