@@ -2,17 +2,25 @@ package codex
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
+
+	toml "github.com/pelletier/go-toml/v2"
 
 	"github.com/cast-dev/cast/internal/agents"
 )
 
 func init() { agents.RegisterLoginCheck("codex", findLogin) }
 
-// envKey finds the env_key settings of config.toml's model providers.
-var envKey = regexp.MustCompile(`(?m)^\s*env_key\s*=\s*["']([A-Za-z_][A-Za-z0-9_]*)["']`)
+// providers are config.toml's model providers, as far as a login goes.
+type providers struct {
+	ModelProviders map[string]struct {
+		EnvKey string `toml:"env_key"`
+		Bearer string `toml:"experimental_bearer_token"`
+	} `toml:"model_providers"`
+}
 
 // findLogin is what codex takes: auth.json holding an API key or ChatGPT
 // tokens, a provider in config.toml whose env_key names a variable that is
@@ -30,14 +38,22 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 	}
 	cfg := filepath.Join(dir, "config.toml")
 	b, _ := os.ReadFile(cfg)
+	var p providers
+	_ = toml.Unmarshal(b, &p) // a config Codex cannot read names no key either
 	var unset string
-	for _, m := range envKey.FindAllStringSubmatch(string(b), -1) {
-		if agents.EnvValue(env, m[1]) != "" {
-			return "key named in " + cfg + " (env_key " + m[1] + ")", true
+	bearer := false
+	for _, name := range slices.Sorted(maps.Keys(p.ModelProviders)) {
+		mp := p.ModelProviders[name]
+		bearer = bearer || mp.Bearer != ""
+		if mp.EnvKey == "" {
+			continue
 		}
-		unset = m[1]
+		if agents.EnvValue(env, mp.EnvKey) != "" {
+			return "key named in " + cfg + " (env_key " + mp.EnvKey + ")", true
+		}
+		unset = mp.EnvKey
 	}
-	if regexp.MustCompile(`(?m)^\s*experimental_bearer_token\s*=\s*["'][^"']+`).Match(b) {
+	if bearer {
 		return "key named in " + cfg + " (experimental_bearer_token)", true
 	}
 	if found, ok := l.EnvKey(env); ok {
