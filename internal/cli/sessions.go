@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -247,34 +248,28 @@ func (a *app) saidWhere(sess *castv1.Session, dir string) {
 	fmt.Fprintf(a.errOut, "session %s on node %s\n", sess.Id, sess.Node)
 }
 
-// retryBudget is how long a mutating call keeps retrying while its outcome
-// is unknown: a control plane restart takes seconds, not milliseconds.
-const retryBudget = 30 * time.Second
+// retryBudget is how long a mutating call (or a watch) keeps retrying
+// while the control plane is away: retry.Outage's limit, said in messages.
+var retryBudget = retry.Outage.Limit
 
-// retry runs a mutating call with the same request id, with backoff, while
-// the outcome is unknown (unreachable or timed out) and the budget lasts, so
-// a control plane restart mid-request neither loses nor duplicates it.
+// retry runs a mutating call with the same request id, with backoff
+// (retry.Outage), while the outcome is unknown (unreachable or timed out)
+// and the budget lasts, so a control plane restart mid-request neither
+// loses nor duplicates it.
 func (a *app) retry(parent context.Context, call func(context.Context) error) error {
-	deadline := time.Now().Add(retryBudget)
-	pause := 250 * time.Millisecond
 	var outage time.Time // when the call first met an unreachable control plane
-	for {
+	return retry.Do(parent, retry.Outage, func() error {
 		ctx, cancel := a.ctx(parent)
 		err := call(ctx)
 		cancel()
 		if unknownOutcome(err) && outage.IsZero() {
 			outage = time.Now()
 		}
-		if !(unknownOutcome(err) || nodesNotBackYet(err, outage)) || time.Now().Add(pause).After(deadline) {
-			return err
+		if err != nil && !unknownOutcome(err) && !nodesNotBackYet(err, outage) {
+			return retry.Stop(err)
 		}
-		select {
-		case <-parent.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 2*time.Second)
-	}
+		return err
+	}, nil)
 }
 
 // nodeReconnectGrace is how long after an outage a "no node" refusal is

@@ -63,7 +63,7 @@ func (w *watcher) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b := retry.Budget{Min: 250 * time.Millisecond, Max: 2 * time.Second, Limit: retryBudget}
+	b := retry.Budget{Policy: retry.Outage}
 	said := "" // what was last printed about the streams failing
 	for {
 		opened := time.Now()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	castretry "github.com/cast-dev/cast/internal/retry"
 )
 
 // Ack is one message a client was told was stored.
@@ -251,26 +252,19 @@ func unavailable(err error) bool {
 	return false
 }
 
-// retry calls fn until it succeeds, fails with an error that is not
-// unavailability, or 30 attempts (about 15 s) pass: the checker runs after
-// the fault healed, but a client may still be reconnecting.
+// retry calls fn until it succeeds or fails with an error that is not
+// unavailability, by retry.FaultCheck: the checker runs after the fault
+// healed, but a client may still be reconnecting.
 func retry[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
-	var v T
-	var err error
-	for range 30 {
+	return castretry.Get(ctx, castretry.FaultCheck, func() (T, error) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err = fn(cctx)
-		cancel()
-		if err == nil || !unavailable(err) || ctx.Err() != nil {
-			return v, err
+		defer cancel()
+		v, err := fn(cctx)
+		if err != nil && !unavailable(err) {
+			return v, castretry.Stop(err)
 		}
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return v, err
+		return v, err
+	}, nil)
 }
 
 // Table prints reports as the long mode's summary, one fault a row.

@@ -14,6 +14,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -286,7 +287,9 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 func (j *job) relay(ctx context.Context, node string, cmd *castv1.Command, done func() (bool, error)) error {
 	deadline := time.Now().Add(j.mg.cfg.WorkTreeTimeout)
 	var sent time.Time
-	pause := 5 * time.Millisecond // a skip or a small tree answers in milliseconds
+	// A skip or a small tree answers in milliseconds: poll from 5ms,
+	// doubling up to a tick.
+	pauses := retry.Policy{Min: 5 * time.Millisecond, Max: j.mg.cfg.Tick}.Pauses()
 	for {
 		ok, err := done()
 		if err != nil || ok {
@@ -308,10 +311,9 @@ func (j *job) relay(ctx context.Context, node string, cmd *castv1.Command, done 
 			}
 			sent = time.Now()
 		}
-		if !j.sleep(ctx, pause) {
+		if !j.sleep(ctx, pauses.Next()) {
 			return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled")
 		}
-		pause = min(2*pause, j.mg.cfg.Tick)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -177,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is
 		go func() { defer a.workers.wg.Done(); a.probeAgents(ctx) }()
 	}
-	backoff := a.cfg.ReconnectMin
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := a.connectOnce(ctx)
@@ -198,15 +198,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, held)
 		}
 		if time.Since(start) > 30*time.Second {
-			backoff = a.cfg.ReconnectMin // it was a healthy session
+			pauses.Reset() // it was a healthy session
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := pauses.Next()
 		a.lg.Info("control plane stream ended; reconnecting", zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, a.cfg.ReconnectMax)
 	}
 	a.lg.Info("node stopped")
 	return nil

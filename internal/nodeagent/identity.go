@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/secrets"
 )
 
@@ -83,23 +84,21 @@ func (a *Agent) noCredential() error {
 // retryUnavailable runs call until it succeeds, fails other than by the
 // control plane being unreachable, or ctx ends (nil then).
 func (a *Agent) retryUnavailable(ctx context.Context, what string, call func(context.Context) error) error {
-	for wait := a.cfg.ReconnectMin; ; wait = min(wait*2, a.cfg.ReconnectMax) {
+	err := retry.Do(ctx, retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax), func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		err := call(cctx)
-		cancel()
-		if err == nil {
-			return nil
+		if c := status.Code(err); err != nil && c != codes.Unavailable && c != codes.DeadlineExceeded {
+			return retry.Stop(err)
 		}
-		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
-			return fmt.Errorf("%s as node %s: %s", what, a.cfg.Name, status.Convert(err).Message())
-		}
+		return err
+	}, func(err error, wait time.Duration) {
 		a.lg.Info("control plane unreachable; retrying", zap.String("what", what), zap.Error(err), zap.Duration("in", wait))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
+	})
+	if err == nil || ctx.Err() != nil {
+		return nil
 	}
+	return fmt.Errorf("%s as node %s: %s", what, a.cfg.Name, status.Convert(err).Message())
 }
 
 func (a *Agent) credSet() bool {

@@ -9,6 +9,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -90,7 +91,7 @@ func (a *Agent) sendReport(ctx context.Context, sessionID string, r turnReport) 
 // calls it before each turn, so a turn's end is recorded before the next
 // one starts, and after a node restart before anything else.
 func (a *Agent) flushReport(ctx context.Context, sessionID string) bool {
-	wait := a.cfg.ReconnectMin
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
 		o, ok := a.st.get(sessionID)
 		if !ok || o.Report == nil || !o.Report.Pending {
@@ -104,12 +105,12 @@ func (a *Agent) flushReport(ctx context.Context, sessionID string) bool {
 		case client.ReasonOf(err) == "NOT_OWNER":
 			return false
 		}
+		wait := pauses.Next()
 		a.lg.Warn("report turn state failed; trying again", zap.String("session", sessionID), zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, a.cfg.ReconnectMax)
 	}
 	return true
 }

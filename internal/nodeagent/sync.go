@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -153,6 +154,7 @@ func (s *syncer) flush(ctx context.Context) {
 func (s *syncer) close(ctx context.Context) (int64, error) {
 	close(s.stop)
 	<-s.done
+	pauses := retry.SyncFlush.Pauses()
 	for attempt := 0; ; attempt++ {
 		s.flush(ctx)
 		s.mu.Lock()
@@ -166,7 +168,7 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
+		case <-time.After(pauses.Next()):
 		}
 	}
 	s.mu.Lock()

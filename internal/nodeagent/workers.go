@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/retry"
 )
 
 // workers runs at most one turn per session at a time, each session in its
@@ -184,7 +185,7 @@ func (ws *workers) abandoned(sessionID string) bool {
 // work runs turns for the session until ctx ends or the session is gone.
 func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 	defer a.workers.forget(sessionID, w)
-	retry := a.cfg.ReconnectMin // wait after a turn that could not even start
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses() // after a turn that could not even start
 	for {
 		select {
 		case <-ctx.Done():
@@ -228,7 +229,7 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 				break // a later wake (fence lifted, reconnect) tries again
 			}
 			if err == nil {
-				retry = a.cfg.ReconnectMin
+				pauses.Reset()
 				continue
 			}
 			a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
@@ -242,9 +243,8 @@ func (a *Agent) work(ctx context.Context, sessionID string, w *worker) {
 				select {
 				case <-ctx.Done():
 				case <-w.wakeCh:
-				case <-time.After(retry):
+				case <-time.After(pauses.Next()):
 				}
-				retry = min(retry*2, a.cfg.ReconnectMax)
 			}
 		}
 	}

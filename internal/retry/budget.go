@@ -1,19 +1,17 @@
-// Package retry paces a loop that opens something again each time it ends
-// (an etcd watch, a gRPC stream).
 package retry
 
 import "time"
 
-// Budget paces re-opens and says when to give up. The budget is counted
-// from the end of the last attempt that worked, not from the last that
-// opened: something that opens fine and ends at once, again and again, is
-// failing, and must not loop forever.
+// Budget paces re-opens of something that keeps ending (an etcd watch, a
+// gRPC stream) and says when to give up: Policy's pauses, and its Limit
+// counted from the end of the last attempt that worked, not from the last
+// that opened: something that opens fine and ends at once, again and
+// again, is failing, and must not loop forever. Tries is not used.
 type Budget struct {
-	Min, Max time.Duration // the pause doubles from Min to Max
-	Limit    time.Duration // failing for longer than this gives up
+	Policy
 
 	failingSince time.Time
-	pause        time.Duration
+	pauses       *Pauses
 }
 
 // Ended records an attempt that ended at now; worked: it delivered
@@ -22,12 +20,11 @@ type Budget struct {
 // once the attempts have failed for longer than Limit.
 func (b *Budget) Ended(now time.Time, worked bool) (time.Duration, bool) {
 	if worked || b.failingSince.IsZero() {
-		b.failingSince, b.pause = now, 0
+		b.failingSince, b.pauses = now, b.Pauses()
 		return 0, true
 	}
 	if now.Sub(b.failingSince) > b.Limit {
 		return 0, false
 	}
-	b.pause = min(max(2*b.pause, b.Min), b.Max)
-	return b.pause, true
+	return b.pauses.Next(), true
 }

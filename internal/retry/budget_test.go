@@ -30,7 +30,7 @@ func TestBudget(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := Budget{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond, Limit: 10 * time.Second}
+			b := Budget{Policy: Policy{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond, Limit: 10 * time.Second}}
 			for i, s := range tc.steps {
 				pause, ok := b.Ended(t0.Add(s.at), s.worked)
 				if pause != s.pause || ok != s.ok {

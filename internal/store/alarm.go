@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/retry"
 )
 
 // Once etcd's backend reaches its quota it raises the NOSPACE alarm and
@@ -38,11 +40,16 @@ const (
 // alarmState paces recoveries and reclaims; only Run's goroutine
 // touches it.
 type alarmState struct {
-	next    time.Time
-	backoff time.Duration
+	next  time.Time
+	after *retry.Pauses // the pauses after failed recoveries
 
-	reclaimNext    time.Time
-	reclaimBackoff time.Duration
+	reclaimNext time.Time
+	reclaims    *retry.Pauses // the pauses between reclaims
+}
+
+func newAlarmState() alarmState {
+	return alarmState{after: retry.Policy{Min: recoveryGap, Max: recoveryMaxBackoff}.Pauses(),
+		reclaims: retry.Policy{Min: reclaimMinBackoff, Max: reclaimMaxBackoff}.Pauses()}
 }
 
 // The quota guard counts etcd's file size, which deleting data (purged
@@ -76,7 +83,7 @@ func (s *Store) checkAlarms(ctx context.Context) {
 	}
 	if len(nospace) == 0 {
 		s.m.NoSpaceAlarm.Set(0)
-		s.alarm.backoff = 0
+		s.alarm.after.Reset()
 		s.maybeReclaim(ctx)
 		return
 	}
@@ -86,13 +93,14 @@ func (s *Store) checkAlarms(ctx context.Context) {
 	}
 	s.lg.Warn("etcd raised NOSPACE: sweeping, compacting, defragmenting", zap.Int("members", len(nospace)))
 	if err := s.recoverNoSpace(ctx, nospace); err != nil {
-		s.alarm.backoff = min(max(2*s.alarm.backoff, recoveryGap), recoveryMaxBackoff)
-		s.alarm.next = time.Now().Add(s.alarm.backoff)
+		wait := s.alarm.after.Next()
+		s.alarm.next = time.Now().Add(wait)
 		s.m.NoSpaceRecoveries.WithLabelValues("failed").Inc()
-		s.lg.Error("NOSPACE recovery failed; writes stay refused", zap.Duration("retry_in", s.alarm.backoff), zap.Error(err))
+		s.lg.Error("NOSPACE recovery failed; writes stay refused", zap.Duration("retry_in", wait), zap.Error(err))
 		return
 	}
-	s.alarm.backoff, s.alarm.next = 0, time.Now().Add(recoveryGap)
+	s.alarm.after.Reset()
+	s.alarm.next = time.Now().Add(recoveryGap)
 	s.m.NoSpaceAlarm.Set(0)
 	s.m.NoSpaceRecoveries.WithLabelValues("recovered").Inc()
 	used, _ := s.Usage()
@@ -172,15 +180,15 @@ func (s *Store) maybeReclaim(ctx context.Context) {
 	after, err := s.compactAndDefrag(ctx, resp.Header.Revision)
 	gained := err == nil && float64(size-after) >= reclaimGain*float64(size)
 	if gained {
-		s.alarm.reclaimBackoff = reclaimMinBackoff
+		s.alarm.reclaims.Reset() // the next no sooner than reclaimMinBackoff
 		s.m.Reclaims.WithLabelValues("freed").Inc()
 	} else {
-		s.alarm.reclaimBackoff = min(max(2*s.alarm.reclaimBackoff, reclaimMinBackoff), reclaimMaxBackoff)
 		s.m.Reclaims.WithLabelValues("nothing_freed").Inc()
 	}
-	s.alarm.reclaimNext = time.Now().Add(s.alarm.reclaimBackoff)
+	wait := s.alarm.reclaims.Next()
+	s.alarm.reclaimNext = time.Now().Add(wait)
 	s.lg.Info("compaction and defragmentation done", zap.Int64("db_size_bytes", after), zap.Error(err),
-		zap.Duration("next_no_sooner_than", s.alarm.reclaimBackoff))
+		zap.Duration("next_no_sooner_than", wait))
 }
 
 // memberEndpoints is one client URL per cluster member (defragmentation

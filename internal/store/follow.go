@@ -41,10 +41,9 @@ const watchStreamMD = "cast-watch-stream"
 const watchStable = 5 * time.Second
 
 // newWatchBudget paces the re-opens of one watch: at once after one that
-// worked, then from 50ms doubling to 2s, for up to 15s (a lost leader
-// lasts seconds).
+// worked, then by retry.EtcdWatch.
 func newWatchBudget() retry.Budget {
-	return retry.Budget{Min: 50 * time.Millisecond, Max: 2 * time.Second, Limit: 15 * time.Second}
+	return retry.Budget{Policy: retry.EtcdWatch}
 }
 
 // watchBatch is one delivery of follow: events in revision order, or (the

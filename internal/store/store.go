@@ -190,7 +190,7 @@ func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store
 	if m == nil {
 		m = metrics.NewStore(nil)
 	}
-	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, queues: map[string]*appendQueue{}}
+	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, queues: map[string]*appendQueue{}, alarm: newAlarmState()}
 	s.quota.init(cfg)
 	if err := s.refreshQuota(ctx); err != nil {
 		return nil, fmt.Errorf("store: first status read: %w", err)

@@ -2,7 +2,8 @@ package worktree
 
 import (
 	"context"
-	"time"
+
+	"github.com/cast-dev/cast/internal/retry"
 )
 
 // Clean leaves the source's work tree clean once its state has moved with
@@ -27,20 +28,17 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 	// A git command elsewhere (an editor's status) may hold the index lock
 	// for a moment; stash push then fails before it changes anything, and
 	// the state check before each try makes trying again safe.
-	for try := 1; ; try++ {
+	err = retry.Do(ctx, retry.GitIndexLock, func() error {
 		if err := r.unchangedSince(ctx, m); err != nil {
-			return false, err
+			return retry.Stop(err)
 		}
 		_, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "--include-untracked", "--message="+msg)
-		if err == nil || try == 3 || !IsKind(err, KindGit) {
-			return err == nil, err
+		if err != nil && !IsKind(err, KindGit) {
+			return retry.Stop(err)
 		}
-		select {
-		case <-ctx.Done():
-			return false, err
-		case <-time.After(time.Duration(try) * 250 * time.Millisecond):
-		}
-	}
+		return err
+	}, nil)
+	return err == nil, err
 }
 
 // unchangedSince says whether the work tree still holds the state m
