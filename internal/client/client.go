@@ -155,6 +155,17 @@ func (t *Token) GetRequestMetadata(ctx context.Context, _ ...string) (map[string
 // RequireTransportSecurity implements credentials.PerRPCCredentials.
 func (*Token) RequireTransportSecurity() bool { return false }
 
+// serviceConfig has gRPC retry the node's answers the control plane waits
+// on (a work tree's import, a workspace request's) while it is unavailable:
+// each only stores the answer, so a repeat is harmless. Other calls are
+// retried, if at all, by their callers (internal/retry), which know
+// whether a repeat is safe.
+const serviceConfig = `{"methodConfig": [{
+	"name": [{"service": "cast.v1.NodeService", "method": "ReportWorkTree"},
+	         {"service": "cast.v1.NodeService", "method": "ReportWorkspace"}],
+	"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.2s", "maxBackoff": "2s",
+	                "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+
 func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -166,6 +177,7 @@ func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
 		// retrying through a restart wait.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithDefaultServiceConfig(serviceConfig),
 	}, extra...)
 	newConn, err := connector(addr, opts)
 	if err != nil {

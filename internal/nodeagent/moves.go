@@ -169,13 +169,11 @@ func (a *Agent) importWorkTree(ctx context.Context, c *castv1.ImportWorkTree) {
 	} else {
 		lg.Info("work tree imported", zap.String("cwd", dest))
 	}
-	for attempt := 0; attempt < 5; attempt++ { // the report is the answer; retry a blip
-		if _, err = a.cli.Nodes.ReportWorkTree(ctx, rep); err == nil || ctx.Err() != nil {
-			return
-		}
-		time.Sleep(time.Second)
+	// The report is the answer: gRPC retries it through a blip (the client's
+	// service config).
+	if _, err = a.cli.Nodes.ReportWorkTree(ctx, rep); err != nil && ctx.Err() == nil {
+		lg.Warn("report import outcome failed", zap.Error(err))
 	}
-	lg.Warn("report import outcome failed", zap.Error(err))
 }
 
 // checkoutWorkTree is the import itself. A done marker makes a resent

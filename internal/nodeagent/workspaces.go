@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/status"
@@ -58,22 +57,10 @@ func (a *Agent) workspaceRequest(ctx context.Context, req *castv1.WorkspaceReque
 		a.lg.Info("workspace request refused", zap.String("request", req.RequestId), zap.Error(err))
 		ans.Error, ans.Reason = refusal(err)
 	}
-	// The control plane waits on this answer: a failed call is tried again
-	// a few times (it only stores the answer, so a repeat is harmless).
-	for try, pause := 1, 200*time.Millisecond; ; try, pause = try+1, 2*pause {
-		_, err := a.cli.Nodes.ReportWorkspace(ctx, ans)
-		if err == nil {
-			return
-		}
-		if try == 4 {
-			a.lg.Warn("workspace answer not delivered", zap.String("request", req.RequestId), zap.Error(err))
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
+	// The control plane waits on this answer: gRPC tries it again through
+	// a blip (the client's service config; a repeat only stores it again).
+	if _, err := a.cli.Nodes.ReportWorkspace(ctx, ans); err != nil && ctx.Err() == nil {
+		a.lg.Warn("workspace answer not delivered", zap.String("request", req.RequestId), zap.Error(err))
 	}
 }
 
