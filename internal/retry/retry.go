@@ -16,7 +16,7 @@ import (
 
 // Policy is one way of pacing attempts.
 type Policy struct {
-	Min, Max time.Duration // the first pause; pauses double up to Max
+	Min, Max time.Duration // the first pause; pauses double up to Max, which no jittered pause passes
 	Jitter   float64       // each pause varies by up to ±Jitter of itself (0: exact)
 	Limit    time.Duration // Do gives up rather than pause past this since its first attempt (0: no limit)
 	Tries    uint          // Do gives up after this many attempts (0: no limit)
@@ -24,22 +24,30 @@ type Policy struct {
 
 // Pauses is a policy's sequence of pauses, for a loop that waits in its
 // own select (a wake channel, a stream's end). Not safe for concurrent use.
-type Pauses struct{ b backoff.ExponentialBackOff }
+type Pauses struct {
+	b   backoff.ExponentialBackOff
+	max time.Duration
+}
 
 // Pauses starts the policy's pauses: Min, doubling up to Max, jittered.
 // Limit and Tries are Do's.
 func (p Policy) Pauses() *Pauses {
 	ps := &Pauses{b: backoff.ExponentialBackOff{InitialInterval: p.Min, MaxInterval: max(p.Max, p.Min),
-		Multiplier: 2, RandomizationFactor: p.Jitter}}
+		Multiplier: 2, RandomizationFactor: p.Jitter}, max: max(p.Max, p.Min)}
 	ps.Reset()
 	return ps
 }
 
-// Next is the next pause.
-func (ps *Pauses) Next() time.Duration { return ps.b.NextBackOff() }
+// Next is the next pause. backoff jitters around its capped interval;
+// the cap is clamped again so Max stays a ceiling (a node's
+// --reconnect-max is the longest it waits).
+func (ps *Pauses) Next() time.Duration { return min(ps.b.NextBackOff(), ps.max) }
 
 // Reset starts the pauses again at Min.
 func (ps *Pauses) Reset() { ps.b.Reset() }
+
+// NextBackOff makes Pauses a backoff.BackOff, for Do.
+func (ps *Pauses) NextBackOff() time.Duration { return ps.Next() }
 
 // Do calls op until it returns nil or an error wrapped by Stop, Tries
 // attempts were made, the next pause would pass Limit, or ctx ends.
@@ -54,7 +62,7 @@ func Do(ctx context.Context, p Policy, op func() error, notify func(err error, p
 // Get is Do for an op that returns a value: the last attempt's.
 func Get[T any](ctx context.Context, p Policy, op func() (T, error), notify func(err error, pause time.Duration)) (T, error) {
 	var last error
-	opts := []backoff.RetryOption{backoff.WithBackOff(&p.Pauses().b), backoff.WithMaxElapsedTime(p.Limit), backoff.WithMaxTries(p.Tries)}
+	opts := []backoff.RetryOption{backoff.WithBackOff(p.Pauses()), backoff.WithMaxElapsedTime(p.Limit), backoff.WithMaxTries(p.Tries)}
 	if notify != nil {
 		opts = append(opts, backoff.WithNotify(notify))
 	}

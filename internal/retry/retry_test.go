@@ -64,15 +64,15 @@ func TestGetNotifies(t *testing.T) {
 	}
 }
 
-// Pauses double from Min to Max, each within ±Jitter, and Reset starts
-// them again.
+// Pauses double from Min to Max, each within ±Jitter but never past Max,
+// and Reset starts them again.
 func TestPauses(t *testing.T) {
 	p := Policy{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond, Jitter: 0.5}
 	ps := p.Pauses()
 	for round := range 2 {
 		for i, base := range []time.Duration{100, 200, 400, 800, 800} {
 			base *= time.Millisecond
-			if d := ps.Next(); d < base/2 || d > base*3/2+1 {
+			if d := ps.Next(); d < base/2 || d > min(base*3/2+1, p.Max) {
 				t.Fatalf("round %d pause %d: %v, want within ±50%% of %v", round, i, d, base)
 			}
 		}
