@@ -311,7 +311,10 @@ func TestFleetCodexResumesAtProviderReset(t *testing.T) {
 	const tok = "sk-cx-FLEET-secret"
 	addCodexAccount(t, r, c, "cx", tok, true)
 
-	reset := time.Now().Add(15 * time.Second).Truncate(time.Second)
+	// The reset must still be ahead when the second turn is refused: the
+	// first real Codex turn took 42s beside other real-CLI tests on two
+	// cores, past the 15s this was. The test waits for it, idle.
+	reset := time.Now().Add(75 * time.Second).Truncate(time.Second)
 	r.fake.SetHeader("x-codex-primary-used-percent", "99")
 	r.fake.SetHeader("x-codex-primary-window-minutes", "300")
 	r.fake.SetHeader("x-codex-primary-reset-at", fmt.Sprint(reset.Unix()))
