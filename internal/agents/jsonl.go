@@ -54,14 +54,18 @@ func DecodeList[T any](raw json.RawMessage) []T {
 
 // DecodeElems is DecodeList that also says how many elements it left out,
 // so a reader can count them in its report instead of losing them
-// silently.
+// silently. A value that is there but is no list (an object, a number, a
+// broken text) is one element left out; nothing (empty, null) is none.
 func DecodeElems[T any](raw json.RawMessage) (out []T, bad int) {
 	if json.Unmarshal(raw, &out) == nil {
 		return out, 0
 	}
 	var elems []json.RawMessage
 	if json.Unmarshal(raw, &elems) != nil {
-		return nil, 0
+		if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+			return nil, 0
+		}
+		return nil, 1
 	}
 	out = nil
 	for _, e := range elems {
@@ -73,6 +77,20 @@ func DecodeElems[T any](raw json.RawMessage) (out []T, bad int) {
 		}
 	}
 	return out, bad
+}
+
+// Undecoded names, for a reader's report, a JSONL line that gave no
+// record: "malformed line" when it is no JSON object with a "type", else
+// "<type> record that did not decode" (a field of another JSON type, say),
+// so a decoding failure is told from a broken line.
+func Undecoded(line []byte) string {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(line, &probe) != nil || probe.Type == "" {
+		return "malformed line"
+	}
+	return probe.Type + " record that did not decode"
 }
 
 // CompactJSON is raw without insignificant space, or "{}" when raw is

@@ -57,6 +57,32 @@ func TestDecodeListKeepsTheGoodElements(t *testing.T) {
 	}
 }
 
+// What DecodeElems leaves out is counted, a value that is no list
+// included, so no reader loses content without a word.
+func TestDecodeElemsCountsWhatItLeavesOut(t *testing.T) {
+	type elem struct{ A int }
+	for _, tc := range []struct {
+		raw  string
+		kept int
+		bad  int
+	}{
+		{`[{"A":1},{"A":2}]`, 2, 0},
+		{`[{"A":1},"x",{"A":"y"}]`, 1, 2},
+		{`{"A":1}`, 0, 1},
+		{`7`, 0, 1},
+		{`[`, 0, 1},
+		{`null`, 0, 0},
+		{``, 0, 0},
+	} {
+		t.Run(tc.raw, func(t *testing.T) {
+			out, bad := DecodeElems[elem]([]byte(tc.raw))
+			if len(out) != tc.kept || bad != tc.bad {
+				t.Fatalf("DecodeElems(%s) kept %d, left out %d; want %d, %d", tc.raw, len(out), bad, tc.kept, tc.bad)
+			}
+		})
+	}
+}
+
 func TestCompactJSONAndParseTime(t *testing.T) {
 	for raw, want := range map[string]string{`{ "a" : [1, 2] }`: `{"a":[1,2]}`, ``: `{}`, `{`: `{}`} {
 		if got := CompactJSON([]byte(raw)); got != want {
@@ -68,24 +94,5 @@ func TestCompactJSONAndParseTime(t *testing.T) {
 	}
 	if got := ParseTime("yesterday"); !got.IsZero() {
 		t.Errorf("ParseTime of an odd stamp = %v, want zero", got)
-	}
-}
-
-// DecodeElems says how many elements it left out, so a reader can report
-// them; a list that decodes whole, or what is not a list, leaves none.
-func TestDecodeElemsCountsWhatItLeavesOut(t *testing.T) {
-	type elem struct{ A int }
-	for _, tc := range []struct {
-		raw       string
-		kept, bad int
-	}{
-		{`[{"A":1},{"A":2}]`, 2, 0},
-		{`[{"A":1},"odd",{"A":"x"},{"A":3}]`, 2, 2},
-		{`{"A":1}`, 0, 0},
-	} {
-		out, bad := DecodeElems[elem]([]byte(tc.raw))
-		if len(out) != tc.kept || bad != tc.bad {
-			t.Errorf("DecodeElems(%s) kept %d, left out %d; want %d, %d", tc.raw, len(out), bad, tc.kept, tc.bad)
-		}
 	}
 }

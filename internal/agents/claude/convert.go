@@ -24,13 +24,19 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 	}
 	var m apiMessage
 	if json.Unmarshal(rec.Message, &m) != nil {
-		return nil, false
+		skip(rec.Type + " message that did not decode")
+		return nil, true
 	}
 	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: agents.ParseTime(rec.Timestamp)}
 	var out []transcript.Message
 	accounted := false // something left out was reported, or is known unreadable
 	note := func(kind string) { skip(kind); accounted = true }
 	contentBlocks := func(raw json.RawMessage) []block {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			// The API takes a string for any message's content.
+			return []block{{Type: "text", Text: s}}
+		}
 		bs, bad := agents.DecodeElems[block](raw)
 		for range bad {
 			note(kindBadBlock)

@@ -30,3 +30,40 @@ func TestParseCountsBlocksItLeavesOut(t *testing.T) {
 		t.Errorf("skipped %v, want %v", st.Kinds, want)
 	}
 }
+
+// A record that does not decode is counted by what it was, not lost, and
+// content the API allows in another shape (an assistant's text as a
+// string) is read.
+func TestParseCountsDecodingFailuresByKind(t *testing.T) {
+	const u1 = `{"type":"user","uuid":"u1","parentUuid":null,"timestamp":"2026-11-30T10:00:00.000Z","message":{"role":"user","content":"DF-U1 go"}}`
+	const asst = `{"type":"assistant","uuid":"a1","parentUuid":"u1","timestamp":"2026-11-30T10:00:01.000Z","message":{"id":"m1","role":"assistant","model":"claude-sonnet-4-5","content":`
+	for _, tc := range []struct {
+		name, line string
+		want       string
+		skipped    map[string]int
+	}{
+		{"a record field of another JSON type", `{"type":"user","uuid":"u2","isSidechain":"no","message":{"role":"user","content":"x"}}`,
+			"user:DF-U1 go\n", map[string]int{"user record that did not decode": 1}},
+		{"a broken line", `{"type":"user",`, "user:DF-U1 go\n", map[string]int{"malformed line": 1}},
+		{"a message that does not decode", `{"type":"user","uuid":"u2","parentUuid":"u1","message":{"role":7,"content":"x"}}`,
+			"user:DF-U1 go\n", map[string]int{"user message that did not decode": 1}},
+		{"assistant content that is no list", asst + `{"type":"text","text":"x"}}}`,
+			"user:DF-U1 go\n", map[string]int{"content block that did not decode": 1}},
+		{"assistant content as a string", asst + `"DF-A1 said"}}`, "user:DF-U1 go\nassistant:DF-A1 said\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs, st, err := Parse(strings.NewReader(u1 + "\n" + tc.line + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := kinds(msgs); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+			if len(st.Kinds) > 0 || len(tc.skipped) > 0 {
+				if !reflect.DeepEqual(map[string]int(st.Kinds), tc.skipped) {
+					t.Errorf("skipped %v, want %v", st.Kinds, tc.skipped)
+				}
+			}
+		})
+	}
+}

@@ -144,7 +144,8 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			var rec record
 			switch {
 			case json.Unmarshal(line, &rec) != nil:
-				st.skip(kindMalformed)
+				st.Malformed++
+				st.Kinds.Add(agents.Undecoded(line))
 			case rec.IsSidechain:
 				// A sub-agent's own conversation: its result reaches the
 				// main chain as the Task tool's result. Kept aside for a

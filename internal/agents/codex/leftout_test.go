@@ -43,3 +43,38 @@ func TestParseCountsWhatItLeavesOut(t *testing.T) {
 		t.Errorf("skipped %v, want %v", p.Kinds, want)
 	}
 }
+
+// Lines of a legacy rollout (a bare header, then bare items) and message
+// content of a shape the reader cannot read are counted, not lost; the
+// legacy CLI's state snapshots are known and not reported.
+func TestParseCountsLegacyAndShapelessLines(t *testing.T) {
+	const user = `{"type":"message","role":"user","content":[{"type":"input_text","text":"LG-U1 go"}]}`
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		want    []string
+		skipped map[string]int
+	}{
+		{"legacy state snapshot", []string{`{"id":"lg-1","timestamp":"2025-05-01T10:00:00Z"}`, user, `{"record_type":"state"}`},
+			[]string{"user LG-U1 go"}, nil},
+		{"legacy line of no known shape", []string{`{"id":"lg-1","timestamp":"2025-05-01T10:00:00Z"}`, user, `{"note":"x"}`},
+			[]string{"user LG-U1 go"}, map[string]int{"untyped record": 1}},
+		{"message content that is an object", []string{user, `{"type":"message","role":"assistant","content":{"text":"LG-A1"}}`},
+			[]string{"user LG-U1 go"}, map[string]int{"assistant message that did not decode": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(strings.Join(tc.lines, "\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := brief(p.Messages); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("\n got: %q\nwant: %q", got, tc.want)
+			}
+			if len(p.Kinds) > 0 || len(tc.skipped) > 0 {
+				if !reflect.DeepEqual(map[string]int(p.Kinds), tc.skipped) {
+					t.Errorf("skipped %v, want %v", p.Kinds, tc.skipped)
+				}
+			}
+		})
+	}
+}

@@ -144,14 +144,19 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	_ = json.Unmarshal(raw, &env)
 	ts := agents.ParseTime(env.Timestamp)
 	if _, hasPayload := probe["payload"]; !hasPayload {
-		// Legacy file: a bare header {"id","timestamp"}, then bare items.
+		// Legacy file: a bare header {"id","timestamp"}, then bare items
+		// and the CLI's own state snapshots ({"record_type":"state"}).
 		if _, typed := probe["type"]; !typed {
-			if st.p.SessionID == "" && st.no == 1 {
+			_, state := probe["record_type"]
+			switch {
+			case st.p.SessionID == "" && st.no == 1:
 				var h struct {
 					ID string `json:"id"`
 				}
 				_ = json.Unmarshal(raw, &h)
 				st.p.SessionID = h.ID
+			case !state:
+				st.p.skip("untyped record")
 			}
 			return nil, true
 		}
@@ -318,6 +323,10 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 }
 
 func (st lineState) fromMessage(it item, ts time.Time) []candidate {
+	if !textShaped(it.Content) {
+		st.p.skip(undecoded(orDefault(it.Role, "roleless") + " message"))
+		return nil
+	}
 	text := textOf(it.Content)
 	if strings.TrimSpace(text) == "" {
 		return nil

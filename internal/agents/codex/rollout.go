@@ -159,6 +159,13 @@ func textOf(raw json.RawMessage) string {
 	return b.String()
 }
 
+// textShaped tells content textOf can read (nothing, a string, a list)
+// from content of another shape, whose text would be lost unreported.
+func textShaped(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null" || raw[0] == '"' || raw[0] == '['
+}
+
 // outputText turns a function_call_output's output into text. Codex stores a
 // plain string, an array of content items, or (older versions) an object
 // {"content": ..., "success": ...}; failed reports success:false.

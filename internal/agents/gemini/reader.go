@@ -152,7 +152,7 @@ func (l *lineReplay) line(line []byte) {
 	case isString(obj["id"]):
 		var r record
 		if json.Unmarshal(line, &r) != nil || r.ID == "" {
-			l.bad("malformed line")
+			l.bad("message record that did not decode")
 			return
 		}
 		l.upsert(r)
@@ -162,7 +162,7 @@ func (l *lineReplay) line(line []byte) {
 			Messages  *[]record `json:"messages"`
 		}
 		if json.Unmarshal(obj["$set"], &set) != nil {
-			l.bad("malformed line")
+			l.bad("$set record that did not decode")
 			return
 		}
 		if set.SessionID != "" {
@@ -176,7 +176,7 @@ func (l *lineReplay) line(line []byte) {
 	case isString(obj["sessionId"]):
 		var h header
 		if json.Unmarshal(line, &h) != nil {
-			l.bad("malformed line")
+			l.bad("session header that did not decode")
 			return
 		}
 		l.sid = h.SessionID

@@ -55,3 +55,28 @@ func TestDecodeCountsPartsItLeavesOut(t *testing.T) {
 	agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user GLO-U1 see", "tool_call ", "tool_result ", "user GLO-U2 next"},
 		map[string]int{"image part (inlineData)": 2, "content part that did not decode": 1, "tool result without an id": 1})
 }
+
+// A line of a known shape that does not decode (a field of another JSON
+// type) is counted by what it was, apart from broken lines.
+func TestDecodeCountsDecodingFailuresByKind(t *testing.T) {
+	const head = `{"sessionId":"s1","projectHash":"h","startTime":"2026-11-30T10:00:00.000Z","lastUpdated":"2026-11-30T10:00:00.000Z","kind":"main"}`
+	const user = `{"id":"r1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":"GDF-U1 hello"}`
+	for _, tc := range []struct {
+		name, line string
+		skipped    map[string]int
+	}{
+		{"a message record", `{"id":"r2","type":"gemini","model":7,"content":"x"}`, map[string]int{"message record that did not decode": 1}},
+		{"a $set record", `{"$set":{"sessionId":5}}`, map[string]int{"$set record that did not decode": 1}},
+		{"a header", `{"sessionId":"s2","messages":{"id":"x"}}`, map[string]int{"session header that did not decode": 1}},
+		{"content that does not decode", `{"id":"r2","type":"gemini","model":"m","content":7}`, map[string]int{"content part that did not decode": 1}},
+		{"a broken line", `{"id":"r2",`, map[string]int{"malformed line": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Decode([]byte(head + "\n" + user + "\n" + tc.line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user GDF-U1 hello"}, tc.skipped)
+		})
+	}
+}

@@ -43,3 +43,27 @@ func TestReadersCountCallsWithoutIDs(t *testing.T) {
 		t.Errorf("updates: %d messages, skipped %v; want 3, %v", len(d.Messages), d.Kinds, want)
 	}
 }
+
+// A chat record of a known type that does not decode is counted as that
+// type's decoding failure, apart from broken lines.
+func TestDecodeCountsDecodingFailuresByKind(t *testing.T) {
+	const user = `{"type":"user","content":"<user_query>GDF-U1 go</user_query>","prompt_index":0}`
+	for _, tc := range []struct {
+		name, line string
+		skipped    map[string]int
+	}{
+		{"an assistant record", `{"type":"assistant","content":"x","tool_calls":{"id":"c1"}}`, map[string]int{"assistant record that did not decode": 1}},
+		{"a broken line", `{"type":"assistant",`, map[string]int{"malformed line": 1}},
+		{"an untyped line", `{"content":"x"}`, map[string]int{"malformed line": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Decode([]byte(user+"\n"+tc.line+"\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Messages) != 1 || !reflect.DeepEqual(map[string]int(d.Kinds), tc.skipped) {
+				t.Errorf("%d messages, skipped %v; want 1, %v", len(d.Messages), d.Kinds, tc.skipped)
+			}
+		})
+	}
+}

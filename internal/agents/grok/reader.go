@@ -143,9 +143,9 @@ func Decode(data []byte, failed map[string]bool) (Decoded, error) {
 			continue
 		}
 		var r record
-		if json.Unmarshal(line, &r) != nil || r.Type == "" {
+		if err := json.Unmarshal(line, &r); err != nil || r.Type == "" {
 			d.Skipped++
-			d.Kinds.Add("malformed line")
+			d.Kinds.Add(agents.Undecoded(line))
 			continue
 		}
 		if !knownRecords[r.Type] {

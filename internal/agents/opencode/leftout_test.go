@@ -70,3 +70,35 @@ func TestParseRowsCountsWhatItLeavesOut(t *testing.T) {
 		t.Errorf("skipped %v, want %v", p.Kinds, wantKinds)
 	}
 }
+
+// What does not decode is counted by what it was: a session row, a
+// message's parts that are no list (its neighbours kept).
+func TestParseCountsDecodingFailuresByKind(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []string
+		skipped   map[string]int
+	}{
+		{"a session row", strings.Join([]string{
+			`{"table":"session_v2","row":{"id":5}}`,
+			`{"table":"session_message","row":{"id":"m1","seq":1,"type":"user","time_created":1000,"data":{"text":"ODF-U1 go"}}}`,
+		}, "\n"), []string{"user ODF-U1 go"}, map[string]int{"session_v2 row that did not decode": 1}},
+		{"parts that are no list", `{"info":{"id":"ses_df","directory":"/w"},"messages":[
+ {"info":{"id":"msg_01","role":"user","time":{"created":1000}},"parts":[{"id":"prt_01","type":"text","text":"ODF-U1 go"}]},
+ {"info":{"id":"msg_02","role":"assistant","time":{"created":1100}},"parts":{"id":"prt_02","type":"text","text":"lost"}}]}`,
+			[]string{"user ODF-U1 go"}, map[string]int{"part that did not decode": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := brief(p.Messages); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("\n got: %q\nwant: %q", got, tc.want)
+			}
+			if !reflect.DeepEqual(map[string]int(p.Kinds), tc.skipped) {
+				t.Errorf("skipped %v, want %v", p.Kinds, tc.skipped)
+			}
+		})
+	}
+}

@@ -80,7 +80,10 @@ func parseRows(data []byte) (Parsed, bool) {
 		switch rl.Table {
 		case "session_v2", "session":
 			var s sessionRow
-			if json.Unmarshal(rl.Row, &s) == nil && p.SessionID == "" {
+			switch {
+			case json.Unmarshal(rl.Row, &s) != nil:
+				p.skip(rl.Table + " row that did not decode")
+			case p.SessionID == "":
 				p.SessionID, p.Directory = s.ID, s.Directory
 			}
 		case "session_message":

@@ -90,7 +90,8 @@ func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 		if probe.Type == "session" {
 			var h header
 			if json.Unmarshal(line, &h) != nil {
-				bad()
+				d.Skipped++
+				d.skip("session header that did not decode")
 				return
 			}
 			d.SessionID, d.Cwd = h.ID, h.Cwd
@@ -99,7 +100,10 @@ func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 		}
 		var e entry
 		if json.Unmarshal(line, &e) != nil {
-			bad()
+			// A known type with a field of another JSON type: a decoding
+			// failure, named by what the line was.
+			d.Skipped++
+			d.skip(probe.Type + " entry that did not decode")
 			return
 		}
 		entries = append(entries, e)

@@ -51,3 +51,29 @@ func TestDecodeCountsWhatTheBranchLeavesOut(t *testing.T) {
 		map[string]int{"entry of an abandoned branch": 1, "audio block": 1, "content block that did not decode": 1,
 			"message entry without a message": 1, "tool result without a call id": 1})
 }
+
+// A line of a known type that does not decode (a field of another JSON
+// type) is counted as that type's decoding failure, apart from broken
+// lines.
+func TestDecodeCountsDecodingFailuresByKind(t *testing.T) {
+	const head = `{"type":"session","version":3,"id":"s1","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w"}`
+	const user = `{"type":"message","id":"e1","parentId":null,"timestamp":"2026-11-30T10:00:01.000Z","message":{"role":"user","content":"PDF-U1 hi"}}`
+	for _, tc := range []struct {
+		name, line string
+		skipped    map[string]int
+	}{
+		{"an entry", `{"type":"message","id":"e2","parentId":"e1","message":{"role":["user"]}}`, map[string]int{"message entry that did not decode": 1}},
+		{"a header", `{"type":"session","version":"three","id":"s2"}`, map[string]int{"session header that did not decode": 1}},
+		{"a broken line", `{"type":"message",`, map[string]int{"malformed line": 1}},
+		{"content that is no list", `{"type":"message","id":"e2","parentId":"e1","message":{"role":"assistant","content":{"type":"text"}}}`,
+			map[string]int{"content block that did not decode": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Decode([]byte(head + "\n" + user + "\n" + tc.line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			agenttest.CheckReport(t, d.Messages, d.Kinds, []string{"user PDF-U1 hi"}, tc.skipped)
+		})
+	}
+}
