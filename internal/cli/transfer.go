@@ -25,7 +25,7 @@ const (
 )
 
 func (a *app) importCmd() *cobra.Command {
-	var agent, cwd, node string
+	var agent, cwd, node, parent string
 	cmd := &cobra.Command{
 		Use:   "import --agent A PATH",
 		Short: "Bring an existing native session into cast (for OpenCode, PATH is what `opencode export` prints)",
@@ -45,6 +45,10 @@ func (a *app) importCmd() *cobra.Command {
 			if len(msgs) == 0 {
 				return fmt.Errorf("no messages found in %s; is it a %s transcript?", args[0], agent)
 			}
+			sub, isSub, err := agents.ReadSubagent(r, args[0])
+			if err != nil {
+				return fmt.Errorf("read %s as a %s transcript: %w", args[0], agent, err)
+			}
 			dir, err := importCwd(r, args[0], cwd)
 			if err != nil {
 				return err
@@ -56,7 +60,7 @@ func (a *app) importCmd() *cobra.Command {
 			reqID := ids.NewClientID()
 			sess, err := a.createSession(cmd.Context(), c, &castv1.CreateSessionRequest{
 				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
-				HistoryMessages: int64(len(msgs)),
+				HistoryMessages: int64(len(msgs)), ParentId: parent,
 			})
 			if err != nil {
 				return err
@@ -70,12 +74,22 @@ func (a *app) importCmd() *cobra.Command {
 				skipped = map[string]int{}
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "messages": n, "kept": kept, "skipped": skipped})
+				rep := map[string]any{"id": sess.Id, "agent": agent, "messages": n, "kept": kept, "skipped": skipped}
+				if isSub {
+					rep["subagent"] = sub
+				}
+				if parent != "" {
+					rep["parent_id"] = parent
+				}
+				return a.printJSON(rep)
 			}
 			fmt.Fprintln(a.out, sess.Id)
 			fmt.Fprintf(a.errOut, "imported %d messages (%s); read them with `cast read %s`\n", n, countList(kept), sess.Id)
 			if len(skipped) > 0 {
 				fmt.Fprintf(a.errOut, "skipped from %s: %s\n", filepath.Base(args[0]), countList(skipped))
+			}
+			if isSub {
+				fmt.Fprintln(a.errOut, subagentNotice(filepath.Base(args[0]), agent, sub, parent))
 			}
 			if hint := a.importNoCLIHint(cmd.Context(), c, sess); hint != "" {
 				fmt.Fprintln(a.errOut, hint)
@@ -86,7 +100,26 @@ func (a *app) importCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: claude, codex, gemini, pi, opencode, grok")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the one the transcript records, else the current one)")
 	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: a connected node with the agent, else any: an import runs no CLI)")
+	cmd.Flags().StringVar(&parent, "parent", "", "import as a nested worker of this cast session (for a file that holds a subagent's run: its parent's)")
 	return cmd
+}
+
+// subagentNotice tells that file holds only a subagent's run, and what
+// became of it: a worker of parent, or (no parent given) a session of its
+// own, with how to make it the worker of the session that ran it.
+func subagentNotice(file, agent string, sub agents.Subagent, parent string) string {
+	about := sub.Kind
+	if sub.ParentNativeID != "" {
+		about += " of " + agent + " session " + sub.ParentNativeID
+	}
+	if sub.CallID != "" {
+		about += ", started by its tool call " + sub.CallID
+	}
+	if parent != "" {
+		return fmt.Sprintf("%s holds only a subagent's run (%s); imported as a worker of %s", file, about, parent)
+	}
+	return fmt.Sprintf("%s holds only a subagent's run (%s); imported as a session of its own "+
+		"(`cast import --parent SESSION`, SESSION the cast session of its parent, imports it as that session's worker)", file, about)
 }
 
 // importCwd is --cwd when given, else the folder the native session ran

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // `cast import` says what it kept and what it left out of the file, by kind
@@ -42,6 +45,62 @@ func TestCLIImportReportsKeptAndSkipped(t *testing.T) {
 	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", file)
 	want := "skipped from session.jsonl: 1 attachment (file), 1 brand-new-record, 1 malformed line, 1 repeated assistant record"
 	if code != 0 || !strings.Contains(errOut, "imported 2 messages (1 assistant, 1 user)") || !strings.Contains(errOut, want) {
+		t.Fatalf("exit %d; human report lacks %q:\n%s", code, want, errOut)
+	}
+}
+
+// A file holding only a subagent's run (Claude Code's subagents/agent-*.jsonl,
+// from daaain/claude-code-log: internal/agents/claude/testdata/corpus) says
+// so in the import report, with its parent session and tool call; with
+// --parent it becomes that cast session's worker (hidden, linked), its
+// records its conversation.
+func TestCLIImportSubagentFile(t *testing.T) {
+	r := newCLIRig(t, "n1")
+	cwd := t.TempDir()
+	const showcase = "../agents/claude/testdata/corpus/minimal_showcase/"
+	const sub = showcase + "55550000-0000-4000-8000-000000000001/subagents/agent-showcol1"
+	dir := filepath.Join(t.TempDir(), "subagents")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".jsonl", ".meta.json"} {
+		data, err := os.ReadFile(sub + ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "agent-showcol1"+ext), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "agent-showcol1.jsonl")
+	parent := strings.TrimSpace(r.cli.must("import", "--agent", "claude", "--node", "n1", "--cwd", cwd, showcase+"55550000-0000-4000-8000-000000000001.jsonl"))
+
+	var rep struct {
+		ID       string            `json:"id"`
+		Kept     map[string]int    `json:"kept"`
+		Skipped  map[string]int    `json:"skipped"`
+		Subagent map[string]string `json:"subagent"`
+		ParentID string            `json:"parent_id"`
+	}
+	if err := json.Unmarshal([]byte(r.cli.must("import", "--agent", "claude", "--cwd", cwd, "--parent", parent, "--json", file)), &rep); err != nil {
+		t.Fatal(err)
+	}
+	wantSub := map[string]string{"kind": "sidechain", "parent_native_id": "55550000-0000-4000-8000-000000000001", "call_id": "toolu_sc_showcol1"}
+	if !reflect.DeepEqual(rep.Subagent, wantSub) || rep.ParentID != parent || rep.Kept["user"] != 1 || rep.Kept["assistant"] != 1 || len(rep.Skipped) != 0 {
+		t.Fatalf("report %+v; want subagent %v, parent %s, the run's own user and assistant messages kept, nothing skipped", rep, wantSub, parent)
+	}
+	worker, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: rep.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if worker.ParentId != parent || !worker.Subagent {
+		t.Fatalf("imported session: parent %q, subagent %v; want a worker of %s", worker.ParentId, worker.Subagent, parent)
+	}
+
+	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", "--cwd", cwd, file)
+	want := "agent-showcol1.jsonl holds only a subagent's run (sidechain of claude session 55550000-0000-4000-8000-000000000001, " +
+		"started by its tool call toolu_sc_showcol1); imported as a session of its own"
+	if code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "--parent SESSION") {
 		t.Fatalf("exit %d; human report lacks %q:\n%s", code, want, errOut)
 	}
 }

@@ -24,6 +24,9 @@ type Stats struct {
 	// Kinds counts every line left out (malformed ones included) by what it
 	// was, so an import can say what it did not keep.
 	Kinds agents.Skips
+	// Subagent is set when the file holds only a subagent's run (sidechain
+	// records and nothing else), which Parse then reads as the conversation.
+	Subagent *agents.Subagent
 }
 
 func (st *Stats) skip(kind string) {
@@ -76,6 +79,25 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
 	msgs, st, err := ReadFile(path)
 	return msgs, st.Kinds, err
+}
+
+// ReadSubagent implements agents.SubagentReader: a file of sidechain
+// records only (Claude Code's subagents/agent-*.jsonl) is a subagent's run;
+// its records name the parent session, and the agent-*.meta.json beside it
+// (newer CLIs) the parent's tool call.
+func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
+	_, st, err := ReadFile(path)
+	if err != nil || st.Subagent == nil {
+		return agents.Subagent{}, false, err
+	}
+	s := *st.Subagent
+	var meta struct {
+		ToolUseID string `json:"toolUseId"`
+	}
+	if data, err := os.ReadFile(strings.TrimSuffix(path, ".jsonl") + ".meta.json"); err == nil && json.Unmarshal(data, &meta) == nil {
+		s.CallID = meta.ToolUseID
+	}
+	return s, true, nil
 }
 
 // ReadCwd implements agents.CwdReader: the cwd of the newest record that
@@ -181,6 +203,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 	}
 	if len(chain) == 0 && len(side) > 0 {
 		chain = side
+		st.Subagent = &agents.Subagent{Kind: "sidechain", ParentNativeID: side[0].rec.SessionID}
 		st.Skipped -= len(side)
 		if st.Kinds[kindSidechain] -= len(side); st.Kinds[kindSidechain] <= 0 {
 			delete(st.Kinds, kindSidechain)

@@ -30,6 +30,16 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 	return agents.ReportFile(path, Parse)
 }
 
+// ReadSubagent implements agents.SubagentReader: a rollout whose
+// session_meta names a subagent source.
+func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
+	p, err := agents.DecodeFile(path, Parse)
+	if err != nil || p.Subagent == nil {
+		return agents.Subagent{}, false, err
+	}
+	return *p.Subagent, true, nil
+}
+
 // ReadCwd implements agents.CwdReader: session_meta's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
 	p, err := agents.DecodeFile(path, Parse)
@@ -48,6 +58,9 @@ type Parsed struct {
 	// (malformed lines, record and item types of other Codex versions), so
 	// an import can say so.
 	Kinds agents.Skips
+	// Subagent is set when session_meta says another thread spawned this
+	// one (source {"subagent":…}): the file is a subagent's run.
+	Subagent *agents.Subagent
 }
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
@@ -173,6 +186,7 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 			st.p.skip(undecoded(env.Type))
 		} else if st.p.SessionID == "" {
 			st.p.SessionID, st.p.Cwd = m.ID, m.Cwd
+			st.p.Subagent = subagentOf(m.Source)
 		}
 	case lineTurnContext:
 		var tc turnContext

@@ -12,7 +12,11 @@ package codex
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 // Line types in a rollout envelope.
@@ -43,6 +47,37 @@ type sessionMeta struct {
 	// Source is "cli", "exec", "vscode" or, for a spawned sub-agent, an
 	// object; kept raw so an unexpected shape does not fail the line.
 	Source json.RawMessage `json:"source,omitempty"`
+}
+
+// subagentOf reads session_meta's source: a thread Codex spawned for
+// another is {"subagent":{"thread_spawn":{"parent_thread_id":…}}}, and its
+// own runs (a review, a compaction, "other") {"subagent":"review"} or
+// {"subagent":{"other":…}}. nil for a thread of its own ("cli", "exec").
+func subagentOf(source json.RawMessage) *agents.Subagent {
+	var src struct {
+		Subagent json.RawMessage `json:"subagent"`
+	}
+	if len(source) == 0 || source[0] != '{' || json.Unmarshal(source, &src) != nil || len(src.Subagent) == 0 {
+		return nil
+	}
+	s := &agents.Subagent{Kind: "subagent"}
+	var name string
+	var obj map[string]json.RawMessage
+	switch {
+	case json.Unmarshal(src.Subagent, &name) == nil:
+		s.Kind = "subagent (" + name + ")"
+	case json.Unmarshal(src.Subagent, &obj) == nil:
+		if keys := slices.Sorted(maps.Keys(obj)); len(keys) > 0 {
+			s.Kind = "subagent (" + keys[0] + ")"
+		}
+		var spawn struct {
+			Parent string `json:"parent_thread_id"`
+		}
+		if json.Unmarshal(obj["thread_spawn"], &spawn) == nil {
+			s.ParentNativeID = spawn.Parent
+		}
+	}
+	return s
 }
 
 // item is a Responses API item as Codex stores it in a response_item

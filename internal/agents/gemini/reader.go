@@ -36,11 +36,27 @@ func (Reader) ReadCwd(path string) (string, error) {
 	return strings.TrimSpace(string(data)), err
 }
 
+// ReadSubagent implements agents.SubagentReader: a session whose header
+// kind is "subagent", which the CLI keeps in a folder named after its
+// parent session (chats/<parent id>/<id>.jsonl).
+func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
+	d, err := agents.DecodeFile(path, DecodeFrom)
+	if err != nil || d.Kind != "subagent" {
+		return agents.Subagent{}, false, err
+	}
+	s := agents.Subagent{Kind: "subagent"}
+	if dir := filepath.Dir(path); filepath.Base(filepath.Dir(dir)) == "chats" {
+		s.ParentNativeID = filepath.Base(dir)
+	}
+	return s, true, nil
+}
+
 // Decoded is everything a reader got out of one session file.
 type Decoded struct {
 	Messages  []transcript.Message
 	SessionID string
-	Skipped   int // lines that were not JSON or not a known record
+	Kind      string // the header's kind: "main", or "subagent"
+	Skipped   int    // lines that were not JSON or not a known record
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, line shapes and record types of other versions),
 	// for the import report.
@@ -73,31 +89,31 @@ func Decode(data []byte) (Decoded, error) {
 // (or r fails).
 func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	var d Decoded
-	recs, sid, used, skipped, err := replay(r, d.skip)
-	d.SessionID, d.Skipped = sid, skipped
+	l, err := replay(r, d.skip)
+	d.SessionID, d.Skipped, d.Kind = l.sid, l.skipped, l.kind
 	if err != nil {
 		return d, err
 	}
-	if used == 0 {
+	if l.used == 0 {
 		return d, errors.New("gemini: no session header or message found")
 	}
-	d.Messages = toNeutral(recs, d.skip)
+	d.Messages = toNeutral(l.recs, d.skip)
 	return d, nil
 }
 
 // replay turns the event log into the final ordered message list, as the
 // CLI itself does on load; skip is told what it leaves out.
-func replay(r io.ReadSeeker, skip func(kind string)) (recs []record, sid string, used, skipped int, err error) {
+func replay(r io.ReadSeeker, skip func(kind string)) (lineReplay, error) {
 	// The legacy format is one JSON object holding every message.
 	if legacy, ok := readLegacy(r); ok {
-		return legacy.Messages, legacy.SessionID, 1, 0, nil
+		return lineReplay{recs: legacy.Messages, sid: legacy.SessionID, kind: legacy.Kind, used: 1}, nil
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return nil, "", 0, 0, err
+		return lineReplay{}, err
 	}
 	l := lineReplay{index: map[string]int{}, skip: skip}
-	err = agents.EachLine(r, l.line)
-	return l.recs, l.sid, l.used, l.skipped, err
+	err := agents.EachLine(r, l.line)
+	return l, err
 }
 
 // lineReplay replays a JSONL session a line at a time.
@@ -105,6 +121,7 @@ type lineReplay struct {
 	recs          []record
 	index         map[string]int
 	sid           string
+	kind          string // the header's: "main", or "subagent" for a run another session started
 	used, skipped int
 	skip          func(kind string)
 }
@@ -179,7 +196,7 @@ func (l *lineReplay) line(line []byte) {
 			l.bad("session header that did not decode")
 			return
 		}
-		l.sid = h.SessionID
+		l.sid, l.kind = h.SessionID, h.Kind
 		l.upsertAll(h.Messages)
 	default:
 		l.bad("line of an unknown shape")

@@ -45,16 +45,16 @@ func stray(path, id string) bool {
 		return false
 	}
 	defer f.Close()
-	recs, sid, _, _, err := replay(f, func(string) {})
+	l, err := replay(f, func(string) {})
 	if err != nil {
 		return false
 	}
-	for _, r := range recs {
+	for _, r := range l.recs {
 		if resumable(r) {
 			return false
 		}
 	}
-	return sid == "" || sid == id
+	return l.sid == "" || l.sid == id
 }
 
 // resumable is the CLI's isResumableMessageRecord: a user record with text
