@@ -36,12 +36,27 @@ func (Reader) ReadCwd(path string) (string, error) {
 	return d.Cwd, err
 }
 
+// ReadSubagent implements agents.SubagentReader: a session whose
+// summary.json says session_kind "subagent" (it does not name its parent).
+func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
+	d, err := ReadSession(path)
+	if err != nil || d.Kind != "subagent" {
+		return agents.Subagent{}, false, err
+	}
+	s := agents.Subagent{Kind: "subagent"}
+	if d.AgentName != "" {
+		s.Kind += " (" + d.AgentName + ")"
+	}
+	return s, true, nil
+}
+
 // Decoded is everything a reader got out of one session.
 type Decoded struct {
 	Messages  []transcript.Message
 	SessionID string
 	Cwd       string
 	Kind      string // summary.json session_kind: "", "headless", "subagent"
+	AgentName string // summary.json agent_name: the kind of subagent ("general-purpose")
 	Skipped   int    // lines that were not JSON or not a known record
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, record types of other versions), for the import
@@ -86,8 +101,10 @@ func ReadSession(path string) (Decoded, error) {
 	}
 	if raw, serr := os.ReadFile(filepath.Join(dir, "summary.json")); serr == nil {
 		var s summary
-		if json.Unmarshal(raw, &s) == nil {
-			d.Cwd, d.Kind = s.Info.Cwd, s.SessionKind
+		if json.Unmarshal(raw, &s) != nil {
+			d.Kinds.Add("summary.json that did not decode") // its cwd, id and model are not known
+		} else {
+			d.Cwd, d.Kind, d.AgentName = s.Info.Cwd, s.SessionKind, s.AgentName
 			if s.Info.ID != "" {
 				d.SessionID = s.Info.ID
 			}

@@ -36,12 +36,23 @@ func (Reader) ReadCwd(path string) (string, error) {
 	return p.Directory, err
 }
 
+// ReadSubagent implements agents.SubagentReader: a session with a parent
+// is one OpenCode's task tool started for a subagent.
+func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
+	p, err := agents.DecodeFile(path, Parse)
+	if err != nil || p.ParentID == "" {
+		return agents.Subagent{}, false, err
+	}
+	return agents.Subagent{Kind: "child session", ParentNativeID: p.ParentID}, true, nil
+}
+
 // Parsed is a session read into neutral form.
 type Parsed struct {
 	Messages  []transcript.Message
 	SessionID string
 	Directory string
-	Skipped   int // JSONL rows that were not JSON objects
+	ParentID  string // the session whose task tool started this one (a subagent's run)
+	Skipped   int    // JSONL rows that were not JSON objects
 	// Kinds counts what was left out because the reader does not know it
 	// (part types of other versions, malformed rows), for the import report.
 	Kinds agents.Skips
@@ -91,7 +102,7 @@ func ms(v int64) time.Time {
 }
 
 func fromExport(ex Export, p *Parsed) {
-	p.SessionID, p.Directory = ex.Info.ID, ex.Info.Directory
+	p.SessionID, p.Directory, p.ParentID = ex.Info.ID, ex.Info.Directory, ex.Info.ParentID
 	for _, m := range ex.Messages {
 		p.Messages = append(p.Messages, messageParts(m, p)...)
 	}

@@ -24,6 +24,7 @@ type rowLine struct {
 type sessionRow struct {
 	ID        string `json:"id"`
 	Directory string `json:"directory"`
+	ParentID  string `json:"parent_id"`
 }
 
 type messageRow struct {
@@ -84,7 +85,7 @@ func parseRows(data []byte) (Parsed, bool) {
 			case json.Unmarshal(rl.Row, &s) != nil:
 				p.skip(rl.Table + " row that did not decode")
 			case p.SessionID == "":
-				p.SessionID, p.Directory = s.ID, s.Directory
+				p.SessionID, p.Directory, p.ParentID = s.ID, s.Directory, s.ParentID
 			}
 		case "session_message":
 			var m messageRow
