@@ -26,10 +26,15 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 }
 
 // ReadCwd implements agents.CwdReader. A session file does not name its
-// folder; the project folder it sits in (<slug>/chats/<file>) does, in
-// its ownership marker. "" when there is none.
+// folder; the project folder it sits in (<slug>/chats/<file>, a
+// subagent's <slug>/chats/<parent>/<file>) does, in its ownership marker.
+// "" when there is none.
 func (Reader) ReadCwd(path string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), projectRootFile))
+	chats := filepath.Dir(path)
+	if filepath.Base(filepath.Dir(chats)) == "chats" {
+		chats = filepath.Dir(chats) // a subagent's file, in its parent's folder
+	}
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(chats), projectRootFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}

@@ -39,6 +39,18 @@ func TestReadSubagent(t *testing.T) {
 			if err != nil || ok != tc.ok || got != tc.want {
 				t.Fatalf("ReadSubagent = %+v, %v, %v; want %+v, %v", got, ok, err, tc.want, tc.ok)
 			}
+			// The project folder's marker names the cwd, for a subagent's
+			// file one folder further up.
+			slug := filepath.Dir(path)
+			if filepath.Base(filepath.Dir(slug)) == "chats" {
+				slug = filepath.Dir(slug)
+			}
+			if err := os.WriteFile(filepath.Join(filepath.Dir(slug), projectRootFile), []byte("/w/app\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if cwd, err := (Reader{}).ReadCwd(path); err != nil || cwd != "/w/app" {
+				t.Errorf("ReadCwd = %q, %v; want /w/app", cwd, err)
+			}
 		})
 	}
 }
