@@ -101,6 +101,9 @@ func (a *app) importCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the one the transcript records, else the current one)")
 	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: a connected node with the agent, else any: an import runs no CLI)")
 	cmd.Flags().StringVar(&parent, "parent", "", "import as a nested worker of this cast session (for a file that holds a subagent's run: its parent's)")
+	// PATH is import's argument, so the session is a flag; -s/--session is
+	// its hidden alias as on every command that takes a session.
+	sessionFlag(cmd, &parent)
 	return cmd
 }
 
