@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/wire"
 )
 
 // accountCmd is `cast account`: fleet accounts, the credential snapshots
@@ -127,7 +128,7 @@ func (a *app) accountLsCmd() *cobra.Command {
 					{header: "LIMITED UNTIL", cell: limitedUntil},
 					{header: "SWITCHES", cell: func(acc *castv1.Account) string { return fmt.Sprint(acc.Switches) }},
 					{header: "POLICY", wide: true, cell: func(acc *castv1.Account) string { return orDash(acc.Policy) }},
-					{header: "USAGE AT", wide: true, cell: func(acc *castv1.Account) string { return ago(acc.UsageAt) }},
+					{header: "USAGE AT", wide: true, cell: func(acc *castv1.Account) string { return ago(acc.UsageTime) }},
 				}})
 		},
 	}
@@ -140,7 +141,7 @@ func (a *app) accountLsCmd() *cobra.Command {
 // agent's policy.
 func (a *app) listAccounts(cmd *cobra.Command, agent string) (resp *castv1.ListAccountsResponse, err error) {
 	err = a.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-		resp, err = c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+		resp, err = c.AllAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
 		return err
 	})
 	return resp, err
@@ -226,7 +227,7 @@ func limitedUntil(acc *castv1.Account) string {
 func usage(acc *castv1.Account) string {
 	var parts []string
 	for _, w := range acc.Usage {
-		if w.ResetsAt != nil && !w.ResetsAt.AsTime().After(time.Now()) {
+		if t := wire.ResetTime(w); t != nil && !t.AsTime().After(time.Now()) {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", w.Name, w.UsedPercent))

@@ -16,9 +16,9 @@ func TestAccountColumns(t *testing.T) {
 		usage, until string
 	}{
 		{&castv1.Account{}, "-", "-"},
-		{&castv1.Account{Usage: []*castv1.UsageWindow{{Name: "five_hour", UsedPercent: 96.4, ResetsAt: future}, {Name: "seven_day", UsedPercent: 40}}},
+		{&castv1.Account{Usage: []*castv1.UsageWindow{{Name: "five_hour", UsedPercent: 96.4, ResetTime: future}, {Name: "seven_day", UsedPercent: 40}}},
 			"five_hour 96%, seven_day 40%", "-"},
-		{&castv1.Account{Usage: []*castv1.UsageWindow{{Name: "primary", UsedPercent: 99, ResetsAt: past}}, LimitedUntil: past}, "-", "-"},
+		{&castv1.Account{Usage: []*castv1.UsageWindow{{Name: "primary", UsedPercent: 99, ResetTime: past}}, LimitedUntil: past}, "-", "-"},
 		{&castv1.Account{LimitedUntil: future}, "-", future.AsTime().Local().Format(time.RFC3339)},
 	} {
 		if got := usage(tc.acc); got != tc.usage {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -62,18 +61,17 @@ func (a *app) tokenLsCmd() *cobra.Command {
 		Use: "ls [-o json|yaml|wide|name] [--no-headers]", Short: "List tokens by name (never their values)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.ListTokens(ctx, &castv1.ListTokensRequest{})
+				tokens, err := c.AllTokens(ctx, &castv1.ListTokensRequest{})
 				if err != nil {
 					return err
 				}
-				created := func(t *castv1.TokenInfo) time.Time { return time.Unix(t.CreateTimeUnix, 0) }
-				return printList(a, out, listing[*castv1.TokenInfo]{key: "tokens", items: resp.Tokens,
+				return printList(a, out, listing[*castv1.TokenInfo]{key: "tokens", items: tokens,
 					name: func(t *castv1.TokenInfo) string { return t.Name },
 					columns: []column[*castv1.TokenInfo]{
 						{header: "NAME", cell: func(t *castv1.TokenInfo) string { return t.Name }},
 						{header: "ROLE", cell: func(t *castv1.TokenInfo) string { return roleName(t.Role) }},
-						{header: "CREATED", cell: func(t *castv1.TokenInfo) string { return created(t).UTC().Format(time.RFC3339) }},
-						{header: "AGE", wide: true, cell: func(t *castv1.TokenInfo) string { return ago(timestamppb.New(created(t))) }},
+						{header: "CREATED", cell: func(t *castv1.TokenInfo) string { return stamp(t.CreateTime) }},
+						{header: "AGE", wide: true, cell: func(t *castv1.TokenInfo) string { return ago(t.CreateTime) }},
 					}})
 			})
 		},
@@ -132,7 +130,7 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 				if err != nil {
 					return err
 				}
-				exp := time.Unix(resp.ExpireTimeUnix, 0).UTC()
+				exp := resp.ExpireTime.AsTime().UTC()
 				if a.json {
 					return a.printJSON(map[string]any{"token": resp.Token, "expire_time": exp.Format(time.RFC3339)})
 				}

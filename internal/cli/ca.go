@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -73,7 +74,7 @@ func (a *app) caStatusCmd() *cobra.Command {
 				states := map[string]string{}
 				for _, ca := range resp.Cas {
 					states[ca.Pin] = ca.State
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ca.State, ca.Pin, ca.Subject, unixTime(ca.ExpireTimeUnix), unixTime(ca.SinceUnix))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ca.State, ca.Pin, ca.Subject, stamp(ca.ExpireTime), stamp(ca.StateTime))
 				}
 				fmt.Fprintln(tw, "\nPRINCIPAL\tISSUER\tISSUED\tEXPIRES\t")
 				for _, h := range resp.Holders {
@@ -81,7 +82,7 @@ func (a *app) caStatusCmd() *cobra.Command {
 					if issuer == "" {
 						issuer = "retired"
 					}
-					fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t\n", h.Principal, issuer, short(h.IssuerPin), unixTime(h.IssueTimeUnix), unixTime(h.ExpireTimeUnix))
+					fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t\n", h.Principal, issuer, short(h.IssuerPin), stamp(h.IssueTime), stamp(h.ExpireTime))
 				}
 				return tw.Flush()
 			})
@@ -89,11 +90,12 @@ func (a *app) caStatusCmd() *cobra.Command {
 	}
 }
 
-func unixTime(s int64) string {
-	if s == 0 {
+// stamp writes a time field in RFC 3339, UTC; "-" when unset.
+func stamp(ts *timestamppb.Timestamp) string {
+	if ts == nil {
 		return "-"
 	}
-	return time.Unix(s, 0).UTC().Format(time.RFC3339)
+	return ts.AsTime().UTC().Format(time.RFC3339)
 }
 
 // short abbreviates a pin for a table.

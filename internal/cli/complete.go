@@ -136,11 +136,11 @@ func (a *app) nodes(ctx context.Context) []*castv1.Node {
 	if err != nil {
 		return nil
 	}
-	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{})
 	if err != nil {
 		return nil
 	}
-	return resp.Nodes
+	return nodes
 }
 
 // contextNames are the contexts file's (read locally; no control plane).
@@ -176,7 +176,7 @@ func (a *app) accountNames(ctx context.Context) []string {
 	if err != nil {
 		return nil
 	}
-	resp, err := c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{})
+	resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{})
 	if err != nil {
 		return nil
 	}

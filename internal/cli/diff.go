@@ -69,7 +69,7 @@ func (a *app) diffCmd() *cobra.Command {
 				return err
 			}
 			ctx, cancel := a.ctx(cmd.Context())
-			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 			cancel()
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/listfilter"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -61,7 +62,7 @@ func (a *app) dryRunPlace(parent context.Context, o execOpts, prompt string) (no
 	if err != nil {
 		return "", o.cwd, nil, "no node would run it (" + a.explain(err) + ")"
 	}
-	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", placed.Node)})
 	if err != nil {
 		return "", o.cwd, nil, "could not ask the control plane for node " + placed.Node + "'s " + o.agent + " (" + a.explain(err) + ")"
 	}

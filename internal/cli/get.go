@@ -27,7 +27,7 @@ func (a *app) getCmd() *cobra.Command {
 				return err
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 				if err != nil {
 					return err
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/listfilter"
 )
 
 // lsFilter narrows `cast ls`; empty fields match everything.
@@ -16,9 +17,10 @@ type lsFilter struct {
 	agent, node, state string
 }
 
-func (f lsFilter) match(s *castv1.Session) bool {
-	return (f.agent == "" || s.Agent == f.agent) && (f.node == "" || s.Node == f.node) &&
-		(f.state == "" || stateName(s.State) == f.state)
+// expr is the ListSessions filter the flags make: the control plane
+// filters, so only matching sessions cross the wire.
+func (f lsFilter) expr() string {
+	return listfilter.Equal("agent", f.agent, "node", f.node, "state", f.state)
 }
 
 func (a *app) lsCmd() *cobra.Command {
@@ -33,11 +35,10 @@ func (a *app) lsCmd() *cobra.Command {
 			if f.state != "" && !slices.Contains(stateNames(), f.state) {
 				return usagef("--state %q is not a state; use one of %s", f.state, strings.Join(stateNames(), ", "))
 			}
-			list, err := a.listSessions(cmd.Context(), all)
+			list, err := a.listSessions(cmd.Context(), all, f.expr())
 			if err != nil {
 				return err
 			}
-			list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return !f.match(s) })
 			sortNewestFirst(list)
 			empty := "no sessions yet; start one with `cast new --agent claude \"hello\"`"
 			if f != (lsFilter{}) {
@@ -55,8 +56,8 @@ func (a *app) lsCmd() *cobra.Command {
 	return cmd
 }
 
-// listSessions reads every page.
-func (a *app) listSessions(parent context.Context, all bool) ([]*castv1.Session, error) {
+// listSessions reads every page of the sessions filter matches.
+func (a *app) listSessions(parent context.Context, all bool, filter string) ([]*castv1.Session, error) {
 	c, err := a.client()
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func (a *app) listSessions(parent context.Context, all bool) ([]*castv1.Session,
 	tok := ""
 	for {
 		ctx, cancel := a.ctx(parent)
-		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all, IncludeArchived: all})
+		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all, IncludeArchived: all, Filter: filter})
 		cancel()
 		if err != nil {
 			return nil, err

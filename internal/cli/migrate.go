@@ -237,7 +237,7 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 						return err
 					}
 				} else {
-					resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+					resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{PageSize: 1})
 					if err != nil {
 						return err
 					}
@@ -267,11 +267,11 @@ func (a *app) migrateLsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+				list, err := c.AllMigrations(ctx, &castv1.ListMigrationsRequest{})
 				if err != nil {
 					return err
 				}
-				return printList(a, out, listing[*castv1.Migration]{key: "migrations", items: resp.Migrations,
+				return printList(a, out, listing[*castv1.Migration]{key: "migrations", items: list,
 					name: func(m *castv1.Migration) string { return m.Id },
 					columns: []column[*castv1.Migration]{
 						{header: "ID", cell: func(m *castv1.Migration) string { return m.Id }},

@@ -140,7 +140,7 @@ func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error
 func (a *app) printHandedOff(ctx context.Context, c *client.Client, sess *castv1.Session) error {
 	fmt.Fprintln(a.out, sess.Id)
 	why := "see `cast agents`"
-	src, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.HandoffFrom})
+	src, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sess.HandoffFrom})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/listfilter"
 	"github.com/cast-dev/cast/internal/workspace"
 )
 
@@ -39,7 +40,7 @@ func (a *app) importNoCLIHint(ctx context.Context, c *client.Client, sess *castv
 	}
 	ctx, cancel := a.ctx(ctx)
 	defer cancel()
-	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", sess.Node)})
 	if err != nil {
 		return ""
 	}

@@ -123,8 +123,8 @@ func newAccountUsage(acc *castv1.Account, fp *castv1.FleetPolicy, now time.Time)
 		t := acc.LimitedUntil.AsTime()
 		u.LimitedUntil = &t
 	}
-	if acc.UsageAt != nil {
-		t := acc.UsageAt.AsTime()
+	if acc.UsageTime != nil {
+		t := acc.UsageTime.AsTime()
 		age := int64(now.Sub(t).Seconds())
 		u.UsageAt, u.AgeSeconds, u.Stale = &t, &age, now.Sub(t) > quota.StaleAfter
 	}

@@ -21,13 +21,13 @@ func TestUsageReport(t *testing.T) {
 	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
 	resp := &castv1.ListAccountsResponse{
 		Accounts: []*castv1.Account{
-			{Name: "fresh", Agent: "claude", Active: true, Policy: "auto", UsageAt: ts(-2 * time.Minute), Usage: []*castv1.UsageWindow{
-				{Name: "five_hour", UsedPercent: 96.4, WindowMinutes: 300, ResetsAt: ts(4*time.Hour + 5*time.Minute)},
-				{Name: "seven_day", UsedPercent: 40, WindowMinutes: 7 * 24 * 60, ResetsAt: ts(50 * time.Hour)},
+			{Name: "fresh", Agent: "claude", Active: true, Policy: "auto", UsageTime: ts(-2 * time.Minute), Usage: []*castv1.UsageWindow{
+				{Name: "five_hour", UsedPercent: 96.4, WindowMinutes: 300, ResetTime: ts(4*time.Hour + 5*time.Minute)},
+				{Name: "seven_day", UsedPercent: 40, WindowMinutes: 7 * 24 * 60, ResetTime: ts(50 * time.Hour)},
 				{Name: "seven_day_opus", UsedPercent: 12, WindowMinutes: 7 * 24 * 60, Model: "opus"},
 			}},
-			{Name: "stale", Agent: "claude", Policy: "ask", UsageAt: ts(-6 * time.Hour), Usage: []*castv1.UsageWindow{
-				{Name: "five_hour", UsedPercent: 25, WindowMinutes: 300, ResetsAt: ts(-time.Hour)},
+			{Name: "stale", Agent: "claude", Policy: "ask", UsageTime: ts(-6 * time.Hour), Usage: []*castv1.UsageWindow{
+				{Name: "five_hour", UsedPercent: 25, WindowMinutes: 300, ResetTime: ts(-time.Hour)},
 			}},
 			{Name: "new", Agent: "claude", Policy: "auto"},
 		},

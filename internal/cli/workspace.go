@@ -105,7 +105,7 @@ func (a *app) worktreeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
+				resp, err := c.AllWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
 				if err != nil {
 					return err
 				}

@@ -102,11 +102,16 @@ func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccou
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	as, next, err := page(as, func(a *castv1.Account) string { return a.Agent + "\x00" + a.Name }, req.PageSize, req.PageToken, "accounts")
+	if err != nil {
+		return nil, err
+	}
+	// Each page carries the listed agents' fleet policies: a handful.
 	fleets, err := h.s.fleet.Fleets(ctx, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.ListAccountsResponse{Accounts: as, Fleet: fleets}, nil
+	return &castv1.ListAccountsResponse{Accounts: as, Fleet: fleets, NextPageToken: next}, nil
 }
 
 func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAccountRequest) (*castv1.DeleteAccountResponse, error) {

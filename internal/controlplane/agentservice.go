@@ -82,7 +82,12 @@ func (h *agentService) ListAgentChecks(ctx context.Context, req *castv1.ListAgen
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.ListAgentChecksResponse{Checks: checks}, nil
+	key := func(c *castv1.AgentCheck) string { return c.Agent + "\x00" + c.Version + "\x00" + c.Capability }
+	checks, next, err := page(checks, key, req.PageSize, req.PageToken, "agentchecks")
+	if err != nil {
+		return nil, err
+	}
+	return &castv1.ListAgentChecksResponse{Checks: checks, NextPageToken: next}, nil
 }
 
 // migrationDiverter hands off, on the destination, a migrating session

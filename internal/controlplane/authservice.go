@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -143,14 +145,19 @@ func (h *authService) CreateToken(ctx context.Context, req *castv1.CreateTokenRe
 	return &castv1.CreateTokenResponse{Token: tok, Principal: p.String()}, nil
 }
 
-func (h *authService) ListTokens(ctx context.Context, _ *castv1.ListTokensRequest) (*castv1.ListTokensResponse, error) {
+func (h *authService) ListTokens(ctx context.Context, req *castv1.ListTokensRequest) (*castv1.ListTokensResponse, error) {
 	list, err := h.s.store.ListTokens(ctx)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	out := &castv1.ListTokensResponse{}
+	list, next, err := page(list, func(r store.TokenRecord) string { return r.Name }, req.PageSize, req.PageToken, "tokens")
+	if err != nil {
+		return nil, err
+	}
+	out := &castv1.ListTokensResponse{NextPageToken: next}
 	for _, r := range list {
-		out.Tokens = append(out.Tokens, &castv1.TokenInfo{Name: r.Name, Role: roleProto(authz.Role(r.Role)), CreateTimeUnix: r.Created.Unix()})
+		out.Tokens = append(out.Tokens, &castv1.TokenInfo{Name: r.Name, Role: roleProto(authz.Role(r.Role)),
+			CreateTimeUnix: r.Created.Unix(), CreateTime: timestamppb.New(r.Created)})
 	}
 	return out, nil
 }
@@ -190,7 +197,7 @@ func (h *authService) CreateJoinToken(ctx context.Context, req *castv1.CreateJoi
 	}
 	exp := time.Now().Add(ttl)
 	h.s.lg.Info("join token created", zap.Time("expires", exp), zap.String("by", caller(ctx)))
-	return &castv1.CreateJoinTokenResponse{Token: tok, ExpireTimeUnix: exp.Unix()}, nil
+	return &castv1.CreateJoinTokenResponse{Token: tok, ExpireTimeUnix: exp.Unix(), ExpireTime: timestamppb.New(exp)}, nil
 }
 
 // JoinNode consumes a join token. An admin token also enrolls a node

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -59,15 +60,17 @@ func (h *authService) GetCAStatus(ctx context.Context, _ *castv1.GetCAStatusRequ
 	}
 	for _, c := range issues {
 		out.Holders = append(out.Holders, &castv1.CertHolder{Principal: c.Role + ":" + c.Name, IssuerPin: c.IssuerPin,
-			IssueTimeUnix: c.Issued.Unix(), ExpireTimeUnix: c.Expires.Unix()})
+			IssueTimeUnix: c.Issued.Unix(), ExpireTimeUnix: c.Expires.Unix(),
+			IssueTime: timestamppb.New(c.Issued), ExpireTime: timestamppb.New(c.Expires)})
 	}
 	return out, nil
 }
 
 func caInfo(c *x509.Certificate, state string, since time.Time) *castv1.CAInfo {
-	info := &castv1.CAInfo{Pin: pki.Pin(c), Subject: c.Subject.CommonName, State: state, ExpireTimeUnix: c.NotAfter.Unix()}
+	info := &castv1.CAInfo{Pin: pki.Pin(c), Subject: c.Subject.CommonName, State: state,
+		ExpireTimeUnix: c.NotAfter.Unix(), ExpireTime: timestamppb.New(c.NotAfter)}
 	if !since.IsZero() {
-		info.SinceUnix = since.Unix()
+		info.SinceUnix, info.StateTime = since.Unix(), timestamppb.New(since)
 	}
 	return info
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
@@ -128,5 +129,5 @@ func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCer
 		return nil, toStatus(h.s.lg, err)
 	}
 	h.s.lg.Info("client certificate issued", zap.String("principal", p.String()), zap.Time("expires", exp))
-	return &castv1.IssueCertificateResponse{Certificate: chain, ExpireTimeUnix: exp.Unix(), CaBundle: bundle}, nil
+	return &castv1.IssueCertificateResponse{Certificate: chain, ExpireTimeUnix: exp.Unix(), ExpireTime: timestamppb.New(exp), CaBundle: bundle}, nil
 }

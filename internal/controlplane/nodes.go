@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +25,23 @@ type nodeService struct {
 	s *Server
 }
 
-func (h *nodeService) ListNodes(ctx context.Context, _ *castv1.ListNodesRequest) (*castv1.ListNodesResponse, error) {
+func (h *nodeService) ListNodes(ctx context.Context, req *castv1.ListNodesRequest) (*castv1.ListNodesResponse, error) {
+	f, err := parseFilter(req.Filter, nodeFields...)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := h.s.store.ListNodes(ctx)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	return &castv1.ListNodesResponse{Nodes: nodes}, nil
+	nodes = slices.DeleteFunc(nodes, func(n *castv1.Node) bool {
+		return !f.Match(func(field string) []string { return nodeField(n, field) })
+	})
+	nodes, next, err := page(nodes, func(n *castv1.Node) string { return n.Name }, req.PageSize, req.PageToken, "nodes")
+	if err != nil {
+		return nil, err
+	}
+	return &castv1.ListNodesResponse{Nodes: nodes, NextPageToken: next}, nil
 }
 
 func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequest) (*castv1.DeleteNodeResponse, error) {

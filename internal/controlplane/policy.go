@@ -143,7 +143,7 @@ func checkNodeSelf(_ context.Context, p authz.Principal, req any) error {
 func requestSession(req any) string {
 	switch r := req.(type) {
 	case *castv1.GetSessionRequest:
-		return r.GetId()
+		return getSessionID(r)
 	case *castv1.MergeSessionRequest:
 		return r.GetForkId()
 	case interface{ GetSessionId() string }:
@@ -212,7 +212,7 @@ func (s *Server) checkMigration(ctx context.Context, p authz.Principal, req any)
 		return nil
 	}
 	for _, id := range ids {
-		if err := s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: id}); err != nil {
+		if err := s.checkSession(ctx, p, &castv1.GetSessionRequest{SessionId: id}); err != nil {
 			return err
 		}
 	}
@@ -225,7 +225,7 @@ func (s *Server) ownsMigration(ctx context.Context, p authz.Principal, m *castv1
 		return true
 	}
 	return !slices.ContainsFunc(m.Sessions, func(ms *castv1.MigrationSession) bool {
-		return s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: ms.SessionId}) != nil
+		return s.checkSession(ctx, p, &castv1.GetSessionRequest{SessionId: ms.SessionId}) != nil
 	})
 }
 
@@ -242,5 +242,5 @@ func (s *Server) checkCreate(ctx context.Context, p authz.Principal, req any) er
 		}
 		return nil
 	}
-	return s.checkSession(ctx, p, &castv1.GetSessionRequest{Id: r.ParentId})
+	return s.checkSession(ctx, p, &castv1.GetSessionRequest{SessionId: r.ParentId})
 }

@@ -129,19 +129,30 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 }
 
 func (h *sessionService) GetSession(ctx context.Context, req *castv1.GetSessionRequest) (*castv1.Session, error) {
-	if err := validSessionID(req.Id); err != nil {
+	id := getSessionID(req)
+	if err := validSessionID(id); err != nil {
 		return nil, err
 	}
-	sess, err := h.s.store.GetSession(ctx, req.Id)
+	sess, err := h.s.store.GetSession(ctx, id)
 	return sess, toStatus(h.s.lg, err)
 }
 
+// getSessionID is the session a GetSession names: session_id, or the
+// deprecated id an older client sends.
+func getSessionID(req *castv1.GetSessionRequest) string {
+	if req.GetSessionId() != "" {
+		return req.GetSessionId()
+	}
+	return req.GetId() //nolint:staticcheck // the deprecated field older clients send
+}
+
 func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessionsRequest) (*castv1.ListSessionsResponse, error) {
-	size, err := pageSize(req.PageSize, 100)
+	size, err := listArgs(req.PageSize, req.PageToken, defaultPageSize)
 	if err != nil {
 		return nil, err
 	}
-	if err := refuse(validate.Check(validate.PageToken, "page_token", req.PageToken)); err != nil {
+	f, err := parseFilter(req.Filter, sessionFields...)
+	if err != nil {
 		return nil, err
 	}
 	list, next, err := h.s.store.ListSessions(ctx, size, req.PageToken, req.IncludeSubagents)
@@ -151,11 +162,15 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	if !req.IncludeArchived {
 		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Archived })
 	}
-	// A user's page holds only its own sessions (so it may come back
-	// short; the page token still walks every session).
+	// A user's page holds only its own sessions, and a filtered page only
+	// the matching ones (so it may come back short; the page token still
+	// walks every session).
 	if p, ok := authz.FromContext(ctx); ok && !p.IsAdmin() {
 		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Creator != p.String() })
 	}
+	list = slices.DeleteFunc(list, func(s *castv1.Session) bool {
+		return !f.Match(func(field string) []string { return sessionField(s, field) })
+	})
 	return &castv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
 }
 
@@ -234,11 +249,8 @@ func (h *sessionService) ListMessages(ctx context.Context, req *castv1.ListMessa
 	if req.StartSeq < 0 || req.EndSeq < 0 || (req.EndSeq > 0 && req.StartSeq > req.EndSeq) {
 		return nil, invalid("seq range %d:%d is not valid; seqs start at 1 and FROM must not exceed TO", req.StartSeq, req.EndSeq)
 	}
-	size, err := pageSize(req.PageSize, 500)
+	size, err := listArgs(req.PageSize, req.PageToken, 500)
 	if err != nil {
-		return nil, err
-	}
-	if err := refuse(validate.Check(validate.PageToken, "page_token", req.PageToken)); err != nil {
 		return nil, err
 	}
 	msgs, next, err := h.s.store.ListMessages(ctx, req.SessionId, req.StartSeq, req.EndSeq, size, req.PageToken)
@@ -512,18 +524,6 @@ func validText(text string, optional bool) error {
 		return invalid("message is only whitespace; say something")
 	}
 	return refuse(validate.Check(validate.Prompt, "text", text))
-}
-
-func pageSize(n int32, def int) (int, error) {
-	switch {
-	case n < 0:
-		return 0, invalid("page_size must not be negative")
-	case n == 0:
-		return def, nil
-	case n > 1000:
-		return 1000, nil
-	}
-	return int(n), nil
 }
 
 func titleFrom(text string) string {

@@ -129,9 +129,12 @@ func validUsage(usage []*castv1.UsageWindow) error {
 		); err != nil {
 			return err
 		}
-		if w.ResetsAt != nil {
-			if err := w.ResetsAt.CheckValid(); err != nil {
-				return invalid("%s is not a valid timestamp: %v", f("resets_at"), err)
+		for name, ts := range map[string]*timestamppb.Timestamp{"resets_at": w.ResetsAt, "reset_time": w.ResetTime} {
+			if ts == nil {
+				continue
+			}
+			if err := ts.CheckValid(); err != nil {
+				return invalid("%s is not a valid timestamp: %v", f(name), err)
 			}
 		}
 	}

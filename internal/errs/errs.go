@@ -39,6 +39,7 @@ const (
 	ReasonConflict         = "CONFLICT"
 	ReasonUnavailable      = "UNAVAILABLE"
 	ReasonBadPageToken     = "INVALID_PAGE_TOKEN"
+	ReasonBadFilter        = "INVALID_FILTER" // a List filter that does not parse or names an unknown field or value
 	ReasonUnknownAgent     = "UNKNOWN_AGENT"
 	ReasonInternal         = "INTERNAL"
 	ReasonWorkTree         = "WORKTREE_NOT_MOVABLE"

@@ -300,13 +300,14 @@ func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant stri
 }
 
 func toProto(r *quota.Account, active bool) *castv1.Account {
-	a := &castv1.Account{Name: r.Name, Agent: r.Agent, Active: active, Switches: r.Switches, UpdatedAt: timestamppb.New(r.UpdatedAt)}
+	a := &castv1.Account{Name: r.Name, Agent: r.Agent, Active: active, Switches: r.Switches,
+		UpdatedAt: timestamppb.New(r.UpdatedAt), UpdateTime: timestamppb.New(r.UpdatedAt)}
 	a.Usage = wire.WindowsToProto(r.Usage)
 	if !r.LimitedUntil.IsZero() {
 		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
 	}
 	if !r.UsageAt.IsZero() {
-		a.UsageAt = timestamppb.New(r.UsageAt)
+		a.UsageAt, a.UsageTime = timestamppb.New(r.UsageAt), timestamppb.New(r.UsageAt)
 	}
 	return a
 }

@@ -131,7 +131,7 @@ func history(ctx context.Context, c *client.Client, sessionID string, in history
 	if in.BeforeSeq <= 0 {
 		end = 0
 	}
-	sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+	sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 	if err != nil {
 		return nil, nil, err
 	}

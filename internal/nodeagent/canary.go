@@ -49,11 +49,11 @@ func (a *Agent) checkAgents(ctx context.Context) {
 
 // checkAgent checks one installed version unless it has verdicts already.
 func (a *Agent) checkAgent(ctx context.Context, in *castv1.AgentInstall, dir string) error {
-	have, err := a.cli.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{Agent: in.Name})
+	have, err := a.cli.AllAgentChecks(ctx, &castv1.ListAgentChecksRequest{Agent: in.Name})
 	if err != nil {
 		return err
 	}
-	for _, c := range have.Checks {
+	for _, c := range have {
 		if c.Version == in.Version {
 			return nil
 		}

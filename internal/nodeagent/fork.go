@@ -90,7 +90,7 @@ func (a *Agent) nativeForkTurn(ctx context.Context, sessionID string, o owned, f
 	if o.DeliveredSeq < 1 {
 		return t, false // a fork's first turn follows its copied history
 	}
-	sess, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sessionID})
+	sess, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sessionID})
 	if err != nil || sess.ParentId == "" || sess.ForkedAtSeq == 0 {
 		return t, false // not a fork (or unknown): the usual paths
 	}

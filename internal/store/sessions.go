@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -192,31 +190,6 @@ func (s *Store) Owner(ctx context.Context, id string) (string, int64, error) {
 		return "", 0, errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
 	}
 	return string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision, nil
-}
-
-// pageToken is opaque to clients: where to resume and at which revision, so
-// a listing is one consistent snapshot.
-type pageToken struct {
-	After   string `json:"a"`
-	Rev     int64  `json:"r"`
-	Session string `json:"s,omitempty"` // a message listing's session
-}
-
-func encodeToken(t pageToken) string {
-	b, _ := json.Marshal(t)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeToken(s string) (pageToken, error) {
-	var t pageToken
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &t)
-	}
-	if err != nil || t.Rev <= 0 || t.After == "" {
-		return t, errs.New(errs.KindInvalid, errs.ReasonBadPageToken, "page token is malformed; start the listing again without it")
-	}
-	return t, nil
 }
 
 // ListSessions returns up to pageSize sessions after the token, in id order.

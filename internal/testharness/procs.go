@@ -8,6 +8,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/listfilter"
 )
 
 // ControlPlaneProc is a controlplane process with its embedded etcd on a
@@ -96,7 +97,7 @@ func (n *NodeProc) Up() bool { return n.up }
 func NodeConnected(c *client.Client, node string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", node)})
 	if err != nil {
 		return false
 	}

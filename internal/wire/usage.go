@@ -16,7 +16,8 @@ func WindowsToProto(ws []quota.Window) []*castv1.UsageWindow {
 	for _, w := range ws {
 		p := &castv1.UsageWindow{Name: w.Name, UsedPercent: w.UsedPercent, WindowMinutes: int32(w.WindowMinutes), Model: w.Model}
 		if !w.ResetsAt.IsZero() {
-			p.ResetsAt = timestamppb.New(w.ResetsAt)
+			// Both: resets_at for readers older than reset_time (AIP-142).
+			p.ResetsAt, p.ResetTime = timestamppb.New(w.ResetsAt), timestamppb.New(w.ResetsAt)
 		}
 		out = append(out, p)
 	}
@@ -31,10 +32,19 @@ func WindowsFromProto(ws []*castv1.UsageWindow) []quota.Window {
 	out := make([]quota.Window, 0, len(ws))
 	for _, p := range ws {
 		w := quota.Window{Name: p.Name, UsedPercent: p.UsedPercent, WindowMinutes: int(p.WindowMinutes), Model: p.Model}
-		if p.ResetsAt != nil {
-			w.ResetsAt = p.ResetsAt.AsTime().UTC()
+		if t := ResetTime(p); t != nil {
+			w.ResetsAt = t.AsTime().UTC()
 		}
 		out = append(out, w)
 	}
 	return out
+}
+
+// ResetTime is when a window resets: reset_time, or the deprecated
+// resets_at an older node sends; nil when unknown.
+func ResetTime(p *castv1.UsageWindow) *timestamppb.Timestamp {
+	if p.GetResetTime() != nil {
+		return p.GetResetTime()
+	}
+	return p.GetResetsAt()
 }

@@ -38,16 +38,27 @@ type Account struct {
 	LimitedUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=limited_until,json=limitedUntil,proto3" json:"limited_until,omitempty"`
 	// switches counts how often the fleet switched away from it on a limit.
 	Switches int64 `protobuf:"varint,5,opt,name=switches,proto3" json:"switches,omitempty"`
-	// updated_at is when the credential was last stored.
+	// updated_at is when the credential was last stored. Deprecated: use
+	// update_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// usage is the provider's usage windows as last reported by a turn.
 	Usage []*UsageWindow `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
 	// usage_at is when a turn last reported usage (how old the figures are);
-	// unset when none ever did.
+	// unset when none ever did. Deprecated: use usage_time (AIP-142); both
+	// are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
 	UsageAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=usage_at,json=usageAt,proto3" json:"usage_at,omitempty"`
 	// policy is what a usage limit on this account does: "ask", "auto",
 	// "resume" or "off"; empty follows the fleet's policy.
-	Policy        string `protobuf:"bytes,9,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy string `protobuf:"bytes,9,opt,name=policy,proto3" json:"policy,omitempty"`
+	// update_time is when the credential was last stored.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// usage_time is when a turn last reported usage (how old the figures
+	// are); unset when none ever did.
+	UsageTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=usage_time,json=usageTime,proto3" json:"usage_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -117,6 +128,7 @@ func (x *Account) GetSwitches() int64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *Account) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
@@ -131,6 +143,7 @@ func (x *Account) GetUsage() []*UsageWindow {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *Account) GetUsageAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UsageAt
@@ -143,6 +156,20 @@ func (x *Account) GetPolicy() string {
 		return x.Policy
 	}
 	return ""
+}
+
+func (x *Account) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Account) GetUsageTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UsageTime
+	}
+	return nil
 }
 
 // FleetPolicy is what a usage limit does for one agent's fleet, and where
@@ -324,10 +351,16 @@ type UsageWindow struct {
 	UsedPercent float64 `protobuf:"fixed64,2,opt,name=used_percent,json=usedPercent,proto3" json:"used_percent,omitempty"`
 	// window_minutes is the window's length.
 	WindowMinutes int32 `protobuf:"varint,3,opt,name=window_minutes,json=windowMinutes,proto3" json:"window_minutes,omitempty"`
-	// resets_at is when the window resets; unset when unknown.
+	// resets_at is when the window resets; unset when unknown. Deprecated:
+	// use reset_time (AIP-142); both are filled, and a reader takes
+	// reset_time when set.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
 	ResetsAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=resets_at,json=resetsAt,proto3" json:"resets_at,omitempty"`
 	// model is set on a per-model window (Claude's weekly "opus", "sonnet").
-	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	// reset_time is when the window resets; unset when unknown.
+	ResetTime     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=reset_time,json=resetTime,proto3" json:"reset_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +416,7 @@ func (x *UsageWindow) GetWindowMinutes() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *UsageWindow) GetResetsAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ResetsAt
@@ -397,22 +431,34 @@ func (x *UsageWindow) GetModel() string {
 	return ""
 }
 
+func (x *UsageWindow) GetResetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResetTime
+	}
+	return nil
+}
+
 var File_cast_v1_account_proto protoreflect.FileDescriptor
 
 const file_cast_v1_account_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x02\n" +
+	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x03\n" +
 	"\aAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06active\x18\x03 \x01(\bR\x06active\x12?\n" +
 	"\rlimited_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\flimitedUntil\x12\x1a\n" +
-	"\bswitches\x18\x05 \x01(\x03R\bswitches\x129\n" +
+	"\bswitches\x18\x05 \x01(\x03R\bswitches\x12=\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12*\n" +
-	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x125\n" +
-	"\busage_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\ausageAt\x12\x16\n" +
-	"\x06policy\x18\t \x01(\tR\x06policy\"\xc5\x01\n" +
+	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\tupdatedAt\x12*\n" +
+	"\x05usage\x18\a \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x129\n" +
+	"\busage_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\ausageAt\x12\x16\n" +
+	"\x06policy\x18\t \x01(\tR\x06policy\x12;\n" +
+	"\vupdate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x129\n" +
+	"\n" +
+	"usage_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tusageTime\"\xc5\x01\n" +
 	"\vFleetPolicy\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x12\n" +
@@ -424,13 +470,15 @@ const file_cast_v1_account_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x120\n" +
 	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1a\n" +
 	"\bsessions\x18\x03 \x03(\tR\bsessions\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xba\x01\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf9\x01\n" +
 	"\vUsageWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fused_percent\x18\x02 \x01(\x01R\vusedPercent\x12%\n" +
-	"\x0ewindow_minutes\x18\x03 \x01(\x05R\rwindowMinutes\x127\n" +
-	"\tresets_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bresetsAt\x12\x14\n" +
-	"\x05model\x18\x05 \x01(\tR\x05modelB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0ewindow_minutes\x18\x03 \x01(\x05R\rwindowMinutes\x12;\n" +
+	"\tresets_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\bresetsAt\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x129\n" +
+	"\n" +
+	"reset_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tresetTimeB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_account_proto_rawDescOnce sync.Once
@@ -453,19 +501,22 @@ var file_cast_v1_account_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_cast_v1_account_proto_depIdxs = []int32{
-	4, // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
-	4, // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
-	3, // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
-	4, // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
-	2, // 4: cast.v1.FleetPolicy.pending:type_name -> cast.v1.AccountChoice
-	4, // 5: cast.v1.AccountChoice.until:type_name -> google.protobuf.Timestamp
-	4, // 6: cast.v1.AccountChoice.since:type_name -> google.protobuf.Timestamp
-	4, // 7: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	4,  // 0: cast.v1.Account.limited_until:type_name -> google.protobuf.Timestamp
+	4,  // 1: cast.v1.Account.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 2: cast.v1.Account.usage:type_name -> cast.v1.UsageWindow
+	4,  // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
+	4,  // 4: cast.v1.Account.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: cast.v1.Account.usage_time:type_name -> google.protobuf.Timestamp
+	2,  // 6: cast.v1.FleetPolicy.pending:type_name -> cast.v1.AccountChoice
+	4,  // 7: cast.v1.AccountChoice.until:type_name -> google.protobuf.Timestamp
+	4,  // 8: cast.v1.AccountChoice.since:type_name -> google.protobuf.Timestamp
+	4,  // 9: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
+	4,  // 10: cast.v1.UsageWindow.reset_time:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_proto_init() }

@@ -264,7 +264,12 @@ func (x *PutAccountRequest) GetCredential() []byte {
 type ListAccountsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// agent filters the list; empty lists every agent's accounts.
-	Agent         string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,13 +311,29 @@ func (x *ListAccountsRequest) GetAgent() string {
 	return ""
 }
 
+func (x *ListAccountsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAccountsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListAccountsResponse holds accounts, by agent then name.
 type ListAccountsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// accounts, by agent then name.
 	Accounts []*Account `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	// fleet is each listed agent's policy and best account.
-	Fleet         []*FleetPolicy `protobuf:"bytes,2,rep,name=fleet,proto3" json:"fleet,omitempty"`
+	Fleet []*FleetPolicy `protobuf:"bytes,2,rep,name=fleet,proto3" json:"fleet,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +380,13 @@ func (x *ListAccountsResponse) GetFleet() []*FleetPolicy {
 		return x.Fleet
 	}
 	return nil
+}
+
+func (x *ListAccountsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteAccountRequest names an account.
@@ -528,12 +556,16 @@ const file_cast_v1_account_service_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x03 \x01(\fR\n" +
-	"credential\"+\n" +
+	"credential\"g\n" +
 	"\x13ListAccountsRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\"p\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x98\x01\n" +
 	"\x14ListAccountsResponse\x12,\n" +
 	"\baccounts\x18\x01 \x03(\v2\x10.cast.v1.AccountR\baccounts\x12*\n" +
-	"\x05fleet\x18\x02 \x03(\v2\x14.cast.v1.FleetPolicyR\x05fleet\"@\n" +
+	"\x05fleet\x18\x02 \x03(\v2\x14.cast.v1.FleetPolicyR\x05fleet\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"@\n" +
 	"\x14DeleteAccountRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\"\x17\n" +

@@ -227,7 +227,12 @@ func (x *RecordAgentChecksResponse) GetChecks() []*AgentCheck {
 type ListAgentChecksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// agent limits the list to one agent; empty lists all.
-	Agent         string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,11 +274,27 @@ func (x *ListAgentChecksRequest) GetAgent() string {
 	return ""
 }
 
+func (x *ListAgentChecksRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAgentChecksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListAgentChecksResponse is the matrix.
 type ListAgentChecksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// checks by agent, version, then capability.
-	Checks        []*AgentCheck `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	Checks []*AgentCheck `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +336,13 @@ func (x *ListAgentChecksResponse) GetChecks() []*AgentCheck {
 	return nil
 }
 
+func (x *ListAgentChecksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_cast_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_agent_service_proto_rawDesc = "" +
@@ -337,11 +365,15 @@ const file_cast_v1_agent_service_proto_rawDesc = "" +
 	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\"H\n" +
 	"\x19RecordAgentChecksResponse\x12+\n" +
-	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks\".\n" +
+	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks\"j\n" +
 	"\x16ListAgentChecksRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\"F\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x17ListAgentChecksResponse\x12+\n" +
-	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks2\xc0\x01\n" +
+	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc0\x01\n" +
 	"\fAgentService\x12Z\n" +
 	"\x11RecordAgentChecks\x12!.cast.v1.RecordAgentChecksRequest\x1a\".cast.v1.RecordAgentChecksResponse\x12T\n" +
 	"\x0fListAgentChecks\x12\x1f.cast.v1.ListAgentChecksRequest\x1a .cast.v1.ListAgentChecksResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"

@@ -9,6 +9,7 @@ package castv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -190,7 +191,12 @@ func (x *CreateTokenResponse) GetPrincipal() string {
 
 // ListTokensRequest is empty.
 type ListTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -225,6 +231,20 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *ListTokensRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTokensRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // TokenInfo describes a token without its value.
 type TokenInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -232,10 +252,15 @@ type TokenInfo struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// role of the token.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=cast.v1.Role" json:"role,omitempty"`
-	// create_time_unix is when it was made (seconds).
+	// create_time_unix is when it was made (seconds). Deprecated: use
+	// create_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	CreateTimeUnix int64 `protobuf:"varint,3,opt,name=create_time_unix,json=createTimeUnix,proto3" json:"create_time_unix,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// create_time is when it was made.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TokenInfo) Reset() {
@@ -282,6 +307,7 @@ func (x *TokenInfo) GetRole() Role {
 	return Role_ROLE_UNSPECIFIED
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *TokenInfo) GetCreateTimeUnix() int64 {
 	if x != nil {
 		return x.CreateTimeUnix
@@ -289,11 +315,20 @@ func (x *TokenInfo) GetCreateTimeUnix() int64 {
 	return 0
 }
 
+func (x *TokenInfo) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // ListTokensResponse lists tokens.
 type ListTokensResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tokens by name.
-	Tokens        []*TokenInfo `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	Tokens []*TokenInfo `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +368,13 @@ func (x *ListTokensResponse) GetTokens() []*TokenInfo {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *ListTokensResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // DeleteTokenRequest names the token to revoke.
@@ -478,10 +520,15 @@ type CreateJoinTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// token is the one-time join token.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	// expire_time_unix is when it stops working (seconds).
+	// expire_time_unix is when it stops working (seconds). Deprecated: use
+	// expire_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	ExpireTimeUnix int64 `protobuf:"varint,2,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// expire_time is when it stops working.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateJoinTokenResponse) Reset() {
@@ -521,11 +568,19 @@ func (x *CreateJoinTokenResponse) GetToken() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *CreateJoinTokenResponse) GetExpireTimeUnix() int64 {
 	if x != nil {
 		return x.ExpireTimeUnix
 	}
 	return 0
+}
+
+func (x *CreateJoinTokenResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
 }
 
 // JoinNodeRequest names the node that joins.
@@ -714,11 +769,16 @@ type IssueCertificateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// certificate is the client certificate and the CA (PEM).
 	Certificate []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
-	// expire_time_unix is when it stops working (seconds).
+	// expire_time_unix is when it stops working (seconds). Deprecated: use
+	// expire_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	ExpireTimeUnix int64 `protobuf:"varint,2,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
 	// ca_bundle is every CA to trust in the control plane (PEM): during a
 	// CA rotation a renewal is how a node learns the new one.
-	CaBundle      []byte `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	CaBundle []byte `protobuf:"bytes,3,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
+	// expire_time is when it stops working.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -760,6 +820,7 @@ func (x *IssueCertificateResponse) GetCertificate() []byte {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *IssueCertificateResponse) GetExpireTimeUnix() int64 {
 	if x != nil {
 		return x.ExpireTimeUnix
@@ -770,6 +831,13 @@ func (x *IssueCertificateResponse) GetExpireTimeUnix() int64 {
 func (x *IssueCertificateResponse) GetCaBundle() []byte {
 	if x != nil {
 		return x.CaBundle
+	}
+	return nil
+}
+
+func (x *IssueCertificateResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
 	}
 	return nil
 }
@@ -1061,10 +1129,20 @@ type CAInfo struct {
 	// state is "signing" (issues certificates), "next" (trusted, signs
 	// after ActivateCA) or "old" (trusted until RetireCA).
 	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	// expire_time_unix is the end of its certificate (seconds).
+	// expire_time_unix is the end of its certificate (seconds). Deprecated:
+	// use expire_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	ExpireTimeUnix int64 `protobuf:"varint,4,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
 	// since_unix is when it took this state (seconds; 0 if unknown).
-	SinceUnix     int64 `protobuf:"varint,5,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`
+	// Deprecated: use state_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
+	SinceUnix int64 `protobuf:"varint,5,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`
+	// expire_time is the end of its certificate.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// state_time is when it took this state; unset if unknown.
+	StateTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=state_time,json=stateTime,proto3" json:"state_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1120,6 +1198,7 @@ func (x *CAInfo) GetState() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *CAInfo) GetExpireTimeUnix() int64 {
 	if x != nil {
 		return x.ExpireTimeUnix
@@ -1127,11 +1206,26 @@ func (x *CAInfo) GetExpireTimeUnix() int64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *CAInfo) GetSinceUnix() int64 {
 	if x != nil {
 		return x.SinceUnix
 	}
 	return 0
+}
+
+func (x *CAInfo) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *CAInfo) GetStateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StateTime
+	}
+	return nil
 }
 
 // CertHolder is a principal holding a live certificate.
@@ -1141,12 +1235,22 @@ type CertHolder struct {
 	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	// issuer_pin is the pin of the CA that issued it.
 	IssuerPin string `protobuf:"bytes,2,opt,name=issuer_pin,json=issuerPin,proto3" json:"issuer_pin,omitempty"`
-	// issue_time_unix is when it was issued (seconds).
+	// issue_time_unix is when it was issued (seconds). Deprecated: use
+	// issue_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	IssueTimeUnix int64 `protobuf:"varint,3,opt,name=issue_time_unix,json=issueTimeUnix,proto3" json:"issue_time_unix,omitempty"`
-	// expire_time_unix is when it expires (seconds).
+	// expire_time_unix is when it expires (seconds). Deprecated: use
+	// expire_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 	ExpireTimeUnix int64 `protobuf:"varint,4,opt,name=expire_time_unix,json=expireTimeUnix,proto3" json:"expire_time_unix,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// issue_time is when it was issued.
+	IssueTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=issue_time,json=issueTime,proto3" json:"issue_time,omitempty"`
+	// expire_time is when it expires.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CertHolder) Reset() {
@@ -1193,6 +1297,7 @@ func (x *CertHolder) GetIssuerPin() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *CertHolder) GetIssueTimeUnix() int64 {
 	if x != nil {
 		return x.IssueTimeUnix
@@ -1200,11 +1305,26 @@ func (x *CertHolder) GetIssueTimeUnix() int64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in cast/v1/auth_service.proto.
 func (x *CertHolder) GetExpireTimeUnix() int64 {
 	if x != nil {
 		return x.ExpireTimeUnix
 	}
 	return 0
+}
+
+func (x *CertHolder) GetIssueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IssueTime
+	}
+	return nil
+}
+
+func (x *CertHolder) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
 }
 
 // GetCAStatusRequest is empty.
@@ -1602,30 +1722,38 @@ var File_cast_v1_auth_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1acast/v1/auth_service.proto\x12\acast.v1\"K\n" +
+	"\x1acast/v1/auth_service.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"K\n" +
 	"\x12CreateTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\x04role\x18\x02 \x01(\x0e2\r.cast.v1.RoleR\x04role\"I\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1c\n" +
-	"\tprincipal\x18\x02 \x01(\tR\tprincipal\"\x13\n" +
-	"\x11ListTokensRequest\"l\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\"O\n" +
+	"\x11ListTokensRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xad\x01\n" +
 	"\tTokenInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
-	"\x04role\x18\x02 \x01(\x0e2\r.cast.v1.RoleR\x04role\x12(\n" +
-	"\x10create_time_unix\x18\x03 \x01(\x03R\x0ecreateTimeUnix\"@\n" +
+	"\x04role\x18\x02 \x01(\x0e2\r.cast.v1.RoleR\x04role\x12,\n" +
+	"\x10create_time_unix\x18\x03 \x01(\x03B\x02\x18\x01R\x0ecreateTimeUnix\x12;\n" +
+	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"h\n" +
 	"\x12ListTokensResponse\x12*\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x12.cast.v1.TokenInfoR\x06tokens\"(\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x12.cast.v1.TokenInfoR\x06tokens\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n" +
 	"\x12DeleteTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
 	"\x13DeleteTokenResponse\"M\n" +
 	"\x16CreateJoinTokenRequest\x12\x1f\n" +
 	"\vttl_seconds\x18\x01 \x01(\x03R\n" +
 	"ttlSeconds\x12\x12\n" +
-	"\x04uses\x18\x02 \x01(\x05R\x04uses\"Y\n" +
+	"\x04uses\x18\x02 \x01(\x05R\x04uses\"\x9a\x01\n" +
 	"\x17CreateJoinTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\x12(\n" +
-	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\"V\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12,\n" +
+	"\x10expire_time_unix\x18\x02 \x01(\x03B\x02\x18\x01R\x0eexpireTimeUnix\x12;\n" +
+	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"V\n" +
 	"\x0fJoinNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -1638,11 +1766,13 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\vcertificate\x18\x02 \x01(\fR\vcertificate\x12\x1b\n" +
 	"\tca_bundle\x18\x03 \x01(\fR\bcaBundle\"+\n" +
 	"\x17IssueCertificateRequest\x12\x10\n" +
-	"\x03csr\x18\x01 \x01(\fR\x03csr\"\x83\x01\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\"\xc4\x01\n" +
 	"\x18IssueCertificateResponse\x12 \n" +
-	"\vcertificate\x18\x01 \x01(\fR\vcertificate\x12(\n" +
-	"\x10expire_time_unix\x18\x02 \x01(\x03R\x0eexpireTimeUnix\x12\x1b\n" +
-	"\tca_bundle\x18\x03 \x01(\fR\bcaBundle\"'\n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\x12,\n" +
+	"\x10expire_time_unix\x18\x02 \x01(\x03B\x02\x18\x01R\x0eexpireTimeUnix\x12\x1b\n" +
+	"\tca_bundle\x18\x03 \x01(\fR\bcaBundle\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"'\n" +
 	"\x11RevokeNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\".\n" +
 	"\x12RevokeNodeResponse\x12\x18\n" +
@@ -1654,21 +1784,29 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\x12GetCABundleRequest\"A\n" +
 	"\x13GetCABundleResponse\x12\x16\n" +
 	"\x06bundle\x18\x01 \x01(\fR\x06bundle\x12\x12\n" +
-	"\x04hash\x18\x02 \x01(\tR\x04hash\"\x93\x01\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\"\x93\x02\n" +
 	"\x06CAInfo\x12\x10\n" +
 	"\x03pin\x18\x01 \x01(\tR\x03pin\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x14\n" +
-	"\x05state\x18\x03 \x01(\tR\x05state\x12(\n" +
-	"\x10expire_time_unix\x18\x04 \x01(\x03R\x0eexpireTimeUnix\x12\x1d\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12,\n" +
+	"\x10expire_time_unix\x18\x04 \x01(\x03B\x02\x18\x01R\x0eexpireTimeUnix\x12!\n" +
 	"\n" +
-	"since_unix\x18\x05 \x01(\x03R\tsinceUnix\"\x9b\x01\n" +
+	"since_unix\x18\x05 \x01(\x03B\x02\x18\x01R\tsinceUnix\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x129\n" +
+	"\n" +
+	"state_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstateTime\"\x9b\x02\n" +
 	"\n" +
 	"CertHolder\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1d\n" +
 	"\n" +
-	"issuer_pin\x18\x02 \x01(\tR\tissuerPin\x12&\n" +
-	"\x0fissue_time_unix\x18\x03 \x01(\x03R\rissueTimeUnix\x12(\n" +
-	"\x10expire_time_unix\x18\x04 \x01(\x03R\x0eexpireTimeUnix\"\x14\n" +
+	"issuer_pin\x18\x02 \x01(\tR\tissuerPin\x12*\n" +
+	"\x0fissue_time_unix\x18\x03 \x01(\x03B\x02\x18\x01R\rissueTimeUnix\x12,\n" +
+	"\x10expire_time_unix\x18\x04 \x01(\x03B\x02\x18\x01R\x0eexpireTimeUnix\x129\n" +
+	"\n" +
+	"issue_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tissueTime\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"\x14\n" +
 	"\x12GetCAStatusRequest\"\x88\x01\n" +
 	"\x13GetCAStatusResponse\x12!\n" +
 	"\x03cas\x18\x01 \x03(\v2\x0f.cast.v1.CAInfoR\x03cas\x12-\n" +
@@ -1757,48 +1895,56 @@ var file_cast_v1_auth_service_proto_goTypes = []any{
 	(*ActivateCAResponse)(nil),       // 27: cast.v1.ActivateCAResponse
 	(*RetireCARequest)(nil),          // 28: cast.v1.RetireCARequest
 	(*RetireCAResponse)(nil),         // 29: cast.v1.RetireCAResponse
+	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
 }
 var file_cast_v1_auth_service_proto_depIdxs = []int32{
 	0,  // 0: cast.v1.CreateTokenRequest.role:type_name -> cast.v1.Role
 	0,  // 1: cast.v1.TokenInfo.role:type_name -> cast.v1.Role
-	4,  // 2: cast.v1.ListTokensResponse.tokens:type_name -> cast.v1.TokenInfo
-	0,  // 3: cast.v1.WhoAmIResponse.role:type_name -> cast.v1.Role
-	20, // 4: cast.v1.GetCAStatusResponse.cas:type_name -> cast.v1.CAInfo
-	21, // 5: cast.v1.GetCAStatusResponse.holders:type_name -> cast.v1.CertHolder
-	20, // 6: cast.v1.RotateCAResponse.next:type_name -> cast.v1.CAInfo
-	20, // 7: cast.v1.ActivateCAResponse.signing:type_name -> cast.v1.CAInfo
-	20, // 8: cast.v1.RetireCAResponse.retired:type_name -> cast.v1.CAInfo
-	1,  // 9: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
-	3,  // 10: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
-	6,  // 11: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
-	8,  // 12: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
-	10, // 13: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
-	14, // 14: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
-	16, // 15: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
-	12, // 16: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
-	18, // 17: cast.v1.AuthService.GetCABundle:input_type -> cast.v1.GetCABundleRequest
-	22, // 18: cast.v1.AuthService.GetCAStatus:input_type -> cast.v1.GetCAStatusRequest
-	24, // 19: cast.v1.AuthService.RotateCA:input_type -> cast.v1.RotateCARequest
-	26, // 20: cast.v1.AuthService.ActivateCA:input_type -> cast.v1.ActivateCARequest
-	28, // 21: cast.v1.AuthService.RetireCA:input_type -> cast.v1.RetireCARequest
-	2,  // 22: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
-	5,  // 23: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
-	7,  // 24: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
-	9,  // 25: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
-	11, // 26: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
-	15, // 27: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
-	17, // 28: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
-	13, // 29: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
-	19, // 30: cast.v1.AuthService.GetCABundle:output_type -> cast.v1.GetCABundleResponse
-	23, // 31: cast.v1.AuthService.GetCAStatus:output_type -> cast.v1.GetCAStatusResponse
-	25, // 32: cast.v1.AuthService.RotateCA:output_type -> cast.v1.RotateCAResponse
-	27, // 33: cast.v1.AuthService.ActivateCA:output_type -> cast.v1.ActivateCAResponse
-	29, // 34: cast.v1.AuthService.RetireCA:output_type -> cast.v1.RetireCAResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	30, // 2: cast.v1.TokenInfo.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 3: cast.v1.ListTokensResponse.tokens:type_name -> cast.v1.TokenInfo
+	30, // 4: cast.v1.CreateJoinTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 5: cast.v1.IssueCertificateResponse.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: cast.v1.WhoAmIResponse.role:type_name -> cast.v1.Role
+	30, // 7: cast.v1.CAInfo.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 8: cast.v1.CAInfo.state_time:type_name -> google.protobuf.Timestamp
+	30, // 9: cast.v1.CertHolder.issue_time:type_name -> google.protobuf.Timestamp
+	30, // 10: cast.v1.CertHolder.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 11: cast.v1.GetCAStatusResponse.cas:type_name -> cast.v1.CAInfo
+	21, // 12: cast.v1.GetCAStatusResponse.holders:type_name -> cast.v1.CertHolder
+	20, // 13: cast.v1.RotateCAResponse.next:type_name -> cast.v1.CAInfo
+	20, // 14: cast.v1.ActivateCAResponse.signing:type_name -> cast.v1.CAInfo
+	20, // 15: cast.v1.RetireCAResponse.retired:type_name -> cast.v1.CAInfo
+	1,  // 16: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
+	3,  // 17: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
+	6,  // 18: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
+	8,  // 19: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
+	10, // 20: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
+	14, // 21: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
+	16, // 22: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
+	12, // 23: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
+	18, // 24: cast.v1.AuthService.GetCABundle:input_type -> cast.v1.GetCABundleRequest
+	22, // 25: cast.v1.AuthService.GetCAStatus:input_type -> cast.v1.GetCAStatusRequest
+	24, // 26: cast.v1.AuthService.RotateCA:input_type -> cast.v1.RotateCARequest
+	26, // 27: cast.v1.AuthService.ActivateCA:input_type -> cast.v1.ActivateCARequest
+	28, // 28: cast.v1.AuthService.RetireCA:input_type -> cast.v1.RetireCARequest
+	2,  // 29: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
+	5,  // 30: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
+	7,  // 31: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
+	9,  // 32: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
+	11, // 33: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
+	15, // 34: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
+	17, // 35: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
+	13, // 36: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
+	19, // 37: cast.v1.AuthService.GetCABundle:output_type -> cast.v1.GetCABundleResponse
+	23, // 38: cast.v1.AuthService.GetCAStatus:output_type -> cast.v1.GetCAStatusResponse
+	25, // 39: cast.v1.AuthService.RotateCA:output_type -> cast.v1.RotateCAResponse
+	27, // 40: cast.v1.AuthService.ActivateCA:output_type -> cast.v1.ActivateCAResponse
+	29, // 41: cast.v1.AuthService.RetireCA:output_type -> cast.v1.RetireCAResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_auth_service_proto_init() }

@@ -201,7 +201,15 @@ func (x *GetMigrationRequest) GetId() string {
 
 // ListMigrationsRequest lists every migration.
 type ListMigrationsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// filter narrows the list (AIP-160 subset, docs/reference.md): fields
+	// state (e.g. "running") and to_node, e.g. `state = "running"`.
+	Filter        string `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,11 +244,34 @@ func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
 	return file_cast_v1_migration_service_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *ListMigrationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMigrationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListMigrationsRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
 // ListMigrationsResponse holds migrations, newest first.
 type ListMigrationsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// migrations, newest first.
-	Migrations    []*Migration `protobuf:"bytes,1,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	Migrations []*Migration `protobuf:"bytes,1,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +311,13 @@ func (x *ListMigrationsResponse) GetMigrations() []*Migration {
 		return x.Migrations
 	}
 	return nil
+}
+
+func (x *ListMigrationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CancelMigrationRequest names the migration to cancel.
@@ -348,12 +386,17 @@ const file_cast_v1_migration_service_proto_rawDesc = "" +
 	"\fclean_source\x18\n" +
 	" \x01(\bR\vcleanSource\"%\n" +
 	"\x13GetMigrationRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15ListMigrationsRequest\"L\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"k\n" +
+	"\x15ListMigrationsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\tR\x06filter\"t\n" +
 	"\x16ListMigrationsResponse\x122\n" +
 	"\n" +
 	"migrations\x18\x01 \x03(\v2\x12.cast.v1.MigrationR\n" +
-	"migrations\"(\n" +
+	"migrations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n" +
 	"\x16CancelMigrationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id2\xb5\x02\n" +
 	"\x10MigrationService\x12D\n" +

@@ -1164,7 +1164,12 @@ func (x *Worktree) GetChanges() int32 {
 type ListWorktreesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node names the node; empty: every connected node.
-	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1206,13 +1211,29 @@ func (x *ListWorktreesRequest) GetNode() string {
 	return ""
 }
 
+func (x *ListWorktreesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorktreesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListWorktreesResponse holds the worktrees of the nodes that answered.
 type ListWorktreesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// worktrees by node, then path.
 	Worktrees []*Worktree `protobuf:"bytes,1,rep,name=worktrees,proto3" json:"worktrees,omitempty"`
 	// unanswered names nodes that did not answer in time, with why.
-	Unanswered    []string `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
+	Unanswered []string `protobuf:"bytes,2,rep,name=unanswered,proto3" json:"unanswered,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1259,6 +1280,13 @@ func (x *ListWorktreesResponse) GetUnanswered() []string {
 		return x.Unanswered
 	}
 	return nil
+}
+
+func (x *ListWorktreesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // RemoveWorktreeRequest names the worktree to remove.
@@ -2399,7 +2427,16 @@ func (x *ProbeNodeResponse) GetAgents() []*AgentInstall {
 
 // ListNodesRequest lists nodes.
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// page_size caps the page (AIP-158); 0 means 100, the maximum is 1000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing: the next_page_token of the page before,
+	// passed unchanged with the same other fields.
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// filter narrows the list (AIP-160 subset, docs/reference.md): fields
+	// name, ready ("true" or "false") and label.KEY, e.g.
+	// `ready = true AND label.gpu = "a100"`.
+	Filter        string `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2434,11 +2471,34 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{33}
 }
 
+func (x *ListNodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
 // ListNodesResponse holds every node.
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// nodes in name order.
-	Nodes         []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// next_page_token continues the listing; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2478,6 +2538,13 @@ func (x *ListNodesResponse) GetNodes() []*Node {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // AppendOwnerMessagesRequest is an owner-side append.
@@ -3479,14 +3546,18 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\bcheckout\x18\x04 \x01(\tR\bcheckout\x12\x1a\n" +
 	"\bsessions\x18\x05 \x03(\tR\bsessions\x12#\n" +
 	"\ragent_running\x18\x06 \x01(\bR\fagentRunning\x12\x18\n" +
-	"\achanges\x18\a \x01(\x05R\achanges\"*\n" +
+	"\achanges\x18\a \x01(\x05R\achanges\"f\n" +
 	"\x14ListWorktreesRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"h\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x90\x01\n" +
 	"\x15ListWorktreesResponse\x12/\n" +
 	"\tworktrees\x18\x01 \x03(\v2\x11.cast.v1.WorktreeR\tworktrees\x12\x1e\n" +
 	"\n" +
 	"unanswered\x18\x02 \x03(\tR\n" +
-	"unanswered\"U\n" +
+	"unanswered\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"U\n" +
 	"\x15RemoveWorktreeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
@@ -3574,10 +3645,15 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x10ProbeNodeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"B\n" +
 	"\x11ProbeNodeResponse\x12-\n" +
-	"\x06agents\x18\x01 \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\"\x12\n" +
-	"\x10ListNodesRequest\"8\n" +
+	"\x06agents\x18\x01 \x03(\v2\x15.cast.v1.AgentInstallR\x06agents\"f\n" +
+	"\x10ListNodesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\tR\x06filter\"`\n" +
 	"\x11ListNodesResponse\x12#\n" +
-	"\x05nodes\x18\x01 \x03(\v2\r.cast.v1.NodeR\x05nodes\"\x9e\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\r.cast.v1.NodeR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9e\x01\n" +
 	"\x1aAppendOwnerMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +

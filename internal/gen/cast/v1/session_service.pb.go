@@ -323,8 +323,13 @@ func (x *CreateSessionRequest) GetValidateOnly() bool {
 // GetSessionRequest names one session.
 type GetSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id is the session id.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// id is the session id. Deprecated: use session_id, as every other
+	// request does; when both are set session_id wins.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/session_service.proto.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// session_id is the session id.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,9 +364,17 @@ func (*GetSessionRequest) Descriptor() ([]byte, []int) {
 	return file_cast_v1_session_service_proto_rawDescGZIP(), []int{3}
 }
 
+// Deprecated: Marked as deprecated in cast/v1/session_service.proto.
 func (x *GetSessionRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *GetSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
 	}
 	return ""
 }
@@ -377,8 +390,13 @@ type ListSessionsRequest struct {
 	IncludeSubagents bool `protobuf:"varint,3,opt,name=include_subagents,json=includeSubagents,proto3" json:"include_subagents,omitempty"`
 	// include_archived also lists archived sessions.
 	IncludeArchived bool `protobuf:"varint,4,opt,name=include_archived,json=includeArchived,proto3" json:"include_archived,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// filter narrows the list (AIP-160 subset, docs/reference.md): fields
+	// agent, state (e.g. "running"), node, model, account and creator, e.g.
+	// `agent = "claude" AND state = "running"`. A filtered page may come
+	// back short; follow next_page_token to the end.
+	Filter        string `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSessionsRequest) Reset() {
@@ -437,6 +455,13 @@ func (x *ListSessionsRequest) GetIncludeArchived() bool {
 		return x.IncludeArchived
 	}
 	return false
+}
+
+func (x *ListSessionsRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // ListSessionsResponse is one page of sessions.
@@ -2236,15 +2261,18 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\vorigin_node\x18\r \x01(\tR\n" +
 	"originNode\x12\"\n" +
 	"\rcwd_on_caller\x18\x0e \x01(\bR\vcwdOnCaller\x12#\n" +
-	"\rvalidate_only\x18\x0f \x01(\bR\fvalidateOnly\"#\n" +
-	"\x11GetSessionRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xa9\x01\n" +
+	"\rvalidate_only\x18\x0f \x01(\bR\fvalidateOnly\"F\n" +
+	"\x11GetSessionRequest\x12\x12\n" +
+	"\x02id\x18\x01 \x01(\tB\x02\x18\x01R\x02id\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"\xc1\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12+\n" +
 	"\x11include_subagents\x18\x03 \x01(\bR\x10includeSubagents\x12)\n" +
-	"\x10include_archived\x18\x04 \x01(\bR\x0fincludeArchived\"l\n" +
+	"\x10include_archived\x18\x04 \x01(\bR\x0fincludeArchived\x12\x16\n" +
+	"\x06filter\x18\x05 \x01(\tR\x06filter\"l\n" +
 	"\x14ListSessionsResponse\x12,\n" +
 	"\bsessions\x18\x01 \x03(\v2\x10.cast.v1.SessionR\bsessions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"f\n" +
