@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/listfilter"
 	"github.com/cast-dev/cast/internal/store"
@@ -71,10 +72,13 @@ func enumNames(names map[int32]string, prefix string) []string {
 	return out
 }
 
-// sessionFields are what ListSessions filters on.
-var sessionFields = []listfilter.Field{
-	{Name: "agent"}, {Name: "node"}, {Name: "model"}, {Name: "account"}, {Name: "creator"},
-	{Name: "state", Values: enumNames(castv1.SessionState_name, "SESSION_STATE_")},
+// sessionFields are what ListSessions filters on (a func: the agents
+// register themselves at init).
+func sessionFields() []listfilter.Field {
+	return []listfilter.Field{
+		{Name: "agent", Values: agents.Names()}, {Name: "node"}, {Name: "model"}, {Name: "account"}, {Name: "creator"},
+		{Name: "state", Values: enumNames(castv1.SessionState_name, "SESSION_STATE_")},
+	}
 }
 
 func sessionField(s *castv1.Session, field string) []string {

@@ -151,7 +151,7 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	if err != nil {
 		return nil, err
 	}
-	f, err := parseFilter(req.Filter, sessionFields...)
+	f, err := parseFilter(req.Filter, sessionFields()...)
 	if err != nil {
 		return nil, err
 	}
