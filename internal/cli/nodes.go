@@ -31,19 +31,19 @@ func (a *app) nodesCmd(use string) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+				nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{})
 				if err != nil {
 					return err
 				}
 				var failed error
 				if probe {
-					failed = a.probeNodes(cmd.Context(), c, resp.Nodes)
+					failed = a.probeNodes(cmd.Context(), c, nodes)
 				}
-				if err := printList(a, out, listing[*castv1.Node]{key: "nodes", items: resp.Nodes,
+				if err := printList(a, out, listing[*castv1.Node]{key: "nodes", items: nodes,
 					empty:   "no nodes yet; start one with `node --controlplane " + a.addr + "`",
 					name:    func(n *castv1.Node) string { return n.Name },
 					columns: nodeColumns(),
-					after:   func() error { return a.printAgents(resp.Nodes) }}); err != nil {
+					after:   func() error { return a.printAgents(nodes) }}); err != nil {
 					return err
 				}
 				return failed
