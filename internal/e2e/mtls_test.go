@@ -80,7 +80,7 @@ func startHeldReadTurn(t *testing.T, r *turnRig, before, after int, done string)
 	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "read the note a few times"})
 	must(t, err)
 	h.id = sess.Id
-	testharness.WaitFor(t, 2*time.Minute, "the turn held on the model", func() bool { return r.fake.TurnsStarted() > before })
+	testharness.WaitFor(t, 5*time.Minute, "the turn held on the model", func() bool { return r.fake.TurnsStarted() > before })
 	return h
 }
 

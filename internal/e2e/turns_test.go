@@ -128,7 +128,9 @@ func (r *turnRig) waitState(id string, st castv1.SessionState, after int64) *cas
 func waitSessionState(t testing.TB, c *client.Client, id string, st castv1.SessionState, after int64) *castv1.Session {
 	t.Helper()
 	var sess *castv1.Session
-	testharness.WaitFor(t, 3*time.Minute, fmt.Sprintf("session %s %v after seq %d", id, st, after), func() bool {
+	// Six minutes: a real CLI's turn beside other real-CLI tests on two
+	// loaded cores took over three (OpenCode); an idle machine takes seconds.
+	testharness.WaitFor(t, 6*time.Minute, fmt.Sprintf("session %s %v after seq %d", id, st, after), func() bool {
 		var err error
 		sess, err = c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
 		return err == nil && sess.State == st && sess.LastSeq > after
