@@ -20,6 +20,7 @@ import (
 // source keeps the default one. An account the node does not have is
 // refused before anything is stored.
 func TestHandoffWithAccount(t *testing.T) {
+	t.Parallel()
 	r := newTurnRigWith(t, func(*controlplane.Config, string) {}, "claude")
 	// Give claude a "work" account on the node: restart it with the config.
 	workHome := t.TempDir()

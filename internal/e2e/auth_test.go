@@ -29,6 +29,7 @@ func mode0600(t *testing.T, path string) {
 // refused), users confined to their own sessions and kept off accounts
 // and tokens, and revocation ending a node at once.
 func TestAuthThroughRealProcesses(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	testharness.StartProcEnv(t, noHarnessAuth, filepath.Join(bins, "controlplane"), "--data-dir", dataDir,
@@ -105,6 +106,7 @@ func TestAuthThroughRealProcesses(t *testing.T) {
 // writes the local user a context, and cast works with no address or
 // token given.
 func TestDevModeWritesContext(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	home, addr := t.TempDir(), freeAddr(t)
 	env := append(append([]string{}, noHarnessAuth...), "HOME="+home)
@@ -123,6 +125,7 @@ func TestDevModeWritesContext(t *testing.T) {
 // controlplane --tls through the real binaries: a node joins by CA pin,
 // cast trusts DATA_DIR/ca.pem (CAST_CACERT), and plaintext gets nowhere.
 func TestTLSThroughRealProcesses(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", dataDir, "--listen", addr,
@@ -149,6 +152,7 @@ func TestTLSThroughRealProcesses(t *testing.T) {
 // --insecure (CAST_INSECURE=1), which warns at every start and serves its
 // metrics listener as plain HTTP.
 func TestPlaintextNeedsInsecure(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	noInsecure := []string{"CAST_INSECURE="}
 	args := func() []string {

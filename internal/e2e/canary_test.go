@@ -30,6 +30,7 @@ const brokenCodex = "0.172.0-nohistory"
 // handoff to a new Codex session, whose turn runs, with a notice in the
 // thread that says why.
 func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
+	t.Parallel()
 	binDir := agenttest.DropResumeCodex(t, brokenCodex)
 	r := newTurnRigBins(t, nil, map[string]string{"codex": filepath.Join(binDir, "codex")}, "claude", "codex")
 	ctx := context.Background()
@@ -125,6 +126,7 @@ func TestAgentsCheckTurnsSwitchIntoHandoff(t *testing.T) {
 // the agent versions nobody has checked and records the verdicts as
 // itself, and checks again when the CLI is updated under it.
 func TestNodeChecksAgentsOnStart(t *testing.T) {
+	t.Parallel()
 	binDir := agenttest.DropResumeCodex(t, brokenCodex)
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())

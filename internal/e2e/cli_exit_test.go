@@ -13,6 +13,7 @@ import (
 // command or flag, missing or extra arguments), 1 for a refused request,
 // 0 for a bare command group (it prints its help).
 func TestCLIExitCodes(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	cast := filepath.Join(testharness.Binaries(t), "cast")
 	for _, tc := range []struct {
@@ -46,6 +47,7 @@ func TestCLIExitCodes(t *testing.T) {
 // The daemons' help lists each flag with at most a one-word value name
 // (a bool none): back-quoted text in a usage string would show instead.
 func TestDaemonFlagHelp(t *testing.T) {
+	t.Parallel()
 	bin := testharness.Binaries(t)
 	flagLine := regexp.MustCompile(`^\s+(-\w, )?--[\w-]+( \w+)?\s{2,}\S`)
 	for _, b := range []string{"controlplane", "node"} {

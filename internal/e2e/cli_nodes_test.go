@@ -19,6 +19,7 @@ import (
 // says when it will run; draining that node fails each session at once with
 // a hint to --skip-worktree, which then moves them.
 func TestCLIDownNodeSendWarnsAndDrainSuggestsSkipWorktree(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "gone", "n2")
 	var ids []string
 	for range 6 {
@@ -55,6 +56,7 @@ func TestCLIDownNodeSendWarnsAndDrainSuggestsSkipWorktree(t *testing.T) {
 // What no node can run is refused before anything is stored: an agent no
 // connected node has, a node without the agent, an account the node lacks.
 func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1")
 	r.startNode("n2", func(c *nodeagent.Config) {
 		c.Agents = map[string]nodeagent.AgentSetup{"codex": c.Agents["codex"],
@@ -102,6 +104,7 @@ func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
 // and one that still owns sessions (unless --force, after which a drain
 // still moves them).
 func TestCLINodeRemove(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "gone", "empty", "n2")
 	id := r.history("claude", "gone", "left behind").Id
 	if _, errOut, code := r.cli.run("node", "rm", "n2"); code != 1 || !strings.Contains(errOut, "node n2 is connected") {

@@ -18,6 +18,7 @@ import (
 // `cast send` issued while the control plane is down for longer than the old
 // 3-attempt retry lasted is stored once when it comes back.
 func TestCLIWatchAndSendRideOutControlPlaneRestarts(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	startCP := func() *testharness.Proc {

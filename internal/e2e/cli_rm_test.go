@@ -27,6 +27,7 @@ import (
 // `cast import` starts the session in the folder the native transcript
 // records (not the shell's), and --cwd overrides it.
 func TestCLIImportUsesTranscriptCwd(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1")
 	r.startNode("n2", func(c *nodeagent.Config) { c.Agents = testharness.MissingAgents(t.TempDir()) })
 	msgs := []transcript.Message{{Kind: transcript.KindUser, Text: "fix the parser"}, {Kind: transcript.KindAssistant, Text: "done"}}
@@ -64,6 +65,7 @@ func (r *cliRig) sessionCwd(id string) string {
 // --purge deletes every key of the session, chunks of a large message
 // included; a running session is refused until it is interrupted.
 func TestCLIRemoveArchivesAndPurges(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	r := newCLIRigWith(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
 	hang := filepath.Join(t.TempDir(), "hanging-agent")

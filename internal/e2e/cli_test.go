@@ -100,6 +100,7 @@ func (r *cliRig) waitState(id string, st castv1.SessionState) *castv1.Session {
 // state column narrow however long a failure reason is; `cast get` shows
 // one session whole.
 func TestCLIListFiltersAndGet(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1", "n2")
 	failed := strings.TrimSpace(r.cli.must("new", "--agent", "claude", "--node", "n1", "--cwd", t.TempDir(), "this turn fails"))
 	r.waitState(failed, castv1.SessionState_SESSION_STATE_FAILED)
@@ -181,6 +182,7 @@ func TestCLIListFiltersAndGet(t *testing.T) {
 // text instead of sending them to the terminal; a pipe and --json get the
 // bytes as stored.
 func TestCLIReadEscapesControlsOnTerminal(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1")
 	evil := "look \x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\u202eevil\u009b done"
 	id := r.history("claude", "n1", evil).Id

@@ -12,6 +12,7 @@ import (
 // mcp_servers overrides): the real codex starts `cast mcp` and offers the
 // tool to the model; the permission tool is Claude's only.
 func TestCodexGetsHistoryTool(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "codex")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Cwd: t.TempDir(), Text: "hello MARK-CX"})

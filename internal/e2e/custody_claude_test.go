@@ -26,6 +26,7 @@ import (
 // newer access token (the fake model sees it), no family is revoked and no
 // token reaches the node's log.
 func TestTokenCustodyClaude(t *testing.T) {
+	t.Parallel()
 	oa := fakeoauth.Start(t, time.Hour)
 	px := oa.Proxy(t, fakeoauth.ClaudeTokenHost)
 	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {
@@ -50,6 +51,7 @@ func TestTokenCustodyClaude(t *testing.T) {
 // --token-custody=false the node copies the stored file, refresh token and
 // all, and says why.
 func TestTokenCustodyDefaultAndOff(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("custody=%v", on), func(t *testing.T) {
 			r, _, _ := newFleetRigWith(t, func(c *controlplane.Config) {
@@ -88,6 +90,7 @@ func claudeProxyEnv(env []any, px *fakeoauth.Proxy) []any {
 // the custodian, so it refreshes through the real claude at once), then
 // records the switch, and a turn runs on the new account's fresh token.
 func TestTokenCustodySwitchToAnExpiredLogin(t *testing.T) {
+	t.Parallel()
 	oa := fakeoauth.Start(t, time.Hour)
 	px := oa.Proxy(t, fakeoauth.ClaudeTokenHost)
 	r := newCustodyRigFor(t, "claude", func(_ *turnRig, setup map[string]any) {

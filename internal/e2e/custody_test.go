@@ -31,6 +31,7 @@ import (
 // access token, and turns run on each newer access token. No family is
 // revoked and no token reaches the node's log.
 func TestTokenCustodyCodex(t *testing.T) {
+	t.Parallel()
 	oa := fakeoauth.Start(t, time.Hour)
 	r, _ := newCustodyRig(t, oa)
 	g := addCustodyLogin(t, castCLI(t, r), oa, "codex")
@@ -161,6 +162,7 @@ func newCustodyRigMarked(t *testing.T, agent string, mark bool, edit func(r *tur
 // A login custody does not hold (an API key: nothing to refresh) is
 // copied into the store as before, with --token-custody on both sides.
 func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
+	t.Parallel()
 	r, _ := newCustodyRig(t, fakeoauth.Start(t, time.Hour))
 	const key = "sk-cx-NOT-IN-CUSTODY"
 	addAccount(castCLI(t, r), "codex", "k", `{"OPENAI_API_KEY":"`+key+`"}`)
@@ -177,6 +179,7 @@ func TestTokenCustodyCopiesWhatItDoesNotHold(t *testing.T) {
 // login keeps rotating, turns on the other node run on live tokens, and
 // the provider never revokes the family.
 func TestTokenCustodyTwoNodesCustodianKilled(t *testing.T) {
+	t.Parallel()
 	for _, agent := range []string{"claude", "codex"} {
 		t.Run(agent, func(t *testing.T) { twoNodesCustodianKilled(t, agent) })
 	}
@@ -311,6 +314,7 @@ func markCustodian(t *testing.T, r *turnRig, node string) {
 // which node held which login from when to when. Before, any joined node
 // elected itself and read the refresh token.
 func TestTokenCustodyOnlyOnMarkedNodes(t *testing.T) {
+	t.Parallel()
 	oa := fakeoauth.Start(t, time.Hour)
 	r := newTwoNodeRigWith(t, twoNodeOpts{
 		cpArgs:   []string{"--token-custody", "--log-format", "json"},

@@ -13,6 +13,7 @@ import (
 // and a clean SIGTERM logs no ERROR line (embedded etcd once logged four,
 // one per listener it closed).
 func TestControlPlaneLogsPlainAndQuietOnStop(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	cp := testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", t.TempDir(),
 		"--listen", freeAddr(t), "--metrics-listen", "", "--log-format", "console")

@@ -32,6 +32,7 @@ import (
 // variables substituted) and every rule expression (its comparison with a
 // threshold left out: the series an alert watches) returns data.
 func TestDashboardsShowData(t *testing.T) {
+	t.Parallel()
 	root := testharness.RepoRoot(t)
 	rulesFile := filepath.Join(root, "deploy", "k8s", "base", "cast-alerts.rules.yml")
 	queries := append(dashboardQueries(t, filepath.Join(root, "deploy", "grafana")), ruleQueries(t, rulesFile)...)

@@ -182,6 +182,7 @@ func (r *turnRig) sendHeldStart(h *startHold, id, text string) int64 {
 // The interrupt comes while the model holds the request, or (early) before
 // the CLI even started.
 func TestInterruptedMessageReachesTheAgentAgain(t *testing.T) {
+	t.Parallel()
 	h, bins := newStartHold(t, fiveAgents...)
 	r := newTurnRigBins(t, nil, bins, fiveAgents...)
 	for _, agent := range fiveAgents {
@@ -223,6 +224,7 @@ func TestInterruptedMessageReachesTheAgentAgain(t *testing.T) {
 // the CLI may not have taken the prompt yet (Claude then holds it only as a
 // queue-operation).
 func TestSwitchMidTurnAndBack(t *testing.T) {
+	t.Parallel()
 	h, bins := newStartHold(t, fiveAgents...)
 	r := newTurnRigBins(t, nil, bins, fiveAgents...)
 	pairs := [][2]string{{"claude", "codex"}, {"codex", "gemini"}, {"gemini", "pi"}, {"pi", "opencode"}, {"opencode", "claude"}}
@@ -269,6 +271,7 @@ func TestSwitchMidTurnAndBack(t *testing.T) {
 // request holds every message once. With an empty answer (nothing left to
 // sync, only the end report to make) the session does not stay `running`.
 func TestTurnEndOutlivesAControlPlaneStop(t *testing.T) {
+	t.Parallel()
 	r := newMigRig(t, migOpts{cpProcess: true}, fiveAgents...)
 	ctx := context.Background()
 	for _, agent := range fiveAgents {

@@ -10,6 +10,7 @@ import (
 
 // Only the control plane links etcd: the CLI and the node speak gRPC.
 func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
+	t.Parallel()
 	root := testharness.RepoRoot(t)
 	for _, pkg := range []string{"./cmd/cast", "./cmd/node"} {
 		cmd := exec.Command("go", "list", "-deps", pkg)
@@ -36,6 +37,7 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 // runner, the node, the store, the wire and the fleet share them, so they
 // import nothing of cast's (and nothing of etcd's or gRPC's).
 func TestQuotaIsALeaf(t *testing.T) {
+	t.Parallel()
 	root := testharness.RepoRoot(t)
 	cmd := exec.Command("go", "list", "-deps", "./internal/quota")
 	cmd.Dir = root

@@ -27,6 +27,7 @@ import (
 // session made while it was down exists once; the context keeps its token.
 // Only --rotate-dev-token replaces it, and the old one is refused at once.
 func TestDevRestartKeepsCastWatchAndSend(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	home, _ := userHome(t, fake.URL)
 	addr := freeAddr(t)

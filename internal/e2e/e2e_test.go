@@ -104,6 +104,7 @@ func missingAgentsConfig(t *testing.T) string {
 // commands. A kill -9 of the dev process and a restart keeps every message
 // that `cast send` acknowledged.
 func TestDevModeKill9KeepsAcknowledgedMessages(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
@@ -187,6 +188,7 @@ func TestDevModeKill9KeepsAcknowledgedMessages(t *testing.T) {
 // heartbeating (SIGSTOP, like a sleeping laptop) its lease lapses and it is
 // shown down; when it wakes it is up again; SIGTERM marks it down at once.
 func TestNodeProcessLabelsLeaseAndShutdown(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	addr := freeAddr(t)
 	testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", t.TempDir(), "--listen", addr,
@@ -218,6 +220,7 @@ func TestNodeProcessLabelsLeaseAndShutdown(t *testing.T) {
 // CLI errors are one line that says what to do, with exit codes scripts
 // can rely on (2: usage, 1: the request failed).
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	addr := freeAddr(t)
 	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}

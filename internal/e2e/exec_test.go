@@ -17,6 +17,7 @@ import (
 // --chain feeds each answer into the next prompt, piped stdin is read, and
 // none of it shows in `cast ls`.
 func TestExecOneShot(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude", "codex")
 	bin := filepath.Join(testharness.Binaries(t), "cast")
 	cwd := t.TempDir()

@@ -30,6 +30,7 @@ import (
 // session waits, and runs on the first account whose window opens again.
 // No secret shows in the CLI's output or the node's logs.
 func TestFleetAccountAutoSwitch(t *testing.T) {
+	t.Parallel()
 	const cooldown = 12 * time.Second
 	r, c, outs := newFleetRig(t, cooldown)
 	tokA, tokB := fleetTokA, fleetTokB
@@ -277,6 +278,7 @@ func claudeWindow(r *turnRig, used, threshold string, reset time.Time) {
 // before recording it: restarted, it takes the same activation again when
 // it connects and runs the parked turn, which is answered once, on B.
 func TestFleetSwitchSurvivesNodeCrash(t *testing.T) {
+	t.Parallel()
 	r, _, _ := newFleetRig(t, time.Hour)
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first MARK-K1"})
@@ -307,6 +309,7 @@ func TestFleetSwitchSurvivesNodeCrash(t *testing.T) {
 // reset, which the provider named (the cooldown is an hour here), and the
 // turn runs at the reset on the same account, answered once.
 func TestFleetCodexResumesAtProviderReset(t *testing.T) {
+	t.Parallel()
 	r, c, _ := newCodexFleetRig(t, func(c *controlplane.Config) { c.Fleet.Policy = fleet.PolicyResume })
 	const tok = "sk-cx-FLEET-secret"
 	addCodexAccount(t, r, c, "cx", tok, true)
@@ -396,6 +399,7 @@ func addCodexAccount(t *testing.T, r *turnRig, c cli, name, tok string, active b
 // once on B, its request carrying the earlier turns' text and nothing
 // sealed to A.
 func TestFleetCodexSwitchesAccount(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{fleet.PolicyAuto, fleet.PolicyAsk} {
 		t.Run(policy, func(t *testing.T) { codexSwitch(t, policy) })
 	}
@@ -501,6 +505,7 @@ func rolloutWith(t *testing.T, home, marker string) string {
 // rate_limit_event): at 96% of the 5-hour window the fleet switches ahead,
 // so the next turn runs on the other account without ever being refused.
 func TestFleetClaudeSwitchesAhead(t *testing.T) {
+	t.Parallel()
 	r, c, _ := newFleetRig(t, time.Hour)
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	claudeWindow(r, "0.96", "0.9", reset)
@@ -575,6 +580,7 @@ func checkFreshUsage(t *testing.T, c cli, reset time.Time) {
 // too: at B's limit `cast account use work-a` resolves the choice and the
 // turn is answered on A. An answer with nothing pending is refused.
 func TestFleetClaudeAskPolicy(t *testing.T) {
+	t.Parallel()
 	r, c, _ := newFleetRig(t, time.Hour)
 	c.must("account", "policy", "work-a", "ask", "--agent", "claude")
 	ctx := context.Background()
@@ -665,6 +671,7 @@ func usagePending(t *testing.T, c cli) *pendingJSON {
 // the fleet moves to B before they run A into its limit, and a later turn
 // runs on B. Without the ledger A would stay active at 90%.
 func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
+	t.Parallel()
 	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) { cfg.Fleet.Cooldown, cfg.Fleet.TurnReserve = time.Hour, 3 })
 	reset := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	claudeWindow(r, "0.90", "0.75", reset)
@@ -711,6 +718,7 @@ func TestFleetClaudeParallelTurnsSpread(t *testing.T) {
 // turn on work-a reports its windows (so that figure is two hours old by
 // the time anyone looks), then on time for a turn on work-b.
 func TestFleetUsageFreshAndStale(t *testing.T) {
+	t.Parallel()
 	var lag atomic.Int64
 	lag.Store(int64(2 * time.Hour))
 	r, c, _ := newFleetRigWith(t, func(cfg *controlplane.Config) {

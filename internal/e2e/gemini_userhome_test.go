@@ -26,6 +26,7 @@ import (
 // gets a data dir like that (RootOnlyDir); as any other user the node
 // cannot, and the turn runs without cast's tool and with the user's.
 func TestGeminiHistoryToolInUserHome(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	srv := testharness.StartControlPlane(t, nil)
 	home, env := agenttest.Env(t, "gemini", fake.URL)

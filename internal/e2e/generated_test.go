@@ -16,6 +16,7 @@ import (
 // proto/ today, and the protos must pass `buf lint`. Regenerate with
 // `make generate`.
 func TestGeneratedCodeIsCurrent(t *testing.T) {
+	t.Parallel()
 	root := testharness.RepoRoot(t)
 	run := func(args ...string) {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 // session starts in the same folder with the brief, the exact `cast read`
 // ranges and the direction as its first prompt; both sessions are linked.
 func TestHandoffToPiWithModelBrief(t *testing.T) {
+	t.Parallel()
 	r := newTurnRigWith(t, func(c *controlplane.Config, fakeURL string) {
 		c.Brief.Endpoint, c.Brief.Model, c.Brief.APIKey = fakeURL, "fake-model", "fake-key"
 	}, "claude", "pi")
@@ -56,6 +57,7 @@ func TestHandoffToPiWithModelBrief(t *testing.T) {
 // With the brief model down, the brief falls back to the pins and the last
 // answer, and says so; --dry-run starts nothing.
 func TestHandoffFallbackBriefDryRun(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.Brief.Endpoint = "http://" + freeAddr(t) })
 	c := testharness.Dial(t, srv.Addr())
 	testharness.StartNode(t, srv.Addr(), "n1", nil)

@@ -194,6 +194,7 @@ func (r *recorder) check(t *testing.T, model porcupine.Model) {
 // The model rejects what a broken system would show: a check that cannot
 // fail proves nothing.
 func TestHistoryModelRejects(t *testing.T) {
+	t.Parallel()
 	m := histModel("laptop", map[string]int64{"first": 1})
 	op := func(c int, in histIn, out histOut, call, ret int64) porcupine.Operation {
 		return porcupine.Operation{ClientId: c, Input: in, Output: out, Call: call, Return: ret}

@@ -16,6 +16,7 @@ import (
 // once a node connects it owns the session, which is then switched to
 // Claude and runs the waiting message with the imported conversation.
 func TestImportWithNoNodeConnected(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	if !r.node.Stop(30 * time.Second) {
 		t.Log("the node did not stop on SIGTERM; killed")

@@ -15,6 +15,7 @@ import (
 // `cast import` says what it kept and what it left out of the file, by kind
 // and count: `kept` and `skipped` in --json, a line each in the human output.
 func TestCLIImportReportsKeptAndSkipped(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1")
 	cwd := t.TempDir()
 	asst := `"type":"assistant","cwd":"` + cwd + `","timestamp":"2026-11-30T10:00:01.000Z","message":{"id":"msg_IR1","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"IR-A1 done"}]}`

@@ -21,6 +21,7 @@ import (
 // turn read one page of 500 agent rows, found no prompt, and marked the
 // message delivered without running it.
 func TestMessageSentDuringLongTurnIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
 	// 340 rounds of an assistant note and one Read call (the cheapest tool:
 	// no process per call), three rows each: the turn syncs 1,020 rows. One
 	// call per round: the Claude reader drops parallel calls' results
@@ -134,6 +135,7 @@ func lastAssistant(msgs []*castv1.Message) string {
 // is delivered once on the destination. Before delivery read every page,
 // the destination caught up on one page of 500 agent rows and never saw it.
 func TestHeldMessagePastRow500IsDelivered(t *testing.T) {
+	t.Parallel()
 	r := newMigRig(t, migOpts{}, "claude")
 	ctx := context.Background()
 	repo := r.repo("laptop", "a")

@@ -18,6 +18,7 @@ import (
 // is Claude's only) to the model, and a call to it runs headless, with no
 // approval prompt, and returns the right page of the session's own thread.
 func TestMCPHistoryToolInAgents(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		agent, tool string // tool: the name the CLI gives the model
 	}{

@@ -12,6 +12,7 @@ import (
 // Claude Code, run by a node, calls cast's MCP history tool and gets the
 // right page of its own thread as the tool result.
 func TestAgentCallsHistoryTool(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first question MARK-H1"})

@@ -17,6 +17,7 @@ import (
 // or with --run, exactly one turn runs and its request holds the work. A
 // merge while the parent runs is refused.
 func TestMergeRunsNothingUnlessAsked(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude", "pi")
 	c := castCLI(t, r)
 	ctx := context.Background()

@@ -116,6 +116,7 @@ func impostor(t *testing.T, certFile string) (addr string, refused func() bool) 
 // other's name are refused. A node's certificate never passes for the control plane,
 // to the cast CLI or to another node.
 func TestMetricsOverTLS(t *testing.T) {
+	t.Parallel()
 	cpMetrics, nodeMetrics := freeAddr(t), freeAddr(t)
 	r := newMTLSRig(t, "--metrics-listen", cpMetrics, "--node-cert-ttl", "1h")
 	// The CA as an operator gets it for Prometheus: `cast ca` by the pin.
@@ -168,6 +169,7 @@ func TestMetricsOverTLS(t *testing.T) {
 // Without --ca-pin a node's metrics are plain HTTP only with --insecure,
 // which it warns of; otherwise it does not start.
 func TestNodeMetricsPlaintextNeedsInsecure(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	cpAddr := freeAddr(t)
 	testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--data-dir", t.TempDir(), "--listen", cpAddr, "--metrics-listen", "", "--insecure")

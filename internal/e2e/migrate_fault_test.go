@@ -39,6 +39,7 @@ var kill9Cases = []struct{ name, proc, point string }{
 // and no fence; every acknowledged message is in the transcript once and is
 // answered in exactly one turn, on the owner.
 func TestMigrateSurvivesKill9AtEachPhase(t *testing.T) {
+	t.Parallel()
 	for _, tc := range kill9Cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := []string{"CAST_FAILPOINTS=" + tc.point}

@@ -203,6 +203,7 @@ func countTurnsWith(fake *fakemodel.Server, mark string) int {
 // held and delivered once, in order, on linux; the work trees arrive with
 // their uncommitted and untracked changes; the agents are told they moved.
 func TestMigrateBatchToLinux(t *testing.T) {
+	t.Parallel()
 	r := newMigRig(t, migOpts{}, "claude", "codex")
 	ctx := context.Background()
 	for _, n := range []string{"laptop", "linux"} { // Claude asks before touch, on both machines

@@ -20,6 +20,7 @@ import (
 // rebuild. A fork at an earlier seq is rebuilt from the neutral copy and
 // carries only the history up to its cut.
 func TestNativeForkClaude(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "first question MARK-N1"})
@@ -114,6 +115,7 @@ func TestNativeForkClaude(t *testing.T) {
 // parent's history once, in order, and the parent's rollout stays as it
 // was; the fork's neutral copy stores none of the parent's turns twice.
 func TestNativeForkCodex(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "codex")
 	sess := twoTurns(r, "codex", "first question MARK-C1", "second question MARK-C2")
 
@@ -204,6 +206,7 @@ func TestNativeForkCodex(t *testing.T) {
 // fork's neutral copy stores none of it twice, and the parent's native
 // session does not get the fork's turn.
 func TestNativeForkOpenCode(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "opencode")
 	sess := twoTurns(r, "opencode", "first question MARK-O1", "second question MARK-O2")
 

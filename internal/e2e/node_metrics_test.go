@@ -22,6 +22,7 @@ import (
 // and outcome at 0 first; here the agent's CLI is missing, so the turn
 // ends "binary_not_found") and passes `promtool check metrics`.
 func TestNodeMetrics(t *testing.T) {
+	t.Parallel()
 	cp := testharness.StartControlPlane(t, nil)
 	addr := freeAddr(t)
 	// Plain HTTP: a plaintext control plane and --insecure (TestMetricsOverTLS
@@ -81,6 +82,7 @@ func TestNodeMetrics(t *testing.T) {
 // `controlplane --dev` serves its node's metrics too (--node-metrics-listen;
 // by default beside the control plane's), with the node's cast_build_info.
 func TestDevNodeServesMetrics(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	addr, metrics := freeAddr(t), freeAddr(t)
 	testharness.StartProc(t, filepath.Join(bins, "controlplane"), "--dev", "--data-dir", t.TempDir(),

@@ -23,6 +23,7 @@ import (
 // CAST_TOKEN still wins, a failing helper is a clear error, and a cast
 // watch rides out its ID token's exp.
 func TestOIDCThroughRealProcesses(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	iss := testharness.StartOIDCIssuer(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)

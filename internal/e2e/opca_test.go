@@ -21,6 +21,7 @@ import (
 // A node holding a certificate from before node metrics served TLS renews
 // it at start and then serves its metrics over HTTPS.
 func TestOperatorCAThroughRealProcesses(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	pkiDir, dataDir, addr := t.TempDir(), t.TempDir(), freeAddr(t)
 	root := testharness.NewCA(t, pkiDir, "company-root")

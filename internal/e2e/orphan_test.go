@@ -26,6 +26,7 @@ import (
 // which is what a kill in that window leaves; the restarted node must find
 // the CLI by the turn's token and stop it before the rerun.
 func TestNodeKilledAsItsCLIStartsStopsThatCLI(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "pi")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Cwd: t.TempDir(), Text: "first MARK-K1"})

@@ -24,6 +24,7 @@ import (
 // receive limit. The control plane is the real binary (its embedded etcd
 // is not slowed by the race detector).
 func TestLargeSessionIsReadWhole(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	addr := freeAddr(t)
 	startDev(t, bins, t.TempDir(), addr)

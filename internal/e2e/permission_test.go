@@ -16,6 +16,7 @@ import (
 // running a tool that needs approval: the session waits on a person,
 // `cast approve` lets the tool run, `cast deny` refuses it.
 func TestPermissionPromptsReachCast(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	// An "ask" rule: Claude Code must ask before running touch.
 	settings := filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), "settings.json")

@@ -19,6 +19,7 @@ import (
 // once each, and the next message's turn is the next new turn (seed 28 of
 // the delivery model test ran the fork's first turn twice).
 func TestPiForkOfUnansweredParentRunsOnce(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "pi")
 	ctx := context.Background()
 	gate := make(chan struct{})

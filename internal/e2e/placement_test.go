@@ -34,6 +34,7 @@ var placementRule = []string{
 // rule sent every session made on the laptop there, with the laptop's
 // folder as cwd).
 func TestPlacementRule(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join(testharness.RepoRoot(t), "README.md"))
 	must(t, err)
 	flat := strings.Join(strings.Fields(string(readme)), " ")
@@ -134,6 +135,7 @@ func countSessions(c cli) int {
 // HOME). The context --dev wrote names its node, so a session made on the
 // laptop without --node stays there; before, it went to build1.
 func TestPlacementDevContextNamesItsNode(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	home, _ := userHome(t, fake.URL)
 	addr := freeAddr(t)

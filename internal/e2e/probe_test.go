@@ -35,6 +35,7 @@ type agentJSON struct {
 // Claude's own words. The probe really reached the model, and it leaves no
 // native session in either user's ~/.claude (nor its scratch folder).
 func TestNodeProbeReadiness(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	srv := testharness.StartControlPlane(t, nil)
 	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + srv.Addr(), "HOME=" + t.TempDir()}}
@@ -131,6 +132,7 @@ func TestNodeProbeReadiness(t *testing.T) {
 // --probe to probe its agents now, over its stream: the real Claude
 // answers the fake model, and READY says so, then and in `cast nodes`.
 func TestNodesProbeAsksARunningNode(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	before := r.fake.Turns()
 	out, errOut, code := r.cast("", "nodes")

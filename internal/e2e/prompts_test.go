@@ -192,6 +192,7 @@ func assertUndelivered(t *testing.T, msgs []*castv1.Message, seq int64) {
 // import, with the turn's own HOME and config dirs) and answers with the
 // history.
 func TestMigrateIntoOpenCode(t *testing.T) {
+	t.Parallel()
 	r := newMigRig(t, migOpts{}, "opencode")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "opencode", Cwd: r.repo("laptop", "o"), Node: "laptop", Text: "on laptop MARK-M1"})

@@ -163,6 +163,7 @@ func readmeUse(t *testing.T) []string {
 // ready, and the user's credential and settings files are left
 // byte-identical.
 func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	home, owned := userHome(t, fake.URL)
 	addr := freeAddr(t)
@@ -316,6 +317,7 @@ func lastBody(fake *fakemodel.Server, marker string) string {
 // how to opt in); one started with --node-fleet-accounts rewrites it and
 // first keeps the user's login, byte for byte, in its data dir.
 func TestFleetAccountsOnOwnLogin(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	for _, optIn := range []bool{false, true} {
 		t.Run(fmt.Sprintf("opted_in=%v", optIn), func(t *testing.T) {
@@ -369,6 +371,7 @@ func TestFleetAccountsOnOwnLogin(t *testing.T) {
 // history from the neutral copy into a new file and never rewrites the one
 // the user may have resumed in Claude meanwhile.
 func TestOwnHomeRebuildWritesNewFile(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	home, _ := userHome(t, fake.URL)
 	addr := freeAddr(t)

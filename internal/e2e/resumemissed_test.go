@@ -17,6 +17,7 @@ import (
 // runs the turn once; nothing is reported undelivered (seed 13 of the
 // delivery model test dropped seqs 11-12 that way).
 func TestGeminiResumeMissRebuildsAndDelivers(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "gemini")
 	cwd := t.TempDir()
 	other, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "gemini", Cwd: cwd, Text: "another session MARK-GO1"})

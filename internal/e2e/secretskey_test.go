@@ -13,6 +13,7 @@ import (
 // default, never in --data-dir, and refuses a --secrets-key-file there,
 // saying what to do.
 func TestSecretsKeyOutsideDataDir(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, confDir := t.TempDir(), t.TempDir()
 	env := []string{"XDG_CONFIG_HOME=" + confDir}

@@ -17,6 +17,7 @@ import (
 // deaf to signals); the first stops on SIGINT. The same for a second node
 // on one data dir.
 func TestSecondDaemonOnDataDirExits(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
@@ -52,6 +53,7 @@ func TestSecondDaemonOnDataDirExits(t *testing.T) {
 // plane still starting its embedded etcd, and a node that cannot reach its
 // control plane.
 func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		dir := t.TempDir()

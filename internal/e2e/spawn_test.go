@@ -15,6 +15,7 @@ import (
 // woken with it. A worker on Cursor (not installable here) is blocked, and
 // the parent hears that too. Workers stay out of the default listing.
 func TestSpawnWorkerWakesParent(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude", "pi", "cursor")
 	ctx := context.Background()
 	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "plan the work MARK-PARENT"})

@@ -22,6 +22,7 @@ import (
 // back to its parent. Switching into Cursor is refused and changes nothing.
 // The conversation id never changes.
 func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude", "codex", "pi", "gemini")
 	ctx := context.Background()
 	cwd := t.TempDir()
@@ -158,6 +159,7 @@ func TestSwitchClaudeCodexClaudeAndFork(t *testing.T) {
 // handoff is refused (400); the next turn still carries what Claude missed,
 // and the refused prompt never reaches the model again.
 func TestRefusedHandoffTurnRetried(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude", "codex")
 	ctx := context.Background()
 	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "start MARK-R1"})

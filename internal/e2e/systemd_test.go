@@ -52,6 +52,7 @@ func (n *notifySocket) expect(t *testing.T, who, want string) {
 // Both daemons speak systemd's notify protocol: READY=1 once the control
 // plane serves and once the node has joined, STOPPING=1 on SIGTERM.
 func TestDaemonsNotifySystemd(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	cpSock, nodeSock := listenNotify(t), listenNotify(t)

@@ -21,6 +21,7 @@ func code(n int32) *int32 { return &n }
 // `cast export --agent codex|claude`, and the REAL CLI resuming the
 // exported transcript sends every turn to the model.
 func TestImportThenExportResumesInRealCLIs(t *testing.T) {
+	t.Parallel()
 	bins := testharness.Binaries(t)
 	addr := freeAddr(t)
 	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}

@@ -162,6 +162,7 @@ func kinds(msgs []*castv1.Message) string {
 // mid-turn neither loses nor duplicates anything, and an interrupt stops
 // the turn.
 func TestNodeRunsRealClaudeTurns(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	cwd := t.TempDir()
 	ctx := context.Background()

@@ -26,6 +26,7 @@ import (
 // for, an interrupted exec and an idle interrupt, usage mistakes with a
 // suggestion, and a TLS trust failure naming the CA.
 func TestTwoNodeBehaviours(t *testing.T) {
+	t.Parallel()
 	r := newTwoNodeRig(t)
 	app := filepath.Join(r.laptopSrc, "app")
 	must(t, os.MkdirAll(app, 0o755))

@@ -22,6 +22,7 @@ import (
 // client's and the control plane's builds and warns when they differ (the
 // in-process control plane here is a test build: "dev").
 func TestVersions(t *testing.T) {
+	t.Parallel()
 	bin := testharness.Binaries(t)
 	for _, b := range []string{"controlplane", "node"} {
 		out, errOut, code := testharness.Run(t, nil, filepath.Join(bin, b), "--version")
@@ -66,6 +67,7 @@ func TestVersions(t *testing.T) {
 // grpcurl's view: reflection lists every service the control plane serves,
 // without a credential, and health answers SERVING for each of them.
 func TestReflectionAndHealthPerService(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

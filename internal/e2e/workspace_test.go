@@ -27,6 +27,7 @@ import (
 // notice, where its next turn runs. Deleting a session leaves its worktree
 // and branch alone.
 func TestWorkspaceMoveAndWorktreeCleanup(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	repo := t.TempDir()
 	gitRun(t, repo, "init", "-q", "-b", "main")

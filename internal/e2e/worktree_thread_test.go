@@ -22,6 +22,7 @@ import (
 // branch names never reach git, and a worktree base inside the checkout is
 // refused with the reason.
 func TestForkInItsOwnWorktree(t *testing.T) {
+	t.Parallel()
 	r := newTurnRig(t, "claude")
 	repo := t.TempDir()
 	gitRun(t, repo, "init", "-q", "-b", "main")
