@@ -81,9 +81,7 @@ func (r *rig) quiesce(after int) {
 	}
 	deadline := time.Now().Add(settleWithin)
 	for _, p := range probes {
-		for !r.rec.turnOf(p.mark) && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond) // polls the request log
-		}
+		r.awaitProbe(p.s, p.mark, deadline)
 		r.rec.logf("  probe %s reached its model: %v", p.mark, r.rec.turnOf(p.mark))
 	}
 	r.settle("after the probes")
@@ -124,4 +122,30 @@ func summary(p []step) string {
 		out += fmt.Sprintf(" %s=%d", k, n[k])
 	}
 	return out
+}
+
+// probeCap bounds the wait for one probe however long its session keeps
+// making progress.
+const probeCap = 15 * time.Minute
+
+// awaitProbe waits until mark reached s's model as a turn. Past deadline
+// it waits on (up to probeCap) while s's delivered seq still advances: a
+// backlog of turns draining on a loaded machine is slow, not lost, and a
+// probe given up on while it drains would be stopped by the next steps'
+// interrupts and counted unanswered.
+func (r *rig) awaitProbe(s *session, mark string, deadline time.Time) {
+	r.t.Helper()
+	hardStop := time.Now().Add(probeCap)
+	last := r.get(s).DeliveredSeq
+	for !r.rec.turnOf(mark) && time.Now().Before(hardStop) {
+		if time.Now().After(deadline) {
+			now := r.get(s).DeliveredSeq
+			if now <= last {
+				return // no progress for a whole settleWithin: the probe shows what is stuck
+			}
+			r.rec.logf("  probe %s: %s still draining (delivered seq %d of %d); waiting on", mark, s.tag, now, s.lastSeq)
+			last, deadline = now, time.Now().Add(settleWithin)
+		}
+		time.Sleep(200 * time.Millisecond) // polls the request log
+	}
 }
