@@ -43,7 +43,11 @@ func StartPrometheus(t testing.TB, rules string, jobs map[string]ScrapeJob) *Pro
 		t.Fatal("prometheus is not installed; run `make debs` (Debian package prometheus)")
 	}
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n")
+	// A 2s scrape timeout (the interval caps it; at 1s it was 1s): a
+	// control plane's TLS metrics page, etcd's families included, took
+	// longer than a second beside other tests on two loaded cores, and a
+	// failed scrape marks every series of the target stale.
+	cfg.WriteString("global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n  evaluation_interval: 1s\n")
 	if rules != "" {
 		fmt.Fprintf(&cfg, "rule_files: [%q]\n", rules)
 	}
