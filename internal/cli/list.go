@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/listfilter"
 )
@@ -62,20 +64,14 @@ func (a *app) listSessions(parent context.Context, all bool, filter string) ([]*
 	if err != nil {
 		return nil, err
 	}
-	var list []*castv1.Session
-	tok := ""
-	for {
-		ctx, cancel := a.ctx(parent)
-		resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: tok, IncludeSubagents: all, IncludeArchived: all, Filter: filter})
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, resp.Sessions...)
-		if tok = resp.NextPageToken; tok == "" {
-			return list, nil
-		}
+	// Through the one pager, each page under its own --timeout.
+	perPage := func(ctx context.Context, req *castv1.ListSessionsRequest, opts ...grpc.CallOption) (*castv1.ListSessionsResponse, error) {
+		ctx, cancel := a.ctx(ctx)
+		defer cancel()
+		return c.Sessions.ListSessions(ctx, req, opts...)
 	}
+	return client.ListAll(parent, &castv1.ListSessionsRequest{IncludeSubagents: all, IncludeArchived: all, Filter: filter},
+		perPage, (*castv1.ListSessionsResponse).GetSessions)
 }
 
 // sortNewestFirst orders by creation time, newest first (ids break ties so
