@@ -137,16 +137,17 @@ func brokenCodexOnDst(t *testing.T) (*client.Client, func(agent, node string) *c
 	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *nodeagent.Config) {
 		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
 	})
-	testharness.WaitFor(t, 20*time.Second, "dst reports its codex version", func() bool {
+	// Both nodes must be connected: the sessions below are placed on src.
+	testharness.WaitFor(t, 20*time.Second, "src connected and dst reports its codex version", func() bool {
 		resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		srcUp, dstBroken := false, false
 		for _, n := range resp.GetNodes() {
+			srcUp = srcUp || (n.Name == "src" && n.Connected)
 			for _, in := range n.Agents {
-				if n.Name == "dst" && n.Connected && in.Name == "codex" && in.Version == brokenVersion {
-					return err == nil
-				}
+				dstBroken = dstBroken || (n.Name == "dst" && n.Connected && in.Name == "codex" && in.Version == brokenVersion)
 			}
 		}
-		return false
+		return err == nil && srcUp && dstBroken
 	})
 	if _, err := c.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: []*castv1.AgentCheck{
 		{Agent: "codex", Version: brokenVersion, Capability: "resume", Detail: "the model got the new prompt without the history"}}}); err != nil {
