@@ -69,6 +69,36 @@ func TestListFilters(t *testing.T) {
 		}
 	}
 
+	// A filtered page is filled from the sessions after it: two a page
+	// of claude on n1 holds both (wherever claude2 and codex1 sort between
+	// them: ids are random), and its token resumes only that query.
+	both, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{Filter: `agent = "claude" AND node = "n1"`, PageSize: 2})
+	if got := names(both.GetSessions(), (*castv1.Session).GetId); err != nil || !slices.Equal(slices.Sorted(slices.Values(got)), want("claude1", "claude3")) {
+		t.Fatalf("a filtered page of 2: %v, %v; want claude1 and claude3", got, err)
+	}
+	first, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{Filter: `agent = "claude"`, PageSize: 2})
+	if err != nil || len(first.Sessions) != 2 || first.NextPageToken == "" {
+		t.Fatalf("first filtered page: %d sessions, next %q, %v; want 2 and a token", len(first.GetSessions()), first.GetNextPageToken(), err)
+	}
+	for name, req := range map[string]*castv1.ListSessionsRequest{
+		"another filter":    {Filter: `agent = "codex"`, PageSize: 2, PageToken: first.NextPageToken},
+		"include_archived":  {Filter: `agent = "claude"`, IncludeArchived: true, PageSize: 2, PageToken: first.NextPageToken},
+		"include_subagents": {Filter: `agent = "claude"`, IncludeSubagents: true, PageSize: 2, PageToken: first.NextPageToken},
+	} {
+		_, err := c.Sessions.ListSessions(ctx, req)
+		if status.Code(err) != codes.InvalidArgument || client.ReasonOf(err) != "INVALID_PAGE_TOKEN" {
+			t.Errorf("ListSessions with %s and the first page's token: %v (%s), want INVALID_PAGE_TOKEN", name, err, client.ReasonOf(err))
+		}
+	}
+	firstNodes, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: `connected = true`, PageSize: 1})
+	if err != nil || firstNodes.NextPageToken == "" {
+		t.Fatalf("first node page: %v, %v", firstNodes, err)
+	}
+	_, err = c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: `label = "gpu"`, PageSize: 1, PageToken: firstNodes.NextPageToken})
+	if client.ReasonOf(err) != "INVALID_PAGE_TOKEN" {
+		t.Errorf("ListNodes with another filter and a token: %v, want INVALID_PAGE_TOKEN", err)
+	}
+
 	nodes := func(filter string) ([]string, error) {
 		list, err := c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: filter})
 		return names(list, (*castv1.Node).GetName), err

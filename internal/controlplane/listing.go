@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +47,19 @@ func page[T any](items []T, key func(T) string, n int32, token, list string) ([]
 	}
 	out, next, err := store.Page(items, key, size, token, list)
 	return out, next, refuse(err)
+}
+
+// scope is a short digest of what a List request asked beside its page
+// (filter, flags, principal): a page token carries it, and a token handed
+// out under another scope is refused (AIP-158: a changed request with an
+// old token is an error, never a silently different listing).
+func scope(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 
 // parseFilter reads a List request's filter (AIP-160 subset,

@@ -79,7 +79,7 @@ func (h *migrationService) ListMigrations(ctx context.Context, req *castv1.ListM
 	list = slices.DeleteFunc(list, func(m *castv1.Migration) bool {
 		return !f.Match(func(field string) []string { return migrationField(m, field) }) || !h.s.ownsMigration(ctx, p, m)
 	})
-	list, next, err := page(list, newestFirst, req.PageSize, req.PageToken, "migrations")
+	list, next, err := page(list, newestFirst, req.PageSize, req.PageToken, "migrations:"+scope(req.Filter, p.String()))
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func (h *nodeService) ListNodes(ctx context.Context, req *castv1.ListNodesReques
 	nodes = slices.DeleteFunc(nodes, func(n *castv1.Node) bool {
 		return !f.Match(func(field string) []string { return nodeField(n, field) })
 	})
-	nodes, next, err := page(nodes, func(n *castv1.Node) string { return n.Name }, req.PageSize, req.PageToken, "nodes")
+	nodes, next, err := page(nodes, func(n *castv1.Node) string { return n.Name }, req.PageSize, req.PageToken, "nodes:"+scope(req.Filter))
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,22 +155,21 @@ func (h *sessionService) ListSessions(ctx context.Context, req *castv1.ListSessi
 	if err != nil {
 		return nil, err
 	}
-	list, next, err := h.s.store.ListSessions(ctx, size, req.PageToken, req.IncludeSubagents)
+	// A user's page holds only its own sessions, and a filtered page only
+	// the matching ones; the store fills the page from the sessions after
+	// it, and a token resumes only the query that handed it out.
+	p, scoped := authz.FromContext(ctx)
+	own := scoped && !p.IsAdmin()
+	q := store.SessionQuery{Size: size, Token: req.PageToken, IncludeSubagents: req.IncludeSubagents,
+		Scope: scope(req.Filter, strconv.FormatBool(req.IncludeArchived), strconv.FormatBool(req.IncludeSubagents), p.String()),
+		Keep: func(s *castv1.Session) bool {
+			return (req.IncludeArchived || !s.Archived) && (!own || s.Creator == p.String()) &&
+				f.Match(func(field string) []string { return sessionField(s, field) })
+		}}
+	list, next, err := h.s.store.QuerySessions(ctx, q)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if !req.IncludeArchived {
-		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Archived })
-	}
-	// A user's page holds only its own sessions, and a filtered page only
-	// the matching ones (so it may come back short; the page token still
-	// walks every session).
-	if p, ok := authz.FromContext(ctx); ok && !p.IsAdmin() {
-		list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return s.Creator != p.String() })
-	}
-	list = slices.DeleteFunc(list, func(s *castv1.Session) bool {
-		return !f.Match(func(field string) []string { return sessionField(s, field) })
-	})
 	return &castv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
 }
 

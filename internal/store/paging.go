@@ -19,6 +19,7 @@ type pageToken struct {
 	Rev     int64  `json:"r,omitempty"`
 	Session string `json:"s,omitempty"` // a message listing's session
 	List    string `json:"l,omitempty"` // a Page listing's name
+	Scope   string `json:"q,omitempty"` // the query it belongs to (SessionQuery.Scope)
 }
 
 func encodeToken(t pageToken) string {

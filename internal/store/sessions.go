@@ -192,51 +192,6 @@ func (s *Store) Owner(ctx context.Context, id string) (string, int64, error) {
 	return string(resp.Kvs[0].Value), resp.Kvs[0].ModRevision, nil
 }
 
-// ListSessions returns up to pageSize sessions after the token, in id order.
-func (s *Store) ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error) {
-	defer s.observe("list_sessions", time.Now())
-	start, rev := s.key("sessions")+"/", int64(0)
-	if token != "" {
-		t, err := decodeToken(token)
-		if err != nil {
-			return nil, "", err
-		}
-		start, rev = s.sessionKey(t.After)+"\x00", t.Rev
-	}
-	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.key("sessions") + "/")), clientv3.WithLimit(int64(pageSize))}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
-	}
-	resp, err := s.cli.Get(ctx, start, opts...)
-	if err != nil {
-		return nil, "", compactedAsToken(err)
-	}
-	if rev == 0 {
-		rev = resp.Header.Revision
-	}
-	var out []*castv1.Session
-	var lastID string
-	for _, kv := range resp.Kvs {
-		sess := &castv1.Session{}
-		if err := proto.Unmarshal(kv.Value, sess); err != nil {
-			return nil, "", errs.Internal(err, "decode session")
-		}
-		lastID = sess.Id
-		if sess.Subagent && !includeSub {
-			continue
-		}
-		out = append(out, sess)
-	}
-	if err := s.fillLive(ctx, out, rev); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if resp.More {
-		next = encodeToken(pageToken{After: lastID, Rev: rev})
-	}
-	return out, next, nil
-}
-
 // fillLive sets last_seq, node and fenced_by on listed sessions from their
 // seq, owner and fence keys, read at the listing's revision.
 func (s *Store) fillLive(ctx context.Context, list []*castv1.Session, rev int64) error {

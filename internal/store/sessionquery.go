@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// SessionQuery is one page of a session listing.
+type SessionQuery struct {
+	Size             int
+	Token            string
+	IncludeSubagents bool
+	// Keep, when set, drops sessions from the page (a filter, a user's own
+	// sessions); it sees the live fields (last_seq, node, fenced_by). The
+	// page is still filled to Size from the sessions after it.
+	Keep func(*castv1.Session) bool
+	// Scope names everything else the query asked (its filter, flags,
+	// principal): a token handed out under another scope is refused, so a
+	// changed filter never resumes at a place the old one chose.
+	Scope string
+}
+
+// maxScanPages bounds how many store reads one filtered page may take:
+// past it the page comes back short with a token for the rest (AIP-158
+// allows short pages), so a filter matching almost nothing costs a bounded
+// read per call, never the whole keyspace.
+const maxScanPages = 8
+
+// ListSessions returns up to pageSize sessions after the token, in id order.
+func (s *Store) ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error) {
+	return s.QuerySessions(ctx, SessionQuery{Size: pageSize, Token: token, IncludeSubagents: includeSub})
+}
+
+// QuerySessions returns up to q.Size sessions after q.Token that q keeps,
+// in id order, all read at the revision of the listing's first page.
+func (s *Store) QuerySessions(ctx context.Context, q SessionQuery) ([]*castv1.Session, string, error) {
+	defer s.observe("list_sessions", time.Now())
+	size := max(q.Size, 1)
+	after, rev := "", int64(0)
+	if q.Token != "" {
+		t, err := decodeToken(q.Token)
+		if err != nil {
+			return nil, "", err
+		}
+		if t.Scope != q.Scope {
+			return nil, "", badToken("was handed out for another filter or other flags")
+		}
+		after, rev = t.After, t.Rev
+	}
+	var out []*castv1.Session
+	for range maxScanPages {
+		chunk, more, r, err := s.readSessions(ctx, after, size, rev)
+		if err != nil {
+			return nil, "", err
+		}
+		rev = r
+		for i, sess := range chunk {
+			if !q.keeps(sess) {
+				continue
+			}
+			out = append(out, sess)
+			if len(out) == size {
+				if i == len(chunk)-1 && !more {
+					return out, "", nil
+				}
+				return out, encodeToken(pageToken{After: sess.Id, Rev: rev, Scope: q.Scope}), nil
+			}
+		}
+		if !more {
+			return out, "", nil
+		}
+		after = chunk[len(chunk)-1].Id
+	}
+	return out, encodeToken(pageToken{After: after, Rev: rev, Scope: q.Scope}), nil
+}
+
+func (q SessionQuery) keeps(sess *castv1.Session) bool {
+	if sess.Subagent && !q.IncludeSubagents {
+		return false
+	}
+	return q.Keep == nil || q.Keep(sess)
+}
+
+// readSessions reads up to n session records after the id after at rev
+// (0: now) with their live fields, and whether more follow.
+func (s *Store) readSessions(ctx context.Context, after string, n int, rev int64) ([]*castv1.Session, bool, int64, error) {
+	start := s.key("sessions") + "/"
+	if after != "" {
+		start = s.sessionKey(after) + "\x00"
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.key("sessions") + "/")), clientv3.WithLimit(int64(n))}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, start, opts...)
+	if err != nil {
+		return nil, false, 0, compactedAsToken(err)
+	}
+	if rev == 0 {
+		rev = resp.Header.Revision
+	}
+	out := make([]*castv1.Session, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		sess := &castv1.Session{}
+		if err := proto.Unmarshal(kv.Value, sess); err != nil {
+			return nil, false, 0, errs.Internal(err, "decode session")
+		}
+		out = append(out, sess)
+	}
+	if err := s.fillLive(ctx, out, rev); err != nil {
+		return nil, false, 0, err
+	}
+	return out, resp.More, rev, nil
+}
