@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	castretry "github.com/cast-dev/cast/internal/retry"
 )
@@ -206,24 +208,17 @@ func (c Checker) read(ctx context.Context, id string, r *Report) (*session, erro
 	return s, nil
 }
 
-// page reads messages from start to end, following page tokens to the end
-// of the range.
+// page reads messages from start to end through the one pager
+// (client.ListAll), each page retried while the control plane is
+// unavailable.
 func (c Checker) page(ctx context.Context, id string, start, end int64, size int32) ([]*castv1.Message, error) {
-	var out []*castv1.Message
-	tok := ""
-	for range 100000 { // bounded: far more pages than any test writes
-		resp, err := retry(ctx, func(ctx context.Context) (*castv1.ListMessagesResponse, error) {
-			return c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: start, EndSeq: end, PageSize: size, PageToken: tok})
+	call := func(ctx context.Context, req *castv1.ListMessagesRequest, _ ...grpc.CallOption) (*castv1.ListMessagesResponse, error) {
+		return retry(ctx, func(ctx context.Context) (*castv1.ListMessagesResponse, error) {
+			return c.Sessions.ListMessages(ctx, req)
 		})
-		if err != nil {
-			return out, err
-		}
-		out = append(out, resp.Messages...)
-		if tok = resp.NextPageToken; tok == "" {
-			return out, nil
-		}
 	}
-	return out, fmt.Errorf("list messages of %s: page tokens never ended", id)
+	return client.ListAll(ctx, &castv1.ListMessagesRequest{SessionId: id, StartSeq: start, EndSeq: end, PageSize: size},
+		call, (*castv1.ListMessagesResponse).GetMessages)
 }
 
 // checkOwners compares the nodes' claims with the control plane's owner.
