@@ -3,6 +3,7 @@ package opencode
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,14 +74,14 @@ var wantItems = []string{
 	`user text "OC-U1: make notes.txt <with> \"quotes\" & stuff"`,
 	`assistant text "OC-A1: creating it"`,
 	`assistant tool_call bash({"command":"touch notes.txt && echo OC-CREATED","description":"create"}) id=toolu_OC1`,
-	`assistant tool_call Read({"file_path":"notes.txt"}) id=toolu_OC2`,
 	`tool tool_result id=toolu_OC1 "OC-CREATED\n"`,
+	`assistant tool_call Read({"file_path":"notes.txt"}) id=toolu_OC2`,
 	`tool tool_result id=toolu_OC2 "` + OrphanCallOutput + `"`,
 	`user text "<cast_notice type=\"agent_switch\">\nOC-NOTICE: claude -> codex\n</cast_notice>"`,
 	`user text "OC-U2: now list the directory"`,
 	`assistant tool_call bash({"command":"ls"}) id=call_OC3`,
-	`assistant tool_call bash({"command":"cat missing"}) id=call_OC4`,
 	`tool tool_result id=call_OC3 "OC-LS notes.txt\n"`,
+	`assistant tool_call bash({"command":"cat missing"}) id=call_OC4`,
 	`tool tool_result id=call_OC4 "OC-ERR no such file"`,
 	`assistant text "OC-A2: the directory has notes.txt"`,
 }
@@ -232,4 +233,45 @@ func withoutThinking(msgs []transcript.Message) []transcript.Message {
 		}
 	}
 	return out
+}
+
+// `opencode export` of a session far past 64 KiB comes back whole: the
+// CLI exits before a pipe drains, and the export of a long session was
+// cut at a multiple of 64 KiB until its output went to a file.
+func TestE2EExportOfALongSessionIsWhole(t *testing.T) {
+	o := newOpenCode(t)
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	msgs := []transcript.Message{{Kind: transcript.KindUser, Text: "OC-LONG start", Time: at}}
+	const calls = 300
+	for i := range calls {
+		id := fmt.Sprintf("toolu_L%03d", i)
+		msgs = append(msgs,
+			transcript.Message{Kind: transcript.KindToolCall, Time: at, ToolCall: &transcript.ToolCall{ID: id, Name: "Bash", Input: `{"command":"true"}`}},
+			transcript.Message{Kind: transcript.KindToolResult, Time: at, ToolResult: &transcript.ToolResult{CallID: id, Output: strings.Repeat("x", 2000)}})
+	}
+	tg := agents.Target{Home: o.home, Cwd: o.cwd, SessionID: "ses-e2e-long", Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
+	w, err := Writer{Loader: o.loader}.Write(tg, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported, err := o.loader.Export(context.Background(), tg, w.NativeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exported) < 4*64<<10 {
+		t.Fatalf("the export is %d bytes; the test needs one past 256 KiB", len(exported))
+	}
+	got, err := Parse(bytes.NewReader(exported))
+	if err != nil {
+		t.Fatalf("export of %d bytes does not parse: %v", len(exported), err)
+	}
+	results := 0
+	for _, m := range got.Messages {
+		if m.Kind == transcript.KindToolResult {
+			results++
+		}
+	}
+	if results != calls {
+		t.Fatalf("the export holds %d tool results, want %d", results, calls)
+	}
 }

@@ -50,14 +50,27 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 	cmd := exec.CommandContext(ctx, l.Bin, args...)
 	cmd.Dir = t.Cwd
 	cmd.Env = append(agents.WithoutEnv(l.Env, "XDG_DATA_HOME"), "XDG_DATA_HOME="+t.Home)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// The npm launcher runs the real binary as a child: kill the group.
-	if err := agents.RunGroup(cmd); err != nil {
-		msg := strings.TrimSpace(ansiRE.ReplaceAllString(stderr.String()+stdout.String(), ""))
-		return stdout.String(), fmt.Errorf("opencode %s: %w: %s", args[0], err, msg)
+	// stdout goes to a file, not a pipe: OpenCode (on Bun) exits before a
+	// pipe drains, and `opencode export` of a long session came back cut
+	// at a multiple of 64 KiB; writes to a file are synchronous.
+	out, err := os.CreateTemp("", "cast-opencode-*.out")
+	if err != nil {
+		return "", fmt.Errorf("opencode %s: %w", args[0], err)
 	}
-	return stdout.String(), nil
+	defer func() { _ = out.Close(); _ = os.Remove(out.Name()) }()
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	// The npm launcher runs the real binary as a child: kill the group.
+	runErr := agents.RunGroup(cmd)
+	stdout, err := os.ReadFile(out.Name())
+	if err != nil {
+		return "", fmt.Errorf("opencode %s: read its output: %w", args[0], err)
+	}
+	if runErr != nil {
+		msg := strings.TrimSpace(ansiRE.ReplaceAllString(stderr.String()+string(stdout), ""))
+		return string(stdout), fmt.Errorf("opencode %s: %w: %s", args[0], runErr, msg)
+	}
+	return string(stdout), nil
 }
 
 // Import loads an export file with `opencode import` and returns the
