@@ -83,6 +83,13 @@ func TestMatrixHard(t *testing.T) {
 // importHard writes the hard conversation in agent's native format (into
 // OpenCode's store, for OpenCode) and reads it back with agent's reader.
 func importHard(t *testing.T, agent string) []transcript.Message {
+	return importVia(t, agent, "hard", hardConversation())
+}
+
+// importVia writes conv in agent's native format (into OpenCode's store,
+// for OpenCode) and reads it back with agent's reader, as `cast import`
+// would; name tells the conversations apart in ids and logs.
+func importVia(t *testing.T, agent, name string, conv []transcript.Message) []transcript.Message {
 	home, env := agenttest.Env(t, agent, "http://127.0.0.1:1")
 	cwd := filepath.Join(home, "work", "src")
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
@@ -96,8 +103,8 @@ func importHard(t *testing.T, agent string) []transcript.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := agents.Target{Home: agenttest.NativeHome(home, agent), Cwd: cwd, SessionID: "hard-" + agent, Model: targetModel(agent)}
-	written, err := w.Write(tg, hardConversation())
+	tg := agents.Target{Home: agenttest.NativeHome(home, agent), Cwd: cwd, SessionID: name + "-" + agent, Model: targetModel(agent)}
+	written, err := w.Write(tg, conv)
 	if err != nil {
 		t.Fatalf("%s writer: %v", agent, err)
 	}
@@ -122,7 +129,7 @@ func importHard(t *testing.T, agent string) []transcript.Message {
 	if err != nil {
 		t.Fatalf("%s reader: %v", agent, err)
 	}
-	t.Logf("%s import of the hard conversation:\n%s", agent, brief(msgs))
+	t.Logf("%s import of the %s conversation:\n%s", agent, name, brief(msgs))
 	return msgs
 }
 

@@ -96,7 +96,12 @@ type renderer struct {
 	// part (kept as a flag: scanning parts would make long tool runs
 	// quadratic).
 	stepHasTool bool
-	first       string // first user text, for the title
+	// stepAnswered says a result came after the last assistant message's
+	// calls: the next call is the model's next step, made after reading
+	// it, so it starts a new message (in one message OpenCode replays every
+	// call before any result, as parallel calls).
+	stepAnswered bool
+	first        string // first user text, for the title
 }
 
 func keep(m transcript.Message) bool {
@@ -152,7 +157,7 @@ func (r *renderer) userMsg(at int64, text string, synthetic bool) {
 // per model step, and replays a step's text before its tool calls.
 func (r *renderer) assistant(at int64, forTool bool) *Message {
 	if n := len(r.out); n > 0 && r.out[n-1].Info.Role == "assistant" {
-		if forTool || !r.stepHasTool {
+		if (forTool && !r.stepAnswered) || (!forTool && !r.stepHasTool) {
 			return &r.out[n-1]
 		}
 	}
@@ -160,7 +165,7 @@ func (r *renderer) assistant(at int64, forTool bool) *Message {
 		r.userMsg(at, wrapNotice(transcript.NoticeHandoff, LeadIn), true)
 	}
 	cost := 0.0
-	r.stepHasTool = false
+	r.stepHasTool, r.stepAnswered = false, false
 	id := r.g.id("msg")
 	r.out = append(r.out, Message{Info: MessageInfo{
 		ID: id, SessionID: r.sid, Role: "assistant", Time: MsgTime{Created: at, Completed: &at}, Agent: "build",
@@ -208,6 +213,7 @@ func (r *renderer) result(m transcript.Message) {
 	if p == nil || p.State.Status != "pending" {
 		return // a second result for one call
 	}
+	r.stepAnswered = true
 	st := p.State
 	st.Time.End = r.at(m)
 	if res.ExitCode != nil {

@@ -75,12 +75,18 @@ func TestRender(t *testing.T) {
 			name: "codex exec_command and claude Bash become bash",
 			msgs: []transcript.Message{user("u"), call("c1", "exec_command", `{"cmd":"echo hi","workdir":"/w"}`), result("c1", "hi", nil),
 				call("toolu_2", "Bash", `{"command":"pwd","description":"where"}`), result("toolu_2", "/w", nil)},
-			want: []string{"user[text u]", `assistant[tool c1 bash {"command":"echo hi","workdir":"/w"} completed hi | tool toolu_2 bash {"command":"pwd","description":"where"} completed /w]`},
+			// One call after another's result: two steps, as OpenCode records them.
+			want: []string{"user[text u]", `assistant[tool c1 bash {"command":"echo hi","workdir":"/w"} completed hi]`, `assistant[tool toolu_2 bash {"command":"pwd","description":"where"} completed /w]`},
 		},
 		{
 			name: "free-form and odd tool input, unsafe names",
 			msgs: []transcript.Message{user("u"), call("c1", "apply_patch", `"*** Begin Patch"`), result("c1", "Done!", nil), call("c2", "mcp:srv.tool", "not json"), result("c2", "ok", nil)},
-			want: []string{"user[text u]", `assistant[tool c1 apply_patch {"input":"*** Begin Patch"} completed Done! | tool c2 mcp_srv_tool {"input":"not json"} completed ok]`},
+			want: []string{"user[text u]", `assistant[tool c1 apply_patch {"input":"*** Begin Patch"} completed Done!]`, `assistant[tool c2 mcp_srv_tool {"input":"not json"} completed ok]`},
+		},
+		{
+			name: "parallel calls share a step; a call after their results starts the next",
+			msgs: []transcript.Message{user("u"), call("c1", "x", `{}`), call("c2", "y", `{}`), result("c1", "one", nil), result("c2", "two", nil), call("c3", "z", `{}`), result("c3", "three", nil)},
+			want: []string{"user[text u]", "assistant[tool c1 x {} completed one | tool c2 y {} completed two]", "assistant[tool c3 z {} completed three]"},
 		},
 		{
 			name: "orphans: call without result is an error, result without call gets a call",
