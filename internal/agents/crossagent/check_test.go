@@ -1,6 +1,7 @@
 package crossagent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -120,6 +121,37 @@ func TestHardCheckerCatchesLoss(t *testing.T) {
 	}
 	for name, items := range bad {
 		if err := receivedHard(items); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestLongCheckerCatchesDisorder proves the long-turn check fails when the
+// calls arrive grouped (every call, then every result), when one result
+// is lost or when two steps swap, without running any CLI.
+func TestLongCheckerCatchesDisorder(t *testing.T) {
+	var calls, results []fakemodel.Item
+	for i := 1; i <= longCalls; i++ {
+		calls = append(calls, fakemodel.Item{Role: "assistant", Kind: "tool_call", ToolInput: `{"command":"` + fmt.Sprintf(longCmd, i) + `"}`})
+		results = append(results, fakemodel.Item{Role: "tool", Kind: "tool_result", Text: fmt.Sprintf(longOut, i)})
+	}
+	head := []fakemodel.Item{{Role: "user", Kind: "text", Text: longU1}}
+	tail := []fakemodel.Item{{Role: "assistant", Kind: "text", Text: longDone}, {Role: "user", Kind: "text", Text: longPrompt}}
+	var good []fakemodel.Item
+	good = append(good, head...)
+	for i := range calls {
+		good = append(good, calls[i], results[i])
+	}
+	good = append(good, tail...)
+	if err := receivedLong(good); err != nil {
+		t.Fatalf("a whole turn was rejected: %v", err)
+	}
+	grouped := append(append(append(append([]fakemodel.Item{}, head...), calls...), results...), tail...)
+	lost := append(append([]fakemodel.Item{}, good[:500]...), good[501:]...)
+	swapped := append([]fakemodel.Item{}, good...)
+	swapped[700], swapped[702] = swapped[702], swapped[700]
+	for name, items := range map[string][]fakemodel.Item{"grouped": grouped, "a result lost": lost, "two calls swapped": swapped} {
+		if err := receivedLong(items); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -158,10 +158,6 @@ func resumeHard(t *testing.T, src, tgt string, msgs []transcript.Message) {
 // order. Results are matched to their calls by id (or, where the API has
 // no ids, by position among the calls).
 func receivedHard(items []fakemodel.Item) error {
-	type step struct {
-		what string
-		ok   func(fakemodel.Item) bool
-	}
 	text := func(role, has string) func(fakemodel.Item) bool {
 		return func(it fakemodel.Item) bool {
 			return it.Kind == fakemodel.KindText && it.Role == role && strings.Contains(it.Text, has)
@@ -201,18 +197,8 @@ func receivedHard(items []fakemodel.Item) error {
 		{"the last assistant text", text("assistant", "MARKER-HA3")},
 		{"the new prompt", text("user", "MARKER-HNEW")},
 	}
-	at := 0
-	for _, s := range steps {
-		found := false
-		for ; at < len(items); at++ {
-			if s.ok(items[at]) {
-				found, at = true, at+1
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("the model did not receive %s in order; %s\nit got:\n%s", s.what, hugeReport(items), dump(items))
-		}
+	if n, _ := inOrder(items, steps); n < len(steps) {
+		return fmt.Errorf("the model did not receive %s in order; %s\nit got:\n%s", steps[n].what, hugeReport(items), dump(items))
 	}
 	return nil
 }

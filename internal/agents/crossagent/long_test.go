@@ -64,18 +64,18 @@ func TestMatrixLongTurn(t *testing.T) {
 // receivedLong checks the long turn reached the model whole and in order:
 // it scans the request once, each step found after the one before.
 func receivedLong(items []fakemodel.Item) error {
-	type step struct {
-		what string
-		ok   func(fakemodel.Item) bool
-	}
 	steps := []step{{"the user message", func(it fakemodel.Item) bool {
 		return it.Kind == fakemodel.KindText && it.Role == "user" && strings.Contains(it.Text, "MARKER-L1")
 	}}}
 	for i := 1; i <= longCalls; i++ {
 		cmd, out := fmt.Sprintf(longCmd, i), fmt.Sprintf(longOut, i)
 		steps = append(steps,
-			step{"call " + cmd, func(it fakemodel.Item) bool { return it.Kind == fakemodel.KindToolCall && strings.Contains(it.ToolInput, cmd) }},
-			step{"result " + out, func(it fakemodel.Item) bool { return it.Kind == fakemodel.KindToolResult && strings.Contains(it.Text, out) }})
+			step{"call " + cmd, func(it fakemodel.Item) bool {
+				return it.Kind == fakemodel.KindToolCall && strings.Contains(it.ToolInput, cmd)
+			}},
+			step{"result " + out, func(it fakemodel.Item) bool {
+				return it.Kind == fakemodel.KindToolResult && strings.Contains(it.Text, out)
+			}})
 	}
 	steps = append(steps,
 		step{"the closing text", func(it fakemodel.Item) bool {
@@ -84,18 +84,28 @@ func receivedLong(items []fakemodel.Item) error {
 		step{"the new prompt", func(it fakemodel.Item) bool {
 			return it.Kind == fakemodel.KindText && it.Role == "user" && strings.Contains(it.Text, "MARKER-LNEW")
 		}})
-	at := 0
-	for n, s := range steps {
-		found := false
-		for ; at < len(items); at++ {
-			if s.ok(items[at]) {
-				found, at = true, at+1
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("the model did not receive %s in order (step %d of %d, after %d of %d items)", s.what, n+1, len(steps), at, len(items))
-		}
+	if n, at := inOrder(items, steps); n < len(steps) {
+		return fmt.Errorf("the model did not receive %s in order (step %d of %d, after %d of %d items)", steps[n].what, n+1, len(steps), at, len(items))
 	}
 	return nil
+}
+
+// step is one thing a request must hold, after the step before it.
+type step struct {
+	what string
+	ok   func(fakemodel.Item) bool
+}
+
+// inOrder scans items once for steps, each after the one before, and
+// returns how many it found and where the scan stopped.
+func inOrder(items []fakemodel.Item, steps []step) (found, at int) {
+	for _, s := range steps {
+		for ; at < len(items) && !s.ok(items[at]); at++ {
+		}
+		if at == len(items) {
+			return found, at
+		}
+		found, at = found+1, at+1
+	}
+	return found, at
 }
