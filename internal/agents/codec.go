@@ -3,6 +3,8 @@ package agents
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Codec is an agent's native format as its package registers it
@@ -42,7 +44,20 @@ func WriterFor(agent, bin string, env []string) (Writer, error) {
 	if !ok || c.NewWriter == nil {
 		return nil, noCodec(agent, "write")
 	}
-	return c.NewWriter(bin, env)
+	w, err := c.NewWriter(bin, env)
+	if err != nil {
+		return nil, err
+	}
+	return sinceCompaction{w}, nil
+}
+
+// sinceCompaction writes what follows the last compaction summary
+// (transcript.SinceCompaction): every writer honours a compaction, whichever
+// agent made it.
+type sinceCompaction struct{ w Writer }
+
+func (s sinceCompaction) Write(t Target, msgs []transcript.Message) (Written, error) {
+	return s.w.Write(t, transcript.SinceCompaction(msgs))
 }
 
 func noCodec(agent, verb string) error {

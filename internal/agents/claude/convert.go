@@ -96,7 +96,7 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 	if rec.IsMeta {
 		// Context the CLI injected (caveats, skill bodies) is regenerated on
 		// resume, except cast's own notices.
-		if typ, text, ok := unwrapNotice(flatten(m.Content)); ok && typ != omittedType {
+		if typ, text, ok := noticeTag.Unwrap(flatten(m.Content)); ok && typ != omittedType {
 			msg := base
 			msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, typ, text
 			return []transcript.Message{msg}, true

@@ -217,7 +217,7 @@ func render(msgs []indexed) []turn {
 			turns = append(turns, turn{role: "user", text: m.Text, at: m.Time})
 		case transcript.KindNotice:
 			flush()
-			turns = append(turns, turn{role: "user", meta: true, text: wrapNotice(m.NoticeType, m.Text), at: m.Time})
+			turns = append(turns, turn{role: "user", meta: true, text: noticeTag.Wrap(m.NoticeType, m.Text), at: m.Time})
 		}
 	}
 	flush()

@@ -360,7 +360,7 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 	case "developer", "system":
 		// Codex's own instructions and environment context are rebuilt on
 		// every turn: known, not reported. Cast's notices come back.
-		if typ, body, ok := unwrapNotice(text); ok {
+		if typ, body, ok := agents.CastNotice.Unwrap(text); ok {
 			m := st.msg(transcript.KindNotice, ts)
 			m.NoticeType, m.Text = typ, body
 			return []candidate{{msg: m}}

@@ -128,7 +128,7 @@ func (r *renderer) one(i int, m transcript.Message) {
 		// thinking is optional for targets.
 		r.add(lineEventMsg, eventMsg{Type: "agent_reasoning", Text: m.Text}, m.Time, i)
 	case transcript.KindNotice:
-		r.add(lineResponseItem, msgItem{Type: "message", Role: "developer", Content: []contentPart{{Type: "input_text", Text: wrapNotice(m.NoticeType, m.Text)}}}, m.Time, i)
+		r.add(lineResponseItem, msgItem{Type: "message", Role: "developer", Content: []contentPart{{Type: "input_text", Text: agents.CastNotice.Wrap(m.NoticeType, m.Text)}}}, m.Time, i)
 	}
 }
 

@@ -272,7 +272,9 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			if regenerated(text) {
 				continue
 			}
-			if len(texts) > 0 {
+			if typ, body, ok := agents.CastNotice.Unwrap(text); ok {
+				add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
+			} else if len(texts) > 0 {
 				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text)}, "")
 			}
 		case "gemini":

@@ -169,8 +169,16 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			r.Content = text(Escape(m.Text))
 			out = append(out, *r)
 		case transcript.KindNotice:
-			// "info" records show in Gemini's UI and are never sent to the model.
 			flush()
+			if m.NoticeType == transcript.NoticeCompactionSummary {
+				// The summary stands for what came before it: the model
+				// must read it, as a user record in cast's notice tag.
+				r := newRec("user", m)
+				r.Content = text(agents.CastNotice.Wrap(m.NoticeType, m.Text))
+				out = append(out, *r)
+				continue
+			}
+			// "info" records show in Gemini's UI and are never sent to the model.
 			r := newRec("info", m)
 			r.Content, _ = json.Marshal(noticeText(m))
 			out = append(out, *r)

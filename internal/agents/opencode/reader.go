@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -89,10 +88,6 @@ func Parse(r io.ReadSeeker) (Parsed, error) {
 	}
 	return p, nil
 }
-
-// noticeRE recognises the cast notices the writer puts in synthetic user
-// parts, so they come back as notices and not as something the user said.
-var noticeRE = regexp.MustCompile(`(?s)^<cast_notice type="([a-z_]+)">\n?(.*?)\n?</cast_notice>$`)
 
 func ms(v int64) time.Time {
 	if v <= 0 {
@@ -252,8 +247,10 @@ func orUntyped(s string) string {
 }
 
 func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {
-	if m := noticeRE.FindStringSubmatch(strings.TrimSpace(part.Text)); m != nil && part.Synthetic {
-		base.Kind, base.NoticeType, base.Text = transcript.KindNotice, m[1], m[2]
+	// The cast notices the writer puts in synthetic user parts come back
+	// as notices, not as something the user said.
+	if typ, text, ok := agents.CastNotice.Unwrap(part.Text); ok && part.Synthetic {
+		base.Kind, base.NoticeType, base.Text = transcript.KindNotice, typ, text
 		return base
 	}
 	base.Text = part.Text

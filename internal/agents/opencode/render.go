@@ -131,7 +131,7 @@ func (r *renderer) one(m transcript.Message) {
 		}
 	case transcript.KindNotice:
 		// OpenCode's own injected context is a synthetic user part too.
-		r.userMsg(r.at(m), wrapNotice(m.NoticeType, m.Text), true)
+		r.userMsg(r.at(m), agents.CastNotice.Wrap(m.NoticeType, m.Text), true)
 	case transcript.KindAssistant:
 		a := r.assistant(r.at(m), false)
 		a.Parts = append(a.Parts, Part{ID: r.g.id("prt"), SessionID: r.sid, MessageID: a.Info.ID, Type: "text", Text: m.Text,
@@ -162,7 +162,7 @@ func (r *renderer) assistant(at int64, forTool bool) *Message {
 		}
 	}
 	if r.user == "" {
-		r.userMsg(at, wrapNotice(transcript.NoticeHandoff, LeadIn), true)
+		r.userMsg(at, agents.CastNotice.Wrap(transcript.NoticeHandoff, LeadIn), true)
 	}
 	cost := 0.0
 	r.stepHasTool, r.stepAnswered = false, false
@@ -249,10 +249,6 @@ func (r *renderer) title() string {
 		t = string([]rune(t)[:60]) + "…"
 	}
 	return t
-}
-
-func wrapNotice(typ, text string) string {
-	return fmt.Sprintf("<cast_notice type=%q>\n%s\n</cast_notice>", typ, text)
 }
 
 // title is the label OpenCode shows for a tool part: the command for a

@@ -175,8 +175,15 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			t := when(m)
 			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(m.Text), Timestamp: msTime(t)}}, t)
 		case transcript.KindNotice:
-			// A custom entry stays on the chain but out of the model context.
 			flush()
+			if m.NoticeType == transcript.NoticeCompactionSummary {
+				// pi's own summary message: pi sends it to the model as
+				// the summary of what came before, as after its own /compact.
+				t := when(m)
+				push(entry{Type: "message", Message: &message{Role: "compactionSummary", Summary: m.Text, Timestamp: msTime(t)}}, t)
+				continue
+			}
+			// A custom entry stays on the chain but out of the model context.
 			data, _ := json.Marshal(map[string]string{"noticeType": m.NoticeType, "text": m.Text})
 			push(entry{Type: "custom", CustomType: noticeType, Data: data}, when(m))
 		case transcript.KindThinking, transcript.KindAssistant:
