@@ -1,8 +1,12 @@
 package agents
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -16,14 +20,51 @@ type Decoded interface {
 // DecodeFile opens path and decodes it with decode, which reads the file
 // as a stream: sessions of hundreds of MB exist, so no reader is made to
 // take a file whole.
+//
+// A file compressed with zstd (".zst": Codex compresses rollouts idle for
+// a week) is decompressed into a temporary file first, so decode still
+// streams and may seek.
 func DecodeFile[D any](path string, decode func(io.ReadSeeker) (D, error)) (D, error) {
+	var zero D
 	f, err := os.Open(path)
 	if err != nil {
-		var zero D
 		return zero, err
 	}
 	defer f.Close()
-	return decode(f)
+	if !strings.HasSuffix(path, ZstdSuffix) {
+		return decode(f)
+	}
+	plain, err := unzstd(f)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	defer func() { _ = plain.Close(); _ = os.Remove(plain.Name()) }()
+	return decode(plain)
+}
+
+// ZstdSuffix ends the name of a native file compressed with zstd.
+const ZstdSuffix = ".zst"
+
+// unzstd decompresses r into a new temporary file, rewound.
+func unzstd(r io.Reader) (*os.File, error) {
+	dec, err := zstd.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	defer dec.Close()
+	tmp, err := os.CreateTemp("", "cast-unzstd-*")
+	if err != nil {
+		return nil, err
+	}
+	if _, err = io.Copy(tmp, dec); err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	return tmp, nil
 }
 
 // ReportFile is ReportingReader.ReadReport for a reader whose session is

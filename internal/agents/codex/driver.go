@@ -30,15 +30,21 @@ func (Driver) FindSession(home, id string) string {
 	if id == "" {
 		return ""
 	}
-	if p := agents.NewestMatch(filepath.Join(home, "sessions", "*", "*", "*", "rollout-*-"+id+".jsonl")); p != "" {
-		return p
+	// A rollout idle for a week is compressed (".jsonl.zst", Codex 0.137
+	// on); the plain file wins where Codex has materialized it again.
+	for _, suffix := range []string{".jsonl", ".jsonl" + agents.ZstdSuffix} {
+		for _, dir := range []string{filepath.Join(home, "sessions", "*", "*", "*"), filepath.Join(home, "sessions")} {
+			if p := agents.NewestMatch(filepath.Join(dir, "rollout-*-"+id+suffix)); p != "" {
+				return p
+			}
+		}
 	}
-	return agents.NewestMatch(filepath.Join(home, "sessions", "rollout-*-"+id+".jsonl"))
+	return ""
 }
 
 // SessionID takes the thread id from a rollout file's name.
 func (Driver) SessionID(path string) string {
-	base := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), agents.ZstdSuffix), ".jsonl")
 	if len(base) < 36 {
 		return ""
 	}
