@@ -17,6 +17,13 @@ func TestParseCountsBlocksItLeavesOut(t *testing.T) {
 		`{"uuid":"a1","parentUuid":"u1",` + asst + `[{"type":"text","text":"LO-A1 seen"},{"type":"hologram"},"odd",{"type":"text","text":7}]}}`,
 		`{"uuid":"a2","parentUuid":"a1",` + asst + `[{"type":"thinking","thinking":"","signature":"sig"},{"type":"redacted_thinking","data":"enc"}]}}`,
 		`{"type":"user","uuid":"u2","parentUuid":"a2","timestamp":"2026-11-30T10:00:02.000Z","message":{"role":"user","content":"LO-U2 bye"}}`,
+		// The CLI's own bookkeeping, newer records included: known, not reported.
+		`{"type":"ai-title","aiTitle":"Looking around","sessionId":"s"}`,
+		`{"type":"custom-title","customTitle":"mine","sessionId":"s"}`,
+		`{"type":"permission-mode","permissionMode":"default","sessionId":"s"}`,
+		`{"type":"agent-name","agentName":"helper","sessionId":"s"}`,
+		`{"type":"mode","mode":"normal","sessionId":"s"}`,
+		`{"type":"last-prompt","lastPrompt":"LO-U2 bye","sessionId":"s"}`,
 	}
 	msgs, st, err := Parse(strings.NewReader(strings.Join(lines, "\n")))
 	if err != nil {

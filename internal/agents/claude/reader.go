@@ -39,10 +39,13 @@ func (st *Stats) skip(kind string) {
 }
 
 // bookkeeping are record types Claude Code keeps for itself (its prompt
-// queue, titles, file backups); never conversation, so not reported.
+// queue, titles, file backups, modes, the agent's name); never
+// conversation, so not reported. ai-title, permission-mode and agent-name
+// came with the 2.1 releases (shared/research/anchors-peers-3.md).
 var bookkeeping = map[string]bool{
 	"queue-operation": true, "last-prompt": true, "summary": true, "custom-title": true,
-	"file-history-snapshot": true, "mode": true,
+	"file-history-snapshot": true, "mode": true, "ai-title": true, "permission-mode": true,
+	"agent-name": true,
 }
 
 // regenerated tells the attachments Claude Code builds afresh for every
