@@ -436,3 +436,42 @@ func TestPolicyAnswersPerRequest(t *testing.T) {
 		t.Fatalf("default policy after SetPolicy(nil): %s", out)
 	}
 }
+
+// Images in a user turn and in a tool result are recorded in every wire
+// format, named by media type and the sha256 of their bytes.
+func TestImagesAreRecorded(t *testing.T) {
+	const png = "iVBORw0KGgo=" // base64 of the PNG signature
+	raw := []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}
+	want := ImageText("image/png", raw)
+	for _, c := range []struct{ name, path, body string }{
+		{"anthropic", "/v1/messages", `{"model":"claude-x","messages":[
+			{"role":"user","content":[{"type":"text","text":"U1"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]},
+			{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"OUT"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]}]}]}`},
+		{"responses", "/v1/responses", `{"model":"gpt-x","input":[
+			{"type":"message","role":"user","content":[{"type":"input_text","text":"U1"},{"type":"input_image","image_url":"data:image/png;base64,` + png + `"}]},
+			{"type":"function_call","name":"view_image","arguments":"{}","call_id":"t1"},
+			{"type":"function_call_output","call_id":"t1","output":[{"type":"input_text","text":"OUT"},{"type":"input_image","image_url":"data:image/png;base64,` + png + `"}]}]}`},
+		{"chat", "/v1/chat/completions", `{"model":"fake-model","messages":[
+			{"role":"user","content":[{"type":"text","text":"U1"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png + `"}}]},
+			{"role":"assistant","tool_calls":[{"id":"t1","type":"function","function":{"name":"read","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"t1","content":[{"type":"text","text":"OUT"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png + `"}}]}]}`},
+		{"gemini", "/v1beta/models/gem-x:streamGenerateContent?alt=sse", `{"contents":[
+			{"role":"user","parts":[{"text":"U1"},{"inlineData":{"mimeType":"image/png","data":"` + png + `"}}]},
+			{"role":"model","parts":[{"functionCall":{"id":"t1","name":"read_file","args":{}}}]},
+			{"role":"user","parts":[{"functionResponse":{"id":"t1","name":"read_file","response":{"output":"OUT"},"parts":[{"inlineData":{"mimeType":"image/png","data":"` + png + `"}}]}}]}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Start(t)
+			if status, out, _ := post(t, s, c.path, c.body); status != 200 {
+				t.Fatalf("status %d: %s", status, out)
+			}
+			got := strings.Join(summary(s.Turns()[0].Items), " | ")
+			for _, w := range []string{"user:image:" + want, "result:t1 | tool:image:" + want} {
+				if !strings.Contains(got, w) {
+					t.Errorf("items %q lack %q", got, w)
+				}
+			}
+		})
+	}
+}

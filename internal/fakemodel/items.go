@@ -1,6 +1,9 @@
 package fakemodel
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 )
@@ -47,6 +50,9 @@ func anthropicItems(in map[string]any) []Item {
 				isErr, _ := bm["is_error"].(bool)
 				out = append(out, Item{Role: role, Kind: KindToolResult, ToolCallID: str(bm["tool_use_id"]),
 					Text: flatText(bm["content"]), IsError: isErr})
+				out = append(out, imageItems("tool", bm["content"])...)
+			case "image":
+				out = append(out, imageItems(role, []any{bm})...)
 			}
 		}
 	}
@@ -98,6 +104,7 @@ func responsesItems(in map[string]any) []Item {
 		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 			out = append(out, Item{Role: "tool", Kind: KindToolResult, ToolCallID: str(xm["call_id"]),
 				Text: flatText(xm["output"])})
+			out = append(out, imageItems("tool", xm["output"])...)
 		}
 	}
 	return out
@@ -114,6 +121,7 @@ func chatItems(in map[string]any) []Item {
 		if role == "tool" {
 			out = append(out, Item{Role: "tool", Kind: KindToolResult, ToolCallID: str(mm["tool_call_id"]),
 				ToolName: str(mm["name"]), Text: flatText(mm["content"])})
+			out = append(out, imageItems("tool", mm["content"])...)
 			continue
 		}
 		for _, k := range []string{"reasoning_content", "reasoning"} {
@@ -161,10 +169,14 @@ func geminiParts(role string, parts any) []Item {
 			fr, _ := pm["functionResponse"].(map[string]any)
 			out = append(out, Item{Role: "tool", Kind: KindToolResult, ToolName: str(fr["name"]),
 				ToolCallID: str(fr["id"]), Text: jsonText(fr["response"])})
+			out = append(out, geminiParts("tool", fr["parts"])...) // images a tool returned
 		case pm["thought"] == true:
 			out = append(out, Item{Role: role, Kind: KindThinking, Text: str(pm["text"])})
 		case pm["text"] != nil:
 			out = append(out, Item{Role: role, Kind: KindText, Text: str(pm["text"])})
+		case pm["inlineData"] != nil:
+			id, _ := pm["inlineData"].(map[string]any)
+			out = append(out, imageItem(role, str(id["mimeType"]), str(id["data"])))
 		}
 	}
 	return out
@@ -189,7 +201,50 @@ func textItems(role string, content any) []Item {
 			out = append(out, Item{Role: role, Kind: KindText, Text: str(pm["refusal"])})
 		}
 	}
+	return append(out, imageItems(role, content)...)
+}
+
+// imageItems reads the images among content's parts, in any of the APIs'
+// shapes: Anthropic {type:image, source:{media_type, data}}, Responses
+// {type:input_image, image_url:"data:…"}, Chat {type:image_url,
+// image_url:{url:"data:…"}}.
+func imageItems(role string, content any) []Item {
+	var out []Item
+	for _, p := range list(content) {
+		pm, _ := p.(map[string]any)
+		switch str(pm["type"]) {
+		case "image":
+			src, _ := pm["source"].(map[string]any)
+			out = append(out, imageItem(role, str(src["media_type"]), str(src["data"])))
+		case "input_image":
+			out = append(out, dataURLItem(role, str(pm["image_url"])))
+		case "image_url":
+			u, _ := pm["image_url"].(map[string]any)
+			out = append(out, dataURLItem(role, str(u["url"])))
+		}
+	}
 	return out
+}
+
+func dataURLItem(role, url string) Item {
+	mt, data, _ := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
+	return imageItem(role, mt, data)
+}
+
+// imageItem names an image by media type and the sha256 of its decoded
+// bytes; data that is not base64 is named as such.
+func imageItem(role, mediaType, b64 string) Item {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return Item{Role: role, Kind: KindImage, Text: mediaType + " undecodable"}
+	}
+	return Item{Role: role, Kind: KindImage, Text: ImageText(mediaType, raw)}
+}
+
+// ImageText is how an image shows in Item.Text.
+func ImageText(mediaType string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return mediaType + " sha256:" + hex.EncodeToString(sum[:])
 }
 
 // flatText renders tool output that is a string or a list of text parts.

@@ -68,6 +68,8 @@ func (it Item) String() string {
 		return fmt.Sprintf("%s tool_call %s(%s) id=%s", it.Role, it.ToolName, it.ToolInput, it.ToolCallID)
 	case KindToolResult:
 		return fmt.Sprintf("%s tool_result id=%s %q", it.Role, it.ToolCallID, it.Text)
+	case KindImage:
+		return fmt.Sprintf("%s image %s", it.Role, it.Text)
 	}
 	return fmt.Sprintf("%s %s %q", it.Role, it.Kind, it.Text)
 }
@@ -78,6 +80,10 @@ const (
 	KindThinking   = "thinking"
 	KindToolCall   = "tool_call"
 	KindToolResult = "tool_result"
+	// KindImage is an image the request carries; Text names it by media
+	// type and the sha256 of its bytes (imageText), so a test matches the
+	// very image it sent.
+	KindImage = "image"
 )
 
 // Server is a running fake. All methods are safe for concurrent use.

@@ -88,6 +88,9 @@ type Message struct {
 
 	ToolCall   *ToolCall   `json:"tool_call,omitempty"`
 	ToolResult *ToolResult `json:"tool_result,omitempty"`
+	// Images a user message carries, or a tool result returned, after its
+	// text; only those two kinds carry any.
+	Images []Image `json:"images,omitempty"`
 
 	NoticeType string `json:"notice_type,omitempty"` // one of the Notice* constants
 
@@ -100,6 +103,14 @@ type Message struct {
 
 // Validate reports the first structural problem with m.
 func (m *Message) Validate() error {
+	if len(m.Images) > 0 && m.Kind != KindUser && m.Kind != KindToolResult {
+		return fmt.Errorf("transcript: %s message carries images", m.Kind)
+	}
+	for _, im := range m.Images {
+		if err := im.Validate(); err != nil {
+			return err
+		}
+	}
 	switch m.Kind {
 	case KindUser, KindAssistant, KindThinking, KindInternal:
 		if m.ToolCall != nil || m.ToolResult != nil {

@@ -39,6 +39,9 @@ func ToProto(m transcript.Message) *castv1.Message {
 			p.ToolResult.HasExitCode, p.ToolResult.ExitCode = true, *r.ExitCode
 		}
 	}
+	for _, im := range m.Images {
+		p.Images = append(p.Images, &castv1.Image{MediaType: im.MediaType, Data: im.Data})
+	}
 	return p
 }
 
@@ -65,6 +68,9 @@ func FromProto(p *castv1.Message) transcript.Message {
 			code := r.ExitCode
 			m.ToolResult.ExitCode = &code
 		}
+	}
+	for _, im := range p.Images {
+		m.Images = append(m.Images, transcript.Image{MediaType: im.MediaType, Data: im.Data})
 	}
 	return m
 }

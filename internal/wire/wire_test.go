@@ -22,6 +22,9 @@ func TestRoundTrip(t *testing.T) {
 		{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c", Output: "no code"}},
 		{Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "Now using Codex"},
 		{Kind: transcript.KindInternal, Text: "bookkeeping"},
+		{Kind: transcript.KindUser, Text: "look", Images: []transcript.Image{{MediaType: "image/png", Data: []byte("\x89PNG")}}},
+		{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c", Output: "shot"},
+			Images: []transcript.Image{{MediaType: "image/jpeg", Data: []byte{0xff, 0xd8}}, {MediaType: "image/webp", Data: []byte("RIFF")}}},
 	}
 	for _, m := range tests {
 		got := FromProto(ToProto(m))

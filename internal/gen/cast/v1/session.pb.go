@@ -632,7 +632,10 @@ type Message struct {
 	// native_id is the row's id in the native transcript it was synced from.
 	NativeId string `protobuf:"bytes,11,opt,name=native_id,json=nativeId,proto3" json:"native_id,omitempty"`
 	// create_time is when the row was appended.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// images a user message carries, or a tool result returned, after its
+	// text (set only on those two kinds).
+	Images        []*Image `protobuf:"bytes,13,rep,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,6 +754,69 @@ func (x *Message) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Message) GetImages() []*Image {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+// Image is a picture in a message: the raw bytes and their media type
+// (image/png, image/jpeg, image/gif or image/webp; at most 5 MiB).
+type Image struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// media_type is the image's MIME type.
+	MediaType string `protobuf:"bytes,1,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// data is the raw image bytes.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Image) Reset() {
+	*x = Image{}
+	mi := &file_cast_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Image) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Image) ProtoMessage() {}
+
+func (x *Image) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Image.ProtoReflect.Descriptor instead.
+func (*Image) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Image) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *Image) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
@@ -799,7 +865,7 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
 	"\bis_error\x18\x03 \x01(\bR\aisError\x12\"\n" +
 	"\rhas_exit_code\x18\x04 \x01(\bR\vhasExitCode\x12\x1b\n" +
-	"\texit_code\x18\x05 \x01(\x05R\bexitCode\"\x9d\x03\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\"\xc5\x03\n" +
 	"\aMessage\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12(\n" +
@@ -816,7 +882,12 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	" \x01(\tR\aaccount\x12\x1b\n" +
 	"\tnative_id\x18\v \x01(\tR\bnativeId\x12;\n" +
 	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime*\xba\x01\n" +
+	"createTime\x12&\n" +
+	"\x06images\x18\r \x03(\v2\x0e.cast.v1.ImageR\x06images\":\n" +
+	"\x05Image\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\xba\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n" +
@@ -847,7 +918,7 @@ func file_cast_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cast_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_cast_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_cast_v1_session_proto_goTypes = []any{
 	(SessionState)(0),             // 0: cast.v1.SessionState
 	(MessageKind)(0),              // 1: cast.v1.MessageKind
@@ -855,21 +926,23 @@ var file_cast_v1_session_proto_goTypes = []any{
 	(*ToolCall)(nil),              // 3: cast.v1.ToolCall
 	(*ToolResult)(nil),            // 4: cast.v1.ToolResult
 	(*Message)(nil),               // 5: cast.v1.Message
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Image)(nil),                 // 6: cast.v1.Image
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_cast_v1_session_proto_depIdxs = []int32{
 	0, // 0: cast.v1.Session.state:type_name -> cast.v1.SessionState
-	6, // 1: cast.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	6, // 2: cast.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	7, // 1: cast.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	7, // 2: cast.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	1, // 3: cast.v1.Message.kind:type_name -> cast.v1.MessageKind
 	3, // 4: cast.v1.Message.tool_call:type_name -> cast.v1.ToolCall
 	4, // 5: cast.v1.Message.tool_result:type_name -> cast.v1.ToolResult
-	6, // 6: cast.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7, // 6: cast.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	6, // 7: cast.v1.Message.images:type_name -> cast.v1.Image
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_proto_init() }
@@ -883,7 +956,7 @@ func file_cast_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_proto_rawDesc), len(file_cast_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
