@@ -128,13 +128,25 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 				continue
 			}
 			msg.Kind, msg.Text = transcript.KindUser, b.Text
-		case "image", "document":
-			msg.Kind, msg.Text = transcript.KindUser, "["+b.Type+" omitted]"
+		case "image":
+			im, ok := blockImage(b, note)
+			if !ok {
+				msg.Kind, msg.Text = transcript.KindUser, "[image omitted]"
+				break
+			}
+			// An image belongs to the user text it was sent with.
+			if n := len(out); n > 0 && out[n-1].Kind == transcript.KindUser {
+				out[n-1].Images = append(out[n-1].Images, im)
+				continue
+			}
+			msg.Kind, msg.Images = transcript.KindUser, []transcript.Image{im}
+		case "document":
+			msg.Kind, msg.Text = transcript.KindUser, "[document omitted]"
 		case "tool_result":
-			out := flatten(b.Content)
+			out, images := resultContent(b.Content, note)
 			res := &transcript.ToolResult{CallID: b.ToolUseID, Output: out, IsError: b.IsError}
 			res.ExitCode = exitCode(out, b.IsError, rec.ToolUseResult)
-			msg.Kind, msg.ToolResult = transcript.KindToolResult, res
+			msg.Kind, msg.ToolResult, msg.Images = transcript.KindToolResult, res, images
 		default:
 			note(cmp.Or(b.Type, "untyped") + " block")
 			continue
@@ -148,6 +160,47 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 // the list, say) does not lose its neighbours.
 func blocks(raw json.RawMessage) []block { return agents.DecodeList[block](raw) }
 
+// blockImage is an image block's picture; a URL or file reference, or
+// bytes no API would take, is reported through note instead.
+func blockImage(b block, note func(string)) (transcript.Image, bool) {
+	if b.Source == nil || b.Source.Type != "base64" {
+		note(agents.SkipImage)
+		return transcript.Image{}, false
+	}
+	im, err := agents.DecodeImage(b.Source.MediaType, b.Source.Data)
+	if err != nil {
+		note(agents.SkipImage)
+		return transcript.Image{}, false
+	}
+	return im, true
+}
+
+// resultContent is a tool_result's text (flatten) and the images it holds
+// (a screenshot the Read tool took); an image it cannot carry keeps its
+// placeholder in the text.
+func resultContent(raw json.RawMessage, note func(string)) (string, []transcript.Image) {
+	var images []transcript.Image
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	bs := blocks(raw)
+	kept := bs[:0:0]
+	for _, b := range bs {
+		if b.Type == "image" {
+			if im, ok := blockImage(b, note); ok {
+				images = append(images, im)
+				continue
+			}
+		}
+		kept = append(kept, b)
+	}
+	if len(images) == 0 {
+		return flatten(raw), nil
+	}
+	return flattenBlocks(kept), images
+}
+
 // flatten renders tool_result content (a string or a list of blocks) as
 // text; non-text blocks leave a placeholder so their presence is not lost.
 func flatten(raw json.RawMessage) string {
@@ -158,8 +211,17 @@ func flatten(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
+	if bs := blocks(raw); len(bs) > 0 {
+		return flattenBlocks(bs)
+	}
+	return compactJSON(raw)
+}
+
+// flattenBlocks renders blocks as text, a placeholder for each non-text
+// block.
+func flattenBlocks(bs []block) string {
 	var parts []string
-	for _, b := range blocks(raw) {
+	for _, b := range bs {
 		switch b.Type {
 		case "text":
 			parts = append(parts, b.Text)
@@ -167,9 +229,6 @@ func flatten(raw json.RawMessage) string {
 		default:
 			parts = append(parts, "["+b.Type+" omitted]")
 		}
-	}
-	if parts == nil {
-		return compactJSON(raw)
 	}
 	return strings.Join(parts, "\n")
 }

@@ -65,4 +65,14 @@ type block struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	Source    *imageSource    `json:"source,omitempty"` // image
+}
+
+// imageSource is an image block's bytes: base64 data (what Claude Code
+// writes for a pasted image or a screenshot its Read tool took), or a URL
+// or file id, which carry no bytes.
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // outBlock is a content block as written (structs, not maps: the writer
@@ -22,8 +23,18 @@ type outBlock struct {
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   *string         `json:"content,omitempty"`
+	Content   any             `json:"content,omitempty"` // tool_result: a string, or blocks with images
 	IsError   *bool           `json:"is_error,omitempty"`
+	Source    *imageSource    `json:"source,omitempty"` // image
+}
+
+// imageBlocks are images as the API's image blocks.
+func imageBlocks(images []transcript.Image) []outBlock {
+	out := make([]outBlock, 0, len(images))
+	for _, im := range images {
+		out = append(out, outBlock{Type: "image", Source: &imageSource{Type: "base64", MediaType: im.MediaType, Data: agents.ImageBase64(im)}})
+	}
+	return out
 }
 
 // line is one written record, in the field order the CLI itself uses.

@@ -35,10 +35,14 @@ func TestTypedReminderLookalikesAreContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"user " + typed1, "assistant ANSWER-1", "user " + typed2, "assistant ANSWER-2", "user " + typed3, "user [image omitted]", "assistant ANSWER-3"}
+	want := []string{"user " + typed1, "assistant ANSWER-1", "user " + typed2, "assistant ANSWER-2", "user " + typed3, "assistant ANSWER-3"}
 	got := texts(msgs)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("\n got: %q\nwant: %q", got, want)
+	}
+	// The pasted image rides with the text it was sent with.
+	if im := msgs[4].Images; len(im) != 1 || im[0].MediaType != "image/png" || len(im[0].Data) != 8 {
+		t.Fatalf("the pasted image: %+v, want one 8-byte PNG on the typed text", im)
 	}
 	// Written for Claude and read back, the typed text is still whole.
 	w, err := Writer{}.Write(agents.Target{Home: t.TempDir(), Cwd: "/w", SessionID: "ses-reminder"}, msgs)

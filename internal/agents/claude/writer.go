@@ -149,19 +149,25 @@ func render(msgs []indexed) []turn {
 		var results []outBlock
 		var rat time.Time
 		for _, c := range calls {
-			text, isErr := missingResult, true
+			var content any = missingResult
+			isErr := true
 			for _, j := range resultsFor[c.orig] {
 				if j > c.at && !consumed[j] {
 					consumed[j] = true
 					r := msgs[j].ToolResult
-					text, isErr = resultText(r), r.IsError
+					content, isErr = resultText(r), r.IsError
+					if len(msgs[j].Images) > 0 {
+						// A screenshot the tool took goes back as the
+						// image blocks the API takes in a result.
+						content = append([]outBlock{{Type: "text", Text: resultText(r)}}, imageBlocks(msgs[j].Images)...)
+					}
 					if rat.IsZero() {
 						rat = msgs[j].Time
 					}
 					break
 				}
 			}
-			results = append(results, outBlock{Type: "tool_result", ToolUseID: c.id, Content: &text, IsError: &isErr})
+			results = append(results, outBlock{Type: "tool_result", ToolUseID: c.id, Content: content, IsError: &isErr})
 		}
 		turns = append(turns, turn{role: "user", blocks: results, at: rat})
 		calls = nil
@@ -211,6 +217,14 @@ func render(msgs []indexed) []turn {
 			turns = append(turns, turn{role: "user", blocks: []outBlock{{Type: "text", Text: text}}, at: m.Time})
 		case transcript.KindUser:
 			flush()
+			if len(m.Images) > 0 {
+				var bs []outBlock
+				if strings.TrimSpace(m.Text) != "" {
+					bs = append(bs, outBlock{Type: "text", Text: m.Text})
+				}
+				turns = append(turns, turn{role: "user", blocks: append(bs, imageBlocks(m.Images)...), at: m.Time})
+				continue
+			}
 			if m.Text == "" {
 				continue
 			}

@@ -318,6 +318,7 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		}
 		m := st.msg(transcript.KindToolResult, ts)
 		m.ToolResult = &transcript.ToolResult{CallID: it.CallID, Output: out, IsError: failed, ExitCode: exit}
+		m.Images = imagesOf(it.Output, st.p.skip)
 		return []candidate{{msg: m}}
 	case "web_search_call":
 		// Server-side tool with no output item: keep it as a call plus a
@@ -342,7 +343,11 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 		return nil
 	}
 	text := textOf(it.Content)
-	if strings.TrimSpace(text) == "" {
+	var images []transcript.Image
+	if it.Role == "user" {
+		images = imagesOf(it.Content, st.p.skip)
+	}
+	if strings.TrimSpace(text) == "" && len(images) == 0 {
 		return nil
 	}
 	switch it.Role {
@@ -351,7 +356,7 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 			return nil
 		}
 		m := st.msg(transcript.KindUser, ts)
-		m.Text = text
+		m.Text, m.Images = text, images
 		return []candidate{{msg: m}}
 	case "assistant":
 		m := st.msg(transcript.KindAssistant, ts)

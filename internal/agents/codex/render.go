@@ -51,7 +51,7 @@ type callItem struct {
 type outputItem struct {
 	Type   string `json:"type"`
 	CallID string `json:"call_id"`
-	Output string `json:"output"`
+	Output any    `json:"output"` // a string, or content parts with images
 }
 
 type userEvent struct {
@@ -116,7 +116,8 @@ func (r *renderer) one(i int, m transcript.Message) {
 	r.flush(i)
 	switch m.Kind {
 	case transcript.KindUser:
-		r.add(lineResponseItem, msgItem{Type: "message", Role: "user", Content: []contentPart{{Type: "input_text", Text: m.Text}}}, m.Time, i)
+		parts := append([]contentPart{{Type: "input_text", Text: m.Text}}, imageParts(m.Images)...)
+		r.add(lineResponseItem, msgItem{Type: "message", Role: "user", Content: parts}, m.Time, i)
 		r.lines[len(r.lines)-1].turn = true
 		r.add(lineEventMsg, userEvent{Type: "user_message", Message: m.Text, Images: json.RawMessage("null")}, m.Time, i)
 	case transcript.KindAssistant:
@@ -164,15 +165,21 @@ func (r *renderer) result(i int, m transcript.Message) {
 			r.pending = append(r.pending, id)
 		}
 	}
-	r.output(id, renderOutput(m.ToolResult.Output, m.ToolResult.ExitCode, m.ToolResult.IsError), m.Time, i)
+	r.output(id, renderOutput(m.ToolResult.Output, m.ToolResult.ExitCode, m.ToolResult.IsError), m.Images, m.Time, i)
 }
 
-func (r *renderer) output(id, text string, ts time.Time, msg int) {
+func (r *renderer) output(id, text string, images []transcript.Image, ts time.Time, msg int) {
 	typ := "function_call_output"
 	if r.custom[id] {
 		typ = "custom_tool_call_output"
 	}
-	r.add(lineResponseItem, outputItem{Type: typ, CallID: id, Output: text}, ts, msg)
+	var out any = text
+	if len(images) > 0 {
+		// The array form of an output: Codex sends its parts, images
+		// included, as the function output the API takes.
+		out = append([]contentPart{{Type: "input_text", Text: text}}, imageParts(images)...)
+	}
+	r.add(lineResponseItem, outputItem{Type: typ, CallID: id, Output: out}, ts, msg)
 	r.done[id] = true
 	for k, p := range r.pending {
 		if p == id {
@@ -190,14 +197,14 @@ func (r *renderer) flush(at int) {
 		id := r.pending[0]
 		if ri, ok := r.resultAt[id]; ok && ri > at {
 			res := r.msgs[ri].ToolResult
-			r.output(id, renderOutput(res.Output, res.ExitCode, res.IsError), r.msgs[ri].Time, ri)
+			r.output(id, renderOutput(res.Output, res.ExitCode, res.IsError), r.msgs[ri].Images, r.msgs[ri].Time, ri)
 			continue
 		}
 		var ts time.Time
 		if ci, ok := r.callAt[id]; ok {
 			ts = r.msgs[ci].Time
 		}
-		r.output(id, OrphanCallOutput, ts, -1)
+		r.output(id, OrphanCallOutput, nil, ts, -1)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Line types in a rollout envelope.
@@ -134,8 +135,39 @@ func (a *argText) UnmarshalJSON(raw []byte) error {
 
 // contentPart is one entry of a message's content array.
 type contentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	ImageURL string `json:"image_url,omitempty"` // input_image: a data URL
+}
+
+// imageParts are images as input_image parts.
+func imageParts(images []transcript.Image) []contentPart {
+	out := make([]contentPart, 0, len(images))
+	for _, im := range images {
+		out = append(out, contentPart{Type: "input_image", ImageURL: agents.DataURL(im)})
+	}
+	return out
+}
+
+// imagesOf are the images among content parts that carry their bytes (a
+// data URL); skip hears of the others, which keep a placeholder in textOf.
+func imagesOf(raw json.RawMessage, skip func(string)) []transcript.Image {
+	var parts []contentPart
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out []transcript.Image
+	for _, p := range parts {
+		if !strings.Contains(p.Type, "image") {
+			continue
+		}
+		if im, err := agents.ParseDataURL(p.ImageURL); err == nil {
+			out = append(out, im)
+		} else if skip != nil {
+			skip(agents.SkipImage)
+		}
+	}
+	return out
 }
 
 // eventMsg is the subset of event_msg payloads cast reads and writes.
@@ -180,8 +212,8 @@ func textOf(raw json.RawMessage) string {
 			continue
 		}
 		t := cp.Text
-		if t == "" && strings.Contains(cp.Type, "image") {
-			t = "[image]"
+		if _, err := agents.ParseDataURL(cp.ImageURL); t == "" && strings.Contains(cp.Type, "image") && err != nil {
+			t = "[image]" // carried as an image where its bytes are in the file (imagesOf)
 		}
 		if t == "" {
 			continue

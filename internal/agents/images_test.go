@@ -1,0 +1,31 @@
+package agents
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+func TestImageCodings(t *testing.T) {
+	im := transcript.Image{MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G'}}
+	back, err := ParseDataURL(DataURL(im))
+	if err != nil || back.MediaType != im.MediaType || !bytes.Equal(back.Data, im.Data) {
+		t.Fatalf("data URL round trip: %+v, %v", back, err)
+	}
+	back, err = DecodeImage(im.MediaType, ImageBase64(im))
+	if err != nil || !bytes.Equal(back.Data, im.Data) {
+		t.Fatalf("base64 round trip: %+v, %v", back, err)
+	}
+	for name, url := range map[string]string{
+		"https URL":    "https://example.com/a.png",
+		"not base64":   "data:image/png;base64,%%%",
+		"no ;base64,":  "data:image/png,abc",
+		"unknown type": "data:image/tiff;base64,AAAA",
+		"empty":        "data:image/png;base64,",
+	} {
+		if _, err := ParseDataURL(url); err == nil {
+			t.Errorf("%s: %q read as an image", name, url)
+		}
+	}
+}
