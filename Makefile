@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean
+.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean canary-latest
 
 all: build
 
@@ -62,6 +62,11 @@ soak:
 # 10,000 owned and 10,000 lost sessions.
 load:
 	CAST_LOAD=long $(GO) test -race -count=1 -timeout 20m -run 'TestResyncOfTenThousandSessionsStreams' -v ./internal/controlplane/
+
+# The newest published agent CLIs (not the pins) through the canaries and
+# the cross-agent matrices: one table to record in docs/compatibility.md.
+canary-latest:
+	bash .ci/canary-latest.sh
 
 generate:
 	$(GO) tool buf lint

@@ -42,4 +42,6 @@ func ParseDataURL(url string) (transcript.Image, error) {
 func ImageBase64(im transcript.Image) string { return base64.StdEncoding.EncodeToString(im.Data) }
 
 // DataURL is the image as a data URL.
-func DataURL(im transcript.Image) string { return "data:" + im.MediaType + ";base64," + ImageBase64(im) }
+func DataURL(im transcript.Image) string {
+	return "data:" + im.MediaType + ";base64," + ImageBase64(im)
+}
