@@ -94,4 +94,5 @@ type block struct {
 	Name      string          `json:"name,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	MimeType  string          `json:"mimeType,omitempty"`
+	Data      string          `json:"data,omitempty"` // image: base64
 }

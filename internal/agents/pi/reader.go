@@ -203,7 +203,8 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 		}
 		switch m.Role {
 		case "user", "custom":
-			add(transcript.Message{Kind: transcript.KindUser, Text: blocksText(m.Content, skip)}, "")
+			text, images := blocksContent(m.Content, skip)
+			add(transcript.Message{Kind: transcript.KindUser, Text: text, Images: images}, "")
 		case "assistant":
 			for i, b := range parseBlocks(m.Content, skip) {
 				var n transcript.Message
@@ -237,14 +238,15 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 				skip("tool result without a call id")
 				return nil
 			}
-			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: blocksText(m.Content, skip), IsError: m.IsError != nil && *m.IsError}
+			text, images := blocksContent(m.Content, skip)
+			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: text, IsError: m.IsError != nil && *m.IsError}
 			var det struct {
 				ExitCode *int32 `json:"exitCode"`
 			}
 			if json.Unmarshal(m.Details, &det) == nil {
 				r.ExitCode = det.ExitCode
 			}
-			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: r}, "")
+			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: r, Images: images}, "")
 		case "bashExecution":
 			// A command the user ran with "!": pi shows it to the model as
 			// user text unless it was run with "!!".
@@ -293,21 +295,35 @@ func parseBlocks(raw json.RawMessage, skip func(kind string)) []block {
 	return blocks
 }
 
-// blocksText joins the text of user-side content; images are named, not
-// carried. Other blocks are told to skip.
+// blocksText joins the text of user-side content (blocksContent without
+// its images).
 func blocksText(raw json.RawMessage, skip func(kind string)) string {
+	text, _ := blocksContent(raw, skip)
+	return text
+}
+
+// blocksContent is user-side content's text and images; an image without
+// bytes any API takes is named in the text and told to skip, as are
+// blocks of other types.
+func blocksContent(raw json.RawMessage, skip func(kind string)) (string, []transcript.Image) {
 	var parts []string
+	var images []transcript.Image
 	for _, b := range parseBlocks(raw, skip) {
 		switch b.Type {
 		case "text":
 			parts = append(parts, b.Text)
 		case "image":
+			if im, err := agents.DecodeImage(b.MimeType, b.Data); err == nil {
+				images = append(images, im)
+				continue
+			}
+			skip(agents.SkipImage)
 			parts = append(parts, "[image: "+b.MimeType+"]")
 		default:
 			skip(cmp.Or(b.Type, "untyped") + " block")
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), images
 }
 
 // bashText is pi's bashExecutionToText, the text the model sees.

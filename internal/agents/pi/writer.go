@@ -88,6 +88,7 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 // it at once, whatever came in between in the source.
 func render(sid, targetModel string, msgs []transcript.Message, now time.Time) ([]entry, time.Time) {
 	results, calls := repair.IndexCalls(msgs)
+	resultImages := repair.ResultImages(msgs)
 	var out []entry
 	var start, last time.Time
 	when := func(m *transcript.Message) time.Time {
@@ -141,7 +142,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			isErr := true
 			if res != nil {
 				isErr = res.IsError
-				r.Content = textBlocks(res.Output)
+				r.Content = contentBlocks(res.Output, resultImages[c.ID])
 				if res.ExitCode != nil {
 					r.Details, _ = json.Marshal(map[string]int32{"exitCode": *res.ExitCode})
 				}
@@ -173,7 +174,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		case transcript.KindUser:
 			flush()
 			t := when(m)
-			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(m.Text), Timestamp: msTime(t)}}, t)
+			push(entry{Type: "message", Message: &message{Role: "user", Content: contentBlocks(m.Text, m.Images), Timestamp: msTime(t)}}, t)
 		case transcript.KindNotice:
 			flush()
 			if m.NoticeType == transcript.NoticeCompactionSummary {
@@ -245,8 +246,22 @@ type toolCallBlock struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-func textBlocks(s string) json.RawMessage {
-	b, _ := json.Marshal([]textBlock{{Type: "text", Text: s}})
+func textBlocks(s string) json.RawMessage { return contentBlocks(s, nil) }
+
+// imageBlock is an image as pi stores it: base64 data and its MIME type.
+type imageBlock struct {
+	Type     string `json:"type"`
+	Data     string `json:"data"`
+	MimeType string `json:"mimeType"`
+}
+
+// contentBlocks is user-side content: the text, then the images.
+func contentBlocks(s string, images []transcript.Image) json.RawMessage {
+	bs := []any{textBlock{Type: "text", Text: s}}
+	for _, im := range images {
+		bs = append(bs, imageBlock{Type: "image", Data: agents.ImageBase64(im), MimeType: im.MediaType})
+	}
+	b, _ := json.Marshal(bs)
 	return b
 }
 

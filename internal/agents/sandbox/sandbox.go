@@ -77,6 +77,9 @@ func Setup(agent, home, baseURL string) (Sandbox, error) {
 				"compat":  map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
 				"models": []any{map[string]any{
 					"id": FakeModel, "name": "Fake Model", "contextWindow": 128000, "maxTokens": 4096,
+					// A model that reads images, as the ones people use
+					// do: pi replaces images with a note for one that does not.
+					"input": []string{"text", "image"},
 				}},
 			}},
 		})
