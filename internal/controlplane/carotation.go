@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // CA rotation with an overlap (kubeadm/Consul/Vault style), in three
@@ -161,17 +162,10 @@ func (s *Server) reloadCAs(every time.Duration) func(context.Context) {
 				})
 			})
 		}
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-changed:
-			}
+		tick.Loop{Every: every, Wake: changed}.Run(ctx, func() bool {
 			s.reloadCA(ctx)
-		}
+			return true
+		})
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // liveness ends the turns of nodes that went away. A node killed, crashed
@@ -65,27 +67,23 @@ func (l *liveness) run(ctx context.Context) {
 // that came back and went down again meanwhile.
 func (l *liveness) poll(ctx context.Context, check func(string, int64)) {
 	var up map[string]bool // nil until a look succeeded
-	t := time.NewTicker(l.s.cfg.LeaseTTL)
-	defer t.Stop()
-	for {
-		if nodes, err := l.s.store.ListNodes(ctx); err == nil {
-			now := make(map[string]bool, len(nodes))
-			for _, n := range nodes {
-				switch {
-				case n.Connected:
-					now[n.Name] = true
-				case up == nil || up[n.Name]:
-					check(n.Name, 0)
-				}
+	tick.Loop{Every: l.s.cfg.LeaseTTL, First: true}.Run(ctx, func() bool {
+		nodes, err := l.s.store.ListNodes(ctx)
+		if err != nil {
+			return true
+		}
+		now := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			switch {
+			case n.Connected:
+				now[n.Name] = true
+			case up == nil || up[n.Name]:
+				check(n.Name, 0)
 			}
-			up = now
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		up = now
+		return true
+	})
 }
 
 // endTurns marks failed the turns node still shows, unless it is back or

@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/peer"
+
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Each refused request is an audit line, but a client retrying without
@@ -95,21 +97,14 @@ func (r *refusalLog) sweep(now time.Time) {
 // run logs the suppressed counts every interval, and once more when ctx
 // ends.
 func (r *refusalLog) run(ctx context.Context, lg *zap.Logger) {
-	t := time.NewTicker(r.every)
-	defer t.Stop()
-	for {
-		now := time.Now()
-		select {
-		case <-ctx.Done():
-		case now = <-t.C:
-		}
-		for peer, n := range r.flush(now) {
+	logAll := func() bool {
+		for peer, n := range r.flush(time.Now()) {
 			lg.Warn("requests refused (lines suppressed)", zap.String("peer", peer), zap.Int("suppressed", n), zap.Duration("within", r.every))
 		}
-		if ctx.Err() != nil {
-			return
-		}
+		return true
 	}
+	tick.Every(ctx, r.every, logAll)
+	logAll()
 }
 
 // peerHost names a call's peer by its IP ("" when unknown).

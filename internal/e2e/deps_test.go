@@ -33,21 +33,24 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 	}
 }
 
-// The fleet's account, usage-window and limit types are a leaf: the
-// runner, the node, the store, the wire and the fleet share them, so they
-// import nothing of cast's (and nothing of etcd's or gRPC's).
-func TestQuotaIsALeaf(t *testing.T) {
+// Leaves import nothing of cast's (and nothing of etcd's or gRPC's): the
+// fleet's account, usage-window and limit types (internal/quota), shared by
+// the runner, the node, the store, the wire and the fleet; and the one
+// ticker loop (internal/tick) behind every periodic job.
+func TestLeavesImportNothing(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
-	cmd := exec.Command("go", "list", "-deps", "./internal/quota")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if first, _, _ := strings.Cut(dep, "/"); dep != "github.com/cast-dev/cast/internal/quota" && strings.Contains(first, ".") {
-			t.Errorf("internal/quota depends on %s", dep)
+	for _, leaf := range []string{"internal/quota", "internal/tick"} {
+		cmd := exec.Command("go", "list", "-deps", "./"+leaf)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", leaf, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if first, _, _ := strings.Cut(dep, "/"); dep != "github.com/cast-dev/cast/"+leaf && strings.Contains(first, ".") {
+				t.Errorf("%s depends on %s", leaf, dep)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // OnParked handles a turn that parked on a usage limit while the agent's
@@ -96,18 +97,12 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 // activated again (the window reset: nodes rewrite the store and run their
 // parked turns), and a limited active account gives way to one with room.
 func (mg *Manager) Run(ctx context.Context) {
-	t := time.NewTicker(mg.cfg.Sweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, mg.cfg.Sweep, func() bool {
 		if err := mg.Sweep(ctx); err != nil && ctx.Err() == nil {
 			mg.lg.Warn("fleet sweep failed", zap.Error(err))
 		}
-	}
+		return true
+	})
 }
 
 // Sweep checks every agent's active account once (Run calls it).

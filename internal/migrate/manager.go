@@ -21,6 +21,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Store is what the manager needs from the store.
@@ -165,26 +166,20 @@ func (mg *Manager) Run(ctx context.Context) {
 // adoptUntil claims and runs orphaned migrations until ctx ends or the
 // lease is lost.
 func (mg *Manager) adoptUntil(ctx context.Context, lost <-chan struct{}) {
-	t := time.NewTicker(mg.cfg.AdoptEvery)
-	defer t.Stop()
-	for {
-		if list, err := mg.st.UnrunMigrations(ctx); err != nil {
+	tick.Loop{Every: mg.cfg.AdoptEvery, First: true, Stop: lost}.Run(ctx, func() bool {
+		list, err := mg.st.UnrunMigrations(ctx)
+		if err != nil {
 			mg.lg.Debug("list migrations to adopt failed", zap.Error(err))
-		} else {
-			for _, m := range list {
-				if !terminal(m.State) {
-					mg.launch(m.Id, true)
-				}
+		}
+		for _, m := range list {
+			if !terminal(m.State) {
+				mg.launch(m.Id, true)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-lost:
-			mg.lg.Warn("migration runner lease lost; taking a new one")
-			return
-		case <-t.C:
-		}
+		return true
+	})
+	if ctx.Err() == nil { // only the lease's loss ends the loop early
+		mg.lg.Warn("migration runner lease lost; taking a new one")
 	}
 }
 

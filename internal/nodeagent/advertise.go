@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // DefaultReadinessInterval is how often a connected node looks at its
@@ -42,25 +43,18 @@ func (a *Agent) advertiseNow() {
 // sent (sent: the hello's list). A send error ends it; the stream's own
 // loop sees the broken stream.
 func (a *Agent) advertise(ctx context.Context, sent []*castv1.AgentInstall, send func(*castv1.ConnectRequest) error) {
-	t := time.NewTicker(a.cfg.ReadinessInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-a.recheck:
-		}
+	tick.Loop{Every: a.cfg.ReadinessInterval, Wake: a.recheck}.Run(ctx, func() bool {
 		now := a.readiness()
 		if slices.EqualFunc(now, sent, func(x, y *castv1.AgentInstall) bool { return proto.Equal(x, y) }) {
-			continue
+			return true
 		}
 		if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_NodeInfo{NodeInfo: &castv1.NodeInfo{Agents: now}}}); err != nil {
-			return
+			return false
 		}
 		a.lg.Info("agents changed; told the control plane", zap.Int("ready", countReady(now)))
 		sent = now
-	}
+		return true
+	})
 }
 
 func countReady(list []*castv1.AgentInstall) int {

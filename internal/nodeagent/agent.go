@@ -29,6 +29,7 @@ import (
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -324,7 +325,7 @@ func endWhenSilent(ctx context.Context, ttl time.Duration, waiting *atomic.Int64
 	if ttl <= 0 {
 		return
 	}
-	every(ctx, ttl/8, func() bool {
+	tick.Every(ctx, ttl/8, func() bool {
 		since := waiting.Load()
 		if since == 0 {
 			return true
@@ -337,35 +338,20 @@ func endWhenSilent(ctx context.Context, ttl time.Duration, waiting *atomic.Int64
 	})
 }
 
-// every calls fn every d until ctx ends or fn returns false.
-func every(ctx context.Context, d time.Duration, fn func() bool) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !fn() {
-			return
-		}
+// heartbeat sends a numbered heartbeat every d until ctx ends or a send
+// fails.
+func heartbeat(ctx context.Context, d time.Duration, send func(*castv1.ConnectRequest) error) error {
+	var seq int64
+	var err error
+	tick.Every(ctx, d, func() bool {
+		seq++
+		err = send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
-}
-
-func heartbeat(ctx context.Context, every time.Duration, send func(*castv1.ConnectRequest) error) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for seq := int64(1); ; seq++ {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}); err != nil {
-				return err
-			}
-		}
-	}
+	return ctx.Err()
 }
 
 // handle applies one command to the node's state.
@@ -502,7 +488,7 @@ func (a *Agent) unrecordedReason(err error) string {
 // turn the node cannot record as delivered could run twice after a
 // restart.
 func (a *Agent) recordAgain(ctx context.Context) {
-	every(ctx, 500*time.Millisecond, func() bool {
+	tick.Every(ctx, 500*time.Millisecond, func() bool {
 		if now, err := a.st.catchUp(); err == nil && now {
 			a.lg.Info("node state written again; resuming held sessions")
 			for _, id := range a.st.ids() {

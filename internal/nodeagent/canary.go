@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/canary"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // checkAgents runs the conformance canary (internal/canary) for each
@@ -44,7 +45,7 @@ func (a *Agent) checkAgents(ctx context.Context) {
 		return true
 	}
 	look()
-	every(ctx, a.cfg.ReadinessInterval, look)
+	tick.Every(ctx, a.cfg.ReadinessInterval, look)
 }
 
 // checkAgent checks one installed version unless it has verdicts already.

@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // With TLS a node proves who it is with a client certificate for its own
@@ -142,7 +143,7 @@ func (a *Agent) endWhenRotated(ctx context.Context, waiting *atomic.Int64, end f
 		return
 	case <-a.rotate:
 	}
-	every(ctx, 20*time.Millisecond, func() bool {
+	tick.Every(ctx, 20*time.Millisecond, func() bool {
 		if waiting.Load() == 0 {
 			return true
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Token custody on the node (--token-custody; docs/token-custody.md): the
@@ -223,21 +224,14 @@ func (a *Agent) custodyLoop(ctx context.Context) {
 	if every <= 0 {
 		every = time.Minute
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	tick.Loop{Every: every, First: true, Wake: a.custodyKick}.Run(ctx, func() bool {
 		for _, agent := range agents.FleetAgents() {
 			if acc := a.custodyAccount(agent); acc != "" && a.custodyCovers(agent) {
 				a.custodyTick(ctx, agent, acc)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-a.custodyKick:
-		}
-	}
+		return true
+	})
 }
 
 func (a *Agent) custodyTick(ctx context.Context, agent, account string) {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/worktree"
 )
 
@@ -274,7 +275,7 @@ func (a *Agent) cutOff() (time.Duration, bool) {
 // it runs here. Turns start again only once reconnected (a turn start is a
 // fenced write that needs the control plane anyway).
 func (a *Agent) selfFence(ctx context.Context) {
-	every(ctx, 250*time.Millisecond, func() bool {
+	tick.Every(ctx, 250*time.Millisecond, func() bool {
 		if silent, cut := a.cutOff(); cut {
 			if n := a.workers.abandonAll(); n > 0 {
 				a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",

@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // probes is what running each agent's CLI once said (node --probe): the
@@ -122,9 +123,7 @@ func (a *Agent) probeAgents(ctx context.Context) {
 	// mid-probe leaves nothing behind for long.
 	dir := filepath.Join(a.cfg.DataDir, "probe")
 	_ = os.RemoveAll(dir)
-	t := time.NewTicker(a.cfg.ReadinessInterval)
-	defer t.Stop()
-	for {
+	tick.Loop{Every: a.cfg.ReadinessInterval, First: true, Wake: a.probes.kick}.Run(ctx, func() bool {
 		changed := false
 		for _, in := range a.cfg.Readiness() {
 			if ctx.Err() == nil && a.probes.due(in) && a.probeAgent(ctx, in, dir) {
@@ -134,13 +133,8 @@ func (a *Agent) probeAgents(ctx context.Context) {
 		if changed {
 			a.advertiseNow()
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-a.probes.kick:
-		}
-	}
+		return true
+	})
 }
 
 // probeNow probes every agent whose CLI the runner drives, due or not

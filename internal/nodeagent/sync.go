@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -85,17 +86,10 @@ func (s *syncer) emit(m transcript.Message) {
 
 func (s *syncer) loop() {
 	defer close(s.done)
-	t := time.NewTicker(300 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.kick:
-		case <-t.C:
-		}
+	tick.Loop{Every: 300 * time.Millisecond, Wake: s.kick, Stop: s.stop}.Run(context.Background(), func() bool {
 		s.flush(context.Background())
-	}
+		return true
+	})
 }
 
 // flush appends what is pending; a transient failure keeps it for later.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // What a node trusts in the control plane: the CA of --ca-pin for its
@@ -83,7 +84,7 @@ func (a *Agent) followBundle(ctx context.Context) {
 	if d <= 0 {
 		d = DefaultBundleInterval
 	}
-	every(ctx, d, func() bool {
+	tick.Every(ctx, d, func() bool {
 		a.syncBundle(ctx)
 		return true
 	})
