@@ -158,7 +158,7 @@ func workspaceProblem(err error, sess *castv1.Session) string {
 		return err.Error()
 	}
 	switch we.Kind {
-	case workspace.KindInvalidPath:
+	case workspace.KindInvalid:
 		if sess.Cwd == "" {
 			return "the session has no working directory; only its transcript is summarized"
 		}

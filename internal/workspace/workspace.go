@@ -26,24 +26,35 @@ const (
 	maxOutput         = 32 << 20 // bytes of git output read at most
 )
 
-// ErrorKind says why a workspace cannot be inspected.
+// ErrorKind says why git work failed: a workspace that cannot be
+// inspected, or a work tree that cannot be exported or imported
+// (internal/worktree). It is the one kind of every git error cast reports.
 type ErrorKind int
 
 const (
-	KindInvalidPath ErrorKind = iota + 1 // empty or relative path
-	KindNotFound                         // the path does not exist on this machine
-	KindNotDir                           // the path is not a directory
-	KindNotRepo                          // not inside a git work tree
-	KindUntrusted                        // git refuses the repository (safe.directory)
-	KindNoGit                            // no git binary on PATH
-	KindTimeout                          // git did not answer in time
-	KindGit                              // git failed otherwise
+	KindInvalid    ErrorKind = iota + 1 // bad argument: empty or relative path, bad manifest, bad path map
+	KindNotFound                        // the path does not exist on this machine
+	KindNotDir                          // the path is not a directory
+	KindNotRepo                         // not a git work tree (or, to worktree, not its top-level directory)
+	KindUntrusted                       // git refuses the repository (safe.directory)
+	KindNoGit                           // no git binary on PATH
+	KindTimeout                         // git did not answer in time
+	KindGit                             // git failed otherwise
+	KindNoCommits                       // the repository has no commit yet
+	KindInProgress                      // a merge, rebase, cherry-pick or revert is under way
+	KindShallow                         // a shallow clone cannot be bundled whole
+	KindDirty                           // the destination has changes of its own
+	KindDiverged                        // the destination branch has commits the source lacks
+	KindNotEmpty                        // the destination exists but is neither empty nor a repository
+	KindBundle                          // the bundle is missing or does not hold what the manifest says
 )
 
 var kindNames = map[ErrorKind]string{
-	KindInvalidPath: "invalid_path", KindNotFound: "not_found", KindNotDir: "not_dir",
+	KindInvalid: "invalid", KindNotFound: "not_found", KindNotDir: "not_dir",
 	KindNotRepo: "not_repo", KindUntrusted: "untrusted", KindNoGit: "no_git",
 	KindTimeout: "timeout", KindGit: "git",
+	KindNoCommits: "no_commits", KindInProgress: "in_progress", KindShallow: "shallow", KindDirty: "dirty",
+	KindDiverged: "diverged", KindNotEmpty: "not_empty", KindBundle: "bundle",
 }
 
 func (k ErrorKind) String() string {
@@ -152,17 +163,17 @@ func Open(ctx context.Context, dir string, timeout time.Duration) (*Repo, error)
 		timeout = DefaultTimeout
 	}
 	if dir == "" {
-		return nil, &Error{Kind: KindInvalidPath, Msg: "no working directory given"}
+		return nil, &Error{Kind: KindInvalid, Msg: "no working directory given"}
 	}
 	if !filepath.IsAbs(dir) {
-		return nil, &Error{Kind: KindInvalidPath, Path: dir, Msg: "not an absolute path"}
+		return nil, &Error{Kind: KindInvalid, Path: dir, Msg: "not an absolute path"}
 	}
 	real, err := filepath.EvalSymlinks(filepath.Clean(dir))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, &Error{Kind: KindNotFound, Path: dir, Msg: "does not exist on this machine", Err: err}
 		}
-		return nil, &Error{Kind: KindInvalidPath, Path: dir, Msg: err.Error(), Err: err}
+		return nil, &Error{Kind: KindInvalid, Path: dir, Msg: err.Error(), Err: err}
 	}
 	fi, err := os.Stat(real)
 	if err != nil {

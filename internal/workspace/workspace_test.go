@@ -282,8 +282,8 @@ func TestOpenErrors(t *testing.T) {
 		dir  string
 		kind ErrorKind
 	}{
-		{"empty", "", KindInvalidPath},
-		{"relative", "some/dir", KindInvalidPath},
+		{"empty", "", KindInvalid},
+		{"relative", "some/dir", KindInvalid},
 		{"missing", filepath.Join(plain, "gone"), KindNotFound},
 		{"a file", file, KindNotDir},
 		{"not a repository", plain, KindNotRepo},

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // Clean leaves the source's work tree clean once its state has moved with
@@ -12,11 +13,11 @@ import (
 // left that looks like work still to do here. It stashes only while dir
 // holds exactly the exported state, the same HEAD, branch, index and work
 // tree: anything done there since is left as it is, with an error of kind
-// KindDirty that says so. It reports whether it stashed; m without
+// workspace.KindDirty that says so. It reports whether it stashed; m without
 // changes needs nothing.
 func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error) {
 	if why := validStash(Stash{Commit: m.Commit, Message: msg}); why != "" || msg == "" {
-		return false, &Error{Kind: KindInvalid, Path: dir, Msg: "bad clean request: " + why}
+		return false, &Error{Kind: workspace.KindInvalid, Path: dir, Msg: "bad clean request: " + why}
 	}
 	if m.Snapshot == "" {
 		return false, nil
@@ -33,7 +34,7 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 			return retry.Stop(err)
 		}
 		_, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "--include-untracked", "--message="+msg)
-		if err != nil && !IsKind(err, KindGit) {
+		if err != nil && !IsKind(err, workspace.KindGit) {
 			return retry.Stop(err)
 		}
 		return err
@@ -42,7 +43,7 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 }
 
 // unchangedSince says whether the work tree still holds the state m
-// recorded (KindDirty when not).
+// recorded (workspace.KindDirty when not).
 func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 	head, err := r.git(ctx, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
@@ -57,7 +58,7 @@ func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 		return err
 	}
 	if head != m.Commit || branch != m.Branch || index != m.Index || snap != m.Snapshot {
-		return &Error{Kind: KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
+		return &Error{Kind: workspace.KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package worktree
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // Mapping says that checkouts under From on the source machine live under
@@ -23,7 +25,7 @@ func ParsePathMap(specs []string) (PathMap, error) {
 	for _, s := range specs {
 		from, to, ok := strings.Cut(s, "=")
 		bad := func(msg string) error {
-			return &Error{Kind: KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
+			return &Error{Kind: workspace.KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
 		}
 		switch {
 		case !ok:

@@ -3,6 +3,8 @@ package worktree
 import (
 	"reflect"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/workspace"
 )
 
 func TestParsePathMap(t *testing.T) {
@@ -26,8 +28,8 @@ func TestParsePathMap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParsePathMap(c.specs)
 			if c.bad {
-				if !IsKind(err, KindInvalid) {
-					t.Fatalf("err = %v, want KindInvalid", err)
+				if !IsKind(err, workspace.KindInvalid) {
+					t.Fatalf("err = %v, want workspace.KindInvalid", err)
 				}
 				return
 			}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // roundTrip exports src, imports into dst and checks dst matches: HEAD,
@@ -151,16 +153,16 @@ func TestImportRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, dst string)
-		kind  ErrorKind
+		kind  workspace.ErrorKind
 		hint  string
 	}{
-		{"local changes", func(t *testing.T, dst string) { write(t, dst, "a.txt", "local work\n") }, KindDirty, "stash"},
-		{"untracked file", func(t *testing.T, dst string) { write(t, dst, "mine.txt", "x\n") }, KindDirty, "commit, stash or remove"},
+		{"local changes", func(t *testing.T, dst string) { write(t, dst, "a.txt", "local work\n") }, workspace.KindDirty, "stash"},
+		{"untracked file", func(t *testing.T, dst string) { write(t, dst, "mine.txt", "x\n") }, workspace.KindDirty, "commit, stash or remove"},
 		{"diverged branch", func(t *testing.T, dst string) {
 			write(t, dst, "mine.txt", "x\n")
 			commit(t, dst, "local only")
-		}, KindDiverged, "rename"},
-		{"not a repo", func(t *testing.T, dst string) { os.RemoveAll(filepath.Join(dst, ".git")) }, KindNotEmpty, "new or empty directory"},
+		}, workspace.KindDiverged, "rename"},
+		{"not a repo", func(t *testing.T, dst string) { os.RemoveAll(filepath.Join(dst, ".git")) }, workspace.KindNotEmpty, "new or empty directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -170,7 +172,7 @@ func TestImportRefusals(t *testing.T) {
 			c.setup(t, dst)
 			before := files(t, dst)
 			var head string
-			if c.kind != KindNotEmpty {
+			if c.kind != workspace.KindNotEmpty {
 				head = state(t, dst)
 			}
 			bundle := filepath.Join(t.TempDir(), "wt.bundle")
@@ -185,7 +187,7 @@ func TestImportRefusals(t *testing.T) {
 			if after := files(t, dst); !reflect.DeepEqual(after, before) {
 				t.Errorf("refused import changed files: %v -> %v", before, after)
 			}
-			if c.kind != KindNotEmpty && state(t, dst) != head {
+			if c.kind != workspace.KindNotEmpty && state(t, dst) != head {
 				t.Error("refused import changed the repository")
 			}
 		})
@@ -229,19 +231,19 @@ func TestImportBadManifest(t *testing.T) {
 		"stash newline":      {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: good.Commit, Message: "x\n[core]"}}},
 		"stash commit":       {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: "stash@{0}", Message: "x"}}},
 	} {
-		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !IsKind(err, KindInvalid) {
-			t.Errorf("%s: Import = %v, want KindInvalid", name, err)
+		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !IsKind(err, workspace.KindInvalid) {
+			t.Errorf("%s: Import = %v, want workspace.KindInvalid", name, err)
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "d")
-	if err := Import(ctx, bundle, dst, other); !IsKind(err, KindBundle) {
-		t.Errorf("wrong commit: Import = %v, want KindBundle", err)
+	if err := Import(ctx, bundle, dst, other); !IsKind(err, workspace.KindBundle) {
+		t.Errorf("wrong commit: Import = %v, want workspace.KindBundle", err)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("failed import left %s behind", dst)
 	}
-	if err := Import(ctx, bundle, dst, missing); !IsKind(err, KindBundle) {
-		t.Errorf("stash not in the bundle: Import = %v, want KindBundle", err)
+	if err := Import(ctx, bundle, dst, missing); !IsKind(err, workspace.KindBundle) {
+		t.Errorf("stash not in the bundle: Import = %v, want workspace.KindBundle", err)
 	}
 }
 
@@ -249,16 +251,16 @@ func TestCheck(t *testing.T) {
 	isolate(t)
 	ctx := context.Background()
 	plain := t.TempDir()
-	if err := Check(ctx, plain); !IsKind(err, KindNotRepo) || !strings.Contains(err.Error(), "git init") {
-		t.Errorf("plain dir: Check = %v, want KindNotRepo", err)
+	if err := Check(ctx, plain); !IsKind(err, workspace.KindNotRepo) || !strings.Contains(err.Error(), "git init") {
+		t.Errorf("plain dir: Check = %v, want workspace.KindNotRepo", err)
 	}
 	empty := t.TempDir()
 	gitT(t, empty, "init", "-q", "-b", "main")
-	if err := Check(ctx, empty); !IsKind(err, KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
-		t.Errorf("no commits: Check = %v, want KindNoCommits", err)
+	if err := Check(ctx, empty); !IsKind(err, workspace.KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
+		t.Errorf("no commits: Check = %v, want workspace.KindNoCommits", err)
 	}
-	if err := Check(ctx, "relative"); !IsKind(err, KindInvalid) {
-		t.Errorf("relative: Check = %v, want KindInvalid", err)
+	if err := Check(ctx, "relative"); !IsKind(err, workspace.KindInvalid) {
+		t.Errorf("relative: Check = %v, want workspace.KindInvalid", err)
 	}
 	merging := newRepo(t)
 	gitT(t, merging, "checkout", "-q", "-b", "side", "HEAD~1")
@@ -267,8 +269,8 @@ func TestCheck(t *testing.T) {
 	gitT(t, merging, "checkout", "-q", "main")
 	cmd := []string{"merge", "-q", "side"}
 	_ = runGit(merging, cmd...) // conflicts, by design
-	if err := Check(ctx, merging); !IsKind(err, KindInProgress) || !strings.Contains(err.Error(), "abort") {
-		t.Errorf("merging: Check = %v, want KindInProgress", err)
+	if err := Check(ctx, merging); !IsKind(err, workspace.KindInProgress) || !strings.Contains(err.Error(), "abort") {
+		t.Errorf("merging: Check = %v, want workspace.KindInProgress", err)
 	}
 	good := newRepo(t)
 	write(t, good, "sub/x.txt", "x\n")
@@ -308,8 +310,8 @@ func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
 	if m, err = Export(ctx, src, bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := Import(ctx, bundle, dst, m); !IsKind(err, KindDirty) {
-		t.Fatalf("import of a different state over local changes: err = %v, want KindDirty", err)
+	if err := Import(ctx, bundle, dst, m); !IsKind(err, workspace.KindDirty) {
+		t.Fatalf("import of a different state over local changes: err = %v, want workspace.KindDirty", err)
 	}
 }
 
@@ -495,8 +497,8 @@ func TestCleanSource(t *testing.T) {
 	}
 	const msg = "cast: moved to linux-1 (migration m1)"
 	write(t, src, "late.txt", "written after the export\n")
-	if ok, err := Clean(ctx, src, m, msg); ok || !IsKind(err, KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
-		t.Fatalf("Clean after a later change = %v, %v; want KindDirty", ok, err)
+	if ok, err := Clean(ctx, src, m, msg); ok || !IsKind(err, workspace.KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
+		t.Fatalf("Clean after a later change = %v, %v; want workspace.KindDirty", ok, err)
 	}
 	if got := status(t, src); !strings.Contains(got, "?? late.txt") || !strings.Contains(got, "MM b.txt") {
 		t.Fatalf("refused Clean changed the source:\n%s", got)
