@@ -1,6 +1,9 @@
-// Package controlplane is cast's gRPC control plane: thin handlers that
-// validate requests, call the store (the core that knows nothing of gRPC)
-// and map its typed errors to statuses in one place (status.go).
+// Package controlplane is cast's gRPC control plane: handlers that validate
+// requests, call the cores that know nothing of gRPC (store, moves,
+// migrate, fleet, archive, authz, ...) and map their typed errors to
+// statuses in one place (status.go); the node streams' relay and dispatch;
+// and, not yet in cores of their own, CA rotation, etcd auth and workspace
+// requests.
 package controlplane
 
 import (

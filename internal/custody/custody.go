@@ -14,7 +14,7 @@
 // before it expires, and never writes a snapshot back. A file a CLI
 // rewrote on its own is reported, and kept only if it is newer.
 //
-// This package is a leaf the node may link (no etcd); the agents'
+// This package imports no etcd, so the node may link it; the agents'
 // credential files are read through Format, implemented per agent in
 // internal/agents/<name> and looked up in internal/agents/codecs.
 package custody

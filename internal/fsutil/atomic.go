@@ -1,6 +1,8 @@
 // Package fsutil writes files the way cast's state, credential and native
 // transcript files must be written: atomically (a unique temp sibling,
-// fsync, rename, fsync dir) and private.
+// fsync, rename, fsync dir) and private; and guards the paths around them:
+// a daemon's exclusive lock on its data dir (LockDir) and whether a path
+// lies inside a folder, symlinks resolved (Within).
 package fsutil
 
 import (

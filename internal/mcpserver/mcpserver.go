@@ -2,7 +2,8 @@
 // registers in the agents it launches. It gives the agent a read-only tool
 // to page its thread's history, and the permission tool Claude Code's
 // --permission-prompt-tool calls, which waits on a person through the
-// control plane (`cast approve` / `cast deny`).
+// control plane (`cast approve` / `cast deny`). Call runs one of those tools
+// in process (`cast mcp call`) for agents without an MCP client.
 package mcpserver
 
 import (

@@ -1,6 +1,12 @@
-// Package moves holds the session moves that do not need a model call:
-// switch in place and fork. It knows nothing of gRPC or etcd; the Store it
-// needs is declared here and implemented by internal/store.
+// Package moves holds the moves of a session within the control plane:
+// switch in place, fork, merge (a fork's work back to its parent) and
+// handoff (a new session seeded by a brief a small model writes through
+// the Briefer it is given), plus a worker's reports to its parent. A
+// switch or fork into a CLI whose canary failed becomes a handoff. It
+// knows nothing of gRPC. It reaches etcd only through the Store declared
+// here and implemented by internal/store, but takes store's fence and
+// request types (Guard, CreateParams, Op*), so it links clientv3 for them.
+// Moving a session to another node is internal/migrate's.
 package moves
 
 import (

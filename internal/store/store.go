@@ -1,4 +1,7 @@
-// Package store is cast's state in etcd and the only importer of clientv3.
+// Package store is cast's state in etcd; every core reaches etcd through
+// it. Besides store, only token custody's record (internal/custody/vault,
+// which CustodyEtcd hands store's client) and the test harness import
+// clientv3.
 //
 // Key schema (all under Config.Prefix, default "/cast/v1/"):
 //
@@ -12,12 +15,17 @@
 //	                      client id (idempotent appends; see cidRecord)
 //	owners/{s}            owner node name; its ModRevision is the fencing token
 //	nodesessions/{n}/{s}  index: sessions owned by node n
-//	requests/{rid}        session id created for a request id
+//	unowned/{s}           index: sessions stored while no node was connected
+//	ops/{s}/{op}          an operation asked of the session's owner (leased)
+//	perms/{s}/{rid}       a permission request and its answer
+//	reqids/{rid}          session id created for a request id
 //	nodes/{n}             castv1.Node record
 //	nodeconn/{n}          liveness, bound to the node's lease
+//	nodelabels/{n}        the node's admin labels (`cast node label`)
 //	fences/{s}            migration id; present iff a migration fences s
 //	migrations/{m}        castv1.Migration header (sessions in migsessions/)
 //	migsessions/{m}/{s}   castv1.MigrationSession: one session's progress
+//	migrunners/{m}        the replica running migration m (leased)
 //	nodecmds/{n}/{id}     castv1.Command for node n (leased), relayed by the
 //	                      replica holding n's stream
 //	worktrees/{m}/{s}/... a migrating session's work tree bundle, in chunks
@@ -25,6 +33,13 @@
 //	accounts/{a}/{name}   fleet account of agent a (credential sealed)
 //	activeaccounts/{a}    the account agent a's shared credential store holds
 //	credgrants/{n}/{h}    one-time grant (by hash) for node n to fetch a credential
+//	accountchoices/{a}    a pending account choice of agent a (the ask policy)
+//	fleetreservations/{a}/{s} the account a running fleet turn reserved (leased)
+//	agentchecks/{a}/{v}/{c} canary verdict per agent, CLI version and capability
+//	certissues/{c}/{pin}  the latest certificate issued to credential c
+//	authtokens/ authnames/ authnodes/ jointokens/ authbootstrap tlsca
+//	                      credentials (by hash) and the TLS CA (see auth.go)
+//	custody/...           token custody's record, kept by internal/custody/vault
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.

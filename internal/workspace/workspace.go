@@ -1,9 +1,13 @@
-// Package workspace inspects a session's git working directory read-only:
+// Package workspace is cast's git runner and its inspection of a
+// session's working directory. Git and GitInput run every git command cast
+// runs, reading or writing (internal/worktree's bundles, the node's `git
+// worktree add` and `remove`), as an argument list (never through a
+// shell), hardened the same way and with errors of one kind (ErrorKind).
+// Inspect (and Open's Repo) reads a working directory without changing it:
 // which files are changed now and which commits were made in a time
-// window. Git runs as an argument list (never through a shell), with no
-// pager, no prompts, no optional locks and a timeout, so inspecting a
-// workspace an agent is busy in neither blocks nor disturbs it. It knows
-// nothing of gRPC or etcd.
+// window, with no pager, no prompts, no optional locks and a timeout, so
+// inspecting a workspace an agent is busy in neither blocks nor disturbs
+// it. It knows nothing of gRPC or etcd.
 package workspace
 
 import (

@@ -1,0 +1,17 @@
+// Package agents is what cast knows of the coding-agent CLIs it drives,
+// and the kit their packages share.
+//
+// The contract: the registry (registry.go: every agent cast knows, Cursor
+// included, with its binary, capabilities, commands and fork cut;
+// login.go: how it keeps its login), the Codec (its native transcript's
+// Reader and Writer) and the Driver (how the runner runs its CLI headless
+// and follows a turn) that each agent package (internal/agents/claude,
+// codex, gemini, pi, opencode, grok, muse) registers; internal/agents/codecs
+// links them all. The kit:
+// JSONL and line readers, decode reports, token files, process groups,
+// install versions and titles, shared by those packages.
+//
+// Everything about one agent lives under this folder: code elsewhere asks
+// the registry or the driver and never switches on an agent's name
+// (names_test.go holds the tree to that).
+package agents
