@@ -1,7 +1,13 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,5 +58,222 @@ func TestLeavesImportNothing(t *testing.T) {
 				t.Errorf("%s depends on %s", leaf, dep)
 			}
 		}
+	}
+}
+
+// docs/architecture.md opens with a map of every package and the arrows
+// between them; this keeps it true. Each package line is indented two
+// spaces: name, what it is, then "→" and the cast packages it imports,
+// less the arrows a path of others implies and those into the foundation
+// (the group whose header starts "foundation"), which must import nothing
+// outside itself.
+func TestArchitectureMap(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn, foundation, err := parseMap(string(doc))
+	if err != nil {
+		t.Fatalf("docs/architecture.md: %v", err)
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./cmd/...", "./internal/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := ownImports(string(out))
+	for _, problem := range checkMap(drawn, foundation, imports) {
+		t.Errorf("docs/architecture.md's map: %s", problem)
+	}
+}
+
+// parseMap reads the map's block: package name to the arrows drawn from
+// it, and the foundation's packages.
+func parseMap(doc string) (drawn map[string][]string, foundation map[string]bool, err error) {
+	_, rest, ok := strings.Cut(doc, "## Map\n")
+	if !ok {
+		return nil, nil, errors.New(`no "## Map" section`)
+	}
+	_, rest, ok = strings.Cut(rest, "```\n")
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		return nil, nil, errors.New("the map section has no ``` block")
+	}
+	drawn, foundation = map[string][]string{}, map[string]bool{}
+	inFoundation := false
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			inFoundation = strings.HasPrefix(line, "foundation")
+			continue
+		}
+		left, arrows, _ := strings.Cut(line, "→")
+		name := strings.Fields(left)[0]
+		if _, dup := drawn[name]; dup {
+			return nil, nil, fmt.Errorf("%s has two lines", name)
+		}
+		drawn[name] = []string{}
+		for _, a := range strings.Fields(arrows) {
+			drawn[name] = append(drawn[name], expandBraces(a)...)
+		}
+		if inFoundation {
+			foundation[name] = true
+		}
+	}
+	return drawn, foundation, nil
+}
+
+// expandBraces turns agents/{claude,codex} into agents/claude agents/codex.
+func expandBraces(s string) []string {
+	head, rest, ok := strings.Cut(s, "{")
+	alts, tail, closed := strings.Cut(rest, "}")
+	if !ok || !closed {
+		return []string{s}
+	}
+	var out []string
+	for _, a := range strings.Split(alts, ",") {
+		out = append(out, head+a+tail)
+	}
+	return out
+}
+
+// ownImports maps each package of `go list`'s lines (path, then imports)
+// to the cast packages it imports, by the map's short names (internal/
+// left out).
+func ownImports(list string) map[string][]string {
+	const module = "github.com/cast-dev/cast/"
+	short := func(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, module), "internal/") }
+	out := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		f := strings.Fields(line)
+		pkg := short(f[0])
+		out[pkg] = []string{}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, module) {
+				out[pkg] = append(out[pkg], short(imp))
+			}
+		}
+	}
+	return out
+}
+
+// checkMap compares the drawn arrows with the imports: every package has
+// a line and every line a package; the foundation imports only itself;
+// and each package's arrows are its imports (less the foundation's, for a
+// package outside it) that no path through its other imports reaches.
+func checkMap(drawn map[string][]string, foundation map[string]bool, imports map[string][]string) []string {
+	var problems []string
+	reach := func(from string) map[string]bool {
+		seen := map[string]bool{}
+		stack := slices.Clone(imports[from])
+		for len(stack) > 0 {
+			p := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !seen[p] {
+				seen[p] = true
+				stack = append(stack, imports[p]...)
+			}
+		}
+		return seen
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
+		arrows, ok := drawn[pkg]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s has no line", pkg))
+			continue
+		}
+		var direct []string
+		for _, imp := range imports[pkg] {
+			switch {
+			case foundation[pkg] && !foundation[imp]:
+				problems = append(problems, fmt.Sprintf("%s is in the foundation but imports %s, which is not", pkg, imp))
+			case foundation[pkg] || !foundation[imp]:
+				direct = append(direct, imp)
+			}
+		}
+		var want []string
+		for _, d := range direct {
+			implied := false
+			for _, other := range direct {
+				if other != d && reach(other)[d] {
+					implied = true
+				}
+			}
+			if !implied {
+				want = append(want, d)
+			}
+		}
+		slices.Sort(want)
+		got := slices.Sorted(slices.Values(arrows))
+		if !slices.Equal(got, want) {
+			problems = append(problems, fmt.Sprintf("%s → %s; its imports say → %s", pkg, strings.Join(got, " "), strings.Join(want, " ")))
+		}
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(drawn)) {
+		if _, ok := imports[pkg]; !ok {
+			problems = append(problems, fmt.Sprintf("%s has a line but is no package", pkg))
+		}
+	}
+	return problems
+}
+
+// The map's check fails on each way the map can go wrong.
+func TestArchitectureMapCheck(t *testing.T) {
+	t.Parallel()
+	imports := map[string][]string{
+		"cmd/x": {"core", "store", "errs"}, // store: implied through core
+		"core":  {"store", "errs"},
+		"store": {"errs"},
+		"errs":  {},
+	}
+	foundation := map[string]bool{"errs": true}
+	good := map[string][]string{"cmd/x": {"core"}, "core": {"store"}, "store": {}, "errs": {}}
+	for _, tc := range []struct {
+		name  string
+		edit  func(d map[string][]string, imp map[string][]string)
+		wants string // "" for no problem
+	}{
+		{"the true map", func(map[string][]string, map[string][]string) {}, ""},
+		{"a package without a line", func(d, _ map[string][]string) { delete(d, "store") }, "store has no line"},
+		{"a line without a package", func(d, _ map[string][]string) { d["gone"] = []string{} }, "gone has a line but is no package"},
+		{"an arrow missing", func(d, _ map[string][]string) { d["core"] = []string{} }, "core → ; its imports say → store"},
+		{"an arrow that is no import", func(d, _ map[string][]string) { d["store"] = []string{"core"} }, "store → core"},
+		{"an implied arrow drawn", func(d, _ map[string][]string) { d["cmd/x"] = []string{"core", "store"} }, "cmd/x → core store"},
+		{"the foundation importing outside it", func(_, imp map[string][]string) { imp["errs"] = []string{"store"} }, "errs is in the foundation but imports store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, imp := maps.Clone(good), maps.Clone(imports)
+			tc.edit(d, imp)
+			problems := checkMap(d, foundation, imp)
+			if tc.wants == "" {
+				if len(problems) > 0 {
+					t.Fatalf("problems %q, want none", problems)
+				}
+				return
+			}
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, tc.wants) }) {
+				t.Fatalf("problems %q, want one starting %q", problems, tc.wants)
+			}
+		})
+	}
+}
+
+// The map's parser reads names, arrows (braces expanded) and the
+// foundation's group.
+func TestParseMap(t *testing.T) {
+	t.Parallel()
+	doc := "# x\n\n## Map\n\ntext\n\n```\ncores\n  core     what it is   → a/{b,c} d\n  lone     no arrows\nfoundation: any\n  errs     typed errors\n```\n"
+	drawn, foundation, err := parseMap(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"core": {"a/b", "a/c", "d"}, "lone": {}, "errs": {}}
+	if !maps.EqualFunc(drawn, want, slices.Equal) || !maps.Equal(foundation, map[string]bool{"errs": true}) {
+		t.Fatalf("parseMap = %v, %v; want %v and errs the foundation", drawn, foundation, want)
+	}
+	if _, _, err := parseMap("# no map\n"); err == nil {
+		t.Fatal("parseMap of a doc without a map: no error")
 	}
 }
