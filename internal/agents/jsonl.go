@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // NewEncoder is a JSON encoder for native files: without HTML escaping,
@@ -32,6 +34,35 @@ func JSONLines[T any](head any, recs []T) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// WriteJSONL writes head and recs (as JSONLines) to path, private and in
+// one rename so the CLI never reads half a file: session sid's native
+// transcript.
+func WriteJSONL[T any](path, sid string, head any, recs []T) (Written, error) {
+	data, err := JSONLines(head, recs)
+	if err != nil {
+		return Written{}, err
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+		return Written{}, err
+	}
+	return Written{NativeID: sid, Path: path}, nil
+}
+
+// StringJSON reads content that may be a JSON string: "" and true for
+// nothing (empty or null), the string and true for a string, and false
+// for any other JSON, which the caller reads its own way.
+func StringJSON(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	return "", false
 }
 
 // RawJSON is v encoded as NewEncoder does, without the newline; orElse

@@ -190,11 +190,7 @@ type compacted struct {
 // textOf joins the text of a content value. Codex writes an array of parts;
 // a bare string is accepted too so a hand-edited file still reads.
 func textOf(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := agents.StringJSON(raw); ok {
 		return s
 	}
 	var parts []json.RawMessage

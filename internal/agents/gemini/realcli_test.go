@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,38 +12,6 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// want matches one item the model must have received.
-type want struct {
-	role, kind string
-	text       string // substring of the text (or tool output)
-	tool, id   string // tool name and call id, for tool items
-}
-
-// assertInOrder checks that every want appears in items, in this order.
-func assertInOrder(t *testing.T, items []fakemodel.Item, wants []want) {
-	t.Helper()
-	i := 0
-	for _, w := range wants {
-		found := false
-		for ; i < len(items); i++ {
-			it := items[i]
-			if it.Role == w.role && it.Kind == w.kind && strings.Contains(it.Text, w.text) &&
-				(w.tool == "" || it.ToolName == w.tool) && (w.id == "" || it.ToolCallID == w.id) {
-				found = true
-				i++
-				break
-			}
-		}
-		if !found {
-			var b strings.Builder
-			for _, it := range items {
-				b.WriteString("  " + it.String() + "\n")
-			}
-			t.Fatalf("the model never received %+v in order; it got:\n%s", w, b.String())
-		}
-	}
-}
 
 // foreignConversation is what another agent (Claude Code here) left in the
 // neutral copy: a Bash call, thinking, user text Gemini would drop, an
@@ -72,24 +39,24 @@ func foreignConversation() []transcript.Message {
 }
 
 // foreignWants is what the model must receive for foreignConversation.
-func foreignWants(escaped bool) []want {
+func foreignWants(escaped bool) []agenttest.Want {
 	u2, u3 := "/tmp/MARKER-U2", "?MARKER-U3"
 	if escaped {
 		u2, u3 = `\/tmp/MARKER-U2`, `\?MARKER-U3`
 	}
-	return []want{
-		{role: "user", kind: "text", text: "MARKER-U1"},
-		{role: "assistant", kind: "text", text: "MARKER-A1"},
-		{role: "assistant", kind: "tool_call", tool: "Bash", id: "toolu_01"},
-		{role: "tool", kind: "tool_result", text: "MARKER-TR", id: "toolu_01"},
-		{role: "assistant", kind: "text", text: "MARKER-A2"},
-		{role: "user", kind: "text", text: u2},
-		{role: "assistant", kind: "text", text: "MARKER-A3"},
-		{role: "user", kind: "text", text: u3},
-		{role: "assistant", kind: "tool_call", tool: "mcp__fs__read", id: "toolu_02"},
-		{role: "tool", kind: "tool_result", text: "no result was recorded", id: "toolu_02"},
-		{role: "assistant", kind: "text", text: "MARKER-A4"},
-		{role: "user", kind: "text", text: "MARKER-NEW"},
+	return []agenttest.Want{
+		{Role: "user", Kind: "text", Text: "MARKER-U1"},
+		{Role: "assistant", Kind: "text", Text: "MARKER-A1"},
+		{Role: "assistant", Kind: "tool_call", Tool: "Bash", ID: "toolu_01"},
+		{Role: "tool", Kind: "tool_result", Text: "MARKER-TR", ID: "toolu_01"},
+		{Role: "assistant", Kind: "text", Text: "MARKER-A2"},
+		{Role: "user", Kind: "text", Text: u2},
+		{Role: "assistant", Kind: "text", Text: "MARKER-A3"},
+		{Role: "user", Kind: "text", Text: u3},
+		{Role: "assistant", Kind: "tool_call", Tool: "mcp__fs__read", ID: "toolu_02"},
+		{Role: "tool", Kind: "tool_result", Text: "no result was recorded", ID: "toolu_02"},
+		{Role: "assistant", Kind: "text", Text: "MARKER-A4"},
+		{Role: "user", Kind: "text", Text: "MARKER-NEW"},
 	}
 }
 
@@ -109,10 +76,7 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fakemodel.Start(t)
 			home, env := agenttest.Env(t, "gemini", fake.URL)
-			cwd := filepath.Join(home, "work", "Cast Project")
-			if err := os.MkdirAll(cwd, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			cwd := agenttest.Cwd(t, home, "work", "Cast Project")
 			w, err := Writer{}.Write(agents.Target{Home: agenttest.NativeHome(home, "gemini"), Cwd: cwd, SessionID: "e2e-" + tt.name}, foreignConversation())
 			if err != nil {
 				t.Fatal(err)
@@ -129,12 +93,8 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 				t.Fatal("the CLI sent no conversation turn")
 			}
 			items := turns[len(turns)-1].Items
-			assertInOrder(t, items, foreignWants(true))
-			for _, it := range items {
-				if strings.Contains(it.Text, "MARKER-INTERNAL") || strings.Contains(it.Text, "claude -> gemini") {
-					t.Fatalf("internal row or notice reached the model: %s", it)
-				}
-			}
+			agenttest.AssertInOrder(t, items, foreignWants(true))
+			agenttest.AssertNoneHolds(t, items, "MARKER-INTERNAL", "claude -> gemini")
 
 			// --resume appends to the written file; --session-file imports it
 			// into a new session in the same chats folder. Either way, reading
@@ -148,20 +108,13 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 					continue
 				}
 				agenttest.CheckWellFormed(t, msgs)
-				var texts []string
-				for _, m := range msgs {
-					texts = append(texts, m.Text)
-				}
-				all := strings.Join(texts, "\n")
+				all := agenttest.Texts(msgs)
 				if strings.Contains(all, "MARKER-NEW") {
 					best = all
 				}
 			}
-			for _, s := range []string{"MARKER-U1", "MARKER-A1", "\n/tmp/MARKER-U2", "\n?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER"} {
-				if !strings.Contains(best, s) {
-					t.Errorf("reading the continued session lost %q", s)
-				}
-			}
+			agenttest.AssertHoldsAll(t, "reading the continued session", best,
+				"MARKER-U1", "MARKER-A1", "\n/tmp/MARKER-U2", "\n?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER")
 		})
 	}
 }
@@ -173,10 +126,7 @@ func TestRealGeminiSessionReads(t *testing.T) {
 	bin := agenttest.Bin(t, "gemini")
 	fake := fakemodel.Start(t)
 	home, env := agenttest.Env(t, "gemini", fake.URL)
-	cwd := filepath.Join(home, "work", "proj")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd := agenttest.Cwd(t, home, "work", "proj")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sid := "6f1c1c38-1c3e-4f8e-9d7e-0a0b0c0d0e0f"
@@ -186,49 +136,13 @@ func TestRealGeminiSessionReads(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(agenttest.NativeHome(home, "gemini"), "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
 	// A resume also leaves a stray file with only a header and the CLI's
 	// context when the minute changed; the conversation is the largest.
-	msgs, skipped, err := Reader{}.ReadReport(largest(t, files))
+	msgs, skipped, err := Reader{}.ReadReport(agenttest.Largest(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}
-	agenttest.CheckWellFormed(t, msgs)
-	// Everything the pinned CLI writes is known: an import reports nothing
-	// skipped (a new version's records would show up here).
-	if len(skipped) > 0 {
-		t.Errorf("the reader does not know parts of the pinned CLI's session: %v", skipped)
-	}
-	var got []string
-	for _, m := range msgs {
-		switch m.Kind {
-		case transcript.KindToolCall:
-			got = append(got, "call:"+m.ToolCall.Name)
-		case transcript.KindToolResult:
-			got = append(got, "result:"+m.ToolResult.Output)
-		case transcript.KindUser, transcript.KindAssistant:
-			got = append(got, m.Kind.String()+":"+m.Text)
-		}
-	}
-	joined := strings.Join(got, "\n")
-	for _, s := range []string{"user:please TOOLCALL", "call:run_shell_command", "MARKER-SHELL", "assistant:FAKE: tool said", "user:second turn MARKER-T2", "assistant:FAKE-ANSWER"} {
-		if !strings.Contains(joined, s) {
-			t.Errorf("reader lost %q; got:\n%s", s, joined)
-		}
-	}
+	joined := agenttest.CheckOwnSession(t, msgs, skipped,
+		"user:please TOOLCALL", "call:run_shell_command", "result:<untrusted_context>\nOutput: MARKER-SHELL", "assistant:FAKE: tool said", "user:second turn MARKER-T2", "assistant:FAKE-ANSWER")
 	if c := strings.Count(joined, "call:run_shell_command"); c != 1 {
 		t.Errorf("%d tool calls read, want 1:\n%s", c, joined)
 	}
-}
-
-// largest is the biggest of files, failing when there is none.
-func largest(t *testing.T, files []string) string {
-	t.Helper()
-	best, size := "", int64(-1)
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
-			best, size = f, fi.Size()
-		}
-	}
-	if best == "" {
-		t.Fatal("no gemini session file")
-	}
-	return best
 }

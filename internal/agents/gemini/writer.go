@@ -11,7 +11,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
-	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -60,7 +59,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
 
-	data, err := agents.JSONLines(header{
+	return agents.WriteJSONL(path, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
 		StartTime:   stamp(start),
@@ -70,13 +69,6 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		// and shows its answer; the first request is the sensible title.
 		Summary: agents.Title(msgs, 80),
 	}, recs)
-	if err != nil {
-		return agents.Written{}, err
-	}
-	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
-		return agents.Written{}, err
-	}
-	return agents.Written{NativeID: sid, Path: path}, nil
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -221,7 +213,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			// text rather than send a functionResponse the API rejects.
 			flush()
 			r := newRec("user", m)
-			r.Content = text(orphanResultText(m.ToolResult))
+			r.Content = text(repair.OrphanResultText(m.ToolResult))
 			out = append(out, *r)
 		}
 	}
@@ -252,14 +244,6 @@ func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, ts string) 
 		c.DisplayName = tc.Name // the UI shows the source agent's own name
 	}
 	return c
-}
-
-func orphanResultText(r *transcript.ToolResult) string {
-	s := "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
-	if r.IsError {
-		s = "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
-	}
-	return s
 }
 
 func noticeText(m *transcript.Message) string {

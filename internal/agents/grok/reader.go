@@ -242,14 +242,10 @@ const (
 // contentText reads content that is a string, a text part list, or any
 // other JSON (kept as JSON text so nothing is lost).
 func contentText(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := agents.StringJSON(raw); ok {
 		return s
 	}
+	raw = bytes.TrimSpace(raw)
 	var parts []json.RawMessage
 	if json.Unmarshal(raw, &parts) == nil {
 		var texts []string

@@ -202,17 +202,10 @@ func render(msgs []transcript.Message) ([]record, []toolEvent) {
 				continue // written right after its call
 			}
 			flush()
-			userRec(orphanResultText(m.ToolResult))
+			userRec(repair.OrphanResultText(m.ToolResult))
 		}
 		// Thinking and notices are not written: see the package doc.
 	}
 	flush()
 	return out, events
-}
-
-func orphanResultText(r *transcript.ToolResult) string {
-	if r.IsError {
-		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
-	}
-	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
 }

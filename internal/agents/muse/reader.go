@@ -250,15 +250,10 @@ func shellOutcome(out string, failed bool) (*int32, bool) {
 // textOf reads a JSON string, or keeps any other JSON as its text so
 // nothing is lost.
 func textOf(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := agents.StringJSON(raw); ok {
 		return s
 	}
-	return string(raw)
+	return string(bytes.TrimSpace(raw))
 }
 
 func (r record) time() time.Time {

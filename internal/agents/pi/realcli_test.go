@@ -2,7 +2,6 @@ package pi
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,38 +12,6 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// want matches one item the model must have received.
-type want struct {
-	role, kind string
-	text       string // substring of the text (or tool output)
-	tool, id   string // tool name and call id, for tool items
-}
-
-// assertInOrder checks that every want appears in items, in this order.
-func assertInOrder(t *testing.T, items []fakemodel.Item, wants []want) {
-	t.Helper()
-	i := 0
-	for _, w := range wants {
-		found := false
-		for ; i < len(items); i++ {
-			it := items[i]
-			if it.Role == w.role && it.Kind == w.kind && strings.Contains(it.Text, w.text) &&
-				(w.tool == "" || it.ToolName == w.tool) && (w.id == "" || it.ToolCallID == w.id) {
-				found = true
-				i++
-				break
-			}
-		}
-		if !found {
-			var b strings.Builder
-			for _, it := range items {
-				b.WriteString("  " + it.String() + "\n")
-			}
-			t.Fatalf("the model never received %+v in order; it got:\n%s", w, b.String())
-		}
-	}
-}
 
 // foreignConversation is what other agents left in the neutral copy: a
 // Claude Bash call, Gemini thinking and a call with a dotted name, an
@@ -74,22 +41,22 @@ func foreignConversation() []transcript.Message {
 	}
 }
 
-var foreignWants = []want{
-	{role: "user", kind: "text", text: "MARKER-U1"},
+var foreignWants = []agenttest.Want{
+	{Role: "user", Kind: "text", Text: "MARKER-U1"},
 	// Foreign thinking arrives as text, kept apart from the answer.
-	{role: "assistant", kind: "text", text: "MARKER-THINK0\n\nI'll list the directory. MARKER-A1"},
-	{role: "assistant", kind: "tool_call", tool: "Bash", id: "toolu_01"},
-	{role: "tool", kind: "tool_result", text: "MARKER-TR", id: "toolu_01"},
-	{role: "assistant", kind: "text", text: "MARKER-A2"},
-	{role: "user", kind: "text", text: "/tmp/MARKER-U2"},
-	{role: "assistant", kind: "tool_call", tool: "fs_read_file", id: "read_file_1"},
-	{role: "tool", kind: "tool_result", text: "MARKER-TR2", id: "read_file_1"},
-	{role: "assistant", kind: "text", text: "MARKER-A3"},
-	{role: "user", kind: "text", text: "?MARKER-U3"},
-	{role: "assistant", kind: "tool_call", tool: "run_shell_command", id: "run_2"},
-	{role: "tool", kind: "tool_result", text: "no result was recorded", id: "run_2"},
-	{role: "assistant", kind: "text", text: "MARKER-A4"},
-	{role: "user", kind: "text", text: "MARKER-NEW"},
+	{Role: "assistant", Kind: "text", Text: "MARKER-THINK0\n\nI'll list the directory. MARKER-A1"},
+	{Role: "assistant", Kind: "tool_call", Tool: "Bash", ID: "toolu_01"},
+	{Role: "tool", Kind: "tool_result", Text: "MARKER-TR", ID: "toolu_01"},
+	{Role: "assistant", Kind: "text", Text: "MARKER-A2"},
+	{Role: "user", Kind: "text", Text: "/tmp/MARKER-U2"},
+	{Role: "assistant", Kind: "tool_call", Tool: "fs_read_file", ID: "read_file_1"},
+	{Role: "tool", Kind: "tool_result", Text: "MARKER-TR2", ID: "read_file_1"},
+	{Role: "assistant", Kind: "text", Text: "MARKER-A3"},
+	{Role: "user", Kind: "text", Text: "?MARKER-U3"},
+	{Role: "assistant", Kind: "tool_call", Tool: "run_shell_command", ID: "run_2"},
+	{Role: "tool", Kind: "tool_result", Text: "no result was recorded", ID: "run_2"},
+	{Role: "assistant", Kind: "text", Text: "MARKER-A4"},
+	{Role: "user", Kind: "text", Text: "MARKER-NEW"},
 }
 
 // TestRealPiResumesWrittenSession writes a foreign conversation with the
@@ -110,10 +77,7 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fakemodel.Start(t)
 			home, env := agenttest.Env(t, "pi", fake.URL)
-			cwd := filepath.Join(home, "work", "proj")
-			if err := os.MkdirAll(cwd, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			cwd := agenttest.Cwd(t, home, "work", "proj")
 			tg := agents.Target{Home: agenttest.NativeHome(home, "pi"), Cwd: cwd, SessionID: "e2e",
 				Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
 			w, err := Writer{}.Write(tg, foreignConversation())
@@ -135,12 +99,8 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 				t.Fatalf("turn went to %s model %q", turns[0].API, turns[0].Model)
 			}
 			items := turns[0].Items
-			assertInOrder(t, items, foreignWants)
-			for _, it := range items {
-				if strings.Contains(it.Text, "MARKER-INTERNAL") || strings.Contains(it.Text, "MARKER-NOTICE") {
-					t.Fatalf("internal row or notice reached the model: %s", it)
-				}
-			}
+			agenttest.AssertInOrder(t, items, foreignWants)
+			agenttest.AssertNoneHolds(t, items, "MARKER-INTERNAL", "MARKER-NOTICE")
 
 			// pi appended its turn to the written file; the reader sees it all.
 			msgs, err := Reader{}.Read(w.Path)
@@ -148,16 +108,9 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			agenttest.CheckWellFormed(t, msgs)
-			var texts []string
-			for _, m := range msgs {
-				texts = append(texts, m.Text)
-			}
-			all := strings.Join(texts, "\n")
-			for _, s := range []string{"MARKER-U1", "MARKER-A1", "MARKER-THINK", "/tmp/MARKER-U2", "?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER"} {
-				if !strings.Contains(all, s) {
-					t.Errorf("reading the continued session lost %q", s)
-				}
-			}
+			all := agenttest.Texts(msgs)
+			agenttest.AssertHoldsAll(t, "reading the continued session", all,
+				"MARKER-U1", "MARKER-A1", "MARKER-THINK", "/tmp/MARKER-U2", "?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER")
 		})
 	}
 }
@@ -168,10 +121,7 @@ func TestRealPiSessionReads(t *testing.T) {
 	bin := agenttest.Bin(t, "pi")
 	fake := fakemodel.Start(t)
 	home, env := agenttest.Env(t, "pi", fake.URL)
-	cwd := filepath.Join(home, "work", "proj")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd := agenttest.Cwd(t, home, "work", "proj")
 	// A --session path that does not exist yet is where pi creates it.
 	path := filepath.Join(t.TempDir(), "real.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -184,27 +134,6 @@ func TestRealPiSessionReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agenttest.CheckWellFormed(t, msgs)
-	// Everything the pinned CLI writes is known: an import reports nothing
-	// skipped (a new version's records would show up here).
-	if len(skipped) > 0 {
-		t.Errorf("the reader does not know parts of the pinned CLI's session: %v", skipped)
-	}
-	var got []string
-	for _, m := range msgs {
-		switch m.Kind {
-		case transcript.KindToolCall:
-			got = append(got, "call:"+m.ToolCall.Name+m.ToolCall.Input)
-		case transcript.KindToolResult:
-			got = append(got, "result:"+m.ToolResult.Output)
-		case transcript.KindUser, transcript.KindAssistant:
-			got = append(got, m.Kind.String()+":"+m.Text)
-		}
-	}
-	joined := strings.Join(got, "\n")
-	for _, s := range []string{"user:please TOOLCALL", `call:bash{"command":"echo MARKER-SHELL"`, "result:MARKER-SHELL", "assistant:FAKE: tool said MARKER-SHELL", "user:second turn MARKER-T2", "assistant:FAKE-ANSWER"} {
-		if !strings.Contains(joined, s) {
-			t.Errorf("reader lost %q; got:\n%s", s, joined)
-		}
-	}
+	agenttest.CheckOwnSession(t, msgs, skipped,
+		"user:please TOOLCALL", `call:bash{"command":"echo MARKER-SHELL"`, "result:MARKER-SHELL", "assistant:FAKE: tool said MARKER-SHELL", "user:second turn MARKER-T2", "assistant:FAKE-ANSWER")
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/repair"
-	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -61,14 +60,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
 		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
-	data, err := agents.JSONLines(header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
-	if err != nil {
-		return agents.Written{}, err
-	}
-	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
-		return agents.Written{}, err
-	}
-	return agents.Written{NativeID: sid, Path: path}, nil
+	return agents.WriteJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -218,7 +210,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			}
 			flush()
 			t := when(m)
-			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(orphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
+			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(repair.OrphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
 		}
 	}
 	flush()
@@ -268,11 +260,4 @@ func contentBlocks(s string, images []transcript.Image) json.RawMessage {
 func msTime(t time.Time) json.RawMessage {
 	b, _ := json.Marshal(t.UnixMilli())
 	return b
-}
-
-func orphanResultText(r *transcript.ToolResult) string {
-	if r.IsError {
-		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
-	}
-	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
 }

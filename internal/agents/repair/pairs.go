@@ -44,3 +44,13 @@ func IndexCalls(msgs []transcript.Message) (results map[string]*transcript.ToolR
 	}
 	return results, calls
 }
+
+// OrphanResultText is a tool result whose call is not in the history, as
+// plain user text: an agent whose API rejects a result without its call
+// still sees what the tool said.
+func OrphanResultText(r *transcript.ToolResult) string {
+	if r.IsError {
+		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+	}
+	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+}
