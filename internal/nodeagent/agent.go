@@ -35,21 +35,21 @@ import (
 
 // Agent is a running node daemon.
 type Agent struct {
-	cfg     Config
-	lg      *zap.Logger
-	st      *state
-	cli     *client.Client
-	cred    *client.Token    // this node's bearer credential (identity.go)
-	id      *client.Identity // with TLS: its client certificate (certs.go)
-	tls     *tls.Config      // nil: plaintext
-	trust   *pki.Trust       // with TLS: the CAs it trusts (trust.go)
-	bsync   *client.BundleSync
-	rotate  chan struct{} // a renewed certificate: move the stream
-	runner  *runner.Runner
-	workers workers
-	setups  sync.WaitGroup  // worktree setups running in the background
-	runCtx  context.Context // lives as long as Run; turns run under it
-	moves   moveJobs
+	cfg        Config
+	lg         *zap.Logger
+	st         *state
+	cli        *client.Client
+	cred       *client.Token    // this node's bearer credential (identity.go)
+	id         *client.Identity // with TLS: its client certificate (certs.go)
+	tls        *tls.Config      // nil: plaintext
+	trust      *pki.Trust       // with TLS: the CAs it trusts (trust.go)
+	bsync      *client.BundleSync
+	rotate     chan struct{} // a renewed certificate: move the stream
+	runner     *runner.Runner
+	workers    workers
+	setups     sync.WaitGroup  // worktree setups running in the background
+	runCtx     context.Context // lives as long as Run; turns run under it
+	migrations migrationJobs
 	// leaseTTL (ns) is what the control plane last said; lastContact (unix
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64

@@ -28,7 +28,7 @@ type exportNote struct {
 }
 
 func (a *Agent) exportNotePath(sessionID string) string {
-	return filepath.Join(a.movesDir(), sessionID+".clean.json")
+	return filepath.Join(a.migrationDir(), sessionID+".clean.json")
 }
 
 // noteExport keeps (or, without clean_source, drops) the note for c.
@@ -50,10 +50,10 @@ func (a *Agent) noteExport(c *castv1.ExportWorkTree, man worktree.Manifest) erro
 // cleanMoved stashes the checkout of a session that moved to owner, when
 // its export asked for it; a checkout changed since is left alone.
 func (a *Agent) cleanMoved(ctx context.Context, sessionID, owner string) {
-	if !a.moves.start("clean/" + sessionID) { // a second release while one cleans
+	if !a.migrations.start("clean/" + sessionID) { // a second release while one cleans
 		return
 	}
-	defer a.moves.done("clean/" + sessionID)
+	defer a.migrations.done("clean/" + sessionID)
 	path := a.exportNotePath(sessionID)
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -26,9 +26,9 @@ import (
 
 const uploadChunk = 256 << 10
 
-// moveJobs dedupes relayed commands: the control plane resends an
-// unanswered one, and a slow export must not run twice at once.
-type moveJobs struct {
+// migrationJobs dedupes relayed migration commands: the control plane
+// resends an unanswered one, and a slow export must not run twice at once.
+type migrationJobs struct {
 	mu      sync.Mutex
 	running map[string]bool
 	paths   map[string]*sync.Mutex // one import per checkout at a time
@@ -36,7 +36,7 @@ type moveJobs struct {
 
 // lockPath serializes imports into one checkout (sessions sharing it move
 // in parallel; the first lays it down, the rest find it in place).
-func (j *moveJobs) lockPath(p string) func() {
+func (j *migrationJobs) lockPath(p string) func() {
 	j.mu.Lock()
 	if j.paths == nil {
 		j.paths = map[string]*sync.Mutex{}
@@ -51,7 +51,7 @@ func (j *moveJobs) lockPath(p string) func() {
 	return m.Unlock
 }
 
-func (j *moveJobs) start(key string) bool {
+func (j *migrationJobs) start(key string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.running == nil {
@@ -64,22 +64,25 @@ func (j *moveJobs) start(key string) bool {
 	return true
 }
 
-func (j *moveJobs) done(key string) {
+func (j *migrationJobs) done(key string) {
 	j.mu.Lock()
 	delete(j.running, key)
 	j.mu.Unlock()
 }
 
-func (a *Agent) movesDir() string { return filepath.Join(a.cfg.DataDir, "moves") }
+// migrationDir holds the bundles and markers of this node's migrations.
+// The folder keeps its old name, "moves", so a node upgraded mid-migration
+// finds what it left there.
+func (a *Agent) migrationDir() string { return filepath.Join(a.cfg.DataDir, "moves") }
 
 // exportWorkTree bundles the session's checkout and uploads it; a failure
 // is reported so the migration rolls back at once with the reason.
 func (a *Agent) exportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
 	key := "export/" + c.MigrationId + "/" + c.SessionId
-	if !a.moves.start(key) {
+	if !a.migrations.start(key) {
 		return
 	}
-	defer a.moves.done(key)
+	defer a.migrations.done(key)
 	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
 	err := a.uploadWorkTree(ctx, c)
 	if err == nil {
@@ -95,10 +98,10 @@ func (a *Agent) exportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
 }
 
 func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) error {
-	if err := os.MkdirAll(a.movesDir(), 0o700); err != nil {
+	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
 		return err
 	}
-	bundle := filepath.Join(a.movesDir(), c.MigrationId+"-"+c.SessionId+".bundle")
+	bundle := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".bundle")
 	defer os.Remove(bundle)
 	if err := worktree.Check(ctx, c.Cwd); err != nil {
 		return err
@@ -153,10 +156,10 @@ func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) er
 // the session's cwd and reports the outcome (the path, or why not).
 func (a *Agent) importWorkTree(ctx context.Context, c *castv1.ImportWorkTree) {
 	key := "import/" + c.MigrationId + "/" + c.SessionId
-	if !a.moves.start(key) {
+	if !a.migrations.start(key) {
 		return
 	}
-	defer a.moves.done(key)
+	defer a.migrations.done(key)
 	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
 	dest := a.cfg.PathMap.Apply(c.SourceCwd)
 	err := a.checkoutWorkTree(ctx, c, dest)
@@ -190,20 +193,20 @@ func (a *Agent) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree, 
 		}
 		return nil
 	}
-	if err := os.MkdirAll(a.movesDir(), 0o700); err != nil {
+	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
 		return err
 	}
-	marker := filepath.Join(a.movesDir(), c.MigrationId+"-"+c.SessionId+".imported")
+	marker := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".imported")
 	if _, err := os.Stat(marker); err == nil {
 		return nil
 	}
-	bundle := filepath.Join(a.movesDir(), c.MigrationId+"-"+c.SessionId+".in.bundle")
+	bundle := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".in.bundle")
 	defer os.Remove(bundle)
 	man, err := a.downloadWorkTree(ctx, c, bundle)
 	if err != nil {
 		return err
 	}
-	defer a.moves.lockPath(dest)()
+	defer a.migrations.lockPath(dest)()
 	if err := worktree.Import(ctx, bundle, dest, man); err != nil {
 		return err
 	}
