@@ -149,11 +149,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		b, _ := json.Marshal([]map[string]string{{"text": s}})
 		return b
 	}
-	for i := range msgs {
-		m := &msgs[i]
-		if !m.Rendered() || m.Validate() != nil {
-			continue
-		}
+	for m := range repair.Writable(msgs) {
 		switch m.Kind {
 		case transcript.KindUser:
 			flush()

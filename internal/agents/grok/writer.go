@@ -163,11 +163,7 @@ func render(msgs []transcript.Message) ([]record, []toolEvent) {
 			}
 		}
 	}
-	for i := range msgs {
-		m := &msgs[i]
-		if !m.Rendered() || m.Validate() != nil {
-			continue
-		}
+	for m := range repair.Writable(msgs) {
 		switch m.Kind {
 		case transcript.KindUser:
 			flush()

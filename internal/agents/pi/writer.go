@@ -157,11 +157,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		cur = &message{Role: "assistant", API: castAPI, Provider: prov, Model: model, Usage: &usage{}}
 		curTime = when(m)
 	}
-	for i := range msgs {
-		m := &msgs[i]
-		if !m.Rendered() || m.Validate() != nil {
-			continue
-		}
+	for m := range repair.Writable(msgs) {
 		switch m.Kind {
 		case transcript.KindUser:
 			flush()

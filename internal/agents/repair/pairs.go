@@ -1,6 +1,10 @@
 package repair
 
-import "github.com/cast-dev/cast/internal/transcript"
+import (
+	"iter"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
 
 // OrphanCallOutput is the result a writer gives a tool call whose result the
 // source never recorded (it was interrupted or lost): most agents and APIs
@@ -53,4 +57,17 @@ func OrphanResultText(r *transcript.ToolResult) string {
 		return "[Error from tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
 	}
 	return "[Result of tool call " + r.CallID + ", whose call is not in this history]\n" + r.Output
+}
+
+// Writable yields, in order, the messages a writer renders: those that are
+// Rendered and valid (a message that fails Validate is left out rather
+// than written broken).
+func Writable(msgs []transcript.Message) iter.Seq[*transcript.Message] {
+	return func(yield func(*transcript.Message) bool) {
+		for i := range msgs {
+			if m := &msgs[i]; m.Rendered() && m.Validate() == nil && !yield(m) {
+				return
+			}
+		}
+	}
 }

@@ -81,3 +81,38 @@ func TestArgsObject(t *testing.T) {
 		}
 	}
 }
+
+func TestWritable(t *testing.T) {
+	msgs := []transcript.Message{
+		{Kind: transcript.KindUser, Text: "one"},
+		{Kind: transcript.KindInternal, Text: "bookkeeping"},
+		{Kind: transcript.KindToolCall}, // no call: invalid
+		call("c1"),
+		{Kind: transcript.KindAssistant, Text: "two"},
+	}
+	for _, tc := range []struct {
+		name   string
+		stopAt int // stop after this many (0: never)
+		want   []string
+	}{
+		{"every renderable valid message, in order", 0, []string{"user one", "tool_call c1", "assistant two"}},
+		{"a loop that stops early", 2, []string{"user one", "tool_call c1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for m := range Writable(msgs) {
+				s := m.Kind.String() + " " + m.Text
+				if m.ToolCall != nil {
+					s = m.Kind.String() + " " + m.ToolCall.ID
+				}
+				got = append(got, s)
+				if len(got) == tc.stopAt {
+					break
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("Writable yielded %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
