@@ -78,23 +78,31 @@ func (a *Agent) migrationDir() string { return filepath.Join(a.cfg.DataDir, "mov
 // exportWorkTree bundles the session's checkout and uploads it; a failure
 // is reported so the migration rolls back at once with the reason.
 func (a *Agent) exportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
-	key := "export/" + c.MigrationId + "/" + c.SessionId
+	a.migrationJob("export", c.MigrationId, c.SessionId, func(lg *zap.Logger) {
+		err := a.uploadWorkTree(ctx, c)
+		if err == nil {
+			a.failpoint("node.after-export")
+			lg.Info("work tree exported", zap.String("cwd", c.Cwd))
+			return
+		}
+		lg.Warn("work tree export failed", zap.Error(err))
+		if _, rerr := a.cli.Nodes.ReportWorkTree(ctx, &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId,
+			Node: a.cfg.Name, Phase: "export", Error: clipReason(err.Error())}); rerr != nil {
+			lg.Warn("report export failure failed", zap.Error(rerr))
+		}
+	})
+}
+
+// migrationJob runs fn, with a logger naming the migration and the
+// session, unless the same command runs already (the control plane resent
+// it while the first was still at work).
+func (a *Agent) migrationJob(phase, migration, session string, fn func(lg *zap.Logger)) {
+	key := phase + "/" + migration + "/" + session
 	if !a.migrations.start(key) {
 		return
 	}
 	defer a.migrations.done(key)
-	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
-	err := a.uploadWorkTree(ctx, c)
-	if err == nil {
-		a.failpoint("node.after-export")
-		lg.Info("work tree exported", zap.String("cwd", c.Cwd))
-		return
-	}
-	lg.Warn("work tree export failed", zap.Error(err))
-	if _, rerr := a.cli.Nodes.ReportWorkTree(ctx, &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId,
-		Node: a.cfg.Name, Phase: "export", Error: clipReason(err.Error())}); rerr != nil {
-		lg.Warn("report export failure failed", zap.Error(rerr))
-	}
+	fn(a.lg.With(zap.String("migration", migration), zap.String("session", session)))
 }
 
 func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) error {
@@ -155,29 +163,25 @@ func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) er
 // importWorkTree checks the relayed work tree out at this node's path for
 // the session's cwd and reports the outcome (the path, or why not).
 func (a *Agent) importWorkTree(ctx context.Context, c *castv1.ImportWorkTree) {
-	key := "import/" + c.MigrationId + "/" + c.SessionId
-	if !a.migrations.start(key) {
-		return
-	}
-	defer a.migrations.done(key)
-	lg := a.lg.With(zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
-	dest := a.cfg.PathMap.Apply(c.SourceCwd)
-	err := a.checkoutWorkTree(ctx, c, dest)
-	if err == nil {
-		a.failpoint("node.after-import")
-	}
-	rep := &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name, Phase: "import", Cwd: dest}
-	if err != nil {
-		lg.Warn("work tree import failed", zap.String("cwd", dest), zap.Error(err))
-		rep.Error = clipReason(err.Error())
-	} else {
-		lg.Info("work tree imported", zap.String("cwd", dest))
-	}
-	// The report is the answer: gRPC retries it through a blip (the client's
-	// service config).
-	if _, err = a.cli.Nodes.ReportWorkTree(ctx, rep); err != nil && ctx.Err() == nil {
-		lg.Warn("report import outcome failed", zap.Error(err))
-	}
+	a.migrationJob("import", c.MigrationId, c.SessionId, func(lg *zap.Logger) {
+		dest := a.cfg.PathMap.Apply(c.SourceCwd)
+		err := a.checkoutWorkTree(ctx, c, dest)
+		if err == nil {
+			a.failpoint("node.after-import")
+		}
+		rep := &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name, Phase: "import", Cwd: dest}
+		if err != nil {
+			lg.Warn("work tree import failed", zap.String("cwd", dest), zap.Error(err))
+			rep.Error = clipReason(err.Error())
+		} else {
+			lg.Info("work tree imported", zap.String("cwd", dest))
+		}
+		// The report is the answer: gRPC retries it through a blip (the
+		// client's service config).
+		if _, err = a.cli.Nodes.ReportWorkTree(ctx, rep); err != nil && ctx.Err() == nil {
+			lg.Warn("report import outcome failed", zap.Error(err))
+		}
+	})
 }
 
 // checkoutWorkTree is the import itself. A done marker makes a resent
