@@ -68,25 +68,31 @@ func (k ErrorKind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Error is every error this package returns; match it with errors.As or
-// with IsKind.
+// Error is every git error cast reports: this package's, and
+// internal/worktree's (Scope "worktree"); match it with errors.As or with
+// IsKind.
 type Error struct {
-	Kind ErrorKind
-	Path string
-	Msg  string // what went wrong, for people
-	Err  error  // underlying cause, if any
+	Kind  ErrorKind
+	Scope string // what reports it, the message's first word ("": workspace)
+	Path  string
+	Msg   string // what went wrong, for people
+	Err   error  // underlying cause, if any
 }
 
 func (e *Error) Error() string {
-	if e.Path == "" {
-		return "workspace: " + e.Msg
+	scope := e.Scope
+	if scope == "" {
+		scope = "workspace"
 	}
-	return fmt.Sprintf("workspace %s: %s", e.Path, e.Msg)
+	if e.Path == "" {
+		return scope + ": " + e.Msg
+	}
+	return fmt.Sprintf("%s %s: %s", scope, e.Path, e.Msg)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// IsKind reports whether err is a workspace *Error of kind k.
+// IsKind reports whether err is an *Error of kind k.
 func IsKind(err error, k ErrorKind) bool {
 	var we *Error
 	return errors.As(err, &we) && we.Kind == k

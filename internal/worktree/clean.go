@@ -17,7 +17,7 @@ import (
 // changes needs nothing.
 func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error) {
 	if why := validStash(Stash{Commit: m.Commit, Message: msg}); why != "" || msg == "" {
-		return false, &Error{Kind: workspace.KindInvalid, Path: dir, Msg: "bad clean request: " + why}
+		return false, &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "bad clean request: " + why}
 	}
 	if m.Snapshot == "" {
 		return false, nil
@@ -34,7 +34,7 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 			return retry.Stop(err)
 		}
 		_, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "--include-untracked", "--message="+msg)
-		if err != nil && !IsKind(err, workspace.KindGit) {
+		if err != nil && !workspace.IsKind(err, workspace.KindGit) {
 			return retry.Stop(err)
 		}
 		return err
@@ -58,7 +58,7 @@ func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 		return err
 	}
 	if head != m.Commit || branch != m.Branch || index != m.Index || snap != m.Snapshot {
-		return &Error{Kind: workspace.KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
+		return &workspace.Error{Scope: scope, Kind: workspace.KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func (r repo) exists(ctx context.Context, rev string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	if IsKind(err, workspace.KindGit) {
+	if workspace.IsKind(err, workspace.KindGit) {
 		return false, nil
 	}
 	return false, err

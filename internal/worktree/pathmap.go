@@ -25,7 +25,7 @@ func ParsePathMap(specs []string) (PathMap, error) {
 	for _, s := range specs {
 		from, to, ok := strings.Cut(s, "=")
 		bad := func(msg string) error {
-			return &Error{Kind: workspace.KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
+			return &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
 		}
 		switch {
 		case !ok:

@@ -28,7 +28,7 @@ func TestParsePathMap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParsePathMap(c.specs)
 			if c.bad {
-				if !IsKind(err, workspace.KindInvalid) {
+				if !workspace.IsKind(err, workspace.KindInvalid) {
 					t.Fatalf("err = %v, want workspace.KindInvalid", err)
 				}
 				return

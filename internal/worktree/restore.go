@@ -39,7 +39,7 @@ func (r repo) restoreTracking(ctx context.Context, m Manifest) error {
 		}
 		cur, err := r.git(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", t.Ref)
 		switch {
-		case err != nil && !IsKind(err, workspace.KindGit):
+		case err != nil && !workspace.IsKind(err, workspace.KindGit):
 			return err
 		case err != nil:
 			tx.WriteString("create " + t.Ref + " " + t.Commit + "\n")
@@ -111,7 +111,7 @@ func (r repo) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	if IsKind(err, workspace.KindGit) {
+	if workspace.IsKind(err, workspace.KindGit) {
 		return false, nil
 	}
 	return false, err

@@ -181,7 +181,7 @@ func TestImportRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = Import(ctx, bundle, dst, m)
-			if !IsKind(err, c.kind) || !strings.Contains(err.Error(), c.hint) {
+			if !workspace.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.hint) {
 				t.Fatalf("Import = %v, want kind %v mentioning %q", err, c.kind, c.hint)
 			}
 			if after := files(t, dst); !reflect.DeepEqual(after, before) {
@@ -231,18 +231,18 @@ func TestImportBadManifest(t *testing.T) {
 		"stash newline":      {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: good.Commit, Message: "x\n[core]"}}},
 		"stash commit":       {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: "stash@{0}", Message: "x"}}},
 	} {
-		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !IsKind(err, workspace.KindInvalid) {
+		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !workspace.IsKind(err, workspace.KindInvalid) {
 			t.Errorf("%s: Import = %v, want workspace.KindInvalid", name, err)
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "d")
-	if err := Import(ctx, bundle, dst, other); !IsKind(err, workspace.KindBundle) {
+	if err := Import(ctx, bundle, dst, other); !workspace.IsKind(err, workspace.KindBundle) {
 		t.Errorf("wrong commit: Import = %v, want workspace.KindBundle", err)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("failed import left %s behind", dst)
 	}
-	if err := Import(ctx, bundle, dst, missing); !IsKind(err, workspace.KindBundle) {
+	if err := Import(ctx, bundle, dst, missing); !workspace.IsKind(err, workspace.KindBundle) {
 		t.Errorf("stash not in the bundle: Import = %v, want workspace.KindBundle", err)
 	}
 }
@@ -251,15 +251,15 @@ func TestCheck(t *testing.T) {
 	isolate(t)
 	ctx := context.Background()
 	plain := t.TempDir()
-	if err := Check(ctx, plain); !IsKind(err, workspace.KindNotRepo) || !strings.Contains(err.Error(), "git init") {
+	if err := Check(ctx, plain); !workspace.IsKind(err, workspace.KindNotRepo) || !strings.Contains(err.Error(), "git init") {
 		t.Errorf("plain dir: Check = %v, want workspace.KindNotRepo", err)
 	}
 	empty := t.TempDir()
 	gitT(t, empty, "init", "-q", "-b", "main")
-	if err := Check(ctx, empty); !IsKind(err, workspace.KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
+	if err := Check(ctx, empty); !workspace.IsKind(err, workspace.KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
 		t.Errorf("no commits: Check = %v, want workspace.KindNoCommits", err)
 	}
-	if err := Check(ctx, "relative"); !IsKind(err, workspace.KindInvalid) {
+	if err := Check(ctx, "relative"); !workspace.IsKind(err, workspace.KindInvalid) {
 		t.Errorf("relative: Check = %v, want workspace.KindInvalid", err)
 	}
 	merging := newRepo(t)
@@ -269,7 +269,7 @@ func TestCheck(t *testing.T) {
 	gitT(t, merging, "checkout", "-q", "main")
 	cmd := []string{"merge", "-q", "side"}
 	_ = runGit(merging, cmd...) // conflicts, by design
-	if err := Check(ctx, merging); !IsKind(err, workspace.KindInProgress) || !strings.Contains(err.Error(), "abort") {
+	if err := Check(ctx, merging); !workspace.IsKind(err, workspace.KindInProgress) || !strings.Contains(err.Error(), "abort") {
 		t.Errorf("merging: Check = %v, want workspace.KindInProgress", err)
 	}
 	good := newRepo(t)
@@ -310,7 +310,7 @@ func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
 	if m, err = Export(ctx, src, bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := Import(ctx, bundle, dst, m); !IsKind(err, workspace.KindDirty) {
+	if err := Import(ctx, bundle, dst, m); !workspace.IsKind(err, workspace.KindDirty) {
 		t.Fatalf("import of a different state over local changes: err = %v, want workspace.KindDirty", err)
 	}
 }
@@ -497,7 +497,7 @@ func TestCleanSource(t *testing.T) {
 	}
 	const msg = "cast: moved to linux-1 (migration m1)"
 	write(t, src, "late.txt", "written after the export\n")
-	if ok, err := Clean(ctx, src, m, msg); ok || !IsKind(err, workspace.KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
+	if ok, err := Clean(ctx, src, m, msg); ok || !workspace.IsKind(err, workspace.KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
 		t.Fatalf("Clean after a later change = %v, %v; want workspace.KindDirty", ok, err)
 	}
 	if got := status(t, src); !strings.Contains(got, "?? late.txt") || !strings.Contains(got, "MM b.txt") {
