@@ -66,7 +66,7 @@ load:
 # The newest published agent CLIs (not the pins) through the canaries and
 # the cross-agent matrices: one table to record in docs/compatibility.md.
 canary-latest:
-	bash .ci/canary-latest.sh
+	@bash .ci/canary-latest.sh
 
 generate:
 	$(GO) tool buf lint
