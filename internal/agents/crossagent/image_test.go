@@ -18,7 +18,7 @@ import (
 // imageCarriers are the agents whose reader and writer carry images whole
 // (user attachments and tool results). The others still leave an image
 // out (reported where they read one); this list grows as they learn.
-var imageCarriers = []string{"claude", "codex", "pi"}
+var imageCarriers = []string{"claude", "codex", "pi", "gemini", "opencode"}
 
 const (
 	imageU1     = "MARKER-I1 what is in this picture?"

@@ -3,6 +3,9 @@ package gemini
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // header is the first line of a JSONL session (and the top of a legacy
@@ -59,8 +62,8 @@ type toolCall struct {
 	Description string          `json:"description,omitempty"`
 }
 
-// part is a Gemini API Part, as far as cast needs it. InlineData and
-// FileData (images, files) are not carried; they are read only to be
+// part is a Gemini API Part, as far as cast needs it. An inlineData image
+// is carried (image); FileData and other inline data are read only to be
 // reported as left out.
 type part struct {
 	Text             *string       `json:"text,omitempty"`
@@ -71,9 +74,30 @@ type part struct {
 	FileData         *blob         `json:"fileData,omitempty"`
 }
 
-// blob is an inlineData or fileData part's description.
+// blob is an inlineData or fileData part: its type and, inline, its
+// base64 bytes.
 type blob struct {
 	MimeType string `json:"mimeType,omitempty"`
+	Data     string `json:"data,omitempty"`
+}
+
+// image is the picture an inlineData part carries, when it is one an API
+// takes.
+func (p part) image() (transcript.Image, bool) {
+	if p.InlineData == nil {
+		return transcript.Image{}, false
+	}
+	im, err := agents.DecodeImage(p.InlineData.MimeType, p.InlineData.Data)
+	return im, err == nil
+}
+
+// imageParts are images as inlineData parts.
+func imageParts(images []transcript.Image) []part {
+	out := make([]part, 0, len(images))
+	for _, im := range images {
+		out = append(out, part{InlineData: &blob{MimeType: im.MediaType, Data: agents.ImageBase64(im)}})
+	}
+	return out
 }
 
 // leftOut names a part the reader keeps nothing of, for the report.

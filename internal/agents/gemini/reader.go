@@ -244,7 +244,9 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 		switch r.Type {
 		case "user":
 			var texts []string
+			var images []transcript.Image
 			for _, p := range parts {
+				im, isImage := p.image()
 				switch {
 				case p.FunctionResponse != nil:
 					fr := p.FunctionResponse
@@ -264,6 +266,8 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
 				case p.Text != nil:
 					texts = append(texts, *p.Text)
+				case isImage:
+					images = append(images, im)
 				default:
 					skip(p.leftOut())
 				}
@@ -274,8 +278,8 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			}
 			if typ, body, ok := agents.CastNotice.Unwrap(text); ok {
 				add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
-			} else if len(texts) > 0 {
-				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text)}, "")
+			} else if len(texts) > 0 || len(images) > 0 {
+				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
 			}
 		case "gemini":
 			// Like the CLI: calls or thoughts inside content mean content is
@@ -335,9 +339,9 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					continue
 				}
 				results[id] = true
-				text, isErr := resultText(tc.Result, skip)
+				text, images, isErr := resultContent(tc.Result, skip)
 				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
-				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}}, "#result:"+id)
+				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
 			}
 		default:
 			if !uiRecords[r.Type] {
@@ -378,13 +382,16 @@ func parseContent(raw json.RawMessage, skip func(kind string)) []part {
 	return nil
 }
 
-// resultText flattens a toolCalls[].result into text; skip is told of
-// the parts it leaves out (an image a read tool returned, say).
-func resultText(raw json.RawMessage, skip func(kind string)) (string, bool) {
+// resultContent flattens a toolCalls[].result into text and the images
+// it holds (a screenshot a read tool returned); skip is told of the parts
+// it leaves out.
+func resultContent(raw json.RawMessage, skip func(kind string)) (string, []transcript.Image, bool) {
 	parts := parseContent(raw, skip)
 	var texts []string
+	var images []transcript.Image
 	isErr := false
 	for _, p := range parts {
+		im, isImage := p.image()
 		switch {
 		case p.FunctionResponse != nil:
 			t, e := responseText(p.FunctionResponse.Response)
@@ -392,11 +399,13 @@ func resultText(raw json.RawMessage, skip func(kind string)) (string, bool) {
 			isErr = isErr || e
 		case p.Text != nil:
 			texts = append(texts, *p.Text)
+		case isImage:
+			images = append(images, im)
 		default:
 			skip(p.leftOut())
 		}
 	}
-	return strings.Join(texts, "\n"), isErr
+	return strings.Join(texts, "\n"), images, isErr
 }
 
 // responseText takes "output" (or "error") out of a functionResponse

@@ -108,6 +108,7 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 // carrying its result (Gemini replays results from there).
 func render(sid, targetModel string, msgs []transcript.Message, now time.Time) []record {
 	results, calls := repair.IndexCalls(msgs)
+	resultImages := repair.ResultImages(msgs)
 
 	out := make([]record, 0, len(msgs))
 	var cur *record
@@ -155,6 +156,10 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			flush()
 			r := newRec("user", m)
 			r.Content = text(Escape(m.Text))
+			if len(m.Images) > 0 {
+				t := Escape(m.Text)
+				r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
+			}
 			out = append(out, *r)
 		case transcript.KindNotice:
 			flush()
@@ -195,7 +200,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 				flush()
 				cur = newRec("gemini", m)
 			}
-			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, results[tc.ID], when(m)))
+			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, results[tc.ID], resultImages[tc.ID], when(m)))
 		case transcript.KindToolResult:
 			if calls[m.ToolResult.CallID] {
 				if cur != nil {
@@ -217,7 +222,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 	return out
 }
 
-func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, ts string) toolCall {
+func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, images []transcript.Image, ts string) toolCall {
 	name := toolName(tc.Name)
 	out, status, key := OrphanCallOutput, "error", "error"
 	if res != nil {
@@ -227,7 +232,9 @@ func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, ts string) 
 		}
 	}
 	resp, _ := json.Marshal(map[string]string{key: out})
-	result, _ := json.Marshal([]part{{FunctionResponse: &functionResp{ID: tc.ID, Name: name, Response: resp}}})
+	// A result's images follow its functionResponse, as Gemini records a
+	// read tool's picture.
+	result, _ := json.Marshal(append([]part{{FunctionResponse: &functionResp{ID: tc.ID, Name: name, Response: resp}}}, imageParts(images)...))
 	c := toolCall{
 		ID:        tc.ID,
 		Name:      name,

@@ -130,10 +130,11 @@ type Part struct {
 	CallID string     `json:"callID,omitempty"`
 	State  *ToolState `json:"state,omitempty"`
 
-	// file parts (an attached image or file); cast keeps only a
-	// placeholder naming it, never the data.
+	// file parts (an attached image or file): an image whose url is a
+	// data URL is carried whole; anything else keeps only a placeholder.
 	Mime     string `json:"mime,omitempty"`
 	Filename string `json:"filename,omitempty"`
+	URL      string `json:"url,omitempty"`
 }
 
 // PartTime is when a part started and ended (Unix ms).
@@ -153,8 +154,8 @@ type ToolState struct {
 	Title    string          `json:"title"`
 	Metadata json.RawMessage `json:"metadata"`
 	Time     *PartTime       `json:"time"`
-	// Attachments are files a completed tool returned (file parts); read
-	// only to be reported, never written.
+	// Attachments are files a completed tool returned (file parts): images
+	// with a data URL are carried, others reported.
 	Attachments []Part `json:"attachments,omitempty"`
 }
 
@@ -166,13 +167,14 @@ func (s ToolState) MarshalJSON() ([]byte, error) {
 	switch s.Status {
 	case "completed":
 		return json.Marshal(struct {
-			Status   string          `json:"status"`
-			Input    json.RawMessage `json:"input"`
-			Output   string          `json:"output"`
-			Title    string          `json:"title"`
-			Metadata json.RawMessage `json:"metadata"`
-			Time     *PartTime       `json:"time,omitempty"`
-		}{s.Status, in, s.Output, s.Title, rawOr(s.Metadata, "{}"), s.Time})
+			Status      string          `json:"status"`
+			Input       json.RawMessage `json:"input"`
+			Output      string          `json:"output"`
+			Title       string          `json:"title"`
+			Metadata    json.RawMessage `json:"metadata"`
+			Time        *PartTime       `json:"time,omitempty"`
+			Attachments []Part          `json:"attachments,omitempty"`
+		}{s.Status, in, s.Output, s.Title, rawOr(s.Metadata, "{}"), s.Time, s.Attachments})
 	case "error":
 		return json.Marshal(struct {
 			Status   string          `json:"status"`

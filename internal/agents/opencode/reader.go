@@ -179,7 +179,18 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
 			out = append(out, base)
 		case "file":
-			out = append(out, filePlaceholder(base, m.Info.Role, part))
+			im, err := agents.ParseDataURL(part.URL)
+			if err != nil || m.Info.Role != "user" {
+				out = append(out, filePlaceholder(base, m.Info.Role, part))
+				break
+			}
+			// An image belongs to the user text it was sent with.
+			if n := len(out); n > 0 && out[n-1].Kind == transcript.KindUser {
+				out[n-1].Images = append(out[n-1].Images, im)
+				break
+			}
+			base.Kind, base.Images = transcript.KindUser, []transcript.Image{im}
+			out = append(out, base)
 		case "tool":
 			call, res := toolMessages(base, part, model)
 			if call == nil {
@@ -188,7 +199,12 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 			}
 			out = append(out, *call)
 			for _, a := range part.State.Attachments {
-				p.skip(attachmentKind(a))
+				im, err := agents.ParseDataURL(a.URL)
+				if err != nil || res == nil {
+					p.skip(attachmentKind(a))
+					continue
+				}
+				res.Images = append(res.Images, im)
 			}
 			if res != nil {
 				results = append(results, *res)

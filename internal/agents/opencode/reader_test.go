@@ -163,9 +163,10 @@ func TestReadAttachmentsAndUnknownParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The screenshot, a data URL, rides with the text it was sent with;
+	// a file by reference and data of no image type keep a placeholder.
 	want := []string{
 		"user ATT-U1 what is wrong in this screenshot and notes?",
-		"user [image omitted: crash.png, image/png]",
 		"user [file omitted: notes.txt, text/plain]",
 		"user [file omitted]",
 		"assistant ATT-A1 a nil map",
@@ -180,6 +181,9 @@ func TestReadAttachmentsAndUnknownParts(t *testing.T) {
 		if strings.Contains(m.Text, "base64") || strings.Contains(m.Text, "iVBOR") {
 			t.Errorf("attachment data in %q", m.Text)
 		}
+	}
+	if im := p.Messages[0].Images; len(im) != 1 || im[0].MediaType != "image/png" {
+		t.Errorf("the screenshot: %+v, want one PNG on the user text", im)
 	}
 }
 

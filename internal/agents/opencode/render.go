@@ -126,6 +126,8 @@ func (r *renderer) one(m transcript.Message) {
 	switch m.Kind {
 	case transcript.KindUser:
 		r.userMsg(r.at(m), m.Text, false)
+		u := &r.out[len(r.out)-1]
+		u.Parts = append(u.Parts, r.fileParts(u.Info.ID, m.Images)...)
 		if r.first == "" {
 			r.first = m.Text
 		}
@@ -224,6 +226,19 @@ func (r *renderer) result(m transcript.Message) {
 		return
 	}
 	st.Status, st.Output = "completed", res.Output
+	st.Attachments = r.fileParts(r.out[r.parts[res.CallID][0]].Info.ID, m.Images)
+}
+
+// fileParts are images as OpenCode file parts of message msgID, their
+// bytes in a data URL (as OpenCode stores a pasted image).
+func (r *renderer) fileParts(msgID string, images []transcript.Image) []Part {
+	var out []Part
+	for i, im := range images {
+		ext := strings.TrimPrefix(im.MediaType, "image/")
+		out = append(out, Part{ID: r.g.id("prt"), SessionID: r.sid, MessageID: msgID, Type: "file",
+			Mime: im.MediaType, Filename: fmt.Sprintf("image-%d.%s", i+1, ext), URL: agents.DataURL(im)})
+	}
+	return out
 }
 
 // closeOrphans turns calls that never got a result into errors saying so.

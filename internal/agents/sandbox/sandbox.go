@@ -99,6 +99,9 @@ func Setup(agent, home, baseURL string) (Sandbox, error) {
 				"models": map[string]any{FakeModel: map[string]any{
 					"name": "Fake Model", "tool_call": true,
 					"limit": map[string]any{"context": 128000, "output": 4096},
+					// A model that reads images, as the ones people use do.
+					"attachment": true,
+					"modalities": map[string]any{"input": []string{"text", "image"}, "output": []string{"text"}},
 				}},
 			}},
 			"permission": map[string]any{"bash": "allow", "edit": "allow", "webfetch": "deny"},
