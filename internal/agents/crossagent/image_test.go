@@ -6,7 +6,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +13,6 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// imageCarriers are the agents whose reader and writer carry images whole
-// (user attachments and tool results). The others still leave an image
-// out (reported where they read one); this list grows as they learn.
-var imageCarriers = []string{"claude", "codex", "pi", "gemini", "opencode"}
 
 const (
 	imageU1     = "MARKER-I1 what is in this picture?"
@@ -57,25 +51,23 @@ func imageConversation(t *testing.T) ([]transcript.Message, transcript.Image, tr
 
 // TestMatrixImages: an attached image and a tool's screenshot, written in
 // each source agent's format and imported back, reach the model as images
-// when each real target CLI resumes the conversation, wherever both agents
-// carry images (imageCarriers); elsewhere the text around them still does.
+// when each real target CLI resumes the conversation.
 func TestMatrixImages(t *testing.T) {
 	_, attached, shot := imageConversation(t)
 	matrix(t, func(t *testing.T, agent string) []transcript.Message {
 		msgs, _, _ := imageConversation(t)
 		return importVia(t, agent, "image", msgs)
 	}, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
-		carried := slices.Contains(imageCarriers, src) && slices.Contains(imageCarriers, tgt)
-		if err := receivedImages(writeAndResume(t, src, tgt, msgs, imagePrompt, nil), attached, shot, carried); err != nil {
+		if err := receivedImages(writeAndResume(t, src, tgt, msgs, imagePrompt, nil), attached, shot); err != nil {
 			t.Fatalf("%s->%s: %v", src, tgt, err)
 		}
 	})
 }
 
-// receivedImages checks the text around the images arrived in order and,
-// when carried, each image right after what it belongs to: the attached
-// one after the user's text, the screenshot after the tool's output.
-func receivedImages(items []fakemodel.Item, attached, shot transcript.Image, carried bool) error {
+// receivedImages checks the text around the images arrived in order and
+// each image after what it belongs to: the attached one after the user's
+// text, the screenshot after the tool's output.
+func receivedImages(items []fakemodel.Item, attached, shot transcript.Image) error {
 	text := func(s string) func(fakemodel.Item) bool {
 		return func(it fakemodel.Item) bool { return strings.Contains(it.Text, s) }
 	}
@@ -83,17 +75,16 @@ func receivedImages(items []fakemodel.Item, attached, shot transcript.Image, car
 		want := fakemodel.ImageText(im.MediaType, im.Data)
 		return func(it fakemodel.Item) bool { return it.Kind == fakemodel.KindImage && it.Text == want }
 	}
-	steps := []step{{"the user's text", text("MARKER-I1")}}
-	if carried {
-		steps = append(steps, step{"the attached image", img(attached)})
+	steps := []step{
+		{"the user's text", text("MARKER-I1")},
+		{"the attached image", img(attached)},
+		{"the tool's output", text("MARKER-IOUT")},
+		{"the screenshot", img(shot)},
+		{"the answer about it", text("MARKER-IA2")},
+		{"the new prompt", text("MARKER-INEW")},
 	}
-	steps = append(steps, step{"the tool's output", text("MARKER-IOUT")})
-	if carried {
-		steps = append(steps, step{"the screenshot", img(shot)})
-	}
-	steps = append(steps, step{"the answer about it", text("MARKER-IA2")}, step{"the new prompt", text("MARKER-INEW")})
 	if n, _ := inOrder(items, steps); n < len(steps) {
-		return fmt.Errorf("the model did not receive %s in order (images carried: %v); it got:\n%s", steps[n].what, carried, dump(items))
+		return fmt.Errorf("the model did not receive %s in order; it got:\n%s", steps[n].what, dump(items))
 	}
 	return nil
 }
