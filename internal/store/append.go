@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -29,16 +28,6 @@ type appendReq struct {
 	guard Guard
 	err   error // this message's own refusal (its client id reused)
 	done  chan error
-}
-
-// appendQueue is one session's group commit: concurrent appends to a
-// session share a txn, which is where throughput comes from on etcd (one
-// fsync for many messages). Seqs stay dense because one drainer per session
-// assigns them, and the txn's compare on the seq key keeps them dense across
-// control plane replicas too.
-type appendQueue struct {
-	pending []*appendReq
-	running bool
 }
 
 // Append stores msgs in order and returns them with seq set. Each message
@@ -194,7 +183,7 @@ func (s *Store) answerStored(ctx context.Context, sessionID string, encs []encod
 }
 
 // appendFresh reserves quota for the messages' bytes, writes the chunks of
-// large ones, and commits them all through the session's queue.
+// large ones, and queues them all for the group commit (commit.go).
 func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encoded, g Guard) error {
 	cost := 0
 	for _, e := range fresh {
@@ -232,122 +221,6 @@ func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encod
 
 func sessionNotFound(id string) error {
 	return errs.NotFound("session %s not found; `cast ls` lists sessions", id).With("session", id)
-}
-
-func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[sessionID]
-	if q == nil {
-		q = &appendQueue{}
-		s.queues[sessionID] = q
-	}
-	q.pending = append(q.pending, reqs...)
-	if !q.running {
-		q.running = true
-		go s.drain(sessionID, q)
-	}
-}
-
-// drain commits the queue's pending appends batch by batch until it is empty.
-func (s *Store) drain(sessionID string, q *appendQueue) {
-	for {
-		s.mu.Lock()
-		if len(q.pending) == 0 {
-			q.running = false
-			delete(s.queues, sessionID)
-			s.mu.Unlock()
-			return
-		}
-		batch := s.takeBatch(q)
-		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultOpTimeout)
-		err := s.commitBatch(ctx, sessionID, batch)
-		cancel()
-		for _, r := range batch {
-			if err != nil {
-				r.done <- err
-			} else {
-				r.done <- r.err
-			}
-		}
-	}
-}
-
-// takeBatch removes a prefix of pending that shares one guard and fits the
-// txn limits. Called with s.mu held.
-func (s *Store) takeBatch(q *appendQueue) []*appendReq {
-	g := q.pending[0].guard
-	n, bytes := 0, 0
-	for n < len(q.pending) && n < s.cfg.MaxBatchMsgs {
-		r := q.pending[n]
-		if r.guard != g || (n > 0 && bytes+r.p.size > s.cfg.MaxBatchBytes) {
-			break
-		}
-		bytes += r.p.size
-		n++
-	}
-	batch := q.pending[:n:n]
-	q.pending = q.pending[n:]
-	return batch
-}
-
-// commitBatch assigns seqs and commits the batch in one txn, retrying when a
-// concurrent writer (another replica) moved the seq counter.
-func (s *Store) commitBatch(ctx context.Context, sessionID string, batch []*appendReq) error {
-	g := batch[0].guard
-	for range 20 {
-		reads := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID))}
-		for _, r := range batch {
-			reads = append(reads, clientv3.OpGet(s.cidKey(sessionID, r.p.msg.ClientId)))
-		}
-		for _, r := range batch {
-			if r.p.chunk0 != "" {
-				reads = append(reads, clientv3.OpGet(r.p.chunk0, clientv3.WithCountOnly()))
-			}
-		}
-		resp, err := s.cli.Txn(ctx).Then(reads...).Commit()
-		if err != nil {
-			return err
-		}
-		seqKV := resp.Responses[0].GetResponseRange().Kvs
-		if len(seqKV) == 0 {
-			return sessionNotFound(sessionID)
-		}
-		last, err := parseInt(seqKV[0].Value)
-		if err != nil {
-			return errs.Internal(err, "corrupt seq counter")
-		}
-		if err := s.checkGuard(g, resp.Responses[1].GetResponseRange().Kvs); err != nil {
-			return err
-		}
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(sessionID)), "=", seqKV[0].ModRevision)}
-		if g.Token != 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(sessionID)), "=", g.Token))
-		}
-		plan, err := s.planBatch(ctx, sessionID, batch, resp.Responses[2:], last)
-		if err != nil {
-			return err
-		}
-		if plan.next == last {
-			plan.settle()
-			return nil // every message was already stored, or refused
-		}
-		ops := append(plan.ops, clientv3.OpPut(s.seqKey(sessionID), strconv.FormatInt(plan.next, 10)))
-		tx, err := s.cli.Txn(ctx).If(append(cmps, plan.cmps...)...).Then(ops...).Commit()
-		if err != nil {
-			return err
-		}
-		if tx.Succeeded {
-			plan.settle()
-			s.m.AppendedMessages.Add(float64(plan.next - last))
-			s.m.AppendBatchSize.Observe(float64(plan.next - last))
-			s.m.TranscriptBytes.Add(float64(plan.written))
-			return nil
-		}
-		s.m.TxnConflicts.WithLabelValues("append").Inc()
-	}
-	return errs.New(errs.KindAborted, errs.ReasonConflict, "append kept conflicting with concurrent writers; retry with the same client ids")
 }
 
 // batchPlan is one try at committing a batch: the writes, their compares,

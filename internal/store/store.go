@@ -69,6 +69,11 @@ const (
 	DefaultMaxMessageBytes = 8 << 20
 	DefaultMaxBatchBytes   = 1 << 20 // well under etcd's 1.5 MiB request limit
 	DefaultMaxBatchMsgs    = 50      // 2 ops per message + 1, under etcd's 128 ops
+	// DefaultMaxTxnOps is etcd's --max-txn-ops default: etcd refuses a txn
+	// with more compares, more then-ops or more else-ops than this. A group
+	// commit round (sessions sharing one txn) stays within it; set it to the
+	// etcd's own value when that was raised.
+	DefaultMaxTxnOps = 128
 	// DefaultPageBytes bounds the messages of one page (ListMessages,
 	// ExportSession): a page stops before the message that would pass it,
 	// but always holds one, so a reply is at most
@@ -92,6 +97,7 @@ type Config struct {
 	MaxMessageBytes int     // larger messages are refused
 	MaxBatchBytes   int
 	MaxBatchMsgs    int
+	MaxTxnOps       int // etcd's --max-txn-ops (see DefaultMaxTxnOps)
 	PageBytes       int // bytes of messages in one page (see DefaultPageBytes)
 	QuotaPoll       time.Duration
 	SweepEvery      time.Duration // how often orphan chunks are swept
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes: DefaultMaxMessageBytes,
 		MaxBatchBytes:   DefaultMaxBatchBytes,
 		MaxBatchMsgs:    DefaultMaxBatchMsgs,
+		MaxTxnOps:       DefaultMaxTxnOps,
 		PageBytes:       DefaultPageBytes,
 		QuotaPoll:       2 * time.Second,
 		SweepEvery:      DefaultSweepEvery,
@@ -132,6 +139,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: batch bytes must be in [chunk,1.4MiB]")
 	case c.MaxBatchMsgs < 1 || c.MaxBatchMsgs > 60:
 		return fmt.Errorf("store: batch messages must be in [1,60]")
+	case c.MaxTxnOps < 2*c.MaxBatchMsgs+2:
+		// One session's batch of MaxBatchMsgs chunked messages reads and
+		// compares 2 keys per message and 2 of the session.
+		return fmt.Errorf("store: max txn ops below twice the batch messages plus 2")
 	case c.PageBytes < c.ChunkBytes:
 		return fmt.Errorf("store: page bytes below chunk size")
 	case c.QuotaPoll <= 0:
@@ -154,14 +165,14 @@ type Store struct {
 	alarm      alarmState // Run's goroutine only
 	ownsClient bool
 
-	mu     sync.Mutex
-	queues map[string]*appendQueue // per-session group commit
+	commit *committer // group commit of appends across sessions
 
 	// watchGen picks the clientv3 watch stream of new watches; a watch
 	// etcd canceled moves it on (follow.go).
 	watchGen atomic.Int64
 
 	afterChunks func() // test hook: runs between an append's chunks and its commit
+	beforeTxn   func() // test hook: runs between a round's reads and its write txn
 }
 
 // Open dials etcd at endpoints with a's TLS and auth and returns a Store
@@ -205,7 +216,7 @@ func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store
 	if m == nil {
 		m = metrics.NewStore(nil)
 	}
-	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, queues: map[string]*appendQueue{}, alarm: newAlarmState()}
+	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, commit: newCommitter(), alarm: newAlarmState()}
 	s.quota.init(cfg)
 	if err := s.refreshQuota(ctx); err != nil {
 		return nil, fmt.Errorf("store: first status read: %w", err)

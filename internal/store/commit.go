@@ -1,0 +1,399 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+// Group commit across sessions. Appends queue per session, in arrival
+// order. One leader at a time takes a round (a batch from each queued
+// session, as many as fit one etcd txn) and commits it; appends that
+// arrive while a round is in flight wait for the next one. So a txn grows
+// with the load and, at low load, an append waits for nothing: no timer
+// stands in for batching. Throughput comes from sharing: etcd pays a raft
+// entry, an fsync and a round trip per txn, not per append.
+//
+// Each session's batch keeps its own compares (its seq key's revision, its
+// owner's with a guard, its client ids, its chunks), so seqs stay dense and
+// a client id is stored once however rounds group sessions, and across
+// control plane replicas too. A round whose txn fails a compare reads the
+// same keys again in the txn's else branch: the sessions whose keys did
+// not move are committed at once without the others, and only those whose
+// keys moved are charged a try and tried again, as they were alone.
+
+// maxAppendTries bounds the tries of one session's batch that conflicted
+// with a concurrent writer (another replica) before it is refused.
+const maxAppendTries = 20
+
+// roundSlack is what one message adds to a txn beyond its envelope: its
+// keys and client id record.
+const roundSlack = 256
+
+// committer holds the queued appends of every session.
+type committer struct {
+	mu      sync.Mutex
+	queues  map[string][]*appendReq // session -> queued appends, oldest first
+	order   []string                // sessions with queued appends, oldest first
+	leading bool                    // a leader is committing rounds
+
+	txns atomic.Int64 // txns sent by rounds (reads and writes)
+}
+
+func newCommitter() *committer { return &committer{queues: map[string][]*appendReq{}} }
+
+// sessionBatch is one session's share of a round.
+type sessionBatch struct {
+	id    string
+	reqs  []*appendReq
+	guard Guard
+	reads []*etcdserverpb.ResponseOp // answers to readOps, from the latest read
+	plan  *batchPlan
+	last  int64          // the session's seq when read
+	cmps  []clientv3.Cmp // the session's compares, plan's included
+	tries int
+}
+
+// enqueue queues reqs for sessionID and makes sure a leader commits them.
+func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
+	c := s.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queues[sessionID]) == 0 {
+		c.order = append(c.order, sessionID)
+	}
+	c.queues[sessionID] = append(c.queues[sessionID], reqs...)
+	if !c.leading {
+		c.leading = true
+		go s.lead()
+	}
+}
+
+// lead commits rounds until nothing is queued.
+func (s *Store) lead() {
+	for {
+		round := s.takeRound()
+		if round == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultOpTimeout)
+		s.commitRound(ctx, round)
+		cancel()
+	}
+}
+
+// txnBudget is what a round has used of one txn.
+type txnBudget struct{ reads, cmps, puts, bytes int }
+
+// takeRound removes from the queues the batches of the next round, or
+// returns nil (and ends the leadership) when nothing is queued. A session
+// whose queue is left non-empty moves behind the others, so a long backlog
+// does not crowd out the sessions behind it.
+func (s *Store) takeRound() []*sessionBatch {
+	c := s.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var round []*sessionBatch
+	var used txnBudget
+	var rest, again []string
+	for i, id := range c.order {
+		reqs := s.takeBatch(c.queues[id], &used, len(round) == 0)
+		if len(reqs) == 0 { // the txn is full
+			rest = append(rest, c.order[i:]...)
+			break
+		}
+		round = append(round, &sessionBatch{id: id, reqs: reqs, guard: reqs[0].guard})
+		if left := c.queues[id][len(reqs):]; len(left) > 0 {
+			c.queues[id], again = left, append(again, id)
+			continue
+		}
+		delete(c.queues, id)
+	}
+	c.order = append(rest, again...)
+	if len(round) == 0 {
+		c.leading = false
+		return nil
+	}
+	return round
+}
+
+// takeBatch returns the longest prefix of queued that shares one guard and
+// fits MaxBatchMsgs, MaxBatchBytes and what is left of the round's txn
+// (used, updated). The first batch of a round always holds a message.
+func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*appendReq {
+	n := 0
+	next := *used
+	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+2, next.puts+1 // seq and owner
+	for n < len(queued) && n < s.cfg.MaxBatchMsgs && queued[n].guard == queued[0].guard {
+		p := queued[n].p
+		grow := txnBudget{reads: 1, cmps: 1, puts: 2, bytes: p.size + roundSlack}
+		if p.chunk0 != "" {
+			grow.reads, grow.cmps = 2, 2
+		}
+		if !(first && n == 0) && !s.fits(next, grow) {
+			break
+		}
+		next = txnBudget{next.reads + grow.reads, next.cmps + grow.cmps, next.puts + grow.puts, next.bytes + grow.bytes}
+		n++
+	}
+	if n > 0 {
+		*used = next
+	}
+	return queued[:n:n]
+}
+
+// fits reports whether grow still fits a txn that has used used.
+func (s *Store) fits(used, grow txnBudget) bool {
+	ops := s.cfg.MaxTxnOps
+	return used.reads+grow.reads <= ops && used.cmps+grow.cmps <= ops && used.puts+grow.puts <= ops &&
+		used.bytes+grow.bytes <= s.cfg.MaxBatchBytes
+}
+
+// commitRound commits round in one txn and answers every append. When
+// the txn fails a compare, its else branch has read the keys again: the
+// sessions whose keys did not move are committed at once, without the
+// ones that moved, which are tried after them with a try charged.
+func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
+	if err := s.readRound(ctx, round); err != nil {
+		finishAll(round, err)
+		return
+	}
+	groups := [][]*sessionBatch{round}
+	for len(groups) > 0 {
+		g := s.planRound(ctx, groups[0])
+		groups = groups[1:]
+		if len(g) == 0 {
+			continue
+		}
+		if s.beforeTxn != nil {
+			s.beforeTxn()
+		}
+		resp, err := s.writeRound(ctx, g)
+		if err != nil {
+			// The groups not sent yet fail too: etcd just did.
+			err = unknownOutcome(err)
+			finishAll(g, err)
+			for _, g := range groups {
+				finishAll(g, err)
+			}
+			return
+		}
+		if resp.Succeeded {
+			s.settleRound(g)
+			continue
+		}
+		groups = append(s.splitConflicts(g, resp.Responses), groups...)
+	}
+}
+
+// readOps are the keys a session's batch is planned from: its seq counter,
+// its owner, its client ids, and the first chunk of each chunked message.
+func (s *Store) readOps(b *sessionBatch) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpGet(s.seqKey(b.id)), clientv3.OpGet(s.ownerKey(b.id))}
+	for _, r := range b.reqs {
+		ops = append(ops, clientv3.OpGet(s.cidKey(b.id, r.p.msg.ClientId)))
+	}
+	for _, r := range b.reqs {
+		if r.p.chunk0 != "" {
+			ops = append(ops, clientv3.OpGet(r.p.chunk0, clientv3.WithCountOnly()))
+		}
+	}
+	return ops
+}
+
+// roundReads are the read ops of every batch of round, in order.
+func (s *Store) roundReads(round []*sessionBatch) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, b := range round {
+		ops = append(ops, s.readOps(b)...)
+	}
+	return ops
+}
+
+// readRound reads the keys of every batch in one txn.
+func (s *Store) readRound(ctx context.Context, round []*sessionBatch) error {
+	s.commit.txns.Add(1)
+	resp, err := s.cli.Txn(ctx).Then(s.roundReads(round)...).Commit()
+	if err != nil {
+		return err
+	}
+	splitReads(round, resp.Responses)
+	return nil
+}
+
+// splitReads hands each batch its share of rs, the answers to roundReads.
+func splitReads(round []*sessionBatch, rs []*etcdserverpb.ResponseOp) {
+	for _, b := range round {
+		n := 2 + len(b.reqs)
+		for _, r := range b.reqs {
+			if r.p.chunk0 != "" {
+				n++
+			}
+		}
+		b.reads, rs = rs[:n], rs[n:]
+	}
+}
+
+// planRound plans every batch from its reads and answers the batches that
+// need no write (refused, or every message already stored); it returns
+// the batches left to write.
+func (s *Store) planRound(ctx context.Context, round []*sessionBatch) []*sessionBatch {
+	left := round[:0]
+	for _, b := range round {
+		if err := s.planSession(ctx, b); err != nil {
+			finish(b, err)
+			continue
+		}
+		if b.plan.next == b.last {
+			b.plan.settle()
+			finish(b, nil)
+			continue
+		}
+		left = append(left, b)
+	}
+	return left
+}
+
+// planSession plans b from its reads: the session must exist, and with a
+// guard be owned by the guard's node.
+func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
+	seqKV := b.reads[0].GetResponseRange().Kvs
+	if len(seqKV) == 0 {
+		return sessionNotFound(b.id)
+	}
+	last, err := parseInt(seqKV[0].Value)
+	if err != nil {
+		return errs.Internal(err, "corrupt seq counter")
+	}
+	if err := s.checkGuard(b.guard, b.reads[1].GetResponseRange().Kvs); err != nil {
+		return err
+	}
+	plan, err := s.planBatch(ctx, b.id, b.reqs, b.reads[2:], last)
+	if err != nil {
+		return err
+	}
+	b.plan, b.last = plan, last
+	b.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(b.id)), "=", seqKV[0].ModRevision)}
+	if b.guard.Token != 0 {
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(b.id)), "=", b.guard.Token))
+	}
+	b.cmps = append(b.cmps, plan.cmps...)
+	return nil
+}
+
+// writeRound sends the round's txn: every batch's compares and writes, and
+// in the else branch every batch's reads again.
+func (s *Store) writeRound(ctx context.Context, round []*sessionBatch) (*clientv3.TxnResponse, error) {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	for _, b := range round {
+		cmps = append(cmps, b.cmps...)
+		ops = append(ops, b.plan.ops...)
+		ops = append(ops, clientv3.OpPut(s.seqKey(b.id), strconv.FormatInt(b.plan.next, 10)))
+	}
+	s.commit.txns.Add(1)
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(s.roundReads(round)...).Commit()
+}
+
+// settleRound answers the appends of a committed round.
+func (s *Store) settleRound(round []*sessionBatch) {
+	msgs := int64(0)
+	for _, b := range round {
+		b.plan.settle()
+		msgs += b.plan.next - b.last
+		s.m.TranscriptBytes.Add(float64(b.plan.written))
+		finish(b, nil)
+	}
+	s.m.AppendedMessages.Add(float64(msgs))
+	s.m.AppendBatchSize.Observe(float64(msgs))
+}
+
+// splitConflicts takes the fresh reads of a group whose txn failed a
+// compare (rs, its else branch) and returns the groups to try next: the
+// batches whose keys did not move, then those whose keys moved (they
+// failed the compares), each charged a try; a batch out of tries is
+// refused.
+func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp) [][]*sessionBatch {
+	old := make([][]*etcdserverpb.ResponseOp, len(g))
+	for i, b := range g {
+		old[i] = b.reads
+	}
+	splitReads(g, rs)
+	var still, moved []*sessionBatch
+	for i, b := range g {
+		if sameKeys(b.guard, old[i], b.reads) {
+			still = append(still, b)
+			continue
+		}
+		moved = append(moved, b)
+	}
+	if len(moved) == 0 { // cannot happen (no compare failed then), but never loop forever
+		still, moved = nil, still
+	}
+	left := moved[:0]
+	for _, b := range moved {
+		s.m.TxnConflicts.WithLabelValues("append").Inc()
+		if b.tries++; b.tries < maxAppendTries {
+			left = append(left, b)
+			continue
+		}
+		finish(b, errs.New(errs.KindAborted, errs.ReasonConflict, "append kept conflicting with concurrent writers; retry with the same client ids"))
+	}
+	var next [][]*sessionBatch
+	for _, g := range [][]*sessionBatch{still, left} {
+		if len(g) > 0 {
+			next = append(next, g)
+		}
+	}
+	return next
+}
+
+// sameKeys reports whether two reads of a batch's keys saw the same
+// revisions (the owner only matters with a guard).
+func sameKeys(g Guard, a, b []*etcdserverpb.ResponseOp) bool {
+	for i := range a {
+		if i == 1 && g.Token == 0 {
+			continue
+		}
+		ra, rb := a[i].GetResponseRange(), b[i].GetResponseRange()
+		if ra.Count != rb.Count || len(ra.Kvs) != len(rb.Kvs) {
+			return false
+		}
+		for j := range ra.Kvs {
+			if ra.Kvs[j].ModRevision != rb.Kvs[j].ModRevision || ra.Kvs[j].CreateRevision != rb.Kvs[j].CreateRevision {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unknownOutcome is the error of appends whose txn etcd did not answer: it
+// may have committed, and retrying with the same client ids is safe.
+func unknownOutcome(err error) error {
+	return &errs.Error{Kind: errs.KindUnavailable, Reason: errs.ReasonUnavailable, Err: err,
+		Msg: "the append's outcome is unknown (etcd did not answer its commit); retry with the same client ids"}
+}
+
+// finish answers every append of b: err, or each message's own outcome.
+func finish(b *sessionBatch, err error) {
+	for _, r := range b.reqs {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- r.err
+		}
+	}
+}
+
+func finishAll(round []*sessionBatch, err error) {
+	for _, b := range round {
+		finish(b, err)
+	}
+}
