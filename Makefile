@@ -85,8 +85,13 @@ lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
+# The benchmarks, each figure beside a baseline measured in the same run
+# (ratios are what compare across machines and runs). The append table is
+# printed in markdown and written as JSON to BENCH_JSON; TestAppendBenchRows
+# is its short mode in `make test`. docs/performance.md has a measured table.
+BENCH_JSON ?= $(or $(TMPDIR),/tmp)/cast-bench.json
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./internal/controlplane ./internal/store
+	CAST_BENCH_JSON=$(abspath $(BENCH_JSON)) $(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./internal/controlplane ./internal/store
 
 dev: build
 	./bin/controlplane --dev

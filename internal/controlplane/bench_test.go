@@ -2,7 +2,10 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,79 +14,181 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
-// BenchmarkAppend compares message appends through the gRPC API (validation,
-// dense seq assignment, idempotency keys, group commit) with the same
-// number of plain etcd puts of the same size at the same concurrency, on
-// the same etcd in the same run, and reports the ratio: machines are noisy,
-// ratios are what to compare across runs.
+// appendCases are the rows of the append table: writers each appending
+// one 512-byte message per call, to a session each or all to one.
+var appendCases = []appendCase{
+	{writers: 1, sessions: 1},
+	{writers: 16, sessions: 16},
+	{writers: 64, sessions: 64},
+	{writers: 64, sessions: 1},
+}
+
+type appendCase struct{ writers, sessions int }
+
+func (c appendCase) String() string {
+	if c.sessions == 1 && c.writers > 1 {
+		return fmt.Sprintf("writers=%d/shared_session", c.writers)
+	}
+	return fmt.Sprintf("writers=%d/sessions=%d", c.writers, c.sessions)
+}
+
+// benchMsgBytes is the size of every append and of every raw put.
+const benchMsgBytes = 512
+
+// BenchmarkAppend compares AppendMessages through the control plane (gRPC
+// over TLS with a bearer token, validation, dense seqs, idempotency keys,
+// group commit) with plain etcd puts of the same size at the same
+// concurrency, on the same etcd in the same run, and reports the ratio:
+// machines are noisy, ratios are what to compare across runs. It prints
+// the table in markdown and writes it as JSON to $CAST_BENCH_JSON when set
+// (`make bench` does both).
 //
 //	go test -run '^$' -bench Append -benchtime 5x ./internal/controlplane
 func BenchmarkAppend(b *testing.B) {
-	for _, writers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) { benchAppend(b, writers) })
+	rig := newAppendRig(b)
+	rows := make([]benchRow, len(appendCases))
+	for i, ac := range appendCases {
+		b.Run(ac.String(), func(b *testing.B) {
+			var r appendResult
+			b.ResetTimer()
+			for range b.N {
+				r.add(rig.measure(b, ac, 512))
+			}
+			b.StopTimer()
+			r.report(b)
+			rows[i] = r.row(ac)
+		})
+	}
+	emitTable(b, rows)
+}
+
+// TestAppendBenchRows is the benchmark's short mode in the normal test
+// run, so it never rots: it asserts that every row is produced, never a
+// timing.
+func TestAppendBenchRows(t *testing.T) {
+	rig := newAppendRig(t)
+	var rows []benchRow
+	for _, ac := range appendCases {
+		var r appendResult
+		r.add(rig.measure(t, ac, ac.writers))
+		rows = append(rows, r.row(ac))
+	}
+	md := markdownTable(rows)
+	for i, ac := range appendCases {
+		row := rows[i]
+		if row.Value <= 0 || row.Baseline <= 0 || row.Ratio <= 0 || !strings.Contains(md, row.Name) {
+			t.Errorf("row %s: %+v missing from the table:\n%s", ac, row, md)
+		}
 	}
 }
 
-func benchAppend(b *testing.B, writers int) {
-	ep := testharness.StartEtcd(b, func(c *testharness.EtcdConfig) { c.QuotaBytes = 2 << 30 })
-	srv := testharness.StartControlPlane(b, func(c *controlplane.Config) {
+// appendRig is a control plane serving TLS with token auth, over an etcd
+// the benchmark also puts to directly, with sessions to append to.
+type appendRig struct {
+	c        *client.Client
+	raw      *clientv3.Client
+	sessions []string
+}
+
+func newAppendRig(tb testing.TB) *appendRig {
+	ep := testharness.StartEtcd(tb, func(c *testharness.EtcdConfig) { c.QuotaBytes = 2 << 30 })
+	srv := testharness.StartControlPlane(tb, func(c *controlplane.Config) {
 		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
 		c.Store.QuotaBytes = 2 << 30
+		c.TLS.Enabled = true
+		c.SecretsKeyFile = filepath.Join(tb.TempDir(), controlplane.SecretsKeyFileName)
 	})
-	c := testharness.Dial(b, srv.Addr())
-	testharness.StartNode(b, srv.Addr(), "bench", nil)
+	testharness.StartNode(tb, srv.Addr(), "bench", func(c *nodeagent.Config) { c.CAPin = srv.CAPin() })
 	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer raw.Close()
-	ctx := context.Background()
-	var sess *castv1.Session
-	testharness.WaitFor(b, 20*time.Second, "bench session", func() bool {
-		sess, err = c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude"})
-		return err == nil
+	tb.Cleanup(func() { raw.Close() })
+	rig := &appendRig{c: testharness.DialServer(tb, srv), raw: raw}
+	most := 0
+	for _, ac := range appendCases {
+		most = max(most, ac.sessions)
+	}
+	testharness.WaitFor(tb, 60*time.Second, "bench sessions", func() bool {
+		for len(rig.sessions) < most {
+			s, err := rig.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude"})
+			if err != nil {
+				return false
+			}
+			rig.sessions = append(rig.sessions, s.Id)
+		}
+		return true
 	})
-	const perRound = 256
-	text := strings.Repeat("x", 512)
-	viaGRPC := func(i int) error {
-		_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: text, RequestId: ids.NewClientID()})
+	return rig
+}
+
+// measure runs total appends and then total raw puts, each over
+// ac.writers goroutines (writer w appends to session w mod ac.sessions).
+func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResult {
+	ctx := context.Background()
+	text := strings.Repeat("x", benchMsgBytes)
+	viaGRPC := func(w, i int) error {
+		_, err := r.c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: r.sessions[w%ac.sessions],
+			Messages: []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: text}}})
 		return err
 	}
-	viaEtcd := func(i int) error {
-		_, err := raw.Put(ctx, fmt.Sprintf("/bench/%s/%d", ids.NewClientID(), i), text)
+	viaEtcd := func(w, i int) error {
+		_, err := r.raw.Put(ctx, fmt.Sprintf("/bench/%s/%d", ids.NewClientID(), i), text)
 		return err
 	}
-	var grpcLat, etcdLat []time.Duration
-	var grpcTime, etcdTime time.Duration
-	b.ResetTimer()
-	for range b.N {
-		d, lat := round(b, writers, perRound, viaGRPC)
-		grpcTime, grpcLat = grpcTime+d, append(grpcLat, lat...)
-		d, lat = round(b, writers, perRound, viaEtcd)
-		etcdTime, etcdLat = etcdTime+d, append(etcdLat, lat...)
-	}
-	b.StopTimer()
-	n := float64(b.N * perRound)
-	gps, eps := n/grpcTime.Seconds(), n/etcdTime.Seconds()
-	b.ReportMetric(gps, "grpc_msgs/s")
-	b.ReportMetric(eps, "etcd_puts/s")
-	b.ReportMetric(gps/eps, "throughput_ratio")
-	b.ReportMetric(ms(pct(grpcLat, 50)), "grpc_p50_ms")
-	b.ReportMetric(ms(pct(etcdLat, 50)), "etcd_p50_ms")
-	b.ReportMetric(ms(pct(grpcLat, 99)), "grpc_p99_ms")
-	b.ReportMetric(ms(pct(etcdLat, 99)), "etcd_p99_ms")
-	b.ReportMetric(float64(pct(grpcLat, 50))/float64(pct(etcdLat, 50)), "p50_latency_ratio")
+	var res appendResult
+	res.n = total
+	res.app, res.appLat = round(tb, ac.writers, total, viaGRPC)
+	res.raw, res.rawLat = round(tb, ac.writers, total, viaEtcd)
+	return res
+}
+
+// appendResult sums the rounds of one row.
+type appendResult struct {
+	n              int
+	app, raw       time.Duration
+	appLat, rawLat []time.Duration
+}
+
+func (r *appendResult) add(o appendResult) {
+	r.n, r.app, r.raw = r.n+o.n, r.app+o.app, r.raw+o.raw
+	r.appLat, r.rawLat = append(r.appLat, o.appLat...), append(r.rawLat, o.rawLat...)
+}
+
+func (r *appendResult) rates() (app, raw float64) {
+	return float64(r.n) / r.app.Seconds(), float64(r.n) / r.raw.Seconds()
+}
+
+func (r *appendResult) report(b *testing.B) {
+	app, raw := r.rates()
+	b.ReportMetric(app, "appends/s")
+	b.ReportMetric(raw, "etcd_puts/s")
+	b.ReportMetric(app/raw, "throughput_ratio")
+	b.ReportMetric(ms(pct(r.appLat, 50)), "append_p50_ms")
+	b.ReportMetric(ms(pct(r.rawLat, 50)), "etcd_p50_ms")
+	b.ReportMetric(ms(pct(r.appLat, 99)), "append_p99_ms")
+	b.ReportMetric(ms(pct(r.rawLat, 99)), "etcd_p99_ms")
+}
+
+func (r *appendResult) row(ac appendCase) benchRow {
+	app, raw := r.rates()
+	return benchRow{Name: "appends/s, " + ac.String(), Unit: "appends/s", Value: app, Baseline: raw,
+		BaselineName: "raw etcd puts/s", Ratio: app / raw,
+		P99ms: ms(pct(r.appLat, 99)), BaselineP99ms: ms(pct(r.rawLat, 99))}
 }
 
 // round runs total calls over writers goroutines and returns the wall time
 // and each call's latency.
-func round(b *testing.B, writers, total int, call func(int) error) (time.Duration, []time.Duration) {
+func round(tb testing.TB, writers, total int, call func(w, i int) error) (time.Duration, []time.Duration) {
 	lat := make([]time.Duration, total)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -93,8 +198,8 @@ func round(b *testing.B, writers, total int, call func(int) error) (time.Duratio
 			defer wg.Done()
 			for i := w; i < total; i += writers {
 				t0 := time.Now()
-				if err := call(i); err != nil {
-					b.Error(err)
+				if err := call(w, i); err != nil {
+					tb.Error(err)
 					return
 				}
 				lat[i] = time.Since(t0)
@@ -103,6 +208,46 @@ func round(b *testing.B, writers, total int, call func(int) error) (time.Duratio
 	}
 	wg.Wait()
 	return time.Since(start), lat
+}
+
+// benchRow is one figure of `make bench`, beside its baseline measured in
+// the same run.
+type benchRow struct {
+	Name          string  `json:"name"`
+	Unit          string  `json:"unit"`
+	Value         float64 `json:"value"`
+	BaselineName  string  `json:"baseline_name"`
+	Baseline      float64 `json:"baseline"`
+	Ratio         float64 `json:"ratio"`
+	P99ms         float64 `json:"p99_ms"`
+	BaselineP99ms float64 `json:"baseline_p99_ms"`
+}
+
+func markdownTable(rows []benchRow) string {
+	var b strings.Builder
+	b.WriteString("| figure | value | baseline | baseline value | ratio | p99 ms | baseline p99 ms |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.2f | %.1f | %.1f |\n", r.Name, r.Value, r.BaselineName, r.Baseline, r.Ratio, r.P99ms, r.BaselineP99ms)
+	}
+	return b.String()
+}
+
+// emitTable prints rows as markdown and writes them as JSON to
+// $CAST_BENCH_JSON when it is set.
+func emitTable(tb testing.TB, rows []benchRow) {
+	fmt.Printf("\n%s\n", markdownTable(rows))
+	path := os.Getenv("CAST_BENCH_JSON")
+	if path == "" {
+		return
+	}
+	data, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fsutil.WriteFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	fmt.Printf("wrote %s\n", path)
 }
 
 func pct(d []time.Duration, p int) time.Duration {
