@@ -41,12 +41,15 @@ type committer struct {
 	mu      sync.Mutex
 	queues  map[string][]*appendReq // session -> queued appends, oldest first
 	order   []string                // sessions with queued appends, oldest first
-	leading bool                    // a leader is committing rounds
+	busy    map[string]bool         // sessions in a round in flight
+	leaders int                     // goroutines committing rounds
 
 	txns atomic.Int64 // txns sent by rounds (reads and writes)
 }
 
-func newCommitter() *committer { return &committer{queues: map[string][]*appendReq{}} }
+func newCommitter() *committer {
+	return &committer{queues: map[string][]*appendReq{}, busy: map[string]bool{}}
+}
 
 // sessionBatch is one session's share of a round.
 type sessionBatch struct {
@@ -69,18 +72,23 @@ func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
 		c.order = append(c.order, sessionID)
 	}
 	c.queues[sessionID] = append(c.queues[sessionID], reqs...)
-	if !c.leading {
-		c.leading = true
+	if c.leaders < s.cfg.CommitRounds {
+		c.leaders++
 		go s.lead()
 	}
 }
 
-// lead commits rounds until nothing is queued.
+// lead commits rounds until nothing it may take is queued.
 func (s *Store) lead() {
+	var done []string
 	for {
-		round := s.takeRound()
+		round := s.takeRound(done)
 		if round == nil {
 			return
+		}
+		done = done[:0]
+		for _, b := range round {
+			done = append(done, b.id)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultOpTimeout)
 		s.commitRound(ctx, round)
@@ -91,23 +99,33 @@ func (s *Store) lead() {
 // txnBudget is what a round has used of one txn.
 type txnBudget struct{ reads, cmps, puts, bytes int }
 
-// takeRound removes from the queues the batches of the next round, or
-// returns nil (and ends the leadership) when nothing is queued. A session
-// whose queue is left non-empty moves behind the others, so a long backlog
-// does not crowd out the sessions behind it.
-func (s *Store) takeRound() []*sessionBatch {
+// takeRound frees the sessions of done (the leader's last round) and
+// removes from the queues the batches of its next round: of sessions no
+// round in flight holds, so each session's appends commit in order. It
+// returns nil (and the leader ends) when there are none. A session whose
+// queue is left non-empty moves behind the others, so a long backlog does
+// not crowd out the sessions behind it.
+func (s *Store) takeRound(done []string) []*sessionBatch {
 	c := s.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, id := range done {
+		delete(c.busy, id)
+	}
 	var round []*sessionBatch
 	var used txnBudget
 	var rest, again []string
 	for i, id := range c.order {
+		if c.busy[id] {
+			rest = append(rest, id)
+			continue
+		}
 		reqs := s.takeBatch(c.queues[id], &used, len(round) == 0)
 		if len(reqs) == 0 { // the txn is full
 			rest = append(rest, c.order[i:]...)
 			break
 		}
+		c.busy[id] = true
 		round = append(round, &sessionBatch{id: id, reqs: reqs, guard: reqs[0].guard})
 		if left := c.queues[id][len(reqs):]; len(left) > 0 {
 			c.queues[id], again = left, append(again, id)
@@ -117,7 +135,7 @@ func (s *Store) takeRound() []*sessionBatch {
 	}
 	c.order = append(rest, again...)
 	if len(round) == 0 {
-		c.leading = false
+		c.leaders--
 		return nil
 	}
 	return round
@@ -244,7 +262,7 @@ func splitReads(round []*sessionBatch, rs []*etcdserverpb.ResponseOp) {
 // need no write (refused, or every message already stored); it returns
 // the batches left to write.
 func (s *Store) planRound(ctx context.Context, round []*sessionBatch) []*sessionBatch {
-	left := round[:0]
+	var left []*sessionBatch
 	for _, b := range round {
 		if err := s.planSession(ctx, b); err != nil {
 			finish(b, err)

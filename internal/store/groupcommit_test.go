@@ -114,10 +114,18 @@ func createSessions(t *testing.T, s *store.Store, node string, n int) []string {
 // of one replica conflict with the other's on shared sessions), some
 // sessions written by two appenders, and client ids retried after their
 // ack and sent twice at once: seqs stay dense, nothing is lost or stored
-// twice, and sessions share txns (fewer txns than appends).
+// twice, and sessions share txns (fewer txns than appends); with one
+// round in flight at a time and with two.
 func TestGroupCommitAcrossSessionsIsDenseAndExactlyOnce(t *testing.T) {
+	for _, rounds := range []int{1, 2} {
+		t.Run(fmt.Sprintf("rounds=%d", rounds), func(t *testing.T) { groupCommitIsDenseAndExactlyOnce(t, rounds) })
+	}
+}
+
+func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 	ep := testharness.StartEtcd(t, nil)
-	replicas := []*store.Store{testharness.OpenStore(t, ep, nil), testharness.OpenStore(t, ep, nil)}
+	cfg := func(c *store.Config) { c.CommitRounds = rounds }
+	replicas := []*store.Store{testharness.OpenStore(t, ep, cfg), testharness.OpenStore(t, ep, cfg)}
 	const sessions, writers, each = 24, 40, 25
 	sids := createSessions(t, replicas[0], "n1", sessions)
 	a := newAcks()

@@ -74,6 +74,10 @@ const (
 	// commit round (sessions sharing one txn) stays within it; set it to the
 	// etcd's own value when that was raised.
 	DefaultMaxTxnOps = 128
+	// DefaultCommitRounds is how many group commit rounds (txns of appends
+	// to different sessions) are in flight at once: while one waits for
+	// etcd's fsync the next fills, and etcd writes both with one fsync.
+	DefaultCommitRounds = 1
 	// DefaultPageBytes bounds the messages of one page (ListMessages,
 	// ExportSession): a page stops before the message that would pass it,
 	// but always holds one, so a reply is at most
@@ -98,6 +102,7 @@ type Config struct {
 	MaxBatchBytes   int
 	MaxBatchMsgs    int
 	MaxTxnOps       int // etcd's --max-txn-ops (see DefaultMaxTxnOps)
+	CommitRounds    int // group commit rounds in flight at once (see DefaultCommitRounds)
 	PageBytes       int // bytes of messages in one page (see DefaultPageBytes)
 	QuotaPoll       time.Duration
 	SweepEvery      time.Duration // how often orphan chunks are swept
@@ -115,6 +120,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:   DefaultMaxBatchBytes,
 		MaxBatchMsgs:    DefaultMaxBatchMsgs,
 		MaxTxnOps:       DefaultMaxTxnOps,
+		CommitRounds:    DefaultCommitRounds,
 		PageBytes:       DefaultPageBytes,
 		QuotaPoll:       2 * time.Second,
 		SweepEvery:      DefaultSweepEvery,
@@ -143,6 +149,8 @@ func (c Config) Validate() error {
 		// One session's batch of MaxBatchMsgs chunked messages reads and
 		// compares 2 keys per message and 2 of the session.
 		return fmt.Errorf("store: max txn ops below twice the batch messages plus 2")
+	case c.CommitRounds < 1:
+		return fmt.Errorf("store: commit rounds must be at least 1")
 	case c.PageBytes < c.ChunkBytes:
 		return fmt.Errorf("store: page bytes below chunk size")
 	case c.QuotaPoll <= 0:
