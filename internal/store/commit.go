@@ -42,13 +42,14 @@ type committer struct {
 	queues  map[string][]*appendReq // session -> queued appends, oldest first
 	order   []string                // sessions with queued appends, oldest first
 	busy    map[string]bool         // sessions in a round in flight
+	known   map[string]knownKeys    // sessions' keys as this replica's commits left them (known.go)
 	leaders int                     // goroutines committing rounds
 
 	txns atomic.Int64 // txns sent by rounds (reads and writes)
 }
 
 func newCommitter() *committer {
-	return &committer{queues: map[string][]*appendReq{}, busy: map[string]bool{}}
+	return &committer{queues: map[string][]*appendReq{}, busy: map[string]bool{}, known: map[string]knownKeys{}}
 }
 
 // sessionBatch is one session's share of a round.
@@ -61,6 +62,8 @@ type sessionBatch struct {
 	last  int64          // the session's seq when read
 	cmps  []clientv3.Cmp // the session's compares, plan's included
 	tries int
+	// guessed: reads come from the replica's memory, not from etcd.
+	guessed bool
 }
 
 // enqueue queues reqs for sessionID and makes sure a leader commits them.
@@ -179,7 +182,7 @@ func (s *Store) fits(used, grow txnBudget) bool {
 // ones that moved, which are tried after them with a try charged.
 func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
 	if err := s.readRound(ctx, round); err != nil {
-		finishAll(round, err)
+		s.finishAll(round, err)
 		return
 	}
 	groups := [][]*sessionBatch{round}
@@ -196,14 +199,13 @@ func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
 		if err != nil {
 			// The groups not sent yet fail too: etcd just did.
 			err = unknownOutcome(err)
-			finishAll(g, err)
-			for _, g := range groups {
-				finishAll(g, err)
+			for _, g := range append(groups, g) {
+				s.finishAll(g, err)
 			}
 			return
 		}
 		if resp.Succeeded {
-			s.settleRound(g)
+			s.settleRound(g, resp.Header.Revision)
 			continue
 		}
 		groups = append(s.splitConflicts(g, resp.Responses), groups...)
@@ -234,14 +236,24 @@ func (s *Store) roundReads(round []*sessionBatch) []clientv3.Op {
 	return ops
 }
 
-// readRound reads the keys of every batch in one txn.
+// readRound reads in one txn the keys of every batch whose session the
+// replica does not remember (known.go).
 func (s *Store) readRound(ctx context.Context, round []*sessionBatch) error {
+	var unknown []*sessionBatch
+	for _, b := range round {
+		if !s.guess(b) {
+			unknown = append(unknown, b)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
 	s.commit.txns.Add(1)
-	resp, err := s.cli.Txn(ctx).Then(s.roundReads(round)...).Commit()
+	resp, err := s.cli.Txn(ctx).Then(s.roundReads(unknown)...).Commit()
 	if err != nil {
 		return err
 	}
-	splitReads(round, resp.Responses)
+	splitReads(unknown, resp.Responses)
 	return nil
 }
 
@@ -265,6 +277,7 @@ func (s *Store) planRound(ctx context.Context, round []*sessionBatch) []*session
 	var left []*sessionBatch
 	for _, b := range round {
 		if err := s.planSession(ctx, b); err != nil {
+			s.forget(b)
 			finish(b, err)
 			continue
 		}
@@ -319,10 +332,11 @@ func (s *Store) writeRound(ctx context.Context, round []*sessionBatch) (*clientv
 	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(s.roundReads(round)...).Commit()
 }
 
-// settleRound answers the appends of a committed round.
-func (s *Store) settleRound(round []*sessionBatch) {
+// settleRound answers the appends of a round committed at rev.
+func (s *Store) settleRound(round []*sessionBatch, rev int64) {
 	msgs := int64(0)
 	for _, b := range round {
+		s.remember(b, rev)
 		b.plan.settle()
 		msgs += b.plan.next - b.last
 		s.m.TranscriptBytes.Add(float64(b.plan.written))
@@ -336,7 +350,8 @@ func (s *Store) settleRound(round []*sessionBatch) {
 // compare (rs, its else branch) and returns the groups to try next: the
 // batches whose keys did not move, then those whose keys moved (they
 // failed the compares), each charged a try; a batch out of tries is
-// refused.
+// refused. A batch planned from memory is not charged: its memory was
+// stale, or a client id a retry, and it is planned again from these reads.
 func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp) [][]*sessionBatch {
 	old := make([][]*etcdserverpb.ResponseOp, len(g))
 	for i, b := range g {
@@ -344,14 +359,19 @@ func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp)
 	}
 	splitReads(g, rs)
 	var still, moved []*sessionBatch
+	guessed := false
 	for i, b := range g {
-		if sameKeys(b.guard, old[i], b.reads) {
+		switch {
+		case b.guessed: // planned from memory: these are its first reads
+			b.guessed, guessed = false, true
 			still = append(still, b)
-			continue
+		case sameKeys(b.guard, old[i], b.reads):
+			still = append(still, b)
+		default:
+			moved = append(moved, b)
 		}
-		moved = append(moved, b)
 	}
-	if len(moved) == 0 { // cannot happen (no compare failed then), but never loop forever
+	if len(moved) == 0 && !guessed { // cannot happen (no compare failed then), but never loop forever
 		still, moved = nil, still
 	}
 	left := moved[:0]
@@ -361,6 +381,7 @@ func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp)
 			left = append(left, b)
 			continue
 		}
+		s.forget(b)
 		finish(b, errs.New(errs.KindAborted, errs.ReasonConflict, "append kept conflicting with concurrent writers; retry with the same client ids"))
 	}
 	var next [][]*sessionBatch
@@ -410,8 +431,11 @@ func finish(b *sessionBatch, err error) {
 	}
 }
 
-func finishAll(round []*sessionBatch, err error) {
+// finishAll fails every append of round with err, and forgets their
+// sessions.
+func (s *Store) finishAll(round []*sessionBatch, err error) {
 	for _, b := range round {
+		s.forget(b)
 		finish(b, err)
 	}
 }

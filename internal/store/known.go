@@ -1,0 +1,84 @@
+package store
+
+import (
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// A replica remembers each session's seq and owner keys as its own last
+// commit of the session left them, so the session's next round is planned
+// without reading them (at load, half of a round's txns were those reads).
+// Nothing trusts the memory: the txn compares the seq key's revision (and
+// the owner's, with a guard) as always, so when another replica wrote the
+// session since, or a client id is a retry, the txn fails and its else
+// branch reads the keys, from which the session is planned again.
+
+// maxKnown bounds the sessions remembered (about 200 bytes each).
+const maxKnown = 1 << 16
+
+// knownKeys is what a replica remembers of a session.
+type knownKeys struct {
+	seq   *mvccpb.KeyValue
+	owner []*mvccpb.KeyValue
+}
+
+// guess gives b the reads its session's remembered keys imply (client ids
+// new, chunks there) and reports whether there was a memory that fits b's
+// guard.
+func (s *Store) guess(b *sessionBatch) bool {
+	c := s.commit
+	c.mu.Lock()
+	k, ok := c.known[b.id]
+	c.mu.Unlock()
+	if !ok || (b.guard.Token != 0 && !guardHolds(b.guard, k.owner)) {
+		return false
+	}
+	reads := []*etcdserverpb.ResponseOp{rangeOf(1, k.seq), rangeOf(int64(len(k.owner)), k.owner...)}
+	for range b.reqs {
+		reads = append(reads, rangeOf(0))
+	}
+	for _, r := range b.reqs {
+		if r.p.chunk0 != "" {
+			reads = append(reads, rangeOf(1))
+		}
+	}
+	b.reads, b.guessed = reads, true
+	return true
+}
+
+func rangeOf(count int64, kvs ...*mvccpb.KeyValue) *etcdserverpb.ResponseOp {
+	return &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseRange{
+		ResponseRange: &etcdserverpb.RangeResponse{Kvs: kvs, Count: count}}}
+}
+
+func guardHolds(g Guard, owner []*mvccpb.KeyValue) bool {
+	return len(owner) == 1 && owner[0].ModRevision == g.Token && string(owner[0].Value) == g.Node
+}
+
+// remember records b's keys as its txn, committed at rev, left them.
+func (s *Store) remember(b *sessionBatch, rev int64) {
+	old := b.reads[0].GetResponseRange().Kvs[0]
+	seq := &mvccpb.KeyValue{Key: old.Key, CreateRevision: old.CreateRevision, ModRevision: rev,
+		Version: old.Version + 1, Value: []byte(strconv.FormatInt(b.plan.next, 10))}
+	c := s.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.known[b.id]; !ok && len(c.known) >= maxKnown {
+		for id := range c.known { // any one: the map's order is random
+			delete(c.known, id)
+			break
+		}
+	}
+	c.known[b.id] = knownKeys{seq: seq, owner: b.reads[1].GetResponseRange().Kvs}
+}
+
+// forget drops the memory of b's session (its append failed: the session
+// may be gone, or its owner changed, or the outcome is unknown).
+func (s *Store) forget(b *sessionBatch) {
+	c := s.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.known, b.id)
+}
