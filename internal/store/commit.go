@@ -32,9 +32,10 @@ import (
 // with a concurrent writer (another replica) before it is refused.
 const maxAppendTries = 20
 
-// roundSlack is what one message adds to a txn beyond its envelope: its
-// keys and client id record.
-const roundSlack = 256
+// roundSlack bounds what one message adds to a txn beyond its envelope:
+// its keys (message, client id, in a put, a compare and an else read) and
+// its client id record.
+const roundSlack = 512
 
 // committer holds the queued appends of every session.
 type committer struct {
