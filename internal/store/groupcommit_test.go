@@ -46,18 +46,19 @@ func (a *acks) ack(t *testing.T, sid string, m *castv1.Message) {
 	a.seqs[sid][m.ClientId], a.texts[m.ClientId] = m.Seq, m.Text
 }
 
-// appendUntilStored appends a copy of m until an append succeeds, as a
-// client retries with the same client id, and records the ack.
-func (a *acks) appendUntilStored(t *testing.T, s *store.Store, sid string, m *castv1.Message) {
+// appendUntilStored appends a copy of m with guard g until an append
+// succeeds, as a client retries with the same client id, and records the
+// ack.
+func (a *acks) appendUntilStored(t *testing.T, s *store.Store, sid string, g store.Guard, m *castv1.Message) {
 	ctx := ctxT(t)
 	for {
 		a.calls.Add(1)
-		out, err := s.Append(ctx, sid, []*castv1.Message{proto.Clone(m).(*castv1.Message)}, store.Guard{})
+		out, err := s.Append(ctx, sid, []*castv1.Message{proto.Clone(m).(*castv1.Message)}, g)
 		if err == nil {
 			a.ack(t, sid, out[0])
 			return
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errs.HasReason(err, errs.ReasonNotOwner) { // no guard here is stale
 			t.Errorf("append %s never stored: %v", m.ClientId, err)
 			return
 		}
@@ -95,24 +96,25 @@ func (a *acks) check(t *testing.T, s *store.Store) {
 	}
 }
 
-// createSessions registers node and creates n sessions on it.
-func createSessions(t *testing.T, s *store.Store, node string, n int) []string {
+// createSessions registers node and creates n sessions on it; it returns
+// their ids and their owner guards.
+func createSessions(t *testing.T, s *store.Store, node string, n int) ([]string, []store.Guard) {
 	t.Helper()
 	first := newSession(t, s, node)
-	out := []string{first.Session.Id}
-	for len(out) < n {
+	ids, guards := []string{first.Session.Id}, []store.Guard{{Node: node, Token: first.Token}}
+	for len(ids) < n {
 		c, err := s.CreateSession(ctxT(t), store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: node})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, c.Session.Id)
+		ids, guards = append(ids, c.Session.Id), append(guards, store.Guard{Node: node, Token: c.Token})
 	}
-	return out
+	return ids, guards
 }
 
 // Many appenders on many sessions, two control plane replicas (so rounds
 // of one replica conflict with the other's on shared sessions), some
-// sessions written by two appenders, and client ids retried after their
+// sessions written by two appenders, some appenders as the owner node, and client ids retried after their
 // ack and sent twice at once: seqs stay dense, nothing is lost or stored
 // twice, and sessions share txns (fewer txns than appends); with one
 // round in flight at a time and with two.
@@ -127,12 +129,17 @@ func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 	cfg := func(c *store.Config) { c.CommitRounds = rounds }
 	replicas := []*store.Store{testharness.OpenStore(t, ep, cfg), testharness.OpenStore(t, ep, cfg)}
 	const sessions, writers, each = 24, 40, 25
-	sids := createSessions(t, replicas[0], "n1", sessions)
+	sids, guards := createSessions(t, replicas[0], "n1", sessions)
 	a := newAcks()
 	var wg sync.WaitGroup
 	for w := range writers {
-		// Writers w and w+24 share a session, one on each replica.
+		// Writers w and w+24 share a session, one on each replica; every
+		// third writes as the session's owner (a node's appends).
 		s, sid := replicas[(w/sessions)%2], sids[w%sessions]
+		g := store.Guard{}
+		if w%3 == 0 {
+			g = guards[w%sessions]
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -143,14 +150,14 @@ func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 					var twice sync.WaitGroup
 					for range 2 {
 						twice.Add(1)
-						go func() { defer twice.Done(); a.appendUntilStored(t, s, sid, m) }()
+						go func() { defer twice.Done(); a.appendUntilStored(t, s, sid, g, m) }()
 					}
 					twice.Wait()
 				case i%5 == 0: // retried after its ack
-					a.appendUntilStored(t, s, sid, m)
-					a.appendUntilStored(t, s, sid, m)
+					a.appendUntilStored(t, s, sid, g, m)
+					a.appendUntilStored(t, s, sid, g, m)
 				default:
-					a.appendUntilStored(t, s, sid, m)
+					a.appendUntilStored(t, s, sid, g, m)
 				}
 			}
 		}()
@@ -176,7 +183,7 @@ func TestGroupCommitConflictRetriesOnlyTheMovedSession(t *testing.T) {
 	ep := testharness.StartEtcd(t, nil)
 	s := testharness.OpenStore(t, ep, nil)
 	raw := etcdClient(t, ep)
-	sids := createSessions(t, s, "n1", 4)
+	sids, _ := createSessions(t, s, "n1", 4)
 	first, moving := sids[0], sids[1]
 	var txns atomic.Int32
 	release := make(chan struct{})
@@ -247,7 +254,7 @@ func TestGroupCommitTxnErrorIsTruthful(t *testing.T) {
 	proxy := testharness.StartProxy(t, u.Host)
 	s := testharness.OpenStore(t, "http://"+proxy.Addr, nil)
 	raw := etcdClient(t, ep)
-	sids := createSessions(t, s, "n1", 8)
+	sids, _ := createSessions(t, s, "n1", 8)
 	var txns atomic.Int32
 	cut := make(chan struct{})
 	store.SetBeforeTxn(s, func() {
@@ -277,7 +284,7 @@ func TestGroupCommitTxnErrorIsTruthful(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
-				a.appendUntilStored(t, s, sids[w%len(sids)], &castv1.Message{ClientId: ids.NewClientID(),
+				a.appendUntilStored(t, s, sids[w%len(sids)], store.Guard{}, &castv1.Message{ClientId: ids.NewClientID(),
 					Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: fmt.Sprintf("w%d-%d", w, i)})
 			}
 		}()
