@@ -151,7 +151,7 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*appendReq {
 	n := 0
 	next := *used
-	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+2, next.puts+1 // seq and owner
+	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+3, next.puts+1 // seq and owner (planSession)
 	for n < len(queued) && n < s.cfg.MaxBatchMsgs && queued[n].guard == queued[0].guard {
 		p := queued[n].p
 		grow := txnBudget{reads: 1, cmps: 1, puts: 2, bytes: p.size + roundSlack}
@@ -311,7 +311,11 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 		return err
 	}
 	b.plan, b.last = plan, last
-	b.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(b.id)), "=", seqKV[0].ModRevision)}
+	// The value too: a memory (known.go) may outlive the revisions it
+	// names, as when etcd is restored from a snapshot under a running
+	// replica; seqs never repeat a value, so it holds only if no one wrote.
+	b.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(b.id)), "=", seqKV[0].ModRevision),
+		clientv3.Compare(clientv3.Value(s.seqKey(b.id)), "=", string(seqKV[0].Value))}
 	if b.guard.Token != 0 {
 		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(b.id)), "=", b.guard.Token))
 	}

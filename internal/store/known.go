@@ -10,8 +10,8 @@ import (
 // A replica remembers each session's seq and owner keys as its own last
 // commit of the session left them, so the session's next round is planned
 // without reading them (at load, half of a round's txns were those reads).
-// Nothing trusts the memory: the txn compares the seq key's revision (and
-// the owner's, with a guard) as always, so when another replica wrote the
+// Nothing trusts the memory: the txn compares the seq key's revision and
+// value (and the owner's revision, with a guard) as always, so when another replica wrote the
 // session since, or a client id is a retry, the txn fails and its else
 // branch reads the keys, from which the session is planned again.
 

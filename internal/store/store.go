@@ -145,10 +145,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: batch bytes must be in [chunk,1.4MiB]")
 	case c.MaxBatchMsgs < 1 || c.MaxBatchMsgs > 60:
 		return fmt.Errorf("store: batch messages must be in [1,60]")
-	case c.MaxTxnOps < 2*c.MaxBatchMsgs+2:
+	case c.MaxTxnOps < 2*c.MaxBatchMsgs+3:
 		// One session's batch of MaxBatchMsgs chunked messages reads and
-		// compares 2 keys per message and 2 of the session.
-		return fmt.Errorf("store: max txn ops below twice the batch messages plus 2")
+		// compares 2 keys per message, and up to 3 of the session.
+		return fmt.Errorf("store: max txn ops below twice the batch messages plus 3")
 	case c.CommitRounds < 1:
 		return fmt.Errorf("store: commit rounds must be at least 1")
 	case c.PageBytes < c.ChunkBytes:
