@@ -26,27 +26,9 @@ type Event struct {
 // or fn fails. The replay and the live watch meet at one revision, so no
 // message is missed or sent twice.
 func (s *Store) Watch(ctx context.Context, sessionID string, startSeq int64, fn func(Event) error) error {
-	sess, rev, err := s.getSession(ctx, sessionID, 0)
+	_, rev, err := s.Replay(ctx, sessionID, startSeq, fn)
 	if err != nil {
 		return err
-	}
-	if err := fn(Event{Session: sess}); err != nil {
-		return err
-	}
-	for start := max(startSeq, 1); startSeq > 0 && start <= sess.LastSeq; {
-		msgs, _, err := s.readRange(ctx, sessionID, start, sess.LastSeq, ExportPageSize, s.cfg.PageBytes, rev)
-		if errs.HasReason(err, errs.ReasonBadPageToken) { // compacted under the replay (NOSPACE recovery)
-			return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "the store compacted during the replay; watch again with start_seq")
-		}
-		if err != nil || len(msgs) == 0 {
-			return errs.Internal(err, "replay transcript")
-		}
-		for _, m := range msgs {
-			if err := fn(Event{Message: m}); err != nil {
-				return err
-			}
-		}
-		start = msgs[len(msgs)-1].Seq + 1
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,13 +141,8 @@ func (s *Store) Owners(ctx context.Context) ([]OwnerChange, int64, error) {
 // before the messages after it.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
 	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for b := range s.follow(wctx, from, rev, clientv3.WithRange(to), clientv3.WithFilterDelete()) {
-		if b.Err != nil {
-			return b.Err
-		}
-		for _, ev := range b.Events {
+	return s.followRange(ctx, from, to, rev, func(events []*clientv3.Event) {
+		for _, ev := range events {
 			key := string(ev.Kv.Key)
 			switch {
 			case strings.HasPrefix(key, s.key("nodecmds")+"/"):
@@ -192,8 +169,7 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 				fn(Change{Message: m, Session: sid})
 			}
 		}
-	}
-	return ctx.Err()
+	})
 }
 
 // RequestOp records a request for the session's owner node (OpInterrupt,
