@@ -1,0 +1,109 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Watch calls fn with the session as it is, then (when startSeq > 0) every
+// message from startSeq on, then each change as it happens, until ctx ends
+// (nil) or fn fails, like store.Watch; but its live events come from the
+// hub's one feed. principal's watches are capped at Config.MaxPerPrincipal:
+// past it Watch fails before fn is called.
+func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq int64, fn func(store.Event) error) error {
+	s, err := h.join(principal, sessionID, false)
+	if err != nil {
+		return err
+	}
+	defer h.leave(principal, s)
+	w := &watcher{h: h, s: s, fn: fn, next: startSeq}
+	for {
+		err := w.catchUp(ctx)
+		if err == nil {
+			err = w.follow(ctx)
+		}
+		switch {
+		case errors.Is(err, ErrFellBehind):
+			h.lg.Debug("watcher fell behind; catching up from the store", zap.String("session", sessionID), zap.Int64("next_seq", w.next))
+		case ctx.Err() != nil:
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
+// watcher is one Watch: where it stands and where it sends.
+type watcher struct {
+	h  *Hub
+	s  *sub
+	fn func(store.Event) error
+	// next is the seq of the next message to send (0: none asked for
+	// yet, only what is appended from now on).
+	next int64
+	// rev is the revision of the last catch-up read: session records
+	// queued from it or before are in it.
+	rev int64
+}
+
+// catchUp rejoins the feed, then reads the session and its messages from
+// next through its last seq.
+func (w *watcher) catchUp(ctx context.Context) error {
+	if err := w.h.rejoin(w.s); err != nil {
+		return err
+	}
+	last, rev, err := w.h.src.Replay(ctx, w.s.session, w.next, w.send)
+	if err != nil {
+		return err
+	}
+	w.next, w.rev = max(w.next, last+1), rev
+	return nil
+}
+
+// follow sends live events until the watcher falls behind, ctx ends or
+// fn fails.
+func (w *watcher) follow(ctx context.Context) error {
+	for {
+		it, err := w.s.next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.take(it); err != nil {
+			return err
+		}
+	}
+}
+
+// take sends one live event unless the catch-up read already had it.
+func (w *watcher) take(it *item) error {
+	switch {
+	case it.msg != nil && it.msg.Seq < w.next:
+		return nil // in the catch-up read
+	case it.msg != nil && it.msg.Seq > w.next:
+		// Seqs are dense: a gap means the feed lost something; the
+		// store has it.
+		w.h.lg.Warn("gap in the session feed; catching up from the store", zap.String("session", w.s.session),
+			zap.Int64("want_seq", w.next), zap.Int64("got_seq", it.msg.Seq))
+		return ErrFellBehind
+	case it.msg != nil:
+		return w.send(store.Event{Message: it.msg})
+	case it.sess != nil && it.rev > w.rev:
+		return w.send(store.Event{Session: it.sess})
+	}
+	return nil
+}
+
+// send hands ev to fn, moving next past a message.
+func (w *watcher) send(ev store.Event) error {
+	if err := w.fn(ev); err != nil {
+		return err
+	}
+	if ev.Message != nil {
+		w.next = ev.Message.Seq + 1
+	}
+	return nil
+}
