@@ -143,6 +143,8 @@ func main() {
 	f.Float64Var(&cfg.Limits.Rate, "user-rate", cfg.Limits.Rate, "requests per second one user token may send (admins are not limited; nodes have --node-rate)")
 	f.IntVar(&cfg.Limits.Burst, "user-burst", cfg.Limits.Burst, "requests one user may send at once above --user-rate")
 	f.IntVar(&cfg.Limits.Streams, "user-streams", cfg.Limits.Streams, "watch and export streams one user may hold open")
+	f.IntVar(&cfg.Watch.MaxPerPrincipal, "max-watches", cfg.Watch.MaxPerPrincipal, "session watches (cast watch, UIs) one principal, admins included, may hold open on a replica")
+	f.IntVar(&cfg.Watch.Buffer, "watch-buffer", cfg.Watch.Buffer, "live events queued per session watch; a watch further behind catches up from the store")
 	f.Float64Var(&cfg.Limits.AppendBytes, "user-append-rate", cfg.Limits.AppendBytes, "bytes per second one user may append (messages, imports)")
 	f.IntVar(&cfg.Limits.AppendBurst, "user-append-burst", cfg.Limits.AppendBurst, "bytes one user may append at once above --user-append-rate (at least the largest request)")
 	f.Float64Var(&cfg.NodeLimits.Rate, "node-rate", cfg.NodeLimits.Rate, "requests per second one node may send")

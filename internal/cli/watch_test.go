@@ -16,21 +16,23 @@ import (
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
-// A control plane that ends every WatchSession at once (here: its etcd
-// user may no longer read the session's messages, so etcd refuses the
-// watch) still answers each open with the session. `cast watch` used to
-// take each answer as a working stream and print "lost the control plane;
-// reconnecting" four times a second forever; it now says what the control
-// plane said, backs off, and exits non-zero within its budget.
+// A control plane that ends every WatchSession at once (here: a replica
+// started while its etcd user may no longer read a session's messages, so
+// etcd refuses the replica's session feed) answers each open with why.
+// `cast watch` used to take each answer as a working stream and print
+// "lost the control plane; reconnecting" four times a second forever; it
+// now says what the control plane said, backs off, and exits non-zero
+// within its budget.
 func TestWatchGivesUpOnAServerThatEndsEveryStream(t *testing.T) {
 	etcd, access := testharness.StartTokenTTLEtcd(t, 300)
-	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+	onEtcd := func(c *controlplane.Config) {
 		c.EtcdEndpoints, c.DataDir, c.Etcd = []string{etcd.URL}, "", access
-	})
-	testharness.StartNode(t, srv.Addr(), "n1", func(c *nodeagent.Config) {
+	}
+	first := testharness.StartControlPlane(t, onEtcd)
+	testharness.StartNode(t, first.Addr(), "n1", func(c *nodeagent.Config) {
 		c.AgentBins = map[string]string{} // its agents are testharness.MissingAgents
 	})
-	c := testharness.Dial(t, srv.Addr())
+	c := testharness.Dial(t, first.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {
@@ -42,6 +44,9 @@ func TestWatchGivesUpOnAServerThatEndsEveryStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	denyRange(ctx, t, etcd.RootClient(t), store.DefaultPrefix+"msgs/"+sess.Id+"/")
+	// etcd checks a watch's permission when it is created: the first
+	// replica's feed, older than the denial, runs on.
+	srv := testharness.StartControlPlane(t, onEtcd)
 
 	var out, errOut bytes.Buffer
 	start := time.Now()

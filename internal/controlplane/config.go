@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/migrate"
@@ -103,6 +104,10 @@ type Config struct {
 	// RefusalLog is how often each peer's refused requests get an audit
 	// line; the rest are counted and logged as counts (refusallog.go).
 	RefusalLog time.Duration
+	// Watch tunes the fan-out of the replica's one session feed to its
+	// WatchSession streams: each stream's buffer and each principal's
+	// cap on open watches (which holds admins too, unlike Limits).
+	Watch fanout.Config
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -137,6 +142,7 @@ func DefaultConfig() Config {
 		Limits:        authz.DefaultLimits(),
 		NodeLimits:    authz.DefaultNodeLimits(),
 		RefusalLog:    DefaultRefusalLog,
+		Watch:         fanout.DefaultConfig(),
 		TLS:           TLSConfig{NodeCertTTL: DefaultNodeCertTTL, UserCertTTL: DefaultUserCertTTL},
 		Auth:          AuthConfig{OIDC: oidcauth.DefaultConfig()},
 
@@ -215,6 +221,9 @@ func (c Config) Validate() error {
 		if r.l.AppendBurst < c.MaxRecvBytes {
 			return fmt.Errorf("--%s-append-burst %d is below the largest request %d: such a request could never pass", r.role, r.l.AppendBurst, c.MaxRecvBytes)
 		}
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return err
 	}
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")

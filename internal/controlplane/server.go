@@ -34,6 +34,7 @@ import (
 	"github.com/cast-dev/cast/internal/canary"
 	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/etcdembed"
+	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
@@ -49,7 +50,10 @@ type Server struct {
 	lg    *zap.Logger
 	store *store.Store
 	hub   *hub
-	m     *metrics.ControlPlane
+	// watches fans the replica's one session feed out to WatchSession
+	// streams and RequestPermission waits.
+	watches *fanout.Hub
+	m       *metrics.ControlPlane
 	// migrations runs `cast migrate`; it lives until stopCx ends.
 	migrations *migrate.Manager
 	// fleet runs fleet accounts and their auto-switch.
@@ -136,6 +140,8 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.hub = newHub(s.lg, s.m)
+	s.watches = fanout.New(s.store, cfg.Watch, s.lg)
+	s.registerWatchMetrics()
 	s.briefer = brief.New(cfg.Brief)
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
@@ -170,6 +176,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	s.goLoop(s.store.Run)
+	s.goLoop(s.watches.Run)
 	s.goLoop(s.watchRevocations)
 	s.goLoop(func(ctx context.Context) { s.refusals.run(ctx, s.lg) })
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)

@@ -329,7 +329,7 @@ func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.Requ
 	wctx, cancel2 := context.WithTimeout(wctx, maxPermissionWait)
 	defer cancel2()
 	done := h.s.permissionWait()
-	p, err := h.s.store.WaitPermission(wctx, req.SessionId, req.RequestId)
+	p, err := h.s.watches.WaitPermission(wctx, req.SessionId, req.RequestId)
 	done(p, err)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -471,7 +471,7 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	defer cancel()
 	h.s.m.WatchStreams.Inc()
 	defer h.s.m.WatchStreams.Dec()
-	err := h.s.store.Watch(ctx, req.SessionId, req.StartSeq, func(ev store.Event) error {
+	err := h.s.watches.Watch(ctx, caller(ctx), req.SessionId, req.StartSeq, func(ev store.Event) error {
 		resp := &castv1.WatchSessionResponse{}
 		if ev.Message != nil {
 			resp.Event = &castv1.WatchSessionResponse_Message{Message: ev.Message}
@@ -480,6 +480,10 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 		}
 		return stream.Send(resp)
 	})
+	if errs.HasReason(err, authz.ReasonTooManyStreams) { // refused before the stream sent anything
+		p, _ := authz.FromContext(ctx)
+		return h.s.refused(ctx, &p, "/cast.v1.SessionService/WatchSession", err)
+	}
 	if err != nil {
 		h.s.lg.Debug("watch ended", zap.Error(err))
 	}

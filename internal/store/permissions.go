@@ -46,36 +46,6 @@ func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permissio
 	return err
 }
 
-// WaitPermission blocks until the request is answered or ctx ends.
-func (s *Store) WaitPermission(ctx context.Context, sessionID, rid string) (Permission, error) {
-	key := s.permKey(sessionID, rid)
-	resp, err := s.cli.Get(ctx, key)
-	if err != nil {
-		return Permission{}, err
-	}
-	if len(resp.Kvs) == 0 {
-		return Permission{}, errs.NotFound("permission request %s not found", rid)
-	}
-	var p Permission
-	_ = json.Unmarshal(resp.Kvs[0].Value, &p)
-	if p.Answered {
-		return p, nil
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for b := range s.follow(wctx, key, resp.Header.Revision+1) {
-		if b.Err != nil {
-			return Permission{}, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "permission watch ended (%v); ask again", b.Err)
-		}
-		for _, ev := range b.Events {
-			if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &p) == nil && p.Answered {
-				return p, nil
-			}
-		}
-	}
-	return Permission{}, ctx.Err()
-}
-
 // AnswerPermission answers rid, or the oldest pending request when rid is
 // empty, and puts the session back to RUNNING.
 func (s *Store) AnswerPermission(ctx context.Context, sessionID, rid string, allow bool, msg string) (Permission, error) {
