@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fanout"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
@@ -471,14 +472,8 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	defer cancel()
 	h.s.m.WatchStreams.Inc()
 	defer h.s.m.WatchStreams.Dec()
-	err := h.s.watches.Watch(ctx, caller(ctx), req.SessionId, req.StartSeq, func(ev store.Event) error {
-		resp := &castv1.WatchSessionResponse{}
-		if ev.Message != nil {
-			resp.Event = &castv1.WatchSessionResponse_Message{Message: ev.Message}
-		} else {
-			resp.Event = &castv1.WatchSessionResponse_Session{Session: ev.Session}
-		}
-		return stream.Send(resp)
+	err := h.s.watches.Watch(ctx, caller(ctx), req.SessionId, req.StartSeq, func(ev fanout.Event) error {
+		return sendPrepared(stream, ev)
 	})
 	if errs.HasReason(err, authz.ReasonTooManyStreams) { // refused before the stream sent anything
 		p, _ := authz.FromContext(ctx)

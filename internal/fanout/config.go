@@ -6,7 +6,7 @@ import "fmt"
 const (
 	// DefaultBuffer is how many live events wait for one watcher before it
 	// counts as fallen behind (and catches up from the store). Events are
-	// shared pointers: a watcher's buffer costs 8 bytes a slot.
+	// shared pointers, and only waiting ones take room (8 bytes each).
 	DefaultBuffer = 256
 	// DefaultMaxPerPrincipal is how many session watches one principal may
 	// hold open on a replica: enough for a UI showing every session of a

@@ -95,17 +95,7 @@ type item struct {
 	msg  *castv1.Message
 	sess *castv1.Session
 	perm *store.Permission
-}
-
-// sub is one watcher of a session.
-type sub struct {
-	session string
-	perms   bool // a permission waiter: gets perm items only
-	ch      chan *item
-	// behind is signaled (once) when the feed dropped the watcher; lost
-	// stops the feed queuing for it until it rejoins.
-	behind chan struct{}
-	lost   atomic.Bool
+	memo Memo
 }
 
 // Run keeps a feed going until ctx ends: it reads the current revision,
@@ -162,27 +152,17 @@ func (h *Hub) dropAll() {
 	}
 }
 
-// drop stops queuing for s and tells it. Under h.mu (read or write).
+// drop tells s to catch up, counted.
 func (h *Hub) drop(s *sub) {
-	if s.lost.Swap(true) {
-		return
-	}
-	h.fellBehind.Add(1)
-	select {
-	case s.behind <- struct{}{}:
-	default:
+	if s.drop() {
+		h.fellBehind.Add(1)
 	}
 }
 
-// offer queues it for s without waiting: a full buffer drops s.
+// offer queues it for s; a full queue drops s.
 func (h *Hub) offer(s *sub, it *item) {
-	if s.lost.Load() {
-		return
-	}
-	select {
-	case s.ch <- it:
-	default:
-		h.drop(s)
+	if s.offer(it, h.cfg.Buffer) {
+		h.fellBehind.Add(1)
 	}
 }
 
@@ -251,7 +231,7 @@ func (h *Hub) dispatchRecords(ctx context.Context, rev int64, ids map[string]boo
 // join registers a watcher of session; principal "" is not counted
 // against a cap (permission waits).
 func (h *Hub) join(principal, session string, perms bool) (*sub, error) {
-	s := &sub{session: session, perms: perms, ch: make(chan *item, h.cfg.Buffer), behind: make(chan struct{}, 1)}
+	s := &sub{session: session, perms: perms, wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if principal != "" {
@@ -284,36 +264,15 @@ func (h *Hub) leave(principal string, s *sub) {
 	}
 }
 
-// rejoin empties s's buffer and lets the feed queue for it again. The
-// caller reads the store after: whatever the feed drops from here on is
-// in that read or in the buffer. It fails while the feed is broken.
+// rejoin empties s's queue and lets the feed queue for it again. The
+// caller reads the store after: whatever the feed offers from here on is
+// in that read or in the queue. It fails while the feed is broken.
 func (h *Hub) rejoin(s *sub) error {
 	if err := h.broken.Load(); err != nil {
 		return *err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for len(s.ch) > 0 {
-		<-s.ch
-	}
-	select {
-	case <-s.behind:
-	default:
-	}
-	s.lost.Store(false)
+	s.rejoin()
 	return nil
-}
-
-// next is s's next live event; ErrFellBehind when the feed dropped it.
-func (s *sub) next(ctx context.Context) (*item, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case it := <-s.ch:
-		return it, nil
-	case <-s.behind:
-		return nil, ErrFellBehind
-	}
 }
 
 var _ Source = (*store.Store)(nil)

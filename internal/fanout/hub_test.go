@@ -99,7 +99,7 @@ func (e *env) watch(ctx context.Context, principal, sid string, startSeq, want i
 	c := &collector{want: want, gate: gate, err: make(chan error, 1), first: make(chan struct{})}
 	opened := false
 	go func() {
-		c.err <- e.hub.Watch(ctx, principal, sid, startSeq, func(ev store.Event) error {
+		c.err <- e.hub.Watch(ctx, principal, sid, startSeq, func(ev fanout.Event) error {
 			if !opened {
 				opened = true
 				close(c.first)
@@ -334,7 +334,7 @@ func TestWatchCapIsPerPrincipal(t *testing.T) {
 	<-a1.first
 	<-a2.first
 	sent := false
-	err := e.hub.Watch(ctx, "user:alice", sid, 0, func(store.Event) error { sent = true; return nil })
+	err := e.hub.Watch(ctx, "user:alice", sid, 0, func(fanout.Event) error { sent = true; return nil })
 	if er, ok := errs.As(err); !ok || er.Kind != errs.KindResourceExhausted || er.Reason != authz.ReasonTooManyStreams || sent {
 		t.Fatalf("alice's third watch: %v (sent %v); want RESOURCE_EXHAUSTED %s before any event", err, sent, authz.ReasonTooManyStreams)
 	}

@@ -14,7 +14,7 @@ import (
 // (nil) or fn fails, like store.Watch; but its live events come from the
 // hub's one feed. principal's watches are capped at Config.MaxPerPrincipal:
 // past it Watch fails before fn is called.
-func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq int64, fn func(store.Event) error) error {
+func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq int64, fn func(Event) error) error {
 	s, err := h.join(principal, sessionID, false)
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq i
 type watcher struct {
 	h  *Hub
 	s  *sub
-	fn func(store.Event) error
+	fn func(Event) error
 	// next is the seq of the next message to send (0: none asked for
 	// yet, only what is appended from now on).
 	next int64
@@ -56,7 +56,7 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	if err := w.h.rejoin(w.s); err != nil {
 		return err
 	}
-	last, rev, err := w.h.src.Replay(ctx, w.s.session, w.next, w.send)
+	last, rev, err := w.h.src.Replay(ctx, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
 	}
@@ -90,15 +90,15 @@ func (w *watcher) take(it *item) error {
 			zap.Int64("want_seq", w.next), zap.Int64("got_seq", it.msg.Seq))
 		return ErrFellBehind
 	case it.msg != nil:
-		return w.send(store.Event{Message: it.msg})
+		return w.send(Event{Event: store.Event{Message: it.msg}, Memo: &it.memo})
 	case it.sess != nil && it.rev > w.rev:
-		return w.send(store.Event{Session: it.sess})
+		return w.send(Event{Event: store.Event{Session: it.sess}, Memo: &it.memo})
 	}
 	return nil
 }
 
 // send hands ev to fn, moving next past a message.
-func (w *watcher) send(ev store.Event) error {
+func (w *watcher) send(ev Event) error {
 	if err := w.fn(ev); err != nil {
 		return err
 	}
