@@ -233,14 +233,16 @@ func TestSlowWatcherFallsBehindAloneAndCatchesUp(t *testing.T) {
 }
 
 // breakable is a Source whose feed a test can cut (as etcd cancels a
-// watch) and hold before it starts again (so the history it asks for can
-// be compacted meanwhile).
+// watch), hold before it starts again (so the history it asks for can be
+// compacted meanwhile), or have refused (as etcd refuses a range its user
+// may not read).
 type breakable struct {
 	fanout.Source
 	mu     sync.Mutex
 	cut    context.CancelFunc
 	hold   chan struct{} // when set, the next Feed waits on it
 	held   chan int64    // the revision a held Feed asked for
+	refuse error         // when set, Feed fails with it
 	starts int
 }
 
@@ -249,14 +251,35 @@ func (b *breakable) Feed(ctx context.Context, rev int64, fn func(store.FeedBatch
 	defer cancel()
 	b.mu.Lock()
 	b.cut, b.starts = cancel, b.starts+1
-	hold, held := b.hold, b.held
+	hold, held, refuse := b.hold, b.held, b.refuse
 	b.hold = nil
 	b.mu.Unlock()
+	if refuse != nil {
+		return refuse
+	}
 	if hold != nil {
 		held <- rev
 		<-hold
 	}
 	return b.Source.Feed(ctx, rev, fn)
+}
+
+// setRefuse makes the next feeds fail with err (nil: work again) and
+// cuts the running one.
+func (b *breakable) setRefuse(err error) {
+	b.mu.Lock()
+	b.refuse = err
+	b.cut()
+	b.mu.Unlock()
+}
+
+func newBreakableEnv(t *testing.T) (*breakable, *env) {
+	var b *breakable
+	e := newEnv(t, fanout.DefaultConfig(), func(s fanout.Source) fanout.Source {
+		b = &breakable{Source: s}
+		return b
+	})
+	return b, e
 }
 
 // breakAndHold cuts the running feed and holds the next one; it returns
@@ -276,11 +299,7 @@ func (b *breakable) breakAndHold() (int64, func()) {
 // new feed each time and every watcher gets every message once, in order,
 // those appended while no feed ran included.
 func TestHubSurvivesItsFeedCutAndCompacted(t *testing.T) {
-	var b *breakable
-	e := newEnv(t, fanout.DefaultConfig(), func(s fanout.Source) fanout.Source {
-		b = &breakable{Source: s}
-		return b
-	})
+	b, e := newBreakableEnv(t)
 	ctx := ctxT(t)
 	sids := []string{e.session(t), e.session(t)}
 	const n = 30
@@ -406,4 +425,47 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
+}
+
+// A feed that fails for a reason a new feed does not cure ends every
+// watcher with that failure and refuses new ones with it, rather than
+// leave them waiting on a feed that does not come; once a feed runs
+// again, watches work and miss nothing.
+func TestBrokenFeedEndsWatchersWithWhy(t *testing.T) {
+	r, e := newBreakableEnv(t)
+	ctx := ctxT(t)
+	sid := e.session(t)
+	w := e.watch(ctx, "p", sid, 1, 100, nil)
+	<-w.first
+	denied := errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "watch interrupted (etcd refused the watch); watch again with start_seq")
+	testharness.WaitFor(t, 30*time.Second, "a running feed to cut", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.cut != nil
+	})
+	r.setRefuse(denied)
+	if err := <-w.err; !errors.Is(err, denied) {
+		t.Fatalf("the watcher of a broken feed ended with %v, want %v", err, denied)
+	}
+	err := e.hub.Watch(ctx, "p", sid, 1, func(fanout.Event) error { return nil })
+	if !errors.Is(err, denied) {
+		t.Fatalf("a new watch on a broken feed: %v, want %v", err, denied)
+	}
+	e.appendN(t, 3, 10, sid)
+	r.setRefuse(nil)
+	const n = 6
+	testharness.WaitFor(t, 30*time.Second, "a new feed", func() bool {
+		w = e.watch(ctx, "p", sid, 1, n, nil)
+		select {
+		case <-w.first:
+			return true
+		case err := <-w.err:
+			if !errors.Is(err, denied) {
+				t.Fatalf("a watch while the feed comes back: %v", err)
+			}
+			return false
+		}
+	})
+	e.appendN(t, n-3, 10, sid)
+	w.check(t, ctx, "a watch once the feed runs again", 1)
 }
