@@ -3,6 +3,8 @@ package controlplane_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -33,7 +35,8 @@ func BenchmarkWatchFanout(b *testing.B) {
 	if testing.Short() {
 		sizes = sizes[:2]
 	}
-	cp := testharness.StartControlPlaneProc(b, "--max-watches", "20000")
+	metricsAddr := testharness.FreeAddr(b)
+	cp := testharness.StartControlPlaneProc(b, "--max-watches", "20000", "--metrics-listen", metricsAddr)
 	admin := testharness.Dial(b, cp.Addr)
 	testharness.StartNode(b, cp.Addr, "bench", nil)
 	testharness.WaitFor(b, time.Minute, "node bench connected", func() bool { return testharness.NodeConnected(admin, "bench") })
@@ -48,7 +51,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		f.conns = append(f.conns, testharness.Dial(b, cp.Addr))
 	}
 	f.rounds(ctx, 5, 0) // warm the append path before the baseline
-	rss0 := rssBytes(b, cp.Proc.Cmd.Process.Pid)
+	rss0, mem0 := rssBytes(b, cp.Proc.Cmd.Process.Pid), scrapeMem(b, metricsAddr)
 	var baseP99 time.Duration
 	b.ResetTimer()
 	for range b.N {
@@ -60,12 +63,18 @@ func BenchmarkWatchFanout(b *testing.B) {
 				baseP99 = p99
 			}
 			perStream := float64(rssBytes(b, cp.Proc.Cmd.Process.Pid)-rss0) / float64(n)
+			mem := scrapeMem(b, metricsAddr)
+			heap, stack := (mem.heap-mem0.heap)/float64(n), (mem.stack-mem0.stack)/float64(n)
+			goroutines := (mem.goroutines - mem0.goroutines) / float64(n)
+			b.ReportMetric(heap/1024, fmt.Sprintf("heap_KiB_per_stream_n%d", n))
+			b.ReportMetric(stack/1024, fmt.Sprintf("stack_KiB_per_stream_n%d", n))
+			b.ReportMetric(goroutines, fmt.Sprintf("goroutines_per_stream_n%d", n))
 			b.ReportMetric(ms(p50), fmt.Sprintf("p50_ms_n%d", n))
 			b.ReportMetric(ms(p99), fmt.Sprintf("p99_ms_n%d", n))
 			b.ReportMetric(float64(p99)/float64(baseP99), fmt.Sprintf("p99_ratio_n%d_vs_n%d", n, sizes[0]))
 			b.ReportMetric(perStream/1024, fmt.Sprintf("rss_KiB_per_stream_n%d", n))
-			b.Logf("%6d streams: p50 %7.2f ms  p99 %7.2f ms  p99/p99@%d %5.2fx  +%.1f KiB RSS per stream",
-				n, ms(p50), ms(p99), sizes[0], float64(p99)/float64(baseP99), perStream/1024)
+			b.Logf("%6d streams: p50 %7.2f ms  p99 %7.2f ms  p99/p99@%d %5.2fx  per stream: +%.1f KiB RSS (heap in use +%.1f, stacks +%.1f), +%.2f goroutines",
+				n, ms(p50), ms(p99), sizes[0], float64(p99)/float64(baseP99), perStream/1024, heap/1024, stack/1024, goroutines)
 		}
 	}
 }
@@ -186,4 +195,36 @@ func rssBytes(b *testing.B, pid int) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/pid/status")
 	return 0
+}
+
+// procMem is what a Go process's /metrics says of its memory.
+type procMem struct{ heap, stack, goroutines float64 }
+
+// scrapeMem reads the control plane process's heap and stack in use and
+// its goroutines from its /metrics.
+func scrapeMem(b *testing.B, addr string) procMem {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m procMem
+	for _, line := range strings.Split(string(body), "\n") {
+		name, v, _ := strings.Cut(line, " ")
+		f, _ := strconv.ParseFloat(v, 64)
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			m.heap = f
+		case "go_memstats_stack_inuse_bytes":
+			m.stack = f
+		case "go_goroutines":
+			m.goroutines = f
+		}
+	}
+	return m
 }
