@@ -30,7 +30,7 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Buffer < 1 || c.Buffer > 1<<16:
-		return fmt.Errorf("watch buffer %d must be in [1,65536]", c.Buffer)
+		return fmt.Errorf("--watch-buffer %d must be in [1,65536]", c.Buffer)
 	case c.MaxPerPrincipal < 1:
 		return fmt.Errorf("--max-watches %d must be positive", c.MaxPerPrincipal)
 	}
