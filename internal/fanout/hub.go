@@ -33,7 +33,7 @@ import (
 // Source is the store as the hub uses it (*store.Store).
 type Source interface {
 	Revision(ctx context.Context) (int64, error)
-	Feed(ctx context.Context, rev int64, fn func(store.FeedBatch)) error
+	Feed(ctx context.Context, rev int64, want func(sessionID string) bool, fn func(store.FeedBatch)) error
 	Replay(ctx context.Context, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error)
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
 	GetPermission(ctx context.Context, sessionID, rid string) (store.Permission, error)
@@ -137,7 +137,15 @@ func (h *Hub) runFeed(ctx context.Context) error {
 	h.broken.Store(nil)
 	h.dropAll()
 	h.restarts.Add(1)
-	return h.src.Feed(ctx, rev+1, func(b store.FeedBatch) { h.dispatch(ctx, b) })
+	return h.src.Feed(ctx, rev+1, h.watched, func(b store.FeedBatch) { h.dispatch(ctx, b) })
+}
+
+// watched says whether session has watchers. One that joins after it
+// said no reads the store after, which covers the event it declined.
+func (h *Hub) watched(session string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[session]) > 0
 }
 
 // dropAll tells every watcher to catch up: what the previous feed would

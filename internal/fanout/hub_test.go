@@ -246,7 +246,7 @@ type breakable struct {
 	starts int
 }
 
-func (b *breakable) Feed(ctx context.Context, rev int64, fn func(store.FeedBatch)) error {
+func (b *breakable) Feed(ctx context.Context, rev int64, want func(string) bool, fn func(store.FeedBatch)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.mu.Lock()
@@ -261,7 +261,7 @@ func (b *breakable) Feed(ctx context.Context, rev int64, fn func(store.FeedBatch
 		held <- rev
 		<-hold
 	}
-	return b.Source.Feed(ctx, rev, fn)
+	return b.Source.Feed(ctx, rev, want, fn)
 }
 
 // setRefuse makes the next feeds fail with err (nil: work again) and

@@ -50,13 +50,14 @@ var ErrFeedCompacted = errors.New("the session feed fell behind the store's hist
 // or an UNAVAILABLE error saying why (etcd refused the range, or kept
 // canceling the watch for its budget). It is one etcd watch, over the key
 // range msgs/ .. sessions/ that holds all four, so one replica's session
-// watchers share it.
-func (s *Store) Feed(ctx context.Context, rev int64, fn func(FeedBatch)) error {
+// watchers share it. Changes of sessions want declines are left out
+// undecoded (a large message's chunks are not read for nobody).
+func (s *Store) Feed(ctx context.Context, rev int64, want func(sessionID string) bool, fn func(FeedBatch)) error {
 	from, to := s.key("msgs")+"/", s.key("sessions")+"0" // "0" sorts right after "/"
 	err := s.followRange(ctx, from, to, rev, func(events []*clientv3.Event) {
 		out := FeedBatch{Rev: events[len(events)-1].Kv.ModRevision}
 		for _, ev := range events {
-			if c, ok := s.feedChange(ctx, ev); ok {
+			if c, ok := s.feedChange(ctx, ev, want); ok {
 				out.Changes = append(out.Changes, c)
 			}
 		}
@@ -88,12 +89,18 @@ func (s *Store) followRange(ctx context.Context, from, to string, rev int64, fn 
 }
 
 // feedChange decodes one event of Feed's range; false for keys of the
-// range nobody watches (seqs, node records, ...).
-func (s *Store) feedChange(ctx context.Context, ev *clientv3.Event) (FeedChange, bool) {
+// range nobody watches (seqs, node records, ...) and for sessions want
+// declines.
+func (s *Store) feedChange(ctx context.Context, ev *clientv3.Event, want func(string) bool) (FeedChange, bool) {
 	key := string(ev.Kv.Key)
-	sid, rest, _ := strings.Cut(key[len(s.cfg.Prefix):], "/")
-	top := sid
-	sid, rest, _ = strings.Cut(rest, "/")
+	top, rest, _ := strings.Cut(key[len(s.cfg.Prefix):], "/")
+	sid, rest, _ := strings.Cut(rest, "/")
+	switch top {
+	case "msgs", "sessions", "owners", "perms":
+		if !want(sid) {
+			return FeedChange{}, false
+		}
+	}
 	switch top {
 	case "msgs":
 		m, err := s.decodeKV(ctx, sid, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
