@@ -57,7 +57,11 @@ func BenchmarkWatchFanout(b *testing.B) {
 	for range b.N {
 		for _, n := range sizes {
 			f.openTo(ctx, n)
-			lat := f.rounds(ctx, 40, n)
+			cpu0 := cpuTime(b, cp.Proc.Cmd.Process.Pid)
+			const rounds = 40
+			lat := f.rounds(ctx, rounds, n)
+			cpuPer := (cpuTime(b, cp.Proc.Cmd.Process.Pid) - cpu0) / time.Duration(rounds*n)
+			b.ReportMetric(float64(cpuPer)/float64(time.Microsecond), fmt.Sprintf("cp_cpu_us_per_delivery_n%d", n))
 			p50, p99 := pct(lat, 50), pct(lat, 99)
 			if n == sizes[0] {
 				baseP99 = p99
@@ -73,8 +77,8 @@ func BenchmarkWatchFanout(b *testing.B) {
 			b.ReportMetric(ms(p99), fmt.Sprintf("p99_ms_n%d", n))
 			b.ReportMetric(float64(p99)/float64(baseP99), fmt.Sprintf("p99_ratio_n%d_vs_n%d", n, sizes[0]))
 			b.ReportMetric(perStream/1024, fmt.Sprintf("rss_KiB_per_stream_n%d", n))
-			b.Logf("%6d streams: p50 %7.2f ms  p99 %7.2f ms  p99/p99@%d %5.2fx  per stream: +%.1f KiB RSS (heap in use +%.1f, stacks +%.1f), +%.2f goroutines",
-				n, ms(p50), ms(p99), sizes[0], float64(p99)/float64(baseP99), perStream/1024, heap/1024, stack/1024, goroutines)
+			b.Logf("%6d streams: p50 %7.2f ms  p99 %7.2f ms  p99/p99@%d %5.2fx  control plane CPU %v per delivery  per stream: +%.1f KiB RSS (heap in use +%.1f, stacks +%.1f), +%.2f goroutines",
+				n, ms(p50), ms(p99), sizes[0], float64(p99)/float64(baseP99), cpuPer, perStream/1024, heap/1024, stack/1024, goroutines)
 		}
 	}
 }
@@ -175,6 +179,25 @@ func (f *fanoutBench) rounds(ctx context.Context, k, n int) []time.Duration {
 		all = append(all, r.lat...)
 	}
 	return all
+}
+
+// cpuTime is the CPU time (user and system) a process has used, from
+// /proc/PID/stat in clock ticks (100 a second on Linux).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command (in parentheses, which may hold spaces):
+	// utime and stime are the 12th and 13th.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parse /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // rssBytes is a process's resident set size.
