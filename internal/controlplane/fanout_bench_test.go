@@ -31,10 +31,7 @@ import (
 //
 //	go test -run '^$' -bench WatchFanout -benchtime 1x ./internal/controlplane
 func BenchmarkWatchFanout(b *testing.B) {
-	sizes := []int{10, 1000, 10000}
-	if testing.Short() {
-		sizes = sizes[:2]
-	}
+	sizes := testharness.FanoutSizes()
 	metricsAddr := testharness.FreeAddr(b)
 	cp := testharness.StartControlPlaneProc(b, "--max-watches", "20000", "--metrics-listen", metricsAddr)
 	admin := testharness.Dial(b, cp.Addr)
@@ -62,7 +59,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 			lat := f.rounds(ctx, rounds, n)
 			cpuPer := (cpuTime(b, cp.Proc.Cmd.Process.Pid) - cpu0) / time.Duration(rounds*n)
 			b.ReportMetric(float64(cpuPer)/float64(time.Microsecond), fmt.Sprintf("cp_cpu_us_per_delivery_n%d", n))
-			p50, p99 := pct(lat, 50), pct(lat, 99)
+			p99, line := testharness.FanoutLatency(b, n, lat, baseP99)
 			if n == sizes[0] {
 				baseP99 = p99
 			}
@@ -73,12 +70,9 @@ func BenchmarkWatchFanout(b *testing.B) {
 			b.ReportMetric(heap/1024, fmt.Sprintf("heap_KiB_per_stream_n%d", n))
 			b.ReportMetric(stack/1024, fmt.Sprintf("stack_KiB_per_stream_n%d", n))
 			b.ReportMetric(goroutines, fmt.Sprintf("goroutines_per_stream_n%d", n))
-			b.ReportMetric(ms(p50), fmt.Sprintf("p50_ms_n%d", n))
-			b.ReportMetric(ms(p99), fmt.Sprintf("p99_ms_n%d", n))
-			b.ReportMetric(float64(p99)/float64(baseP99), fmt.Sprintf("p99_ratio_n%d_vs_n%d", n, sizes[0]))
 			b.ReportMetric(perStream/1024, fmt.Sprintf("rss_KiB_per_stream_n%d", n))
-			b.Logf("%6d streams: p50 %7.2f ms  p99 %7.2f ms  p99/p99@%d %5.2fx  control plane CPU %v per delivery  per stream: +%.1f KiB RSS (heap in use +%.1f, stacks +%.1f), +%.2f goroutines",
-				n, ms(p50), ms(p99), sizes[0], float64(p99)/float64(baseP99), cpuPer, perStream/1024, heap/1024, stack/1024, goroutines)
+			b.Logf("%s  control plane CPU %v per delivery  per stream: +%.1f KiB RSS (heap in use +%.1f, stacks +%.1f), +%.2f goroutines",
+				line, cpuPer, perStream/1024, heap/1024, stack/1024, goroutines)
 		}
 	}
 }
