@@ -91,7 +91,7 @@ lint:
 # is its short mode in `make test`. docs/performance.md has a measured table.
 BENCH_JSON ?= $(or $(TMPDIR),/tmp)/cast-bench.json
 bench:
-	CAST_BENCH_JSON=$(abspath $(BENCH_JSON)) $(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./internal/controlplane ./internal/store
+	CAST_BENCH_JSON=$(abspath $(BENCH_JSON)) $(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./internal/controlplane ./internal/store ./internal/fanout
 
 dev: build
 	./bin/controlplane --dev
