@@ -32,7 +32,11 @@ const (
 	DefaultMetricsListen     = "127.0.0.1:7778"
 	DefaultLeaseTTL          = 10 * time.Second
 	DefaultHeartbeatInterval = 3 * time.Second
-	DefaultShutdownTimeout   = 10 * time.Second
+	// DefaultSeenEvery is how often a connected node's last_seen_time is
+	// written: heartbeats renew its lease without an etcd write, and this
+	// one write per node per SeenEvery is all a fleet's heartbeats cost.
+	DefaultSeenEvery       = 30 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxRecvBytes bounds one gRPC request: what clients send at
 	// most. Larger messages than one etcd request can carry are chunked by
 	// the store.
@@ -58,6 +62,7 @@ type Config struct {
 	EtcdClient    string        // embedded etcd client address (port 0: pick)
 	LeaseTTL      time.Duration // node liveness lease
 	Heartbeat     time.Duration // interval nodes are told to heartbeat at
+	SeenEvery     time.Duration // a node's last_seen_time is written at most this often
 	Shutdown      time.Duration // GracefulStop deadline before Stop
 	MaxRecvBytes  int
 	// SessionCount is how often cast_sessions is recounted from the store
@@ -132,6 +137,7 @@ func DefaultConfig() Config {
 		EtcdClient:    "127.0.0.1:0",
 		LeaseTTL:      DefaultLeaseTTL,
 		Heartbeat:     DefaultHeartbeatInterval,
+		SeenEvery:     DefaultSeenEvery,
 		Shutdown:      DefaultShutdownTimeout,
 		MaxRecvBytes:  DefaultMaxRecvBytes,
 		NodeQueue:     DefaultNodeQueue,
@@ -175,6 +181,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return fmt.Errorf("lease TTL %s is below etcd's 2s minimum", c.LeaseTTL)
+	}
+	if c.SeenEvery <= 0 {
+		return fmt.Errorf("seen-every %s must be positive", c.SeenEvery)
 	}
 	if c.Heartbeat <= 0 || c.Heartbeat*2 > c.LeaseTTL {
 		return fmt.Errorf("heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)

@@ -219,6 +219,7 @@ func sendLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, c *n
 }
 
 func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_ConnectServer, node *castv1.Node, lease *atomic.Int64, since time.Time, lg *zap.Logger) error {
+	seen := time.Now() // registering recorded it
 	for {
 		f, err := stream.Recv()
 		if err != nil {
@@ -226,27 +227,7 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 		}
 		switch fr := f.Frame.(type) {
 		case *castv1.ConnectRequest_Heartbeat:
-			h.s.m.Heartbeats.Inc()
-			// A credential revoked on another replica ends the stream here.
-			if err := h.s.stillAuthenticated(ctx); err != nil {
-				return err
-			}
-			err := h.s.store.Heartbeat(ctx, node.Name, store.Lease(lease.Load()), h.s.cfg.ReplicaID, since)
-			if errors.Is(err, store.ErrLeaseExpired) {
-				// The node was silent past its TTL and got marked down; it is
-				// alive again, so register it anew.
-				lg.Info("node lease had lapsed; registering again")
-				var l store.Lease
-				if l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL); err == nil {
-					lease.Store(int64(l))
-					// While its lease had lapsed no node may have been
-					// connected, and an import stored unowned.
-					for _, o := range h.s.adoptUnowned(ctx, node.Name, lg) {
-						h.s.hub.command(node.Name, "assign_session", assignCmd(o.Session, o.Token))
-					}
-				}
-			}
-			if err != nil {
+			if err := h.heartbeat(ctx, node, lease, since, &seen, lg); err != nil {
 				return err
 			}
 			h.s.hub.send(node.Name, &castv1.ConnectResponse{Frame: &castv1.ConnectResponse_HeartbeatAck{
@@ -429,4 +410,38 @@ func (s *Server) findFolder(ctx context.Context, node, cwd string) (string, erro
 		return "", err
 	}
 	return ans.Folder, nil // checked as a Cwd when the node reported it
+}
+
+// heartbeat answers one node heartbeat: the node's credential still holds,
+// its lease is renewed (no etcd write), and its last_seen_time is written
+// once per SeenEvery (seen: when it last was). A lease that lapsed (the
+// node was silent past its TTL and marked down) is registered anew.
+func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *atomic.Int64, since time.Time, seen *time.Time, lg *zap.Logger) error {
+	h.s.m.Heartbeats.Inc()
+	// A credential revoked on another replica ends the stream here.
+	if err := h.s.stillAuthenticated(ctx); err != nil {
+		return err
+	}
+	l := store.Lease(lease.Load())
+	err := h.s.store.Heartbeat(ctx, l)
+	if err == nil && time.Since(*seen) >= h.s.cfg.SeenEvery {
+		if err = h.s.store.NodeSeen(ctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {
+			*seen = time.Now()
+		}
+	}
+	if !errors.Is(err, store.ErrLeaseExpired) {
+		return err
+	}
+	lg.Info("node lease had lapsed; registering again")
+	if l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL); err != nil {
+		return err
+	}
+	lease.Store(int64(l))
+	*seen = time.Now()
+	// While its lease had lapsed no node may have been connected, and an
+	// import stored unowned.
+	for _, o := range h.s.adoptUnowned(ctx, node.Name, lg) {
+		h.s.hub.command(node.Name, "assign_session", assignCmd(o.Session, o.Token))
+	}
+	return nil
 }

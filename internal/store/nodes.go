@@ -60,25 +60,30 @@ func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string
 	return Lease(lg.ID), nil
 }
 
-// Heartbeat renews the node's lease. ErrLeaseExpired means it lapsed.
-func (s *Store) Heartbeat(ctx context.Context, name string, l Lease, replica string, since time.Time) error {
+// Heartbeat renews the node's lease: a lease renewal, which etcd's leader
+// answers without a write to its log, so a fleet's heartbeats cost no
+// etcd writes. ErrLeaseExpired means it lapsed.
+func (s *Store) Heartbeat(ctx context.Context, l Lease) error {
 	defer s.observe("heartbeat", time.Now())
+	_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(l))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return ErrLeaseExpired
+	}
+	return err
+}
+
+// NodeSeen records now as the node's last heartbeat (last_seen_time) on
+// its connection record: one etcd write, which the control plane makes
+// every so often, not on every heartbeat. ErrLeaseExpired means the
+// lease lapsed (a put under an expired lease fails).
+func (s *Store) NodeSeen(ctx context.Context, name string, l Lease, replica string, since time.Time) error {
+	defer s.observe("node_seen", time.Now())
 	conn, _ := json.Marshal(connInfo{Replica: replica, Since: since, Seen: time.Now()})
-	// A put with an expired lease fails, so this one write both renews the
-	// record and proves the lease is alive; KeepAliveOnce resets the TTL.
-	if _, err := s.cli.Put(ctx, s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l))); err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return ErrLeaseExpired
-		}
-		return err
+	_, err := s.cli.Put(ctx, s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l)))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return ErrLeaseExpired
 	}
-	if _, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(l)); err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return ErrLeaseExpired
-		}
-		return err
-	}
-	return nil
+	return err
 }
 
 // UpdateNodeAgents replaces the agents a connected node advertises (what

@@ -221,7 +221,10 @@ func TestNodeLeaseLapseMarksNodeDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Heartbeat(ctx, "sleepy", l, "test", time.Now()); err != nil {
+	if err := s.NodeSeen(ctx, "sleepy", l, "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Heartbeat(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	nodes, _ := s.ListNodes(ctx)
@@ -240,8 +243,11 @@ func TestNodeLeaseLapseMarksNodeDown(t *testing.T) {
 	if len(nodes) != 1 || nodes[0].Connected {
 		t.Fatalf("nodes after lapse: %v", nodes)
 	}
-	if err := s.Heartbeat(ctx, "sleepy", l, "test", time.Now()); err != store.ErrLeaseExpired {
+	if err := s.Heartbeat(ctx, l); err != store.ErrLeaseExpired {
 		t.Fatalf("heartbeat on lapsed lease: %v", err)
+	}
+	if err := s.NodeSeen(ctx, "sleepy", l, "test", time.Now()); err != store.ErrLeaseExpired {
+		t.Fatalf("last seen on lapsed lease: %v", err)
 	}
 }
 

@@ -168,7 +168,9 @@ type Node struct {
 	Connected bool `protobuf:"varint,7,opt,name=connected,proto3" json:"connected,omitempty"`
 	// connect_time is when the current (or last) stream opened.
 	ConnectTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=connect_time,json=connectTime,proto3" json:"connect_time,omitempty"`
-	// last_seen_time is the last heartbeat the control plane recorded.
+	// last_seen_time is the last heartbeat the control plane recorded; while
+	// the node is connected it is written about every 30 seconds (heartbeats
+	// themselves renew the node's lease without a write).
 	LastSeenTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_seen_time,json=lastSeenTime,proto3" json:"last_seen_time,omitempty"`
 	// admin_labels are labels an admin set with `cast node label` (the
 	// node's own labels come from its --label flags and cannot set these):
