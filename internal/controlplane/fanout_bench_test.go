@@ -177,7 +177,7 @@ func (f *fanoutBench) rounds(ctx context.Context, k, n int) []time.Duration {
 
 // cpuTime is the CPU time (user and system) a process has used, from
 // /proc/PID/stat in clock ticks (100 a second on Linux).
-func cpuTime(b *testing.B, pid int) time.Duration {
+func cpuTime(b testing.TB, pid int) time.Duration {
 	b.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -195,7 +195,7 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 }
 
 // rssBytes is a process's resident set size.
-func rssBytes(b *testing.B, pid int) int64 {
+func rssBytes(b testing.TB, pid int) int64 {
 	b.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

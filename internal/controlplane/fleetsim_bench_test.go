@@ -24,7 +24,6 @@ const (
 	simHeartbeat = 3 * time.Second
 	simMessages  = 180
 	simSessions  = 60
-	simWindow    = 15 * time.Second
 	simPerConn   = 200 // node streams per gRPC connection
 )
 
@@ -45,34 +44,69 @@ func BenchmarkFleetSim(b *testing.B) {
 	if testing.Short() {
 		sizes = sizes[:2]
 	}
-	ep := testharness.StartEtcd(b, nil)
-	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	cp := testharness.StartControlPlaneProc(b, "--etcd-endpoints", ep, "--node-heartbeat", simHeartbeat.String(), "--node-lease-ttl", "10s")
-	admin := testharness.Dial(b, cp.Addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sim := &fleetSim{b: b, addr: cp.Addr, admin: admin}
+	sim := startFleetSim(ctx, b, 15*time.Second)
 	b.ResetTimer()
 	for range b.N {
 		for _, n := range sizes {
 			sim.grow(ctx, n)
-			sim.measure(ctx, n, raw, cp.Proc.Cmd.Process.Pid)
+			r := sim.measure(ctx)
+			tag := fmt.Sprintf("nodes=%d", n)
+			b.ReportMetric(r.cores, tag+"_cp_cores")
+			b.ReportMetric(r.rssMiB, tag+"_cp_rss_MiB")
+			b.ReportMetric(r.txns, tag+"_etcd_txns/s")
+			b.ReportMetric(r.p99, tag+"_send_p99_ms")
+			b.Logf("%6d nodes: %.0f heartbeats/s, %.0f messages/s: control plane %.2f cores, %.0f MiB; etcd %.0f txns/s; send p50 %.1f ms, p99 %.1f ms",
+				n, r.beats, r.sent, r.cores, r.rssMiB, r.txns, r.p50, r.p99)
 		}
 	}
 }
 
+// TestFleetSimRuns is the simulator's short mode in the normal test run:
+// 20 nodes for a 3-second window, asserting only that every figure is
+// produced (heartbeats and messages were played, etcd was written, the
+// process was measured), never a timing, so the simulator cannot rot.
+func TestFleetSimRuns(t *testing.T) {
+	t.Parallel() // most of it is building the binaries
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim := startFleetSim(ctx, t, 3*time.Second)
+	sim.grow(ctx, 20)
+	r := sim.measure(ctx)
+	if r.beats <= 0 || r.sent <= 0 || r.txns <= 0 || r.rssMiB <= 0 || r.p99 <= 0 {
+		t.Fatalf("a figure was not produced: %+v", r)
+	}
+}
+
 type fleetSim struct {
-	b        *testing.B
+	tb       testing.TB
 	addr     string
 	admin    *client.Client
+	raw      *clientv3.Client
+	pid      int
+	window   time.Duration
 	conns    []*client.Client
 	nodes    int
 	beats    atomic.Int64
 	sessions []string
+}
+
+// simRow is what one size cost: per second, and the send latencies in ms.
+type simRow struct {
+	beats, sent, txns, cores, rssMiB, p50, p99 float64
+}
+
+// startFleetSim runs the control plane process on an etcd of its own.
+func startFleetSim(ctx context.Context, tb testing.TB, window time.Duration) *fleetSim {
+	ep := testharness.StartEtcd(tb, nil)
+	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = raw.Close() })
+	cp := testharness.StartControlPlaneProc(tb, "--etcd-endpoints", ep, "--node-heartbeat", simHeartbeat.String(), "--node-lease-ttl", "10s")
+	return &fleetSim{tb: tb, addr: cp.Addr, admin: testharness.Dial(tb, cp.Addr), raw: raw, pid: cp.Proc.Cmd.Process.Pid, window: window}
 }
 
 // grow connects simulated nodes until there are n, then makes the
@@ -80,11 +114,11 @@ type fleetSim struct {
 func (s *fleetSim) grow(ctx context.Context, n int) {
 	for ; s.nodes < n; s.nodes++ {
 		if s.nodes%simPerConn == 0 {
-			s.conns = append(s.conns, testharness.Dial(s.b, s.addr))
+			s.conns = append(s.conns, testharness.Dial(s.tb, s.addr))
 		}
 		s.node(ctx, s.conns[len(s.conns)-1], fmt.Sprintf("sim-%05d", s.nodes))
 	}
-	testharness.WaitFor(s.b, 5*time.Minute, fmt.Sprintf("%d simulated nodes connected", n), func() bool {
+	testharness.WaitFor(s.tb, 5*time.Minute, fmt.Sprintf("%d simulated nodes connected", n), func() bool {
 		nodes, err := s.admin.AllNodes(ctx, &castv1.ListNodesRequest{Filter: `connected = true`, PageSize: 1000})
 		return err == nil && len(nodes) >= n
 	})
@@ -92,7 +126,7 @@ func (s *fleetSim) grow(ctx context.Context, n int) {
 		node := fmt.Sprintf("sim-%05d", len(s.sessions)%n)
 		sess, err := s.admin.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: node})
 		if err != nil {
-			s.b.Fatal(err)
+			s.tb.Fatal(err)
 		}
 		s.sessions = append(s.sessions, sess.Id)
 	}
@@ -104,12 +138,12 @@ func (s *fleetSim) grow(ctx context.Context, n int) {
 func (s *fleetSim) node(ctx context.Context, c *client.Client, name string) {
 	stream, err := c.Nodes.Connect(ctx)
 	if err != nil {
-		s.b.Fatal(err)
+		s.tb.Fatal(err)
 	}
 	hello := &castv1.Hello{Node: &castv1.Node{Name: name, Labels: []string{"sim"},
 		Agents: []*castv1.AgentInstall{{Name: "claude", Version: "sim"}}}}
 	if err := stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		s.b.Fatal(err)
+		s.tb.Fatal(err)
 	}
 	go func() {
 		for {
@@ -137,36 +171,35 @@ func (s *fleetSim) node(ctx context.Context, c *client.Client, name string) {
 	}()
 }
 
-// measure plays the message profile for simWindow and reports what it
+// measure plays the message profile for the window and says what it
 // cost the control plane.
-func (s *fleetSim) measure(ctx context.Context, n int, raw *clientv3.Client, pid int) {
+func (s *fleetSim) measure(ctx context.Context) simRow {
 	rev := func() int64 {
-		r, err := raw.Get(ctx, "sim-probe")
+		r, err := s.raw.Get(ctx, "sim-probe")
 		if err != nil {
-			s.b.Fatal(err)
+			s.tb.Fatal(err)
 		}
 		return r.Header.Revision
 	}
-	rev0, cpu0, beats0, start := rev(), cpuTime(s.b, pid), s.beats.Load(), time.Now()
+	rev0, cpu0, beats0, start := rev(), cpuTime(s.tb, s.pid), s.beats.Load(), time.Now()
 	lat := s.send(ctx)
-	wall := time.Since(start)
-	writes := float64(rev()-rev0) / wall.Seconds()
-	cores := (cpuTime(s.b, pid) - cpu0).Seconds() / wall.Seconds()
-	beats := float64(s.beats.Load()-beats0) / wall.Seconds()
-	slices.Sort(lat)
-	p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / float64(time.Millisecond) }
-	rss := float64(rssBytes(s.b, pid)) / (1 << 20)
-	sent := float64(len(lat)) / wall.Seconds()
-	tag := fmt.Sprintf("nodes=%d", n)
-	s.b.ReportMetric(cores, tag+"_cp_cores")
-	s.b.ReportMetric(rss, tag+"_cp_rss_MiB")
-	s.b.ReportMetric(writes, tag+"_etcd_txns/s")
-	s.b.ReportMetric(p(0.99), tag+"_send_p99_ms")
-	s.b.Logf("%6d nodes: %.0f heartbeats/s, %.0f messages/s: control plane %.2f cores, %.0f MiB; etcd %.0f txns/s; send p50 %.1f ms, p99 %.1f ms",
-		n, beats, sent, cores, rss, writes, p(0.5), p(0.99))
+	wall := time.Since(start).Seconds()
+	r := simRow{
+		txns:   float64(rev()-rev0) / wall,
+		cores:  (cpuTime(s.tb, s.pid) - cpu0).Seconds() / wall,
+		beats:  float64(s.beats.Load()-beats0) / wall,
+		sent:   float64(len(lat)) / wall,
+		rssMiB: float64(rssBytes(s.tb, s.pid)) / (1 << 20),
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / float64(time.Millisecond) }
+		r.p50, r.p99 = p(0.5), p(0.99)
+	}
+	return r
 }
 
-// send sends simMessages a second for simWindow, spread over the sessions
+// send sends simMessages a second for the window, spread over the sessions
 // by as many senders, and returns each send's latency.
 func (s *fleetSim) send(ctx context.Context) []time.Duration {
 	var mu sync.Mutex
@@ -181,11 +214,11 @@ func (s *fleetSim) send(ctx context.Context) []time.Duration {
 			t := time.NewTicker(time.Second / time.Duration(max(perSender, 1)))
 			defer t.Stop()
 			c := s.conns[i%len(s.conns)]
-			for range int(simWindow.Seconds()) * perSender {
+			for range int(s.window.Seconds()) * perSender {
 				<-t.C
 				at := time.Now()
 				if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: text}); err != nil {
-					s.b.Error(err)
+					s.tb.Error(err)
 					return
 				}
 				mu.Lock()
