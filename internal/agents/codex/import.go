@@ -49,6 +49,7 @@ type Imported struct {
 // Import loads msgs into the app-server s as a thread ready for turn/start.
 // t.Home must be the CODEX_HOME the server runs with.
 func Import(ctx context.Context, s *AppServer, route Route, t agents.Target, msgs []transcript.Message) (Imported, error) {
+	msgs = transcript.SinceCompaction(msgs) // as every writer (agents.WriterFor)
 	var res struct {
 		Thread Thread `json:"thread"`
 	}
