@@ -25,6 +25,13 @@ func (f lsFilter) expr() string {
 	return listfilter.Equal("agent", f.agent, "node", f.node, "state", f.state)
 }
 
+// match is the same filter on the client: a control plane older than
+// list filters answers every session, and its answer is narrowed here.
+func (f lsFilter) match(s *castv1.Session) bool {
+	return (f.agent == "" || s.Agent == f.agent) && (f.node == "" || s.Node == f.node) &&
+		(f.state == "" || stateName(s.State) == f.state)
+}
+
 func (a *app) lsCmd() *cobra.Command {
 	var all bool
 	var f lsFilter
@@ -41,6 +48,7 @@ func (a *app) lsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			list = slices.DeleteFunc(list, func(s *castv1.Session) bool { return !f.match(s) })
 			sortNewestFirst(list)
 			empty := "no sessions yet; start one with `cast new --agent claude \"hello\"`"
 			if f != (lsFilter{}) {
