@@ -24,27 +24,12 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/agents/sandbox"
+	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// The capabilities a canary checks, in the order it checks them.
-const (
-	Write  = "write"  // cast's writer produces the native session
-	Resume = "resume" // the CLI resumes it and the model gets the history
-	Append = "append" // the turn's answer is synced back while it runs
-	Read   = "read"   // the native session reads back whole, in order
-	Fork   = "fork"   // the CLI's own fork carries the history
-)
-
-// Capabilities are every capability, in check order.
-var Capabilities = []string{Write, Resume, Append, Read, Fork}
-
-// Takeover are the capabilities a session needs to move into an agent
-// with its history (a switch, a rebuilt fork, a migration).
-var Takeover = []string{Write, Resume, Append, Read}
 
 // Check is one capability's verdict.
 type Check struct {
@@ -81,24 +66,6 @@ func Verdicts(r Result) []*castv1.AgentCheck {
 	return out
 }
 
-// Checkable says whether agent has a canary: cast writes its transcripts
-// and its CLI resumes them.
-func Checkable(agent string) bool {
-	a, ok := agents.Lookup(agent)
-	return ok && a.Caps.CanReconstitute && a.Commands.Resume != nil && a.Binary != ""
-}
-
-// Agents are the agents with a canary, sorted.
-func Agents() []string {
-	var out []string
-	for _, n := range agents.Names() {
-		if Checkable(n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // Checker runs canaries. The zero value is usable.
 type Checker struct {
 	// Dir is where the throwaway HOMEs go (default: the system temp dir);
@@ -118,7 +85,7 @@ const DefaultTurnTimeout = 2 * time.Minute
 // the Result.
 func (c *Checker) Run(ctx context.Context, agent, bin string) (Result, error) {
 	res := Result{Agent: agent, Bin: bin, Version: agents.InstalledVersion(bin)}
-	if !Checkable(agent) {
+	if !capability.Checkable(agent) {
 		return res, fmt.Errorf("canary: %s has no conformance check (cast cannot hand it a history)", agent)
 	}
 	root, err := os.MkdirTemp(c.Dir, "cast-canary-"+agent+"-")
@@ -197,21 +164,21 @@ func (r *run) steps(ctx context.Context, bin string) []Check {
 	t := r.turn
 	w, err := codecs.Writer(r.agent, codecs.WriterOptions{Bin: bin, Env: runner.Env(t)})
 	if err != nil {
-		return []Check{failf(Write, "%v", err)}
+		return []Check{failf(capability.Write, "%v", err)}
 	}
 	written, err := w.Write(agents.Target{Home: t.AgentDir(), Cwd: t.Cwd, SessionID: "canary",
 		NativeID: agents.NewNativeID(r.agent), Model: t.Model}, r.marks.history())
 	if err != nil {
-		return []Check{failf(Write, "cast's writer: %v", err)}
+		return []Check{failf(capability.Write, "cast's writer: %v", err)}
 	}
-	out := []Check{pass(Write)}
+	out := []Check{pass(capability.Write)}
 
 	t.NativeID, t.NativePath, t.Prompt = written.NativeID, written.Path, "Say the word, then "+r.marks.resume+"."
 	res, emitted, err := r.runTurn(ctx, t)
 	if err != nil {
-		return append(out, failf(Resume, "the CLI failed to resume the session cast wrote: %v", err))
+		return append(out, failf(capability.Resume, "the CLI failed to resume the session cast wrote: %v", err))
 	}
-	out = append(out, r.sawHistory(Resume, r.marks.resume, r.marks.user, r.marks.answer))
+	out = append(out, r.sawHistory(capability.Resume, r.marks.resume, r.marks.user, r.marks.answer))
 	out = append(out, answered(emitted))
 
 	t.NativeID, t.NativePath = res.NativeID, res.NativePath
@@ -223,9 +190,9 @@ func (r *run) steps(ctx context.Context, bin string) []Check {
 	ft := r.turn
 	ft.ForkOf, ft.ForkPath, ft.Prompt = res.NativeID, res.NativePath, "And now "+r.marks.fork+"."
 	if _, _, err := r.runTurn(ctx, ft); err != nil {
-		return append(out, failf(Fork, "the CLI's fork failed: %v", err))
+		return append(out, failf(capability.Fork, "the CLI's fork failed: %v", err))
 	}
-	return append(out, r.sawHistory(Fork, r.marks.fork, r.marks.user, r.marks.resume))
+	return append(out, r.sawHistory(capability.Fork, r.marks.fork, r.marks.user, r.marks.resume))
 }
 
 func (r *run) runTurn(ctx context.Context, t runner.Turn) (runner.Result, []transcript.Message, error) {
@@ -278,10 +245,10 @@ func itemTexts(items []fakemodel.Item) string {
 func answered(emitted []transcript.Message) Check {
 	for _, m := range emitted {
 		if m.Kind == transcript.KindAssistant && strings.Contains(m.Text, "FAKE-ANSWER") {
-			return pass(Append)
+			return pass(capability.Append)
 		}
 	}
-	return failf(Append, "the turn's answer was not synced back (%d messages synced)", len(emitted))
+	return failf(capability.Append, "the turn's answer was not synced back (%d messages synced)", len(emitted))
 }
 
 // readBack reads the native session whole: the history cast wrote, the
@@ -291,7 +258,7 @@ func (r *run) readBack(ctx context.Context, t runner.Turn) Check {
 	defer cancel()
 	msgs, err := r.rn.Native(ctx, t)
 	if err != nil {
-		return failf(Read, "reading the session back: %v", err)
+		return failf(capability.Read, "reading the session back: %v", err)
 	}
 	want := []struct {
 		kind transcript.Kind
@@ -309,9 +276,9 @@ func (r *run) readBack(ctx context.Context, t runner.Turn) Check {
 		}
 	}
 	if i < len(want) {
-		return failf(Read, "the session read back lacks the %s %q in order (%d messages read)", want[i].kind, want[i].text, len(msgs))
+		return failf(capability.Read, "the session read back lacks the %s %q in order (%d messages read)", want[i].kind, want[i].text, len(msgs))
 	}
-	return pass(Read)
+	return pass(capability.Read)
 }
 
 func lastLine(s string) string {

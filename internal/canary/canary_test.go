@@ -8,6 +8,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 )
 
 // TestPinnedVersionsPass canaries the CLIs CI pins: every capability each
@@ -15,7 +16,7 @@ import (
 // forks natively) against the fake model.
 func TestPinnedVersionsPass(t *testing.T) {
 	wantForks := map[string]bool{"claude": true, "codex": true, "opencode": true}
-	for _, agent := range canary.Agents() {
+	for _, agent := range capability.Agents() {
 		t.Run(agent, func(t *testing.T) {
 			t.Parallel()
 			bin := agenttest.Bin(t, agent)
@@ -27,7 +28,7 @@ func TestPinnedVersionsPass(t *testing.T) {
 			if res.Version == "" {
 				t.Errorf("no version found for %s", bin)
 			}
-			want := len(canary.Takeover)
+			want := len(capability.Takeover)
 			if wantForks[agent] {
 				want++
 			}
@@ -63,10 +64,10 @@ func TestResumeThatDropsHistoryFails(t *testing.T) {
 			failed[ch.Capability] = ch.Detail
 		}
 	}
-	if _, ok := failed[canary.Write]; ok {
+	if _, ok := failed[capability.Write]; ok {
 		t.Errorf("write failed: the writer is cast's own: %v", failed)
 	}
-	if !strings.Contains(failed[canary.Resume], "without the history") {
-		t.Errorf("resume verdict %q, want a failure naming the lost history (all: %+v)", failed[canary.Resume], res.Checks)
+	if !strings.Contains(failed[capability.Resume], "without the history") {
+		t.Errorf("resume verdict %q, want a failure naming the lost history (all: %+v)", failed[capability.Resume], res.Checks)
 	}
 }

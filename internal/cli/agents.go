@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -75,7 +76,7 @@ func matrixRows(checks []*castv1.AgentCheck, nodes []*castv1.Node) []*matrixRow 
 	}
 	for _, n := range nodes {
 		for _, in := range n.Agents {
-			if canary.Checkable(in.Name) && in.Version != "" {
+			if capability.Checkable(in.Name) && in.Version != "" {
 				r := row(in.Name, in.Version)
 				r.nodes = append(r.nodes, n.Name)
 			}
@@ -94,7 +95,7 @@ func matrixColumns() []column[*matrixRow] {
 		{header: "AGENT", cell: func(r *matrixRow) string { return r.agent }},
 		{header: "VERSION", cell: func(r *matrixRow) string { return r.version }},
 	}
-	for _, cp := range canary.Capabilities {
+	for _, cp := range capability.All {
 		cols = append(cols, column[*matrixRow]{header: strings.ToUpper(cp), cell: func(r *matrixRow) string {
 			switch v, ok := r.verdicts[cp]; {
 			case !ok:
@@ -131,7 +132,7 @@ func lastCheck(r *matrixRow) *castv1.AgentCheck {
 func (a *app) printFailures(rows []*matrixRow) {
 	var failures []string
 	for _, r := range rows {
-		for _, cp := range canary.Capabilities {
+		for _, cp := range capability.All {
 			if v, ok := r.verdicts[cp]; ok && !v.Passed {
 				failures = append(failures, fmt.Sprintf("%s %s %s: %s (checked by %s %s)", r.agent, r.version, cp, v.Detail, v.CheckedBy, ago(v.CheckTime)))
 			}
@@ -152,9 +153,9 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 		Short: "Run the installed agent CLIs through write, resume, append, read back and fork against a local fake model; record the verdicts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			names := canary.Agents()
+			names := capability.Agents()
 			if only != "" {
-				if !canary.Checkable(only) {
+				if !capability.Checkable(only) {
 					return usagef("--agent %q has no conformance check; use one of %s", only, strings.Join(names, ", "))
 				}
 				names = []string{only}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/authz"
-	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/moves"
@@ -62,11 +62,11 @@ func (h *agentService) RecordAgentChecks(ctx context.Context, req *castv1.Record
 // validCheck refuses a verdict that names no checkable agent, a capability
 // the canary does not have, or a version that cannot be a key part.
 func validCheck(c *castv1.AgentCheck) error {
-	if !canary.Checkable(c.Agent) {
-		return invalid("agent %q has no conformance check; use one of %s", c.Agent, strings.Join(canary.Agents(), ", "))
+	if !capability.Checkable(c.Agent) {
+		return invalid("agent %q has no conformance check; use one of %s", c.Agent, strings.Join(capability.Agents(), ", "))
 	}
-	if !slices.Contains(canary.Capabilities, c.Capability) {
-		return invalid("capability %q is not checked; use one of %s", c.Capability, strings.Join(canary.Capabilities, ", "))
+	if !slices.Contains(capability.All, c.Capability) {
+		return invalid("capability %q is not checked; use one of %s", c.Capability, strings.Join(capability.All, ", "))
 	}
 	return refuse(
 		validate.Need(validate.Name, "version", c.Version),

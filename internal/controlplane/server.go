@@ -31,7 +31,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
-	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fanout"
@@ -221,7 +221,7 @@ func (s *Server) startGRPC() error {
 	castv1.RegisterAccountServiceServer(s.grpc, &accountService{s: s})
 	castv1.RegisterAuthServiceServer(s.grpc, &authService{s: s})
 	castv1.RegisterVersionServiceServer(s.grpc, &versionService{s: s})
-	castv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, m: metrics.NewCanary(s.reg, canary.Agents(), canary.Capabilities)})
+	castv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, m: metrics.NewCanary(s.reg, capability.Agents(), capability.All)})
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc) // grpcurl list / describe

@@ -39,6 +39,30 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 	}
 }
 
+// The control plane's cores gate on agent capabilities by name
+// (internal/capability) and link neither the canary that checks them nor
+// its runner and fake model: only a node, and the CLI's own `cast agents
+// check`, run CLIs.
+func TestControlPlaneLinksNoRunner(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, pkg := range []string{"./internal/controlplane", "./internal/moves", "./internal/capability"} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, banned := range []string{"/internal/runner", "/internal/fakemodel", "/internal/canary"} {
+				if strings.HasSuffix(dep, "github.com/cast-dev/cast"+banned) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
 // Leaves import nothing of cast's (and nothing of etcd's or gRPC's): the
 // fleet's account, usage-window and limit types (internal/quota), shared by
 // the runner, the node, the store, the wire and the fleet; and the one

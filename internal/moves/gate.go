@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -62,9 +62,9 @@ func installedVersion(ctx context.Context, st Store, node, agent string) (string
 // for a fork on the same agent its native fork as well.
 func needFor(fork, sameAgent bool) []string {
 	if fork && sameAgent {
-		return append(slices.Clone(canary.Takeover), canary.Fork)
+		return append(slices.Clone(capability.Takeover), capability.Fork)
 	}
-	return canary.Takeover
+	return capability.Takeover
 }
 
 // handoffInstead runs the handoff a refused move becomes; move names it
@@ -83,7 +83,7 @@ func handoffInstead(ctx context.Context, st Store, b Briefer, r HandoffRequest, 
 // version of the session's agent failed its canary: the new session's id
 // and why ("" and "" when the session may move).
 func Divert(ctx context.Context, st Store, b Briefer, sess *castv1.Session, node string) (string, string, error) {
-	why, err := canaryFailure(ctx, st, node, sess.Agent, canary.Takeover)
+	why, err := canaryFailure(ctx, st, node, sess.Agent, capability.Takeover)
 	if err != nil || why == "" {
 		return "", "", err
 	}

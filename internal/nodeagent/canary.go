@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/canary"
+	"github.com/cast-dev/cast/internal/capability"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/tick"
 )
@@ -31,7 +32,7 @@ func (a *Agent) checkAgents(ctx context.Context) {
 	look := func() bool {
 		for _, in := range a.cfg.Readiness() {
 			key := in.Name + "@" + in.Version
-			if in.Version == "" || in.Path == "" || done[key] || !canary.Checkable(in.Name) {
+			if in.Version == "" || in.Path == "" || done[key] || !capability.Checkable(in.Name) {
 				continue
 			}
 			if err := a.checkAgent(ctx, in, dir); err != nil {
