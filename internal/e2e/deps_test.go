@@ -19,13 +19,7 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
 	for _, pkg := range []string{"./cmd/cast", "./cmd/node"} {
-		cmd := exec.Command("go", "list", "-deps", pkg)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, root, pkg) {
 			if strings.HasPrefix(dep, "go.etcd.io/") || strings.HasSuffix(dep, "/internal/store") {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
@@ -47,13 +41,7 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
 	for _, pkg := range []string{"./internal/controlplane", "./internal/moves", "./internal/capability"} {
-		cmd := exec.Command("go", "list", "-deps", pkg)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, root, pkg) {
 			for _, banned := range []string{"/internal/runner", "/internal/fakemodel", "/internal/canary"} {
 				if strings.HasSuffix(dep, "github.com/cast-dev/cast"+banned) {
 					t.Errorf("%s depends on %s", pkg, dep)
@@ -61,6 +49,18 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deps is every package pkg links (go list -deps), run in root.
+func deps(t *testing.T, root, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
 }
 
 // Leaves import nothing of cast's (and nothing of etcd's or gRPC's): the
@@ -71,13 +71,7 @@ func TestLeavesImportNothing(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
 	for _, leaf := range []string{"internal/quota", "internal/tick"} {
-		cmd := exec.Command("go", "list", "-deps", "./"+leaf)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", leaf, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range deps(t, root, "./"+leaf) {
 			if first, _, _ := strings.Cut(dep, "/"); dep != "github.com/cast-dev/cast/"+leaf && strings.Contains(first, ".") {
 				t.Errorf("%s depends on %s", leaf, dep)
 			}
