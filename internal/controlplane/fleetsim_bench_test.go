@@ -116,7 +116,7 @@ func (s *fleetSim) grow(ctx context.Context, n int) {
 		if s.nodes%simPerConn == 0 {
 			s.conns = append(s.conns, testharness.Dial(s.tb, s.addr))
 		}
-		s.node(ctx, s.conns[len(s.conns)-1], fmt.Sprintf("sim-%05d", s.nodes))
+		s.node(ctx, s.conns[len(s.conns)-1], s.nodes)
 	}
 	testharness.WaitFor(s.tb, 5*time.Minute, fmt.Sprintf("%d simulated nodes connected", n), func() bool {
 		nodes, err := s.admin.AllNodes(ctx, &castv1.ListNodesRequest{Filter: `connected = true`, PageSize: 1000})
@@ -135,7 +135,8 @@ func (s *fleetSim) grow(ctx context.Context, n int) {
 // node plays one node: hello, then a heartbeat every simHeartbeat (the
 // first at a random point of the interval, as a fleet's are spread), and
 // reads every frame it is sent until ctx ends.
-func (s *fleetSim) node(ctx context.Context, c *client.Client, name string) {
+func (s *fleetSim) node(ctx context.Context, c *client.Client, i int) {
+	name := fmt.Sprintf("sim-%05d", i)
 	stream, err := c.Nodes.Connect(ctx)
 	if err != nil {
 		s.tb.Fatal(err)
@@ -153,7 +154,7 @@ func (s *fleetSim) node(ctx context.Context, c *client.Client, name string) {
 		}
 	}()
 	go func() {
-		offset := time.Duration(int64(simHeartbeat) * int64(s.nodes%97) / 97)
+		offset := time.Duration(int64(simHeartbeat) * int64(i%97) / 97)
 		t := time.NewTimer(offset)
 		defer t.Stop()
 		for seq := int64(1); ; seq++ {
