@@ -49,9 +49,6 @@ func longConversation() []transcript.Message {
 // real target CLI resumes it: every call before its own result, every
 // result before the next call, the closing text, the new prompt last.
 func TestMatrixLongTurn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("25 real-CLI resumes of a 2,000-part turn; -short leaves them out")
-	}
 	matrix(t, func(t *testing.T, agent string) []transcript.Message {
 		return importVia(t, agent, "long", longConversation())
 	}, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
