@@ -1,11 +1,11 @@
 package fakemodel
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // normalize turns a request body into the conversation items the model saw.
@@ -243,8 +243,7 @@ func imageItem(role, mediaType, b64 string) Item {
 
 // ImageText is how an image shows in Item.Text.
 func ImageText(mediaType string, data []byte) string {
-	sum := sha256.Sum256(data)
-	return mediaType + " sha256:" + hex.EncodeToString(sum[:])
+	return mediaType + " sha256:" + transcript.Image{MediaType: mediaType, Data: data}.Digest()
 }
 
 // flatText renders tool output that is a string or a list of text parts.
