@@ -346,6 +346,11 @@ func TestFleetCodexResumesAtProviderReset(t *testing.T) {
 	r.fake.RejectCredential(tok, 429)
 	seq := r.send(sess.Id, "second MARK-C2")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, seq-1)
+	// The session's state is stored before the fleet records the limit
+	// (both in the node's one ReportTurn call): wait for the record.
+	testharness.WaitFor(t, 30*time.Second, "the account's limit recorded", func() bool {
+		return listAccounts(t, c)["cx"].LimitedUntil != ""
+	})
 	must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
 	until, err := time.Parse(time.RFC3339, v.Accounts[0].LimitedUntil)
 	if err != nil || !until.Equal(reset) {
