@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
 )
 
 // Every call passes one authorization layer (these interceptors): the
@@ -50,7 +51,7 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 		return s.oidcPrincipal(ctx, tok)
 	}
 	hash := authz.Hash(tok)
-	rec, ok, err := s.store.LookupToken(ctx, hash)
+	rec, ok, err := s.lookupToken(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +59,19 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 		return nil, authz.Unauthenticated("the token is unknown or revoked; ask an admin for a new one (`cast token create`, or a join token for a node)")
 	}
 	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: hash}, nil
+}
+
+// lookupToken is store.LookupToken through the token cache.
+func (s *Server) lookupToken(ctx context.Context, hash string) (store.TokenRecord, bool, error) {
+	rec, ok, gen, at := s.tokens.get(hash)
+	if ok {
+		return rec, true, nil
+	}
+	rec, ok, err := s.store.LookupToken(ctx, hash)
+	if err == nil && ok {
+		s.tokens.put(hash, rec, gen, at, s.calls.wasRevoked)
+	}
+	return rec, ok, err
 }
 
 // oidcPrincipal returns the person an OIDC ID token names.

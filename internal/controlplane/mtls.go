@@ -66,7 +66,7 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	case err != nil:
 		return nil, true, authz.Unauthenticated("%v (certificate %s)", err, claimed)
 	}
-	rec, live, err := s.store.LookupToken(ctx, id.Cred)
+	rec, live, err := s.lookupToken(ctx, id.Cred)
 	if err != nil {
 		return nil, true, err
 	}

@@ -98,6 +98,14 @@ func (o *openCalls) revoke(cred string) int {
 	return len(calls)
 }
 
+// wasRevoked says whether cred's deletion was seen (within revokedMemory).
+func (o *openCalls) wasRevoked(cred string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, gone := o.revoked[cred]
+	return gone
+}
+
 // creds lists the hashes with open calls.
 func (o *openCalls) creds() []string {
 	o.mu.Lock()
@@ -108,11 +116,19 @@ func (o *openCalls) creds() []string {
 // watchRevocations ends the open calls of each credential revoked, on any
 // replica, until ctx ends.
 func (s *Server) watchRevocations(ctx context.Context) {
-	s.store.WatchRevocations(ctx, func() { s.recheckOpenCalls(ctx) }, s.revokeCalls)
+	opened := func() {
+		s.tokens.setWatching(true)
+		s.recheckOpenCalls(ctx)
+	}
+	s.store.WatchRevocations(ctx, opened, func() { s.tokens.setWatching(false) }, s.revokeCalls)
 }
 
+// revokeCalls ends cred's open calls and drops its cached record (after
+// remembering it as revoked, which a concurrent look-up checks).
 func (s *Server) revokeCalls(cred string) {
-	if n := s.calls.revoke(cred); n > 0 {
+	n := s.calls.revoke(cred)
+	s.tokens.drop(cred)
+	if n > 0 {
 		s.lg.Info("open calls of a revoked credential ended", zap.Int("calls", n))
 	}
 }

@@ -67,6 +67,7 @@ type Server struct {
 	policy authz.Policy
 	limits *authz.Limiter // per-user and per-node rates and streams
 	calls  *openCalls     // calls in flight by credential, ended on revocation (revocation.go)
+	tokens *tokenCache    // credential records, cleared by the same watch (tokencache.go)
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
 	caCalls  *openCalls
@@ -150,6 +151,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
 	s.calls, s.caCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired)
+	s.tokens = newTokenCache()
 	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)

@@ -18,10 +18,12 @@ const revocationRewatch = 200 * time.Millisecond
 // deleted it. opened runs each time the watch starts from now, before any
 // event of it: a deletion before that start is seen only by a caller that
 // looks its credentials up again then. (While it runs, follow re-opens the
-// watch from its revision, so nothing is missed in between.)
-func (s *Store) WatchRevocations(ctx context.Context, opened func(), revoked func(hash string)) {
+// watch from its revision, so nothing is missed in between.) closed runs
+// each time a watch ends: until the next opened, deletions go unseen.
+func (s *Store) WatchRevocations(ctx context.Context, opened, closed func(), revoked func(hash string)) {
 	for ctx.Err() == nil {
 		err := s.watchRevocationsOnce(ctx, opened, revoked)
+		closed()
 		if ctx.Err() != nil {
 			return
 		}
