@@ -208,7 +208,7 @@ func textOf(raw json.RawMessage) string {
 			continue
 		}
 		t := cp.Text
-		if _, err := agents.ParseDataURL(cp.ImageURL); t == "" && strings.Contains(cp.Type, "image") && err != nil {
+		if t == "" && strings.Contains(cp.Type, "image") && !hasImageBytes(cp.ImageURL) {
 			t = "[image]" // carried as an image where its bytes are in the file (imagesOf)
 		}
 		if t == "" {
@@ -220,6 +220,13 @@ func textOf(raw json.RawMessage) string {
 		b.WriteString(t)
 	}
 	return b.String()
+}
+
+// hasImageBytes says whether url is a data URL imagesOf can carry; only
+// image parts pay for the decode.
+func hasImageBytes(url string) bool {
+	_, err := agents.ParseDataURL(url)
+	return err == nil
 }
 
 // textShaped tells content textOf can read (nothing, a string, a list)
