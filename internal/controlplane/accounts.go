@@ -156,23 +156,6 @@ func (h *accountService) AnswerAccountChoice(ctx context.Context, req *castv1.An
 	return &castv1.AnswerAccountChoiceResponse{Active: active, Sessions: sessions}, nil
 }
 
-// ledger keeps the fleet's reservation ledger: a fleet turn that starts
-// reserves on its account (which may move the fleet ahead), and any end
-// of a turn frees it. A failure is logged: the report itself stands, and a
-// reservation left behind lapses with its lease.
-func (s *Server) ledger(ctx context.Context, sess *castv1.Session, req *castv1.ReportTurnRequest) {
-	var err error
-	switch {
-	case req.State == castv1.SessionState_SESSION_STATE_RUNNING && req.FleetAccount != "":
-		err = s.fleet.OnStart(ctx, sess.Id, sess.Agent, req.FleetAccount)
-	case req.State != castv1.SessionState_SESSION_STATE_RUNNING:
-		err = s.fleet.OnEnd(ctx, sess.Id, sess.Agent)
-	}
-	if err != nil {
-		s.lg.Warn("fleet reservation ledger update failed", zap.String("session", sess.Id), zap.Error(err))
-	}
-}
-
 // FetchCredential hands a fleet account's credential to a connected node
 // (the node writes it into the agent's shared store). The secret is never
 // logged.

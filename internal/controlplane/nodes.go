@@ -14,9 +14,9 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/turnstate"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -103,27 +103,16 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if err := h.s.validDeliveredSeq(ctx, req.SessionId, req.DeliveredSeq); err != nil {
 		return nil, err
 	}
-	sess, err := h.s.store.SetState(ctx, req.SessionId, store.Guard{Node: req.Node, Token: req.OwnerToken},
-		store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode, DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd})
+	sess, err := h.s.turns.Report(ctx, turnstate.Report{
+		SessionID: req.SessionId,
+		Guard:     store.Guard{Node: req.Node, Token: req.OwnerToken},
+		State: store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
+			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd},
+		FleetAccount: req.FleetAccount,
+		Usage:        req.Usage,
+	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
-	}
-	h.s.ledger(ctx, sess, req)
-	if len(req.Usage) > 0 && req.FleetAccount != "" {
-		if err := h.s.fleet.OnUsage(ctx, sess.Id, sess.Agent, req.FleetAccount, req.Usage); err != nil {
-			h.s.lg.Warn("fleet usage update failed", zap.String("session", sess.Id), zap.Error(err))
-		}
-	}
-	if req.State == castv1.SessionState_SESSION_STATE_PARKED && req.FleetAccount != "" {
-		// The session is parked either way; a failed switch is retried by
-		// the sweep (the account is limited and still active).
-		if err := h.s.fleet.OnParked(ctx, sess.Id, sess.Agent, req.FleetAccount); err != nil {
-			h.s.lg.Warn("fleet account switch failed", zap.String("session", sess.Id), zap.Error(err))
-		}
-	}
-	if err := moves.NotifyParent(ctx, h.s.store, sess); err != nil {
-		// The worker's state is stored; the parent hears on its next report.
-		h.s.lg.Warn("notify parent of worker failed", zap.String("session", sess.Id), zap.Error(err))
 	}
 	return &castv1.ReportTurnResponse{Session: sess}, nil
 }

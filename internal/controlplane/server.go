@@ -39,9 +39,11 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/turnstate"
 )
 
 // Server is one running control plane replica.
@@ -58,6 +60,7 @@ type Server struct {
 	migrations *migrate.Manager
 	// fleet runs fleet accounts and their auto-switch.
 	fleet *fleet.Manager
+	turns *turnstate.Reporter // ReportTurn's core: the state, then fleet and moves hear it
 	// vault is token custody's record (nil without --token-custody).
 	vault *vault.Vault
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
@@ -162,6 +165,8 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.fleet, err = s.newFleet(); err != nil {
 		return nil, err
 	}
+	s.turns = turnstate.New(s.store, s.lg, turnstate.Named{Name: "fleet", Observer: s.fleet},
+		turnstate.Named{Name: "worker's parent", Observer: moves.Parents{St: s.store}})
 	if err := s.newVault(); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/turnstate"
 )
 
 // NotifyParent tells a worker's parent session that the worker finished a
@@ -68,4 +69,14 @@ func lastAnswer(ctx context.Context, st Store, s *castv1.Session) string {
 		return last[:2000] + "…"
 	}
 	return last
+}
+
+// Parents is the turn report observer that tells a worker's parent how its
+// worker did (NotifyParent); a parent that missed it hears on the worker's
+// next report.
+type Parents struct{ St Store }
+
+// TurnReported implements turnstate.Observer.
+func (p Parents) TurnReported(ctx context.Context, sess *castv1.Session, _ turnstate.Report) error {
+	return NotifyParent(ctx, p.St, sess)
 }
