@@ -16,6 +16,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -157,7 +158,7 @@ func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResul
 	if ac.direct {
 		viaGRPC = func(w, i int) error {
 			_, err := r.st.Append(ctx, r.sessions[w%ac.sessions],
-				[]*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: text}}, store.Guard{})
+				[]*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: text}}, fence.Guard{})
 			return err
 		}
 	}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/custody"
-	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -29,9 +29,8 @@ func (s *Server) newVault() error {
 		s.lg.Info("token custody is off: no secrets key (--secrets-key-file), so no fleet accounts either")
 		return nil
 	}
-	cli, prefix := s.store.CustodyEtcd()
-	s.vault = vault.New(cli, box, codecs.Credential, prefix)
-	s.vault.OnHeld = func(h vault.Holding) {
+	s.vault = s.store.Vault(box, codecs.Credential)
+	s.vault.OnHeld = func(h store.CustodyHolding) {
 		s.lg.Info("custody held", zap.String("node", h.Node), zap.String("agent", h.Agent),
 			zap.String("account", h.Account), zap.Time("since", h.Since))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -22,7 +23,7 @@ type dispatcher struct {
 	lg *zap.Logger
 
 	mu     sync.Mutex
-	owners map[string]store.OwnerChange // session -> owner
+	owners map[string]fence.OwnerChange // session -> owner
 }
 
 func (d *dispatcher) run(ctx context.Context) {
@@ -30,7 +31,7 @@ func (d *dispatcher) run(ctx context.Context) {
 		owners, rev, err := d.s.store.Owners(ctx)
 		if err == nil {
 			d.mu.Lock()
-			d.owners = make(map[string]store.OwnerChange, len(owners))
+			d.owners = make(map[string]fence.OwnerChange, len(owners))
 			for _, o := range owners {
 				d.owners[o.Session] = o
 			}
@@ -80,11 +81,11 @@ func (d *dispatcher) apply(c store.Change) {
 			return
 		}
 		switch c.Op {
-		case store.OpInterrupt:
+		case fence.OpInterrupt:
 			d.s.hub.interrupt(o.Node, c.Session, false)
-		case store.OpAbandon:
+		case fence.OpAbandon:
 			d.s.hub.interrupt(o.Node, c.Session, true)
-		case store.OpRefresh:
+		case fence.OpRefresh:
 			if sess, err := d.s.store.GetSession(context.Background(), c.Session); err == nil {
 				d.s.hub.assign(sess, o.Token)
 			}

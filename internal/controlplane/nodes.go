@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/placement"
@@ -75,7 +76,7 @@ func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.Appen
 	if err := validMessages(req.Messages, maxAppendBatch, true); err != nil {
 		return nil, err
 	}
-	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{Node: req.Node, Token: req.OwnerToken})
+	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{Node: req.Node, Token: req.OwnerToken})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -105,8 +106,8 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	}
 	sess, err := h.s.turns.Report(ctx, turnstate.Report{
 		SessionID: req.SessionId,
-		Guard:     store.Guard{Node: req.Node, Token: req.OwnerToken},
-		State: store.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
+		Guard:     fence.Guard{Node: req.Node, Token: req.OwnerToken},
+		State: fence.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
 			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd},
 		FleetAccount: req.FleetAccount,
 		Usage:        req.Usage,
@@ -154,7 +155,7 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 		// elsewhere its key is bound to the new lease and survives.
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		if err := h.s.store.UnregisterNode(rctx, store.Lease(lease.Load())); err != nil {
+		if err := h.s.store.UnregisterNode(rctx, fence.Lease(lease.Load())); err != nil {
 			lg.Warn("revoke node lease failed", zap.Error(err))
 		}
 		lg.Info("node disconnected")
@@ -226,7 +227,7 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 				lg.Warn("node reported command failure", zap.String("command", fr.Ack.CommandId), zap.String("error", fr.Ack.Error))
 			}
 		case *castv1.ConnectRequest_NodeInfo:
-			if err := h.updateAgents(ctx, node, fr.NodeInfo, store.Lease(lease.Load()), lg); err != nil {
+			if err := h.updateAgents(ctx, node, fr.NodeInfo, fence.Lease(lease.Load()), lg); err != nil {
 				return err
 			}
 		case *castv1.ConnectRequest_Hello:
@@ -240,7 +241,7 @@ func (h *nodeService) recvLoop(ctx context.Context, stream castv1.NodeService_Co
 // reconnect). node is the stream's copy of the hello: a re-registration
 // after a lapsed lease carries the new list too. A store error ends the
 // stream, and the node's next hello carries the list.
-func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info *castv1.NodeInfo, l store.Lease, lg *zap.Logger) error {
+func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info *castv1.NodeInfo, l fence.Lease, lg *zap.Logger) error {
 	if err := validAgents(info.Agents); err != nil {
 		return err
 	}
@@ -267,7 +268,7 @@ func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info 
 func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg *zap.Logger) {
 	s.adoptUnowned(ctx, c.name, lg) // assigned below with the rest it owns
 	mine := map[string]bool{}
-	err := s.store.EachOwnedSession(ctx, c.name, func(page []store.OwnedSession) error {
+	err := s.store.EachOwnedSession(ctx, c.name, func(page []fence.OwnedSession) error {
 		for _, o := range page {
 			mine[o.Session.Id] = true
 			if err := s.hub.push(ctx, c, "assign_session", assignCmd(o.Session, o.Token)); err != nil {
@@ -363,7 +364,7 @@ func (h *nodeService) ProbeNode(ctx context.Context, req *castv1.ProbeNodeReques
 // adoptUnowned gives node the sessions stored while no node was connected
 // (store.AdoptUnowned) and returns them; a failure leaves them for the
 // next node to connect.
-func (s *Server) adoptUnowned(ctx context.Context, node string, lg *zap.Logger) []store.OwnedSession {
+func (s *Server) adoptUnowned(ctx context.Context, node string, lg *zap.Logger) []fence.OwnedSession {
 	took, err := s.store.AdoptUnowned(ctx, node)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -411,7 +412,7 @@ func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *a
 	if err := h.s.stillAuthenticated(ctx); err != nil {
 		return err
 	}
-	l := store.Lease(lease.Load())
+	l := fence.Lease(lease.Load())
 	err := h.s.store.Heartbeat(ctx, l)
 	if err == nil && time.Since(*seen) >= h.s.cfg.SeenEvery {
 		if err = h.s.store.NodeSeen(ctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -78,7 +79,7 @@ func createOwned(t *testing.T, ctx context.Context, st *store.Store, node string
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 32 {
-				c, err := st.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Title: fmt.Sprint("s", i), Node: node})
+				c, err := st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Title: fmt.Sprint("s", i), Node: node})
 				if err != nil {
 					errc <- err
 					return

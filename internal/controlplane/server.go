@@ -32,7 +32,6 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/capability"
-	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -62,7 +61,7 @@ type Server struct {
 	fleet *fleet.Manager
 	turns *turnstate.Reporter // ReportTurn's core: the state, then fleet and moves hear it
 	// vault is token custody's record (nil without --token-custody).
-	vault *vault.Vault
+	vault *store.Vault
 	// briefer writes handoff briefs; a nil client makes every brief a fallback.
 	briefer *brief.Client
 	reg     *prometheus.Registry

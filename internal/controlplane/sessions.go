@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fanout"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
@@ -104,8 +105,8 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if title == "" {
 		title = titleFrom(req.Text)
 	}
-	params := store.CreateParams{
-		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: store.RequestKey(caller(ctx), req.RequestId),
+	params := fence.CreateParams{
+		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: fence.RequestKey(caller(ctx), req.RequestId),
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	}
@@ -122,7 +123,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		return nil, toStatus(h.s.lg, err)
 	}
 	if first != nil {
-		if _, err := h.s.store.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil {
+		if _, err := h.s.store.Append(ctx, c.Session.Id, []*castv1.Message{first}, fence.Guard{}); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
 	}
@@ -235,7 +236,7 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 	if err := validMessages(req.Messages, maxAppendBatch, false); err != nil {
 		return nil, err
 	}
-	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, store.Guard{})
+	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -302,7 +303,7 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 		return nil, err
 	}
 	sess, err := moves.Fork(ctx, h.s.store, h.s.briefer, moves.ForkRequest{SessionID: req.SessionId, AtSeq: req.AtSeq,
-		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: store.RequestKey(caller(ctx), req.RequestId), WorktreeBranch: req.WorktreeBranch,
+		Agent: req.Agent, Model: req.Model, Node: req.Node, RequestID: fence.RequestKey(caller(ctx), req.RequestId), WorktreeBranch: req.WorktreeBranch,
 		DefaultWorktree: req.WorktreeDefault})
 	return sess, toStatus(h.s.lg, err)
 }
@@ -390,7 +391,7 @@ func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.Handoff
 		return nil, invalid("direction is %d bytes; keep it under %d", len(req.Direction), validate.MaxPrompt)
 	}
 	res, err := moves.Handoff(ctx, h.s.store, h.s.briefer, moves.HandoffRequest{SessionID: req.SessionId, ToAgent: req.ToAgent,
-		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: store.RequestKey(caller(ctx), req.RequestId), Account: req.Account})
+		Model: req.Model, Node: req.Node, Direction: req.Direction, DryRun: req.DryRun, RequestID: fence.RequestKey(caller(ctx), req.RequestId), Account: req.Account})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -419,7 +420,7 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 		return nil, toStatus(h.s.lg, err)
 	}
 	// Through etcd, so the replica holding the owner's stream sends it.
-	if err := h.s.store.RequestOp(ctx, req.SessionId, store.OpInterrupt); err != nil {
+	if err := h.s.store.RequestOp(ctx, req.SessionId, fence.OpInterrupt); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	connected, err := h.s.store.NodeConnected(ctx, node)
@@ -492,7 +493,7 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 
 // appendUser stores a user message.
 func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
-	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, store.Guard{})
+	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, fence.Guard{})
 	if err != nil {
 		return nil, err
 	}

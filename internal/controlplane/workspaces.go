@@ -14,6 +14,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -293,7 +294,7 @@ func (h *nodeService) ReportWorkspace(ctx context.Context, req *castv1.ReportWor
 // applyMove records a session's new folder, then its notice (a retried
 // report stores the notice once: its client id names the move).
 func (s *Server) applyMove(ctx context.Context, node string, m *castv1.WorkspaceMove) error {
-	sess, err := s.store.SetWorkspace(ctx, m.SessionId, store.Guard{Node: node, Token: m.OwnerToken},
+	sess, err := s.store.SetWorkspace(ctx, m.SessionId, fence.Guard{Node: node, Token: m.OwnerToken},
 		store.Workspace{Cwd: m.Cwd, WorktreeBranch: m.WorktreeBranch, Checkout: m.Checkout})
 	if err != nil {
 		return err
@@ -305,7 +306,7 @@ func (s *Server) applyMove(ctx context.Context, node string, m *castv1.Workspace
 	cid := fmt.Sprintf("workspace.%d.%s", m.OwnerToken, hex.EncodeToString(sum[:8]))
 	msg := &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeWorkspace,
 		Text: m.Notice, Agent: sess.Agent, ClientId: cid}
-	if _, err := s.store.Append(ctx, m.SessionId, []*castv1.Message{msg}, store.Guard{Node: node, Token: m.OwnerToken}); err != nil {
+	if _, err := s.store.Append(ctx, m.SessionId, []*castv1.Message{msg}, fence.Guard{Node: node, Token: m.OwnerToken}); err != nil {
 		s.lg.Warn("workspace notice not stored", zap.String("session", m.SessionId), zap.Error(err))
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -77,7 +77,7 @@ func (h *nodeService) UploadWorkTree(stream castv1.NodeService_UploadWorkTreeSer
 			if !json.Valid([]byte(f.ManifestJson)) {
 				return invalid("manifest_json is not JSON")
 			}
-			if err := h.s.store.PutWorkTreeRecord(ctx, migID, sid, store.WorkTreeManifest, f.ManifestJson); err != nil {
+			if err := h.s.store.PutWorkTreeRecord(ctx, migID, sid, fence.WorkTreeManifest, f.ManifestJson); err != nil {
 				return toStatus(h.s.lg, err)
 			}
 			return stream.SendAndClose(&castv1.UploadWorkTreeResponse{Size: size})
@@ -96,7 +96,7 @@ func (h *nodeService) DownloadWorkTree(req *castv1.DownloadWorkTreeRequest, stre
 	if err := h.checkMigrationParty(ctx, req.MigrationId, req.SessionId, req.Node, false); err != nil {
 		return err
 	}
-	manifest, ok, err := h.s.store.WorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeManifest)
+	manifest, ok, err := h.s.store.WorkTreeRecord(ctx, req.MigrationId, req.SessionId, fence.WorkTreeManifest)
 	if err != nil {
 		return toStatus(h.s.lg, err)
 	}
@@ -135,7 +135,7 @@ func (h *nodeService) ReportWorkTree(ctx context.Context, req *castv1.ReportWork
 		if req.Error == "" {
 			return nil, invalid("an export report carries an error; success is the upload itself")
 		}
-		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeExportError, req.Error); err != nil {
+		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, fence.WorkTreeExportError, req.Error); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
 	case "import":
@@ -143,7 +143,7 @@ func (h *nodeService) ReportWorkTree(ctx context.Context, req *castv1.ReportWork
 			return nil, err
 		}
 		val, _ := json.Marshal(map[string]string{"error": req.Error, "cwd": req.Cwd})
-		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, store.WorkTreeImport, string(val)); err != nil {
+		if err := h.s.store.PutWorkTreeRecord(ctx, req.MigrationId, req.SessionId, fence.WorkTreeImport, string(val)); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
 	default:

@@ -18,6 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/fence"
 )
 
 // claudeLogin is a Claude config folder for a subscription login (no API
@@ -73,7 +74,7 @@ func TestCustodianRefreshesThroughRealClaude(t *testing.T) {
 	n1, err := custody.NewNode(custody.NodeConfig{Name: "n1", Dir: t.TempDir(), Margin: 2 * lifetime},
 		d.v, codecs.Credential, claude.Refresher{Bin: agenttest.Bin(t, "claude"), Env: n1Env}, zaptest.NewLogger(t))
 	must(t, err)
-	if who, err := d.v.Elect(ctx, "claude", "C", "n1", d.nodes[0].lease); err != nil || who != "n1" {
+	if who, err := d.v.Elect(ctx, "claude", "C", "n1", fence.Lease(d.nodes[0].lease)); err != nil || who != "n1" {
 		t.Fatalf("elect n1: %q %v", who, err)
 	}
 	for i := 1; i <= 2; i++ {

@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
 	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/fence"
 )
 
 // chatgptHome is a Codex home logged in with ChatGPT whose token endpoint
@@ -54,7 +55,7 @@ func TestCustodianRefreshesThroughRealCodex(t *testing.T) {
 		d.v, codecs.Credential, codex.Refresher{Bin: agenttest.Bin(t, "codex"), Env: n1Env}, zaptest.NewLogger(t))
 	must(t, err)
 	before, _, _ := d.v.Get(ctx, "codex", "C")
-	if who, err := d.v.Elect(ctx, "codex", "C", "n1", d.nodes[0].lease); err != nil || who != "n1" {
+	if who, err := d.v.Elect(ctx, "codex", "C", "n1", fence.Lease(d.nodes[0].lease)); err != nil || who != "n1" {
 		t.Fatalf("elect n1: %q %v", who, err)
 	}
 

@@ -6,7 +6,7 @@
 // whole family is then revoked and every holder is logged out. Copying one
 // stored file to several nodes, or writing an old snapshot back after a
 // switch, is exactly that. So for each fleet account one node at a time,
-// the custodian (elected through an etcd lease, see package vault), holds
+// the custodian (elected through an etcd lease, see store's vault.go), holds
 // the refresh token and refreshes inside the agent's own CLI; every rotated
 // credential is stored with a compare-and-swap that never goes backwards.
 // Every other node gets only the access token (the file without its

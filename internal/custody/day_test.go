@@ -21,10 +21,12 @@ import (
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/custody/fakeoauth"
-	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -106,7 +108,7 @@ type day struct {
 	f     custody.Format
 	fake  *fakeoauth.Server
 	cli   *clientv3.Client
-	v     *vault.Vault
+	v     *store.Vault
 	logs  *observer.ObservedLogs
 	lg    *zap.Logger
 
@@ -146,6 +148,10 @@ func newDay(t *testing.T, agent string, s strategy) *day {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st, err := store.New(context.Background(), cli, store.DefaultConfig(), metrics.NewStore(nil), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := codecs.Credential(agent)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +159,7 @@ func newDay(t *testing.T, agent string, s strategy) *day {
 	core, logs := observer.New(zap.DebugLevel)
 	d := &day{
 		t: t, ctx: context.Background(), agent: agent, strat: s, f: f, cli: cli,
-		v:    vault.New(cli, box, codecs.Credential, "/cast/v1/"),
+		v:    st.Vault(box, codecs.Credential),
 		logs: logs, lg: zap.New(core),
 		now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), start: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
 		snapshots: map[string][]byte{},
@@ -282,7 +288,7 @@ func (d *day) custodians() {
 			if n.dead {
 				continue
 			}
-			who, err := d.v.Elect(d.ctx, d.agent, acc, n.name, n.lease)
+			who, err := d.v.Elect(d.ctx, d.agent, acc, n.name, fence.Lease(n.lease))
 			if err != nil {
 				d.t.Fatal(err)
 			}
@@ -309,7 +315,7 @@ func (d *day) custody(n *simNode, acc string) {
 		d.t.Logf("%s %s custody %s: did=%v err=%v", d.clock().Sub(d.start), n.name, acc, did, err)
 	}
 	switch {
-	case errs.HasReason(err, vault.ReasonInDoubt):
+	case errs.HasReason(err, errs.ReasonRefreshInDoubt):
 		d.inDoubt++
 	case err != nil:
 		d.t.Fatalf("%s custody of %s: %v", n.name, acc, err)

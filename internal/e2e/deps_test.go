@@ -51,6 +51,44 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 	}
 }
 
+// The cores that speak the fence vocabulary (internal/fence) link no etcd:
+// they reach it only through interfaces the store implements, so only
+// the store (and the embedded server, and the tests' harness) import it.
+func TestCoresLinkNoEtcd(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, core := range []string{"fence", "fleet", "migrate", "moves", "turnstate", "archive", "placement", "handoff", "capability", "custody"} {
+		for _, dep := range deps(t, root, "./internal/"+core) {
+			if strings.HasPrefix(dep, "go.etcd.io/") || strings.HasSuffix(dep, "/internal/store") {
+				t.Errorf("internal/%s depends on %s", core, dep)
+			}
+		}
+	}
+}
+
+// Only the store imports etcd's client (token custody's record included),
+// besides the embedded server and the tests' harness that start etcd.
+func TestOnlyStoreImportsEtcd(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./cmd/...", "./internal/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := []string{"internal/store", "internal/etcdembed", "internal/testharness"}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], "github.com/cast-dev/cast/")
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, "go.etcd.io/") && !slices.Contains(allowed, pkg) {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
+
 // deps is every package pkg links (go list -deps), run in root.
 func deps(t *testing.T, root, pkg string) []string {
 	t.Helper()

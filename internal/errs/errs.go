@@ -32,6 +32,7 @@ const (
 	ReasonNotFound         = "NOT_FOUND"
 	ReasonNotOwner         = "NOT_OWNER"
 	ReasonSessionFenced    = "SESSION_FENCED"
+	ReasonRefreshInDoubt   = "REFRESH_IN_DOUBT" // another node's token refresh is in flight or was cut off
 	ReasonMessageTooLarge  = "MESSAGE_TOO_LARGE"
 	ReasonStoreQuota       = "STORE_QUOTA_EXCEEDED"
 	ReasonNoNode           = "NO_NODE_AVAILABLE"

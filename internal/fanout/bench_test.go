@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/fanout"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -65,7 +65,7 @@ func BenchmarkHubFanout(b *testing.B) {
 				r.start = time.Now()
 				cur.Store(r)
 				m := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: "x"}
-				if _, err := e.st.Append(ctx, sid, []*castv1.Message{m}, store.Guard{}); err != nil {
+				if _, err := e.st.Append(ctx, sid, []*castv1.Message{m}, fence.Guard{}); err != nil {
 					b.Fatal(err)
 				}
 				r.wg.Wait()

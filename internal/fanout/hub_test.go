@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fanout"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -56,7 +57,7 @@ func (e *env) session(t testing.TB) string {
 	if _, err := e.st.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.st.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	c, err := e.st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func (e *env) appends(ctx context.Context, n, size int, sessions ...string) erro
 	for i := range n {
 		for _, sid := range sessions {
 			m := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: fmt.Sprint(i, text)}
-			if _, err := e.st.Append(ctx, sid, []*castv1.Message{m}, store.Guard{}); err != nil {
+			if _, err := e.st.Append(ctx, sid, []*castv1.Message{m}, fence.Guard{}); err != nil {
 				return err
 			}
 		}

@@ -8,10 +8,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/quota"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -47,7 +47,7 @@ func (mg *Manager) ask(ctx context.Context, sessionID, agent, account string, un
 		"`cast account approve --agent %s` %s; `cast account use NAME --agent %s` picks an account; "+
 		"`cast account deny --agent %s` waits for the reset.", account, until.UTC().Format(time.RFC3339), agent, hop, agent, agent)
 	_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
-		Agent: agent, NoticeType: transcript.NoticeAccountChoice, Text: text}}, store.Guard{})
+		Agent: agent, NoticeType: transcript.NoticeAccountChoice, Text: text}}, fence.Guard{})
 	return err
 }
 
@@ -94,7 +94,7 @@ func (mg *Manager) Answer(ctx context.Context, agent string, approve bool) (stri
 				m.Text = fmt.Sprintf("Staying on account %s (switch denied): this session continues when its window resets at %s.",
 					c.From, c.Until.UTC().Format(time.RFC3339))
 			}
-			if _, err := mg.st.Append(ctx, id, []*castv1.Message{m}, store.Guard{}); err != nil {
+			if _, err := mg.st.Append(ctx, id, []*castv1.Message{m}, fence.Guard{}); err != nil {
 				mg.lg.Warn("account choice notice failed", zap.String("session", id), zap.Error(err))
 			}
 		}
@@ -138,7 +138,7 @@ func (mg *Manager) dropChoice(ctx context.Context, agent, to, why string) {
 		return
 	}
 	for _, id := range c.Sessions {
-		if _, err := mg.st.Append(ctx, id, []*castv1.Message{notice(agent, c.From, to, why, c.Until)}, store.Guard{}); err != nil {
+		if _, err := mg.st.Append(ctx, id, []*castv1.Message{notice(agent, c.From, to, why, c.Until)}, fence.Guard{}); err != nil {
 			mg.lg.Warn("account choice notice failed", zap.String("session", id), zap.Error(err))
 		}
 	}

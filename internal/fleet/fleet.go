@@ -22,12 +22,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/secrets"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -45,7 +45,7 @@ type Store interface {
 	TakeCredentialGrant(ctx context.Context, node, hash string) (agent, account string, ok bool, err error)
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
-	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time) (quota.Choice, bool, error)
 	Choice(ctx context.Context, agent string) (quota.Choice, error)
 	ResolveChoice(ctx context.Context, agent string, c quota.Choice) (bool, error)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
@@ -33,7 +34,7 @@ type noticeStore struct {
 	notices map[string][]string
 }
 
-func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Message, _ store.Guard) ([]*castv1.Message, error) {
+func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Message, _ fence.Guard) ([]*castv1.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {

@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/tick"
 )
 
@@ -87,7 +87,7 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
-		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, store.Guard{})
+		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, fence.Guard{})
 		return err
 	}
 	return nil

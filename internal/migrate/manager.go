@@ -18,37 +18,37 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Store is what the manager needs from the store.
 type Store interface {
-	CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*store.MigrationRecord, bool, error)
-	MigrationForRequest(ctx context.Context, reqKey string) (*store.MigrationRecord, bool, error)
-	GetMigration(ctx context.Context, id string) (*store.MigrationRecord, error)
+	CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*fence.MigrationRecord, bool, error)
+	MigrationForRequest(ctx context.Context, reqKey string) (*fence.MigrationRecord, bool, error)
+	GetMigration(ctx context.Context, id string) (*fence.MigrationRecord, error)
 	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
 	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)
 	UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error)
 	FenceSession(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64, target string) (int64, int64, error)
 	WaitTurn(ctx context.Context, sessionID string, fromRev int64, tick time.Duration, check func(*castv1.Session) (bool, error)) (*castv1.Session, bool, error)
-	CommitHandover(ctx context.Context, h store.Handover) (int64, error)
+	CommitHandover(ctx context.Context, h fence.Handover) (int64, error)
 	Unfence(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64) (int64, error)
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
 	Owner(ctx context.Context, id string) (string, int64, error)
 	ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error)
-	SessionsOwnedBy(ctx context.Context, node string) ([]store.OwnedSession, error)
+	SessionsOwnedBy(ctx context.Context, node string) ([]fence.OwnedSession, error)
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	NodeConnected(ctx context.Context, node string) (bool, error)
 	RequestOp(ctx context.Context, sessionID, op string) error
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
 	WorkTreeRecord(ctx context.Context, migID, sessionID, name string) (string, bool, error)
 	DeleteWorkTree(ctx context.Context, migID, sessionID string) error
-	RunnerLease(ctx context.Context, ttl time.Duration) (store.Lease, <-chan struct{}, error)
-	ClaimMigration(ctx context.Context, id string, l store.Lease) (bool, error)
-	ReleaseMigration(ctx context.Context, id string, l store.Lease) error
+	RunnerLease(ctx context.Context, ttl time.Duration) (fence.Lease, <-chan struct{}, error)
+	ClaimMigration(ctx context.Context, id string, l fence.Lease) (bool, error)
+	ReleaseMigration(ctx context.Context, id string, l fence.Lease) error
 	UnrunMigrations(ctx context.Context) ([]*castv1.Migration, error)
 }
 
@@ -115,7 +115,7 @@ type Manager struct {
 	wg      sync.WaitGroup
 	// lease holds this replica's runner claims (0: none yet; claims wait
 	// for Run to take one).
-	lease store.Lease
+	lease fence.Lease
 }
 
 // New returns a Manager whose migrations run until ctx ends; Run resumes
@@ -238,7 +238,7 @@ func (mg *Manager) launch(id string, claim bool) {
 
 // claimNew claims id for this replica before the migration is created;
 // 0 when it could not (no lease yet, etcd away): Run adopts it then.
-func (mg *Manager) claimNew(ctx context.Context, id string) store.Lease {
+func (mg *Manager) claimNew(ctx context.Context, id string) fence.Lease {
 	mg.mu.Lock()
 	l := mg.lease
 	mg.mu.Unlock()
@@ -253,7 +253,7 @@ func (mg *Manager) claimNew(ctx context.Context, id string) store.Lease {
 
 // release gives the claim up once the run ended (finished, or this
 // replica stopping: another resumes it at once instead of after the TTL).
-func (mg *Manager) release(id string, l store.Lease) {
+func (mg *Manager) release(id string, l fence.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := mg.st.ReleaseMigration(ctx, id, l); err != nil {

@@ -11,11 +11,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/retry"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -142,7 +142,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 			j.mg.lg.Info("interrupting in-flight turn of moving session", zap.String("session", j.sid), zap.String("why", why))
 		}
 		ms.Interrupted = true
-		return j.mg.st.RequestOp(ctx, j.sid, store.OpAbandon)
+		return j.mg.st.RequestOp(ctx, j.sid, fence.OpAbandon)
 	}
 	_, _, err := j.mg.st.WaitTurn(ctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
 		if j.cancelled() {
@@ -190,7 +190,7 @@ func (j *job) commit(ctx context.Context, ms *castv1.MigrationSession, rev int64
 			"Processes, ports and files outside the working tree did not move: start again any server, watcher or "+
 			"background job you need, and do not assume anything outside %s is still there.", j.target, cwd, ms.SourceNode, cwd),
 	}
-	tok, err := j.mg.st.CommitHandover(ctx, store.Handover{MigID: j.migID, MS: ms, MSRev: rev, Target: j.target, DestCwd: ms.DestCwd, Notice: notice})
+	tok, err := j.mg.st.CommitHandover(ctx, fence.Handover{MigID: j.migID, MS: ms, MSRev: rev, Target: j.target, DestCwd: ms.DestCwd, Notice: notice})
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (j *job) rollback(ctx context.Context, ms *castv1.MigrationSession, rev int
 	j.mg.m.Sessions.WithLabelValues(StateName(state)).Inc()
 	j.mg.lg.Info("session migration rolled back", zap.String("migration", j.migID), zap.String("session", j.sid),
 		zap.String("state", StateName(state)), zap.String("reason", reason))
-	if err := j.mg.st.RequestOp(ctx, j.sid, store.OpRefresh); err != nil {
+	if err := j.mg.st.RequestOp(ctx, j.sid, fence.OpRefresh); err != nil {
 		j.mg.lg.Warn("refresh after rollback failed", zap.String("session", j.sid), zap.Error(err))
 	}
 	_ = j.mg.st.DeleteWorkTree(ctx, j.migID, j.sid)
@@ -237,7 +237,7 @@ type importResult struct {
 func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (string, error) {
 	skip := j.skipWT || ms.SourceCwd == ""
 	if !skip {
-		if _, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeManifest); err != nil {
+		if _, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, fence.WorkTreeManifest); err != nil {
 			return "", err
 		} else if !ok {
 			// A source that is down cannot show its checkout: say so at once
@@ -250,13 +250,13 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 			cmd := &castv1.Command{Kind: &castv1.Command_ExportWorkTree{ExportWorkTree: &castv1.ExportWorkTree{
 				MigrationId: j.migID, SessionId: j.sid, Cwd: ms.SourceCwd, CleanSource: j.cleanSource, TargetNode: j.target}}}
 			if err := j.relay(ctx, ms.SourceNode, cmd, func() (bool, error) {
-				if why, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeExportError); err != nil || ok {
+				if why, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, fence.WorkTreeExportError); err != nil || ok {
 					if ok {
 						return false, fail("work tree not movable from %s: %s", ms.SourceNode, why)
 					}
 					return false, err
 				}
-				_, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeManifest)
+				_, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, fence.WorkTreeManifest)
 				return ok, err
 			}); err != nil {
 				return "", err
@@ -267,7 +267,7 @@ func (j *job) moveWorkTree(ctx context.Context, ms *castv1.MigrationSession) (st
 		MigrationId: j.migID, SessionId: j.sid, SourceCwd: ms.SourceCwd, SourceNode: ms.SourceNode, Skip: skip}}}
 	var res importResult
 	err := j.relay(ctx, j.target, cmd, func() (bool, error) {
-		raw, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, store.WorkTreeImport)
+		raw, ok, err := j.mg.st.WorkTreeRecord(ctx, j.migID, j.sid, fence.WorkTreeImport)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -344,7 +344,7 @@ func (j *job) observe(phase string, start time.Time) {
 	j.mg.m.PhaseSeconds.WithLabelValues(phase).Observe(time.Since(start).Seconds())
 }
 
-func find(rec *store.MigrationRecord, sid string) (*castv1.MigrationSession, int64) {
+func find(rec *fence.MigrationRecord, sid string) (*castv1.MigrationSession, int64) {
 	for _, ms := range rec.M.Sessions {
 		if ms.SessionId == sid {
 			return ms, rec.SessRevs[sid]

@@ -10,11 +10,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // StartRequest selects sessions and a destination.
@@ -79,7 +79,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		return nil, err
 	}
 	if r.RequestID != "" {
-		if rec, ok, err := mg.st.MigrationForRequest(ctx, store.RequestKey(r.RequestBy, r.RequestID)); err != nil || ok {
+		if rec, ok, err := mg.st.MigrationForRequest(ctx, fence.RequestKey(r.RequestBy, r.RequestID)); err != nil || ok {
 			if ok {
 				return rec.M, nil
 			}
@@ -108,7 +108,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	// Claimed before it exists, so no other replica adopts it between its
 	// creation and its launch here.
 	l := mg.claimNew(ctx, m.Id)
-	rec, existed, err := mg.st.CreateMigration(ctx, m, store.RequestKey(r.RequestBy, r.RequestID))
+	rec, existed, err := mg.st.CreateMigration(ctx, m, fence.RequestKey(r.RequestBy, r.RequestID))
 	if err != nil || rec.M.Id != m.Id {
 		if l != 0 {
 			mg.release(m.Id, l)

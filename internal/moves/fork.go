@@ -9,8 +9,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -87,7 +87,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	if root == "" {
 		root = parent.Id
 	}
-	c, err := st.CreateSession(ctx, store.CreateParams{
+	c, err := st.CreateSession(ctx, fence.CreateParams{
 		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
 		WorktreeBranch: r.WorktreeBranch, DefaultWorktree: r.DefaultWorktree, Creator: parent.Creator,
@@ -101,7 +101,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	notice := &castv1.Message{ClientId: "fork." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
 		NoticeType: transcript.NoticeFork, Agent: agent,
 		Text: fmt.Sprintf("Forked from %s at message %d. The original keeps running; this conversation continues separately.", parent.Id, at)}
-	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{notice}, fence.Guard{}); err != nil {
 		return nil, err
 	}
 	return st.GetSession(ctx, c.Session.Id)
@@ -122,7 +122,7 @@ func copyMessages(ctx context.Context, st Store, from, to string, at int64) erro
 			if len(batch) == 0 {
 				return nil
 			}
-			_, err := st.Append(ctx, to, batch, store.Guard{})
+			_, err := st.Append(ctx, to, batch, fence.Guard{})
 			batch, size = nil, 0
 			return err
 		}

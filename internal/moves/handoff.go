@@ -8,9 +8,9 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/placement"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -96,7 +96,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if account == "" {
 		account = src.Account
 	}
-	c, err := st.CreateSession(ctx, store.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
+	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
 	if err != nil {
 		return HandoffResult{}, err
@@ -104,7 +104,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	first := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: res.Prompt}
 	// A retried handoff (same request id, same session) may compose another
 	// brief; the prompt the first try stored stands (CLIENT_ID_REUSED).
-	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{first}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
+	if _, err := st.Append(ctx, c.Session.Id, []*castv1.Message{first}, fence.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return HandoffResult{}, err
 	}
 	pin := fmt.Sprintf("Handed off to %s on %s", c.Session.Id, target.DisplayName)
@@ -125,7 +125,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	}
 	notice := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
 		NoticeType: transcript.NoticeHandoff, Text: text}
-	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
+	if _, err := st.Append(ctx, src.Id, []*castv1.Message{notice}, fence.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return HandoffResult{}, err
 	}
 	res.Session, err = st.GetSession(ctx, c.Session.Id)

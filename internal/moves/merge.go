@@ -8,9 +8,9 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -92,7 +92,7 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 	if prompt := mergePrompt(r, fork, from, to); prompt != "" {
 		batch = append(batch, &castv1.Message{ClientId: key + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: prompt})
 	}
-	stored, err := st.Append(ctx, parent.Id, batch, store.Guard{})
+	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{})
 	if err != nil {
 		return Merged{}, err
 	}
@@ -131,7 +131,7 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 	if err := archive.Sendable(parent); err != nil {
 		return err
 	}
-	if store.TurnInFlight(parent) {
+	if fence.TurnInFlight(parent) {
 		return errs.New(errs.KindFailedPrecondition, "PARENT_RUNNING",
 			"parent %s is running a turn; merge when it is idle (or `cast interrupt -s %s`)", parent.Id, parent.Id)
 	}

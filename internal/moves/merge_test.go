@@ -9,6 +9,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/ids"
@@ -37,7 +38,7 @@ func newMergeRig(t *testing.T) *mergeRig {
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}}}, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	p, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func newMergeRig(t *testing.T) *mergeRig {
 	r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_USER, "start")
 	r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "started")
 	r.delivered(1)
-	f, err := moves.Fork(ctx, s, nil, moves.ForkRequest{SessionID: r.parent, RequestID: store.RequestKey("test-user", ids.NewClientID())})
+	f, err := moves.Fork(ctx, s, nil, moves.ForkRequest{SessionID: r.parent, RequestID: fence.RequestKey("test-user", ids.NewClientID())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func newMergeRig(t *testing.T) *mergeRig {
 
 func (r *mergeRig) add(id string, kind castv1.MessageKind, text string) int64 {
 	r.t.Helper()
-	out, err := r.s.Append(r.ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: kind, Text: text}}, store.Guard{})
+	out, err := r.s.Append(r.ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: kind, Text: text}}, fence.Guard{})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func (r *mergeRig) add(id string, kind castv1.MessageKind, text string) int64 {
 // delivered records what the parent's node reports at a turn's end.
 func (r *mergeRig) delivered(seq int64) {
 	r.t.Helper()
-	if _, err := r.s.SetState(r.ctx, r.parent, store.Guard{Node: "n1", Token: r.parentToken},
-		store.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: seq}); err != nil {
+	if _, err := r.s.SetState(r.ctx, r.parent, fence.Guard{Node: "n1", Token: r.parentToken},
+		fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: seq}); err != nil {
 		r.t.Fatal(err)
 	}
 }

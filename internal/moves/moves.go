@@ -16,19 +16,19 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Store is what the moves need from the store.
 type Store interface {
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
-	CreateSession(ctx context.Context, p store.CreateParams) (store.Created, error)
+	CreateSession(ctx context.Context, p fence.CreateParams) (fence.Created, error)
 	UpdateSession(ctx context.Context, id string, fn func(*castv1.Session) error) (*castv1.Session, error)
 	ListMessages(ctx context.Context, id string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error)
-	Append(ctx context.Context, id string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+	Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 	RequestOp(ctx context.Context, id, op string) error
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	ListAgentChecks(ctx context.Context, agent string) ([]*castv1.AgentCheck, error)
@@ -94,7 +94,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 			}
 		}
 		// The old agent's turn must not keep writing after the switch.
-		if err := st.RequestOp(ctx, sess.Id, store.OpInterrupt); err != nil {
+		if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
 			return nil, err
 		}
 	}
@@ -116,11 +116,11 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	}
 	if sess.LastSeq > 0 || changeAgent {
 		notice := divider(old, updated, changeAgent)
-		if _, err := st.Append(ctx, sess.Id, []*castv1.Message{notice}, store.Guard{}); err != nil {
+		if _, err := st.Append(ctx, sess.Id, []*castv1.Message{notice}, fence.Guard{}); err != nil {
 			return nil, err
 		}
 	}
-	if err := st.RequestOp(ctx, sess.Id, store.OpRefresh); err != nil {
+	if err := st.RequestOp(ctx, sess.Id, fence.OpRefresh); err != nil {
 		return nil, err
 	}
 	return st.GetSession(ctx, sess.Id)

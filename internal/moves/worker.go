@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/turnstate"
 )
 
@@ -41,7 +41,7 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	}
 	// One notice per worker state and seq: if its text changed since (a
 	// new state reason), the one already stored stands.
-	if _, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, store.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
+	if _, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, fence.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
 		return err
 	}
 	return nil

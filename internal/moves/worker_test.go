@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
@@ -28,11 +29,11 @@ func TestNotifyParentReadsTheWholeTail(t *testing.T) {
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	parent, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	parent, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1",
+	worker, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1",
 		ParentID: parent.Session.Id, Subagent: true})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestNotifyParentReadsTheWholeTail(t *testing.T) {
 	}
 	tail = append(tail, answer("the newest answer"))
 	for _, m := range tail {
-		if _, err := s.Append(ctx, worker.Session.Id, []*castv1.Message{m}, store.Guard{}); err != nil {
+		if _, err := s.Append(ctx, worker.Session.Id, []*castv1.Message{m}, fence.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}

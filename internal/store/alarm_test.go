@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
@@ -32,7 +33,7 @@ func TestNoSpaceAlarmRecoversByItself(t *testing.T) {
 	c := newSession(t, s, "n1")
 
 	fillUntilNoSpace(t, cli, func(int) string { return "/filler" }) // history that compaction drops
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("refused")}, store.Guard{}); err == nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("refused")}, fence.Guard{}); err == nil {
 		t.Fatal("append accepted under NOSPACE")
 	}
 
@@ -43,7 +44,7 @@ func TestNoSpaceAlarmRecoversByItself(t *testing.T) {
 	if alarms, err := cli.AlarmList(ctx); err != nil || len(alarms.Alarms) != 0 || metrics.Value(m.NoSpaceAlarm) != 0 {
 		t.Fatalf("after recovery: alarms %v %v, gauge %v", alarms, err, metrics.Value(m.NoSpaceAlarm))
 	}
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("accepted again")}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("accepted again")}, fence.Guard{}); err != nil {
 		t.Fatalf("append after recovery: %v", err)
 	}
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n2"}, "test", 30*time.Second); err != nil {
@@ -130,7 +131,7 @@ func TestWatchReplayCutByCompactionResumes(t *testing.T) {
 	for i := range batch {
 		batch[i] = userMsg(fmt.Sprint("m", i+1))
 	}
-	if _, err := s.Append(ctx, c.Session.Id, batch, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, batch, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	var seqs []int64
@@ -181,7 +182,7 @@ func TestChunkReadSurvivesCompaction(t *testing.T) {
 	c := newSession(t, s, "n1")
 	ctx := ctxT(t)
 	out := bigText(700 << 10)
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(ids.NewClientID(), out)}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(ids.NewClientID(), out)}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	env, err := cli.Get(ctx, store.DefaultPrefix+"msgs/"+c.Session.Id+"/", clientv3.WithPrefix())
@@ -227,7 +228,7 @@ func TestFileNearQuotaIsReclaimed(t *testing.T) {
 	testharness.WaitFor(t, 30*time.Second, "a reclaim that freed space", func() bool {
 		return metrics.Value(m.Reclaims.WithLabelValues("freed")) >= 1
 	})
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("fits again")}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("fits again")}, fence.Guard{}); err != nil {
 		t.Fatalf("append after the reclaim: %v", err)
 	}
 }

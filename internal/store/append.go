@@ -11,21 +11,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 )
 
-// Guard makes an append owner-side: it commits only while the session's
-// owner is Node with fencing token Token. The zero Guard is a user append,
-// which never depends on the owner (a fenced session still takes messages).
-type Guard struct {
-	Node  string
-	Token int64
-}
-
 type appendReq struct {
 	p     prepared
-	guard Guard
+	guard fence.Guard
 	err   error // this message's own refusal (its client id reused)
 	done  chan error
 }
@@ -41,7 +34,7 @@ type appendReq struct {
 // again; chunks of an attempt it refuses are orphans under keys no one
 // else uses. An append of inline messages only writes nothing before its
 // commit, so it leaves those checks to the commit txn (no extra round trip).
-func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) ([]*castv1.Message, error) {
+func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
 	for _, m := range msgs {
 		if !ids.ValidClientID(m.ClientId) {
@@ -123,7 +116,7 @@ const precheckGets = 100
 // precheck refuses an append to a missing session or by a node that does
 // not own it, and returns the records of its client ids already stored,
 // in as few txns as etcd's op limit allows (one for up to 98 messages).
-func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g Guard) (map[string]*mvccpb.KeyValue, error) {
+func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) (map[string]*mvccpb.KeyValue, error) {
 	stored := map[string]*mvccpb.KeyValue{}
 	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))}
 	cids := make([]string, 0, len(msgs))
@@ -184,7 +177,7 @@ func (s *Store) answerStored(ctx context.Context, sessionID string, encs []encod
 
 // appendFresh reserves quota for the messages' bytes, writes the chunks of
 // large ones, and queues them all for the group commit (commit.go).
-func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encoded, g Guard) error {
+func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encoded, g fence.Guard) error {
 	cost := 0
 	for _, e := range fresh {
 		cost += s.writeCost(e)
@@ -302,7 +295,7 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 
 // checkGuard refuses an owner-side write whose token is not the current
 // owner key's revision: the node lost the session (or never had it).
-func (s *Store) checkGuard(g Guard, ownKV []*mvccpb.KeyValue) error {
+func (s *Store) checkGuard(g fence.Guard, ownKV []*mvccpb.KeyValue) error {
 	if g.Token == 0 {
 		return nil
 	}

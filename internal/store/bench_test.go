@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -38,7 +39,7 @@ func BenchmarkStoreAppend(b *testing.B) {
 	const writers, perWriter = 64, 16
 	sids := make([]string, writers)
 	for i := range sids {
-		c, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+		c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func BenchmarkStoreAppend(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		app += parallel(b, writers, perWriter, func(w int) error {
-			_, err := s.Append(ctx, sids[w], []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}}, store.Guard{})
+			_, err := s.Append(ctx, sids[w], []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}}, fence.Guard{})
 			return err
 		})
 		put += parallel(b, writers, perWriter, func(w int) error {

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 )
 
 // Group commit across sessions. Appends queue per session, in arrival
@@ -57,7 +58,7 @@ func newCommitter() *committer {
 type sessionBatch struct {
 	id    string
 	reqs  []*appendReq
-	guard Guard
+	guard fence.Guard
 	reads []*etcdserverpb.ResponseOp // answers to readOps, from the latest read
 	plan  *batchPlan
 	last  int64          // the session's seq when read
@@ -400,7 +401,7 @@ func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp)
 
 // sameKeys reports whether two reads of a batch's keys saw the same
 // revisions (the owner only matters with a guard).
-func sameKeys(g Guard, a, b []*etcdserverpb.ResponseOp) bool {
+func sameKeys(g fence.Guard, a, b []*etcdserverpb.ResponseOp) bool {
 	for i := range a {
 		if i == 1 && g.Token == 0 {
 			continue

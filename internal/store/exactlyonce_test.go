@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -84,16 +85,16 @@ func TestRetryKeepsLargeMessagesReadable(t *testing.T) {
 			c := newSession(t, s, "n1")
 			ctx := ctxT(t)
 			out, cid := bigText(size), ids.NewClientID()
-			first, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, out)}, store.Guard{})
+			first, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, out)}, fence.Guard{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			committed := proto.Clone(first[0]).(*castv1.Message)
-			if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("between")}, store.Guard{}); err != nil {
+			if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("between")}, fence.Guard{}); err != nil {
 				t.Fatal(err)
 			}
 			for range 2 {
-				again, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, out)}, store.Guard{})
+				again, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, out)}, fence.Guard{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +118,7 @@ func TestClientIDReuseIsRefused(t *testing.T) {
 	c := newSession(t, s, "n1")
 	ctx := ctxT(t)
 	small, large := userMsg("the original"), toolResult(ids.NewClientID(), bigText(600<<10))
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{small, large}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{small, large}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -130,7 +131,7 @@ func TestClientIDReuseIsRefused(t *testing.T) {
 		{"twice in one call", []*castv1.Message{userMsg("a"), {ClientId: "dup-1", Kind: small.Kind, Text: "x"}, {ClientId: "dup-1", Kind: small.Kind, Text: "y"}}},
 	}
 	for _, tc := range tests {
-		out, err := s.Append(ctx, c.Session.Id, tc.msgs, store.Guard{})
+		out, err := s.Append(ctx, c.Session.Id, tc.msgs, fence.Guard{})
 		if !errs.HasReason(err, errs.ReasonClientIDReused) {
 			t.Errorf("%s: got %d messages, %v; want CLIENT_ID_REUSED", tc.name, len(out), err)
 		} else if e, _ := errs.As(err); e.Kind != errs.KindAlreadyExists || e.Metadata["client_id"] != tc.msgs[len(tc.msgs)-1].ClientId {
@@ -154,7 +155,7 @@ func TestRefusedOwnerAppendLeavesCommittedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, cid := bigText(1<<20), ids.NewClientID()
-	old := store.Guard{Node: "n1", Token: c.Token}
+	old := fence.Guard{Node: "n1", Token: c.Token}
 	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, out)}, old); err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +186,12 @@ func TestRefusedAppendsWriteNoChunks(t *testing.T) {
 	c := newSession(t, s, "n1")
 	ctx := ctxT(t)
 	for range 3 {
-		if _, err := s.Append(ctx, "nosuchsession", []*castv1.Message{toolResult(ids.NewClientID(), bigText(2<<20))}, store.Guard{}); !errs.HasReason(err, errs.ReasonNotFound) {
+		if _, err := s.Append(ctx, "nosuchsession", []*castv1.Message{toolResult(ids.NewClientID(), bigText(2<<20))}, fence.Guard{}); !errs.HasReason(err, errs.ReasonNotFound) {
 			t.Fatalf("append to a missing session: %v", err)
 		}
 	}
 	huge := userMsg(strings.Repeat("x", store.DefaultMaxMessageBytes+1))
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(ids.NewClientID(), bigText(2<<20)), huge}, store.Guard{}); !errs.HasReason(err, errs.ReasonMessageTooLarge) {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(ids.NewClientID(), bigText(2<<20)), huge}, fence.Guard{}); !errs.HasReason(err, errs.ReasonMessageTooLarge) {
 		t.Fatalf("oversize later in a call: %v", err)
 	}
 	if n := chunkKeys(t, cli); n != 0 {
@@ -224,7 +225,7 @@ func TestLargeAppendsNeverReachNoSpace(t *testing.T) {
 			var err error
 			kept := 0
 			for i := range tc.appends {
-				_, err = s.Append(ctx, sid, []*castv1.Message{toolResult(ids.NewClientID(), text)}, store.Guard{})
+				_, err = s.Append(ctx, sid, []*castv1.Message{toolResult(ids.NewClientID(), text)}, fence.Guard{})
 				if err == nil {
 					kept++
 					continue

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -49,7 +50,7 @@ func TestSweepCollectsOnlyOrphans(t *testing.T) {
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n2"}, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	owner := store.Guard{Node: "n1", Token: c.Token}
+	owner := fence.Guard{Node: "n1", Token: c.Token}
 	kept, cid := bigText(1<<20), ids.NewClientID()
 	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(cid, kept)}, owner); err != nil {
 		t.Fatal(err)
@@ -115,13 +116,13 @@ func TestAppendAfterItsChunksWereSweptIsRefused(t *testing.T) {
 			t.Errorf("sweep of the stalled attempt: %d keys, %v", n, err)
 		}
 	})
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, store.Guard{}); !errs.HasReason(err, errs.ReasonConflict) {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, fence.Guard{}); !errs.HasReason(err, errs.ReasonConflict) {
 		t.Fatalf("append whose chunks were swept: %v, want CONFLICT", err)
 	}
 	if msgs := readAll(t, s, c.Session.Id); len(msgs) != 0 {
 		t.Fatalf("stored %d messages", len(msgs))
 	}
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(m.ClientId, m.ToolResult.Output)}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(m.ClientId, m.ToolResult.Output)}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	if msgs := readAll(t, s, c.Session.Id); len(msgs) != 1 || msgs[0].ToolResult.GetOutput() != m.ToolResult.Output {
@@ -197,7 +198,7 @@ func TestReplicasRetryingUnderAggressiveSweep(t *testing.T) {
 			go func() {
 				var err error
 				for try := 0; try < 20; try++ { // a refused attempt is retried with the same id
-					if _, err = s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(m.ClientId, m.ToolResult.Output)}, store.Guard{}); !errs.HasReason(err, errs.ReasonConflict) {
+					if _, err = s.Append(ctx, c.Session.Id, []*castv1.Message{toolResult(m.ClientId, m.ToolResult.Output)}, fence.Guard{}); !errs.HasReason(err, errs.ReasonConflict) {
 						break
 					}
 					refused.Add(1)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -49,7 +50,7 @@ func (a *acks) ack(t *testing.T, sid string, m *castv1.Message) {
 // appendUntilStored appends a copy of m with guard g until an append
 // succeeds, as a client retries with the same client id, and records the
 // ack.
-func (a *acks) appendUntilStored(t *testing.T, s *store.Store, sid string, g store.Guard, m *castv1.Message) {
+func (a *acks) appendUntilStored(t *testing.T, s *store.Store, sid string, g fence.Guard, m *castv1.Message) {
 	ctx := ctxT(t)
 	for {
 		a.calls.Add(1)
@@ -98,16 +99,16 @@ func (a *acks) check(t *testing.T, s *store.Store) {
 
 // createSessions registers node and creates n sessions on it; it returns
 // their ids and their owner guards.
-func createSessions(t *testing.T, s *store.Store, node string, n int) ([]string, []store.Guard) {
+func createSessions(t *testing.T, s *store.Store, node string, n int) ([]string, []fence.Guard) {
 	t.Helper()
 	first := newSession(t, s, node)
-	ids, guards := []string{first.Session.Id}, []store.Guard{{Node: node, Token: first.Token}}
+	ids, guards := []string{first.Session.Id}, []fence.Guard{{Node: node, Token: first.Token}}
 	for len(ids) < n {
-		c, err := s.CreateSession(ctxT(t), store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: node})
+		c, err := s.CreateSession(ctxT(t), fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: node})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids, guards = append(ids, c.Session.Id), append(guards, store.Guard{Node: node, Token: c.Token})
+		ids, guards = append(ids, c.Session.Id), append(guards, fence.Guard{Node: node, Token: c.Token})
 	}
 	return ids, guards
 }
@@ -136,7 +137,7 @@ func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 		// Writers w and w+24 share a session, one on each replica; every
 		// third writes as the session's owner (a node's appends).
 		s, sid := replicas[(w/sessions)%2], sids[w%sessions]
-		g := store.Guard{}
+		g := fence.Guard{}
 		if w%3 == 0 {
 			g = guards[w%sessions]
 		}
@@ -202,7 +203,7 @@ func TestGroupCommitConflictRetriesOnlyTheMovedSession(t *testing.T) {
 	send := func(i int) {
 		results[i] = make(chan error, 1)
 		go func() {
-			_, err := s.Append(ctxT(t), sids[i], []*castv1.Message{userMsg("hi")}, store.Guard{})
+			_, err := s.Append(ctxT(t), sids[i], []*castv1.Message{userMsg("hi")}, fence.Guard{})
 			results[i] <- err
 		}()
 	}
@@ -233,7 +234,7 @@ func TestGroupCommitConflictRetriesOnlyTheMovedSession(t *testing.T) {
 	}
 	store.SetBeforeTxn(s, nil)
 	for _, sid := range []string{first, moving} {
-		out, err := s.Append(ctxT(t), sid, []*castv1.Message{userMsg("after")}, store.Guard{})
+		out, err := s.Append(ctxT(t), sid, []*castv1.Message{userMsg("after")}, fence.Guard{})
 		if err != nil || out[0].Seq != map[string]int64{first: 2, moving: 1}[sid] {
 			t.Fatalf("append after the conflicts to %s: %v, %v", sid, out, err)
 		}
@@ -284,7 +285,7 @@ func TestGroupCommitTxnErrorIsTruthful(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
-				a.appendUntilStored(t, s, sids[w%len(sids)], store.Guard{}, &castv1.Message{ClientId: ids.NewClientID(),
+				a.appendUntilStored(t, s, sids[w%len(sids)], fence.Guard{}, &castv1.Message{ClientId: ids.NewClientID(),
 					Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: fmt.Sprintf("w%d-%d", w, i)})
 			}
 		}()

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -89,12 +90,6 @@ func (s *Store) FenceSession(ctx context.Context, migID string, ms *castv1.Migra
 	}
 }
 
-// TurnInFlight reports whether sess has a turn running (or stopped at a
-// permission prompt).
-func TurnInFlight(sess *castv1.Session) bool {
-	return sess.State == castv1.SessionState_SESSION_STATE_RUNNING || sess.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION
-}
-
 // WaitTurn returns once the session has no turn in flight, reading it at
 // fromRev (the fence revision) and watching every change after it, so a
 // turn that finished between the fence and the watch is not missed. Every
@@ -108,7 +103,7 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 	if err != nil {
 		return nil, false, err
 	}
-	if !TurnInFlight(sess) {
+	if !fence.TurnInFlight(sess) {
 		return sess, false, nil
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -129,7 +124,7 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 					return sess, false, err
 				}
 				sess = cur
-				if !TurnInFlight(sess) {
+				if !fence.TurnInFlight(sess) {
 					return sess, false, nil
 				}
 				wch = s.follow(wctx, s.sessionKey(sessionID), rev+1)
@@ -145,7 +140,7 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 				}
 				sess = cur
 			}
-			if !TurnInFlight(sess) {
+			if !fence.TurnInFlight(sess) {
 				return sess, false, nil
 			}
 		case <-t.C:
@@ -157,21 +152,11 @@ func (s *Store) WaitTurn(ctx context.Context, sessionID string, fromRev int64, t
 	}
 }
 
-// Handover is the commit of one session's migration.
-type Handover struct {
-	MigID   string
-	MS      *castv1.MigrationSession
-	MSRev   int64
-	Target  string
-	DestCwd string          // "" keeps the session's cwd
-	Notice  *castv1.Message // appended in the same txn; needs a ClientID
-}
-
 // CommitHandover changes the owner to h.Target, lifts the fence, appends the
 // notice and records SUCCEEDED in one txn, and returns the new owner token.
 // A retry after an unknown outcome finds the record SUCCEEDED and returns
 // the current token.
-func (s *Store) CommitHandover(ctx context.Context, h Handover) (int64, error) {
+func (s *Store) CommitHandover(ctx context.Context, h fence.Handover) (int64, error) {
 	defer s.observe("commit_handover", time.Now())
 	sid := h.MS.SessionId
 	msKey := s.migSessKey(h.MigID, sid)
@@ -223,7 +208,7 @@ func (s *Store) CommitHandover(ctx context.Context, h Handover) (int64, error) {
 	return 0, errs.New(errs.KindAborted, errs.ReasonConflict, "session %s kept changing during the commit; retry", sid)
 }
 
-func (s *Store) checkHandover(h Handover, sessKV, seqKV, ownKV, fenceKV, msKV []*mvccpb.KeyValue) error {
+func (s *Store) checkHandover(h fence.Handover, sessKV, seqKV, ownKV, fenceKV, msKV []*mvccpb.KeyValue) error {
 	sid := h.MS.SessionId
 	switch {
 	case len(sessKV) == 0 || len(seqKV) == 0:
@@ -240,7 +225,7 @@ func (s *Store) checkHandover(h Handover, sessKV, seqKV, ownKV, fenceKV, msKV []
 
 // handoverOps builds the commit's writes: owner, owner index, fence lift,
 // session record (cwd, state), the notice and the migration record.
-func (s *Store) handoverOps(ctx context.Context, h Handover, sessVal, seqVal []byte, noticeStored bool) ([]clientv3.Op, []clientv3.Cmp, error) {
+func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqVal []byte, noticeStored bool) ([]clientv3.Op, []clientv3.Cmp, error) {
 	sid := h.MS.SessionId
 	sess := &castv1.Session{}
 	if err := proto.Unmarshal(sessVal, sess); err != nil {
@@ -252,7 +237,7 @@ func (s *Store) handoverOps(ctx context.Context, h Handover, sessVal, seqVal []b
 	// The checkout a thread's workspaces came from is a path on the source
 	// node; the destination finds its own from the cwd.
 	sess.Checkout = ""
-	if TurnInFlight(sess) { // abandoned on a source that went away
+	if fence.TurnInFlight(sess) { // abandoned on a source that went away
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_IDLE, ""
 	}
 	sess.UpdateTime = timestamppb.Now()

@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -44,7 +45,7 @@ func TestOwnershipStateMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
-	pool := &nodePool{st: st, leases: map[string]store.Lease{}}
+	pool := &nodePool{st: st, leases: map[string]fence.Lease{}}
 	for _, n := range smNodes {
 		pool.connect(t, n)
 	}
@@ -89,7 +90,7 @@ func limitRapidChecks(t *testing.T, n int) {
 // nodePool holds each node's lease; 0 means disconnected.
 type nodePool struct {
 	st     *store.Store
-	leases map[string]store.Lease
+	leases map[string]fence.Lease
 }
 
 func (p *nodePool) connect(t interface{ Fatalf(string, ...any) }, n string) {
@@ -120,17 +121,17 @@ type ownershipModel struct {
 
 	owner   string
 	token   int64
-	past    []store.Guard // every earlier owner guard: all stale now
+	past    []fence.Guard // every earlier owner guard: all stale now
 	running bool          // a turn is in flight
 	mig     *openMig      // nil iff the session must not be fenced
-	done    []store.Handover
+	done    []fence.Handover
 	acked   []string // client ids of acknowledged appends, in ack order
 }
 
 func newOwnershipModel(t *rapid.T, st *store.Store, raw *clientv3.Client, pool *nodePool) *ownershipModel {
 	ctx, cancel := opCtx()
 	defer cancel()
-	c, err := st.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,24 +142,24 @@ func opCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-func (m *ownershipModel) cur() store.Guard { return store.Guard{Node: m.owner, Token: m.token} }
+func (m *ownershipModel) cur() fence.Guard { return fence.Guard{Node: m.owner, Token: m.token} }
 
 // staleGuard draws a guard that must not pass: an earlier owner, the owner
 // with a token that is not its key's revision, or another node with the
 // current token.
-func (m *ownershipModel) staleGuard(t *rapid.T) store.Guard {
+func (m *ownershipModel) staleGuard(t *rapid.T) fence.Guard {
 	cands := slices.Clone(m.past)
-	cands = append(cands, store.Guard{Node: m.owner, Token: m.token - 1}, store.Guard{Node: m.owner, Token: m.token + 1})
+	cands = append(cands, fence.Guard{Node: m.owner, Token: m.token - 1}, fence.Guard{Node: m.owner, Token: m.token + 1})
 	for _, n := range smNodes {
 		if n != m.owner {
-			cands = append(cands, store.Guard{Node: n, Token: m.token})
+			cands = append(cands, fence.Guard{Node: n, Token: m.token})
 		}
 	}
 	return rapid.SampledFrom(cands).Draw(t, "stale")
 }
 
 // drawGuard draws the current owner's guard or, when stale, a stale one.
-func (m *ownershipModel) drawGuard(t *rapid.T, label string) (store.Guard, bool) {
+func (m *ownershipModel) drawGuard(t *rapid.T, label string) (fence.Guard, bool) {
 	if rapid.Bool().Draw(t, label) {
 		return m.staleGuard(t), true
 	}
@@ -244,7 +245,7 @@ func (m *ownershipModel) fence(t *rapid.T) {
 	}
 }
 
-func (m *ownershipModel) createMigration(t *rapid.T, src store.Guard, target string) *openMig {
+func (m *ownershipModel) createMigration(t *rapid.T, src fence.Guard, target string) *openMig {
 	ctx, cancel := opCtx()
 	defer cancel()
 	id := "m" + strings.ToLower(ids.NewClientID())
@@ -264,7 +265,7 @@ func (m *ownershipModel) startTurn(t *rapid.T) {
 	g, stale := m.drawGuard(t, "staleTurn")
 	ctx, cancel := opCtx()
 	defer cancel()
-	_, err := m.st.SetState(ctx, m.sid, g, store.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING})
+	_, err := m.st.SetState(ctx, m.sid, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING})
 	switch {
 	case stale:
 		wantReason(t, "turn with a stale token", err, errs.ReasonNotOwner)
@@ -284,7 +285,7 @@ func (m *ownershipModel) finishTurn(t *rapid.T) {
 	g, stale := m.drawGuard(t, "staleFinish")
 	ctx, cancel := opCtx()
 	defer cancel()
-	sess, err := m.st.SetState(ctx, m.sid, g, store.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: int64(len(m.acked))})
+	sess, err := m.st.SetState(ctx, m.sid, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: int64(len(m.acked))})
 	switch {
 	case stale:
 		wantReason(t, "finish with a stale token", err, errs.ReasonNotOwner)
@@ -299,10 +300,10 @@ func (m *ownershipModel) finishTurn(t *rapid.T) {
 
 // userAppend takes a zero guard: accepted fenced or not, whoever owns.
 func (m *ownershipModel) userAppend(t *rapid.T) {
-	m.append(t, store.Guard{}, castv1.MessageKind_MESSAGE_KIND_USER, rapid.IntRange(1, 3).Draw(t, "n"), false)
+	m.append(t, fence.Guard{}, castv1.MessageKind_MESSAGE_KIND_USER, rapid.IntRange(1, 3).Draw(t, "n"), false)
 }
 
-func (m *ownershipModel) append(t *rapid.T, g store.Guard, kind castv1.MessageKind, n int, refused bool) {
+func (m *ownershipModel) append(t *rapid.T, g fence.Guard, kind castv1.MessageKind, n int, refused bool) {
 	msgs := make([]*castv1.Message, n)
 	for i := range msgs {
 		msgs[i] = &castv1.Message{ClientId: ids.NewClientID(), Kind: kind, Text: "x"}
@@ -342,7 +343,7 @@ func (m *ownershipModel) commit(t *rapid.T) {
 		m.seen["commit: late retry"]++
 		return
 	}
-	h := store.Handover{MigID: m.mig.id, MS: m.mig.ms, MSRev: m.mig.msRev, Target: m.mig.target,
+	h := fence.Handover{MigID: m.mig.id, MS: m.mig.ms, MSRev: m.mig.msRev, Target: m.mig.target,
 		Notice: &castv1.Message{ClientId: "migrated-" + m.mig.id, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Text: "moved"}}
 	tok, err := m.st.CommitHandover(ctx, h)
 	if m.pool.leases[h.Target] == 0 {

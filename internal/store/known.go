@@ -3,6 +3,7 @@ package store
 import (
 	"strconv"
 
+	"github.com/cast-dev/cast/internal/fence"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
@@ -53,7 +54,7 @@ func rangeOf(count int64, kvs ...*mvccpb.KeyValue) *etcdserverpb.ResponseOp {
 		ResponseRange: &etcdserverpb.RangeResponse{Kvs: kvs, Count: count}}}
 }
 
-func guardHolds(g Guard, owner []*mvccpb.KeyValue) bool {
+func guardHolds(g fence.Guard, owner []*mvccpb.KeyValue) bool {
 	return len(owner) == 1 && owner[0].ModRevision == g.Token && string(owner[0].Value) == g.Node
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -91,7 +92,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := st.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func linClientOp(ctx context.Context, st *store.Store, sid string, rec *linRecor
 }
 
 func appendOne(ctx context.Context, st *store.Store, sid, cid string) (int64, error) {
-	out, err := st.Append(ctx, sid, []*castv1.Message{{ClientId: cid, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "x"}}, store.Guard{})
+	out, err := st.Append(ctx, sid, []*castv1.Message{{ClientId: cid, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "x"}}, fence.Guard{})
 	if err != nil {
 		return 0, err
 	}
@@ -299,11 +300,11 @@ func linMigrator(ctx context.Context, st *store.Store, sid string, rec *linRecor
 		target := others[rnd.IntN(len(others))]
 		id := "m" + strings.ToLower(ids.NewClientID())
 		in := linIn{Kind: linMigrate, Target: target, NoticeCID: "migrated-" + id}
-		var mr *store.MigrationRecord
+		var mr *fence.MigrationRecord
 		err := retryStore(ctx, nil, func(c context.Context) (err error) {
 			mr, _, err = st.CreateMigration(c, &castv1.Migration{Id: id, RequestId: id, TargetNode: target,
 				State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: []*castv1.MigrationSession{{
-					SessionId: sid, SourceNode: owner, SourceToken: tok, State: castv1.MigrationState_MIGRATION_STATE_PENDING}}}, store.RequestKey("admin:lin", id))
+					SessionId: sid, SourceNode: owner, SourceToken: tok, State: castv1.MigrationState_MIGRATION_STATE_PENDING}}}, fence.RequestKey("admin:lin", id))
 			return err
 		})
 		if err != nil {
@@ -324,7 +325,7 @@ func linMigrator(ctx context.Context, st *store.Store, sid string, rec *linRecor
 		// then reports CONFLICT: worth retrying, like a timeout.
 		conflict := func(err error) bool { return errs.HasReason(err, errs.ReasonConflict) }
 		var newTok int64
-		h := store.Handover{MigID: id, MS: ms, MSRev: msRev, Target: target,
+		h := fence.Handover{MigID: id, MS: ms, MSRev: msRev, Target: target,
 			Notice: &castv1.Message{ClientId: in.NoticeCID, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Text: "moved"}}
 		err = retryStore(ctx, conflict, func(c context.Context) (err error) { newTok, err = st.CommitHandover(c, h); return err })
 		if _, ok := errs.As(err); ok {

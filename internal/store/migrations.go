@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -17,22 +18,13 @@ import (
 // (migsessions/{m}/{s}), so sessions of one migration progress without
 // contending on one key, and each handover txn compares only its own record.
 
-// MigrationRecord is a migration read at one revision, with each session
-// record's ModRevision for compare-and-swap.
-type MigrationRecord struct {
-	M         *castv1.Migration // sessions filled in, in id order
-	Rev       int64             // ModRevision of the header
-	SessRevs  map[string]int64  // session id -> ModRevision of its record
-	ReadAtRev int64
-}
-
 // maxSessionsPerTxn keeps a create txn under etcd's 128 ops.
 const maxSessionsPerTxn = 100
 
 // CreateMigration stores m (its Sessions as separate records). A retry with
 // the same request key (RequestKey of m.RequestId and its sender; "" for
 // none) returns the migration created first (existed=true).
-func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*MigrationRecord, bool, error) {
+func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*fence.MigrationRecord, bool, error) {
 	defer s.observe("create_migration", time.Now())
 	if err := checkRequestKey(reqKey); err != nil {
 		return nil, false, err
@@ -101,7 +93,7 @@ func (s *Store) CreateMigration(ctx context.Context, m *castv1.Migration, reqKey
 // MigrationForRequest returns the migration created for a request key
 // (RequestKey), if any (a retried start answers with it before checking
 // anything else).
-func (s *Store) MigrationForRequest(ctx context.Context, reqKey string) (*MigrationRecord, bool, error) {
+func (s *Store) MigrationForRequest(ctx context.Context, reqKey string) (*fence.MigrationRecord, bool, error) {
 	if err := checkRequestKey(reqKey); err != nil {
 		return nil, false, err
 	}
@@ -118,7 +110,7 @@ func (s *Store) cleanupMigrationSessions(ctx context.Context, id string) {
 }
 
 // GetMigration reads a migration and its sessions at one revision.
-func (s *Store) GetMigration(ctx context.Context, id string) (*MigrationRecord, error) {
+func (s *Store) GetMigration(ctx context.Context, id string) (*fence.MigrationRecord, error) {
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.migrationKey(id)),
 		clientv3.OpGet(s.key("migsessions", id)+"/", clientv3.WithPrefix()),
@@ -130,7 +122,7 @@ func (s *Store) GetMigration(ctx context.Context, id string) (*MigrationRecord, 
 	if len(kvs) == 0 {
 		return nil, errs.NotFound("migration %s not found; `cast migrate ls` lists migrations", id).With("migration", id)
 	}
-	rec := &MigrationRecord{M: &castv1.Migration{}, Rev: kvs[0].ModRevision, SessRevs: map[string]int64{}, ReadAtRev: resp.Header.Revision}
+	rec := &fence.MigrationRecord{M: &castv1.Migration{}, Rev: kvs[0].ModRevision, SessRevs: map[string]int64{}, ReadAtRev: resp.Header.Revision}
 	if err := proto.Unmarshal(kvs[0].Value, rec.M); err != nil {
 		return nil, errs.Internal(err, "decode migration")
 	}

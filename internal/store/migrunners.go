@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -23,7 +24,7 @@ import (
 // RunnerLease grants a lease of ttl and keeps it alive until ctx ends; lost
 // is closed when it can no longer be renewed (it lapsed while etcd was out
 // of reach), and the caller takes a new one.
-func (s *Store) RunnerLease(ctx context.Context, ttl time.Duration) (l Lease, lost <-chan struct{}, err error) {
+func (s *Store) RunnerLease(ctx context.Context, ttl time.Duration) (l fence.Lease, lost <-chan struct{}, err error) {
 	g, err := s.cli.Grant(ctx, int64(max(ttl/time.Second, 1)))
 	if err != nil {
 		return 0, nil, err
@@ -38,12 +39,12 @@ func (s *Store) RunnerLease(ctx context.Context, ttl time.Duration) (l Lease, lo
 		for range ch { // drained until the keepalive gives up or ctx ends
 		}
 	}()
-	return Lease(g.ID), done, nil
+	return fence.Lease(g.ID), done, nil
 }
 
 // ClaimMigration makes the holder of lease l the runner of migration id;
 // false when another lease holds it.
-func (s *Store) ClaimMigration(ctx context.Context, id string, l Lease) (bool, error) {
+func (s *Store) ClaimMigration(ctx context.Context, id string, l fence.Lease) (bool, error) {
 	defer s.observe("claim_migration", time.Now())
 	key, val := s.migRunnerKey(id), strconv.FormatInt(int64(l), 16)
 	resp, err := s.cli.Txn(ctx).
@@ -61,7 +62,7 @@ func (s *Store) ClaimMigration(ctx context.Context, id string, l Lease) (bool, e
 }
 
 // ReleaseMigration gives up lease l's claim on migration id (its run ended).
-func (s *Store) ReleaseMigration(ctx context.Context, id string, l Lease) error {
+func (s *Store) ReleaseMigration(ctx context.Context, id string, l fence.Lease) error {
 	key := s.migRunnerKey(id)
 	_, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(key), "=", strconv.FormatInt(int64(l), 16))).

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -31,7 +32,7 @@ func TestMigrationRunnerClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := func(step int, l store.Lease) bool {
+	claim := func(step int, l fence.Lease) bool {
 		t.Helper()
 		ok, err := s.ClaimMigration(ctx, "m1", l)
 		if err != nil {

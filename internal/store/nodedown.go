@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -29,9 +30,9 @@ import (
 func (s *Store) FailTurnsOfDownNode(ctx context.Context, node string, downRev int64, reason string) ([]*castv1.Session, error) {
 	defer s.observe("fail_down_turns", time.Now())
 	var out []*castv1.Session
-	err := s.EachOwnedSession(ctx, node, func(page []OwnedSession) error {
+	err := s.EachOwnedSession(ctx, node, func(page []fence.OwnedSession) error {
 		for _, o := range page {
-			if !TurnInFlight(o.Session) {
+			if !fence.TurnInFlight(o.Session) {
 				continue
 			}
 			sess, err := s.failIfDown(ctx, node, downRev, o, reason)
@@ -49,7 +50,7 @@ func (s *Store) FailTurnsOfDownNode(ctx context.Context, node string, downRev in
 
 // failIfDown marks o's session failed as FailTurnsOfDownNode says; nil
 // when it did not (the node is back, the session moved or shows no turn).
-func (s *Store) failIfDown(ctx context.Context, node string, downRev int64, o OwnedSession, reason string) (*castv1.Session, error) {
+func (s *Store) failIfDown(ctx context.Context, node string, downRev int64, o fence.OwnedSession, reason string) (*castv1.Session, error) {
 	id := o.Session.Id
 	for range 8 { // the record changed between read and write: read again
 		resp, err := s.cli.Get(ctx, s.sessionKey(id))
@@ -63,7 +64,7 @@ func (s *Store) failIfDown(ctx context.Context, node string, downRev int64, o Ow
 		if err := proto.Unmarshal(resp.Kvs[0].Value, sess); err != nil {
 			return nil, errs.Internal(err, "decode session")
 		}
-		if !TurnInFlight(sess) {
+		if !fence.TurnInFlight(sess) {
 			return nil, nil
 		}
 		sess.State, sess.StateReason, sess.UpdateTime = castv1.SessionState_SESSION_STATE_FAILED, reason, timestamppb.Now()

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -38,12 +38,12 @@ func TestFailTurnsOfDownNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+			c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := store.Guard{Node: "n1", Token: c.Token}
-			if _, err := s.SetState(ctx, c.Session.Id, g, store.TurnState{State: tc.state}); err != nil {
+			g := fence.Guard{Node: "n1", Token: c.Token}
+			if _, err := s.SetState(ctx, c.Session.Id, g, fence.TurnState{State: tc.state}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.down {
@@ -72,7 +72,7 @@ func TestFailTurnsOfDownNode(t *testing.T) {
 			if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if sess, err = s.SetState(ctx, c.Session.Id, g, store.TurnState{State: running}); err != nil || sess.State != running {
+			if sess, err = s.SetState(ctx, c.Session.Id, g, fence.TurnState{State: running}); err != nil || sess.State != running {
 				t.Fatalf("the node's report after it came back: %v, %v", sess.GetState(), err)
 			}
 			if marked, err := s.FailTurnsOfDownNode(ctx, "n1", 0, reason); err != nil || len(marked) != 0 {
@@ -93,7 +93,7 @@ func TestFailTurnsOfDownNodeJudgesTheLatestDown(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.WatchNodesDown(wctx, func(_ string, rev int64) { downs <- rev })
-	goDown := func(l store.Lease) int64 {
+	goDown := func(l fence.Lease) int64 {
 		t.Helper()
 		if err := s.UnregisterNode(ctx, l); err != nil {
 			t.Fatal(err)
@@ -106,7 +106,7 @@ func TestFailTurnsOfDownNodeJudgesTheLatestDown(t *testing.T) {
 			return 0
 		}
 	}
-	register := func() store.Lease {
+	register := func() fence.Lease {
 		t.Helper()
 		l, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second)
 		if err != nil {
@@ -115,11 +115,11 @@ func TestFailTurnsOfDownNodeJudgesTheLatestDown(t *testing.T) {
 		return l
 	}
 	first := register()
-	c, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetState(ctx, c.Session.Id, store.Guard{Node: "n1", Token: c.Token}, store.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+	if _, err := s.SetState(ctx, c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
 		t.Fatal(err)
 	}
 	rev1 := goDown(first)

@@ -14,13 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
-
-// Lease is a node's liveness lease. The node is connected exactly while its
-// nodeconn key exists; etcd deletes it when the lease lapses, so "down" is
-// decided by etcd, never by a replica's clock.
-type Lease int64
 
 // connInfo is the nodeconn value.
 type connInfo struct {
@@ -33,7 +29,7 @@ type connInfo struct {
 var ErrLeaseExpired = errs.New(errs.KindUnavailable, errs.ReasonNodeNotConn, "node lease expired; reconnect")
 
 // RegisterNode records n and marks it connected under a new lease of ttl.
-func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string, ttl time.Duration) (Lease, error) {
+func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string, ttl time.Duration) (fence.Lease, error) {
 	defer s.observe("register_node", time.Now())
 	lg, err := s.cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
@@ -57,13 +53,13 @@ func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string
 	if err != nil {
 		return 0, err
 	}
-	return Lease(lg.ID), nil
+	return fence.Lease(lg.ID), nil
 }
 
 // Heartbeat renews the node's lease: a lease renewal, which etcd's leader
 // answers without a write to its log, so a fleet's heartbeats cost no
 // etcd writes. ErrLeaseExpired means it lapsed.
-func (s *Store) Heartbeat(ctx context.Context, l Lease) error {
+func (s *Store) Heartbeat(ctx context.Context, l fence.Lease) error {
 	defer s.observe("heartbeat", time.Now())
 	_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(l))
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -76,7 +72,7 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease) error {
 // its connection record: one etcd write, which the control plane makes
 // every so often, not on every heartbeat. ErrLeaseExpired means the
 // lease lapsed (a put under an expired lease fails).
-func (s *Store) NodeSeen(ctx context.Context, name string, l Lease, replica string, since time.Time) error {
+func (s *Store) NodeSeen(ctx context.Context, name string, l fence.Lease, replica string, since time.Time) error {
 	defer s.observe("node_seen", time.Now())
 	conn, _ := json.Marshal(connInfo{Replica: replica, Since: since, Seen: time.Now()})
 	_, err := s.cli.Put(ctx, s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l)))
@@ -90,7 +86,7 @@ func (s *Store) NodeSeen(ctx context.Context, name string, l Lease, replica stri
 // changed since its hello: a login, an upgrade). Only the stream holding
 // lease l may: a stale stream of a node that reconnected elsewhere gets
 // ErrLeaseExpired and never overwrites the newer record.
-func (s *Store) UpdateNodeAgents(ctx context.Context, name string, l Lease, agents []*castv1.AgentInstall) error {
+func (s *Store) UpdateNodeAgents(ctx context.Context, name string, l fence.Lease, agents []*castv1.AgentInstall) error {
 	defer s.observe("update_node_agents", time.Now())
 	for range 8 { // another writer of the record between read and write: read again
 		resp, err := s.cli.Get(ctx, s.nodeKey(name))
@@ -129,7 +125,7 @@ func (s *Store) UpdateNodeAgents(ctx context.Context, name string, l Lease, agen
 }
 
 // UnregisterNode marks the node down now by revoking its lease.
-func (s *Store) UnregisterNode(ctx context.Context, l Lease) error {
+func (s *Store) UnregisterNode(ctx context.Context, l fence.Lease) error {
 	_, err := s.cli.Revoke(ctx, clientv3.LeaseID(l))
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil
@@ -210,16 +206,10 @@ func (s *Store) watchNodesDown(ctx context.Context, down func(name string, rev i
 	return ctx.Err()
 }
 
-// OwnedSession is a session a node owns, with its fencing token.
-type OwnedSession struct {
-	Session *castv1.Session
-	Token   int64
-}
-
 // SessionsOwnedBy lists the sessions whose owner is node, with tokens.
-func (s *Store) SessionsOwnedBy(ctx context.Context, node string) ([]OwnedSession, error) {
-	var out []OwnedSession
-	err := s.EachOwnedSession(ctx, node, func(page []OwnedSession) error {
+func (s *Store) SessionsOwnedBy(ctx context.Context, node string) ([]fence.OwnedSession, error) {
+	var out []fence.OwnedSession
+	err := s.EachOwnedSession(ctx, node, func(page []fence.OwnedSession) error {
 		out = append(out, page...)
 		return nil
 	})

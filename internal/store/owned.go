@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 )
 
 // ownedPage is how many sessions one read txn covers: four gets each stays
@@ -18,7 +19,7 @@ const ownedPage = 32
 // 10,000 sessions costs a few hundred round trips instead of two per
 // session, and the caller hands each page on before the next is read.
 // Index entries of sessions that moved away are skipped.
-func (s *Store) EachOwnedSession(ctx context.Context, node string, fn func([]OwnedSession) error) error {
+func (s *Store) EachOwnedSession(ctx context.Context, node string, fn func([]fence.OwnedSession) error) error {
 	prefix := s.key("nodesessions", node) + "/"
 	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
 	for {
@@ -50,7 +51,7 @@ func (s *Store) EachOwnedSession(ctx context.Context, node string, fn func([]Own
 }
 
 // readOwned reads ids in one txn and keeps those node still owns.
-func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]OwnedSession, error) {
+func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]fence.OwnedSession, error) {
 	ops := make([]clientv3.Op, 0, 4*len(ids))
 	for _, id := range ids {
 		ops = append(ops, s.sessionOps(id)...)
@@ -59,7 +60,7 @@ func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]Own
 	if err != nil {
 		return nil, err
 	}
-	out := make([]OwnedSession, 0, len(ids))
+	out := make([]fence.OwnedSession, 0, len(ids))
 	for i, id := range ids {
 		r := resp.Responses[4*i : 4*i+4]
 		own := r[2].GetResponseRange().Kvs
@@ -73,7 +74,7 @@ func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]Own
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, OwnedSession{Session: sess, Token: own[0].ModRevision})
+		out = append(out, fence.OwnedSession{Session: sess, Token: own[0].ModRevision})
 	}
 	return out, nil
 }
@@ -109,7 +110,7 @@ func (s *Store) OwnersOf(ctx context.Context, ids []string) (map[string]string, 
 // once node's connection key exists: CreateSession stores a session
 // unowned only while no node is connected, so none is stored after this
 // lists them.
-func (s *Store) AdoptUnowned(ctx context.Context, node string) ([]OwnedSession, error) {
+func (s *Store) AdoptUnowned(ctx context.Context, node string) ([]fence.OwnedSession, error) {
 	defer s.observe("adopt_unowned", time.Now())
 	resp, err := s.cli.Get(ctx, s.key("unowned")+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -133,7 +134,7 @@ func (s *Store) AdoptUnowned(ctx context.Context, node string) ([]OwnedSession, 
 			took = append(took, id)
 		}
 	}
-	var out []OwnedSession
+	var out []fence.OwnedSession
 	for len(took) > 0 {
 		n := min(len(took), ownedPage)
 		page, err := s.readOwned(ctx, node, took[:n])

@@ -9,23 +9,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
-
-// TurnState is what an owner reports about its session's turn.
-type TurnState struct {
-	State        castv1.SessionState
-	Reason       string
-	ExitCode     int32
-	DeliveredSeq int64  // moves the delivery cursor forward, never back
-	Cwd          string // the owner set the working directory (a new worktree); "" keeps it
-}
 
 // SetState records a session's run state for its owner (fenced by g like an
 // owner-side append) and returns the session as stored. RUNNING (a turn
 // starting) is refused with SESSION_FENCED while a migration fences the
 // session: the fence is enforced here, in the txn, not by flags in memory.
-func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, t TurnState) (*castv1.Session, error) {
+func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t fence.TurnState) (*castv1.Session, error) {
 	defer s.observe("set_state", time.Now())
 	gate := t.State == castv1.SessionState_SESSION_STATE_RUNNING
 	return s.mutate(ctx, sessionID, g, gate, func(sess *castv1.Session) error {
@@ -45,13 +37,13 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g Guard, t TurnS
 // read-modify-write txn; it is not owner-fenced.
 func (s *Store) UpdateSession(ctx context.Context, sessionID string, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	defer s.observe("update_session", time.Now())
-	return s.mutate(ctx, sessionID, Guard{}, false, fn)
+	return s.mutate(ctx, sessionID, fence.Guard{}, false, fn)
 }
 
 // mutate is an optimistic read-modify-write of the session record, also
 // comparing the owner token when g has one.
 // With gate, it also refuses while the session is fenced.
-func (s *Store) mutate(ctx context.Context, sessionID string, g Guard, gate bool, fn func(*castv1.Session) error) (*castv1.Session, error) {
+func (s *Store) mutate(ctx context.Context, sessionID string, g fence.Guard, gate bool, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID)),
 			clientv3.OpGet(s.fenceKey(sessionID))).Commit()

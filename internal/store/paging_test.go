@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -49,7 +50,7 @@ func TestPagesAreBoundedInBytes(t *testing.T) {
 		text := strings.Repeat(string(rune('a'+i%26)), n)
 		m := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT,
 			ToolResult: &castv1.ToolResult{CallId: fmt.Sprint("c", i), Output: text}}
-		got, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, store.Guard{})
+		got, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, fence.Guard{})
 		if err != nil {
 			t.Fatalf("append %d bytes: %v", n, err)
 		}
@@ -118,7 +119,7 @@ func TestForeignPageTokensAreRefused(t *testing.T) {
 	ctx := ctxT(t)
 	a, b := newSession(t, s, "n1"), newSession(t, s, "n1")
 	for range 3 {
-		if _, err := s.Append(ctx, a.Session.Id, []*castv1.Message{userMsg(strings.Repeat("x", 40<<10))}, store.Guard{}); err != nil {
+		if _, err := s.Append(ctx, a.Session.Id, []*castv1.Message{userMsg(strings.Repeat("x", 40<<10))}, fence.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}

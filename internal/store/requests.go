@@ -17,15 +17,6 @@ import (
 // principal another's session. A create retried across the upgrade may
 // make a second session or migration; the old keys stay as they are.
 
-// RequestKey is the idempotency key of request id sent by principal by
-// ("role:name"); "" when id is "".
-func RequestKey(by, id string) string {
-	if id == "" {
-		return ""
-	}
-	return by + "/" + id
-}
-
 // checkRequestKey refuses a request id passed without its principal.
 func checkRequestKey(k string) error {
 	if i := strings.LastIndexByte(k, '/'); k != "" && (i <= 0 || i == len(k)-1) {

@@ -10,46 +10,20 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 )
 
-// CreateParams describes a new session.
-type CreateParams struct {
-	Agent, Model, Cwd, Title string
-	// Node is the owner; it must be connected at commit. "" stores the
-	// session unowned, only while no node is connected at all (an import,
-	// which runs nothing): the first node to connect adopts it.
-	Node                    string
-	RequestID               string // optional RequestKey; a retry by its sender returns the same session
-	ParentID, RootID        string
-	ForkedAtSeq, HistorySeq int64
-	Effort, HandoffFrom     string
-	Account                 string // named credential set on the node
-	WorktreeBranch          string // the owner runs it in a git worktree on this branch
-	// DefaultWorktree, without WorktreeBranch, names the branch from the
-	// title and the new id (ids.DefaultBranch).
-	DefaultWorktree bool
-	Subagent        bool
-	Creator         string // principal that may see it ("user:alice")
-}
-
-// Created is a new (or, for a retried request id, existing) session.
-type Created struct {
-	Session *castv1.Session
-	Token   int64 // the owner's fencing token
-	Existed bool  // true when request_id matched an earlier create
-}
-
 // CreateSession stores a session owned by p.Node in one txn: record, seq
 // counter, owner key (whose revision becomes the token) and owner index.
-func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, error) {
+func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.Created, error) {
 	defer s.observe("create_session", time.Now())
 	if err := s.checkQuota(1024); err != nil {
-		return Created{}, err
+		return fence.Created{}, err
 	}
 	if err := checkRequestKey(p.RequestID); err != nil {
-		return Created{}, err
+		return fence.Created{}, err
 	}
 	for range 5 {
 		id := ids.NewSessionID()
@@ -69,7 +43,7 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 		}
 		val, err := proto.Marshal(sess)
 		if err != nil {
-			return Created{}, errs.Internal(err, "encode session")
+			return fence.Created{}, errs.Internal(err, "encode session")
 		}
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(s.sessionKey(id)), "=", 0),
@@ -95,33 +69,33 @@ func (s *Store) CreateSession(ctx context.Context, p CreateParams) (Created, err
 			clientv3.OpGet(s.connKey(p.Node)),
 		).Commit()
 		if err != nil {
-			return Created{}, err
+			return fence.Created{}, err
 		}
 		if resp.Succeeded {
 			sess.Node = p.Node
-			return Created{Session: sess, Token: resp.Header.Revision}, nil
+			return fence.Created{Session: sess, Token: resp.Header.Revision}, nil
 		}
 		if p.RequestID != "" {
 			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 				got, err := s.GetSession(ctx, string(kvs[0].Value))
 				if err != nil {
-					return Created{}, err
+					return fence.Created{}, err
 				}
 				_, tok, err := s.Owner(ctx, got.Id)
-				return Created{Session: got, Token: tok, Existed: true}, err
+				return fence.Created{Session: got, Token: tok, Existed: true}, err
 			}
 		}
 		if p.Node == "" {
-			return Created{}, errs.New(errs.KindAborted, errs.ReasonConflict,
+			return fence.Created{}, errs.New(errs.KindAborted, errs.ReasonConflict,
 				"a node connected while the session was stored for the first node to connect; place it again")
 		}
 		if len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
-			return Created{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+			return fence.Created{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
 				"node %q is not connected", p.Node).With("node", p.Node)
 		}
 		s.m.TxnConflicts.WithLabelValues("create_session").Inc() // id collision
 	}
-	return Created{}, errs.New(errs.KindAborted, errs.ReasonConflict, "could not pick a free session id; retry")
+	return fence.Created{}, errs.New(errs.KindAborted, errs.ReasonConflict, "could not pick a free session id; retry")
 }
 
 // GetSession reads a session with its owner and last seq at one revision.

@@ -1,7 +1,7 @@
 // Package store is cast's state in etcd; every core reaches etcd through
-// it. Besides store, only token custody's record (internal/custody/vault,
-// which CustodyEtcd hands store's client) and the test harness import
-// clientv3.
+// it, speaking the vocabulary of internal/fence. Besides store only the
+// embedded server (etcdembed) and the test harness import etcd's packages;
+// token custody's record lives here too (vault.go).
 //
 // Key schema (all under Config.Prefix, default "/cast/v1/"):
 //
@@ -39,7 +39,7 @@
 //	certissues/{c}/{pin}  the latest certificate issued to credential c
 //	authtokens/ authnames/ authnodes/ jointokens/ authbootstrap tlsca
 //	                      credentials (by hash) and the TLS CA (see auth.go)
-//	custody/...           token custody's record, kept by internal/custody/vault
+//	custody/...           token custody's record (vault.go)
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.

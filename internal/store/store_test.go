@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
@@ -28,13 +29,13 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // newSession registers a connected node and creates a session on it.
-func newSession(t *testing.T, s *store.Store, node string) store.Created {
+func newSession(t *testing.T, s *store.Store, node string) fence.Created {
 	t.Helper()
 	ctx := ctxT(t)
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: node}, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Cwd: "/tmp", Node: node})
+	c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestConcurrentAppendsAreDenseAndExported(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprintf("w%d-%d", w, i))}, store.Guard{}); err != nil {
+				if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprintf("w%d-%d", w, i))}, fence.Guard{}); err != nil {
 					errc <- err
 					return
 				}
@@ -117,16 +118,16 @@ func TestAppendIsIdempotentOnClientID(t *testing.T) {
 	c := newSession(t, s, "n1")
 	ctx := ctxT(t)
 	m := userMsg("once")
-	first, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, store.Guard{})
+	first, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, fence.Guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seq := first[0].Seq
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("other")}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("other")}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	retry := &castv1.Message{ClientId: m.ClientId, Kind: m.Kind, Text: "once"}
-	again, err := s.Append(ctx, c.Session.Id, []*castv1.Message{retry, retry}, store.Guard{})
+	again, err := s.Append(ctx, c.Session.Id, []*castv1.Message{retry, retry}, fence.Guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestLargeToolOutputIsChunkedAndExact(t *testing.T) {
 	code := int32(3)
 	m := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_TOOL_RESULT,
 		ToolResult: &castv1.ToolResult{CallId: "c1", Output: out, IsError: true, HasExitCode: true, ExitCode: code}}
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _, err := s.ListMessages(ctx, c.Session.Id, 1, 1, 10, "")
@@ -162,7 +163,7 @@ func TestLargeToolOutputIsChunkedAndExact(t *testing.T) {
 		t.Fatalf("chunked message did not read back exactly (len %d)", len(msgs[0].ToolResult.GetOutput()))
 	}
 	huge := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: strings.Repeat("x", store.DefaultMaxMessageBytes+1)}
-	_, err = s.Append(ctx, c.Session.Id, []*castv1.Message{huge}, store.Guard{})
+	_, err = s.Append(ctx, c.Session.Id, []*castv1.Message{huge}, fence.Guard{})
 	if !errs.HasReason(err, errs.ReasonMessageTooLarge) {
 		t.Fatalf("oversize append: %v", err)
 	}
@@ -178,15 +179,15 @@ func TestStaleOwnerTokenIsRefused(t *testing.T) {
 	asst := func() *castv1.Message {
 		return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "hi"}
 	}
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, store.Guard{Node: "n1", Token: c.Token}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, fence.Guard{Node: "n1", Token: c.Token}); err != nil {
 		t.Fatalf("owner append: %v", err)
 	}
 	tests := []struct {
 		name  string
-		guard store.Guard
+		guard fence.Guard
 	}{
-		{"wrong node", store.Guard{Node: "n2", Token: c.Token}},
-		{"old token", store.Guard{Node: "n1", Token: c.Token - 1}},
+		{"wrong node", fence.Guard{Node: "n2", Token: c.Token}},
+		{"old token", fence.Guard{Node: "n1", Token: c.Token - 1}},
 	}
 	for _, tc := range tests {
 		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, tc.guard); !errs.HasReason(err, errs.ReasonNotOwner) {
@@ -194,14 +195,14 @@ func TestStaleOwnerTokenIsRefused(t *testing.T) {
 		}
 	}
 	newTok := handover(t, s, c.Session.Id, "n1", c.Token, "n2")
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, store.Guard{Node: "n1", Token: c.Token}); !errs.HasReason(err, errs.ReasonNotOwner) {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, fence.Guard{Node: "n1", Token: c.Token}); !errs.HasReason(err, errs.ReasonNotOwner) {
 		t.Fatalf("old owner after reassign: %v", err)
 	}
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, store.Guard{Node: "n2", Token: newTok}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{asst()}, fence.Guard{Node: "n2", Token: newTok}); err != nil {
 		t.Fatalf("new owner: %v", err)
 	}
 	// User messages never depend on the owner.
-	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("still accepted")}, store.Guard{}); err != nil {
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg("still accepted")}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	owned, err := s.SessionsOwnedBy(ctx, "n2")
@@ -263,7 +264,7 @@ func TestQuotaRefusesBeforeEtcdDoes(t *testing.T) {
 	kept := 0
 	for i := 0; i < 200 && refused == nil; i++ {
 		m := userMsg(strings.Repeat("q", 100<<10))
-		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, store.Guard{}); err != nil {
+		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{m}, fence.Guard{}); err != nil {
 			refused = err
 			break
 		}
@@ -283,7 +284,7 @@ func TestWatchReplaysThenFollows(t *testing.T) {
 	c := newSession(t, s, "n1")
 	ctx := ctxT(t)
 	for i := range 5 {
-		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprint("before ", i))}, store.Guard{}); err != nil {
+		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprint("before ", i))}, fence.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,7 +301,7 @@ func TestWatchReplaysThenFollows(t *testing.T) {
 		})
 	}()
 	for i := range 10 {
-		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprint("after ", i))}, store.Guard{}); err != nil {
+		if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{userMsg(fmt.Sprint("after ", i))}, fence.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,7 +335,7 @@ func TestRestartKeepsAcknowledgedMessages(t *testing.T) {
 		c := newSession(t, s, "n1")
 		id = c.Session.Id
 		for i := range 20 {
-			if _, err := s.Append(ctx, id, []*castv1.Message{userMsg(fmt.Sprint(i))}, store.Guard{}); err != nil {
+			if _, err := s.Append(ctx, id, []*castv1.Message{userMsg(fmt.Sprint(i))}, fence.Guard{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -353,13 +354,13 @@ func TestBadInput(t *testing.T) {
 	if _, err := s.GetSession(ctx, "zzzzzzz"); !errs.HasReason(err, errs.ReasonNotFound) {
 		t.Errorf("unknown session: %v", err)
 	}
-	if _, err := s.Append(ctx, "zzzzzzz", []*castv1.Message{userMsg("x")}, store.Guard{}); !errs.HasReason(err, errs.ReasonNotFound) {
+	if _, err := s.Append(ctx, "zzzzzzz", []*castv1.Message{userMsg("x")}, fence.Guard{}); !errs.HasReason(err, errs.ReasonNotFound) {
 		t.Errorf("append to unknown session: %v", err)
 	}
 	if _, _, err := s.ListMessages(ctx, "zzzzzzz", 1, 0, 10, "garbage"); !errs.HasReason(err, errs.ReasonBadPageToken) {
 		t.Errorf("bad page token: %v", err)
 	}
-	if _, err := s.CreateSession(ctx, store.CreateParams{Agent: "claude", Node: "ghost"}); !errs.HasReason(err, errs.ReasonNodeNotConn) {
+	if _, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Node: "ghost"}); !errs.HasReason(err, errs.ReasonNodeNotConn) {
 		t.Errorf("create on a node that is not connected: %v", err)
 	}
 }
@@ -378,7 +379,7 @@ func handover(t *testing.T, s *store.Store, sid, from string, token int64, to st
 	if err != nil {
 		t.Fatal(err)
 	}
-	newTok, err := s.CommitHandover(ctx, store.Handover{MigID: rec.M.Id, MS: rec.M.Sessions[0], MSRev: msRev, Target: to,
+	newTok, err := s.CommitHandover(ctx, fence.Handover{MigID: rec.M.Id, MS: rec.M.Sessions[0], MSRev: msRev, Target: to,
 		Notice: &castv1.Message{ClientId: "moved-" + rec.M.Id, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: "migration", Text: "moved"}})
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func TestEachOwnedSessionPagesAndOwnersOf(t *testing.T) {
 	handover(t, s, moved.Session.Id, "n1", moved.Token, "n2")
 	got := map[string]int64{}
 	pages := 0
-	err := s.EachOwnedSession(ctx, "n1", func(page []store.OwnedSession) error {
+	err := s.EachOwnedSession(ctx, "n1", func(page []fence.OwnedSession) error {
 		pages++
 		for _, o := range page {
 			if _, dup := got[o.Session.Id]; dup || o.Session.Node != "n1" {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -16,14 +17,14 @@ import (
 func TestUnownedSessionIsAdoptedByTheFirstNode(t *testing.T) {
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx := ctxT(t)
-	c, err := s.CreateSession(ctx, store.CreateParams{Agent: "grok", Cwd: "/tmp"})
+	c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "grok", Cwd: "/tmp"})
 	if err != nil {
 		t.Fatalf("create with no node connected: %v", err)
 	}
 	if c.Session.Node != "" {
 		t.Fatalf("stored on %q; want no owner", c.Session.Node)
 	}
-	purged, err := s.CreateSession(ctx, store.CreateParams{Agent: "grok", Cwd: "/tmp"})
+	purged, err := s.CreateSession(ctx, fence.CreateParams{Agent: "grok", Cwd: "/tmp"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestUnownedSessionIsAdoptedByTheFirstNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateSession(ctx, store.CreateParams{Agent: "grok", Cwd: "/tmp"}); !errs.HasReason(err, errs.ReasonConflict) {
+	if _, err := s.CreateSession(ctx, fence.CreateParams{Agent: "grok", Cwd: "/tmp"}); !errs.HasReason(err, errs.ReasonConflict) {
 		t.Fatalf("create for no node with a node connected: %v; want CONFLICT (place it again)", err)
 	}
 	took, err := s.AdoptUnowned(ctx, "first")

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -97,9 +98,9 @@ func (s *Store) emit(ctx context.Context, sessionID string, events []*clientv3.E
 
 // Change is one event of WatchDispatch.
 type Change struct {
-	Owner   *OwnerChange    // a session got (or changed) its owner
-	Message *castv1.Message // a message was appended
-	Session string          // the session a Message or Interrupt belongs to
+	Owner   *fence.OwnerChange // a session got (or changed) its owner
+	Message *castv1.Message    // a message was appended
+	Session string             // the session a Message or Interrupt belongs to
 	// Op is a request for the owner node: OpInterrupt, OpAbandon or OpRefresh.
 	Op string
 	// NodeCmd is a command relayed to Node (SendNodeCommand).
@@ -107,30 +108,16 @@ type Change struct {
 	Node    string
 }
 
-// Ops relayed to the replica that holds the owner node's stream.
-const (
-	OpInterrupt = "interrupt" // stop the running turn
-	OpRefresh   = "refresh"   // the session record changed; re-assign it
-	OpAbandon   = "abandon"   // stop the turn without marking its prompt delivered (moving)
-)
-
-// OwnerChange is a new owner and its fencing token.
-type OwnerChange struct {
-	Session string
-	Node    string
-	Token   int64
-}
-
 // Owners returns every session's owner with its token, and the revision
 // they were read at.
-func (s *Store) Owners(ctx context.Context) ([]OwnerChange, int64, error) {
+func (s *Store) Owners(ctx context.Context) ([]fence.OwnerChange, int64, error) {
 	resp, err := s.cli.Get(ctx, s.key("owners")+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]OwnerChange, 0, len(resp.Kvs))
+	out := make([]fence.OwnerChange, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		out = append(out, OwnerChange{Session: lastPart(string(kv.Key)), Node: string(kv.Value), Token: kv.ModRevision})
+		out = append(out, fence.OwnerChange{Session: lastPart(string(kv.Key)), Node: string(kv.Value), Token: kv.ModRevision})
 	}
 	return out, resp.Header.Revision, nil
 }
@@ -157,7 +144,7 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 				sid, op, _ := strings.Cut(strings.TrimPrefix(key, s.key("ops")+"/"), "/")
 				fn(Change{Op: op, Session: sid})
 			case strings.HasPrefix(key, s.key("owners")+"/"):
-				fn(Change{Owner: &OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
+				fn(Change{Owner: &fence.OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
 			case strings.HasPrefix(key, from):
 				rest := strings.TrimPrefix(key, from)
 				sid, _, _ := strings.Cut(rest, "/")

@@ -6,6 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -22,7 +23,7 @@ type Workspace struct {
 // SetWorkspace records a session's new folder for its owner (fenced by g
 // like ReportTurn) and refuses while a migration fences the session: the
 // move would race the work tree travelling.
-func (s *Store) SetWorkspace(ctx context.Context, sessionID string, g Guard, w Workspace) (*castv1.Session, error) {
+func (s *Store) SetWorkspace(ctx context.Context, sessionID string, g fence.Guard, w Workspace) (*castv1.Session, error) {
 	defer s.observe("set_workspace", time.Now())
 	return s.mutate(ctx, sessionID, g, true, func(sess *castv1.Session) error {
 		sess.Cwd, sess.WorktreeBranch, sess.Checkout = w.Cwd, w.WorktreeBranch, w.Checkout

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -21,12 +22,12 @@ func TestSetWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := store.Workspace{Cwd: "/wt/feat", WorktreeBranch: "feat", Checkout: "/src/app"}
-	for _, g := range []store.Guard{{Node: "n2", Token: c.Token}, {Node: "n1", Token: c.Token - 1}} {
+	for _, g := range []fence.Guard{{Node: "n2", Token: c.Token}, {Node: "n1", Token: c.Token - 1}} {
 		if _, err := s.SetWorkspace(ctx, c.Session.Id, g, w); !errs.HasReason(err, errs.ReasonNotOwner) {
 			t.Fatalf("guard %+v: %v, want NOT_OWNER", g, err)
 		}
 	}
-	sess, err := s.SetWorkspace(ctx, c.Session.Id, store.Guard{Node: "n1", Token: c.Token}, w)
+	sess, err := s.SetWorkspace(ctx, c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}, w)
 	if err != nil || sess.Cwd != w.Cwd || sess.WorktreeBranch != w.WorktreeBranch || sess.Checkout != w.Checkout {
 		t.Fatalf("set: %v %v", sess, err)
 	}

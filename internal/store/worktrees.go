@@ -17,13 +17,6 @@ import (
 // destination's download, and a control plane restart loses nothing. The
 // keys are deleted when the session's migration ends.
 
-// Work tree record names under worktrees/{m}/{s}/.
-const (
-	WorkTreeManifest    = "manifest"     // the bundle's manifest (JSON), written after its chunks
-	WorkTreeExportError = "export_error" // why the source could not export
-	WorkTreeImport      = "import"       // the destination's outcome (JSON)
-)
-
 // PutWorkTreeChunk stores chunk i of a bundle.
 func (s *Store) PutWorkTreeChunk(ctx context.Context, migID, sessionID string, i int, data []byte) error {
 	return s.spend(len(data), func() error {

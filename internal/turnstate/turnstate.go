@@ -11,15 +11,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // Report is what a node says of a session's turn.
 type Report struct {
 	SessionID string
-	Guard     store.Guard // the owner's fence: node and owner token
-	State     store.TurnState
+	Guard     fence.Guard // the owner's fence: node and owner token
+	State     fence.TurnState
 	// FleetAccount is the fleet account the agent's shared store held
 	// when the turn ran ("" when none).
 	FleetAccount string
@@ -28,7 +28,7 @@ type Report struct {
 
 // Store is what a report needs of the store.
 type Store interface {
-	SetState(ctx context.Context, sessionID string, g store.Guard, t store.TurnState) (*castv1.Session, error)
+	SetState(ctx context.Context, sessionID string, g fence.Guard, t fence.TurnState) (*castv1.Session, error)
 }
 
 // Observer acts on a stored report. Its error is logged: the state is

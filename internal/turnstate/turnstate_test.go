@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // stateStore records SetState calls in the shared log; err refuses them.
@@ -18,7 +18,7 @@ type stateStore struct {
 	err error
 }
 
-func (s stateStore) SetState(_ context.Context, id string, _ store.Guard, t store.TurnState) (*castv1.Session, error) {
+func (s stateStore) SetState(_ context.Context, id string, _ fence.Guard, t fence.TurnState) (*castv1.Session, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -59,7 +59,7 @@ func TestReport(t *testing.T) {
 			rp := New(stateStore{log: &log, err: tc.storeErr}, zap.NewNop(),
 				Named{"fleet", logObserver{"fleet", &log, tc.obsErr}},
 				Named{"parent", logObserver{"parent", &log, nil}})
-			sess, err := rp.Report(context.Background(), Report{SessionID: "s1", State: store.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED}})
+			sess, err := rp.Report(context.Background(), Report{SessionID: "s1", State: fence.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED}})
 			if !errors.Is(err, tc.wantErr) || (err == nil && sess.Id != "s1") {
 				t.Fatalf("Report = %v, %v; want error %v", sess, err, tc.wantErr)
 			}

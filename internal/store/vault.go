@@ -1,6 +1,23 @@
-// Package vault is token custody's record in etcd, used by the control
-// plane: each fleet account's credential (sealed), its custodian and the
-// refresh in flight. See package custody for why.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
+	"github.com/cast-dev/cast/internal/secrets"
+)
+
+// The vault is token custody's record in etcd, used by the control plane:
+// each fleet account's credential (sealed), its custodian and the refresh
+// in flight. See package custody for why.
 //
 //	{prefix}custody/{agent}/{account}/cred        sealed credential + its order (issue time)
 //	{prefix}custody/{agent}/{account}/custodian   {node, since} (JSON; a plain node name before), under that node's connection lease
@@ -16,51 +33,36 @@
 // the provider's rotation and Put holds the only live refresh token in its
 // CLI's file, so no other node may refresh (that would present the spent
 // one) until that node is back and has reported the file.
-package vault
 
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/cast-dev/cast/internal/custody"
-	"github.com/cast-dev/cast/internal/errs"
-	"github.com/cast-dev/cast/internal/secrets"
-)
-
-// Formats looks up an agent's credential format.
-type Formats func(agent string) (custody.Format, error)
+// CustodyFormats looks up an agent's credential format.
+type CustodyFormats func(agent string) (custody.Format, error)
 
 // Vault is the custody record over one etcd client.
 type Vault struct {
 	cli     *clientv3.Client
 	box     *secrets.Box
-	formats Formats
+	formats CustodyFormats
 	prefix  string
 	// OnHeld, when set, hears of each node made custodian (the audit log).
-	OnHeld func(Holding)
+	OnHeld func(CustodyHolding)
 }
 
-// New returns a Vault keeping its keys under prefix (the store's, e.g.
-// "/cast/v1/").
-func New(cli *clientv3.Client, box *secrets.Box, formats Formats, prefix string) *Vault {
-	return &Vault{cli: cli, box: box, formats: formats, prefix: prefix}
+// Vault returns the custody record kept beside this store's keys, under
+// {prefix}custody/, sealing credentials with box.
+func (s *Store) Vault(box *secrets.Box, formats CustodyFormats) *Vault {
+	return &Vault{cli: s.cli, box: box, formats: formats, prefix: s.cfg.Prefix}
 }
 
-// record is the stored credential. Only Sealed is secret.
-type record struct {
+// custodyRecord is the stored credential. Only Sealed is secret.
+type custodyRecord struct {
 	Issued  int64  `json:"issued"`  // Unix ns; orders the family
 	Expires int64  `json:"expires"` // Unix ns of the access token's expiry (0: unknown)
 	By      string `json:"by"`      // node (or "add") that stored it
 	Sealed  []byte `json:"sealed"`
 }
 
-// Intent is a refresh in flight.
-type Intent struct {
+// RefreshIntent is a refresh in flight.
+type RefreshIntent struct {
 	Node   string `json:"node"`
 	Issued int64  `json:"issued"` // the credential being refreshed
 }
@@ -69,7 +71,7 @@ func (v *Vault) key(agent, account, leaf string) string {
 	return v.prefix + "custody/" + agent + "/" + account + "/" + leaf
 }
 
-func aad(agent, account string) []byte { return []byte("custody/" + agent + "/" + account) }
+func custodyAAD(agent, account string) []byte { return []byte("custody/" + agent + "/" + account) }
 
 // maxCASTries bounds Put's retries under contention.
 const maxCASTries = 16
@@ -100,11 +102,11 @@ func (v *Vault) put(ctx context.Context, agent, account string, raw []byte, by s
 	if tok.Issued.IsZero() {
 		return custody.Token{}, errs.Invalid("the %s credential has no issue or expiry time; custody cannot order it", agent)
 	}
-	sealed, err := v.box.Seal(raw, aad(agent, account))
+	sealed, err := v.box.Seal(raw, custodyAAD(agent, account))
 	if err != nil {
 		return custody.Token{}, errs.Internal(err, "seal credential")
 	}
-	val, err := json.Marshal(record{Issued: tok.Issued.UnixNano(), Expires: unixNano(tok.Expires), By: by, Sealed: sealed})
+	val, err := json.Marshal(custodyRecord{Issued: tok.Issued.UnixNano(), Expires: unixNano(tok.Expires), By: by, Sealed: sealed})
 	if err != nil {
 		return custody.Token{}, errs.Internal(err, "encode credential")
 	}
@@ -140,7 +142,7 @@ func unixNano(t time.Time) int64 {
 }
 
 // get reads the record at k and its mod revision (nil, 0 when absent).
-func (v *Vault) get(ctx context.Context, k string) (*record, int64, error) {
+func (v *Vault) get(ctx context.Context, k string) (*custodyRecord, int64, error) {
 	resp, err := v.cli.Get(ctx, k)
 	if err != nil {
 		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read credential: %v", err)
@@ -148,9 +150,9 @@ func (v *Vault) get(ctx context.Context, k string) (*record, int64, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	var r record
+	var r custodyRecord
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return nil, 0, errs.Internal(err, "decode credential record")
+		return nil, 0, errs.Internal(err, "decode credential custodyRecord")
 	}
 	return &r, resp.Kvs[0].ModRevision, nil
 }
@@ -165,7 +167,7 @@ func (v *Vault) Get(ctx context.Context, agent, account string) ([]byte, custody
 	if r == nil {
 		return nil, custody.Token{}, notInCustody(agent, account)
 	}
-	raw, err := v.box.Open(r.Sealed, aad(agent, account))
+	raw, err := v.box.Open(r.Sealed, custodyAAD(agent, account))
 	if err != nil {
 		return nil, custody.Token{}, errs.Internal(err, "open credential")
 	}
@@ -196,53 +198,53 @@ func (v *Vault) AccessOnly(ctx context.Context, agent, account string) ([]byte, 
 	return out, tok, nil
 }
 
-// Holding is one node's custody of one login, for the audit log: which
+// CustodyHolding is one node's custody of one login, for the audit log: which
 // node held which account's login from when (and, once it ended, until
 // when).
-type Holding struct {
+type CustodyHolding struct {
 	Agent, Account, Node string
-	Since, Until         time.Time // Since is zero for a record from before it was kept
+	Since, Until         time.Time // Since is zero for a custodyRecord from before it was kept
 }
 
 // holder is the custodian record's value.
-type holder struct {
+type custodyHolder struct {
 	Node  string `json:"node"`
 	Since int64  `json:"since"` // Unix ns of the election
 }
 
-// parseHolder reads a custodian record: JSON, or a bare node name as
+// parseCustodyHolder reads a custodian record: JSON, or a bare node name as
 // records were before they kept their start.
-func parseHolder(v []byte) holder {
-	var h holder
+func parseCustodyHolder(v []byte) custodyHolder {
+	var h custodyHolder
 	if len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &h) == nil {
 		return h
 	}
-	return holder{Node: string(v)}
+	return custodyHolder{Node: string(v)}
 }
 
 // Elect makes node the custodian of agent/account unless a live node
 // already is, tying the record to lease (the node's connection lease), and
 // returns the custodian. A node it makes custodian is passed to OnHeld.
-func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease clientv3.LeaseID) (string, error) {
+func (v *Vault) Elect(ctx context.Context, agent, account, node string, lease fence.Lease) (string, error) {
 	k := v.key(agent, account, "custodian")
 	for range maxCASTries {
 		now := time.Now()
-		val, _ := json.Marshal(holder{Node: node, Since: now.UnixNano()})
+		val, _ := json.Marshal(custodyHolder{Node: node, Since: now.UnixNano()})
 		resp, err := v.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, string(val), clientv3.WithLease(lease))).
+			Then(clientv3.OpPut(k, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).
 			Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
 			return "", errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "elect custodian: %v", err)
 		}
 		if resp.Succeeded {
 			if v.OnHeld != nil {
-				v.OnHeld(Holding{Agent: agent, Account: account, Node: node, Since: now})
+				v.OnHeld(CustodyHolding{Agent: agent, Account: account, Node: node, Since: now})
 			}
 			return node, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return parseHolder(kvs[0].Value).Node, nil
+			return parseCustodyHolder(kvs[0].Value).Node, nil
 		}
 		// The record lapsed between the compare and the read: again.
 	}
@@ -264,19 +266,19 @@ func (v *Vault) custodian(ctx context.Context, agent, account string) (string, i
 	if len(resp.Kvs) == 0 {
 		return "", 0, nil
 	}
-	return parseHolder(resp.Kvs[0].Value).Node, resp.Kvs[0].ModRevision, nil
+	return parseCustodyHolder(resp.Kvs[0].Value).Node, resp.Kvs[0].ModRevision, nil
 }
 
 // Released reads a deleted custody key (store.FollowCustodyDeletes): the
 // holding that ended, if key was a custodian record.
-func (v *Vault) Released(key string, prev []byte, at time.Time) (Holding, bool) {
+func (v *Vault) Released(key string, prev []byte, at time.Time) (CustodyHolding, bool) {
 	rest, ok := strings.CutPrefix(key, v.prefix+"custody/")
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) != 3 || parts[2] != "custodian" {
-		return Holding{}, false
+		return CustodyHolding{}, false
 	}
-	h := parseHolder(prev)
-	out := Holding{Agent: parts[0], Account: parts[1], Node: h.Node, Until: at}
+	h := parseCustodyHolder(prev)
+	out := CustodyHolding{Agent: parts[0], Account: parts[1], Node: h.Node, Until: at}
 	if h.Since != 0 {
 		out.Since = time.Unix(0, h.Since)
 	}
@@ -291,7 +293,7 @@ func (v *Vault) Resign(ctx context.Context, node string) error {
 		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read custodians: %v", err)
 	}
 	for _, kv := range resp.Kvs {
-		if !strings.HasSuffix(string(kv.Key), "/custodian") || parseHolder(kv.Value).Node != node {
+		if !strings.HasSuffix(string(kv.Key), "/custodian") || parseCustodyHolder(kv.Value).Node != node {
 			continue
 		}
 		_, err := v.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
@@ -302,9 +304,6 @@ func (v *Vault) Resign(ctx context.Context, node string) error {
 	}
 	return nil
 }
-
-// ReasonInDoubt: another node's refresh is in flight or was cut off.
-const ReasonInDoubt = "REFRESH_IN_DOUBT"
 
 // BeginRefresh records that node, the custodian, is about to refresh the
 // credential issued at issued. It fails unless node is the live custodian
@@ -323,15 +322,15 @@ func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, i
 		return err
 	}
 	if cur != nil && cur.Node != node {
-		return errs.New(errs.KindFailedPrecondition, ReasonInDoubt, "node %s's refresh of %s/%s is unfinished; it must come back and report its credential first", cur.Node, agent, account)
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonRefreshInDoubt, "node %s's refresh of %s/%s is unfinished; it must come back and report its credential first", cur.Node, agent, account)
 	}
-	val, _ := json.Marshal(Intent{Node: node, Issued: issued.UnixNano()})
+	val, _ := json.Marshal(RefreshIntent{Node: node, Issued: issued.UnixNano()})
 	resp, err := v.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(ck), "=", crev),
 		clientv3.Compare(clientv3.ModRevision(ik), "=", rev),
 	).Then(clientv3.OpPut(ik, string(val))).Commit()
 	if err != nil {
-		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "record refresh: %v", err)
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "custodyRecord refresh: %v", err)
 	}
 	if !resp.Succeeded {
 		return errs.New(errs.KindAborted, errs.ReasonNotOwner, "node %s is not the custodian of %s/%s", node, agent, account)
@@ -353,12 +352,12 @@ func (v *Vault) EndRefresh(ctx context.Context, agent, account, node string) err
 }
 
 // Intent returns the refresh in flight (nil when none).
-func (v *Vault) Intent(ctx context.Context, agent, account string) (*Intent, error) {
+func (v *Vault) Intent(ctx context.Context, agent, account string) (*RefreshIntent, error) {
 	in, _, err := v.intent(ctx, agent, account)
 	return in, err
 }
 
-func (v *Vault) intent(ctx context.Context, agent, account string) (*Intent, int64, error) {
+func (v *Vault) intent(ctx context.Context, agent, account string) (*RefreshIntent, int64, error) {
 	resp, err := v.cli.Get(ctx, v.key(agent, account, "refreshing"))
 	if err != nil {
 		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read refresh: %v", err)
@@ -366,9 +365,9 @@ func (v *Vault) intent(ctx context.Context, agent, account string) (*Intent, int
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
 	}
-	var in Intent
+	var in RefreshIntent
 	if err := json.Unmarshal(resp.Kvs[0].Value, &in); err != nil {
-		return nil, 0, fmt.Errorf("decode refresh record: %w", err)
+		return nil, 0, fmt.Errorf("decode refresh custodyRecord: %w", err)
 	}
 	return &in, resp.Kvs[0].ModRevision, nil
 }
@@ -377,7 +376,7 @@ func (v *Vault) intent(ctx context.Context, agent, account string) (*Intent, int
 // custodian and refresh records), for `cast account rm`.
 func (v *Vault) Delete(ctx context.Context, agent, account string) error {
 	if _, err := v.cli.Delete(ctx, v.key(agent, account, ""), clientv3.WithPrefix()); err != nil {
-		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "delete custody record: %v", err)
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "delete custody custodyRecord: %v", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package vault_test
+package store_test
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/custody"
-	"github.com/cast-dev/cast/internal/custody/vault"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/secrets"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
-func open(t *testing.T) (*vault.Vault, *clientv3.Client) {
+func openVault(t *testing.T) (*store.Vault, *clientv3.Client) {
 	t.Helper()
 	ep := testharness.StartEtcd(t, nil)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
@@ -27,10 +29,14 @@ func open(t *testing.T) (*vault.Vault, *clientv3.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
+	st, err := store.New(context.Background(), cli, store.DefaultConfig(), metrics.NewStore(nil), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := make([]byte, secrets.KeySize)
 	_, _ = rand.Read(key)
 	box, _ := secrets.NewBox(key)
-	return vault.New(cli, box, codecs.Credential, "/cast/v1/"), cli
+	return st.Vault(box, codecs.Credential), cli
 }
 
 func claudeCred(access, refresh string, expires time.Time) []byte {
@@ -41,7 +47,7 @@ func claudeCred(access, refresh string, expires time.Time) []byte {
 // newest, whatever order they land in; an older or equal one is refused
 // with CREDENTIAL_NOT_NEWER and changes nothing.
 func TestPutNeverGoesBackwards(t *testing.T) {
-	v, _ := open(t)
+	v, _ := openVault(t)
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var wg sync.WaitGroup
@@ -89,14 +95,14 @@ func TestPutNeverGoesBackwards(t *testing.T) {
 // The custodian record follows the node's lease; a refresh record from
 // another node holds back the next custodian.
 func TestElectAndRefreshRecord(t *testing.T) {
-	v, cli := open(t)
+	v, cli := openVault(t)
 	ctx := context.Background()
 	l1, _ := cli.Grant(ctx, 60)
 	l2, _ := cli.Grant(ctx, 60)
-	if who, err := v.Elect(ctx, "codex", "A", "n1", l1.ID); err != nil || who != "n1" {
+	if who, err := v.Elect(ctx, "codex", "A", "n1", fence.Lease(l1.ID)); err != nil || who != "n1" {
 		t.Fatalf("elect n1: %q %v", who, err)
 	}
-	if who, _ := v.Elect(ctx, "codex", "A", "n2", l2.ID); who != "n1" {
+	if who, _ := v.Elect(ctx, "codex", "A", "n2", fence.Lease(l2.ID)); who != "n1" {
 		t.Fatalf("second node took custody: %q", who)
 	}
 	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); !errs.HasReason(err, errs.ReasonNotOwner) {
@@ -108,10 +114,10 @@ func TestElectAndRefreshRecord(t *testing.T) {
 	if _, err := cli.Revoke(ctx, l1.ID); err != nil { // n1 is gone
 		t.Fatal(err)
 	}
-	if who, _ := v.Elect(ctx, "codex", "A", "n2", l2.ID); who != "n2" {
+	if who, _ := v.Elect(ctx, "codex", "A", "n2", fence.Lease(l2.ID)); who != "n2" {
 		t.Fatalf("custody did not pass on: %q", who)
 	}
-	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); !errs.HasReason(err, vault.ReasonInDoubt) {
+	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); !errs.HasReason(err, errs.ReasonRefreshInDoubt) {
 		t.Fatalf("refresh while n1's is in doubt: %v", err)
 	}
 	if err := v.EndRefresh(ctx, "codex", "A", "n1"); err != nil { // n1 back, reported

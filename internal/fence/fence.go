@@ -1,0 +1,57 @@
+// Package fence is the vocabulary of session ownership and its fences,
+// shared by the store that enforces them and the cores that use them
+// (moves, migrate, fleet, turnstate): an owner's guard and fencing token, a
+// node's lease, the ops relayed to an owner, a turn's reported state, a new
+// session's parameters, and a migration's records and handover. It imports
+// no etcd, so a core that speaks these words links none.
+package fence
+
+import castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+
+// Guard makes an append owner-side: it commits only while the session's
+// owner is Node with fencing token Token. The zero Guard is a user append,
+// which never depends on the owner (a fenced session still takes messages).
+type Guard struct {
+	Node  string
+	Token int64
+}
+
+// Lease is a node's liveness lease. The node is connected exactly while its
+// nodeconn key exists; etcd deletes it when the lease lapses, so "down" is
+// decided by etcd, never by a replica's clock.
+type Lease int64
+
+// OwnerChange is a new owner and its fencing token.
+type OwnerChange struct {
+	Session string
+	Node    string
+	Token   int64
+}
+
+// OwnedSession is a session a node owns, with its fencing token.
+type OwnedSession struct {
+	Session *castv1.Session
+	Token   int64
+}
+
+// Ops relayed to the replica that holds the owner node's stream.
+const (
+	OpInterrupt = "interrupt" // stop the running turn
+	OpRefresh   = "refresh"   // the session record changed; re-assign it
+	OpAbandon   = "abandon"   // stop the turn without marking its prompt delivered (moving)
+)
+
+// TurnState is what an owner reports about its session's turn.
+type TurnState struct {
+	State        castv1.SessionState
+	Reason       string
+	ExitCode     int32
+	DeliveredSeq int64  // moves the delivery cursor forward, never back
+	Cwd          string // the owner set the working directory (a new worktree); "" keeps it
+}
+
+// TurnInFlight reports whether sess has a turn running (or stopped at a
+// permission prompt).
+func TurnInFlight(sess *castv1.Session) bool {
+	return sess.State == castv1.SessionState_SESSION_STATE_RUNNING || sess.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION
+}

@@ -1,0 +1,39 @@
+package fence
+
+import castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+
+// CreateParams describes a new session.
+type CreateParams struct {
+	Agent, Model, Cwd, Title string
+	// Node is the owner; it must be connected at commit. "" stores the
+	// session unowned, only while no node is connected at all (an import,
+	// which runs nothing): the first node to connect adopts it.
+	Node                    string
+	RequestID               string // optional RequestKey; a retry by its sender returns the same session
+	ParentID, RootID        string
+	ForkedAtSeq, HistorySeq int64
+	Effort, HandoffFrom     string
+	Account                 string // named credential set on the node
+	WorktreeBranch          string // the owner runs it in a git worktree on this branch
+	// DefaultWorktree, without WorktreeBranch, names the branch from the
+	// title and the new id (ids.DefaultBranch).
+	DefaultWorktree bool
+	Subagent        bool
+	Creator         string // principal that may see it ("user:alice")
+}
+
+// Created is a new (or, for a retried request id, existing) session.
+type Created struct {
+	Session *castv1.Session
+	Token   int64 // the owner's fencing token
+	Existed bool  // true when request_id matched an earlier create
+}
+
+// RequestKey is the idempotency key of request id sent by principal by
+// ("role:name"); "" when id is "".
+func RequestKey(by, id string) string {
+	if id == "" {
+		return ""
+	}
+	return by + "/" + id
+}
