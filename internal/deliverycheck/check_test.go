@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -150,10 +150,10 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// The checker splits a prompt where handoff.Slice ends its framed history:
+// The checker splits a prompt where delivery.Slice ends its framed history:
 // HistoryEnd must be what Slice writes.
 func TestHistoryEndIsSlices(t *testing.T) {
-	s := handoff.Slice([]transcript.Message{{Seq: 1, Kind: transcript.KindUser, Text: a1}}, handoff.SliceOptions{SessionID: "x", ContextWindow: 100000})
+	s := delivery.Slice([]transcript.Message{{Seq: 1, Kind: transcript.KindUser, Text: a1}}, delivery.SliceOptions{SessionID: "x", ContextWindow: 100000})
 	if i := strings.LastIndex(s.Text, HistoryEnd); i < 0 || strings.Contains(s.Text[i:], a1) {
 		t.Fatalf("slice text does not end its history with %q:\n%s", HistoryEnd, s.Text)
 	}

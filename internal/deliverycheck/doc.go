@@ -30,7 +30,7 @@
 // follows its last user text item holding a mark (a request that follows a
 // tool result is the same turn going on). In that item, the new turn is the
 // text after the last HistoryEnd: the part before it is a framed slice of
-// history (a delta after a switch, a slice handoff), which carries missed
+// history (a delta after a switch, a seed), which carries missed
 // messages as history. Every other mark of the request is history. Pending
 // messages joined into one prompt are all part of the new turn.
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// HistoryEnd ends a framed slice of history (handoff.Slice): what follows
+// HistoryEnd ends a framed slice of history (delivery.Slice): what follows
 // it in the same text is the new message.
 const HistoryEnd = "[cast] End of history."
 

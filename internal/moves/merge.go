@@ -7,10 +7,10 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -72,14 +72,14 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 	}); err != nil {
 		return Merged{}, err
 	}
-	if len(handoff.ContentSeqs(msgs)) == 0 {
+	if len(delivery.ContentSeqs(msgs)) == 0 {
 		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", r.ForkID)
 	}
 	window := 0
 	if a, ok := agents.Lookup(parent.Agent); ok {
 		window = a.ContextWindow
 	}
-	sl := fitSlice(msgs, handoff.SliceOptions{SessionID: r.ForkID, ContextWindow: window,
+	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: r.ForkID, ContextWindow: window,
 		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", r.ForkID, displayName(fork.Agent))})
 	key := fmt.Sprintf("merge.%s.%d.%d", r.ForkID, from, to)
 	batch := []*castv1.Message{
@@ -184,19 +184,19 @@ func stateWord(s *castv1.Session) string {
 const deltaItemHead = 48
 
 // fitSlice renders msgs so that the merged message, rendered again as one
-// item of the parent's next delta (handoff.Slice at the parent's budget),
+// item of the parent's next delta (delivery.Slice at the parent's budget),
 // still fits that budget: an item that does not fit is left out whole,
 // and the parent's agent would get only a pointer to the merge.
-func fitSlice(msgs []transcript.Message, opt handoff.SliceOptions) handoff.SliceResult {
-	limit := handoff.Budget(0, opt.ContextWindow)
+func fitSlice(msgs []transcript.Message, opt delivery.SliceOptions) delivery.SliceResult {
+	limit := delivery.Budget(0, opt.ContextWindow)
 	opt.Budget = limit
 	for range 4 { // the framing hardly changes with the budget: two rounds do
-		sl := handoff.Slice(msgs, opt)
+		sl := delivery.Slice(msgs, opt)
 		over := len(sl.Text) + deltaItemHead - limit
 		if over <= 0 || opt.Budget-over < 1 {
 			return sl
 		}
 		opt.Budget -= over
 	}
-	return handoff.Slice(msgs, opt)
+	return delivery.Slice(msgs, opt)
 }

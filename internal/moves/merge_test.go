@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
 	"github.com/cast-dev/cast/internal/store"
@@ -99,7 +99,7 @@ func TestMergedWorkFitsTheParentsNextDelta(t *testing.T) {
 		t.Fatalf("the parent got %d messages, want a notice and the merged history", len(msgs))
 	}
 	claude, _ := agents.Lookup("claude")
-	delta := handoff.Slice([]transcript.Message{wire.FromProto(msgs[1])}, handoff.SliceOptions{SessionID: r.parent, ContextWindow: claude.ContextWindow})
+	delta := delivery.Slice([]transcript.Message{wire.FromProto(msgs[1])}, delivery.SliceOptions{SessionID: r.parent, ContextWindow: claude.ContextWindow})
 	if delta.Included != 1 {
 		t.Fatalf("the merged message (%d bytes) does not fit the parent's next delta (budget %d)", len(msgs[1].Text), delta.Budget)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
@@ -22,7 +22,7 @@ func TestNativeForkOK(t *testing.T) {
 		{"native session behind the cut", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 5} }, false},
 		{"stale parent", func(c *forkCut) { c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Stale: true} }, false},
 		{"parent misses a message sent while it ran", func(c *forkCut) {
-			c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Missing: []handoff.Range{{From: 5, To: 5}}}
+			c.Parent = &nativeSession{ID: "p", KnownUpto: 6, Missing: []delivery.Range{{From: 5, To: 5}}}
 		}, false},
 		{"parent on another node", func(c *forkCut) { c.Parent = nil }, false},
 		{"parent row without id", func(c *forkCut) { c.Parent = &nativeSession{KnownUpto: 6} }, false},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
-	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -178,7 +178,7 @@ func (a *Agent) mcpHook(_ context.Context, s *turnSetup) error {
 }
 
 // nativeHook decides how the conversation reaches the agent's native
-// session (handoff.Transition): resume it as it is, resume it with what it
+// session (delivery.Transition): resume it as it is, resume it with what it
 // missed, fork the parent's, or write it from the neutral copy.
 func (a *Agent) nativeHook(ctx context.Context, s *turnSetup) error {
 	before := s.firstSeq - 1
@@ -204,25 +204,25 @@ func (a *Agent) nativeHook(ctx context.Context, s *turnSetup) error {
 	if err != nil {
 		return err
 	}
-	in := handoff.Input{Content: handoff.ContentSeqs(history)}
+	in := delivery.Input{Content: delivery.ContentSeqs(history)}
 	if ns != nil && !ns.Stale {
-		in.Native, in.Missing = &handoff.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}, ns.Missing
+		in.Native, in.Missing = &delivery.Row{NativeID: ns.ID, Path: ns.Path, KnownUpto: ns.KnownUpto}, ns.Missing
 	}
 	ag, _ := agents.Lookup(s.o.Agent)
 	in.CanReconstitute = ag.Caps.CanReconstitute
-	d := handoff.Transition(in)
+	d := delivery.Transition(in)
 	switch d.Kind {
-	case handoff.Fresh:
-	case handoff.Reuse:
+	case delivery.Fresh:
+	case delivery.Reuse:
 		s.rt.NativeID, s.rt.NativePath = ns.ID, ns.Path
-	case handoff.Delta, handoff.SliceHandoff:
+	case delivery.Delta, delivery.Seed:
 		// Only what the agent missed, framed as history, before the prompt.
-		sl := handoff.Slice(in.MissedMessages(d, history), handoff.SliceOptions{SessionID: s.id, ContextWindow: ag.ContextWindow,
+		sl := delivery.Slice(in.MissedMessages(d, history), delivery.SliceOptions{SessionID: s.id, ContextWindow: ag.ContextWindow,
 			Heading: "What happened in this session while you were not running it"})
 		if sl.Text != "" {
 			s.rt.Prompt = sl.Text + "\n\n" + s.prompt
 		}
-		if d.Kind == handoff.Delta {
+		if d.Kind == delivery.Delta {
 			s.rt.NativeID, s.rt.NativePath = ns.ID, ns.Path
 		}
 	default:

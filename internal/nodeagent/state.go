@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/fsutil"
-	"github.com/cast-dev/cast/internal/handoff"
 )
 
 // owned is what the node remembers about a session it owns.
@@ -68,7 +68,7 @@ type nativeSession struct {
 	// Missing are seq ranges at or below KnownUpto it does not hold: rows
 	// others stored while its turn ran (a message sent meanwhile, which this
 	// agent never answered), between the turn's own rows.
-	Missing []handoff.Range `json:"missing,omitempty"`
+	Missing []delivery.Range `json:"missing,omitempty"`
 	// Stale: the CLI may hold a refused prompt; rebuild before resuming.
 	Stale bool `json:"stale,omitempty"`
 	// Account is the fleet account its last turn ran on ("" for none).

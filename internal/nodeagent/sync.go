@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/delivery"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/handoff"
 	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/tick"
@@ -195,17 +195,17 @@ func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
 // stored, that the turn did not store: what others wrote meanwhile (a
 // message sent while the turn ran), which the native session does not
 // hold although its KnownUpto passes them. Call after close.
-func (s *syncer) missing(from int64) []handoff.Range {
+func (s *syncer) missing(from int64) []delivery.Range {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []handoff.Range
+	var out []delivery.Range
 	for seq := from + 1; seq <= s.lastSeq; seq++ {
 		switch {
 		case s.ours[seq]:
 		case len(out) > 0 && out[len(out)-1].To == seq-1:
 			out[len(out)-1].To = seq
 		default:
-			out = append(out, handoff.Range{From: seq, To: seq})
+			out = append(out, delivery.Range{From: seq, To: seq})
 		}
 	}
 	return out

@@ -1,9 +1,9 @@
-package handoff_test
+package delivery_test
 
 import (
 	"fmt"
 
-	"github.com/cast-dev/cast/internal/handoff"
+	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -21,10 +21,10 @@ func Example() {
 		{Seq: 7, Kind: transcript.KindAssistant, Text: "tests pass", Agent: "codex"},
 		{Seq: 8, Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "switched to claude"},
 	}
-	claude := handoff.Row{NativeID: "0b6c", Node: "node-a"}.Accepted("0b6c", "node-a", "", 1).Stored(2)
-	d := handoff.Transition(handoff.Input{Native: &claude, Content: handoff.ContentSeqs(msgs), CanReconstitute: true})
+	claude := delivery.Row{NativeID: "0b6c", Node: "node-a"}.Accepted("0b6c", "node-a", "", 1).Stored(2)
+	d := delivery.Transition(delivery.Input{Native: &claude, Content: delivery.ContentSeqs(msgs), CanReconstitute: true})
 	fmt.Println(d.Kind, d.NativeID, d.Missed, d.MissedCount)
-	s := handoff.Slice(d.Missed.Messages(msgs), handoff.SliceOptions{SessionID: "ses-1", ContextWindow: 200_000})
+	s := delivery.Slice(d.Missed.Messages(msgs), delivery.SliceOptions{SessionID: "ses-1", ContextWindow: 200_000})
 	fmt.Println(s.Text)
 	// Output:
 	// delta 0b6c 4:7 4

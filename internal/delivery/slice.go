@@ -1,4 +1,4 @@
-package handoff
+package delivery
 
 import (
 	"fmt"
@@ -94,7 +94,7 @@ func (it item) cost() int { return len(it.block) + len(itemSep) }
 const itemSep = "\n\n"
 
 // Slice renders msgs (the neutral rows a turn must carry: a delta's missed
-// range, or the whole history for a slice handoff, or a fork's unmerged
+// range, or the whole history for a seed, or a fork's unmerged
 // work) as a budgeted, verbatim slice framed as history.
 //
 // Items are user and assistant text, compaction summaries, and shell

@@ -1,4 +1,4 @@
-// Package handoff decides how each turn reaches an agent, and renders what
+// Package delivery decides how each turn reaches an agent, and renders what
 // the agent missed. It is pure: no I/O, no gRPC, no etcd.
 //
 // # Native sessions are caches
@@ -17,7 +17,7 @@
 //	delta         | native session exists but missed content          | the missed items as a Slice, then the message
 //	rebuild       | no native session, earlier content, reconstitutes | a native transcript written from the neutral
 //	              |                                                   | copy (trimmed to its window), resumed
-//	slice handoff | no native session, earlier content, cannot        | a fresh session seeded with a Slice
+//	seed          | no native session, earlier content, cannot        | a fresh session seeded with a Slice
 //	              | reconstitute (Cursor, Muse)                       |
 //
 // A native session on another node than the turn's counts as none.
@@ -37,7 +37,7 @@
 //
 // # Slices
 //
-// Slice renders a delta, a slice handoff's seed or a fork's unmerged work
+// Slice renders a delta, a seed or a fork's unmerged work
 // as verbatim items (user and assistant text, compaction summaries, shell
 // commands as "Command: …\nExit code: N\nOutput:\n…"; other tool calls
 // left out) within a byte budget: 16 KiB by default, 64 KiB at most,
@@ -48,4 +48,4 @@
 // while smaller ones still go in, and the result reads in chronological
 // order, framed as history, NOT new instructions, with the count left out
 // and the exact `cast read ID A:B` ranges to read the rest.
-package handoff
+package delivery

@@ -1,4 +1,4 @@
-package handoff
+package delivery
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ func TestTransitionTable(t *testing.T) {
 			want: Delta, id: "n1", miss: Range{5, 5}, count: 1},
 		{name: "rebuild: content, no native, reconstitutes", in: Input{Content: []int64{1, 2, 3}, CanReconstitute: true},
 			want: Rebuild, miss: Range{1, 3}, count: 3},
-		{name: "slice handoff: content, no native, cannot reconstitute", in: Input{Content: []int64{2, 3}},
-			want: SliceHandoff, miss: Range{2, 3}, count: 2},
+		{name: "seed: content, no native, cannot reconstitute", in: Input{Content: []int64{2, 3}},
+			want: Seed, miss: Range{2, 3}, count: 2},
 		// Unrecorded or unreachable rows count as none.
 		{name: "unrecorded row is none", in: Input{Native: &Row{KnownUpto: 5}, Content: []int64{1}, CanReconstitute: true},
 			want: Rebuild, miss: Range{1, 1}, count: 1},
@@ -131,7 +131,7 @@ func (s *session) turn(t *testing.T, agent, prompt string, accepted bool, reply 
 	row := s.rows[agent]
 	d := Transition(Input{Native: &row, Content: ContentSeqs(before), CanReconstitute: a.Caps.CanReconstitute})
 	var sl SliceResult
-	if d.Kind == Delta || d.Kind == SliceHandoff {
+	if d.Kind == Delta || d.Kind == Seed {
 		sl = Slice(d.Missed.Messages(before), SliceOptions{SessionID: "ses-1", ContextWindow: a.ContextWindow})
 	}
 	if !accepted {
@@ -223,11 +223,11 @@ func TestRefusedPromptRetryCarriesHandoff(t *testing.T) {
 	}
 }
 
-func TestSliceHandoffForCursor(t *testing.T) {
+func TestSeedForCursor(t *testing.T) {
 	s := &session{rows: map[string]Row{}}
 	s.turn(t, "claude", "one", true, transcript.Message{Kind: transcript.KindAssistant, Text: "A1"})
 	d, sl := s.turn(t, "cursor", "two", true, transcript.Message{Kind: transcript.KindAssistant, Text: "C1"})
-	if d.Kind != SliceHandoff || d.Missed != (Range{1, 2}) || sl.Included != 2 {
+	if d.Kind != Seed || d.Missed != (Range{1, 2}) || sl.Included != 2 {
 		t.Fatalf("cursor: %+v %+v", d, sl)
 	}
 	s.turn(t, "claude", "three", true, transcript.Message{Kind: transcript.KindAssistant, Text: "A2"})
@@ -238,7 +238,7 @@ func TestSliceHandoffForCursor(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{Fresh: "fresh", Reuse: "reuse", Delta: "delta", Rebuild: "rebuild", SliceHandoff: "slice_handoff", Kind(42): "transition(42)"} {
+	for k, want := range map[Kind]string{Fresh: "fresh", Reuse: "reuse", Delta: "delta", Rebuild: "rebuild", Seed: "seed", Kind(42): "transition(42)"} {
 		if k.String() != want {
 			t.Errorf("%d: %q", int(k), k.String())
 		}

@@ -1,4 +1,4 @@
-package handoff
+package delivery
 
 import (
 	"fmt"
@@ -26,13 +26,13 @@ const (
 	// reconstitute. A native transcript is written from the neutral copy
 	// (trimmed to the window) and resumed with the new message.
 	Rebuild
-	// SliceHandoff: no native session, earlier content exists and the agent
+	// Seed: no native session, earlier content exists and the agent
 	// cannot reconstitute (Cursor, Muse). A fresh native session is seeded
 	// with a budgeted verbatim slice, then the new message.
-	SliceHandoff
+	Seed
 )
 
-var kindNames = [...]string{"unspecified", "fresh", "reuse", "delta", "rebuild", "slice_handoff"}
+var kindNames = [...]string{"unspecified", "fresh", "reuse", "delta", "rebuild", "seed"}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -112,7 +112,7 @@ type Decision struct {
 	// NativeID is the native session to resume (Reuse, Delta).
 	NativeID string
 	// Missed spans the content the agent has not seen, from the first
-	// missed content row to the last (Delta, SliceHandoff; Rebuild too, as
+	// missed content row to the last (Delta, Seed; Rebuild too, as
 	// the range the rebuilt transcript covers). Rows inside it that are not
 	// content (notices) are not counted and a slice leaves them out; rows
 	// inside it the native session holds (below KnownUpto, outside
@@ -167,7 +167,7 @@ func (in Input) MissedMessages(d Decision, msgs []transcript.Message) []transcri
 //	present        | it holds every seq (Holds)      | either           | reuse
 //	present        | some seq it does not hold       | either           | delta (those seqs)
 //	none           | some                            | yes              | rebuild (all)
-//	none           | some                            | no               | slice handoff (all)
+//	none           | some                            | no               | seed (all)
 func Transition(in Input) Decision {
 	row := in.usable()
 	var missed Range
@@ -194,6 +194,6 @@ func Transition(in Input) Decision {
 	case in.CanReconstitute:
 		return Decision{Kind: Rebuild, Missed: missed, MissedCount: n}
 	default:
-		return Decision{Kind: SliceHandoff, Missed: missed, MissedCount: n}
+		return Decision{Kind: Seed, Missed: missed, MissedCount: n}
 	}
 }

@@ -1,4 +1,4 @@
-package handoff
+package delivery
 
 // Row is the native session row kept per (session, agent): which native
 // session caches the neutral transcript, where it lives, and up to which seq
