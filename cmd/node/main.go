@@ -16,8 +16,8 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/treemove"
 	"github.com/cast-dev/cast/internal/version"
-	"github.com/cast-dev/cast/internal/worktree"
 )
 
 func main() {
@@ -48,7 +48,7 @@ func main() {
 					return fmt.Errorf("--worktree-setup: %w", err)
 				}
 			}
-			if cfg.PathMap, err = worktree.ParsePathMap(pathMap); err != nil {
+			if cfg.PathMap, err = treemove.ParsePathMap(pathMap); err != nil {
 				return fmt.Errorf("--map-path: %w", err)
 			}
 			cfg.Failpoint = failpoint.FromEnv(lg)

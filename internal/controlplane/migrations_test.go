@@ -17,7 +17,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/nodeagent"
 	"github.com/cast-dev/cast/internal/testharness"
-	"github.com/cast-dev/cast/internal/worktree"
+	"github.com/cast-dev/cast/internal/treemove"
 )
 
 // gitRepo makes a repository with one commit, then an uncommitted change
@@ -81,7 +81,7 @@ func twoNodes(t *testing.T, laptopRoot, linuxRoot string) *client.Client {
 	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *nodeagent.Config) { cfg.Labels = []string{"laptop"} })
 	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *nodeagent.Config) {
 		cfg.Labels = []string{"linux"}
-		pm, err := worktree.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
+		pm, err := treemove.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/worktree"
+	"github.com/cast-dev/cast/internal/treemove"
 )
 
 // A migration started with --clean-source leaves the source's checkout
@@ -24,7 +24,7 @@ type exportNote struct {
 	Migration string            `json:"migration"`
 	Target    string            `json:"target"`
 	Cwd       string            `json:"cwd"`
-	Manifest  worktree.Manifest `json:"manifest"`
+	Manifest  treemove.Manifest `json:"manifest"`
 }
 
 func (a *Agent) exportNotePath(sessionID string) string {
@@ -32,7 +32,7 @@ func (a *Agent) exportNotePath(sessionID string) string {
 }
 
 // noteExport keeps (or, without clean_source, drops) the note for c.
-func (a *Agent) noteExport(c *castv1.ExportWorkTree, man worktree.Manifest) error {
+func (a *Agent) noteExport(c *castv1.ExportWorkTree, man treemove.Manifest) error {
 	path := a.exportNotePath(c.SessionId)
 	if !c.CleanSource {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -65,7 +65,7 @@ func (a *Agent) cleanMoved(ctx context.Context, sessionID, owner string) {
 		return
 	}
 	lg := a.lg.With(zap.String("session", sessionID), zap.String("migration", n.Migration), zap.String("cwd", n.Cwd))
-	stashed, err := worktree.Clean(ctx, n.Cwd, n.Manifest, "cast: moved to "+owner+" by migration "+n.Migration)
+	stashed, err := treemove.Clean(ctx, n.Cwd, n.Manifest, "cast: moved to "+owner+" by migration "+n.Migration)
 	switch {
 	case err != nil:
 		lg.Warn("source checkout not cleaned after the move", zap.Error(err))

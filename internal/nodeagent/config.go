@@ -19,7 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
-	"github.com/cast-dev/cast/internal/worktree"
+	"github.com/cast-dev/cast/internal/treemove"
 )
 
 // CapabilityVersion is what this node can do; the control plane may refuse
@@ -84,7 +84,7 @@ type Config struct {
 	FindCastBin bool
 	// PathMap maps a migrating session's checkout path on its source node
 	// to this node's path for it (--map-path FROM=TO).
-	PathMap worktree.PathMap
+	PathMap treemove.PathMap
 	// JoinToken is exchanged once, when DataDir holds no credential yet,
 	// for this node's own credential (--join-token, env CAST_JOIN_TOKEN).
 	JoinToken string

@@ -15,7 +15,7 @@ import (
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/tick"
-	"github.com/cast-dev/cast/internal/worktree"
+	"github.com/cast-dev/cast/internal/treemove"
 )
 
 // The node's part in migrations: export a session's work tree (source),
@@ -111,10 +111,10 @@ func (a *Agent) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) er
 	}
 	bundle := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".bundle")
 	defer os.Remove(bundle)
-	if err := worktree.Check(ctx, c.Cwd); err != nil {
+	if err := treemove.Check(ctx, c.Cwd); err != nil {
 		return err
 	}
-	man, err := worktree.Export(ctx, c.Cwd, bundle)
+	man, err := treemove.Export(ctx, c.Cwd, bundle)
 	if err != nil {
 		return err
 	}
@@ -211,14 +211,14 @@ func (a *Agent) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree, 
 		return err
 	}
 	defer a.migrations.lockPath(dest)()
-	if err := worktree.Import(ctx, bundle, dest, man); err != nil {
+	if err := treemove.Import(ctx, bundle, dest, man); err != nil {
 		return err
 	}
 	return os.WriteFile(marker, []byte(dest), 0o600)
 }
 
-func (a *Agent) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, path string) (worktree.Manifest, error) {
-	var man worktree.Manifest
+func (a *Agent) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, path string) (treemove.Manifest, error) {
+	var man treemove.Manifest
 	stream, err := a.cli.Nodes.DownloadWorkTree(ctx, &castv1.DownloadWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name})
 	if err != nil {
 		return man, err

@@ -11,7 +11,7 @@ import (
 )
 
 // Git runs `git -C dir ARGS` with safe settings and returns stdout; other
-// packages that drive git (internal/worktree) share it so every git cast
+// packages that drive git (internal/treemove) share it so every git cast
 // runs is hardened the same way. Config that could run programs while
 // reading a repository someone else controls (fsmonitor hooks, external
 // diff, signature checks) is switched off on the command line. env is

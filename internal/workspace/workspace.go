@@ -1,6 +1,6 @@
 // Package workspace is cast's git runner and its inspection of a
 // session's working directory. Git and GitInput run every git command cast
-// runs, reading or writing (internal/worktree's bundles, the node's `git
+// runs, reading or writing (internal/treemove's bundles, the node's `git
 // worktree add` and `remove`), as an argument list (never through a
 // shell), hardened the same way and with errors of one kind (ErrorKind).
 // Inspect (and Open's Repo) reads a working directory without changing it:
@@ -32,7 +32,7 @@ const (
 
 // ErrorKind says why git work failed: a workspace that cannot be
 // inspected, or a work tree that cannot be exported or imported
-// (internal/worktree). It is the one kind of every git error cast reports.
+// (internal/treemove). It is the one kind of every git error cast reports.
 type ErrorKind int
 
 const (
@@ -69,7 +69,7 @@ func (k ErrorKind) String() string {
 }
 
 // Error is every git error cast reports: this package's, and
-// internal/worktree's (Scope "worktree"); match it with errors.As or with
+// internal/treemove's (Scope "worktree"); match it with errors.As or with
 // IsKind.
 type Error struct {
 	Kind  ErrorKind

@@ -1,4 +1,4 @@
-// Package worktree moves a git work tree between machines, for cast's
+// Package treemove moves a git work tree between machines, for cast's
 // session migration: the destination ends up on the same commit and
 // branch with the same staged, unstaged and untracked changes, the same
 // stashes and remote-tracking refs.
@@ -23,7 +23,7 @@
 // travel only as the commit their gitlink records; the whole history of
 // HEAD is bundled every time. Git 2.31 or newer is needed on both
 // machines.
-package worktree
+package treemove
 
 import (
 	"context"
