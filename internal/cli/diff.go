@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/sessiondiff"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
-	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // diffShown caps each list in the human summary; --json lists everything.
@@ -96,8 +96,8 @@ func (a *app) diffCmd() *cobra.Command {
 				FilesTouched: []string{}, Commands: []string{},
 			}
 			since := sessionStart(sess, msgs)
-			var ws *workspace.Report
-			if ws, err = workspace.Inspect(cmd.Context(), sess.Cwd, workspace.Options{Since: since}); err != nil {
+			var ws *git.Report
+			if ws, err = git.Inspect(cmd.Context(), sess.Cwd, git.Options{Since: since}); err != nil {
 				rep.WorkspaceError = workspaceProblem(err, sess)
 			} else {
 				rep.RepoRoot = ws.Root
@@ -153,24 +153,24 @@ func sessionStart(sess *castv1.Session, msgs []transcript.Message) time.Time {
 // workspaceProblem says in one line why the workspace part is missing and
 // what to do about it.
 func workspaceProblem(err error, sess *castv1.Session) string {
-	var we *workspace.Error
+	var we *git.Error
 	if !errors.As(err, &we) {
 		return err.Error()
 	}
 	switch we.Kind {
-	case workspace.KindInvalid:
+	case git.KindInvalid:
 		if sess.Cwd == "" {
 			return "the session has no working directory; only its transcript is summarized"
 		}
-	case workspace.KindNotFound:
+	case git.KindNotFound:
 		where := "its node"
 		if sess.Node != "" {
 			where = "node " + sess.Node
 		}
 		return fmt.Sprintf("%s does not exist on this machine; run `cast diff %s` on %s to see files and commits", sess.Cwd, sess.Id, where)
-	case workspace.KindNotRepo:
+	case git.KindNotRepo:
 		return fmt.Sprintf("%s is not in a git repository, so there are no files or commits to show", sess.Cwd)
-	case workspace.KindNoGit:
+	case git.KindNoGit:
 		return "git is not installed here; install it to see files and commits"
 	}
 	return we.Error()
@@ -179,7 +179,7 @@ func workspaceProblem(err error, sess *castv1.Session) string {
 // touchedPaths puts the files named by tool calls on the same footing as
 // git's: relative to the repository root when inside it (else to the
 // working directory), absolute otherwise, each once.
-func touchedPaths(files []string, cwd string, ws *workspace.Report) []string {
+func touchedPaths(files []string, cwd string, ws *git.Report) []string {
 	base, realCwd := cwd, cwd
 	if ws != nil {
 		base, realCwd = ws.Root, ws.Dir

@@ -7,8 +7,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/listfilter"
-	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // checkWorktreeCheckout refuses `--worktree` for a folder that is not a
@@ -17,14 +17,14 @@ import (
 // caller's own (--cwd must exist here). Without git here, or when git
 // fails otherwise, the node decides.
 func checkWorktreeCheckout(ctx context.Context, dir string) error {
-	repo, err := workspace.Open(ctx, dir, 0)
+	repo, err := git.Open(ctx, dir, 0)
 	switch {
-	case workspace.IsKind(err, workspace.KindNotRepo):
+	case git.IsKind(err, git.KindNotRepo):
 		return usagef("--worktree needs a git checkout, and %s is not in one: run the command in a checkout (or give --cwd one), run `git init` and commit there first, or drop --worktree", dir)
 	case err != nil:
 		return nil
 	}
-	if _, err := workspace.Git(ctx, repo.Root, 0, nil, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err != nil {
+	if _, err := git.Run(ctx, repo.Root, 0, nil, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err != nil {
 		return usagef("--worktree branches from the checkout's last commit, and %s has no commit yet: commit there first, or drop --worktree", repo.Root)
 	}
 	return nil

@@ -16,8 +16,8 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/validate"
-	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // A thread's workspace is the folder its turns run in: its checkout, a
@@ -207,7 +207,7 @@ func repoUnder(ctx context.Context, checkout, rel string) (string, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return "", invalidf("%s is not a folder under the checkout %s", rel, checkout)
 	}
-	out, err := workspace.Git(ctx, real, 0, nil, "rev-parse", "--show-toplevel")
+	out, err := git.Run(ctx, real, 0, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return "", invalidf("%s is not a git repository", rel)
 	}
@@ -268,7 +268,7 @@ func (a *Agent) describeWorktree(ctx context.Context, r worktreeRec, sessions []
 // localChanges counts modified, staged and untracked files; -1 when git
 // cannot tell.
 func localChanges(ctx context.Context, dir string) int {
-	r, err := workspace.Open(ctx, dir, 0)
+	r, err := git.Open(ctx, dir, 0)
 	if err != nil {
 		return -1
 	}
@@ -339,7 +339,7 @@ func (a *Agent) removeWorktree(ctx context.Context, path string, force bool, com
 	if gone {
 		args = []string{"worktree", "prune"}
 	}
-	if _, err := workspace.Git(ctx, r.Checkout, 0, nil, args...); err != nil {
+	if _, err := git.Run(ctx, r.Checkout, 0, nil, args...); err != nil {
 		return nil, fmt.Errorf("remove the worktree %s: %w", r.Path, err)
 	}
 	if err := a.st.dropWorktree(r.Path); err != nil {

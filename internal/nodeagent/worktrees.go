@@ -16,8 +16,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // A session with a worktree branch runs in a git worktree of its own, so
@@ -57,7 +57,7 @@ func (a *Agent) worktreeFor(ctx context.Context, top, branch, base string) (stri
 		return "", false, invalidf("base %q is not a branch, tag or commit name", base)
 	}
 	// git's own rule, on top of ours (both refuse a leading '-').
-	if _, err := workspace.Git(ctx, top, 0, nil, "check-ref-format", "--branch", branch); err != nil {
+	if _, err := git.Run(ctx, top, 0, nil, "check-ref-format", "--branch", branch); err != nil {
 		return "", false, invalidf("worktree branch %q: %v", branch, err)
 	}
 	if p, ok := worktreeOn(ctx, top, branch); ok {
@@ -79,18 +79,18 @@ func (a *Agent) worktreeFor(ctx context.Context, top, branch, base string) (stri
 		return "", false, err
 	}
 	args := []string{"worktree", "add", "-b", branch, path}
-	if _, err := workspace.Git(ctx, top, 0, nil, "show-ref", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
+	if _, err := git.Run(ctx, top, 0, nil, "show-ref", "--verify", "--quiet", "refs/heads/"+branch); err == nil {
 		args = []string{"worktree", "add", path, branch} // the branch exists: check it out
 	} else {
 		if base == "" {
 			base = "HEAD"
 		}
-		if _, err := workspace.Git(ctx, top, 0, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}"); err != nil {
+		if _, err := git.Run(ctx, top, 0, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}"); err != nil {
 			return "", false, invalidf("base %q is not a commit in %s", base, top)
 		}
 		args = append(args, base)
 	}
-	if _, err := workspace.Git(ctx, top, 0, nil, args...); err != nil {
+	if _, err := git.Run(ctx, top, 0, nil, args...); err != nil {
 		return "", false, fmt.Errorf("make the worktree for %s: %w", branch, err)
 	}
 	if err := a.st.addWorktree(worktreeRec{Path: path, Branch: branch, Checkout: top}); err != nil {
@@ -149,7 +149,7 @@ func within(dir, path string) bool {
 }
 
 func onBranch(ctx context.Context, dir, branch string) bool {
-	out, err := workspace.Git(ctx, dir, 0, nil, "rev-parse", "--abbrev-ref", "HEAD")
+	out, err := git.Run(ctx, dir, 0, nil, "rev-parse", "--abbrev-ref", "HEAD")
 	return err == nil && strings.TrimSpace(string(out)) == branch
 }
 
@@ -157,7 +157,7 @@ func onBranch(ctx context.Context, dir, branch string) bool {
 type gitWorktree struct{ path, branch string }
 
 func listGitWorktrees(ctx context.Context, dir string) ([]gitWorktree, error) {
-	out, err := workspace.Git(ctx, dir, 0, nil, "worktree", "list", "--porcelain", "-z")
+	out, err := git.Run(ctx, dir, 0, nil, "worktree", "list", "--porcelain", "-z")
 	if err != nil {
 		return nil, err
 	}

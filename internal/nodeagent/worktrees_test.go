@@ -19,7 +19,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
-func git(t *testing.T, dir string, args ...string) string {
+func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
 	if err != nil {
@@ -32,18 +32,18 @@ func git(t *testing.T, dir string, args ...string) string {
 func newRepo(t *testing.T) string {
 	t.Helper()
 	repo := t.TempDir()
-	git(t, repo, "init", "-q", "-b", "main")
+	runGit(t, repo, "init", "-q", "-b", "main")
 	if err := os.WriteFile(filepath.Join(repo, "a"), []byte("a"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	git(t, repo, "add", "a")
+	runGit(t, repo, "add", "a")
 	commit(t, repo, "one")
 	return repo
 }
 
 func commit(t *testing.T, dir, msg string) {
 	t.Helper()
-	git(t, dir, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", msg)
+	runGit(t, dir, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", msg)
 }
 
 // wsAgent is a node core with real state in a scratch data dir.
@@ -59,13 +59,13 @@ func wsAgent(t *testing.T) *Agent {
 
 func TestEnsureWorktree(t *testing.T) {
 	repo := newRepo(t)
-	git(t, repo, "branch", "existing")
+	runGit(t, repo, "branch", "existing")
 	a := wsAgent(t)
 	ctx := context.Background()
 
 	// A new branch, then the same call again: one worktree, reused.
 	p1, made, err := a.ensureWorktree(ctx, repo, "feat/x")
-	if err != nil || !made || git(t, p1, "rev-parse", "--abbrev-ref", "HEAD") != "feat/x" {
+	if err != nil || !made || runGit(t, p1, "rev-parse", "--abbrev-ref", "HEAD") != "feat/x" {
 		t.Fatalf("new branch: %q %v %v", p1, made, err)
 	}
 	if real, _ := filepath.EvalSymlinks(a.cfg.worktreesDir()); !strings.HasPrefix(p1, a.cfg.worktreesDir()) || within(a.cfg.DataDir, real) {
@@ -80,7 +80,7 @@ func TestEnsureWorktree(t *testing.T) {
 	}
 	// An existing branch is checked out, not recreated.
 	p2, _, err := a.ensureWorktree(ctx, repo, "existing")
-	if err != nil || git(t, p2, "rev-parse", "--abbrev-ref", "HEAD") != "existing" {
+	if err != nil || runGit(t, p2, "rev-parse", "--abbrev-ref", "HEAD") != "existing" {
 		t.Fatalf("existing branch: %q %v", p2, err)
 	}
 	if recs, _ := a.st.worktrees(); len(recs) != 2 {
@@ -89,7 +89,7 @@ func TestEnsureWorktree(t *testing.T) {
 	// A worktree an older node made in DATA_DIR/worktrees is recorded
 	// when a turn finds it.
 	old := filepath.Join(a.cfg.DataDir, "worktrees", "app", "old")
-	git(t, repo, "worktree", "add", "-q", "-b", "old", old)
+	runGit(t, repo, "worktree", "add", "-q", "-b", "old", old)
 	if p, made, err := a.ensureWorktree(ctx, old, "old"); err != nil || made || p != old {
 		t.Fatalf("old worktree: %q %v %v", p, made, err)
 	}
@@ -97,7 +97,7 @@ func TestEnsureWorktree(t *testing.T) {
 		t.Fatalf("recorded worktrees %v, want the old one too", recs)
 	}
 	// A checkout on the branch is not a worktree cast made.
-	git(t, repo, "checkout", "-q", "-b", "onmain")
+	runGit(t, repo, "checkout", "-q", "-b", "onmain")
 	if _, _, err := a.ensureWorktree(ctx, repo, "onmain"); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestWorkspaceMoveAndRemove(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(repo, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	git(t, filepath.Join(repo, "sub"), "init", "-q", "-b", "main")
+	runGit(t, filepath.Join(repo, "sub"), "init", "-q", "-b", "main")
 	a := wsAgent(t)
 	ctx := context.Background()
 	const id = "sess0002"
@@ -339,7 +339,7 @@ func TestWorkspaceMoveAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := a.st.get(id)
-	if o.WorktreeBranch != "feat/w" || within(repo, o.Cwd) || git(t, o.Cwd, "rev-parse", "--abbrev-ref", "HEAD") != "feat/w" {
+	if o.WorktreeBranch != "feat/w" || within(repo, o.Cwd) || runGit(t, o.Cwd, "rev-parse", "--abbrev-ref", "HEAD") != "feat/w" {
 		t.Fatalf("after --worktree: %+v", o)
 	}
 	wtPath := o.Cwd
@@ -356,9 +356,9 @@ func TestWorkspaceMoveAndRemove(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(wtPath, "b"), []byte("b"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	git(t, wtPath, "add", "b")
+	runGit(t, wtPath, "add", "b")
 	commit(t, wtPath, "work on feat/w")
-	head := git(t, wtPath, "rev-parse", "HEAD")
+	head := runGit(t, wtPath, "rev-parse", "HEAD")
 	for _, f := range []string{"c", "d"} {
 		if err := os.WriteFile(filepath.Join(wtPath, f), []byte(f), 0o600); err != nil {
 			t.Fatal(err)
@@ -391,7 +391,7 @@ func TestWorkspaceMoveAndRemove(t *testing.T) {
 	if _, err := os.Stat(wtPath); !os.IsNotExist(err) {
 		t.Fatalf("worktree still there: %v", err)
 	}
-	if got := git(t, repo, "rev-parse", "refs/heads/feat/w"); got != head {
+	if got := runGit(t, repo, "rev-parse", "refs/heads/feat/w"); got != head {
 		t.Fatalf("branch feat/w at %q, want %q (its commit)", got, head)
 	}
 	back := rec.moves[before:]

@@ -3,8 +3,8 @@ package treemove
 import (
 	"context"
 
+	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/retry"
-	"github.com/cast-dev/cast/internal/workspace"
 )
 
 // Clean leaves the source's work tree clean once its state has moved with
@@ -13,11 +13,11 @@ import (
 // left that looks like work still to do here. It stashes only while dir
 // holds exactly the exported state, the same HEAD, branch, index and work
 // tree: anything done there since is left as it is, with an error of kind
-// workspace.KindDirty that says so. It reports whether it stashed; m without
+// git.KindDirty that says so. It reports whether it stashed; m without
 // changes needs nothing.
 func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error) {
 	if why := validStash(Stash{Commit: m.Commit, Message: msg}); why != "" || msg == "" {
-		return false, &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "bad clean request: " + why}
+		return false, &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "bad clean request: " + why}
 	}
 	if m.Snapshot == "" {
 		return false, nil
@@ -34,7 +34,7 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 			return retry.Stop(err)
 		}
 		_, err := r.run(ctx, heavyTimeout, castIdentity, "stash", "push", "--include-untracked", "--message="+msg)
-		if err != nil && !workspace.IsKind(err, workspace.KindGit) {
+		if err != nil && !git.IsKind(err, git.KindGit) {
 			return retry.Stop(err)
 		}
 		return err
@@ -43,7 +43,7 @@ func Clean(ctx context.Context, dir string, m Manifest, msg string) (bool, error
 }
 
 // unchangedSince says whether the work tree still holds the state m
-// recorded (workspace.KindDirty when not).
+// recorded (git.KindDirty when not).
 func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 	head, err := r.git(ctx, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
@@ -58,7 +58,7 @@ func (r repo) unchangedSince(ctx context.Context, m Manifest) error {
 		return err
 	}
 	if head != m.Commit || branch != m.Branch || index != m.Index || snap != m.Snapshot {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
+		return &git.Error{Scope: scope, Kind: git.KindDirty, Path: r.dir, Msg: "changed after its state was moved; it keeps its changes (compare with the destination before you use them)"}
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // wrap keeps the messages a move has always given: "worktree PATH: ...",
@@ -16,27 +16,27 @@ func TestWrap(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   error
-		kind workspace.ErrorKind
+		kind git.ErrorKind
 		msg  string
 	}{
-		{"a plain error is git's", plain, workspace.KindGit, "worktree /w: boom"},
-		{"a missing folder is no work tree", &workspace.Error{Kind: workspace.KindNotFound, Path: "/x", Msg: "does not exist on this machine"},
-			workspace.KindNotRepo, "worktree /w: does not exist on this machine"},
-		{"no git says to install it", &workspace.Error{Kind: workspace.KindNoGit, Msg: "git is not installed"},
-			workspace.KindNoGit, "worktree /w: git is not installed; install git on this machine"},
-		{"ours is kept as it is", ours, workspace.KindGit, "worktree /w: boom"},
+		{"a plain error is git's", plain, git.KindGit, "worktree /w: boom"},
+		{"a missing folder is no work tree", &git.Error{Kind: git.KindNotFound, Path: "/x", Msg: "does not exist on this machine"},
+			git.KindNotRepo, "worktree /w: does not exist on this machine"},
+		{"no git says to install it", &git.Error{Kind: git.KindNoGit, Msg: "git is not installed"},
+			git.KindNoGit, "worktree /w: git is not installed; install git on this machine"},
+		{"ours is kept as it is", ours, git.KindGit, "worktree /w: boom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := wrap(tc.in, "/w")
-			if !workspace.IsKind(err, tc.kind) || err.Error() != tc.msg {
-				t.Fatalf("wrap = %v (kind %v), want %q of kind %v", err, err.(*workspace.Error).Kind, tc.msg, tc.kind)
+			if !git.IsKind(err, tc.kind) || err.Error() != tc.msg {
+				t.Fatalf("wrap = %v (kind %v), want %q of kind %v", err, err.(*git.Error).Kind, tc.msg, tc.kind)
 			}
 		})
 	}
 	if err := wrap(ours, "/w"); err != ours {
 		t.Fatalf("wrap of its own error made a new one: %v", err)
 	}
-	if got := (&workspace.Error{Kind: workspace.KindGit, Path: "/r", Msg: "m"}).Error(); got != "workspace /r: m" {
+	if got := (&git.Error{Kind: git.KindGit, Path: "/r", Msg: "m"}).Error(); got != "workspace /r: m" {
 		t.Fatalf("workspace's own error reads %q", got)
 	}
 }

@@ -33,7 +33,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // Manifest describes an exported work tree; it travels beside the bundle.
@@ -66,11 +66,11 @@ func Check(ctx context.Context, dir string) error {
 
 // check returns the top-level directory of the work tree dir is in.
 func check(ctx context.Context, dir string) (repo, error) {
-	ws, err := workspace.Open(ctx, dir, quickTimeout)
+	ws, err := git.Open(ctx, dir, quickTimeout)
 	if err != nil {
 		err = wrap(err, dir)
-		var e *workspace.Error
-		if errors.As(err, &e) && e.Kind == workspace.KindNotRepo {
+		var e *git.Error
+		if errors.As(err, &e) && e.Kind == git.KindNotRepo {
 			e.Msg += "; only a git work tree can move with its session: start the session in a git checkout, or `git init` and commit here"
 		}
 		return repo{}, err
@@ -81,12 +81,12 @@ func check(ctx context.Context, dir string) (repo, error) {
 		return repo{}, err
 	}
 	if shallow == "true" {
-		return repo{}, &workspace.Error{Scope: scope, Kind: workspace.KindShallow, Path: r.dir, Msg: "is a shallow clone, whose history cannot be bundled whole; run `git fetch --unshallow` first"}
+		return repo{}, &git.Error{Scope: scope, Kind: git.KindShallow, Path: r.dir, Msg: "is a shallow clone, whose history cannot be bundled whole; run `git fetch --unshallow` first"}
 	}
 	if ok, err := r.exists(ctx, "HEAD^{commit}"); err != nil {
 		return repo{}, err
 	} else if !ok {
-		return repo{}, &workspace.Error{Scope: scope, Kind: workspace.KindNoCommits, Path: r.dir, Msg: "has no commits yet; make a first commit before moving the session"}
+		return repo{}, &git.Error{Scope: scope, Kind: git.KindNoCommits, Path: r.dir, Msg: "has no commits yet; make a first commit before moving the session"}
 	}
 	return r, r.notInProgress(ctx)
 }
@@ -110,7 +110,7 @@ func (r repo) notInProgress(ctx context.Context) error {
 			path = filepath.Join(r.dir, path)
 		}
 		if _, err := os.Lstat(path); err == nil {
-			return &workspace.Error{Scope: scope, Kind: workspace.KindInProgress, Path: r.dir, Msg: "is in the middle of " + p.what + "; finish it or abort it (git status says how), then try again"}
+			return &git.Error{Scope: scope, Kind: git.KindInProgress, Path: r.dir, Msg: "is in the middle of " + p.what + "; finish it or abort it (git status says how), then try again"}
 		}
 	}
 	unmerged, err := r.git(ctx, "ls-files", "--unmerged")
@@ -118,7 +118,7 @@ func (r repo) notInProgress(ctx context.Context) error {
 		return err
 	}
 	if unmerged != "" {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindInProgress, Path: r.dir, Msg: "has unresolved conflicts; resolve them and `git add` the files, then try again"}
+		return &git.Error{Scope: scope, Kind: git.KindInProgress, Path: r.dir, Msg: "has unresolved conflicts; resolve them and `git add` the files, then try again"}
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (r repo) notInProgress(ctx context.Context) error {
 func Export(ctx context.Context, dir, bundlePath string) (Manifest, error) {
 	bundle, err := filepath.Abs(bundlePath)
 	if err != nil || bundlePath == "" {
-		return Manifest{}, &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: bundlePath, Msg: "is not a usable bundle path"}
+		return Manifest{}, &git.Error{Scope: scope, Kind: git.KindInvalid, Path: bundlePath, Msg: "is not a usable bundle path"}
 	}
 	r, err := check(ctx, dir)
 	if err != nil {
@@ -234,7 +234,7 @@ func (r repo) branch(ctx context.Context) (string, error) {
 func (r repo) uncommitted(ctx context.Context, head string) (index, snapshot string, err error) {
 	tmp, err := os.MkdirTemp("", "cast-worktree-")
 	if err != nil {
-		return "", "", &workspace.Error{Scope: scope, Kind: workspace.KindGit, Path: r.dir, Msg: "cannot make a temporary index: " + err.Error(), Err: err}
+		return "", "", &git.Error{Scope: scope, Kind: git.KindGit, Path: r.dir, Msg: "cannot make a temporary index: " + err.Error(), Err: err}
 	}
 	defer os.RemoveAll(tmp)
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
@@ -290,7 +290,7 @@ func (r repo) copyIndex(ctx context.Context, path, head string, env []string) er
 		err = os.Chtimes(path, fi.ModTime(), fi.ModTime())
 	}
 	if err != nil {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindGit, Path: r.dir, Msg: "cannot copy the index: " + err.Error(), Err: err}
+		return &git.Error{Scope: scope, Kind: git.KindGit, Path: r.dir, Msg: "cannot copy the index: " + err.Error(), Err: err}
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // Timeouts per git command: quick questions, and the commands that read
@@ -50,7 +50,7 @@ func (r repo) git(ctx context.Context, args ...string) (string, error) {
 // snapshot identity); its output is trimmed of surrounding space.
 func (r repo) run(ctx context.Context, timeout time.Duration, env []string, args ...string) (string, error) {
 	full := append([]string{"-c", "core.hooksPath=/dev/null"}, args...)
-	out, err := workspace.Git(ctx, r.dir, timeout, env, full...)
+	out, err := git.Run(ctx, r.dir, timeout, env, full...)
 	if err != nil {
 		return "", wrap(err, r.dir)
 	}
@@ -60,7 +60,7 @@ func (r repo) run(ctx context.Context, timeout time.Duration, env []string, args
 // input runs git with stdin (ref transactions: `update-ref --stdin`).
 func (r repo) input(ctx context.Context, stdin string, env []string, args ...string) (string, error) {
 	full := append([]string{"-c", "core.hooksPath=/dev/null"}, args...)
-	out, err := workspace.GitInput(ctx, r.dir, heavyTimeout, env, []byte(stdin), full...)
+	out, err := git.RunInput(ctx, r.dir, heavyTimeout, env, []byte(stdin), full...)
 	if err != nil {
 		return "", wrap(err, r.dir)
 	}
@@ -74,7 +74,7 @@ func (r repo) exists(ctx context.Context, rev string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	if workspace.IsKind(err, workspace.KindGit) {
+	if git.IsKind(err, git.KindGit) {
 		return false, nil
 	}
 	return false, err

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // Import makes dir match m from the bundle at bundlePath. A missing or
@@ -46,16 +46,16 @@ func Import(ctx context.Context, bundlePath, dir string, m Manifest) error {
 // comes over the network, so every field that reaches git is checked.
 func validate(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if !filepath.IsAbs(dir) {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "the destination must be an absolute path"}
+		return &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "the destination must be an absolute path"}
 	}
 	if !filepath.IsAbs(bundlePath) {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: bundlePath, Msg: "the bundle must be given as an absolute path"}
+		return &git.Error{Scope: scope, Kind: git.KindInvalid, Path: bundlePath, Msg: "the bundle must be given as an absolute path"}
 	}
 	if fi, err := os.Stat(bundlePath); err != nil || !fi.Mode().IsRegular() {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindBundle, Path: bundlePath, Msg: "the bundle file is missing or not a regular file", Err: err}
+		return &git.Error{Scope: scope, Kind: git.KindBundle, Path: bundlePath, Msg: "the bundle file is missing or not a regular file", Err: err}
 	}
 	bad := func(msg string) error {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "bad manifest: " + msg}
+		return &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "bad manifest: " + msg}
 	}
 	if !objectID.MatchString(m.Commit) {
 		return bad("commit " + quote(m.Commit) + " is not a full commit id")
@@ -103,11 +103,11 @@ func destination(ctx context.Context, dir string) (repo, func(), error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return repo{}, nil, &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "cannot create the directory: " + err.Error(), Err: err}
+			return repo{}, nil, &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "cannot create the directory: " + err.Error(), Err: err}
 		}
 		return initRepo(ctx, dir, func() { os.RemoveAll(dir) })
 	case err != nil:
-		return repo{}, nil, &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: dir, Msg: "cannot read the directory: " + err.Error(), Err: err}
+		return repo{}, nil, &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "cannot read the directory: " + err.Error(), Err: err}
 	case len(entries) == 0:
 		return initRepo(ctx, dir, func() { emptyDir(dir) })
 	}
@@ -139,7 +139,7 @@ func emptyDir(dir string) {
 // deterministic). That is the case for a second session sharing a
 // checkout, or an import retried after its report was lost.
 func alreadyThere(ctx context.Context, dir string, m Manifest) bool {
-	ws, err := workspace.Open(ctx, dir, heavyTimeout)
+	ws, err := git.Open(ctx, dir, heavyTimeout)
 	if err != nil || ws.Root != ws.Dir {
 		return false
 	}
@@ -158,15 +158,15 @@ func alreadyThere(ctx context.Context, dir string, m Manifest) bool {
 // existing accepts dir only as the top of a work tree without changes,
 // since checking out another commit there would mix or lose local work.
 func existing(ctx context.Context, dir string) (repo, error) {
-	ws, err := workspace.Open(ctx, dir, heavyTimeout)
+	ws, err := git.Open(ctx, dir, heavyTimeout)
 	if err != nil {
-		if workspace.IsKind(wrap(err, dir), workspace.KindNotRepo) {
-			return repo{}, &workspace.Error{Scope: scope, Kind: workspace.KindNotEmpty, Path: dir, Msg: "exists, is not empty and is not a git work tree; import into a new or empty directory, or remove this one", Err: err}
+		if git.IsKind(wrap(err, dir), git.KindNotRepo) {
+			return repo{}, &git.Error{Scope: scope, Kind: git.KindNotEmpty, Path: dir, Msg: "exists, is not empty and is not a git work tree; import into a new or empty directory, or remove this one", Err: err}
 		}
 		return repo{}, wrap(err, dir)
 	}
 	if ws.Root != ws.Dir {
-		return repo{}, &workspace.Error{Scope: scope, Kind: workspace.KindNotEmpty, Path: dir, Msg: "is inside the git work tree " + ws.Root + " but not its top; import into a new or empty directory, or into the top of a work tree"}
+		return repo{}, &git.Error{Scope: scope, Kind: git.KindNotEmpty, Path: dir, Msg: "is inside the git work tree " + ws.Root + " but not its top; import into a new or empty directory, or into the top of a work tree"}
 	}
 	r := repo{dir: ws.Root}
 	if err := r.notInProgress(ctx); err != nil {
@@ -177,7 +177,7 @@ func existing(ctx context.Context, dir string) (repo, error) {
 		return repo{}, wrap(err, dir)
 	}
 	if len(files) > 0 {
-		return repo{}, &workspace.Error{Scope: scope, Kind: workspace.KindDirty, Path: dir, Msg: "has uncommitted or untracked changes (first: " + files[0].Path + "); commit, stash or remove them (see `git status`), or import into a new directory"}
+		return repo{}, &git.Error{Scope: scope, Kind: git.KindDirty, Path: dir, Msg: "has uncommitted or untracked changes (first: " + files[0].Path + "); commit, stash or remove them (see `git status`), or import into a new directory"}
 	}
 	return r, nil
 }
@@ -192,7 +192,7 @@ func (r repo) apply(ctx context.Context, bundlePath string, m Manifest) error {
 	defer r.dropRefs(ctx, ns)
 	if _, err := r.run(ctx, heavyTimeout, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
 		"--no-auto-gc", "--no-recurse-submodules", bundlePath, "+refs/*:"+ns+"/*"); err != nil {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindBundle, Path: bundlePath, Msg: "cannot fetch " + m.Ref + " from the bundle; it is damaged or belongs to another export: " + err.Error(), Err: err}
+		return &git.Error{Scope: scope, Kind: git.KindBundle, Path: bundlePath, Msg: "cannot fetch " + m.Ref + " from the bundle; it is damaged or belongs to another export: " + err.Error(), Err: err}
 	}
 	if err := r.matches(ctx, ns+"/"+strings.TrimPrefix(m.Ref, "refs/"), m); err != nil {
 		return err
@@ -247,7 +247,7 @@ func (r repo) matches(ctx context.Context, ref string, m Manifest) error {
 		}
 	}
 	if err != nil || got != want {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindBundle, Path: r.dir, Msg: "the bundle does not hold the commits the manifest names; export again and send the bundle with its own manifest"}
+		return &git.Error{Scope: scope, Kind: git.KindBundle, Path: r.dir, Msg: "the bundle does not hold the commits the manifest names; export again and send the bundle with its own manifest"}
 	}
 	return r.holds(ctx, m)
 }
@@ -271,7 +271,7 @@ func (r repo) holds(ctx context.Context, m Manifest) error {
 	}
 	for i, typ := range strings.Split(out, "\n") {
 		if typ != "commit" {
-			return &workspace.Error{Scope: scope, Kind: workspace.KindBundle, Path: r.dir, Msg: "the bundle lacks commit " + want[min(i, len(want)-1)] + " that the manifest names; export again and send the bundle with its own manifest"}
+			return &git.Error{Scope: scope, Kind: git.KindBundle, Path: r.dir, Msg: "the bundle lacks commit " + want[min(i, len(want)-1)] + " that the manifest names; export again and send the bundle with its own manifest"}
 		}
 	}
 	return nil
@@ -304,7 +304,7 @@ func (r repo) ancestor(ctx context.Context, local, commit, branch string) error 
 	_, err := r.git(ctx, "merge-base", "--is-ancestor", local, commit)
 	var exit *exec.ExitError
 	if err != nil && errors.As(err, &exit) && exit.ExitCode() == 1 {
-		return &workspace.Error{Scope: scope, Kind: workspace.KindDiverged, Path: r.dir, Msg: "local branch " + branch + " has commits the moved session's branch does not; push or rename it (`git branch -m " + branch + " OTHER`), or import into a new directory"}
+		return &git.Error{Scope: scope, Kind: git.KindDiverged, Path: r.dir, Msg: "local branch " + branch + " has commits the moved session's branch does not; push or rename it (`git branch -m " + branch + " OTHER`), or import into a new directory"}
 	}
 	return err
 }

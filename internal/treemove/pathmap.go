@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // Mapping says that checkouts under From on the source machine live under
@@ -25,7 +25,7 @@ func ParsePathMap(specs []string) (PathMap, error) {
 	for _, s := range specs {
 		from, to, ok := strings.Cut(s, "=")
 		bad := func(msg string) error {
-			return &workspace.Error{Scope: scope, Kind: workspace.KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
+			return &git.Error{Scope: scope, Kind: git.KindInvalid, Path: s, Msg: "path map entry " + msg + "; write FROM=TO with two absolute paths, e.g. /home/alice/src=/srv/src"}
 		}
 		switch {
 		case !ok:

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 func TestParsePathMap(t *testing.T) {
@@ -28,8 +28,8 @@ func TestParsePathMap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParsePathMap(c.specs)
 			if c.bad {
-				if !workspace.IsKind(err, workspace.KindInvalid) {
-					t.Fatalf("err = %v, want workspace.KindInvalid", err)
+				if !git.IsKind(err, git.KindInvalid) {
+					t.Fatalf("err = %v, want git.KindInvalid", err)
 				}
 				return
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // restoreRefs gives the checkout what travels beside the work tree: the
@@ -39,7 +39,7 @@ func (r repo) restoreTracking(ctx context.Context, m Manifest) error {
 		}
 		cur, err := r.git(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", t.Ref)
 		switch {
-		case err != nil && !workspace.IsKind(err, workspace.KindGit):
+		case err != nil && !git.IsKind(err, git.KindGit):
 			return err
 		case err != nil:
 			tx.WriteString("create " + t.Ref + " " + t.Commit + "\n")
@@ -111,7 +111,7 @@ func (r repo) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	if err == nil {
 		return true, nil
 	}
-	if workspace.IsKind(err, workspace.KindGit) {
+	if git.IsKind(err, git.KindGit) {
 		return false, nil
 	}
 	return false, err

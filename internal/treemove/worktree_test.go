@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cast-dev/cast/internal/workspace"
+	"github.com/cast-dev/cast/internal/git"
 )
 
 // roundTrip exports src, imports into dst and checks dst matches: HEAD,
@@ -153,16 +153,16 @@ func TestImportRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, dst string)
-		kind  workspace.ErrorKind
+		kind  git.ErrorKind
 		hint  string
 	}{
-		{"local changes", func(t *testing.T, dst string) { write(t, dst, "a.txt", "local work\n") }, workspace.KindDirty, "stash"},
-		{"untracked file", func(t *testing.T, dst string) { write(t, dst, "mine.txt", "x\n") }, workspace.KindDirty, "commit, stash or remove"},
+		{"local changes", func(t *testing.T, dst string) { write(t, dst, "a.txt", "local work\n") }, git.KindDirty, "stash"},
+		{"untracked file", func(t *testing.T, dst string) { write(t, dst, "mine.txt", "x\n") }, git.KindDirty, "commit, stash or remove"},
 		{"diverged branch", func(t *testing.T, dst string) {
 			write(t, dst, "mine.txt", "x\n")
 			commit(t, dst, "local only")
-		}, workspace.KindDiverged, "rename"},
-		{"not a repo", func(t *testing.T, dst string) { os.RemoveAll(filepath.Join(dst, ".git")) }, workspace.KindNotEmpty, "new or empty directory"},
+		}, git.KindDiverged, "rename"},
+		{"not a repo", func(t *testing.T, dst string) { os.RemoveAll(filepath.Join(dst, ".git")) }, git.KindNotEmpty, "new or empty directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestImportRefusals(t *testing.T) {
 			c.setup(t, dst)
 			before := files(t, dst)
 			var head string
-			if c.kind != workspace.KindNotEmpty {
+			if c.kind != git.KindNotEmpty {
 				head = state(t, dst)
 			}
 			bundle := filepath.Join(t.TempDir(), "wt.bundle")
@@ -181,13 +181,13 @@ func TestImportRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = Import(ctx, bundle, dst, m)
-			if !workspace.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.hint) {
+			if !git.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.hint) {
 				t.Fatalf("Import = %v, want kind %v mentioning %q", err, c.kind, c.hint)
 			}
 			if after := files(t, dst); !reflect.DeepEqual(after, before) {
 				t.Errorf("refused import changed files: %v -> %v", before, after)
 			}
-			if c.kind != workspace.KindNotEmpty && state(t, dst) != head {
+			if c.kind != git.KindNotEmpty && state(t, dst) != head {
 				t.Error("refused import changed the repository")
 			}
 		})
@@ -231,19 +231,19 @@ func TestImportBadManifest(t *testing.T) {
 		"stash newline":      {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: good.Commit, Message: "x\n[core]"}}},
 		"stash commit":       {Commit: good.Commit, Ref: good.Ref, Stashes: []Stash{{Commit: "stash@{0}", Message: "x"}}},
 	} {
-		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !workspace.IsKind(err, workspace.KindInvalid) {
-			t.Errorf("%s: Import = %v, want workspace.KindInvalid", name, err)
+		if err := Import(ctx, bundle, filepath.Join(t.TempDir(), "d"), m); !git.IsKind(err, git.KindInvalid) {
+			t.Errorf("%s: Import = %v, want git.KindInvalid", name, err)
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "d")
-	if err := Import(ctx, bundle, dst, other); !workspace.IsKind(err, workspace.KindBundle) {
-		t.Errorf("wrong commit: Import = %v, want workspace.KindBundle", err)
+	if err := Import(ctx, bundle, dst, other); !git.IsKind(err, git.KindBundle) {
+		t.Errorf("wrong commit: Import = %v, want git.KindBundle", err)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("failed import left %s behind", dst)
 	}
-	if err := Import(ctx, bundle, dst, missing); !workspace.IsKind(err, workspace.KindBundle) {
-		t.Errorf("stash not in the bundle: Import = %v, want workspace.KindBundle", err)
+	if err := Import(ctx, bundle, dst, missing); !git.IsKind(err, git.KindBundle) {
+		t.Errorf("stash not in the bundle: Import = %v, want git.KindBundle", err)
 	}
 }
 
@@ -251,16 +251,16 @@ func TestCheck(t *testing.T) {
 	isolate(t)
 	ctx := context.Background()
 	plain := t.TempDir()
-	if err := Check(ctx, plain); !workspace.IsKind(err, workspace.KindNotRepo) || !strings.Contains(err.Error(), "git init") {
-		t.Errorf("plain dir: Check = %v, want workspace.KindNotRepo", err)
+	if err := Check(ctx, plain); !git.IsKind(err, git.KindNotRepo) || !strings.Contains(err.Error(), "git init") {
+		t.Errorf("plain dir: Check = %v, want git.KindNotRepo", err)
 	}
 	empty := t.TempDir()
 	gitT(t, empty, "init", "-q", "-b", "main")
-	if err := Check(ctx, empty); !workspace.IsKind(err, workspace.KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
-		t.Errorf("no commits: Check = %v, want workspace.KindNoCommits", err)
+	if err := Check(ctx, empty); !git.IsKind(err, git.KindNoCommits) || !strings.Contains(err.Error(), "first commit") {
+		t.Errorf("no commits: Check = %v, want git.KindNoCommits", err)
 	}
-	if err := Check(ctx, "relative"); !workspace.IsKind(err, workspace.KindInvalid) {
-		t.Errorf("relative: Check = %v, want workspace.KindInvalid", err)
+	if err := Check(ctx, "relative"); !git.IsKind(err, git.KindInvalid) {
+		t.Errorf("relative: Check = %v, want git.KindInvalid", err)
 	}
 	merging := newRepo(t)
 	gitT(t, merging, "checkout", "-q", "-b", "side", "HEAD~1")
@@ -269,8 +269,8 @@ func TestCheck(t *testing.T) {
 	gitT(t, merging, "checkout", "-q", "main")
 	cmd := []string{"merge", "-q", "side"}
 	_ = runGit(merging, cmd...) // conflicts, by design
-	if err := Check(ctx, merging); !workspace.IsKind(err, workspace.KindInProgress) || !strings.Contains(err.Error(), "abort") {
-		t.Errorf("merging: Check = %v, want workspace.KindInProgress", err)
+	if err := Check(ctx, merging); !git.IsKind(err, git.KindInProgress) || !strings.Contains(err.Error(), "abort") {
+		t.Errorf("merging: Check = %v, want git.KindInProgress", err)
 	}
 	good := newRepo(t)
 	write(t, good, "sub/x.txt", "x\n")
@@ -310,8 +310,8 @@ func TestImportAgainIsANoOpOnlyForTheSameState(t *testing.T) {
 	if m, err = Export(ctx, src, bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := Import(ctx, bundle, dst, m); !workspace.IsKind(err, workspace.KindDirty) {
-		t.Fatalf("import of a different state over local changes: err = %v, want workspace.KindDirty", err)
+	if err := Import(ctx, bundle, dst, m); !git.IsKind(err, git.KindDirty) {
+		t.Fatalf("import of a different state over local changes: err = %v, want git.KindDirty", err)
 	}
 }
 
@@ -497,8 +497,8 @@ func TestCleanSource(t *testing.T) {
 	}
 	const msg = "cast: moved to linux-1 (migration m1)"
 	write(t, src, "late.txt", "written after the export\n")
-	if ok, err := Clean(ctx, src, m, msg); ok || !workspace.IsKind(err, workspace.KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
-		t.Fatalf("Clean after a later change = %v, %v; want workspace.KindDirty", ok, err)
+	if ok, err := Clean(ctx, src, m, msg); ok || !git.IsKind(err, git.KindDirty) || !strings.Contains(err.Error(), "keeps its changes") {
+		t.Fatalf("Clean after a later change = %v, %v; want git.KindDirty", ok, err)
 	}
 	if got := status(t, src); !strings.Contains(got, "?? late.txt") || !strings.Contains(got, "MM b.txt") {
 		t.Fatalf("refused Clean changed the source:\n%s", got)

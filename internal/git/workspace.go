@@ -1,5 +1,5 @@
-// Package workspace is cast's git runner and its inspection of a
-// session's working directory. Git and GitInput run every git command cast
+// Package git is cast's git runner and its inspection of a
+// session's working directory. Run and RunInput run every git command cast
 // runs, reading or writing (internal/treemove's bundles, the node's `git
 // worktree add` and `remove`), as an argument list (never through a
 // shell), hardened the same way and with errors of one kind (ErrorKind).
@@ -8,7 +8,7 @@
 // window, with no pager, no prompts, no optional locks and a timeout, so
 // inspecting a workspace an agent is busy in neither blocks nor disturbs
 // it. It knows nothing of gRPC or etcd.
-package workspace
+package git
 
 import (
 	"bytes"
@@ -374,7 +374,7 @@ func gitEnv() []string {
 
 // git runs `git -C dir ARGS` with the safe settings of Git.
 func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
-	return Git(ctx, r.Dir, r.timeout, nil, args...)
+	return Run(ctx, r.Dir, r.timeout, nil, args...)
 }
 
 // withPath fills in the path of an error from git.

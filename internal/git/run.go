@@ -1,4 +1,4 @@
-package workspace
+package git
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Git runs `git -C dir ARGS` with safe settings and returns stdout; other
+// Run runs `git -C dir ARGS` with safe settings and returns stdout; other
 // packages that drive git (internal/treemove) share it so every git cast
 // runs is hardened the same way. Config that could run programs while
 // reading a repository someone else controls (fsmonitor hooks, external
@@ -18,14 +18,14 @@ import (
 // added after the cleaned environment, so it may set GIT_INDEX_FILE or
 // commit identities; it must not come from user input. Errors are *Error
 // without a Path; timeout <= 0 means DefaultTimeout.
-func Git(ctx context.Context, dir string, timeout time.Duration, env []string, args ...string) ([]byte, error) {
-	return GitInput(ctx, dir, timeout, env, nil, args...)
+func Run(ctx context.Context, dir string, timeout time.Duration, env []string, args ...string) ([]byte, error) {
+	return RunInput(ctx, dir, timeout, env, nil, args...)
 }
 
-// GitInput is Git with stdin: commands that take many refs or updates at
+// RunInput is Run with stdin: commands that take many refs or updates at
 // once (`update-ref --stdin`) read them there, one git process instead of
 // one per ref.
-func GitInput(ctx context.Context, dir string, timeout time.Duration, env []string, stdin []byte, args ...string) ([]byte, error) {
+func RunInput(ctx context.Context, dir string, timeout time.Duration, env []string, stdin []byte, args ...string) ([]byte, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
