@@ -17,7 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/version"
 )
@@ -78,26 +78,26 @@ func main() {
 				}
 				return controlplane.Run(cmd.Context(), cfg, lg)
 			}
-			node := nodeagent.DefaultConfig()
-			node.DataDir = filepath.Join(cfg.DataDir, "node")
-			node.Labels = labels
-			node.IsolatedHomes, node.FleetAccounts, node.FindCastBin, node.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
-			node.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
-			node.Probe = nodeProbe
+			nc := node.DefaultConfig()
+			nc.DataDir = filepath.Join(cfg.DataDir, "node")
+			nc.Labels = labels
+			nc.IsolatedHomes, nc.FleetAccounts, nc.FindCastBin, nc.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
+			nc.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
+			nc.Probe = nodeProbe
 			if agentsConfig != "" {
-				if node.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
+				if nc.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
 				}
 			}
 			if nodeName != "" {
-				node.Name = nodeName
+				nc.Name = nodeName
 			}
-			node.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
+			nc.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
 			if cmd.Flags().Changed("node-metrics-listen") {
-				node.MetricsListen = nodeMetrics
+				nc.MetricsListen = nodeMetrics
 			}
 			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
-			return devmode.Run(cmd.Context(), cfg, node, devOpts, lg)
+			return devmode.Run(cmd.Context(), cfg, nc, devOpts, lg)
 		},
 	}
 	cmd.SetVersionTemplate("controlplane {{.Version}}\n")

@@ -15,13 +15,13 @@ import (
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/treemove"
 	"github.com/cast-dev/cast/internal/version"
 )
 
 func main() {
-	cfg := nodeagent.DefaultConfig()
+	cfg := node.DefaultConfig()
 	var logFormat, logLevel, agentsConfig string
 	var pathMap []string
 	var worktreeSetup string
@@ -39,12 +39,12 @@ func main() {
 			}
 			defer lg.Sync() //nolint:errcheck
 			if agentsConfig != "" {
-				if cfg.Agents, err = nodeagent.LoadAgentsConfig(agentsConfig); err != nil {
+				if cfg.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
 				}
 			}
 			if worktreeSetup != "" {
-				if cfg.WorktreeSetup, err = nodeagent.LoadWorktreeSetup(worktreeSetup); err != nil {
+				if cfg.WorktreeSetup, err = node.LoadWorktreeSetup(worktreeSetup); err != nil {
 					return fmt.Errorf("--worktree-setup: %w", err)
 				}
 			}
@@ -57,7 +57,7 @@ func main() {
 				return err
 			}
 			defer lock.Unlock()
-			return nodeagent.Run(cmd.Context(), cfg, lg)
+			return node.Run(cmd.Context(), cfg, lg)
 		},
 	}
 	cmd.SetVersionTemplate("node {{.Version}}\n")
@@ -67,7 +67,7 @@ func main() {
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address for /metrics (turns by agent and outcome), /healthz and /readyz (connected), e.g. 127.0.0.1:7779: HTTPS with the node's certificate once joined (scrapers trust the control plane's CA, server name node-metrics.cast.internal); plain HTTP only with --insecure and no --ca-pin (empty: off)")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
 	f.StringArrayVar(&cfg.Labels, "label", nil, "label for placement and moves, repeatable (--label linux --label laptop)")
-	f.StringVar(&cfg.CastBin, "cast-bin", nodeagent.DefaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
+	f.StringVar(&cfg.CastBin, "cast-bin", node.DefaultCastBin(), "the cast CLI, given to agents as an MCP server for permission prompts (empty: off)")
 	f.BoolVar(&cfg.IsolatedHomes, "isolated-homes", false, "run every agent with its own HOME under DATA_DIR/agents instead of your own login, settings and MCP servers (the cloud deploys' setting)")
 	f.BoolVar(&cfg.AgentChecks, "agent-checks", cfg.AgentChecks, "run each installed agent CLI version nobody has checked through cast's conformance canary (in a throwaway HOME against a local fake model) at start and when a new version appears (env CAST_AGENT_CHECKS=off turns the default off)")
 	f.BoolVar(&cfg.Probe, "probe", false, "say an agent is READY only when its CLI answers: at start, and whenever its login files or version change or it was not ready, each installed agent runs one tiny prompt headless as its turns run (your login and settings, a scratch folder, its session removed after); cast nodes then shows \"probed: \" and, on failure, what the CLI said")
@@ -77,7 +77,7 @@ func main() {
 	f.DurationVar(&cfg.CustodyMargin, "custody-margin", 30*time.Minute, "token custody replaces an access token this long before it expires")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane, and serve --metrics-listen as plain HTTP without --ca-pin (env CAST_INSECURE=1)")
-	f.DurationVar(&cfg.BundleInterval, "ca-bundle-interval", nodeagent.DefaultBundleInterval, "how often the node asks the control plane for its CA bundle, so a CA retired by cast ca retire stops being trusted even by an idle node")
+	f.DurationVar(&cfg.BundleInterval, "ca-bundle-interval", node.DefaultBundleInterval, "how often the node asks the control plane for its CA bundle, so a CA retired by cast ca retire stops being trusted even by an idle node")
 	f.StringVar(&cfg.CAPin, "ca-pin", os.Getenv("CAST_CA_PIN"), "TLS: trust the control plane whose CA has this pin (sha256:..., logged by controlplane --tls; env CAST_CA_PIN)")
 	f.StringVar(&cfg.JoinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (from cast node token create) exchanged on first start for this node's own credential: with --ca-pin a client certificate for a key it makes (DATA_DIR/identity.pem, renewed before expiry), else a token (DATA_DIR/credential) (env CAST_JOIN_TOKEN)")
 	f.StringVar(&worktreeSetup, "worktree-setup", "", `JSON file {"/abs/checkout": [["npm","ci"], ...]}: commands run (no shell) in each new worktree of that checkout; must be yours and not writable by others`)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -43,7 +43,7 @@ func diffWrite(t *testing.T, dir, name, body string) {
 // no CLI: sessions hold appended history and no turn ever runs.
 func diffRig(t *testing.T) (*client.Client, string) {
 	srv := testharness.StartControlPlane(t, nil)
-	testharness.StartNode(t, srv.Addr(), "n1", func(c *nodeagent.Config) {
+	testharness.StartNode(t, srv.Addr(), "n1", func(c *node.Config) {
 		c.AgentBins = map[string]string{} // its agents are testharness.MissingAgents
 	})
 	c := testharness.Dial(t, srv.Addr())

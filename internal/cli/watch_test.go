@@ -11,7 +11,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -29,7 +29,7 @@ func TestWatchGivesUpOnAServerThatEndsEveryStream(t *testing.T) {
 		c.EtcdEndpoints, c.DataDir, c.Etcd = []string{etcd.URL}, "", access
 	}
 	first := testharness.StartControlPlane(t, onEtcd)
-	testharness.StartNode(t, first.Addr(), "n1", func(c *nodeagent.Config) {
+	testharness.StartNode(t, first.Addr(), "n1", func(c *node.Config) {
 		c.AgentBins = map[string]string{} // its agents are testharness.MissingAgents
 	})
 	c := testharness.Dial(t, first.Addr())

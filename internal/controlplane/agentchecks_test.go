@@ -12,7 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -134,8 +134,8 @@ func brokenCodexOnDst(t *testing.T) (*client.Client, func(agent, node string) *c
 	c := testharness.Dial(t, cp.Addr())
 	ctx := ctxT(t)
 	testharness.StartNode(t, cp.Addr(), "src", nil)
-	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *nodeagent.Config) {
-		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
+	testharness.StartNode(t, cp.Addr(), "dst", func(cfg *node.Config) {
+		cfg.Agents["codex"] = node.AgentSetup{Bin: filepath.Join(binDir, "codex")}
 	})
 	// Both nodes must be connected: the sessions below are placed on src.
 	testharness.WaitFor(t, 20*time.Second, "src connected and dst reports its codex version", func() bool {

@@ -16,7 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -81,7 +81,7 @@ func newAuthEnv(t *testing.T, cb func(*controlplane.Config)) *authEnv {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "n1")
-	testharness.StartNode(t, e.addr, "n1", func(c *nodeagent.Config) { c.JoinToken, c.DataDir = join.Token, dir })
+	testharness.StartNode(t, e.addr, "n1", func(c *node.Config) { c.JoinToken, c.DataDir = join.Token, dir })
 	waitConnected(t, e.admin, "n1", true)
 	// A join token for two nodes works twice, then never again.
 	two, err := e.admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60, Uses: 2})
@@ -101,11 +101,11 @@ func newAuthEnv(t *testing.T, cb func(*controlplane.Config)) *authEnv {
 	_, err = testharness.DialAs(t, e.addr, "").Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n9", JoinToken: join.Token})
 	wantDenied(t, "reused join token", err, codes.Unauthenticated, errs.ReasonJoinToken)
 	// The node keeps its own credential 0600 in its data dir.
-	fi, err := os.Stat(filepath.Join(dir, nodeagent.CredentialFile))
+	fi, err := os.Stat(filepath.Join(dir, node.CredentialFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("node credential file: %v %v", fi, err)
 	}
-	cred, err := secrets.ReadToken(filepath.Join(dir, nodeagent.CredentialFile))
+	cred, err := secrets.ReadToken(filepath.Join(dir, node.CredentialFile))
 	if err != nil {
 		t.Fatal(err)
 	}

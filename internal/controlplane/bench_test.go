@@ -20,7 +20,7 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -120,7 +120,7 @@ func newAppendRig(tb testing.TB) *appendRig {
 		c.TLS.Enabled = true
 		c.SecretsKeyFile = filepath.Join(tb.TempDir(), controlplane.SecretsKeyFileName)
 	})
-	testharness.StartNode(tb, srv.Addr(), "bench", func(c *nodeagent.Config) { c.CAPin = srv.CAPin() })
+	testharness.StartNode(tb, srv.Addr(), "bench", func(c *node.Config) { c.CAPin = srv.CAPin() })
 	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -237,10 +237,10 @@ func TestOperatorCA(t *testing.T) {
 	join, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
 	must(t, err)
 	nodeDir := filepath.Join(t.TempDir(), "n1")
-	testharness.StartNode(t, a.Addr(), "n1", func(c *nodeagent.Config) { c.CAPin, c.JoinToken, c.DataDir = wantPin, join.Token, nodeDir })
+	testharness.StartNode(t, a.Addr(), "n1", func(c *node.Config) { c.CAPin, c.JoinToken, c.DataDir = wantPin, join.Token, nodeDir })
 	waitConnected(t, admin, "n1", true)
 
-	leaf := leafOf(t, nodeagent.IdentityPath(nodeDir))
+	leaf := leafOf(t, node.IdentityPath(nodeDir))
 	roots, inters := x509.NewCertPool(), x509.NewCertPool()
 	roots.AddCert(root.cert)
 	inters.AddCert(inter.cert)
@@ -252,7 +252,7 @@ func TestOperatorCA(t *testing.T) {
 		t.Errorf("chain %d long, leaf %q: want n1 <- operator CA <- root", len(chains[0]), leaf.Subject.CommonName)
 	}
 	// Replica B, given the same files, takes the certificate A issued.
-	asNode := dialCert(t, b, nodeagent.IdentityPath(nodeDir))
+	asNode := dialCert(t, b, node.IdentityPath(nodeDir))
 	if _, err := asNode.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil {
 		t.Errorf("replica B refused the certificate replica A issued: %v", err)
 	}

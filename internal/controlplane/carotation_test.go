@@ -15,7 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -369,11 +369,11 @@ func TestIdleNodeDropsARetiredCA(t *testing.T) {
 	_, err = admin.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{})
 	must(t, err)
 	var dataDir string
-	testharness.StartNode(t, srv.Addr(), "idle", func(c *nodeagent.Config) {
+	testharness.StartNode(t, srv.Addr(), "idle", func(c *node.Config) {
 		c.CAPin, c.BundleInterval, dataDir = rot.Next.Pin, 100*time.Millisecond, c.DataDir
 	})
 	bundlePins := func() map[string]bool {
-		b, err := os.ReadFile(nodeagent.BundlePath(dataDir))
+		b, err := os.ReadFile(node.BundlePath(dataDir))
 		if err != nil {
 			return nil
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -137,7 +137,7 @@ func TestNodeRestartCatchesUp(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	dir := filepath.Join(t.TempDir(), "node")
-	withDir := func(cfg *nodeagent.Config) { cfg.DataDir = dir }
+	withDir := func(cfg *node.Config) { cfg.DataDir = dir }
 	stop := testharness.StartNode(t, srv.Addr(), "n1", withDir)
 	waitConnected(t, c, "n1", true)
 	ctx := ctxT(t)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestListFilters(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
-	testharness.StartNode(t, srv.Addr(), "n1", func(cfg *nodeagent.Config) { cfg.Labels = []string{"gpu"} })
+	testharness.StartNode(t, srv.Addr(), "n1", func(cfg *node.Config) { cfg.Labels = []string{"gpu"} })
 	testharness.StartNode(t, srv.Addr(), "n2", nil)
 	waitConnected(t, c, "n1", true)
 	waitConnected(t, c, "n2", true)

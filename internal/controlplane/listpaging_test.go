@@ -12,7 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -88,7 +88,7 @@ func TestEveryListPages(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	for i, n := range []string{"n1", "n2", "n3"} {
-		testharness.StartNode(t, srv.Addr(), n, func(cfg *nodeagent.Config) { cfg.Labels = []string{fmt.Sprint("rack", i%2)} })
+		testharness.StartNode(t, srv.Addr(), n, func(cfg *node.Config) { cfg.Labels = []string{fmt.Sprint("rack", i%2)} })
 		waitConnected(t, c, n, true)
 	}
 	ctx := ctxT(t)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 	"github.com/cast-dev/cast/internal/treemove"
 )
@@ -78,8 +78,8 @@ func waitMigration(t *testing.T, c *client.Client, id string) *castv1.Migration 
 func twoNodes(t *testing.T, laptopRoot, linuxRoot string) *client.Client {
 	cp := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, cp.Addr())
-	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *nodeagent.Config) { cfg.Labels = []string{"laptop"} })
-	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *nodeagent.Config) {
+	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *node.Config) { cfg.Labels = []string{"laptop"} })
+	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *node.Config) {
 		cfg.Labels = []string{"linux"}
 		pm, err := treemove.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -54,16 +54,16 @@ func TestNodeCertificates(t *testing.T) {
 	join, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
 	must(t, err)
 	dirA, dirB := filepath.Join(t.TempDir(), "na"), filepath.Join(t.TempDir(), "nb")
-	testharness.StartNode(t, srv.Addr(), "na", func(c *nodeagent.Config) { c.CAPin, c.JoinToken, c.DataDir = srv.CAPin(), join.Token, dirA })
-	testharness.StartNode(t, srv.Addr(), "nb", func(c *nodeagent.Config) { c.CAPin, c.DataDir = srv.CAPin(), dirB })
+	testharness.StartNode(t, srv.Addr(), "na", func(c *node.Config) { c.CAPin, c.JoinToken, c.DataDir = srv.CAPin(), join.Token, dirA })
+	testharness.StartNode(t, srv.Addr(), "nb", func(c *node.Config) { c.CAPin, c.DataDir = srv.CAPin(), dirB })
 	waitConnected(t, admin, "na", true)
 	waitConnected(t, admin, "nb", true)
 
-	idA := nodeagent.IdentityPath(dirA)
+	idA := node.IdentityPath(dirA)
 	if fi, err := os.Stat(idA); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("node identity file: %v %v, want mode 0600", fi, err)
 	}
-	if _, err := os.Stat(filepath.Join(dirA, nodeagent.CredentialFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dirA, node.CredentialFile)); !os.IsNotExist(err) {
 		t.Errorf("a node joined by certificate also holds a bearer credential: %v", err)
 	}
 	first := leafOf(t, idA)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -22,9 +22,9 @@ func TestNodeAdvertisesALoginWithoutReconnecting(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	var home string
-	testharness.StartNode(t, srv.Addr(), "n1", func(cfg *nodeagent.Config) {
+	testharness.StartNode(t, srv.Addr(), "n1", func(cfg *node.Config) {
 		home = runner.EnvValue(cfg.UserEnv, "HOME") // the user's own (scratch) home
-		cfg.Agents["claude"] = nodeagent.AgentSetup{Bin: "/usr/bin/true"}
+		cfg.Agents["claude"] = node.AgentSetup{Bin: "/usr/bin/true"}
 		cfg.ReadinessInterval = 50 * time.Millisecond
 	})
 	claude := func() (*castv1.Node, *castv1.AgentInstall) {

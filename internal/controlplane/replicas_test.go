@@ -13,7 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -27,7 +27,7 @@ func TestReplicasShareExternalEtcd(t *testing.T) {
 	b := testharness.StartControlPlane(t, external)
 	ca, cb := testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
 	dir := filepath.Join(t.TempDir(), "node")
-	testharness.StartNode(t, a.Addr(), "n1", func(c *nodeagent.Config) { c.DataDir = dir })
+	testharness.StartNode(t, a.Addr(), "n1", func(c *node.Config) { c.DataDir = dir })
 	waitConnected(t, cb, "n1", true)
 	ctx := ctxT(t)
 	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Text: "via b"})

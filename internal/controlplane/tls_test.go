@@ -13,7 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -61,7 +61,7 @@ func TestTLS(t *testing.T) {
 			t.Errorf("%s: got %v, want UNAVAILABLE (no handshake)", name, err)
 		}
 	}
-	testharness.StartNode(t, srv.Addr(), "n1", func(c *nodeagent.Config) { c.CAPin = srv.CAPin() })
+	testharness.StartNode(t, srv.Addr(), "n1", func(c *node.Config) { c.CAPin = srv.CAPin() })
 	waitConnected(t, byFile, "n1", true)
 
 	pin := srv.CAPin()

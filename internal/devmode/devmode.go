@@ -18,7 +18,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 )
 
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
@@ -39,8 +39,8 @@ type Options struct {
 }
 
 // Run serves until ctx ends. The node's ControlPlane address is filled in.
-func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opts Options, lg *zap.Logger) error {
-	for _, a := range []string{cp.Listen, cp.MetricsListen, node.MetricsListen} {
+func Run(ctx context.Context, cp controlplane.Config, nc node.Config, opts Options, lg *zap.Logger) error {
+	for _, a := range []string{cp.Listen, cp.MetricsListen, nc.MetricsListen} {
 		if a == "" {
 			continue
 		}
@@ -55,26 +55,26 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opt
 		return err
 	}
 	defer srv.Stop()
-	node.ControlPlane, node.CAPin = srv.Addr(), srv.CAPin() // the pin is "" without --tls
-	node.Insecure = cp.Insecure                             // its metrics: plain HTTP exactly when the control plane's are
+	nc.ControlPlane, nc.CAPin = srv.Addr(), srv.CAPin() // the pin is "" without --tls
+	nc.Insecure = cp.Insecure                           // its metrics: plain HTTP exactly when the control plane's are
 	// The in-process node gets its own credential directly, and the local
 	// user a context with an admin token, so `cast` works at once.
-	cred, err := srv.IssueNodeCredential(ctx, node.Name)
+	cred, err := srv.IssueNodeCredential(ctx, nc.Name)
 	if err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
 	}
-	if err := nodeagent.WriteCredential(node.DataDir, cred); err != nil {
+	if err := node.WriteCredential(nc.DataDir, cred); err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
 	}
 	// A certificate from the last start is bound to the credential just
 	// replaced: the node gets a new one for the new credential.
-	if err := os.Remove(nodeagent.IdentityPath(node.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(node.IdentityPath(nc.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("dev node certificate: %w", err)
 	}
-	if err := writeContext(ctx, srv, node.Name, opts.RotateToken, lg); err != nil {
+	if err := writeContext(ctx, srv, nc.Name, opts.RotateToken, lg); err != nil {
 		return err
 	}
-	agent, err := nodeagent.New(node, lg)
+	agent, err := node.New(nc, lg)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opt
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = agent.Run(nctx) }()
-	banner(lg, srv.Addr(), node, cp.DataDir)
+	banner(lg, srv.Addr(), nc, cp.DataDir)
 	<-ctx.Done()
 	stopNode() // the node stops before the control plane it talks to
 	wg.Wait()
@@ -91,9 +91,9 @@ func Run(ctx context.Context, cp controlplane.Config, node nodeagent.Config, opt
 
 // banner says the dev setup is up and which agents can answer: the first
 // ready one is the one to try; the others say what they need.
-func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) {
+func banner(lg *zap.Logger, addr string, nc node.Config, dataDir string) {
 	try := ""
-	for _, in := range node.Readiness() {
+	for _, in := range nc.Readiness() {
 		if in.Ready {
 			if try == "" {
 				try = in.Name
@@ -102,8 +102,8 @@ func banner(lg *zap.Logger, addr string, node nodeagent.Config, dataDir string) 
 		}
 		lg.Warn("agent not ready", zap.String("agent", in.Name), zap.String("why", in.Status))
 	}
-	fields := []zap.Field{zap.String("addr", addr), zap.String("node", node.Name), zap.String("data_dir", dataDir),
-		zap.Bool("isolated_homes", node.IsolatedHomes)}
+	fields := []zap.Field{zap.String("addr", addr), zap.String("node", nc.Name), zap.String("data_dir", dataDir),
+		zap.Bool("isolated_homes", nc.IsolatedHomes)}
 	if try == "" {
 		lg.Warn("dev mode ready, but no agent has a login: `cast nodes` says what to run", fields...)
 		return

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -130,10 +130,10 @@ func TestNodeChecksAgentsOnStart(t *testing.T) {
 	binDir := agenttest.DropResumeCodex(t, brokenCodex)
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
-	testharness.StartNode(t, srv.Addr(), "checker", func(cfg *nodeagent.Config) {
+	testharness.StartNode(t, srv.Addr(), "checker", func(cfg *node.Config) {
 		cfg.AgentChecks = true
 		cfg.ReadinessInterval = 100 * time.Millisecond
-		cfg.Agents["codex"] = nodeagent.AgentSetup{Bin: filepath.Join(binDir, "codex")}
+		cfg.Agents["codex"] = node.AgentSetup{Bin: filepath.Join(binDir, "codex")}
 	})
 	var got []*castv1.AgentCheck
 	testharness.WaitFor(t, 2*time.Minute, "the node's codex verdicts", func() bool {

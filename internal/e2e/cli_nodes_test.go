@@ -12,7 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 )
 
 // A message to a session whose node is down is stored with a warning that
@@ -58,9 +58,9 @@ func TestCLIDownNodeSendWarnsAndDrainSuggestsSkipWorktree(t *testing.T) {
 func TestCLIRefusesUnplaceableSessionsUpFront(t *testing.T) {
 	t.Parallel()
 	r := newCLIRig(t, "n1")
-	r.startNode("n2", func(c *nodeagent.Config) {
-		c.Agents = map[string]nodeagent.AgentSetup{"codex": c.Agents["codex"],
-			"claude": {Bin: c.Agents["claude"].Bin, Accounts: map[string]nodeagent.AccountSetup{"personal": {}}}}
+	r.startNode("n2", func(c *node.Config) {
+		c.Agents = map[string]node.AgentSetup{"codex": c.Agents["codex"],
+			"claude": {Bin: c.Agents["claude"].Bin, Accounts: map[string]node.AccountSetup{"personal": {}}}}
 	})
 	_, errOut, code := r.cli.run("new", "--agent", "grok", "--cwd", t.TempDir(), "hello")
 	if code != 1 || !strings.Contains(errOut, "no connected node has the grok CLI") || !strings.Contains(errOut, "n1 (claude, codex)") {

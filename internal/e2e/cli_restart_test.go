@@ -9,7 +9,7 @@ import (
 	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -27,8 +27,8 @@ func TestCLIWatchAndSendRideOutControlPlaneRestarts(t *testing.T) {
 	}
 	cp := startCP()
 	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr, "HOME=" + t.TempDir()}}
-	testharness.StartNode(t, addr, "n1", func(cfg *nodeagent.Config) {
-		cfg.AgentBins, cfg.Agents = map[string]string{}, map[string]nodeagent.AgentSetup{"claude": {Bin: filepath.Join(t.TempDir(), "no-cli")}}
+	testharness.StartNode(t, addr, "n1", func(cfg *node.Config) {
+		cfg.AgentBins, cfg.Agents = map[string]string{}, map[string]node.AgentSetup{"claude": {Bin: filepath.Join(t.TempDir(), "no-cli")}}
 	})
 	c.waitNode("n1", true)
 	cl := testharness.Dial(t, addr)

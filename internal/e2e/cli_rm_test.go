@@ -19,7 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/pi"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -29,7 +29,7 @@ import (
 func TestCLIImportUsesTranscriptCwd(t *testing.T) {
 	t.Parallel()
 	r := newCLIRig(t, "n1")
-	r.startNode("n2", func(c *nodeagent.Config) { c.Agents = testharness.MissingAgents(t.TempDir()) })
+	r.startNode("n2", func(c *node.Config) { c.Agents = testharness.MissingAgents(t.TempDir()) })
 	msgs := []transcript.Message{{Kind: transcript.KindUser, Text: "fix the parser"}, {Kind: transcript.KindAssistant, Text: "done"}}
 	for _, tc := range []struct {
 		agent string
@@ -72,7 +72,7 @@ func TestCLIRemoveArchivesAndPurges(t *testing.T) {
 	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.startNode("n1", func(c *nodeagent.Config) { c.Agents["codex"] = nodeagent.AgentSetup{Bin: hang} })
+	r.startNode("n1", func(c *node.Config) { c.Agents["codex"] = node.AgentSetup{Bin: hang} })
 	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -52,11 +52,11 @@ func newCLIRigWith(t *testing.T, cb func(*controlplane.Config), nodes ...string)
 
 // startNode starts an in-process node whose claude and codex are missing;
 // cb may change its config further.
-func (r *cliRig) startNode(name string, cb func(*nodeagent.Config)) {
+func (r *cliRig) startNode(name string, cb func(*node.Config)) {
 	missing := filepath.Join(r.t.TempDir(), strings.Repeat("a-long-folder-name-", 6), "agent-cli")
-	r.stops[name] = testharness.StartNode(r.t, r.addr, name, func(c *nodeagent.Config) {
+	r.stops[name] = testharness.StartNode(r.t, r.addr, name, func(c *node.Config) {
 		c.AgentBins = map[string]string{}
-		c.Agents = map[string]nodeagent.AgentSetup{"claude": {Bin: missing}, "codex": {Bin: missing}}
+		c.Agents = map[string]node.AgentSetup{"claude": {Bin: missing}, "codex": {Bin: missing}}
 		if cb != nil {
 			cb(c)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -27,7 +27,7 @@ func TestNodeMetrics(t *testing.T) {
 	addr := freeAddr(t)
 	// Plain HTTP: a plaintext control plane and --insecure (TestMetricsOverTLS
 	// has the TLS default).
-	testharness.StartNode(t, cp.Addr(), "metered", func(c *nodeagent.Config) { c.MetricsListen, c.Insecure = addr, true })
+	testharness.StartNode(t, cp.Addr(), "metered", func(c *node.Config) { c.MetricsListen, c.Insecure = addr, true })
 	get := func(path string) (int, []byte) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {

@@ -13,22 +13,22 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/faults"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // noAgents is a node without agent CLIs: the store faults are about what
 // is stored, so the node takes its sessions and fails their turns at once.
-func noAgents(cfg *nodeagent.Config) { cfg.AgentBins = nil }
+func noAgents(cfg *node.Config) { cfg.AgentBins = nil }
 
 // withClaude runs the real Claude Code CLI against fake, in its own HOME.
-func withClaude(t *testing.T, fake *fakemodel.Server) func(*nodeagent.Config) {
+func withClaude(t *testing.T, fake *fakemodel.Server) func(*node.Config) {
 	home, env := agenttest.Env(t, "claude", fake.URL)
 	bin := agenttest.Bin(t, "claude")
-	return func(cfg *nodeagent.Config) {
+	return func(cfg *node.Config) {
 		cfg.AgentBins = nil
 		// A refused prompt fails at once instead of being retried.
-		cfg.Agents = map[string]nodeagent.AgentSetup{"claude": {Bin: bin, Home: home, Env: append(env, "CLAUDE_CODE_MAX_RETRIES=0")}}
+		cfg.Agents = map[string]node.AgentSetup{"claude": {Bin: bin, Home: home, Env: append(env, "CLAUDE_CODE_MAX_RETRIES=0")}}
 	}
 }
 
@@ -65,12 +65,12 @@ func nodeDown(t *testing.T, c *client.Client, node string) {
 // startNode runs an in-process node whose data dir the test knows (dir, or
 // a new one when dir is ""), so the checker can read what it believes it
 // owns.
-func startNode(t *testing.T, addr, name, dir string, cb func(*nodeagent.Config)) (dataDir string, stop func()) {
+func startNode(t *testing.T, addr, name, dir string, cb func(*node.Config)) (dataDir string, stop func()) {
 	t.Helper()
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "node-"+name)
 	}
-	stop = testharness.StartNode(t, addr, name, func(cfg *nodeagent.Config) {
+	stop = testharness.StartNode(t, addr, name, func(cfg *node.Config) {
 		if cb != nil {
 			cb(cfg)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 )
 
@@ -120,9 +120,9 @@ func DialAs(t testing.TB, addr, token string) *client.Client {
 
 // StartNode runs an in-process node daemon against addr until the test
 // ends (or the returned stop is called). cb may change its config.
-func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (stop func()) {
+func StartNode(t testing.TB, addr, name string, cb func(*node.Config)) (stop func()) {
 	t.Helper()
-	cfg := nodeagent.DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.ControlPlane, cfg.Name, cfg.DataDir = addr, name, filepath.Join(t.TempDir(), "node-"+name)
 	cfg.ReconnectMax = time.Second
 	cfg.UserEnv = ScratchEnv(t) // the node's "own" agents are a scratch home's
@@ -132,7 +132,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 	if cb != nil {
 		cb(&cfg)
 	}
-	a, err := nodeagent.New(cfg, zaptest.NewLogger(t).Named(name))
+	a, err := node.New(cfg, zaptest.NewLogger(t).Named(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +155,10 @@ func StartNode(t testing.TB, addr, name string, cb func(*nodeagent.Config)) (sto
 // exist: the node advertises them all, so sessions of any agent can be
 // placed on it, and a turn fails at once with "binary not found" instead of
 // reaching a real model. Tests that run turns configure real CLIs instead.
-func MissingAgents(dir string) map[string]nodeagent.AgentSetup {
-	out := map[string]nodeagent.AgentSetup{}
+func MissingAgents(dir string) map[string]node.AgentSetup {
+	out := map[string]node.AgentSetup{}
 	for _, name := range agents.Names() {
-		out[name] = nodeagent.AgentSetup{Bin: filepath.Join(dir, "no-agent-cli", name)}
+		out[name] = node.AgentSetup{Bin: filepath.Join(dir, "no-agent-cli", name)}
 	}
 	return out
 }

@@ -1,0 +1,518 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/retry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Daemon is a running node daemon: its stream to the control plane, the
+// sessions it owns and their turns.
+type Daemon struct {
+	cfg        Config
+	lg         *zap.Logger
+	st         *state
+	cli        *client.Client
+	cred       *client.Token    // this node's bearer credential (identity.go)
+	id         *client.Identity // with TLS: its client certificate (certs.go)
+	tls        *tls.Config      // nil: plaintext
+	trust      *pki.Trust       // with TLS: the CAs it trusts (trust.go)
+	bsync      *client.BundleSync
+	rotate     chan struct{} // a renewed certificate: move the stream
+	runner     *runner.Runner
+	workers    workers
+	setups     sync.WaitGroup  // worktree setups running in the background
+	runCtx     context.Context // lives as long as Run; turns run under it
+	migrations migrationJobs
+	// leaseTTL (ns) is what the control plane last said; lastContact (unix
+	// ns) is when it was last heard from. Self-fencing compares them.
+	leaseTTL    atomic.Int64
+	lastContact atomic.Int64
+	mcpSkips    sync.Map      // agent+reason of each "no MCP server" warning logged
+	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
+	reg         *prometheus.Registry
+	m           *metrics.Node
+	// custody is token custody's node part (nil without --token-custody).
+	custody    *custody.Node
+	custodySvc custodyService
+	// custodyMu orders a switch's supply against custodyLoop finishing a
+	// switch that waited for a refresh (pending, by agent).
+	custodyMu   sync.Mutex
+	pending     map[string]*castv1.SetCredential
+	custodyKick chan struct{}
+	// probes is what probing the agents' CLIs said (nil without --probe).
+	probes *probes
+}
+
+// New prepares a node daemon; Run starts it.
+func New(cfg Config, lg *zap.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := loadState(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node state in %s: %w", cfg.DataDir, err)
+	}
+	cred, err := loadCredential(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		id     *client.Identity
+		trust  *pki.Trust
+		tlsCfg *tls.Config
+	)
+	if cfg.CAPin != "" {
+		if id, err = client.LoadIdentity(IdentityPath(cfg.DataDir)); err != nil {
+			return nil, err
+		}
+		if trust, err = loadTrust(cfg, id); err != nil {
+			return nil, err
+		}
+		tlsCfg = client.WithIdentity(trust.Config(), id)
+	}
+	if err := client.CheckPlaintext(cfg.ControlPlane, tlsCfg, cfg.Insecure); err != nil {
+		return nil, err
+	}
+	a := &Daemon{cfg: cfg, cred: cred, id: id, trust: trust, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, runCtx: context.Background(),
+		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
+	o := client.Options{Token: cred, TLS: tlsCfg}
+	if trust != nil {
+		a.bsync = a.bundleSync()
+		o.Bundle = a.bsync
+	}
+	if a.cli, err = client.DialOpts(cfg.ControlPlane, o); err != nil {
+		return nil, err
+	}
+	a.m = newNodeMetrics(a.reg)
+	metrics.SetBuildInfo(a.reg, CapabilityVersion)
+	if id != nil {
+		metrics.NewCertExpiry(a.reg, map[string]func() *x509.Certificate{metrics.CertClient: func() *x509.Certificate {
+			if c := id.Cert(); c != nil {
+				return c.Leaf
+			}
+			return nil
+		}})
+	}
+	if tlsCfg == nil {
+		a.lg.Warn("no --ca-pin: dialing the control plane in plaintext, which only a control plane started with --insecure answers")
+	}
+	a.runner = &runner.Runner{Bins: cfg.bins(), Logf: func(f string, args ...any) { a.lg.Debug(fmt.Sprintf(f, args...)) }}
+	a.probes = newProbes() // probed on demand (`cast nodes --probe`) too
+	if err := a.newCustody(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Run is New then Agent.Run.
+func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
+	a, err := New(cfg, lg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Run keeps a Connect stream up, reconnecting with jittered exponential
+// backoff, until ctx ends.
+func (a *Daemon) Run(ctx context.Context) error {
+	defer a.cli.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	a.runCtx = ctx
+	defer a.workers.wg.Wait() // turns end (interrupted) before the node does
+	defer a.setups.Wait()     // worktree setups stop with runCtx
+	defer cancel()            // first: a refused credential stops the turns too
+	stopMetrics, err := a.serveMetrics(ctx, a.reg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if err := a.join(ctx); err != nil {
+		return err
+	}
+	// systemd's Type=notify (deploy/systemd): started once it holds its
+	// credential; reconnecting later is the node's own business.
+	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+	defer daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
+	if a.id != nil && ctx.Err() == nil {
+		go a.renewCerts(ctx)
+		go a.followBundle(ctx)
+	}
+	a.stopOrphans()
+	a.fleetNotice()
+	go a.selfFence(ctx)
+	go a.custodyLoop(ctx)
+	go a.recordAgain(ctx)
+	if a.cfg.AgentChecks {
+		a.workers.wg.Add(1) // its CLIs are gone before the node is
+		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
+	}
+	if a.cfg.Probe {
+		a.workers.wg.Add(1) // its CLIs are gone before the node is
+		go func() { defer a.workers.wg.Done(); a.probeAgents(ctx) }()
+	}
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := a.connectOnce(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, errRotated) {
+			a.lg.Info("client certificate renewed; reconnecting the stream")
+			continue
+		}
+		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			// Revoked (cast node rm) or unknown: rejoining is an admin's call.
+			a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
+			held := credentialPath(a.cfg.DataDir)
+			if a.id != nil {
+				held = a.id.Path()
+			}
+			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, held)
+		}
+		if time.Since(start) > 30*time.Second {
+			pauses.Reset() // it was a healthy session
+		}
+		wait := pauses.Next()
+		a.lg.Info("control plane stream ended; reconnecting", zap.Error(err), zap.Duration("in", wait))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	a.lg.Info("node stopped")
+	return nil
+}
+
+// welcomeTimeout bounds the wait for the control plane's welcome on a new
+// stream (a hello that went into a partition is never answered).
+const welcomeTimeout = 10 * time.Second
+
+// connectOnce runs one stream until it fails, goes silent, or ctx ends.
+func (a *Daemon) connectOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The stream has its own connection, dialed anew each time: after a
+	// partition the old one may be half-open (the far end gone, nothing
+	// reset), and a stream opened on it would wait on gRPC's keepalive
+	// (40 s) to learn that.
+	select {
+	case <-a.rotate: // this stream dials with the newest certificate anyway
+	default:
+	}
+	sc, err := client.DialOpts(a.cfg.ControlPlane, client.Options{Token: a.cred, TLS: a.tls})
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	welcome := time.AfterFunc(welcomeTimeout, cancel)
+	defer welcome.Stop()
+	stream, err := sc.Nodes.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	var sendMu sync.Mutex // gRPC streams allow one sender at a time
+	send := func(r *castv1.ConnectRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(r)
+	}
+	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.st.ids()}
+	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			_, err = stream.Recv() // the server ended the stream; this is why (a refused credential)
+		}
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	w := first.GetWelcome()
+	if w == nil || w.HeartbeatIntervalMillis <= 0 {
+		return errors.New("control plane did not welcome the node")
+	}
+	welcome.Stop()
+	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.String("replica", replicaOf(stream.Context())), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
+	a.leaseTTL.Store(int64(time.Duration(w.LeaseTtlSeconds) * time.Second))
+	a.lastContact.Store(time.Now().UnixNano())
+	hbErr := make(chan error, 1)
+	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
+	go a.advertise(ctx, hello.Node.Agents, send)
+	// waiting is since when the loop has waited on the stream; 0 while it
+	// handles a command (a slow command is not a silent control plane).
+	var waiting atomic.Int64
+	waiting.Store(time.Now().UnixNano())
+	go endWhenSilent(ctx, time.Duration(a.leaseTTL.Load()), &waiting, func(silent time.Duration) {
+		a.lg.Warn("control plane silent for a lease; ending the stream to dial again", zap.Duration("silent_for", silent))
+		cancel()
+	})
+	var rotated atomic.Bool
+	go a.endWhenRotated(ctx, &waiting, func() { rotated.Store(true); cancel() })
+	for {
+		f, err := stream.Recv()
+		if rotated.Load() {
+			return errRotated
+		}
+		if err != nil {
+			return err
+		}
+		a.lastContact.Store(time.Now().UnixNano())
+		waiting.Store(time.Now().UnixNano())
+		if cmd := f.GetCommand(); cmd != nil {
+			waiting.Store(0)
+			ack := &castv1.CommandAck{CommandId: cmd.Id}
+			if err := a.handle(ctx, cmd); err != nil {
+				a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
+				ack.Error = err.Error()
+			}
+			waiting.Store(time.Now().UnixNano())
+			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
+				return err
+			}
+		}
+		select {
+		case err := <-hbErr:
+			return err
+		default:
+		}
+	}
+}
+
+// replicaOf is the address of the replica a stream went to (one of a
+// --controlplane list), for the log.
+func replicaOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// endWhenSilent calls end once the stream has been waited on for ttl with
+// nothing received. The control plane answers every heartbeat, so that
+// silence is a broken link (a partition leaves the stream half-open: sends
+// still succeed into buffers, nothing comes back); the lease has lapsed by
+// then anyway, and only a new stream can get the node back.
+func endWhenSilent(ctx context.Context, ttl time.Duration, waiting *atomic.Int64, end func(silent time.Duration)) {
+	if ttl <= 0 {
+		return
+	}
+	tick.Every(ctx, ttl/8, func() bool {
+		since := waiting.Load()
+		if since == 0 {
+			return true
+		}
+		if silent := time.Since(time.Unix(0, since)); silent >= ttl {
+			end(silent)
+			return false
+		}
+		return true
+	})
+}
+
+// heartbeat sends a numbered heartbeat every d until ctx ends or a send
+// fails.
+func heartbeat(ctx context.Context, d time.Duration, send func(*castv1.ConnectRequest) error) error {
+	var seq int64
+	var err error
+	tick.Every(ctx, d, func() bool {
+		seq++
+		err = send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// handle applies one command to the node's state.
+func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
+	switch k := cmd.Kind.(type) {
+	case *castv1.Command_AssignSession:
+		s := k.AssignSession.Session
+		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
+		err := a.st.update(func(m map[string]*owned) {
+			o := m[s.Id]
+			if o == nil {
+				o = &owned{}
+				m[s.Id] = o
+			}
+			if o.Agent != "" && o.Agent != s.Agent {
+				// Switched: what failed for the old agent goes to the new one.
+				o.FailedSeq = 0
+			}
+			if movedAway(*o, s) {
+				// Its folder changed while this node did not hear of it (a
+				// workspace move it recorded before a crash): native
+				// sessions belong to their folder, so the next turn rebuilds.
+				o.Native = nil
+			}
+			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
+			o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
+			if s.Checkout != "" {
+				o.Checkout = s.Checkout
+			}
+			// Imported or forked history is context, never a new prompt;
+			// what an earlier owner delivered (before a migration) is done.
+			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq, s.DeliveredSeq)
+			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq, s.DeliveredSeq)
+		})
+		if err != nil {
+			return err
+		}
+		a.reconcileState(s.Id, s.State)
+		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
+	case *castv1.Command_DeliverMessages:
+		d := k.DeliverMessages
+		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
+	case *castv1.Command_Interrupt:
+		return a.interrupt(k.Interrupt.SessionId, k.Interrupt.Abandon)
+	case *castv1.Command_ReleaseSession:
+		a.release(k.ReleaseSession.SessionId, k.ReleaseSession.Owner)
+		return nil
+	case *castv1.Command_ExportWorkTree:
+		go a.exportWorkTree(a.runCtx, k.ExportWorkTree) // long: answered by upload or report
+		return nil
+	case *castv1.Command_ImportWorkTree:
+		go a.importWorkTree(a.runCtx, k.ImportWorkTree)
+		return nil
+	case *castv1.Command_Workspace:
+		go a.workspaceRequest(a.runCtx, k.Workspace) // git may take a while: answered by ReportWorkspace
+		return nil
+	case *castv1.Command_SetCredential:
+		// In line: a message delivered after it must run on the new
+		// credential.
+		return a.setCredential(ctx, k.SetCredential)
+	default:
+		return fmt.Errorf("unknown command")
+	}
+}
+
+// catchUp pulls user messages the node has not seen (sent while it was
+// away: delivery is at-least-once, the node makes it exactly-once).
+func (a *Daemon) catchUp(ctx context.Context, sessionID string, lastSeq, token int64) error {
+	o, _ := a.st.get(sessionID)
+	if lastSeq <= o.ReceivedSeq {
+		a.wake(sessionID) // a restart may have left accepted-but-unrun work
+		return nil
+	}
+	// Every page: a long turn (or a move's drain) leaves hundreds of agent
+	// rows before the user messages to catch up on.
+	var users []*castv1.Message
+	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.ReceivedSeq + 1, EndSeq: lastSeq}, func(m *castv1.Message) error {
+		switch {
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_USER:
+			users = append(users, m)
+		case m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeMigration && m.Seq > o.NoticeSeq:
+			// The session just moved here: the next turn tells the agent.
+			return a.st.update(func(st map[string]*owned) { st[sessionID].Notice, st[sessionID].NoticeSeq = m.Text, m.Seq })
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return a.deliver(sessionID, token, users)
+}
+
+// deliver records user messages as received and wakes the session's
+// worker, which hands them to the agent in order, each exactly once.
+func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) error {
+	o, ok := a.st.get(sessionID)
+	if !ok || token < o.Token {
+		return fmt.Errorf("session %s is not owned by this node with token %d", sessionID, token)
+	}
+	var newest int64
+	for _, m := range msgs {
+		if m.Seq > o.ReceivedSeq {
+			newest = max(newest, m.Seq)
+			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
+		}
+	}
+	if newest > 0 {
+		if err := a.st.update(func(m map[string]*owned) { m[sessionID].ReceivedSeq = max(m[sessionID].ReceivedSeq, newest) }); err != nil {
+			// Nothing is lost: the control plane keeps the messages and
+			// recordAgain runs them once a write succeeds. The session
+			// says why it waits.
+			ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
+			defer cancel()
+			// Sent once, not kept: the state cannot be written now.
+			_ = a.sendReport(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: a.unrecordedReason(err), ExitCode: -1})
+			return err
+		}
+	}
+	a.wake(sessionID)
+	return nil
+}
+
+// unrecordedReason says why the node cannot take messages now.
+func (a *Daemon) unrecordedReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // "no space left on device", without a temp file's name
+	}
+	return fmt.Sprintf("node %s cannot write its state in %s (%v); its messages wait until it can", a.cfg.Name, a.cfg.DataDir, err)
+}
+
+// recordAgain retries a state write that failed (a full disk) until one
+// succeeds, then wakes every session: turns were held meanwhile, since a
+// turn the node cannot record as delivered could run twice after a
+// restart.
+func (a *Daemon) recordAgain(ctx context.Context) {
+	tick.Every(ctx, 500*time.Millisecond, func() bool {
+		if now, err := a.st.catchUp(); err == nil && now {
+			a.lg.Info("node state written again; resuming held sessions")
+			for _, id := range a.st.ids() {
+				a.wake(id)
+			}
+		}
+		return true
+	})
+}
+
+// describe is the node's hello: name, labels, installed agents.
+func (a *Daemon) describe() *castv1.Node {
+	host, _ := os.Hostname()
+	n := &castv1.Node{Name: a.cfg.Name, Labels: a.cfg.labels(), Os: runtime.GOOS, Hostname: host, CapabilityVersion: CapabilityVersion}
+	n.Agents = a.readiness()
+	return n
+}
+
+// interrupt stops the session's running turn, if there is one.
+func (a *Daemon) interrupt(sessionID string, abandon bool) error {
+	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon))
+	if !a.workers.interrupt(sessionID, abandon) {
+		return fmt.Errorf("session %s has no running turn on this node", sessionID)
+	}
+	return nil
+}

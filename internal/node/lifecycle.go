@@ -1,0 +1,330 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+)
+
+// A turn on this node is one lifecycle, the way Nomad's task runner walks a
+// task through its hooks. Its phases and their order live here; the side
+// jobs are named hooks (prepareHooks and turnHooks in hooks.go) and
+// outcomes (outcomes below):
+//
+//	queued       the worker found undelivered messages: the prompt is read,
+//	             the custody hook binds the turn to a fleet account, and
+//	             the start is reported (the store's gate: a fenced or foreign
+//	             session holds the turn)
+//	preparing    the prepare hooks: credentials, checkout, worktree, mcp,
+//	             native (reuse, delta, native fork or rebuild)
+//	running      the limits hook asks a fleet turn for usage windows; the
+//	             CLI runs; its native rows are synced as they appear
+//	interrupting ctx ended (an interrupt, a switch, a move, a cut-off): the
+//	             runner stops the process group
+//	reporting    the rows are stored, the outcome is recorded in state.json
+//	             (limits claims a usage limit: parked) and the end state is
+//	             reported (kept pending until it lands)
+//	done|failed  the turn is over
+type turnPhase int32
+
+const (
+	phaseQueued turnPhase = iota
+	phasePreparing
+	phaseRunning
+	phaseInterrupting
+	phaseReporting
+	phaseDone
+	phaseFailed
+)
+
+var phaseNames = [...]string{"queued", "preparing", "running", "interrupting", "reporting", "done", "failed"}
+
+func (p turnPhase) String() string {
+	if p < 0 || int(p) >= len(phaseNames) {
+		return "unknown"
+	}
+	return phaseNames[p]
+}
+
+// turn is one turn of a session on this node.
+type turn struct {
+	a     *Daemon
+	id    string
+	o     owned // the session's record as the turn started
+	lg    *zap.Logger
+	phase atomic.Int32
+
+	prompt   string
+	firstSeq int64
+	fc       fleetCred // the fleet account its credential store holds (none for an own account)
+	rt       runner.Turn
+	sync     *syncer
+	res      runner.Result
+	runErr   error
+	lastSeq  int64
+	syncErr  error
+}
+
+// enter moves the turn to phase p (transitions are logged at debug).
+func (t *turn) enter(p turnPhase) {
+	from := turnPhase(t.phase.Swap(int32(p)))
+	t.lg.Debug("turn phase", zap.Stringer("from", from), zap.Stringer("to", p))
+}
+
+// runTurn hands the undelivered user messages to the agent as one turn.
+func (a *Daemon) runTurn(ctx context.Context, sessionID string, o owned) error {
+	t := &turn{a: a, id: sessionID, o: o, lg: a.lg.With(zap.String("session", sessionID), zap.String("agent", o.Agent))}
+	err := t.walk(ctx)
+	if err != nil && !errors.Is(err, errHeld) {
+		t.enter(phaseFailed)
+	} else {
+		t.enter(phaseDone)
+	}
+	return err
+}
+
+// walk takes the turn through its phases.
+func (t *turn) walk(ctx context.Context) error {
+	run, err := t.queued(ctx)
+	if err != nil || !run {
+		return err
+	}
+	t.enter(phasePreparing)
+	if t.rt, err = t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true); err != nil {
+		// The node could not set the turn up: the agent never saw the prompt.
+		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
+	}
+	t.enter(phaseRunning)
+	t.run(ctx)
+	t.enter(phaseReporting)
+	// Bookkeeping after the turn must not die with an interrupted turn's ctx.
+	return t.report(t.a.runCtx)
+}
+
+// queued reads what the turn runs and reports its start; false when there
+// is nothing to run (the cursor moved over non-user rows).
+func (t *turn) queued(ctx context.Context) (bool, error) {
+	a, o := t.a, t.o
+	if a.st.behind() {
+		// The node could not record what it holds (a full disk); a turn
+		// it cannot mark delivered could run twice after a restart.
+		// recordAgain wakes the session once a write succeeds.
+		t.lg.Info("turn held: node state not written")
+		return false, errHeld
+	}
+	prompt, firstSeq, err := a.pendingPrompt(ctx, t.id, o)
+	if err != nil {
+		return false, err
+	}
+	if prompt == "" { // nothing but non-user rows: just move the cursor
+		return false, a.st.update(func(m map[string]*owned) { m[t.id].DeliveredSeq = o.ReceivedSeq })
+	}
+	if o.Notice != "" {
+		prompt = "[cast] " + o.Notice + "\n\n" + prompt
+	}
+	t.prompt, t.firstSeq = prompt, firstSeq
+	t.runHooks(phaseQueued, func(h turnHook) func(*turn) { return h.queued })
+	return true, a.reportStart(ctx, t.id, o, t.fc.Account)
+}
+
+// run runs the CLI, syncing its rows; a native fork that did not run runs
+// again on a rebuilt history.
+func (t *turn) run(ctx context.Context) {
+	a := t.a
+	t.runHooks(phaseRunning, func(h turnHook) func(*turn) { return h.running })
+	t.sync = newSyncer(a, t.id, t.o, t.rt)
+	// The token is on disk before the CLI starts: a kill -9 between its
+	// start and OnStart's write must not leave a CLI no restart finds.
+	token := newTurnToken()
+	_ = a.st.update(func(m map[string]*owned) { m[t.id].TurnToken = token })
+	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
+	t.rt.OnStart = func(pgid int) {
+		_ = a.st.update(func(m map[string]*owned) { m[t.id].RunningPGID = pgid })
+	}
+	stop := context.AfterFunc(ctx, func() { t.enter(phaseInterrupting) })
+	defer stop()
+	ended := a.turnStarted(t.o.Agent)
+	t.res, t.runErr = a.runner.Run(ctx, t.rt, t.sync.emit)
+	if t.rt.ForkOf != "" && forkDidNotRun(t.res, t.runErr) {
+		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
+	}
+	if resumeMissed(t.rt, t.res, t.runErr) {
+		t.res, t.runErr = a.rerunStale(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
+	}
+	ended(t.runErr)
+}
+
+// report stores the turn's rows, then records its outcome.
+func (t *turn) report(ctx context.Context) error {
+	t.lastSeq, t.syncErr = t.sync.close(ctx)
+	// RunningPGID stays set until here: a node stopped (or killed) before
+	// the turn's rows were stored finds it on restart and rebuilds the
+	// native session (stopOrphans), which holds a turn the neutral copy
+	// does not.
+	_ = t.a.st.update(func(m map[string]*owned) {
+		if s := m[t.id]; s != nil {
+			s.RunningPGID, s.TurnToken = 0, ""
+			if ns := s.Native[t.o.Agent]; ns != nil && t.syncErr != nil {
+				ns.Stale = true // the prompt runs again, on a rebuilt native session
+			}
+		}
+	})
+	out := t.outcome()
+	t.lg.Debug("turn outcome", zap.Stringer("outcome", out))
+	return t.settle(ctx, out)
+}
+
+// outcome is how a turn ended; settle records each one.
+type outcome int
+
+const (
+	outCompleted outcome = iota
+	outSyncFailed
+	outAbandoned
+	outInterruptedUnheld
+	outInterrupted
+	outParked
+	outNotLoggedIn
+	outNoCLI
+	outRefused
+)
+
+var outcomeNames = [...]string{"completed", "sync failed", "abandoned", "interrupted before the agent took its prompt",
+	"interrupted", "parked", "not logged in", "binary not found", "failed"}
+
+func (o outcome) String() string { return outcomeNames[o] }
+
+// outcome classifies how the turn ended.
+func (t *turn) outcome() outcome {
+	rerr := t.runnerErr()
+	switch {
+	case t.syncErr != nil:
+		return outSyncFailed
+	case t.runErr == nil:
+		return outCompleted
+	case rerr == nil:
+		return outRefused
+	case rerr.Reason == runner.ReasonInterrupted && t.a.workers.abandoned(t.id):
+		return outAbandoned
+	case rerr.Reason == runner.ReasonInterrupted && !t.res.PromptSeen:
+		return outInterruptedUnheld
+	case rerr.Reason == runner.ReasonInterrupted:
+		return outInterrupted
+	}
+	if out, ok := t.hookOutcome(); ok {
+		return out
+	}
+	switch rerr.Reason {
+	case runner.ReasonNotLoggedIn:
+		return outNotLoggedIn
+	case runner.ReasonBinaryNotFound:
+		return outNoCLI
+	}
+	return outRefused
+}
+
+// settle records the outcome in the node's state and reports it (a turn
+// hook settles the outcomes it owns).
+func (t *turn) settle(ctx context.Context, out outcome) error {
+	for _, h := range turnHooks() {
+		if h.settle != nil && h.settles == out {
+			return h.settle(t, ctx)
+		}
+	}
+	a := t.a
+	switch out {
+	case outSyncFailed:
+		return t.syncErr
+	case outAbandoned:
+		// Moving (or cut off): the prompt stays undelivered for whoever
+		// runs the session next, and the native copy may hold half a turn.
+		return t.abandoned(ctx)
+	case outInterruptedUnheld:
+		// Over, but the native session does not hold the prompt (the CLI
+		// had not taken it, or keeps it only as a queued item): nothing is
+		// marked as known, so the next turn's catch-up carries the prompt
+		// as history.
+		return a.interruptedUnheld(ctx, t.id, t.o, t.res)
+	case outNotLoggedIn:
+		a.recheckAgents() // `cast nodes` says so at once, and shows ready once the user logs in
+		return a.holdTurn(ctx, t.id, t.o, a.cfg.loginAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)
+	case outNoCLI:
+		return a.holdTurn(ctx, t.id, t.o, a.cfg.installAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)
+	case outRefused:
+		// The agent did not take the prompt: it is reported undelivered and
+		// the next message runs without it (failTurn).
+		return a.failTurn(ctx, t.id, t.o, t.o.Agent+": "+t.runErr.Error(), t.res.ExitCode)
+	}
+	return t.completed(ctx) // completed, or interrupted after the agent took the prompt
+}
+
+// runnerErr is the runner's failure (nil when it did not fail that way).
+func (t *turn) runnerErr() *runner.Error {
+	var rerr *runner.Error
+	if errors.As(t.runErr, &rerr) {
+		return rerr
+	}
+	return nil
+}
+
+// abandoned ends a turn stopped because the session is moving (or the node
+// is cut off): its prompt stays undelivered and its native session is
+// rebuilt, since it may hold half a turn.
+func (t *turn) abandoned(ctx context.Context) error {
+	t.lg.Info("turn abandoned; its prompt will run again")
+	_ = t.a.st.update(func(m map[string]*owned) {
+		if ns := m[t.id].Native[t.o.Agent]; ns != nil {
+			ns.Stale = true
+		}
+	})
+	t.a.report(ctx, t.id, t.o, castv1.SessionState_SESSION_STATE_IDLE, "", t.res.ExitCode)
+	return nil
+}
+
+// completed records a turn whose native session holds its prompt (it ran
+// to the end, or was interrupted after the agent took the prompt): the
+// prompt is delivered, the native session holds everything up to it and
+// the turn's own rows, and the session is idle.
+func (t *turn) completed(ctx context.Context) error {
+	o, res := t.o, t.res
+	if t.runErr != nil {
+		t.lg.Info("turn interrupted")
+	}
+	err := t.a.st.update(func(m map[string]*owned) {
+		s := m[t.id]
+		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
+		if s.NoticeSeq == o.NoticeSeq {
+			s.Notice = "" // told
+		}
+		if s.Native == nil {
+			s.Native = map[string]*nativeSession{}
+		}
+		ns := s.Native[o.Agent]
+		if ns == nil || ns.ID != res.NativeID {
+			ns = &nativeSession{ID: res.NativeID}
+			s.Native[o.Agent] = ns
+		}
+		// A transcript the CLI emptied of its history is rebuilt from the
+		// neutral copy before the next turn.
+		ns.Path, ns.Stale, ns.Account = res.NativePath, res.NativeLost, t.fc.Account
+		if res.NativeLost {
+			t.lg.Warn("the agent's native session lost its history this turn; rebuilding it before the next", zap.String("native", res.NativeID))
+		}
+		s.Parked = false
+		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, t.lastSeq) // never backwards
+		// It holds everything up to the prompt (the transition saw to
+		// that) and the turn's own rows, not what others stored meanwhile.
+		ns.Missing = t.sync.missing(o.ReceivedSeq)
+	})
+	if err != nil {
+		return err
+	}
+	t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, t.fc, res.Usage)
+	t.lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
+	return nil
+}

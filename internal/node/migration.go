@@ -1,0 +1,300 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/treemove"
+)
+
+// The node's part in migrations: export a session's work tree (source),
+// check it out at this node's path for it (destination), give up a session
+// it lost (release), and stop its agents by itself when cut off from the
+// control plane for longer than its lease minus a margin (self-fencing:
+// etcd can fence writes, not a running process).
+
+const uploadChunk = 256 << 10
+
+// migrationJobs dedupes relayed migration commands: the control plane
+// resends an unanswered one, and a slow export must not run twice at once.
+type migrationJobs struct {
+	mu      sync.Mutex
+	running map[string]bool
+	paths   map[string]*sync.Mutex // one import per checkout at a time
+}
+
+// lockPath serializes imports into one checkout (sessions sharing it move
+// in parallel; the first lays it down, the rest find it in place).
+func (j *migrationJobs) lockPath(p string) func() {
+	j.mu.Lock()
+	if j.paths == nil {
+		j.paths = map[string]*sync.Mutex{}
+	}
+	m := j.paths[p]
+	if m == nil {
+		m = &sync.Mutex{}
+		j.paths[p] = m
+	}
+	j.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+func (j *migrationJobs) start(key string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.running == nil {
+		j.running = map[string]bool{}
+	}
+	if j.running[key] {
+		return false
+	}
+	j.running[key] = true
+	return true
+}
+
+func (j *migrationJobs) done(key string) {
+	j.mu.Lock()
+	delete(j.running, key)
+	j.mu.Unlock()
+}
+
+// migrationDir holds the bundles and markers of this node's migrations.
+// The folder keeps its old name, "moves", so a node upgraded mid-migration
+// finds what it left there.
+func (a *Daemon) migrationDir() string { return filepath.Join(a.cfg.DataDir, "moves") }
+
+// exportWorkTree bundles the session's checkout and uploads it; a failure
+// is reported so the migration rolls back at once with the reason.
+func (a *Daemon) exportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
+	a.migrationJob("export", c.MigrationId, c.SessionId, func(lg *zap.Logger) {
+		err := a.uploadWorkTree(ctx, c)
+		if err == nil {
+			a.failpoint("node.after-export")
+			lg.Info("work tree exported", zap.String("cwd", c.Cwd))
+			return
+		}
+		lg.Warn("work tree export failed", zap.Error(err))
+		if _, rerr := a.cli.Nodes.ReportWorkTree(ctx, &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId,
+			Node: a.cfg.Name, Phase: "export", Error: clipReason(err.Error())}); rerr != nil {
+			lg.Warn("report export failure failed", zap.Error(rerr))
+		}
+	})
+}
+
+// migrationJob runs fn, with a logger naming the migration and the
+// session, unless the same command runs already (the control plane resent
+// it while the first was still at work).
+func (a *Daemon) migrationJob(phase, migration, session string, fn func(lg *zap.Logger)) {
+	key := phase + "/" + migration + "/" + session
+	if !a.migrations.start(key) {
+		return
+	}
+	defer a.migrations.done(key)
+	fn(a.lg.With(zap.String("migration", migration), zap.String("session", session)))
+}
+
+func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) error {
+	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
+		return err
+	}
+	bundle := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".bundle")
+	defer os.Remove(bundle)
+	if err := treemove.Check(ctx, c.Cwd); err != nil {
+		return err
+	}
+	man, err := treemove.Export(ctx, c.Cwd, bundle)
+	if err != nil {
+		return err
+	}
+	if err := a.noteExport(c, man); err != nil {
+		return err
+	}
+	manJSON, err := json.Marshal(man)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(bundle)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stream, err := a.cli.Nodes.UploadWorkTree(ctx)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, uploadChunk)
+	req := &castv1.UploadWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name}
+	for {
+		n, rerr := io.ReadFull(f, buf)
+		if n > 0 {
+			req.Chunk = buf[:n]
+			if err := stream.Send(req); err != nil {
+				return fmt.Errorf("upload work tree: %w", err)
+			}
+			req = &castv1.UploadWorkTreeRequest{}
+		}
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	req.ManifestJson = string(manJSON)
+	if err := stream.Send(req); err != nil {
+		return fmt.Errorf("upload work tree: %w", err)
+	}
+	_, err = stream.CloseAndRecv()
+	return err
+}
+
+// importWorkTree checks the relayed work tree out at this node's path for
+// the session's cwd and reports the outcome (the path, or why not).
+func (a *Daemon) importWorkTree(ctx context.Context, c *castv1.ImportWorkTree) {
+	a.migrationJob("import", c.MigrationId, c.SessionId, func(lg *zap.Logger) {
+		dest := a.cfg.PathMap.Apply(c.SourceCwd)
+		err := a.checkoutWorkTree(ctx, c, dest)
+		if err == nil {
+			a.failpoint("node.after-import")
+		}
+		rep := &castv1.ReportWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name, Phase: "import", Cwd: dest}
+		if err != nil {
+			lg.Warn("work tree import failed", zap.String("cwd", dest), zap.Error(err))
+			rep.Error = clipReason(err.Error())
+		} else {
+			lg.Info("work tree imported", zap.String("cwd", dest))
+		}
+		// The report is the answer: gRPC retries it through a blip (the
+		// client's service config).
+		if _, err = a.cli.Nodes.ReportWorkTree(ctx, rep); err != nil && ctx.Err() == nil {
+			lg.Warn("report import outcome failed", zap.Error(err))
+		}
+	})
+}
+
+// checkoutWorkTree is the import itself. A done marker makes a resent
+// command (the control plane restarted before the report landed) answer
+// again instead of importing into the now-changed directory.
+func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree, dest string) error {
+	if c.Skip {
+		if dest == "" {
+			return nil
+		}
+		if fi, err := os.Stat(dest); err != nil || !fi.IsDir() {
+			return fmt.Errorf("no checkout at %s on node %s (the work tree was not moved: --skip-worktree); map the path with node --map-path FROM=TO", dest, a.cfg.Name)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
+		return err
+	}
+	marker := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".imported")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	bundle := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".in.bundle")
+	defer os.Remove(bundle)
+	man, err := a.downloadWorkTree(ctx, c, bundle)
+	if err != nil {
+		return err
+	}
+	defer a.migrations.lockPath(dest)()
+	if err := treemove.Import(ctx, bundle, dest, man); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, []byte(dest), 0o600)
+}
+
+func (a *Daemon) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, path string) (treemove.Manifest, error) {
+	var man treemove.Manifest
+	stream, err := a.cli.Nodes.DownloadWorkTree(ctx, &castv1.DownloadWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name})
+	if err != nil {
+		return man, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return man, err
+	}
+	defer f.Close()
+	gotManifest := false
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return man, fmt.Errorf("download work tree: %w", err)
+		}
+		if resp.ManifestJson != "" {
+			if err := json.Unmarshal([]byte(resp.ManifestJson), &man); err != nil {
+				return man, fmt.Errorf("work tree manifest: %w", err)
+			}
+			gotManifest = true
+		}
+		if _, err := f.Write(resp.Chunk); err != nil {
+			return man, err
+		}
+	}
+	if !gotManifest {
+		return man, errors.New("the work tree download carried no manifest")
+	}
+	return man, f.Sync()
+}
+
+// release gives up a session another node owns now: its turn (if any) is
+// stopped without marking the prompt delivered, and its bookkeeping goes.
+func (a *Daemon) release(sessionID, owner string) {
+	a.lg.Info("session released: it moved", zap.String("session", sessionID), zap.String("owner", owner))
+	if !a.workers.release(sessionID) {
+		a.forget(sessionID)
+	}
+	go a.cleanMoved(a.runCtx, sessionID, owner)
+}
+
+// cutOff reports whether the control plane's stream has been silent for
+// longer than the lease minus a margin (¼ of it), and for how long. Until
+// the stream is back (and has re-assigned the sessions) no turn starts,
+// even if single calls get through again.
+func (a *Daemon) cutOff() (time.Duration, bool) {
+	ttl, last := time.Duration(a.leaseTTL.Load()), a.lastContact.Load()
+	if ttl <= 0 || last == 0 {
+		return 0, false
+	}
+	silent := time.Since(time.Unix(0, last))
+	return silent, silent >= ttl-ttl/4
+}
+
+// selfFence stops every running turn when the control plane has not been
+// heard from for longer than the lease minus a margin: by the time the
+// lease lapses and a migration may force the session elsewhere, no agent of
+// it runs here. Turns start again only once reconnected (a turn start is a
+// fenced write that needs the control plane anyway).
+func (a *Daemon) selfFence(ctx context.Context) {
+	tick.Every(ctx, 250*time.Millisecond, func() bool {
+		if silent, cut := a.cutOff(); cut {
+			if n := a.workers.abandonAll(); n > 0 {
+				a.lg.Warn("cut off from the control plane past the lease margin; stopped running agents",
+					zap.Int("turns", n), zap.Duration("silent_for", silent))
+			}
+		}
+		return true
+	})
+}
+
+func (a *Daemon) failpoint(name string) {
+	if a.cfg.Failpoint != nil {
+		a.cfg.Failpoint(name)
+	}
+}

@@ -1,0 +1,141 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/quota"
+	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// turnReport is the state a session's last turn ended in, kept in
+// state.json until the control plane has recorded it: a report that could
+// not be sent (the control plane was down, or stopping, or the node was
+// killed after the turn) is sent again until it lands, so no session stays
+// `running` with no turn behind it.
+type turnReport struct {
+	State        castv1.SessionState `json:"state"`
+	Reason       string              `json:"reason,omitempty"`
+	ExitCode     int                 `json:"exit_code"`
+	FleetAccount string              `json:"fleet_account,omitempty"`
+	Usage        []quota.Window      `json:"usage,omitempty"`
+	// Pending: not recorded by the control plane yet.
+	Pending bool `json:"pending,omitempty"`
+	// N numbers the reports, so a send that lands clears only its own.
+	N int64 `json:"n"`
+}
+
+// reportTimeout bounds one attempt at a report.
+const reportTimeout = 10 * time.Second
+
+// report records the session's state at a turn's end (see reportEnd).
+func (a *Daemon) report(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int) {
+	a.reportEnd(ctx, sessionID, o, st, reason, exitCode, fleetCred{}, nil)
+}
+
+// reportEnd records the session's state at a turn's end; it also carries
+// what the fleet needs: the fleet account the turn ran on and the
+// provider's usage windows it saw. The report is kept as pending in the
+// node's state first and sent once here; one that does not land is sent
+// again by the session's worker (flushReport) until it does.
+func (a *Daemon) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []quota.Window) {
+	r := turnReport{State: st, Reason: clipReason(reason), ExitCode: exitCode, FleetAccount: fc.Account, Pending: true}
+	if fc.Account != "" {
+		r.Usage = usage
+	}
+	_ = a.st.update(func(m map[string]*owned) {
+		if s := m[sessionID]; s != nil {
+			if s.Report != nil {
+				r.N = s.Report.N + 1
+			}
+			s.Report = &r
+		}
+	})
+	if err := a.sendReport(ctx, sessionID, r); err != nil {
+		a.lg.Warn("report turn state failed; it is sent again until it lands", zap.String("session", sessionID), zap.Error(err))
+	}
+}
+
+// sendReport sends r and, once the control plane recorded it, marks it
+// landed (unless a newer report replaced it meanwhile).
+func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport) error {
+	cur, ok := a.st.get(sessionID)
+	if !ok {
+		return nil
+	}
+	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
+		StateReason: r.Reason, ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
+		Cwd: sessionCwd(cur)}
+	if r.FleetAccount != "" {
+		req.Usage = wire.WindowsToProto(r.Usage)
+	}
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
+		return err
+	}
+	return a.st.update(func(m map[string]*owned) {
+		if s := m[sessionID]; s != nil && s.Report != nil && s.Report.N == r.N {
+			s.Report.Pending = false
+		}
+	})
+}
+
+// flushReport sends the session's pending report until it lands, the
+// session turns out to be owned elsewhere (false) or ctx ends. The worker
+// calls it before each turn, so a turn's end is recorded before the next
+// one starts, and after a node restart before anything else.
+func (a *Daemon) flushReport(ctx context.Context, sessionID string) bool {
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
+	for ctx.Err() == nil {
+		o, ok := a.st.get(sessionID)
+		if !ok || o.Report == nil || !o.Report.Pending {
+			return true
+		}
+		err := a.sendReport(ctx, sessionID, *o.Report)
+		switch {
+		case err == nil:
+			a.lg.Info("turn state reported", zap.String("session", sessionID), zap.Stringer("state", o.Report.State))
+			return true
+		case client.ReasonOf(err) == "NOT_OWNER":
+			return false
+		}
+		wait := pauses.Next()
+		a.lg.Warn("report turn state failed; trying again", zap.String("session", sessionID), zap.Error(err), zap.Duration("in", wait))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return true
+}
+
+// reconcileState runs when the control plane (re)assigns a session: if it
+// shows a turn running (or waiting on a permission) that this node is not
+// running, the node's own last report is sent again (idle when there was
+// none), so a report lost with a control plane stop cannot leave the
+// session `running` until the next message.
+func (a *Daemon) reconcileState(sessionID string, shown castv1.SessionState) {
+	if shown != castv1.SessionState_SESSION_STATE_RUNNING && shown != castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+		return
+	}
+	if a.workers.running(sessionID) || a.st.behind() {
+		return
+	}
+	_ = a.st.update(func(m map[string]*owned) {
+		s := m[sessionID]
+		if s == nil {
+			return
+		}
+		if s.Report == nil {
+			s.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE}
+		}
+		s.Report.Pending = true
+	})
+	a.lg.Info("control plane shows a turn this node is not running; reporting its state again", zap.String("session", sessionID))
+}

@@ -1,0 +1,47 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// resumeMissed says whether a resumed turn failed because the CLI could
+// not find or read its native session (runner.ReasonNoSession, as the
+// runner classifies the CLI's message) before it ran anything. That is no
+// refusal: the neutral copy still has the history.
+func resumeMissed(t runner.Turn, res runner.Result, err error) bool {
+	var re *runner.Error
+	return t.ForkOf == "" && (t.NativeID != "" || t.NativePath != "") && res.Emitted == 0 &&
+		errors.As(err, &re) && re.Reason == runner.ReasonNoSession
+}
+
+// rerunStale marks the agent's native session stale and runs the turn
+// once more on a native session rebuilt from the neutral copy, so the
+// prompt is delivered rather than dropped. It returns the new run's
+// outcome.
+func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, failed runner.Turn,
+	emit func(transcript.Message), runErr error) (runner.Result, error) {
+	a.lg.Warn("native session not found on resume; rebuilding it", zap.String("session", sessionID), zap.String("agent", o.Agent),
+		zap.String("native", failed.NativeID), zap.Error(runErr))
+	if err := a.st.update(func(m map[string]*owned) {
+		if s := m[sessionID]; s != nil && s.Native[o.Agent] != nil {
+			s.Native[o.Agent].Stale = true
+		}
+	}); err != nil {
+		return runner.Result{ExitCode: -1}, err
+	}
+	if s, ok := a.st.get(sessionID); ok {
+		o.Native = s.Native
+	}
+	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
+	if err != nil {
+		return runner.Result{ExitCode: -1}, err
+	}
+	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
+	return a.runner.Run(ctx, t, emit)
+}

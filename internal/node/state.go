@@ -1,0 +1,274 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/delivery"
+	"github.com/cast-dev/cast/internal/fsutil"
+)
+
+// owned is what the node remembers about a session it owns.
+type owned struct {
+	Token  int64  `json:"token"`
+	Agent  string `json:"agent"`
+	Model  string `json:"model,omitempty"`
+	Effort string `json:"effort,omitempty"`
+	// Account is the session's named credential set ("" = default).
+	Account string `json:"account,omitempty"`
+	// WorktreeBranch: turns run in a git worktree on this branch (Cwd
+	// becomes the worktree once made; worktrees.go).
+	WorktreeBranch string `json:"worktree_branch,omitempty"`
+	Cwd            string `json:"cwd"`
+	// Checkout is the folder the session's workspaces are taken from
+	// (`cast workspace set --root` returns to it); "" means cwd's own.
+	Checkout string `json:"checkout,omitempty"`
+	// ReceivedSeq is the newest user message the node has been handed;
+	// DeliveredSeq the newest one a turn is done with. A turn the agent did
+	// not take moves DeliveredSeq past its prompt too (reported with an
+	// undelivered notice), so it never rides along with later messages; a
+	// parked turn (usage limit) keeps it for the next credential, and
+	// FailedSeq stops a retry loop until a new message arrives.
+	ReceivedSeq  int64 `json:"received_seq"`
+	DeliveredSeq int64 `json:"delivered_seq"`
+	FailedSeq    int64 `json:"failed_seq,omitempty"`
+	// Notice is a migration notice the agent has not been told yet (it is
+	// stored after the messages held during the move, so no rebuild of the
+	// history before them carries it); NoticeSeq is the newest one taken.
+	Notice    string `json:"notice,omitempty"`
+	NoticeSeq int64  `json:"notice_seq,omitempty"`
+	// Native are the agent-native sessions (caches of the neutral copy).
+	Native map[string]*nativeSession `json:"native,omitempty"`
+	// Parked: the last turn hit a usage limit; a new fleet credential runs
+	// it again.
+	Parked bool `json:"parked,omitempty"`
+	// RunningPGID is the process group of a turn in flight: the CLI
+	// outlives a node killed with -9, and a restarted node must stop it
+	// before it runs the turn again.
+	RunningPGID int `json:"running_pgid,omitempty"`
+	// TurnToken marks the CLI of the turn in flight (CAST_TURN in its
+	// environment); it is recorded before the CLI starts, so a node killed
+	// before RunningPGID was written still finds and stops it.
+	TurnToken string `json:"turn_token,omitempty"`
+	// Report is the state the last turn ended in; Report.Pending until the
+	// control plane recorded it (report.go).
+	Report *turnReport `json:"report,omitempty"`
+}
+
+// nativeSession is one agent's native copy of the session.
+type nativeSession struct {
+	ID        string `json:"id"`
+	Path      string `json:"path,omitempty"`
+	KnownUpto int64  `json:"known_upto_seq"` // every seq up to here is in it, except Missing
+	// Missing are seq ranges at or below KnownUpto it does not hold: rows
+	// others stored while its turn ran (a message sent meanwhile, which this
+	// agent never answered), between the turn's own rows.
+	Missing []delivery.Range `json:"missing,omitempty"`
+	// Stale: the CLI may hold a refused prompt; rebuild before resuming.
+	Stale bool `json:"stale,omitempty"`
+	// Account is the fleet account its last turn ran on ("" for none).
+	// For an agent whose native sessions are bound to the account that
+	// wrote them (agents.Capabilities.NativeAccountBound), a turn on
+	// another account rebuilds it first (boundElsewhere).
+	Account string `json:"account,omitempty"`
+}
+
+// holdsUpTo reports whether ns holds every row up to seq (none missing).
+func (ns *nativeSession) holdsUpTo(seq int64) bool {
+	if ns == nil || ns.KnownUpto < seq {
+		return false
+	}
+	for _, m := range ns.Missing {
+		if m.From <= seq {
+			return false
+		}
+	}
+	return true
+}
+
+// boundElsewhere says whether ns holds what only another fleet account
+// than account can send back, so the turn must rebuild it.
+func (ns *nativeSession) boundElsewhere(agent, account string) bool {
+	a, _ := agents.Lookup(agent)
+	return ns != nil && a.Caps.NativeAccountBound && ns.Account != account
+}
+
+// state is the node's bookkeeping, persisted in DataDir/state.json after
+// every change so a restarted node resumes without redelivering.
+type state struct {
+	path string
+
+	mu sync.Mutex
+	// unrecorded: the last write failed (a full disk), so memory is ahead
+	// of the file until a write succeeds; no turn starts meanwhile.
+	unrecorded bool
+	// recovered: a write succeeded after one failed, and the turns held
+	// meanwhile have not been woken yet. Any writer's success sets it, not
+	// only recordAgain's, so held sessions are never left asleep.
+	recovered bool
+	Sessions  map[string]*owned `json:"sessions"`
+	// Fleet is, per agent, the fleet account its shared credential store
+	// holds (see credentials.go).
+	Fleet map[string]fleetCred `json:"fleet,omitempty"`
+	// Worktrees are the git worktrees this node made, by path: only these
+	// are listed and may be removed.
+	Worktrees map[string]worktreeRec `json:"worktrees,omitempty"`
+}
+
+// worktreeRec is a git worktree cast made.
+type worktreeRec struct {
+	Path     string `json:"path"`
+	Branch   string `json:"branch"`
+	Checkout string `json:"checkout"` // the main checkout it was made from
+}
+
+// addWorktree records a worktree the node made.
+func (st *state) addWorktree(w worktreeRec) error {
+	return st.update(func(map[string]*owned) {
+		if st.Worktrees == nil {
+			st.Worktrees = map[string]worktreeRec{}
+		}
+		st.Worktrees[w.Path] = w
+	})
+}
+
+// dropWorktree forgets a removed worktree.
+func (st *state) dropWorktree(path string) error {
+	return st.update(func(map[string]*owned) { delete(st.Worktrees, path) })
+}
+
+// worktrees lists the worktrees the node made and, per path, the sessions
+// whose cwd is in it.
+func (st *state) worktrees() ([]worktreeRec, map[string][]string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	list := make([]worktreeRec, 0, len(st.Worktrees))
+	in := map[string][]string{}
+	for _, w := range st.Worktrees {
+		list = append(list, w)
+		for id, o := range st.Sessions {
+			if o.Cwd != "" && within(w.Path, filepath.Clean(o.Cwd)) {
+				in[w.Path] = append(in[w.Path], id)
+			}
+		}
+	}
+	return list, in
+}
+
+// fleetCred is the fleet account written into an agent's shared store.
+type fleetCred struct {
+	Account string `json:"account"`
+	Epoch   int64  `json:"epoch"`
+}
+
+// fleet returns what the agent's shared credential store holds.
+func (st *state) fleet(agent string) fleetCred {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.Fleet[agent]
+}
+
+// setFleet records what the agent's store holds and applies fn to the
+// sessions in the same write.
+func (st *state) setFleet(agent string, fc fleetCred, fn func(map[string]*owned)) error {
+	return st.update(func(m map[string]*owned) {
+		if st.Fleet == nil {
+			st.Fleet = map[string]fleetCred{}
+		}
+		st.Fleet[agent] = fc
+		fn(m)
+	})
+}
+
+func loadState(dir string) (*state, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	st := &state{path: filepath.Join(dir, "state.json"), Sessions: map[string]*owned{}}
+	b, err := os.ReadFile(st.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	if st.Sessions == nil {
+		st.Sessions = map[string]*owned{}
+	}
+	return st, nil
+}
+
+// update applies fn under the lock and persists the result.
+func (st *state) update(fn func(map[string]*owned)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	fn(st.Sessions)
+	return st.persist()
+}
+
+// persist writes the state file (atomically: a failed write leaves the
+// last good one); st.mu is held.
+func (st *state) persist() error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err == nil {
+		err = fsutil.WriteFileAtomic(st.path, b, 0o600)
+	}
+	if err == nil && st.unrecorded {
+		st.recovered = true
+	}
+	st.unrecorded = err != nil
+	return err
+}
+
+// behind reports whether memory is ahead of the state file.
+func (st *state) behind() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.unrecorded
+}
+
+// catchUp writes the state file again if the last write failed; true once
+// per recovery, when a write (this one or any other since) succeeded after
+// a failed one, so the caller wakes the turns held meanwhile.
+func (st *state) catchUp() (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.unrecorded {
+		if err := st.persist(); err != nil {
+			return false, err
+		}
+	}
+	now := st.recovered
+	st.recovered = false
+	return now, nil
+}
+
+// get returns a copy of a session's record.
+func (st *state) get(id string) (owned, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	o, ok := st.Sessions[id]
+	if !ok {
+		return owned{}, false
+	}
+	return *o, true
+}
+
+// ids lists the sessions the node believes it owns.
+func (st *state) ids() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.Sessions))
+	for id := range st.Sessions {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/delivery"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// syncer streams what a running turn writes into the neutral copy: the
+// runner emits native entries as they appear, the syncer batches them and
+// appends them with the owner's token while the turn still runs.
+type syncer struct {
+	a         *Daemon
+	sessionID string
+	o         owned
+	turnKey   string
+	nativeKey string // the native session the turn resumes ("" for a fresh one)
+
+	mu      sync.Mutex
+	pending []*castv1.Message
+	seen    map[string]time.Time // client id -> when the runner read it (sync lag)
+	n       int
+	lastSeq int64
+	ours    map[int64]bool // the seqs this turn stored
+	err     error          // terminal (NOT_OWNER)
+	lastErr error          // of the last append
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+const syncBatch = 200
+
+func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn) *syncer {
+	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
+		seen: map[string]time.Time{}, ours: map[int64]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+// emit is the runner's callback.
+func (s *syncer) emit(m transcript.Message) {
+	s.mu.Lock()
+	if m.Agent == "" {
+		m.Agent = s.o.Agent
+	}
+	switch {
+	case strings.HasPrefix(m.NativeID, "line:"):
+		// Positional ids (codex's "line:N") are unique per file only: a
+		// rebuilt rollout numbers its lines from 1 again, so the file's
+		// native id is part of the key.
+		m.ClientID = clientID(s.sessionID, s.o.Agent, s.nativeKey, m.NativeID, 0)
+	case m.NativeID != "":
+		m.ClientID = clientID(s.sessionID, s.o.Agent, "", m.NativeID, 0)
+	default:
+		m.ClientID = clientID(s.sessionID, s.o.Agent, s.turnKey, "", s.n)
+	}
+	s.n++
+	if _, ok := s.seen[m.ClientID]; !ok {
+		s.seen[m.ClientID] = time.Now()
+	}
+	s.pending = append(s.pending, wire.ToProto(m))
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *syncer) loop() {
+	defer close(s.done)
+	tick.Loop{Every: 300 * time.Millisecond, Wake: s.kick, Stop: s.stop}.Run(context.Background(), func() bool {
+		s.flush(context.Background())
+		return true
+	})
+}
+
+// flush appends what is pending; a transient failure keeps it for later.
+func (s *syncer) flush(ctx context.Context) {
+	s.mu.Lock()
+	if s.err != nil || len(s.pending) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	batch := s.pending[:min(len(s.pending), syncBatch)]
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	resp, err := s.a.cli.Nodes.AppendOwnerMessages(cctx, &castv1.AppendOwnerMessagesRequest{
+		SessionId: s.sessionID, Node: s.a.cfg.Name, OwnerToken: s.o.Token, Messages: batch})
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	if err != nil {
+		switch client.ReasonOf(err) {
+		case "NOT_OWNER":
+			s.err = err
+		case "CLIENT_ID_REUSED":
+			// A row re-emitted under the id of a stored row with another
+			// body (a turn run again after a restart numbers its rows from
+			// 0 again): the stored row stands; the rest of the batch goes
+			// on at the next flush.
+			cid := client.MetadataOf(err, "client_id")
+			s.pending = dropClientID(s.pending, cid)
+			delete(s.seen, cid)
+		}
+		s.a.m.SyncFailures.Inc()
+		s.a.lg.Warn("sync to control plane failed", zap.String("session", s.sessionID), zap.Error(err))
+		return
+	}
+	for _, m := range resp.Messages {
+		s.lastSeq = max(s.lastSeq, m.Seq)
+		s.ours[m.Seq] = true
+	}
+	lag := s.a.m.SyncLagSeconds.WithLabelValues(s.o.Agent)
+	for _, m := range batch {
+		if at, ok := s.seen[m.ClientId]; ok {
+			lag.Observe(time.Since(at).Seconds())
+			delete(s.seen, m.ClientId)
+		}
+	}
+	s.pending = s.pending[len(batch):]
+}
+
+// close stops the loop and flushes the rest; it returns the newest seq
+// stored and any terminal error. A control plane that is down or stopping
+// (UNAVAILABLE, a canceled or timed-out call) is waited out for as long as
+// ctx lives: the turn's rows are in no other place the node keeps, and a
+// turn given up on would run its prompt again on a native session that
+// holds it. Other errors are retried a bounded number of times.
+func (s *syncer) close(ctx context.Context) (int64, error) {
+	close(s.stop)
+	<-s.done
+	pauses := retry.SyncFlush.Pauses()
+	for attempt := 0; ; attempt++ {
+		s.flush(ctx)
+		s.mu.Lock()
+		left, err, last := len(s.pending), s.err, s.lastErr
+		s.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if left == 0 || ctx.Err() != nil || (attempt >= 20 && !transient(last)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pauses.Next()):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 0 {
+		return s.lastSeq, fmt.Errorf("%d synced messages could not be stored", len(s.pending))
+	}
+	return s.lastSeq, nil
+}
+
+// transient reports whether a failed call may succeed later as it is: the
+// control plane was unreachable, stopping, or slow.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// dropClientID returns msgs without the rows with client id cid.
+func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
+	if cid == "" {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(m *castv1.Message) bool { return m.ClientId == cid })
+}
+
+// missing are the seq ranges after from, up to the newest seq the turn
+// stored, that the turn did not store: what others wrote meanwhile (a
+// message sent while the turn ran), which the native session does not
+// hold although its KnownUpto passes them. Call after close.
+func (s *syncer) missing(from int64) []delivery.Range {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []delivery.Range
+	for seq := from + 1; seq <= s.lastSeq; seq++ {
+		switch {
+		case s.ours[seq]:
+		case len(out) > 0 && out[len(out)-1].To == seq-1:
+			out[len(out)-1].To = seq
+		default:
+			out = append(out, delivery.Range{From: seq, To: seq})
+		}
+	}
+	return out
+}

@@ -1,0 +1,260 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/retry"
+)
+
+// workers runs at most one turn per session at a time, each session in its
+// own goroutine, woken when user messages arrive.
+type workers struct {
+	mu   sync.Mutex
+	byID map[string]*worker
+	wg   sync.WaitGroup
+}
+
+type worker struct {
+	wakeCh chan struct{}
+	mu     sync.Mutex
+	cancel context.CancelFunc // of the running turn, nil when idle
+	// abandon: the running turn was stopped because the session is moving
+	// (or the node is cut off): its prompt stays undelivered.
+	abandon bool
+	// released: the session moved away; the worker forgets it and ends.
+	released bool
+	// held: the session's folder is changing (workspaces.go); no turn
+	// starts until it is let go, which wakes the worker.
+	held bool
+}
+
+// errHeld means the turn did not start and should not be retried until the
+// next wake: the session is fenced by a migration, or the control plane
+// could not record the start.
+var errHeld = errors.New("turn held")
+
+// wake starts (or nudges) the session's worker.
+func (a *Daemon) wake(sessionID string) {
+	w := a.worker(sessionID)
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// worker returns the session's worker, started if it had none.
+func (a *Daemon) worker(sessionID string) *worker {
+	a.workers.mu.Lock()
+	defer a.workers.mu.Unlock()
+	if a.workers.byID == nil {
+		a.workers.byID = map[string]*worker{}
+	}
+	w := a.workers.byID[sessionID]
+	if w == nil {
+		w = &worker{wakeCh: make(chan struct{}, 1)}
+		a.workers.byID[sessionID] = w
+		a.workers.wg.Add(1)
+		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
+	}
+	return w
+}
+
+// hold keeps the session's turns from starting while its folder changes;
+// false when a turn runs (or another change holds it) now. The returned
+// func lets turns run again.
+func (a *Daemon) hold(sessionID string) (func(), bool) {
+	w := a.worker(sessionID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil || w.held {
+		return nil, false
+	}
+	w.held = true
+	return func() {
+		w.mu.Lock()
+		w.held = false
+		w.mu.Unlock()
+		a.wake(sessionID)
+	}, true
+}
+
+// running reports whether a turn of the session runs now.
+func (ws *workers) running(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cancel != nil
+}
+
+func (ws *workers) get(sessionID string) *worker {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.byID[sessionID]
+}
+
+// forget removes w (ended) so a later wake starts a fresh worker.
+func (ws *workers) forget(sessionID string, w *worker) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.byID[sessionID] == w {
+		delete(ws.byID, sessionID)
+	}
+}
+
+// interrupt stops the session's running turn; abandon keeps its prompt
+// undelivered. False when no turn runs.
+func (ws *workers) interrupt(sessionID string, abandon bool) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return false
+	}
+	w.abandon = w.abandon || abandon
+	w.cancel()
+	return true
+}
+
+// release marks the session's worker released and abandons its turn. True
+// when a turn was running: the worker then forgets the session itself,
+// after the turn's bookkeeping.
+func (ws *workers) release(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.released = true
+	select {
+	case w.wakeCh <- struct{}{}: // an idle worker ends on its next look
+	default:
+	}
+	if w.cancel == nil {
+		return false
+	}
+	w.abandon = true
+	w.cancel()
+	return true
+}
+
+// abandonAll stops every running turn, keeping their prompts undelivered,
+// and returns how many it stopped.
+func (ws *workers) abandonAll() int {
+	ws.mu.Lock()
+	list := make([]string, 0, len(ws.byID))
+	for id := range ws.byID {
+		list = append(list, id)
+	}
+	ws.mu.Unlock()
+	n := 0
+	for _, id := range list {
+		if ws.interrupt(id, true) {
+			n++
+		}
+	}
+	return n
+}
+
+// abandoned reports (and clears) whether the session's last turn was
+// abandoned.
+func (ws *workers) abandoned(sessionID string) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ab := w.abandon
+	w.abandon = false
+	return ab
+}
+
+// work runs turns for the session until ctx ends or the session is gone.
+func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
+	defer a.workers.forget(sessionID, w)
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses() // after a turn that could not even start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wakeCh:
+		}
+		for ctx.Err() == nil {
+			// The last turn's end is recorded before anything else.
+			if !a.flushReport(ctx, sessionID) {
+				a.drop(sessionID)
+				return
+			}
+			tctx, cancel := context.WithCancel(ctx)
+			w.mu.Lock()
+			// Read under w.mu: a workspace move (hold) cannot slip between
+			// this read and the turn's start.
+			o, ok := a.st.get(sessionID)
+			if w.released {
+				w.mu.Unlock()
+				cancel()
+				return // release dropped the state
+			}
+			if !ok || w.held || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
+				w.mu.Unlock()
+				cancel()
+				break
+			}
+			w.cancel, w.abandon = cancel, false
+			w.mu.Unlock()
+			err := a.runTurn(tctx, sessionID, o)
+			w.mu.Lock()
+			w.cancel = nil
+			released := w.released
+			w.mu.Unlock()
+			cancel()
+			if released {
+				a.forget(sessionID) // release logged it
+				return
+			}
+			if errors.Is(err, errHeld) {
+				break // a later wake (fence lifted, reconnect) tries again
+			}
+			if err == nil {
+				pauses.Reset()
+				continue
+			}
+			a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
+			if client.ReasonOf(err) == "NOT_OWNER" {
+				a.drop(sessionID)
+				return
+			}
+			if a.stuck(sessionID, o) {
+				// Nothing moved (the control plane is unreachable, say): the
+				// same call would fail again at once, so wait, unless woken.
+				select {
+				case <-ctx.Done():
+				case <-w.wakeCh:
+				case <-time.After(pauses.Next()):
+				}
+			}
+		}
+	}
+}
+
+// stuck reports whether a failed runTurn left the session's delivery state
+// as it found it (before is the state the turn started from): a failed turn
+// records FailedSeq or moves DeliveredSeq; an error before the turn started
+// changes neither.
+func (a *Daemon) stuck(sessionID string, before owned) bool {
+	now, ok := a.st.get(sessionID)
+	return ok && now.DeliveredSeq == before.DeliveredSeq && now.FailedSeq == before.FailedSeq
+}
