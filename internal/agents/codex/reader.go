@@ -260,6 +260,11 @@ func (st lineState) fromEvent(ev eventMsg, ts time.Time) []candidate {
 		k = transcript.KindAssistant
 	case "agent_reasoning":
 		k, text = transcript.KindThinking, ev.Text
+	case "item_completed":
+		var ok bool
+		if k, text, ok = completedMessage(ev.Item); !ok {
+			return nil
+		}
 	default:
 		return nil
 	}

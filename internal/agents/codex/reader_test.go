@@ -225,6 +225,18 @@ func TestReadShapes(t *testing.T) {
 			want: []string{"user hi", "assistant only in the ui", "user hi"},
 		},
 		{
+			// Codex 0.147's UI copies: PascalCase items, "text" blocks for
+			// the user and "Text" for the agent; deduplicated against the
+			// response_items like the older events, kept where alone.
+			name: "item_completed messages are events too",
+			in: `{"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","id":"u1","content":[{"type":"text","text":"fix it"}]}}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"AgentMessage","id":"a1","content":[{"type":"Text","text":"looking"}],"phase":"commentary"}}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"CommandExecution","id":"c1","command":"ls"}}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"AgentMessage","id":"a2","content":[{"type":"Text","text":"done"}],"phase":"final_answer"}}}`,
+			want: []string{"user fix it", "assistant looking", "assistant done"},
+		},
+		{
 			name: "only garbage is an error",
 			in:   "not json\n[1]\n42\n",
 			err:  true,

@@ -172,9 +172,48 @@ func imagesOf(raw json.RawMessage, skip func(string)) []transcript.Image {
 
 // eventMsg is the subset of event_msg payloads cast reads and writes.
 type eventMsg struct {
+	Type    string          `json:"type"`
+	Message string          `json:"message,omitempty"`
+	Text    string          `json:"text,omitempty"`
+	Item    json.RawMessage `json:"item,omitempty"` // item_completed
+}
+
+// completedItem is the item of an item_completed event: Codex 0.147 and
+// some later builds write the UI's copy of a user or agent message this
+// way instead of user_message/agent_message, with PascalCase types
+// ("UserMessage", "AgentMessage") and content blocks whose type is "text"
+// for one and "Text" for the other.
+type completedItem struct {
 	Type    string `json:"type"`
-	Message string `json:"message,omitempty"`
-	Text    string `json:"text,omitempty"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// completedMessage is the kind and text of an item_completed event's user
+// or agent message; ok is false for any other item (tool runs, file
+// changes: the response_items carry those).
+func completedMessage(raw json.RawMessage) (k transcript.Kind, text string, ok bool) {
+	var it completedItem
+	if len(raw) == 0 || json.Unmarshal(raw, &it) != nil {
+		return 0, "", false
+	}
+	switch strings.ToLower(it.Type) {
+	case "usermessage":
+		k = transcript.KindUser
+	case "agentmessage":
+		k = transcript.KindAssistant
+	default:
+		return 0, "", false
+	}
+	var parts []string
+	for _, c := range it.Content {
+		if strings.EqualFold(c.Type, "text") && c.Text != "" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return k, strings.Join(parts, "\n"), true
 }
 
 // turnContext carries per-turn settings; cast only reads the model.
