@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/secrets"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // The TLS CA is one record in the store, so every replica serves the same
@@ -20,9 +20,6 @@ import (
 // of the company's PKI), recorded without its key, which every replica
 // reads from the operator's file. Moving a store from one CA to another
 // changes the pin every node and client trusts, so it takes --ca-replace.
-
-// caAAD binds the sealed CA key to its purpose.
-var caAAD = []byte("cast/tls-ca-key")
 
 // maxCAKeyFile bounds the CA key file read.
 const maxCAKeyFile = 64 << 10
@@ -46,12 +43,12 @@ func ReadOperatorCA(certFile, keyFile string, now time.Time) (*pki.CA, error) {
 }
 
 // operatorCA loads --ca-cert/--ca-key and records it as the store's CA.
-func (s *Server) operatorCA(ctx context.Context, rec store.CARecord, ok bool) (*pki.CA, error) {
+func (s *Server) operatorCA(ctx context.Context, rec catrust.Record, ok bool) (*pki.CA, error) {
 	ca, err := ReadOperatorCA(s.cfg.TLS.CACertFile, s.cfg.TLS.CAKeyFile, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	want := store.CARecord{CertPEM: ca.CertPEM, Operator: true}
+	want := catrust.Record{CertPEM: ca.CertPEM, Operator: true}
 	if !ok {
 		if err := s.store.PutCAIfAbsent(ctx, want); err != nil {
 			return nil, err
@@ -67,7 +64,7 @@ func (s *Server) operatorCA(ctx context.Context, rec store.CARecord, ok bool) (*
 }
 
 // generatedCA loads the store's own CA, making it on the first start.
-func (s *Server) generatedCA(ctx context.Context, rec store.CARecord, ok bool) (*pki.CA, error) {
+func (s *Server) generatedCA(ctx context.Context, rec catrust.Record, ok bool) (*pki.CA, error) {
 	box, err := s.openBox()
 	if err != nil {
 		return nil, err
@@ -81,9 +78,9 @@ func (s *Server) generatedCA(ctx context.Context, rec store.CARecord, ok bool) (
 		}
 	}
 	if rec.Operator {
-		return nil, fmt.Errorf("this store's TLS CA is an operator's (pin %s): give this replica the same --ca-cert and --ca-key as the others", storedPin(rec))
+		return nil, fmt.Errorf("this store's TLS CA is an operator's (pin %s): give this replica the same --ca-cert and --ca-key as the others", catrust.StoredPin(rec))
 	}
-	keyDER, err := box.Open(rec.SealedKey, caAAD)
+	keyDER, err := box.Open(rec.SealedKey, catrust.KeyAAD)
 	if err != nil {
 		return nil, fmt.Errorf("the TLS CA key: %w (is this the secrets key the CA was sealed with?)", err)
 	}
@@ -93,7 +90,7 @@ func (s *Server) generatedCA(ctx context.Context, rec store.CARecord, ok bool) (
 // makeCA makes a CA and stores it: on the first start, or in place of an
 // operator's with --ca-replace. It returns the stored record, which a
 // replica starting at the same time may have written instead.
-func (s *Server) makeCA(ctx context.Context, box *secrets.Box, rec store.CARecord, ok bool) (store.CARecord, error) {
+func (s *Server) makeCA(ctx context.Context, box *secrets.Box, rec catrust.Record, ok bool) (catrust.Record, error) {
 	if ok && !s.cfg.TLS.CAReplace {
 		return rec, nil // refused by the caller, naming the operator's pin
 	}
@@ -101,13 +98,13 @@ func (s *Server) makeCA(ctx context.Context, box *secrets.Box, rec store.CARecor
 	if err != nil {
 		return rec, err
 	}
-	sealed, err := box.Seal(keyDER, caAAD)
+	sealed, err := box.Seal(keyDER, catrust.KeyAAD)
 	if err != nil {
 		return rec, err
 	}
-	made := store.CARecord{CertPEM: certPEM, SealedKey: sealed}
+	made := catrust.Record{CertPEM: certPEM, SealedKey: sealed}
 	if ok {
-		err = s.replaceCA(ctx, rec, made, storedPin(made))
+		err = s.replaceCA(ctx, rec, made, catrust.StoredPin(made))
 	} else {
 		err = s.store.PutCAIfAbsent(ctx, made)
 	}
@@ -120,8 +117,8 @@ func (s *Server) makeCA(ctx context.Context, box *secrets.Box, rec store.CARecor
 
 // switchCA keeps rec when it is ca, and replaces it by want only with
 // --ca-replace: the pin changes, so every joined node must join again.
-func (s *Server) switchCA(ctx context.Context, rec, want store.CARecord, ca *pki.CA) error {
-	old, pin := storedPin(rec), pki.Pin(ca.Cert)
+func (s *Server) switchCA(ctx context.Context, rec, want catrust.Record, ca *pki.CA) error {
+	old, pin := catrust.StoredPin(rec), pki.Pin(ca.Cert)
 	if old == pin {
 		return nil
 	}
@@ -137,20 +134,11 @@ func (s *Server) switchCA(ctx context.Context, rec, want store.CARecord, ca *pki
 	return s.replaceCA(ctx, rec, want, pin)
 }
 
-func (s *Server) replaceCA(ctx context.Context, old, r store.CARecord, pin string) error {
+func (s *Server) replaceCA(ctx context.Context, old, r catrust.Record, pin string) error {
 	if err := s.store.ReplaceCA(ctx, old, r); err != nil {
 		return err
 	}
 	s.lg.Warn("tls CA replaced (--ca-replace): joined nodes must join again with the new pin, clients need the new CA file",
-		zap.String("old_ca_pin", storedPin(old)), zap.String("ca_pin", pin))
+		zap.String("old_ca_pin", catrust.StoredPin(old)), zap.String("ca_pin", pin))
 	return nil
-}
-
-// storedPin is the pin of a stored CA ("" if its certificate is unreadable).
-func storedPin(rec store.CARecord) string {
-	c, err := pki.ParseCert(rec.CertPEM)
-	if err != nil {
-		return ""
-	}
-	return pki.Pin(c)
 }

@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // CABundleHeader is the reply header naming the trust bundle (its
@@ -24,7 +24,7 @@ const CABundleHeader = "cast-ca-bundle"
 // sendBundleHeader names the bundle in a unary call's reply headers.
 func (s *Server) sendBundleHeader(ctx context.Context) {
 	if set := s.cas(); set != nil {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(CABundleHeader, set.hash))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(CABundleHeader, set.Hash))
 	}
 }
 
@@ -33,7 +33,7 @@ func (h *authService) GetCABundle(context.Context, *castv1.GetCABundleRequest) (
 	if set == nil {
 		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonCAState, "this control plane serves plaintext (--insecure): it has no CA"))
 	}
-	return &castv1.GetCABundleResponse{Bundle: set.bundle, Hash: set.hash}, nil
+	return &castv1.GetCABundleResponse{Bundle: set.Bundle, Hash: set.Hash}, nil
 }
 
 func (h *authService) GetCAStatus(ctx context.Context, _ *castv1.GetCAStatusRequest) (*castv1.GetCAStatusResponse, error) {
@@ -49,7 +49,7 @@ func (h *authService) GetCAStatus(ctx context.Context, _ *castv1.GetCAStatusRequ
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	out := &castv1.GetCAStatusResponse{BundleHash: set.hash}
+	out := &castv1.GetCAStatusResponse{BundleHash: set.Hash}
 	if c, err := pki.ParseCert(rec.CertPEM); err == nil {
 		out.Cas = append(out.Cas, caInfo(c, "signing", time.Time{}))
 	}
@@ -75,7 +75,7 @@ func caInfo(c *x509.Certificate, state string, since time.Time) *castv1.CAInfo {
 	return info
 }
 
-func otherInfo(o store.OtherCA) *castv1.CAInfo {
+func otherInfo(o catrust.OtherCA) *castv1.CAInfo {
 	c, err := pki.ParseCert(o.CertPEM)
 	if err != nil {
 		return &castv1.CAInfo{State: o.State}
@@ -84,11 +84,15 @@ func otherInfo(o store.OtherCA) *castv1.CAInfo {
 }
 
 func (h *authService) RotateCA(ctx context.Context, req *castv1.RotateCARequest) (*castv1.RotateCAResponse, error) {
-	rec, err := h.s.rotateCA(ctx, req.CertPem, req.KeyPem)
+	m, err := h.s.rotation()
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	next, _ := rec.Other(store.CANext)
+	rec, err := m.Rotate(ctx, req.CertPem, req.KeyPem)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	next, _ := rec.Other(catrust.Next)
 	info := otherInfo(next)
 	h.s.lg.Warn("tls CA rotation started: the new CA is trusted, the old one still signs", zap.String("next_pin", info.Pin),
 		zap.Bool("operator_ca", len(req.CertPem) > 0), zap.String("by", caller(ctx)))
@@ -96,7 +100,11 @@ func (h *authService) RotateCA(ctx context.Context, req *castv1.RotateCARequest)
 }
 
 func (h *authService) ActivateCA(ctx context.Context, req *castv1.ActivateCARequest) (*castv1.ActivateCAResponse, error) {
-	rec, err := h.s.activateCA(ctx, req.Force)
+	m, err := h.s.rotation()
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	rec, err := m.Activate(ctx, req.Force)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -110,7 +118,11 @@ func (h *authService) ActivateCA(ctx context.Context, req *castv1.ActivateCARequ
 }
 
 func (h *authService) RetireCA(ctx context.Context, req *castv1.RetireCARequest) (*castv1.RetireCAResponse, error) {
-	_, old, err := h.s.retireCA(ctx, req.Force)
+	m, err := h.s.rotation()
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	_, old, err := m.Retire(ctx, req.Force)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // Client certificates (mTLS). A node makes its own key and gets a
@@ -52,11 +52,11 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	leaf := info.State.PeerCertificates[0]
 	// Named in refusals (and so in audit lines); unverified until it passes.
 	claimed := fmt.Sprintf("%q of %q", leaf.Subject.CommonName, leaf.Issuer.CommonName)
-	id, err := pki.VerifyClient(info.State.PeerCertificates, set.trusted, time.Now())
+	id, err := pki.VerifyClient(info.State.PeerCertificates, set.Trusted, time.Now())
 	switch {
-	case errors.Is(err, pki.ErrUntrusted) && set.retiredIssuer(leaf) != "":
+	case errors.Is(err, pki.ErrUntrusted) && set.RetiredIssuer(leaf) != "":
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
-			"the client certificate %s was issued by a CA this control plane retired (%s): a node joins again with a new join token, a user runs `cast token cert` with a token", claimed, set.retiredIssuer(leaf))
+			"the client certificate %s was issued by a CA this control plane retired (%s): a node joins again with a new join token, a user runs `cast token cert` with a token", claimed, set.RetiredIssuer(leaf))
 	case errors.Is(err, pki.ErrExpired):
 		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
 			"%v (certificate %s); a node renews its own before then: join again with a new join token", err, claimed)
@@ -87,7 +87,7 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 		return nil, time.Time{}, nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
 			"client certificates need TLS: this control plane serves plaintext (--insecure)")
 	}
-	if !set.signs() {
+	if !set.Signs() {
 		// Its certificate would be refused at once, everywhere.
 		return nil, time.Time{}, nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
 			"this replica signs with a retired CA (it cannot load the store's CA record): retry on another replica")
@@ -96,7 +96,7 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 	if p.Role == authz.Node {
 		ttl = s.cfg.TLS.NodeCertTTL
 	}
-	chain, err := set.signer.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred,
+	chain, err := set.Signer.SignClient(csr, pki.Identity{Role: string(p.Role), Name: p.Name, Cred: p.Cred,
 		NodeMetrics: p.Role == authz.Node}, ttl)
 	if err != nil {
 		return nil, time.Time{}, nil, errs.Invalid("csr: %v", err)
@@ -108,11 +108,11 @@ func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) 
 	// Now, not the leaf's NotBefore: certificate times are whole seconds,
 	// and a renewal just after `cast ca rotate` must count as after it.
 	issued := time.Now()
-	if err := s.store.RecordCertIssue(ctx, store.CertIssue{Cred: p.Cred, Role: string(p.Role), Name: p.Name,
-		IssuerPin: pki.Pin(set.signer.Cert), Issued: issued, Expires: leaf.NotAfter, Trusts: set.pins()}); err != nil {
+	if err := s.store.RecordCertIssue(ctx, catrust.CertIssue{Cred: p.Cred, Role: string(p.Role), Name: p.Name,
+		IssuerPin: pki.Pin(set.Signer.Cert), Issued: issued, Expires: leaf.NotAfter, Trusts: set.Pins()}); err != nil {
 		return nil, time.Time{}, nil, err
 	}
-	return chain, leaf.NotAfter, set.bundle, nil
+	return chain, leaf.NotAfter, set.Bundle, nil
 }
 
 func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCertificateRequest) (*castv1.IssueCertificateResponse, error) {

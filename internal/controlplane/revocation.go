@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
 )
 
@@ -163,7 +164,7 @@ func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Cont
 		stops = append(stops, stop)
 		// After tracking: either this sees a set that dropped the CA, or
 		// endUntrustedCalls, run after the swap, sees this call.
-		if set := s.cas(); set != nil && !slices.Contains(set.pins(), p.CAPin) {
+		if set := s.cas(); set != nil && !slices.Contains(set.Pins(), p.CAPin) {
 			s.caCalls.revoke(p.CAPin)
 		}
 	}
@@ -181,8 +182,8 @@ func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Cont
 
 // endUntrustedCalls ends the open calls made with a certificate from a CA
 // set no longer trusts (retired, or replaced with --ca-replace).
-func (s *Server) endUntrustedCalls(set *caSet) {
-	trusted := set.pins()
+func (s *Server) endUntrustedCalls(set *catrust.Set) {
+	trusted := set.Pins()
 	for _, pin := range s.caCalls.creds() {
 		if slices.Contains(trusted, pin) {
 			continue

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -32,6 +31,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/capability"
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -78,15 +78,10 @@ type Server struct {
 	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
 	// say how clients trust it (tls.go).
 	tls *tls.Config
-	// caState is the CAs that sign and verify certificates (nil:
-	// plaintext), reloaded from the store (carotation.go); opCA is an
-	// operator's CA this replica was given (--ca-cert).
-	caState atomic.Pointer[caSet]
-	opCA    *pki.CA
-	caFile  string
-	// applyMu orders applyCA's compare, swap and file write, so a reload
-	// and a rotation step racing never leave an older record in place.
-	applyMu sync.Mutex
+	// trust is the CAs that sign and verify certificates (nil:
+	// plaintext), reloaded from the store (carotation.go).
+	trust  *catrust.Manager
+	caFile string
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server

@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/pki"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // TLS (--tls): the control plane's CA is made on the store's first start
@@ -97,8 +97,9 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var opCA *pki.CA // the operator's CA this replica was given
 	if s.cfg.TLS.CACertFile != "" && !s.rotatedAway(rec, ok) {
-		s.opCA, err = s.operatorCA(ctx, rec, ok)
+		opCA, err = s.operatorCA(ctx, rec, ok)
 	} else {
 		_, err = s.generatedCA(ctx, rec, ok)
 	}
@@ -111,7 +112,9 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	if s.cfg.DataDir != "" {
 		s.caFile = filepath.Join(s.cfg.DataDir, CAFileName)
 	}
-	if err := s.applyCA(rec); err != nil {
+	s.trust = catrust.New(s.store, catrust.Config{OpCA: opCA, Box: s.openBox, CAFile: s.caFile, CATTL: DefaultCATTL,
+		OnChange: s.endUntrustedCalls}, s.lg)
+	if err := s.trust.Apply(rec); err != nil {
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(s.cfg.Listen)
@@ -140,7 +143,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 	ca := s.signingCA()
 	s.lg.Info("tls on", zap.String("ca_pin", s.CAPin()), zap.String("ca_file", s.caFile), zap.Bool("operator_ca", rec.Operator),
 		zap.String("ca_subject", ca.Cert.Subject.String()), zap.Time("ca_expires", ca.Cert.NotAfter), zap.Duration("cert_ttl", ttl),
-		zap.Int("trusted_cas", len(s.cas().trusted)))
+		zap.Int("trusted_cas", len(s.cas().Trusted)))
 	return is.ServerConfig(), nil
 }
 
@@ -148,7 +151,7 @@ func (s *Server) loadTLS(ctx context.Context) (*tls.Config, error) {
 // the store away from (`cast ca activate`): the store's CA signs, and the
 // flags are stale (a warning, not a refusal, so a replica restarted with
 // its old unit file still serves).
-func (s *Server) rotatedAway(rec store.CARecord, ok bool) bool {
+func (s *Server) rotatedAway(rec catrust.Record, ok bool) bool {
 	if !ok || rec.Operator {
 		return false
 	}
@@ -159,14 +162,14 @@ func (s *Server) rotatedAway(rec store.CARecord, ok bool) bool {
 	pin := pki.Pin(ca.Cert)
 	moved := false
 	for _, o := range rec.Others {
-		moved = moved || storedPin(store.CARecord{CertPEM: o.CertPEM}) == pin
+		moved = moved || catrust.StoredPin(catrust.Record{CertPEM: o.CertPEM}) == pin
 	}
 	for _, r := range rec.Retired {
 		moved = moved || r.Pin == pin
 	}
 	if moved {
 		s.lg.Warn("--ca-cert names a CA this store rotated away from (cast ca activate): serving the store's CA; drop --ca-cert/--ca-key",
-			zap.String("ca_cert_pin", pin), zap.String("store_ca_pin", storedPin(rec)))
+			zap.String("ca_cert_pin", pin), zap.String("store_ca_pin", catrust.StoredPin(rec)))
 	}
 	return moved
 }

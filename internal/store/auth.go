@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
 )
 
@@ -227,35 +228,17 @@ func (s *Store) JoinNode(ctx context.Context, joinHash, name, credHash string) e
 	return errs.New(errs.KindAborted, errs.ReasonConflict, "node %q's credential kept changing; retry", name)
 }
 
-// CARecord is the control plane's TLS CA: its certificate and its private
-// key sealed by the caller (secrets.Box), never in clear. An operator's
-// CA (Operator) is kept without its key: every replica reads that from
-// the operator's file.
-type CARecord struct {
-	CertPEM   []byte `json:"cert_pem"`
-	SealedKey []byte `json:"sealed_key,omitempty"`
-	Operator  bool   `json:"operator,omitempty"`
-	// Others are CAs trusted beside the signing one during a rotation
-	// (carotation.go): the next one before ActivateCA, the old one after.
-	Others []OtherCA `json:"others,omitempty"`
-	// Retired are the pins of CAs no longer trusted, so a refusal can
-	// say why.
-	Retired []RetiredCA `json:"retired,omitempty"`
-	// Rev is the record's etcd revision (ReplaceCA compares it).
-	Rev int64 `json:"-"`
-}
-
 func (s *Store) caKey() string { return s.key("tlsca") }
 
 // GetCA returns the stored CA; ok is false before the first one is made.
-func (s *Store) GetCA(ctx context.Context) (CARecord, bool, error) {
+func (s *Store) GetCA(ctx context.Context) (catrust.Record, bool, error) {
 	resp, err := s.cli.Get(ctx, s.caKey())
 	if err != nil || len(resp.Kvs) == 0 {
-		return CARecord{}, false, err
+		return catrust.Record{}, false, err
 	}
-	var r CARecord
+	var r catrust.Record
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return CARecord{}, false, errs.Internal(err, "decode CA")
+		return catrust.Record{}, false, errs.Internal(err, "decode CA")
 	}
 	r.Rev = resp.Kvs[0].ModRevision
 	return r, true, nil
@@ -263,7 +246,7 @@ func (s *Store) GetCA(ctx context.Context) (CARecord, bool, error) {
 
 // PutCAIfAbsent stores r unless a CA exists (replicas starting at once
 // agree on the first); the caller reads it back either way.
-func (s *Store) PutCAIfAbsent(ctx context.Context, r CARecord) error {
+func (s *Store) PutCAIfAbsent(ctx context.Context, r catrust.Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return errs.Internal(err, "encode CA")
@@ -275,7 +258,7 @@ func (s *Store) PutCAIfAbsent(ctx context.Context, r CARecord) error {
 
 // ReplaceCA stores r in place of old, unless the record changed since old
 // was read (another replica replaced it first).
-func (s *Store) ReplaceCA(ctx context.Context, old, r CARecord) error {
+func (s *Store) ReplaceCA(ctx context.Context, old, r catrust.Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return errs.Internal(err, "encode CA")

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
 )
 
@@ -17,59 +18,11 @@ import (
 // the latest certificate issued, so retiring a CA can name who still
 // holds a live certificate from it.
 
-// CA states during a rotation.
-const (
-	CANext = "next" // trusted, signs after ActivateCA
-	CAOld  = "old"  // trusted until RetireCA, signs no more
-)
-
-// OtherCA is a CA trusted beside the signing one. A next CA's key is
-// sealed like the signing one's; an old CA keeps no key (it never signs
-// again).
-type OtherCA struct {
-	CertPEM   []byte    `json:"cert_pem"`
-	SealedKey []byte    `json:"sealed_key,omitempty"`
-	State     string    `json:"state"`
-	Since     time.Time `json:"since"`
-}
-
-// RetiredCA is a CA no longer trusted.
-type RetiredCA struct {
-	Pin     string    `json:"pin"`
-	Subject string    `json:"subject"`
-	CertPEM []byte    `json:"cert_pem"`
-	At      time.Time `json:"at"`
-}
-
-// Other returns the other CA in state, if any.
-func (r CARecord) Other(state string) (OtherCA, bool) {
-	for _, o := range r.Others {
-		if o.State == state {
-			return o, true
-		}
-	}
-	return OtherCA{}, false
-}
-
-// CertIssue is the latest certificate a credential got from one CA.
-type CertIssue struct {
-	Cred      string    `json:"cred"`
-	Role      string    `json:"role"`
-	Name      string    `json:"name"`
-	IssuerPin string    `json:"issuer_pin"`
-	Issued    time.Time `json:"issued"`
-	Expires   time.Time `json:"expires"`
-	// Trusts are the pins of the bundle handed out with the certificate:
-	// a replica that has not reloaded a rotation yet hands out one
-	// without the new CA, however late it signs.
-	Trusts []string `json:"trusts,omitempty"`
-}
-
 func (s *Store) certIssueKey(cred, pin string) string { return s.key("certissues", cred, pin) }
 
 // RecordCertIssue keeps c as the latest certificate of its credential
 // from its CA.
-func (s *Store) RecordCertIssue(ctx context.Context, c CertIssue) error {
+func (s *Store) RecordCertIssue(ctx context.Context, c catrust.CertIssue) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return errs.Internal(err, "encode certificate issue")
@@ -81,14 +34,14 @@ func (s *Store) RecordCertIssue(ctx context.Context, c CertIssue) error {
 // CertIssues lists the recorded certificates still valid at now whose
 // credential is live (a revoked credential's certificates are refused
 // anyway), dropping the records of expired ones.
-func (s *Store) CertIssues(ctx context.Context, now time.Time) ([]CertIssue, error) {
+func (s *Store) CertIssues(ctx context.Context, now time.Time) ([]catrust.CertIssue, error) {
 	resp, err := s.cli.Get(ctx, s.key("certissues")+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	var out []CertIssue
+	var out []catrust.CertIssue
 	for _, kv := range resp.Kvs {
-		var c CertIssue
+		var c catrust.CertIssue
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
 			return nil, errs.Internal(err, "decode certificate issue")
 		}
