@@ -55,12 +55,18 @@ type CA struct {
 // NewCA makes a self-signed CA valid for ttl; keyDER is its private key
 // (PKCS#8), which the caller seals before storing it.
 func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
+	// The date tells two CAs of a rotation apart in `cast ca status`.
+	return NewNamedCA("cast control plane CA "+time.Now().UTC().Format("2006-01-02T15:04:05Z"), ttl)
+}
+
+// NewNamedCA is NewCA with the common name cn (another PKI than the
+// control plane's, such as etcd's).
+func NewNamedCA(cn string, ttl time.Duration) (certPEM, keyDER []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The date tells two CAs of a rotation apart in `cast ca status`.
-	tmpl, err := template("cast control plane CA "+time.Now().UTC().Format("2006-01-02T15:04:05Z"), ttl)
+	tmpl, err := template(cn, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,13 +130,7 @@ func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, er
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	tmpl.DNSNames = []string{ServerName}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	addHosts(tmpl, hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -140,6 +140,43 @@ func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, er
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der, ca.Cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// Leaf issues a certificate for cn and hosts (names or IPs) with the
+// extended usages given, valid for ttl, for a service other than cast's
+// own (etcd's members and clients): PEM certificate and PKCS#8 key.
+func (ca *CA) Leaf(cn string, hosts []string, usages []x509.ExtKeyUsage, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := template(cn, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca.clamp(tmpl)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = usages
+	addHosts(tmpl, hosts)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = KeyPEM(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// addHosts names hosts (names or IPs) in tmpl's SANs.
+func addHosts(tmpl *x509.Certificate, hosts []string) {
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 }
 
 // clamp ends tmpl no later than the CA (an operator's may expire before
