@@ -11,11 +11,14 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/devmode"
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/kube"
+	"github.com/cast-dev/cast/internal/kubeboot"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/store"
@@ -24,7 +27,7 @@ import (
 
 func main() {
 	cfg := controlplane.DefaultConfig()
-	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe bool
+	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe, publishK8s bool
 	var devOpts devmode.Options
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics string
 	var labels []string
@@ -48,6 +51,11 @@ func main() {
 			}
 			defer lg.Sync() //nolint:errcheck
 			cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
+			if publishK8s {
+				if cfg.Publish, err = kubePublisher(lg); err != nil {
+					return err
+				}
+			}
 			if etcdPasswordFile != "" {
 				if cfg.Etcd.Password, err = store.ReadPassword(etcdPasswordFile); err != nil {
 					return err
@@ -101,7 +109,9 @@ func main() {
 		},
 	}
 	cmd.SetVersionTemplate("controlplane {{.Version}}\n")
+	cmd.AddCommand(bootstrapCommand())
 	f := cmd.Flags()
+	f.BoolVar(&publishK8s, "publish-k8s", false, "in a Kubernetes pod: keep the ConfigMap cast-ca (the CA bundle) and the Secret cast-node-join (a join token, renewed before it lapses, and the CA pin) current in the pod's namespace, with the pod's service account (docs/install-kubernetes.md)")
 	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address for /metrics, /healthz, /readyz: HTTPS with the gRPC listener's certificate (scrapers trust DATA_DIR/ca.pem, server name controlplane.cast.internal), plain HTTP only with --insecure (empty: off)")
@@ -177,6 +187,54 @@ func main() {
 		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// kubePublisher is --publish-k8s's publisher, with the pod's service
+// account.
+func kubePublisher(lg *zap.Logger) (*kubeboot.Publisher, error) {
+	kc, err := kube.InCluster()
+	if err != nil {
+		return nil, fmt.Errorf("--publish-k8s: %w", err)
+	}
+	api, err := kube.New(kc)
+	if err != nil {
+		return nil, fmt.Errorf("--publish-k8s: %w", err)
+	}
+	return kubeboot.NewPublisher(api, kubeboot.DefaultPublishConfig(), lg)
+}
+
+// bootstrapCommand is `controlplane k8s-bootstrap`, the Job cast-bootstrap
+// of deploy/k8s: it creates the Secrets the control plane (and etcd)
+// start from, those missing only.
+func bootstrapCommand() *cobra.Command {
+	boot := kubeboot.DefaultBootstrapConfig()
+	cmd := &cobra.Command{
+		Use:   "k8s-bootstrap",
+		Short: "In a Kubernetes Job: create the Secrets cast-controlplane (admin token, secrets key) and, with --etcd-tls, cast-etcd-tls, unless they exist",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lg, err := logging.New("json", "info")
+			if err != nil {
+				return err
+			}
+			defer lg.Sync() //nolint:errcheck
+			kc, err := kube.InCluster()
+			if err != nil {
+				return err
+			}
+			api, err := kube.New(kc)
+			if err != nil {
+				return err
+			}
+			return kubeboot.Bootstrap(cmd.Context(), api, boot, lg)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&boot.EtcdTLS, "etcd-tls", false, "also make cast-etcd-tls: an etcd CA, the members' certificate and the control plane's client certificate")
+	f.StringVar(&boot.EtcdService, "etcd-service", boot.EtcdService, "the etcd StatefulSet's name (and its headless Service's): members are NAME-0.NAME ...")
+	f.IntVar(&boot.EtcdMembers, "etcd-members", boot.EtcdMembers, "etcd's replicas: each member's name goes in the certificate")
+	f.StringVar(&boot.ClusterDomain, "cluster-domain", boot.ClusterDomain, "the cluster's DNS domain, for the members' qualified names")
+	return cmd
 }
 
 func defaultDataDir() string {

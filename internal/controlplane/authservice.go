@@ -188,11 +188,8 @@ func (h *authService) CreateJoinToken(ctx context.Context, req *castv1.CreateJoi
 	if req.Uses < 0 || req.Uses > MaxJoinUses {
 		return nil, invalid("uses must be between 0 (one) and %d", MaxJoinUses)
 	}
-	tok, err := authz.NewToken()
+	tok, err := h.s.NewJoinToken(ctx, ttl, int(req.Uses))
 	if err != nil {
-		return nil, toStatus(h.s.lg, errs.Internal(err, "make token"))
-	}
-	if err := h.s.store.CreateJoinToken(ctx, authz.Hash(tok), ttl, int(req.Uses)); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	exp := time.Now().Add(ttl)

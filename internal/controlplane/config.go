@@ -113,6 +113,10 @@ type Config struct {
 	// WatchSession streams: each stream's buffer and each principal's
 	// cap on open watches (which holds admins too, unlike Limits).
 	Watch fanout.Config
+	// Publish, if set, writes the CA bundle and a node join Secret into
+	// the Kubernetes namespace the replica runs in (--publish-k8s). It
+	// needs TLS: the join Secret carries the CA's pin.
+	Publish KubePublisher
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -213,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if !c.TLS.Enabled && !c.Insecure {
 		return fmt.Errorf("give --tls, or --insecure (env CAST_INSECURE=1) to serve plaintext, where tokens and credentials cross the network in clear; --dev serves plaintext on loopback")
+	}
+	if c.Publish != nil && !c.TLS.Enabled {
+		return fmt.Errorf("--publish-k8s publishes the TLS CA and its pin: drop --insecure")
 	}
 	if err := c.TLS.Validate(); err != nil {
 		return err

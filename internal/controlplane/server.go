@@ -191,6 +191,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.fleet.Run)
 	s.goLoop(s.auditCustody)
 	s.goLoop(newLiveness(s).run)
+	if cfg.Publish != nil {
+		s.goLoop(func(ctx context.Context) { cfg.Publish.Run(ctx, s) })
+	}
 	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()), zap.Bool("metrics_tls", s.tls != nil),
 		zap.Strings("etcd", endpoints), zap.Bool("embedded_etcd", s.etcd != nil))
 	return s, nil

@@ -33,6 +33,28 @@ func TestOnlyControlPlaneLinksEtcd(t *testing.T) {
 	}
 }
 
+// Only the control plane talks to the Kubernetes API (internal/kube:
+// --publish-k8s and the bootstrap Job), over plain HTTPS: no binary links
+// client-go or the API types (k8s.io/api is for the deploy tests), and
+// the node and the CLI link neither kube nor kubeboot.
+func TestOnlyControlPlaneTalksToKubernetes(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, pkg := range []string{"./cmd/cast", "./cmd/node", "./cmd/controlplane"} {
+		for _, dep := range deps(t, root, pkg) {
+			if strings.HasPrefix(dep, "k8s.io/client-go") || strings.HasPrefix(dep, "k8s.io/api/") || strings.HasPrefix(dep, "k8s.io/apimachinery/") {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+			if pkg != "./cmd/controlplane" && (strings.HasSuffix(dep, "/internal/kube") || strings.HasSuffix(dep, "/internal/kubeboot")) {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+	if !slices.Contains(deps(t, root, "./cmd/controlplane"), "github.com/cast-dev/cast/internal/kubeboot") {
+		t.Error("controlplane should link internal/kubeboot (--publish-k8s, k8s-bootstrap)")
+	}
+}
+
 // The control plane's cores gate on agent capabilities by name
 // (internal/capability) and link neither the canary that checks them nor
 // its runner and fake model: only a node, and the CLI's own `cast agents

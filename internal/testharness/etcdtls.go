@@ -122,6 +122,14 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 func StartTLSEtcd(t testing.TB, ca *CA, dir string, opts ...func(*embed.Config)) string {
 	t.Helper()
 	certFile, keyFile := ca.Issue(t, dir, "etcd-server", true)
+	return StartTLSEtcdFiles(t, ca.File, dir, certFile, keyFile, opts...)
+}
+
+// StartTLSEtcdFiles is StartTLSEtcd with a server certificate and key
+// made elsewhere (the Kubernetes bootstrap's), trusting client
+// certificates of the CA in caFile.
+func StartTLSEtcdFiles(t testing.TB, caFile, dir, certFile, keyFile string, opts ...func(*embed.Config)) string {
+	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cu := url.URL{Scheme: "https", Host: freeLoopbackAddr(t)}
@@ -130,7 +138,7 @@ func StartTLSEtcd(t testing.TB, ca *CA, dir string, opts ...func(*embed.Config))
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
 	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = certFile, keyFile
-	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = ca.File, true
+	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = caFile, true
 	cfg.BcryptCost = 4 // bcrypt.MinCost: passwords are checked in milliseconds
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	for _, opt := range opts {

@@ -1,0 +1,6 @@
+package kubeboot
+
+import "time"
+
+// SetNow replaces p's clock.
+func (p *Publisher) SetNow(now func() time.Time) { p.now = now }
