@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -29,19 +30,22 @@ import (
 // kinds are the API types the manifests may hold; an object of another
 // kind fails the test until its type is added here.
 var kinds = map[string]func() any{
-	"apps/v1/StatefulSet":                     func() any { return &appsv1.StatefulSet{} },
-	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
-	"apps/v1/DaemonSet":                       func() any { return &appsv1.DaemonSet{} },
-	"batch/v1/Job":                            func() any { return &batchv1.Job{} },
-	"v1/Service":                              func() any { return &corev1.Service{} },
-	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
-	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
-	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
-	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
-	"monitoring.coreos.com/v1/PodMonitor":     func() any { return &monitoringv1.PodMonitor{} },
-	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &monitoringv1.PrometheusRule{} },
-	"cert-manager.io/v1/Certificate":          func() any { return &certificate{} },
-	"cert-manager.io/v1/Issuer":               func() any { return &issuer{} },
+	"apps/v1/StatefulSet":                      func() any { return &appsv1.StatefulSet{} },
+	"apps/v1/Deployment":                       func() any { return &appsv1.Deployment{} },
+	"apps/v1/DaemonSet":                        func() any { return &appsv1.DaemonSet{} },
+	"batch/v1/Job":                             func() any { return &batchv1.Job{} },
+	"v1/Service":                               func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                             func() any { return &corev1.ConfigMap{} },
+	"v1/ServiceAccount":                        func() any { return &corev1.ServiceAccount{} },
+	"rbac.authorization.k8s.io/v1/Role":        func() any { return &rbacv1.Role{} },
+	"rbac.authorization.k8s.io/v1/RoleBinding": func() any { return &rbacv1.RoleBinding{} },
+	"policy/v1/PodDisruptionBudget":            func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy":       func() any { return &networkingv1.NetworkPolicy{} },
+	"monitoring.coreos.com/v1/ServiceMonitor":  func() any { return &monitoringv1.ServiceMonitor{} },
+	"monitoring.coreos.com/v1/PodMonitor":      func() any { return &monitoringv1.PodMonitor{} },
+	"monitoring.coreos.com/v1/PrometheusRule":  func() any { return &monitoringv1.PrometheusRule{} },
+	"cert-manager.io/v1/Certificate":           func() any { return &certificate{} },
+	"cert-manager.io/v1/Issuer":                func() any { return &issuer{} },
 }
 
 // certificate and issuer are the fields of cert-manager's Certificate and
