@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean canary-latest
+.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean canary-latest kube-apiserver test-k8s
 
 all: build
 
@@ -26,9 +26,23 @@ debs:
 
 # internal/e2e is named first: go test starts packages in the order given,
 # and the longest package started last ran alone at the end with a core idle.
+# deploy's TestInstallIntoAPIServer uses bin/kube-apiserver when `make
+# kube-apiserver` built one, and says it was skipped otherwise.
 test: agents debs
 	$(GO) vet ./...
-	$(GO) test -race -timeout 60m ./internal/e2e/ ./...
+	CAST_KUBE_APISERVER=$(wildcard $(KUBE_APISERVER)) $(GO) test -race -timeout 60m ./internal/e2e/ ./...
+
+# A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
+# k8s.io/api), built from the Go module proxy by a module of its own
+# (deploy/kube-apiserver): minutes on 2 cores the first time, so `make
+# test` does not build it. `make test-k8s` builds it and installs every
+# overlay into it (deploy/apiserver_test.go).
+KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
+kube-apiserver: $(KUBE_APISERVER)
+$(KUBE_APISERVER): deploy/kube-apiserver/go.mod deploy/kube-apiserver/go.sum
+	cd deploy/kube-apiserver && $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+test-k8s: kube-apiserver
+	CAST_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -count=1 -run 'TestInstallIntoAPIServer' -v ./deploy/
 
 # Without the real-CLI suites' install step; they fail if the CLIs are missing.
 test-short:
