@@ -327,6 +327,7 @@ func (fixedSource) CABundle() ([]byte, string) { return []byte("BUNDLE"), "sha25
 func (fixedSource) NewJoinToken(context.Context, time.Duration, int) (string, error) {
 	return "cast_published", nil
 }
+func (fixedSource) JoinTokenUses(context.Context, string) (int, error) { return 1000, nil }
 
 func must(t *testing.T, err error) {
 	t.Helper()

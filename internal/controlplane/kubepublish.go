@@ -38,3 +38,9 @@ func (s *Server) NewJoinToken(ctx context.Context, ttl time.Duration, uses int) 
 	}
 	return tok, nil
 }
+
+// JoinTokenUses is how many joins tok has left (0: used up, expired or
+// unknown), so the publisher replaces a token nodes used up early.
+func (s *Server) JoinTokenUses(ctx context.Context, tok string) (int, error) {
+	return s.store.JoinTokenUses(ctx, authz.Hash(tok))
+}

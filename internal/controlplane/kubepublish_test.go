@@ -67,6 +67,12 @@ func TestPublishK8sJoinsNodes(t *testing.T) {
 	must(t, err)
 	defer admin.Close()
 	waitConnected(t, admin, "k8s-node", true)
+	if left, err := srv.JoinTokenUses(ctx, join[kubeboot.KeyJoinToken]); err != nil || left != pcfg.Uses-1 {
+		t.Errorf("the published token has %d joins left (%v) after one join; want %d", left, err, pcfg.Uses-1)
+	}
+	if left, err := srv.JoinTokenUses(ctx, "cast_unknown"); err != nil || left != 0 {
+		t.Errorf("an unknown token has %d joins left (%v)", left, err)
+	}
 
 	oldPin := srv.CAPin()
 	rot, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{})

@@ -21,6 +21,9 @@ type Source interface {
 	CABundle() (bundlePEM []byte, pin string)
 	// NewJoinToken stores a join token good for uses joins until ttl ends.
 	NewJoinToken(ctx context.Context, ttl time.Duration, uses int) (string, error)
+	// JoinTokenUses is how many joins a join token has left (0 once it
+	// is used up, expired or revoked).
+	JoinTokenUses(ctx context.Context, token string) (int, error)
 }
 
 // PublishConfig tunes the publisher.
@@ -31,17 +34,23 @@ type PublishConfig struct {
 	// pod replaced at any time finds one valid for at least this long.
 	RenewBefore time.Duration
 	Uses        int // joins one token allows (every node pod joins once per pod)
+	// RenewUnder: a token with fewer joins left is replaced (pods that
+	// churn may use one up before its time).
+	RenewUnder int
 }
 
 // DefaultPublishConfig renews a 7-day token with 3 days left.
 func DefaultPublishConfig() PublishConfig {
-	return PublishConfig{Every: time.Minute, TokenTTL: 7 * 24 * time.Hour, RenewBefore: 3 * 24 * time.Hour, Uses: 1000}
+	return PublishConfig{Every: time.Minute, TokenTTL: 7 * 24 * time.Hour, RenewBefore: 3 * 24 * time.Hour, Uses: 1000, RenewUnder: 250}
 }
 
 // Validate checks c.
 func (c PublishConfig) Validate() error {
 	if c.Every <= 0 || c.TokenTTL <= 0 || c.Uses < 1 {
 		return fmt.Errorf("publish: every, token TTL and uses must be positive")
+	}
+	if c.RenewUnder < 1 || c.RenewUnder > c.Uses {
+		return fmt.Errorf("publish: renew-under %d must lie between 1 and the uses %d", c.RenewUnder, c.Uses)
 	}
 	if c.RenewBefore < c.Every || c.RenewBefore >= c.TokenTTL {
 		return fmt.Errorf("publish: renew-before %s must lie between the check interval %s and the token TTL %s", c.RenewBefore, c.Every, c.TokenTTL)
@@ -105,18 +114,33 @@ func (p *Publisher) publishCA(ctx context.Context, bundle []byte) error {
 
 func (p *Publisher) publishJoin(ctx context.Context, src Source, pin string) error {
 	return p.put(ctx, kube.Secrets, JoinSecret, func(cur kube.Object, exists bool) (map[string]string, error) {
-		exp, err := time.Parse(time.RFC3339, cur.Data[KeyExpires])
-		if exists && err == nil && cur.Data[KeyCAPin] == pin && cur.Data[KeyJoinToken] != "" && p.now().Add(p.cfg.RenewBefore).Before(exp) {
-			return nil, nil
+		current, err := p.joinCurrent(ctx, src, cur, exists, pin)
+		if err != nil || current {
+			return nil, err
 		}
 		tok, err := src.NewJoinToken(ctx, p.cfg.TokenTTL, p.cfg.Uses)
 		if err != nil {
 			return nil, err
 		}
-		exp = p.now().Add(p.cfg.TokenTTL).UTC().Truncate(time.Second)
+		exp := p.now().Add(p.cfg.TokenTTL).UTC().Truncate(time.Second)
 		p.lg.Info("publishing a join token", zap.String("secret", JoinSecret), zap.Time("expires", exp), zap.String("ca_pin", pin))
 		return map[string]string{KeyJoinToken: tok, KeyCAPin: pin, KeyExpires: exp.Format(time.RFC3339)}, nil
 	})
+}
+
+// joinCurrent reports whether the published Secret cur may stay: it names
+// the signing CA, and its token has time and joins enough left.
+func (p *Publisher) joinCurrent(ctx context.Context, src Source, cur kube.Object, exists bool, pin string) (bool, error) {
+	tok := cur.Data[KeyJoinToken]
+	exp, err := time.Parse(time.RFC3339, cur.Data[KeyExpires])
+	if !exists || err != nil || cur.Data[KeyCAPin] != pin || tok == "" || !p.now().Add(p.cfg.RenewBefore).Before(exp) {
+		return false, nil
+	}
+	left, err := src.JoinTokenUses(ctx, tok)
+	if err != nil {
+		return false, err
+	}
+	return left >= p.cfg.RenewUnder, nil
 }
 
 // put reads kind/name and writes decide's data when it returns some:

@@ -22,6 +22,7 @@ type source struct {
 	mu          sync.Mutex
 	bundle, pin string
 	minted      []string
+	left        map[string]int // joins left per token
 }
 
 func (s *source) CABundle() ([]byte, string) {
@@ -35,7 +36,24 @@ func (s *source) NewJoinToken(_ context.Context, ttl time.Duration, uses int) (s
 	defer s.mu.Unlock()
 	tok := fmt.Sprintf("cast_tok%d_ttl%s_uses%d", len(s.minted), ttl, uses)
 	s.minted = append(s.minted, tok)
+	if s.left == nil {
+		s.left = map[string]int{}
+	}
+	s.left[tok] = uses
 	return tok, nil
+}
+
+func (s *source) JoinTokenUses(_ context.Context, tok string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.left[tok], nil
+}
+
+// spend takes n joins of the newest token, as node pods joining would.
+func (s *source) spend(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.left[s.minted[len(s.minted)-1]] -= n
 }
 
 func (s *source) set(bundle, pin string) {
@@ -50,8 +68,9 @@ func writes(calls []string) []string {
 
 // Under the control plane's Role, the publisher writes cast-ca and
 // cast-node-join, then leaves them alone while they are current; it
-// renews the token once less than RenewBefore is left, republishes the
-// pin after a CA change, and the bundle when it changes.
+// renews the token once less than RenewBefore is left or pods used all
+// but RenewUnder of its joins, republishes the pin after a CA change, and
+// the bundle when it changes.
 func TestPublisherWithinRole(t *testing.T) {
 	srv := kubetest.New(t, "cast", kubetest.RoleRules(t, rbac, "cast-controlplane"))
 	api := srv.Client(t)
@@ -83,6 +102,8 @@ func TestPublisherWithinRole(t *testing.T) {
 		{"near its end", func() { now = now.Add(2 * time.Minute) }, []string{"update secrets/cast-node-join"}, 1, "sha256:one"},
 		{"new CA pin", func() { src.set("BUNDLE-1", "sha256:two") }, []string{"update secrets/cast-node-join"}, 2, "sha256:two"},
 		{"new bundle", func() { src.set("BUNDLE-2", "sha256:two") }, []string{"update configmaps/cast-ca"}, 2, "sha256:two"},
+		{"joins left", func() { src.spend(cfg.Uses - cfg.RenewUnder) }, nil, 2, "sha256:two"},
+		{"used up early", func() { src.spend(1) }, []string{"update secrets/cast-node-join"}, 3, "sha256:two"},
 	}
 	for _, st := range steps {
 		st.do()
@@ -102,8 +123,8 @@ func TestPublisherWithinRole(t *testing.T) {
 	if cm, err := api.Get(ctx, kube.ConfigMaps, kubeboot.CAConfigMap); err != nil || cm.Data[kubeboot.KeyCABundle] != "BUNDLE-2" {
 		t.Errorf("cast-ca: %v %v", cm, err)
 	}
-	if len(src.minted) != 3 || !strings.Contains(src.minted[0], "_ttl168h0m0s_uses1000") {
-		t.Errorf("minted %v; want three 7-day tokens of 1000 uses", src.minted)
+	if len(src.minted) != 4 || !strings.Contains(src.minted[0], "_ttl168h0m0s_uses1000") {
+		t.Errorf("minted %v; want four 7-day tokens of 1000 uses", src.minted)
 	}
 }
 
@@ -160,6 +181,8 @@ func TestPublishConfigValidate(t *testing.T) {
 		{"renew before the TTL itself", func(c *kubeboot.PublishConfig) { c.RenewBefore = c.TokenTTL }},
 		{"renew within one check", func(c *kubeboot.PublishConfig) { c.RenewBefore = c.Every / 2 }},
 		{"no uses", func(c *kubeboot.PublishConfig) { c.Uses = 0 }},
+		{"renew under more than the uses", func(c *kubeboot.PublishConfig) { c.RenewUnder = c.Uses + 1 }},
+		{"never renew for uses", func(c *kubeboot.PublishConfig) { c.RenewUnder = 0 }},
 	} {
 		c := kubeboot.DefaultPublishConfig()
 		tc.edit(&c)

@@ -168,6 +168,20 @@ func (s *Store) CreateJoinToken(ctx context.Context, hash string, ttl time.Durat
 	return err
 }
 
+// JoinTokenUses is how many joins the join token hash has left: 0 once
+// it is used up, expired or unknown.
+func (s *Store) JoinTokenUses(ctx context.Context, hash string) (int, error) {
+	resp, err := s.cli.Get(ctx, s.joinTokenKey(hash))
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0, err
+	}
+	left, err := parseInt(resp.Kvs[0].Value)
+	if err != nil {
+		return 0, errs.Internal(err, "decode join token uses")
+	}
+	return int(left), nil
+}
+
 // useJoinToken returns the compare and the op that spend one use of the
 // join token (the last use deletes it), or a refusal when it is gone.
 func (s *Store) useJoinToken(ctx context.Context, hash string) (clientv3.Cmp, clientv3.Op, error) {
