@@ -35,8 +35,8 @@ test: agents debs
 # A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
 # k8s.io/api), built from the Go module proxy by a module of its own
 # (deploy/kube-apiserver): minutes on 2 cores the first time, so `make
-# test` does not build it. `make test-k8s` builds it and installs every
-# overlay into it (deploy/apiserver_test.go).
+# test` does not build it (CI does, in .ci/run). `make test-k8s` builds it
+# and installs every overlay into it (deploy/apiserver_test.go).
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 kube-apiserver: $(KUBE_APISERVER)
 $(KUBE_APISERVER): deploy/kube-apiserver/go.mod deploy/kube-apiserver/go.sum
