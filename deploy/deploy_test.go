@@ -121,7 +121,8 @@ func build(t *testing.T, dir string) map[string]any {
 // as the ConfigMap cast-alerts (not as a raw manifest, which apply cannot
 // read).
 func TestKustomizeBuilds(t *testing.T) {
-	common := []string{"Service/cast-controlplane", "DaemonSet/cast-node", "ConfigMap/cast-alerts"}
+	common := []string{"Service/cast-controlplane", "DaemonSet/cast-node", "ConfigMap/cast-alerts", "Job/cast-bootstrap",
+		"ServiceAccount/cast-bootstrap", "ServiceAccount/cast-controlplane", "Role/cast-bootstrap", "Role/cast-controlplane"}
 	for _, tc := range []struct {
 		dir  string
 		want []string
