@@ -23,7 +23,7 @@ func (s *Server) CABundle() ([]byte, string) {
 	if set == nil {
 		return nil, ""
 	}
-	return set.bundle, s.CAPin()
+	return set.Bundle, s.CAPin()
 }
 
 // NewJoinToken stores a new join token good for uses joins until ttl ends

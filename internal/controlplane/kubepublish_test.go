@@ -14,7 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/kube"
 	"github.com/cast-dev/cast/internal/kube/kubetest"
 	"github.com/cast-dev/cast/internal/kubeboot"
-	"github.com/cast-dev/cast/internal/nodeagent"
+	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -60,7 +60,7 @@ func TestPublishK8sJoinsNodes(t *testing.T) {
 		t.Fatalf("cast-ca holds %v, want the CA %s", pins, srv.CAPin())
 	}
 
-	testharness.StartNode(t, srv.Addr(), "k8s-node", func(c *nodeagent.Config) {
+	testharness.StartNode(t, srv.Addr(), "k8s-node", func(c *node.Config) {
 		c.CAPin, c.JoinToken, c.DataDir = join[kubeboot.KeyCAPin], join[kubeboot.KeyJoinToken], filepath.Join(t.TempDir(), "k8s-node")
 	})
 	admin, err := client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: testharness.AdminToken()}.Dial()
