@@ -155,9 +155,9 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		case transcript.KindUser:
 			flush()
 			r := newRec("user", m)
-			r.Content = text(Escape(m.Text))
-			if len(m.Images) > 0 {
-				t := Escape(m.Text)
+			if t := Escape(m.Text); len(m.Images) == 0 {
+				r.Content = text(t)
+			} else {
 				r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
 			}
 			out = append(out, *r)
