@@ -2620,6 +2620,163 @@ func (x *AppendOwnerMessagesRequest) GetMessages() []*Message {
 	return nil
 }
 
+// AdoptSessionRequest carries a batch of an adopted native session.
+type AdoptSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the caller's node name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// origin says where the native transcript is; origin.node is node.
+	Origin *SessionOrigin `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// session_id is the cast session the transcript already belongs to
+	// (empty: the one adopted for origin, created on the first call).
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// cwd is the folder the native session ran in (absolute; on create).
+	Cwd string `protobuf:"bytes,4,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// title names a created session.
+	Title string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	// history_messages is how many messages the first import carries in
+	// all (on create, as CreateSessionRequest.history_messages).
+	HistoryMessages int64 `protobuf:"varint,6,opt,name=history_messages,json=historyMessages,proto3" json:"history_messages,omitempty"`
+	// messages to append; each needs a client_id.
+	Messages      []*Message `protobuf:"bytes,7,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptSessionRequest) Reset() {
+	*x = AdoptSessionRequest{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptSessionRequest) ProtoMessage() {}
+
+func (x *AdoptSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptSessionRequest.ProtoReflect.Descriptor instead.
+func (*AdoptSessionRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AdoptSessionRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetOrigin() *SessionOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+func (x *AdoptSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetHistoryMessages() int64 {
+	if x != nil {
+		return x.HistoryMessages
+	}
+	return 0
+}
+
+func (x *AdoptSessionRequest) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// AdoptSessionResponse names the cast session.
+type AdoptSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id is the cast session that holds the transcript.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// messages as stored, with seq.
+	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptSessionResponse) Reset() {
+	*x = AdoptSessionResponse{}
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptSessionResponse) ProtoMessage() {}
+
+func (x *AdoptSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptSessionResponse.ProtoReflect.Descriptor instead.
+func (*AdoptSessionResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AdoptSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AdoptSessionResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // AppendOwnerMessagesResponse returns the stored messages.
 type AppendOwnerMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2631,7 +2788,7 @@ type AppendOwnerMessagesResponse struct {
 
 func (x *AppendOwnerMessagesResponse) Reset() {
 	*x = AppendOwnerMessagesResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2800,7 @@ func (x *AppendOwnerMessagesResponse) String() string {
 func (*AppendOwnerMessagesResponse) ProtoMessage() {}
 
 func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[36]
+	mi := &file_cast_v1_node_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2813,7 @@ func (x *AppendOwnerMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendOwnerMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendOwnerMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{36}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AppendOwnerMessagesResponse) GetMessages() []*Message {
@@ -2697,7 +2854,7 @@ type ReportTurnRequest struct {
 
 func (x *ReportTurnRequest) Reset() {
 	*x = ReportTurnRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2866,7 @@ func (x *ReportTurnRequest) String() string {
 func (*ReportTurnRequest) ProtoMessage() {}
 
 func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[37]
+	mi := &file_cast_v1_node_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2879,7 @@ func (x *ReportTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnRequest.ProtoReflect.Descriptor instead.
 func (*ReportTurnRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{37}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportTurnRequest) GetSessionId() string {
@@ -2806,7 +2963,7 @@ type ReportTurnResponse struct {
 
 func (x *ReportTurnResponse) Reset() {
 	*x = ReportTurnResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2975,7 @@ func (x *ReportTurnResponse) String() string {
 func (*ReportTurnResponse) ProtoMessage() {}
 
 func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[38]
+	mi := &file_cast_v1_node_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2988,7 @@ func (x *ReportTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTurnResponse.ProtoReflect.Descriptor instead.
 func (*ReportTurnResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{38}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReportTurnResponse) GetSession() *Session {
@@ -2862,7 +3019,7 @@ type UploadWorkTreeRequest struct {
 
 func (x *UploadWorkTreeRequest) Reset() {
 	*x = UploadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3031,7 @@ func (x *UploadWorkTreeRequest) String() string {
 func (*UploadWorkTreeRequest) ProtoMessage() {}
 
 func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[39]
+	mi := &file_cast_v1_node_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3044,7 @@ func (x *UploadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{39}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UploadWorkTreeRequest) GetMigrationId() string {
@@ -2936,7 +3093,7 @@ type UploadWorkTreeResponse struct {
 
 func (x *UploadWorkTreeResponse) Reset() {
 	*x = UploadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3105,7 @@ func (x *UploadWorkTreeResponse) String() string {
 func (*UploadWorkTreeResponse) ProtoMessage() {}
 
 func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[40]
+	mi := &file_cast_v1_node_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3118,7 @@ func (x *UploadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*UploadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{40}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UploadWorkTreeResponse) GetSize() int64 {
@@ -2986,7 +3143,7 @@ type DownloadWorkTreeRequest struct {
 
 func (x *DownloadWorkTreeRequest) Reset() {
 	*x = DownloadWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3155,7 @@ func (x *DownloadWorkTreeRequest) String() string {
 func (*DownloadWorkTreeRequest) ProtoMessage() {}
 
 func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[41]
+	mi := &file_cast_v1_node_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3168,7 @@ func (x *DownloadWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{41}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DownloadWorkTreeRequest) GetMigrationId() string {
@@ -3048,7 +3205,7 @@ type DownloadWorkTreeResponse struct {
 
 func (x *DownloadWorkTreeResponse) Reset() {
 	*x = DownloadWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3217,7 @@ func (x *DownloadWorkTreeResponse) String() string {
 func (*DownloadWorkTreeResponse) ProtoMessage() {}
 
 func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[42]
+	mi := &file_cast_v1_node_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3230,7 @@ func (x *DownloadWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*DownloadWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{42}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DownloadWorkTreeResponse) GetChunk() []byte {
@@ -3111,7 +3268,7 @@ type ReportWorkTreeRequest struct {
 
 func (x *ReportWorkTreeRequest) Reset() {
 	*x = ReportWorkTreeRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3280,7 @@ func (x *ReportWorkTreeRequest) String() string {
 func (*ReportWorkTreeRequest) ProtoMessage() {}
 
 func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[43]
+	mi := &file_cast_v1_node_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3293,7 @@ func (x *ReportWorkTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeRequest.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{43}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReportWorkTreeRequest) GetMigrationId() string {
@@ -3190,7 +3347,7 @@ type ReportWorkTreeResponse struct {
 
 func (x *ReportWorkTreeResponse) Reset() {
 	*x = ReportWorkTreeResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3359,7 @@ func (x *ReportWorkTreeResponse) String() string {
 func (*ReportWorkTreeResponse) ProtoMessage() {}
 
 func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[44]
+	mi := &file_cast_v1_node_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3372,7 @@ func (x *ReportWorkTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportWorkTreeResponse.ProtoReflect.Descriptor instead.
 func (*ReportWorkTreeResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{44}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{46}
 }
 
 // FetchCredentialRequest asks for a fleet account's credential.
@@ -3235,7 +3392,7 @@ type FetchCredentialRequest struct {
 
 func (x *FetchCredentialRequest) Reset() {
 	*x = FetchCredentialRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[45]
+	mi := &file_cast_v1_node_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3404,7 @@ func (x *FetchCredentialRequest) String() string {
 func (*FetchCredentialRequest) ProtoMessage() {}
 
 func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[45]
+	mi := &file_cast_v1_node_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3417,7 @@ func (x *FetchCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialRequest.ProtoReflect.Descriptor instead.
 func (*FetchCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{45}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FetchCredentialRequest) GetNode() string {
@@ -3302,7 +3459,7 @@ type FetchCredentialResponse struct {
 
 func (x *FetchCredentialResponse) Reset() {
 	*x = FetchCredentialResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[46]
+	mi := &file_cast_v1_node_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3471,7 @@ func (x *FetchCredentialResponse) String() string {
 func (*FetchCredentialResponse) ProtoMessage() {}
 
 func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[46]
+	mi := &file_cast_v1_node_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3484,7 @@ func (x *FetchCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchCredentialResponse.ProtoReflect.Descriptor instead.
 func (*FetchCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{46}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FetchCredentialResponse) GetCredential() []byte {
@@ -3358,7 +3515,7 @@ type CustodyRequest struct {
 
 func (x *CustodyRequest) Reset() {
 	*x = CustodyRequest{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[47]
+	mi := &file_cast_v1_node_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3527,7 @@ func (x *CustodyRequest) String() string {
 func (*CustodyRequest) ProtoMessage() {}
 
 func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[47]
+	mi := &file_cast_v1_node_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3540,7 @@ func (x *CustodyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyRequest.ProtoReflect.Descriptor instead.
 func (*CustodyRequest) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{47}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CustodyRequest) GetNode() string {
@@ -3441,7 +3598,7 @@ type CustodyResponse struct {
 
 func (x *CustodyResponse) Reset() {
 	*x = CustodyResponse{}
-	mi := &file_cast_v1_node_service_proto_msgTypes[48]
+	mi := &file_cast_v1_node_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +3610,7 @@ func (x *CustodyResponse) String() string {
 func (*CustodyResponse) ProtoMessage() {}
 
 func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_node_service_proto_msgTypes[48]
+	mi := &file_cast_v1_node_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +3623,7 @@ func (x *CustodyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustodyResponse.ProtoReflect.Descriptor instead.
 func (*CustodyResponse) Descriptor() ([]byte, []int) {
-	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{48}
+	return file_cast_v1_node_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CustodyResponse) GetCredential() []byte {
@@ -3660,7 +3817,20 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
 	"\vowner_token\x18\x03 \x01(\x03R\n" +
 	"ownerToken\x12,\n" +
-	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
+	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xf9\x01\n" +
+	"\x13AdoptSessionRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12.\n" +
+	"\x06origin\x18\x02 \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12)\n" +
+	"\x10history_messages\x18\x06 \x01(\x03R\x0fhistoryMessages\x12,\n" +
+	"\bmessages\x18\a \x03(\v2\x10.cast.v1.MessageR\bmessages\"c\n" +
+	"\x14AdoptSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
+	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
 	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xdc\x02\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
@@ -3735,7 +3905,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x0eCUSTODY_OP_GET\x10\x03\x12\x12\n" +
 	"\x0eCUSTODY_OP_PUT\x10\x04\x12\x1c\n" +
 	"\x18CUSTODY_OP_BEGIN_REFRESH\x10\x05\x12\x1a\n" +
-	"\x16CUSTODY_OP_END_REFRESH\x10\x062\x9b\t\n" +
+	"\x16CUSTODY_OP_END_REFRESH\x10\x062\xe8\t\n" +
 	"\vNodeService\x12@\n" +
 	"\aConnect\x12\x17.cast.v1.ConnectRequest\x1a\x18.cast.v1.ConnectResponse(\x010\x01\x12B\n" +
 	"\tListNodes\x12\x19.cast.v1.ListNodesRequest\x1a\x1a.cast.v1.ListNodesResponse\x12E\n" +
@@ -3753,7 +3923,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\rListWorktrees\x12\x1d.cast.v1.ListWorktreesRequest\x1a\x1e.cast.v1.ListWorktreesResponse\x12Q\n" +
 	"\x0eRemoveWorktree\x12\x1e.cast.v1.RemoveWorktreeRequest\x1a\x1f.cast.v1.RemoveWorktreeResponse\x12T\n" +
 	"\x0fReportWorkspace\x12\x1f.cast.v1.ReportWorkspaceRequest\x1a .cast.v1.ReportWorkspaceResponse\x12<\n" +
-	"\aCustody\x12\x17.cast.v1.CustodyRequest\x1a\x18.cast.v1.CustodyResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\aCustody\x12\x17.cast.v1.CustodyRequest\x1a\x18.cast.v1.CustodyResponse\x12K\n" +
+	"\fAdoptSession\x12\x1c.cast.v1.AdoptSessionRequest\x1a\x1d.cast.v1.AdoptSessionResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_node_service_proto_rawDescOnce sync.Once
@@ -3768,7 +3939,7 @@ func file_cast_v1_node_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_node_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_cast_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_cast_v1_node_service_proto_goTypes = []any{
 	(CustodyOp)(0),                      // 0: cast.v1.CustodyOp
 	(*ConnectRequest)(nil),              // 1: cast.v1.ConnectRequest
@@ -3807,37 +3978,40 @@ var file_cast_v1_node_service_proto_goTypes = []any{
 	(*ListNodesRequest)(nil),            // 34: cast.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),           // 35: cast.v1.ListNodesResponse
 	(*AppendOwnerMessagesRequest)(nil),  // 36: cast.v1.AppendOwnerMessagesRequest
-	(*AppendOwnerMessagesResponse)(nil), // 37: cast.v1.AppendOwnerMessagesResponse
-	(*ReportTurnRequest)(nil),           // 38: cast.v1.ReportTurnRequest
-	(*ReportTurnResponse)(nil),          // 39: cast.v1.ReportTurnResponse
-	(*UploadWorkTreeRequest)(nil),       // 40: cast.v1.UploadWorkTreeRequest
-	(*UploadWorkTreeResponse)(nil),      // 41: cast.v1.UploadWorkTreeResponse
-	(*DownloadWorkTreeRequest)(nil),     // 42: cast.v1.DownloadWorkTreeRequest
-	(*DownloadWorkTreeResponse)(nil),    // 43: cast.v1.DownloadWorkTreeResponse
-	(*ReportWorkTreeRequest)(nil),       // 44: cast.v1.ReportWorkTreeRequest
-	(*ReportWorkTreeResponse)(nil),      // 45: cast.v1.ReportWorkTreeResponse
-	(*FetchCredentialRequest)(nil),      // 46: cast.v1.FetchCredentialRequest
-	(*FetchCredentialResponse)(nil),     // 47: cast.v1.FetchCredentialResponse
-	(*CustodyRequest)(nil),              // 48: cast.v1.CustodyRequest
-	(*CustodyResponse)(nil),             // 49: cast.v1.CustodyResponse
-	nil,                                 // 50: cast.v1.LabelNodeRequest.SetEntry
-	nil,                                 // 51: cast.v1.LabelNodeResponse.LabelsEntry
-	(*AgentInstall)(nil),                // 52: cast.v1.AgentInstall
-	(*Node)(nil),                        // 53: cast.v1.Node
-	(*SetWorkspaceRequest)(nil),         // 54: cast.v1.SetWorkspaceRequest
-	(*Session)(nil),                     // 55: cast.v1.Session
-	(*Message)(nil),                     // 56: cast.v1.Message
-	(SessionState)(0),                   // 57: cast.v1.SessionState
-	(*UsageWindow)(nil),                 // 58: cast.v1.UsageWindow
-	(*timestamppb.Timestamp)(nil),       // 59: google.protobuf.Timestamp
+	(*AdoptSessionRequest)(nil),         // 37: cast.v1.AdoptSessionRequest
+	(*AdoptSessionResponse)(nil),        // 38: cast.v1.AdoptSessionResponse
+	(*AppendOwnerMessagesResponse)(nil), // 39: cast.v1.AppendOwnerMessagesResponse
+	(*ReportTurnRequest)(nil),           // 40: cast.v1.ReportTurnRequest
+	(*ReportTurnResponse)(nil),          // 41: cast.v1.ReportTurnResponse
+	(*UploadWorkTreeRequest)(nil),       // 42: cast.v1.UploadWorkTreeRequest
+	(*UploadWorkTreeResponse)(nil),      // 43: cast.v1.UploadWorkTreeResponse
+	(*DownloadWorkTreeRequest)(nil),     // 44: cast.v1.DownloadWorkTreeRequest
+	(*DownloadWorkTreeResponse)(nil),    // 45: cast.v1.DownloadWorkTreeResponse
+	(*ReportWorkTreeRequest)(nil),       // 46: cast.v1.ReportWorkTreeRequest
+	(*ReportWorkTreeResponse)(nil),      // 47: cast.v1.ReportWorkTreeResponse
+	(*FetchCredentialRequest)(nil),      // 48: cast.v1.FetchCredentialRequest
+	(*FetchCredentialResponse)(nil),     // 49: cast.v1.FetchCredentialResponse
+	(*CustodyRequest)(nil),              // 50: cast.v1.CustodyRequest
+	(*CustodyResponse)(nil),             // 51: cast.v1.CustodyResponse
+	nil,                                 // 52: cast.v1.LabelNodeRequest.SetEntry
+	nil,                                 // 53: cast.v1.LabelNodeResponse.LabelsEntry
+	(*AgentInstall)(nil),                // 54: cast.v1.AgentInstall
+	(*Node)(nil),                        // 55: cast.v1.Node
+	(*SetWorkspaceRequest)(nil),         // 56: cast.v1.SetWorkspaceRequest
+	(*Session)(nil),                     // 57: cast.v1.Session
+	(*Message)(nil),                     // 58: cast.v1.Message
+	(*SessionOrigin)(nil),               // 59: cast.v1.SessionOrigin
+	(SessionState)(0),                   // 60: cast.v1.SessionState
+	(*UsageWindow)(nil),                 // 61: cast.v1.UsageWindow
+	(*timestamppb.Timestamp)(nil),       // 62: google.protobuf.Timestamp
 }
 var file_cast_v1_node_service_proto_depIdxs = []int32{
 	3,  // 0: cast.v1.ConnectRequest.hello:type_name -> cast.v1.Hello
 	4,  // 1: cast.v1.ConnectRequest.heartbeat:type_name -> cast.v1.Heartbeat
 	5,  // 2: cast.v1.ConnectRequest.ack:type_name -> cast.v1.CommandAck
 	2,  // 3: cast.v1.ConnectRequest.node_info:type_name -> cast.v1.NodeInfo
-	52, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
-	53, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
+	54, // 4: cast.v1.NodeInfo.agents:type_name -> cast.v1.AgentInstall
+	55, // 5: cast.v1.Hello.node:type_name -> cast.v1.Node
 	7,  // 6: cast.v1.ConnectResponse.welcome:type_name -> cast.v1.Welcome
 	8,  // 7: cast.v1.ConnectResponse.heartbeat_ack:type_name -> cast.v1.HeartbeatAck
 	9,  // 8: cast.v1.ConnectResponse.command:type_name -> cast.v1.Command
@@ -3849,7 +4023,7 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	25, // 14: cast.v1.Command.import_work_tree:type_name -> cast.v1.ImportWorkTree
 	21, // 15: cast.v1.Command.set_credential:type_name -> cast.v1.SetCredential
 	10, // 16: cast.v1.Command.workspace:type_name -> cast.v1.WorkspaceRequest
-	54, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
+	56, // 17: cast.v1.WorkspaceRequest.set:type_name -> cast.v1.SetWorkspaceRequest
 	14, // 18: cast.v1.WorkspaceRequest.list:type_name -> cast.v1.ListWorktreesRequest
 	16, // 19: cast.v1.WorkspaceRequest.remove:type_name -> cast.v1.RemoveWorktreeRequest
 	12, // 20: cast.v1.WorkspaceRequest.find:type_name -> cast.v1.FindFolderRequest
@@ -3858,55 +4032,60 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	13, // 23: cast.v1.RemoveWorktreeResponse.worktree:type_name -> cast.v1.Worktree
 	18, // 24: cast.v1.ReportWorkspaceRequest.moves:type_name -> cast.v1.WorkspaceMove
 	13, // 25: cast.v1.ReportWorkspaceRequest.worktrees:type_name -> cast.v1.Worktree
-	52, // 26: cast.v1.ReportWorkspaceRequest.agents:type_name -> cast.v1.AgentInstall
-	55, // 27: cast.v1.AssignSession.session:type_name -> cast.v1.Session
-	56, // 28: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
-	50, // 29: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
-	51, // 30: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
-	52, // 31: cast.v1.ProbeNodeResponse.agents:type_name -> cast.v1.AgentInstall
-	53, // 32: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
-	56, // 33: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
-	56, // 34: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
-	57, // 35: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
-	58, // 36: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
-	55, // 37: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
-	0,  // 38: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
-	59, // 39: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
-	1,  // 40: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	34, // 41: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	28, // 42: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	30, // 43: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
-	32, // 44: cast.v1.NodeService.ProbeNode:input_type -> cast.v1.ProbeNodeRequest
-	36, // 45: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	38, // 46: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	40, // 47: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	42, // 48: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	44, // 49: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	46, // 50: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	14, // 51: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	16, // 52: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	19, // 53: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	48, // 54: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
-	6,  // 55: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	35, // 56: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	29, // 57: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	31, // 58: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
-	33, // 59: cast.v1.NodeService.ProbeNode:output_type -> cast.v1.ProbeNodeResponse
-	37, // 60: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	39, // 61: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	41, // 62: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	43, // 63: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	45, // 64: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	47, // 65: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	15, // 66: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	17, // 67: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	20, // 68: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	49, // 69: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
-	55, // [55:70] is the sub-list for method output_type
-	40, // [40:55] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	54, // 26: cast.v1.ReportWorkspaceRequest.agents:type_name -> cast.v1.AgentInstall
+	57, // 27: cast.v1.AssignSession.session:type_name -> cast.v1.Session
+	58, // 28: cast.v1.DeliverMessages.messages:type_name -> cast.v1.Message
+	52, // 29: cast.v1.LabelNodeRequest.set:type_name -> cast.v1.LabelNodeRequest.SetEntry
+	53, // 30: cast.v1.LabelNodeResponse.labels:type_name -> cast.v1.LabelNodeResponse.LabelsEntry
+	54, // 31: cast.v1.ProbeNodeResponse.agents:type_name -> cast.v1.AgentInstall
+	55, // 32: cast.v1.ListNodesResponse.nodes:type_name -> cast.v1.Node
+	58, // 33: cast.v1.AppendOwnerMessagesRequest.messages:type_name -> cast.v1.Message
+	59, // 34: cast.v1.AdoptSessionRequest.origin:type_name -> cast.v1.SessionOrigin
+	58, // 35: cast.v1.AdoptSessionRequest.messages:type_name -> cast.v1.Message
+	58, // 36: cast.v1.AdoptSessionResponse.messages:type_name -> cast.v1.Message
+	58, // 37: cast.v1.AppendOwnerMessagesResponse.messages:type_name -> cast.v1.Message
+	60, // 38: cast.v1.ReportTurnRequest.state:type_name -> cast.v1.SessionState
+	61, // 39: cast.v1.ReportTurnRequest.usage:type_name -> cast.v1.UsageWindow
+	57, // 40: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
+	0,  // 41: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
+	62, // 42: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
+	1,  // 43: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	34, // 44: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	28, // 45: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	30, // 46: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
+	32, // 47: cast.v1.NodeService.ProbeNode:input_type -> cast.v1.ProbeNodeRequest
+	36, // 48: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	40, // 49: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	42, // 50: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	44, // 51: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	46, // 52: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	48, // 53: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	14, // 54: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	16, // 55: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	19, // 56: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	50, // 57: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	37, // 58: cast.v1.NodeService.AdoptSession:input_type -> cast.v1.AdoptSessionRequest
+	6,  // 59: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	35, // 60: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	29, // 61: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	31, // 62: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
+	33, // 63: cast.v1.NodeService.ProbeNode:output_type -> cast.v1.ProbeNodeResponse
+	39, // 64: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	41, // 65: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	43, // 66: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	45, // 67: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	47, // 68: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	49, // 69: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	15, // 70: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	17, // 71: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	20, // 72: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	51, // 73: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	38, // 74: cast.v1.NodeService.AdoptSession:output_type -> cast.v1.AdoptSessionResponse
+	59, // [59:75] is the sub-list for method output_type
+	43, // [43:59] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }
@@ -3952,7 +4131,7 @@ func file_cast_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_node_service_proto_rawDesc), len(file_cast_v1_node_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	NodeService_RemoveWorktree_FullMethodName      = "/cast.v1.NodeService/RemoveWorktree"
 	NodeService_ReportWorkspace_FullMethodName     = "/cast.v1.NodeService/ReportWorkspace"
 	NodeService_Custody_FullMethodName             = "/cast.v1.NodeService/Custody"
+	NodeService_AdoptSession_FullMethodName        = "/cast.v1.NodeService/AdoptSession"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -97,6 +98,13 @@ type NodeServiceClient interface {
 	// lease) the whole credential, its refresh record, and the rotated
 	// credential it stores. Only with the control plane's --token-custody.
 	Custody(ctx context.Context, in *CustodyRequest, opts ...grpc.CallOption) (*CustodyResponse, error)
+	// AdoptSession keeps a native session the node found in an agent's own
+	// store (one the user ran in the agent directly) as a cast session: the
+	// first call for an origin creates it (once: a retried create returns
+	// the same session), and every call appends the messages it carries,
+	// each stored once by its client_id. Adopted rows are history: no node
+	// runs them as prompts.
+	AdoptSession(ctx context.Context, in *AdoptSessionRequest, opts ...grpc.CallOption) (*AdoptSessionResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -272,6 +280,16 @@ func (c *nodeServiceClient) Custody(ctx context.Context, in *CustodyRequest, opt
 	return out, nil
 }
 
+func (c *nodeServiceClient) AdoptSession(ctx context.Context, in *AdoptSessionRequest, opts ...grpc.CallOption) (*AdoptSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptSessionResponse)
+	err := c.cc.Invoke(ctx, NodeService_AdoptSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -333,6 +351,13 @@ type NodeServiceServer interface {
 	// lease) the whole credential, its refresh record, and the rotated
 	// credential it stores. Only with the control plane's --token-custody.
 	Custody(context.Context, *CustodyRequest) (*CustodyResponse, error)
+	// AdoptSession keeps a native session the node found in an agent's own
+	// store (one the user ran in the agent directly) as a cast session: the
+	// first call for an origin creates it (once: a retried create returns
+	// the same session), and every call appends the messages it carries,
+	// each stored once by its client_id. Adopted rows are history: no node
+	// runs them as prompts.
+	AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -387,6 +412,9 @@ func (UnimplementedNodeServiceServer) ReportWorkspace(context.Context, *ReportWo
 }
 func (UnimplementedNodeServiceServer) Custody(context.Context, *CustodyRequest) (*CustodyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Custody not implemented")
+}
+func (UnimplementedNodeServiceServer) AdoptSession(context.Context, *AdoptSessionRequest) (*AdoptSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AdoptSession not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -650,6 +678,24 @@ func _NodeService_Custody_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_AdoptSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdoptSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).AdoptSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_AdoptSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).AdoptSession(ctx, req.(*AdoptSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -704,6 +750,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Custody",
 			Handler:    _NodeService_Custody_Handler,
+		},
+		{
+			MethodName: "AdoptSession",
+			Handler:    _NodeService_AdoptSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -229,7 +229,12 @@ type Session struct {
 	Creator string `protobuf:"bytes,27,opt,name=creator,proto3" json:"creator,omitempty"`
 	// checkout is the folder the thread's workspaces are taken from (`cast
 	// workspace set --root` goes back to it); empty: cwd's own checkout.
-	Checkout      string `protobuf:"bytes,28,opt,name=checkout,proto3" json:"checkout,omitempty"`
+	Checkout string `protobuf:"bytes,28,opt,name=checkout,proto3" json:"checkout,omitempty"`
+	// origin is set on a session adopted from an agent's native store (a
+	// session the user ran in the agent directly, which a node found and
+	// keeps): where its native transcript was. Unset for sessions cast
+	// started or imported.
+	Origin        *SessionOrigin `protobuf:"bytes,29,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +465,86 @@ func (x *Session) GetCheckout() string {
 	return ""
 }
 
+func (x *Session) GetOrigin() *SessionOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+// SessionOrigin is where an adopted session's native transcript was.
+type SessionOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node that found it.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// agent is the registry name of the agent that wrote it.
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// native_id is the agent's own session id (what its resume takes).
+	NativeId string `protobuf:"bytes,3,opt,name=native_id,json=nativeId,proto3" json:"native_id,omitempty"`
+	// path is the native transcript's file on that node.
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOrigin) Reset() {
+	*x = SessionOrigin{}
+	mi := &file_cast_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOrigin) ProtoMessage() {}
+
+func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
+func (*SessionOrigin) Descriptor() ([]byte, []int) {
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionOrigin) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetNativeId() string {
+	if x != nil {
+		return x.NativeId
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // ToolCall is a model's request to run a tool.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -475,7 +560,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_cast_v1_session_proto_msgTypes[1]
+	mi := &file_cast_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +572,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_proto_msgTypes[1]
+	mi := &file_cast_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +585,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ToolCall) GetId() string {
@@ -543,7 +628,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_cast_v1_session_proto_msgTypes[2]
+	mi := &file_cast_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +640,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_proto_msgTypes[2]
+	mi := &file_cast_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +653,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -642,7 +727,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_cast_v1_session_proto_msgTypes[3]
+	mi := &file_cast_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +739,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_proto_msgTypes[3]
+	mi := &file_cast_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +752,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Message) GetSeq() int64 {
@@ -775,7 +860,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_cast_v1_session_proto_msgTypes[4]
+	mi := &file_cast_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +872,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_cast_v1_session_proto_msgTypes[4]
+	mi := &file_cast_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +885,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_cast_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_cast_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Image) GetMediaType() string {
@@ -821,7 +906,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x06\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -854,7 +939,13 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x0fworktree_branch\x18\x19 \x01(\tR\x0eworktreeBranch\x12\x1a\n" +
 	"\barchived\x18\x1a \x01(\bR\barchived\x12\x18\n" +
 	"\acreator\x18\x1b \x01(\tR\acreator\x12\x1a\n" +
-	"\bcheckout\x18\x1c \x01(\tR\bcheckout\"D\n" +
+	"\bcheckout\x18\x1c \x01(\tR\bcheckout\x12.\n" +
+	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\"j\n" +
+	"\rSessionOrigin\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +
+	"\tnative_id\x18\x03 \x01(\tR\bnativeId\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"D\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -918,31 +1009,33 @@ func file_cast_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cast_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_cast_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_cast_v1_session_proto_goTypes = []any{
 	(SessionState)(0),             // 0: cast.v1.SessionState
 	(MessageKind)(0),              // 1: cast.v1.MessageKind
 	(*Session)(nil),               // 2: cast.v1.Session
-	(*ToolCall)(nil),              // 3: cast.v1.ToolCall
-	(*ToolResult)(nil),            // 4: cast.v1.ToolResult
-	(*Message)(nil),               // 5: cast.v1.Message
-	(*Image)(nil),                 // 6: cast.v1.Image
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*SessionOrigin)(nil),         // 3: cast.v1.SessionOrigin
+	(*ToolCall)(nil),              // 4: cast.v1.ToolCall
+	(*ToolResult)(nil),            // 5: cast.v1.ToolResult
+	(*Message)(nil),               // 6: cast.v1.Message
+	(*Image)(nil),                 // 7: cast.v1.Image
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_cast_v1_session_proto_depIdxs = []int32{
 	0, // 0: cast.v1.Session.state:type_name -> cast.v1.SessionState
-	7, // 1: cast.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	7, // 2: cast.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	1, // 3: cast.v1.Message.kind:type_name -> cast.v1.MessageKind
-	3, // 4: cast.v1.Message.tool_call:type_name -> cast.v1.ToolCall
-	4, // 5: cast.v1.Message.tool_result:type_name -> cast.v1.ToolResult
-	7, // 6: cast.v1.Message.create_time:type_name -> google.protobuf.Timestamp
-	6, // 7: cast.v1.Message.images:type_name -> cast.v1.Image
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	8, // 1: cast.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	8, // 2: cast.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	3, // 3: cast.v1.Session.origin:type_name -> cast.v1.SessionOrigin
+	1, // 4: cast.v1.Message.kind:type_name -> cast.v1.MessageKind
+	4, // 5: cast.v1.Message.tool_call:type_name -> cast.v1.ToolCall
+	5, // 6: cast.v1.Message.tool_result:type_name -> cast.v1.ToolResult
+	8, // 7: cast.v1.Message.create_time:type_name -> google.protobuf.Timestamp
+	7, // 8: cast.v1.Message.images:type_name -> cast.v1.Image
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_session_proto_init() }
@@ -956,7 +1049,7 @@ func file_cast_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_session_proto_rawDesc), len(file_cast_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
