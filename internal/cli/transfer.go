@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/exportlog"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -264,13 +265,13 @@ func (a *app) exportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			key := exportKey(agent, absHome, sess.Id)
+			key := exportlog.Key(agent, absHome, sess.Id)
 			nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
 			out, err := w.Write(agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs)
 			if err != nil {
 				return fmt.Errorf("write the %s transcript: %w", agent, err)
 			}
-			if err := log.record(key, out.NativeID, out.Path); err != nil {
+			if err := log.Put(key, sess.Id, out.NativeID, out.Path); err != nil {
 				return fmt.Errorf("wrote %s session %s (%s) but could not note it: %w", agent, out.NativeID, out.Path, err)
 			}
 			if a.json {
@@ -302,8 +303,8 @@ func (a *app) exportCmd() *cobra.Command {
 // cast left it, or with --overwrite (no earlier export: under the writer's
 // stable id, whatever is there); otherwise a new id, so a file the user resumed and added to,
 // or one cast never wrote, is never rewritten.
-func exportNativeID(log *exportLog, key, agent string, overwrite bool) (string, bool) {
-	rec, same := log.unchanged(key)
+func exportNativeID(log *exportlog.Log, key, agent string, overwrite bool) (string, bool) {
+	rec, same := log.Unchanged(key)
 	switch {
 	case same || (overwrite && rec.NativeID != ""):
 		return rec.NativeID, true

@@ -99,3 +99,9 @@ func (Driver) Stdout(line []byte) agents.Event {
 
 // CwdFolders: Claude keeps a project folder per cwd (sessions, memory).
 func (Driver) CwdFolders(home, cwd string) []string { return []string{ProjectDir(home, cwd)} }
+
+// SessionFiles: one JSONL file per session in each project's folder
+// (subagents' runs sit a level deeper, under the session's own folder).
+func (Driver) SessionFiles(home string) []string {
+	return []string{filepath.Join(home, "projects", "*", "*.jsonl")}
+}

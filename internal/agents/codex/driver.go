@@ -129,3 +129,9 @@ func (Driver) LargeHow(bin string) string {
 // EphemeralArgs: `codex exec --ephemeral` writes no rollout and leaves the
 // thread out of its SQLite index (a removed rollout would not).
 func (Driver) EphemeralArgs() []string { return []string{"--ephemeral"} }
+
+// SessionFiles: rollouts by date (a compressed idle rollout is left to
+// Codex, which materializes it again when resumed).
+func (Driver) SessionFiles(home string) []string {
+	return []string{filepath.Join(home, "sessions", "*", "*", "*", "rollout-*.jsonl")}
+}

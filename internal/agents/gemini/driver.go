@@ -52,3 +52,8 @@ func (Driver) SessionID(path string) string { return agents.HeaderField(path, "s
 func (Driver) Prompt(p string) string { return Escape(p) }
 
 func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }
+
+// SessionFiles: each project's chats.
+func (Driver) SessionFiles(home string) []string {
+	return []string{filepath.Join(home, "tmp", "*", "chats", "session-*.jsonl")}
+}

@@ -60,3 +60,8 @@ func (Driver) NewSessionPath(home, cwd string) string {
 
 // CwdFolders: pi keeps a sessions folder per cwd.
 func (Driver) CwdFolders(home, cwd string) []string { return []string{SessionDir(home, cwd)} }
+
+// SessionFiles: one folder per working directory.
+func (Driver) SessionFiles(home string) []string {
+	return []string{filepath.Join(home, "sessions", "*", "*.jsonl")}
+}

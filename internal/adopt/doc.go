@@ -1,0 +1,12 @@
+// Package adopt is a node's adoption of native sessions: it watches the
+// folders where each agent keeps its own sessions (the drivers name them:
+// agents.SessionLister) and keeps every session found there, including
+// those the user ran in the agent directly, as a cast session through a
+// Sink (the node sends it to the control plane's AdoptSession). A file is
+// imported once, then followed as it grows: by offset and content hash,
+// parsing only the appended lines where the driver can (TailParser); a
+// file rewritten or cut short is read again and only messages not kept
+// before are sent. Every message carries a client id derived from its
+// content and occurrence, so a resend is stored once. Files cast runs or
+// wrote itself (Cast) are never adopted as new sessions.
+package adopt

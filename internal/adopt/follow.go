@@ -1,0 +1,252 @@
+package adopt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Batch is part of one adopted native session, for the Sink.
+type Batch struct {
+	Agent, NativeID, Path string
+	// SessionID is the cast session the file belongs to; "" the first
+	// time: the one adopted for (node, Agent, NativeID), made once.
+	SessionID string
+	Cwd       string // where the native session ran ("" when it does not say)
+	Title     string
+	// History is how many messages the first import of the file carries
+	// in all (only with SessionID "").
+	History  int64
+	Messages []transcript.Message // each with its ClientID
+}
+
+// Sink keeps adopted messages: the control plane, through the node.
+type Sink interface {
+	// Adopt stores b's messages and names the cast session holding them.
+	Adopt(ctx context.Context, b Batch) (sessionID string, err error)
+}
+
+// Cast says which native files are cast's own.
+type Cast interface {
+	// Runs says whether path is the native transcript of a session cast
+	// runs on this node (its messages come from the turns).
+	Runs(agent, path string) bool
+	// Wrote is the record of a file `cast export` or `cast restore`
+	// wrote (false for any other file).
+	Wrote(path string) (exportlog.Record, bool)
+}
+
+// Source is one agent's own folder to watch.
+type Source struct {
+	Agent string
+	Home  string
+}
+
+// Follower adopts and follows the native sessions under its sources.
+type Follower struct {
+	sources []Source
+	sink    Sink
+	cast    Cast
+	lg      *zap.Logger
+	st      *states
+	mu      sync.Mutex // one scan at a time
+}
+
+// New makes a follower whose bookkeeping is kept in statePath.
+func New(sources []Source, statePath string, sink Sink, cast Cast, lg *zap.Logger) (*Follower, error) {
+	st, err := loadStates(statePath)
+	if err != nil {
+		return nil, err
+	}
+	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st}, nil
+}
+
+// Scan looks at every native session file once and sends what is new; it
+// returns how many messages it sent. A file that fails is logged and
+// retried at the next scan; the others go on.
+func (f *Follower) Scan(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	total := 0
+	var errsSeen []error
+	for _, src := range f.sources {
+		files, _ := agents.NativeSessions(src.Agent, src.Home)
+		for _, path := range files {
+			if ctx.Err() != nil {
+				return total, ctx.Err()
+			}
+			n, err := f.follow(ctx, src.Agent, path)
+			total += n
+			if err != nil {
+				f.lg.Warn("adopt native session failed", zap.String("agent", src.Agent), zap.String("path", path), zap.Error(err))
+				errsSeen = append(errsSeen, fmt.Errorf("%s: %w", path, err))
+			}
+		}
+	}
+	return total, errors.Join(errsSeen...)
+}
+
+// follow brings one file's new messages to the sink.
+func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) {
+	fi, err := os.Stat(path)
+	if err != nil || f.cast.Runs(agent, path) {
+		return 0, nil // gone meanwhile (what was kept stays kept), or cast's own
+	}
+	st := f.st.get(path)
+	if st != nil && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
+		return 0, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
+	if st == nil {
+		if st, err = f.baseline(agent, path, data[:end]); err != nil {
+			return 0, err
+		}
+	}
+	msgs, tail, err := f.read(agent, path, data[:end], st)
+	if err != nil {
+		return 0, err
+	}
+	from := map[string]int{} // a whole file counts occurrences from its start
+	if tail {
+		from = maps.Clone(st.Sent) // appended lines come after all kept
+	}
+	sent, err := f.send(ctx, agent, path, st, unsent(st.Sent, from, msgs))
+	if err != nil {
+		return sent, err
+	}
+	st.Size, st.Hash, st.ModTime = end, hashOf(data[:end]), fi.ModTime().UnixNano()
+	if end != int64(len(data)) {
+		st.ModTime = 0 // look again: the last line is not complete yet
+	}
+	return sent, f.st.put(path, st)
+}
+
+// baseline is a file's state the first time the follower sees it: empty,
+// or, for a file cast wrote (a restore), what cast wrote, as that cast
+// session's: only what the agent added since is new.
+func (f *Follower) baseline(agent, path string, data []byte) (*fileState, error) {
+	st := &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
+	rec, ok := f.cast.Wrote(path)
+	if !ok || rec.SessionID == "" {
+		return st, nil
+	}
+	st.SessionID = rec.SessionID
+	size := rec.Size
+	if size <= 0 || size > int64(len(data)) || hashOf(data[:size]) != rec.SHA256 {
+		size = int64(len(data)) // changed past recognition: keep what is there as cast's
+	}
+	msgs, err := readBytes(agent, data[:size])
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		st.Sent[digest(m)]++
+	}
+	st.Size, st.Hash = size, hashOf(data[:size])
+	f.lg.Info("native session written by cast: following it as its cast session",
+		zap.String("path", path), zap.String("session", rec.SessionID))
+	return st, nil
+}
+
+// read is what the file holds that may be new: only the appended lines
+// (tail true) when the file grew, its kept prefix unchanged, and the
+// driver parses a tail; else the whole file.
+func (f *Follower) read(agent, path string, data []byte, st *fileState) (msgs []transcript.Message, tail bool, err error) {
+	grew := st.Size > 0 && int64(len(data)) >= st.Size && hashOf(data[:st.Size]) == st.Hash
+	if grew && int64(len(data)) == st.Size {
+		return nil, true, nil
+	}
+	a, _ := agents.Lookup(agent)
+	d, _ := a.Driver()
+	if tp, ok := d.(agents.TailParser); ok && grew {
+		msgs, err := tp.ParseTail(data[st.Size:], countLines(data[:st.Size]))
+		return msgs, true, err
+	}
+	r, err := agents.ReaderFor(agent)
+	if err != nil {
+		return nil, false, err
+	}
+	msgs, err = r.Read(path)
+	return msgs, false, err
+}
+
+// send hands fresh messages to the sink, in batches.
+func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, fresh []transcript.Message) (int, error) {
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+	b := Batch{Agent: agent, NativeID: st.NativeID, Path: path, SessionID: st.SessionID}
+	if st.SessionID == "" {
+		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
+	}
+	sent := 0
+	for _, part := range batches(fresh) {
+		b.Messages = part
+		id, err := f.sink.Adopt(ctx, b)
+		if err != nil {
+			return sent, err
+		}
+		b.SessionID, st.SessionID = id, id
+		for _, m := range part {
+			st.Sent[digestOf(m.ClientID)]++
+		}
+		sent += len(part)
+		if err := f.st.put(path, st); err != nil {
+			return sent, err
+		}
+	}
+	if sent > 0 {
+		f.lg.Info("native session adopted", zap.String("agent", agent), zap.String("path", path),
+			zap.String("session", st.SessionID), zap.Int("messages", sent))
+	}
+	return sent, nil
+}
+
+// unsent are msgs less those already kept (sent counts each digest's
+// occurrences kept; from, those before msgs), each given its client id.
+func unsent(sent, from map[string]int, msgs []transcript.Message) []transcript.Message {
+	seen := from
+	var out []transcript.Message
+	for _, m := range msgs {
+		d := digest(m)
+		seen[d]++
+		if seen[d] <= sent[d] {
+			continue
+		}
+		m.Seq, m.ClientID = 0, clientID(d, seen[d])
+		out = append(out, m)
+	}
+	return out
+}
+
+func hashOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// countLines counts non-blank lines (TailParser's linesBefore).
+func countLines(b []byte) int {
+	n := 0
+	for _, l := range bytes.Split(b, []byte{'\n'}) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,218 @@
+package adopt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/adopt"
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // links the drivers
+	"github.com/cast-dev/cast/internal/exportlog"
+)
+
+// sink keeps what the follower sends, as the control plane would: one
+// session per native id, each client id stored once.
+type sink struct {
+	batches []adopt.Batch
+	ids     map[string]bool
+}
+
+func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	for _, m := range b.Messages {
+		if s.ids[m.ClientID] {
+			return "", fmt.Errorf("client id %s sent twice", m.ClientID)
+		}
+		s.ids[m.ClientID] = true
+	}
+	s.batches = append(s.batches, b)
+	if b.SessionID != "" {
+		return b.SessionID, nil
+	}
+	return "cast-" + b.NativeID, nil
+}
+
+// texts are the message texts of batches from i on.
+func (s *sink) texts(from int) []string {
+	var out []string
+	for _, b := range s.batches[from:] {
+		for _, m := range b.Messages {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
+
+type castFiles struct {
+	runs  map[string]bool
+	wrote map[string]exportlog.Record
+}
+
+func (c castFiles) Runs(_, path string) bool { return c.runs[path] }
+func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
+	r, ok := c.wrote[path]
+	return r, ok
+}
+
+const nativeID = "5b0c6b4e-3f7e-4e34-9a51-000000000001"
+
+// line is one Claude Code record.
+func line(kind, uuid, parent, text string) string {
+	p := "null"
+	if parent != "" {
+		p = `"` + parent + `"`
+	}
+	content := `"` + text + `"`
+	if kind == "assistant" {
+		content = `[{"type":"text","text":"` + text + `"}]`
+	}
+	return fmt.Sprintf(`{"type":%q,"uuid":%q,"parentUuid":%s,"sessionId":%q,"cwd":"/work/proj","timestamp":"2026-01-01T00:00:0%sZ","message":{"role":%q,"content":%s}}`+"\n",
+		kind, uuid, p, nativeID, uuid[1:], kind, content)
+}
+
+type rig struct {
+	t     *testing.T
+	home  string
+	file  string
+	state string
+	sink  *sink
+	cast  castFiles
+}
+
+func newRig(t *testing.T) *rig {
+	home := t.TempDir()
+	file := filepath.Join(home, "projects", "-work-proj", nativeID+".jsonl")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, home: home, file: file, state: filepath.Join(t.TempDir(), "adopt.json"), sink: &sink{},
+		cast: castFiles{runs: map[string]bool{}, wrote: map[string]exportlog.Record{}}}
+}
+
+func (r *rig) write(lines ...string) {
+	r.t.Helper()
+	if err := os.WriteFile(r.file, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) append(s string) {
+	r.t.Helper()
+	f, err := os.OpenFile(r.file, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// scan runs a fresh follower (as a restarted node would) over the rig's
+// state and returns the texts it sent.
+func (r *rig) scan() []string {
+	r.t.Helper()
+	f, err := adopt.New([]adopt.Source{{Agent: "claude", Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	before := len(r.sink.batches)
+	n, err := f.Scan(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	got := r.sink.texts(before)
+	if n != len(got) {
+		r.t.Fatalf("Scan said %d messages, sent %d", n, len(got))
+	}
+	return got
+}
+
+func want(t *testing.T, step string, got []string, w ...string) {
+	t.Helper()
+	if !slices.Equal(got, w) {
+		t.Fatalf("%s: sent %q, want %q", step, got, w)
+	}
+}
+
+// A new file is imported once, with its cwd and title; what it grows by
+// arrives once; a half-written line waits for its end.
+func TestFollowGrowth(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi there"))
+	want(t, "import", r.scan(), "hello", "hi there")
+	b := r.sink.batches[0]
+	if b.SessionID != "" || b.NativeID != nativeID || b.Cwd != "/work/proj" || b.History != 2 || b.Title != "hello" || b.Path != r.file {
+		t.Fatalf("first batch %+v", b)
+	}
+	want(t, "unchanged", r.scan())
+	half := line("user", "u3", "a2", "more")
+	r.append(half[:20])
+	want(t, "half a line", r.scan())
+	r.append(half[20:] + line("assistant", "a4", "u3", "sure"))
+	want(t, "grown", r.scan(), "more", "sure")
+	if last := r.sink.batches[len(r.sink.batches)-1]; last.SessionID != "cast-"+nativeID {
+		t.Fatalf("growth went to session %q", last.SessionID)
+	}
+	// The same text again is a new message, not a repeat of the first.
+	r.append(line("user", "u5", "a4", "hello"))
+	want(t, "repeated text", r.scan(), "hello")
+}
+
+// A rewritten file (its start changed) is read again: only the messages
+// not kept before are sent.
+func TestFollowRewrite(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi"))
+	want(t, "import", r.scan(), "hello", "hi")
+	// The same records, re-encoded (a summary line first), and one more.
+	r.write(`{"type":"summary","summary":"greeting","leafUuid":"a2"}`+"\n",
+		line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi"), line("user", "u3", "a2", "bye"))
+	want(t, "rewrite", r.scan(), "bye")
+}
+
+// A file cut short sends nothing and deletes nothing; growing again after
+// the cut sends only what is new.
+func TestFollowTruncation(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "one"), line("assistant", "a2", "u1", "two"), line("user", "u3", "a2", "three"))
+	want(t, "import", r.scan(), "one", "two", "three")
+	r.write(line("user", "u1", "", "one"))
+	want(t, "truncated", r.scan())
+	r.append(line("assistant", "a4", "u1", "four"))
+	want(t, "grown after the cut", r.scan(), "four")
+	r.write(line("user", "u1", "", "one"), line("assistant", "a2", "u1", "two"), line("user", "u3", "a2", "three"), line("assistant", "a4", "u1", "four"))
+	want(t, "whole again", r.scan())
+}
+
+// A file of a session cast runs is never adopted; a file cast wrote (a
+// restore) is that cast session's: nothing is sent for what cast wrote,
+// and what the agent adds later goes to that session.
+func TestFollowCastFiles(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi"))
+	r.cast.runs[r.file] = true
+	want(t, "cast runs it", r.scan())
+	r.cast.runs[r.file] = false
+	sum, err := exportlog.FileSHA256(r.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(r.file)
+	r.cast.wrote[r.file] = exportlog.Record{NativeID: nativeID, Path: r.file, SHA256: sum, SessionID: "s-restored", Size: fi.Size()}
+	r.state = filepath.Join(t.TempDir(), "adopt.json") // first sight of the restored file
+	r.append(line("user", "u3", "a2", "resumed"))
+	want(t, "restored and resumed", r.scan(), "resumed")
+	if got := r.sink.batches[0].SessionID; got != "s-restored" {
+		t.Fatalf("growth of a restored file went to %q", got)
+	}
+	want(t, "unchanged", r.scan())
+}

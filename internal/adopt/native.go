@@ -1,0 +1,97 @@
+package adopt
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// Batches stay well under the control plane's request size.
+const (
+	batchMsgs  = 500
+	batchBytes = 4 << 20
+)
+
+// nativeID is the agent's own id of the session in path.
+func nativeID(agent, path string) string {
+	a, _ := agents.Lookup(agent)
+	if d, ok := a.Driver(); ok {
+		if id := d.SessionID(path); id != "" {
+			return id
+		}
+	}
+	return filepath.Base(path)
+}
+
+// cwdOf is the folder the native session ran in, where its format says.
+func cwdOf(agent, path string) string {
+	r, err := agents.ReaderFor(agent)
+	if err != nil {
+		return ""
+	}
+	if cr, ok := r.(agents.CwdReader); ok {
+		if dir, err := cr.ReadCwd(path); err == nil && filepath.IsAbs(dir) {
+			return filepath.Clean(dir)
+		}
+	}
+	return ""
+}
+
+// title is what the first user message says, else the file's name.
+func title(msgs []transcript.Message, path string) string {
+	if t := agents.Title(msgs, 60); t != "" {
+		return t
+	}
+	return "adopted " + filepath.Base(path)
+}
+
+// readBytes reads data (a prefix of a native file) with agent's reader,
+// which reads files.
+func readBytes(agent string, data []byte) ([]transcript.Message, error) {
+	r, err := agents.ReaderFor(agent)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "cast-adopt-*.jsonl") // every listed format is JSONL
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.Read(f.Name())
+}
+
+// batches cuts msgs into appends of bounded count and size.
+func batches(msgs []transcript.Message) [][]transcript.Message {
+	var out [][]transcript.Message
+	var cur []transcript.Message
+	size := 0
+	for _, m := range msgs {
+		sz := len(m.Text)
+		if m.ToolCall != nil {
+			sz += len(m.ToolCall.Input)
+		}
+		if m.ToolResult != nil {
+			sz += len(m.ToolResult.Output)
+		}
+		for _, im := range m.Images {
+			sz += len(im.Data)
+		}
+		if len(cur) > 0 && (len(cur) >= batchMsgs || size+sz > batchBytes) {
+			out, cur, size = append(out, cur), nil, 0
+		}
+		cur, size = append(cur, m), size+sz
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}

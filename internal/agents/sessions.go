@@ -1,0 +1,56 @@
+package agents
+
+import (
+	"path/filepath"
+	"sort"
+)
+
+// SessionLister is a Driver whose native sessions are one file each under
+// the agent's own folder, so a node can find every one of them, including
+// those the user ran in the agent directly, and keep them (internal/adopt).
+// Agents whose sessions live in a store of their own (OpenCode's SQLite)
+// do not list files.
+type SessionLister interface {
+	// SessionFiles are the patterns (filepath.Glob, under home) of the
+	// agent's top-level session transcripts: one file per session, never
+	// a subagent's run kept beside it.
+	SessionFiles(home string) []string
+}
+
+// NativeSessions lists the native session files of agent under home (the
+// agent's own folder), sorted; false when its driver cannot list them.
+func NativeSessions(agent, home string) ([]string, bool) {
+	a, ok := Lookup(agent)
+	if !ok {
+		return nil, false
+	}
+	d, ok := a.Driver()
+	if !ok {
+		return nil, false
+	}
+	l, ok := d.(SessionLister)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for _, pat := range l.SessionFiles(home) {
+		m, _ := filepath.Glob(pat) // the patterns are the driver's own: never malformed
+		out = append(out, m...)
+	}
+	sort.Strings(out)
+	return out, true
+}
+
+// Listers are the agents whose drivers list their native sessions, sorted.
+func Listers() []string {
+	var out []string
+	for _, n := range Names() {
+		a, _ := Lookup(n)
+		if d, ok := a.Driver(); ok {
+			if _, ok := d.(SessionLister); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
