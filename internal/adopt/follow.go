@@ -113,10 +113,14 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		return 0, err
 	}
 	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
-	if st == nil {
-		if st, err = f.baseline(agent, path, data[:end]); err != nil {
+	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
+		// cast wrote it (a restore) since the follower last looked
+		if st, err = f.baseline(agent, path, data[:end], rec); err != nil {
 			return 0, err
 		}
+	}
+	if st == nil {
+		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
 	}
 	msgs, tail, err := f.read(agent, path, data[:end], st)
 	if err != nil {
@@ -137,16 +141,11 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	return sent, f.st.put(path, st)
 }
 
-// baseline is a file's state the first time the follower sees it: empty,
-// or, for a file cast wrote (a restore), what cast wrote, as that cast
-// session's: only what the agent added since is new.
-func (f *Follower) baseline(agent, path string, data []byte) (*fileState, error) {
-	st := &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
-	rec, ok := f.cast.Wrote(path)
-	if !ok || rec.SessionID == "" {
-		return st, nil
-	}
-	st.SessionID = rec.SessionID
+// baseline is the state of a file cast wrote (a restore): what cast
+// wrote is that cast session's already, and only what the agent added
+// since is new.
+func (f *Follower) baseline(agent, path string, data []byte, rec exportlog.Record) (*fileState, error) {
+	st := &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}, SessionID: rec.SessionID, Written: rec.SHA256}
 	size := rec.Size
 	if size <= 0 || size > int64(len(data)) || hashOf(data[:size]) != rec.SHA256 {
 		size = int64(len(data)) // changed past recognition: keep what is there as cast's

@@ -194,25 +194,35 @@ func TestFollowTruncation(t *testing.T) {
 }
 
 // A file of a session cast runs is never adopted; a file cast wrote (a
-// restore) is that cast session's: nothing is sent for what cast wrote,
-// and what the agent adds later goes to that session.
+// restore, here over the path of a file adopted before and deleted) is
+// that cast session's: nothing is sent for what cast wrote, and what the
+// agent adds later goes to that session.
 func TestFollowCastFiles(t *testing.T) {
 	r := newRig(t)
 	r.write(line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi"))
 	r.cast.runs[r.file] = true
 	want(t, "cast runs it", r.scan())
 	r.cast.runs[r.file] = false
+	want(t, "adopted once cast no longer runs it", r.scan(), "hello", "hi")
+	if err := os.Remove(r.file); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "deleted", r.scan())
+	// Restored: cast's writer words it otherwise (a summary first).
+	r.write(`{"type":"summary","summary":"restored","leafUuid":"a2"}`+"\n", line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi, restored"))
 	sum, err := exportlog.FileSHA256(r.file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(r.file)
 	r.cast.wrote[r.file] = exportlog.Record{NativeID: nativeID, Path: r.file, SHA256: sum, SessionID: "s-restored", Size: fi.Size()}
-	r.state = filepath.Join(t.TempDir(), "adopt.json") // first sight of the restored file
 	r.append(line("user", "u3", "a2", "resumed"))
+	from := len(r.sink.batches)
 	want(t, "restored and resumed", r.scan(), "resumed")
-	if got := r.sink.batches[0].SessionID; got != "s-restored" {
+	if got := r.sink.batches[from].SessionID; got != "s-restored" {
 		t.Fatalf("growth of a restored file went to %q", got)
 	}
 	want(t, "unchanged", r.scan())
+	r.append(line("assistant", "a4", "u3", "welcome back"))
+	want(t, "grown again", r.scan(), "welcome back")
 }

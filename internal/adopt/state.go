@@ -23,6 +23,9 @@ type fileState struct {
 	Size    int64  `json:"size"`
 	Hash    string `json:"hash,omitempty"`
 	ModTime int64  `json:"mod_time,omitempty"` // unchanged size and time: not read again
+	// Written is the digest of the file as cast wrote it (a restore), once
+	// taken as the baseline.
+	Written string `json:"written,omitempty"`
 	// Sent counts the messages kept, by digest (occurrences).
 	Sent map[string]int `json:"sent,omitempty"`
 }

@@ -85,6 +85,7 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"forked at", seqOrEmpty(s.ForkedAtSeq)},
 		{"root", rootIfOther(s)},
 		{"handed off from", s.HandoffFrom},
+		{"adopted from", adoptedFrom(s.Origin)},
 		{"subagent", yesOrEmpty(s.Subagent)},
 		{"messages", fmt.Sprint(s.LastSeq)},
 		{"history", seqOrEmpty(s.HistorySeq)},
@@ -129,4 +130,12 @@ func when(ts *timestamppb.Timestamp) string {
 		return ""
 	}
 	return ts.AsTime().Local().Format(time.RFC3339) + " (" + ago(ts) + ")"
+}
+
+// adoptedFrom says where an adopted session's native transcript was.
+func adoptedFrom(o *castv1.SessionOrigin) string {
+	if o == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s session %s on %s (%s)", o.Agent, o.NativeId, o.Node, o.Path)
 }

@@ -16,20 +16,35 @@ import (
 
 // lsFilter narrows `cast ls`; empty fields match everything.
 type lsFilter struct {
-	agent, node, state string
+	agent, node, state, origin string
+}
+
+// Session origins `cast ls --origin` takes: adopted from an agent's own
+// folder, or started (or imported) through cast.
+const (
+	originNative = "native"
+	originCast   = "cast"
+)
+
+// sessionOrigin is s's origin as --origin names it.
+func sessionOrigin(s *castv1.Session) string {
+	if s.Origin != nil {
+		return originNative
+	}
+	return originCast
 }
 
 // expr is the ListSessions filter the flags make: the control plane
 // filters, so only matching sessions cross the wire.
 func (f lsFilter) expr() string {
-	return listfilter.Equal("agent", f.agent, "node", f.node, "state", f.state)
+	return listfilter.Equal("agent", f.agent, "node", f.node, "state", f.state, "origin", f.origin)
 }
 
 // match is the same filter on the client: a control plane older than
 // list filters answers every session, and its answer is narrowed here.
 func (f lsFilter) match(s *castv1.Session) bool {
 	return (f.agent == "" || s.Agent == f.agent) && (f.node == "" || s.Node == f.node) &&
-		(f.state == "" || stateName(s.State) == f.state)
+		(f.state == "" || stateName(s.State) == f.state) && (f.origin == "" || sessionOrigin(s) == f.origin)
 }
 
 func (a *app) lsCmd() *cobra.Command {
@@ -37,12 +52,15 @@ func (a *app) lsCmd() *cobra.Command {
 	var f lsFilter
 	var out listFlags
 	cmd := &cobra.Command{
-		Use:   "ls [--agent A] [--node N] [--state S] [--all] [-o json|yaml|wide|name] [--no-headers]",
+		Use:   "ls [--agent A] [--node N] [--state S] [--origin native|cast] [--all] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List sessions, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.state != "" && !slices.Contains(stateNames(), f.state) {
 				return usagef("--state %q is not a state; use one of %s", f.state, strings.Join(stateNames(), ", "))
+			}
+			if f.origin != "" && f.origin != originNative && f.origin != originCast {
+				return usagef("--origin is %s or %s", originNative, originCast)
 			}
 			list, err := a.listSessions(cmd.Context(), all, f.expr())
 			if err != nil {
@@ -63,6 +81,7 @@ func (a *app) lsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.agent, "agent", "", "only sessions on this agent")
 	cmd.Flags().StringVar(&f.node, "node", "", "only sessions owned by this node")
 	cmd.Flags().StringVar(&f.state, "state", "", "only sessions in this state: "+strings.Join(stateNames(), ", "))
+	cmd.Flags().StringVar(&f.origin, "origin", "", "only sessions of this origin: native (adopted from an agent's own folder by a node) or cast")
 	return cmd
 }
 

@@ -83,7 +83,7 @@ func (a *app) root() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentPreRunE = checkFlags
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.nodesCmd("nodes"), a.watchCmd(),
-		a.importCmd(), a.exportCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
+		a.importCmd(), a.exportCmd(), a.restoreCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
 		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd(), a.configCmd(), a.loginCmd())

@@ -244,10 +244,6 @@ func (a *app) exportCmd() *cobra.Command {
 			if err := agents.CheckTakeover(agent, len(msgs) > 0); err != nil {
 				return err
 			}
-			w, err := codecs.Writer(agent, codecs.WriterOptions{})
-			if err != nil {
-				return err
-			}
 			if cwd == "" {
 				cwd = sess.Cwd
 			}
@@ -267,12 +263,9 @@ func (a *app) exportCmd() *cobra.Command {
 			}
 			key := exportlog.Key(agent, absHome, sess.Id)
 			nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
-			out, err := w.Write(agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs)
+			out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs, log, key)
 			if err != nil {
-				return fmt.Errorf("write the %s transcript: %w", agent, err)
-			}
-			if err := log.Put(key, sess.Id, out.NativeID, out.Path); err != nil {
-				return fmt.Errorf("wrote %s session %s (%s) but could not note it: %w", agent, out.NativeID, out.Path, err)
+				return err
 			}
 			if a.json {
 				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
@@ -296,6 +289,24 @@ func (a *app) exportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&model, "model", "", "model to record where the format has one")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "rewrite the native session exported last time even if it changed since")
 	return cmd
+}
+
+// writeNative writes msgs as agent's native session under t and notes
+// the file in the export log under key (what a later export rewrites, and
+// what a node's adoption knows as cast's own).
+func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *exportlog.Log, key string) (agents.Written, error) {
+	w, err := codecs.Writer(agent, codecs.WriterOptions{})
+	if err != nil {
+		return agents.Written{}, err
+	}
+	out, err := w.Write(t, msgs)
+	if err != nil {
+		return out, fmt.Errorf("write the %s transcript: %w", agent, err)
+	}
+	if err := log.Put(key, t.SessionID, out.NativeID, out.Path); err != nil {
+		return out, fmt.Errorf("wrote %s session %s (%s) but could not note it: %w", agent, out.NativeID, out.Path, err)
+	}
+	return out, nil
 }
 
 // exportNativeID is the native id an export writes under, and whether that

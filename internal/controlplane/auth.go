@@ -140,7 +140,7 @@ func (s *Server) limit(ctx context.Context, method string, req any) error {
 func appendBytes(req any) int {
 	switch r := req.(type) {
 	case *castv1.SendMessageRequest, *castv1.AppendMessagesRequest, *castv1.CreateSessionRequest,
-		*castv1.AppendOwnerMessagesRequest:
+		*castv1.AppendOwnerMessagesRequest, *castv1.AdoptSessionRequest:
 		return proto.Size(r.(proto.Message))
 	}
 	return 0

@@ -230,6 +230,14 @@ func TestNodeActsOnlyAsItself(t *testing.T) {
 	mismatch("n1 fetches n2's credential", err)
 	_, err = e.n1.Nodes.ProbeNode(ctx, &castv1.ProbeNodeRequest{Node: "n2"})
 	mismatch("n1 asks n2 to probe its agents", err)
+	origin := &castv1.SessionOrigin{Agent: "claude", NativeId: "x1", Path: "/home/u/.claude/projects/p/x1.jsonl"}
+	forged := []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "forged", ClientId: "adopt.f.1"}}
+	_, err = e.n1.Nodes.AdoptSession(ctx, &castv1.AdoptSessionRequest{Node: "n2", Origin: origin, Cwd: "/tmp", Messages: forged})
+	mismatch("n1 adopts as n2", err)
+	// As itself, n1 adds only to a session adopted from that native
+	// session, or one it owns: not to n2's.
+	_, err = e.n1.Nodes.AdoptSession(ctx, &castv1.AdoptSessionRequest{Node: "n1", Origin: origin, SessionId: s2.Id, Messages: forged})
+	mismatch("n1 adopts into n2's session", err)
 	_, err = e.alice.Nodes.ProbeNode(ctx, &castv1.ProbeNodeRequest{Node: "n2"})
 	wantDenied(t, "a user asks a node to probe its agents", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
 	stream, err := e.n1.Nodes.Connect(ctx)

@@ -93,8 +93,16 @@ func sessionFields() []listfilter.Field {
 	return []listfilter.Field{
 		{Name: "agent", Values: agents.Names()}, {Name: "node"}, {Name: "model"}, {Name: "account"}, {Name: "creator"},
 		{Name: "state", Values: enumNames(castv1.SessionState_name, "SESSION_STATE_")},
+		{Name: "origin", Values: []string{OriginNative, OriginCast}},
 	}
 }
+
+// A session's origin, as ListSessions filters on it: adopted from an
+// agent's native store, or started (or imported) through cast.
+const (
+	OriginNative = "native"
+	OriginCast   = "cast"
+)
 
 func sessionField(s *castv1.Session, field string) []string {
 	switch field {
@@ -110,6 +118,11 @@ func sessionField(s *castv1.Session, field string) []string {
 		return []string{s.Creator}
 	case "state":
 		return []string{lowerEnum(s.State.String(), "SESSION_STATE_")}
+	case "origin":
+		if s.Origin != nil {
+			return []string{OriginNative}
+		}
+		return []string{OriginCast}
 	}
 	return nil
 }

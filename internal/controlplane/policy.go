@@ -66,6 +66,9 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.NodeService_ListWorktrees_FullMethodName:  {Roles: people},
 		castv1.NodeService_RemoveWorktree_FullMethodName: {Roles: people},
 		castv1.NodeService_Custody_FullMethodName:        {Roles: nodes, Check: checkNodeSelf},
+		// A node keeps the native sessions it finds (internal/adoption
+		// checks which sessions it may add to).
+		castv1.NodeService_AdoptSession_FullMethodName: {Roles: nodes, Check: checkNodeSelf},
 
 		castv1.MigrationService_StartMigration_FullMethodName:  {Roles: people, Check: s.checkMigration},
 		castv1.MigrationService_GetMigration_FullMethodName:    {Roles: people, Check: s.checkMigration},

@@ -20,6 +20,9 @@ type CreateParams struct {
 	DefaultWorktree bool
 	Subagent        bool
 	Creator         string // principal that may see it ("user:alice")
+	// Origin is where an adopted session's native transcript was (nil
+	// for sessions cast started or imported).
+	Origin *castv1.SessionOrigin
 }
 
 // Created is a new (or, for a retried request id, existing) session.

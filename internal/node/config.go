@@ -116,6 +116,15 @@ type Config struct {
 	Probe bool
 	// ProbeTimeout bounds one probe (runner.DefaultProbeTimeout when 0).
 	ProbeTimeout time.Duration
+	// Adopt keeps every session in the agents' own folders, including
+	// those the user runs in the agents directly, as a cast session
+	// (internal/adopt; --adopt, on by default). AdoptAgents narrows it to
+	// these agents (--adopt-agents); the environment's CAST_ADOPT=off turns
+	// the default off (tests). AdoptInterval is how often the
+	// folders are looked at (DefaultAdoptInterval).
+	Adopt         bool
+	AdoptAgents   []string
+	AdoptInterval time.Duration
 	// Failpoint, when set, is called at migration steps with their name
 	// (fault tests kill the process there).
 	Failpoint func(name string)
@@ -232,6 +241,16 @@ func (c Config) bins() map[string]string {
 	return out
 }
 
+// knownListers: every name is an agent whose sessions adoption finds.
+func knownListers(names []string) bool {
+	for _, n := range names {
+		if !slices.Contains(agents.Listers(), n) {
+			return false
+		}
+	}
+	return true
+}
+
 // DefaultConfig returns defaults; Name is the hostname.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
@@ -244,8 +263,14 @@ func DefaultConfig() Config {
 		AgentChecks:       os.Getenv("CAST_AGENT_CHECKS") != "off",
 		AgentBins:         defaultBins(),
 		TokenCustody:      true,
+		Adopt:             os.Getenv("CAST_ADOPT") != "off",
+		AdoptInterval:     DefaultAdoptInterval,
 	}
 }
+
+// DefaultAdoptInterval is how often adoption looks at the agents' folders:
+// a session the user runs in an agent directly is in cast seconds later.
+const DefaultAdoptInterval = 2 * time.Second
 
 // defaultBins are the registry's binary names, by agent.
 func defaultBins() map[string]string {
@@ -289,6 +314,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("reconnect backoff must be positive and min <= max")
 	case c.ReadinessInterval <= 0:
 		return fmt.Errorf("the readiness interval must be positive")
+	case c.Adopt && (c.AdoptInterval < 100*time.Millisecond || c.AdoptInterval > time.Minute):
+		return fmt.Errorf("the adopt interval must be between 100ms and 1m")
+	case c.Adopt && !knownListers(c.AdoptAgents):
+		return fmt.Errorf("--adopt-agents takes agents whose sessions cast can adopt: %s", strings.Join(agents.Listers(), ", "))
 	case c.WorktreeBase != "" && !filepath.IsAbs(c.WorktreeBase):
 		return fmt.Errorf("--worktrees-dir %q must be an absolute path", c.WorktreeBase)
 	case c.MetricsListen != "" && c.CAPin == "" && !c.Insecure:

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/retry"
 	"google.golang.org/grpc/codes"
@@ -69,6 +70,8 @@ type Daemon struct {
 	custodyKick chan struct{}
 	// probes is what probing the agents' CLIs said (nil without --probe).
 	probes *probes
+	// clis are the CLIs the node runs, which adoption leaves alone.
+	clis castCLIs
 }
 
 // New prepares a node daemon; Run starts it.
@@ -171,6 +174,9 @@ func (a *Daemon) Run(ctx context.Context) error {
 	go a.selfFence(ctx)
 	go a.custodyLoop(ctx)
 	go a.recordAgain(ctx)
+	if a.cfg.Adopt {
+		go a.adoptLoop(ctx)
+	}
 	if a.cfg.AgentChecks {
 		a.workers.wg.Add(1) // its CLIs are gone before the node is
 		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
@@ -454,7 +460,7 @@ func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) 
 	}
 	var newest int64
 	for _, m := range msgs {
-		if m.Seq > o.ReceivedSeq {
+		if m.Seq > o.ReceivedSeq && !adopt.IsAdopted(m.ClientId) { // adopted rows are history, never prompts
 			newest = max(newest, m.Seq)
 			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
 		}

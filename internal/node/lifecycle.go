@@ -149,6 +149,8 @@ func (t *turn) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() { t.enter(phaseInterrupting) })
 	defer stop()
 	ended := a.turnStarted(t.o.Agent)
+	done := a.clis.running(t.o.Agent) // until its file is known (report)
+	defer func() { a.clis.used(t.res.NativePath); done() }()
 	t.res, t.runErr = a.runner.Run(ctx, t.rt, t.sync.emit)
 	if t.rt.ForkOf != "" && forkDidNotRun(t.res, t.runErr) {
 		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)

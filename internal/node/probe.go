@@ -162,7 +162,9 @@ func (a *Daemon) probeAgent(ctx context.Context, in *castv1.AgentInstall, dir st
 	t := a.cfg.newTurn(in.Name, s, s.Env)
 	a.probes.running.Lock()
 	start := time.Now()
+	done := a.clis.running(in.Name) // its scratch session is no one's to adopt
 	res, err := a.runner.Probe(ctx, t, dir, a.cfg.ProbeTimeout)
+	done()
 	a.probes.running.Unlock()
 	if ctx.Err() != nil {
 		return false // the node is stopping: no answer

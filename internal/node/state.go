@@ -272,3 +272,16 @@ func (st *state) ids() []string {
 	}
 	return out
 }
+
+// holdsNative says whether path is the native transcript of agent for a
+// session this node owns.
+func (st *state) holdsNative(agent, path string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, o := range st.Sessions {
+		if ns := o.Native[agent]; ns != nil && ns.Path == path {
+			return true
+		}
+	}
+	return false
+}

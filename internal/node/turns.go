@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -155,7 +156,7 @@ func (a *Daemon) pendingPrompt(ctx context.Context, sessionID string, o owned) (
 	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq},
 		func(m *castv1.Message) error {
 			read = m.Seq
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !adopt.IsAdopted(m.ClientId) {
 				if first == 0 {
 					first = m.Seq
 				}

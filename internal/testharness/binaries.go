@@ -144,8 +144,10 @@ func ScratchEnv(t testing.TB) []string {
 		}
 	}
 	// Nodes canary the agent CLIs they find only in tests that ask
-	// (CAST_AGENT_CHECKS=on after this): each check runs real CLIs.
-	return append(append(append(env, goDirs()...), AuthEnv()...), "HOME="+t.TempDir(), "CAST_AGENT_CHECKS=off")
+	// (CAST_AGENT_CHECKS=on after this): each check runs real CLIs. They
+	// adopt the native sessions in their homes only in tests that pass
+	// --adopt: every other test counts the sessions it made itself.
+	return append(append(append(env, goDirs()...), AuthEnv()...), "HOME="+t.TempDir(), "CAST_AGENT_CHECKS=off", "CAST_ADOPT=off")
 }
 
 // goDirs pins Go's caches (found under the real HOME) for processes that

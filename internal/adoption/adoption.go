@@ -1,0 +1,105 @@
+// Package adoption is the control plane's side of adopting native
+// sessions (internal/adopt is the node's): it keeps what a node found in
+// an agent's own store as a cast session, made once per origin (node,
+// agent, native id) and appended to with each message stored once by its
+// client id. It knows nothing of gRPC.
+package adoption
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+)
+
+// Store is what adoption needs of the store.
+type Store interface {
+	CreateSession(ctx context.Context, p store.CreateParams) (store.Created, error)
+	GetSession(ctx context.Context, id string) (*castv1.Session, error)
+	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+}
+
+// Request is one batch a node sends (castv1.AdoptSessionRequest).
+type Request struct {
+	Node      string // the calling node (checked against its credential)
+	Principal string // the caller, as store.RequestKey wants it
+	Origin    *castv1.SessionOrigin
+	SessionID string // "" : the session adopted for Origin
+	Cwd       string
+	Title     string
+	History   int64
+	Messages  []*castv1.Message
+}
+
+// Keep stores r's messages in the cast session that keeps r.Origin,
+// making it on the first call, and returns that session's id with the
+// messages as stored.
+func Keep(ctx context.Context, st Store, r Request) (string, []*castv1.Message, error) {
+	if err := check(r); err != nil {
+		return "", nil, err
+	}
+	id := r.SessionID
+	if id == "" {
+		c, err := st.CreateSession(ctx, store.CreateParams{
+			Agent: r.Origin.Agent, Cwd: r.Cwd, Title: r.Title, Node: r.Node, Creator: r.Principal,
+			RequestID: store.RequestKey(r.Principal, originKey(r.Origin)), HistorySeq: r.History,
+			Origin: &castv1.SessionOrigin{Node: r.Node, Agent: r.Origin.Agent, NativeId: r.Origin.NativeId, Path: r.Origin.Path},
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		id = c.Session.Id
+	} else if err := mayAppend(ctx, st, r); err != nil {
+		return "", nil, err
+	}
+	if len(r.Messages) == 0 {
+		return id, nil, nil
+	}
+	out, err := st.Append(ctx, id, r.Messages, store.Guard{})
+	return id, out, err
+}
+
+// check refuses a batch that does not say where it comes from.
+func check(r Request) error {
+	o := r.Origin
+	if o == nil || o.NativeId == "" || !filepath.IsAbs(o.Path) {
+		return errs.Invalid("origin needs the agent, the native id and the file's absolute path")
+	}
+	if _, ok := agents.Lookup(o.Agent); !ok {
+		return errs.Invalid("unknown agent %q", o.Agent)
+	}
+	if o.Node != "" && o.Node != r.Node {
+		return errs.Invalid("origin node %q is not the calling node %q", o.Node, r.Node)
+	}
+	if r.SessionID == "" && !filepath.IsAbs(r.Cwd) {
+		return errs.Invalid("a new adopted session needs the absolute folder it ran in")
+	}
+	return nil
+}
+
+// mayAppend lets a node add to a session it names when that session is
+// the one this native session was adopted as (its origin's native id, on
+// any node: a restored file resumed elsewhere) or one the node owns (a
+// cast session it restored and the user resumed).
+func mayAppend(ctx context.Context, st Store, r Request) error {
+	s, err := st.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return err
+	}
+	if s.Node == r.Node || (s.Origin != nil && s.Origin.Agent == r.Origin.Agent && s.Origin.NativeId == r.Origin.NativeId) {
+		return nil
+	}
+	return errs.New(errs.KindPermissionDenied, errs.ReasonNodeMismatch,
+		"session %s is neither owned by node %s nor adopted from %s session %s", r.SessionID, r.Node, r.Origin.Agent, r.Origin.NativeId)
+}
+
+// originKey names an origin in a request id (bounded, one charset).
+func originKey(o *castv1.SessionOrigin) string {
+	sum := sha256.Sum256([]byte(o.Agent + "\x00" + o.NativeId))
+	return "adopt." + hex.EncodeToString(sum[:16])
+}

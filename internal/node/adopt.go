@@ -1,0 +1,134 @@
+package nodeagent
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/adopt"
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/exportlog"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/wire"
+)
+
+// castCLIs is what the node knows of the CLIs it runs itself, so adoption
+// never takes their files for sessions the user ran: how many run now per
+// agent (a fresh turn's file exists before its native id is recorded),
+// and the files its turns used since the node started.
+type castCLIs struct {
+	mu    sync.Mutex
+	busy  map[string]int
+	files map[string]bool
+}
+
+// running marks a CLI of agent as running until the returned func.
+func (c *castCLIs) running(agent string) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy == nil {
+		c.busy = map[string]int{}
+	}
+	c.busy[agent]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.busy[agent]--
+	}
+}
+
+// used notes a native file a turn of cast's ran in.
+func (c *castCLIs) used(path string) {
+	if path == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		c.files = map[string]bool{}
+	}
+	c.files[path] = true
+}
+
+// adoptSources are the agents' own folders adoption watches: every agent
+// whose driver lists its sessions (or those --adopt-agents names), as the
+// node runs it.
+func (c Config) adoptSources() []adopt.Source {
+	var out []adopt.Source
+	for _, name := range agents.Listers() {
+		if len(c.AdoptAgents) > 0 && !slices.Contains(c.AdoptAgents, name) {
+			continue
+		}
+		s := c.agentSetup(name)
+		out = append(out, adopt.Source{Agent: name, Home: c.newTurn(name, s, s.Env).AgentDir()})
+	}
+	return out
+}
+
+// adoptLoop keeps the native sessions under the agents' folders as cast
+// sessions (internal/adopt) until ctx ends.
+func (a *Agent) adoptLoop(ctx context.Context) {
+	f, err := adopt.New(a.cfg.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt.json"), adoptSink{a}, adoptCast{a}, a.lg)
+	if err != nil {
+		a.lg.Error("adoption of native sessions is off: its bookkeeping is unreadable", zap.Error(err))
+		return
+	}
+	tick.Loop{Every: a.cfg.AdoptInterval, First: true}.Run(ctx, func() bool {
+		_, _ = f.Scan(ctx) // each failure is logged; the next scan tries again
+		return true
+	})
+}
+
+// adoptSink sends adopted batches to the control plane.
+type adoptSink struct{ a *Agent }
+
+func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
+	cwd := b.Cwd
+	if cwd == "" && b.SessionID == "" {
+		cwd = s.a.cfg.userHome() // the format does not say: the user's home
+	}
+	msgs := make([]*castv1.Message, len(b.Messages))
+	for i, m := range b.Messages {
+		if m.Agent == "" {
+			m.Agent = b.Agent
+		}
+		msgs[i] = wire.ToProto(m)
+	}
+	resp, err := s.a.cli.Nodes.AdoptSession(ctx, &castv1.AdoptSessionRequest{
+		Node: s.a.cfg.Name, SessionId: b.SessionID, Cwd: cwd, Title: b.Title, HistoryMessages: b.History, Messages: msgs,
+		Origin: &castv1.SessionOrigin{Node: s.a.cfg.Name, Agent: b.Agent, NativeId: b.NativeID, Path: b.Path},
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.SessionId, nil
+}
+
+// adoptCast tells adoption which native files are cast's own.
+type adoptCast struct{ a *Agent }
+
+func (c adoptCast) Runs(agent, path string) bool {
+	cl := &c.a.clis
+	cl.mu.Lock()
+	mine := cl.busy[agent] > 0 || cl.files[path]
+	cl.mu.Unlock()
+	return mine || c.a.st.holdsNative(agent, path)
+}
+
+// Wrote reads the user's export log (where `cast export` and `cast
+// restore` note the files they write) each time: the CLI writes it.
+func (c adoptCast) Wrote(path string) (exportlog.Record, bool) {
+	env := c.a.cfg.UserEnv
+	dir := filepath.Dir(client.ConfigPath(func(k string) string { return runner.EnvValue(env, k) }))
+	l, err := exportlog.Load(filepath.Join(dir, exportlog.FileName))
+	if err != nil {
+		return exportlog.Record{}, false
+	}
+	return l.ByPath(path)
+}
