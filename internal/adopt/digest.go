@@ -19,11 +19,13 @@ func IsAdopted(clientID string) bool {
 	return len(clientID) > len(ClientIDPrefix) && clientID[:len(ClientIDPrefix)] == ClientIDPrefix
 }
 
-// digest identifies a message by its content: everything a reader gives
-// but the store's own fields.
+// digest identifies a message by what it says: its kind, text, tool
+// call or result, images and notice type. Not by what a rewrite of the
+// file may change around it (its time, model or native id: Gemini's
+// resume writes its records again with other metadata).
 func digest(m transcript.Message) string {
-	m.Seq, m.ClientID = 0, ""
-	b, _ := json.Marshal(m) // a Message always encodes
+	b, _ := json.Marshal(transcript.Message{Kind: m.Kind, Text: m.Text, ToolCall: m.ToolCall, ToolResult: m.ToolResult,
+		Images: m.Images, NoticeType: m.NoticeType}) // a Message always encodes
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

@@ -63,6 +63,12 @@ type Capabilities struct {
 	// copy first, whose writer leaves such items out (reasoning summaries
 	// stay as text the CLI shows, not sent to the model).
 	NativeAccountBound bool
+	// IndexedIDs: the CLI finds a session by id through an index of its
+	// own that remembers the session's file (Codex 0.171.0's state db), so
+	// a session written back under its old id after its file was deleted
+	// is not found (a new file name, the index still naming the old one).
+	// `cast restore` writes such an agent's session under a new id.
+	IndexedIDs bool
 }
 
 // Commands are argument templates (never a shell line). Placeholders are
@@ -188,7 +194,7 @@ var registry = map[string]Agent{
 		ContextWindow: 272_000,
 		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
 			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}, ForkReadsSource: true,
-			AccountSwitch: true, NativeAccountBound: true},
+			AccountSwitch: true, NativeAccountBound: true, IndexedIDs: true},
 		Verified: true,
 	},
 	"gemini": {

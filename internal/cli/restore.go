@@ -19,8 +19,9 @@ func (a *app) restoreCmd() *cobra.Command {
 		Short: "Write a session back where its agent lists it (after its native file is gone), on this machine",
 		Long: "Writes the session as its agent's native session in the agent's own folder as this user has it\n" +
 			"(~/.claude, ~/.codex, ~/.gemini, ~/.pi/agent, or the folder its variable names), so the agent's\n" +
-			"own picker and resume find it. An adopted session gets its native id back, so the resume command\n" +
-			"the user knew still works. Refused while that native session is still there.",
+			"own picker and resume find it. An adopted session gets its native id back (Codex's a new one: its\n" +
+			"index would not find the old), so the resume command the user knew still works. Refused while\n" +
+			"that native session is still there.",
 		Args: sessionArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, _, err := sessionArg(id, args, 0, "", "cast restore ID; `cast ls --origin native` lists adopted sessions")
@@ -49,14 +50,13 @@ func (a *app) restoreCmd() *cobra.Command {
 				return usagef("the session has no absolute working directory; pass --cwd")
 			}
 			nativeID := sess.GetOrigin().GetNativeId()
-			if nativeID != "" {
-				if d, ok := ag.Driver(); ok {
-					if p := d.FindSession(absHome, nativeID); p != "" {
-						return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
-					}
+			if d, ok := ag.Driver(); ok && nativeID != "" {
+				if p := d.FindSession(absHome, nativeID); p != "" {
+					return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
 				}
-			} else {
-				nativeID = agents.NewNativeID(sess.Agent)
+			}
+			if nativeID == "" || ag.Caps.IndexedIDs {
+				nativeID = agents.NewNativeID(sess.Agent) // its old id would not resume (IndexedIDs)
 			}
 			log, err := loadExportLog()
 			if err != nil {

@@ -28,8 +28,9 @@ type turnRig struct {
 	addr     string
 	node     *testharness.Proc
 	nodeArgs []string
-	dataDir  string            // the node's
-	homes    map[string]string // agent -> its HOME
+	dataDir  string              // the node's
+	homes    map[string]string   // agent -> its HOME
+	envs     map[string][]string // agent -> its CLI's environment (the node's agents config)
 	// metricsAddr serves the control plane's /metrics; over HTTPS
 	// trusting caFile when the control plane serves TLS ("": plaintext).
 	metricsAddr, caFile string
@@ -49,14 +50,20 @@ func newTurnRigWith(t testing.TB, cb func(*controlplane.Config, string), agentNa
 // newTurnRigBins is newTurnRigWith with some agents' CLIs at other paths
 // (bins: agent -> path), such as a fake version wrapping the pinned one.
 func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins map[string]string, agentNames ...string) *turnRig {
+	return startTurnRig(t, cb, bins, nil, nil, agentNames...)
+}
+
+// startTurnRig is newTurnRigBins with the node started with args and env
+// added.
+func startTurnRig(t testing.TB, cb func(*controlplane.Config, string), bins map[string]string, args, env []string, agentNames ...string) *turnRig {
 	fake := fakemodel.Start(t)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		if cb != nil {
 			cb(c, fake.URL)
 		}
 	})
-	cfgPath, homes := agentsConfig(t, fake.URL, bins, agentNames...)
-	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
+	cfgPath, homes, envs := agentsConfigEnvs(t, fake.URL, bins, agentNames...)
+	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, envs: envs, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
 	r.nodeArgs = []string{"--controlplane", srv.Addr(), "--data-dir", r.dataDir, "--name", "worker",
@@ -64,7 +71,8 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 	if pin := srv.CAPin(); pin != "" {
 		r.nodeArgs = append(r.nodeArgs, "--ca-pin", pin)
 	}
-	r.startNode()
+	r.nodeArgs = append(r.nodeArgs, args...)
+	r.startNodeEnv(env...)
 	return r
 }
 
@@ -74,15 +82,23 @@ func newTurnRigBins(t testing.TB, cb func(*controlplane.Config, string), bins ma
 // with no installable CLI (cursor, muse, grok) at a path with no CLI, so
 // its turns fail with "binary not found".
 func agentsConfig(t testing.TB, fakeURL string, bins map[string]string, agentNames ...string) (string, map[string]string) {
+	cfg, homes, _ := agentsConfigEnvs(t, fakeURL, bins, agentNames...)
+	return cfg, homes
+}
+
+// agentsConfigEnvs is agentsConfig with each agent's environment too
+// (agent -> env), to run its CLI directly as the node's user would.
+func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, agentNames ...string) (string, map[string]string, map[string][]string) {
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
+	envs := map[string][]string{}
 	for _, a := range agentNames {
 		if _, ok := agenttest.Binaries[a]; !ok {
 			setups[a] = map[string]any{"bin": filepath.Join(t.TempDir(), "no-cli", a)}
 			continue
 		}
 		home, env := agenttest.NodeEnv(t, a, fakeURL)
-		homes[a] = home
+		homes[a], envs[a] = home, env
 		bin := bins[a]
 		if bin == "" {
 			bin = agenttest.Bin(t, a)
@@ -94,7 +110,7 @@ func agentsConfig(t testing.TB, fakeURL string, bins map[string]string, agentNam
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return cfgPath, homes
+	return cfgPath, homes, envs
 }
 
 // startNode starts the node process and waits until it is connected.
