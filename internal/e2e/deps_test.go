@@ -62,7 +62,7 @@ func TestOnlyControlPlaneTalksToKubernetes(t *testing.T) {
 func TestControlPlaneLinksNoRunner(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
-	for _, pkg := range []string{"./internal/controlplane", "./internal/moves", "./internal/capability"} {
+	for _, pkg := range []string{"./internal/controlplane", "./internal/moves", "./internal/capability", "./internal/adoption"} {
 		for _, dep := range deps(t, root, pkg) {
 			for _, banned := range []string{"/internal/runner", "/internal/fakemodel", "/internal/canary"} {
 				if strings.HasSuffix(dep, "github.com/cast-dev/cast"+banned) {
@@ -106,6 +106,21 @@ func TestOnlyStoreImportsEtcd(t *testing.T) {
 		for _, imp := range fields[1:] {
 			if strings.HasPrefix(imp, "go.etcd.io/") && !slices.Contains(allowed, pkg) {
 				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
+
+// A node's adoption (internal/adopt) reads files and hands batches to a
+// Sink; the node wires the Sink to gRPC. The follower itself links no
+// gRPC, no client and no store, so it is tested with plain files.
+func TestAdoptLinksNoGRPC(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, dep := range deps(t, root, "./internal/adopt") {
+		for _, banned := range []string{"google.golang.org/grpc", "go.etcd.io/", "github.com/cast-dev/cast/internal/client", "github.com/cast-dev/cast/internal/store"} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("internal/adopt depends on %s", dep)
 			}
 		}
 	}
