@@ -27,7 +27,7 @@ import (
 
 func main() {
 	cfg := controlplane.DefaultConfig()
-	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe, publishK8s bool
+	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe, publishK8s, nodeAdopt bool
 	var devOpts devmode.Options
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics string
 	var labels []string
@@ -91,7 +91,7 @@ func main() {
 			nc.Labels = labels
 			nc.IsolatedHomes, nc.FleetAccounts, nc.FindCastBin, nc.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
 			nc.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
-			nc.Probe = nodeProbe
+			nc.Probe, nc.Adopt = nodeProbe, nodeAdopt
 			if agentsConfig != "" {
 				if nc.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
 					return err
@@ -135,6 +135,7 @@ func main() {
 	f.StringArrayVar(&labels, "node-label", nil, "--dev: a label of the local node, repeatable")
 	f.BoolVar(&nodeIsolated, "node-isolated-homes", false, "--dev: the local node runs agents with their own HOME under DATA_DIR/node/agents instead of your own login (node --isolated-homes)")
 	f.BoolVar(&nodeChecks, "node-agent-checks", os.Getenv("CAST_AGENT_CHECKS") != "off", "--dev: the local node canaries its agent CLIs (node --agent-checks)")
+	f.BoolVar(&nodeAdopt, "node-adopt", os.Getenv("CAST_ADOPT") != "off", "--dev: the local node keeps the sessions in your agents' own folders, including those you run in the agents directly, as cast sessions (node --adopt; env CAST_ADOPT=off turns the default off)")
 	f.BoolVar(&nodeProbe, "node-probe", false, "--dev: READY of the local node's agents from running each CLI once, not from its login files (node --probe)")
 	f.BoolVar(&nodeFleet, "node-fleet-accounts", false, "--dev: fleet accounts may rewrite your agents' credential stores, keeping backups (node --fleet-accounts)")
 	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")

@@ -126,8 +126,10 @@ func (r *adoptRig) waitHolds(id, agent, path string) []*castv1.Message {
 // with every message; what a direct resume adds arrives once; after the
 // native file is deleted, `cast restore` writes it back, the agent's own
 // resume continues it with every earlier turn sent to the model, and what
-// that resume adds goes to the same cast session. A session cast runs
-// itself is never adopted.
+// that resume adds goes to the same cast session. It is an ordinary
+// session: a message sent through cast runs a turn with the whole adopted
+// history (no adopted row ever was a prompt). The files cast's own turns
+// write in the same folders are never adopted.
 func TestAdoptNativeSessions(t *testing.T) {
 	t.Parallel()
 	names := []string{"claude", "codex", "gemini", "pi"}
@@ -186,30 +188,63 @@ func TestAdoptNativeSessions(t *testing.T) {
 					t.Fatalf("earlier history stored twice: %q", m.Text)
 				}
 			}
+			// No adopted row was ever a prompt on the node.
+			for _, l := range strings.Split(r.node.Output(), "\n") {
+				if strings.Contains(l, "user message received") && strings.Contains(l, `"session":"`+sess.Id+`"`) {
+					t.Fatalf("the node took an adopted row as a prompt: %s", l)
+				}
+			}
+
+			// An ordinary session: a message through cast runs a turn with
+			// the whole adopted history, and the file that turn writes is
+			// cast's, not adopted.
+			seq := r.send(sess.Id, mark(5)+" through cast")
+			r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+			turns = r.fake.Turns()
+			assertItems(t, turns[len(turns)-1].Items, mark(1), mark(2), mark(3), mark(5))
+			r.direct(agent, agenttest.Cwd(t, r.homes[agent], "later-"+agent), mark(6)+" another direct session", agents.FormFresh, nil)
+			r.waitAdopted(agent, mark(6), 2)
 		})
 	}
-	// A session cast runs on the node, in the same folders, stays cast's.
+	// A session cast starts runs its CLI in the same folders: its file is
+	// cast's (recorded once the turn ends; while it runs, adoption waits).
 	t.Run("cast's own", func(t *testing.T) {
 		defer r.use(t)()
+		before, err := r.c.Sessions.ListSessions(context.Background(), &castv1.ListSessionsRequest{Filter: `origin = "native" AND agent = "claude"`})
+		if err != nil {
+			t.Fatal(err)
+		}
 		sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "ADOPT-OWN run by cast"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		waitSessionState(t, r.c, sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-		// A later direct session is adopted: adoption has looked at the
-		// folder since cast's session was there.
-		r.direct("claude", agenttest.Cwd(t, r.homes["claude"], "proj-claude"), "ADOPT-CLAUDE-4 a later direct session", agents.FormFresh, nil)
-		testharness.WaitFor(t, time.Minute, "the later direct session adopted", func() bool {
-			out, _, _ := r.cast("", "ls", "--origin", "native", "--agent", "claude", "-o", "name")
-			return len(strings.Fields(out)) == 2
-		})
-		out, _, _ := r.cast("", "ls", "--origin", "native", "--agent", "claude", "-o", "name")
-		if slices.Contains(strings.Fields(out), sess.Id) {
-			t.Fatalf("the session cast ran was adopted: %q", out)
-		}
-		out, _, _ = r.cast("", "ls", "--origin", "cast", "--agent", "claude", "-o", "name")
-		if strings.Fields(out)[0] != sess.Id || len(strings.Fields(out)) != 1 {
-			t.Fatalf("cast ls --origin cast: %q, want only %s", out, sess.Id)
+		r.direct("claude", agenttest.Cwd(t, r.homes["claude"], "after-own"), "ADOPT-CLAUDE-7 after cast's own", agents.FormFresh, nil)
+		r.waitAdopted("claude", "ADOPT-CLAUDE-7", len(before.Sessions)+1)
+		out, _, code := r.cast("", "ls", "--origin", "cast", "-o", "name")
+		if code != 0 || strings.TrimSpace(out) != sess.Id {
+			t.Fatalf("cast ls --origin cast: exit %d, %q; want only %s, the session cast started", code, out, sess.Id)
 		}
 	})
+}
+
+// waitAdopted waits until a direct session whose first message holds
+// mark is adopted from agent's folder, then checks that n sessions are
+// adopted from there in all: none of the files cast's own turns wrote
+// before it was.
+func (r *adoptRig) waitAdopted(agent, mark string, n int) {
+	r.t.Helper()
+	var list []*castv1.Session
+	testharness.WaitFor(r.t, time.Minute, "the direct "+agent+" session "+mark+" adopted", func() bool {
+		resp, err := r.c.Sessions.ListSessions(context.Background(), &castv1.ListSessionsRequest{Filter: `origin = "native" AND agent = "` + agent + `"`})
+		list = resp.GetSessions()
+		return err == nil && slices.ContainsFunc(list, func(s *castv1.Session) bool { return strings.Contains(s.Title, mark) })
+	})
+	if len(list) != n {
+		var got []string
+		for _, s := range list {
+			got = append(got, s.Id+" "+s.Title+" "+s.Origin.GetPath())
+		}
+		r.t.Fatalf("adopted from %s's folder:\n  %s\nwant %d", agent, strings.Join(got, "\n  "), n)
+	}
 }
