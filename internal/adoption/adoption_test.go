@@ -1,0 +1,84 @@
+package adoption_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/adoption"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+func msg(kind castv1.MessageKind, text, cid string) *castv1.Message {
+	return &castv1.Message{Kind: kind, Text: text, ClientId: cid}
+}
+
+// Over a real store: the first batch of an origin makes its session once
+// (a retry, as after a node crash, finds the same one, each message
+// stored once); later batches add to it; the session records where it
+// came from; a node adds only to a session it owns or one adopted from the
+// same native session.
+func TestKeep(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	origin := &castv1.SessionOrigin{Node: "n1", Agent: "claude", NativeId: "nat-1", Path: "/home/u/.claude/projects/p/nat-1.jsonl"}
+	first := adoption.Request{Node: "n1", Principal: "node:n1", Origin: origin, Cwd: "/home/u/p", Title: "hello", History: 2,
+		Messages: []*castv1.Message{
+			msg(castv1.MessageKind_MESSAGE_KIND_USER, "hello", "adopt.a.1"),
+			msg(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "hi", "adopt.b.1"),
+		}}
+	id, out, err := adoption.Keep(ctx, s, first)
+	if err != nil || len(out) != 2 || out[1].Seq != 2 {
+		t.Fatalf("first batch: %s %v %v", id, out, err)
+	}
+	again, out, err := adoption.Keep(ctx, s, first)
+	if err != nil || again != id || out[1].Seq != 2 {
+		t.Fatalf("the retried first batch: session %s (first %s), %v, %v", again, id, out, err)
+	}
+	more := adoption.Request{Node: "n1", Principal: "node:n1", Origin: origin, SessionID: id,
+		Messages: []*castv1.Message{msg(castv1.MessageKind_MESSAGE_KIND_USER, "more", "adopt.c.1")}}
+	if _, out, err := adoption.Keep(ctx, s, more); err != nil || out[0].Seq != 3 {
+		t.Fatalf("growth: %v %v", out, err)
+	}
+	sess, err := s.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := sess.Origin; sess.Node != "n1" || sess.LastSeq != 3 || sess.HistorySeq != 2 || sess.Title != "hello" ||
+		o.GetNode() != "n1" || o.GetAgent() != "claude" || o.GetNativeId() != "nat-1" || o.GetPath() != origin.Path {
+		t.Fatalf("session %+v", sess)
+	}
+
+	// n2 restored nat-1 and its user resumed it: n2 may add to it.
+	elsewhere := adoption.Request{Node: "n2", Principal: "node:n2", SessionID: id,
+		Origin:   &castv1.SessionOrigin{Node: "n2", Agent: "claude", NativeId: "nat-1", Path: "/home/v/.claude/projects/p/nat-1.jsonl"},
+		Messages: []*castv1.Message{msg(castv1.MessageKind_MESSAGE_KIND_USER, "resumed on n2", "adopt.d.1")}}
+	if _, _, err := adoption.Keep(ctx, s, elsewhere); err != nil {
+		t.Fatalf("n2 adds to the session adopted from the native session it holds: %v", err)
+	}
+	// But not to a session of n1's it names under another native id.
+	elsewhere.Origin.NativeId = "nat-2"
+	if _, _, err := adoption.Keep(ctx, s, elsewhere); !errs.HasReason(err, errs.ReasonNodeMismatch) {
+		t.Fatalf("n2 adds to n1's session from another native session: %v", err)
+	}
+
+	for name, bad := range map[string]adoption.Request{
+		"no native id":          {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "claude", Path: "/p/x.jsonl"}},
+		"relative path":         {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "x", Path: "x.jsonl"}},
+		"unknown agent":         {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "nope", NativeId: "x", Path: "/p/x.jsonl"}},
+		"another node's origin": {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Node: "n2", Agent: "claude", NativeId: "x", Path: "/p/x"}},
+		"no cwd on create":      {Node: "n1", Principal: "node:n1", Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "x", Path: "/p/x"}},
+	} {
+		if _, _, err := adoption.Keep(ctx, s, bad); !errs.HasReason(err, errs.ReasonInvalidArgument) {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+}
