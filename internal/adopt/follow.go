@@ -64,9 +64,9 @@ type Follower struct {
 	mu      sync.Mutex // one scan at a time
 }
 
-// New makes a follower whose bookkeeping is kept in statePath.
-func New(sources []Source, statePath string, sink Sink, cast Cast, lg *zap.Logger) (*Follower, error) {
-	st, err := loadStates(statePath)
+// New makes a follower whose bookkeeping is kept in the folder stateDir.
+func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger) (*Follower, error) {
+	st, err := loadStates(stateDir)
 	if err != nil {
 		return nil, err
 	}

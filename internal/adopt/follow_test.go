@@ -93,7 +93,7 @@ func newRig(t *testing.T) *rig {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, home: home, file: file, state: filepath.Join(t.TempDir(), "adopt.json"), sink: &sink{},
+	return &rig{t: t, home: home, file: file, state: t.TempDir(), sink: &sink{},
 		cast: castFiles{runs: map[string]bool{}, wrote: map[string]exportlog.Record{}}}
 }
 

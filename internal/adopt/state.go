@@ -1,9 +1,10 @@
 package adopt
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,29 +31,45 @@ type fileState struct {
 	Sent map[string]int `json:"sent,omitempty"`
 }
 
-// states is the follower's bookkeeping by path, saved after each change
-// so a restarted node sends nothing twice (and the client ids make a
-// resend after a crash harmless).
+// states is the follower's bookkeeping, one file per native file in dir
+// (saved after each change, so a restarted node sends nothing twice, and
+// a change costs the writing of that file's state only; the client ids
+// make a resend after a crash harmless).
 type states struct {
-	path  string
+	dir   string
 	mu    sync.Mutex
-	Files map[string]*fileState `json:"files"`
+	files map[string]*fileState // by native file
 }
 
-func loadStates(path string) (*states, error) {
-	s := &states{path: path, Files: map[string]*fileState{}}
-	b, err := os.ReadFile(path)
+// stateFile is what one state file holds.
+type stateFile struct {
+	Path  string     `json:"path"`
+	State *fileState `json:"state"`
+}
+
+func loadStates(dir string) (*states, error) {
+	s := &states{dir: dir, files: map[string]*fileState{}}
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, s); err != nil {
-		return nil, fmt.Errorf("%s: %w (remove it: adoption reads every native session again, storing nothing twice)", path, err)
-	}
-	if s.Files == nil {
-		s.Files = map[string]*fileState{}
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var f stateFile
+		if err := json.Unmarshal(b, &f); err != nil || f.State == nil {
+			// Read again from scratch: nothing is stored twice (client ids).
+			continue
+		}
+		s.files[f.Path] = f.State
 	}
 	return s, nil
 }
@@ -60,21 +77,22 @@ func loadStates(path string) (*states, error) {
 func (s *states) get(path string) *fileState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.Files[path]
+	return s.files[path]
 }
 
 func (s *states) put(path string, st *fileState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.Files[path] = st
-	b, err := json.Marshal(s)
+	s.files[path] = st
+	b, err := json.Marshal(stateFile{Path: path, State: st})
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(s.path, b, 0o600)
+	sum := sha256.Sum256([]byte(path))
+	return fsutil.WriteFileAtomic(filepath.Join(s.dir, hex.EncodeToString(sum[:12])+".json"), b, 0o600)
 }
 
 // digestOf is the digest a client id was made from (clientID).

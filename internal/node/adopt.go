@@ -74,7 +74,7 @@ func (c Config) adoptSources() []adopt.Source {
 // adoptLoop keeps the native sessions under the agents' folders as cast
 // sessions (internal/adopt) until ctx ends.
 func (a *Agent) adoptLoop(ctx context.Context) {
-	f, err := adopt.New(a.cfg.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt.json"), adoptSink{a}, adoptCast{a}, a.lg)
+	f, err := adopt.New(a.cfg.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt"), adoptSink{a}, adoptCast{a}, a.lg)
 	if err != nil {
 		a.lg.Error("adoption of native sessions is off: its bookkeeping is unreadable", zap.Error(err))
 		return
