@@ -62,7 +62,18 @@ type Follower struct {
 	lg      *zap.Logger
 	st      *states
 	mu      sync.Mutex // one scan at a time
+	// failing are the files whose last tries failed: each is left out of
+	// as many scans as it failed times doubled (up to maxSkip), so a
+	// file the control plane refuses is not sent and logged every scan.
+	failing map[string]*backoff
 }
+
+// backoff is a failing file's record.
+type backoff struct{ fails, skip int }
+
+// maxSkip bounds a failing file's pause: at the default interval, about
+// eight minutes between tries.
+const maxSkip = 256
 
 // New makes a follower whose bookkeeping is kept in the folder stateDir.
 func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger) (*Follower, error) {
@@ -70,12 +81,12 @@ func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st}, nil
+	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{}}, nil
 }
 
 // Scan looks at every native session file once and sends what is new; it
 // returns how many messages it sent. A file that fails is logged and
-// retried at the next scan; the others go on.
+// tried again at a later scan (failing); the others go on.
 func (f *Follower) Scan(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -87,12 +98,26 @@ func (f *Follower) Scan(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				return total, ctx.Err()
 			}
+			if b := f.failing[path]; b != nil && b.skip > 0 {
+				b.skip--
+				continue
+			}
 			n, err := f.follow(ctx, src.Agent, path)
 			total += n
-			if err != nil {
-				f.lg.Warn("adopt native session failed", zap.String("agent", src.Agent), zap.String("path", path), zap.Error(err))
-				errsSeen = append(errsSeen, fmt.Errorf("%s: %w", path, err))
+			if err == nil {
+				delete(f.failing, path)
+				continue
 			}
+			b := f.failing[path]
+			if b == nil {
+				b = &backoff{}
+				f.failing[path] = b
+			}
+			b.fails++
+			b.skip = min(1<<min(b.fails-1, 8), maxSkip)
+			f.lg.Warn("adopt native session failed", zap.String("agent", src.Agent), zap.String("path", path),
+				zap.Int("failures", b.fails), zap.Int("next_try_in_scans", b.skip+1), zap.Error(err))
+			errsSeen = append(errsSeen, fmt.Errorf("%s: %w", path, err))
 		}
 	}
 	return total, errors.Join(errsSeen...)

@@ -2,6 +2,7 @@ package adopt_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,9 +22,16 @@ import (
 type sink struct {
 	batches []adopt.Batch
 	ids     map[string]bool
+	fail    int // refuse this many calls first
+	calls   int
 }
 
 func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
+	s.calls++
+	if s.fail > 0 {
+		s.fail--
+		return "", errors.New("refused")
+	}
 	if s.ids == nil {
 		s.ids = map[string]bool{}
 	}
@@ -225,4 +233,29 @@ func TestFollowCastFiles(t *testing.T) {
 	want(t, "unchanged", r.scan())
 	r.append(line("assistant", "a4", "u3", "welcome back"))
 	want(t, "grown again", r.scan(), "welcome back")
+}
+
+// A file the sink refuses is tried again later, less often the more it
+// failed, and then sent whole; other files go on meanwhile.
+func TestFollowBacksOffAFailingFile(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "hello"))
+	f, err := adopt.New([]adopt.Source{{Agent: "claude", Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sink.fail = 2
+	var calls []int
+	for range 5 {
+		_, _ = f.Scan(context.Background())
+		calls = append(calls, r.sink.calls)
+	}
+	// Fails at scan 1 (skips 1), fails at scan 3 (skips 2), sent at scan 6.
+	if want := []int{1, 1, 2, 2, 2}; !slices.Equal(calls, want) {
+		t.Fatalf("sink calls after each scan %v, want %v", calls, want)
+	}
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "sent once the sink takes it", r.sink.texts(0), "hello")
 }
