@@ -43,6 +43,10 @@ type Cast interface {
 	// Runs says whether path is the native transcript of a session cast
 	// runs on this node (its messages come from the turns).
 	Runs(agent, path string) bool
+	// Busy says whether cast runs a CLI of agent now: a file new to the
+	// follower may be that CLI's, its native id not recorded yet, so it
+	// waits (files adopted before go on).
+	Busy(agent string) bool
 	// Wrote is the record of a file `cast export` or `cast restore`
 	// wrote (false for any other file).
 	Wrote(path string) (exportlog.Record, bool)
@@ -132,6 +136,9 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	st := f.st.get(path)
 	if st != nil && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
 		return 0, nil
+	}
+	if st == nil && f.cast.Busy(agent) {
+		return 0, nil // maybe cast's own turn's: looked at once it is over
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -61,10 +61,12 @@ func (s *sink) texts(from int) []string {
 
 type castFiles struct {
 	runs  map[string]bool
+	busy  map[string]bool
 	wrote map[string]exportlog.Record
 }
 
 func (c castFiles) Runs(_, path string) bool { return c.runs[path] }
+func (c castFiles) Busy(agent string) bool   { return c.busy[agent] }
 func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
 	r, ok := c.wrote[path]
 	return r, ok
@@ -102,7 +104,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	return &rig{t: t, home: home, file: file, state: t.TempDir(), sink: &sink{},
-		cast: castFiles{runs: map[string]bool{}, wrote: map[string]exportlog.Record{}}}
+		cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}}}
 }
 
 func (r *rig) write(lines ...string) {
@@ -211,7 +213,14 @@ func TestFollowCastFiles(t *testing.T) {
 	r.cast.runs[r.file] = true
 	want(t, "cast runs it", r.scan())
 	r.cast.runs[r.file] = false
+	r.cast.busy["claude"] = true
+	want(t, "a new file while cast runs a claude CLI", r.scan())
+	r.cast.busy["claude"] = false
 	want(t, "adopted once cast no longer runs it", r.scan(), "hello", "hi")
+	r.cast.busy["claude"] = true
+	r.append(line("user", "u3", "a2", "while busy"))
+	want(t, "a file adopted before goes on while cast runs a claude CLI", r.scan(), "while busy")
+	r.cast.busy["claude"] = false
 	if err := os.Remove(r.file); err != nil {
 		t.Fatal(err)
 	}

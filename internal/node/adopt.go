@@ -116,9 +116,16 @@ type adoptCast struct{ a *Agent }
 func (c adoptCast) Runs(agent, path string) bool {
 	cl := &c.a.clis
 	cl.mu.Lock()
-	mine := cl.busy[agent] > 0 || cl.files[path]
+	mine := cl.files[path]
 	cl.mu.Unlock()
 	return mine || c.a.st.holdsNative(agent, path)
+}
+
+func (c adoptCast) Busy(agent string) bool {
+	cl := &c.a.clis
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.busy[agent] > 0
 }
 
 // Wrote reads the user's export log (where `cast export` and `cast
