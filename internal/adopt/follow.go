@@ -154,7 +154,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if st == nil {
 		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
 	}
-	msgs, tail, err := f.read(agent, path, data[:end], st)
+	msgs, tail, err := f.read(agent, data[:end], st)
 	if err != nil {
 		return 0, err
 	}
@@ -198,7 +198,7 @@ func (f *Follower) baseline(agent, path string, data []byte, rec exportlog.Recor
 // read is what the file holds that may be new: only the appended lines
 // (tail true) when the file grew, its kept prefix unchanged, and the
 // driver parses a tail; else the whole file.
-func (f *Follower) read(agent, path string, data []byte, st *fileState) (msgs []transcript.Message, tail bool, err error) {
+func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transcript.Message, tail bool, err error) {
 	grew := st.Size > 0 && int64(len(data)) >= st.Size && hashOf(data[:st.Size]) == st.Hash
 	if grew && int64(len(data)) == st.Size {
 		return nil, true, nil
@@ -209,11 +209,9 @@ func (f *Follower) read(agent, path string, data []byte, st *fileState) (msgs []
 		msgs, err := tp.ParseTail(data[st.Size:], countLines(data[:st.Size]))
 		return msgs, true, err
 	}
-	r, err := agents.ReaderFor(agent)
-	if err != nil {
-		return nil, false, err
-	}
-	msgs, err = r.Read(path)
+	// The bytes read, not the file again: what the state records as read
+	// (Size, Hash) is then exactly what was parsed, however fast it grows.
+	msgs, err = readBytes(agent, data)
 	return msgs, false, err
 }
 
