@@ -128,8 +128,8 @@ func (r *adoptRig) waitHolds(id, agent, path string) []*castv1.Message {
 // resume continues it with every earlier turn sent to the model, and what
 // that resume adds goes to the same cast session. It is an ordinary
 // session: a message sent through cast runs a turn with the whole adopted
-// history (no adopted row ever was a prompt). The files cast's own turns
-// write in the same folders are never adopted.
+// history (no adopted row ever was a prompt), and so does a fork of it.
+// The files cast's own turns write in the same folders are never adopted.
 func TestAdoptNativeSessions(t *testing.T) {
 	t.Parallel()
 	names := []string{"claude", "codex", "gemini", "pi"}
@@ -202,6 +202,18 @@ func TestAdoptNativeSessions(t *testing.T) {
 			r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 			turns = r.fake.Turns()
 			assertItems(t, turns[len(turns)-1].Items, mark(1), mark(2), mark(3), mark(5))
+			// A fork of it carries the adopted history too, and is cast's.
+			fork, err := r.c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: sess.Id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fork.Origin != nil {
+				t.Fatalf("the fork claims the origin %+v", fork.Origin)
+			}
+			seq = r.send(fork.Id, mark(7)+" in the fork")
+			r.waitState(fork.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+			turns = r.fake.Turns()
+			assertItems(t, turns[len(turns)-1].Items, mark(1), mark(3), mark(5), mark(7))
 			r.direct(agent, agenttest.Cwd(t, r.homes[agent], "later-"+agent), mark(6)+" another direct session", agents.FormFresh, nil)
 			r.waitAdopted(agent, mark(6), 2)
 		})
@@ -221,9 +233,15 @@ func TestAdoptNativeSessions(t *testing.T) {
 		waitSessionState(t, r.c, sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 		r.direct("claude", agenttest.Cwd(t, r.homes["claude"], "after-own"), "ADOPT-CLAUDE-7 after cast's own", agents.FormFresh, nil)
 		r.waitAdopted("claude", "ADOPT-CLAUDE-7", len(before.Sessions)+1)
+		// --origin cast lists it (and the forks above), none adopted.
 		out, _, code := r.cast("", "ls", "--origin", "cast", "-o", "name")
-		if code != 0 || strings.TrimSpace(out) != sess.Id {
-			t.Fatalf("cast ls --origin cast: exit %d, %q; want only %s, the session cast started", code, out, sess.Id)
+		if ids := strings.Fields(out); code != 0 || !slices.Contains(ids, sess.Id) {
+			t.Fatalf("cast ls --origin cast: exit %d, %q; want %s, the session cast started, in it", code, out, sess.Id)
+		}
+		for _, id := range strings.Fields(out) {
+			if s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{SessionId: id}); err != nil || s.Origin != nil {
+				t.Fatalf("cast ls --origin cast lists %s: %v, origin %+v", id, err, s.GetOrigin())
+			}
 		}
 	})
 }
