@@ -6,18 +6,9 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// ClientIDPrefix starts the client id of every adopted row, so a node
-// never takes one as a prompt (IsAdopted).
-const ClientIDPrefix = "adopt."
-
-// IsAdopted says whether a stored row came from adoption: history the
-// user already had with the agent, never a prompt to run.
-func IsAdopted(clientID string) bool {
-	return len(clientID) > len(ClientIDPrefix) && clientID[:len(ClientIDPrefix)] == ClientIDPrefix
-}
 
 // digest identifies a message by what it says: its kind, text, tool
 // call or result, images and notice type. Not by what a rewrite of the
@@ -30,8 +21,9 @@ func digest(m transcript.Message) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// clientID is the id of the n-th (1-based) message with digest d in its
+// clientID (ids.AdoptedPrefix, so no node takes the row as a prompt) is
+// the id of the n-th (1-based) message with digest d in its
 // file: the same message read again gets the same id.
 func clientID(d string, n int) string {
-	return ClientIDPrefix + d + "." + strconv.Itoa(n)
+	return ids.AdoptedPrefix + d + "." + strconv.Itoa(n)
 }

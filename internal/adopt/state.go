@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/ids"
 )
 
 // fileState is what the follower knows of one native file.
@@ -97,7 +98,7 @@ func (s *states) put(path string, st *fileState) error {
 
 // digestOf is the digest a client id was made from (clientID).
 func digestOf(cid string) string {
-	d := strings.TrimPrefix(cid, ClientIDPrefix)
+	d := strings.TrimPrefix(cid, ids.AdoptedPrefix)
 	if i := strings.LastIndexByte(d, '.'); i >= 0 {
 		d = d[:i]
 	}

@@ -450,7 +450,7 @@ func (s *Server) nothingToStop(ctx context.Context, sess *castv1.Session) (bool,
 			return false, err
 		}
 		for _, m := range msgs {
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) { // adopted rows are history
 				return false, nil
 			}
 		}

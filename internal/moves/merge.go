@@ -11,6 +11,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -153,7 +154,7 @@ func firstWaiting(ctx context.Context, st Store, s *castv1.Session) (int64, erro
 	}
 	var first int64
 	err := eachMessage(ctx, st, s.Id, start, s.LastSeq, func(m *castv1.Message) error {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) { // adopted rows are history
 			first = m.Seq
 			return errFound
 		}

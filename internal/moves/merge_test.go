@@ -125,3 +125,18 @@ func TestMergeRefusedWhileAParentMessageWaits(t *testing.T) {
 		t.Fatal("merge --run stored no prompt")
 	}
 }
+
+// A user message a node adopted from the agent's own file (the user ran
+// the agent directly) is history, not a message waiting for a turn: it
+// does not hold a merge back.
+func TestMergeNotHeldByAdoptedRows(t *testing.T) {
+	r := newMergeRig(t)
+	r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "fork work")
+	if _, err := r.s.Append(r.ctx, r.parent, []*castv1.Message{{ClientId: ids.AdoptedPrefix + "d1.1",
+		Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "typed in the agent directly"}}, store.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork}); err != nil {
+		t.Fatalf("merge after an adopted user row: %v", err)
+	}
+}

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/custody"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/retry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -460,7 +460,7 @@ func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) 
 	}
 	var newest int64
 	for _, m := range msgs {
-		if m.Seq > o.ReceivedSeq && !adopt.IsAdopted(m.ClientId) { // adopted rows are history, never prompts
+		if m.Seq > o.ReceivedSeq && !ids.Adopted(m.ClientId) { // adopted rows are history, never prompts
 			newest = max(newest, m.Seq)
 			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
 		}

@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -156,7 +156,7 @@ func (a *Daemon) pendingPrompt(ctx context.Context, sessionID string, o owned) (
 	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq},
 		func(m *castv1.Message) error {
 			read = m.Seq
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !adopt.IsAdopted(m.ClientId) {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) {
 				if first == 0 {
 					first = m.Seq
 				}
