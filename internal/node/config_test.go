@@ -1,11 +1,13 @@
 package node
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadAgentsConfigAccounts(t *testing.T) {
@@ -120,5 +122,47 @@ func TestMetricsListenNeedsTLSOrInsecure(t *testing.T) {
 		if err := cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// Adoption watches each listing agent's own folder as the node runs it
+// (the user's, or a configured home), only those --adopt-agents names
+// when it names any, and refuses a name it cannot adopt and an interval
+// out of bounds.
+func TestAdoptConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ControlPlane, cfg.Name, cfg.DataDir = "127.0.0.1:1", "n1", "/data"
+	cfg.UserEnv = []string{"HOME=/home/me", "CLAUDE_CONFIG_DIR=/home/me/alt"}
+	cfg.Agents = map[string]AgentSetup{"codex": {Home: "/srv/codex"}}
+	cfg.Adopt, cfg.AdoptInterval = true, DefaultAdoptInterval
+	got := map[string]string{}
+	for _, s := range cfg.adoptSources() {
+		got[s.Agent] = s.Home
+	}
+	want := map[string]string{"claude": "/home/me/alt", "codex": "/srv/codex/.codex", "gemini": "/home/me/.gemini", "pi": "/home/me/.pi/agent"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("sources %v, want %v", got, want)
+	}
+	cfg.AdoptAgents = []string{"codex"}
+	if s := cfg.adoptSources(); len(s) != 1 || s[0].Agent != "codex" {
+		t.Fatalf("--adopt-agents codex: %v", s)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]func(*Config){
+		"an agent whose sessions are not files": func(c *Config) { c.AdoptAgents = []string{"opencode"} },
+		"an unknown agent":                      func(c *Config) { c.AdoptAgents = []string{"nope"} },
+		"a busy interval":                       func(c *Config) { c.AdoptInterval = time.Millisecond },
+	} {
+		c := cfg
+		bad(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	cfg.Adopt, cfg.AdoptAgents, cfg.AdoptInterval = false, []string{"nope"}, 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("adoption off: its settings are not checked: %v", err)
 	}
 }
