@@ -129,6 +129,7 @@ func StartNode(t testing.TB, addr, name string, cb func(*node.Config)) (stop fun
 	cfg.Agents = MissingAgents(cfg.DataDir)
 	cfg.JoinToken = AdminToken()
 	cfg.AgentChecks = false // a test that wants the canaries sets it in cb
+	cfg.Adopt = false       // likewise adoption of the native sessions in its home
 	if cb != nil {
 		cb(&cfg)
 	}
