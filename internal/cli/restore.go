@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/exportlog"
 	"github.com/cast-dev/cast/internal/runner"
 )
@@ -50,8 +51,9 @@ func (a *app) restoreCmd() *cobra.Command {
 				return usagef("the session has no absolute working directory; pass --cwd")
 			}
 			nativeID := sess.GetOrigin().GetNativeId()
-			if d, ok := ag.Driver(); ok && nativeID != "" {
-				if p := d.FindSession(absHome, nativeID); p != "" {
+			d, hasDriver := ag.Driver()
+			if hasDriver && nativeID != "" {
+				if p := d.FindSession(absHome, nativeID); p != "" && holdsMessages(sess.Agent, p) {
 					return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
 				}
 			}
@@ -67,6 +69,13 @@ func (a *app) restoreCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if td, ok := d.(agents.SessionTidier); ok && hasDriver {
+				// Strays of the old file (Gemini's header-only resumes) would
+				// make the agent's own cleanup take the restored one.
+				if err := td.TidySession(absHome, out.NativeID); err != nil {
+					fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
+				}
+			}
 			if a.json {
 				return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
 					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
@@ -79,4 +88,15 @@ func (a *app) restoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	return cmd
+}
+
+// holdsMessages says whether agent's native file at path holds anything
+// of a conversation (a header-only stray a resume left does not).
+func holdsMessages(agent, path string) bool {
+	r, err := codecs.Reader(agent)
+	if err != nil {
+		return true // cannot tell: take it as there
+	}
+	msgs, err := r.Read(path)
+	return err != nil || len(msgs) > 0
 }
