@@ -13,21 +13,21 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // Store is what adoption needs of the store.
 type Store interface {
-	CreateSession(ctx context.Context, p store.CreateParams) (store.Created, error)
+	CreateSession(ctx context.Context, p fence.CreateParams) (fence.Created, error)
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
-	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g store.Guard) ([]*castv1.Message, error)
+	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 }
 
 // Request is one batch a node sends (castv1.AdoptSessionRequest).
 type Request struct {
 	Node      string // the calling node (checked against its credential)
-	Principal string // the caller, as store.RequestKey wants it
+	Principal string // the caller, as fence.RequestKey wants it
 	Origin    *castv1.SessionOrigin
 	SessionID string // "" : the session adopted for Origin
 	Cwd       string
@@ -45,9 +45,9 @@ func Keep(ctx context.Context, st Store, r Request) (string, []*castv1.Message, 
 	}
 	id := r.SessionID
 	if id == "" {
-		c, err := st.CreateSession(ctx, store.CreateParams{
+		c, err := st.CreateSession(ctx, fence.CreateParams{
 			Agent: r.Origin.Agent, Cwd: r.Cwd, Title: r.Title, Node: r.Node, Creator: r.Principal,
-			RequestID: store.RequestKey(r.Principal, originKey(r.Origin)), HistorySeq: r.History,
+			RequestID: fence.RequestKey(r.Principal, originKey(r.Origin)), HistorySeq: r.History,
 			Origin: &castv1.SessionOrigin{Node: r.Node, Agent: r.Origin.Agent, NativeId: r.Origin.NativeId, Path: r.Origin.Path},
 		})
 		if err != nil {
@@ -60,7 +60,7 @@ func Keep(ctx context.Context, st Store, r Request) (string, []*castv1.Message, 
 	if len(r.Messages) == 0 {
 		return id, nil, nil
 	}
-	out, err := st.Append(ctx, id, r.Messages, store.Guard{})
+	out, err := st.Append(ctx, id, r.Messages, fence.Guard{})
 	return id, out, err
 }
 

@@ -133,7 +133,7 @@ func TestMergeNotHeldByAdoptedRows(t *testing.T) {
 	r := newMergeRig(t)
 	r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "fork work")
 	if _, err := r.s.Append(r.ctx, r.parent, []*castv1.Message{{ClientId: ids.AdoptedPrefix + "d1.1",
-		Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "typed in the agent directly"}}, store.Guard{}); err != nil {
+		Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "typed in the agent directly"}}, fence.Guard{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork}); err != nil {

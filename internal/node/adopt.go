@@ -1,4 +1,4 @@
-package nodeagent
+package node
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func (c Config) adoptSources() []adopt.Source {
 
 // adoptLoop keeps the native sessions under the agents' folders as cast
 // sessions (internal/adopt) until ctx ends.
-func (a *Agent) adoptLoop(ctx context.Context) {
+func (a *Daemon) adoptLoop(ctx context.Context) {
 	f, err := adopt.New(a.cfg.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt"), adoptSink{a}, adoptCast{a}, a.lg)
 	if err != nil {
 		a.lg.Error("adoption of native sessions is off: its bookkeeping is unreadable", zap.Error(err))
@@ -86,7 +86,7 @@ func (a *Agent) adoptLoop(ctx context.Context) {
 }
 
 // adoptSink sends adopted batches to the control plane.
-type adoptSink struct{ a *Agent }
+type adoptSink struct{ a *Daemon }
 
 func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 	cwd := b.Cwd
@@ -111,7 +111,7 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 }
 
 // adoptCast tells adoption which native files are cast's own.
-type adoptCast struct{ a *Agent }
+type adoptCast struct{ a *Daemon }
 
 func (c adoptCast) Runs(agent, path string) bool {
 	cl := &c.a.clis
