@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cast-dev/cast/internal/authn"
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -43,52 +43,16 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	if len(vals) > 1 {
 		return nil, authz.Unauthenticated("give one authorization header, not %d", len(vals))
 	}
-	tok, err := authz.ParseBearer(vals[0])
-	if err != nil {
-		return nil, authz.Unauthenticated("%v", err)
-	}
-	if !strings.HasPrefix(tok, authz.TokenPrefix) && looksLikeJWT(tok) {
-		return s.oidcPrincipal(ctx, tok)
-	}
-	hash := authz.Hash(tok)
-	rec, ok, err := s.lookupToken(ctx, hash)
-	if err != nil {
-		return nil, err
-	}
-	if !ok || !authz.Role(rec.Role).Valid() {
-		return nil, authz.Unauthenticated("the token is unknown or revoked; ask an admin for a new one (`cast token create`, or a join token for a node)")
-	}
-	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: hash}, nil
+	return s.authn.Bearer(ctx, vals[0])
 }
 
-// lookupToken is store.LookupToken through the token cache.
-func (s *Server) lookupToken(ctx context.Context, hash string) (store.TokenRecord, bool, error) {
-	rec, ok, gen, at := s.tokens.get(hash)
-	if ok {
-		return rec, true, nil
-	}
-	rec, ok, err := s.store.LookupToken(ctx, hash)
-	if err == nil && ok {
-		s.tokens.put(hash, rec, gen, at, s.calls.wasRevoked)
-	}
-	return rec, ok, err
-}
+// tokenRecords is the store's credential records as authn reads them.
+type tokenRecords struct{ st *store.Store }
 
-// oidcPrincipal returns the person an OIDC ID token names.
-func (s *Server) oidcPrincipal(ctx context.Context, tok string) (*authz.Principal, error) {
-	if s.oidc == nil {
-		return nil, authz.Unauthenticated("this looks like an OIDC ID token, but this control plane trusts no OIDC issuer (--oidc-issuer); use a cast token")
-	}
-	p, err := s.oidc.Verify(ctx, tok)
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
+func (t tokenRecords) LookupRecord(ctx context.Context, hash string) (authn.Record, bool, error) {
+	rec, ok, err := t.st.LookupToken(ctx, hash)
+	return authn.Record{Role: rec.Role, Name: rec.Name}, ok, err
 }
-
-// looksLikeJWT reports whether tok has a JWT's three dot-separated parts
-// (cast's own tokens have none).
-func looksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
 // authorize runs the method-level rule and returns ctx carrying the caller
 // and the per-message check (nil for none).

@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,32 +48,8 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 	if !isTLS || len(info.State.PeerCertificates) == 0 {
 		return nil, false, nil
 	}
-	leaf := info.State.PeerCertificates[0]
-	// Named in refusals (and so in audit lines); unverified until it passes.
-	claimed := fmt.Sprintf("%q of %q", leaf.Subject.CommonName, leaf.Issuer.CommonName)
-	id, err := pki.VerifyClient(info.State.PeerCertificates, set.Trusted, time.Now())
-	switch {
-	case errors.Is(err, pki.ErrUntrusted) && set.RetiredIssuer(leaf) != "":
-		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
-			"the client certificate %s was issued by a CA this control plane retired (%s): a node joins again with a new join token, a user runs `cast token cert` with a token", claimed, set.RetiredIssuer(leaf))
-	case errors.Is(err, pki.ErrExpired):
-		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
-			"%v (certificate %s); a node renews its own before then: join again with a new join token", err, claimed)
-	case errors.Is(err, pki.ErrUntrusted):
-		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
-			"%v (certificate %s; is it another control plane's?)", err, claimed)
-	case err != nil:
-		return nil, true, authz.Unauthenticated("%v (certificate %s)", err, claimed)
-	}
-	rec, live, err := s.lookupToken(ctx, id.Cred)
-	if err != nil {
-		return nil, true, err
-	}
-	if !live || rec.Role != id.Role || rec.Name != id.Name || !authz.Role(rec.Role).Valid() {
-		return nil, true, errs.New(errs.KindUnauthenticated, errs.ReasonCertRevoked,
-			"the certificate of %s:%s was revoked; a node joins again with a new join token (`cast node token create`)", id.Role, id.Name)
-	}
-	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred, CAPin: id.IssuerPin}, true, nil
+	p, err := s.authn.Cert(ctx, info.State.PeerCertificates, set, time.Now())
+	return p, true, err
 }
 
 // signClient issues a certificate for csr bound to p's credential record,

@@ -118,17 +118,17 @@ func (o *openCalls) creds() []string {
 // replica, until ctx ends.
 func (s *Server) watchRevocations(ctx context.Context) {
 	opened := func() {
-		s.tokens.setWatching(true)
+		s.authn.Watching(true)
 		s.recheckOpenCalls(ctx)
 	}
-	s.store.WatchRevocations(ctx, opened, func() { s.tokens.setWatching(false) }, s.revokeCalls)
+	s.store.WatchRevocations(ctx, opened, func() { s.authn.Watching(false) }, s.revokeCalls)
 }
 
 // revokeCalls ends cred's open calls and drops its cached record (after
 // remembering it as revoked, which a concurrent look-up checks).
 func (s *Server) revokeCalls(cred string) {
 	n := s.calls.revoke(cred)
-	s.tokens.drop(cred)
+	s.authn.Revoked(cred)
 	if n > 0 {
 		s.lg.Info("open calls of a revoked credential ended", zap.Int("calls", n))
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/authn"
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/capability"
@@ -67,9 +68,9 @@ type Server struct {
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
-	limits *authz.Limiter // per-user and per-node rates and streams
-	calls  *openCalls     // calls in flight by credential, ended on revocation (revocation.go)
-	tokens *tokenCache    // credential records, cleared by the same watch (tokencache.go)
+	limits *authz.Limiter       // per-user and per-node rates and streams
+	calls  *openCalls           // calls in flight by credential, ended on revocation (revocation.go)
+	authn  *authn.Authenticator // names callers; its token cache is kept by the same watch
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
 	caCalls  *openCalls
@@ -148,11 +149,15 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
 	s.calls, s.caCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired)
-	s.tokens = newTokenCache()
 	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
 	}
+	var idTokens authn.Verifier // an interface holding a nil *Verifier would not be nil
+	if s.oidc != nil {
+		idTokens = s.oidc
+	}
+	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked)
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}

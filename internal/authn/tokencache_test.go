@@ -1,14 +1,12 @@
-package controlplane
+package authn
 
 import (
 	"testing"
 	"time"
-
-	"github.com/cast-dev/cast/internal/store"
 )
 
 func TestTokenCache(t *testing.T) {
-	rec := store.TokenRecord{Role: "user", Name: "ana"}
+	rec := Record{Role: "user", Name: "ana"}
 	never := func(string) bool { return false }
 	cases := []struct {
 		name string
@@ -72,5 +70,5 @@ func TestTokenCache(t *testing.T) {
 func watchAndCache(c *tokenCache) {
 	c.setWatching(true)
 	_, _, gen, at := c.get("h")
-	c.put("h", store.TokenRecord{Role: "user", Name: "ana"}, gen, at, func(string) bool { return false })
+	c.put("h", Record{Role: "user", Name: "ana"}, gen, at, func(string) bool { return false })
 }

@@ -1,10 +1,8 @@
-package controlplane
+package authn
 
 import (
 	"sync"
 	"time"
-
-	"github.com/cast-dev/cast/internal/store"
 )
 
 // tokenCache keeps credential records looked up by hash, so a call does not
@@ -24,7 +22,7 @@ type tokenCache struct {
 }
 
 type tokenEntry struct {
-	rec store.TokenRecord
+	rec Record
 	at  time.Time
 }
 
@@ -39,20 +37,20 @@ func newTokenCache() *tokenCache {
 
 // get returns hash's record if the cache holds a fresh one; else the
 // generation and time to pass to put with the record read from etcd.
-func (c *tokenCache) get(hash string) (rec store.TokenRecord, ok bool, gen uint64, at time.Time) {
+func (c *tokenCache) get(hash string) (rec Record, ok bool, gen uint64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	e, ok := c.entries[hash]
 	if !ok || !c.watching || now.Sub(e.at) > tokenCacheTTL {
-		return store.TokenRecord{}, false, c.gen, now
+		return Record{}, false, c.gen, now
 	}
 	return e.rec, true, c.gen, now
 }
 
 // put caches rec, read after get returned gen and at, unless the watch has
 // not run all along since or revoked says the record was deleted since.
-func (c *tokenCache) put(hash string, rec store.TokenRecord, gen uint64, at time.Time, revoked func(string) bool) {
+func (c *tokenCache) put(hash string, rec Record, gen uint64, at time.Time, revoked func(string) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.watching || gen != c.gen || revoked(hash) {
