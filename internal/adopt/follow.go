@@ -28,8 +28,11 @@ type Batch struct {
 	Title     string
 	// History is how many messages the first import of the file carries
 	// in all (only with SessionID "").
-	History  int64
-	Messages []transcript.Message // each with its ClientID
+	History int64
+	// ParentNativeID is set (with SessionID "") when the file holds only a
+	// subagent's run that native session spawned.
+	ParentNativeID string
+	Messages       []transcript.Message // each with its ClientID
 }
 
 // Sink keeps adopted messages: the control plane, through the node.
@@ -223,6 +226,7 @@ func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, 
 	b := Batch{Agent: agent, NativeID: st.NativeID, Path: path, SessionID: st.SessionID}
 	if st.SessionID == "" {
 		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
+		b.ParentNativeID = parentOf(agent, path)
 	}
 	sent := 0
 	for _, part := range batches(fresh) {

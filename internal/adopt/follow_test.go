@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,4 +268,48 @@ func TestFollowBacksOffAFailingFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, "sent once the sink takes it", r.sink.texts(0), "hello")
+}
+
+// A Codex thread another thread spawned is sent with its parent's native
+// id (the control plane nests it under the session adopted for that one);
+// a thread of its own is sent without.
+func TestFollowSubagentRunNamesItsParent(t *testing.T) {
+	home := t.TempDir()
+	day := filepath.Join(home, "sessions", "2026", "11", "30")
+	if err := os.MkdirAll(day, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const parent = "019a0000-0000-7000-8000-0000000000aa"
+	rollout := func(id, source string) string {
+		return `{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"` + id + `","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w","originator":"codex_cli_rs","cli_version":"0.171.0","source":` + source + `}}
+{"timestamp":"2026-11-30T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"task ` + id + `"}]}}
+`
+	}
+	files := map[string]string{
+		"rollout-2026-11-30T10-00-00-" + parent + ".jsonl": rollout(parent, `"cli"`),
+		"rollout-2026-11-30T10-00-05-019a0000-0000-7000-8000-0000000000bb.jsonl": rollout("019a0000-0000-7000-8000-0000000000bb",
+			`{"subagent":{"thread_spawn":{"parent_thread_id":"`+parent+`","depth":1}}}`),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(day, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &sink{}
+	f, err := adopt.New([]adopt.Source{{Agent: "codex", Home: home}}, t.TempDir(), s,
+		castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, b := range s.batches {
+		got[b.NativeID] = b.ParentNativeID
+	}
+	want := map[string]string{parent: "", "019a0000-0000-7000-8000-0000000000bb": parent}
+	if !maps.Equal(got, want) {
+		t.Fatalf("parents sent %v, want %v", got, want)
+	}
 }

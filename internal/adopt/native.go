@@ -39,6 +39,20 @@ func cwdOf(agent, path string) string {
 	return ""
 }
 
+// parentOf is the native id of the session whose subagent's run path
+// holds ("" for a session of its own, or a run that does not say).
+func parentOf(agent, path string) string {
+	r, err := agents.ReaderFor(agent)
+	if err != nil {
+		return ""
+	}
+	sub, ok, err := agents.ReadSubagent(r, path)
+	if err != nil || !ok {
+		return ""
+	}
+	return sub.ParentNativeID
+}
+
 // title is what the first user message says, else the file's name.
 func title(msgs []transcript.Message, path string) string {
 	if t := agents.Title(msgs, 60); t != "" {

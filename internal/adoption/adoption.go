@@ -21,6 +21,7 @@ import (
 type Store interface {
 	CreateSession(ctx context.Context, p fence.CreateParams) (fence.Created, error)
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
+	RequestedSession(ctx context.Context, requestKey string) (string, bool, error)
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 }
 
@@ -33,7 +34,12 @@ type Request struct {
 	Cwd       string
 	Title     string
 	History   int64
-	Messages  []*castv1.Message
+	// ParentNativeID, on create, is the native session whose subagent's
+	// run the file holds: when the same node adopted that session, the
+	// new one is its worker (a nested session, as `cast import --parent`
+	// makes).
+	ParentNativeID string
+	Messages       []*castv1.Message
 }
 
 // Keep stores r's messages in the cast session that keeps r.Origin,
@@ -45,11 +51,15 @@ func Keep(ctx context.Context, st Store, r Request) (string, []*castv1.Message, 
 	}
 	id := r.SessionID
 	if id == "" {
-		c, err := st.CreateSession(ctx, fence.CreateParams{
+		p := fence.CreateParams{
 			Agent: r.Origin.Agent, Cwd: r.Cwd, Title: r.Title, Node: r.Node, Creator: r.Principal,
 			RequestID: fence.RequestKey(r.Principal, originKey(r.Origin)), HistorySeq: r.History,
 			Origin: &castv1.SessionOrigin{Node: r.Node, Agent: r.Origin.Agent, NativeId: r.Origin.NativeId, Path: r.Origin.Path},
-		})
+		}
+		if err := underParent(ctx, st, r, &p); err != nil {
+			return "", nil, err
+		}
+		c, err := st.CreateSession(ctx, p)
 		if err != nil {
 			return "", nil, err
 		}
@@ -96,6 +106,32 @@ func mayAppend(ctx context.Context, st Store, r Request) error {
 	}
 	return errs.New(errs.KindPermissionDenied, errs.ReasonNodeMismatch,
 		"session %s is neither owned by node %s nor adopted from %s session %s", r.SessionID, r.Node, r.Origin.Agent, r.Origin.NativeId)
+}
+
+// underParent makes p a worker of the session adopted for r's parent
+// native session, when this node adopted it; a parent not adopted (yet,
+// or by another node) leaves p a session of its own.
+func underParent(ctx context.Context, st Store, r Request, p *fence.CreateParams) error {
+	if r.ParentNativeID == "" || r.ParentNativeID == r.Origin.NativeId {
+		return nil
+	}
+	parentKey := fence.RequestKey(r.Principal, originKey(&castv1.SessionOrigin{Agent: r.Origin.Agent, NativeId: r.ParentNativeID}))
+	pid, ok, err := st.RequestedSession(ctx, parentKey)
+	if err != nil || !ok {
+		return err
+	}
+	parent, err := st.GetSession(ctx, pid)
+	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+		return nil // purged since: the run stands alone
+	}
+	if err != nil {
+		return err
+	}
+	p.ParentID, p.RootID, p.Subagent = parent.Id, parent.RootId, true
+	if p.RootID == "" {
+		p.RootID = parent.Id
+	}
+	return nil
 }
 
 // originKey names an origin in a request id (bounded, one charset).

@@ -82,3 +82,52 @@ func TestKeep(t *testing.T) {
 		}
 	}
 }
+
+// A file holding only a subagent's run that a session this node adopted
+// spawned becomes that session's worker; a parent another node adopted, or
+// none adopted yet, leaves it a session of its own.
+func TestKeepSubagentRunUnderItsParent(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := func(node, native, parent string) *castv1.Session {
+		t.Helper()
+		id, _, err := adoption.Keep(ctx, s, adoption.Request{Node: node, Principal: "node:" + node,
+			Origin: &castv1.SessionOrigin{Node: node, Agent: "codex", NativeId: native, Path: "/home/u/.codex/sessions/" + native + ".jsonl"},
+			Cwd:    "/home/u/p", Title: native, History: 1, ParentNativeID: parent,
+			Messages: []*castv1.Message{msg(castv1.MessageKind_MESSAGE_KIND_USER, "task "+native, "adopt."+native+".1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := s.GetSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	parent := keep("n1", "main-1", "")
+	cases := []struct {
+		name, node, native, parent string
+		wantParent                 string
+	}{
+		{"spawned by a session this node adopted", "n1", "sub-1", "main-1", parent.Id},
+		{"its parent adopted by another node", "n2", "sub-2", "main-1", ""},
+		{"its parent not adopted", "n1", "sub-3", "main-unknown", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := keep(tc.node, tc.native, tc.parent)
+			if got.ParentId != tc.wantParent || got.Subagent != (tc.wantParent != "") {
+				t.Fatalf("parent %q subagent %v, want parent %q", got.ParentId, got.Subagent, tc.wantParent)
+			}
+			if tc.wantParent != "" && got.RootId != parent.Id {
+				t.Fatalf("root %q, want %q", got.RootId, parent.Id)
+			}
+		})
+	}
+}

@@ -30,6 +30,7 @@ func (h *nodeService) AdoptSession(ctx context.Context, req *castv1.AdoptSession
 	id, out, err := adoption.Keep(ctx, h.s.store, adoption.Request{
 		Node: req.Node, Principal: caller(ctx), Origin: req.Origin, SessionID: req.SessionId,
 		Cwd: req.Cwd, Title: req.Title, History: req.HistoryMessages, Messages: req.Messages,
+		ParentNativeID: req.ParentNativeId,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

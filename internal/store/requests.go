@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/errs"
@@ -23,4 +24,17 @@ func checkRequestKey(k string) error {
 		return errs.Internal(nil, "request id "+k+" is not scoped to a principal (store.RequestKey)")
 	}
 	return nil
+}
+
+// RequestedSession is the session a create with request key rk made
+// (fence.RequestKey); ok is false when no create used that key.
+func (s *Store) RequestedSession(ctx context.Context, rk string) (string, bool, error) {
+	if err := checkRequestKey(rk); err != nil || rk == "" {
+		return "", false, err
+	}
+	resp, err := s.cli.Get(ctx, s.requestKey(rk))
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", false, err
+	}
+	return string(resp.Kvs[0].Value), true, nil
 }

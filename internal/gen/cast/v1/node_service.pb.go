@@ -7,13 +7,12 @@
 package castv1
 
 import (
-	reflect "reflect"
-	sync "sync"
-	unsafe "unsafe"
-
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
 )
 
 const (
@@ -2639,9 +2638,13 @@ type AdoptSessionRequest struct {
 	// all (on create, as CreateSessionRequest.history_messages).
 	HistoryMessages int64 `protobuf:"varint,6,opt,name=history_messages,json=historyMessages,proto3" json:"history_messages,omitempty"`
 	// messages to append; each needs a client_id.
-	Messages      []*Message `protobuf:"bytes,7,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Messages []*Message `protobuf:"bytes,7,rep,name=messages,proto3" json:"messages,omitempty"`
+	// parent_native_id, on create, says the file holds only a subagent's
+	// run spawned by that native session of the same agent: when this node
+	// adopted that one, the new session is its worker.
+	ParentNativeId string `protobuf:"bytes,8,opt,name=parent_native_id,json=parentNativeId,proto3" json:"parent_native_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AdoptSessionRequest) Reset() {
@@ -2721,6 +2724,13 @@ func (x *AdoptSessionRequest) GetMessages() []*Message {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *AdoptSessionRequest) GetParentNativeId() string {
+	if x != nil {
+		return x.ParentNativeId
+	}
+	return ""
 }
 
 // AdoptSessionResponse names the cast session.
@@ -3818,7 +3828,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
 	"\vowner_token\x18\x03 \x01(\x03R\n" +
 	"ownerToken\x12,\n" +
-	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xf9\x01\n" +
+	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xa3\x02\n" +
 	"\x13AdoptSessionRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12.\n" +
 	"\x06origin\x18\x02 \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12\x1d\n" +
@@ -3827,7 +3837,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x14\n" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12)\n" +
 	"\x10history_messages\x18\x06 \x01(\x03R\x0fhistoryMessages\x12,\n" +
-	"\bmessages\x18\a \x03(\v2\x10.cast.v1.MessageR\bmessages\"c\n" +
+	"\bmessages\x18\a \x03(\v2\x10.cast.v1.MessageR\bmessages\x12(\n" +
+	"\x10parent_native_id\x18\b \x01(\tR\x0eparentNativeId\"c\n" +
 	"\x14AdoptSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
