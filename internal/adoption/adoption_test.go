@@ -8,6 +8,7 @@ import (
 	"github.com/cast-dev/cast/internal/adoption"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -21,14 +22,7 @@ func msg(kind castv1.MessageKind, text, cid string) *castv1.Message {
 // came from; a node adds only to a session it owns or one adopted from the
 // same native session.
 func TestKeep(t *testing.T) {
-	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, n := range []string{"n1", "n2"} {
-		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, ctx := twoNodes(t)
 	origin := &castv1.SessionOrigin{Node: "n1", Agent: "claude", NativeId: "nat-1", Path: "/home/u/.claude/projects/p/nat-1.jsonl"}
 	first := adoption.Request{Node: "n1", Principal: "node:n1", Origin: origin, Cwd: "/home/u/p", Title: "hello", History: 2,
 		Messages: []*castv1.Message{
@@ -87,14 +81,7 @@ func TestKeep(t *testing.T) {
 // spawned becomes that session's worker; a parent another node adopted, or
 // none adopted yet, leaves it a session of its own.
 func TestKeepSubagentRunUnderItsParent(t *testing.T) {
-	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, n := range []string{"n1", "n2"} {
-		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, ctx := twoNodes(t)
 	keep := func(node, native, parent string) *castv1.Session {
 		t.Helper()
 		id, _, err := adoption.Keep(ctx, s, adoption.Request{Node: node, Principal: "node:" + node,
@@ -130,4 +117,18 @@ func TestKeepSubagentRunUnderItsParent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoNodes is a store on a fresh etcd with nodes n1 and n2 connected.
+func twoNodes(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, ctx
 }
