@@ -73,6 +73,7 @@ var examples = map[string][]string{
 	"token ls":               {"cast token ls", "cast token ls -o name"},
 	"token rm":               {"cast token rm alice"},
 	"token whoami":           {"cast token whoami"},
+	"web":                    {"cast web", "cast web --print   # just print the one-time link (it works once, within a minute)"},
 	"usage":                  {"cast usage", "cast usage --agent claude --json"},
 	"version":                {"cast version", "cast version --client"},
 	"watch":                  {"cast watch 7k2m9qa", "cast watch 7k2m9qa --from 40"},

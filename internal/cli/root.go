@@ -86,7 +86,7 @@ func (a *app) root() *cobra.Command {
 		a.importCmd(), a.exportCmd(), a.restoreCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
-		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd(), a.configCmd(), a.loginCmd())
+		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd(), a.configCmd(), a.loginCmd(), a.webCmd())
 	usageArgs(root)
 	for _, c := range append(allCommands(root), root) {
 		// pflag writes a deprecated flag's note to this; cobra's default

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/capability"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -96,4 +97,20 @@ type migrationDiverter struct{ s *Server }
 
 func (d migrationDiverter) Divert(ctx context.Context, sess *castv1.Session, node string) (string, string, error) {
 	return moves.Divert(ctx, d.s.store, d.s.briefer, sess, node)
+}
+
+// ListAgents is the registry with the takeover check a switch and a fork
+// run (agents.CheckTakeover), so a UI labels exactly what they refuse.
+func (h *agentService) ListAgents(context.Context, *castv1.ListAgentsRequest) (*castv1.ListAgentsResponse, error) {
+	names := agents.Names()
+	out := make([]*castv1.RegisteredAgent, 0, len(names))
+	for _, n := range names {
+		a, _ := agents.Lookup(n)
+		ra := &castv1.RegisteredAgent{Name: n, DisplayName: a.DisplayName, TakesOverHistory: true}
+		if err := agents.CheckTakeover(n, true); err != nil {
+			ra.TakesOverHistory, ra.Refusal = false, err.Error()
+		}
+		out = append(out, ra)
+	}
+	return &castv1.ListAgentsResponse{Agents: out}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 // Every call passes one authorization layer (these interceptors): the
@@ -32,6 +33,9 @@ import (
 // nil without either, an UNAUTHENTICATED error for a malformed, unknown,
 // expired or revoked one.
 func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
+	if p, ok := web.Caller(ctx); ok {
+		return s.webPrincipal(ctx, p)
+	}
 	if p, ok, err := s.certPrincipal(ctx); ok {
 		return p, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 // Defaults.
@@ -117,6 +118,9 @@ type Config struct {
 	// the Kubernetes namespace the replica runs in (--publish-k8s). It
 	// needs TLS: the join Secret carries the CA's pin.
 	Publish KubePublisher
+	// Web serves the web timeline (internal/web) on its own listener:
+	// off until Web.Listen is set (--web-listen; --dev sets it).
+	Web web.Config
 }
 
 // AuthConfig configures who may call the control plane (auth.go). Every
@@ -153,6 +157,7 @@ func DefaultConfig() Config {
 		NodeLimits:    authz.DefaultNodeLimits(),
 		RefusalLog:    DefaultRefusalLog,
 		Watch:         fanout.DefaultConfig(),
+		Web:           web.DefaultConfig(),
 		TLS:           TLSConfig{NodeCertTTL: DefaultNodeCertTTL, UserCertTTL: DefaultUserCertTTL},
 		Auth:          AuthConfig{OIDC: oidcauth.DefaultConfig()},
 
@@ -181,6 +186,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-user are for an external etcd: give --etcd-endpoints")
 	}
 	if err := c.Etcd.Validate(c.EtcdEndpoints); err != nil {
+		return err
+	}
+	if err := c.Web.Validate(); err != nil {
 		return err
 	}
 	if c.LeaseTTL < 2*time.Second {

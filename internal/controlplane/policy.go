@@ -89,6 +89,8 @@ func (s *Server) newPolicy() authz.Policy {
 		castv1.AuthService_RevokeNode_FullMethodName:      {Roles: adminOnly},
 		castv1.AuthService_JoinNode_FullMethodName:        {Public: true}, // the join token is the credential
 		castv1.AuthService_WhoAmI_FullMethodName:          {Roles: everyone},
+		// A browser signs in as the person who asked (internal/web).
+		castv1.AuthService_CreateWebLogin_FullMethodName: {Roles: people},
 		// A certificate for the caller's own key, bound to its own credential.
 		castv1.AuthService_IssueCertificate_FullMethodName: {Roles: everyone},
 		// CA rotation (carotation.go). The bundle is public certificates
@@ -104,6 +106,7 @@ func (s *Server) newPolicy() authz.Policy {
 		// and admins (`cast agents check`) record them; anyone reads them.
 		castv1.AgentService_RecordAgentChecks_FullMethodName: {Roles: nodes, Check: checkNodeSelf},
 		castv1.AgentService_ListAgentChecks_FullMethodName:   {Roles: everyone},
+		castv1.AgentService_ListAgents_FullMethodName:        {Roles: everyone},
 
 		castv1.VersionService_GetVersion_FullMethodName: {Public: true}, // as /version on a Kubernetes API server
 

@@ -44,6 +44,7 @@ import (
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/turnstate"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 // Server is one running control plane replica.
@@ -90,6 +91,7 @@ type Server struct {
 	lis     net.Listener
 	httpSrv *http.Server
 	httpLis net.Listener
+	web     *web.Server // the web timeline (nil: not served)
 
 	stop     context.CancelFunc // ends streams and background loops
 	stopCx   context.Context
@@ -179,6 +181,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		return nil, err
 	}
 	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	if err := s.startWeb(); err != nil {
 		return nil, err
 	}
 	s.goLoop(s.store.Run)
@@ -374,6 +379,13 @@ func (s *Server) shutdown() {
 	s.stop()
 	if s.health != nil {
 		s.health.Shutdown()
+	}
+	if s.web != nil {
+		// Its calls are the gRPC server's (ServeHTTP): closed first, as
+		// GracefulStop would wait on their watches.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.web.Stop(ctx)
+		cancel()
 	}
 	if s.grpc != nil {
 		done := make(chan struct{})

@@ -40,7 +40,7 @@ type Options struct {
 
 // Run serves until ctx ends. The node's ControlPlane address is filled in.
 func Run(ctx context.Context, cp controlplane.Config, nc node.Config, opts Options, lg *zap.Logger) error {
-	for _, a := range []string{cp.Listen, cp.MetricsListen, nc.MetricsListen} {
+	for _, a := range []string{cp.Listen, cp.MetricsListen, nc.MetricsListen, cp.Web.Listen} {
 		if a == "" {
 			continue
 		}
@@ -83,6 +83,9 @@ func Run(ctx context.Context, cp controlplane.Config, nc node.Config, opts Optio
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = agent.Run(nctx) }()
 	banner(lg, srv.Addr(), nc, cp.DataDir)
+	if u := srv.WebURL(); u != "" {
+		lg.Info("web timeline: run `cast web` to open it signed in", zap.String("url", u))
+	}
 	<-ctx.Done()
 	stopNode() // the node stops before the control plane it talks to
 	wg.Wait()
@@ -125,6 +128,21 @@ func NodeMetricsListen(cpMetrics string) string {
 		return net.JoinHostPort(host, "0")
 	}
 	return net.JoinHostPort(host, strconv.Itoa(p+1))
+}
+
+// WebListen is the dev web timeline's address: --listen's host with its
+// port + 3 (127.0.0.1:7780 beside 7777, 7778 and the node's 7779), port 0
+// beside port 0.
+func WebListen(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p == 0 || p > 65532 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+3))
 }
 
 // ContextName is the context `controlplane --dev` writes.

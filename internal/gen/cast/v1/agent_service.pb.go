@@ -343,6 +343,165 @@ func (x *ListAgentChecksResponse) GetNextPageToken() string {
 	return ""
 }
 
+// ListAgentsRequest asks for the agent registry.
+type ListAgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsRequest) Reset() {
+	*x = ListAgentsRequest{}
+	mi := &file_cast_v1_agent_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsRequest) ProtoMessage() {}
+
+func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_agent_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
+func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_agent_service_proto_rawDescGZIP(), []int{5}
+}
+
+// ListAgentsResponse is the agent registry, in name order.
+type ListAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agents known to this control plane.
+	Agents        []*RegisteredAgent `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentsResponse) Reset() {
+	*x = ListAgentsResponse{}
+	mi := &file_cast_v1_agent_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentsResponse) ProtoMessage() {}
+
+func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_agent_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
+func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_agent_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListAgentsResponse) GetAgents() []*RegisteredAgent {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+// RegisteredAgent is one agent of the registry.
+type RegisteredAgent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the registry name ("claude", "cursor", ...).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// display_name is for people ("Claude Code").
+	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	// takes_over_history is true when cast can rebuild a conversation into
+	// the agent's native transcript, so a switch or fork onto it of a
+	// session with messages is allowed (a handoff always is).
+	TakesOverHistory bool `protobuf:"varint,3,opt,name=takes_over_history,json=takesOverHistory,proto3" json:"takes_over_history,omitempty"`
+	// refusal is the server's words when it is not ("Cursor can't rebuild
+	// history ...").
+	Refusal       string `protobuf:"bytes,4,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisteredAgent) Reset() {
+	*x = RegisteredAgent{}
+	mi := &file_cast_v1_agent_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisteredAgent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisteredAgent) ProtoMessage() {}
+
+func (x *RegisteredAgent) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_agent_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisteredAgent.ProtoReflect.Descriptor instead.
+func (*RegisteredAgent) Descriptor() ([]byte, []int) {
+	return file_cast_v1_agent_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RegisteredAgent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisteredAgent) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+func (x *RegisteredAgent) GetTakesOverHistory() bool {
+	if x != nil {
+		return x.TakesOverHistory
+	}
+	return false
+}
+
+func (x *RegisteredAgent) GetRefusal() string {
+	if x != nil {
+		return x.Refusal
+	}
+	return ""
+}
+
 var File_cast_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_agent_service_proto_rawDesc = "" +
@@ -373,10 +532,20 @@ const file_cast_v1_agent_service_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x17ListAgentChecksResponse\x12+\n" +
 	"\x06checks\x18\x01 \x03(\v2\x13.cast.v1.AgentCheckR\x06checks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc0\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x13\n" +
+	"\x11ListAgentsRequest\"F\n" +
+	"\x12ListAgentsResponse\x120\n" +
+	"\x06agents\x18\x01 \x03(\v2\x18.cast.v1.RegisteredAgentR\x06agents\"\x90\x01\n" +
+	"\x0fRegisteredAgent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12,\n" +
+	"\x12takes_over_history\x18\x03 \x01(\bR\x10takesOverHistory\x12\x18\n" +
+	"\arefusal\x18\x04 \x01(\tR\arefusal2\x87\x02\n" +
 	"\fAgentService\x12Z\n" +
 	"\x11RecordAgentChecks\x12!.cast.v1.RecordAgentChecksRequest\x1a\".cast.v1.RecordAgentChecksResponse\x12T\n" +
-	"\x0fListAgentChecks\x12\x1f.cast.v1.ListAgentChecksRequest\x1a .cast.v1.ListAgentChecksResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\x0fListAgentChecks\x12\x1f.cast.v1.ListAgentChecksRequest\x1a .cast.v1.ListAgentChecksResponse\x12E\n" +
+	"\n" +
+	"ListAgents\x12\x1a.cast.v1.ListAgentsRequest\x1a\x1b.cast.v1.ListAgentsResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_agent_service_proto_rawDescOnce sync.Once
@@ -390,29 +559,35 @@ func file_cast_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_cast_v1_agent_service_proto_rawDescData
 }
 
-var file_cast_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_cast_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_cast_v1_agent_service_proto_goTypes = []any{
 	(*AgentCheck)(nil),                // 0: cast.v1.AgentCheck
 	(*RecordAgentChecksRequest)(nil),  // 1: cast.v1.RecordAgentChecksRequest
 	(*RecordAgentChecksResponse)(nil), // 2: cast.v1.RecordAgentChecksResponse
 	(*ListAgentChecksRequest)(nil),    // 3: cast.v1.ListAgentChecksRequest
 	(*ListAgentChecksResponse)(nil),   // 4: cast.v1.ListAgentChecksResponse
-	(*timestamppb.Timestamp)(nil),     // 5: google.protobuf.Timestamp
+	(*ListAgentsRequest)(nil),         // 5: cast.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),        // 6: cast.v1.ListAgentsResponse
+	(*RegisteredAgent)(nil),           // 7: cast.v1.RegisteredAgent
+	(*timestamppb.Timestamp)(nil),     // 8: google.protobuf.Timestamp
 }
 var file_cast_v1_agent_service_proto_depIdxs = []int32{
-	5, // 0: cast.v1.AgentCheck.check_time:type_name -> google.protobuf.Timestamp
+	8, // 0: cast.v1.AgentCheck.check_time:type_name -> google.protobuf.Timestamp
 	0, // 1: cast.v1.RecordAgentChecksRequest.checks:type_name -> cast.v1.AgentCheck
 	0, // 2: cast.v1.RecordAgentChecksResponse.checks:type_name -> cast.v1.AgentCheck
 	0, // 3: cast.v1.ListAgentChecksResponse.checks:type_name -> cast.v1.AgentCheck
-	1, // 4: cast.v1.AgentService.RecordAgentChecks:input_type -> cast.v1.RecordAgentChecksRequest
-	3, // 5: cast.v1.AgentService.ListAgentChecks:input_type -> cast.v1.ListAgentChecksRequest
-	2, // 6: cast.v1.AgentService.RecordAgentChecks:output_type -> cast.v1.RecordAgentChecksResponse
-	4, // 7: cast.v1.AgentService.ListAgentChecks:output_type -> cast.v1.ListAgentChecksResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 4: cast.v1.ListAgentsResponse.agents:type_name -> cast.v1.RegisteredAgent
+	1, // 5: cast.v1.AgentService.RecordAgentChecks:input_type -> cast.v1.RecordAgentChecksRequest
+	3, // 6: cast.v1.AgentService.ListAgentChecks:input_type -> cast.v1.ListAgentChecksRequest
+	5, // 7: cast.v1.AgentService.ListAgents:input_type -> cast.v1.ListAgentsRequest
+	2, // 8: cast.v1.AgentService.RecordAgentChecks:output_type -> cast.v1.RecordAgentChecksResponse
+	4, // 9: cast.v1.AgentService.ListAgentChecks:output_type -> cast.v1.ListAgentChecksResponse
+	6, // 10: cast.v1.AgentService.ListAgents:output_type -> cast.v1.ListAgentsResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_agent_service_proto_init() }
@@ -426,7 +601,7 @@ func file_cast_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_agent_service_proto_rawDesc), len(file_cast_v1_agent_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AgentService_RecordAgentChecks_FullMethodName = "/cast.v1.AgentService/RecordAgentChecks"
 	AgentService_ListAgentChecks_FullMethodName   = "/cast.v1.AgentService/ListAgentChecks"
+	AgentService_ListAgents_FullMethodName        = "/cast.v1.AgentService/ListAgents"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -38,6 +39,10 @@ type AgentServiceClient interface {
 	RecordAgentChecks(ctx context.Context, in *RecordAgentChecksRequest, opts ...grpc.CallOption) (*RecordAgentChecksResponse, error)
 	// ListAgentChecks returns the verdict matrix.
 	ListAgentChecks(ctx context.Context, in *ListAgentChecksRequest, opts ...grpc.CallOption) (*ListAgentChecksResponse, error)
+	// ListAgents returns the agents this control plane knows, each with
+	// whether it can take over a conversation's history: the check a switch
+	// or fork runs, so a UI labels what the server would refuse.
+	ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error)
 }
 
 type agentServiceClient struct {
@@ -68,6 +73,16 @@ func (c *agentServiceClient) ListAgentChecks(ctx context.Context, in *ListAgentC
 	return out, nil
 }
 
+func (c *agentServiceClient) ListAgents(ctx context.Context, in *ListAgentsRequest, opts ...grpc.CallOption) (*ListAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAgentsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -83,6 +98,10 @@ type AgentServiceServer interface {
 	RecordAgentChecks(context.Context, *RecordAgentChecksRequest) (*RecordAgentChecksResponse, error)
 	// ListAgentChecks returns the verdict matrix.
 	ListAgentChecks(context.Context, *ListAgentChecksRequest) (*ListAgentChecksResponse, error)
+	// ListAgents returns the agents this control plane knows, each with
+	// whether it can take over a conversation's history: the check a switch
+	// or fork runs, so a UI labels what the server would refuse.
+	ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -98,6 +117,9 @@ func (UnimplementedAgentServiceServer) RecordAgentChecks(context.Context, *Recor
 }
 func (UnimplementedAgentServiceServer) ListAgentChecks(context.Context, *ListAgentChecksRequest) (*ListAgentChecksResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListAgentChecks not implemented")
+}
+func (UnimplementedAgentServiceServer) ListAgents(context.Context, *ListAgentsRequest) (*ListAgentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListAgents not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -156,6 +178,24 @@ func _AgentService_ListAgentChecks_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListAgents(ctx, req.(*ListAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,6 +210,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAgentChecks",
 			Handler:    _AgentService_ListAgentChecks_Handler,
+		},
+		{
+			MethodName: "ListAgents",
+			Handler:    _AgentService_ListAgents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1718,6 +1718,98 @@ func (x *RetireCAResponse) GetRetired() *CAInfo {
 	return nil
 }
 
+// CreateWebLoginRequest asks for a one-time login link.
+type CreateWebLoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebLoginRequest) Reset() {
+	*x = CreateWebLoginRequest{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebLoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebLoginRequest) ProtoMessage() {}
+
+func (x *CreateWebLoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebLoginRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebLoginRequest) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{29}
+}
+
+// CreateWebLoginResponse is the link.
+type CreateWebLoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// url opens the web app signed in as the caller; it works once.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// expire_time is when the link stops working if unused.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebLoginResponse) Reset() {
+	*x = CreateWebLoginResponse{}
+	mi := &file_cast_v1_auth_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebLoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebLoginResponse) ProtoMessage() {}
+
+func (x *CreateWebLoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cast_v1_auth_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebLoginResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebLoginResponse) Descriptor() ([]byte, []int) {
+	return file_cast_v1_auth_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateWebLoginResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateWebLoginResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
 var File_cast_v1_auth_service_proto protoreflect.FileDescriptor
 
 const file_cast_v1_auth_service_proto_rawDesc = "" +
@@ -1825,13 +1917,18 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\x0fRetireCARequest\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\"=\n" +
 	"\x10RetireCAResponse\x12)\n" +
-	"\aretired\x18\x01 \x01(\v2\x0f.cast.v1.CAInfoR\aretired*J\n" +
+	"\aretired\x18\x01 \x01(\v2\x0f.cast.v1.CAInfoR\aretired\"\x17\n" +
+	"\x15CreateWebLoginRequest\"g\n" +
+	"\x16CreateWebLoginResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime*J\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"ROLE_ADMIN\x10\x01\x12\r\n" +
 	"\tROLE_USER\x10\x02\x12\r\n" +
-	"\tROLE_NODE\x10\x032\xb7\a\n" +
+	"\tROLE_NODE\x10\x032\x8a\b\n" +
 	"\vAuthService\x12H\n" +
 	"\vCreateToken\x12\x1b.cast.v1.CreateTokenRequest\x1a\x1c.cast.v1.CreateTokenResponse\x12E\n" +
 	"\n" +
@@ -1848,7 +1945,8 @@ const file_cast_v1_auth_service_proto_rawDesc = "" +
 	"\bRotateCA\x12\x18.cast.v1.RotateCARequest\x1a\x19.cast.v1.RotateCAResponse\x12E\n" +
 	"\n" +
 	"ActivateCA\x12\x1a.cast.v1.ActivateCARequest\x1a\x1b.cast.v1.ActivateCAResponse\x12?\n" +
-	"\bRetireCA\x12\x18.cast.v1.RetireCARequest\x1a\x19.cast.v1.RetireCAResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
+	"\bRetireCA\x12\x18.cast.v1.RetireCARequest\x1a\x19.cast.v1.RetireCAResponse\x12Q\n" +
+	"\x0eCreateWebLogin\x12\x1e.cast.v1.CreateWebLoginRequest\x1a\x1f.cast.v1.CreateWebLoginResponseB6Z4github.com/cast-dev/cast/internal/gen/cast/v1;castv1b\x06proto3"
 
 var (
 	file_cast_v1_auth_service_proto_rawDescOnce sync.Once
@@ -1863,7 +1961,7 @@ func file_cast_v1_auth_service_proto_rawDescGZIP() []byte {
 }
 
 var file_cast_v1_auth_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_cast_v1_auth_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_cast_v1_auth_service_proto_goTypes = []any{
 	(Role)(0),                        // 0: cast.v1.Role
 	(*CreateTokenRequest)(nil),       // 1: cast.v1.CreateTokenRequest
@@ -1895,56 +1993,61 @@ var file_cast_v1_auth_service_proto_goTypes = []any{
 	(*ActivateCAResponse)(nil),       // 27: cast.v1.ActivateCAResponse
 	(*RetireCARequest)(nil),          // 28: cast.v1.RetireCARequest
 	(*RetireCAResponse)(nil),         // 29: cast.v1.RetireCAResponse
-	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
+	(*CreateWebLoginRequest)(nil),    // 30: cast.v1.CreateWebLoginRequest
+	(*CreateWebLoginResponse)(nil),   // 31: cast.v1.CreateWebLoginResponse
+	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
 }
 var file_cast_v1_auth_service_proto_depIdxs = []int32{
 	0,  // 0: cast.v1.CreateTokenRequest.role:type_name -> cast.v1.Role
 	0,  // 1: cast.v1.TokenInfo.role:type_name -> cast.v1.Role
-	30, // 2: cast.v1.TokenInfo.create_time:type_name -> google.protobuf.Timestamp
+	32, // 2: cast.v1.TokenInfo.create_time:type_name -> google.protobuf.Timestamp
 	4,  // 3: cast.v1.ListTokensResponse.tokens:type_name -> cast.v1.TokenInfo
-	30, // 4: cast.v1.CreateJoinTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 5: cast.v1.IssueCertificateResponse.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 4: cast.v1.CreateJoinTokenResponse.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 5: cast.v1.IssueCertificateResponse.expire_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: cast.v1.WhoAmIResponse.role:type_name -> cast.v1.Role
-	30, // 7: cast.v1.CAInfo.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 8: cast.v1.CAInfo.state_time:type_name -> google.protobuf.Timestamp
-	30, // 9: cast.v1.CertHolder.issue_time:type_name -> google.protobuf.Timestamp
-	30, // 10: cast.v1.CertHolder.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 7: cast.v1.CAInfo.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 8: cast.v1.CAInfo.state_time:type_name -> google.protobuf.Timestamp
+	32, // 9: cast.v1.CertHolder.issue_time:type_name -> google.protobuf.Timestamp
+	32, // 10: cast.v1.CertHolder.expire_time:type_name -> google.protobuf.Timestamp
 	20, // 11: cast.v1.GetCAStatusResponse.cas:type_name -> cast.v1.CAInfo
 	21, // 12: cast.v1.GetCAStatusResponse.holders:type_name -> cast.v1.CertHolder
 	20, // 13: cast.v1.RotateCAResponse.next:type_name -> cast.v1.CAInfo
 	20, // 14: cast.v1.ActivateCAResponse.signing:type_name -> cast.v1.CAInfo
 	20, // 15: cast.v1.RetireCAResponse.retired:type_name -> cast.v1.CAInfo
-	1,  // 16: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
-	3,  // 17: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
-	6,  // 18: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
-	8,  // 19: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
-	10, // 20: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
-	14, // 21: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
-	16, // 22: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
-	12, // 23: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
-	18, // 24: cast.v1.AuthService.GetCABundle:input_type -> cast.v1.GetCABundleRequest
-	22, // 25: cast.v1.AuthService.GetCAStatus:input_type -> cast.v1.GetCAStatusRequest
-	24, // 26: cast.v1.AuthService.RotateCA:input_type -> cast.v1.RotateCARequest
-	26, // 27: cast.v1.AuthService.ActivateCA:input_type -> cast.v1.ActivateCARequest
-	28, // 28: cast.v1.AuthService.RetireCA:input_type -> cast.v1.RetireCARequest
-	2,  // 29: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
-	5,  // 30: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
-	7,  // 31: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
-	9,  // 32: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
-	11, // 33: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
-	15, // 34: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
-	17, // 35: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
-	13, // 36: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
-	19, // 37: cast.v1.AuthService.GetCABundle:output_type -> cast.v1.GetCABundleResponse
-	23, // 38: cast.v1.AuthService.GetCAStatus:output_type -> cast.v1.GetCAStatusResponse
-	25, // 39: cast.v1.AuthService.RotateCA:output_type -> cast.v1.RotateCAResponse
-	27, // 40: cast.v1.AuthService.ActivateCA:output_type -> cast.v1.ActivateCAResponse
-	29, // 41: cast.v1.AuthService.RetireCA:output_type -> cast.v1.RetireCAResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	32, // 16: cast.v1.CreateWebLoginResponse.expire_time:type_name -> google.protobuf.Timestamp
+	1,  // 17: cast.v1.AuthService.CreateToken:input_type -> cast.v1.CreateTokenRequest
+	3,  // 18: cast.v1.AuthService.ListTokens:input_type -> cast.v1.ListTokensRequest
+	6,  // 19: cast.v1.AuthService.DeleteToken:input_type -> cast.v1.DeleteTokenRequest
+	8,  // 20: cast.v1.AuthService.CreateJoinToken:input_type -> cast.v1.CreateJoinTokenRequest
+	10, // 21: cast.v1.AuthService.JoinNode:input_type -> cast.v1.JoinNodeRequest
+	14, // 22: cast.v1.AuthService.RevokeNode:input_type -> cast.v1.RevokeNodeRequest
+	16, // 23: cast.v1.AuthService.WhoAmI:input_type -> cast.v1.WhoAmIRequest
+	12, // 24: cast.v1.AuthService.IssueCertificate:input_type -> cast.v1.IssueCertificateRequest
+	18, // 25: cast.v1.AuthService.GetCABundle:input_type -> cast.v1.GetCABundleRequest
+	22, // 26: cast.v1.AuthService.GetCAStatus:input_type -> cast.v1.GetCAStatusRequest
+	24, // 27: cast.v1.AuthService.RotateCA:input_type -> cast.v1.RotateCARequest
+	26, // 28: cast.v1.AuthService.ActivateCA:input_type -> cast.v1.ActivateCARequest
+	28, // 29: cast.v1.AuthService.RetireCA:input_type -> cast.v1.RetireCARequest
+	30, // 30: cast.v1.AuthService.CreateWebLogin:input_type -> cast.v1.CreateWebLoginRequest
+	2,  // 31: cast.v1.AuthService.CreateToken:output_type -> cast.v1.CreateTokenResponse
+	5,  // 32: cast.v1.AuthService.ListTokens:output_type -> cast.v1.ListTokensResponse
+	7,  // 33: cast.v1.AuthService.DeleteToken:output_type -> cast.v1.DeleteTokenResponse
+	9,  // 34: cast.v1.AuthService.CreateJoinToken:output_type -> cast.v1.CreateJoinTokenResponse
+	11, // 35: cast.v1.AuthService.JoinNode:output_type -> cast.v1.JoinNodeResponse
+	15, // 36: cast.v1.AuthService.RevokeNode:output_type -> cast.v1.RevokeNodeResponse
+	17, // 37: cast.v1.AuthService.WhoAmI:output_type -> cast.v1.WhoAmIResponse
+	13, // 38: cast.v1.AuthService.IssueCertificate:output_type -> cast.v1.IssueCertificateResponse
+	19, // 39: cast.v1.AuthService.GetCABundle:output_type -> cast.v1.GetCABundleResponse
+	23, // 40: cast.v1.AuthService.GetCAStatus:output_type -> cast.v1.GetCAStatusResponse
+	25, // 41: cast.v1.AuthService.RotateCA:output_type -> cast.v1.RotateCAResponse
+	27, // 42: cast.v1.AuthService.ActivateCA:output_type -> cast.v1.ActivateCAResponse
+	29, // 43: cast.v1.AuthService.RetireCA:output_type -> cast.v1.RetireCAResponse
+	31, // 44: cast.v1.AuthService.CreateWebLogin:output_type -> cast.v1.CreateWebLoginResponse
+	31, // [31:45] is the sub-list for method output_type
+	17, // [17:31] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_auth_service_proto_init() }
@@ -1958,7 +2061,7 @@ func file_cast_v1_auth_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cast_v1_auth_service_proto_rawDesc), len(file_cast_v1_auth_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	AuthService_RotateCA_FullMethodName         = "/cast.v1.AuthService/RotateCA"
 	AuthService_ActivateCA_FullMethodName       = "/cast.v1.AuthService/ActivateCA"
 	AuthService_RetireCA_FullMethodName         = "/cast.v1.AuthService/RetireCA"
+	AuthService_CreateWebLogin_FullMethodName   = "/cast.v1.AuthService/CreateWebLogin"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -84,6 +85,11 @@ type AuthServiceClient interface {
 	// RetireCA stops trusting the old CA (phase 3): its certificates are
 	// refused (admin only).
 	RetireCA(ctx context.Context, in *RetireCARequest, opts ...grpc.CallOption) (*RetireCAResponse, error)
+	// CreateWebLogin makes a one-time login link to the web app for the
+	// caller's own principal (`cast web`): a code that works once, within a
+	// minute, which the browser exchanges for a session cookie. Refused when
+	// this replica serves no web app.
+	CreateWebLogin(ctx context.Context, in *CreateWebLoginRequest, opts ...grpc.CallOption) (*CreateWebLoginResponse, error)
 }
 
 type authServiceClient struct {
@@ -224,6 +230,16 @@ func (c *authServiceClient) RetireCA(ctx context.Context, in *RetireCARequest, o
 	return out, nil
 }
 
+func (c *authServiceClient) CreateWebLogin(ctx context.Context, in *CreateWebLoginRequest, opts ...grpc.CallOption) (*CreateWebLoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebLoginResponse)
+	err := c.cc.Invoke(ctx, AuthService_CreateWebLogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -274,6 +290,11 @@ type AuthServiceServer interface {
 	// RetireCA stops trusting the old CA (phase 3): its certificates are
 	// refused (admin only).
 	RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error)
+	// CreateWebLogin makes a one-time login link to the web app for the
+	// caller's own principal (`cast web`): a code that works once, within a
+	// minute, which the browser exchanges for a session cookie. Refused when
+	// this replica serves no web app.
+	CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -322,6 +343,9 @@ func (UnimplementedAuthServiceServer) ActivateCA(context.Context, *ActivateCAReq
 }
 func (UnimplementedAuthServiceServer) RetireCA(context.Context, *RetireCARequest) (*RetireCAResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RetireCA not implemented")
+}
+func (UnimplementedAuthServiceServer) CreateWebLogin(context.Context, *CreateWebLoginRequest) (*CreateWebLoginResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateWebLogin not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -578,6 +602,24 @@ func _AuthService_RetireCA_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_CreateWebLogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebLoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).CreateWebLogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_CreateWebLogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).CreateWebLogin(ctx, req.(*CreateWebLoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +678,10 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetireCA",
 			Handler:    _AuthService_RetireCA_Handler,
+		},
+		{
+			MethodName: "CreateWebLogin",
+			Handler:    _AuthService_CreateWebLogin_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,144 @@
+package web
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/authz"
+)
+
+// dist is the built app (app/: npm run build). all: keeps Vite's files
+// whatever their names.
+//
+//go:embed all:dist
+var dist embed.FS
+
+// CookieName is the browser session's cookie: HttpOnly, SameSite=Strict,
+// Secure over HTTPS; its value is a random id only this replica's Logins
+// can map to a principal.
+const CookieName = "cast_web"
+
+// APIPrefix starts every API path (/cast.v1.SessionService/ListSessions).
+const APIPrefix = "/cast.v1."
+
+type callerKey struct{}
+
+// Caller is the principal a browser session signed in as, when the call
+// came through the web app's API with a live session cookie. The control
+// plane's authentication takes it instead of a bearer token, and checks
+// its credential is still live.
+func Caller(ctx context.Context) (authz.Principal, bool) {
+	p, ok := ctx.Value(callerKey{}).(authz.Principal)
+	return p, ok
+}
+
+// Handler serves the app, its sign-in and its API (api: the transcoder
+// onto the gRPC server).
+type Handler struct {
+	logins *Logins
+	api    http.Handler
+	static http.Handler
+	secure bool // HTTPS: cookies are Secure
+	lg     *zap.Logger
+}
+
+// NewHandler serves api under APIPrefix for signed-in browsers.
+func NewHandler(logins *Logins, api http.Handler, secure bool, lg *zap.Logger) *Handler {
+	sub, err := fs.Sub(dist, "dist")
+	if err != nil {
+		panic(err) // dist is embedded: it is there or the build failed
+	}
+	return &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, lg: lg}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("X-Frame-Options", "DENY")
+	switch {
+	case strings.HasPrefix(r.URL.Path, APIPrefix):
+		h.serveAPI(w, r)
+	case r.URL.Path == "/auth/login":
+		h.login(w, r)
+	case r.URL.Path == "/auth/logout":
+		h.logout(w, r)
+	default:
+		// The app's own scripts and styles only; images are data: URLs.
+		hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.static.ServeHTTP(w, r)
+	}
+}
+
+// serveAPI hands a call to the transcoder with the cookie's principal in
+// its context. A cross-site request is refused (a page elsewhere cannot
+// call the API with this browser's cookie; SameSite=Strict says the same),
+// and a bearer header is dropped: on this listener the cookie is the only
+// credential, so there is one way in to reason about.
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
+	}
+	r.Header.Del("Authorization")
+	if c, err := r.Cookie(CookieName); err == nil {
+		if p, ok := h.logins.Session(c.Value); ok {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, p))
+		}
+	}
+	h.api.ServeHTTP(w, r)
+}
+
+// sameOrigin accepts a request without Origin (not a browser's
+// cross-site fetch) or one whose Origin is this host.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	}
+	return o == "http://"+r.Host || o == "https://"+r.Host
+}
+
+// login exchanges a one-time code for a session cookie and sends the
+// browser to the app, leaving the (now used) code out of its address bar.
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	sid, p, ok, err := h.logins.Exchange(r.URL.Query().Get("code"))
+	if err != nil {
+		h.lg.Error("web login failed", zap.Error(err))
+		http.Error(w, "login failed", http.StatusInternalServerError)
+		return
+	}
+	if !ok {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("This login link is used or expired. Run `cast web` for a new one.\n"))
+		return
+	}
+	h.lg.Info("web sign-in", zap.String("principal", p.String()))
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
+		Secure: h.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(h.logins.sessionTTL.Seconds())})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// logout ends the session (POST, same origin).
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !sameOrigin(r) {
+		http.Error(w, "POST from the app only", http.StatusMethodNotAllowed)
+		return
+	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		h.logins.End(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
+		Secure: h.secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	w.WriteHeader(http.StatusNoContent)
+}

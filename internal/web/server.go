@@ -1,0 +1,85 @@
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/vanguard/vanguardgrpc"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// Server is the web app's listener.
+type Server struct {
+	cfg    Config
+	Logins *Logins
+	srv    *http.Server
+	lis    net.Listener
+	done   chan struct{}
+}
+
+// Start serves the app on cfg.Listen, its API through g (every service
+// registered on it, by Connect and gRPC-Web), with tlsCfg unless cfg.Plain.
+func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, lg *zap.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.Plain && tlsCfg == nil {
+		return nil, errors.New("web: HTTPS needs the control plane's TLS (or plain HTTP on loopback)")
+	}
+	api, err := vanguardgrpc.NewTranscoder(g)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s := &Server{cfg: cfg, Logins: NewLogins(cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
+	// No write timeout: WatchSession streams for as long as a page is open.
+	s.srv = &http.Server{Handler: NewHandler(s.Logins, api, !cfg.Plain, lg), ReadHeaderTimeout: 10 * time.Second}
+	if !cfg.Plain {
+		s.srv.TLSConfig = tlsCfg
+	}
+	go func() {
+		defer close(s.done)
+		var err error
+		if cfg.Plain {
+			err = s.srv.Serve(lis)
+		} else {
+			err = s.srv.ServeTLS(lis, "", "")
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("web serve failed", zap.Error(err))
+		}
+	}()
+	return s, nil
+}
+
+// URL is where a browser finds the app.
+func (s *Server) URL() string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	scheme := "https"
+	if s.cfg.Plain {
+		scheme = "http"
+	}
+	return scheme + "://" + s.lis.Addr().String()
+}
+
+// LoginURL makes a one-time login link for code.
+func (s *Server) LoginURL(code string) string { return s.URL() + "/auth/login?code=" + code }
+
+// Stop ends the listener and every open stream.
+func (s *Server) Stop(ctx context.Context) {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+}

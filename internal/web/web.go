@@ -1,0 +1,72 @@
+// Package web serves cast's web timeline: the built app embedded in the
+// binary (dist/, made by app/ with Vite and committed like generated code),
+// its one-time sign-in, and the API the app calls. The API is the control
+// plane's own gRPC server reached through Connect and gRPC-Web, transcoded
+// by vanguard onto grpc.Server's handlers: the same handlers, interceptors
+// and authorization as every other client, not a second implementation. A
+// browser's session cookie names the principal that made its login link;
+// the control plane's authentication reads it from the call's context
+// (Caller) and checks that principal's credential is still live.
+package web
+
+import (
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config says where and how the web app is served.
+type Config struct {
+	// Listen is the HTTP address ("" serves no web app).
+	Listen string
+	// Plain serves HTTP instead of HTTPS; only on a loopback address
+	// (controlplane --dev, as Jupyter does: a browser does not trust
+	// cast's own CA), or anywhere with --insecure (AllowPlain).
+	Plain bool
+	// AllowPlain lets Plain listen off loopback (--insecure).
+	AllowPlain bool
+	// PublicURL is the app's address as a browser reaches it, for login
+	// links ("" : the scheme and Listen's address).
+	PublicURL string
+	// CodeTTL is how long a login link works if unused.
+	CodeTTL time.Duration
+	// SessionTTL is how long a browser stays signed in.
+	SessionTTL time.Duration
+}
+
+// Defaults.
+const (
+	DefaultCodeTTL    = time.Minute
+	DefaultSessionTTL = 12 * time.Hour
+)
+
+// DefaultConfig serves nothing until Listen is set.
+func DefaultConfig() Config {
+	return Config{CodeTTL: DefaultCodeTTL, SessionTTL: DefaultSessionTTL}
+}
+
+// Validate checks the addresses and the plain-HTTP rule.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("--web-listen %q: %w", c.Listen, err)
+	}
+	if c.Plain && !c.AllowPlain && !loopbackHost(host) {
+		return fmt.Errorf("--web-listen %q: plain HTTP is served on loopback only (a session cookie would cross the network in clear); use TLS or a loopback address", c.Listen)
+	}
+	if c.CodeTTL <= 0 || c.SessionTTL <= 0 {
+		return fmt.Errorf("web: login link and session lifetimes must be positive")
+	}
+	return nil
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,119 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// startWeb is a control plane serving the web app on loopback (plain
+// HTTP, as --dev) and an admin client of its gRPC API.
+func startWeb(t *testing.T) (*controlplane.Server, castv1.AuthServiceClient) {
+	t.Helper()
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true
+	})
+	return srv, testharness.DialServer(t, srv).Auth
+}
+
+func loginLink(t *testing.T, auth castv1.AuthServiceClient) string {
+	t.Helper()
+	resp, err := auth.CreateWebLogin(context.Background(), &castv1.CreateWebLoginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(resp.ExpireTime.AsTime()) > 2*time.Minute {
+		t.Fatalf("a login link lives %s; want about a minute", time.Until(resp.ExpireTime.AsTime()))
+	}
+	return resp.Url
+}
+
+// connectCall is a Connect unary call with a JSON body, as any browser
+// could send it; it returns the status and body.
+func connectCall(t *testing.T, c *http.Client, base, method, body, origin string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/cast.v1."+method, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestLoginLinkSignsInOnceAndReachesTheSameHandlers(t *testing.T) {
+	srv, auth := startWeb(t)
+	base := srv.WebURL()
+	link := loginLink(t, auth)
+	if !strings.HasPrefix(link, base+"/auth/login?code=") {
+		t.Fatalf("link %q is not under %s", link, base)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+
+	// Before signing in: the same refusal a gRPC client without a token gets.
+	if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusUnauthorized || !strings.Contains(body, "needs a credential") {
+		t.Fatalf("WhoAmI without a session: %d %s", code, body)
+	}
+	resp, err := browser.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.String() != base+"/" || resp.StatusCode != http.StatusOK {
+		t.Fatalf("login landed on %s with %d; want the app at %s/", resp.Request.URL, resp.StatusCode, base)
+	}
+	cookies := jar.Cookies(resp.Request.URL)
+	if len(cookies) != 1 {
+		t.Fatalf("cookies after login: %v", cookies)
+	}
+	if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusOK || !strings.Contains(body, `"admin:`) {
+		t.Fatalf("WhoAmI signed in: %d %s", code, body)
+	}
+	// A page elsewhere cannot use the cookie.
+	if code, _ := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", "http://evil.invalid"); code != http.StatusForbidden {
+		t.Fatalf("cross-origin call: %d, want 403", code)
+	}
+	// The link worked once.
+	again, err := (&http.Client{}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("second use of the link: %d, want 401", again.StatusCode)
+	}
+}
+
+func TestAppIsServed(t *testing.T) {
+	srv, _ := startWeb(t)
+	resp, err := http.Get(srv.WebURL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<title>cast</title>") {
+		t.Fatalf("GET /: %d %.200s", resp.StatusCode, b)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Fatalf("CSP %q", csp)
+	}
+}
