@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// chromium is Debian's browser (.ci/install-debs.sh installs it); the
+// test drives it with playwright-core from the web app's node_modules.
+const chromium = "/usr/bin/chromium"
+
+// The web timeline in a real browser against the real control plane, a
+// node process and the real CLIs on the fake model (internal/web/app/e2e/
+// drive.mjs): sign in with `cast web --print`'s one-time link, find the
+// session in the inbox, send a message and see the turn arrive live,
+// approve a permission, see Cursor labelled "can't rebuild history" and
+// its switch refused, fork onto Codex (a stub, then a row), switch to
+// Codex from the panel and see the divider, then the fleet and accounts
+// pages and the same session on a phone-sized screen. Screenshots of each
+// page land in the test's temp dir (or CAST_WEB_SHOTS). Then the store must hold what the page
+// did.
+func TestWebTimeline(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s is missing: install Debian's chromium (apt-get install -y chromium, or bash .ci/install-debs.sh)", chromium)
+	}
+	app := filepath.Join(testharness.RepoRoot(t), "internal", "web", "app")
+	if _, err := os.Stat(filepath.Join(app, "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("playwright-core is missing: run `npm ci` in %s (make test does: .ci/install-web.sh)", app)
+	}
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
+	}, "claude", "codex", "cursor")
+	// Claude Code must ask before running touch.
+	settings := filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"permissions":{"ask":["Bash(touch:*)"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cwd := t.TempDir()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Title: "web timeline", Text: "first turn WEB-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	link := strings.TrimSpace(c.must("web", "--print"))
+	if !strings.HasPrefix(link, r.srv.WebURL()+"/auth/login?code=") {
+		t.Fatalf("cast web --print: %q", link)
+	}
+	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test
+	if dir := os.Getenv("CAST_WEB_SHOTS"); dir != "" {
+		shots = dir
+	}
+	ctxRun, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctxRun, "node", filepath.Join(app, "e2e", "drive.mjs"))
+	cmd.Dir = app
+	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	t.Logf("drive.mjs:\n%s", out)
+	t.Logf("screenshots: %s", shots)
+	if err != nil {
+		t.Fatalf("the browser run failed: %v", err)
+	}
+
+	// What the page did is in the store.
+	if _, err := os.Stat(filepath.Join(cwd, "web-approved.txt")); err != nil {
+		t.Fatalf("the tool approved in the page did not run: %v", err)
+	}
+	got, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sess.Id})
+	if err != nil || got.Agent != "codex" {
+		t.Fatalf("after the page's switch: %v %v", got, err)
+	}
+	var divider, refusedCursor bool
+	for _, m := range r.messages(sess.Id) {
+		divider = divider || m.NoticeType == "agent_switch" && strings.Contains(m.Text, "Now using Codex")
+		refusedCursor = refusedCursor || strings.Contains(m.Text, "Cursor")
+	}
+	if !divider || refusedCursor {
+		t.Fatalf("divider drawn: %v; a Cursor switch left a trace: %v", divider, refusedCursor)
+	}
+	list, err := r.c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := 0
+	for _, s := range list.Sessions {
+		if s.ParentId == sess.Id && s.Agent == "codex" {
+			forks++
+		}
+	}
+	if forks != 1 {
+		t.Fatalf("%d codex forks of the session; the page made one", forks)
+	}
+	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "phone-inbox", "phone-timeline"} {
+		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
+			t.Errorf("no screenshot of %s: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+// Drives the web timeline in Debian's chromium, headless, with
+// playwright-core (no browser download): internal/e2e's TestWebTimeline
+// runs it against a real control plane, node and agent CLIs on the fake
+// model, then checks the store for what the page did.
+//
+// Env: CAST_WEB_LOGIN (a one-time login link), CAST_WEB_SESSION (a
+// session on Claude with one turn done), CAST_WEB_SHOTS (a folder for
+// screenshots), CHROMIUM (default /usr/bin/chromium).
+import { chromium } from "playwright-core";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const login = need("CAST_WEB_LOGIN");
+const sessionId = need("CAST_WEB_SESSION");
+const shots = need("CAST_WEB_SHOTS");
+const T = 120_000; // a real CLI's turn on 2 busy cores
+
+function need(k) {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+}
+function step(what) {
+  console.log(`step: ${what}`);
+}
+
+const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cast-chromium-")), {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1280, height: 900 },
+});
+const page = browser.pages()[0] ?? (await browser.newPage());
+const consoleErrors = [];
+page.on("pageerror", (e) => consoleErrors.push(String(e)));
+let failed = false;
+try {
+  await run(page);
+} catch (err) {
+  failed = true;
+  console.error(`FAILED: ${err?.stack ?? err}`);
+  await page.screenshot({ path: join(shots, "failure.png"), fullPage: true }).catch(() => {});
+  console.error(`status line: ${await page.locator("#status").textContent().catch(() => "?")}`);
+} finally {
+  await browser.close();
+}
+if (consoleErrors.length) {
+  console.error(`page errors: ${consoleErrors.join("\n")}`);
+  failed = true;
+}
+process.exit(failed ? 1 : 0);
+
+async function shot(p, name) {
+  const path = join(shots, `${name}.png`);
+  await p.screenshot({ path, fullPage: true });
+  console.log(`screenshot: ${path}`);
+}
+
+async function run(page) {
+  step("log in with the one-time link");
+  await page.goto(login);
+  if (new URL(page.url()).search !== "") throw new Error(`the login code stayed in the address bar: ${page.url()}`);
+  await page.getByText(/^admin:/).waitFor({ timeout: 10_000 });
+
+  step("inbox lists the session");
+  const row = page.locator(`tr[data-session="${sessionId}"]`);
+  await row.waitFor();
+  await row.getByText("claude").waitFor();
+  await shot(page, "inbox");
+
+  step("open the session");
+  await row.getByRole("link").click();
+  await page.locator("#agent-name", { hasText: "Claude Code" }).waitFor();
+  await page.getByText("Live session · picks apply in place").waitFor();
+  await page.locator("li.assistant").first().waitFor();
+
+  step("send a message and watch the turn arrive live");
+  await page.getByRole("textbox", { name: "Message" }).fill("hello from the browser WEB-LIVE-1");
+  await page.getByRole("button", { name: "Send" }).click();
+  await page.locator("li.user", { hasText: "WEB-LIVE-1" }).waitFor({ timeout: T });
+  await page.locator("li.assistant", { hasText: "last user said: hello from the browser WEB-LIVE-1" }).waitFor({ timeout: T });
+  await shot(page, "timeline");
+
+  step("a tool that asks: approve it from the page");
+  await page.getByRole("textbox", { name: "Message" }).fill("TOOLCALL CMD[touch web-approved.txt]");
+  await page.keyboard.press("Control+Enter");
+  await page.locator("#state", { hasText: "waiting on a permission" }).waitFor({ timeout: T });
+  await page.getByRole("region", { name: "Permission" }).waitFor();
+  await shot(page, "permission");
+  await page.getByRole("button", { name: "Approve" }).click();
+  await page.locator("#status", { hasText: "Approved" }).waitFor();
+  await page.locator("#state", { hasText: "idle" }).waitFor({ timeout: T });
+  // The call and its result fold into one row.
+  const tool = page.locator("li.tool", { hasText: "touch web-approved.txt" }).last();
+  await tool.locator(".tool-state", { hasText: "done" }).waitFor({ timeout: T });
+
+  step("Cursor is labelled and refused");
+  const pick = page.getByLabel("Agent", { exact: true });
+  const cursor = pick.locator('option[value="cursor"]');
+  const label = await cursor.textContent();
+  if (label !== "Cursor — can't rebuild history") throw new Error(`cursor's option reads ${JSON.stringify(label)}`);
+  await pick.selectOption("cursor");
+  await page.getByRole("button", { name: "Switch agent" }).click();
+  await page.locator("#status", { hasText: "Switch refused: Cursor cannot take over" }).waitFor();
+  await page.locator("#agent-name", { hasText: "Claude Code" }).waitFor();
+
+  step("fork as Codex: a stub, then a row");
+  await pick.selectOption("codex");
+  await page.getByRole("button", { name: "Fork as" }).click();
+  await page.locator(".forks a", { hasText: "on Codex" }).waitFor({ timeout: 30_000 });
+
+  step("switch to Codex from the panel and see the divider");
+  await pick.selectOption("codex");
+  await page.getByRole("button", { name: "Switch agent" }).click();
+  await page.getByRole("separator", { name: /Now using Codex/ }).waitFor({ timeout: 30_000 });
+  await page.locator("#agent-name", { hasText: "Codex" }).waitFor();
+  await page.getByRole("textbox", { name: "Message" }).fill("over to codex WEB-LIVE-2");
+  await page.getByRole("button", { name: "Send" }).click();
+  await page.locator("li.assistant", { hasText: "last user said: over to codex WEB-LIVE-2" }).waitFor({ timeout: T });
+  await shot(page, "switched");
+
+  step("command palette");
+  await page.keyboard.press("Control+k");
+  await page.getByRole("combobox", { name: "Command" }).fill("fleet");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Fleet" }).waitFor();
+  await page.locator("tr[data-node]").first().waitFor();
+  await shot(page, "fleet");
+
+  step("accounts");
+  await page.getByRole("link", { name: "Accounts" }).click();
+  await page.getByRole("heading", { name: "Parked sessions" }).waitFor();
+  await shot(page, "accounts");
+
+  step("a phone-sized viewport");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(new URL("/#/", login).href);
+  await page.locator(`tr[data-session="${sessionId}"]`).waitFor();
+  await shot(page, "phone-inbox");
+  await page.locator(`tr[data-session="${sessionId}"]`).getByRole("link").click();
+  await page.getByRole("separator", { name: /Now using Codex/ }).waitFor();
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  if (width > 390) throw new Error(`the timeline is ${width}px wide on a 390px screen`);
+  await page.getByRole("textbox", { name: "Message" }).fill("from the phone WEB-LIVE-3");
+  await page.getByRole("button", { name: "Send" }).click();
+  await page.locator("li.assistant", { hasText: "last user said: from the phone WEB-LIVE-3" }).waitFor({ timeout: T });
+  await shot(page, "phone-timeline");
+  step("done");
+}

@@ -1,0 +1,44 @@
+// The API clients: the control plane's own gRPC services, reached by
+// Connect on this origin. The session cookie (HttpOnly) is the credential;
+// the server maps it to the principal that made the login link.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { AccountService } from "./gen/cast/v1/account_service_pb";
+import { AgentService } from "./gen/cast/v1/agent_service_pb";
+import { AuthService } from "./gen/cast/v1/auth_service_pb";
+import { MigrationService } from "./gen/cast/v1/migration_service_pb";
+import { NodeService } from "./gen/cast/v1/node_service_pb";
+import { SessionService } from "./gen/cast/v1/session_service_pb";
+
+const transport = createConnectTransport({
+  baseUrl: window.location.origin,
+  useBinaryFormat: true,
+});
+
+export const sessions = createClient(SessionService, transport);
+export const nodes = createClient(NodeService, transport);
+export const migrations = createClient(MigrationService, transport);
+export const accounts = createClient(AccountService, transport);
+export const agentsApi = createClient(AgentService, transport);
+export const auth = createClient(AuthService, transport);
+
+/** errorText is what a person reads of a refused call. */
+export function errorText(err: unknown): string {
+  if (err instanceof ConnectError) {
+    if (err.code === Code.Unauthenticated) {
+      return "Not signed in: run `cast web` for a login link. (" + err.rawMessage + ")";
+    }
+    return err.rawMessage;
+  }
+  return String(err);
+}
+
+/** isAbort says a call was ended by the page (a navigation), not refused. */
+export function isAbort(err: unknown): boolean {
+  return err instanceof ConnectError && err.code === Code.Canceled;
+}
+
+/** requestId makes a retried mutation store once. */
+export function requestId(): string {
+  return crypto.randomUUID();
+}
