@@ -302,7 +302,14 @@ class View {
         const li = h(
           "li",
           { class: "msg tool", "data-seq": String(m.seq) },
-          h("details", {}, h("summary", {}, h("span", { class: "tool-name" }, call.name), h("span", { class: "tool-state muted" }, " · running")), body),
+          h("details", {}, h(
+            "summary",
+            {},
+            h("span", { class: "tool-name" }, call.name),
+            h("span", { class: "tool-state muted" }, " · running"),
+            " ",
+            h("span", { class: "tool-preview muted" }, preview(call.input)),
+          ), body),
         );
         this.calls.set(call.id, body);
         return li;
@@ -320,12 +327,16 @@ class View {
         }
         return h("li", { class: "msg tool", "data-seq": String(m.seq) }, h("details", {}, h("summary", {}, "Tool result"), out, imgs));
       }
-      case MessageKind.NOTICE:
+      case MessageKind.NOTICE: {
+        // The first line on the rule, the rest under it.
+        const [head, ...rest] = m.text.split("\n");
         return h(
           "li",
           { class: `divider notice-${m.noticeType || "note"}`, role: "separator", "aria-label": m.text, "data-seq": String(m.seq) },
-          h("span", {}, m.text),
+          h("div", { class: "rule" }, h("span", {}, head)),
+          rest.length ? h("p", { class: "rest" }, rest.join(" ")) : null,
         );
+      }
       default:
         return null; // internal rows are never drawn
     }
@@ -340,6 +351,20 @@ class View {
     }
     return box;
   }
+}
+
+// preview is a tool input's gist for its folded row: a command, a path,
+// else the start of its JSON.
+function preview(input: string): string {
+  let s = input;
+  try {
+    const v = JSON.parse(input) as Record<string, unknown>;
+    const pick = v.command ?? v.cmd ?? v.file_path ?? v.path ?? v.pattern;
+    if (pick !== undefined) s = Array.isArray(pick) ? pick.join(" ") : String(pick);
+  } catch {
+    // not JSON: shown as it is
+  }
+  return s.length > 80 ? s.slice(0, 79) + "…" : s;
 }
 
 function text(t: string): HTMLElement {
