@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean canary-latest kube-apiserver test-k8s
+.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s
 
 all: build
 
@@ -20,22 +20,34 @@ build:
 agents:
 	bash .ci/install-agents.sh
 
-# Debian packages the tests use (prometheus, promtool, systemd-analyze, tmux).
+# Debian packages the tests use (prometheus, promtool, systemd-analyze, tmux,
+# chromium).
 debs:
 	bash .ci/install-debs.sh
+
+# The web app's packages (internal/web/app/node_modules): its build, its
+# TypeScript clients and the browser test need them; the binaries do not.
+web-deps:
+	bash .ci/install-web.sh
+
+# Rebuild the web app into internal/web/dist (committed, embedded) after
+# changing internal/web/app or proto/.
+web: web-deps
+	$(GO) tool buf generate --template buf.gen.web.yaml
+	cd internal/web/app && npm run build
 
 # internal/e2e is named first: go test starts packages in the order given,
 # and the longest package started last ran alone at the end with a core idle.
 # deploy's TestInstallIntoAPIServer uses bin/kube-apiserver when `make
 # kube-apiserver` built one, and says it was skipped otherwise.
-test: agents debs
+test: agents debs web-deps
 	$(GO) vet ./...
 	CAST_KUBE_APISERVER=$(wildcard $(KUBE_APISERVER)) $(GO) test -race -timeout 60m ./internal/e2e/ ./...
 
 # A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
 # k8s.io/api), built from the Go module proxy by a module of its own
 # (deploy/kube-apiserver): minutes on 2 cores the first time, so `make
-# test` does not build it (CI does, in .ci/run). `make test-k8s` builds it
+# test` does not build it (neither does CI). `make test-k8s` builds it
 # and installs every overlay into it (deploy/apiserver_test.go).
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 kube-apiserver: $(KUBE_APISERVER)
