@@ -119,7 +119,8 @@ func main() {
 	f.BoolVar(&publishK8s, "publish-k8s", false, "in a Kubernetes pod: keep the ConfigMap cast-ca (the CA bundle) and the Secret cast-node-join (a join token, renewed before it lapses, and the CA pin) current in the pod's namespace, with the pod's service account (docs/install-kubernetes.md)")
 	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
-	f.StringVar(&cfg.Web.Listen, "web-listen", "", "address of the web timeline (docs/web.md): HTTPS with the gRPC listener's certificate, plain HTTP with --insecure (empty: off); --dev serves plain HTTP on loopback at --listen's port + 3 (127.0.0.1:7780)")
+	f.StringVar(&cfg.Web.Listen, "web-listen", "", "address of the web timeline (docs/web.md): HTTPS with the gRPC listener's certificate, plain HTTP with --insecure (empty: off); --dev serves plain HTTP on loopback: 127.0.0.1:7780 beside the default --listen, else a free port (logged)")
+	cfg.Web.OIDCClientSecret = os.Getenv("CAST_WEB_OIDC_CLIENT_SECRET") // env only: flags show in ps
 	f.StringVar(&cfg.Web.PublicURL, "web-url", "", "the web timeline's address as browsers reach it, for `cast web` links (default: from --web-listen)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address for /metrics, /healthz, /readyz: HTTPS with the gRPC listener's certificate (scrapers trust DATA_DIR/ca.pem, server name controlplane.cast.internal), plain HTTP only with --insecure (empty: off)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")

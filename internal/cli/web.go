@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 
@@ -51,6 +53,8 @@ func openBrowser(url string) error {
 	name := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		name = "open"
+	} else if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return errors.New("no desktop") // xdg-open would pick a text browser, or nothing
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {

@@ -25,8 +25,13 @@ func (s *Server) startWeb() error {
 	if s.tls != nil {
 		tlsCfg = pki.ServeConfig(s.tls.GetCertificate)
 	}
+	var oidc *web.OIDC // the browser signs in with the issuer the CLI's ID tokens come from
+	if s.oidc != nil {
+		oidc = &web.OIDC{Issuer: s.cfg.Auth.OIDC.Issuer, ClientID: s.cfg.Auth.OIDC.ClientID,
+			ClientSecret: s.cfg.Web.OIDCClientSecret, IDs: s.oidc}
+	}
 	var err error
-	if s.web, err = web.Start(s.cfg.Web, s.grpc, tlsCfg, s.lg.Named("web")); err != nil {
+	if s.web, err = web.Start(s.cfg.Web, s.grpc, tlsCfg, oidc, s.lg.Named("web")); err != nil {
 		return err
 	}
 	s.lg.Info("web app serving", zap.String("url", s.web.URL()))

@@ -130,20 +130,23 @@ func NodeMetricsListen(cpMetrics string) string {
 	return net.JoinHostPort(host, strconv.Itoa(p+1))
 }
 
-// WebListen is the dev web timeline's address: --listen's host with its
-// port + 3 (127.0.0.1:7780 beside 7777, 7778 and the node's 7779), port 0
-// beside port 0.
+// WebListen is the dev web timeline's address: 127.0.0.1:7780 beside the
+// default --listen (7777, 7778 and the node's 7779); beside any other
+// --listen, a port the kernel picks on its host (the log and `cast web`
+// name it), so dev processes started side by side (tests) never collide.
 func WebListen(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
+	if listen == controlplane.DefaultListen {
+		return DefaultWebListen
+	}
+	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return ""
 	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p == 0 || p > 65532 {
-		return net.JoinHostPort(host, "0")
-	}
-	return net.JoinHostPort(host, strconv.Itoa(p+3))
+	return net.JoinHostPort(host, "0")
 }
+
+// DefaultWebListen is the web timeline's address under --dev.
+const DefaultWebListen = "127.0.0.1:7780"
 
 // ContextName is the context `controlplane --dev` writes.
 const ContextName = "dev"

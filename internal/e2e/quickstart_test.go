@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,6 +227,8 @@ func TestReadmeQuickStartWithOwnAgents(t *testing.T) {
 			watch = sh.command(ctx, line)
 			watch.Stdout, watch.Stderr = &watchOut, &watchOut
 			must(t, watch.Start())
+		case strings.HasPrefix(line, "bin/cast web"):
+			openWebLink(t, strings.TrimSpace(sh.run(line)))
 		case strings.HasPrefix(line, "bin/cast "):
 			out := sh.run(line)
 			if strings.Contains(line, "--json") {
@@ -417,5 +421,31 @@ func TestOwnHomeRebuildWritesNewFile(t *testing.T) {
 	}
 	if !bytes.Contains(rebuilt, []byte("MARK-R1")) || !bytes.Contains(rebuilt, []byte("MARK-R3")) {
 		t.Fatalf("no new session file with the rebuilt history and the new turn (files %v)", now)
+	}
+}
+
+// openWebLink opens `cast web`'s one-time link as a browser would (no
+// desktop here, so cast printed it): it lands on the app, once.
+func openWebLink(t *testing.T, link string) {
+	t.Helper()
+	if !strings.Contains(link, "/auth/login?code=") {
+		t.Fatalf("cast web printed %q, not a login link", link)
+	}
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" || len(jar.Cookies(resp.Request.URL)) != 1 {
+		t.Fatalf("the web link landed on %s with %d", resp.Request.URL, resp.StatusCode)
+	}
+	again, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the web link worked twice: %d", again.StatusCode)
 	}
 }

@@ -25,10 +25,10 @@ const chromium = "/usr/bin/chromium"
 // session in the inbox, send a message and see the turn arrive live,
 // approve a permission, see Cursor labelled "can't rebuild history" and
 // its switch refused, fork onto Codex (a stub, then a row), switch to
-// Codex from the panel and see the divider, then the fleet and accounts
-// pages and the same session on a phone-sized screen. Screenshots of each
-// page land in the test's temp dir (or CAST_WEB_SHOTS). Then the store must hold what the page
-// did.
+// Codex from the panel and see the divider, hand off to Claude, then the
+// fleet and accounts pages, the same session on a phone-sized screen, and
+// signing out. Screenshots of each page land in the test's temp dir (or
+// CAST_WEB_SHOTS). Then the store must hold what the page did.
 func TestWebTimeline(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat(chromium); err != nil {
@@ -95,16 +95,19 @@ func TestWebTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forks := 0
+	forks, handoffs := 0, 0
 	for _, s := range list.Sessions {
 		if s.ParentId == sess.Id && s.Agent == "codex" {
 			forks++
 		}
+		if s.HandoffFrom == sess.Id && s.Agent == "claude" {
+			handoffs++
+		}
 	}
-	if forks != 1 {
-		t.Fatalf("%d codex forks of the session; the page made one", forks)
+	if forks != 1 || handoffs != 1 {
+		t.Fatalf("%d codex forks and %d claude handoffs of the session; the page made one each", forks, handoffs)
 	}
-	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "phone-inbox", "phone-timeline"} {
+	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "phone-inbox", "phone-timeline", "signed-out"} {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}

@@ -3,9 +3,11 @@ package web
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -43,7 +45,8 @@ type Handler struct {
 	logins *Logins
 	api    http.Handler
 	static http.Handler
-	secure bool // HTTPS: cookies are Secure
+	secure bool      // HTTPS: cookies are Secure
+	oidc   *oidcFlow // nil: no OIDC sign-in
 	lg     *zap.Logger
 }
 
@@ -68,6 +71,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.login(w, r)
 	case r.URL.Path == "/auth/logout":
 		h.logout(w, r)
+	case r.URL.Path == "/auth/methods":
+		h.methods(w, r)
+	case r.URL.Path == "/auth/oidc" && h.oidc != nil:
+		h.oidc.start(w, r)
+	case r.URL.Path == "/auth/oidc/callback" && h.oidc != nil:
+		h.oidc.callback(w, r)
 	default:
 		// The app's own scripts and styles only; images are data: URLs.
 		hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -124,9 +133,21 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.lg.Info("web sign-in", zap.String("principal", p.String()))
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
-		Secure: h.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(h.logins.sessionTTL.Seconds())})
+	setSession(w, sid, h.secure, h.logins.sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// setSession sets the session cookie.
+func setSession(w http.ResponseWriter, sid string, secure bool, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
+		Secure: secure, SameSite: http.SameSiteStrictMode, MaxAge: int(ttl.Seconds())})
+}
+
+// methods tells the app which sign-ins this replica offers.
+func (h *Handler) methods(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]bool{"link": true, "oidc": h.oidc != nil})
 }
 
 // logout ends the session (POST, same origin).

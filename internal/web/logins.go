@@ -61,11 +61,31 @@ func (l *Logins) Exchange(code string) (sid string, p authz.Principal, ok bool, 
 	if !found {
 		return "", authz.Principal{}, false, nil
 	}
-	if sid, err = secret(); err != nil {
+	if sid, err = l.grantLocked(g.p, time.Time{}); err != nil {
 		return "", authz.Principal{}, false, err
 	}
-	l.sessions[digest(sid)] = grant{p: g.p, until: l.now().Add(l.sessionTTL)}
 	return sid, g.p, true, nil
+}
+
+// Grant starts a session for p (signed in another way: OIDC) until the
+// session lifetime ends, or until if that is sooner (an ID token's exp).
+func (l *Logins) Grant(p authz.Principal, until time.Time) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grantLocked(p, until)
+}
+
+func (l *Logins) grantLocked(p authz.Principal, until time.Time) (string, error) {
+	sid, err := secret()
+	if err != nil {
+		return "", err
+	}
+	end := l.now().Add(l.sessionTTL)
+	if !until.IsZero() && until.Before(end) {
+		end = until
+	}
+	l.sessions[digest(sid)] = grant{p: p, until: end}
+	return sid, nil
 }
 
 // Session returns the principal of a live session id.

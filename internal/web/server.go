@@ -25,7 +25,9 @@ type Server struct {
 
 // Start serves the app on cfg.Listen, its API through g (every service
 // registered on it, by Connect and gRPC-Web), with tlsCfg unless cfg.Plain.
-func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, lg *zap.Logger) (*Server, error) {
+//
+// oidc, when set, adds the browser's sign-in with the identity provider.
+func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, oidc *OIDC, lg *zap.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -41,8 +43,12 @@ func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, lg *zap.Logger) (*Ser
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	s := &Server{cfg: cfg, Logins: NewLogins(cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
+	h := NewHandler(s.Logins, api, !cfg.Plain, lg)
+	if oidc != nil {
+		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, !cfg.Plain, lg)
+	}
 	// No write timeout: WatchSession streams for as long as a page is open.
-	s.srv = &http.Server{Handler: NewHandler(s.Logins, api, !cfg.Plain, lg), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	if !cfg.Plain {
 		s.srv.TLSConfig = tlsCfg
 	}

@@ -32,6 +32,10 @@ type Config struct {
 	CodeTTL time.Duration
 	// SessionTTL is how long a browser stays signed in.
 	SessionTTL time.Duration
+	// OIDCClientSecret is the client secret for the browser's OIDC sign-in
+	// at issuers that want one (env CAST_WEB_OIDC_CLIENT_SECRET only);
+	// the issuer and client id are the control plane's --oidc-*.
+	OIDCClientSecret string
 }
 
 // Defaults.

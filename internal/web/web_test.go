@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,78 @@ func TestAppIsServed(t *testing.T) {
 	}
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Fatalf("CSP %q", csp)
+	}
+}
+
+// With --oidc-issuer, a browser signs in at the issuer (authorization code
+// with PKCE) and is then the person the ID token names; the callback works
+// only in the browser that started the sign-in.
+func TestOIDCSignIn(t *testing.T) {
+	iss := testharness.StartOIDCIssuer(t)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true
+		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast-web"
+	})
+	base := srv.WebURL()
+	jar, _ := cookiejar.New(nil)
+	stop := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	redirect := func(c *http.Client, u string) string {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound {
+			t.Fatalf("GET %s: %d, want a redirect", u, resp.StatusCode)
+		}
+		return resp.Header.Get("Location")
+	}
+	resp, err := http.Get(base + "/auth/methods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"oidc":true`) {
+		t.Fatalf("/auth/methods: %s", b)
+	}
+	authURL := redirect(stop, base+"/auth/oidc")
+	if !strings.HasPrefix(authURL, iss.URL+"/auth?") || !strings.Contains(authURL, "code_challenge_method=S256") ||
+		!strings.Contains(authURL, "redirect_uri="+url.QueryEscape(base+"/auth/oidc/callback")) {
+		t.Fatalf("sign-in goes to %s", authURL)
+	}
+	// The person approves at the issuer, which sends the browser back.
+	callback := redirect(stop, authURL+"&email=alice@example.com")
+	// Another browser cannot use that answer.
+	if other, err := http.Get(callback); err != nil || other.StatusCode != http.StatusBadRequest {
+		t.Fatalf("the callback in another browser: %v %v", other, err)
+	} else {
+		other.Body.Close()
+	}
+	browser := &http.Client{Jar: jar}
+	land, err := browser.Get(callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	land.Body.Close()
+	if land.StatusCode != http.StatusOK || land.Request.URL.String() != base+"/" {
+		t.Fatalf("callback landed on %s with %d", land.Request.URL, land.StatusCode)
+	}
+	if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusOK || !strings.Contains(body, `"user:alice@example.com"`) {
+		t.Fatalf("WhoAmI after OIDC sign-in: %d %s", code, body)
+	}
+	// A user sees only its own sessions: the same rule as the CLI's.
+	if code, body := connectCall(t, browser, base, "AuthService/ListTokens", "{}", base); code != http.StatusForbidden || !strings.Contains(body, "may not call ListTokens") {
+		t.Fatalf("a user listing tokens: %d %s", code, body)
+	}
+	// The code was redeemed once: replaying the callback fails.
+	again, err := browser.Get(callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a replayed callback: %d", again.StatusCode)
 	}
 }

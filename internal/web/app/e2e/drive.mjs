@@ -35,6 +35,10 @@ const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir()
 const page = browser.pages()[0] ?? (await browser.newPage());
 const consoleErrors = [];
 page.on("pageerror", (e) => consoleErrors.push(String(e)));
+// Every move the page sends, so a doubled one shows in the log.
+page.on("request", (r) => {
+  if (/Handoff|Fork|Switch/.test(r.url())) console.log(`request: ${new URL(r.url()).pathname}`);
+});
 let failed = false;
 try {
   await run(page);
@@ -121,6 +125,11 @@ async function run(page) {
   await page.locator("li.assistant", { hasText: "last user said: over to codex WEB-LIVE-2" }).waitFor({ timeout: T });
   await shot(page, "switched");
 
+  step("hand off to Claude Code: a fresh session, linked");
+  await pick.selectOption("claude");
+  await page.getByRole("button", { name: "Hand off to" }).click();
+  await page.locator(".forks a", { hasText: "Handed off to" }).waitFor({ timeout: 60_000 });
+
   step("command palette");
   await page.keyboard.press("Control+k");
   await page.getByRole("combobox", { name: "Command" }).fill("fleet");
@@ -147,5 +156,12 @@ async function run(page) {
   await page.getByRole("button", { name: "Send" }).click();
   await page.locator("li.assistant", { hasText: "last user said: from the phone WEB-LIVE-3" }).waitFor({ timeout: T });
   await shot(page, "phone-timeline");
+
+  step("sign out: the API refuses the browser, the page says how to sign in");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in" }).waitFor();
+  await page.goto(new URL("/#/", login).href);
+  await page.getByRole("heading", { name: "Sign in" }).waitFor();
+  await shot(page, "signed-out");
   step("done");
 }

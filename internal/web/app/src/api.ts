@@ -1,7 +1,7 @@
 // The API clients: the control plane's own gRPC services, reached by
 // Connect on this origin. The session cookie (HttpOnly) is the credential;
 // the server maps it to the principal that made the login link.
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AccountService } from "./gen/cast/v1/account_service_pb";
 import { AgentService } from "./gen/cast/v1/agent_service_pb";
@@ -10,9 +10,24 @@ import { MigrationService } from "./gen/cast/v1/migration_service_pb";
 import { NodeService } from "./gen/cast/v1/node_service_pb";
 import { SessionService } from "./gen/cast/v1/session_service_pb";
 
+// SIGNED_OUT is dispatched on window when a call finds the browser signed
+// out (or the credential behind its cookie revoked); the app then shows
+// how to sign in, whichever page made the call.
+export const SIGNED_OUT = "cast:signed-out";
+
+const signedOut: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    if (isUnauthenticated(err)) window.dispatchEvent(new Event(SIGNED_OUT));
+    throw err;
+  }
+};
+
 const transport = createConnectTransport({
   baseUrl: window.location.origin,
   useBinaryFormat: true,
+  interceptors: [signedOut],
 });
 
 export const sessions = createClient(SessionService, transport);
@@ -31,6 +46,11 @@ export function errorText(err: unknown): string {
     return err.rawMessage;
   }
   return String(err);
+}
+
+/** isUnauthenticated says the browser is not signed in (or its sign-in lapsed). */
+export function isUnauthenticated(err: unknown): boolean {
+  return err instanceof ConnectError && err.code === Code.Unauthenticated;
 }
 
 /** isAbort says a call was ended by the page (a navigation), not refused. */

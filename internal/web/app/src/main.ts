@@ -1,8 +1,8 @@
 // cast's web timeline: a hash router over four pages.
 import "./style.css";
-import { auth, errorText } from "./api";
+import { auth, errorText, isUnauthenticated, SIGNED_OUT } from "./api";
 import { accountsPage } from "./accounts";
-import { say } from "./dom";
+import { h, say } from "./dom";
 import { fleet } from "./fleet";
 import { inbox } from "./inbox";
 import { installPalette, resetCommands } from "./palette";
@@ -30,25 +30,52 @@ async function route(): Promise<void> {
     else if (path === "/accounts") await accountsPage(main, ctl.signal);
     else await inbox(main, ctl.signal);
   } catch (err) {
-    if (!ctl.signal.aborted) say(errorText(err), true);
+    if (ctl.signal.aborted) return;
+    if (isUnauthenticated(err)) await signIn(); // signed out, or the credential behind the cookie was revoked
+    else say(errorText(err), true);
   }
 }
 
-async function whoami(): Promise<void> {
+// whoami names the signed-in principal, or shows how to sign in.
+async function whoami(): Promise<boolean> {
   try {
     const r = await auth.whoAmI({});
     document.getElementById("who")!.textContent = r.principal;
+    return true;
   } catch (err) {
-    say(errorText(err), true);
+    if (!isUnauthenticated(err)) {
+      say(errorText(err), true);
+      return true;
+    }
+    await signIn();
+    return false;
   }
+}
+
+async function signIn(): Promise<void> {
+  const methods = (await fetch("/auth/methods").then((r) => r.json())) as { oidc: boolean };
+  main.replaceChildren(
+    h("h1", {}, "Sign in"),
+    h("p", {}, "Run ", h("code", {}, "cast web"), " on a machine where cast is set up: it opens this app signed in as you, with a link that works once."),
+    ...(methods.oidc ? [h("p", {}, h("a", { href: "/auth/oidc", id: "oidc-signin" }, "Sign in with your identity provider"))] : []),
+  );
 }
 
 document.getElementById("signout")!.addEventListener("click", async () => {
   await fetch("/auth/logout", { method: "POST" });
   document.getElementById("who")!.textContent = "";
-  say("Signed out. Run `cast web` to sign in again.");
+  current?.abort();
+  await signIn();
+  say("Signed out.");
 });
 installPalette();
-window.addEventListener("hashchange", () => void route());
-void whoami();
-void route();
+window.addEventListener(SIGNED_OUT, () => {
+  current?.abort();
+  document.getElementById("who")!.textContent = "";
+  void signIn();
+});
+void (async () => {
+  if (!(await whoami())) return;
+  window.addEventListener("hashchange", () => void route());
+  await route();
+})();

@@ -48,8 +48,12 @@ export function installPalette(): void {
   input.addEventListener("keydown", (e) => {
     if (e.key === "ArrowDown") active = Math.min(active + 1, shown.length - 1);
     else if (e.key === "ArrowUp") active = Math.max(active - 1, 0);
-    else if (e.key === "Enter") return choose(active);
-    else return;
+    else if (e.key === "Enter") {
+      // Not passed on: closing the dialog gives focus back to the button
+      // that had it, which this Enter would press too.
+      e.preventDefault();
+      return choose(active);
+    } else return;
     e.preventDefault();
     draw();
   });

@@ -224,8 +224,13 @@ class View {
     }
   }
 
+  // switchTo shows the pick at once and puts the old agent back if the
+  // server refuses it.
   private async switchTo(agent: string, model: string): Promise<void> {
     const same = agent === this.sess.agent;
+    const name = document.getElementById("agent-name")!;
+    const was = name.textContent;
+    name.textContent = `${await displayName(agent)} (switching…)`;
     try {
       const s = await sessions.switchSession({ sessionId: this.sess.id, agent: same ? "" : agent, model });
       if (s.id !== this.sess.id) {
@@ -235,6 +240,7 @@ class View {
       }
       say(`Switched to ${await displayName(s.agent)}.`);
     } catch (err) {
+      name.textContent = was;
       say("Switch refused: " + errorText(err), true);
     }
   }
