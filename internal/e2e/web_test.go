@@ -12,7 +12,9 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/wire"
 )
 
 // chromium is Debian's browser (.ci/install-debs.sh installs it); the
@@ -54,6 +56,7 @@ func TestWebTimeline(t *testing.T) {
 	}
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 
+	big := bigSession(t, r, 10000)
 	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
 	link := strings.TrimSpace(c.must("web", "--print"))
 	if !strings.HasPrefix(link, r.srv.WebURL()+"/auth/login?code=") {
@@ -67,7 +70,7 @@ func TestWebTimeline(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctxRun, "node", filepath.Join(app, "e2e", "drive.mjs"))
 	cmd.Dir = app
-	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
+	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big, "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
 	out, err := cmd.CombinedOutput()
 	t.Logf("drive.mjs:\n%s", out)
 	t.Logf("screenshots: %s", shots)
@@ -107,9 +110,43 @@ func TestWebTimeline(t *testing.T) {
 	if forks != 1 || handoffs != 1 {
 		t.Fatalf("%d codex forks and %d claude handoffs of the session; the page made one each", forks, handoffs)
 	}
-	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "phone-inbox", "phone-timeline", "signed-out"} {
+	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "big-session", "phone-inbox", "phone-timeline", "signed-out"} {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}
 	}
+}
+
+// bigSession imports an n-message conversation (history: nothing runs)
+// and prints what opening it costs the server: the session and its newest
+// page, as the timeline reads them (a figure, not a limit).
+func bigSession(t *testing.T, r *turnRig, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Title: "ten thousand", HistoryMessages: int64(n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := benchConversation(n)
+	for i := 0; i < len(msgs); i += 500 {
+		var batch []*castv1.Message
+		for _, m := range msgs[i:min(i+500, len(msgs))] {
+			m.ClientID = ids.NewClientID()
+			batch = append(batch, wire.ToProto(m))
+		}
+		if _, err := r.c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: batch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	got, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := r.c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: got.LastSeq - 199, EndSeq: got.LastSeq, PageSize: 200})
+	if err != nil || len(page.Messages) != 200 {
+		t.Fatalf("the newest page of %d: %d messages, %v", n, len(page.Messages), err)
+	}
+	t.Logf("figure: opening a %d-message session (the session and its newest 200 messages) took %s of server time", n, time.Since(start))
+	return sess.Id
 }

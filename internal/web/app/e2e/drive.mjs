@@ -4,8 +4,9 @@
 // model, then checks the store for what the page did.
 //
 // Env: CAST_WEB_LOGIN (a one-time login link), CAST_WEB_SESSION (a
-// session on Claude with one turn done), CAST_WEB_SHOTS (a folder for
-// screenshots), CHROMIUM (default /usr/bin/chromium).
+// session on Claude with one turn done), CAST_WEB_BIG (a session of 10,000
+// imported messages), CAST_WEB_SHOTS (a folder for screenshots), CHROMIUM
+// (default /usr/bin/chromium).
 import { chromium } from "playwright-core";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +15,7 @@ import { join } from "node:path";
 const login = need("CAST_WEB_LOGIN");
 const sessionId = need("CAST_WEB_SESSION");
 const shots = need("CAST_WEB_SHOTS");
+const big = need("CAST_WEB_BIG"); // a 10,000-message session
 const T = 120_000; // a real CLI's turn on 2 busy cores
 
 function need(k) {
@@ -142,6 +144,20 @@ async function run(page) {
   await page.getByRole("link", { name: "Accounts" }).click();
   await page.getByRole("heading", { name: "Parked sessions" }).waitFor();
   await shot(page, "accounts");
+
+  step("a 10,000-message session opens at its end and pages as you scroll up");
+  const t0 = Date.now();
+  await page.goto(new URL(`/#/s/${big}`, login).href);
+  await page.locator('li[data-seq="10000"]').waitFor();
+  console.log(`figure: the 10,000-message session's newest page shown in ${Date.now() - t0} ms`);
+  const rows = () => page.locator("ol.timeline > li").count();
+  if ((await rows()) > 200) throw new Error(`${await rows()} rows drawn at first; want one page (200 messages)`);
+  if (await page.locator('li[data-seq="1"]').count()) throw new Error("the first message was loaded at once");
+  await shot(page, "big-session");
+  await page.locator(".scroller").evaluate((el) => (el.scrollTop = 0));
+  await page.locator('li[data-seq="9601"]').waitFor();
+  if ((await rows()) > 400) throw new Error(`${await rows()} rows after one page up; want two pages`);
+  if (await page.locator('li[data-seq="1"]').count()) throw new Error("scrolling up once loaded the whole session");
 
   step("a phone-sized viewport");
   await page.setViewportSize({ width: 390, height: 844 });
