@@ -58,9 +58,12 @@ if (consoleErrors.length) {
 }
 process.exit(failed ? 1 : 0);
 
-async function shot(p, name) {
+// shot saves the page; fullPage: false keeps the viewport as it is (a
+// full-page capture makes it as tall as the page, which grows the
+// transcript's box and scrolls it).
+async function shot(p, name, fullPage = true) {
   const path = join(shots, `${name}.png`);
-  await p.screenshot({ path, fullPage: true });
+  await p.screenshot({ path, fullPage });
   console.log(`screenshot: ${path}`);
 }
 
@@ -153,7 +156,7 @@ async function run(page) {
   const rows = () => page.locator("ol.timeline > li").count();
   if ((await rows()) > 200) throw new Error(`${await rows()} rows drawn at first; want one page (200 messages)`);
   if (await page.locator('li[data-seq="1"]').count()) throw new Error("the first message was loaded at once");
-  await shot(page, "big-session");
+  await shot(page, "big-session", false);
   await page.locator(".scroller").evaluate((el) => (el.scrollTop = 0));
   await page.locator('li[data-seq="9601"]').waitFor();
   if ((await rows()) > 400) throw new Error(`${await rows()} rows after one page up; want two pages`);

@@ -74,6 +74,7 @@ function bigMax(a: bigint, b: bigint): bigint {
 class View {
   readonly older = h("div", { class: "older muted" }, "Loading older messages…");
   private readonly list = h("ol", { class: "timeline", "aria-label": "Messages" });
+  private readonly scroller = h("div", { class: "scroller", tabindex: 0, "aria-label": "Transcript" }, this.older, this.list);
   private readonly head = h("section", { class: "panel", "aria-label": "Session" });
   private readonly perm = h("div", { class: "permission", role: "region", "aria-label": "Permission" });
   private readonly forks = h("ul", { class: "forks", "aria-label": "Forks made here" });
@@ -86,8 +87,7 @@ class View {
     private sess: Session,
     private readonly signal: AbortSignal,
   ) {
-    const scroller = h("div", { class: "scroller", tabindex: 0, "aria-label": "Transcript" }, this.older, this.list);
-    main.replaceChildren(this.head, this.perm, scroller, this.composer());
+    main.replaceChildren(this.head, this.perm, this.scroller, this.composer());
     signal.addEventListener("abort", () => this.imgs.forEach((u) => URL.revokeObjectURL(u)));
   }
 
@@ -275,8 +275,18 @@ class View {
     }
   }
 
+  // scrollToEnd shows the newest message: the transcript's own scroll box
+  // on a wide screen, the page on a phone (where the box grows instead).
   scrollToEnd(): void {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
     this.list.lastElementChild?.scrollIntoView({ block: "end" });
+  }
+
+  // atEnd: the reader is at the newest message, so a live one follows.
+  private atEnd(): boolean {
+    const box = this.scroller;
+    const page = document.scrollingElement!;
+    return box.scrollHeight - box.scrollTop - box.clientHeight < 80 && page.scrollHeight - page.scrollTop - page.clientHeight < 160;
   }
 
   add(msgs: Message[], where: "start" | "end", live = false): void {
@@ -287,9 +297,17 @@ class View {
       const el = this.render(m);
       if (el) nodes.push(el);
     }
-    if (where === "start") this.list.prepend(...nodes);
-    else this.list.append(...nodes);
-    if (live && nodes.length) nodes[nodes.length - 1].scrollIntoView({ block: "end" });
+    if (where === "start") {
+      // Older messages go above without moving what the reader sees.
+      const box = this.scroller;
+      const before = box.scrollHeight;
+      this.list.prepend(...nodes);
+      box.scrollTop += box.scrollHeight - before;
+      return;
+    }
+    const follow = live && this.atEnd();
+    this.list.append(...nodes);
+    if (follow && nodes.length) this.scrollToEnd();
   }
 
   private render(m: Message): HTMLElement | null {
