@@ -27,8 +27,9 @@ const chromium = "/usr/bin/chromium"
 // session in the inbox, send a message and see the turn arrive live,
 // approve a permission, see Cursor labelled "can't rebuild history" and
 // its switch refused, fork onto Codex (a stub, then a row), switch to
-// Codex from the panel and see the divider, hand off to Claude, then the
-// fleet and accounts pages, the same session on a phone-sized screen, and
+// Codex from the panel and see the divider, hand off to Claude, drain the
+// node onto a spare from the fleet page and follow the migration, the
+// accounts page, the same session on a phone-sized screen, and
 // signing out. Screenshots of each page land in the test's temp dir (or
 // CAST_WEB_SHOTS). Then the store must hold what the page did.
 func TestWebTimeline(t *testing.T) {
@@ -62,6 +63,21 @@ func TestWebTimeline(t *testing.T) {
 	if !strings.HasPrefix(link, r.srv.WebURL()+"/auth/login?code=") {
 		t.Fatalf("cast web --print: %q", link)
 	}
+	// A spare node the page drains the first one onto.
+	spare := append([]string(nil), r.nodeArgs...)
+	for i := range spare {
+		switch spare[i] {
+		case "--name":
+			spare[i+1] = "spare"
+		case "--data-dir":
+			spare[i+1] = t.TempDir()
+		}
+	}
+	testharness.StartProc(t, filepath.Join(testharness.Binaries(t), "node"), spare...)
+	testharness.WaitFor(t, 30*time.Second, "the spare node connected", func() bool {
+		resp, err := r.c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+		return err == nil && len(resp.Nodes) == 2 && resp.Nodes[0].Connected && resp.Nodes[1].Connected
+	})
 	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test
 	if dir := os.Getenv("CAST_WEB_SHOTS"); dir != "" {
 		shots = dir
@@ -83,8 +99,8 @@ func TestWebTimeline(t *testing.T) {
 		t.Fatalf("the tool approved in the page did not run: %v", err)
 	}
 	got, err := r.c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sess.Id})
-	if err != nil || got.Agent != "codex" {
-		t.Fatalf("after the page's switch: %v %v", got, err)
+	if err != nil || got.Agent != "codex" || got.Node != "spare" {
+		t.Fatalf("after the page's switch and drain: %v %v", got, err)
 	}
 	var divider, refusedCursor bool
 	for _, m := range r.messages(sess.Id) {

@@ -14,6 +14,7 @@ export async function fleet(main: HTMLElement, signal: AbortSignal): Promise<voi
   const migBox = h("div", {});
   const from = h("select", { id: "drain-from" });
   const to = h("select", { id: "drain-to" });
+  const skip = h("input", { id: "drain-skip", type: "checkbox" });
   main.replaceChildren(
     h("h1", {}, "Fleet"),
     h("h2", {}, "Nodes"),
@@ -26,6 +27,8 @@ export async function fleet(main: HTMLElement, signal: AbortSignal): Promise<voi
       from,
       h("label", { for: "drain-to" }, "to"),
       to,
+      skip,
+      h("label", { for: "drain-skip" }, "Sessions only (leave work trees)"),
       h("button", { type: "submit" }, "Start drain"),
     ),
     migBox,
@@ -33,7 +36,7 @@ export async function fleet(main: HTMLElement, signal: AbortSignal): Promise<voi
   const drain = async () => {
     try {
       const m = await migrations.startMigration(
-        create(StartMigrationRequestSchema, { fromNode: from.value, to: to.value, all: true, requestId: requestId() }),
+        create(StartMigrationRequestSchema, { fromNode: from.value, to: to.value, skipWorktree: skip.checked, requestId: requestId() }),
       );
       say(`Migration ${m.id} started.`);
       await load();

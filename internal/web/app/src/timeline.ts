@@ -282,11 +282,14 @@ class View {
     this.list.lastElementChild?.scrollIntoView({ block: "end" });
   }
 
-  // atEnd: the reader is at the newest message, so a live one follows.
+  // atEnd: the reader sees the newest message (its top is on screen, in
+  // the transcript's box), so a live one follows. Heights of rows not yet
+  // drawn are estimates, so the scroll offsets alone would not say.
   private atEnd(): boolean {
-    const box = this.scroller;
-    const page = document.scrollingElement!;
-    return box.scrollHeight - box.scrollTop - box.clientHeight < 80 && page.scrollHeight - page.scrollTop - page.clientHeight < 160;
+    const last = this.list.lastElementChild;
+    if (!last) return true;
+    const bottom = Math.min(window.innerHeight, this.scroller.getBoundingClientRect().bottom);
+    return last.getBoundingClientRect().top < bottom + 40;
   }
 
   add(msgs: Message[], where: "start" | "end", live = false): void {
