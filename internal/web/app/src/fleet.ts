@@ -85,7 +85,7 @@ function nodeTable(ns: Node[], per: Map<string, number>): HTMLElement {
   return h(
     "table",
     { class: "nodes" },
-    h("caption", {}, "Nodes"),
+    h("caption", { class: "sr-only" }, "Nodes"),
     h("thead", {}, h("tr", {}, ...["Node", "Up", "Labels", "OS", "Agents", "Sessions", "Last seen"].map((t) => h("th", { scope: "col" }, t)))),
     h(
       "tbody",
