@@ -9,10 +9,14 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
+
+// MaxMessageBytes bounds one message through the transcoder, either way.
+const MaxMessageBytes = 64 << 20
 
 // Server is the web app's listener.
 type Server struct {
@@ -34,7 +38,9 @@ func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, oidc *OIDC, lg *zap.L
 	if !cfg.Plain && tlsCfg == nil {
 		return nil, errors.New("web: HTTPS needs the control plane's TLS (or plain HTTP on loopback)")
 	}
-	api, err := vanguardgrpc.NewTranscoder(g)
+	// A message vanguard buffers (a Connect unary call) is bounded as the
+	// CLI's replies are: pages stay under 64 MiB (store.Config.PageBytes).
+	api, err := vanguardgrpc.NewTranscoder(g, vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}

@@ -139,7 +139,11 @@ async function run(page) {
   await page.getByRole("button", { name: "Hand off to" }).click();
   await page.locator(".forks a", { hasText: "Handed off to" }).waitFor({ timeout: 60_000 });
 
-  step("command palette");
+  step("command palette: a verb, then a page");
+  await page.keyboard.press("Control+k");
+  await page.getByRole("combobox", { name: "Command" }).fill("interrupt");
+  await page.keyboard.press("Enter");
+  await page.locator("#status", { hasText: "Nothing to stop." }).waitFor();
   await page.keyboard.press("Control+k");
   await page.getByRole("combobox", { name: "Command" }).fill("fleet");
   await page.keyboard.press("Enter");
