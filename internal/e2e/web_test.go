@@ -29,8 +29,9 @@ const chromium = "/usr/bin/chromium"
 // its switch refused, fork onto Codex (a stub, then a row), switch to
 // Codex from the panel and see the divider, hand off to Claude, drain the
 // node onto a spare from the fleet page and follow the migration, the
-// accounts page, the same session on a phone-sized screen, and
-// signing out. Screenshots of each page land in the test's temp dir (or
+// accounts page, the same session on a phone-sized screen, signing out,
+// and signing in at an OIDC issuer as a user who sees none of the admin's
+// sessions. Screenshots of each page land in the test's temp dir (or
 // CAST_WEB_SHOTS). Then the store must hold what the page did.
 func TestWebTimeline(t *testing.T) {
 	t.Parallel()
@@ -41,8 +42,10 @@ func TestWebTimeline(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(app, "node_modules", "playwright-core")); err != nil {
 		t.Fatalf("playwright-core is missing: run `npm ci` in %s (make test does: .ci/install-web.sh)", app)
 	}
+	iss := testharness.StartOIDCIssuer(t)
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
+		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast-web"
 	}, "claude", "codex", "cursor")
 	// Claude Code must ask before running touch.
 	settings := filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), "settings.json")
@@ -86,7 +89,7 @@ func TestWebTimeline(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctxRun, "node", filepath.Join(app, "e2e", "drive.mjs"))
 	cmd.Dir = app
-	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big, "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
+	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big, "CAST_WEB_OIDC_EMAIL=alice@example.com", "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
 	out, err := cmd.CombinedOutput()
 	t.Logf("drive.mjs:\n%s", out)
 	t.Logf("screenshots: %s", shots)
@@ -126,7 +129,7 @@ func TestWebTimeline(t *testing.T) {
 	if forks != 1 || handoffs != 1 {
 		t.Fatalf("%d codex forks and %d claude handoffs of the session; the page made one each", forks, handoffs)
 	}
-	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "big-session", "phone-inbox", "phone-timeline", "signed-out"} {
+	for _, name := range []string{"inbox", "timeline", "permission", "switched", "fleet", "accounts", "big-session", "phone-inbox", "phone-timeline", "signed-out", "oidc-user"} {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}

@@ -5,8 +5,9 @@
 //
 // Env: CAST_WEB_LOGIN (a one-time login link), CAST_WEB_SESSION (a
 // session on Claude with one turn done), CAST_WEB_BIG (a session of 10,000
-// imported messages), CAST_WEB_SHOTS (a folder for screenshots), CHROMIUM
-// (default /usr/bin/chromium).
+// imported messages), CAST_WEB_OIDC_EMAIL (the person the control plane's
+// fake OIDC issuer signs in), CAST_WEB_SHOTS (a folder for screenshots),
+// CHROMIUM (default /usr/bin/chromium).
 import { chromium } from "playwright-core";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,6 +17,7 @@ const login = need("CAST_WEB_LOGIN");
 const sessionId = need("CAST_WEB_SESSION");
 const shots = need("CAST_WEB_SHOTS");
 const big = need("CAST_WEB_BIG"); // a 10,000-message session
+const oidcEmail = need("CAST_WEB_OIDC_EMAIL"); // whom the fake issuer signs in
 const T = 120_000; // a real CLI's turn on 2 busy cores
 
 function need(k) {
@@ -203,5 +205,24 @@ async function run(page) {
   await page.goto(new URL("/#/", login).href);
   await page.getByRole("heading", { name: "Sign in" }).waitFor();
   await shot(page, "signed-out");
+
+  step("sign in at the identity provider (OIDC, PKCE): a user who sees only its own sessions");
+  // The fake issuer approves whoever its URL names (&email=), as the
+  // person would by logging in there: the app's redirect to it gets that
+  // added (a route sees only the first request of a redirect chain).
+  await page.route(
+    (u) => u.pathname === "/auth/oidc",
+    async (route) => {
+      const resp = await route.fetch({ maxRedirects: 0 });
+      const to = new URL(resp.headers()["location"]);
+      to.searchParams.set("email", oidcEmail);
+      await route.fulfill({ status: 302, headers: { ...resp.headers(), location: to.href } });
+    },
+  );
+  await page.getByRole("link", { name: "Sign in with your identity provider" }).click();
+  await page.getByText(`user:${oidcEmail}`).waitFor();
+  await page.getByRole("heading", { name: "Inbox" }).waitFor();
+  await page.getByText("No sessions.").waitFor();
+  await shot(page, "oidc-user");
   step("done");
 }
