@@ -89,7 +89,8 @@ func TestWebTimeline(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctxRun, "node", filepath.Join(app, "e2e", "drive.mjs"))
 	cmd.Dir = app
-	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big, "CAST_WEB_OIDC_EMAIL=alice@example.com", "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium)
+	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big,
+		"CAST_WEB_OIDC_EMAIL=alice@example.com", "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium, "CAST_WEB_PROFILE="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("drive.mjs:\n%s", out)
 	t.Logf("screenshots: %s", shots)

@@ -7,7 +7,8 @@
 // session on Claude with one turn done), CAST_WEB_BIG (a session of 10,000
 // imported messages), CAST_WEB_OIDC_EMAIL (the person the control plane's
 // fake OIDC issuer signs in), CAST_WEB_SHOTS (a folder for screenshots),
-// CHROMIUM (default /usr/bin/chromium).
+// CHROMIUM (default /usr/bin/chromium), CAST_WEB_PROFILE (an empty folder
+// for the browser's profile).
 import { chromium } from "playwright-core";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,7 +30,9 @@ function step(what) {
   console.log(`step: ${what}`);
 }
 
-const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "cast-chromium-")), {
+// A fresh profile: the test's temp dir (removed with it), else a new one.
+const profile = process.env.CAST_WEB_PROFILE || mkdtempSync(join(tmpdir(), "cast-chromium-"));
+const browser = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,6 +40,8 @@ const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir()
   viewport: { width: 1280, height: 900 },
 });
 const page = browser.pages()[0] ?? (await browser.newPage());
+// Two cores shared by the whole suite: a step may wait long for its turn.
+page.setDefaultTimeout(60_000);
 const consoleErrors = [];
 page.on("pageerror", (e) => consoleErrors.push(String(e)));
 // Every move the page sends, so a doubled one shows in the log.
@@ -77,7 +82,7 @@ async function run(page) {
   step("log in with the one-time link");
   await page.goto(login);
   if (new URL(page.url()).search !== "") throw new Error(`the login code stayed in the address bar: ${page.url()}`);
-  await page.getByText(/^admin:/).waitFor({ timeout: 10_000 });
+  await page.getByText(/^admin:/).waitFor();
 
   step("inbox lists the session");
   const row = page.locator(`tr[data-session="${sessionId}"]`);
@@ -124,12 +129,12 @@ async function run(page) {
   step("fork as Codex: a stub, then a row");
   await pick.selectOption("codex");
   await page.getByRole("button", { name: "Fork as" }).click();
-  await page.locator(".forks a", { hasText: "on Codex" }).waitFor({ timeout: 30_000 });
+  await page.locator(".forks a", { hasText: "on Codex" }).waitFor();
 
   step("switch to Codex from the panel and see the divider");
   await pick.selectOption("codex");
   await page.getByRole("button", { name: "Switch agent" }).click();
-  await page.getByRole("separator", { name: /Now using Codex/ }).waitFor({ timeout: 30_000 });
+  await page.getByRole("separator", { name: /Now using Codex/ }).waitFor();
   await page.locator("#agent-name", { hasText: "Codex" }).waitFor();
   await page.getByRole("textbox", { name: "Message" }).fill("over to codex WEB-LIVE-2");
   await page.getByRole("button", { name: "Send" }).click();
