@@ -76,6 +76,19 @@ async function shot(p, name, fullPage = true) {
   const path = join(shots, `${name}.png`);
   await p.screenshot({ path, fullPage });
   console.log(`screenshot: ${path}`);
+  await labelled(p, name);
+}
+
+// labelled fails a page with a form control that has no name a screen
+// reader can say (a <label>, aria-label, or a button's own text).
+async function labelled(p, name) {
+  const bare = await p.evaluate(() =>
+    [...document.querySelectorAll("input, select, textarea, button")]
+      .filter((el) => el.offsetParent !== null || el.closest("dialog[open]"))
+      .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !(el.tagName === "BUTTON" && el.textContent.trim()))
+      .map((el) => el.outerHTML.slice(0, 120)),
+  );
+  if (bare.length) throw new Error(`${name}: controls without a label:\n${bare.join("\n")}`);
 }
 
 async function run(page) {
