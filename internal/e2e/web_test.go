@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +18,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -148,6 +153,11 @@ func bigSession(t *testing.T, r *turnRig, n int) string {
 		t.Fatal(err)
 	}
 	msgs := benchConversation(n)
+	// It ends with thinking and a screenshot the user attached, which the
+	// page folds and shows.
+	msgs[n-2] = transcript.Message{Kind: transcript.KindThinking, Text: "WEB-THINKING: weigh the two files"}
+	msgs[n-1] = transcript.Message{Kind: transcript.KindUser, Text: "WEB-IMAGE: see the screenshot",
+		Images: []transcript.Image{{MediaType: "image/png", Data: onePixelPNG(t)}}}
 	for i := 0; i < len(msgs); i += 500 {
 		var batch []*castv1.Message
 		for _, m := range msgs[i:min(i+500, len(msgs))] {
@@ -169,4 +179,15 @@ func bigSession(t *testing.T, r *turnRig, n int) string {
 	}
 	t.Logf("figure: opening a %d-message session (the session and its newest 200 messages) took %s of server time", n, time.Since(start))
 	return sess.Id
+}
+
+// onePixelPNG is a valid 1x1 PNG.
+func onePixelPNG(t *testing.T) []byte {
+	var b bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 1, 1))
+	img.Set(0, 0, color.RGBA{R: 200, A: 255})
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

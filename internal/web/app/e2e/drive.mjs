@@ -193,6 +193,11 @@ async function run(page) {
   const rows = () => page.locator("ol.timeline > li").count();
   if ((await rows()) > 200) throw new Error(`${await rows()} rows drawn at first; want one page (200 messages)`);
   if (await page.locator('li[data-seq="1"]').count()) throw new Error("the first message was loaded at once");
+  // Its last two: thinking, folded; a user's image, shown.
+  await page.locator("li.thinking details", { hasText: "Thinking" }).last().waitFor();
+  const img = page.locator("li.user", { hasText: "WEB-IMAGE" }).locator("img");
+  await img.waitFor();
+  if (!(await img.evaluate((el) => el.complete && el.naturalWidth === 1))) throw new Error("the user's image did not load");
   await shot(page, "big-session", false);
   // (The drain above added a migration notice: the newest seq is past 10,000.)
   const first = await rows();

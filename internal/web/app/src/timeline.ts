@@ -355,8 +355,8 @@ class View {
         return h("li", { class: "msg tool", "data-seq": String(m.seq) }, h("details", {}, h("summary", {}, "Tool result"), out, imgs));
       }
       case MessageKind.NOTICE: {
-        // The first line on the rule, the rest under it.
-        const [head, ...rest] = m.text.split("\n");
+        // The first line (or sentence) on the rule, the rest under it.
+        const [head, ...rest] = splitNotice(m.text);
         return h(
           "li",
           { class: `divider notice-${m.noticeType || "note"}`, role: "separator", "aria-label": m.text, "data-seq": String(m.seq) },
@@ -378,6 +378,13 @@ class View {
     }
     return box;
   }
+}
+
+function splitNotice(t: string): string[] {
+  const nl = t.indexOf("\n");
+  if (nl >= 0) return [t.slice(0, nl), t.slice(nl + 1)];
+  const dot = t.indexOf(". ");
+  return dot >= 0 && t.length > 80 ? [t.slice(0, dot + 1), t.slice(dot + 2)] : [t];
 }
 
 // preview is a tool input's gist for its folded row: a command, a path,
