@@ -143,6 +143,11 @@ async function run(page) {
   await pick.selectOption("codex");
   await page.getByRole("button", { name: "Fork as" }).click();
   await page.locator(".forks a", { hasText: "on Codex" }).waitFor();
+  // The fork's own page links back to its parent.
+  await page.locator(".forks a", { hasText: "on Codex" }).click();
+  await page.locator("p.muted", { hasText: /^fork of / }).waitFor();
+  await page.getByRole("link", { name: `open ${sessionId}` }).click();
+  await page.locator("#agent-name", { hasText: "Claude Code" }).waitFor();
 
   step("switch to Codex from the panel and see the divider");
   await pick.selectOption("codex");

@@ -119,7 +119,7 @@ class View {
         h("span", { id: "state", class: stateClass(s) }, stateLabel(s)),
       ),
       h("p", { class: "muted", id: "state-line" }, live ? "Live session · picks apply in place" : "Blank session · picks apply at launch"),
-      h("p", { class: "muted" }, lineage(s)),
+      h("p", { class: "muted" }, lineage(s), " ", lineageLink(s)),
       h(
         "fieldset",
         { class: "move" },
@@ -378,6 +378,12 @@ class View {
     }
     return box;
   }
+}
+
+// lineageLink opens the session this one came from.
+function lineageLink(s: Session): HTMLElement | string {
+  const from = s.parentId || s.handoffFrom;
+  return from ? h("a", { href: `#/s/${from}` }, `open ${from}`) : "";
 }
 
 function splitNotice(t: string): string[] {
