@@ -31,7 +31,7 @@ func (s *Server) startWeb() error {
 			ClientSecret: s.cfg.Web.OIDCClientSecret, IDs: s.oidc}
 	}
 	var err error
-	if s.web, err = web.Start(s.cfg.Web, s.grpc, tlsCfg, oidc, s.lg.Named("web")); err != nil {
+	if s.web, err = web.Start(s.cfg.Web, s.grpc, s.store, tlsCfg, oidc, s.lg.Named("web")); err != nil {
 		return err
 	}
 	s.lg.Info("web app serving", zap.String("url", s.web.URL()))
@@ -76,7 +76,7 @@ func (h *authService) CreateWebLogin(ctx context.Context, _ *castv1.CreateWebLog
 	if !ok {
 		return nil, toStatus(h.s.lg, authz.Unauthenticated("a login link needs a credential"))
 	}
-	code, until, err := h.s.web.Logins.NewCode(p)
+	code, until, err := h.s.web.Logins.NewCode(ctx, p)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

@@ -21,7 +21,7 @@ import (
 var dist embed.FS
 
 // CookieName is the browser session's cookie: HttpOnly, SameSite=Strict,
-// Secure over HTTPS; its value is a random id only this replica's Logins
+// Secure over HTTPS; its value is a random id only the control plane's
 // can map to a principal.
 const CookieName = "cast_web"
 
@@ -96,7 +96,13 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Del("Authorization")
 	if c, err := r.Cookie(CookieName); err == nil {
-		if p, ok := h.logins.Session(c.Value); ok {
+		p, ok, err := h.logins.Session(r.Context(), c.Value)
+		if err != nil {
+			h.lg.Warn("web session lookup failed", zap.Error(err))
+			http.Error(w, "the control plane's store did not answer; retry", http.StatusServiceUnavailable)
+			return
+		}
+		if ok {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, p))
 		}
 	}
@@ -120,7 +126,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "GET only", http.StatusMethodNotAllowed)
 		return
 	}
-	sid, p, ok, err := h.logins.Exchange(r.URL.Query().Get("code"))
+	sid, p, ok, err := h.logins.Exchange(r.Context(), r.URL.Query().Get("code"))
 	if err != nil {
 		h.lg.Error("web login failed", zap.Error(err))
 		http.Error(w, "login failed", http.StatusInternalServerError)
@@ -157,7 +163,10 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(CookieName); err == nil {
-		h.logins.End(c.Value)
+		if err := h.logins.End(r.Context(), c.Value); err != nil {
+			http.Error(w, "sign-out failed; retry", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
 		Secure: h.secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})

@@ -1,81 +1,86 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"sync"
+	"encoding/json"
 	"time"
 
 	"github.com/cast-dev/cast/internal/authz"
 )
 
-// Logins holds the one-time login codes and the browser sessions they
-// became, in this replica's memory, by the SHA-256 of each secret: a
-// restart signs every browser out, and with several replicas a browser
-// must reach the replica that made its link (docs/web.md).
+// Grants keeps login codes and browser sessions (the control plane's
+// store: etcd keys under leases, by the SHA-256 of each secret), so every
+// replica honours them and a restart signs no one out.
+type Grants interface {
+	PutWebGrant(ctx context.Context, kind, hash string, value []byte, ttl time.Duration) error
+	TakeWebGrant(ctx context.Context, kind, hash string) ([]byte, bool, error)
+	GetWebGrant(ctx context.Context, kind, hash string) ([]byte, bool, error)
+	DeleteWebGrant(ctx context.Context, kind, hash string) error
+}
+
+// The kinds of grant (the store's key prefixes).
+const (
+	kindCode    = "webcodes"
+	kindSession = "websessions"
+)
+
+// Logins makes and checks the one-time login codes and the browser
+// sessions they become.
 type Logins struct {
 	codeTTL, sessionTTL time.Duration
+	grants              Grants
 	now                 func() time.Time
-
-	mu       sync.Mutex
-	codes    map[string]grant
-	sessions map[string]grant
 }
 
-// grant is a principal until a time.
+// grant is a principal until a time (a lease lapses to the second; the
+// time is exact).
 type grant struct {
-	p     authz.Principal
-	until time.Time
+	P     authz.Principal `json:"principal"`
+	Until time.Time       `json:"until"`
 }
 
-// NewLogins keeps codes for codeTTL and sessions for sessionTTL.
-func NewLogins(codeTTL, sessionTTL time.Duration) *Logins {
-	return &Logins{codeTTL: codeTTL, sessionTTL: sessionTTL, now: time.Now,
-		codes: map[string]grant{}, sessions: map[string]grant{}}
+// NewLogins keeps codes for codeTTL and sessions for sessionTTL in g.
+func NewLogins(g Grants, codeTTL, sessionTTL time.Duration) *Logins {
+	return &Logins{codeTTL: codeTTL, sessionTTL: sessionTTL, grants: g, now: time.Now}
 }
 
 // NewCode returns a code that signs a browser in as p, once, before the
 // time returned.
-func (l *Logins) NewCode(p authz.Principal) (string, time.Time, error) {
+func (l *Logins) NewCode(ctx context.Context, p authz.Principal) (string, time.Time, error) {
 	code, err := secret()
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sweep()
 	until := l.now().Add(l.codeTTL)
-	l.codes[digest(code)] = grant{p: p, until: until}
+	if err := l.put(ctx, kindCode, code, grant{P: p, Until: until}); err != nil {
+		return "", time.Time{}, err
+	}
 	return code, until, nil
 }
 
 // Exchange consumes code and returns a new session id for its principal;
 // ok is false for a code that is unknown, used or expired.
-func (l *Logins) Exchange(code string) (sid string, p authz.Principal, ok bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sweep()
-	g, found := l.codes[digest(code)]
-	delete(l.codes, digest(code)) // used, whatever comes next
-	if !found {
-		return "", authz.Principal{}, false, nil
-	}
-	if sid, err = l.grantLocked(g.p, time.Time{}); err != nil {
+func (l *Logins) Exchange(ctx context.Context, code string) (sid string, p authz.Principal, ok bool, err error) {
+	b, found, err := l.grants.TakeWebGrant(ctx, kindCode, digest(code))
+	if err != nil || !found {
 		return "", authz.Principal{}, false, err
 	}
-	return sid, g.p, true, nil
+	var g grant
+	if json.Unmarshal(b, &g) != nil || !l.now().Before(g.Until) {
+		return "", authz.Principal{}, false, nil
+	}
+	if sid, err = l.Grant(ctx, g.P, time.Time{}); err != nil {
+		return "", authz.Principal{}, false, err
+	}
+	return sid, g.P, true, nil
 }
 
-// Grant starts a session for p (signed in another way: OIDC) until the
-// session lifetime ends, or until if that is sooner (an ID token's exp).
-func (l *Logins) Grant(p authz.Principal, until time.Time) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.grantLocked(p, until)
-}
-
-func (l *Logins) grantLocked(p authz.Principal, until time.Time) (string, error) {
+// Grant starts a session for p until the session lifetime ends, or until
+// if that is sooner (an ID token's exp).
+func (l *Logins) Grant(ctx context.Context, p authz.Principal, until time.Time) (string, error) {
 	sid, err := secret()
 	if err != nil {
 		return "", err
@@ -84,38 +89,33 @@ func (l *Logins) grantLocked(p authz.Principal, until time.Time) (string, error)
 	if !until.IsZero() && until.Before(end) {
 		end = until
 	}
-	l.sessions[digest(sid)] = grant{p: p, until: end}
-	return sid, nil
+	return sid, l.put(ctx, kindSession, sid, grant{P: p, Until: end})
 }
 
 // Session returns the principal of a live session id.
-func (l *Logins) Session(sid string) (authz.Principal, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	g, ok := l.sessions[digest(sid)]
-	if !ok || !l.now().Before(g.until) {
-		return authz.Principal{}, false
+func (l *Logins) Session(ctx context.Context, sid string) (authz.Principal, bool, error) {
+	b, found, err := l.grants.GetWebGrant(ctx, kindSession, digest(sid))
+	if err != nil || !found {
+		return authz.Principal{}, false, err
 	}
-	return g.p, true
+	var g grant
+	if json.Unmarshal(b, &g) != nil || !l.now().Before(g.Until) {
+		return authz.Principal{}, false, nil
+	}
+	return g.P, true, nil
 }
 
 // End signs a session out.
-func (l *Logins) End(sid string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.sessions, digest(sid))
+func (l *Logins) End(ctx context.Context, sid string) error {
+	return l.grants.DeleteWebGrant(ctx, kindSession, digest(sid))
 }
 
-// sweep drops what has expired; called under mu.
-func (l *Logins) sweep() {
-	now := l.now()
-	for _, m := range []map[string]grant{l.codes, l.sessions} {
-		for k, g := range m {
-			if !now.Before(g.until) {
-				delete(m, k)
-			}
-		}
+func (l *Logins) put(ctx context.Context, kind, secret string, g grant) error {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return err
 	}
+	return l.grants.PutWebGrant(ctx, kind, digest(secret), b, g.Until.Sub(l.now()))
 }
 
 // secret is 256 random bits, hex.

@@ -144,7 +144,7 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the ID token was refused: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	sid, err := f.logins.Grant(who, who.Expires)
+	sid, err := f.logins.Grant(r.Context(), who, who.Expires)
 	if err != nil {
 		http.Error(w, "sign-in failed", http.StatusInternalServerError)
 		return

@@ -31,7 +31,9 @@ type Server struct {
 // registered on it, by Connect and gRPC-Web), with tlsCfg unless cfg.Plain.
 //
 // oidc, when set, adds the browser's sign-in with the identity provider.
-func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, oidc *OIDC, lg *zap.Logger) (*Server, error) {
+//
+// grants keeps the sign-ins (the control plane's store).
+func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *OIDC, lg *zap.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -48,7 +50,7 @@ func Start(cfg Config, g *grpc.Server, tlsCfg *tls.Config, oidc *OIDC, lg *zap.L
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	s := &Server{cfg: cfg, Logins: NewLogins(cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
+	s := &Server{cfg: cfg, Logins: NewLogins(grants, cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
 	h := NewHandler(s.Logins, api, !cfg.Plain, lg)
 	if oidc != nil {
 		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, !cfg.Plain, lg)

@@ -191,3 +191,35 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Fatalf("a replayed callback: %d", again.StatusCode)
 	}
 }
+
+// Sign-ins live in the store: a link one replica made works on another,
+// and the browser's session is honoured by both.
+func TestLoginLinkWorksOnAnotherReplica(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	replica := func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true
+	}
+	a := testharness.StartControlPlane(t, replica)
+	b := testharness.StartControlPlane(t, replica)
+	link := loginLink(t, testharness.DialServer(t, a).Auth)
+	code := link[strings.Index(link, "?"):]
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(b.WebURL() + "/auth/login" + code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("replica b refused replica a's link: %d", resp.StatusCode)
+	}
+	// The cookie is b's origin's; a's origin gets the same session id.
+	u, _ := url.Parse(a.WebURL())
+	jar.SetCookies(u, jar.Cookies(resp.Request.URL))
+	for _, base := range []string{a.WebURL(), b.WebURL()} {
+		if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusOK || !strings.Contains(body, `"admin:`) {
+			t.Fatalf("WhoAmI on %s: %d %s", base, code, body)
+		}
+	}
+}
