@@ -10,7 +10,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { AgentInstall, Node } from "./node_pb";
 import { file_cast_v1_node } from "./node_pb";
-import type { Message as Message$1, Session, SessionState } from "./session_pb";
+import type { Message as Message$1, Session, SessionOrigin, SessionState } from "./session_pb";
 import { file_cast_v1_session } from "./session_pb";
 import type { SetWorkspaceRequest } from "./session_service_pb";
 import { file_cast_v1_session_service } from "./session_service_pb";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cast/v1/node_service.proto.
  */
 export const file_cast_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("ChpjYXN0L3YxL25vZGVfc2VydmljZS5wcm90bxIHY2FzdC52MSKvAQoOQ29ubmVjdFJlcXVlc3QSHwoFaGVsbG8YASABKAsyDi5jYXN0LnYxLkhlbGxvSAASJwoJaGVhcnRiZWF0GAIgASgLMhIuY2FzdC52MS5IZWFydGJlYXRIABIiCgNhY2sYAyABKAsyEy5jYXN0LnYxLkNvbW1hbmRBY2tIABImCglub2RlX2luZm8YBCABKAsyES5jYXN0LnYxLk5vZGVJbmZvSABCBwoFZnJhbWUiMQoITm9kZUluZm8SJQoGYWdlbnRzGAEgAygLMhUuY2FzdC52MS5BZ2VudEluc3RhbGwiPAoFSGVsbG8SGwoEbm9kZRgBIAEoCzINLmNhc3QudjEuTm9kZRIWCg5vd25lZF9zZXNzaW9ucxgCIAMoCSIYCglIZWFydGJlYXQSCwoDc2VxGAEgASgDIi8KCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCRINCgVlcnJvchgCIAEoCSKUAQoPQ29ubmVjdFJlc3BvbnNlEiMKB3dlbGNvbWUYASABKAsyEC5jYXN0LnYxLldlbGNvbWVIABIuCg1oZWFydGJlYXRfYWNrGAIgASgLMhUuY2FzdC52MS5IZWFydGJlYXRBY2tIABIjCgdjb21tYW5kGAMgASgLMhAuY2FzdC52MS5Db21tYW5kSABCBwoFZnJhbWUiRwoHV2VsY29tZRIZChFsZWFzZV90dGxfc2Vjb25kcxgBIAEoAxIhChloZWFydGJlYXRfaW50ZXJ2YWxfbWlsbGlzGAIgASgDIhsKDEhlYXJ0YmVhdEFjaxILCgNzZXEYASABKAMirgMKB0NvbW1hbmQSCgoCaWQYASABKAkSMAoOYXNzaWduX3Nlc3Npb24YAiABKAsyFi5jYXN0LnYxLkFzc2lnblNlc3Npb25IABI0ChBkZWxpdmVyX21lc3NhZ2VzGAMgASgLMhguY2FzdC52MS5EZWxpdmVyTWVzc2FnZXNIABInCglpbnRlcnJ1cHQYBCABKAsyEi5jYXN0LnYxLkludGVycnVwdEgAEjIKD3JlbGVhc2Vfc2Vzc2lvbhgFIAEoCzIXLmNhc3QudjEuUmVsZWFzZVNlc3Npb25IABIzChBleHBvcnRfd29ya190cmVlGAYgASgLMhcuY2FzdC52MS5FeHBvcnRXb3JrVHJlZUgAEjMKEGltcG9ydF93b3JrX3RyZWUYByABKAsyFy5jYXN0LnYxLkltcG9ydFdvcmtUcmVlSAASMAoOc2V0X2NyZWRlbnRpYWwYCCABKAsyFi5jYXN0LnYxLlNldENyZWRlbnRpYWxIABIuCgl3b3Jrc3BhY2UYCSABKAsyGS5jYXN0LnYxLldvcmtzcGFjZVJlcXVlc3RIAEIGCgRraW5kIpQCChBXb3Jrc3BhY2VSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSKwoDc2V0GAIgASgLMhwuY2FzdC52MS5TZXRXb3Jrc3BhY2VSZXF1ZXN0SAASLQoEbGlzdBgDIAEoCzIdLmNhc3QudjEuTGlzdFdvcmt0cmVlc1JlcXVlc3RIABIwCgZyZW1vdmUYBCABKAsyHi5jYXN0LnYxLlJlbW92ZVdvcmt0cmVlUmVxdWVzdEgAEioKBGZpbmQYBSABKAsyGi5jYXN0LnYxLkZpbmRGb2xkZXJSZXF1ZXN0SAASLAoFcHJvYmUYBiABKAsyGy5jYXN0LnYxLlByb2JlQWdlbnRzUmVxdWVzdEgAQgQKAm9wIhQKElByb2JlQWdlbnRzUmVxdWVzdCIgChFGaW5kRm9sZGVyUmVxdWVzdBILCgNjd2QYASABKAkiggEKCFdvcmt0cmVlEgwKBG5vZGUYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZicmFuY2gYAyABKAkSEAoIY2hlY2tvdXQYBCABKAkSEAoIc2Vzc2lvbnMYBSADKAkSFQoNYWdlbnRfcnVubmluZxgGIAEoCBIPCgdjaGFuZ2VzGAcgASgFIksKFExpc3RXb3JrdHJlZXNSZXF1ZXN0EgwKBG5vZGUYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiagoVTGlzdFdvcmt0cmVlc1Jlc3BvbnNlEiQKCXdvcmt0cmVlcxgBIAMoCzIRLmNhc3QudjEuV29ya3RyZWUSEgoKdW5hbnN3ZXJlZBgCIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiQgoVUmVtb3ZlV29ya3RyZWVSZXF1ZXN0EgwKBG5vZGUYASABKAkSDAoEcGF0aBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChZSZW1vdmVXb3JrdHJlZVJlc3BvbnNlEiMKCHdvcmt0cmVlGAEgASgLMhEuY2FzdC52MS5Xb3JrdHJlZRIWCg5tb3ZlZF9zZXNzaW9ucxgCIAMoCSKAAQoNV29ya3NwYWNlTW92ZRISCgpzZXNzaW9uX2lkGAEgASgJEhMKC293bmVyX3Rva2VuGAIgASgDEgsKA2N3ZBgDIAEoCRIXCg93b3JrdHJlZV9icmFuY2gYBCABKAkSEAoIY2hlY2tvdXQYBSABKAkSDgoGbm90aWNlGAYgASgJIt0BChZSZXBvcnRXb3Jrc3BhY2VSZXF1ZXN0EgwKBG5vZGUYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVlcnJvchgDIAEoCRIOCgZyZWFzb24YBCABKAkSJQoFbW92ZXMYBSADKAsyFi5jYXN0LnYxLldvcmtzcGFjZU1vdmUSJAoJd29ya3RyZWVzGAYgAygLMhEuY2FzdC52MS5Xb3JrdHJlZRIOCgZmb2xkZXIYByABKAkSJQoGYWdlbnRzGAggAygLMhUuY2FzdC52MS5BZ2VudEluc3RhbGwiGQoXUmVwb3J0V29ya3NwYWNlUmVzcG9uc2UiTQoNU2V0Q3JlZGVudGlhbBINCgVhZ2VudBgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBWVwb2NoGAMgASgDEg0KBWdyYW50GAQgASgJIjAKCUludGVycnVwdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB2FiYW5kb24YAiABKAgiMwoOUmVsZWFzZVNlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVvd25lchgCIAEoCSJyCg5FeHBvcnRXb3JrVHJlZRIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRILCgNjd2QYAyABKAkSFAoMY2xlYW5fc291cmNlGAQgASgIEhMKC3RhcmdldF9ub2RlGAUgASgJInEKDkltcG9ydFdvcmtUcmVlEhQKDG1pZ3JhdGlvbl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhIKCnNvdXJjZV9jd2QYAyABKAkSEwoLc291cmNlX25vZGUYBCABKAkSDAoEc2tpcBgFIAEoCCJHCg1Bc3NpZ25TZXNzaW9uEiEKB3Nlc3Npb24YASABKAsyEC5jYXN0LnYxLlNlc3Npb24SEwoLb3duZXJfdG9rZW4YAiABKAMiXgoPRGVsaXZlck1lc3NhZ2VzEhIKCnNlc3Npb25faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAMSIgoIbWVzc2FnZXMYAyADKAsyEC5jYXN0LnYxLk1lc3NhZ2UiMAoRRGVsZXRlTm9kZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCImChJEZWxldGVOb2RlUmVzcG9uc2USEAoIc2Vzc2lvbnMYASABKAUijQEKEExhYmVsTm9kZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIvCgNzZXQYAiADKAsyIi5jYXN0LnYxLkxhYmVsTm9kZVJlcXVlc3QuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiegoRTGFiZWxOb2RlUmVzcG9uc2USNgoGbGFiZWxzGAEgAygLMiYuY2FzdC52MS5MYWJlbE5vZGVSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiAKEFByb2JlTm9kZVJlcXVlc3QSDAoEbm9kZRgBIAEoCSI6ChFQcm9iZU5vZGVSZXNwb25zZRIlCgZhZ2VudHMYASADKAsyFS5jYXN0LnYxLkFnZW50SW5zdGFsbCJJChBMaXN0Tm9kZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmZpbHRlchgDIAEoCSJKChFMaXN0Tm9kZXNSZXNwb25zZRIcCgVub2RlcxgBIAMoCzINLmNhc3QudjEuTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkidwoaQXBwZW5kT3duZXJNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEhMKC293bmVyX3Rva2VuGAMgASgDEiIKCG1lc3NhZ2VzGAQgAygLMhAuY2FzdC52MS5NZXNzYWdlIkEKG0FwcGVuZE93bmVyTWVzc2FnZXNSZXNwb25zZRIiCghtZXNzYWdlcxgBIAMoCzIQLmNhc3QudjEuTWVzc2FnZSL5AQoRUmVwb3J0VHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEhMKC293bmVyX3Rva2VuGAMgASgDEiQKBXN0YXRlGAQgASgOMhUuY2FzdC52MS5TZXNzaW9uU3RhdGUSFAoMc3RhdGVfcmVhc29uGAUgASgJEhEKCWV4aXRfY29kZRgGIAEoBRIVCg1kZWxpdmVyZWRfc2VxGAcgASgDEhUKDWZsZWV0X2FjY291bnQYCCABKAkSIwoFdXNhZ2UYCSADKAsyFC5jYXN0LnYxLlVzYWdlV2luZG93EgsKA2N3ZBgKIAEoCSI3ChJSZXBvcnRUdXJuUmVzcG9uc2USIQoHc2Vzc2lvbhgBIAEoCzIQLmNhc3QudjEuU2Vzc2lvbiJ1ChVVcGxvYWRXb3JrVHJlZVJlcXVlc3QSFAoMbWlncmF0aW9uX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDAoEbm9kZRgDIAEoCRINCgVjaHVuaxgEIAEoDBIVCg1tYW5pZmVzdF9qc29uGAUgASgJIiYKFlVwbG9hZFdvcmtUcmVlUmVzcG9uc2USDAoEc2l6ZRgBIAEoAyJRChdEb3dubG9hZFdvcmtUcmVlUmVxdWVzdBIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIMCgRub2RlGAMgASgJIkAKGERvd25sb2FkV29ya1RyZWVSZXNwb25zZRINCgVjaHVuaxgBIAEoDBIVCg1tYW5pZmVzdF9qc29uGAIgASgJInoKFVJlcG9ydFdvcmtUcmVlUmVxdWVzdBIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIMCgRub2RlGAMgASgJEg0KBXBoYXNlGAQgASgJEg0KBWVycm9yGAUgASgJEgsKA2N3ZBgGIAEoCSIYChZSZXBvcnRXb3JrVHJlZVJlc3BvbnNlIlUKFkZldGNoQ3JlZGVudGlhbFJlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVhZ2VudBgCIAEoCRIPCgdhY2NvdW50GAMgASgJEg0KBWdyYW50GAQgASgJIi0KF0ZldGNoQ3JlZGVudGlhbFJlc3BvbnNlEhIKCmNyZWRlbnRpYWwYASABKAwingEKDkN1c3RvZHlSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFYWdlbnQYAiABKAkSDwoHYWNjb3VudBgDIAEoCRIeCgJvcBgEIAEoDjISLmNhc3QudjEuQ3VzdG9keU9wEhIKCmNyZWRlbnRpYWwYBSABKAwSKgoGaXNzdWVkGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4Cg9DdXN0b2R5UmVzcG9uc2USEgoKY3JlZGVudGlhbBgBIAEoDBIRCgljdXN0b2RpYW4YAiABKAkqtgEKCUN1c3RvZHlPcBIaChZDVVNUT0RZX09QX1VOU1BFQ0lGSUVEEAASFQoRQ1VTVE9EWV9PUF9BQ0NFU1MQARIUChBDVVNUT0RZX09QX0VMRUNUEAISEgoOQ1VTVE9EWV9PUF9HRVQQAxISCg5DVVNUT0RZX09QX1BVVBAEEhwKGENVU1RPRFlfT1BfQkVHSU5fUkVGUkVTSBAFEhoKFkNVU1RPRFlfT1BfRU5EX1JFRlJFU0gQBjKbCQoLTm9kZVNlcnZpY2USQAoHQ29ubmVjdBIXLmNhc3QudjEuQ29ubmVjdFJlcXVlc3QaGC5jYXN0LnYxLkNvbm5lY3RSZXNwb25zZSgBMAESQgoJTGlzdE5vZGVzEhkuY2FzdC52MS5MaXN0Tm9kZXNSZXF1ZXN0GhouY2FzdC52MS5MaXN0Tm9kZXNSZXNwb25zZRJFCgpEZWxldGVOb2RlEhouY2FzdC52MS5EZWxldGVOb2RlUmVxdWVzdBobLmNhc3QudjEuRGVsZXRlTm9kZVJlc3BvbnNlEkIKCUxhYmVsTm9kZRIZLmNhc3QudjEuTGFiZWxOb2RlUmVxdWVzdBoaLmNhc3QudjEuTGFiZWxOb2RlUmVzcG9uc2USQgoJUHJvYmVOb2RlEhkuY2FzdC52MS5Qcm9iZU5vZGVSZXF1ZXN0GhouY2FzdC52MS5Qcm9iZU5vZGVSZXNwb25zZRJgChNBcHBlbmRPd25lck1lc3NhZ2VzEiMuY2FzdC52MS5BcHBlbmRPd25lck1lc3NhZ2VzUmVxdWVzdBokLmNhc3QudjEuQXBwZW5kT3duZXJNZXNzYWdlc1Jlc3BvbnNlEkUKClJlcG9ydFR1cm4SGi5jYXN0LnYxLlJlcG9ydFR1cm5SZXF1ZXN0GhsuY2FzdC52MS5SZXBvcnRUdXJuUmVzcG9uc2USUwoOVXBsb2FkV29ya1RyZWUSHi5jYXN0LnYxLlVwbG9hZFdvcmtUcmVlUmVxdWVzdBofLmNhc3QudjEuVXBsb2FkV29ya1RyZWVSZXNwb25zZSgBElkKEERvd25sb2FkV29ya1RyZWUSIC5jYXN0LnYxLkRvd25sb2FkV29ya1RyZWVSZXF1ZXN0GiEuY2FzdC52MS5Eb3dubG9hZFdvcmtUcmVlUmVzcG9uc2UwARJRCg5SZXBvcnRXb3JrVHJlZRIeLmNhc3QudjEuUmVwb3J0V29ya1RyZWVSZXF1ZXN0Gh8uY2FzdC52MS5SZXBvcnRXb3JrVHJlZVJlc3BvbnNlElQKD0ZldGNoQ3JlZGVudGlhbBIfLmNhc3QudjEuRmV0Y2hDcmVkZW50aWFsUmVxdWVzdBogLmNhc3QudjEuRmV0Y2hDcmVkZW50aWFsUmVzcG9uc2USTgoNTGlzdFdvcmt0cmVlcxIdLmNhc3QudjEuTGlzdFdvcmt0cmVlc1JlcXVlc3QaHi5jYXN0LnYxLkxpc3RXb3JrdHJlZXNSZXNwb25zZRJRCg5SZW1vdmVXb3JrdHJlZRIeLmNhc3QudjEuUmVtb3ZlV29ya3RyZWVSZXF1ZXN0Gh8uY2FzdC52MS5SZW1vdmVXb3JrdHJlZVJlc3BvbnNlElQKD1JlcG9ydFdvcmtzcGFjZRIfLmNhc3QudjEuUmVwb3J0V29ya3NwYWNlUmVxdWVzdBogLmNhc3QudjEuUmVwb3J0V29ya3NwYWNlUmVzcG9uc2USPAoHQ3VzdG9keRIXLmNhc3QudjEuQ3VzdG9keVJlcXVlc3QaGC5jYXN0LnYxLkN1c3RvZHlSZXNwb25zZUI2WjRnaXRodWIuY29tL2Nhc3QtZGV2L2Nhc3QvaW50ZXJuYWwvZ2VuL2Nhc3QvdjE7Y2FzdHYxYgZwcm90bzM", [file_cast_v1_account, file_google_protobuf_timestamp, file_cast_v1_node, file_cast_v1_session, file_cast_v1_session_service]);
+  fileDesc("ChpjYXN0L3YxL25vZGVfc2VydmljZS5wcm90bxIHY2FzdC52MSKvAQoOQ29ubmVjdFJlcXVlc3QSHwoFaGVsbG8YASABKAsyDi5jYXN0LnYxLkhlbGxvSAASJwoJaGVhcnRiZWF0GAIgASgLMhIuY2FzdC52MS5IZWFydGJlYXRIABIiCgNhY2sYAyABKAsyEy5jYXN0LnYxLkNvbW1hbmRBY2tIABImCglub2RlX2luZm8YBCABKAsyES5jYXN0LnYxLk5vZGVJbmZvSABCBwoFZnJhbWUiMQoITm9kZUluZm8SJQoGYWdlbnRzGAEgAygLMhUuY2FzdC52MS5BZ2VudEluc3RhbGwiPAoFSGVsbG8SGwoEbm9kZRgBIAEoCzINLmNhc3QudjEuTm9kZRIWCg5vd25lZF9zZXNzaW9ucxgCIAMoCSIYCglIZWFydGJlYXQSCwoDc2VxGAEgASgDIi8KCkNvbW1hbmRBY2sSEgoKY29tbWFuZF9pZBgBIAEoCRINCgVlcnJvchgCIAEoCSKUAQoPQ29ubmVjdFJlc3BvbnNlEiMKB3dlbGNvbWUYASABKAsyEC5jYXN0LnYxLldlbGNvbWVIABIuCg1oZWFydGJlYXRfYWNrGAIgASgLMhUuY2FzdC52MS5IZWFydGJlYXRBY2tIABIjCgdjb21tYW5kGAMgASgLMhAuY2FzdC52MS5Db21tYW5kSABCBwoFZnJhbWUiRwoHV2VsY29tZRIZChFsZWFzZV90dGxfc2Vjb25kcxgBIAEoAxIhChloZWFydGJlYXRfaW50ZXJ2YWxfbWlsbGlzGAIgASgDIhsKDEhlYXJ0YmVhdEFjaxILCgNzZXEYASABKAMirgMKB0NvbW1hbmQSCgoCaWQYASABKAkSMAoOYXNzaWduX3Nlc3Npb24YAiABKAsyFi5jYXN0LnYxLkFzc2lnblNlc3Npb25IABI0ChBkZWxpdmVyX21lc3NhZ2VzGAMgASgLMhguY2FzdC52MS5EZWxpdmVyTWVzc2FnZXNIABInCglpbnRlcnJ1cHQYBCABKAsyEi5jYXN0LnYxLkludGVycnVwdEgAEjIKD3JlbGVhc2Vfc2Vzc2lvbhgFIAEoCzIXLmNhc3QudjEuUmVsZWFzZVNlc3Npb25IABIzChBleHBvcnRfd29ya190cmVlGAYgASgLMhcuY2FzdC52MS5FeHBvcnRXb3JrVHJlZUgAEjMKEGltcG9ydF93b3JrX3RyZWUYByABKAsyFy5jYXN0LnYxLkltcG9ydFdvcmtUcmVlSAASMAoOc2V0X2NyZWRlbnRpYWwYCCABKAsyFi5jYXN0LnYxLlNldENyZWRlbnRpYWxIABIuCgl3b3Jrc3BhY2UYCSABKAsyGS5jYXN0LnYxLldvcmtzcGFjZVJlcXVlc3RIAEIGCgRraW5kIpQCChBXb3Jrc3BhY2VSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSKwoDc2V0GAIgASgLMhwuY2FzdC52MS5TZXRXb3Jrc3BhY2VSZXF1ZXN0SAASLQoEbGlzdBgDIAEoCzIdLmNhc3QudjEuTGlzdFdvcmt0cmVlc1JlcXVlc3RIABIwCgZyZW1vdmUYBCABKAsyHi5jYXN0LnYxLlJlbW92ZVdvcmt0cmVlUmVxdWVzdEgAEioKBGZpbmQYBSABKAsyGi5jYXN0LnYxLkZpbmRGb2xkZXJSZXF1ZXN0SAASLAoFcHJvYmUYBiABKAsyGy5jYXN0LnYxLlByb2JlQWdlbnRzUmVxdWVzdEgAQgQKAm9wIhQKElByb2JlQWdlbnRzUmVxdWVzdCIgChFGaW5kRm9sZGVyUmVxdWVzdBILCgNjd2QYASABKAkiggEKCFdvcmt0cmVlEgwKBG5vZGUYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZicmFuY2gYAyABKAkSEAoIY2hlY2tvdXQYBCABKAkSEAoIc2Vzc2lvbnMYBSADKAkSFQoNYWdlbnRfcnVubmluZxgGIAEoCBIPCgdjaGFuZ2VzGAcgASgFIksKFExpc3RXb3JrdHJlZXNSZXF1ZXN0EgwKBG5vZGUYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiagoVTGlzdFdvcmt0cmVlc1Jlc3BvbnNlEiQKCXdvcmt0cmVlcxgBIAMoCzIRLmNhc3QudjEuV29ya3RyZWUSEgoKdW5hbnN3ZXJlZBgCIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiQgoVUmVtb3ZlV29ya3RyZWVSZXF1ZXN0EgwKBG5vZGUYASABKAkSDAoEcGF0aBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChZSZW1vdmVXb3JrdHJlZVJlc3BvbnNlEiMKCHdvcmt0cmVlGAEgASgLMhEuY2FzdC52MS5Xb3JrdHJlZRIWCg5tb3ZlZF9zZXNzaW9ucxgCIAMoCSKAAQoNV29ya3NwYWNlTW92ZRISCgpzZXNzaW9uX2lkGAEgASgJEhMKC293bmVyX3Rva2VuGAIgASgDEgsKA2N3ZBgDIAEoCRIXCg93b3JrdHJlZV9icmFuY2gYBCABKAkSEAoIY2hlY2tvdXQYBSABKAkSDgoGbm90aWNlGAYgASgJIt0BChZSZXBvcnRXb3Jrc3BhY2VSZXF1ZXN0EgwKBG5vZGUYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRINCgVlcnJvchgDIAEoCRIOCgZyZWFzb24YBCABKAkSJQoFbW92ZXMYBSADKAsyFi5jYXN0LnYxLldvcmtzcGFjZU1vdmUSJAoJd29ya3RyZWVzGAYgAygLMhEuY2FzdC52MS5Xb3JrdHJlZRIOCgZmb2xkZXIYByABKAkSJQoGYWdlbnRzGAggAygLMhUuY2FzdC52MS5BZ2VudEluc3RhbGwiGQoXUmVwb3J0V29ya3NwYWNlUmVzcG9uc2UiTQoNU2V0Q3JlZGVudGlhbBINCgVhZ2VudBgBIAEoCRIPCgdhY2NvdW50GAIgASgJEg0KBWVwb2NoGAMgASgDEg0KBWdyYW50GAQgASgJIjAKCUludGVycnVwdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB2FiYW5kb24YAiABKAgiMwoOUmVsZWFzZVNlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVvd25lchgCIAEoCSJyCg5FeHBvcnRXb3JrVHJlZRIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRILCgNjd2QYAyABKAkSFAoMY2xlYW5fc291cmNlGAQgASgIEhMKC3RhcmdldF9ub2RlGAUgASgJInEKDkltcG9ydFdvcmtUcmVlEhQKDG1pZ3JhdGlvbl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEhIKCnNvdXJjZV9jd2QYAyABKAkSEwoLc291cmNlX25vZGUYBCABKAkSDAoEc2tpcBgFIAEoCCJHCg1Bc3NpZ25TZXNzaW9uEiEKB3Nlc3Npb24YASABKAsyEC5jYXN0LnYxLlNlc3Npb24SEwoLb3duZXJfdG9rZW4YAiABKAMiXgoPRGVsaXZlck1lc3NhZ2VzEhIKCnNlc3Npb25faWQYASABKAkSEwoLb3duZXJfdG9rZW4YAiABKAMSIgoIbWVzc2FnZXMYAyADKAsyEC5jYXN0LnYxLk1lc3NhZ2UiMAoRRGVsZXRlTm9kZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCImChJEZWxldGVOb2RlUmVzcG9uc2USEAoIc2Vzc2lvbnMYASABKAUijQEKEExhYmVsTm9kZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIvCgNzZXQYAiADKAsyIi5jYXN0LnYxLkxhYmVsTm9kZVJlcXVlc3QuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiegoRTGFiZWxOb2RlUmVzcG9uc2USNgoGbGFiZWxzGAEgAygLMiYuY2FzdC52MS5MYWJlbE5vZGVSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiAKEFByb2JlTm9kZVJlcXVlc3QSDAoEbm9kZRgBIAEoCSI6ChFQcm9iZU5vZGVSZXNwb25zZRIlCgZhZ2VudHMYASADKAsyFS5jYXN0LnYxLkFnZW50SW5zdGFsbCJJChBMaXN0Tm9kZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEg4KBmZpbHRlchgDIAEoCSJKChFMaXN0Tm9kZXNSZXNwb25zZRIcCgVub2RlcxgBIAMoCzINLmNhc3QudjEuTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkidwoaQXBwZW5kT3duZXJNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEhMKC293bmVyX3Rva2VuGAMgASgDEiIKCG1lc3NhZ2VzGAQgAygLMhAuY2FzdC52MS5NZXNzYWdlItMBChNBZG9wdFNlc3Npb25SZXF1ZXN0EgwKBG5vZGUYASABKAkSJgoGb3JpZ2luGAIgASgLMhYuY2FzdC52MS5TZXNzaW9uT3JpZ2luEhIKCnNlc3Npb25faWQYAyABKAkSCwoDY3dkGAQgASgJEg0KBXRpdGxlGAUgASgJEhgKEGhpc3RvcnlfbWVzc2FnZXMYBiABKAMSIgoIbWVzc2FnZXMYByADKAsyEC5jYXN0LnYxLk1lc3NhZ2USGAoQcGFyZW50X25hdGl2ZV9pZBgIIAEoCSJOChRBZG9wdFNlc3Npb25SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEiIKCG1lc3NhZ2VzGAIgAygLMhAuY2FzdC52MS5NZXNzYWdlIkEKG0FwcGVuZE93bmVyTWVzc2FnZXNSZXNwb25zZRIiCghtZXNzYWdlcxgBIAMoCzIQLmNhc3QudjEuTWVzc2FnZSL5AQoRUmVwb3J0VHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRub2RlGAIgASgJEhMKC293bmVyX3Rva2VuGAMgASgDEiQKBXN0YXRlGAQgASgOMhUuY2FzdC52MS5TZXNzaW9uU3RhdGUSFAoMc3RhdGVfcmVhc29uGAUgASgJEhEKCWV4aXRfY29kZRgGIAEoBRIVCg1kZWxpdmVyZWRfc2VxGAcgASgDEhUKDWZsZWV0X2FjY291bnQYCCABKAkSIwoFdXNhZ2UYCSADKAsyFC5jYXN0LnYxLlVzYWdlV2luZG93EgsKA2N3ZBgKIAEoCSI3ChJSZXBvcnRUdXJuUmVzcG9uc2USIQoHc2Vzc2lvbhgBIAEoCzIQLmNhc3QudjEuU2Vzc2lvbiJ1ChVVcGxvYWRXb3JrVHJlZVJlcXVlc3QSFAoMbWlncmF0aW9uX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDAoEbm9kZRgDIAEoCRINCgVjaHVuaxgEIAEoDBIVCg1tYW5pZmVzdF9qc29uGAUgASgJIiYKFlVwbG9hZFdvcmtUcmVlUmVzcG9uc2USDAoEc2l6ZRgBIAEoAyJRChdEb3dubG9hZFdvcmtUcmVlUmVxdWVzdBIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIMCgRub2RlGAMgASgJIkAKGERvd25sb2FkV29ya1RyZWVSZXNwb25zZRINCgVjaHVuaxgBIAEoDBIVCg1tYW5pZmVzdF9qc29uGAIgASgJInoKFVJlcG9ydFdvcmtUcmVlUmVxdWVzdBIUCgxtaWdyYXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIMCgRub2RlGAMgASgJEg0KBXBoYXNlGAQgASgJEg0KBWVycm9yGAUgASgJEgsKA2N3ZBgGIAEoCSIYChZSZXBvcnRXb3JrVHJlZVJlc3BvbnNlIlUKFkZldGNoQ3JlZGVudGlhbFJlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVhZ2VudBgCIAEoCRIPCgdhY2NvdW50GAMgASgJEg0KBWdyYW50GAQgASgJIi0KF0ZldGNoQ3JlZGVudGlhbFJlc3BvbnNlEhIKCmNyZWRlbnRpYWwYASABKAwingEKDkN1c3RvZHlSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFYWdlbnQYAiABKAkSDwoHYWNjb3VudBgDIAEoCRIeCgJvcBgEIAEoDjISLmNhc3QudjEuQ3VzdG9keU9wEhIKCmNyZWRlbnRpYWwYBSABKAwSKgoGaXNzdWVkGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4Cg9DdXN0b2R5UmVzcG9uc2USEgoKY3JlZGVudGlhbBgBIAEoDBIRCgljdXN0b2RpYW4YAiABKAkqtgEKCUN1c3RvZHlPcBIaChZDVVNUT0RZX09QX1VOU1BFQ0lGSUVEEAASFQoRQ1VTVE9EWV9PUF9BQ0NFU1MQARIUChBDVVNUT0RZX09QX0VMRUNUEAISEgoOQ1VTVE9EWV9PUF9HRVQQAxISCg5DVVNUT0RZX09QX1BVVBAEEhwKGENVU1RPRFlfT1BfQkVHSU5fUkVGUkVTSBAFEhoKFkNVU1RPRFlfT1BfRU5EX1JFRlJFU0gQBjLoCQoLTm9kZVNlcnZpY2USQAoHQ29ubmVjdBIXLmNhc3QudjEuQ29ubmVjdFJlcXVlc3QaGC5jYXN0LnYxLkNvbm5lY3RSZXNwb25zZSgBMAESQgoJTGlzdE5vZGVzEhkuY2FzdC52MS5MaXN0Tm9kZXNSZXF1ZXN0GhouY2FzdC52MS5MaXN0Tm9kZXNSZXNwb25zZRJFCgpEZWxldGVOb2RlEhouY2FzdC52MS5EZWxldGVOb2RlUmVxdWVzdBobLmNhc3QudjEuRGVsZXRlTm9kZVJlc3BvbnNlEkIKCUxhYmVsTm9kZRIZLmNhc3QudjEuTGFiZWxOb2RlUmVxdWVzdBoaLmNhc3QudjEuTGFiZWxOb2RlUmVzcG9uc2USQgoJUHJvYmVOb2RlEhkuY2FzdC52MS5Qcm9iZU5vZGVSZXF1ZXN0GhouY2FzdC52MS5Qcm9iZU5vZGVSZXNwb25zZRJgChNBcHBlbmRPd25lck1lc3NhZ2VzEiMuY2FzdC52MS5BcHBlbmRPd25lck1lc3NhZ2VzUmVxdWVzdBokLmNhc3QudjEuQXBwZW5kT3duZXJNZXNzYWdlc1Jlc3BvbnNlEkUKClJlcG9ydFR1cm4SGi5jYXN0LnYxLlJlcG9ydFR1cm5SZXF1ZXN0GhsuY2FzdC52MS5SZXBvcnRUdXJuUmVzcG9uc2USUwoOVXBsb2FkV29ya1RyZWUSHi5jYXN0LnYxLlVwbG9hZFdvcmtUcmVlUmVxdWVzdBofLmNhc3QudjEuVXBsb2FkV29ya1RyZWVSZXNwb25zZSgBElkKEERvd25sb2FkV29ya1RyZWUSIC5jYXN0LnYxLkRvd25sb2FkV29ya1RyZWVSZXF1ZXN0GiEuY2FzdC52MS5Eb3dubG9hZFdvcmtUcmVlUmVzcG9uc2UwARJRCg5SZXBvcnRXb3JrVHJlZRIeLmNhc3QudjEuUmVwb3J0V29ya1RyZWVSZXF1ZXN0Gh8uY2FzdC52MS5SZXBvcnRXb3JrVHJlZVJlc3BvbnNlElQKD0ZldGNoQ3JlZGVudGlhbBIfLmNhc3QudjEuRmV0Y2hDcmVkZW50aWFsUmVxdWVzdBogLmNhc3QudjEuRmV0Y2hDcmVkZW50aWFsUmVzcG9uc2USTgoNTGlzdFdvcmt0cmVlcxIdLmNhc3QudjEuTGlzdFdvcmt0cmVlc1JlcXVlc3QaHi5jYXN0LnYxLkxpc3RXb3JrdHJlZXNSZXNwb25zZRJRCg5SZW1vdmVXb3JrdHJlZRIeLmNhc3QudjEuUmVtb3ZlV29ya3RyZWVSZXF1ZXN0Gh8uY2FzdC52MS5SZW1vdmVXb3JrdHJlZVJlc3BvbnNlElQKD1JlcG9ydFdvcmtzcGFjZRIfLmNhc3QudjEuUmVwb3J0V29ya3NwYWNlUmVxdWVzdBogLmNhc3QudjEuUmVwb3J0V29ya3NwYWNlUmVzcG9uc2USPAoHQ3VzdG9keRIXLmNhc3QudjEuQ3VzdG9keVJlcXVlc3QaGC5jYXN0LnYxLkN1c3RvZHlSZXNwb25zZRJLCgxBZG9wdFNlc3Npb24SHC5jYXN0LnYxLkFkb3B0U2Vzc2lvblJlcXVlc3QaHS5jYXN0LnYxLkFkb3B0U2Vzc2lvblJlc3BvbnNlQjZaNGdpdGh1Yi5jb20vY2FzdC1kZXYvY2FzdC9pbnRlcm5hbC9nZW4vY2FzdC92MTtjYXN0djFiBnByb3RvMw", [file_cast_v1_account, file_google_protobuf_timestamp, file_cast_v1_node, file_cast_v1_session, file_cast_v1_session_service]);
 
 /**
  * ConnectRequest is one frame from the node.
@@ -1337,6 +1337,108 @@ export const AppendOwnerMessagesRequestSchema: GenMessage<AppendOwnerMessagesReq
   messageDesc(file_cast_v1_node_service, 35);
 
 /**
+ * AdoptSessionRequest carries a batch of an adopted native session.
+ *
+ * @generated from message cast.v1.AdoptSessionRequest
+ */
+export type AdoptSessionRequest = Message<"cast.v1.AdoptSessionRequest"> & {
+  /**
+   * node is the caller's node name.
+   *
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * origin says where the native transcript is; origin.node is node.
+   *
+   * @generated from field: cast.v1.SessionOrigin origin = 2;
+   */
+  origin?: SessionOrigin | undefined;
+
+  /**
+   * session_id is the cast session the transcript already belongs to
+   * (empty: the one adopted for origin, created on the first call).
+   *
+   * @generated from field: string session_id = 3;
+   */
+  sessionId: string;
+
+  /**
+   * cwd is the folder the native session ran in (absolute; on create).
+   *
+   * @generated from field: string cwd = 4;
+   */
+  cwd: string;
+
+  /**
+   * title names a created session.
+   *
+   * @generated from field: string title = 5;
+   */
+  title: string;
+
+  /**
+   * history_messages is how many messages the first import carries in
+   * all (on create, as CreateSessionRequest.history_messages).
+   *
+   * @generated from field: int64 history_messages = 6;
+   */
+  historyMessages: bigint;
+
+  /**
+   * messages to append; each needs a client_id.
+   *
+   * @generated from field: repeated cast.v1.Message messages = 7;
+   */
+  messages: Message$1[];
+
+  /**
+   * parent_native_id, on create, says the file holds only a subagent's
+   * run spawned by that native session of the same agent: when this node
+   * adopted that one, the new session is its worker.
+   *
+   * @generated from field: string parent_native_id = 8;
+   */
+  parentNativeId: string;
+};
+
+/**
+ * Describes the message cast.v1.AdoptSessionRequest.
+ * Use `create(AdoptSessionRequestSchema)` to create a new message.
+ */
+export const AdoptSessionRequestSchema: GenMessage<AdoptSessionRequest> = /*@__PURE__*/
+  messageDesc(file_cast_v1_node_service, 36);
+
+/**
+ * AdoptSessionResponse names the cast session.
+ *
+ * @generated from message cast.v1.AdoptSessionResponse
+ */
+export type AdoptSessionResponse = Message<"cast.v1.AdoptSessionResponse"> & {
+  /**
+   * session_id is the cast session that holds the transcript.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * messages as stored, with seq.
+   *
+   * @generated from field: repeated cast.v1.Message messages = 2;
+   */
+  messages: Message$1[];
+};
+
+/**
+ * Describes the message cast.v1.AdoptSessionResponse.
+ * Use `create(AdoptSessionResponseSchema)` to create a new message.
+ */
+export const AdoptSessionResponseSchema: GenMessage<AdoptSessionResponse> = /*@__PURE__*/
+  messageDesc(file_cast_v1_node_service, 37);
+
+/**
  * AppendOwnerMessagesResponse returns the stored messages.
  *
  * @generated from message cast.v1.AppendOwnerMessagesResponse
@@ -1355,7 +1457,7 @@ export type AppendOwnerMessagesResponse = Message<"cast.v1.AppendOwnerMessagesRe
  * Use `create(AppendOwnerMessagesResponseSchema)` to create a new message.
  */
 export const AppendOwnerMessagesResponseSchema: GenMessage<AppendOwnerMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 36);
+  messageDesc(file_cast_v1_node_service, 38);
 
 /**
  * ReportTurnRequest sets a session's run state.
@@ -1441,7 +1543,7 @@ export type ReportTurnRequest = Message<"cast.v1.ReportTurnRequest"> & {
  * Use `create(ReportTurnRequestSchema)` to create a new message.
  */
 export const ReportTurnRequestSchema: GenMessage<ReportTurnRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 37);
+  messageDesc(file_cast_v1_node_service, 39);
 
 /**
  * ReportTurnResponse returns the session as stored.
@@ -1462,7 +1564,7 @@ export type ReportTurnResponse = Message<"cast.v1.ReportTurnResponse"> & {
  * Use `create(ReportTurnResponseSchema)` to create a new message.
  */
 export const ReportTurnResponseSchema: GenMessage<ReportTurnResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 38);
+  messageDesc(file_cast_v1_node_service, 40);
 
 /**
  * UploadWorkTreeRequest is one frame of an upload: the first carries the
@@ -1513,7 +1615,7 @@ export type UploadWorkTreeRequest = Message<"cast.v1.UploadWorkTreeRequest"> & {
  * Use `create(UploadWorkTreeRequestSchema)` to create a new message.
  */
 export const UploadWorkTreeRequestSchema: GenMessage<UploadWorkTreeRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 39);
+  messageDesc(file_cast_v1_node_service, 41);
 
 /**
  * UploadWorkTreeResponse acknowledges a stored upload.
@@ -1534,7 +1636,7 @@ export type UploadWorkTreeResponse = Message<"cast.v1.UploadWorkTreeResponse"> &
  * Use `create(UploadWorkTreeResponseSchema)` to create a new message.
  */
 export const UploadWorkTreeResponseSchema: GenMessage<UploadWorkTreeResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 40);
+  messageDesc(file_cast_v1_node_service, 42);
 
 /**
  * DownloadWorkTreeRequest names the work tree to fetch.
@@ -1569,7 +1671,7 @@ export type DownloadWorkTreeRequest = Message<"cast.v1.DownloadWorkTreeRequest">
  * Use `create(DownloadWorkTreeRequestSchema)` to create a new message.
  */
 export const DownloadWorkTreeRequestSchema: GenMessage<DownloadWorkTreeRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 41);
+  messageDesc(file_cast_v1_node_service, 43);
 
 /**
  * DownloadWorkTreeResponse is one chunk; the first also carries the manifest.
@@ -1597,7 +1699,7 @@ export type DownloadWorkTreeResponse = Message<"cast.v1.DownloadWorkTreeResponse
  * Use `create(DownloadWorkTreeResponseSchema)` to create a new message.
  */
 export const DownloadWorkTreeResponseSchema: GenMessage<DownloadWorkTreeResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 42);
+  messageDesc(file_cast_v1_node_service, 44);
 
 /**
  * ReportWorkTreeRequest reports an export failure or an import outcome.
@@ -1653,7 +1755,7 @@ export type ReportWorkTreeRequest = Message<"cast.v1.ReportWorkTreeRequest"> & {
  * Use `create(ReportWorkTreeRequestSchema)` to create a new message.
  */
 export const ReportWorkTreeRequestSchema: GenMessage<ReportWorkTreeRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 43);
+  messageDesc(file_cast_v1_node_service, 45);
 
 /**
  * ReportWorkTreeResponse is empty.
@@ -1668,7 +1770,7 @@ export type ReportWorkTreeResponse = Message<"cast.v1.ReportWorkTreeResponse"> &
  * Use `create(ReportWorkTreeResponseSchema)` to create a new message.
  */
 export const ReportWorkTreeResponseSchema: GenMessage<ReportWorkTreeResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 44);
+  messageDesc(file_cast_v1_node_service, 46);
 
 /**
  * FetchCredentialRequest asks for a fleet account's credential.
@@ -1710,7 +1812,7 @@ export type FetchCredentialRequest = Message<"cast.v1.FetchCredentialRequest"> &
  * Use `create(FetchCredentialRequestSchema)` to create a new message.
  */
 export const FetchCredentialRequestSchema: GenMessage<FetchCredentialRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 45);
+  messageDesc(file_cast_v1_node_service, 47);
 
 /**
  * FetchCredentialResponse carries the credential store's content.
@@ -1731,7 +1833,7 @@ export type FetchCredentialResponse = Message<"cast.v1.FetchCredentialResponse">
  * Use `create(FetchCredentialResponseSchema)` to create a new message.
  */
 export const FetchCredentialResponseSchema: GenMessage<FetchCredentialResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 46);
+  messageDesc(file_cast_v1_node_service, 48);
 
 /**
  * CustodyRequest is one custody step for one fleet account.
@@ -1787,7 +1889,7 @@ export type CustodyRequest = Message<"cast.v1.CustodyRequest"> & {
  * Use `create(CustodyRequestSchema)` to create a new message.
  */
 export const CustodyRequestSchema: GenMessage<CustodyRequest> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 47);
+  messageDesc(file_cast_v1_node_service, 49);
 
 /**
  * CustodyResponse answers a custody step.
@@ -1815,7 +1917,7 @@ export type CustodyResponse = Message<"cast.v1.CustodyResponse"> & {
  * Use `create(CustodyResponseSchema)` to create a new message.
  */
 export const CustodyResponseSchema: GenMessage<CustodyResponse> = /*@__PURE__*/
-  messageDesc(file_cast_v1_node_service, 48);
+  messageDesc(file_cast_v1_node_service, 50);
 
 /**
  * CustodyOp is one step of token custody.
@@ -2062,6 +2164,21 @@ export const NodeService: GenService<{
     methodKind: "unary";
     input: typeof CustodyRequestSchema;
     output: typeof CustodyResponseSchema;
+  },
+  /**
+   * AdoptSession keeps a native session the node found in an agent's own
+   * store (one the user ran in the agent directly) as a cast session: the
+   * first call for an origin creates it (once: a retried create returns
+   * the same session), and every call appends the messages it carries,
+   * each stored once by its client_id. Adopted rows are history: no node
+   * runs them as prompts.
+   *
+   * @generated from rpc cast.v1.NodeService.AdoptSession
+   */
+  adoptSession: {
+    methodKind: "unary";
+    input: typeof AdoptSessionRequestSchema;
+    output: typeof AdoptSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_cast_v1_node_service, 0);

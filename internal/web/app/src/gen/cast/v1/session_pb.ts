@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file cast/v1/session.proto.
  */
 export const file_cast_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChVjYXN0L3YxL3Nlc3Npb24ucHJvdG8SB2Nhc3QudjEi3QQKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFYWdlbnQYAiABKAkSDQoFbW9kZWwYAyABKAkSCwoDY3dkGAQgASgJEgwKBG5vZGUYBSABKAkSJAoFc3RhdGUYBiABKA4yFS5jYXN0LnYxLlNlc3Npb25TdGF0ZRIUCgxzdGF0ZV9yZWFzb24YByABKAkSEAoIbGFzdF9zZXEYCCABKAMSDQoFdGl0bGUYCSABKAkSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYXJlbnRfaWQYDCABKAkSEAoIc3ViYWdlbnQYDSABKAgSDwoHcm9vdF9pZBgOIAEoCRIVCg1mb3JrZWRfYXRfc2VxGA8gASgDEg4KBmVmZm9ydBgQIAEoCRITCgtoaXN0b3J5X3NlcRgRIAEoAxIWCg5sYXN0X2V4aXRfY29kZRgSIAEoBRIXCg9tZXJnZWRfdXB0b19zZXEYEyABKAMSDAoEcGlucxgUIAMoCRIUCgxoYW5kb2ZmX2Zyb20YFSABKAkSFQoNZGVsaXZlcmVkX3NlcRgWIAEoAxIRCglmZW5jZWRfYnkYFyABKAkSDwoHYWNjb3VudBgYIAEoCRIXCg93b3JrdHJlZV9icmFuY2gYGSABKAkSEAoIYXJjaGl2ZWQYGiABKAgSDwoHY3JlYXRvchgbIAEoCRIQCghjaGVja291dBgcIAEoCSIzCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWlucHV0GAMgASgJImkKClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgSFQoNaGFzX2V4aXRfY29kZRgEIAEoCBIRCglleGl0X2NvZGUYBSABKAUi0wIKB01lc3NhZ2USCwoDc2VxGAEgASgDEhEKCWNsaWVudF9pZBgCIAEoCRIiCgRraW5kGAMgASgOMhQuY2FzdC52MS5NZXNzYWdlS2luZBIMCgR0ZXh0GAQgASgJEiQKCXRvb2xfY2FsbBgFIAEoCzIRLmNhc3QudjEuVG9vbENhbGwSKAoLdG9vbF9yZXN1bHQYBiABKAsyEy5jYXN0LnYxLlRvb2xSZXN1bHQSEwoLbm90aWNlX3R5cGUYByABKAkSDQoFYWdlbnQYCCABKAkSDQoFbW9kZWwYCSABKAkSDwoHYWNjb3VudBgKIAEoCRIRCgluYXRpdmVfaWQYCyABKAkSLwoLY3JlYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh4KBmltYWdlcxgNIAMoCzIOLmNhc3QudjEuSW1hZ2UiKQoFSW1hZ2USEgoKbWVkaWFfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMKroBCgxTZXNzaW9uU3RhdGUSHQoZU0VTU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fU1RBVEVfSURMRRABEhkKFVNFU1NJT05fU1RBVEVfUlVOTklORxACEiQKIFNFU1NJT05fU1RBVEVfV0FJVElOR19QRVJNSVNTSU9OEAMSGAoUU0VTU0lPTl9TVEFURV9QQVJLRUQQBBIYChRTRVNTSU9OX1NUQVRFX0ZBSUxFRBAFKucBCgtNZXNzYWdlS2luZBIcChhNRVNTQUdFX0tJTkRfVU5TUEVDSUZJRUQQABIVChFNRVNTQUdFX0tJTkRfVVNFUhABEhoKFk1FU1NBR0VfS0lORF9BU1NJU1RBTlQQAhIZChVNRVNTQUdFX0tJTkRfVEhJTktJTkcQAxIaChZNRVNTQUdFX0tJTkRfVE9PTF9DQUxMEAQSHAoYTUVTU0FHRV9LSU5EX1RPT0xfUkVTVUxUEAUSFwoTTUVTU0FHRV9LSU5EX05PVElDRRAGEhkKFU1FU1NBR0VfS0lORF9JTlRFUk5BTBAHQjZaNGdpdGh1Yi5jb20vY2FzdC1kZXYvY2FzdC9pbnRlcm5hbC9nZW4vY2FzdC92MTtjYXN0djFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChVjYXN0L3YxL3Nlc3Npb24ucHJvdG8SB2Nhc3QudjEihQUKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFYWdlbnQYAiABKAkSDQoFbW9kZWwYAyABKAkSCwoDY3dkGAQgASgJEgwKBG5vZGUYBSABKAkSJAoFc3RhdGUYBiABKA4yFS5jYXN0LnYxLlNlc3Npb25TdGF0ZRIUCgxzdGF0ZV9yZWFzb24YByABKAkSEAoIbGFzdF9zZXEYCCABKAMSDQoFdGl0bGUYCSABKAkSLwoLY3JlYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYXJlbnRfaWQYDCABKAkSEAoIc3ViYWdlbnQYDSABKAgSDwoHcm9vdF9pZBgOIAEoCRIVCg1mb3JrZWRfYXRfc2VxGA8gASgDEg4KBmVmZm9ydBgQIAEoCRITCgtoaXN0b3J5X3NlcRgRIAEoAxIWCg5sYXN0X2V4aXRfY29kZRgSIAEoBRIXCg9tZXJnZWRfdXB0b19zZXEYEyABKAMSDAoEcGlucxgUIAMoCRIUCgxoYW5kb2ZmX2Zyb20YFSABKAkSFQoNZGVsaXZlcmVkX3NlcRgWIAEoAxIRCglmZW5jZWRfYnkYFyABKAkSDwoHYWNjb3VudBgYIAEoCRIXCg93b3JrdHJlZV9icmFuY2gYGSABKAkSEAoIYXJjaGl2ZWQYGiABKAgSDwoHY3JlYXRvchgbIAEoCRIQCghjaGVja291dBgcIAEoCRImCgZvcmlnaW4YHSABKAsyFi5jYXN0LnYxLlNlc3Npb25PcmlnaW4iTQoNU2Vzc2lvbk9yaWdpbhIMCgRub2RlGAEgASgJEg0KBWFnZW50GAIgASgJEhEKCW5hdGl2ZV9pZBgDIAEoCRIMCgRwYXRoGAQgASgJIjMKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW5wdXQYAyABKAkiaQoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEg4KBm91dHB1dBgCIAEoCRIQCghpc19lcnJvchgDIAEoCBIVCg1oYXNfZXhpdF9jb2RlGAQgASgIEhEKCWV4aXRfY29kZRgFIAEoBSLTAgoHTWVzc2FnZRILCgNzZXEYASABKAMSEQoJY2xpZW50X2lkGAIgASgJEiIKBGtpbmQYAyABKA4yFC5jYXN0LnYxLk1lc3NhZ2VLaW5kEgwKBHRleHQYBCABKAkSJAoJdG9vbF9jYWxsGAUgASgLMhEuY2FzdC52MS5Ub29sQ2FsbBIoCgt0b29sX3Jlc3VsdBgGIAEoCzITLmNhc3QudjEuVG9vbFJlc3VsdBITCgtub3RpY2VfdHlwZRgHIAEoCRINCgVhZ2VudBgIIAEoCRINCgVtb2RlbBgJIAEoCRIPCgdhY2NvdW50GAogASgJEhEKCW5hdGl2ZV9pZBgLIAEoCRIvCgtjcmVhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHgoGaW1hZ2VzGA0gAygLMg4uY2FzdC52MS5JbWFnZSIpCgVJbWFnZRISCgptZWRpYV90eXBlGAEgASgJEgwKBGRhdGEYAiABKAwqugEKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAISJAogU0VTU0lPTl9TVEFURV9XQUlUSU5HX1BFUk1JU1NJT04QAxIYChRTRVNTSU9OX1NUQVRFX1BBUktFRBAEEhgKFFNFU1NJT05fU1RBVEVfRkFJTEVEEAUq5wEKC01lc3NhZ2VLaW5kEhwKGE1FU1NBR0VfS0lORF9VTlNQRUNJRklFRBAAEhUKEU1FU1NBR0VfS0lORF9VU0VSEAESGgoWTUVTU0FHRV9LSU5EX0FTU0lTVEFOVBACEhkKFU1FU1NBR0VfS0lORF9USElOS0lORxADEhoKFk1FU1NBR0VfS0lORF9UT09MX0NBTEwQBBIcChhNRVNTQUdFX0tJTkRfVE9PTF9SRVNVTFQQBRIXChNNRVNTQUdFX0tJTkRfTk9USUNFEAYSGQoVTUVTU0FHRV9LSU5EX0lOVEVSTkFMEAdCNlo0Z2l0aHViLmNvbS9jYXN0LWRldi9jYXN0L2ludGVybmFsL2dlbi9jYXN0L3YxO2Nhc3R2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Session is one conversation, whatever agent currently runs it.
@@ -226,6 +226,16 @@ export type Session = Message$1<"cast.v1.Session"> & {
    * @generated from field: string checkout = 28;
    */
   checkout: string;
+
+  /**
+   * origin is set on a session adopted from an agent's native store (a
+   * session the user ran in the agent directly, which a node found and
+   * keeps): where its native transcript was. Unset for sessions cast
+   * started or imported.
+   *
+   * @generated from field: cast.v1.SessionOrigin origin = 29;
+   */
+  origin?: SessionOrigin | undefined;
 };
 
 /**
@@ -234,6 +244,48 @@ export type Session = Message$1<"cast.v1.Session"> & {
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
   messageDesc(file_cast_v1_session, 0);
+
+/**
+ * SessionOrigin is where an adopted session's native transcript was.
+ *
+ * @generated from message cast.v1.SessionOrigin
+ */
+export type SessionOrigin = Message$1<"cast.v1.SessionOrigin"> & {
+  /**
+   * node is the node that found it.
+   *
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * agent is the registry name of the agent that wrote it.
+   *
+   * @generated from field: string agent = 2;
+   */
+  agent: string;
+
+  /**
+   * native_id is the agent's own session id (what its resume takes).
+   *
+   * @generated from field: string native_id = 3;
+   */
+  nativeId: string;
+
+  /**
+   * path is the native transcript's file on that node.
+   *
+   * @generated from field: string path = 4;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message cast.v1.SessionOrigin.
+ * Use `create(SessionOriginSchema)` to create a new message.
+ */
+export const SessionOriginSchema: GenMessage<SessionOrigin> = /*@__PURE__*/
+  messageDesc(file_cast_v1_session, 1);
 
 /**
  * ToolCall is a model's request to run a tool.
@@ -268,7 +320,7 @@ export type ToolCall = Message$1<"cast.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_cast_v1_session, 1);
+  messageDesc(file_cast_v1_session, 2);
 
 /**
  * ToolResult is a tool's output.
@@ -317,7 +369,7 @@ export type ToolResult = Message$1<"cast.v1.ToolResult"> & {
  * Use `create(ToolResultSchema)` to create a new message.
  */
 export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
-  messageDesc(file_cast_v1_session, 2);
+  messageDesc(file_cast_v1_session, 3);
 
 /**
  * Message is one row of a session's neutral transcript.
@@ -423,7 +475,7 @@ export type Message = Message$1<"cast.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_cast_v1_session, 3);
+  messageDesc(file_cast_v1_session, 4);
 
 /**
  * Image is a picture in a message: the raw bytes and their media type
@@ -452,7 +504,7 @@ export type Image = Message$1<"cast.v1.Image"> & {
  * Use `create(ImageSchema)` to create a new message.
  */
 export const ImageSchema: GenMessage<Image> = /*@__PURE__*/
-  messageDesc(file_cast_v1_session, 4);
+  messageDesc(file_cast_v1_session, 5);
 
 /**
  * SessionState is what a person sees in `cast ls` and `cast watch`.
