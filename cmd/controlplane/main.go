@@ -121,7 +121,7 @@ func main() {
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
 	f.StringVar(&cfg.Web.Listen, "web-listen", "", "address of the web timeline (docs/web.md): HTTPS with the gRPC listener's certificate, plain HTTP with --insecure (empty: off); --dev serves plain HTTP on loopback: 127.0.0.1:7780 beside the default --listen, else a free port (logged)")
 	cfg.Web.OIDCClientSecret = os.Getenv("CAST_WEB_OIDC_CLIENT_SECRET") // env only: flags show in ps
-	f.StringVar(&cfg.Web.PublicURL, "web-url", "", "the web timeline's address as browsers reach it, for `cast web` links (default: from --web-listen)")
+	f.StringVar(&cfg.Web.PublicURL, "web-url", "", "the web timeline's address as browsers reach it, for the links cast web makes (default: from --web-listen)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address for /metrics, /healthz, /readyz: HTTPS with the gRPC listener's certificate (scrapers trust DATA_DIR/ca.pem, server name controlplane.cast.internal), plain HTTP only with --insecure (empty: off)")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster, e.g. http://10.0.0.1:2379 (default: embedded)")

@@ -338,10 +338,13 @@ func TestFleetCodexResumesAtProviderReset(t *testing.T) {
 			LimitedUntil string `json:"limited_until"`
 		}
 	}
-	must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
-	if len(v.Accounts) != 1 || len(v.Accounts[0].Usage) != 1 || v.Accounts[0].Usage[0].UsedPercent != 99 || v.Accounts[0].Usage[0].ResetsAt == "" {
-		t.Fatalf("usage not reported: %+v", v)
+	// The fleet records the turn's usage just after the session's idle
+	// state (both in the node's one ReportTurn call): wait for it.
+	reported := func() bool {
+		must(t, json.Unmarshal([]byte(c.must("account", "ls", "--json")), &v))
+		return len(v.Accounts) == 1 && len(v.Accounts[0].Usage) == 1 && v.Accounts[0].Usage[0].UsedPercent == 99 && v.Accounts[0].Usage[0].ResetsAt != ""
 	}
+	testharness.WaitFor(t, 30*time.Second, "the turn's usage windows recorded", reported)
 
 	r.fake.RejectCredential(tok, 429)
 	seq := r.send(sess.Id, "second MARK-C2")
