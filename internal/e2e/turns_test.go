@@ -118,10 +118,15 @@ func (r *turnRig) startNode() { r.startNodeEnv() }
 
 // startNodeEnv is startNode with env added (CAST_FAILPOINTS).
 func (r *turnRig) startNodeEnv(env ...string) {
+	// A node killed just before may still show connected: wait for a
+	// stream opened by this process (connect_time from now on; the
+	// control plane runs on this machine's clock).
+	started := time.Now()
 	r.node = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
 	testharness.WaitFor(r.t, 30*time.Second, "node connected", func() bool {
 		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
-		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected
+		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected &&
+			resp.Nodes[0].ConnectTime != nil && !resp.Nodes[0].ConnectTime.AsTime().Before(started)
 	})
 }
 
