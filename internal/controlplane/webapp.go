@@ -56,7 +56,7 @@ func (s *Server) webPrincipal(ctx context.Context, p authz.Principal) (*authz.Pr
 		}
 		return &p, nil
 	}
-	rec, live, err := s.store.LookupToken(ctx, p.Cred)
+	rec, live, err := s.authn.Lookup(ctx, p.Cred) // through the cache the revocation watch keeps
 	if err != nil {
 		return nil, err
 	}
