@@ -1,13 +1,13 @@
 // Package agents is what cast knows of the coding-agent CLIs it drives,
 // and the kit their packages share.
 //
-// The contract: the registry (registry.go: every agent cast knows, Cursor
-// included, with its binary, capabilities, commands and fork cut;
-// login.go: how it keeps its login), the Codec (its native transcript's
+// The contract: the registry entry (Agent: binary, capabilities, commands,
+// fork cut, login, loopback set-up), the Codec (its native transcript's
 // Reader and Writer) and the Driver (how the runner runs its CLI headless
 // and follows a turn) that each agent package (internal/agents/claude,
-// codex, gemini, pi, opencode, grok, muse) registers; internal/agents/codecs
-// links them all. The kit:
+// codex, cursor, gemini, pi, opencode, grok, muse) defines and registers
+// (its agent.go: agents.Define); internal/agents/codecs, the catalog, links
+// them all, so a binary knows the agents it links. The kit:
 // JSONL and line readers, decode reports, token files, process groups,
 // install versions and titles, shared by those packages.
 //

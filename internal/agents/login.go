@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -45,76 +44,6 @@ type FleetLogin struct {
 	Check func(cred map[string]any) error
 }
 
-// logins are per agent; an agent without an entry has no known login
-// check (it is ready when its binary runs).
-var logins = map[string]Login{
-	"claude": {
-		Files: []string{".credentials.json"},
-		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
-		Settings: map[string][]string{"settings.json": {`"apiKeyHelper"`, `"ANTHROPIC_API_KEY"`, `"ANTHROPIC_AUTH_TOKEN"`,
-			`"CLAUDE_CODE_OAUTH_TOKEN"`, `"CLAUDE_CODE_USE_BEDROCK"`, `"CLAUDE_CODE_USE_VERTEX"`}},
-		Command: "run `claude` and /login", Key: "ANTHROPIC_API_KEY",
-		LoggedOutText: []string{"not logged in", "please run /login"},
-		// $CLAUDE_CONFIG_DIR/.credentials.json, re-read by claude mid-run.
-		Fleet: &FleetLogin{File: ".credentials.json", Check: func(v map[string]any) error {
-			o, _ := v["claudeAiOauth"].(map[string]any)
-			if tok, _ := o["accessToken"].(string); tok == "" {
-				return fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
-			}
-			return nil
-		}},
-	},
-	"codex": {
-		Files: []string{"auth.json"},
-		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
-		// A provider of its own in config.toml names its key variable.
-		Settings: map[string][]string{"config.toml": {"env_key", "experimental_bearer_token"}},
-		Command:  "run `codex login`", Key: "OPENAI_API_KEY",
-		// $CODEX_HOME/auth.json (API key or ChatGPT tokens), read at start.
-		Fleet: &FleetLogin{File: "auth.json", Check: func(v map[string]any) error {
-			if k, _ := v["OPENAI_API_KEY"].(string); k != "" {
-				return nil
-			}
-			if t, _ := v["tokens"].(map[string]any); t != nil {
-				return nil
-			}
-			return fmt.Errorf(`a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`)
-		}},
-	},
-	"gemini": {
-		// Google login (oauth_creds.json) or a key; the selected auth type
-		// lives in settings.json, which a key alone does not need, and a
-		// key may sit in a .env file (gemini.findLogin).
-		Files:   []string{"oauth_creds.json"},
-		Env:     []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS"},
-		Command: "run `gemini` and choose a login", Key: "GEMINI_API_KEY",
-		LoggedOutText: []string{"please set an auth method"},
-	},
-	"pi": {
-		// auth.json holds /login's keys and tokens; models.json custom
-		// providers carry their own (pi.findLogin reads both).
-		Files:   []string{"auth.json", "models.json"},
-		Env:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "XAI_API_KEY", "GROQ_API_KEY"},
-		Command: "run `pi` and /login", Key: "ANTHROPIC_API_KEY",
-		LoggedOutText: []string{"no api key found"},
-	},
-	"opencode": {
-		// Its folder is XDG_DATA_HOME; `opencode auth login` writes here.
-		Files:   []string{"opencode/auth.json"},
-		Env:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY"},
-		Command: "run `opencode auth login`", Key: "ANTHROPIC_API_KEY",
-	},
-	"grok": {
-		Env: []string{"GROK_API_KEY", "XAI_API_KEY"}, Command: "run `grok` and log in", Key: "XAI_API_KEY",
-	},
-	"cursor": {
-		Env: []string{"CURSOR_API_KEY"}, Command: "run `cursor-agent login`", Key: "CURSOR_API_KEY",
-	},
-}
-
-// Login returns how agent a logs in (zero when unknown).
-func (a Agent) Login() Login { return logins[a.Name] }
-
 // LoginCheck finds a login the agent's own CLI would accept, looking where
 // that CLI looks: in the agent's own folder dir and the environment env its
 // turns run with. It only reads files, never runs the CLI. found says
@@ -135,7 +64,7 @@ func (a Agent) Checked() bool {
 	driversMu.RLock()
 	_, ok := loginChecks[a.Name]
 	driversMu.RUnlock()
-	l := a.Login()
+	l := a.Login
 	return ok || len(l.Files) > 0 || len(l.Env) > 0
 }
 
@@ -146,9 +75,9 @@ func (a Agent) FindLogin(dir string, env []string) (string, bool) {
 	c, ok := loginChecks[a.Name]
 	driversMu.RUnlock()
 	if ok {
-		return c(a.Login(), dir, env)
+		return c(a.Login, dir, env)
 	}
-	return a.Login().find(dir, env)
+	return a.Login.find(dir, env)
 }
 
 // find is the generic check: a credential file, a settings file naming a
@@ -217,7 +146,7 @@ func (l Login) IsLoggedOut(line string) bool {
 func FleetAgents() []string {
 	var out []string
 	for _, n := range Names() {
-		if logins[n].Fleet != nil {
+		if registry[n].Login.Fleet != nil {
 			out = append(out, n)
 		}
 	}

@@ -134,196 +134,37 @@ type Agent struct {
 	// ses_...); given no id, its writer mints a new, time-ordered one.
 	MintsNativeID bool
 	Caps          Capabilities
+	// Login is how the agent keeps its login and how a person gives it
+	// one (zero when nothing is known: ready when its binary runs).
+	Login Login
+	// Loopback points the CLI in a throwaway HOME at a model on loopback
+	// (internal/agents/sandbox, for the canaries and tests); nil for an
+	// agent cast cannot run here.
+	Loopback func(home, baseURL string) (Loopback, error)
 	// Verified is false for agents whose CLI is not installable here: their
 	// command forms and paths come from third-party code and docs only.
 	Verified bool
 }
 
-var registry = map[string]Agent{
-	"claude": {
-		Name: "claude", DisplayName: "Claude Code", Binary: "claude", NPMPackage: "@anthropic-ai/claude-code",
-		Commands: Commands{
-			// `claude -p` with no prompt argument reads the prompt from
-			// stdin (2.1.197: a 2 MB prompt arrives whole).
-			Headless: []string{"-p", "--session-id", "{id}"},
-			Resume:   []string{"-p", "--resume", "{id}"},
-			// The fork gets its new id up front ({new}), so the runner
-			// knows which file is the fork's.
-			Fork:        []string{"-p", "--resume", "{id}", "--fork-session", "--session-id", "{new}"},
-			Model:       []string{"--model", "{model}"},
-			Effort:      []string{"--effort", "{effort}"},
-			PromptStdin: true,
-			// Its usage windows appear only as stream-json events; messages
-			// still come from the transcript file.
-			Usage:      []string{"--output-format", "stream-json", "--verbose"},
-			RunnerFork: true,
-			Env:        []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		},
-		HomeEnv: "CLAUDE_CONFIG_DIR", DefaultHome: ".claude",
-		Transcript:    "projects/<slug(cwd)>/<session-id>.jsonl",
-		ContextWindow: 200_000,
-		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"low", "medium", "high", "xhigh", "max"}, AccountSwitch: true},
-		Verified: true,
-	},
-	"codex": {
-		Name: "codex", DisplayName: "Codex", Binary: "codex", NPMPackage: "@openai/codex",
-		Commands: Commands{
-			// Codex mints the id of a fresh thread (thread.started event).
-			// A prompt of "-" is read from stdin.
-			Headless:    []string{"exec", "--skip-git-repo-check", "--json", "-"},
-			Resume:      []string{"exec", "--skip-git-repo-check", "--json", "resume", "{id}", "-"},
-			Fork:        []string{"exec", "--skip-git-repo-check", "--json", "fork", "{id}", "-"},
-			Model:       []string{"--model", "{model}"},
-			Effort:      []string{"-c", "model_reasoning_effort={effort}"},
-			PromptStdin: true,
-			// Codex 0.171 refuses a turn whose text inputs add up to more
-			// than 1,048,576 characters (code points, not bytes; turn/start
-			// "Input exceeds the maximum length", input_too_large), in
-			// `codex exec` and app-server alike: splitting the text into
-			// several input items does not help, and exec has no other way
-			// in. Only thread/inject_items takes more (as history, outside a
-			// turn): the runner's Codex driver adds a longer prompt there
-			// first and runs a short turn that points at it
-			// (codex.DeliverLarge).
-			MaxPromptChars: 1 << 20,
-			RunnerFork:     true,
-		},
-		HomeEnv: "CODEX_HOME", DefaultHome: ".codex",
-		Transcript:    "sessions/YYYY/MM/DD/rollout-<timestamp>-<session-id>.jsonl",
-		ContextWindow: 272_000,
-		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh"}, ForkReadsSource: true,
-			AccountSwitch: true, NativeAccountBound: true, IndexedIDs: true},
-		Verified: true,
-	},
-	"gemini": {
-		Name: "gemini", DisplayName: "Gemini CLI", Binary: "gemini", NPMPackage: "@google/gemini-cli",
-		Commands: Commands{
-			// Without -p and with stdin not a terminal, gemini runs headless
-			// on what stdin holds (0.61: up to 8 MiB; a -p text would be
-			// appended to it). It waits 500 ms for the first byte, so the
-			// runner writes the prompt as the CLI starts.
-			Headless: []string{"--session-id", "{id}"},
-			// --resume (run in the session's cwd) appends to the session's
-			// file; --session-file would copy the file into a new session
-			// on every turn.
-			Resume:         []string{"--resume", "{id}"},
-			Model:          []string{"--model", "{model}"},
-			PromptStdin:    true,
-			MaxPromptBytes: 8 << 20, // beyond it gemini truncates with only a debug warning
-			// Headless gemini refuses an untrusted folder (rc 55) and would
-			// re-spawn node with a bigger heap outside cast's control.
-			Env: []string{"GEMINI_CLI_TRUST_WORKSPACE=true", "GEMINI_CLI_NO_RELAUNCH=true"},
-		},
-		// Gemini finds its folder as $HOME/.gemini; the bundle also reads
-		// GEMINI_CLI_HOME, whose exact meaning is unverified, so cast moves
-		// HOME instead.
-		DefaultHome:   ".gemini",
-		AltHomeEnv:    "GEMINI_CLI_HOME",
-		Transcript:    "tmp/<slug(basename cwd)>/chats/session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl",
-		ContextWindow: 1_048_576,
-		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone, ModelChange: true},
-		Verified:      true,
-	},
-	"pi": {
-		Name: "pi", DisplayName: "pi", Binary: "pi", NPMPackage: "@mariozechner/pi-coding-agent",
-		Commands: Commands{
-			// `pi -p` puts piped stdin (trimmed) before any message argument.
-			Headless:    []string{"-p"},
-			Resume:      []string{"--session", "{path}", "-p"},
-			Fork:        []string{"--fork", "{path}", "-p"},
-			Model:       []string{"--model", "{model}"},
-			Effort:      []string{"--thinking", "{effort}"},
-			PromptStdin: true,
-			Env:         []string{"PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0"},
-		},
-		HomeEnv: "PI_CODING_AGENT_DIR", DefaultHome: ".pi/agent",
-		Transcript:    "sessions/--<cwd with / replaced by ->--/<timestamp>_<session-id>.jsonl",
-		ContextWindow: 128_000, // pi runs many providers; the smallest common window
-		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtEnd, ModelChange: true,
-			EffortLevels: []string{"off", "minimal", "low", "medium", "high", "xhigh"}},
-		Verified: true,
-	},
-	"opencode": {
-		Name: "opencode", DisplayName: "OpenCode", Binary: "opencode", NPMPackage: "opencode-ai",
-		Commands: Commands{
-			// `opencode run` with no message argument reads the message from
-			// stdin (1.18.33: as given; an argument holding spaces would be
-			// wrapped in double quotes). Parts stream as JSON events on
-			// stdout, errors go to stderr.
-			Headless:    []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR"},
-			Resume:      []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR", "--session", "{id}"},
-			Fork:        []string{"run", "--format", "json", "--print-logs", "--log-level", "ERROR", "--session", "{id}", "--fork"},
-			Model:       []string{"--model", "{model}"},
-			Effort:      []string{"--variant", "{effort}"},
-			PromptStdin: true,
-			RunnerFork:  true,
-			Env:         []string{"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_SHARE=1"},
-			// opencode run exits 0 after giving up on a failing provider.
-			FailedOnStderr: "level=ERROR",
-		},
-		HomeEnv: "XDG_DATA_HOME", DefaultHome: ".local/share",
-		// Not a file: rows in SQLite, loaded through `opencode import`.
-		Transcript:    "opencode/opencode.db (session, message, part tables)",
-		ContextWindow: 128_000,
-		MintsNativeID: true,
-		// The CLI's --fork copies the whole session; the serve API
-		// (POST /session/:id/fork {messageID}) cuts after any message.
-		Caps: Capabilities{CanReconstitute: true, NativeFork: ForkAtAnyMessage, ModelChange: true,
-			EffortLevels: []string{"minimal", "low", "medium", "high", "max"}},
-		Verified: true,
-	},
-	"grok": {
-		// xAI's Grok Build CLI (not the npm @vibe-kit/grok-cli, which keeps
-		// no transcript). It is not distributed through npm, so nothing here
-		// is run in tests; the layout comes from third-party readers.
-		Name: "grok", DisplayName: "Grok Build", Binary: "grok",
-		Commands: Commands{
-			Headless: []string{"-p", "{prompt}"},
-		},
-		HomeEnv: "GROK_HOME", DefaultHome: ".grok",
-		Transcript:    "sessions/<url-encoded cwd>/<session-id>/chat_history.jsonl (+ summary.json, updates.jsonl)",
-		ContextWindow: 256_000,
-		Caps:          Capabilities{CanReconstitute: true, NativeFork: ForkNone},
-	},
-	"cursor": {
-		Name: "cursor", DisplayName: "Cursor", Binary: "cursor-agent",
-		Commands: Commands{
-			Headless: []string{"-p", "{prompt}", "--output-format", "stream-json"},
-			Resume:   []string{"--resume", "{id}", "-p", "{prompt}", "--output-format", "stream-json"},
-			Model:    []string{"--model", "{model}"},
-		},
-		DefaultHome: ".cursor",
-		// SQLite blobs cast cannot write, hence no reconstitution.
-		Transcript:    "chats/<hash(cwd)>/<session-id>/store.db",
-		ContextWindow: 200_000,
-		Caps:          Capabilities{CanReconstitute: false, NativeFork: ForkNone, ModelChange: true},
-	},
-	"muse": {
-		// Meta's Muse coding agent; its session records are append-only
-		// runtime events (encrypted reasoning included) that cast can read
-		// but not author.
-		//
-		// The command forms come from third-party launchers that measured
-		// Muse Code 0.1.0 (its docs are behind a login): `muse exec --json`
-		// is the headless lane, the prompt is the last positional argument,
-		// a turn continues a session by passing the same --session-id again
-		// (there is no --resume on exec), and the effort menu is the CLI's
-		// own refusal text. Not run here: the CLI is not installable.
-		Name: "muse", DisplayName: "Muse", Binary: "muse",
-		Commands: Commands{
-			Headless: []string{"exec", "--json", "{prompt}"},
-			Resume:   []string{"exec", "--json", "--session-id", "{id}", "{prompt}"},
-			Model:    []string{"--model", "{model}"},
-			Effort:   []string{"--reasoning-effort", "{effort}"},
-		},
-		DefaultHome:   ".muse",
-		Transcript:    "session record JSONL (runtime.session events)",
-		ContextWindow: 128_000,
-		Caps: Capabilities{CanReconstitute: false, NativeFork: ForkNone, ModelChange: true,
-			EffortLevels: []string{"minimal", "low", "medium", "high", "xhigh", "ultra"}},
-	},
+// registry holds the defined agents. It is written only while packages
+// initialise (Define), before any goroutine reads it.
+var registry = map[string]Agent{}
+
+// Define adds a to the agents cast knows and returns it. Each agent's
+// package calls it once, for a package variable (its agent.go): package
+// variables are set before any of the package's init functions run, so
+// the entry exists when they register the agent's driver, codec or login
+// check. An agent is known wherever its package is linked; agents/codecs
+// links them all. It panics on a nameless agent or a second definition.
+func Define(a Agent) Agent {
+	if a.Name == "" {
+		panic("agents: Define of an agent with no name")
+	}
+	if _, dup := registry[a.Name]; dup {
+		panic("agents: second definition of " + a.Name)
+	}
+	registry[a.Name] = a
+	return a
 }
 
 // Lookup returns the agent registered under name.
@@ -417,4 +258,15 @@ func Expand(tmpl []string, vars map[string]string) ([]string, error) {
 		out[i] = b.String()
 	}
 	return out, nil
+}
+
+// Loopback is what an agent's CLI needs, beyond its HOME, to talk to a
+// model on loopback.
+type Loopback struct {
+	// Env are the variables to add (base URLs, the fake key, switches
+	// that keep the CLI off the network).
+	Env []string
+	// Model is the --model value a turn should pass ("" for the CLI's
+	// default, which its settings point at the loopback model).
+	Model string
 }

@@ -71,8 +71,8 @@ func (h *homeLogin) custodyNotice(released bool) string {
 		return ""
 	}
 	login := "log in there again"
-	if a, ok := agents.Lookup(h.agent); ok && a.Login().Command != "" {
-		login = a.Login().Command + " there"
+	if a, ok := agents.Lookup(h.agent); ok && a.Login.Command != "" {
+		login = a.Login.Command + " there"
 	}
 	head := fmt.Sprintf("custody of this login moved to cast: from now on cast refreshes it, on one node at a time.\n"+
 		"%s must not refresh it on its own any more: two holders of one refresh token revoke each other, and the provider then logs both out.\n", h.dir)

@@ -93,19 +93,57 @@ func TestCoresLinkNoEtcd(t *testing.T) {
 func TestOnlyStoreImportsEtcd(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
+	allowed := []string{"internal/store", "internal/etcdembed", "internal/testharness"}
+	for pkg, imps := range imports(t, root) {
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, "go.etcd.io/") && !slices.Contains(allowed, pkg) {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
+
+// imports is what each package of cmd/ and internal/ imports (its tests
+// left out), keyed by its path inside the module.
+func imports(t *testing.T, root string) map[string][]string {
+	t.Helper()
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./cmd/...", "./internal/...")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	allowed := []string{"internal/store", "internal/etcdembed", "internal/testharness"}
+	m := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		pkg := strings.TrimPrefix(fields[0], "github.com/cast-dev/cast/")
-		for _, imp := range fields[1:] {
-			if strings.HasPrefix(imp, "go.etcd.io/") && !slices.Contains(allowed, pkg) {
-				t.Errorf("%s imports %s", pkg, imp)
+		m[strings.TrimPrefix(fields[0], "github.com/cast-dev/cast/")] = fields[1:]
+	}
+	return m
+}
+
+// Each agent's package holds its registry entry (agents.Define), so an
+// agent is known where its package is linked. One catalog,
+// internal/agents/codecs, links them; everything else asks the registry
+// and imports no agent package (tests may, to drive one agent's CLI).
+func TestOnlyTheCatalogImportsAgentPackages(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	// An agent package is one that defines an agent (its agent.go).
+	isAgent := func(imp string) bool {
+		rel, ok := strings.CutPrefix(imp, "github.com/cast-dev/cast/internal/agents/")
+		if !ok || strings.Contains(rel, "/") {
+			return false
+		}
+		_, err := os.Stat(filepath.Join(root, "internal", "agents", rel, "agent.go"))
+		return err == nil
+	}
+	if !isAgent("github.com/cast-dev/cast/internal/agents/claude") {
+		t.Fatal("internal/agents/claude/agent.go is gone: this test no longer finds agent packages")
+	}
+	for pkg, imps := range imports(t, root) {
+		for _, imp := range imps {
+			if isAgent(imp) && pkg != "internal/agents/codecs" {
+				t.Errorf("%s imports %s; ask the registry (agents.Lookup) or link internal/agents/codecs", pkg, imp)
 			}
 		}
 	}

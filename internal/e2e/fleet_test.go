@@ -239,7 +239,7 @@ func addAccount(c cli, agent, name, login string, args ...string) string {
 func waitStore(t *testing.T, r *turnRig, agent, secret string) {
 	t.Helper()
 	a, _ := agents.Lookup(agent)
-	store := filepath.Join(agenttest.NativeHome(r.homes[agent], agent), a.Login().Fleet.File)
+	store := filepath.Join(agenttest.NativeHome(r.homes[agent], agent), a.Login.Fleet.File)
 	testharness.WaitFor(t, 30*time.Second, "the node wrote the account into "+store, func() bool {
 		b, err := os.ReadFile(store)
 		return err == nil && strings.Contains(string(b), secret)

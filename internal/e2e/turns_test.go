@@ -93,7 +93,7 @@ func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, agen
 	homes := map[string]string{}
 	envs := map[string][]string{}
 	for _, a := range agentNames {
-		if _, ok := agenttest.Binaries[a]; !ok {
+		if _, ok := agenttest.Installable(a); !ok {
 			setups[a] = map[string]any{"bin": filepath.Join(t.TempDir(), "no-cli", a)}
 			continue
 		}

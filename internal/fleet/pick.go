@@ -53,7 +53,7 @@ func PickLoaded(accounts []*quota.Account, from string, now time.Time, load map[
 // false for an agent whose store cast cannot rewrite.
 func fleetLogin(agent string) (agents.FleetLogin, bool) {
 	a, _ := agents.Lookup(agent)
-	if f := a.Login().Fleet; f != nil {
+	if f := a.Login.Fleet; f != nil {
 		return *f, true
 	}
 	return agents.FleetLogin{}, false

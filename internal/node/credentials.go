@@ -34,7 +34,7 @@ import (
 // config folder as its turns see it (the user's own with a shared home).
 func (c Config) credentialPath(agent string) (string, error) {
 	a, _ := agents.Lookup(agent)
-	fl := a.Login().Fleet
+	fl := a.Login.Fleet
 	if fl == nil {
 		return "", fmt.Errorf("fleet accounts do not cover %s", agent)
 	}

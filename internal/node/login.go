@@ -14,7 +14,7 @@ import (
 // exactly what to run, and what the agent itself said.
 func (c Config) loginAdvice(t runner.Turn, said string) string {
 	a, _ := agents.Lookup(t.Agent)
-	l := a.Login()
+	l := a.Login
 	var do string
 	switch {
 	case t.UserEnv != nil && l.Command != "":
@@ -67,7 +67,7 @@ func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 	}
 	s := c.agentSetup(name)
 	t := c.newTurn(name, s, s.Env)
-	l := a.Login()
+	l := a.Login
 	if !a.Checked() {
 		in.Ready, in.Status = true, "binary found (no login check known)"
 		return in

@@ -47,7 +47,7 @@ func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, det
 	stderr, stdout = ansi.ReplaceAllString(stderr, ""), ansi.ReplaceAllString(stdout, "")
 	lines = append(lines, strings.Split(stderr, "\n")...)
 	lines = append(lines, strings.Split(stdout, "\n")...)
-	login := d.a.Login()
+	login := d.a.Login
 	for _, l := range lines {
 		if l = strings.TrimSpace(l); l != "" && login.IsLoggedOut(l) {
 			return ReasonNotLoggedIn, clip(l, 400)

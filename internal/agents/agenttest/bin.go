@@ -8,20 +8,24 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents"
+
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
 // BinEnv overrides where the CLIs are looked up (a node_modules/.bin folder).
 const BinEnv = "CAST_AGENTS_BIN"
 
-// Binaries maps an agent name to its CLI's name in node_modules/.bin. Agents
-// without an installable CLI (grok build, cursor, muse) are absent on purpose.
-var Binaries = map[string]string{
-	"claude":   "claude",
-	"codex":    "codex",
-	"gemini":   "gemini",
-	"pi":       "pi",
-	"opencode": "opencode",
+// Installable says whether agent's CLI is pinned and installed for the
+// tests (a verified agent from npm: not Grok Build, Cursor or Muse), and
+// its name in node_modules/.bin. The agent's package must be linked (its
+// registry entry is its own).
+func Installable(agent string) (binary string, ok bool) {
+	a, found := agents.Lookup(agent)
+	if !found || !a.Verified || a.NPMPackage == "" {
+		return "", false
+	}
+	return a.Binary, true
 }
 
 // Bin returns the absolute path of agent's pinned CLI. A missing CLI fails the
@@ -29,7 +33,7 @@ var Binaries = map[string]string{
 // nothing.
 func Bin(t testing.TB, agent string) string {
 	t.Helper()
-	name, ok := Binaries[agent]
+	name, ok := Installable(agent)
 	if !ok {
 		t.Fatalf("agenttest: no installable CLI for agent %q", agent)
 	}

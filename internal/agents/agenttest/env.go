@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents"
+
 	"github.com/cast-dev/cast/internal/agents/sandbox"
 )
 
@@ -19,23 +21,14 @@ const (
 
 // NativeHome is the agent's own folder under home, the one agents.Target.Home
 // means: CLAUDE_CONFIG_DIR, CODEX_HOME, ~/.gemini, pi's agent dir, and
-// XDG_DATA_HOME for opencode.
+// XDG_DATA_HOME for opencode (the registry's DefaultHome under home; ""
+// for an agent whose package is not linked).
 func NativeHome(home, agent string) string {
-	switch agent {
-	case "claude":
-		return filepath.Join(home, ".claude")
-	case "codex":
-		return filepath.Join(home, ".codex")
-	case "gemini":
-		return filepath.Join(home, ".gemini")
-	case "pi":
-		return filepath.Join(home, ".pi", "agent")
-	case "opencode":
-		return filepath.Join(home, ".local", "share")
-	case "grok":
-		return filepath.Join(home, ".grok")
+	a, ok := agents.Lookup(agent)
+	if !ok || a.DefaultHome == "" {
+		return ""
 	}
-	return ""
+	return filepath.Join(home, filepath.FromSlash(a.DefaultHome))
 }
 
 // Env builds an isolated environment for agent talking to the fake model at
@@ -82,18 +75,11 @@ func Env(t testing.TB, agent, fakeURL string) (home string, env []string) {
 	// The agent's own folder, moved by its variable where it has one; the
 	// settings that point it at the fake come from sandbox (shared with
 	// the conformance canaries).
-	switch agent {
-	case "claude":
+	if nh != "" {
 		mkdir(t, nh)
-		env = append(env, "CLAUDE_CONFIG_DIR="+nh)
-	case "codex":
-		mkdir(t, nh)
-		env = append(env, "CODEX_HOME="+nh)
-	case "pi":
-		mkdir(t, nh)
-		env = append(env, "PI_CODING_AGENT_DIR="+nh)
-	case "gemini":
-		mkdir(t, nh)
+	}
+	if a, _ := agents.Lookup(agent); a.HomeEnv != "" && Lookup(env, a.HomeEnv) == "" {
+		env = append(env, a.HomeEnv+"="+nh)
 	}
 	sb, err := sandbox.Setup(agent, home, fakeURL)
 	if err != nil {

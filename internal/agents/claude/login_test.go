@@ -63,7 +63,7 @@ func TestRealClaudeEmptyCredentials(t *testing.T) {
 		if ran != tc.loggedIn {
 			t.Fatalf("claude on %s: exit %d, want it to run %v\nstdout:\n%s\nstderr:\n%s", tc.creds, res.ExitCode, tc.loggedIn, res.Stdout, res.Stderr)
 		}
-		if !ran && !a.Login().IsLoggedOut(res.Stdout+res.Stderr) {
+		if !ran && !a.Login.IsLoggedOut(res.Stdout+res.Stderr) {
 			t.Fatalf("claude on %s failed for another reason:\n%s%s", tc.creds, res.Stdout, res.Stderr)
 		}
 		if _, ok := a.FindLogin(dir, env); ok != tc.loggedIn {

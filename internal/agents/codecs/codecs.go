@@ -11,6 +11,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	_ "github.com/cast-dev/cast/internal/agents/claude"
 	_ "github.com/cast-dev/cast/internal/agents/codex"
+	_ "github.com/cast-dev/cast/internal/agents/cursor"
 	_ "github.com/cast-dev/cast/internal/agents/gemini"
 	_ "github.com/cast-dev/cast/internal/agents/grok"
 	_ "github.com/cast-dev/cast/internal/agents/muse"
