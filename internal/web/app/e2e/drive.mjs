@@ -190,7 +190,7 @@ async function run(page) {
   await page.getByRole("heading", { name: "Parked sessions" }).waitFor();
   await shot(page, "accounts");
 
-  step("a 10,000-message session opens at its end and pages as you scroll up");
+  step("a 10,000-message session opens at its end, pages as you scroll up and down, and keeps at most three pages drawn");
   const t0 = Date.now();
   await page.goto(new URL(`/#/s/${big}`, login).href);
   await page.locator('li[data-seq="10000"]').waitFor();
@@ -210,6 +210,32 @@ async function run(page) {
   await page.waitForFunction((n) => document.querySelectorAll("ol.timeline > li").length > n, first);
   if ((await rows()) > 2 * first + 2) throw new Error(`${await rows()} rows after one page up from ${first}; want one more page`);
   if (await page.locator('li[data-seq="1"]').count()) throw new Error("scrolling up once loaded the whole session");
+  // Four pages further up: at most three pages are drawn at once, so the
+  // newest rows leave the page (and come back on the way down).
+  const scroller = page.locator(".scroller");
+  const edge = (which) => page.evaluate((w) => {
+    const rows = document.querySelectorAll("ol.timeline > li");
+    return rows[w === "top" ? 0 : rows.length - 1]?.getAttribute("data-seq");
+  }, which);
+  for (let i = 0; i < 4; i++) {
+    const top = await edge("top");
+    await scroller.evaluate((el) => (el.scrollTop = 0));
+    await page.waitForFunction((s) => document.querySelector("ol.timeline > li")?.getAttribute("data-seq") !== s, top);
+  }
+  const up = await rows();
+  console.log(`figure: ${up} rows drawn five pages up a 10,000-message session`);
+  if (up > 3 * 200) throw new Error(`${up} rows drawn five pages up; want at most three pages (600)`);
+  if (await page.locator('li[data-seq="10000"]').count()) throw new Error("the newest page stayed drawn five pages up");
+  for (let i = 0; i < 8 && !(await page.locator('li[data-seq="10000"]').count()); i++) {
+    const bottom = await edge("bottom");
+    await scroller.evaluate((el) => (el.scrollTop = el.scrollHeight));
+    await page.waitForFunction((s) => {
+      const rows = document.querySelectorAll("ol.timeline > li");
+      return rows[rows.length - 1]?.getAttribute("data-seq") !== s;
+    }, bottom);
+  }
+  await page.locator('li[data-seq="10000"]').waitFor();
+  if ((await rows()) > 3 * 200) throw new Error(`${await rows()} rows drawn back at the end; want at most three pages`);
 
   step("a phone-sized viewport");
   await page.setViewportSize({ width: 390, height: 844 });

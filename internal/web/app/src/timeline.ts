@@ -1,5 +1,6 @@
 // Timeline: one session's transcript, newest page first, older pages
-// fetched as you scroll up, new messages live from WatchSession; the
+// fetched as you scroll up (and newer ones as you scroll back down: at most
+// KEEP pages are drawn at once), new messages live from WatchSession; the
 // header panel moves the session (switch, fork, hand off) and the
 // composer sends, interrupts and answers permissions.
 import { errorText, isAbort, requestId, sessions } from "./api";
@@ -9,6 +10,7 @@ import { agentList, date, displayName, lineage, stateClass, stateLabel } from ".
 import { setCommands } from "./palette";
 
 const PAGE = 200; // messages per page fetched
+const KEEP = 3; // pages drawn at once: a session of any length keeps at most this many in the page
 const FOLD = 2000; // characters of a tool output shown before "show all"
 
 export async function timeline(main: HTMLElement, id: string, signal: AbortSignal): Promise<void> {
@@ -16,35 +18,24 @@ export async function timeline(main: HTMLElement, id: string, signal: AbortSigna
   const view = new View(main, sess, signal);
   await view.panel();
   const last = sess.lastSeq;
-  let first = last > 0n ? bigMax(1n, last - BigInt(PAGE) + 1n) : 1n;
-  if (last > 0n) view.add(await readRange(id, first, last, signal), "end");
+  view.newest = last;
+  const from = bigMax(1n, last - BigInt(PAGE) + 1n);
+  if (last > 0n) view.add(await readRange(id, from, last, signal), "end", from, last);
   view.scrollToEnd();
-  // Older pages as the top sentinel comes into view.
-  let loading = false;
-  const io = new IntersectionObserver(async (entries) => {
-    if (!entries.some((e) => e.isIntersecting) || loading || first <= 1n) return;
-    loading = true;
-    const from = bigMax(1n, first - BigInt(PAGE));
-    try {
-      const msgs = await readRange(id, from, first - 1n, signal);
-      first = from;
-      view.add(msgs, "start");
-    } catch (err) {
-      if (!isAbort(err)) say(errorText(err), true);
-    } finally {
-      loading = false;
-      view.older.hidden = first <= 1n;
-    }
+  // A page more as either sentinel comes into view; pages past KEEP are
+  // dropped at the other end, so the drawn rows stay bounded.
+  const io = new IntersectionObserver((entries) => {
+    for (const e of entries) if (e.isIntersecting) void view.more(id, e.target === view.older ? "start" : "end");
   });
-  view.older.hidden = first <= 1n;
   io.observe(view.older);
+  io.observe(view.newer);
   signal.addEventListener("abort", () => io.disconnect());
   // Live: from the seq after the newest shown; the stream also carries
   // every change of the session record.
   void (async () => {
     try {
       for await (const ev of sessions.watchSession({ sessionId: id, startSeq: last + 1n }, { signal })) {
-        if (ev.event.case === "message") view.add([ev.event.value], "end", true);
+        if (ev.event.case === "message") view.live(ev.event.value);
         if (ev.event.case === "session") {
           sess = ev.event.value;
           view.update(sess);
@@ -71,15 +62,36 @@ function bigMax(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
 }
 
+function bigMin(a: bigint, b: bigint): bigint {
+  return a < b ? a : b;
+}
+
+// A page is a range of seqs fetched together and the rows drawn for it
+// (fewer than its messages: results fold into their calls, internal rows
+// are never drawn).
+interface Page {
+  from: bigint;
+  to: bigint;
+  rows: HTMLElement[];
+}
+
 class View {
   readonly older = h("div", { class: "older muted" }, "Loading older messages…");
+  readonly newer = h("div", { class: "older muted" }, "Loading newer messages…");
+  // newest is the newest seq the session has (drawn or not).
+  newest = 0n;
   private readonly list = h("ol", { class: "timeline", "aria-label": "Messages" });
-  private readonly scroller = h("div", { class: "scroller", tabindex: 0, "aria-label": "Transcript" }, this.older, this.list);
+  private readonly scroller = h("div", { class: "scroller", tabindex: 0, "aria-label": "Transcript" }, this.older, this.list, this.newer);
+  private pages: Page[] = [];
+  private loading = false;
   private readonly head = h("section", { class: "panel", "aria-label": "Session" });
   private readonly perm = h("div", { class: "permission", role: "region", "aria-label": "Permission" });
   private readonly forks = h("ul", { class: "forks", "aria-label": "Forks made here" });
   private readonly seen = new Set<bigint>();
   private readonly calls = new Map<string, HTMLElement>();
+  // results drawn, by call id: merged into their call's row, or a row of
+  // their own (the call was in a page not drawn yet).
+  private readonly results = new Map<string, { m: Message; merged: boolean }>();
   private readonly imgs: string[] = [];
 
   constructor(
@@ -292,25 +304,109 @@ class View {
     return last.getBoundingClientRect().top < bottom + 40;
   }
 
-  add(msgs: Message[], where: "start" | "end", live = false): void {
-    const nodes: HTMLElement[] = [];
+  private first(): bigint {
+    return this.pages.length ? this.pages[0].from : this.newest + 1n;
+  }
+
+  private last(): bigint {
+    return this.pages.length ? this.pages[this.pages.length - 1].to : this.newest;
+  }
+
+  // more draws the page before the first drawn or after the last.
+  async more(id: string, where: "start" | "end"): Promise<void> {
+    if (this.loading) return;
+    const [from, to] =
+      where === "start"
+        ? [bigMax(1n, this.first() - BigInt(PAGE)), this.first() - 1n]
+        : [this.last() + 1n, bigMin(this.newest, this.last() + BigInt(PAGE))];
+    if (to < from) return;
+    this.loading = true;
+    try {
+      this.add(await readRange(id, from, to, this.signal), where, from, to);
+    } catch (err) {
+      if (!isAbort(err)) say(errorText(err), true);
+    } finally {
+      this.loading = false;
+    }
+  }
+
+  // live takes a message from the stream: drawn when the newest page is,
+  // else left for the newer sentinel to fetch.
+  live(m: Message): void {
+    const drawnToEnd = this.last() >= this.newest;
+    this.newest = bigMax(this.newest, m.seq);
+    if (!drawnToEnd) return this.sentinels();
+    const follow = this.atEnd();
+    const tail = this.pages[this.pages.length - 1];
+    if (tail && tail.rows.length < PAGE) {
+      const row = this.draw([m]);
+      tail.to = bigMax(tail.to, m.seq);
+      tail.rows.push(...row);
+      this.list.append(...row);
+    } else {
+      this.add([m], "end", m.seq, m.seq);
+    }
+    this.sentinels();
+    if (follow) this.scrollToEnd();
+  }
+
+  // add draws msgs (the seqs from..to) as a page at one end, and drops
+  // the page at the other end past KEEP, keeping what the reader sees
+  // where it is.
+  add(msgs: Message[], where: "start" | "end", from?: bigint, to?: bigint): void {
+    const page: Page = { from: from ?? msgs[0]?.seq ?? 1n, to: to ?? msgs[msgs.length - 1]?.seq ?? 0n, rows: this.draw(msgs) };
+    if (where === "start") {
+      this.steady(this.list.firstElementChild, () => this.list.prepend(...page.rows));
+      this.pages.unshift(page);
+      if (this.pages.length > KEEP) this.drop(this.pages.pop()!);
+    } else {
+      this.list.append(...page.rows);
+      this.pages.push(page);
+      if (this.pages.length > KEEP) {
+        const gone = this.pages.shift()!;
+        this.steady(this.pages[0].rows[0] ?? null, () => this.drop(gone));
+      }
+    }
+    this.sentinels();
+  }
+
+  private draw(msgs: Message[]): HTMLElement[] {
+    const rows: HTMLElement[] = [];
     for (const m of msgs) {
       if (this.seen.has(m.seq)) continue;
       this.seen.add(m.seq);
       const el = this.render(m);
-      if (el) nodes.push(el);
+      if (el) rows.push(el);
     }
-    if (where === "start") {
-      // Older messages go above without moving what the reader sees.
-      const box = this.scroller;
-      const before = box.scrollHeight;
-      this.list.prepend(...nodes);
-      box.scrollTop += box.scrollHeight - before;
-      return;
-    }
-    const follow = live && this.atEnd();
-    this.list.append(...nodes);
-    if (follow && nodes.length) this.scrollToEnd();
+    return rows;
+  }
+
+  // drop takes a page's rows out of the document; its messages are
+  // fetched again when the reader scrolls back to them.
+  private drop(p: Page): void {
+    for (const r of p.rows) r.remove();
+    for (let seq = p.from; seq <= p.to; seq++) this.seen.delete(seq);
+    for (const [id, body] of this.calls) if (!body.isConnected) this.calls.delete(id);
+    for (const [id, r] of this.results) if (r.m.seq >= p.from && r.m.seq <= p.to) this.results.delete(id);
+  }
+
+  private sentinels(): void {
+    this.older.hidden = this.first() <= 1n;
+    this.newer.hidden = this.last() >= this.newest;
+  }
+
+  // steady runs change without moving anchor on the screen: rows added
+  // above or taken away above would otherwise shift what the reader sees.
+  // The transcript's box scrolls on a wide screen, the page on a phone.
+  private steady(anchor: Element | null, change: () => void): void {
+    const top = anchor?.getBoundingClientRect().top;
+    change();
+    if (!anchor || top === undefined || !anchor.isConnected) return;
+    const d = anchor.getBoundingClientRect().top - top;
+    if (!d) return;
+    const before = this.scroller.scrollTop;
+    this.scroller.scrollTop += d;
+    if (this.scroller.scrollTop === before) window.scrollBy(0, d);
   }
 
   private render(m: Message): HTMLElement | null {
@@ -339,20 +435,20 @@ class View {
           ), body),
         );
         this.calls.set(call.id, body);
+        // Its result drawn already, in a page read before this one.
+        const done = this.results.get(call.id);
+        if (done) this.settle(body, done.m, done.merged);
         return li;
       }
       case MessageKind.TOOL_RESULT: {
         const r = m.toolResult!;
-        const out = fold(r.output, r.isError);
-        const imgs = this.images(m);
         const body = this.calls.get(r.callId);
+        this.results.set(r.callId, { m, merged: !!body });
         if (body) {
-          body.append(out, imgs);
-          const st = body.parentElement?.querySelector(".tool-state");
-          if (st) st.textContent = r.isError ? " · failed" : " · done";
+          this.settle(body, m, true);
           return null;
         }
-        return h("li", { class: "msg tool", "data-seq": String(m.seq) }, h("details", {}, h("summary", {}, "Tool result"), out, imgs));
+        return h("li", { class: "msg tool", "data-seq": String(m.seq) }, h("details", {}, h("summary", {}, "Tool result"), fold(r.output, r.isError), this.images(m)));
       }
       case MessageKind.NOTICE: {
         // The first line (or sentence) on the rule, the rest under it.
@@ -367,6 +463,18 @@ class View {
       default:
         return null; // internal rows are never drawn
     }
+  }
+
+  // settle marks a call's row done or failed by its result m, with the
+  // result's output inside when it has no row of its own (merged).
+  private settle(body: HTMLElement, m: Message, merged: boolean): void {
+    const r = m.toolResult!;
+    if (merged && body.dataset.result !== String(m.seq)) {
+      body.append(fold(r.output, r.isError), this.images(m));
+      body.dataset.result = String(m.seq); // drawn again after its page left: once
+    }
+    const st = body.parentElement?.querySelector(".tool-state");
+    if (st) st.textContent = r.isError ? " · failed" : " · done";
   }
 
   private images(m: Message): HTMLElement {
