@@ -43,9 +43,10 @@ type Sink interface {
 
 // Cast says which native files are cast's own.
 type Cast interface {
-	// Runs says whether path is the native transcript of a session cast
-	// runs on this node (its messages come from the turns).
-	Runs(agent, path string) bool
+	// Runs says whether path (a file agent's) or nativeID (a session in
+	// a store agent's database; path "") is a native session cast runs on
+	// this node (its messages come from the turns).
+	Runs(agent, path, nativeID string) bool
 	// Busy says whether cast runs a CLI of agent now: a file new to the
 	// follower may be that CLI's, its native id not recorded yet, so it
 	// waits (files adopted before go on).
@@ -59,6 +60,10 @@ type Cast interface {
 type Source struct {
 	Agent string
 	Home  string
+	// Bin and Env run the agent's CLI as a turn would, for an agent whose
+	// sessions are in a store only its CLI reads (agents.StoreLister).
+	Bin string
+	Env []string
 }
 
 // Follower adopts and follows the native sessions under its sources.
@@ -100,40 +105,57 @@ func (f *Follower) Scan(ctx context.Context) (int, error) {
 	total := 0
 	var errsSeen []error
 	for _, src := range f.sources {
+		if sl, ok := storeLister(src.Agent); ok {
+			n, err := f.scanStore(ctx, src, sl)
+			total += n
+			if err != nil {
+				errsSeen = append(errsSeen, err)
+			}
+			continue
+		}
 		files, _ := agents.NativeSessions(src.Agent, src.Home)
 		for _, path := range files {
 			if ctx.Err() != nil {
 				return total, ctx.Err()
 			}
-			if b := f.failing[path]; b != nil && b.skip > 0 {
-				b.skip--
-				continue
-			}
-			n, err := f.follow(ctx, src.Agent, path)
+			n, err := f.try(src.Agent, path, func() (int, error) { return f.follow(ctx, src.Agent, path) })
 			total += n
-			if err == nil {
-				delete(f.failing, path)
-				continue
+			if err != nil {
+				errsSeen = append(errsSeen, err)
 			}
-			b := f.failing[path]
-			if b == nil {
-				b = &backoff{}
-				f.failing[path] = b
-			}
-			b.fails++
-			b.skip = min(1<<min(b.fails-1, 8), maxSkip)
-			f.lg.Warn("adopt native session failed", zap.String("agent", src.Agent), zap.String("path", path),
-				zap.Int("failures", b.fails), zap.Int("next_try_in_scans", b.skip+1), zap.Error(err))
-			errsSeen = append(errsSeen, fmt.Errorf("%s: %w", path, err))
 		}
 	}
 	return total, errors.Join(errsSeen...)
 }
 
+// try runs one native session's follow under its backoff (key: its file,
+// or its store and id), logging a failure.
+func (f *Follower) try(agent, key string, follow func() (int, error)) (int, error) {
+	if b := f.failing[key]; b != nil && b.skip > 0 {
+		b.skip--
+		return 0, nil
+	}
+	n, err := follow()
+	if err == nil {
+		delete(f.failing, key)
+		return n, nil
+	}
+	b := f.failing[key]
+	if b == nil {
+		b = &backoff{}
+		f.failing[key] = b
+	}
+	b.fails++
+	b.skip = min(1<<min(b.fails-1, 8), maxSkip)
+	f.lg.Warn("adopt native session failed", zap.String("agent", agent), zap.String("path", key),
+		zap.Int("failures", b.fails), zap.Int("next_try_in_scans", b.skip+1), zap.Error(err))
+	return n, fmt.Errorf("%s: %w", key, err)
+}
+
 // follow brings one file's new messages to the sink.
 func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) {
 	fi, err := os.Stat(path)
-	if err != nil || f.cast.Runs(agent, path) {
+	if err != nil || f.cast.Runs(agent, path, "") {
 		return 0, nil // gone meanwhile (what was kept stays kept), or cast's own
 	}
 	st := f.st.get(path)
@@ -165,7 +187,11 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if tail {
 		from = maps.Clone(st.Sent) // appended lines come after all kept
 	}
-	sent, err := f.send(ctx, agent, path, st, unsent(st.Sent, from, msgs))
+	o := origin{Key: path, Path: path}
+	if st.SessionID == "" {
+		o.Cwd, o.Parent = cwdOf(agent, path), parentOf(agent, path)
+	}
+	sent, err := f.send(ctx, agent, o, st, unsent(st.Sent, from, msgs))
 	if err != nil {
 		return sent, err
 	}
@@ -218,15 +244,24 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 	return msgs, false, err
 }
 
+// origin is where one native session is: Key in the bookkeeping, Path
+// as its origin says (its file, or its agent's store), and what its
+// first batch tells of it (the folder it ran in, the native session that
+// spawned it).
+type origin struct {
+	Key, Path   string
+	Cwd, Parent string
+}
+
 // send hands fresh messages to the sink, in batches.
-func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, fresh []transcript.Message) (int, error) {
+func (f *Follower) send(ctx context.Context, agent string, o origin, st *fileState, fresh []transcript.Message) (int, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	b := Batch{Agent: agent, NativeID: st.NativeID, Path: path, SessionID: st.SessionID}
+	b := Batch{Agent: agent, NativeID: st.NativeID, Path: o.Path, SessionID: st.SessionID}
 	if st.SessionID == "" {
-		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
-		b.ParentNativeID = parentOf(agent, path)
+		b.Cwd, b.Title, b.History = o.Cwd, title(fresh, o.Path), int64(len(fresh))
+		b.ParentNativeID = o.Parent
 	}
 	sent := 0
 	for _, part := range batches(fresh) {
@@ -240,12 +275,12 @@ func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, 
 			st.Sent[digestOf(m.ClientID)]++
 		}
 		sent += len(part)
-		if err := f.st.put(path, st); err != nil {
+		if err := f.st.put(o.Key, st); err != nil {
 			return sent, err
 		}
 	}
 	if sent > 0 {
-		f.lg.Info("native session adopted", zap.String("agent", agent), zap.String("path", path),
+		f.lg.Info("native session adopted", zap.String("agent", agent), zap.String("path", o.Key),
 			zap.String("session", st.SessionID), zap.Int("messages", sent))
 	}
 	return sent, nil

@@ -66,8 +66,8 @@ type castFiles struct {
 	wrote map[string]exportlog.Record
 }
 
-func (c castFiles) Runs(_, path string) bool { return c.runs[path] }
-func (c castFiles) Busy(agent string) bool   { return c.busy[agent] }
+func (c castFiles) Runs(_, path, _ string) bool { return c.runs[path] }
+func (c castFiles) Busy(agent string) bool      { return c.busy[agent] }
 func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
 	r, ok := c.wrote[path]
 	return r, ok

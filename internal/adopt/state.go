@@ -25,6 +25,8 @@ type fileState struct {
 	Size    int64  `json:"size"`
 	Hash    string `json:"hash,omitempty"`
 	ModTime int64  `json:"mod_time,omitempty"` // unchanged size and time: not read again
+	// Version is a stored session's (agents.StoredSession) when last read.
+	Version string `json:"version,omitempty"`
 	// Written is the digest of the file as cast wrote it (a restore), once
 	// taken as the baseline.
 	Written string `json:"written,omitempty"`

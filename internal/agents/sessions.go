@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"path/filepath"
 	"sort"
 )
@@ -41,16 +42,40 @@ func NativeSessions(agent, home string) ([]string, bool) {
 	return out, true
 }
 
-// Listers are the agents whose drivers list their native sessions, sorted.
+// Listers are the agents whose drivers list their native sessions (files
+// or a store's rows), sorted.
 func Listers() []string {
 	var out []string
 	for _, n := range Names() {
 		a, _ := Lookup(n)
 		if d, ok := a.Driver(); ok {
-			if _, ok := d.(SessionLister); ok {
+			_, files := d.(SessionLister)
+			_, rows := d.(StoreLister)
+			if files || rows {
 				out = append(out, n)
 			}
 		}
 	}
 	return out
+}
+
+// StoredSession is one session in an agent's own store (StoreLister).
+type StoredSession struct {
+	ID  string
+	Cwd string // the folder it ran in
+	// ParentID is the session that spawned it ("" for a session of its
+	// own): a subagent's run (OpenCode's task tool).
+	ParentID string
+	// Version changes whenever the session does (its rows' times and
+	// count): unchanged, it holds nothing new.
+	Version string
+}
+
+// StoreLister is a StoreDriver that lists the sessions in its store, so a
+// node can adopt those the user ran in the agent directly: through the
+// agent's own CLI (bin, env, as a turn runs it), reading only. home is
+// the agent's own folder; a store not made yet lists nothing.
+type StoreLister interface {
+	StoreDriver
+	StoredSessions(ctx context.Context, bin string, env []string, home string) ([]StoredSession, error)
 }

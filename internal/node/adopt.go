@@ -43,38 +43,62 @@ func (c *castCLIs) running(agent string) func() {
 	}
 }
 
-// used notes a native file a turn of cast's ran in.
-func (c *castCLIs) used(path string) {
-	if path == "" {
-		return
-	}
+// used notes the native session a turn of cast's ran in: its file, and
+// its id (a store agent's sessions share one file).
+func (c *castCLIs) used(agent, path, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
 		c.files = map[string]bool{}
 	}
-	c.files[path] = true
+	if path != "" {
+		c.files[path] = true
+	}
+	if id != "" {
+		c.files[agent+"#"+id] = true
+	}
 }
 
 // adoptSources are the agents' own folders adoption watches: every agent
 // whose driver lists its sessions (or those --adopt-agents names), as the
-// node runs it.
-func (c Config) adoptSources() []adopt.Source {
+// node runs it, with its CLI where listing needs it (a store agent).
+func (a *Daemon) adoptSources() []adopt.Source {
+	c := a.cfg
 	var out []adopt.Source
 	for _, name := range agents.Listers() {
 		if len(c.AdoptAgents) > 0 && !slices.Contains(c.AdoptAgents, name) {
 			continue
 		}
 		s := c.agentSetup(name)
-		out = append(out, adopt.Source{Agent: name, Home: c.newTurn(name, s, s.Env).AgentDir()})
+		t := c.newTurn(name, s, s.Env)
+		src := adopt.Source{Agent: name, Home: t.AgentDir()}
+		if ag, _ := agents.Lookup(name); isStore(ag) {
+			bin, env, err := a.runner.CLI(t)
+			if err != nil {
+				a.lg.Info("adoption skips an agent whose CLI is not here", zap.String("agent", name), zap.Error(err))
+				continue
+			}
+			src.Bin, src.Env = bin, env
+		}
+		out = append(out, src)
 	}
 	return out
+}
+
+// isStore says whether a's sessions are rows in a store its CLI reads.
+func isStore(a agents.Agent) bool {
+	d, ok := a.Driver()
+	if !ok {
+		return false
+	}
+	_, store := d.(agents.StoreLister)
+	return store
 }
 
 // adoptLoop keeps the native sessions under the agents' folders as cast
 // sessions (internal/adopt) until ctx ends.
 func (a *Daemon) adoptLoop(ctx context.Context) {
-	f, err := adopt.New(a.cfg.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt"), adoptSink{a}, adoptCast{a}, a.lg)
+	f, err := adopt.New(a.adoptSources(), filepath.Join(a.cfg.DataDir, "adopt"), adoptSink{a}, adoptCast{a}, a.lg)
 	if err != nil {
 		a.lg.Error("adoption of native sessions is off: its bookkeeping is unreadable", zap.Error(err))
 		return
@@ -114,12 +138,12 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 // adoptCast tells adoption which native files are cast's own.
 type adoptCast struct{ a *Daemon }
 
-func (c adoptCast) Runs(agent, path string) bool {
+func (c adoptCast) Runs(agent, path, nativeID string) bool {
 	cl := &c.a.clis
 	cl.mu.Lock()
-	mine := cl.files[path]
+	mine := (path != "" && cl.files[path]) || (nativeID != "" && cl.files[agent+"#"+nativeID])
 	cl.mu.Unlock()
-	return mine || c.a.st.holdsNative(agent, path)
+	return mine || c.a.st.holdsNative(agent, path, nativeID)
 }
 
 func (c adoptCast) Busy(agent string) bool {

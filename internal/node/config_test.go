@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cast-dev/cast/internal/adopt"
+	"github.com/cast-dev/cast/internal/runner"
+	"go.uber.org/zap"
 )
 
 func TestLoadAgentsConfigAccounts(t *testing.T) {
@@ -135,25 +139,42 @@ func TestAdoptConfig(t *testing.T) {
 	cfg.UserEnv = []string{"HOME=/home/me", "CLAUDE_CONFIG_DIR=/home/me/alt"}
 	cfg.Agents = map[string]AgentSetup{"codex": {Home: "/srv/codex"}}
 	cfg.Adopt, cfg.AdoptInterval = true, DefaultAdoptInterval
-	got := map[string]string{}
-	for _, s := range cfg.adoptSources() {
-		got[s.Agent] = s.Home
+	// OpenCode's sessions are rows its CLI lists: it is watched with the
+	// CLI the node runs (here a stand-in executable), with the user's
+	// environment.
+	bin := filepath.Join(t.TempDir(), "opencode")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]string{"claude": "/home/me/alt", "codex": "/srv/codex/.codex", "gemini": "/home/me/.gemini", "pi": "/home/me/.pi/agent"}
+	d := &Daemon{cfg: cfg, lg: zap.NewNop(), runner: &runner.Runner{Bins: map[string]string{"opencode": bin}}}
+	got := map[string]string{}
+	for _, s := range d.adoptSources() {
+		got[s.Agent] = s.Home
+		if s.Agent == "opencode" && (s.Bin != bin || runner.EnvValue(s.Env, "HOME") != "/home/me") {
+			t.Errorf("opencode is listed with %s in %q", s.Bin, s.Env)
+		}
+	}
+	want := map[string]string{"claude": "/home/me/alt", "codex": "/srv/codex/.codex", "gemini": "/home/me/.gemini", "pi": "/home/me/.pi/agent",
+		"opencode": "/home/me/.local/share"}
 	if !maps.Equal(got, want) {
 		t.Fatalf("sources %v, want %v", got, want)
 	}
-	cfg.AdoptAgents = []string{"codex"}
-	if s := cfg.adoptSources(); len(s) != 1 || s[0].Agent != "codex" {
+	// Without its CLI, a store agent is left out.
+	d.runner.Bins["opencode"] = filepath.Join(t.TempDir(), "missing")
+	if s := d.adoptSources(); slices.ContainsFunc(s, func(s adopt.Source) bool { return s.Agent == "opencode" }) {
+		t.Fatalf("opencode listed with no CLI: %v", s)
+	}
+	d.cfg.AdoptAgents = []string{"codex"}
+	if s := d.adoptSources(); len(s) != 1 || s[0].Agent != "codex" {
 		t.Fatalf("--adopt-agents codex: %v", s)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for name, bad := range map[string]func(*Config){
-		"an agent whose sessions are not files": func(c *Config) { c.AdoptAgents = []string{"opencode"} },
-		"an unknown agent":                      func(c *Config) { c.AdoptAgents = []string{"nope"} },
-		"a busy interval":                       func(c *Config) { c.AdoptInterval = time.Millisecond },
+		"an agent whose sessions cast cannot list": func(c *Config) { c.AdoptAgents = []string{"grok"} },
+		"an unknown agent":                         func(c *Config) { c.AdoptAgents = []string{"nope"} },
+		"a busy interval":                          func(c *Config) { c.AdoptInterval = time.Millisecond },
 	} {
 		c := cfg
 		bad(&c)

@@ -273,13 +273,13 @@ func (st *state) ids() []string {
 	return out
 }
 
-// holdsNative says whether path is the native transcript of agent for a
-// session this node owns.
-func (st *state) holdsNative(agent, path string) bool {
+// holdsNative says whether path (or, for a store agent, nativeID) is the
+// native session of agent for a session this node owns; "" matches none.
+func (st *state) holdsNative(agent, path, nativeID string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, o := range st.Sessions {
-		if ns := o.Native[agent]; ns != nil && ns.Path == path {
+		if ns := o.Native[agent]; ns != nil && ((path != "" && ns.Path == path) || (nativeID != "" && ns.ID == nativeID)) {
 			return true
 		}
 	}

@@ -236,6 +236,18 @@ func failed(res Result, err error) (Result, error) {
 }
 
 // lookBin finds the agent's CLI.
+// CLI is the agent's CLI and environment for t, as a turn of t runs it
+// (for a node that runs the CLI outside a turn: OpenCode's store listing).
+func (r *Runner) CLI(t Turn) (bin string, env []string, err error) {
+	a, ok := agents.Lookup(t.Agent)
+	if !ok {
+		return "", nil, fmt.Errorf("unknown agent %q", t.Agent)
+	}
+	env = buildEnv(a, t)
+	bin, err = r.lookBin(a, env)
+	return bin, env, err
+}
+
 func (r *Runner) lookBin(a agents.Agent, env []string) (string, error) {
 	if p, ok := r.Bins[a.Name]; ok && p != "" {
 		fi, err := os.Stat(p)

@@ -50,6 +50,11 @@ func (Driver) Prompt(p string) string { return p }
 
 func (Driver) StorePath(home string) string { return DBPath(home) }
 
+// StoredSessions lists the sessions in OpenCode's database (agents.StoreLister).
+func (Driver) StoredSessions(ctx context.Context, bin string, env []string, home string) ([]agents.StoredSession, error) {
+	return Loader{Bin: bin, Env: env}.Sessions(ctx, home)
+}
+
 func (Driver) Export(ctx context.Context, bin string, env []string, t agents.Target, id string) ([]transcript.Message, error) {
 	out, err := Loader{Bin: bin, Env: env}.Export(ctx, t, id)
 	if err != nil {

@@ -205,3 +205,41 @@ func (l Loader) Load(ctx context.Context, t agents.Target, ex Export) (string, e
 	}
 	return id, nil
 }
+
+// sessionsQuery lists every session in the store, of every project (`opencode
+// session list` shows only the project of the folder it runs in), with a
+// version that changes with any of its parts.
+const sessionsQuery = `SELECT s.id AS id, s.directory AS directory, coalesce(s.parent_id, '') AS parent_id,
+ s.time_updated || '/' || (SELECT count(*) FROM part p WHERE p.session_id = s.id) || '/' ||
+ (SELECT coalesce(max(p.time_updated), 0) FROM part p WHERE p.session_id = s.id) AS version
+ FROM session s WHERE s.time_archived IS NULL ORDER BY s.time_created`
+
+// Sessions lists the sessions in the store under home through `opencode
+// db` (a read-only query the CLI runs on its own database); a store not
+// made yet lists none, and is not made.
+func (l Loader) Sessions(ctx context.Context, home string) ([]agents.StoredSession, error) {
+	if _, err := os.Stat(DBPath(home)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	out, err := l.run(ctx, agents.Target{Home: home, Cwd: home}, "db", sessionsQuery, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var rows []struct {
+		ID        string `json:"id"`
+		Directory string `json:"directory"`
+		ParentID  string `json:"parent_id"`
+		Version   string `json:"version"`
+	}
+	if i := strings.IndexByte(out, '['); i >= 0 {
+		out = out[i:]
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		return nil, fmt.Errorf("opencode db: %w", err)
+	}
+	list := make([]agents.StoredSession, len(rows))
+	for i, r := range rows {
+		list[i] = agents.StoredSession{ID: r.ID, Cwd: r.Directory, ParentID: r.ParentID, Version: r.Version}
+	}
+	return list, nil
+}

@@ -1,0 +1,74 @@
+package adopt
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cast-dev/cast/internal/agents"
+)
+
+// storeLister is agent's driver when its sessions are rows in a store of
+// its own (OpenCode's database) rather than files.
+func storeLister(agent string) (agents.StoreLister, bool) {
+	a, _ := agents.Lookup(agent)
+	d, ok := a.Driver()
+	if !ok {
+		return nil, false
+	}
+	sl, ok := d.(agents.StoreLister)
+	return sl, ok
+}
+
+// scanStore follows every session in src's store: listed through the
+// agent's CLI, and each one whose version moved exported whole, sending
+// what it holds beyond the messages kept. A session is keyed in the
+// bookkeeping by its store's path and its native id.
+func (f *Follower) scanStore(ctx context.Context, src Source, sl agents.StoreLister) (int, error) {
+	list, err := sl.StoredSessions(ctx, src.Bin, src.Env, src.Home)
+	if err != nil {
+		return 0, err
+	}
+	store := sl.StorePath(src.Home)
+	total := 0
+	var errsSeen []error
+	for _, s := range list {
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+		key := store + "#" + s.ID
+		n, err := f.try(src.Agent, key, func() (int, error) { return f.followStored(ctx, src, sl, key, s) })
+		total += n
+		if err != nil {
+			errsSeen = append(errsSeen, err)
+		}
+	}
+	return total, errors.Join(errsSeen...)
+}
+
+// followStored brings one stored session's new messages to the sink.
+func (f *Follower) followStored(ctx context.Context, src Source, sl agents.StoreLister, key string, s agents.StoredSession) (int, error) {
+	if f.cast.Runs(src.Agent, "", s.ID) {
+		return 0, nil // cast's own
+	}
+	st := f.st.get(key)
+	if st != nil && st.Version == s.Version {
+		return 0, nil
+	}
+	if st == nil && f.cast.Busy(src.Agent) {
+		return 0, nil // maybe cast's own turn's: looked at once it is over
+	}
+	msgs, err := sl.Export(ctx, src.Bin, src.Env, agents.Target{Home: src.Home, Cwd: s.Cwd}, s.ID)
+	if err != nil {
+		return 0, err
+	}
+	if st == nil {
+		st = &fileState{Agent: src.Agent, NativeID: s.ID, Sent: map[string]int{}}
+	}
+	o := origin{Key: key, Path: sl.StorePath(src.Home), Cwd: s.Cwd, Parent: s.ParentID}
+	sent, err := f.send(ctx, src.Agent, o, st, unsent(st.Sent, map[string]int{}, msgs))
+	if err != nil {
+		return sent, err
+	}
+	st.Version = s.Version
+	return sent, f.st.put(key, st)
+}
