@@ -14,8 +14,9 @@ import (
 //
 //	webcodes/{hash}     a login code's grant, leased for the code's minute; taken once
 //	websessions/{hash}  a browser session's grant, leased until it ends
+//	weboidcflows/{hash} an OIDC sign-in's PKCE verifier, leased until its callback is due; taken once
 //
-// kind is the prefix, webcodes or websessions.
+// kind is the prefix: webcodes, websessions or weboidcflows.
 
 // PutWebGrant stores value under kind for ttl.
 func (s *Store) PutWebGrant(ctx context.Context, kind, hash string, value []byte, ttl time.Duration) error {

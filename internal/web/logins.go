@@ -25,6 +25,7 @@ type Grants interface {
 const (
 	kindCode    = "webcodes"
 	kindSession = "websessions"
+	kindFlow    = "weboidcflows" // an OIDC sign-in between its start and its callback
 )
 
 // Logins makes and checks the one-time login codes and the browser

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -49,16 +50,18 @@ type oidcFlow struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider
-	pending  map[string]pendingFlow // by state
 }
 
+// pendingFlow is a sign-in between its start and its callback, kept in
+// the store (kindFlow, by the digest of its state, leased for flowTTL),
+// so the callback may reach any replica behind the app's address.
 type pendingFlow struct {
-	verifier string
-	until    time.Time
+	Verifier string    `json:"verifier"`
+	Until    time.Time `json:"until"`
 }
 
 func newOIDCFlow(cfg OIDC, redirect string, logins *Logins, secure bool, lg *zap.Logger) *oidcFlow {
-	return &oidcFlow{cfg: cfg, redirect: redirect, logins: logins, secure: secure, lg: lg, pending: map[string]pendingFlow{}}
+	return &oidcFlow{cfg: cfg, redirect: redirect, logins: logins, secure: secure, lg: lg}
 }
 
 // conf discovers the issuer once (again after a failure).
@@ -90,15 +93,12 @@ func (f *oidcFlow) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-	now := time.Now()
-	f.mu.Lock()
-	for k, p := range f.pending {
-		if now.After(p.until) {
-			delete(f.pending, k)
-		}
+	b, _ := json.Marshal(pendingFlow{Verifier: verifier, Until: time.Now().Add(flowTTL)}) // always encodes
+	if err := f.logins.grants.PutWebGrant(r.Context(), kindFlow, digest(state), b, flowTTL); err != nil {
+		f.lg.Warn("oidc sign-in not kept", zap.Error(err))
+		http.Error(w, "the sign-in could not be started; try again", http.StatusServiceUnavailable)
+		return
 	}
-	f.pending[state] = pendingFlow{verifier: verifier, until: now.Add(flowTTL)}
-	f.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: state, Path: "/auth/oidc", HttpOnly: true,
 		Secure: f.secure, SameSite: http.SameSiteLaxMode, MaxAge: int(flowTTL.Seconds())})
 	http.Redirect(w, r, conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusFound)
@@ -114,11 +114,14 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this sign-in was not started in this browser; start again", http.StatusBadRequest)
 		return
 	}
-	f.mu.Lock()
-	p, ok := f.pending[state]
-	delete(f.pending, state)
-	f.mu.Unlock()
-	if !ok || time.Now().After(p.until) {
+	b, ok, err := f.logins.grants.TakeWebGrant(r.Context(), kindFlow, digest(state))
+	if err != nil {
+		f.lg.Warn("oidc sign-in not read", zap.Error(err))
+		http.Error(w, "the sign-in could not be read; try again", http.StatusServiceUnavailable)
+		return
+	}
+	var p pendingFlow
+	if !ok || json.Unmarshal(b, &p) != nil || time.Now().After(p.Until) {
 		http.Error(w, "this sign-in expired; start again", http.StatusBadRequest)
 		return
 	}
@@ -131,7 +134,7 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the identity provider cannot be reached", http.StatusBadGateway)
 		return
 	}
-	tok, err := conf.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(p.verifier))
+	tok, err := conf.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(p.Verifier))
 	if err != nil {
 		f.lg.Warn("oidc code exchange failed", zap.Error(err))
 		http.Error(w, "the identity provider did not redeem the code; start again", http.StatusUnauthorized)

@@ -223,3 +223,66 @@ func TestLoginLinkWorksOnAnotherReplica(t *testing.T) {
 		}
 	}
 }
+
+// An OIDC sign-in in progress is kept in the store: the issuer's redirect
+// may come back to another replica behind the app's one address, which
+// finishes it; the flow is then used up on both.
+func TestOIDCSignInFinishesOnAnotherReplica(t *testing.T) {
+	iss := testharness.StartOIDCIssuer(t)
+	ep := testharness.StartEtcd(t, nil)
+	listen, public := "127.0.0.1:0", ""
+	replica := func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
+		c.Web.Listen, c.Web.Plain, c.Web.PublicURL = listen, true, public
+		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast-web"
+	}
+	a := testharness.StartControlPlane(t, replica)
+	// Both replicas are known by a's address, as behind one load balancer;
+	// b listens on its own.
+	public, listen = a.WebURL(), testharness.FreeAddr(t)
+	testharness.StartControlPlane(t, replica)
+	jar, _ := cookiejar.New(nil)
+	stop := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := stop.Get(a.WebURL() + "/auth/oidc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	authURL := resp.Header.Get("Location")
+	resp, err = stop.Get(authURL + "&email=bob@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	callback, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || callback.String() == "" {
+		t.Fatalf("the issuer's redirect: %q, %v", resp.Header.Get("Location"), err)
+	}
+	// The load balancer sends the callback to b, with the browser's cookies.
+	callback.Host = listen
+	jar.SetCookies(callback, jar.Cookies(resp.Request.URL))
+	browser := &http.Client{Jar: jar}
+	land, err := browser.Get(callback.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	land.Body.Close()
+	if land.StatusCode != http.StatusOK {
+		t.Fatalf("replica b did not finish a's sign-in: %d", land.StatusCode)
+	}
+	onB := "http://" + listen
+	if code, body := connectCall(t, browser, onB, "AuthService/WhoAmI", "{}", onB); code != http.StatusOK || !strings.Contains(body, `"user:bob@example.com"`) {
+		t.Fatalf("WhoAmI on b after the sign-in: %d %s", code, body)
+	}
+	// Used up: the same callback at a fails.
+	onA, _ := url.Parse(a.WebURL())
+	callback.Host = onA.Host
+	again, err := browser.Get(callback.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusBadRequest {
+		t.Fatalf("the callback replayed at a: %d", again.StatusCode)
+	}
+}
