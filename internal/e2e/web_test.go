@@ -94,7 +94,8 @@ func TestWebTimeline(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctxRun, "node", filepath.Join(app, "e2e", "drive.mjs"))
 	cmd.Dir = app
-	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big,
+	newCwd := t.TempDir()
+	cmd.Env = append(testharness.ScratchEnv(t), "CAST_WEB_LOGIN="+link, "CAST_WEB_SESSION="+sess.Id, "CAST_WEB_BIG="+big, "CAST_WEB_NEW_CWD="+newCwd,
 		"CAST_WEB_OIDC_EMAIL=alice@example.com", "CAST_WEB_SHOTS="+shots, "CHROMIUM="+chromium, "CAST_WEB_PROFILE="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("drive.mjs:\n%s", out)
@@ -104,6 +105,19 @@ func TestWebTimeline(t *testing.T) {
 	}
 
 	// What the page did is in the store.
+	archived, err := r.c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{IncludeArchived: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, s := range archived.Sessions {
+		if s.Cwd == newCwd && s.Agent == "claude" && s.Archived {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d archived Claude sessions in the folder the page started one in; want 1", started)
+	}
 	if _, err := os.Stat(filepath.Join(cwd, "web-approved.txt")); err != nil {
 		t.Fatalf("the tool approved in the page did not run: %v", err)
 	}

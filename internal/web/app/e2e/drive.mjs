@@ -5,7 +5,8 @@
 //
 // Env: CAST_WEB_LOGIN (a one-time login link), CAST_WEB_SESSION (a
 // session on Claude with one turn done), CAST_WEB_BIG (a session of 10,000
-// imported messages), CAST_WEB_OIDC_EMAIL (the person the control plane's
+// imported messages), CAST_WEB_NEW_CWD (a folder on the node for a session the
+// page starts), CAST_WEB_OIDC_EMAIL (the person the control plane's
 // fake OIDC issuer signs in), CAST_WEB_SHOTS (a folder for screenshots),
 // CHROMIUM (default /usr/bin/chromium), CAST_WEB_PROFILE (an empty folder
 // for the browser's profile).
@@ -19,6 +20,7 @@ const sessionId = need("CAST_WEB_SESSION");
 const shots = need("CAST_WEB_SHOTS");
 const big = need("CAST_WEB_BIG"); // a 10,000-message session
 const oidcEmail = need("CAST_WEB_OIDC_EMAIL"); // whom the fake issuer signs in
+const newCwd = need("CAST_WEB_NEW_CWD"); // a folder on the node for a session the page starts
 const T = 120_000; // a real CLI's turn on 2 busy cores
 
 function need(k) {
@@ -102,6 +104,19 @@ async function run(page) {
   await row.waitFor();
   await row.getByText("claude").waitFor();
   await shot(page, "inbox");
+
+  step("start a session from the inbox, see its answer, archive it");
+  await page.locator("#new-agent").selectOption("claude");
+  await page.locator("#new-cwd").fill(newCwd);
+  await page.locator("#new-text").fill("started in the browser WEB-NEW-1");
+  await page.getByRole("button", { name: "Start" }).click();
+  await page.locator("li.assistant", { hasText: "WEB-NEW-1" }).waitFor({ timeout: T });
+  const created = new URL(page.url()).hash.replace("#/s/", "");
+  await page.getByRole("button", { name: "Archive" }).click();
+  await page.getByRole("heading", { name: "Inbox" }).waitFor();
+  await row.waitFor();
+  if (await page.locator(`tr[data-session="${created}"]`).count()) throw new Error(`archived session ${created} is still in the inbox`);
+  console.log(`created and archived: ${created}`);
 
   step("open the session");
   await row.getByRole("link").click();

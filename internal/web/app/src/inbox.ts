@@ -1,6 +1,6 @@
 // Inbox: every session the caller may see, newest activity first, with
 // filters the server applies (ListSessions' filter) and a text search.
-import { sessions, errorText, isAbort } from "./api";
+import { sessions, errorText, isAbort, requestId } from "./api";
 import { ago, h, say } from "./dom";
 import { SessionState, type Session } from "./gen/cast/v1/session_pb";
 import { agentList, date, lineage, stateClass, stateLabel } from "./labels";
@@ -44,6 +44,7 @@ export async function inbox(main: HTMLElement, signal: AbortSignal): Promise<voi
   );
   main.replaceChildren(
     h("h1", {}, "Inbox"),
+    await newSessionForm(),
     h(
       "form",
       { class: "filters", role: "search", onsubmit: (e: Event) => e.preventDefault() },
@@ -97,6 +98,35 @@ export async function inbox(main: HTMLElement, signal: AbortSignal): Promise<voi
   // Sessions have no list watch: the inbox rereads every few seconds.
   const timer = setInterval(load, 5000);
   signal.addEventListener("abort", () => clearInterval(timer));
+}
+
+// newSessionForm starts a session as `cast new` does: an agent, the
+// folder it runs in on the node the control plane places it on, and the
+// first message; the timeline opens on it.
+async function newSessionForm(): Promise<HTMLElement> {
+  const agent = h("select", { id: "new-agent" });
+  for (const a of await agentList()) agent.append(h("option", { value: a.name }, a.displayName));
+  const cwd = h("input", { id: "new-cwd", type: "text", required: true, placeholder: "/path/to/project", autocomplete: "off" });
+  const text = h("input", { id: "new-text", type: "text", placeholder: "first message (optional)", autocomplete: "off" });
+  const create = async () => {
+    try {
+      const s = await sessions.createSession({ agent: agent.value, cwd: cwd.value.trim(), text: text.value, requestId: requestId() });
+      location.hash = `#/s/${s.id}`;
+    } catch (err) {
+      say("New session refused: " + errorText(err), true);
+    }
+  };
+  return h(
+    "form",
+    { class: "filters", "aria-label": "New session", onsubmit: (e: Event) => (e.preventDefault(), void create()) },
+    h("label", { for: "new-agent" }, "New session:"),
+    agent,
+    h("label", { for: "new-cwd" }, "in folder"),
+    cwd,
+    h("label", { for: "new-text" }, "saying"),
+    text,
+    h("button", { type: "submit" }, "Start"),
+  );
 }
 
 export { SessionState };

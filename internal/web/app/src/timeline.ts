@@ -149,6 +149,11 @@ class View {
         ),
       ),
       this.forks,
+      h(
+        "p",
+        { class: "verbs" },
+        verb("Archive", "Hide it from the inbox and close it to new messages (cast rm; kept, not deleted)", () => this.archive()),
+      ),
     );
     this.perm.hidden = s.state !== SessionState.WAITING_PERMISSION;
     this.drawPermission();
@@ -159,6 +164,7 @@ class View {
         { label: `Hand off to ${a.displayName}`, run: () => this.handoff(a.name, "") },
       ]).concat([
         { label: "Interrupt", run: () => this.interrupt() },
+        { label: "Archive this session", run: () => this.archive() },
         { label: "Approve the pending permission", run: () => this.answer(true, "") },
         { label: "Deny the pending permission", run: () => this.answer(false, "") },
       ]),
@@ -284,6 +290,18 @@ class View {
       }
     } catch (err) {
       say("Handoff refused: " + errorText(err), true);
+    }
+  }
+
+  // archive hides the session from the inbox and closes it to new
+  // messages; nothing is deleted (`cast rm` without --purge).
+  async archive(): Promise<void> {
+    try {
+      await sessions.deleteSession({ sessionId: this.sess.id });
+      say(`Archived ${this.sess.id}: \`cast ls --all\` still lists it.`);
+      location.hash = "#/";
+    } catch (err) {
+      say("Archive refused: " + errorText(err), true);
     }
   }
 
