@@ -30,9 +30,11 @@ type Batch struct {
 	// in all (only with SessionID "").
 	History int64
 	// ParentNativeID is set (with SessionID "") when the file holds only a
-	// subagent's run that native session spawned.
-	ParentNativeID string
-	Messages       []transcript.Message // each with its ClientID
+	// subagent's run that native session spawned; ParentSessionID instead
+	// when that native session is a cast session's this node runs.
+	ParentNativeID  string
+	ParentSessionID string
+	Messages        []transcript.Message // each with its ClientID
 }
 
 // Sink keeps adopted messages: the control plane, through the node.
@@ -53,6 +55,10 @@ type Cast interface {
 	// Wrote is the record of a file `cast export` or `cast restore`
 	// wrote (false for any other file).
 	Wrote(path string) (exportlog.Record, bool)
+	// SessionOf is the cast session this node runs whose native session
+	// of agent is nativeID ("" for none): a subagent's run its turn
+	// started is that session's worker.
+	SessionOf(agent, nativeID string) string
 }
 
 // Source is one agent's own folder to watch.
@@ -227,6 +233,11 @@ func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, 
 	if st.SessionID == "" {
 		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
 		b.ParentNativeID = parentOf(agent, path)
+		if b.ParentNativeID != "" {
+			if sid := f.cast.SessionOf(agent, b.ParentNativeID); sid != "" {
+				b.ParentNativeID, b.ParentSessionID = "", sid
+			}
+		}
 	}
 	sent := 0
 	for _, part := range batches(fresh) {

@@ -61,13 +61,17 @@ func (s *sink) texts(from int) []string {
 }
 
 type castFiles struct {
-	runs  map[string]bool
-	busy  map[string]bool
-	wrote map[string]exportlog.Record
+	runs     map[string]bool
+	busy     map[string]bool
+	wrote    map[string]exportlog.Record
+	sessions map[string]string // native id: the cast session whose it is
 }
 
 func (c castFiles) Runs(_, path string) bool { return c.runs[path] }
 func (c castFiles) Busy(agent string) bool   { return c.busy[agent] }
+func (c castFiles) SessionOf(_, nativeID string) string {
+	return c.sessions[nativeID]
+}
 func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
 	r, ok := c.wrote[path]
 	return r, ok
@@ -274,7 +278,9 @@ func TestFollowBacksOffAFailingFile(t *testing.T) {
 // another thread spawned, a Claude subagents/agent-*.jsonl, a Gemini
 // chats/<parent>/ session) is sent with its parent's native id, after its
 // parent (the control plane nests it under the session adopted for that
-// one); a session of its own is sent without.
+// one); a session of its own is sent without. A run a cast session's turn
+// started (its parent is a native session cast runs) is sent as that
+// session's worker.
 func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 	const (
 		codexParent  = "019a0000-0000-7000-8000-0000000000aa"
@@ -297,28 +303,32 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 {"id":"r1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":[{"text":"task ` + id + `"}]}
 `
 	}
+	claudeFiles := map[string]string{
+		"projects/-w/" + claudeParent + ".jsonl":                            claudeRec(false, ""),
+		"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.jsonl":     claudeRec(true, "a1b2c3"),
+		"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.meta.json": `{"agentType":"general-purpose","toolUseId":"toolu_1"}`,
+	}
 	for _, tc := range []struct {
-		agent string
-		files map[string]string
-		want  map[string]string // native id: the parent's native id it is sent with
-		order []string          // native ids, in the order first sent
+		name, agent string
+		files       map[string]string
+		castRuns    string            // the file of a session cast runs, "" for none
+		want        map[string]string // native id: the parent it is sent with (its native id, or "session " and the cast session)
+		order       []string          // native ids, in the order first sent
 	}{
-		{"codex", map[string]string{
+		{"codex", "codex", map[string]string{
 			"sessions/2026/11/30/rollout-2026-11-30T10-00-00-" + codexParent + ".jsonl": rollout(codexParent, `"cli"`),
 			"sessions/2026/11/30/rollout-2026-11-30T10-00-05-" + codexRun + ".jsonl": rollout(codexRun,
 				`{"subagent":{"thread_spawn":{"parent_thread_id":"`+codexParent+`","depth":1}}}`),
-		}, map[string]string{codexParent: "", codexRun: codexParent}, []string{codexParent, codexRun}},
-		{"claude", map[string]string{
-			"projects/-w/" + claudeParent + ".jsonl":                            claudeRec(false, ""),
-			"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.jsonl":     claudeRec(true, "a1b2c3"),
-			"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.meta.json": `{"agentType":"general-purpose","toolUseId":"toolu_1"}`,
-		}, map[string]string{claudeParent: "", "agent-a1b2c3": claudeParent}, []string{claudeParent, "agent-a1b2c3"}},
-		{"gemini", map[string]string{
+		}, "", map[string]string{codexParent: "", codexRun: codexParent}, []string{codexParent, codexRun}},
+		{"claude", "claude", claudeFiles, "", map[string]string{claudeParent: "", "agent-a1b2c3": claudeParent}, []string{claudeParent, "agent-a1b2c3"}},
+		{"a run of a cast session's turn", "claude", claudeFiles, "projects/-w/" + claudeParent + ".jsonl",
+			map[string]string{"agent-a1b2c3": "session cast-7"}, []string{"agent-a1b2c3"}},
+		{"gemini", "gemini", map[string]string{
 			"tmp/w/chats/session-2026-11-30T10-00-" + geminiParent[:8] + ".jsonl": gemini(geminiParent, "main"),
 			"tmp/w/chats/" + geminiParent + "/" + geminiRun + ".jsonl":            gemini(geminiRun, "subagent"),
-		}, map[string]string{geminiParent: "", geminiRun: geminiParent}, []string{geminiParent, geminiRun}},
+		}, "", map[string]string{geminiParent: "", geminiRun: geminiParent}, []string{geminiParent, geminiRun}},
 	} {
-		t.Run(tc.agent, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
 			for name, body := range tc.files {
 				path := filepath.Join(home, name)
@@ -329,9 +339,13 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}
+			if tc.castRuns != "" {
+				cast.runs[filepath.Join(home, tc.castRuns)] = true
+				cast.sessions[claudeParent] = "cast-7"
+			}
 			s := &sink{}
-			f, err := adopt.New([]adopt.Source{{Agent: tc.agent, Home: home}}, t.TempDir(), s,
-				castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}}, zap.NewNop())
+			f, err := adopt.New([]adopt.Source{{Agent: tc.agent, Home: home}}, t.TempDir(), s, cast, zap.NewNop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,6 +359,9 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 					order = append(order, b.NativeID)
 				}
 				got[b.NativeID] = b.ParentNativeID
+				if b.ParentSessionID != "" {
+					got[b.NativeID] = "session " + b.ParentSessionID
+				}
 			}
 			if !maps.Equal(got, tc.want) || !slices.Equal(order, tc.order) {
 				t.Fatalf("sent %v in order %v, want %v in order %v", got, order, tc.want, tc.order)

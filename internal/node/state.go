@@ -273,6 +273,19 @@ func (st *state) ids() []string {
 	return out
 }
 
+// sessionOfNative is the session this node owns whose native session of
+// agent is nativeID ("" for none).
+func (st *state) sessionOfNative(agent, nativeID string) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for id, o := range st.Sessions {
+		if ns := o.Native[agent]; ns != nil && nativeID != "" && ns.ID == nativeID {
+			return id
+		}
+	}
+	return ""
+}
+
 // holdsNative says whether path is the native transcript of agent for a
 // session this node owns.
 func (st *state) holdsNative(agent, path string) bool {
