@@ -1,6 +1,7 @@
 package crossagent
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/fakemodel"
@@ -89,15 +91,18 @@ func subagentPolicy(agent string) func(fakemodel.Request) fakemodel.Reply {
 // generalist; the run a kind "subagent" session under chats/<parent>/) and
 // OpenCode (task; the run a child session, read from `opencode export`).
 // pi has no subagent tool (its example extension runs `pi --no-session`,
-// so no file of the run exists): its source is the same conversation
-// written by hand with pi's writer, a `subagent` tool call and its result.
+// so no file of the run exists, and keeps the run's messages in its tool
+// result's details): its source is the same conversation written with pi's
+// writer, a `subagent` tool call and its result, the run put into the
+// result's details in the extension's shape and read back with ReadRuns.
 //
 // For each source the neutral copy of the main session must hold the
 // spawning call, its result (the subagent's answer) and the closing text,
 // and none of the subagent's own messages; the run's file must read as a
 // subagent's run (agents.SubagentReader) naming the main session as its
-// parent (and, for Claude, the spawning call), with its own messages, as
-// `cast import` and node adoption keep it: a worker of the main session.
+// parent (and, for Claude and pi, the spawning call), with its own
+// messages, as `cast import` and node adoption keep it: a worker of the
+// main session.
 // Then each real target CLI resumes the main session: its model must get
 // the user's request, the spawning call, the subagent's answer as that
 // call's result, the closing text and the new prompt in order, and nothing
@@ -115,9 +120,7 @@ func TestMatrixSubagent(t *testing.T) {
 // returns the main session's neutral messages.
 func produceSubagent(t *testing.T, agent string) []transcript.Message {
 	if agent == "pi" {
-		msgs := importVia(t, agent, "subagent", handSubagentConversation())
-		checkMainChain(t, agent, msgs, nil)
-		return msgs
+		return producePiSubagent(t)
 	}
 	c := newCLI(t, agent, "sub-"+agent, false)
 	c.fake.SetPolicy(subagentPolicy(agent))
@@ -202,6 +205,82 @@ func (c *cli) export(t *testing.T, id string) string {
 	return path
 }
 
+// producePiSubagent writes the subagent conversation with pi's writer and
+// puts the run into the tool result's details, where pi's example subagent
+// extension keeps it (results[].messages: the extension runs the subagent
+// as `pi --no-session`, so no file of the run exists); the main chain is
+// read as `cast import` reads it, and the run with ReadRuns.
+func producePiSubagent(t *testing.T) []transcript.Message {
+	home, env := agenttest.Env(t, "pi", "http://127.0.0.1:1")
+	w, err := codecs.Writer("pi", codecs.WriterOptions{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := w.Write(agents.Target{Home: agenttest.NativeHome(home, "pi"), Cwd: filepath.Join(home, "work", "src"),
+		SessionID: "subagent-pi", Model: targetModel("pi")}, handSubagentConversation())
+	if err != nil {
+		t.Fatalf("pi writer: %v", err)
+	}
+	putPiRun(t, written.Path)
+	r, err := codecs.Reader("pi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, skipped, err := r.(agents.ReportingReader).ReadReport(written.Path)
+	if err != nil {
+		t.Fatalf("pi reader: %v", err)
+	}
+	t.Logf("pi main session (skipped %v):\n%s", skipped, brief(msgs))
+	callID := checkMainChain(t, "pi", msgs, skipped)
+	runs, err := agents.ReadRuns(r, written.Path)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("pi: %d runs read from the session, %v; want the one its tool result keeps", len(runs), err)
+	}
+	checkRunHolds(t, "pi", runs[0].Subagent, runs[0].Messages, sessionID(t, "pi", written.Path), callID)
+	return msgs
+}
+
+// putPiRun adds the subagent's run to the details of the tool result in
+// the pi session at path, in pi's own message shape.
+func putPiRun(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(s string) []any { return []any{map[string]any{"type": "text", "text": s}} }
+	run := []any{
+		map[string]any{"role": "user", "content": text("Task: " + subTask), "timestamp": 1796032803000},
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "toolCall", "id": "call_in1", "name": "bash",
+			"arguments": map[string]any{"command": subInCmd}}}, "provider": "fake", "model": "fake-model", "stopReason": "toolUse", "timestamp": 1796032803500},
+		map[string]any{"role": "toolResult", "toolCallId": "call_in1", "toolName": "bash", "content": text(subInner + "-OUT"), "isError": false, "timestamp": 1796032804000},
+		map[string]any{"role": "assistant", "content": text(subDone), "provider": "fake", "model": "fake-model", "stopReason": "stop", "timestamp": 1796032804500},
+	}
+	lines := strings.Split(string(data), "\n")
+	found := false
+	for i, l := range lines {
+		var e map[string]any
+		if json.Unmarshal([]byte(l), &e) != nil {
+			continue
+		}
+		m, _ := e["message"].(map[string]any)
+		if m["role"] != "toolResult" {
+			continue
+		}
+		m["details"] = map[string]any{"mode": "single", "results": []any{map[string]any{"agent": "worker", "task": subTask, "exitCode": 0, "messages": run}}}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines[i], found = string(b), true
+	}
+	if !found {
+		t.Fatalf("pi's writer wrote no tool result in %s", path)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // handSubagentConversation is the conversation for an agent that cannot
 // spawn here: a subagent tool call answered by the subagent's reply.
 func handSubagentConversation() []transcript.Message {
@@ -252,13 +331,6 @@ func checkRun(t *testing.T, c *cli, r agents.Reader, main, run, callID string) {
 	if err != nil || !ok {
 		t.Fatalf("%s: %s does not read as a subagent's run (%v, %v)", c.agent, run, ok, err)
 	}
-	parent := mainID(t, c, r, main)
-	if sub.ParentNativeID != parent {
-		t.Errorf("%s: the run names parent %q, want the main session %q", c.agent, sub.ParentNativeID, parent)
-	}
-	if sub.CallID != "" && sub.CallID != callID {
-		t.Errorf("%s: the run names call %q, want the spawning call %q", c.agent, sub.CallID, callID)
-	}
 	if c.agent == "claude" && sub.CallID == "" {
 		t.Errorf("claude: the run does not name the spawning call (its agent-*.meta.json)")
 	}
@@ -266,7 +338,22 @@ func checkRun(t *testing.T, c *cli, r agents.Reader, main, run, callID string) {
 	if err != nil {
 		t.Fatalf("%s reader on the run %s: %v", c.agent, run, err)
 	}
-	t.Logf("%s subagent run %+v, read from %s:\n%s", c.agent, sub, run, brief(msgs))
+	t.Logf("%s subagent run, read from %s:", c.agent, run)
+	checkRunHolds(t, c.agent, sub, msgs, mainID(t, c, main), callID)
+}
+
+// checkRunHolds asserts a run names the main session (and, where it names
+// one, the spawning call) and holds the subagent's task, its own tool
+// call's output and its answer.
+func checkRunHolds(t *testing.T, agent string, sub agents.Subagent, msgs []transcript.Message, parent, callID string) {
+	t.Helper()
+	t.Logf("%s subagent run %+v:\n%s", agent, sub, brief(msgs))
+	if sub.ParentNativeID != parent {
+		t.Errorf("%s: the run names parent %q, want the main session %q", agent, sub.ParentNativeID, parent)
+	}
+	if sub.CallID != "" && sub.CallID != callID {
+		t.Errorf("%s: the run names call %q, want the spawning call %q", agent, sub.CallID, callID)
+	}
 	var text strings.Builder
 	for _, m := range msgs {
 		text.WriteString(m.Text + "\n")
@@ -279,23 +366,27 @@ func checkRun(t *testing.T, c *cli, r agents.Reader, main, run, callID string) {
 	}
 	for _, want := range []string{"MARKER-SUBTASK", subInner + "-OUT", "MARKER-SUBDONE"} {
 		if !strings.Contains(text.String(), want) {
-			t.Errorf("%s: the run as read lacks %s:\n%s", c.agent, want, brief(msgs))
+			t.Errorf("%s: the run as read lacks %s", agent, want)
 		}
 	}
 }
 
 // mainID is the main session's native id, as the run names its parent.
-func mainID(t *testing.T, c *cli, r agents.Reader, main string) string {
+func mainID(t *testing.T, c *cli, main string) string {
 	if c.agent == "opencode" { // an export, not a file of OpenCode's
-		id := regexp.MustCompile(`ses_[A-Za-z0-9]+`).FindString(filepath.Base(main))
-		return id
+		return regexp.MustCompile(`ses_[A-Za-z0-9]+`).FindString(filepath.Base(main))
 	}
-	a, _ := agents.Lookup(c.agent)
+	return sessionID(t, c.agent, main)
+}
+
+// sessionID is agent's native id of the session in path.
+func sessionID(t *testing.T, agent, path string) string {
+	a, _ := agents.Lookup(agent)
 	d, ok := a.Driver()
 	if !ok {
-		t.Fatalf("%s has no driver", c.agent)
+		t.Fatalf("%s has no driver", agent)
 	}
-	return d.SessionID(main)
+	return d.SessionID(path)
 }
 
 // receivedSubagent checks the target's model got the main chain in order
