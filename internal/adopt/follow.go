@@ -34,6 +34,7 @@ type Batch struct {
 	// when that native session is a cast session's this node runs.
 	ParentNativeID  string
 	ParentSessionID string
+	ParentCallID    string               // the parent's call that started the run, where the file says
 	Messages        []transcript.Message // each with its ClientID
 }
 
@@ -232,7 +233,8 @@ func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, 
 	b := Batch{Agent: agent, NativeID: st.NativeID, Path: path, SessionID: st.SessionID}
 	if st.SessionID == "" {
 		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
-		b.ParentNativeID = parentOf(agent, path)
+		sub := subagentOf(agent, path)
+		b.ParentNativeID, b.ParentCallID = sub.ParentNativeID, sub.CallID
 		if b.ParentNativeID != "" {
 			if sid := f.cast.SessionOf(agent, b.ParentNativeID); sid != "" {
 				b.ParentNativeID, b.ParentSessionID = "", sid

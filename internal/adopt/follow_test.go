@@ -312,7 +312,7 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 		name, agent string
 		files       map[string]string
 		castRuns    string            // the file of a session cast runs, "" for none
-		want        map[string]string // native id: the parent it is sent with (its native id, or "session " and the cast session)
+		want        map[string]string // native id: the parent it is sent with (its native id, or "session " and the cast session; then the call)
 		order       []string          // native ids, in the order first sent
 	}{
 		{"codex", "codex", map[string]string{
@@ -320,9 +320,9 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 			"sessions/2026/11/30/rollout-2026-11-30T10-00-05-" + codexRun + ".jsonl": rollout(codexRun,
 				`{"subagent":{"thread_spawn":{"parent_thread_id":"`+codexParent+`","depth":1}}}`),
 		}, "", map[string]string{codexParent: "", codexRun: codexParent}, []string{codexParent, codexRun}},
-		{"claude", "claude", claudeFiles, "", map[string]string{claudeParent: "", "agent-a1b2c3": claudeParent}, []string{claudeParent, "agent-a1b2c3"}},
+		{"claude", "claude", claudeFiles, "", map[string]string{claudeParent: "", "agent-a1b2c3": claudeParent + " call toolu_1"}, []string{claudeParent, "agent-a1b2c3"}},
 		{"a run of a cast session's turn", "claude", claudeFiles, "projects/-w/" + claudeParent + ".jsonl",
-			map[string]string{"agent-a1b2c3": "session cast-7"}, []string{"agent-a1b2c3"}},
+			map[string]string{"agent-a1b2c3": "session cast-7 call toolu_1"}, []string{"agent-a1b2c3"}},
 		{"gemini", "gemini", map[string]string{
 			"tmp/w/chats/session-2026-11-30T10-00-" + geminiParent[:8] + ".jsonl": gemini(geminiParent, "main"),
 			"tmp/w/chats/" + geminiParent + "/" + geminiRun + ".jsonl":            gemini(geminiRun, "subagent"),
@@ -361,6 +361,9 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 				got[b.NativeID] = b.ParentNativeID
 				if b.ParentSessionID != "" {
 					got[b.NativeID] = "session " + b.ParentSessionID
+				}
+				if b.ParentCallID != "" {
+					got[b.NativeID] += " call " + b.ParentCallID
 				}
 			}
 			if !maps.Equal(got, tc.want) || !slices.Equal(order, tc.order) {

@@ -43,7 +43,10 @@ type Request struct {
 	// whose native session spawned the run (a turn cast ran): the new
 	// session is its worker. It wins over ParentNativeID.
 	ParentSessionID string
-	Messages        []*castv1.Message
+	// ParentCallID is the parent's tool call that started the run, where
+	// the file says; kept on the worker.
+	ParentCallID string
+	Messages     []*castv1.Message
 }
 
 // Keep stores r's messages in the cast session that keeps r.Origin,
@@ -140,7 +143,7 @@ func underParent(ctx context.Context, st Store, r Request, p *fence.CreateParams
 	if r.ParentSessionID != "" && parent.Node != r.Node {
 		return nil // moved since: the node may not nest under it
 	}
-	p.ParentID, p.RootID, p.Subagent = parent.Id, parent.RootId, true
+	p.ParentID, p.RootID, p.Subagent, p.ParentCallID = parent.Id, parent.RootId, true, r.ParentCallID
 	if parent.Creator != "" {
 		p.Creator = parent.Creator // whoever may see the parent sees its workers
 	}

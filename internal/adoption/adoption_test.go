@@ -143,7 +143,7 @@ func TestKeepRunOfACastSessionUnderIt(t *testing.T) {
 			native := "agent-" + tc.node + tc.parent[len(tc.parent)-4:]
 			id, _, err := adoption.Keep(ctx, s, adoption.Request{Node: tc.node, Principal: "node:" + tc.node,
 				Origin: &castv1.SessionOrigin{Node: tc.node, Agent: "claude", NativeId: native, Path: "/home/u/.claude/projects/p/x/subagents/" + native + ".jsonl"},
-				Cwd:    "/home/u/p", Title: native, History: 1, ParentSessionID: tc.parent,
+				Cwd:    "/home/u/p", Title: native, History: 1, ParentSessionID: tc.parent, ParentCallID: "toolu_9",
 				Messages: []*castv1.Message{msg(castv1.MessageKind_MESSAGE_KIND_USER, "task "+native, "adopt."+native+".1")}})
 			if err != nil {
 				t.Fatal(err)
@@ -155,8 +155,8 @@ func TestKeepRunOfACastSessionUnderIt(t *testing.T) {
 			if got.ParentId != tc.wantParent || got.Subagent != (tc.wantParent != "") {
 				t.Fatalf("parent %q subagent %v, want parent %q", got.ParentId, got.Subagent, tc.wantParent)
 			}
-			if tc.wantParent != "" && (got.RootId != own.Id || got.Creator != "user:alice") {
-				t.Fatalf("root %q creator %q, want root %s and the parent's creator", got.RootId, got.Creator, own.Id)
+			if tc.wantParent != "" && (got.RootId != own.Id || got.Creator != "user:alice" || got.ParentCallId != "toolu_9") {
+				t.Fatalf("root %q creator %q call %q, want root %s, the parent's creator and the spawning call", got.RootId, got.Creator, got.ParentCallId, own.Id)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ func (a *app) importRuns(ctx context.Context, c *client.Client, sess *castv1.Ses
 	for i, run := range runs {
 		reqID := ids.NewClientID()
 		w, err := a.createSession(ctx, c, &castv1.CreateSessionRequest{
-			Agent: sess.Agent, Cwd: sess.Cwd, Node: sess.Node, RequestId: reqID, ParentId: sess.Id,
+			Agent: sess.Agent, Cwd: sess.Cwd, Node: sess.Node, RequestId: reqID, ParentId: sess.Id, ParentCallId: run.CallID,
 			Title: importTitle(run.Messages, fmt.Sprintf("%s run %d", run.Kind, i+1)), HistoryMessages: int64(len(run.Messages)),
 		})
 		if err != nil {
@@ -54,6 +54,15 @@ func (a *app) importRuns(ctx context.Context, c *client.Client, sess *castv1.Ses
 		out = append(out, importedRun{ID: w.Id, Subagent: run.Subagent, Messages: n, Kept: keptKinds(run.Messages), Skipped: run.Skipped})
 	}
 	return out, nil
+}
+
+// parentCall is the call of parent that started the run an imported file
+// holds, where the file says ("" without a parent).
+func parentCall(parent string, isSub bool, sub agents.Subagent) string {
+	if parent == "" || !isSub {
+		return ""
+	}
+	return sub.CallID
 }
 
 // notice tells that a run the file held was kept as a worker.

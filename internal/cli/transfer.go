@@ -61,7 +61,7 @@ func (a *app) importCmd() *cobra.Command {
 			reqID := ids.NewClientID()
 			sess, err := a.createSession(cmd.Context(), c, &castv1.CreateSessionRequest{
 				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
-				HistoryMessages: int64(len(msgs)), ParentId: parent,
+				HistoryMessages: int64(len(msgs)), ParentId: parent, ParentCallId: parentCall(parent, isSub, sub),
 			})
 			if err != nil {
 				return err

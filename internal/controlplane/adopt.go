@@ -19,6 +19,9 @@ func (h *nodeService) AdoptSession(ctx context.Context, req *castv1.AdoptSession
 	); err != nil {
 		return nil, err
 	}
+	if err := refuse(validate.Check(validate.Ident, "parent_call_id", req.ParentCallId)); err != nil {
+		return nil, err
+	}
 	for _, id := range []string{req.SessionId, req.ParentSessionId} {
 		if id == "" {
 			continue
@@ -34,6 +37,7 @@ func (h *nodeService) AdoptSession(ctx context.Context, req *castv1.AdoptSession
 		Node: req.Node, Principal: caller(ctx), Origin: req.Origin, SessionID: req.SessionId,
 		Cwd: req.Cwd, Title: req.Title, History: req.HistoryMessages, Messages: req.Messages,
 		ParentNativeID: req.ParentNativeId, ParentSessionID: req.ParentSessionId,
+		ParentCallID: req.ParentCallId,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

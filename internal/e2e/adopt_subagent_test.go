@@ -48,8 +48,8 @@ func TestAdoptSubagentRuns(t *testing.T) {
 			return err == nil && slices.ContainsFunc(runs, func(s *castv1.Session) bool { return s.ParentId == parent })
 		})
 		for _, s := range runs {
-			if s.ParentId == "" || !s.Subagent {
-				t.Fatalf("a subagent's run adopted as a session of its own: %s %q (%s)", s.Id, s.Title, s.Origin.GetPath())
+			if s.ParentId == "" || !s.Subagent || !strings.HasPrefix(s.ParentCallId, "toolu_") {
+				t.Fatalf("a subagent's run not adopted as a worker started by its parent's call: %s %q parent %q call %q (%s)", s.Id, s.Title, s.ParentId, s.ParentCallId, s.Origin.GetPath())
 			}
 		}
 		i := slices.IndexFunc(runs, func(s *castv1.Session) bool { return s.ParentId == parent })

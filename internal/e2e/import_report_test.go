@@ -94,8 +94,8 @@ func TestCLIImportSubagentFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if worker.ParentId != parent || !worker.Subagent {
-		t.Fatalf("imported session: parent %q, subagent %v; want a worker of %s", worker.ParentId, worker.Subagent, parent)
+	if worker.ParentId != parent || !worker.Subagent || worker.ParentCallId != "toolu_sc_showcol1" {
+		t.Fatalf("imported session: parent %q, subagent %v, call %q; want a worker of %s started by toolu_sc_showcol1", worker.ParentId, worker.Subagent, worker.ParentCallId, parent)
 	}
 
 	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", "--cwd", cwd, file)
@@ -133,8 +133,8 @@ func TestCLIImportSplitsSidechainRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.ParentId != rep.ID || !w.Subagent {
-		t.Fatalf("the run's session: parent %q, subagent %v; want a worker of %s", w.ParentId, w.Subagent, rep.ID)
+	if w.ParentId != rep.ID || !w.Subagent || w.ParentCallId != wantSub["call_id"] {
+		t.Fatalf("the run's session: parent %q, subagent %v, call %q; want a worker of %s started by %s", w.ParentId, w.Subagent, w.ParentCallId, rep.ID, wantSub["call_id"])
 	}
 	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", "--cwd", t.TempDir(), file)
 	want := "sidechain_integrated.jsonl held a subagent's run (sidechain, started by tool call toolu_01JA2mLseQCAW3MdwPE4qWEk): imported as worker "

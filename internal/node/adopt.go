@@ -102,7 +102,7 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 	}
 	resp, err := s.a.cli.Nodes.AdoptSession(ctx, &castv1.AdoptSessionRequest{
 		Node: s.a.cfg.Name, SessionId: b.SessionID, Cwd: cwd, Title: b.Title, HistoryMessages: b.History, Messages: msgs,
-		ParentNativeId: b.ParentNativeID, ParentSessionId: b.ParentSessionID,
+		ParentNativeId: b.ParentNativeID, ParentSessionId: b.ParentSessionID, ParentCallId: b.ParentCallID,
 		Origin: &castv1.SessionOrigin{Node: s.a.cfg.Name, Agent: b.Agent, NativeId: b.NativeID, Path: b.Path},
 	})
 	if err != nil {
