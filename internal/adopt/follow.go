@@ -172,8 +172,12 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if tail {
 		from = maps.Clone(st.Sent) // appended lines come after all kept
 	}
-	sent, err := f.send(ctx, agent, path, st, unsent(st.Sent, from, msgs))
+	sent, err := f.send(ctx, agent, path, st, unsent(st.Sent, from, msgs), nil)
 	if err != nil {
+		return sent, err
+	}
+	n, err := f.followRuns(ctx, agent, path, st)
+	if sent += n; err != nil {
 		return sent, err
 	}
 	st.Size, st.Hash, st.ModTime = end, hashOf(data[:end]), fi.ModTime().UnixNano()
@@ -226,12 +230,17 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 }
 
 // send hands fresh messages to the sink, in batches.
-func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, fresh []transcript.Message) (int, error) {
+func (f *Follower) send(ctx context.Context, agent, path string, st *fileState, fresh []transcript.Message, in *embedded) (int, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
 	b := Batch{Agent: agent, NativeID: st.NativeID, Path: path, SessionID: st.SessionID}
-	if st.SessionID == "" {
+	switch {
+	case st.SessionID != "":
+	case in != nil:
+		b.Cwd, b.Title, b.History = cwdOf(agent, in.file), title(fresh, path), int64(len(fresh))
+		b.ParentSessionID, b.ParentCallID = in.parent, in.call
+	default:
 		b.Cwd, b.Title, b.History = cwdOf(agent, path), title(fresh, path), int64(len(fresh))
 		sub := subagentOf(agent, path)
 		b.ParentNativeID, b.ParentCallID = sub.ParentNativeID, sub.CallID

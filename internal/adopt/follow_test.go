@@ -372,3 +372,58 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 		})
 	}
 }
+
+// A run a session's file keeps inside it (pi's subagent extension keeps it
+// in its tool result; the fixture is internal/agents/pi's) is adopted as a
+// worker of the session adopted for the file, named after the spawning
+// call, once: a scan of the unchanged file, or of the file grown by a
+// turn, sends it no second time.
+func TestFollowAdoptsRunsKeptInsideAFile(t *testing.T) {
+	data, err := os.ReadFile("../agents/pi/testdata/subagent_run.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	path := filepath.Join(home, "sessions", "--w--", "2026-11-30T10-00-00-000Z_sub-run-uuid.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	f, err := adopt.New([]adopt.Source{{Agent: "pi", Home: home}}, t.TempDir(), s,
+		castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	grown := `{"type":"message","id":"u9","parentId":"a2","timestamp":"2026-11-30T10:01:00.000Z","message":{"role":"user","content":[{"type":"text","text":"PISUB-U9 thanks"}],"timestamp":1796032860000}}` + "\n"
+	if err := os.WriteFile(path, append(data, grown...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := f.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs []adopt.Batch
+	for _, b := range s.batches {
+		if b.NativeID != "sub-run-uuid" {
+			runs = append(runs, b)
+		}
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d batches of runs, want 1: %+v", len(runs), runs)
+	}
+	b := runs[0]
+	if b.NativeID != "sub-run-uuid#run-call_sub1" || b.ParentSessionID != "cast-sub-run-uuid" || b.ParentCallID != "call_sub1" || b.ParentNativeID != "" {
+		t.Fatalf("the run was sent as %s under session %q native %q call %q; want a worker of the file's session started by call_sub1",
+			b.NativeID, b.ParentSessionID, b.ParentNativeID, b.ParentCallID)
+	}
+	if texts := strings.Join(s.texts(0), "|"); !strings.Contains(texts, "Task: PISUB-TASK") || !strings.Contains(texts, "PISUB-U9") {
+		t.Fatalf("sent %q; want the run's task and the grown turn", texts)
+	}
+}

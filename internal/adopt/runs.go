@@ -1,0 +1,55 @@
+package adopt
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cast-dev/cast/internal/agents"
+)
+
+// embedded says, for a subagent's run kept inside a session's file, which
+// file and whose run it is.
+type embedded struct {
+	file   string // the session's native file
+	parent string // the cast session keeping that file
+	call   string // the parent's call that started the run
+}
+
+// followRuns adopts the subagents' runs a session's file keeps inside it
+// (agents.RunsReader: older Claude Code's sidechain records, the run pi's
+// subagent extension keeps in its tool result) as workers of the cast
+// session keeping the file, each followed as a file of its own under the
+// name path#run-<call> (its messages kept once by their digests).
+func (f *Follower) followRuns(ctx context.Context, agent, path string, parent *fileState) (int, error) {
+	r, err := agents.ReaderFor(agent)
+	if err != nil || parent.SessionID == "" {
+		return 0, nil
+	}
+	if _, ok := r.(agents.RunsReader); !ok {
+		return 0, nil
+	}
+	runs, err := agents.ReadRuns(r, path)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for i, run := range runs {
+		key := fmt.Sprintf("run-%d", i+1)
+		if run.CallID != "" {
+			key = "run-" + run.CallID
+		}
+		rpath := path + "#" + key
+		st := f.st.get(rpath)
+		if st == nil {
+			st = &fileState{Agent: agent, NativeID: parent.NativeID + "#" + key, Sent: map[string]int{}}
+		}
+		n, err := f.send(ctx, agent, rpath, st, unsent(st.Sent, map[string]int{}, run.Messages), &embedded{file: path, parent: parent.SessionID, call: run.CallID})
+		if total += n; err != nil {
+			return total, err
+		}
+		if err := f.st.put(rpath, st); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
