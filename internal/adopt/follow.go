@@ -168,6 +168,10 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	added := data[:end] // what is new in the file: all of it, or what it grew by
+	if tail {
+		added = data[st.Size:end]
+	}
 	from := map[string]int{} // a whole file counts occurrences from its start
 	if tail {
 		from = maps.Clone(st.Sent) // appended lines come after all kept
@@ -176,7 +180,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if err != nil {
 		return sent, err
 	}
-	n, err := f.followRuns(ctx, agent, path, st)
+	n, err := f.followRuns(ctx, agent, path, st, added)
 	if sent += n; err != nil {
 		return sent, err
 	}

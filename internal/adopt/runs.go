@@ -19,13 +19,14 @@ type embedded struct {
 // (agents.RunsReader: older Claude Code's sidechain records, the run pi's
 // subagent extension keeps in its tool result) as workers of the cast
 // session keeping the file, each followed as a file of its own under the
-// name path#run-<call> (its messages kept once by their digests).
-func (f *Follower) followRuns(ctx context.Context, agent, path string, parent *fileState) (int, error) {
+// name path#run-<call> (its messages kept once by their digests). The file
+// is read for runs only when what it added (added) may hold one.
+func (f *Follower) followRuns(ctx context.Context, agent, path string, parent *fileState, added []byte) (int, error) {
 	r, err := agents.ReaderFor(agent)
 	if err != nil || parent.SessionID == "" {
 		return 0, nil
 	}
-	if _, ok := r.(agents.RunsReader); !ok {
+	if rr, ok := r.(agents.RunsReader); !ok || !rr.MayHoldRuns(added) {
 		return 0, nil
 	}
 	runs, err := agents.ReadRuns(r, path)

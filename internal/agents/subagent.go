@@ -48,6 +48,9 @@ type Run struct {
 // run as a worker of the imported session, so none is lost.
 type RunsReader interface {
 	ReadRuns(path string) ([]Run, error)
+	// MayHoldRuns says, cheaply, whether data (a session file, or what it
+	// grew by) may hold a run, so a follower reads runs again only then.
+	MayHoldRuns(data []byte) bool
 }
 
 // ReadRuns is r.ReadRuns where r keeps runs inside a session's file; nil

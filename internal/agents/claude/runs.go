@@ -2,6 +2,7 @@ package claude
 
 import (
 	"encoding/json"
+	"regexp"
 
 	"github.com/cast-dev/cast/internal/agents"
 )
@@ -33,6 +34,13 @@ func (Reader) ReadRuns(path string) ([]agents.Run, error) {
 	}
 	return runs, nil
 }
+
+// sidechainRE finds a sidechain record, as Claude Code writes it or
+// pretty-printed.
+var sidechainRE = regexp.MustCompile(`"isSidechain":\s*true`)
+
+// MayHoldRuns implements agents.RunsReader: only sidechain records are.
+func (Reader) MayHoldRuns(data []byte) bool { return sidechainRE.Match(data) }
 
 // run is one subagent's sidechain records, in file order.
 type run []entry

@@ -66,6 +66,14 @@ func TestReadRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			data, err := os.ReadFile(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A follower reads runs only where the bytes may hold one.
+			if may := (Reader{}).MayHoldRuns(data); len(tc.want) > 0 && !may {
+				t.Fatalf("MayHoldRuns is false for a file with %d runs", len(tc.want))
+			}
 			if len(runs) != len(tc.want) {
 				t.Fatalf("%d runs, want %d: %+v", len(runs), len(tc.want), runs)
 			}

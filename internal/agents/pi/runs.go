@@ -1,6 +1,7 @@
 package pi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -20,6 +21,12 @@ const kindRun = "subagent run in a tool result"
 func (Reader) ReadRuns(path string) ([]agents.Run, error) {
 	d, err := agents.DecodeFile(path, DecodeFrom)
 	return d.runs, err
+}
+
+// MayHoldRuns implements agents.RunsReader: a run is in a tool result's
+// details.
+func (Reader) MayHoldRuns(data []byte) bool {
+	return bytes.Contains(data, []byte(`"details"`)) && bytes.Contains(data, []byte(`"messages"`))
 }
 
 // runsIn are the subagents' runs e's tool result keeps in its details.

@@ -1,6 +1,7 @@
 package pi
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -40,6 +41,15 @@ func TestReadRuns(t *testing.T) {
 	}
 	if skipped[kindRun] != 1 {
 		t.Fatalf("skipped %v, want the run counted once", skipped)
+	}
+	for file, want := range map[string]bool{path: true, "testdata/sample.jsonl": false} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (Reader{}).MayHoldRuns(data); got != want {
+			t.Errorf("MayHoldRuns(%s) = %v, want %v", file, got, want)
+		}
 	}
 	runs, err := agents.ReadRuns(Reader{}, path)
 	if err != nil || len(runs) != 1 {
