@@ -30,9 +30,12 @@ type Batch struct {
 	// in all (only with SessionID "").
 	History int64
 	// ParentNativeID is set (with SessionID "") when the file holds only a
-	// subagent's run that native session spawned.
-	ParentNativeID string
-	Messages       []transcript.Message // each with its ClientID
+	// subagent's run that native session spawned; ParentSessionID instead
+	// when that native session is a cast session's this node runs.
+	ParentNativeID  string
+	ParentSessionID string
+	ParentCallID    string               // the parent's call that started the run, where the file says
+	Messages        []transcript.Message // each with its ClientID
 }
 
 // Sink keeps adopted messages: the control plane, through the node.
@@ -54,6 +57,10 @@ type Cast interface {
 	// Wrote is the record of a file `cast export` or `cast restore`
 	// wrote (false for any other file).
 	Wrote(path string) (exportlog.Record, bool)
+	// SessionOf is the cast session this node runs whose native session
+	// of agent is nativeID ("" for none): a subagent's run its turn
+	// started is that session's worker.
+	SessionOf(agent, nativeID string) string
 }
 
 // Source is one agent's own folder to watch.
@@ -183,16 +190,26 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	added := data[:end] // what is new in the file: all of it, or what it grew by
+	if tail {
+		added = data[st.Size:end]
+	}
 	from := map[string]int{} // a whole file counts occurrences from its start
 	if tail {
 		from = maps.Clone(st.Sent) // appended lines come after all kept
 	}
 	o := origin{Key: path, Path: path}
 	if st.SessionID == "" {
-		o.Cwd, o.Parent = cwdOf(agent, path), parentOf(agent, path)
+		o.Cwd = cwdOf(agent, path)
+		sub := subagentOf(agent, path)
+		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
 	}
 	sent, err := f.send(ctx, agent, o, st, unsent(st.Sent, from, msgs))
 	if err != nil {
+		return sent, err
+	}
+	n, err := f.followRuns(ctx, agent, path, st, added)
+	if sent += n; err != nil {
 		return sent, err
 	}
 	st.Size, st.Hash, st.ModTime = end, hashOf(data[:end]), fi.ModTime().UnixNano()
@@ -245,12 +262,15 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 }
 
 // origin is where one native session is: Key in the bookkeeping, Path
-// as its origin says (its file, or its agent's store), and what its
-// first batch tells of it (the folder it ran in, the native session that
-// spawned it).
+// as its origin says (its file, its agent's store, or the file a run is
+// kept inside), and what its first batch tells of it: the folder it ran
+// in and, for a subagent's run, what started it (the native session, or
+// the cast session keeping it, and the parent's call).
 type origin struct {
-	Key, Path   string
-	Cwd, Parent string
+	Key, Path                       string
+	Cwd                             string
+	ParentNativeID, ParentSessionID string
+	CallID                          string
 }
 
 // send hands fresh messages to the sink, in batches.
@@ -261,7 +281,13 @@ func (f *Follower) send(ctx context.Context, agent string, o origin, st *fileSta
 	b := Batch{Agent: agent, NativeID: st.NativeID, Path: o.Path, SessionID: st.SessionID}
 	if st.SessionID == "" {
 		b.Cwd, b.Title, b.History = o.Cwd, title(fresh, o.Path), int64(len(fresh))
-		b.ParentNativeID = o.Parent
+		b.ParentNativeID, b.ParentSessionID, b.ParentCallID = o.ParentNativeID, o.ParentSessionID, o.CallID
+		if b.ParentNativeID != "" {
+			// A run a turn of cast's own started: that cast session's worker.
+			if sid := f.cast.SessionOf(agent, b.ParentNativeID); sid != "" {
+				b.ParentNativeID, b.ParentSessionID = "", sid
+			}
+		}
 	}
 	sent := 0
 	for _, part := range batches(fresh) {

@@ -61,13 +61,17 @@ func (s *sink) texts(from int) []string {
 }
 
 type castFiles struct {
-	runs  map[string]bool
-	busy  map[string]bool
-	wrote map[string]exportlog.Record
+	runs     map[string]bool
+	busy     map[string]bool
+	wrote    map[string]exportlog.Record
+	sessions map[string]string // native id: the cast session whose it is
 }
 
 func (c castFiles) Runs(_, path, _ string) bool { return c.runs[path] }
 func (c castFiles) Busy(agent string) bool      { return c.busy[agent] }
+func (c castFiles) SessionOf(_, nativeID string) string {
+	return c.sessions[nativeID]
+}
 func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
 	r, ok := c.wrote[path]
 	return r, ok
@@ -270,46 +274,156 @@ func TestFollowBacksOffAFailingFile(t *testing.T) {
 	want(t, "sent once the sink takes it", r.sink.texts(0), "hello")
 }
 
-// A Codex thread another thread spawned is sent with its parent's native
-// id (the control plane nests it under the session adopted for that one);
-// a thread of its own is sent without.
+// A subagent's run the agent keeps beside its sessions (a Codex thread
+// another thread spawned, a Claude subagents/agent-*.jsonl, a Gemini
+// chats/<parent>/ session) is sent with its parent's native id, after its
+// parent (the control plane nests it under the session adopted for that
+// one); a session of its own is sent without. A run a cast session's turn
+// started (its parent is a native session cast runs) is sent as that
+// session's worker.
 func TestFollowSubagentRunNamesItsParent(t *testing.T) {
-	home := t.TempDir()
-	day := filepath.Join(home, "sessions", "2026", "11", "30")
-	if err := os.MkdirAll(day, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	const parent = "019a0000-0000-7000-8000-0000000000aa"
+	const (
+		codexParent  = "019a0000-0000-7000-8000-0000000000aa"
+		codexRun     = "019a0000-0000-7000-8000-0000000000bb"
+		claudeParent = "5b0f8a7e-0000-4e1f-9a8b-7c6d5e4f3a2b"
+		geminiParent = "8e7d6c5b-0000-4281-b7c6-d5e4f3a2b1c0"
+		geminiRun    = "a40fe8f2-8f98-411b-9b09-2412a101bb9a"
+	)
 	rollout := func(id, source string) string {
 		return `{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"` + id + `","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w","originator":"codex_cli_rs","cli_version":"0.171.0","source":` + source + `}}
 {"timestamp":"2026-11-30T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"task ` + id + `"}]}}
 `
 	}
-	files := map[string]string{
-		"rollout-2026-11-30T10-00-00-" + parent + ".jsonl": rollout(parent, `"cli"`),
-		"rollout-2026-11-30T10-00-05-019a0000-0000-7000-8000-0000000000bb.jsonl": rollout("019a0000-0000-7000-8000-0000000000bb",
-			`{"subagent":{"thread_spawn":{"parent_thread_id":"`+parent+`","depth":1}}}`),
+	claudeRec := func(side bool, agentID string) string {
+		return fmt.Sprintf(`{"parentUuid":null,"isSidechain":%v,"agentId":%q,"type":"user","message":{"role":"user","content":"task %v"},"uuid":"u-%v","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w","sessionId":%q}`+"\n",
+			side, agentID, side, side, claudeParent)
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(day, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	gemini := func(id, kind string) string {
+		return `{"sessionId":"` + id + `","projectHash":"h","startTime":"2026-11-30T10:00:00.000Z","lastUpdated":"2026-11-30T10:00:00.000Z","kind":"` + kind + `"}
+{"id":"r1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":[{"text":"task ` + id + `"}]}
+`
+	}
+	claudeFiles := map[string]string{
+		"projects/-w/" + claudeParent + ".jsonl":                            claudeRec(false, ""),
+		"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.jsonl":     claudeRec(true, "a1b2c3"),
+		"projects/-w/" + claudeParent + "/subagents/agent-a1b2c3.meta.json": `{"agentType":"general-purpose","toolUseId":"toolu_1"}`,
+	}
+	for _, tc := range []struct {
+		name, agent string
+		files       map[string]string
+		castRuns    string            // the file of a session cast runs, "" for none
+		want        map[string]string // native id: the parent it is sent with (its native id, or "session " and the cast session; then the call)
+		order       []string          // native ids, in the order first sent
+	}{
+		{"codex", "codex", map[string]string{
+			"sessions/2026/11/30/rollout-2026-11-30T10-00-00-" + codexParent + ".jsonl": rollout(codexParent, `"cli"`),
+			"sessions/2026/11/30/rollout-2026-11-30T10-00-05-" + codexRun + ".jsonl": rollout(codexRun,
+				`{"subagent":{"thread_spawn":{"parent_thread_id":"`+codexParent+`","depth":1}}}`),
+		}, "", map[string]string{codexParent: "", codexRun: codexParent}, []string{codexParent, codexRun}},
+		{"claude", "claude", claudeFiles, "", map[string]string{claudeParent: "", "agent-a1b2c3": claudeParent + " call toolu_1"}, []string{claudeParent, "agent-a1b2c3"}},
+		{"a run of a cast session's turn", "claude", claudeFiles, "projects/-w/" + claudeParent + ".jsonl",
+			map[string]string{"agent-a1b2c3": "session cast-7 call toolu_1"}, []string{"agent-a1b2c3"}},
+		{"gemini", "gemini", map[string]string{
+			"tmp/w/chats/session-2026-11-30T10-00-" + geminiParent[:8] + ".jsonl": gemini(geminiParent, "main"),
+			"tmp/w/chats/" + geminiParent + "/" + geminiRun + ".jsonl":            gemini(geminiRun, "subagent"),
+		}, "", map[string]string{geminiParent: "", geminiRun: geminiParent}, []string{geminiParent, geminiRun}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			for name, body := range tc.files {
+				path := filepath.Join(home, name)
+				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}
+			if tc.castRuns != "" {
+				cast.runs[filepath.Join(home, tc.castRuns)] = true
+				cast.sessions[claudeParent] = "cast-7"
+			}
+			s := &sink{}
+			f, err := adopt.New([]adopt.Source{{Agent: tc.agent, Home: home}}, t.TempDir(), s, cast, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Scan(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			var order []string
+			for _, b := range s.batches {
+				if _, seen := got[b.NativeID]; !seen {
+					order = append(order, b.NativeID)
+				}
+				got[b.NativeID] = b.ParentNativeID
+				if b.ParentSessionID != "" {
+					got[b.NativeID] = "session " + b.ParentSessionID
+				}
+				if b.ParentCallID != "" {
+					got[b.NativeID] += " call " + b.ParentCallID
+				}
+			}
+			if !maps.Equal(got, tc.want) || !slices.Equal(order, tc.order) {
+				t.Fatalf("sent %v in order %v, want %v in order %v", got, order, tc.want, tc.order)
+			}
+		})
+	}
+}
+
+// A run a session's file keeps inside it (pi's subagent extension keeps it
+// in its tool result; the fixture is internal/agents/pi's) is adopted as a
+// worker of the session adopted for the file, named after the spawning
+// call, once: a scan of the unchanged file, or of the file grown by a
+// turn, sends it no second time.
+func TestFollowAdoptsRunsKeptInsideAFile(t *testing.T) {
+	data, err := os.ReadFile("../agents/pi/testdata/subagent_run.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	path := filepath.Join(home, "sessions", "--w--", "2026-11-30T10-00-00-000Z_sub-run-uuid.jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	s := &sink{}
-	f, err := adopt.New([]adopt.Source{{Agent: "codex", Home: home}}, t.TempDir(), s,
-		castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}}, zap.NewNop())
+	f, err := adopt.New([]adopt.Source{{Agent: "pi", Home: home}}, t.TempDir(), s,
+		castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, b := range s.batches {
-		got[b.NativeID] = b.ParentNativeID
+	grown := `{"type":"message","id":"u9","parentId":"a2","timestamp":"2026-11-30T10:01:00.000Z","message":{"role":"user","content":[{"type":"text","text":"PISUB-U9 thanks"}],"timestamp":1796032860000}}` + "\n"
+	if err := os.WriteFile(path, append(data, grown...), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]string{parent: "", "019a0000-0000-7000-8000-0000000000bb": parent}
-	if !maps.Equal(got, want) {
-		t.Fatalf("parents sent %v, want %v", got, want)
+	for range 2 {
+		if _, err := f.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs []adopt.Batch
+	for _, b := range s.batches {
+		if b.NativeID != "sub-run-uuid" {
+			runs = append(runs, b)
+		}
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d batches of runs, want 1: %+v", len(runs), runs)
+	}
+	b := runs[0]
+	if b.NativeID != "sub-run-uuid#run-call_sub1" || b.ParentSessionID != "cast-sub-run-uuid" || b.ParentCallID != "call_sub1" || b.ParentNativeID != "" {
+		t.Fatalf("the run was sent as %s under session %q native %q call %q; want a worker of the file's session started by call_sub1",
+			b.NativeID, b.ParentSessionID, b.ParentNativeID, b.ParentCallID)
+	}
+	if texts := strings.Join(s.texts(0), "|"); !strings.Contains(texts, "Task: PISUB-TASK") || !strings.Contains(texts, "PISUB-U9") {
+		t.Fatalf("sent %q; want the run's task and the grown turn", texts)
 	}
 }

@@ -39,18 +39,18 @@ func cwdOf(agent, path string) string {
 	return ""
 }
 
-// parentOf is the native id of the session whose subagent's run path
-// holds ("" for a session of its own, or a run that does not say).
-func parentOf(agent, path string) string {
+// subagentOf is what the subagent's run path holds says of its parent
+// (zero for a session of its own).
+func subagentOf(agent, path string) agents.Subagent {
 	r, err := agents.ReaderFor(agent)
 	if err != nil {
-		return ""
+		return agents.Subagent{}
 	}
 	sub, ok, err := agents.ReadSubagent(r, path)
 	if err != nil || !ok {
-		return ""
+		return agents.Subagent{}
 	}
-	return sub.ParentNativeID
+	return sub
 }
 
 // title is what the first user message says, else the file's name.

@@ -64,7 +64,7 @@ func (f *Follower) followStored(ctx context.Context, src Source, sl agents.Store
 	if st == nil {
 		st = &fileState{Agent: src.Agent, NativeID: s.ID, Sent: map[string]int{}}
 	}
-	o := origin{Key: key, Path: sl.StorePath(src.Home), Cwd: s.Cwd, Parent: s.ParentID}
+	o := origin{Key: key, Path: sl.StorePath(src.Home), Cwd: s.Cwd, ParentNativeID: s.ParentID}
 	sent, err := f.send(ctx, src.Agent, o, st, unsent(st.Sent, map[string]int{}, msgs))
 	if err != nil {
 		return sent, err

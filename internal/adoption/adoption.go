@@ -39,7 +39,14 @@ type Request struct {
 	// new one is its worker (a nested session, as `cast import --parent`
 	// makes).
 	ParentNativeID string
-	Messages       []*castv1.Message
+	// ParentSessionID, on create, is the cast session owned by this node
+	// whose native session spawned the run (a turn cast ran): the new
+	// session is its worker. It wins over ParentNativeID.
+	ParentSessionID string
+	// ParentCallID is the parent's tool call that started the run, where
+	// the file says; kept on the worker.
+	ParentCallID string
+	Messages     []*castv1.Message
 }
 
 // Keep stores r's messages in the cast session that keeps r.Origin,
@@ -108,17 +115,23 @@ func mayAppend(ctx context.Context, st Store, r Request) error {
 		"session %s is neither owned by node %s nor adopted from %s session %s", r.SessionID, r.Node, r.Origin.Agent, r.Origin.NativeId)
 }
 
-// underParent makes p a worker of the session adopted for r's parent
-// native session, when this node adopted it; a parent not adopted (yet,
-// or by another node) leaves p a session of its own.
+// underParent makes p a worker of its parent: the cast session this node
+// owns that r names, else the session adopted for r's parent native
+// session when this node adopted it. A parent not adopted (yet, or by
+// another node), or one the node no longer owns, leaves p a session of
+// its own.
 func underParent(ctx context.Context, st Store, r Request, p *fence.CreateParams) error {
-	if r.ParentNativeID == "" || r.ParentNativeID == r.Origin.NativeId {
-		return nil
-	}
-	parentKey := fence.RequestKey(r.Principal, originKey(&castv1.SessionOrigin{Agent: r.Origin.Agent, NativeId: r.ParentNativeID}))
-	pid, ok, err := st.RequestedSession(ctx, parentKey)
-	if err != nil || !ok {
-		return err
+	pid := r.ParentSessionID
+	if pid == "" {
+		if r.ParentNativeID == "" || r.ParentNativeID == r.Origin.NativeId {
+			return nil
+		}
+		parentKey := fence.RequestKey(r.Principal, originKey(&castv1.SessionOrigin{Agent: r.Origin.Agent, NativeId: r.ParentNativeID}))
+		id, ok, err := st.RequestedSession(ctx, parentKey)
+		if err != nil || !ok {
+			return err
+		}
+		pid = id
 	}
 	parent, err := st.GetSession(ctx, pid)
 	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
@@ -127,7 +140,13 @@ func underParent(ctx context.Context, st Store, r Request, p *fence.CreateParams
 	if err != nil {
 		return err
 	}
-	p.ParentID, p.RootID, p.Subagent = parent.Id, parent.RootId, true
+	if r.ParentSessionID != "" && parent.Node != r.Node {
+		return nil // moved since: the node may not nest under it
+	}
+	p.ParentID, p.RootID, p.Subagent, p.ParentCallID = parent.Id, parent.RootId, true, r.ParentCallID
+	if parent.Creator != "" {
+		p.Creator = parent.Creator // whoever may see the parent sees its workers
+	}
 	if p.RootID == "" {
 		p.RootID = parent.Id
 	}

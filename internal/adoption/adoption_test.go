@@ -7,6 +7,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/adoption"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -114,6 +115,48 @@ func TestKeepSubagentRunUnderItsParent(t *testing.T) {
 			}
 			if tc.wantParent != "" && got.RootId != parent.Id {
 				t.Fatalf("root %q, want %q", got.RootId, parent.Id)
+			}
+		})
+	}
+}
+
+// A subagent's run a cast session's own turn started (the node names the
+// session it runs) becomes that session's worker, seen by whoever may see
+// the session; a session the node does not own, or one gone, leaves the
+// run a session of its own.
+func TestKeepRunOfACastSessionUnderIt(t *testing.T) {
+	s, ctx := twoNodes(t)
+	c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/home/u/p", Node: "n1", Creator: "user:alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := c.Session
+	for _, tc := range []struct {
+		name, node, parent string
+		wantParent         string
+	}{
+		{"started by a turn this node runs", "n1", own.Id, own.Id},
+		{"named by a node that does not own it", "n2", own.Id, ""},
+		{"naming a session that is gone", "n1", "zzzzzzz", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			native := "agent-" + tc.node + tc.parent[len(tc.parent)-4:]
+			id, _, err := adoption.Keep(ctx, s, adoption.Request{Node: tc.node, Principal: "node:" + tc.node,
+				Origin: &castv1.SessionOrigin{Node: tc.node, Agent: "claude", NativeId: native, Path: "/home/u/.claude/projects/p/x/subagents/" + native + ".jsonl"},
+				Cwd:    "/home/u/p", Title: native, History: 1, ParentSessionID: tc.parent, ParentCallID: "toolu_9",
+				Messages: []*castv1.Message{msg(castv1.MessageKind_MESSAGE_KIND_USER, "task "+native, "adopt."+native+".1")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.GetSession(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ParentId != tc.wantParent || got.Subagent != (tc.wantParent != "") {
+				t.Fatalf("parent %q subagent %v, want parent %q", got.ParentId, got.Subagent, tc.wantParent)
+			}
+			if tc.wantParent != "" && (got.RootId != own.Id || got.Creator != "user:alice" || got.ParentCallId != "toolu_9") {
+				t.Fatalf("root %q creator %q call %q, want root %s, the parent's creator and the spawning call", got.RootId, got.Creator, got.ParentCallId, own.Id)
 			}
 		})
 	}

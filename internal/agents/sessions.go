@@ -13,13 +13,18 @@ import (
 // do not list files.
 type SessionLister interface {
 	// SessionFiles are the patterns (filepath.Glob, under home) of the
-	// agent's top-level session transcripts: one file per session, never
-	// a subagent's run kept beside it.
+	// agent's session transcripts, one file per session: the sessions'
+	// own first, then the subagents' runs the agent keeps beside them
+	// (Claude's <session>/subagents/, Gemini's chats/<session>/), which
+	// read as runs (SubagentReader) naming their parent.
 	SessionFiles(home string) []string
 }
 
 // NativeSessions lists the native session files of agent under home (the
-// agent's own folder), sorted; false when its driver cannot list them.
+// agent's own folder), each pattern's files sorted, in the patterns'
+// order: a parent session comes before the subagents' runs kept beside
+// it, so adoption has kept the parent when a run of it comes; false when
+// its driver cannot list them.
 func NativeSessions(agent, home string) ([]string, bool) {
 	a, ok := Lookup(agent)
 	if !ok {
@@ -36,9 +41,9 @@ func NativeSessions(agent, home string) ([]string, bool) {
 	var out []string
 	for _, pat := range l.SessionFiles(home) {
 		m, _ := filepath.Glob(pat) // the patterns are the driver's own: never malformed
+		sort.Strings(m)
 		out = append(out, m...)
 	}
-	sort.Strings(out)
 	return out, true
 }
 

@@ -82,6 +82,7 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"worktree", s.WorktreeBranch},
 		{"checkout", s.Checkout},
 		{"parent", s.ParentId},
+		{"started by call", s.ParentCallId},
 		{"forked at", seqOrEmpty(s.ForkedAtSeq)},
 		{"root", rootIfOther(s)},
 		{"handed off from", s.HandoffFrom},

@@ -61,7 +61,7 @@ func (a *app) importCmd() *cobra.Command {
 			reqID := ids.NewClientID()
 			sess, err := a.createSession(cmd.Context(), c, &castv1.CreateSessionRequest{
 				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
-				HistoryMessages: int64(len(msgs)), ParentId: parent,
+				HistoryMessages: int64(len(msgs)), ParentId: parent, ParentCallId: parentCall(parent, isSub, sub),
 			})
 			if err != nil {
 				return err
@@ -74,6 +74,10 @@ func (a *app) importCmd() *cobra.Command {
 			if skipped == nil {
 				skipped = map[string]int{}
 			}
+			workers, err := a.importRuns(cmd.Context(), c, sess, r, args[0], skipped)
+			if err != nil {
+				return err
+			}
 			if a.json {
 				rep := map[string]any{"id": sess.Id, "agent": agent, "messages": n, "kept": kept, "skipped": skipped}
 				if isSub {
@@ -81,6 +85,9 @@ func (a *app) importCmd() *cobra.Command {
 				}
 				if parent != "" {
 					rep["parent_id"] = parent
+				}
+				if len(workers) > 0 {
+					rep["workers"] = workers
 				}
 				return a.printJSON(rep)
 			}
@@ -91,6 +98,9 @@ func (a *app) importCmd() *cobra.Command {
 			}
 			if isSub {
 				fmt.Fprintln(a.errOut, subagentNotice(filepath.Base(args[0]), agent, sub, parent))
+			}
+			for _, w := range workers {
+				fmt.Fprintln(a.errOut, w.notice(filepath.Base(args[0]), sess.Id))
 			}
 			if hint := a.importNoCLIHint(cmd.Context(), c, sess); hint != "" {
 				fmt.Fprintln(a.errOut, hint)

@@ -19,8 +19,14 @@ func (h *nodeService) AdoptSession(ctx context.Context, req *castv1.AdoptSession
 	); err != nil {
 		return nil, err
 	}
-	if req.SessionId != "" {
-		if err := validSessionID(req.SessionId); err != nil {
+	if err := refuse(validate.Check(validate.Ident, "parent_call_id", req.ParentCallId)); err != nil {
+		return nil, err
+	}
+	for _, id := range []string{req.SessionId, req.ParentSessionId} {
+		if id == "" {
+			continue
+		}
+		if err := validSessionID(id); err != nil {
 			return nil, err
 		}
 	}
@@ -30,7 +36,8 @@ func (h *nodeService) AdoptSession(ctx context.Context, req *castv1.AdoptSession
 	id, out, err := adoption.Keep(ctx, h.s.store, adoption.Request{
 		Node: req.Node, Principal: caller(ctx), Origin: req.Origin, SessionID: req.SessionId,
 		Cwd: req.Cwd, Title: req.Title, History: req.HistoryMessages, Messages: req.Messages,
-		ParentNativeID: req.ParentNativeId,
+		ParentNativeID: req.ParentNativeId, ParentSessionID: req.ParentSessionId,
+		ParentCallID: req.ParentCallId,
 	})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)

@@ -190,6 +190,10 @@ func TestBadInputGetsReasons(t *testing.T) {
 			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "eliza"})
 			return err
 		}, codes.InvalidArgument, "UNKNOWN_AGENT"},
+		{"a parent's call without the parent", func() error {
+			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", ParentCallId: "toolu_1"})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
 		{"node not connected", func() error {
 			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "ghost"})
 			return err

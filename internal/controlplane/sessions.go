@@ -41,6 +41,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		validate.Check(validate.Title, "title", req.Title),
 		validate.Check(validate.Cwd, "cwd", req.Cwd),
 		validate.Check(validate.SessionID, "parent_id", req.ParentId),
+		validate.Check(validate.Ident, "parent_call_id", req.ParentCallId),
 		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
 		// A history count past what is ever appended would mark every later
 		// message as history (never delivered), like a runaway delivered_seq.
@@ -50,6 +51,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	if err := validText(req.Text, true); err != nil {
 		return nil, err
+	}
+	if req.ParentCallId != "" && req.ParentId == "" {
+		return nil, invalid("parent_call_id names a call of the parent: it needs parent_id")
 	}
 	if req.HistoryMessages < 0 || (req.HistoryMessages > 0 && req.Text != "") {
 		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
@@ -107,7 +111,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	params := fence.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: fence.RequestKey(caller(ctx), req.RequestId),
-		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
+		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, ParentCallID: req.ParentCallId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	}
 	c, err := h.s.store.CreateSession(ctx, params)

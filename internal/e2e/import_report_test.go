@@ -94,14 +94,51 @@ func TestCLIImportSubagentFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if worker.ParentId != parent || !worker.Subagent {
-		t.Fatalf("imported session: parent %q, subagent %v; want a worker of %s", worker.ParentId, worker.Subagent, parent)
+	if worker.ParentId != parent || !worker.Subagent || worker.ParentCallId != "toolu_sc_showcol1" {
+		t.Fatalf("imported session: parent %q, subagent %v, call %q; want a worker of %s started by toolu_sc_showcol1", worker.ParentId, worker.Subagent, worker.ParentCallId, parent)
 	}
 
 	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", "--cwd", cwd, file)
 	want := "agent-showcol1.jsonl holds only a subagent's run (sidechain of claude session 55550000-0000-4000-8000-000000000001, " +
 		"started by its tool call toolu_sc_showcol1); imported as a session of its own"
 	if code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "--parent SESSION") {
+		t.Fatalf("exit %d; human report lacks %q:\n%s", code, want, errOut)
+	}
+}
+
+// An older Claude Code session file keeps its subagent's run as sidechain
+// records beside the main chain (daaain/claude-code-log's fixture, 2.0.46):
+// the import keeps the run as a worker of the imported session, linked to
+// the spawning call, instead of leaving it out, and says so.
+func TestCLIImportSplitsSidechainRuns(t *testing.T) {
+	r := newCLIRig(t, "n1")
+	const file = "../agents/claude/testdata/corpus/sidechain_integrated.jsonl"
+	var rep struct {
+		ID      string         `json:"id"`
+		Skipped map[string]int `json:"skipped"`
+		Workers []struct {
+			ID       string            `json:"id"`
+			Subagent map[string]string `json:"subagent"`
+			Messages int               `json:"messages"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(r.cli.must("import", "--agent", "claude", "--node", "n1", "--cwd", t.TempDir(), "--json", file)), &rep); err != nil {
+		t.Fatal(err)
+	}
+	wantSub := map[string]string{"kind": "sidechain", "parent_native_id": "88a8d761-7b9a-4bf1-a8ca-c1febe6bf358", "call_id": "toolu_01JA2mLseQCAW3MdwPE4qWEk"}
+	if len(rep.Workers) != 1 || !reflect.DeepEqual(rep.Workers[0].Subagent, wantSub) || rep.Workers[0].Messages == 0 || rep.Skipped["sub-agent record"] != 0 {
+		t.Fatalf("report %+v; want one worker %v with the run's messages, no sub-agent record left out", rep, wantSub)
+	}
+	w, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: rep.Workers[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.ParentId != rep.ID || !w.Subagent || w.ParentCallId != wantSub["call_id"] {
+		t.Fatalf("the run's session: parent %q, subagent %v, call %q; want a worker of %s started by %s", w.ParentId, w.Subagent, w.ParentCallId, rep.ID, wantSub["call_id"])
+	}
+	_, errOut, code := r.cli.run("import", "--agent", "claude", "--node", "n1", "--cwd", t.TempDir(), file)
+	want := "sidechain_integrated.jsonl held a subagent's run (sidechain, started by tool call toolu_01JA2mLseQCAW3MdwPE4qWEk): imported as worker "
+	if code != 0 || !strings.Contains(errOut, want) {
 		t.Fatalf("exit %d; human report lacks %q:\n%s", code, want, errOut)
 	}
 }

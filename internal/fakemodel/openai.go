@@ -20,8 +20,12 @@ func serveResponses(w http.ResponseWriter, req Request, r Reply, id string) {
 	}
 	if r.Tool != nil {
 		args, _ := json.Marshal(r.Tool.Input)
-		output = append(output, map[string]any{"id": "fc_fake_" + id, "type": "function_call", "status": "completed",
-			"name": r.Tool.Name, "call_id": r.Tool.ID, "arguments": string(args)})
+		call := map[string]any{"id": "fc_fake_" + id, "type": "function_call", "status": "completed",
+			"name": r.Tool.Name, "call_id": r.Tool.ID, "arguments": string(args)}
+		if r.Tool.Namespace != "" {
+			call["namespace"] = r.Tool.Namespace
+		}
+		output = append(output, call)
 	}
 	in := r.inputTokens(req.Items)
 	usage := map[string]any{"input_tokens": in, "input_tokens_details": map[string]any{"cached_tokens": 0},

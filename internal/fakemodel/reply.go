@@ -67,6 +67,9 @@ type ToolCall struct {
 	ID    string // generated when empty
 	Name  string
 	Input map[string]any
+	// Namespace is the tool namespace a Responses tool sits in (Codex
+	// offers its sub-agent tools as the namespace multi_agent_v1).
+	Namespace string
 }
 
 var cmdRe = regexp.MustCompile(`CMD\[([^\]]*)\]`)

@@ -19,6 +19,7 @@ type CreateParams struct {
 	// title and the new id (ids.DefaultBranch).
 	DefaultWorktree bool
 	Subagent        bool
+	ParentCallID    string // the parent's tool call that started a worker's run
 	Creator         string // principal that may see it ("user:alice")
 	// Origin is where an adopted session's native transcript was (nil
 	// for sessions cast started or imported).

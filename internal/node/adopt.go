@@ -126,8 +126,8 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 	}
 	resp, err := s.a.cli.Nodes.AdoptSession(ctx, &castv1.AdoptSessionRequest{
 		Node: s.a.cfg.Name, SessionId: b.SessionID, Cwd: cwd, Title: b.Title, HistoryMessages: b.History, Messages: msgs,
-		ParentNativeId: b.ParentNativeID,
-		Origin:         &castv1.SessionOrigin{Node: s.a.cfg.Name, Agent: b.Agent, NativeId: b.NativeID, Path: b.Path},
+		ParentNativeId: b.ParentNativeID, ParentSessionId: b.ParentSessionID, ParentCallId: b.ParentCallID,
+		Origin: &castv1.SessionOrigin{Node: s.a.cfg.Name, Agent: b.Agent, NativeId: b.NativeID, Path: b.Path},
 	})
 	if err != nil {
 		return "", err
@@ -144,6 +144,10 @@ func (c adoptCast) Runs(agent, path, nativeID string) bool {
 	mine := (path != "" && cl.files[path]) || (nativeID != "" && cl.files[agent+"#"+nativeID])
 	cl.mu.Unlock()
 	return mine || c.a.st.holdsNative(agent, path, nativeID)
+}
+
+func (c adoptCast) SessionOf(agent, nativeID string) string {
+	return c.a.st.sessionOfNative(agent, nativeID)
 }
 
 func (c adoptCast) Busy(agent string) bool {

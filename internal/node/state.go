@@ -273,6 +273,19 @@ func (st *state) ids() []string {
 	return out
 }
 
+// sessionOfNative is the session this node owns whose native session of
+// agent is nativeID ("" for none).
+func (st *state) sessionOfNative(agent, nativeID string) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for id, o := range st.Sessions {
+		if ns := o.Native[agent]; ns != nil && nativeID != "" && ns.ID == nativeID {
+			return id
+		}
+	}
+	return ""
+}
+
 // holdsNative says whether path (or, for a store agent, nativeID) is the
 // native session of agent for a session this node owns; "" matches none.
 func (st *state) holdsNative(agent, path, nativeID string) bool {

@@ -35,7 +35,7 @@ func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.
 		sess := &castv1.Session{
 			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
 			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: branch,
+			ParentId: p.ParentID, ParentCallId: p.ParentCallID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: branch,
 			Creator: p.Creator, Origin: p.Origin,
 		}
 		if sess.RootId == "" {

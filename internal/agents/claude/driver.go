@@ -100,8 +100,14 @@ func (Driver) Stdout(line []byte) agents.Event {
 // CwdFolders: Claude keeps a project folder per cwd (sessions, memory).
 func (Driver) CwdFolders(home, cwd string) []string { return []string{ProjectDir(home, cwd)} }
 
-// SessionFiles: one JSONL file per session in each project's folder
-// (subagents' runs sit a level deeper, under the session's own folder).
+// SessionFiles: one JSONL file per session in each project's folder, then
+// the subagents' runs a level deeper, under the session's own folder
+// (<session>/subagents/agent-<agentId>.jsonl, sidechain records only,
+// with an agent-<agentId>.meta.json naming the spawning tool call; what
+// the pinned 2.1.197 writes for its Agent tool).
 func (Driver) SessionFiles(home string) []string {
-	return []string{filepath.Join(home, "projects", "*", "*.jsonl")}
+	return []string{
+		filepath.Join(home, "projects", "*", "*.jsonl"),
+		filepath.Join(home, "projects", "*", "*", "subagents", "agent-*.jsonl"),
+	}
 }

@@ -29,6 +29,7 @@ type record struct {
 	ParentUUID        *string         `json:"parentUuid"`
 	LogicalParentUUID string          `json:"logicalParentUuid,omitempty"`
 	IsSidechain       bool            `json:"isSidechain"`
+	AgentID           string          `json:"agentId,omitempty"` // the subagent a record belongs to, or (main chain) whose result it carries
 	IsMeta            bool            `json:"isMeta,omitempty"`
 	IsCompactSummary  bool            `json:"isCompactSummary,omitempty"`
 	IsAPIErrorMessage bool            `json:"isApiErrorMessage,omitempty"`

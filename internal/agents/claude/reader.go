@@ -27,6 +27,12 @@ type Stats struct {
 	// Subagent is set when the file holds only a subagent's run (sidechain
 	// records and nothing else), which Parse then reads as the conversation.
 	Subagent *agents.Subagent
+	// side are the sidechain records left out of a main chain (the runs
+	// an older CLI kept inside the session's file), for ReadRuns.
+	side []entry
+	// calls maps a subagent's agentId to the main chain's tool call whose
+	// result names it (older CLIs stamp the Task result's record).
+	calls map[string]string
 }
 
 func (st *Stats) skip(kind string) {
@@ -184,6 +190,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 					st.skip(kindMalformed)
 				} else {
 					chain = append(chain, entry{rec, n})
+					st.noteCall(rec)
 				}
 			case rec.UUID != "":
 				// Attachments, system records, progress: not conversation,
@@ -204,6 +211,9 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			return nil, st, err
 		}
 	}
+	if len(chain) > 0 {
+		st.side = side
+	}
 	if len(chain) == 0 && len(side) > 0 {
 		chain = side
 		st.Subagent = &agents.Subagent{Kind: "sidechain", ParentNativeID: side[0].rec.SessionID}
@@ -216,6 +226,12 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 	for range len(chain) - len(path) {
 		st.skip(kindRewound)
 	}
+	return st.messages(path), st, nil
+}
+
+// messages converts the records of path, counting in st what it leaves
+// out.
+func (st *Stats) messages(path []entry) []transcript.Message {
 	var out []transcript.Message
 	seen := map[string]bool{}
 	for _, e := range path {
@@ -234,7 +250,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 		}
 		out = append(out, msgs...)
 	}
-	return out, st, nil
+	return out
 }
 
 // leftOut names a chain record convert kept nothing of.

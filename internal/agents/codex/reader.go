@@ -30,16 +30,6 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 	return agents.ReportFile(path, Parse)
 }
 
-// ReadSubagent implements agents.SubagentReader: a rollout whose
-// session_meta names a subagent source.
-func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
-	p, err := agents.DecodeFile(path, Parse)
-	if err != nil || p.Subagent == nil {
-		return agents.Subagent{}, false, err
-	}
-	return *p.Subagent, true, nil
-}
-
 // ReadCwd implements agents.CwdReader: session_meta's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
 	p, err := agents.DecodeFile(path, Parse)

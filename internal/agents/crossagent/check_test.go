@@ -156,3 +156,34 @@ func TestLongCheckerCatchesDisorder(t *testing.T) {
 		}
 	}
 }
+
+// TestSubagentCheckerCatchesLoss proves, without any CLI, that
+// receivedSubagent rejects a main chain that lost or reordered a step and
+// one the subagent's own run leaked into.
+func TestSubagentCheckerCatchesLoss(t *testing.T) {
+	good := []fakemodel.Item{
+		{Role: "user", Kind: "text", Text: subPrompt},
+		{Role: "assistant", Kind: "tool_call", ToolName: "Agent", ToolCallID: "s", ToolInput: `{"prompt":"` + subTask + `"}`},
+		{Role: "tool", Kind: "tool_result", ToolCallID: "s", Text: subDone},
+		{Role: "assistant", Kind: "text", Text: subAnswer},
+		{Role: "user", Kind: "text", Text: subNewTurn},
+	}
+	if err := receivedSubagent(good); err != nil {
+		t.Fatalf("a whole conversation was rejected: %v", err)
+	}
+	leak := func(it fakemodel.Item) []fakemodel.Item {
+		return append(append(append([]fakemodel.Item{}, good[:2]...), it), good[2:]...)
+	}
+	for name, items := range map[string][]fakemodel.Item{
+		"no spawning call":     {good[0], good[2], good[3], good[4]},
+		"no subagent answer":   {good[0], good[1], good[3], good[4]},
+		"answer before call":   {good[0], good[2], good[1], good[3], good[4]},
+		"no closing text":      {good[0], good[1], good[2], good[4]},
+		"the run's text leaks": leak(fakemodel.Item{Role: "user", Kind: "text", Text: subInner + "-OUT"}),
+		"the run's call leaks": leak(fakemodel.Item{Role: "assistant", Kind: "tool_call", ToolName: "Bash", ToolInput: `{"command":"` + subInCmd + `"}`}),
+	} {
+		if err := receivedSubagent(items); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -38,6 +38,17 @@
 // pairs take about two minutes on two cores. TestHardCheckerCatchesLoss
 // proves its check rejects each defect it is there to catch.
 //
+// TestMatrixSubagent carries a subagent's run: the real Claude (Agent),
+// Codex (spawn_agent, wait_agent), Gemini (invoke_agent) and OpenCode
+// (task) spawn one against the fake, whose policy answers the subagent's
+// own requests (a shell call of its own, then its answer); pi, which has
+// no subagent tool, holds the same main chain written by its writer. The
+// main session must read with the spawning call and the subagent's answer
+// and nothing of the run, the run's file must read as a subagent's run
+// naming the main session (agents.SubagentReader), and each target's
+// model must get the main chain in order and none of the run.
+// TestSubagentCheckerCatchesLoss proves that check.
+//
 // Subtests are named source->target and run in parallel, at most
 // maxConcurrent (3) CLI sessions at a time; TestMain raises go test's
 // default -parallel to that where GOMAXPROCS is lower, an explicit

@@ -53,7 +53,11 @@ func (Driver) Prompt(p string) string { return Escape(p) }
 
 func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }
 
-// SessionFiles: each project's chats.
+// SessionFiles: each project's chats, then the subagents' runs, which
+// Gemini keeps in a folder named after the session that invoked them
+// (chats/<parent session id>/<run's session id>.jsonl, header kind
+// "subagent"; what the pinned 0.61 writes for invoke_agent).
 func (Driver) SessionFiles(home string) []string {
-	return []string{filepath.Join(home, "tmp", "*", "chats", "session-*.jsonl")}
+	chats := filepath.Join(home, "tmp", "*", "chats")
+	return []string{filepath.Join(chats, "session-*.jsonl"), filepath.Join(chats, "*", "*.jsonl")}
 }

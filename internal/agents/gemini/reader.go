@@ -41,21 +41,6 @@ func (Reader) ReadCwd(path string) (string, error) {
 	return strings.TrimSpace(string(data)), err
 }
 
-// ReadSubagent implements agents.SubagentReader: a session whose header
-// kind is "subagent", which the CLI keeps in a folder named after its
-// parent session (chats/<parent id>/<id>.jsonl).
-func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
-	d, err := agents.DecodeFile(path, DecodeFrom)
-	if err != nil || d.Kind != "subagent" {
-		return agents.Subagent{}, false, err
-	}
-	s := agents.Subagent{Kind: "subagent"}
-	if dir := filepath.Dir(path); filepath.Base(filepath.Dir(dir)) == "chats" {
-		s.ParentNativeID = filepath.Base(dir)
-	}
-	return s, true, nil
-}
-
 // Decoded is everything a reader got out of one session file.
 type Decoded struct {
 	Messages  []transcript.Message

@@ -54,3 +54,47 @@ func TestReadSubagent(t *testing.T) {
 		})
 	}
 }
+
+// A subagent's run beside its parent's file names the parent's
+// invoke_agent call whose prompt it ran (as Gemini CLI 0.61 writes them:
+// the call's id prefixed with the tool's name); with two calls, the one
+// with its prompt; without the parent's file, none.
+func TestReadSubagentFindsTheInvokeCall(t *testing.T) {
+	const parent = "8e7d6c5b-4a39-4281-b7c6-d5e4f3a2b1c0"
+	header := func(id, kind string) string {
+		return `{"sessionId":"` + id + `","projectHash":"h","startTime":"2026-11-30T10:00:00.000Z","lastUpdated":"2026-11-30T10:00:00.000Z","kind":"` + kind + `"}` + "\n"
+	}
+	call := func(n, prompt string) string {
+		return `{"id":"g` + n + `","timestamp":"2026-11-30T10:00:0` + n + `.000Z","type":"gemini","content":"","toolCalls":[{"id":"invoke_agent__call_` + n +
+			`","name":"invoke_agent","args":{"agent_name":"generalist","prompt":"` + prompt + `"},"result":[{"functionResponse":{"id":"invoke_agent__call_` + n +
+			`","name":"invoke_agent","response":{"output":"done ` + n + `"}}}],"status":"success"}]}` + "\n"
+	}
+	chats := filepath.Join(t.TempDir(), "tmp", "w", "chats")
+	runPath := filepath.Join(chats, parent, "a40fe8f2-8f98-411b-9b09-2412a101bb9a.jsonl")
+	if err := os.MkdirAll(filepath.Dir(runPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run := header("a40fe8f2-8f98-411b-9b09-2412a101bb9a", "subagent") +
+		`{"id":"r1","timestamp":"2026-11-30T10:00:03.000Z","type":"user","content":[{"text":"GSA-TASK-2 read the notes"}]}` + "\n"
+	if err := os.WriteFile(runPath, []byte(run), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := agents.Subagent{Kind: "subagent", ParentNativeID: parent}
+	if got, ok, err := agents.ReadSubagent(Reader{}, runPath); err != nil || !ok || got != want {
+		t.Fatalf("without the parent's file: %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	main := header(parent, "main") + `{"id":"u1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":[{"text":"GSA-U1 ask two helpers"}]}` + "\n" +
+		call("1", "GSA-TASK-1 list the files") + call("2", "GSA-TASK-2 read the notes")
+	for name, body := range map[string]string{
+		"session-2026-11-30T10-00-" + parent[:8] + ".jsonl": main,
+		"session-2026-11-30T10-05-" + parent[:8] + ".jsonl": header(parent, "main"), // a resume's stray header
+	} {
+		if err := os.WriteFile(filepath.Join(chats, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want.CallID = "invoke_agent__call_2"
+	if got, ok, err := agents.ReadSubagent(Reader{}, runPath); err != nil || !ok || got != want {
+		t.Fatalf("beside the parent's file: %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+}

@@ -45,6 +45,9 @@ type Decoded struct {
 	// (malformed lines, entry types, roles and blocks of other pi
 	// versions), for the import report.
 	Kinds agents.Skips
+	// runs are the subagents' runs the conversation's tool results keep
+	// (ReadRuns).
+	runs []agents.Run
 }
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
@@ -121,6 +124,11 @@ func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	}
 	for _, e := range path {
 		d.Messages = append(d.Messages, toNeutral(e, d.skip)...)
+		for _, run := range runsIn(e) {
+			d.skip(kindRun) // left out of the conversation: ReadRuns reads it
+			run.ParentNativeID = d.SessionID
+			d.runs = append(d.runs, run)
+		}
 	}
 	return d, nil
 }

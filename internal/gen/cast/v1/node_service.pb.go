@@ -2643,8 +2643,16 @@ type AdoptSessionRequest struct {
 	// run spawned by that native session of the same agent: when this node
 	// adopted that one, the new session is its worker.
 	ParentNativeId string `protobuf:"bytes,8,opt,name=parent_native_id,json=parentNativeId,proto3" json:"parent_native_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// parent_session_id, on create, says the file holds only a subagent's
+	// run spawned by the native session of a cast session this node owns
+	// (a turn cast ran, whose CLI started the subagent): the new session is
+	// that session's worker. It wins over parent_native_id.
+	ParentSessionId string `protobuf:"bytes,9,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
+	// parent_call_id, with a parent, is the parent's tool call that started
+	// the run, where the file says.
+	ParentCallId  string `protobuf:"bytes,10,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdoptSessionRequest) Reset() {
@@ -2729,6 +2737,20 @@ func (x *AdoptSessionRequest) GetMessages() []*Message {
 func (x *AdoptSessionRequest) GetParentNativeId() string {
 	if x != nil {
 		return x.ParentNativeId
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetParentSessionId() string {
+	if x != nil {
+		return x.ParentSessionId
+	}
+	return ""
+}
+
+func (x *AdoptSessionRequest) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
 	}
 	return ""
 }
@@ -3828,7 +3850,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1f\n" +
 	"\vowner_token\x18\x03 \x01(\x03R\n" +
 	"ownerToken\x12,\n" +
-	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xa3\x02\n" +
+	"\bmessages\x18\x04 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xf5\x02\n" +
 	"\x13AdoptSessionRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12.\n" +
 	"\x06origin\x18\x02 \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12\x1d\n" +
@@ -3838,7 +3860,10 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12)\n" +
 	"\x10history_messages\x18\x06 \x01(\x03R\x0fhistoryMessages\x12,\n" +
 	"\bmessages\x18\a \x03(\v2\x10.cast.v1.MessageR\bmessages\x12(\n" +
-	"\x10parent_native_id\x18\b \x01(\tR\x0eparentNativeId\"c\n" +
+	"\x10parent_native_id\x18\b \x01(\tR\x0eparentNativeId\x12*\n" +
+	"\x11parent_session_id\x18\t \x01(\tR\x0fparentSessionId\x12$\n" +
+	"\x0eparent_call_id\x18\n" +
+	" \x01(\tR\fparentCallId\"c\n" +
 	"\x14AdoptSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +

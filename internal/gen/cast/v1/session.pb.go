@@ -234,7 +234,11 @@ type Session struct {
 	// session the user ran in the agent directly, which a node found and
 	// keeps): where its native transcript was. Unset for sessions cast
 	// started or imported.
-	Origin        *SessionOrigin `protobuf:"bytes,29,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin *SessionOrigin `protobuf:"bytes,29,opt,name=origin,proto3" json:"origin,omitempty"`
+	// parent_call_id is, for a worker that holds a subagent's run imported
+	// or adopted from an agent's files, the parent's tool call that started
+	// the run (the call id in the parent's transcript), where the files say.
+	ParentCallId  string `protobuf:"bytes,30,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +474,13 @@ func (x *Session) GetOrigin() *SessionOrigin {
 		return x.Origin
 	}
 	return nil
+}
+
+func (x *Session) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
+	}
+	return ""
 }
 
 // SessionOrigin is where an adopted session's native transcript was.
@@ -906,7 +917,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\a\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -940,7 +951,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\barchived\x18\x1a \x01(\bR\barchived\x12\x18\n" +
 	"\acreator\x18\x1b \x01(\tR\acreator\x12\x1a\n" +
 	"\bcheckout\x18\x1c \x01(\tR\bcheckout\x12.\n" +
-	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\"j\n" +
+	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12$\n" +
+	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\"j\n" +
 	"\rSessionOrigin\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +

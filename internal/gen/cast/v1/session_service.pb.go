@@ -180,7 +180,10 @@ type CreateSessionRequest struct {
 	// stores nothing (AIP-163): the answer is a Session with only agent,
 	// model, node and cwd set (cwd the placed node's path), or the error the
 	// create would give. `cast exec --dry-run` shows where a turn would run.
-	ValidateOnly  bool `protobuf:"varint,15,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	ValidateOnly bool `protobuf:"varint,15,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// parent_call_id, with parent_id, is the parent's tool call that started
+	// the run this worker holds (an imported subagent's run).
+	ParentCallId  string `protobuf:"bytes,16,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,6 +321,13 @@ func (x *CreateSessionRequest) GetValidateOnly() bool {
 		return x.ValidateOnly
 	}
 	return false
+}
+
+func (x *CreateSessionRequest) GetParentCallId() string {
+	if x != nil {
+		return x.ParentCallId
+	}
+	return ""
 }
 
 // GetSessionRequest names one session.
@@ -2242,7 +2252,7 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\x05purge\x18\x02 \x01(\bR\x05purge\"[\n" +
 	"\x15DeleteSessionResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\x12\x16\n" +
-	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xcf\x03\n" +
+	"\x06purged\x18\x02 \x01(\bR\x06purged\"\xf5\x03\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x10\n" +
 	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x14\n" +
@@ -2261,7 +2271,8 @@ const file_cast_v1_session_service_proto_rawDesc = "" +
 	"\vorigin_node\x18\r \x01(\tR\n" +
 	"originNode\x12\"\n" +
 	"\rcwd_on_caller\x18\x0e \x01(\bR\vcwdOnCaller\x12#\n" +
-	"\rvalidate_only\x18\x0f \x01(\bR\fvalidateOnly\"F\n" +
+	"\rvalidate_only\x18\x0f \x01(\bR\fvalidateOnly\x12$\n" +
+	"\x0eparent_call_id\x18\x10 \x01(\tR\fparentCallId\"F\n" +
 	"\x11GetSessionRequest\x12\x12\n" +
 	"\x02id\x18\x01 \x01(\tB\x02\x18\x01R\x02id\x12\x1d\n" +
 	"\n" +
