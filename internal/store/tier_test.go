@@ -1,0 +1,133 @@
+package store_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/fence"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/objstore"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// tierTestConfig is a small policy: a short hot tail and small segments.
+func tierTestConfig() store.TierConfig {
+	c := store.DefaultTierConfig()
+	c.HotMessages, c.MinSegment, c.SegmentMessages, c.PartTail = 50, 10, 100, 5
+	c.PartBytes = 4 << 10
+	return c
+}
+
+// smallChunks makes messages over 1 KiB chunked, so large parts are cheap.
+func smallChunks(c *store.Config) { c.ChunkBytes, c.PageBytes = 1024, 64<<10 }
+
+// appendN appends n messages to session id (every tenth one large) and
+// returns their texts in order.
+func appendN(t *testing.T, s *store.Store, id string, n int, tag string) []string {
+	t.Helper()
+	var texts []string
+	for lo := 0; lo < n; lo += 20 {
+		var batch []*castv1.Message
+		for i := lo; i < min(n, lo+20); i++ {
+			text := fmt.Sprintf("%s-%d ", tag, i)
+			if i%10 == 3 {
+				text += strings.Repeat("large part ", 600) // ~6.6 KiB: chunked, a large part
+			}
+			texts = append(texts, text)
+			batch = append(batch, userMsg(text))
+		}
+		if _, err := s.Append(ctxT(t), id, batch, fence.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return texts
+}
+
+// checkWhole exports session id and checks it holds exactly want, in
+// order, each once; it also pages through ListMessages in small pages.
+func checkWhole(t *testing.T, s *store.Store, id string, want []string) {
+	t.Helper()
+	var got []string
+	err := s.Export(ctxT(t), id, func(_ *castv1.Session, msgs []*castv1.Message) error {
+		for _, m := range msgs {
+			if m.Seq != int64(len(got)+1) {
+				return fmt.Errorf("message %d has seq %d", len(got)+1, m.Seq)
+			}
+			got = append(got, m.Text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("export has %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("message %d = %.30q, want %.30q", i+1, got[i], want[i])
+		}
+	}
+	var paged int
+	for tok, first := "", true; first || tok != ""; first = false {
+		msgs, next, err := s.ListMessages(ctxT(t), id, 0, 0, 7, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			paged++
+			if m.Seq != int64(paged) || m.Text != want[paged-1] {
+				t.Fatalf("page message %d has seq %d", paged, m.Seq)
+			}
+		}
+		tok = next
+	}
+	if paged != len(want) {
+		t.Fatalf("pages hold %d messages, want %d", paged, len(want))
+	}
+}
+
+func TestTierMovesHistoryAndReadsSeeOneTranscript(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), smallChunks)
+	objs, err := objstore.NewFolder(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseObjects(objs, tierTestConfig(), nil); err != nil {
+		t.Fatal(err)
+	}
+	c := newSession(t, s, "n1")
+	want := appendN(t, s, c.Session.Id, 400, "a")
+	moved, err := s.Tier(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything but the hot tail, plus the large parts in it older than
+	// the part tail.
+	if moved < 350 {
+		t.Fatalf("moved %d messages, want at least 350", moved)
+	}
+	checkWhole(t, s, c.Session.Id, want)
+	// Appends go on after a move; a second round moves the new history.
+	want = append(want, appendN(t, s, c.Session.Id, 200, "b")...)
+	if _, err := s.Tier(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkWhole(t, s, c.Session.Id, want)
+	// Nothing to sweep: every segment is pointed at.
+	if n, err := s.SweepSegments(ctxT(t), time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("sweep = %d, %v; want 0 orphans", n, err)
+	}
+	// A purge makes the session's segments orphans.
+	if err := s.PurgeSession(ctxT(t), c.Session.Id, func(*castv1.Session) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SweepSegments(ctxT(t), time.Now().Add(time.Hour)); err != nil || n == 0 {
+		t.Fatalf("sweep after purge = %d, %v; want the session's segments", n, err)
+	}
+}
+
+var _ store.Objects = (*objstore.Folder)(nil)
