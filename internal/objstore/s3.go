@@ -36,6 +36,9 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 		Secure:       u.Scheme == "https",
 		Region:       c.Region,
 		BucketLookup: minio.BucketLookupPath,
+		// A move that fails is retried whole on the next round; a few
+		// tries ride out a blip without holding a round up for long.
+		MaxRetries: 3,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objstore: s3 client: %w", err)
