@@ -131,3 +131,45 @@ func TestTierMovesHistoryAndReadsSeeOneTranscript(t *testing.T) {
 }
 
 var _ store.Objects = (*objstore.Folder)(nil)
+
+// TestTierConcurrentMoveLosesTheRace has a second replica move the same
+// run while the first is between its verified write and its txn: the
+// first's txn fails its compare, nothing is there twice, and its segment
+// is an orphan the sweep deletes.
+func TestTierConcurrentMoveLosesTheRace(t *testing.T) {
+	etcd := testharness.StartEtcd(t, nil)
+	dir := t.TempDir()
+	open := func(hook func(string)) *store.Store {
+		s := testharness.OpenStore(t, etcd, smallChunks)
+		objs, err := objstore.NewFolder(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UseObjects(objs, tierTestConfig(), hook); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	other := open(nil)
+	raced := false
+	var otherErr error
+	first := open(func(name string) {
+		if name == store.FailAfterVerify && !raced {
+			raced = true
+			_, otherErr = other.Tier(ctxT(t))
+		}
+	})
+	c := newSession(t, first, "n1")
+	want := appendN(t, first, c.Session.Id, 300, "r")
+	if _, err := first.Tier(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !raced || otherErr != nil {
+		t.Fatalf("the other replica did not race (%v, %v)", raced, otherErr)
+	}
+	checkWhole(t, first, c.Session.Id, want)
+	if n, err := first.SweepSegments(ctxT(t), time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d segments (%v), want the loser's one", n, err)
+	}
+	checkWhole(t, other, c.Session.Id, want)
+}
