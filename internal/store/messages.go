@@ -131,6 +131,8 @@ func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.
 		return page(sess, nil)
 	}
 	hdr := sess
+	ahead := s.readAheadFrom(ctx, sessionID, 1, rev)
+	defer ahead.stop()
 	for start := int64(1); start <= sess.LastSeq; {
 		budget := s.cfg.PageBytes
 		if hdr != nil {
@@ -147,6 +149,7 @@ func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.
 			return err
 		}
 		hdr, start = nil, msgs[len(msgs)-1].Seq+1
+		ahead.done(start - 1)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -57,12 +58,13 @@ func encodeSegment(msgs []segMsg) ([]byte, [32]byte, error) {
 	return obj, sha256.Sum256(obj), nil
 }
 
-// decodeSegment checks obj against digest and returns its messages.
-func decodeSegment(obj []byte, digest [32]byte) ([]segMsg, error) {
+// decodeSegment checks obj against digest and returns its messages
+// (slices of one buffer: rawBytes sizes it).
+func decodeSegment(obj []byte, digest [32]byte, rawBytes int64) ([]segMsg, error) {
 	if sha256.Sum256(obj) != digest {
 		return nil, fmt.Errorf("store: segment %x does not match its digest", digest[:8])
 	}
-	b, err := zdec.DecodeAll(obj, nil)
+	b, err := zdec.DecodeAll(obj, make([]byte, 0, rawBytes+rawBytes/16+1024))
 	if err != nil {
 		return nil, fmt.Errorf("store: segment %x: %w", digest[:8], err)
 	}
@@ -81,9 +83,9 @@ func decodeSegment(obj []byte, digest [32]byte) ([]segMsg, error) {
 		if err1 != nil || err2 != nil || size > uint64(rd.Len()) {
 			return nil, fmt.Errorf("store: segment %x is corrupt", digest[:8])
 		}
-		raw := make([]byte, size)
-		_, _ = rd.Read(raw)
-		out = append(out, segMsg{seq: int64(seq), raw: raw})
+		at := len(b) - rd.Len()
+		out = append(out, segMsg{seq: int64(seq), raw: b[at : at+int(size) : at+int(size)]})
+		_, _ = rd.Seek(int64(size), io.SeekCurrent)
 	}
 	return out, nil
 }

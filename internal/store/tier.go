@@ -308,7 +308,7 @@ func (s *Store) writeSegment(ctx context.Context, obj []byte, ref segRef) error 
 	if sha256.Sum256(back) != ref.digest {
 		return fmt.Errorf("store: segment %x read back with another digest", ref.digest[:8])
 	}
-	msgs, err := decodeSegment(back, ref.digest)
+	msgs, err := decodeSegment(back, ref.digest, ref.rawBytes)
 	if err != nil {
 		return err
 	}

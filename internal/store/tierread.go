@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,35 +20,49 @@ const segIndexBatch = 64
 // export pages through one segment in several calls.
 const segCacheSize = 4
 
-// segCache keeps the last few segments read, by digest (they never change).
+// segCache keeps the last few segments read, by digest (they never
+// change); a segment being read is there too, so a reader and the
+// export's read-ahead never read one twice.
 type segCache struct {
 	mu    sync.Mutex
 	order [][32]byte
-	segs  map[[32]byte][]segMsg
+	segs  map[[32]byte]*segEntry
 }
 
-func (c *segCache) get(d [32]byte) ([]segMsg, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m, ok := c.segs[d]
-	return m, ok
+type segEntry struct {
+	done chan struct{} // closed once msgs or err is set
+	msgs []segMsg
+	err  error
 }
 
-func (c *segCache) put(d [32]byte, msgs []segMsg) {
+// entry returns d's entry, making it when there is none (own: the caller
+// must fill it).
+func (c *segCache) entry(d [32]byte) (e *segEntry, own bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.segs == nil {
-		c.segs = map[[32]byte][]segMsg{}
+	if e, ok := c.segs[d]; ok {
+		return e, false
 	}
-	if _, ok := c.segs[d]; ok {
-		return
+	if c.segs == nil {
+		c.segs = map[[32]byte]*segEntry{}
 	}
 	if len(c.order) >= segCacheSize {
 		delete(c.segs, c.order[0])
 		c.order = c.order[1:]
 	}
-	c.order = append(c.order, d)
-	c.segs[d] = msgs
+	e = &segEntry{done: make(chan struct{})}
+	c.order, c.segs[d] = append(c.order, d), e
+	return e, true
+}
+
+// drop forgets a failed read, so the next reader tries again.
+func (c *segCache) drop(d [32]byte, e *segEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.segs[d] == e {
+		delete(c.segs, d)
+		c.order = slices.DeleteFunc(c.order, func(x [32]byte) bool { return x == d })
+	}
 }
 
 // segmentsFrom reads, at rev, the index entries of the segments that end
@@ -71,10 +86,30 @@ func (s *Store) segmentsFrom(ctx context.Context, sessionID string, start int64,
 }
 
 // segment returns a segment's messages, from the cache or the object store.
+// A read another caller began and failed (its context ended, say) is
+// tried once more by this one.
 func (s *Store) segment(ctx context.Context, r segRef) ([]segMsg, error) {
-	if m, ok := s.segs.get(r.digest); ok {
-		return m, nil
+	for try := 0; ; try++ {
+		e, own := s.segs.entry(r.digest)
+		if own {
+			e.msgs, e.err = s.loadSegment(ctx, r)
+			if e.err != nil {
+				s.segs.drop(r.digest, e)
+			}
+			close(e.done)
+		}
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil || own || try > 0 {
+			return e.msgs, e.err
+		}
 	}
+}
+
+func (s *Store) loadSegment(ctx context.Context, r segRef) ([]segMsg, error) {
 	if s.objs == nil {
 		return nil, errs.Internal(nil, "history is in the object store, and this control plane has none configured")
 	}
@@ -82,11 +117,10 @@ func (s *Store) segment(ctx context.Context, r segRef) ([]segMsg, error) {
 	if err != nil {
 		return nil, errs.Internal(err, "read segment")
 	}
-	msgs, err := decodeSegment(obj, r.digest)
+	msgs, err := decodeSegment(obj, r.digest, r.rawBytes)
 	if err != nil {
 		return nil, errs.Internal(err, "read segment")
 	}
-	s.segs.put(r.digest, msgs)
 	return msgs, nil
 }
 
