@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/objstore"
@@ -109,6 +110,20 @@ func TestTierMovesHistoryAndReadsSeeOneTranscript(t *testing.T) {
 	// the part tail.
 	if moved < 350 {
 		t.Fatalf("moved %d messages, want at least 350", moved)
+	}
+	checkWhole(t, s, c.Session.Id, want)
+	// A retry of a moved message is answered as committed, not stored again.
+	first, _, err := s.ListMessages(ctxT(t), c.Session.Id, 1, 1, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := &castv1.Message{ClientId: first[0].ClientId, Kind: first[0].Kind, Text: first[0].Text}
+	if got, err := s.Append(ctxT(t), c.Session.Id, []*castv1.Message{retry}, fence.Guard{}); err != nil || got[0].Seq != 1 {
+		t.Fatalf("retry of moved message 1 = %v, %v", got, err)
+	}
+	retry = &castv1.Message{ClientId: first[0].ClientId, Kind: first[0].Kind, Text: "another body"}
+	if _, err := s.Append(ctxT(t), c.Session.Id, []*castv1.Message{retry}, fence.Guard{}); !errs.HasReason(err, errs.ReasonClientIDReused) {
+		t.Fatalf("reuse of a moved message's client id = %v", err)
 	}
 	checkWhole(t, s, c.Session.Id, want)
 	// Appends go on after a move; a second round moves the new history.
