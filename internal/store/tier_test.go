@@ -188,3 +188,34 @@ func TestTierConcurrentMoveLosesTheRace(t *testing.T) {
 	}
 	checkWhole(t, other, c.Session.Id, want)
 }
+
+// TestTierMovesLargePartsThenIdleSessions: in a session shorter than its
+// hot tail, large parts move alone once PartTail messages follow them;
+// once the session is idle for IdleAge, the rest moves too.
+func TestTierMovesLargePartsThenIdleSessions(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), smallChunks)
+	objs, err := objstore.NewFolder(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tierTestConfig()
+	if err := s.UseObjects(objs, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := newSession(t, s, "n1")
+	want := appendN(t, s, c.Session.Id, 30, "p") // large: seqs 4, 14, 24
+	now := time.Now()
+	if n, err := s.TierSession(ctxT(t), c.Session.Id, 30, now); err != nil || n != 3 {
+		t.Fatalf("first round moved %d (%v), want the 3 large parts", n, err)
+	}
+	checkWhole(t, s, c.Session.Id, want)
+	if n, err := s.TierSession(ctxT(t), c.Session.Id, 30, now.Add(cfg.IdleAge-time.Second)); err != nil || n != 0 {
+		t.Fatalf("round before the idle age moved %d (%v)", n, err)
+	}
+	if n, err := s.TierSession(ctxT(t), c.Session.Id, 30, now.Add(cfg.IdleAge)); err != nil || n != 27 {
+		t.Fatalf("idle round moved %d (%v), want the other 27", n, err)
+	}
+	checkWhole(t, s, c.Session.Id, want)
+	want = append(want, appendN(t, s, c.Session.Id, 5, "q")...)
+	checkWhole(t, s, c.Session.Id, want)
+}
