@@ -93,10 +93,23 @@ func (t *tiering) idle(id string, last int64, now time.Time) bool {
 	return now.Sub(m.at) >= t.cfg.IdleAge
 }
 
-// runTiering moves history and sweeps orphans every TierConfig.Every.
+// forget drops the idle marks of sessions that are gone.
+func (t *tiering) forget(live map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.seen {
+		if _, ok := live[id]; !ok {
+			delete(t.seen, id)
+		}
+	}
+}
+
+// runTiering moves history every TierConfig.Every and sweeps orphans
+// every quarter of OrphanGrace (a sweep lists the whole object store).
 func (s *Store) runTiering(ctx context.Context) {
 	t := time.NewTicker(s.tier.cfg.Every)
 	defer t.Stop()
+	var swept time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,6 +119,10 @@ func (s *Store) runTiering(ctx context.Context) {
 		if _, err := s.Tier(ctx); err != nil && ctx.Err() == nil {
 			s.lg.Warn("moving history to the object store failed", zap.Error(err))
 		}
+		if time.Since(swept) < s.tier.cfg.OrphanGrace/4 {
+			continue
+		}
+		swept = time.Now()
 		if _, err := s.SweepSegments(ctx, time.Now().Add(-s.tier.cfg.OrphanGrace)); err != nil && ctx.Err() == nil {
 			s.lg.Warn("orphan segment sweep failed", zap.Error(err))
 		}
@@ -123,6 +140,7 @@ func (s *Store) Tier(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.tier.forget(seqs)
 	moved := 0
 	var errAll error
 	for id, last := range seqs {
