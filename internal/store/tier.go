@@ -183,6 +183,9 @@ const maxMovesPerSession = 64
 // TierSession moves a session's history older than its hot tail (all of
 // it when idle), and its large parts, to segments. last is its last seq.
 func (s *Store) TierSession(ctx context.Context, id string, last int64, now time.Time) (int, error) {
+	if s.tier == nil {
+		return 0, nil
+	}
 	cfg := s.tier.cfg
 	cut := last - cfg.HotMessages
 	if s.tier.idle(id, last, now) {
@@ -303,7 +306,11 @@ func (s *Store) moveRun(ctx context.Context, id string, from, cut int64) (int, e
 	if time.Since(started) > s.tier.cfg.OrphanGrace/2 {
 		return 0, fmt.Errorf("store: segment took %v to write and check; left for the orphan sweep", time.Since(started))
 	}
-	if err := s.commitMove(ctx, id, r, ref); err != nil {
+	// The txn too must end well within the grace (etcd answers in
+	// seconds; this bounds a stall).
+	cctx, cancel := context.WithTimeout(ctx, s.tier.cfg.OrphanGrace/4)
+	defer cancel()
+	if err := s.commitMove(cctx, id, r, ref); err != nil {
 		return 0, err
 	}
 	s.m.SegmentsWritten.Inc()
