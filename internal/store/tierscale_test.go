@@ -69,7 +69,7 @@ func TestTierKeepsEtcdFlat(t *testing.T) {
 	quota, total, size, batchN := int64(10<<20), 1600, 64<<10, 10
 	hot, minSeg, segN := int64(20), int64(20), 100
 	if raceOn { // 2.5x: the 10x figure is the plain run's (make test runs -race)
-		size = 16 << 10
+		total = 400
 	}
 	if os.Getenv(scaleEnv) != "" {
 		quota, total, size, batchN = 64<<20, 100000, 8<<10, 50 // 12x
