@@ -21,6 +21,7 @@ import (
 	"github.com/cast-dev/cast/internal/kubeboot"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/node"
+	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/version"
 )
@@ -29,7 +30,7 @@ func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe, publishK8s, nodeAdopt bool
 	var devOpts devmode.Options
-	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics string
+	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics, s3CredsFile string
 	var labels []string
 	cmd := &cobra.Command{
 		Use:           "controlplane",
@@ -80,6 +81,9 @@ func main() {
 					return err
 				}
 				defer lock.Unlock()
+			}
+			if err := objectStoreFlags(&cfg, dev, s3CredsFile); err != nil {
+				return err
 			}
 			if !dev {
 				if cfg.SecretsKeyFile == "" {
@@ -132,6 +136,15 @@ func main() {
 	f.StringVar(&etcdPasswordFile, "etcd-password-file", "", "file holding the --etcd-user password (0600)")
 	cfg.Etcd.Password = os.Getenv("CAST_ETCD_PASSWORD") // env or file only: flags show in ps
 	f.StringVar(&cfg.EtcdClient, "etcd-listen", cfg.EtcdClient, "embedded etcd client address (port 0: pick a free one)")
+	f.StringVar(&cfg.Objects.Folder, "object-store-dir", "", "folder that history beyond etcd moves to (older messages, idle sessions, large parts; default: none, all history stays in etcd; --dev: DATA_DIR/objects)")
+	f.StringVar(&cfg.Objects.S3.Endpoint, "s3-endpoint", "", "an S3-compatible service history beyond etcd moves to instead of a folder, http(s)://host:port (AWS, MinIO, SeaweedFS, ...)")
+	f.StringVar(&cfg.Objects.S3.Bucket, "s3-bucket", "cast-history", "the bucket of --s3-endpoint (made if missing)")
+	f.StringVar(&cfg.Objects.S3.Region, "s3-region", "us-east-1", "the region of --s3-bucket")
+	f.StringVar(&cfg.Objects.S3.Prefix, "s3-prefix", "", "keys are stored under this prefix in the bucket (ends in /)")
+	f.StringVar(&s3CredsFile, "s3-credentials-file", "", "file with the S3 access key id and secret on two lines (0600); default: env CAST_S3_ACCESS_KEY_ID and CAST_S3_SECRET_ACCESS_KEY")
+	f.Int64Var(&cfg.Tier.HotMessages, "tier-hot-messages", cfg.Tier.HotMessages, "newest messages of each session kept in etcd when an object store is set")
+	f.DurationVar(&cfg.Tier.IdleAge, "tier-idle-age", cfg.Tier.IdleAge, "a session without a new message for this long moves to the object store whole")
+	f.IntVar(&cfg.Tier.PartBytes, "tier-part-bytes", cfg.Tier.PartBytes, "a message at least this large (image, big tool output) moves to the object store early")
 	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")
 	f.DurationVar(&cfg.LeaseTTL, "node-lease-ttl", cfg.LeaseTTL, "a node silent this long is marked down")
 	f.DurationVar(&cfg.SessionCount, "metrics-session-count", cfg.SessionCount, "how often cast_sessions (sessions by agent and state) is recounted from the store")
@@ -196,6 +209,26 @@ func main() {
 		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// objectStoreFlags completes the object store's config: --dev's default
+// folder, and the S3 credentials from their file or the environment.
+func objectStoreFlags(cfg *controlplane.Config, dev bool, credsFile string) error {
+	if cfg.Objects.S3.Endpoint != "" {
+		creds, err := objstore.LoadCreds(credsFile)
+		if err != nil {
+			return err
+		}
+		cfg.Objects.S3.Creds = creds
+		return nil
+	}
+	if credsFile != "" {
+		return fmt.Errorf("--s3-credentials-file needs --s3-endpoint")
+	}
+	if dev && cfg.Objects.Folder == "" {
+		cfg.Objects.Folder = filepath.Join(cfg.DataDir, "objects")
+	}
+	return nil
 }
 
 // kubePublisher is --publish-k8s's publisher, with the pod's service

@@ -22,6 +22,7 @@ import (
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/web"
@@ -72,8 +73,12 @@ type Config struct {
 	NodeQueue    int    // live frames queued per node stream; a full queue cuts the stream
 	ReplicaID    string // names this replica in node connection records
 	Store        store.Config
-	Brief        brief.Config // the small model that writes handoff briefs
-	Migrate      migrate.Config
+	// Objects is where history beyond etcd goes (a folder, or an S3
+	// bucket); neither set: it stays in etcd. Tier is what moves there.
+	Objects objstore.Config
+	Tier    store.TierConfig
+	Brief   brief.Config // the small model that writes handoff briefs
+	Migrate migrate.Config
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
 	// SecretsKeyFile holds the key fleet account credentials and the TLS
@@ -151,6 +156,7 @@ func DefaultConfig() Config {
 		NodeQueue:     DefaultNodeQueue,
 		SessionCount:  DefaultSessionCount,
 		Store:         store.DefaultConfig(),
+		Tier:          store.DefaultTierConfig(),
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
@@ -175,6 +181,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
 		}
+	}
+	if err := c.validateObjects(); err != nil {
+		return err
 	}
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
@@ -304,6 +313,26 @@ func (c Config) checkSecretsKeyFile() error {
 	if _, err := os.Lstat(c.SecretsKeyFile); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s (from an earlier version) is inside --data-dir and --secrets-key-file %s does not exist yet: move the old key there (mv %s %s) so what it sealed still opens",
 			old, c.SecretsKeyFile, old, c.SecretsKeyFile)
+	}
+	return nil
+}
+
+// validateObjects checks the object store and tiering flags when history
+// beyond etcd is on.
+func (c Config) validateObjects() error {
+	if c.Objects.S3.Endpoint != "" {
+		if c.Objects.Folder != "" {
+			return fmt.Errorf("--object-store-dir and --s3-endpoint name two object stores; give one")
+		}
+		if err := c.Objects.S3.Validate(); err != nil {
+			return fmt.Errorf("--s3-*: %w", err)
+		}
+	}
+	if c.Objects.S3.Endpoint == "" && c.Objects.Folder == "" {
+		return nil
+	}
+	if err := c.Tier.Validate(c.Store); err != nil {
+		return fmt.Errorf("--tier-*: %w", err)
 	}
 	return nil
 }

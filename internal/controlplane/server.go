@@ -140,6 +140,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.store, err = store.Open(ctx, endpoints, access, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err
 	}
+	if err := s.useObjects(ctx); err != nil {
+		return nil, err
+	}
 	s.hub = newHub(s.lg, s.m)
 	s.watches = fanout.New(s.store, cfg.Watch, s.lg)
 	s.registerWatchMetrics()

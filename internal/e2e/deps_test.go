@@ -164,6 +164,24 @@ func TestAdoptLinksNoGRPC(t *testing.T) {
 	}
 }
 
+// History beyond etcd: the store declares the object store it uses
+// (store.Objects) and links neither internal/objstore nor an S3 client;
+// only the control plane links them, never the CLI or the node.
+func TestOnlyControlPlaneLinksObjectStore(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, pkg := range []string{"./internal/store", "./cmd/cast", "./cmd/node"} {
+		for _, dep := range deps(t, root, pkg) {
+			if strings.HasPrefix(dep, "github.com/minio/") || strings.HasSuffix(dep, "/internal/objstore") {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+	if !slices.Contains(deps(t, root, "./cmd/controlplane"), "github.com/minio/minio-go/v7") {
+		t.Error("controlplane should link the S3 client (--s3-endpoint)")
+	}
+}
+
 // deps is every package pkg links (go list -deps), run in root.
 func deps(t *testing.T, root, pkg string) []string {
 	t.Helper()

@@ -27,6 +27,9 @@ type Store struct {
 	NoSpaceAlarm        prometheus.Gauge
 	NoSpaceRecoveries   *prometheus.CounterVec // outcome: recovered, failed
 	Reclaims            *prometheus.CounterVec // outcome: freed, nothing_freed
+	SegmentsWritten     prometheus.Counter
+	BytesMoved          prometheus.Counter
+	OrphanSegmentsSwept prometheus.Counter
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -52,6 +55,12 @@ func NewStore(reg prometheus.Registerer) *Store {
 			"Recoveries from etcd's NOSPACE alarm (compact, defragment, disarm) by outcome.", "outcome"),
 		Reclaims: d.counterVec("cast_store_reclaims_total",
 			"Compactions and defragmentations run because etcd's file neared the quota, by outcome.", "outcome"),
+		SegmentsWritten: d.counter("cast_store_tier_segments_written_total",
+			"Segments of history moved from etcd to the object store (written, verified, committed)."),
+		BytesMoved: d.counter("cast_store_tier_bytes_moved_total",
+			"Message bytes (before compression) moved from etcd to the object store."),
+		OrphanSegmentsSwept: d.counter("cast_store_tier_orphan_segments_swept_total",
+			"Segments no index entry points at (a move that crashed or lost its txn, a purged session), deleted."),
 	}
 	Preinit(m.TxnConflicts, []string{"append", "create_session", "update_session", "purge_session",
 		"commit_handover", "update_migration", "update_account"})

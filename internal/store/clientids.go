@@ -89,17 +89,20 @@ func (s *Store) committed(ctx context.Context, sessionID string, kv *mvccpb.KeyV
 	if err != nil || r.digest != "" {
 		return r, err
 	}
-	resp, err := s.cli.Get(ctx, s.msgKey(sessionID, r.seq))
+	// The message may be in etcd or, moved, in a segment: readRange
+	// reads either, at one revision.
+	rev, err := s.Revision(ctx)
 	if err != nil {
 		return r, err
 	}
-	if len(resp.Kvs) == 0 {
+	msgs, _, err := s.readRange(ctx, sessionID, r.seq, r.seq, 1, s.cfg.MaxMessageBytes, rev)
+	if err != nil {
+		return r, err
+	}
+	if len(msgs) == 0 {
 		return r, errs.Internal(nil, "client id points at a missing message")
 	}
-	m, err := s.decodeMessage(ctx, sessionID, resp.Kvs[0].Value, 0)
-	if err != nil {
-		return r, errs.Internal(err, "decode message")
-	}
+	m := msgs[0]
 	r.ctime = m.CreateTime.AsTime().UnixNano()
 	r.digest, err = bodyDigest(m)
 	return r, err

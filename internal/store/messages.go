@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
@@ -111,41 +110,6 @@ func (s *Store) messageToken(sessionID, token string) (rev, after int64, err err
 	return t.Rev, n, nil
 }
 
-// readRange reads messages with start <= seq <= end at rev: at most limit,
-// and no more than budget bytes of them except that the first is always
-// read (a message is at most MaxMessageBytes). more says the range has
-// more. Envelopes give each message's size before its chunks are read.
-func (s *Store) readRange(ctx context.Context, sessionID string, start, end int64, limit, budget int, rev int64) ([]*castv1.Message, bool, error) {
-	var out []*castv1.Message
-	used := 0
-	for len(out) < limit {
-		resp, err := s.cli.Get(ctx, s.msgKey(sessionID, start),
-			clientv3.WithRange(s.msgKey(sessionID, end+1)), clientv3.WithLimit(int64(min(limit-len(out), envelopeBatch))), clientv3.WithRev(rev))
-		if err != nil {
-			return nil, false, compactedAsToken(err)
-		}
-		for _, kv := range resp.Kvs {
-			size, err := envelopeSize(kv.Value)
-			if err != nil {
-				return nil, false, errs.Internal(err, "decode message")
-			}
-			if len(out) > 0 && used+size+msgFrame > budget {
-				return out, true, nil
-			}
-			m, err := s.decodeKV(ctx, sessionID, kv.Key, kv.Value, rev)
-			if err != nil {
-				return nil, false, errs.Internal(err, "decode message")
-			}
-			out, used = append(out, m), used+size+msgFrame
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, false, nil
-		}
-		start = out[len(out)-1].Seq + 1
-	}
-	return out, true, nil
-}
-
 func (s *Store) decodeKV(ctx context.Context, sessionID string, key, val []byte, rev int64) (*castv1.Message, error) {
 	m, err := s.decodeMessage(ctx, sessionID, val, rev)
 	if err != nil {
@@ -167,6 +131,8 @@ func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.
 		return page(sess, nil)
 	}
 	hdr := sess
+	ahead := s.readAheadFrom(ctx, sessionID, 1, rev)
+	defer ahead.stop()
 	for start := int64(1); start <= sess.LastSeq; {
 		budget := s.cfg.PageBytes
 		if hdr != nil {
@@ -183,6 +149,7 @@ func (s *Store) Export(ctx context.Context, sessionID string, page func(*castv1.
 			return err
 		}
 		hdr, start = nil, msgs[len(msgs)-1].Seq+1
+		ahead.done(start - 1)
 	}
 	return nil
 }

@@ -216,7 +216,8 @@ func (s *Store) observe(op string, start time.Time) {
 // permission requests, pending ops) in one txn, compared against the record check
 // accepted: a session that changed meanwhile is read and checked again, a
 // fenced (moving) one is refused. Chunks of an append still writing are
-// left to SweepChunks, which deletes those of deleted sessions.
+// left to SweepChunks, which deletes those of deleted sessions; segments in
+// the object store to SweepSegments, which deletes those no index names.
 func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error {
 	defer s.observe("purge_session", time.Now())
 	for range 10 {
@@ -245,7 +246,7 @@ func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.
 			clientv3.OpDelete(s.sessionKey(id)), clientv3.OpDelete(s.seqKey(id)), clientv3.OpDelete(s.ownerKey(id)),
 			clientv3.OpDelete(s.nodeSessKey(node, id)),
 		}
-		for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.key("perms", id) + "/", s.key("ops", id) + "/"} {
+		for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.segPrefix(id), s.key("perms", id) + "/", s.key("ops", id) + "/"} {
 			ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
 		}
 		txn, err := s.cli.Txn(ctx).If(

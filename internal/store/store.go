@@ -11,6 +11,10 @@
 //	chunks/{s}/{cid}/{a}/{i} chunks of a large message, unique to append attempt a,
 //	                      written before its envelope and never again
 //	blobs/{s}/{cid}/{i}   chunks from before attempts (read, never written)
+//	segs/{s}/{last:020d}  index of a segment of the session's history in the
+//	                      object store: first and last seq, sizes, digest (tier.go)
+//	segs/{s}/{last:020d}  index entry of a segment of the session's history in
+//	                      the object store: seqs, sizes, digest (tier.go)
 //	cids/{s}/{cid}        seq, body digest, create time and chunk attempt of a
 //	                      client id (idempotent appends; see cidRecord)
 //	owners/{s}            owner node name; its ModRevision is the fencing token
@@ -175,6 +179,10 @@ type Store struct {
 
 	commit *committer // group commit of appends across sessions
 
+	objs Objects  // history beyond etcd (nil: none; tier.go)
+	tier *tiering // the tiering policy and state (nil: off)
+	segs segCache // segments read lately
+
 	// watchGen picks the clientv3 watch stream of new watches; a watch
 	// etcd canceled moves it on (follow.go).
 	watchGen atomic.Int64
@@ -239,6 +247,10 @@ func (s *Store) Run(ctx context.Context) {
 	defer wg.Wait()
 	wg.Add(1)
 	go func() { defer wg.Done(); s.runSweeper(ctx) }()
+	if s.tier != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.runTiering(ctx) }()
+	}
 	t := time.NewTicker(s.cfg.QuotaPoll)
 	defer t.Stop()
 	for {

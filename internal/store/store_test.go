@@ -14,11 +14,14 @@ import (
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/objstore/s3test"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
 func TestMain(m *testing.M) {
+	s3test.RunIfAsked() // the S3 server processes of the tiering tests are this binary
+	runMoverIfAsked()   // and so are the processes that move history and are killed
 	goleak.VerifyTestMain(m, testharness.LeakOptions()...)
 }
 

@@ -1,0 +1,37 @@
+package controlplane_test
+
+import (
+	"testing"
+
+	"github.com/cast-dev/cast/internal/objstore"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// The object store flags are checked at start: one store, a whole S3
+// config, a tiering policy that fits the store.
+func TestConfigChecksObjectStore(t *testing.T) {
+	s3 := objstore.S3Config{Endpoint: "http://127.0.0.1:9000", Bucket: "b", Creds: objstore.Creds{AccessKeyID: "k", SecretAccessKey: "s"}}
+	for _, tc := range []struct {
+		name    string
+		folder  string
+		s3      objstore.S3Config
+		hot     int64
+		wantErr bool
+	}{
+		{"none", "", objstore.S3Config{}, 1000, false},
+		{"folder", "/tmp/x", objstore.S3Config{}, 1000, false},
+		{"s3", "", s3, 1000, false},
+		{"both", "/tmp/x", s3, 1000, true},
+		{"s3 without credentials", "", objstore.S3Config{Endpoint: s3.Endpoint, Bucket: "b"}, 1000, true},
+		{"negative hot tail", "/tmp/x", objstore.S3Config{}, -1, true},
+		{"negative hot tail, no store", "", objstore.S3Config{}, -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testharness.ControlPlaneConfig(t)
+			cfg.Objects.Folder, cfg.Objects.S3, cfg.Tier.HotMessages = tc.folder, tc.s3, tc.hot
+			if err := cfg.Validate(); (err != nil) != tc.wantErr {
+				t.Fatalf("Validate = %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+// Package s3test runs a real S3-compatible server (gofakes3 over files
+// in a folder) in a process of its own, the test binary run again as it, so a
+// test can kill -9 it and start it again on the same data and port.
+package s3test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3afero"
+	"github.com/spf13/afero"
+
+	"github.com/cast-dev/cast/internal/objstore"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// serveEnv carries a server's config to the test binary run as one.
+const serveEnv = "CAST_TEST_S3_SERVE"
+
+// readyLine is what a server process prints once it listens.
+const readyLine = "cast test s3 server ready"
+
+// Bucket is the bucket tests use.
+const Bucket = "cast-test"
+
+type serveConfig struct {
+	Dir  string
+	Addr string
+}
+
+// RunIfAsked makes the calling test binary an S3 server when Start
+// started it as one: it serves until killed and never returns. Otherwise
+// it returns at once. Call it first in TestMain.
+func RunIfAsked() {
+	raw := os.Getenv(serveEnv)
+	if raw == "" {
+		return
+	}
+	var c serveConfig
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintln(os.Stderr, "s3 server config:", err)
+		os.Exit(2)
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "s3 server dir:", err)
+		os.Exit(1)
+	}
+	backend, err := s3afero.MultiBucket(afero.NewBasePathFs(afero.NewOsFs(), c.Dir))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s3 server backend:", err)
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s3 server listen:", err)
+		os.Exit(1)
+	}
+	fmt.Println(readyLine)
+	srv := &http.Server{Handler: gofakes3.New(backend, gofakes3.WithAutoBucket(true)).Server(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintln(os.Stderr, "s3 server:", srv.Serve(ln))
+	os.Exit(1)
+}
+
+// Server is an S3 server process on a fixed loopback port and a folder
+// that outlive it.
+type Server struct {
+	Endpoint string // http://127.0.0.1:port
+	t        testing.TB
+	cfg      serveConfig
+	mu       sync.Mutex
+	p        *testharness.Proc // nil while down
+}
+
+// Start starts a server and waits until it listens. The test binary's
+// TestMain must call RunIfAsked.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	addr := testharness.FreeAddr(t)
+	s := &Server{Endpoint: "http://" + addr, t: t, cfg: serveConfig{Dir: filepath.Join(t.TempDir(), "s3"), Addr: addr}}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Start starts a killed server again on its folder and port.
+func (s *Server) Start() error {
+	raw, _ := json.Marshal(s.cfg)
+	p := testharness.StartProcEnv(s.t, []string{serveEnv + "=" + string(raw)}, os.Args[0], "-test.run=^$")
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.Output(), readyLine) {
+		if _, exited := p.Wait(20 * time.Millisecond); exited || time.Now().After(deadline) {
+			return fmt.Errorf("s3 server did not start (exited %v):\n%s", exited, p.Output())
+		}
+	}
+	return nil
+}
+
+// Kill is kill -9 of the server's process.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		s.p.Kill()
+		s.p = nil
+	}
+}
+
+// Config is the objstore config of the server's test bucket.
+func (s *Server) Config() objstore.S3Config {
+	return objstore.S3Config{Endpoint: s.Endpoint, Bucket: Bucket, Creds: objstore.Creds{AccessKeyID: "test", SecretAccessKey: "test-secret"}}
+}
+
+// Open opens the test bucket.
+func (s *Server) Open(t testing.TB) *objstore.S3 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := objstore.NewS3(ctx, s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cast-dev/cast/internal/fence"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/objstore/s3test"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// scaleEnv runs TestTierKeepsEtcdFlat at the scale: 100,000
+// messages.
+const scaleEnv = "CAST_TIER_SCALE"
+
+// textPool is 4 MiB of words; pooled returns a window of it at a random
+// offset (cheap, so the race detector's run spends its time in the store).
+var textPool = words(rand.New(rand.NewPCG(5, 6)), 4<<20)
+
+func pooled(rng *rand.Rand, size int) string {
+	at := rng.IntN(len(textPool) - size)
+	return textPool[at : at+size]
+}
+
+// words is about size bytes of text from a small vocabulary: it
+// compresses about as well as a transcript does.
+func words(rng *rand.Rand, size int) string {
+	vocab := strings.Fields("the a func return err nil if for range store etcd segment message session node agent tool call result file line test build go cast move read write index digest")
+	var b strings.Builder
+	for b.Len() < size {
+		b.WriteString(vocab[rng.IntN(len(vocab))])
+		b.WriteByte(' ')
+		if rng.IntN(12) == 0 {
+			fmt.Fprintf(&b, "%x\n", rng.Uint64())
+		}
+	}
+	return b.String()
+}
+
+// etcdSize is etcd's file size and the bytes in use in it.
+func etcdSize(t *testing.T, cli *clientv3.Client) (file, inUse int64) {
+	t.Helper()
+	st, err := cli.Status(ctxT(t), cli.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.DbSize, st.DbSizeInUse
+}
+
+// TestTierKeepsEtcdFlat appends ten times etcd's quota of history to one
+// session, moving it to a real S3 server as it goes (and compacting etcd,
+// as its auto-compaction does): every append is taken, etcd's file stays
+// under its quota, and what etcd keeps grows only by the client id
+// records (exactly-once appends need them for the whole history); the
+// export then reads back every message in order.
+func TestTierKeepsEtcdFlat(t *testing.T) {
+	// 10x a 10 MiB quota in 1600 messages of 64 KiB (few messages: the
+	// race detector's run costs by the message), batches of 10.
+	quota, total, size, batchN := int64(10<<20), 1600, 64<<10, 10
+	hot, minSeg, segN := int64(20), int64(20), 100
+	if raceOn { // 2.5x: the 10x figure is the plain run's (make test runs -race)
+		total = 400
+	}
+	if os.Getenv(scaleEnv) != "" {
+		quota, total, size, batchN = 64<<20, 100000, 8<<10, 50 // 12x
+		hot, minSeg, segN = 100, 100, 500
+	}
+	etcd := testharness.StartEtcd(t, func(c *testharness.EtcdConfig) { c.QuotaBytes = quota })
+	s := testharness.OpenStore(t, etcd, func(c *store.Config) { c.QuotaBytes, c.QuotaPoll = quota, 10*time.Millisecond })
+	srv := s3test.Start(t)
+	tc := store.DefaultTierConfig()
+	tc.HotMessages, tc.MinSegment, tc.SegmentMessages, tc.Every = hot, minSeg, segN, time.Hour
+	if err := s.UseObjects(srv.Open(t), tc, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); s.Run(runCtx) }() // polls etcd's size for the quota guard
+	t.Cleanup(func() { stop(); <-ran })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	c := newSession(t, s, "n1")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var appended, maxFile, midInUse int64
+	midAt := 0
+	start := time.Now()
+	for i := 0; i < total; i += batchN {
+		var batch []*castv1.Message
+		for range batchN {
+			text := pooled(rng, size)
+			appended += int64(len(text))
+			batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text})
+		}
+		if _, err := s.Append(ctxT(t), c.Session.Id, batch, fence.Guard{}); err != nil {
+			file, inUse := etcdSize(t, cli)
+			t.Fatalf("append at %d messages (%d MiB of history; etcd file %d KiB, %d KiB in use): %v", i, appended>>20, file>>10, inUse>>10, err)
+		}
+		if (i/batchN)%2 != 1 {
+			continue
+		}
+		if _, err := s.Tier(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cli.Compact(ctxT(t), mustRev(t, cli), clientv3.WithCompactPhysical())
+		if err != nil {
+			t.Fatal(err, resp)
+		}
+		file, inUse := etcdSize(t, cli)
+		maxFile = max(maxFile, file)
+		if midAt == 0 && appended >= 2*quota {
+			midInUse, midAt = inUse, i+batchN
+		}
+	}
+	_, inUse := etcdSize(t, cli)
+	t.Logf("%d messages, %d MiB of history (%.1fx etcd's %d MiB quota) in %v; etcd file at most %d KiB, in use %d KiB at %d messages and %d KiB at the end",
+		total, appended>>20, float64(appended)/float64(quota), quota>>20, time.Since(start).Round(time.Second), maxFile>>10, midInUse>>10, midAt, inUse>>10)
+	if appended < 10*quota && !raceOn {
+		t.Fatalf("history %d bytes is not 10x the quota", appended)
+	}
+	if maxFile >= quota {
+		t.Fatalf("etcd's file reached %d bytes, quota %d", maxFile, quota)
+	}
+	// Per message moved, etcd keeps its client id record: about 400 bytes
+	// with bbolt's share, against 64 KiB (8 KiB at scale) of history.
+	// The messages waiting in etcd (the hot tail, a run not yet MinSegment
+	// long) differ between the two readings by at most a window of them.
+	window := (hot + minSeg) * int64(size+1<<10)
+	if grew, bound := inUse-midInUse, int64(total-midAt)*512+window+1<<20; grew > bound {
+		t.Fatalf("etcd grew %d bytes over %d messages; client id records and the hot window explain %d", grew, total-midAt, bound)
+	}
+	n := 0
+	err = s.Export(ctxT(t), c.Session.Id, func(_ *castv1.Session, msgs []*castv1.Message) error {
+		for _, m := range msgs {
+			if n++; m.Seq != int64(n) {
+				return fmt.Errorf("message %d has seq %d", n, m.Seq)
+			}
+		}
+		return nil
+	})
+	if err != nil || n != total {
+		t.Fatalf("export read %d of %d messages: %v", n, total, err)
+	}
+}
+
+func mustRev(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t), "/cast/v1/health", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
