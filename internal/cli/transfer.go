@@ -309,11 +309,22 @@ func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *
 	if err != nil {
 		return agents.Written{}, err
 	}
+	// Written and noted under the log's lock: a node's adoption reads the
+	// log under it too, so it never sees this file without its record.
+	lk, err := exportlog.Lock(log.Path())
+	if err != nil {
+		return agents.Written{}, err
+	}
+	defer lk.Unlock()
+	cur, err := exportlog.Load(log.Path()) // as it is now: another cast may have noted a file since
+	if err != nil {
+		return agents.Written{}, err
+	}
 	out, err := w.Write(t, msgs)
 	if err != nil {
 		return out, fmt.Errorf("write the %s transcript: %w", agent, err)
 	}
-	if err := log.Put(key, t.SessionID, out.NativeID, out.Path); err != nil {
+	if err := cur.Put(key, t.SessionID, out.NativeID, out.Path); err != nil {
 		return out, fmt.Errorf("wrote %s session %s (%s) but could not note it: %w", agent, out.NativeID, out.Path, err)
 	}
 	return out, nil

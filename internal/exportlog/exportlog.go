@@ -47,6 +47,27 @@ func Key(agent, home, sessionID string) string {
 	return agent + "\x00" + home + "\x00" + sessionID
 }
 
+// Lock holds the log's lock file (beside it) while a native file is
+// written and noted: a reader that waits for it (Settled) never finds
+// a file cast wrote without its record. Unlock the returned hold.
+func Lock(path string) (*fsutil.FileLock, error) {
+	return fsutil.LockFile(path+".lock", true)
+}
+
+// Settled reads the log once no write is half done (Lock): what a node
+// reads before it takes a new native file for one the user made.
+func Settled(path string) (*Log, error) {
+	l, err := fsutil.LockFile(path+".lock", false)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	return Load(path)
+}
+
+// Path is where the log is kept.
+func (l *Log) Path() string { return l.path }
+
 // Load reads the log at path (empty when there is none yet).
 func Load(path string) (*Log, error) {
 	l := &Log{path: path, Records: map[string]Record{}}

@@ -63,3 +63,37 @@ func (l *DirLock) Unlock() {
 		l.f = nil
 	}
 }
+
+// FileLock is a hold on a lock file shared by several processes (a
+// writer exclusive, readers shared); the kernel drops it when the
+// process dies.
+type FileLock struct{ f *os.File }
+
+// LockFile waits for path's lock (made if missing, 0600), exclusive or
+// shared.
+func LockFile(path string, exclusive bool) (*FileLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &FileLock{f: f}, nil
+}
+
+// Unlock releases the hold.
+func (l *FileLock) Unlock() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}

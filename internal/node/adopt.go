@@ -162,7 +162,7 @@ func (c adoptCast) Busy(agent string) bool {
 func (c adoptCast) Wrote(path string) (exportlog.Record, bool) {
 	env := c.a.cfg.UserEnv
 	dir := filepath.Dir(client.ConfigPath(func(k string) string { return runner.EnvValue(env, k) }))
-	l, err := exportlog.Load(filepath.Join(dir, exportlog.FileName))
+	l, err := exportlog.Settled(filepath.Join(dir, exportlog.FileName))
 	if err != nil {
 		return exportlog.Record{}, false
 	}
