@@ -14,7 +14,8 @@ import (
 // run whose user+sys averaged 1.4 cores. Two tests overlapping can share
 // nothing that four cannot (each has its own ports, HOME, data dirs and
 // fake model), so this adds load, not new ways to collide; the tests that
-// need a quiet machine (short leases, t.Setenv) are not parallel.
+// need a quiet machine (short leases, certificates of seconds, t.Setenv)
+// are not parallel.
 const parallel = 4
 
 func TestMain(m *testing.M) {

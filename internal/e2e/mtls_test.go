@@ -42,7 +42,8 @@ func renewals(p *testharness.Proc) int {
 // the new certificate, and the turn's every row is stored, once and in
 // order.
 func TestCertRenewalUnderRunningTurn(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certificates of 8 s must be renewed in time, as the
+	// short-lease tests need a quiet machine.
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.TLS.Enabled, c.TLS.NodeCertTTL = true, 8*time.Second
 	}, "claude")
@@ -174,7 +175,8 @@ func (r *mtlsRig) nodeWith(name, agentsCfg string, env []string, args ...string)
 // revoked certificates are refused with a reason; a user's certificate
 // (`cast token cert`) stands for her token; plaintext gets nowhere.
 func TestMTLSThroughRealProcesses(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certificates of 8 s must be renewed in time, as the
+	// short-lease tests need a quiet machine.
 	r := newMTLSRig(t)
 	refusedNode := func(p *testharness.Proc, want string) {
 		t.Helper()
