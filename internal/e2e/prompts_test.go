@@ -34,11 +34,10 @@ func sawWhole(fake *fakemodel.Server, text string) (bool, string) {
 	return false, ""
 }
 
-// castExec runs `cast exec` with stdin piped in, as `git diff | cast exec`,
-// with path as its PATH.
-func castExec(t *testing.T, addr, path, cwd, stdin string, args ...string) (string, string, int) {
+// castExec runs `cast exec` with stdin piped in, as `git diff | cast exec`.
+func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	return testharness.RunInput(t, []string{"CAST_ADDR=" + addr, "PATH=" + path}, strings.NewReader(stdin), 4*time.Minute,
+	return testharness.RunInput(t, []string{"CAST_ADDR=" + addr}, strings.NewReader(stdin), 4*time.Minute,
 		filepath.Join(testharness.Binaries(t), "cast"), append([]string{"exec", "--cwd", cwd}, args...)...)
 }
 
@@ -50,17 +49,15 @@ func castExec(t *testing.T, addr, path, cwd, stdin string, args ...string) (stri
 // one turn, gets it as history through its app-server first); a session
 // whose agent refused a message goes on answering the next one, without
 // it, even when Codex had it in its history already; and a
-// session moves into OpenCode (switch, import) with no --model. The
-// PATH goes to the node, its agents and the CLI rather than to this
-// process (t.Setenv), so the test runs beside the others.
+// session moves into OpenCode (switch, import) with no --model.
 func TestPromptsReachEveryAgent(t *testing.T) {
-	t.Parallel()
-	path := testharness.Binaries(t) + string(os.PathListSeparator) + os.Getenv("PATH")
+	t.Setenv("PATH", testharness.Binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	all := []string{"claude", "codex", "gemini", "pi", "opencode"}
 	// Five CLIs each reading 2 MB at once can starve the node's heartbeat
 	// on a small machine for seconds: the harness's lease (TestLease) rides
-	// that out.
-	r := startTurnRig(t, nil, nil, nil, []string{"PATH=" + path}, all...)
+	// that out. Not parallel (t.Setenv aside): beside other tests, the node
+	// answered the placement's folder question after its 5 s.
+	r := newTurnRig(t, all...)
 	cwd := t.TempDir()
 	start := time.Now()
 
@@ -70,7 +67,7 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			diff := agenttest.FakeDiff(agent, 2<<20)
-			out, errOut, code := castExec(t, r.addr, path, cwd, diff, "--agent", agent, "review this")
+			out, errOut, code := castExec(t, r.addr, cwd, diff, "--agent", agent, "review this")
 			if code != 0 || !strings.Contains(out, "FAKE-ANSWER") {
 				t.Errorf("git diff | cast exec --agent %s (%d bytes): exit %d, out %.300q, err %.600q", agent, len(diff), code, out, errOut)
 				return
@@ -149,7 +146,7 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "export.json")
 	must(t, os.WriteFile(file, buf.Bytes(), 0o600))
-	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr, "PATH=" + path}}
+	c := cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
 	id := strings.TrimSpace(c.must("import", "--agent", "opencode", "--cwd", cwd, file))
 	seq = r.send(id, "go on MARK-I3")
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)

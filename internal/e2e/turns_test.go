@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
@@ -63,7 +62,7 @@ func startTurnRig(t testing.TB, cb func(*controlplane.Config, string), bins map[
 			cb(c, fake.URL)
 		}
 	})
-	cfgPath, homes, envs := agentsConfigEnvs(t, fake.URL, bins, agents.EnvValue(env, "PATH"), agentNames...)
+	cfgPath, homes, envs := agentsConfigEnvs(t, fake.URL, bins, agentNames...)
 	r := &turnRig{t: t, c: testharness.DialServer(t, srv), fake: fake, addr: srv.Addr(), srv: srv, homes: homes, envs: envs, dataDir: t.TempDir(), metricsAddr: srv.MetricsAddr(), caFile: srv.CAFile()}
 	// The agents' homes are the test's own: fleet accounts may rewrite
 	// their credential stores (--fleet-accounts).
@@ -83,15 +82,13 @@ func startTurnRig(t testing.TB, cb func(*controlplane.Config, string), bins map[
 // with no installable CLI (cursor, muse, grok) at a path with no CLI, so
 // its turns fail with "binary not found".
 func agentsConfig(t testing.TB, fakeURL string, bins map[string]string, agentNames ...string) (string, map[string]string) {
-	cfg, homes, _ := agentsConfigEnvs(t, fakeURL, bins, "", agentNames...)
+	cfg, homes, _ := agentsConfigEnvs(t, fakeURL, bins, agentNames...)
 	return cfg, homes
 }
 
 // agentsConfigEnvs is agentsConfig with each agent's environment too
-// (agent -> env), to run its CLI directly as the node's user would. A
-// path other than "" is the agents' PATH, as the node's user's shell gives
-// the node and its agents the same one.
-func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, path string, agentNames ...string) (string, map[string]string, map[string][]string) {
+// (agent -> env), to run its CLI directly as the node's user would.
+func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, agentNames ...string) (string, map[string]string, map[string][]string) {
 	setups := map[string]map[string]any{}
 	homes := map[string]string{}
 	envs := map[string][]string{}
@@ -101,9 +98,6 @@ func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, path
 			continue
 		}
 		home, env := agenttest.NodeEnv(t, a, fakeURL)
-		if path != "" {
-			env = append(agents.WithoutEnv(env, "PATH"), "PATH="+path)
-		}
 		homes[a], envs[a] = home, env
 		bin := bins[a]
 		if bin == "" {
