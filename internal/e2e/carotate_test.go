@@ -57,8 +57,7 @@ func samePins(got []string, want ...string) bool {
 // the old CA is refused as retired, the CLI and the node keep working,
 // and the turn's every row is stored once, in order.
 func TestCARotationUnderRunningTurn(t *testing.T) {
-	// Not parallel: certificates of 8 s must be renewed in time, as the
-	// short-lease tests need a quiet machine.
+	t.Parallel()
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.TLS.Enabled, c.TLS.NodeCertTTL, c.TLS.CAReload = true, 8*time.Second, 200*time.Millisecond
 	}, "claude")

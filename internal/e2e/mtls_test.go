@@ -42,8 +42,7 @@ func renewals(p *testharness.Proc) int {
 // the new certificate, and the turn's every row is stored, once and in
 // order.
 func TestCertRenewalUnderRunningTurn(t *testing.T) {
-	// Not parallel: certificates of 8 s must be renewed in time, as the
-	// short-lease tests need a quiet machine.
+	t.Parallel()
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.TLS.Enabled, c.TLS.NodeCertTTL = true, 8*time.Second
 	}, "claude")
@@ -175,8 +174,7 @@ func (r *mtlsRig) nodeWith(name, agentsCfg string, env []string, args ...string)
 // revoked certificates are refused with a reason; a user's certificate
 // (`cast token cert`) stands for her token; plaintext gets nowhere.
 func TestMTLSThroughRealProcesses(t *testing.T) {
-	// Not parallel: certificates of 8 s must be renewed in time, as the
-	// short-lease tests need a quiet machine.
+	t.Parallel()
 	r := newMTLSRig(t)
 	refusedNode := func(p *testharness.Proc, want string) {
 		t.Helper()

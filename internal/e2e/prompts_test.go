@@ -55,8 +55,7 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 	all := []string{"claude", "codex", "gemini", "pi", "opencode"}
 	// Five CLIs each reading 2 MB at once can starve the node's heartbeat
 	// on a small machine for seconds: the harness's lease (TestLease) rides
-	// that out. Not parallel (t.Setenv aside): beside other tests, the node
-	// answered the placement's folder question after its 5 s.
+	// that out.
 	r := newTurnRig(t, all...)
 	cwd := t.TempDir()
 	start := time.Now()
