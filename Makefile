@@ -38,6 +38,9 @@ web: web-deps
 
 # internal/e2e is named first: go test starts packages in the order given,
 # and the longest package started last ran alone at the end with a core idle.
+# -race stays on for it too: its turn and CLI rigs run control planes and
+# nodes inside the test process (about 40% of the package's CPU, the rest
+# its children), and the scenarios only it drives are raced there.
 # deploy's TestInstallIntoAPIServer is built only with the k8s tag: `make
 # test-k8s` runs it against a real kube-apiserver.
 test: agents debs web-deps

@@ -21,6 +21,7 @@ import (
 // checkable agent, no known capability or a version that is not a plain
 // name is refused before anything is stored.
 func TestAgentChecksRecordAndRefuse(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, nil)
 	ctx := ctxT(t)
 	check := func(agent, version, capability string, passed bool) *castv1.AgentCheck {
@@ -84,6 +85,7 @@ func TestAgentChecksRecordAndRefuse(t *testing.T) {
 // instead of moving it; a session of an agent without a failed verdict in
 // the same migration moves.
 func TestMigrationIntoFailedVersionHandsOff(t *testing.T) {
+	t.Parallel()
 	c, withHistory := brokenCodexOnDst(t)
 	ctx := ctxT(t)
 	codexSess, claudeSess := withHistory("codex", "src"), withHistory("claude", "src")
@@ -175,6 +177,7 @@ const brokenVersion = "0.172.0-nohistory"
 // failed its canary becomes a handoff from the parent, saying why; a
 // switch in place likewise (the source keeps its agent).
 func TestForkAndSwitchIntoFailedVersionHandOff(t *testing.T) {
+	t.Parallel()
 	c, withHistory := brokenCodexOnDst(t)
 	ctx := ctxT(t)
 	parent := withHistory("claude", "dst")

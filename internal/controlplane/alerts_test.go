@@ -23,6 +23,7 @@ const runbooks = "https://github.com/cast-dev/cast/blob/main/docs/runbooks.md#"
 // and runs their unit tests (cast-alerts.test.yml: the migration alerts
 // fire on a replica's first event, near-quota at 80%).
 func TestAlertRules(t *testing.T) {
+	t.Parallel()
 	root := testharness.RepoRoot(t)
 	rules := filepath.Join(root, "deploy", "k8s", "base", "cast-alerts.rules.yml")
 	if out, err := exec.Command("promtool", "check", "rules", rules).CombinedOutput(); err != nil {
@@ -84,6 +85,7 @@ func TestAlertRules(t *testing.T) {
 // the migration, session, permission and fleet series at 0 before any
 // event, so alerts see the first.
 func TestMetricsPassPromtool(t *testing.T) {
+	t.Parallel()
 	cp := testharness.StartControlPlane(t, nil)
 	var body []byte
 	testharness.WaitFor(t, 30*time.Second, "the store's first size poll", func() bool {

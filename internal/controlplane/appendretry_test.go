@@ -16,6 +16,7 @@ import (
 // message comes back as committed and stays readable; the same request id
 // with another text is refused with a reason, never echoed back.
 func TestRetriedLargeSendStaysReadable(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex"})

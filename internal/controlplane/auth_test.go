@@ -25,6 +25,7 @@ import (
 // the generated descriptors) or of any service the server registers has
 // no authorization rule, and when a rule names a method that is gone.
 func TestEveryRPCHasARule(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	want := map[string]bool{}
 	protoregistry.GlobalFiles.RangeFilesByPackage("cast.v1", func(fd protoreflect.FileDescriptor) bool {
@@ -132,6 +133,7 @@ func (e *authEnv) user(t *testing.T, name string) *client.Client {
 }
 
 func TestAuthRefusals(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, nil)
 	ctx := ctxT(t)
 	anon := testharness.DialAs(t, e.addr, "")
@@ -209,6 +211,7 @@ func TestAuthRefusals(t *testing.T) {
 // append, report, fetch a credential), nor read n2's sessions; n2's owner
 // token never leaves the control plane; revoking n1 works at once.
 func TestNodeActsOnlyAsItself(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, nil)
 	ctx := ctxT(t)
 	testharness.StartNode(t, e.addr, "n2", nil)
@@ -290,6 +293,7 @@ func TestNodeActsOnlyAsItself(t *testing.T) {
 // A user over its rate or stream limit gets RESOURCE_EXHAUSTED with a
 // reason; other users, nodes and admins are not held back by it.
 func TestUserLimits(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, func(c *controlplane.Config) { c.Limits.Streams = 1 })
 	ctx := ctxT(t)
 	w1, err := e.alice.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: e.aliceSess.Id})

@@ -89,6 +89,7 @@ func (c *testCA) write(t *testing.T) (certFile, keyFile string) {
 // refused with its own error, and a good one (an intermediate, RSA or
 // EC) is accepted.
 func TestOperatorCARefusals(t *testing.T) {
+	t.Parallel()
 	root := makeCA(t, "Example Root", nil, nil, nil)
 	good := makeCA(t, "Example Issuing CA", root, nil, nil)
 	other := makeCA(t, "Other", root, nil, nil)
@@ -168,6 +169,7 @@ func TestOperatorCARefusals(t *testing.T) {
 // with the operator CA's pin and gets a certificate that chains to the
 // company root.
 func TestOperatorCA(t *testing.T) {
+	t.Parallel()
 	root := makeCA(t, "Example Root", nil, nil, nil)
 	inter := makeCA(t, "Example cast CA", root, nil, func(c *x509.Certificate) { c.MaxPathLenZero = true })
 	certFile, keyFile := inter.write(t)

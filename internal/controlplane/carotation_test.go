@@ -41,6 +41,7 @@ func servedPin(t *testing.T, addr string) string {
 // client following the bundle keeps working on both, and retiring is
 // refused while a user's latest certificate is from the old CA.
 func TestCARotationAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	key := filepath.Join(t.TempDir(), "secrets.key")
 	cfg := func(c *controlplane.Config) {
@@ -187,6 +188,7 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, reason stri
 // store; a replica restarted with the old --ca-cert serves the store's CA
 // (with a warning) instead of refusing to start.
 func TestOperatorCARotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	root := testharness.NewCA(t, dir, "company-root")
 	first, firstKey := root.Intermediate(t, dir, "issuing-1")
@@ -250,6 +252,7 @@ func TestOperatorCARotation(t *testing.T) {
 // having learnt the new CA: activate is refused naming it, as before any
 // renewal, until a renewal that carried the new CA.
 func TestActivateWaitsForARenewalThatCarriedTheNewCA(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	key := filepath.Join(t.TempDir(), "secrets.key")
 	cfg := func(reload time.Duration, watch bool) func(c *controlplane.Config) {
@@ -305,6 +308,7 @@ func TestActivateWaitsForARenewalThatCarriedTheNewCA(t *testing.T) {
 // certificate from it is refused there too, not only on the replicas
 // that followed.
 func TestRetiredCARefusedByAReplicaThatCannotLoadTheRecord(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	dir := t.TempDir()
 	root := testharness.NewCA(t, dir, "company-root")
@@ -359,6 +363,7 @@ func TestRetiredCARefusedByAReplicaThatCannotLoadTheRecord(t *testing.T) {
 // retired: it asks for the bundle every BundleInterval, so its
 // ca-bundle.pem drops the CA within that, not at its next renewal.
 func TestIdleNodeDropsARetiredCA(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled = true })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -60,6 +60,7 @@ func waitConnected(t *testing.T, c *client.Client, name string, want bool) {
 }
 
 func TestAppendReadExportWatch(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxFor(t, 10*time.Minute) // 1,100 sends, each a round trip and an etcd txn
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "first"})
@@ -127,6 +128,7 @@ func TestAppendReadExportWatch(t *testing.T) {
 }
 
 func TestSendIsIdempotentOnRequestID(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", RequestId: "create-1"})
@@ -153,6 +155,7 @@ func TestSendIsIdempotentOnRequestID(t *testing.T) {
 }
 
 func TestBadInputGetsReasons(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude"})
@@ -260,6 +263,7 @@ func TestSilentNodeIsMarkedDownByLease(t *testing.T) {
 // and stores nothing: the answer names the node and folder, and a
 // refusal is the create's own.
 func TestCreateValidateOnlyStoresNothing(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	dir := t.TempDir()

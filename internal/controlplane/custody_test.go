@@ -32,6 +32,7 @@ func codexLogin(access, refresh string, iat time.Time) []byte {
 // no credential that is not newer, no inactive account; off without
 // --token-custody.
 func TestCustodyRPCGuards(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, func(c *controlplane.Config) { c.TokenCustody = true })
 	ctx := ctxT(t)
 	now := time.Now()
@@ -135,6 +136,7 @@ func markNode(t *testing.T, admin *client.Client, node string) {
 // key or value, nothing to do, a key both set and removed; ListNodes shows
 // the admin labels, and removing a key drops it.
 func TestLabelNode(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	admin := testharness.Dial(t, srv.Addr())
 	testharness.StartNode(t, srv.Addr(), "n1", nil)

@@ -22,6 +22,7 @@ import (
 // plane connects as root with the password it keeps 0600 in the data dir,
 // and reuses it after a restart.
 func TestEmbeddedEtcdRefusesClientsWithoutCredentials(t *testing.T) {
+	t.Parallel()
 	cfg := testharness.ControlPlaneConfig(t)
 	etcdAddr, err := etcdembed.FreeAddr("127.0.0.1") // kept across the restart
 	if err != nil {
@@ -97,6 +98,7 @@ func readPrivate(t *testing.T, path string) string {
 
 // The embedded etcd's client port never leaves loopback.
 func TestEmbeddedEtcdListensOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	cfg := testharness.ControlPlaneConfig(t)
 	cfg.EtcdClient = "0.0.0.0:2379"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--etcd-listen") {

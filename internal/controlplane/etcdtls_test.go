@@ -19,6 +19,7 @@ import (
 // certificates and etcd auth: with the right CA, certificate and
 // password it serves; with a wrong CA it refuses to start, saying why.
 func TestControlPlaneOverTLSEtcd(t *testing.T) {
+	t.Parallel()
 	etcd := testharness.StartSecureEtcd(t)
 	etcd.EnableAuth(t, "cast-user", "right-password")
 	ep := etcd.URL
@@ -52,6 +53,7 @@ func TestControlPlaneOverTLSEtcd(t *testing.T) {
 }
 
 func TestEtcdAccessNeedsExternalEtcd(t *testing.T) {
+	t.Parallel()
 	cfg := testharness.ControlPlaneConfig(t) // embedded etcd
 	cfg.Etcd.CACert = "ca.pem"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "give --etcd-endpoints") {

@@ -134,6 +134,7 @@ func restartable(t *testing.T, cfg controlplane.Config) (start func() *controlpl
 // A node that restarts gets its sessions re-assigned and catches up on the
 // user messages sent while it was away, each exactly once.
 func TestNodeRestartCatchesUp(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	dir := filepath.Join(t.TempDir(), "node")

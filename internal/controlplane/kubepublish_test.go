@@ -25,6 +25,7 @@ import (
 // joins. A CA rotation reaches both: the bundle once the next CA is
 // trusted, the pin once it signs.
 func TestPublishK8sJoinsNodes(t *testing.T) {
+	t.Parallel()
 	api := kubetest.New(t, "cast", kubetest.RoleRules(t, "../../deploy/k8s/base/rbac.yaml", "cast-controlplane"))
 	kc := api.Client(t)
 	pcfg := kubeboot.DefaultPublishConfig()
@@ -92,6 +93,7 @@ func TestPublishK8sJoinsNodes(t *testing.T) {
 
 // --publish-k8s publishes a pin: it is refused without TLS.
 func TestPublishK8sNeedsTLS(t *testing.T) {
+	t.Parallel()
 	cfg := testharness.ControlPlaneConfig(t)
 	pub, err := kubeboot.NewPublisher(kubetest.New(t, "cast", nil).Client(t), kubeboot.DefaultPublishConfig(), zaptest.NewLogger(t))
 	must(t, err)

@@ -18,6 +18,7 @@ import (
 // what the subset lacks, is INVALID_ARGUMENT / INVALID_FILTER. A filtered
 // listing pages like any other.
 func TestListFilters(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	testharness.StartNode(t, srv.Addr(), "n1", func(cfg *node.Config) { cfg.Labels = []string{"gpu"} })
@@ -158,6 +159,7 @@ func TestListFilters(t *testing.T) {
 // GetSession takes session_id, as every other request does, and still
 // the deprecated id an older client sends; session_id wins.
 func TestGetSessionBySessionID(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	a, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})

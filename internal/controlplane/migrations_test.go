@@ -200,6 +200,7 @@ func TestMigrateRefusesNonGitWorkTree(t *testing.T) {
 }
 
 func TestMigrateRequestErrors(t *testing.T) {
+	t.Parallel()
 	c := twoNodes(t, t.TempDir(), t.TempDir())
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "laptop"})
@@ -236,6 +237,7 @@ func TestMigrateRequestErrors(t *testing.T) {
 // --wait runs out, and a cancel rolls it back (fence lifted, owner kept).
 // Once the turn is over, a new migration commits.
 func TestMigrateFenceWaitAndCancel(t *testing.T) {
+	t.Parallel()
 	cp := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, cp.Addr())
 	src := rawNode(t, c, "src")

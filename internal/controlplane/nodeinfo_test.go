@@ -19,6 +19,7 @@ import (
 // timer and sends a NodeInfo frame. The wait is on the control plane's
 // view, bounded.
 func TestNodeAdvertisesALoginWithoutReconnecting(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	var home string

@@ -18,6 +18,7 @@ import (
 // through the real gRPC server with its own credential; another node and
 // the admin are not held back by it.
 func TestNodeLimits(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		c.NodeLimits = authz.Limits{Rate: 0.001, Burst: 8, Streams: 1, AppendBytes: 1, AppendBurst: 1 << 20}
 		c.Store.MaxMessageBytes, c.MaxRecvBytes = 1<<20, 1<<20

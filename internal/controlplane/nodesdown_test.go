@@ -41,6 +41,7 @@ func TestNodesDownGauge(t *testing.T) {
 // A fresh control plane exports the series its dashboards and alerts read
 // at 0, before their first event (no "No data" panel on a new install).
 func TestSeriesBeforeFirstEvent(t *testing.T) {
+	t.Parallel()
 	cp := testharness.StartControlPlane(t, nil)
 	resp, err := http.Get("http://" + cp.MetricsAddr() + "/metrics")
 	must(t, err)

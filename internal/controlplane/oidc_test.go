@@ -23,6 +23,7 @@ import (
 // tokens, and tokens without a valid user claim, are refused with a
 // reason. Cast tokens keep working beside them.
 func TestOIDCUsers(t *testing.T) {
+	t.Parallel()
 	iss := testharness.StartOIDCIssuer(t)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID, c.Auth.OIDC.AdminGroup = iss.URL, "cast", "cast-admins"

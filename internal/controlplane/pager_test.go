@@ -18,6 +18,7 @@ import (
 // invalidates the page token's revision; the one pager resumes after the
 // last message it handed out, so a range read sees every message once.
 func TestPagerRidesOutCompaction(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" })
 	c := testharness.Dial(t, srv.Addr())

@@ -19,6 +19,7 @@ import (
 // a seq past the session's end) is INVALID_ARGUMENT / INVALID_PAGE_TOKEN,
 // not UNAVAILABLE "retry shortly": retrying it can never work.
 func TestForgedPageTokenIsInvalid(t *testing.T) {
+	t.Parallel()
 	c, _ := setup(t)
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "first"})
@@ -56,6 +57,7 @@ func TestForgedPageTokenIsInvalid(t *testing.T) {
 // The control plane refuses page and message sizes whose replies could
 // pass the clients' receive limit.
 func TestConfigKeepsRepliesUnderTheReceiveLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		page, msg int

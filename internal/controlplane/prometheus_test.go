@@ -15,6 +15,7 @@ import (
 // control plane through a migration: the migration counters reach it, and
 // deploy/k8s/base/cast-alerts.rules.yml loads healthy.
 func TestPrometheusScrapesMigrations(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(testharness.RepoRoot(t), "deploy", "k8s", "base", "cast-alerts.rules.yml") // promtool: TestAlertRules
 	src, err := os.ReadFile(rules)
 	must(t, err)

@@ -21,6 +21,7 @@ import (
 // connected to replica A is assigned and delivered work created through
 // replica B, and appends through both stay dense.
 func TestReplicasShareExternalEtcd(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
 	a := testharness.StartControlPlane(t, external)

@@ -12,6 +12,7 @@ import (
 // his own new result, never alice's; alice retrying with hers still gets
 // hers back. Two user tokens over real gRPC.
 func TestRequestIDsAreScopedToTheirSender(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, nil)
 	testharness.StartNode(t, e.addr, "n2", nil)
 	waitConnected(t, e.admin, "n2", true)

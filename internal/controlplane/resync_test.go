@@ -189,6 +189,7 @@ func TestResyncOfTenThousandSessionsStreams(t *testing.T) {
 // only then): the stream ends and the node is shown down, so it can
 // reconnect and catch up instead of holding frames forever.
 func TestStuckNodeStreamIsCut(t *testing.T) {
+	t.Parallel()
 	const queue = 16
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.NodeQueue = queue })
 	c := testharness.Dial(t, srv.Addr())

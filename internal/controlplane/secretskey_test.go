@@ -15,6 +15,7 @@ import (
 // resolved), and a key an earlier version left there is not silently
 // replaced by a new one that could not open what it sealed.
 func TestSecretsKeyLivesApartFromData(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	data, conf := filepath.Join(root, "data"), filepath.Join(root, "conf")
 	for _, d := range []string{data, conf} {
@@ -65,6 +66,7 @@ func TestSecretsKeyLivesApartFromData(t *testing.T) {
 // A control plane keeps its key where it is told, outside the data dir,
 // and seals fleet credentials with it; --dev keeps it in the data dir.
 func TestSecretsKeyWhereConfigured(t *testing.T) {
+	t.Parallel()
 	for _, dev := range []bool{false, true} {
 		t.Run(map[bool]string{false: "apart", true: "dev"}[dev], func(t *testing.T) {
 			cfg := testharness.ControlPlaneConfig(t)

@@ -13,6 +13,7 @@ import (
 // the key file, nothing is written to the data dir, and a malformed value
 // is refused without being echoed.
 func TestSecretsKeyFromEnv(t *testing.T) {
+	t.Parallel()
 	const key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 	for _, tc := range []struct {
 		name, key, wantErr string

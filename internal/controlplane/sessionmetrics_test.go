@@ -15,6 +15,7 @@ import (
 // A permission wait ends allowed, denied, or abandoned (the caller gone or
 // the wait timed out); the waiting gauge goes back to 0.
 func TestPermissionWaitOutcome(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		p    store.Permission
@@ -57,6 +58,7 @@ func histCount(t *testing.T, m *metrics.ControlPlane, outcome string) int {
 
 // Every stored state has a label, and the labels are the states' names.
 func TestSessionStateLabels(t *testing.T) {
+	t.Parallel()
 	got := map[string]bool{}
 	for _, st := range sessionStates() {
 		got[st] = true

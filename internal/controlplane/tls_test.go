@@ -23,6 +23,7 @@ import (
 // file or its pin get through, plaintext and other CAs do not, a node
 // joins by pin, and a restart serves from the same CA.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "etcd")
 	on := func(c *controlplane.Config) { c.TLS.Enabled, c.DataDir = true, dataDir }
 	srv := testharness.StartControlPlane(t, on)
@@ -75,6 +76,7 @@ func TestTLS(t *testing.T) {
 // The name scrapers verify nodes by is never the control plane's: a
 // control plane certificate carrying it could pass for a node.
 func TestTLSSANRefusesNodeMetricsName(t *testing.T) {
+	t.Parallel()
 	c := controlplane.TLSConfig{Enabled: true, NodeCertTTL: time.Hour, UserCertTTL: time.Hour}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ func nextCommand(t *testing.T, cmds <-chan *castv1.Command, want func(*castv1.Co
 // Commands reach the owner through whichever replica holds its stream;
 // ReportTurn is fenced by the owner token like appends.
 func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	ep := testharness.StartEtcd(t, nil)
 	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
 	a := testharness.StartControlPlane(t, external)

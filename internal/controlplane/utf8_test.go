@@ -40,6 +40,7 @@ func sub(b []byte, num protowire.Number, m []byte) []byte {
 // naming the field, for unary and streaming calls alike, where grpc-go's
 // codec answered INTERNAL "failed to unmarshal" before any handler ran.
 func TestInvalidUTF8IsInvalidArgument(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	ctx := ctxT(t)

@@ -42,6 +42,7 @@ func wantRefusal(t *testing.T, what string, err error, field string) {
 // accepted before (and wedged a session, reached an argv or broke `cast
 // ls`).
 func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	cmds := rawNode(t, c, "n1")

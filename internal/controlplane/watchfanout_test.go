@@ -26,6 +26,7 @@ import (
 // server's sends block) falls behind without holding the others up, and
 // once read gets every message once, in order, too.
 func TestWatchStreamsFanOutAndASlowOneCatchesUp(t *testing.T) {
+	t.Parallel()
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.Watch.Buffer = 8 })
 	conns := []*client.Client{testharness.Dial(t, srv.Addr()), testharness.Dial(t, srv.Addr())}
 	testharness.StartNode(t, srv.Addr(), "n1", nil)
@@ -155,6 +156,7 @@ func slowClient(t *testing.T, addr string) castv1.SessionServiceClient {
 // is refused with RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) while a user's
 // streams open, and a closed stream makes room again.
 func TestWatchCapPerPrincipal(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t, func(c *controlplane.Config) { c.Watch.MaxPerPrincipal = 2 })
 	ctx := ctxT(t)
 	first, closeFirst := context.WithCancel(ctx)

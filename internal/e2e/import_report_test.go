@@ -56,6 +56,7 @@ func TestCLIImportReportsKeptAndSkipped(t *testing.T) {
 // --parent it becomes that cast session's worker (hidden, linked), its
 // records its conversation.
 func TestCLIImportSubagentFile(t *testing.T) {
+	t.Parallel()
 	r := newCLIRig(t, "n1")
 	cwd := t.TempDir()
 	const showcase = "../agents/claude/testdata/corpus/minimal_showcase/"

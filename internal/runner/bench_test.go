@@ -114,6 +114,7 @@ func mustAgent(tb testing.TB, name string) agents.Agent {
 // TestSuffixTail: a turn appended to a long Claude transcript is read from
 // the turn's start offset and emitted with the NativeIDs a whole read gives.
 func TestSuffixTail(t *testing.T) {
+	t.Parallel()
 	tl, path := claudeTailer(t)
 	appendClaudeTurn(t, path, "next question", "the answer")
 	var got []transcript.Message

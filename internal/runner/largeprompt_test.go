@@ -58,6 +58,7 @@ func holds(texts []string, s string) bool {
 // a prompt is left to the node's rebuilt-history fallback (unsupported)
 // before anything runs.
 func TestCodexLongPrompt(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	r, turn := setup(t, cases[1], fake.URL)
 	if turn.Agent != "codex" {

@@ -22,6 +22,7 @@ import (
 // others' transcripts and per-cwd folders are removed, OpenCode's session
 // deleted from its store.
 func TestProbeLeavesNoSession(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
@@ -51,6 +52,7 @@ func TestProbeLeavesNoSession(t *testing.T) {
 // so, the CLI is stopped, and the session it started is removed all the
 // same.
 func TestProbeTimeout(t *testing.T) {
+	t.Parallel()
 	fake := fakemodel.Start(t)
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })

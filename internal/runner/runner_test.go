@@ -449,6 +449,7 @@ func TestUnauthorized(t *testing.T) {
 // TestMissingBinary: a CLI that is not there fails with "binary not found"
 // before anything runs.
 func TestMissingBinary(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	cwd := t.TempDir()
 	t.Run("configured path", func(t *testing.T) {

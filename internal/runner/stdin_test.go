@@ -17,6 +17,7 @@ import (
 // records what it got, so only the delivery is tested here; the real CLIs
 // read it in TestTurns and the e2e tests.
 func TestPromptOnStdin(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "claude")
 	argsFile, inFile := filepath.Join(dir, "args"), filepath.Join(dir, "stdin")
@@ -56,6 +57,7 @@ func TestPromptOnStdin(t *testing.T) {
 // `controlplane --dev`), the agent still finds Node.js: those folders are
 // left out of the agent's PATH.
 func TestOwnBinaryNeverShadowsNode(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

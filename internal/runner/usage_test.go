@@ -15,6 +15,7 @@ import (
 // The real codex turns the provider's x-codex-* usage headers into its
 // rollout; the runner hands them back as the turn's usage windows.
 func TestCodexUsageWindows(t *testing.T) {
+	t.Parallel()
 	if cases[1].agent != "codex" {
 		t.Fatal("cases[1] is not codex")
 	}
