@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -186,6 +187,9 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if st == nil {
 		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
 	}
+	if time.Since(fi.ModTime()) < settleWindow {
+		end = settled(agent, data[:end], st.Size)
+	}
 	msgs, tail, err := f.read(agent, data[:end], st)
 	if err != nil {
 		return 0, err
@@ -217,6 +221,25 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		st.ModTime = 0 // look again: the last line is not complete yet
 	}
 	return sent, f.st.put(path, st)
+}
+
+// settleWindow is how long after its last write a file may still be
+// between the records of one message (agents.TailSettler); a file quiet
+// for longer is read whole, whatever it ends with (a CLI killed between
+// them writes nothing more).
+const settleWindow = 10 * time.Second
+
+// settled is how much of data (whole lines) may be read now: all of it,
+// or less where the agent writes one message as records a moment apart
+// (agents.TailSettler); never less than kept, what was read before.
+func settled(agent string, data []byte, kept int64) int64 {
+	a, _ := agents.Lookup(agent)
+	d, _ := a.Driver()
+	ts, ok := d.(agents.TailSettler)
+	if !ok {
+		return int64(len(data))
+	}
+	return max(int64(ts.Settled(data)), min(kept, int64(len(data))))
 }
 
 // baseline is the state of a file cast wrote (a restore): what cast

@@ -292,6 +292,7 @@ func TestFollowSubagentRunNamesItsParent(t *testing.T) {
 	rollout := func(id, source string) string {
 		return `{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"` + id + `","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w","originator":"codex_cli_rs","cli_version":"0.171.0","source":` + source + `}}
 {"timestamp":"2026-11-30T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"task ` + id + `"}]}}
+{"timestamp":"2026-11-30T10:00:02.000Z","type":"event_msg","payload":{"type":"token_count"}}
 `
 	}
 	claudeRec := func(side bool, agentID string) string {
@@ -425,5 +426,57 @@ func TestFollowAdoptsRunsKeptInsideAFile(t *testing.T) {
 	}
 	if texts := strings.Join(s.texts(0), "|"); !strings.Contains(texts, "Task: PISUB-TASK") || !strings.Contains(texts, "PISUB-U9") {
 		t.Fatalf("sent %q; want the run's task and the grown turn", texts)
+	}
+}
+
+// A Codex rollout read between a message's item and its event copy (the
+// CLI writes them a moment apart) keeps the message once: the trailing
+// pair waits for the record after it.
+func TestFollowCodexBetweenAMessagesTwoRecords(t *testing.T) {
+	home := t.TempDir()
+	id := "019a0000-0000-7000-8000-0000000000cc"
+	path := filepath.Join(home, "sessions", "2026", "11", "30", "rollout-2026-11-30T10-00-00-"+id+".jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(lines ...string) {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, l := range lines {
+			if _, err := f.WriteString(l + "\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(`{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"`+id+`","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w","originator":"codex_cli_rs","cli_version":"0.171.0","source":"cli"}}`,
+		`{"timestamp":"2026-11-30T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"PAIR-1 hello"}]}}`)
+	s := &sink{}
+	cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}
+	f, err := adopt.New([]adopt.Source{{Agent: "codex", Home: home}}, t.TempDir(), s, cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Scan(context.Background()); err != nil || n != 0 {
+		t.Fatalf("first scan, the copy not written yet: sent %d, %v; want nothing yet", n, err)
+	}
+	write(`{"timestamp":"2026-11-30T10:00:01.001Z","type":"event_msg","payload":{"type":"user_message","message":"PAIR-1 hello","images":null}}`,
+		`{"timestamp":"2026-11-30T10:00:02.000Z","type":"event_msg","payload":{"type":"token_count"}}`)
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	users := 0
+	for _, b := range s.batches {
+		for _, m := range b.Messages {
+			if m.Text == "PAIR-1 hello" {
+				users++
+			}
+		}
+	}
+	if users != 1 {
+		t.Fatalf("the user message was kept %d times; want once", users)
 	}
 }

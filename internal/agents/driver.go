@@ -180,3 +180,12 @@ type SessionTidier interface {
 type ProjectExclusive interface {
 	ProjectKey(home, cwd string) string
 }
+
+// TailSettler is a TailParser whose CLI writes one message as records a
+// moment apart (Codex: a response_item and its event_msg copy, read as
+// one): Settled is how many bytes of b, whole lines, a follower may read
+// now; the rest waits for what the CLI writes next, so a read never
+// falls between the two and keeps the message twice.
+type TailSettler interface {
+	Settled(b []byte) int
+}
