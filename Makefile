@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults delivery load agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s
+.PHONY: all build test test-short faults delivery load matrix agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s
 
 all: build
 
@@ -81,6 +81,11 @@ DELIVERY_STEPS ?= 200
 DELIVERY_BATCH ?= 25
 delivery: agents
 	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) CAST_DELIVERY_BATCH=$(DELIVERY_BATCH) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
+
+# Every cross-agent matrix at all 25 pairs (`make test` runs the feature
+# matrices at 10 pairs each; internal/agents/crossagent/pairs_test.go).
+matrix: agents
+	CAST_MATRIX=full $(GO) test -race -count=1 -timeout 90m ./internal/agents/crossagent/
 
 # The soak tests (built only with the soak tag): a watch opened after 10
 # idle minutes, past etcd's default 5-minute auth token TTL.

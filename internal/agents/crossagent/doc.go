@@ -49,6 +49,14 @@
 // model must get the main chain in order and none of the run.
 // TestSubagentCheckerCatchesLoss proves that check.
 //
+// TestMatrix and TestMatrixHard resume every pair. The feature matrices
+// (TestMatrixCompacted, TestMatrixImages, TestMatrixLongTurn,
+// TestMatrixSubagent) resume 10 each in the default run: the same-agent
+// pairs and source i -> target i+k, a different k for each, so every
+// feature goes from every agent's writer into every agent's CLI and every
+// cross pair carries one feature (pairs_test.go); CAST_MATRIX=full runs
+// all 25 of each.
+//
 // Subtests are named source->target and run in parallel, at most
 // maxConcurrent (3) CLI sessions at a time; TestMain raises go test's
 // default -parallel to that where GOMAXPROCS is lower, an explicit

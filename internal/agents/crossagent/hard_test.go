@@ -77,7 +77,7 @@ func code(n int32) *int32 { return &n }
 // itself), so its home is configured with a tool_output_token_limit that
 // holds 50 KB, as a user would; no other CLI is configured.
 func TestMatrixHard(t *testing.T) {
-	matrix(t, importHard, resumeHard)
+	matrix(t, everyPair, importHard, resumeHard)
 }
 
 // importHard writes the hard conversation in agent's native format (into
