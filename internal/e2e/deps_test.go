@@ -149,6 +149,33 @@ func TestOnlyTheCatalogImportsAgentPackages(t *testing.T) {
 	}
 }
 
+// The contract (internal/agents) is what cast asks of an agent; the kit
+// (internal/agents/kit) is how the agent packages implement it. Only
+// packages under internal/agents import the kit: everything else asks the
+// contract, so a helper of one agent's format never becomes a host's API.
+func TestOnlyAgentPackagesImportTheKit(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	const kit = "github.com/cast-dev/cast/internal/agents/kit"
+	all := imports(t, root)
+	if _, ok := all["internal/agents/kit"]; !ok {
+		t.Fatal("internal/agents/kit is gone: this test no longer finds the kit")
+	}
+	users := 0
+	for pkg, imps := range all {
+		if !slices.Contains(imps, kit) {
+			continue
+		}
+		users++
+		if !strings.HasPrefix(pkg, "internal/agents/") {
+			t.Errorf("%s imports the agents' kit; ask the contract (internal/agents) instead", pkg)
+		}
+	}
+	if users == 0 {
+		t.Error("no package imports internal/agents/kit: this test no longer sees its importers")
+	}
+}
+
 // A node's adoption (internal/adopt) reads files and hands batches to a
 // Sink; the node wires the Sink to gRPC. The follower itself links no
 // gRPC, no client and no store, so it is tested with plain files.
