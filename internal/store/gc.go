@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cast-dev/cast/internal/tick"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -203,15 +204,9 @@ func (s *Store) sweepOnce(ctx context.Context) {
 
 // runSweeper sweeps until ctx ends.
 func (s *Store) runSweeper(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepEvery)
-	defer t.Stop()
-	s.sweepOnce(ctx) // records the first mark
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sweepOnce(ctx)
-		}
-	}
+	// The first sweep, at once, records the first mark.
+	tick.Loop{Every: s.cfg.SweepEvery, First: true}.Run(ctx, func() bool {
+		s.sweepOnce(ctx)
+		return true
+	})
 }

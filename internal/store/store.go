@@ -62,6 +62,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Defaults.
@@ -251,19 +252,13 @@ func (s *Store) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.runTiering(ctx) }()
 	}
-	t := time.NewTicker(s.cfg.QuotaPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
-				s.lg.Warn("quota refresh failed", zap.Error(err))
-			}
-			s.checkAlarms(ctx)
+	tick.Every(ctx, s.cfg.QuotaPoll, func() bool {
+		if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
+			s.lg.Warn("quota refresh failed", zap.Error(err))
 		}
-	}
+		s.checkAlarms(ctx)
+		return true
+	})
 }
 
 // Ready reports whether etcd answers a linearizable read.
