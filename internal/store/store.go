@@ -11,8 +11,6 @@
 //	chunks/{s}/{cid}/{a}/{i} chunks of a large message, unique to append attempt a,
 //	                      written before its envelope and never again
 //	blobs/{s}/{cid}/{i}   chunks from before attempts (read, never written)
-//	segs/{s}/{last:020d}  index of a segment of the session's history in the
-//	                      object store: first and last seq, sizes, digest (tier.go)
 //	segs/{s}/{last:020d}  index entry of a segment of the session's history in
 //	                      the object store: seqs, sizes, digest (tier.go)
 //	cids/{s}/{cid}        seq, body digest, create time and chunk attempt of a
