@@ -8,10 +8,13 @@
 // package (internal/agents/claude, codex, cursor, gemini, pi, opencode,
 // grok, muse) defines and registers (its agent.go: agents.Define), and
 // the optional interfaces a driver may add (session listing and removal,
-// cwd indexes, subagent runs, MCP servers). internal/agents/codecs, the
-// catalog, links them all, so a binary knows the agents it links. Beside
-// the contract are the few services that hosts (runner, node, custody,
-// adopt, cli) use through it: Lookup, native ids, installed versions,
+// cwd indexes, subagent runs, MCP servers, token custody's login format
+// and refresher). internal/agents/codecs, the
+// catalog, links them all; only the binaries (cmd/) and tests link it, so
+// a binary knows the agents it links and every other package asks here
+// by name (ReaderFor, WriterFor, CredentialFor, RefresherFor). Beside
+// the contract are the few services that hosts (runner, node, canary,
+// adopt, cli, the control plane) use through it: Lookup, native ids, installed versions,
 // titles, a turn's environment.
 //
 // What the agent packages share to implement the contract (JSONL, lines,

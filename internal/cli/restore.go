@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/exportlog"
 	"github.com/cast-dev/cast/internal/runner"
 )
@@ -87,7 +86,7 @@ func (a *app) restoreCmd() *cobra.Command {
 // holdsMessages says whether agent's native file at path holds anything
 // of a conversation (a header-only stray a resume left does not).
 func holdsMessages(agent, path string) bool {
-	r, err := codecs.Reader(agent)
+	r, err := agents.ReaderFor(agent)
 	if err != nil {
 		return true // cannot tell: take it as there
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/exportlog"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -35,7 +34,7 @@ func (a *app) importCmd() *cobra.Command {
 			if agent == "" {
 				return usagef("--agent is required: the agent that wrote PATH")
 			}
-			r, err := codecs.Reader(agent)
+			r, err := agents.ReaderFor(agent)
 			if err != nil {
 				return err
 			}
@@ -299,7 +298,7 @@ func (a *app) exportCmd() *cobra.Command {
 // the file in the export log under key (what a later export rewrites, and
 // what a node's adoption knows as cast's own).
 func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *exportlog.Log, key string) (agents.Written, error) {
-	w, err := codecs.Writer(agent, codecs.WriterOptions{})
+	w, err := agents.WriterFor(agent, "", nil)
 	if err != nil {
 		return agents.Written{}, err
 	}
