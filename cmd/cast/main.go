@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // the agents this binary knows
 	"github.com/cast-dev/cast/internal/cli"
 )
 

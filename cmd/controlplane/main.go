@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // the agents this binary knows
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/devmode"
 	"github.com/cast-dev/cast/internal/failpoint"

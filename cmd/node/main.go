@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // the agents this binary knows
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"

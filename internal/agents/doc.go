@@ -1,15 +1,25 @@
-// Package agents is what cast knows of the coding-agent CLIs it drives,
-// and the kit their packages share.
+// Package agents is the contract between cast and the coding-agent CLIs
+// it drives: what cast knows of each and asks of its package.
 //
 // The contract: the registry entry (Agent: binary, capabilities, commands,
 // fork cut, login, loopback set-up), the Codec (its native transcript's
-// Reader and Writer) and the Driver (how the runner runs its CLI headless
-// and follows a turn) that each agent package (internal/agents/claude,
-// codex, cursor, gemini, pi, opencode, grok, muse) defines and registers
-// (its agent.go: agents.Define); internal/agents/codecs, the catalog, links
-// them all, so a binary knows the agents it links. The kit:
-// JSONL and line readers, decode reports, token files, process groups,
-// install versions and titles, shared by those packages.
+// Reader and Writer, with Target and Written) and the Driver (how the
+// runner runs its CLI headless and follows a turn) that each agent
+// package (internal/agents/claude, codex, cursor, gemini, pi, opencode,
+// grok, muse) defines and registers (its agent.go: agents.Define), and
+// the optional interfaces a driver may add (session listing and removal,
+// cwd indexes, subagent runs, MCP servers, token custody's login format
+// and refresher). internal/agents/codecs, the
+// catalog, links them all; only the binaries (cmd/) and tests link it, so
+// a binary knows the agents it links and every other package asks here
+// by name (ReaderFor, WriterFor, CredentialFor, RefresherFor). Beside
+// the contract are the few services that hosts (runner, node, canary,
+// adopt, cli, the control plane) use through it: Lookup, native ids, installed versions,
+// titles, a turn's environment.
+//
+// What the agent packages share to implement the contract (JSONL, lines,
+// decode reports, token files, process groups, images, notices) is
+// internal/agents/kit, which builds on this package.
 //
 // Everything about one agent lives under this folder: code elsewhere asks
 // the registry or the driver and never switches on an agent's name

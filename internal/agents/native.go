@@ -58,17 +58,6 @@ type ReportingReader interface {
 	ReadReport(path string) (msgs []transcript.Message, skipped map[string]int, err error)
 }
 
-// Skips counts what a reader left out, by kind; the zero value is ready.
-type Skips map[string]int
-
-// Add counts one left-out line or record of kind.
-func (s *Skips) Add(kind string) {
-	if *s == nil {
-		*s = Skips{}
-	}
-	(*s)[kind]++
-}
-
 // ReadReport reads path with r, with r's skip counts when it keeps them
 // (nil otherwise).
 func ReadReport(r Reader, path string) ([]transcript.Message, map[string]int, error) {

@@ -154,8 +154,8 @@ var registry = map[string]Agent{}
 // package calls it once, for a package variable (its agent.go): package
 // variables are set before any of the package's init functions run, so
 // the entry exists when they register the agent's driver, codec or login
-// check. An agent is known wherever its package is linked; agents/codecs
-// links them all. It panics on a nameless agent or a second definition.
+// check. An agent is known wherever its package is linked; agents/codecs,
+// which the binaries link, links them all. It panics on a nameless agent or a second definition.
 func Define(a Agent) Agent {
 	if a.Name == "" {
 		panic("agents: Define of an agent with no name")

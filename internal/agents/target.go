@@ -3,7 +3,6 @@ package agents
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/cast-dev/cast/internal/agents/repair"
 )
@@ -24,12 +23,4 @@ func (t Target) StableID(agent string) string {
 		return t.NativeID
 	}
 	return repair.StableUUID(agent + ":" + t.SessionID)
-}
-
-// Clock is now, or time.Now when now is nil (writers' Now fields).
-func Clock(now func() time.Time) func() time.Time {
-	if now == nil {
-		return time.Now
-	}
-	return now
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/agents/sandbox"
 	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/fakemodel"
@@ -162,7 +161,7 @@ func failf(capability, format string, args ...any) Check {
 // before produced.
 func (r *run) steps(ctx context.Context, bin string) []Check {
 	t := r.turn
-	w, err := codecs.Writer(r.agent, codecs.WriterOptions{Bin: bin, Env: runner.Env(t)})
+	w, err := agents.WriterFor(r.agent, bin, runner.Env(t))
 	if err != nil {
 		return []Check{failf(capability.Write, "%v", err)}
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
@@ -25,7 +24,7 @@ type homeLogin struct {
 // loginFromHome reads the login agent keeps in dir, a CLAUDE_CONFIG_DIR or
 // CODEX_HOME layout, and checks its shape before anything is sent.
 func loginFromHome(agent, dir string) (*homeLogin, error) {
-	f, err := codecs.Credential(agent)
+	f, err := agents.CredentialFor(agent)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -53,7 +52,7 @@ func loginFromHome(agent, dir string) (*homeLogin, error) {
 // No copy of the old file is kept: it would be a second holder of the
 // refresh token.
 func (h *homeLogin) release() error {
-	f, err := codecs.Credential(h.agent)
+	f, err := agents.CredentialFor(h.agent)
 	if err != nil {
 		return err
 	}

@@ -51,82 +51,75 @@ type diffReport struct {
 }
 
 func (a *app) diffCmd() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "diff ID",
 		Short: "Show what a session did: files changed, commits made, tools used",
 		Long: "Show what a session did: the working directory's uncommitted changes and the commits made\n" +
 			"since the session started (read from git on this machine), and the tools, files and shell\n" +
 			"commands in its transcript. Run it on the session's node to see the workspace part.",
-		Args: sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast diff ID; `cast ls` lists sessions")
+	}, sessionUse{hint: "cast diff ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.ctx(cmd.Context())
+		sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
+		cancel()
+		if err != nil {
+			return err
+		}
+		// A fork's copied history was the parent's work, not this session's.
+		from := int64(1)
+		if sess.ParentId != "" && sess.ForkedAtSeq > 0 {
+			from = sess.ForkedAtSeq + 1
+		}
+		var msgs []transcript.Message
+		if from <= sess.LastSeq {
+			err := c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from}, func(m *castv1.Message) error {
+				msgs = append(msgs, wire.FromProto(m))
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-			cancel()
-			if err != nil {
-				return err
-			}
-			// A fork's copied history was the parent's work, not this session's.
-			from := int64(1)
-			if sess.ParentId != "" && sess.ForkedAtSeq > 0 {
-				from = sess.ForkedAtSeq + 1
-			}
-			var msgs []transcript.Message
-			if from <= sess.LastSeq {
-				err := c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from}, func(m *castv1.Message) error {
-					msgs = append(msgs, wire.FromProto(m))
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
+		}
 
-			rep := diffReport{
-				ID: sess.Id, Cwd: sess.Cwd, Node: sess.Node, FromSeq: from,
-				FilesChanged: []diffFile{}, Commits: []diffCommit{}, Tools: []sessiondiff.ToolUse{},
-				FilesTouched: []string{}, Commands: []string{},
+		rep := diffReport{
+			ID: sess.Id, Cwd: sess.Cwd, Node: sess.Node, FromSeq: from,
+			FilesChanged: []diffFile{}, Commits: []diffCommit{}, Tools: []sessiondiff.ToolUse{},
+			FilesTouched: []string{}, Commands: []string{},
+		}
+		since := sessionStart(sess, msgs)
+		var ws *git.Report
+		if ws, err = git.Inspect(cmd.Context(), sess.Cwd, git.Options{Since: since}); err != nil {
+			rep.WorkspaceError = workspaceProblem(err, sess)
+		} else {
+			rep.RepoRoot = ws.Root
+			for _, f := range ws.Files {
+				rep.FilesChanged = append(rep.FilesChanged, diffFile{Path: f.Path, Status: f.Status(), OrigPath: f.OrigPath})
 			}
-			since := sessionStart(sess, msgs)
-			var ws *git.Report
-			if ws, err = git.Inspect(cmd.Context(), sess.Cwd, git.Options{Since: since}); err != nil {
-				rep.WorkspaceError = workspaceProblem(err, sess)
-			} else {
-				rep.RepoRoot = ws.Root
-				for _, f := range ws.Files {
-					rep.FilesChanged = append(rep.FilesChanged, diffFile{Path: f.Path, Status: f.Status(), OrigPath: f.OrigPath})
-				}
-				for _, cm := range ws.Commits {
-					rep.Commits = append(rep.Commits, diffCommit{Hash: cm.Hash, Subject: cm.Subject, Time: cm.AuthorTime.UTC().Format(time.RFC3339)})
-				}
-				rep.FilesTruncated, rep.CommitsTruncated = ws.FilesTruncated, ws.CommitsTruncated
+			for _, cm := range ws.Commits {
+				rep.Commits = append(rep.Commits, diffCommit{Hash: cm.Hash, Subject: cm.Subject, Time: cm.AuthorTime.UTC().Format(time.RFC3339)})
 			}
-			if !since.IsZero() {
-				rep.Since = since.UTC().Format(time.RFC3339)
-			}
-			sum := sessiondiff.Summarize(msgs, "")
-			if sum.Tools != nil {
-				rep.Tools = sum.Tools
-			}
-			if sum.Commands != nil {
-				rep.Commands = sum.Commands
-			}
-			rep.FilesTouched = touchedPaths(sum.FilesTouched, sess.Cwd, ws)
-			if a.json {
-				return a.printJSON(rep)
-			}
-			return a.printDiff(rep)
-		},
-	}
-	sessionFlag(cmd, &id)
+			rep.FilesTruncated, rep.CommitsTruncated = ws.FilesTruncated, ws.CommitsTruncated
+		}
+		if !since.IsZero() {
+			rep.Since = since.UTC().Format(time.RFC3339)
+		}
+		sum := sessiondiff.Summarize(msgs, "")
+		if sum.Tools != nil {
+			rep.Tools = sum.Tools
+		}
+		if sum.Commands != nil {
+			rep.Commands = sum.Commands
+		}
+		rep.FilesTouched = touchedPaths(sum.FilesTouched, sess.Cwd, ws)
+		if a.json {
+			return a.printJSON(rep)
+		}
+		return a.printDiff(rep)
+	})
+
 	return cmd
 }
 

@@ -15,36 +15,29 @@ import (
 )
 
 func (a *app) getCmd() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:     "get ID",
 		Aliases: []string{"describe"},
 		Short:   "Show one session whole: agent, model, node, state, folders, links, counts, last error, times",
-		Args:    sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast get ID; `cast ls` lists sessions")
+	}, sessionUse{hint: "cast get ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 			if err != nil {
 				return err
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-				if err != nil {
-					return err
+			if a.json {
+				return a.printJSON(raw(sess))
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			for _, row := range describeRows(sess) {
+				if row[1] != "" {
+					fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 				}
-				if a.json {
-					return a.printJSON(raw(sess))
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				for _, row := range describeRows(sess) {
-					if row[1] != "" {
-						fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
-					}
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			}
+			return tw.Flush()
+		})
+	})
+
 	return cmd
 }
 

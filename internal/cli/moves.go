@@ -17,43 +17,37 @@ import (
 )
 
 func (a *app) switchCmd() *cobra.Command {
-	var id, agent, model, effort string
+	var agent, model, effort string
 	var fork bool
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "switch ID [--agent A] [--model M] [--effort E] [--fork]",
 		Short: "Switch a session's agent, model or effort in place (--fork: onto a new fork instead)",
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast switch ID --agent A; `cast ls` lists sessions")
+	}, sessionUse{hint: "cast switch ID --agent A; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		if agent == "" && model == "" && effort == "" {
+			return usagef("say what to switch to: --agent, --model or --effort")
+		}
+		if fork {
+			if effort != "" {
+				return usagef("--effort cannot be set on a fork yet; fork, then switch the fork")
+			}
+			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, Agent: agent, Model: model, RequestId: ids.NewClientID()})
+		}
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
 			if err != nil {
 				return err
 			}
-			if agent == "" && model == "" && effort == "" {
-				return usagef("say what to switch to: --agent, --model or --effort")
+			if a.json {
+				return a.printJSON(raw(sess))
 			}
-			if fork {
-				if effort != "" {
-					return usagef("--effort cannot be set on a fork yet; fork, then switch the fork")
-				}
-				return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, Agent: agent, Model: model, RequestId: ids.NewClientID()})
+			if sess.HandoffFrom == id {
+				return a.printHandedOff(ctx, c, sess)
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(sess))
-				}
-				if sess.HandoffFrom == id {
-					return a.printHandedOff(ctx, c, sess)
-				}
-				fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
-				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+			return nil
+		})
+	})
+
 	cmd.Flags().StringVar(&agent, "agent", "", "new agent")
 	cmd.Flags().StringVar(&model, "model", "", "new model")
 	cmd.Flags().StringVar(&effort, "effort", "", "new reasoning effort")
@@ -64,40 +58,34 @@ func (a *app) switchCmd() *cobra.Command {
 func (a *app) forkCmd() *cobra.Command {
 	var at int64
 	var tip bool
-	var id, agent, model, node, branch string
-	cmd := &cobra.Command{
+	var agent, model, node, branch string
+	cmd := onSession(&cobra.Command{
 		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree [BRANCH]]",
 		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
-		Args:  sessionArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, args, err := sessionArg(id, args, 1, "", "cast fork ID; `cast ls` lists sessions")
-			if err != nil {
-				return err
-			}
-			if branch == defaultWorktree && len(args) == 1 {
-				branch, args = args[0], nil // --worktree BRANCH
-			}
-			if len(args) > 0 {
-				return usagef("unexpected argument %q; see `cast fork --help`", args[0])
-			}
-			dflt := branch == defaultWorktree || (branch == "" && cmd.Flags().Changed("worktree"))
-			if branch == defaultWorktree {
-				branch = ""
-			}
-			if tip && at != 0 {
-				return usagef("use --at SEQ or --tip, not both")
-			}
-			if at < 0 {
-				return usagef("--at must be a seq (1-based)")
-			}
-			if branch != "" && !ids.ValidBranch(branch) {
-				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
-			}
-			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: agent, Model: model, Node: node,
-				RequestId: ids.NewClientID(), WorktreeBranch: branch, WorktreeDefault: dflt})
-		},
-	}
-	sessionFlag(cmd, &id)
+	}, sessionUse{rest: 1, hint: "cast fork ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
+		if branch == defaultWorktree && len(args) == 1 {
+			branch, args = args[0], nil // --worktree BRANCH
+		}
+		if len(args) > 0 {
+			return usagef("unexpected argument %q; see `cast fork --help`", args[0])
+		}
+		dflt := branch == defaultWorktree || (branch == "" && cmd.Flags().Changed("worktree"))
+		if branch == defaultWorktree {
+			branch = ""
+		}
+		if tip && at != 0 {
+			return usagef("use --at SEQ or --tip, not both")
+		}
+		if at < 0 {
+			return usagef("--at must be a seq (1-based)")
+		}
+		if branch != "" && !ids.ValidBranch(branch) {
+			return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
+		}
+		return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: agent, Model: model, Node: node,
+			RequestId: ids.NewClientID(), WorktreeBranch: branch, WorktreeDefault: dflt})
+	})
+
 	cmd.Flags().Int64Var(&at, "at", 0, "last message (seq) to copy")
 	cmd.Flags().BoolVar(&tip, "tip", false, "copy everything (the default)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent for the fork (default: the same)")
@@ -222,9 +210,9 @@ func (a *app) spawnCmd() *cobra.Command {
 }
 
 func (a *app) mergeCmd() *cobra.Command {
-	var id, msg string
+	var msg string
 	var run bool
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "merge [FORK_ID] [MESSAGE] [--run] [-m TEXT|-]",
 		Short: "Bring a fork's unmerged work into its parent's history; a turn runs on it only with --run or a message",
 		Long: `Bring a fork's unmerged work into its parent's history as one history-framed message.
@@ -233,35 +221,29 @@ Nothing runs: the parent's agent reads the merged work at the start of its next
 turn. --run starts that turn now, so the agent answers the merge; a MESSAGE (or
 -m TEXT, - reads stdin) is sent with the merge as the parent's next message and
 runs the turn on it.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, args, err := sessionArg(id, args, anyRest, os.Getenv("CAST_SESSION"), "cast merge FORK_ID (required outside a cast session)")
+	}, sessionUse{rest: anyRest, env: "CAST_SESSION", hint: "cast merge FORK_ID (required outside a cast session)"}, func(cmd *cobra.Command, id string, args []string) error {
+		text, err := a.mergeMessage(args, msg)
+		if err != nil {
+			return err
+		}
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id, Run: run, Message: text})
 			if err != nil {
 				return err
 			}
-			text, err := a.mergeMessage(args, msg)
-			if err != nil {
-				return err
+			if a.json {
+				return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
+					"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted, "prompt_seq": resp.PromptSeq})
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id, Run: run, Message: text})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
-						"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted, "prompt_seq": resp.PromptSeq})
-				}
-				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
-				if resp.PromptSeq == 0 {
-					fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
-					return nil
-				}
-				fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
+			fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
+			if resp.PromptSeq == 0 {
+				fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
 				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			}
+			fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&run, "run", false, "run a turn on the parent now, so its agent answers the merge")
 	cmd.Flags().StringVarP(&msg, "message", "m", "", "the parent's next message, sent with the merge; runs a turn on it (- reads stdin)")
 	return cmd
@@ -282,55 +264,49 @@ func (a *app) mergeMessage(args []string, flag string) (string, error) {
 }
 
 func (a *app) handoffCmd() *cobra.Command {
-	var id, to, model, account, device, msg string
+	var to, model, account, device, msg string
 	var dry bool
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "handoff [ID] --agent AGENT|same [--model M] [--account NAME] [--node NODE] [-m TEXT|-] [--dry-run]",
 		Short: "Start a new session on any agent, seeded by a brief of this one (model-written, with a fallback)",
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, os.Getenv("CAST_SESSION"), "cast handoff ID (required outside a cast session)")
+	}, sessionUse{env: "CAST_SESSION", hint: "cast handoff ID (required outside a cast session)"}, func(cmd *cobra.Command, id string, _ []string) error {
+		if to == "" {
+			return usagef("--agent AGENT (or same) is required")
+		}
+		if account != "" && !ids.ValidName(account) {
+			return usagef("--account %q is not a valid account name", account)
+		}
+		if msg == "-" {
+			b, err := readAllLimited(a.in)
 			if err != nil {
 				return err
 			}
-			if to == "" {
-				return usagef("--agent AGENT (or same) is required")
+			msg = b
+		}
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
+				Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID(), Account: account})
+			if err != nil {
+				return err
 			}
-			if account != "" && !ids.ValidName(account) {
-				return usagef("--account %q is not a valid account name", account)
+			if a.json {
+				out := map[string]any{"source_id": id, "brief_source": resp.BriefSource, "prompt": resp.Prompt}
+				if resp.Session != nil {
+					out["id"], out["agent"] = resp.Session.Id, resp.Session.Agent
+				}
+				return a.printJSON(out)
 			}
-			if msg == "-" {
-				b, err := readAllLimited(a.in)
-				if err != nil {
-					return err
-				}
-				msg = b
-			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: id, ToAgent: to, Model: model,
-					Node: device, Direction: msg, DryRun: dry, RequestId: ids.NewClientID(), Account: account})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					out := map[string]any{"source_id": id, "brief_source": resp.BriefSource, "prompt": resp.Prompt}
-					if resp.Session != nil {
-						out["id"], out["agent"] = resp.Session.Id, resp.Session.Agent
-					}
-					return a.printJSON(out)
-				}
-				if dry {
-					fmt.Fprint(a.out, resp.Prompt)
-					return nil
-				}
-				fmt.Fprintln(a.out, resp.Session.Id)
-				fmt.Fprintf(a.errOut, "handed off %s to %s on %s (brief: %s); follow it with `cast watch %s`\n",
-					id, resp.Session.Id, resp.Session.Agent, resp.BriefSource, resp.Session.Id)
+			if dry {
+				fmt.Fprint(a.out, resp.Prompt)
 				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			}
+			fmt.Fprintln(a.out, resp.Session.Id)
+			fmt.Fprintf(a.errOut, "handed off %s to %s on %s (brief: %s); follow it with `cast watch %s`\n",
+				id, resp.Session.Id, resp.Session.Agent, resp.BriefSource, resp.Session.Id)
+			return nil
+		})
+	})
+
 	cmd.Flags().StringVar(&to, "agent", "", "agent for the new session, or same")
 	_ = cmd.Flags().SetAnnotation("agent", sameAgent, []string{"true"})
 	// --to was this flag's name; --to names a node in migrate, and switch

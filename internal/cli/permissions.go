@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,38 +16,32 @@ import (
 )
 
 func (a *app) approveCmd(allow bool) *cobra.Command {
-	var id, rid, msg string
+	var rid, msg string
 	use, short := "approve ID [--request RID]", "Let a session's agent run the tool it is waiting on"
 	if !allow {
 		use, short = "deny ID [--request RID] [-m WHY]", "Refuse the tool a session's agent is waiting on"
 	}
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast "+cmd.Name()+" ID; `cast ls` shows sessions waiting on a permission")
+	}, sessionUse{hint: "cast " + strings.Fields(use)[0] + " ID; `cast ls` shows sessions waiting on a permission"}, func(cmd *cobra.Command, id string, _ []string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
 			if err != nil {
 				return err
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
-				}
-				verb := "approved"
-				if !allow {
-					verb = "denied"
-				}
-				fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
-				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			if a.json {
+				return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
+			}
+			verb := "approved"
+			if !allow {
+				verb = "denied"
+			}
+			fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
+			return nil
+		})
+	})
+
 	cmd.Flags().StringVar(&rid, "request", "", "request id (default: the oldest pending one)")
 	if !allow {
 		cmd.Flags().StringVarP(&msg, "message", "m", "", "why, for the agent")

@@ -8,14 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/exportlog"
 	"github.com/cast-dev/cast/internal/runner"
 )
 
 func (a *app) restoreCmd() *cobra.Command {
-	var id, home, cwd string
-	cmd := &cobra.Command{
+	var home, cwd string
+	cmd := onSession(&cobra.Command{
 		Use:   "restore ID [--home DIR] [--cwd C]",
 		Short: "Write a session back where its agent lists it (after its native file is gone), on this machine",
 		Long: "Writes the session as its agent's native session in the agent's own folder as this user has it\n" +
@@ -23,68 +22,62 @@ func (a *app) restoreCmd() *cobra.Command {
 			"own picker and resume find it. An adopted session gets its native id back (Codex's a new one: its\n" +
 			"index would not find the old), so the resume command the user knew still works. Refused while\n" +
 			"that native session is still there.",
-		Args: sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast restore ID; `cast ls --origin native` lists adopted sessions")
-			if err != nil {
-				return err
+	}, sessionUse{hint: "cast restore ID; `cast ls --origin native` lists adopted sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		sess, msgs, err := a.exportAll(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		ag, ok := agents.Lookup(sess.Agent)
+		if !ok {
+			return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
+		}
+		if home == "" {
+			home = runner.AgentDir(ag, os.Environ())
+		}
+		absHome, err := filepath.Abs(home)
+		if err != nil {
+			return err
+		}
+		if cwd == "" {
+			cwd = sess.Cwd
+		}
+		if !filepath.IsAbs(cwd) {
+			return usagef("the session has no absolute working directory; pass --cwd")
+		}
+		nativeID := sess.GetOrigin().GetNativeId()
+		d, hasDriver := ag.Driver()
+		if hasDriver && nativeID != "" {
+			if p := d.FindSession(absHome, nativeID); p != "" && holdsMessages(sess.Agent, p) {
+				return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
 			}
-			sess, msgs, err := a.exportAll(cmd.Context(), id)
-			if err != nil {
-				return err
+		}
+		if nativeID == "" || ag.Caps.IndexedIDs {
+			nativeID = agents.NewNativeID(sess.Agent) // its old id would not resume (IndexedIDs)
+		}
+		log, err := loadExportLog()
+		if err != nil {
+			return err
+		}
+		out, err := writeNative(sess.Agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: sess.Model, NativeID: nativeID},
+			msgs, log, exportlog.Key(sess.Agent, absHome, sess.Id))
+		if err != nil {
+			return err
+		}
+		if td, ok := d.(agents.SessionTidier); ok && hasDriver {
+			// Strays of the old file (Gemini's header-only resumes) would
+			// make the agent's own cleanup take the restored one.
+			if err := td.TidySession(absHome, out.NativeID); err != nil {
+				fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
 			}
-			ag, ok := agents.Lookup(sess.Agent)
-			if !ok {
-				return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
-			}
-			if home == "" {
-				home = runner.AgentDir(ag, os.Environ())
-			}
-			absHome, err := filepath.Abs(home)
-			if err != nil {
-				return err
-			}
-			if cwd == "" {
-				cwd = sess.Cwd
-			}
-			if !filepath.IsAbs(cwd) {
-				return usagef("the session has no absolute working directory; pass --cwd")
-			}
-			nativeID := sess.GetOrigin().GetNativeId()
-			d, hasDriver := ag.Driver()
-			if hasDriver && nativeID != "" {
-				if p := d.FindSession(absHome, nativeID); p != "" && holdsMessages(sess.Agent, p) {
-					return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
-				}
-			}
-			if nativeID == "" || ag.Caps.IndexedIDs {
-				nativeID = agents.NewNativeID(sess.Agent) // its old id would not resume (IndexedIDs)
-			}
-			log, err := loadExportLog()
-			if err != nil {
-				return err
-			}
-			out, err := writeNative(sess.Agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: sess.Model, NativeID: nativeID},
-				msgs, log, exportlog.Key(sess.Agent, absHome, sess.Id))
-			if err != nil {
-				return err
-			}
-			if td, ok := d.(agents.SessionTidier); ok && hasDriver {
-				// Strays of the old file (Gemini's header-only resumes) would
-				// make the agent's own cleanup take the restored one.
-				if err := td.TidySession(absHome, out.NativeID); err != nil {
-					fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
-				}
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
-					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
-			}
-			fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", len(msgs), sess.Agent, out.NativeID, out.Path)
-			return nil
-		},
-	}
-	sessionFlag(cmd, &id)
+		}
+		if a.json {
+			return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
+				"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
+		}
+		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", len(msgs), sess.Agent, out.NativeID, out.Path)
+		return nil
+	})
+
 	cmd.Flags().StringVar(&home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	return cmd
@@ -93,7 +86,7 @@ func (a *app) restoreCmd() *cobra.Command {
 // holdsMessages says whether agent's native file at path holds anything
 // of a conversation (a header-only stray a resume left does not).
 func holdsMessages(agent, path string) bool {
-	r, err := codecs.Reader(agent)
+	r, err := agents.ReaderFor(agent)
 	if err != nil {
 		return true // cannot tell: take it as there
 	}

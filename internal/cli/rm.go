@@ -11,35 +11,28 @@ import (
 )
 
 func (a *app) rmCmd() *cobra.Command {
-	var id string
 	var purge bool
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "rm ID [--purge]",
 		Short: "Archive a session: hidden from `cast ls` (see --all), closed to new messages; --purge deletes it",
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast rm ID; `cast ls` lists sessions")
+	}, sessionUse{hint: "cast rm ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: id, Purge: purge})
 			if err != nil {
 				return err
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: id, Purge: purge})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"id": id, "purged": resp.Purged, "archived": !resp.Purged})
-				}
-				if resp.Purged {
-					fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
-					return nil
-				}
-				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
+			if a.json {
+				return a.printJSON(map[string]any{"id": id, "purged": resp.Purged, "archived": !resp.Purged})
+			}
+			if resp.Purged {
+				fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
 				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			}
+			fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
+			return nil
+		})
+	})
+
 	cmd.Flags().BoolVar(&purge, "purge", false, "delete the session and its messages from the store (cannot be undone)")
 	return cmd
 }

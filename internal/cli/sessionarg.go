@@ -1,6 +1,10 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+)
 
 // anyRest is sessionArg's rest for a command whose other arguments are
 // a message of any length (send, merge).
@@ -49,4 +53,32 @@ func sessionArgs(rest int) cobra.PositionalArgs {
 		return cobra.ArbitraryArgs
 	}
 	return cobra.MaximumNArgs(rest + 1)
+}
+
+// sessionUse says how a command names the session it acts on.
+type sessionUse struct {
+	rest int    // other arguments at most (anyRest: any number)
+	env  string // the variable naming the session when no argument does ("": none)
+	hint string // how to name one, for the usage error
+}
+
+// onSession makes cmd act on one session: its Args, its RunE (which reads
+// the session as sessionArg does and calls run with it and the other
+// arguments) and its hidden -s flag (sessionFlag).
+func onSession(cmd *cobra.Command, u sessionUse, run func(cmd *cobra.Command, id string, args []string) error) *cobra.Command {
+	var flag string
+	cmd.Args = sessionArgs(u.rest)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		fallback := ""
+		if u.env != "" {
+			fallback = os.Getenv(u.env)
+		}
+		id, args, err := sessionArg(flag, args, u.rest, fallback, u.hint)
+		if err != nil {
+			return err
+		}
+		return run(cmd, id, args)
+	}
+	sessionFlag(cmd, &flag)
+	return cmd
 }

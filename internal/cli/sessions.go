@@ -122,45 +122,39 @@ func (a *app) sendCmd() *cobra.Command {
 }
 
 func (a *app) readCmd() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "read ID [FROM:TO]",
 		Short: "Print a session's messages, optionally a 1-based seq range like 87:106",
-		Args:  sessionArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, args, err := sessionArg(id, args, 1, "", "cast read ID [FROM:TO]; `cast ls` lists sessions")
-			if err != nil {
+	}, sessionUse{rest: 1, hint: "cast read ID [FROM:TO]; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
+		from, to := int64(0), int64(0)
+		if len(args) == 1 {
+			var err error
+			if from, to, err = parseRange(args[0]); err != nil {
 				return err
 			}
-			from, to := int64(0), int64(0)
-			if len(args) == 1 {
-				if from, to, err = parseRange(args[0]); err != nil {
-					return err
-				}
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var all []*castv1.Message
-			err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
-				if a.json {
-					all = append(all, m)
-				} else {
-					fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		var all []*castv1.Message
+		err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
 			if a.json {
-				return a.printJSON(map[string]any{"session_id": id, "messages": raws(all)})
+				all = append(all, m)
+			} else {
+				fmt.Fprint(a.out, a.forScreen(formatMessage(m)))
 			}
 			return nil
-		},
-	}
-	sessionFlag(cmd, &id)
+		})
+		if err != nil {
+			return err
+		}
+		if a.json {
+			return a.printJSON(map[string]any{"session_id": id, "messages": raws(all)})
+		}
+		return nil
+	})
+
 	return cmd
 }
 
@@ -294,38 +288,31 @@ func unknownOutcome(err error) bool {
 }
 
 func (a *app) interruptCmd() *cobra.Command {
-	var id string
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "interrupt ID",
 		Short: "Stop a session's running turn (its whole process group)",
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast interrupt ID; `cast ls` lists sessions")
+	}, sessionUse{hint: "cast interrupt ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
 			if err != nil {
 				return err
 			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered, "idle": resp.Idle})
-				}
-				if resp.Idle {
-					fmt.Fprintf(a.out, "nothing to stop: %s is not running a turn\n", id)
-					return nil
-				}
-				if !resp.Delivered {
-					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
-					return nil
-				}
-				fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
+			if a.json {
+				return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered, "idle": resp.Idle})
+			}
+			if resp.Idle {
+				fmt.Fprintf(a.out, "nothing to stop: %s is not running a turn\n", id)
 				return nil
-			})
-		},
-	}
-	sessionFlag(cmd, &id)
+			}
+			if !resp.Delivered {
+				fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+				return nil
+			}
+			fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
+			return nil
+		})
+	})
+
 	return cmd
 }
 

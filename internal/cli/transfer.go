@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/exportlog"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -35,7 +34,7 @@ func (a *app) importCmd() *cobra.Command {
 			if agent == "" {
 				return usagef("--agent is required: the agent that wrote PATH")
 			}
-			r, err := codecs.Reader(agent)
+			r, err := agents.ReaderFor(agent)
 			if err != nil {
 				return err
 			}
@@ -228,9 +227,9 @@ func importTitle(msgs []transcript.Message, path string) string {
 }
 
 func (a *app) exportCmd() *cobra.Command {
-	var id, agent, home, cwd, model string
+	var agent, home, cwd, model string
 	var overwrite bool
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "export ID --agent B --home DIR [--cwd C] [--overwrite]",
 		Short: "Write a session as agent B's native transcript, where B finds it when its own folder is DIR",
 		Long: "DIR is the agent's own folder: CLAUDE_CONFIG_DIR (~/.claude) for claude, CODEX_HOME (~/.codex) for codex,\n" +
@@ -238,61 +237,55 @@ func (a *app) exportCmd() *cobra.Command {
 			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.\n\n" +
 			"Each export writes a new native session, except that cast rewrites the one it exported last time\n" +
 			"into DIR while that file is byte-identical to what cast wrote; --overwrite rewrites it anyway.",
-		Args: sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast export ID --agent B --home DIR; `cast ls` lists sessions")
-			if err != nil {
-				return err
-			}
-			if agent == "" || home == "" {
-				return usagef("--agent and --home are required")
-			}
-			sess, msgs, err := a.exportAll(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if err := agents.CheckTakeover(agent, len(msgs) > 0); err != nil {
-				return err
-			}
-			if cwd == "" {
-				cwd = sess.Cwd
-			}
-			if cwd == "" || !filepath.IsAbs(cwd) {
-				return usagef("the session has no absolute working directory; pass --cwd")
-			}
-			absHome, err := filepath.Abs(home)
-			if err != nil {
-				return err
-			}
-			if model == "" && sess.Agent == agent {
-				model = sess.Model
-			}
-			log, err := loadExportLog()
-			if err != nil {
-				return err
-			}
-			key := exportlog.Key(agent, absHome, sess.Id)
-			nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
-			out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs, log, key)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
-					"path": out.Path, "messages": len(msgs), "omitted": out.Omitted, "rewrote": rewrite})
-			}
-			how := "a new session"
-			if rewrite {
-				how = "over the session cast exported there before"
-			}
-			fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", len(msgs), agent, out.NativeID, how, out.Path)
-			if out.Omitted > 0 {
-				fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
-			}
-			return nil
-		},
-	}
-	sessionFlag(cmd, &id)
+	}, sessionUse{hint: "cast export ID --agent B --home DIR; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		if agent == "" || home == "" {
+			return usagef("--agent and --home are required")
+		}
+		sess, msgs, err := a.exportAll(cmd.Context(), id)
+		if err != nil {
+			return err
+		}
+		if err := agents.CheckTakeover(agent, len(msgs) > 0); err != nil {
+			return err
+		}
+		if cwd == "" {
+			cwd = sess.Cwd
+		}
+		if cwd == "" || !filepath.IsAbs(cwd) {
+			return usagef("the session has no absolute working directory; pass --cwd")
+		}
+		absHome, err := filepath.Abs(home)
+		if err != nil {
+			return err
+		}
+		if model == "" && sess.Agent == agent {
+			model = sess.Model
+		}
+		log, err := loadExportLog()
+		if err != nil {
+			return err
+		}
+		key := exportlog.Key(agent, absHome, sess.Id)
+		nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
+		out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs, log, key)
+		if err != nil {
+			return err
+		}
+		if a.json {
+			return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
+				"path": out.Path, "messages": len(msgs), "omitted": out.Omitted, "rewrote": rewrite})
+		}
+		how := "a new session"
+		if rewrite {
+			how = "over the session cast exported there before"
+		}
+		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", len(msgs), agent, out.NativeID, how, out.Path)
+		if out.Omitted > 0 {
+			fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
+		}
+		return nil
+	})
+
 	cmd.Flags().StringVar(&agent, "agent", "", "target agent: claude, codex, gemini, pi, opencode, grok")
 	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
@@ -305,7 +298,7 @@ func (a *app) exportCmd() *cobra.Command {
 // the file in the export log under key (what a later export rewrites, and
 // what a node's adoption knows as cast's own).
 func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *exportlog.Log, key string) (agents.Written, error) {
-	w, err := codecs.Writer(agent, codecs.WriterOptions{})
+	w, err := agents.WriterFor(agent, "", nil)
 	if err != nil {
 		return agents.Written{}, err
 	}

@@ -17,22 +17,15 @@ import (
 )
 
 func (a *app) watchCmd() *cobra.Command {
-	var id string
 	var from int64
-	cmd := &cobra.Command{
+	cmd := onSession(&cobra.Command{
 		Use:   "watch ID",
 		Short: "Follow a session's messages and state as they happen (Ctrl-C to stop); rides out control plane restarts",
-		Args:  sessionArgs(0),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, _, err := sessionArg(id, args, 0, "", "cast watch ID; `cast ls` lists sessions")
-			if err != nil {
-				return err
-			}
-			w := &watcher{a: a, id: id, next: from}
-			return w.run(cmd.Context())
-		},
-	}
-	sessionFlag(cmd, &id)
+	}, sessionUse{hint: "cast watch ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		w := &watcher{a: a, id: id, next: from}
+		return w.run(cmd.Context())
+	})
+
 	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first (0: only new ones)")
 	return cmd
 }

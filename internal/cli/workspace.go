@@ -19,73 +19,67 @@ const defaultWorktree = "\x00default"
 func (a *app) workspaceCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "workspace", Short: "Move a thread to another folder on its node: its checkout, a repository under it, or a git worktree"}
 	var root bool
-	var id, repo, branch, base string
-	set := &cobra.Command{
+	var repo, branch, base string
+	set := onSession(&cobra.Command{
 		Use:   "set ID (--root | --repo PATH | --worktree [BRANCH] [--base REF])",
 		Short: "Move a live thread; its next turn starts a fresh native session in the new folder, with the whole history",
 		Long: "Move a live thread to its checkout (--root), a repository under the checkout (--repo PATH, relative to it),\n" +
 			"or a git worktree on BRANCH, made outside the checkout when it does not exist (from --base REF, default HEAD).\n" +
 			"--worktree alone names the branch cast/<title-slug>--<last 6 of the session id>. The thread gets a notice;\n" +
 			"its agent's next turn rebuilds the conversation in the new folder. Refused while a turn runs.",
-		Args: sessionArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, args, err := sessionArg(id, args, 1, "", "cast workspace set ID --root; `cast ls` lists sessions")
+	}, sessionUse{rest: 1, hint: "cast workspace set ID --root; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
+		req := &castv1.SetWorkspaceRequest{SessionId: id}
+		if branch == defaultWorktree && len(args) == 1 {
+			branch, args = args[0], nil // --worktree BRANCH
+		}
+		if len(args) > 0 {
+			return usagef("unexpected argument %q; see `cast workspace set --help`", args[0])
+		}
+		n := 0
+		if root {
+			n++
+			req.Target = &castv1.SetWorkspaceRequest_Root{Root: true}
+		}
+		if cmd.Flags().Changed("repo") {
+			n++
+			if err := validate.Need(validate.RepoPath, "--repo", repo); err != nil {
+				return usageError{err}
+			}
+			req.Target = &castv1.SetWorkspaceRequest_Repo{Repo: repo}
+		}
+		if cmd.Flags().Changed("worktree") {
+			n++
+			wt := &castv1.WorktreeTarget{Base: base}
+			if branch != defaultWorktree {
+				wt.Branch = branch
+			}
+			if err := validate.Check(validate.Branch, "--worktree", wt.Branch); err != nil {
+				return usageError{err}
+			}
+			if err := validate.Check(validate.Branch, "--base", base); err != nil {
+				return usageError{err}
+			}
+			req.Target = &castv1.SetWorkspaceRequest_Worktree{Worktree: wt}
+		} else if base != "" {
+			return usagef("--base goes with --worktree")
+		}
+		if n != 1 {
+			return usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
+		}
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Sessions.SetWorkspace(ctx, req)
 			if err != nil {
 				return err
 			}
-			req := &castv1.SetWorkspaceRequest{SessionId: id}
-			if branch == defaultWorktree && len(args) == 1 {
-				branch, args = args[0], nil // --worktree BRANCH
+			if a.json {
+				return a.printJSON(raw(resp.Session))
 			}
-			if len(args) > 0 {
-				return usagef("unexpected argument %q; see `cast workspace set --help`", args[0])
-			}
-			n := 0
-			if root {
-				n++
-				req.Target = &castv1.SetWorkspaceRequest_Root{Root: true}
-			}
-			if cmd.Flags().Changed("repo") {
-				n++
-				if err := validate.Need(validate.RepoPath, "--repo", repo); err != nil {
-					return usageError{err}
-				}
-				req.Target = &castv1.SetWorkspaceRequest_Repo{Repo: repo}
-			}
-			if cmd.Flags().Changed("worktree") {
-				n++
-				wt := &castv1.WorktreeTarget{Base: base}
-				if branch != defaultWorktree {
-					wt.Branch = branch
-				}
-				if err := validate.Check(validate.Branch, "--worktree", wt.Branch); err != nil {
-					return usageError{err}
-				}
-				if err := validate.Check(validate.Branch, "--base", base); err != nil {
-					return usageError{err}
-				}
-				req.Target = &castv1.SetWorkspaceRequest_Worktree{Worktree: wt}
-			} else if base != "" {
-				return usagef("--base goes with --worktree")
-			}
-			if n != 1 {
-				return usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
-			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Sessions.SetWorkspace(ctx, req)
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp.Session))
-				}
-				s := resp.Session
-				fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
-				return nil
-			})
-		},
-	}
-	sessionFlag(set, &id)
+			s := resp.Session
+			fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
+			return nil
+		})
+	})
+
 	set.Flags().BoolVar(&root, "root", false, "the thread's checkout")
 	set.Flags().StringVar(&repo, "repo", "", "a git repository under the checkout (relative path)")
 	set.Flags().StringVar(&branch, "worktree", "", "a git worktree on BRANCH (new or existing; alone: cast/<title-slug>--<id>)")

@@ -2,8 +2,12 @@
 // requests, call the cores that know nothing of gRPC (store, moves,
 // migrate, fleet, archive, authz, ...) and map their typed errors to
 // statuses in one place (status.go); the node streams' relay and dispatch;
-// and, not yet in cores of their own, CA rotation, etcd auth and workspace
-// requests.
+// and, not yet in cores of their own, the first CA's and the first admin
+// token's bootstrap (ca.go, authservice.go), credential and join token
+// issue (authservice.go) and workspace requests relayed to nodes
+// (workspaces.go). The CA rotation's steps are internal/catrust's, naming
+// a caller is internal/authn's and deciding what it may do
+// internal/authz's; ReportTurn is one call into internal/turnstate.
 package controlplane
 
 import (

@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -29,7 +29,7 @@ func (s *Server) newVault() error {
 		s.lg.Info("token custody is off: no secrets key (--secrets-key-file), so no fleet accounts either")
 		return nil
 	}
-	s.vault = s.store.Vault(box, codecs.Credential)
+	s.vault = s.store.Vault(box, agents.CredentialFor)
 	s.vault.OnHeld = func(h store.CustodyHolding) {
 		s.lg.Info("custody held", zap.String("node", h.Node), zap.String("agent", h.Agent),
 			zap.String("account", h.Account), zap.Time("since", h.Since))
@@ -73,7 +73,7 @@ func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte
 	if s.vault == nil {
 		return nil
 	}
-	f, err := codecs.Credential(agent)
+	f, err := agents.CredentialFor(agent)
 	if err != nil {
 		return nil // not a login custody covers
 	}

@@ -16,7 +16,7 @@
 //
 // This package imports no etcd, so the node may link it; the agents'
 // credential files are read through Format, implemented per agent in
-// internal/agents/<name> and looked up in internal/agents/codecs.
+// internal/agents/<name> and looked up by name with agents.CredentialFor.
 package custody
 
 import (

@@ -149,6 +149,54 @@ func TestOnlyTheCatalogImportsAgentPackages(t *testing.T) {
 	}
 }
 
+// The catalog (internal/agents/codecs) is linked by the binaries (cmd/)
+// and the tests' harness, which runs control planes and nodes in its
+// process, and by no other package: a package asks the registry by name
+// and works with whichever agents its binary links.
+func TestOnlyBinariesLinkTheCatalog(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	const catalog = "github.com/cast-dev/cast/internal/agents/codecs"
+	all := imports(t, root)
+	for _, bin := range []string{"cmd/cast", "cmd/node", "cmd/controlplane"} {
+		if !slices.Contains(all[bin], catalog) {
+			t.Errorf("%s does not import the catalog: it would know no agent", bin)
+		}
+	}
+	for pkg, imps := range all {
+		if slices.Contains(imps, catalog) && !strings.HasPrefix(pkg, "cmd/") && pkg != "internal/testharness" {
+			t.Errorf("%s imports the catalog; ask the registry (agents.ReaderFor, WriterFor, CredentialFor, ...) and let the binary link it", pkg)
+		}
+	}
+}
+
+// The contract (internal/agents) is what cast asks of an agent; the kit
+// (internal/agents/kit) is how the agent packages implement it. Only
+// packages under internal/agents import the kit: everything else asks the
+// contract, so a helper of one agent's format never becomes a host's API.
+func TestOnlyAgentPackagesImportTheKit(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	const kit = "github.com/cast-dev/cast/internal/agents/kit"
+	all := imports(t, root)
+	if _, ok := all["internal/agents/kit"]; !ok {
+		t.Fatal("internal/agents/kit is gone: this test no longer finds the kit")
+	}
+	users := 0
+	for pkg, imps := range all {
+		if !slices.Contains(imps, kit) {
+			continue
+		}
+		users++
+		if !strings.HasPrefix(pkg, "internal/agents/") {
+			t.Errorf("%s imports the agents' kit; ask the contract (internal/agents) instead", pkg)
+		}
+	}
+	if users == 0 {
+		t.Error("no package imports internal/agents/kit: this test no longer sees its importers")
+	}
+}
+
 // A node's adoption (internal/adopt) reads files and hands batches to a
 // Sink; the node wires the Sink to gRPC. The follower itself links no
 // gRPC, no client and no store, so it is tested with plain files.

@@ -3,9 +3,9 @@
 // handoff (a new session seeded by a brief a small model writes through
 // the Briefer it is given), plus a worker's reports to its parent. A
 // switch or fork into a CLI whose canary failed becomes a handoff. It
-// knows nothing of gRPC. It reaches etcd only through the Store declared
-// here and implemented by internal/store, but takes store's fence and
-// request types (Guard, CreateParams, Op*), so it links clientv3 for them.
+// knows nothing of gRPC or etcd: it reaches the store only through the
+// Store declared here, in the vocabulary of internal/fence (Guard,
+// CreateParams, Op*), which internal/store implements.
 // Moving a session to another node is internal/migrate's.
 package moves
 

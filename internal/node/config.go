@@ -172,9 +172,10 @@ func (c Config) accountSetup(agent, account string) (AgentSetup, error) {
 	// agent's own pointers (the runner derives them from HOME) so two
 	// accounts never share a credential store.
 	var env []string
+	own := homeVars()
 	for _, kv := range s.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(homeVars, k) && !strings.HasPrefix(k, "XDG_") {
+		if !slices.Contains(own, k) && !strings.HasPrefix(k, "XDG_") {
 			env = append(env, kv)
 		}
 	}
@@ -188,8 +189,10 @@ func (c Config) accountNames(agent string) []string {
 	return slices.Sorted(maps.Keys(c.Agents[agent].Accounts))
 }
 
-// homeVars point an agent at its state; an account brings its own.
-var homeVars = append([]string{"HOME", "TMPDIR"}, agents.HomeVars()...)
+// homeVars point an agent at its state; an account brings its own. A
+// function, not a variable: the agents register when the binary's
+// catalog is initialised, which need not be before this package.
+func homeVars() []string { return append([]string{"HOME", "TMPDIR"}, agents.HomeVars()...) }
 
 // agentSetup fills the defaults for one agent.
 func (c Config) agentSetup(name string) AgentSetup {

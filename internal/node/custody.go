@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
@@ -53,7 +52,7 @@ func (c custodyService) fetch(ctx context.Context, op castv1.CustodyOp, agent, a
 	if err != nil {
 		return nil, custody.Token{}, err
 	}
-	f, err := codecs.Credential(agent)
+	f, err := agents.CredentialFor(agent)
 	if err != nil {
 		return nil, custody.Token{}, err
 	}
@@ -73,7 +72,7 @@ func (c custodyService) Put(ctx context.Context, agent, account string, raw []by
 	if _, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_PUT, agent, account, raw, time.Time{}); err != nil {
 		return custody.Token{}, err
 	}
-	f, err := codecs.Credential(agent)
+	f, err := agents.CredentialFor(agent)
 	if err != nil {
 		return custody.Token{}, err
 	}
@@ -113,7 +112,7 @@ func (r custodyRefresher) Refresh(ctx context.Context, agent, path string) error
 func (c Config) custodyRefresher(agent string) (custody.Refresher, error) {
 	s := c.agentSetup(agent)
 	t := c.newTurn(agent, s, s.Env)
-	return codecs.Refresher(agent, codecs.RefresherOptions{Bin: s.Bin, Env: t.Environ(), Home: t.AgentDir()})
+	return agents.RefresherFor(agent, agents.RefresherOptions{Bin: s.Bin, Env: t.Environ(), Home: t.AgentDir()})
 }
 
 // custodyCovers says whether agent's fleet accounts go through custody on
@@ -133,7 +132,7 @@ func (a *Daemon) newCustody() error {
 	}
 	svc := custodyService{cli: a.cli.Nodes, node: a.cfg.Name}
 	n, err := custody.NewNode(custody.NodeConfig{Name: a.cfg.Name, Dir: filepath.Join(a.cfg.DataDir, "custody"), Margin: a.cfg.CustodyMargin},
-		svc, codecs.Credential, custodyRefresher{cfg: a.cfg}, a.lg.Named("custody"))
+		svc, agents.CredentialFor, custodyRefresher{cfg: a.cfg}, a.lg.Named("custody"))
 	if err != nil {
 		return err
 	}
@@ -289,7 +288,7 @@ func (a *Daemon) reconcileCustody(ctx context.Context) {
 // holdsLogin says whether the store at path holds a login with a refresh
 // token (not what custody supplied).
 func holdsLogin(agent, path string) bool {
-	f, err := codecs.Credential(agent)
+	f, err := agents.CredentialFor(agent)
 	if err != nil {
 		return false
 	}

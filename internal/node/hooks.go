@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/agents/codecs"
 	"github.com/cast-dev/cast/internal/delivery"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -239,7 +238,7 @@ func (a *Daemon) rebuildNative(ctx context.Context, s *turnSetup, ns *nativeSess
 	}
 	// A writer that runs the CLI (opencode import) gets the turn's own
 	// environment: its HOME and config dirs hold the agent's settings.
-	w, err := codecs.Writer(s.o.Agent, codecs.WriterOptions{Bin: a.cfg.agentSetup(s.o.Agent).Bin, Env: runner.Env(s.rt)})
+	w, err := agents.WriterFor(s.o.Agent, a.cfg.agentSetup(s.o.Agent).Bin, runner.Env(s.rt))
 	if err != nil {
 		return err
 	}

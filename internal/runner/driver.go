@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
-	_ "github.com/cast-dev/cast/internal/agents/codecs" // links every agent's driver
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )

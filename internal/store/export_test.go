@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -72,4 +75,49 @@ func Put(ctx context.Context, s *Store, key, val string) (int64, error) {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
+}
+
+// ScanPages is scanPages over the store's client for a test: prefix is
+// under the store's prefix, and fn sees each page's keys (without the
+// store's prefix) and values.
+func ScanPages(ctx context.Context, s *Store, prefix string, size int64, keysOnly bool, fn func(keys, vals []string) error) error {
+	var opts []clientv3.OpOption
+	if keysOnly {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	return scanPages(ctx, s.cli, s.key(prefix), size, func(kvs []*mvccpb.KeyValue) error {
+		keys, vals := make([]string, len(kvs)), make([]string, len(kvs))
+		for i, kv := range kvs {
+			keys[i], vals[i] = strings.TrimPrefix(string(kv.Key), s.cfg.Prefix), string(kv.Value)
+		}
+		return fn(keys, vals)
+	}, opts...)
+}
+
+// ScanPrefix is scanPrefix over the store's client: fn sees each key
+// under prefix (under the store's prefix), without the store's prefix.
+func ScanPrefix(ctx context.Context, s *Store, prefix string, fn func(key string) error) error {
+	return scanPrefix(ctx, s.cli, s.key(prefix), func(kv *mvccpb.KeyValue) error {
+		return fn(strings.TrimPrefix(string(kv.Key), s.cfg.Prefix))
+	})
+}
+
+// ScanPage is how many keys a whole-prefix scan reads at a time.
+const ScanPage = scanPage
+
+// PutKeys writes val at each of keys (under the store's prefix), many
+// to a txn, so a test can fill a prefix past a scan page quickly.
+func PutKeys(ctx context.Context, s *Store, keys []string, val string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		ops := make([]clientv3.Op, n)
+		for i, k := range keys[:n] {
+			ops[i] = clientv3.OpPut(s.key(k), val)
+		}
+		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cast-dev/cast/internal/tick"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -73,35 +75,28 @@ func (s *Store) SweepChunks(ctx context.Context, before int64) (int, error) {
 func (s *Store) chunkSets(ctx context.Context) ([]chunkSet, error) {
 	var out []chunkSet
 	for _, root := range []string{s.key("chunks") + "/", s.key("blobs") + "/"} {
-		end := clientv3.GetPrefixRangeEnd(root)
-		for from := root; ; {
-			resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1000))
-			if err != nil {
-				return nil, err
+		err := scanPrefix(ctx, s.cli, root, func(kv *mvccpb.KeyValue) error {
+			k := string(kv.Key)
+			prefix := k[:strings.LastIndexByte(k, '/')+1]
+			if n := len(out); n > 0 && out[n-1].prefix == prefix {
+				out[n-1].maxRev = max(out[n-1].maxRev, kv.ModRevision)
+				return nil
 			}
-			for _, kv := range resp.Kvs {
-				k := string(kv.Key)
-				prefix := k[:strings.LastIndexByte(k, '/')+1]
-				if n := len(out); n > 0 && out[n-1].prefix == prefix {
-					out[n-1].maxRev = max(out[n-1].maxRev, kv.ModRevision)
-					continue
-				}
-				parts := strings.Split(strings.TrimSuffix(strings.TrimPrefix(prefix, root), "/"), "/")
-				cs := chunkSet{prefix: prefix, maxRev: kv.ModRevision}
-				switch {
-				case root == s.key("chunks")+"/" && len(parts) == 3:
-					cs.session, cs.cid, cs.attempt = parts[0], parts[1], parts[2]
-				case root == s.key("blobs")+"/" && len(parts) == 2:
-					cs.session, cs.cid = parts[0], parts[1]
-				default:
-					continue // not a key this store writes
-				}
-				out = append(out, cs)
+			parts := strings.Split(strings.TrimSuffix(strings.TrimPrefix(prefix, root), "/"), "/")
+			cs := chunkSet{prefix: prefix, maxRev: kv.ModRevision}
+			switch {
+			case root == s.key("chunks")+"/" && len(parts) == 3:
+				cs.session, cs.cid, cs.attempt = parts[0], parts[1], parts[2]
+			case root == s.key("blobs")+"/" && len(parts) == 2:
+				cs.session, cs.cid = parts[0], parts[1]
+			default:
+				return nil // not a key this store writes
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
-			}
-			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			out = append(out, cs)
+			return nil
+		}, clientv3.WithKeysOnly())
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -209,15 +204,9 @@ func (s *Store) sweepOnce(ctx context.Context) {
 
 // runSweeper sweeps until ctx ends.
 func (s *Store) runSweeper(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepEvery)
-	defer t.Stop()
-	s.sweepOnce(ctx) // records the first mark
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sweepOnce(ctx)
-		}
-	}
+	// The first sweep, at once, records the first mark.
+	tick.Loop{Every: s.cfg.SweepEvery, First: true}.Run(ctx, func() bool {
+		s.sweepOnce(ctx)
+		return true
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/errs"
@@ -20,34 +21,17 @@ const ownedPage = 32
 // session, and the caller hands each page on before the next is read.
 // Index entries of sessions that moved away are skipped.
 func (s *Store) EachOwnedSession(ctx context.Context, node string, fn func([]fence.OwnedSession) error) error {
-	prefix := s.key("nodesessions", node) + "/"
-	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	for {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(ownedPage))
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) == 0 {
-			return nil
-		}
-		ids := make([]string, len(resp.Kvs))
-		for i, kv := range resp.Kvs {
+	return scanPages(ctx, s.cli, s.key("nodesessions", node)+"/", ownedPage, func(kvs []*mvccpb.KeyValue) error {
+		ids := make([]string, len(kvs))
+		for i, kv := range kvs {
 			ids[i] = lastPart(string(kv.Key))
 		}
 		page, err := s.readOwned(ctx, node, ids)
-		if err != nil {
+		if err != nil || len(page) == 0 {
 			return err
 		}
-		if len(page) > 0 {
-			if err := fn(page); err != nil {
-				return err
-			}
-		}
-		if !resp.More {
-			return nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+		return fn(page)
+	}, clientv3.WithKeysOnly())
 }
 
 // readOwned reads ids in one txn and keeps those node still owns.

@@ -11,8 +11,6 @@
 //	chunks/{s}/{cid}/{a}/{i} chunks of a large message, unique to append attempt a,
 //	                      written before its envelope and never again
 //	blobs/{s}/{cid}/{i}   chunks from before attempts (read, never written)
-//	segs/{s}/{last:020d}  index of a segment of the session's history in the
-//	                      object store: first and last seq, sizes, digest (tier.go)
 //	segs/{s}/{last:020d}  index entry of a segment of the session's history in
 //	                      the object store: seqs, sizes, digest (tier.go)
 //	cids/{s}/{cid}        seq, body digest, create time and chunk attempt of a
@@ -62,6 +60,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Defaults.
@@ -251,19 +250,13 @@ func (s *Store) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.runTiering(ctx) }()
 	}
-	t := time.NewTicker(s.cfg.QuotaPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
-				s.lg.Warn("quota refresh failed", zap.Error(err))
-			}
-			s.checkAlarms(ctx)
+	tick.Every(ctx, s.cfg.QuotaPoll, func() bool {
+		if err := s.refreshQuota(ctx); err != nil && ctx.Err() == nil {
+			s.lg.Warn("quota refresh failed", zap.Error(err))
 		}
-	}
+		s.checkAlarms(ctx)
+		return true
+	})
 }
 
 // Ready reports whether etcd answers a linearizable read.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -157,24 +158,18 @@ func (s *Store) Tier(ctx context.Context) (int, error) {
 func (s *Store) allSeqs(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	root := s.key("seqs") + "/"
-	end := clientv3.GetPrefixRangeEnd(root)
-	for from := root; ; {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
+	err := scanPrefix(ctx, s.cli, root, func(kv *mvccpb.KeyValue) error {
+		v, err := parseInt(kv.Value)
 		if err != nil {
-			return nil, err
+			return errs.Internal(err, "corrupt seq counter")
 		}
-		for _, kv := range resp.Kvs {
-			v, err := parseInt(kv.Value)
-			if err != nil {
-				return nil, errs.Internal(err, "corrupt seq counter")
-			}
-			out[strings.TrimPrefix(string(kv.Key), root)] = v
-		}
-		if !resp.More {
-			return out, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		out[strings.TrimPrefix(string(kv.Key), root)] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // maxMovesPerSession bounds one TierSession call; the next round goes on.

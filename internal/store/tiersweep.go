@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // SweepSegments deletes the segments no index entry points at that were
@@ -52,23 +52,16 @@ func (s *Store) SweepSegments(ctx context.Context, before time.Time) (int, error
 // liveSegments reads every index entry: the hex digests they point at.
 func (s *Store) liveSegments(ctx context.Context) (map[string]bool, error) {
 	live := map[string]bool{}
-	root := s.key("segs") + "/"
-	end := clientv3.GetPrefixRangeEnd(root)
-	for from := root; ; {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
+	err := scanPrefix(ctx, s.cli, s.key("segs")+"/", func(kv *mvccpb.KeyValue) error {
+		r, err := parseSegRef(kv.Value)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, kv := range resp.Kvs {
-			r, err := parseSegRef(kv.Value)
-			if err != nil {
-				return nil, err
-			}
-			live[hex.EncodeToString(r.digest[:])] = true
-		}
-		if !resp.More {
-			return live, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		live[hex.EncodeToString(r.digest[:])] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return live, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -16,6 +17,10 @@ import (
 // in chunks: any replica can take the source's upload and serve the
 // destination's download, and a control plane restart loses nothing. The
 // keys are deleted when the session's migration ends.
+
+// workTreePage is how many chunks one read returns: chunks are as large
+// as a node sends them (256 KiB today), so a few keep a reply small.
+const workTreePage = 4
 
 // PutWorkTreeChunk stores chunk i of a bundle.
 func (s *Store) PutWorkTreeChunk(ctx context.Context, migID, sessionID string, i int, data []byte) error {
@@ -42,23 +47,14 @@ func (s *Store) WorkTreeRecord(ctx context.Context, migID, sessionID, name strin
 
 // ReadWorkTree calls fn with each chunk of the bundle in order.
 func (s *Store) ReadWorkTree(ctx context.Context, migID, sessionID string, fn func([]byte) error) error {
-	prefix := s.workTreeKey(migID, sessionID, "chunks") + "/"
-	from := prefix
-	for {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(4))
-		if err != nil {
-			return err
-		}
-		for _, kv := range resp.Kvs {
+	return scanPages(ctx, s.cli, s.workTreeKey(migID, sessionID, "chunks")+"/", workTreePage, func(kvs []*mvccpb.KeyValue) error {
+		for _, kv := range kvs {
 			if err := fn(kv.Value); err != nil {
 				return err
 			}
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+		return nil
+	})
 }
 
 // DeleteWorkTree removes everything stored for the session's work tree,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	_ "github.com/cast-dev/cast/internal/agents/codecs" // in-process nodes and control planes know every agent, as the binaries do
 )
 
 var (

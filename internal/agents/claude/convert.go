@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -27,7 +27,7 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 		skip(rec.Type + " message that did not decode")
 		return nil, true
 	}
-	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: agents.ParseTime(rec.Timestamp)}
+	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: kit.ParseTime(rec.Timestamp)}
 	var out []transcript.Message
 	accounted := false // something left out was reported, or is known unreadable
 	note := func(kind string) { skip(kind); accounted = true }
@@ -37,7 +37,7 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 			// The API takes a string for any message's content.
 			return []block{{Type: "text", Text: s}}
 		}
-		bs, bad := agents.DecodeElems[block](raw)
+		bs, bad := kit.DecodeElems[block](raw)
 		for range bad {
 			note(kindBadBlock)
 		}
@@ -158,18 +158,18 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 
 // blocks reads a content block list; a single odd block (a string inside
 // the list, say) does not lose its neighbours.
-func blocks(raw json.RawMessage) []block { return agents.DecodeList[block](raw) }
+func blocks(raw json.RawMessage) []block { return kit.DecodeList[block](raw) }
 
 // blockImage is an image block's picture; a URL or file reference, or
 // bytes no API would take, is reported through note instead.
 func blockImage(b block, note func(string)) (transcript.Image, bool) {
 	if b.Source == nil || b.Source.Type != "base64" {
-		note(agents.SkipImage)
+		note(kit.SkipImage)
 		return transcript.Image{}, false
 	}
-	im, err := agents.DecodeImage(b.Source.MediaType, b.Source.Data)
+	im, err := kit.DecodeImage(b.Source.MediaType, b.Source.Data)
 	if err != nil {
-		note(agents.SkipImage)
+		note(kit.SkipImage)
 		return transcript.Image{}, false
 	}
 	return im, true

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/custody"
 )
 
@@ -28,8 +28,8 @@ func (Credential) File() string { return ".credentials.json" }
 
 const credShape = `a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`
 
-func decodeCred(raw []byte) (*agents.TokenFile, error) {
-	f, err := agents.DecodeTokenFile(raw, oauthKey, credShape)
+func decodeCred(raw []byte) (*kit.TokenFile, error) {
+	f, err := kit.DecodeTokenFile(raw, oauthKey, credShape)
 	if err != nil {
 		return nil, err
 	}

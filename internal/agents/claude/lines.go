@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -32,7 +33,7 @@ type outBlock struct {
 func imageBlocks(images []transcript.Image) []outBlock {
 	out := make([]outBlock, 0, len(images))
 	for _, im := range images {
-		out = append(out, outBlock{Type: "image", Source: &imageSource{Type: "base64", MediaType: im.MediaType, Data: agents.ImageBase64(im)}})
+		out = append(out, outBlock{Type: "image", Source: &imageSource{Type: "base64", MediaType: im.MediaType, Data: kit.ImageBase64(im)}})
 	}
 	return out
 }
@@ -78,7 +79,7 @@ type usage struct {
 // lines serializes turns on one unbroken parent chain with strictly
 // increasing timestamps (Claude orders and repairs by them).
 func lines(w io.Writer, t agents.Target, id string, turns []turn) error {
-	enc := agents.NewEncoder(w)
+	enc := kit.NewEncoder(w)
 	lastAssistant := -1
 	for i, tu := range turns {
 		if tu.role == "assistant" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -23,7 +24,7 @@ type Stats struct {
 	Skipped   int // valid records (and content blocks) left out: attachments, sidechains, meta, ...
 	// Kinds counts every line left out (malformed ones included) by what it
 	// was, so an import can say what it did not keep.
-	Kinds agents.Skips
+	Kinds kit.Skips
 	// Subagent is set when the file holds only a subagent's run (sidechain
 	// records and nothing else), which Parse then reads as the conversation.
 	Subagent *agents.Subagent
@@ -176,7 +177,7 @@ func Parse(r io.Reader) ([]transcript.Message, Stats, error) {
 			switch {
 			case json.Unmarshal(line, &rec) != nil:
 				st.Malformed++
-				st.Kinds.Add(agents.Undecoded(line))
+				st.Kinds.Add(kit.Undecoded(line))
 			case rec.IsSidechain:
 				// A sub-agent's own conversation: its result reaches the
 				// main chain as the Task tool's result. Kept aside for a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
@@ -71,7 +72,7 @@ func (r Refresher) Refresh(ctx context.Context, agent, path string) error {
 	cmd.Env = append(agents.WithoutEnv(r.Env, notOAuth...), "CLAUDE_CONFIG_DIR="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := agents.RunGroup(cmd); err != nil {
+	if err := kit.RunGroup(cmd); err != nil {
 		// The output names MCP servers at most, never a token.
 		return fmt.Errorf("claude refresher: claude mcp list: %w: %s", err, strings.TrimSpace(out.String()))
 	}

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
@@ -82,7 +82,7 @@ func renderCall(name, input string) (string, json.RawMessage) {
 
 // marshal encodes without HTML escaping (maps of decoded JSON always
 // encode).
-func marshal(v any) json.RawMessage { return agents.RawJSON(v, "null") }
+func marshal(v any) json.RawMessage { return kit.RawJSON(v, "null") }
 
 var badID = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 

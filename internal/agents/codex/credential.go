@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/custody"
 )
 
@@ -29,8 +29,8 @@ func (Credential) File() string { return "auth.json" }
 
 const shapeErr = `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`
 
-func decodeCred(raw []byte) (*agents.TokenFile, error) {
-	f, err := agents.DecodeTokenFile(raw, "tokens", shapeErr)
+func decodeCred(raw []byte) (*kit.TokenFile, error) {
+	f, err := kit.DecodeTokenFile(raw, "tokens", shapeErr)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -32,7 +33,7 @@ func (Driver) FindSession(home, id string) string {
 	}
 	// A rollout idle for a week is compressed (".jsonl.zst", Codex 0.137
 	// on); the plain file wins where Codex has materialized it again.
-	for _, suffix := range []string{".jsonl", ".jsonl" + agents.ZstdSuffix} {
+	for _, suffix := range []string{".jsonl", ".jsonl" + kit.ZstdSuffix} {
 		for _, dir := range []string{filepath.Join(home, "sessions", "*", "*", "*"), filepath.Join(home, "sessions")} {
 			if p := agents.NewestMatch(filepath.Join(dir, "rollout-*-"+id+suffix)); p != "" {
 				return p
@@ -44,7 +45,7 @@ func (Driver) FindSession(home, id string) string {
 
 // SessionID takes the thread id from a rollout file's name.
 func (Driver) SessionID(path string) string {
-	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), agents.ZstdSuffix), ".jsonl")
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), kit.ZstdSuffix), ".jsonl")
 	if len(base) < 36 {
 		return ""
 	}

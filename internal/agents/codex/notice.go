@@ -3,7 +3,7 @@ package codex
 import "strings"
 
 // Notices (agent switch, handoff, compaction summary, ...) are written as
-// developer messages wrapped in agents.CastNotice, so they reach the model
+// developer messages wrapped in kit.CastNotice, so they reach the model
 // as context rather than as something the user said, and come back as
 // notices instead of being lost among Codex's own developer messages.
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -22,17 +23,17 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	return agents.ReadFile(path, Parse)
+	return kit.ReadFile(path, Parse)
 }
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return agents.ReportFile(path, Parse)
+	return kit.ReportFile(path, Parse)
 }
 
 // ReadCwd implements agents.CwdReader: session_meta's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
-	p, err := agents.DecodeFile(path, Parse)
+	p, err := kit.DecodeFile(path, Parse)
 	return p.Cwd, err
 }
 
@@ -47,7 +48,7 @@ type Parsed struct {
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, record and item types of other Codex versions), so
 	// an import can say so.
-	Kinds agents.Skips
+	Kinds kit.Skips
 	// Subagent is set when session_meta says another thread spawned this
 	// one (source {"subagent":…}): the file is a subagent's run.
 	Subagent *agents.Subagent
@@ -55,8 +56,8 @@ type Parsed struct {
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
-// Report implements agents.Decoded.
-func (p Parsed) Report() ([]transcript.Message, agents.Skips) { return p.Messages, p.Kinds }
+// Report implements kit.Decoded.
+func (p Parsed) Report() ([]transcript.Message, kit.Skips) { return p.Messages, p.Kinds }
 
 // bookkeeping are line types that carry no conversation (usage records,
 // the environment snapshot); they are known, so not reported as skipped.
@@ -76,7 +77,7 @@ func dedupKey(k transcript.Kind, text string) string {
 
 // Parse reads a rollout. Malformed lines are skipped and counted; the error
 // is non-nil only when lines were present and none of them was readable.
-// r is a ReadSeeker (never sought) so Parse fits agents.DecodeFile.
+// r is a ReadSeeker (never sought) so Parse fits kit.DecodeFile.
 func Parse(r io.ReadSeeker) (Parsed, error) {
 	var (
 		p       Parsed
@@ -145,7 +146,7 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	}
 	var env envelope
 	_ = json.Unmarshal(raw, &env)
-	ts := agents.ParseTime(env.Timestamp)
+	ts := kit.ParseTime(env.Timestamp)
 	if _, hasPayload := probe["payload"]; !hasPayload {
 		// Legacy file: a bare header {"id","timestamp"}, then bare items
 		// and the CLI's own state snapshots ({"record_type":"state"}).
@@ -360,7 +361,7 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 	case "developer", "system":
 		// Codex's own instructions and environment context are rebuilt on
 		// every turn: known, not reported. Cast's notices come back.
-		if typ, body, ok := agents.CastNotice.Unwrap(text); ok {
+		if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
 			m := st.msg(transcript.KindNotice, ts)
 			m.NoticeType, m.Text = typ, body
 			return []candidate{{msg: m}}

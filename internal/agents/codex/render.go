@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -32,7 +32,7 @@ type line struct {
 
 // marshal encodes without HTML escaping: "<" in a user's code must reach the
 // model as "<", not as \u003c.
-func marshal(v any) json.RawMessage { return agents.RawJSON(v, "null") }
+func marshal(v any) json.RawMessage { return kit.RawJSON(v, "null") }
 
 type msgItem struct {
 	Type    string        `json:"type"`
@@ -129,7 +129,7 @@ func (r *renderer) one(i int, m transcript.Message) {
 		// thinking is optional for targets.
 		r.add(lineEventMsg, eventMsg{Type: "agent_reasoning", Text: m.Text}, m.Time, i)
 	case transcript.KindNotice:
-		r.add(lineResponseItem, msgItem{Type: "message", Role: "developer", Content: []contentPart{{Type: "input_text", Text: agents.CastNotice.Wrap(m.NoticeType, m.Text)}}}, m.Time, i)
+		r.add(lineResponseItem, msgItem{Type: "message", Role: "developer", Content: []contentPart{{Type: "input_text", Text: kit.CastNotice.Wrap(m.NoticeType, m.Text)}}}, m.Time, i)
 	}
 }
 

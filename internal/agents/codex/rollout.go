@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -144,7 +145,7 @@ type contentPart struct {
 func imageParts(images []transcript.Image) []contentPart {
 	out := make([]contentPart, 0, len(images))
 	for _, im := range images {
-		out = append(out, contentPart{Type: "input_image", ImageURL: agents.DataURL(im)})
+		out = append(out, contentPart{Type: "input_image", ImageURL: kit.DataURL(im)})
 	}
 	return out
 }
@@ -161,10 +162,10 @@ func imagesOf(raw json.RawMessage, skip func(string)) []transcript.Image {
 		if !strings.Contains(p.Type, "image") {
 			continue
 		}
-		if im, err := agents.ParseDataURL(p.ImageURL); err == nil {
+		if im, err := kit.ParseDataURL(p.ImageURL); err == nil {
 			out = append(out, im)
 		} else if skip != nil {
-			skip(agents.SkipImage)
+			skip(kit.SkipImage)
 		}
 	}
 	return out
@@ -229,7 +230,7 @@ type compacted struct {
 // textOf joins the text of a content value. Codex writes an array of parts;
 // a bare string is accepted too so a hand-edited file still reads.
 func textOf(raw json.RawMessage) string {
-	if s, ok := agents.StringJSON(raw); ok {
+	if s, ok := kit.StringJSON(raw); ok {
 		return s
 	}
 	var parts []json.RawMessage
@@ -264,7 +265,7 @@ func textOf(raw json.RawMessage) string {
 // hasImageBytes says whether url is a data URL imagesOf can carry; only
 // image parts pay for the decode.
 func hasImageBytes(url string) bool {
-	_, err := agents.ParseDataURL(url)
+	_, err := kit.ParseDataURL(url)
 	return err == nil
 }
 

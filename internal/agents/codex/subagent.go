@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 )
 
 // ReadSubagent implements agents.SubagentReader: a thread another thread
@@ -13,7 +14,7 @@ import (
 // it (sessions/YYYY/MM/DD/, or sessions/ itself): the spawn_agent call
 // whose output names this thread ({"agent_id":"<id>",…}, Codex 0.171).
 func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
-	p, err := agents.DecodeFile(path, Parse)
+	p, err := kit.DecodeFile(path, Parse)
 	if err != nil || p.Subagent == nil {
 		return agents.Subagent{}, false, err
 	}
@@ -41,7 +42,7 @@ func spawnCall(path, parent, id string) string {
 	if pp == "" {
 		return ""
 	}
-	pr, err := agents.DecodeFile(pp, Parse)
+	pr, err := kit.DecodeFile(pp, Parse)
 	if err != nil {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -64,7 +65,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if err != nil {
 		return agents.Written{}, err
 	}
-	created := agents.Clock(w.Now)()
+	created := kit.Clock(w.Now)()
 	lines, omitted := build(prepare(msgs, t.SessionID), t.SessionID)
 	data := encode(id, filepath.Clean(t.Cwd), t.Model, created, lines)
 

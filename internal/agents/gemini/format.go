@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -87,7 +87,7 @@ func (p part) image() (transcript.Image, bool) {
 	if p.InlineData == nil {
 		return transcript.Image{}, false
 	}
-	im, err := agents.DecodeImage(p.InlineData.MimeType, p.InlineData.Data)
+	im, err := kit.DecodeImage(p.InlineData.MimeType, p.InlineData.Data)
 	return im, err == nil
 }
 
@@ -95,7 +95,7 @@ func (p part) image() (transcript.Image, bool) {
 func imageParts(images []transcript.Image) []part {
 	out := make([]part, 0, len(images))
 	for _, im := range images {
-		out = append(out, part{InlineData: &blob{MimeType: im.MediaType, Data: agents.ImageBase64(im)}})
+		out = append(out, part{InlineData: &blob{MimeType: im.MediaType, Data: kit.ImageBase64(im)}})
 	}
 	return out
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 )
 
 // projectRootFile marks which project owns a slug folder. Gemini CLI scans
@@ -147,7 +147,7 @@ func (Driver) ForgetCwd(home, cwd string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	defer os.Remove(lock)
-	return agents.RemoveIndexEntry(reg, "projects", cwd)
+	return kit.RemoveIndexEntry(reg, "projects", cwd)
 }
 
 // registryLockWait is how long ForgetCwd waits for a gemini CLI to let go

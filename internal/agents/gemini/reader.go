@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -22,7 +22,7 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	return agents.ReadFile(path, DecodeFrom)
+	return kit.ReadFile(path, DecodeFrom)
 }
 
 // ReadCwd implements agents.CwdReader. A session file does not name its
@@ -50,19 +50,19 @@ type Decoded struct {
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, line shapes and record types of other versions),
 	// for the import report.
-	Kinds agents.Skips
+	Kinds kit.Skips
 }
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
-// Report implements agents.Decoded.
-func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+// Report implements kit.Decoded.
+func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
 
 // ReadReport implements agents.ReportingReader. The file is read as a
 // stream, never whole: sessions of hundreds of MB exist, mostly answers
 // the CLI rewrote, and only the last version of each message is kept.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return agents.ReportFile(path, DecodeFrom)
+	return kit.ReportFile(path, DecodeFrom)
 }
 
 // uiRecords are the record types the CLI shows but never sends to the
@@ -102,7 +102,7 @@ func replay(r io.ReadSeeker, skip func(kind string)) (lineReplay, error) {
 		return lineReplay{}, err
 	}
 	l := lineReplay{index: map[string]int{}, skip: skip}
-	err := agents.EachLine(r, l.line)
+	err := kit.EachLine(r, l.line)
 	return l, err
 }
 
@@ -219,7 +219,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 	results := map[string]bool{} // call ids whose result is already out
 	ids := newCallIDs()
 	for _, r := range recs {
-		base := transcript.Message{Agent: Agent, Model: r.Model, Time: agents.ParseTime(r.Timestamp)}
+		base := transcript.Message{Agent: Agent, Model: r.Model, Time: kit.ParseTime(r.Timestamp)}
 		add := func(m transcript.Message, suffix string) {
 			m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
 			m.NativeID = r.ID + suffix
@@ -261,7 +261,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 			if regenerated(text) {
 				continue
 			}
-			if typ, body, ok := agents.CastNotice.Unwrap(text); ok {
+			if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
 				add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
 			} else if len(texts) > 0 || len(images) > 0 {
 				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
@@ -290,7 +290,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 				case p.FunctionCall != nil && p.FunctionCall.Name != "":
 					fc := p.FunctionCall
 					id := ids.call(fc.ID, fc.Name, r.ID, "part", i)
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: agents.CompactJSON(fc.Args)}}, "#call:"+id)
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: kit.CompactJSON(fc.Args)}}, "#call:"+id)
 				case p.FunctionCall != nil:
 					skip(kindNameless)
 				default:
@@ -311,7 +311,7 @@ func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
 					}
 				case toolCalls != nil:
 					tcIDs[i] = ids.call(tc.ID, tc.Name, r.ID, "call", i)
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: agents.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
+					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: kit.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
 				case tc.ID != "":
 					tcIDs[i] = tc.ID
 				default:
@@ -357,7 +357,7 @@ func parseContent(raw json.RawMessage, skip func(kind string)) []part {
 			return []part{p}
 		}
 	case '[':
-		parts, n := agents.DecodeElems[part](raw)
+		parts, n := kit.DecodeElems[part](raw)
 		for range n {
 			skip(bad)
 		}
@@ -408,7 +408,7 @@ func responseText(raw json.RawMessage) (string, bool) {
 			}
 		}
 	}
-	return agents.CompactJSON(raw), false
+	return kit.CompactJSON(raw), false
 }
 
 func thoughtText(t thought) string {

@@ -64,43 +64,23 @@ func foreignWants(escaped bool) []agenttest.Want {
 // the Writer and resumes it with the real Gemini CLI, both ways the CLI
 // offers, then checks the recorded request.
 func TestRealGeminiResumesWrittenSession(t *testing.T) {
-	bin := agenttest.Bin(t, "gemini")
-	tests := []struct {
-		name string
-		args func(w agents.Written) []string
-	}{
-		{"session-file", func(w agents.Written) []string { return []string{"--session-file", w.Path} }},
-		{"resume", func(w agents.Written) []string { return []string{"--resume", w.NativeID} }},
+	ways := []agenttest.ResumeWay{
+		{Name: "session-file", Args: func(w agents.Written) []string { return []string{"--session-file", w.Path} }},
+		{Name: "resume", Args: func(w agents.Written) []string { return []string{"--resume", w.NativeID} }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fake := fakemodel.Start(t)
-			home, env := agenttest.Env(t, "gemini", fake.URL)
-			cwd := agenttest.Cwd(t, home, "work", "Cast Project")
-			w, err := Writer{}.Write(agents.Target{Home: agenttest.NativeHome(home, "gemini"), Cwd: cwd, SessionID: "e2e-" + tt.name}, foreignConversation())
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			args := append(tt.args(w), "-p", "what did we do? MARKER-NEW")
-			res := agenttest.MustRun(t, ctx, bin, args, env, cwd)
-			if !strings.Contains(res.Stdout, "FAKE-ANSWER") {
-				t.Fatalf("no fake answer on stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
-			}
-			turns := fake.Turns()
-			if len(turns) == 0 {
-				t.Fatal("the CLI sent no conversation turn")
-			}
-			items := turns[len(turns)-1].Items
-			agenttest.AssertInOrder(t, items, foreignWants(true))
-			agenttest.AssertNoneHolds(t, items, "MARKER-INTERNAL", "claude -> gemini")
+	write := func(home, cwd, way string) (agents.Written, error) {
+		return Writer{}.Write(agents.Target{Home: home, Cwd: cwd, SessionID: "e2e-" + way}, foreignConversation())
+	}
+	agenttest.ResumeWritten(t, "gemini", agenttest.Bin(t, "gemini"), []string{"work", "Cast Project"}, ways, write,
+		[]string{"-p", "what did we do? MARKER-NEW"}, func(t *testing.T, r agenttest.Resumed) {
+			agenttest.AssertInOrder(t, r.Items, foreignWants(true))
+			agenttest.AssertNoneHolds(t, r.Items, "MARKER-INTERNAL", "claude -> gemini")
 
 			// --resume appends to the written file; --session-file imports it
 			// into a new session in the same chats folder. Either way, reading
 			// the file the CLI continued gives the whole conversation with
 			// escapes undone.
-			files, _ := filepath.Glob(filepath.Join(filepath.Dir(w.Path), "session-*.jsonl"))
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(r.Written.Path), "session-*.jsonl"))
 			best := ""
 			for _, f := range files {
 				msgs, err := Reader{}.Read(f)
@@ -116,7 +96,6 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 			agenttest.AssertHoldsAll(t, "reading the continued session", best,
 				"MARKER-U1", "MARKER-A1", "\n/tmp/MARKER-U2", "\n?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER")
 		})
-	}
 }
 
 // TestRealGeminiSessionReads runs a real Gemini CLI session with a real shell

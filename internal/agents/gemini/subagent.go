@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -16,7 +17,7 @@ import (
 // (the only one, where the parent made one call), found in the parent's
 // file beside the folder.
 func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
-	d, err := agents.DecodeFile(path, DecodeFrom)
+	d, err := kit.DecodeFile(path, DecodeFrom)
 	if err != nil || d.Kind != "subagent" {
 		return agents.Subagent{}, false, err
 	}
@@ -38,7 +39,7 @@ func invokeCall(chats, parent, prompt string) string {
 	var calls []*transcript.ToolCall
 	most := -1 // the parent's fullest file: a resume leaves a stray header-only one
 	for _, f := range files {
-		pd, err := agents.DecodeFile(f, DecodeFrom)
+		pd, err := kit.DecodeFile(f, DecodeFrom)
 		if err != nil || pd.SessionID != parent || len(pd.Messages) <= most {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -29,7 +30,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if err := t.Check("gemini"); err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := agents.Clock(w.Now), t.StableID("gemini")
+	now, sid := kit.Clock(w.Now), t.StableID("gemini")
 	cwd := filepath.Clean(t.Cwd)
 	recs := render(sid, t.Model, msgs, now())
 
@@ -59,7 +60,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
 
-	return agents.WriteJSONL(path, sid, header{
+	return kit.WriteJSONL(path, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
 		StartTime:   stamp(start),
@@ -167,7 +168,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 				// The summary stands for what came before it: the model
 				// must read it, as a user record in cast's notice tag.
 				r := newRec("user", m)
-				r.Content = text(agents.CastNotice.Wrap(m.NoticeType, m.Text))
+				r.Content = text(kit.CastNotice.Wrap(m.NoticeType, m.Text))
 				out = append(out, *r)
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -61,7 +62,7 @@ type Decoded struct {
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, record types of other versions), for the import
 	// report.
-	Kinds agents.Skips
+	Kinds kit.Skips
 }
 
 // ReadReport implements agents.ReportingReader.
@@ -162,7 +163,7 @@ func Decode(data []byte, failed map[string]bool) (Decoded, error) {
 		var r record
 		if err := json.Unmarshal(line, &r); err != nil || r.Type == "" {
 			d.Skipped++
-			d.Kinds.Add(agents.Undecoded(line))
+			d.Kinds.Add(kit.Undecoded(line))
 			continue
 		}
 		if !knownRecords[r.Type] {
@@ -242,7 +243,7 @@ const (
 // contentText reads content that is a string, a text part list, or any
 // other JSON (kept as JSON text so nothing is lost).
 func contentText(raw json.RawMessage) string {
-	if s, ok := agents.StringJSON(raw); ok {
+	if s, ok := kit.StringJSON(raw); ok {
 		return s
 	}
 	raw = bytes.TrimSpace(raw)

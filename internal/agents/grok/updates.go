@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -71,7 +71,7 @@ func DecodeUpdates(r io.Reader) (Decoded, error) {
 	var d Decoded
 	used, n := 0, 0
 	var lastID string
-	err := agents.EachLine(r, func(line []byte) {
+	err := kit.EachLine(r, func(line []byte) {
 		n++
 		var u updateLine
 		if json.Unmarshal(line, &u) != nil || u.Params.Update.SessionUpdate == "" {
@@ -189,7 +189,7 @@ func renderUpdates(sid string, recs []record, outcomes []toolEvent, ts time.Time
 		failed[o.ToolCallID] = o.Outcome == "error"
 	}
 	var buf bytes.Buffer
-	enc := agents.NewEncoder(&buf)
+	enc := kit.NewEncoder(&buf)
 	msgs := 0
 	emit := func(method string, u update) error {
 		return enc.Encode(updateLine{Timestamp: ts.Unix(), Method: method, Params: updateParams{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -35,11 +36,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if err := t.Check("grok"); err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := agents.Clock(w.Now), t.StableID("grok")
+	now, sid := kit.Clock(w.Now), t.StableID("grok")
 	cwd := filepath.Clean(t.Cwd)
 	recs, outcomes := render(msgs)
 
-	chat, err := agents.JSONLines(nil, recs)
+	chat, err := kit.JSONLines(nil, recs)
 	if err != nil {
 		return agents.Written{}, err
 	}

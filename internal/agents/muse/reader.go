@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -23,7 +23,7 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	return agents.ReadFile(path, decodeFrom)
+	return kit.ReadFile(path, decodeFrom)
 }
 
 // Decoded is everything a reader got out of one session log.
@@ -36,15 +36,15 @@ type Decoded struct {
 	Foreign   int    // well-formed records of other streams (subagent tasks)
 	// Kinds counts what was left out (malformed lines, other streams'
 	// records), for the import report.
-	Kinds agents.Skips
+	Kinds kit.Skips
 }
 
-// Report implements agents.Decoded.
-func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+// Report implements kit.Decoded.
+func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return agents.ReportFile(path, decodeFrom)
+	return kit.ReportFile(path, decodeFrom)
 }
 
 // decodeFrom is Decode of what r holds: a session's records come back
@@ -250,7 +250,7 @@ func shellOutcome(out string, failed bool) (*int32, bool) {
 // textOf reads a JSON string, or keeps any other JSON as its text so
 // nothing is lost.
 func textOf(raw json.RawMessage) string {
-	if s, ok := agents.StringJSON(raw); ok {
+	if s, ok := kit.StringJSON(raw); ok {
 		return s
 	}
 	return string(bytes.TrimSpace(raw))

@@ -13,8 +13,9 @@ package opencode
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/cast-dev/cast/internal/agents"
 	"io"
+
+	"github.com/cast-dev/cast/internal/agents/kit"
 )
 
 // Version is the OpenCode version the exports are written for.
@@ -201,14 +202,14 @@ func rawOr(r json.RawMessage, def string) json.RawMessage {
 
 // marshal encodes without HTML escaping so "<" and "&" in code stay as they
 // are in the file.
-func marshal(v any) json.RawMessage { return agents.RawJSON(v, "{}") }
+func marshal(v any) json.RawMessage { return kit.RawJSON(v, "{}") }
 
 // WriteExport streams ex as JSON to w one message at a time: a long
 // session's document is never built in memory whole (encoding/json would
 // grow one buffer to the size of the file).
 func WriteExport(w io.Writer, ex Export) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := agents.NewEncoder(bw)
+	enc := kit.NewEncoder(bw)
 	bw.WriteString(`{"info":`)
 	if err := enc.Encode(ex.Info); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -61,7 +62,7 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &stderr
 	// The npm launcher runs the real binary as a child: kill the group.
-	runErr := agents.RunGroup(cmd)
+	runErr := kit.RunGroup(cmd)
 	stdout, err := os.ReadFile(out.Name())
 	if err != nil {
 		return "", fmt.Errorf("opencode %s: read its output: %w", args[0], err)
@@ -157,7 +158,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 			return agents.Written{}, err
 		}
 	}
-	ex, err := Render(t, msgs, RenderOptions{Model: model, Now: agents.Clock(w.Now)()})
+	ex, err := Render(t, msgs, RenderOptions{Model: model, Now: kit.Clock(w.Now)()})
 	if err != nil {
 		return agents.Written{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -21,24 +22,24 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	return agents.ReadFile(path, Parse)
+	return kit.ReadFile(path, Parse)
 }
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return agents.ReportFile(path, Parse)
+	return kit.ReportFile(path, Parse)
 }
 
 // ReadCwd implements agents.CwdReader: the session's directory.
 func (Reader) ReadCwd(path string) (string, error) {
-	p, err := agents.DecodeFile(path, Parse)
+	p, err := kit.DecodeFile(path, Parse)
 	return p.Directory, err
 }
 
 // ReadSubagent implements agents.SubagentReader: a session with a parent
 // is one OpenCode's task tool started for a subagent.
 func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
-	p, err := agents.DecodeFile(path, Parse)
+	p, err := kit.DecodeFile(path, Parse)
 	if err != nil || p.ParentID == "" {
 		return agents.Subagent{}, false, err
 	}
@@ -54,20 +55,20 @@ type Parsed struct {
 	Skipped   int    // JSONL rows that were not JSON objects
 	// Kinds counts what was left out because the reader does not know it
 	// (part types of other versions, malformed rows), for the import report.
-	Kinds agents.Skips
+	Kinds kit.Skips
 }
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
-// Report implements agents.Decoded.
-func (p Parsed) Report() ([]transcript.Message, agents.Skips) { return p.Messages, p.Kinds }
+// Report implements kit.Decoded.
+func (p Parsed) Report() ([]transcript.Message, kit.Skips) { return p.Messages, p.Kinds }
 
 // bookkeepingParts carry no conversation: step boundaries, the snapshot
 // hashes and file lists of a step.
 var bookkeepingParts = map[string]bool{"step-start": true, "step-finish": true, "snapshot": true, "patch": true}
 
 // Parse reads an export document or a JSONL dump of session rows.
-// r is a ReadSeeker (never sought) so Parse fits agents.DecodeFile.
+// r is a ReadSeeker (never sought) so Parse fits kit.DecodeFile.
 func Parse(r io.ReadSeeker) (Parsed, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -128,7 +129,7 @@ func decodeExport(data []byte, skip func(kind string)) (Export, bool) {
 			skip("message that did not decode")
 			continue
 		}
-		parts, bad := agents.DecodeElems[Part](m.Parts)
+		parts, bad := kit.DecodeElems[Part](m.Parts)
 		for range bad {
 			skip("part that did not decode")
 		}
@@ -179,7 +180,7 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
 			out = append(out, base)
 		case "file":
-			im, err := agents.ParseDataURL(part.URL)
+			im, err := kit.ParseDataURL(part.URL)
 			if err != nil || m.Info.Role != "user" {
 				out = append(out, filePlaceholder(base, m.Info.Role, part))
 				break
@@ -199,7 +200,7 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 			}
 			out = append(out, *call)
 			for _, a := range part.State.Attachments {
-				im, err := agents.ParseDataURL(a.URL)
+				im, err := kit.ParseDataURL(a.URL)
 				if err != nil || res == nil {
 					p.skip(attachmentKind(a))
 					continue
@@ -265,7 +266,7 @@ func orUntyped(s string) string {
 func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {
 	// The cast notices the writer puts in synthetic user parts come back
 	// as notices, not as something the user said.
-	if typ, text, ok := agents.CastNotice.Unwrap(part.Text); ok && part.Synthetic {
+	if typ, text, ok := kit.CastNotice.Unwrap(part.Text); ok && part.Synthetic {
 		base.Kind, base.NoticeType, base.Text = transcript.KindNotice, typ, text
 		return base
 	}

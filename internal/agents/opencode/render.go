@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -133,7 +134,7 @@ func (r *renderer) one(m transcript.Message) {
 		}
 	case transcript.KindNotice:
 		// OpenCode's own injected context is a synthetic user part too.
-		r.userMsg(r.at(m), agents.CastNotice.Wrap(m.NoticeType, m.Text), true)
+		r.userMsg(r.at(m), kit.CastNotice.Wrap(m.NoticeType, m.Text), true)
 	case transcript.KindAssistant:
 		a := r.assistant(r.at(m), false)
 		a.Parts = append(a.Parts, Part{ID: r.g.id("prt"), SessionID: r.sid, MessageID: a.Info.ID, Type: "text", Text: m.Text,
@@ -164,7 +165,7 @@ func (r *renderer) assistant(at int64, forTool bool) *Message {
 		}
 	}
 	if r.user == "" {
-		r.userMsg(at, agents.CastNotice.Wrap(transcript.NoticeHandoff, LeadIn), true)
+		r.userMsg(at, kit.CastNotice.Wrap(transcript.NoticeHandoff, LeadIn), true)
 	}
 	cost := 0.0
 	r.stepHasTool, r.stepAnswered = false, false
@@ -236,7 +237,7 @@ func (r *renderer) fileParts(msgID string, images []transcript.Image) []Part {
 	for i, im := range images {
 		ext := strings.TrimPrefix(im.MediaType, "image/")
 		out = append(out, Part{ID: r.g.id("prt"), SessionID: r.sid, MessageID: msgID, Type: "file",
-			Mime: im.MediaType, Filename: fmt.Sprintf("image-%d.%s", i+1, ext), URL: agents.DataURL(im)})
+			Mime: im.MediaType, Filename: fmt.Sprintf("image-%d.%s", i+1, ext), URL: kit.DataURL(im)})
 	}
 	return out
 }

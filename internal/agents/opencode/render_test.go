@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -60,7 +61,7 @@ func layout(ex Export) []string {
 }
 
 func TestRender(t *testing.T) {
-	lead := "user[text(synthetic) " + agents.CastNotice.Wrap(transcript.NoticeHandoff, LeadIn) + "]"
+	lead := "user[text(synthetic) " + kit.CastNotice.Wrap(transcript.NoticeHandoff, LeadIn) + "]"
 	tests := []struct {
 		name string
 		msgs []transcript.Message
@@ -114,7 +115,7 @@ func TestRender(t *testing.T) {
 				call("c1", "bash", `{"command":"false"}`),
 				{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "c1", Output: "failed", IsError: true, ExitCode: i32(1)}},
 			},
-			want: []string{lead, "assistant[text hello first]", "user[text(synthetic) " + agents.CastNotice.Wrap("agent_switch", "codex -> opencode") + "]",
+			want: []string{lead, "assistant[text hello first]", "user[text(synthetic) " + kit.CastNotice.Wrap("agent_switch", "codex -> opencode") + "]",
 				`assistant[tool c1 bash {"command":"false"} error failed]`},
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -26,12 +27,12 @@ type Reader struct{}
 
 // Read implements agents.Reader.
 func (Reader) Read(path string) ([]transcript.Message, error) {
-	return agents.ReadFile(path, DecodeFrom)
+	return kit.ReadFile(path, DecodeFrom)
 }
 
 // ReadCwd implements agents.CwdReader: the session header's cwd.
 func (Reader) ReadCwd(path string) (string, error) {
-	d, err := agents.DecodeFile(path, DecodeFrom)
+	d, err := kit.DecodeFile(path, DecodeFrom)
 	return d.Cwd, err
 }
 
@@ -44,7 +45,7 @@ type Decoded struct {
 	// Kinds counts what was left out because the reader does not know it
 	// (malformed lines, entry types, roles and blocks of other pi
 	// versions), for the import report.
-	Kinds agents.Skips
+	Kinds kit.Skips
 	// runs are the subagents' runs the conversation's tool results keep
 	// (ReadRuns).
 	runs []agents.Run
@@ -52,8 +53,8 @@ type Decoded struct {
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
-// Report implements agents.Decoded.
-func (d Decoded) Report() ([]transcript.Message, agents.Skips) { return d.Messages, d.Kinds }
+// Report implements kit.Decoded.
+func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
 
 // knownEntries are the entry types pi writes that carry no conversation of
 // their own (settings changes, labels, extension data such as cast's
@@ -62,7 +63,7 @@ var knownEntries = map[string]bool{"model_change": true, "thinking_level_change"
 
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return agents.ReportFile(path, DecodeFrom)
+	return kit.ReportFile(path, DecodeFrom)
 }
 
 // Decode reads the conversation pi would resume: the chain from the last
@@ -82,7 +83,7 @@ func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 		d.Skipped++
 		d.skip("malformed line")
 	}
-	err := agents.EachLine(r, func(line []byte) {
+	err := kit.EachLine(r, func(line []byte) {
 		var probe struct {
 			Type string `json:"type"`
 		}
@@ -183,7 +184,7 @@ func chain(entries []entry) []entry {
 // toNeutral converts one entry; skip is told what it does not know.
 func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 	var out []transcript.Message
-	when := agents.ParseTime(e.Timestamp)
+	when := kit.ParseTime(e.Timestamp)
 	add := func(m transcript.Message, suffix string) {
 		m.Agent, m.NativeID = Agent, e.ID+suffix
 		if m.Time.IsZero() {
@@ -233,7 +234,7 @@ func toNeutral(e entry, skip func(kind string)) []transcript.Message {
 						skip("tool call without an id or name")
 						continue
 					}
-					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: agents.CompactJSON(b.Arguments)}}
+					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: kit.CompactJSON(b.Arguments)}}
 				default:
 					skip(b.Type + " block")
 					continue
@@ -296,7 +297,7 @@ func parseBlocks(raw json.RawMessage, skip func(kind string)) []block {
 		skip(bad)
 		return nil
 	}
-	blocks, n := agents.DecodeElems[block](raw)
+	blocks, n := kit.DecodeElems[block](raw)
 	for range n {
 		skip(bad)
 	}
@@ -321,11 +322,11 @@ func blocksContent(raw json.RawMessage, skip func(kind string)) (string, []trans
 		case "text":
 			parts = append(parts, b.Text)
 		case "image":
-			if im, err := agents.DecodeImage(b.MimeType, b.Data); err == nil {
+			if im, err := kit.DecodeImage(b.MimeType, b.Data); err == nil {
 				images = append(images, im)
 				continue
 			}
-			skip(agents.SkipImage)
+			skip(kit.SkipImage)
 			parts = append(parts, "[image: "+b.MimeType+"]")
 		default:
 			skip(cmp.Or(b.Type, "untyped") + " block")
@@ -358,7 +359,7 @@ func msgTime(raw json.RawMessage) time.Time {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return agents.ParseTime(s)
+		return kit.ParseTime(s)
 	}
 	return time.Time{}
 }

@@ -3,7 +3,6 @@ package pi
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -65,45 +64,27 @@ var foreignWants = []agenttest.Want{
 // written model_change. It then checks the recorded request and reads the
 // file pi appended to.
 func TestRealPiResumesWrittenSession(t *testing.T) {
-	bin := agenttest.Bin(t, "pi")
-	tests := []struct {
-		name string
-		args func(w agents.Written) []string
-	}{
-		{"session-path", func(w agents.Written) []string { return []string{"--session", w.Path} }},
-		{"continue", func(agents.Written) []string { return []string{"-c"} }},
+	ways := []agenttest.ResumeWay{
+		{Name: "session-path", Args: func(w agents.Written) []string { return []string{"--session", w.Path} }},
+		{Name: "continue", Args: func(agents.Written) []string { return []string{"-c"} }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fake := fakemodel.Start(t)
-			home, env := agenttest.Env(t, "pi", fake.URL)
-			cwd := agenttest.Cwd(t, home, "work", "proj")
-			tg := agents.Target{Home: agenttest.NativeHome(home, "pi"), Cwd: cwd, SessionID: "e2e",
-				Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
-			w, err := Writer{}.Write(tg, foreignConversation())
-			if err != nil {
-				t.Fatal(err)
+	write := func(home, cwd, _ string) (agents.Written, error) {
+		return Writer{}.Write(agents.Target{Home: home, Cwd: cwd, SessionID: "e2e",
+			Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}, foreignConversation())
+	}
+	agenttest.ResumeWritten(t, "pi", agenttest.Bin(t, "pi"), []string{"work", "proj"}, ways, write,
+		[]string{"-p", "--mode", "json", "what did we do? MARKER-NEW"}, func(t *testing.T, r agenttest.Resumed) {
+			if len(r.Turns) != 1 {
+				t.Fatalf("%d turns sent, want 1", len(r.Turns))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			args := append(tt.args(w), "-p", "--mode", "json", "what did we do? MARKER-NEW")
-			res := agenttest.MustRun(t, ctx, bin, args, env, cwd)
-			if !strings.Contains(res.Stdout, "FAKE-ANSWER") {
-				t.Fatalf("no fake answer in the json events:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+			if r.Turns[0].API != fakemodel.Chat || r.Turns[0].Model != agenttest.FakeModel {
+				t.Fatalf("turn went to %s model %q", r.Turns[0].API, r.Turns[0].Model)
 			}
-			turns := fake.Turns()
-			if len(turns) != 1 {
-				t.Fatalf("%d turns sent, want 1", len(turns))
-			}
-			if turns[0].API != fakemodel.Chat || turns[0].Model != agenttest.FakeModel {
-				t.Fatalf("turn went to %s model %q", turns[0].API, turns[0].Model)
-			}
-			items := turns[0].Items
-			agenttest.AssertInOrder(t, items, foreignWants)
-			agenttest.AssertNoneHolds(t, items, "MARKER-INTERNAL", "MARKER-NOTICE")
+			agenttest.AssertInOrder(t, r.Items, foreignWants)
+			agenttest.AssertNoneHolds(t, r.Items, "MARKER-INTERNAL", "MARKER-NOTICE")
 
 			// pi appended its turn to the written file; the reader sees it all.
-			msgs, err := Reader{}.Read(w.Path)
+			msgs, err := Reader{}.Read(r.Written.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +93,6 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 			agenttest.AssertHoldsAll(t, "reading the continued session", all,
 				"MARKER-U1", "MARKER-A1", "MARKER-THINK", "/tmp/MARKER-U2", "?MARKER-U3", "MARKER-A4", "MARKER-NEW", "FAKE-ANSWER")
 		})
-	}
 }
 
 // TestRealPiSessionReads runs a real pi session with a real bash tool call

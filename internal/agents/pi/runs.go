@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 )
 
 // kindRun is a subagent's run a tool result keeps in its details.
@@ -19,7 +20,7 @@ const kindRun = "subagent run in a tool result"
 // leaves them out (counted); here each is read as a run of the session,
 // the tool call its result answers being the spawning call.
 func (Reader) ReadRuns(path string) ([]agents.Run, error) {
-	d, err := agents.DecodeFile(path, DecodeFrom)
+	d, err := kit.DecodeFile(path, DecodeFrom)
 	return d.runs, err
 }
 
@@ -53,7 +54,7 @@ func runsIn(e entry) []agents.Run {
 		if res.Agent != "" {
 			run.Kind = "subagent (" + res.Agent + ")"
 		}
-		var skipped agents.Skips
+		var skipped kit.Skips
 		for j := range res.Messages {
 			me := entry{Type: "message", ID: fmt.Sprintf("%s/run%d/%d", e.ID, i, j), Timestamp: e.Timestamp, Message: &res.Messages[j]}
 			run.Messages = append(run.Messages, toNeutral(me, skipped.Add)...)

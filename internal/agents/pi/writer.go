@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -47,7 +48,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	if err := t.Check("pi"); err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := agents.Clock(w.Now), t.StableID("pi")
+	now, sid := kit.Clock(w.Now), t.StableID("pi")
 	cwd := filepath.Clean(t.Cwd)
 	entries, start := render(sid, t.Model, msgs, now())
 
@@ -60,7 +61,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
 		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
-	return agents.WriteJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
+	return kit.WriteJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -247,7 +248,7 @@ type imageBlock struct {
 func contentBlocks(s string, images []transcript.Image) json.RawMessage {
 	bs := []any{textBlock{Type: "text", Text: s}}
 	for _, im := range images {
-		bs = append(bs, imageBlock{Type: "image", Data: agents.ImageBase64(im), MimeType: im.MediaType})
+		bs = append(bs, imageBlock{Type: "image", Data: kit.ImageBase64(im), MimeType: im.MediaType})
 	}
 	b, _ := json.Marshal(bs)
 	return b

@@ -1,4 +1,4 @@
-package agents
+package kit
 
 import (
 	"fmt"
@@ -15,6 +15,17 @@ import (
 // kept and, by kind, what it left out.
 type Decoded interface {
 	Report() ([]transcript.Message, Skips)
+}
+
+// Skips counts what a reader left out, by kind; the zero value is ready.
+type Skips map[string]int
+
+// Add counts one left-out line or record of kind.
+func (s *Skips) Add(kind string) {
+	if *s == nil {
+		*s = Skips{}
+	}
+	(*s)[kind]++
 }
 
 // DecodeFile opens path and decodes it with decode, which reads the file
@@ -67,16 +78,16 @@ func unzstd(r io.Reader) (*os.File, error) {
 	return tmp, nil
 }
 
-// ReportFile is ReportingReader.ReadReport for a reader whose session is
-// one file that decode reads.
+// ReportFile is agents.ReportingReader.ReadReport for a reader whose
+// session is one file that decode reads.
 func ReportFile[D Decoded](path string, decode func(io.ReadSeeker) (D, error)) ([]transcript.Message, map[string]int, error) {
 	d, err := DecodeFile(path, decode)
 	msgs, skips := d.Report()
 	return msgs, skips, err
 }
 
-// ReadFile is Reader.Read for the same readers: ReportFile without the
-// skip counts.
+// ReadFile is agents.Reader.Read for the same readers: ReportFile
+// without the skip counts.
 func ReadFile[D Decoded](path string, decode func(io.ReadSeeker) (D, error)) ([]transcript.Message, error) {
 	msgs, _, err := ReportFile(path, decode)
 	return msgs, err

@@ -1,4 +1,4 @@
-package agents
+package kit
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/fsutil"
 )
 
@@ -39,15 +40,15 @@ func JSONLines[T any](head any, recs []T) ([]byte, error) {
 // WriteJSONL writes head and recs (as JSONLines) to path, private and in
 // one rename so the CLI never reads half a file: session sid's native
 // transcript.
-func WriteJSONL[T any](path, sid string, head any, recs []T) (Written, error) {
+func WriteJSONL[T any](path, sid string, head any, recs []T) (agents.Written, error) {
 	data, err := JSONLines(head, recs)
 	if err != nil {
-		return Written{}, err
+		return agents.Written{}, err
 	}
 	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
-		return Written{}, err
+		return agents.Written{}, err
 	}
-	return Written{NativeID: sid, Path: path}, nil
+	return agents.Written{NativeID: sid, Path: path}, nil
 }
 
 // StringJSON reads content that may be a JSON string: "" and true for
