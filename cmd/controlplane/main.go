@@ -145,6 +145,7 @@ func main() {
 	f.Int64Var(&cfg.Tier.HotMessages, "tier-hot-messages", cfg.Tier.HotMessages, "newest messages of each session kept in etcd when an object store is set")
 	f.DurationVar(&cfg.Tier.IdleAge, "tier-idle-age", cfg.Tier.IdleAge, "a session without a new message for this long moves to the object store whole")
 	f.IntVar(&cfg.Tier.PartBytes, "tier-part-bytes", cfg.Tier.PartBytes, "a message at least this large (image, big tool output) moves to the object store early")
+	f.DurationVar(&cfg.Tier.DedupeWindow, "tier-dedupe-window", cfg.Tier.DedupeWindow, "a moved message's client id record leaves etcd this long after the message was appended: a retry with its client id within it gets the stored message back, one after it is a new message")
 	f.Var(&cfg.Retention.Policy, "retain", "purge sessions idle longer than their creator's window, e.g. 'user:alice=90d,user:*=365d,node:*=forever' (PRINCIPAL is ROLE:NAME, ROLE:* or *; the most specific rule applies; AGE in days, a duration of at least 24h, or forever); sessions no rule covers are never purged (default: none)")
 	f.DurationVar(&cfg.Retention.Every, "retain-every", cfg.Retention.Every, "how often --retain is applied")
 	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")

@@ -31,6 +31,7 @@ type Store struct {
 	BytesMoved          prometheus.Counter
 	OrphanSegmentsSwept prometheus.Counter
 	SegmentsPurged      prometheus.Counter
+	ClientIDsPruned     prometheus.Counter
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -64,9 +65,11 @@ func NewStore(reg prometheus.Registerer) *Store {
 			"Segments no index entry points at (a move that crashed or lost its txn, a purged session), deleted."),
 		SegmentsPurged: d.counter("cast_store_tier_segments_purged_total",
 			"Segments of purged sessions (cast rm --purge, --retain) deleted from the object store with them."),
+		ClientIDsPruned: d.counter("cast_store_tier_client_ids_pruned_total",
+			"Client id records of messages moved to the object store, deleted from etcd once older than the dedupe window."),
 	}
 	Preinit(m.TxnConflicts, []string{"append", "create_session", "update_session", "purge_session",
-		"commit_handover", "update_migration", "update_account"})
+		"commit_handover", "update_migration", "update_account", "prune_client_ids"})
 	Preinit(m.OwnerWritesRejected, []string{"not_owner", "fenced"})
 	Preinit(m.NoSpaceRecoveries, []string{"recovered", "failed"})
 	Preinit(m.Reclaims, []string{"freed", "nothing_freed"})
