@@ -57,6 +57,12 @@ func (s *Store) pruneClientIDs(ctx context.Context, id string, now time.Time) er
 	if !s.tier.prune(id, now) {
 		return nil
 	}
+	// A session nothing moved out of has no record to drop: its records
+	// are not read at all.
+	segs, err := s.cli.Get(ctx, s.segPrefix(id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || segs.Count == 0 {
+		return err
+	}
 	cands, err := s.oldClientIDs(ctx, id, now.Add(-s.tier.cfg.DedupeWindow).UnixNano())
 	if err != nil || len(cands) == 0 {
 		return err
