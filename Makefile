@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-short faults delivery load matrix agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s
+.PHONY: all build test test-short faults delivery load matrix agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s weed test-s3
 
 all: build
 
@@ -58,6 +58,18 @@ $(KUBE_APISERVER): deploy/kube-apiserver/go.mod deploy/kube-apiserver/go.sum
 	cd deploy/kube-apiserver && $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
 test-k8s: kube-apiserver
 	CAST_KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -tags k8s -count=1 -run 'TestInstallIntoAPIServer' -v ./deploy/
+
+# A real SeaweedFS (Apache-2.0; deploy/seaweedfs pins it), built from the
+# Go module proxy by a module of its own like kube-apiserver above: minutes
+# on 2 cores the first time, so `make test` does not build it. `make
+# test-s3` runs the object store and tier tests against `weed server -s3`
+# instead of gofakes3 (internal/objstore/s3test, CAST_S3_SERVER).
+WEED := $(CURDIR)/bin/weed
+weed: $(WEED)
+$(WEED): deploy/seaweedfs/go.mod deploy/seaweedfs/go.sum
+	cd deploy/seaweedfs && $(GO) build -o $(WEED) github.com/seaweedfs/seaweedfs/weed
+test-s3: weed
+	CAST_S3_SERVER=$(WEED) $(GO) test -count=1 -timeout 30m -run 'S3|Tier' -v ./internal/objstore/ ./internal/store/
 
 # Without the real-CLI suites' install step; they fail if the CLIs are missing.
 test-short:

@@ -58,3 +58,15 @@ func stateWord(st castv1.SessionState) string {
 	}
 	return "running a turn"
 }
+
+// PurgeIf deletes the session as Purge does, once cond (given the session
+// as the purge's txn compares it, LastSeq filled in) accepts it too: the
+// retention sweep's check that the session is still the idle one it read.
+func PurgeIf(ctx context.Context, st Store, id string, cond func(*castv1.Session) error) error {
+	return st.PurgeSession(ctx, id, func(s *castv1.Session) error {
+		if err := idle(s); err != nil {
+			return err
+		}
+		return cond(s)
+	})
+}

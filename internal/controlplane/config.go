@@ -28,6 +28,7 @@ import (
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/oidcauth"
+	"github.com/cast-dev/cast/internal/retention"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/web"
 )
@@ -81,8 +82,11 @@ type Config struct {
 	// bucket); neither set: it stays in etcd. Tier is what moves there.
 	Objects objstore.Config
 	Tier    store.TierConfig
-	Brief   brief.Config // the small model that writes handoff briefs
-	Migrate migrate.Config
+	// Retention purges sessions idle past their creator's window
+	// (--retain); no rules: nothing is ever purged but by `cast rm --purge`.
+	Retention retention.Config
+	Brief     brief.Config // the small model that writes handoff briefs
+	Migrate   migrate.Config
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
 	// SecretsKeyFile holds the key fleet account credentials and the TLS
@@ -161,6 +165,7 @@ func DefaultConfig() Config {
 		SessionCount:  DefaultSessionCount,
 		Store:         store.DefaultConfig(),
 		Tier:          store.DefaultTierConfig(),
+		Retention:     retention.DefaultConfig(),
 		Migrate:       migrate.DefaultConfig(),
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
@@ -269,6 +274,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Fleet.Validate(); err != nil {
+		return err
+	}
+	if err := c.Retention.Validate(); err != nil {
 		return err
 	}
 	if err := c.Brief.Validate(); err != nil {

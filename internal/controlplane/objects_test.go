@@ -1,9 +1,12 @@
 package controlplane_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/objstore"
+	"github.com/cast-dev/cast/internal/retention"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -31,6 +34,36 @@ func TestConfigChecksObjectStore(t *testing.T) {
 			cfg.Objects.Folder, cfg.Objects.S3, cfg.Tier.HotMessages = tc.folder, tc.s3, tc.hot
 			if err := cfg.Validate(); (err != nil) != tc.wantErr {
 				t.Fatalf("Validate = %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A retention policy is checked at start too: --retain rules (which the
+// flag also checks as it parses) and --retain-every.
+func TestConfigChecksRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rules []retention.Rule
+		every time.Duration
+		want  string // "" when valid
+	}{
+		{"none", nil, time.Hour, ""},
+		{"a rule", []retention.Rule{{Principal: "user:alice", Window: 90 * 24 * time.Hour}}, time.Hour, ""},
+		{"no role", []retention.Rule{{Principal: "alice", Window: 90 * 24 * time.Hour}}, time.Hour, `--retain: principal "alice"`},
+		{"an hour", []retention.Rule{{Principal: "*", Window: time.Hour}}, time.Hour, "--retain: rule *=1h0m0s: a window under 24h0m0s"},
+		{"every zero", nil, 0, "--retain-every"},
+		{"dedupe window", nil, time.Hour, "tier dedupe window"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testharness.ControlPlaneConfig(t)
+			cfg.Retention.Policy.Rules, cfg.Retention.Every = tc.rules, tc.every
+			if tc.name == "dedupe window" {
+				cfg.Objects.Folder, cfg.Tier.DedupeWindow = "/tmp/x", time.Second
+			}
+			err := cfg.Validate()
+			if (err != nil) != (tc.want != "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
 		})
 	}

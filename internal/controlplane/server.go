@@ -200,6 +200,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		s.goLoop(func(ctx context.Context) { _ = s.oidc.Discover(ctx) })
 	}
 	s.goLoop(s.countSessionsEvery(s.cfg.SessionCount))
+	s.startRetention()
 	s.goLoop(s.migrations.Run)
 	s.goLoop(s.fleet.Run)
 	s.goLoop(s.auditCustody)

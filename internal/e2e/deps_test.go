@@ -79,7 +79,7 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 func TestCoresLinkNoEtcd(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
-	for _, core := range []string{"fence", "fleet", "migrate", "moves", "turnstate", "archive", "placement", "delivery", "capability", "custody", "catrust", "adoption", "authn"} {
+	for _, core := range []string{"fence", "fleet", "migrate", "moves", "turnstate", "archive", "placement", "delivery", "capability", "custody", "catrust", "adoption", "authn", "retention"} {
 		for _, dep := range deps(t, root, "./internal/"+core) {
 			if strings.HasPrefix(dep, "go.etcd.io/") || strings.HasSuffix(dep, "/internal/store") {
 				t.Errorf("internal/%s depends on %s", core, dep)

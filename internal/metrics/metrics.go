@@ -30,6 +30,8 @@ type Store struct {
 	SegmentsWritten     prometheus.Counter
 	BytesMoved          prometheus.Counter
 	OrphanSegmentsSwept prometheus.Counter
+	SegmentsPurged      prometheus.Counter
+	ClientIDsPruned     prometheus.Counter
 }
 
 // NewStore creates and registers store metrics on reg (nil: unregistered).
@@ -61,12 +63,35 @@ func NewStore(reg prometheus.Registerer) *Store {
 			"Message bytes (before compression) moved from etcd to the object store."),
 		OrphanSegmentsSwept: d.counter("cast_store_tier_orphan_segments_swept_total",
 			"Segments no index entry points at (a move that crashed or lost its txn, a purged session), deleted."),
+		SegmentsPurged: d.counter("cast_store_tier_segments_purged_total",
+			"Segments of purged sessions (cast rm --purge, --retain) deleted from the object store with them."),
+		ClientIDsPruned: d.counter("cast_store_tier_client_ids_pruned_total",
+			"Client id records of messages moved to the object store, deleted from etcd once older than the dedupe window."),
 	}
 	Preinit(m.TxnConflicts, []string{"append", "create_session", "update_session", "purge_session",
-		"commit_handover", "update_migration", "update_account"})
+		"commit_handover", "update_migration", "update_account", "prune_client_ids"})
 	Preinit(m.OwnerWritesRejected, []string{"not_owner", "fenced"})
 	Preinit(m.NoSpaceRecoveries, []string{"recovered", "failed"})
 	Preinit(m.Reclaims, []string{"freed", "nothing_freed"})
+	return m
+}
+
+// Retention holds the retention sweep's metrics (--retain).
+type Retention struct {
+	Purged *prometheus.CounterVec // rule: the --retain principal that matched
+	Errors prometheus.Counter
+}
+
+// NewRetention creates and registers them on reg (nil: unregistered), with
+// each rule's principal at 0.
+func NewRetention(reg prometheus.Registerer, rules []string) *Retention {
+	d := on(reg)
+	m := &Retention{
+		Purged: d.counterVec("cast_retention_purged_sessions_total",
+			"Sessions purged (etcd keys and segments) because their last activity was older than their --retain rule's window, by rule.", "rule"),
+		Errors: d.counter("cast_retention_errors_total", "Sessions the retention sweep could not read or purge (retried next sweep)."),
+	}
+	Preinit(m.Purged, rules)
 	return m
 }
 

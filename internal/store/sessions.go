@@ -214,15 +214,18 @@ func (s *Store) observe(op string, start time.Time) {
 // PurgeSession deletes a session and every key stored under it (record,
 // seq counter, owner and its index, messages, client ids, chunks,
 // permission requests, pending ops) in one txn, compared against the record check
-// accepted: a session that changed meanwhile is read and checked again, a
-// fenced (moving) one is refused. Chunks of an append still writing are
-// left to SweepChunks, which deletes those of deleted sessions; segments in
-// the object store to SweepSegments, which deletes those no index names.
+// accepted (with its LastSeq filled in): a session that changed meanwhile
+// — its record, a new message, a move of its history — is read and
+// checked again, a fenced (moving) one is refused. Chunks of an append
+// still writing are left to SweepChunks, which deletes those of deleted
+// sessions. The session's segments in the object store are deleted once
+// the txn committed; one that fails to delete (or that a move wrote but
+// never committed) is an orphan SweepSegments deletes.
 func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error {
 	defer s.observe("purge_session", time.Now())
 	for range 10 {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(id)), clientv3.OpGet(s.ownerKey(id)),
-			clientv3.OpGet(s.fenceKey(id))).Commit()
+			clientv3.OpGet(s.fenceKey(id)), clientv3.OpGet(s.seqKey(id)), clientv3.OpGet(s.segPrefix(id), clientv3.WithPrefix())).Commit()
 		if err != nil {
 			return err
 		}
@@ -238,29 +241,43 @@ func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.
 		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
 			return errs.Internal(err, "decode session")
 		}
+		seqKV := resp.Responses[3].GetResponseRange().Kvs
+		var seqRev int64
+		if len(seqKV) > 0 {
+			sess.LastSeq, _ = parseInt(seqKV[0].Value)
+			seqRev = seqKV[0].ModRevision
+		}
 		if err := check(sess); err != nil {
 			return err
 		}
-		node := string(own[0].Value)
-		ops := []clientv3.Op{
-			clientv3.OpDelete(s.sessionKey(id)), clientv3.OpDelete(s.seqKey(id)), clientv3.OpDelete(s.ownerKey(id)),
-			clientv3.OpDelete(s.nodeSessKey(node, id)),
-		}
-		for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.segPrefix(id), s.key("perms", id) + "/", s.key("ops", id) + "/"} {
-			ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
-		}
+		segs := resp.Responses[4].GetResponseRange().Kvs
 		txn, err := s.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(s.sessionKey(id)), "=", kvs[0].ModRevision),
 			clientv3.Compare(clientv3.ModRevision(s.ownerKey(id)), "=", own[0].ModRevision),
 			clientv3.Compare(clientv3.CreateRevision(s.fenceKey(id)), "=", 0),
-		).Then(ops...).Commit()
+			clientv3.Compare(clientv3.ModRevision(s.seqKey(id)), "=", seqRev),
+			clientv3.Compare(clientv3.ModRevision(s.segPrefix(id)), "<", resp.Header.Revision+1).WithPrefix(),
+		).Then(s.purgeOps(id, string(own[0].Value))...).Commit()
 		if err != nil {
 			return err
 		}
 		if txn.Succeeded {
+			s.deleteSegments(ctx, id, segs)
 			return nil
 		}
 		s.m.TxnConflicts.WithLabelValues("purge_session").Inc()
 	}
 	return errs.New(errs.KindAborted, errs.ReasonConflict, "session %s kept changing; retry", id)
+}
+
+// purgeOps deletes every key of session id, owned by node.
+func (s *Store) purgeOps(id, node string) []clientv3.Op {
+	ops := []clientv3.Op{
+		clientv3.OpDelete(s.sessionKey(id)), clientv3.OpDelete(s.seqKey(id)), clientv3.OpDelete(s.ownerKey(id)),
+		clientv3.OpDelete(s.nodeSessKey(node, id)),
+	}
+	for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.segPrefix(id), s.key("perms", id) + "/", s.key("ops", id) + "/"} {
+		ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+	}
+	return ops
 }

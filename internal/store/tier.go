@@ -54,8 +54,9 @@ type tiering struct {
 	cfg  TierConfig
 	fail func(string) // failpoints; nil: none
 
-	mu   sync.Mutex
-	seen map[string]idleMark // by session: for IdleAge
+	mu     sync.Mutex
+	seen   map[string]idleMark  // by session: for IdleAge
+	pruned map[string]time.Time // by session: its last client id prune
 }
 
 // idleMark is a session's last seq and when this replica first saw it.
@@ -72,7 +73,7 @@ func (s *Store) UseObjects(objs Objects, cfg TierConfig, fail func(string)) erro
 		return err
 	}
 	s.objs = objs
-	s.tier = &tiering{cfg: cfg, fail: fail, seen: map[string]idleMark{}}
+	s.tier = &tiering{cfg: cfg, fail: fail, seen: map[string]idleMark{}, pruned: map[string]time.Time{}}
 	return nil
 }
 
@@ -101,6 +102,11 @@ func (t *tiering) forget(live map[string]int64) {
 	for id := range t.seen {
 		if _, ok := live[id]; !ok {
 			delete(t.seen, id)
+		}
+	}
+	for id := range t.pruned {
+		if _, ok := live[id]; !ok {
+			delete(t.pruned, id)
 		}
 	}
 }
@@ -133,6 +139,11 @@ func (s *Store) runTiering(ctx context.Context) {
 // Tier moves, in every session, what the policy says leaves etcd, and
 // returns how many messages moved.
 func (s *Store) Tier(ctx context.Context) (int, error) {
+	return s.TierAt(ctx, time.Now())
+}
+
+// TierAt is Tier as of now (IdleAge, DedupeWindow): tests give the clock.
+func (s *Store) TierAt(ctx context.Context, now time.Time) (int, error) {
 	if s.tier == nil {
 		return 0, nil
 	}
@@ -145,7 +156,7 @@ func (s *Store) Tier(ctx context.Context) (int, error) {
 	moved := 0
 	var errAll error
 	for id, last := range seqs {
-		n, err := s.TierSession(ctx, id, last, time.Now())
+		n, err := s.TierSession(ctx, id, last, now)
 		moved += n
 		if err != nil && !errs.HasReason(err, errs.ReasonConflict) {
 			errAll = errors.Join(errAll, fmt.Errorf("session %s: %w", id, err))
@@ -176,7 +187,9 @@ func (s *Store) allSeqs(ctx context.Context) (map[string]int64, error) {
 const maxMovesPerSession = 64
 
 // TierSession moves a session's history older than its hot tail (all of
-// it when idle), and its large parts, to segments. last is its last seq.
+// it when idle), and its large parts, to segments, then drops the client
+// id records of moved messages older than DedupeWindow (tiercids.go).
+// last is its last seq.
 func (s *Store) TierSession(ctx context.Context, id string, last int64, now time.Time) (int, error) {
 	if s.tier == nil {
 		return 0, nil
@@ -199,7 +212,10 @@ func (s *Store) TierSession(ctx context.Context, id string, last int64, now time
 		}
 	}
 	n, err := s.moveParts(ctx, id, last-cfg.PartTail)
-	return moved + n, err
+	if moved += n; err != nil {
+		return moved, err
+	}
+	return moved, s.pruneClientIDs(ctx, id, now)
 }
 
 // firstInEtcd returns the lowest seq whose envelope etcd holds (0: none).

@@ -136,12 +136,17 @@ func TestTierMovesHistoryAndReadsSeeOneTranscript(t *testing.T) {
 	if n, err := s.SweepSegments(ctxT(t), time.Now().Add(time.Hour)); err != nil || n != 0 {
 		t.Fatalf("sweep = %d, %v; want 0 orphans", n, err)
 	}
-	// A purge makes the session's segments orphans.
+	// A purge deletes the session's segments with it: none is left for
+	// the sweep, and the object store is empty.
 	if err := s.PurgeSession(ctxT(t), c.Session.Id, func(*castv1.Session) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.SweepSegments(ctxT(t), time.Now().Add(time.Hour)); err != nil || n == 0 {
-		t.Fatalf("sweep after purge = %d, %v; want the session's segments", n, err)
+	if n, err := s.SweepSegments(ctxT(t), time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("sweep after purge = %d, %v; want nothing left to sweep", n, err)
+	}
+	left := 0
+	if err := objs.List(ctxT(t), "", func(string, time.Time) error { left++; return nil }); err != nil || left != 0 {
+		t.Fatalf("%d objects left after the purge (%v)", left, err)
 	}
 }
 

@@ -31,6 +31,11 @@ type TierConfig struct {
 	// more than half of it ago, so the two never race).
 	Every       time.Duration
 	OrphanGrace time.Duration
+	// DedupeWindow is how long a moved message's client id record stays
+	// in etcd: a retry within it is answered with the stored message, one
+	// after it is a new message. Past it the record leaves etcd, so etcd
+	// keeps nothing per message of moved history (tiercids.go).
+	DedupeWindow time.Duration
 }
 
 // DefaultTierConfig returns the defaults.
@@ -45,6 +50,7 @@ func DefaultTierConfig() TierConfig {
 		SegmentBytes:    8 << 20,
 		Every:           time.Minute,
 		OrphanGrace:     time.Hour,
+		DedupeWindow:    7 * 24 * time.Hour,
 	}
 }
 
@@ -67,6 +73,8 @@ func (c TierConfig) Validate(sc Config) error {
 		return fmt.Errorf("store: tier interval must be positive")
 	case c.OrphanGrace < 2*time.Second:
 		return fmt.Errorf("store: tier orphan grace must be at least 2s")
+	case c.DedupeWindow < time.Minute:
+		return fmt.Errorf("store: tier dedupe window must be at least a minute (retries within it are recognised)")
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 // Package s3test runs a real S3-compatible server (gofakes3 over files
 // in a folder) in a process of its own, the test binary run again as it, so a
-// test can kill -9 it and start it again on the same data and port.
+// test can kill -9 it and start it again on the same data and port. With
+// CAST_S3_SERVER naming a SeaweedFS `weed` binary (`make test-s3` builds
+// one), the server is `weed server -s3` instead, on a folder and ports of
+// its own, killed and restarted alike.
 package s3test
 
 import (
@@ -33,9 +36,13 @@ const readyLine = "cast test s3 server ready"
 // Bucket is the bucket tests use.
 const Bucket = "cast-test"
 
+// ServerEnv names a SeaweedFS `weed` binary to run instead of gofakes3.
+const ServerEnv = "CAST_S3_SERVER"
+
 type serveConfig struct {
 	Dir  string
 	Addr string
+	Weed []string `json:"-"` // weed's own ports, when ServerEnv is set
 }
 
 // RunIfAsked makes the calling test binary an S3 server when Start
@@ -87,6 +94,11 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	addr := testharness.FreeAddr(t)
 	s := &Server{Endpoint: "http://" + addr, t: t, cfg: serveConfig{Dir: filepath.Join(t.TempDir(), "s3"), Addr: addr}}
+	if os.Getenv(ServerEnv) != "" {
+		for range 7 { // master, volume, filer: http and grpc; s3's grpc
+			s.cfg.Weed = append(s.cfg.Weed, port(testharness.FreeAddr(t)))
+		}
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +107,9 @@ func Start(t testing.TB) *Server {
 
 // Start starts a killed server again on its folder and port.
 func (s *Server) Start() error {
+	if weed := os.Getenv(ServerEnv); weed != "" {
+		return s.startWeed(weed)
+	}
 	raw, _ := json.Marshal(s.cfg)
 	p := testharness.StartProcEnv(s.t, []string{serveEnv + "=" + string(raw)}, os.Args[0], "-test.run=^$")
 	s.mu.Lock()

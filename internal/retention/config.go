@@ -1,0 +1,31 @@
+package retention
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the retention policy and how often a replica applies it.
+type Config struct {
+	Policy Policy
+	// Every is how often the sweep runs; each run reads every session
+	// record, and the newest message of those idle past their window.
+	Every time.Duration
+}
+
+// DefaultConfig returns the defaults: no rules (nothing is ever purged),
+// an hourly sweep once rules are given.
+func DefaultConfig() Config {
+	return Config{Every: time.Hour}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("--retain: %w", err)
+	}
+	if c.Every < time.Minute {
+		return fmt.Errorf("--retain-every must be at least a minute")
+	}
+	return nil
+}

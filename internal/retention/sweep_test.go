@@ -1,0 +1,223 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/objstore"
+	"github.com/cast-dev/cast/internal/retention"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// world is a store on embedded etcd whose history moves to a real folder.
+type world struct {
+	s    *store.Store
+	objs *objstore.Folder
+	cli  *clientv3.Client
+}
+
+func newWorld(t *testing.T) world {
+	ep := testharness.StartEtcd(t, nil)
+	s := testharness.OpenStore(t, ep, nil)
+	objs, err := objstore.NewFolder(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := store.DefaultTierConfig()
+	tc.HotMessages, tc.MinSegment, tc.SegmentMessages = 0, 1, 10
+	if err := s.UseObjects(objs, tc, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterNode(ctxT(t), &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return world{s: s, objs: objs, cli: cli}
+}
+
+// session creates a session of creator with n messages; tiered moves them
+// all to segments.
+func (w world) session(t *testing.T, creator string, n int, tiered bool) string {
+	t.Helper()
+	c, err := w.s.CreateSession(ctxT(t), fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1", Creator: creator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []*castv1.Message
+	for i := range n {
+		batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: fmt.Sprintf("%s %d", creator, i)})
+	}
+	if _, err := w.s.Append(ctxT(t), c.Session.Id, batch, fence.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	if tiered {
+		if moved, err := w.s.TierSession(ctxT(t), c.Session.Id, int64(n), time.Now()); err != nil || moved != n {
+			t.Fatalf("tiered %d of %d messages: %v", moved, n, err)
+		}
+	}
+	return c.Session.Id
+}
+
+func (w world) objects(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	err := w.objs.List(ctxT(t), "", func(key string, _ time.Time) error { out[key] = true; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// keysOf counts the etcd keys that name session id.
+func (w world) keysOf(t *testing.T, id string) int {
+	t.Helper()
+	resp, err := w.cli.Get(ctxT(t), "", clientv3.WithFromKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Key), id) {
+			n++
+		}
+	}
+	return n
+}
+
+func (w world) lastActive(t *testing.T, id string) time.Time {
+	t.Helper()
+	sess, err := w.s.GetSession(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := w.s.LastActive(ctxT(t), sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func (w world) exists(t *testing.T, id string) bool {
+	t.Helper()
+	_, err := w.s.GetSession(ctxT(t), id)
+	if err != nil && !errs.HasReason(err, errs.ReasonNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestSweepPurgesOnlyExpiredCoveredSessions: of two principals' sessions,
+// only those of the principal a rule covers, idle past its window, are
+// purged (etcd keys and segments); the clock is the sweep's argument.
+func TestSweepPurgesOnlyExpiredCoveredSessions(t *testing.T) {
+	w := newWorld(t)
+	aliceOld := w.session(t, "user:alice", 25, true)
+	aliceSegs := w.objects(t)
+	bobOld := w.session(t, "user:bob", 25, true)
+	aliceNew := w.session(t, "user:alice", 5, false)
+	aliceBusy := w.session(t, "user:alice", 5, false)
+	if _, err := w.s.UpdateSession(ctxT(t), aliceBusy, func(s *castv1.Session) error {
+		s.State = castv1.SessionState_SESSION_STATE_RUNNING
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(aliceSegs) != 3 || len(w.objects(t)) != 6 {
+		t.Fatalf("segments: %d of alice's, %d in all; want 3 and 6", len(aliceSegs), len(w.objects(t)))
+	}
+	lastOld, lastNew := w.lastActive(t, aliceOld), w.lastActive(t, aliceNew)
+	if !lastOld.Before(lastNew) {
+		t.Fatalf("the old session's last activity %v is not before the new one's %v", lastOld, lastNew)
+	}
+
+	reg := prometheus.NewRegistry()
+	m := metrics.NewRetention(reg, []string{"user:alice"})
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := retention.DefaultConfig()
+	if err := cfg.Policy.Set("user:alice=90d"); err != nil {
+		t.Fatal(err)
+	}
+	sw := retention.New(w.s, cfg, m, zap.New(core))
+
+	// At lastNew + 90 days, only the old session of alice is past the window.
+	now := lastNew.Add(90 * 24 * time.Hour)
+	if n, err := sw.SweepAt(ctxT(t), now); err != nil || n != 1 {
+		t.Fatalf("sweep = %d, %v; want 1 purged", n, err)
+	}
+	if w.exists(t, aliceOld) || !w.exists(t, aliceNew) || !w.exists(t, bobOld) || !w.exists(t, aliceBusy) {
+		t.Fatalf("after the sweep: alice old %v, alice new %v, bob %v, busy %v; want only alice's old one gone",
+			w.exists(t, aliceOld), w.exists(t, aliceNew), w.exists(t, bobOld), w.exists(t, aliceBusy))
+	}
+	if k := w.keysOf(t, aliceOld); k != 0 {
+		t.Fatalf("%d etcd keys of the purged session remain", k)
+	}
+	left := w.objects(t)
+	for key := range aliceSegs {
+		if left[key] {
+			t.Fatalf("segment %s of the purged session is still in the object store", key)
+		}
+	}
+	if len(left) != 3 {
+		t.Fatalf("%d segments left; want bob's 3", len(left))
+	}
+	if got := counter(t, m.Purged.WithLabelValues("user:alice")); got != 1 {
+		t.Fatalf("cast_retention_purged_sessions_total{rule=user:alice} = %v", got)
+	}
+	lines := logs.FilterMessage("session purged by the retention policy").All()
+	if len(lines) != 1 || lines[0].ContextMap()["session"] != aliceOld || lines[0].ContextMap()["rule"] != "user:alice=90d" {
+		t.Fatalf("log lines %+v; want one naming %s and its rule", lines, aliceOld)
+	}
+
+	// The same instant again purges nothing: alice's new session is
+	// exactly at its window, not past it.
+	if n, err := sw.SweepAt(ctxT(t), now); err != nil || n != 0 {
+		t.Fatalf("second sweep = %d, %v; want 0", n, err)
+	}
+	// Ten years on, alice's idle session goes; bob's, which no rule
+	// covers, and alice's running one stay.
+	if n, err := sw.SweepAt(ctxT(t), now.AddDate(10, 0, 0)); err != nil || n != 1 {
+		t.Fatalf("sweep ten years on = %d, %v; want 1", n, err)
+	}
+	if w.exists(t, aliceNew) || !w.exists(t, bobOld) || !w.exists(t, aliceBusy) {
+		t.Fatalf("ten years on: alice new %v, bob %v, busy %v", w.exists(t, aliceNew), w.exists(t, bobOld), w.exists(t, aliceBusy))
+	}
+	var read int
+	err := w.s.Export(ctxT(t), bobOld, func(_ *castv1.Session, msgs []*castv1.Message) error { read += len(msgs); return nil })
+	if err != nil || read != 25 || len(w.objects(t)) != 3 {
+		t.Fatalf("bob's session reads %d of 25 messages (%v), %d segments", read, err, len(w.objects(t)))
+	}
+}
