@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -79,28 +80,18 @@ func (s *Store) pruneClientIDs(ctx context.Context, id string, now time.Time) er
 // oldClientIDs reads the session's records created before cutoff (unix
 // ns), in pages; each is judged alone, so the pages need no one revision.
 func (s *Store) oldClientIDs(ctx context.Context, id string, cutoff int64) ([]cidCandidate, error) {
-	root := s.key("cids", id) + "/"
-	end := clientv3.GetPrefixRangeEnd(root)
 	var out []cidCandidate
-	for from := root; ; {
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
+	err := scanPrefix(ctx, s.cli, s.key("cids", id)+"/", func(kv *mvccpb.KeyValue) error {
+		r, err := parseCidRecord(kv.Value)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, kv := range resp.Kvs {
-			r, err := parseCidRecord(kv.Value)
-			if err != nil {
-				return nil, err
-			}
-			if r.ctime > 0 && r.ctime < cutoff {
-				out = append(out, cidCandidate{key: string(kv.Key), seq: r.seq, createRev: kv.CreateRevision})
-			}
+		if r.ctime > 0 && r.ctime < cutoff {
+			out = append(out, cidCandidate{key: string(kv.Key), seq: r.seq, createRev: kv.CreateRevision})
 		}
-		if !resp.More {
-			return out, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+		return nil
+	})
+	return out, err
 }
 
 // dropMoved deletes, of cands, the records whose envelope etcd no longer
