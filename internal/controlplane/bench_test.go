@@ -175,20 +175,29 @@ func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResul
 	}
 	var res appendResult
 	res.n = total
+	cpu0 := cpuTime(tb, os.Getpid())
 	res.app, res.appLat = round(tb, ac.writers, total, ac.rate, viaGRPC)
+	cpu1 := cpuTime(tb, os.Getpid())
 	res.raw, res.rawLat = round(tb, ac.writers, total, ac.rate, viaEtcd)
+	res.appCPU, res.rawCPU = cpu1-cpu0, cpuTime(tb, os.Getpid())-cpu1
 	return res
 }
 
-// appendResult sums the rounds of one row.
+// appendResult sums the rounds of one row. The CPU times are the whole
+// process's (client, control plane and etcd all run in it) over each
+// phase: CPU per call is steadier than calls per second when other jobs
+// share the cores, and on a CPU-bound machine their ratio is the
+// throughput ratio.
 type appendResult struct {
 	n              int
 	app, raw       time.Duration
+	appCPU, rawCPU time.Duration
 	appLat, rawLat []time.Duration
 }
 
 func (r *appendResult) add(o appendResult) {
 	r.n, r.app, r.raw = r.n+o.n, r.app+o.app, r.raw+o.raw
+	r.appCPU, r.rawCPU = r.appCPU+o.appCPU, r.rawCPU+o.rawCPU
 	r.appLat, r.rawLat = append(r.appLat, o.appLat...), append(r.rawLat, o.rawLat...)
 }
 
@@ -201,6 +210,9 @@ func (r *appendResult) report(b *testing.B) {
 	b.ReportMetric(app, "appends/s")
 	b.ReportMetric(raw, "etcd_puts/s")
 	b.ReportMetric(app/raw, "throughput_ratio")
+	b.ReportMetric(float64(r.appCPU.Microseconds())/float64(r.n), "cpu_us/append")
+	b.ReportMetric(float64(r.rawCPU.Microseconds())/float64(r.n), "cpu_us/put")
+	b.ReportMetric(r.rawCPU.Seconds()/r.appCPU.Seconds(), "cpu_ratio")
 	b.ReportMetric(ms(pct(r.appLat, 50)), "append_p50_ms")
 	b.ReportMetric(ms(pct(r.rawLat, 50)), "etcd_p50_ms")
 	b.ReportMetric(ms(pct(r.appLat, 99)), "append_p99_ms")
