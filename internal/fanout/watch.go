@@ -56,12 +56,38 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	if err := w.h.rejoin(w.s); err != nil {
 		return err
 	}
-	last, rev, err := w.h.src.Replay(ctx, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
+	last, rev, err := replayAside(ctx, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
 	}
 	w.next, w.rev = max(w.next, last+1), rev
 	return nil
+}
+
+// replayAside runs src.Replay on a goroutine of its own and calls fn on
+// the caller's, one event at a time. A goroutine keeps the stack it grew
+// to for as long as it lives, and a watch's lives as long as its stream:
+// the store's read (clientv3 over gRPC) is deep enough to double it, to
+// 16 KiB, half of what a stream held at 10,000 streams. The reader's
+// stack goes when the read ends.
+func replayAside(ctx context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+	evs, sent := make(chan store.Event), make(chan error)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		last, rev, err = src.Replay(ctx, sessionID, from, func(ev store.Event) error {
+			evs <- ev
+			return <-sent
+		})
+	}()
+	for {
+		select {
+		case ev := <-evs:
+			sent <- fn(ev)
+		case <-done:
+			return last, rev, err
+		}
+	}
 }
 
 // follow sends live events until the watcher falls behind, ctx ends or
