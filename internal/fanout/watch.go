@@ -69,22 +69,41 @@ func (w *watcher) catchUp(ctx context.Context) error {
 // to for as long as it lives, and a watch's lives as long as its stream:
 // the store's read (clientv3 over gRPC) is deep enough to double it, to
 // 16 KiB, half of what a stream held at 10,000 streams. The reader's
-// stack goes when the read ends.
+// stack goes when the read ends. A panic in the read is raised again on
+// the caller's goroutine, where the call's recovery sees it, as before.
 func replayAside(ctx context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
 	evs, sent := make(chan store.Event), make(chan error)
 	done := make(chan struct{})
+	var panicked any
 	go func() {
 		defer close(done)
+		defer func() { panicked = recover() }()
 		last, rev, err = src.Replay(ctx, sessionID, from, func(ev store.Event) error {
-			evs <- ev
-			return <-sent
+			select {
+			case evs <- ev:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case err := <-sent:
+				return err
+			case <-ctx.Done(): // fn panicked: the caller is gone
+				return ctx.Err()
+			}
 		})
 	}()
 	for {
 		select {
 		case ev := <-evs:
-			sent <- fn(ev)
+			err := fn(ev)
+			select {
+			case sent <- err:
+			case <-done:
+			}
 		case <-done:
+			if panicked != nil {
+				panic(panicked)
+			}
 			return last, rev, err
 		}
 	}
