@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -87,60 +86,4 @@ func parallel(b *testing.B, writers, each int, call func(w int) error) time.Dura
 	}
 	wg.Wait()
 	return time.Since(start)
-}
-
-// BenchmarkHeartbeat renews 200 nodes' leases at once, 20 times each,
-// through store.Heartbeat (one keep-alive stream a replica) and, as the
-// baseline in the same run, through clientv3's KeepAliveOnce (a stream a
-// renewal, what Heartbeat did before), on the same etcd; it reports each
-// one's renewals a second and the process's CPU a renewal (etcd runs in
-// the process too), and the ratios.
-//
-//	go test -run '^$' -bench Heartbeat -benchtime 5x ./internal/store
-func BenchmarkHeartbeat(b *testing.B) {
-	ep := testharness.StartEtcd(b, nil)
-	s := testharness.OpenStore(b, ep, nil)
-	ctx := context.Background()
-	const nodes, each = 200, 20
-	leases := make([]fence.Lease, nodes)
-	for i := range leases {
-		var err error
-		if leases[i], err = s.RegisterNode(ctx, &castv1.Node{Name: fmt.Sprintf("n%d", i)}, "bench", time.Minute); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	var shared, once time.Duration
-	var sharedCPU, onceCPU time.Duration
-	b.ResetTimer()
-	for range b.N {
-		c0 := processCPU(b)
-		shared += parallel(b, nodes, each, func(w int) error { return s.Heartbeat(ctx, leases[w]) })
-		c1 := processCPU(b)
-		once += parallel(b, nodes, each, func(w int) error {
-			_, err := cli.KeepAliveOnce(ctx, clientv3.LeaseID(leases[w]))
-			return err
-		})
-		sharedCPU, onceCPU = sharedCPU+c1-c0, onceCPU+processCPU(b)-c1
-	}
-	n := float64(b.N * nodes * each)
-	b.ReportMetric(n/shared.Seconds(), "renewals/s")
-	b.ReportMetric(n/once.Seconds(), "keepaliveonce/s")
-	b.ReportMetric(once.Seconds()/shared.Seconds(), "throughput_ratio")
-	b.ReportMetric(float64(sharedCPU.Microseconds())/n, "cpu_us/renewal")
-	b.ReportMetric(float64(onceCPU.Microseconds())/n, "cpu_us/keepaliveonce")
-	b.ReportMetric(onceCPU.Seconds()/sharedCPU.Seconds(), "cpu_ratio")
-}
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -61,7 +61,11 @@ func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string
 // etcd writes. ErrLeaseExpired means it lapsed.
 func (s *Store) Heartbeat(ctx context.Context, l fence.Lease) error {
 	defer s.observe("heartbeat", time.Now())
-	return s.keepAlives.renew(ctx, int64(l))
+	_, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(l))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return ErrLeaseExpired
+	}
+	return err
 }
 
 // NodeSeen records now as the node's last heartbeat (last_seen_time) on

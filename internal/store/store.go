@@ -176,7 +176,6 @@ type Store struct {
 	sweep      sweeper
 	alarm      alarmState // Run's goroutine only
 	ownsClient bool
-	keepAlives *keepAlives // node lease renewals on one shared stream
 
 	commit *committer // group commit of appends across sessions
 
@@ -233,7 +232,7 @@ func New(ctx context.Context, cli *clientv3.Client, cfg Config, m *metrics.Store
 	if m == nil {
 		m = metrics.NewStore(nil)
 	}
-	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, commit: newCommitter(), alarm: newAlarmState(), keepAlives: newKeepAlives(cli)}
+	s := &Store{cli: cli, cfg: cfg, lg: lg.Named("store"), m: m, commit: newCommitter(), alarm: newAlarmState()}
 	s.quota.init(cfg)
 	if err := s.refreshQuota(ctx); err != nil {
 		return nil, fmt.Errorf("store: first status read: %w", err)
