@@ -187,8 +187,8 @@ func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResul
 // processUse is what the whole process (client, control plane and etcd
 // all run in it) spent over a phase: CPU per call is steadier than calls
 // per second when other jobs share the cores (on a CPU-bound machine
-// their ratio is the throughput ratio), and allocations per call do not
-// depend on the load at all.
+// their ratio is the throughput ratio), and allocations per call hardly
+// depend on it.
 type processUse struct {
 	cpu            time.Duration
 	mallocs, bytes uint64
