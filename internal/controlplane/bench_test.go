@@ -188,7 +188,7 @@ func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResul
 // all run in it) spent over a phase: CPU per call is steadier than calls
 // per second when other jobs share the cores (on a CPU-bound machine
 // their ratio is the throughput ratio), and allocations per call hardly
-// depend on it.
+// depend on the load.
 type processUse struct {
 	cpu            time.Duration
 	mallocs, bytes uint64
