@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -175,20 +176,49 @@ func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResul
 	}
 	var res appendResult
 	res.n = total
+	p0 := sampleProcess(tb)
 	res.app, res.appLat = round(tb, ac.writers, total, ac.rate, viaGRPC)
+	p1 := sampleProcess(tb)
 	res.raw, res.rawLat = round(tb, ac.writers, total, ac.rate, viaEtcd)
+	res.appUse, res.rawUse = p1.sub(p0), sampleProcess(tb).sub(p1)
 	return res
+}
+
+// processUse is what the whole process (client, control plane and etcd
+// all run in it) spent over a phase: CPU per call is steadier than calls
+// per second when other jobs share the cores (on a CPU-bound machine
+// their ratio is the throughput ratio), and allocations per call hardly
+// depend on the load.
+type processUse struct {
+	cpu            time.Duration
+	mallocs, bytes uint64
+}
+
+func sampleProcess(tb testing.TB) processUse {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return processUse{cpu: cpuTime(tb, os.Getpid()), mallocs: ms.Mallocs, bytes: ms.TotalAlloc}
+}
+
+func (p processUse) sub(o processUse) processUse {
+	return processUse{cpu: p.cpu - o.cpu, mallocs: p.mallocs - o.mallocs, bytes: p.bytes - o.bytes}
+}
+
+func (p processUse) add(o processUse) processUse {
+	return processUse{cpu: p.cpu + o.cpu, mallocs: p.mallocs + o.mallocs, bytes: p.bytes + o.bytes}
 }
 
 // appendResult sums the rounds of one row.
 type appendResult struct {
 	n              int
 	app, raw       time.Duration
+	appUse, rawUse processUse
 	appLat, rawLat []time.Duration
 }
 
 func (r *appendResult) add(o appendResult) {
 	r.n, r.app, r.raw = r.n+o.n, r.app+o.app, r.raw+o.raw
+	r.appUse, r.rawUse = r.appUse.add(o.appUse), r.rawUse.add(o.rawUse)
 	r.appLat, r.rawLat = append(r.appLat, o.appLat...), append(r.rawLat, o.rawLat...)
 }
 
@@ -201,6 +231,14 @@ func (r *appendResult) report(b *testing.B) {
 	b.ReportMetric(app, "appends/s")
 	b.ReportMetric(raw, "etcd_puts/s")
 	b.ReportMetric(app/raw, "throughput_ratio")
+	n := float64(r.n)
+	b.ReportMetric(float64(r.appUse.cpu.Microseconds())/n, "cpu_us/append")
+	b.ReportMetric(float64(r.rawUse.cpu.Microseconds())/n, "cpu_us/put")
+	b.ReportMetric(r.rawUse.cpu.Seconds()/r.appUse.cpu.Seconds(), "cpu_ratio")
+	b.ReportMetric(float64(r.appUse.mallocs)/n, "allocs/append")
+	b.ReportMetric(float64(r.rawUse.mallocs)/n, "allocs/put")
+	b.ReportMetric(float64(r.appUse.bytes)/n/1024, "KiB/append")
+	b.ReportMetric(float64(r.rawUse.bytes)/n/1024, "KiB/put")
 	b.ReportMetric(ms(pct(r.appLat, 50)), "append_p50_ms")
 	b.ReportMetric(ms(pct(r.rawLat, 50)), "etcd_p50_ms")
 	b.ReportMetric(ms(pct(r.appLat, 99)), "append_p99_ms")

@@ -86,6 +86,16 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "from the future",
 		CreateTime: timestamppb.New(time.Now().Add(24 * time.Hour))}}})
 	wantRefusal(t, "future create_time", err, "messages[0].create_time")
+	// The paths are formatted only for a refusal: a later message's fields
+	// are named with its index, its kind too.
+	_, err = c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+		{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "fine"},
+		{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "fine", Agent: "two\nlines"}}})
+	wantRefusal(t, "bad agent in the second message", err, "messages[1].agent")
+	_, err = c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+		{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "fine"},
+		{ClientId: ids.NewClientID(), Kind: castv1.MessageKind(999), Text: "fine"}}})
+	wantRefusal(t, "unknown kind in the second message", err, "messages[1].kind")
 	// An owner's row from a fast clock is stamped by the server instead:
 	// refusing it would wedge the node's sync.
 	fast, err := c.Nodes.AppendOwnerMessages(ctx, &castv1.AppendOwnerMessagesRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token,

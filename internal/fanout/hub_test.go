@@ -470,3 +470,27 @@ func TestBrokenFeedEndsWatchersWithWhy(t *testing.T) {
 	e.appendN(t, n-3, 10, sid)
 	w.check(t, ctx, "a watch once the feed runs again", 1)
 }
+
+// panicky is a Source whose Replay panics.
+type panicky struct{ fanout.Source }
+
+func (panicky) Replay(context.Context, string, int64, func(store.Event) error) (int64, int64, error) {
+	panic("replay broke")
+}
+
+// The catch-up read runs on a goroutine of its own; a panic there is
+// raised again on the watch's goroutine, where a gRPC call's recovery
+// interceptor sees it, rather than ending the process.
+func TestWatchRaisesAReplayPanicOnItsCaller(t *testing.T) {
+	e := newEnv(t, fanout.DefaultConfig(), func(src fanout.Source) fanout.Source { return panicky{src} })
+	sid := e.session(t)
+	got := func() (p any) {
+		defer func() { p = recover() }()
+		err := e.hub.Watch(ctxT(t), "p", sid, 1, func(fanout.Event) error { return nil })
+		t.Errorf("Watch returned (%v) instead of panicking", err)
+		return nil
+	}()
+	if got != "replay broke" {
+		t.Fatalf("Watch recovered %v, want the Replay's panic", got)
+	}
+}

@@ -56,12 +56,57 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	if err := w.h.rejoin(w.s); err != nil {
 		return err
 	}
-	last, rev, err := w.h.src.Replay(ctx, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
+	last, rev, err := replayAside(ctx, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
 	}
 	w.next, w.rev = max(w.next, last+1), rev
 	return nil
+}
+
+// replayAside runs src.Replay on a goroutine of its own and calls fn on
+// the caller's, one event at a time. A goroutine keeps the stack it grew
+// to for as long as it lives, and a watch's lives as long as its stream:
+// the store's read (clientv3 over gRPC) is deep enough to double it, to
+// 16 KiB, half of what a stream held at 10,000 streams. The reader's
+// stack goes when the read ends. A panic in the read is raised again on
+// the caller's goroutine, where the call's recovery sees it, as before.
+func replayAside(ctx context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+	evs, sent := make(chan store.Event), make(chan error)
+	done := make(chan struct{})
+	var panicked any
+	go func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		last, rev, err = src.Replay(ctx, sessionID, from, func(ev store.Event) error {
+			select {
+			case evs <- ev:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case err := <-sent:
+				return err
+			case <-ctx.Done(): // fn panicked: the caller is gone
+				return ctx.Err()
+			}
+		})
+	}()
+	for {
+		select {
+		case ev := <-evs:
+			err := fn(ev)
+			select {
+			case sent <- err:
+			case <-done:
+			}
+		case <-done:
+			if panicked != nil {
+				panic(panicked)
+			}
+			return last, rev, err
+		}
+	}
 }
 
 // follow sends live events until the watcher falls behind, ctx ends or
