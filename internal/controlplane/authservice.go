@@ -119,9 +119,11 @@ func (s *Server) ReplaceToken(ctx context.Context, role authz.Role, name string)
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.store.DeleteToken(ctx, name); err != nil {
+	cred, err := s.store.DeleteToken(ctx, name)
+	if err != nil {
 		return "", err
 	}
+	s.revokeCalls(cred)
 	return tok, s.store.CreateToken(ctx, authz.Hash(tok), string(role), name)
 }
 
@@ -166,11 +168,12 @@ func (h *authService) DeleteToken(ctx context.Context, req *castv1.DeleteTokenRe
 	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
 		return nil, err
 	}
-	ok, err := h.s.store.DeleteToken(ctx, req.Name)
+	cred, err := h.s.store.DeleteToken(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if !ok {
+	h.s.revokeCalls(cred)
+	if cred == "" {
 		return nil, toStatus(h.s.lg, errs.NotFound("no token named %q (cast token ls)", req.Name).With("name", req.Name))
 	}
 	h.s.lg.Info("token deleted", zap.String("name", req.Name), zap.String("by", caller(ctx)))
@@ -247,20 +250,22 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 	return &castv1.JoinNodeResponse{Certificate: chain, CaBundle: bundle}, nil
 }
 
-// RevokeNode deletes the node's credential and ends its stream on this
-// replica at once; every replica's revocation watch (revocation.go) ends
-// its calls there too.
+// RevokeNode deletes the node's credential and, on this replica at once,
+// ends its stream and calls and forgets its cached record, so the next
+// call with it is refused; every replica's revocation watch
+// (revocation.go) does the same there.
 func (h *authService) RevokeNode(ctx context.Context, req *castv1.RevokeNodeRequest) (*castv1.RevokeNodeResponse, error) {
 	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
 		return nil, err
 	}
-	ok, err := h.s.store.RevokeNode(ctx, req.Name)
+	cred, err := h.s.store.RevokeNode(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	h.s.revokeCalls(cred)
 	h.s.hub.disconnect(req.Name)
-	h.s.lg.Info("node credential revoked", zap.String("node", req.Name), zap.Bool("had_credential", ok), zap.String("by", caller(ctx)))
-	return &castv1.RevokeNodeResponse{Revoked: ok}, nil
+	h.s.lg.Info("node credential revoked", zap.String("node", req.Name), zap.Bool("had_credential", cred != ""), zap.String("by", caller(ctx)))
+	return &castv1.RevokeNodeResponse{Revoked: cred != ""}, nil
 }
 
 func (h *authService) WhoAmI(ctx context.Context, _ *castv1.WhoAmIRequest) (*castv1.WhoAmIResponse, error) {

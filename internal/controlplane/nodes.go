@@ -54,12 +54,13 @@ func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequ
 		return nil, toStatus(h.s.lg, err)
 	}
 	// A forgotten node's credential goes too: it must join again.
-	revoked, err := h.s.store.RevokeNode(ctx, req.Name)
+	cred, err := h.s.store.RevokeNode(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	h.s.revokeCalls(cred)
 	h.s.hub.disconnect(req.Name)
-	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n), zap.Bool("credential_revoked", revoked))
+	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n), zap.Bool("credential_revoked", cred != ""))
 	return &castv1.DeleteNodeResponse{Sessions: int32(n)}, nil
 }
 

@@ -127,6 +127,9 @@ func (s *Server) watchRevocations(ctx context.Context) {
 // revokeCalls ends cred's open calls and drops its cached record (after
 // remembering it as revoked, which a concurrent look-up checks).
 func (s *Server) revokeCalls(cred string) {
+	if cred == "" {
+		return
+	}
 	n := s.calls.revoke(cred)
 	s.authn.Revoked(cred)
 	if n > 0 {

@@ -125,36 +125,39 @@ func (s *Store) ListTokens(ctx context.Context) ([]TokenRecord, error) {
 	return out, nil
 }
 
-// DeleteToken revokes the admin or user token called name.
-func (s *Store) DeleteToken(ctx context.Context, name string) (bool, error) {
+// DeleteToken revokes the admin or user token called name; it returns the
+// deleted credential's hash ("" if there was none).
+func (s *Store) DeleteToken(ctx context.Context, name string) (string, error) {
 	return s.deleteIndexed(ctx, s.authNameKey(name))
 }
 
 // RevokeNode deletes node name's credential; the node must join again.
-// `cast node rm` calls it.
-func (s *Store) RevokeNode(ctx context.Context, name string) (bool, error) {
+// `cast node rm` calls it. It returns the deleted credential's hash (""
+// if there was none).
+func (s *Store) RevokeNode(ctx context.Context, name string) (string, error) {
 	return s.deleteIndexed(ctx, s.authNodeKey(name))
 }
 
 // deleteIndexed deletes an index key and the token it points at, unless
-// the index changed meanwhile (then it retries).
-func (s *Store) deleteIndexed(ctx context.Context, idx string) (bool, error) {
+// the index changed meanwhile (then it retries), and returns the token's
+// hash.
+func (s *Store) deleteIndexed(ctx context.Context, idx string) (string, error) {
 	for range 10 {
 		resp, err := s.cli.Get(ctx, idx)
 		if err != nil || len(resp.Kvs) == 0 {
-			return false, err
+			return "", err
 		}
 		kv := resp.Kvs[0]
 		tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(idx), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(idx), clientv3.OpDelete(s.authTokenKey(string(kv.Value)))).Commit()
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		if tx.Succeeded {
-			return true, nil
+			return string(kv.Value), nil
 		}
 	}
-	return false, errs.New(errs.KindAborted, errs.ReasonConflict, "the credential kept changing; retry")
+	return "", errs.New(errs.KindAborted, errs.ReasonConflict, "the credential kept changing; retry")
 }
 
 // CreateJoinToken stores a join token by hash for ttl, good for uses
