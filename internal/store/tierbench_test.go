@@ -47,7 +47,7 @@ func BenchmarkExportFromObjectStore(b *testing.B) {
 	for i := 0; i < total; i += 50 {
 		var batch []*castv1.Message
 		for range 50 {
-			batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: words(rng, 8<<10)})
+			batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: testharness.Words(rng, 8<<10)})
 		}
 		if _, err := s.Append(ctx, c.Session.Id, batch, fence.Guard{}); err != nil {
 			b.Fatal(err)
