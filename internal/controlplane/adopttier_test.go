@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +103,7 @@ func TestAdoptedHistoryBeyondEtcd(t *testing.T) {
 			midKept, midAt = testharness.KeptBesideMessages(t, r.etcd), upto
 		}
 	}
+	t.Logf("peak memory adopting and moving: %s", testharness.PeakMemory())
 	kept := testharness.KeptBesideMessages(t, r.etcd)
 	_, inUse := testharness.EtcdSize(t, r.etcd)
 	var text int64
@@ -130,13 +129,14 @@ func TestAdoptedHistoryBeyondEtcd(t *testing.T) {
 		t.Fatalf("etcd holds %d client id records for %d messages: the moved ones' did not leave", c, m)
 	}
 
+	testharness.ResetPeakRSS()
 	r.checkExport(id, msgs)
+	t.Logf("peak memory exporting: %s", testharness.PeakMemory())
 	r.stopNode() // the restore is on a machine whose node no longer follows the file
 	if err := os.Remove(file.adoptedAt); err != nil {
 		t.Fatal(err)
 	}
 	r.checkRestore(id, msgs)
-	t.Logf("peak memory: %s", testharness.PeakMemory())
 }
 
 // conversation is sc's messages: user and assistant in turn.
@@ -251,8 +251,6 @@ func (r *adoptTierRig) generate(msgs []transcript.Message) nativeFile {
 	if err := os.MkdirAll(filepath.Dir(f.adoptedAt), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	runtime.GC()
-	debug.FreeOSMemory() // the writer's copy of the file is not the adoption's peak
 	return f
 }
 
@@ -397,10 +395,12 @@ func (r *adoptTierRig) checkRestore(id string, msgs []transcript.Message) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the export log
 	var out, errOut bytes.Buffer
 	start := time.Now()
+	testharness.ResetPeakRSS()
 	if code := cli.Main(context.Background(), []string{"restore", id, "--home", r.home}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("cast restore: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	took := time.Since(start)
+	t.Logf("peak memory restoring: %s", testharness.PeakMemory())
 	s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{SessionId: id})
 	if err != nil {
 		t.Fatal(err)
