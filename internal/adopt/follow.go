@@ -173,61 +173,15 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if st == nil && f.cast.Busy(agent) {
 		return 0, nil // maybe cast's own turn's: looked at once it is over
 	}
-	rd, st, err := f.load(agent, path, fi, st)
-	if err != nil {
-		return 0, err
-	}
-	from := map[string]int{} // a whole file counts occurrences from its start
-	if rd.tail {
-		from = maps.Clone(st.Sent) // appended lines come after all kept
-	}
-	o := origin{Key: path, Path: path}
-	if st.SessionID == "" {
-		o.Cwd = cwdOf(agent, path)
-		sub := subagentOf(agent, path)
-		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
-	}
-	sent, err := f.send(ctx, agent, o, st, unsent(st.Sent, from, rd.msgs))
-	if err != nil {
-		return sent, err
-	}
-	n, err := f.followRuns(ctx, agent, path, st, rd.mayRuns)
-	if sent += n; err != nil {
-		return sent, err
-	}
-	st.Size, st.Hash, st.ModTime = rd.end, rd.hash, fi.ModTime().UnixNano()
-	if !rd.whole {
-		st.ModTime = 0 // look again: the last line is not complete yet
-	}
-	return sent, f.st.put(path, st)
-}
-
-// fileRead is what one read of a native file gives: the messages that
-// may be new, and what the state records of the bytes read, so that the
-// bytes themselves (a file of hundreds of MB) are not held while the
-// messages are sent.
-type fileRead struct {
-	msgs    []transcript.Message
-	tail    bool   // msgs are the appended lines' only
-	end     int64  // the bytes read: whole lines
-	hash    string // their SHA-256
-	whole   bool   // end is the file's size: no half-written line after it
-	mayRuns bool   // what is new may hold a subagent's run (agents.RunsReader)
-}
-
-// load reads path, whose state is st (nil: new to the follower), and
-// returns what it holds and its state, made or taken anew where cast
-// wrote the file (a restore).
-func (f *Follower) load(agent, path string, fi os.FileInfo, st *fileState) (fileRead, *fileState, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fileRead{}, nil, err
+		return 0, err
 	}
 	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
 	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
 		// cast wrote it (a restore) since the follower last looked
 		if st, err = f.baseline(agent, path, data[:end], rec); err != nil {
-			return fileRead{}, nil, err
+			return 0, err
 		}
 	}
 	if st == nil {
@@ -238,14 +192,35 @@ func (f *Follower) load(agent, path string, fi os.FileInfo, st *fileState) (file
 	}
 	msgs, tail, err := f.read(agent, data[:end], st)
 	if err != nil {
-		return fileRead{}, nil, err
+		return 0, err
 	}
 	added := data[:end] // what is new in the file: all of it, or what it grew by
 	if tail {
 		added = data[st.Size:end]
 	}
-	return fileRead{msgs: msgs, tail: tail, end: end, hash: hashOf(data[:end]), whole: end == int64(len(data)),
-		mayRuns: mayHoldRuns(agent, added)}, st, nil
+	from := map[string]int{} // a whole file counts occurrences from its start
+	if tail {
+		from = maps.Clone(st.Sent) // appended lines come after all kept
+	}
+	o := origin{Key: path, Path: path}
+	if st.SessionID == "" {
+		o.Cwd = cwdOf(agent, path)
+		sub := subagentOf(agent, path)
+		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
+	}
+	sent, err := f.send(ctx, agent, o, st, unsent(st.Sent, from, msgs))
+	if err != nil {
+		return sent, err
+	}
+	n, err := f.followRuns(ctx, agent, path, st, added)
+	if sent += n; err != nil {
+		return sent, err
+	}
+	st.Size, st.Hash, st.ModTime = end, hashOf(data[:end]), fi.ModTime().UnixNano()
+	if end != int64(len(data)) {
+		st.ModTime = 0 // look again: the last line is not complete yet
+	}
+	return sent, f.st.put(path, st)
 }
 
 // settleWindow is how long after its last write a file may still be

@@ -7,26 +7,18 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-// mayHoldRuns says whether added, what a file of agent's gained, may
-// hold a subagent's run kept inside it.
-func mayHoldRuns(agent string, added []byte) bool {
-	r, err := agents.ReaderFor(agent)
-	if err != nil {
-		return false
-	}
-	rr, ok := r.(agents.RunsReader)
-	return ok && rr.MayHoldRuns(added)
-}
-
 // followRuns adopts the subagents' runs a session's file keeps inside it
 // (agents.RunsReader: older Claude Code's sidechain records, the run pi's
 // subagent extension keeps in its tool result) as workers of the cast
 // session keeping the file, each followed as a file of its own under the
 // name path#run-<call> (its messages kept once by their digests). The file
-// is read for runs only when what it added may hold one (mayRuns).
-func (f *Follower) followRuns(ctx context.Context, agent, path string, parent *fileState, mayRuns bool) (int, error) {
+// is read for runs only when what it added (added) may hold one.
+func (f *Follower) followRuns(ctx context.Context, agent, path string, parent *fileState, added []byte) (int, error) {
 	r, err := agents.ReaderFor(agent)
-	if err != nil || parent.SessionID == "" || !mayRuns {
+	if err != nil || parent.SessionID == "" {
+		return 0, nil
+	}
+	if rr, ok := r.(agents.RunsReader); !ok || !rr.MayHoldRuns(added) {
 		return 0, nil
 	}
 	runs, err := agents.ReadRuns(r, path)
