@@ -132,9 +132,10 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 # The benchmarks, each figure beside a baseline measured in the same run
-# (ratios are what compare across machines and runs). The append table is
-# printed in markdown and written as JSON to BENCH_JSON; TestAppendBenchRows
-# is its short mode in `make test`. docs/performance.md has a measured table.
+# (ratios are what compare across machines and runs). The table (appends,
+# and exports of history on an S3 server) is printed in markdown and written
+# as JSON to BENCH_JSON; TestAppendBenchRows and TestExportBenchRows are its
+# short mode in `make test`. docs/performance.md has measured tables.
 BENCH_JSON ?= $(or $(TMPDIR),/tmp)/cast-bench.json
 bench:
 	CAST_BENCH_JSON=$(abspath $(BENCH_JSON)) $(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./internal/controlplane ./internal/store ./internal/fanout

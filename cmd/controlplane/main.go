@@ -149,6 +149,7 @@ func main() {
 	f.DurationVar(&cfg.Tier.DedupeWindow, "tier-dedupe-window", cfg.Tier.DedupeWindow, "a moved message's client id record leaves etcd this long after the message was appended: a retry with its client id within it gets the stored message back, one after it is a new message")
 	f.Var(&cfg.Retention.Policy, "retain", "purge sessions idle longer than their creator's window, e.g. 'user:alice=90d,user:*=365d,node:*=forever' (PRINCIPAL is ROLE:NAME, ROLE:* or *; the most specific rule applies; AGE in days, a duration of at least 24h, or forever); sessions no rule covers are never purged (default: none)")
 	f.DurationVar(&cfg.Retention.Every, "retain-every", cfg.Retention.Every, "how often --retain is applied")
+	f.BoolVar(&cfg.Retention.DryRun, "retain-dry-run", false, "apply --retain as a dry run: log each session it would purge and count them (cast_retention_would_purge_sessions), purging none")
 	f.Int64Var(&cfg.Store.QuotaBytes, "store-quota-bytes", cfg.Store.QuotaBytes, "refuse writes near this etcd size (keep equal to etcd's --quota-backend-bytes)")
 	f.DurationVar(&cfg.LeaseTTL, "node-lease-ttl", cfg.LeaseTTL, "a node silent this long is marked down")
 	f.DurationVar(&cfg.SessionCount, "metrics-session-count", cfg.SessionCount, "how often cast_sessions (sessions by agent and state) is recounted from the store")

@@ -52,6 +52,11 @@ func idle(s *castv1.Session) error {
 	return nil
 }
 
+// Purgeable says whether a purge would take s now (as far as its record
+// tells: the store also refuses a session fenced by a migration): the
+// retention sweep's dry run.
+func Purgeable(s *castv1.Session) error { return idle(s) }
+
 func stateWord(st castv1.SessionState) string {
 	if st == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
 		return "waiting on a permission prompt"

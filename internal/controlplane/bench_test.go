@@ -305,10 +305,25 @@ func markdownTable(rows []benchRow) string {
 	return b.String()
 }
 
-// emitTable prints rows as markdown and writes them as JSON to
+// emitted are the rows every benchmark of this run emitted so far: the
+// table is theirs together (benchmarks run one after another).
+var emitted []benchRow
+
+// emitTable adds rows to the run's table (a row of the same name
+// replaced), prints the table as markdown and writes it as JSON to
 // $CAST_BENCH_JSON when it is set.
 func emitTable(tb testing.TB, rows []benchRow) {
-	rows = slices.DeleteFunc(rows, func(r benchRow) bool { return r.Name == "" }) // not run: -bench picked others
+	for _, r := range rows {
+		if r.Name == "" {
+			continue // not run: -bench picked others
+		}
+		if i := slices.IndexFunc(emitted, func(e benchRow) bool { return e.Name == r.Name }); i >= 0 {
+			emitted[i] = r
+		} else {
+			emitted = append(emitted, r)
+		}
+	}
+	rows = emitted
 	fmt.Printf("\n%s\n", markdownTable(rows))
 	path := os.Getenv("CAST_BENCH_JSON")
 	if path == "" {

@@ -15,10 +15,12 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/objstore/s3test"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
 func TestMain(m *testing.M) {
+	s3test.RunIfAsked() // the S3 server process of TestAdoptedHistoryBeyondEtcd is this binary
 	goleak.VerifyTestMain(m, testharness.LeakOptions()...)
 }
 

@@ -20,7 +20,11 @@ func (s *Server) startRetention() {
 		rules[i] = r.Principal
 	}
 	m := metrics.NewRetention(s.reg, rules)
-	s.lg.Info("retention policy: sessions idle past their rule's window are purged", zap.String("retain", p.String()),
-		zap.Duration("every", s.cfg.Retention.Every))
+	fields := []zap.Field{zap.String("retain", p.String()), zap.Duration("every", s.cfg.Retention.Every)}
+	if s.cfg.Retention.DryRun {
+		s.lg.Info("retention policy in a dry run: sessions idle past their rule's window are logged and counted, never purged", fields...)
+	} else {
+		s.lg.Info("retention policy: sessions idle past their rule's window are purged", fields...)
+	}
 	s.goLoop(retention.New(s.store, s.cfg.Retention, m, s.lg.Named("retention")).Run)
 }

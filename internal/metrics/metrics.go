@@ -79,7 +79,10 @@ func NewStore(reg prometheus.Registerer) *Store {
 // Retention holds the retention sweep's metrics (--retain).
 type Retention struct {
 	Purged *prometheus.CounterVec // rule: the --retain principal that matched
-	Errors prometheus.Counter
+	// WouldPurge is, under --retain-dry-run, what the last sweep found
+	// past its rule's window (and purged none of), by rule.
+	WouldPurge *prometheus.GaugeVec
+	Errors     prometheus.Counter
 }
 
 // NewRetention creates and registers them on reg (nil: unregistered), with
@@ -89,9 +92,12 @@ func NewRetention(reg prometheus.Registerer, rules []string) *Retention {
 	m := &Retention{
 		Purged: d.counterVec("cast_retention_purged_sessions_total",
 			"Sessions purged (etcd keys and segments) because their last activity was older than their --retain rule's window, by rule.", "rule"),
+		WouldPurge: d.gaugeVec("cast_retention_would_purge_sessions",
+			"Under --retain-dry-run: sessions the last sweep found idle past their --retain rule's window, by rule; none was purged.", "rule"),
 		Errors: d.counter("cast_retention_errors_total", "Sessions the retention sweep could not read or purge (retried next sweep)."),
 	}
 	Preinit(m.Purged, rules)
+	Preinit(m.WouldPurge, rules)
 	return m
 }
 

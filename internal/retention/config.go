@@ -11,6 +11,11 @@ type Config struct {
 	// Every is how often the sweep runs; each run reads every session
 	// record, and the newest message of those idle past their window.
 	Every time.Duration
+	// DryRun (--retain-dry-run): the sweep reports what it would purge (a
+	// log line each, cast_retention_would_purge_sessions) and purges
+	// nothing, so a policy can be checked against the sessions it covers
+	// before it deletes anything.
+	DryRun bool
 }
 
 // DefaultConfig returns the defaults: no rules (nothing is ever purged),

@@ -61,13 +61,15 @@ func (w *Sweeper) Run(ctx context.Context) {
 
 // SweepAt purges, as of now, every session a rule covers whose last
 // activity is more than its rule's window before now, and returns how
-// many it purged. A session it cannot read or purge is counted in
+// many it purged (in a dry run: would have purged, purging none). A
+// session it cannot read or purge is counted in
 // cast_retention_errors_total and left for the next sweep; the error
 // returned joins them.
 func (w *Sweeper) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	if !w.cfg.Policy.Enabled() {
 		return 0, nil
 	}
+	byRule := map[string]int{}
 	purged := 0
 	var errAll error
 	for token := ""; ; {
@@ -76,9 +78,10 @@ func (w *Sweeper) SweepAt(ctx context.Context, now time.Time) (int, error) {
 			return purged, err
 		}
 		for _, sess := range page {
-			ok, err := w.sweepOne(ctx, sess, now)
+			rule, ok, err := w.sweepOne(ctx, sess, now)
 			if ok {
 				purged++
+				byRule[rule]++
 			}
 			if err != nil {
 				w.m.Errors.Inc()
@@ -86,20 +89,35 @@ func (w *Sweeper) SweepAt(ctx context.Context, now time.Time) (int, error) {
 			}
 		}
 		if token = next; token == "" {
-			return purged, errAll
+			break
 		}
 	}
+	if w.cfg.DryRun { // the gauge is the whole sweep's: set once it read every session
+		for _, r := range w.cfg.Policy.Rules {
+			w.m.WouldPurge.WithLabelValues(r.Principal).Set(float64(byRule[r.Principal]))
+		}
+	}
+	return purged, errAll
 }
 
-// sweepOne purges sess if its rule says so, and reports whether it did.
-func (w *Sweeper) sweepOne(ctx context.Context, sess *castv1.Session, now time.Time) (bool, error) {
+// sweepOne purges sess if its rule says so (in a dry run, reports it),
+// and says whether it did and under which rule's principal.
+func (w *Sweeper) sweepOne(ctx context.Context, sess *castv1.Session, now time.Time) (string, bool, error) {
 	rule, ok := w.cfg.Policy.Match(sess.Creator)
 	if !ok || rule.Keep || !expired(recordTime(sess), now, rule.Window) {
-		return false, nil // the record alone shows it recent: no message read
+		return "", false, nil // the record alone shows it recent: no message read
 	}
 	last, err := w.st.LastActive(ctx, sess)
 	if err != nil || !expired(last, now, rule.Window) {
-		return false, err
+		return "", false, err
+	}
+	if w.cfg.DryRun {
+		if archive.Purgeable(sess) != nil {
+			return "", false, nil // at work: the purge would leave it too
+		}
+		w.lg.Info("session would be purged by the retention policy (dry run: kept)", zap.String("session", sess.Id), zap.String("creator", sess.Creator),
+			zap.String("rule", rule.String()), zap.Time("last_active", last), zap.Duration("idle", now.Sub(last).Round(time.Minute)))
+		return rule.Principal, true, nil
 	}
 	err = archive.PurgeIf(ctx, w.st, sess.Id, func(cur *castv1.Session) error {
 		if cur.LastSeq != sess.LastSeq || !recordTime(cur).Equal(recordTime(sess)) {
@@ -110,16 +128,16 @@ func (w *Sweeper) sweepOne(ctx context.Context, sess *castv1.Session, now time.T
 	switch {
 	case errors.Is(err, errActive), errs.HasReason(err, errs.ReasonSessionBusy), errs.HasReason(err, errs.ReasonSessionFenced):
 		w.lg.Debug("retention left a session that is at work", zap.String("session", sess.Id), zap.Error(err))
-		return false, nil
+		return "", false, nil
 	case errs.HasReason(err, errs.ReasonNotFound):
-		return false, nil // purged meanwhile (by a person or another replica)
+		return "", false, nil // purged meanwhile (by a person or another replica)
 	case err != nil:
-		return false, err
+		return "", false, err
 	}
 	w.m.Purged.WithLabelValues(rule.Principal).Inc()
 	w.lg.Info("session purged by the retention policy", zap.String("session", sess.Id), zap.String("creator", sess.Creator),
 		zap.String("rule", rule.String()), zap.Time("last_active", last), zap.Duration("idle", now.Sub(last).Round(time.Minute)))
-	return true, nil
+	return rule.Principal, true, nil
 }
 
 // recordTime is when the session's record last changed.

@@ -3,6 +3,7 @@ package retention_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,30 @@ func (w world) lastActive(t *testing.T, id string) time.Time {
 	return at
 }
 
+// running marks session id as running a turn.
+func (w world) running(t *testing.T, id string) {
+	t.Helper()
+	if _, err := w.s.UpdateSession(ctxT(t), id, func(s *castv1.Session) error {
+		s.State = castv1.SessionState_SESSION_STATE_RUNNING
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweeper is a sweep of policy over w's store, its metrics and what it logs.
+func (w world) sweeper(t *testing.T, policy string, dryRun bool) (*retention.Sweeper, *metrics.Retention, *observer.ObservedLogs) {
+	t.Helper()
+	m := metrics.NewRetention(prometheus.NewRegistry(), []string{"user:alice"})
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := retention.DefaultConfig()
+	cfg.DryRun = dryRun
+	if err := cfg.Policy.Set(policy); err != nil {
+		t.Fatal(err)
+	}
+	return retention.New(w.s, cfg, m, zap.New(core)), m, logs
+}
+
 func counter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -150,12 +175,7 @@ func TestSweepPurgesOnlyExpiredCoveredSessions(t *testing.T) {
 	bobOld := w.session(t, "user:bob", 25, true)
 	aliceNew := w.session(t, "user:alice", 5, false)
 	aliceBusy := w.session(t, "user:alice", 5, false)
-	if _, err := w.s.UpdateSession(ctxT(t), aliceBusy, func(s *castv1.Session) error {
-		s.State = castv1.SessionState_SESSION_STATE_RUNNING
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	w.running(t, aliceBusy)
 	if len(aliceSegs) != 3 || len(w.objects(t)) != 6 {
 		t.Fatalf("segments: %d of alice's, %d in all; want 3 and 6", len(aliceSegs), len(w.objects(t)))
 	}
@@ -164,14 +184,7 @@ func TestSweepPurgesOnlyExpiredCoveredSessions(t *testing.T) {
 		t.Fatalf("the old session's last activity %v is not before the new one's %v", lastOld, lastNew)
 	}
 
-	reg := prometheus.NewRegistry()
-	m := metrics.NewRetention(reg, []string{"user:alice"})
-	core, logs := observer.New(zap.InfoLevel)
-	cfg := retention.DefaultConfig()
-	if err := cfg.Policy.Set("user:alice=90d"); err != nil {
-		t.Fatal(err)
-	}
-	sw := retention.New(w.s, cfg, m, zap.New(core))
+	sw, m, logs := w.sweeper(t, "user:alice=90d", false)
 
 	// At lastNew + 90 days, only the old session of alice is past the window.
 	now := lastNew.Add(90 * 24 * time.Hour)
@@ -219,5 +232,63 @@ func TestSweepPurgesOnlyExpiredCoveredSessions(t *testing.T) {
 	err := w.s.Export(ctxT(t), bobOld, func(_ *castv1.Session, msgs []*castv1.Message) error { read += len(msgs); return nil })
 	if err != nil || read != 25 || len(w.objects(t)) != 3 {
 		t.Fatalf("bob's session reads %d of 25 messages (%v), %d segments", read, err, len(w.objects(t)))
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// TestDryRunPurgesNothing (--retain-dry-run): the sweep finds what the
+// policy would purge, logs each session and sets the gauge to the
+// sweep's count, and every session, key and segment stays.
+func TestDryRunPurgesNothing(t *testing.T) {
+	w := newWorld(t)
+	aliceOld := w.session(t, "user:alice", 25, true)
+	bob := w.session(t, "user:bob", 25, true)
+	aliceNew := w.session(t, "user:alice", 5, false)
+	aliceBusy := w.session(t, "user:alice", 5, false)
+	w.running(t, aliceBusy)
+	segs, keys := len(w.objects(t)), w.keysOf(t, aliceOld)
+
+	sw, m, logs := w.sweeper(t, "user:alice=90d", true)
+	now := w.lastActive(t, aliceNew).Add(90 * 24 * time.Hour)
+	for _, tc := range []struct {
+		at   time.Time
+		want []string // reported
+	}{
+		{now, []string{aliceOld}},
+		{now.AddDate(10, 0, 0), []string{aliceOld, aliceNew}}, // the running one is left, as a purge leaves it
+	} {
+		before := logs.Len()
+		if n, err := sw.SweepAt(ctxT(t), tc.at); err != nil || n != len(tc.want) {
+			t.Fatalf("dry run at %v = %d, %v; want %d", tc.at, n, err, len(tc.want))
+		}
+		var got []string
+		for _, l := range logs.FilterMessage("session would be purged by the retention policy (dry run: kept)").All()[before:] {
+			got = append(got, l.ContextMap()["session"].(string))
+		}
+		slices.Sort(got)
+		slices.Sort(tc.want)
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("dry run at %v logged %v; want %v", tc.at, got, tc.want)
+		}
+		if g := gauge(t, m.WouldPurge.WithLabelValues("user:alice")); g != float64(len(tc.want)) {
+			t.Fatalf("cast_retention_would_purge_sessions{rule=user:alice} = %v; want %d", g, len(tc.want))
+		}
+	}
+	for _, id := range []string{aliceOld, bob, aliceNew, aliceBusy} {
+		if !w.exists(t, id) {
+			t.Fatalf("the dry run purged session %s", id)
+		}
+	}
+	if len(w.objects(t)) != segs || w.keysOf(t, aliceOld) != keys || counter(t, m.Purged.WithLabelValues("user:alice")) != 0 {
+		t.Fatalf("after the dry run: %d segments (had %d), %d keys of %s (had %d), purged counter %v",
+			len(w.objects(t)), segs, w.keysOf(t, aliceOld), aliceOld, keys, counter(t, m.Purged.WithLabelValues("user:alice")))
 	}
 }

@@ -47,7 +47,7 @@ func TestRetryAfterTieringIsRecognised(t *testing.T) {
 		checkWhole(t, s, c.Session.Id, want)
 	}
 	retry("just after the move")
-	if n := countKeys(t, cli, "cids/"); n != 120 {
+	if n := testharness.CountKeys(t, cli, "cids/"); n != 120 {
 		t.Fatalf("%d client id records within the window; want all 120", n)
 	}
 	// Still within the window, a prune later (an hour on): nothing
@@ -56,7 +56,7 @@ func TestRetryAfterTieringIsRecognised(t *testing.T) {
 		t.Fatal(err)
 	}
 	retry("within the window")
-	if n := countKeys(t, cli, "cids/"); n != 120 {
+	if n := testharness.CountKeys(t, cli, "cids/"); n != 120 {
 		t.Fatalf("%d client id records within the window; want all 120", n)
 	}
 	// Past it, the records of every moved message leave etcd; the hot
@@ -64,7 +64,7 @@ func TestRetryAfterTieringIsRecognised(t *testing.T) {
 	if _, err := s.TierAt(ctxT(t), now.Add(4*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if n, inEtcd := countKeys(t, cli, "cids/"), countKeys(t, cli, "msgs/"); n != inEtcd || n == 0 || n >= 120 {
+	if n, inEtcd := testharness.CountKeys(t, cli, "cids/"), testharness.CountKeys(t, cli, "msgs/"); n != inEtcd || n == 0 || n >= 120 {
 		t.Fatalf("%d client id records past the window, %d messages in etcd; want one per message in etcd", n, inEtcd)
 	}
 	checkWhole(t, s, c.Session.Id, want)

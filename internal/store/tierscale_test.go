@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,40 +23,6 @@ import (
 // messages.
 const scaleEnv = "CAST_TIER_SCALE"
 
-// textPool is 4 MiB of words; pooled returns a window of it at a random
-// offset (cheap, so the race detector's run spends its time in the store).
-var textPool = words(rand.New(rand.NewPCG(5, 6)), 4<<20)
-
-func pooled(rng *rand.Rand, size int) string {
-	at := rng.IntN(len(textPool) - size)
-	return textPool[at : at+size]
-}
-
-// words is about size bytes of text from a small vocabulary: it
-// compresses about as well as a transcript does.
-func words(rng *rand.Rand, size int) string {
-	vocab := strings.Fields("the a func return err nil if for range store etcd segment message session node agent tool call result file line test build go cast move read write index digest")
-	var b strings.Builder
-	for b.Len() < size {
-		b.WriteString(vocab[rng.IntN(len(vocab))])
-		b.WriteByte(' ')
-		if rng.IntN(12) == 0 {
-			fmt.Fprintf(&b, "%x\n", rng.Uint64())
-		}
-	}
-	return b.String()
-}
-
-// etcdSize is etcd's file size and the bytes in use in it.
-func etcdSize(t *testing.T, cli *clientv3.Client) (file, inUse int64) {
-	t.Helper()
-	st, err := cli.Status(ctxT(t), cli.Endpoints()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.DbSize, st.DbSizeInUse
-}
-
 // TestTierKeepsEtcdFlat appends ten times etcd's quota of history to one
 // session, moving it to a real S3 server as it goes (and compacting etcd,
 // as its auto-compaction does), two hours apart by the tiering's clock
@@ -70,7 +35,7 @@ func TestTierKeepsEtcdFlat(t *testing.T) {
 	// race detector's run costs by the message), batches of 10.
 	quota, total, size, batchN, tierEvery := int64(10<<20), 1600, 64<<10, 10, 2
 	hot, minSeg, segN := int64(20), int64(20), 100
-	if raceOn { // 2.5x a 4 MiB quota: the 10x figure is the plain run's (make test runs -race; etcd runs raced in this process, by the byte)
+	if testharness.RaceOn { // 2.5x a 4 MiB quota: the 10x figure is the plain run's (make test runs -race; etcd runs raced in this process, by the byte)
 		quota, total, size = 4<<20, 640, 16<<10
 	}
 	if os.Getenv(scaleEnv) != "" {
@@ -107,37 +72,29 @@ func TestTierKeepsEtcdFlat(t *testing.T) {
 	for i := 0; i < total; i += batchN {
 		var batch []*castv1.Message
 		for range batchN {
-			text := pooled(rng, size)
+			text := testharness.Pooled(rng, size)
 			appended += int64(len(text))
 			sent.Write([]byte(text))
 			batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text})
 		}
 		if _, err := s.Append(ctxT(t), c.Session.Id, batch, fence.Guard{}); err != nil {
-			file, inUse := etcdSize(t, cli)
+			file, inUse := testharness.EtcdSize(t, cli)
 			t.Fatalf("append at %d messages (%d MiB of history; etcd file %d KiB, %d KiB in use): %v", i, appended>>20, file>>10, inUse>>10, err)
 		}
 		if (i/batchN)%tierEvery != tierEvery-1 {
 			continue
 		}
 		clock = clock.Add(2 * time.Hour)
-		if _, err := s.TierAt(ctxT(t), clock); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := cli.Compact(ctxT(t), mustRev(t, cli), clientv3.WithCompactPhysical())
-		if err != nil {
-			t.Fatal(err, resp)
-		}
-		file, _ := etcdSize(t, cli)
-		maxFile = max(maxFile, file)
+		maxFile = max(maxFile, testharness.TierRound(t, s, cli, clock))
 		if midAt == 0 && appended >= quota {
-			midKept, midAt = keptBesideMessages(t, cli), i+batchN
+			midKept, midAt = testharness.KeptBesideMessages(t, cli), i+batchN
 		}
 	}
-	_, inUse := etcdSize(t, cli)
-	kept := keptBesideMessages(t, cli)
+	_, inUse := testharness.EtcdSize(t, cli)
+	kept := testharness.KeptBesideMessages(t, cli)
 	t.Logf("%d messages, %d MiB of history (%.1fx etcd's %d MiB quota) appended and moved in %v; etcd file at most %d KiB, %d KiB in use at the end",
 		total, appended>>20, float64(appended)/float64(quota), quota>>20, time.Since(start).Round(time.Second), maxFile>>10, inUse>>10)
-	if appended < 10*quota && !raceOn {
+	if appended < 10*quota && !testharness.RaceOn {
 		t.Fatalf("history %d bytes is not 10x the quota", appended)
 	}
 	if maxFile >= quota {
@@ -156,7 +113,7 @@ func TestTierKeepsEtcdFlat(t *testing.T) {
 	if grew, bound := kept-midKept, 16<<10+256*(hot+minSeg+int64(tierEvery*batchN)); grew > bound {
 		t.Fatalf("etcd grew %d bytes beside the messages over %d messages; at most %d expected", grew, total-midAt, bound)
 	}
-	msgs, cids := countKeys(t, cli, "msgs/"), countKeys(t, cli, "cids/")
+	msgs, cids := testharness.CountKeys(t, cli, "msgs/"), testharness.CountKeys(t, cli, "cids/")
 	if cids > msgs {
 		t.Fatalf("etcd holds %d client id records for %d messages: the moved ones' did not leave", cids, msgs)
 	}
@@ -177,40 +134,4 @@ func TestTierKeepsEtcdFlat(t *testing.T) {
 		t.Fatalf("export read %d messages whose texts are not the ones appended", n)
 	}
 	t.Logf("export read back all %d messages (%d MiB) whole in %v", n, appended>>20, time.Since(readStart).Round(time.Millisecond))
-}
-
-// keptBesideMessages is the bytes of the keys and values etcd holds
-// beside the message envelopes (msgs/).
-func keptBesideMessages(t *testing.T, cli *clientv3.Client) int64 {
-	t.Helper()
-	resp, err := cli.Get(ctxT(t), "", clientv3.WithFromKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, kv := range resp.Kvs {
-		if !strings.HasPrefix(string(kv.Key), store.DefaultPrefix+"msgs/") {
-			n += int64(len(kv.Key) + len(kv.Value))
-		}
-	}
-	return n
-}
-
-// countKeys counts the keys under the store's prefix p.
-func countKeys(t *testing.T, cli *clientv3.Client, p string) int64 {
-	t.Helper()
-	resp, err := cli.Get(ctxT(t), store.DefaultPrefix+p, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
-}
-
-func mustRev(t *testing.T, cli *clientv3.Client) int64 {
-	t.Helper()
-	resp, err := cli.Get(ctxT(t), "/cast/v1/health", clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Header.Revision
 }

@@ -84,6 +84,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 	resultImages := repair.ResultImages(msgs)
 	var out []entry
 	var start, last time.Time
+	taken := map[string]bool{}
 	when := func(m *transcript.Message) time.Time {
 		t := m.Time
 		if t.IsZero() {
@@ -99,7 +100,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		return t
 	}
 	push := func(e entry, t time.Time) {
-		e.ID = entryID(sid, len(out))
+		e.ID = entryID(sid, len(out), taken)
 		if len(out) > 0 {
 			p := out[len(out)-1].ID
 			e.ParentID = &p

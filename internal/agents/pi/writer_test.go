@@ -2,6 +2,7 @@ package pi
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -256,5 +257,32 @@ func TestWriterRejectsBadTarget(t *testing.T) {
 		if _, err := (Writer{}).Write(tg, nil); err == nil {
 			t.Errorf("Write(%+v) did not fail", tg)
 		}
+	}
+}
+
+// Entry ids are 8 hex digits, as pi's: in session collide-7561 entries
+// 964 and 1391 hash to the same one, and a writer that kept both ids lost
+// the entries between them on reading (the parent chain jumps); among
+// 100,000 entries a collision is about even odds.
+func TestWriterEntryIDsNeverRepeat(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	var msgs []transcript.Message
+	for i := range 1400 {
+		m := user(fmt.Sprintf("question %d", i))
+		if i%2 == 1 {
+			m = asst(fmt.Sprintf("answer %d", i))
+		}
+		msgs = append(msgs, m)
+	}
+	out, err := Writer{}.Write(agents.Target{Home: home, Cwd: cwd, NativeID: "collide-7561"}, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Reader{}.Read(out.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cores(back, false), cores(msgs, false)) {
+		t.Fatalf("read back %d of %d messages", len(back), len(msgs))
 	}
 }

@@ -1,0 +1,6 @@
+//go:build !race
+
+package testharness
+
+// RaceOn: see race_on.go.
+const RaceOn = false
