@@ -45,9 +45,22 @@ type adoptScale struct {
 	tenX  bool  // assert history >= 10x the quota
 }
 
+// bigAdoptScales are the issue's scales by their CAST_TIER_SCALE value;
+// any other non-empty value runs the 100,000-message pi session.
+var bigAdoptScales = map[string]adoptScale{
+	// A Gemini file of 410 MiB of text (20,000 messages of 21.5 KB), 10x a 40 MiB
+	// quota; Gemini's file has no tail parser: every append is read
+	// whole again, as the node does.
+	"gemini": {agent: "gemini", quota: 40 << 20, total: 20000, size: 21500, steps: 40, hot: 200, segN: 1000, tenX: true},
+	// 100,000 messages of 2.6 KB (248 MiB of text), 10x a 24 MiB quota
+	// (the store's quota guard counts ~12 KB a message of this size:
+	// a step of 1,000 needs 12 MB free).
+	"1": {agent: "pi", quota: 24 << 20, total: 100000, size: 2600, steps: 100, hot: 500, segN: 2000, tenX: true},
+}
+
 func adoptScaleFor(t *testing.T) adoptScale {
-	switch os.Getenv(tierScaleEnv) {
-	case "":
+	v := os.Getenv(tierScaleEnv)
+	if v == "" {
 		// 2.5x a 4 MiB quota in 640 messages of 16 KiB: a few seconds, under
 		// -race too (etcd runs in this process, by the byte). A step is what
 		// etcd takes between two moves (the store's quota guard counts
@@ -57,17 +70,11 @@ func adoptScaleFor(t *testing.T) adoptScale {
 			sc.total, sc.steps = 320, 8
 		}
 		return sc
-	case "gemini":
-		// A Gemini file of 410 MiB of text (20,000 messages of 21.5 KB), 10x a 40 MiB
-		// quota; Gemini's file has no tail parser: every append is read
-		// whole again, as the node does.
-		return adoptScale{agent: "gemini", quota: 40 << 20, total: 20000, size: 21500, steps: 40, hot: 200, segN: 1000, tenX: true}
-	default:
-		// 100,000 messages of 2.6 KB (248 MiB of text), 10x a 24 MiB quota
-		// (the store's quota guard counts ~12 KB a message of this size:
-		// a step of 1,000 needs 12 MB free).
-		return adoptScale{agent: "pi", quota: 24 << 20, total: 100000, size: 2600, steps: 100, hot: 500, segN: 2000, tenX: true}
 	}
+	if sc, ok := bigAdoptScales[v]; ok {
+		return sc
+	}
+	return bigAdoptScales["1"]
 }
 
 // TestAdoptedHistoryBeyondEtcd is issue 27's "a session of 100,000
