@@ -246,7 +246,8 @@ func twoNodesCustodianKilled(t *testing.T, agent string) {
 		return (refreshed("worker") || refreshed("second")) && access("worker") != first && access("second") != first && access("worker") != ""
 	})
 	if refreshed("worker") && refreshed("second") {
-		t.Fatal("two nodes refreshed one login")
+		t.Fatalf("two nodes refreshed one login\nworker:\n%s\nsecond:\n%s",
+			custodyLines(procs["worker"].Output()), custodyLines(procs["second"].Output()))
 	}
 	custodian, other := "worker", "second"
 	if refreshed("second") {
@@ -265,6 +266,18 @@ func twoNodesCustodianKilled(t *testing.T, agent string) {
 		t.Fatalf("family revoked: %v", rv)
 	}
 	liveTurn(t, r, oa, agent, other, "MARK-F1", g.Access)
+}
+
+// custodyLines are a node's log lines about custody and its connection,
+// to tell a handover (a lapsed connection lease) from two custodians.
+func custodyLines(out string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "custody") || strings.Contains(l, "connect") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
 
 // liveTurn runs a session's turn with marker on node ("" for any) and
