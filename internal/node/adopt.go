@@ -21,11 +21,15 @@ import (
 // castCLIs is what the node knows of the CLIs it runs itself, so adoption
 // never takes their files for sessions the user ran: how many run now per
 // agent (a fresh turn's file exists before its native id is recorded),
-// and the files its turns used since the node started.
+// and the files its turns used since the node started, with the cast
+// session each native session is (the state records it only when the
+// turn has completed, after its CLI counts as running no more: a
+// subagent's run found in between is still its session's worker).
 type castCLIs struct {
-	mu    sync.Mutex
-	busy  map[string]int
-	files map[string]bool
+	mu       sync.Mutex
+	busy     map[string]int
+	files    map[string]bool
+	sessions map[string]string // agent#native id -> cast session
 }
 
 // running marks a CLI of agent as running until the returned func.
@@ -43,20 +47,32 @@ func (c *castCLIs) running(agent string) func() {
 	}
 }
 
-// used notes the native session a turn of cast's ran in: its file, and
-// its id (a store agent's sessions share one file).
-func (c *castCLIs) used(agent, path, id string) {
+// used notes the native session a turn of session's ran in: its file,
+// and its id (a store agent's sessions share one file).
+func (c *castCLIs) used(agent, path, id, session string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
-		c.files = map[string]bool{}
+		c.files, c.sessions = map[string]bool{}, map[string]string{}
 	}
 	if path != "" {
 		c.files[path] = true
 	}
 	if id != "" {
 		c.files[agent+"#"+id] = true
+		c.sessions[agent+"#"+id] = session
 	}
+}
+
+// sessionOf is the cast session whose turn ran native session id of
+// agent ("" when none did since the node started).
+func (c *castCLIs) sessionOf(agent, id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id == "" {
+		return ""
+	}
+	return c.sessions[agent+"#"+id]
 }
 
 // adoptSources are the agents' own folders adoption watches: every agent
@@ -147,6 +163,9 @@ func (c adoptCast) Runs(agent, path, nativeID string) bool {
 }
 
 func (c adoptCast) SessionOf(agent, nativeID string) string {
+	if id := c.a.clis.sessionOf(agent, nativeID); id != "" {
+		return id
+	}
 	return c.a.st.sessionOfNative(agent, nativeID)
 }
 

@@ -150,7 +150,7 @@ func (t *turn) run(ctx context.Context) {
 	defer stop()
 	ended := a.turnStarted(t.o.Agent)
 	done := a.clis.running(t.o.Agent) // until its file is known (report)
-	defer func() { a.clis.used(t.o.Agent, t.res.NativePath, t.res.NativeID); done() }()
+	defer func() { a.clis.used(t.o.Agent, t.res.NativePath, t.res.NativeID, t.id); done() }()
 	t.res, t.runErr = a.runner.Run(ctx, t.rt, t.sync.emit)
 	if t.rt.ForkOf != "" && forkDidNotRun(t.res, t.runErr) {
 		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
