@@ -85,13 +85,31 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// readSized reads obj whole into a buffer of its stated size: a segment
+// of tens of MiB read by io.ReadAll peaks near twice that while its buffer
+// grows.
+func readSized(obj *minio.Object) ([]byte, error) {
+	info, err := obj.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size < 0 {
+		return io.ReadAll(obj)
+	}
+	b := make([]byte, info.Size)
+	if _, err := io.ReadFull(obj, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // Get reads the object at key (ErrNotFound when there is none).
 func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	obj, err := s.cli.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
 	if err == nil {
 		defer obj.Close()
 		var b []byte
-		if b, err = io.ReadAll(obj); err == nil {
+		if b, err = readSized(obj); err == nil {
 			return b, nil
 		}
 	}
