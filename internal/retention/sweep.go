@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Store is what the sweep needs of the store.
@@ -45,18 +46,12 @@ const listPage = 500
 // purging one session at once are told apart by the purge's txn (the
 // second finds it gone).
 func (w *Sweeper) Run(ctx context.Context) {
-	t := time.NewTicker(w.cfg.Every)
-	defer t.Stop()
-	for {
+	tick.Loop{Every: w.cfg.Every, First: true}.Run(ctx, func() bool {
 		if _, err := w.SweepAt(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			w.lg.Warn("retention sweep failed; retried next round", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }
 
 // SweepAt purges, as of now, every session a rule covers whose last

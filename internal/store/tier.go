@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // History beyond etcd. The hot tail of each session stays in etcd; older
@@ -114,26 +115,20 @@ func (t *tiering) forget(live map[string]int64) {
 // runTiering moves history every TierConfig.Every and sweeps orphans
 // every quarter of OrphanGrace (a sweep lists the whole object store).
 func (s *Store) runTiering(ctx context.Context) {
-	t := time.NewTicker(s.tier.cfg.Every)
-	defer t.Stop()
 	var swept time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, s.tier.cfg.Every, func() bool {
 		if _, err := s.Tier(ctx); err != nil && ctx.Err() == nil {
 			s.lg.Warn("moving history to the object store failed", zap.Error(err))
 		}
 		if time.Since(swept) < s.tier.cfg.OrphanGrace/4 {
-			continue
+			return true
 		}
 		swept = time.Now()
 		if _, err := s.SweepSegments(ctx, time.Now().Add(-s.tier.cfg.OrphanGrace)); err != nil && ctx.Err() == nil {
 			s.lg.Warn("orphan segment sweep failed", zap.Error(err))
 		}
-	}
+		return true
+	})
 }
 
 // Tier moves, in every session, what the policy says leaves etcd, and
