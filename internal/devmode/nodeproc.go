@@ -96,7 +96,7 @@ func startChild(ctx context.Context, n Node, addr, caPin string, insecure bool, 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the dev node %s: %w", n.Bin, err)
 	}
-	lg.Info("dev node started", zap.String("bin", n.Bin), zap.Int("pid", cmd.Process.Pid), zap.String("log", "this stderr"))
+	lg.Info("dev node started; its log joins this one", zap.String("bin", n.Bin), zap.Int("pid", cmd.Process.Pid))
 	c := &child{cmd: cmd, stdin: w, exited: make(chan struct{})}
 	go func() { c.err = cmd.Wait(); close(c.exited) }()
 	return c, nil
