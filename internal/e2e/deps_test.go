@@ -81,6 +81,26 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 	}
 }
 
+// The CLI links no daemon: no control plane, dev mode or node (nor the
+// store: TestOnlyControlPlaneLinksEtcd). It does link the canary, with its
+// runner and fake model, on purpose: `cast agents check` runs the local
+// agent CLIs through it, and `cast exec --dry-run` prints the runner's
+// command line.
+func TestCLILinksNoDaemon(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	const module = "github.com/cast-dev/cast"
+	cast := deps(t, root, "./cmd/cast")
+	for _, banned := range []string{"/internal/controlplane", "/internal/devmode", "/internal/node"} {
+		if slices.Contains(cast, module+banned) {
+			t.Errorf("cmd/cast depends on %s", module+banned)
+		}
+	}
+	if !slices.Contains(cast, module+"/internal/cli") {
+		t.Error("cmd/cast does not link internal/cli: this test no longer sees the CLI")
+	}
+}
+
 // The cores that speak the fence vocabulary (internal/fence) link no etcd:
 // they reach it only through interfaces the store implements, so only
 // the store (and the embedded server, and the tests' harness) import it.
