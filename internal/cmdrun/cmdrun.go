@@ -1,7 +1,7 @@
 // Package cmdrun is what the daemons' main packages (cmd/controlplane,
-// cmd/node) share around their cobra command: signals, the exit code,
-// defaults from the environment, and the lifeline of a daemon another
-// process started.
+// cmd/node) share: their root cobra command and its --version, signals,
+// the exit code, defaults from the environment, and the lifeline of a
+// daemon another process started.
 package cmdrun
 
 import (
@@ -14,7 +14,26 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/version"
 )
+
+// Daemon is a daemon's root command: no arguments, its flags and run;
+// `--version` prints "use VERSION"; errors and usage are left to Execute
+// (one line on stderr, no usage dump).
+func Daemon(use, short string, run func(cmd *cobra.Command) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           use,
+		Short:         short,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		Version:       version.Get().String(),
+		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd) },
+	}
+	cmd.SetVersionTemplate(use + " {{.Version}}\n")
+	return cmd
+}
 
 // Execute runs cmd and exits: SIGINT or SIGTERM cancels its context (the
 // daemon stops cleanly) and a second one kills at once; an error is
