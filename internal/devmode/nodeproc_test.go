@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,44 @@ func TestWaitDirFree(t *testing.T) {
 	cancel()
 	if err := waitDirFree(ctx, dir, zap.NewNop()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("held, context cancelled: %v", err)
+	}
+}
+
+// The child's lifeline: it reads its stdin until the control plane closes
+// it (stop), then exits; stop returns once it has, and its command line
+// reached it. A stand-in node (a shell script) records what it got.
+func TestChildStopsWhenItsStdinCloses(t *testing.T) {
+	dir := t.TempDir()
+	got := filepath.Join(dir, "got")
+	bin := filepath.Join(dir, "node")
+	script := "#!/bin/sh\necho \"$@\" > " + got + ".tmp && mv " + got + ".tmp " + got + "\ncat > /dev/null\necho stopped >> " + got + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n := Node{Bin: bin, DataDir: filepath.Join(dir, "data"), Name: "devnode", LogFormat: "json", LogLevel: "info", Env: os.Environ()}
+	c, err := startChild(context.Background(), n, "127.0.0.1:1", "", true, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+		t.Fatalf("the child exited while its stdin is open: %v", c.err)
+	default:
+	}
+	c.stop(zap.NewNop())
+	select {
+	case <-c.exited:
+	default:
+		t.Fatal("stop returned before the child exited")
+	}
+	if c.err != nil {
+		t.Fatalf("the child: %v", c.err)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, "--controlplane 127.0.0.1:1") || !strings.Contains(s, "--exit-with-parent") || !strings.HasSuffix(s, "stopped\n") {
+		t.Fatalf("the child got and did:\n%s", s)
 	}
 }
