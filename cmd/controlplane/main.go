@@ -32,89 +32,93 @@ func main() {
 	var devOpts devmode.Options
 	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics, s3CredsFile, nodeBin string
 	var labels []string
-	cmd := cmdrun.Daemon("controlplane", "Run the cast control plane (--dev: with embedded etcd and a local node, the node binary as its child)", func(cmd *cobra.Command) error {
-		if logFormat == "" {
-			logFormat = "json"
-			if dev {
-				logFormat = "console"
+	cmd := cmdrun.Daemon(&cobra.Command{
+		Use:   "controlplane",
+		Short: "Run the cast control plane (--dev: with embedded etcd and a local node, the node binary as its child)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if logFormat == "" {
+				logFormat = "json"
+				if dev {
+					logFormat = "console"
+				}
 			}
-		}
-		lg, err := logging.New(logFormat, logLevel)
-		if err != nil {
-			return err
-		}
-		defer lg.Sync() //nolint:errcheck
-		cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
-		if publishK8s {
-			if cfg.Publish, err = kubePublisher(lg); err != nil {
-				return err
-			}
-		}
-		if etcdPasswordFile != "" {
-			if cfg.Etcd.Password, err = store.ReadPassword(etcdPasswordFile); err != nil {
-				return err
-			}
-		}
-		// TLS is on unless --insecure (or CAST_INSECURE=1) asks for
-		// plaintext; an explicit --tls keeps it on regardless.
-		if cfg.Insecure && !cmd.Flags().Changed("tls") {
-			cfg.TLS.Enabled = false
-		}
-		cfg.Web.Plain, cfg.Web.AllowPlain = !cfg.TLS.Enabled, cfg.Insecure
-		if devOpts.RotateToken && !dev {
-			return fmt.Errorf("--rotate-dev-token rotates the token --dev writes; add --dev")
-		}
-		if dev && len(cfg.EtcdEndpoints) > 0 {
-			return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
-		}
-		if len(cfg.EtcdEndpoints) == 0 {
-			// Before etcd: it would wait on its own lock, deaf to signals.
-			lock, err := fsutil.LockDir(cfg.DataDir)
+			lg, err := logging.New(logFormat, logLevel)
 			if err != nil {
 				return err
 			}
-			defer lock.Unlock()
-		}
-		if err := objectStoreFlags(&cfg, dev, s3CredsFile); err != nil {
-			return err
-		}
-		if !dev {
-			if cfg.SecretsKeyFile == "" {
-				cfg.SecretsKeyFile = controlplane.DefaultSecretsKeyFile(os.Getenv)
+			defer lg.Sync() //nolint:errcheck
+			cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
+			if publishK8s {
+				if cfg.Publish, err = kubePublisher(lg); err != nil {
+					return err
+				}
 			}
-			return controlplane.Run(cmd.Context(), cfg, lg)
-		}
-		nd := devmode.Node{
-			DataDir:       filepath.Join(cfg.DataDir, "node"),
-			Name:          nodeName,
-			Labels:        labels,
-			AgentsConfig:  agentsConfig,
-			IsolatedHomes: nodeIsolated,
-			FleetAccounts: nodeFleet,
-			AgentChecks:   nodeChecks,
-			Probe:         nodeProbe,
-			Adopt:         nodeAdopt,
-			TokenCustody:  cfg.TokenCustody, // --dev --token-custody: the dev node takes part too
-			LogFormat:     logFormat,
-			LogLevel:      logLevel,
-			Env:           nodeEnv(os.Environ()),
-		}
-		if nd.Name == "" {
-			nd.Name, _ = os.Hostname()
-		}
-		nd.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
-		if cmd.Flags().Changed("node-metrics-listen") {
-			nd.MetricsListen = nodeMetrics
-		}
-		if nd.Bin, err = devmode.FindNodeBin(cmd.Context(), nodeBin, filepath.Join(nd.DataDir, "bin"), lg); err != nil {
-			return err
-		}
-		if !cmd.Flags().Changed("web-listen") {
-			cfg.Web.Listen = devmode.WebListen(cfg.Listen)
-		}
-		cfg.Web.Plain = true // loopback only (devmode checks): a browser does not trust cast's CA
-		cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
-		return devmode.Run(cmd.Context(), cfg, nd, devOpts, lg)
+			if etcdPasswordFile != "" {
+				if cfg.Etcd.Password, err = store.ReadPassword(etcdPasswordFile); err != nil {
+					return err
+				}
+			}
+			// TLS is on unless --insecure (or CAST_INSECURE=1) asks for
+			// plaintext; an explicit --tls keeps it on regardless.
+			if cfg.Insecure && !cmd.Flags().Changed("tls") {
+				cfg.TLS.Enabled = false
+			}
+			cfg.Web.Plain, cfg.Web.AllowPlain = !cfg.TLS.Enabled, cfg.Insecure
+			if devOpts.RotateToken && !dev {
+				return fmt.Errorf("--rotate-dev-token rotates the token --dev writes; add --dev")
+			}
+			if dev && len(cfg.EtcdEndpoints) > 0 {
+				return fmt.Errorf("--dev uses the embedded etcd; drop --etcd-endpoints")
+			}
+			if len(cfg.EtcdEndpoints) == 0 {
+				// Before etcd: it would wait on its own lock, deaf to signals.
+				lock, err := fsutil.LockDir(cfg.DataDir)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
+			}
+			if err := objectStoreFlags(&cfg, dev, s3CredsFile); err != nil {
+				return err
+			}
+			if !dev {
+				if cfg.SecretsKeyFile == "" {
+					cfg.SecretsKeyFile = controlplane.DefaultSecretsKeyFile(os.Getenv)
+				}
+				return controlplane.Run(cmd.Context(), cfg, lg)
+			}
+			nd := devmode.Node{
+				DataDir:       filepath.Join(cfg.DataDir, "node"),
+				Name:          nodeName,
+				Labels:        labels,
+				AgentsConfig:  agentsConfig,
+				IsolatedHomes: nodeIsolated,
+				FleetAccounts: nodeFleet,
+				AgentChecks:   nodeChecks,
+				Probe:         nodeProbe,
+				Adopt:         nodeAdopt,
+				TokenCustody:  cfg.TokenCustody, // --dev --token-custody: the dev node takes part too
+				LogFormat:     logFormat,
+				LogLevel:      logLevel,
+				Env:           nodeEnv(os.Environ()),
+			}
+			if nd.Name == "" {
+				nd.Name, _ = os.Hostname()
+			}
+			nd.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
+			if cmd.Flags().Changed("node-metrics-listen") {
+				nd.MetricsListen = nodeMetrics
+			}
+			if nd.Bin, err = devmode.FindNodeBin(cmd.Context(), nodeBin, filepath.Join(nd.DataDir, "bin"), lg); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("web-listen") {
+				cfg.Web.Listen = devmode.WebListen(cfg.Listen)
+			}
+			cfg.Web.Plain = true // loopback only (devmode checks): a browser does not trust cast's CA
+			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
+			return devmode.Run(cmd.Context(), cfg, nd, devOpts, lg)
+		},
 	})
 	cmd.AddCommand(bootstrapCommand())
 	f := cmd.Flags()

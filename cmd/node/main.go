@@ -25,38 +25,42 @@ func main() {
 	var pathMap []string
 	var worktreeSetup string
 	var exitWithParent bool
-	cmd := cmdrun.Daemon("node", "Run a cast node daemon that dials the control plane", func(cmd *cobra.Command) error {
-		lg, err := logging.New(logFormat, logLevel)
-		if err != nil {
-			return err
-		}
-		defer lg.Sync() //nolint:errcheck
-		if agentsConfig != "" {
-			if cfg.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
+	cmd := cmdrun.Daemon(&cobra.Command{
+		Use:   "node",
+		Short: "Run a cast node daemon that dials the control plane",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lg, err := logging.New(logFormat, logLevel)
+			if err != nil {
 				return err
 			}
-		}
-		if worktreeSetup != "" {
-			if cfg.WorktreeSetup, err = node.LoadWorktreeSetup(worktreeSetup); err != nil {
-				return fmt.Errorf("--worktree-setup: %w", err)
+			defer lg.Sync() //nolint:errcheck
+			if agentsConfig != "" {
+				if cfg.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
+					return err
+				}
 			}
-		}
-		if cfg.PathMap, err = treemove.ParsePathMap(pathMap); err != nil {
-			return fmt.Errorf("--map-path: %w", err)
-		}
-		cfg.Failpoint = failpoint.FromEnv(lg)
-		lock, err := fsutil.LockDir(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		defer lock.Unlock()
-		ctx := cmd.Context()
-		if exitWithParent {
-			var stop context.CancelFunc
-			ctx, stop = cmdrun.UntilClosed(ctx, os.Stdin, lg)
-			defer stop()
-		}
-		return node.Run(ctx, cfg, lg)
+			if worktreeSetup != "" {
+				if cfg.WorktreeSetup, err = node.LoadWorktreeSetup(worktreeSetup); err != nil {
+					return fmt.Errorf("--worktree-setup: %w", err)
+				}
+			}
+			if cfg.PathMap, err = treemove.ParsePathMap(pathMap); err != nil {
+				return fmt.Errorf("--map-path: %w", err)
+			}
+			cfg.Failpoint = failpoint.FromEnv(lg)
+			lock, err := fsutil.LockDir(cfg.DataDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
+			ctx := cmd.Context()
+			if exitWithParent {
+				var stop context.CancelFunc
+				ctx, stop = cmdrun.UntilClosed(ctx, os.Stdin, lg)
+				defer stop()
+			}
+			return node.Run(ctx, cfg, lg)
+		},
 	})
 	f := cmd.Flags()
 	f.StringVar(&cfg.ControlPlane, "controlplane", cmdrun.EnvOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address, or several replicas' as a comma-separated list tried in order (env CAST_ADDR)")

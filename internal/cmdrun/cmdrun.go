@@ -18,20 +18,14 @@ import (
 	"github.com/cast-dev/cast/internal/version"
 )
 
-// Daemon is a daemon's root command: no arguments, its flags and run;
-// `--version` prints "use VERSION"; errors and usage are left to Execute
-// (one line on stderr, no usage dump).
-func Daemon(use, short string, run func(cmd *cobra.Command) error) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:           use,
-		Short:         short,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args:          cobra.NoArgs,
-		Version:       version.Get().String(),
-		RunE:          func(cmd *cobra.Command, _ []string) error { return run(cmd) },
-	}
-	cmd.SetVersionTemplate(use + " {{.Version}}\n")
+// Daemon completes a daemon's root command (its Use, Short and RunE set)
+// and returns it: no arguments; `--version` prints "USE VERSION"; errors
+// and usage are left to Execute (one line on stderr, no usage dump).
+func Daemon(cmd *cobra.Command) *cobra.Command {
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.Args = cobra.NoArgs
+	cmd.Version = version.Get().String()
+	cmd.SetVersionTemplate(cmd.Name() + " {{.Version}}\n")
 	return cmd
 }
 
