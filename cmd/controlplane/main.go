@@ -1,19 +1,20 @@
 // Command controlplane runs cast's gRPC control plane over etcd (embedded
-// by default), or with --dev the whole of cast in one process.
+// by default), or with --dev the whole of cast from one command: the
+// control plane and, as its child process, the node binary.
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	_ "github.com/cast-dev/cast/internal/agents/codecs" // the agents this binary knows
+	"github.com/cast-dev/cast/internal/cmdrun"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/devmode"
 	"github.com/cast-dev/cast/internal/failpoint"
@@ -21,25 +22,19 @@ import (
 	"github.com/cast-dev/cast/internal/kube"
 	"github.com/cast-dev/cast/internal/kubeboot"
 	"github.com/cast-dev/cast/internal/logging"
-	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/store"
-	"github.com/cast-dev/cast/internal/version"
 )
 
 func main() {
 	cfg := controlplane.DefaultConfig()
 	var dev, nodeIsolated, nodeFleet, nodeChecks, nodeProbe, publishK8s, nodeAdopt bool
 	var devOpts devmode.Options
-	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics, s3CredsFile string
+	var logFormat, logLevel, nodeName, agentsConfig, etcdPasswordFile, nodeMetrics, s3CredsFile, nodeBin string
 	var labels []string
-	cmd := &cobra.Command{
-		Use:           "controlplane",
-		Short:         "Run the cast control plane (--dev: with embedded etcd and a local node)",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args:          cobra.NoArgs,
-		Version:       version.Get().String(),
+	cmd := cmdrun.Daemon(&cobra.Command{
+		Use:   "controlplane",
+		Short: "Run the cast control plane (--dev: with embedded etcd and a local node, the node binary as its child)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if logFormat == "" {
 				logFormat = "json"
@@ -92,37 +87,44 @@ func main() {
 				}
 				return controlplane.Run(cmd.Context(), cfg, lg)
 			}
-			nc := node.DefaultConfig()
-			nc.DataDir = filepath.Join(cfg.DataDir, "node")
-			nc.Labels = labels
-			nc.IsolatedHomes, nc.FleetAccounts, nc.FindCastBin, nc.AgentChecks = nodeIsolated, nodeFleet, true, nodeChecks
-			nc.TokenCustody = cfg.TokenCustody // --dev --token-custody: the dev node takes part too
-			nc.Probe, nc.Adopt = nodeProbe, nodeAdopt
-			if agentsConfig != "" {
-				if nc.Agents, err = node.LoadAgentsConfig(agentsConfig); err != nil {
-					return err
-				}
+			nd := devmode.Node{
+				DataDir:       filepath.Join(cfg.DataDir, "node"),
+				Name:          nodeName,
+				Labels:        labels,
+				AgentsConfig:  agentsConfig,
+				IsolatedHomes: nodeIsolated,
+				FleetAccounts: nodeFleet,
+				AgentChecks:   nodeChecks,
+				Probe:         nodeProbe,
+				Adopt:         nodeAdopt,
+				TokenCustody:  cfg.TokenCustody, // --dev --token-custody: the dev node takes part too
+				LogFormat:     logFormat,
+				LogLevel:      logLevel,
+				Env:           nodeEnv(os.Environ()),
 			}
-			if nodeName != "" {
-				nc.Name = nodeName
+			if nd.Name == "" {
+				nd.Name, _ = os.Hostname()
 			}
-			nc.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
+			nd.MetricsListen = devmode.NodeMetricsListen(cfg.MetricsListen)
 			if cmd.Flags().Changed("node-metrics-listen") {
-				nc.MetricsListen = nodeMetrics
+				nd.MetricsListen = nodeMetrics
+			}
+			if nd.Bin, err = devmode.FindNodeBin(cmd.Context(), nodeBin, filepath.Join(nd.DataDir, "bin"), lg); err != nil {
+				return err
 			}
 			if !cmd.Flags().Changed("web-listen") {
 				cfg.Web.Listen = devmode.WebListen(cfg.Listen)
 			}
 			cfg.Web.Plain = true // loopback only (devmode checks): a browser does not trust cast's CA
 			cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
-			return devmode.Run(cmd.Context(), cfg, nc, devOpts, lg)
+			return devmode.Run(cmd.Context(), cfg, nd, devOpts, lg)
 		},
-	}
-	cmd.SetVersionTemplate("controlplane {{.Version}}\n")
+	})
 	cmd.AddCommand(bootstrapCommand())
 	f := cmd.Flags()
 	f.BoolVar(&publishK8s, "publish-k8s", false, "in a Kubernetes pod: keep the ConfigMap cast-ca (the CA bundle) and the Secret cast-node-join (a join token, renewed before it lapses, and the CA pin) current in the pod's namespace, with the pod's service account (docs/install-kubernetes.md)")
-	f.BoolVar(&dev, "dev", false, "one process: embedded etcd, control plane and a local node, loopback only")
+	f.BoolVar(&dev, "dev", false, "all of cast from one command, loopback only: embedded etcd and the control plane, and a local node run as a child process of the node binary (see --node-bin)")
+	f.StringVar(&nodeBin, "node-bin", "", "--dev: the node binary to run as the local node (default: the node beside this executable; under go run, one built from the working directory's module into DATA_DIR/node/bin; else cast's node on PATH)")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address")
 	f.StringVar(&cfg.Web.Listen, "web-listen", "", "address of the web timeline (docs/web.md): HTTPS with the gRPC listener's certificate, plain HTTP with --insecure (empty: off); --dev serves plain HTTP on loopback: 127.0.0.1:7780 beside the default --listen, else a free port (logged)")
 	cfg.Web.OIDCClientSecret = os.Getenv("CAST_WEB_OIDC_CLIENT_SECRET") // env only: flags show in ps
@@ -166,8 +168,8 @@ func main() {
 	f.BoolVar(&nodeFleet, "node-fleet-accounts", false, "--dev: fleet accounts may rewrite your agents' credential stores, keeping backups (node --fleet-accounts)")
 	f.StringVar(&agentsConfig, "node-agents-config", "", "--dev: the local node's per-agent {bin, home, env, args} JSON (0600; see node --agents-config)")
 	f.StringVar(&cfg.Brief.Endpoint, "brief-endpoint", os.Getenv("CAST_BRIEF_ENDPOINT"), "model endpoint for handoff briefs (env CAST_BRIEF_ENDPOINT; empty: fallback briefs)")
-	f.StringVar(&cfg.Brief.Model, "brief-model", envOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
-	f.StringVar(&cfg.Brief.Provider, "brief-provider", envOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
+	f.StringVar(&cfg.Brief.Model, "brief-model", cmdrun.EnvOr("CAST_BRIEF_MODEL", "claude-haiku-4-5"), "model for handoff briefs (env CAST_BRIEF_MODEL)")
+	f.StringVar(&cfg.Brief.Provider, "brief-provider", cmdrun.EnvOr("CAST_BRIEF_PROVIDER", "anthropic"), "anthropic or openai (an OpenAI-compatible endpoint)")
 	cfg.Brief.APIKey = os.Getenv("CAST_BRIEF_API_KEY") // env only: flags show in ps
 	f.BoolVar(&cfg.TLS.Enabled, "tls", true, "serve TLS from the control plane's own CA (made on first start, its key sealed) or --ca-cert; clients trust DATA_DIR/ca.pem or the logged pin; on unless --insecure")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "serve plaintext gRPC and plain HTTP metrics instead of TLS (env CAST_INSECURE=1): tokens and credentials cross the network in clear; warned at every start")
@@ -206,14 +208,7 @@ func main() {
 	f.BoolVar(&cfg.TokenCustody, "token-custody", cfg.TokenCustody, "keep each fleet login's refresh token on one custodian node (nodes with --token-custody, the default, and the --dev node get the access token only; docs/token-custody.md); --token-custody=false: nodes copy the stored login file")
 	f.StringVar(&logFormat, "log-format", "", "json or console (default: console with --dev, else json)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() { <-ctx.Done(); stop() }() // a second signal kills at once
-	err := cmd.ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
-		os.Exit(1)
-	}
+	cmdrun.Execute(cmd)
 }
 
 // objectStoreFlags completes the object store's config: --dev's default
@@ -292,9 +287,19 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".local", "share", "cast", "controlplane")
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// secretEnv are the control plane's own secrets in its environment: the
+// dev node does not get them, since it hands its environment to the agent
+// CLIs it runs.
+var secretEnv = []string{controlplane.SecretsKeyEnv, controlplane.BootstrapTokenEnv, "CAST_ETCD_PASSWORD",
+	"CAST_BRIEF_API_KEY", "CAST_WEB_OIDC_CLIENT_SECRET", objstore.EnvAccessKeyID, objstore.EnvSecretAccessKey}
+
+// nodeEnv is env less secretEnv.
+func nodeEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(secretEnv, k) {
+			out = append(out, kv)
+		}
 	}
-	return def
+	return out
 }

@@ -5,20 +5,18 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	_ "github.com/cast-dev/cast/internal/agents/codecs" // the agents this binary knows
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/cmdrun"
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/treemove"
-	"github.com/cast-dev/cast/internal/version"
 )
 
 func main() {
@@ -26,13 +24,10 @@ func main() {
 	var logFormat, logLevel, agentsConfig string
 	var pathMap []string
 	var worktreeSetup string
-	cmd := &cobra.Command{
-		Use:           "node",
-		Short:         "Run a cast node daemon that dials the control plane",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args:          cobra.NoArgs,
-		Version:       version.Get().String(),
+	var exitWithParent bool
+	cmd := cmdrun.Daemon(&cobra.Command{
+		Use:   "node",
+		Short: "Run a cast node daemon that dials the control plane",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lg, err := logging.New(logFormat, logLevel)
 			if err != nil {
@@ -58,12 +53,17 @@ func main() {
 				return err
 			}
 			defer lock.Unlock()
-			return node.Run(cmd.Context(), cfg, lg)
+			ctx := cmd.Context()
+			if exitWithParent {
+				var stop context.CancelFunc
+				ctx, stop = cmdrun.UntilClosed(ctx, os.Stdin, lg)
+				defer stop()
+			}
+			return node.Run(ctx, cfg, lg)
 		},
-	}
-	cmd.SetVersionTemplate("node {{.Version}}\n")
+	})
 	f := cmd.Flags()
-	f.StringVar(&cfg.ControlPlane, "controlplane", envOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address, or several replicas' as a comma-separated list tried in order (env CAST_ADDR)")
+	f.StringVar(&cfg.ControlPlane, "controlplane", cmdrun.EnvOr("CAST_ADDR", "127.0.0.1:7777"), "control plane gRPC address, or several replicas' as a comma-separated list tried in order (env CAST_ADDR)")
 	f.StringVar(&cfg.DataDir, "data-dir", client.DefaultNodeDataDir(os.Getenv), "node state and agent homes")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address for /metrics (turns by agent and outcome), /healthz and /readyz (connected), e.g. 127.0.0.1:7779: HTTPS with the node's certificate once joined (scrapers trust the control plane's CA, server name node-metrics.cast.internal); plain HTTP only with --insecure and no --ca-pin (empty: off)")
 	f.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: hostname)")
@@ -89,21 +89,13 @@ func main() {
 	f.StringVar(&cfg.WorktreeBase, "worktree-base", "", "deprecated: --worktrees-dir")
 	_ = f.MarkDeprecated("worktree-base", "use --worktrees-dir")
 	f.StringArrayVar(&pathMap, "map-path", nil, "FROM=TO: a checkout at FROM on another node lives at TO here (migrations), repeatable")
+	// How controlplane --dev runs its node: hidden, they are no one
+	// else's settings.
+	f.BoolVar(&cfg.FindCastBin, "find-cast-bin", false, "while --cast-bin is empty, look for cast at each turn (beside this binary, on PATH, bin/cast in the working directory): it may be built after the node starts")
+	f.BoolVar(&exitWithParent, "exit-with-parent", false, "stop when stdin closes: the process that started this node and holds its stdin (controlplane --dev) is gone")
+	_ = f.MarkHidden("find-cast-bin")
+	_ = f.MarkHidden("exit-with-parent")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() { <-ctx.Done(); stop() }() // a second signal kills at once
-	err := cmd.ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "node: %v\n", err)
-		os.Exit(1)
-	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
+	cmdrun.Execute(cmd)
 }

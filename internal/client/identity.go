@@ -89,6 +89,20 @@ type Signer func(ctx context.Context, csrPEM []byte) ([]byte, error)
 // NodeIdentityFile is a node's certificate and key in its data dir.
 const NodeIdentityFile = "identity.pem"
 
+// NodeCredentialFile is a node's own credential (a bearer token) in its
+// data dir, 0600: got once for a join token, or written by the control
+// plane that starts the node (controlplane --dev).
+const NodeCredentialFile = "credential"
+
+// WriteNodeCredential stores a node credential in dataDir (0600,
+// atomically), where the node reads it at start.
+func WriteNodeCredential(dataDir, tok string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(dataDir, NodeCredentialFile), []byte(tok+"\n"), 0o600)
+}
+
 // NodeBundleFile is the CAs a node trusts in the control plane, in its
 // data dir (bundle.go): learnt at its join and kept through CA rotations.
 const NodeBundleFile = "ca-bundle.pem"

@@ -90,7 +90,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 }
 
 // IssueNodeCredential makes (or replaces) node name's credential without a
-// join token: `controlplane --dev` gives its in-process node one.
+// join token: `controlplane --dev` writes one into its dev node's data dir.
 func (s *Server) IssueNodeCredential(ctx context.Context, name string) (string, error) {
 	if err := validate.Need(validate.Name, "node", name); err != nil {
 		return "", err

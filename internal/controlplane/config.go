@@ -25,6 +25,7 @@ import (
 	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/fsutil"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/oidcauth"
@@ -131,6 +132,10 @@ type Config struct {
 	// the Kubernetes namespace the replica runs in (--publish-k8s). It
 	// needs TLS: the join Secret carries the CA's pin.
 	Publish KubePublisher
+	// NodeHello, if set, is told each node's hello (its name, labels and
+	// agents) as its stream opens: controlplane --dev logs which of its
+	// node's agents are ready from it.
+	NodeHello func(*castv1.Node)
 	// Web serves the web timeline (internal/web) on its own listener:
 	// off until Web.Listen is set (--web-listen; --dev sets it).
 	Web web.Config

@@ -166,6 +166,9 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 		LeaseTtlSeconds: int64(h.s.cfg.LeaseTTL / time.Second), HeartbeatIntervalMillis: h.s.cfg.Heartbeat.Milliseconds(),
 	}}}
 	h.s.fleet.NodeHello(ctx, node.Name)
+	if h.s.cfg.NodeHello != nil {
+		h.s.cfg.NodeHello(node)
+	}
 
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- sendLoop(ctx, stream, conn) }()

@@ -1,6 +1,7 @@
-// Package devmode runs the whole of cast in one process, the way
-// `nomad agent -dev` does: embedded etcd, a control plane and a local node,
-// all on loopback.
+// Package devmode runs the whole of cast from one command, the way
+// `nomad agent -dev` does: embedded etcd and a control plane in this
+// process, and a local node as its child process (the node binary), all
+// on loopback.
 package devmode
 
 import (
@@ -10,15 +11,15 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
-	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
-	"github.com/cast-dev/cast/internal/node"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
@@ -31,16 +32,16 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
-// Options are what --dev adds to the control plane's and the node's flags.
+// Options are what --dev adds to the control plane's flags.
 type Options struct {
 	// RotateToken makes a new admin token for the local context even when
 	// the stored one is still good (--rotate-dev-token), revoking it.
 	RotateToken bool
 }
 
-// Run serves until ctx ends. The node's ControlPlane address is filled in.
-func Run(ctx context.Context, cp controlplane.Config, nc node.Config, opts Options, lg *zap.Logger) error {
-	for _, a := range []string{cp.Listen, cp.MetricsListen, nc.MetricsListen, cp.Web.Listen} {
+// Run serves until ctx ends or the dev node exits.
+func Run(ctx context.Context, cp controlplane.Config, nd Node, opts Options, lg *zap.Logger) error {
+	for _, a := range []string{cp.Listen, cp.MetricsListen, nd.MetricsListen, cp.Web.Listen} {
 		if a == "" {
 			continue
 		}
@@ -50,63 +51,84 @@ func Run(ctx context.Context, cp controlplane.Config, nc node.Config, opts Optio
 	}
 	cp.Insecure = !cp.TLS.Enabled // plaintext (--insecure) on loopback only (checked above)
 	cp.Dev = true                 // the secrets key may stay in the data dir
+	// The node's hello says which of its agents are ready: the banner's.
+	hello := make(chan *castv1.Node, 1)
+	cp.NodeHello = func(n *castv1.Node) {
+		if n.GetName() == nd.Name {
+			select {
+			case hello <- n:
+			default:
+			}
+		}
+	}
 	srv, err := controlplane.Start(ctx, cp, lg)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	nc.ControlPlane, nc.CAPin = srv.Addr(), srv.CAPin() // the pin is "" without --tls
-	nc.Insecure = cp.Insecure                           // its metrics: plain HTTP exactly when the control plane's are
-	// The in-process node gets its own credential directly, and the local
+	// The dev node gets its own credential in its data dir, and the local
 	// user a context with an admin token, so `cast` works at once.
-	cred, err := srv.IssueNodeCredential(ctx, nc.Name)
+	cred, err := srv.IssueNodeCredential(ctx, nd.Name)
 	if err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
 	}
-	if err := node.WriteCredential(nc.DataDir, cred); err != nil {
+	if err := client.WriteNodeCredential(nd.DataDir, cred); err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
 	}
 	// A certificate from the last start is bound to the credential just
 	// replaced: the node gets a new one for the new credential.
-	if err := os.Remove(node.IdentityPath(nc.DataDir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(nd.DataDir, client.NodeIdentityFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("dev node certificate: %w", err)
 	}
-	if err := writeContext(ctx, srv, nc.Name, opts.RotateToken, lg); err != nil {
+	if err := writeContext(ctx, srv, nd.Name, opts.RotateToken, lg); err != nil {
 		return err
 	}
-	agent, err := node.New(nc, lg)
+	// The pin is "" without --tls; the node's metrics are plain HTTP
+	// exactly when the control plane's are.
+	node, err := startChild(ctx, nd, srv.Addr(), srv.CAPin(), cp.Insecure, lg)
 	if err != nil {
 		return err
 	}
-	nctx, stopNode := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = agent.Run(nctx) }()
-	banner(lg, srv.Addr(), nc, cp.DataDir)
-	if u := srv.WebURL(); u != "" {
-		lg.Info("web timeline: run `cast web` to open it signed in", zap.String("url", u))
+	defer node.stop(lg) // the node stops before the control plane it talks to
+	select {
+	case n := <-hello:
+		banner(lg, srv.Addr(), n, nd, cp.DataDir)
+		if u := srv.WebURL(); u != "" {
+			lg.Info("web timeline: run `cast web` to open it signed in", zap.String("url", u))
+		}
+	case <-node.exited:
+	case <-ctx.Done():
 	}
-	<-ctx.Done()
-	stopNode() // the node stops before the control plane it talks to
-	wg.Wait()
+	select {
+	case <-node.exited:
+		// A signal to the process group (Ctrl-C) stops the node as well,
+		// cleanly: the control plane then stops with it, as it does on
+		// its own signal, just after.
+		if node.err != nil && ctx.Err() == nil {
+			return fmt.Errorf("the dev node exited (its log is above): %w", node.err)
+		}
+		lg.Info("the dev node stopped; stopping")
+	case <-ctx.Done():
+	}
 	return nil
 }
 
-// banner says the dev setup is up and which agents can answer: the first
-// ready one is the one to try; the others say what they need.
-func banner(lg *zap.Logger, addr string, nc node.Config, dataDir string) {
+// banner says the dev setup is up and which agents can answer, from the
+// node's hello: the first ready one is the one to try; the others say
+// what they need.
+func banner(lg *zap.Logger, addr string, n *castv1.Node, nd Node, dataDir string) {
 	try := ""
-	for _, in := range nc.Readiness() {
-		if in.Ready {
+	for _, in := range n.GetAgents() {
+		if in.GetReady() {
 			if try == "" {
-				try = in.Name
+				try = in.GetName()
 			}
 			continue
 		}
-		lg.Warn("agent not ready", zap.String("agent", in.Name), zap.String("why", in.Status))
+		lg.Warn("agent not ready", zap.String("agent", in.GetName()), zap.String("why", in.GetStatus()))
 	}
-	fields := []zap.Field{zap.String("addr", addr), zap.String("node", nc.Name), zap.String("data_dir", dataDir),
-		zap.Bool("isolated_homes", nc.IsolatedHomes)}
+	fields := []zap.Field{zap.String("addr", addr), zap.String("node", nd.Name), zap.String("data_dir", dataDir),
+		zap.Bool("isolated_homes", nd.IsolatedHomes)}
 	if try == "" {
 		lg.Warn("dev mode ready, but no agent has a login: `cast nodes` says what to run", fields...)
 		return

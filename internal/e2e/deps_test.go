@@ -55,21 +55,49 @@ func TestOnlyControlPlaneTalksToKubernetes(t *testing.T) {
 	}
 }
 
-// The control plane's cores gate on agent capabilities by name
-// (internal/capability) and link neither the canary that checks them nor
-// its runner and fake model: only a node, and the CLI's own `cast agents
-// check`, run CLIs.
+// The control plane gates on agent capabilities by name
+// (internal/capability) and links neither the canary that checks them nor
+// its runner and fake model, nor the node daemon: only a node, and the
+// CLI's own `cast agents check`, run CLIs. `controlplane --dev` runs its
+// node as a child process of the node binary (internal/devmode).
 func TestControlPlaneLinksNoRunner(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
-	for _, pkg := range []string{"./internal/controlplane", "./internal/moves", "./internal/capability", "./internal/adoption"} {
+	const module = "github.com/cast-dev/cast"
+	banned := []string{"/internal/runner", "/internal/fakemodel", "/internal/canary", "/internal/node"}
+	for _, pkg := range []string{"./cmd/controlplane", "./internal/devmode", "./internal/controlplane", "./internal/moves", "./internal/capability", "./internal/adoption"} {
 		for _, dep := range deps(t, root, pkg) {
-			for _, banned := range []string{"/internal/runner", "/internal/fakemodel", "/internal/canary"} {
-				if strings.HasSuffix(dep, "github.com/cast-dev/cast"+banned) {
-					t.Errorf("%s depends on %s", pkg, dep)
-				}
+			if slices.Contains(banned, strings.TrimPrefix(dep, module)) {
+				t.Errorf("%s depends on %s", pkg, dep)
 			}
 		}
+	}
+	// The node links them all: the names above are still packages.
+	nodeDeps := deps(t, root, "./cmd/node")
+	for _, b := range banned {
+		if !slices.Contains(nodeDeps, module+b) {
+			t.Errorf("cmd/node does not link %s: this test no longer names the runner's packages", b)
+		}
+	}
+}
+
+// The CLI links no daemon: no control plane, dev mode or node (nor the
+// store: TestOnlyControlPlaneLinksEtcd). It does link the canary, with its
+// runner and fake model, on purpose: `cast agents check` runs the local
+// agent CLIs through it, and `cast exec --dry-run` prints the runner's
+// command line.
+func TestCLILinksNoDaemon(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	const module = "github.com/cast-dev/cast"
+	cast := deps(t, root, "./cmd/cast")
+	for _, banned := range []string{"/internal/controlplane", "/internal/devmode", "/internal/node"} {
+		if slices.Contains(cast, module+banned) {
+			t.Errorf("cmd/cast depends on %s", module+banned)
+		}
+	}
+	if !slices.Contains(cast, module+"/internal/cli") {
+		t.Error("cmd/cast does not link internal/cli: this test no longer sees the CLI")
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -77,5 +79,41 @@ func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
 		if _, ok := node.Wait(10 * time.Second); !ok {
 			t.Fatalf("unconnected node ignored %v:\n%s", sig, node.Output())
 		}
+	}
+}
+
+// `controlplane --dev` runs its node as a child process of the node
+// binary; killed alone (kill -9 of its pid, not its process group), it
+// leaves no node behind: the node's stdin, a pipe from the control plane,
+// closes and the node stops, letting go of its data dir.
+func TestDevNodeStopsWhenItsControlPlaneIsKilled(t *testing.T) {
+	t.Parallel()
+	bins := testharness.Binaries(t)
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
+	dev := startDev(t, bins, dataDir, addr)
+	c.waitNode("devnode", true)
+	if !strings.Contains(dev.Output(), "dev node started") {
+		t.Fatalf("no dev node child started:\n%s", dev.Output())
+	}
+	nodeDir := filepath.Join(dataDir, "node")
+	if _, err := fsutil.LockDir(nodeDir); !errors.Is(err, fsutil.ErrLocked) {
+		t.Fatalf("the dev node's data dir is not held by a node process: %v", err)
+	}
+	if err := syscall.Kill(dev.Cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 30*time.Second, "the dev node lets go of its data dir", func() bool {
+		l, err := fsutil.LockDir(nodeDir)
+		l.Unlock()
+		return err == nil
+	})
+	// Its output is read to the end once every writer (the node too) has
+	// closed the pipe.
+	if _, ok := dev.Wait(30 * time.Second); !ok {
+		t.Fatal("the dev process's output stays open: a process still holds it")
+	}
+	if !strings.Contains(dev.Output(), "stdin closed") {
+		t.Errorf("the dev node did not say why it stopped:\n%s", dev.Output())
 	}
 }

@@ -18,7 +18,7 @@ import (
 // With TLS a node proves who it is with a client certificate for its own
 // key (mTLS), kept with the key in DataDir/identity.pem (0600, replaced
 // atomically). It gets the first for its join token, or for the bearer
-// credential `controlplane --dev` gives its in-process node, and renews
+// credential `controlplane --dev` writes into its dev node's data dir, and renews
 // it over its authenticated link at two thirds of its lifetime. After a
 // renewal, later calls and the Connect stream move to new connections,
 // which handshake with the new certificate; calls under way finish on the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
-	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/secrets"
@@ -26,7 +24,7 @@ import (
 // API with it too (CAST_TOKEN_FILE), for `cast mcp` and `cast spawn`.
 
 // CredentialFile is the credential's name in the data dir.
-const CredentialFile = "credential"
+const CredentialFile = client.NodeCredentialFile
 
 func credentialPath(dataDir string) string { return filepath.Join(dataDir, CredentialFile) }
 
@@ -40,15 +38,6 @@ func loadCredential(dataDir string) (*client.Token, error) {
 		return nil, fmt.Errorf("node credential: %w", err)
 	}
 	return client.NewToken(tok), nil
-}
-
-// WriteCredential stores a node credential in dataDir (0600, atomically):
-// `controlplane --dev` gives its in-process node one this way.
-func WriteCredential(dataDir, tok string) error {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(credentialPath(dataDir), []byte(tok+"\n"), 0o600)
 }
 
 // join gets the node its identity when it has none: a client certificate
@@ -68,7 +57,7 @@ func (a *Daemon) join(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := WriteCredential(a.cfg.DataDir, resp.Credential); err != nil {
+		if err := client.WriteNodeCredential(a.cfg.DataDir, resp.Credential); err != nil {
 			return fmt.Errorf("store node credential: %w", err)
 		}
 		a.cred.Set(resp.Credential)

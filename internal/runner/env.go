@@ -102,7 +102,7 @@ func Env(t Turn) []string {
 // module. The node daemon's binary is named node, and with its folder
 // first on PATH (go build -o bin/ ./cmd/...) every npm-launched agent
 // (#!/usr/bin/env node) would run it instead of Node.js, from the node
-// daemon itself or from `controlplane --dev`, which runs a node in-process.
+// daemon itself, `controlplane --dev`'s included.
 func withoutSelf(path string) string {
 	self, err := os.Executable()
 	if err != nil {
