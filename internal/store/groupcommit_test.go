@@ -226,10 +226,12 @@ func TestGroupCommitConflictRetriesOnlyTheMovedSession(t *testing.T) {
 			t.Errorf("append to %s: %v", sid, err)
 		}
 	}
-	// One txn for the first round; then the round of three, the two that
-	// did not move alone, and the moved one alone until out of tries.
+	// A read and a write for the first round; then the round of three
+	// (a read, its write), the two that did not move alone, and the moved
+	// one alone until out of tries; each failed write is followed by a
+	// read of its keys.
 	const tries = 20
-	if got, want := store.AppendTxns(s), int64(2+1+1+1+(tries-1)); got != want || store.AppendConflicts(s) != tries {
+	if got, want := store.AppendTxns(s), int64(2+1+1+1+(tries-1)+tries); got != want || store.AppendConflicts(s) != tries {
 		t.Fatalf("%d txns and %v conflicts; want %d and %d", got, store.AppendConflicts(s), want, tries)
 	}
 	store.SetBeforeTxn(s, nil)
