@@ -46,6 +46,7 @@ type committer struct {
 	busy    map[string]bool         // sessions in a round in flight
 	known   map[string]knownKeys    // sessions' keys as this replica's commits left them (known.go)
 	leaders int                     // goroutines committing rounds
+	queued  int                     // appends in queues
 
 	txns atomic.Int64 // txns sent by rounds (reads and writes)
 }
@@ -77,13 +78,28 @@ func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
 		c.order = append(c.order, sessionID)
 	}
 	c.queues[sessionID] = append(c.queues[sessionID], reqs...)
-	if c.leaders < s.cfg.CommitRounds {
+	c.queued += len(reqs)
+	// A further round only for a session no round holds: the appends of
+	// one busy session wait for its round whoever leads.
+	if c.leaders == 0 || (c.leaders < s.cfg.CommitRounds && !c.busy[sessionID] && c.queued >= s.roundFill()) {
 		c.leaders++
 		go s.lead()
 	}
 }
 
-// lead commits rounds until nothing it may take is queued.
+// roundFill is how many queued appends start a round beyond the first
+// while one is in flight, and keep its leader going: fewer wait for the
+// round in flight, so a txn is not spent on a handful of appends that the
+// next round would have carried anyway.
+func (s *Store) roundFill() int {
+	if s.cfg.CommitRoundFill > 0 {
+		return s.cfg.CommitRoundFill
+	}
+	return max(1, s.cfg.MaxTxnOps/9) // a third of a round of one-message sessions
+}
+
+// lead commits rounds until nothing it may take is queued (or, with
+// another round in flight, too little to fill one).
 func (s *Store) lead() {
 	var done []string
 	for {
@@ -117,6 +133,11 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 	for _, id := range done {
 		delete(c.busy, id)
 	}
+	if c.leaders > 1 && c.queued < s.roundFill() {
+		// Another round is in flight: its leader takes these next.
+		c.leaders--
+		return nil
+	}
 	var round []*sessionBatch
 	var used txnBudget
 	var rest, again []string
@@ -131,6 +152,7 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 			break
 		}
 		c.busy[id] = true
+		c.queued -= len(reqs)
 		round = append(round, &sessionBatch{id: id, reqs: reqs, guard: reqs[0].guard})
 		if left := c.queues[id][len(reqs):]; len(left) > 0 {
 			c.queues[id], again = left, append(again, id)

@@ -127,7 +127,7 @@ func TestGroupCommitAcrossSessionsIsDenseAndExactlyOnce(t *testing.T) {
 
 func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 	ep := testharness.StartEtcd(t, nil)
-	cfg := func(c *store.Config) { c.CommitRounds = rounds }
+	cfg := func(c *store.Config) { c.CommitRounds, c.CommitRoundFill = rounds, 2 } // rounds overlap often
 	replicas := []*store.Store{testharness.OpenStore(t, ep, cfg), testharness.OpenStore(t, ep, cfg)}
 	const sessions, writers, each = 24, 40, 25
 	sids, guards := createSessions(t, replicas[0], "n1", sessions)
