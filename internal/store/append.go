@@ -244,8 +244,9 @@ func (p *batchPlan) settle() {
 // (retrying makes a new attempt); the rest get the next seqs.
 func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*appendReq, reads []*etcdserverpb.ResponseOp, last int64) (*batchPlan, error) {
 	n := len(batch)
-	p := &batchPlan{next: last, batch: batch, seqs: make([]int64, n), ctimes: make([]*timestamppb.Timestamp, n), refused: make([]error, n)}
-	assigned := map[string]int{}
+	p := &batchPlan{next: last, batch: batch, seqs: make([]int64, n), ctimes: make([]*timestamppb.Timestamp, n), refused: make([]error, n),
+		ops: make([]clientv3.Op, 0, 2*n), cmps: make([]clientv3.Cmp, 0, n)}
+	var assigned map[string]int // made for a second message: most batches hold one
 	chunkRead := n
 	for i, r := range batch {
 		cid := r.p.msg.ClientId
@@ -281,7 +282,12 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 			continue
 		}
 		p.next++
-		assigned[cid] = i
+		if n > 1 {
+			if assigned == nil {
+				assigned = make(map[string]int, n)
+			}
+			assigned[cid] = i
+		}
 		p.seqs[i] = p.next
 		p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", 0))
 		p.cmps = append(p.cmps, r.p.cmps...)

@@ -25,7 +25,7 @@ import (
 // owner's with a guard, its client ids, its chunks), so seqs stay dense and
 // a client id is stored once however rounds group sessions, and across
 // control plane replicas too. A round whose txn fails a compare reads the
-// same keys again in the txn's else branch: the sessions whose keys did
+// same keys again (in a txn of its own): the sessions whose keys did
 // not move are committed at once without the others, and only those whose
 // keys moved are charged a try and tried again, as they were alone.
 
@@ -46,6 +46,7 @@ type committer struct {
 	busy    map[string]bool         // sessions in a round in flight
 	known   map[string]knownKeys    // sessions' keys as this replica's commits left them (known.go)
 	leaders int                     // goroutines committing rounds
+	queued  int                     // appends in queues
 
 	txns atomic.Int64 // txns sent by rounds (reads and writes)
 }
@@ -77,13 +78,28 @@ func (s *Store) enqueue(sessionID string, reqs []*appendReq) {
 		c.order = append(c.order, sessionID)
 	}
 	c.queues[sessionID] = append(c.queues[sessionID], reqs...)
-	if c.leaders < s.cfg.CommitRounds {
+	c.queued += len(reqs)
+	// A further round only for a session no round holds: the appends of
+	// one busy session wait for its round whoever leads.
+	if c.leaders == 0 || (c.leaders < s.cfg.CommitRounds && !c.busy[sessionID] && c.queued >= s.roundFill()) {
 		c.leaders++
 		go s.lead()
 	}
 }
 
-// lead commits rounds until nothing it may take is queued.
+// roundFill is how many queued appends start a round beyond the first
+// while one is in flight, and keep its leader going: fewer wait for the
+// round in flight, so a txn is not spent on a handful of appends that the
+// next round would have carried anyway.
+func (s *Store) roundFill() int {
+	if s.cfg.CommitRoundFill > 0 {
+		return s.cfg.CommitRoundFill
+	}
+	return max(1, s.cfg.MaxTxnOps/9) // a third of a round of one-message sessions
+}
+
+// lead commits rounds until nothing it may take is queued (or, with
+// another round in flight, too little to fill one).
 func (s *Store) lead() {
 	var done []string
 	for {
@@ -117,6 +133,11 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 	for _, id := range done {
 		delete(c.busy, id)
 	}
+	if c.leaders > 1 && c.queued < s.roundFill() {
+		// Another round is in flight: its leader takes these next.
+		c.leaders--
+		return nil
+	}
 	var round []*sessionBatch
 	var used txnBudget
 	var rest, again []string
@@ -131,6 +152,7 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 			break
 		}
 		c.busy[id] = true
+		c.queued -= len(reqs)
 		round = append(round, &sessionBatch{id: id, reqs: reqs, guard: reqs[0].guard})
 		if left := c.queues[id][len(reqs):]; len(left) > 0 {
 			c.queues[id], again = left, append(again, id)
@@ -150,9 +172,17 @@ func (s *Store) takeRound(done []string) []*sessionBatch {
 // fits MaxBatchMsgs, MaxBatchBytes and what is left of the round's txn
 // (used, updated). The first batch of a round always holds a message.
 func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*appendReq {
+	if len(queued) == 0 {
+		return nil
+	}
 	n := 0
 	next := *used
-	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+3, next.puts+1 // seq and owner (planSession)
+	// The seq key's two compares and its put, and the owner's compare with
+	// a guard only (planSession); reads are seq and owner.
+	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+2, next.puts+1
+	if queued[0].guard.Token != 0 {
+		next.cmps++
+	}
 	for n < len(queued) && n < s.cfg.MaxBatchMsgs && queued[n].guard == queued[0].guard {
 		p := queued[n].p
 		grow := txnBudget{reads: 1, cmps: 1, puts: 2, bytes: p.size + roundSlack}
@@ -179,8 +209,7 @@ func (s *Store) fits(used, grow txnBudget) bool {
 }
 
 // commitRound commits round in one txn and answers every append. When
-// the txn fails a compare, its else branch has read the keys again: the
-// sessions whose keys did not move are committed at once, without the
+// the txn fails a compare, the keys are read again: the sessions whose keys did not move are committed at once, without the
 // ones that moved, which are tried after them with a try charged.
 func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
 	if err := s.readRound(ctx, round); err != nil {
@@ -210,7 +239,17 @@ func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
 			s.settleRound(g, resp.Header.Revision)
 			continue
 		}
-		groups = append(s.splitConflicts(g, resp.Responses), groups...)
+		// A compare failed, so nothing was written: read the group's
+		// keys again to tell the batches whose keys moved.
+		s.commit.txns.Add(1)
+		reads, err := s.cli.Txn(ctx).Then(s.roundReads(g)...).Commit()
+		if err != nil {
+			for _, g := range append(groups, g) {
+				s.finishAll(g, err)
+			}
+			return
+		}
+		groups = append(s.splitConflicts(g, reads.Responses), groups...)
 	}
 }
 
@@ -315,8 +354,10 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	// The value too: a memory (known.go) may outlive the revisions it
 	// names, as when etcd is restored from a snapshot under a running
 	// replica; seqs never repeat a value, so it holds only if no one wrote.
-	b.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.seqKey(b.id)), "=", seqKV[0].ModRevision),
-		clientv3.Compare(clientv3.Value(s.seqKey(b.id)), "=", string(seqKV[0].Value))}
+	seqKey := s.seqKey(b.id)
+	b.cmps = make([]clientv3.Cmp, 0, 3+len(plan.cmps))
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(seqKey), "=", seqKV[0].ModRevision),
+		clientv3.Compare(clientv3.Value(seqKey), "=", string(seqKV[0].Value)))
 	if b.guard.Token != 0 {
 		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(s.ownerKey(b.id)), "=", b.guard.Token))
 	}
@@ -324,18 +365,23 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	return nil
 }
 
-// writeRound sends the round's txn: every batch's compares and writes, and
-// in the else branch every batch's reads again.
+// writeRound sends the round's txn: every batch's compares and writes. It
+// has no else branch: reading the keys again there would cost every txn
+// (etcd decodes a txn's ops twice, and logs them through raft and its WAL)
+// for the rare txn whose compares fail; that one reads after it instead.
 func (s *Store) writeRound(ctx context.Context, round []*sessionBatch) (*clientv3.TxnResponse, error) {
-	var cmps []clientv3.Cmp
-	var ops []clientv3.Op
+	nc, no := 0, 0
+	for _, b := range round {
+		nc, no = nc+len(b.cmps), no+len(b.plan.ops)+1
+	}
+	cmps, ops := make([]clientv3.Cmp, 0, nc), make([]clientv3.Op, 0, no)
 	for _, b := range round {
 		cmps = append(cmps, b.cmps...)
 		ops = append(ops, b.plan.ops...)
 		ops = append(ops, clientv3.OpPut(s.seqKey(b.id), strconv.FormatInt(b.plan.next, 10)))
 	}
 	s.commit.txns.Add(1)
-	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(s.roundReads(round)...).Commit()
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 }
 
 // settleRound answers the appends of a round committed at rev.
@@ -353,7 +399,7 @@ func (s *Store) settleRound(round []*sessionBatch, rev int64) {
 }
 
 // splitConflicts takes the fresh reads of a group whose txn failed a
-// compare (rs, its else branch) and returns the groups to try next: the
+// compare (rs, their reads after it) and returns the groups to try next: the
 // batches whose keys did not move, then those whose keys moved (they
 // failed the compares), each charged a try; a batch out of tries is
 // refused. A batch planned from memory is not charged: its memory was

@@ -34,6 +34,14 @@ func QueuedAppends(s *Store) int {
 	return n
 }
 
+// CommitLeaders is how many group commit rounds are being led (in flight,
+// or about to take their appends).
+func CommitLeaders(s *Store) int {
+	s.commit.mu.Lock()
+	defer s.commit.mu.Unlock()
+	return s.commit.leaders
+}
+
 // AppendConflicts is how many times a session's batch was charged a try
 // because its keys moved under a group commit txn.
 func AppendConflicts(s *Store) float64 {

@@ -127,7 +127,7 @@ func TestGroupCommitAcrossSessionsIsDenseAndExactlyOnce(t *testing.T) {
 
 func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 	ep := testharness.StartEtcd(t, nil)
-	cfg := func(c *store.Config) { c.CommitRounds = rounds }
+	cfg := func(c *store.Config) { c.CommitRounds, c.CommitRoundFill = rounds, 2 } // rounds overlap often
 	replicas := []*store.Store{testharness.OpenStore(t, ep, cfg), testharness.OpenStore(t, ep, cfg)}
 	const sessions, writers, each = 24, 40, 25
 	sids, guards := createSessions(t, replicas[0], "n1", sessions)
@@ -226,10 +226,12 @@ func TestGroupCommitConflictRetriesOnlyTheMovedSession(t *testing.T) {
 			t.Errorf("append to %s: %v", sid, err)
 		}
 	}
-	// One txn for the first round; then the round of three, the two that
-	// did not move alone, and the moved one alone until out of tries.
+	// A read and a write for the first round; then the round of three
+	// (a read, its write), the two that did not move alone, and the moved
+	// one alone until out of tries; each failed write is followed by a
+	// read of its keys.
 	const tries = 20
-	if got, want := store.AppendTxns(s), int64(2+1+1+1+(tries-1)); got != want || store.AppendConflicts(s) != tries {
+	if got, want := store.AppendTxns(s), int64(2+1+1+1+(tries-1)+tries); got != want || store.AppendConflicts(s) != tries {
 		t.Fatalf("%d txns and %v conflicts; want %d and %d", got, store.AppendConflicts(s), want, tries)
 	}
 	store.SetBeforeTxn(s, nil)
@@ -297,4 +299,48 @@ func TestGroupCommitTxnErrorIsTruthful(t *testing.T) {
 	}
 	t.Logf("%d appends, %d failed and were retried", a.calls.Load(), a.errs.Load())
 	a.check(t, s)
+}
+
+// While a round is in flight (held at its txn here), appends to other
+// sessions wait for it until CommitRoundFill of them are queued; then a
+// second round commits them beside it, and every append is answered.
+func TestGroupCommitBacklogStartsASecondRound(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	s := testharness.OpenStore(t, ep, func(c *store.Config) { c.CommitRounds, c.CommitRoundFill = 2, 3 })
+	sids, _ := createSessions(t, s, "n1", 4)
+	var txns atomic.Int32
+	release := make(chan struct{})
+	store.SetBeforeTxn(s, func() {
+		if txns.Add(1) == 1 {
+			<-release // hold the first round while the others queue
+		}
+	})
+	results := make(chan error, len(sids))
+	send := func(i int) {
+		go func() {
+			_, err := s.Append(ctxT(t), sids[i], []*castv1.Message{userMsg("hi")}, fence.Guard{})
+			results <- err
+		}()
+	}
+	send(0)
+	testharness.WaitFor(t, 10*time.Second, "the first round to reach its txn", func() bool { return txns.Load() == 1 })
+	send(1)
+	send(2)
+	testharness.WaitFor(t, 10*time.Second, "two appends queued", func() bool { return store.QueuedAppends(s) == 2 })
+	if n := store.CommitLeaders(s); n != 1 {
+		t.Fatalf("%d rounds led with two appends queued under a fill of 3; want 1 (the held one)", n)
+	}
+	send(3)
+	testharness.WaitFor(t, 10*time.Second, "a second round's txn beside the held one", func() bool { return txns.Load() == 2 })
+	close(release)
+	for range sids {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	// Each round a read (its sessions are new to the replica) and a write:
+	// the held one, and one for the other three together.
+	if got := store.AppendTxns(s); got != 4 || txns.Load() != 2 {
+		t.Errorf("%d txns, %d of them writes; want 4 and 2", got, txns.Load())
+	}
 }

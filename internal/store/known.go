@@ -13,8 +13,8 @@ import (
 // without reading them (at load, half of a round's txns were those reads).
 // Nothing trusts the memory: the txn compares the seq key's revision and
 // value (and the owner's revision, with a guard) as always, so when another replica wrote the
-// session since, or a client id is a retry, the txn fails and its else
-// branch reads the keys, from which the session is planned again.
+// session since, or a client id is a retry, the txn fails and the keys
+// are read after it, from which the session is planned again.
 
 // maxKnown bounds the sessions remembered (about 200 bytes each).
 const maxKnown = 1 << 16
@@ -36,18 +36,23 @@ func (s *Store) guess(b *sessionBatch) bool {
 	if !ok || (b.guard.Token != 0 && !guardHolds(b.guard, k.owner)) {
 		return false
 	}
-	reads := []*etcdserverpb.ResponseOp{rangeOf(1, k.seq), rangeOf(int64(len(k.owner)), k.owner...)}
+	reads := make([]*etcdserverpb.ResponseOp, 0, 2+2*len(b.reqs))
+	reads = append(reads, rangeOf(1, k.seq), rangeOf(int64(len(k.owner)), k.owner...))
 	for range b.reqs {
-		reads = append(reads, rangeOf(0))
+		reads = append(reads, noKey)
 	}
 	for _, r := range b.reqs {
 		if r.p.chunk0 != "" {
-			reads = append(reads, rangeOf(1))
+			reads = append(reads, oneKey)
 		}
 	}
 	b.reads, b.guessed = reads, true
 	return true
 }
+
+// noKey and oneKey are the reads guess implies for a new client id and a
+// chunk written: shared, as nothing changes reads once made.
+var noKey, oneKey = rangeOf(0), rangeOf(1)
 
 func rangeOf(count int64, kvs ...*mvccpb.KeyValue) *etcdserverpb.ResponseOp {
 	return &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseRange{

@@ -78,9 +78,11 @@ const (
 	// etcd's own value when that was raised.
 	DefaultMaxTxnOps = 128
 	// DefaultCommitRounds is how many group commit rounds (txns of appends
-	// to different sessions) are in flight at once: while one waits for
-	// etcd's fsync the next fills, and etcd writes both with one fsync.
-	DefaultCommitRounds = 1
+	// to different sessions) may be in flight at once: while one waits for
+	// etcd's fsync the next fills, and etcd writes both with one fsync. A
+	// round beyond the first starts only with CommitRoundFill appends
+	// queued (commit.go), so rounds stay full.
+	DefaultCommitRounds = 2
 	// DefaultPageBytes bounds the messages of one page (ListMessages,
 	// ExportSession): a page stops before the message that would pass it,
 	// but always holds one, so a reply is at most
@@ -106,6 +108,7 @@ type Config struct {
 	MaxBatchMsgs    int
 	MaxTxnOps       int // etcd's --max-txn-ops (see DefaultMaxTxnOps)
 	CommitRounds    int // group commit rounds in flight at once (see DefaultCommitRounds)
+	CommitRoundFill int // appends queued before a round beyond the first starts (0: a third of MaxTxnOps/3)
 	PageBytes       int // bytes of messages in one page (see DefaultPageBytes)
 	QuotaPoll       time.Duration
 	SweepEvery      time.Duration // how often orphan chunks are swept
