@@ -85,6 +85,23 @@ func startDev(t *testing.T, bins, dataDir, addr string) *testharness.Proc {
 	return p
 }
 
+// devRig is a `controlplane --dev` process with its node connected, and
+// the cast CLI pointed at it.
+type devRig struct {
+	bins, dataDir, addr string
+	c                   cli
+	dev                 *testharness.Proc
+}
+
+func newDevRig(t *testing.T) devRig {
+	t.Helper()
+	r := devRig{bins: testharness.Binaries(t), dataDir: t.TempDir(), addr: freeAddr(t)}
+	r.c = cli{t: t, bin: filepath.Join(r.bins, "cast"), env: []string{"CAST_ADDR=" + r.addr}}
+	r.dev = startDev(t, r.bins, r.dataDir, r.addr)
+	r.c.waitNode("devnode", true)
+	return r
+}
+
 // missingAgentsConfig writes an agents config (node --agents-config)
 // naming every agent at a path with no CLI.
 func missingAgentsConfig(t *testing.T) string {
@@ -105,11 +122,8 @@ func missingAgentsConfig(t *testing.T) string {
 // that `cast send` acknowledged.
 func TestDevModeKill9KeepsAcknowledgedMessages(t *testing.T) {
 	t.Parallel()
-	bins := testharness.Binaries(t)
-	dataDir, addr := t.TempDir(), freeAddr(t)
-	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
-	dev := startDev(t, bins, dataDir, addr)
-	c.waitNode("devnode", true)
+	r := newDevRig(t)
+	bins, dataDir, addr, c, dev := r.bins, r.dataDir, r.addr, r.c, r.dev
 
 	var created struct {
 		ID string `json:"id"`

@@ -20,11 +20,8 @@ import (
 // on one data dir.
 func TestSecondDaemonOnDataDirExits(t *testing.T) {
 	t.Parallel()
-	bins := testharness.Binaries(t)
-	dataDir, addr := t.TempDir(), freeAddr(t)
-	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
-	first := startDev(t, bins, dataDir, addr)
-	c.waitNode("devnode", true)
+	r := newDevRig(t)
+	bins, dataDir, addr, c, first := r.bins, r.dataDir, r.addr, r.c, r.dev
 
 	second := startDev(t, bins, dataDir, freeAddr(t))
 	code, exited := second.Wait(15 * time.Second)
@@ -88,11 +85,8 @@ func TestDaemonsStopOnSignalWhileStarting(t *testing.T) {
 // closes and the node stops, letting go of its data dir.
 func TestDevNodeStopsWhenItsControlPlaneIsKilled(t *testing.T) {
 	t.Parallel()
-	bins := testharness.Binaries(t)
-	dataDir, addr := t.TempDir(), freeAddr(t)
-	c := cli{t: t, bin: filepath.Join(bins, "cast"), env: []string{"CAST_ADDR=" + addr}}
-	dev := startDev(t, bins, dataDir, addr)
-	c.waitNode("devnode", true)
+	r := newDevRig(t)
+	dataDir, dev := r.dataDir, r.dev
 	if !strings.Contains(dev.Output(), "dev node started") {
 		t.Fatalf("no dev node child started:\n%s", dev.Output())
 	}
