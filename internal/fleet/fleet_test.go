@@ -349,30 +349,45 @@ func (s *sweepMidPark) UpdateAccount(ctx context.Context, agent, name string, fn
 	return a, err
 }
 
-// A sweep that runs while a parked turn's report is switching the fleet
-// off its limited account leaves that switch to the report: the session
-// gets its account_switch notice and the switch counts once (the sweep
-// used to switch silently in between, and the report then found nothing
-// to do).
-func TestSweepDuringAParkedSwitch(t *testing.T) {
-	ctx := context.Background()
-	mid := &sweepMidPark{}
-	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store { mid.Store = st; return mid })
-	mid.sweep = func() { must(t, r.mg.Sweep(ctx)) }
-	r.putAB(t)
-	start := active(t, r)
-	must(t, r.mg.OnParked(ctx, "s1", "claude", "a"))
-	if !mid.ran.Load() {
-		t.Fatal("the sweep never ran between the limit and the switch")
+// A sweep that runs while a report is switching the fleet off its limited
+// account (a parked turn, or usage past the switch-ahead threshold) leaves
+// that switch to the report: the session gets its account_switch notice
+// and the switch counts once (the sweep used to switch silently in
+// between, and the report then found nothing to do).
+func TestSweepDuringASwitch(t *testing.T) {
+	cases := []struct {
+		name, notice string
+		report       func(ctx context.Context, r *rig) error
+	}{
+		{"parked", "Now using account b (was a, at its usage limit", func(ctx context.Context, r *rig) error {
+			return r.mg.OnParked(ctx, "s1", "claude", "a")
+		}},
+		{"ahead", "Now using account b (was a, at 96% of its 5-hour window", func(ctx context.Context, r *rig) error {
+			return r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(96, 300, r.now.Add(time.Hour))})
+		}},
 	}
-	if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
-		t.Fatalf("after the limit: %+v (started at %+v)", act, start)
-	}
-	if n := r.notes("s1"); !strings.Contains(n, "Now using account b (was a") {
-		t.Fatalf("notices in the parked session: %q", n)
-	}
-	if a, _ := r.st.GetAccount(ctx, "claude", "a"); a.Switches != 1 {
-		t.Fatalf("switches counted on a: %d, want 1", a.Switches)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			mid := &sweepMidPark{}
+			r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store { mid.Store = st; return mid })
+			mid.sweep = func() { must(t, r.mg.Sweep(ctx)) }
+			r.putAB(t)
+			start := active(t, r)
+			must(t, tc.report(ctx, r))
+			if !mid.ran.Load() {
+				t.Fatal("the sweep never ran between the limit and the switch")
+			}
+			if act := active(t, r); act.Name != "b" || act.Epoch != start.Epoch+1 {
+				t.Fatalf("after the limit: %+v (started at %+v)", act, start)
+			}
+			if n := r.notes("s1"); !strings.Contains(n, tc.notice) {
+				t.Fatalf("notices in the session: %q", n)
+			}
+			if a, _ := r.st.GetAccount(ctx, "claude", "a"); a.Switches != 1 {
+				t.Fatalf("switches counted on a: %d, want 1", a.Switches)
+			}
+		})
 	}
 }
 

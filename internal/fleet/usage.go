@@ -31,6 +31,11 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 			ahead = &usage[i]
 		}
 	}
+	if ahead != nil {
+		// As in OnParked: from the limit's record to the switch, the sweep
+		// keeps off this account, or it would switch without the notice.
+		defer mg.park(agent, account)()
+	}
 	switchAhead := false
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
 		r.Usage, r.UsageAt = usage, now
