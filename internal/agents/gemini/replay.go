@@ -189,8 +189,9 @@ func decodeSet(obj map[string]json.RawMessage) (setLine, error) {
 func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 
 // records hands fn the replayed records in order: those kept, or each
-// read again where it is in r (the last line holding several is kept
-// decoded while its records follow one another).
+// read again where it is in r (the last line holding several records,
+// a $set or a header, stays decoded until another such line is needed,
+// so its records are decoded once however the other lines interleave).
 func (l *lineReplay) records(r io.ReaderAt, size int64, fn func(record) error) error {
 	if l.legacy && !l.keep {
 		return l.legacyAgain(r, size, fn)
