@@ -5,8 +5,9 @@
 // Sink (the node sends it to the control plane's AdoptSession). A file is
 // imported once, then followed as it grows: by offset and content hash,
 // parsing only the appended lines where the driver can (TailParser); a
-// file rewritten or cut short is read again and only messages not kept
-// before are sent. Every message carries a client id derived from its
+// file read whole goes through a snapshot a message at a time where its
+// reader can (StreamReader), sent as read; a file rewritten or cut short
+// is read again and only messages not kept before are sent. Every message carries a client id derived from its
 // content and occurrence, so a resend is stored once. Files cast runs or
 // wrote itself (Cast) are never adopted as new sessions.
 package adopt

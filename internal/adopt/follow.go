@@ -173,6 +173,9 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if st == nil && f.cast.Busy(agent) {
 		return 0, nil // maybe cast's own turn's: looked at once it is over
 	}
+	if sr, ok := streamReader(agent); ok {
+		return f.followEach(ctx, agent, path, fi, st, sr)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
@@ -180,7 +183,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
 	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
 		// cast wrote it (a restore) since the follower last looked
-		if st, err = f.baseline(agent, path, data[:end], rec); err != nil {
+		if st, err = f.baseline(agent, path, inMemory{agent: agent, data: data[:end]}, rec); err != nil {
 			return 0, err
 		}
 	}
@@ -233,8 +236,7 @@ const settleWindow = 10 * time.Second
 // or less where the agent writes one message as records a moment apart
 // (agents.TailSettler); never less than kept, what was read before.
 func settled(agent string, data []byte, kept int64) int64 {
-	a, _ := agents.Lookup(agent)
-	d, _ := a.Driver()
+	d, _ := driver(agent)
 	ts, ok := d.(agents.TailSettler)
 	if !ok {
 		return int64(len(data))
@@ -244,21 +246,29 @@ func settled(agent string, data []byte, kept int64) int64 {
 
 // baseline is the state of a file cast wrote (a restore): what cast
 // wrote is that cast session's already, and only what the agent added
-// since is new.
-func (f *Follower) baseline(agent, path string, data []byte, rec exportlog.Record) (*fileState, error) {
+// since is new. c is the file's whole lines.
+func (f *Follower) baseline(agent, path string, c content, rec exportlog.Record) (*fileState, error) {
 	st := &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}, SessionID: rec.SessionID, Written: rec.SHA256}
-	size := rec.Size
-	if size <= 0 || size > int64(len(data)) || hashOf(data[:size]) != rec.SHA256 {
-		size = int64(len(data)) // changed past recognition: keep what is there as cast's
+	size, sum := rec.Size, ""
+	var err error
+	if size > 0 && size <= c.size() {
+		sum, err = c.hash(size)
 	}
-	msgs, err := readBytes(agent, data[:size])
+	if err == nil && (size <= 0 || size > c.size() || sum != rec.SHA256) {
+		size = c.size() // changed past recognition: keep what is there as cast's
+		sum, err = c.hash(size)
+	}
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range msgs {
+	err = c.each(size, func(m transcript.Message) error {
 		st.Sent[digest(m)]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	st.Size, st.Hash = size, hashOf(data[:size])
+	st.Size, st.Hash = size, sum
 	f.lg.Info("native session written by cast: following it as its cast session",
 		zap.String("path", path), zap.String("session", rec.SessionID))
 	return st, nil
@@ -272,8 +282,7 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 	if grew && int64(len(data)) == st.Size {
 		return nil, true, nil
 	}
-	a, _ := agents.Lookup(agent)
-	d, _ := a.Driver()
+	d, _ := driver(agent)
 	if tp, ok := d.(agents.TailParser); ok && grew {
 		msgs, err := tp.ParseTail(data[st.Size:], countLines(data[:st.Size]))
 		return msgs, true, err
@@ -294,62 +303,6 @@ type origin struct {
 	Cwd                             string
 	ParentNativeID, ParentSessionID string
 	CallID                          string
-}
-
-// send hands fresh messages to the sink, in batches.
-func (f *Follower) send(ctx context.Context, agent string, o origin, st *fileState, fresh []transcript.Message) (int, error) {
-	if len(fresh) == 0 {
-		return 0, nil
-	}
-	b := Batch{Agent: agent, NativeID: st.NativeID, Path: o.Path, SessionID: st.SessionID}
-	if st.SessionID == "" {
-		b.Cwd, b.Title, b.History = o.Cwd, title(fresh, o.Path), int64(len(fresh))
-		b.ParentNativeID, b.ParentSessionID, b.ParentCallID = o.ParentNativeID, o.ParentSessionID, o.CallID
-		if b.ParentNativeID != "" {
-			// A run a turn of cast's own started: that cast session's worker.
-			if sid := f.cast.SessionOf(agent, b.ParentNativeID); sid != "" {
-				b.ParentNativeID, b.ParentSessionID = "", sid
-			}
-		}
-	}
-	sent := 0
-	for _, part := range batches(fresh) {
-		b.Messages = part
-		id, err := f.sink.Adopt(ctx, b)
-		if err != nil {
-			return sent, err
-		}
-		b.SessionID, st.SessionID = id, id
-		for _, m := range part {
-			st.Sent[digestOf(m.ClientID)]++
-		}
-		sent += len(part)
-		if err := f.st.put(o.Key, st); err != nil {
-			return sent, err
-		}
-	}
-	if sent > 0 {
-		f.lg.Info("native session adopted", zap.String("agent", agent), zap.String("path", o.Key),
-			zap.String("session", st.SessionID), zap.Int("messages", sent))
-	}
-	return sent, nil
-}
-
-// unsent are msgs less those already kept (sent counts each digest's
-// occurrences kept; from, those before msgs), each given its client id.
-func unsent(sent, from map[string]int, msgs []transcript.Message) []transcript.Message {
-	seen := from
-	var out []transcript.Message
-	for _, m := range msgs {
-		d := digest(m)
-		seen[d]++
-		if seen[d] <= sent[d] {
-			continue
-		}
-		m.Seq, m.ClientID = 0, clientID(d, seen[d])
-		out = append(out, m)
-	}
-	return out
 }
 
 func hashOf(b []byte) string {

@@ -25,10 +25,15 @@ type sink struct {
 	ids     map[string]bool
 	fail    int // refuse this many calls first
 	calls   int
+	during  func() // run once, at the next call
 }
 
 func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 	s.calls++
+	if s.during != nil {
+		s.during()
+		s.during = nil
+	}
 	if s.fail > 0 {
 		s.fail--
 		return "", errors.New("refused")
@@ -95,6 +100,7 @@ func line(kind, uuid, parent, text string) string {
 
 type rig struct {
 	t     *testing.T
+	agent string
 	home  string
 	file  string
 	state string
@@ -108,7 +114,7 @@ func newRig(t *testing.T) *rig {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, home: home, file: file, state: t.TempDir(), sink: &sink{},
+	return &rig{t: t, agent: "claude", home: home, file: file, state: t.TempDir(), sink: &sink{},
 		cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}}}
 }
 
@@ -135,7 +141,7 @@ func (r *rig) append(s string) {
 // state and returns the texts it sent.
 func (r *rig) scan() []string {
 	r.t.Helper()
-	f, err := adopt.New([]adopt.Source{{Agent: "claude", Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+	f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
 	if err != nil {
 		r.t.Fatal(err)
 	}

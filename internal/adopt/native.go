@@ -14,10 +14,15 @@ const (
 	batchBytes = 4 << 20
 )
 
+// driver is agent's driver (false when it has none here).
+func driver(agent string) (agents.Driver, bool) {
+	a, _ := agents.Lookup(agent)
+	return a.Driver()
+}
+
 // nativeID is the agent's own id of the session in path.
 func nativeID(agent, path string) string {
-	a, _ := agents.Lookup(agent)
-	if d, ok := a.Driver(); ok {
+	if d, ok := driver(agent); ok {
 		if id := d.SessionID(path); id != "" {
 			return id
 		}
@@ -81,31 +86,4 @@ func readBytes(agent string, data []byte) ([]transcript.Message, error) {
 		return nil, err
 	}
 	return r.Read(f.Name())
-}
-
-// batches cuts msgs into appends of bounded count and size.
-func batches(msgs []transcript.Message) [][]transcript.Message {
-	var out [][]transcript.Message
-	var cur []transcript.Message
-	size := 0
-	for _, m := range msgs {
-		sz := len(m.Text)
-		if m.ToolCall != nil {
-			sz += len(m.ToolCall.Input)
-		}
-		if m.ToolResult != nil {
-			sz += len(m.ToolResult.Output)
-		}
-		for _, im := range m.Images {
-			sz += len(im.Data)
-		}
-		if len(cur) > 0 && (len(cur) >= batchMsgs || size+sz > batchBytes) {
-			out, cur, size = append(out, cur), nil, 0
-		}
-		cur, size = append(cur, m), size+sz
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
 }

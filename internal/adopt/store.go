@@ -10,8 +10,7 @@ import (
 // storeLister is agent's driver when its sessions are rows in a store of
 // its own (OpenCode's database) rather than files.
 func storeLister(agent string) (agents.StoreLister, bool) {
-	a, _ := agents.Lookup(agent)
-	d, ok := a.Driver()
+	d, ok := driver(agent)
 	if !ok {
 		return nil, false
 	}

@@ -1,6 +1,8 @@
 package agents
 
 import (
+	"io"
+
 	"github.com/google/uuid"
 
 	"github.com/cast-dev/cast/internal/transcript"
@@ -56,6 +58,17 @@ type Writer interface {
 // "attachment", ...), so an import never drops content without a word.
 type ReportingReader interface {
 	ReadReport(path string) (msgs []transcript.Message, skipped map[string]int, err error)
+}
+
+// StreamReader is a Reader that hands a transcript's messages over one at
+// a time, in order, holding neither the file nor all its messages: the
+// adopting follower reads a large native session whole through it and
+// sends as it reads. r holds the transcript's first size bytes and must
+// not change while ReadEach runs (the reader may read it more than
+// once); an error from each stops the read and is returned. The messages
+// are Read's, the same in the same order.
+type StreamReader interface {
+	ReadEach(r io.ReaderAt, size int64, each func(transcript.Message) error) error
 }
 
 // ReadReport reads path with r, with r's skip counts when it keeps them

@@ -7,7 +7,8 @@ import (
 )
 
 // FuzzDecode checks that no input makes the reader panic or return a
-// message that breaks the neutral model's rules.
+// message that breaks the neutral model's rules, and that ReadEach gives
+// the same messages.
 func FuzzDecode(f *testing.F) {
 	legacy, err := os.ReadFile("testdata/test_conversation_gemini.json")
 	if err != nil {
@@ -29,6 +30,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"sessionId":"s","projectHash":"h"}` + "\n" + `{"id":"a","type":"gemini","content":[{"functionCall":{"id":"c","name":"n"}}]}` + "\n" + `{"$rewindTo":"a"}`))
 	f.Add([]byte(`{"$set":{"messages":[{"id":"u","type":"user","content":{"text":"\\/x"}}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		sameAsDecode(t, data)
 		d, err := Decode(data)
 		if err != nil {
 			return

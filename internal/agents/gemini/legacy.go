@@ -8,51 +8,64 @@ import (
 	"strings"
 )
 
+// legacy is what readLegacy found at the top of a legacy document.
+type legacy struct {
+	header
+	// array is which of the document's "messages" values (counted from
+	// 0) holds its records: the last, as unmarshalling would keep.
+	array  int
+	arrays int
+	null   bool // the last "messages" was null
+}
+
 // readLegacy reads r as the legacy format, one JSON object holding every
-// message, element by element rather than whole. ok is false when r is
-// not one such object (a JSONL file, or garbage), exactly where
-// unmarshalling all of r into a header would have failed or found no
-// messages.
-func readLegacy(r io.ReadSeeker) (h header, ok bool) {
+// message, element by element rather than whole, handing each record to
+// each with the index of the "messages" array it is in (false from each
+// stops the read, ok false). ok is false when r is not one such object
+// (a JSONL file, or garbage), exactly where unmarshalling all of r into
+// a header would have failed or found no messages.
+func readLegacy(r io.ReadSeeker, each func(array int, rec record) bool) (lg legacy, ok bool) {
 	// A JSONL file's first line is a whole JSON value; a legacy file's
 	// first line ("{") is not, unless it is all on one line, which the
 	// line replay reads the same.
 	first, _ := bufio.NewReaderSize(r, 64<<10).ReadSlice('\n')
 	if first = bytes.TrimSpace(first); len(first) == 0 || first[0] != '{' || json.Valid(first) {
-		return header{}, false
+		return legacy{}, false
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return header{}, false
+		return legacy{}, false
 	}
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return header{}, false
+		return legacy{}, false
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		key, isKey := tok.(string)
 		if err != nil || !isKey {
-			return header{}, false
+			return legacy{}, false
 		}
-		if !legacyField(dec, key, &h) {
-			return header{}, false
+		if !legacyField(dec, key, &lg, each) {
+			return legacy{}, false
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return header{}, false
+		return legacy{}, false
 	}
 	if _, err := dec.Token(); err != io.EOF { // nothing after the object
-		return header{}, false
+		return legacy{}, false
 	}
-	return h, h.Messages != nil
+	lg.array = lg.arrays - 1
+	return lg, lg.arrays > 0 && !lg.null
 }
 
-// legacyField decodes the value of key into h, the messages one record
+// legacyField decodes the value of key into lg, the messages one record
 // at a time. Keys match case-insensitively, as encoding/json's do.
-func legacyField(dec *json.Decoder, key string, h *header) bool {
+func legacyField(dec *json.Decoder, key string, lg *legacy, each func(int, record) bool) bool {
 	if strings.EqualFold(key, "messages") {
-		return legacyMessages(dec, h)
+		return legacyMessages(dec, lg, each)
 	}
+	h := &lg.header
 	fields := []struct {
 		name string
 		dst  *string
@@ -69,25 +82,26 @@ func legacyField(dec *json.Decoder, key string, h *header) bool {
 	return dec.Decode(&skip) == nil
 }
 
-func legacyMessages(dec *json.Decoder, h *header) bool {
+func legacyMessages(dec *json.Decoder, lg *legacy, each func(int, record) bool) bool {
 	tok, err := dec.Token()
 	if err != nil {
 		return false
 	}
 	if tok == nil { // "messages": null
-		h.Messages = nil
+		lg.null = true
 		return true
 	}
 	if tok != json.Delim('[') {
 		return false
 	}
-	h.Messages = []record{}
+	lg.null = false
+	array := lg.arrays
+	lg.arrays++
 	for dec.More() {
 		var r record
-		if dec.Decode(&r) != nil {
+		if dec.Decode(&r) != nil || !each(array, r) {
 			return false
 		}
-		h.Messages = append(h.Messages, r)
 	}
 	_, err = dec.Token() // the closing bracket
 	return err == nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/kit"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -76,265 +77,211 @@ func Decode(data []byte) (Decoded, error) {
 
 // DecodeFrom replays a session file read from r. Malformed lines are
 // skipped and counted; it fails only when no line at all could be used
-// (or r fails).
+// (or r fails). It is ReadEach keeping what it reads, in one pass.
 func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
 	var d Decoded
-	l, err := replay(r, d.skip)
-	d.SessionID, d.Skipped, d.Kind = l.sid, l.skipped, l.kind
+	ra, size, err := readerAt(r)
 	if err != nil {
 		return d, err
 	}
-	if l.used == 0 {
-		return d, errors.New("gemini: no session header or message found")
-	}
-	d.Messages = toNeutral(l.recs, d.skip)
-	return d, nil
+	err = decodeEach(ra, size, true, &d, func(m transcript.Message) error {
+		d.Messages = append(d.Messages, m)
+		return nil
+	})
+	return d, err
 }
 
-// replay turns the event log into the final ordered message list, as the
-// CLI itself does on load; skip is told what it leaves out.
-func replay(r io.ReadSeeker, skip func(kind string)) (lineReplay, error) {
-	// The legacy format is one JSON object holding every message.
-	if legacy, ok := readLegacy(r); ok {
-		return lineReplay{recs: legacy.Messages, sid: legacy.SessionID, kind: legacy.Kind, used: 1}, nil
+// ReadEach implements agents.StreamReader. Gemini writes a record again,
+// complete, under its id as it streams, and may rewind or replace them
+// all, so a record's last version and place are known only at the end:
+// a first pass keeps only where each record's last version is (a line,
+// or an element of one), and a second reads them again one at a time
+// for their messages; neither the file nor its records or messages are
+// ever all in memory.
+func (Reader) ReadEach(r io.ReaderAt, size int64, each func(transcript.Message) error) error {
+	var d Decoded
+	return decodeEach(r, size, false, &d, each)
+}
+
+// decodeEach replays the session in r's first size bytes and hands each
+// of its messages to each, in order; d gets what the file says of itself
+// and what was left out. keep holds the records as the first pass reads
+// them (one pass, for a caller that keeps every message anyway).
+func decodeEach(r io.ReaderAt, size int64, keep bool, d *Decoded, each func(transcript.Message) error) error {
+	l, err := replay(r, size, keep, d.skip)
+	d.SessionID, d.Skipped, d.Kind = l.sid, l.skipped, l.kind
+	if err != nil {
+		return err
+	}
+	if l.used == 0 {
+		return errors.New("gemini: no session header or message found")
+	}
+	n := newNeutral(d.skip)
+	return l.records(r, size, func(rec record) error { return n.add(rec, each) })
+}
+
+// readerAt is r as an io.ReaderAt (a file or bytes.Reader is one; any
+// other is read whole) and its size.
+func readerAt(r io.ReadSeeker) (io.ReaderAt, int64, error) {
+	size, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, 0, err
+	}
+	if ra, ok := r.(io.ReaderAt); ok {
+		return ra, size, nil
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return lineReplay{}, err
+		return nil, 0, err
 	}
-	l := lineReplay{index: map[string]int{}, skip: skip}
-	err := kit.EachLine(r, l.line)
-	return l, err
-}
-
-// lineReplay replays a JSONL session a line at a time.
-type lineReplay struct {
-	recs          []record
-	index         map[string]int
-	sid           string
-	kind          string // the header's: "main", or "subagent" for a run another session started
-	used, skipped int
-	skip          func(kind string)
-}
-
-func (l *lineReplay) reindex() {
-	clear(l.index)
-	for i, r := range l.recs {
-		l.index[r.ID] = i
-	}
-}
-
-// upsert: records are upserts: a streamed answer is written again,
-// complete, under the same id, and keeps its first position.
-func (l *lineReplay) upsert(r record) {
-	if i, ok := l.index[r.ID]; ok {
-		l.recs[i] = r
-		return
-	}
-	l.index[r.ID] = len(l.recs)
-	l.recs = append(l.recs, r)
-}
-
-func (l *lineReplay) bad(kind string) {
-	l.skipped++
-	l.skip(kind)
-}
-
-func (l *lineReplay) line(line []byte) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(line, &obj) != nil {
-		l.bad("malformed line")
-		return
-	}
-	// Same precedence as the CLI's loader: rewind, message, $set, header.
-	switch {
-	case isString(obj["$rewindTo"]):
-		var id string
-		_ = json.Unmarshal(obj["$rewindTo"], &id)
-		if i, ok := l.index[id]; ok {
-			l.recs = l.recs[:i]
-		} else {
-			l.recs = nil // the CLI clears everything on an unknown target
-		}
-		l.reindex()
-	case isString(obj["id"]):
-		var r record
-		if json.Unmarshal(line, &r) != nil || r.ID == "" {
-			l.bad("message record that did not decode")
-			return
-		}
-		l.upsert(r)
-	case len(obj["$set"]) > 0 && obj["$set"][0] == '{':
-		var set struct {
-			SessionID string    `json:"sessionId"`
-			Messages  *[]record `json:"messages"`
-		}
-		if json.Unmarshal(obj["$set"], &set) != nil {
-			l.bad("$set record that did not decode")
-			return
-		}
-		if set.SessionID != "" {
-			l.sid = set.SessionID
-		}
-		if set.Messages != nil {
-			l.recs = nil
-			l.reindex()
-			l.upsertAll(*set.Messages)
-		}
-	case isString(obj["sessionId"]):
-		var h header
-		if json.Unmarshal(line, &h) != nil {
-			l.bad("session header that did not decode")
-			return
-		}
-		l.sid, l.kind = h.SessionID, h.Kind
-		l.upsertAll(h.Messages)
-	default:
-		l.bad("line of an unknown shape")
-		return
-	}
-	l.used++
-}
-
-// upsertAll upserts recs; one without an id cannot be placed (records are
-// found by id) and is counted.
-func (l *lineReplay) upsertAll(recs []record) {
-	for _, r := range recs {
-		if r.ID == "" {
-			l.skip("message without an id")
-			continue
-		}
-		l.upsert(r)
-	}
+	b, err := io.ReadAll(r)
+	return bytes.NewReader(b), int64(len(b)), err
 }
 
 // kindNameless is a tool call the reader cannot keep: no tool to name.
 const kindNameless = "tool call without a name"
 
-func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
+// neutral maps replayed records to neutral messages, a record at a time
+// in their order (a result is paired with its call across records).
+// UI-only records (info, error, warning) and context the CLI regenerates
+// are left out.
+type neutral struct {
+	results map[string]bool // call ids whose result is already out
+	ids     *callIDs
+	skip    func(kind string)
+	out     []transcript.Message // one record's
+}
 
-// toNeutral maps replayed records to neutral messages. UI-only records
-// (info, error, warning) and context the CLI regenerates are left out.
-func toNeutral(recs []record, skip func(kind string)) []transcript.Message {
-	var out []transcript.Message
-	results := map[string]bool{} // call ids whose result is already out
-	ids := newCallIDs()
-	for _, r := range recs {
-		base := transcript.Message{Agent: Agent, Model: r.Model, Time: kit.ParseTime(r.Timestamp)}
-		add := func(m transcript.Message, suffix string) {
-			m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
-			m.NativeID = r.ID + suffix
-			out = append(out, m)
-		}
-		parts := parseContent(r.Content, skip)
-		switch r.Type {
-		case "user":
-			var texts []string
-			var images []transcript.Image
-			for _, p := range parts {
-				im, isImage := p.image()
-				switch {
-				case p.FunctionResponse != nil:
-					fr := p.FunctionResponse
-					id, ok := fr.ID, true
-					if id == "" {
-						id, ok = ids.answer(fr.Name, results)
-					}
-					if !ok {
-						skip("tool result without an id")
-						continue
-					}
-					if results[id] {
-						continue // the same result, also under its call
-					}
-					results[id] = true
-					out2, isErr := responseText(fr.Response)
-					add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
-				case p.Text != nil:
-					texts = append(texts, *p.Text)
-				case isImage:
-					images = append(images, im)
-				default:
-					skip(p.leftOut())
-				}
-			}
-			text := strings.Join(texts, "\n")
-			if regenerated(text) {
-				continue
-			}
-			if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
-				add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
-			} else if len(texts) > 0 || len(images) > 0 {
-				add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
-			}
-		case "gemini":
-			// Like the CLI: calls or thoughts inside content mean content is
-			// already the full API turn, and thoughts/toolCalls only repeat it.
-			apiParts := false
-			for _, p := range parts {
-				apiParts = apiParts || p.FunctionCall != nil || p.Thought
-			}
-			thoughts, toolCalls := r.Thoughts, r.ToolCalls
-			if apiParts {
-				thoughts, toolCalls = nil, nil
-			}
-			for i, t := range thoughts {
-				add(transcript.Message{Kind: transcript.KindThinking, Text: thoughtText(t)}, fmt.Sprintf("#thought%d", i))
-			}
-			var texts []string
-			for i, p := range parts {
-				switch {
-				case p.Text != nil && p.Thought:
-					add(transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
-				case p.Text != nil:
-					texts = append(texts, *p.Text)
-				case p.FunctionCall != nil && p.FunctionCall.Name != "":
-					fc := p.FunctionCall
-					id := ids.call(fc.ID, fc.Name, r.ID, "part", i)
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: kit.CompactJSON(fc.Args)}}, "#call:"+id)
-				case p.FunctionCall != nil:
-					skip(kindNameless)
-				default:
-					skip(p.leftOut())
-				}
-			}
-			if text := strings.Join(texts, ""); text != "" {
-				add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
-			}
-			// The ids of r.ToolCalls: made here for the calls it holds, or
-			// (when content holds the calls) those of the calls they answer.
-			tcIDs := make([]string, len(r.ToolCalls))
-			for i, tc := range r.ToolCalls {
-				switch {
-				case tc.Name == "":
-					if toolCalls != nil {
-						skip(kindNameless)
-					}
-				case toolCalls != nil:
-					tcIDs[i] = ids.call(tc.ID, tc.Name, r.ID, "call", i)
-					add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: kit.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
-				case tc.ID != "":
-					tcIDs[i] = tc.ID
-				default:
-					tcIDs[i], _ = ids.answer(tc.Name, results)
-				}
-			}
-			for i, tc := range r.ToolCalls {
-				id := tcIDs[i]
-				if id == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || results[id] {
-					continue
-				}
-				results[id] = true
-				text, images, isErr := resultContent(tc.Result, skip)
-				isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
-				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
-			}
-		default:
-			if !uiRecords[r.Type] {
-				skip(r.Type + " record")
-			}
+func newNeutral(skip func(kind string)) *neutral {
+	return &neutral{results: map[string]bool{}, ids: newCallIDs(), skip: skip}
+}
+
+// add hands r's messages to each.
+func (n *neutral) add(r record, each func(transcript.Message) error) error {
+	n.out = n.out[:0]
+	n.record(r)
+	for _, m := range n.out {
+		if err := each(m); err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
+}
+
+func (n *neutral) record(r record) {
+	base := transcript.Message{Agent: Agent, Model: r.Model, Time: kit.ParseTime(r.Timestamp)}
+	add := func(m transcript.Message, suffix string) {
+		m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
+		m.NativeID = r.ID + suffix
+		n.out = append(n.out, m)
+	}
+	parts := parseContent(r.Content, n.skip)
+	switch r.Type {
+	case "user":
+		var texts []string
+		var images []transcript.Image
+		for _, p := range parts {
+			im, isImage := p.image()
+			switch {
+			case p.FunctionResponse != nil:
+				fr := p.FunctionResponse
+				id, ok := fr.ID, true
+				if id == "" {
+					id, ok = n.ids.answer(fr.Name, n.results)
+				}
+				if !ok {
+					n.skip("tool result without an id")
+					continue
+				}
+				if n.results[id] {
+					continue // the same result, also under its call
+				}
+				n.results[id] = true
+				out2, isErr := responseText(fr.Response)
+				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
+			case p.Text != nil:
+				texts = append(texts, *p.Text)
+			case isImage:
+				images = append(images, im)
+			default:
+				n.skip(p.leftOut())
+			}
+		}
+		text := strings.Join(texts, "\n")
+		if regenerated(text) {
+			return
+		}
+		if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
+			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
+		} else if len(texts) > 0 || len(images) > 0 {
+			add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
+		}
+	case "gemini":
+		// Like the CLI: calls or thoughts inside content mean content is
+		// already the full API turn, and thoughts/toolCalls only repeat it.
+		apiParts := false
+		for _, p := range parts {
+			apiParts = apiParts || p.FunctionCall != nil || p.Thought
+		}
+		thoughts, toolCalls := r.Thoughts, r.ToolCalls
+		if apiParts {
+			thoughts, toolCalls = nil, nil
+		}
+		for i, t := range thoughts {
+			add(transcript.Message{Kind: transcript.KindThinking, Text: thoughtText(t)}, fmt.Sprintf("#thought%d", i))
+		}
+		var texts []string
+		for i, p := range parts {
+			switch {
+			case p.Text != nil && p.Thought:
+				add(transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
+			case p.Text != nil:
+				texts = append(texts, *p.Text)
+			case p.FunctionCall != nil && p.FunctionCall.Name != "":
+				fc := p.FunctionCall
+				id := n.ids.call(fc.ID, fc.Name, r.ID, "part", i)
+				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: kit.CompactJSON(fc.Args)}}, "#call:"+id)
+			case p.FunctionCall != nil:
+				n.skip(kindNameless)
+			default:
+				n.skip(p.leftOut())
+			}
+		}
+		if text := strings.Join(texts, ""); text != "" {
+			add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
+		}
+		// The ids of r.ToolCalls: made here for the calls it holds, or
+		// (when content holds the calls) those of the calls they answer.
+		tcIDs := make([]string, len(r.ToolCalls))
+		for i, tc := range r.ToolCalls {
+			switch {
+			case tc.Name == "":
+				if toolCalls != nil {
+					n.skip(kindNameless)
+				}
+			case toolCalls != nil:
+				tcIDs[i] = n.ids.call(tc.ID, tc.Name, r.ID, "call", i)
+				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: kit.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
+			case tc.ID != "":
+				tcIDs[i] = tc.ID
+			default:
+				tcIDs[i], _ = n.ids.answer(tc.Name, n.results)
+			}
+		}
+		for i, tc := range r.ToolCalls {
+			id := tcIDs[i]
+			if id == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || n.results[id] {
+				continue
+			}
+			n.results[id] = true
+			text, images, isErr := resultContent(tc.Result, n.skip)
+			isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
+			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
+		}
+	default:
+		if !uiRecords[r.Type] {
+			n.skip(r.Type + " record")
+		}
+	}
 }
 
 // parseContent accepts the three shapes Gemini stores: a string, one Part,
@@ -418,3 +365,5 @@ func thoughtText(t thought) string {
 	}
 	return "**" + t.Subject + "** " + t.Description
 }
+
+var _ agents.StreamReader = Reader{}

@@ -45,14 +45,22 @@ func stray(path, id string) bool {
 		return false
 	}
 	defer f.Close()
-	l, err := replay(f, func(string) {})
+	fi, err := f.Stat()
 	if err != nil {
 		return false
 	}
-	for _, r := range l.recs {
+	l, err := replay(f, fi.Size(), true, func(string) {})
+	if err != nil {
+		return false
+	}
+	errResumable := errors.New("resumable")
+	if l.records(f, fi.Size(), func(r record) error {
 		if resumable(r) {
-			return false
+			return errResumable
 		}
+		return nil
+	}) != nil {
+		return false
 	}
 	return l.sid == "" || l.sid == id
 }

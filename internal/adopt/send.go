@@ -1,0 +1,133 @@
+package adopt
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// send hands fresh messages to the sink, in batches.
+func (f *Follower) send(ctx context.Context, agent string, o origin, st *fileState, fresh []transcript.Message) (int, error) {
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+	s := f.sender(ctx, agent, o, st, title(fresh, o.Path), int64(len(fresh)))
+	for _, m := range fresh {
+		if err := s.add(m); err != nil {
+			return s.sent, err
+		}
+	}
+	return s.done()
+}
+
+// batcher hands fresh messages to the sink in batches as they come,
+// recording each batch kept in the file's state.
+type batcher struct {
+	f    *Follower
+	ctx  context.Context
+	o    origin
+	st   *fileState
+	b    Batch
+	part []transcript.Message
+	size int
+	sent int
+}
+
+// sender is a batcher for o's fresh messages; a new session's first
+// batch says its title and how many messages it holds in all (history).
+func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileState, title string, history int64) *batcher {
+	b := Batch{Agent: agent, NativeID: st.NativeID, Path: o.Path, SessionID: st.SessionID}
+	if st.SessionID == "" {
+		b.Cwd, b.Title, b.History = o.Cwd, title, history
+		b.ParentNativeID, b.ParentSessionID, b.ParentCallID = o.ParentNativeID, o.ParentSessionID, o.CallID
+		if b.ParentNativeID != "" {
+			// A run a turn of cast's own started: that cast session's worker.
+			if sid := f.cast.SessionOf(agent, b.ParentNativeID); sid != "" {
+				b.ParentNativeID, b.ParentSessionID = "", sid
+			}
+		}
+	}
+	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b}
+}
+
+// add queues m, first sending the batch queued when m would take it past
+// its bounds (batchMsgs, batchBytes).
+func (s *batcher) add(m transcript.Message) error {
+	sz := len(m.Text)
+	if m.ToolCall != nil {
+		sz += len(m.ToolCall.Input)
+	}
+	if m.ToolResult != nil {
+		sz += len(m.ToolResult.Output)
+	}
+	for _, im := range m.Images {
+		sz += len(im.Data)
+	}
+	if len(s.part) > 0 && (len(s.part) >= batchMsgs || s.size+sz > batchBytes) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	s.part, s.size = append(s.part, m), s.size+sz
+	return nil
+}
+
+// flush sends the batch queued.
+func (s *batcher) flush() error {
+	if len(s.part) == 0 {
+		return nil
+	}
+	s.b.Messages = s.part
+	id, err := s.f.sink.Adopt(s.ctx, s.b)
+	if err != nil {
+		return err
+	}
+	s.b.SessionID, s.st.SessionID = id, id
+	for _, m := range s.part {
+		s.st.Sent[digestOf(m.ClientID)]++
+	}
+	s.sent += len(s.part)
+	s.part, s.size = nil, 0 // a new one: the sink may keep the batch
+	return s.f.st.put(s.o.Key, s.st)
+}
+
+// done sends what is queued and says how many messages went.
+func (s *batcher) done() (int, error) {
+	err := s.flush()
+	if s.sent > 0 {
+		s.f.lg.Info("native session adopted", zap.String("agent", s.b.Agent), zap.String("path", s.o.Key),
+			zap.String("session", s.st.SessionID), zap.Int("messages", s.sent))
+	}
+	return s.sent, err
+}
+
+// unsent are msgs less those already kept (sent counts each digest's
+// occurrences kept; from, those before msgs), each given its client id.
+func unsent(sent, from map[string]int, msgs []transcript.Message) []transcript.Message {
+	u := fresh{sent: sent, seen: from}
+	var out []transcript.Message
+	for _, m := range msgs {
+		if u.take(&m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fresh tells the messages not kept yet among a file's, read in order:
+// sent counts each digest's occurrences kept, seen those read so far
+// (from the file's start; for a tail, all kept).
+type fresh struct{ sent, seen map[string]int }
+
+// take says whether m is not kept yet, and then gives it its client id.
+func (u fresh) take(m *transcript.Message) bool {
+	d := digest(*m)
+	u.seen[d]++
+	if u.seen[d] <= u.sent[d] {
+		return false
+	}
+	m.Seq, m.ClientID = 0, clientID(d, u.seen[d])
+	return true
+}

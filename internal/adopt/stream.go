@@ -1,0 +1,249 @@
+package adopt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"hash"
+	"io"
+	"maps"
+	"os"
+
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// streamReader is the reader agent's files are read whole through, a
+// message at a time (agents.StreamReader), when its driver parses no
+// tail (a tail parser's growth is read as the lines it appended, and
+// its settle window looks at them) and its files keep no subagents' runs
+// (agents.RunsReader looks at the bytes added).
+func streamReader(agent string) (agents.StreamReader, bool) {
+	d, ok := driver(agent)
+	if !ok {
+		return nil, false
+	}
+	if _, tail := d.(agents.TailParser); tail {
+		return nil, false
+	}
+	r, err := agents.ReaderFor(agent)
+	if err != nil {
+		return nil, false
+	}
+	if _, runs := r.(agents.RunsReader); runs {
+		return nil, false
+	}
+	sr, ok := r.(agents.StreamReader)
+	return sr, ok
+}
+
+// followEach is follow for a file read through sr: its bytes are copied
+// to a snapshot, hashed as they go, and its messages sent in batches as
+// sr reads them from the snapshot, so neither the file's bytes nor its
+// messages are ever all in memory (a Gemini session reaches hundreds of
+// MB). What follow keeps holds: a half-written last line waits, each
+// message is kept once (by digest), a rewritten file is read again
+// without repeats, a file cast wrote is its cast session's, and the
+// state records exactly the bytes read.
+func (f *Follower) followEach(ctx context.Context, agent, path string, fi os.FileInfo, st *fileState, sr agents.StreamReader) (int, error) {
+	snap, err := takeSnapshot(path)
+	if err != nil {
+		return 0, err
+	}
+	defer snap.close()
+	c := snapshotContent{s: snap, r: sr}
+	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
+		// cast wrote it (a restore) since the follower last looked
+		if st, err = f.baseline(agent, path, c, rec); err != nil {
+			return 0, err
+		}
+	}
+	if st == nil {
+		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
+	}
+	sent := 0
+	if snap.end != st.Size || snap.sum != st.Hash { // else no whole line more
+		if sent, err = f.sendEach(ctx, agent, path, st, c); err != nil {
+			return sent, err
+		}
+	}
+	st.Size, st.Hash, st.ModTime = snap.end, snap.sum, fi.ModTime().UnixNano()
+	if snap.end != snap.size {
+		st.ModTime = 0 // look again: the last line is not complete yet
+	}
+	return sent, f.st.put(path, st)
+}
+
+// sendEach sends the messages of c not kept yet, as they are read. A new
+// session's first batch says its title and how many messages it holds in
+// all, so for one c is read twice: counting, then sending.
+func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileState, c content) (int, error) {
+	o := origin{Key: path, Path: path}
+	name, history := "", int64(0)
+	if st.SessionID == "" {
+		o.Cwd = cwdOf(agent, path)
+		sub := subagentOf(agent, path)
+		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
+		u := fresh{sent: maps.Clone(st.Sent), seen: map[string]int{}}
+		err := c.each(c.size(), func(m transcript.Message) error {
+			if u.take(&m) {
+				history++
+				if name == "" {
+					name = agents.Title([]transcript.Message{m}, 60)
+				}
+			}
+			return nil
+		})
+		if err != nil || history == 0 {
+			return 0, err
+		}
+		if name == "" {
+			name = title(nil, path)
+		}
+	}
+	s := f.sender(ctx, agent, o, st, name, history)
+	u := fresh{sent: maps.Clone(st.Sent), seen: map[string]int{}} // a whole file counts occurrences from its start
+	err := c.each(c.size(), func(m transcript.Message) error {
+		if !u.take(&m) {
+			return nil
+		}
+		return s.add(m)
+	})
+	if err != nil {
+		return s.sent, err
+	}
+	return s.done()
+}
+
+// content is a file's whole lines as the follower read them: the bytes
+// (inMemory), or a snapshot read a message at a time.
+type content interface {
+	size() int64
+	// hash is the SHA-256 of the first n bytes.
+	hash(n int64) (string, error)
+	// each hands fn the messages of the first n bytes, in order.
+	each(n int64, fn func(transcript.Message) error) error
+}
+
+// inMemory is a file's whole lines read whole (a driver with no
+// StreamReader), parsed with agent's reader.
+type inMemory struct {
+	agent string
+	data  []byte
+}
+
+func (c inMemory) size() int64                  { return int64(len(c.data)) }
+func (c inMemory) hash(n int64) (string, error) { return hashOf(c.data[:n]), nil }
+func (c inMemory) each(n int64, fn func(transcript.Message) error) error {
+	msgs, err := readBytes(c.agent, c.data[:n])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotContent is a snapshot's whole lines read through r.
+type snapshotContent struct {
+	s *snapshot
+	r agents.StreamReader
+}
+
+func (c snapshotContent) size() int64 { return c.s.end }
+
+func (c snapshotContent) hash(n int64) (string, error) {
+	if n == c.s.end {
+		return c.s.sum, nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(c.s.f, 0, n)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (c snapshotContent) each(n int64, fn func(transcript.Message) error) error {
+	return c.r.ReadEach(c.s.f, n, fn)
+}
+
+// snapshot is a private copy of a native file, taken once, that its
+// reader may read more than once (the file may grow or be rewritten
+// meanwhile): what is parsed is exactly what was hashed.
+type snapshot struct {
+	f    *os.File
+	size int64  // bytes copied
+	end  int64  // of them, whole lines: a half-written last line waits
+	sum  string // SHA-256 of the first end bytes, taken as they were copied
+}
+
+func takeSnapshot(path string) (*snapshot, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp("", "cast-adopt-*")
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{f: tmp}
+	w := &lineHash{h: sha256.New()}
+	if s.size, err = io.Copy(tmp, io.TeeReader(src, w)); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.end = w.end
+	if s.sum, err = w.sum(); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *snapshot) close() {
+	_ = s.f.Close()
+	_ = os.Remove(s.f.Name())
+}
+
+// lineHash hashes what is written to it and keeps the hash's state as it
+// was at the end of the last whole line (end), so the sum of the whole
+// lines comes without a second read.
+type lineHash struct {
+	h     hash.Hash
+	n     int64
+	end   int64
+	state []byte // h's state at end; nil: at 0
+}
+
+func (w *lineHash) Write(p []byte) (int, error) {
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		w.h.Write(p[:i+1])
+		state, err := w.h.(encoding.BinaryMarshaler).MarshalBinary()
+		if err != nil {
+			return 0, err
+		}
+		w.state, w.end = state, w.n+int64(i+1)
+		w.h.Write(p[i+1:])
+	} else {
+		w.h.Write(p)
+	}
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// sum is the hex SHA-256 of the whole lines written.
+func (w *lineHash) sum() (string, error) {
+	h := sha256.New()
+	if w.state != nil {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(w.state); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
