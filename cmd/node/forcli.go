@@ -19,6 +19,14 @@ import (
 // controlplane --dev gives its node, they are the CLI's protocol and no
 // one else's commands. Each writes one JSON reply on stdout.
 
+// addCLICommands adds them to the daemon's root, whose help stays as it
+// was: no commands to show, so no help or completion command either.
+func addCLICommands(root *cobra.Command) {
+	root.AddCommand(checkAgentCommand(), commandLineCommand())
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetHelpCommand(&cobra.Command{Use: "no-help", Hidden: true})
+}
+
 // checkAgentCommand is `cast agents check`'s canary of one agent's CLI.
 func checkAgentCommand() *cobra.Command {
 	var agent, bin string
