@@ -168,7 +168,7 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var results []capability.Result
+			results := []capability.Result{} // --json: [] when none ran
 			nodeBin := ""
 			for _, name := range names {
 				ag, _ := agents.Lookup(name)
@@ -196,7 +196,7 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 			// user token may run the checks but not record them).
 			recorded, recErr := a.recordChecks(cmd, c.Agents, results)
 			if a.json {
-				if err := a.printJSON(map[string]any{"results": checkResultsJSON(results), "recorded": raws(recorded)}); err != nil {
+				if err := a.printJSON(map[string]any{"results": results, "recorded": raws(recorded)}); err != nil {
 					return err
 				}
 			} else {
@@ -250,21 +250,6 @@ func (a *app) printCheckResults(results []capability.Result) {
 		}
 	}
 	_ = tw.Flush()
-}
-
-type checkResultJSON struct {
-	Agent   string             `json:"agent"`
-	Version string             `json:"version"`
-	Bin     string             `json:"bin"`
-	Checks  []capability.Check `json:"checks"`
-}
-
-func checkResultsJSON(results []capability.Result) []checkResultJSON {
-	out := make([]checkResultJSON, 0, len(results))
-	for _, r := range results {
-		out = append(out, checkResultJSON{Agent: r.Agent, Version: r.Version, Bin: r.Bin, Checks: r.Checks})
-	}
-	return out
 }
 
 func countFailed(results []capability.Result) int {
