@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/cast-dev/cast/internal/kube"
 	"github.com/cast-dev/cast/internal/kubeboot"
 	"github.com/cast-dev/cast/internal/logging"
+	"github.com/cast-dev/cast/internal/nodebin"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/store"
 )
@@ -109,8 +111,10 @@ func main() {
 			if cmd.Flags().Changed("node-metrics-listen") {
 				nd.MetricsListen = nodeMetrics
 			}
-			if nd.Bin, err = devmode.FindNodeBin(cmd.Context(), nodeBin, filepath.Join(nd.DataDir, "bin"), lg); err != nil {
-				return err
+			if nd.Bin, err = nodebin.Find(cmd.Context(), nodeBin, filepath.Join(nd.DataDir, "bin"), lg); errors.Is(err, nodebin.ErrNotFound) {
+				return fmt.Errorf("--dev runs the node binary as its dev node, and there is %w: build both (go build -o bin/ ./cmd/... or make build), or name it with --node-bin", err)
+			} else if err != nil {
+				return fmt.Errorf("--dev: %w (or name a node binary with --node-bin)", err)
 			}
 			if !cmd.Flags().Changed("web-listen") {
 				cfg.Web.Listen = devmode.WebListen(cfg.Listen)

@@ -97,5 +97,6 @@ func main() {
 	_ = f.MarkHidden("exit-with-parent")
 	f.StringVar(&logFormat, "log-format", "json", "json or console")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	addCLICommands(cmd)
 	cmdrun.Execute(cmd)
 }

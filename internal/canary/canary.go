@@ -25,45 +25,9 @@ import (
 	"github.com/cast-dev/cast/internal/agents/sandbox"
 	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/fakemodel"
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
 )
-
-// Check is one capability's verdict.
-type Check struct {
-	Capability string `json:"capability"`
-	Passed     bool   `json:"passed"`
-	Detail     string `json:"detail,omitempty"` // what went wrong; "" when passed
-}
-
-// Result is one agent's canary run.
-type Result struct {
-	Agent   string
-	Version string // as the node reports it (agents.InstalledVersion); "" when unknown
-	Bin     string
-	Checks  []Check // only the steps that ran: a step after a failed one it needs is left out
-}
-
-// Failed lists the capabilities that failed.
-func (r Result) Failed() []string {
-	var out []string
-	for _, c := range r.Checks {
-		if !c.Passed {
-			out = append(out, c.Capability)
-		}
-	}
-	return out
-}
-
-// Verdicts are r's checks as the control plane records them.
-func Verdicts(r Result) []*castv1.AgentCheck {
-	out := make([]*castv1.AgentCheck, 0, len(r.Checks))
-	for _, c := range r.Checks {
-		out = append(out, &castv1.AgentCheck{Agent: r.Agent, Version: r.Version, Capability: c.Capability, Passed: c.Passed, Detail: c.Detail})
-	}
-	return out
-}
 
 // Checker runs canaries. The zero value is usable.
 type Checker struct {
@@ -82,8 +46,8 @@ const DefaultTurnTimeout = 2 * time.Minute
 // Run checks agent's CLI at bin. An error means the canary itself could
 // not run (no scratch dir, no loopback port); what the CLI got wrong is in
 // the Result.
-func (c *Checker) Run(ctx context.Context, agent, bin string) (Result, error) {
-	res := Result{Agent: agent, Bin: bin, Version: agents.InstalledVersion(bin)}
+func (c *Checker) Run(ctx context.Context, agent, bin string) (capability.Result, error) {
+	res := capability.Result{Agent: agent, Bin: bin, Version: agents.InstalledVersion(bin)}
 	if !capability.Checkable(agent) {
 		return res, fmt.Errorf("canary: %s has no conformance check (cast cannot hand it a history)", agent)
 	}
@@ -151,26 +115,26 @@ func (r *run) timeout() time.Duration {
 	return DefaultTurnTimeout
 }
 
-func pass(capability string) Check { return Check{Capability: capability, Passed: true} }
+func pass(cp string) capability.Check { return capability.Check{Capability: cp, Passed: true} }
 
-func failf(capability, format string, args ...any) Check {
-	return Check{Capability: capability, Detail: clip(fmt.Sprintf(format, args...), 500)}
+func failf(cp, format string, args ...any) capability.Check {
+	return capability.Check{Capability: cp, Detail: clip(fmt.Sprintf(format, args...), 500)}
 }
 
 // steps runs write, resume, append, read and fork, each on what the one
 // before produced.
-func (r *run) steps(ctx context.Context, bin string) []Check {
+func (r *run) steps(ctx context.Context, bin string) []capability.Check {
 	t := r.turn
 	w, err := agents.WriterFor(r.agent, bin, runner.Env(t))
 	if err != nil {
-		return []Check{failf(capability.Write, "%v", err)}
+		return []capability.Check{failf(capability.Write, "%v", err)}
 	}
 	written, err := w.Write(agents.Target{Home: t.AgentDir(), Cwd: t.Cwd, SessionID: "canary",
 		NativeID: agents.NewNativeID(r.agent), Model: t.Model}, r.marks.history())
 	if err != nil {
-		return []Check{failf(capability.Write, "cast's writer: %v", err)}
+		return []capability.Check{failf(capability.Write, "cast's writer: %v", err)}
 	}
-	out := []Check{pass(capability.Write)}
+	out := []capability.Check{pass(capability.Write)}
 
 	t.NativeID, t.NativePath, t.Prompt = written.NativeID, written.Path, "Say the word, then "+r.marks.resume+"."
 	res, emitted, err := r.runTurn(ctx, t)
@@ -209,7 +173,7 @@ func (r *run) runTurn(ctx context.Context, t runner.Turn) (runner.Result, []tran
 // sawHistory checks the model's request for the turn whose prompt holds
 // prompt: every one of want must be in it (the history the CLI was to
 // carry).
-func (r *run) sawHistory(capability, prompt string, want ...string) Check {
+func (r *run) sawHistory(cp, prompt string, want ...string) capability.Check {
 	turns := r.fake.Turns()
 	for i := len(turns) - 1; i >= 0; i-- {
 		texts := itemTexts(turns[i].Items)
@@ -223,11 +187,11 @@ func (r *run) sawHistory(capability, prompt string, want ...string) Check {
 			}
 		}
 		if len(lost) == 0 {
-			return pass(capability)
+			return pass(cp)
 		}
-		return failf(capability, "the model got the new prompt without the history (missing %s; it got %d items)", strings.Join(lost, ", "), len(turns[i].Items))
+		return failf(cp, "the model got the new prompt without the history (missing %s; it got %d items)", strings.Join(lost, ", "), len(turns[i].Items))
 	}
-	return failf(capability, "the prompt never reached the model (%d model calls)", len(turns))
+	return failf(cp, "the prompt never reached the model (%d model calls)", len(turns))
 }
 
 func itemTexts(items []fakemodel.Item) string {
@@ -241,7 +205,7 @@ func itemTexts(items []fakemodel.Item) string {
 }
 
 // answered checks the runner synced the turn's answer while it ran.
-func answered(emitted []transcript.Message) Check {
+func answered(emitted []transcript.Message) capability.Check {
 	for _, m := range emitted {
 		if m.Kind == transcript.KindAssistant && strings.Contains(m.Text, "FAKE-ANSWER") {
 			return pass(capability.Append)
@@ -252,7 +216,7 @@ func answered(emitted []transcript.Message) Check {
 
 // readBack reads the native session whole: the history cast wrote, the
 // prompt and the answer, in that order.
-func (r *run) readBack(ctx context.Context, t runner.Turn) Check {
+func (r *run) readBack(ctx context.Context, t runner.Turn) capability.Check {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
 	msgs, err := r.rn.Native(ctx, t)

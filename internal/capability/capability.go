@@ -1,10 +1,14 @@
 // Package capability names what cast relies on an agent CLI to do with a
 // history it did not write, as the canaries check it (internal/canary) and
-// the control plane and the moves gate on it: the names alone, so the
-// control plane links neither the canary's runner nor its fake model.
+// the control plane and the moves gate on it, and a canary's verdicts: the
+// names and results alone, so the control plane and the CLI link neither
+// the canary's runner nor its fake model.
 package capability
 
-import "github.com/cast-dev/cast/internal/agents"
+import (
+	"github.com/cast-dev/cast/internal/agents"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
 
 // The capabilities a canary checks, in the order it checks them.
 const (
@@ -36,6 +40,42 @@ func Agents() []string {
 		if Checkable(n) {
 			out = append(out, n)
 		}
+	}
+	return out
+}
+
+// Check is one capability's verdict.
+type Check struct {
+	Capability string `json:"capability"`
+	Passed     bool   `json:"passed"`
+	Detail     string `json:"detail,omitempty"` // what went wrong; "" when passed
+}
+
+// Result is one agent's canary run, as the node binary reports it to
+// `cast agents check` (JSON) and as the checks are recorded.
+type Result struct {
+	Agent   string  `json:"agent"`
+	Version string  `json:"version"` // as the node reports it (agents.InstalledVersion); "" when unknown
+	Bin     string  `json:"bin"`
+	Checks  []Check `json:"checks"` // only the steps that ran: a step after a failed one it needs is left out
+}
+
+// Failed lists the capabilities that failed.
+func (r Result) Failed() []string {
+	var out []string
+	for _, c := range r.Checks {
+		if !c.Passed {
+			out = append(out, c.Capability)
+		}
+	}
+	return out
+}
+
+// Verdicts are r's checks as the control plane records them.
+func Verdicts(r Result) []*castv1.AgentCheck {
+	out := make([]*castv1.AgentCheck, 0, len(r.Checks))
+	for _, c := range r.Checks {
+		out = append(out, &castv1.AgentCheck{Agent: r.Agent, Version: r.Version, Capability: c.Capability, Passed: c.Passed, Detail: c.Detail})
 	}
 	return out
 }

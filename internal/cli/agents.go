@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/canary"
 	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/nodebin"
 )
 
 func (a *app) agentsCmd() *cobra.Command {
@@ -151,7 +151,11 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check [--agent A]",
 		Short: "Run the installed agent CLIs through write, resume, append, read back and fork against a local fake model; record the verdicts",
-		Args:  cobra.NoArgs,
+		Long: "Runs each installed agent CLI (on PATH) through cast's conformance canary, here, in a throwaway HOME\n" +
+			"against a fake model on loopback, and records the verdicts per CLI version (an admin token records;\n" +
+			"any token runs them). The canary runs in cast's node binary, the one beside cast (or cast's node on\n" +
+			"PATH): the CLI itself links no agent runner.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			names := capability.Agents()
 			if only != "" {
@@ -164,7 +168,8 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var results []canary.Result
+			results := []capability.Result{} // --json: [] when none ran
+			nodeBin := ""
 			for _, name := range names {
 				ag, _ := agents.Lookup(name)
 				bin, err := exec.LookPath(ag.Binary)
@@ -176,7 +181,12 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(a.errOut, "checking %s (%s)…\n", name, bin)
-				res, err := (&canary.Checker{}).Run(cmd.Context(), name, bin)
+				if nodeBin == "" {
+					if nodeBin, err = a.nodeBinary(cmd.Context(), "cast agents check"); err != nil {
+						return err
+					}
+				}
+				res, err := nodebin.CheckAgent(cmd.Context(), nodeBin, name, bin, a.errOut)
 				if err != nil {
 					return err
 				}
@@ -186,7 +196,7 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 			// user token may run the checks but not record them).
 			recorded, recErr := a.recordChecks(cmd, c.Agents, results)
 			if a.json {
-				if err := a.printJSON(map[string]any{"results": checkResultsJSON(results), "recorded": raws(recorded)}); err != nil {
+				if err := a.printJSON(map[string]any{"results": results, "recorded": raws(recorded)}); err != nil {
 					return err
 				}
 			} else {
@@ -206,14 +216,14 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 }
 
 // recordChecks sends every verdict of a known version to the control plane.
-func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, results []canary.Result) ([]*castv1.AgentCheck, error) {
+func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, results []capability.Result) ([]*castv1.AgentCheck, error) {
 	var checks []*castv1.AgentCheck
 	for _, r := range results {
 		if r.Version == "" {
 			fmt.Fprintf(a.errOut, "%s: version unknown (%s is not an npm package or versioned install); verdicts not recorded\n", r.Agent, r.Bin)
 			continue
 		}
-		checks = append(checks, canary.Verdicts(r)...)
+		checks = append(checks, capability.Verdicts(r)...)
 	}
 	if len(checks) == 0 {
 		return nil, nil
@@ -227,7 +237,7 @@ func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, resu
 	return resp.Checks, nil
 }
 
-func (a *app) printCheckResults(results []canary.Result) {
+func (a *app) printCheckResults(results []capability.Result) {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT\tVERSION\tCAPABILITY\tVERDICT")
 	for _, r := range results {
@@ -242,22 +252,7 @@ func (a *app) printCheckResults(results []canary.Result) {
 	_ = tw.Flush()
 }
 
-type checkResultJSON struct {
-	Agent   string         `json:"agent"`
-	Version string         `json:"version"`
-	Bin     string         `json:"bin"`
-	Checks  []canary.Check `json:"checks"`
-}
-
-func checkResultsJSON(results []canary.Result) []checkResultJSON {
-	out := make([]checkResultJSON, 0, len(results))
-	for _, r := range results {
-		out = append(out, checkResultJSON{Agent: r.Agent, Version: r.Version, Bin: r.Bin, Checks: r.Checks})
-	}
-	return out
-}
-
-func countFailed(results []canary.Result) int {
+func countFailed(results []capability.Result) int {
 	n := 0
 	for _, r := range results {
 		n += len(r.Failed())

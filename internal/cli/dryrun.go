@@ -9,7 +9,7 @@ import (
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/listfilter"
-	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/nodebin"
 )
 
 // execDryRun prints the command the node that would take the turn runs:
@@ -17,21 +17,25 @@ import (
 // path is where that node keeps it) and its path for the folder (after its
 // --map-path). The control plane places it as exec would and stores
 // nothing. With no control plane, or no node that would take it, it says
-// so and shows placeholder paths.
+// so and shows placeholder paths. The line is the runner's, from cast's
+// node binary (nodebin.CommandLine): the CLI links no runner.
 func (a *app) execDryRun(ctx context.Context, o execOpts, prompts []string) error {
 	node, cwd, inst, why := a.dryRunPlace(ctx, o, prompts[0])
 	if why != "" {
 		fmt.Fprintf(a.errOut, "cast: %s; the paths below are placeholders\n", why)
 	}
 	o.cwd = cwd
-	r := &runner.Runner{}
+	nodeBin, err := a.nodeBinary(ctx, "cast exec --dry-run")
+	if err != nil {
+		return err
+	}
 	for _, p := range prompts {
-		t := runner.Turn{Agent: o.agent, Model: o.model, Cwd: o.cwd, Prompt: p,
+		req := nodebin.LineRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Prompt: p,
 			Home: filepath.Join(os.TempDir(), "cast-node", "agents", o.agent)}
 		if inst != nil {
-			t = t.On(inst.Home, inst.AgentDir)
+			req.NodeHome, req.NodeAgentDir = inst.Home, inst.AgentDir
 		}
-		c, err := r.CommandLine(t)
+		c, err := nodebin.CommandLine(ctx, nodeBin, req, a.errOut)
 		if err != nil {
 			return err
 		}
@@ -79,7 +83,7 @@ func (a *app) dryRunPlace(parent context.Context, o execOpts, prompt string) (no
 	return "", o.cwd, nil, "node " + placed.Node + " does not list " + o.agent
 }
 
-func (a *app) printDryRun(node string, o execOpts, c runner.Command) error {
+func (a *app) printDryRun(node string, o execOpts, c nodebin.Line) error {
 	if a.json {
 		out := map[string]any{"agent": o.agent, "argv": c.Argv, "cwd": o.cwd}
 		if node != "" {

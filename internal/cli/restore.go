@@ -9,7 +9,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
-	"github.com/cast-dev/cast/internal/runner"
 )
 
 func (a *app) restoreCmd() *cobra.Command {
@@ -32,7 +31,7 @@ func (a *app) restoreCmd() *cobra.Command {
 			return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
 		}
 		if home == "" {
-			home = runner.AgentDir(ag, os.Environ())
+			home = ag.Dir(os.Environ())
 		}
 		absHome, err := filepath.Abs(home)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -84,10 +85,8 @@ func (w *watcher) run(ctx context.Context) error {
 		if !ok {
 			return w.giveUp(err)
 		}
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, pause) {
 			return nil
-		case <-time.After(pause):
 		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/objstore/s3test"
-	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -202,7 +201,7 @@ func newAdoptTierRig(t *testing.T, sc adoptScale) *adoptTierRig {
 	r.stopNode = testharness.StartNode(t, srv.Addr(), "n1", func(c *node.Config) {
 		c.Adopt, c.AdoptAgents, c.AdoptInterval = true, []string{sc.agent}, 100*time.Millisecond
 		ag, _ := agents.Lookup(sc.agent)
-		r.home = runner.AgentDir(ag, c.UserEnv)
+		r.home = ag.Dir(c.UserEnv)
 	})
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // dispatcher turns store changes into node commands: a new owner gets
@@ -44,10 +45,7 @@ func (d *dispatcher) run(ctx context.Context) {
 		// Compaction or a lost leader broke the watch. Nodes re-pull what
 		// they missed when assigned, so reloading from now is enough.
 		d.lg.Warn("dispatch watch ended; restarting", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		tick.Sleep(ctx, time.Second)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // sessionStates are the state label values of cast_sessions: the stored
@@ -48,10 +49,8 @@ func (s *Server) countSessionsEvery(d time.Duration) func(context.Context) {
 			if err := s.countSessions(ctx); err != nil && ctx.Err() == nil {
 				s.lg.Debug("session count failed", zap.Error(err))
 			}
-			select {
-			case <-ctx.Done():
+			if !tick.Sleep(ctx, d) {
 				return
-			case <-time.After(d):
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/tick"
 )
 
-// Node is the dev node: the node binary (Bin, FindNodeBin) run as a child
+// Node is the dev node: the node binary (Bin, nodebin.Find) run as a child
 // of the control plane, with these of its flags. The control plane links
 // no node code: the child is the same daemon `node` runs anywhere.
 type Node struct {

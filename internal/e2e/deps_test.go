@@ -57,15 +57,15 @@ func TestOnlyControlPlaneTalksToKubernetes(t *testing.T) {
 
 // The control plane gates on agent capabilities by name
 // (internal/capability) and links neither the canary that checks them nor
-// its runner and fake model, nor the node daemon: only a node, and the
-// CLI's own `cast agents check`, run CLIs. `controlplane --dev` runs its
-// node as a child process of the node binary (internal/devmode).
+// its runner and fake model, nor the node daemon: only a node runs CLIs.
+// `controlplane --dev` runs its node as a child process of the node binary
+// (internal/devmode), found by internal/nodebin.
 func TestControlPlaneLinksNoRunner(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
 	const module = "github.com/cast-dev/cast"
 	banned := []string{"/internal/runner", "/internal/fakemodel", "/internal/canary", "/internal/node"}
-	for _, pkg := range []string{"./cmd/controlplane", "./internal/devmode", "./internal/controlplane", "./internal/moves", "./internal/capability", "./internal/adoption"} {
+	for _, pkg := range []string{"./cmd/controlplane", "./internal/devmode", "./internal/nodebin", "./internal/controlplane", "./internal/moves", "./internal/capability", "./internal/adoption"} {
 		for _, dep := range deps(t, root, pkg) {
 			if slices.Contains(banned, strings.TrimPrefix(dep, module)) {
 				t.Errorf("%s depends on %s", pkg, dep)
@@ -82,22 +82,24 @@ func TestControlPlaneLinksNoRunner(t *testing.T) {
 }
 
 // The CLI links no daemon: no control plane, dev mode or node (nor the
-// store: TestOnlyControlPlaneLinksEtcd). It does link the canary, with its
-// runner and fake model, on purpose: `cast agents check` runs the local
-// agent CLIs through it, and `cast exec --dry-run` prints the runner's
-// command line.
+// store: TestOnlyControlPlaneLinksEtcd), and no agent runner: not the
+// runner, the canary or its fake model. What needs them on the user's
+// machine (`cast agents check`'s canary, `cast exec --dry-run`'s command
+// line) runs in the node binary, a child process (internal/nodebin).
 func TestCLILinksNoDaemon(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
 	const module = "github.com/cast-dev/cast"
 	cast := deps(t, root, "./cmd/cast")
-	for _, banned := range []string{"/internal/controlplane", "/internal/devmode", "/internal/node"} {
+	for _, banned := range []string{"/internal/controlplane", "/internal/devmode", "/internal/node", "/internal/runner", "/internal/fakemodel", "/internal/canary"} {
 		if slices.Contains(cast, module+banned) {
 			t.Errorf("cmd/cast depends on %s", module+banned)
 		}
 	}
-	if !slices.Contains(cast, module+"/internal/cli") {
-		t.Error("cmd/cast does not link internal/cli: this test no longer sees the CLI")
+	for _, want := range []string{"/internal/cli", "/internal/nodebin"} {
+		if !slices.Contains(cast, module+want) {
+			t.Errorf("cmd/cast does not link %s: this test no longer sees the CLI", module+want)
+		}
 	}
 }
 

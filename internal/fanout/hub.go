@@ -28,6 +28,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Source is the store as the hub uses it (*store.Store).
@@ -122,10 +123,7 @@ func (h *Hub) Run(ctx context.Context) {
 		pause := pauses.Next()
 		h.lg.Warn("session feed ended; starting a new one, every watcher catches up from the store",
 			zap.Error(err), zap.Duration("after", pause))
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
+		tick.Sleep(ctx, pause)
 	}
 }
 

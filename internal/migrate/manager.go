@@ -151,7 +151,7 @@ func (mg *Manager) Run(ctx context.Context) {
 		l, lost, err := mg.st.RunnerLease(ctx, mg.cfg.RunnerTTL)
 		if err != nil {
 			mg.lg.Warn("migration runner lease failed; trying again", zap.Error(err))
-			if !sleepCtx(ctx, mg.cfg.AdoptEvery) {
+			if !tick.Sleep(ctx, mg.cfg.AdoptEvery) {
 				return
 			}
 			continue
@@ -180,15 +180,6 @@ func (mg *Manager) adoptUntil(ctx context.Context, lost <-chan struct{}) {
 	})
 	if ctx.Err() == nil { // only the lease's loss ends the loop early
 		mg.lg.Warn("migration runner lease lost; taking a new one")
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
 	}
 }
 

@@ -66,7 +66,7 @@ func (a *Daemon) checkAgent(ctx context.Context, in *castv1.AgentInstall, dir st
 	if err != nil {
 		return err
 	}
-	if _, err := a.cli.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Node: a.cfg.Name, Checks: canary.Verdicts(res)}); err != nil {
+	if _, err := a.cli.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Node: a.cfg.Name, Checks: capability.Verdicts(res)}); err != nil {
 		return err
 	}
 	if failed := res.Failed(); len(failed) > 0 {

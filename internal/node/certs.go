@@ -87,14 +87,14 @@ func (a *Daemon) renewCerts(ctx context.Context) {
 			a.lg.Info("client certificate cannot serve metrics over TLS; renewing it now")
 			at, early = time.Now(), false
 		}
-		if !sleepUntil(ctx, at) {
+		if !tick.Sleep(ctx, time.Until(at)) {
 			return
 		}
 		err := a.renewOnce(ctx)
 		for err != nil && ctx.Err() == nil {
 			left := time.Until(old.NotAfter)
 			a.lg.Warn("client certificate renewal failed; retrying", zap.Error(err), zap.Duration("valid_for", left))
-			if !sleepUntil(ctx, time.Now().Add(max(left/8, 100*time.Millisecond))) {
+			if !tick.Sleep(ctx, max(left/8, 100*time.Millisecond)) {
 				return
 			}
 			err = a.renewOnce(ctx)
@@ -120,18 +120,6 @@ func (a *Daemon) renewOnce(ctx context.Context) error {
 	}
 	a.lg.Info("client certificate renewed", zap.Time("expires", a.id.Cert().Leaf.NotAfter))
 	return nil
-}
-
-// sleepUntil waits for t; false if ctx ended first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }
 
 // endWhenRotated calls end after a renewal, once the stream is idle (not

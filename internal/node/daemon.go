@@ -210,10 +210,7 @@ func (a *Daemon) Run(ctx context.Context) error {
 		}
 		wait := pauses.Next()
 		a.lg.Info("control plane stream ended; reconnecting", zap.Error(err), zap.Duration("in", wait))
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		tick.Sleep(ctx, wait)
 	}
 	a.lg.Info("node stopped")
 	return nil

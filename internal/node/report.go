@@ -10,6 +10,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -107,10 +108,7 @@ func (a *Daemon) flushReport(ctx context.Context, sessionID string) bool {
 		}
 		wait := pauses.Next()
 		a.lg.Warn("report turn state failed; trying again", zap.String("session", sessionID), zap.Error(err), zap.Duration("in", wait))
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		tick.Sleep(ctx, wait)
 	}
 	return true
 }

@@ -160,10 +160,7 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 		if left == 0 || ctx.Err() != nil || (attempt >= 20 && !transient(last)) {
 			break
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(pauses.Next()):
-		}
+		tick.Sleep(ctx, pauses.Next())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

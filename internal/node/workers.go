@@ -119,6 +119,12 @@ func (ws *workers) interrupt(sessionID string, abandon bool) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.stopTurn(abandon)
+}
+
+// stopTurn cancels w's running turn, abandon keeping its prompt
+// undelivered; false when no turn runs. w.mu is held.
+func (w *worker) stopTurn(abandon bool) bool {
 	if w.cancel == nil {
 		return false
 	}
@@ -142,12 +148,7 @@ func (ws *workers) release(sessionID string) bool {
 	case w.wakeCh <- struct{}{}: // an idle worker ends on its next look
 	default:
 	}
-	if w.cancel == nil {
-		return false
-	}
-	w.abandon = true
-	w.cancel()
-	return true
+	return w.stopTurn(true)
 }
 
 // abandonAll stops every running turn, keeping their prompts undelivered,

@@ -62,7 +62,7 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 	}
 	d := &driver{a: a, ad: ad, t: t, fresh: t.NativeID == "" && t.NativePath == "", id: t.NativeID, path: t.NativePath, logf: logf}
 	d.store, _ = ad.(agents.StoreDriver)
-	d.home = AgentDir(a, buildEnv(a, t))
+	d.home = a.Dir(buildEnv(a, t))
 	if t.ForkOf != "" || t.ForkPath != "" {
 		d.fork, d.fresh, d.id, d.path = true, false, "", ""
 		if err := d.forkSource(); err != nil {

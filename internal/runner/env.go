@@ -10,29 +10,6 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
-// NativeHome is the agent's own folder under an isolated turn's Home, the
-// folder agents.Target.Home means: CLAUDE_CONFIG_DIR for claude, CODEX_HOME
-// for codex, ~/.gemini for gemini, pi's agent dir, XDG_DATA_HOME for
-// opencode.
-func NativeHome(home, agent string) string {
-	if a, ok := agents.Lookup(agent); ok && a.DefaultHome != "" {
-		return filepath.Join(home, filepath.FromSlash(a.DefaultHome))
-	}
-	return filepath.Join(home, "."+agent)
-}
-
-// AgentDir is the agent's own folder (agents.Target.Home) as a process
-// started with env sees it: its home variable when set, else its default
-// folder under HOME.
-func AgentDir(a agents.Agent, env []string) string {
-	if a.HomeEnv != "" {
-		if v := EnvValue(env, a.HomeEnv); v != "" {
-			return v
-		}
-	}
-	return NativeHome(EnvValue(env, "HOME"), a.Name)
-}
-
 // AgentDir is the agent's own folder for t: where its native sessions and
 // credential store are.
 func (t Turn) AgentDir() string {
@@ -40,7 +17,7 @@ func (t Turn) AgentDir() string {
 	if !ok {
 		return ""
 	}
-	return AgentDir(a, buildEnv(a, t))
+	return a.Dir(buildEnv(a, t))
 }
 
 // Environ is the environment t's CLI runs with.
@@ -162,7 +139,7 @@ func isolatedEnv(a agents.Agent, h string) []string {
 	)
 	env = append(env, quiet...)
 	if a.HomeEnv != "" && a.HomeEnv != "XDG_DATA_HOME" {
-		env = append(env, a.HomeEnv+"="+NativeHome(h, a.Name))
+		env = append(env, a.HomeEnv+"="+a.NativeHome(h))
 	}
 	return env
 }

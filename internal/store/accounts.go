@@ -66,19 +66,15 @@ func (s *Store) casAccount(ctx context.Context, r quota.Account, rev int64) (boo
 
 // GetAccount reads one account.
 func (s *Store) GetAccount(ctx context.Context, agent, name string) (*quota.Account, error) {
-	resp, err := s.cli.Get(ctx, s.accountKey(agent, name))
+	r, rev, found, err := getJSON[quota.Account](ctx, s.cli, s.accountKey(agent, name), "account")
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Kvs) == 0 {
+	if !found {
 		return nil, errs.NotFound("no %s account named %q; add it with `cast account add %s --agent %s --credentials FILE`", agent, name, name, agent).With("account", name)
 	}
-	r := &quota.Account{}
-	if err := json.Unmarshal(resp.Kvs[0].Value, r); err != nil {
-		return nil, errs.Internal(err, "decode account")
-	}
-	r.Rev = resp.Kvs[0].ModRevision
-	return r, nil
+	r.Rev = rev
+	return &r, nil
 }
 
 // ListAccounts lists accounts (one agent's, or all with agent ""), by
@@ -137,16 +133,9 @@ func (s *Store) DeleteAccount(ctx context.Context, agent, name string) error {
 // ActiveAccount reads the agent's active account (Name "" and Rev 0 when
 // none was ever activated).
 func (s *Store) ActiveAccount(ctx context.Context, agent string) (quota.Active, error) {
-	resp, err := s.cli.Get(ctx, s.activeAccountKey(agent))
-	if err != nil || len(resp.Kvs) == 0 {
-		return quota.Active{}, err
-	}
-	var a quota.Active
-	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil {
-		return quota.Active{}, errs.Internal(err, "decode active account")
-	}
-	a.Rev = resp.Kvs[0].ModRevision
-	return a, nil
+	a, rev, _, err := getJSON[quota.Active](ctx, s.cli, s.activeAccountKey(agent), "active account")
+	a.Rev = rev
+	return a, err
 }
 
 // Activate makes name the agent's active account with the next epoch, if

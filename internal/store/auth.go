@@ -42,15 +42,8 @@ func (s *Store) bootstrapKey() string            { return s.key("authbootstrap")
 // unknown (or revoked) one. The read is linearizable, so a revocation on
 // any replica holds for the next call.
 func (s *Store) LookupToken(ctx context.Context, hash string) (TokenRecord, bool, error) {
-	resp, err := s.cli.Get(ctx, s.authTokenKey(hash))
-	if err != nil || len(resp.Kvs) == 0 {
-		return TokenRecord{}, false, err
-	}
-	var r TokenRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return TokenRecord{}, false, errs.Internal(err, "decode token")
-	}
-	return r, true, nil
+	r, _, found, err := getJSON[TokenRecord](ctx, s.cli, s.authTokenKey(hash), "token")
+	return r, found, err
 }
 
 func tokenRecord(role, name string) (string, error) {
@@ -249,16 +242,9 @@ func (s *Store) caKey() string { return s.key("tlsca") }
 
 // GetCA returns the stored CA; ok is false before the first one is made.
 func (s *Store) GetCA(ctx context.Context) (catrust.Record, bool, error) {
-	resp, err := s.cli.Get(ctx, s.caKey())
-	if err != nil || len(resp.Kvs) == 0 {
-		return catrust.Record{}, false, err
-	}
-	var r catrust.Record
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return catrust.Record{}, false, errs.Internal(err, "decode CA")
-	}
-	r.Rev = resp.Kvs[0].ModRevision
-	return r, true, nil
+	r, rev, found, err := getJSON[catrust.Record](ctx, s.cli, s.caKey(), "CA")
+	r.Rev = rev
+	return r, found, err
 }
 
 // PutCAIfAbsent stores r unless a CA exists (replicas starting at once

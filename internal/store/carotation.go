@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // A CA rotation is one CARecord (the signing CA and the others trusted
@@ -73,9 +74,6 @@ func (s *Store) WatchCA(ctx context.Context, changed func()) {
 			}
 			changed()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(revocationRewatch):
-		}
+		tick.Sleep(ctx, revocationRewatch)
 	}
 }

@@ -59,16 +59,9 @@ func (s *Store) AddChoice(ctx context.Context, agent, from string, until time.Ti
 
 // Choice reads agent's pending choice (From "" when none).
 func (s *Store) Choice(ctx context.Context, agent string) (quota.Choice, error) {
-	resp, err := s.cli.Get(ctx, s.choiceKey(agent))
-	if err != nil || len(resp.Kvs) == 0 {
-		return quota.Choice{}, err
-	}
-	var c quota.Choice
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
-		return quota.Choice{}, errs.Internal(err, "decode account choice")
-	}
-	c.Rev = resp.Kvs[0].ModRevision
-	return c, nil
+	c, rev, _, err := getJSON[quota.Choice](ctx, s.cli, s.choiceKey(agent), "account choice")
+	c.Rev = rev
+	return c, err
 }
 
 // ResolveChoice removes c if it is still the pending choice; false means

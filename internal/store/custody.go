@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/fence"
+	"github.com/cast-dev/cast/internal/tick"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -41,9 +42,6 @@ func (s *Store) FollowCustodyDeletes(ctx context.Context, deleted func(key strin
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		tick.Sleep(ctx, time.Second)
 	}
 }

@@ -119,29 +119,36 @@ func envelopeSize(val []byte) (int, error) {
 // decodeMessage turns an envelope into a Message, fetching chunks at rev
 // (0: latest) when the message was chunked.
 func (s *Store) decodeMessage(ctx context.Context, sessionID string, val []byte, rev int64) (*castv1.Message, error) {
-	if len(val) == 0 {
-		return nil, fmt.Errorf("store: empty message value")
-	}
-	var raw []byte
-	switch val[0] {
-	case envInline:
-		raw = val[1:]
-	case envChunked, envAttempt:
-		ref, err := decodeChunkRef(val)
-		if err != nil {
-			return nil, err
-		}
-		if raw, err = s.readChunks(ctx, sessionID, ref, rev); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("store: unknown envelope format %d", val[0])
+	raw, _, err := s.messageBytes(ctx, sessionID, val, rev)
+	if err != nil {
+		return nil, err
 	}
 	m := &castv1.Message{}
 	if err := proto.Unmarshal(raw, m); err != nil {
 		return nil, fmt.Errorf("store: decode message: %w", err)
 	}
 	return m, nil
+}
+
+// messageBytes is the marshalled message an envelope holds: inline, or
+// read from its chunks at rev (0: latest), whose key prefix is chunks
+// ("" for an inline one).
+func (s *Store) messageBytes(ctx context.Context, sessionID string, val []byte, rev int64) (raw []byte, chunks string, err error) {
+	if len(val) == 0 {
+		return nil, "", fmt.Errorf("store: empty message value")
+	}
+	switch val[0] {
+	case envInline:
+		return val[1:], "", nil
+	case envChunked, envAttempt:
+		ref, err := decodeChunkRef(val)
+		if err != nil {
+			return nil, "", err
+		}
+		raw, err := s.readChunks(ctx, sessionID, ref, rev)
+		return raw, s.refPrefix(sessionID, ref), err
+	}
+	return nil, "", fmt.Errorf("store: unknown envelope format %d", val[0])
 }
 
 // readChunks reads a message's chunks at rev. Attempt chunks never change

@@ -155,16 +155,9 @@ func (s *Store) Replay(ctx context.Context, sessionID string, from int64, fn fun
 
 // GetPermission reads one permission request of the session.
 func (s *Store) GetPermission(ctx context.Context, sessionID, rid string) (Permission, error) {
-	resp, err := s.cli.Get(ctx, s.permKey(sessionID, rid))
-	if err != nil {
-		return Permission{}, err
+	p, _, found, err := getJSON[Permission](ctx, s.cli, s.permKey(sessionID, rid), "permission request")
+	if err == nil && !found {
+		err = errs.NotFound("permission request %s not found", rid)
 	}
-	if len(resp.Kvs) == 0 {
-		return Permission{}, errs.NotFound("permission request %s not found", rid)
-	}
-	var p Permission
-	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
-		return Permission{}, errs.Internal(err, "decode permission request")
-	}
-	return p, nil
+	return p, err
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Every etcd watch of the store goes through follow, because a clientv3
@@ -102,10 +103,8 @@ func (s *Store) followLoop(ctx context.Context, out chan<- watchBatch, key strin
 		}
 		s.lg.Info("etcd canceled a watch; re-opening it on a new stream", zap.String("key", key),
 			zap.Int64("from_revision", next), zap.Duration("after", pause), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, pause) {
 			return nil
-		case <-time.After(pause):
 		}
 	}
 }

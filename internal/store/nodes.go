@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // connInfo is the nodeconn value.
@@ -185,10 +186,7 @@ func (s *Store) WatchNodesDown(ctx context.Context, down func(name string, rev i
 		// Compacted or refused: the liveness keys deleted meanwhile are
 		// gone from etcd's history, so watch again from now.
 		s.lg.Warn("node liveness watch ended; watching again from now", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		tick.Sleep(ctx, time.Second)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // revocationRewatch is how long WatchRevocations waits before watching
@@ -28,10 +30,7 @@ func (s *Store) WatchRevocations(ctx context.Context, opened, closed func(), rev
 			return
 		}
 		s.lg.Warn("credential revocation watch ended; watching again from now", zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(revocationRewatch):
-		}
+		tick.Sleep(ctx, revocationRewatch)
 	}
 }
 

@@ -270,21 +270,12 @@ func (s *Store) readRun(ctx context.Context, id string, from, cut int64) (*run, 
 
 // addToRun adds one envelope's message to r.
 func (s *Store) addToRun(ctx context.Context, r *run, id string, seq int64, val []byte) error {
-	var raw []byte
-	switch val[0] {
-	case envInline:
-		raw = val[1:]
-	case envChunked, envAttempt:
-		ref, err := decodeChunkRef(val)
-		if err != nil {
-			return err
-		}
-		if raw, err = s.readChunks(ctx, id, ref, r.rev); err != nil {
-			return err
-		}
-		r.chunks = append(r.chunks, s.refPrefix(id, ref))
-	default:
-		return fmt.Errorf("store: unknown envelope format %d", val[0])
+	raw, chunks, err := s.messageBytes(ctx, id, val, r.rev)
+	if err != nil {
+		return err
+	}
+	if chunks != "" {
+		r.chunks = append(r.chunks, chunks)
 	}
 	r.msgs = append(r.msgs, segMsg{seq: seq, raw: raw})
 	r.bytes += len(raw)

@@ -1,6 +1,7 @@
 // Package tick is the one ticker loop behind cast's periodic jobs (sweeps,
 // polls, heartbeats, reloads): a function called every interval, and at
-// once when something asks, until a context or a stop channel ends it.
+// once when something asks, until a context or a stop channel ends it;
+// and the one pause that a context cuts short (Sleep).
 package tick
 
 import (
@@ -43,5 +44,19 @@ func (l Loop) Run(ctx context.Context, fn func() bool) {
 		if !fn() {
 			return
 		}
+	}
+}
+
+// Sleep waits d; false when ctx ended first. It is the pause between two
+// tries of a loop that is not periodic (a watch restarted, a report
+// retried, a stream redialled).
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

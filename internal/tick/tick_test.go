@@ -61,3 +61,24 @@ func TestLoop(t *testing.T) {
 		})
 	}
 }
+
+// Sleep waits its time unless the context ends first, and says which.
+func TestSleep(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		d    time.Duration
+		want bool
+	}{
+		{"the time passes", context.Background(), time.Millisecond, true},
+		{"the context ends first", ended, time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Sleep(tc.ctx, tc.d); got != tc.want {
+				t.Fatalf("Sleep = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

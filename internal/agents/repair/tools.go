@@ -7,27 +7,24 @@ import (
 )
 
 // ToolName renders a tool name from any agent as an OpenAI-style function
-// name ([A-Za-z0-9_-], 1-64), which OpenAI, Anthropic and xAI all accept:
-// every other rune becomes "_", an empty name is "unknown_tool", and a longer
-// one is cut at 64 bytes.
-func ToolName(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
+// name ([A-Za-z0-9_-], 1-64), which OpenAI, Anthropic and xAI all accept.
+func ToolName(name string) string { return FunctionName(name, "_-") }
+
+// FunctionName renders a tool name from any agent as a model API's
+// function name: ASCII letters, digits and the runes of punct (what the
+// API allows besides) kept, every other rune "_", an empty name
+// "unknown_tool", and a longer one cut at 64 bytes.
+func FunctionName(name, punct string) string {
+	s := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(punct, r) {
+			return r
 		}
-	}
-	s := b.String()
+		return '_'
+	}, name)
 	if s == "" {
 		return "unknown_tool"
 	}
-	if len(s) > 64 {
-		s = s[:64]
-	}
-	return s
+	return s[:min(len(s), 64)]
 }
 
 // ArgsObject turns a neutral tool input (JSON text as the source agent sent

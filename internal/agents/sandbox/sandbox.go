@@ -26,7 +26,7 @@ const (
 
 // Setup writes agent's settings for a model at baseURL (scheme://host:port,
 // no path) under home, laid out as an isolated turn's HOME is
-// (runner.NativeHome: ~/.codex, ~/.gemini, ~/.pi/agent, XDG dirs under
+// (agents.Agent.NativeHome: ~/.codex, ~/.gemini, ~/.pi/agent, XDG dirs under
 // home), and returns the environment the CLI needs on top of that HOME.
 // What each agent needs is its own package's (agents.Agent.Loopback).
 func Setup(agent, home, baseURL string) (agents.Loopback, error) {

@@ -1,4 +1,9 @@
-package devmode
+// Package nodebin is cast's node binary as other programs use it: finding
+// it (controlplane --dev runs it as its dev node; the cast CLI runs it for
+// what needs the node's runner), and the CLI's side of the node's hidden
+// subcommands, so neither the control plane nor the CLI links the runner,
+// the canary or the fake model: they run the node binary instead.
+package nodebin
 
 import (
 	"context"
@@ -17,15 +22,19 @@ import (
 // nodeMain is the node binary's main package, below the module's path.
 const nodeMain = "/cmd/node"
 
-// FindNodeBin is the node binary --dev runs: given (--node-bin) it is
-// used as is; else the node beside this executable (go build -o bin/
-// ./cmd/..., make build, an install); else, under `go run` (this
-// executable lives in the go command's temporary build folder), one built
-// from the module it runs from into buildDir (go build skips it when it
-// is up to date, so only the first start waits); else the node on PATH.
-// A `node` found is used only if it is cast's (its build info says so):
-// on most PATHs node is Node.js.
-func FindNodeBin(ctx context.Context, given, buildDir string, lg *zap.Logger) (string, error) {
+// ErrNotFound is Find's error when there is no node binary of cast's to
+// run; callers say what to do about it.
+var ErrNotFound = errors.New("no node binary of cast's")
+
+// Find is the node binary to run: given (a --node-bin) it is used as is;
+// else the node beside this executable (go build -o bin/ ./cmd/..., make
+// build, an install); else, under `go run` (this executable lives in the
+// go command's temporary build folder), one built from the module it runs
+// from into buildDir (go build skips it when it is up to date, so only
+// the first start waits); else the node on PATH. A `node` found is used
+// only if it is cast's (its build info says so): on most PATHs node is
+// Node.js.
+func Find(ctx context.Context, given, buildDir string, lg *zap.Logger) (string, error) {
 	if given != "" {
 		return given, nil
 	}
@@ -35,7 +44,7 @@ func FindNodeBin(ctx context.Context, given, buildDir string, lg *zap.Logger) (s
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("--dev: find this executable: %w", err)
+		return "", fmt.Errorf("find this executable: %w", err)
 	}
 	if p := filepath.Join(filepath.Dir(exe), "node"); isNodeOf(p, module) {
 		return p, nil
@@ -46,8 +55,7 @@ func FindNodeBin(ctx context.Context, given, buildDir string, lg *zap.Logger) (s
 	if p, err := exec.LookPath("node"); err == nil && isNodeOf(p, module) {
 		return p, nil
 	}
-	return "", errors.New("--dev runs the node binary as its dev node, and there is none beside " + exe +
-		" nor on PATH: build both (go build -o bin/ ./cmd/... or make build), or name it with --node-bin")
+	return "", fmt.Errorf("%w beside %s nor on PATH", ErrNotFound, exe)
 }
 
 // isNodeOf says whether p is the node daemon of module.
@@ -72,11 +80,11 @@ func buildNode(ctx context.Context, module, dir string, lg *zap.Logger) (string,
 		return "", err
 	}
 	out := filepath.Join(dir, "node")
-	lg.Info("building the node binary for the dev node (go run)", zap.String("bin", out))
+	lg.Info("building the node binary (go run)", zap.String("bin", out))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, module+nodeMain)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("--dev under go run: go build %s: %w (or build it yourself and name it with --node-bin)", module+nodeMain, err)
+		return "", fmt.Errorf("under go run: go build %s: %w (or build it yourself)", module+nodeMain, err)
 	}
 	return out, nil
 }
