@@ -272,7 +272,9 @@ func TestSwitchMidTurnAndBack(t *testing.T) {
 // sync, only the end report to make) the session does not stay `running`.
 func TestTurnEndOutlivesAControlPlaneStop(t *testing.T) {
 	t.Parallel()
-	r := newMigRig(t, migOpts{cpProcess: true}, fiveAgents...)
+	// The node's retries pause at most a second (--reconnect-max): the
+	// test waits for more than 20 of them.
+	r := newMigRig(t, migOpts{cpProcess: true, reconnectMax: time.Second}, fiveAgents...)
 	ctx := context.Background()
 	for _, agent := range fiveAgents {
 		for _, empty := range []bool{false, true} {

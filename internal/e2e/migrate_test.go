@@ -46,6 +46,9 @@ type migOpts struct {
 	cpEnv      []string
 	nodeEnv    map[string][]string
 	shortLease bool
+	// reconnectMax caps the nodes' pauses between calls to a control
+	// plane that is away (0: the node's default, 10s).
+	reconnectMax time.Duration
 }
 
 func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
@@ -79,6 +82,11 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 		}
 		r.nodeArgs[name] = []string{"--controlplane", r.addr, "--data-dir", t.TempDir(), "--name", name,
 			"--label", name, "--agents-config", cfg, "--log-level", "debug"}
+	}
+	if opts.reconnectMax > 0 {
+		for name := range r.nodeArgs {
+			r.nodeArgs[name] = append(r.nodeArgs[name], "--reconnect-max", opts.reconnectMax.String())
+		}
 	}
 	r.nodeArgs["linux"] = append(r.nodeArgs["linux"], "--map-path", r.roots["laptop"]+"="+r.roots["linux"])
 	for _, name := range []string{"laptop", "linux"} {

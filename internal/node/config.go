@@ -314,7 +314,7 @@ func (c Config) Validate() error {
 	case !ids.ValidName(c.Name):
 		return fmt.Errorf("node name %q is malformed; use letters, digits, '.', '_' or '-'", c.Name)
 	case c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin:
-		return fmt.Errorf("reconnect backoff must be positive and min <= max")
+		return fmt.Errorf("--reconnect-min must be positive and at most --reconnect-max (%s, %s)", c.ReconnectMin, c.ReconnectMax)
 	case c.ReadinessInterval <= 0:
 		return fmt.Errorf("the readiness interval must be positive")
 	case c.Adopt && (c.AdoptInterval < 100*time.Millisecond || c.AdoptInterval > time.Minute):
