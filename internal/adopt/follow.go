@@ -183,7 +183,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
 	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
 		// cast wrote it (a restore) since the follower last looked
-		if st, err = f.baseline(agent, path, inMemory{agent: agent, data: data[:end]}, rec); err != nil {
+		if st, err = f.baseline(agent, path, inMemory{st: f.st, agent: agent, data: data[:end]}, rec); err != nil {
 			return 0, err
 		}
 	}
@@ -289,7 +289,7 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 	}
 	// The bytes read, not the file again: what the state records as read
 	// (Size, Hash) is then exactly what was parsed, however fast it grows.
-	msgs, err = readBytes(agent, data)
+	msgs, err = readBytes(f.st, agent, data)
 	return msgs, false, err
 }
 

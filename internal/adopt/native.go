@@ -68,12 +68,12 @@ func title(msgs []transcript.Message, path string) string {
 
 // readBytes reads data (a prefix of a native file) with agent's reader,
 // which reads files.
-func readBytes(agent string, data []byte) ([]transcript.Message, error) {
+func readBytes(st *states, agent string, data []byte) ([]transcript.Message, error) {
 	r, err := agents.ReaderFor(agent)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp("", "cast-adopt-*.jsonl") // every listed format is JSONL
+	f, err := st.tempFile("read-*.jsonl") // every listed format is JSONL
 	if err != nil {
 		return nil, err
 	}

@@ -50,8 +50,18 @@ type stateFile struct {
 	State *fileState `json:"state"`
 }
 
+// snapshotDir is the folder, inside the follower's own, of the private
+// copies it reads native files through: on the node's disk, not in the
+// system temp folder, which is often tmpfs (memory, on a laptop), where
+// a copy of a 400 MB Gemini file would cost what holding it does.
+const snapshotDir = "snapshots"
+
 func loadStates(dir string) (*states, error) {
 	s := &states{dir: dir, files: map[string]*fileState{}}
+	// A copy still there is a crashed node's: nothing reads it any more.
+	if err := os.RemoveAll(filepath.Join(dir, snapshotDir)); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -96,6 +106,16 @@ func (s *states) put(path string, st *fileState) error {
 	}
 	sum := sha256.Sum256([]byte(path))
 	return fsutil.WriteFileAtomic(filepath.Join(s.dir, hex.EncodeToString(sum[:12])+".json"), b, 0o600)
+}
+
+// tempFile makes a private file for a copy of a native file (pattern as
+// os.CreateTemp's) in the snapshot folder; its user removes it.
+func (s *states) tempFile(pattern string) (*os.File, error) {
+	dir := filepath.Join(s.dir, snapshotDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return os.CreateTemp(dir, pattern)
 }
 
 // digestOf is the digest a client id was made from (clientID).

@@ -48,7 +48,7 @@ func streamReader(agent string) (agents.StreamReader, bool) {
 // without repeats, a file cast wrote is its cast session's, and the
 // state records exactly the bytes read.
 func (f *Follower) followEach(ctx context.Context, agent, path string, fi os.FileInfo, st *fileState, sr agents.StreamReader) (int, error) {
-	snap, err := takeSnapshot(path)
+	snap, err := takeSnapshot(f.st, path)
 	if err != nil {
 		return 0, err
 	}
@@ -130,6 +130,7 @@ type content interface {
 // inMemory is a file's whole lines read whole (a driver with no
 // StreamReader), parsed with agent's reader.
 type inMemory struct {
+	st    *states // where readBytes puts its copy
 	agent string
 	data  []byte
 }
@@ -137,7 +138,7 @@ type inMemory struct {
 func (c inMemory) size() int64                  { return int64(len(c.data)) }
 func (c inMemory) hash(n int64) (string, error) { return hashOf(c.data[:n]), nil }
 func (c inMemory) each(n int64, fn func(transcript.Message) error) error {
-	msgs, err := readBytes(c.agent, c.data[:n])
+	msgs, err := readBytes(c.st, c.agent, c.data[:n])
 	if err != nil {
 		return err
 	}
@@ -174,7 +175,8 @@ func (c snapshotContent) each(n int64, fn func(transcript.Message) error) error 
 
 // snapshot is a private copy of a native file, taken once, that its
 // reader may read more than once (the file may grow or be rewritten
-// meanwhile): what is parsed is exactly what was hashed.
+// meanwhile): what is parsed is exactly what was hashed. It is kept in
+// the follower's snapshot folder (states.tempFile).
 type snapshot struct {
 	f    *os.File
 	size int64  // bytes copied
@@ -182,13 +184,13 @@ type snapshot struct {
 	sum  string // SHA-256 of the first end bytes, taken as they were copied
 }
 
-func takeSnapshot(path string) (*snapshot, error) {
+func takeSnapshot(st *states, path string) (*snapshot, error) {
 	src, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp("", "cast-adopt-*")
+	tmp, err := st.tempFile("copy-*")
 	if err != nil {
 		return nil, err
 	}

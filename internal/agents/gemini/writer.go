@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,13 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	}
 	now, sid := kit.Clock(w.Now), t.StableID("gemini")
 	cwd := filepath.Clean(t.Cwd)
-	recs := render(sid, t.Model, msgs, now())
+	// The records are encoded to the file as they are rendered, never all
+	// held: a 400 MB session would otherwise sit in memory as records and
+	// again as the file's bytes (issue 27). The header, written first,
+	// needs the first record's time, so that one is pulled ahead.
+	next, stop := iter.Pull(render(sid, t.Model, msgs, now()))
+	defer stop()
+	first, have := next()
 
 	// lastUpdated is when cast wrote the file, not its last message: Gemini's
 	// start-up cleanup (general.sessionRetention, 30 days by default)
@@ -40,8 +47,8 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 	// imported or idle for a month would vanish at the next Gemini start in
 	// its folder.
 	start, last := now(), now()
-	if len(recs) > 0 {
-		start, _ = time.Parse(time.RFC3339Nano, recs[0].Timestamp)
+	if have {
+		start, _ = time.Parse(time.RFC3339Nano, first.Timestamp)
 	}
 	slug, err := projectSlug(t.Home, cwd)
 	if err != nil {
@@ -60,7 +67,14 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
 
-	return kit.WriteJSONL(path, sid, header{
+	recs := func(yield func(record) bool) {
+		for r, ok := first, have; ok; r, ok = next() {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+	return kit.StreamJSONL(path, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
 		StartTime:   stamp(start),
@@ -69,7 +83,7 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		// Without a summary the picker (/resume) asks the model for one
 		// and shows its answer; the first request is the sensible title.
 		Summary: agents.Title(msgs, 80),
-	}, recs)
+	}, iter.Seq[record](recs))
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -104,14 +118,28 @@ func firstLineSession(path string) string {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// render maps neutral messages to Gemini records. One "gemini" record is
+// render maps neutral messages to Gemini records, yielded one at a time
+// so the writer can encode each and let it go. One "gemini" record is
 // one model turn: its thoughts, then its text, then its tool calls, each
 // carrying its result (Gemini replays results from there).
-func render(sid, targetModel string, msgs []transcript.Message, now time.Time) []record {
+func render(sid, targetModel string, msgs []transcript.Message, now time.Time) iter.Seq[record] {
+	return func(yield func(record) bool) {
+		renderTo(sid, targetModel, msgs, now, yield)
+	}
+}
+
+// renderTo is render's body: it yields records until yield says stop.
+func renderTo(sid, targetModel string, msgs []transcript.Message, now time.Time, yield func(record) bool) {
 	results, calls := repair.IndexCalls(msgs)
 	resultImages := repair.ResultImages(msgs)
 
-	out := make([]record, 0, len(msgs))
+	n, stopped := 0, false // records yielded; the consumer wants no more
+	emit := func(r *record) {
+		if !stopped {
+			n++
+			stopped = !yield(*r)
+		}
+	}
 	var cur *record
 	curAnswered := false // a result of cur's calls came: the next call is a new turn
 	written := map[string]bool{}
@@ -128,7 +156,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		return stamp(t)
 	}
 	newRec := func(typ string, m *transcript.Message) *record {
-		r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", sid, len(out))), Type: typ, Timestamp: when(m)}
+		r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", sid, n)), Type: typ, Timestamp: when(m)}
 		if typ == "gemini" {
 			r.Model = targetModel
 			if m.Agent == Agent && m.Model != "" {
@@ -142,7 +170,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			if cur.Content == nil {
 				cur.Content = json.RawMessage(`""`)
 			}
-			out = append(out, *cur)
+			emit(cur)
 			cur = nil
 		}
 		curAnswered = false
@@ -152,6 +180,9 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 		return b
 	}
 	for m := range repair.Writable(msgs) {
+		if stopped {
+			return
+		}
 		switch m.Kind {
 		case transcript.KindUser:
 			flush()
@@ -161,7 +192,7 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			} else {
 				r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
 			}
-			out = append(out, *r)
+			emit(r)
 		case transcript.KindNotice:
 			flush()
 			if m.NoticeType == transcript.NoticeCompactionSummary {
@@ -169,13 +200,13 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 				// must read it, as a user record in cast's notice tag.
 				r := newRec("user", m)
 				r.Content = text(kit.CastNotice.Wrap(m.NoticeType, m.Text))
-				out = append(out, *r)
+				emit(r)
 				continue
 			}
 			// "info" records show in Gemini's UI and are never sent to the model.
 			r := newRec("info", m)
 			r.Content, _ = json.Marshal(noticeText(m))
-			out = append(out, *r)
+			emit(r)
 		case transcript.KindThinking:
 			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
 				flush()
@@ -216,11 +247,10 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) [
 			flush()
 			r := newRec("user", m)
 			r.Content = text(repair.OrphanResultText(m.ToolResult))
-			out = append(out, *r)
+			emit(r)
 		}
 	}
 	flush()
-	return out
 }
 
 func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, images []transcript.Image, ts string) toolCall {

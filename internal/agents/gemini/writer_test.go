@@ -58,42 +58,45 @@ func target(t *testing.T) agents.Target {
 	return agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: filepath.Join(t.TempDir(), "My Project"), SessionID: "sess-1"}
 }
 
+// roundTrips are the writer's inputs and what reads back; TestWriterSameBytes
+// also pins the bytes written for them.
+var roundTrips = []struct {
+	name string
+	in   []transcript.Message
+	want []transcript.Message // nil: same as in
+}{
+	{"plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil},
+	{"thinking, text, calls, results", []transcript.Message{
+		user("list"), think("plan"), asst("listing"), call("c1", "run_shell_command", `{"command":"ls"}`),
+		call("c2", "read_file", `{"file_path":"a"}`), result("c1", "a b", false), result("c2", "nope", true), asst("done"),
+	}, nil},
+	{"a call after a result is a new turn", []transcript.Message{
+		user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
+	}, nil},
+	{"commands and empty text are escaped and come back", []transcript.Message{
+		user("/tmp/x is broken"), asst("a"), user("? why"), asst("b"), user(""), asst("c"), user(`\/literal`), asst("d"),
+		user("<session_context> mine"), asst("e"),
+	}, nil},
+	{"result moved up to its call", []transcript.Message{
+		user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
+	}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
+	{"orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
+		[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
+	{"orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
+		[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}},
+	{"foreign names and inputs are made acceptable", []transcript.Message{
+		user("u"), call("toolu_1", "mcp/plugin x", `["a"]`), result("toolu_1", "ok", false), call("c2", "9lives", `not json`), result("c2", "ok", false),
+	}, []transcript.Message{
+		user("u"), call("toolu_1", "mcp_plugin_x", `{"input":["a"]}`), result("toolu_1", "ok", false),
+		call("c2", "_9lives", `{"input":"not json"}`), result("c2", "ok", false),
+	}},
+	{"internal rows and notices are not read back", []transcript.Message{
+		user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "claude -> gemini"}, asst("a"),
+	}, []transcript.Message{user("u"), asst("a")}},
+}
+
 func TestRoundTrip(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []transcript.Message
-		want []transcript.Message // nil: same as in
-	}{
-		{"plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil},
-		{"thinking, text, calls, results", []transcript.Message{
-			user("list"), think("plan"), asst("listing"), call("c1", "run_shell_command", `{"command":"ls"}`),
-			call("c2", "read_file", `{"file_path":"a"}`), result("c1", "a b", false), result("c2", "nope", true), asst("done"),
-		}, nil},
-		{"a call after a result is a new turn", []transcript.Message{
-			user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
-		}, nil},
-		{"commands and empty text are escaped and come back", []transcript.Message{
-			user("/tmp/x is broken"), asst("a"), user("? why"), asst("b"), user(""), asst("c"), user(`\/literal`), asst("d"),
-			user("<session_context> mine"), asst("e"),
-		}, nil},
-		{"result moved up to its call", []transcript.Message{
-			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
-		{"orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
-		{"orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
-			[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}},
-		{"foreign names and inputs are made acceptable", []transcript.Message{
-			user("u"), call("toolu_1", "mcp/plugin x", `["a"]`), result("toolu_1", "ok", false), call("c2", "9lives", `not json`), result("c2", "ok", false),
-		}, []transcript.Message{
-			user("u"), call("toolu_1", "mcp_plugin_x", `{"input":["a"]}`), result("toolu_1", "ok", false),
-			call("c2", "_9lives", `{"input":"not json"}`), result("c2", "ok", false),
-		}},
-		{"internal rows and notices are not read back", []transcript.Message{
-			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "claude -> gemini"}, asst("a"),
-		}, []transcript.Message{user("u"), asst("a")}},
-	}
-	for _, tt := range tests {
+	for _, tt := range roundTrips {
 		t.Run(tt.name, func(t *testing.T) {
 			tg := target(t)
 			w, err := Writer{}.Write(tg, tt.in)

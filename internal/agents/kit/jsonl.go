@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"iter"
+	"slices"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -23,29 +25,45 @@ func NewEncoder(w io.Writer) *json.Encoder {
 // encoded as NewEncoder does.
 func JSONLines[T any](head any, recs []T) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := NewEncoder(&buf)
-	if head != nil {
-		if err := enc.Encode(head); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return nil, err
-		}
+	if err := encodeLines(&buf, head, slices.Values(recs)); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// encodeLines writes head (unless nil) and then each of recs to w, one
+// JSON line each.
+func encodeLines[T any](w io.Writer, head any, recs iter.Seq[T]) error {
+	enc := NewEncoder(w)
+	if head != nil {
+		if err := enc.Encode(head); err != nil {
+			return err
+		}
+	}
+	for r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteJSONL writes head and recs (as JSONLines) to path, private and in
 // one rename so the CLI never reads half a file: session sid's native
 // transcript.
 func WriteJSONL[T any](path, sid string, head any, recs []T) (agents.Written, error) {
-	data, err := JSONLines(head, recs)
+	return StreamJSONL(path, sid, head, slices.Values(recs))
+}
+
+// StreamJSONL is WriteJSONL for records made as they are written: each is
+// encoded to the temp file beside path as it comes, so neither all the
+// records nor the file's bytes are held at once (a Gemini session of
+// 400 MB, issue 27).
+func StreamJSONL[T any](path, sid string, head any, recs iter.Seq[T]) (agents.Written, error) {
+	err := fsutil.WriteAtomic(path, 0o600, func(w io.Writer) error {
+		return encodeLines(w, head, recs)
+	})
 	if err != nil {
-		return agents.Written{}, err
-	}
-	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil
