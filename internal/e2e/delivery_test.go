@@ -135,7 +135,10 @@ func (r *turnRig) switchTo(id, agent string) {
 // startHold puts every agent's CLI behind a wrapper that, while the hold
 // FIFO exists, blocks on it before it execs the CLI: a turn held there is
 // one whose CLI has not taken its prompt yet, on an event rather than a
-// timer.
+// timer. Only the first CLI started after hold waits (it takes the FIFO
+// by renaming it): later ones, such as the `opencode export` that reads
+// the interrupted session, run at once instead of waiting out their
+// timeout behind the held turn.
 type startHold struct {
 	t    *testing.T
 	fifo string
@@ -147,7 +150,7 @@ func newStartHold(t *testing.T, agentNames ...string) (*startHold, map[string]st
 	bins := map[string]string{}
 	for _, a := range agentNames {
 		w := filepath.Join(dir, a)
-		script := fmt.Sprintf("#!/bin/sh\nif [ -p %q ]; then read _ < %q; fi\nexec %q \"$@\"\n", h.fifo, h.fifo, agenttest.Bin(t, a))
+		script := fmt.Sprintf("#!/bin/sh\nif mv %q %q 2>/dev/null; then read _ < %q; fi\nexec %q \"$@\"\n", h.fifo, h.taken(), h.taken(), agenttest.Bin(t, a))
 		must(t, os.WriteFile(w, []byte(script), 0o755))
 		bins[a] = w
 	}
@@ -159,12 +162,17 @@ func newStartHold(t *testing.T, agentNames ...string) (*startHold, map[string]st
 func (h *startHold) hold() { must(h.t, syscall.Mkfifo(h.fifo, 0o600)) }
 
 func (h *startHold) release() {
-	if f, err := os.OpenFile(h.fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-		_, _ = f.WriteString("go\n")
-		f.Close()
+	for _, p := range []string{h.taken(), h.fifo} {
+		if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+		_ = os.Remove(p)
 	}
-	_ = os.Remove(h.fifo)
 }
+
+// taken is where the CLI that waits moves the hold's FIFO.
+func (h *startHold) taken() string { return h.fifo + ".taken" }
 
 // sendHeldStart sends text while the CLI start is held and returns its seq
 // once the session's turn waits in the wrapper.
