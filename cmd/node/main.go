@@ -79,7 +79,7 @@ func main() {
 	f.BoolVar(&cfg.TokenCustody, "token-custody", cfg.TokenCustody, "fleet logins through token custody: the agents' stores get the access token only, and the node elected custodian refreshes through the agent's CLI (claude and codex; docs/token-custody.md); --token-custody=false copies the stored login file instead")
 	f.DurationVar(&cfg.CustodyInterval, "custody-interval", time.Minute, "how often token custody checks the active logins")
 	f.DurationVar(&cfg.CustodyMargin, "custody-margin", 30*time.Minute, "token custody replaces an access token this long before it expires")
-	f.DurationVar(&cfg.ReconnectMin, "reconnect-min", cfg.ReconnectMin, "the first pause before the node calls an unreachable control plane again (reconnects, a turn's reports); each next pause doubles, with jitter")
+	f.DurationVar(&cfg.ReconnectMin, "reconnect-min", cfg.ReconnectMin, "the first pause before the node calls an unreachable control plane again (reconnects, a turn's reports and rows); each next pause doubles, with jitter")
 	f.DurationVar(&cfg.ReconnectMax, "reconnect-max", cfg.ReconnectMax, "the longest pause between calls to an unreachable control plane: how soon, at most, a node notices it is back")
 	f.StringVar(&agentsConfig, "agents-config", "", "JSON file: per-agent {bin, home, env, args} (keys and URLs for the agents; keep it 0600)")
 	f.BoolVar(&cfg.Insecure, "insecure", os.Getenv("CAST_INSECURE") == "1", "send the credential over plaintext to a non-loopback control plane, and serve --metrics-listen as plain HTTP without --ca-pin (env CAST_INSECURE=1)")

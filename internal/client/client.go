@@ -52,7 +52,7 @@ type Client struct {
 
 // Dial connects lazily to addr (no I/O until the first call) without a
 // credential: only public calls (health, JoinNode) pass.
-func Dial(addr string) (*Client, error) { return dial(addr) }
+func Dial(addr string) (*Client, error) { return dial(addr, connectParams(Options{})) }
 
 // DialToken is Dial with a bearer token on every call.
 func DialToken(addr, token string) (*Client, error) {
@@ -77,6 +77,34 @@ type Options struct {
 	// Bundle, when set, follows the control plane's trust bundle (a CA
 	// rotation): bundle.go.
 	Bundle *BundleSync
+	// RedialMax, when set, caps the pause between the connection's
+	// redials of an unreachable control plane below the default (2 s,
+	// jittered by ±20%). Calls fail at once while it is away and keep
+	// failing until a redial reaches it, so a node passes its
+	// --reconnect-max: none of its calls notices a control plane back
+	// later than that.
+	RedialMax time.Duration
+}
+
+// The connection's redial backoff: the first pause, the longest, each
+// varied by up to ±redialJitter of itself.
+const (
+	redialMin    = 200 * time.Millisecond
+	redialMax    = 2 * time.Second
+	redialJitter = 0.2
+)
+
+// connectParams is the connection's redial backoff under o: gRPC's own
+// grows to two minutes, longer than callers retrying through a restart
+// wait.
+func connectParams(o Options) grpc.ConnectParams {
+	longest := redialMax
+	if o.RedialMax > 0 {
+		// gRPC jitters the capped pause, so the cap leaves room for it.
+		longest = min(longest, time.Duration(float64(o.RedialMax)/(1+redialJitter)))
+	}
+	return grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: min(redialMin, longest), Multiplier: 1.6,
+		Jitter: redialJitter, MaxDelay: longest}, MinConnectTimeout: 5 * time.Second}
 }
 
 // DialOpts dials addr with o.
@@ -94,7 +122,7 @@ func DialOpts(addr string, o Options) (*Client, error) {
 			extra = append(extra, grpc.WithChainUnaryInterceptor(o.Bundle.interceptor))
 		}
 	}
-	c, err := dial(addr, extra...)
+	c, err := dial(addr, connectParams(o), extra...)
 	if err == nil {
 		c.conn.retryExpired = o.RetryExpiredCert
 		if o.Bundle != nil {
@@ -166,17 +194,14 @@ const serviceConfig = `{"methodConfig": [{
 	"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.2s", "maxBackoff": "2s",
 	                "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
 
-func dial(addr string, extra ...grpc.DialOption) (*Client, error) {
+func dial(addr string, cp grpc.ConnectParams, extra ...grpc.DialOption) (*Client, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Laptops sleep and NATs drop idle flows: probe the connection.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxReplyBytes), grpc.MaxCallSendMsgSize(MaxRequestBytes)),
-		// Redial a restarted control plane within a couple of seconds;
-		// gRPC's default backoff grows to two minutes, longer than callers
-		// retrying through a restart wait.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond,
-			Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}, MinConnectTimeout: 5 * time.Second}),
+		// Redial a restarted control plane within a couple of seconds.
+		grpc.WithConnectParams(cp),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 	}, extra...)
 	newConn, err := connector(addr, opts)

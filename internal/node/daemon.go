@@ -106,7 +106,10 @@ func New(cfg Config, lg *zap.Logger) (*Daemon, error) {
 	}
 	a := &Daemon{cfg: cfg, cred: cred, id: id, trust: trust, tls: tlsCfg, rotate: make(chan struct{}, 1), lg: lg.Named("node").With(zap.String("node", cfg.Name)), st: st, runCtx: context.Background(),
 		recheck: make(chan struct{}, 1), reg: prometheus.NewRegistry()}
-	o := client.Options{Token: cred, TLS: tlsCfg}
+	// The connection redials an unreachable control plane no less often
+	// than the node's own retries: a call fails at once until a redial
+	// gets through.
+	o := client.Options{Token: cred, TLS: tlsCfg, RedialMax: cfg.ReconnectMax}
 	if trust != nil {
 		a.bsync = a.bundleSync()
 		o.Bundle = a.bsync
@@ -232,7 +235,7 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 	case <-a.rotate: // this stream dials with the newest certificate anyway
 	default:
 	}
-	sc, err := client.DialOpts(a.cfg.ControlPlane, client.Options{Token: a.cred, TLS: a.tls})
+	sc, err := client.DialOpts(a.cfg.ControlPlane, client.Options{Token: a.cred, TLS: a.tls, RedialMax: a.cfg.ReconnectMax})
 	if err != nil {
 		return err
 	}

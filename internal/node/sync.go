@@ -148,7 +148,7 @@ func (s *syncer) flush(ctx context.Context) {
 func (s *syncer) close(ctx context.Context) (int64, error) {
 	close(s.stop)
 	<-s.done
-	pauses := retry.SyncFlush.Pauses()
+	pauses := retry.SyncFlush(s.a.cfg.ReconnectMin, s.a.cfg.ReconnectMax).Pauses()
 	for attempt := 0; ; attempt++ {
 		s.flush(ctx)
 		s.mu.Lock()

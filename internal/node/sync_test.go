@@ -1,10 +1,21 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -62,5 +73,67 @@ func TestSyncerMissing(t *testing.T) {
 				t.Fatalf("missing(%d) = %s, want %s", tc.from, got, tc.want)
 			}
 		})
+	}
+}
+
+// away is a real NodeService on loopback that answers every append as a
+// control plane that is away would (UNAVAILABLE), and says when it has
+// been called enough.
+type away struct {
+	castv1.UnimplementedNodeServiceServer
+	calls   atomic.Int32
+	enough  int32
+	reached chan struct{}
+}
+
+func (w *away) AppendOwnerMessages(context.Context, *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	if w.calls.Add(1) == w.enough {
+		close(w.reached)
+	}
+	return nil, status.Error(codes.Unavailable, "control plane away")
+}
+
+// A turn's last rows are stored again at the node's --reconnect-max
+// pace, not a slower one of their own: 30 attempts at most 50 ms apart
+// fit well inside 10 s (they took minutes when the pauses grew to 5 s).
+func TestSyncerCloseRetriesAtReconnectMax(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	w := &away{enough: 30, reached: make(chan struct{})}
+	castv1.RegisterNodeServiceServer(srv, w)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	cli, err := client.Dial(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	a := &Daemon{cfg: Config{Name: "laptop", ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond},
+		lg: zap.NewNop(), cli: cli, m: newNodeMetrics(prometheus.NewRegistry())}
+	s := &syncer{a: a, sessionID: "s1", o: owned{Token: 1, Agent: "claude"}, pending: []*castv1.Message{{ClientId: "c1"}},
+		seen: map[string]time.Time{}, ours: map[int64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	close(s.done) // no loop runs: close flushes by itself
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.reached:
+			cancel() // the node would go on until the control plane is back
+		case <-ctx.Done():
+		}
+	}()
+	start := time.Now()
+	_, err = s.close(ctx)
+	if err == nil {
+		t.Fatal("rows the control plane never stored reported as stored")
+	}
+	select {
+	case <-w.reached:
+	default:
+		t.Fatalf("%d attempts in %s, want %d", w.calls.Load(), time.Since(start).Round(time.Millisecond), w.enough)
 	}
 }

@@ -13,10 +13,6 @@ var (
 	// lasts seconds). Its Limit is a Budget's.
 	EtcdWatch = Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.2, Limit: 15 * time.Second}
 
-	// SyncFlush: a turn's last synced rows, stored again while the control
-	// plane is away (the caller bounds the attempts by what failed).
-	SyncFlush = Policy{Min: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
-
 	// GitIndexLock: a git command that met another's index lock, which is
 	// held for a moment.
 	GitIndexLock = Policy{Min: 250 * time.Millisecond, Max: 500 * time.Millisecond, Tries: 3}
@@ -32,3 +28,13 @@ var (
 func Reconnect(min, max time.Duration) Policy {
 	return Policy{Min: min, Max: max, Jitter: 0.5}
 }
+
+// SyncFlush: a turn's last synced rows, stored again while the control
+// plane is away (the caller bounds the attempts by what failed). Its pauses
+// are the node's --reconnect-min/max, but at most syncFlushMax apart: the
+// rows' cap from before the flags, below the default --reconnect-max.
+func SyncFlush(first, longest time.Duration) Policy {
+	return Policy{Min: first, Max: min(longest, syncFlushMax), Jitter: 0.2}
+}
+
+const syncFlushMax = 5 * time.Second

@@ -79,3 +79,23 @@ func TestPauses(t *testing.T) {
 		ps.Reset()
 	}
 }
+
+// A turn's rows are stored again at the node's reconnect pace, capped at
+// their own 5 s below the default --reconnect-max.
+func TestSyncFlushFollowsReconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		first, longest   time.Duration
+		wantMin, wantMax time.Duration
+	}{
+		{"the defaults", 200 * time.Millisecond, 10 * time.Second, 200 * time.Millisecond, 5 * time.Second},
+		{"a shorter --reconnect-max", 200 * time.Millisecond, time.Second, 200 * time.Millisecond, time.Second},
+		{"a shorter --reconnect-min", 10 * time.Millisecond, 50 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if p := SyncFlush(tc.first, tc.longest); p.Min != tc.wantMin || p.Max != tc.wantMax {
+				t.Fatalf("SyncFlush(%v, %v) pauses %v to %v, want %v to %v", tc.first, tc.longest, p.Min, p.Max, tc.wantMin, tc.wantMax)
+			}
+		})
+	}
+}
