@@ -33,20 +33,41 @@ func ResultImages(msgs []transcript.Message) map[string][]transcript.Image {
 // first result, calls holds the id of every tool call. Writers use it to
 // place each result with its call and to find results without a call.
 func IndexCalls(msgs []transcript.Message) (results map[string]*transcript.ToolResult, calls map[string]bool) {
-	results = map[string]*transcript.ToolResult{}
-	calls = map[string]bool{}
+	p := NewCallPositions()
 	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
-			if _, dup := results[m.ToolResult.CallID]; !dup {
-				results[m.ToolResult.CallID] = m.ToolResult
-			}
-		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
-			calls[m.ToolCall.ID] = true
-		}
+		p.Add(int64(i), &msgs[i])
 	}
-	return results, calls
+	results = make(map[string]*transcript.ToolResult, len(p.Results))
+	for id, i := range p.Results {
+		results[id] = msgs[i].ToolResult
+	}
+	return results, p.Calls
+}
+
+// CallPositions is IndexCalls for messages read one at a time (a session
+// spooled to a file): Results maps a call id to the position of its first
+// result, to be read again when its call is written; Calls holds the id
+// of every tool call.
+type CallPositions struct {
+	Results map[string]int64
+	Calls   map[string]bool
+}
+
+// NewCallPositions is an empty index.
+func NewCallPositions() *CallPositions {
+	return &CallPositions{Results: map[string]int64{}, Calls: map[string]bool{}}
+}
+
+// Add indexes m, found at pos.
+func (p *CallPositions) Add(pos int64, m *transcript.Message) {
+	switch {
+	case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+		if _, dup := p.Results[m.ToolResult.CallID]; !dup {
+			p.Results[m.ToolResult.CallID] = pos
+		}
+	case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+		p.Calls[m.ToolCall.ID] = true
+	}
 }
 
 // OrphanResultText is a tool result whose call is not in the history, as
@@ -65,9 +86,12 @@ func OrphanResultText(r *transcript.ToolResult) string {
 func Writable(msgs []transcript.Message) iter.Seq[*transcript.Message] {
 	return func(yield func(*transcript.Message) bool) {
 		for i := range msgs {
-			if m := &msgs[i]; m.Rendered() && m.Validate() == nil && !yield(m) {
+			if m := &msgs[i]; IsWritable(m) && !yield(m) {
 				return
 			}
 		}
 	}
 }
+
+// IsWritable says whether Writable yields m.
+func IsWritable(m *transcript.Message) bool { return m.Rendered() && m.Validate() == nil }
