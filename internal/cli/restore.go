@@ -26,6 +26,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		defer msgs.Close()
 		ag, ok := agents.Lookup(sess.Agent)
 		if !ok {
 			return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
@@ -71,9 +72,9 @@ func (a *app) restoreCmd() *cobra.Command {
 		}
 		if a.json {
 			return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
-				"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
+				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted})
 		}
-		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", len(msgs), sess.Agent, out.NativeID, out.Path)
+		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", msgs.Len(), sess.Agent, out.NativeID, out.Path)
 		return nil
 	})
 
