@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/msgspool"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -53,22 +54,24 @@ func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	return in
 }
 
-// TestWriterSameBytes pins the bytes the writer writes for each input.
+// TestWriterSameBytes pins the bytes the writer writes for each input,
+// given the messages as a slice (Write) or spooled to a file as restore
+// has them (WriteStream).
 func TestWriterSameBytes(t *testing.T) {
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := map[string]string{}
+	w := Writer{Now: func() time.Time { return fixed }}
+	got, streamed := map[string]string{}, map[string]string{}
 	for name, msgs := range sameBytesInputs(t) {
 		tg := agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: "/nowhere/My Project", SessionID: "sess-1", Model: "gemini-2.5-flash"}
-		w, err := Writer{Now: func() time.Time { return fixed }}.Write(tg, msgs)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		got[name] = writtenSum(t, name, func() (agents.Written, error) { return w.Write(tg, msgs) })
+		tg.Home = filepath.Join(t.TempDir(), ".gemini")
+		sp := spool(t, msgs)
+		streamed[name] = writtenSum(t, name, func() (agents.Written, error) { return w.WriteStream(tg, sp) })
+	}
+	for name, sum := range streamed {
+		if got[name] != sum {
+			t.Errorf("%s: WriteStream from a spool wrote sha256 %s, Write %s", name, sum, got[name])
 		}
-		data, err := os.ReadFile(w.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(data)
-		got[name] = hex.EncodeToString(sum[:])
 	}
 	if *updateWritten {
 		var b strings.Builder
@@ -89,6 +92,37 @@ func TestWriterSameBytes(t *testing.T) {
 			t.Errorf("%s: wrote sha256 %s, pinned %s", name, sum, want[name])
 		}
 	}
+}
+
+// writtenSum is the sha256 of the file write wrote.
+func writtenSum(t *testing.T, name string, write func() (agents.Written, error)) string {
+	t.Helper()
+	w, err := write()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	data, err := os.ReadFile(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// spool is msgs spooled as `cast restore` spools an export.
+func spool(t *testing.T, msgs []transcript.Message) *msgspool.Spool {
+	t.Helper()
+	sp, err := msgspool.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	for _, m := range msgs {
+		if err := sp.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sp
 }
 
 func readPins(t *testing.T) map[string]string {
