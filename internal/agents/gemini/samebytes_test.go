@@ -1,20 +1,13 @@
 package gemini
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
-	"github.com/cast-dev/cast/internal/msgspool"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -59,83 +52,8 @@ func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 // has them (WriteStream).
 func TestWriterSameBytes(t *testing.T) {
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	w := Writer{Now: func() time.Time { return fixed }}
-	got, streamed := map[string]string{}, map[string]string{}
-	for name, msgs := range sameBytesInputs(t) {
-		tg := agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: "/nowhere/My Project", SessionID: "sess-1", Model: "gemini-2.5-flash"}
-		got[name] = writtenSum(t, name, func() (agents.Written, error) { return w.Write(tg, msgs) })
-		tg.Home = filepath.Join(t.TempDir(), ".gemini")
-		sp := spool(t, msgs)
-		streamed[name] = writtenSum(t, name, func() (agents.Written, error) { return w.WriteStream(tg, sp) })
+	newTarget := func() agents.Target {
+		return agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: "/nowhere/My Project", SessionID: "sess-1", Model: "gemini-2.5-flash"}
 	}
-	for name, sum := range streamed {
-		if got[name] != sum {
-			t.Errorf("%s: WriteStream from a spool wrote sha256 %s, Write %s", name, sum, got[name])
-		}
-	}
-	if *updateWritten {
-		var b strings.Builder
-		for _, name := range slices.Sorted(maps.Keys(got)) {
-			b.WriteString(got[name] + " " + name + "\n")
-		}
-		if err := os.WriteFile(writtenPins, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := readPins(t)
-	if len(want) != len(got) {
-		t.Errorf("%d pinned inputs, %d written", len(want), len(got))
-	}
-	for name, sum := range got {
-		if want[name] != sum {
-			t.Errorf("%s: wrote sha256 %s, pinned %s", name, sum, want[name])
-		}
-	}
-}
-
-// writtenSum is the sha256 of the file write wrote.
-func writtenSum(t *testing.T, name string, write func() (agents.Written, error)) string {
-	t.Helper()
-	w, err := write()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	data, err := os.ReadFile(w.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
-// spool is msgs spooled as `cast restore` spools an export.
-func spool(t *testing.T, msgs []transcript.Message) *msgspool.Spool {
-	t.Helper()
-	sp, err := msgspool.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	for _, m := range msgs {
-		if err := sp.Add(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return sp
-}
-
-func readPins(t *testing.T) map[string]string {
-	f, err := os.Open(writtenPins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		sum, name, _ := strings.Cut(sc.Text(), " ")
-		out[name] = sum
-	}
-	return out
+	agenttest.SameBytes(t, Writer{Now: func() time.Time { return fixed }}, newTarget, sameBytesInputs(t), writtenPins, *updateWritten)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/msgspool"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -52,11 +53,7 @@ func (s sliceWriter) Write(t agents.Target, msgs []transcript.Message) (agents.W
 // a user's request, a call, its result and an answer.
 func bigSpool(t *testing.T, size int) (*msgspool.Spool, int64) {
 	t.Helper()
-	sp, err := msgspool.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
+	sp := agenttest.Spool(t, nil)
 	const unit = 16 << 10
 	pad := strings.Repeat("x", unit)
 	var total int64
