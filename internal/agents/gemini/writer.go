@@ -3,7 +3,6 @@ package gemini
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -139,21 +138,16 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z
 // its text, then its tool calls, each carrying its result (Gemini replays
 // results from there).
 func render(sid, targetModel string, msgs agents.MessageSource, now time.Time) iter.Seq2[record, error] {
-	return func(yield func(record, error) bool) {
-		if err := renderTo(sid, targetModel, msgs, now, func(r record) bool { return yield(r, nil) }); err != nil {
-			yield(record{}, err)
-		}
-	}
+	return kit.Records(func(emit func(record) error) error {
+		return renderTo(sid, targetModel, msgs, now, emit)
+	})
 }
 
-// errStopped ends renderTo's walk when the consumer wants no more.
-var errStopped = errors.New("stopped")
-
-// renderTo is render's body: it yields records until yield says stop. It
-// reads msgs twice: once to find where each call's result is, then to
-// render, reading a call's result again from there (a session's messages
-// are never all held).
-func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time, yield func(record) bool) error {
+// renderTo is render's body: it emits records until emit fails. It reads
+// msgs twice: once to find where each call's result is, then to render,
+// reading a call's result again from there (a session's messages are
+// never all held).
+func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time, emitRec func(record) error) error {
 	index := repair.NewCallPositions()
 	if err := msgs.Each(func(pos int64, m *transcript.Message) error {
 		index.Add(pos, m)
@@ -162,13 +156,10 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 		return err
 	}
 
-	n := 0 // records yielded
+	n := 0 // records emitted
 	emit := func(r *record) error {
 		n++
-		if !yield(*r) {
-			return errStopped
-		}
-		return nil
+		return emitRec(*r)
 	}
 	var cur *record
 	curAnswered := false // a result of cur's calls came: the next call is a new turn
@@ -301,13 +292,10 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 		}
 		return nil
 	})
-	if err == nil {
-		err = flush()
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, errStopped) {
-		return nil
-	}
-	return err
+	return flush()
 }
 
 func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, images []transcript.Image, ts string) toolCall {

@@ -3,6 +3,7 @@ package kit
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"iter"
 	"slices"
@@ -50,6 +51,28 @@ func encodeLines[T any](w io.Writer, head any, recs iter.Seq2[T, error]) error {
 	}
 	return nil
 }
+
+// Records is the sequence of records render emits, for StreamJSONL:
+// render hands each over through emit as it makes it, and emit fails
+// (render returns its error) once the file wants no more; an error of
+// render's own (its messages could not be read) is yielded last.
+func Records[T any](render func(emit func(T) error) error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		err := render(func(r T) error {
+			if !yield(r, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			var zero T
+			yield(zero, err)
+		}
+	}
+}
+
+// errStopped is emit's error once the consumer of Records stopped.
+var errStopped = errors.New("kit: the records' consumer stopped")
 
 // noErrors is recs, none of them failing.
 func noErrors[T any](recs iter.Seq[T]) iter.Seq2[T, error] {
