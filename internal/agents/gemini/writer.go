@@ -148,11 +148,8 @@ func render(sid, targetModel string, msgs agents.MessageSource, now time.Time) i
 // reading a call's result again from there (a session's messages are
 // never all held).
 func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time, emitRec func(record) error) error {
-	index := repair.NewCallPositions()
-	if err := msgs.Each(func(pos int64, m *transcript.Message) error {
-		index.Add(pos, m)
-		return nil
-	}); err != nil {
+	index, err := repair.IndexPositions(msgs.Each)
+	if err != nil {
 		return err
 	}
 
@@ -202,7 +199,7 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 		b, _ := json.Marshal([]map[string]string{{"text": s}})
 		return b
 	}
-	err := msgs.Each(func(_ int64, m *transcript.Message) error {
+	err = msgs.Each(func(_ int64, m *transcript.Message) error {
 		if !repair.IsWritable(m) {
 			return nil
 		}

@@ -58,6 +58,17 @@ func NewCallPositions() *CallPositions {
 	return &CallPositions{Results: map[string]int64{}, Calls: map[string]bool{}}
 }
 
+// IndexPositions indexes every message each walks (a MessageSource's
+// Each): a writer's first pass over a spooled session.
+func IndexPositions(each func(func(pos int64, m *transcript.Message) error) error) (*CallPositions, error) {
+	p := NewCallPositions()
+	err := each(func(pos int64, m *transcript.Message) error {
+		p.Add(pos, m)
+		return nil
+	})
+	return p, err
+}
+
 // Add indexes m, found at pos.
 func (p *CallPositions) Add(pos int64, m *transcript.Message) {
 	switch {
