@@ -47,6 +47,8 @@ func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	return in
 }
 
+var _ agents.StreamWriter = Writer{} // restore streams into it
+
 // TestWriterSameBytes pins the bytes the writer writes for each input,
 // given the messages as a slice (Write) or spooled to a file as restore
 // has them (WriteStream).

@@ -69,6 +69,8 @@ func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	return in
 }
 
+var _ agents.StreamWriter = Writer{} // restore streams into it
+
 // TestWriterSameBytes pins the bytes the writer writes for each input.
 func TestWriterSameBytes(t *testing.T) {
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -11,24 +11,6 @@ import (
 // refuse or mangle a call left without one.
 const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
 
-// ResultImages maps a call id to the images its first result returned
-// (IndexCalls' result), for writers that place results by call.
-func ResultImages(msgs []transcript.Message) map[string][]transcript.Image {
-	out := map[string][]transcript.Image{}
-	seen := map[string]bool{}
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Kind != transcript.KindToolResult || m.ToolResult == nil || seen[m.ToolResult.CallID] {
-			continue
-		}
-		seen[m.ToolResult.CallID] = true
-		if len(m.Images) > 0 {
-			out[m.ToolResult.CallID] = m.Images
-		}
-	}
-	return out
-}
-
 // IndexCalls indexes msgs by tool call id: results maps a call id to its
 // first result, calls holds the id of every tool call. Writers use it to
 // place each result with its call and to find results without a call.
