@@ -71,6 +71,29 @@ type StreamReader interface {
 	ReadEach(r io.ReaderAt, size int64, each func(transcript.Message) error) error
 }
 
+// MessageSource is a session's neutral messages kept out of memory (a
+// restore spools them to a file as the export arrives): walked in order
+// as often as a writer needs, each one fetched again by the position
+// Each gave it.
+type MessageSource interface {
+	// Len is how many messages there are.
+	Len() int
+	// Each calls each with every message in order and its position; m
+	// is each's only while it runs. An error from each stops the walk and
+	// is returned.
+	Each(each func(pos int64, m *transcript.Message) error) error
+	// At is the message at a position Each gave.
+	At(pos int64) (transcript.Message, error)
+}
+
+// StreamWriter is a Writer that reads the messages one at a time, so a
+// session far larger than memory is written holding about one message
+// and what pairs them (issue 27). It writes the bytes Write writes for
+// the same messages. WriteFrom falls back to Write for writers without it.
+type StreamWriter interface {
+	WriteStream(t Target, msgs MessageSource) (Written, error)
+}
+
 // ReadReport reads path with r, with r's skip counts when it keeps them
 // (nil otherwise).
 func ReadReport(r Reader, path string) ([]transcript.Message, map[string]int, error) {

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/transcript"
@@ -11,18 +12,32 @@ import (
 // ("…" marks a cut). Writers whose format has a title or summary field
 // put it there, so the picker neither shows a blank nor asks a model.
 func Title(msgs []transcript.Message, max int) string {
-	for _, m := range msgs {
+	t, _ := TitleOf(SliceSource(msgs), max)
+	return t
+}
+
+// errTitled stops TitleOf's walk at the first title.
+var errTitled = errors.New("titled")
+
+// TitleOf is Title of messages read one at a time: it reads up to the
+// first user text only.
+func TitleOf(msgs MessageSource, max int) (string, error) {
+	var title string
+	err := msgs.Each(func(_ int64, m *transcript.Message) error {
 		if m.Kind != transcript.KindUser {
-			continue
+			return nil
 		}
-		t := strings.Join(strings.Fields(m.Text), " ")
-		if t == "" {
-			continue
+		title = strings.Join(strings.Fields(m.Text), " ")
+		if title == "" {
+			return nil
 		}
-		if r := []rune(t); len(r) > max {
-			t = string(r[:max-1]) + "…"
+		if r := []rune(title); len(r) > max {
+			title = string(r[:max-1]) + "…"
 		}
-		return t
+		return errTitled
+	})
+	if err != nil && !errors.Is(err, errTitled) {
+		return "", err
 	}
-	return ""
+	return title, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 func (a *app) restoreCmd() *cobra.Command {
@@ -26,6 +28,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		defer msgs.Close()
 		ag, ok := agents.Lookup(sess.Agent)
 		if !ok {
 			return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
@@ -71,9 +74,9 @@ func (a *app) restoreCmd() *cobra.Command {
 		}
 		if a.json {
 			return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
-				"path": out.Path, "messages": len(msgs), "omitted": out.Omitted})
+				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted})
 		}
-		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", len(msgs), sess.Agent, out.NativeID, out.Path)
+		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", msgs.Len(), sess.Agent, out.NativeID, out.Path)
 		return nil
 	})
 
@@ -83,12 +86,32 @@ func (a *app) restoreCmd() *cobra.Command {
 }
 
 // holdsMessages says whether agent's native file at path holds anything
-// of a conversation (a header-only stray a resume left does not).
+// of a conversation (a header-only stray a resume left does not). A
+// reader that streams (agents.StreamReader) stops at the first message
+// instead of holding the file's: it can be hundreds of MB.
 func holdsMessages(agent, path string) bool {
 	r, err := agents.ReaderFor(agent)
 	if err != nil {
 		return true // cannot tell: take it as there
 	}
-	msgs, err := r.Read(path)
-	return err != nil || len(msgs) > 0
+	sr, ok := r.(agents.StreamReader)
+	if !ok {
+		msgs, err := r.Read(path)
+		return err != nil || len(msgs) > 0
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return true
+	}
+	// A message ends the read with errHolds; a read that fails is taken
+	// as there, as above.
+	return sr.ReadEach(f, fi.Size(), func(transcript.Message) error { return errHolds }) != nil
 }
+
+// errHolds stops holdsMessages' read at the first message.
+var errHolds = errors.New("holds a message")

@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/exportlog"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/msgspool"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
 )
@@ -245,7 +246,8 @@ func (a *app) exportCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := agents.CheckTakeover(agent, len(msgs) > 0); err != nil {
+		defer msgs.Close()
+		if err := agents.CheckTakeover(agent, msgs.Len() > 0); err != nil {
 			return err
 		}
 		if cwd == "" {
@@ -273,13 +275,13 @@ func (a *app) exportCmd() *cobra.Command {
 		}
 		if a.json {
 			return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
-				"path": out.Path, "messages": len(msgs), "omitted": out.Omitted, "rewrote": rewrite})
+				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted, "rewrote": rewrite})
 		}
 		how := "a new session"
 		if rewrite {
 			how = "over the session cast exported there before"
 		}
-		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", len(msgs), agent, out.NativeID, how, out.Path)
+		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", msgs.Len(), agent, out.NativeID, how, out.Path)
 		if out.Omitted > 0 {
 			fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
 		}
@@ -297,7 +299,7 @@ func (a *app) exportCmd() *cobra.Command {
 // writeNative writes msgs as agent's native session under t and notes
 // the file in the export log under key (what a later export rewrites, and
 // what a node's adoption knows as cast's own).
-func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *exportlog.Log, key string) (agents.Written, error) {
+func writeNative(agent string, t agents.Target, msgs agents.MessageSource, log *exportlog.Log, key string) (agents.Written, error) {
 	w, err := agents.WriterFor(agent, "", nil)
 	if err != nil {
 		return agents.Written{}, err
@@ -313,7 +315,7 @@ func writeNative(agent string, t agents.Target, msgs []transcript.Message, log *
 	if err != nil {
 		return agents.Written{}, err
 	}
-	out, err := w.Write(t, msgs)
+	out, err := agents.WriteFrom(w, t, msgs)
 	if err != nil {
 		return out, fmt.Errorf("write the %s transcript: %w", agent, err)
 	}
@@ -339,8 +341,10 @@ func exportNativeID(log *exportlog.Log, key, agent string, overwrite bool) (stri
 	return agents.NewNativeID(agent), false
 }
 
-// exportAll reads the whole session at one revision.
-func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, []transcript.Message, error) {
+// exportAll reads the whole session at one revision into a spool, a
+// private temporary file, as the pages arrive: a session of hundreds of
+// MB is never all in memory (issue 27). The caller closes it.
+func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, *msgspool.Spool, error) {
 	c, err := a.client()
 	if err != nil {
 		return nil, nil, err
@@ -351,25 +355,33 @@ func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, []t
 	if err != nil {
 		return nil, nil, err
 	}
+	sp, err := msgspool.New("")
+	if err != nil {
+		return nil, nil, err
+	}
 	var sess *castv1.Session
-	var msgs []transcript.Message
 	for {
 		page, err := stream.Recv()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			sp.Close()
 			return nil, nil, err
 		}
 		if page.Session != nil {
 			sess = page.Session
 		}
 		for _, m := range page.Messages {
-			msgs = append(msgs, wire.FromProto(m))
+			if err := sp.AddProto(m); err != nil {
+				sp.Close()
+				return nil, nil, err
+			}
 		}
 	}
 	if sess == nil {
+		sp.Close()
 		return nil, nil, fmt.Errorf("export of %s returned no session", id)
 	}
-	return sess, msgs, nil
+	return sess, sp, nil
 }

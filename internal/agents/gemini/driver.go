@@ -2,10 +2,12 @@ package gemini
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 func init() {
@@ -29,19 +31,52 @@ func (Driver) FindSession(home, id string) string {
 	m, _ := filepath.Glob(filepath.Join(home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"))
 	best, bestN := "", -1
 	for _, p := range m {
-		data, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(data, []byte(id)) {
-			continue
-		}
-		dec, err := Decode(data)
-		if err != nil {
-			continue
-		}
-		if len(dec.Messages) > bestN {
-			best, bestN = p, len(dec.Messages)
+		if n, ok := countMessages(p, id); ok && n > bestN {
+			best, bestN = p, n
 		}
 	}
 	return best
+}
+
+// countMessages is how many messages the file at path holds, false when
+// it does not name id or does not read. The file is streamed, never held:
+// a session file can be hundreds of MB, and `cast restore` looks here
+// right after writing one (issue 27).
+func countMessages(path, id string) (int, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !contains(f, fi.Size(), []byte(id)) {
+		return 0, false
+	}
+	n := 0
+	if err := (Reader{}).ReadEach(f, fi.Size(), func(transcript.Message) error {
+		n++
+		return nil
+	}); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// contains says whether r's first size bytes hold s, read a MiB at a time
+// (each read runs len(s) bytes into the next, so s is found across them).
+func contains(r io.ReaderAt, size int64, s []byte) bool {
+	const chunk = 1 << 20
+	buf := make([]byte, chunk+len(s))
+	for off := int64(0); off < size; off += chunk {
+		n, err := r.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if bytes.Contains(buf[:n], s) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 func (Driver) SessionID(path string) string { return agents.HeaderField(path, "sessionId") }

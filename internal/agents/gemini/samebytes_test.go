@@ -1,19 +1,13 @@
 package gemini
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -53,55 +47,15 @@ func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	return in
 }
 
-// TestWriterSameBytes pins the bytes the writer writes for each input.
+var _ agents.StreamWriter = Writer{} // restore streams into it
+
+// TestWriterSameBytes pins the bytes the writer writes for each input,
+// given the messages as a slice (Write) or spooled to a file as restore
+// has them (WriteStream).
 func TestWriterSameBytes(t *testing.T) {
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	got := map[string]string{}
-	for name, msgs := range sameBytesInputs(t) {
-		tg := agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: "/nowhere/My Project", SessionID: "sess-1", Model: "gemini-2.5-flash"}
-		w, err := Writer{Now: func() time.Time { return fixed }}.Write(tg, msgs)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		data, err := os.ReadFile(w.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(data)
-		got[name] = hex.EncodeToString(sum[:])
+	newTarget := func() agents.Target {
+		return agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: "/nowhere/My Project", SessionID: "sess-1", Model: "gemini-2.5-flash"}
 	}
-	if *updateWritten {
-		var b strings.Builder
-		for _, name := range slices.Sorted(maps.Keys(got)) {
-			b.WriteString(got[name] + " " + name + "\n")
-		}
-		if err := os.WriteFile(writtenPins, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := readPins(t)
-	if len(want) != len(got) {
-		t.Errorf("%d pinned inputs, %d written", len(want), len(got))
-	}
-	for name, sum := range got {
-		if want[name] != sum {
-			t.Errorf("%s: wrote sha256 %s, pinned %s", name, sum, want[name])
-		}
-	}
-}
-
-func readPins(t *testing.T) map[string]string {
-	f, err := os.Open(writtenPins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		sum, name, _ := strings.Cut(sc.Text(), " ")
-		out[name] = sum
-	}
-	return out
+	agenttest.SameBytes(t, Writer{Now: func() time.Time { return fixed }}, newTarget, sameBytesInputs(t), writtenPins, *updateWritten)
 }

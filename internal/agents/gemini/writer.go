@@ -28,18 +28,33 @@ type Writer struct {
 
 // Write implements agents.Writer.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	return w.WriteStream(t, agents.SliceSource(msgs))
+}
+
+// WriteStream implements agents.StreamWriter: Write's file, reading
+// msgs one at a time (restore spools a large session to a file).
+func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.Written, error) {
 	if err := t.Check("gemini"); err != nil {
 		return agents.Written{}, err
 	}
 	now, sid := kit.Clock(w.Now), t.StableID("gemini")
 	cwd := filepath.Clean(t.Cwd)
+	// Without a summary the picker (/resume) asks the model for one and
+	// shows its answer; the first request is the sensible title.
+	title, err := agents.TitleOf(msgs, 80)
+	if err != nil {
+		return agents.Written{}, err
+	}
 	// The records are encoded to the file as they are rendered, never all
 	// held: a 400 MB session would otherwise sit in memory as records and
 	// again as the file's bytes (issue 27). The header, written first,
 	// needs the first record's time, so that one is pulled ahead.
-	next, stop := iter.Pull(render(sid, t.Model, msgs, now()))
+	next, stop := iter.Pull2(render(sid, t.Model, msgs, now()))
 	defer stop()
-	first, have := next()
+	first, err, have := next()
+	if err != nil {
+		return agents.Written{}, err
+	}
 
 	// lastUpdated is when cast wrote the file, not its last message: Gemini's
 	// start-up cleanup (general.sessionRetention, 30 days by default)
@@ -67,9 +82,10 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
 
-	recs := func(yield func(record) bool) {
-		for r, ok := first, have; ok; r, ok = next() {
-			if !yield(r) {
+	recs := func(yield func(record, error) bool) {
+		var err error
+		for r, ok := first, have; ok; r, err, ok = next() {
+			if !yield(r, err) || err != nil {
 				return
 			}
 		}
@@ -80,10 +96,8 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		StartTime:   stamp(start),
 		LastUpdated: stamp(last),
 		Kind:        "main",
-		// Without a summary the picker (/resume) asks the model for one
-		// and shows its answer; the first request is the sensible title.
-		Summary: agents.Title(msgs, 80),
-	}, iter.Seq[record](recs))
+		Summary:     title,
+	}, iter.Seq2[record, error](recs))
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -119,26 +133,30 @@ func firstLineSession(path string) string {
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // render maps neutral messages to Gemini records, yielded one at a time
-// so the writer can encode each and let it go. One "gemini" record is
-// one model turn: its thoughts, then its text, then its tool calls, each
-// carrying its result (Gemini replays results from there).
-func render(sid, targetModel string, msgs []transcript.Message, now time.Time) iter.Seq[record] {
-	return func(yield func(record) bool) {
-		renderTo(sid, targetModel, msgs, now, yield)
-	}
+// so the writer can encode each and let it go; an error reading msgs is
+// yielded last. One "gemini" record is one model turn: its thoughts, then
+// its text, then its tool calls, each carrying its result (Gemini replays
+// results from there).
+func render(sid, targetModel string, msgs agents.MessageSource, now time.Time) iter.Seq2[record, error] {
+	return kit.Records(func(emit func(record) error) error {
+		return renderTo(sid, targetModel, msgs, now, emit)
+	})
 }
 
-// renderTo is render's body: it yields records until yield says stop.
-func renderTo(sid, targetModel string, msgs []transcript.Message, now time.Time, yield func(record) bool) {
-	results, calls := repair.IndexCalls(msgs)
-	resultImages := repair.ResultImages(msgs)
+// renderTo is render's body: it emits records until emit fails. It reads
+// msgs twice: once to find where each call's result is, then to render,
+// reading a call's result again from there (a session's messages are
+// never all held).
+func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time, emitRec func(record) error) error {
+	index, err := repair.IndexPositions(msgs.Each)
+	if err != nil {
+		return err
+	}
 
-	n, stopped := 0, false // records yielded; the consumer wants no more
-	emit := func(r *record) {
-		if !stopped {
-			n++
-			stopped = !yield(*r)
-		}
+	n := 0 // records emitted
+	emit := func(r *record) error {
+		n++
+		return emitRec(*r)
 	}
 	var cur *record
 	curAnswered := false // a result of cur's calls came: the next call is a new turn
@@ -165,92 +183,116 @@ func renderTo(sid, targetModel string, msgs []transcript.Message, now time.Time,
 		}
 		return &r
 	}
-	flush := func() {
-		if cur != nil {
-			if cur.Content == nil {
-				cur.Content = json.RawMessage(`""`)
-			}
-			emit(cur)
-			cur = nil
-		}
+	flush := func() error {
 		curAnswered = false
+		if cur == nil {
+			return nil
+		}
+		if cur.Content == nil {
+			cur.Content = json.RawMessage(`""`)
+		}
+		r := cur
+		cur = nil
+		return emit(r)
 	}
 	text := func(s string) json.RawMessage {
 		b, _ := json.Marshal([]map[string]string{{"text": s}})
 		return b
 	}
-	for m := range repair.Writable(msgs) {
-		if stopped {
-			return
+	err = msgs.Each(func(_ int64, m *transcript.Message) error {
+		if !repair.IsWritable(m) {
+			return nil
 		}
 		switch m.Kind {
 		case transcript.KindUser:
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			r := newRec("user", m)
 			if t := Escape(m.Text); len(m.Images) == 0 {
 				r.Content = text(t)
 			} else {
 				r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
 			}
-			emit(r)
+			return emit(r)
 		case transcript.KindNotice:
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			if m.NoticeType == transcript.NoticeCompactionSummary {
 				// The summary stands for what came before it: the model
 				// must read it, as a user record in cast's notice tag.
 				r := newRec("user", m)
 				r.Content = text(kit.CastNotice.Wrap(m.NoticeType, m.Text))
-				emit(r)
-				continue
+				return emit(r)
 			}
 			// "info" records show in Gemini's UI and are never sent to the model.
 			r := newRec("info", m)
 			r.Content, _ = json.Marshal(noticeText(m))
-			emit(r)
+			return emit(r)
 		case transcript.KindThinking:
 			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
-				flush()
+				if err := flush(); err != nil {
+					return err
+				}
 				cur = newRec("gemini", m)
 			}
 			cur.Thoughts = append(cur.Thoughts, thought{Description: m.Text, Timestamp: when(m)})
 		case transcript.KindAssistant:
 			if m.Text == "" {
-				continue
+				return nil
 			}
 			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
-				flush()
+				if err := flush(); err != nil {
+					return err
+				}
 				cur = newRec("gemini", m)
 			}
 			cur.Content, _ = json.Marshal(m.Text)
 		case transcript.KindToolCall:
 			tc := m.ToolCall
 			if written[tc.ID] {
-				continue // a repeated call id would pair one result twice
+				return nil // a repeated call id would pair one result twice
 			}
 			written[tc.ID] = true
 			if cur == nil || curAnswered {
-				flush()
+				if err := flush(); err != nil {
+					return err
+				}
 				cur = newRec("gemini", m)
 			}
-			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, results[tc.ID], resultImages[tc.ID], when(m)))
+			var res transcript.Message // the call's first result, read again from where it is
+			if pos, ok := index.Results[tc.ID]; ok {
+				var err error
+				if res, err = msgs.At(pos); err != nil {
+					return err
+				}
+			}
+			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, res.ToolResult, res.Images, when(m)))
 		case transcript.KindToolResult:
-			if calls[m.ToolResult.CallID] {
+			if index.Calls[m.ToolResult.CallID] {
 				if cur != nil {
 					for _, c := range cur.ToolCalls {
 						curAnswered = curAnswered || c.ID == m.ToolResult.CallID
 					}
 				}
-				continue // written with its call
+				return nil // written with its call
 			}
 			// A result whose call is not in the history: say so in plain
 			// text rather than send a functionResponse the API rejects.
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			r := newRec("user", m)
 			r.Content = text(repair.OrphanResultText(m.ToolResult))
-			emit(r)
+			return emit(r)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	flush()
+	return flush()
 }
 
 func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, images []transcript.Image, ts string) toolCall {

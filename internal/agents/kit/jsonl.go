@@ -3,6 +3,7 @@ package kit
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"iter"
 	"slices"
@@ -25,22 +26,25 @@ func NewEncoder(w io.Writer) *json.Encoder {
 // encoded as NewEncoder does.
 func JSONLines[T any](head any, recs []T) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := encodeLines(&buf, head, slices.Values(recs)); err != nil {
+	if err := encodeLines(&buf, head, noErrors(slices.Values(recs))); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
 // encodeLines writes head (unless nil) and then each of recs to w, one
-// JSON line each.
-func encodeLines[T any](w io.Writer, head any, recs iter.Seq[T]) error {
+// JSON line each; an error recs yields stops it and is returned.
+func encodeLines[T any](w io.Writer, head any, recs iter.Seq2[T, error]) error {
 	enc := NewEncoder(w)
 	if head != nil {
 		if err := enc.Encode(head); err != nil {
 			return err
 		}
 	}
-	for r := range recs {
+	for r, err := range recs {
+		if err != nil {
+			return err
+		}
 		if err := enc.Encode(r); err != nil {
 			return err
 		}
@@ -48,18 +52,52 @@ func encodeLines[T any](w io.Writer, head any, recs iter.Seq[T]) error {
 	return nil
 }
 
+// Records is the sequence of records render emits, for StreamJSONL:
+// render hands each over through emit as it makes it, and emit fails
+// (render returns its error) once the file wants no more; an error of
+// render's own (its messages could not be read) is yielded last.
+func Records[T any](render func(emit func(T) error) error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		err := render(func(r T) error {
+			if !yield(r, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			var zero T
+			yield(zero, err)
+		}
+	}
+}
+
+// errStopped is emit's error once the consumer of Records stopped.
+var errStopped = errors.New("kit: the records' consumer stopped")
+
+// noErrors is recs, none of them failing.
+func noErrors[T any](recs iter.Seq[T]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
 // WriteJSONL writes head and recs (as JSONLines) to path, private and in
 // one rename so the CLI never reads half a file: session sid's native
 // transcript.
 func WriteJSONL[T any](path, sid string, head any, recs []T) (agents.Written, error) {
-	return StreamJSONL(path, sid, head, slices.Values(recs))
+	return StreamJSONL(path, sid, head, noErrors(slices.Values(recs)))
 }
 
 // StreamJSONL is WriteJSONL for records made as they are written: each is
 // encoded to the temp file beside path as it comes, so neither all the
 // records nor the file's bytes are held at once (a Gemini session of
-// 400 MB, issue 27).
-func StreamJSONL[T any](path, sid string, head any, recs iter.Seq[T]) (agents.Written, error) {
+// 400 MB, issue 27). An error recs yields (its messages could not be
+// read) stops the write and leaves path as it was.
+func StreamJSONL[T any](path, sid string, head any, recs iter.Seq2[T, error]) (agents.Written, error) {
 	err := fsutil.WriteAtomic(path, 0o600, func(w io.Writer) error {
 		return encodeLines(w, head, recs)
 	})

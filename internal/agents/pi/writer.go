@@ -2,6 +2,7 @@ package pi
 
 import (
 	"encoding/json"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,12 +46,39 @@ func SessionDir(home, cwd string) string {
 
 // Write implements agents.Writer.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
+	return w.WriteStream(t, agents.SliceSource(msgs))
+}
+
+// WriteStream implements agents.StreamWriter: Write's file, reading
+// msgs one at a time (restore spools a large session to a file).
+func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.Written, error) {
 	if err := t.Check("pi"); err != nil {
 		return agents.Written{}, err
 	}
 	now, sid := kit.Clock(w.Now), t.StableID("pi")
 	cwd := filepath.Clean(t.Cwd)
-	entries, start := render(sid, t.Model, msgs, now())
+	at := now()
+	// The file's name and header carry the time of the first message
+	// render places; it is known once render has emitted an entry for a
+	// message, so the entries up to there (a model change before it) are
+	// pulled ahead.
+	var start time.Time
+	next, stop := iter.Pull2(render(sid, t.Model, msgs, at, &start))
+	defer stop()
+	var ahead []entry
+	for start.IsZero() {
+		e, err, ok := next()
+		if err != nil {
+			return agents.Written{}, err
+		}
+		if !ok {
+			break
+		}
+		ahead = append(ahead, e)
+	}
+	if start.IsZero() {
+		start = at
+	}
 
 	dir := SessionDir(t.Home, cwd)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,7 +89,20 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
 		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
-	return kit.WriteJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, entries)
+	entries := func(yield func(entry, error) bool) {
+		for _, e := range ahead {
+			if !yield(e, nil) {
+				return
+			}
+		}
+		for {
+			e, err, ok := next()
+			if !ok || !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
+	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, iter.Seq2[entry, error](entries))
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -76,15 +117,28 @@ func existingFile(dir, sid string) string {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// render maps neutral messages to a linear chain of pi entries. An
-// assistant message holds thinking, text and tool calls; its results follow
-// it at once, whatever came in between in the source.
-func render(sid, targetModel string, msgs []transcript.Message, now time.Time) ([]entry, time.Time) {
-	results, calls := repair.IndexCalls(msgs)
-	resultImages := repair.ResultImages(msgs)
-	var out []entry
-	var start, last time.Time
+// render maps neutral messages to a linear chain of pi entries, emitted
+// one at a time; start is set to the time of the first message it
+// places (before its entry is emitted). An assistant message holds
+// thinking, text and tool calls; its results follow it at once, whatever
+// came in between in the source. It reads msgs twice: once to find where
+// each call's result is, then to render, reading a call's result again
+// from there (a session's messages are never all held).
+func render(sid, targetModel string, msgs agents.MessageSource, now time.Time, start *time.Time) iter.Seq2[entry, error] {
+	return kit.Records(func(emit func(entry) error) error {
+		return renderTo(sid, targetModel, msgs, now, start, emit)
+	})
+}
+
+// renderTo is render's body: it emits entries until emit fails.
+func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time, start *time.Time, emit func(entry) error) error {
+	index, err := repair.IndexPositions(msgs.Each)
+	if err != nil {
+		return err
+	}
+	var last time.Time
 	taken := map[string]bool{}
+	n, prev := 0, "" // entries emitted; the last one's id
 	when := func(m *transcript.Message) time.Time {
 		t := m.Time
 		if t.IsZero() {
@@ -94,34 +148,37 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 			t = now
 		}
 		if start.IsZero() {
-			start = t
+			*start = t
 		}
 		last = t
 		return t
 	}
-	push := func(e entry, t time.Time) {
-		e.ID = entryID(sid, len(out), taken)
-		if len(out) > 0 {
-			p := out[len(out)-1].ID
+	push := func(e entry, t time.Time) error {
+		e.ID = entryID(sid, n, taken)
+		if n > 0 {
+			p := prev
 			e.ParentID = &p
 		}
 		e.Timestamp = stamp(t)
-		out = append(out, e)
+		n, prev = n+1, e.ID
+		return emit(e)
 	}
 	if prov, model, ok := strings.Cut(targetModel, "/"); ok && prov != "" && model != "" {
 		// Lets `pi --session F` pick the model without --provider/--model.
-		push(entry{Type: "model_change", Provider: prov, ModelID: model}, now)
+		if err := push(entry{Type: "model_change", Provider: prov, ModelID: model}, now); err != nil {
+			return err
+		}
 	}
 
 	// The open assistant message and the calls in it.
 	var cur *message
 	var curBlocks []any // written blocks must keep empty text fields
 	var curTime time.Time
-	var curCalls []*transcript.ToolCall
+	var curCalls []transcript.ToolCall
 	written := map[string]bool{}
-	flush := func() {
+	flush := func() error {
 		if cur == nil {
-			return
+			return nil
 		}
 		cur.StopReason = "stop"
 		if len(curCalls) > 0 {
@@ -129,14 +186,20 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		}
 		cur.Timestamp = msTime(curTime)
 		cur.Content, _ = json.Marshal(curBlocks)
-		push(entry{Type: "message", Message: cur}, curTime)
+		if err := push(entry{Type: "message", Message: cur}, curTime); err != nil {
+			return err
+		}
 		for _, c := range curCalls {
-			res := results[c.ID]
 			r := &message{Role: "toolResult", ToolCallID: c.ID, ToolName: repair.ToolName(c.Name), Timestamp: msTime(curTime)}
 			isErr := true
-			if res != nil {
+			if pos, ok := index.Results[c.ID]; ok { // the call's first result, read again from where it is
+				m, err := msgs.At(pos)
+				if err != nil {
+					return err
+				}
+				res := m.ToolResult
 				isErr = res.IsError
-				r.Content = contentBlocks(res.Output, resultImages[c.ID])
+				r.Content = contentBlocks(res.Output, m.Images)
 				if res.ExitCode != nil {
 					r.Details, _ = json.Marshal(map[string]int32{"exitCode": *res.ExitCode})
 				}
@@ -144,9 +207,12 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 				r.Content = textBlocks(OrphanCallOutput)
 			}
 			r.IsError = &isErr
-			push(entry{Type: "message", Message: r}, curTime)
+			if err := push(entry{Type: "message", Message: r}, curTime); err != nil {
+				return err
+			}
 		}
 		cur, curCalls, curBlocks = nil, nil, nil
+		return nil
 	}
 	open := func(m *transcript.Message) {
 		if cur != nil {
@@ -159,27 +225,35 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		cur = &message{Role: "assistant", API: castAPI, Provider: prov, Model: model, Usage: &usage{}}
 		curTime = when(m)
 	}
-	for m := range repair.Writable(msgs) {
+	err = msgs.Each(func(_ int64, m *transcript.Message) error {
+		if !repair.IsWritable(m) {
+			return nil
+		}
 		switch m.Kind {
 		case transcript.KindUser:
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			t := when(m)
-			push(entry{Type: "message", Message: &message{Role: "user", Content: contentBlocks(m.Text, m.Images), Timestamp: msTime(t)}}, t)
+			return push(entry{Type: "message", Message: &message{Role: "user", Content: contentBlocks(m.Text, m.Images), Timestamp: msTime(t)}}, t)
 		case transcript.KindNotice:
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			if m.NoticeType == transcript.NoticeCompactionSummary {
 				// pi's own summary message: pi sends it to the model as
 				// the summary of what came before, as after its own /compact.
 				t := when(m)
-				push(entry{Type: "message", Message: &message{Role: "compactionSummary", Summary: m.Text, Timestamp: msTime(t)}}, t)
-				continue
+				return push(entry{Type: "message", Message: &message{Role: "compactionSummary", Summary: m.Text, Timestamp: msTime(t)}}, t)
 			}
 			// A custom entry stays on the chain but out of the model context.
 			data, _ := json.Marshal(map[string]string{"noticeType": m.NoticeType, "text": m.Text})
-			push(entry{Type: "custom", CustomType: noticeType, Data: data}, when(m))
+			return push(entry{Type: "custom", CustomType: noticeType, Data: data}, when(m))
 		case transcript.KindThinking, transcript.KindAssistant:
 			if len(curCalls) > 0 {
-				flush()
+				if err := flush(); err != nil {
+					return err
+				}
 			}
 			open(m)
 			if m.Kind == transcript.KindThinking {
@@ -190,32 +264,33 @@ func render(sid, targetModel string, msgs []transcript.Message, now time.Time) (
 		case transcript.KindToolCall:
 			tc := m.ToolCall
 			if written[tc.ID] {
-				continue // a repeated call id would pair one result twice
+				return nil // a repeated call id would pair one result twice
 			}
 			written[tc.ID] = true
 			open(m)
 			curBlocks = append(curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: repair.ToolName(tc.Name), Arguments: repair.ArgsObject(tc.Input)})
-			curCalls = append(curCalls, tc)
+			curCalls = append(curCalls, *tc) // a copy: m is the source's only while it is read
 		case transcript.KindToolResult:
-			if calls[m.ToolResult.CallID] {
+			if index.Calls[m.ToolResult.CallID] {
 				for _, c := range curCalls {
 					if c.ID == m.ToolResult.CallID {
-						flush() // answered: what follows is a new message
-						break
+						return flush() // answered: what follows is a new message
 					}
 				}
-				continue // written right after its call
+				return nil // written right after its call
 			}
-			flush()
+			if err := flush(); err != nil {
+				return err
+			}
 			t := when(m)
-			push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(repair.OrphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
+			return push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(repair.OrphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	flush()
-	if start.IsZero() {
-		start = now
-	}
-	return out, start
+	return flush()
 }
 
 // Blocks as written: unlike block, no field is ever left out.

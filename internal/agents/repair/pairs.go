@@ -11,42 +11,56 @@ import (
 // refuse or mangle a call left without one.
 const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
 
-// ResultImages maps a call id to the images its first result returned
-// (IndexCalls' result), for writers that place results by call.
-func ResultImages(msgs []transcript.Message) map[string][]transcript.Image {
-	out := map[string][]transcript.Image{}
-	seen := map[string]bool{}
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Kind != transcript.KindToolResult || m.ToolResult == nil || seen[m.ToolResult.CallID] {
-			continue
-		}
-		seen[m.ToolResult.CallID] = true
-		if len(m.Images) > 0 {
-			out[m.ToolResult.CallID] = m.Images
-		}
-	}
-	return out
-}
-
 // IndexCalls indexes msgs by tool call id: results maps a call id to its
 // first result, calls holds the id of every tool call. Writers use it to
 // place each result with its call and to find results without a call.
 func IndexCalls(msgs []transcript.Message) (results map[string]*transcript.ToolResult, calls map[string]bool) {
-	results = map[string]*transcript.ToolResult{}
-	calls = map[string]bool{}
+	p := NewCallPositions()
 	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
-			if _, dup := results[m.ToolResult.CallID]; !dup {
-				results[m.ToolResult.CallID] = m.ToolResult
-			}
-		case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
-			calls[m.ToolCall.ID] = true
-		}
+		p.Add(int64(i), &msgs[i])
 	}
-	return results, calls
+	results = make(map[string]*transcript.ToolResult, len(p.Results))
+	for id, i := range p.Results {
+		results[id] = msgs[i].ToolResult
+	}
+	return results, p.Calls
+}
+
+// CallPositions is IndexCalls for messages read one at a time (a session
+// spooled to a file): Results maps a call id to the position of its first
+// result, to be read again when its call is written; Calls holds the id
+// of every tool call.
+type CallPositions struct {
+	Results map[string]int64
+	Calls   map[string]bool
+}
+
+// NewCallPositions is an empty index.
+func NewCallPositions() *CallPositions {
+	return &CallPositions{Results: map[string]int64{}, Calls: map[string]bool{}}
+}
+
+// IndexPositions indexes every message each walks (a MessageSource's
+// Each): a writer's first pass over a spooled session.
+func IndexPositions(each func(func(pos int64, m *transcript.Message) error) error) (*CallPositions, error) {
+	p := NewCallPositions()
+	err := each(func(pos int64, m *transcript.Message) error {
+		p.Add(pos, m)
+		return nil
+	})
+	return p, err
+}
+
+// Add indexes m, found at pos.
+func (p *CallPositions) Add(pos int64, m *transcript.Message) {
+	switch {
+	case m.Kind == transcript.KindToolResult && m.ToolResult != nil:
+		if _, dup := p.Results[m.ToolResult.CallID]; !dup {
+			p.Results[m.ToolResult.CallID] = pos
+		}
+	case m.Kind == transcript.KindToolCall && m.ToolCall != nil:
+		p.Calls[m.ToolCall.ID] = true
+	}
 }
 
 // OrphanResultText is a tool result whose call is not in the history, as
@@ -65,9 +79,12 @@ func OrphanResultText(r *transcript.ToolResult) string {
 func Writable(msgs []transcript.Message) iter.Seq[*transcript.Message] {
 	return func(yield func(*transcript.Message) bool) {
 		for i := range msgs {
-			if m := &msgs[i]; m.Rendered() && m.Validate() == nil && !yield(m) {
+			if m := &msgs[i]; IsWritable(m) && !yield(m) {
 				return
 			}
 		}
 	}
 }
+
+// IsWritable says whether Writable yields m.
+func IsWritable(m *transcript.Message) bool { return m.Rendered() && m.Validate() == nil }
