@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -161,5 +163,28 @@ func TestHandoffAgentFlag(t *testing.T) {
 	}
 	if _, errOut, code := runMain(t, addr, "handoff", id, "--dry-run"); code != 2 || !strings.Contains(errOut, "--agent AGENT") {
 		t.Errorf("handoff without an agent: exit %d %q", code, errOut)
+	}
+}
+
+// An export or restore whose temporary folder cannot hold the spooled
+// session fails saying where it was kept and what to set, before it
+// writes anything.
+func TestExportSpoolErrorSaysWhatToDo(t *testing.T) {
+	c, addr := diffRig(t)
+	id := historySession(t, c, t.TempDir(), []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "hi"}}).Id
+	missing := filepath.Join(t.TempDir(), "gone")
+	t.Setenv("TMPDIR", missing)
+	home := t.TempDir()
+	for _, args := range [][]string{
+		{"export", id, "--agent", "claude", "--home", home, "--cwd", home},
+		{"restore", id, "--home", home},
+	} {
+		_, errOut, code := runMain(t, addr, args...)
+		if code == 0 || !strings.Contains(errOut, "set TMPDIR") || !strings.Contains(errOut, missing) {
+			t.Errorf("cast %s with TMPDIR missing: exit %d, stderr %q", args[0], code, errOut)
+		}
+		if entries, _ := os.ReadDir(home); len(entries) != 0 {
+			t.Errorf("cast %s wrote %d entries into the agent's home before failing", args[0], len(entries))
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -357,7 +358,7 @@ func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, *ms
 	}
 	sp, err := msgspool.New("")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, spoolError(err)
 	}
 	var sess *castv1.Session
 	for {
@@ -375,7 +376,7 @@ func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, *ms
 		for _, m := range page.Messages {
 			if err := sp.AddProto(m); err != nil {
 				sp.Close()
-				return nil, nil, err
+				return nil, nil, spoolError(err)
 			}
 		}
 	}
@@ -384,4 +385,11 @@ func (a *app) exportAll(parent context.Context, id string) (*castv1.Session, *ms
 		return nil, nil, fmt.Errorf("export of %s returned no session", id)
 	}
 	return sess, sp, nil
+}
+
+// spoolError says where the export is kept while it is written and what
+// to do when that fails (a full or missing temporary folder): nothing in
+// the store changed.
+func spoolError(err error) error {
+	return fmt.Errorf("keep the export in a temporary file in %s (set TMPDIR to a folder with room for the session): %w", os.TempDir(), err)
 }
