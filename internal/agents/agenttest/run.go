@@ -62,6 +62,8 @@ func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string,
 		defer devnull.Close()
 		cmd.Stdin = devnull
 	}
+	release := waitForSlot(t, ctx)
+	defer release()
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1}
@@ -87,6 +89,28 @@ func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string,
 	}
 	t.Logf("agenttest: %s %q: exit %d in %s (timed out: %v)", bin, args, res.ExitCode, time.Since(start).Round(time.Millisecond), res.TimedOut)
 	return res
+}
+
+// waitForSlot takes one of the machine's CLI slots (slots.go) for a run,
+// logging how long it waited when that was long enough to show.
+func waitForSlot(t testing.TB, ctx context.Context) func() {
+	t.Helper()
+	n, err := slotCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	release, got, err := takeSlot(ctx, slotDir(), n, slotWait)
+	if err != nil {
+		t.Fatalf("agenttest: CLI slot: %v", err)
+	}
+	switch waited := time.Since(start).Round(time.Millisecond); {
+	case n > 0 && !got:
+		t.Logf("agenttest: no CLI slot of %d free after %s: running without one", n, waited)
+	case waited > time.Second:
+		t.Logf("agenttest: waited %s for one of %d CLI slots", waited, n)
+	}
+	return release
 }
 
 // MustRun is Run that fails the test unless the CLI exited 0, showing its

@@ -24,8 +24,7 @@
 // tool call with its result (the result answering that call's id), with
 // the new prompt last.
 //
-// TestMatrixHard carries a harder conversation, written by hand, in every
-// direction: user text that looks like CLI markup (a typed
+// TestMatrixHard carries a harder conversation, written by hand: user text that looks like CLI markup (a typed
 // <system-reminder>), a turn with thinking and two parallel shell calls,
 // one answering with a 50 KB output, and a second turn. It is written in
 // each source's native format and read back with its reader (OpenCode:
@@ -34,8 +33,8 @@
 // receive the typed text, both calls before their results, each result
 // answering its call, the 50 KB output whole and every turn in order.
 // Codex's home sets tool_output_token_limit (Codex keeps ~10 KB of a tool
-// output for a model it does not know, its own outputs included). The 25
-// pairs take about two minutes on two cores. TestHardCheckerCatchesLoss
+// output for a model it does not know, its own outputs included).
+// TestHardCheckerCatchesLoss
 // proves its check rejects each defect it is there to catch.
 //
 // TestMatrixSubagent carries a subagent's run: the real Claude (Agent),
@@ -49,13 +48,14 @@
 // model must get the main chain in order and none of the run.
 // TestSubagentCheckerCatchesLoss proves that check.
 //
-// TestMatrix and TestMatrixHard resume every pair. The feature matrices
-// (TestMatrixCompacted, TestMatrixImages, TestMatrixLongTurn,
+// TestMatrix, the conversation the real CLIs produced, resumes every
+// pair. The hand-written ones (TestMatrixHard and the feature matrices
+// TestMatrixCompacted, TestMatrixImages, TestMatrixLongTurn,
 // TestMatrixSubagent) resume 10 each in the default run: the same-agent
-// pairs and source i -> target i+k, a different k for each, so every
-// feature goes from every agent's writer into every agent's CLI and every
-// cross pair carries one feature (pairs_test.go); CAST_MATRIX=full runs
-// all 25 of each.
+// pairs and source i -> target i+k, a different k for each feature, so
+// every feature goes from every agent's writer into every agent's CLI and
+// every cross pair carries one feature (pairs_test.go); CAST_MATRIX=full
+// runs all 25 of each.
 //
 // Subtests are named source->target and run in parallel, at most
 // maxConcurrent (3) CLI sessions at a time; TestMain raises go test's

@@ -10,9 +10,10 @@ import (
 // and each source i with target i+k (mod the agent count), so every agent
 // is still a source and a target twice.
 //
-// TestMatrix and TestMatrixHard carry every pair. Each feature matrix
-// (compaction, images, a long turn, a subagent run) takes a different
-// shift, 1 to 4, so between them every cross pair resumes some feature
+// TestMatrix carries every pair; TestMatrixHard, whose conversation is
+// written by hand like the features', the ring hardShift. Each feature
+// matrix (compaction, images, a long turn, a subagent run) takes a
+// different shift, 1 to 4, so between them every cross pair resumes some feature
 // in every run and every feature reaches every agent from every agent's
 // writer, at 10 resumes a matrix instead of 25: the CLIs' CPU is most of
 // the default test run on two cores. CAST_MATRIX=full runs every pair of
@@ -29,6 +30,10 @@ const (
 	longShift     = 3
 	subagentShift = 4
 )
+
+// hardShift is TestMatrixHard's ring: any shift does, the features cover
+// every pair between them.
+const hardShift = 1
 
 var featureShifts = []int{compactShift, imageShift, longShift, subagentShift}
 
