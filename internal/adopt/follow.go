@@ -86,6 +86,11 @@ type Follower struct {
 	// as many scans as it failed times doubled (up to maxSkip), so a
 	// file the control plane refuses is not sent and logged every scan.
 	failing map[string]*backoff
+	// listed are the stores (by path) whose last listing left nothing to
+	// do, with their stamp then: a store whose stamp has not moved is not
+	// listed again (store.go). In memory: a restarted node lists once.
+	listed map[string]listing
+	now    func() time.Time // time.Now; a test's clock
 }
 
 // backoff is a failing file's record.
@@ -101,7 +106,8 @@ func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger
 	if err != nil {
 		return nil, err
 	}
-	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{}}, nil
+	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{},
+		listed: map[string]listing{}, now: time.Now}, nil
 }
 
 // Scan looks at every native session file once and sends what is new; it

@@ -3,6 +3,7 @@ package adopt
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 )
@@ -18,17 +19,38 @@ func storeLister(agent string) (agents.StoreLister, bool) {
 	return sl, ok
 }
 
+// listing is a store's stamp at its last listing that left nothing to do,
+// and when that listing began.
+type listing struct {
+	stamp string
+	at    time.Time
+}
+
+// relistAfter bounds how long a store is not listed for an unchanged
+// stamp: should a write ever leave the stamp as it was, it is seen this
+// late, not never.
+const relistAfter = 5 * time.Minute
+
 // scanStore follows every session in src's store: listed through the
 // agent's CLI, and each one whose version moved exported whole, sending
 // what it holds beyond the messages kept. A session is keyed in the
-// bookkeeping by its store's path and its native id.
+// bookkeeping by its store's path and its native id. A listing runs the
+// CLI (seconds of CPU for OpenCode) and the node scans every few seconds,
+// so the store is listed only when its stamp moved since a listing that
+// left nothing to do, or relistAfter passed.
 func (f *Follower) scanStore(ctx context.Context, src Source, sl agents.StoreLister) (int, error) {
+	store := sl.StorePath(src.Home)
+	// Taken before the listing: a write while it runs moves the next one.
+	stamp, at := sl.StoreStamp(src.Home), f.now()
+	if l, ok := f.listed[store]; ok && stamp != "" && stamp == l.stamp && at.Sub(l.at) < relistAfter {
+		return 0, nil
+	}
+	delete(f.listed, store)
 	list, err := sl.StoredSessions(ctx, src.Bin, src.Env, src.Home)
 	if err != nil {
 		return 0, err
 	}
-	store := sl.StorePath(src.Home)
-	total := 0
+	total, done := 0, true
 	var errsSeen []error
 	for _, s := range list {
 		if ctx.Err() != nil {
@@ -40,8 +62,25 @@ func (f *Follower) scanStore(ctx context.Context, src Source, sl agents.StoreLis
 		if err != nil {
 			errsSeen = append(errsSeen, err)
 		}
+		done = done && err == nil && f.upToDate(src, key, s)
+	}
+	if done && stamp != "" {
+		f.listed[store] = listing{stamp: stamp, at: at}
 	}
 	return total, errors.Join(errsSeen...)
+}
+
+// upToDate says whether stored session s is kept at its listed version, or
+// is cast's own: not one waiting for a CLI of cast's to end (Busy) or
+// failing (f.failing), which the next scan must list to look at again.
+func (f *Follower) upToDate(src Source, key string, s agents.StoredSession) bool {
+	if f.failing[key] != nil {
+		return false
+	}
+	if st := f.st.get(key); st != nil && st.Version == s.Version {
+		return true
+	}
+	return f.cast.Runs(src.Agent, "", s.ID)
 }
 
 // followStored brings one stored session's new messages to the sink.

@@ -83,4 +83,10 @@ type StoredSession struct {
 type StoreLister interface {
 	StoreDriver
 	StoredSessions(ctx context.Context, bin string, env []string, home string) ([]StoredSession, error)
+	// StoreStamp is a cheap mark of the store's state under home, read
+	// from its files with no process started, that changes whenever a
+	// listing could: a listing runs the agent's CLI (seconds of CPU for
+	// OpenCode) and a node looks every few seconds, so it lists again
+	// only when the mark moved. "" means it cannot tell: list.
+	StoreStamp(home string) string
 }

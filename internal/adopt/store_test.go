@@ -1,0 +1,194 @@
+package adopt_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/adopt"
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	"github.com/cast-dev/cast/internal/shellcmd"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// storeAgent keeps its sessions as rows of its own database.
+const storeAgent = "opencode"
+
+// storeRig is one follower over a real OpenCode store, run through a
+// wrapper of the real CLI that logs each run's first argument and fails a
+// listing when told to.
+type storeRig struct {
+	t     *testing.T
+	home  string // the agent's own folder (XDG_DATA_HOME)
+	cwd   string
+	real  string
+	env   []string
+	dir   string // the wrapper's folder: its log (runs) and failDB
+	sink  *sink
+	cast  castFiles
+	f     *adopt.Follower
+	clock time.Time
+	seen  int // runs logged before the current scan
+}
+
+func newStoreRig(t *testing.T) *storeRig {
+	real := agenttest.Bin(t, storeAgent)
+	home, env := agenttest.Env(t, storeAgent, fakemodel.Start(t).URL)
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "opencode")
+	script := "#!/bin/sh\n" +
+		"echo \"$1\" >> " + shellcmd.Quote(filepath.Join(dir, "runs")) + "\n" +
+		"if [ \"$1\" = db ] && rm " + shellcmd.Quote(filepath.Join(dir, "failDB")) + " 2>/dev/null; then exit 3; fi\n" +
+		"exec " + shellcmd.Quote(real) + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &storeRig{t: t, home: agenttest.NativeHome(home, storeAgent), cwd: agenttest.Cwd(t, home, "proj"), real: real, env: env, dir: dir,
+		sink: &sink{}, cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}}, clock: time.Now()}
+	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: r.home, Bin: wrapper, Env: env}}, t.TempDir(), r.sink, r.cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopt.SetClock(f, func() time.Time { return r.clock })
+	r.f = f
+	return r
+}
+
+// write adds a session saying text to the store with the real CLI (not
+// the wrapper), and ages the store.
+func (r *storeRig) write(sessionID, text string) {
+	r.t.Helper()
+	w, err := agents.WriterFor(storeAgent, r.real, r.env)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	msgs := []transcript.Message{
+		{Seq: 1, Time: at, Kind: transcript.KindUser, Text: text},
+		{Seq: 2, Time: at.Add(time.Second), Kind: transcript.KindAssistant, Text: text + " done"},
+	}
+	tg := agents.Target{Home: r.home, Cwd: r.cwd, SessionID: sessionID, Model: agenttest.FakeProvider + "/" + agenttest.FakeModel}
+	if _, err := w.Write(tg, msgs); err != nil {
+		r.t.Fatal(err)
+	}
+	r.age()
+}
+
+// age ages the store's files (agenttest.Age).
+func (r *storeRig) age() {
+	a, _ := agents.Lookup(storeAgent)
+	d, _ := a.Driver()
+	agenttest.Age(r.t, filepath.Dir(d.(agents.StoreDriver).StorePath(r.home)))
+}
+
+// scan runs one Scan and returns how many listings (`opencode db`) it ran
+// and the texts it sent; then it ages the store.
+func (r *storeRig) scan() (listings int, sent []string, err error) {
+	r.t.Helper()
+	before := len(r.sink.batches)
+	_, err = r.f.Scan(context.Background())
+	data, rerr := os.ReadFile(filepath.Join(r.dir, "runs"))
+	if rerr != nil && !os.IsNotExist(rerr) {
+		r.t.Fatal(rerr)
+	}
+	runs := strings.Fields(string(data))
+	for _, a := range runs[r.seen:] {
+		if a == "db" {
+			listings++
+		}
+	}
+	r.seen = len(runs)
+	r.age()
+	return listings, r.sink.texts(before), err
+}
+
+// wantScan scans and checks how many listings it ran and what it sent.
+func (r *storeRig) wantScan(step string, listings int, sent ...string) {
+	r.t.Helper()
+	n, got, err := r.scan()
+	if err != nil {
+		r.t.Fatalf("%s: %v", step, err)
+	}
+	if n != listings {
+		r.t.Errorf("%s: %d listings, want %d", step, n, listings)
+	}
+	want(r.t, step, got, sent...)
+}
+
+// settles checks that the store, unchanged since a scan adopted a session,
+// is listed once more and then not again: exporting the session wrote
+// the store (OpenCode's `export` updates its project's time).
+func (r *storeRig) settles(step string) {
+	r.t.Helper()
+	r.wantScan(step+": the export's own write", 1)
+	r.wantScan(step+": nothing changed", 0)
+	r.wantScan(step+": nothing changed again", 0)
+}
+
+// A store is listed again only when it changed: a scan of an unchanged
+// store starts no CLI, the next one after a write lists and adopts what
+// it added, and an unchanged store is listed again after five minutes.
+func TestFollowStoreListsOnlyWhenItChanged(t *testing.T) {
+	r := newStoreRig(t)
+	r.write("ses-stamp-a", "STAMP-A")
+	r.wantScan("first scan", 1, "STAMP-A", "STAMP-A done")
+	r.settles("adopted A")
+	r.write("ses-stamp-b", "STAMP-B")
+	r.wantScan("after a write", 1, "STAMP-B", "STAMP-B done")
+	r.settles("adopted B")
+	r.clock = r.clock.Add(5 * time.Minute)
+	r.wantScan("five minutes later", 1)
+	r.wantScan("then nothing changed", 0)
+}
+
+// A scan that leaves a stored session to look at again (one waiting for
+// cast's CLI to end, one the control plane refused, a listing that failed)
+// does not mark the store as seen: the next scans list it until the
+// session is adopted.
+func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		set   func(r *storeRig) // before the first scan
+		clear func(r *storeRig) // after it
+	}{
+		{"busy", func(r *storeRig) { r.cast.busy[storeAgent] = true }, func(r *storeRig) { delete(r.cast.busy, storeAgent) }},
+		{"refused", func(r *storeRig) { r.sink.fail = 1 }, func(*storeRig) {}},
+		{"listing failed", func(r *storeRig) {
+			if err := os.WriteFile(filepath.Join(r.dir, "failDB"), nil, 0o600); err != nil {
+				r.t.Fatal(err)
+			}
+		}, func(*storeRig) {}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newStoreRig(t)
+			r.write("ses-stamp-"+strings.ReplaceAll(c.name, " ", "-"), "STAMP-C")
+			c.set(r)
+			n, sent, _ := r.scan()
+			if n != 1 || len(sent) != 0 {
+				t.Fatalf("first scan: %d listings, sent %q; want 1 and nothing", n, sent)
+			}
+			c.clear(r)
+			for i := 1; ; i++ {
+				n, sent, _ := r.scan()
+				if n != 1 {
+					t.Fatalf("scan %d after the first: %d listings with the session not adopted, want 1", i, n)
+				}
+				if len(sent) > 0 {
+					want(t, "adopted", sent, "STAMP-C", "STAMP-C done")
+					break
+				}
+				if i == 3 {
+					t.Fatal("not adopted after three more scans")
+				}
+			}
+			r.settles("adopted")
+		})
+	}
+}
