@@ -13,7 +13,8 @@ import (
 // message from startSeq on, then each change as it happens, until ctx ends
 // (nil) or fn fails, like store.Watch; but its live events come from the
 // hub's one feed. principal's watches are capped at Config.MaxPerPrincipal:
-// past it Watch fails before fn is called.
+// past it Watch fails before fn is called. Once Run has returned it ends
+// with ErrStopped.
 func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq int64, fn func(Event) error) error {
 	s, err := h.join(principal, sessionID, false)
 	if err != nil {
@@ -27,10 +28,12 @@ func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq i
 			err = w.follow(ctx)
 		}
 		switch {
-		case errors.Is(err, ErrFellBehind):
-			h.lg.Debug("watcher fell behind; catching up from the store", zap.String("session", sessionID), zap.Int64("next_seq", w.next))
 		case ctx.Err() != nil:
 			return nil
+		case h.life.Err() != nil: // a read cut short by the stop, or dropped by it
+			return ErrStopped
+		case errors.Is(err, ErrFellBehind):
+			h.lg.Debug("watcher fell behind; catching up from the store", zap.String("session", sessionID), zap.Int64("next_seq", w.next))
 		default:
 			return err
 		}
@@ -56,6 +59,16 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	if err := w.h.rejoin(w.s); err != nil {
 		return err
 	}
+	// After rejoining: the stop drops every watcher after it ends the
+	// hub's life, so a watcher that rejoined first is dropped again.
+	if w.h.life.Err() != nil {
+		return ErrStopped
+	}
+	// The read, unlike the wait for live events, ends with the hub too:
+	// a long catch-up must not hold the replica's stop.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(w.h.life, cancel)()
 	last, rev, err := replayAside(ctx, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
