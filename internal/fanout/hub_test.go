@@ -543,3 +543,25 @@ func TestWatchesEndWithErrStoppedWhenRunReturns(t *testing.T) {
 		t.Errorf("%d watchers still registered", n)
 	}
 }
+
+// A catch-up read ends with its watch's context (the stream closed), though
+// the read's context is no child of it.
+func TestCatchUpReadEndsWithItsWatch(t *testing.T) {
+	e := newEnv(t, fanout.DefaultConfig(), nil)
+	sid := e.session(t)
+	stuck := stuckReplay{Source: e.st, began: make(chan struct{})}
+	h := fanout.New(stuck, fanout.DefaultConfig(), zaptest.NewLogger(t))
+	ctx, closeStream := context.WithCancel(ctxT(t))
+	ended := make(chan error, 1)
+	go func() { ended <- h.Watch(ctx, "p", sid, 1, func(fanout.Event) error { return nil }) }()
+	<-stuck.began
+	closeStream()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("a watch closed in its catch-up read ended with %v, want nil", err)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the catch-up read outlived its watch")
+	}
+}

@@ -66,10 +66,7 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	}
 	// The read, unlike the wait for live events, ends with the hub too:
 	// a long catch-up must not hold the replica's stop.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(w.h.life, cancel)()
-	last, rev, err := replayAside(ctx, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
+	last, rev, err := replayAside(ctx, w.h.life, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
 	}
@@ -84,27 +81,35 @@ func (w *watcher) catchUp(ctx context.Context) error {
 // 16 KiB, half of what a stream held at 10,000 streams. The reader's
 // stack goes when the read ends. A panic in the read is raised again on
 // the caller's goroutine, where the call's recovery sees it, as before.
-func replayAside(ctx context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+// The read ends when ctx or stop does.
+func replayAside(ctx, stop context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+	// The read's context has ctx's values but is no child of it: ctx, an
+	// idle stream's for hours, would keep the map and channel a child
+	// adds long after the read. The loop below ends the read with ctx.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel() // also when fn panics: the reader stops waiting on it
+	defer context.AfterFunc(stop, cancel)()
 	evs, sent := make(chan store.Event), make(chan error)
 	done := make(chan struct{})
 	var panicked any
 	go func() {
 		defer close(done)
 		defer func() { panicked = recover() }()
-		last, rev, err = src.Replay(ctx, sessionID, from, func(ev store.Event) error {
+		last, rev, err = src.Replay(rctx, sessionID, from, func(ev store.Event) error {
 			select {
 			case evs <- ev:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-rctx.Done():
+				return rctx.Err()
 			}
 			select {
 			case err := <-sent:
 				return err
-			case <-ctx.Done(): // fn panicked: the caller is gone
-				return ctx.Err()
+			case <-rctx.Done(): // fn panicked: the caller is gone
+				return rctx.Err()
 			}
 		})
 	}()
+	gone := ctx.Done()
 	for {
 		select {
 		case ev := <-evs:
@@ -113,6 +118,9 @@ func replayAside(ctx context.Context, src Source, sessionID string, from int64, 
 			case sent <- err:
 			case <-done:
 			}
+		case <-gone:
+			cancel()
+			gone = nil // the read ends: wait for done
 		case <-done:
 			if panicked != nil {
 				panic(panicked)
