@@ -134,6 +134,7 @@ func main() {
 	cfg.Web.OIDCClientSecret = os.Getenv("CAST_WEB_OIDC_CLIENT_SECRET") // env only: flags show in ps
 	f.StringVar(&cfg.Web.PublicURL, "web-url", "", "the web timeline's address as browsers reach it, for the links cast web makes (default: from --web-listen)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "address for /metrics, /healthz, /readyz: HTTPS with the gRPC listener's certificate (scrapers trust DATA_DIR/ca.pem, server name controlplane.cast.internal), plain HTTP only with --insecure (empty: off)")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's /debug/pprof/ (heap, goroutine and CPU profiles) on --metrics-listen, with no credential asked, like /metrics: turn on to diagnose memory or CPU, keep the listener on loopback")
 	f.StringVar(&cfg.DataDir, "data-dir", defaultDataDir(), "embedded etcd data (and the dev node's state)")
 	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster, e.g. http://10.0.0.1:2379 (default: embedded)")
 	f.StringVar(&cfg.Etcd.CACert, "etcd-cacert", "", "CA file that verifies the external etcd's server certificate (needs https:// endpoints)")

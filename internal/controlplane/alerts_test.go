@@ -117,12 +117,16 @@ func TestMetricsPassPromtool(t *testing.T) {
 	}
 }
 
-func httpGet(t *testing.T, u string) []byte {
+func httpGet(t testing.TB, u string) []byte {
 	t.Helper()
 	resp, err := http.Get(u)
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return b
 }

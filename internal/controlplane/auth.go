@@ -179,7 +179,7 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	}
 	tracked, done := s.trackCall(ctx, p)
 	defer done()
-	err = h(srv, &checkedStream{ServerStream: ss, ctx: tracked, check: check})
+	err = h(srv, &checkedStream{ServerStream: ss, ctx: tracked, check: check, single: !info.IsClientStream})
 	if rerr := s.revokedErr(ctx, tracked, p, info.FullMethod); rerr != nil {
 		return rerr
 	}
@@ -192,6 +192,10 @@ type checkedStream struct {
 	grpc.ServerStream
 	ctx   context.Context
 	check func(any) error
+	// single: the client sends one message (a server stream such as
+	// WatchSession). The check is let go once it ran, so a stream open
+	// for hours does not keep it (and the principal it holds) alive.
+	single bool
 }
 
 func (c *checkedStream) Context() context.Context { return c.ctx }
@@ -200,11 +204,19 @@ func (c *checkedStream) RecvMsg(m any) error {
 	if err := c.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if c.check != nil {
-		return c.check(m)
+	check := c.check
+	if c.single && check != nil {
+		c.check = oneMessage
+	}
+	if check != nil {
+		return check(m)
 	}
 	return nil
 }
+
+// oneMessage refuses what no handler reads: a second request message of a
+// call that takes one.
+func oneMessage(any) error { return invalid("this call takes one request message") }
 
 // stillAuthenticated checks a long stream's credential again.
 func (s *Server) stillAuthenticated(ctx context.Context) error {

@@ -159,6 +159,8 @@ func TestAuthRefusals(t *testing.T) {
 	wantDenied(t, "bob reads alice's messages", err, codes.PermissionDenied, errs.ReasonNotYourSession)
 	_, err = e.bob.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: e.aliceSess.Id, Text: "hi"})
 	wantDenied(t, "bob prompts alice's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	// A server stream's one request is checked too (the check is let go after it).
+	wantDenied(t, "bob watches alice's session", watchErr(ctx, e.bob, e.aliceSess.Id), codes.PermissionDenied, errs.ReasonNotYourSession)
 	_, err = e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.adminSes.Id})
 	wantDenied(t, "alice reads the admin's session", err, codes.PermissionDenied, errs.ReasonNotYourSession)
 	if _, err := e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.aliceSess.Id}); err != nil {

@@ -73,6 +73,10 @@ type Config struct {
 	SeenEvery     time.Duration // a node's last_seen_time is written at most this often
 	Shutdown      time.Duration // GracefulStop deadline before Stop
 	MaxRecvBytes  int
+	// Pprof adds Go's /debug/pprof/ to the MetricsListen listener: a heap
+	// profile after a forced collection (?gc=1) is what shows what open
+	// streams hold, apart from garbage not yet collected.
+	Pprof bool
 	// SessionCount is how often cast_sessions is recounted from the store
 	// (one paged read of every session).
 	SessionCount time.Duration

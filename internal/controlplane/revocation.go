@@ -52,30 +52,30 @@ func newOpenCalls(cause error) *openCalls {
 	return &openCalls{cause: cause, byCred: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]time.Time{}}
 }
 
-// track returns ctx canceled (cause o.cause) when cred is revoked, and
-// the func that stops tracking it.
-func (o *openCalls) track(ctx context.Context, cred string) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// track cancels the call (with cause o.cause) when cred is revoked, at
+// once if it already was, and returns the func that stops tracking it.
+// The call's context is the caller's: one serves every openCalls a call
+// is tracked by.
+func (o *openCalls) track(cred string, cancel context.CancelCauseFunc) func() {
 	key := &cancel
 	o.mu.Lock()
 	if _, gone := o.revoked[cred]; gone {
 		o.mu.Unlock()
 		cancel(o.cause)
-		return ctx, func() {}
+		return func() {}
 	}
 	if o.byCred[cred] == nil {
 		o.byCred[cred] = map[*context.CancelCauseFunc]struct{}{}
 	}
 	o.byCred[cred][key] = struct{}{}
 	o.mu.Unlock()
-	return ctx, func() {
+	return func() {
 		o.mu.Lock()
 		delete(o.byCred[cred], key)
 		if len(o.byCred[cred]) == 0 {
 			delete(o.byCred, cred)
 		}
 		o.mu.Unlock()
-		cancel(nil)
 	}
 }
 
@@ -153,23 +153,28 @@ func (s *Server) recheckOpenCalls(ctx context.Context) {
 }
 
 // trackCall makes ctx end when p's credential is revoked, when the CA of
-// its certificate is no longer trusted, or when its ID token expires.
+// its certificate is no longer trusted, or when its ID token expires. The
+// credential and the CA share one cancelable context (the first cause to
+// come is the one the call sees, as with a context each): each is a
+// channel and an entry in its parent's map for as long as the call, a
+// long stream, stays open.
 func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Context, func()) {
 	var stops []func()
-	if p.Cred != "" {
-		var stop func()
-		ctx, stop = s.calls.track(ctx, p.Cred)
-		stops = append(stops, stop)
-	}
-	if p.CAPin != "" {
-		var stop func()
-		ctx, stop = s.caCalls.track(ctx, p.CAPin)
-		stops = append(stops, stop)
-		// After tracking: either this sees a set that dropped the CA, or
-		// endUntrustedCalls, run after the swap, sees this call.
-		if set := s.cas(); set != nil && !slices.Contains(set.Pins(), p.CAPin) {
-			s.caCalls.revoke(p.CAPin)
+	if p.Cred != "" || p.CAPin != "" {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		if p.Cred != "" {
+			stops = append(stops, s.calls.track(p.Cred, cancel))
 		}
+		if p.CAPin != "" {
+			stops = append(stops, s.caCalls.track(p.CAPin, cancel))
+			// After tracking: either this sees a set that dropped the CA, or
+			// endUntrustedCalls, run after the swap, sees this call.
+			if set := s.cas(); set != nil && !slices.Contains(set.Pins(), p.CAPin) {
+				s.caCalls.revoke(p.CAPin)
+			}
+		}
+		stops = append(stops, func() { cancel(nil) })
 	}
 	if !p.Expires.IsZero() {
 		var cancel context.CancelFunc

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -279,6 +280,11 @@ func (s *Server) startHTTP() error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs...
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	lis, err := net.Listen("tcp", s.cfg.MetricsListen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.MetricsListen, err)

@@ -473,8 +473,10 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	if req.StartSeq < 0 {
 		return invalid("start_seq must not be negative")
 	}
-	ctx, cancel := h.s.streamContext(stream.Context())
-	defer cancel()
+	// No streamContext: the fan-out ends its watches when the replica
+	// stops (fanout.ErrStopped), which spares each of thousands of idle
+	// streams a context of its own.
+	ctx := stream.Context()
 	h.s.m.WatchStreams.Inc()
 	defer h.s.m.WatchStreams.Dec()
 	err := h.s.watches.Watch(ctx, caller(ctx), req.SessionId, req.StartSeq, func(ev fanout.Event) error {
@@ -487,7 +489,7 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	if err != nil {
 		h.s.lg.Debug("watch ended", zap.Error(err))
 	}
-	if h.s.stopCx.Err() != nil && stream.Context().Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {
+	if errors.Is(err, fanout.ErrStopped) || h.s.stopCx.Err() != nil && ctx.Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {
 		// Not the end of the session: this replica is stopping (the store
 		// may see its context canceled mid-read rather than end cleanly).
 		return withInfo(codes.Unavailable, "the control plane is shutting down; watch again from the next seq", errs.ReasonUnavailable, nil)

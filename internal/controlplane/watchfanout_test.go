@@ -15,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -183,4 +184,40 @@ func watchErr(ctx context.Context, c *client.Client, sid string) error {
 		_, err = w.Recv()
 	}
 	return err
+}
+
+// A replica that stops ends its open watches with UNAVAILABLE (watch again
+// from the next seq) rather than holding its graceful stop: the fan-out
+// ends them, the streams having no shutdown context of their own. The
+// graceful stop's deadline is an hour, so a watch left open fails this.
+func TestWatchEndsUnavailableWhenTheReplicaStops(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.Shutdown = time.Hour })
+	c := testharness.Dial(t, srv.Addr())
+	stopNode := testharness.StartNode(t, srv.Addr(), "n1", nil)
+	waitConnected(t, c, "n1", true)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopNode() // its stream reconnecting would not hold the stop, but keep the test to the watches
+	watches := []castv1.SessionService_WatchSessionClient{
+		openSeqWatch(ctx, t, c.Sessions, sess.Id),
+		openSeqWatch(ctx, t, c.Sessions, sess.Id),
+	}
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); srv.Stop() }()
+	for i, w := range watches {
+		var err error
+		for err == nil {
+			_, err = w.Recv()
+		}
+		wantDenied(t, fmt.Sprintf("watch %d at the stop", i), err, codes.Unavailable, errs.ReasonUnavailable)
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the replica's stop still waits on its watches")
+	}
 }

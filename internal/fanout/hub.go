@@ -47,6 +47,10 @@ const ReasonFellBehind = "WATCH_FELL_BEHIND"
 // catches up from the store.
 var ErrFellBehind = errs.New(errs.KindUnavailable, ReasonFellBehind, "the watch fell behind the live feed; catching up from the store")
 
+// ErrStopped ends every Watch once Run has returned: no feed will reach
+// it again. The watcher watches again (elsewhere) from its next seq.
+var ErrStopped = errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "the control plane replica is stopping; watch again from the next seq")
+
 // Hub fans one replica's session feed out to its watchers.
 type Hub struct {
 	src Source
@@ -62,13 +66,22 @@ type Hub struct {
 	// range, an outage): watchers end with it rather than wait.
 	broken atomic.Pointer[error]
 
+	// life ends when Run returns, and with it every Watch (ErrStopped):
+	// the hub ends its watches itself rather than each holding a context
+	// of its own that the replica's stop cancels (at 10,000 streams, a
+	// context, its channel and an entry in the stop's map each).
+	life context.Context
+	end  context.CancelFunc
+
 	fellBehind atomic.Int64 // times a watcher was dropped from the feed
 	restarts   atomic.Int64 // feeds started (the first included)
 }
 
 // New returns a Hub over src; Run feeds it.
 func New(src Source, cfg Config, lg *zap.Logger) *Hub {
-	return &Hub{src: src, cfg: cfg, lg: lg.Named("fanout"), subs: map[string]map[*sub]struct{}{}, open: map[string]int{}}
+	h := &Hub{src: src, cfg: cfg, lg: lg.Named("fanout"), subs: map[string]map[*sub]struct{}{}, open: map[string]int{}}
+	h.life, h.end = context.WithCancel(context.Background())
+	return h
 }
 
 // Stats are a hub's counters.
@@ -104,8 +117,10 @@ type item struct {
 // that revision), and follows the feed from the next one; when the feed
 // breaks it starts again. A feed compacted (or canceled) under it is
 // replaced quietly; any other failure also ends every watcher with the
-// failure, and new ones fail with it until a new feed starts.
+// failure, and new ones fail with it until a new feed starts. When it
+// returns, every Watch ends with ErrStopped, and new ones at once.
 func (h *Hub) Run(ctx context.Context) {
+	defer h.stop()
 	pauses := retry.EtcdWatch.Pauses()
 	for ctx.Err() == nil {
 		started := time.Now()
@@ -154,6 +169,22 @@ func (h *Hub) dropAll() {
 	for _, ss := range h.subs {
 		for s := range ss {
 			h.drop(s)
+		}
+	}
+}
+
+// stop ends the hub's life, then drops every session watcher: one that
+// rejoins after sees the end (Watch checks after rejoining).
+// Permission waiters are left to their callers' contexts.
+func (h *Hub) stop() {
+	h.end()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, ss := range h.subs {
+		for s := range ss {
+			if !s.perms {
+				s.drop()
+			}
 		}
 	}
 }

@@ -494,3 +494,74 @@ func TestWatchRaisesAReplayPanicOnItsCaller(t *testing.T) {
 		t.Fatalf("Watch recovered %v, want the Replay's panic", got)
 	}
 }
+
+// stuckReplay is a Source whose Replay says it began, then waits for its
+// context to end.
+type stuckReplay struct {
+	fanout.Source
+	began chan struct{}
+}
+
+func (s stuckReplay) Replay(ctx context.Context, _ string, _ int64, _ func(store.Event) error) (int64, int64, error) {
+	close(s.began)
+	<-ctx.Done()
+	return 0, 0, ctx.Err()
+}
+
+// When Run returns (the replica stops) every Watch ends with ErrStopped:
+// one following the feed, one in the middle of its catch-up read (which
+// the stop cuts short), and one begun after, at once. Watches hold no
+// context of their own for this.
+func TestWatchesEndWithErrStoppedWhenRunReturns(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	st := testharness.OpenStore(t, ep, nil)
+	e := &env{ep: ep, st: st, hub: fanout.New(st, fanout.DefaultConfig(), zaptest.NewLogger(t))}
+	sid := e.session(t)
+	stuck := stuckReplay{Source: st, began: make(chan struct{})}
+	reading := fanout.New(stuck, fanout.DefaultConfig(), zaptest.NewLogger(t))
+	ctx := ctxT(t)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{}, 2)
+	for _, h := range []*fanout.Hub{e.hub, reading} {
+		go func() { h.Run(runCtx); ran <- struct{}{} }()
+	}
+	following := e.watch(ctx, "p", sid, 1, 100, nil)
+	<-following.first
+	inRead := make(chan error, 1)
+	go func() { inRead <- reading.Watch(ctx, "p", sid, 1, func(fanout.Event) error { return nil }) }()
+	<-stuck.began
+	stop()
+	<-ran
+	<-ran
+	for what, err := range map[string]error{"the following watch": <-following.err, "the watch in its catch-up read": <-inRead,
+		"a watch after the stop": e.hub.Watch(ctx, "p", sid, 1, func(fanout.Event) error { return nil })} {
+		if !errors.Is(err, fanout.ErrStopped) {
+			t.Errorf("%s ended with %v, want ErrStopped", what, err)
+		}
+	}
+	if n := e.hub.Stats().Watchers + reading.Stats().Watchers; n != 0 {
+		t.Errorf("%d watchers still registered", n)
+	}
+}
+
+// A catch-up read ends with its watch's context (the stream closed), though
+// the read's context is no child of it.
+func TestCatchUpReadEndsWithItsWatch(t *testing.T) {
+	e := newEnv(t, fanout.DefaultConfig(), nil)
+	sid := e.session(t)
+	stuck := stuckReplay{Source: e.st, began: make(chan struct{})}
+	h := fanout.New(stuck, fanout.DefaultConfig(), zaptest.NewLogger(t))
+	ctx, closeStream := context.WithCancel(ctxT(t))
+	ended := make(chan error, 1)
+	go func() { ended <- h.Watch(ctx, "p", sid, 1, func(fanout.Event) error { return nil }) }()
+	<-stuck.began
+	closeStream()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("a watch closed in its catch-up read ended with %v, want nil", err)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the catch-up read outlived its watch")
+	}
+}

@@ -13,7 +13,8 @@ import (
 // message from startSeq on, then each change as it happens, until ctx ends
 // (nil) or fn fails, like store.Watch; but its live events come from the
 // hub's one feed. principal's watches are capped at Config.MaxPerPrincipal:
-// past it Watch fails before fn is called.
+// past it Watch fails before fn is called. Once Run has returned it ends
+// with ErrStopped.
 func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq int64, fn func(Event) error) error {
 	s, err := h.join(principal, sessionID, false)
 	if err != nil {
@@ -27,10 +28,12 @@ func (h *Hub) Watch(ctx context.Context, principal, sessionID string, startSeq i
 			err = w.follow(ctx)
 		}
 		switch {
-		case errors.Is(err, ErrFellBehind):
-			h.lg.Debug("watcher fell behind; catching up from the store", zap.String("session", sessionID), zap.Int64("next_seq", w.next))
 		case ctx.Err() != nil:
 			return nil
+		case h.life.Err() != nil: // a read cut short by the stop, or dropped by it
+			return ErrStopped
+		case errors.Is(err, ErrFellBehind):
+			h.lg.Debug("watcher fell behind; catching up from the store", zap.String("session", sessionID), zap.Int64("next_seq", w.next))
 		default:
 			return err
 		}
@@ -56,7 +59,14 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	if err := w.h.rejoin(w.s); err != nil {
 		return err
 	}
-	last, rev, err := replayAside(ctx, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
+	// After rejoining: the stop drops every watcher after it ends the
+	// hub's life, so a watcher that rejoined first is dropped again.
+	if w.h.life.Err() != nil {
+		return ErrStopped
+	}
+	// The read, unlike the wait for live events, ends with the hub too:
+	// a long catch-up must not hold the replica's stop.
+	last, rev, err := replayAside(ctx, w.h.life, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
 	if err != nil {
 		return err
 	}
@@ -71,27 +81,35 @@ func (w *watcher) catchUp(ctx context.Context) error {
 // 16 KiB, half of what a stream held at 10,000 streams. The reader's
 // stack goes when the read ends. A panic in the read is raised again on
 // the caller's goroutine, where the call's recovery sees it, as before.
-func replayAside(ctx context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+// The read ends when ctx or stop does.
+func replayAside(ctx, stop context.Context, src Source, sessionID string, from int64, fn func(store.Event) error) (last, rev int64, err error) {
+	// The read's context has ctx's values but is no child of it: ctx, an
+	// idle stream's for hours, would keep the map and channel a child
+	// adds long after the read. The loop below ends the read with ctx.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel() // also when fn panics: the reader stops waiting on it
+	defer context.AfterFunc(stop, cancel)()
 	evs, sent := make(chan store.Event), make(chan error)
 	done := make(chan struct{})
 	var panicked any
 	go func() {
 		defer close(done)
 		defer func() { panicked = recover() }()
-		last, rev, err = src.Replay(ctx, sessionID, from, func(ev store.Event) error {
+		last, rev, err = src.Replay(rctx, sessionID, from, func(ev store.Event) error {
 			select {
 			case evs <- ev:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-rctx.Done():
+				return rctx.Err()
 			}
 			select {
 			case err := <-sent:
 				return err
-			case <-ctx.Done(): // fn panicked: the caller is gone
-				return ctx.Err()
+			case <-rctx.Done(): // fn panicked: the caller is gone
+				return rctx.Err()
 			}
 		})
 	}()
+	gone := ctx.Done()
 	for {
 		select {
 		case ev := <-evs:
@@ -100,6 +118,9 @@ func replayAside(ctx context.Context, src Source, sessionID string, from int64, 
 			case sent <- err:
 			case <-done:
 			}
+		case <-gone:
+			cancel()
+			gone = nil // the read ends: wait for done
 		case <-done:
 			if panicked != nil {
 				panic(panicked)
