@@ -104,8 +104,9 @@ DELIVERY_BATCH ?= 25
 delivery: agents
 	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) CAST_DELIVERY_BATCH=$(DELIVERY_BATCH) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
 
-# Every cross-agent matrix at all 25 pairs (`make test` runs the feature
-# matrices at 10 pairs each; internal/agents/crossagent/pairs_test.go).
+# Every cross-agent matrix at all 25 pairs (`make test` runs TestMatrix at
+# 25 and TestMatrixHard and the feature matrices at 10 pairs each;
+# internal/agents/crossagent/pairs_test.go).
 matrix: agents
 	CAST_MATRIX=full $(GO) test -race -count=1 -timeout 90m ./internal/agents/crossagent/
 

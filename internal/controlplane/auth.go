@@ -194,7 +194,7 @@ type checkedStream struct {
 	check func(any) error
 	// single: the client sends one message (a server stream such as
 	// WatchSession). The check is let go once it ran, so a stream open
-	// for hours does not keep it (and the principal it holds) alive.
+	// for hours does not keep its closure alive.
 	single bool
 }
 

@@ -200,6 +200,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
 		}
 	}
+	// The profiles ask no credential, and a CPU profile or trace runs as
+	// long as its caller asks: only this host may ask.
+	if c.Pprof && (c.MetricsListen == "" || !client.IsLoopback(c.MetricsListen)) {
+		return fmt.Errorf("--pprof needs --metrics-listen on a loopback address (it is %q): the profiles ask no credential", c.MetricsListen)
+	}
 	if err := c.validateObjects(); err != nil {
 		return err
 	}

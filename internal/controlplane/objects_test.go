@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,32 @@ func TestConfigChecksRetention(t *testing.T) {
 			err := cfg.Validate()
 			if (err != nil) != (tc.want != "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// --pprof is refused unless the metrics listener is on loopback: the
+// profiles ask no credential.
+func TestConfigKeepsProfilesOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen  string
+		pprof   bool
+		wantErr bool
+	}{
+		{"127.0.0.1:7778", true, false},
+		{"localhost:7778", true, false},
+		{"[::1]:7778", true, false},
+		{"0.0.0.0:7778", true, true},
+		{"", true, true},
+		{"0.0.0.0:7778", false, false},
+	} {
+		t.Run(fmt.Sprintf("%s pprof=%v", tc.listen, tc.pprof), func(t *testing.T) {
+			cfg := testharness.ControlPlaneConfig(t)
+			cfg.MetricsListen, cfg.Pprof = tc.listen, tc.pprof
+			err := cfg.Validate()
+			if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "--pprof") {
+				t.Fatalf("Validate = %v, want error %v", err, tc.wantErr)
 			}
 		})
 	}

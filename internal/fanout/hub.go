@@ -77,7 +77,8 @@ type Hub struct {
 	restarts   atomic.Int64 // feeds started (the first included)
 }
 
-// New returns a Hub over src; Run feeds it.
+// New returns a Hub over src; Run feeds it, once: when Run returns the
+// hub's watches end for good.
 func New(src Source, cfg Config, lg *zap.Logger) *Hub {
 	h := &Hub{src: src, cfg: cfg, lg: lg.Named("fanout"), subs: map[string]map[*sub]struct{}{}, open: map[string]int{}}
 	h.life, h.end = context.WithCancel(context.Background())

@@ -39,6 +39,9 @@ func Run(t testing.TB, ctx context.Context, bin string, args, env []string, dir 
 // runner hands a prompt to an agent whose Commands.PromptStdin is set.
 func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string, dir string, input *string) Result {
 	t.Helper()
+	// The slot first: its wait does not come out of DefaultTimeout.
+	release := waitForSlot(t, ctx)
+	defer release()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
@@ -62,8 +65,6 @@ func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string,
 		defer devnull.Close()
 		cmd.Stdin = devnull
 	}
-	release := waitForSlot(t, ctx)
-	defer release()
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: -1}
@@ -100,7 +101,7 @@ func waitForSlot(t testing.TB, ctx context.Context) func() {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	release, got, err := takeSlot(ctx, slotDir(), n, slotWait)
+	release, got, err := takeSlot(ctx, slotDir(), n, slotWaitFor(ctx))
 	if err != nil {
 		t.Fatalf("agenttest: CLI slot: %v", err)
 	}

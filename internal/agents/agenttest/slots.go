@@ -24,6 +24,17 @@ const SlotsOff = "0"
 // test is better than one stuck behind another test's hold.
 const slotWait = 45 * time.Second
 
+// slotWaitFor is how long a run whose context ends at a deadline waits
+// for a slot: a quarter of the time left at most, so the wait takes no
+// more than that from the CLI's own time.
+func slotWaitFor(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return slotWait
+	}
+	return min(slotWait, time.Until(d)/4)
+}
+
 // slotPoll is how often a waiting run tries the slots again. flock has no
 // timed wait, and a blocked flock cannot be called off.
 const slotPoll = 50 * time.Millisecond

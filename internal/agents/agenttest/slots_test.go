@@ -72,3 +72,29 @@ func TestSlotGivenBackIsTaken(t *testing.T) {
 		t.Error("the waiting run did not get the slot given back")
 	}
 }
+
+// A run with a deadline waits for a slot at most a quarter of its time,
+// so the wait leaves the CLI most of it.
+func TestSlotWaitLeavesTheCLIItsTime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		left time.Duration // 0: no deadline
+		max  time.Duration
+	}{
+		{"no deadline", 0, slotWait},
+		{"a long deadline", time.Hour, slotWait},
+		{"a short deadline", 40 * time.Second, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.left > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.left)
+				defer cancel()
+			}
+			if got := slotWaitFor(ctx); got > tc.max || got < tc.max-time.Second {
+				t.Errorf("waits %s for a slot, want about %s", got, tc.max)
+			}
+		})
+	}
+}

@@ -24,18 +24,19 @@
 // tool call with its result (the result answering that call's id), with
 // the new prompt last.
 //
-// TestMatrixHard carries a harder conversation, written by hand: user text that looks like CLI markup (a typed
-// <system-reminder>), a turn with thinking and two parallel shell calls,
-// one answering with a 50 KB output, and a second turn. It is written in
-// each source's native format and read back with its reader (OpenCode:
-// loaded with `opencode import`, read from `opencode export`), as `cast
-// import` would; then each real target CLI resumes it, and the model must
-// receive the typed text, both calls before their results, each result
-// answering its call, the 50 KB output whole and every turn in order.
-// Codex's home sets tool_output_token_limit (Codex keeps ~10 KB of a tool
-// output for a model it does not know, its own outputs included).
-// TestHardCheckerCatchesLoss
-// proves its check rejects each defect it is there to catch.
+// TestMatrixHard carries a harder conversation, written by hand: user
+// text that looks like CLI markup (a typed <system-reminder>), a turn with
+// thinking and two parallel shell calls, one answering with a 50 KB
+// output, and a second turn. It is written in each source's native format
+// and read back with its reader (OpenCode: loaded with `opencode import`,
+// read from `opencode export`), as `cast import` would; then each real
+// target CLI resumes it, and the model must receive the typed text, both
+// calls before their results, each result answering its call, the 50 KB
+// output whole and every turn in order. Codex's home sets
+// tool_output_token_limit (Codex keeps ~10 KB of a tool output for a
+// model it does not know, its own outputs included).
+// TestHardCheckerCatchesLoss proves its check rejects each defect it is
+// there to catch.
 //
 // TestMatrixSubagent carries a subagent's run: the real Claude (Agent),
 // Codex (spawn_agent, wait_agent), Gemini (invoke_agent) and OpenCode

@@ -31,8 +31,11 @@ const (
 	subagentShift = 4
 )
 
-// hardShift is TestMatrixHard's ring: any shift does, the features cover
-// every pair between them.
+// hardShift is TestMatrixHard's ring: every agent's writer and reader
+// (the same-agent pairs) and every target CLI still get the hard
+// conversation, from one other agent each; its content (markup-like
+// text, parallel calls, a 50 KB output) reaches the other cross pairs
+// only with CAST_MATRIX=full, a trade for the default run's time.
 const hardShift = 1
 
 var featureShifts = []int{compactShift, imageShift, longShift, subagentShift}
