@@ -129,7 +129,10 @@ func groupCommitIsDenseAndExactlyOnce(t *testing.T, rounds int) {
 	ep := testharness.StartEtcd(t, nil)
 	cfg := func(c *store.Config) { c.CommitRounds, c.CommitRoundFill = rounds, 2 } // rounds overlap often
 	replicas := []*store.Store{testharness.OpenStore(t, ep, cfg), testharness.OpenStore(t, ep, cfg)}
-	const sessions, writers, each = 24, 40, 25
+	// Twelve appends a writer reach each case below twice (i = 0, 7 sent
+	// twice at once; 5, 10 retried after the ack) with 40 writers at once
+	// on both replicas: some 640 appends a run, about a hundred conflicts.
+	const sessions, writers, each = 24, 40, 12
 	sids, guards := createSessions(t, replicas[0], "n1", sessions)
 	a := newAcks()
 	var wg sync.WaitGroup
