@@ -64,7 +64,7 @@ func waitConnected(t *testing.T, c *client.Client, name string, want bool) {
 func TestAppendReadExportWatch(t *testing.T) {
 	t.Parallel()
 	c, _ := setup(t)
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := ctxFor(t, 5*time.Minute) // 119 sends: a bound, not a pace on a loaded machine
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "first"})
 	if err != nil {
 		t.Fatal(err)
