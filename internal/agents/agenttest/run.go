@@ -39,9 +39,6 @@ func Run(t testing.TB, ctx context.Context, bin string, args, env []string, dir 
 // runner hands a prompt to an agent whose Commands.PromptStdin is set.
 func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string, dir string, input *string) Result {
 	t.Helper()
-	// The slot first: its wait does not come out of DefaultTimeout.
-	release := waitForSlot(t, ctx)
-	defer release()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
@@ -90,28 +87,6 @@ func RunInput(t testing.TB, ctx context.Context, bin string, args, env []string,
 	}
 	t.Logf("agenttest: %s %q: exit %d in %s (timed out: %v)", bin, args, res.ExitCode, time.Since(start).Round(time.Millisecond), res.TimedOut)
 	return res
-}
-
-// waitForSlot takes one of the machine's CLI slots (slots.go) for a run,
-// logging how long it waited when that was long enough to show.
-func waitForSlot(t testing.TB, ctx context.Context) func() {
-	t.Helper()
-	n, err := slotCount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	release, got, err := takeSlot(ctx, slotDir(), n, slotWaitFor(ctx))
-	if err != nil {
-		t.Fatalf("agenttest: CLI slot: %v", err)
-	}
-	switch waited := time.Since(start).Round(time.Millisecond); {
-	case n > 0 && !got:
-		t.Logf("agenttest: no CLI slot of %d free after %s: running without one", n, waited)
-	case waited > time.Second:
-		t.Logf("agenttest: waited %s for one of %d CLI slots", waited, n)
-	}
-	return release
 }
 
 // MustRun is Run that fails the test unless the CLI exited 0, showing its
