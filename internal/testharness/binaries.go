@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	_ "github.com/cast-dev/cast/internal/agents/codecs" // in-process nodes and control planes know every agent, as the binaries do
 )
 
@@ -118,6 +119,7 @@ func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc 
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	go func() { _ = p.Cmd.Wait(); close(p.done) }()
+	reapAtEnd(t)
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
@@ -125,6 +127,27 @@ func StartProcEnv(t testing.TB, env []string, bin string, args ...string) *Proc 
 		}
 	})
 	return p
+}
+
+// reaping holds the tests whose leftover processes are killed at the end.
+var reaping sync.Map
+
+// reapAtEnd kills, once t's other cleanups ran and before its folders are
+// removed, every process left with a HOME in t's folders (every process a
+// test starts has one): what a daemon left running there, such as a CLI
+// in a process group of its own that outlived the daemon's kill and
+// still wrote into the folders being removed. Registered at t's first
+// process, so it runs after the cleanups registered later, which may
+// still need those processes.
+func reapAtEnd(t testing.TB) {
+	if _, seen := reaping.LoadOrStore(t, true); seen {
+		return
+	}
+	root := filepath.Dir(t.TempDir())
+	t.Cleanup(func() {
+		agenttest.ReapUnder(root)
+		reaping.Delete(t)
+	})
 }
 
 // homeVars point a process at a user's own folders; ScratchEnv drops them.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -19,7 +20,23 @@ func reapHome(home string) {
 	if home == "" {
 		return
 	}
-	want := []byte("HOME=" + home)
+	reap(func(h string) bool { return h == home })
+}
+
+// ReapUnder kills every process whose HOME is dir or a folder below it:
+// what a test's daemons started and left behind, such as a CLI a node
+// ran in a process group of its own and that outlived the node's kill,
+// still writing into the test's folders while they are removed.
+func ReapUnder(dir string) {
+	if dir == "" {
+		return
+	}
+	prefix := filepath.Clean(dir) + string(filepath.Separator)
+	reap(func(h string) bool { return h == filepath.Clean(dir) || strings.HasPrefix(h, prefix) })
+}
+
+// reap kills every process whose HOME matches and waits for them to go.
+func reap(match func(home string) bool) {
 	var pids []int
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -32,7 +49,7 @@ func reapHome(home string) {
 			continue // gone, or not ours to read
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, want) {
+			if h, ok := bytes.CutPrefix(kv, []byte("HOME=")); ok && match(string(h)) {
 				if syscall.Kill(pid, syscall.SIGKILL) == nil {
 					pids = append(pids, pid)
 				}
