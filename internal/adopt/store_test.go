@@ -151,11 +151,13 @@ func TestFollowStoreListsOnlyWhenItChanged(t *testing.T) {
 // A scan that leaves a stored session to look at again (one waiting for
 // cast's CLI to end, one the control plane refused, a listing that failed)
 // does not mark the store as seen: the next scans list it until the
-// session is adopted.
+// session is adopted. The cases share one store, each with a session of
+// its own (a fresh store a case would cost a few more runs of the CLI).
 func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
+	r := newStoreRig(t)
 	for _, c := range []struct {
 		name  string
-		set   func(r *storeRig) // before the first scan
+		set   func(r *storeRig) // before the case's first scan
 		clear func(r *storeRig) // after it
 	}{
 		{"busy", func(r *storeRig) { r.cast.busy[storeAgent] = true }, func(r *storeRig) { delete(r.cast.busy, storeAgent) }},
@@ -167,8 +169,9 @@ func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
 		}, func(*storeRig) {}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newStoreRig(t)
-			r.write("ses-stamp-"+strings.ReplaceAll(c.name, " ", "-"), "STAMP-C")
+			text := "STAMP-" + strings.ReplaceAll(c.name, " ", "-")
+			r.t = t
+			r.write("ses-stamp-"+strings.ReplaceAll(c.name, " ", "-"), text)
 			c.set(r)
 			n, sent, _ := r.scan()
 			if n != 1 || len(sent) != 0 {
@@ -181,14 +184,15 @@ func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
 					t.Fatalf("scan %d after the first: %d listings with the session not adopted, want 1", i, n)
 				}
 				if len(sent) > 0 {
-					want(t, "adopted", sent, "STAMP-C", "STAMP-C done")
+					want(t, "adopted", sent, text, text+" done")
 					break
 				}
 				if i == 3 {
 					t.Fatal("not adopted after three more scans")
 				}
 			}
-			r.settles("adopted")
 		})
 	}
+	r.t = t
+	r.settles("every case adopted")
 }
