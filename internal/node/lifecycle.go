@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -95,6 +96,13 @@ func (t *turn) walk(ctx context.Context) error {
 		return err
 	}
 	t.enter(phasePreparing)
+	// From here the native files the turn writes are cast's: a rebuild's
+	// (prepare writes it before the CLI starts) and the CLI's own. Adoption
+	// waits on files new to it while the agent counts as busy; the files
+	// are recorded as cast's before it stops counting (after report, or a
+	// hold).
+	done := t.a.clis.running(t.o.Agent)
+	defer func() { t.a.clis.used(t.o.Agent, t.nativePath(), t.nativeID(), t.id); done() }()
 	if t.rt, err = t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true); err != nil {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
@@ -149,8 +157,6 @@ func (t *turn) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() { t.enter(phaseInterrupting) })
 	defer stop()
 	ended := a.turnStarted(t.o.Agent)
-	done := a.clis.running(t.o.Agent) // until its file is known (report)
-	defer func() { a.clis.used(t.o.Agent, t.res.NativePath, t.res.NativeID, t.id); done() }()
 	t.res, t.runErr = a.runner.Run(ctx, t.rt, t.sync.emit)
 	if t.rt.ForkOf != "" && forkDidNotRun(t.res, t.runErr) {
 		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
@@ -160,6 +166,11 @@ func (t *turn) run(ctx context.Context) {
 	}
 	ended(t.runErr)
 }
+
+// nativePath and nativeID are the native session the turn used: the
+// CLI's, or the one prepare set up when the CLI did not run.
+func (t *turn) nativePath() string { return cmp.Or(t.res.NativePath, t.rt.NativePath) }
+func (t *turn) nativeID() string   { return cmp.Or(t.res.NativeID, t.rt.NativeID) }
 
 // report stores the turn's rows, then records its outcome.
 func (t *turn) report(ctx context.Context) error {
