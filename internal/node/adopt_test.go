@@ -34,3 +34,36 @@ func TestAdoptCastKnowsATurnsSessionBeforeItCompletes(t *testing.T) {
 		t.Fatal("the finished turn is busy still or its file not cast's")
 	}
 }
+
+// A turn counts as running its agent's CLI from its preparation on, and
+// the native session it set up is cast's once it is over, even when the
+// CLI never ran (a hold after a rebuild was written).
+func TestTurnWritesNativeAsCasts(t *testing.T) {
+	st, err := loadState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{st: st}
+	c := adoptCast{a: d}
+	for _, tc := range []struct {
+		name     string
+		set      func(tr *turn)
+		path, id string
+	}{
+		{"the CLI ran", func(tr *turn) { tr.res.NativePath, tr.res.NativeID = "/h/ran.jsonl", "ran" }, "/h/ran.jsonl", "ran"},
+		{"held after prepare", func(tr *turn) { tr.rt.NativePath, tr.rt.NativeID = "/h/rebuilt.jsonl", "rebuilt" }, "/h/rebuilt.jsonl", "rebuilt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &turn{a: d, id: "s-" + tc.id, o: owned{Agent: "claude"}}
+			done := tr.writesNative()
+			if !c.Busy("claude") {
+				t.Fatal("a turn being prepared does not count as running")
+			}
+			tc.set(tr)
+			done()
+			if c.Busy("claude") || !c.Runs("claude", tc.path, "") || c.SessionOf("claude", tc.id) != tr.id {
+				t.Fatalf("after the turn: busy %v, runs %v, session %q", c.Busy("claude"), c.Runs("claude", tc.path, ""), c.SessionOf("claude", tc.id))
+			}
+		})
+	}
+}

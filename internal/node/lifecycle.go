@@ -96,13 +96,7 @@ func (t *turn) walk(ctx context.Context) error {
 		return err
 	}
 	t.enter(phasePreparing)
-	// From here the native files the turn writes are cast's: a rebuild's
-	// (prepare writes it before the CLI starts) and the CLI's own. Adoption
-	// waits on files new to it while the agent counts as busy; the files
-	// are recorded as cast's before it stops counting (after report, or a
-	// hold).
-	done := t.a.clis.running(t.o.Agent)
-	defer func() { t.a.clis.used(t.o.Agent, t.nativePath(), t.nativeID(), t.id); done() }()
+	defer t.writesNative()()
 	if t.rt, err = t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true); err != nil {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
@@ -165,6 +159,20 @@ func (t *turn) run(ctx context.Context) {
 		t.res, t.runErr = a.rerunStale(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
 	}
 	ended(t.runErr)
+}
+
+// writesNative marks the turn's agent as running a CLI of cast's until the
+// returned func, which first records the native session the turn used as
+// cast's. It starts before preparation: a rebuild's file is written
+// before the CLI starts, and adoption, which waits on a file new to it
+// while the agent counts as running, took such a file for a session the
+// user ran (TestAdoptNativeSessions in CI).
+func (t *turn) writesNative() (done func()) {
+	release := t.a.clis.running(t.o.Agent)
+	return func() {
+		t.a.clis.used(t.o.Agent, t.nativePath(), t.nativeID(), t.id)
+		release()
+	}
 }
 
 // nativePath and nativeID are the native session the turn used: the
