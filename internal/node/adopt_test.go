@@ -7,12 +7,7 @@ import "testing"
 // (the state records the native session only then): the CI failure this
 // guards against adopted such a run with no parent it could find.
 func TestAdoptCastKnowsATurnsSessionBeforeItCompletes(t *testing.T) {
-	st, err := loadState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &Daemon{st: st}
-	c := adoptCast{a: d}
+	d, c := newAdoptCast(t)
 	done := d.clis.running("claude")
 	if !c.Busy("claude") || c.SessionOf("claude", "n1") != "" {
 		t.Fatal("a running turn's session is known before it ran")
@@ -39,12 +34,7 @@ func TestAdoptCastKnowsATurnsSessionBeforeItCompletes(t *testing.T) {
 // the native session it set up is cast's once it is over, even when the
 // CLI never ran (a hold after a rebuild was written).
 func TestTurnWritesNativeAsCasts(t *testing.T) {
-	st, err := loadState(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &Daemon{st: st}
-	c := adoptCast{a: d}
+	d, c := newAdoptCast(t)
 	for _, tc := range []struct {
 		name     string
 		set      func(tr *turn)
@@ -66,4 +56,15 @@ func TestTurnWritesNativeAsCasts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newAdoptCast is a daemon with a fresh state and what adoption asks it.
+func newAdoptCast(t *testing.T) (*Daemon, adoptCast) {
+	t.Helper()
+	st, err := loadState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{st: st}
+	return d, adoptCast{a: d}
 }
