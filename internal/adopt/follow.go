@@ -90,7 +90,10 @@ type Follower struct {
 	// do, with their stamp then: a store whose stamp has not moved is not
 	// listed again (store.go). In memory: a restarted node lists once.
 	listed map[string]listing
-	now    func() time.Time // time.Now; a test's clock
+	// lastListing is when each store's last listing began, whatever it
+	// left: a store being written is listed at most every unsettledRelist.
+	lastListing map[string]time.Time
+	now         func() time.Time // time.Now; a test's clock
 }
 
 // backoff is a failing file's record.
@@ -107,7 +110,7 @@ func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger
 		return nil, err
 	}
 	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{},
-		listed: map[string]listing{}, now: time.Now}, nil
+		listed: map[string]listing{}, lastListing: map[string]time.Time{}, now: time.Now}, nil
 }
 
 // Scan looks at every native session file once and sends what is new; it

@@ -31,6 +31,14 @@ type listing struct {
 // late, not never.
 const relistAfter = 5 * time.Minute
 
+// unsettledRelist bounds how often a store whose stamp cannot tell (one
+// written again and again, as by a long turn of the user's own OpenCode)
+// is listed. Each listing runs the CLI and exports every session whose
+// version moved, seconds of CPU each, so listing at every scan would keep
+// a core busy. Once the writes stop the stamp tells again and the next
+// scan lists.
+const unsettledRelist = 15 * time.Second
+
 // scanStore follows every session in src's store: listed through the
 // agent's CLI, and each one whose version moved exported whole, sending
 // what it holds beyond the messages kept. A session is keyed in the
@@ -45,7 +53,11 @@ func (f *Follower) scanStore(ctx context.Context, src Source, sl agents.StoreLis
 	if l, ok := f.listed[store]; ok && stamp != "" && stamp == l.stamp && at.Sub(l.at) < relistAfter {
 		return 0, nil
 	}
+	if last, ok := f.lastListing[store]; ok && stamp == "" && at.Sub(last) < unsettledRelist {
+		return 0, nil
+	}
 	delete(f.listed, store)
+	f.lastListing[store] = at
 	list, err := sl.StoredSessions(ctx, src.Bin, src.Env, src.Home)
 	if err != nil {
 		return 0, err

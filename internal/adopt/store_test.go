@@ -88,6 +88,20 @@ func (r *storeRig) age() {
 	agenttest.Age(r.t, filepath.Dir(d.(agents.StoreDriver).StorePath(r.home)))
 }
 
+// writing makes the store look written this moment, as while a turn
+// streams its rows: its write-ahead log's mtime ahead of the clock, so
+// its stamp cannot tell however long the scan takes to start.
+func (r *storeRig) writing() {
+	r.t.Helper()
+	a, _ := agents.Lookup(storeAgent)
+	d, _ := a.Driver()
+	wal := d.(agents.StoreDriver).StorePath(r.home) + "-wal"
+	now := time.Now().Add(10 * time.Second)
+	if err := os.Chtimes(wal, now, now); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // scan runs one Scan and returns how many listings (`opencode db`) it ran
 // and the texts it sent; then it ages the store.
 func (r *storeRig) scan() (listings int, sent []string, err error) {
@@ -135,14 +149,27 @@ func (r *storeRig) settles(step string) {
 // A store is listed again only when it changed: a scan of an unchanged
 // store starts no CLI, the next one after a write lists and adopts what
 // it added, and an unchanged store is listed again after five minutes.
+// A store being written is listed at most every 15 s, then once it is
+// still.
 func TestFollowStoreListsOnlyWhenItChanged(t *testing.T) {
 	r := newStoreRig(t)
 	r.write("ses-stamp-a", "STAMP-A")
 	r.wantScan("first scan", 1, "STAMP-A", "STAMP-A done")
 	r.settles("adopted A")
 	r.write("ses-stamp-b", "STAMP-B")
-	r.wantScan("after a write", 1, "STAMP-B", "STAMP-B done")
+	r.writing()
+	r.wantScan("being written, listed a moment ago", 0)
+	r.wantScan("after a write, still", 1, "STAMP-B", "STAMP-B done")
 	r.settles("adopted B")
+	r.writing()
+	r.wantScan("being written again", 0)
+	r.clock = r.clock.Add(15 * time.Second)
+	r.writing()
+	r.wantScan("being written, 15 s on", 1)
+	r.writing()
+	r.wantScan("being written still", 0)
+	r.wantScan("still again: a listing while written is not kept", 1)
+	r.wantScan("then nothing changed", 0)
 	r.clock = r.clock.Add(5 * time.Minute)
 	r.wantScan("five minutes later", 1)
 	r.wantScan("then nothing changed", 0)
