@@ -1,13 +1,13 @@
 package agenttest
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/shirou/gopsutil/v4/process"
 )
 
 // reapHome kills every process whose environment names home as HOME.
@@ -31,50 +31,45 @@ func ReapUnder(dir string) {
 	if dir == "" {
 		return
 	}
-	prefix := filepath.Clean(dir) + string(filepath.Separator)
-	reap(func(h string) bool { return h == filepath.Clean(dir) || strings.HasPrefix(h, prefix) })
+	dir = filepath.Clean(dir)
+	prefix := dir + string(filepath.Separator)
+	reap(func(h string) bool { return h == dir || strings.HasPrefix(h, prefix) })
 }
 
 // reap kills every process whose HOME matches and waits for them to go.
+// The processes are listed through gopsutil, as the node's orphan
+// search lists them (internal/node/orphans.go).
 func reap(match func(home string) bool) {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == os.Getpid() {
+	procs, _ := process.Processes()
+	var killed []*process.Process
+	for _, p := range procs {
+		if int(p.Pid) == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		env, err := p.Environ()
 		if err != nil {
 			continue // gone, or not ours to read
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if h, ok := bytes.CutPrefix(kv, []byte("HOME=")); ok && match(string(h)) {
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					pids = append(pids, pid)
+		for _, kv := range env {
+			if h, ok := strings.CutPrefix(kv, "HOME="); ok && match(h) {
+				if p.Kill() == nil {
+					killed = append(killed, p)
 				}
 				break
 			}
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range pids {
-		for syscall.Kill(pid, 0) == nil && alive(pid) && time.Now().Before(deadline) {
+	for _, p := range killed {
+		for alive(p) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
 
-// alive reports whether pid is still running (not a zombie waiting for a
+// alive reports whether p is still running (not a zombie waiting for a
 // parent that is not this process).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name's closing parenthesis.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
+func alive(p *process.Process) bool {
+	st, err := p.Status()
+	return err == nil && !slices.Contains(st, process.Zombie)
 }
