@@ -81,11 +81,16 @@ func (r *storeRig) write(sessionID, text string) {
 	r.age()
 }
 
-// age ages the store's files (agenttest.Age).
-func (r *storeRig) age() {
+// storePath is the store's database file.
+func (r *storeRig) storePath() string {
 	a, _ := agents.Lookup(storeAgent)
 	d, _ := a.Driver()
-	agenttest.Age(r.t, filepath.Dir(d.(agents.StoreDriver).StorePath(r.home)))
+	return d.(agents.StoreDriver).StorePath(r.home)
+}
+
+// age ages the store's files (agenttest.Age).
+func (r *storeRig) age() {
+	agenttest.Age(r.t, filepath.Dir(r.storePath()))
 }
 
 // writing makes the store look written this moment, as while a turn
@@ -93,11 +98,8 @@ func (r *storeRig) age() {
 // its stamp cannot tell however long the scan takes to start.
 func (r *storeRig) writing() {
 	r.t.Helper()
-	a, _ := agents.Lookup(storeAgent)
-	d, _ := a.Driver()
-	wal := d.(agents.StoreDriver).StorePath(r.home) + "-wal"
 	now := time.Now().Add(10 * time.Second)
-	if err := os.Chtimes(wal, now, now); err != nil {
+	if err := os.Chtimes(r.storePath()+"-wal", now, now); err != nil {
 		r.t.Fatal(err)
 	}
 }
