@@ -79,7 +79,7 @@ func code(n int32) *int32 { return &n }
 // side is each source's writer and reader, which the same-agent pairs
 // carry, so the default run resumes a ring of pairs (pairs_test.go).
 func TestMatrixHard(t *testing.T) {
-	matrix(t, ring(hardShift), importHard, resumeHard)
+	matrix(t, ring(hardShift, true), importHard, resumeHard)
 }
 
 // importHard writes the hard conversation in agent's native format (into
