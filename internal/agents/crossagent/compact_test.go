@@ -55,7 +55,7 @@ func stamp(msgs []transcript.Message, at time.Time) []transcript.Message {
 // the real target CLI sends the model the summary and what follows, never
 // the old turns.
 func TestMatrixCompacted(t *testing.T) {
-	matrix(t, ring(compactShift, false), func(t *testing.T, agent string) []transcript.Message {
+	matrix(t, ring(compactShift), func(t *testing.T, agent string) []transcript.Message {
 		return importVia(t, agent, "compact", compactedConversation())
 	}, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
 		neutral := append(compactOldTurns(), msgs...)

@@ -50,13 +50,13 @@
 // TestSubagentCheckerCatchesLoss proves that check.
 //
 // TestMatrix, the conversation the real CLIs produced, resumes every
-// pair. The hand-written ones resume fewer in the default run:
-// TestMatrixHard 10 (the same-agent pairs and source i -> target i+1),
-// and the feature matrices (TestMatrixCompacted, TestMatrixImages,
-// TestMatrixLongTurn, TestMatrixSubagent) 5 each, source i -> target i+k
-// with a different k for each feature, so every feature goes from every
-// agent's writer into every agent's CLI and every cross pair carries one
-// feature (pairs_test.go); CAST_MATRIX=full runs all 25 of each.
+// pair. The hand-written ones (TestMatrixHard and the feature matrices
+// TestMatrixCompacted, TestMatrixImages, TestMatrixLongTurn,
+// TestMatrixSubagent) resume 5 each in the default run, source i ->
+// target i+k with a different k for each, so each conversation goes from
+// every agent's writer into every agent's CLI and every cross pair
+// carries one feature (pairs_test.go); CAST_MATRIX=full runs all 25 of
+// each.
 //
 // Subtests are named source->target and run in parallel, at most
 // maxConcurrent (3) CLI sessions at a time; TestMain raises go test's

@@ -76,10 +76,11 @@ func code(n int32) *int32 { return &n }
 // know (its own truncation policy, applied on resume as to outputs it ran
 // itself), so its home is configured with a tool_output_token_limit that
 // holds 50 KB, as a user would; no other CLI is configured. Its source
-// side is each source's writer and reader, which the same-agent pairs
-// carry, so the default run resumes a ring of pairs (pairs_test.go).
+// side is each source's writer and reader, which every source's first
+// pair carries, so the default run resumes a ring of pairs
+// (pairs_test.go).
 func TestMatrixHard(t *testing.T) {
-	matrix(t, ring(hardShift, true), importHard, resumeHard)
+	matrix(t, ring(hardShift), importHard, resumeHard)
 }
 
 // importHard writes the hard conversation in agent's native format (into

@@ -54,7 +54,7 @@ func imageConversation(t *testing.T) ([]transcript.Message, transcript.Image, tr
 // when each real target CLI resumes the conversation.
 func TestMatrixImages(t *testing.T) {
 	_, attached, shot := imageConversation(t)
-	matrix(t, ring(imageShift, false), func(t *testing.T, agent string) []transcript.Message {
+	matrix(t, ring(imageShift), func(t *testing.T, agent string) []transcript.Message {
 		msgs, _, _ := imageConversation(t)
 		return importVia(t, agent, "image", msgs)
 	}, func(t *testing.T, src, tgt string, msgs []transcript.Message) {

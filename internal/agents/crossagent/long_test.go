@@ -49,7 +49,7 @@ func longConversation() []transcript.Message {
 // real target CLI resumes it: every call before its own result, every
 // result before the next call, the closing text, the new prompt last.
 func TestMatrixLongTurn(t *testing.T) {
-	matrix(t, ring(longShift, false), func(t *testing.T, agent string) []transcript.Message {
+	matrix(t, ring(longShift), func(t *testing.T, agent string) []transcript.Message {
 		return importVia(t, agent, "long", longConversation())
 	}, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
 		if err := receivedLong(writeAndResume(t, src, tgt, msgs, longPrompt, nil)); err != nil {

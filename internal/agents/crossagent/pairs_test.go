@@ -7,25 +7,21 @@ import (
 
 // pairSet selects which source->target pairs of the runnable agents a
 // matrix resumes: shift < 0 is every pair; otherwise each source i with
-// target i+shift (mod the agent count), and the same-agent pairs when
-// same is set.
+// target i+shift (mod the agent count), a ring with no same-agent pair.
 //
-// TestMatrix carries every pair; TestMatrixHard, whose conversation is
-// written by hand like the features', the ring hardShift with the
-// same-agent pairs. Each feature matrix (compaction, images, a long turn,
-// a subagent run) takes a different shift, 1 to 4, without the same-agent
-// pairs, so between them every cross pair resumes some feature in every
-// run and every feature reaches every agent's CLI from another agent's
-// writer, at 5 resumes a matrix instead of 25. The same-agent pairs add
-// nothing a feature needs beyond the ring: the source step already writes
-// each feature in its agent's format and reads it back with that agent's
-// reader, and TestMatrix and TestMatrixHard resume every agent from its
-// own transcript. The CLIs' CPU is most of the default test run on two
-// cores; CAST_MATRIX=full runs every pair of every matrix.
-type pairSet struct {
-	shift int
-	same  bool
-}
+// TestMatrix, whose sources the real CLIs produce, carries every pair.
+// The matrices whose conversations are written by hand (TestMatrixHard
+// and the features: compaction, images, a long turn, a subagent run)
+// each take a different shift, so every agent is once a source and once
+// a target of each, and between them the features resume every cross
+// pair: 5 resumes a matrix instead of 25. A same-agent pair adds nothing
+// to such a matrix that its ring lacks: the source step already writes
+// the conversation in each agent's format and reads it back with that
+// agent's reader, the ring resumes it with each agent's writer and CLI,
+// and TestMatrix resumes every agent from its own transcript. The CLIs'
+// CPU is most of the default test run on two cores; CAST_MATRIX=full
+// runs every pair of every matrix.
+type pairSet struct{ shift int }
 
 var everyPair = pairSet{shift: -1}
 
@@ -38,32 +34,27 @@ const (
 	subagentShift = 4
 )
 
-// hardShift is TestMatrixHard's ring: every agent's writer and reader
-// (the same-agent pairs) and every target CLI still get the hard
-// conversation, from one other agent each; its content (markup-like
-// text, parallel calls, a 50 KB output) reaches the other cross pairs
-// only with CAST_MATRIX=full, a trade for the default run's time.
+// hardShift is TestMatrixHard's ring: every agent's writer, reader and
+// CLI get the hard conversation, from one other agent each; its content
+// (markup-like text, parallel calls, a 50 KB output) reaches the other
+// pairs only with CAST_MATRIX=full, a trade for the default run's time.
 const hardShift = 1
 
 var featureShifts = []int{compactShift, imageShift, longShift, subagentShift}
 
-// ring is the pairs i -> i+shift, with the same-agent pairs when same is
-// set; every pair with CAST_MATRIX=full.
-func ring(shift int, same bool) pairSet {
+// ring is the pairs i -> i+shift; every pair with CAST_MATRIX=full.
+func ring(shift int) pairSet {
 	if os.Getenv("CAST_MATRIX") == "full" {
 		return everyPair
 	}
-	return pairSet{shift: shift, same: same}
+	return pairSet{shift: shift}
 }
 
 func (p pairSet) has(src, tgt int) bool {
 	if p.shift < 0 {
 		return true
 	}
-	if src == tgt {
-		return p.same
-	}
-	return tgt == (src+p.shift)%len(runnable)
+	return src != tgt && tgt == (src+p.shift)%len(runnable)
 }
 
 // TestFeatureMatricesCoverEveryPair: the four feature matrices' shifts

@@ -108,7 +108,7 @@ func subagentPolicy(agent string) func(fakemodel.Request) fakemodel.Reply {
 // call's result, the closing text and the new prompt in order, and nothing
 // of the subagent's own run.
 func TestMatrixSubagent(t *testing.T) {
-	matrix(t, ring(subagentShift, false), produceSubagent, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
+	matrix(t, ring(subagentShift), produceSubagent, func(t *testing.T, src, tgt string, msgs []transcript.Message) {
 		if err := receivedSubagent(writeAndResume(t, src, tgt, msgs, subNewTurn, nil)); err != nil {
 			t.Fatalf("%s->%s: %v", src, tgt, err)
 		}
