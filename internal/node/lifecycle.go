@@ -183,21 +183,39 @@ func (t *turn) nativeID() string   { return cmp.Or(t.res.NativeID, t.rt.NativeID
 // report stores the turn's rows, then records its outcome.
 func (t *turn) report(ctx context.Context) error {
 	t.lastSeq, t.syncErr = t.sync.close(ctx)
-	// RunningPGID stays set until here: a node stopped (or killed) before
-	// the turn's rows were stored finds it on restart and rebuilds the
-	// native session (stopOrphans), which holds a turn the neutral copy
-	// does not.
+	if t.syncErr != nil {
+		_ = t.a.st.update(func(m map[string]*owned) {
+			if s := m[t.id]; s != nil && s.Native[t.o.Agent] != nil {
+				s.Native[t.o.Agent].Stale = true // the prompt runs again, on a rebuilt native session
+			}
+		})
+	}
+	out := t.outcome()
+	t.lg.Debug("turn outcome", zap.Stringer("outcome", out))
+	t.a.failpoint(FailpointTurnBeforeOutcome)
+	err := t.settle(ctx, out)
+	t.ended()
+	return err
+}
+
+// FailpointTurnBeforeOutcome is where a fault test kills the node: the
+// turn's CLI is done and its rows are stored, its outcome not recorded.
+const FailpointTurnBeforeOutcome = "node.turn-before-outcome"
+
+// ended clears the turn's markers (RunningPGID, TurnToken) once settle
+// recorded its outcome, not before: a node stopped or killed until then
+// finds them on restart (stopOrphans) and runs the prompt again on a
+// rebuilt native session, since the CLI's own may hold the prompt or the
+// whole turn already. Cleared first, a restart in between resumed that
+// native session with the prompt again (Gemini got one message twice in
+// one request; the delivery rule's model-based test found it). A node
+// killed after settle and before this write rebuilds once for nothing.
+func (t *turn) ended() {
 	_ = t.a.st.update(func(m map[string]*owned) {
 		if s := m[t.id]; s != nil {
 			s.RunningPGID, s.TurnToken = 0, ""
-			if ns := s.Native[t.o.Agent]; ns != nil && t.syncErr != nil {
-				ns.Stale = true // the prompt runs again, on a rebuilt native session
-			}
 		}
 	})
-	out := t.outcome()
-	t.lg.Debug("turn outcome", zap.Stringer("outcome", out))
-	return t.settle(ctx, out)
 }
 
 // outcome is how a turn ended; settle records each one.
