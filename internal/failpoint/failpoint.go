@@ -1,5 +1,6 @@
 // Package failpoint lets fault tests kill a real cast process at a named
-// point (a migration phase boundary) with SIGKILL, so the test sees exactly
+// point (a migration phase boundary, a node's turn before its outcome is
+// recorded) with SIGKILL, so the test sees exactly
 // what a crash there leaves behind. Points are enabled only through the
 // CAST_FAILPOINTS environment variable (a comma-separated list of names);
 // without it every point is a no-op.

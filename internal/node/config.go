@@ -125,8 +125,9 @@ type Config struct {
 	Adopt         bool
 	AdoptAgents   []string
 	AdoptInterval time.Duration
-	// Failpoint, when set, is called at migration steps with their name
-	// (fault tests kill the process there).
+	// Failpoint, when set, is called at migration steps and at a turn's
+	// end (FailpointTurnBeforeOutcome) with their name (fault tests kill
+	// the process there).
 	Failpoint func(name string)
 }
 
