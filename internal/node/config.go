@@ -126,8 +126,7 @@ type Config struct {
 	AdoptAgents   []string
 	AdoptInterval time.Duration
 	// Failpoint, when set, is called at migration steps and at a turn's
-	// end (FailpointTurnBeforeOutcome) with their name (fault tests kill
-	// the process there).
+	// end with their name (fault tests kill the process there).
 	Failpoint func(name string)
 }
 

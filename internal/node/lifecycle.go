@@ -183,24 +183,13 @@ func (t *turn) nativeID() string   { return cmp.Or(t.res.NativeID, t.rt.NativeID
 // report stores the turn's rows, then records its outcome.
 func (t *turn) report(ctx context.Context) error {
 	t.lastSeq, t.syncErr = t.sync.close(ctx)
-	if t.syncErr != nil {
-		_ = t.a.st.update(func(m map[string]*owned) {
-			if s := m[t.id]; s != nil && s.Native[t.o.Agent] != nil {
-				s.Native[t.o.Agent].Stale = true // the prompt runs again, on a rebuilt native session
-			}
-		})
-	}
 	out := t.outcome()
 	t.lg.Debug("turn outcome", zap.Stringer("outcome", out))
-	t.a.failpoint(FailpointTurnBeforeOutcome)
+	t.a.failpoint("node.turn-before-outcome") // rows stored, outcome not recorded
 	err := t.settle(ctx, out)
 	t.ended()
 	return err
 }
-
-// FailpointTurnBeforeOutcome is where a fault test kills the node: the
-// turn's CLI is done and its rows are stored, its outcome not recorded.
-const FailpointTurnBeforeOutcome = "node.turn-before-outcome"
 
 // ended clears the turn's markers (RunningPGID, TurnToken) once settle
 // recorded its outcome, not before: a node stopped or killed until then
@@ -209,11 +198,18 @@ const FailpointTurnBeforeOutcome = "node.turn-before-outcome"
 // whole turn already. Cleared first, a restart in between resumed that
 // native session with the prompt again (Gemini got one message twice in
 // one request; the delivery rule's model-based test found it). A node
-// killed after settle and before this write rebuilds once for nothing.
+// killed after settle and before this write rebuilds once for nothing. A
+// turn whose rows did not all reach the neutral copy runs again (settle
+// records nothing for it) on a rebuilt native session too.
 func (t *turn) ended() {
 	_ = t.a.st.update(func(m map[string]*owned) {
-		if s := m[t.id]; s != nil {
-			s.RunningPGID, s.TurnToken = 0, ""
+		s := m[t.id]
+		if s == nil {
+			return
+		}
+		s.RunningPGID, s.TurnToken = 0, ""
+		if ns := s.Native[t.o.Agent]; ns != nil && t.syncErr != nil {
+			ns.Stale = true
 		}
 	})
 }
