@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/node"
+	"github.com/cast-dev/cast/internal/statefile"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -147,7 +147,7 @@ func TestNodeRestartCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	delivered := func() int64 {
-		b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+		b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
 		if err != nil {
 			return -1
 		}

@@ -3,7 +3,6 @@ package controlplane_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/node"
+	"github.com/cast-dev/cast/internal/statefile"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -62,7 +62,7 @@ func TestReplicasShareExternalEtcd(t *testing.T) {
 		}
 	}
 	testharness.WaitFor(t, 15*time.Second, "node delivery of every message", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+		b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
 		if err != nil {
 			return false
 		}

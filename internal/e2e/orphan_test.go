@@ -14,6 +14,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/statefile"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -60,7 +61,7 @@ func TestNodeKilledAsItsCLIStartsStopsThatCLI(t *testing.T) {
 // state file (it must hold one).
 func forgetProcessGroups(t *testing.T, path string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, err := statefile.Read(path, "sessions")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func forgetProcessGroups(t *testing.T, path string) {
 	if b, err = json.Marshal(st); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := statefile.Rewrite(path, "sessions", b); err != nil {
 		t.Fatal(err)
 	}
 }

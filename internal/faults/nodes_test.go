@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/faults"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
+	"github.com/cast-dev/cast/internal/statefile"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -90,7 +90,7 @@ type nodeState struct {
 // readState parses the node's state file; an error is a corrupt state.
 func readState(t *testing.T, dir string) nodeState {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func claims(dirs map[string]string) faults.Claims {
 	return func(context.Context) (map[string][]string, error) {
 		out := map[string][]string{}
 		for node, dir := range dirs {
-			b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+			b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
 			if err != nil {
 				return nil, err
 			}

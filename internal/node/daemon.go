@@ -367,12 +367,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	case *castv1.Command_AssignSession:
 		s := k.AssignSession.Session
 		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
-		err := a.st.update(func(m map[string]*owned) {
-			o := m[s.Id]
-			if o == nil {
-				o = &owned{}
-				m[s.Id] = o
-			}
+		err := a.st.assign(s.Id, func(o *owned) {
 			if o.Agent != "" && o.Agent != s.Agent {
 				// Switched: what failed for the old agent goes to the new one.
 				o.FailedSeq = 0
@@ -441,7 +436,7 @@ func (a *Daemon) catchUp(ctx context.Context, sessionID string, lastSeq, token i
 			users = append(users, m)
 		case m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeMigration && m.Seq > o.NoticeSeq:
 			// The session just moved here: the next turn tells the agent.
-			return a.st.update(func(st map[string]*owned) { st[sessionID].Notice, st[sessionID].NoticeSeq = m.Text, m.Seq })
+			return a.st.session(sessionID, func(o *owned) { o.Notice, o.NoticeSeq = m.Text, m.Seq })
 		}
 		return nil
 	})
@@ -466,19 +461,24 @@ func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) 
 		}
 	}
 	if newest > 0 {
-		if err := a.st.update(func(m map[string]*owned) { m[sessionID].ReceivedSeq = max(m[sessionID].ReceivedSeq, newest) }); err != nil {
+		if err := a.st.session(sessionID, func(o *owned) { o.ReceivedSeq = max(o.ReceivedSeq, newest) }); err != nil {
 			// Nothing is lost: the control plane keeps the messages and
-			// recordAgain runs them once a write succeeds. The session
-			// says why it waits.
-			ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
-			defer cancel()
-			// Sent once, not kept: the state cannot be written now.
-			_ = a.sendReport(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: a.unrecordedReason(err), ExitCode: -1})
+			// recordAgain runs them once a write succeeds.
+			a.showUnrecorded(sessionID, err)
 			return err
 		}
 	}
 	a.wake(sessionID)
 	return nil
+}
+
+// showUnrecorded tells the control plane that the session's messages wait
+// because the node cannot write its state (err), so the session says why.
+// Sent once, not kept: the state cannot be written now.
+func (a *Daemon) showUnrecorded(sessionID string, err error) {
+	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
+	defer cancel()
+	_ = a.sendReport(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: a.unrecordedReason(err), ExitCode: -1})
 }
 
 // unrecordedReason says why the node cannot take messages now.

@@ -159,7 +159,7 @@ func (a *Daemon) worktreeHook(ctx context.Context, s *turnSetup) error {
 		a.startSetup(s.id, dir)
 	}
 	if dir != s.o.Cwd {
-		if err := a.st.update(func(m map[string]*owned) { m[s.id].Cwd = dir }); err != nil {
+		if err := a.st.session(s.id, func(o *owned) { o.Cwd = dir }); err != nil {
 			return err
 		}
 		s.o.Cwd, s.rt.Cwd = dir, dir // reported with the turn's state (sessionCwd)

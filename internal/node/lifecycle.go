@@ -101,6 +101,19 @@ func (t *turn) walk(ctx context.Context) error {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
 	}
+	// The token is on disk before the CLI starts: a kill -9 between its
+	// start and OnStart's write must not leave a CLI no restart finds. A
+	// turn whose token cannot be written does not start (a full disk:
+	// small writes may still fit where this one did not); recordAgain
+	// wakes it once a write succeeds.
+	token := newTurnToken()
+	if err := t.a.st.session(t.id, func(s *owned) { s.TurnToken = token }); err != nil {
+		t.lg.Info("turn held: node state not written", zap.Error(err))
+		_ = t.a.st.session(t.id, func(s *owned) { s.TurnToken = "" }) // in memory: no CLI carries it
+		t.a.showUnrecorded(t.id, err)
+		return errHeld
+	}
+	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
 	t.enter(phaseRunning)
 	t.run(ctx)
 	t.enter(phaseReporting)
@@ -124,7 +137,7 @@ func (t *turn) queued(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if prompt == "" { // nothing but non-user rows: just move the cursor
-		return false, a.st.update(func(m map[string]*owned) { m[t.id].DeliveredSeq = o.ReceivedSeq })
+		return false, a.st.session(t.id, func(s *owned) { s.DeliveredSeq = o.ReceivedSeq })
 	}
 	if o.Notice != "" {
 		prompt = "[cast] " + o.Notice + "\n\n" + prompt
@@ -140,13 +153,8 @@ func (t *turn) run(ctx context.Context) {
 	a := t.a
 	t.runHooks(phaseRunning, func(h turnHook) func(*turn) { return h.running })
 	t.sync = newSyncer(a, t.id, t.o, t.rt)
-	// The token is on disk before the CLI starts: a kill -9 between its
-	// start and OnStart's write must not leave a CLI no restart finds.
-	token := newTurnToken()
-	_ = a.st.update(func(m map[string]*owned) { m[t.id].TurnToken = token })
-	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
 	t.rt.OnStart = func(pgid int) {
-		_ = a.st.update(func(m map[string]*owned) { m[t.id].RunningPGID = pgid })
+		_ = a.st.session(t.id, func(s *owned) { s.RunningPGID = pgid })
 	}
 	stop := context.AfterFunc(ctx, func() { t.enter(phaseInterrupting) })
 	defer stop()
@@ -202,11 +210,7 @@ func (t *turn) report(ctx context.Context) error {
 // turn whose rows did not all reach the neutral copy runs again (settle
 // records nothing for it) on a rebuilt native session too.
 func (t *turn) ended() {
-	_ = t.a.st.update(func(m map[string]*owned) {
-		s := m[t.id]
-		if s == nil {
-			return
-		}
+	_ = t.a.st.session(t.id, func(s *owned) {
 		s.RunningPGID, s.TurnToken = 0, ""
 		if ns := s.Native[t.o.Agent]; ns != nil && t.syncErr != nil {
 			ns.Stale = true
@@ -312,8 +316,8 @@ func (t *turn) runnerErr() *runner.Error {
 // rebuilt, since it may hold half a turn.
 func (t *turn) abandoned(ctx context.Context) error {
 	t.lg.Info("turn abandoned; its prompt will run again")
-	_ = t.a.st.update(func(m map[string]*owned) {
-		if ns := m[t.id].Native[t.o.Agent]; ns != nil {
+	_ = t.a.st.session(t.id, func(s *owned) {
+		if ns := s.Native[t.o.Agent]; ns != nil {
 			ns.Stale = true
 		}
 	})
@@ -330,8 +334,7 @@ func (t *turn) completed(ctx context.Context) error {
 	if t.runErr != nil {
 		t.lg.Info("turn interrupted")
 	}
-	err := t.a.st.update(func(m map[string]*owned) {
-		s := m[t.id]
+	err := t.a.st.session(t.id, func(s *owned) {
 		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
 		if s.NoticeSeq == o.NoticeSeq {
 			s.Notice = "" // told
@@ -357,7 +360,13 @@ func (t *turn) completed(ctx context.Context) error {
 		ns.Missing = t.sync.missing(o.ReceivedSeq)
 	})
 	if err != nil {
-		return err
+		// Memory holds the outcome and recordAgain writes it once it can
+		// (a full disk: the turn's earlier, smaller writes fit). The
+		// control plane hears it now, so the session does not show a
+		// turn running that has ended; a node killed before the write
+		// finds the turn's markers on disk and rebuilds, and takes the
+		// delivered seq back from the control plane's assignment.
+		t.lg.Warn("turn's outcome not written to the node's state yet", zap.Error(err))
 	}
 	t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, t.fc, res.Usage)
 	t.lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))

@@ -43,11 +43,7 @@ func (a *Daemon) parkTurn(ctx context.Context, sessionID string, o owned, reason
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	err := errors.New(reason)
 	again := false
-	_ = a.st.update(func(m map[string]*owned) {
-		s := m[sessionID]
-		if s == nil {
-			return
-		}
+	_ = a.st.session(sessionID, func(s *owned) {
 		if fc.Account != "" && a.st.Fleet[o.Agent].Epoch > fc.Epoch {
 			s.FailedSeq, again = 0, true
 			return

@@ -57,8 +57,7 @@ func (a *Daemon) stopOrphans() {
 		// The native session may hold half a turn (or a whole one whose
 		// rows never reached the neutral copy); the prompt is still
 		// undelivered, so the rerun must not find it there too.
-		_ = a.st.update(func(m map[string]*owned) {
-			s := m[id]
+		_ = a.st.session(id, func(s *owned) {
 			s.RunningPGID, s.TurnToken = 0, ""
 			if ns := s.Native[s.Agent]; ns != nil {
 				ns.Stale = true

@@ -49,13 +49,11 @@ func (a *Daemon) reportEnd(ctx context.Context, sessionID string, o owned, st ca
 	if fc.Account != "" {
 		r.Usage = usage
 	}
-	_ = a.st.update(func(m map[string]*owned) {
-		if s := m[sessionID]; s != nil {
-			if s.Report != nil {
-				r.N = s.Report.N + 1
-			}
-			s.Report = &r
+	_ = a.st.session(sessionID, func(s *owned) {
+		if s.Report != nil {
+			r.N = s.Report.N + 1
 		}
+		s.Report = &r
 	})
 	if err := a.sendReport(ctx, sessionID, r); err != nil {
 		a.lg.Warn("report turn state failed; it is sent again until it lands", zap.String("session", sessionID), zap.Error(err))
@@ -80,8 +78,8 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
 		return err
 	}
-	return a.st.update(func(m map[string]*owned) {
-		if s := m[sessionID]; s != nil && s.Report != nil && s.Report.N == r.N {
+	return a.st.session(sessionID, func(s *owned) {
+		if s.Report != nil && s.Report.N == r.N {
 			s.Report.Pending = false
 		}
 	})
@@ -125,11 +123,7 @@ func (a *Daemon) reconcileState(sessionID string, shown castv1.SessionState) {
 	if a.workers.running(sessionID) || a.st.behind() {
 		return
 	}
-	_ = a.st.update(func(m map[string]*owned) {
-		s := m[sessionID]
-		if s == nil {
-			return
-		}
+	_ = a.st.session(sessionID, func(s *owned) {
 		if s.Report == nil {
 			s.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE}
 		}

@@ -28,8 +28,8 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 	emit func(transcript.Message), runErr error) (runner.Result, error) {
 	a.lg.Warn("native session not found on resume; rebuilding it", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("native", failed.NativeID), zap.Error(runErr))
-	if err := a.st.update(func(m map[string]*owned) {
-		if s := m[sessionID]; s != nil && s.Native[o.Agent] != nil {
+	if err := a.st.session(sessionID, func(s *owned) {
+		if s.Native[o.Agent] != nil {
 			s.Native[o.Agent].Stale = true
 		}
 	}); err != nil {

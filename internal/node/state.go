@@ -1,16 +1,15 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/delivery"
-	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/statefile"
 )
 
 // owned is what the node remembers about a session it owns.
@@ -98,10 +97,12 @@ func (ns *nativeSession) boundElsewhere(agent, account string) bool {
 	return ns != nil && a.Caps.NativeAccountBound && ns.Account != account
 }
 
-// state is the node's bookkeeping, persisted in DataDir/state.json after
-// every change so a restarted node resumes without redelivering.
+// state is the node's bookkeeping, on disk after every change so a
+// restarted node resumes without redelivering: DataDir/state.json and its
+// journal (internal/statefile), so a change to one session writes that
+// session's record, not every session's.
 type state struct {
-	path string
+	file *statefile.File
 
 	mu sync.Mutex
 	// unrecorded: the last write failed (a full disk), so memory is ahead
@@ -189,16 +190,16 @@ func loadState(dir string) (*state, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	st := &state{path: filepath.Join(dir, "state.json"), Sessions: map[string]*owned{}}
-	b, err := os.ReadFile(st.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
-	}
+	st := &state{Sessions: map[string]*owned{}}
+	f, doc, err := statefile.Open(filepath.Join(dir, "state.json"), stateRecords)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, st); err != nil {
-		return nil, err
+	st.file = f
+	if doc != nil {
+		if err := json.Unmarshal(doc, st); err != nil {
+			return nil, err
+		}
 	}
 	if st.Sessions == nil {
 		st.Sessions = map[string]*owned{}
@@ -206,7 +207,12 @@ func loadState(dir string) (*state, error) {
 	return st, nil
 }
 
-// update applies fn under the lock and persists the result.
+// stateRecords is the state's field whose members the journal holds.
+const stateRecords = "sessions"
+
+// update applies fn under the lock and writes the whole state: for
+// changes beyond one session (the fleet's credentials, worktrees, a
+// workspace move of several sessions).
 func (st *state) update(fn func(map[string]*owned)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -214,18 +220,83 @@ func (st *state) update(fn func(map[string]*owned)) error {
 	return st.persist()
 }
 
-// persist writes the state file (atomically: a failed write leaves the
-// last good one); st.mu is held.
-func (st *state) persist() error {
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err == nil {
-		err = fsutil.WriteFileAtomic(st.path, b, 0o600)
+// session applies fn to the session's record, if the node has it, and
+// records what changed: nothing when nothing did.
+func (st *state) session(id string, fn func(*owned)) error {
+	return st.change(id, false, fn)
+}
+
+// assign is session for a record the node may not have yet (made empty).
+func (st *state) assign(id string, fn func(*owned)) error {
+	return st.change(id, true, fn)
+}
+
+func (st *state) change(id string, create bool, fn func(*owned)) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	o := st.Sessions[id]
+	var before []byte
+	if o == nil {
+		if !create {
+			return nil
+		}
+		o = &owned{}
+		st.Sessions[id] = o
+	} else if b, err := json.Marshal(o); err == nil {
+		before = b
 	}
+	fn(o)
+	after, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(before, after) && !st.unrecorded {
+		return nil // a resync's assignment of a session as it was
+	}
+	return st.record(id, after)
+}
+
+// remove forgets a session.
+func (st *state) remove(id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.Sessions[id]; !ok && !st.unrecorded {
+		return nil
+	}
+	delete(st.Sessions, id)
+	return st.record(id, nil)
+}
+
+// record writes one session's new record (nil: removed) to the journal,
+// or the whole state when a snapshot is due or the last write failed;
+// st.mu is held.
+func (st *state) record(id string, value []byte) error {
+	if st.unrecorded || st.file.Due() {
+		return st.persist()
+	}
+	err := st.file.Put(id, value)
+	st.recorded(err)
+	return err
+}
+
+// persist writes the whole state as the snapshot (a failed write leaves
+// the last good one); st.mu is held.
+func (st *state) persist() error {
+	b, err := json.Marshal(st)
+	if err == nil {
+		err = st.file.Snapshot(b)
+	}
+	st.recorded(err)
+	return err
+}
+
+// recorded notes a write's outcome: memory is ahead of the disk after a
+// failed one, and a success after a failure wakes the turns held meanwhile.
+func (st *state) recorded(err error) {
 	if err == nil && st.unrecorded {
 		st.recovered = true
 	}
 	st.unrecorded = err != nil
-	return err
 }
 
 // behind reports whether memory is ahead of the state file.

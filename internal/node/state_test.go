@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/statefile"
 )
 
 // A held turn is woken after a failed state write whichever writer's
@@ -11,13 +13,14 @@ import (
 // update write the file first, so recordAgain saw nothing to catch up and
 // the session slept forever.
 func TestStateRecoveryIsReportedOnceWhoeverWrites(t *testing.T) {
-	dir := t.TempDir()
-	st, err := loadState(dir)
+	gone := filepath.Join(t.TempDir(), "gone")
+	st, err := loadState(gone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := filepath.Join(dir, "gone")
-	st.path = filepath.Join(gone, "state.json") // a write here fails for real (ENOENT)
+	if err := os.RemoveAll(gone); err != nil { // a write there fails for real (ENOENT)
+		t.Fatal(err)
+	}
 	if err := st.update(func(m map[string]*owned) { m["s"] = &owned{ReceivedSeq: 3} }); err == nil {
 		t.Fatal("a write into a missing dir succeeded")
 	}
@@ -49,5 +52,60 @@ func TestStateRecoveryIsReportedOnceWhoeverWrites(t *testing.T) {
 		if err != nil || now != tt.want {
 			t.Fatalf("%s = %v, %v; want %v", tt.name, now, err, tt.want)
 		}
+	}
+}
+
+// A resync assigns every owned session again: a record that did not
+// change writes nothing, a change appends that session's record alone,
+// and a restarted node loads what was written.
+func TestStateWritesOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := func(id string) error {
+		return st.assign(id, func(o *owned) { o.Token, o.Agent, o.Cwd = max(o.Token, 4), "claude", "/src" })
+	}
+	for _, id := range []string{"s0", "s1", "s2"} {
+		if err := assign(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journal := statefile.JournalPath(filepath.Join(dir, "state.json"))
+	size := func() int64 {
+		info, err := os.Stat(journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Size()
+	}
+	steps := []struct {
+		name   string
+		do     func() error
+		writes bool
+	}{
+		{"an assignment as it was", func() error { return assign("s0") }, false},
+		{"a change to one session", func() error { return st.session("s1", func(o *owned) { o.ReceivedSeq = 5 }) }, true},
+		{"a change to a session the node lacks", func() error { return st.session("gone", func(o *owned) { o.ReceivedSeq = 1 }) }, false},
+		{"a removal", func() error { return st.remove("s2") }, true},
+		{"a removal of what is gone", func() error { return st.remove("s2") }, false},
+	}
+	for _, s := range steps {
+		before := size()
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		grown := size() - before
+		if s.writes != (grown > 0) || grown > 512 {
+			t.Fatalf("%s: the journal grew %d bytes", s.name, grown)
+		}
+	}
+	again, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.ids(); len(got) != 2 || again.Sessions["s1"].ReceivedSeq != 5 || again.Sessions["s0"].Token != 4 {
+		t.Fatalf("a restarted node loaded %v: %+v", got, again.Sessions)
 	}
 }

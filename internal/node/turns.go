@@ -28,8 +28,7 @@ import (
 // or that could not be read to tell, is rebuilt instead. A migration
 // notice the prompt carried is told again.
 func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owned, res runner.Result) error {
-	err := a.st.update(func(m map[string]*owned) {
-		s := m[sessionID]
+	err := a.st.session(sessionID, func(s *owned) {
 		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
 		s.Parked = false
 		if ns := s.Native[o.Agent]; ns != nil && (res.Emitted > 0 || res.NativeUnread) {
@@ -72,8 +71,7 @@ func (a *Daemon) holdTurn(ctx context.Context, sessionID string, o owned, reason
 // markFailed records a failed turn; drop moves the delivery cursor past
 // its prompt.
 func (a *Daemon) markFailed(sessionID string, o owned, drop bool) {
-	_ = a.st.update(func(m map[string]*owned) {
-		s := m[sessionID]
+	_ = a.st.session(sessionID, func(s *owned) {
 		s.FailedSeq = o.ReceivedSeq
 		if drop {
 			s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
@@ -257,7 +255,7 @@ func (a *Daemon) drop(sessionID string) {
 
 // forget removes a session's bookkeeping.
 func (a *Daemon) forget(sessionID string) {
-	_ = a.st.update(func(m map[string]*owned) { delete(m, sessionID) })
+	_ = a.st.remove(sessionID)
 }
 
 // clientID derives a stable client id for a synced native entry, so
