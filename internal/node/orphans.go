@@ -56,10 +56,14 @@ func (a *Daemon) stopOrphans() {
 		}
 		// The native session may hold half a turn (or a whole one whose
 		// rows never reached the neutral copy); the prompt is still
-		// undelivered, so the rerun must not find it there too.
+		// undelivered, so the rerun must not find it there too. Every
+		// agent's, not only the session's agent now: a switch recorded
+		// while the turn ran leaves the markers of the old agent's turn,
+		// whose native session holds the prompt (switching back later
+		// sent it twice in one request; the delivery model test found it).
 		_ = a.st.session(id, func(s *owned) {
 			s.RunningPGID, s.TurnToken = 0, ""
-			if ns := s.Native[s.Agent]; ns != nil {
+			for _, ns := range s.Native {
 				ns.Stale = true
 			}
 		})
