@@ -46,6 +46,14 @@ func TestNodeKilledBeforeATurnsOutcomeSendsItsPromptOnce(t *testing.T) {
 	r.startNode()
 	delivered("the second message delivered after the restart", seq)
 	delivered("the third message answered", r.send(id, dmsg(marks[2])))
+	assertEveryRequestOnce(t, r, marks)
+}
+
+// assertEveryRequestOnce checks every model request the rig's fake got:
+// each mark it holds appears once, in order, and the last request holds
+// every mark.
+func assertEveryRequestOnce(t *testing.T, r *turnRig, marks []string) {
+	t.Helper()
 	reqs := r.fake.Turns()
 	for i, req := range reqs {
 		var user strings.Builder
@@ -62,4 +70,42 @@ func TestNodeKilledBeforeATurnsOutcomeSendsItsPromptOnce(t *testing.T) {
 		}
 		assertDeliveredOnce(t, req, held...)
 	}
+}
+
+// A node killed when the turn a switch interrupted reaches its outcome
+// (the failpoint node.turn-before-outcome): its state names pi's turn's
+// markers while the session's agent is already Claude. pi wrote the
+// message into its own session before asking the model, so the restart
+// must rebuild pi's session too, not only the current agent's: switching
+// back to pi later would otherwise send the message twice in one request,
+// once in pi's history and once in the catch-up of what Claude did (the
+// delivery model test's seed 74873965694130).
+func TestNodeKilledAfterASwitchMidTurnSendsThePromptOnce(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "pi", "claude")
+	marks := []string{"SWCRASH-FIRST", "SWCRASH-SECOND", "SWCRASH-THIRD"}
+	id := r.create("pi", dmsg(marks[0]))
+	delivered := func(what string, seq int64) {
+		t.Helper()
+		testharness.WaitFor(t, 3*time.Minute, what, func() bool {
+			s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+			return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= seq
+		})
+	}
+	r.node.Kill()
+	r.startNodeEnv("CAST_FAILPOINTS=node.turn-before-outcome")
+	seq, release := r.sendHeld(id, dmsg(marks[1]))
+	defer release()
+	r.switchTo(id, "claude") // interrupts pi's turn; its end kills the node
+	if code, ok := r.node.Wait(90 * time.Second); !ok || code == 0 {
+		t.Fatalf("the node did not die at the failpoint (exit %d, exited %v)", code, ok)
+	}
+	if out := r.node.Output(); !strings.Contains(out, "failpoint reached") || !strings.Contains(out, "node.turn-before-outcome") {
+		t.Fatalf("the node died elsewhere:\n%s", out)
+	}
+	r.startNode()
+	delivered("the second message answered by Claude after the restart", seq)
+	r.switchTo(id, "pi")
+	delivered("the third message answered by pi", r.send(id, dmsg(marks[2])))
+	assertEveryRequestOnce(t, r, marks)
 }
