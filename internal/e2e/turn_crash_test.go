@@ -25,28 +25,37 @@ func TestNodeKilledBeforeATurnsOutcomeSendsItsPromptOnce(t *testing.T) {
 	// hold its mark, so a mark counted in a request is the message.
 	marks := []string{"CRASH-FIRST", "CRASH-SECOND", "CRASH-THIRD"}
 	id := r.create("claude", dmsg(marks[0]))
-	delivered := func(what string, seq int64) {
-		t.Helper()
-		testharness.WaitFor(t, 3*time.Minute, what, func() bool {
-			s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
-			return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= seq
-		})
-	}
+	delivered := func(what string, seq int64) { t.Helper(); r.waitDelivered(id, what, seq) }
 	delivered("the first turn done", 1)
 	// The same node again, with the failpoint: the second turn's end kills it.
 	r.node.Kill()
 	r.startNodeEnv("CAST_FAILPOINTS=node.turn-before-outcome")
 	seq := r.send(id, dmsg(marks[1]))
-	if code, ok := r.node.Wait(90 * time.Second); !ok || code == 0 {
-		t.Fatalf("the node did not die at the failpoint (exit %d, exited %v)", code, ok)
-	}
-	if out := r.node.Output(); !strings.Contains(out, "failpoint reached") || !strings.Contains(out, "node.turn-before-outcome") {
-		t.Fatalf("the node died elsewhere:\n%s", out)
-	}
+	r.waitFailpoint("node.turn-before-outcome")
 	r.startNode()
 	delivered("the second message delivered after the restart", seq)
 	delivered("the third message answered", r.send(id, dmsg(marks[2])))
 	assertEveryRequestOnce(t, r, marks)
+}
+
+// waitDelivered waits until the session is idle with seq delivered.
+func (r *turnRig) waitDelivered(id, what string, seq int64) {
+	r.t.Helper()
+	testharness.WaitFor(r.t, 3*time.Minute, what, func() bool {
+		s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= seq
+	})
+}
+
+// waitFailpoint waits until the rig's node died at the named failpoint.
+func (r *turnRig) waitFailpoint(name string) {
+	r.t.Helper()
+	if code, ok := r.node.Wait(90 * time.Second); !ok || code == 0 {
+		r.t.Fatalf("the node did not die at the failpoint (exit %d, exited %v)", code, ok)
+	}
+	if out := r.node.Output(); !strings.Contains(out, "failpoint reached") || !strings.Contains(out, name) {
+		r.t.Fatalf("the node died elsewhere:\n%s", out)
+	}
 }
 
 // assertEveryRequestOnce checks every model request the rig's fake got:
@@ -85,24 +94,13 @@ func TestNodeKilledAfterASwitchMidTurnSendsThePromptOnce(t *testing.T) {
 	r := newTurnRig(t, "pi", "claude")
 	marks := []string{"SWCRASH-FIRST", "SWCRASH-SECOND", "SWCRASH-THIRD"}
 	id := r.create("pi", dmsg(marks[0]))
-	delivered := func(what string, seq int64) {
-		t.Helper()
-		testharness.WaitFor(t, 3*time.Minute, what, func() bool {
-			s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
-			return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= seq
-		})
-	}
+	delivered := func(what string, seq int64) { t.Helper(); r.waitDelivered(id, what, seq) }
 	r.node.Kill()
 	r.startNodeEnv("CAST_FAILPOINTS=node.turn-before-outcome")
 	seq, release := r.sendHeld(id, dmsg(marks[1]))
 	defer release()
 	r.switchTo(id, "claude") // interrupts pi's turn; its end kills the node
-	if code, ok := r.node.Wait(90 * time.Second); !ok || code == 0 {
-		t.Fatalf("the node did not die at the failpoint (exit %d, exited %v)", code, ok)
-	}
-	if out := r.node.Output(); !strings.Contains(out, "failpoint reached") || !strings.Contains(out, "node.turn-before-outcome") {
-		t.Fatalf("the node died elsewhere:\n%s", out)
-	}
+	r.waitFailpoint("node.turn-before-outcome")
 	r.startNode()
 	delivered("the second message answered by Claude after the restart", seq)
 	r.switchTo(id, "pi")
