@@ -124,9 +124,7 @@ func (r *turnRig) startNodeEnv(env ...string) {
 	started := time.Now()
 	r.node = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
 	testharness.WaitFor(r.t, 30*time.Second, "node connected", func() bool {
-		resp, err := r.c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
-		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected &&
-			resp.Nodes[0].ConnectTime != nil && !resp.Nodes[0].ConnectTime.AsTime().Before(started)
+		return testharness.NodeConnectedSince(r.c, "worker", started)
 	})
 }
 

@@ -77,9 +77,10 @@ func NewNodeProc(t testing.TB, addr, name string, args ...string) *NodeProc {
 // connected.
 func (n *NodeProc) Start(c *client.Client) {
 	n.t.Helper()
+	started := time.Now()
 	n.Proc = StartProc(n.t, filepath.Join(Binaries(n.t), "node"), n.Args...)
 	n.up = true
-	WaitFor(n.t, time.Minute, "node "+n.Name+" connected", func() bool { return NodeConnected(c, n.Name) })
+	WaitFor(n.t, time.Minute, "node "+n.Name+" connected", func() bool { return NodeConnectedSince(c, n.Name, started) })
 }
 
 // Kill is kill -9 of the node process (the agent CLIs it started run in
@@ -95,6 +96,15 @@ func (n *NodeProc) Up() bool { return n.up }
 // NodeConnected says whether c lists node as connected (false when it
 // cannot ask).
 func NodeConnected(c *client.Client, node string) bool {
+	return NodeConnectedSince(c, node, time.Time{})
+}
+
+// NodeConnectedSince is NodeConnected for a stream opened at since or
+// later: a node killed a moment ago may still show connected on its old
+// stream, before its restarted process has even stopped the CLIs the
+// killed one left running (its connect time is the control plane's
+// clock, this machine's).
+func NodeConnectedSince(c *client.Client, node string, since time.Time) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	resp, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", node)})
@@ -103,7 +113,7 @@ func NodeConnected(c *client.Client, node string) bool {
 	}
 	for _, nd := range resp.Nodes {
 		if nd.Name == node {
-			return nd.Connected
+			return nd.Connected && (since.IsZero() || nd.ConnectTime != nil && !nd.ConnectTime.AsTime().Before(since))
 		}
 	}
 	return false
