@@ -69,7 +69,7 @@ func (n *nodeStream) close() {
 }
 
 // createOwned creates n sessions owned by node, 32 at a time.
-func createOwned(t *testing.T, ctx context.Context, st *store.Store, node string, n int) []string {
+func createOwned(t testing.TB, ctx context.Context, st *store.Store, node string, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	var wg sync.WaitGroup

@@ -236,6 +236,9 @@ type Node struct {
 	// the control plane.
 	SyncLagSeconds *prometheus.HistogramVec // agent
 	SyncFailures   prometheus.Counter
+	// Commands counts the control plane's commands the node handled: a
+	// reconnect's resync is one assign for every session it owns.
+	Commands *prometheus.CounterVec // kind
 }
 
 // NewNode creates and registers node metrics.
@@ -251,5 +254,7 @@ func NewNode(reg prometheus.Registerer) *Node {
 			"Time from the runner reading a native transcript entry to the control plane acknowledging its append, by agent.",
 			prometheus.ExponentialBuckets(0.01, 2, 14), "agent"),
 		SyncFailures: d.counter("cast_node_sync_failures_total", "Appends of synced transcript entries the control plane did not acknowledge (retried)."),
+		Commands: d.counterVec("cast_node_commands_total",
+			"Commands from the control plane this node handled, refused ones included, by kind (assign, deliver, interrupt, release, export_worktree, import_worktree, workspace, set_credential).", "kind"),
 	}
 }

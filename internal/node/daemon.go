@@ -301,6 +301,7 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 				a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
 				ack.Error = err.Error()
 			}
+			a.m.Commands.WithLabelValues(commandKind(cmd)).Inc()
 			waiting.Store(time.Now().UnixNano())
 			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
 				return err
@@ -417,6 +418,33 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	default:
 		return fmt.Errorf("unknown command")
 	}
+}
+
+// commandKinds are the kind label of cast_node_commands_total, in the
+// order of handle's cases.
+var commandKinds = []string{"assign", "deliver", "interrupt", "release", "export_worktree", "import_worktree", "workspace", "set_credential", "unknown"}
+
+// commandKind is cmd's kind label.
+func commandKind(cmd *castv1.Command) string {
+	switch cmd.Kind.(type) {
+	case *castv1.Command_AssignSession:
+		return "assign"
+	case *castv1.Command_DeliverMessages:
+		return "deliver"
+	case *castv1.Command_Interrupt:
+		return "interrupt"
+	case *castv1.Command_ReleaseSession:
+		return "release"
+	case *castv1.Command_ExportWorkTree:
+		return "export_worktree"
+	case *castv1.Command_ImportWorkTree:
+		return "import_worktree"
+	case *castv1.Command_Workspace:
+		return "workspace"
+	case *castv1.Command_SetCredential:
+		return "set_credential"
+	}
+	return "unknown"
 }
 
 // catchUp pulls user messages the node has not seen (sent while it was
