@@ -13,7 +13,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -77,20 +76,9 @@ type reconnectRig struct {
 
 func newReconnectRig(tb testing.TB, n int) *reconnectRig {
 	tb.Helper()
-	// The sessions are made through the store before the control plane
-	// starts, as in TestResyncOfTenThousandSessionsStreams.
-	ep := testharness.StartEtcd(tb, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(n)*20*time.Millisecond)
 	defer cancel()
-	st := testharness.OpenStore(tb, ep, nil)
-	lease, err := st.RegisterNode(ctx, &castv1.Node{Name: "big"}, "test", time.Minute)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	createOwned(tb, ctx, st, "big", n)
-	if err := st.UnregisterNode(ctx, lease); err != nil {
-		tb.Fatal(err)
-	}
+	ep, _ := ownedByBig(tb, ctx, n)
 	srv := testharness.StartControlPlane(tb, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
 	r := &reconnectRig{tb: tb, n: n, c: testharness.Dial(tb, srv.Addr()), metrics: testharness.FreeAddr(tb)}
 	r.node = testharness.NewNodeProc(tb, srv.Addr(), "big", "--metrics-listen", r.metrics)

@@ -96,6 +96,26 @@ func createOwned(t testing.TB, ctx context.Context, st *store.Store, node string
 	return out
 }
 
+// ownedByBig starts an etcd holding n sessions owned by the node "big",
+// which is registered no longer, and returns its endpoint and the
+// sessions. They are made through the store before any control plane
+// starts (creating needs the owner registered), so its dispatcher has no
+// backlog of creations to work through during a resync.
+func ownedByBig(tb testing.TB, ctx context.Context, n int) (string, []string) {
+	tb.Helper()
+	ep := testharness.StartEtcd(tb, nil)
+	st := testharness.OpenStore(tb, ep, nil)
+	lease, err := st.RegisterNode(ctx, &castv1.Node{Name: "big"}, "test", time.Minute)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	owned := createOwned(tb, ctx, st, "big", n)
+	if err := st.UnregisterNode(ctx, lease); err != nil {
+		tb.Fatal(err)
+	}
+	return ep, owned
+}
+
 // resyncSessions is how many sessions TestResyncOfTenThousandSessionsStreams
 // gives one node: 2,000 by default (past the old 1,024-frame cut, about
 // 10 s under -race), 10,000 in the long mode (CAST_LOAD=long, `make
@@ -116,26 +136,14 @@ func resyncSessions() int {
 // and cut the stream on every reconnect.
 func TestResyncOfTenThousandSessionsStreams(t *testing.T) {
 	n := resyncSessions()
-	// The sessions are made through the store before the control plane
-	// starts (creating needs the owner registered), so its dispatcher has
-	// no backlog of 10,000 creations to work through during the resync.
-	ep := testharness.StartEtcd(t, nil)
 	// The deadline scales with the work: about 6 ms per session for
 	// creation and resync together under -race on an idle machine, so
 	// 50 ms each (plus a minute) leaves room for a loaded one.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(n)*50*time.Millisecond)
 	defer cancel()
-	st := testharness.OpenStore(t, ep, nil)
-	lease, err := st.RegisterNode(ctx, &castv1.Node{Name: "big"}, "test", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now()
-	owned := createOwned(t, ctx, st, "big", n)
+	ep, owned := ownedByBig(t, ctx, n)
 	t.Logf("created %d sessions in %s", n, time.Since(t0))
-	if err := st.UnregisterNode(ctx, lease); err != nil {
-		t.Fatal(err)
-	}
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
 		c.NodeQueue = 16 // the resync must not depend on the live queue's size
