@@ -73,7 +73,9 @@ func JournalPath(path string) string {
 // snapshot's field object, and returns it with the File to write it
 // through (doc is nil when there is no state yet). The merged state is
 // written as the new snapshot first, so a journal with a torn last line
-// is never appended to.
+// is never appended to; when that write fails (a full disk), the File
+// stays Due and the owner's first write tries the snapshot again, so a
+// daemon still starts on what it read.
 func Open(path, field string) (*File, []byte, error) {
 	doc, err := read(path, field)
 	if err != nil {
@@ -81,9 +83,7 @@ func Open(path, field string) (*File, []byte, error) {
 	}
 	f := &File{path: path, field: field, broken: true}
 	if doc != nil {
-		if err := f.Snapshot(doc); err != nil {
-			return nil, nil, err
-		}
+		_ = f.Snapshot(doc)
 	}
 	return f, doc, nil
 }

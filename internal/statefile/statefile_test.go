@@ -193,3 +193,28 @@ func TestRewriteDropsTheJournal(t *testing.T) {
 		t.Fatalf("journal after Rewrite: %v, %v", info, err)
 	}
 }
+
+// A daemon starts on what it read even when the snapshot Open writes
+// cannot be written (a full disk; here a name too long for the temporary
+// file beside it, a real failure of the same write): the File stays Due,
+// so its first write is a snapshot again, and nothing is appended.
+func TestOpenReadsWhenItCannotWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), strings.Repeat("s", 245)+".json") // the temp name passes 255 bytes
+	if err := os.WriteFile(path, []byte(`{"sessions":{"a":"1"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, doc, err := Open(path, "sessions")
+	if err != nil {
+		t.Fatalf("Open failed where it could read: %v", err)
+	}
+	defer f.Close()
+	if string(doc) != `{"sessions":{"a":"1"}}` {
+		t.Fatalf("Open read %s", doc)
+	}
+	if !f.Due() {
+		t.Fatal("a snapshot is not due after the one Open wrote failed")
+	}
+	if err := f.Put("a", []byte(`"2"`)); err == nil {
+		t.Fatal("an append was taken after the snapshot failed")
+	}
+}
