@@ -101,19 +101,9 @@ func (t *turn) walk(ctx context.Context) error {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
 	}
-	// The token is on disk before the CLI starts: a kill -9 between its
-	// start and OnStart's write must not leave a CLI no restart finds. A
-	// turn whose token cannot be written does not start (a full disk:
-	// small writes may still fit where this one did not); recordAgain
-	// wakes it once a write succeeds.
-	token := newTurnToken()
-	if err := t.a.st.session(t.id, func(s *owned) { s.TurnToken = token }); err != nil {
-		t.lg.Info("turn held: node state not written", zap.Error(err))
-		_ = t.a.st.session(t.id, func(s *owned) { s.TurnToken = "" }) // in memory: no CLI carries it
-		t.a.showUnrecorded(t.id, err)
-		return errHeld
+	if err := t.markToken(); err != nil {
+		return err
 	}
-	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
 	t.enter(phaseRunning)
 	t.run(ctx)
 	t.enter(phaseReporting)
@@ -145,6 +135,23 @@ func (t *turn) queued(ctx context.Context) (bool, error) {
 	t.prompt, t.firstSeq = prompt, firstSeq
 	t.runHooks(phaseQueued, func(h turnHook) func(*turn) { return h.queued })
 	return true, a.reportStart(ctx, t.id, o, t.fc.Account)
+}
+
+// markToken writes the turn's token before its CLI starts: a kill -9
+// between the start and OnStart's write must not leave a CLI no restart
+// finds. A turn whose token cannot be written does not start (errHeld; a
+// full disk: small writes may still fit where this one did not), and
+// recordAgain wakes it once a write succeeds.
+func (t *turn) markToken() error {
+	token := newTurnToken()
+	if err := t.a.st.session(t.id, func(s *owned) { s.TurnToken = token }); err != nil {
+		t.lg.Info("turn held: node state not written", zap.Error(err))
+		_ = t.a.st.session(t.id, func(s *owned) { s.TurnToken = "" }) // in memory: no CLI carries it
+		t.a.showUnrecorded(t.id, err)
+		return errHeld
+	}
+	t.rt.Env = append(t.rt.Env, turnTokenEnv+"="+token)
+	return nil
 }
 
 // run runs the CLI, syncing its rows; a native fork that did not run runs
