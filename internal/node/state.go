@@ -231,6 +231,8 @@ func (st *state) assign(id string, fn func(*owned)) error {
 	return st.change(id, true, fn)
 }
 
+// change is session and assign: it compares the record's encoding before
+// and after fn, so a caller never has to say whether it changed anything.
 func (st *state) change(id string, create bool, fn func(*owned)) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
