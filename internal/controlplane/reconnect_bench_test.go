@@ -102,7 +102,7 @@ func (r *reconnectRig) reconnect() time.Duration {
 }
 
 // waitAssigned waits until the node process running now has handled an
-// assignment of every session (cast_node_commands_total{kind="assign"}:
+// assignment of every session (cast_node_commands_total{kind="assign_session"}:
 // the process's own count, from 0).
 func (r *reconnectRig) waitAssigned(what string) {
 	r.tb.Helper()
@@ -124,7 +124,7 @@ func (r *reconnectRig) assigned() int {
 		return -1
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, `cast_node_commands_total{kind="assign"} `); ok {
+		if v, ok := strings.CutPrefix(line, `cast_node_commands_total{kind="assign_session"} `); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return -1

@@ -255,6 +255,6 @@ func NewNode(reg prometheus.Registerer) *Node {
 			prometheus.ExponentialBuckets(0.01, 2, 14), "agent"),
 		SyncFailures: d.counter("cast_node_sync_failures_total", "Appends of synced transcript entries the control plane did not acknowledge (retried)."),
 		Commands: d.counterVec("cast_node_commands_total",
-			"Commands from the control plane this node handled, refused ones included, by kind (assign, deliver, interrupt, release, export_worktree, import_worktree, workspace, set_credential).", "kind"),
+			"Commands from the control plane this node handled, refused ones included, by kind, the name of the command's field (assign_session, deliver_messages, interrupt, ...).", "kind"),
 	}
 }

@@ -420,29 +420,23 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	}
 }
 
-// commandKinds are the kind label of cast_node_commands_total, in the
-// order of handle's cases.
-var commandKinds = []string{"assign", "deliver", "interrupt", "release", "export_worktree", "import_worktree", "workspace", "set_credential", "unknown"}
+// commandKinds are the kind label of cast_node_commands_total: the names
+// of Command's kind fields (assign_session, deliver_messages, ...), read
+// from the proto, so a new command is counted without a list to extend.
+func commandKinds() []string {
+	fields := (&castv1.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	kinds := make([]string, 0, fields.Len()+1)
+	for i := range fields.Len() {
+		kinds = append(kinds, string(fields.Get(i).Name()))
+	}
+	return append(kinds, "unknown")
+}
 
 // commandKind is cmd's kind label.
 func commandKind(cmd *castv1.Command) string {
-	switch cmd.Kind.(type) {
-	case *castv1.Command_AssignSession:
-		return "assign"
-	case *castv1.Command_DeliverMessages:
-		return "deliver"
-	case *castv1.Command_Interrupt:
-		return "interrupt"
-	case *castv1.Command_ReleaseSession:
-		return "release"
-	case *castv1.Command_ExportWorkTree:
-		return "export_worktree"
-	case *castv1.Command_ImportWorkTree:
-		return "import_worktree"
-	case *castv1.Command_Workspace:
-		return "workspace"
-	case *castv1.Command_SetCredential:
-		return "set_credential"
+	m := cmd.ProtoReflect()
+	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")); f != nil {
+		return string(f.Name())
 	}
 	return "unknown"
 }

@@ -60,7 +60,7 @@ func newNodeMetrics(reg *prometheus.Registry) *metrics.Node {
 	metrics.Preinit(m.Turns, agents.Names(), outcomes)
 	metrics.Preinit(m.TurnSeconds, agents.Names(), []string{turnSucceeded, turnFailed})
 	metrics.Preinit(m.SyncLagSeconds, agents.Names())
-	metrics.Preinit(m.Commands, commandKinds)
+	metrics.Preinit(m.Commands, commandKinds())
 	return m
 }
 
