@@ -37,8 +37,23 @@ import (
 // CAST_FANOUT_HEAP_PROFILES=DIR the heap profile after that collection is
 // kept as DIR/heap_nN.pb.gz (go tool pprof -top -sample_index=inuse_space).
 //
+// Two kinds of client, a sub-benchmark each with a control plane of its
+// own: clients=grpc, a gRPC client stream a watch (a goroutine each,
+// every message decoded), and clients=frames, testharness.FrameConn: one
+// goroutine a connection reading HTTP/2 frames, a message's arrival taken
+// when its bytes are read. The streams' clients share the machine's cores
+// with the control plane, and a gRPC client stream costs more CPU to take
+// a message than the server spends sending it; the frame client is what a
+// remote client looks like to those cores, so its figures are the
+// server's fan-out, the gRPC clients' the whole loop on one machine.
+//
 //	go test -run '^$' -bench WatchFanout -benchtime 1x ./internal/controlplane
 func BenchmarkWatchFanout(b *testing.B) {
+	b.Run("clients=grpc", func(b *testing.B) { benchWatchFanout(b, false) })
+	b.Run("clients=frames", func(b *testing.B) { benchWatchFanout(b, true) })
+}
+
+func benchWatchFanout(b *testing.B, frames bool) {
 	sizes := testharness.FanoutSizes()
 	metricsAddr := testharness.FreeAddr(b)
 	cp := testharness.StartControlPlaneProc(b, "--max-watches", "20000", "--metrics-listen", metricsAddr, "--pprof")
@@ -53,7 +68,16 @@ func BenchmarkWatchFanout(b *testing.B) {
 	}
 	f := &fanoutBench{b: b, sid: sess.Id, admin: admin, text: strings.Repeat("x", 512)}
 	for range min(50, sizes[len(sizes)-1]) {
-		f.conns = append(f.conns, testharness.Dial(b, cp.Addr))
+		if !frames {
+			f.conns = append(f.conns, testharness.Dial(b, cp.Addr))
+			continue
+		}
+		c, err := testharness.DialFrames(cp.Addr, testharness.AdminToken(), f.arrived)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		f.frames = append(f.frames, c)
 	}
 	f.rounds(ctx, 5, 0) // warm the append path before the baseline
 	rss0, mem0 := rssBytes(b, cp.Proc.Cmd.Process.Pid), scrapeMem(b, metricsAddr)
@@ -93,13 +117,14 @@ func BenchmarkWatchFanout(b *testing.B) {
 // fanoutBench holds the open streams of one session and times appends
 // reaching them.
 type fanoutBench struct {
-	b     *testing.B
-	sid   string
-	admin *client.Client
-	conns []*client.Client
-	text  string
-	open  int
-	cur   atomic.Pointer[fanoutRound]
+	b      *testing.B
+	sid    string
+	admin  *client.Client
+	conns  []*client.Client         // clients=grpc
+	frames []*testharness.FrameConn // clients=frames
+	text   string
+	open   int
+	cur    atomic.Pointer[fanoutRound]
 }
 
 // fanoutRound is one append: when it was sent and when each stream got it.
@@ -142,6 +167,9 @@ func (f *fanoutBench) openTo(ctx context.Context, n int) {
 // openStream opens stream i and reads it until ctx ends, noting when
 // each round's message arrived.
 func (f *fanoutBench) openStream(ctx context.Context, i int) error {
+	if f.frames != nil {
+		return f.frames[i%len(f.frames)].Watch(i, &castv1.WatchSessionRequest{SessionId: f.sid})
+	}
 	w, err := f.conns[i%len(f.conns)].Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: f.sid})
 	if err != nil {
 		return err
@@ -155,14 +183,20 @@ func (f *fanoutBench) openStream(ctx context.Context, i int) error {
 			if err != nil {
 				return
 			}
-			r := f.cur.Load()
-			if m := ev.GetMessage(); m != nil && r != nil && m.Seq == r.seq {
-				r.lat[i] = time.Since(r.start)
-				r.wg.Done()
+			if m := ev.GetMessage(); m != nil {
+				f.arrived(i, m.Seq, time.Now())
 			}
 		}
 	}()
 	return nil
+}
+
+// arrived notes that stream i got message seq at at.
+func (f *fanoutBench) arrived(i int, seq int64, at time.Time) {
+	if r := f.cur.Load(); r != nil && seq == r.seq {
+		r.lat[i] = at.Sub(r.start)
+		r.wg.Done()
+	}
 }
 
 // rounds appends k messages one at a time, each after every one of n
