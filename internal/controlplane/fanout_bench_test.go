@@ -3,6 +3,8 @@ package controlplane_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,7 +37,9 @@ import (
 // a forced collection (/debug/pprof/heap?gc=1), taken once the streams
 // are open and idle, which is what the streams hold. With
 // CAST_FANOUT_HEAP_PROFILES=DIR the heap profile after that collection is
-// kept as DIR/heap_nN.pb.gz (go tool pprof -top -sample_index=inuse_space).
+// kept as DIR/heap_nN.pb.gz (go tool pprof -top -sample_index=inuse_space);
+// with CAST_FANOUT_CPU_PROFILES=DIR, a CPU profile of the control plane
+// during each size's rounds (cpuProfile).
 //
 // Two kinds of client, a sub-benchmark each with a control plane of its
 // own: clients=grpc, a gRPC client stream a watch (a goroutine each,
@@ -89,7 +93,9 @@ func benchWatchFanout(b *testing.B, frames bool) {
 			f.openTo(ctx, n)
 			cpu0 := cpuTime(b, cp.Proc.Cmd.Process.Pid)
 			const rounds = 40
+			prof := cpuProfile(b, metricsAddr, frames, n)
 			lat := f.rounds(ctx, rounds, n)
+			prof()
 			cpuPer := (cpuTime(b, cp.Proc.Cmd.Process.Pid) - cpu0) / time.Duration(rounds*n)
 			b.ReportMetric(float64(cpuPer)/float64(time.Microsecond), fmt.Sprintf("cp_cpu_us_per_delivery_n%d", n))
 			p99, line := testharness.FanoutLatency(b, n, lat, baseP99)
@@ -283,6 +289,42 @@ func scrapeMem(b *testing.B, addr string) procMem {
 		}
 	}
 	return m
+}
+
+// cpuProfile, with CAST_FANOUT_CPU_PROFILES=DIR, starts a 3-second CPU
+// profile of the control plane process (the rounds at 10,000 streams take
+// about that long); the function it returns waits for it and keeps it as
+// DIR/cpu_grpc_nN.pb.gz or DIR/cpu_frames_nN.pb.gz. Unset, it does nothing.
+func cpuProfile(b *testing.B, addr string, frames bool, n int) (wait func()) {
+	dir := os.Getenv("CAST_FANOUT_CPU_PROFILES")
+	if dir == "" {
+		return func() {}
+	}
+	kind := map[bool]string{false: "grpc", true: "frames"}[frames]
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() { // not httpGet: it fails the benchmark, which only its own goroutine may
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=3")
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		done <- result{body, err}
+	}()
+	return func() {
+		r := <-done
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("cpu_%s_n%d.pb.gz", kind, n)), r.body, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // liveHeap forces a collection in the control plane process and returns
