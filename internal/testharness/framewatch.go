@@ -17,10 +17,11 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
-// FrameConn carries many WatchSession streams over one plaintext HTTP/2
-// connection and reads their frames itself: one goroutine a connection,
-// no goroutine, receive buffer or decoded message a stream. It is the
-// fan-out benchmark's thin client: the streams' clients share the
+// FrameConn carries many gRPC streams (WatchSession watches, or the
+// streams Open starts) over one plaintext HTTP/2 connection and reads
+// their frames itself: one goroutine a connection, no goroutine, receive
+// buffer or decoded message a stream. It is the benchmarks' thin client
+// (the fan-out's watchers, the fleet simulator's nodes): the streams' clients share the
 // benchmark machine's cores with the control plane, and a gRPC client
 // stream costs more CPU to receive a message (a goroutine woken, the
 // message decoded) than the server spends sending it, so with gRPC
@@ -42,13 +43,13 @@ type FrameConn struct {
 	err    error // why the reader stopped; read after done
 }
 
-// frameStream is one watch: its index, the bytes of a message not yet
-// whole, and whether its first event (the session: the stream is open)
-// has come.
+// frameStream is one call: what it does with each whole message (nil:
+// nothing), the bytes of a message not yet whole, and for a watch, whether
+// its first event (the session: the stream is open) has come.
 type frameStream struct {
-	watch    int
+	onMsg    func(msg []byte, at time.Time)
 	buf      []byte
-	open     chan error
+	open     chan error // a watch's; nil for a stream that waits for nothing
 	opened   bool
 	unacked  int // bytes received since the last window update
 	finished bool
@@ -111,20 +112,12 @@ func (c *FrameConn) Close() error {
 // Watch opens WatchSession(req) as watch number watch and waits for its
 // first event; a stream the server ends or refuses returns its status.
 func (c *FrameConn) Watch(watch int, req *castv1.WatchSessionRequest) error {
-	body, err := proto.Marshal(req)
-	if err != nil {
-		return err
-	}
-	st := &frameStream{watch: watch, open: make(chan error, 1)}
-	c.wmu.Lock()
-	id := c.next
-	c.next += 2
-	c.mu.Lock()
-	c.stream[id] = st
-	c.mu.Unlock()
-	err = c.writeCall(id, body)
-	c.wmu.Unlock()
-	if err != nil {
+	st := &frameStream{open: make(chan error, 1), onMsg: func(msg []byte, at time.Time) {
+		if seq, ok := appendedSeq(msg); ok {
+			c.onSeq(watch, seq, at)
+		}
+	}}
+	if _, err := c.start("/"+castv1.SessionService_ServiceDesc.ServiceName+"/WatchSession", req, st, true); err != nil {
 		return err
 	}
 	select {
@@ -135,26 +128,60 @@ func (c *FrameConn) Watch(watch int, req *castv1.WatchSessionRequest) error {
 	}
 }
 
-// writeCall sends a unary request message on a new stream: the call's
-// headers, then the length-prefixed message. Holds wmu.
-func (c *FrameConn) writeCall(id uint32, body []byte) error {
+// Open starts a call of a client or bidirectional stream method (such as
+// "/cast.v1.NodeService/Connect") with its first message, and returns the
+// stream's id for Send. What the server sends on it is read and let go.
+func (c *FrameConn) Open(method string, first proto.Message) (uint32, error) {
+	return c.start(method, first, &frameStream{}, false)
+}
+
+// Send sends one more message on stream id (from Open).
+func (c *FrameConn) Send(id uint32, m proto.Message) error {
+	body, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.fr.WriteData(id, false, grpcMessage(body))
+}
+
+// start opens a stream for st and sends its call's headers and first
+// message (the last the client sends when end is set).
+func (c *FrameConn) start(method string, first proto.Message, st *frameStream, end bool) (uint32, error) {
+	body, err := proto.Marshal(first)
+	if err != nil {
+		return 0, err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	id := c.next
+	c.next += 2
+	c.mu.Lock()
+	c.stream[id] = st
+	c.mu.Unlock()
 	c.hbuf.Reset()
 	for _, f := range [][2]string{
-		{":method", "POST"}, {":scheme", "http"}, {":authority", c.conn.RemoteAddr().String()},
-		{":path", "/" + string(castv1.SessionService_ServiceDesc.ServiceName) + "/WatchSession"},
+		{":method", "POST"}, {":scheme", "http"}, {":authority", c.conn.RemoteAddr().String()}, {":path", method},
 		{"content-type", "application/grpc"}, {"te", "trailers"}, {"authorization", "Bearer " + c.token},
 	} {
 		if err := c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true}); err != nil {
-		return err
+		return 0, err
 	}
+	return id, c.fr.WriteData(id, end, grpcMessage(body))
+}
+
+// grpcMessage is body as gRPC frames a message: uncompressed, its length
+// first.
+func grpcMessage(body []byte) []byte {
 	msg := make([]byte, 5+len(body))
 	binary.BigEndian.PutUint32(msg[1:5], uint32(len(body)))
 	copy(msg[5:], body)
-	return c.fr.WriteData(id, true, msg)
+	return msg
 }
 
 // read handles the connection's frames until it ends.
@@ -234,13 +261,13 @@ func (c *FrameConn) data(f *http2.DataFrame, at time.Time) {
 }
 
 func (c *FrameConn) event(st *frameStream, msg []byte, at time.Time) {
-	if !st.opened {
+	if st.open != nil && !st.opened {
 		st.opened = true
 		st.open <- nil
 		return
 	}
-	if seq, ok := appendedSeq(msg); ok {
-		c.onSeq(st.watch, seq, at)
+	if st.onMsg != nil {
+		st.onMsg(msg, at)
 	}
 }
 
@@ -250,7 +277,7 @@ func (c *FrameConn) end(id uint32, err error) {
 	st := c.stream[id]
 	delete(c.stream, id)
 	c.mu.Unlock()
-	if st != nil && !st.opened {
+	if st != nil && st.open != nil && !st.opened {
 		st.opened = true
 		st.open <- err
 	}
