@@ -142,16 +142,15 @@ func startFleetSim(ctx context.Context, tb testing.TB, window time.Duration, fra
 // sessions the users send to (on the first nodes) once.
 func (s *fleetSim) grow(ctx context.Context, n int) {
 	for ; s.nodes < n; s.nodes++ {
-		switch {
-		case s.frames != nil:
+		if s.frames != nil {
 			s.frames.node(s.nodes)
-		case s.nodes%simPerConn == 0:
+			continue
+		}
+		if s.nodes%simPerConn == 0 {
 			s.conns = append(s.conns, testharness.Dial(s.tb, s.addr))
 			s.senders = s.conns
-			fallthrough
-		default:
-			s.node(ctx, s.conns[len(s.conns)-1], s.nodes)
 		}
+		s.node(ctx, s.conns[len(s.conns)-1], s.nodes)
 	}
 	testharness.WaitFor(s.tb, 5*time.Minute, fmt.Sprintf("%d simulated nodes connected", n), func() bool {
 		nodes, err := s.admin.AllNodes(ctx, &castv1.ListNodesRequest{Filter: `connected = true`, PageSize: 1000})
@@ -280,9 +279,9 @@ func (s *fleetSim) send(ctx context.Context) []time.Duration {
 // offset falls in it.
 type simFrames struct {
 	s     *fleetSim
-	mu    sync.Mutex
-	conns []*testharness.FrameConn
-	slots [][]simFrameNode // by tick of the interval
+	conns []*testharness.FrameConn // grow's alone
+	mu    sync.Mutex               // slots, shared with beat
+	slots [][]simFrameNode         // by tick of the interval
 }
 
 type simFrameNode struct {
@@ -307,9 +306,7 @@ func (f *simFrames) node(i int) {
 			f.s.tb.Fatal(err)
 		}
 		f.s.tb.Cleanup(func() { c.Close() })
-		f.mu.Lock()
 		f.conns = append(f.conns, c)
-		f.mu.Unlock()
 	}
 	c := f.conns[len(f.conns)-1]
 	id, err := c.Open("/"+castv1.NodeService_ServiceDesc.ServiceName+"/Connect", simHello(i))

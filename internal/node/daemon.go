@@ -424,7 +424,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 // of Command's kind fields (assign_session, deliver_messages, ...), read
 // from the proto, so a new command is counted without a list to extend.
 func commandKinds() []string {
-	fields := (&castv1.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("kind").Fields()
+	fields := commandKindOneof.Fields()
 	kinds := make([]string, 0, fields.Len()+1)
 	for i := range fields.Len() {
 		kinds = append(kinds, string(fields.Get(i).Name()))
@@ -432,10 +432,12 @@ func commandKinds() []string {
 	return append(kinds, "unknown")
 }
 
+// commandKindOneof is Command's kind oneof, looked up once.
+var commandKindOneof = (&castv1.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+
 // commandKind is cmd's kind label.
 func commandKind(cmd *castv1.Command) string {
-	m := cmd.ProtoReflect()
-	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")); f != nil {
+	if f := cmd.ProtoReflect().WhichOneof(commandKindOneof); f != nil {
 		return string(f.Name())
 	}
 	return "unknown"

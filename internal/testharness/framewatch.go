@@ -69,8 +69,9 @@ var (
 
 // DialFrames connects to a plaintext control plane at addr, presenting
 // token on every stream; onSeq is called, from the connection's reader,
-// with each appended message's seq and when its bytes were read (the
-// first event of a stream, the session, is not passed on).
+// with each appended message's seq on a watch and when its bytes were
+// read (the first event of a watch, the session, is not passed on). A
+// connection that carries no watches may pass nil.
 func DialFrames(addr, token string, onSeq func(watch int, seq int64, at time.Time)) (*FrameConn, error) {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
