@@ -8,6 +8,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -49,21 +50,21 @@ func DecodeFile[D any](path string, decode func(io.ReadSeeker) (D, error)) (D, e
 	if err != nil {
 		return zero, fmt.Errorf("%s: %w", path, err)
 	}
-	defer func() { _ = plain.Close(); _ = os.Remove(plain.Name()) }()
+	defer plain.Close()
 	return decode(plain)
 }
 
 // ZstdSuffix ends the name of a native file compressed with zstd.
 const ZstdSuffix = ".zst"
 
-// unzstd decompresses r into a new temporary file, rewound.
+// unzstd decompresses r into a new nameless temporary file, rewound.
 func unzstd(r io.Reader) (*os.File, error) {
 	dec, err := zstd.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
 	defer dec.Close()
-	tmp, err := os.CreateTemp("", "cast-unzstd-*")
+	tmp, err := fsutil.ScratchFile("cast-unzstd-*")
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,6 @@ func unzstd(r io.Reader) (*os.File, error) {
 	}
 	if err != nil {
 		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
 	return tmp, nil

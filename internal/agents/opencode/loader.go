@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/kit"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -53,17 +55,18 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 	cmd.Env = append(agents.WithoutEnv(l.Env, "XDG_DATA_HOME"), "XDG_DATA_HOME="+t.Home)
 	// stdout goes to a file, not a pipe: OpenCode (on Bun) exits before a
 	// pipe drains, and `opencode export` of a long session came back cut
-	// at a multiple of 64 KiB; writes to a file are synchronous.
-	out, err := os.CreateTemp("", "cast-opencode-*.out")
+	// at a multiple of 64 KiB; writes to a file are synchronous. The file
+	// has no name, so a node killed mid-command leaves none behind.
+	out, err := fsutil.ScratchFile("cast-opencode-*.out")
 	if err != nil {
 		return "", fmt.Errorf("opencode %s: %w", args[0], err)
 	}
-	defer func() { _ = out.Close(); _ = os.Remove(out.Name()) }()
+	defer out.Close()
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &stderr
 	// The npm launcher runs the real binary as a child: kill the group.
 	runErr := kit.RunGroup(cmd)
-	stdout, err := os.ReadFile(out.Name())
+	stdout, err := readFromStart(out)
 	if err != nil {
 		return "", fmt.Errorf("opencode %s: read its output: %w", args[0], err)
 	}
@@ -72,6 +75,15 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 		return string(stdout), fmt.Errorf("opencode %s: %w: %s", args[0], runErr, msg)
 	}
 	return string(stdout), nil
+}
+
+// readFromStart reads f whole from its first byte (a child wrote it
+// through a descriptor that shares f's offset).
+func readFromStart(f *os.File) ([]byte, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // Import loads an export file with `opencode import` and returns the
