@@ -46,8 +46,9 @@ web: web-deps
 # deploy's TestInstallIntoAPIServer is built only with the k8s tag: `make
 # test-k8s` runs it against a real kube-apiserver.
 E2E_PKG := github.com/cast-dev/cast/internal/e2e
+# `go vet` is `make lint`'s (CI runs lint first; a second vet here cost
+# ~20 s of the run for nothing).
 test: agents debs web-deps
-	$(GO) vet ./...
 	@$(GO) test -timeout 60m ./internal/e2e/ & e2e=$$!; \
 	$(GO) test -race -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
 	wait $$e2e; e2e=$$?; \
