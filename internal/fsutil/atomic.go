@@ -2,7 +2,8 @@
 // transcript files must be written: atomically (a unique temp sibling,
 // fsync, rename, fsync dir) and private; and guards the paths around them:
 // a daemon's exclusive lock on its data dir (LockDir) and whether a path
-// lies inside a folder, symlinks resolved (Within).
+// lies inside a folder, symlinks resolved (Within); and makes temporary
+// files that leave nothing behind a killed process (Scratch).
 package fsutil
 
 import (

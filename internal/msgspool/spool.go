@@ -16,10 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -28,12 +28,11 @@ import (
 // Spool is messages written to a private temporary file. Add them first;
 // reading flushes what was added. Not safe for concurrent use.
 type Spool struct {
-	f    *os.File
+	f    *fsutil.Scratch
 	w    *bufio.Writer
 	size int64 // bytes added, flushed or not
 	n    int
 	buf  []byte // Add's encoding buffer, reused
-	left bool   // the file's name is still there for Close to remove
 }
 
 // New makes an empty spool in dir (os.TempDir when ""), readable by this
@@ -41,12 +40,11 @@ type Spool struct {
 // leaves no copy of the conversation behind; the open file stays
 // readable until Close.
 func New(dir string) (*Spool, error) {
-	f, err := os.CreateTemp(dir, "cast-spool-*") // 0600
+	f, err := fsutil.NewScratch(dir, "cast-spool-*") // 0600
 	if err != nil {
 		return nil, fmt.Errorf("msgspool: %w", err)
 	}
-	left := os.Remove(f.Name()) != nil
-	return &Spool{f: f, w: bufio.NewWriterSize(f, 256<<10), left: left}, nil
+	return &Spool{f: f, w: bufio.NewWriterSize(f, 256<<10)}, nil
 }
 
 // Add appends m.
@@ -133,13 +131,7 @@ func (s *Spool) At(pos int64) (transcript.Message, error) {
 }
 
 // Close closes the spool; its file is gone after it.
-func (s *Spool) Close() error {
-	err := s.f.Close()
-	if s.left {
-		err = errors.Join(err, os.Remove(s.f.Name()))
-	}
-	return err
-}
+func (s *Spool) Close() error { return s.f.Close() }
 
 func decode(b []byte) (transcript.Message, error) {
 	var p castv1.Message

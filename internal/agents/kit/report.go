@@ -58,13 +58,13 @@ func DecodeFile[D any](path string, decode func(io.ReadSeeker) (D, error)) (D, e
 const ZstdSuffix = ".zst"
 
 // unzstd decompresses r into a new nameless temporary file, rewound.
-func unzstd(r io.Reader) (*os.File, error) {
+func unzstd(r io.Reader) (*fsutil.Scratch, error) {
 	dec, err := zstd.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
 	defer dec.Close()
-	tmp, err := fsutil.ScratchFile("cast-unzstd-*")
+	tmp, err := fsutil.NewScratch("", "cast-unzstd-*")
 	if err != nil {
 		return nil, err
 	}

@@ -57,16 +57,16 @@ func (l Loader) run(ctx context.Context, t agents.Target, args ...string) (strin
 	// pipe drains, and `opencode export` of a long session came back cut
 	// at a multiple of 64 KiB; writes to a file are synchronous. The file
 	// has no name, so a node killed mid-command leaves none behind.
-	out, err := fsutil.ScratchFile("cast-opencode-*.out")
+	out, err := fsutil.NewScratch("", "cast-opencode-*.out")
 	if err != nil {
 		return "", fmt.Errorf("opencode %s: %w", args[0], err)
 	}
 	defer out.Close()
 	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = out, &stderr
+	cmd.Stdout, cmd.Stderr = out.File, &stderr // the file itself: no pipe
 	// The npm launcher runs the real binary as a child: kill the group.
 	runErr := kit.RunGroup(cmd)
-	stdout, err := readFromStart(out)
+	stdout, err := readFromStart(out.File)
 	if err != nil {
 		return "", fmt.Errorf("opencode %s: read its output: %w", args[0], err)
 	}
