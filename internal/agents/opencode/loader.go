@@ -191,7 +191,9 @@ func (l Loader) Load(ctx context.Context, t agents.Target, ex Export) (string, e
 	if err := os.MkdirAll(t.Home, 0o755); err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp(t.Home, ".cast-opencode-import-*.json")
+	// The file goes to the temporary folder (mode 0600), not the user's
+	// data folder, where a node killed mid-import would leave it.
+	f, err := os.CreateTemp("", "cast-opencode-import-*.json")
 	if err != nil {
 		return "", err
 	}
