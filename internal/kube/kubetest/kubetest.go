@@ -1,10 +1,12 @@
 // Package kubetest is a stand-in for the Kubernetes API server in tests:
 // Secrets and ConfigMaps of one namespace over HTTPS, a bearer token, the
 // API's create/update semantics (AlreadyExists, resourceVersion
-// conflicts) and RBAC rules as a Role states them. No real API server can
-// run on cast's build machines (docs/install-kubernetes.md), so this is
-// what internal/kube and the bootstrap are tested against; it follows the
-// API where cast depends on it and nowhere else.
+// conflicts) and RBAC rules as a Role states them. A real API server takes
+// minutes to build on 2 cores, past the default run's budget (`make
+// test-k8s` builds kube-apiserver and installs every overlay into it;
+// docs/install-kubernetes.md), so this is what internal/kube and the
+// bootstrap are tested against in the default run; it follows the API
+// where cast depends on it and nowhere else.
 package kubetest
 
 import (
