@@ -46,17 +46,21 @@ web: web-deps
 # deploy's TestInstallIntoAPIServer is built only with the k8s tag: `make
 # test-k8s` runs it against a real kube-apiserver.
 E2E_PKG := github.com/cast-dev/cast/internal/e2e
+# Test binaries are linked without DWARF (-w): nothing debugs them here,
+# and stack traces and race reports come from Go's own tables. On a fresh
+# clone that is ~14% of building every raced test binary.
+TESTFLAGS := -ldflags=-w
 # `go vet` is `make lint`'s (CI runs lint first; a second vet here cost
 # ~20 s of the run for nothing).
 test: agents debs web-deps
-	@$(GO) test -timeout 60m ./internal/e2e/ & e2e=$$!; \
-	$(GO) test -race -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
+	@$(GO) test $(TESTFLAGS) -timeout 60m ./internal/e2e/ & e2e=$$!; \
+	$(GO) test -race $(TESTFLAGS) -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
 	wait $$e2e; e2e=$$?; \
 	if [ $$rest -ne 0 ] || [ $$e2e -ne 0 ]; then echo "make test: FAIL (internal/e2e exit $$e2e, the other packages exit $$rest)"; exit 1; fi
 
 # Every package under -race, internal/e2e included.
 test-race: agents debs web-deps
-	$(GO) test -race -timeout 60m ./internal/e2e/ ./...
+	$(GO) test -race $(TESTFLAGS) -timeout 60m ./internal/e2e/ ./...
 
 # A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
 # k8s.io/api), built from the Go module proxy by a module of its own

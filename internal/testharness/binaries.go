@@ -54,10 +54,11 @@ func Binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		// Linked as the Makefile links them, so version tests see the flags work;
-		// the toolchain's VCS stamp (present or not, as the machine's GOFLAGS
+		// Linked as the Makefile links them (no symbol table or DWARF, the
+		// version flags), so version tests see the flags work; the
+		// toolchain's VCS stamp (present or not, as the machine's GOFLAGS
 		// and the checkout have it) never wins over them (internal/version).
-		cmd := exec.Command("go", "build", "-ldflags", "-X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
+		cmd := exec.Command("go", "build", "-ldflags", "-s -w -X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
 			"-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
 		cmd.Dir = root
 		var stderr bytes.Buffer
