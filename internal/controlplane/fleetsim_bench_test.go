@@ -148,9 +148,11 @@ func (s *fleetSim) grow(ctx context.Context, n int) {
 		}
 		if s.nodes%simPerConn == 0 {
 			s.conns = append(s.conns, testharness.Dial(s.tb, s.addr))
-			s.senders = s.conns
 		}
 		s.node(ctx, s.conns[len(s.conns)-1], s.nodes)
+	}
+	if s.frames == nil {
+		s.senders = s.conns // the nodes' connections carry the users' sends too
 	}
 	testharness.WaitFor(s.tb, 5*time.Minute, fmt.Sprintf("%d simulated nodes connected", n), func() bool {
 		nodes, err := s.admin.AllNodes(ctx, &castv1.ListNodesRequest{Filter: `connected = true`, PageSize: 1000})

@@ -70,8 +70,8 @@ var (
 // DialFrames connects to a plaintext control plane at addr, presenting
 // token on every stream; onSeq is called, from the connection's reader,
 // with each appended message's seq on a watch and when its bytes were
-// read (the first event of a watch, the session, is not passed on). A
-// connection that carries no watches may pass nil.
+// read (the first event of a watch, the session, is not passed on); nil
+// lets the watches' messages go.
 func DialFrames(addr, token string, onSeq func(watch int, seq int64, at time.Time)) (*FrameConn, error) {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -113,11 +113,14 @@ func (c *FrameConn) Close() error {
 // Watch opens WatchSession(req) as watch number watch and waits for its
 // first event; a stream the server ends or refuses returns its status.
 func (c *FrameConn) Watch(watch int, req *castv1.WatchSessionRequest) error {
-	st := &frameStream{open: make(chan error, 1), onMsg: func(msg []byte, at time.Time) {
-		if seq, ok := appendedSeq(msg); ok {
-			c.onSeq(watch, seq, at)
+	st := &frameStream{open: make(chan error, 1)}
+	if c.onSeq != nil {
+		st.onMsg = func(msg []byte, at time.Time) {
+			if seq, ok := appendedSeq(msg); ok {
+				c.onSeq(watch, seq, at)
+			}
 		}
-	}}
+	}
 	if _, err := c.start("/"+castv1.SessionService_ServiceDesc.ServiceName+"/WatchSession", req, st, true); err != nil {
 		return err
 	}
@@ -138,19 +141,19 @@ func (c *FrameConn) Open(method string, first proto.Message) (uint32, error) {
 
 // Send sends one more message on stream id (from Open).
 func (c *FrameConn) Send(id uint32, m proto.Message) error {
-	body, err := proto.Marshal(m)
+	msg, err := grpcMessage(m)
 	if err != nil {
 		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.fr.WriteData(id, false, grpcMessage(body))
+	return c.fr.WriteData(id, false, msg)
 }
 
 // start opens a stream for st and sends its call's headers and first
 // message (the last the client sends when end is set).
 func (c *FrameConn) start(method string, first proto.Message, st *frameStream, end bool) (uint32, error) {
-	body, err := proto.Marshal(first)
+	msg, err := grpcMessage(first)
 	if err != nil {
 		return 0, err
 	}
@@ -173,16 +176,18 @@ func (c *FrameConn) start(method string, first proto.Message, st *frameStream, e
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true}); err != nil {
 		return 0, err
 	}
-	return id, c.fr.WriteData(id, end, grpcMessage(body))
+	return id, c.fr.WriteData(id, end, msg)
 }
 
-// grpcMessage is body as gRPC frames a message: uncompressed, its length
-// first.
-func grpcMessage(body []byte) []byte {
-	msg := make([]byte, 5+len(body))
-	binary.BigEndian.PutUint32(msg[1:5], uint32(len(body)))
-	copy(msg[5:], body)
-	return msg
+// grpcMessage is m as gRPC frames a message: uncompressed, its length
+// first, marshalled in place after the 5-byte prefix.
+func grpcMessage(m proto.Message) ([]byte, error) {
+	msg, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 5, 5+proto.Size(m)), m)
+	if err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(msg[1:5], uint32(len(msg)-5))
+	return msg, nil
 }
 
 // read handles the connection's frames until it ends.
