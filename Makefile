@@ -49,9 +49,11 @@ E2E_PKG := github.com/cast-dev/cast/internal/e2e
 # Test binaries are linked without DWARF (-w): nothing debugs them here,
 # and stack traces and race reports come from Go's own tables. On a fresh
 # clone that is ~14% of building every raced test binary.
-TESTFLAGS := -ldflags=-w
-# `go vet` is `make lint`'s (CI runs lint first; a second vet here cost
-# ~20 s of the run for nothing).
+TESTFLAGS := -ldflags=-w -vet=off
+# `go vet` is `make lint`'s (CI runs lint first): a second `go vet` here
+# cost ~20 s of the run for nothing, and `go test`'s own vet pass (a subset
+# of vet's default analyzers, which lint runs on the same packages) ~27
+# CPU-s.
 test: agents debs web-deps
 	@$(GO) test $(TESTFLAGS) -timeout 60m ./internal/e2e/ & e2e=$$!; \
 	$(GO) test -race $(TESTFLAGS) -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
