@@ -107,32 +107,26 @@ func readCredential(in io.Reader, file string) ([]byte, error) {
 
 func (a *app) accountLsCmd() *cobra.Command {
 	var agent string
-	var out listFlags
-	cmd := &cobra.Command{
+	cmd := listCmd(a, &cobra.Command{
 		Use:   "ls [--agent A] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List fleet accounts: which is active, which are limited and until when",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			resp, err := a.listAccounts(cmd, agent)
-			if err != nil {
-				return err
-			}
-			return printList(a, out, listing[*castv1.Account]{key: "accounts", items: resp.Accounts,
-				empty: "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`",
-				name:  func(acc *castv1.Account) string { return acc.Name },
-				columns: []column[*castv1.Account]{
-					{header: "AGENT", cell: func(acc *castv1.Account) string { return acc.Agent }},
-					{header: "NAME", cell: func(acc *castv1.Account) string { return acc.Name }},
-					{header: "ACTIVE", cell: func(acc *castv1.Account) string { return yesNo(acc.Active) }},
-					{header: "USAGE", cell: usage},
-					{header: "LIMITED UNTIL", cell: limitedUntil},
-					{header: "SWITCHES", cell: func(acc *castv1.Account) string { return fmt.Sprint(acc.Switches) }},
-					{header: "POLICY", wide: true, cell: func(acc *castv1.Account) string { return orDash(acc.Policy) }},
-					{header: "USAGE AT", wide: true, cell: func(acc *castv1.Account) string { return ago(acc.UsageTime) }},
-				}})
-		},
-	}
-	out.bind(cmd, a)
+	}, func(ctx context.Context, c *client.Client) (listing[*castv1.Account], error) {
+		resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+		return listing[*castv1.Account]{key: "accounts", items: resp.GetAccounts(),
+			empty: "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`",
+			name:  func(acc *castv1.Account) string { return acc.Name },
+			columns: []column[*castv1.Account]{
+				{header: "AGENT", cell: func(acc *castv1.Account) string { return acc.Agent }},
+				{header: "NAME", cell: func(acc *castv1.Account) string { return acc.Name }},
+				{header: "ACTIVE", cell: func(acc *castv1.Account) string { return yesNo(acc.Active) }},
+				{header: "USAGE", cell: usage},
+				{header: "LIMITED UNTIL", cell: limitedUntil},
+				{header: "SWITCHES", cell: func(acc *castv1.Account) string { return fmt.Sprint(acc.Switches) }},
+				{header: "POLICY", wide: true, cell: func(acc *castv1.Account) string { return orDash(acc.Policy) }},
+				{header: "USAGE AT", wide: true, cell: func(acc *castv1.Account) string { return ago(acc.UsageTime) }},
+			}}, err
+	})
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's accounts")
 	return cmd
 }
@@ -150,14 +144,13 @@ func (a *app) listAccounts(cmd *cobra.Command, agent string) (resp *castv1.ListA
 func (a *app) accountRmCmd() *cobra.Command {
 	return a.namedAccountCmd("rm NAME --agent A", "Remove a fleet account that is not active",
 		func(ctx context.Context, c *client.Client, name, agent string) error {
-			if _, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: name, Agent: agent}); err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"deleted": name, "agent": agent})
-			}
-			fmt.Fprintf(a.out, "removed %s account %s\n", agent, name)
-			return nil
+			_, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: name, Agent: agent})
+			return a.replyAs(err, func() any {
+				return map[string]any{"deleted": name, "agent": agent}
+			}, func() error {
+				fmt.Fprintf(a.out, "removed %s account %s\n", agent, name)
+				return nil
+			})
 		})
 }
 

@@ -30,14 +30,10 @@ func (a *app) accountPolicyCmd() *cobra.Command {
 			}
 			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
 				acc, err := c.Accounts.SetAccountPolicy(ctx, &castv1.SetAccountPolicyRequest{Name: args[0], Agent: agent, Policy: policy})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(acc))
-				}
-				fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
-				return nil
+				return a.reply(acc, err, func() error {
+					fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
+					return nil
+				})
 			})
 		},
 	}
@@ -60,18 +56,14 @@ func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				what := "waiting for its reset on"
-				if approve {
-					what = "now on"
-				}
-				fmt.Fprintf(a.out, "%s: %s account %s (%d parked session(s): %s)\n", agent, what, resp.Active, len(resp.Sessions), strings.Join(resp.Sessions, ", "))
-				return nil
+				return a.reply(resp, err, func() error {
+					what := "waiting for its reset on"
+					if approve {
+						what = "now on"
+					}
+					fmt.Fprintf(a.out, "%s: %s account %s (%d parked session(s): %s)\n", agent, what, resp.Active, len(resp.Sessions), strings.Join(resp.Sessions, ", "))
+					return nil
+				})
 			})
 		},
 	}

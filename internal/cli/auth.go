@@ -38,15 +38,13 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: name, Role: r})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"token": resp.Token, "principal": resp.Principal})
-				}
-				fmt.Fprintln(a.out, resp.Token)
-				fmt.Fprintf(a.errOut, "token for %s; it is not shown again: give it to its owner (CAST_TOKEN, or `cast` contexts in ~/.config/cast/config.yaml)\n", resp.Principal)
-				return nil
+				return a.replyAs(err, func() any {
+					return map[string]any{"token": resp.Token, "principal": resp.Principal}
+				}, func() error {
+					fmt.Fprintln(a.out, resp.Token)
+					fmt.Fprintf(a.errOut, "token for %s; it is not shown again: give it to its owner (CAST_TOKEN, or `cast` contexts in ~/.config/cast/config.yaml)\n", resp.Principal)
+					return nil
+				})
 			})
 		},
 	}
@@ -56,62 +54,45 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 }
 
 func (a *app) tokenLsCmd() *cobra.Command {
-	var out listFlags
-	cmd := &cobra.Command{
+	return listCmd(a, &cobra.Command{
 		Use: "ls [-o json|yaml|wide|name] [--no-headers]", Short: "List tokens by name (never their values)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				tokens, err := c.AllTokens(ctx, &castv1.ListTokensRequest{})
-				if err != nil {
-					return err
-				}
-				return printList(a, out, listing[*castv1.TokenInfo]{key: "tokens", items: tokens,
-					name: func(t *castv1.TokenInfo) string { return t.Name },
-					columns: []column[*castv1.TokenInfo]{
-						{header: "NAME", cell: func(t *castv1.TokenInfo) string { return t.Name }},
-						{header: "ROLE", cell: func(t *castv1.TokenInfo) string { return roleName(t.Role) }},
-						{header: "CREATED", cell: func(t *castv1.TokenInfo) string { return stamp(t.CreateTime) }},
-						{header: "AGE", wide: true, cell: func(t *castv1.TokenInfo) string { return ago(t.CreateTime) }},
-					}})
-			})
-		},
-	}
-	out.bind(cmd, a)
-	return cmd
+	}, func(ctx context.Context, c *client.Client) (listing[*castv1.TokenInfo], error) {
+		tokens, err := c.AllTokens(ctx, &castv1.ListTokensRequest{})
+		return listing[*castv1.TokenInfo]{key: "tokens", items: tokens,
+			name: func(t *castv1.TokenInfo) string { return t.Name },
+			columns: []column[*castv1.TokenInfo]{
+				{header: "NAME", cell: func(t *castv1.TokenInfo) string { return t.Name }},
+				{header: "ROLE", cell: func(t *castv1.TokenInfo) string { return roleName(t.Role) }},
+				{header: "CREATED", cell: func(t *castv1.TokenInfo) string { return stamp(t.CreateTime) }},
+				{header: "AGE", wide: true, cell: func(t *castv1.TokenInfo) string { return ago(t.CreateTime) }},
+			}}, err
+	})
 }
 
 func (a *app) tokenRmCmd() *cobra.Command {
-	return &cobra.Command{
+	return a.calling(&cobra.Command{
 		Use: "rm NAME", Short: "Revoke a token at once", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if _, err := c.Auth.DeleteToken(ctx, &castv1.DeleteTokenRequest{Name: args[0]}); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.out, "token %s revoked\n", args[0])
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, args []string) error {
+		if _, err := c.Auth.DeleteToken(ctx, &castv1.DeleteTokenRequest{Name: args[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "token %s revoked\n", args[0])
+		return nil
+	})
 }
 
 func (a *app) whoamiCmd() *cobra.Command {
-	return &cobra.Command{
+	return a.calling(&cobra.Command{
 		Use: "whoami", Short: "Name the principal your credential stands for", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"principal": resp.Principal, "role": roleName(resp.Role)})
-				}
-				fmt.Fprintln(a.out, resp.Principal)
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{})
+		return a.replyAs(err, func() any {
+			return map[string]any{"principal": resp.Principal, "role": roleName(resp.Role)}
+		}, func() error {
+			fmt.Fprintln(a.out, resp.Principal)
+			return nil
+		})
+	})
 }
 
 // nodeJoinCmds are `cast node token create` and `cast node revoke`
@@ -120,52 +101,44 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 	tok := &cobra.Command{Use: "token", Short: "One-time join tokens for new nodes"}
 	var ttl time.Duration
 	var uses int
-	create := &cobra.Command{
+	create := a.calling(&cobra.Command{
 		Use:   "create [--ttl 1h] [--uses N]",
 		Short: "Make a one-time join token: start a new node with `node --join-token TOKEN`",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: int64(ttl / time.Second), Uses: int32(uses)})
-				if err != nil {
-					return err
-				}
-				exp := resp.ExpireTime.AsTime().UTC()
-				if a.json {
-					return a.printJSON(map[string]any{"token": resp.Token, "expire_time": exp.Format(time.RFC3339)})
-				}
-				fmt.Fprintln(a.out, resp.Token)
-				pin := ""
-				if p := a.caPin(ctx); p != "" {
-					pin = " --ca-pin " + p
-				}
-				fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s%s --join-token TOKEN --name NAME\n", max(uses, 1), exp.Format(time.RFC3339), a.addr, pin)
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: int64(ttl / time.Second), Uses: int32(uses)})
+		exp := resp.GetExpireTime().AsTime().UTC().Format(time.RFC3339) // printed only when err is nil
+		return a.replyAs(err, func() any {
+			return map[string]any{"token": resp.Token, "expire_time": exp}
+		}, func() error {
+			fmt.Fprintln(a.out, resp.Token)
+			pin := ""
+			if p := a.caPin(ctx); p != "" {
+				pin = " --ca-pin " + p
+			}
+			fmt.Fprintf(a.errOut, "works %d time(s), until %s: node --controlplane %s%s --join-token TOKEN --name NAME\n", max(uses, 1), exp, a.addr, pin)
+			return nil
+		})
+	})
 	create.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token works")
 	create.Flags().IntVar(&uses, "uses", 1, "how many nodes may join with it (a StatefulSet's replicas)")
 	tok.AddCommand(create)
-	revoke := &cobra.Command{
+	revoke := a.calling(&cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke a node's credential at once; it must join again with a new join token",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: args[0]})
-				if err != nil {
-					return err
-				}
-				if !resp.Revoked {
-					fmt.Fprintf(a.out, "node %s had no credential\n", args[0])
-					return nil
-				}
-				fmt.Fprintf(a.out, "node %s's credential revoked\n", args[0])
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, args []string) error {
+		resp, err := c.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: args[0]})
+		if err != nil {
+			return err
+		}
+		if !resp.Revoked {
+			fmt.Fprintf(a.out, "node %s had no credential\n", args[0])
+			return nil
+		}
+		fmt.Fprintf(a.out, "node %s's credential revoked\n", args[0])
+		return nil
+	})
 	return []*cobra.Command{tok, revoke, a.nodeJoinCmd()}
 }
 

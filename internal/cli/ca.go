@@ -58,36 +58,29 @@ func (a *app) caCmd() *cobra.Command {
 }
 
 func (a *app) caStatusCmd() *cobra.Command {
-	return &cobra.Command{
+	return a.calling(&cobra.Command{
 		Use: "status", Short: "Show the CAs of a rotation and who holds live certificates from each", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
-				if err != nil {
-					return err
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
+		return a.reply(resp, err, func() error {
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STATE\tPIN\tSUBJECT\tEXPIRES\tSINCE")
+			states := map[string]string{}
+			for _, ca := range resp.Cas {
+				states[ca.Pin] = ca.State
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ca.State, ca.Pin, ca.Subject, stamp(ca.ExpireTime), stamp(ca.StateTime))
+			}
+			fmt.Fprintln(tw, "\nPRINCIPAL\tISSUER\tISSUED\tEXPIRES\t")
+			for _, h := range resp.Holders {
+				issuer := states[h.IssuerPin]
+				if issuer == "" {
+					issuer = "retired"
 				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "STATE\tPIN\tSUBJECT\tEXPIRES\tSINCE")
-				states := map[string]string{}
-				for _, ca := range resp.Cas {
-					states[ca.Pin] = ca.State
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ca.State, ca.Pin, ca.Subject, stamp(ca.ExpireTime), stamp(ca.StateTime))
-				}
-				fmt.Fprintln(tw, "\nPRINCIPAL\tISSUER\tISSUED\tEXPIRES\t")
-				for _, h := range resp.Holders {
-					issuer := states[h.IssuerPin]
-					if issuer == "" {
-						issuer = "retired"
-					}
-					fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t\n", h.Principal, issuer, short(h.IssuerPin), stamp(h.IssueTime), stamp(h.ExpireTime))
-				}
-				return tw.Flush()
-			})
-		},
-	}
+				fmt.Fprintf(tw, "%s\t%s (%s)\t%s\t%s\t\n", h.Principal, issuer, short(h.IssuerPin), stamp(h.IssueTime), stamp(h.ExpireTime))
+			}
+			return tw.Flush()
+		})
+	})
 }
 
 // stamp writes a time field in RFC 3339, UTC; "-" when unset.
@@ -128,15 +121,11 @@ func (a *app) caRotateCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Auth.RotateCA(ctx, req)
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				fmt.Fprintf(a.out, "new CA %s (%s) is trusted; the old one still signs\n", resp.Next.Pin, resp.Next.Subject)
-				fmt.Fprintf(a.errOut, "nodes learn it at their next renewal, clients at their next command; when `cast ca status` shows every node renewed, run `cast ca activate`\n")
-				return nil
+				return a.reply(resp, err, func() error {
+					fmt.Fprintf(a.out, "new CA %s (%s) is trusted; the old one still signs\n", resp.Next.Pin, resp.Next.Subject)
+					fmt.Fprintf(a.errOut, "nodes learn it at their next renewal, clients at their next command; when `cast ca status` shows every node renewed, run `cast ca activate`\n")
+					return nil
+				})
 			})
 		},
 	}
@@ -147,65 +136,48 @@ func (a *app) caRotateCmd() *cobra.Command {
 
 func (a *app) caActivateCmd() *cobra.Command {
 	var force bool
-	cmd := &cobra.Command{
+	cmd := a.calling(&cobra.Command{
 		Use:   "activate [--force]",
 		Short: "Make the new CA sign (server certificate, renewals, new certificates); the old one's certificates still work",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: force})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				fmt.Fprintf(a.out, "CA %s signs now; the old CA is still trusted\n", resp.Signing.Pin)
-				fmt.Fprintf(a.errOut, "new nodes join with --ca-pin %s; when `cast ca status` shows no live certificate from the old CA, run `cast ca retire`\n", resp.Signing.Pin)
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: force})
+		return a.reply(resp, err, func() error {
+			fmt.Fprintf(a.out, "CA %s signs now; the old CA is still trusted\n", resp.Signing.Pin)
+			fmt.Fprintf(a.errOut, "new nodes join with --ca-pin %s; when `cast ca status` shows no live certificate from the old CA, run `cast ca retire`\n", resp.Signing.Pin)
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&force, "force", false, "switch even while nodes have not renewed since the rotation began (they must join again)")
 	return cmd
 }
 
 func (a *app) caRetireCmd() *cobra.Command {
 	var force bool
-	cmd := &cobra.Command{
+	cmd := a.calling(&cobra.Command{
 		Use:   "retire [--force]",
 		Short: "Stop trusting the old CA: its certificates are refused",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: force})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				fmt.Fprintf(a.out, "CA %s (%s) retired: its certificates are refused\n", resp.Retired.Pin, resp.Retired.Subject)
-				return nil
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: force})
+		return a.reply(resp, err, func() error {
+			fmt.Fprintf(a.out, "CA %s (%s) retired: its certificates are refused\n", resp.Retired.Pin, resp.Retired.Subject)
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&force, "force", false, "retire even while principals' latest live certificates are from the old CA (they must join again or get a new certificate)")
 	return cmd
 }
 
 func (a *app) caBundleCmd() *cobra.Command {
-	return &cobra.Command{
+	return a.calling(&cobra.Command{
 		Use: "bundle", Short: "Print the CAs to trust in the control plane (PEM), for a client that missed a rotation", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.GetCABundle(ctx, &castv1.GetCABundleRequest{})
-				if err != nil {
-					return err
-				}
-				_, err = a.out.Write(resp.Bundle)
-				return err
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.GetCABundle(ctx, &castv1.GetCABundleRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = a.out.Write(resp.Bundle)
+		return err
+	})
 }

@@ -22,19 +22,15 @@ func (a *app) getCmd() *cobra.Command {
 	}, sessionUse{hint: "cast get ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			for _, row := range describeRows(sess) {
-				if row[1] != "" {
-					fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+			return a.reply(sess, err, func() error {
+				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				for _, row := range describeRows(sess) {
+					if row[1] != "" {
+						fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+					}
 				}
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		})
 	})
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cast-dev/cast/internal/client"
 )
 
 // outputFormats are the values -o takes on every list command (kubectl's
@@ -34,6 +37,21 @@ func (f *listFlags) bind(cmd *cobra.Command, a *app) {
 		_, err := f.format(a.json)
 		return err
 	}
+}
+
+// listCmd makes cmd a list command answered by one call to the control
+// plane: it binds -o and --no-headers and prints what list returns.
+func listCmd[T proto.Message](a *app, cmd *cobra.Command, list func(context.Context, *client.Client) (listing[T], error)) *cobra.Command {
+	var out listFlags
+	a.calling(cmd, func(ctx context.Context, c *client.Client, _ []string) error {
+		l, err := list(ctx, c)
+		if err != nil {
+			return err
+		}
+		return printList(a, out, l)
+	})
+	out.bind(cmd, a)
+	return cmd
 }
 
 // format is the chosen format: "table" without -o; --json is -o json.

@@ -260,34 +260,25 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 }
 
 func (a *app) migrateLsCmd() *cobra.Command {
-	var out listFlags
-	cmd := &cobra.Command{
+	return listCmd(a, &cobra.Command{
 		Use:   "ls [-o json|yaml|wide|name] [--no-headers]",
 		Short: "List migrations, newest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				list, err := c.AllMigrations(ctx, &castv1.ListMigrationsRequest{})
-				if err != nil {
-					return err
-				}
-				return printList(a, out, listing[*castv1.Migration]{key: "migrations", items: list,
-					name: func(m *castv1.Migration) string { return m.Id },
-					columns: []column[*castv1.Migration]{
-						{header: "ID", cell: func(m *castv1.Migration) string { return m.Id }},
-						{header: "TO", cell: func(m *castv1.Migration) string { return m.TargetNode }},
-						{header: "TARGET", wide: true, cell: func(m *castv1.Migration) string { return orDash(m.Target) }},
-						{header: "STATE", cell: func(m *castv1.Migration) string { return migStateName(m.State) }},
-						{header: "SESSIONS", cell: func(m *castv1.Migration) string { return fmt.Sprint(len(m.Sessions)) }},
-						{header: "STARTED", cell: func(m *castv1.Migration) string { return ago(m.CreateTime) }},
-						{header: "UPDATED", wide: true, cell: func(m *castv1.Migration) string { return ago(m.UpdateTime) }},
-						{header: "REASON", wide: true, cell: func(m *castv1.Migration) string { return orDash(clip(m.Reason, noteWidth)) }},
-					}})
-			})
-		},
-	}
-	out.bind(cmd, a)
-	return cmd
+	}, func(ctx context.Context, c *client.Client) (listing[*castv1.Migration], error) {
+		list, err := c.AllMigrations(ctx, &castv1.ListMigrationsRequest{})
+		return listing[*castv1.Migration]{key: "migrations", items: list,
+			name: func(m *castv1.Migration) string { return m.Id },
+			columns: []column[*castv1.Migration]{
+				{header: "ID", cell: func(m *castv1.Migration) string { return m.Id }},
+				{header: "TO", cell: func(m *castv1.Migration) string { return m.TargetNode }},
+				{header: "TARGET", wide: true, cell: func(m *castv1.Migration) string { return orDash(m.Target) }},
+				{header: "STATE", cell: func(m *castv1.Migration) string { return migStateName(m.State) }},
+				{header: "SESSIONS", cell: func(m *castv1.Migration) string { return fmt.Sprint(len(m.Sessions)) }},
+				{header: "STARTED", cell: func(m *castv1.Migration) string { return ago(m.CreateTime) }},
+				{header: "UPDATED", wide: true, cell: func(m *castv1.Migration) string { return ago(m.UpdateTime) }},
+				{header: "REASON", wide: true, cell: func(m *castv1.Migration) string { return orDash(clip(m.Reason, noteWidth)) }},
+			}}, err
+	})
 }
 
 func (a *app) migrateCancelCmd() *cobra.Command {

@@ -34,17 +34,13 @@ func (a *app) switchCmd() *cobra.Command {
 		}
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			if sess.HandoffFrom == id {
-				return a.printHandedOff(ctx, c, sess)
-			}
-			fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
-			return nil
+			return a.reply(sess, err, func() error {
+				if sess.HandoffFrom == id {
+					return a.printHandedOff(ctx, c, sess)
+				}
+				fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+				return nil
+			})
 		})
 	})
 
@@ -186,15 +182,11 @@ func (a *app) spawnCmd() *cobra.Command {
 			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Model: model, Cwd: cwd, Node: node, Text: task, ParentId: parent, RequestId: ids.NewClientID()}
 			sess, err := a.createSession(cmd.Context(), c, req)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			fmt.Fprintln(a.out, sess.Id)
-			fmt.Fprintf(a.errOut, "worker %s started on %s; %s will get a message when it finishes (`cast ls --all` lists workers)\n", sess.Id, sess.Agent, parent)
-			return nil
+			return a.reply(sess, err, func() error {
+				fmt.Fprintln(a.out, sess.Id)
+				fmt.Fprintf(a.errOut, "worker %s started on %s; %s will get a message when it finishes (`cast ls --all` lists workers)\n", sess.Id, sess.Agent, parent)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&subagent, "subagent", false, "a nested worker with no shared history")
@@ -228,20 +220,18 @@ runs the turn on it.`,
 		}
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.MergeSession(ctx, &castv1.MergeSessionRequest{ForkId: id, Run: run, Message: text})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
-					"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted, "prompt_seq": resp.PromptSeq})
-			}
-			fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
-			if resp.PromptSeq == 0 {
-				fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
+			return a.replyAs(err, func() any {
+				return map[string]any{"fork_id": id, "parent_id": resp.Parent.Id, "from_seq": resp.FromSeq,
+					"to_seq": resp.ToSeq, "included": resp.Included, "omitted": resp.Omitted, "prompt_seq": resp.PromptSeq}
+			}, func() error {
+				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
+				if resp.PromptSeq == 0 {
+					fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
+					return nil
+				}
+				fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
 				return nil
-			}
-			fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
-			return nil
+			})
 		})
 	})
 	cmd.Flags().BoolVar(&run, "run", false, "run a turn on the parent now, so its agent answers the merge")

@@ -35,17 +35,15 @@ func (a *app) nodeRmCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Nodes.DeleteNode(ctx, &castv1.DeleteNodeRequest{Name: args[0], Force: force})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"name": args[0], "sessions": resp.Sessions})
-				}
-				fmt.Fprintf(a.out, "forgot node %s\n", args[0])
-				if resp.Sessions > 0 {
-					fmt.Fprintf(a.out, "%d session(s) it owned stay under its name; `cast drain %s --skip-worktree` moves them\n", resp.Sessions, args[0])
-				}
-				return nil
+				return a.replyAs(err, func() any {
+					return map[string]any{"name": args[0], "sessions": resp.Sessions}
+				}, func() error {
+					fmt.Fprintf(a.out, "forgot node %s\n", args[0])
+					if resp.Sessions > 0 {
+						fmt.Fprintf(a.out, "%d session(s) it owned stay under its name; `cast drain %s --skip-worktree` moves them\n", resp.Sessions, args[0])
+					}
+					return nil
+				})
 			})
 		},
 	}
@@ -67,18 +65,16 @@ func (a *app) nodeLabelCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Nodes.LabelNode(ctx, req)
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"name": req.Name, "labels": resp.Labels})
-				}
-				if len(resp.Labels) == 0 {
-					fmt.Fprintf(a.out, "node %s has no admin labels\n", req.Name)
+				return a.replyAs(err, func() any {
+					return map[string]any{"name": req.Name, "labels": resp.Labels}
+				}, func() error {
+					if len(resp.Labels) == 0 {
+						fmt.Fprintf(a.out, "node %s has no admin labels\n", req.Name)
+						return nil
+					}
+					fmt.Fprintf(a.out, "node %s: %s\n", req.Name, labelsOf(&castv1.Node{AdminLabels: resp.Labels}))
 					return nil
-				}
-				fmt.Fprintf(a.out, "node %s: %s\n", req.Name, labelsOf(&castv1.Node{AdminLabels: resp.Labels}))
-				return nil
+				})
 			})
 		},
 	}

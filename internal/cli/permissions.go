@@ -27,18 +27,16 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 	}, sessionUse{hint: "cast " + strings.Fields(use)[0] + " ID; `cast ls` shows sessions waiting on a permission"}, func(cmd *cobra.Command, id string, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: id, RequestId: rid, Allow: allow, Message: msg})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow})
-			}
-			verb := "approved"
-			if !allow {
-				verb = "denied"
-			}
-			fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
-			return nil
+			return a.replyAs(err, func() any {
+				return map[string]any{"id": id, "request_id": resp.RequestId, "tool": resp.ToolName, "allow": allow}
+			}, func() error {
+				verb := "approved"
+				if !allow {
+					verb = "denied"
+				}
+				fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
+				return nil
+			})
 		})
 	})
 

@@ -18,18 +18,16 @@ func (a *app) rmCmd() *cobra.Command {
 	}, sessionUse{hint: "cast rm ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: id, Purge: purge})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": id, "purged": resp.Purged, "archived": !resp.Purged})
-			}
-			if resp.Purged {
-				fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
+			return a.replyAs(err, func() any {
+				return map[string]any{"id": id, "purged": resp.Purged, "archived": !resp.Purged}
+			}, func() error {
+				if resp.Purged {
+					fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
+					return nil
+				}
+				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
 				return nil
-			}
-			fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
-			return nil
+			})
 		})
 	})
 

@@ -54,15 +54,11 @@ func (a *app) newCmd() *cobra.Command {
 			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID(),
 				WorktreeBranch: branch, WorktreeDefault: branch == "" && cmd.Flags().Changed("worktree")}
 			sess, err := a.createSession(cmd.Context(), c, req)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(sess))
-			}
-			fmt.Fprintln(a.out, sess.Id)
-			a.saidWhere(sess, dir)
-			return nil
+			return a.reply(sess, err, func() error {
+				fmt.Fprintln(a.out, sess.Id)
+				a.saidWhere(sess, dir)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to run: claude, codex, gemini, pi, opencode, grok, cursor, muse")
@@ -294,22 +290,20 @@ func (a *app) interruptCmd() *cobra.Command {
 	}, sessionUse{hint: "cast interrupt ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": id, "delivered": resp.Delivered, "idle": resp.Idle})
-			}
-			if resp.Idle {
-				fmt.Fprintf(a.out, "nothing to stop: %s is not running a turn\n", id)
+			return a.replyAs(err, func() any {
+				return map[string]any{"id": id, "delivered": resp.Delivered, "idle": resp.Idle}
+			}, func() error {
+				if resp.Idle {
+					fmt.Fprintf(a.out, "nothing to stop: %s is not running a turn\n", id)
+					return nil
+				}
+				if !resp.Delivered {
+					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+					return nil
+				}
+				fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
 				return nil
-			}
-			if !resp.Delivered {
-				fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
-				return nil
-			}
-			fmt.Fprintf(a.out, "interrupt sent to %s\n", id)
-			return nil
+			})
 		})
 	})
 

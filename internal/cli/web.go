@@ -20,29 +20,24 @@ import (
 // cookie (docs/web.md).
 func (a *app) webCmd() *cobra.Command {
 	var print bool
-	cmd := &cobra.Command{
+	cmd := a.calling(&cobra.Command{
 		Use:   "web [--print]",
 		Short: "Open the web timeline signed in as you (a one-time link; --print prints it)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Auth.CreateWebLogin(ctx, &castv1.CreateWebLoginRequest{})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]any{"url": resp.Url, "expire_time": resp.ExpireTime.AsTime()})
-				}
-				if print || openBrowser(resp.Url) != nil {
-					fmt.Fprintln(a.out, resp.Url)
-					fmt.Fprintln(a.errOut, "open this link within a minute; it works once")
-					return nil
-				}
-				fmt.Fprintln(a.errOut, "opened the web timeline in your browser")
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.Auth.CreateWebLogin(ctx, &castv1.CreateWebLoginRequest{})
+		return a.replyAs(err, func() any {
+			return map[string]any{"url": resp.Url, "expire_time": resp.ExpireTime.AsTime()}
+		}, func() error {
+			if print || openBrowser(resp.Url) != nil {
+				fmt.Fprintln(a.out, resp.Url)
+				fmt.Fprintln(a.errOut, "open this link within a minute; it works once")
 				return nil
-			})
-		},
-	}
+			}
+			fmt.Fprintln(a.errOut, "opened the web timeline in your browser")
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&print, "print", false, "print the link instead of opening a browser")
 	return cmd
 }

@@ -68,15 +68,11 @@ func (a *app) workspaceCmd() *cobra.Command {
 		}
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.SetWorkspace(ctx, req)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(raw(resp.Session))
-			}
-			s := resp.Session
-			fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
-			return nil
+			return a.reply(resp.GetSession(), err, func() error {
+				s := resp.Session
+				fmt.Fprintf(a.out, "%s now works in %s%s\n", s.Id, s.Cwd, suffix(" on branch ", s.WorktreeBranch))
+				return nil
+			})
 		})
 	})
 
@@ -92,46 +88,41 @@ func (a *app) workspaceCmd() *cobra.Command {
 func (a *app) worktreeCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "worktree", Short: "List and remove the git worktrees cast made"}
 	var node string
-	var out listFlags
-	ls := &cobra.Command{
+	ls := listCmd(a, &cobra.Command{
 		Use:   "ls [--node N] [-o json|yaml|wide|name] [--no-headers]",
 		Short: "Every worktree cast made: branch, sessions in it, whether an agent runs there, local changes",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.AllWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
-				if err != nil {
-					return err
-				}
-				for _, u := range resp.Unanswered {
-					fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
-				}
-				return printList(a, out, listing[*castv1.Worktree]{key: "worktrees", items: resp.Worktrees,
-					extra: map[string]any{"unanswered": resp.Unanswered},
-					name:  func(w *castv1.Worktree) string { return w.Path },
-					columns: []column[*castv1.Worktree]{
-						{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
-						{header: "PATH", cell: func(w *castv1.Worktree) string { return w.Path }},
-						{header: "BRANCH", cell: func(w *castv1.Worktree) string { return w.Branch }},
-						{header: "CHECKOUT", wide: true, cell: func(w *castv1.Worktree) string { return orDash(w.Checkout) }},
-						{header: "SESSIONS", cell: func(w *castv1.Worktree) string { return orDash(strings.Join(w.Sessions, ",")) }},
-						{header: "AGENT", cell: func(w *castv1.Worktree) string {
-							if w.AgentRunning {
-								return "running"
-							}
-							return "-"
-						}},
-						{header: "CHANGES", cell: func(w *castv1.Worktree) string {
-							if w.Changes < 0 {
-								return "?"
-							}
-							return fmt.Sprint(w.Changes)
-						}},
-					}})
-			})
-		},
-	}
-	out.bind(ls, a)
+	}, func(ctx context.Context, c *client.Client) (listing[*castv1.Worktree], error) {
+		resp, err := c.AllWorktrees(ctx, &castv1.ListWorktreesRequest{Node: node})
+		if err != nil { // resp holds the pages before the error: no listing to warn about
+			return listing[*castv1.Worktree]{}, err
+		}
+		for _, u := range resp.Unanswered {
+			fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
+		}
+		return listing[*castv1.Worktree]{key: "worktrees", items: resp.Worktrees,
+			extra: map[string]any{"unanswered": resp.Unanswered},
+			name:  func(w *castv1.Worktree) string { return w.Path },
+			columns: []column[*castv1.Worktree]{
+				{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
+				{header: "PATH", cell: func(w *castv1.Worktree) string { return w.Path }},
+				{header: "BRANCH", cell: func(w *castv1.Worktree) string { return w.Branch }},
+				{header: "CHECKOUT", wide: true, cell: func(w *castv1.Worktree) string { return orDash(w.Checkout) }},
+				{header: "SESSIONS", cell: func(w *castv1.Worktree) string { return orDash(strings.Join(w.Sessions, ",")) }},
+				{header: "AGENT", cell: func(w *castv1.Worktree) string {
+					if w.AgentRunning {
+						return "running"
+					}
+					return "-"
+				}},
+				{header: "CHANGES", cell: func(w *castv1.Worktree) string {
+					if w.Changes < 0 {
+						return "?"
+					}
+					return fmt.Sprint(w.Changes)
+				}},
+			}}, nil
+	})
 	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
 	var force bool
 	var rmNode string
@@ -148,18 +139,14 @@ func (a *app) worktreeCmd() *cobra.Command {
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: rmNode, Path: args[0], Force: force})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(raw(resp))
-				}
-				w := resp.Worktree
-				fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
-				for _, id := range resp.MovedSessions {
-					fmt.Fprintf(a.out, "%s moved back to %s\n", id, w.GetCheckout())
-				}
-				return nil
+				return a.reply(resp, err, func() error {
+					w := resp.Worktree
+					fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
+					for _, id := range resp.MovedSessions {
+						fmt.Fprintf(a.out, "%s moved back to %s\n", id, w.GetCheckout())
+					}
+					return nil
+				})
 			})
 		},
 	}
