@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -109,11 +108,7 @@ func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 		if format == "json" {
 			return a.printJSON(v)
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		y, err := yaml.JSONToYAML(b)
+		y, err := yaml.Marshal(v) // through encoding/json, so YAML has JSON's names
 		if err != nil {
 			return err
 		}
