@@ -131,16 +131,6 @@ func (a *app) accountLsCmd() *cobra.Command {
 	return cmd
 }
 
-// listAccounts lists fleet accounts (one agent's with agent set) and each
-// agent's policy.
-func (a *app) listAccounts(cmd *cobra.Command, agent string) (resp *castv1.ListAccountsResponse, err error) {
-	err = a.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
-		resp, err = c.AllAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
-		return err
-	})
-	return resp, err
-}
-
 func (a *app) accountRmCmd() *cobra.Command {
 	return a.namedAccountCmd("rm NAME --agent A", "Remove a fleet account that is not active",
 		func(ctx context.Context, c *client.Client, name, agent string) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/wire"
@@ -18,26 +20,25 @@ import (
 // used, time to reset, how old the figure is) and what a limit does.
 func (a *app) usageCmd() *cobra.Command {
 	var agent string
-	cmd := &cobra.Command{
+	cmd := a.calling(&cobra.Command{
 		Use:   "usage [--agent A]",
 		Short: "Fleet accounts' usage: each window's use, reset and age, and what a usage limit does",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			resp, err := a.listAccounts(cmd, agent)
-			if err != nil {
-				return err
-			}
-			rep := newUsageReport(resp, time.Now())
-			if a.json {
-				return a.printJSON(rep)
-			}
-			if len(rep.Fleets) == 0 {
-				fmt.Fprintln(a.out, "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`")
-				return nil
-			}
-			return rep.print(a.out)
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
+		if err != nil {
+			return err
+		}
+		rep := newUsageReport(resp, time.Now())
+		if a.json {
+			return a.printJSON(rep)
+		}
+		if len(rep.Fleets) == 0 {
+			fmt.Fprintln(a.out, "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`")
+			return nil
+		}
+		return rep.print(a.out)
+	})
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent's accounts")
 	return cmd
 }
