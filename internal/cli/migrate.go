@@ -79,8 +79,8 @@ func (a *app) drainCmd() *cobra.Command {
 		Example: "  cast drain laptop --to linux",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !ids.ValidName(args[0]) {
-				return usagef("node %q is not a valid node name; `cast nodes` lists them", args[0])
+			if err := checkNodeName(args[0]); err != nil {
+				return err
 			}
 			return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, FromNode: args[0]}, f)
 		},

@@ -30,8 +30,8 @@ func (a *app) nodeRmCmd() *cobra.Command {
 		Short: "Forget a node that is gone (refused while it is connected or owns sessions, unless --force)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !ids.ValidName(args[0]) {
-				return usagef("node %q is not a valid node name; `cast nodes` lists them", args[0])
+			if err := checkNodeName(args[0]); err != nil {
+				return err
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Nodes.DeleteNode(ctx, &castv1.DeleteNodeRequest{Name: args[0], Force: force})
@@ -80,11 +80,20 @@ func (a *app) nodeLabelCmd() *cobra.Command {
 	}
 }
 
+// checkNodeName refuses a NODE argument that cannot name a node before
+// anything is sent, saying where the names are.
+func checkNodeName(name string) error {
+	if !ids.ValidName(name) {
+		return usagef("node %q is not a valid node name; `cast nodes` lists them", name)
+	}
+	return nil
+}
+
 // labelRequest reads `cast node label`'s arguments, refusing a malformed
 // one before anything is sent.
 func labelRequest(node string, args []string) (*castv1.LabelNodeRequest, error) {
-	if !ids.ValidName(node) {
-		return nil, usagef("node %q is not a valid node name; `cast nodes` lists them", node)
+	if err := checkNodeName(node); err != nil {
+		return nil, err
 	}
 	req := &castv1.LabelNodeRequest{Name: node, Set: map[string]string{}}
 	for _, arg := range args {
