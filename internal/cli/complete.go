@@ -114,33 +114,37 @@ func (a *app) completeAny(list func(context.Context) []string) completeFunc {
 	}
 }
 
-// sessions are "ID\tagent · title" (the shell shows the description).
-func (a *app) sessions(ctx context.Context) []string {
+// ask is one completion query: nothing (the zero value) when the client
+// or the query fails, so a completion never prints an error.
+func ask[T any](a *app, query func(*client.Client) (T, error)) T {
+	var none T
 	c, err := a.client()
 	if err != nil {
-		return nil
+		return none
 	}
-	resp, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	v, err := query(c)
 	if err != nil {
-		return nil
+		return none
 	}
-	out := make([]string, 0, len(resp.Sessions))
-	for _, s := range resp.Sessions {
+	return v
+}
+
+// sessions are "ID\tagent · title" (the shell shows the description).
+func (a *app) sessions(ctx context.Context) []string {
+	resp := ask(a, func(c *client.Client) (*castv1.ListSessionsResponse, error) {
+		return c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{})
+	})
+	out := make([]string, 0, len(resp.GetSessions()))
+	for _, s := range resp.GetSessions() {
 		out = append(out, s.Id+"\t"+oneLine(s.Agent+" · "+s.Title))
 	}
 	return out
 }
 
 func (a *app) nodes(ctx context.Context) []*castv1.Node {
-	c, err := a.client()
-	if err != nil {
-		return nil
-	}
-	nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{})
-	if err != nil {
-		return nil
-	}
-	return nodes
+	return ask(a, func(c *client.Client) ([]*castv1.Node, error) {
+		return c.AllNodes(ctx, &castv1.ListNodesRequest{})
+	})
 }
 
 // contextNames are the contexts file's (read locally; no control plane).
@@ -172,16 +176,11 @@ func (a *app) nodesAndLabels(ctx context.Context) []string {
 // accountNames are the fleet's account names (admins only; anyone else
 // completes nothing).
 func (a *app) accountNames(ctx context.Context) []string {
-	c, err := a.client()
-	if err != nil {
-		return nil
-	}
-	resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{})
-	if err != nil {
-		return nil
-	}
+	resp := ask(a, func(c *client.Client) (*castv1.ListAccountsResponse, error) {
+		return c.AllAccounts(ctx, &castv1.ListAccountsRequest{})
+	})
 	var out []string
-	for _, acc := range resp.Accounts {
+	for _, acc := range resp.GetAccounts() {
 		out = append(out, acc.Name+"\t"+acc.Agent)
 	}
 	return out
