@@ -86,19 +86,25 @@ func (a *Daemon) hold(sessionID string) (func(), bool) {
 
 // running reports whether a turn of the session runs now.
 func (ws *workers) running(sessionID string) bool {
-	w := ws.get(sessionID)
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cancel != nil
+	return ws.locked(sessionID, func(w *worker) bool { return w.cancel != nil })
 }
 
 func (ws *workers) get(sessionID string) *worker {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.byID[sessionID]
+}
+
+// locked runs fn on the session's worker with its lock held; false when
+// the session has no worker (nothing runs, nothing to mark).
+func (ws *workers) locked(sessionID string, fn func(*worker) bool) bool {
+	w := ws.get(sessionID)
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fn(w)
 }
 
 // forget removes w (ended) so a later wake starts a fresh worker.
@@ -113,13 +119,7 @@ func (ws *workers) forget(sessionID string, w *worker) {
 // interrupt stops the session's running turn; abandon keeps its prompt
 // undelivered. False when no turn runs.
 func (ws *workers) interrupt(sessionID string, abandon bool) bool {
-	w := ws.get(sessionID)
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stopTurn(abandon)
+	return ws.locked(sessionID, func(w *worker) bool { return w.stopTurn(abandon) })
 }
 
 // stopTurn cancels w's running turn, abandon keeping its prompt
@@ -137,18 +137,14 @@ func (w *worker) stopTurn(abandon bool) bool {
 // when a turn was running: the worker then forgets the session itself,
 // after the turn's bookkeeping.
 func (ws *workers) release(sessionID string) bool {
-	w := ws.get(sessionID)
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.released = true
-	select {
-	case w.wakeCh <- struct{}{}: // an idle worker ends on its next look
-	default:
-	}
-	return w.stopTurn(true)
+	return ws.locked(sessionID, func(w *worker) bool {
+		w.released = true
+		select {
+		case w.wakeCh <- struct{}{}: // an idle worker ends on its next look
+		default:
+		}
+		return w.stopTurn(true)
+	})
 }
 
 // abandonAll stops every running turn, keeping their prompts undelivered,
@@ -172,15 +168,11 @@ func (ws *workers) abandonAll() int {
 // abandoned reports (and clears) whether the session's last turn was
 // abandoned.
 func (ws *workers) abandoned(sessionID string) bool {
-	w := ws.get(sessionID)
-	if w == nil {
-		return false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ab := w.abandon
-	w.abandon = false
-	return ab
+	return ws.locked(sessionID, func(w *worker) bool {
+		ab := w.abandon
+		w.abandon = false
+		return ab
+	})
 }
 
 // work runs turns for the session until ctx ends or the session is gone.
