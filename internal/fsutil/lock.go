@@ -10,10 +10,6 @@ import (
 	"syscall"
 )
 
-// DirLock is an exclusive hold on a daemon's data dir; the kernel drops it
-// when the process dies, so a crash never leaves a stale lock behind.
-type DirLock struct{ f *os.File }
-
 // LockName is the lock file's name inside a locked dir.
 const LockName = "cast.lock"
 
@@ -24,12 +20,9 @@ var ErrLocked = errors.New("data dir is in use")
 // in it. When another process holds it, the error names that process: a
 // second daemon on the same data dir must say so and exit, never wait
 // (embedded etcd would block on its own lock, deaf to signals).
-func LockDir(dir string) (*DirLock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
+func LockDir(dir string) (*FileLock, error) {
 	path := filepath.Join(dir, LockName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := openLock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -53,29 +46,19 @@ func LockDir(dir string) (*DirLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return &DirLock{f: f}, nil
+	return &FileLock{f: f}, nil
 }
 
-// Unlock releases the dir (closing the file drops the flock).
-func (l *DirLock) Unlock() {
-	if l != nil && l.f != nil {
-		l.f.Close()
-		l.f = nil
-	}
-}
-
-// FileLock is a hold on a lock file shared by several processes (a
-// writer exclusive, readers shared); the kernel drops it when the
-// process dies.
+// FileLock is a hold on a lock file: a daemon's on its data dir
+// (LockDir), or one of several processes' on a file they share (LockFile:
+// a writer exclusive, readers shared). The kernel drops it when the
+// process dies, so a crash never leaves a stale lock behind.
 type FileLock struct{ f *os.File }
 
 // LockFile waits for path's lock (made if missing, 0600), exclusive or
 // shared.
 func LockFile(path string, exclusive bool) (*FileLock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := openLock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +73,16 @@ func LockFile(path string, exclusive bool) (*FileLock, error) {
 	return &FileLock{f: f}, nil
 }
 
-// Unlock releases the hold.
+// openLock opens path to lock it, making it (0600) and its folder (0700)
+// if missing.
+func openLock(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+}
+
+// Unlock releases the hold (closing the file drops the flock).
 func (l *FileLock) Unlock() {
 	if l != nil && l.f != nil {
 		l.f.Close()
