@@ -3,6 +3,7 @@ package testharness
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -203,6 +204,19 @@ func (p *Proc) Output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.Logs.String()
+}
+
+// AwaitLine waits up to timeout for the process to print line (the one a
+// daemon prints once it serves); the error, naming what with the output so
+// far, says whether it exited first.
+func (p *Proc) AwaitLine(line, what string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.Output(), line) {
+		if _, exited := p.Wait(20 * time.Millisecond); exited || time.Now().After(deadline) {
+			return fmt.Errorf("%s did not start (exited %v):\n%s", what, exited, p.Output())
+		}
+	}
+	return nil
 }
 
 // Signal sends sig to the process group.

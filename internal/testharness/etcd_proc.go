@@ -134,14 +134,7 @@ func (m *EtcdProc) waitReady() error {
 	m.mu.Lock()
 	p := m.p
 	m.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(p.Output(), etcdReadyLine) {
-		if _, exited := p.Wait(0); exited || time.Now().After(deadline) {
-			return fmt.Errorf("etcd member %s did not start (exited %v):\n%s", m.cfg.Name, exited, p.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
+	return p.AwaitLine(etcdReadyLine, "etcd member "+m.cfg.Name, 60*time.Second)
 }
 
 // Kill is kill -9 of the member's process.

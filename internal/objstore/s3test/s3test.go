@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,13 +114,7 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	s.p = p
 	s.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.Output(), readyLine) {
-		if _, exited := p.Wait(20 * time.Millisecond); exited || time.Now().After(deadline) {
-			return fmt.Errorf("s3 server did not start (exited %v):\n%s", exited, p.Output())
-		}
-	}
-	return nil
+	return p.AwaitLine(readyLine, "s3 server", 30*time.Second)
 }
 
 // Kill is kill -9 of the server's process.
