@@ -1,13 +1,12 @@
 package moves
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -50,24 +49,15 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 		}
 		at = parent.LastSeq
 	}
-	agent := r.Agent
-	if agent == "" {
-		agent = parent.Agent
+	agent, _, err := targetAgent(r.Agent, parent.Agent)
+	if err != nil {
+		return nil, err
 	}
-	if _, ok := agents.Lookup(agent); !ok {
-		return nil, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s", agent, strings.Join(agents.Names(), ", "))
+	if err := canTakeOver(agent, at > 0); err != nil {
+		return nil, err
 	}
-	if err := agents.CheckTakeover(agent, at > 0); err != nil {
-		return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
-	}
-	model := r.Model
-	if model == "" && agent == parent.Agent {
-		model = parent.Model
-	}
-	node := r.Node
-	if node == "" {
-		node = parent.Node
-	}
+	model := modelFor(r.Model, agent, parent)
+	node := cmp.Or(r.Node, parent.Node)
 	// Refused before anything is stored: the fork's first turn would fail
 	// for want of the CLI.
 	if err := checkPlacement(ctx, st, node, agent, ""); err != nil {

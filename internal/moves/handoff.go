@@ -1,6 +1,7 @@
 package moves
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -62,10 +63,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if !ok {
 		return HandoffResult{}, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s or same", to, strings.Join(agents.Names(), ", "))
 	}
-	node := r.Node
-	if node == "" {
-		node = src.Node
-	}
+	node := cmp.Or(r.Node, src.Node)
 	if !r.DryRun {
 		// Refuse before the brief (a model call) what the node cannot run.
 		if err := checkPlacement(ctx, st, node, to, r.Account); err != nil {
@@ -88,14 +86,8 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if r.DryRun {
 		return res, nil
 	}
-	model := r.Model
-	if model == "" && to == src.Agent {
-		model = src.Model
-	}
-	account := r.Account
-	if account == "" {
-		account = src.Account
-	}
+	model := modelFor(r.Model, to, src)
+	account := cmp.Or(r.Account, src.Account)
 	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
 	if err != nil {

@@ -10,6 +10,7 @@
 package moves
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -58,13 +59,9 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	if err != nil {
 		return nil, err
 	}
-	to := r.Agent
-	if to == "" {
-		to = sess.Agent
-	}
-	target, ok := agents.Lookup(to)
-	if !ok {
-		return nil, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s", to, strings.Join(agents.Names(), ", "))
+	to, target, err := targetAgent(r.Agent, sess.Agent)
+	if err != nil {
+		return nil, err
 	}
 	if r.Effort != "" && !contains(target.Caps.EffortLevels, r.Effort) {
 		return nil, errs.Invalid("%s has no effort level %q (levels: %s)", target.DisplayName, r.Effort, strings.Join(target.Caps.EffortLevels, ", "))
@@ -74,8 +71,8 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	}
 	changeAgent := to != sess.Agent
 	if changeAgent {
-		if err := agents.CheckTakeover(to, sess.LastSeq > 0); err != nil {
-			return nil, errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
+		if err := canTakeOver(to, sess.LastSeq > 0); err != nil {
+			return nil, err
 		}
 		// Refused before the session is touched: its node's next turn
 		// would fail for want of the CLI. A node that is down keeps the
@@ -156,6 +153,36 @@ func displayName(agent string) string {
 		return a.DisplayName
 	}
 	return agent
+}
+
+// targetAgent is the agent a switch or fork goes to: the one asked for,
+// else the session's own. An unknown one is refused before anything moves.
+func targetAgent(asked, own string) (string, agents.Agent, error) {
+	name := cmp.Or(asked, own)
+	a, ok := agents.Lookup(name)
+	if !ok {
+		return "", a, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s", name, strings.Join(agents.Names(), ", "))
+	}
+	return name, a, nil
+}
+
+// canTakeOver refuses, as a failed precondition, an agent that cannot
+// continue another's session (with history: one that already has messages).
+func canTakeOver(agent string, history bool) error {
+	if err := agents.CheckTakeover(agent, history); err != nil {
+		return errs.New(errs.KindFailedPrecondition, "AGENT_CANNOT_TAKE_OVER", "%s", err.Error())
+	}
+	return nil
+}
+
+// modelFor is the model a new session of agent runs: the one asked for,
+// else src's when the agent stays the same (another agent's model names
+// mean nothing to it, so it gets its own default).
+func modelFor(asked, agent string, src *castv1.Session) string {
+	if asked == "" && agent == src.Agent {
+		return src.Model
+	}
+	return asked
 }
 
 func contains(list []string, s string) bool {
