@@ -44,7 +44,12 @@ func (h *migrationService) StartMigration(ctx context.Context, req *castv1.Start
 		}
 		r.Wait = req.Wait.AsDuration()
 	}
-	m, err := h.s.migrations.Start(ctx, r)
+	return h.answer(h.s.migrations.Start(ctx, r))
+}
+
+// answer is a handler's reply with the migration the manager gave:
+// redacted, or the manager's error as a status.
+func (h *migrationService) answer(m *castv1.Migration, err error) (*castv1.Migration, error) {
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -59,11 +64,7 @@ func (h *migrationService) GetMigration(ctx context.Context, req *castv1.GetMigr
 	if err := validMigrationID(req.Id); err != nil {
 		return nil, err
 	}
-	m, err := h.s.migrations.Get(ctx, req.Id)
-	if err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	return redact(m), nil
+	return h.answer(h.s.migrations.Get(ctx, req.Id))
 }
 
 func (h *migrationService) ListMigrations(ctx context.Context, req *castv1.ListMigrationsRequest) (*castv1.ListMigrationsResponse, error) {
@@ -112,9 +113,5 @@ func (h *migrationService) CancelMigration(ctx context.Context, req *castv1.Canc
 	if err := validMigrationID(req.Id); err != nil {
 		return nil, err
 	}
-	m, err := h.s.migrations.Cancel(ctx, req.Id)
-	if err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	return redact(m), nil
+	return h.answer(h.s.migrations.Cancel(ctx, req.Id))
 }
