@@ -43,3 +43,14 @@ func TestLockFile(t *testing.T) {
 		t.Fatalf("an exclusive hold beside a shared one: %v", err)
 	}
 }
+
+// An empty dir is refused: the lock would land in the working folder.
+func TestLockDirRefusesNoDir(t *testing.T) {
+	if l, err := LockDir(""); err == nil {
+		l.Unlock()
+		t.Fatal("LockDir(\"\") took a lock")
+	}
+	if _, err := os.Stat(LockName); err == nil {
+		t.Fatalf("LockDir(\"\") left %s in the working folder", LockName)
+	}
+}

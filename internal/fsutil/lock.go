@@ -21,6 +21,10 @@ var ErrLocked = errors.New("data dir is in use")
 // second daemon on the same data dir must say so and exit, never wait
 // (embedded etcd would block on its own lock, deaf to signals).
 func LockDir(dir string) (*FileLock, error) {
+	if dir == "" {
+		// filepath.Join would lock ./cast.lock: never the data dir meant.
+		return nil, errors.New("lock: no data dir given")
+	}
 	path := filepath.Join(dir, LockName)
 	f, err := openLock(path)
 	if err != nil {
