@@ -19,45 +19,25 @@ import (
 const Agent = "codex"
 
 // Reader reads a rollout file into neutral messages.
-type Reader struct{}
-
-// Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	return kit.ReadFile(path, Parse)
-}
-
-// ReadReport implements agents.ReportingReader.
-func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return kit.ReportFile(path, Parse)
-}
-
-// ReadCwd implements agents.CwdReader: session_meta's cwd.
-func (Reader) ReadCwd(path string) (string, error) {
-	p, err := kit.DecodeFile(path, Parse)
-	return p.Cwd, err
+type Reader struct {
+	kit.CwdFileReader[rollout, Parsed]
 }
 
 // Parsed is a rollout read into neutral form plus what the file says about
-// itself.
+// itself. What it left out (Kinds) are malformed lines and the record and
+// item types of other Codex versions.
 type Parsed struct {
-	Messages  []transcript.Message
+	kit.Decoding
 	SessionID string // session_meta.id (or the legacy header's id)
 	Cwd       string
 	Lines     int // non-blank lines seen
 	Skipped   int // lines that were not a JSON object
-	// Kinds counts what was left out because the reader does not know it
-	// (malformed lines, record and item types of other Codex versions), so
-	// an import can say so.
-	Kinds kit.Skips
 	// Subagent is set when session_meta says another thread spawned this
 	// one (source {"subagent":…}): the file is a subagent's run.
 	Subagent *agents.Subagent
 }
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
-
-// Report implements kit.Decoded.
-func (p Parsed) Report() ([]transcript.Message, kit.Skips) { return p.Messages, p.Kinds }
 
 // bookkeeping are line types that carry no conversation (usage records,
 // the environment snapshot); they are known, so not reported as skipped.
@@ -74,6 +54,12 @@ type candidate struct {
 func dedupKey(k transcript.Kind, text string) string {
 	return fmt.Sprintf("%d\x00%s", k, strings.TrimSpace(text))
 }
+
+// rollout is the format Reader reads: Parse, and session_meta's cwd.
+type rollout struct{}
+
+func (rollout) Decode(r io.ReadSeeker) (Parsed, error) { return Parse(r) }
+func (rollout) Cwd(p Parsed) string                    { return p.Cwd }
 
 // Parse reads a rollout. Malformed lines are skipped and counted; the error
 // is non-nil only when lines were present and none of them was readable.

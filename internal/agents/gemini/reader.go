@@ -18,12 +18,12 @@ import (
 // Agent is the name recorded on neutral messages read from Gemini CLI.
 const Agent = "gemini"
 
-// Reader reads a Gemini CLI session file (JSONL or legacy JSON).
-type Reader struct{}
-
-// Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	return kit.ReadFile(path, DecodeFrom)
+// Reader reads a Gemini CLI session file (JSONL or legacy JSON). The file
+// is read as a stream, never whole: sessions of hundreds of MB exist,
+// mostly answers the CLI rewrote, and only the last version of each
+// message is kept.
+type Reader struct {
+	kit.FileReader[sessionFile, Decoded]
 }
 
 // ReadCwd implements agents.CwdReader. A session file does not name its
@@ -42,29 +42,17 @@ func (Reader) ReadCwd(path string) (string, error) {
 	return strings.TrimSpace(string(data)), err
 }
 
-// Decoded is everything a reader got out of one session file.
+// Decoded is everything a reader got out of one session file. What it
+// left out (Kinds) are malformed lines and the line shapes and record
+// types of other versions.
 type Decoded struct {
-	Messages  []transcript.Message
+	kit.Decoding
 	SessionID string
 	Kind      string // the header's kind: "main", or "subagent"
 	Skipped   int    // lines that were not JSON or not a known record
-	// Kinds counts what was left out because the reader does not know it
-	// (malformed lines, line shapes and record types of other versions),
-	// for the import report.
-	Kinds kit.Skips
 }
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
-
-// Report implements kit.Decoded.
-func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
-
-// ReadReport implements agents.ReportingReader. The file is read as a
-// stream, never whole: sessions of hundreds of MB exist, mostly answers
-// the CLI rewrote, and only the last version of each message is kept.
-func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return kit.ReportFile(path, DecodeFrom)
-}
 
 // uiRecords are the record types the CLI shows but never sends to the
 // model; they are known, so not reported as skipped.
@@ -74,6 +62,11 @@ var uiRecords = map[string]bool{"info": true, "error": true, "warning": true}
 func Decode(data []byte) (Decoded, error) {
 	return DecodeFrom(bytes.NewReader(data))
 }
+
+// sessionFile is the format Reader reads (DecodeFrom).
+type sessionFile struct{}
+
+func (sessionFile) Decode(r io.ReadSeeker) (Decoded, error) { return DecodeFrom(r) }
 
 // DecodeFrom replays a session file read from r. Malformed lines are
 // skipped and counted; it fails only when no line at all could be used

@@ -18,6 +18,20 @@ type Decoded interface {
 	Report() ([]transcript.Message, Skips)
 }
 
+// Decoding is what every decoded native file holds: the messages the
+// reader kept and what it left out. An agent's decoded form embeds it, and
+// so is a Decoded.
+type Decoding struct {
+	Messages []transcript.Message
+	// Kinds counts what was left out because the reader does not know it
+	// (malformed lines, records of other versions), by kind, so that an
+	// import can say what it did not keep.
+	Kinds Skips
+}
+
+// Report implements Decoded.
+func (d Decoding) Report() ([]transcript.Message, Skips) { return d.Messages, d.Kinds }
+
 // Skips counts what a reader left out, by kind; the zero value is ready.
 type Skips map[string]int
 

@@ -19,37 +19,27 @@ import (
 const Agent = "muse"
 
 // Reader reads a Muse session record log (JSONL).
-type Reader struct{}
-
-// Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	return kit.ReadFile(path, decodeFrom)
+type Reader struct {
+	kit.FileReader[recordLog, Decoded]
 }
 
-// Decoded is everything a reader got out of one session log.
+// Decoded is everything a reader got out of one session log. What it left
+// out (Kinds) are malformed lines and other streams' records.
 type Decoded struct {
-	Messages  []transcript.Message
+	kit.Decoding
 	SessionID string // the session stream's id
 	Cwd       string // metadata workspace_root
 	Model     string // metadata model_id (else the first model_completed model)
 	Skipped   int    // lines that were not JSON or lacked the record envelope
 	Foreign   int    // well-formed records of other streams (subagent tasks)
-	// Kinds counts what was left out (malformed lines, other streams'
-	// records), for the import report.
-	Kinds kit.Skips
 }
 
-// Report implements kit.Decoded.
-func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
+// recordLog is the format Reader reads.
+type recordLog struct{}
 
-// ReadReport implements agents.ReportingReader.
-func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return kit.ReportFile(path, decodeFrom)
-}
-
-// decodeFrom is Decode of what r holds: a session's records come back
-// ordered by sequence, so the log is read whole.
-func decodeFrom(r io.ReadSeeker) (Decoded, error) {
+// Decode is the package's Decode of what r holds: a session's records
+// come back ordered by sequence, so the log is read whole.
+func (recordLog) Decode(r io.ReadSeeker) (Decoded, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return Decoded{}, err

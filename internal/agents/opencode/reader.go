@@ -18,22 +18,8 @@ const Agent = "opencode"
 
 // Reader reads what `opencode export` prints (or OpenCode's SQLite rows
 // dumped as JSONL) into neutral messages.
-type Reader struct{}
-
-// Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	return kit.ReadFile(path, Parse)
-}
-
-// ReadReport implements agents.ReportingReader.
-func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return kit.ReportFile(path, Parse)
-}
-
-// ReadCwd implements agents.CwdReader: the session's directory.
-func (Reader) ReadCwd(path string) (string, error) {
-	p, err := kit.DecodeFile(path, Parse)
-	return p.Directory, err
+type Reader struct {
+	kit.CwdFileReader[exportFile, Parsed]
 }
 
 // ReadSubagent implements agents.SubagentReader: a session with a parent
@@ -46,26 +32,28 @@ func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
 	return agents.Subagent{Kind: "child session", ParentNativeID: p.ParentID}, true, nil
 }
 
-// Parsed is a session read into neutral form.
+// Parsed is a session read into neutral form. What it left out (Kinds) are
+// part types of other versions and malformed rows.
 type Parsed struct {
-	Messages  []transcript.Message
+	kit.Decoding
 	SessionID string
 	Directory string
 	ParentID  string // the session whose task tool started this one (a subagent's run)
 	Skipped   int    // JSONL rows that were not JSON objects
-	// Kinds counts what was left out because the reader does not know it
-	// (part types of other versions, malformed rows), for the import report.
-	Kinds kit.Skips
 }
 
 func (p *Parsed) skip(kind string) { p.Kinds.Add(kind) }
 
-// Report implements kit.Decoded.
-func (p Parsed) Report() ([]transcript.Message, kit.Skips) { return p.Messages, p.Kinds }
-
 // bookkeepingParts carry no conversation: step boundaries, the snapshot
 // hashes and file lists of a step.
 var bookkeepingParts = map[string]bool{"step-start": true, "step-finish": true, "snapshot": true, "patch": true}
+
+// exportFile is the format Reader reads: Parse, and the session's
+// directory.
+type exportFile struct{}
+
+func (exportFile) Decode(r io.ReadSeeker) (Parsed, error) { return Parse(r) }
+func (exportFile) Cwd(p Parsed) string                    { return p.Directory }
 
 // Parse reads an export document or a JSONL dump of session rows.
 // r is a ReadSeeker (never sought) so Parse fits kit.DecodeFile.

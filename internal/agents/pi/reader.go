@@ -23,29 +23,18 @@ const Agent = "pi"
 const noticeType = "cast-notice"
 
 // Reader reads a pi session file.
-type Reader struct{}
-
-// Read implements agents.Reader.
-func (Reader) Read(path string) ([]transcript.Message, error) {
-	return kit.ReadFile(path, DecodeFrom)
+type Reader struct {
+	kit.CwdFileReader[sessionFile, Decoded]
 }
 
-// ReadCwd implements agents.CwdReader: the session header's cwd.
-func (Reader) ReadCwd(path string) (string, error) {
-	d, err := kit.DecodeFile(path, DecodeFrom)
-	return d.Cwd, err
-}
-
-// Decoded is everything a reader got out of one session file.
+// Decoded is everything a reader got out of one session file. What it
+// left out (Kinds) are malformed lines and the entry types, roles and
+// blocks of other pi versions.
 type Decoded struct {
-	Messages  []transcript.Message
+	kit.Decoding
 	SessionID string
 	Cwd       string
 	Skipped   int // lines that were not JSON or not a known record
-	// Kinds counts what was left out because the reader does not know it
-	// (malformed lines, entry types, roles and blocks of other pi
-	// versions), for the import report.
-	Kinds kit.Skips
 	// runs are the subagents' runs the conversation's tool results keep
 	// (ReadRuns).
 	runs []agents.Run
@@ -53,18 +42,10 @@ type Decoded struct {
 
 func (d *Decoded) skip(kind string) { d.Kinds.Add(kind) }
 
-// Report implements kit.Decoded.
-func (d Decoded) Report() ([]transcript.Message, kit.Skips) { return d.Messages, d.Kinds }
-
 // knownEntries are the entry types pi writes that carry no conversation of
 // their own (settings changes, labels, extension data such as cast's
 // notices); they are not reported as skipped.
 var knownEntries = map[string]bool{"model_change": true, "thinking_level_change": true, "label": true, "custom": true, "session_info": true}
-
-// ReadReport implements agents.ReportingReader.
-func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
-	return kit.ReportFile(path, DecodeFrom)
-}
 
 // Decode reads the conversation pi would resume: the chain from the last
 // entry back to the root. Entries on abandoned branches are not part of it.
@@ -73,6 +54,13 @@ func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, err
 func Decode(data []byte) (Decoded, error) {
 	return DecodeFrom(bytes.NewReader(data))
 }
+
+// sessionFile is the format Reader reads: DecodeFrom, and the session
+// header's cwd.
+type sessionFile struct{}
+
+func (sessionFile) Decode(r io.ReadSeeker) (Decoded, error) { return DecodeFrom(r) }
+func (sessionFile) Cwd(d Decoded) string                    { return d.Cwd }
 
 // DecodeFrom is Decode reading r a line at a time.
 func DecodeFrom(r io.ReadSeeker) (Decoded, error) {
