@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"errors"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents/kit"
@@ -21,23 +20,19 @@ var _ custody.Format = Credential{}
 // Credential is how token custody reads and trims Claude's login file.
 func (Driver) Credential() custody.Format { return Credential{} }
 
-const oauthKey = "claudeAiOauth"
-
 // File is the credential file's name.
 func (Credential) File() string { return ".credentials.json" }
 
-const credShape = `a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`
-
-func decodeCred(raw []byte) (*kit.TokenFile, error) {
-	f, err := kit.DecodeTokenFile(raw, oauthKey, credShape)
-	if err != nil {
-		return nil, err
-	}
-	if f.Token("accessToken") == "" {
-		return nil, errors.New(credShape)
-	}
-	return f, nil
+// credLayout is where .credentials.json keeps its tokens: a file without an
+// access token is no login.
+var credLayout = kit.TokenLayout{
+	Key: "claudeAiOauth", Refresh: "refreshToken",
+	Shape:  `a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`,
+	Usable: func(f *kit.TokenFile) bool { return f.Token("accessToken") != "" },
 }
+
+// decodeCred reads a .credentials.json.
+var decodeCred = credLayout.Decode
 
 // Parse reads the file. Claude keeps no issue time; expiresAt orders it.
 func (Credential) Parse(raw []byte) (custody.Token, error) {
@@ -65,13 +60,7 @@ func (Credential) AccessOnly(raw []byte) ([]byte, error) {
 }
 
 // RefreshToken returns the refresh token.
-func (Credential) RefreshToken(raw []byte) (string, error) {
-	f, err := decodeCred(raw)
-	if err != nil {
-		return "", err
-	}
-	return f.Token("refreshToken"), nil
-}
+func (Credential) RefreshToken(raw []byte) (string, error) { return credLayout.RefreshToken(raw) }
 
 // Apply stores a refresh's answer as Claude does (its refresh keeps the
 // old refresh token when the answer has none).

@@ -27,19 +27,22 @@ func (Driver) Credential() custody.Format { return Credential{} }
 // File is the credential file's name.
 func (Credential) File() string { return "auth.json" }
 
-const shapeErr = `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`
+// credLayout is where auth.json keeps its tokens: a file is a login with an
+// access token or an API key.
+var credLayout = kit.TokenLayout{
+	Key: "tokens", Refresh: "refresh_token",
+	Shape:  `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`,
+	Usable: func(f *kit.TokenFile) bool { return f.Token("access_token") != "" || apiKey(f) != "" },
+}
 
-func decodeCred(raw []byte) (*kit.TokenFile, error) {
-	f, err := kit.DecodeTokenFile(raw, "tokens", shapeErr)
-	if err != nil {
-		return nil, err
-	}
+// decodeCred reads an auth.json.
+var decodeCred = credLayout.Decode
+
+// apiKey is the file's OPENAI_API_KEY ("" when absent or null).
+func apiKey(f *kit.TokenFile) string {
 	var key string
 	_ = json.Unmarshal(f.Top["OPENAI_API_KEY"], &key)
-	if f.Token("access_token") == "" && key == "" {
-		return nil, errors.New(shapeErr)
-	}
-	return f, nil
+	return key
 }
 
 // Parse reads the file: issue time from the access token's iat or
@@ -79,13 +82,7 @@ func (Credential) AccessOnly(raw []byte) ([]byte, error) {
 }
 
 // RefreshToken returns the refresh token.
-func (Credential) RefreshToken(raw []byte) (string, error) {
-	f, err := decodeCred(raw)
-	if err != nil {
-		return "", err
-	}
-	return f.Token("refresh_token"), nil
-}
+func (Credential) RefreshToken(raw []byte) (string, error) { return credLayout.RefreshToken(raw) }
 
 // Apply stores a refresh's answer as Codex does: new tokens and
 // last_refresh.

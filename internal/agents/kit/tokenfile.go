@@ -2,6 +2,7 @@ package kit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -57,4 +58,38 @@ func (f *TokenFile) Encode() ([]byte, error) {
 		f.Top[f.Key] = b
 	}
 	return json.Marshal(f.Top)
+}
+
+// TokenLayout is where one CLI's login file keeps its tokens and what
+// makes it a login, so that every custody method of that file decodes it
+// the same way.
+type TokenLayout struct {
+	Key     string // the object holding the tokens
+	Refresh string // the refresh token's field in it
+	Shape   string // what the file must be: the start of every decode error
+	// Usable says whether a decoded file holds a login the CLI takes.
+	Usable func(f *TokenFile) bool
+}
+
+// Decode is DecodeTokenFile of raw; a file that is not Usable is an error
+// that is Shape.
+func (l TokenLayout) Decode(raw []byte) (*TokenFile, error) {
+	f, err := DecodeTokenFile(raw, l.Key, l.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if !l.Usable(f) {
+		return nil, errors.New(l.Shape)
+	}
+	return f, nil
+}
+
+// RefreshToken is the refresh token of the file raw ("" when it has none;
+// custody.Format's RefreshToken).
+func (l TokenLayout) RefreshToken(raw []byte) (string, error) {
+	f, err := l.Decode(raw)
+	if err != nil {
+		return "", err
+	}
+	return f.Token(l.Refresh), nil
 }

@@ -63,3 +63,30 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestTokenLayout(t *testing.T) {
+	l := TokenLayout{Key: "t", Refresh: "r", Shape: "a test credential",
+		Usable: func(f *TokenFile) bool { return f.Token("a") != "" }}
+	for _, tc := range []struct {
+		name, raw, refresh, err string
+	}{
+		{name: "not JSON", raw: `{`, err: "a test credential: "},
+		{name: "no access token is no login", raw: `{"t":{"r":"R"}}`, err: "a test credential"},
+		{name: "no tokens is no login", raw: `{"k":"sk"}`, err: "a test credential"},
+		{name: "a login's refresh token", raw: `{"t":{"a":"A","r":"R"}}`, refresh: "R"},
+		{name: "a login without one", raw: `{"t":{"a":"A"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := l.RefreshToken([]byte(tc.raw))
+			if tc.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one starting %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.refresh {
+				t.Fatalf("RefreshToken = %q, %v; want %q", got, err, tc.refresh)
+			}
+		})
+	}
+}
