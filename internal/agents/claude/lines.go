@@ -97,7 +97,7 @@ func lines(w io.Writer, t agents.Target, id string, turns []turn) error {
 		lineID := uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s:%d", id, i)).String()
 		rec := line{
 			ParentUUID: parent, UserType: "external", Cwd: t.Cwd, SessionID: id, Version: CLIVersion,
-			Type: tu.role, IsMeta: tu.meta, UUID: lineID, Timestamp: ts.Format("2006-01-02T15:04:05.000Z"),
+			Type: tu.role, IsMeta: tu.meta, UUID: lineID, Timestamp: kit.ISOTime(ts),
 		}
 		if tu.role == "assistant" {
 			model := tu.model

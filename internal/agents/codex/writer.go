@@ -139,7 +139,7 @@ func encode(id, cwd, model string, created time.Time, lines []line) []byte {
 		if t.IsZero() {
 			t = created
 		}
-		return t.UTC().Format("2006-01-02T15:04:05.000Z")
+		return kit.ISOTime(t)
 	}
 	source := json.RawMessage(`"cli"`) // "cli" threads show in `codex resume`'s picker; "exec" ones are hidden
 	meta := sessionMeta{ID: id, Timestamp: stamp(created), Cwd: cwd, Originator: Originator, CLIVersion: CLIVersion, Source: source}

@@ -93,8 +93,8 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	return kit.StreamJSONL(path, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
-		StartTime:   stamp(start),
-		LastUpdated: stamp(last),
+		StartTime:   kit.ISOTime(start),
+		LastUpdated: kit.ISOTime(last),
 		Kind:        "main",
 		Summary:     title,
 	}, iter.Seq2[record, error](recs))
@@ -130,8 +130,6 @@ func firstLineSession(path string) string {
 	return h.SessionID
 }
 
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
 // render maps neutral messages to Gemini records, yielded one at a time
 // so the writer can encode each and let it go; an error reading msgs is
 // yielded last. One "gemini" record is one model turn: its thoughts, then
@@ -161,18 +159,8 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 	var cur *record
 	curAnswered := false // a result of cur's calls came: the next call is a new turn
 	written := map[string]bool{}
-	lastTime := time.Time{}
-	when := func(m *transcript.Message) string {
-		t := m.Time
-		if t.IsZero() {
-			t = lastTime
-		}
-		if t.IsZero() {
-			t = now
-		}
-		lastTime = t
-		return stamp(t)
-	}
+	times := kit.MessageTimes{Now: now}
+	when := func(m *transcript.Message) string { return kit.ISOTime(times.Of(m)) }
 	newRec := func(typ string, m *transcript.Message) *record {
 		r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", sid, n)), Type: typ, Timestamp: when(m)}
 		if typ == "gemini" {

@@ -2,7 +2,6 @@ package pi
 
 import (
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,8 +53,7 @@ func (Driver) ParseTail(b []byte, _ int) ([]transcript.Message, error) {
 // pi's folder for cwd: `pi --session F` starts a new session in F when F
 // does not exist.
 func (Driver) NewSessionPath(home, cwd string) string {
-	stamp := strings.NewReplacer(":", "-", ".", "-").Replace(time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
-	return filepath.Join(SessionDir(home, cwd), stamp+"_"+uuid.NewString()+".jsonl")
+	return filepath.Join(SessionDir(home, cwd), fileStamp(time.Now())+"_"+uuid.NewString()+".jsonl")
 }
 
 // CwdFolders: pi keeps a sessions folder per cwd.

@@ -86,8 +86,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	}
 	path := existingFile(dir, sid)
 	if path == "" {
-		ts := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(start))
-		path = filepath.Join(dir, ts+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
+		path = filepath.Join(dir, fileStamp(start)+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
 	entries := func(yield func(entry, error) bool) {
 		for _, e := range ahead {
@@ -102,7 +101,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 			}
 		}
 	}
-	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: stamp(start), Cwd: cwd}, iter.Seq2[entry, error](entries))
+	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: kit.ISOTime(start), Cwd: cwd}, iter.Seq2[entry, error](entries))
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
@@ -115,7 +114,10 @@ func existingFile(dir, sid string) string {
 	return ""
 }
 
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// fileStamp is t as pi puts it in a session file's name.
+func fileStamp(t time.Time) string {
+	return strings.NewReplacer(":", "-", ".", "-").Replace(kit.ISOTime(t))
+}
 
 // render maps neutral messages to a linear chain of pi entries, emitted
 // one at a time; start is set to the time of the first message it
@@ -136,21 +138,14 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 	if err != nil {
 		return err
 	}
-	var last time.Time
+	times := kit.MessageTimes{Now: now}
 	taken := map[string]bool{}
 	n, prev := 0, "" // entries emitted; the last one's id
 	when := func(m *transcript.Message) time.Time {
-		t := m.Time
-		if t.IsZero() {
-			t = last
-		}
-		if t.IsZero() {
-			t = now
-		}
+		t := times.Of(m)
 		if start.IsZero() {
 			*start = t
 		}
-		last = t
 		return t
 	}
 	push := func(e entry, t time.Time) error {
@@ -159,7 +154,7 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 			p := prev
 			e.ParentID = &p
 		}
-		e.Timestamp = stamp(t)
+		e.Timestamp = kit.ISOTime(t)
 		n, prev = n+1, e.ID
 		return emit(e)
 	}
