@@ -1,11 +1,13 @@
 package claude
 
 import (
+	"cmp"
 	"encoding/json"
 	"regexp"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents/kit"
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
@@ -23,23 +25,9 @@ var foreignShells = map[string]bool{
 	"execute_command":      true,
 }
 
-var badName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
 // toolName makes a name the Anthropic API accepts (^[A-Za-z0-9_-]{1,64}$);
 // MCP names from other agents carry dots, slashes or colons.
-func toolName(name string) string {
-	n := name
-	if !plainID(n) {
-		n = badName.ReplaceAllString(name, "_")
-	}
-	if len(n) > 64 {
-		n = n[:64]
-	}
-	if n == "" {
-		n = "tool"
-	}
-	return n
-}
+func toolName(name string) string { return cmp.Or(repair.FunctionChars(name, "_-"), "tool") }
 
 // renderCall maps a neutral tool call to a Claude tool_use name and input.
 // The input must be a JSON object: free-form input (codex's apply_patch

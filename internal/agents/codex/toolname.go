@@ -1,11 +1,12 @@
 package codex
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents/repair"
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
 
@@ -25,21 +26,10 @@ var foreignShells = map[string]bool{
 // shape every Codex version replays.
 const localShell = "local_shell"
 
-var badNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
 // toolName makes a name the Responses API accepts (^[A-Za-z0-9_-]{1,64}$):
 // names from other agents (MCP servers with dots or colons) would otherwise
 // be refused by a real provider even though Codex itself passes them on.
-func toolName(name string) string {
-	n := badNameChars.ReplaceAllString(name, "_")
-	if len(n) > 64 {
-		n = n[:64]
-	}
-	if n == "" {
-		n = "tool"
-	}
-	return n
-}
+func toolName(name string) string { return cmp.Or(repair.FunctionChars(name, "_-"), "tool") }
 
 // renderedCall is a tool call in the shape Codex replays.
 type renderedCall struct {

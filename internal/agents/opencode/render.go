@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -277,8 +276,6 @@ func title(input json.RawMessage) string {
 	return v.Command
 }
 
-var badNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
 // foreignShells are other agents' shell tools, rendered as OpenCode's own
 // bash tool so the model reads them as the tool it has.
 var foreignShells = map[string]bool{
@@ -316,10 +313,7 @@ func renderCall(name, input string) (string, json.RawMessage) {
 			return "bash", marshal(args)
 		}
 	}
-	n := badNameChars.ReplaceAllString(name, "_")
-	if len(n) > 64 {
-		n = n[:64]
-	}
+	n := repair.FunctionChars(name, "_-")
 	if strings.HasPrefix(in, "{") && json.Valid([]byte(in)) {
 		return n, json.RawMessage(in)
 	}

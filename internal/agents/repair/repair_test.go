@@ -55,15 +55,23 @@ func TestStableUUID(t *testing.T) {
 	}
 }
 
+// ToolName and FunctionChars map by rune (a multi-byte rune, or a byte
+// that is not UTF-8, is one "_"); FunctionChars keeps an empty name empty,
+// for each writer to name.
 func TestToolName(t *testing.T) {
-	for in, want := range map[string]string{
-		"Bash":                   "Bash",
-		"mcp.server:tool":        "mcp_server_tool",
-		"":                       "unknown_tool",
-		strings.Repeat("x", 100): strings.Repeat("x", 64),
+	for _, tc := range []struct{ in, name, chars string }{
+		{"Bash", "Bash", "Bash"},
+		{"mcp.server:tool", "mcp_server_tool", "mcp_server_tool"},
+		{"", "unknown_tool", ""},
+		{strings.Repeat("x", 100), strings.Repeat("x", 64), strings.Repeat("x", 64)},
+		{"h\u00e9llo\xff", "h_llo_", "h_llo_"},
+		{strings.Repeat("\u00e9", 70), strings.Repeat("_", 64), strings.Repeat("_", 64)},
 	} {
-		if got := ToolName(in); got != want {
-			t.Errorf("ToolName(%q) = %q, want %q", in, got, want)
+		if got := ToolName(tc.in); got != tc.name {
+			t.Errorf("ToolName(%q) = %q, want %q", tc.in, got, tc.name)
+		}
+		if got := FunctionChars(tc.in, "_-"); got != tc.chars {
+			t.Errorf("FunctionChars(%q) = %q, want %q", tc.in, got, tc.chars)
 		}
 	}
 }

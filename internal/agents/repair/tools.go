@@ -2,6 +2,7 @@ package repair
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"strings"
 )
@@ -11,19 +12,22 @@ import (
 func ToolName(name string) string { return FunctionName(name, "_-") }
 
 // FunctionName renders a tool name from any agent as a model API's
-// function name: ASCII letters, digits and the runes of punct (what the
-// API allows besides) kept, every other rune "_", an empty name
-// "unknown_tool", and a longer one cut at 64 bytes.
+// function name: FunctionChars, and an empty name "unknown_tool".
 func FunctionName(name, punct string) string {
+	return cmp.Or(FunctionChars(name, punct), "unknown_tool")
+}
+
+// FunctionChars is name with what a model API allows in a function name:
+// ASCII letters, digits and the runes of punct (what the API allows
+// besides) kept, every other rune "_", cut at 64 bytes. An empty name
+// stays empty, for the writer to name as its API wants.
+func FunctionChars(name, punct string) string {
 	s := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(punct, r) {
 			return r
 		}
 		return '_'
 	}, name)
-	if s == "" {
-		return "unknown_tool"
-	}
 	return s[:min(len(s), 64)]
 }
 
