@@ -4,10 +4,12 @@
 // keeps a user's code as it is (NewEncoder, DecodeElems, WriteJSONL, ...),
 // a line reader for files of any line length (EachLine), decode reports
 // of what a reader left out (Skips, DecodeFile, ReportFile; zstd files
-// included), data-URL and base64 images, cast's notice tags, OAuth token
-// files kept field for field (TokenFile), JSON index files edited in
-// place (RemoveIndexEntry), and running a CLI in a process group of its
-// own (RunGroup).
+// included), the Read methods of a one-file format (FileReader, Decoding),
+// the CLIs' timestamps and a writer's message times (ISOTime,
+// MessageTimes), data-URL and base64 images, cast's notice tags, OAuth
+// token files kept field for field (TokenFile, TokenLayout), JSON index
+// files edited in place (RemoveIndexEntry), and running a CLI in a process
+// group of its own (RunGroup).
 //
 // It builds on the contract (WriteJSONL returns an agents.Written) and
 // never the other way round; only packages under internal/agents import
