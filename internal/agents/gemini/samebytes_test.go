@@ -24,7 +24,7 @@ const writtenPins = "testdata/written.sha256"
 func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	in := map[string][]transcript.Message{}
 	for _, rt := range roundTrips {
-		in[rt.name] = rt.in
+		in[rt.Name] = rt.In
 	}
 	for _, f := range []string{"testdata/gemini.jsonl", "testdata/test_conversation_gemini.json"} {
 		msgs, err := Reader{}.Read(f)

@@ -15,44 +15,13 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// core is what must survive a round trip; ids, times and agent fields are
-// native bookkeeping.
-type core struct {
-	Kind       transcript.Kind
-	Text       string
-	ToolCall   transcript.ToolCall
-	ToolResult transcript.ToolResult
-}
+// cores is what must survive a round trip (agenttest.Core).
+func cores(msgs []transcript.Message) []agenttest.Core { return agenttest.Cores(msgs, false) }
 
-func cores(msgs []transcript.Message) []core {
-	var out []core
-	for _, m := range msgs {
-		c := core{Kind: m.Kind, Text: m.Text}
-		if m.ToolCall != nil {
-			c.ToolCall = *m.ToolCall
-		}
-		if m.ToolResult != nil {
-			c.ToolResult = *m.ToolResult
-			c.ToolResult.ExitCode = nil
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-func user(s string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: s} }
-func asst(s string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindAssistant, Text: s}
-}
-func think(s string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindThinking, Text: s}
-}
-func call(id, name, in string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: in}}
-}
-func result(id, out string, isErr bool) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out, IsError: isErr}}
-}
+var (
+	user, asst, think = agenttest.User, agenttest.Asst, agenttest.Think
+	call, result      = agenttest.Call, agenttest.ToolResult
+)
 
 func target(t *testing.T) agents.Target {
 	return agents.Target{Home: filepath.Join(t.TempDir(), ".gemini"), Cwd: filepath.Join(t.TempDir(), "My Project"), SessionID: "sess-1"}
@@ -60,71 +29,42 @@ func target(t *testing.T) agents.Target {
 
 // roundTrips are the writer's inputs and what reads back; TestWriterSameBytes
 // also pins the bytes written for them.
-var roundTrips = []struct {
-	name string
-	in   []transcript.Message
-	want []transcript.Message // nil: same as in
-}{
-	{"plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil},
-	{"thinking, text, calls, results", []transcript.Message{
+var roundTrips = []agenttest.RoundTrip{
+	agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil),
+	agenttest.Trip("thinking, text, calls, results", []transcript.Message{
 		user("list"), think("plan"), asst("listing"), call("c1", "run_shell_command", `{"command":"ls"}`),
 		call("c2", "read_file", `{"file_path":"a"}`), result("c1", "a b", false), result("c2", "nope", true), asst("done"),
-	}, nil},
-	{"a call after a result is a new turn", []transcript.Message{
+	}, nil),
+	agenttest.Trip("a call after a result is a new turn", []transcript.Message{
 		user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
-	}, nil},
-	{"commands and empty text are escaped and come back", []transcript.Message{
+	}, nil),
+	agenttest.Trip("commands and empty text are escaped and come back", []transcript.Message{
 		user("/tmp/x is broken"), asst("a"), user("? why"), asst("b"), user(""), asst("c"), user(`\/literal`), asst("d"),
 		user("<session_context> mine"), asst("e"),
-	}, nil},
-	{"result moved up to its call", []transcript.Message{
+	}, nil),
+	agenttest.Trip("result moved up to its call", []transcript.Message{
 		user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-	}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
-	{"orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-		[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
-	{"orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
-		[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}},
-	{"foreign names and inputs are made acceptable", []transcript.Message{
+	}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
+	agenttest.Trip("orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
+		[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
+	agenttest.Trip("orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
+		[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}),
+	agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
 		user("u"), call("toolu_1", "mcp/plugin x", `["a"]`), result("toolu_1", "ok", false), call("c2", "9lives", `not json`), result("c2", "ok", false),
 	}, []transcript.Message{
 		user("u"), call("toolu_1", "mcp_plugin_x", `{"input":["a"]}`), result("toolu_1", "ok", false),
 		call("c2", "_9lives", `{"input":"not json"}`), result("c2", "ok", false),
-	}},
-	{"internal rows and notices are not read back", []transcript.Message{
+	}),
+	agenttest.Trip("internal rows and notices are not read back", []transcript.Message{
 		user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "claude -> gemini"}, asst("a"),
-	}, []transcript.Message{user("u"), asst("a")}},
+	}, []transcript.Message{user("u"), asst("a")}),
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, tt := range roundTrips {
-		t.Run(tt.name, func(t *testing.T) {
-			tg := target(t)
-			w, err := Writer{}.Write(tg, tt.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(w.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(string(data), "secret") {
-				t.Fatal("internal row leaked into the native file")
-			}
-			got, err := Reader{}.Read(w.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			agenttest.CheckWellFormed(t, got)
-			want := tt.want
-			if want == nil {
-				want = tt.in
-			}
-			if g, w := cores(got), cores(want); !reflect.DeepEqual(g, w) {
-				t.Errorf("round trip\n got %+v\nwant %+v", g, w)
-			}
-		})
-	}
+	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: read, Cores: cores, Hidden: []string{"secret"}}, roundTrips)
 }
+
+func read(_ *testing.T, path string) ([]transcript.Message, error) { return Reader{}.Read(path) }
 
 func TestCorpusRoundTrip(t *testing.T) {
 	for _, f := range []string{"testdata/gemini.jsonl", "testdata/test_conversation_gemini.json"} {
@@ -194,13 +134,7 @@ func TestWriterLayout(t *testing.T) {
 	}
 }
 
-func TestWriterRejectsBadTarget(t *testing.T) {
-	for _, tg := range []agents.Target{{Cwd: "/x"}, {Home: t.TempDir(), Cwd: "relative"}} {
-		if _, err := (Writer{}).Write(tg, nil); err == nil {
-			t.Errorf("Write(%+v) did not fail", tg)
-		}
-	}
-}
+func TestWriterRejectsBadTarget(t *testing.T) { agenttest.CheckRejectsBadTarget(t, Writer{}) }
 
 func TestEscape(t *testing.T) {
 	tests := []struct{ in, out string }{

@@ -199,7 +199,7 @@ func TestReadUpdatesOnly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		want := []core{
+		want := []agenttest.Core{
 			{Kind: transcript.KindUser, Text: "count the lines MARK-U"},
 			{Kind: transcript.KindAssistant, Text: "Counting now. MARK-A"},
 			{Kind: transcript.KindToolCall, ToolCall: transcript.ToolCall{ID: "call-1", Name: "run_terminal_command", Input: `{"command":"wc -l a"}`}},

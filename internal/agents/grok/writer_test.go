@@ -15,107 +15,54 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// core is what must survive a round trip; ids, times and agent fields are
-// native bookkeeping, and thinking is not written for Grok.
-type core struct {
-	Kind       transcript.Kind
-	Text       string
-	ToolCall   transcript.ToolCall
-	ToolResult transcript.ToolResult
+// cores is what must survive a round trip (agenttest.Core); thinking is
+// not written for Grok.
+func cores(msgs []transcript.Message) []agenttest.Core {
+	return agenttest.Cores(msgs, false, transcript.KindThinking)
 }
 
-func cores(msgs []transcript.Message) []core {
-	var out []core
-	for _, m := range msgs {
-		if m.Kind == transcript.KindThinking {
-			continue
-		}
-		c := core{Kind: m.Kind, Text: m.Text}
-		if m.ToolCall != nil {
-			c.ToolCall = *m.ToolCall
-		}
-		if m.ToolResult != nil {
-			c.ToolResult = *m.ToolResult
-			c.ToolResult.ExitCode = nil
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-func user(s string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: s} }
-func asst(s string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindAssistant, Text: s}
-}
-func call(id, name, in string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: in}}
-}
-func result(id, out string, isErr bool) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out, IsError: isErr}}
-}
+var (
+	user, asst   = agenttest.User, agenttest.Asst
+	call, result = agenttest.Call, agenttest.ToolResult
+)
 
 func target(t *testing.T) agents.Target {
 	return agents.Target{Home: filepath.Join(t.TempDir(), ".grok"), Cwd: "/Users/dev/my project", SessionID: "sess-1"}
 }
 
 func TestRoundTrip(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []transcript.Message
-		want []transcript.Message // nil: same as in
-	}{
-		{"plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("two"), asst("answers")}, nil},
-		{"text, calls, results, errors", []transcript.Message{
+	tests := []agenttest.RoundTrip{
+		agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("two"), asst("answers")}, nil),
+		agenttest.Trip("text, calls, results, errors", []transcript.Message{
 			user("list"), asst("listing"), call("c1", "run_terminal_command", `{"command":"ls"}`),
 			call("c2", "read_file", `{"target_file":"a"}`), result("c1", "a b", false), result("c2", "File not found", true), asst("done"),
-		}, nil},
-		{"thinking is left out", []transcript.Message{user("u"), {Kind: transcript.KindThinking, Text: "hmm"}, asst("a")}, nil},
-		{"a call after a result is a new record", []transcript.Message{
+		}, nil),
+		agenttest.Trip("thinking is left out", []transcript.Message{user("u"), {Kind: transcript.KindThinking, Text: "hmm"}, asst("a")}, nil),
+		agenttest.Trip("a call after a result is a new record", []transcript.Message{
 			user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
-		}, nil},
-		{"user text with tags and wrappers survives", []transcript.Message{
+		}, nil),
+		agenttest.Trip("user text with tags and wrappers survives", []transcript.Message{
 			user("<user_info>not context</user_info>"), asst("a"), user("say </user_query> twice </user_query>"), asst("b"), user("\n/x\n"),
-		}, nil},
-		{"result moved up to its call", []transcript.Message{
+		}, nil),
+		agenttest.Trip("result moved up to its call", []transcript.Message{
 			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
-		{"orphan call gets an explicit failed result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
-		{"orphan result becomes a prompt", []transcript.Message{user("u"), result("zz", "out", false)},
-			[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}},
-		{"foreign names and inputs are made acceptable", []transcript.Message{
+		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
+		agenttest.Trip("orphan call gets an explicit failed result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
+			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
+		agenttest.Trip("orphan result becomes a prompt", []transcript.Message{user("u"), result("zz", "out", false)},
+			[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}),
+		agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
 			user("u"), call("toolu_1", "mcp.fs:read", `["a"]`), result("toolu_1", "ok", false), call("c2", "Bash", `oops`), result("c2", "ok", false),
 		}, []transcript.Message{
 			user("u"), call("toolu_1", "mcp_fs_read", `{"input":["a"]}`), result("toolu_1", "ok", false),
 			call("c2", "Bash", `{"input":"oops"}`), result("c2", "ok", false),
-		}},
-		{"internal rows and notices are not written", []transcript.Message{
+		}),
+		agenttest.Trip("internal rows and notices are not written", []transcript.Message{
 			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: "forked"}, asst("a"),
-		}, []transcript.Message{user("u"), asst("a")}},
+		}, []transcript.Message{user("u"), asst("a")}),
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w, err := Writer{}.Write(target(t), tt.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := os.ReadFile(w.Path)
-			if strings.Contains(string(data), "secret") || strings.Contains(string(data), "forked") {
-				t.Fatal("internal row or notice written")
-			}
-			checkChat(t, data)
-			got, err := Reader{}.Read(filepath.Dir(w.Path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			agenttest.CheckWellFormed(t, got)
-			want := tt.want
-			if want == nil {
-				want = tt.in
-			}
-			if g, w := cores(got), cores(want); !reflect.DeepEqual(g, w) {
-				t.Errorf("round trip\n got %+v\nwant %+v", g, w)
-			}
+	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: readDir, Cores: cores, Check: checkChat,
+		Hidden: []string{"secret", "forked"}, After: func(t *testing.T, w agents.Written, want []transcript.Message) {
 			// The same conversation from a folder holding only the
 			// updates.jsonl the writer wrote next to it.
 			fromLog, err := Reader{}.Read(updatesOnly(t, filepath.Dir(w.Path)))
@@ -126,8 +73,7 @@ func TestRoundTrip(t *testing.T) {
 			if g, w := cores(fromLog), cores(want); !reflect.DeepEqual(g, w) {
 				t.Errorf("round trip through updates.jsonl\n got %+v\nwant %+v", g, w)
 			}
-		})
-	}
+		}}, tests)
 }
 
 // updatesOnly copies dir's updates.jsonl alone into a new session folder.
@@ -260,10 +206,9 @@ func TestProjectDir(t *testing.T) {
 	}
 }
 
-func TestWriterRejectsBadTarget(t *testing.T) {
-	for _, tg := range []agents.Target{{Cwd: "/x"}, {Home: t.TempDir(), Cwd: "relative"}} {
-		if _, err := (Writer{}).Write(tg, nil); err == nil {
-			t.Errorf("Write(%+v) did not fail", tg)
-		}
-	}
+func TestWriterRejectsBadTarget(t *testing.T) { agenttest.CheckRejectsBadTarget(t, Writer{}) }
+
+// readDir reads the session folder a written chat_history.jsonl is in.
+func readDir(_ *testing.T, path string) ([]transcript.Message, error) {
+	return Reader{}.Read(filepath.Dir(path))
 }

@@ -16,51 +16,19 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// core is what must survive a round trip; ids, times and agent fields are
-// native bookkeeping.
-type core struct {
-	Kind       transcript.Kind
-	Text       string
-	ToolCall   transcript.ToolCall
-	ToolResult transcript.ToolResult
-	ExitCode   int32
-}
-
-func cores(msgs []transcript.Message, withNotices bool) []core {
-	var out []core
-	for _, m := range msgs {
-		if m.Kind == transcript.KindNotice && !withNotices {
-			continue
-		}
-		c := core{Kind: m.Kind, Text: m.Text}
-		if m.ToolCall != nil {
-			c.ToolCall = *m.ToolCall
-		}
-		if m.ToolResult != nil {
-			c.ToolResult = *m.ToolResult
-			c.ToolResult.ExitCode = nil
-			if m.ToolResult.ExitCode != nil {
-				c.ExitCode = *m.ToolResult.ExitCode + 1000
-			}
-		}
-		out = append(out, c)
+// cores is what must survive a round trip (agenttest.Core), exit codes
+// included; notices only withNotices.
+func cores(msgs []transcript.Message, withNotices bool) []agenttest.Core {
+	if withNotices {
+		return agenttest.Cores(msgs, true)
 	}
-	return out
+	return agenttest.Cores(msgs, true, transcript.KindNotice)
 }
 
-func user(s string) transcript.Message { return transcript.Message{Kind: transcript.KindUser, Text: s} }
-func asst(s string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindAssistant, Text: s}
-}
-func think(s string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindThinking, Text: s}
-}
-func call(id, name, in string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: in}}
-}
-func result(id, out string, isErr bool) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out, IsError: isErr}}
-}
+var (
+	user, asst, think = agenttest.User, agenttest.Asst, agenttest.Think
+	call, result      = agenttest.Call, agenttest.ToolResult
+)
 
 func target(t *testing.T) agents.Target {
 	return agents.Target{Home: filepath.Join(t.TempDir(), "agent"), Cwd: filepath.Join(t.TempDir(), "proj"), SessionID: "sess-1"}
@@ -70,62 +38,35 @@ func TestRoundTrip(t *testing.T) {
 	exit := int32(3)
 	withExit := result("c1", "failed", true)
 	withExit.ToolResult.ExitCode = &exit
-	tests := []struct {
-		name string
-		in   []transcript.Message
-		want []transcript.Message // nil: same as in
-	}{
-		{"plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("")}, nil},
-		{"thinking, text, calls, results", []transcript.Message{
+	tests := []agenttest.RoundTrip{
+		agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("")}, nil),
+		agenttest.Trip("thinking, text, calls, results", []transcript.Message{
 			user("list"), think("plan"), asst("listing"), call("c1", "bash", `{"command":"ls"}`),
 			call("c2", "read", `{"path":"a"}`), result("c1", "a b", false), result("c2", "nope", true), asst("done"),
-		}, nil},
-		{"exit codes survive", []transcript.Message{user("u"), call("c1", "bash", `{}`), withExit}, nil},
-		{"a call after a result is a new message", []transcript.Message{
+		}, nil),
+		agenttest.Trip("exit codes survive", []transcript.Message{user("u"), call("c1", "bash", `{}`), withExit}, nil),
+		agenttest.Trip("a call after a result is a new message", []transcript.Message{
 			user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
-		}, nil},
-		{"result moved up to its call", []transcript.Message{
+		}, nil),
+		agenttest.Trip("result moved up to its call", []transcript.Message{
 			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}},
-		{"orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}},
-		{"orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", true)},
-			[]transcript.Message{user("u"), user("[Error from tool call zz, whose call is not in this history]\nout")}},
-		{"foreign names and inputs are made acceptable", []transcript.Message{
+		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
+		agenttest.Trip("orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
+			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
+		agenttest.Trip("orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", true)},
+			[]transcript.Message{user("u"), user("[Error from tool call zz, whose call is not in this history]\nout")}),
+		agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
 			user("u"), call("toolu_1", "mcp.fs:read", `["a"]`), result("toolu_1", "ok", false), call("c2", "run", `not json`), result("c2", "ok", false),
 		}, []transcript.Message{
 			user("u"), call("toolu_1", "mcp_fs_read", `{"input":["a"]}`), result("toolu_1", "ok", false),
 			call("c2", "run", `{"input":"not json"}`), result("c2", "ok", false),
-		}},
-		{"internal rows and notices are not read back", []transcript.Message{
+		}),
+		agenttest.Trip("internal rows and notices are not read back", []transcript.Message{
 			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeMerge, Text: "merged"}, asst("a"),
-		}, []transcript.Message{user("u"), asst("a")}},
+		}, []transcript.Message{user("u"), asst("a")}),
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w, err := Writer{}.Write(target(t), tt.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := os.ReadFile(w.Path)
-			if strings.Contains(string(data), "secret") {
-				t.Fatal("internal row leaked into the native file")
-			}
-			checkFile(t, data)
-			got, err := Reader{}.Read(w.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			agenttest.CheckWellFormed(t, got)
-			want := tt.want
-			if want == nil {
-				want = tt.in
-			}
-			if g, w := cores(got, true), cores(want, true); !reflect.DeepEqual(g, w) {
-				t.Errorf("round trip\n got %+v\nwant %+v", g, w)
-			}
-		})
-	}
+	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: read, Check: checkFile, Hidden: []string{"secret"},
+		Cores: func(msgs []transcript.Message) []agenttest.Core { return cores(msgs, true) }}, tests)
 }
 
 // checkFile holds a written file to pi's hard requirements: header first
@@ -252,13 +193,7 @@ func TestSessionDir(t *testing.T) {
 	}
 }
 
-func TestWriterRejectsBadTarget(t *testing.T) {
-	for _, tg := range []agents.Target{{Cwd: "/x"}, {Home: t.TempDir(), Cwd: "relative"}} {
-		if _, err := (Writer{}).Write(tg, nil); err == nil {
-			t.Errorf("Write(%+v) did not fail", tg)
-		}
-	}
-}
+func TestWriterRejectsBadTarget(t *testing.T) { agenttest.CheckRejectsBadTarget(t, Writer{}) }
 
 // Entry ids are 8 hex digits, as pi's: in session collide-7561 entries
 // 964 and 1391 hash to the same one, and a writer that kept both ids lost
@@ -286,3 +221,5 @@ func TestWriterEntryIDsNeverRepeat(t *testing.T) {
 		t.Fatalf("read back %d of %d messages", len(back), len(msgs))
 	}
 }
+
+func read(_ *testing.T, path string) ([]transcript.Message, error) { return Reader{}.Read(path) }
