@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/msgspool"
@@ -101,4 +102,39 @@ func readPins(t *testing.T, pins string) map[string]string {
 		out[name] = sum
 	}
 	return out
+}
+
+// WrittenPins is where a writer's TestWriterSameBytes keeps the sha256 of
+// each file the writer wrote before it streamed (issue 27): the streaming
+// writer must write the very same bytes.
+const WrittenPins = "testdata/written.sha256"
+
+// PinWritten is SameBytes against WrittenPins, for a writer whose Now is
+// fixed (2026-01-02T03:04:05Z, FixedNow); update is the package's
+// -update-written flag.
+func PinWritten(t *testing.T, w agents.Writer, newTarget func() agents.Target, inputs map[string][]transcript.Message, update bool) {
+	t.Helper()
+	SameBytes(t, w, newTarget, inputs, WrittenPins, update)
+}
+
+// FixedNow is the clock of the writers whose bytes are pinned.
+func FixedNow() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+// Pinned inputs' shared pieces: an image that is not really one, and a
+// time with milliseconds.
+var (
+	FakePNG  = []transcript.Image{{MediaType: "image/png", Data: []byte("\x89PNG\r\n\x1a\nnot really")}}
+	PinnedAt = time.Date(2025, 7, 1, 9, 30, 0, 123e6, time.UTC)
+)
+
+// ReadInto reads each of files with read into in, under its name.
+func ReadInto(t *testing.T, in map[string][]transcript.Message, read func(string) ([]transcript.Message, error), files ...string) {
+	t.Helper()
+	for _, f := range files {
+		msgs, err := read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in[f] = msgs
+	}
 }

@@ -12,12 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-var updateWritten = flag.Bool("update-written", false, "rewrite testdata/written.sha256 from the writer's output")
-
-// writtenPins is where TestWriterSameBytes keeps the sha256 of each file
-// the writer wrote before it streamed (issue 27): the streaming writer
-// must write the very same bytes.
-const writtenPins = "testdata/written.sha256"
+var updateWritten = flag.Bool("update-written", false, "rewrite "+agenttest.WrittenPins+" from the writer's output")
 
 // sameBytesInputs are the corpus files, a session with every kind of
 // message the writer places (results moved up to their calls, orphans
@@ -27,15 +22,8 @@ const writtenPins = "testdata/written.sha256"
 func sameBytesInputs(t *testing.T) map[string][]transcript.Message {
 	in := map[string][]transcript.Message{}
 	files, _ := filepath.Glob("testdata/*.jsonl")
-	for _, f := range files {
-		msgs, err := Reader{}.Read(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in[f] = msgs
-	}
-	png := []transcript.Image{{MediaType: "image/png", Data: []byte("\x89PNG\r\n\x1a\nnot really")}}
-	at := time.Date(2025, 7, 1, 9, 30, 0, 123e6, time.UTC)
+	agenttest.ReadInto(t, in, Reader{}.Read, files...)
+	png, at := agenttest.FakePNG, agenttest.PinnedAt
 	exit := int32(3)
 	withExit := result("c2", "failed", true)
 	withExit.ToolResult.ExitCode = &exit
@@ -73,9 +61,8 @@ var _ agents.StreamWriter = Writer{} // restore streams into it
 
 // TestWriterSameBytes pins the bytes the writer writes for each input.
 func TestWriterSameBytes(t *testing.T) {
-	fixed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	newTarget := func() agents.Target {
 		return agents.Target{Home: filepath.Join(t.TempDir(), "agent"), Cwd: "/nowhere/My Project", NativeID: "collide-7561", Model: "fake/fake-model"}
 	}
-	agenttest.SameBytes(t, Writer{Now: func() time.Time { return fixed }}, newTarget, sameBytesInputs(t), writtenPins, *updateWritten)
+	agenttest.PinWritten(t, Writer{Now: agenttest.FixedNow}, newTarget, sameBytesInputs(t), *updateWritten)
 }
