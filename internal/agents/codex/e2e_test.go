@@ -2,8 +2,6 @@ package codex
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,11 +32,7 @@ func conversation() []transcript.Message {
 		{Kind: transcript.KindToolResult, Agent: "codex", ToolResult: &transcript.ToolResult{CallID: "call_E2E3", Output: "Process exited with code 0\nOutput:\nE2E-LS notes.txt\n", ExitCode: i32(0)}},
 		{Kind: transcript.KindAssistant, Text: "E2E-A2: the directory has notes.txt", Agent: "codex"},
 	}
-	for i := range msgs {
-		msgs[i].Seq = int64(i + 1)
-		msgs[i].Time = at.Add(time.Duration(i) * time.Second)
-	}
-	return msgs
+	return agenttest.Stamp(msgs, at)
 }
 
 // wantItems is what the model must receive for conversation(), in order.
@@ -60,33 +54,14 @@ var wantItems = []string{
 // system prompt and environment context around the history).
 func assertInOrder(t *testing.T, got []fakemodel.Item, want []string) {
 	t.Helper()
-	var all []string
-	j := 0
-	for _, it := range got {
-		s := it.String()
-		all = append(all, s)
-		if j < len(want) && s == want[j] {
-			j++
-		}
-	}
-	if j < len(want) {
-		t.Fatalf("model did not receive %q (item %d of %d) in order; it received:\n%s", want[j], j+1, len(want), strings.Join(all, "\n"))
-	}
-	for _, s := range all {
-		if strings.Contains(s, "E2E-INTERNAL") || strings.Contains(s, "E2E-THINK") {
-			t.Errorf("model received a row it must not: %s", s)
-		}
-	}
+	agenttest.AssertItemsInOrder(t, got, want, "E2E-INTERNAL", "E2E-THINK")
 }
 
 func newCodex(t *testing.T) (fake *fakemodel.Server, bin, codexHome string, env []string, cwd string) {
 	bin = agenttest.Bin(t, "codex")
 	fake = fakemodel.Start(t)
 	home, env := agenttest.Env(t, "codex", fake.URL)
-	cwd = filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd = agenttest.Cwd(t, t.TempDir(), "work")
 	return fake, bin, agenttest.NativeHome(home, "codex"), env, cwd
 }
 
@@ -155,18 +130,10 @@ func TestE2ERealRolloutRoundTrip(t *testing.T) {
 	if len(skipped) > 0 {
 		t.Errorf("the reader does not know parts of the pinned CLI's rollout: %v", skipped)
 	}
-	var want []string
+	want := agenttest.ItemStrings(msgs, true)
 	sawExit := false
 	for _, m := range msgs {
-		switch m.Kind {
-		case transcript.KindUser:
-			want = append(want, fakemodel.Item{Role: "user", Kind: fakemodel.KindText, Text: m.Text}.String())
-		case transcript.KindAssistant:
-			want = append(want, fakemodel.Item{Role: "assistant", Kind: fakemodel.KindText, Text: m.Text}.String())
-		case transcript.KindToolCall:
-			want = append(want, fakemodel.Item{Role: "assistant", Kind: fakemodel.KindToolCall, ToolName: m.ToolCall.Name, ToolCallID: m.ToolCall.ID, ToolInput: m.ToolCall.Input}.String())
-		case transcript.KindToolResult:
-			want = append(want, fakemodel.Item{Role: "tool", Kind: fakemodel.KindToolResult, ToolCallID: m.ToolResult.CallID, Text: m.ToolResult.Output}.String())
+		if m.Kind == transcript.KindToolResult {
 			sawExit = sawExit || (m.ToolResult.ExitCode != nil && *m.ToolResult.ExitCode == 0 && strings.Contains(m.ToolResult.Output, "codex-tool-ran"))
 		}
 	}
@@ -191,9 +158,6 @@ func TestE2ERealRolloutRoundTrip(t *testing.T) {
 // newCodexHome is a second isolated Codex home talking to the same fake.
 func newCodexHome(t *testing.T, fake *fakemodel.Server) (codexHome string, env []string, cwd string) {
 	home, env := agenttest.Env(t, "codex", fake.URL)
-	cwd = filepath.Join(t.TempDir(), "work2")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd = agenttest.Cwd(t, t.TempDir(), "work2")
 	return agenttest.NativeHome(home, "codex"), env, cwd
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,10 +28,7 @@ func newOpenCode(t *testing.T) ocEnv {
 	bin := agenttest.Bin(t, "opencode")
 	fake := fakemodel.Start(t)
 	home, env := agenttest.Env(t, "opencode", fake.URL)
-	cwd := filepath.Join(t.TempDir(), "work")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd := agenttest.Cwd(t, t.TempDir(), "work")
 	return ocEnv{fake: fake, loader: Loader{Bin: bin, Env: env}, home: agenttest.NativeHome(home, "opencode"), cwd: cwd, env: env}
 }
 
@@ -62,11 +58,7 @@ func conversation() []transcript.Message {
 		{Kind: transcript.KindToolResult, Agent: "codex", ToolResult: &transcript.ToolResult{CallID: "call_OC4", Output: "OC-ERR no such file", IsError: true, ExitCode: i32(1)}},
 		{Kind: transcript.KindAssistant, Text: "OC-A2: the directory has notes.txt", Agent: "codex"},
 	}
-	for i := range msgs {
-		msgs[i].Seq = int64(i + 1)
-		msgs[i].Time = at.Add(time.Duration(i) * time.Second)
-	}
-	return msgs
+	return agenttest.Stamp(msgs, at)
 }
 
 // wantItems is what the model must receive for conversation(), in order.
@@ -88,23 +80,7 @@ var wantItems = []string{
 
 func assertInOrder(t *testing.T, got []fakemodel.Item, want []string) {
 	t.Helper()
-	var all []string
-	j := 0
-	for _, it := range got {
-		s := it.String()
-		all = append(all, s)
-		if j < len(want) && s == want[j] {
-			j++
-		}
-	}
-	if j < len(want) {
-		t.Fatalf("model did not receive %q (item %d of %d) in order; it received:\n%s", want[j], j+1, len(want), strings.Join(all, "\n"))
-	}
-	for _, s := range all {
-		if strings.Contains(s, "OC-INTERNAL") || strings.Contains(s, "OC-THINK") {
-			t.Errorf("model received a row it must not: %s", s)
-		}
-	}
+	agenttest.AssertItemsInOrder(t, got, want, "OC-INTERNAL", "OC-THINK")
 }
 
 // A transcript from other agents, loaded with the real `opencode import`,
@@ -190,15 +166,7 @@ func TestE2ERoundTrip(t *testing.T) {
 	if len(turns) == 0 {
 		t.Fatal("no model request on resume")
 	}
-	var items []string
-	for _, m := range orig.Messages {
-		switch m.Kind {
-		case transcript.KindUser, transcript.KindAssistant:
-			items = append(items, fakemodel.Item{Role: roleOf(m.Kind), Kind: fakemodel.KindText, Text: m.Text}.String())
-		case transcript.KindToolResult:
-			items = append(items, fakemodel.Item{Role: "tool", Kind: fakemodel.KindToolResult, ToolCallID: m.ToolResult.CallID, Text: m.ToolResult.Output}.String())
-		}
-	}
+	items := agenttest.ItemStrings(orig.Messages, false)
 	assertInOrder(t, turns[0].Items, append(items, `user text "\"OC-RT-3: and now?\""`))
 
 	// Writing again for the same native id replaces the session instead of
@@ -216,13 +184,6 @@ func TestE2ERoundTrip(t *testing.T) {
 	if got := brief(p3.Messages); len(got) != 1 {
 		t.Errorf("rewrite kept old messages: %q", got)
 	}
-}
-
-func roleOf(k transcript.Kind) string {
-	if k == transcript.KindUser {
-		return "user"
-	}
-	return "assistant"
 }
 
 func withoutThinking(msgs []transcript.Message) []transcript.Message {
