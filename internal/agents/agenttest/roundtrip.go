@@ -142,3 +142,16 @@ func CheckRejectsBadTarget(t *testing.T, w agents.Writer) {
 		}
 	}
 }
+
+// PairingTrips are the rows every writer's round-trip table holds for
+// the pairing it repairs: a result moved up to its call, and an orphan
+// call given an explicit failed result (orphanOutput, the agent's text).
+func PairingTrips(orphanOutput string) []RoundTrip {
+	return []RoundTrip{
+		Trip("result moved up to its call", []transcript.Message{
+			User("u"), Call("c1", "ls", `{}`), User("meanwhile"), ToolResult("c1", "late", false),
+		}, []transcript.Message{User("u"), Call("c1", "ls", `{}`), ToolResult("c1", "late", false), User("meanwhile")}),
+		Trip("orphan call gets an explicit result", []transcript.Message{User("u"), Call("c1", "ls", `{}`), Asst("x")},
+			[]transcript.Message{User("u"), Call("c1", "ls", `{}`), ToolResult("c1", orphanOutput, true), Asst("x")}),
+	}
+}

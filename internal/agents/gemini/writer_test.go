@@ -29,7 +29,7 @@ func target(t *testing.T) agents.Target {
 
 // roundTrips are the writer's inputs and what reads back; TestWriterSameBytes
 // also pins the bytes written for them.
-var roundTrips = []agenttest.RoundTrip{
+var roundTrips = append([]agenttest.RoundTrip{
 	agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user("bye"), asst("ciao")}, nil),
 	agenttest.Trip("thinking, text, calls, results", []transcript.Message{
 		user("list"), think("plan"), asst("listing"), call("c1", "run_shell_command", `{"command":"ls"}`),
@@ -42,11 +42,6 @@ var roundTrips = []agenttest.RoundTrip{
 		user("/tmp/x is broken"), asst("a"), user("? why"), asst("b"), user(""), asst("c"), user(`\/literal`), asst("d"),
 		user("<session_context> mine"), asst("e"),
 	}, nil),
-	agenttest.Trip("result moved up to its call", []transcript.Message{
-		user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-	}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
-	agenttest.Trip("orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-		[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
 	agenttest.Trip("orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", false)},
 		[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}),
 	agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
@@ -58,7 +53,7 @@ var roundTrips = []agenttest.RoundTrip{
 	agenttest.Trip("internal rows and notices are not read back", []transcript.Message{
 		user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeAgentSwitch, Text: "claude -> gemini"}, asst("a"),
 	}, []transcript.Message{user("u"), asst("a")}),
-}
+}, agenttest.PairingTrips(OrphanCallOutput)...)
 
 func TestRoundTrip(t *testing.T) {
 	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: read, Cores: cores, Hidden: []string{"secret"}}, roundTrips)

@@ -31,7 +31,7 @@ func target(t *testing.T) agents.Target {
 }
 
 func TestRoundTrip(t *testing.T) {
-	tests := []agenttest.RoundTrip{
+	tests := append([]agenttest.RoundTrip{
 		agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("two"), asst("answers")}, nil),
 		agenttest.Trip("text, calls, results, errors", []transcript.Message{
 			user("list"), asst("listing"), call("c1", "run_terminal_command", `{"command":"ls"}`),
@@ -44,11 +44,6 @@ func TestRoundTrip(t *testing.T) {
 		agenttest.Trip("user text with tags and wrappers survives", []transcript.Message{
 			user("<user_info>not context</user_info>"), asst("a"), user("say </user_query> twice </user_query>"), asst("b"), user("\n/x\n"),
 		}, nil),
-		agenttest.Trip("result moved up to its call", []transcript.Message{
-			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
-		agenttest.Trip("orphan call gets an explicit failed result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
 		agenttest.Trip("orphan result becomes a prompt", []transcript.Message{user("u"), result("zz", "out", false)},
 			[]transcript.Message{user("u"), user("[Result of tool call zz, whose call is not in this history]\nout")}),
 		agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
@@ -60,7 +55,7 @@ func TestRoundTrip(t *testing.T) {
 		agenttest.Trip("internal rows and notices are not written", []transcript.Message{
 			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: "forked"}, asst("a"),
 		}, []transcript.Message{user("u"), asst("a")}),
-	}
+	}, agenttest.PairingTrips(OrphanCallOutput)...)
 	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: readDir, Cores: cores, Check: checkChat,
 		Hidden: []string{"secret", "forked"}, After: func(t *testing.T, w agents.Written, want []transcript.Message) {
 			// The same conversation from a folder holding only the

@@ -38,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 	exit := int32(3)
 	withExit := result("c1", "failed", true)
 	withExit.ToolResult.ExitCode = &exit
-	tests := []agenttest.RoundTrip{
+	tests := append([]agenttest.RoundTrip{
 		agenttest.Trip("plain turns", []transcript.Message{user("hello"), asst("hi"), user(""), asst("")}, nil),
 		agenttest.Trip("thinking, text, calls, results", []transcript.Message{
 			user("list"), think("plan"), asst("listing"), call("c1", "bash", `{"command":"ls"}`),
@@ -48,11 +48,6 @@ func TestRoundTrip(t *testing.T) {
 		agenttest.Trip("a call after a result is a new message", []transcript.Message{
 			user("go"), call("c1", "ls", `{}`), result("c1", "x", false), call("c2", "ls", `{}`), result("c2", "y", false),
 		}, nil),
-		agenttest.Trip("result moved up to its call", []transcript.Message{
-			user("u"), call("c1", "ls", `{}`), user("meanwhile"), result("c1", "late", false),
-		}, []transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", "late", false), user("meanwhile")}),
-		agenttest.Trip("orphan call gets an explicit result", []transcript.Message{user("u"), call("c1", "ls", `{}`), asst("x")},
-			[]transcript.Message{user("u"), call("c1", "ls", `{}`), result("c1", OrphanCallOutput, true), asst("x")}),
 		agenttest.Trip("orphan result becomes text", []transcript.Message{user("u"), result("zz", "out", true)},
 			[]transcript.Message{user("u"), user("[Error from tool call zz, whose call is not in this history]\nout")}),
 		agenttest.Trip("foreign names and inputs are made acceptable", []transcript.Message{
@@ -64,7 +59,7 @@ func TestRoundTrip(t *testing.T) {
 		agenttest.Trip("internal rows and notices are not read back", []transcript.Message{
 			user("u"), {Kind: transcript.KindInternal, Text: "secret"}, {Kind: transcript.KindNotice, NoticeType: transcript.NoticeMerge, Text: "merged"}, asst("a"),
 		}, []transcript.Message{user("u"), asst("a")}),
-	}
+	}, agenttest.PairingTrips(OrphanCallOutput)...)
 	agenttest.CheckRoundTrips(t, agenttest.Codec{Target: target, Writer: Writer{}, Read: read, Check: checkFile, Hidden: []string{"secret"},
 		Cores: func(msgs []transcript.Message) []agenttest.Core { return cores(msgs, true) }}, tests)
 }
