@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
-	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -102,17 +100,13 @@ func TestRealGeminiResumesWrittenSession(t *testing.T) {
 // tool call and checks that the reader gets every turn out of the file the
 // CLI wrote itself.
 func TestRealGeminiSessionReads(t *testing.T) {
-	bin := agenttest.Bin(t, "gemini")
-	fake := fakemodel.Start(t)
-	home, env := agenttest.Env(t, "gemini", fake.URL)
-	cwd := agenttest.Cwd(t, home, "work", "proj")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	s := agenttest.NewSandbox(t, "gemini", nil, "work", "proj")
+	ctx := agenttest.Deadline(t, 4*time.Minute)
 	sid := "6f1c1c38-1c3e-4f8e-9d7e-0a0b0c0d0e0f"
-	agenttest.MustRun(t, ctx, bin, []string{"--session-id", sid, "--yolo", "-p", "please TOOLCALL CMD[echo MARKER-SHELL] now"}, env, cwd)
-	agenttest.MustRun(t, ctx, bin, []string{"--resume", sid, "-p", "second turn MARKER-T2"}, env, cwd)
+	s.Run(t, ctx, "--session-id", sid, "--yolo", "-p", "please TOOLCALL CMD[echo MARKER-SHELL] now")
+	s.Run(t, ctx, "--resume", sid, "-p", "second turn MARKER-T2")
 
-	files, _ := filepath.Glob(filepath.Join(agenttest.NativeHome(home, "gemini"), "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
+	files, _ := filepath.Glob(filepath.Join(s.Native, "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
 	// A resume also leaves a stray file with only a header and the CLI's
 	// context when the minute changed; the conversation is the largest.
 	msgs, skipped, err := Reader{}.ReadReport(agenttest.Largest(t, files))

@@ -1,17 +1,13 @@
 package gemini
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
-	"github.com/cast-dev/cast/internal/fakemodel"
 )
 
 // The pinned CLI, resuming a session whose file is named for an earlier
@@ -22,25 +18,18 @@ import (
 // turn whose native session vanished in the delivery model test). Without
 // TidySession the transcript is gone; with it, it survives whole.
 func TestRealGeminiAnotherSessionsStartKeepsAResumedSession(t *testing.T) {
-	bin := agenttest.Bin(t, "gemini")
 	for _, tidy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tidy=%v", tidy), func(t *testing.T) {
-			fake := fakemodel.Start(t)
-			home, env := agenttest.Env(t, "gemini", fake.URL)
-			native := agenttest.NativeHome(home, "gemini")
-			cwd := filepath.Join(home, "work", "proj")
-			if err := os.MkdirAll(cwd, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			s := agenttest.NewSandbox(t, "gemini", nil, "work", "proj")
+			native, cwd := s.Native, s.Cwd
 			msgs := foreignConversation()
 			msgs[0].Time = time.Now().Add(-2 * time.Hour) // the file is named for that minute
 			w, err := Writer{}.Write(agents.Target{Home: native, Cwd: cwd, SessionID: "7a2b3c4d-0000-4000-8000-00000000000" + map[bool]string{false: "1", true: "2"}[tidy]}, msgs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			agenttest.MustRun(t, ctx, bin, []string{"--resume", w.NativeID, "-p", "second turn MARKER-X2"}, env, cwd)
+			ctx := agenttest.Deadline(t, 4*time.Minute)
+			s.Run(t, ctx, "--resume", w.NativeID, "-p", "second turn MARKER-X2")
 			files, _ := filepath.Glob(filepath.Join(filepath.Dir(w.Path), "session-*-"+w.NativeID[:8]+".jsonl"))
 			if len(files) != 2 {
 				t.Fatalf("after the resume, %d files under the short id, want the transcript and the CLI's stray: %v", len(files), files)
@@ -53,7 +42,7 @@ func TestRealGeminiAnotherSessionsStartKeepsAResumedSession(t *testing.T) {
 					t.Fatalf("after TidySession: %v, want only %s", left, w.Path)
 				}
 			}
-			agenttest.MustRun(t, ctx, bin, []string{"--session-id", "9e8d7c6b-0000-4000-8000-000000000000", "-p", "another session"}, env, cwd)
+			s.Run(t, ctx, "--session-id", "9e8d7c6b-0000-4000-8000-000000000000", "-p", "another session")
 			path := Driver{}.FindSession(native, w.NativeID)
 			if !tidy {
 				if path != "" {
@@ -65,15 +54,7 @@ func TestRealGeminiAnotherSessionsStartKeepsAResumedSession(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the resumed session is gone after another session's start: %v", err)
 			}
-			var all []string
-			for _, m := range got {
-				all = append(all, m.Text)
-			}
-			for _, s := range []string{"MARKER-U1", "MARKER-A4", "MARKER-X2"} {
-				if !strings.Contains(strings.Join(all, "\n"), s) {
-					t.Errorf("the resumed session lost %q after another session's start", s)
-				}
-			}
+			agenttest.AssertHoldsAll(t, "the resumed session, after another session's start,", agenttest.Texts(got), "MARKER-U1", "MARKER-A4", "MARKER-X2")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package pi
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
-	"github.com/cast-dev/cast/internal/fakemodel"
 )
 
 // TestFindLogin: pi is logged in by a credential in auth.json or a custom
@@ -35,13 +33,9 @@ func TestFindLogin(t *testing.T) {
 // models.json and leaves an auth.json of its own behind; with the key
 // gone, that file alone is no login.
 func TestRealPiEmptyAuthFile(t *testing.T) {
-	bin := agenttest.Bin(t, "pi")
-	fake := fakemodel.Start(t)
-	home, env := agenttest.Env(t, "pi", fake.URL)
-	dir := agenttest.NativeHome(home, "pi")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	agenttest.MustRun(t, ctx, bin, []string{"--model", "fake/fake-model", "-p", "hello MARKER-PI"}, env, home)
+	s := agenttest.NewSandbox(t, "pi", nil)
+	dir, env := s.Native, s.Env
+	s.Run(t, agenttest.Deadline(t, 4*time.Minute), "--model", "fake/fake-model", "-p", "hello MARKER-PI")
 	b, err := os.ReadFile(filepath.Join(dir, "auth.json"))
 	if err != nil {
 		t.Fatalf("pi wrote no auth.json of its own: %v", err)

@@ -1,7 +1,6 @@
 package pi
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -98,17 +97,13 @@ func TestRealPiResumesWrittenSession(t *testing.T) {
 // TestRealPiSessionReads runs a real pi session with a real bash tool call
 // and checks that the reader gets every turn out of the file pi wrote.
 func TestRealPiSessionReads(t *testing.T) {
-	bin := agenttest.Bin(t, "pi")
-	fake := fakemodel.Start(t)
-	home, env := agenttest.Env(t, "pi", fake.URL)
-	cwd := agenttest.Cwd(t, home, "work", "proj")
+	s := agenttest.NewSandbox(t, "pi", nil, "work", "proj")
 	// A --session path that does not exist yet is where pi creates it.
 	path := filepath.Join(t.TempDir(), "real.jsonl")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := agenttest.Deadline(t, 4*time.Minute)
 	model := []string{"--provider", agenttest.FakeProvider, "--model", agenttest.FakeModel}
-	agenttest.MustRun(t, ctx, bin, append(model, "--session", path, "-p", "please TOOLCALL CMD[echo MARKER-SHELL] now"), env, cwd)
-	agenttest.MustRun(t, ctx, bin, append(model, "--session", path, "-p", "second turn MARKER-T2"), env, cwd)
+	s.Run(t, ctx, append(model, "--session", path, "-p", "please TOOLCALL CMD[echo MARKER-SHELL] now")...)
+	s.Run(t, ctx, append(model, "--session", path, "-p", "second turn MARKER-T2")...)
 
 	msgs, skipped, err := Reader{}.ReadReport(path)
 	if err != nil {
