@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -167,18 +168,9 @@ func TestRoundTripCorpus(t *testing.T) {
 	}
 }
 
-func u(text string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindUser, Text: text}
-}
-func a(text string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindAssistant, Text: text}
-}
-func call(id, name, input string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: name, Input: input}}
-}
-func result(id, out string) transcript.Message {
-	return transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out}}
-}
+var u, a, call = agenttest.User, agenttest.Asst, agenttest.Call
+
+func result(id, out string) transcript.Message { return agenttest.ToolResult(id, out, false) }
 
 func TestWriteRepairs(t *testing.T) {
 	exit1 := int32(1)
