@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,4 +163,42 @@ func CheckWellFormed(t *testing.T, msgs []transcript.Message) {
 			}
 		}
 	}
+}
+
+// LoremConversation is n messages cycling user, assistant, a Bash call
+// and its result (exit 0), with texts of a few hundred bytes.
+func LoremConversation(n int) []transcript.Message {
+	msgs := make([]transcript.Message, 0, n)
+	pad := strings.Repeat("lorem ipsum ", 20)
+	zero := int32(0)
+	for i := 0; len(msgs) < n; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		res := ToolResult(id, fmt.Sprintf("%d %s", i, pad), false)
+		res.ToolResult.ExitCode = &zero
+		msgs = append(msgs,
+			User(fmt.Sprintf("u%d %s", i, pad)),
+			Asst(fmt.Sprintf("a%d %s", i, pad)),
+			Call(id, "Bash", fmt.Sprintf(`{"command":"echo %d"}`, i)),
+			res)
+	}
+	return msgs[:n]
+}
+
+// BenchVersusJSON runs plain encoding/json of msgs ("json-baseline") and
+// write (as name, its own b.Loop) side by side, with MB/s over msgs'
+// neutral JSON size in both, so the two figures compare directly.
+func BenchVersusJSON(b *testing.B, msgs []transcript.Message, name string, write func(b *testing.B)) {
+	raw, _ := json.Marshal(msgs)
+	b.Run("json-baseline", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := json.Marshal(msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		write(b)
+	})
 }
