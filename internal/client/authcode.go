@@ -72,9 +72,7 @@ func authCodeLogin(ctx context.Context, p *oidc.Provider, conf *oauth2.Config, i
 	conf.RedirectURL = "http://" + lis.Addr().String() + callbackPath
 	state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	codes := make(chan callbackResult, 1)
-	srv := &http.Server{Handler: callbackHandler(state, codes), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
+	defer serveCallback(lis, callbackHandler(state, codes))()
 
 	prompt(conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)))
 	var res callbackResult
@@ -91,6 +89,27 @@ func authCodeLogin(ctx context.Context, p *oidc.Provider, conf *oauth2.Config, i
 		return nil, fmt.Errorf("login at %s: redeeming the code: %w", issuer, err)
 	}
 	return idTokenOf(ctx, p, conf.ClientID, tok)
+}
+
+// callbackDrain bounds how long the end of a login waits for the
+// browser's page to be written.
+const callbackDrain = 5 * time.Second
+
+// serveCallback serves h on lis until the returned stop is called. stop
+// lets a response in flight finish first: the handler hands the code over
+// before it writes the browser's page, and closing at once when the login
+// had its token cut that page off (the browser showed a connection error,
+// not "logged in").
+func serveCallback(lis net.Listener, h http.Handler) (stop func()) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callbackDrain)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+	}
 }
 
 type callbackResult struct {
