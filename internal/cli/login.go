@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/netaddr"
 )
 
 // loginTimeout bounds a login: the person has this long to approve it.
@@ -58,7 +59,7 @@ func (a *app) loginCmd() *cobra.Command {
 			if issuer == "" || clientID == "" {
 				return usagef("--issuer URL and --client-id ID are needed (the control plane's --oidc-issuer and --oidc-client-id)")
 			}
-			if err := client.CheckIssuerURL(issuer); err != nil {
+			if err := netaddr.CheckIssuerURL(issuer); err != nil {
 				return usageError{err}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), loginTimeout)

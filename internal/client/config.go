@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cast-dev/cast/internal/fsutil"
+	"github.com/cast-dev/cast/internal/netaddr"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/secrets"
 )
@@ -80,24 +80,11 @@ type Context struct {
 	syncCA bool
 }
 
-// IsLoopback reports whether addr (host:port) names this machine only.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // allLoopback is true when every replica addr names is on loopback.
 func allLoopback(addr string) bool {
 	addrs := Addrs(addr)
 	for _, a := range addrs {
-		if !IsLoopback(a) {
+		if !netaddr.IsLoopback(a) {
 			return false
 		}
 	}

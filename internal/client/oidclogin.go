@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/cast-dev/cast/internal/netaddr"
 )
 
 // `cast login` gets an OpenID Connect ID token for a context through one
@@ -36,19 +36,6 @@ const oidcTimeout = 30 * time.Second
 // plane reads by default, groups, and a refresh token.
 var LoginScopes = []string{oidc.ScopeOpenID, "email", "profile", "groups", oidc.ScopeOfflineAccess}
 
-// CheckIssuerURL refuses an issuer whose keys a network could replace:
-// https, or plain http on loopback only.
-func CheckIssuerURL(issuer string) error {
-	u, err := url.Parse(issuer)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("issuer %q must be an https URL such as https://accounts.example.com", issuer)
-	}
-	if u.Scheme != "https" && (u.Scheme != "http" || !IsLoopback(net.JoinHostPort(u.Hostname(), "0"))) {
-		return fmt.Errorf("issuer %q must be https (http only on loopback)", issuer)
-	}
-	return nil
-}
-
 // LoginResult is what a login or refresh got.
 type LoginResult struct {
 	IDToken      string
@@ -58,7 +45,7 @@ type LoginResult struct {
 }
 
 func oidcProvider(ctx context.Context, issuer string) (*oidc.Provider, context.Context, error) {
-	if err := CheckIssuerURL(issuer); err != nil {
+	if err := netaddr.CheckIssuerURL(issuer); err != nil {
 		return nil, nil, err
 	}
 	ctx = oidc.ClientContext(ctx, &http.Client{Timeout: oidcTimeout})

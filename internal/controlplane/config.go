@@ -27,6 +27,7 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/netaddr"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/oidcauth"
 	"github.com/cast-dev/cast/internal/retention"
@@ -202,7 +203,7 @@ func (c Config) Validate() error {
 	}
 	// The profiles ask no credential, and a CPU profile or trace runs as
 	// long as its caller asks: only this host may ask.
-	if c.Pprof && (c.MetricsListen == "" || !client.IsLoopback(c.MetricsListen)) {
+	if c.Pprof && (c.MetricsListen == "" || !netaddr.IsLoopback(c.MetricsListen)) {
 		return fmt.Errorf("--pprof needs --metrics-listen on a loopback address (it is %q): the profiles ask no credential", c.MetricsListen)
 	}
 	if err := c.validateObjects(); err != nil {
@@ -211,7 +212,7 @@ func (c Config) Validate() error {
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
 	}
-	if len(c.EtcdEndpoints) == 0 && !client.IsLoopback(c.EtcdClient) {
+	if len(c.EtcdEndpoints) == 0 && !netaddr.IsLoopback(c.EtcdClient) {
 		return fmt.Errorf("--etcd-listen %q is not a loopback address: the embedded etcd listens on this host only (for more, run an external etcd with TLS and give --etcd-endpoints)", c.EtcdClient)
 	}
 	if len(c.EtcdEndpoints) == 0 && c.Etcd != (store.Access{}) {

@@ -146,7 +146,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	}
 	s.hub = newHub(s.lg, s.m)
 	s.watches = fanout.New(s.store, cfg.Watch, s.lg)
-	s.registerWatchMetrics()
+	metrics.NewWatchFanout(s.reg,
+		func() int64 { return s.watches.Stats().FellBehind },
+		func() int64 { return s.watches.Stats().Feeds })
 	s.briefer = brief.New(cfg.Brief)
 	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err

@@ -20,13 +20,14 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/netaddr"
 )
 
 // CheckLoopback refuses a dev listener that is not on loopback: dev mode
 // hands its admin token to the local user (and may serve plaintext with
 // --insecure).
 func CheckLoopback(addr string) error {
-	if !client.IsLoopback(addr) {
+	if !netaddr.IsLoopback(addr) {
 		return fmt.Errorf("--dev listens on loopback only; %q is not a loopback address", addr)
 	}
 	return nil

@@ -133,6 +133,55 @@ func TestOnlyStoreImportsEtcd(t *testing.T) {
 	}
 }
 
+// The map's cores speak no gRPC: none links the API's client, and only
+// the store imports gRPC's packages, for the error codes and metadata of
+// etcd's own client. Handlers (internal/controlplane) translate for them.
+func TestCoresSpeakNoGRPC(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	cores := []string{"store", "objstore", "catrust", "moves", "migrate", "adoption", "fanout", "fleet", "turnstate", "archive", "retention", "authz", "authn", "oidcauth", "placement", "delivery", "brief", "custody", "etcdembed"}
+	etcdErrors := []string{"google.golang.org/grpc/codes", "google.golang.org/grpc/metadata", "google.golang.org/grpc/status"}
+	imps := imports(t, root)
+	for _, core := range cores {
+		pkg := "internal/" + core
+		if _, ok := imps[pkg]; !ok {
+			t.Errorf("%s is no package: this test no longer sees it", pkg)
+		}
+		for _, imp := range imps[pkg] {
+			if strings.HasPrefix(imp, "google.golang.org/grpc") && !(core == "store" && slices.Contains(etcdErrors, imp)) {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+		if reaches(imps, pkg, "internal/client") {
+			t.Errorf("%s depends on internal/client", pkg)
+		}
+	}
+}
+
+// reaches reports whether from imports to, directly or through cast's
+// own packages (imps, keyed as imports keys them).
+func reaches(imps map[string][]string, from, to string) bool {
+	const module = "github.com/cast-dev/cast/"
+	seen := map[string]bool{}
+	stack := []string{from}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, imp := range imps[p] {
+			own, ok := strings.CutPrefix(imp, module)
+			if !ok || seen[own] {
+				continue
+			}
+			if own == to {
+				return true
+			}
+			seen[own] = true
+			stack = append(stack, own)
+		}
+	}
+	return false
+}
+
 // imports is what each package of cmd/ and internal/ imports (its tests
 // left out), keyed by its path inside the module.
 func imports(t *testing.T, root string) map[string][]string {

@@ -18,7 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/netaddr"
 )
 
 // Config for the embedded member.
@@ -56,7 +56,7 @@ func (c Config) Validate() error {
 		return errors.New("etcdembed: auth with PasswordFile is for a member of one; a cluster runs NoAuth")
 	}
 	for _, a := range []struct{ what, addr string }{{"client address", c.ClientAddr}, {"peer address", c.PeerAddr}} {
-		if !client.IsLoopback(a.addr) {
+		if !netaddr.IsLoopback(a.addr) {
 			return fmt.Errorf("etcdembed: %s %q is not a loopback address: the embedded etcd never listens beyond this host (run an external etcd with TLS for that)", a.what, a.addr)
 		}
 	}

@@ -153,6 +153,21 @@ func NewControlPlane(reg prometheus.Registerer) *ControlPlane {
 	return m
 }
 
+// NewWatchFanout registers the fan-out hub's counters, read from the hub
+// when scraped: watchers sent to catch up from the store (a full buffer,
+// or a new feed) and feeds started. Both should stay near flat; a climb
+// means slow watch clients or an etcd watch that keeps breaking.
+func NewWatchFanout(reg prometheus.Registerer, fellBehind, feeds func() int64) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cast_controlplane_watch_fell_behind_total",
+			Help: "Times a session watch on this replica fell behind the live feed (or the feed restarted) and caught up from the store."},
+			func() float64 { return float64(fellBehind()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cast_controlplane_watch_feeds_total",
+			Help: "Etcd session feeds this replica started (one runs at a time; each restart sends every watch to catch up)."},
+			func() float64 { return float64(feeds()) }),
+	)
+}
+
 // PermissionOutcomes are the outcome label values of cast_permission_wait_seconds.
 var PermissionOutcomes = []string{"allowed", "denied", "abandoned"}
 

@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/authz"
-	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/netaddr"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -59,7 +59,7 @@ func (c Config) Validate() error {
 	}
 	// The keys that make tokens come from there: only TLS keeps a
 	// network from handing over its own. Plain http only on loopback.
-	if err := client.CheckIssuerURL(c.Issuer); err != nil {
+	if err := netaddr.CheckIssuerURL(c.Issuer); err != nil {
 		return fmt.Errorf("--oidc-%w", err) // "--oidc-issuer ... must be"
 	}
 	if c.ClientID == "" {

@@ -1,18 +1,22 @@
 // Package web serves cast's web timeline: the built app embedded in the
 // binary (dist/, made by app/ with Vite and committed like generated code),
-// its one-time sign-in, and the API the app calls. The API is the control
+// its sign-in (a one-time login link from `cast web`, or OIDC), and the
+// API the app calls. The API is the control
 // plane's own gRPC server reached through Connect and gRPC-Web, transcoded
 // by vanguard onto grpc.Server's handlers: the same handlers, interceptors
 // and authorization as every other client, not a second implementation. A
-// browser's session cookie names the principal that made its login link;
-// the control plane's authentication reads it from the call's context
-// (Caller) and checks that principal's credential is still live.
+// browser's session cookie names the principal that made its login link,
+// or that its ID token named; the control plane's authentication reads it
+// from the call's context (Caller) and checks that the link's credential
+// is still live, or that the ID token has not expired.
 package web
 
 import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/cast-dev/cast/internal/netaddr"
 )
 
 // Config says where and how the web app is served.
@@ -54,23 +58,14 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--web-listen %q: %w", c.Listen, err)
 	}
-	if c.Plain && !c.AllowPlain && !loopbackHost(host) {
+	if c.Plain && !c.AllowPlain && !netaddr.IsLoopback(c.Listen) {
 		return fmt.Errorf("--web-listen %q: plain HTTP is served on loopback only (a session cookie would cross the network in clear); use TLS or a loopback address", c.Listen)
 	}
 	if c.CodeTTL <= 0 || c.SessionTTL <= 0 {
 		return fmt.Errorf("web: login link and session lifetimes must be positive")
 	}
 	return nil
-}
-
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
