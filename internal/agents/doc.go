@@ -2,15 +2,17 @@
 // it drives: what cast knows of each and asks of its package.
 //
 // The contract: the registry entry (Agent: binary, capabilities, commands,
-// fork cut, login, loopback set-up), the Codec (its native transcript's
-// Reader and Writer, with Target and Written) and the Driver (how the
-// runner runs its CLI headless and follows a turn) that each agent
-// package (internal/agents/claude, codex, cursor, gemini, pi, opencode,
-// grok, muse) defines and registers (its agent.go: agents.Define), and
-// the optional interfaces a driver may add (session listing and removal,
-// cwd indexes, subagent runs, MCP servers, token custody's login format
-// and refresher). internal/agents/codecs, the
-// catalog, links them all; only the binaries (cmd/) and tests link it, so
+// fork cut, login, loopback set-up) that each agent package
+// (internal/agents/claude, codex, cursor, gemini, pi, opencode, grok,
+// muse) defines (its agent.go: agents.Define), the Codec (its native
+// transcript's Reader and Writer, with Target and Written) that all but
+// cursor register, the Driver (how the runner runs its CLI headless and
+// follows a turn) that the five cast runs (claude, codex, gemini, pi,
+// opencode) register, and the optional interfaces a driver may add
+// (session listing and removal, cwd indexes, subagent runs, MCP servers,
+// token custody's login format and refresher). internal/agents/codecs,
+// the catalog, links them all; only the binaries (cmd/), the tests'
+// harness (internal/testharness) and tests link it, so
 // a binary knows the agents it links and every other package asks here
 // by name (ReaderFor, WriterFor, CredentialFor, RefresherFor). Beside
 // the contract are the few services that hosts (runner, node, canary,

@@ -139,7 +139,7 @@ type Agent struct {
 	Login Login
 	// Loopback points the CLI in a throwaway HOME at a model on loopback
 	// (internal/agents/sandbox, for the canaries and tests); nil for an
-	// agent cast cannot run here.
+	// agent with no loopback set-up.
 	Loopback func(home, baseURL string) (Loopback, error)
 	// Verified is false for agents whose CLI is not installable here: their
 	// command forms and paths come from third-party code and docs only.

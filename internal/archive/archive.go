@@ -1,7 +1,9 @@
 // Package archive retires sessions (`cast rm`): archived ones stay readable
 // but hidden and closed to new messages; purged ones are deleted with every
 // key stored under them. Neither happens to a session whose agent is
-// running: it is interrupted first.
+// running a turn or waiting on a permission prompt: it is refused
+// (SESSION_RUNNING) until someone interrupts it (`cast interrupt`), so a
+// turn's output is never cut off by a removal.
 package archive
 
 import (

@@ -4,8 +4,9 @@
 // writes a short conversation (write), the CLI resumes it with a new prompt
 // through the runner, exactly as a node's turn runs (resume: the model must
 // receive the written history), the runner syncs the new turn back (append),
-// the native session is read back whole (read), and, where the CLI forks
-// natively, a fork must carry the history too (fork). Each step's verdict is
+// the native session is read back whole (read), and, where the runner
+// drives the CLI's own fork (Commands.RunnerFork), a fork must carry the
+// history too (fork). Each step's verdict is
 // kept per agent, CLI version and capability on the control plane; a move
 // into an agent whose installed version failed becomes a handoff.
 package canary

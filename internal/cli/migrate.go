@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 type migrateFlags struct {
@@ -168,10 +169,8 @@ func (a *app) followMigration(ctx context.Context, m *castv1.Migration) (*castv1
 			}
 			return m, nil
 		}
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, 250*time.Millisecond) {
 			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
 		}
 		rctx, cancel := a.ctx(ctx)
 		next, err := c.Migrations.GetMigration(rctx, &castv1.GetMigrationRequest{Id: m.Id})

@@ -1,5 +1,6 @@
-// Package client dials the control plane for the cast CLI, node daemons and
-// users' own Go programs. It speaks gRPC only: nothing here links etcd.
+// Package client dials the control plane for the cast CLI and node daemons.
+// It speaks gRPC to the control plane (and OIDC over HTTP for `cast
+// login`): nothing here links etcd.
 package client
 
 import (

@@ -1,8 +1,9 @@
-// Package fakemodel is an in-process fake model server for tests that drive
-// the real agent CLIs. It listens on 127.0.0.1 only, speaks the four wire
-// protocols the pinned CLIs use (Anthropic Messages, OpenAI Responses, OpenAI
-// Chat Completions, Gemini), records every request with a normalized view of
-// the conversation the model received, and answers by a scriptable policy.
+// Package fakemodel is an in-process fake model server for the tests and
+// the canaries (internal/canary) that drive the real agent CLIs. It
+// listens on 127.0.0.1 only, speaks the four wire protocols the pinned CLIs
+// use (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions,
+// Gemini), records every request with a normalized view of the
+// conversation the model received, and answers by a scriptable policy.
 package fakemodel
 
 import (

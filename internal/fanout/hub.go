@@ -8,9 +8,10 @@
 // its next seq and rejoins the live feed. It joins (an empty buffer that
 // events start to reach) before it reads, so the read covers everything
 // the feed did not hand it, and it skips by seq what it gets twice: no gap
-// and no duplicate. When the feed itself breaks (its history compacted,
-// etcd refusing it), the hub starts a new one from the current revision
-// and every watcher catches up the same way.
+// and no duplicate. When the feed's history is compacted, the hub starts
+// a new one from the current revision and every watcher catches up the
+// same way; when etcd refuses the feed, every watcher ends with that error,
+// and new ones fail with it, until a new feed runs.
 package fanout
 
 import (

@@ -1,11 +1,13 @@
 // Package fleet is cast's fleet accounts: named credential snapshots per
 // agent, sealed at rest, one of which every node writes into the agent's
 // shared credential store (the file all its sessions read). When a turn
-// parks on a usage limit, the manager marks that account limited, activates
-// the account with the most headroom and tells every node to rewrite the
-// store; the nodes then run their parked turns again. When every account is
-// limited, the sweep re-activates the first whose window opens. The package
-// knows nothing of gRPC.
+// parks on a usage limit, the manager marks that account limited and
+// follows the agent's policy: auto (the default) activates the account with
+// the most headroom and tells every node to rewrite the store, so the nodes
+// run their parked turns again; ask waits for `cast account
+// approve|deny|use`; resume waits for the window to reset; off only records
+// the limit. Under auto, when every account is limited the sweep activates
+// the first whose window opens. The package knows nothing of gRPC.
 package fleet
 
 import (

@@ -1,8 +1,9 @@
 // Package objstore is the object store that history beyond etcd lives in
-// (store's tiering): a local folder (controlplane --dev) or any service
-// speaking the S3 API. Both give the same small surface: whole objects put,
-// got, listed and deleted by key. Callers declare the interface they use
-// (store.Objects); this package only implements it.
+// (store's tiering): a local folder (--object-store-dir; --dev uses
+// DATA_DIR/objects) or any service speaking the S3 API. Both give the same
+// small surface: whole objects put, got, listed and deleted by key. Callers
+// declare the interface they use (store.Objects); this package implements
+// it (Bucket, what Open returns, has only the same four methods).
 package objstore
 
 import "errors"

@@ -1,6 +1,7 @@
 // Package runner runs one turn of a real agent CLI on a node: the agent's
-// headless process in its own process group, with HOME and the agent's
-// config dirs under the turn's own folder, in the session's working
+// headless process in its own process group, with HOME set to Turn.Home
+// (the user's own, or an isolated folder under the node's data dir that
+// also holds the agent's config dirs), in the session's working
 // directory. While the turn runs it syncs the agent's new native entries
 // into neutral messages. It knows nothing of gRPC or etcd: the node daemon
 // calls Run and stores what it emits.

@@ -1,5 +1,5 @@
 // Package shellcmd reads the command line out of a shell tool call, the
-// one way every reader, writer, slice and diff does it, and quotes argv
+// one way the writers, slices and diffs that need it do it, and quotes argv
 // words for showing them as a POSIX shell line.
 package shellcmd
 

@@ -15,7 +15,7 @@
 // behind by a crash between writing a snapshot and starting its journal
 // is ignored: the snapshot holds everything it held. And nothing is ever
 // appended after a line that may be torn: a failed append makes the next
-// write a snapshot (Broken), and opening stops at the first line that does
+// write a snapshot (Due), and opening stops at the first line that does
 // not parse, which can only be the last one, never acknowledged.
 package statefile
 

@@ -1,6 +1,8 @@
 // Package testharness starts real cast components for tests: embedded etcd
 // in a temp dir, a control plane on loopback gRPC, node daemons, the built
-// binaries. Nothing here is a mock (the pattern of Nomad's TestServer).
+// binaries. Cast's own components here are real, never mocks (the
+// pattern of Nomad's TestServer); only the OIDC issuer (OIDCIssuer) is a
+// fake, standing in for an identity provider.
 package testharness
 
 import (

@@ -1,7 +1,10 @@
-// Package tick is the one ticker loop behind cast's periodic jobs (sweeps,
+// Package tick is the ticker loop behind cast's periodic jobs (sweeps,
 // polls, heartbeats, reloads): a function called every interval, and at
 // once when something asks, until a context or a stop channel ends it;
-// and the one pause that a context cuts short (Sleep).
+// and the pause that a context cuts short (Sleep). A loop whose wait
+// also ends on events of its own (the runner's, on its CLI's exit and
+// its kill timer; the store's handover wait, on an etcd watch; a node
+// worker's back-off, on a wake) selects on its own timer instead.
 package tick
 
 import (

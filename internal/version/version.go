@@ -1,6 +1,7 @@
 // Package version is what every cast binary reports about its own build:
-// the release set at link time by the Makefile, and the VCS revision, time
-// and Go version the Go toolchain stamps into the binary.
+// the version and revision the build linked in (as the Makefile does), else
+// what the Go toolchain stamped (the module version of `go install`, the VCS
+// revision with its time and dirty flag), and the Go version.
 package version
 
 import (

@@ -1,6 +1,7 @@
 // Package agenttest runs the real, pinned agent CLIs in tests: it finds them,
 // builds an isolated environment per agent pointing at a fake model, and runs
-// them with a hard timeout. It is imported by tests only.
+// them with a hard timeout. It is imported by tests and by the tests'
+// harness (internal/testharness) only.
 package agenttest
 
 import (

@@ -1,10 +1,11 @@
 // Package codecs is the agent catalog: it links every agent package, so
-// each registers its entry, codec and driver with package agents (each
-// agent package imports agents, so the catalog cannot live there). Only
-// the binaries (cmd/) and tests link it, so a binary knows the agents it
-// links; everything else asks package agents by name (ReaderFor,
+// each registers its entry (and its codec and driver, where it has them)
+// with package agents (each agent package imports agents, so the catalog
+// cannot live there). Only the binaries (cmd/), the tests' harness
+// (internal/testharness) and tests link it, so a binary knows the agents
+// it links; everything else asks package agents by name (ReaderFor,
 // WriterFor, CredentialFor, RefresherFor). The lookups here are those
-// same ones, for the tests and binaries that link the catalog anyway.
+// same ones, for the tests that link the catalog anyway.
 package codecs
 
 import (

@@ -1,5 +1,5 @@
 // Package kit is what the agent packages (internal/agents/claude, codex,
-// cursor, gemini, grok, muse, opencode, pi) share to implement the
+// gemini, grok, muse, opencode, pi) share to implement the
 // contract in internal/agents: JSON and JSONL reading and writing that
 // keeps a user's code as it is (NewEncoder, DecodeElems, WriteJSONL, ...),
 // a line reader for files of any line length (EachLine), decode reports
