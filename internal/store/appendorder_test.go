@@ -9,6 +9,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -63,5 +64,39 @@ func TestFailedAppendDoesNotCommitItsLaterBatches(t *testing.T) {
 		if m.Text != msgs[i].Text {
 			t.Errorf("seq %d holds %q, want %q (the order the append sent)", m.Seq, m.Text, msgs[i].Text)
 		}
+	}
+}
+
+// The same within one batch: an append of a large message and a small one
+// whose large message is refused at commit (it stalled until its chunks
+// were swept) must not commit the small one after it, or the retry the
+// refusal asks for stores the two out of order.
+func TestRefusedMessageDoesNotCommitTheRestOfItsAppend(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	s := testharness.OpenStore(t, ep, nil)
+	cli := etcdClient(t, ep)
+	sid := newSession(t, s, "n1").Session.Id
+	ctx := ctxT(t)
+	big := toolResult(ids.NewClientID(), bigText(600<<10))
+	small := userMsg("after the tool result")
+	send := func() ([]*castv1.Message, error) {
+		return s.Append(ctx, sid, []*castv1.Message{toolResult(big.ClientId, big.ToolResult.Output),
+			{ClientId: small.ClientId, Kind: small.Kind, Text: small.Text}}, fence.Guard{})
+	}
+	store.SetAfterChunks(s, func() {
+		store.SetAfterChunks(s, nil)
+		if n, err := s.SweepChunks(ctx, rev(t, cli)); err != nil || n == 0 {
+			t.Errorf("sweep of the stalled attempt: %d keys, %v", n, err)
+		}
+	})
+	if _, err := send(); !errs.HasReason(err, errs.ReasonConflict) {
+		t.Fatalf("append whose chunks were swept: %v, want CONFLICT", err)
+	}
+	out, err := send() // the retry the refusal asks for
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Seq != 1 || out[1].Seq != 2 {
+		t.Fatalf("the tool result stored at seq %d and the message sent after it at %d; want 1 and 2", out[0].Seq, out[1].Seq)
 	}
 }
