@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -19,8 +20,17 @@ import (
 type appendReq struct {
 	p     prepared
 	guard fence.Guard
-	err   error // this message's own refusal (its client id reused)
+	call  *appendCall // the Append this message came in
+	err   error       // this message's own refusal (its client id reused)
 	done  chan error
+}
+
+// appendCall is shared by the messages of one Append. Its messages may be
+// planned in several batches (rounds); once one is answered with an error,
+// those after it must not commit: the caller retries the whole call, and
+// its failed message would then get a seq after theirs.
+type appendCall struct {
+	failed atomic.Bool
 }
 
 // Append stores msgs in order and returns them with seq set. Each message
@@ -187,12 +197,13 @@ func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encod
 	}
 	defer s.quota.settle(cost)
 	reqs := make([]*appendReq, 0, len(fresh))
+	call := &appendCall{}
 	for _, e := range fresh {
 		p, err := s.writeChunks(ctx, sessionID, e)
 		if err != nil {
 			return err
 		}
-		reqs = append(reqs, &appendReq{p: p, guard: g, done: make(chan error, 1)})
+		reqs = append(reqs, &appendReq{p: p, guard: g, call: call, done: make(chan error, 1)})
 	}
 	if s.afterChunks != nil {
 		s.afterChunks()
@@ -241,12 +252,24 @@ func (p *batchPlan) settle() {
 // planBatch decides each message of the batch from the reads: a client id
 // already stored with the same body is a retry (its committed seq), with
 // another body a refusal; an attempt whose chunks were swept is refused
-// (retrying makes a new attempt); the rest get the next seqs.
+// (retrying makes a new attempt), and so is every later message of an
+// append with a message refused (here or in an earlier round); the rest
+// get the next seqs.
 func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*appendReq, reads []*etcdserverpb.ResponseOp, last int64) (*batchPlan, error) {
 	n := len(batch)
 	p := &batchPlan{next: last, batch: batch, seqs: make([]int64, n), ctimes: make([]*timestamppb.Timestamp, n), refused: make([]error, n),
 		ops: make([]clientv3.Op, 0, 2*n), cmps: make([]clientv3.Cmp, 0, n)}
-	var assigned map[string]int // made for a second message: most batches hold one
+	var assigned map[string]int           // made for a second message: most batches hold one
+	var refusedCalls map[*appendCall]bool // appends with a message refused in this batch
+	refuse := func(i int, err error) error {
+		if p.refused[i] = err; err != nil {
+			if refusedCalls == nil {
+				refusedCalls = map[*appendCall]bool{}
+			}
+			refusedCalls[batch[i].call] = true
+		}
+		return err
+	}
 	chunkRead := n
 	for i, r := range batch {
 		cid := r.p.msg.ClientId
@@ -262,23 +285,30 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 				return nil, err
 			}
 			m := proto.Clone(r.p.msg).(*castv1.Message)
-			if p.refused[i] = answerRetry(m, r.p.digest, rec); p.refused[i] == nil {
+			if refuse(i, answerRetry(m, r.p.digest, rec)) == nil {
 				p.seqs[i], p.ctimes[i] = m.Seq, m.CreateTime
 			}
 			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sessionID, cid)), "=", kvs[0].CreateRevision))
 			continue
 		}
+		if r.call.failed.Load() || refusedCalls[r.call] {
+			// An earlier message of its append was not stored: storing
+			// this one would put it before that one's retry.
+			refuse(i, errs.New(errs.KindAborted, errs.ReasonConflict,
+				"an earlier message of the append was not stored; retry the append with the same client ids"))
+			continue
+		}
 		if j, ok := assigned[cid]; ok { // same client id twice in one batch
 			rec := newCidRecord(p.seqs[j], batch[j].p)
 			m := proto.Clone(r.p.msg).(*castv1.Message)
-			if p.refused[i] = answerRetry(m, r.p.digest, rec); p.refused[i] == nil {
+			if refuse(i, answerRetry(m, r.p.digest, rec)) == nil {
 				p.seqs[i], p.ctimes[i] = m.Seq, m.CreateTime
 			}
 			continue
 		}
 		if chunksGone {
-			p.refused[i] = errs.New(errs.KindAborted, errs.ReasonConflict,
-				"the append waited so long its chunks were collected; retry with the same client id")
+			refuse(i, errs.New(errs.KindAborted, errs.ReasonConflict,
+				"the append waited so long its chunks were collected; retry with the same client id"))
 			continue
 		}
 		p.next++

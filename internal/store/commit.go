@@ -473,13 +473,18 @@ func unknownOutcome(err error) error {
 }
 
 // finish answers every append of b: err, or each message's own outcome.
+// A message answered with an error fails its append: the append's later
+// messages, still queued, are refused when planned (planBatch).
 func finish(b *sessionBatch, err error) {
 	for _, r := range b.reqs {
-		if err != nil {
-			r.done <- err
-		} else {
-			r.done <- r.err
+		e := err
+		if e == nil {
+			e = r.err
 		}
+		if e != nil {
+			r.call.failed.Store(true)
+		}
+		r.done <- e
 	}
 }
 
