@@ -93,3 +93,29 @@ func TestMessageSentMidTurnDoesNotEchoTheAgentsAnswer(t *testing.T) {
 			d.Kind, d.Missed, ns.KnownUpto, ns.Missing)
 	}
 }
+
+// A message sent while the resumed turn runs (seq 12, between its rows 11
+// and 13) is still missing from the native session after it.
+func TestMessageSentDuringAResumedTurnStaysMissing(t *testing.T) {
+	a := completedDaemon(t)
+	if err := a.st.assign("s1", func(o *owned) {
+		o.Token, o.Agent, o.Cwd = 1, "claude", t.TempDir()
+		o.ReceivedSeq, o.DeliveredSeq = 5, 4
+	}); err != nil {
+		t.Fatal(err)
+	}
+	completeTurn(t, a, 6, 7, 9, 10) // seq 8: a message sent meanwhile
+	if err := a.st.session("s1", func(o *owned) { o.ReceivedSeq = 8 }); err != nil {
+		t.Fatal(err)
+	}
+	completeTurn(t, a, 11, 13) // seq 12: another one sent during seq 8's turn
+
+	o, _ := a.st.get("s1")
+	ns := o.Native["claude"]
+	in := delivery.Input{Native: &delivery.Row{NativeID: ns.ID, KnownUpto: ns.KnownUpto}, Missing: ns.Missing,
+		Content: []int64{5, 6, 7, 8, 9, 10, 11, 12, 13}}
+	if d := delivery.Transition(in); d.Kind != delivery.Delta || d.Missed != (delivery.Range{From: 12, To: 12}) || d.MissedCount != 1 {
+		t.Fatalf("the next turn makes a %v of seqs %v (known up to %d, missing %v); want a delta of 12:12",
+			d.Kind, d.Missed, ns.KnownUpto, ns.Missing)
+	}
+}

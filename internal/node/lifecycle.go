@@ -350,6 +350,16 @@ func (t *turn) completed(ctx context.Context) error {
 			s.Native = map[string]*nativeSession{}
 		}
 		ns := s.Native[o.Agent]
+		// What the resumed native session held before the turn, past its
+		// prompt: the rows of an earlier turn stored after a message sent
+		// while it ran, which is this turn's prompt. They stay held (else
+		// the next turn sent the agent its own answer as a delta). A copy:
+		// ns changes below.
+		var held func(int64) bool
+		if ns != nil && !ns.Stale && ns.ID == res.NativeID {
+			before := *ns
+			held = before.holds
+		}
 		if ns == nil || ns.ID != res.NativeID {
 			ns = &nativeSession{ID: res.NativeID}
 			s.Native[o.Agent] = ns
@@ -364,7 +374,7 @@ func (t *turn) completed(ctx context.Context) error {
 		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, t.lastSeq) // never backwards
 		// It holds everything up to the prompt (the transition saw to
 		// that) and the turn's own rows, not what others stored meanwhile.
-		ns.Missing = t.sync.missing(o.ReceivedSeq)
+		ns.Missing = t.sync.missing(o.ReceivedSeq, held)
 	})
 	if err != nil {
 		// Memory holds the outcome and recordAgain writes it once it can

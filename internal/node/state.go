@@ -90,6 +90,15 @@ func (ns *nativeSession) holdsUpTo(seq int64) bool {
 	return true
 }
 
+// holds reports whether ns holds the row with seq.
+func (ns *nativeSession) holds(seq int64) bool {
+	if ns == nil {
+		return false
+	}
+	in := delivery.Input{Native: &delivery.Row{NativeID: ns.ID, KnownUpto: ns.KnownUpto}, Missing: ns.Missing}
+	return in.Holds(seq)
+}
+
 // boundElsewhere says whether ns holds what only another fleet account
 // than account can send back, so the turn must rebuild it.
 func (ns *nativeSession) boundElsewhere(agent, account string) bool {

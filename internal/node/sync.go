@@ -189,16 +189,17 @@ func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
 }
 
 // missing are the seq ranges after from, up to the newest seq the turn
-// stored, that the turn did not store: what others wrote meanwhile (a
-// message sent while the turn ran), which the native session does not
-// hold although its KnownUpto passes them. Call after close.
-func (s *syncer) missing(from int64) []delivery.Range {
+// stored, that the turn did not store and the native session did not hold
+// before it (held; nil: none): what others wrote meanwhile (a message sent
+// while the turn ran), which the native session does not hold although its
+// KnownUpto passes them. Call after close.
+func (s *syncer) missing(from int64, held func(seq int64) bool) []delivery.Range {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []delivery.Range
 	for seq := from + 1; seq <= s.lastSeq; seq++ {
 		switch {
-		case s.ours[seq]:
+		case s.ours[seq], held != nil && held(seq):
 		case len(out) > 0 && out[len(out)-1].To == seq-1:
 			out[len(out)-1].To = seq
 		default:

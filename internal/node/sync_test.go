@@ -69,7 +69,7 @@ func TestSyncerMissing(t *testing.T) {
 			for _, seq := range tc.ours {
 				s.ours[seq], s.lastSeq = true, max(s.lastSeq, seq)
 			}
-			if got := fmt.Sprint(s.missing(tc.from)); got != tc.want {
+			if got := fmt.Sprint(s.missing(tc.from, nil)); got != tc.want {
 				t.Fatalf("missing(%d) = %s, want %s", tc.from, got, tc.want)
 			}
 		})
