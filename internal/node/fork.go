@@ -163,7 +163,7 @@ func forkDidNotRun(res runner.Result, err error) bool {
 // path. It returns the new run's outcome (a failed rebuild is the turn's
 // error).
 func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, forked runner.Turn,
-	emit func(transcript.Message), runErr error) (runner.Result, error) {
+	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native fork did not run; rebuilding", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
 	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
@@ -171,5 +171,6 @@ func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, fi
 		return runner.Result{ExitCode: -1}, err
 	}
 	t.OnStart = forked.OnStart
-	return a.runner.Run(ctx, t, emit)
+	sy.rekey(t.NativeID)
+	return a.runner.Run(ctx, t, sy.emit)
 }

@@ -168,10 +168,10 @@ func (t *turn) run(ctx context.Context) {
 	ended := a.turnStarted(t.o.Agent)
 	t.res, t.runErr = a.runner.Run(ctx, t.rt, t.sync.emit)
 	if t.rt.ForkOf != "" && forkDidNotRun(t.res, t.runErr) {
-		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
+		t.res, t.runErr = a.rerunRebuilt(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync, t.runErr)
 	}
 	if resumeMissed(t.rt, t.res, t.runErr) {
-		t.res, t.runErr = a.rerunStale(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync.emit, t.runErr)
+		t.res, t.runErr = a.rerunStale(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, t.rt, t.sync, t.runErr)
 	}
 	ended(t.runErr)
 }

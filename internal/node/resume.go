@@ -7,7 +7,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/runner"
-	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // resumeMissed says whether a resumed turn failed because the CLI could
@@ -25,7 +24,7 @@ func resumeMissed(t runner.Turn, res runner.Result, err error) bool {
 // prompt is delivered rather than dropped. It returns the new run's
 // outcome.
 func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, failed runner.Turn,
-	emit func(transcript.Message), runErr error) (runner.Result, error) {
+	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native session not found on resume; rebuilding it", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("native", failed.NativeID), zap.Error(runErr))
 	if err := a.st.session(sessionID, func(s *owned) {
@@ -43,5 +42,6 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 		return runner.Result{ExitCode: -1}, err
 	}
 	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
-	return a.runner.Run(ctx, t, emit)
+	sy.rekey(t.NativeID)
+	return a.runner.Run(ctx, t, sy.emit)
 }

@@ -55,6 +55,16 @@ func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn) *syncer {
 	return s
 }
 
+// rekey has the rows emitted from now on keyed by nativeID: a turn run
+// again on a rebuilt native session (rerunStale, rerunRebuilt) writes a new
+// file, whose positional ids start over; keyed by the old one's id, they
+// would reuse the client ids of that file's stored rows.
+func (s *syncer) rekey(nativeID string) {
+	s.mu.Lock()
+	s.nativeKey = nativeID
+	s.mu.Unlock()
+}
+
 // emit is the runner's callback.
 func (s *syncer) emit(m transcript.Message) {
 	s.mu.Lock()
