@@ -1,0 +1,247 @@
+package node
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// plane is a control plane on loopback for the turns of one node: it
+// stores the rows appended to its sessions, serves them, answers
+// GetSession from forks and takes every turn report. Armed (readsDownOnStart),
+// its reads fail from the next turn's start on (the node reaches it, its
+// store does not answer) until up is called.
+type plane struct {
+	mu               sync.Mutex
+	msgs             map[string][]*castv1.Message
+	sessions         map[string]*castv1.Session
+	readsDownOnStart bool
+	readsDown        bool
+}
+
+func (p *plane) up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.readsDown = false
+}
+
+// add stores rows at the next seqs and returns them as stored.
+func (p *plane) add(sessionID string, msgs ...*castv1.Message) []*castv1.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		m.Seq = int64(len(p.msgs[sessionID]) + 1)
+		p.msgs[sessionID] = append(p.msgs[sessionID], m)
+	}
+	return msgs
+}
+
+// rows are the session's rows keep accepts (p.mu held).
+func (p *plane) rows(sessionID string, keep func(*castv1.Message) bool) []*castv1.Message {
+	var out []*castv1.Message
+	for _, m := range p.msgs[sessionID] {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// notices are the session's notices of type typ.
+func (p *plane) notices(sessionID, typ string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, m := range p.rows(sessionID, func(m *castv1.Message) bool {
+		return m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == typ
+	}) {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+type planeNodes struct {
+	castv1.UnimplementedNodeServiceServer
+	p *plane
+}
+
+func (n planeNodes) ReportTurn(_ context.Context, req *castv1.ReportTurnRequest) (*castv1.ReportTurnResponse, error) {
+	n.p.mu.Lock()
+	defer n.p.mu.Unlock()
+	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
+		n.p.readsDownOnStart, n.p.readsDown = false, true
+	}
+	return &castv1.ReportTurnResponse{}, nil
+}
+
+func (n planeNodes) AppendOwnerMessages(_ context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	var msgs []*castv1.Message
+	for _, m := range req.Messages {
+		msgs = append(msgs, proto.Clone(m).(*castv1.Message))
+	}
+	return &castv1.AppendOwnerMessagesResponse{Messages: n.p.add(req.SessionId, msgs...)}, nil
+}
+
+type planeSessions struct {
+	castv1.UnimplementedSessionServiceServer
+	p *plane
+}
+
+func (s planeSessions) ListMessages(_ context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if s.p.readsDown {
+		return nil, status.Error(codes.Unavailable, "store not answering")
+	}
+	return &castv1.ListMessagesResponse{Messages: s.p.rows(req.SessionId, func(m *castv1.Message) bool {
+		return m.Seq >= req.StartSeq && (req.EndSeq == 0 || m.Seq <= req.EndSeq)
+	})}, nil
+}
+
+func (s planeSessions) GetSession(_ context.Context, req *castv1.GetSessionRequest) (*castv1.Session, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if sess, ok := s.p.sessions[req.SessionId]; ok {
+		return sess, nil
+	}
+	return &castv1.Session{Id: req.SessionId}, nil
+}
+
+// rerunDaemon is a node whose Claude is the real, pinned CLI on the fake
+// model, talking to a plane.
+func rerunDaemon(t *testing.T, fm *fakemodel.Server) (*Daemon, *plane) {
+	t.Helper()
+	p := &plane{msgs: map[string][]*castv1.Message{}, sessions: map[string]*castv1.Session{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	castv1.RegisterNodeServiceServer(srv, planeNodes{p: p})
+	castv1.RegisterSessionServiceServer(srv, planeSessions{p: p})
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	home, env := agenttest.NodeEnv(t, "claude", fm.URL)
+	cfg := Config{Name: "laptop", DataDir: t.TempDir(), ControlPlane: l.Addr().String(), Insecure: true, IsolatedHomes: true,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
+		Agents: map[string]AgentSetup{"claude": {Bin: agenttest.Bin(t, "claude"), Home: home, Env: env}}}
+	a, err := New(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cli.Close() })
+	return a, p
+}
+
+// A turn rerun on a rebuilt native session (the resumed native session
+// was gone, or the native fork did not run) whose set-up fails, here on
+// the history read the rebuild needs, never showed the agent its prompt:
+// like a first attempt whose set-up failed, the prompt is held (not
+// marked delivered, no "Not delivered" notice), and the next turn carries
+// it to the model exactly once.
+func TestRerunWhoseSetUpFailedHoldsThePrompt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup gives the session (s1) its node state; the plane already
+		// holds seqs 1-3 (a user message, the answer, the prompt).
+		setup func(t *testing.T, a *Daemon, p *plane, cwd string)
+	}{
+		{"resumed native session gone", func(t *testing.T, a *Daemon, _ *plane, cwd string) {
+			if err := a.st.assign("s1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+				o.ReceivedSeq, o.DeliveredSeq = 3, 2
+				// A native session the node ran, whose file is gone.
+				o.Native = map[string]*nativeSession{"claude": {ID: uuid.NewString(), KnownUpto: 2}}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"native fork did not run", func(t *testing.T, a *Daemon, p *plane, cwd string) {
+			// s1 forks p1 at seq 2, the tip p1's native session has seen;
+			// that session's file is gone, so the fork fails before the CLI runs.
+			p.mu.Lock()
+			p.sessions["s1"] = &castv1.Session{Id: "s1", ParentId: "p1", ForkedAtSeq: 2}
+			p.mu.Unlock()
+			if err := a.st.assign("p1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+				o.ReceivedSeq, o.DeliveredSeq = 2, 2
+				o.Native = map[string]*nativeSession{"claude": {ID: uuid.NewString(), KnownUpto: 2}}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.st.assign("s1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+				o.ReceivedSeq, o.DeliveredSeq = 3, 2
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm := fakemodel.Start(t)
+			a, p := rerunDaemon(t, fm)
+			cwd := t.TempDir()
+			_ = p.add("s1",
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "first question", ClientId: "u1"},
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "first answer", Agent: "claude", ClientId: "a1"},
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "second question", ClientId: "u2"})
+			tc.setup(t, a, p, cwd)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+
+			p.mu.Lock()
+			p.readsDownOnStart = true
+			p.mu.Unlock()
+			o, _ := a.st.get("s1")
+			if err := a.runTurn(ctx, "s1", o); err == nil {
+				t.Fatal("a turn whose rerun was not set up reported success")
+			}
+			if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 {
+				t.Fatalf("delivered seq %d after a rerun that never ran; want 2 (the prompt, seq 3, held)", o.DeliveredSeq)
+			}
+			if n := p.notices("s1", transcript.NoticeUndelivered); len(n) > 0 {
+				t.Fatalf("the held prompt got undelivered notices %q", n)
+			}
+
+			p.up()
+			o, _ = a.st.get("s1")
+			if err := a.runTurn(ctx, "s1", o); err != nil {
+				t.Fatalf("the next turn: %v", err)
+			}
+			if o, _ := a.st.get("s1"); o.DeliveredSeq != 3 {
+				t.Fatalf("delivered seq %d after the next turn, want 3", o.DeliveredSeq)
+			}
+			turns := fm.Turns()
+			if len(turns) == 0 {
+				t.Fatal("no model request")
+			}
+			var users []string
+			for _, it := range turns[len(turns)-1].Items {
+				if it.Role == "user" && it.Kind == fakemodel.KindText {
+					users = append(users, it.Text)
+				}
+			}
+			if got := strings.Count(strings.Join(users, "\n"), "second question"); got != 1 {
+				t.Fatalf("the model's request holds the prompt %d times, want once; user items %q", got, users)
+			}
+			if got := strings.Count(strings.Join(users, "\n"), "first question"); got != 1 {
+				t.Fatalf("the model's request holds the earlier message %d times, want once; user items %q", got, users)
+			}
+		})
+	}
+}
