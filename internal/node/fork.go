@@ -160,15 +160,15 @@ func forkDidNotRun(res runner.Result, err error) bool {
 
 // rerunRebuilt runs a fork turn again on a rebuilt history after its
 // native fork did not run: the fork never fails because of the native
-// path. It returns the new run's outcome (a failed rebuild is the turn's
-// error).
+// path. It returns the new run's outcome (a rebuild that could not be set
+// up is rerunNotSetUp: the prompt is held).
 func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, forked runner.Turn,
 	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native fork did not run; rebuilding", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
 	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
-		return runner.Result{ExitCode: -1}, err
+		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
 	}
 	t.OnStart = forked.OnStart
 	sy.rekey(t.NativeID)

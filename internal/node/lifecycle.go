@@ -238,10 +238,11 @@ const (
 	outNotLoggedIn
 	outNoCLI
 	outRefused
+	outNotSetUp
 )
 
 var outcomeNames = [...]string{"completed", "sync failed", "abandoned", "interrupted before the agent took its prompt",
-	"interrupted", "parked", "not logged in", "binary not found", "failed"}
+	"interrupted", "parked", "not logged in", "binary not found", "failed", "not set up"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -253,6 +254,8 @@ func (t *turn) outcome() outcome {
 		return outSyncFailed
 	case t.runErr == nil:
 		return outCompleted
+	case errors.As(t.runErr, new(rerunNotSetUp)):
+		return outNotSetUp
 	case rerr == nil:
 		return outRefused
 	case rerr.Reason == runner.ReasonInterrupted && t.a.workers.abandoned(t.id):
@@ -301,6 +304,11 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		return a.holdTurn(ctx, t.id, t.o, a.cfg.loginAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)
 	case outNoCLI:
 		return a.holdTurn(ctx, t.id, t.o, a.cfg.installAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)
+	case outNotSetUp:
+		// The node could not set up a rerun (rerunNotSetUp): the agent
+		// never saw the prompt, which is held as when the first attempt
+		// could not be set up (walk).
+		return a.holdTurn(ctx, t.id, t.o, t.runErr.Error(), t.res.ExitCode)
 	case outRefused:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).
@@ -308,6 +316,16 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 	}
 	return t.completed(ctx) // completed, or interrupted after the agent took the prompt
 }
+
+// rerunNotSetUp is the error of a rerun on a rebuilt native session
+// (rerunStale, rerunRebuilt) that the node could not set up: the history
+// read, the writer or a state write failed before any CLI ran again. It
+// is no refusal: a plain error would settle as outRefused and drop the
+// prompt the agent never saw.
+type rerunNotSetUp struct{ err error }
+
+func (e rerunNotSetUp) Error() string { return e.err.Error() }
+func (e rerunNotSetUp) Unwrap() error { return e.err }
 
 // runnerErr is the runner's failure (nil when it did not fail that way).
 func (t *turn) runnerErr() *runner.Error {

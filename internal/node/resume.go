@@ -22,7 +22,8 @@ func resumeMissed(t runner.Turn, res runner.Result, err error) bool {
 // rerunStale marks the agent's native session stale and runs the turn
 // once more on a native session rebuilt from the neutral copy, so the
 // prompt is delivered rather than dropped. It returns the new run's
-// outcome.
+// outcome (a rerun that could not be set up is rerunNotSetUp: the prompt
+// is held).
 func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, failed runner.Turn,
 	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native session not found on resume; rebuilding it", zap.String("session", sessionID), zap.String("agent", o.Agent),
@@ -32,14 +33,14 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 			s.Native[o.Agent].Stale = true
 		}
 	}); err != nil {
-		return runner.Result{ExitCode: -1}, err
+		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
 	}
 	if s, ok := a.st.get(sessionID); ok {
 		o.Native = s.Native
 	}
 	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
-		return runner.Result{ExitCode: -1}, err
+		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
 	}
 	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
 	sy.rekey(t.NativeID)
