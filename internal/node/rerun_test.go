@@ -32,6 +32,8 @@ type plane struct {
 	sessions         map[string]*castv1.Session
 	readsDownOnStart bool
 	readsDown        bool
+	refused          chan struct{}            // closed at the first read refused while down
+	reports          chan castv1.SessionState // every turn report's state, in order
 }
 
 func (p *plane) up() {
@@ -86,6 +88,10 @@ func (n planeNodes) ReportTurn(_ context.Context, req *castv1.ReportTurnRequest)
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}
+	select {
+	case n.p.reports <- req.State:
+	default: // a test that does not read them
+	}
 	return &castv1.ReportTurnResponse{}, nil
 }
 
@@ -106,6 +112,11 @@ func (s planeSessions) ListMessages(_ context.Context, req *castv1.ListMessagesR
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	if s.p.readsDown {
+		select {
+		case <-s.p.refused:
+		default:
+			close(s.p.refused)
+		}
 		return nil, status.Error(codes.Unavailable, "store not answering")
 	}
 	return &castv1.ListMessagesResponse{Messages: s.p.rows(req.SessionId, func(m *castv1.Message) bool {
@@ -126,7 +137,8 @@ func (s planeSessions) GetSession(_ context.Context, req *castv1.GetSessionReque
 // model, talking to a plane.
 func rerunDaemon(t *testing.T, fm *fakemodel.Server) (*Daemon, *plane) {
 	t.Helper()
-	p := &plane{msgs: map[string][]*castv1.Message{}, sessions: map[string]*castv1.Session{}}
+	p := &plane{msgs: map[string][]*castv1.Message{}, sessions: map[string]*castv1.Session{},
+		refused: make(chan struct{}), reports: make(chan castv1.SessionState, 64)}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +253,105 @@ func TestRerunWhoseSetUpFailedHoldsThePrompt(t *testing.T) {
 			}
 			if got := strings.Count(strings.Join(users, "\n"), "first question"); got != 1 {
 				t.Fatalf("the model's request holds the earlier message %d times, want once; user items %q", got, users)
+			}
+		})
+	}
+}
+
+// A turn whose set-up fails because the control plane does not answer
+// (UNAVAILABLE, as during a kill -9 or a restart of the control plane)
+// did not fail: the user's message is answered once the control plane
+// answers again, with no new message, and the prompt reaches the model
+// exactly once. The session's worker runs it (its back-off and wakes),
+// for the first attempt's set-up (the history a rebuild reads) and for a
+// rerun's on a rebuilt native session.
+func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// native is s1's native session for claude before the turn (nil:
+		// none, so the first attempt rebuilds from the history).
+		native func() *nativeSession
+	}{
+		{"first attempt", func() *nativeSession { return nil }},
+		{"rerun on a rebuilt native session", func() *nativeSession {
+			// A native session the node ran, whose file is gone: the
+			// resume misses and the rerun's rebuild reads the history.
+			return &nativeSession{ID: uuid.NewString(), KnownUpto: 2}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm := fakemodel.Start(t)
+			a, p := rerunDaemon(t, fm)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			wctx, stop := context.WithCancel(ctx)
+			a.runCtx = wctx // the worker's: stopped and waited for below
+			defer a.workers.wg.Wait()
+			defer stop()
+
+			_ = p.add("s1",
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "first question", ClientId: "u1"},
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "first answer", Agent: "claude", ClientId: "a1"},
+				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "second question", ClientId: "u2"})
+			cwd := t.TempDir()
+			if err := a.st.assign("s1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+				o.ReceivedSeq, o.DeliveredSeq = 3, 2
+				if ns := tc.native(); ns != nil {
+					o.Native = map[string]*nativeSession{"claude": ns}
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			p.readsDownOnStart = true
+			p.mu.Unlock()
+			a.wake("s1")
+			select {
+			case <-p.refused: // the turn started; its set-up cannot read the history
+			case <-ctx.Done():
+				t.Fatal("the turn's set-up never read the history")
+			}
+			p.up()
+
+			// The worker runs the turn again on its own: wait for the
+			// report that ends it (idle, the prompt delivered).
+			rerun := time.After(time.Minute) // a turn on the fake model takes seconds
+			for {
+				var st castv1.SessionState
+				select {
+				case st = <-p.reports:
+				case <-rerun:
+					o, _ := a.st.get("s1")
+					t.Fatalf("the turn did not run again once the control plane answered: delivered seq %d, failed seq %d", o.DeliveredSeq, o.FailedSeq)
+				}
+				if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == 3 {
+					break
+				}
+			}
+			if n := p.notices("s1", transcript.NoticeUndelivered); len(n) > 0 {
+				t.Fatalf("the prompt got undelivered notices %q", n)
+			}
+			var with []string // the model requests holding the prompt
+			for _, req := range fm.Turns() {
+				var users []string
+				for _, it := range req.Items {
+					if it.Role == "user" && it.Kind == fakemodel.KindText {
+						users = append(users, it.Text)
+					}
+				}
+				if all := strings.Join(users, "\n"); strings.Contains(all, "second question") {
+					with = append(with, all)
+					if n := strings.Count(all, "second question"); n != 1 {
+						t.Fatalf("a model request holds the prompt %d times, want once; user items %q", n, users)
+					}
+					if n := strings.Count(all, "first question"); n != 1 {
+						t.Fatalf("a model request holds the earlier message %d times, want once; user items %q", n, users)
+					}
+				}
+			}
+			if len(with) != 1 {
+				t.Fatalf("%d model requests hold the prompt, want 1: %q", len(with), with)
 			}
 		})
 	}
