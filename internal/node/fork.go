@@ -168,7 +168,7 @@ func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, fi
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
 	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
-		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
+		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
 	t.OnStart = forked.OnStart
 	sy.rekey(t.NativeID)

@@ -99,7 +99,7 @@ func (t *turn) walk(ctx context.Context) error {
 	defer t.writesNative()()
 	if t.rt, err = t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true); err != nil {
 		// The node could not set the turn up: the agent never saw the prompt.
-		return t.a.holdTurn(ctx, t.id, t.o, err.Error(), -1)
+		return t.notSetUp(ctx, err, retrySetUp(ctx, err), -1)
 	}
 	if err := t.markToken(); err != nil {
 		return err
@@ -306,9 +306,12 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		return a.holdTurn(ctx, t.id, t.o, a.cfg.installAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)
 	case outNotSetUp:
 		// The node could not set up a rerun (rerunNotSetUp): the agent
-		// never saw the prompt, which is held as when the first attempt
-		// could not be set up (walk).
-		return a.holdTurn(ctx, t.id, t.o, t.runErr.Error(), t.res.ExitCode)
+		// never saw the prompt, which is retried or held as when the first
+		// attempt could not be set up (walk). Its retry was decided under
+		// the turn's ctx: this one outlives an interrupt.
+		var ns rerunNotSetUp
+		errors.As(t.runErr, &ns)
+		return t.notSetUp(ctx, t.runErr, ns.retry, t.res.ExitCode)
 	case outRefused:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).
@@ -321,11 +324,44 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 // (rerunStale, rerunRebuilt) that the node could not set up: the history
 // read, the writer or a state write failed before any CLI ran again. It
 // is no refusal: a plain error would settle as outRefused and drop the
-// prompt the agent never saw.
-type rerunNotSetUp struct{ err error }
+// prompt the agent never saw. retry is retrySetUp's answer.
+type rerunNotSetUp struct {
+	err   error
+	retry bool
+}
 
 func (e rerunNotSetUp) Error() string { return e.err.Error() }
 func (e rerunNotSetUp) Unwrap() error { return e.err }
+
+// notSetUpRerun is the rerunNotSetUp of a rerun whose set-up failed with
+// err under the turn's ctx.
+func notSetUpRerun(ctx context.Context, err error) rerunNotSetUp {
+	return rerunNotSetUp{err: err, retry: retrySetUp(ctx, err)}
+}
+
+// retrySetUp says whether a turn whose set-up failed with err runs again
+// by itself rather than being held until the next message: the control
+// plane did not answer (transient, what the syncer waits out: down,
+// restarting, as after a kill -9 right after the start report) and the
+// turn was not stopped (an interrupt or a move also ends a read as
+// Canceled, and must not run the prompt again).
+func retrySetUp(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && transient(err)
+}
+
+// notSetUp ends a turn the node could not set up: the agent never saw its
+// prompt. One to retry returns err with the delivery state as it was
+// (no FailedSeq), so the worker runs it again after its back-off (stuck),
+// or at once when a reconnect wakes it; the session keeps showing the
+// start it reported, as the node will run it. Any other is held
+// (holdTurn): what failed needs the user, and the next message retries.
+func (t *turn) notSetUp(ctx context.Context, err error, retry bool, exitCode int) error {
+	if retry {
+		t.lg.Info("turn not set up: the control plane did not answer; it runs again", zap.Error(err))
+		return err
+	}
+	return t.a.holdTurn(ctx, t.id, t.o, err.Error(), exitCode)
+}
 
 // runnerErr is the runner's failure (nil when it did not fail that way).
 func (t *turn) runnerErr() *runner.Error {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"strings"
@@ -32,6 +33,7 @@ type plane struct {
 	sessions         map[string]*castv1.Session
 	readsDownOnStart bool
 	readsDown        bool
+	downCode         codes.Code               // what a read fails with while down (OK: UNAVAILABLE)
 	refused          chan struct{}            // closed at the first read refused while down
 	reports          chan castv1.SessionState // every turn report's state, in order
 }
@@ -117,7 +119,7 @@ func (s planeSessions) ListMessages(_ context.Context, req *castv1.ListMessagesR
 		default:
 			close(s.p.refused)
 		}
-		return nil, status.Error(codes.Unavailable, "store not answering")
+		return nil, status.Error(cmp.Or(s.p.downCode, codes.Unavailable), "store not answering")
 	}
 	return &castv1.ListMessagesResponse{Messages: s.p.rows(req.SessionId, func(m *castv1.Message) bool {
 		return m.Seq >= req.StartSeq && (req.EndSeq == 0 || m.Seq <= req.EndSeq)
@@ -266,19 +268,7 @@ func TestRerunWhoseSetUpFailedHoldsThePrompt(t *testing.T) {
 // for the first attempt's set-up (the history a rebuild reads) and for a
 // rerun's on a rebuilt native session.
 func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// native is s1's native session for claude before the turn (nil:
-		// none, so the first attempt rebuilds from the history).
-		native func() *nativeSession
-	}{
-		{"first attempt", func() *nativeSession { return nil }},
-		{"rerun on a rebuilt native session", func() *nativeSession {
-			// A native session the node ran, whose file is gone: the
-			// resume misses and the rerun's rebuild reads the history.
-			return &nativeSession{ID: uuid.NewString(), KnownUpto: 2}
-		}},
-	} {
+	for _, tc := range setUpReads {
 		t.Run(tc.name, func(t *testing.T) {
 			fm := fakemodel.Start(t)
 			a, p := rerunDaemon(t, fm)
@@ -289,20 +279,7 @@ func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
 			defer a.workers.wg.Wait()
 			defer stop()
 
-			_ = p.add("s1",
-				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "first question", ClientId: "u1"},
-				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "first answer", Agent: "claude", ClientId: "a1"},
-				&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "second question", ClientId: "u2"})
-			cwd := t.TempDir()
-			if err := a.st.assign("s1", func(o *owned) {
-				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
-				o.ReceivedSeq, o.DeliveredSeq = 3, 2
-				if ns := tc.native(); ns != nil {
-					o.Native = map[string]*nativeSession{"claude": ns}
-				}
-			}); err != nil {
-				t.Fatal(err)
-			}
+			tc.setup(t, a, p)
 			p.mu.Lock()
 			p.readsDownOnStart = true
 			p.mu.Unlock()
@@ -352,6 +329,79 @@ func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
 			}
 			if len(with) != 1 {
 				t.Fatalf("%d model requests hold the prompt, want 1: %q", len(with), with)
+			}
+		})
+	}
+}
+
+// setUpReads are turns whose set-up reads the history from the plane
+// after the start report: s1 holds seqs 1-3 (a user message, the answer,
+// the prompt), delivered up to 2.
+var setUpReads = []struct {
+	name  string
+	setup func(t *testing.T, a *Daemon, p *plane)
+}{
+	{"first attempt", func(t *testing.T, a *Daemon, p *plane) {
+		setUpSession(t, a, p, nil) // no native session: the set-up rebuilds one
+	}},
+	{"rerun on a rebuilt native session", func(t *testing.T, a *Daemon, p *plane) {
+		// A native session the node ran, whose file is gone: the resume
+		// misses and the rerun's rebuild reads the history.
+		setUpSession(t, a, p, &nativeSession{ID: uuid.NewString(), KnownUpto: 2})
+	}},
+}
+
+// setUpSession stores s1's rows in the plane and its node state, with
+// native as its Claude native session (nil: none).
+func setUpSession(t *testing.T, a *Daemon, p *plane, native *nativeSession) {
+	t.Helper()
+	_ = p.add("s1",
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "first question", ClientId: "u1"},
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "first answer", Agent: "claude", ClientId: "a1"},
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "second question", ClientId: "u2"})
+	cwd := t.TempDir()
+	if err := a.st.assign("s1", func(o *owned) {
+		o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+		o.ReceivedSeq, o.DeliveredSeq = 3, 2
+		if native != nil {
+			o.Native = map[string]*nativeSession{"claude": native}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A set-up that failed other than by the control plane not answering
+// (here the read is refused as an internal error) is held as before: the
+// session shows FAILED, and FailedSeq keeps the worker from running the
+// prompt again until the next message carries it.
+func TestTurnWhoseSetUpFailedOtherwiseIsHeld(t *testing.T) {
+	for _, tc := range setUpReads {
+		t.Run(tc.name, func(t *testing.T) {
+			fm := fakemodel.Start(t)
+			a, p := rerunDaemon(t, fm)
+			tc.setup(t, a, p)
+			p.mu.Lock()
+			p.readsDownOnStart, p.downCode = true, codes.Internal
+			p.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			o, _ := a.st.get("s1")
+			if err := a.runTurn(ctx, "s1", o); err == nil {
+				t.Fatal("a turn that was not set up reported success")
+			}
+			if o, _ := a.st.get("s1"); o.FailedSeq != 3 || o.DeliveredSeq != 2 {
+				t.Fatalf("failed seq %d, delivered seq %d; want 3 and 2 (the prompt held)", o.FailedSeq, o.DeliveredSeq)
+			}
+			var last castv1.SessionState
+			for len(p.reports) > 0 {
+				last = <-p.reports
+			}
+			if last != castv1.SessionState_SESSION_STATE_FAILED {
+				t.Fatalf("last report %v, want FAILED", last)
+			}
+			if n := len(fm.Turns()); n != 0 {
+				t.Fatalf("%d model requests for a turn that was not set up", n)
 			}
 		})
 	}

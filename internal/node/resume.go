@@ -33,14 +33,14 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 			s.Native[o.Agent].Stale = true
 		}
 	}); err != nil {
-		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
+		return runner.Result{ExitCode: -1}, rerunNotSetUp{err: err}
 	}
 	if s, ok := a.st.get(sessionID); ok {
 		o.Native = s.Native
 	}
 	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
-		return runner.Result{ExitCode: -1}, rerunNotSetUp{err}
+		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
 	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
 	sy.rekey(t.NativeID)

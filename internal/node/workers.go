@@ -245,8 +245,9 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 
 // stuck reports whether a failed runTurn left the session's delivery state
 // as it found it (before is the state the turn started from): a failed turn
-// records FailedSeq or moves DeliveredSeq; an error before the turn started
-// changes neither.
+// records FailedSeq or moves DeliveredSeq; an error before the turn started,
+// or a set-up the control plane did not answer (retrySetUp), changes
+// neither.
 func (a *Daemon) stuck(sessionID string, before owned) bool {
 	now, ok := a.st.get(sessionID)
 	return ok && now.DeliveredSeq == before.DeliveredSeq && now.FailedSeq == before.FailedSeq
