@@ -85,6 +85,12 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	if err != nil {
 		return nil, err
 	}
+	if c.Existed {
+		// A retry: the fork point is the first call's, not the parent's
+		// tip now; copying past it would give the fork the parent's later
+		// messages, after its history mark, as prompts of its own.
+		at = c.Session.ForkedAtSeq
+	}
 	if err := copyMessages(ctx, st, parent.Id, c.Session.Id, at); err != nil {
 		return nil, fmt.Errorf("fork %s created, copying stopped: %w", c.Session.Id, err)
 	}
