@@ -313,3 +313,48 @@ func TestMigrateFenceWaitAndCancel(t *testing.T) {
 		t.Fatalf("the old owner's turn start: %v, want NOT_OWNER", err)
 	}
 }
+
+// A session started in a subdirectory of a checkout moves with the whole
+// work tree, and lands in the same subdirectory of the destination's
+// checkout: the files it sees around its cwd are the ones it saw before.
+func TestMigrateSessionInSubdirectory(t *testing.T) {
+	isolateGit(t)
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	repo := filepath.Join(laptopRoot, "repo")
+	gitRepo(t, repo)
+	sub := filepath.Join(repo, "pkg")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(sub, "lib.go"), "package pkg\n")
+	c := twoNodes(t, laptopRoot, linuxRoot)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: sub, Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux-1", SessionIds: []string{sess.Id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration = %v: %s", m.State, m.Sessions[0].Reason)
+	}
+	got, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCwd := filepath.Join(linuxRoot, "repo", "pkg")
+	if got.Cwd != wantCwd {
+		t.Errorf("cwd after the move = %q, want %q", got.Cwd, wantCwd)
+	}
+	for rel, want := range map[string]string{"pkg/lib.go": "package pkg\n", "main.go": "package main\n\n// uncommitted\n", "notes.txt": "untracked\n"} {
+		b, err := os.ReadFile(filepath.Join(linuxRoot, "repo", rel))
+		if err != nil || string(b) != want {
+			t.Errorf("%s in the destination checkout = %q, %v; want %q", rel, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(wantCwd, "pkg")); err == nil {
+		t.Errorf("the whole checkout was laid down inside the session's subdirectory %s", wantCwd)
+	}
+}
