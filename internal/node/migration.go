@@ -210,8 +210,14 @@ func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree,
 	if err != nil {
 		return err
 	}
-	defer a.migrations.lockPath(dest)()
-	if err := treemove.Import(ctx, bundle, dest, man); err != nil {
+	// A session in a subdirectory of its checkout: the whole work tree
+	// travels, to the checkout that holds dest.
+	top, err := man.Top(dest)
+	if err != nil {
+		return err
+	}
+	defer a.migrations.lockPath(top)()
+	if err := treemove.Import(ctx, bundle, top, man); err != nil {
 		return err
 	}
 	return os.WriteFile(marker, []byte(dest), 0o600)

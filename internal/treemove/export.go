@@ -54,6 +54,29 @@ type Manifest struct {
 	Tracking []Tracking `json:"tracking,omitempty"`
 	// Stashes are the stash entries, newest first as `git stash list`.
 	Stashes []Stash `json:"stashes,omitempty"`
+	// Subdir is where the exported directory is below the top of the work
+	// tree ("pkg/api", slash-separated; "" at the top): the whole work
+	// tree travels, and the destination lays it down at the directory
+	// that holds its own path for that one (Top).
+	Subdir string `json:"subdir,omitempty"`
+}
+
+// Top is the top of the checkout on this machine whose Subdir is dir (the
+// destination's path for the exported directory).
+func (m Manifest) Top(dir string) (string, error) {
+	if m.Subdir == "" {
+		return dir, nil
+	}
+	sub := filepath.FromSlash(m.Subdir)
+	top, rest := dir, ""
+	for range strings.Count(sub, string(filepath.Separator)) + 1 {
+		rest = filepath.Join(filepath.Base(top), rest)
+		top = filepath.Dir(top)
+	}
+	if !filepath.IsLocal(sub) || filepath.Clean(sub) != sub || rest != sub {
+		return "", &git.Error{Scope: scope, Kind: git.KindInvalid, Path: dir, Msg: "bad manifest: subdirectory " + quote(m.Subdir) + " is not the end of this path"}
+	}
+	return top, nil
 }
 
 // Check reports whether dir is a git work tree that can be exported. A
@@ -144,6 +167,11 @@ func Export(ctx context.Context, dir, bundlePath string) (Manifest, error) {
 	if m.Branch, err = r.branch(ctx); err != nil {
 		return Manifest{}, err
 	}
+	prefix, err := repo{dir: dir}.git(ctx, "rev-parse", "--show-prefix")
+	if err != nil {
+		return Manifest{}, err
+	}
+	m.Subdir = strings.TrimSuffix(prefix, "/")
 	if m.Index, m.Snapshot, err = r.uncommitted(ctx, m.Commit); err != nil {
 		return Manifest{}, err
 	}

@@ -68,3 +68,35 @@ func TestPathMapApply(t *testing.T) {
 		}
 	}
 }
+
+// Top finds the destination's checkout from its path for the exported
+// directory; a subdirectory that is not the end of that path is refused.
+func TestManifestTop(t *testing.T) {
+	cases := []struct {
+		name, subdir, dir, want string
+		bad                     bool
+	}{
+		{"top", "", "/srv/repo", "/srv/repo", false},
+		{"one level", "pkg", "/srv/repo/pkg", "/srv/repo", false},
+		{"two levels", "pkg/api", "/srv/repo/pkg/api", "/srv/repo", false},
+		{"other end", "pkg/api", "/srv/repo/pkg/web", "", true},
+		{"dot dot", "../etc", "/srv/etc", "", true},
+		{"absolute", "/etc", "/etc", "", true},
+		{"unclean", "pkg//api", "/srv/repo/pkg/api", "", true},
+		{"longer than the path", "a/b/c", "/b/c", "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Manifest{Subdir: c.subdir}.Top(c.dir)
+			if c.bad {
+				if err == nil {
+					t.Fatalf("Top = %q, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("Top = %q, %v; want %q", got, err, c.want)
+			}
+		})
+	}
+}
