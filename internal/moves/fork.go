@@ -106,6 +106,9 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 // copyMessages copies seqs 1..at. Client ids derive from the fork and the
 // source seq, so a retried fork (same request id) copies nothing twice.
 func copyMessages(ctx context.Context, st Store, from, to string, at int64) error {
+	if at <= 0 {
+		return nil // an end of 0 would read to the parent's tip
+	}
 	tok := ""
 	for {
 		page, next, err := st.ListMessages(ctx, from, 1, at, ForkBatchMsgs, tok)
