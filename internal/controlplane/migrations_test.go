@@ -358,3 +358,67 @@ func TestMigrateSessionInSubdirectory(t *testing.T) {
 		t.Errorf("the whole checkout was laid down inside the session's subdirectory %s", wantCwd)
 	}
 }
+
+// A source whose stream drops mid-turn (a network blip) has not stopped
+// its agent: it does that by itself only after ¾ of its lease without
+// the control plane. Its connection key goes at once (the replica revokes
+// the lease), but a drain must not take that for a lapsed lease and
+// commit the move while the turn may still run there: the destination
+// would run the same prompt beside it.
+func TestMigrateDrainDoesNotForceBlippedSource(t *testing.T) {
+	t.Parallel()
+	cp := testharness.StartControlPlane(t, testharness.ShortLease)
+	c := testharness.Dial(t, cp.Addr())
+	src := connectNode(t, ctxT(t), c, "src", nil)
+	srcCmds := make(chan *castv1.Command, 64)
+	go func() {
+		for {
+			f, err := src.stream.Recv()
+			if err != nil {
+				return
+			}
+			if cmd := f.GetCommand(); cmd != nil {
+				srcCmds <- cmd
+			}
+		}
+	}()
+	dst := rawNode(t, c, "dst")
+	go func() { // dst answers the (skipped) work tree step like a node
+		for cmd := range dst {
+			if imp := cmd.GetImportWorkTree(); imp != nil {
+				_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
+					SessionId: imp.SessionId, Node: "dst", Phase: "import"})
+			}
+		}
+	}()
+	waitConnected(t, c, "src", true)
+	waitConnected(t, c, "dst", true)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := nextCommand(t, srcCmds, func(cmd *castv1.Command) bool { return cmd.GetAssignSession().GetSession().GetId() == sess.Id }).GetAssignSession().OwnerToken
+	if _, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "src", OwnerToken: token,
+		State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id},
+		Wait: durationpb.New(time.Hour), SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 10*time.Second, "session fenced", func() bool {
+		s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+		return err == nil && s.FencedBy == m.Id
+	})
+	src.close()
+	dropped := time.Now()
+	m = waitMigration(t, c, m.Id)
+	// The node stops its agents after ¾ of its lease without the control
+	// plane (2s here): a move committed before then may run beside it.
+	if margin := 2 * time.Second * 3 / 4; m.State == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED && time.Since(dropped) < margin {
+		t.Fatalf("the move of a session mid-turn committed %s after its source's stream dropped, before the source stops its agent by itself (%s)",
+			time.Since(dropped).Round(time.Millisecond), margin)
+	}
+}
