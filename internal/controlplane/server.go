@@ -150,7 +150,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		func() int64 { return s.watches.Stats().FellBehind },
 		func() int64 { return s.watches.Stats().Feeds })
 	s.briefer = brief.New(cfg.Brief)
-	if s.migrations, err = migrate.New(s.stopCx, s.store, cfg.Migrate, metrics.NewMigration(s.reg), s.lg); err != nil {
+	mc := cfg.Migrate
+	mc.SourceGrace = cfg.LeaseTTL // nodes stop their agents by themselves within it
+	if s.migrations, err = migrate.New(s.stopCx, s.store, mc, metrics.NewMigration(s.reg), s.lg); err != nil {
 		return nil, err
 	}
 	s.migrations.SetDiverter(migrationDiverter{s})

@@ -62,6 +62,12 @@ type Config struct {
 	StopGrace          time.Duration // after an interrupt, how long the turn may take to stop
 	WorkTreeTimeout    time.Duration // bound on each of export and import
 	ResendEvery        time.Duration // a relayed command not answered by then is sent again
+	// SourceGrace is how long a source must stay disconnected before its
+	// in-flight turn is no longer waited for: the node lease (a node stops
+	// its agents by itself after ¾ of it without the control plane). Its
+	// connection key goes at once when its stream drops (the replica
+	// revokes the lease), and a blip leaves the agent running.
+	SourceGrace time.Duration
 	// RunnerTTL is the lease under which this replica holds the
 	// migrations it runs; a replica that dies loses them after it, and
 	// another adopts them (looking every AdoptEvery).
@@ -78,7 +84,7 @@ func DefaultConfig() Config {
 		DefaultWait: 10 * time.Minute, MaxWait: 24 * time.Hour,
 		DefaultMaxParallel: 4, MaxParallel: 64,
 		Tick: 200 * time.Millisecond, StopGrace: 30 * time.Second,
-		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 5 * time.Second,
+		WorkTreeTimeout: 5 * time.Minute, ResendEvery: 5 * time.Second, SourceGrace: 10 * time.Second,
 		RunnerTTL: 5 * time.Second, AdoptEvery: time.Second,
 	}
 }
@@ -90,8 +96,8 @@ func (c Config) Validate() error {
 		return errors.New("migrate: wait bounds must be positive and max >= default")
 	case c.DefaultMaxParallel < 1 || c.MaxParallel < c.DefaultMaxParallel:
 		return errors.New("migrate: parallelism must be >= 1 and max >= default")
-	case c.Tick <= 0 || c.StopGrace <= 0 || c.WorkTreeTimeout <= 0 || c.ResendEvery <= 0:
-		return errors.New("migrate: tick, stop grace, work tree timeout and resend interval must be positive")
+	case c.Tick <= 0 || c.StopGrace <= 0 || c.WorkTreeTimeout <= 0 || c.ResendEvery <= 0 || c.SourceGrace <= 0:
+		return errors.New("migrate: tick, stop grace, work tree timeout, resend interval and source grace must be positive")
 	case c.RunnerTTL < time.Second || c.AdoptEvery <= 0:
 		return errors.New("migrate: the runner lease must be at least 1s and the adopt interval positive")
 	}

@@ -124,15 +124,15 @@ func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) 
 // drain waits for the in-flight turn, from the fence revision on. A session
 // at a permission prompt is interrupted at once (the prompt is asked again
 // on the destination); a turn still running when --wait runs out is
-// interrupted; a source node that is gone is not waited for (its lease
-// lapsed, so it stopped its agents itself).
+// interrupted; a source node that is gone is not waited for once it has
+// been away for SourceGrace (by then it stopped its agents itself).
 func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64, start time.Time) error {
 	fromRev := ms.FenceRevision
 	if fromRev == 0 {
 		fromRev = rev // the fence txn wrote this record at the fence's revision
 	}
 	deadline := time.Now().Add(j.wait)
-	var stopAt time.Time
+	var stopAt, downSince time.Time
 	interrupt := func(why string) error {
 		if !stopAt.IsZero() && time.Since(stopAt) < j.mg.cfg.ResendEvery {
 			return nil
@@ -149,8 +149,14 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 			return true, nil
 		}
 		if up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode); err == nil && !up {
-			return true, nil
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			// Away for less than its lease: a blip, and the turn may
+			// still run there.
+			return time.Since(downSince) >= j.mg.cfg.SourceGrace, nil
 		}
+		downSince = time.Time{}
 		switch {
 		case cur.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
 			return false, interrupt("waiting on a permission prompt")
