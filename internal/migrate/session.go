@@ -171,6 +171,27 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	if err != nil {
 		return err
 	}
+	// A source that is away shows no turn once the liveness check failed
+	// it (after half a lease), yet may still run it: wait out its grace.
+	for !j.cancelled() {
+		up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode)
+		if err != nil {
+			return err
+		}
+		if up {
+			break
+		}
+		if downSince.IsZero() {
+			downSince = time.Now()
+		}
+		if time.Since(downSince) >= j.mg.cfg.SourceGrace {
+			break
+		}
+		j.sleep(ctx, j.mg.cfg.Tick)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	if j.cancelled() {
 		return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled") // reread: run() rolls back
 	}
