@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -404,5 +405,63 @@ func TestTurnWhoseSetUpFailedOtherwiseIsHeld(t *testing.T) {
 				t.Fatalf("%d model requests for a turn that was not set up", n)
 			}
 		})
+	}
+}
+
+// A turn abandoned by a move stores its answer after the prompt it
+// answered (seq 4 after the prompt, seq 3: the drain's rows land while the
+// prompt is held). The destination rebuilds the native session with that
+// answer in it and runs the prompt again. The turn after that must not send
+// the agent that answer again as "what happened while you were not
+// running it": the rebuilt session holds it (the delivery rule's
+// model-based test, seed 20261205142, found pi's own answer twice in one
+// request).
+func TestRebuiltSessionHoldsTheAnswerStoredPastItsPrompt(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p := rerunDaemon(t, fm)
+	const abandoned = "the answer of the turn the move abandoned"
+	_ = p.add("s1",
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "first question", ClientId: "u1"},
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "first answer", Agent: "claude", ClientId: "a1"},
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "second question", ClientId: "u2"},
+		&castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: abandoned, Agent: "claude", ClientId: "a2"})
+	cwd := t.TempDir()
+	if err := a.st.assign("s1", func(o *owned) {
+		o.Token, o.Agent, o.Cwd = 1, "claude", cwd
+		o.ReceivedSeq, o.DeliveredSeq = 3, 2
+		// The abandoned turn left it stale: this turn rebuilds it.
+		o.Native = map[string]*nativeSession{"claude": {ID: uuid.NewString(), KnownUpto: 2, Stale: true}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o, _ := a.st.get("s1")
+	if err := a.runTurn(ctx, "s1", o); err != nil {
+		t.Fatalf("the rerun of the prompt: %v", err)
+	}
+
+	next := p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "third question", ClientId: "u3"})
+	if err := a.st.session("s1", func(o *owned) { o.ReceivedSeq = next[0].Seq }); err != nil {
+		t.Fatal(err)
+	}
+	o, _ = a.st.get("s1")
+	known, missing := o.Native["claude"].KnownUpto, slices.Clone(o.Native["claude"].Missing) // as the rerun left them
+	if err := a.runTurn(ctx, "s1", o); err != nil {
+		t.Fatalf("the next turn: %v", err)
+	}
+	turns := fm.Turns()
+	if len(turns) == 0 {
+		t.Fatal("no model request")
+	}
+	var items []string
+	for _, it := range turns[len(turns)-1].Items {
+		if it.Role != "system" && !strings.HasPrefix(it.Text, "<system-reminder>") {
+			items = append(items, it.Role+": "+it.Text)
+		}
+	}
+	if n := strings.Count(strings.Join(items, "\n"), abandoned); n != 1 {
+		t.Fatalf("the next turn's request holds the abandoned turn's answer %d times, want once (the rerun left its native session known up to %d, missing %v); items %q",
+			n, known, missing, items)
 	}
 }
