@@ -56,7 +56,7 @@ func completeTurn(t *testing.T, a *Daemon, ours ...int64) {
 	for _, seq := range ours {
 		sy.ours[seq], sy.lastSeq = true, max(sy.lastSeq, seq)
 	}
-	tr := &turn{a: a, id: "s1", o: o, lg: zap.NewNop(), sync: sy, lastSeq: sy.lastSeq,
+	tr := &turn{a: a, id: "s1", o: o, lg: zap.NewNop(), sync: sy,
 		rt:  runner.Turn{NativeID: "n", NativePath: "/h/n.jsonl"},
 		res: runner.Result{NativeID: "n", NativePath: "/h/n.jsonl", PromptSeen: true}}
 	if err := tr.completed(context.Background()); err != nil {

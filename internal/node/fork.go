@@ -166,11 +166,12 @@ func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, fi
 	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native fork did not run; rebuilding", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
-	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
+	set, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
 		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
+	t := set.rt
 	t.OnStart = forked.OnStart
-	sy.rekey(t.NativeID)
+	sy.rekey(t.NativeID, set.rebuilt)
 	return a.runner.Run(ctx, t, sy.emit)
 }

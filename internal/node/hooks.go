@@ -23,6 +23,11 @@ type turnSetup struct {
 	account  string // the fleet account the turn runs on ("" for none)
 	tryFork  bool   // a fork's first turn may fork the parent's native session
 	rt       runner.Turn
+	// rebuilt are the seqs of the rows a rebuilt native session holds
+	// from the prompt's first message on (rebuildHistory): an answer
+	// stored after the prompt, as a turn a move abandoned stores it. The
+	// native session holds them though the turn stores none of them.
+	rebuilt []int64
 }
 
 // prepareHook is one side job of setting a turn up, with a name for the
@@ -103,16 +108,17 @@ func (t *turn) hookOutcome() (outcome, bool) {
 // native session; with tryFork, a fork's first turn may fork the parent's
 // native session (fork.go). account is the fleet account the turn runs on:
 // a native session another account wrote, where the agent binds it to that
-// account, is rebuilt.
-func (a *Daemon) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, tryFork bool) (runner.Turn, error) {
+// account, is rebuilt. The setup is returned on an error too: its rt is
+// the turn as far as it was set up.
+func (a *Daemon) prepareTurn(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, tryFork bool) (*turnSetup, error) {
 	s := &turnSetup{id: sessionID, o: o, firstSeq: firstSeq, prompt: prompt, account: account, tryFork: tryFork}
 	for _, h := range prepareHooks {
 		if err := h.run(a, ctx, s); err != nil {
 			a.lg.Info("turn not set up", zap.String("session", sessionID), zap.String("hook", h.name), zap.Error(err))
-			return s.rt, err
+			return s, err
 		}
 	}
-	return s.rt, nil
+	return s, nil
 }
 
 // credentialsHook builds the turn from the agent's setup for the
@@ -254,5 +260,10 @@ func (a *Daemon) rebuildNative(ctx context.Context, s *turnSetup, ns *nativeSess
 		return fmt.Errorf("rebuild the %s transcript: %w", s.o.Agent, err)
 	}
 	s.rt.NativeID, s.rt.NativePath = written.NativeID, written.Path
+	for _, m := range full {
+		if m.Seq >= s.firstSeq {
+			s.rebuilt = append(s.rebuilt, m.Seq)
+		}
+	}
 	return nil
 }

@@ -64,10 +64,10 @@ type turn struct {
 	firstSeq int64
 	fc       fleetCred // the fleet account its credential store holds (none for an own account)
 	rt       runner.Turn
+	rebuilt  []int64 // turnSetup.rebuilt
 	sync     *syncer
 	res      runner.Result
 	runErr   error
-	lastSeq  int64
 	syncErr  error
 }
 
@@ -97,7 +97,9 @@ func (t *turn) walk(ctx context.Context) error {
 	}
 	t.enter(phasePreparing)
 	defer t.writesNative()()
-	if t.rt, err = t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true); err != nil {
+	s, err := t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true)
+	t.rt, t.rebuilt = s.rt, s.rebuilt
+	if err != nil {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.notSetUp(ctx, err, retrySetUp(ctx, err), -1)
 	}
@@ -159,7 +161,7 @@ func (t *turn) markToken() error {
 func (t *turn) run(ctx context.Context) {
 	a := t.a
 	t.runHooks(phaseRunning, func(h turnHook) func(*turn) { return h.running })
-	t.sync = newSyncer(a, t.id, t.o, t.rt)
+	t.sync = newSyncer(a, t.id, t.o, t.rt, t.rebuilt)
 	t.rt.OnStart = func(pgid int) {
 		_ = a.st.session(t.id, func(s *owned) { s.RunningPGID = pgid })
 	}
@@ -197,7 +199,7 @@ func (t *turn) nativeID() string   { return cmp.Or(t.res.NativeID, t.rt.NativeID
 
 // report stores the turn's rows, then records its outcome.
 func (t *turn) report(ctx context.Context) error {
-	t.lastSeq, t.syncErr = t.sync.close(ctx)
+	t.syncErr = t.sync.close(ctx)
 	out := t.outcome()
 	t.lg.Debug("turn outcome", zap.Stringer("outcome", out))
 	t.a.failpoint("node.turn-before-outcome") // rows stored, outcome not recorded
@@ -425,9 +427,10 @@ func (t *turn) completed(ctx context.Context) error {
 			t.lg.Warn("the agent's native session lost its history this turn; rebuilding it before the next", zap.String("native", res.NativeID))
 		}
 		s.Parked = false
-		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, t.lastSeq) // never backwards
+		ns.KnownUpto = max(ns.KnownUpto, o.ReceivedSeq, t.sync.newest()) // never backwards
 		// It holds everything up to the prompt (the transition saw to
-		// that) and the turn's own rows, not what others stored meanwhile.
+		// that), the turn's own rows and what a rebuild wrote past the
+		// prompt, not what others stored meanwhile.
 		ns.Missing = t.sync.missing(o.ReceivedSeq, held)
 	})
 	if err != nil {

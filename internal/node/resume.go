@@ -38,11 +38,12 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 	if s, ok := a.st.get(sessionID); ok {
 		o.Native = s.Native
 	}
-	t, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
+	set, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
 		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
+	t := set.rt
 	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
-	sy.rekey(t.NativeID)
+	sy.rekey(t.NativeID, set.rebuilt)
 	return a.runner.Run(ctx, t, sy.emit)
 }

@@ -38,6 +38,7 @@ type syncer struct {
 	n       int
 	lastSeq int64
 	ours    map[int64]bool // the seqs this turn stored
+	rebuilt map[int64]bool // the seqs its rebuilt native session holds from the prompt on (turnSetup.rebuilt)
 	err     error          // terminal (NOT_OWNER)
 	lastErr error          // of the last append
 
@@ -48,9 +49,10 @@ type syncer struct {
 
 const syncBatch = 200
 
-func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn) *syncer {
+func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn, rebuilt []int64) *syncer {
 	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
-		seen: map[string]time.Time{}, ours: map[int64]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		seen: map[string]time.Time{}, ours: map[int64]bool{}, rebuilt: seqSet(rebuilt),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -58,11 +60,20 @@ func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn) *syncer {
 // rekey has the rows emitted from now on keyed by nativeID: a turn run
 // again on a rebuilt native session (rerunStale, rerunRebuilt) writes a new
 // file, whose positional ids start over; keyed by the old one's id, they
-// would reuse the client ids of that file's stored rows.
-func (s *syncer) rekey(nativeID string) {
+// would reuse the client ids of that file's stored rows. rebuilt are the
+// seqs that file holds from the prompt on (turnSetup.rebuilt).
+func (s *syncer) rekey(nativeID string, rebuilt []int64) {
 	s.mu.Lock()
-	s.nativeKey = nativeID
+	s.nativeKey, s.rebuilt = nativeID, seqSet(rebuilt)
 	s.mu.Unlock()
+}
+
+func seqSet(seqs []int64) map[int64]bool {
+	set := make(map[int64]bool, len(seqs))
+	for _, seq := range seqs {
+		set[seq] = true
+	}
+	return set
 }
 
 // emit is the runner's callback.
@@ -149,13 +160,13 @@ func (s *syncer) flush(ctx context.Context) {
 	s.pending = s.pending[len(batch):]
 }
 
-// close stops the loop and flushes the rest; it returns the newest seq
-// stored and any terminal error. A control plane that is down or stopping
+// close stops the loop and flushes the rest; it returns any terminal
+// error. A control plane that is down or stopping
 // (UNAVAILABLE, a canceled or timed-out call) is waited out for as long as
 // ctx lives: the turn's rows are in no other place the node keeps, and a
 // turn given up on would run its prompt again on a native session that
 // holds it. Other errors are retried a bounded number of times.
-func (s *syncer) close(ctx context.Context) (int64, error) {
+func (s *syncer) close(ctx context.Context) error {
 	close(s.stop)
 	<-s.done
 	pauses := retry.SyncFlush(s.a.cfg.ReconnectMin, s.a.cfg.ReconnectMax).Pauses()
@@ -165,7 +176,7 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 		left, err, last := len(s.pending), s.err, s.lastErr
 		s.mu.Unlock()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if left == 0 || ctx.Err() != nil || (attempt >= 20 && !transient(last)) {
 			break
@@ -175,9 +186,9 @@ func (s *syncer) close(ctx context.Context) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) > 0 {
-		return s.lastSeq, fmt.Errorf("%d synced messages could not be stored", len(s.pending))
+		return fmt.Errorf("%d synced messages could not be stored", len(s.pending))
 	}
-	return s.lastSeq, nil
+	return nil
 }
 
 // transient reports whether a failed call may succeed later as it is: the
@@ -198,18 +209,31 @@ func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
 	return slices.DeleteFunc(msgs, func(m *castv1.Message) bool { return m.ClientId == cid })
 }
 
-// missing are the seq ranges after from, up to the newest seq the turn
-// stored, that the turn did not store and the native session did not hold
-// before it (held; nil: none): what others wrote meanwhile (a message sent
-// while the turn ran), which the native session does not hold although its
-// KnownUpto passes them. Call after close.
+// newest is the newest seq the native session holds from the turn: the
+// turn's own rows and the rows its rebuild wrote. Call after close.
+func (s *syncer) newest() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.lastSeq
+	for seq := range s.rebuilt {
+		n = max(n, seq)
+	}
+	return n
+}
+
+// missing are the seq ranges after from, up to newest, that the turn did
+// not store, its rebuild did not write, and the native session did not
+// hold before it (held; nil: none): what others wrote meanwhile (a message
+// sent while the turn ran), which the native session does not hold although
+// its KnownUpto passes them. Call after close.
 func (s *syncer) missing(from int64, held func(seq int64) bool) []delivery.Range {
+	upto := s.newest()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []delivery.Range
-	for seq := from + 1; seq <= s.lastSeq; seq++ {
+	for seq := from + 1; seq <= upto; seq++ {
 		switch {
-		case s.ours[seq], held != nil && held(seq):
+		case s.ours[seq], s.rebuilt[seq], held != nil && held(seq):
 		case len(out) > 0 && out[len(out)-1].To == seq-1:
 			out[len(out)-1].To = seq
 		default:

@@ -51,26 +51,34 @@ func TestDropClientID(t *testing.T) {
 }
 
 // What others stored while a turn ran (between the turn's own rows) is
-// missing from the native session although its KnownUpto passes it.
+// missing from the native session although its KnownUpto passes it; what
+// its rebuild wrote past the prompt (rebuilt) is not.
 func TestSyncerMissing(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		ours []int64
-		from int64
-		want string
+		name          string
+		ours, rebuilt []int64
+		from          int64
+		want          string
+		newest        int64
 	}{
-		{"nothing stored", nil, 4, "[]"},
-		{"all ours", []int64{5, 6, 7}, 4, "[]"},
-		{"a message sent meanwhile", []int64{5, 6, 8}, 4, "[7:7]"},
-		{"runs merge", []int64{5, 9, 12}, 4, "[6:8 10:11]"},
+		{"nothing stored", nil, nil, 4, "[]", 0},
+		{"all ours", []int64{5, 6, 7}, nil, 4, "[]", 7},
+		{"a message sent meanwhile", []int64{5, 6, 8}, nil, 4, "[7:7]", 8},
+		{"runs merge", []int64{5, 9, 12}, nil, 4, "[6:8 10:11]", 12},
+		{"a rebuild's answer past the prompt", []int64{6}, []int64{3, 5}, 4, "[]", 6},
+		{"a rebuild's answer, nothing stored", nil, []int64{5}, 4, "[]", 5},
+		{"a message sent after a rebuild's answer", []int64{7}, []int64{5}, 4, "[6:6]", 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &syncer{ours: map[int64]bool{}}
+			s := &syncer{ours: map[int64]bool{}, rebuilt: seqSet(tc.rebuilt)}
 			for _, seq := range tc.ours {
 				s.ours[seq], s.lastSeq = true, max(s.lastSeq, seq)
 			}
 			if got := fmt.Sprint(s.missing(tc.from, nil)); got != tc.want {
 				t.Fatalf("missing(%d) = %s, want %s", tc.from, got, tc.want)
+			}
+			if got := s.newest(); got != tc.newest {
+				t.Fatalf("newest() = %d, want %d", got, tc.newest)
 			}
 		})
 	}
@@ -127,7 +135,7 @@ func TestSyncerCloseRetriesAtReconnectMax(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	_, err = s.close(ctx)
+	err = s.close(ctx)
 	if err == nil {
 		t.Fatal("rows the control plane never stored reported as stored")
 	}
