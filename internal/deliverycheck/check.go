@@ -102,14 +102,21 @@ type view struct {
 	mixed   string   // a session not on session's chain, when marks mix
 	isTurn  bool     // it starts a turn
 	turn    []string // the new turn's marks
+	echoes  []string // answer marks it holds more than once, each once
 }
 
 func (ix *index) view(r Request) view {
 	var v view
+	answers := map[string]int{}
 	for _, it := range r.Items {
 		for _, m := range Marks(it.Text) {
 			if ix.known(m) {
 				v.marks = append(v.marks, m)
+			}
+		}
+		for _, a := range answerRe.FindAllString(it.Text, -1) {
+			if answers[a]++; answers[a] == 2 {
+				v.echoes = append(v.echoes, a)
 			}
 		}
 	}
@@ -178,6 +185,10 @@ func (ix *index) perRequest(i int, v view) []Violation {
 	if v.mixed != "" {
 		out = append(out, Violation{Rule: "mixed", Session: v.session, Request: i,
 			Detail: fmt.Sprintf("holds messages of session %s, which is neither %s nor one of its ancestors", v.mixed, v.session)})
+	}
+	for _, a := range v.echoes {
+		out = append(out, Violation{Rule: "echo", Session: v.session, Mark: a, Request: i,
+			Detail: "the model's own answer appears more than once in one request"})
 	}
 	seen := map[string]bool{}
 	lastPos, lastMark, ordered := -1, "", true

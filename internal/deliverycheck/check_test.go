@@ -129,6 +129,14 @@ func TestCheck(t *testing.T) {
 			h.Undelivered = []Undelivered{{Session: "s1", From: 2, To: 3}}
 			h.Probes = []Probe{{At: 3, Session: "s1", Mark: a3, Agent: "claude"}}
 		}, []string{"undelivered:"}},
+		{"each of the model's answers once, across a switch", func(h *History) {
+			ans1 := Item{Role: "assistant", Kind: "text", Text: "answer " + AnswerMark(1)}
+			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "codex", framed(a1+" "+ans1.Text, a2))}
+		}, nil},
+		{"the model's answer echoed back as history it already holds", func(h *History) {
+			ans1 := Item{Role: "assistant", Kind: "text", Text: "answer " + AnswerMark(1)}
+			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "claude", user(a1), ans1, framed(ans1.Text, a2))}
+		}, []string{"echo:" + AnswerMark(1)}},
 		{"marks nobody acknowledged are ignored", func(h *History) {
 			h.Requests = []Request{req(1, "claude", user(a1, Mark("s9", 1), Mark("s9", 1)))}
 		}, nil},

@@ -38,7 +38,10 @@
 //
 //  1. In any one request, each mark appears at most once (duplicate), only
 //     marks of the request's session lineage appear (foreign), and they
-//     appear in lineage order (order).
+//     appear in lineage order (order). The model's own answers, when the
+//     driver marks them (AnswerMark), appear at most once too (echo): a
+//     native session resumed with a slice of history that repeats what it
+//     already holds sends the agent its own words back.
 //  2. A message is the new turn of at most one request of its session
 //     (rerun), except when a fault lies between the two requests: a node or
 //     control plane kill -9, or a migration (its drain abandons a running

@@ -17,6 +17,14 @@ var markRe = regexp.MustCompile(`DLV-[a-z0-9]+-[0-9]{4,}-END`)
 // letters and digits). No mark is a substring of another.
 func Mark(session string, n int) string { return fmt.Sprintf("DLV-%s-%04d-END", session, n) }
 
+// answerRe matches AnswerMark's output.
+var answerRe = regexp.MustCompile(`ANS-[0-9]{5,}-END`)
+
+// AnswerMark is the unique mark a driver's fake model puts in its answer
+// to request n, so a copy of that answer in a later request can be told
+// from the answer itself.
+func AnswerMark(n int) string { return fmt.Sprintf("ANS-%05d-END", n) }
+
 // SessionOf is the session a mark names ("" for text that is not a mark).
 func SessionOf(mark string) string {
 	if !markRe.MatchString(mark) {

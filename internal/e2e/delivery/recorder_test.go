@@ -77,10 +77,10 @@ func (r *recorder) policy(agent string) func(fakemodel.Request) fakemodel.Reply 
 		r.mu.Lock()
 		r.h.Requests = append(r.h.Requests, deliverycheck.Request{At: at, Agent: agent, Items: items})
 		n := len(r.h.Requests)
-		reply := fakemodel.Reply{Text: fmt.Sprintf("answer %d", n)}
+		reply := fakemodel.Reply{Text: "answer " + deliverycheck.AnswerMark(n)}
 		switch {
 		case !starts:
-			reply.Text = fmt.Sprintf("answer %d after the tool", n)
+			reply.Text = "answer " + deliverycheck.AnswerMark(n) + " after the tool"
 		case strings.Contains(newTurnText(items), "TOOLCALL"):
 			reply = fakemodel.Reply{Shell: "echo tool-ran"}
 		}
