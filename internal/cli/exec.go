@@ -207,6 +207,11 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	}
 	var answer []string
 	running := false
+	// The session comes before the messages it counts (a watch sends it
+	// first, then replays from start_seq; so does a catch-up), so the
+	// turn's end is kept until the messages through its last seq are in.
+	var end *castv1.Session
+	got := seq // the last seq received
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -218,30 +223,37 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 			}
 			return "", 0, err
 		}
-		if m := ev.GetMessage(); m != nil && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
-			answer = append(answer, m.Text)
+		if m := ev.GetMessage(); m != nil {
+			got = max(got, m.Seq)
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+				answer = append(answer, m.Text)
+			}
 		}
-		s := ev.GetSession()
-		if s == nil {
+		if s := ev.GetSession(); s != nil && end == nil {
+			switch s.State {
+			case castv1.SessionState_SESSION_STATE_RUNNING:
+				running = true
+			case castv1.SessionState_SESSION_STATE_FAILED:
+				if running || s.LastSeq > seq || s.StateReason != "" {
+					end = s
+				}
+			case castv1.SessionState_SESSION_STATE_IDLE:
+				if running || s.LastSeq > seq {
+					end = s
+				}
+			}
+		}
+		if end == nil || got < end.LastSeq {
 			continue
 		}
-		switch s.State {
-		case castv1.SessionState_SESSION_STATE_RUNNING:
-			running = true
-		case castv1.SessionState_SESSION_STATE_FAILED:
-			if running || s.LastSeq > seq || s.StateReason != "" {
-				code := int(s.LastExitCode)
-				if code <= 0 {
-					code = 1
-				}
-				fmt.Fprintf(a.errOut, "cast: session %s failed: %s\n", id, s.StateReason)
-				return strings.Join(answer, "\n"), code, nil
+		code := int(end.LastExitCode)
+		if end.State == castv1.SessionState_SESSION_STATE_FAILED {
+			if code <= 0 {
+				code = 1
 			}
-		case castv1.SessionState_SESSION_STATE_IDLE:
-			if running || s.LastSeq > seq {
-				return strings.Join(answer, "\n"), int(s.LastExitCode), nil
-			}
+			fmt.Fprintf(a.errOut, "cast: session %s failed: %s\n", id, end.StateReason)
 		}
+		return strings.Join(answer, "\n"), code, nil
 	}
 }
 
