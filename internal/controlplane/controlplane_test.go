@@ -296,3 +296,49 @@ func TestCreateValidateOnlyStoresNothing(t *testing.T) {
 		t.Fatalf("sessions after validate_only creates: %v, %v; want none", list.GetSessions(), err)
 	}
 }
+
+// An archived session takes no new messages (`cast rm`: "no new
+// messages"), by any call that adds them: a send, and an append (an
+// importer's call, which takes user messages too, and those the owner
+// node is handed to run). AppendMessages used to store them.
+func TestArchivedSessionTakesNoMessages(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: sess.Id}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"send", func() error {
+			_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "more", RequestId: ids.NewClientID()})
+			return err
+		}},
+		{"append a user message", func() error {
+			_, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+				{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "more"}}})
+			return err
+		}},
+		{"append an assistant message", func() error {
+			_, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: []*castv1.Message{
+				{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "an answer"}}})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "SESSION_ARCHIVED" {
+				t.Fatalf("got %v (reason %q), want FAILED_PRECONDITION SESSION_ARCHIVED", err, client.ReasonOf(err))
+			}
+		})
+	}
+	got, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil || got.LastSeq != 0 {
+		t.Fatalf("the archived session holds %d messages (%v), want none", got.GetLastSeq(), err)
+	}
+}
