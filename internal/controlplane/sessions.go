@@ -240,6 +240,15 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 	if err := validMessages(req.Messages, maxAppendBatch, false); err != nil {
 		return nil, err
 	}
+	// Closed to every message, as to sends: a user message appended here
+	// is handed to the owner node to run like a sent one.
+	sess, err := h.s.store.GetSession(ctx, req.SessionId)
+	if err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
+	if err := archive.Sendable(sess); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
 	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
