@@ -1,0 +1,49 @@
+package controlplane
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/errs"
+)
+
+// A core's error reaches the client as its kind's code with its reason,
+// and the cause it wraps stays server-side, even when that cause is itself
+// a gRPC status (clientv3 hands back etcd's transport failures as ones).
+// toStatus used to pass such an error through as the cause's status: the
+// cause's code, no ErrorInfo, and the cause's text (etcd's address) in
+// the message.
+func TestToStatusMapsACastErrorWrappingAStatus(t *testing.T) {
+	etcdDown := status.Error(codes.Unavailable, "connection error: dial tcp 10.1.2.3:2379: connect: connection refused")
+	tooBig := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (10.1.2.3)")
+	for _, tc := range []struct {
+		name   string
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{"an append's unknown outcome", &errs.Error{Kind: errs.KindUnavailable, Reason: errs.ReasonUnavailable, Err: etcdDown,
+			Msg: "the append's outcome is unknown (etcd did not answer its commit); retry with the same client ids"}, codes.Unavailable, errs.ReasonUnavailable},
+		{"an internal failure", errs.Internal(tooBig, "replay transcript"), codes.Internal, errs.ReasonInternal},
+		{"a refusal with a cause", &errs.Error{Kind: errs.KindFailedPrecondition, Reason: errs.ReasonNotOwner, Err: etcdDown, Msg: "not the owner"},
+			codes.FailedPrecondition, errs.ReasonNotOwner},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := status.Convert(toStatus(zap.NewNop(), tc.err))
+			reason := ""
+			for _, d := range st.Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok {
+					reason = info.Reason
+				}
+			}
+			if st.Code() != tc.code || reason != tc.reason || strings.Contains(st.Message(), "10.1.2.3") {
+				t.Fatalf("got %v %q (reason %q), want %v with reason %s and no cause", st.Code(), st.Message(), reason, tc.code, tc.reason)
+			}
+		})
+	}
+}
