@@ -34,7 +34,11 @@ func toStatus(lg *zap.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	// A status already, and not a cast error merely wrapping one: gRPC's
+	// FromError finds a status anywhere in the chain, such as the etcd
+	// failure a cast error keeps as its (server-side) cause.
+	e, isCast := errs.As(err)
+	if _, ok := status.FromError(err); ok && !isCast {
 		return err
 	}
 	switch {
@@ -43,8 +47,7 @@ func toStatus(lg *zap.Logger, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return withInfo(codes.DeadlineExceeded, "request timed out; its outcome is unknown, retry with the same request_id", errs.ReasonUnavailable, nil)
 	}
-	e, ok := errs.As(err)
-	if !ok {
+	if !isCast {
 		// An etcd or I/O failure: the store is unreachable or overloaded.
 		lg.Warn("store error", zap.Error(err))
 		return withInfo(codes.Unavailable, "the store is unavailable; retry shortly", errs.ReasonUnavailable, nil)
