@@ -19,7 +19,7 @@ import (
 type FeedChange struct {
 	Session string
 	Message *castv1.Message // appended
-	Record  bool            // the session record or its owner changed (GetSession has it)
+	Record  bool            // the session record or its owner changed, or the record was deleted (GetSession has it, or NOT_FOUND)
 	Perm    *Permission     // a permission request was asked or answered
 }
 
@@ -54,7 +54,9 @@ var ErrFeedCompacted = errors.New("the session feed fell behind the store's hist
 // undecoded (a large message's chunks are not read for nobody).
 func (s *Store) Feed(ctx context.Context, rev int64, want func(sessionID string) bool, fn func(FeedBatch)) error {
 	from, to := s.key("msgs")+"/", s.key("sessions")+"0" // "0" sorts right after "/"
-	err := s.followRange(ctx, from, to, rev, func(events []*clientv3.Event) {
+	// Deletions too: a purge writes nothing, and its watchers learn of it
+	// only from the record's deletion (feedChange keeps just that one).
+	err := s.followRange(ctx, from, to, rev, true, func(events []*clientv3.Event) {
 		out := FeedBatch{Rev: events[len(events)-1].Kv.ModRevision}
 		for _, ev := range events {
 			if c, ok := s.feedChange(ctx, ev, want); ok {
@@ -72,12 +74,17 @@ func (s *Store) Feed(ctx context.Context, rev int64, want func(sessionID string)
 	return watchEnded(err)
 }
 
-// followRange calls fn with each batch of puts to keys in [from, to)
-// from revision rev on, until ctx ends (nil) or follow gives up (why).
-func (s *Store) followRange(ctx context.Context, from, to string, rev int64, fn func([]*clientv3.Event)) error {
+// followRange calls fn with each batch of puts (and with deletes, of
+// deletions) to keys in [from, to) from revision rev on, until ctx ends
+// (nil) or follow gives up (why).
+func (s *Store) followRange(ctx context.Context, from, to string, rev int64, deletes bool, fn func([]*clientv3.Event)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for b := range s.follow(wctx, from, rev, clientv3.WithRange(to), clientv3.WithFilterDelete()) {
+	opts := []clientv3.OpOption{clientv3.WithRange(to)}
+	if !deletes {
+		opts = append(opts, clientv3.WithFilterDelete())
+	}
+	for b := range s.follow(wctx, from, rev, opts...) {
 		if b.Err != nil {
 			return b.Err
 		}
@@ -89,12 +96,17 @@ func (s *Store) followRange(ctx context.Context, from, to string, rev int64, fn 
 }
 
 // feedChange decodes one event of Feed's range; false for keys of the
-// range nobody watches (seqs, node records, ...) and for sessions want
-// declines.
+// range nobody watches (seqs, node records, ...), for sessions want
+// declines, and for deletions but a session record's (a purge: GetSession
+// then finds no session).
 func (s *Store) feedChange(ctx context.Context, ev *clientv3.Event, want func(string) bool) (FeedChange, bool) {
 	key := string(ev.Kv.Key)
 	top, rest, _ := strings.Cut(key[len(s.cfg.Prefix):], "/")
 	sid, rest, _ := strings.Cut(rest, "/")
+	if ev.Type == clientv3.EventTypeDelete {
+		gone := top == "sessions" && rest == "" && want(sid)
+		return FeedChange{Session: sid, Record: gone}, gone
+	}
 	switch top {
 	case "msgs", "sessions", "owners", "perms":
 		if !want(sid) {

@@ -128,7 +128,7 @@ func (s *Store) Owners(ctx context.Context) ([]fence.OwnerChange, int64, error) 
 // before the messages after it.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
 	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
-	return s.followRange(ctx, from, to, rev, func(events []*clientv3.Event) {
+	return s.followRange(ctx, from, to, rev, false, func(events []*clientv3.Event) {
 		for _, ev := range events {
 			key := string(ev.Kv.Key)
 			switch {
