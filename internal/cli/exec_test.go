@@ -3,12 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -54,23 +58,95 @@ func (s *doneTurnServer) WatchSession(req *castv1.WatchSessionRequest, stream ca
 // exec used to take the idle session for the end of the turn and print
 // an empty answer before the messages that held it arrived.
 func TestExecAnswerOfATurnThatEndedBeforeTheWatch(t *testing.T) {
+	code, out, errOut := execAgainst(t, &doneTurnServer{answers: []string{"first part", "the answer"}})
+	if code != 0 {
+		t.Fatalf("cast exec exited %d: %s", code, errOut)
+	}
+	if want := "first part\nthe answer\n"; out != want {
+		t.Fatalf("cast exec printed %q, want %q (stderr %q)", out, want, errOut)
+	}
+}
+
+// execAgainst runs `cast exec --resume` against a control plane serving
+// sessions, and returns its exit code, stdout and stderr.
+func execAgainst(t *testing.T, sessions castv1.SessionServiceServer) (int, string, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	castv1.RegisterSessionServiceServer(srv, &doneTurnServer{answers: []string{"first part", "the answer"}})
+	castv1.RegisterSessionServiceServer(srv, sessions)
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Main(ctx, []string{"--addr", l.Addr().String(), "exec", "--resume", "s-done", "--cwd", t.TempDir(), "go on"},
+	code := Main(ctx, []string{"--addr", l.Addr().String(), "exec", "--resume", "s1", "--cwd", t.TempDir(), "go on"},
 		strings.NewReader(""), &out, &errOut)
-	if code != 0 {
-		t.Fatalf("cast exec exited %d: %s", code, errOut.String())
+	return code, out.String(), errOut.String()
+}
+
+// restartServer is a control plane that stops in the middle of a turn
+// (its first WatchSession ends UNAVAILABLE, as a replica stopping ends its
+// watches) and serves the rest of the turn once it is back.
+type restartServer struct {
+	doneTurnServer
+	mu     sync.Mutex
+	starts []int64 // start_seq of each WatchSession
+}
+
+func (s *restartServer) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
+	s.mu.Lock()
+	s.starts = append(s.starts, req.StartSeq)
+	first := len(s.starts) == 1
+	s.mu.Unlock()
+	session := func(st castv1.SessionState, last int64) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
+			Id: req.SessionId, Node: "n1", Agent: "claude", State: st, LastSeq: last}}}
 	}
-	if got, want := out.String(), "first part\nthe answer\n"; got != want {
-		t.Fatalf("cast exec printed %q, want %q (stderr %q)", got, want, errOut.String())
+	message := func(seq int64, text string) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{
+			Seq: seq, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: text}}}
+	}
+	var evs []*castv1.WatchSessionResponse
+	if first {
+		evs = []*castv1.WatchSessionResponse{session(castv1.SessionState_SESSION_STATE_RUNNING, doneTurnPrompt), message(doneTurnPrompt+1, "first part")}
+	} else {
+		evs = []*castv1.WatchSessionResponse{session(castv1.SessionState_SESSION_STATE_IDLE, doneTurnPrompt+2)}
+		if req.StartSeq <= doneTurnPrompt+1 {
+			evs = append(evs, message(doneTurnPrompt+1, "first part"))
+		}
+		evs = append(evs, message(doneTurnPrompt+2, "the answer"))
+	}
+	for _, ev := range evs {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	if first {
+		return status.Error(codes.Unavailable, "the control plane is shutting down; watch again from the next seq")
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// A control plane that restarts while `cast exec` waits on a turn does not
+// end the turn, so it does not end exec either: exec watches again from
+// the seq after the last it got, as `cast watch` does, and prints the
+// whole answer once. It used to exit with the stopping replica's error.
+func TestExecRidesOutAControlPlaneRestart(t *testing.T) {
+	fake := &restartServer{}
+	code, out, errOut := execAgainst(t, fake)
+	if code != 0 {
+		t.Fatalf("cast exec exited %d: %s", code, errOut)
+	}
+	if want := "first part\nthe answer\n"; out != want {
+		t.Fatalf("cast exec printed %q, want %q (stderr %q)", out, want, errOut)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fmt.Sprint(fake.starts) != fmt.Sprint([]int64{doneTurnPrompt + 1, doneTurnPrompt + 2}) {
+		t.Fatalf("watches from seqs %v, want %d then %d (the one after the last it got)", fake.starts, doneTurnPrompt+1, doneTurnPrompt+2)
 	}
 }
