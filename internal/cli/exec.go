@@ -11,10 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
@@ -201,10 +205,6 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 		}
 		seq = resp.Message.Seq
 	}
-	stream, err := c.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: seq + 1})
-	if err != nil {
-		return "", 0, err
-	}
 	var answer []string
 	running := false
 	// The session comes before the messages it counts (a watch sends it
@@ -212,8 +212,22 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	// turn's end is kept until the messages through its last seq are in.
 	var end *castv1.Session
 	got := seq // the last seq received
+	// A control plane that stops (or is lost) ends the watch, not the
+	// turn: exec watches again from the next seq, as cast watch does.
+	var stream castv1.SessionService_WatchSessionClient
+	b := retry.Budget{Policy: retry.Outage}
+	var opened time.Time
+	from := got
 	for {
-		ev, err := stream.Recv()
+		var ev *castv1.WatchSessionResponse
+		var err error
+		if stream == nil {
+			opened, from = time.Now(), got
+			stream, err = c.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: got + 1})
+		}
+		if err == nil {
+			ev, err = stream.Recv()
+		}
 		if err != nil {
 			if parent.Err() != nil {
 				return "", 0, a.execInterrupted(c, id)
@@ -221,7 +235,16 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 			if ctx.Err() != nil {
 				return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", id, o.wait, id)
 			}
-			return "", 0, err
+			if code := status.Code(err); code != codes.Unavailable && code != codes.Canceled {
+				return "", 0, err
+			}
+			pause, ok := b.Ended(time.Now(), got > from || time.Since(opened) >= watchStable)
+			if !ok {
+				return "", 0, err
+			}
+			stream = nil
+			tick.Sleep(ctx, pause) // cut short when ctx ends: the next open says why
+			continue
 		}
 		if m := ev.GetMessage(); m != nil {
 			got = max(got, m.Seq)
