@@ -224,3 +224,52 @@ func mustTokens(t *testing.T, c *client.Client) []*castv1.TokenInfo {
 	}
 	return all
 }
+
+// A page token resumes only the listing that handed it out (AIP-158): the
+// agent checks or the accounts of one agent, not another's. A token of
+// claude's resumed codex's listing from its start (claude's keys sort
+// before codex's), and one of codex's resumed claude's past its end: a
+// different listing, never an error.
+func TestPageTokenKeepsItsAgent(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	var checks []*castv1.AgentCheck
+	for _, agent := range []string{"claude", "codex"} {
+		for _, cp := range []string{"read", "resume", "write"} {
+			checks = append(checks, &castv1.AgentCheck{Agent: agent, Version: "1.0.0", Capability: cp, Passed: true})
+		}
+	}
+	if _, err := c.Agents.RecordAgentChecks(ctx, &castv1.RecordAgentChecksRequest{Checks: checks}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: n, Agent: "claude", Credential: []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x"}}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		list func(agent, token string) (string, error) // next_page_token
+	}{
+		{"agent checks", func(agent, token string) (string, error) {
+			r, err := c.Agents.ListAgentChecks(ctx, &castv1.ListAgentChecksRequest{Agent: agent, PageSize: 1, PageToken: token})
+			return r.GetNextPageToken(), err
+		}},
+		{"accounts", func(agent, token string) (string, error) {
+			r, err := c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent, PageSize: 1, PageToken: token})
+			return r.GetNextPageToken(), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, err := tc.list("claude", "")
+			if err != nil || next == "" {
+				t.Fatalf("claude's first page: next %q, %v", next, err)
+			}
+			if _, err := tc.list("codex", next); status.Code(err) != codes.InvalidArgument || client.ReasonOf(err) != "INVALID_PAGE_TOKEN" {
+				t.Fatalf("codex's listing with claude's token: %v (%s), want INVALID_ARGUMENT / INVALID_PAGE_TOKEN", err, client.ReasonOf(err))
+			}
+		})
+	}
+}
