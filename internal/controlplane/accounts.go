@@ -102,7 +102,7 @@ func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccou
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	as, next, err := page(as, func(a *castv1.Account) string { return a.Agent + "\x00" + a.Name }, req.PageSize, req.PageToken, "accounts")
+	as, next, err := page(as, func(a *castv1.Account) string { return a.Agent + "\x00" + a.Name }, req.PageSize, req.PageToken, "accounts:"+scope(req.Agent))
 	if err != nil {
 		return nil, err
 	}

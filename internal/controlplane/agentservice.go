@@ -84,7 +84,7 @@ func (h *agentService) ListAgentChecks(ctx context.Context, req *castv1.ListAgen
 		return nil, toStatus(h.s.lg, err)
 	}
 	key := func(c *castv1.AgentCheck) string { return c.Agent + "\x00" + c.Version + "\x00" + c.Capability }
-	checks, next, err := page(checks, key, req.PageSize, req.PageToken, "agentchecks")
+	checks, next, err := page(checks, key, req.PageSize, req.PageToken, "agentchecks:"+scope(req.Agent))
 	if err != nil {
 		return nil, err
 	}

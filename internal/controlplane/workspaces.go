@@ -111,7 +111,7 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 	// store); the key pages by node, then path.
 	key := func(w *castv1.Worktree) string { return w.Node + "\x00" + w.Path }
 	var err error
-	if resp.Worktrees, resp.NextPageToken, err = page(resp.Worktrees, key, req.PageSize, req.PageToken, "worktrees"); err != nil {
+	if resp.Worktrees, resp.NextPageToken, err = page(resp.Worktrees, key, req.PageSize, req.PageToken, "worktrees:"+scope(req.Node)); err != nil {
 		return nil, err
 	}
 	return resp, nil
