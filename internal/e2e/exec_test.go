@@ -73,3 +73,28 @@ func TestExecOneShot(t *testing.T) {
 		t.Fatalf("exec sessions listed: %v %v", list, err)
 	}
 }
+
+// `cast exec --resume` on a session whose last turn failed answers with
+// the new turn: the failure its watch first shows, still the session's
+// state until the node starts the turn, is the earlier turn's. exec used
+// to take it for the new turn's and exit with the old failure at once.
+func TestExecResumeAfterAFailedTurn(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude")
+	bin := filepath.Join(testharness.Binaries(t), "cast")
+	cwd := t.TempDir()
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		return testharness.RunInput(t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(""), 3*time.Minute, bin, append([]string{"exec", "--cwd", cwd}, args...)...)
+	}
+	r.fake.FailNext(1, 400) // not retried: the turn fails
+	_, errOut, code := run("--agent", "claude", "first MARK-R1")
+	id := regexp.MustCompile(`^session ([0-9a-z-]+) on node worker\n`).FindStringSubmatch(errOut)
+	if code == 0 || id == nil || !strings.Contains(errOut, "injected failure") {
+		t.Fatalf("the failing turn: exit %d, err %q; want it failed, and where it ran", code, errOut)
+	}
+	out, errOut, code := run("--resume", id[1], "second MARK-R2")
+	if code != 0 || !strings.Contains(out, "MARK-R2") {
+		t.Fatalf("exec --resume after a failed turn: exit %d, out %q, err %q; want the new turn's answer", code, out, errOut)
+	}
+}
