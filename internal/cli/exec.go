@@ -13,6 +13,8 @@ import (
 	"golang.org/x/term"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -187,6 +189,9 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	ctx, cancel := context.WithTimeout(parent, o.wait)
 	defer cancel()
 	id, seq := o.resume, int64(0)
+	// A resumed session may show an earlier turn's failure until the node
+	// starts this one: that record (its update time) ends no turn here.
+	var earlier *timestamppb.Timestamp
 	if id == "" {
 		req := &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, RequestId: ids.NewClientID()}
 		a.fromHere(req)
@@ -199,6 +204,11 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 		}
 		id, seq = sess.Id, 1
 	} else {
+		prev, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
+		if err != nil {
+			return "", 0, err
+		}
+		earlier = prev.UpdateTime
 		resp, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: prompt, RequestId: ids.NewClientID()})
 		if err != nil {
 			return "", 0, err
@@ -257,7 +267,8 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 			case castv1.SessionState_SESSION_STATE_RUNNING:
 				running = true
 			case castv1.SessionState_SESSION_STATE_FAILED:
-				if running || s.LastSeq > seq || s.StateReason != "" {
+				stale := earlier != nil && proto.Equal(s.UpdateTime, earlier)
+				if running || s.LastSeq > seq || s.StateReason != "" && !stale {
 					end = s
 				}
 			case castv1.SessionState_SESSION_STATE_IDLE:

@@ -28,6 +28,10 @@ type doneTurnServer struct {
 
 const doneTurnPrompt = 4 // the seq SendMessage gives the prompt
 
+func (s *doneTurnServer) GetSession(_ context.Context, req *castv1.GetSessionRequest) (*castv1.Session, error) {
+	return &castv1.Session{Id: req.SessionId, Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: doneTurnPrompt - 1}, nil
+}
+
 func (s *doneTurnServer) SendMessage(_ context.Context, req *castv1.SendMessageRequest) (*castv1.SendMessageResponse, error) {
 	return &castv1.SendMessageResponse{Message: &castv1.Message{Seq: doneTurnPrompt, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: req.Text},
 		Node: "n1", NodeConnected: true}, nil
