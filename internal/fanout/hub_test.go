@@ -37,7 +37,12 @@ type env struct {
 func newEnv(t testing.TB, cfg fanout.Config, wrap func(fanout.Source) fanout.Source) *env {
 	t.Helper()
 	ep := testharness.StartEtcd(t, nil)
-	st := testharness.OpenStore(t, ep, nil)
+	return newEnvOn(t, ep, testharness.OpenStore(t, ep, nil), cfg, wrap)
+}
+
+// newEnvOn is newEnv over a store of the test's own on etcd at ep.
+func newEnvOn(t testing.TB, ep string, st *store.Store, cfg fanout.Config, wrap func(fanout.Source) fanout.Source) *env {
+	t.Helper()
 	var src fanout.Source = st
 	if wrap != nil {
 		src = wrap(st)
