@@ -11,7 +11,8 @@
 // and no duplicate. When the feed's history is compacted, the hub starts
 // a new one from the current revision and every watcher catches up the
 // same way; when etcd refuses the feed, every watcher ends with that error,
-// and new ones fail with it, until a new feed runs.
+// and new ones fail with it, until a new feed runs. A message the feed
+// cannot read sends its session's watchers to catch up the same way.
 package fanout
 
 import (
@@ -44,8 +45,9 @@ type Source interface {
 // ReasonFellBehind is ErrFellBehind's reason.
 const ReasonFellBehind = "WATCH_FELL_BEHIND"
 
-// ErrFellBehind: a watcher's buffer filled, so the feed dropped it; it
-// catches up from the store.
+// ErrFellBehind: a watcher's buffer filled, or the feed could not read a
+// message of its session, so the feed dropped it; it catches up from the
+// store.
 var ErrFellBehind = errs.New(errs.KindUnavailable, ReasonFellBehind, "the watch fell behind the live feed; catching up from the store")
 
 // ErrStopped ends every Watch once Run has returned: no feed will reach
@@ -89,7 +91,7 @@ func New(src Source, cfg Config, lg *zap.Logger) *Hub {
 // Stats are a hub's counters.
 type Stats struct {
 	Watchers   int   // open now
-	FellBehind int64 // times since New a watcher was dropped from the feed (a full buffer, or a new feed) to catch up
+	FellBehind int64 // times since New a watcher was dropped from the feed (a full buffer, a new feed, or a message the feed could not read) to catch up
 	Feeds      int64 // feeds started since New: 1 + restarts
 }
 
@@ -218,6 +220,16 @@ func (h *Hub) dispatch(ctx context.Context, b store.FeedBatch) {
 		}
 		if c.Record {
 			records[c.Session] = true
+			continue
+		}
+		if c.Lost {
+			// A message the feed could not read: the watchers read it from
+			// the store, as when they fall behind, rather than wait for
+			// the session's next message to show the gap. (A permission
+			// waiter, dropped too, reads its request again.)
+			for s := range ss {
+				h.drop(s)
+			}
 			continue
 		}
 		it := &item{rev: b.Rev, msg: c.Message, perm: c.Perm}

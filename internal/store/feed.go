@@ -15,12 +15,17 @@ import (
 )
 
 // FeedChange is one change to a session that a session's watchers see:
-// exactly one of Message, Record and Perm is set.
+// exactly one of Message, Record, Perm and Lost is set.
 type FeedChange struct {
 	Session string
 	Message *castv1.Message // appended
 	Record  bool            // the session record or its owner changed, or the record was deleted (GetSession has it, or NOT_FOUND)
 	Perm    *Permission     // a permission request was asked or answered
+	// Lost: a message was appended that the feed could not read (a large
+	// message's chunks, say); the store has it. Its watchers read it from
+	// there: seqs would show them the gap only at the session's next
+	// message, which may never come.
+	Lost bool
 }
 
 // FeedBatch is the changes of one etcd watch response, in revision order;
@@ -98,7 +103,7 @@ func (s *Store) followRange(ctx context.Context, from, to string, rev int64, del
 // feedChange decodes one event of Feed's range; false for keys of the
 // range nobody watches (seqs, node records, ...), for sessions want
 // declines, and for deletions but a session record's (a purge: GetSession
-// then finds no session).
+// then finds no session). A message it cannot read is Lost.
 func (s *Store) feedChange(ctx context.Context, ev *clientv3.Event, want func(string) bool) (FeedChange, bool) {
 	key := string(ev.Kv.Key)
 	top, rest, _ := strings.Cut(key[len(s.cfg.Prefix):], "/")
@@ -117,8 +122,8 @@ func (s *Store) feedChange(ctx context.Context, ev *clientv3.Event, want func(st
 	case "msgs":
 		m, err := s.decodeKV(ctx, sid, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
 		if err != nil {
-			s.lg.Warn("undecodable message in the session feed", zap.String("key", key), zap.Error(err))
-			return FeedChange{}, false
+			s.lg.Warn("undecodable message in the session feed; its session's watchers catch up from the store", zap.String("key", key), zap.Error(err))
+			return FeedChange{Session: sid, Lost: true}, true
 		}
 		return FeedChange{Session: sid, Message: m}, true
 	case "sessions", "owners":
