@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,10 @@ import (
 
 func TestMain(m *testing.M) {
 	s3test.RunIfAsked() // the S3 server process of TestAdoptedHistoryBeyondEtcd is this binary
-	goleak.VerifyTestMain(m, testharness.LeakOptions()...)
+	goleak.VerifyTestMain(m, append(testharness.LeakOptions(), goleak.Cleanup(func(code int) {
+		testharness.RemoveBinaries() // the benchmarks' control plane processes
+		os.Exit(code)
+	}))...)
 }
 
 func ctxT(t *testing.T) context.Context { return ctxFor(t, 90*time.Second) }

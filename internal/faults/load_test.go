@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	if long {
 		fmt.Print(faults.Table(reports))
 	}
+	testharness.RemoveBinaries()
 	os.Exit(code)
 }
 

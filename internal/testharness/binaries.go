@@ -74,6 +74,26 @@ func Binaries(t testing.TB) string {
 	return buildDir
 }
 
+// RemoveBinaries removes what Binaries built in this process. The folder
+// outlives every test of the package, so no test's cleanup can remove it:
+// a package whose tests start cast's binaries removes it when they are
+// done (Main), else each run leaves three binaries in the temporary
+// folder.
+func RemoveBinaries() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
+
+// Main runs a package's tests, removes the binaries they built
+// (RemoveBinaries) and exits with the tests' code: the TestMain of a
+// package whose tests call Binaries.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinaries()
+	os.Exit(code)
+}
+
 type buildError struct {
 	err error
 	out string
