@@ -11,16 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
-	"github.com/cast-dev/cast/internal/retry"
-	"github.com/cast-dev/cast/internal/tick"
 )
 
 // interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
@@ -188,107 +184,98 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	}
 	ctx, cancel := context.WithTimeout(parent, o.wait)
 	defer cancel()
-	id, seq := o.resume, int64(0)
-	// A resumed session may show an earlier turn's failure until the node
-	// starts this one: that record (its update time) ends no turn here.
-	var earlier *timestamppb.Timestamp
-	if id == "" {
+	t, err := a.execSend(ctx, c, o, prompt)
+	if err != nil {
+		return "", 0, err
+	}
+	// A control plane that stops (or is lost) ends the watch, not the
+	// turn: exec watches again from the next seq, as cast watch does.
+	rw := resumingWatch{sessions: c.Sessions, id: t.id, next: t.seq + 1}
+	err = rw.follow(ctx, func(ev *castv1.WatchSessionResponse) (bool, error) {
+		return t.see(ev, rw.next-1), nil
+	})
+	switch {
+	case err == nil:
+	case parent.Err() != nil:
+		return "", 0, a.execInterrupted(c, t.id)
+	case ctx.Err() != nil:
+		return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", t.id, o.wait, t.id)
+	default:
+		return "", 0, err
+	}
+	code := int(t.end.LastExitCode)
+	if t.end.State == castv1.SessionState_SESSION_STATE_FAILED {
+		if code <= 0 {
+			code = 1
+		}
+		fmt.Fprintf(a.errOut, "cast: session %s failed: %s\n", t.id, t.end.StateReason)
+	}
+	return strings.Join(t.answer, "\n"), code, nil
+}
+
+// execSend starts the turn: a new one-shot session with the prompt, or
+// the prompt sent to the session --resume names.
+func (a *app) execSend(ctx context.Context, c *client.Client, o execOpts, prompt string) (*execTurn, error) {
+	if o.resume == "" {
 		req := &castv1.CreateSessionRequest{Agent: o.agent, Model: o.model, Cwd: o.cwd, Hidden: true, Text: prompt, RequestId: ids.NewClientID()}
 		a.fromHere(req)
 		sess, err := c.Sessions.CreateSession(ctx, req)
 		if err != nil {
-			return "", 0, err
+			return nil, err
 		}
 		if !a.json {
 			a.saidWhere(sess, o.cwd) // as cast new says it: stdout holds only the answer
 		}
-		id, seq = sess.Id, 1
-	} else {
-		prev, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-		if err != nil {
-			return "", 0, err
-		}
-		earlier = prev.UpdateTime
-		resp, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: prompt, RequestId: ids.NewClientID()})
-		if err != nil {
-			return "", 0, err
-		}
-		seq = resp.Message.Seq
+		return &execTurn{id: sess.Id, seq: 1}, nil
 	}
-	var answer []string
-	running := false
+	prev, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: o.resume})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: o.resume, Text: prompt, RequestId: ids.NewClientID()})
+	if err != nil {
+		return nil, err
+	}
+	return &execTurn{id: o.resume, seq: resp.Message.Seq, earlier: prev.UpdateTime}, nil
+}
+
+// execTurn is one exec turn as its session's events tell it.
+type execTurn struct {
+	id  string
+	seq int64 // the prompt's
+	// A resumed session may show an earlier turn's failure until the node
+	// starts this one: that record (its update time) ends no turn here.
+	earlier *timestamppb.Timestamp
+	running bool
+	answer  []string
 	// The session comes before the messages it counts (a watch sends it
 	// first, then replays from start_seq; so does a catch-up), so the
 	// turn's end is kept until the messages through its last seq are in.
-	var end *castv1.Session
-	got := seq // the last seq received
-	// A control plane that stops (or is lost) ends the watch, not the
-	// turn: exec watches again from the next seq, as cast watch does.
-	var stream castv1.SessionService_WatchSessionClient
-	b := retry.Budget{Policy: retry.Outage}
-	var opened time.Time
-	from := got
-	for {
-		var ev *castv1.WatchSessionResponse
-		var err error
-		if stream == nil {
-			opened, from = time.Now(), got
-			stream, err = c.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: got + 1})
-		}
-		if err == nil {
-			ev, err = stream.Recv()
-		}
-		if err != nil {
-			if parent.Err() != nil {
-				return "", 0, a.execInterrupted(c, id)
-			}
-			if ctx.Err() != nil {
-				return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", id, o.wait, id)
-			}
-			if code := status.Code(err); code != codes.Unavailable && code != codes.Canceled {
-				return "", 0, err
-			}
-			pause, ok := b.Ended(time.Now(), got > from || time.Since(opened) >= watchStable)
-			if !ok {
-				return "", 0, err
-			}
-			stream = nil
-			tick.Sleep(ctx, pause) // cut short when ctx ends: the next open says why
-			continue
-		}
-		if m := ev.GetMessage(); m != nil {
-			got = max(got, m.Seq)
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
-				answer = append(answer, m.Text)
-			}
-		}
-		if s := ev.GetSession(); s != nil && end == nil {
-			switch s.State {
-			case castv1.SessionState_SESSION_STATE_RUNNING:
-				running = true
-			case castv1.SessionState_SESSION_STATE_FAILED:
-				stale := earlier != nil && proto.Equal(s.UpdateTime, earlier)
-				if running || s.LastSeq > seq || s.StateReason != "" && !stale {
-					end = s
-				}
-			case castv1.SessionState_SESSION_STATE_IDLE:
-				if running || s.LastSeq > seq {
-					end = s
-				}
-			}
-		}
-		if end == nil || got < end.LastSeq {
-			continue
-		}
-		code := int(end.LastExitCode)
-		if end.State == castv1.SessionState_SESSION_STATE_FAILED {
-			if code <= 0 {
-				code = 1
-			}
-			fmt.Fprintf(a.errOut, "cast: session %s failed: %s\n", id, end.StateReason)
-		}
-		return strings.Join(answer, "\n"), code, nil
+	end *castv1.Session
+}
+
+// see takes in an event, got being the last seq received, and says
+// whether the turn has ended with its whole answer in.
+func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
+	if m := ev.GetMessage(); m != nil && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+		t.answer = append(t.answer, m.Text)
 	}
+	if s := ev.GetSession(); s != nil && t.end == nil {
+		switch s.State {
+		case castv1.SessionState_SESSION_STATE_RUNNING:
+			t.running = true
+		case castv1.SessionState_SESSION_STATE_FAILED:
+			stale := t.earlier != nil && proto.Equal(s.UpdateTime, t.earlier)
+			if t.running || s.LastSeq > t.seq || s.StateReason != "" && !stale {
+				t.end = s
+			}
+		case castv1.SessionState_SESSION_STATE_IDLE:
+			if t.running || s.LastSeq > t.seq {
+				t.end = s
+			}
+		}
+	}
+	return t.end != nil && got >= t.end.LastSeq
 }
 
 // shellJoin quotes argv for display (it is never run through a shell).
