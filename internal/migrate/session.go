@@ -125,7 +125,8 @@ func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) 
 // at a permission prompt is interrupted at once (the prompt is asked again
 // on the destination); a turn still running when --wait runs out is
 // interrupted; a source node that is gone is not waited for once it has
-// been away for SourceGrace (by then it stopped its agents itself).
+// been away for SourceGrace (by then it stopped its agents itself), or at
+// once when the move takes the work tree (its export needs the source).
 func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64, start time.Time) error {
 	fromRev := ms.FenceRevision
 	if fromRev == 0 {
@@ -133,6 +134,14 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	}
 	deadline := time.Now().Add(j.wait)
 	var stopAt, downSince time.Time
+	// A source away for less than its lease may be a blip with its turn
+	// still running: a move that skips the work tree would commit past it.
+	// A move that takes the work tree needs the source itself next, and
+	// fails while it is down (nothing moves), so it waits no grace.
+	grace := j.mg.cfg.SourceGrace
+	if !j.skipWT && ms.SourceCwd != "" {
+		grace = 0
+	}
 	interrupt := func(why string) error {
 		if !stopAt.IsZero() && time.Since(stopAt) < j.mg.cfg.ResendEvery {
 			return nil
@@ -154,7 +163,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 			}
 			// Away for less than its lease: a blip, and the turn may
 			// still run there.
-			return time.Since(downSince) >= j.mg.cfg.SourceGrace, nil
+			return time.Since(downSince) >= grace, nil
 		}
 		downSince = time.Time{}
 		switch {
@@ -184,7 +193,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 		if downSince.IsZero() {
 			downSince = time.Now()
 		}
-		if time.Since(downSince) >= j.mg.cfg.SourceGrace {
+		if time.Since(downSince) >= grace {
 			break
 		}
 		j.sleep(ctx, j.mg.cfg.Tick)
