@@ -121,6 +121,43 @@ func (j *job) step(ctx context.Context, ms *castv1.MigrationSession, rev int64) 
 	return fmt.Errorf("unknown migration state %v", ms.State)
 }
 
+// absence counts how long a migration's source has been disconnected.
+type absence struct {
+	since time.Time
+	grace time.Duration
+}
+
+// over notes the source away and reports whether it has been for grace.
+func (a *absence) over() bool {
+	if a.since.IsZero() {
+		a.since = time.Now()
+	}
+	return time.Since(a.since) >= a.grace
+}
+
+// back notes the source connected: an absence counts from its next drop.
+func (a *absence) back() { a.since = time.Time{} }
+
+// waitAway waits while node is away for less than its grace: a source
+// shows no turn once the liveness check failed it (after half a lease),
+// yet may still run it.
+func (j *job) waitAway(ctx context.Context, node string, away *absence) error {
+	for !j.cancelled() {
+		up, err := j.mg.st.NodeConnected(ctx, node)
+		if err != nil {
+			return err
+		}
+		if up || away.over() {
+			return nil
+		}
+		j.sleep(ctx, j.mg.cfg.Tick)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // drain waits for the in-flight turn, from the fence revision on. A session
 // at a permission prompt is interrupted at once (the prompt is asked again
 // on the destination); a turn still running when --wait runs out is
@@ -133,14 +170,14 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 		fromRev = rev // the fence txn wrote this record at the fence's revision
 	}
 	deadline := time.Now().Add(j.wait)
-	var stopAt, downSince time.Time
+	var stopAt time.Time
 	// A source away for less than its lease may be a blip with its turn
 	// still running: a move that skips the work tree would commit past it.
 	// A move that takes the work tree needs the source itself next, and
 	// fails while it is down (nothing moves), so it waits no grace.
-	grace := j.mg.cfg.SourceGrace
+	away := &absence{grace: j.mg.cfg.SourceGrace}
 	if !j.skipWT && ms.SourceCwd != "" {
-		grace = 0
+		away.grace = 0
 	}
 	interrupt := func(why string) error {
 		if !stopAt.IsZero() && time.Since(stopAt) < j.mg.cfg.ResendEvery {
@@ -158,14 +195,9 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 			return true, nil
 		}
 		if up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode); err == nil && !up {
-			if downSince.IsZero() {
-				downSince = time.Now()
-			}
-			// Away for less than its lease: a blip, and the turn may
-			// still run there.
-			return time.Since(downSince) >= grace, nil
+			return away.over(), nil // less than its grace: a blip, its turn may still run
 		}
-		downSince = time.Time{}
+		away.back()
 		switch {
 		case cur.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
 			return false, interrupt("waiting on a permission prompt")
@@ -180,26 +212,8 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	if err != nil {
 		return err
 	}
-	// A source that is away shows no turn once the liveness check failed
-	// it (after half a lease), yet may still run it: wait out its grace.
-	for !j.cancelled() {
-		up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode)
-		if err != nil {
-			return err
-		}
-		if up {
-			break
-		}
-		if downSince.IsZero() {
-			downSince = time.Now()
-		}
-		if time.Since(downSince) >= grace {
-			break
-		}
-		j.sleep(ctx, j.mg.cfg.Tick)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	if err := j.waitAway(ctx, ms.SourceNode, away); err != nil {
+		return err
 	}
 	if j.cancelled() {
 		return errs.New(errs.KindAborted, errs.ReasonConflict, "cancelled") // reread: run() rolls back
