@@ -242,14 +242,7 @@ func TestMigrateFenceWaitAndCancel(t *testing.T) {
 	c := testharness.Dial(t, cp.Addr())
 	src := rawNode(t, c, "src")
 	dst := rawNode(t, c, "dst")
-	go func() { // dst answers the (skipped) work tree step like a node
-		for cmd := range dst {
-			if imp := cmd.GetImportWorkTree(); imp != nil {
-				_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
-					SessionId: imp.SessionId, Node: "dst", Phase: "import"})
-			}
-		}
-	}()
+	go answerImports(c, dst, "dst")
 	waitConnected(t, c, "src", true)
 	waitConnected(t, c, "dst", true)
 	ctx := ctxT(t)
@@ -370,27 +363,9 @@ func TestMigrateDrainDoesNotForceBlippedSource(t *testing.T) {
 	cp := testharness.StartControlPlane(t, testharness.ShortLease)
 	c := testharness.Dial(t, cp.Addr())
 	src := connectNode(t, ctxT(t), c, "src", nil)
-	srcCmds := make(chan *castv1.Command, 64)
-	go func() {
-		for {
-			f, err := src.stream.Recv()
-			if err != nil {
-				return
-			}
-			if cmd := f.GetCommand(); cmd != nil {
-				srcCmds <- cmd
-			}
-		}
-	}()
+	srcCmds := commandsOf(src)
 	dst := rawNode(t, c, "dst")
-	go func() { // dst answers the (skipped) work tree step like a node
-		for cmd := range dst {
-			if imp := cmd.GetImportWorkTree(); imp != nil {
-				_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
-					SessionId: imp.SessionId, Node: "dst", Phase: "import"})
-			}
-		}
-	}()
+	go answerImports(c, dst, "dst")
 	waitConnected(t, c, "src", true)
 	waitConnected(t, c, "dst", true)
 	ctx := ctxT(t)
@@ -420,5 +395,16 @@ func TestMigrateDrainDoesNotForceBlippedSource(t *testing.T) {
 	if margin := 2 * time.Second * 3 / 4; m.State == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED && time.Since(dropped) < margin {
 		t.Fatalf("the move of a session mid-turn committed %s after its source's stream dropped, before the source stops its agent by itself (%s)",
 			time.Since(dropped).Round(time.Millisecond), margin)
+	}
+}
+
+// answerImports answers the (skipped) work tree step of every migration
+// into node, as a node does, from its command stream cmds.
+func answerImports(c *client.Client, cmds <-chan *castv1.Command, node string) {
+	for cmd := range cmds {
+		if imp := cmd.GetImportWorkTree(); imp != nil {
+			_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
+				SessionId: imp.SessionId, Node: node, Phase: "import"})
+		}
 	}
 }

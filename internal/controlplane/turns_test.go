@@ -16,7 +16,11 @@ import (
 // rawNode connects a hand-driven node stream and returns a channel of the
 // commands it receives (acking none of them).
 func rawNode(t *testing.T, c *client.Client, name string) <-chan *castv1.Command {
-	n := connectNode(t, ctxT(t), c, name, nil)
+	return commandsOf(connectNode(t, ctxT(t), c, name, nil))
+}
+
+// commandsOf is the commands n's stream carries, until it ends.
+func commandsOf(n *nodeStream) <-chan *castv1.Command {
 	cmds := make(chan *castv1.Command, 64)
 	go func() {
 		defer close(cmds)
