@@ -8,12 +8,9 @@
 // imported messages), CAST_WEB_NEW_CWD (a folder on the node for a session the
 // page starts), CAST_WEB_OIDC_EMAIL (the person the control plane's
 // fake OIDC issuer signs in), CAST_WEB_SHOTS (a folder for screenshots),
-// CHROMIUM (default /usr/bin/chromium), CAST_WEB_PROFILE (an empty folder
-// for the browser's profile).
-import { chromium } from "playwright-core";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+// and browser.mjs's.
 import { join } from "node:path";
+import { drive, need, step } from "./browser.mjs";
 
 const login = need("CAST_WEB_LOGIN");
 const sessionId = need("CAST_WEB_SESSION");
@@ -23,53 +20,13 @@ const oidcEmail = need("CAST_WEB_OIDC_EMAIL"); // whom the fake issuer signs in
 const newCwd = need("CAST_WEB_NEW_CWD"); // a folder on the node for a session the page starts
 const T = 120_000; // a real CLI's turn on 2 busy cores
 
-function need(k) {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-}
-function step(what) {
-  console.log(`step: ${what}`);
-}
-
-// A fresh profile: the test's temp dir (removed with it), else a new one.
-const profile = process.env.CAST_WEB_PROFILE || mkdtempSync(join(tmpdir(), "cast-chromium-"));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  viewport: { width: 1280, height: 900 },
+await drive(shots, (page) => {
+  // Every move the page sends, so a doubled one shows in the log.
+  page.on("request", (r) => {
+    if (/Handoff|Fork|Switch/.test(r.url())) console.log(`request: ${new URL(r.url()).pathname}`);
+  });
+  return run(page);
 });
-const page = browser.pages()[0] ?? (await browser.newPage());
-// Two cores shared by the whole suite: a step may wait long for its turn.
-page.setDefaultTimeout(60_000);
-const consoleErrors = [];
-page.on("pageerror", (e) => consoleErrors.push(String(e)));
-// Every move the page sends, so a doubled one shows in the log.
-page.on("request", (r) => {
-  if (/Handoff|Fork|Switch/.test(r.url())) console.log(`request: ${new URL(r.url()).pathname}`);
-});
-let failed = false;
-try {
-  await run(page);
-} catch (err) {
-  failed = true;
-  console.error(`FAILED: ${err?.stack ?? err}`);
-  await page.screenshot({ path: join(shots, "failure.png"), fullPage: true }).catch(() => {});
-  console.error(`status line: ${await page.locator("#status").textContent().catch(() => "?")}`);
-  const tail = await page
-    .evaluate(() => [...document.querySelectorAll("ol.timeline > li")].slice(-4).map((li) => `${li.className} #${li.dataset.seq}: ${li.textContent.slice(0, 90)}`))
-    .catch(() => []);
-  console.error(`last rows:\n${tail.join("\n")}`);
-} finally {
-  await browser.close();
-}
-if (consoleErrors.length) {
-  console.error(`page errors: ${consoleErrors.join("\n")}`);
-  failed = true;
-}
-process.exit(failed ? 1 : 0);
 
 // shot saves the page; fullPage: false keeps the viewport as it is (a
 // full-page capture makes it as tall as the page, which grows the
