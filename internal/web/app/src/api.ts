@@ -58,6 +58,19 @@ export function isAbort(err: unknown): boolean {
   return err instanceof ConnectError && err.code === Code.Canceled;
 }
 
+/**
+ * heals says watching again can get past what ended a stream: the control
+ * plane stopping or lost (a restart; Unavailable), the connection dropped
+ * (fetch reports it as Unknown, a body cut short as Internal), a deadline,
+ * or the server canceling it while the page still wants it. A session
+ * gone or not the caller's, or a browser signed out, stays so.
+ */
+export function heals(err: unknown): boolean {
+  return err instanceof ConnectError && healing.has(err.code);
+}
+
+const healing = new Set([Code.Unavailable, Code.Unknown, Code.Internal, Code.DeadlineExceeded, Code.Canceled]);
+
 /** requestId makes a retried mutation store once. */
 export function requestId(): string {
   return crypto.randomUUID();

@@ -43,3 +43,8 @@ export function say(text: string, alert = false): void {
   el.className = alert ? "status alert" : "status";
   el.setAttribute("role", alert ? "alert" : "status");
 }
+
+/** unsay clears the status line if it still says text (not what was said since). */
+export function unsay(text: string): void {
+  if (document.getElementById("status")!.textContent === text) say("");
+}

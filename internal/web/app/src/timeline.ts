@@ -3,15 +3,24 @@
 // KEEP pages are drawn at once), new messages live from WatchSession; the
 // header panel moves the session (switch, fork, hand off) and the
 // composer sends, interrupts and answers permissions.
-import { errorText, isAbort, requestId, sessions } from "./api";
-import { ago, h, say } from "./dom";
+import { errorText, heals, isAbort, requestId, sessions } from "./api";
+import { ago, h, say, unsay } from "./dom";
 import { MessageKind, SessionState, type Message, type Session } from "./gen/cast/v1/session_pb";
+import type { WatchSessionResponse } from "./gen/cast/v1/session_service_pb";
 import { agentList, date, displayName, lineage, stateClass, stateLabel } from "./labels";
 import { setCommands } from "./palette";
 
 const PAGE = 200; // messages per page fetched
 const KEEP = 3; // pages drawn at once: a session of any length keeps at most this many in the page
 const FOLD = 2000; // characters of a tool output shown before "show all"
+// The live watch's pauses between streams (ms): doubling from RETRY_MIN
+// to RETRY_MAX (±20%, never past it) while the control plane stays away
+// (a restart takes seconds), back to RETRY_MIN after a stream that worked
+// (delivered a message, or stayed up STABLE), as `cast watch` does.
+const RETRY_MIN = 250;
+const RETRY_MAX = 4000;
+const STABLE = 5000;
+const RECONNECTING = "Live updates lost; reconnecting…";
 
 export async function timeline(main: HTMLElement, id: string, signal: AbortSignal): Promise<void> {
   let sess = await sessions.getSession({ sessionId: id }, { signal });
@@ -32,19 +41,57 @@ export async function timeline(main: HTMLElement, id: string, signal: AbortSigna
   signal.addEventListener("abort", () => io.disconnect());
   // Live: from the seq after the newest shown; the stream also carries
   // every change of the session record.
-  void (async () => {
+  follow(id, last + 1n, signal, (ev) => {
+    if (ev.event.case === "message") view.live(ev.event.value);
+    if (ev.event.case === "session") {
+      sess = ev.event.value;
+      view.update(sess);
+    }
+  }).catch((err: unknown) => say("Live updates stopped: " + errorText(err), true));
+}
+
+// follow hands on each event of the session's watch from seq next for as
+// long as the page shows it. A stream that ends in a way that heals (the
+// control plane restarting, the server ending the watch, the network
+// dropping) is opened again from the seq after the newest message handed
+// on, so none is handed on twice or skipped, after a pause that doubles
+// while the streams keep failing. It returns when signal fires, and
+// throws what does not heal (the session gone or not the caller's, the
+// browser signed out).
+async function follow(id: string, next: bigint, signal: AbortSignal, on: (ev: WatchSessionResponse) => void): Promise<void> {
+  for (let pause = RETRY_MIN; ; pause = Math.min(2 * pause, RETRY_MAX)) {
+    const opened = Date.now();
+    let worked = false; // delivered a message: the control plane is back
     try {
-      for await (const ev of sessions.watchSession({ sessionId: id, startSeq: last + 1n }, { signal })) {
-        if (ev.event.case === "message") view.live(ev.event.value);
-        if (ev.event.case === "session") {
-          sess = ev.event.value;
-          view.update(sess);
+      for await (const ev of sessions.watchSession({ sessionId: id, startSeq: next }, { signal })) {
+        if (ev.event.case === "message") {
+          if (ev.event.value.seq < next) continue; // handed on before a reconnect
+          next = ev.event.value.seq + 1n;
+          worked = true;
         }
+        unsay(RECONNECTING);
+        on(ev);
       }
     } catch (err) {
-      if (!isAbort(err)) say("Live updates stopped: " + errorText(err), true);
+      if (!signal.aborted && !heals(err)) throw err;
     }
-  })();
+    if (signal.aborted) return;
+    // A stream that worked ended: the next pause starts short again. (Each
+    // stream's first event is the session, so a server ending every
+    // stream at once does not count as working.)
+    if (worked || Date.now() - opened >= STABLE) pause = RETRY_MIN;
+    say(RECONNECTING);
+    await sleep(Math.min(RETRY_MAX, pause * (0.8 + 0.4 * Math.random())), signal);
+  }
+}
+
+// sleep waits ms, or until signal fires.
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((done) => {
+    const stop = () => (clearTimeout(timer), done());
+    const timer = setTimeout(() => (signal.removeEventListener("abort", stop), done()), ms);
+    signal.addEventListener("abort", stop, { once: true });
+  });
 }
 
 async function readRange(id: string, start: bigint, end: bigint, signal: AbortSignal): Promise<Message[]> {
