@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +41,7 @@ const chromium = "/usr/bin/chromium"
 // CAST_WEB_SHOTS). Then the store must hold what the page did.
 func TestWebTimeline(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("%s is missing: install Debian's chromium (apt-get install -y chromium, or bash .ci/install-debs.sh)", chromium)
-	}
-	app := filepath.Join(testharness.RepoRoot(t), "internal", "web", "app")
-	if _, err := os.Stat(filepath.Join(app, "node_modules", "playwright-core")); err != nil {
-		t.Fatalf("playwright-core is missing: run `npm ci` in %s (make test does: .ci/install-web.sh)", app)
-	}
+	app := browserApp(t)
 	iss := testharness.StartOIDCIssuer(t)
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
@@ -153,6 +148,108 @@ func TestWebTimeline(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
 			t.Errorf("no screenshot of %s: %v", name, err)
 		}
+	}
+}
+
+// browserApp is the web app's folder, once the browser its scripts drive
+// (app/e2e) is there: a missing one fails the test, never skips it.
+func browserApp(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s is missing: install Debian's chromium (apt-get install -y chromium, or bash .ci/install-debs.sh)", chromium)
+	}
+	app := filepath.Join(testharness.RepoRoot(t), "internal", "web", "app")
+	if _, err := os.Stat(filepath.Join(app, "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("playwright-core is missing: run `npm ci` in %s (make test does: .ci/install-web.sh)", app)
+	}
+	return app
+}
+
+// The open timeline keeps its live updates through a control plane
+// restart (the stream ends Unavailable, and the next ones fail until the
+// replica is back) and a dropped connection (cut at a proxy between the
+// browser and the web listener): a message added after each appears in
+// the page without a reload, once, with every stored message drawn once
+// (internal/web/app/e2e/resume.mjs). The page said it was reconnecting,
+// and says so no more.
+func TestWebTimelineResumesLiveUpdates(t *testing.T) {
+	t.Parallel()
+	app := browserApp(t)
+	dir, addr, webAddr := filepath.Join(t.TempDir(), "etcd"), freeAddr(t), freeAddr(t)
+	// The same data and ports each time it starts: a replica restarted.
+	cfg := func(c *controlplane.Config) {
+		c.DataDir, c.Listen = dir, addr
+		c.Web.Listen, c.Web.Plain = webAddr, true // as --dev
+	}
+	srv := testharness.StartControlPlane(t, cfg)
+	c := testharness.Dial(t, addr)
+	ctx := context.Background()
+	testharness.StartNode(t, addr, "n1", nil)
+	testharness.WaitFor(t, 30*time.Second, "node n1 connected", func() bool { return testharness.NodeConnectedSince(c, "n1", time.Time{}) })
+	// An import: nothing runs, so the session holds only what the test adds.
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "n1", Cwd: t.TempDir(), HistoryMessages: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(kind castv1.MessageKind, text string) {
+		t.Helper()
+		if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id,
+			Messages: []*castv1.Message{{ClientId: ids.NewClientID(), Kind: kind, Agent: "claude", Text: text}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(castv1.MessageKind_MESSAGE_KIND_USER, "WEB-MARK-0")
+	login, err := c.Auth.CreateWebLogin(ctx, &castv1.CreateWebLoginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The browser reaches the app through a proxy that can drop its
+	// connections (the cookie is the host's, whatever the port).
+	proxy := testharness.StartProxy(t, webAddr)
+	link := strings.Replace(login.Url, webAddr, proxy.Addr, 1)
+	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test
+	if d := os.Getenv("CAST_WEB_SHOTS"); d != "" {
+		shots = d
+	}
+	page := testharness.StartProcEnv(t, []string{"CAST_WEB_LOGIN=" + link, "CAST_WEB_SESSION=" + sess.Id, "CAST_WEB_SHOTS=" + shots,
+		"CHROMIUM=" + chromium, "CAST_WEB_PROFILE=" + t.TempDir()}, "node", filepath.Join(app, "e2e", "resume.mjs"))
+	await := func(line string) {
+		t.Helper()
+		if err := page.AwaitLine("step: "+line, "the page ("+line+")", 3*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	await("the timeline is open")
+	add(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "WEB-MARK-1")
+	await("WEB-MARK-1 arrived live")
+	srv.Stop()
+	testharness.StartControlPlane(t, cfg)
+	testharness.WaitFor(t, time.Minute, "the test's client back on the restarted control plane", func() bool {
+		_, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sess.Id})
+		return err == nil
+	})
+	add(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "WEB-MARK-2")
+	await("WEB-MARK-2 arrived after the restart")
+	proxy.Reset()
+	add(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "WEB-MARK-3")
+	code, exited := page.Wait(3 * time.Minute)
+	t.Logf("resume.mjs:\n%s", page.Output())
+	if !exited || code != 0 {
+		t.Fatalf("the browser run failed (exited %v, code %d); screenshots in %s", exited, code, shots)
+	}
+	// Every stored message drawn, in order (the script checked each is
+	// drawn once).
+	stored, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, m := range stored.Messages {
+		want = append(want, strconv.FormatInt(m.Seq, 10))
+	}
+	if line := "drawn: " + strings.Join(want, ","); !strings.Contains(page.Output(), line+"\n") {
+		t.Fatalf("the page did not draw the stored messages (%s) once each, in order", line)
 	}
 }
 
