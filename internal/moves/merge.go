@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
@@ -49,6 +50,14 @@ type Merged struct {
 // for one: that turn's answer would be stored after the merged work and
 // mark it seen. Merging again brings only what is new; a retried merge
 // stores nothing twice (client ids derive from the fork and the range).
+//
+// The parent's append and the fork's new merged_upto_seq are writes to
+// two sessions, so the range is recorded on the fork first
+// (merge_pending_upto_seq). A merge that failed between the two writes
+// left it there; the next merge finishes that range first, the same
+// messages under the same client ids (the parent answers what it holds as
+// already stored), then merges what the fork did since as a merge of its
+// own, which carries the prompt. Both come back as one Merged.
 func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 	fork, err := st.GetSession(ctx, r.ForkID)
 	if err != nil {
@@ -65,40 +74,90 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 		return Merged{}, err
 	}
 	from := max(fork.MergedUptoSeq, fork.ForkedAtSeq) + 1
-	to := fork.LastSeq
-	var msgs []transcript.Message
-	if err := eachMessage(ctx, st, r.ForkID, from, to, func(m *castv1.Message) error {
-		msgs = append(msgs, wire.FromProto(m))
+	pending := fork.MergePendingUptoSeq
+	var unfinished, fresh []transcript.Message
+	if err := eachMessage(ctx, st, r.ForkID, from, fork.LastSeq, func(m *castv1.Message) error {
+		if m.Seq <= pending {
+			unfinished = append(unfinished, wire.FromProto(m))
+		} else {
+			fresh = append(fresh, wire.FromProto(m))
+		}
 		return nil
 	}); err != nil {
 		return Merged{}, err
 	}
-	if len(delivery.ContentSeqs(msgs)) == 0 {
+	more := len(delivery.ContentSeqs(fresh)) > 0
+	if pending == 0 && !more {
 		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", r.ForkID)
 	}
+	var out Merged
+	if pending > 0 {
+		// The prompt goes with the last merge: a retry of the same
+		// request with nothing newer stores the very batch it failed on.
+		if out, err = mergeRange(ctx, st, r, fork, parent, unfinished, from, pending, !more); err != nil || !more {
+			return out, err
+		}
+		from = pending + 1
+	}
+	last, err := mergeRange(ctx, st, r, fork, parent, fresh, from, fork.LastSeq, true)
+	if err != nil {
+		return Merged{}, err
+	}
+	if pending > 0 {
+		last.From, last.Included, last.Omitted = out.From, last.Included+out.Included, last.Omitted+out.Omitted
+	}
+	return last, nil
+}
+
+// mergeRange stores the fork's msgs (from..to) in the parent as one merge,
+// with the prompt r asks for when withPrompt, and moves the fork's
+// merged_upto_seq to to. The range is recorded on the fork before the
+// append and cleared with merged_upto_seq, so a failure between the two
+// writes leaves it for the next merge to finish (see Merge).
+func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *castv1.Session, msgs []transcript.Message, from, to int64, withPrompt bool) (Merged, error) {
 	window := 0
 	if a, ok := agents.Lookup(parent.Agent); ok {
 		window = a.ContextWindow
 	}
-	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: r.ForkID, ContextWindow: window,
-		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", r.ForkID, displayName(fork.Agent))})
-	key := fmt.Sprintf("merge.%s.%d.%d", r.ForkID, from, to)
+	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: fork.Id, ContextWindow: window,
+		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, displayName(fork.Agent))})
+	key := fmt.Sprintf("merge.%s.%d.%d", fork.Id, from, to)
 	batch := []*castv1.Message{
 		{ClientId: key + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeMerge,
-			Text: fmt.Sprintf("Merged fork %s (messages %d:%d): %d items included, %d omitted.", r.ForkID, from, to, sl.Included, sl.Omitted)},
+			Text: fmt.Sprintf("Merged fork %s (messages %d:%d): %d items included, %d omitted.", fork.Id, from, to, sl.Included, sl.Omitted)},
 		// Content, but no user message: the dispatcher hands only user
 		// messages to the node, so it wakes no agent.
 		{ClientId: key + ".history", Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: sl.Text},
 	}
-	if prompt := mergePrompt(r, fork, from, to); prompt != "" {
+	if prompt := mergePrompt(r, fork, from, to); withPrompt && prompt != "" {
 		batch = append(batch, &castv1.Message{ClientId: key + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: prompt})
 	}
+	// The intent, before the append: a merge that fails after the append
+	// must leave the range for the next one to finish, not to cover again
+	// under the client ids of a longer range. A merge that moved the fork
+	// since it was read (or holds another range) wins; this one stops.
+	if _, err := st.UpdateSession(ctx, fork.Id, func(s *castv1.Session) error {
+		if max(s.MergedUptoSeq, s.ForkedAtSeq)+1 != from || s.MergePendingUptoSeq != 0 && s.MergePendingUptoSeq != to {
+			return errs.New(errs.KindAborted, errs.ReasonConflict,
+				"another merge of fork %s is under way or just finished; merge again", fork.Id)
+		}
+		s.MergePendingUptoSeq = to
+		return nil
+	}); err != nil {
+		return Merged{}, err
+	}
 	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{})
+	if errs.HasReason(err, errs.ReasonClientIDReused) && fork.MergePendingUptoSeq == to {
+		stored, err = appendEach(ctx, st, parent.Id, batch)
+	}
 	if err != nil {
 		return Merged{}, err
 	}
-	if _, err := st.UpdateSession(ctx, r.ForkID, func(s *castv1.Session) error {
+	if _, err := st.UpdateSession(ctx, fork.Id, func(s *castv1.Session) error {
 		s.MergedUptoSeq = max(s.MergedUptoSeq, to)
+		if s.MergePendingUptoSeq == to {
+			s.MergePendingUptoSeq = 0
+		}
 		return nil
 	}); err != nil {
 		return Merged{}, err
@@ -109,6 +168,26 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 	}
 	out.Parent, err = st.GetSession(ctx, parent.Id)
 	return out, err
+}
+
+// appendEach finishes an interrupted merge whose batch the parent holds in
+// part under another body: the fork's or the parent's agent changed in
+// between, and the history renders differently (or another message was
+// given). It stores batch one message at a time; one whose client id is
+// stored stays as the first attempt stored it (its seq taken from the
+// refusal), so each message of the range is in the parent once.
+func appendEach(ctx context.Context, st Store, parentID string, batch []*castv1.Message) ([]*castv1.Message, error) {
+	for _, m := range batch {
+		_, err := st.Append(ctx, parentID, []*castv1.Message{m}, fence.Guard{})
+		if e, ok := errs.As(err); ok && e.Reason == errs.ReasonClientIDReused {
+			m.Seq, _ = strconv.ParseInt(e.Metadata["seq"], 10, 64) // 0, unknown, when the store does not say
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return batch, nil
 }
 
 // mergePrompt is the user message that runs the parent's turn on a merge:

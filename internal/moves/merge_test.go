@@ -2,6 +2,7 @@ package moves_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -138,5 +139,137 @@ func TestMergeNotHeldByAdoptedRows(t *testing.T) {
 	}
 	if _, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork}); err != nil {
 		t.Fatalf("merge after an adopted user row: %v", err)
+	}
+}
+
+// failingStore fails one write of a merge, as when etcd goes away
+// mid-merge: the parent's append (stored, its answer lost) or the fork's
+// update after it.
+type failingStore struct {
+	*store.Store
+	fork       string
+	loseAppend bool // the parent's append is stored, its answer lost
+	failUpdate bool // the fork's first update after the append fails
+	appended   bool
+	failed     bool
+}
+
+var errAway = errors.New("etcd away")
+
+func (s *failingStore) Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
+	out, err := s.Store.Append(ctx, id, msgs, g)
+	if err != nil || id == s.fork || s.failed {
+		return out, err
+	}
+	s.appended = true
+	if s.loseAppend {
+		s.failed = true
+		return nil, errAway
+	}
+	return out, nil
+}
+
+func (s *failingStore) UpdateSession(ctx context.Context, id string, fn func(*castv1.Session) error) (*castv1.Session, error) {
+	if s.failUpdate && s.appended && id == s.fork && !s.failed {
+		s.failed = true
+		return nil, errAway
+	}
+	return s.Store.UpdateSession(ctx, id, fn)
+}
+
+// A merge that failed after its append reached the parent, retried once
+// the fork did more work, brings each piece of the fork's work into the
+// parent once: the retry finishes the first range (answered as already
+// stored, even when an agent switched in between and the range renders
+// differently) before it merges what came after it, and a merge after
+// that finds nothing new.
+func TestRetriedMergeStoresEachRangeOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		loseAppend, failUpdate bool
+		run                    bool
+		forkAgent              string // the fork switches to it before the retry
+	}{
+		{name: "fork update fails", failUpdate: true},
+		{name: "fork update fails, with a turn", failUpdate: true, run: true},
+		{name: "append answer lost", loseAppend: true},
+		{name: "fork switched agents before the retry", failUpdate: true, run: true, forkAgent: "codex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newMergeRig(t)
+			st := &failingStore{Store: r.s, fork: r.fork, loseAppend: tc.loseAppend, failUpdate: tc.failUpdate}
+			req := moves.MergeRequest{ForkID: r.fork, Run: tc.run}
+			// taken: a turn ran on the merge's prompt, if it stored one
+			// (a merge is refused while the parent has one waiting).
+			taken := func() {
+				if tc.run {
+					parent, err := r.s.GetSession(r.ctx, r.parent)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r.delivered(parent.LastSeq)
+				}
+			}
+			work := []string{"first-piece", "second-piece"}
+			for _, w := range work {
+				r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, w)
+			}
+			if _, err := moves.Merge(r.ctx, st, req); !errors.Is(err, errAway) || !st.failed {
+				t.Fatalf("merge with etcd going away: %v, want it to fail", err)
+			}
+			taken()
+			if tc.forkAgent != "" {
+				if _, err := r.s.UpdateSession(r.ctx, r.fork, func(s *castv1.Session) error {
+					s.Agent = tc.forkAgent
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, w := range []string{"third-piece", "fourth-piece"} {
+				work = append(work, w)
+				r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, w)
+			}
+			m, err := moves.Merge(r.ctx, st, req)
+			if err != nil {
+				t.Fatalf("retried merge: %v", err)
+			}
+			fork, err := r.s.GetSession(r.ctx, r.fork)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.To != fork.LastSeq || fork.MergedUptoSeq != fork.LastSeq || fork.MergePendingUptoSeq != 0 {
+				t.Errorf("retried merge to #%d; the fork (last #%d) merged up to #%d, pending #%d",
+					m.To, fork.LastSeq, fork.MergedUptoSeq, fork.MergePendingUptoSeq)
+			}
+			taken()
+			if _, err := moves.Merge(r.ctx, st, req); !errs.HasReason(err, "NOTHING_TO_MERGE") {
+				t.Errorf("merge after the retry: %v, want NOTHING_TO_MERGE", err)
+			}
+			msgs, _, err := r.s.ListMessages(r.ctx, r.parent, 1, 0, 100, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompts := 0
+			for _, m := range msgs {
+				if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.HasPrefix(m.ClientId, "merge.") {
+					prompts++
+				}
+			}
+			for _, w := range work {
+				n := 0
+				for _, m := range msgs {
+					n += strings.Count(m.Text, w)
+				}
+				if n != 1 {
+					t.Errorf("the parent holds the fork's %q %d times, want once", w, n)
+				}
+			}
+			// With --run, one turn per merged range: the failed merge's
+			// prompt ran one on the first; the retry asks one for the rest.
+			if want := map[bool]int{false: 0, true: 2}[tc.run]; prompts != want {
+				t.Errorf("the parent holds %d merge prompts, want %d", prompts, want)
+			}
+		})
 	}
 }

@@ -200,7 +200,8 @@ type Session struct {
 	HistorySeq int64 `protobuf:"varint,17,opt,name=history_seq,json=historySeq,proto3" json:"history_seq,omitempty"`
 	// last_exit_code is the agent CLI's exit status of the last turn.
 	LastExitCode int32 `protobuf:"varint,18,opt,name=last_exit_code,json=lastExitCode,proto3" json:"last_exit_code,omitempty"`
-	// merged_upto_seq is the last seq of this fork merged back to its parent.
+	// merged_upto_seq is the last seq of this fork merged back to its parent
+	// (see merge_pending_upto_seq).
 	MergedUptoSeq int64 `protobuf:"varint,19,opt,name=merged_upto_seq,json=mergedUptoSeq,proto3" json:"merged_upto_seq,omitempty"`
 	// pins are short notes kept on the session ("Handed off to x on pi").
 	Pins []string `protobuf:"bytes,20,rep,name=pins,proto3" json:"pins,omitempty"`
@@ -238,9 +239,16 @@ type Session struct {
 	// parent_call_id is, for a worker that holds a subagent's run imported
 	// or adopted from an agent's files, the parent's tool call that started
 	// the run (the call id in the parent's transcript), where the files say.
-	ParentCallId  string `protobuf:"bytes,30,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ParentCallId string `protobuf:"bytes,30,opt,name=parent_call_id,json=parentCallId,proto3" json:"parent_call_id,omitempty"`
+	// merge_pending_upto_seq is set on a fork while a merge of its messages
+	// after merged_upto_seq (else forked_at_seq) through this seq is under
+	// way: it is recorded before the parent's append and cleared with the
+	// new merged_upto_seq, so a merge that failed between the two is
+	// finished, over the same range, before anything newer is merged. 0
+	// when no merge is under way.
+	MergePendingUptoSeq int64 `protobuf:"varint,31,opt,name=merge_pending_upto_seq,json=mergePendingUptoSeq,proto3" json:"merge_pending_upto_seq,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -481,6 +489,13 @@ func (x *Session) GetParentCallId() string {
 		return x.ParentCallId
 	}
 	return ""
+}
+
+func (x *Session) GetMergePendingUptoSeq() int64 {
+	if x != nil {
+		return x.MergePendingUptoSeq
+	}
+	return 0
 }
 
 // SessionOrigin is where an adopted session's native transcript was.
@@ -917,7 +932,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\a\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\a\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -952,7 +967,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\acreator\x18\x1b \x01(\tR\acreator\x12\x1a\n" +
 	"\bcheckout\x18\x1c \x01(\tR\bcheckout\x12.\n" +
 	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12$\n" +
-	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\"j\n" +
+	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\x123\n" +
+	"\x16merge_pending_upto_seq\x18\x1f \x01(\x03R\x13mergePendingUptoSeq\"j\n" +
 	"\rSessionOrigin\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +
