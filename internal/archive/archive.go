@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -19,7 +20,9 @@ type Store interface {
 	PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error
 }
 
-// Archive hides the session and closes it to new messages.
+// Archive hides the session and closes it to new messages: the store
+// refuses an open-only append (fence.Guard.Open) whose txn commits after
+// the archive's, however early it read the session.
 func Archive(ctx context.Context, st Store, id string) (*castv1.Session, error) {
 	return st.UpdateSession(ctx, id, func(s *castv1.Session) error {
 		if err := idle(s); err != nil {
@@ -35,11 +38,11 @@ func Purge(ctx context.Context, st Store, id string) error {
 	return st.PurgeSession(ctx, id, idle)
 }
 
-// Sendable refuses a message to an archived session.
+// Sendable refuses a message to an archived session, up front: a caller
+// that must not race an archive appends with fence.Guard.Open too.
 func Sendable(s *castv1.Session) error {
 	if s.Archived {
-		return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionArchived,
-			"session %s is archived and takes no new messages; `cast fork %s` continues it in a new session", s.Id, s.Id).With("session", s.Id)
+		return fence.Archived(s.Id)
 	}
 	return nil
 }

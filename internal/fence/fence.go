@@ -14,6 +14,14 @@ import castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 type Guard struct {
 	Node  string
 	Token int64
+	// Open makes a user append commit only while the session is open:
+	// not archived (`cast rm`), checked in the append's own txn. Set it on
+	// messages sent to the session, which its owner would run or take in
+	// (a send, an API append, a worker's report to its parent, a merge);
+	// notices cast writes about the session go in either way, and so do
+	// the owner's writes (a guard with a Token: a turn that started before
+	// the archive ends with its output kept).
+	Open bool
 }
 
 // Lease is a node's liveness lease. The node is connected exactly while its

@@ -1,6 +1,16 @@
 package fence
 
-import castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+import (
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// Archived is the refusal of a message to archived session id: the one
+// text of the store's check (Guard.Open) and of the cores' own.
+func Archived(id string) *errs.Error {
+	return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionArchived,
+		"session %s is archived and takes no new messages; `cast fork %s` continues it in a new session", id, id).With("session", id)
+}
 
 // CreateParams describes a new session.
 type CreateParams struct {

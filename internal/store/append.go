@@ -39,11 +39,12 @@ type appendCall struct {
 // and create time); with a different body it is refused (CLIENT_ID_REUSED).
 //
 // Everything that can refuse the append is checked before a chunk is
-// written: ids, sizes, the session, the owner, stored client ids, the quota
-// (chunks included). The commit txn checks session, owner and client ids
-// again; chunks of an attempt it refuses are orphans under keys no one
-// else uses. An append of inline messages only writes nothing before its
-// commit, so it leaves those checks to the commit txn (no extra round trip).
+// written: ids, sizes, the session, the owner (with g.Open, its archive),
+// stored client ids, the quota (chunks included). The commit txn checks
+// session, owner (archive) and client ids again; chunks of an attempt it
+// refuses are orphans under keys no one else uses. An append of inline
+// messages only writes nothing before its commit, so it leaves those
+// checks to the commit txn (no extra round trip).
 func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
 	for _, m := range msgs {
@@ -123,12 +124,13 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 // precheckGets bounds the reads of one precheck txn (etcd allows 128 ops).
 const precheckGets = 100
 
-// precheck refuses an append to a missing session or by a node that does
-// not own it, and returns the records of its client ids already stored,
-// in as few txns as etcd's op limit allows (one for up to 98 messages).
+// precheck refuses an append to a missing session, by a node that does
+// not own it, or open-only to an archived one, and returns the records of
+// its client ids already stored, in as few txns as etcd's op limit allows
+// (one for up to 98 messages).
 func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) (map[string]*mvccpb.KeyValue, error) {
 	stored := map[string]*mvccpb.KeyValue{}
-	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.ownerKey(sessionID))}
+	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.secondKey(sessionID, g))}
 	cids := make([]string, 0, len(msgs))
 	for i, m := range msgs {
 		cids = append(cids, m.ClientId)
@@ -145,7 +147,7 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 			if rs[0].GetResponseRange().Count == 0 {
 				return nil, sessionNotFound(sessionID)
 			}
-			if err := s.checkGuard(g, rs[1].GetResponseRange().Kvs); err != nil {
+			if err := s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs); err != nil {
 				return nil, err
 			}
 			rs = rs[2:]
@@ -327,6 +329,43 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 		p.written += len(r.p.envelope)
 	}
 	return p, nil
+}
+
+// openOnly reports whether g's append is refused by an archived session.
+// Its batch reads the session's record where others read the owner (which
+// a user append never compares), so the check costs the round no op; the
+// archive moves the seq key, which every append's txn compares (mutate).
+func openOnly(g fence.Guard) bool { return g.Open && g.Token == 0 }
+
+// secondKey is what a batch reads besides its seq key: the owner, or an
+// open-only append's session record.
+func (s *Store) secondKey(sessionID string, g fence.Guard) string {
+	if openOnly(g) {
+		return s.sessionKey(sessionID)
+	}
+	return s.ownerKey(sessionID)
+}
+
+// checkSecond refuses an append by what secondKey read: an owner-side one
+// whose node does not own the session, an open-only one to an archived
+// session. A record archived before archives moved the seq key (its data
+// kept from an earlier version) is refused the same way: it is read
+// whenever the replica has no memory of the session open (known.go).
+func (s *Store) checkSecond(sessionID string, g fence.Guard, kvs []*mvccpb.KeyValue) error {
+	if !openOnly(g) {
+		return s.checkGuard(g, kvs)
+	}
+	if len(kvs) == 0 { // planned from a memory of the session open (guess)
+		return nil
+	}
+	sess := &castv1.Session{}
+	if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
+		return errs.Internal(err, "decode session")
+	}
+	if sess.Archived {
+		return fence.Archived(sessionID)
+	}
+	return nil
 }
 
 // checkGuard refuses an owner-side write whose token is not the current

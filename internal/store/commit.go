@@ -24,7 +24,10 @@ import (
 // Each session's batch keeps its own compares (its seq key's revision, its
 // owner's with a guard, its client ids, its chunks), so seqs stay dense and
 // a client id is stored once however rounds group sessions, and across
-// control plane replicas too. A round whose txn fails a compare reads the
+// control plane replicas too. An archive moves the seq key as well, so an
+// open-only append (fence.Guard.Open) planned before it fails its txn and
+// is refused from the record read after it: the archive check is part of
+// the commit at no cost in ops. A round whose txn fails a compare reads the
 // same keys again (in a txn of its own): the sessions whose keys did
 // not move are committed at once without the others, and only those whose
 // keys moved are charged a try and tried again, as they were alone.
@@ -178,7 +181,8 @@ func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*a
 	n := 0
 	next := *used
 	// The seq key's two compares and its put, and the owner's compare with
-	// a guard only (planSession); reads are seq and owner.
+	// a guard only (planSession); reads are seq and owner (or the record:
+	// readOps).
 	next.reads, next.cmps, next.puts = next.reads+2, next.cmps+2, next.puts+1
 	if queued[0].guard.Token != 0 {
 		next.cmps++
@@ -254,9 +258,10 @@ func (s *Store) commitRound(ctx context.Context, round []*sessionBatch) {
 }
 
 // readOps are the keys a session's batch is planned from: its seq counter,
-// its owner, its client ids, and the first chunk of each chunked message.
+// its owner (an open-only append's session record instead: secondKey), its
+// client ids, and the first chunk of each chunked message.
 func (s *Store) readOps(b *sessionBatch) []clientv3.Op {
-	ops := []clientv3.Op{clientv3.OpGet(s.seqKey(b.id)), clientv3.OpGet(s.ownerKey(b.id))}
+	ops := []clientv3.Op{clientv3.OpGet(s.seqKey(b.id)), clientv3.OpGet(s.secondKey(b.id, b.guard))}
 	for _, r := range b.reqs {
 		ops = append(ops, clientv3.OpGet(s.cidKey(b.id, r.p.msg.ClientId)))
 	}
@@ -332,8 +337,9 @@ func (s *Store) planRound(ctx context.Context, round []*sessionBatch) []*session
 	return left
 }
 
-// planSession plans b from its reads: the session must exist, and with a
-// guard be owned by the guard's node.
+// planSession plans b from its reads: the session must exist, with a
+// guard be owned by the guard's node, and for an open-only append not be
+// archived.
 func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	seqKV := b.reads[0].GetResponseRange().Kvs
 	if len(seqKV) == 0 {
@@ -343,7 +349,7 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	if err != nil {
 		return errs.Internal(err, "corrupt seq counter")
 	}
-	if err := s.checkGuard(b.guard, b.reads[1].GetResponseRange().Kvs); err != nil {
+	if err := s.checkSecond(b.id, b.guard, b.reads[1].GetResponseRange().Kvs); err != nil {
 		return err
 	}
 	plan, err := s.planBatch(ctx, b.id, b.reqs, b.reads[2:], last)
@@ -446,7 +452,8 @@ func (s *Store) splitConflicts(g []*sessionBatch, rs []*etcdserverpb.ResponseOp)
 }
 
 // sameKeys reports whether two reads of a batch's keys saw the same
-// revisions (the owner only matters with a guard).
+// revisions (the owner only matters with a guard; an open-only append's
+// record moves with every state change, and its archive moves the seq key).
 func sameKeys(g fence.Guard, a, b []*etcdserverpb.ResponseOp) bool {
 	for i := range a {
 		if i == 1 && g.Token == 0 {

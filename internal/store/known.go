@@ -15,6 +15,14 @@ import (
 // value (and the owner's revision, with a guard) as always, so when another replica wrote the
 // session since, or a client id is a retry, the txn fails and the keys
 // are read after it, from which the session is planned again.
+//
+// An open-only append (fence.Guard.Open) is planned from memory only when
+// the memory says the session is open: a commit of such an append checked
+// the record (or a memory of it open), and so did every commit since that
+// was planned from memory (its txn saw the seq key unmoved, and an archive
+// moves it). A commit planned from the owner's read, or a notice stored in
+// an archived session, leaves a memory not known open: the next open-only
+// append reads the record.
 
 // maxKnown bounds the sessions remembered (about 200 bytes each).
 const maxKnown = 1 << 16
@@ -22,7 +30,8 @@ const maxKnown = 1 << 16
 // knownKeys is what a replica remembers of a session.
 type knownKeys struct {
 	seq   *mvccpb.KeyValue
-	owner []*mvccpb.KeyValue
+	owner []*mvccpb.KeyValue // nil when no commit of the replica read it
+	open  bool               // the session was not archived at seq (above)
 }
 
 // guess gives b the reads its session's remembered keys imply (client ids
@@ -33,11 +42,15 @@ func (s *Store) guess(b *sessionBatch) bool {
 	c.mu.Lock()
 	k, ok := c.known[b.id]
 	c.mu.Unlock()
-	if !ok || (b.guard.Token != 0 && !guardHolds(b.guard, k.owner)) {
+	if !ok || (b.guard.Token != 0 && !guardHolds(b.guard, k.owner)) || (openOnly(b.guard) && !k.open) {
 		return false
 	}
 	reads := make([]*etcdserverpb.ResponseOp, 0, 2+2*len(b.reqs))
-	reads = append(reads, rangeOf(1, k.seq), rangeOf(int64(len(k.owner)), k.owner...))
+	second := rangeOf(int64(len(k.owner)), k.owner...)
+	if openOnly(b.guard) {
+		second = noKey // no record: checkSecond takes the session as open
+	}
+	reads = append(reads, rangeOf(1, k.seq), second)
 	for range b.reqs {
 		reads = append(reads, noKey)
 	}
@@ -71,13 +84,18 @@ func (s *Store) remember(b *sessionBatch, rev int64) {
 	c := s.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.known[b.id]; !ok && len(c.known) >= maxKnown {
+	prev, ok := c.known[b.id]
+	if !ok && len(c.known) >= maxKnown {
 		for id := range c.known { // any one: the map's order is random
 			delete(c.known, id)
 			break
 		}
 	}
-	c.known[b.id] = knownKeys{seq: seq, owner: b.reads[1].GetResponseRange().Kvs}
+	k := knownKeys{seq: seq, owner: b.reads[1].GetResponseRange().Kvs, open: prev.open && b.guessed}
+	if openOnly(b.guard) { // it read the record, not the owner
+		k.owner, k.open = prev.owner, true
+	}
+	c.known[b.id] = k
 }
 
 // forget drops the memory of b's session (its append failed: the session

@@ -67,6 +67,7 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g fence.Guard, gat
 		if err := proto.Unmarshal(kvs[0].Value, sess); err != nil {
 			return nil, errs.Internal(err, "decode session")
 		}
+		wasArchived := sess.Archived
 		if err := fn(sess); err != nil {
 			return nil, err
 		}
@@ -83,7 +84,15 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g fence.Guard, gat
 		if gate {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.fenceKey(sessionID)), "=", 0))
 		}
-		tx, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.sessionKey(sessionID), string(val))).Commit()
+		ops := []clientv3.Op{clientv3.OpPut(s.sessionKey(sessionID), string(val))}
+		if sess.Archived && !wasArchived {
+			// The archive moves the seq key too (same value, a new
+			// revision), which every append's txn compares: an open-only
+			// append planned before this commit fails its txn and reads
+			// the record again, which refuses it (commit.go).
+			ops = append(ops, clientv3.OpPut(s.seqKey(sessionID), "", clientv3.WithIgnoreValue()))
+		}
+		tx, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return nil, err
 		}

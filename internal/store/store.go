@@ -6,7 +6,8 @@
 // Key schema (all under Config.Prefix, default "/cast/v1/"):
 //
 //	sessions/{s}          castv1.Session record
-//	seqs/{s}              last assigned seq (decimal); exists iff the session does
+//	seqs/{s}              last assigned seq (decimal); exists iff the session does;
+//	                      an archive rewrites it (same value) to fail appends in flight
 //	msgs/{s}/{seq:020d}   message envelope (inline proto, or a pointer to blobs)
 //	chunks/{s}/{cid}/{a}/{i} chunks of a large message, unique to append attempt a,
 //	                      written before its envelope and never again
