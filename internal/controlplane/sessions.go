@@ -193,10 +193,7 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if err := archive.Sendable(sess); err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId)
+	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId) // refused if archived
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -241,15 +238,9 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 		return nil, err
 	}
 	// Closed to every message, as to sends: a user message appended here
-	// is handed to the owner node to run like a sent one.
-	sess, err := h.s.store.GetSession(ctx, req.SessionId)
-	if err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	if err := archive.Sendable(sess); err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{})
+	// is handed to the owner node to run like a sent one. The store refuses
+	// it in the append's txn, so an archive that commits first wins.
+	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{Open: true})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -506,9 +497,10 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 	return toStatus(h.s.lg, err)
 }
 
-// appendUser stores a user message.
+// appendUser stores a user message, refused (SESSION_ARCHIVED) once the
+// session is archived: the store checks it in the append's txn.
 func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
-	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, fence.Guard{})
+	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, fence.Guard{Open: true})
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,7 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 	}); err != nil {
 		return Merged{}, err
 	}
-	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{})
+	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{Open: true}) // mergeable's archive check, in the txn
 	if errs.HasReason(err, errs.ReasonClientIDReused) && fork.MergePendingUptoSeq == to {
 		stored, err = appendEach(ctx, st, parent.Id, batch)
 	}
@@ -178,7 +178,7 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 // refusal), so each message of the range is in the parent once.
 func appendEach(ctx context.Context, st Store, parentID string, batch []*castv1.Message) ([]*castv1.Message, error) {
 	for _, m := range batch {
-		_, err := st.Append(ctx, parentID, []*castv1.Message{m}, fence.Guard{})
+		_, err := st.Append(ctx, parentID, []*castv1.Message{m}, fence.Guard{Open: true})
 		if e, ok := errs.As(err); ok && e.Reason == errs.ReasonClientIDReused {
 			m.Seq, _ = strconv.ParseInt(e.Metadata["seq"], 10, 64) // 0, unknown, when the store does not say
 			err = nil

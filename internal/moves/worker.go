@@ -40,8 +40,10 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 		Kind:     castv1.MessageKind_MESSAGE_KIND_USER, Text: text,
 	}
 	// One notice per worker state and seq: if its text changed since (a
-	// new state reason), the one already stored stands.
-	if _, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, fence.Guard{}); err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) {
+	// new state reason), the one already stored stands. An archived
+	// parent is told nothing: the message would wake its agent.
+	_, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, fence.Guard{Open: true})
+	if err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) && !errs.HasReason(err, errs.ReasonSessionArchived) {
 		return err
 	}
 	return nil

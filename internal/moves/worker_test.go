@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -14,6 +15,24 @@ import (
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
+
+// parentAndWorker creates a session and a worker of it on a node n1.
+func parentAndWorker(ctx context.Context, t *testing.T, s *store.Store) (parent, worker fence.Created) {
+	t.Helper()
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err = s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1",
+		ParentID: parent.Session.Id, Subagent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parent, worker
+}
 
 // A worker whose tail holds more tool output than one page (pages are
 // bounded in bytes) still reports its newest answer to the parent, not an
@@ -26,18 +45,7 @@ func TestNotifyParentReadsTheWholeTail(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	parent, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1",
-		ParentID: parent.Session.Id, Subagent: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent, worker := parentAndWorker(ctx, t, s)
 	answer := func(text string) *castv1.Message {
 		return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}
 	}
@@ -72,5 +80,26 @@ func TestNotifyParentReadsTheWholeTail(t *testing.T) {
 	}
 	if !strings.Contains(notice, "Its last answer:\nthe newest answer") {
 		t.Fatalf("the parent's notice does not carry the newest answer:\n%s", notice)
+	}
+}
+
+// An archived parent takes no report from its worker: the report is a
+// user message, which would wake the parent's agent in a closed session.
+// Its refusal is no error of the report (the worker's state is stored).
+func TestNotifyParentSkipsAnArchivedParent(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	parent, worker := parentAndWorker(ctx, t, s)
+	if _, err := archive.Archive(ctx, s, parent.Session.Id); err != nil {
+		t.Fatal(err)
+	}
+	w := worker.Session
+	w.State = castv1.SessionState_SESSION_STATE_IDLE
+	if err := moves.NotifyParent(ctx, s, w); err != nil {
+		t.Fatalf("a report to an archived parent: %v; want it skipped", err)
+	}
+	if got, err := s.GetSession(ctx, parent.Session.Id); err != nil || got.LastSeq != 0 {
+		t.Fatalf("the archived parent holds %d messages (%v); want none", got.GetLastSeq(), err)
 	}
 }
