@@ -572,3 +572,21 @@ func TestAskApprove(t *testing.T) {
 		t.Fatalf("the refused approval dropped the choice: %+v", c)
 	}
 }
+
+// A window whose reset has passed is no reason to switch: a Codex turn
+// that ended before the provider answered reports the last rate_limits of
+// its rollout, from an earlier turn, whose window has reopened since.
+// Before, that old figure marked the account limited for the cooldown and
+// moved the fleet off an account with room.
+func TestUsageOfAWindowThatResetDoesNotSwitch(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	r.putAB(t)
+	start := active(t, r)
+	must(t, r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(99, 300, r.now.Add(-time.Hour))}))
+	a, err := r.st.GetAccount(ctx, "claude", "a")
+	must(t, err)
+	if act := active(t, r); act != start || !a.LimitedUntil.IsZero() || r.notes("s1") != "" {
+		t.Fatalf("a window that reset an hour ago: active %+v (was %+v), a limited until %v, notices %q", act, start, a.LimitedUntil, r.notes("s1"))
+	}
+}

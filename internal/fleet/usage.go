@@ -27,7 +27,9 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 	usage := wire.WindowsFromProto(windows)
 	var ahead *quota.Window
 	for i, w := range usage {
-		if w.UsedPercent >= w.AheadAt() && (ahead == nil || w.UsedPercent > ahead.UsedPercent) {
+		// A window that has reset since (an earlier turn's figure, which a
+		// turn that got no answer reports) has room again.
+		if w.Open(now) && w.UsedPercent >= w.AheadAt() && (ahead == nil || w.UsedPercent > ahead.UsedPercent) {
 			ahead = &usage[i]
 		}
 	}
