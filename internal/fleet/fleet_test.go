@@ -590,3 +590,54 @@ func TestUsageOfAWindowThatResetDoesNotSwitch(t *testing.T) {
 		t.Fatalf("a window that reset an hour ago: active %+v (was %+v), a limited until %v, notices %q", act, start, a.LimitedUntil, r.notes("s1"))
 	}
 }
+
+// The limit lasts until every window that holds it reopens: with both the
+// 5-hour and the weekly window used up (a parked turn, or usage at the
+// switch-ahead thresholds), the account is limited until the weekly
+// reset. Before, the first of the two windows decided, so the account
+// counted as open after five hours and the fleet switched back onto an
+// account whose week was used up.
+func TestLimitLastsUntilTheLastFullWindowResets(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		report func(r *rig, ws []*castv1.UsageWindow) error
+	}{
+		{"parked", func(r *rig, ws []*castv1.UsageWindow) error {
+			if err := r.mg.OnUsage(context.Background(), "s1", "codex", "a", ws); err != nil {
+				return err
+			}
+			return r.mg.OnParked(context.Background(), "s1", "codex", "a")
+		}},
+		{"ahead", func(r *rig, ws []*castv1.UsageWindow) error {
+			return r.mg.OnUsage(context.Background(), "s1", "codex", "a", ws)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, true)
+			ctx := context.Background()
+			for _, n := range []string{"a", "b"} {
+				if _, err := r.mg.Put(ctx, "codex", n, []byte(`{"OPENAI_API_KEY":"k-`+n+`"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			short, week := r.now.Add(time.Hour), r.now.Add(72*time.Hour)
+			ws := []*castv1.UsageWindow{window(100, 300, short), window(100, 7*24*60, week)}
+			ws[1].Name = "secondary"
+			must(t, tc.report(r, ws))
+			a, err := r.st.GetAccount(ctx, "codex", "a")
+			must(t, err)
+			if !a.LimitedUntil.Equal(week) {
+				t.Fatalf("limited until %v, want the weekly reset %v", a.LimitedUntil, week)
+			}
+			// b hits its limit after a's 5-hour window reopened: a's week
+			// is still used up, so the fleet stays on b.
+			r.advance(2 * time.Hour)
+			must(t, r.mg.OnParked(ctx, "s2", "codex", "b"))
+			act, err := r.st.ActiveAccount(ctx, "codex")
+			must(t, err)
+			if act.Name != "b" {
+				t.Fatalf("switched back onto a, whose week is used up: %+v", act)
+			}
+		})
+	}
+}

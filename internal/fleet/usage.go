@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"time"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
@@ -17,7 +18,7 @@ import (
 
 // OnUsage records the usage windows a turn on account saw. An account that
 // switches on limits and is past a switch-ahead threshold is limited until
-// that window resets, and the fleet moves to the account with most room
+// every window past one resets, and the fleet moves to the account with most room
 // before the provider starts refusing.
 func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string, windows []*castv1.UsageWindow) error {
 	if _, ok := fleetLogin(agent); !ok || account == "" || len(windows) == 0 {
@@ -25,12 +26,25 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 	}
 	now := mg.now().UTC()
 	usage := wire.WindowsFromProto(windows)
+	// ahead is the fullest window past its threshold (the notice names
+	// it); until is when the last of them reopens, the limit's end.
 	var ahead *quota.Window
+	var until time.Time
 	for i, w := range usage {
 		// A window that has reset since (an earlier turn's figure, which a
 		// turn that got no answer reports) has room again.
-		if w.Open(now) && w.UsedPercent >= w.AheadAt() && (ahead == nil || w.UsedPercent > ahead.UsedPercent) {
+		if !w.Open(now) || w.UsedPercent < w.AheadAt() {
+			continue
+		}
+		if ahead == nil || w.UsedPercent > ahead.UsedPercent {
 			ahead = &usage[i]
+		}
+		end := w.ResetsAt
+		if end.IsZero() {
+			end = now.Add(mg.cfg.Cooldown)
+		}
+		if end.After(until) {
+			until = end
 		}
 	}
 	if ahead != nil {
@@ -44,10 +58,6 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 		// Only auto switches ahead; ask asks at the limit itself.
 		switchAhead = ahead != nil && mg.policy(r) == PolicyAuto
 		if switchAhead {
-			until := ahead.ResetsAt
-			if !until.After(now) {
-				until = now.Add(mg.cfg.Cooldown)
-			}
 			if until.After(r.LimitedUntil) {
 				r.LimitedUntil, r.LastLimited = until, now
 			}

@@ -137,13 +137,15 @@ func (a *Account) Used(now time.Time) float64 {
 }
 
 // ResetOf is when the account's fullest unreset window reopens (zero when
-// no window says): the end of a limit hit on that account.
+// no window says): the end of a limit hit on that account. Every used-up
+// window holds the limit, so of several the one that reopens last ends it.
 func (a *Account) ResetOf(now time.Time) time.Time {
 	var at time.Time
 	best := -1.0
 	for _, w := range a.Usage {
-		if w.ResetsAt.After(now) && w.UsedPercent > best {
-			at, best = w.ResetsAt, w.UsedPercent
+		used := min(w.UsedPercent, 100)
+		if w.ResetsAt.After(now) && (used > best || used == best && w.ResetsAt.After(at)) {
+			at, best = w.ResetsAt, used
 		}
 	}
 	return at
