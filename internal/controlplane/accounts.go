@@ -176,6 +176,9 @@ func (h *nodeService) FetchCredential(ctx context.Context, req *castv1.FetchCred
 			"node %q is not connected; credentials go only to connected nodes", req.Node).With("node", req.Node))
 	}
 	cred, err := h.s.fleet.Credential(ctx, req.Node, req.Agent, req.Account, req.Grant)
+	if err == nil {
+		cred, err = h.s.custodyCopy(ctx, req.Agent, req.Account, cred)
+	}
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}

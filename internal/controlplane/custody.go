@@ -86,6 +86,27 @@ func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte
 	return nil
 }
 
+// custodyCopy is what FetchCredential hands a node for agent's account,
+// whose stored file is cred: a login custody holds goes out as custody's
+// newest access token without its refresh token, as op ACCESS gives it,
+// since only the custodian may hold the refresh token (a node that copies,
+// with --token-custody=false or after an ACCESS that ran before `cast
+// account add` put the login in custody, would refresh with it on its
+// own); anything else as it is.
+func (s *Server) custodyCopy(ctx context.Context, agent, account string, cred []byte) ([]byte, error) {
+	if s.vault == nil {
+		return cred, nil
+	}
+	acc, _, err := s.vault.AccessOnly(ctx, agent, account)
+	switch {
+	case errs.HasReason(err, custody.ReasonNotInCustody):
+		return cred, nil
+	case err != nil:
+		return nil, err
+	}
+	return acc, nil
+}
+
 // Custody is token custody's node side (docs/token-custody.md). The
 // access token goes to any connected node for the agent's active account;
 // the refresh token only to that account's custodian.

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,49 @@ func TestLabelNode(t *testing.T) {
 	list, err := admin.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
 	if err != nil || len(list.Nodes) != 1 || list.Nodes[0].AdminLabels["cast.dev/custodian"] != "true" {
 		t.Fatalf("ListNodes: %v %v", list, err)
+	}
+}
+
+// FetchCredential, the copy a node takes of an account custody does not
+// hold, never hands out a login custody holds: every connected node gets
+// a grant with each switch, so before, any of them (an unmarked laptop, a
+// node started with --token-custody=false, or one whose ACCESS ran before
+// `cast account add` put the login in custody) got the refresh token
+// that only the custodian may hold, and its CLI refreshing with it (spent
+// once the custodian refreshed) revoked the family. It gets custody's
+// newest access token without the refresh token instead.
+func TestFetchCredentialKeepsTheRefreshTokenInCustody(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TokenCustody = true })
+	c := testharness.Dial(t, srv.Addr())
+	cmds := rawNode(t, c, "nr")
+	waitConnected(t, c, "nr", true)
+	ctx := ctxT(t)
+	login := codexLogin("at-cx", "rt-SECRET-cx", time.Now())
+	if _, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: "cx", Agent: "codex", Credential: login}); err != nil {
+		t.Fatal(err)
+	}
+	sc := nextCommand(t, cmds, func(cmd *castv1.Command) bool { return cmd.GetSetCredential() != nil }).GetSetCredential()
+	resp, err := c.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "nr", Agent: "codex", Account: "cx", Grant: sc.Grant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := (codex.Credential{}).Parse(resp.Credential)
+	want, _ := (codex.Credential{}).Parse(login)
+	if err != nil || got.HasRefresh || got.AccessID != want.AccessID || strings.Contains(string(resp.Credential), "rt-SECRET") {
+		t.Fatalf("FetchCredential of a login in custody: refresh token handed out %v, access %q want %q (%v)", got.HasRefresh, got.AccessID, want.AccessID, err)
+	}
+	// An API key is nothing custody holds: it is copied as it is.
+	key := []byte(`{"OPENAI_API_KEY":"sk-key"}`)
+	if _, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: "ck", Agent: "codex", Credential: key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: "ck", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	sc = nextCommand(t, cmds, func(cmd *castv1.Command) bool { return cmd.GetSetCredential().GetAccount() == "ck" }).GetSetCredential()
+	resp, err = c.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "nr", Agent: "codex", Account: "ck", Grant: sc.Grant})
+	if err != nil || string(resp.Credential) != string(key) {
+		t.Fatalf("an API key: %q %v", resp.GetCredential(), err)
 	}
 }
