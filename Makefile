@@ -44,8 +44,11 @@ web: web-deps
 # the run's bound. `make test-race` races it too. Running the two side by
 # side keeps both cores busy to the end, whichever finishes first.
 # deploy's TestInstallIntoAPIServer is built only with the k8s tag: `make
-# test-k8s` runs it against a real kube-apiserver.
+# test-k8s` runs it against a real kube-apiserver. cast, controlplane and
+# node are built once for the five packages that start them
+# (CAST_TEST_BINARIES, testharness.Binaries): ~25 CPU-s a build.
 E2E_PKG := github.com/cast-dev/cast/internal/e2e
+WITH_BINS = bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && $(GO) run ./internal/testharness/buildbins "$$bins" && export CAST_TEST_BINARIES="$$bins";
 # Test binaries are linked without DWARF (-w): nothing debugs them here,
 # and stack traces and race reports come from Go's own tables. On a fresh
 # clone that is ~14% of building every raced test binary.
@@ -55,14 +58,15 @@ TESTFLAGS := -ldflags=-w -vet=off
 # of vet's default analyzers, which lint runs on the same packages) ~27
 # CPU-s.
 test: agents debs web-deps
-	@$(GO) test $(TESTFLAGS) -timeout 60m ./internal/e2e/ & e2e=$$!; \
+	@$(WITH_BINS) \
+	$(GO) test $(TESTFLAGS) -timeout 60m ./internal/e2e/ & e2e=$$!; \
 	$(GO) test -race $(TESTFLAGS) -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
 	wait $$e2e; e2e=$$?; \
 	if [ $$rest -ne 0 ] || [ $$e2e -ne 0 ]; then echo "make test: FAIL (internal/e2e exit $$e2e, the other packages exit $$rest)"; exit 1; fi
 
 # Every package under -race, internal/e2e included.
 test-race: agents debs web-deps
-	$(GO) test -race $(TESTFLAGS) -timeout 60m ./internal/e2e/ ./...
+	@$(WITH_BINS) $(GO) test -race $(TESTFLAGS) -timeout 60m ./internal/e2e/ ./...
 
 # A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
 # k8s.io/api), built from the Go module proxy by a module of its own

@@ -44,34 +44,52 @@ func RepoRoot(t testing.TB) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// Binaries builds cast, controlplane and node once per test process and
-// returns the directory holding them (integration tests run the real
-// binaries, as Tailscale's do).
+// BinariesEnv names a folder holding cast, controlplane and node built by
+// Build (the Makefile's test target builds them once for every package
+// that starts them, instead of once per package: ~25 CPU-s each).
+const BinariesEnv = "CAST_TEST_BINARIES"
+
+// Binaries returns the folder holding cast, controlplane and node: the
+// one BinariesEnv names, else one it builds once per test process
+// (integration tests run the real binaries, as Tailscale's do).
 func Binaries(t testing.TB) string {
 	t.Helper()
+	if dir := os.Getenv(BinariesEnv); dir != "" {
+		for _, b := range []string{"cast", "controlplane", "node"} {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				t.Fatalf("%s=%s: %v (build them with `go run ./internal/testharness/buildbins DIR`)", BinariesEnv, dir, err)
+			}
+		}
+		return dir
+	}
 	root := RepoRoot(t)
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "cast-bin-")
-		if buildErr != nil {
-			return
-		}
-		// Linked as the Makefile links them (no symbol table or DWARF, the
-		// version flags), so version tests see the flags work; the
-		// toolchain's VCS stamp (present or not, as the machine's GOFLAGS
-		// and the checkout have it) never wins over them (internal/version).
-		cmd := exec.Command("go", "build", "-ldflags", "-s -w -X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
-			"-o", buildDir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			buildErr = &buildError{err: err, out: stderr.String()}
+		if buildErr == nil {
+			buildErr = Build(root, buildDir)
 		}
 	})
 	if buildErr != nil {
 		t.Fatalf("build binaries: %v", buildErr)
 	}
 	return buildDir
+}
+
+// Build builds cast, controlplane and node of the module at root into dir.
+// They are linked as the Makefile links them (no symbol table or DWARF,
+// the version flags), so version tests see the flags work; the
+// toolchain's VCS stamp (present or not, as the machine's GOFLAGS and the
+// checkout have it) never wins over them (internal/version).
+func Build(root, dir string) error {
+	cmd := exec.Command("go", "build", "-ldflags", "-s -w -X "+versionPkg+".Version="+BuildVersion+" -X "+versionPkg+".Revision="+BuildRevision,
+		"-o", dir+"/", "./cmd/cast", "./cmd/controlplane", "./cmd/node")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return &buildError{err: err, out: stderr.String()}
+	}
+	return nil
 }
 
 // RemoveBinaries removes what Binaries built in this process. The folder
