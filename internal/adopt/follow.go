@@ -212,7 +212,13 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	}
 	from := map[string]int{} // a whole file counts occurrences from its start
 	if tail {
-		from = maps.Clone(st.Sent) // appended lines come after all kept
+		// Appended lines come after all kept as of Size: Sent, unless
+		// a send of this tail stopped part way (a failed batch, a crash
+		// after one), which left in Sent what it kept of the tail.
+		if st.Base == nil {
+			st.Base = maps.Clone(st.Sent)
+		}
+		from = maps.Clone(st.Base)
 	}
 	o := origin{Key: path, Path: path}
 	if st.SessionID == "" {
@@ -228,7 +234,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if sent += n; err != nil {
 		return sent, err
 	}
-	st.Size, st.Hash, st.ModTime = end, hashOf(data[:end]), fi.ModTime().UnixNano()
+	st.Size, st.Hash, st.ModTime, st.Base = end, hashOf(data[:end]), fi.ModTime().UnixNano(), nil
 	if end != int64(len(data)) {
 		st.ModTime = 0 // look again: the last line is not complete yet
 	}

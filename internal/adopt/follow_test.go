@@ -24,6 +24,7 @@ type sink struct {
 	batches []adopt.Batch
 	ids     map[string]bool
 	fail    int // refuse this many calls first
+	failAt  int // refuse the call of this number (1-based) too
 	calls   int
 	during  func() // run once, at the next call
 }
@@ -34,8 +35,8 @@ func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 		s.during()
 		s.during = nil
 	}
-	if s.fail > 0 {
-		s.fail--
+	if s.fail > 0 || s.calls == s.failAt {
+		s.fail = max(s.fail-1, 0)
 		return "", errors.New("refused")
 	}
 	if s.ids == nil {
@@ -485,4 +486,32 @@ func TestFollowCodexBetweenAMessagesTwoRecords(t *testing.T) {
 	if users != 1 {
 		t.Fatalf("the user message was kept %d times; want once", users)
 	}
+}
+
+// A growth sent in more than one batch whose later batch fails (the
+// control plane restarting, the node killed after a batch was kept) is
+// sent again from where it stopped: the messages a batch kept are not
+// stored a second time under other client ids.
+func TestFollowGrowthResentAfterAFailedBatch(t *testing.T) {
+	r := newRig(t)
+	r.write(line("user", "u1", "", "hello"))
+	want(t, "import", r.scan(), "hello")
+	var grown []string
+	var texts []string
+	for i := range 501 { // more than one batch (batchMsgs)
+		text := fmt.Sprintf("m%d", i)
+		grown = append(grown, line("user", fmt.Sprintf("u%d", i+10), "", text))
+		texts = append(texts, text)
+	}
+	r.append(strings.Join(grown, ""))
+	f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sink.failAt = r.sink.calls + 2 // the second batch fails
+	if _, err := f.Scan(context.Background()); err == nil {
+		t.Fatal("the scan whose second batch failed said nothing")
+	}
+	want(t, "first batch", r.sink.texts(1), texts[:500]...)
+	want(t, "the rest, once", r.scan(), texts[500:]...)
 }

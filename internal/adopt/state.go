@@ -32,6 +32,10 @@ type fileState struct {
 	Written string `json:"written,omitempty"`
 	// Sent counts the messages kept, by digest (occurrences).
 	Sent map[string]int `json:"sent,omitempty"`
+	// Base is Sent as of Size while what the file grew by is being sent
+	// (nil otherwise): the tail's occurrences count from it, so a send
+	// begun again after a failure gives what it kept the same client ids.
+	Base map[string]int `json:"base,omitempty"`
 }
 
 // states is the follower's bookkeeping, one file per native file in dir
