@@ -515,3 +515,13 @@ func TestFollowGrowthResentAfterAFailedBatch(t *testing.T) {
 	want(t, "first batch", r.sink.texts(1), texts[:500]...)
 	want(t, "the rest, once", r.scan(), texts[500:]...)
 }
+
+// A file that held no message yet when a node last looked (an agent's
+// header written first) is followed as it grows after the node restarts.
+func TestFollowGrowthAfterRestartOfAFileWithoutMessages(t *testing.T) {
+	r := newRig(t)
+	r.write(`{"type":"summary","summary":"nothing yet","leafUuid":"x"}` + "\n")
+	want(t, "no message yet", r.scan())
+	r.append(line("user", "u1", "", "hello"))
+	want(t, "grown, after a restart", r.scan(), "hello")
+}

@@ -86,6 +86,9 @@ func loadStates(dir string) (*states, error) {
 			// Read again from scratch: nothing is stored twice (client ids).
 			continue
 		}
+		if f.State.Sent == nil { // none kept yet: saved without the field
+			f.State.Sent = map[string]int{}
+		}
 		s.files[f.Path] = f.State
 	}
 	return s, nil
