@@ -1,7 +1,9 @@
 package adopt_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -224,4 +227,80 @@ func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
 	}
 	r.t = t
 	r.settles("every case adopted")
+}
+
+// OpenCode keeps a tool call as soon as the model begins it, pending with
+// input {} while the model still streams the input, and then running with
+// the input. A session listed in between keeps the call once, with its
+// input: not a call of no input that never got a result beside the real
+// one.
+func TestFollowStoreKeepsAToolCallOnceItsInputIsKnown(t *testing.T) {
+	r := newStoreRig(t)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	input := `{"command":"ls"}`
+	ex, err := opencode.Render(agents.Target{Home: r.home, Cwd: r.cwd}, []transcript.Message{
+		{Seq: 1, Time: at, Kind: transcript.KindUser, Text: "list the files"},
+		{Seq: 2, Time: at.Add(time.Second), Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: "call_1", Name: "bash", Input: input}},
+	}, opencode.RenderOptions{Model: opencode.ModelRef{ProviderID: agenttest.FakeProvider, ModelID: agenttest.FakeModel}, Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := opencode.Loader{Bin: r.real, Env: r.env}
+	tg := agents.Target{Home: r.home, Cwd: r.cwd}
+	loaded := false
+	load := func(st opencode.ToolState) {
+		t.Helper()
+		for i := range ex.Messages {
+			for j := range ex.Messages[i].Parts {
+				if p := &ex.Messages[i].Parts[j]; p.Type == "tool" {
+					p.State = &st
+				}
+			}
+		}
+		var b bytes.Buffer
+		if err := opencode.WriteExport(&b, ex); err != nil {
+			t.Fatal(err)
+		}
+		// A pending state holds the input's raw text streamed so far.
+		doc := bytes.Replace(b.Bytes(), []byte(`"status":"pending",`), []byte(`"status":"pending","raw":"",`), 1)
+		file := filepath.Join(t.TempDir(), "export.json")
+		if err := os.WriteFile(file, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if loaded { // import leaves a session it has alone
+			if err := l.Delete(context.Background(), tg, ex.Info.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		loaded = true
+		if _, err := l.Import(context.Background(), tg, file); err != nil {
+			t.Fatal(err)
+		}
+		r.age()
+	}
+	ms := at.Add(time.Second).UnixMilli()
+	load(opencode.ToolState{Status: "pending", Input: json.RawMessage(`{}`), Time: &opencode.PartTime{Start: ms}})
+	if _, sent, err := r.scan(); err != nil || len(sent) == 0 || sent[0] != "list the files" {
+		t.Fatalf("the session listed while its call's input streams: sent %q, %v", sent, err)
+	}
+	load(opencode.ToolState{Status: "completed", Input: json.RawMessage(input), Output: "a.txt", Title: "ls",
+		Metadata: json.RawMessage(`{"exit":0}`), Time: &opencode.PartTime{Start: ms, End: ms + 10}})
+	if _, _, err := r.scan(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	results := 0
+	for _, b := range r.sink.batches {
+		for _, m := range b.Messages {
+			if m.ToolCall != nil {
+				calls = append(calls, m.ToolCall.Input)
+			}
+			if m.ToolResult != nil {
+				results++
+			}
+		}
+	}
+	if len(calls) != 1 || calls[0] != input || results != 1 {
+		t.Fatalf("kept calls with inputs %q and %d results; want one call with %s and its result", calls, results, input)
+	}
 }

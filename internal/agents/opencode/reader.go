@@ -181,6 +181,12 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 			base.Kind, base.Images = transcript.KindUser, []transcript.Image{im}
 			out = append(out, base)
 		case "tool":
+			if part.State != nil && part.State.Status == "pending" {
+				// The model is still streaming its input ({} until it
+				// runs): the call is read once it has one, else it would
+				// be kept twice, with no input and with its input.
+				continue
+			}
 			call, res := toolMessages(base, part, model)
 			if call == nil {
 				p.skip("tool part without a call id, tool or state")

@@ -212,6 +212,14 @@ not json
 {"row":{"id":"m1","seq":1,"type":"user","data":{"text":"list"}},"table":"session_message"}`,
 			want: []string{"user list", `tool_call c1 bash {"command":"ls"}`, "tool_result c1 exit=0 err=false a\n"},
 		},
+		{
+			name: "a call whose input is still streaming (pending) waits",
+			in: `{"info":{"id":"ses_3"},"messages":[
+ {"info":{"id":"msg_1","role":"user"},"parts":[{"id":"prt_1","type":"text","text":"list"}]},
+ {"info":{"id":"msg_2","role":"assistant","modelID":"m1"},"parts":[{"id":"prt_2","type":"step-start"},{"id":"prt_3","type":"tool","tool":"bash","callID":"c1","state":{"status":"pending","input":{},"raw":"{\"comm"}}]}
+]}`,
+			want: []string{"user list"},
+		},
 		{name: "garbage", in: "nothing here\n", err: true},
 	}
 	for _, tc := range tests {
