@@ -175,3 +175,39 @@ func twoNodes(t *testing.T) (*store.Store, context.Context) {
 	}
 	return s, ctx
 }
+
+// A node that lost its bookkeeping (or died between a batch and its
+// record) sends again what it kept, read from a file the agent rewrote
+// since with other metadata (Gemini's resume writes its records again
+// under other ids): each message it kept stays as kept, once, and the
+// rest of the batch is stored.
+func TestKeepResentMessageWithOtherMetadata(t *testing.T) {
+	s, ctx := twoNodes(t)
+	origin := &castv1.SessionOrigin{Node: "n1", Agent: "gemini", NativeId: "nat-g", Path: "/home/u/.gemini/tmp/p/chats/session-g.jsonl"}
+	hello := msg(castv1.MessageKind_MESSAGE_KIND_USER, "hello", "adopt.a.1")
+	hello.NativeId = "rec-1"
+	id, _, err := adoption.Keep(ctx, s, adoption.Request{Node: "n1", Principal: "node:n1", Origin: origin, Cwd: "/home/u/p", Title: "hello", History: 1,
+		Messages: []*castv1.Message{hello}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := msg(castv1.MessageKind_MESSAGE_KIND_USER, "hello", "adopt.a.1")
+	again.NativeId = "rec-1-resumed"
+	answer := msg(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "hi", "adopt.b.1")
+	got, _, err := adoption.Keep(ctx, s, adoption.Request{Node: "n1", Principal: "node:n1", Origin: origin, Cwd: "/home/u/p", Title: "hello", History: 2,
+		Messages: []*castv1.Message{again, answer}})
+	if err != nil || got != id {
+		t.Fatalf("the resent batch: session %q (first %q), %v", got, id, err)
+	}
+	msgs, _, err := s.ListMessages(ctx, id, 0, 0, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range msgs {
+		texts = append(texts, m.Text+" "+m.NativeId)
+	}
+	if len(texts) != 2 || texts[0] != "hello rec-1" || texts[1] != "hi " {
+		t.Fatalf("stored %q; want hello as first kept, then hi", texts)
+	}
+}
