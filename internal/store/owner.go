@@ -17,10 +17,17 @@ import (
 // owner-side append) and returns the session as stored. RUNNING (a turn
 // starting) is refused with SESSION_FENCED while a migration fences the
 // session: the fence is enforced here, in the txn, not by flags in memory.
+//
+// Every report also deletes the session's permission requests in the same
+// txn: a turn starting or ending means no CLI waits on one asked before,
+// and a dead request left pending was what `cast approve` (the oldest
+// pending) answered, setting the session running while the next turn's
+// CLI went on waiting on its own request.
 func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t fence.TurnState) (*castv1.Session, error) {
 	defer s.observe("set_state", time.Now())
 	gate := t.State == castv1.SessionState_SESSION_STATE_RUNNING
-	return s.mutate(ctx, sessionID, g, gate, func(sess *castv1.Session) error {
+	dropPerms := clientv3.OpDelete(s.key("perms", sessionID)+"/", clientv3.WithPrefix())
+	return s.mutateWith(ctx, sessionID, g, gate, []clientv3.Op{dropPerms}, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = t.State, t.Reason
 		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
 			sess.LastExitCode = t.ExitCode
@@ -44,6 +51,11 @@ func (s *Store) UpdateSession(ctx context.Context, sessionID string, fn func(*ca
 // comparing the owner token when g has one.
 // With gate, it also refuses while the session is fenced.
 func (s *Store) mutate(ctx context.Context, sessionID string, g fence.Guard, gate bool, fn func(*castv1.Session) error) (*castv1.Session, error) {
+	return s.mutateWith(ctx, sessionID, g, gate, nil, fn)
+}
+
+// mutateWith is mutate with also committed in the same txn as the record.
+func (s *Store) mutateWith(ctx context.Context, sessionID string, g fence.Guard, gate bool, also []clientv3.Op, fn func(*castv1.Session) error) (*castv1.Session, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(sessionID)), clientv3.OpGet(s.ownerKey(sessionID)),
 			clientv3.OpGet(s.fenceKey(sessionID))).Commit()
@@ -84,7 +96,7 @@ func (s *Store) mutate(ctx context.Context, sessionID string, g fence.Guard, gat
 		if gate {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.fenceKey(sessionID)), "=", 0))
 		}
-		ops := []clientv3.Op{clientv3.OpPut(s.sessionKey(sessionID), string(val))}
+		ops := append([]clientv3.Op{clientv3.OpPut(s.sessionKey(sessionID), string(val))}, also...)
 		if sess.Archived && !wasArchived {
 			// The archive moves the seq key too (same value, a new
 			// revision), which every append's txn compares: an open-only
