@@ -538,10 +538,15 @@ func (a *Daemon) describe() *castv1.Node {
 	return n
 }
 
-// interrupt stops the session's running turn, if there is one.
+// interrupt stops the session's running turn, or the one about to start,
+// if there is one.
 func (a *Daemon) interrupt(sessionID string, abandon bool) error {
 	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon))
-	if !a.workers.interrupt(sessionID, abandon) {
+	queued := func() bool {
+		o, ok := a.st.get(sessionID)
+		return ok && o.ReceivedSeq > o.DeliveredSeq && o.ReceivedSeq > o.FailedSeq
+	}
+	if !a.workers.interrupt(sessionID, abandon, queued) {
 		return fmt.Errorf("session %s has no running turn on this node", sessionID)
 	}
 	return nil

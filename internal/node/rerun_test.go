@@ -37,12 +37,16 @@ type plane struct {
 	downCode         codes.Code               // what a read fails with while down (OK: UNAVAILABLE)
 	refused          chan struct{}            // closed at the first read refused while down
 	reports          chan castv1.SessionState // every turn report's state, in order
+	// reportsDown: ReportTurn fails UNAVAILABLE (reportRefused closed at
+	// the first) until up is called.
+	reportsDown   bool
+	reportRefused chan struct{}
 }
 
 func (p *plane) up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.readsDown = false
+	p.readsDown, p.reportsDown = false, false
 }
 
 // add stores rows at the next seqs and returns them as stored.
@@ -88,6 +92,14 @@ type planeNodes struct {
 func (n planeNodes) ReportTurn(_ context.Context, req *castv1.ReportTurnRequest) (*castv1.ReportTurnResponse, error) {
 	n.p.mu.Lock()
 	defer n.p.mu.Unlock()
+	if n.p.reportsDown {
+		select {
+		case <-n.p.reportRefused:
+		default:
+			close(n.p.reportRefused)
+		}
+		return nil, status.Error(codes.Unavailable, "store not answering")
+	}
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}
@@ -141,7 +153,7 @@ func (s planeSessions) GetSession(_ context.Context, req *castv1.GetSessionReque
 func rerunDaemon(t *testing.T, fm *fakemodel.Server) (*Daemon, *plane) {
 	t.Helper()
 	p := &plane{msgs: map[string][]*castv1.Message{}, sessions: map[string]*castv1.Session{},
-		refused: make(chan struct{}), reports: make(chan castv1.SessionState, 64)}
+		refused: make(chan struct{}), reportRefused: make(chan struct{}), reports: make(chan castv1.SessionState, 64)}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +273,20 @@ func TestRerunWhoseSetUpFailedHoldsThePrompt(t *testing.T) {
 	}
 }
 
+// workerDaemon is rerunDaemon whose session workers run (a.wake): they
+// stop, and are waited for, when the test ends. ctx bounds the test.
+func workerDaemon(t *testing.T, fm *fakemodel.Server) (*Daemon, *plane, context.Context) {
+	t.Helper()
+	a, p := rerunDaemon(t, fm)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	wctx, stop := context.WithCancel(ctx)
+	a.runCtx = wctx
+	t.Cleanup(cancel)
+	t.Cleanup(a.workers.wg.Wait)
+	t.Cleanup(stop)
+	return a, p, ctx
+}
+
 // A turn whose set-up fails because the control plane does not answer
 // (UNAVAILABLE, as during a kill -9 or a restart of the control plane)
 // did not fail: the user's message is answered once the control plane
@@ -272,13 +298,7 @@ func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
 	for _, tc := range setUpReads {
 		t.Run(tc.name, func(t *testing.T) {
 			fm := fakemodel.Start(t)
-			a, p := rerunDaemon(t, fm)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			wctx, stop := context.WithCancel(ctx)
-			a.runCtx = wctx // the worker's: stopped and waited for below
-			defer a.workers.wg.Wait()
-			defer stop()
+			a, p, ctx := workerDaemon(t, fm)
 
 			tc.setup(t, a, p)
 			p.mu.Lock()

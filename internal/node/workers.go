@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/runner"
 )
 
 // workers runs at most one turn per session at a time, each session in its
@@ -32,6 +33,10 @@ type worker struct {
 	// held: the session's folder is changing (workspaces.go); no turn
 	// starts until it is let go, which wakes the worker.
 	held bool
+	// stopNext: an interrupt came while the session's turn waited to
+	// start (its worker sending the last turn's report, or held): that
+	// turn ends as interrupted before the agent took its prompt.
+	stopNext bool
 }
 
 // errHeld means the turn did not start and should not be retried until the
@@ -117,9 +122,21 @@ func (ws *workers) forget(sessionID string, w *worker) {
 }
 
 // interrupt stops the session's running turn; abandon keeps its prompt
-// undelivered. False when no turn runs.
-func (ws *workers) interrupt(sessionID string, abandon bool) bool {
-	return ws.locked(sessionID, func(w *worker) bool { return w.stopTurn(abandon) })
+// undelivered. A plain interrupt with no turn running stops the turn
+// queued (queued reports whether one waits to start, w.mu held): the
+// control plane sends one for a message past the delivery cursor as for a
+// running turn. False when it stopped nothing.
+func (ws *workers) interrupt(sessionID string, abandon bool, queued func() bool) bool {
+	return ws.locked(sessionID, func(w *worker) bool {
+		if w.stopTurn(abandon) {
+			return true
+		}
+		if !abandon && queued() {
+			w.stopNext = true
+			return true
+		}
+		return false
+	})
 }
 
 // stopTurn cancels w's running turn, abandon keeping its prompt
@@ -158,7 +175,7 @@ func (ws *workers) abandonAll() int {
 	ws.mu.Unlock()
 	n := 0
 	for _, id := range list {
-		if ws.interrupt(id, true) {
+		if ws.interrupt(id, true, nil) {
 			n++
 		}
 	}
@@ -205,6 +222,16 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 				w.mu.Unlock()
 				cancel()
 				break
+			}
+			if w.stopNext {
+				w.stopNext = false
+				w.mu.Unlock()
+				cancel()
+				a.lg.Info("turn interrupted before it started", zap.String("session", sessionID))
+				if err := a.interruptedUnheld(ctx, sessionID, o, runner.Result{}); err != nil {
+					a.lg.Warn("interrupted turn not recorded", zap.String("session", sessionID), zap.Error(err))
+				}
+				continue
 			}
 			w.cancel, w.abandon = cancel, false
 			w.mu.Unlock()
