@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/fakemodel"
@@ -16,16 +17,10 @@ import (
 func TestInterruptOfATurnAboutToStartStopsIt(t *testing.T) {
 	fm := fakemodel.Start(t)
 	a, p, ctx := workerDaemon(t, fm)
-
-	_ = p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "do not answer this", ClientId: "u1"})
-	if err := a.st.assign("s1", func(o *owned) {
-		o.Token, o.Agent, o.Cwd = 1, "claude", t.TempDir()
-		o.ReceivedSeq = 1
+	queueMessage(t, a, p, func(o *owned) {
 		// The earlier turn's end, not recorded by the control plane yet.
 		o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	p.mu.Lock()
 	p.reportsDown = true
 	p.mu.Unlock()
@@ -39,17 +34,65 @@ func TestInterruptOfATurnAboutToStartStopsIt(t *testing.T) {
 		t.Fatalf("interrupt of the turn about to start refused: %v", err)
 	}
 	p.up()
+	// The pending report lands, then the stopped turn's end.
+	stoppedUnstarted(ctx, t, a, p, fm, 2)
+}
 
-	// The pending report lands, then the stopped turn's end: idle, and
-	// no start in between.
-	for idle := 0; idle < 2; {
+// An interrupt that comes while the turn reports its start (the control
+// plane slow to record it) stops the turn too. The start report, cut off
+// by the interrupt, held the turn (errHeld) with its prompt undelivered:
+// the session's next wake (a reconnect, a message) ran the turn the user
+// had stopped in full, and until then the session showed whatever the
+// control plane recorded of that start (running, with no turn behind it).
+func TestInterruptDuringTheStartReportStopsTheTurn(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	queueMessage(t, a, p, nil)
+	p.mu.Lock()
+	p.startHeld, p.startIn = true, make(chan struct{})
+	p.mu.Unlock()
+	a.wake("s1")
+	select {
+	case <-p.startIn:
+	case <-ctx.Done():
+		t.Fatal("the turn never reported its start")
+	}
+	if err := a.interrupt("s1", false); err != nil {
+		t.Fatalf("interrupt of the starting turn refused: %v", err)
+	}
+	a.wake("s1") // as a reconnect does
+	stoppedUnstarted(ctx, t, a, p, fm, 1)
+}
+
+// queueMessage gives session s1 one user message its node received and
+// has not run (with, when set, changes the rest of its node state).
+func queueMessage(t *testing.T, a *Daemon, p *plane, with func(*owned)) {
+	t.Helper()
+	_ = p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "do not answer this", ClientId: "u1"})
+	if err := a.st.assign("s1", func(o *owned) {
+		o.Token, o.Agent, o.Cwd = 1, "claude", t.TempDir()
+		o.ReceivedSeq = 1
+		if with != nil {
+			with(o)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stoppedUnstarted waits for idles idle reports of s1 and checks that its
+// turn never started: no start report, no model request, and the message
+// done (the next turn carries it as history).
+func stoppedUnstarted(ctx context.Context, t *testing.T, a *Daemon, p *plane, fm *fakemodel.Server, idles int) {
+	t.Helper()
+	for idles > 0 {
 		select {
 		case st := <-p.reports:
 			if st == castv1.SessionState_SESSION_STATE_RUNNING {
 				t.Fatal("the interrupted turn started")
 			}
 			if st == castv1.SessionState_SESSION_STATE_IDLE {
-				idle++
+				idles--
 			}
 		case <-ctx.Done():
 			o, _ := a.st.get("s1")
@@ -57,7 +100,7 @@ func TestInterruptOfATurnAboutToStartStopsIt(t *testing.T) {
 		}
 	}
 	if o, _ := a.st.get("s1"); o.DeliveredSeq != 1 {
-		t.Fatalf("delivered seq %d after the interrupt, want 1 (the message is done; the next turn carries it as history)", o.DeliveredSeq)
+		t.Fatalf("delivered seq %d after the interrupt, want 1", o.DeliveredSeq)
 	}
 	if n := len(fm.Turns()); n != 0 {
 		t.Fatalf("the model got %d requests for a turn interrupted before it started", n)

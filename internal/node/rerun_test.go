@@ -41,6 +41,10 @@ type plane struct {
 	// the first) until up is called.
 	reportsDown   bool
 	reportRefused chan struct{}
+	// startHeld, when set, holds a start report (RUNNING) until its caller
+	// gives up; startIn is closed when one comes in.
+	startHeld bool
+	startIn   chan struct{}
 }
 
 func (p *plane) up() {
@@ -89,8 +93,15 @@ type planeNodes struct {
 	p *plane
 }
 
-func (n planeNodes) ReportTurn(_ context.Context, req *castv1.ReportTurnRequest) (*castv1.ReportTurnResponse, error) {
+func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequest) (*castv1.ReportTurnResponse, error) {
 	n.p.mu.Lock()
+	if held := n.p.startHeld; held && req.State == castv1.SessionState_SESSION_STATE_RUNNING {
+		close(n.p.startIn)
+		n.p.startHeld = false
+		n.p.mu.Unlock()
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	defer n.p.mu.Unlock()
 	if n.p.reportsDown {
 		select {

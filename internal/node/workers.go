@@ -37,6 +37,8 @@ type worker struct {
 	// start (its worker sending the last turn's report, or held): that
 	// turn ends as interrupted before the agent took its prompt.
 	stopNext bool
+	// stopped: the running turn was interrupted (not abandoned).
+	stopped bool
 }
 
 // errHeld means the turn did not start and should not be retried until the
@@ -146,6 +148,7 @@ func (w *worker) stopTurn(abandon bool) bool {
 		return false
 	}
 	w.abandon = w.abandon || abandon
+	w.stopped = w.stopped || !abandon
 	w.cancel()
 	return true
 }
@@ -227,23 +230,27 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 				w.stopNext = false
 				w.mu.Unlock()
 				cancel()
-				a.lg.Info("turn interrupted before it started", zap.String("session", sessionID))
-				if err := a.interruptedUnheld(ctx, sessionID, o, runner.Result{}); err != nil {
-					a.lg.Warn("interrupted turn not recorded", zap.String("session", sessionID), zap.Error(err))
-				}
+				a.stopUnstarted(ctx, sessionID, o)
 				continue
 			}
-			w.cancel, w.abandon = cancel, false
+			w.cancel, w.abandon, w.stopped = cancel, false, false
 			w.mu.Unlock()
 			err := a.runTurn(tctx, sessionID, o)
 			w.mu.Lock()
 			w.cancel = nil
-			released := w.released
+			released, stopped := w.released, w.stopped
 			w.mu.Unlock()
 			cancel()
 			if released {
 				a.forget(sessionID) // release logged it
 				return
+			}
+			if errors.Is(err, errHeld) && stopped {
+				// Interrupted before its CLI started (its start report cut
+				// short, say): the turn ends as one stopped before it
+				// started, not held to run in full on the next wake.
+				a.stopUnstarted(ctx, sessionID, o)
+				continue
 			}
 			if errors.Is(err, errHeld) {
 				break // a later wake (fence lifted, reconnect) tries again
@@ -267,6 +274,15 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 				}
 			}
 		}
+	}
+}
+
+// stopUnstarted ends a turn interrupted before its CLI started, as one
+// interrupted before the agent took its prompt (interruptedUnheld).
+func (a *Daemon) stopUnstarted(ctx context.Context, sessionID string, o owned) {
+	a.lg.Info("turn interrupted before it started", zap.String("session", sessionID))
+	if err := a.interruptedUnheld(ctx, sessionID, o, runner.Result{}); err != nil {
+		a.lg.Warn("interrupted turn not recorded", zap.String("session", sessionID), zap.Error(err))
 	}
 }
 
