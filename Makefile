@@ -48,6 +48,10 @@ web: web-deps
 # node are built once for the five packages that start them
 # (CAST_TEST_BINARIES, testharness.Binaries): ~25 CPU-s a build.
 E2E_PKG := github.com/cast-dev/cast/internal/e2e
+# The longest raced packages go first: `go test` starts packages in the
+# order given, two at a time, and in go list's order the two longest
+# (runner, store) started last and ran on after everything else.
+LONG_PKGS := $(addprefix github.com/cast-dev/cast/internal/,runner store agents/crossagent controlplane agents/opencode agents/gemini adopt e2e/delivery faults)
 WITH_BINS = bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && $(GO) run ./internal/testharness/buildbins "$$bins" && export CAST_TEST_BINARIES="$$bins";
 # Test binaries are linked without DWARF (-w): nothing debugs them here,
 # and stack traces and race reports come from Go's own tables. On a fresh
@@ -60,7 +64,7 @@ TESTFLAGS := -ldflags=-w -vet=off
 test: agents debs web-deps
 	@$(WITH_BINS) \
 	$(GO) test $(TESTFLAGS) -timeout 60m ./internal/e2e/ & e2e=$$!; \
-	$(GO) test -race $(TESTFLAGS) -timeout 60m $$($(GO) list ./... | grep -vx '$(E2E_PKG)'); rest=$$?; \
+	$(GO) test -race $(TESTFLAGS) -timeout 60m $(LONG_PKGS) $$($(GO) list ./... | grep -vx $(addprefix -e ,$(E2E_PKG) $(LONG_PKGS))); rest=$$?; \
 	wait $$e2e; e2e=$$?; \
 	if [ $$rest -ne 0 ] || [ $$e2e -ne 0 ]; then echo "make test: FAIL (internal/e2e exit $$e2e, the other packages exit $$rest)"; exit 1; fi
 
