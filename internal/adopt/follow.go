@@ -49,7 +49,8 @@ type Sink interface {
 type Cast interface {
 	// Runs says whether path (a file agent's) or nativeID (a session in
 	// a store agent's database; path "") is a native session cast runs on
-	// this node (its messages come from the turns).
+	// this node (its messages come from the turns), or ran for a session
+	// the node has let go of since (the session's history is kept already).
 	Runs(agent, path, nativeID string) bool
 	// Busy says whether cast runs a CLI of agent now: a file new to the
 	// follower may be that CLI's, its native id not recorded yet, so it

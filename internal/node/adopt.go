@@ -154,6 +154,12 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 // adoptCast tells adoption which native files are cast's own.
 type adoptCast struct{ a *Daemon }
 
+// Runs counts the native sessions of sessions the node released as
+// cast's too (state.Released), never adopting them: their history is the
+// released session's, kept already, and adopting the file left behind
+// listed a copy of it as a new session. The cost: a user resuming such a
+// file by hand later is not followed (the lesser harm). SessionOf does
+// not name them, as the node no longer runs those sessions.
 func (c adoptCast) Runs(agent, path, nativeID string) bool {
 	cl := &c.a.clis
 	cl.mu.Lock()

@@ -2,10 +2,16 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/delivery"
@@ -128,7 +134,27 @@ type state struct {
 	// Worktrees are the git worktrees this node made, by path: only these
 	// are listed and may be removed.
 	Worktrees map[string]worktreeRec `json:"worktrees,omitempty"`
+	// Released are the native sessions of the sessions this node let go
+	// of (moved to another node, archived, dropped), by agent and native
+	// id: cast wrote them, and the files stay behind, so adoption must
+	// never take one for a session the user ran (it would list a copy of
+	// the session's history as a new session). An entry goes with its
+	// file (pruneReleased).
+	Released map[string]releasedNative `json:"released,omitempty"`
 }
+
+// releasedNative is a native session of a session the node let go of.
+type releasedNative struct {
+	Agent   string `json:"agent"`
+	ID      string `json:"id,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Session string `json:"session"`
+	At      int64  `json:"at"` // unix seconds of the release: the oldest go first past maxReleased
+}
+
+// maxReleased bounds the released native sessions kept: a store agent's
+// (no file of its own to see gone) would otherwise pile up.
+const maxReleased = 4096
 
 // worktreeRec is a git worktree cast made.
 type worktreeRec struct {
@@ -267,15 +293,52 @@ func (st *state) change(id string, create bool, fn func(*owned)) error {
 	return st.record(id, after)
 }
 
-// remove forgets a session.
+// remove forgets a session, keeping its native sessions as Released in
+// the same write: a whole snapshot then, as the journal holds sessions
+// only (a session with none, the common case, is one journal line).
 func (st *state) remove(id string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.Sessions[id]; !ok && !st.unrecorded {
+	o, ok := st.Sessions[id]
+	if !ok && !st.unrecorded {
 		return nil
 	}
 	delete(st.Sessions, id)
-	return st.record(id, nil)
+	if o == nil || len(o.Native) == 0 {
+		return st.record(id, nil)
+	}
+	if st.Released == nil {
+		st.Released = map[string]releasedNative{}
+	}
+	now := time.Now().Unix()
+	for agent, ns := range o.Native {
+		if ns == nil || (ns.ID == "" && ns.Path == "") {
+			continue
+		}
+		st.Released[agent+"#"+cmp.Or(ns.ID, ns.Path)] = releasedNative{Agent: agent, ID: ns.ID, Path: ns.Path, Session: id, At: now}
+	}
+	st.pruneReleased()
+	return st.persist()
+}
+
+// pruneReleased drops the released native sessions whose files are gone
+// (the user deleted them; nothing is left to adopt), then the oldest past
+// maxReleased; st.mu is held.
+func (st *state) pruneReleased() {
+	for k, r := range st.Released {
+		if _, err := os.Stat(r.Path); r.Path != "" && errors.Is(err, fs.ErrNotExist) {
+			delete(st.Released, k)
+		}
+	}
+	if len(st.Released) <= maxReleased {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(st.Released), func(a, b string) int {
+		return cmp.Compare(st.Released[a].At, st.Released[b].At)
+	})
+	for _, k := range keys[:len(keys)-maxReleased] {
+		delete(st.Released, k)
+	}
 }
 
 // record writes one session's new record (nil: removed) to the journal,
@@ -369,12 +432,19 @@ func (st *state) sessionOfNative(agent, nativeID string) string {
 }
 
 // holdsNative says whether path (or, for a store agent, nativeID) is the
-// native session of agent for a session this node owns; "" matches none.
+// native session of agent for a session this node owns, or owned before
+// it let it go (Released); "" matches none.
 func (st *state) holdsNative(agent, path, nativeID string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	is := func(p, id string) bool { return (path != "" && p == path) || (nativeID != "" && id == nativeID) }
 	for _, o := range st.Sessions {
-		if ns := o.Native[agent]; ns != nil && ((path != "" && ns.Path == path) || (nativeID != "" && ns.ID == nativeID)) {
+		if ns := o.Native[agent]; ns != nil && is(ns.Path, ns.ID) {
+			return true
+		}
+	}
+	for _, r := range st.Released {
+		if r.Agent == agent && is(r.Path, r.ID) {
 			return true
 		}
 	}
