@@ -1,8 +1,14 @@
 package controlplane_test
 
 import (
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -76,6 +82,58 @@ func TestRequestIDsAreScopedToTheirSender(t *testing.T) {
 			must(t, err)
 			if again != aliceID {
 				t.Errorf("alice's retried %s made %s, not her first %s", tc.name, again, aliceID)
+			}
+		})
+	}
+}
+
+// A request id its sender already used for another kind of create (a new
+// session, a fork of another session) is refused, not answered with what
+// the first create made: a fork handed that session went on to write its
+// "Forked from" notice into it, a handoff its brief as a prompt.
+func TestRequestIDReusedForAnotherCreateIsRefused(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	newSession := func() *castv1.Session {
+		s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+		must(t, err)
+		return s
+	}
+	a, b := newSession(), newSession()
+	create := func(rid string) (*castv1.Session, error) {
+		return c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", RequestId: rid})
+	}
+	fork := func(of *castv1.Session) func(string) (*castv1.Session, error) {
+		return func(rid string) (*castv1.Session, error) {
+			return c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: of.Id, RequestId: rid})
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second func(rid string) (*castv1.Session, error)
+	}{
+		{"create then fork", create, fork(a)},
+		{"fork then create", fork(a), create},
+		{"fork of one then fork of another", fork(a), fork(b)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rid := "reused-" + strings.ReplaceAll(tc.name, " ", "-")
+			made, err := tc.first(rid)
+			must(t, err)
+			again, err := tc.first(rid)
+			must(t, err)
+			if again.Id != made.Id {
+				t.Fatalf("a retry made %s, want %s back", again.Id, made.Id)
+			}
+			got, err := tc.second(rid)
+			if status.Code(err) != codes.AlreadyExists || client.ReasonOf(err) != errs.ReasonClientIDReused {
+				t.Fatalf("request id of %s reused for another create: got %v, %v; want ALREADY_EXISTS %s", made.Id, got, err, errs.ReasonClientIDReused)
+			}
+			after, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: made.Id})
+			must(t, err)
+			if after.LastSeq != made.LastSeq {
+				t.Fatalf("session %s went from %d to %d messages by a refused create", made.Id, made.LastSeq, after.LastSeq)
 			}
 		})
 	}

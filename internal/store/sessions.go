@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -81,6 +82,9 @@ func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.
 				if err != nil {
 					return fence.Created{}, err
 				}
+				if err := sameLineage(p, got); err != nil {
+					return fence.Created{}, err
+				}
 				_, tok, err := s.Owner(ctx, got.Id)
 				return fence.Created{Session: got, Token: tok, Existed: true}, err
 			}
@@ -96,6 +100,35 @@ func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.
 		s.m.TxnConflicts.WithLabelValues("create_session").Inc() // id collision
 	}
 	return fence.Created{}, errs.New(errs.KindAborted, errs.ReasonConflict, "could not pick a free session id; retry")
+}
+
+// sameLineage refuses a request id reused for a different kind of create:
+// a fork, a handoff or a worker handed the session another create made
+// would go on to write into it (a fork notice, a brief as its prompt).
+// Only what never changes after the create is compared; a retry may see
+// the session renamed or switched since.
+func sameLineage(p fence.CreateParams, got *castv1.Session) error {
+	if got.ParentId == p.ParentID && got.ParentCallId == p.ParentCallID && got.HandoffFrom == p.HandoffFrom &&
+		got.Subagent == p.Subagent {
+		return nil
+	}
+	rid := p.RequestID[strings.LastIndexByte(p.RequestID, '/')+1:]
+	return errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
+		"request_id %s already made session %s (%s); give this request a new request_id", rid, got.Id, lineage(got)).
+		With("session", got.Id)
+}
+
+// lineage says how a session was made, for sameLineage's refusal.
+func lineage(s *castv1.Session) string {
+	switch {
+	case s.HandoffFrom != "":
+		return "a handoff of " + s.HandoffFrom
+	case s.ParentId != "" && s.Subagent:
+		return "a worker of " + s.ParentId
+	case s.ParentId != "":
+		return "a fork of " + s.ParentId
+	}
+	return "a new session"
 }
 
 // GetSession reads a session with its owner and last seq at one revision.
