@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // Store is what adoption needs of the store.
@@ -114,6 +115,18 @@ func check(r Request) error {
 	o := r.Origin
 	if o == nil || o.NativeId == "" || !filepath.IsAbs(o.Path) {
 		return errs.Invalid("origin needs the agent, the native id and the file's absolute path")
+	}
+	// The native ids name files on whoever restores the session (`cast
+	// restore` writes it back under its id), so one that leaves its folder
+	// or reads as a flag is refused before it is stored.
+	for _, err := range []error{
+		validate.Need(validate.NativeID, "origin.native_id", o.NativeId),
+		validate.Check(validate.Cwd, "origin.path", o.Path),
+		validate.Check(validate.NativeID, "parent_native_id", r.ParentNativeID),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if _, ok := agents.Lookup(o.Agent); !ok {
 		return errs.Invalid("unknown agent %q", o.Agent)

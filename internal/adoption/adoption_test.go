@@ -71,6 +71,12 @@ func TestKeep(t *testing.T) {
 		"unknown agent":         {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "nope", NativeId: "x", Path: "/p/x.jsonl"}},
 		"another node's origin": {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Node: "n2", Agent: "claude", NativeId: "x", Path: "/p/x"}},
 		"no cwd on create":      {Node: "n1", Principal: "node:n1", Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "x", Path: "/p/x"}},
+		// `cast restore` writes the session back under its native id.
+		"native id leaving its folder": {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "../../../.bashrc", Path: "/p/x.jsonl"}},
+		"native id read as a flag":     {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "codex", NativeId: "--dangerously-bypass-approvals-and-sandbox", Path: "/p/x.jsonl"}},
+		"path on two lines":            {Node: "n1", Principal: "node:n1", Cwd: "/p", Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "x", Path: "/p/x\n.jsonl"}},
+		"parent native id with a slash": {Node: "n1", Principal: "node:n1", Cwd: "/p", ParentNativeID: "../p",
+			Origin: &castv1.SessionOrigin{Agent: "claude", NativeId: "x", Path: "/p/x.jsonl"}},
 	} {
 		if _, _, err := adoption.Keep(ctx, s, bad); !errs.HasReason(err, errs.ReasonInvalidArgument) {
 			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)

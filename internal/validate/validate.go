@@ -46,6 +46,10 @@ const (
 	PageToken          // a next_page_token handed back
 	RepoPath           // a repository under a checkout, relative to it
 	LabelKey           // an admin label's key: [prefix/]name, as cast.dev/custodian
+	// NativeID is an agent's own session id a node reports: one element
+	// of a file name, since `cast restore` writes the session back under
+	// it and the agent's CLI takes it as an argument.
+	NativeID
 )
 
 // rule is one row of the table: a byte cap, what the value may contain,
@@ -95,6 +99,8 @@ var rules = map[Kind]rule{
 		hint: "give a folder under the checkout, relative to it, with no '..' and not starting with '-'"},
 	LabelKey: {max: 127, check: matches(validLabelKey),
 		hint: "give [prefix/]name: a DNS-style prefix (lowercase letters, digits, '.', '-') and a name of letters, digits, '.', '_' or '-', as cast.dev/custodian"},
+	NativeID: {max: 512, check: all(utf8Valid, noControl, fileElement),
+		hint: "send the agent's session id as it names its file: no '/', '\\' or '..', not starting with '-'"},
 	PageToken: {max: 1024, check: matches(base64URL), reason: errs.ReasonBadPageToken,
 		hint: "pass the next_page_token of the previous page unchanged, or start again without one"},
 }
@@ -283,6 +289,20 @@ func noControl(v string) string {
 func absolute(v string) string {
 	if !strings.HasPrefix(v, "/") {
 		return "is not an absolute path"
+	}
+	return ""
+}
+
+// fileElement accepts one element of a file name: joined to a folder it
+// stays in it.
+func fileElement(v string) string {
+	switch {
+	case v == "." || v == "..":
+		return "is not a name"
+	case strings.ContainsAny(v, `/\`):
+		return "contains a path separator"
+	case strings.HasPrefix(v, "-"):
+		return "starts with '-' and would be read as a flag"
 	}
 	return ""
 }
