@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -228,6 +229,51 @@ func TestMigrateRequestErrors(t *testing.T) {
 				t.Fatalf("err = %v (reason %q), want %v %s", err, client.ReasonOf(err), tc.code, tc.reason)
 			}
 		})
+	}
+}
+
+// A request id reused for another migration is refused: the start used to
+// answer with the first migration, so a script that reused an id was told
+// its other sessions were moving while nothing moved them.
+func TestMigrateRequestIDReusedForAnotherMigration(t *testing.T) {
+	t.Parallel()
+	c := twoNodes(t, t.TempDir(), t.TempDir())
+	ctx := ctxT(t)
+	var sids []string
+	for range 2 {
+		sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "laptop"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, sess.Id)
+	}
+	first := &castv1.StartMigrationRequest{To: "linux", SessionIds: sids[:1], SkipWorktree: true, RequestId: "move-1"}
+	m, err := c.Migrations.StartMigration(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Migrations.StartMigration(ctx, first); err != nil || again.Id != m.Id {
+		t.Fatalf("retry with the same request id: %v, id %s want %s", err, again.GetId(), m.Id)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *castv1.StartMigrationRequest
+	}{
+		{"another session", &castv1.StartMigrationRequest{To: "linux", SessionIds: sids[1:], SkipWorktree: true, RequestId: "move-1"}},
+		{"one more session", &castv1.StartMigrationRequest{To: "linux", SessionIds: sids, SkipWorktree: true, RequestId: "move-1"}},
+		{"another destination", &castv1.StartMigrationRequest{To: "linux-1", SessionIds: sids[:1], SkipWorktree: true, RequestId: "move-1"}},
+		{"with the work tree", &castv1.StartMigrationRequest{To: "linux", SessionIds: sids[:1], RequestId: "move-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.Migrations.StartMigration(ctx, tc.req)
+			if status.Code(err) != codes.AlreadyExists || client.ReasonOf(err) != errs.ReasonClientIDReused {
+				t.Fatalf("got %v, %v (reason %q); want ALREADY_EXISTS %s", got.GetId(), err, client.ReasonOf(err), errs.ReasonClientIDReused)
+			}
+		})
+	}
+	sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sids[1]})
+	if err != nil || sess.FencedBy != "" || sess.Node != "laptop" {
+		t.Fatalf("the session no migration took: %v fenced by %q on %s", err, sess.GetFencedBy(), sess.GetNode())
 	}
 }
 

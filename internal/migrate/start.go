@@ -81,6 +81,9 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	if r.RequestID != "" {
 		if rec, ok, err := mg.st.MigrationForRequest(ctx, fence.RequestKey(r.RequestBy, r.RequestID)); err != nil || ok {
 			if ok {
+				if err := sameRequest(r, rec.M); err != nil {
+					return nil, err
+				}
 				return rec.M, nil
 			}
 			return nil, err
@@ -116,6 +119,11 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 	}
 	if err != nil {
 		return nil, err
+	}
+	if existed {
+		if err := sameRequest(r, rec.M); err != nil {
+			return nil, err
+		}
 	}
 	if !existed {
 		for _, ms := range rec.M.Sessions {
@@ -283,6 +291,32 @@ func dedupe(in []string) []string {
 		}
 	}
 	return out
+}
+
+// sameRequest refuses a request id reused for another migration: the
+// retry's answer would be the first one's, so a start naming other
+// sessions or another destination would report them moving while nothing
+// moves them. Only what the record keeps is compared; --all and --from
+// select anew each time, so their sessions are not.
+func sameRequest(r StartRequest, m *castv1.Migration) error {
+	same := firstNonEmpty(r.To, r.Label) == m.Target && r.SkipWorkTree == m.SkipWorktree && r.CleanSource == m.CleanSource &&
+		(r.Wait == 0 || r.Wait == m.Wait.AsDuration()) && (r.MaxParallel == 0 || int32(r.MaxParallel) == m.MaxParallel)
+	if same && len(r.SessionIDs) > 0 {
+		had := make([]string, 0, len(m.Sessions))
+		for _, ms := range m.Sessions {
+			had = append(had, ms.SessionId)
+		}
+		named := slices.Clone(r.SessionIDs)
+		slices.Sort(had)
+		slices.Sort(named)
+		same = slices.Equal(had, slices.Compact(named))
+	}
+	if same {
+		return nil
+	}
+	return errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
+		"request_id %s already started migration %s, of other sessions or with other options; give this migration a new request_id", r.RequestID, m.Id).
+		With("migration", m.Id)
 }
 
 func firstNonEmpty(a, b string) string {
