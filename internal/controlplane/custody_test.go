@@ -175,6 +175,24 @@ func TestLabelNode(t *testing.T) {
 	if err != nil || len(list.Nodes) != 1 || list.Nodes[0].AdminLabels["cast.dev/custodian"] != "true" {
 		t.Fatalf("ListNodes: %v %v", list, err)
 	}
+	// Each call is bounded, and so is their sum: calls of 40 labels each
+	// grew one etcd value until etcd refused it.
+	batch := func(from int) map[string]string {
+		set := map[string]string{}
+		for i := from; i < from+40; i++ {
+			set[fmt.Sprintf("rack-%d", i)] = "r"
+		}
+		return set
+	}
+	if _, err := admin.Nodes.LabelNode(ctx, &castv1.LabelNodeRequest{Name: "n1", Set: batch(0)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.Nodes.LabelNode(ctx, &castv1.LabelNodeRequest{Name: "n1", Set: batch(40)})
+	wantRefusal(t, "82 labels on one node", err, "set")
+	list, err = admin.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{})
+	if err != nil || len(list.Nodes[0].AdminLabels) != 41 {
+		t.Fatalf("after a refused change the node has %d labels (%v), want the 41 it had", len(list.GetNodes()[0].GetAdminLabels()), err)
+	}
 }
 
 // FetchCredential, the copy a node takes of an account custody does not

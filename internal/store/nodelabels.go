@@ -20,6 +20,11 @@ import (
 
 func (s *Store) nodeLabelsKey(n string) string { return s.key("nodelabels", n) }
 
+// MaxNodeLabels bounds a node's admin labels, all calls together: each
+// LabelNode call is bounded, and without this their sum grew one value
+// until etcd refused it (and every node listing carried them).
+const MaxNodeLabels = 64
+
 // NodeLabels returns node's admin labels (empty when none).
 func (s *Store) NodeLabels(ctx context.Context, node string) (map[string]string, error) {
 	resp, err := s.cli.Get(ctx, s.nodeLabelsKey(node))
@@ -62,9 +67,14 @@ func (s *Store) LabelNode(ctx context.Context, node string, set map[string]strin
 		if len(kvs) > 0 {
 			rev = kvs[0].ModRevision
 		}
+		had := len(labels)
 		maps.Copy(labels, set)
 		for _, r := range remove {
 			delete(labels, r)
+		}
+		if n := len(labels); n > MaxNodeLabels && n > had { // a node over it from before may still shed some
+			return nil, errs.Invalid("node %s would have %d admin labels; at most %d: remove some (KEY-) first", node, n, MaxNodeLabels).
+				With("field", "set").With("node", node)
 		}
 		val, _ := json.Marshal(labels)
 		tr, err := s.cli.Txn(ctx).If(
