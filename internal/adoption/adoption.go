@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
-	"strconv"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
@@ -81,33 +80,15 @@ func Keep(ctx context.Context, st Store, r Request) (string, []*castv1.Message, 
 	}
 	out, err := st.Append(ctx, id, r.Messages, fence.Guard{})
 	if errs.HasReason(err, errs.ReasonClientIDReused) {
-		out, err = appendEach(ctx, st, id, r.Messages)
+		// An adopted message's client id is its content and occurrence, not
+		// what a rewrite of the file changes around it (Gemini's resume
+		// writes its records again under other ids): a node resending what
+		// it kept (its bookkeeping lost, or killed between a batch and its
+		// record) sends it with other metadata, and refusing the batch would
+		// refuse the file's every later batch too.
+		out, err = fence.AppendEach(ctx, st, id, r.Messages, fence.Guard{})
 	}
 	return id, out, err
-}
-
-// appendEach stores msgs one at a time, keeping as it is each one whose
-// client id is stored with another body. An adopted message's client id
-// is its content and occurrence, not what a rewrite of the file changes
-// around it (Gemini's resume writes its records again under other ids),
-// so a node resending what it kept (its bookkeeping lost, or a crash
-// between a batch and its record) with other metadata sends a message
-// already kept; refusing the batch would refuse the file's every later
-// batch too.
-func appendEach(ctx context.Context, st Store, id string, msgs []*castv1.Message) ([]*castv1.Message, error) {
-	out := make([]*castv1.Message, 0, len(msgs))
-	for _, m := range msgs {
-		stored, err := st.Append(ctx, id, []*castv1.Message{m}, fence.Guard{})
-		if e, ok := errs.As(err); ok && e.Reason == errs.ReasonClientIDReused {
-			m.Seq, _ = strconv.ParseInt(e.Metadata["seq"], 10, 64) // 0 when the store does not say
-			stored, err = []*castv1.Message{m}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, stored...)
-	}
-	return out, nil
 }
 
 // check refuses a batch that does not say where it comes from.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
@@ -148,7 +147,10 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 	}
 	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{Open: true}) // mergeable's archive check, in the txn
 	if errs.HasReason(err, errs.ReasonClientIDReused) && fork.MergePendingUptoSeq == to {
-		stored, err = appendEach(ctx, st, parent.Id, batch)
+		// Finishing an interrupted merge the parent holds in part under
+		// another body: the fork's or the parent's agent changed in between
+		// and the history renders differently (or another message was given).
+		stored, err = fence.AppendEach(ctx, st, parent.Id, batch, fence.Guard{Open: true})
 	}
 	if err != nil {
 		return Merged{}, err
@@ -168,26 +170,6 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 	}
 	out.Parent, err = st.GetSession(ctx, parent.Id)
 	return out, err
-}
-
-// appendEach finishes an interrupted merge whose batch the parent holds in
-// part under another body: the fork's or the parent's agent changed in
-// between, and the history renders differently (or another message was
-// given). It stores batch one message at a time; one whose client id is
-// stored stays as the first attempt stored it (its seq taken from the
-// refusal), so each message of the range is in the parent once.
-func appendEach(ctx context.Context, st Store, parentID string, batch []*castv1.Message) ([]*castv1.Message, error) {
-	for _, m := range batch {
-		_, err := st.Append(ctx, parentID, []*castv1.Message{m}, fence.Guard{Open: true})
-		if e, ok := errs.As(err); ok && e.Reason == errs.ReasonClientIDReused {
-			m.Seq, _ = strconv.ParseInt(e.Metadata["seq"], 10, 64) // 0, unknown, when the store does not say
-			err = nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return batch, nil
 }
 
 // mergePrompt is the user message that runs the parent's turn on a merge:
