@@ -196,8 +196,11 @@ func writeCredential(path string, cred []byte, backupDir string) (saved string, 
 const keepBackups = 10
 
 // backupCredential copies the store at path into dir before it is replaced
-// ("" when there is none or it already holds next), keeping the newest
-// keepBackups copies.
+// ("" when there is none, it already holds next, or the newest copy is
+// already this one: a supply that failed and the copy after it back up the
+// same store), keeping keepBackups copies. The oldest copy is never pruned:
+// it is the store as it was before cast first replaced it, the user's own
+// login, while the ones after it are fleet accounts the vault holds anyway.
 func backupCredential(path string, next []byte, dir string) (string, error) {
 	old, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && bytes.Equal(old, next)) {
@@ -209,16 +212,22 @@ func backupCredential(path string, next []byte, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
+	matches, _ := filepath.Glob(filepath.Join(dir, filepath.Base(path)+".*"))
+	sort.Strings(matches) // the names sort by time
+	if n := len(matches); n > 0 {
+		if last, err := os.ReadFile(matches[n-1]); err == nil && bytes.Equal(last, old) {
+			return "", nil
+		}
+	}
 	name := filepath.Base(path) + "." + time.Now().UTC().Format("20060102T150405.000000000Z")
 	saved := filepath.Join(dir, name)
 	if err := fsutil.WriteFileAtomic(saved, old, 0o600); err != nil {
 		return "", err
 	}
-	matches, _ := filepath.Glob(filepath.Join(dir, filepath.Base(path)+".*"))
-	sort.Strings(matches) // the names sort by time
+	matches = append(matches, saved)
 	for len(matches) > keepBackups {
-		_ = os.Remove(matches[0])
-		matches = matches[1:]
+		_ = os.Remove(matches[1])
+		matches = append(matches[:1], matches[2:]...)
 	}
 	return saved, nil
 }
