@@ -75,5 +75,10 @@ func loopback(home, baseURL string) (agents.Loopback, error) {
 		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 		"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
 		"OPENCODE_DISABLE_CLAUDE_CODE=1",
+		// Every start installs @opencode-ai/plugin into the config folder
+		// in the background, from the npm registry (make-fetch-happen):
+		// offline, the install fails at once from the empty cache, and the
+		// CLI talks to the fake model only.
+		"npm_config_offline=true",
 	}}, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,6 +108,11 @@ func TestE2ERunResumesImported(t *testing.T) {
 	// `opencode run` wraps a message argument that contains spaces in
 	// double quotes before sending it.
 	assertInOrder(t, turns[0].Items, append(append([]string{}, wantItems...), `user text "\"OC-NEW: what did we do?\""`))
+	// OpenCode installs @opencode-ai/plugin into its config folder at every
+	// start, from the npm registry: a test's CLI talks only to 127.0.0.1.
+	if fetched, _ := filepath.Glob(filepath.Join(agenttest.Lookup(o.env, "HOME"), ".npm", "_cacache", "index-v5", "*")); len(fetched) > 0 {
+		t.Errorf("opencode fetched from the npm registry (%d cache entries under ~/.npm)", len(fetched))
+	}
 }
 
 // export -> read -> write -> import -> export: a session the real OpenCode
