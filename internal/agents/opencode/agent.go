@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"os"
 	"path/filepath"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -68,6 +69,9 @@ func loopback(home, baseURL string) (agents.Loopback, error) {
 		}},
 		"permission": map[string]any{"bash": "allow", "edit": "allow", "webfetch": "deny"},
 	})
+	if err == nil {
+		err = declarePlugin(filepath.Join(home, ".config", "opencode"))
+	}
 	return agents.Loopback{Env: []string{
 		"OPENCODE_DISABLE_MODELS_FETCH=1",
 		"OPENCODE_DISABLE_AUTOUPDATE=1",
@@ -75,10 +79,27 @@ func loopback(home, baseURL string) (agents.Loopback, error) {
 		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 		"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
 		"OPENCODE_DISABLE_CLAUDE_CODE=1",
-		// Every start installs @opencode-ai/plugin into the config folder
-		// in the background, from the npm registry (make-fetch-happen):
-		// offline, the install fails at once from the empty cache, and the
-		// CLI talks to the fake model only.
+		// Should the install declarePlugin forestalls run after all (a
+		// later OpenCode checking otherwise), it fails at once from the
+		// empty npm cache instead of reaching the registry.
 		"npm_config_offline=true",
 	}}, err
+}
+
+// declarePlugin marks @opencode-ai/plugin as installed in the config
+// folder dir. Every OpenCode start (1.18) installs it there with npm unless
+// dir has a node_modules and a package-lock.json that lists each dependency
+// package.json does, and a run's first step waits for that install: in a
+// fresh HOME, a fetch from the npm registry at every run (or, offline, a
+// failed install of 1-2 CPU-s and up to 10 s on a loaded machine). The
+// loopback setups run no plugin, so none is needed.
+func declarePlugin(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		return err
+	}
+	deps := map[string]any{"dependencies": map[string]string{"@opencode-ai/plugin": "*"}}
+	if err := sandbox.WriteJSON(filepath.Join(dir, "package.json"), deps); err != nil {
+		return err
+	}
+	return sandbox.WriteJSON(filepath.Join(dir, "package-lock.json"), map[string]any{"packages": map[string]any{"": deps}})
 }
