@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -134,6 +135,44 @@ func TestRequestIDReusedForAnotherCreateIsRefused(t *testing.T) {
 			must(t, err)
 			if after.LastSeq != made.LastSeq {
 				t.Fatalf("session %s went from %d to %d messages by a refused create", made.Id, made.LastSeq, after.LastSeq)
+			}
+		})
+	}
+}
+
+// A create with a first message and a request id of any valid length
+// stores the session with that message, once: the message's client id is
+// derived from the request id, and a request id near the 128-byte cap
+// must not make one the store refuses after the session is stored (the
+// caller got an error, and every retry the same, over a session with no
+// first message).
+func TestCreateWithLongRequestIDStoresItsFirstMessage(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	for _, n := range []int{125, 126, 128} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			rid := strings.Repeat(strconv.Itoa(n%10), n)
+			create := func() *castv1.Session {
+				s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", Text: "hello", RequestId: rid})
+				must(t, err)
+				return s
+			}
+			made := create()
+			if again := create(); again.Id != made.Id {
+				t.Fatalf("a retry made %s, want %s back", again.Id, made.Id)
+			}
+			// The node may have answered meanwhile: count the user's rows.
+			msgs, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: made.Id})
+			must(t, err)
+			var users []string
+			for _, m := range msgs.Messages {
+				if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+					users = append(users, m.Text)
+				}
+			}
+			if len(users) != 1 || users[0] != "hello" || msgs.Messages[0].Kind != castv1.MessageKind_MESSAGE_KIND_USER {
+				t.Fatalf("session %s holds user messages %q (first row %v); want its first message \"hello\" once", made.Id, users, msgs.Messages)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -91,13 +93,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	var first *castv1.Message
 	if req.Text != "" {
-		cid := req.RequestId
-		if cid != "" {
-			cid += ".m1" // the first message is idempotent with the create
-		}
 		// A first message the store would refuse (too large) is refused
 		// before the session is stored, so nothing is left behind.
-		first = userMessage(req.Text, cid)
+		first = userMessage(req.Text, firstMessageID(req.RequestId))
 		if err := h.s.store.CheckMessage(first); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
@@ -505,6 +503,21 @@ func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID strin
 		return nil, err
 	}
 	return out[0], nil // the dispatcher hands it to the owner node
+}
+
+// firstMessageID is the client id of a create's first message, so a
+// retried create stores it once: the request id with ".m1", or, where that
+// would pass the 128-byte cap of a client id (the store refuses it, after
+// the session is stored), a digest of the request id. "" for none.
+func firstMessageID(requestID string) string {
+	if requestID == "" {
+		return ""
+	}
+	if cid := requestID + ".m1"; ids.ValidClientID(cid) {
+		return cid // as before: ids of creates made by older versions stay the same
+	}
+	sum := sha256.Sum256([]byte(requestID))
+	return "m1." + hex.EncodeToString(sum[:])
 }
 
 // userMessage is a user message with text; an empty clientID gets a new one.
