@@ -62,6 +62,10 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		{"relative cwd", &castv1.CreateSessionRequest{Agent: "claude", Cwd: "tmp"}, "cwd"},
 		{"NUL in first message", &castv1.CreateSessionRequest{Agent: "claude", Text: "hi\x00there"}, "text"},
 		{"runaway history", &castv1.CreateSessionRequest{Agent: "claude", HistoryMessages: math.MaxInt64}, "history_messages"},
+		// Branches git refuses: taken, the session was stored and every
+		// turn failed on the node's `git check-ref-format`.
+		{"branch component ending .lock", &castv1.CreateSessionRequest{Agent: "claude", WorktreeBranch: "fix.lock/x"}, "worktree_branch"},
+		{"branch HEAD", &castv1.CreateSessionRequest{Agent: "claude", WorktreeBranch: "HEAD"}, "worktree_branch"},
 	}
 	for _, tc := range creates {
 		_, err := c.Sessions.CreateSession(ctx, tc.req)

@@ -73,7 +73,8 @@ func ValidModel(s string) bool { return modelRE.MatchString(s) }
 func ValidBranch(s string) bool {
 	if len(s) == 0 || len(s) > 200 || s[0] == '-' || s[0] == '/' || s[len(s)-1] == '/' || s[len(s)-1] == '.' ||
 		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") || strings.Contains(s, "//") ||
-		strings.Contains(s, "@{") || s == "@" || strings.Contains(s, "/.") || s[0] == '.' {
+		strings.Contains(s, "@{") || s == "@" || strings.Contains(s, "/.") || s[0] == '.' ||
+		strings.Contains(s, ".lock/") || s == "HEAD" { // no component ends in .lock; HEAD is no branch
 		return false
 	}
 	for _, r := range s {

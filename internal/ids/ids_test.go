@@ -15,6 +15,8 @@ func TestValidBranch(t *testing.T) {
 		{"a.lock", false}, {"a..b", false}, {"a//b", false}, {"a@{1}", false}, {"@", false}, {"a/.b", false},
 		{".hidden", false}, {"a b", false}, {"a~1", false}, {"a^", false}, {"a:b", false}, {"a?", false},
 		{"a*", false}, {"a[b", false}, {`a\b`, false}, {"a\x00b", false}, {"a\tb", false},
+		// git check-ref-format --branch: no component ends in .lock, and HEAD names no branch.
+		{"x.lock/y", false}, {"a/b.lock/c", false}, {"HEAD", false}, {"a/HEAD", true}, {"a/-x", true}, {"lock/x.locks", true},
 	} {
 		if got := ValidBranch(tc.name); got != tc.ok {
 			t.Errorf("ValidBranch(%q) = %v, want %v", tc.name, got, tc.ok)
