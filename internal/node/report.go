@@ -67,8 +67,10 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	if !ok {
 		return nil
 	}
+	// The reason is clipped again: a pending report an older node saved
+	// may hold a NUL, and would otherwise be refused at every send.
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
-		StateReason: r.Reason, ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
+		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
 		Cwd: sessionCwd(cur)}
 	if r.FleetAccount != "" {
 		req.Usage = wire.WindowsToProto(r.Usage)

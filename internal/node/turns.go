@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -237,9 +238,19 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 	return errHeld
 }
 
+// clipReason makes text the node reports (a turn's failure reason, often
+// a CLI's stderr, clipped by bytes in the runner) one the control plane
+// takes: valid UTF-8 without NUL, at most 1000 bytes cut between
+// characters. A report the control plane refuses, or that cannot even be
+// marshalled, is sent again forever and holds the session's next turn.
 func clipReason(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 	if len(s) > 1000 {
-		return s[:1000] + "…"
+		cut := 1000
+		for !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
