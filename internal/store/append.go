@@ -125,11 +125,13 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 const precheckGets = 100
 
 // precheck refuses an append to a missing session, by a node that does
-// not own it, or open-only to an archived one, and returns the records of
+// not own it, or open-only to an archived one (unless every message is
+// stored already: a retry, answered as the first call was), and returns the records of
 // its client ids already stored, in as few txns as etcd's op limit allows
 // (one for up to 98 messages).
 func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) (map[string]*mvccpb.KeyValue, error) {
 	stored := map[string]*mvccpb.KeyValue{}
+	var closed error // archived: refused unless every message is a retry
 	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.secondKey(sessionID, g))}
 	cids := make([]string, 0, len(msgs))
 	for i, m := range msgs {
@@ -147,8 +149,8 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 			if rs[0].GetResponseRange().Count == 0 {
 				return nil, sessionNotFound(sessionID)
 			}
-			if err := s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs); err != nil {
-				return nil, err
+			if closed = s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs); closed != nil && !openOnly(g) {
+				return nil, closed
 			}
 			rs = rs[2:]
 		}
@@ -158,6 +160,11 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 			}
 		}
 		gets, cids = gets[:0], cids[:0]
+	}
+	for _, m := range msgs {
+		if _, ok := stored[m.ClientId]; !ok && closed != nil {
+			return nil, closed
+		}
 	}
 	return stored, nil
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -156,5 +157,38 @@ func TestArchivedSessionRefusesOpenAppends(t *testing.T) {
 	wantArchived(t, "append to a session archived before archives moved the seq key", err)
 	if got := readAll(t, s, sid); len(got) != 3 {
 		t.Fatalf("the archived session holds %d messages; want 3 (a send before the archive, the owner's, the notice)", len(got))
+	}
+}
+
+// A send retried with its client id after the session was archived gets
+// the message it stored back (AIP-155: a retry answers as the first call
+// did), not SESSION_ARCHIVED: a client whose answer was lost would be told
+// the message was refused although the session holds it. A new message is
+// still refused. Inline and chunked messages take different paths.
+func TestRetriedSendAfterArchiveGetsItsMessage(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), smallChunks)
+	ctx := ctxT(t)
+	for name, size := range map[string]int{"inline": 5, "chunked": 4096} { // smallChunks: 1 KiB chunks
+		text := strings.Repeat("x", size)
+		t.Run(name, func(t *testing.T) {
+			sid := newSession(t, s, "n1").Session.Id
+			m := userMsg(text)
+			first, err := s.Append(ctx, sid, []*castv1.Message{proto.Clone(m).(*castv1.Message)}, sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := archiveSession(ctx, s, sid); err != nil {
+				t.Fatal(err)
+			}
+			again, err := s.Append(ctx, sid, []*castv1.Message{proto.Clone(m).(*castv1.Message)}, sent)
+			if err != nil {
+				t.Fatalf("retry of a stored send after the archive: %v; want message %d back", err, first[0].Seq)
+			}
+			if again[0].Seq != first[0].Seq || !again[0].CreateTime.AsTime().Equal(first[0].CreateTime.AsTime()) {
+				t.Fatalf("retry answered seq %d at %v, want %d at %v", again[0].Seq, again[0].CreateTime.AsTime(), first[0].Seq, first[0].CreateTime.AsTime())
+			}
+			_, err = s.Append(ctx, sid, []*castv1.Message{userMsg(text)}, sent)
+			wantArchived(t, "a new message to the archived session", err)
+		})
 	}
 }

@@ -349,12 +349,18 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	if err != nil {
 		return errs.Internal(err, "corrupt seq counter")
 	}
-	if err := s.checkSecond(b.id, b.guard, b.reads[1].GetResponseRange().Kvs); err != nil {
-		return err
+	closed := s.checkSecond(b.id, b.guard, b.reads[1].GetResponseRange().Kvs)
+	if closed != nil && !openOnly(b.guard) {
+		return closed
 	}
 	plan, err := s.planBatch(ctx, b.id, b.reqs, b.reads[2:], last)
 	if err != nil {
 		return err
+	}
+	if closed != nil && plan.next != last {
+		// Archived: only a batch that writes nothing, every message a
+		// retry of one stored before, is answered as the first call was.
+		return closed
 	}
 	b.plan, b.last = plan, last
 	// The value too: a memory (known.go) may outlive the revisions it
