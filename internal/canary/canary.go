@@ -28,6 +28,7 @@ import (
 	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // Checker runs canaries. The zero value is usable.
@@ -118,8 +119,10 @@ func (r *run) timeout() time.Duration {
 
 func pass(cp string) capability.Check { return capability.Check{Capability: cp, Passed: true} }
 
+// failf is a failed check; its detail quotes the CLI and is recorded
+// through the API (RecordAgentChecks), so it is clipped as a reason.
 func failf(cp, format string, args ...any) capability.Check {
-	return capability.Check{Capability: cp, Detail: clip(fmt.Sprintf(format, args...), 500)}
+	return capability.Check{Capability: cp, Detail: validate.Clip(fmt.Sprintf(format, args...), 500)}
 }
 
 // steps runs write, resume, append, read and fork, each on what the one
@@ -247,12 +250,5 @@ func (r *run) readBack(ctx context.Context, t runner.Turn) capability.Check {
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return clip(lines[len(lines)-1], 300)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return validate.Clip(lines[len(lines)-1], 300)
 }

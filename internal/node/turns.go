@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -240,20 +240,9 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 
 // clipReason makes text the node reports (a turn's failure reason, often
 // a CLI's stderr, clipped by bytes in the runner) one the control plane
-// takes: valid UTF-8 without NUL, at most 1000 bytes cut between
-// characters. A report the control plane refuses, or that cannot even be
-// marshalled, is sent again forever and holds the session's next turn.
-func clipReason(s string) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) > 1000 {
-		cut := 1000
-		for !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return s[:cut] + "…"
-	}
-	return s
-}
+// takes: a report it refuses, or that cannot even be marshalled, is sent
+// again forever and holds the session's next turn.
+func clipReason(s string) string { return validate.Clip(s, 1000) }
 
 // drop forgets a session this node no longer owns. It logs the same
 // "session released" as release does: whether the node learns of the move

@@ -206,6 +206,22 @@ func Past(field string, t time.Time, now time.Time) error {
 	return nil
 }
 
+// Clip makes text from outside cast (a CLI's stderr or output) a Reason
+// the API takes: valid UTF-8 without NUL, at most n bytes, cut between
+// characters, "…" marking a cut. A report refused for its text is sent
+// again and again, so a node clips before it reports.
+func Clip(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // Show quotes v for an error message: short, on one line, controls escaped.
 func Show(v string) string {
 	if len(v) > 60 {
