@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -190,5 +191,29 @@ func TestRetriedSendAfterArchiveGetsItsMessage(t *testing.T) {
 			_, err = s.Append(ctx, sid, []*castv1.Message{userMsg(text)}, sent)
 			wantArchived(t, "a new message to the archived session", err)
 		})
+	}
+}
+
+// A permission request shows its tool's input, clipped, as the session's
+// state reason. Clipped by bytes, an input of non-ASCII text (an edit of a
+// French README, a command with a path in Japanese) was cut inside a
+// character: the session record could not be encoded, so the request
+// failed and the tool call could never be approved.
+func TestPermissionForNonASCIIInputIsAsked(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	sid := newSession(t, s, "n1").Session.Id
+	ctx := ctxT(t)
+	for i, input := range []string{"x" + strings.Repeat("é", 300), "xx" + strings.Repeat("日本語", 100), "plain"} {
+		rid := "perm-" + string(rune('a'+i))
+		if err := s.AskPermission(ctx, sid, store.Permission{RequestID: rid, Tool: "Edit", Input: input}); err != nil {
+			t.Fatalf("ask for an input of %d bytes: %v", len(input), err)
+		}
+		sess, err := s.GetSession(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.State != castv1.SessionState_SESSION_STATE_WAITING_PERMISSION || !utf8.ValidString(sess.StateReason) {
+			t.Fatalf("session is %v, reason %q; want waiting on a permission, shown in UTF-8", sess.State, sess.StateReason)
+		}
 	}
 }

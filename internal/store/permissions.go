@@ -9,6 +9,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // Permission is a tool run waiting on a person, at perms/{s}/{request id}.
@@ -40,7 +41,7 @@ func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permissio
 		return err
 	}
 	_, err := s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
-		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, "permission for "+p.Tool+" "+clip(p.Input, 200)
+		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, "permission for "+p.Tool+" "+validate.Clip(p.Input, 200) // cut between characters: the record must encode
 		return nil
 	})
 	return err
@@ -85,11 +86,4 @@ func (s *Store) AnswerPermission(ctx context.Context, sessionID, rid string, all
 		return nil
 	})
 	return *pick, err
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
