@@ -213,6 +213,12 @@ func TestBadInputGetsReasons(t *testing.T) {
 			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "eliza"})
 			return err
 		}, codes.InvalidArgument, "UNKNOWN_AGENT"},
+		// Quoted in the message cut by bytes, inside a character: the
+		// status could not be encoded with its details, and the reason was lost.
+		{"long unknown agent", func() error {
+			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "x" + strings.Repeat("é", 60)})
+			return err
+		}, codes.InvalidArgument, "UNKNOWN_AGENT"},
 		{"a parent's call without the parent", func() error {
 			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", ParentCallId: "toolu_1"})
 			return err

@@ -33,7 +33,7 @@ type sessionService struct {
 
 func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
 	if _, ok := agents.Lookup(req.Agent); !ok {
-		return nil, withInfo(codes.InvalidArgument, "unknown agent "+quote(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
+		return nil, withInfo(codes.InvalidArgument, "unknown agent "+validate.Show(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
 	}
 	if err := refuse(
 		validate.Check(validate.Name, "node", req.Node),
@@ -551,11 +551,4 @@ func titleFrom(text string) string {
 		return string(r[:60]) + "…"
 	}
 	return text
-}
-
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + strings.ReplaceAll(s, "\"", "\\\"") + "\""
 }

@@ -147,7 +147,7 @@ func (h *nodeService) ReportWorkTree(ctx context.Context, req *castv1.ReportWork
 			return nil, toStatus(h.s.lg, err)
 		}
 	default:
-		return nil, invalid("phase must be export or import, not %s", quote(req.Phase))
+		return nil, invalid("phase must be export or import, not %s", validate.Show(req.Phase))
 	}
 	return &castv1.ReportWorkTreeResponse{}, nil
 }
