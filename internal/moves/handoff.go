@@ -14,6 +14,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/placement"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -217,10 +218,7 @@ func fallbackBrief(src *castv1.Session, msgs []transcript.Message, cause error) 
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Kind == transcript.KindAssistant && strings.TrimSpace(msgs[i].Text) != "" {
-			t := msgs[i].Text
-			if len(t) > 3000 {
-				t = t[:3000] + "…"
-			}
+			t := validate.Clip(msgs[i].Text, 3000) // between characters: the prompt must encode
 			fmt.Fprintf(&b, "Last answer (#%d):\n%s\n", msgs[i].Seq, t)
 			break
 		}

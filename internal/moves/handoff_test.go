@@ -3,11 +3,16 @@ package moves_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/fence"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // briefs answers with the model's brief once, then fails: a retried
@@ -48,4 +53,40 @@ func TestRetriedHandoffAnswersWithTheStoredPrompt(t *testing.T) {
 	if err != nil || len(msgs) != 1 || msgs[0].Text != again.Prompt {
 		t.Fatalf("the new session's prompt is %v (%v), want the retry's answer %q", msgs, err, again.Prompt)
 	}
+}
+
+// A long answer in another script is clipped between characters wherever a
+// move quotes it: cut by bytes inside a character, the worker's report to
+// its parent could not be stored (the parent never heard), and a handoff
+// whose brief fell back to the last answer made its session, then failed
+// to store its prompt, at every retry.
+func TestMovesQuoteLongNonASCIIAnswers(t *testing.T) {
+	long := "x" + strings.Repeat("é", 2000) // 4001 bytes: both clips (2000, 3000) land inside a character
+	t.Run("worker report", func(t *testing.T) {
+		s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		parent, worker := parentAndWorker(ctx, t, s)
+		if _, err := s.Append(ctx, worker.Session.Id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: long}}, fence.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := notifyIdle(ctx, s, worker.Session.Id); err != nil {
+			t.Fatalf("report of a worker with a long answer: %v", err)
+		}
+		if p, err := s.GetSession(ctx, parent.Session.Id); err != nil || p.LastSeq != 1 {
+			t.Fatalf("the parent holds %d messages (%v); want the worker's report", p.GetLastSeq(), err)
+		}
+	})
+	t.Run("fallback brief", func(t *testing.T) {
+		r := newMergeRig(t)
+		r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, long)
+		b := &briefs{n: 1} // the model is down: the brief quotes the last answer
+		res, err := moves.Handoff(r.ctx, r.s, b, moves.HandoffRequest{SessionID: r.parent, ToAgent: "claude", RequestID: fence.RequestKey("test-user", ids.NewClientID())})
+		if err != nil {
+			t.Fatalf("handoff with a fallback brief of a long answer: %v", err)
+		}
+		if res.BriefSource != "fallback" || !utf8.ValidString(res.Prompt) {
+			t.Fatalf("brief from %s, prompt valid UTF-8 %v; want the fallback, in UTF-8", res.BriefSource, utf8.ValidString(res.Prompt))
+		}
+	})
 }

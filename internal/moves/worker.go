@@ -9,6 +9,7 @@ import (
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/turnstate"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // NotifyParent tells a worker's parent session that the worker finished a
@@ -67,10 +68,7 @@ func lastAnswer(ctx context.Context, st Store, s *castv1.Session) string {
 	if err != nil {
 		return ""
 	}
-	if len(last) > 2000 {
-		return last[:2000] + "…"
-	}
-	return last
+	return validate.Clip(last, 2000) // between characters: the report must encode
 }
 
 // Parents is the turn report observer that tells a worker's parent how its

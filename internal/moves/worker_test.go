@@ -34,6 +34,16 @@ func parentAndWorker(ctx context.Context, t *testing.T, s *store.Store) (parent,
 	return parent, worker
 }
 
+// notifyIdle reports to its parent that the worker finished its turn.
+func notifyIdle(ctx context.Context, s *store.Store, workerID string) (*castv1.Session, error) {
+	w, err := s.GetSession(ctx, workerID)
+	if err != nil {
+		return nil, err
+	}
+	w.State = castv1.SessionState_SESSION_STATE_IDLE
+	return w, moves.NotifyParent(ctx, s, w)
+}
+
 // A worker whose tail holds more tool output than one page (pages are
 // bounded in bytes) still reports its newest answer to the parent, not an
 // older one from the first page. Small store limits stand in for 16 MiB
@@ -60,12 +70,8 @@ func TestNotifyParentReadsTheWholeTail(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := s.GetSession(ctx, worker.Session.Id)
+	w, err := notifyIdle(ctx, s, worker.Session.Id)
 	if err != nil {
-		t.Fatal(err)
-	}
-	w.State = castv1.SessionState_SESSION_STATE_IDLE
-	if err := moves.NotifyParent(ctx, s, w); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _, err := s.ListMessages(ctx, parent.Session.Id, 1, 0, 100, "")
