@@ -177,3 +177,25 @@ func TestCreateWithLongRequestIDStoresItsFirstMessage(t *testing.T) {
 		})
 	}
 }
+
+// A create retried with its request id after the session's node went down
+// (the first answer was lost with it) gets the session it made: placing
+// the retry again refused it, node not connected, though nothing needs
+// placing.
+func TestCreateRetriedAfterItsNodeLeftGetsItsSession(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	n := connectNode(t, ctx, c, "n1", nil)
+	waitConnected(t, c, "n1", true)
+	req := &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", Text: "hello", RequestId: "create-then-node-left"}
+	made, err := c.Sessions.CreateSession(ctx, req)
+	must(t, err)
+	n.close()
+	waitConnected(t, c, "n1", false)
+	again, err := c.Sessions.CreateSession(ctx, req)
+	if err != nil || again.Id != made.Id || again.LastSeq != made.LastSeq {
+		t.Fatalf("retried create after its node left: %v, %v; want session %s with its %d messages", again.GetId(), err, made.Id, made.LastSeq)
+	}
+}

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -87,9 +88,12 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	want := placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
 		CwdOnCaller: onCaller, Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
+	rk := fence.RequestKey(caller(ctx), req.RequestId)
 	placed, err := h.s.placeSession(ctx, want)
 	if err != nil {
-		return nil, toStatus(h.s.lg, err)
+		if placed, err = h.s.placedBefore(ctx, rk, err); err != nil {
+			return nil, toStatus(h.s.lg, err)
+		}
 	}
 	var first *castv1.Message
 	if req.Text != "" {
@@ -108,7 +112,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		title = titleFrom(req.Text)
 	}
 	params := fence.CreateParams{
-		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: fence.RequestKey(caller(ctx), req.RequestId),
+		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: rk,
 		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, ParentCallID: req.ParentCallId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
 		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
 	}
@@ -130,6 +134,22 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		}
 	}
 	return h.s.store.GetSession(ctx, c.Session.Id)
+}
+
+// placedBefore is where the create that request key rk already made put
+// its session, or placeErr when none did: a retry needs no placing, and
+// placing it again refused it once its node was down (the store's create
+// answers it from rk, or refuses a reuse of rk for another create).
+func (s *Server) placedBefore(ctx context.Context, rk string, placeErr error) (placement.Placed, error) {
+	id, ok, err := s.store.RequestedSession(ctx, rk)
+	if err != nil || !ok {
+		return placement.Placed{}, cmp.Or(err, placeErr)
+	}
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return placement.Placed{}, err
+	}
+	return placement.Placed{Node: sess.Node, Cwd: sess.Cwd}, nil
 }
 
 func (h *sessionService) GetSession(ctx context.Context, req *castv1.GetSessionRequest) (*castv1.Session, error) {
