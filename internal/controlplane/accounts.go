@@ -31,7 +31,11 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 	metrics.Preinit(m.Limited, agents.FleetAgents())
 	metrics.Preinit(m.Accounts, agents.FleetAgents(), []string{"open", "limited"})
 	metrics.Preinit(m.Switches, agents.FleetAgents(), fleet.SwitchReasons)
-	return fleet.New(s.store, box, s.cfg.Fleet, s.lg.Named("fleet"), m)
+	cfg := s.cfg.Fleet
+	if s.vault != nil { // a nil *store.Vault would make a non-nil interface
+		cfg.Custody = s.vault
+	}
+	return fleet.New(s.store, box, cfg, s.lg.Named("fleet"), m)
 }
 
 // SecretsKeyEnv holds the secrets key itself (hex), instead of a file.
@@ -88,9 +92,6 @@ func (h *accountService) PutAccount(ctx context.Context, req *castv1.PutAccountR
 		return nil, invalid("credential is %d bytes; an agent's credential file is under %d KiB", len(req.Credential), maxCredentialBytes>>10)
 	}
 	a, err := h.s.fleet.Put(ctx, req.Agent, req.Name, req.Credential)
-	if err == nil {
-		err = h.s.custodyPut(ctx, req.Agent, req.Name, req.Credential)
-	}
 	return a, toStatus(h.s.lg, err)
 }
 

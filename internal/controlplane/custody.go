@@ -66,32 +66,11 @@ func (s *Server) needMark(ctx context.Context, node string) error {
 	return nil
 }
 
-// custodyPut records a newly added account's login in custody when it has
-// a refresh token to keep; a login older than the one in custody changes
-// nothing there.
-func (s *Server) custodyPut(ctx context.Context, agent, name string, cred []byte) error {
-	if s.vault == nil {
-		return nil
-	}
-	f, err := agents.CredentialFor(agent)
-	if err != nil {
-		return nil // not a login custody covers
-	}
-	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
-		return nil
-	}
-	if _, err := s.vault.Add(ctx, agent, name, cred); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {
-		return err
-	}
-	return nil
-}
-
 // custodyCopy is what FetchCredential hands a node for agent's account,
 // whose stored file is cred: a login custody holds goes out as custody's
 // newest access token without its refresh token, as op ACCESS gives it,
 // since only the custodian may hold the refresh token (a node that copies,
-// with --token-custody=false or after an ACCESS that ran before `cast
-// account add` put the login in custody, would refresh with it on its
+// as one with --token-custody=false does, would refresh with it on its
 // own); anything else as it is.
 func (s *Server) custodyCopy(ctx context.Context, agent, account string, cred []byte) ([]byte, error) {
 	if s.vault == nil {

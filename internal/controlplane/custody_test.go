@@ -4,10 +4,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -236,5 +239,75 @@ func TestFetchCredentialKeepsTheRefreshTokenInCustody(t *testing.T) {
 	resp, err = c.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: "nr", Agent: "codex", Account: "ck", Grant: sc.Grant})
 	if err != nil || string(resp.Credential) != string(key) {
 		t.Fatalf("an API key: %q %v", resp.GetCredential(), err)
+	}
+}
+
+// `cast account add` puts a login in custody before the account is
+// stored, so before anything can activate it: the Put itself (the agent's
+// first account, or a new login for the active one), `cast account use`,
+// or a switch on a usage limit. Before, the account was stored and
+// activated first, and a node that the SetCredential reached in between
+// asked custody for the access token, heard NOT_IN_CUSTODY and copied the
+// stored login, refresh token included. The etcd revisions give the order
+// each write happened in. A login custody does not cover (an API key)
+// is stored and activated as before, with nothing in custody.
+func TestAccountAddTakesCustodyBeforeActivating(t *testing.T) {
+	t.Parallel()
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.TokenCustody, c.EtcdEndpoints = true, []string{ep}
+	})
+	c := testharness.Dial(t, srv.Addr())
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	ctx := ctxT(t)
+	modRev := func(key string) int64 {
+		t.Helper()
+		resp, err := etcd.Get(ctx, store.DefaultPrefix+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return 0
+		}
+		return resp.Kvs[0].ModRevision
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		name, account string
+		cred          []byte
+		use           bool // activated by `cast account use`, not by the add
+		inCustody     bool
+	}{
+		{name: "the first login", account: "cx", cred: codexLogin("at-cx1", "rt-cx1", now), inCustody: true},
+		{name: "a newer login for the active account", account: "cx", cred: codexLogin("at-cx2", "rt-cx2", now.Add(time.Minute)), inCustody: true},
+		{name: "a login activated later", account: "cy", cred: codexLogin("at-cy", "rt-cy", now), use: true, inCustody: true},
+		{name: "an API key", account: "ck", cred: []byte(`{"OPENAI_API_KEY":"sk-key"}`), use: true},
+	} {
+		if _, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: tc.account, Agent: "codex", Credential: tc.cred}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// Read before `use`, whose activation rewrites the account record.
+		stored := modRev("accounts/codex/" + tc.account)
+		if tc.use {
+			if _, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: tc.account, Agent: "codex"}); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		}
+		held, activated := modRev("custody/codex/"+tc.account+"/cred"), modRev("activeaccounts/codex")
+		switch {
+		case !tc.inCustody && held != 0:
+			t.Errorf("%s: custody holds it", tc.name)
+		case tc.inCustody && held == 0:
+			t.Errorf("%s: custody does not hold it", tc.name)
+		case tc.inCustody && (held > stored || held > activated):
+			t.Errorf("%s: custody took the login at revision %d, after the account was stored (%d) or activated (%d)", tc.name, held, stored, activated)
+		}
+		if act, _ := c.Accounts.ListAccounts(ctx, &castv1.ListAccountsRequest{Agent: "codex"}); !slices.ContainsFunc(act.GetAccounts(), func(a *castv1.Account) bool { return a.Name == tc.account && a.Active }) {
+			t.Errorf("%s: %s is not active", tc.name, tc.account)
+		}
 	}
 }

@@ -171,14 +171,15 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}
+	// The vault first: the fleet puts each login it adds there.
+	if err := s.newVault(); err != nil {
+		return nil, err
+	}
 	if s.fleet, err = s.newFleet(); err != nil {
 		return nil, err
 	}
 	s.turns = turnstate.New(s.store, s.lg, turnstate.Named{Name: "fleet", Observer: s.fleet},
 		turnstate.Named{Name: "worker's parent", Observer: moves.Parents{St: s.store}})
-	if err := s.newVault(); err != nil {
-		return nil, err
-	}
 	if s.tls, err = s.loadTLS(ctx); err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}

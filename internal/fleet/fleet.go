@@ -23,6 +23,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -85,6 +87,15 @@ type Config struct {
 	MetricsAccountNames bool
 	// Now is the clock (nil: time.Now); tests move it.
 	Now func() time.Time
+	// Custody is token custody's record (nil: --token-custody is off).
+	Custody Custody
+}
+
+// Custody is token custody's record of logins (the control plane's vault).
+type Custody interface {
+	// Add records a login, refused with custody.ReasonNotNewer when it
+	// holds a newer one.
+	Add(ctx context.Context, agent, account string, raw []byte) (custody.Token, error)
 }
 
 // DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
@@ -177,6 +188,9 @@ func (mg *Manager) Put(ctx context.Context, agent, name string, cred []byte) (*c
 	if err != nil {
 		return nil, errs.Internal(err, "seal credential")
 	}
+	if err := mg.hold(ctx, agent, name, cred); err != nil {
+		return nil, err
+	}
 	r, err := mg.st.PutAccount(ctx, quota.Account{Name: name, Agent: agent, Sealed: sealed})
 	if err != nil {
 		return nil, err
@@ -198,6 +212,30 @@ func (mg *Manager) Put(ctx context.Context, agent, name string, cred []byte) (*c
 		}
 	}
 	return toProto(r, act.Name == name), nil
+}
+
+// hold puts a login with a refresh token in custody before its account is
+// stored: from then on anything may activate it (this Put, `cast account
+// use`, a switch on a limit), and a node told to write it asks custody for
+// the access token. Had custody not held it yet, the node would copy the
+// stored login, refresh token included, and its CLI would refresh on its
+// own, revoking the family for the fleet. A login older than the one in
+// custody changes nothing there; any other login is not custody's.
+func (mg *Manager) hold(ctx context.Context, agent, name string, cred []byte) error {
+	if mg.cfg.Custody == nil {
+		return nil
+	}
+	f, err := agents.CredentialFor(agent)
+	if err != nil {
+		return nil // not a login custody covers
+	}
+	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
+		return nil
+	}
+	if _, err := mg.cfg.Custody.Add(ctx, agent, name, cred); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {
+		return err
+	}
+	return nil
 }
 
 // List lists accounts, never their secrets.
