@@ -178,6 +178,10 @@ func (h *nodeService) needActive(ctx context.Context, agent, account string) err
 // mayPut lets a node store a credential for an account it is custodian
 // of, whose refresh it began (a restarted custodian reporting what it
 // left), or that is active (a CLI that refreshed on its own); no other.
+// A login custody does not hold is refused as NOT_IN_CUSTODY, not as
+// inactive: a removed account is never active, and a restarted custodian
+// deletes its copy of the removed login only on NOT_IN_CUSTODY
+// (custody.Node.Reconcile).
 func (h *nodeService) mayPut(ctx context.Context, req *castv1.CustodyRequest) error {
 	who, err := h.s.vault.Custodian(ctx, req.Agent, req.Account)
 	if err != nil || who == req.Node {
@@ -187,5 +191,12 @@ func (h *nodeService) mayPut(ctx context.Context, req *castv1.CustodyRequest) er
 	if err != nil || (in != nil && in.Node == req.Node) {
 		return err
 	}
-	return h.needActive(ctx, req.Agent, req.Account)
+	err = h.needActive(ctx, req.Agent, req.Account)
+	if err == nil {
+		return nil
+	}
+	if _, _, gerr := h.s.vault.Get(ctx, req.Agent, req.Account); errs.HasReason(gerr, custody.ReasonNotInCustody) {
+		return gerr
+	}
+	return err
 }

@@ -311,3 +311,43 @@ func TestAccountAddTakesCustodyBeforeActivating(t *testing.T) {
 		}
 	}
 }
+
+// A custodian that restarts after `cast account rm` reports the removed
+// account's last login from its custody folder and deletes its copy when
+// custody answers NOT_IN_CUSTODY (custody.Node.Reconcile). The PUT guard
+// refused it first as not the active account (a removed account never
+// is), so the node kept that login, refresh token and all, and warned at
+// every start. An account custody holds that is not active is still
+// refused as such.
+func TestCustodyPutOfARemovedAccountIsNotInCustody(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TokenCustody = true })
+	c := testharness.Dial(t, srv.Addr())
+	rawNode(t, c, "nr")
+	waitConnected(t, c, "nr", true)
+	markNode(t, c, "nr")
+	ctx := ctxT(t)
+	now := time.Now()
+	for _, acc := range []string{"cx", "cy", "cz"} {
+		if _, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: acc, Agent: "codex", Credential: codexLogin("at-"+acc, "rt-"+acc, now)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: "cy", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: "cx", Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		account, reason string
+		code            codes.Code
+	}{
+		{"cx", custody.ReasonNotInCustody, codes.NotFound},
+		{"cz", errs.ReasonAccountNotActive, codes.FailedPrecondition},
+	} {
+		_, err := c.Nodes.Custody(ctx, &castv1.CustodyRequest{Node: "nr", Agent: "codex", Account: tc.account, Op: castv1.CustodyOp_CUSTODY_OP_PUT,
+			Credential: codexLogin("at-later", "rt-later", now.Add(time.Hour))})
+		wantDenied(t, "PUT "+tc.account, err, tc.code, tc.reason)
+	}
+}
