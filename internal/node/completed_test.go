@@ -24,18 +24,25 @@ func (recordsReports) ReportTurn(context.Context, *castv1.ReportTurnRequest) (*c
 	return &castv1.ReportTurnResponse{}, nil
 }
 
-// completedDaemon is a daemon with a fresh state whose reports land.
-func completedDaemon(t *testing.T) *Daemon {
+// serveNodes serves nodes as a control plane's NodeService on loopback
+// until the test ends, and returns its address.
+func serveNodes(t *testing.T, nodes castv1.NodeServiceServer) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	castv1.RegisterNodeServiceServer(srv, recordsReports{})
+	castv1.RegisterNodeServiceServer(srv, nodes)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-	cli, err := client.Dial(l.Addr().String())
+	return l.Addr().String()
+}
+
+// completedDaemon is a daemon with a fresh state whose reports land.
+func completedDaemon(t *testing.T) *Daemon {
+	t.Helper()
+	cli, err := client.Dial(serveNodes(t, recordsReports{}))
 	if err != nil {
 		t.Fatal(err)
 	}

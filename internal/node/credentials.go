@@ -96,6 +96,13 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 		// custodian (custody.go).
 		a.custodyMu.Lock()
 		defer a.custodyMu.Unlock()
+		if p := a.pending[sc.Agent]; p != nil && sc.Epoch < p.Epoch {
+			// A switch waiting for its refresh is newer: its epoch is not
+			// recorded until its store has a live token, so the check above
+			// let an older command (NodeHello's, queued after the switch)
+			// through.
+			return nil
+		}
 		delete(a.pending, sc.Agent)
 		err := a.supply(fctx, sc.Agent, sc.Account)
 		if err == nil {
