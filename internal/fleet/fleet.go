@@ -378,9 +378,17 @@ func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.
 	mg.m.Switches.WithLabelValues(agent, reason).Inc()
 	mg.lg.Info("fleet account activated", zap.String("agent", agent), zap.String("account", name),
 		zap.Int64("epoch", next.Epoch), zap.String("reason", reason))
-	mg.broadcast(ctx, agent, next)
+	// Committed: the nodes must hear of it even if the caller has gone
+	// (an interrupted `cast account use`, a deadline), or each keeps the
+	// old account until it reconnects.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broadcastTimeout)
+	defer cancel()
+	mg.broadcast(bctx, agent, next)
 	return true, nil
 }
+
+// broadcastTimeout bounds telling the nodes of one activation.
+const broadcastTimeout = 30 * time.Second
 
 // broadcast sends SetCredential to every connected node. A node that is
 // down gets it when it connects again (NodeHello).

@@ -641,3 +641,56 @@ func TestLimitLastsUntilTheLastFullWindowResets(t *testing.T) {
 		})
 	}
 }
+
+// goneAfterActivate is the store, with the caller going away (its context
+// cancelled) just after an activation commits.
+type goneAfterActivate struct {
+	fleet.Store
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (s *goneAfterActivate) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
+	act, ok, err := s.Store.Activate(ctx, agent, name, prev)
+	if c := s.cancel.Load(); c != nil {
+		(*c)()
+	}
+	return act, ok, err
+}
+
+// An activation that committed reaches the connected nodes even when its
+// caller has gone meanwhile (`cast account use` interrupted, a deadline):
+// the broadcast ran on the caller's context, so no node heard of the
+// switch and each kept the old account, limited or not, until it
+// reconnected.
+func TestActivationReachesNodesAfterItsCallerLeft(t *testing.T) {
+	gone := &goneAfterActivate{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store { gone.Store = st; return gone })
+	r.putAB(t)
+	bg := context.Background()
+	if _, err := r.st.RegisterNode(bg, &castv1.Node{Name: "n1"}, "r1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	gone.cancel.Store(&cancel)
+	if _, err := r.mg.Use(ctx, "claude", "b"); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{r.ep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(bg, store.DefaultPrefix+"nodecmds/n1/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		cmd := &castv1.Command{}
+		must(t, proto.Unmarshal(kv.Value, cmd))
+		if cmd.GetSetCredential().GetAccount() == "b" {
+			return
+		}
+	}
+	t.Fatalf("n1 was never told to write b (%d commands queued)", len(resp.Kvs))
+}
