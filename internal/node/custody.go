@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -218,12 +220,15 @@ func (a *Daemon) custodyLoop(ctx context.Context) {
 	if a.custody == nil {
 		return
 	}
-	a.reconcileCustody(ctx)
 	every := a.cfg.CustodyInterval
 	if every <= 0 {
 		every = time.Minute
 	}
+	reconciled := false
 	tick.Loop{Every: every, First: true, Wake: a.custodyKick}.Run(ctx, func() bool {
+		if !reconciled {
+			reconciled = a.reconcileCustody(ctx)
+		}
 		for _, agent := range agents.FleetAgents() {
 			if acc := a.custodyAccount(agent); acc != "" && a.custodyCovers(agent) {
 				a.custodyTick(ctx, agent, acc)
@@ -270,19 +275,30 @@ func (a *Daemon) custodyTick(ctx context.Context, agent, account string) {
 }
 
 // reconcileCustody reports what an earlier run left in DATA_DIR/custody
-// (a refresh cut off before it was stored).
-func (a *Daemon) reconcileCustody(ctx context.Context) {
+// (a refresh cut off before it was stored). It returns false when a report
+// must be tried again: the control plane refused it because this node's
+// stream is not welcomed yet (the loop starts beside it) or was not
+// reached. A report never made leaves this node's refresh record in
+// place, and while another node is custodian nothing else reports it
+// (only a refresh does, first): no node could refresh that login again.
+func (a *Daemon) reconcileCustody(ctx context.Context) bool {
 	root := filepath.Join(a.cfg.DataDir, "custody")
 	agentsDirs, _ := os.ReadDir(root)
+	done := true
 	for _, ad := range agentsDirs {
 		accs, _ := os.ReadDir(filepath.Join(root, ad.Name()))
 		for _, acc := range accs {
-			if err := a.custody.Reconcile(ctx, ad.Name(), acc.Name()); err != nil {
-				a.lg.Warn("custody: reporting a credential left by an earlier run failed",
-					zap.String("agent", ad.Name()), zap.String("account", acc.Name()), zap.Error(err))
+			err := a.custody.Reconcile(ctx, ad.Name(), acc.Name())
+			if err == nil {
+				continue
 			}
+			again := client.ReasonOf(err) == errs.ReasonNodeNotConn || status.Code(err) == codes.Unavailable
+			done = done && !again
+			a.lg.Warn("custody: reporting a credential left by an earlier run failed",
+				zap.String("agent", ad.Name()), zap.String("account", acc.Name()), zap.Bool("tried_again", again), zap.Error(err))
 		}
 	}
+	return done
 }
 
 // holdsLogin says whether the store at path holds a login with a refresh

@@ -5,13 +5,21 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -76,5 +84,90 @@ func TestCustodyOlderSetCredentialKeepsAWaitingSwitch(t *testing.T) {
 	}
 	if p := a.custodyAccount("codex"); p != "b" {
 		t.Fatalf("custody keeps %q for codex, want the waiting switch's b", p)
+	}
+}
+
+// reportPlane is a control plane's Custody RPC for a restarted node whose
+// custody folder holds a refresh it never reported: another node is
+// custodian now, and the first report comes before the node's stream is
+// welcomed, so it is refused as the control plane refuses it then.
+type reportPlane struct {
+	castv1.UnimplementedNodeServiceServer
+	access   []byte
+	mu       sync.Mutex
+	puts     int
+	reported chan struct{} // closed when a report is taken
+	elects   chan struct{} // one value per election asked for
+}
+
+func (p *reportPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
+	switch req.Op {
+	case castv1.CustodyOp_CUSTODY_OP_PUT:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.puts++; p.puts == 1 {
+			st, err := status.New(codes.FailedPrecondition, "node is not connected").WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonNodeNotConn})
+			if err != nil {
+				return nil, err
+			}
+			return nil, st.Err()
+		}
+		if p.puts == 2 {
+			close(p.reported)
+		}
+	case castv1.CustodyOp_CUSTODY_OP_ELECT:
+		p.elects <- struct{}{}
+		return &castv1.CustodyResponse{Custodian: "y"}, nil
+	case castv1.CustodyOp_CUSTODY_OP_ACCESS:
+		return &castv1.CustodyResponse{Credential: p.access}, nil
+	}
+	return &castv1.CustodyResponse{}, nil
+}
+
+// A node that restarts with a refresh it never reported (it died between
+// the provider's rotation and storing it) reports it once connected. Its
+// custody loop starts beside the stream, so the first report was refused
+// as NODE_NOT_CONNECTED and never tried again: with another node elected
+// custodian meanwhile, this one never runs a refresh (which reports
+// first), so its refresh record stayed, the custodian's refreshes were
+// refused as REFRESH_IN_DOUBT, and the login's access token ran out
+// fleet-wide.
+func TestCustodyReportsALeftRefreshOnceConnected(t *testing.T) {
+	plane := &reportPlane{access: accessOnlyCodex(t, "at-cx", time.Now().Add(time.Hour)),
+		reported: make(chan struct{}), elects: make(chan struct{}, 64)}
+	cfg := Config{Name: "x", DataDir: t.TempDir(), ControlPlane: serveNodes(t, plane), Insecure: true,
+		TokenCustody: true, FleetAccounts: true, IsolatedHomes: true, CustodyInterval: 10 * time.Millisecond,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
+		Agents: map[string]AgentSetup{"codex": {Bin: agenttest.Bin(t, "codex"), Home: t.TempDir()}}}
+	a, err := New(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cli.Close() })
+	left := filepath.Join(cfg.DataDir, "custody", "codex", "cx", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(left), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsutil.WriteFileAtomic(left, plane.access, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.st.setFleet("codex", fleetCred{Account: "cx", Epoch: 1}, func(map[string]*owned) {}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.custodyLoop(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for elected := 0; ; {
+		select {
+		case <-plane.reported:
+			return
+		case <-plane.elects:
+			if elected++; elected == 3 {
+				t.Fatal("three custody rounds ran and the refresh left by the earlier run was never reported again")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the custody loop did not run")
+		}
 	}
 }
