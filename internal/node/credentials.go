@@ -116,6 +116,15 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 		if e, ok := errs.As(err); ok {
 			reason = e.Reason
 		}
+		if custodyAgain(err) {
+			// A refused command is not sent again: the custody loop
+			// supplies the account each round and records the switch once
+			// its store is written.
+			a.lg.Warn("custody: supplying the new account's access token failed; trying again each custody round",
+				zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.Error(err))
+			a.waitForCustody(sc)
+			return nil
+		}
 		if !custody.Unavailable(reason) {
 			return fmt.Errorf("supply %s access token: %w", sc.Agent, err)
 		}

@@ -152,6 +152,12 @@ func (a *Daemon) newCustody() error {
 func (a *Daemon) waitForRefresh(sc *castv1.SetCredential) {
 	a.lg.Info("custody: the account's access token expired while it was inactive; switching once custody has refreshed it",
 		zap.String("agent", sc.Agent), zap.String("account", sc.Account))
+	a.waitForCustody(sc)
+}
+
+// waitForCustody leaves sc's switch to custodyLoop, which records it once
+// its store has a live token. The caller holds custodyMu.
+func (a *Daemon) waitForCustody(sc *castv1.SetCredential) {
 	a.pending[sc.Agent] = sc
 	select {
 	case a.custodyKick <- struct{}{}:
@@ -292,13 +298,21 @@ func (a *Daemon) reconcileCustody(ctx context.Context) bool {
 			if err == nil {
 				continue
 			}
-			again := client.ReasonOf(err) == errs.ReasonNodeNotConn || status.Code(err) == codes.Unavailable
+			again := custodyAgain(err)
 			done = done && !again
 			a.lg.Warn("custody: reporting a credential left by an earlier run failed",
 				zap.String("agent", ad.Name()), zap.String("account", acc.Name()), zap.Bool("tried_again", again), zap.Error(err))
 		}
 	}
 	return done
+}
+
+// custodyAgain says whether a custody call failed only for now: the
+// control plane was not reached, did not answer in time, or does not take
+// this node as connected yet.
+func custodyAgain(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded || client.ReasonOf(err) == errs.ReasonNodeNotConn
 }
 
 // holdsLogin says whether the store at path holds a login with a refresh

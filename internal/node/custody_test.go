@@ -49,6 +49,22 @@ func accessOnlyCodex(t *testing.T, access string, exp time.Time) []byte {
 	return out
 }
 
+// custodyDaemon is a node named x with token custody over Codex, whose
+// control plane is nodes.
+func custodyDaemon(t *testing.T, nodes castv1.NodeServiceServer) *Daemon {
+	t.Helper()
+	cfg := Config{Name: "x", DataDir: t.TempDir(), ControlPlane: serveNodes(t, nodes), Insecure: true,
+		TokenCustody: true, FleetAccounts: true, IsolatedHomes: true, CustodyInterval: 10 * time.Millisecond,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
+		Agents: map[string]AgentSetup{"codex": {Bin: agenttest.Bin(t, "codex"), Home: t.TempDir()}}}
+	a, err := New(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cli.Close() })
+	return a
+}
+
 // A switch waiting for custody to refresh its expired login (account b,
 // epoch 6) is not undone by an older SetCredential arriving after it (a
 // on epoch 5: the one NodeHello read as the node connected, queued after
@@ -62,14 +78,7 @@ func TestCustodyOlderSetCredentialKeepsAWaitingSwitch(t *testing.T) {
 		"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour)),
 		"b": accessOnlyCodex(t, "at-b", now.Add(-time.Minute)), // ran out while inactive
 	}}
-	cfg := Config{Name: "laptop", DataDir: t.TempDir(), ControlPlane: serveNodes(t, plane), Insecure: true,
-		TokenCustody: true, FleetAccounts: true, IsolatedHomes: true, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
-		Agents: map[string]AgentSetup{"codex": {Bin: agenttest.Bin(t, "codex"), Home: t.TempDir()}}}
-	a, err := New(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.cli.Close() })
+	a := custodyDaemon(t, plane)
 	ctx := context.Background()
 	for _, sc := range []*castv1.SetCredential{
 		{Agent: "codex", Account: "b", Epoch: 6},
@@ -135,16 +144,8 @@ func (p *reportPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*c
 func TestCustodyReportsALeftRefreshOnceConnected(t *testing.T) {
 	plane := &reportPlane{access: accessOnlyCodex(t, "at-cx", time.Now().Add(time.Hour)),
 		reported: make(chan struct{}), elects: make(chan struct{}, 64)}
-	cfg := Config{Name: "x", DataDir: t.TempDir(), ControlPlane: serveNodes(t, plane), Insecure: true,
-		TokenCustody: true, FleetAccounts: true, IsolatedHomes: true, CustodyInterval: 10 * time.Millisecond,
-		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
-		Agents: map[string]AgentSetup{"codex": {Bin: agenttest.Bin(t, "codex"), Home: t.TempDir()}}}
-	a, err := New(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.cli.Close() })
-	left := filepath.Join(cfg.DataDir, "custody", "codex", "cx", "auth.json")
+	a := custodyDaemon(t, plane)
+	left := filepath.Join(a.cfg.DataDir, "custody", "codex", "cx", "auth.json")
 	if err := os.MkdirAll(filepath.Dir(left), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +166,65 @@ func TestCustodyReportsALeftRefreshOnceConnected(t *testing.T) {
 		case <-plane.elects:
 			if elected++; elected == 3 {
 				t.Fatal("three custody rounds ran and the refresh left by the earlier run was never reported again")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the custody loop did not run")
+		}
+	}
+}
+
+// flakyPlane is a control plane's Custody RPC whose first ACCESS for
+// account b does not get through (a replica restarting, etcd electing).
+type flakyPlane struct {
+	castv1.UnimplementedNodeServiceServer
+	access map[string][]byte
+	mu     sync.Mutex
+	failed bool
+	elects chan struct{}
+}
+
+func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
+	switch req.Op {
+	case castv1.CustodyOp_CUSTODY_OP_ACCESS:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if req.Account == "b" && !p.failed {
+			p.failed = true
+			return nil, status.Error(codes.Unavailable, "store not answering")
+		}
+		return &castv1.CustodyResponse{Credential: p.access[req.Account]}, nil
+	case castv1.CustodyOp_CUSTODY_OP_ELECT:
+		p.elects <- struct{}{}
+		return &castv1.CustodyResponse{Custodian: "y"}, nil
+	}
+	return &castv1.CustodyResponse{}, nil
+}
+
+// A switch whose access token could not be fetched for a moment is made
+// once custody answers again. The failure went back as the command's ack,
+// which the control plane only logs and never sends again, so the node
+// stayed on the old account (limited, for a switch on a limit) until it
+// reconnected.
+func TestCustodySwitchOutlivesAFailedSupply(t *testing.T) {
+	now := time.Now()
+	plane := &flakyPlane{access: map[string][]byte{
+		"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour)),
+		"b": accessOnlyCodex(t, "at-b", now.Add(time.Hour)),
+	}, elects: make(chan struct{}, 64)}
+	a := custodyDaemon(t, plane)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := a.setCredential(ctx, &castv1.SetCredential{Agent: "codex", Account: "a", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.setCredential(ctx, &castv1.SetCredential{Agent: "codex", Account: "b", Epoch: 2}) // what it says is the ack's
+	done := make(chan struct{})
+	go func() { defer close(done); a.custodyLoop(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for elected := 0; a.st.fleet("codex").Account != "b"; {
+		select {
+		case <-plane.elects:
+			if elected++; elected == 3 {
+				t.Fatalf("three custody rounds ran and the node still holds %+v", a.st.fleet("codex"))
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("the custody loop did not run")
