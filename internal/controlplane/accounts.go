@@ -122,11 +122,6 @@ func (h *accountService) DeleteAccount(ctx context.Context, req *castv1.DeleteAc
 	if err := h.s.fleet.Delete(ctx, req.Agent, req.Name); err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if h.s.vault != nil {
-		if err := h.s.vault.Delete(ctx, req.Agent, req.Name); err != nil {
-			return nil, toStatus(h.s.lg, err)
-		}
-	}
 	return &castv1.DeleteAccountResponse{}, nil
 }
 

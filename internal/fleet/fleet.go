@@ -96,6 +96,8 @@ type Custody interface {
 	// Add records a login, refused with custody.ReasonNotNewer when it
 	// holds a newer one.
 	Add(ctx context.Context, agent, account string, raw []byte) (custody.Token, error)
+	// Delete drops everything custody holds for an account.
+	Delete(ctx context.Context, agent, account string) error
 }
 
 // DefaultConfig: a 5-hour window, as Claude's and Codex's short windows.
@@ -261,12 +263,24 @@ func (mg *Manager) List(ctx context.Context, agent string) ([]*castv1.Account, e
 	return out, nil
 }
 
-// Delete removes an account that is not active.
+// Delete removes an account that is not active, then its login from
+// custody: never before, as an active account's login must stay there.
+// Run again after a removal cut off between the two (the account already
+// gone), it still drops the login, or custody would keep it for good.
 func (mg *Manager) Delete(ctx context.Context, agent, name string) error {
 	if err := validate(agent, name); err != nil {
 		return err
 	}
-	return mg.st.DeleteAccount(ctx, agent, name)
+	err := mg.st.DeleteAccount(ctx, agent, name)
+	if err != nil && !errs.HasReason(err, errs.ReasonNotFound) {
+		return err
+	}
+	if mg.cfg.Custody != nil {
+		if cerr := mg.cfg.Custody.Delete(ctx, agent, name); cerr != nil {
+			return cerr
+		}
+	}
+	return err
 }
 
 // Use activates an account by hand (clearing its limit: the person says

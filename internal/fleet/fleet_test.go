@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/agents"
+	_ "github.com/cast-dev/cast/internal/agents/codecs"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -693,4 +697,60 @@ func TestActivationReachesNodesAfterItsCallerLeft(t *testing.T) {
 		}
 	}
 	t.Fatalf("n1 was never told to write b (%d commands queued)", len(resp.Kvs))
+}
+
+// flakyCustody is custody's record (the vault) whose next Delete fails
+// (etcd unreachable for a moment, or the control plane killed there).
+type flakyCustody struct {
+	*store.Vault
+	failDelete atomic.Bool
+}
+
+func (c *flakyCustody) Delete(ctx context.Context, agent, account string) error {
+	if c.failDelete.CompareAndSwap(true, false) {
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "delete custody record: etcd not answering")
+	}
+	return c.Vault.Delete(ctx, agent, account)
+}
+
+// claudeLogin is a Claude login with a refresh token, ordered by expires.
+func claudeLogin(tok string, expires time.Time) []byte {
+	return fmt.Appendf(nil, `{"claudeAiOauth":{"accessToken":%q,"refreshToken":"rt-%s","expiresAt":%d}}`, tok, tok, expires.UnixMilli())
+}
+
+// `cast account rm` takes the login out of custody with the account, and
+// running it again finishes a removal cut off in between. The account was
+// removed first and its login after, so a second rm stopped at "no such
+// account" and the login stayed in custody for good: a custodian kept
+// refreshing nothing, and a later `cast account add` of that name with an
+// older login was served the removed one (custody keeps the newer).
+func TestAccountRemovalDropsCustodyOnRetry(t *testing.T) {
+	cust := &flakyCustody{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto, Custody: cust}, func(st fleet.Store) fleet.Store {
+		key := make([]byte, secrets.KeySize)
+		box, err := secrets.NewBox(key)
+		must(t, err)
+		cust.Vault = st.(*noticeStore).Store.Vault(box, agents.CredentialFor)
+		return st
+	})
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.mg.Put(ctx, "claude", n, claudeLogin("at-"+n, r.now.Add(8*time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := cust.Get(ctx, "claude", "a"); err != nil {
+		t.Fatalf("custody does not hold a: %v", err)
+	}
+	if _, err := r.mg.Use(ctx, "claude", "b"); err != nil {
+		t.Fatal(err)
+	}
+	cust.failDelete.Store(true)
+	if err := r.mg.Delete(ctx, "claude", "a"); err == nil {
+		t.Error("the removal did not reach custody and Delete said nothing")
+	}
+	_ = r.mg.Delete(ctx, "claude", "a") // the person runs it again
+	if _, _, err := cust.Get(ctx, "claude", "a"); !errs.HasReason(err, custody.ReasonNotInCustody) {
+		t.Fatalf("the removed account's login is still in custody (%v)", err)
+	}
 }
