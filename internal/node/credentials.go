@@ -131,7 +131,13 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 		a.lg.Warn("custody does not hold this account; copying its stored credential instead",
 			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", reason))
 	}
-	resp, err := a.cli.Nodes.FetchCredential(fctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
+	return a.copyCredential(fctx, sc, path)
+}
+
+// copyCredential writes sc's account's stored credential, fetched with
+// its grant, into the agent's store at path.
+func (a *Daemon) copyCredential(ctx context.Context, sc *castv1.SetCredential, path string) error {
+	resp, err := a.cli.Nodes.FetchCredential(ctx, &castv1.FetchCredentialRequest{Node: a.cfg.Name, Agent: sc.Agent, Account: sc.Account, Grant: sc.Grant})
 	if err != nil {
 		return fmt.Errorf("fetch %s credential: %w", sc.Agent, err)
 	}

@@ -196,6 +196,27 @@ func (a *Daemon) finishSwitch(agent, account string) {
 	}
 }
 
+// copyWaiting makes a switch that waits for custody (its supply failed for
+// now) to an account custody turns out not to hold: its stored credential
+// is copied, as setCredential copies one.
+func (a *Daemon) copyWaiting(ctx context.Context, agent, account string) {
+	a.custodyMu.Lock()
+	defer a.custodyMu.Unlock()
+	p := a.pending[agent]
+	if p == nil || p.Account != account {
+		return
+	}
+	delete(a.pending, agent)
+	path, err := a.cfg.credentialPath(agent)
+	if err == nil {
+		err = a.copyCredential(ctx, p, path)
+	}
+	if err != nil {
+		a.lg.Warn("custody: copying the stored credential of a switch custody does not hold failed",
+			zap.String("agent", agent), zap.String("account", account), zap.Error(err))
+	}
+}
+
 // supply writes the active account's access token into the agent's store.
 func (a *Daemon) supply(ctx context.Context, agent, account string) error {
 	path, err := a.cfg.credentialPath(agent)
@@ -249,6 +270,7 @@ func (a *Daemon) custodyTick(ctx context.Context, agent, account string) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if _, _, err := a.custodySvc.AccessOnly(cctx, agent, account); errs.HasReason(err, custody.ReasonNotInCustody) || errs.HasReason(err, custody.ReasonOff) {
+		a.copyWaiting(cctx, agent, account)
 		return // its stored file was copied (setCredential)
 	}
 	who, err := a.custodySvc.elect(cctx, agent, account)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/codex"
+	"github.com/cast-dev/cast/internal/custody"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -175,26 +176,40 @@ func TestCustodyReportsALeftRefreshOnceConnected(t *testing.T) {
 
 // flakyPlane is a control plane's Custody RPC whose first ACCESS for
 // account b does not get through (a replica restarting, etcd electing).
+// An account it has no access token for is one custody does not hold
+// (an API key): FetchCredential hands out its stored file.
 type flakyPlane struct {
 	castv1.UnimplementedNodeServiceServer
 	access map[string][]byte
+	stored []byte
 	mu     sync.Mutex
 	failed bool
-	elects chan struct{}
+	rounds chan struct{} // one value per ACCESS: each custody round asks
+}
+
+func (p *flakyPlane) FetchCredential(context.Context, *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
+	return &castv1.FetchCredentialResponse{Credential: p.stored}, nil
 }
 
 func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*castv1.CustodyResponse, error) {
 	switch req.Op {
 	case castv1.CustodyOp_CUSTODY_OP_ACCESS:
+		p.rounds <- struct{}{}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if req.Account == "b" && !p.failed {
 			p.failed = true
 			return nil, status.Error(codes.Unavailable, "store not answering")
 		}
+		if p.access[req.Account] == nil {
+			st, err := status.New(codes.NotFound, "no login in custody").WithDetails(&errdetails.ErrorInfo{Reason: custody.ReasonNotInCustody})
+			if err != nil {
+				return nil, err
+			}
+			return nil, st.Err()
+		}
 		return &castv1.CustodyResponse{Credential: p.access[req.Account]}, nil
 	case castv1.CustodyOp_CUSTODY_OP_ELECT:
-		p.elects <- struct{}{}
 		return &castv1.CustodyResponse{Custodian: "y"}, nil
 	}
 	return &castv1.CustodyResponse{}, nil
@@ -205,12 +220,21 @@ func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*ca
 // which the control plane only logs and never sends again, so the node
 // stayed on the old account (limited, for a switch on a limit) until it
 // reconnected.
+// The same holds for an account custody does not hold, whose stored
+// file is copied then.
 func TestCustodySwitchOutlivesAFailedSupply(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprint("held=", held), func(t *testing.T) { switchOutlivesAFailedSupply(t, held) })
+	}
+}
+
+func switchOutlivesAFailedSupply(t *testing.T, held bool) {
 	now := time.Now()
-	plane := &flakyPlane{access: map[string][]byte{
-		"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour)),
-		"b": accessOnlyCodex(t, "at-b", now.Add(time.Hour)),
-	}, elects: make(chan struct{}, 64)}
+	plane := &flakyPlane{access: map[string][]byte{"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour))},
+		stored: []byte(`{"OPENAI_API_KEY":"sk-b"}`), rounds: make(chan struct{}, 256)}
+	if held {
+		plane.access["b"] = accessOnlyCodex(t, "at-b", now.Add(time.Hour))
+	}
 	a := custodyDaemon(t, plane)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := a.setCredential(ctx, &castv1.SetCredential{Agent: "codex", Account: "a", Epoch: 1}); err != nil {
@@ -220,14 +244,16 @@ func TestCustodySwitchOutlivesAFailedSupply(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); a.custodyLoop(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for elected := 0; a.st.fleet("codex").Account != "b"; {
+	for rounds := 0; a.st.fleet("codex").Account != "b"; {
 		select {
-		case <-plane.elects:
-			if elected++; elected == 3 {
-				t.Fatalf("three custody rounds ran and the node still holds %+v", a.st.fleet("codex"))
+		case <-plane.rounds:
+			// Each round asks twice (the round, then its supply): ten
+			// asks are rounds enough, unless the last one just recorded it.
+			if rounds++; rounds == 10 && a.st.fleet("codex").Account != "b" {
+				t.Fatalf("custody rounds ran and the node still holds %+v", a.st.fleet("codex"))
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("the custody loop did not run")
+			t.Fatalf("the node still holds %+v", a.st.fleet("codex"))
 		}
 	}
 }
