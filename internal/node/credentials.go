@@ -130,6 +130,16 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 		}
 		a.lg.Warn("custody does not hold this account; copying its stored credential instead",
 			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", reason))
+		err = a.copyCredential(fctx, sc, path)
+		if custodyAgain(err) {
+			// As a failed supply above: the ack is never answered, so the
+			// custody loop copies it (copyWaiting) each round instead.
+			a.lg.Warn("custody: fetching the new account's stored credential failed; trying again each custody round",
+				zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.Error(err))
+			a.waitForCustody(sc)
+			return nil
+		}
+		return err
 	}
 	return a.copyCredential(fctx, sc, path)
 }

@@ -196,9 +196,10 @@ func (a *Daemon) finishSwitch(agent, account string) {
 	}
 }
 
-// copyWaiting makes a switch that waits for custody (its supply failed for
-// now) to an account custody turns out not to hold: its stored credential
-// is copied, as setCredential copies one.
+// copyWaiting makes a switch that waits for custody (its supply or copy
+// failed for now) to an account custody turns out not to hold: its stored
+// credential is copied, as setCredential copies one. A copy that fails for
+// now waits for the next round.
 func (a *Daemon) copyWaiting(ctx context.Context, agent, account string) {
 	a.custodyMu.Lock()
 	defer a.custodyMu.Unlock()
@@ -211,10 +212,17 @@ func (a *Daemon) copyWaiting(ctx context.Context, agent, account string) {
 	if err == nil {
 		err = a.copyCredential(ctx, p, path)
 	}
-	if err != nil {
-		a.lg.Warn("custody: copying the stored credential of a switch custody does not hold failed",
-			zap.String("agent", agent), zap.String("account", account), zap.Error(err))
+	if err == nil {
+		return
 	}
+	again := custodyAgain(err)
+	if again {
+		// Kept for the next round (not kicked: the control plane is not
+		// answering, and a kick would only ask it again at once).
+		a.pending[agent] = p
+	}
+	a.lg.Warn("custody: copying the stored credential of a switch custody does not hold failed",
+		zap.String("agent", agent), zap.String("account", account), zap.Bool("tried_again", again), zap.Error(err))
 }
 
 // supply writes the active account's access token into the agent's store.

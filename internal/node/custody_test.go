@@ -184,10 +184,19 @@ type flakyPlane struct {
 	stored []byte
 	mu     sync.Mutex
 	failed bool
-	rounds chan struct{} // one value per ACCESS: each custody round asks
+	// fetch: the first two FetchCredential fail (the switch's, then the
+	// custody round's) instead of the first ACCESS.
+	fetch   bool
+	fetches int
+	rounds  chan struct{} // one value per ACCESS: each custody round asks
 }
 
 func (p *flakyPlane) FetchCredential(context.Context, *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fetches++; p.fetch && p.fetches <= 2 {
+		return nil, status.Error(codes.Unavailable, "store not answering")
+	}
 	return &castv1.FetchCredentialResponse{Credential: p.stored}, nil
 }
 
@@ -197,7 +206,7 @@ func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*ca
 		p.rounds <- struct{}{}
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if req.Account == "b" && !p.failed {
+		if req.Account == "b" && !p.fetch && !p.failed {
 			p.failed = true
 			return nil, status.Error(codes.Unavailable, "store not answering")
 		}
@@ -221,17 +230,18 @@ func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*ca
 // stayed on the old account (limited, for a switch on a limit) until it
 // reconnected.
 // The same holds for an account custody does not hold, whose stored
-// file is copied then.
+// file is copied then, and for such an account whose stored file could
+// not be fetched for a moment (fetch).
 func TestCustodySwitchOutlivesAFailedSupply(t *testing.T) {
-	for _, held := range []bool{true, false} {
-		t.Run(fmt.Sprint("held=", held), func(t *testing.T) { switchOutlivesAFailedSupply(t, held) })
+	for _, tc := range []struct{ held, fetch bool }{{true, false}, {false, false}, {false, true}} {
+		t.Run(fmt.Sprintf("held=%v/fetch=%v", tc.held, tc.fetch), func(t *testing.T) { switchOutlivesAFailedSupply(t, tc.held, tc.fetch) })
 	}
 }
 
-func switchOutlivesAFailedSupply(t *testing.T, held bool) {
+func switchOutlivesAFailedSupply(t *testing.T, held, fetch bool) {
 	now := time.Now()
 	plane := &flakyPlane{access: map[string][]byte{"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour))},
-		stored: []byte(`{"OPENAI_API_KEY":"sk-b"}`), rounds: make(chan struct{}, 256)}
+		stored: []byte(`{"OPENAI_API_KEY":"sk-b"}`), fetch: fetch, rounds: make(chan struct{}, 256)}
 	if held {
 		plane.access["b"] = accessOnlyCodex(t, "at-b", now.Add(time.Hour))
 	}
