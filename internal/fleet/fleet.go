@@ -330,6 +330,7 @@ func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant stri
 		return nil, err
 	}
 	if !ok || ga != agent || gn != name {
+		mg.sendAgain(ctx, node, agent, name)
 		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNoGrant,
 			"no valid grant for node %q to fetch the %s account %q (grants come with SetCredential, work once and lapse after a minute)", node, agent, name)
 	}
@@ -430,6 +431,21 @@ func (mg *Manager) send(ctx context.Context, node, agent string, act quota.Activ
 	if err := mg.st.SendNodeCommand(ctx, node, cmd); err != nil {
 		mg.lg.Warn("send credential change failed", zap.String("node", node), zap.String("agent", agent), zap.Error(err))
 	}
+}
+
+// sendAgain sends node a fresh SetCredential when it asked, without a
+// valid grant, for agent's active account: its grant lapsed (a fetch that
+// failed for a moment, tried again after the minute) or was spent by a
+// fetch whose answer it never got. Refused only, it would stay on the old
+// account until it reconnected. One command per refused fetch, and the
+// node fetches at most once per command or custody round.
+func (mg *Manager) sendAgain(ctx context.Context, node, agent, name string) {
+	act, err := mg.st.ActiveAccount(ctx, agent)
+	if err != nil || act.Name != name {
+		return // an older account's ask: the newer one's command went out
+	}
+	mg.lg.Info("credential grant lapsed; sending the switch again", zap.String("node", node), zap.String("agent", agent), zap.String("account", name))
+	mg.send(ctx, node, agent, act)
 }
 
 // NodeHello tells a node that just connected which account each agent's

@@ -754,3 +754,38 @@ func TestAccountRemovalDropsCustodyOnRetry(t *testing.T) {
 		t.Fatalf("the removed account's login is still in custody (%v)", err)
 	}
 }
+
+// A node whose grant lapsed before it could fetch the active account (its
+// first fetch failed for a moment, and its custody round tried again after
+// the minute) is sent the switch again with a fresh grant. It was only
+// refused: the node dropped the switch and stayed on the old account (the
+// limited one, after a switch on a limit) until it reconnected.
+func TestCredentialWithALapsedGrantIsSentAgain(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	if _, err := r.mg.Put(ctx, "claude", "a", cred("sk-ant-oat01-SECRET-a")); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{r.ep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	r.mg.NodeHello(ctx, "n1")
+	lapsed := sentGrant(t, cli, "n1")
+	// What the grant's lease ending does after a minute.
+	if _, err := cli.Delete(ctx, store.DefaultPrefix+"credgrants/n1/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.mg.Credential(ctx, "n1", "claude", "a", lapsed); reason(err) != errs.ReasonNoGrant {
+		t.Fatalf("a lapsed grant: %v", err)
+	}
+	fresh := sentGrant(t, cli, "n1")
+	if fresh == lapsed {
+		t.Fatal("no SetCredential sent again after the lapsed grant was refused")
+	}
+	got, err := r.mg.Credential(ctx, "n1", "claude", "a", fresh)
+	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-a")) {
+		t.Fatalf("credential a with the fresh grant: %q %v", got, err)
+	}
+}
