@@ -77,7 +77,7 @@ func main() {
 	f.DurationVar(&cfg.AdoptInterval, "adopt-interval", cfg.AdoptInterval, "how often adoption looks at the agents' folders (100ms to 1m)")
 	f.BoolVar(&cfg.FleetAccounts, "fleet-accounts", false, "let fleet accounts (cast account) rewrite the agents' credential stores outside DATA_DIR, your own login included; each replaced version is kept in DATA_DIR/credential-backups")
 	f.BoolVar(&cfg.TokenCustody, "token-custody", cfg.TokenCustody, "fleet logins through token custody: the agents' stores get the access token only, and the node elected custodian refreshes through the agent's CLI (claude and codex; docs/token-custody.md); --token-custody=false copies the stored login file instead")
-	f.DurationVar(&cfg.CustodyInterval, "custody-interval", time.Minute, "how often token custody checks the active logins")
+	f.DurationVar(&cfg.CustodyInterval, "custody-interval", time.Minute, "how often token custody checks the active logins, and a switch whose credential could not be fetched is tried again")
 	f.DurationVar(&cfg.CustodyMargin, "custody-margin", 30*time.Minute, "token custody replaces an access token this long before it expires")
 	f.DurationVar(&cfg.ReconnectMin, "reconnect-min", cfg.ReconnectMin, "the first pause before the node calls an unreachable control plane again (reconnects, a turn's reports and rows); each next pause doubles, with jitter")
 	f.DurationVar(&cfg.ReconnectMax, "reconnect-max", cfg.ReconnectMax, "the longest pause between calls to an unreachable control plane: how soon, at most, a node notices it is back")

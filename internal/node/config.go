@@ -72,7 +72,8 @@ type Config struct {
 	// On by default; a control plane without custody makes the node copy
 	// the stored file as before.
 	TokenCustody bool
-	// CustodyInterval is how often custody runs (default 1m); CustodyMargin
+	// CustodyInterval is how often custody runs, and a switch whose copy
+	// failed for now is tried again (default 1m); CustodyMargin
 	// how long before expiry a token is replaced (default 30m).
 	CustodyInterval time.Duration
 	CustodyMargin   time.Duration

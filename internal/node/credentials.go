@@ -91,19 +91,19 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 	}
 	fctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	// Under custodyMu: custodyLoop makes a waiting switch under it too.
+	a.custodyMu.Lock()
+	defer a.custodyMu.Unlock()
+	if p := a.pending[sc.Agent]; p != nil && sc.Epoch < p.Epoch {
+		// A waiting switch is newer: its epoch is not recorded until its
+		// store is written, so the check above let an older command
+		// (NodeHello's, queued after the switch) through.
+		return nil
+	}
+	delete(a.pending, sc.Agent)
 	if a.custodyCovers(sc.Agent) {
 		// The store gets the access token only; the login stays with its
 		// custodian (custody.go).
-		a.custodyMu.Lock()
-		defer a.custodyMu.Unlock()
-		if p := a.pending[sc.Agent]; p != nil && sc.Epoch < p.Epoch {
-			// A switch waiting for its refresh is newer: its epoch is not
-			// recorded until its store has a live token, so the check above
-			// let an older command (NodeHello's, queued after the switch)
-			// through.
-			return nil
-		}
-		delete(a.pending, sc.Agent)
 		err := a.supply(fctx, sc.Agent, sc.Account)
 		if err == nil {
 			return a.credentialWritten(sc)
@@ -130,18 +130,17 @@ func (a *Daemon) setCredential(ctx context.Context, sc *castv1.SetCredential) er
 		}
 		a.lg.Warn("custody does not hold this account; copying its stored credential instead",
 			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.String("reason", reason))
-		err = a.copyCredential(fctx, sc, path)
-		if custodyAgain(err) {
-			// As a failed supply above: the ack is never answered, so the
-			// custody loop copies it (copyWaiting) each round instead.
-			a.lg.Warn("custody: fetching the new account's stored credential failed; trying again each custody round",
-				zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.Error(err))
-			a.waitForCustody(sc)
-			return nil
-		}
-		return err
 	}
-	return a.copyCredential(fctx, sc, path)
+	err = a.copyCredential(fctx, sc, path)
+	if custodyAgain(err) {
+		// As a failed supply above: the ack is never answered, so the
+		// custody loop copies it (copyWaiting) each round instead.
+		a.lg.Warn("fetching the new account's stored credential failed; trying again each custody round",
+			zap.String("agent", sc.Agent), zap.String("account", sc.Account), zap.Error(err))
+		a.waitForCustody(sc)
+		return nil
+	}
+	return err
 }
 
 // copyCredential writes sc's account's stored credential, fetched with

@@ -129,6 +129,8 @@ func (a *Daemon) custodyCovers(agent string) bool {
 
 // newCustody builds the node's custody part when --token-custody is on.
 func (a *Daemon) newCustody() error {
+	// A switch waiting for its copy uses these with custody off too.
+	a.pending, a.custodyKick = map[string]*castv1.SetCredential{}, make(chan struct{}, 1)
 	if !a.cfg.TokenCustody {
 		return nil
 	}
@@ -139,7 +141,6 @@ func (a *Daemon) newCustody() error {
 		return err
 	}
 	a.custody, a.custodySvc = n, svc
-	a.pending, a.custodyKick = map[string]*castv1.SetCredential{}, make(chan struct{}, 1)
 	return nil
 }
 
@@ -250,23 +251,29 @@ func (a *Daemon) supply(ctx context.Context, agent, account string) error {
 // custodyLoop keeps each covered agent's active account in custody: it
 // asks to be custodian (the control plane elects one live node), refreshes
 // through the CLI when this node is, and supplies the newest access token
-// to the agent's store before the old one expires.
+// to the agent's store before the old one expires. For agents custody
+// does not cover (all of them with custody off) it copies a switch whose
+// copy failed for now (copyWaiting).
 func (a *Daemon) custodyLoop(ctx context.Context) {
-	if a.custody == nil {
-		return
-	}
 	every := a.cfg.CustodyInterval
 	if every <= 0 {
 		every = time.Minute
 	}
-	reconciled := false
+	reconciled := a.custody == nil
 	tick.Loop{Every: every, First: true, Wake: a.custodyKick}.Run(ctx, func() bool {
 		if !reconciled {
 			reconciled = a.reconcileCustody(ctx)
 		}
 		for _, agent := range agents.FleetAgents() {
-			if acc := a.custodyAccount(agent); acc != "" && a.custodyCovers(agent) {
+			acc := a.custodyAccount(agent)
+			switch {
+			case acc == "":
+			case a.custodyCovers(agent):
 				a.custodyTick(ctx, agent, acc)
+			default:
+				cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				a.copyWaiting(cctx, agent, acc)
+				cancel()
 			}
 		}
 		return true

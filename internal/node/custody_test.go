@@ -54,8 +54,14 @@ func accessOnlyCodex(t *testing.T, access string, exp time.Time) []byte {
 // control plane is nodes.
 func custodyDaemon(t *testing.T, nodes castv1.NodeServiceServer) *Daemon {
 	t.Helper()
+	return fleetDaemon(t, nodes, true)
+}
+
+// fleetDaemon is custodyDaemon with token custody on or off.
+func fleetDaemon(t *testing.T, nodes castv1.NodeServiceServer, tokenCustody bool) *Daemon {
+	t.Helper()
 	cfg := Config{Name: "x", DataDir: t.TempDir(), ControlPlane: serveNodes(t, nodes), Insecure: true,
-		TokenCustody: true, FleetAccounts: true, IsolatedHomes: true, CustodyInterval: 10 * time.Millisecond,
+		TokenCustody: tokenCustody, FleetAccounts: true, IsolatedHomes: true, CustodyInterval: 10 * time.Millisecond,
 		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ReadinessInterval: time.Second,
 		Agents: map[string]AgentSetup{"codex": {Bin: agenttest.Bin(t, "codex"), Home: t.TempDir()}}}
 	a, err := New(cfg, zaptest.NewLogger(t))
@@ -184,16 +190,20 @@ type flakyPlane struct {
 	stored []byte
 	mu     sync.Mutex
 	failed bool
-	// fetch: the first two FetchCredential fail (the switch's, then the
-	// custody round's) instead of the first ACCESS.
+	// fetch: the first two FetchCredential of b fail (the switch's, then
+	// the custody round's) instead of the first ACCESS.
 	fetch   bool
 	fetches int
-	rounds  chan struct{} // one value per ACCESS: each custody round asks
+	rounds  chan struct{} // one value per ACCESS or fetch: each custody round asks
 }
 
-func (p *flakyPlane) FetchCredential(context.Context, *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
+func (p *flakyPlane) FetchCredential(_ context.Context, req *castv1.FetchCredentialRequest) (*castv1.FetchCredentialResponse, error) {
+	p.rounds <- struct{}{}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if req.Account != "b" {
+		return &castv1.FetchCredentialResponse{Credential: []byte(`{"OPENAI_API_KEY":"sk-a"}`)}, nil
+	}
 	if p.fetches++; p.fetch && p.fetches <= 2 {
 		return nil, status.Error(codes.Unavailable, "store not answering")
 	}
@@ -231,21 +241,26 @@ func (p *flakyPlane) Custody(_ context.Context, req *castv1.CustodyRequest) (*ca
 // reconnected.
 // The same holds for an account custody does not hold, whose stored
 // file is copied then, and for such an account whose stored file could
-// not be fetched for a moment (fetch).
+// not be fetched for a moment (fetch), also on a node without token
+// custody (custody=false), which copies every account.
 func TestCustodySwitchOutlivesAFailedSupply(t *testing.T) {
-	for _, tc := range []struct{ held, fetch bool }{{true, false}, {false, false}, {false, true}} {
-		t.Run(fmt.Sprintf("held=%v/fetch=%v", tc.held, tc.fetch), func(t *testing.T) { switchOutlivesAFailedSupply(t, tc.held, tc.fetch) })
+	for _, tc := range []struct{ custody, held, fetch bool }{
+		{true, true, false}, {true, false, false}, {true, false, true}, {false, false, true},
+	} {
+		t.Run(fmt.Sprintf("custody=%v/held=%v/fetch=%v", tc.custody, tc.held, tc.fetch), func(t *testing.T) {
+			switchOutlivesAFailedSupply(t, tc.custody, tc.held, tc.fetch)
+		})
 	}
 }
 
-func switchOutlivesAFailedSupply(t *testing.T, held, fetch bool) {
+func switchOutlivesAFailedSupply(t *testing.T, tokenCustody, held, fetch bool) {
 	now := time.Now()
 	plane := &flakyPlane{access: map[string][]byte{"a": accessOnlyCodex(t, "at-a", now.Add(time.Hour))},
 		stored: []byte(`{"OPENAI_API_KEY":"sk-b"}`), fetch: fetch, rounds: make(chan struct{}, 256)}
 	if held {
 		plane.access["b"] = accessOnlyCodex(t, "at-b", now.Add(time.Hour))
 	}
-	a := custodyDaemon(t, plane)
+	a := fleetDaemon(t, plane, tokenCustody)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := a.setCredential(ctx, &castv1.SetCredential{Agent: "codex", Account: "a", Epoch: 1}); err != nil {
 		t.Fatal(err)
@@ -257,6 +272,10 @@ func switchOutlivesAFailedSupply(t *testing.T, held, fetch bool) {
 	for rounds := 0; a.st.fleet("codex").Account != "b"; {
 		select {
 		case <-plane.rounds:
+			// A copy fetches holding custodyMu, which custodyAccount takes:
+			// once it answers, the copy this fetch was for is recorded or
+			// has failed (no further ask comes on a node without custody).
+			a.custodyAccount("codex")
 			// Each round asks twice (the round, then its supply): ten
 			// asks are rounds enough, unless the last one just recorded it.
 			if rounds++; rounds == 10 && a.st.fleet("codex").Account != "b" {
