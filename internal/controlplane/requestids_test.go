@@ -178,24 +178,44 @@ func TestCreateWithLongRequestIDStoresItsFirstMessage(t *testing.T) {
 	}
 }
 
-// A create retried with its request id after the session's node went down
-// (the first answer was lost with it) gets the session it made: placing
-// the retry again refused it, node not connected, though nothing needs
-// placing.
-func TestCreateRetriedAfterItsNodeLeftGetsItsSession(t *testing.T) {
+// A create, fork or handoff retried with its request id after its node
+// went down (the first answer was lost with it) gets the session it made:
+// placing the retry again (or the node checks before the store's lookup)
+// refused it, node not connected, though nothing needs placing.
+func TestRetriedAfterItsNodeLeftGetsItsSession(t *testing.T) {
 	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
 	ctx := ctxT(t)
 	n := connectNode(t, ctx, c, "n1", nil)
 	waitConnected(t, c, "n1", true)
-	req := &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", Text: "hello", RequestId: "create-then-node-left"}
-	made, err := c.Sessions.CreateSession(ctx, req)
+	src, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", Text: "hello"})
 	must(t, err)
+	moves := map[string]func() (string, error){
+		"create": func() (string, error) {
+			s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "n1", Text: "hello", RequestId: "create-then-node-left"})
+			return s.GetId(), err
+		},
+		"fork": func() (string, error) {
+			s, err := c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: src.Id, RequestId: "fork-then-node-left"})
+			return s.GetId(), err
+		},
+		"handoff": func() (string, error) {
+			r, err := c.Sessions.HandoffSession(ctx, &castv1.HandoffSessionRequest{SessionId: src.Id, ToAgent: "codex", RequestId: "handoff-then-node-left"})
+			return r.GetSession().GetId(), err
+		},
+	}
+	made := map[string]string{}
+	for name, move := range moves {
+		id, err := move()
+		must(t, err)
+		made[name] = id
+	}
 	n.close()
 	waitConnected(t, c, "n1", false)
-	again, err := c.Sessions.CreateSession(ctx, req)
-	if err != nil || again.Id != made.Id || again.LastSeq != made.LastSeq {
-		t.Fatalf("retried create after its node left: %v, %v; want session %s with its %d messages", again.GetId(), err, made.Id, made.LastSeq)
+	for name, move := range moves {
+		if id, err := move(); err != nil || id != made[name] {
+			t.Errorf("retried %s after its node left: %q, %v; want session %s", name, id, err, made[name])
+		}
 	}
 }

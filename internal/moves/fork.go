@@ -60,7 +60,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	node := cmp.Or(r.Node, parent.Node)
 	// Refused before anything is stored: the fork's first turn would fail
 	// for want of the CLI.
-	if err := checkPlacement(ctx, st, node, agent, ""); err != nil {
+	if err := checkPlacement(ctx, st, node, agent, "", r.RequestID); err != nil {
 		return nil, err
 	}
 	if at > 0 {

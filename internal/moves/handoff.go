@@ -68,7 +68,7 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	node := cmp.Or(r.Node, src.Node)
 	if !r.DryRun {
 		// Refuse before the brief (a model call) what the node cannot run.
-		if err := checkPlacement(ctx, st, node, to, r.Account); err != nil {
+		if err := checkPlacement(ctx, st, node, to, r.Account, r.RequestID); err != nil {
 			return HandoffResult{}, err
 		}
 	}
@@ -250,9 +250,23 @@ func composePrompt(src *castv1.Session, target agents.Agent, brief, direction st
 	return b.String()
 }
 
-// checkPlacement refuses a handoff to an agent the node lacks, or to an
-// account it does not have for that agent.
-func checkPlacement(ctx context.Context, st Store, node, agent, account string) error {
+// checkPlacement refuses a move to an agent the node lacks, or to an
+// account it does not have for that agent, unless request id rid already
+// made the move's session: a retry needs no placing (the store's create
+// answers it from rid, or refuses a reuse of rid for another create), and
+// placing it again refused it once its node was down.
+func checkPlacement(ctx context.Context, st Store, node, agent, account, rid string) error {
+	err := placeable(ctx, st, node, agent, account)
+	if err == nil || rid == "" {
+		return err
+	}
+	if _, made, lerr := st.RequestedSession(ctx, rid); lerr != nil || !made {
+		return cmp.Or(lerr, err)
+	}
+	return nil
+}
+
+func placeable(ctx context.Context, st Store, node, agent, account string) error {
 	nodes, err := st.ListNodes(ctx)
 	if err != nil {
 		return err

@@ -33,6 +33,8 @@ type Store interface {
 	RequestOp(ctx context.Context, id, op string) error
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	ListAgentChecks(ctx context.Context, agent string) ([]*castv1.AgentCheck, error)
+	// RequestedSession is the session a create with request key rk made.
+	RequestedSession(ctx context.Context, rk string) (string, bool, error)
 }
 
 // Fork copy batches: at most this many messages or bytes per append.
@@ -77,7 +79,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// Refused before the session is touched: its node's next turn
 		// would fail for want of the CLI. A node that is down keeps the
 		// switch (it runs when the node is back, as a message would).
-		if err := checkPlacement(ctx, st, sess.Node, to, ""); err != nil && !errs.HasReason(err, errs.ReasonNodeNotConn) {
+		if err := placeable(ctx, st, sess.Node, to, ""); err != nil && !errs.HasReason(err, errs.ReasonNodeNotConn) {
 			return nil, err
 		}
 		if sess.LastSeq > 0 {
