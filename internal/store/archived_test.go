@@ -217,3 +217,40 @@ func TestPermissionForNonASCIIInputIsAsked(t *testing.T) {
 		}
 	}
 }
+
+// A permission request asked again with its id after it was answered (the
+// asking side's wait ended as the answer landed) leaves the session
+// running: marking it WAITING_PERMISSION showed a prompt no one could
+// answer (`cast approve` finds no pending request) until the turn ended.
+func TestPermissionAskedAgainAfterItsAnswerKeepsTheSessionRunning(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	sid := newSession(t, s, "n1").Session.Id
+	ctx := ctxT(t)
+	p := store.Permission{RequestID: "perm-again", Tool: "Bash", Input: `{"command":"ls"}`}
+	if err := s.AskPermission(ctx, sid, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnswerPermission(ctx, sid, p.RequestID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.GetSession(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AskPermission(ctx, sid, p); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.GetSession(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.State != before.State || sess.StateReason != before.StateReason {
+		t.Fatalf("asked again after its answer: session %v (%q), was %v (%q)", sess.State, sess.StateReason, before.State, before.StateReason)
+	}
+	// The id asked for another tool run would be given this one's answer.
+	other := p
+	other.Input = `{"command":"rm -rf build"}`
+	if err := s.AskPermission(ctx, sid, other); !errs.HasReason(err, errs.ReasonClientIDReused) {
+		t.Fatalf("the id asked again for another tool run: %v, want CLIENT_ID_REUSED", err)
+	}
+}

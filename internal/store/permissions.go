@@ -36,11 +36,28 @@ func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permissio
 	}
 	p.Asked = time.Now().UTC()
 	b, _ := json.Marshal(p)
-	if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.permKey(sessionID, p.RequestID)), "=", 0)).
-		Then(clientv3.OpPut(s.permKey(sessionID, p.RequestID), string(b))).Commit(); err != nil {
+	key := s.permKey(sessionID, p.RequestID)
+	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
 		return err
 	}
-	_, err := s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
+	if !tx.Succeeded {
+		// Asked again with its id: a request answered meanwhile leaves the
+		// session as its answer put it (no prompt is left to show).
+		var was Permission
+		if kvs := tx.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && json.Unmarshal(kvs[0].Value, &was) == nil {
+			if was.Tool != p.Tool || was.Input != p.Input {
+				// Another tool run under a known id would get that run's answer.
+				return errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
+					"permission request %s was asked for another tool run; give each request its own id", p.RequestID)
+			}
+			if was.Answered {
+				return nil
+			}
+		}
+	}
+	_, err = s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, "permission for "+p.Tool+" "+validate.Clip(p.Input, 200) // cut between characters: the record must encode
 		return nil
 	})
