@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -344,12 +342,11 @@ func (a *Daemon) reconcileCustody(ctx context.Context) bool {
 	return done
 }
 
-// custodyAgain says whether a custody call failed only for now: the
-// control plane was not reached, did not answer in time, or does not take
-// this node as connected yet.
+// custodyAgain says whether a custody call failed only for now: a
+// transient failure, or the control plane does not take this node as
+// connected yet.
 func custodyAgain(err error) bool {
-	c := status.Code(err)
-	return c == codes.Unavailable || c == codes.DeadlineExceeded || client.ReasonOf(err) == errs.ReasonNodeNotConn
+	return transient(err) || client.ReasonOf(err) == errs.ReasonNodeNotConn
 }
 
 // holdsLogin says whether the store at path holds a login with a refresh
