@@ -215,21 +215,21 @@ func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return cutAt(s, n) + "…"
+}
+
+// cutAt is s cut to at most n bytes (n < len(s)), between characters.
+func cutAt(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut] + "…"
+	return s[:n]
 }
 
 // Show quotes v for an error message: short, on one line, controls escaped.
 func Show(v string) string {
 	if len(v) > 60 {
-		cut := 60
-		for cut > 0 && !utf8.RuneStart(v[cut]) {
-			cut--
-		}
-		return strconv.Quote(v[:cut]) + "…"
+		return strconv.Quote(cutAt(v, 60)) + "…"
 	}
 	return strconv.Quote(v)
 }
