@@ -120,7 +120,7 @@ delivery: agents
 	cd internal/e2e/delivery && CAST_DELIVERY_SEEDS=$(DELIVERY_SEEDS) CAST_DELIVERY_STEPS=$(DELIVERY_STEPS) CAST_DELIVERY_BATCH=$(DELIVERY_BATCH) $(GO) test -race -count=1 -timeout 12h -v -run TestDeliveryRule
 
 # Every cross-agent matrix at all 25 pairs (`make test` runs TestMatrix at
-# 25 and TestMatrixHard and the feature matrices at 5 pairs each;
+# 10 and TestMatrixHard and the feature matrices at 5 pairs each;
 # internal/agents/crossagent/pairs_test.go).
 matrix: agents
 	CAST_MATRIX=full $(GO) test -race -count=1 -timeout 90m ./internal/agents/crossagent/

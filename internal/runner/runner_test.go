@@ -173,7 +173,10 @@ func lastTurnText(t *testing.T, fake *fakemodel.Server) string {
 }
 
 // TestTurns runs, for every real CLI, a fresh turn whose model reply makes
-// a shell tool call and then answers, and a second turn that resumes it.
+// a shell tool call and then answers, a second turn that resumes it and a
+// third that resumes it by native id alone. The prompts start as a CLI
+// could misread them (a question mark, a flag, a path like a slash
+// command): each must reach the model as the user's text.
 func TestTurns(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {
@@ -190,7 +193,7 @@ func TestTurns(t *testing.T) {
 				return 0
 			})
 			r, turn := setup(t, c, proxy.URL)
-			turn.Prompt = "please TOOLCALL now CMD[echo tool-ran-ok]"
+			turn.Prompt = "? is a question QMARK: please TOOLCALL now CMD[echo tool-ran-ok]"
 			res, got, end, err := run(t, r, turn)
 			if err != nil {
 				t.Fatalf("first turn: %v", err)
@@ -265,10 +268,13 @@ func TestTurns(t *testing.T) {
 			// Second turn on the returned native session.
 			proxy.setDelay(nil)
 			turn.NativeID, turn.NativePath = res.NativeID, res.NativePath
-			turn.Prompt = "second turn MARKER-TWO"
+			turn.Prompt = "-v looks like a flag, second turn MARKER-TWO"
 			res2, got2, _, err := run(t, r, turn)
 			if err != nil {
 				t.Fatalf("resume turn: %v", err)
+			}
+			if !res2.PromptSeen {
+				t.Errorf("the resumed turn's prompt was not recognised in the native transcript")
 			}
 			if res2.NativeID != res.NativeID {
 				t.Errorf("resume moved to native session %q, want %q", res2.NativeID, res.NativeID)
@@ -292,7 +298,7 @@ func TestTurns(t *testing.T) {
 				t.Errorf("resumed answer emitted as %s, the native session ends with %s %q", got2[0].msg.NativeID, last.NativeID, last.Text)
 			}
 			req := lastTurnText(t, fake)
-			for _, w := range []string{"please TOOLCALL now", "tool-ran-ok", "FAKE: tool said", "MARKER-TWO"} {
+			for _, w := range []string{"QMARK: please TOOLCALL now", "tool-ran-ok", "FAKE: tool said", "-v looks like a flag", "MARKER-TWO"} {
 				if !strings.Contains(req, w) {
 					t.Errorf("the resumed turn's model request lacks %q (continuity):\n%s", w, req)
 				}
@@ -300,10 +306,13 @@ func TestTurns(t *testing.T) {
 
 			// Third turn by native id alone: the runner finds the file.
 			turn.NativeID, turn.NativePath = res.NativeID, ""
-			turn.Prompt = "third turn MARKER-THREE"
+			turn.Prompt = "/tmp/x looks like a command, third turn MARKER-THREE"
 			res3, got3, _, err := run(t, r, turn)
 			if err != nil {
 				t.Fatalf("resume by id: %v", err)
+			}
+			if !res3.PromptSeen {
+				t.Errorf("the prompt of the turn resumed by id was not recognised in the native transcript")
 			}
 			if res3.NativeID != res.NativeID || res3.NativePath != res2.NativePath {
 				t.Errorf("resume by id: native %q %q, want %q %q", res3.NativeID, res3.NativePath, res.NativeID, res2.NativePath)
@@ -312,7 +321,7 @@ func TestTurns(t *testing.T) {
 				t.Fatalf("resume by id emitted %v, want only the answer", k)
 			}
 			req = lastTurnText(t, fake)
-			for _, w := range []string{"tool-ran-ok", "MARKER-TWO", "MARKER-THREE"} {
+			for _, w := range []string{"tool-ran-ok", "MARKER-TWO", "/tmp/x looks like a command", "MARKER-THREE"} {
 				if !strings.Contains(req, w) {
 					t.Errorf("the turn resumed by id lacks %q:\n%s", w, req)
 				}
@@ -527,41 +536,6 @@ func TestSlowTool(t *testing.T) {
 			}
 			if !strings.Contains(got[1].msg.ToolResult.Output, "slow-done") {
 				t.Errorf("result %q", got[1].msg.ToolResult.Output)
-			}
-		})
-	}
-}
-
-// TestAwkwardPrompts: prompts a CLI could take for a flag or a slash
-// command reach the model as text, and are still recognised as the prompt.
-func TestAwkwardPrompts(t *testing.T) {
-	for _, c := range cases {
-		t.Run(c.agent, func(t *testing.T) {
-			t.Parallel()
-			fake := fakemodel.Start(t)
-			r, turn := setup(t, c, fake.URL)
-			var native runner.Result
-			for i, p := range []string{"-v looks like a flag DASH-ONE", "/tmp/x looks like a command SLASH-TWO", "? is a question QMARK-THREE"} {
-				turn.Prompt = p
-				turn.NativeID, turn.NativePath = native.NativeID, native.NativePath
-				res, got, _, err := run(t, r, turn)
-				if err != nil {
-					t.Fatalf("prompt %q: %v", p, err)
-				}
-				native = res
-				if !res.PromptSeen {
-					t.Errorf("prompt %q not recognised", p)
-				}
-				if k := kinds(got); !equalKinds(k, []transcript.Kind{transcript.KindAssistant}) {
-					t.Fatalf("prompt %q: emitted %v, want the answer only", p, k)
-				}
-				marker := strings.Fields(p)[len(strings.Fields(p))-1]
-				if !strings.Contains(got[0].msg.Text, marker) {
-					t.Errorf("prompt %q: the model saw %q", p, got[0].msg.Text)
-				}
-				if i > 0 && !strings.Contains(lastTurnText(t, fake), "DASH-ONE") {
-					t.Errorf("prompt %q: history lost:\n%s", p, lastTurnText(t, fake))
-				}
 			}
 		})
 	}

@@ -49,14 +49,15 @@
 // model must get the main chain in order and none of the run.
 // TestSubagentCheckerCatchesLoss proves that check.
 //
-// TestMatrix, the conversation the real CLIs produced, resumes every
-// pair. TestMatrixHard and the feature matrices (TestMatrixCompacted,
-// TestMatrixImages, TestMatrixLongTurn, TestMatrixSubagent) resume 5 each
-// in the default run, source i -> target i+k, each feature matrix with a
-// k of its own (TestMatrixHard shares k=1 with TestMatrixCompacted), so
-// each conversation goes from every agent's writer into every agent's CLI
-// and every cross pair carries one feature (pairs_test.go);
-// CAST_MATRIX=full runs all 25 of each.
+// TestMatrix, the conversation the real CLIs produced, resumes each
+// agent's own and each in one other agent's CLI (10 pairs). TestMatrixHard
+// and the feature matrices (TestMatrixCompacted, TestMatrixImages,
+// TestMatrixLongTurn, TestMatrixSubagent) resume 5 each in the default
+// run, source i -> target i+k, each feature matrix with a k of its own
+// (TestMatrixHard shares k=1 with TestMatrixCompacted), so each
+// conversation goes from every agent's writer into every agent's CLI and
+// every cross pair carries one feature (pairs_test.go); CAST_MATRIX=full
+// runs all 25 of each.
 //
 // Subtests are named source->target and run in parallel, at most
 // maxConcurrent (3) CLI sessions at a time; TestMain raises go test's
