@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cast-dev/cast/internal/version.Version=$(VERSION) -X github.com/cast-dev/cast/internal/version.Revision=$(REVISION)
 
-.PHONY: all build test test-race test-short faults delivery load matrix agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s weed test-s3
+.PHONY: all build test test-race test-full test-short faults delivery load matrix agents debs generate lint bench dev clean web-deps web canary-latest kube-apiserver test-k8s weed test-s3
 
 all: build
 
@@ -71,6 +71,13 @@ test: agents debs web-deps
 # Every package under -race, internal/e2e included.
 test-race: agents debs web-deps
 	@$(WITH_BINS) $(GO) test -race $(TESTFLAGS) -timeout 60m ./internal/e2e/ ./...
+
+# Every real-CLI variant the default run samples: every pair of every
+# cross-agent matrix (CAST_MATRIX=full) and every agent in every delivery
+# scenario (CAST_DELIVERY_MATRIX=full). About an hour on 2 cores: the run
+# before a release or a CLI pin moves, not every change's.
+test-full:
+	CAST_MATRIX=full CAST_DELIVERY_MATRIX=full $(MAKE) test
 
 # A real kube-apiserver (Kubernetes 1.37.2, the release of go.mod's
 # k8s.io/api), built from the Go module proxy by a module of its own
