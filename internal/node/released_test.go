@@ -89,3 +89,64 @@ func TestReleasedKeepsTheNewest(t *testing.T) {
 		t.Fatalf("%d kept, the second oldest %v, the newest %v", len(st.Released), oldest, newest)
 	}
 }
+
+// Letting go of a session with native sessions appends to the state's
+// journal: it rewrote the whole state file, every session's record, so
+// draining a node of thousands of sessions wrote the state thousands of
+// times over. What a restarted node loads is the same.
+func TestReleaseAppendsToTheJournal(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kept, released = 2000, 100
+	gone := filepath.Join(home, "gone.jsonl") // released earlier, file deleted since
+	if err := st.update(func(m map[string]*owned) {
+		for i := range kept {
+			id := fmt.Sprint("s", i)
+			m[id] = &owned{Agent: "claude", Cwd: home, Native: map[string]*nativeSession{"claude": {ID: "n" + id, Path: filepath.Join(home, id+".jsonl")}}}
+		}
+		st.Released = map[string]releasedNative{"claude#old": {Agent: "claude", ID: "old", Path: gone, Session: "s-old"}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.json")
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range released { // a released record goes with its file
+		if err := os.WriteFile(filepath.Join(home, fmt.Sprint("s", i, ".jsonl")), []byte("{}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &Daemon{st: st}
+	for i := range released {
+		d.forget(fmt.Sprint("s", i))
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || after.Size() != before.Size() {
+		t.Fatalf("%d releases rewrote the state file (%d bytes before, %d after)", released, before.Size(), after.Size())
+	}
+	restarted, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(restarted.Sessions); got != kept-released {
+		t.Fatalf("restarted with %d sessions, want %d", got, kept-released)
+	}
+	if _, ok := restarted.Released["claude#old"]; ok {
+		t.Fatal("the released session whose file is gone came back after a restart")
+	}
+	c := adoptCast{a: &Daemon{st: restarted}}
+	for i := range kept {
+		id := fmt.Sprint("s", i)
+		if got, want := c.Runs("claude", filepath.Join(home, id+".jsonl"), ""), true; got != want {
+			t.Fatalf("restarted node: %s's native file Runs = %v, want %v", id, got, want)
+		}
+	}
+}

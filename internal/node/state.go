@@ -293,9 +293,12 @@ func (st *state) change(id string, create bool, fn func(*owned)) error {
 	return st.record(id, after)
 }
 
-// remove forgets a session, keeping its native sessions as Released in
-// the same write: a whole snapshot then, as the journal holds sessions
-// only (a session with none, the common case, is one journal line).
+// remove forgets a session, keeping its native sessions as Released: a
+// journal line for each released native session (and each pruned), then
+// the session's, so a release costs what it changed however many
+// sessions the node owns. A crash between them leaves the session owned
+// with its native sessions already released; the control plane releases
+// it again.
 func (st *state) remove(id string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -311,34 +314,60 @@ func (st *state) remove(id string) error {
 		st.Released = map[string]releasedNative{}
 	}
 	now := time.Now().Unix()
+	changed := map[string]*releasedNative{}
 	for agent, ns := range o.Native {
 		if ns == nil || (ns.ID == "" && ns.Path == "") {
 			continue
 		}
-		st.Released[agent+"#"+cmp.Or(ns.ID, ns.Path)] = releasedNative{Agent: agent, ID: ns.ID, Path: ns.Path, Session: id, At: now}
+		r := releasedNative{Agent: agent, ID: ns.ID, Path: ns.Path, Session: id, At: now}
+		st.Released[agent+"#"+cmp.Or(ns.ID, ns.Path)] = r
+		changed[agent+"#"+cmp.Or(ns.ID, ns.Path)] = &r
 	}
-	st.pruneReleased()
-	return st.persist()
+	for _, k := range st.pruneReleased() {
+		changed[k] = nil
+	}
+	if st.unrecorded || st.file.Due() {
+		return st.persist()
+	}
+	for k, r := range changed {
+		var value []byte
+		if r != nil {
+			value, _ = json.Marshal(r)
+		}
+		if err := st.file.PutIn(releasedRecords, k, value); err != nil {
+			st.recorded(err)
+			return err
+		}
+	}
+	return st.record(id, nil)
 }
+
+// releasedRecords is the state's field of the released native sessions,
+// journaled beside the sessions (remove).
+const releasedRecords = "released"
 
 // pruneReleased drops the released native sessions whose files are gone
 // (the user deleted them; nothing is left to adopt), then the oldest past
-// maxReleased; st.mu is held.
-func (st *state) pruneReleased() {
+// maxReleased, and returns their keys; st.mu is held.
+func (st *state) pruneReleased() []string {
+	var dropped []string
 	for k, r := range st.Released {
 		if _, err := os.Stat(r.Path); r.Path != "" && errors.Is(err, fs.ErrNotExist) {
 			delete(st.Released, k)
+			dropped = append(dropped, k)
 		}
 	}
 	if len(st.Released) <= maxReleased {
-		return
+		return dropped
 	}
 	keys := slices.SortedFunc(maps.Keys(st.Released), func(a, b string) int {
 		return cmp.Compare(st.Released[a].At, st.Released[b].At)
 	})
 	for _, k := range keys[:len(keys)-maxReleased] {
 		delete(st.Released, k)
+		dropped = append(dropped, k)
 	}
+	return dropped
 }
 
 // record writes one session's new record (nil: removed) to the journal,

@@ -6,9 +6,10 @@
 // starts again. A node owning 10,000 sessions would otherwise rewrite
 // every session's record for each change to one of them.
 //
-// The records are the members of one object of the snapshot (its field,
-// "sessions" for the node): a journal line holds one member's whole new
-// value, or its removal, so replaying a line twice changes nothing.
+// The records are the members of objects of the snapshot: of its field
+// ("sessions" for the node) unless a record names another (PutIn): a
+// journal line holds one member's whole new value, or its removal, so
+// replaying a line twice changes nothing.
 //
 // Crash safety rests on two rules. A journal names the snapshot it
 // follows by the snapshot's SHA-256 (its first line), so a journal left
@@ -21,6 +22,7 @@ package statefile
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -56,9 +58,10 @@ type header struct {
 	Base string `json:"base"`
 }
 
-// record is one journal line: the field's member Key set to Value, or
-// removed when Value is absent.
+// record is one journal line: the member Key of Field (the File's field
+// when empty) set to Value, or removed when Value is absent.
 type record struct {
+	Field string          `json:"f,omitempty"`
 	Key   string          `json:"k"`
 	Value json.RawMessage `json:"v,omitempty"`
 }
@@ -106,10 +109,19 @@ func Rewrite(path, field string, doc []byte) error {
 // Put appends the field's member key set to value (nil removes it) and
 // syncs it: when Put returns nil the change survives a crash.
 func (f *File) Put(key string, value []byte) error {
+	return f.PutIn("", key, value)
+}
+
+// PutIn is Put for a member of another object of the snapshot, field
+// ("" is the File's own).
+func (f *File) PutIn(field, key string, value []byte) error {
 	if f.broken || f.j == nil {
 		return errors.New("statefile: the journal needs a snapshot first")
 	}
-	line, err := json.Marshal(record{Key: key, Value: value})
+	if field == f.field {
+		field = ""
+	}
+	line, err := json.Marshal(record{Field: field, Key: key, Value: value})
 	if err != nil {
 		return err
 	}
@@ -204,21 +216,29 @@ func read(path, field string) ([]byte, error) {
 	if err := json.Unmarshal(snap, &top); err != nil {
 		return nil, fmt.Errorf("statefile: %s: %w", path, err)
 	}
-	members := map[string]json.RawMessage{}
-	if raw := top[field]; len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &members); err != nil {
-			return nil, fmt.Errorf("statefile: %s: %s: %w", path, field, err)
-		}
-	}
+	objects := map[string]map[string]json.RawMessage{}
 	for _, r := range recs {
+		name := cmp.Or(r.Field, field)
+		members, ok := objects[name]
+		if !ok {
+			members = map[string]json.RawMessage{}
+			if raw := top[name]; len(raw) > 0 && string(raw) != "null" {
+				if err := json.Unmarshal(raw, &members); err != nil {
+					return nil, fmt.Errorf("statefile: %s: %s: %w", path, name, err)
+				}
+			}
+			objects[name] = members
+		}
 		if r.Value == nil {
 			delete(members, r.Key)
 		} else {
 			members[r.Key] = r.Value
 		}
 	}
-	if top[field], err = json.Marshal(members); err != nil {
-		return nil, err
+	for name, members := range objects {
+		if top[name], err = json.Marshal(members); err != nil {
+			return nil, err
+		}
 	}
 	return json.Marshal(top)
 }

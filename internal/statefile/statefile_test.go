@@ -218,3 +218,37 @@ func TestOpenReadsWhenItCannotWrite(t *testing.T) {
 		t.Fatal("an append was taken after the snapshot failed")
 	}
 }
+
+// Records of another object of the snapshot (PutIn) replay onto that
+// object, and leave the File's own alone.
+func TestPutInAnotherField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	f := open(t, path)
+	doc, _ := json.Marshal(map[string]any{"sessions": map[string]string{"a": "1"}, "released": map[string]string{"x": "1", "y": "1"}})
+	if err := f.Snapshot(doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ field, key, value string }{{"released", "x", ""}, {"released", "z", `"2"`}, {"sessions", "b", `"3"`}, {"", "a", `"4"`}} {
+		var v []byte
+		if r.value != "" {
+			v = []byte(r.value)
+		}
+		if err := f.PutIn(r.field, r.key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Read(path, "sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Sessions, Released map[string]string }
+	if err := json.Unmarshal(got, &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"a": "4", "b": "3"}; !reflect.DeepEqual(st.Sessions, want) {
+		t.Errorf("sessions %v, want %v", st.Sessions, want)
+	}
+	if want := map[string]string{"y": "1", "z": "2"}; !reflect.DeepEqual(st.Released, want) {
+		t.Errorf("released %v, want %v", st.Released, want)
+	}
+}
