@@ -201,7 +201,16 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
 	}
 	if time.Since(fi.ModTime()) < settleWindow {
-		end = settled(agent, data[:end], st.Size)
+		kept := keptPrefix(data[:end], st)
+		cut := settled(agent, data[:end], kept)
+		if cut < end && kept == 0 && st.Size > 0 {
+			// Rewritten, its end not settled: read whole once it is. A
+			// cut now would leave what was kept (Sent) partly past the
+			// bytes recorded as read, and a later tail would count it
+			// as new.
+			return 0, nil
+		}
+		end = cut
 	}
 	msgs, tail, err := f.read(agent, data[:end], st)
 	if err != nil {
@@ -258,6 +267,18 @@ func settled(agent string, data []byte, kept int64) int64 {
 		return int64(len(data))
 	}
 	return max(int64(ts.Settled(data)), min(kept, int64(len(data))))
+}
+
+// keptPrefix is how many bytes of data are the whole lines read before:
+// st.Size while data still starts with them, else 0 (the file was
+// rewritten, and that count may fall inside a line of the new content:
+// a read cut there left the rest of the line unparsable to every later
+// read, TestFollowCodexRewrittenWhileSettling).
+func keptPrefix(data []byte, st *fileState) int64 {
+	if st.Size > 0 && st.Size <= int64(len(data)) && hashOf(data[:st.Size]) == st.Hash {
+		return st.Size
+	}
+	return 0
 }
 
 // baseline is the state of a file cast wrote (a restore): what cast

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -436,16 +437,23 @@ func TestFollowAdoptsRunsKeptInsideAFile(t *testing.T) {
 	}
 }
 
+// codexRollout is where Codex keeps rollout id under home (its folder made).
+func codexRollout(t *testing.T, home, id string) string {
+	t.Helper()
+	path := filepath.Join(home, "sessions", "2026", "11", "30", "rollout-2026-11-30T10-00-00-"+id+".jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A Codex rollout read between a message's item and its event copy (the
 // CLI writes them a moment apart) keeps the message once: the trailing
 // pair waits for the record after it.
 func TestFollowCodexBetweenAMessagesTwoRecords(t *testing.T) {
 	home := t.TempDir()
 	id := "019a0000-0000-7000-8000-0000000000cc"
-	path := filepath.Join(home, "sessions", "2026", "11", "30", "rollout-2026-11-30T10-00-00-"+id+".jsonl")
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	path := codexRollout(t, home, id)
 	write := func(lines ...string) {
 		t.Helper()
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -524,4 +532,63 @@ func TestFollowGrowthAfterRestartOfAFileWithoutMessages(t *testing.T) {
 	want(t, "no message yet", r.scan())
 	r.append(line("user", "u1", "", "hello"))
 	want(t, "grown, after a restart", r.scan(), "hello")
+}
+
+// A Codex rollout rewritten (not grown: its start changed) within the
+// settle window is read to a line's end, never to the byte count read of
+// the old content, which falls anywhere in the new one: a cut there left
+// the rest of that line, a message, unparsable to every later read.
+func TestFollowCodexRewrittenWhileSettling(t *testing.T) {
+	home := t.TempDir()
+	id := "019a0000-0000-7000-8000-0000000000dd"
+	path := codexRollout(t, home, id)
+	meta := func(cwd string) string {
+		return `{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"` + id + `","timestamp":"2026-11-30T10:00:00.000Z","cwd":"` + cwd + `","originator":"codex_cli_rs","cli_version":"0.171.0","source":"cli"}}` + "\n"
+	}
+	pair := `{"timestamp":"2026-11-30T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"REWRITE-1 hello"}]}}` + "\n" +
+		`{"timestamp":"2026-11-30T10:00:01.001Z","type":"event_msg","payload":{"type":"user_message","message":"REWRITE-1 hello","images":null}}` + "\n"
+	other := `{"timestamp":"2026-11-30T10:00:02.000Z","type":"event_msg","payload":{"type":"token_count"}}` + "\n"
+	answer := func(text string) string {
+		return `{"timestamp":"2026-11-30T10:00:03.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"` + text + `"}]}}` + "\n"
+	}
+	first := meta("/w") + pair + other
+	if err := os.WriteFile(path, []byte(first), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{}, sessions: map[string]string{}}
+	state := t.TempDir()
+	scan := func(step string, w ...string) {
+		t.Helper()
+		f, err := adopt.New([]adopt.Source{{Agent: "codex", Home: home}}, state, s, cast, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(s.batches)
+		if _, err := f.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want(t, step, s.texts(before), w...)
+	}
+	scan("import", "REWRITE-1 hello")
+	// Rewritten: a longer folder first, so the byte count read before
+	// falls inside the first answer's line; the answers end the file (a
+	// run of message records the settle window holds back).
+	kept := len(first)
+	pad := kept - 10 - len(meta("/w")+pair)
+	rewritten := meta("/w"+strings.Repeat("x", pad)) + pair + answer("REWRITE-2 first answer") + answer("REWRITE-3 second answer")
+	start := len(meta("/w"+strings.Repeat("x", pad)) + pair)
+	if start >= kept || start+len(answer("REWRITE-2 first answer")) <= kept {
+		t.Fatalf("set-up: the old size %d is not inside the first answer's line [%d, %d)", kept, start, start+len(answer("REWRITE-2 first answer")))
+	}
+	if err := os.WriteFile(path, []byte(rewritten), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scan("rewritten, settling")
+	// Settled: written a minute ago.
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	scan("settled", "REWRITE-2 first answer", "REWRITE-3 second answer")
 }
