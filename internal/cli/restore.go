@@ -21,8 +21,8 @@ func (a *app) restoreCmd() *cobra.Command {
 		Long: "Writes the session as its agent's native session in the agent's own folder as this user has it\n" +
 			"(~/.claude, ~/.codex, ~/.gemini, ~/.pi/agent, or the folder its variable names), so the agent's\n" +
 			"own picker and resume find it. An adopted session gets its native id back (Codex's a new one: its\n" +
-			"index would not find the old), so the resume command the user knew still works. Refused while\n" +
-			"that native session is still there.",
+			"index would not find the old; one switched to another agent since, a new one of that agent), so the\n" +
+			"resume command the user knew still works. Refused while that native session is still there.",
 	}, sessionUse{hint: "cast restore ID; `cast ls --origin native` lists adopted sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		sess, msgs, err := a.exportAll(cmd.Context(), id)
 		if err != nil {
@@ -46,7 +46,14 @@ func (a *app) restoreCmd() *cobra.Command {
 		if !filepath.IsAbs(cwd) {
 			return usagef("the session has no absolute working directory; pass --cwd")
 		}
-		nativeID := sess.GetOrigin().GetNativeId()
+		// The origin's native id is its agent's: a session switched to
+		// another agent since is that agent's new session (an id of
+		// another agent's format may not resume, and that agent's folder
+		// never holds the original to refuse over).
+		nativeID := ""
+		if o := sess.GetOrigin(); o.GetAgent() == sess.Agent {
+			nativeID = o.GetNativeId()
+		}
 		d, hasDriver := ag.Driver()
 		if hasDriver && nativeID != "" {
 			if p := d.FindSession(absHome, nativeID); p != "" && holdsMessages(sess.Agent, p) {
