@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -56,7 +58,11 @@ func (a *app) restoreCmd() *cobra.Command {
 		}
 		d, hasDriver := ag.Driver()
 		if hasDriver && nativeID != "" {
-			if p := d.FindSession(absHome, nativeID); p != "" && holdsMessages(sess.Agent, p) {
+			p, err := stillThere(cmd.Context(), ag, d, absHome, nativeID)
+			if err != nil {
+				return err
+			}
+			if p != "" {
 				return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
 			}
 		}
@@ -90,6 +96,35 @@ func (a *app) restoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	return cmd
+}
+
+// stillThere is where agent's native session id is under home ("" when
+// it is not): its file holding a conversation, or its agent's store (an
+// agent keeping sessions as rows, agents.StoreLister, asked through its
+// CLI on PATH, as its writer does). Unchecked, the store's writer deleted
+// the user's session to import cast's copy under its id
+// (TestRestoreRefusesAStoredSessionStillThere).
+func stillThere(ctx context.Context, ag agents.Agent, d agents.Driver, home, id string) (string, error) {
+	if sl, ok := d.(agents.StoreLister); ok {
+		bin, err := exec.LookPath(ag.Binary)
+		if err != nil {
+			return "", fmt.Errorf("restoring a %s session needs its CLI (%s) on PATH: %w", ag.DisplayName, ag.Binary, err)
+		}
+		list, err := sl.StoredSessions(ctx, bin, os.Environ(), home)
+		if err != nil {
+			return "", fmt.Errorf("look for %s session %s in its store: %w", ag.Name, id, err)
+		}
+		for _, s := range list {
+			if s.ID == id {
+				return sl.StorePath(home), nil
+			}
+		}
+		return "", nil
+	}
+	if p := d.FindSession(home, id); p != "" && holdsMessages(ag.Name, p) {
+		return p, nil
+	}
+	return "", nil
 }
 
 // holdsMessages says whether agent's native file at path holds anything

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -83,5 +84,49 @@ func TestRestoreSwitchedSessionGetsANewNativeID(t *testing.T) {
 	}
 	if got := restore(t.TempDir()); got["native_id"] != origID {
 		t.Fatalf("switched back to claude, restored as %v; want its native id %s back", got["native_id"], origID)
+	}
+}
+
+// An adopted session of an agent whose sessions are rows in its own store
+// (OpenCode) is not restored while the store still holds it: there is no
+// file to look for, so the check found nothing, and the writer deleted
+// the user's session (with whatever it held that cast had not adopted
+// yet) to import cast's copy under its id. The store is asked through the
+// CLI found on PATH, as the writer's own is; here a stand-in that lists
+// the session and logs what it is asked.
+func TestRestoreRefusesAStoredSessionStillThere(t *testing.T) {
+	c, addr := diffRig(t)
+	cwd, home, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	const native = "ses_stillthere01"
+	calls := filepath.Join(bin, "calls")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\n" + `case "$1" in
+db) printf '[{"id":"` + native + `","directory":"` + cwd + `","parent_id":"","version":"1/1/1"}]' ;;
+debug) printf '{"model":"p/m"}' ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	db := filepath.Join(home, "opencode", "opencode.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Nodes.AdoptSession(context.Background(), &castv1.AdoptSessionRequest{Node: "n1", Cwd: cwd, Title: "adopted", HistoryMessages: 1,
+		Origin:   &castv1.SessionOrigin{Node: "n1", Agent: "opencode", NativeId: native, Path: db},
+		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "hello", ClientId: "adopt.hello.1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runMain(t, addr, "restore", resp.SessionId, "--home", home)
+	asked, _ := os.ReadFile(calls)
+	if code == 0 || !strings.Contains(errOut, "still there") {
+		t.Errorf("restore of a session its store still holds: exit %d, stderr %q; want it refused as still there", code, errOut)
+	}
+	if strings.Contains(string(asked), "delete") || strings.Contains(string(asked), "import") {
+		t.Errorf("restore changed the store holding the session; the CLI was asked:\n%s", asked)
 	}
 }
