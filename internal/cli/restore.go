@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,7 @@ func (a *app) restoreCmd() *cobra.Command {
 				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted})
 		}
 		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", msgs.Len(), sess.Agent, out.NativeID, out.Path)
+		noteTrimmed(a.out, out.Omitted)
 		return nil
 	})
 
@@ -125,6 +127,14 @@ func stillThere(ctx context.Context, ag agents.Agent, d agents.Driver, home, id 
 		return p, nil
 	}
 	return "", nil
+}
+
+// noteTrimmed tells the user how many older messages a writer left out of
+// the native session to fit the agent's window (none: nothing).
+func noteTrimmed(w io.Writer, omitted int) {
+	if omitted > 0 {
+		fmt.Fprintf(w, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", omitted)
+	}
 }
 
 // holdsMessages says whether agent's native file at path holds anything

@@ -130,3 +130,27 @@ esac
 		t.Errorf("restore changed the store holding the session; the CLI was asked:\n%s", asked)
 	}
 }
+
+// A restore whose agent's writer trims older messages to fit the context
+// window (Claude's) says so, as an export does: it said it restored every
+// message, and the user found the start of the conversation missing.
+func TestRestoreSaysWhatItTrimmed(t *testing.T) {
+	c, addr := diffRig(t)
+	cwd := t.TempDir()
+	var msgs []*castv1.Message
+	for i := range 6 { // ~6 x 200 KB of text: over the writer's window
+		kind := castv1.MessageKind_MESSAGE_KIND_USER
+		if i%2 == 1 {
+			kind = castv1.MessageKind_MESSAGE_KIND_ASSISTANT
+		}
+		msgs = append(msgs, &castv1.Message{Kind: kind, Agent: "claude", Text: strings.Repeat("long history ", 16_000)})
+	}
+	id := historySession(t, c, cwd, msgs).Id
+	out, errOut, code := runMain(t, addr, "restore", id, "--home", t.TempDir())
+	if code != 0 {
+		t.Fatalf("cast restore: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "trimmed") {
+		t.Fatalf("a restore that trimmed older messages said only:\n%s", out)
+	}
+}

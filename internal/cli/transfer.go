@@ -283,9 +283,7 @@ func (a *app) exportCmd() *cobra.Command {
 			how = "over the session cast exported there before"
 		}
 		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", msgs.Len(), agent, out.NativeID, how, out.Path)
-		if out.Omitted > 0 {
-			fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
-		}
+		noteTrimmed(a.out, out.Omitted)
 		return nil
 	})
 
