@@ -177,7 +177,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		return 0, nil // gone meanwhile (what was kept stays kept), or cast's own
 	}
 	st := f.st.get(path)
-	if st != nil && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
+	if st != nil && st.Size+st.Torn == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
 		return 0, nil
 	}
 	if st == nil && f.cast.Busy(agent) {
@@ -190,7 +190,8 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	end := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
+	whole := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
+	end := whole
 	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
 		// cast wrote it (a restore) since the follower last looked
 		if st, err = f.baseline(agent, path, inMemory{st: f.st, agent: agent, data: data[:end]}, rec); err != nil {
@@ -245,8 +246,9 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		return sent, err
 	}
 	st.Size, st.Hash, st.ModTime, st.Base = end, hashOf(data[:end]), fi.ModTime().UnixNano(), nil
-	if end != int64(len(data)) {
-		st.ModTime = 0 // look again: the last line is not complete yet
+	st.Torn = int64(len(data)) - end
+	if end != whole {
+		st.ModTime = 0 // look again: whole lines wait for the settle window, not a write
 	}
 	return sent, f.st.put(path, st)
 }

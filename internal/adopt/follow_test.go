@@ -592,3 +592,45 @@ func TestFollowCodexRewrittenWhileSettling(t *testing.T) {
 	}
 	scan("settled", "REWRITE-2 first answer", "REWRITE-3 second answer")
 }
+
+// A file left ending in a torn line (its CLI killed mid-write) is not
+// read again while it stays as it is: it was read whole (or, for a
+// streamed reader, copied whole) and its state written again at every
+// scan, every 2 s for as long as the file stayed, hundreds of MB for a
+// long session. What it then grows by is read as before.
+func TestFollowTornLastLineIsNotReadAgainUntilItChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		rig        func(*testing.T) *rig
+		first, add string
+	}{
+		{"claude, read whole", newRig, line("user", "u1", "", "hello"), line("assistant", "a2", "u1", "hi there")},
+		{"gemini, streamed", newGeminiRig, geminiHead("2026-11-30T10:00:00.000Z") + geminiLine(0, "hello"), geminiLine(1, "hi there")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.rig(t)
+			r.write(tc.first, tc.add[:20]) // the second message torn
+			want(t, "import", r.scan(), "hello")
+			states, err := filepath.Glob(filepath.Join(r.state, "*.json"))
+			if err != nil || len(states) != 1 {
+				t.Fatalf("state files %v, %v", states, err)
+			}
+			before, err := os.Stat(states[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				want(t, "torn, unchanged", r.scan())
+			}
+			after, err := os.Stat(states[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !os.SameFile(before, after) {
+				t.Fatal("the state of a file left as it was was written again: the file was read again")
+			}
+			r.append(tc.add[20:])
+			want(t, "the line completed", r.scan(), "hi there")
+		})
+	}
+}

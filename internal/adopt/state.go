@@ -25,6 +25,11 @@ type fileState struct {
 	Size    int64  `json:"size"`
 	Hash    string `json:"hash,omitempty"`
 	ModTime int64  `json:"mod_time,omitempty"` // unchanged size and time: not read again
+	// Torn is how many bytes followed Size when it was read: a last line
+	// not ended yet. The file's size then was Size+Torn, so a file left
+	// ending in a torn line (a CLI killed mid-write) is not read again
+	// until it changes.
+	Torn int64 `json:"torn,omitempty"`
 	// Version is a stored session's (agents.StoredSession) when last read.
 	Version string `json:"version,omitempty"`
 	// Written is the digest of the file as cast wrote it (a restore), once

@@ -69,10 +69,7 @@ func (f *Follower) followEach(ctx context.Context, agent, path string, fi os.Fil
 			return sent, err
 		}
 	}
-	st.Size, st.Hash, st.ModTime = snap.end, snap.sum, fi.ModTime().UnixNano()
-	if snap.end != snap.size {
-		st.ModTime = 0 // look again: the last line is not complete yet
-	}
+	st.Size, st.Hash, st.ModTime, st.Torn = snap.end, snap.sum, fi.ModTime().UnixNano(), snap.size-snap.end
 	return sent, f.st.put(path, st)
 }
 
