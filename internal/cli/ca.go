@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/secrets"
 )
 
 // caCmd is `cast ca`: alone, it prints the control plane's CA
@@ -115,7 +116,9 @@ func (a *app) caRotateCmd() *cobra.Command {
 				if req.CertPem, err = os.ReadFile(certFile); err != nil {
 					return err
 				}
-				if req.KeyPem, err = os.ReadFile(keyFile); err != nil {
+				// A CA's private key, read as the control plane reads its
+				// --ca-key: refused when others can read it.
+				if req.KeyPem, err = secrets.ReadPrivate(keyFile, "--key", pki.MaxCAKeyFile); err != nil {
 					return err
 				}
 			}

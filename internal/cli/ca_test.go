@@ -65,3 +65,33 @@ func TestCAPinIsTheSigningCA(t *testing.T) {
 		t.Errorf("cast ca printed another CA than the signing one: %v", err)
 	}
 }
+
+// `cast ca rotate --key` reads an operator CA's private key as the control
+// plane's --ca-key does: a key file others can read is refused (with the
+// chmod to run) before it is sent, and no rotation starts.
+func TestCARotateRefusesAKeyOthersCanRead(t *testing.T) {
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled = true })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	next, keyFile := testharness.NewCA(t, dir, "company-root").Intermediate(t, dir, "issuing-2")
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CAST_ADDR", srv.Addr())
+	t.Setenv("CAST_CA_PIN", srv.CAPin())
+
+	var out, errOut bytes.Buffer
+	code := Main(ctx, []string{"ca", "rotate", "--cert", next.File, "--key", keyFile}, nil, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "chmod 600 "+keyFile) {
+		t.Errorf("cast ca rotate with a key file of mode 0644: exit %d, stderr %q; want a refusal naming chmod 600", code, errOut.String())
+	}
+	admin, _ := testharness.DialFollowing(t, srv.Addr(), srv.CAPin(), testharness.AdminToken(), nil)
+	st, err := admin.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Cas) != 1 {
+		t.Errorf("a rotation started with a key others can read: %v", st.Cas)
+	}
+}

@@ -21,9 +21,6 @@ import (
 // reads from the operator's file. Moving a store from one CA to another
 // changes the pin every node and client trusts, so it takes --ca-replace.
 
-// maxCAKeyFile bounds the CA key file read.
-const maxCAKeyFile = 64 << 10
-
 // ReadOperatorCA reads and checks an operator's CA: the key file must be
 // private (0600), the certificate a CA valid at now, the key its own.
 func ReadOperatorCA(certFile, keyFile string, now time.Time) (*pki.CA, error) {
@@ -31,7 +28,7 @@ func ReadOperatorCA(certFile, keyFile string, now time.Time) (*pki.CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ca-cert: %w", err)
 	}
-	keyPEM, err := secrets.ReadPrivate(keyFile, "--ca-key", maxCAKeyFile)
+	keyPEM, err := secrets.ReadPrivate(keyFile, "--ca-key", pki.MaxCAKeyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,10 @@ var (
 	ErrCAExpired   = errors.New("the CA certificate has expired or is not valid yet")
 )
 
+// MaxCAKeyFile bounds the read of an operator CA's key file (--ca-key,
+// `cast ca rotate --key`).
+const MaxCAKeyFile = 64 << 10
+
 // OperatorCA parses an operator's CA certificate (one PEM certificate)
 // and its private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC) and checks
 // that the pair can sign certificates at now.
