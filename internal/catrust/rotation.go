@@ -44,7 +44,10 @@ func (m *Manager) Rotate(ctx context.Context, certPEM, keyPEM []byte) (Record, e
 	}
 	box, err := m.cfg.Box()
 	if err != nil {
-		return Record{}, err
+		// Its own reason (a key file others can read, a malformed key),
+		// not a plain error the status mapping takes for a store outage.
+		return Record{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
+			"a rotated CA's key is kept sealed with the secrets key, which cannot be opened: %v", err)
 	}
 	if box == nil {
 		return Record{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,

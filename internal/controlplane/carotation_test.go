@@ -14,6 +14,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
@@ -402,4 +403,22 @@ func TestIdleNodeDropsARetiredCA(t *testing.T) {
 		p := bundlePins()
 		return len(p) == 1 && p[rot.Next.Pin]
 	})
+}
+
+// A rotation that cannot open the secrets key (its file was made readable
+// by others after the start) is refused with the key's own reason, not as
+// a store outage to retry.
+func TestRotateCASaysWhyTheSecretsKeyCannotBeOpened(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "secrets.key")
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled, c.SecretsKeyFile = true, key })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, _ := testharness.DialFollowing(t, srv.Addr(), srv.CAPin(), testharness.AdminToken(), nil)
+	must(t, os.Chmod(key, 0o644))
+	_, err := admin.Auth.RotateCA(ctx, &castv1.RotateCARequest{})
+	wantCode(t, "rotate with a secrets key file others can read", err, codes.FailedPrecondition, errs.ReasonNoSecretsKey)
+	if !strings.Contains(status.Convert(err).Message(), "chmod 600 "+key) {
+		t.Errorf("the refusal does not say how to fix the key file: %v", err)
+	}
 }
