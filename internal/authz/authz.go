@@ -158,8 +158,9 @@ func roleList(rs []Role) string {
 // ParseBearer returns the token of an "authorization" value "Bearer T".
 func ParseBearer(v string) (string, error) {
 	scheme, tok, ok := strings.Cut(v, " ")
+	tok = strings.TrimSpace(tok) // blanks alone are no token
 	if !ok || !strings.EqualFold(scheme, "bearer") || tok == "" {
 		return "", fmt.Errorf("authorization must be \"Bearer <token>\"")
 	}
-	return strings.TrimSpace(tok), nil
+	return tok, nil
 }

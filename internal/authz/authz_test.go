@@ -52,7 +52,10 @@ func TestTokens(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
 		ok       bool
-	}{{"Bearer abc", "abc", true}, {"bearer abc", "abc", true}, {"Basic abc", "", false}, {"Bearer ", "", false}, {"abc", "", false}} {
+	}{{"Bearer abc", "abc", true}, {"bearer abc", "abc", true}, {"Basic abc", "", false}, {"Bearer ", "", false}, {"abc", "", false},
+		// Only blanks after the scheme is no token: refused as malformed,
+		// not looked up (and reported unknown or revoked).
+		{"Bearer   ", "", false}, {"Bearer \t", "", false}} {
 		got, err := ParseBearer(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseBearer(%q) = %q, %v", tc.in, got, err)
