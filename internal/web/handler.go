@@ -90,7 +90,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and a bearer header is dropped: on this listener the cookie is the only
 // credential, so there is one way in to reason about.
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if !sameOrigin(r, h.secure) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
@@ -110,13 +110,17 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin accepts a request without Origin (not a browser's
-// cross-site fetch) or one whose Origin is this host.
-func sameOrigin(r *http.Request) bool {
+// cross-site fetch) or one whose Origin is this host. On HTTPS (secure)
+// the scheme must be https too: a page served over plain HTTP on the same
+// host and port, which anyone on the network can forge, is another
+// origin. A plain listener may sit behind a TLS proxy (--web-url https://),
+// so there either scheme is the app's.
+func sameOrigin(r *http.Request, secure bool) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
 	}
-	return o == "http://"+r.Host || o == "https://"+r.Host
+	return o == "https://"+r.Host || (!secure && o == "http://"+r.Host)
 }
 
 // login exchanges a one-time code for a session cookie and sends the
@@ -158,7 +162,7 @@ func (h *Handler) methods(w http.ResponseWriter, _ *http.Request) {
 
 // logout ends the session (POST, same origin).
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !sameOrigin(r) {
+	if r.Method != http.MethodPost || !sameOrigin(r, h.secure) {
 		http.Error(w, "POST from the app only", http.StatusMethodNotAllowed)
 		return
 	}
