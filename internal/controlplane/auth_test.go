@@ -1,6 +1,8 @@
 package controlplane_test
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -337,4 +339,16 @@ func TestUserLimits(t *testing.T) {
 	}
 	_, err = r.alice.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: r.aliceSess.Id, Text: big})
 	wantDenied(t, "alice's second 600 KiB in a second", err, codes.ResourceExhausted, authz.ReasonAppendLimited)
+}
+
+// A join token's lifetime out of range is refused whatever its size: one
+// so large that it wraps around in nanoseconds (to an hour, or to less
+// than nothing) is not taken for another lifetime.
+func TestJoinTokenLifetimeOutOfRange(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	ctx, admin := ctxT(t), testharness.Dial(t, srv.Addr())
+	for _, ttl := range []int64{-1, int64(controlplane.MaxJoinTTL.Seconds()) + 1, 3600 + 1<<55, math.MaxInt64} {
+		resp, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: ttl})
+		wantDenied(t, fmt.Sprintf("ttl_seconds %d (token until %s)", ttl, resp.GetExpireTime().AsTime()), err, codes.InvalidArgument, errs.ReasonInvalidArgument)
+	}
 }

@@ -181,12 +181,14 @@ func (h *authService) DeleteToken(ctx context.Context, req *castv1.DeleteTokenRe
 }
 
 func (h *authService) CreateJoinToken(ctx context.Context, req *castv1.CreateJoinTokenRequest) (*castv1.CreateJoinTokenResponse, error) {
+	// Checked in seconds, before the product in nanoseconds can wrap
+	// around (to an hour, say) and pass as another lifetime.
+	if req.TtlSeconds < 0 || req.TtlSeconds > int64(MaxJoinTTL/time.Second) {
+		return nil, invalid("ttl_seconds must be between 1 and %d", int64(MaxJoinTTL/time.Second))
+	}
 	ttl := time.Duration(req.TtlSeconds) * time.Second
 	if ttl == 0 {
 		ttl = DefaultJoinTTL
-	}
-	if ttl < time.Second || ttl > MaxJoinTTL {
-		return nil, invalid("ttl_seconds must be between 1 and %d", int64(MaxJoinTTL/time.Second))
 	}
 	if req.Uses < 0 || req.Uses > MaxJoinUses {
 		return nil, invalid("uses must be between 0 (one) and %d", MaxJoinUses)
