@@ -141,5 +141,5 @@ func (a *Authenticator) Cert(ctx context.Context, chain []*x509.Certificate, set
 		return nil, errs.New(errs.KindUnauthenticated, errs.ReasonCertRevoked,
 			"the certificate of %s:%s was revoked; a node joins again with a new join token (`cast node token create`)", id.Role, id.Name)
 	}
-	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred, CAPin: id.IssuerPin}, nil
+	return &authz.Principal{Role: authz.Role(rec.Role), Name: rec.Name, Cred: id.Cred, CAPin: id.IssuerPin, Expires: leaf.NotAfter}, nil
 }

@@ -44,8 +44,10 @@ type Principal struct {
 	// CAPin is the pin of the CA that signed the client certificate the
 	// call came with ("" for a bearer token): retiring that CA ends it.
 	CAPin string
-	// Expires is when an OIDC ID token lapses (zero for a credential
-	// record, which lasts until it is revoked): open calls end then.
+	// Expires is when the credential presented lapses: an OIDC ID
+	// token's exp, a client certificate's NotAfter (zero for a bearer
+	// cast token, whose record lasts until it is revoked): open calls
+	// end then.
 	Expires time.Time
 }
 

@@ -25,14 +25,16 @@ import (
 // ExportSession, a node's Connect, work tree transfers, a
 // RequestPermission long poll. An OIDC ID token has no record: the calls
 // it opened end at its exp, so a person an admin disabled at the issuer
-// (who gets no new token) keeps no stream past it. They end
-// UNAUTHENTICATED, with one `request refused` audit line each.
+// (who gets no new token) keeps no stream past it; likewise a call made
+// with a client certificate ends at its NotAfter (CERT_EXPIRED), which a
+// handshake alone never checks again. They end UNAUTHENTICATED, with one
+// `request refused` audit line each.
 
 // Causes a tracked call's context is canceled with.
 var (
 	errRevoked   = errors.New("credential revoked")
 	errCARetired = errors.New("certificate's CA no longer trusted")
-	errLapsed    = errors.New("ID token expired")
+	errLapsed    = errors.New("credential expired") // an ID token's exp, a certificate's NotAfter
 )
 
 // revokedMemory is how long a revoked hash is remembered: a call
@@ -153,7 +155,8 @@ func (s *Server) recheckOpenCalls(ctx context.Context) {
 }
 
 // trackCall makes ctx end when p's credential is revoked, when the CA of
-// its certificate is no longer trusted, or when its ID token expires. The
+// its certificate is no longer trusted, or when its ID token or
+// certificate expires. The
 // credential and the CA share one cancelable context (the first cause to
 // come is the one the call sees, as with a context each): each is a
 // channel and an entry in its parent's map for as long as the call, a
@@ -213,6 +216,9 @@ func (s *Server) revokedErr(parent, tracked context.Context, p authz.Principal, 
 	case errors.Is(cause, errCARetired):
 		err = errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
 			"the client certificate of %s is from a CA this control plane stopped trusting (retired) while this call was open: a node joins again with a new join token, a user runs `cast token cert` with a token", p)
+	case errors.Is(cause, errLapsed) && p.CAPin != "":
+		err = errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired,
+			"the client certificate of %s expired at %s while this call was open; a node renews its own before then (its new calls carry the new one), a user runs `cast token cert`", p, p.Expires.UTC().Format(time.RFC3339))
 	case errors.Is(cause, errLapsed):
 		err = errs.New(errs.KindUnauthenticated, errs.ReasonOIDCExpired,
 			"the OIDC ID token of %s expired at %s while this call was open; get a new one from your identity provider", p, p.Expires.UTC().Format(time.RFC3339))

@@ -165,15 +165,22 @@ func TestOIDCCallsEndAtTokenExpiry(t *testing.T) {
 	alice := testharness.DialAs(t, srv.Addr(), iss.Token(t, claims))
 	sess, err := alice.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "raw1", Cwd: "/tmp"})
 	must(t, err)
-	aliceWatch := openWatch(t, ctx, alice, sess.Id)
-	adminWatch := openWatch(t, ctx, admin, sess.Id)
-	early := exp.Add(-250 * time.Millisecond) // clear of the exp itself
+	wantWatchEndsAt(t, exp, "alice's ID token expired", "OIDC_TOKEN_EXPIRED",
+		openWatch(t, ctx, alice, sess.Id), openWatch(t, ctx, admin, sess.Id))
+}
+
+// wantWatchEndsAt checks that alice's watch stays open until just before
+// exp and ends with reason within a second after it, while the admin's
+// (a token's) stays open.
+func wantWatchEndsAt(t *testing.T, exp time.Time, what, reason string, aliceWatch, adminWatch chan error) {
+	t.Helper()
+	early := exp.Add(-250 * time.Millisecond) // clear of the expiry itself
 	select {
 	case err := <-aliceWatch:
-		t.Fatalf("alice's WatchSession ended before her token's exp (%s): %v", exp, err)
+		t.Fatalf("alice's WatchSession ended before %s (%s): %v", exp, what, err)
 	case <-time.After(time.Until(early)):
 	}
-	wantEndedWithin(t, time.Until(exp.Add(time.Second)), "alice's ID token expired", "OIDC_TOKEN_EXPIRED", map[string]chan error{"alice's WatchSession (ID token)": aliceWatch},
+	wantEndedWithin(t, time.Until(exp.Add(time.Second)), what, reason, map[string]chan error{"alice's WatchSession": aliceWatch},
 		map[string]chan error{"admin's WatchSession (token)": adminWatch})
 }
 
@@ -215,4 +222,29 @@ func drain(recv func() error) chan error {
 		}
 	}()
 	return ended
+}
+
+// A call made with a client certificate ends when the certificate expires
+// (CERT_EXPIRED), as an ID token's calls end at its exp: a client keeps no
+// stream past the certificate it opened it with (a node that renewed
+// redials, its new calls carry the new one), while a token's call stays
+// open.
+func TestCertCallsEndAtCertificateExpiry(t *testing.T) {
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.TLS.Enabled, c.TLS.UserCertTTL = true, 6*time.Second // room to open the watch on a loaded machine
+	})
+	ctx, pin := ctxT(t), srv.CAPin()
+	admin, _ := testharness.DialFollowing(t, srv.Addr(), pin, testharness.AdminToken(), nil)
+	joined, err := admin.Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "raw1", JoinToken: testharness.AdminToken()})
+	must(t, err)
+	asNode, _ := testharness.DialFollowing(t, srv.Addr(), pin, joined.Credential, nil)
+	openConnect(t, ctx, asNode, "raw1")
+
+	_, aliceID := aliceCert(ctx, t, admin, srv.Addr(), pin)
+	exp := aliceID.Cert().Leaf.NotAfter
+	alice, _ := testharness.DialFollowing(t, srv.Addr(), pin, "", aliceID)
+	sess, err := alice.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "raw1", Cwd: "/tmp"})
+	must(t, err)
+	wantWatchEndsAt(t, exp, "alice's certificate expired", "CERT_EXPIRED",
+		openWatch(t, ctx, alice, sess.Id), openWatch(t, ctx, admin, sess.Id))
 }

@@ -48,13 +48,17 @@ func (s *Server) WebURL() string {
 
 // webPrincipal is the principal of a browser session (web.Caller), as
 // long as the credential it signed in with is still live: revoking the
-// token that made the login link signs the browser out on its next call.
+// token that made the login link signs the browser out on its next call,
+// and so does the expiry of the ID token or client certificate it was.
 func (s *Server) webPrincipal(ctx context.Context, p authz.Principal) (*authz.Principal, error) {
-	if !p.Expires.IsZero() {
+	if p.Cred == "" { // an OIDC ID token: no record, its exp is its end
 		if time.Now().After(p.Expires) {
 			return nil, errs.New(errs.KindUnauthenticated, errs.ReasonOIDCExpired, "the ID token this browser signed in with has expired; sign in again")
 		}
 		return &p, nil
+	}
+	if !p.Expires.IsZero() && time.Now().After(p.Expires) {
+		return nil, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired, "the client certificate this browser signed in with has expired; renew it (`cast token cert`) and run `cast web` again")
 	}
 	rec, live, err := s.authn.Lookup(ctx, p.Cred) // through the cache the revocation watch keeps
 	if err != nil {
