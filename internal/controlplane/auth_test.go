@@ -12,12 +12,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -351,4 +353,39 @@ func TestJoinTokenLifetimeOutOfRange(t *testing.T) {
 		resp, err := admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: ttl})
 		wantDenied(t, fmt.Sprintf("ttl_seconds %d (token until %s)", ttl, resp.GetExpireTime().AsTime()), err, codes.InvalidArgument, errs.ReasonInvalidArgument)
 	}
+}
+
+// A user sees and cancels only migrations of its own sessions. One whose
+// sessions are all gone (purged since it moved them: an admin's drain of
+// other people's sessions, say) is nobody's in particular, so it is not
+// every user's: it stays an admin's.
+func TestMigrationOfGoneSessionsIsNotEveryUsers(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
+	ctx := ctxT(t)
+	st := testharness.OpenStore(t, ep, nil)
+	m := &castv1.Migration{Id: "m" + strings.ToLower(ids.NewClientID()), Target: "n2", TargetNode: "n2",
+		State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED, CreateTime: timestamppb.Now(),
+		Sessions: []*castv1.MigrationSession{{SessionId: ids.NewSessionID(), SourceNode: "n1",
+			State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED}}}
+	_, _, err := st.CreateMigration(ctx, m, "")
+	must(t, err)
+
+	admin := testharness.Dial(t, srv.Addr())
+	tok, err := admin.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+	if err != nil || len(tok.Migrations) != 1 {
+		t.Fatalf("the admin's list: %v %v", tok, err)
+	}
+	alice, err := admin.Auth.CreateToken(ctx, &castv1.CreateTokenRequest{Name: "alice", Role: castv1.Role_ROLE_USER})
+	must(t, err)
+	asAlice := testharness.DialAs(t, srv.Addr(), alice.Token)
+	list, err := asAlice.Migrations.ListMigrations(ctx, &castv1.ListMigrationsRequest{})
+	must(t, err)
+	if len(list.Migrations) != 0 {
+		t.Errorf("alice lists a migration of sessions that were never hers: %v", list.Migrations)
+	}
+	_, err = asAlice.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: m.Id})
+	wantDenied(t, "alice reads it", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err = asAlice.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id})
+	wantDenied(t, "alice cancels it", err, codes.PermissionDenied, errs.ReasonNotYourSession)
 }

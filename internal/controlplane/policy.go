@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"slices"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
@@ -225,14 +224,26 @@ func (s *Server) checkMigration(ctx context.Context, p authz.Principal, req any)
 	return nil
 }
 
-// ownsMigration reports whether every session m moves is p's.
+// ownsMigration reports whether every session m moves that still exists
+// is p's, and one at least: a migration whose sessions are all gone
+// (purged since) says nothing of whose it was, so it is an admin's, not
+// every user's.
 func (s *Server) ownsMigration(ctx context.Context, p authz.Principal, m *castv1.Migration) bool {
 	if p.IsAdmin() {
 		return true
 	}
-	return !slices.ContainsFunc(m.Sessions, func(ms *castv1.MigrationSession) bool {
-		return s.checkSession(ctx, p, &castv1.GetSessionRequest{SessionId: ms.SessionId}) != nil
-	})
+	mine := false
+	for _, ms := range m.Sessions {
+		sess, err := s.store.GetSession(ctx, ms.SessionId)
+		if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+			continue
+		}
+		if err != nil || s.maySee(ctx, p, sess) != nil {
+			return false
+		}
+		mine = true
+	}
+	return mine
 }
 
 // checkCreate lets a node create only workers of sessions it may use (an
