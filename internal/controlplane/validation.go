@@ -34,13 +34,6 @@ const maxHistoryMessages = 1 << 24
 // owned costs a lookup and a ReleaseSession.
 const maxHelloSessions = 100000
 
-// maxUsageWindows bounds one usage report; providers report two today.
-const maxUsageWindows = 8
-
-// maxUsedPercent admits providers that report a window past its limit
-// (Claude's utilization goes over 1.0); what matters is a finite number.
-const maxUsedPercent = 1000
-
 // validMessages checks client-supplied transcript rows: a user row's text
 // is a prompt (no NUL: agents cannot take it), other rows are agent output
 // (any UTF-8). seq is assigned by the store and ignored. create_time is
@@ -135,31 +128,10 @@ func validTime(field string, ts *timestamppb.Timestamp, now time.Time) error {
 	return refuse(validate.Past(field, ts.AsTime(), now))
 }
 
-// validUsage checks a node's usage report.
+// validUsage checks a node's usage report (wire.CheckWindows, which the
+// node applies before sending).
 func validUsage(usage []*castv1.UsageWindow) error {
-	if len(usage) > maxUsageWindows {
-		return invalid("%d usage windows; at most %d", len(usage), maxUsageWindows)
-	}
-	for i, w := range usage {
-		f := func(name string) string { return fmt.Sprintf("usage[%d].%s", i, name) }
-		if err := refuse(
-			validate.Need(validate.Name, f("name"), w.Name),
-			validate.Check(validate.Name, f("model"), w.Model),
-			validate.Percent(f("used_percent"), w.UsedPercent, maxUsedPercent),
-			validate.Range(f("window_minutes"), int64(w.WindowMinutes), 0, 366*24*60),
-		); err != nil {
-			return err
-		}
-		for name, ts := range map[string]*timestamppb.Timestamp{"resets_at": w.ResetsAt, "reset_time": w.ResetTime} {
-			if ts == nil {
-				continue
-			}
-			if err := ts.CheckValid(); err != nil {
-				return invalid("%s is not a valid timestamp: %v", f(name), err)
-			}
-		}
-	}
-	return nil
+	return refuse(wire.CheckWindows(usage))
 }
 
 // validDeliveredSeq checks a delivery cursor against the session's last

@@ -67,14 +67,7 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	if !ok {
 		return nil
 	}
-	// The reason is clipped again: a pending report an older node saved
-	// may hold a NUL, and would otherwise be refused at every send.
-	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
-		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
-		Cwd: sessionCwd(cur)}
-	if r.FleetAccount != "" {
-		req.Usage = wire.WindowsToProto(r.Usage)
-	}
+	req := a.reportRequest(sessionID, cur, r)
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
@@ -85,6 +78,26 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 			s.Report.Pending = false
 		}
 	})
+}
+
+// reportRequest is r as the control plane takes it, whatever the node
+// saved: one it refuses is refused at every send, and the worker, which
+// flushes it before each turn, would leave the session `running` and
+// never run another. The reason is clipped again (a pending report an
+// older node saved may hold a NUL); usage windows the control plane would
+// refuse (a CLI's output read wrong after a format change) are left out.
+func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv1.ReportTurnRequest {
+	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
+		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
+		Cwd: sessionCwd(cur)}
+	if r.FleetAccount != "" {
+		var left int
+		if req.Usage, left = wire.ReportableWindows(wire.WindowsToProto(r.Usage)); left > 0 {
+			a.lg.Warn("usage windows the control plane would refuse left out of the turn report",
+				zap.String("session", sessionID), zap.Int("windows", left))
+		}
+	}
+	return req
 }
 
 // flushReport sends the session's pending report until it lands, the

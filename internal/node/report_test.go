@@ -1,13 +1,18 @@
 package node
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/validate"
+	"github.com/cast-dev/cast/internal/wire"
 )
 
 // A turn's failure reason comes from the CLI's stderr (clipped by bytes
@@ -40,5 +45,36 @@ func TestClipReasonIsAlwaysReportable(t *testing.T) {
 	}
 	if got := clipReason("exit 1: not logged in"); got != "exit 1: not logged in" {
 		t.Errorf("a short valid reason was changed: %q", got)
+	}
+}
+
+// A fleet turn's usage windows come from the CLI's output; a report the
+// control plane refuses is refused at every retry, leaving the session
+// `running` and its worker stuck. Windows it would refuse (a reset time
+// in milliseconds read as seconds, a percentage that is not one, a model
+// name it does not take) are left out, the others kept; the report is
+// one the control plane's own check takes.
+func TestReportUsageIsAlwaysReportable(t *testing.T) {
+	good := quota.Window{Name: "five_hour", UsedPercent: 42, WindowMinutes: 300, ResetsAt: time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name string
+		bad  quota.Window
+	}{
+		{"reset time in milliseconds", quota.Window{Name: "primary", UsedPercent: 10, WindowMinutes: 300, ResetsAt: time.Unix(1796540400000, 0)}},
+		{"not a percentage", quota.Window{Name: "secondary", UsedPercent: math.NaN(), WindowMinutes: 10080}},
+		{"a percentage past any limit", quota.Window{Name: "secondary", UsedPercent: 52000, WindowMinutes: 10080}},
+		{"a model name with a space", quota.Window{Name: "seven_day", UsedPercent: 1, WindowMinutes: 10080, Model: "opus 4"}},
+		{"a window longer than a year", quota.Window{Name: "yearly", UsedPercent: 1, WindowMinutes: 400 * 24 * 60}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Daemon{cfg: Config{Name: "n1"}, lg: zap.NewNop()}
+			req := a.reportRequest("s1", owned{Token: 1}, turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, FleetAccount: "work", Usage: []quota.Window{good, tc.bad}})
+			if err := wire.CheckWindows(req.Usage); err != nil {
+				t.Fatalf("the control plane refuses the report: %v", err)
+			}
+			if len(req.Usage) != 1 || req.Usage[0].Name != good.Name {
+				t.Fatalf("reported windows %v, want only %s", req.Usage, good.Name)
+			}
+		})
 	}
 }
