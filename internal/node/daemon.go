@@ -147,6 +147,16 @@ func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
 	return a.Run(ctx)
 }
 
+// background runs fn on a goroutine Run waits for before it returns, as it
+// waits for the turns: work a command started (a migration's bundle, a
+// workspace's git) stops with runCtx, and its last log lines and state
+// writes come before the node is gone, never after (a test's logger
+// raced with its test's end when they did).
+func (a *Daemon) background(fn func()) {
+	a.workers.wg.Add(1)
+	go func() { defer a.workers.wg.Done(); fn() }()
+}
+
 // Run keeps a Connect stream up, reconnecting with jittered exponential
 // backoff, until ctx ends.
 func (a *Daemon) Run(ctx context.Context) error {
@@ -181,12 +191,10 @@ func (a *Daemon) Run(ctx context.Context) error {
 		go a.adoptLoop(ctx)
 	}
 	if a.cfg.AgentChecks {
-		a.workers.wg.Add(1) // its CLIs are gone before the node is
-		go func() { defer a.workers.wg.Done(); a.checkAgents(ctx) }()
+		a.background(func() { a.checkAgents(ctx) }) // its CLIs are gone before the node is
 	}
 	if a.cfg.Probe {
-		a.workers.wg.Add(1) // its CLIs are gone before the node is
-		go func() { defer a.workers.wg.Done(); a.probeAgents(ctx) }()
+		a.background(func() { a.probeAgents(ctx) }) // its CLIs are gone before the node is
 	}
 	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
@@ -403,13 +411,13 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		a.release(k.ReleaseSession.SessionId, k.ReleaseSession.Owner)
 		return nil
 	case *castv1.Command_ExportWorkTree:
-		go a.exportWorkTree(a.runCtx, k.ExportWorkTree) // long: answered by upload or report
+		a.background(func() { a.exportWorkTree(a.runCtx, k.ExportWorkTree) }) // long: answered by upload or report
 		return nil
 	case *castv1.Command_ImportWorkTree:
-		go a.importWorkTree(a.runCtx, k.ImportWorkTree)
+		a.background(func() { a.importWorkTree(a.runCtx, k.ImportWorkTree) })
 		return nil
 	case *castv1.Command_Workspace:
-		go a.workspaceRequest(a.runCtx, k.Workspace) // git may take a while: answered by ReportWorkspace
+		a.background(func() { a.workspaceRequest(a.runCtx, k.Workspace) }) // git may take a while: answered by ReportWorkspace
 		return nil
 	case *castv1.Command_SetCredential:
 		// In line: a message delivered after it must run on the new

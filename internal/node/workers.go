@@ -66,8 +66,7 @@ func (a *Daemon) worker(sessionID string) *worker {
 	if w == nil {
 		w = &worker{wakeCh: make(chan struct{}, 1)}
 		a.workers.byID[sessionID] = w
-		a.workers.wg.Add(1)
-		go func() { defer a.workers.wg.Done(); a.work(a.runCtx, sessionID, w) }()
+		a.background(func() { a.work(a.runCtx, sessionID, w) })
 	}
 	return w
 }
