@@ -52,19 +52,11 @@ func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileS
 	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b}
 }
 
-// add queues m, first sending the batch queued when m would take it past
-// its bounds (batchMsgs, batchBytes).
+// add queues m (fit to what the store takes), first sending the batch
+// queued when m would take it past its bounds (batchMsgs, batchBytes).
 func (s *batcher) add(m transcript.Message) error {
-	sz := len(m.Text)
-	if m.ToolCall != nil {
-		sz += len(m.ToolCall.Input)
-	}
-	if m.ToolResult != nil {
-		sz += len(m.ToolResult.Output)
-	}
-	for _, im := range m.Images {
-		sz += len(im.Data)
-	}
+	m = fit(m)
+	sz := bodySize(m)
 	if len(s.part) > 0 && (len(s.part) >= batchMsgs || s.size+sz > batchBytes) {
 		if err := s.flush(); err != nil {
 			return err

@@ -1,0 +1,99 @@
+package adopt
+
+import (
+	"fmt"
+
+	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
+)
+
+// maxMessageBytes bounds what one adopted message carries (text, tool
+// input and output, images). The store refuses a message over its limit
+// (8 MiB encoded by default) and the whole batch with it; such a batch was
+// sent again at every scan for ever and nothing later in the session was
+// adopted. The margin is for the encoding and the message's other fields.
+const maxMessageBytes = 8<<20 - 64<<10
+
+// bodySize is what m carries, as maxMessageBytes and batchBytes count it.
+func bodySize(m transcript.Message) int {
+	sz := len(m.Text)
+	if m.ToolCall != nil {
+		sz += len(m.ToolCall.Input)
+	}
+	if m.ToolResult != nil {
+		sz += len(m.ToolResult.Output)
+	}
+	for _, im := range m.Images {
+		sz += len(im.Data)
+	}
+	return sz
+}
+
+// fit is m in a form the store takes: the images that do not fit left out
+// (the last first), then its text, tool output or tool input cut, with a
+// sentence in its text saying what was left out and how large the message
+// was. Its client id stays m's (the digest of what the file holds), so it
+// is kept once however often the file is read. m itself is not changed.
+func fit(m transcript.Message) transcript.Message {
+	size := bodySize(m)
+	if size <= maxMessageBytes {
+		return m
+	}
+	budget := maxMessageBytes - 1024 // the sentence saying what was left out
+	var left []string
+	if n := len(m.Images); n > 0 {
+		keep := m.Images[:0:0]
+		rest := budget - (size - imagesSize(m.Images))
+		dropped, droppedBytes := 0, 0
+		for _, im := range m.Images {
+			if len(im.Data) <= rest {
+				keep, rest = append(keep, im), rest-len(im.Data)
+				continue
+			}
+			dropped, droppedBytes = dropped+1, droppedBytes+len(im.Data)
+		}
+		m.Images = keep
+		if dropped > 0 {
+			left = append(left, fmt.Sprintf("%d of %d images (%d bytes)", dropped, n, droppedBytes))
+		}
+	}
+	if over := bodySize(m) - budget; over > 0 && m.ToolCall != nil && len(m.ToolCall.Input) > 0 {
+		tc := *m.ToolCall
+		left = append(left, fmt.Sprintf("the tool input (%d bytes)", len(tc.Input)))
+		tc.Input = "{}" // cut JSON is no JSON: none at all
+		m.ToolCall = &tc
+	}
+	if over := bodySize(m) - budget; over > 0 && m.ToolResult != nil && len(m.ToolResult.Output) > 0 {
+		tr := *m.ToolResult
+		n := len(tr.Output)
+		tr.Output = validate.Clip(tr.Output, max(n-over, 0))
+		left = append(left, fmt.Sprintf("%d bytes of the tool output", n-len(tr.Output)))
+		m.ToolResult = &tr
+	}
+	if over := bodySize(m) - budget; over > 0 {
+		n := len(m.Text)
+		m.Text = validate.Clip(m.Text, max(n-over, 0))
+		left = append(left, fmt.Sprintf("%d bytes of the text", n-len(m.Text)))
+	}
+	note := fmt.Sprintf("[cast: this message was %d bytes, more than a stored message holds (%d); left out: ", size, maxMessageBytes)
+	for i, l := range left {
+		if i > 0 {
+			note += ", "
+		}
+		note += l
+	}
+	note += "; the agent's own file still has it whole]"
+	if m.Text != "" {
+		m.Text += "\n\n"
+	}
+	m.Text += note
+	return m
+}
+
+func imagesSize(ims []transcript.Image) int {
+	n := 0
+	for _, im := range ims {
+		n += len(im.Data)
+	}
+	return n
+}
