@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFileAtomic replaces path with data, mode perm, so a crash leaves
@@ -28,7 +29,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // fixed suffix, so a CLI globbing its folder never picks it up.
 func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempMark+"*")
 	if err != nil {
 		return err
 	}
@@ -50,6 +51,16 @@ func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) err
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// tempMark follows the target's name in WriteAtomic's temp file's.
+const tempMark = ".tmp"
+
+// IsAtomicTemp says whether name (a base name) is a WriteAtomic temp
+// file's: one a crash before its rename left behind, unless a write is
+// still running.
+func IsAtomicTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempMark)
 }
 
 // fill writes f through a buffer and syncs it.

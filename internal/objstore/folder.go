@@ -77,7 +77,11 @@ func (f *Folder) Delete(_ context.Context, key string) error {
 }
 
 // List calls fn with every object whose key starts with prefix, in key
-// order. Temp files of writes in flight are not objects.
+// order. Other hidden files are not objects, but a write's temp file is
+// listed under its own key with its time: one a crash left is otherwise
+// never deleted (up to a segment's size a crash, for ever), and a sweep
+// of what is older than any write could still run deletes it (a write in
+// flight's is younger; were it deleted, its rename would fail, not tear).
 func (f *Folder) List(_ context.Context, prefix string, fn func(key string, modified time.Time) error) error {
 	err := filepath.WalkDir(f.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -88,7 +92,7 @@ func (f *Folder) List(_ context.Context, prefix string, fn func(key string, modi
 			return err
 		}
 		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) || strings.HasPrefix(d.Name(), ".") {
+		if !strings.HasPrefix(key, prefix) || (strings.HasPrefix(d.Name(), ".") && !fsutil.IsAtomicTemp(d.Name())) {
 			return nil
 		}
 		info, err := d.Info()

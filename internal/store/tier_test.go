@@ -22,6 +22,20 @@ func tierTestConfig() store.TierConfig {
 	return c
 }
 
+// folderTiered is a store on etcd whose history moves to the folder
+// store at dir (hook: its fault points).
+func folderTiered(t *testing.T, etcd, dir string, hook func(string)) *store.Store {
+	s := testharness.OpenStore(t, etcd, smallChunks)
+	objs, err := objstore.NewFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UseObjects(objs, tierTestConfig(), hook); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // smallChunks makes messages over 1 KiB chunked, so large parts are cheap.
 func smallChunks(c *store.Config) { c.ChunkBytes, c.PageBytes = 1024, 64<<10 }
 
@@ -159,17 +173,7 @@ var _ store.Objects = (*objstore.Folder)(nil)
 func TestTierConcurrentMoveLosesTheRace(t *testing.T) {
 	etcd := testharness.StartEtcd(t, nil)
 	dir := t.TempDir()
-	open := func(hook func(string)) *store.Store {
-		s := testharness.OpenStore(t, etcd, smallChunks)
-		objs, err := objstore.NewFolder(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.UseObjects(objs, tierTestConfig(), hook); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func(hook func(string)) *store.Store { return folderTiered(t, etcd, dir, hook) }
 	other := open(nil)
 	raced := false
 	var otherErr error
