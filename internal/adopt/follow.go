@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,8 +96,15 @@ type Follower struct {
 	// lastListing is when each store's last listing began, whatever it
 	// left: a store being written is listed at most every unsettledRelist.
 	lastListing map[string]time.Time
-	now         func() time.Time // time.Now; a test's clock
+	// gone are the followed files found gone, with when that was first
+	// seen: their state is dropped once goneGrace has passed (forgetGone).
+	gone map[string]time.Time
+	now  func() time.Time // time.Now; a test's clock
 }
+
+// goneGrace is how long a followed file is gone before its state is
+// dropped: a file moved away and back, or replaced by a rename, keeps it.
+const goneGrace = 24 * time.Hour
 
 // backoff is a failing file's record.
 type backoff struct{ fails, skip int }
@@ -111,7 +120,7 @@ func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger
 		return nil, err
 	}
 	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{},
-		listed: map[string]listing{}, lastListing: map[string]time.Time{}, now: time.Now}, nil
+		listed: map[string]listing{}, lastListing: map[string]time.Time{}, gone: map[string]time.Time{}, now: time.Now}, nil
 }
 
 // Scan looks at every native session file once and sends what is new; it
@@ -131,7 +140,7 @@ func (f *Follower) Scan(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		files, _ := agents.NativeSessions(src.Agent, src.Home)
+		files, listable := agents.NativeSessions(src.Agent, src.Home)
 		for _, path := range files {
 			if ctx.Err() != nil {
 				return total, ctx.Err()
@@ -142,8 +151,57 @@ func (f *Follower) Scan(ctx context.Context) (int, error) {
 				errsSeen = append(errsSeen, err)
 			}
 		}
+		if listable {
+			if err := f.forgetGone(src.Agent, files); err != nil {
+				errsSeen = append(errsSeen, err)
+			}
+		}
 	}
 	return total, errors.Join(errsSeen...)
+}
+
+// forgetGone drops the state of agent's followed files (and of the runs
+// kept inside them) that are gone: neither listed now nor there at all,
+// for goneGrace. Each kept a count per message for ever, in memory and on
+// disk. A file still there, listed or not, keeps its state, so it is never
+// adopted again; one that comes back after its state went is sent again,
+// and the control plane keeps it once (same origin, same client ids).
+func (f *Follower) forgetGone(agent string, listed []string) error {
+	there := make(map[string]bool, len(listed))
+	for _, p := range listed {
+		there[p] = true
+	}
+	now := f.now()
+	for _, key := range f.st.keys(agent) {
+		file := key
+		if i := strings.LastIndex(key, "#run-"); i > 0 && !there[key] {
+			file = key[:i] // a run kept inside file (followRuns)
+		}
+		if there[file] || !isGone(file) {
+			delete(f.gone, key)
+			continue
+		}
+		since, ok := f.gone[key]
+		if !ok {
+			f.gone[key] = now
+			continue
+		}
+		if now.Sub(since) < goneGrace {
+			continue
+		}
+		delete(f.gone, key)
+		delete(f.failing, key)
+		if err := f.st.drop(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isGone says whether path is not there at all (not merely unreadable).
+func isGone(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // try runs one native session's follow under its backoff (key: its file,

@@ -116,8 +116,38 @@ func (s *states) put(path string, st *fileState) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
+	return fsutil.WriteFileAtomic(s.file(path), b, 0o600)
+}
+
+// file is where path's state is saved.
+func (s *states) file(path string) string {
 	sum := sha256.Sum256([]byte(path))
-	return fsutil.WriteFileAtomic(filepath.Join(s.dir, hex.EncodeToString(sum[:12])+".json"), b, 0o600)
+	return filepath.Join(s.dir, hex.EncodeToString(sum[:12])+".json")
+}
+
+// keys are the native sessions of agent the state keeps.
+func (s *states) keys(agent string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, st := range s.files {
+		if st.Agent == agent {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// drop forgets path, in memory and on disk.
+func (s *states) drop(path string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.files, path)
+	err := os.Remove(s.file(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // tempFile makes a private file for a copy of a native file (pattern as
