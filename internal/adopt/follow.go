@@ -61,6 +61,10 @@ type Cast interface {
 	// Wrote is the record of a file `cast export` or `cast restore`
 	// wrote (false for any other file).
 	Wrote(path string) (exportlog.Record, bool)
+	// Exported is the export log's record of agent's native session
+	// nativeID: how a stored session (agents.StoreLister) cast wrote is
+	// known, its path being the store's, which every session shares.
+	Exported(agent, nativeID string) (exportlog.Record, bool)
 	// SessionOf is the cast session this node runs whose native session
 	// of agent is nativeID ("" for none): a subagent's run its turn
 	// started is that session's worker.

@@ -71,7 +71,8 @@ type castFiles struct {
 	runs     map[string]bool
 	busy     map[string]bool
 	wrote    map[string]exportlog.Record
-	sessions map[string]string // native id: the cast session whose it is
+	sessions map[string]string           // native id: the cast session whose it is
+	exported map[string]exportlog.Record // by agent#native id
 }
 
 func (c castFiles) Runs(_, path, _ string) bool { return c.runs[path] }
@@ -81,6 +82,10 @@ func (c castFiles) SessionOf(_, nativeID string) string {
 }
 func (c castFiles) Wrote(path string) (exportlog.Record, bool) {
 	r, ok := c.wrote[path]
+	return r, ok
+}
+func (c castFiles) Exported(agent, nativeID string) (exportlog.Record, bool) {
+	r, ok := c.exported[agent+"#"+nativeID]
 	return r, ok
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/cast-dev/cast/internal/agents"
 )
 
@@ -113,6 +115,16 @@ func (f *Follower) followStored(ctx context.Context, src Source, sl agents.Store
 	}
 	if st == nil {
 		st = &fileState{Agent: src.Agent, NativeID: s.ID, Sent: map[string]int{}}
+		if rec, ok := f.cast.Exported(src.Agent, s.ID); ok && rec.SessionID != "" {
+			// cast wrote it (`cast export`, a restore): what it holds is that
+			// cast session's already, and what the agent adds goes there.
+			st.SessionID = rec.SessionID
+			for _, m := range msgs {
+				st.Sent[digest(m)]++
+			}
+			f.lg.Info("stored session written by cast: following it as its cast session",
+				zap.String("agent", src.Agent), zap.String("native_id", s.ID), zap.String("session", rec.SessionID))
+		}
 	}
 	o := origin{Key: key, Path: sl.StorePath(src.Home), Cwd: s.Cwd, ParentNativeID: s.ParentID}
 	sent, err := f.send(ctx, src.Agent, o, st, unsent(st.Sent, map[string]int{}, msgs))

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cast-dev/cast/internal/fsutil"
 )
@@ -108,6 +109,18 @@ func (l *Log) ByPath(path string) (Record, bool) {
 	return Record{}, false
 }
 
+// ByNative is the record of agent's native session nativeID: how a
+// session of a store (agents.StoreLister) is known, its path being the
+// store's, shared by all.
+func (l *Log) ByNative(agent, nativeID string) (Record, bool) {
+	for k, r := range l.Records {
+		if a, _, _ := strings.Cut(k, "\x00"); a == agent && r.NativeID == nativeID && nativeID != "" {
+			return r, true
+		}
+	}
+	return Record{}, false
+}
+
 // Put notes that cast wrote path for key (cast session sessionID), with
 // its digest and size now, and saves the log.
 func (l *Log) Put(key, sessionID, nativeID, path string) error {
@@ -120,8 +133,10 @@ func (l *Log) Put(key, sessionID, nativeID, path string) error {
 		return err
 	}
 	for k, r := range l.Records {
-		if r.Path == path && k != key {
-			delete(l.Records, k) // the file holds another session now
+		// The file holds another cast session now. A store's path (OpenCode's
+		// database) holds many native sessions: the others' records stay.
+		if r.Path == path && k != key && (r.NativeID == nativeID || r.NativeID == "") {
+			delete(l.Records, k)
 		}
 	}
 	l.Records[key] = Record{NativeID: nativeID, Path: path, SHA256: sum, SessionID: sessionID, Size: fi.Size()}

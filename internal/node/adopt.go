@@ -185,11 +185,25 @@ func (c adoptCast) Busy(agent string) bool {
 // Wrote reads the user's export log (where `cast export` and `cast
 // restore` note the files they write) each time: the CLI writes it.
 func (c adoptCast) Wrote(path string) (exportlog.Record, bool) {
-	env := c.a.cfg.UserEnv
-	dir := filepath.Dir(client.ConfigPath(func(k string) string { return runner.EnvValue(env, k) }))
-	l, err := exportlog.Settled(filepath.Join(dir, exportlog.FileName))
+	l, err := c.exportLog()
 	if err != nil {
 		return exportlog.Record{}, false
 	}
 	return l.ByPath(path)
+}
+
+// Exported reads the export log as Wrote does, for a stored session.
+func (c adoptCast) Exported(agent, nativeID string) (exportlog.Record, bool) {
+	l, err := c.exportLog()
+	if err != nil {
+		return exportlog.Record{}, false
+	}
+	return l.ByNative(agent, nativeID)
+}
+
+// exportLog is the user's export log, read once no write is half done.
+func (c adoptCast) exportLog() (*exportlog.Log, error) {
+	env := c.a.cfg.UserEnv
+	dir := filepath.Dir(client.ConfigPath(func(k string) string { return runner.EnvValue(env, k) }))
+	return exportlog.Settled(filepath.Join(dir, exportlog.FileName))
 }

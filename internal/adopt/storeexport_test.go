@@ -1,0 +1,63 @@
+package adopt_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/adopt"
+	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/shellcmd"
+)
+
+// A stored session `cast export --agent opencode` wrote into the node's
+// own store (the export log names it by agent and native id; its path is
+// the database every session shares) is that cast session's, not a new
+// one holding a copy of its history. The CLI is a stand-in printing a
+// listing and an export (the environment): what is under test is
+// adoption's reading of them.
+func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
+	const id = "ses_dd5cb6e7affeOTF71Xuz2X9heu" // the export's
+	home, dir := t.TempDir(), t.TempDir()
+	db := filepath.Join(home, "opencode", "opencode.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rows := filepath.Join(dir, "rows.json")
+	if err := os.WriteFile(rows, []byte(`[{"id":"`+id+`","directory":"`+home+`","parent_id":"","version":"1"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	export, err := filepath.Abs("../agents/opencode/testdata/examples/opencode_handwritten_import.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "opencode")
+	script := "#!/bin/sh\ncase \"$1\" in\n" +
+		"db) cat " + shellcmd.Quote(rows) + " ;;\n" +
+		"export) cat " + shellcmd.Quote(export) + " ;;\n" +
+		"*) exit 3 ;;\nesac\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{},
+		exported: map[string]exportlog.Record{storeAgent + "#" + id: {NativeID: id, Path: db, SessionID: "cast-exported"}}}
+	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: home, Bin: bin}}, t.TempDir(), s, cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range s.batches {
+		if b.SessionID == "" {
+			t.Fatalf("the session cast exported was adopted as a new one (%d messages)", len(b.Messages))
+		}
+	}
+}
