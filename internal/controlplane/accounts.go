@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,9 +42,77 @@ func (s *Server) newFleet() (*fleet.Manager, error) {
 // SecretsKeyEnv holds the secrets key itself (hex), instead of a file.
 const SecretsKeyEnv = "CAST_SECRETS_KEY"
 
-// openBox opens the secrets key (SecretsKey, else SecretsKeyFile, else with Dev
-// DataDir/secrets.key; created on first use); nil without one. Fleet
-// credentials and the TLS CA's key are sealed with it.
+// secretsKeyPath is the secrets key file: SecretsKeyFile, else with Dev
+// DataDir/secrets.key; "" for none (or when SecretsKey gives the key itself).
+func (s *Server) secretsKeyPath() string {
+	if s.cfg.SecretsKey != "" {
+		return ""
+	}
+	if s.cfg.SecretsKeyFile == "" && s.cfg.Dev && s.cfg.DataDir != "" {
+		return filepath.Join(s.cfg.DataDir, SecretsKeyFileName)
+	}
+	return s.cfg.SecretsKeyFile
+}
+
+// makeSecretsKey creates the secrets key file at the start when it does
+// not exist and the store holds nothing sealed yet (the first start). A
+// new key beside sealed data could not open it, and what it sealed the
+// other replicas could not open: then the start is refused, naming the
+// file. Only here is a key made; openBox, run on each use, never makes one.
+func (s *Server) makeSecretsKey(ctx context.Context) error {
+	path := s.secretsKeyPath()
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there (openBox says what is wrong with it, if anything)
+	}
+	sealed, err := s.sealedInStore(ctx)
+	if err != nil {
+		return err
+	}
+	if sealed != "" {
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
+			"the secrets key file %s does not exist, but the store holds %s sealed with a secrets key: give this replica the key the others use (--secrets-key-file or %s); a new key could not open it", path, sealed, SecretsKeyEnv)
+	}
+	if _, err := secrets.LoadOrCreateKey(path); err != nil {
+		return err
+	}
+	// What it seals cannot be opened without it; say where it is.
+	s.lg.Warn("created a new secrets key: back it up, apart from the data dir", zap.String("path", path))
+	return nil
+}
+
+// sealedInStore names what the store holds sealed with the secrets key
+// (the TLS CA's key, fleet credentials); "" for nothing.
+func (s *Server) sealedInStore(ctx context.Context) (string, error) {
+	rec, ok, err := s.store.GetCA(ctx)
+	if err != nil {
+		return "", err
+	}
+	if ok && len(rec.SealedKey) > 0 {
+		return "the TLS CA's key", nil
+	}
+	for _, o := range rec.Others {
+		if len(o.SealedKey) > 0 {
+			return "a rotated TLS CA's key", nil
+		}
+	}
+	as, err := s.store.ListAccounts(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	if len(as) > 0 {
+		return fmt.Sprintf("%d fleet account(s)", len(as)), nil
+	}
+	return "", nil
+}
+
+// openBox opens the secrets key (SecretsKey, else secretsKeyPath); nil
+// without one. Fleet credentials and the TLS CA's key are sealed with it.
+// It reads the key on each use and never makes one (makeSecretsKey did at
+// the start if it was to be made): a key file gone since is refused with
+// SECRETS_KEY_MISSING, never replaced by a key nothing sealed opens with.
 func (s *Server) openBox() (*secrets.Box, error) {
 	if s.cfg.SecretsKey != "" {
 		key, err := secrets.ParseKey([]byte(s.cfg.SecretsKey), SecretsKeyEnv)
@@ -52,21 +121,17 @@ func (s *Server) openBox() (*secrets.Box, error) {
 		}
 		return secrets.NewBox(key)
 	}
-	path := s.cfg.SecretsKeyFile
-	if path == "" && s.cfg.Dev && s.cfg.DataDir != "" {
-		path = filepath.Join(s.cfg.DataDir, SecretsKeyFileName)
-	}
+	path := s.secretsKeyPath()
 	if path == "" {
 		return nil, nil
 	}
-	_, statErr := os.Stat(path)
-	key, err := secrets.LoadOrCreateKey(path)
+	key, err := secrets.LoadKey(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
+			"the secrets key file %s is gone: restore it (the key the other replicas use); a new key could not open what is sealed", path)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		// What it seals cannot be opened without it; say where it is.
-		s.lg.Warn("created a new secrets key: back it up, apart from the data dir", zap.String("path", path))
 	}
 	return secrets.NewBox(key)
 }

@@ -178,11 +178,10 @@ func TestOperatorCA(t *testing.T) {
 	secretsKey := filepath.Join(t.TempDir(), controlplane.SecretsKeyFileName)
 	replica := func(dataDir string, opCA, replace bool) func(*controlplane.Config) {
 		return func(c *controlplane.Config) {
-			c.EtcdEndpoints, c.DataDir, c.TLS.Enabled, c.TLS.CAReplace = []string{ep}, dataDir, true, replace
+			// Every replica of a store has its secrets key, the operator CA's too.
+			c.EtcdEndpoints, c.DataDir, c.TLS.Enabled, c.TLS.CAReplace, c.SecretsKeyFile = []string{ep}, dataDir, true, replace, secretsKey
 			if opCA {
 				c.TLS.CACertFile, c.TLS.CAKeyFile = certFile, keyFile
-			} else {
-				c.SecretsKeyFile = secretsKey
 			}
 		}
 	}

@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -95,4 +100,55 @@ func TestSecretsKeyWhereConfigured(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A secrets key file gone missing is never replaced by a new key once the
+// store holds something sealed: the new key could not open it, and what it
+// sealed the other replicas could not open. A replica started without the
+// file is refused, naming it; one whose file disappears while it runs
+// refuses to seal (a rotated CA's key) with SECRETS_KEY_MISSING.
+func TestMissingSecretsKeyIsNotReplaced(t *testing.T) {
+	t.Parallel()
+	t.Run("at start", func(t *testing.T) {
+		t.Parallel()
+		conf := t.TempDir()
+		key := filepath.Join(conf, "secrets.key")
+		var dataDir string
+		srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.SecretsKeyFile, dataDir = key, c.DataDir })
+		c := testharness.Dial(t, srv.Addr())
+		if _, err := c.Accounts.PutAccount(ctxT(t), &castv1.PutAccountRequest{Agent: "claude", Name: "a",
+			Credential: []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x"}}`)}); err != nil {
+			t.Fatalf("put a fleet account: %v", err)
+		}
+		srv.Stop()
+		missing := filepath.Join(conf, "elsewhere", "secrets.key")
+		cfg := testharness.ControlPlaneConfig(t)
+		cfg.DataDir, cfg.SecretsKeyFile = dataDir, missing
+		s, err := controlplane.Start(ctxT(t), cfg, zaptest.NewLogger(t))
+		if err == nil {
+			s.Stop()
+			t.Fatal("started with a new secrets key beside fleet credentials sealed with another")
+		}
+		if !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "fleet account") {
+			t.Errorf("the refusal does not name the missing key file and what needs it: %v", err)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Errorf("a new key file was made: %v", err)
+		}
+	})
+	t.Run("while running", func(t *testing.T) {
+		t.Parallel()
+		key := filepath.Join(t.TempDir(), "secrets.key")
+		srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled, c.SecretsKeyFile = true, key })
+		admin, _ := testharness.DialFollowing(t, srv.Addr(), srv.CAPin(), testharness.AdminToken(), nil)
+		must(t, os.Remove(key))
+		_, err := admin.Auth.RotateCA(ctxT(t), &castv1.RotateCARequest{})
+		wantCode(t, "rotate with the secrets key file gone", err, codes.FailedPrecondition, errs.ReasonNoSecretsKey)
+		if !strings.Contains(status.Convert(err).Message(), key) {
+			t.Errorf("the refusal does not name the missing key file: %v", err)
+		}
+		if _, err := os.Stat(key); !os.IsNotExist(err) {
+			t.Errorf("a new key file was made: %v", err)
+		}
+	})
 }

@@ -171,6 +171,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}
+	if err := s.makeSecretsKey(ctx); err != nil {
+		return nil, err
+	}
 	// The vault first: the fleet puts each login it adds there.
 	if err := s.newVault(); err != nil {
 		return nil, err
