@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/catrust"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 // Revocation reaches calls already open. Every call made with a credential
@@ -35,6 +36,7 @@ var (
 	errRevoked   = errors.New("credential revoked")
 	errCARetired = errors.New("certificate's CA no longer trusted")
 	errLapsed    = errors.New("credential expired") // an ID token's exp, a certificate's NotAfter
+	errSignedOut = errors.New("browser session ended")
 )
 
 // revokedMemory is how long a revoked hash is remembered: a call
@@ -126,6 +128,16 @@ func (s *Server) watchRevocations(ctx context.Context) {
 	s.store.WatchRevocations(ctx, opened, func() { s.authn.Watching(false) }, s.revokeCalls)
 }
 
+// watchSignOuts ends the open calls of each browser session that ends
+// (signed out, or expired), through any replica, until ctx ends.
+func (s *Server) watchSignOuts(ctx context.Context) {
+	s.store.FollowWebGrantEnds(ctx, web.SessionGrants, func(session string) {
+		if n := s.webCalls.revoke(session); n > 0 {
+			s.lg.Info("open calls of an ended browser session ended", zap.Int("calls", n))
+		}
+	})
+}
+
 // revokeCalls ends cred's open calls and drops its cached record (after
 // remembering it as revoked, which a concurrent look-up checks).
 func (s *Server) revokeCalls(cred string) {
@@ -163,11 +175,15 @@ func (s *Server) recheckOpenCalls(ctx context.Context) {
 // long stream, stays open.
 func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Context, func()) {
 	var stops []func()
-	if p.Cred != "" || p.CAPin != "" {
+	browser := web.CallerSession(ctx)
+	if p.Cred != "" || p.CAPin != "" || browser != "" {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		if p.Cred != "" {
 			stops = append(stops, s.calls.track(p.Cred, cancel))
+		}
+		if browser != "" {
+			stops = append(stops, s.webCalls.track(browser, cancel))
 		}
 		if p.CAPin != "" {
 			stops = append(stops, s.caCalls.track(p.CAPin, cancel))
@@ -213,6 +229,8 @@ func (s *Server) revokedErr(parent, tracked context.Context, p authz.Principal, 
 	switch cause := context.Cause(tracked); {
 	case errors.Is(cause, errRevoked):
 		err = authz.Unauthenticated("the credential of %s was revoked while this call was open; ask an admin for a new one", p)
+	case errors.Is(cause, errSignedOut):
+		err = errs.New(errs.KindUnauthenticated, errs.ReasonSignedOut, "this browser signed out (or its session expired) while this call was open; sign in again")
 	case errors.Is(cause, errCARetired):
 		err = errs.New(errs.KindUnauthenticated, errs.ReasonCertUntrusted,
 			"the client certificate of %s is from a CA this control plane stopped trusting (retired) while this call was open: a node joins again with a new join token, a user runs `cast token cert` with a token", p)

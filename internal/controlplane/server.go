@@ -75,7 +75,10 @@ type Server struct {
 	authn  *authn.Authenticator // names callers; its token cache is kept by the same watch
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
-	caCalls  *openCalls
+	caCalls *openCalls
+	// webCalls: calls made through the web app, by their browser
+	// session's hash, ended at its sign-out (watchSignOuts).
+	webCalls *openCalls
 	refusals *refusalLog        // refused requests' audit lines, per peer (refusallog.go)
 	oidc     *oidcauth.Verifier // ID tokens as user credentials (nil: off)
 	// tls is the listener's TLS config (nil: plaintext); CAPin and caFile
@@ -158,7 +161,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
-	s.calls, s.caCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired)
+	s.calls, s.caCalls, s.webCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired), newOpenCalls(errSignedOut)
 	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
 		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
@@ -201,6 +204,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.store.Run)
 	s.goLoop(s.watches.Run)
 	s.goLoop(s.watchRevocations)
+	if s.web != nil {
+		s.goLoop(s.watchSignOuts)
+	}
 	s.goLoop(func(ctx context.Context) { s.refusals.run(ctx, s.lg) })
 	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
 	s.goLoop(s.watchHealth)

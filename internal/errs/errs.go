@@ -80,6 +80,9 @@ const (
 	ReasonCertExpired   = "CERT_EXPIRED"
 	ReasonCertUntrusted = "CERT_UNTRUSTED"
 	ReasonCertRevoked   = "CERT_REVOKED"
+	// ReasonSignedOut: the browser session a call came with ended while
+	// it was open (sign-out, or its lifetime).
+	ReasonSignedOut = "WEB_SIGNED_OUT"
 	// CA rotation: the step does not fit the rotation's state (none under
 	// way, or one already), or principals still depend on the CA (their
 	// only live certificates are from it, or they do not trust the next).

@@ -30,10 +30,17 @@ func (s *Store) NodeLease(ctx context.Context, node string) (fence.Lease, error)
 // a login until when. A watch that ends for good (compacted history) is
 // opened again from now.
 func (s *Store) FollowCustodyDeletes(ctx context.Context, deleted func(key string, prev []byte)) {
+	s.followDeletes(ctx, s.cfg.Prefix+"custody/", deleted)
+}
+
+// followDeletes calls deleted with each key under prefix that etcd
+// deletes and the value it had, until ctx ends. A watch that ends for good
+// (compacted history) is opened again from now.
+func (s *Store) followDeletes(ctx context.Context, prefix string, deleted func(key string, prev []byte)) {
 	for ctx.Err() == nil {
-		for b := range s.follow(ctx, s.cfg.Prefix+"custody/", 0, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithPrevKV()) {
+		for b := range s.follow(ctx, prefix, 0, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithPrevKV()) {
 			if b.Err != nil {
-				s.lg.Warn("custody watch ended; watching again from now", zap.Error(b.Err))
+				s.lg.Warn("deletes watch ended; watching again from now", zap.String("prefix", prefix), zap.Error(b.Err))
 				break
 			}
 			for _, ev := range b.Events {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,4 +58,13 @@ func (s *Store) GetWebGrant(ctx context.Context, kind, hash string) ([]byte, boo
 func (s *Store) DeleteWebGrant(ctx context.Context, kind, hash string) error {
 	_, err := s.cli.Delete(ctx, s.key(kind, hash))
 	return err
+}
+
+// FollowWebGrantEnds calls ended with the hash of each grant of kind that
+// ends (deleted: a sign-out, or its lease lapsed), until ctx ends: every
+// replica ends the calls a browser session has open when it signs out
+// through any of them.
+func (s *Store) FollowWebGrantEnds(ctx context.Context, kind string, ended func(hash string)) {
+	prefix := s.key(kind) + "/"
+	s.followDeletes(ctx, prefix, func(key string, _ []byte) { ended(strings.TrimPrefix(key, prefix)) })
 }

@@ -31,14 +31,33 @@ const APIPrefix = "/cast.v1."
 
 type callerKey struct{}
 
+// caller is a call's browser session: its principal and the hash its
+// grant is kept by.
+type caller struct {
+	p       authz.Principal
+	session string
+}
+
 // Caller is the principal a browser session signed in as, when the call
 // came through the web app's API with a live session cookie. The control
 // plane's authentication takes it instead of a bearer token, and checks
 // its credential is still live.
 func Caller(ctx context.Context) (authz.Principal, bool) {
-	p, ok := ctx.Value(callerKey{}).(authz.Principal)
-	return p, ok
+	c, ok := ctx.Value(callerKey{}).(caller)
+	return c.p, ok
 }
+
+// CallerSession is the hash of the browser session a call came with (""
+// for none): the store keeps the session by it (SessionGrants), and its
+// deletion (sign-out, expiry) ends the session's open calls.
+func CallerSession(ctx context.Context) string {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c.session
+}
+
+// SessionGrants is the kind of grant browser sessions are kept as
+// (Grants; store.FollowWebGrantEnds).
+const SessionGrants = kindSession
 
 // Handler serves the app, its sign-in and its API (api: the transcoder
 // onto the gRPC server).
@@ -104,7 +123,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok {
-			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, p))
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{p: p, session: digest(c.Value)}))
 		}
 	}
 	h.api.ServeHTTP(w, r)
