@@ -48,6 +48,18 @@ func DefaultNodeLimits() Limits {
 	return Limits{Rate: 500, Burst: 2000, Streams: 64, AppendBytes: 16 << 20, AppendBurst: 64 << 20}
 }
 
+// AnonymousLimits hold one peer address's calls made without a credential
+// (JoinNode, GetCABundle, GetVersion, health): each join costs a store
+// read, so a flood of made-up join tokens must not reach the store at
+// will. Generous: nodes behind one NAT or load balancer share an address.
+// Only Rate and Burst apply.
+var AnonymousLimits = Limits{Rate: 20, Burst: 100}
+
+// maxBuckets is how many buckets a map keeps before buckets back at their
+// burst (idle: as good as new) are dropped; anonymous callers are keyed by
+// address, which anyone can vary.
+const maxBuckets = 4096
+
 // Validate checks l.
 func (l Limits) Validate() error {
 	if l.Rate <= 0 || l.Burst < 1 || l.Streams < 1 || l.AppendBytes <= 0 || l.AppendBurst < 1 {
@@ -100,6 +112,17 @@ func (lm *Limiter) Allow(p Principal) error {
 	return nil
 }
 
+// AllowAnonymous takes one request of the rate of calls without a
+// credential from peer (an address).
+func (lm *Limiter) AllowAnonymous(peer string) error {
+	// "@" keeps these apart from key(p), which joins role and name with ":".
+	if !lm.bucket(lm.buckets, "anonymous@"+peer, AnonymousLimits.Rate, AnonymousLimits.Burst).Allow() {
+		return errs.New(errs.KindResourceExhausted, ReasonRateLimited,
+			"calls without a credential from %s came faster than %v per second; slow down and retry", peer, AnonymousLimits.Rate)
+	}
+	return nil
+}
+
 // AllowAppend takes n bytes of p's append rate.
 func (lm *Limiter) AllowAppend(p Principal, n int) error {
 	l, ok := lm.limitsOf(p)
@@ -119,6 +142,14 @@ func (lm *Limiter) bucket(m map[string]*rate.Limiter, name string, r float64, bu
 	defer lm.mu.Unlock()
 	b := m[name]
 	if b == nil {
+		if len(m) >= maxBuckets {
+			now := time.Now()
+			for k, idle := range m {
+				if idle.TokensAt(now) >= float64(idle.Burst()) {
+					delete(m, k)
+				}
+			}
+		}
 		b = rate.NewLimiter(rate.Limit(r), burst)
 		m[name] = b
 	}

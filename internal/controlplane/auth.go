@@ -87,10 +87,14 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 }
 
 // limit takes one request of the caller's rate, and the bytes it
-// appends of its append rate (users and nodes; admins are not limited).
+// appends of its append rate (users and nodes; admins are not limited). A
+// call without a credential takes one of its peer address's rate.
 func (s *Server) limit(ctx context.Context, method string, req any) error {
 	p, ok := authz.FromContext(ctx)
 	if !ok {
+		if err := s.limits.AllowAnonymous(peerHost(ctx)); err != nil {
+			return s.refused(ctx, nil, method, err)
+		}
 		return nil
 	}
 	err := s.limits.Allow(p)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
@@ -85,5 +86,30 @@ func TestNodeLimits(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "big-1" {
 		t.Errorf("stored %v, want only the acknowledged big-1", ids)
+	}
+}
+
+// Calls without a credential (JoinNode, each an etcd read) are held to a
+// rate per peer address, as users' and nodes' calls are per principal: a
+// flood of joins with made-up tokens is refused RESOURCE_EXHAUSTED
+// RATE_LIMITED instead of reaching the store at will; a credentialed
+// caller from the same address is not held by it.
+func TestAnonymousCallsAreRateLimitedPerPeer(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, nil)
+	ctx := ctxT(t)
+	anon := testharness.DialAs(t, srv.Addr(), "")
+	var err error
+	for i := 0; i < 1000; i++ {
+		_, err = anon.Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n1", JoinToken: "cjt_made-up"})
+		if status.Code(err) != codes.Unauthenticated && status.Code(err) != codes.InvalidArgument && status.Code(err) != codes.PermissionDenied {
+			break
+		}
+	}
+	if status.Code(err) != codes.ResourceExhausted || client.ReasonOf(err) != authz.ReasonRateLimited {
+		t.Fatalf("1000 joins with a made-up token from one address: the last ended %v (reason %q), want RESOURCE_EXHAUSTED %s", err, client.ReasonOf(err), authz.ReasonRateLimited)
+	}
+	if _, err := testharness.Dial(t, srv.Addr()).Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil {
+		t.Fatalf("an admin from the same address: %v", err)
 	}
 }
