@@ -192,15 +192,34 @@ func LoadConfig(path string) (*Config, error) {
 // SetContext stores ctx under name in the file at path (created 0600,
 // written atomically) and makes it current.
 func SetContext(path, name string, ctx Context) error {
+	return editConfig(path, func(c *Config) error {
+		if c.Contexts == nil {
+			c.Contexts = map[string]*Context{}
+		}
+		c.Contexts[name] = &ctx
+		c.CurrentContext = name
+		return nil
+	})
+}
+
+// editConfig reads the file at path, applies fn and writes it back, all
+// under the file's lock (path + ".lock"): two processes changing it at
+// once (`cast` refreshing OIDC logins of two contexts) would otherwise
+// each write back the other's context as it read it, losing a rotated
+// refresh token the issuer has already retired the old one of.
+func editConfig(path string, fn func(*Config) error) error {
+	lock, err := fsutil.LockFile(path+".lock", true)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	c, err := LoadConfig(path)
 	if err != nil {
 		return err
 	}
-	if c.Contexts == nil {
-		c.Contexts = map[string]*Context{}
+	if err := fn(c); err != nil {
+		return err
 	}
-	c.Contexts[name] = &ctx
-	c.CurrentContext = name
 	return c.save(path)
 }
 
@@ -222,54 +241,52 @@ func ContextName(getenv func(string) string, flag string) (string, error) {
 
 // UpdateContext changes the existing context name in the file at path.
 func UpdateContext(path, name string, fn func(*Context)) error {
-	c, err := LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	ctx := c.Contexts[name]
-	if ctx == nil {
-		return fmt.Errorf("no context %q in %s", name, path)
-	}
-	fn(ctx)
-	return c.save(path)
+	return editConfig(path, func(c *Config) error {
+		ctx := c.Contexts[name]
+		if ctx == nil {
+			return fmt.Errorf("no context %q in %s", name, path)
+		}
+		fn(ctx)
+		return nil
+	})
 }
 
 // EditContext changes context name in the file at path, making it (with
 // fn's fields) when it is not there, as kubectl's set-context does: the
 // current context stays as it was. created says it was made.
 func EditContext(path, name string, fn func(*Context) error) (created bool, err error) {
-	c, err := LoadConfig(path)
+	err = editConfig(path, func(c *Config) error {
+		if c.Contexts == nil {
+			c.Contexts = map[string]*Context{}
+		}
+		ctx := c.Contexts[name]
+		if ctx == nil {
+			ctx, created = &Context{}, true
+		}
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		if ctx.Addr == "" {
+			return fmt.Errorf("context %q needs an address (--addr)", name)
+		}
+		c.Contexts[name] = ctx
+		return nil
+	})
 	if err != nil {
 		return false, err
 	}
-	if c.Contexts == nil {
-		c.Contexts = map[string]*Context{}
-	}
-	ctx := c.Contexts[name]
-	if ctx == nil {
-		ctx, created = &Context{}, true
-	}
-	if err := fn(ctx); err != nil {
-		return false, err
-	}
-	if ctx.Addr == "" {
-		return false, fmt.Errorf("context %q needs an address (--addr)", name)
-	}
-	c.Contexts[name] = ctx
-	return created, c.save(path)
+	return created, nil
 }
 
 // UseContext makes the existing context name current in the file at path.
 func UseContext(path, name string) error {
-	c, err := LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	if c.Contexts[name] == nil {
-		return fmt.Errorf("no context %q in %s", name, path)
-	}
-	c.CurrentContext = name
-	return c.save(path)
+	return editConfig(path, func(c *Config) error {
+		if c.Contexts[name] == nil {
+			return fmt.Errorf("no context %q in %s", name, path)
+		}
+		c.CurrentContext = name
+		return nil
+	})
 }
 
 func (c *Config) save(path string) error {

@@ -2,10 +2,12 @@ package client
 
 import (
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -114,5 +116,45 @@ func TestPlaintextOnlyOnLoopback(t *testing.T) {
 	}
 	if err := CheckPlaintext("192.0.2.1:7777", &tls.Config{}, false); err != nil {
 		t.Errorf("with TLS: %v", err)
+	}
+}
+
+// Processes changing the contexts file at once (two `cast` refreshing
+// OIDC logins of different contexts, say) lose none of each other's
+// changes: each read-modify-write holds the file's lock, so a rotated
+// refresh token written by one is not overwritten with the stale copy
+// another read before it.
+func TestConcurrentContextUpdatesAreNotLost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	const n = 24
+	for i := range n {
+		if err := SetContext(path, fmt.Sprintf("c%d", i), Context{Addr: "127.0.0.1:1", Token: "old"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := UpdateContext(path, fmt.Sprintf("c%d", i), func(c *Context) { c.Token = "rotated" }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i := range n {
+		if name := fmt.Sprintf("c%d", i); cfg.Contexts[name].Token != "rotated" {
+			lost = append(lost, name)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("updates lost for %v", lost)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("contexts file: %v %v", fi, err)
 	}
 }
