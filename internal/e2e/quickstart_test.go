@@ -425,18 +425,15 @@ func TestOwnHomeRebuildWritesNewFile(t *testing.T) {
 }
 
 // openWebLink opens `cast web`'s one-time link as a browser would (no
-// desktop here, so cast printed it): it lands on the app, once.
+// desktop here, so cast printed it): it asks, and its sign-in lands on
+// the app, once.
 func openWebLink(t *testing.T, link string) {
 	t.Helper()
 	if !strings.Contains(link, "/auth/login?code=") {
 		t.Fatalf("cast web printed %q, not a login link", link)
 	}
 	jar, _ := cookiejar.New(nil)
-	resp, err := (&http.Client{Jar: jar}).Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := testharness.OpenLoginLink(t, &http.Client{Jar: jar}, link)
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" || len(jar.Cookies(resp.Request.URL)) != 1 {
 		t.Fatalf("the web link landed on %s with %d", resp.Request.URL, resp.StatusCode)
 	}

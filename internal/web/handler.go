@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -142,28 +143,85 @@ func sameOrigin(r *http.Request, secure bool) bool {
 	return o == "https://"+r.Host || (!secure && o == "http://"+r.Host)
 }
 
-// login exchanges a one-time code for a session cookie and sends the
-// browser to the app, leaving the (now used) code out of its address bar.
+// loginPage asks before a login link signs the browser in. Opening the
+// link alone must not: an attacker's own link, sent to a victim, would
+// sign the victim in as the attacker, who then reads what the victim does
+// there (login CSRF). The page names whom it signs in as; its POST is the
+// sign-in, and a page elsewhere cannot make it (sameOrigin).
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>cast: sign in</title></head>
+<body><form method="post" action="/auth/login">
+<p>Sign in to cast as <strong>{{.Principal}}</strong>? Continue only if you made this link yourself (<code>cast web</code>).</p>
+<input type="hidden" name="code" value="{{.Code}}">
+<button type="submit">Sign in</button>
+</form></body></html>
+`))
+
+// login shows, on GET, the page asking to sign in with a one-time code;
+// on a same-origin POST from it, exchanges the code for a session cookie
+// and sends the browser to the app, leaving the code out of its address
+// bar.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+	switch r.Method {
+	case http.MethodGet:
+		h.askLogin(w, r)
+	case http.MethodPost:
+		h.signIn(w, r)
+	default:
+		http.Error(w, "GET or POST only", http.StatusMethodNotAllowed)
+	}
+}
+
+func (h *Handler) askLogin(w http.ResponseWriter, r *http.Request) {
+	code := r.URL.Query().Get("code")
+	p, ok, err := h.logins.Peek(r.Context(), code)
+	if h.codeRefused(w, ok, err) {
 		return
 	}
-	sid, p, ok, err := h.logins.Exchange(r.Context(), r.URL.Query().Get("code"))
-	if err != nil {
-		h.lg.Error("web login failed", zap.Error(err))
-		http.Error(w, "login failed", http.StatusInternalServerError)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+	// A browser sends "Origin: null" with a form's POST from a page whose
+	// referrer policy is no-referrer (every other page's), and sameOrigin
+	// refuses that; same-origin still keeps the code in this page's address
+	// from any other site.
+	hdr.Set("Referrer-Policy", "same-origin")
+	if err := loginPage.Execute(w, struct{ Principal, Code string }{p.String(), code}); err != nil {
+		h.lg.Warn("web login page not sent", zap.Error(err))
+	}
+}
+
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r, h.secure) {
+		http.Error(w, "cross-origin sign-in refused", http.StatusForbidden)
 		return
 	}
-	if !ok {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte("This login link is used or expired. Run `cast web` for a new one.\n"))
+	sid, p, ok, err := h.logins.Exchange(r.Context(), r.PostFormValue("code"))
+	if h.codeRefused(w, ok, err) {
 		return
 	}
 	h.lg.Info("web sign-in", zap.String("principal", p.String()))
 	setSession(w, sid, h.secure, h.logins.sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// codeRefused answers a login code's look-up that failed (err) or found
+// the code unknown, used or expired (!ok), and says whether it did.
+func (h *Handler) codeRefused(w http.ResponseWriter, ok bool, err error) bool {
+	if err != nil {
+		h.lg.Error("web login failed", zap.Error(err))
+		http.Error(w, "login failed", http.StatusInternalServerError)
+		return true
+	}
+	if !ok {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("This login link is used or expired. Run `cast web` for a new one.\n"))
+		return true
+	}
+	return false
 }
 
 // setSession sets the session cookie.

@@ -62,6 +62,11 @@ func (l *Logins) NewCode(ctx context.Context, p authz.Principal) (string, time.T
 	return code, until, nil
 }
 
+// Peek returns the principal a live code signs in as, leaving it unused.
+func (l *Logins) Peek(ctx context.Context, code string) (authz.Principal, bool, error) {
+	return l.live(ctx, kindCode, code)
+}
+
 // Exchange consumes code and returns a new session id for its principal;
 // ok is false for a code that is unknown, used or expired.
 func (l *Logins) Exchange(ctx context.Context, code string) (sid string, p authz.Principal, ok bool, err error) {
@@ -95,7 +100,12 @@ func (l *Logins) Grant(ctx context.Context, p authz.Principal, until time.Time) 
 
 // Session returns the principal of a live session id.
 func (l *Logins) Session(ctx context.Context, sid string) (authz.Principal, bool, error) {
-	b, found, err := l.grants.GetWebGrant(ctx, kindSession, digest(sid))
+	return l.live(ctx, kindSession, sid)
+}
+
+// live returns the principal of a grant not yet expired.
+func (l *Logins) live(ctx context.Context, kind, secret string) (authz.Principal, bool, error) {
+	b, found, err := l.grants.GetWebGrant(ctx, kind, digest(secret))
 	if err != nil || !found {
 		return authz.Principal{}, false, err
 	}

@@ -18,6 +18,8 @@ const T = 90_000; // a control plane restart (embedded etcd) on 2 busy cores
 await drive(shots, async (page) => {
   step("log in with the one-time link");
   await page.goto(login);
+  // The link asks before it signs in (login CSRF); the sign-in is its form's POST.
+  await Promise.all([page.waitForURL((u) => u.pathname === "/"), page.getByRole("button", { name: "Sign in" }).click()]);
   await page.getByText(/^admin:/).waitFor();
   await page.goto(new URL(`/#/s/${sessionId}`, login).href);
   await page.locator("li.user", { hasText: "WEB-MARK-0" }).waitFor();
