@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -235,7 +234,7 @@ func (a *app) recordChecks(cmd *cobra.Command, c castv1.AgentServiceClient, resu
 }
 
 func (a *app) printCheckResults(results []capability.Result) {
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.out)
 	fmt.Fprintln(tw, "AGENT\tVERSION\tCAPABILITY\tVERDICT")
 	for _, r := range results {
 		for _, ch := range r.Checks {

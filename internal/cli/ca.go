@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +63,7 @@ func (a *app) caStatusCmd() *cobra.Command {
 	}, func(ctx context.Context, c *client.Client, _ []string) error {
 		resp, err := c.Auth.GetCAStatus(ctx, &castv1.GetCAStatusRequest{})
 		return a.reply(resp, err, func() error {
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			tw := newTable(a.out)
 			fmt.Fprintln(tw, "STATE\tPIN\tSUBJECT\tEXPIRES\tSINCE")
 			states := map[string]string{}
 			for _, ca := range resp.Cas {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -263,7 +262,7 @@ func (a *app) printDiff(r diffReport) error {
 	if len(r.Tools) == 0 {
 		fmt.Fprintln(w, "  none")
 	} else {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		for i, t := range r.Tools {
 			if i == diffShown {
 				fmt.Fprintf(tw, "  … %d more tools; `cast diff %s --json` lists all\n", len(r.Tools)-diffShown, r.ID)

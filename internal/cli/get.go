@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +22,7 @@ func (a *app) getCmd() *cobra.Command {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 			return a.reply(sess, err, func() error {
-				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+				tw := newTable(a.out)
 				for _, row := range describeRows(sess) {
 					if row[1] != "" {
 						fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -69,6 +70,13 @@ func (f listFlags) format(jsonFlag bool) (string, error) {
 	return f.output, nil
 }
 
+// newTable is the layout of every table the CLI prints (lists, `cast
+// get`, migrations, CA status, agent checks, usage): columns two spaces
+// apart, so all tables line up the same way.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
 // column is one column of a list's table.
 type column[T any] struct {
 	header string
@@ -130,7 +138,7 @@ func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 			cols = append(cols, c)
 		}
 	}
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.out)
 	row := make([]string, len(cols))
 	if !f.noHeaders {
 		for i, c := range cols {

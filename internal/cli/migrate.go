@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -205,7 +204,7 @@ func (a *app) printMigration(m *castv1.Migration) error {
 		return a.printJSON(raw(m))
 	}
 	fmt.Fprintf(a.out, "migration %s to %s: %s%s\n", m.Id, m.TargetNode, migStateName(m.State), reasonSuffix(m.Reason))
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.out)
 	fmt.Fprintln(tw, "SESSION\tFROM\tSTATE\tCWD\tREASON")
 	for _, ms := range m.Sessions {
 		cwd := ms.DestCwd

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,7 +123,7 @@ func (a *app) probeNodes(parent context.Context, c *client.Client, nodes []*cast
 // found (as of the node's last look), with what to run when not; with
 // node --probe whether the CLI itself answered ("probed: ...").
 func (a *app) printAgents(nodes []*castv1.Node) error {
-	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.out)
 	header := false
 	for _, n := range nodes {
 		for _, ag := range n.Agents {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,7 +169,7 @@ func (rep usageReport) print(w io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s (policy %s)\n", f.Agent, f.Policy)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w)
 		fmt.Fprintln(tw, "  ACCOUNT\tWINDOW\tUSED\tRESETS\tAS OF")
 		for _, acc := range f.Accounts {
 			name := acc.Name
