@@ -59,11 +59,8 @@ func (a *app) forkCmd() *cobra.Command {
 		Use:   "fork ID [--at SEQ | --tip] [--agent A] [--worktree [BRANCH]]",
 		Short: "Copy a session into a new one (up to SEQ, default the tip), on the same or another agent",
 	}, sessionUse{rest: 1, hint: "cast fork ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
-		if branch == defaultWorktree && len(args) == 1 {
-			branch, args = args[0], nil // --worktree BRANCH
-		}
-		if len(args) > 0 {
-			return usagef("unexpected argument %q; see `cast fork --help`", args[0])
+		if err := worktreeArg(cmd, &branch, args); err != nil {
+			return err
 		}
 		dflt := branch == defaultWorktree || (branch == "" && cmd.Flags().Changed("worktree"))
 		if branch == defaultWorktree {
@@ -75,8 +72,8 @@ func (a *app) forkCmd() *cobra.Command {
 		if at < 0 {
 			return usagef("--at must be a seq (1-based)")
 		}
-		if branch != "" && !ids.ValidBranch(branch) {
-			return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
+		if err := checkBranch(branch); err != nil {
+			return err
 		}
 		return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, AtSeq: at, Agent: agent, Model: model, Node: node,
 			RequestId: ids.NewClientID(), WorktreeBranch: branch, WorktreeDefault: dflt})
@@ -90,6 +87,29 @@ func (a *app) forkCmd() *cobra.Command {
 	cmd.Flags().StringVar(&branch, "worktree", "", "run the fork in its own git worktree on this branch (made from the parent's checkout; alone: cast/<title-slug>--<id>)")
 	cmd.Flags().Lookup("worktree").NoOptDefVal = defaultWorktree
 	return cmd
+}
+
+// worktreeArg reads a --worktree that takes its branch as the next word
+// (`--worktree fix-42`): pflag gives an optional flag's value only as
+// --worktree=fix-42, so the branch arrives as cmd's one other argument.
+// Any other argument is a usage error. cast fork and cast workspace set.
+func worktreeArg(cmd *cobra.Command, branch *string, args []string) error {
+	if *branch == defaultWorktree && len(args) == 1 {
+		*branch, args = args[0], nil // --worktree BRANCH
+	}
+	if len(args) > 0 {
+		return usagef("unexpected argument %q; see `%s --help`", args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// checkBranch refuses a --worktree branch git cannot name, before
+// anything is sent (cast new and cast fork).
+func checkBranch(branch string) error {
+	if branch != "" && !ids.ValidBranch(branch) {
+		return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
+	}
+	return nil
 }
 
 func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error {

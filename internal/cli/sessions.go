@@ -31,8 +31,8 @@ func (a *app) newCmd() *cobra.Command {
 			if agent == "" {
 				return usagef("--agent is required (claude, codex, gemini, pi, opencode, grok, cursor, muse)")
 			}
-			if branch != "" && !ids.ValidBranch(branch) {
-				return usagef("--worktree %q is not a valid branch name (no leading '-', spaces, '..', '~', '^', ':', '?', '*', '[')", branch)
+			if err := checkBranch(branch); err != nil {
+				return err
 			}
 			dir, err := absDir(cwd)
 			if err != nil {

@@ -116,3 +116,24 @@ func TestSessionArg(t *testing.T) {
 		})
 	}
 }
+
+// fork and workspace set read `--worktree BRANCH` the same way (one
+// helper): the branch after the flag is taken, anything else is a usage
+// error naming the command's own help, before a control plane is dialed.
+func TestWorktreeBranchArgument(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"fork", "s1", "extra"}, 2, "unexpected argument \"extra\"; see `cast fork --help`"},
+		{[]string{"workspace", "set", "s1", "--root", "extra"}, 2, "unexpected argument \"extra\"; see `cast workspace set --help`"},
+		{[]string{"fork", "s1", "--worktree", "bad..name"}, 2, "--worktree \"bad..name\" is not a valid branch name"},
+		{[]string{"new", "--agent", "claude", "--worktree", "bad..name"}, 2, "--worktree \"bad..name\" is not a valid branch name"},
+	} {
+		_, errOut, code := runMain(t, "127.0.0.1:1", tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("cast %v: exit %d %q, want %d %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}

@@ -29,11 +29,8 @@ func (a *app) workspaceCmd() *cobra.Command {
 			"its agent's next turn rebuilds the conversation in the new folder. Refused while a turn runs.",
 	}, sessionUse{rest: 1, hint: "cast workspace set ID --root; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
 		req := &castv1.SetWorkspaceRequest{SessionId: id}
-		if branch == defaultWorktree && len(args) == 1 {
-			branch, args = args[0], nil // --worktree BRANCH
-		}
-		if len(args) > 0 {
-			return usagef("unexpected argument %q; see `cast workspace set --help`", args[0])
+		if err := worktreeArg(cmd, &branch, args); err != nil {
+			return err
 		}
 		n := 0
 		if root {
