@@ -117,10 +117,8 @@ func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error
 	if err != nil {
 		return err
 	}
-	var sess *castv1.Session
-	err = a.retry(parent, func(ctx context.Context) (err error) {
-		sess, err = c.Sessions.ForkSession(ctx, req)
-		return err
+	sess, err := retried(a, parent, func(ctx context.Context) (*castv1.Session, error) {
+		return c.Sessions.ForkSession(ctx, req)
 	})
 	if err != nil {
 		return err
@@ -196,12 +194,8 @@ func (a *app) spawnCmd() *cobra.Command {
 					return err
 				}
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Model: model, Cwd: cwd, Node: node, Text: task, ParentId: parent, RequestId: ids.NewClientID()}
-			sess, err := a.createSession(cmd.Context(), c, req)
+			sess, err := a.createSession(cmd.Context(), req)
 			return a.reply(sess, err, func() error {
 				fmt.Fprintln(a.out, sess.Id)
 				fmt.Fprintf(a.errOut, "worker %s started on %s; %s will get a message when it finishes (`cast ls --all` lists workers)\n", sess.Id, sess.Agent, parent)

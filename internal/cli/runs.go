@@ -32,7 +32,7 @@ func (a *app) importRuns(ctx context.Context, c *client.Client, sess *castv1.Ses
 	var out []importedRun
 	for i, run := range runs {
 		reqID := ids.NewClientID()
-		w, err := a.createSession(ctx, c, &castv1.CreateSessionRequest{
+		w, err := a.createSession(ctx, &castv1.CreateSessionRequest{
 			Agent: sess.Agent, Cwd: sess.Cwd, Node: sess.Node, RequestId: reqID, ParentId: sess.Id, ParentCallId: run.CallID,
 			Title: importTitle(run.Messages, fmt.Sprintf("%s run %d", run.Kind, i+1)), HistoryMessages: int64(len(run.Messages)),
 		})

@@ -47,13 +47,9 @@ func (a *app) newCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			req := &castv1.CreateSessionRequest{Agent: agent, Cwd: dir, Model: model, Node: node, Text: text, RequestId: ids.NewClientID(),
 				WorktreeBranch: branch, WorktreeDefault: branch == "" && cmd.Flags().Changed("worktree")}
-			sess, err := a.createSession(cmd.Context(), c, req)
+			sess, err := a.createSession(cmd.Context(), req)
 			return a.reply(sess, err, func() error {
 				fmt.Fprintln(a.out, sess.Id)
 				a.saidWhere(sess, dir)
@@ -91,10 +87,8 @@ func (a *app) sendCmd() *cobra.Command {
 				return err
 			}
 			req := &castv1.SendMessageRequest{SessionId: id, Text: text, RequestId: ids.NewClientID()}
-			var resp *castv1.SendMessageResponse
-			err = a.retry(cmd.Context(), func(ctx context.Context) (err error) {
-				resp, err = c.Sessions.SendMessage(ctx, req)
-				return err
+			resp, err := retried(a, cmd.Context(), func(ctx context.Context) (*castv1.SendMessageResponse, error) {
+				return c.Sessions.SendMessage(ctx, req)
 			})
 			if err != nil {
 				return err
@@ -262,6 +256,18 @@ func (a *app) retry(parent context.Context, call func(context.Context) error) er
 	}, nil)
 }
 
+// retried is a.retry for a call that answers: the answer of the attempt
+// that settled it (send, new, spawn and fork keep their request id across
+// attempts).
+func retried[T any](a *app, parent context.Context, call func(context.Context) (T, error)) (T, error) {
+	var resp T
+	err := a.retry(parent, func(ctx context.Context) (err error) {
+		resp, err = call(ctx)
+		return err
+	})
+	return resp, err
+}
+
 // nodeReconnectGrace is how long after an outage a "no node" refusal is
 // retried: a control plane that just restarted has not heard from its nodes
 // yet (they reconnect within a second or two), so a call that rode out the
@@ -312,12 +318,13 @@ func (a *app) interruptCmd() *cobra.Command {
 
 // createSession creates a session, retrying with the same request id while
 // the outcome is unknown.
-func (a *app) createSession(parent context.Context, c *client.Client, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
+func (a *app) createSession(parent context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
 	a.fromHere(req)
-	var sess *castv1.Session
-	err := a.retry(parent, func(ctx context.Context) (err error) {
-		sess, err = c.Sessions.CreateSession(ctx, req)
-		return err
+	return retried(a, parent, func(ctx context.Context) (*castv1.Session, error) {
+		return c.Sessions.CreateSession(ctx, req)
 	})
-	return sess, err
 }

@@ -60,7 +60,7 @@ func (a *app) importCmd() *cobra.Command {
 				return err
 			}
 			reqID := ids.NewClientID()
-			sess, err := a.createSession(cmd.Context(), c, &castv1.CreateSessionRequest{
+			sess, err := a.createSession(cmd.Context(), &castv1.CreateSessionRequest{
 				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
 				HistoryMessages: int64(len(msgs)), ParentId: parent, ParentCallId: parentCall(parent, isSub, sub),
 			})
