@@ -137,37 +137,40 @@ func (a *app) caRotateCmd() *cobra.Command {
 }
 
 func (a *app) caActivateCmd() *cobra.Command {
-	var force bool
-	cmd := a.calling(&cobra.Command{
-		Use:   "activate [--force]",
-		Short: "Make the new CA sign (server certificate, renewals, new certificates); the old one's certificates still work",
-		Args:  cobra.NoArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) error {
-		resp, err := c.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: force})
-		return a.reply(resp, err, func() error {
-			fmt.Fprintf(a.out, "CA %s signs now; the old CA is still trusted\n", resp.Signing.Pin)
-			fmt.Fprintf(a.errOut, "new nodes join with --ca-pin %s; when `cast ca status` shows no live certificate from the old CA, run `cast ca retire`\n", resp.Signing.Pin)
-			return nil
+	return a.caStepCmd("activate [--force]",
+		"Make the new CA sign (server certificate, renewals, new certificates); the old one's certificates still work",
+		"switch even while nodes have not renewed since the rotation began (they must join again)",
+		func(ctx context.Context, c *client.Client, force bool) error {
+			resp, err := c.Auth.ActivateCA(ctx, &castv1.ActivateCARequest{Force: force})
+			return a.reply(resp, err, func() error {
+				fmt.Fprintf(a.out, "CA %s signs now; the old CA is still trusted\n", resp.Signing.Pin)
+				fmt.Fprintf(a.errOut, "new nodes join with --ca-pin %s; when `cast ca status` shows no live certificate from the old CA, run `cast ca retire`\n", resp.Signing.Pin)
+				return nil
+			})
 		})
-	})
-	cmd.Flags().BoolVar(&force, "force", false, "switch even while nodes have not renewed since the rotation began (they must join again)")
-	return cmd
 }
 
 func (a *app) caRetireCmd() *cobra.Command {
-	var force bool
-	cmd := a.calling(&cobra.Command{
-		Use:   "retire [--force]",
-		Short: "Stop trusting the old CA: its certificates are refused",
-		Args:  cobra.NoArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) error {
-		resp, err := c.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: force})
-		return a.reply(resp, err, func() error {
-			fmt.Fprintf(a.out, "CA %s (%s) retired: its certificates are refused\n", resp.Retired.Pin, resp.Retired.Subject)
-			return nil
+	return a.caStepCmd("retire [--force]", "Stop trusting the old CA: its certificates are refused",
+		"retire even while principals' latest live certificates are from the old CA (they must join again or get a new certificate)",
+		func(ctx context.Context, c *client.Client, force bool) error {
+			resp, err := c.Auth.RetireCA(ctx, &castv1.RetireCARequest{Force: force})
+			return a.reply(resp, err, func() error {
+				fmt.Fprintf(a.out, "CA %s (%s) retired: its certificates are refused\n", resp.Retired.Pin, resp.Retired.Subject)
+				return nil
+			})
 		})
+}
+
+// caStepCmd is a later step of a CA rotation (activate, retire): no
+// arguments, one call, and --force to take the step before `cast ca
+// status` shows it is safe.
+func (a *app) caStepCmd(use, short, forceHelp string, step func(ctx context.Context, c *client.Client, force bool) error) *cobra.Command {
+	var force bool
+	cmd := a.calling(&cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}, func(ctx context.Context, c *client.Client, _ []string) error {
+		return step(ctx, c, force)
 	})
-	cmd.Flags().BoolVar(&force, "force", false, "retire even while principals' latest live certificates are from the old CA (they must join again or get a new certificate)")
+	cmd.Flags().BoolVar(&force, "force", false, forceHelp)
 	return cmd
 }
 
