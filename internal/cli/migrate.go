@@ -220,6 +220,18 @@ func (a *app) printMigration(m *castv1.Migration) error {
 	return tw.Flush()
 }
 
+// showMigration prints m, first following it to its end when follow
+// (under ctx, the command's: the wait outlives one request's deadline).
+func (a *app) showMigration(ctx context.Context, m *castv1.Migration, follow bool) error {
+	if follow {
+		var err error
+		if m, err = a.followMigration(ctx, m); err != nil {
+			return err
+		}
+	}
+	return a.printMigration(m)
+}
+
 func (a *app) migrateStatusCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
@@ -244,12 +256,7 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 					}
 					m = resp.Migrations[0]
 				}
-				if follow {
-					if m, err = a.followMigration(cmd.Context(), m); err != nil {
-						return err
-					}
-				}
-				return a.printMigration(m)
+				return a.showMigration(cmd.Context(), m, follow)
 			})
 		},
 	}
@@ -290,12 +297,7 @@ func (a *app) migrateCancelCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if !a.json { // wait for the rollback to finish
-					if m, err = a.followMigration(cmd.Context(), m); err != nil {
-						return err
-					}
-				}
-				return a.printMigration(m)
+				return a.showMigration(cmd.Context(), m, !a.json) // people see the rollback finish
 			})
 		},
 	}
