@@ -17,30 +17,28 @@ import (
 )
 
 func (a *app) agentsCmd() *cobra.Command {
-	var out listFlags
-	cmd := a.calling(&cobra.Command{
+	cmd := objectsCmd(a, &cobra.Command{
 		Use:   "agents [-o json|yaml|wide|name] [--no-headers]",
 		Short: "Show the conformance matrix: which agent CLI versions passed which checks",
 		Args:  cobra.NoArgs,
-	}, func(ctx context.Context, c *client.Client, _ []string) error {
+	}, func(ctx context.Context, c *client.Client) (listing[*matrixRow], any, error) {
 		checks, err := c.AllAgentChecks(ctx, &castv1.ListAgentChecksRequest{})
 		if err != nil {
-			return err
+			return listing[*matrixRow]{}, nil, err
 		}
 		nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{})
 		if err != nil {
-			return err
+			return listing[*matrixRow]{}, nil, err
 		}
 		rows := matrixRows(checks, nodes)
 		// json and yaml are the checks themselves (the API objects);
 		// the table pivots them to a row per agent version.
-		return printObjects(a, out, listing[*matrixRow]{key: "checks", items: rows,
+		return listing[*matrixRow]{key: "checks", items: rows,
 			empty:   "no agent checked yet; run `cast agents check` (nodes check theirs when they start)",
 			name:    func(r *matrixRow) string { return r.agent + "@" + r.version },
 			columns: matrixColumns(),
-			after:   func() error { a.printFailures(rows); return nil }}, raws(checks))
+			after:   func() error { a.printFailures(rows); return nil }}, raws(checks), nil
 	})
-	out.bind(cmd, a)
 	cmd.AddCommand(a.agentsCheckCmd())
 	return cmd
 }

@@ -42,13 +42,23 @@ func (f *listFlags) bind(cmd *cobra.Command, a *app) {
 // listCmd makes cmd a list command answered by one call to the control
 // plane: it binds -o and --no-headers and prints what list returns.
 func listCmd[T proto.Message](a *app, cmd *cobra.Command, list func(context.Context, *client.Client) (listing[T], error)) *cobra.Command {
+	return objectsCmd(a, cmd, func(ctx context.Context, c *client.Client) (listing[T], any, error) {
+		l, err := list(ctx, c)
+		return l, raws(l.items), err
+	})
+}
+
+// objectsCmd is listCmd for a list whose rows are not the API objects it
+// got (`cast agents` pivots its checks to a row per agent version): list
+// returns the rows, and what json and yaml print instead (printObjects).
+func objectsCmd[T any](a *app, cmd *cobra.Command, list func(context.Context, *client.Client) (listing[T], any, error)) *cobra.Command {
 	var out listFlags
 	a.calling(cmd, func(ctx context.Context, c *client.Client, _ []string) error {
-		l, err := list(ctx, c)
+		l, objects, err := list(ctx, c)
 		if err != nil {
 			return err
 		}
-		return printList(a, out, l)
+		return printObjects(a, out, l, objects)
 	})
 	out.bind(cmd, a)
 	return cmd
