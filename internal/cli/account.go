@@ -105,6 +105,10 @@ func readCredential(in io.Reader, file string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
+// noAccounts is what `cast account ls` and `cast usage` say when the
+// fleet has no account yet.
+const noAccounts = "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`"
+
 func (a *app) accountLsCmd() *cobra.Command {
 	var agent string
 	cmd := listCmd(a, &cobra.Command{
@@ -114,7 +118,7 @@ func (a *app) accountLsCmd() *cobra.Command {
 	}, func(ctx context.Context, c *client.Client) (listing[*castv1.Account], error) {
 		resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{Agent: agent})
 		return listing[*castv1.Account]{key: "accounts", items: resp.GetAccounts(),
-			empty: "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`",
+			empty: noAccounts,
 			name:  func(acc *castv1.Account) string { return acc.Name },
 			columns: []column[*castv1.Account]{
 				{header: "AGENT", cell: func(acc *castv1.Account) string { return acc.Agent }},

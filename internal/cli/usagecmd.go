@@ -33,7 +33,7 @@ func (a *app) usageCmd() *cobra.Command {
 			return a.printJSON(rep)
 		}
 		if len(rep.Fleets) == 0 {
-			fmt.Fprintln(a.out, "no fleet accounts; add one with `cast account add NAME --agent claude --credentials ~/.claude/.credentials.json`")
+			fmt.Fprintln(a.out, noAccounts)
 			return nil
 		}
 		return rep.print(a.out)
