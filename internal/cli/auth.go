@@ -244,10 +244,9 @@ func (a *app) caPin(ctx context.Context) string {
 	if err != nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	addr, _, _ := strings.Cut(cc.Addr, ",") // every replica serves the same CA
-	caPEM, err := pki.FetchSigningCA(ctx, addr, b)
+	caPEM, err := a.fetchCA(ctx, cc.Addr, func(ctx context.Context, addr string) ([]byte, error) {
+		return pki.FetchSigningCA(ctx, addr, b)
+	})
 	if err != nil {
 		return ""
 	}

@@ -41,10 +41,9 @@ func (a *app) caCmd() *cobra.Command {
 			if pin == "" {
 				return usagef("give --ca-pin: the pin the control plane logs (ca_pin)")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout)
-			defer cancel()
-			addr, _, _ := strings.Cut(cc.Addr, ",") // every replica serves the same CA
-			b, err := pki.FetchCA(ctx, addr, pin)
+			b, err := a.fetchCA(cmd.Context(), cc.Addr, func(ctx context.Context, addr string) ([]byte, error) {
+				return pki.FetchCA(ctx, addr, pin)
+			})
 			if err != nil {
 				return err
 			}
@@ -55,6 +54,16 @@ func (a *app) caCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pin, "ca-pin", os.Getenv("CAST_CA_PIN"), "the CA's pin, sha256:... (controlplane logs it; env CAST_CA_PIN; default: the context's)")
 	cmd.AddCommand(a.caStatusCmd(), a.caRotateCmd(), a.caActivateCmd(), a.caRetireCmd(), a.caBundleCmd())
 	return cmd
+}
+
+// fetchCA asks the control plane at addrs for its CA over a connection
+// of its own (before any client is dialed), within --timeout: every
+// replica serves the same CA, so the first address does.
+func (a *app) fetchCA(parent context.Context, addrs string, fetch func(ctx context.Context, addr string) ([]byte, error)) ([]byte, error) {
+	ctx, cancel := a.ctx(parent)
+	defer cancel()
+	addr, _, _ := strings.Cut(addrs, ",")
+	return fetch(ctx, addr)
 }
 
 func (a *app) caStatusCmd() *cobra.Command {
