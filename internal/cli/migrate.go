@@ -73,18 +73,13 @@ func (a *app) migrateCmd() *cobra.Command {
 
 func (a *app) drainCmd() *cobra.Command {
 	var f migrateFlags
-	cmd := &cobra.Command{
+	cmd := onNode(&cobra.Command{
 		Use:     "drain NODE",
 		Short:   "Move every session off a node (to --to, or any other connected node)",
 		Example: "  cast drain laptop --to linux",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkNodeName(args[0]); err != nil {
-				return err
-			}
-			return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, FromNode: args[0]}, f)
-		},
-	}
+	}, func(cmd *cobra.Command, node string) error {
+		return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, FromNode: node}, f)
+	})
 	f.bind(cmd, "destination node name or label (default: any other connected node)")
 	return cmd
 }

@@ -25,28 +25,23 @@ func (a *app) nodeCmd() *cobra.Command {
 
 func (a *app) nodeRmCmd() *cobra.Command {
 	var force bool
-	cmd := &cobra.Command{
+	cmd := onNode(&cobra.Command{
 		Use:   "rm NAME [--force]",
 		Short: "Forget a node that is gone (refused while it is connected or owns sessions, unless --force)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkNodeName(args[0]); err != nil {
-				return err
-			}
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Nodes.DeleteNode(ctx, &castv1.DeleteNodeRequest{Name: args[0], Force: force})
-				return a.replyAs(err, func() any {
-					return map[string]any{"name": args[0], "sessions": resp.Sessions}
-				}, func() error {
-					fmt.Fprintf(a.out, "forgot node %s\n", args[0])
-					if resp.Sessions > 0 {
-						fmt.Fprintf(a.out, "%d session(s) it owned stay under its name; `cast drain %s --skip-worktree` moves them\n", resp.Sessions, args[0])
-					}
-					return nil
-				})
+	}, func(cmd *cobra.Command, name string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Nodes.DeleteNode(ctx, &castv1.DeleteNodeRequest{Name: name, Force: force})
+			return a.replyAs(err, func() any {
+				return map[string]any{"name": name, "sessions": resp.Sessions}
+			}, func() error {
+				fmt.Fprintf(a.out, "forgot node %s\n", name)
+				if resp.Sessions > 0 {
+					fmt.Fprintf(a.out, "%d session(s) it owned stay under its name; `cast drain %s --skip-worktree` moves them\n", resp.Sessions, name)
+				}
+				return nil
 			})
-		},
-	}
+		})
+	})
 	cmd.Flags().BoolVar(&force, "force", false, "forget it even though it still owns sessions (they stay, for a later drain)")
 	return cmd
 }
@@ -78,6 +73,20 @@ func (a *app) nodeLabelCmd() *cobra.Command {
 			})
 		},
 	}
+}
+
+// onNode makes cmd act on the one node its argument names (as onSession
+// does for a session): its Args, and a RunE that refuses a name no node
+// can have before anything is sent, then calls run with it.
+func onNode(cmd *cobra.Command, run func(cmd *cobra.Command, node string) error) *cobra.Command {
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkNodeName(args[0]); err != nil {
+			return err
+		}
+		return run(cmd, args[0])
+	}
+	return cmd
 }
 
 // checkNodeName refuses a NODE argument that cannot name a node before
