@@ -49,12 +49,11 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	// held: a 400 MB session would otherwise sit in memory as records and
 	// again as the file's bytes (issue 27). The header, written first,
 	// needs the first record's time, so that one is pulled ahead.
-	next, stop := iter.Pull2(render(sid, t.Model, msgs, now()))
-	defer stop()
-	first, err, have := next()
+	first, recs, stop, err := kit.Ahead(render(sid, t.Model, msgs, now()), func(p []record) bool { return len(p) > 0 })
 	if err != nil {
 		return agents.Written{}, err
 	}
+	defer stop()
 
 	// lastUpdated is when cast wrote the file, not its last message: Gemini's
 	// start-up cleanup (general.sessionRetention, 30 days by default)
@@ -62,8 +61,8 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	// imported or idle for a month would vanish at the next Gemini start in
 	// its folder.
 	start, last := now(), now()
-	if have {
-		start, _ = time.Parse(time.RFC3339Nano, first.Timestamp)
+	if len(first) > 0 {
+		start, _ = time.Parse(time.RFC3339Nano, first[0].Timestamp)
 	}
 	slug, err := projectSlug(t.Home, cwd)
 	if err != nil {
@@ -81,15 +80,6 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 		}
 		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
 	}
-
-	recs := func(yield func(record, error) bool) {
-		var err error
-		for r, ok := first, have; ok; r, err, ok = next() {
-			if !yield(r, err) || err != nil {
-				return
-			}
-		}
-	}
 	return kit.StreamJSONL(path, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
@@ -97,7 +87,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 		LastUpdated: kit.ISOTime(last),
 		Kind:        "main",
 		Summary:     title,
-	}, iter.Seq2[record, error](recs))
+	}, recs)
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite

@@ -71,6 +71,42 @@ func Records[T any](render func(emit func(T) error) error) iter.Seq2[T, error] {
 	}
 }
 
+// Ahead pulls records from recs until enough says a file's header can be
+// written (it carries what the first records say, such as the time of the
+// first message) or recs ends, and gives all of recs back for StreamJSONL:
+// those pulled, then the rest as recs yields them, so the records are
+// still never all held. An error recs yields while pulling is returned
+// (recs then released). Otherwise call stop when done with all, read or
+// not, to release recs.
+func Ahead[T any](recs iter.Seq2[T, error], enough func(pulled []T) bool) (pulled []T, all iter.Seq2[T, error], stop func(), err error) {
+	next, stop := iter.Pull2(recs)
+	for !enough(pulled) {
+		r, err, ok := next()
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		if !ok {
+			break
+		}
+		pulled = append(pulled, r)
+	}
+	all = func(yield func(T, error) bool) {
+		for _, r := range pulled {
+			if !yield(r, nil) {
+				return
+			}
+		}
+		for {
+			r, err, ok := next()
+			if !ok || !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
+	return pulled, all, stop, nil
+}
+
 // errStopped is emit's error once the consumer of Records stopped.
 var errStopped = errors.New("kit: the records' consumer stopped")
 

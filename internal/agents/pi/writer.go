@@ -63,19 +63,11 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	// message, so the entries up to there (a model change before it) are
 	// pulled ahead.
 	var start time.Time
-	next, stop := iter.Pull2(render(sid, t.Model, msgs, at, &start))
-	defer stop()
-	var ahead []entry
-	for start.IsZero() {
-		e, err, ok := next()
-		if err != nil {
-			return agents.Written{}, err
-		}
-		if !ok {
-			break
-		}
-		ahead = append(ahead, e)
+	_, entries, stop, err := kit.Ahead(render(sid, t.Model, msgs, at, &start), func([]entry) bool { return !start.IsZero() })
+	if err != nil {
+		return agents.Written{}, err
 	}
+	defer stop()
 	if start.IsZero() {
 		start = at
 	}
@@ -88,20 +80,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	if path == "" {
 		path = filepath.Join(dir, fileStamp(start)+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
 	}
-	entries := func(yield func(entry, error) bool) {
-		for _, e := range ahead {
-			if !yield(e, nil) {
-				return
-			}
-		}
-		for {
-			e, err, ok := next()
-			if !ok || !yield(e, err) || err != nil {
-				return
-			}
-		}
-	}
-	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: kit.ISOTime(start), Cwd: cwd}, iter.Seq2[entry, error](entries))
+	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: kit.ISOTime(start), Cwd: cwd}, entries)
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
