@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -143,18 +142,21 @@ func unixNano(t time.Time) int64 {
 
 // get reads the record at k and its mod revision (nil, 0 when absent).
 func (v *Vault) get(ctx context.Context, k string) (*custodyRecord, int64, error) {
-	resp, err := v.cli.Get(ctx, k)
-	if err != nil {
-		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read credential: %v", err)
+	return vaultGet[custodyRecord](ctx, v.cli, k, "credential")
+}
+
+// vaultGet is getJSON for custody's records (nil, 0 when absent): a read
+// the store does not answer is unavailable, so a custodian tries again,
+// and a record that does not decode is internal.
+func vaultGet[T any](ctx context.Context, kv clientv3.KV, k, what string) (*T, int64, error) {
+	r, rev, found, err := getJSON[T](ctx, kv, k, what+" record")
+	if _, decode := errs.As(err); err != nil && !decode {
+		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read %s: %v", what, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, 0, nil
+	if err != nil || !found {
+		return nil, 0, err
 	}
-	var r custodyRecord
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return nil, 0, errs.Internal(err, "decode credential custodyRecord")
-	}
-	return &r, resp.Kvs[0].ModRevision, nil
+	return &r, rev, nil
 }
 
 // Get returns the whole credential (refresh token included): only for
@@ -358,18 +360,7 @@ func (v *Vault) Intent(ctx context.Context, agent, account string) (*RefreshInte
 }
 
 func (v *Vault) intent(ctx context.Context, agent, account string) (*RefreshIntent, int64, error) {
-	resp, err := v.cli.Get(ctx, v.key(agent, account, "refreshing"))
-	if err != nil {
-		return nil, 0, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "read refresh: %v", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, 0, nil
-	}
-	var in RefreshIntent
-	if err := json.Unmarshal(resp.Kvs[0].Value, &in); err != nil {
-		return nil, 0, fmt.Errorf("decode refresh custodyRecord: %w", err)
-	}
-	return &in, resp.Kvs[0].ModRevision, nil
+	return vaultGet[RefreshIntent](ctx, v.cli, v.key(agent, account, "refreshing"), "refresh")
 }
 
 // Delete drops everything custody holds for agent/account (its login, its
