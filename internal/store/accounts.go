@@ -80,10 +80,7 @@ func (s *Store) GetAccount(ctx context.Context, agent, name string) (*quota.Acco
 // ListAccounts lists accounts (one agent's, or all with agent ""), by
 // agent then name.
 func (s *Store) ListAccounts(ctx context.Context, agent string) ([]*quota.Account, error) {
-	prefix := s.key("accounts") + "/"
-	if agent != "" {
-		prefix += agent + "/"
-	}
+	prefix := s.agentPrefix("accounts", agent)
 	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err

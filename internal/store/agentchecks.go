@@ -44,10 +44,7 @@ func (s *Store) PutAgentChecks(ctx context.Context, checks []*castv1.AgentCheck)
 // ListAgentChecks returns the verdicts of one agent (every agent for ""),
 // in key order: agent, version, capability.
 func (s *Store) ListAgentChecks(ctx context.Context, agent string) ([]*castv1.AgentCheck, error) {
-	prefix := s.key("agentchecks") + "/"
-	if agent != "" {
-		prefix += agent + "/"
-	}
+	prefix := s.agentPrefix("agentchecks", agent)
 	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
 		return nil, err

@@ -271,6 +271,15 @@ func (s *Store) Ready(ctx context.Context) error {
 
 func (s *Store) key(parts ...string) string { return s.cfg.Prefix + strings.Join(parts, "/") }
 
+// agentPrefix is the key prefix of kind's records of one agent, or of
+// every agent's when agent is "" (a listing's filter).
+func (s *Store) agentPrefix(kind, agent string) string {
+	if agent == "" {
+		return s.key(kind) + "/"
+	}
+	return s.key(kind, agent) + "/"
+}
+
 func seqKeyPart(seq int64) string { return fmt.Sprintf("%020d", seq) }
 
 func (s *Store) sessionKey(id string) string        { return s.key("sessions", id) }
