@@ -2,14 +2,12 @@ package testharness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,14 +29,9 @@ const etcdReadyLine = "cast test etcd member ready"
 // killed) and exits, never returning. Otherwise it returns at once. Call
 // it first in TestMain of a package that uses StartEtcdProcCluster.
 func RunEtcdMemberIfAsked() {
-	raw := os.Getenv(etcdMemberEnv)
-	if raw == "" {
+	cfg, ok := SelfConfig[etcdembed.Config](etcdMemberEnv, "etcd member")
+	if !ok {
 		return
-	}
-	var cfg etcdembed.Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "etcd member config:", err)
-		os.Exit(2)
 	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
@@ -66,8 +59,7 @@ type EtcdProc struct {
 	ClientURL string
 	t         testing.TB
 	cfg       etcdembed.Config
-	mu        sync.Mutex
-	p         *Proc // nil while down
+	proc      Slot[*Proc]
 }
 
 // EtcdProcCluster is a cluster of member processes on loopback.
@@ -124,28 +116,15 @@ func (c *EtcdProcCluster) Leader(t testing.TB, timeout time.Duration) int {
 }
 
 func (m *EtcdProc) spawn() {
-	raw, _ := json.Marshal(m.cfg)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.p = StartProcEnv(m.t, []string{etcdMemberEnv + "=" + string(raw)}, os.Args[0], "-test.run=^$")
+	_, _ = m.proc.Start(func() (*Proc, error) { return StartSelf(m.t, etcdMemberEnv, m.cfg), nil })
 }
 
 func (m *EtcdProc) waitReady() error {
-	m.mu.Lock()
-	p := m.p
-	m.mu.Unlock()
-	return p.AwaitLine(etcdReadyLine, "etcd member "+m.cfg.Name, 60*time.Second)
+	return m.proc.Now().AwaitLine(etcdReadyLine, "etcd member "+m.cfg.Name, 60*time.Second)
 }
 
 // Kill is kill -9 of the member's process.
-func (m *EtcdProc) Kill() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.p != nil {
-		m.p.Kill()
-		m.p = nil
-	}
-}
+func (m *EtcdProc) Kill() { m.proc.Stop((*Proc).Kill) }
 
 // Start starts a killed member again on its data dir and ports.
 func (m *EtcdProc) Start() error {
@@ -156,10 +135,7 @@ func (m *EtcdProc) Start() error {
 // isLeader reads the member's etcd_server_is_leader gauge from /metrics on
 // its client URL; false when it cannot be read.
 func (m *EtcdProc) isLeader() bool {
-	m.mu.Lock()
-	up := m.p != nil
-	m.mu.Unlock()
-	if !up {
+	if m.proc.Now() == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -3,7 +3,6 @@ package testharness
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +22,7 @@ type RestartableEtcd struct {
 	t   testing.TB
 	cfg etcdembed.Config
 
-	mu sync.Mutex
-	e  *etcdembed.Etcd // nil while stopped
+	e Slot[*etcdembed.Etcd]
 }
 
 // StartRestartableEtcd starts a member in a new temp dir; it is stopped when
@@ -52,30 +50,20 @@ func newRestartable(t testing.TB, cfg etcdembed.Config) *RestartableEtcd {
 
 // Start starts the member again (a no-op while it runs).
 func (r *RestartableEtcd) Start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.e != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	e, err := etcdembed.Start(ctx, r.cfg, zaptest.NewLogger(r.t))
-	if err != nil {
-		return fmt.Errorf("restart embedded etcd: %w", err)
-	}
-	r.e = e
-	return nil
+	_, err := r.e.Start(func() (*etcdembed.Etcd, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		e, err := etcdembed.Start(ctx, r.cfg, zaptest.NewLogger(r.t))
+		if err != nil {
+			return nil, fmt.Errorf("restart embedded etcd: %w", err)
+		}
+		return e, nil
+	})
+	return err
 }
 
 // Stop stops the member; its data dir stays (a no-op while stopped).
-func (r *RestartableEtcd) Stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.e != nil {
-		r.e.Close()
-		r.e = nil
-	}
-}
+func (r *RestartableEtcd) Stop() { r.e.Stop((*etcdembed.Etcd).Close) }
 
 // Restart stops the member, waits down, and starts it again.
 func (r *RestartableEtcd) Restart(down time.Duration) error {

@@ -8,13 +8,11 @@ package s3test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,14 +46,9 @@ type serveConfig struct {
 // started it as one: it serves until killed and never returns. Otherwise
 // it returns at once. Call it first in TestMain.
 func RunIfAsked() {
-	raw := os.Getenv(serveEnv)
-	if raw == "" {
+	c, ok := testharness.SelfConfig[serveConfig](serveEnv, "s3 server")
+	if !ok {
 		return
-	}
-	var c serveConfig
-	if err := json.Unmarshal([]byte(raw), &c); err != nil {
-		fmt.Fprintln(os.Stderr, "s3 server config:", err)
-		os.Exit(2)
 	}
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		fmt.Fprintln(os.Stderr, "s3 server dir:", err)
@@ -83,8 +76,7 @@ type Server struct {
 	Endpoint string // http://127.0.0.1:port
 	t        testing.TB
 	cfg      serveConfig
-	mu       sync.Mutex
-	p        *testharness.Proc // nil while down
+	proc     testharness.Slot[*testharness.Proc]
 }
 
 // Start starts a server and waits until it listens. The test binary's
@@ -109,23 +101,12 @@ func (s *Server) Start() error {
 	if weed := os.Getenv(ServerEnv); weed != "" {
 		return s.startWeed(weed)
 	}
-	raw, _ := json.Marshal(s.cfg)
-	p := testharness.StartProcEnv(s.t, []string{serveEnv + "=" + string(raw)}, os.Args[0], "-test.run=^$")
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
+	p, _ := s.proc.Start(func() (*testharness.Proc, error) { return testharness.StartSelf(s.t, serveEnv, s.cfg), nil })
 	return p.AwaitLine(readyLine, "s3 server", 30*time.Second)
 }
 
 // Kill is kill -9 of the server's process.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p != nil {
-		s.p.Kill()
-		s.p = nil
-	}
-}
+func (s *Server) Kill() { s.proc.Stop((*testharness.Proc).Kill) }
 
 // Config is the objstore config of the server's test bucket.
 func (s *Server) Config() objstore.S3Config {

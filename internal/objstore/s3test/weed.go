@@ -21,13 +21,12 @@ func (s *Server) startWeed(bin string) error {
 		return err
 	}
 	w := s.cfg.Weed
-	p := testharness.StartProc(s.t, bin, "server", "-dir="+s.cfg.Dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-		"-master.port="+w[0], "-master.port.grpc="+w[1], "-volume.port="+w[2], "-volume.port.grpc="+w[3],
-		"-filer.port="+w[4], "-filer.port.grpc="+w[5], "-s3", "-s3.port="+port(s.cfg.Addr), "-s3.port.grpc="+w[6],
-		"-s3.port.iceberg=0", "-s3.port.lance=0", "-master.volumeSizeLimitMB=64", "-volume.max=0")
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
+	p, _ := s.proc.Start(func() (*testharness.Proc, error) {
+		return testharness.StartProc(s.t, bin, "server", "-dir="+s.cfg.Dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+			"-master.port="+w[0], "-master.port.grpc="+w[1], "-volume.port="+w[2], "-volume.port.grpc="+w[3],
+			"-filer.port="+w[4], "-filer.port.grpc="+w[5], "-s3", "-s3.port="+port(s.cfg.Addr), "-s3.port.grpc="+w[6],
+			"-s3.port.iceberg=0", "-s3.port.lance=0", "-master.volumeSizeLimitMB=64", "-volume.max=0"), nil
+	})
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		err := s.probe()
