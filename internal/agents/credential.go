@@ -30,6 +30,17 @@ func CredentialFor(agent string) (custody.Format, error) {
 	return nil, fmt.Errorf("fleet accounts do not cover %s logins (%s only)", agent, strings.Join(covered, " and "))
 }
 
+// ParseCredential reads raw, a login file of agent's, as token custody
+// orders it (CredentialFor's format); an error for a file that does not
+// read or an agent whose logins custody does not cover.
+func ParseCredential(agent string, raw []byte) (custody.Token, error) {
+	f, err := CredentialFor(agent)
+	if err != nil {
+		return custody.Token{}, err
+	}
+	return f.Parse(raw)
+}
+
 // credentialOf is the credential format agent's driver gives (nil: none).
 func credentialOf(agent string) custody.Format {
 	a, _ := Lookup(agent)

@@ -227,11 +227,9 @@ func (mg *Manager) hold(ctx context.Context, agent, name string, cred []byte) er
 	if mg.cfg.Custody == nil {
 		return nil
 	}
-	f, err := agents.CredentialFor(agent)
-	if err != nil {
-		return nil // not a login custody covers
-	}
-	if tok, err := f.Parse(cred); err != nil || !tok.HasRefresh {
+	// Not a login custody covers, or one without a refresh token: none of
+	// custody's business.
+	if tok, err := agents.ParseCredential(agent, cred); err != nil || !tok.HasRefresh {
 		return nil
 	}
 	if _, err := mg.cfg.Custody.Add(ctx, agent, name, cred); err != nil && !errs.HasReason(err, custody.ReasonNotNewer) {

@@ -52,11 +52,7 @@ func (c custodyService) fetch(ctx context.Context, op castv1.CustodyOp, agent, a
 	if err != nil {
 		return nil, custody.Token{}, err
 	}
-	f, err := agents.CredentialFor(agent)
-	if err != nil {
-		return nil, custody.Token{}, err
-	}
-	tok, err := f.Parse(resp.Credential)
+	tok, err := agents.ParseCredential(agent, resp.Credential)
 	return resp.Credential, tok, err
 }
 
@@ -72,11 +68,7 @@ func (c custodyService) Put(ctx context.Context, agent, account string, raw []by
 	if _, err := c.call(ctx, castv1.CustodyOp_CUSTODY_OP_PUT, agent, account, raw, time.Time{}); err != nil {
 		return custody.Token{}, err
 	}
-	f, err := agents.CredentialFor(agent)
-	if err != nil {
-		return custody.Token{}, err
-	}
-	return f.Parse(raw)
+	return agents.ParseCredential(agent, raw)
 }
 
 func (c custodyService) BeginRefresh(ctx context.Context, agent, account, _ string, issued time.Time) error {
@@ -352,15 +344,11 @@ func custodyAgain(err error) bool {
 // holdsLogin says whether the store at path holds a login with a refresh
 // token (not what custody supplied).
 func holdsLogin(agent, path string) bool {
-	f, err := agents.CredentialFor(agent)
-	if err != nil {
-		return false
-	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return false
 	}
-	tok, err := f.Parse(raw)
+	tok, err := agents.ParseCredential(agent, raw)
 	return err == nil && tok.HasRefresh
 }
 
