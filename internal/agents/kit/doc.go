@@ -1,7 +1,8 @@
 // Package kit is what the agent packages (internal/agents/claude, codex,
 // gemini, grok, muse, opencode, pi) share to implement the
 // contract in internal/agents: JSON and JSONL reading and writing that
-// keeps a user's code as it is (NewEncoder, DecodeElems, WriteJSONL, ...),
+// keeps a user's code as it is (NewEncoder, DecodeElems, WriteJSONL, ...)
+// and streams records a writer pulled ahead of its file's header (Ahead),
 // a line reader for files of any line length (EachLine), decode reports
 // of what a reader left out (Skips, DecodeFile, ReportFile; zstd files
 // included), the Read methods of a one-file format (FileReader, Decoding),
