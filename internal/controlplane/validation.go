@@ -77,8 +77,12 @@ func validMessages(msgs []*castv1.Message, limit int, owner bool) error {
 func bareField(name string) string { return name }
 
 // messageField names a field of the i-th message.
-func messageField(i int) func(string) string {
-	return func(name string) string { return fmt.Sprintf("messages[%d].%s", i, name) }
+func messageField(i int) func(string) string { return elemField("messages", i) }
+
+// elemField names a field of the i-th element of a request's list, as a
+// refusal shows it (moves[2].cwd).
+func elemField(list string, i int) func(string) string {
+	return func(name string) string { return fmt.Sprintf("%s[%d].%s", list, i, name) }
 }
 
 func validKind(m *castv1.Message, f func(string) string) error {

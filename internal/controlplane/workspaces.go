@@ -325,7 +325,7 @@ func validWorkspaceReport(req *castv1.ReportWorkspaceRequest) error {
 		return invalid("a workspace report holds at most 1000 moves and 10000 worktrees")
 	}
 	for i, m := range req.Moves {
-		f := func(n string) string { return fmt.Sprintf("moves[%d].%s", i, n) }
+		f := elemField("moves", i)
 		checks = append(checks,
 			validate.Need(validate.SessionID, f("session_id"), m.SessionId),
 			validate.Need(validate.Cwd, f("cwd"), m.Cwd),
@@ -337,7 +337,7 @@ func validWorkspaceReport(req *castv1.ReportWorkspaceRequest) error {
 		}
 	}
 	for i, w := range req.Worktrees {
-		f := func(n string) string { return fmt.Sprintf("worktrees[%d].%s", i, n) }
+		f := elemField("worktrees", i)
 		checks = append(checks,
 			validate.Need(validate.Cwd, f("path"), w.Path),
 			validate.Check(validate.Ident, f("branch"), w.Branch),
