@@ -49,13 +49,5 @@ func (s *Store) ListAgentChecks(ctx context.Context, agent string) ([]*castv1.Ag
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*castv1.AgentCheck, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		c := &castv1.AgentCheck{}
-		if err := proto.Unmarshal(kv.Value, c); err != nil {
-			return nil, errs.Internal(err, "decode agent check")
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return decodeProtos[castv1.AgentCheck](resp.Kvs, "agent check")
 }

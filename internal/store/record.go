@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/errs"
 )
@@ -22,4 +24,21 @@ func getJSON[T any](ctx context.Context, kv clientv3.KV, key, what string) (v T,
 		return zero, 0, false, errs.Internal(err, "decode "+what)
 	}
 	return v, resp.Kvs[0].ModRevision, true, nil
+}
+
+// decodeProtos decodes each record of a range read as a P, in order; a
+// record that does not decode is an internal error naming what it is.
+func decodeProtos[T any, P interface {
+	*T
+	proto.Message
+}](kvs []*mvccpb.KeyValue, what string) ([]P, error) {
+	out := make([]P, 0, len(kvs))
+	for _, kv := range kvs {
+		m := P(new(T))
+		if err := proto.Unmarshal(kv.Value, m); err != nil {
+			return nil, errs.Internal(err, "decode "+what)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

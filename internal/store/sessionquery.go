@@ -5,9 +5,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -105,13 +103,9 @@ func (s *Store) readSessions(ctx context.Context, after string, n int, rev int64
 	if rev == 0 {
 		rev = resp.Header.Revision
 	}
-	out := make([]*castv1.Session, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		sess := &castv1.Session{}
-		if err := proto.Unmarshal(kv.Value, sess); err != nil {
-			return nil, false, 0, errs.Internal(err, "decode session")
-		}
-		out = append(out, sess)
+	out, err := decodeProtos[castv1.Session](resp.Kvs, "session")
+	if err != nil {
+		return nil, false, 0, err
 	}
 	if err := s.fillLive(ctx, out, rev); err != nil {
 		return nil, false, 0, err
