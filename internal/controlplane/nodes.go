@@ -294,7 +294,7 @@ func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg 
 			lost = append(lost, id)
 		}
 	}
-	owners, err := s.store.OwnersOf(ctx, lost)
+	owners, err := s.movedFrom(ctx, c.name, lost)
 	if err != nil {
 		if ctx.Err() == nil {
 			lg.Warn("look up owners of lost sessions failed", zap.Error(err))
@@ -307,6 +307,31 @@ func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg 
 		}
 	}
 	lg.Info("node resync sent", zap.Int("assigned", len(mine)-len(lost)), zap.Int("released", len(lost)))
+}
+
+// movedFrom is the owner of each of lost a node may be told: the target
+// of a migration that moved it from node, which the node knows already
+// (its export named it) and needs to clean its checkout once released.
+// Any other session it names it learns only is not its own: a node could
+// list ids it had learnt and be told which node holds each.
+func (s *Server) movedFrom(ctx context.Context, node string, lost []string) (map[string]string, error) {
+	owners, err := s.store.OwnersOf(ctx, lost)
+	if err != nil || len(owners) == 0 {
+		return nil, err
+	}
+	migs, err := s.store.ListMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range migs {
+		for _, ms := range m.Sessions {
+			if o := owners[ms.SessionId]; o != "" && o == m.TargetNode && ms.SourceNode == node {
+				out[ms.SessionId] = o
+			}
+		}
+	}
+	return out, nil
 }
 
 func validNode(n *castv1.Node) error {

@@ -243,3 +243,52 @@ func TestStuckNodeStreamIsCut(t *testing.T) {
 	}
 	t.Logf("cut after %d messages", sent)
 }
+
+// A node that names in its hello sessions it does not own learns only
+// that they are not its own: a ReleaseSession without the owner. Only the
+// source of a migration that moved one is told where it went (it knows:
+// the export named the target; its checkout is cleaned once it hears).
+// Any node could list a session id it had learnt and be told which node
+// holds the session.
+func TestResyncTellsTheOwnerOnlyToAMigrationsSource(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
+	c := testharness.Dial(t, srv.Addr())
+	connectNode(t, ctx, c, "a", nil)
+	waitConnected(t, c, "a", true)
+	var moved, other string
+	for _, id := range []*string{&moved, &other} {
+		s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*id = s.Id
+	}
+	// moved came to a from b by a migration.
+	st := testharness.OpenStore(t, ep, nil)
+	if _, _, err := st.CreateMigration(ctx, &castv1.Migration{Id: "mig-1", Target: "a", TargetNode: "a",
+		State:    castv1.MigrationState_MIGRATION_STATE_SUCCEEDED,
+		Sessions: []*castv1.MigrationSession{{SessionId: moved, SourceNode: "b", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	b := connectNode(t, ctx, c, "b", []string{moved, other})
+	owners := map[string]string{}
+	for len(owners) < 2 {
+		f, err := b.stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended after releases %v: %v", owners, err)
+		}
+		if r := f.GetCommand().GetReleaseSession(); r != nil {
+			owners[r.SessionId] = r.Owner
+		}
+	}
+	if owners[moved] != "a" {
+		t.Errorf("the migration's source was told session %s moved to %q, want a", moved, owners[moved])
+	}
+	if owners[other] != "" {
+		t.Errorf("a node claiming a session it never had was told its owner %q", owners[other])
+	}
+}
