@@ -251,6 +251,10 @@ type Node struct {
 	// the control plane.
 	SyncLagSeconds *prometheus.HistogramVec // agent
 	SyncFailures   prometheus.Counter
+	// ReportsDropped counts turn reports the control plane refused for
+	// good (the session purged, a request it never takes): dropped, not
+	// sent again.
+	ReportsDropped prometheus.Counter
 	// Commands counts the control plane's commands the node handled: a
 	// reconnect's resync is one assign for every session it owns.
 	Commands *prometheus.CounterVec // kind
@@ -268,7 +272,8 @@ func NewNode(reg prometheus.Registerer) *Node {
 		SyncLagSeconds: d.histogramVec("cast_node_sync_lag_seconds",
 			"Time from the runner reading a native transcript entry to the control plane acknowledging its append, by agent.",
 			prometheus.ExponentialBuckets(0.01, 2, 14), "agent"),
-		SyncFailures: d.counter("cast_node_sync_failures_total", "Appends of synced transcript entries the control plane did not acknowledge (retried)."),
+		SyncFailures:   d.counter("cast_node_sync_failures_total", "Appends of synced transcript entries the control plane did not acknowledge (retried)."),
+		ReportsDropped: d.counter("cast_node_turn_reports_dropped_total", "Turn state reports the control plane refused for good (the session purged, a request it never takes), dropped rather than sent again."),
 		Commands: d.counterVec("cast_node_commands_total",
 			"Commands from the control plane this node handled, refused ones included, by kind, the name of the command's field (assign_session, deliver_messages, interrupt, ...).", "kind"),
 	}

@@ -73,8 +73,14 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	if _, err := a.cli.Nodes.ReportTurn(ctx, req); err != nil {
 		return err
 	}
+	return a.settleReport(sessionID, r.N)
+}
+
+// settleReport marks report n no longer pending (unless a newer report
+// replaced it meanwhile).
+func (a *Daemon) settleReport(sessionID string, n int64) error {
 	return a.st.session(sessionID, func(s *owned) {
-		if s.Report != nil && s.Report.N == r.N {
+		if s.Report != nil && s.Report.N == n {
 			s.Report.Pending = false
 		}
 	})
@@ -103,7 +109,10 @@ func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv
 // flushReport sends the session's pending report until it lands, the
 // session turns out to be owned elsewhere (false) or ctx ends. The worker
 // calls it before each turn, so a turn's end is recorded before the next
-// one starts, and after a node restart before anything else.
+// one starts, and after a node restart before anything else. A report
+// refused for good (refusedForGood: the session purged, a request the
+// control plane never takes) is dropped, logged and counted: sent again it
+// is refused again, and would hold the session's next turn for ever.
 func (a *Daemon) flushReport(ctx context.Context, sessionID string) bool {
 	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
@@ -118,6 +127,13 @@ func (a *Daemon) flushReport(ctx context.Context, sessionID string) bool {
 			return true
 		case client.ReasonOf(err) == "NOT_OWNER":
 			return false
+		case refusedForGood(err):
+			a.m.ReportsDropped.Inc()
+			a.lg.Warn("turn state report refused for good; dropped", zap.String("session", sessionID),
+				zap.Stringer("state", o.Report.State), zap.Error(err))
+			if err = a.settleReport(sessionID, o.Report.N); err == nil {
+				continue // a newer report, if one came meanwhile, is sent
+			}
 		}
 		wait := pauses.Next()
 		a.lg.Warn("report turn state failed; trying again", zap.String("session", sessionID), zap.Error(err), zap.Duration("in", wait))

@@ -1,15 +1,19 @@
 package node
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/validate"
 	"github.com/cast-dev/cast/internal/wire"
@@ -74,6 +78,58 @@ func TestReportUsageIsAlwaysReportable(t *testing.T) {
 			}
 			if len(req.Usage) != 1 || req.Usage[0].Name != good.Name {
 				t.Fatalf("reported windows %v, want only %s", req.Usage, good.Name)
+			}
+		})
+	}
+}
+
+// A pending turn report the control plane refuses for good (the session
+// purged: NOT_FOUND; a request it never takes: INVALID_ARGUMENT; a node
+// it does not let write: PERMISSION_DENIED) is dropped with a log line
+// and counted, and the worker goes on to the session's next turn. It was
+// sent again for ever, and the worker, which flushes it before each turn,
+// never ran another. A refusal for now (UNAVAILABLE, a rate limit) is
+// still sent again until it lands.
+func TestPendingReportRefusedForGoodIsDropped(t *testing.T) {
+	for _, tc := range []struct {
+		code    codes.Code
+		dropped bool
+	}{
+		{codes.NotFound, true},
+		{codes.InvalidArgument, true},
+		{codes.PermissionDenied, true},
+		{codes.Unavailable, false},
+		{codes.ResourceExhausted, false},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			t.Parallel()
+			a, p := rerunDaemon(t, fakemodel.Start(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := a.st.assign("s1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd = 1, "claude", t.TempDir()
+				o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			p.reportsDown, p.reportCode = true, tc.code
+			p.mu.Unlock()
+			flushed := make(chan bool, 1)
+			go func() { flushed <- a.flushReport(ctx, "s1") }()
+			if !tc.dropped {
+				<-p.reportRefused
+				p.up() // the refusal was for now: the report lands once taken
+			}
+			if !<-flushed || ctx.Err() != nil {
+				t.Fatalf("the pending report refused %s held the session's worker (flushed: %v)", tc.code, ctx.Err())
+			}
+			if o, _ := a.st.get("s1"); o.Report.Pending {
+				t.Fatalf("the report refused %s is still pending", tc.code)
+			}
+			dropped := metrics.Value(a.m.ReportsDropped)
+			if want := map[bool]float64{true: 1, false: 0}[tc.dropped]; dropped != want {
+				t.Fatalf("%v reports counted dropped after a refusal %s, want %v", dropped, tc.code, want)
 			}
 		})
 	}

@@ -41,6 +41,7 @@ type plane struct {
 	// the first) until up is called.
 	reportsDown   bool
 	reportRefused chan struct{}
+	reportCode    codes.Code // what a report fails with while down (OK: UNAVAILABLE)
 	// startHeld, when set, holds a start report (RUNNING) until its caller
 	// gives up; startIn is closed when one comes in.
 	startHeld bool
@@ -109,7 +110,7 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 		default:
 			close(n.p.reportRefused)
 		}
-		return nil, status.Error(codes.Unavailable, "store not answering")
+		return nil, status.Error(cmp.Or(n.p.reportCode, codes.Unavailable), "report refused")
 	}
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true

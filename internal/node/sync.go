@@ -201,6 +201,17 @@ func transient(err error) bool {
 	return false
 }
 
+// refusedForGood reports whether the control plane refused a call in a
+// way no retry of the same request changes: malformed, about something
+// gone (a purged session), or not this node's to make.
+func refusedForGood(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
+		return true
+	}
+	return false
+}
+
 // dropClientID returns msgs without the rows with client id cid.
 func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
 	if cid == "" {
