@@ -63,9 +63,20 @@ func (a *Authenticator) Revoked(hash string) { a.cache.drop(hash) }
 
 // Lookup is the credential record of hash, through the cache.
 func (a *Authenticator) Lookup(ctx context.Context, hash string) (Record, bool, error) {
+	return a.lookup(ctx, hash, nil)
+}
+
+// lookup is Lookup; miss (nil: none) runs before the store is read, and
+// its error is returned instead.
+func (a *Authenticator) lookup(ctx context.Context, hash string, miss func() error) (Record, bool, error) {
 	rec, ok, gen, at := a.cache.get(hash)
 	if ok {
 		return rec, true, nil
+	}
+	if miss != nil {
+		if err := miss(); err != nil {
+			return Record{}, false, err
+		}
 	}
 	rec, ok, err := a.st.LookupRecord(ctx, hash)
 	if err == nil && ok {
@@ -76,8 +87,10 @@ func (a *Authenticator) Lookup(ctx context.Context, hash string) (Record, bool, 
 
 // Bearer returns the caller an "authorization" header value names: a cast
 // token, or an OIDC ID token; UNAUTHENTICATED for a malformed, unknown,
-// expired or revoked one.
-func (a *Authenticator) Bearer(ctx context.Context, header string) (*authz.Principal, error) {
+// expired or revoked one. miss (nil: none) may refuse a cast token the
+// cache does not hold before the store is read (the control plane limits
+// there what failing credentials cost).
+func (a *Authenticator) Bearer(ctx context.Context, header string, miss func() error) (*authz.Principal, error) {
 	tok, err := authz.ParseBearer(header)
 	if err != nil {
 		return nil, authz.Unauthenticated("%v", err)
@@ -86,7 +99,7 @@ func (a *Authenticator) Bearer(ctx context.Context, header string) (*authz.Princ
 		return a.idToken(ctx, tok)
 	}
 	hash := authz.Hash(tok)
-	rec, ok, err := a.Lookup(ctx, hash)
+	rec, ok, err := a.lookup(ctx, hash, miss)
 	if err != nil {
 		return nil, err
 	}

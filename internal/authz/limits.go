@@ -115,12 +115,42 @@ func (lm *Limiter) Allow(p Principal) error {
 // AllowAnonymous takes one request of the rate of calls without a
 // credential from peer (an address).
 func (lm *Limiter) AllowAnonymous(peer string) error {
-	// "@" keeps these apart from key(p), which joins role and name with ":".
-	if !lm.bucket(lm.buckets, "anonymous@"+peer, AnonymousLimits.Rate, AnonymousLimits.Burst).Allow() {
-		return errs.New(errs.KindResourceExhausted, ReasonRateLimited,
-			"calls without a credential from %s came faster than %v per second; slow down and retry", peer, AnonymousLimits.Rate)
+	if !lm.peerBucket("anonymous", peer).Allow() {
+		return peerLimited("calls without a credential", peer)
 	}
 	return nil
+}
+
+// AllowFailedCredential takes one of peer's rate of calls whose credential
+// named no one (each cost a store read). Its own bucket, as
+// AnonymousLimits: joins and health checks from an address do not hold
+// back its callers' valid credentials.
+func (lm *Limiter) AllowFailedCredential(peer string) error {
+	if !lm.peerBucket("failed", peer).Allow() {
+		return peerLimited("calls with a credential that names no one", peer)
+	}
+	return nil
+}
+
+// PeekFailedCredential refuses, taking nothing, while peer's rate of
+// failed credentials is spent: until it is not, a credential from it is
+// not looked up in the store.
+func (lm *Limiter) PeekFailedCredential(peer string) error {
+	if lm.peerBucket("failed", peer).Tokens() < 1 {
+		return peerLimited("calls with a credential that names no one", peer)
+	}
+	return nil
+}
+
+// peerBucket is peer's bucket of kind, at AnonymousLimits.
+func (lm *Limiter) peerBucket(kind, peer string) *rate.Limiter {
+	// "@" keeps these apart from key(p), which joins role and name with ":".
+	return lm.bucket(lm.buckets, kind+"@"+peer, AnonymousLimits.Rate, AnonymousLimits.Burst)
+}
+
+func peerLimited(what, peer string) error {
+	return errs.New(errs.KindResourceExhausted, ReasonRateLimited,
+		"%s from %s came faster than %v per second; slow down and retry", what, peer, AnonymousLimits.Rate)
 }
 
 // AllowAppend takes n bytes of p's append rate.

@@ -31,8 +31,10 @@ import (
 // authenticate returns the caller named by the call's client certificate
 // (mtls.go) or else its bearer token (a cast token, or an OIDC ID token):
 // nil without either, an UNAUTHENTICATED error for a malformed, unknown,
-// expired or revoked one.
-func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
+// expired or revoked one. limited: a token not cached is looked up in the
+// store only while the peer's rate of failed credentials is not spent (a
+// stream's check again is not limited).
+func (s *Server) authenticate(ctx context.Context, limited bool) (*authz.Principal, error) {
 	if p, ok := web.Caller(ctx); ok {
 		return s.webPrincipal(ctx, p)
 	}
@@ -46,7 +48,11 @@ func (s *Server) authenticate(ctx context.Context) (*authz.Principal, error) {
 	if len(vals) > 1 {
 		return nil, authz.Unauthenticated("give one authorization header, not %d", len(vals))
 	}
-	return s.authn.Bearer(ctx, vals[0])
+	var miss func() error
+	if limited {
+		miss = func() error { return s.limits.PeekFailedCredential(peerHost(ctx)) }
+	}
+	return s.authn.Bearer(ctx, vals[0], miss)
 }
 
 // tokenRecords is the store's credential records as authn reads them.
@@ -64,7 +70,15 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	if err != nil {
 		return nil, nil, s.refused(ctx, nil, method, err)
 	}
-	p, err := s.authenticate(ctx)
+	p, err := s.authenticate(ctx, true)
+	if e, ok := errs.As(err); ok && e.Kind == errs.KindUnauthenticated {
+		// A credential that names no one cost a store read: it takes
+		// from the peer's rate of those (a public call goes on as one
+		// without a credential, limited in limit).
+		if lerr := s.limits.AllowFailedCredential(peerHost(ctx)); lerr != nil {
+			err = lerr
+		}
+	}
 	if err != nil && !rule.Public {
 		return nil, nil, s.refused(ctx, nil, method, err)
 	}
@@ -224,7 +238,7 @@ func oneMessage(any) error { return invalid("this call takes one request message
 
 // stillAuthenticated checks a long stream's credential again.
 func (s *Server) stillAuthenticated(ctx context.Context) error {
-	p, err := s.authenticate(ctx)
+	p, err := s.authenticate(ctx, false)
 	if err == nil && p == nil {
 		err = authz.Unauthenticated("the stream's credential is gone")
 	}

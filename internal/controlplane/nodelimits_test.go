@@ -113,3 +113,31 @@ func TestAnonymousCallsAreRateLimitedPerPeer(t *testing.T) {
 		t.Fatalf("an admin from the same address: %v", err)
 	}
 }
+
+// Calls with a credential that names no one are limited per peer address
+// like calls without one: each cost a store read (the token's hash looked
+// up), and were refused UNAUTHENTICATED before any limit, so one address
+// could make the store read made-up tokens at will. A caller whose token
+// is known goes on being served.
+func TestInvalidCredentialsAreRateLimitedPerPeer(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, nil)
+	ctx := ctxT(t)
+	admin := testharness.Dial(t, srv.Addr())
+	if _, err := admin.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := testharness.DialAs(t, srv.Addr(), authz.TokenPrefix+"made-up")
+	var err error
+	for i := 0; i < 1000; i++ {
+		if _, err = bad.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); status.Code(err) != codes.Unauthenticated {
+			break
+		}
+	}
+	if status.Code(err) != codes.ResourceExhausted || client.ReasonOf(err) != authz.ReasonRateLimited {
+		t.Fatalf("1000 calls with a made-up token from one address: the last ended %v (reason %q), want RESOURCE_EXHAUSTED %s", err, client.ReasonOf(err), authz.ReasonRateLimited)
+	}
+	if _, err := admin.Auth.WhoAmI(ctx, &castv1.WhoAmIRequest{}); err != nil {
+		t.Fatalf("an admin from the same address: %v", err)
+	}
+}
