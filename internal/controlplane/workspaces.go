@@ -118,23 +118,33 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 }
 
 // mayUseWorktree lets admins at every worktree and a user at one whose
-// sessions (one at least) are all theirs: removing it moves them.
+// sessions (one at least) are all theirs: removing it moves them. A
+// session purged since, which its node has not dropped yet (the release
+// went to another replica, or the node was away), is nobody's.
 func (s *Server) mayUseWorktree(ctx context.Context, w *castv1.Worktree) error {
 	p, ok := authz.FromContext(ctx)
 	if ok && p.IsAdmin() {
 		return nil
 	}
-	if !ok || len(w.Sessions) == 0 {
+	if !ok {
 		return authz.Denied(errs.ReasonPermissionDenied, "%s is not a worktree of your sessions", w.Path)
 	}
+	yours := 0
 	for _, id := range w.Sessions {
 		sess, err := s.store.GetSession(ctx, id)
+		if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		if err := s.maySee(ctx, p, sess); err != nil {
 			return authz.Denied(errs.ReasonPermissionDenied, "%s holds sessions that are not yours", w.Path)
 		}
+		yours++
+	}
+	if yours == 0 {
+		return authz.Denied(errs.ReasonPermissionDenied, "%s is not a worktree of your sessions", w.Path)
 	}
 	return nil
 }
