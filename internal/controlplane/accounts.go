@@ -84,7 +84,8 @@ func (s *Server) makeSecretsKey(ctx context.Context) error {
 }
 
 // sealedInStore names what the store holds sealed with the secrets key
-// (the TLS CA's key, fleet credentials); "" for nothing.
+// (the TLS CA's key, fleet credentials, logins in token custody, which
+// outlive their account when its removal stopped halfway); "" for nothing.
 func (s *Server) sealedInStore(ctx context.Context) (string, error) {
 	rec, ok, err := s.store.GetCA(ctx)
 	if err != nil {
@@ -104,6 +105,13 @@ func (s *Server) sealedInStore(ctx context.Context) (string, error) {
 	}
 	if len(as) > 0 {
 		return fmt.Sprintf("%d fleet account(s)", len(as)), nil
+	}
+	n, err := s.store.CustodyLogins(ctx)
+	if err != nil {
+		return "", err
+	}
+	if n > 0 {
+		return fmt.Sprintf("%d login(s) in token custody", n), nil
 	}
 	return "", nil
 }

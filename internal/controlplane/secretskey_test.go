@@ -1,18 +1,22 @@
 package controlplane_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
@@ -131,6 +135,38 @@ func TestMissingSecretsKeyIsNotReplaced(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "fleet account") {
 			t.Errorf("the refusal does not name the missing key file and what needs it: %v", err)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Errorf("a new key file was made: %v", err)
+		}
+	})
+	t.Run("a login in custody without its account", func(t *testing.T) {
+		// Custody keeps a login sealed under custody/, apart from the
+		// account: left there when `cast account rm` removed the account
+		// and not (yet) its custody record, or when `cast account add`
+		// put it in custody and then failed to store the account.
+		t.Parallel()
+		ctx := ctxT(t)
+		ep := testharness.StartEtcd(t, nil)
+		k, err := secrets.LoadOrCreateKey(filepath.Join(t.TempDir(), "secrets.key"))
+		must(t, err)
+		box, err := secrets.NewBox(k)
+		must(t, err)
+		cred := fmt.Appendf(nil, `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-x","refreshToken":"sk-ant-ort01-y","expiresAt":%d}}`,
+			time.Now().Add(time.Hour).UnixMilli())
+		if _, err := testharness.OpenStore(t, ep, nil).Vault(box, agents.CredentialFor).Add(ctx, "claude", "gone", cred); err != nil {
+			t.Fatal(err)
+		}
+		missing := filepath.Join(t.TempDir(), "secrets.key")
+		cfg := testharness.ControlPlaneConfig(t)
+		cfg.EtcdEndpoints, cfg.DataDir, cfg.SecretsKeyFile = []string{ep}, "", missing
+		s, err := controlplane.Start(ctx, cfg, zaptest.NewLogger(t))
+		if err == nil {
+			s.Stop()
+			t.Fatal("started with a new secrets key beside a login in custody sealed with another")
+		}
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("the refusal does not name the missing key file: %v", err)
 		}
 		if _, err := os.Stat(missing); !os.IsNotExist(err) {
 			t.Errorf("a new key file was made: %v", err)

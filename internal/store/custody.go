@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/fence"
@@ -22,6 +23,23 @@ func (s *Store) NodeLease(ctx context.Context, node string) (fence.Lease, error)
 		return 0, nil
 	}
 	return fence.Lease(resp.Kvs[0].Lease), nil
+}
+
+// CustodyLogins counts the logins custody holds, each sealed with the
+// secrets key, their account stored or not (the vault's {agent}/{account}/cred
+// keys: vault.go).
+func (s *Store) CustodyLogins(ctx context.Context) (int, error) {
+	resp, err := s.cli.Get(ctx, s.cfg.Prefix+"custody/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), "/cred") {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // FollowCustodyDeletes calls deleted with each key under custody's prefix
