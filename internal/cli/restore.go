@@ -75,7 +75,7 @@ func (a *app) restoreCmd() *cobra.Command {
 			return err
 		}
 		out, err := writeNative(sess.Agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: sess.Model, NativeID: nativeID},
-			msgs, log, exportlog.Key(sess.Agent, absHome, sess.Id))
+			msgs, log, exportlog.Key(sess.Agent, absHome, sess.Id), nil)
 		if err != nil {
 			return err
 		}

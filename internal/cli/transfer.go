@@ -269,8 +269,13 @@ func (a *app) exportCmd() *cobra.Command {
 			return err
 		}
 		key := exportlog.Key(agent, absHome, sess.Id)
-		nativeID, rewrite := exportNativeID(log, key, agent, overwrite)
-		out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model, NativeID: nativeID}, msgs, log, key)
+		var rewrite bool
+		out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model}, msgs, log, key,
+			func(cur *exportlog.Log) string {
+				var id string
+				id, rewrite = exportNativeID(cur, key, agent, overwrite)
+				return id
+			})
 		if err != nil {
 			return err
 		}
@@ -297,8 +302,11 @@ func (a *app) exportCmd() *cobra.Command {
 
 // writeNative writes msgs as agent's native session under t and notes
 // the file in the export log under key (what a later export rewrites, and
-// what a node's adoption knows as cast's own).
-func writeNative(agent string, t agents.Target, msgs agents.MessageSource, log *exportlog.Log, key string) (agents.Written, error) {
+// what a node's adoption knows as cast's own). pick, when set, names the
+// native id from the log as it is under the lock (whether the last export
+// is still as cast left it: checked before the lock, another cast's write
+// and the user's resume could come between); nil keeps t.NativeID.
+func writeNative(agent string, t agents.Target, msgs agents.MessageSource, log *exportlog.Log, key string, pick func(cur *exportlog.Log) string) (agents.Written, error) {
 	w, err := agents.WriterFor(agent, "", nil)
 	if err != nil {
 		return agents.Written{}, err
@@ -313,6 +321,9 @@ func writeNative(agent string, t agents.Target, msgs agents.MessageSource, log *
 	cur, err := exportlog.Load(log.Path()) // as it is now: another cast may have noted a file since
 	if err != nil {
 		return agents.Written{}, err
+	}
+	if pick != nil {
+		t.NativeID = pick(cur)
 	}
 	out, err := agents.WriteFrom(w, t, msgs)
 	if err != nil {
