@@ -7,14 +7,25 @@ import (
 	"github.com/cast-dev/cast/internal/validate"
 )
 
-// maxMessageBytes bounds what one adopted message carries (text, tool
-// input and output, images). The store refuses a message over its limit
-// (8 MiB encoded by default) and the whole batch with it; such a batch was
-// sent again at every scan for ever and nothing later in the session was
-// adopted. The margin is for the encoding and the message's other fields.
-const maxMessageBytes = 8<<20 - 64<<10
+// DefaultMaxMessageBytes is the store's default limit on one message,
+// encoded (store.DefaultMaxMessageBytes): what a message is fit to until
+// the control plane has said another (Sink.MaxMessageBytes).
+const DefaultMaxMessageBytes = 8 << 20
 
-// bodySize is what m carries, as maxMessageBytes and batchBytes count it.
+// maxBody bounds what one message carries (text, tool input and output,
+// images) for a store taking messages of limit bytes encoded. The store
+// refuses a message over its limit and the whole batch with it; such a
+// batch was sent again at every scan for ever and nothing later in the
+// session was adopted. The margin is for the encoding and the message's
+// other fields.
+func maxBody(limit int) int {
+	if limit <= 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	return limit - min(64<<10, limit/8)
+}
+
+// bodySize is what m carries, as maxBody and batchBytes count it.
 func bodySize(m transcript.Message) int {
 	sz := len(m.Text)
 	if m.ToolCall != nil {
@@ -29,17 +40,21 @@ func bodySize(m transcript.Message) int {
 	return sz
 }
 
-// fit is m in a form the store takes: the images that do not fit left out
-// (the last first), then its text, tool output or tool input cut, with a
-// sentence in its text saying what was left out and how large the message
-// was. Its client id stays m's (the digest of what the file holds), so it
-// is kept once however often the file is read. m itself is not changed.
-func fit(m transcript.Message) transcript.Message {
-	size := bodySize(m)
-	if size <= maxMessageBytes {
+// Fit is m in a form a store taking messages of limit bytes encoded
+// takes (limit 0: DefaultMaxMessageBytes): the images that do not fit left
+// out (the last first), then its text, tool output or tool input cut, with
+// a sentence in its text saying what was left out and how large the
+// message was. Its client id stays m's (for adoption the digest of what
+// the file holds), so it is kept once however often it is sent. m itself
+// is not changed. Adoption and the node's sync of its own turns both send
+// through it: one row over the limit would otherwise be refused with its
+// batch at every try.
+func Fit(m transcript.Message, limit int) transcript.Message {
+	size, most := bodySize(m), maxBody(limit)
+	if size <= most {
 		return m
 	}
-	budget := maxMessageBytes - 1024 // the sentence saying what was left out
+	budget := most - min(1024, most/8) // the sentence saying what was left out
 	var left []string
 	if n := len(m.Images); n > 0 {
 		keep := m.Images[:0:0]
@@ -75,7 +90,7 @@ func fit(m transcript.Message) transcript.Message {
 		m.Text = validate.Clip(m.Text, max(n-over, 0))
 		left = append(left, fmt.Sprintf("%d bytes of the text", n-len(m.Text)))
 	}
-	note := fmt.Sprintf("[cast: this message was %d bytes, more than a stored message holds (%d); left out: ", size, maxMessageBytes)
+	note := fmt.Sprintf("[cast: this message was %d bytes, more than a stored message holds (%d); left out: ", size, most)
 	for i, l := range left {
 		if i > 0 {
 			note += ", "

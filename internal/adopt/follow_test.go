@@ -56,6 +56,8 @@ func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 	return "cast-" + b.NativeID, nil
 }
 
+func (s *sink) MaxMessageBytes() int { return 0 }
+
 // texts are the message texts of batches from i on.
 func (s *sink) texts(from int) []string {
 	var out []string

@@ -30,9 +30,12 @@ type batcher struct {
 	o    origin
 	st   *fileState
 	b    Batch
-	part []transcript.Message
+	part []transcript.Message // as sent: each fit to limit
+	orig []transcript.Message // part as read, to fit again to a lower limit
 	size int
 	sent int
+	// limit is the message size part is fit to (Sink.MaxMessageBytes).
+	limit int
 }
 
 // sender is a batcher for o's fresh messages; a new session's first
@@ -49,30 +52,40 @@ func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileS
 			}
 		}
 	}
-	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b}
+	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b, limit: f.sink.MaxMessageBytes()}
 }
 
 // add queues m (fit to what the store takes), first sending the batch
 // queued when m would take it past its bounds (batchMsgs, batchBytes).
 func (s *batcher) add(m transcript.Message) error {
-	m = fit(m)
-	sz := bodySize(m)
+	fm := Fit(m, s.limit)
+	sz := bodySize(fm)
 	if len(s.part) > 0 && (len(s.part) >= batchMsgs || s.size+sz > batchBytes) {
 		if err := s.flush(); err != nil {
 			return err
 		}
 	}
-	s.part, s.size = append(s.part, m), s.size+sz
+	s.part, s.orig, s.size = append(s.part, fm), append(s.orig, m), s.size+sz
 	return nil
 }
 
-// flush sends the batch queued.
+// flush sends the batch queued. Refused, and the sink has learned a lower
+// limit from the refusal (a control plane configured below the store's
+// default), the batch is fit to that and sent again.
 func (s *batcher) flush() error {
 	if len(s.part) == 0 {
 		return nil
 	}
 	s.b.Messages = s.part
 	id, err := s.f.sink.Adopt(s.ctx, s.b)
+	if l := s.f.sink.MaxMessageBytes(); err != nil && maxBody(l) < maxBody(s.limit) {
+		s.limit = l
+		for i, m := range s.orig {
+			s.part[i] = Fit(m, l)
+		}
+		s.b.Messages = s.part
+		id, err = s.f.sink.Adopt(s.ctx, s.b)
+	}
 	if err != nil {
 		return err
 	}
@@ -81,7 +94,7 @@ func (s *batcher) flush() error {
 		s.st.Sent[digestOf(m.ClientID)]++
 	}
 	s.sent += len(s.part)
-	s.part, s.size = nil, 0 // a new one: the sink may keep the batch
+	s.part, s.orig, s.size = nil, nil, 0 // a new one: the sink may keep the batch
 	return s.f.st.put(s.o.Key, s.st)
 }
 

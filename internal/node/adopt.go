@@ -146,10 +146,13 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 		Origin: &castv1.SessionOrigin{Node: s.a.cfg.Name, Agent: b.Agent, NativeId: b.NativeID, Path: b.Path},
 	})
 	if err != nil {
+		s.a.learnMessageLimit(err)
 		return "", err
 	}
 	return resp.SessionId, nil
 }
+
+func (s adoptSink) MaxMessageBytes() int { return s.a.maxMessageBytes() }
 
 // adoptCast tells adoption which native files are cast's own.
 type adoptCast struct{ a *Daemon }

@@ -56,10 +56,13 @@ type Daemon struct {
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64
 	lastContact atomic.Int64
-	mcpSkips    sync.Map      // agent+reason of each "no MCP server" warning logged
-	recheck     chan struct{} // recheckAgents: look at the agents now (advertise.go)
-	reg         *prometheus.Registry
-	m           *metrics.Node
+	// msgLimit is the store's message size limit its last refusal said (0:
+	// none did yet; msglimit.go).
+	msgLimit atomic.Int64
+	mcpSkips sync.Map      // agent+reason of each "no MCP server" warning logged
+	recheck  chan struct{} // recheckAgents: look at the agents now (advertise.go)
+	reg      *prometheus.Registry
+	m        *metrics.Node
 	// custody is token custody's node part (nil without --token-custody).
 	custody    *custody.Node
 	custodySvc custodyService
