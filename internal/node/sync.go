@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/delivery"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -33,7 +34,7 @@ type syncer struct {
 	nativeKey string // the native session the turn resumes ("" for a fresh one)
 
 	mu      sync.Mutex
-	pending []*castv1.Message
+	pending []transcript.Message // as the runner emitted them: fit to the message limit as sent
 	seen    map[string]time.Time // client id -> when the runner read it (sync lag)
 	n       int
 	lastSeq int64
@@ -97,7 +98,7 @@ func (s *syncer) emit(m transcript.Message) {
 	if _, ok := s.seen[m.ClientID]; !ok {
 		s.seen[m.ClientID] = time.Now()
 	}
-	s.pending = append(s.pending, wire.ToProto(m))
+	s.pending = append(s.pending, m)
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -114,13 +115,20 @@ func (s *syncer) loop() {
 }
 
 // flush appends what is pending; a transient failure keeps it for later.
+// Each row is fit to the store's message limit (a row over it, refused
+// with its batch, was refused at every flush); a refusal naming a lower
+// limit has the next flush fit to that.
 func (s *syncer) flush(ctx context.Context) {
 	s.mu.Lock()
 	if s.err != nil || len(s.pending) == 0 {
 		s.mu.Unlock()
 		return
 	}
-	batch := s.pending[:min(len(s.pending), syncBatch)]
+	batch := make([]*castv1.Message, min(len(s.pending), syncBatch))
+	limit := s.a.maxMessageBytes()
+	for i := range batch {
+		batch[i] = wire.ToProto(adopt.Fit(s.pending[i], limit))
+	}
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	resp, err := s.a.cli.Nodes.AppendOwnerMessages(cctx, &castv1.AppendOwnerMessagesRequest{
@@ -130,6 +138,7 @@ func (s *syncer) flush(ctx context.Context) {
 	defer s.mu.Unlock()
 	s.lastErr = err
 	if err != nil {
+		s.a.learnMessageLimit(err)
 		switch client.ReasonOf(err) {
 		case "NOT_OWNER":
 			s.err = err
@@ -213,11 +222,11 @@ func refusedForGood(err error) bool {
 }
 
 // dropClientID returns msgs without the rows with client id cid.
-func dropClientID(msgs []*castv1.Message, cid string) []*castv1.Message {
+func dropClientID(msgs []transcript.Message, cid string) []transcript.Message {
 	if cid == "" {
 		return msgs
 	}
-	return slices.DeleteFunc(msgs, func(m *castv1.Message) bool { return m.ClientId == cid })
+	return slices.DeleteFunc(msgs, func(m transcript.Message) bool { return m.ClientID == cid })
 }
 
 // newest is the newest seq the native session holds from the turn: the

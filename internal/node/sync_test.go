@@ -5,27 +5,34 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/runner"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // A row refused CLIENT_ID_REUSED leaves the pending batch; the rest stays,
 // in order.
 func TestDropClientID(t *testing.T) {
-	rows := func(ids ...string) []*castv1.Message {
-		var out []*castv1.Message
+	rows := func(ids ...string) []transcript.Message {
+		var out []transcript.Message
 		for _, id := range ids {
-			out = append(out, &castv1.Message{ClientId: id})
+			out = append(out, transcript.Message{ClientID: id})
 		}
 		return out
 	}
@@ -41,7 +48,7 @@ func TestDropClientID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, m := range dropClientID(rows(tc.in...), tc.cid) {
-				got = append(got, m.ClientId)
+				got = append(got, m.ClientID)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
@@ -84,6 +91,28 @@ func TestSyncerMissing(t *testing.T) {
 	}
 }
 
+// syncDaemon is a daemon whose control plane is svc, a real NodeService
+// on loopback taking requests as large as the control plane's, with the
+// reconnect pace of a test.
+func syncDaemon(t *testing.T, svc castv1.NodeServiceServer) *Daemon {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(client.MaxRequestBytes))
+	castv1.RegisterNodeServiceServer(srv, svc)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	cli, err := client.Dial(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &Daemon{cfg: Config{Name: "laptop", ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond},
+		lg: zap.NewNop(), cli: cli, m: newNodeMetrics(prometheus.NewRegistry())}
+}
+
 // away is a real NodeService on loopback that answers every append as a
 // control plane that is away would (UNAVAILABLE), and says when it has
 // been called enough.
@@ -105,23 +134,9 @@ func (w *away) AppendOwnerMessages(context.Context, *castv1.AppendOwnerMessagesR
 // pace, not a slower one of their own: 30 attempts at most 50 ms apart
 // fit well inside 10 s (they took minutes when the pauses grew to 5 s).
 func TestSyncerCloseRetriesAtReconnectMax(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	w := &away{enough: 30, reached: make(chan struct{})}
-	castv1.RegisterNodeServiceServer(srv, w)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	cli, err := client.Dial(l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	a := &Daemon{cfg: Config{Name: "laptop", ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond},
-		lg: zap.NewNop(), cli: cli, m: newNodeMetrics(prometheus.NewRegistry())}
-	s := &syncer{a: a, sessionID: "s1", o: owned{Token: 1, Agent: "claude"}, pending: []*castv1.Message{{ClientId: "c1"}},
+	a := syncDaemon(t, w)
+	s := &syncer{a: a, sessionID: "s1", o: owned{Token: 1, Agent: "claude"}, pending: []transcript.Message{{ClientID: "c1"}},
 		seen: map[string]time.Time{}, ours: map[int64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	close(s.done) // no loop runs: close flushes by itself
 
@@ -135,7 +150,7 @@ func TestSyncerCloseRetriesAtReconnectMax(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	err = s.close(ctx)
+	err := s.close(ctx)
 	if err == nil {
 		t.Fatal("rows the control plane never stored reported as stored")
 	}
@@ -143,5 +158,76 @@ func TestSyncerCloseRetriesAtReconnectMax(t *testing.T) {
 	case <-w.reached:
 	default:
 		t.Fatalf("%d attempts in %s, want %d", w.calls.Load(), time.Since(start).Round(time.Millisecond), w.enough)
+	}
+}
+
+// sizeLimited is a real NodeService on loopback that stores appends as
+// the control plane's store does as to size: a batch holding a message
+// over limit bytes encoded is refused whole, MESSAGE_TOO_LARGE naming the
+// limit.
+type sizeLimited struct {
+	castv1.UnimplementedNodeServiceServer
+	limit  int
+	mu     sync.Mutex
+	stored []*castv1.Message
+}
+
+func (s *sizeLimited) AppendOwnerMessages(_ context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	for _, m := range req.Messages {
+		if n := proto.Size(m); n > s.limit {
+			st, err := status.Newf(codes.ResourceExhausted, "message is %d bytes; the limit is %d", n, s.limit).
+				WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonMessageTooLarge, Metadata: map[string]string{"limit_bytes": fmt.Sprint(s.limit)}})
+			if err != nil {
+				return nil, err
+			}
+			return nil, st.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &castv1.AppendOwnerMessagesResponse{}
+	for _, m := range req.Messages {
+		m.Seq = int64(len(s.stored) + 1)
+		s.stored = append(s.stored, m)
+		out.Messages = append(out.Messages, &castv1.Message{Seq: m.Seq, ClientId: m.ClientId})
+	}
+	return out, nil
+}
+
+// A row of cast's own turn over the store's message limit is stored cut
+// to it, saying what was left out, and the rows after it are stored too:
+// before, the store refused its batch at every flush and the turn's sync
+// failed. Both the store's default limit and a lower one a control plane
+// is configured with (learned from its refusal).
+func TestSyncerFitsARowOverTheMessageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limit, row int
+	}{
+		{"the default limit", 8 << 20, 9 << 20},
+		{"a lower limit", 1 << 20, 2 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &sizeLimited{limit: tc.limit}
+			s := newSyncer(syncDaemon(t, store), "s1", owned{Token: 1, Agent: "claude"}, runner.Turn{}, nil)
+			s.emit(transcript.Message{Kind: transcript.KindToolCall, NativeID: "c1", ToolCall: &transcript.ToolCall{ID: "t1", Name: "Bash", Input: "{}"}})
+			s.emit(transcript.Message{Kind: transcript.KindToolResult, NativeID: "r1",
+				ToolResult: &transcript.ToolResult{CallID: "t1", Output: strings.Repeat("build log line\n", tc.row/15)}})
+			s.emit(transcript.Message{Kind: transcript.KindAssistant, NativeID: "a1", Text: "the build passed"})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := s.close(ctx); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if len(store.stored) != 3 || store.stored[2].Text != "the build passed" {
+				t.Fatalf("stored %d rows, want the 3 in order", len(store.stored))
+			}
+			if res := store.stored[1]; proto.Size(res) > tc.limit || !strings.HasPrefix(res.ToolResult.GetOutput(), "build log line") ||
+				!strings.Contains(res.Text, "left out") {
+				t.Fatalf("the large row is stored as %d bytes, text %q", proto.Size(res), res.Text)
+			}
+		})
 	}
 }
