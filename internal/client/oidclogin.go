@@ -144,21 +144,62 @@ func (ot *oidcToken) get(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), oidcTimeout)
 	defer cancel()
+	if ot.file == "" {
+		return ot.refresh(ctx)
+	}
+	// Under the contexts file's lock, reading the context again: another
+	// cast process refreshing it at the same time spent the same refresh
+	// token, an issuer rotating them strictly refused the second, and the
+	// user had to `cast login` again. A pair another process stored
+	// meanwhile is used as it is.
+	var tok string
+	var refreshErr error
+	ran := false
+	err := editConfig(ot.file, func(cfg *Config) error {
+		ran = true
+		c := cfg.Contexts[ot.name]
+		if c == nil || c.OIDC == nil || c.OIDC.Issuer != ot.login.Issuer || c.OIDC.ClientID != ot.login.ClientID {
+			// Logged in elsewhere since: refresh this process's own login,
+			// storing nothing.
+			tok, refreshErr = ot.refresh(ctx)
+			return errKeep
+		}
+		if exp := jwtExpiry(c.Token); c.Token != ot.tok && c.Token != "" && !exp.IsZero() && fresh(exp, time.Now()) {
+			ot.tok, ot.login.RefreshToken, tok = c.Token, c.OIDC.RefreshToken, c.Token
+			return errKeep
+		}
+		if c.OIDC.RefreshToken != "" {
+			ot.login.RefreshToken = c.OIDC.RefreshToken // maybe newer than the one this process read
+		}
+		if tok, refreshErr = ot.refresh(ctx); refreshErr != nil {
+			return errKeep
+		}
+		// The issuer may have retired the old refresh token: keep the new one.
+		c.Token, c.OIDC.RefreshToken = ot.tok, ot.login.RefreshToken
+		return nil
+	})
+	switch {
+	case !ran:
+		// The file could not be locked or read: refresh all the same.
+		fmt.Fprintf(os.Stderr, "cast: the contexts file %s could not be read to refresh the OIDC login: %v\n", ot.file, err)
+		return ot.refresh(ctx)
+	case refreshErr != nil:
+		return "", refreshErr
+	case err != nil && !errors.Is(err, errKeep):
+		fmt.Fprintf(os.Stderr, "cast: the refreshed OIDC login could not be stored in %s: %v\n", ot.file, err)
+	}
+	return tok, nil
+}
+
+// errKeep has editConfig write nothing back.
+var errKeep = errors.New("nothing to store")
+
+// refresh gets a new ID token with the login's refresh token.
+func (ot *oidcToken) refresh(ctx context.Context) (string, error) {
 	res, err := RefreshLogin(ctx, ot.login.Issuer, ot.login.ClientID, ot.login.RefreshToken)
 	if err != nil {
 		return "", err
 	}
 	ot.tok, ot.login.RefreshToken = res.IDToken, res.RefreshToken
-	if ot.file != "" {
-		// The issuer may have retired the old refresh token: keep the new one.
-		err := UpdateContext(ot.file, ot.name, func(c *Context) {
-			if c.OIDC != nil && c.OIDC.Issuer == ot.login.Issuer {
-				c.Token, c.OIDC.RefreshToken = res.IDToken, res.RefreshToken
-			}
-		})
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cast: the refreshed OIDC login could not be stored in %s: %v\n", ot.file, err)
-		}
-	}
 	return ot.tok, nil
 }
