@@ -94,9 +94,13 @@ func (Driver) Stdout(line []byte) agents.Event {
 	default:
 		return out
 	}
+	// An event's part is done (run prints it once it is), though its
+	// message goes on: marked completed, the reader takes it as it is.
+	var done int64
 	ex := Export{
-		Info:     SessionInfo{ID: ev.Part.SessionID},
-		Messages: []Message{{Info: MessageInfo{ID: ev.Part.MessageID, SessionID: ev.Part.SessionID, Role: "assistant"}, Parts: []Part{*ev.Part}}},
+		Info: SessionInfo{ID: ev.Part.SessionID},
+		Messages: []Message{{Info: MessageInfo{ID: ev.Part.MessageID, SessionID: ev.Part.SessionID, Role: "assistant", Time: MsgTime{Completed: &done}},
+			Parts: []Part{*ev.Part}}},
 	}
 	raw, err := json.Marshal(ex)
 	if err != nil {

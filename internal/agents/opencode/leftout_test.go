@@ -18,7 +18,7 @@ func TestParseExportCountsWhatItLeavesOut(t *testing.T) {
  {"info":{"id":"msg_02","role":"assistant","modelID":"m1","time":{"created":1100}},"parts":[
   {"id":"prt_03","type":"tool","callID":"call_1","tool":"read","state":{"status":"completed","input":{"filePath":"/w/a.png"},"output":"OLO-R1 image read","metadata":{},"time":{"start":1150,"end":1160},
    "attachments":[{"id":"prt_04","type":"file","mime":"image/png","url":"data:image/png;base64,iVBOR"}]}},
-  {"id":"prt_05","type":"text","text":"OLO-A1 a red square","time":{"start":1200}}]},
+  {"id":"prt_05","type":"text","text":"OLO-A1 a red square","time":{"start":1200,"end":1201}}]},
  {"info":"not a message","parts":[]}
 ]}`
 	p, err := Parse(strings.NewReader(export))

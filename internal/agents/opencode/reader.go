@@ -87,9 +87,21 @@ func ms(v int64) time.Time {
 
 func fromExport(ex Export, p *Parsed) {
 	p.SessionID, p.Directory, p.ParentID = ex.Info.ID, ex.Info.Directory, ex.Info.ParentID
-	for _, m := range ex.Messages {
-		p.Messages = append(p.Messages, messageParts(m, p)...)
+	for i, m := range ex.Messages {
+		streaming := i == len(ex.Messages)-1 && m.Info.Role == "assistant" && m.Info.Time.Completed == nil
+		p.Messages = append(p.Messages, messageParts(m, streaming, p)...)
 	}
+}
+
+// unfinished says whether part is a text or reasoning part OpenCode is
+// still streaming into the store: it writes one at every delta, with its
+// time.end (and the message's time.completed) only once it is done, the
+// text trimmed then. Read half-way (adoption exports the user's own
+// session while its turn runs), the finished text has another digest and
+// both were kept. Only the last message, not completed, streams: an
+// interrupted turn completes its message with the part as it got.
+func unfinished(part Part, streaming bool) bool {
+	return streaming && part.Time != nil && part.Time.Start > 0 && part.Time.End == 0
 }
 
 // decodeExport decodes an export document; ok is false when data is not
@@ -132,7 +144,7 @@ func decodeExport(data []byte, skip func(kind string)) (Export, bool) {
 // model asked for all of them (after its thinking and text) before the
 // first ran. So results wait until the step ends (a step-start part, the
 // end of the message, or a part that began after they finished).
-func messageParts(m Message, p *Parsed) []transcript.Message {
+func messageParts(m Message, streaming bool, p *Parsed) []transcript.Message {
 	created := ms(m.Info.Time.Created)
 	model := m.Info.ModelID
 	if model == "" && m.Info.Model != nil {
@@ -157,12 +169,12 @@ func messageParts(m Message, p *Parsed) []transcript.Message {
 		case "step-start":
 			flush()
 		case "text":
-			if part.Ignored || strings.TrimSpace(part.Text) == "" {
+			if part.Ignored || strings.TrimSpace(part.Text) == "" || unfinished(part, streaming) {
 				continue
 			}
 			out = append(out, textMessage(base, m.Info.Role, part, model, summary))
 		case "reasoning":
-			if strings.TrimSpace(part.Text) == "" {
+			if strings.TrimSpace(part.Text) == "" || unfinished(part, streaming) {
 				continue
 			}
 			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model

@@ -2,9 +2,11 @@ package opencode
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,4 +257,55 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Adoption exports a session of the user's own OpenCode while its turn
+// still streams (a listing every 15 s at most): OpenCode writes a text or
+// reasoning part at every delta, its time.end and the message's
+// time.completed only once it is done. A part still streaming is read
+// once it ended (or its message did: an interrupted turn), so each message
+// read mid-turn is one the finished session holds too; before, the half
+// text was read, and adoption kept it beside the finished one (another
+// digest).
+func TestReadSkipsPartsStillStreaming(t *testing.T) {
+	const head = `{"info":{"id":"ses_str","directory":"/w"},"messages":[
+ {"info":{"id":"msg_01","role":"user","time":{"created":1000}},"parts":[{"id":"prt_01","type":"text","text":"STR-U1 plan the fix"}]},
+ {"info":{"id":"msg_02","role":"assistant","modelID":"m1","time":{"created":1100,"completed":1190}},"parts":[
+  {"id":"prt_02","type":"step-start"},
+  {"id":"prt_03","type":"tool","tool":"read","callID":"call_a","state":{"status":"completed","input":{"filePath":"/w/a"},"output":"STR-OUT-A","title":"a","metadata":{},"time":{"start":1130,"end":1140}}},
+  {"id":"prt_04","type":"step-finish"}]},
+ {"info":{"id":"msg_03","role":"assistant","modelID":"m1","time":{"created":1200%s}},"parts":[
+  {"id":"prt_05","type":"step-start"},
+  %s]}
+]}`
+	stages := []struct{ name, completed, parts string }{
+		{"thinking", "", `{"id":"prt_06","type":"reasoning","text":"STR-THINK the file","time":{"start":1210}}`},
+		{"answering", "", `{"id":"prt_06","type":"reasoning","text":"STR-THINK the file reads a","time":{"start":1210,"end":1220}},
+  {"id":"prt_07","type":"text","text":"STR-A1 The fix:\n1. read","time":{"start":1221}}`},
+		{"interrupted", `,"completed":1250`, `{"id":"prt_06","type":"reasoning","text":"STR-THINK the file reads a","time":{"start":1210,"end":1220}},
+  {"id":"prt_07","type":"text","text":"STR-A1 The fix:\n1. read","time":{"start":1221}}`},
+		{"done", `,"completed":1250`, `{"id":"prt_06","type":"reasoning","text":"STR-THINK the file reads a","time":{"start":1210,"end":1220}},
+  {"id":"prt_07","type":"text","text":"STR-A1 The fix:\n1. read a\n2. change it","time":{"start":1221,"end":1240}},
+  {"id":"prt_08","type":"step-finish"}`},
+	}
+	read := func(completed, parts string) []string {
+		t.Helper()
+		p, err := Parse(strings.NewReader(fmt.Sprintf(head, completed, parts)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return brief(p.Messages)
+	}
+	before := []string{"user STR-U1 plan the fix", `tool_call call_a read {"filePath":"/w/a"}`, "tool_result call_a exit=- err=false STR-OUT-A"}
+	want := map[string][]string{
+		"thinking":    before,
+		"answering":   append(slices.Clone(before), "thinking STR-THINK the file reads a"),
+		"interrupted": append(slices.Clone(before), "thinking STR-THINK the file reads a", "assistant STR-A1 The fix:\n1. read"),
+		"done":        append(slices.Clone(before), "thinking STR-THINK the file reads a", "assistant STR-A1 The fix:\n1. read a\n2. change it"),
+	}
+	for _, st := range stages {
+		if got := read(st.completed, st.parts); !slices.Equal(got, want[st.name]) {
+			t.Errorf("%s:\n got: %q\nwant: %q", st.name, got, want[st.name])
+		}
+	}
 }
