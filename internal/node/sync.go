@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/client"
@@ -49,6 +50,12 @@ type syncer struct {
 }
 
 const syncBatch = 200
+
+// syncBatchBytes bounds the rows of one append (at least one goes): rows
+// of megabytes each together passed the largest request the control plane
+// takes (client.MaxRequestBytes), and the append was refused at every
+// flush. Well under it, as the store's largest message is.
+const syncBatchBytes = 4 << 20
 
 func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn, rebuilt []int64) *syncer {
 	s := &syncer{a: a, sessionID: sessionID, o: o, turnKey: fmt.Sprint(o.ReceivedSeq), nativeKey: t.NativeID,
@@ -124,10 +131,15 @@ func (s *syncer) flush(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	batch := make([]*castv1.Message, min(len(s.pending), syncBatch))
-	limit := s.a.maxMessageBytes()
-	for i := range batch {
-		batch[i] = wire.ToProto(adopt.Fit(s.pending[i], limit))
+	var batch []*castv1.Message
+	limit, size := s.a.maxMessageBytes(), 0
+	for _, m := range s.pending[:min(len(s.pending), syncBatch)] {
+		p := wire.ToProto(adopt.Fit(m, limit))
+		n := proto.Size(p)
+		if len(batch) > 0 && size+n > syncBatchBytes {
+			break
+		}
+		batch, size = append(batch, p), size+n
 	}
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -214,20 +214,46 @@ func TestSyncerFitsARowOverTheMessageLimit(t *testing.T) {
 			s.emit(transcript.Message{Kind: transcript.KindToolResult, NativeID: "r1",
 				ToolResult: &transcript.ToolResult{CallID: "t1", Output: strings.Repeat("build log line\n", tc.row/15)}})
 			s.emit(transcript.Message{Kind: transcript.KindAssistant, NativeID: "a1", Text: "the build passed"})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := s.close(ctx); err != nil {
-				t.Fatalf("close: %v", err)
+			stored := closeSynced(t, s, store)
+			if len(stored) != 3 || stored[2].Text != "the build passed" {
+				t.Fatalf("stored %d rows, want the 3 in order", len(stored))
 			}
-			store.mu.Lock()
-			defer store.mu.Unlock()
-			if len(store.stored) != 3 || store.stored[2].Text != "the build passed" {
-				t.Fatalf("stored %d rows, want the 3 in order", len(store.stored))
-			}
-			if res := store.stored[1]; proto.Size(res) > tc.limit || !strings.HasPrefix(res.ToolResult.GetOutput(), "build log line") ||
+			if res := stored[1]; proto.Size(res) > tc.limit || !strings.HasPrefix(res.ToolResult.GetOutput(), "build log line") ||
 				!strings.Contains(res.Text, "left out") {
 				t.Fatalf("the large row is stored as %d bytes, text %q", proto.Size(res), res.Text)
 			}
 		})
 	}
+}
+
+// Rows of a turn that together pass the largest request the control plane
+// takes (client.MaxRequestBytes: three tool results of 6 MiB synced in one
+// flush) are sent in several appends: before, the one append was refused
+// at every flush and none of them was stored.
+func TestSyncerBatchesStayUnderTheRequestLimit(t *testing.T) {
+	store := &sizeLimited{limit: 8 << 20}
+	s := newSyncer(syncDaemon(t, store), "s1", owned{Token: 1, Agent: "claude"}, runner.Turn{}, nil)
+	s.mu.Lock() // the three arrive before the loop flushes
+	for i := range 3 {
+		s.pending = append(s.pending, transcript.Message{Kind: transcript.KindToolResult, ClientID: fmt.Sprint("r", i), Agent: "claude",
+			ToolResult: &transcript.ToolResult{CallID: fmt.Sprint("t", i), Output: strings.Repeat("x", 6<<20)}})
+	}
+	s.mu.Unlock()
+	if stored := closeSynced(t, s, store); len(stored) != 3 {
+		t.Fatalf("stored %d rows, want 3", len(stored))
+	}
+}
+
+// closeSynced closes s, which must store all it holds, and returns what
+// store holds then.
+func closeSynced(t *testing.T, s *syncer, store *sizeLimited) []*castv1.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	return slices.Clone(store.stored)
 }
