@@ -18,9 +18,11 @@ import (
 func TestGeneratedCodeIsCurrent(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
+	// The buf release pinned in the web app's packages (`make web-deps`).
+	buf := filepath.Join(root, "internal", "web", "app", "node_modules", ".bin", "buf")
 	run := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command("go", append([]string{"tool", "buf"}, args...)...)
+		cmd := exec.Command(buf, args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("buf %v: %v\n%s", args, err, out)

@@ -51,13 +51,14 @@ func TestGeneratedClientsAreCurrent(t *testing.T) {
 			"opt": []string{"target=ts", "import_extension=none"}, "include_imports": true,
 		}},
 	})
-	cmd := exec.Command("go", "tool", "buf", "generate", "--template", string(tmpl))
+	// buf is the web app's pinned release, beside protoc-gen-es.
+	cmd := exec.Command(filepath.Join(app, "node_modules", ".bin", "buf"), "generate", "--template", string(tmpl))
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("buf generate: %v\n%s", err, b)
 	}
 	sameTree(t, out, filepath.Join(app, "src", "gen"), "internal/web/app/src/gen",
-		"run `go tool buf generate --template buf.gen.web.yaml`, then `npm run build` in internal/web/app")
+		"run `make web`, then `npm run build` in internal/web/app")
 }
 
 // sameTree fails for each file that differs between a fresh output and
