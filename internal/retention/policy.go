@@ -8,6 +8,7 @@ package retention
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ import (
 // in days, and a shorter one is almost surely a typo that would purge
 // the sessions of the day.
 const MinWindow = 24 * time.Hour
+
+// maxDays is the most days a window (a time.Duration) holds.
+const maxDays = int64(math.MaxInt64 / (24 * time.Hour))
 
 // Rule is one entry of --retain: sessions whose creator matches Principal
 // are purged once idle for Window; Keep exempts them instead (a rule
@@ -77,6 +81,11 @@ func parseRule(entry string) (Rule, error) {
 		n, err := strconv.ParseInt(strings.TrimSuffix(age, "d"), 10, 32)
 		if err != nil || n <= 0 {
 			return Rule{}, fmt.Errorf("rule %q: age %q is not a whole number of days (90d), a duration (36h) or forever", entry, age)
+		}
+		// More days than a Duration holds would wrap around to some other
+		// window, perhaps a day: a purge of what was meant to be kept.
+		if n > maxDays {
+			return Rule{}, fmt.Errorf("rule %q: age %q is more days than a window can hold (at most %dd); give forever to keep them", entry, age, maxDays)
 		}
 		r.Window = time.Duration(n) * 24 * time.Hour
 	default:

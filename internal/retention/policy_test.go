@@ -60,6 +60,10 @@ func TestBadRetainRefused(t *testing.T) {
 		{"user:alice=ninety days", `age "ninety days"`},
 		{"user:alice=1h", "a window under 24h0m0s would purge the day's sessions"},
 		{"*=0d", `age "0d"`},
+		// Days past what a duration holds wrapped around: 213505d (585
+		// years, meant as "keep them") became a window of 24.4 hours.
+		{"user:*=213505d", `age "213505d" is more days than a window can hold (at most 106751d)`},
+		{"user:*=2147483647d", `age "2147483647d" is more days`},
 		{"user:alice=90d,user:alice=30d", "principal user:alice has two rules"},
 		{"user:alice=90d,,*=365d", "is not PRINCIPAL=AGE"},
 	} {
