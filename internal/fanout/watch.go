@@ -3,9 +3,11 @@ package fanout
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/store"
 )
 
@@ -66,7 +68,15 @@ func (w *watcher) catchUp(ctx context.Context) error {
 	}
 	// The read, unlike the wait for live events, ends with the hub too:
 	// a long catch-up must not hold the replica's stop.
-	last, rev, err := replayAside(ctx, w.h.life, w.h.src, w.s.session, w.next, func(ev store.Event) error { return w.send(Event{Event: ev}) })
+	last, rev, err := replayAside(ctx, w.h.life, w.h.src, w.s.session, w.next, func(ev store.Event) error {
+		// Live messages before next count as sent (take), so a watch from
+		// past the end would skip the ones between without a word.
+		if ev.Session != nil && w.next > ev.Session.LastSeq+1 {
+			return errs.Invalid("start_seq %d is past the session's end (its last seq is %d); watch from at most %d, or from 0 for only new messages",
+				w.next, ev.Session.LastSeq, ev.Session.LastSeq+1).With("last_seq", strconv.FormatInt(ev.Session.LastSeq, 10))
+		}
+		return w.send(Event{Event: ev})
+	})
 	if err != nil {
 		return err
 	}
