@@ -122,8 +122,10 @@ func validPrincipal(who string) error {
 		return nil
 	}
 	role, name, ok := strings.Cut(who, ":")
-	if !ok || name == "" || !authz.Role(role).Valid() || strings.ContainsAny(name, ",= \t") {
-		return fmt.Errorf("principal %q is not *, ROLE:* or ROLE:NAME with ROLE admin, user or node (as a session's creator in `cast ls -o json`: user:alice)", who)
+	// A "*" within a name is no pattern: no creator has one, so the rule
+	// would match nothing.
+	if !ok || name == "" || !authz.Role(role).Valid() || strings.ContainsAny(name, ",= \t") || name != "*" && strings.Contains(name, "*") {
+		return fmt.Errorf("principal %q is not *, ROLE:* or ROLE:NAME with ROLE admin, user or node (as a session's creator in `cast ls -o json`: user:alice; a NAME is whole, not a pattern)", who)
 	}
 	return nil
 }

@@ -54,6 +54,10 @@ func TestBadRetainRefused(t *testing.T) {
 		{"alice=90d", `principal "alice" is not *, ROLE:* or ROLE:NAME`},
 		{"boss:alice=90d", `principal "boss:alice"`},
 		{"user:=90d", `principal "user:"`},
+		// A glob within a name matched no creator (names hold no "*"):
+		// the rule was taken and purged nothing, without a word.
+		{"user:bob*=30d", `principal "user:bob*" is not *, ROLE:* or ROLE:NAME`},
+		{"node:*laptop=30d", `principal "node:*laptop"`},
 		{"user:alice", "is not PRINCIPAL=AGE"},
 		{"user:alice=90", `age "90" is not a whole number of days`},
 		{"user:alice=-3d", `age "-3d"`},
