@@ -282,8 +282,9 @@ func TestMigrateRequestIDReusedForAnotherMigration(t *testing.T) {
 // turn may start (SESSION_FENCED), the owner gets an abandon interrupt when
 // --wait runs out, and a cancel rolls it back (fence lifted, owner kept).
 // Once the turn is over, a new migration commits.
-func TestMigrateFenceWaitAndCancel(t *testing.T) {
-	t.Parallel()
+// srcAndDst starts a control plane with two raw nodes, src (whose
+// commands it returns) and dst (which answers every skipped import).
+func srcAndDst(t *testing.T) (*client.Client, <-chan *castv1.Command) {
 	cp := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, cp.Addr())
 	src := rawNode(t, c, "src")
@@ -291,6 +292,12 @@ func TestMigrateFenceWaitAndCancel(t *testing.T) {
 	go answerImports(c, dst, "dst")
 	waitConnected(t, c, "src", true)
 	waitConnected(t, c, "dst", true)
+	return c, src
+}
+
+func TestMigrateFenceWaitAndCancel(t *testing.T) {
+	t.Parallel()
+	c, src := srcAndDst(t)
 	ctx := ctxT(t)
 	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
 	if err != nil {
@@ -452,5 +459,50 @@ func answerImports(c *client.Client, cmds <-chan *castv1.Command, node string) {
 			_, _ = c.Nodes.ReportWorkTree(context.Background(), &castv1.ReportWorkTreeRequest{MigrationId: imp.MigrationId,
 				SessionId: imp.SessionId, Node: node, Phase: "import"})
 		}
+	}
+}
+
+// An export still running when its migration is cancelled uploads later:
+// nothing deletes a work tree stored after the rollback did, so each such
+// upload (up to 64 MiB) would stay in etcd for good. A migration whose
+// move of the session ended takes no upload, and nothing is served.
+func TestWorkTreeUploadAfterCancelIsRefused(t *testing.T) {
+	t.Parallel()
+	c, src := srcAndDst(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src", Cwd: "/srv/repo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The source is asked for its work tree; it is slow, and the person
+	// cancels meanwhile.
+	nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetExportWorkTree().GetSessionId() == sess.Id })
+	if _, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_CANCELLED {
+		t.Fatalf("after cancel: %v", m.State)
+	}
+	up, err := c.Nodes.UploadWorkTree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Send(&castv1.UploadWorkTreeRequest{MigrationId: m.Id, SessionId: sess.Id, Node: "src",
+		Chunk: []byte("bundle bytes"), ManifestJson: `{"commit":"x"}`}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.CloseAndRecv(); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("upload for a cancelled migration: %v, want FAILED_PRECONDITION", err)
+	}
+	down, err := c.Nodes.DownloadWorkTree(ctx, &castv1.DownloadWorkTreeRequest{MigrationId: m.Id, SessionId: sess.Id, Node: "dst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := down.Recv(); err == nil {
+		t.Errorf("the cancelled migration's work tree is still stored and served (%d bytes)", len(resp.Chunk))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/migrate"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -39,6 +40,13 @@ func (h *nodeService) checkMigrationParty(ctx context.Context, migID, sessionID,
 			continue
 		}
 		if (source && ms.SourceNode == node) || (!source && rec.M.TargetNode == node) {
+			// Once the move ended (a cancel, a failure, the commit), what
+			// it kept was deleted: a late export's upload would stay in
+			// etcd for good, and nothing may read it any more.
+			if migrate.Terminal(ms.State) {
+				return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonMigrationDone,
+					"migration %s already ended for session %s (%s)", migID, sessionID, migrate.StateName(ms.State)).With("migration", migID))
+			}
 			return nil
 		}
 		return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNotOwner,
@@ -79,6 +87,13 @@ func (h *nodeService) UploadWorkTree(stream castv1.NodeService_UploadWorkTreeSer
 			}
 			if err := h.s.store.PutWorkTreeRecord(ctx, migID, sid, fence.WorkTreeManifest, f.ManifestJson); err != nil {
 				return toStatus(h.s.lg, err)
+			}
+			// The move may have ended while this upload ran: its rollback or
+			// commit deleted the work tree before these writes. Looked at
+			// after them, so either this check or that delete clears them.
+			if err := h.checkMigrationParty(ctx, migID, sid, first.Node, true); err != nil {
+				_ = h.s.store.DeleteWorkTree(ctx, migID, sid)
+				return err
 			}
 			return stream.SendAndClose(&castv1.UploadWorkTreeResponse{Size: size})
 		}

@@ -178,7 +178,7 @@ func (mg *Manager) adoptUntil(ctx context.Context, lost <-chan struct{}) {
 			mg.lg.Debug("list migrations to adopt failed", zap.Error(err))
 		}
 		for _, m := range list {
-			if !terminal(m.State) {
+			if !Terminal(m.State) {
 				mg.launch(m.Id, true)
 			}
 		}
@@ -276,7 +276,7 @@ func (mg *Manager) List(ctx context.Context) ([]*castv1.Migration, error) {
 // its commit. Cancelling a finished migration is FAILED_PRECONDITION.
 func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, error) {
 	_, err := mg.st.UpdateMigration(ctx, id, func(m *castv1.Migration) error {
-		if terminal(m.State) {
+		if Terminal(m.State) {
 			return errs.New(errs.KindFailedPrecondition, errs.ReasonMigrationDone,
 				"migration %s already ended (%s); nothing to cancel", id, StateName(m.State))
 		}
@@ -320,7 +320,7 @@ func (mg *Manager) run(ctx context.Context, id string, cancel <-chan struct{}) {
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for _, ms := range rec.M.Sessions {
-		if terminal(ms.State) {
+		if Terminal(ms.State) {
 			continue
 		}
 		wg.Add(1)
@@ -394,7 +394,8 @@ func (mg *Manager) failpoint(name string) {
 	}
 }
 
-func terminal(s castv1.MigrationState) bool {
+// Terminal reports whether a migration (or one session's move) has ended.
+func Terminal(s castv1.MigrationState) bool {
 	return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
 		s == castv1.MigrationState_MIGRATION_STATE_CANCELLED || s == castv1.MigrationState_MIGRATION_STATE_HANDED_OFF
 }

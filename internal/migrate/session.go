@@ -50,7 +50,7 @@ func (j *job) run(ctx context.Context) error {
 			return err
 		}
 		ms, rev := find(rec, j.sid)
-		if ms == nil || terminal(ms.State) {
+		if ms == nil || Terminal(ms.State) {
 			return nil
 		}
 		if rec.M.CancelRequested && ms.State < castv1.MigrationState_MIGRATION_STATE_COMMITTING {

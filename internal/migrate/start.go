@@ -133,7 +133,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		}
 		mg.lg.Info("migration started", zap.String("migration", rec.M.Id), zap.String("to", target), zap.Int("sessions", len(sessions)))
 	}
-	if !terminal(rec.M.State) {
+	if !Terminal(rec.M.State) {
 		mg.launch(rec.M.Id, true)
 	}
 	return rec.M, nil
