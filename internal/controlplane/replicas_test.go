@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -17,16 +19,22 @@ import (
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
+// twoReplicas starts two control planes over one external etcd (the
+// --etcd-endpoints path) and a client of each.
+func twoReplicas(t *testing.T) (a, b *controlplane.Server, ca, cb *client.Client) {
+	ep := testharness.StartEtcd(t, nil)
+	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
+	a = testharness.StartControlPlane(t, external)
+	b = testharness.StartControlPlane(t, external)
+	return a, b, testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
+}
+
 // Two replicas share one external etcd (the --etcd-endpoints path). A node
 // connected to replica A is assigned and delivered work created through
 // replica B, and appends through both stay dense.
 func TestReplicasShareExternalEtcd(t *testing.T) {
 	t.Parallel()
-	ep := testharness.StartEtcd(t, nil)
-	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
-	a := testharness.StartControlPlane(t, external)
-	b := testharness.StartControlPlane(t, external)
-	ca, cb := testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
+	a, _, ca, cb := twoReplicas(t)
 	dir := filepath.Join(t.TempDir(), "node")
 	testharness.StartNode(t, a.Addr(), "n1", func(c *node.Config) { c.DataDir = dir })
 	waitConnected(t, cb, "n1", true)
@@ -73,4 +81,62 @@ func TestReplicasShareExternalEtcd(t *testing.T) {
 		}
 		return json.Unmarshal(b, &st) == nil && st.Sessions[sess.Id].ReceivedSeq == total
 	})
+}
+
+// A cancel asked on another replica than the one running the migration
+// rolls the session back from there (steps are CAS-guarded), but the
+// runner's drain waited only for its own replica's signal: when --wait ran
+// out it interrupted the turn of a session no longer moving, abandoning
+// the user's prompt. The runner sees a cancel recorded in the store.
+func TestMigrateCancelOnAnotherReplicaStopsTheDrain(t *testing.T) {
+	t.Parallel()
+	_, _, ca, cb := twoReplicas(t)
+	src := rawNode(t, ca, "src")
+	dst := rawNode(t, ca, "dst")
+	go answerImports(ca, dst, "dst")
+	waitConnected(t, ca, "src", true)
+	waitConnected(t, ca, "dst", true)
+	ctx := ctxT(t)
+	sess, err := ca.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetAssignSession().GetSession().GetId() == sess.Id }).GetAssignSession().OwnerToken
+	if _, err := ca.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "src", OwnerToken: token,
+		State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 2 * time.Second
+	started := time.Now()
+	m, err := ca.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id},
+		Wait: durationpb.New(wait), SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 10*time.Second, "session fenced", func() bool {
+		s, err := ca.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+		return err == nil && s.FencedBy == m.Id
+	})
+	if _, err := cb.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, cb, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_CANCELLED {
+		t.Fatalf("after cancel: %v", m.State)
+	}
+	// The drain's --wait ends 2s after it began; its interrupt would
+	// follow within a tick. Watch past that for one.
+	past := time.After(time.Until(started.Add(wait + 3*time.Second)))
+	for {
+		select {
+		case cmd, ok := <-src:
+			if !ok {
+				t.Fatal("node stream closed")
+			}
+			if in := cmd.GetInterrupt(); in.GetSessionId() == sess.Id {
+				t.Fatalf("the turn of a session whose migration was cancelled was interrupted (abandon=%v)", in.GetAbandon())
+			}
+		case <-past:
+			return
+		}
+	}
 }

@@ -8,9 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
-	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // rawNode connects a hand-driven node stream and returns a channel of the
@@ -59,11 +57,7 @@ func nextCommand(t *testing.T, cmds <-chan *castv1.Command, want func(*castv1.Co
 // ReportTurn is fenced by the owner token like appends.
 func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	ep := testharness.StartEtcd(t, nil)
-	external := func(c *controlplane.Config) { c.EtcdEndpoints = []string{ep}; c.DataDir = "" }
-	a := testharness.StartControlPlane(t, external)
-	b := testharness.StartControlPlane(t, external)
-	ca, cb := testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
+	_, _, ca, cb := twoReplicas(t)
 	cmds := rawNode(t, ca, "n1")
 	waitConnected(t, cb, "n1", true)
 	ctx := ctxT(t)

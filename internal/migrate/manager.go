@@ -29,6 +29,7 @@ type Store interface {
 	CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*fence.MigrationRecord, bool, error)
 	MigrationForRequest(ctx context.Context, reqKey string) (*fence.MigrationRecord, bool, error)
 	GetMigration(ctx context.Context, id string) (*fence.MigrationRecord, error)
+	MigrationHeader(ctx context.Context, id string) (*castv1.Migration, error)
 	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
 	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)
 	UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error)
@@ -286,7 +287,19 @@ func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, er
 	if err != nil {
 		return nil, err
 	}
+	mg.stop(id)
+	// A migration whose runner lives on another replica (or on none after
+	// a restart) is rolled back by a runner here; steps are CAS-guarded, so
+	// two runners cannot both win one.
+	mg.launch(id, false)
+	return mg.Get(ctx, id)
+}
+
+// stop tells migration id's jobs running here that it was cancelled:
+// their waits end at once.
+func (mg *Manager) stop(id string) {
 	mg.mu.Lock()
+	defer mg.mu.Unlock()
 	if ch, ok := mg.running[id]; ok {
 		select {
 		case <-ch:
@@ -294,12 +307,21 @@ func (mg *Manager) Cancel(ctx context.Context, id string) (*castv1.Migration, er
 			close(ch)
 		}
 	}
-	mg.mu.Unlock()
-	// A migration whose runner lives on another replica (or on none after
-	// a restart) is rolled back by a runner here; steps are CAS-guarded, so
-	// two runners cannot both win one.
-	mg.launch(id, false)
-	return mg.Get(ctx, id)
+}
+
+// watchCancel stops migration id's jobs here once a cancel is recorded:
+// one asked on another replica closes no channel of this one, and a drain
+// waiting here would otherwise interrupt, when its --wait ran out, the turn
+// of a session that replica had already rolled back.
+func (mg *Manager) watchCancel(ctx context.Context, id string) {
+	tick.Every(ctx, mg.cfg.Tick, func() bool {
+		m, err := mg.st.MigrationHeader(ctx, id)
+		if err != nil || !m.CancelRequested {
+			return true
+		}
+		mg.stop(id)
+		return false
+	})
 }
 
 // run moves the migration's sessions, at most max_parallel at once.
@@ -317,6 +339,13 @@ func (mg *Manager) run(ctx context.Context, id string, cancel <-chan struct{}) {
 	if rec.M.Wait == nil || wait <= 0 {
 		wait = mg.cfg.DefaultWait
 	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		mg.watchCancel(wctx, id)
+	}()
+	defer func() { stopWatch(); <-watched }()
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for _, ms := range rec.M.Sessions {

@@ -137,6 +137,23 @@ func (s *Store) GetMigration(ctx context.Context, id string) (*fence.MigrationRe
 	return rec, nil
 }
 
+// MigrationHeader reads a migration's header alone (no session records):
+// a cheap look at its state and whether a cancel was asked.
+func (s *Store) MigrationHeader(ctx context.Context, id string) (*castv1.Migration, error) {
+	resp, err := s.cli.Get(ctx, s.migrationKey(id))
+	if err != nil {
+		return nil, err
+	}
+	ms, err := decodeProtos[castv1.Migration](resp.Kvs, "migration")
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, errs.NotFound("migration %s not found", id).With("migration", id)
+	}
+	return ms[0], nil
+}
+
 // ListMigrations returns every migration header with its sessions, newest
 // first.
 func (s *Store) ListMigrations(ctx context.Context) ([]*castv1.Migration, error) {
