@@ -77,9 +77,19 @@ func waitMigration(t *testing.T, c *client.Client, id string) *castv1.Migration 
 }
 
 func twoNodes(t *testing.T, laptopRoot, linuxRoot string) *client.Client {
+	return twoNodesWith(t, laptopRoot, linuxRoot, nil)
+}
+
+// twoNodesWith is twoNodes with laptop's configuration passed to cb too.
+func twoNodesWith(t *testing.T, laptopRoot, linuxRoot string, cb func(*node.Config)) *client.Client {
 	cp := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, cp.Addr())
-	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *node.Config) { cfg.Labels = []string{"laptop"} })
+	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *node.Config) {
+		cfg.Labels = []string{"laptop"}
+		if cb != nil {
+			cb(cfg)
+		}
+	})
 	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *node.Config) {
 		cfg.Labels = []string{"linux"}
 		pm, err := treemove.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
@@ -504,5 +514,53 @@ func TestWorkTreeUploadAfterCancelIsRefused(t *testing.T) {
 	}
 	if resp, err := down.Recv(); err == nil {
 		t.Errorf("the cancelled migration's work tree is still stored and served (%d bytes)", len(resp.Chunk))
+	}
+}
+
+// A --clean-source migration that rolls back after the export leaves the
+// export's note on the source. A later move of the session to the same
+// node that did not ask for it (--skip-worktree: no export replaces the
+// note) found that note at its release and stashed the source's changes
+// away. The rollback's re-assignment, naming no fence of the note's
+// migration, drops it.
+func TestCleanSourceNoteOfARolledBackMigrationIsDropped(t *testing.T) {
+	isolateGit(t)
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	repo := filepath.Join(laptopRoot, "repo")
+	gitRepo(t, repo)
+	// The destination's checkout has work of its own: the import fails.
+	dest := filepath.Join(linuxRoot, "repo")
+	gitRepo(t, dest)
+	writeFile(t, filepath.Join(dest, "local.txt"), "the destination's own\n")
+	var laptopData string
+	c := twoNodesWith(t, laptopRoot, linuxRoot, func(cfg *node.Config) { laptopData = cfg.DataDir })
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux-1", SessionIds: []string{sess.Id}, CleanSource: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_FAILED {
+		t.Fatalf("move into a dirty checkout = %v: %s", m.State, m.Sessions[0].Reason)
+	}
+	m, err = c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux-1", SessionIds: []string{sess.Id}, SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("second move = %v: %s", m.State, m.Sessions[0].Reason)
+	}
+	// The note goes once read (at the release, after any stash) or when
+	// dropped: either way the source's checkout is settled then.
+	note := filepath.Join(laptopData, "moves", sess.Id+".clean.json")
+	testharness.WaitFor(t, 30*time.Second, "the clean-source note gone", func() bool {
+		_, err := os.Stat(note)
+		return os.IsNotExist(err)
+	})
+	if b, err := os.ReadFile(filepath.Join(repo, "main.go")); err != nil || string(b) != "package main\n\n// uncommitted\n" {
+		t.Errorf("the source's uncommitted change after a move without --clean-source = %q, %v; it was stashed away", b, err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // clean once the session has moved. The source learns that from the
 // ReleaseSession it gets after the commit, so the export leaves a note of
 // what it sent and where to; a rolled-back migration never releases the
-// session, and the next export of it replaces the note.
+// session, and its re-assignment (no longer fenced by it) drops the note.
 
 // exportNote is what the export sent, kept until the release.
 type exportNote struct {
@@ -45,6 +45,26 @@ func (a *Daemon) noteExport(c *castv1.ExportWorkTree, man treemove.Manifest) err
 		return err
 	}
 	return os.WriteFile(path, b, 0o600)
+}
+
+// dropStaleNote drops the export note of a session assigned here while
+// not fenced by the note's migration: that migration rolled back (its
+// refresh re-assigns the session), so no release of it follows, and a later
+// move that did not ask for a clean source (one that skips the work tree
+// exports nothing to replace the note) must not find it at its release.
+func (a *Daemon) dropStaleNote(s *castv1.Session) {
+	path := a.exportNotePath(s.Id)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var n exportNote
+	if json.Unmarshal(b, &n) == nil && n.Migration == s.FencedBy {
+		return // its migration still moves the session
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		a.lg.Warn("drop clean-source note of a rolled-back migration failed", zap.String("session", s.Id), zap.Error(err))
+	}
 }
 
 // cleanMoved stashes the checkout of a session that moved to owner, when

@@ -403,6 +403,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		if err != nil {
 			return err
 		}
+		a.dropStaleNote(s)
 		a.reconcileState(s.Id, s.State)
 		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
 	case *castv1.Command_DeliverMessages:
