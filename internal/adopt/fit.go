@@ -7,11 +7,6 @@ import (
 	"github.com/cast-dev/cast/internal/validate"
 )
 
-// DefaultMaxMessageBytes is the store's default limit on one message,
-// encoded (store.DefaultMaxMessageBytes): what a message is fit to until
-// the control plane has said another (Sink.MaxMessageBytes).
-const DefaultMaxMessageBytes = 8 << 20
-
 // maxBody bounds what one message carries (text, tool input and output,
 // images) for a store taking messages of limit bytes encoded. The store
 // refuses a message over its limit and the whole batch with it; such a
@@ -20,7 +15,7 @@ const DefaultMaxMessageBytes = 8 << 20
 // other fields.
 func maxBody(limit int) int {
 	if limit <= 0 {
-		limit = DefaultMaxMessageBytes
+		limit = transcript.DefaultMaxMessageBytes
 	}
 	return limit - min(64<<10, limit/8)
 }
@@ -41,7 +36,7 @@ func bodySize(m transcript.Message) int {
 }
 
 // Fit is m in a form a store taking messages of limit bytes encoded
-// takes (limit 0: DefaultMaxMessageBytes): the images that do not fit left
+// takes (limit 0: transcript.DefaultMaxMessageBytes): the images that do not fit left
 // out (the last first), then its text, tool output or tool input cut, with
 // a sentence in its text saying what was left out and how large the
 // message was. Its client id stays m's (for adoption the digest of what

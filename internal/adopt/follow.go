@@ -46,7 +46,7 @@ type Sink interface {
 	// Adopt stores b's messages and names the cast session holding them.
 	Adopt(ctx context.Context, b Batch) (sessionID string, err error)
 	// MaxMessageBytes is the largest message (encoded) the store takes as
-	// far as the sink knows, 0 for DefaultMaxMessageBytes: a control plane
+	// far as the sink knows, 0 for transcript.DefaultMaxMessageBytes: a control plane
 	// configured lower says its limit when it refuses a message, and the
 	// batch is fit to it and sent again.
 	MaxMessageBytes() int

@@ -3,9 +3,9 @@ package node
 import (
 	"strconv"
 
-	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // The control plane's store refuses a message over its size limit
@@ -19,7 +19,7 @@ func (a *Daemon) maxMessageBytes() int {
 	if n := a.msgLimit.Load(); n > 0 {
 		return int(n)
 	}
-	return adopt.DefaultMaxMessageBytes
+	return transcript.DefaultMaxMessageBytes
 }
 
 // learnMessageLimit notes the limit a MESSAGE_TOO_LARGE refusal names, and

@@ -62,6 +62,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Defaults.
@@ -70,7 +71,7 @@ const (
 	DefaultQuotaBytes      = 2 << 30 // etcd's default backend quota
 	DefaultQuotaReserve    = 0.05    // refuse writes this close to the quota
 	DefaultChunkBytes      = 256 << 10
-	DefaultMaxMessageBytes = 8 << 20
+	DefaultMaxMessageBytes = transcript.DefaultMaxMessageBytes
 	DefaultMaxBatchBytes   = 1 << 20 // well under etcd's 1.5 MiB request limit
 	DefaultMaxBatchMsgs    = 50      // 2 ops per message + 1, under etcd's 128 ops
 	// DefaultMaxTxnOps is etcd's --max-txn-ops default: etcd refuses a txn

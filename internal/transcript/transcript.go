@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// DefaultMaxMessageBytes is the largest message, encoded, a store takes
+// unless configured otherwise (store.Config's default). What sends
+// messages fits them to it until a refusal names another limit.
+const DefaultMaxMessageBytes = 8 << 20
+
 // Kind says what a message is. The zero value is invalid on purpose so a
 // forgotten field is caught by Validate.
 type Kind int
