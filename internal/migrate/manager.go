@@ -157,6 +157,9 @@ func (mg *Manager) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		l, lost, err := mg.st.RunnerLease(ctx, mg.cfg.RunnerTTL)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: not a failure
+			}
 			mg.lg.Warn("migration runner lease failed; trying again", zap.Error(err))
 			if !tick.Sleep(ctx, mg.cfg.AdoptEvery) {
 				return
