@@ -193,6 +193,8 @@ func main() {
 	f.IntVar(&cfg.Limits.AppendBurst, "user-append-burst", cfg.Limits.AppendBurst, "bytes one user may append at once above --user-append-rate (at least the largest request)")
 	f.Float64Var(&cfg.NodeLimits.Rate, "node-rate", cfg.NodeLimits.Rate, "requests per second one node may send")
 	f.IntVar(&cfg.NodeLimits.Burst, "node-burst", cfg.NodeLimits.Burst, "requests one node may send at once above --node-rate")
+	f.Float64Var(&cfg.PeerLimits.Rate, "peer-rate", cfg.PeerLimits.Rate, "calls per second one address may make without a credential (joins, CA bundle, version), and apart, with a credential that names no one")
+	f.IntVar(&cfg.PeerLimits.Burst, "peer-burst", cfg.PeerLimits.Burst, "calls one address may make at once above --peer-rate")
 	f.IntVar(&cfg.NodeLimits.Streams, "node-streams", cfg.NodeLimits.Streams, "streams one node may hold open (its connection, work tree transfers, watches)")
 	f.Float64Var(&cfg.NodeLimits.AppendBytes, "node-append-rate", cfg.NodeLimits.AppendBytes, "bytes per second one node may append (the turns it runs)")
 	f.IntVar(&cfg.NodeLimits.AppendBurst, "node-append-burst", cfg.NodeLimits.AppendBurst, "bytes one node may append at once above --node-append-rate (at least the largest request)")

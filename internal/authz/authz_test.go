@@ -76,7 +76,7 @@ func TestLimiter(t *testing.T) {
 			} else {
 				nodes = tight
 			}
-			lm := NewLimiter(users, nodes)
+			lm := NewLimiter(users, nodes, DefaultPeerLimits())
 			a, b := Principal{Role: role, Name: "a"}, Principal{Role: role, Name: "b"}
 			other := Principal{Role: User, Name: "a"} // the same name in the other role
 			if role == User {

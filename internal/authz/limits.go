@@ -48,17 +48,26 @@ func DefaultNodeLimits() Limits {
 	return Limits{Rate: 500, Burst: 2000, Streams: 64, AppendBytes: 16 << 20, AppendBurst: 64 << 20}
 }
 
-// AnonymousLimits hold one peer address's calls made without a credential
-// (JoinNode, GetCABundle, GetVersion, health): each join costs a store
-// read, so a flood of made-up join tokens must not reach the store at
-// will. Generous: nodes behind one NAT or load balancer share an address.
-// Only Rate and Burst apply.
-var AnonymousLimits = Limits{Rate: 20, Burst: 100}
+// DefaultPeerLimits hold one peer address's calls made without a
+// credential (JoinNode, GetCABundle, GetVersion, health), and apart from
+// those its calls whose credential named no one: each costs a store read,
+// so a flood of made-up tokens must not reach the store at will. Generous:
+// nodes behind one NAT or load balancer share an address. Only Rate and
+// Burst apply.
+func DefaultPeerLimits() Limits { return Limits{Rate: 20, Burst: 100} }
 
 // maxBuckets is how many buckets a map keeps before buckets back at their
 // burst (idle: as good as new) are dropped; anonymous callers are keyed by
 // address, which anyone can vary.
 const maxBuckets = 4096
+
+// ValidatePeer checks l as peer limits, where only Rate and Burst apply.
+func (l Limits) ValidatePeer() error {
+	if l.Rate <= 0 || l.Burst < 1 {
+		return fmt.Errorf("limits must be positive (rate %v, burst %d)", l.Rate, l.Burst)
+	}
+	return nil
+}
 
 // Validate checks l.
 func (l Limits) Validate() error {
@@ -73,15 +82,17 @@ func (l Limits) Validate() error {
 // safe for concurrent use.
 type Limiter struct {
 	users, nodes Limits
+	peers        Limits // per address, without a valid credential
 	mu           sync.Mutex
 	buckets      map[string]*rate.Limiter // by key(p)
 	bytes        map[string]*rate.Limiter
 	streams      map[string]int
 }
 
-// NewLimiter returns a Limiter holding users to users and nodes to nodes.
-func NewLimiter(users, nodes Limits) *Limiter {
-	return &Limiter{users: users, nodes: nodes,
+// NewLimiter returns a Limiter holding users to users, nodes to nodes and
+// each peer address's calls without a valid credential to peers.
+func NewLimiter(users, nodes, peers Limits) *Limiter {
+	return &Limiter{users: users, nodes: nodes, peers: peers,
 		buckets: map[string]*rate.Limiter{}, bytes: map[string]*rate.Limiter{}, streams: map[string]int{}}
 }
 
@@ -116,18 +127,18 @@ func (lm *Limiter) Allow(p Principal) error {
 // credential from peer (an address).
 func (lm *Limiter) AllowAnonymous(peer string) error {
 	if !lm.peerBucket("anonymous", peer).Allow() {
-		return peerLimited("calls without a credential", peer)
+		return lm.peerLimited("calls without a credential", peer)
 	}
 	return nil
 }
 
 // AllowFailedCredential takes one of peer's rate of calls whose credential
 // named no one (each cost a store read). Its own bucket, as
-// AnonymousLimits: joins and health checks from an address do not hold
+// the peer limits: joins and health checks from an address do not hold
 // back its callers' valid credentials.
 func (lm *Limiter) AllowFailedCredential(peer string) error {
 	if !lm.peerBucket("failed", peer).Allow() {
-		return peerLimited("calls with a credential that names no one", peer)
+		return lm.peerLimited("calls with a credential that names no one", peer)
 	}
 	return nil
 }
@@ -137,20 +148,20 @@ func (lm *Limiter) AllowFailedCredential(peer string) error {
 // not looked up in the store.
 func (lm *Limiter) PeekFailedCredential(peer string) error {
 	if lm.peerBucket("failed", peer).Tokens() < 1 {
-		return peerLimited("calls with a credential that names no one", peer)
+		return lm.peerLimited("calls with a credential that names no one", peer)
 	}
 	return nil
 }
 
-// peerBucket is peer's bucket of kind, at AnonymousLimits.
+// peerBucket is peer's bucket of kind, at the peer limits.
 func (lm *Limiter) peerBucket(kind, peer string) *rate.Limiter {
 	// "@" keeps these apart from key(p), which joins role and name with ":".
-	return lm.bucket(lm.buckets, kind+"@"+peer, AnonymousLimits.Rate, AnonymousLimits.Burst)
+	return lm.bucket(lm.buckets, kind+"@"+peer, lm.peers.Rate, lm.peers.Burst)
 }
 
-func peerLimited(what, peer string) error {
+func (lm *Limiter) peerLimited(what, peer string) error {
 	return errs.New(errs.KindResourceExhausted, ReasonRateLimited,
-		"%s from %s came faster than %v per second; slow down and retry", what, peer, AnonymousLimits.Rate)
+		"%s from %s came faster than %v per second; slow down and retry", what, peer, lm.peers.Rate)
 }
 
 // AllowAppend takes n bytes of p's append rate.

@@ -126,6 +126,9 @@ type Config struct {
 	// streams; NodeLimits each node's.
 	Limits     authz.Limits
 	NodeLimits authz.Limits
+	// PeerLimits bound each peer address's calls without a credential
+	// and, apart, its calls whose credential names no one (Rate, Burst).
+	PeerLimits authz.Limits
 	// RefusalLog is how often each peer's refused requests get an audit
 	// line; the rest are counted and logged as counts (refusallog.go).
 	RefusalLog time.Duration
@@ -180,6 +183,7 @@ func DefaultConfig() Config {
 		Fleet:         fleet.DefaultConfig(),
 		Limits:        authz.DefaultLimits(),
 		NodeLimits:    authz.DefaultNodeLimits(),
+		PeerLimits:    authz.DefaultPeerLimits(),
 		RefusalLog:    DefaultRefusalLog,
 		Watch:         fanout.DefaultConfig(),
 		Web:           web.DefaultConfig(),
@@ -278,6 +282,9 @@ func (c Config) Validate() error {
 		if r.l.AppendBurst < c.MaxRecvBytes {
 			return fmt.Errorf("--%s-append-burst %d is below the largest request %d: such a request could never pass", r.role, r.l.AppendBurst, c.MaxRecvBytes)
 		}
+	}
+	if err := c.PeerLimits.ValidatePeer(); err != nil {
+		return fmt.Errorf("--peer-rate, --peer-burst: %w", err)
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return err

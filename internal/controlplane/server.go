@@ -160,7 +160,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	}
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
-	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits)
+	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits, cfg.PeerLimits)
 	s.calls, s.caCalls, s.webCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired), newOpenCalls(errSignedOut)
 	s.refusals = newRefusalLog(cfg.RefusalLog)
 	if cfg.Auth.OIDC.Enabled() {
