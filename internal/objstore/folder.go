@@ -83,7 +83,13 @@ func (f *Folder) Delete(_ context.Context, key string) error {
 // of what is older than any write could still run deletes it (a write in
 // flight's is younger; were it deleted, its rename would fail, not tear).
 func (f *Folder) List(_ context.Context, prefix string, fn func(key string, modified time.Time) error) error {
-	err := filepath.WalkDir(f.dir, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(f.dir, func(p string, d fs.DirEntry, err error) error {
+		// An object or folder deleted since its parent was read (a
+		// concurrent delete, a purge) is skipped, not the end of the
+		// walk: the rest is still listed. A missing root lists nothing.
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -96,13 +102,12 @@ func (f *Folder) List(_ context.Context, prefix string, fn func(key string, modi
 			return nil
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted since its folder was read
+		}
 		if err != nil {
 			return err
 		}
 		return fn(key, info.ModTime())
 	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
 }

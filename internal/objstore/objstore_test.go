@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +72,46 @@ func TestFolder(t *testing.T) {
 	contract(t, b)
 	if err := b.Put(ctxT(t), "../escape", nil); err == nil {
 		t.Fatal("a key leaving the folder was taken")
+	}
+}
+
+// TestFolderListSkipsWhatVanishes: an object or a whole folder deleted
+// while List walks (a sweep deleting as it lists, another replica's
+// purge) is skipped, and every object after it is still listed.
+func TestFolderListSkipsWhatVanishes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		delete string // deleted, from the folder, when List hands out a/1
+		want   []string
+	}{
+		{"object", "a/2", []string{"a/1", "b/1", "c/1"}},
+		{"folder", "b", []string{"a/1", "a/2", "c/1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := objstore.NewFolder(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"a/1", "a/2", "b/1", "c/1"} {
+				if err := b.Put(ctxT(t), k, []byte(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			err = b.List(ctxT(t), "", func(key string, _ time.Time) error {
+				if key == "a/1" {
+					if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(tc.delete))); err != nil {
+						return err
+					}
+				}
+				got = append(got, key)
+				return nil
+			})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("List = %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }
 
