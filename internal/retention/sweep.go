@@ -19,6 +19,8 @@ import (
 type Store interface {
 	archive.Store
 	ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error)
+	// ListSessionsAfter starts a new listing after the session id after.
+	ListSessionsAfter(ctx context.Context, pageSize int, after string, includeSub bool) ([]*castv1.Session, string, error)
 	// LastActive is when the session last changed or took a message.
 	LastActive(ctx context.Context, sess *castv1.Session) (time.Time, error)
 }
@@ -29,11 +31,14 @@ type Sweeper struct {
 	cfg Config
 	m   *metrics.Retention
 	lg  *zap.Logger
+	// page is how many session records one read takes (listPage; tests
+	// take fewer to sweep several pages of a few sessions).
+	page int
 }
 
 // New returns a sweeper of st under cfg (already validated).
 func New(st Store, cfg Config, m *metrics.Retention, lg *zap.Logger) *Sweeper {
-	return &Sweeper{st: st, cfg: cfg, m: m, lg: lg}
+	return &Sweeper{st: st, cfg: cfg, m: m, lg: lg, page: listPage}
 }
 
 // errActive: the session changed between the sweep's read and its purge.
@@ -67,12 +72,22 @@ func (w *Sweeper) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	byRule := map[string]int{}
 	purged := 0
 	var errAll error
+	last := "" // the id of the last session handled
 	for token := ""; ; {
-		page, next, err := w.st.ListSessions(ctx, listPage, token, true)
+		page, next, err := w.st.ListSessions(ctx, w.page, token, true)
+		if err != nil && token != "" && last != "" && errs.HasReason(err, errs.ReasonBadPageToken) {
+			// The store compacted past the listing's revision (a sweep of
+			// a big store outlives the retained history): go on after the
+			// last session handled, at the current revision. Starting
+			// again from the first would start every long sweep again,
+			// and it might never finish.
+			page, next, err = w.st.ListSessionsAfter(ctx, w.page, last, true)
+		}
 		if err != nil {
 			return purged, err
 		}
 		for _, sess := range page {
+			last = sess.Id
 			rule, ok, err := w.sweepOne(ctx, sess, now)
 			if ok {
 				purged++

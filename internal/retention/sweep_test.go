@@ -292,3 +292,67 @@ func TestDryRunPurgesNothing(t *testing.T) {
 			len(w.objects(t)), segs, w.keysOf(t, aliceOld), aliceOld, keys, counter(t, m.Purged.WithLabelValues("user:alice")))
 	}
 }
+
+// compacting is the store under a sweep whose etcd history is compacted
+// as the sweep asks for its second page (as etcd's periodic compaction
+// does to a sweep that outlives the retained history), and which records
+// every session the sweep reads the activity of.
+type compacting struct {
+	*store.Store
+	cli       *clientv3.Client
+	compacted bool
+	read      []string
+}
+
+func (c *compacting) ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error) {
+	if token != "" && !c.compacted {
+		c.compacted = true
+		resp, err := c.cli.Get(ctx, "compact")
+		if err != nil {
+			return nil, "", err
+		}
+		if _, err := c.cli.Compact(ctx, resp.Header.Revision); err != nil {
+			return nil, "", err
+		}
+	}
+	return c.Store.ListSessions(ctx, pageSize, token, includeSub)
+}
+
+func (c *compacting) LastActive(ctx context.Context, sess *castv1.Session) (time.Time, error) {
+	c.read = append(c.read, sess.Id)
+	return c.Store.LastActive(ctx, sess)
+}
+
+// TestSweepResumesAfterCompaction: a sweep whose listing expired (the
+// store compacted past its page token's revision) goes on after the last
+// session it handled, neither failing nor starting again from the first
+// session, which on a store too big to sweep within the retained history
+// would never finish.
+func TestSweepResumesAfterCompaction(t *testing.T) {
+	w := newWorld(t)
+	var ids []string
+	for range 5 {
+		ids = append(ids, w.session(t, "user:alice", 1, false))
+	}
+	slices.Sort(ids)
+	st := &compacting{Store: w.s, cli: w.cli}
+	cfg := retention.DefaultConfig()
+	if err := cfg.Policy.Set("user:alice=90d"); err != nil {
+		t.Fatal(err)
+	}
+	sw := retention.New(st, cfg, metrics.NewRetention(prometheus.NewRegistry(), []string{"user:alice"}), zap.NewNop())
+	retention.SetPage(sw, 2)
+
+	n, err := sw.SweepAt(ctxT(t), time.Now().AddDate(1, 0, 0))
+	if err != nil || n != len(ids) {
+		t.Fatalf("sweep = %d, %v; want all %d purged", n, err, len(ids))
+	}
+	if !st.compacted || !slices.Equal(st.read, ids) {
+		t.Fatalf("compacted %v; the sweep read the activity of %v; want each of %v once, in order", st.compacted, st.read, ids)
+	}
+	for _, id := range ids {
+		if w.exists(t, id) {
+			t.Fatalf("session %s was not purged", id)
+		}
+	}
+}

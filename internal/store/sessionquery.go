@@ -14,6 +14,10 @@ type SessionQuery struct {
 	Size             int
 	Token            string
 	IncludeSubagents bool
+	// After, without a Token, starts a new listing (at the current
+	// revision) with the sessions whose id sorts after it: a caller whose
+	// token expired (the store compacted) goes on where it was.
+	After string
 	// Keep, when set, drops sessions from the page (a filter, a user's own
 	// sessions); it sees the live fields (last_seq, node, fenced_by). The
 	// page is still filled to Size from the sessions after it.
@@ -35,12 +39,18 @@ func (s *Store) ListSessions(ctx context.Context, pageSize int, token string, in
 	return s.QuerySessions(ctx, SessionQuery{Size: pageSize, Token: token, IncludeSubagents: includeSub})
 }
 
+// ListSessionsAfter starts a listing of up to pageSize sessions whose id
+// sorts after after, in id order (SessionQuery.After).
+func (s *Store) ListSessionsAfter(ctx context.Context, pageSize int, after string, includeSub bool) ([]*castv1.Session, string, error) {
+	return s.QuerySessions(ctx, SessionQuery{Size: pageSize, After: after, IncludeSubagents: includeSub})
+}
+
 // QuerySessions returns up to q.Size sessions after q.Token that q keeps,
 // in id order, all read at the revision of the listing's first page.
 func (s *Store) QuerySessions(ctx context.Context, q SessionQuery) ([]*castv1.Session, string, error) {
 	defer s.observe("list_sessions", time.Now())
 	size := max(q.Size, 1)
-	after, rev := "", int64(0)
+	after, rev := q.After, int64(0)
 	if q.Token != "" {
 		t, err := decodeToken(q.Token)
 		if err != nil {
