@@ -273,6 +273,8 @@ func TestMigrateRequestIDReusedForAnotherMigration(t *testing.T) {
 		{"one more session", &castv1.StartMigrationRequest{To: "linux", SessionIds: sids, SkipWorktree: true, RequestId: "move-1"}},
 		{"another destination", &castv1.StartMigrationRequest{To: "linux-1", SessionIds: sids[:1], SkipWorktree: true, RequestId: "move-1"}},
 		{"with the work tree", &castv1.StartMigrationRequest{To: "linux", SessionIds: sids[:1], RequestId: "move-1"}},
+		{"a node's sessions", &castv1.StartMigrationRequest{To: "linux", FromNode: "laptop", SkipWorktree: true, RequestId: "move-1"}},
+		{"every session", &castv1.StartMigrationRequest{To: "linux", All: true, SkipWorktree: true, RequestId: "move-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := c.Migrations.StartMigration(ctx, tc.req)

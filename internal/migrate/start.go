@@ -107,6 +107,7 @@ func (mg *Manager) Start(ctx context.Context, r StartRequest) (*castv1.Migration
 		Id: "m" + strings.ToLower(ids.NewClientID()), Target: firstNonEmpty(r.To, r.Label), TargetNode: target,
 		State: castv1.MigrationState_MIGRATION_STATE_RUNNING, Sessions: sessions, Wait: dur(r.Wait),
 		MaxParallel: int32(r.MaxParallel), RequestId: r.RequestID, SkipWorktree: r.SkipWorkTree, CleanSource: r.CleanSource,
+		FromNode: r.FromNode, All: r.All,
 	}
 	// Claimed before it exists, so no other replica adopts it between its
 	// creation and its launch here.
@@ -296,10 +297,12 @@ func dedupe(in []string) []string {
 // sameRequest refuses a request id reused for another migration: the
 // retry's answer would be the first one's, so a start naming other
 // sessions or another destination would report them moving while nothing
-// moves them. Only what the record keeps is compared; --all and --from
-// select anew each time, so their sessions are not.
+// moves them. Only what the record keeps is compared: how the sessions
+// were chosen (named, --from NODE or --all) and, when named, which; --all
+// and --from select anew each time, so their sessions are not.
 func sameRequest(r StartRequest, m *castv1.Migration) error {
-	same := firstNonEmpty(r.To, r.Label) == m.Target && r.SkipWorkTree == m.SkipWorktree && r.CleanSource == m.CleanSource &&
+	same := r.FromNode == m.FromNode && r.All == m.All &&
+		firstNonEmpty(r.To, r.Label) == m.Target && r.SkipWorkTree == m.SkipWorktree && r.CleanSource == m.CleanSource &&
 		(r.Wait == 0 || r.Wait == m.Wait.AsDuration()) && (r.MaxParallel == 0 || int32(r.MaxParallel) == m.MaxParallel)
 	if same && len(r.SessionIDs) > 0 {
 		had := make([]string, 0, len(m.Sessions))

@@ -291,7 +291,12 @@ type Migration struct {
 	CancelRequested bool `protobuf:"varint,13,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// clean_source: each source checkout is stashed clean once its session
 	// moved (StartMigrationRequest.clean_source).
-	CleanSource   bool `protobuf:"varint,14,opt,name=clean_source,json=cleanSource,proto3" json:"clean_source,omitempty"`
+	CleanSource bool `protobuf:"varint,14,opt,name=clean_source,json=cleanSource,proto3" json:"clean_source,omitempty"`
+	// from_node is the node whose sessions the migration moves
+	// (StartMigrationRequest.from_node, `cast drain`); empty otherwise.
+	FromNode string `protobuf:"bytes,15,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	// all: the migration moves every session (StartMigrationRequest.all).
+	All           bool `protobuf:"varint,16,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +429,20 @@ func (x *Migration) GetCleanSource() bool {
 	return false
 }
 
+func (x *Migration) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *Migration) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
 var File_cast_v1_migration_proto protoreflect.FileDescriptor
 
 const file_cast_v1_migration_proto_rawDesc = "" +
@@ -447,7 +466,7 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	"updateTime\x12\x1d\n" +
 	"\n" +
 	"dest_token\x18\v \x01(\x03R\tdestToken\x12\"\n" +
-	"\rhanded_off_to\x18\f \x01(\tR\vhandedOffTo\"\xb0\x04\n" +
+	"\rhanded_off_to\x18\f \x01(\tR\vhandedOffTo\"\xdf\x04\n" +
 	"\tMigration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1f\n" +
@@ -467,7 +486,9 @@ const file_cast_v1_migration_proto_rawDesc = "" +
 	"\rskip_worktree\x18\v \x01(\bR\fskipWorktree\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
 	"\x10cancel_requested\x18\r \x01(\bR\x0fcancelRequested\x12!\n" +
-	"\fclean_source\x18\x0e \x01(\bR\vcleanSource*\xea\x02\n" +
+	"\fclean_source\x18\x0e \x01(\bR\vcleanSource\x12\x1b\n" +
+	"\tfrom_node\x18\x0f \x01(\tR\bfromNode\x12\x10\n" +
+	"\x03all\x18\x10 \x01(\bR\x03all*\xea\x02\n" +
 	"\x0eMigrationState\x12\x1f\n" +
 	"\x1bMIGRATION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MIGRATION_STATE_PENDING\x10\x01\x12\x1b\n" +
