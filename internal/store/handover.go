@@ -224,7 +224,8 @@ func (s *Store) checkHandover(h fence.Handover, sessKV, seqKV, ownKV, fenceKV, m
 }
 
 // handoverOps builds the commit's writes: owner, owner index, fence lift,
-// session record (cwd, state), the notice and the migration record.
+// session record (cwd, state), the notice, the migration record and, for a
+// turn abandoned in flight, the release of its fleet reservation.
 func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqVal []byte, noticeStored bool) ([]clientv3.Op, []clientv3.Cmp, error) {
 	sid := h.MS.SessionId
 	sess := &castv1.Session{}
@@ -237,7 +238,8 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 	// The checkout a thread's workspaces came from is a path on the source
 	// node; the destination finds its own from the cwd.
 	sess.Checkout = ""
-	if fence.TurnInFlight(sess) { // abandoned on a source that went away
+	abandoned := fence.TurnInFlight(sess) // on a source that went away
+	if abandoned {
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_IDLE, ""
 	}
 	sess.UpdateTime = timestamppb.Now()
@@ -263,6 +265,12 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 	}
 	if h.MS.SourceNode != h.Target {
 		ops = append(ops, clientv3.OpDelete(s.nodeSessKey(h.MS.SourceNode, sid)))
+	}
+	if abandoned {
+		// The abandoned turn held a fleet reservation (if any) whose end no
+		// node reports now; left to its lease it would count against the
+		// account for up to reservationTTL. Its lease, keyless, expires.
+		ops = append(ops, clientv3.OpDelete(s.reservationKey(sess.Agent, sid)))
 	}
 	var cmps []clientv3.Cmp
 	if !noticeStored {
