@@ -149,6 +149,8 @@ func (h *hub) relay(node string, cmd *castv1.Command) bool {
 		kind = "set_credential"
 	case *castv1.Command_Workspace:
 		kind = "workspace"
+	case *castv1.Command_ReleaseSession:
+		kind = "release_session" // a purge's
 	}
 	return h.command(node, kind, cmd)
 }

@@ -29,15 +29,40 @@ func twoReplicas(t *testing.T) (a, b *controlplane.Server, ca, cb *client.Client
 	return a, b, testharness.Dial(t, a.Addr()), testharness.Dial(t, b.Addr())
 }
 
+// nodeOnReplicaA starts two replicas and node n1 connected to the first,
+// with its data in dir, and waits until the second sees it connected.
+func nodeOnReplicaA(t *testing.T) (ca, cb *client.Client, dir string) {
+	t.Helper()
+	a, _, ca, cb := twoReplicas(t)
+	dir = filepath.Join(t.TempDir(), "node")
+	testharness.StartNode(t, a.Addr(), "n1", func(c *node.Config) { c.DataDir = dir })
+	waitConnected(t, cb, "n1", true)
+	return ca, cb, dir
+}
+
+// nodeSessions is the sessions of the node's state file in dir, each
+// record as stored (none before the node wrote it).
+func nodeSessions(t *testing.T, dir string) map[string]json.RawMessage {
+	t.Helper()
+	b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
+	if err != nil || len(b) == 0 { // not written yet
+		return nil
+	}
+	var st struct {
+		Sessions map[string]json.RawMessage `json:"sessions"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Sessions
+}
+
 // Two replicas share one external etcd (the --etcd-endpoints path). A node
 // connected to replica A is assigned and delivered work created through
 // replica B, and appends through both stay dense.
 func TestReplicasShareExternalEtcd(t *testing.T) {
 	t.Parallel()
-	a, _, ca, cb := twoReplicas(t)
-	dir := filepath.Join(t.TempDir(), "node")
-	testharness.StartNode(t, a.Addr(), "n1", func(c *node.Config) { c.DataDir = dir })
-	waitConnected(t, cb, "n1", true)
+	ca, cb, dir := nodeOnReplicaA(t)
 	ctx := ctxT(t)
 	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Text: "via b"})
 	if err != nil {
@@ -70,17 +95,31 @@ func TestReplicasShareExternalEtcd(t *testing.T) {
 		}
 	}
 	testharness.WaitFor(t, 15*time.Second, "node delivery of every message", func() bool {
-		b, err := statefile.Read(filepath.Join(dir, "state.json"), "sessions")
-		if err != nil {
-			return false
+		var o struct {
+			ReceivedSeq int64 `json:"received_seq"`
 		}
-		var st struct {
-			Sessions map[string]struct {
-				ReceivedSeq int64 `json:"received_seq"`
-			} `json:"sessions"`
-		}
-		return json.Unmarshal(b, &st) == nil && st.Sessions[sess.Id].ReceivedSeq == total
+		rec, ok := nodeSessions(t, dir)[sess.Id]
+		return ok && json.Unmarshal(rec, &o) == nil && o.ReceivedSeq == total
 	})
+}
+
+// A purge on another replica than the one holding the owner's stream
+// reaches the owner: the release was sent only to streams on the replica
+// that took the purge, so the node kept the purged session until it
+// reconnected.
+func TestPurgeOnAnotherReplicaReleasesTheOwner(t *testing.T) {
+	t.Parallel()
+	_, cb, dir := nodeOnReplicaA(t)
+	ctx := ctxT(t)
+	sess, err := cb.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 15*time.Second, "node assigned the session", func() bool { _, ok := nodeSessions(t, dir)[sess.Id]; return ok })
+	if _, err := cb.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: sess.Id, Purge: true}); err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 15*time.Second, "node released the purged session", func() bool { _, ok := nodeSessions(t, dir)[sess.Id]; return !ok })
 }
 
 // A cancel asked on another replica than the one running the migration

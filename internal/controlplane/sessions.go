@@ -228,14 +228,11 @@ func (h *sessionService) DeleteSession(ctx context.Context, req *castv1.DeleteSe
 		return nil, err
 	}
 	if req.Purge {
-		node, _, err := h.s.store.Owner(ctx, req.SessionId)
-		if err != nil {
-			return nil, toStatus(h.s.lg, err)
-		}
+		// The purge's txn records the owner's release, relayed by the
+		// replica holding the owner's stream (the dispatcher).
 		if err := archive.Purge(ctx, h.s.store, req.SessionId); err != nil {
 			return nil, toStatus(h.s.lg, err)
 		}
-		h.s.hub.release(node, req.SessionId, "") // best effort: a node that misses it is released when it reconnects
 		return &castv1.DeleteSessionResponse{Purged: true}, nil
 	}
 	sess, err := archive.Archive(ctx, h.s.store, req.SessionId)

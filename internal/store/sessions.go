@@ -246,7 +246,8 @@ func (s *Store) observe(op string, start time.Time) {
 
 // PurgeSession deletes a session and every key stored under it (record,
 // seq counter, owner and its index, messages, client ids, chunks,
-// permission requests, pending ops) in one txn, compared against the record check
+// permission requests, pending ops) in one txn, which also records the
+// owner node's release for the relay (releaseOp), compared against the record check
 // accepted (with its LastSeq filled in): a session that changed meanwhile
 // — its record, a new message, a move of its history — is read and
 // checked again, a fenced (moving) one is refused. Chunks of an append
@@ -256,6 +257,7 @@ func (s *Store) observe(op string, start time.Time) {
 // never committed) is an orphan SweepSegments deletes.
 func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.Session) error) error {
 	defer s.observe("purge_session", time.Now())
+	lease := clientv3.NoLease // of the owner's release, granted once one is needed
 	for range 10 {
 		resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.sessionKey(id)), clientv3.OpGet(s.ownerKey(id)),
 			clientv3.OpGet(s.fenceKey(id)), clientv3.OpGet(s.seqKey(id)), clientv3.OpGet(s.segPrefix(id), clientv3.WithPrefix())).Commit()
@@ -284,13 +286,28 @@ func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.
 			return err
 		}
 		segs := resp.Responses[4].GetResponseRange().Kvs
+		ops := s.purgeOps(id, string(own[0].Value))
+		if node := string(own[0].Value); node != "" {
+			if lease == clientv3.NoLease {
+				l, err := s.cli.Grant(ctx, nodeCmdTTL)
+				if err != nil {
+					return err
+				}
+				lease = l.ID
+			}
+			op, err := s.releaseOp(node, id, lease)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, op)
+		}
 		txn, err := s.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(s.sessionKey(id)), "=", kvs[0].ModRevision),
 			clientv3.Compare(clientv3.ModRevision(s.ownerKey(id)), "=", own[0].ModRevision),
 			clientv3.Compare(clientv3.CreateRevision(s.fenceKey(id)), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(s.seqKey(id)), "=", seqRev),
 			clientv3.Compare(clientv3.ModRevision(s.segPrefix(id)), "<", resp.Header.Revision+1).WithPrefix(),
-		).Then(s.purgeOps(id, string(own[0].Value))...).Commit()
+		).Then(ops...).Commit()
 		if err != nil {
 			return err
 		}
@@ -301,6 +318,20 @@ func (s *Store) PurgeSession(ctx context.Context, id string, check func(*castv1.
 		s.m.TxnConflicts.WithLabelValues("purge_session").Inc()
 	}
 	return errs.New(errs.KindAborted, errs.ReasonConflict, "session %s kept changing; retry", id)
+}
+
+// releaseOp records, for the relay to node (as SendNodeCommand does), the
+// release of purged session id, in the purge's txn: whichever replica
+// holds node's stream sends it, and a node connected nowhere is released
+// when it registers again (its resync).
+func (s *Store) releaseOp(node, id string, lease clientv3.LeaseID) (clientv3.Op, error) {
+	cmd := &castv1.Command{Id: ids.NewClientID(), Kind: &castv1.Command_ReleaseSession{
+		ReleaseSession: &castv1.ReleaseSession{SessionId: id}}}
+	val, err := proto.Marshal(cmd)
+	if err != nil {
+		return clientv3.Op{}, errs.Internal(err, "encode command")
+	}
+	return clientv3.OpPut(s.nodeCmdKey(node, cmd.Id), string(val), clientv3.WithLease(lease)), nil
 }
 
 // purgeOps deletes every key of session id, owned by node.
