@@ -1,9 +1,13 @@
 package controlplane
 
 import (
+	"context"
+	"time"
+
 	"google.golang.org/grpc"
 
 	"github.com/cast-dev/cast/internal/authz"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // Policy is the server's authorization table, for tests.
@@ -11,3 +15,10 @@ func (s *Server) Policy() authz.Policy { return s.policy }
 
 // ServiceInfo is what the gRPC server serves, for tests.
 func (s *Server) ServiceInfo() map[string]grpc.ServiceInfo { return s.grpc.GetServiceInfo() }
+
+// AskNodeWithin asks node to probe its agents (askNodeWithin, waiting at
+// most wait), for tests.
+func (s *Server) AskNodeWithin(ctx context.Context, node string, wait time.Duration) error {
+	_, err := s.askNodeWithin(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Probe{Probe: &castv1.ProbeAgentsRequest{}}}, wait)
+	return err
+}

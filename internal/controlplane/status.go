@@ -59,6 +59,13 @@ func toStatus(lg *zap.Logger, err error) error {
 	return withInfo(kindCodes[e.Kind], e.Msg, e.Reason, e.Metadata)
 }
 
+// statusMessage is the message toStatus gives err: what a response field
+// (not the call's status) may show of a failure. toStatus logs what it
+// keeps from the caller.
+func statusMessage(lg *zap.Logger, err error) string {
+	return status.Convert(toStatus(lg, err)).Message()
+}
+
 func withInfo(c codes.Code, msg, reason string, md map[string]string) error {
 	st, err := status.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: md})
 	if err != nil {

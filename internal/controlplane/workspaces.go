@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -97,7 +98,9 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 			if req.Node != "" {
 				return nil, toStatus(h.s.lg, err)
 			}
-			resp.Unanswered = append(resp.Unanswered, n+": "+err.Error())
+			// The field is shown as it is: what toStatus would tell the
+			// caller, never a store's or decoder's raw text (it logs that).
+			resp.Unanswered = append(resp.Unanswered, n+": "+statusMessage(h.s.lg.With(zap.String("node", n)), err))
 			continue
 		}
 		for _, w := range ans.Worktrees {
@@ -234,14 +237,24 @@ func (s *Server) askNodeWithin(ctx context.Context, node string, req *castv1.Wor
 			"node %s is not connected; its worktrees are on it, so start it first (`cast nodes`)", node)
 	}
 	req.RequestId = ids.NewClientID()
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	asked := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := s.store.SendNodeCommand(ctx, node, &castv1.Command{Id: req.RequestId, Kind: &castv1.Command_Workspace{Workspace: req}}); err != nil {
+	if err := s.store.SendNodeCommand(wctx, node, &castv1.Command{Id: req.RequestId, Kind: &castv1.Command_Workspace{Workspace: req}}); err != nil {
 		return nil, err
 	}
-	raw, err := s.store.WaitWorkspaceAnswer(ctx, node, req.RequestId)
+	raw, err := s.store.WaitWorkspaceAnswer(wctx, node, req.RequestId)
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The caller's deadline came before our wait ended: saying
+			// the node took all of wait would be untrue.
+			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
+				"node %s had not answered when the request's deadline ran out, %s after it was asked (a node is given up to %s)",
+				node, time.Since(asked).Round(10*time.Millisecond), wait)
+		case ctx.Err() != nil:
+			return nil, ctx.Err() // the caller went away
+		case errors.Is(wctx.Err(), context.DeadlineExceeded):
 			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "node %s did not answer within %s", node, wait)
 		}
 		return nil, err

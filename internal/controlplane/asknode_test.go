@@ -1,0 +1,85 @@
+package controlplane_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/errs"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// silentNode starts a control plane over an external etcd and registers a
+// node there that is connected but never answers: the test answers for
+// it, or not, through st.
+func silentNode(t *testing.T) (*controlplane.Server, *store.Store) {
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
+	st := testharness.OpenStore(t, ep, nil)
+	if _, err := st.RegisterNode(ctxT(t), &castv1.Node{Name: "mute"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return srv, st
+}
+
+// A node's answer that does not decode is named in `cast worktree ls`'s
+// unanswered list by a stable message: the list carried the raw decode
+// error. The raw error goes to the control plane's log.
+func TestUnansweredWorktreeListHidesRawErrors(t *testing.T) {
+	srv, st := silentNode(t)
+	ctx := ctxT(t)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = st.WatchDispatch(wctx, 0, func(c store.Change) {
+			if c.NodeCmd != nil && c.Node == "mute" {
+				_ = st.PutWorkspaceAnswer(wctx, "mute", c.NodeCmd.Id, []byte{0xff}) // not a ReportWorkspaceRequest
+			}
+		})
+	}()
+	resp, err := testharness.Dial(t, srv.Addr()).Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "mute: internal error: decode a node's workspace answer"
+	if len(resp.Unanswered) != 1 || resp.Unanswered[0] != want {
+		t.Fatalf("unanswered = %q, want [%q]", resp.Unanswered, want)
+	}
+	if testharness.ControlPlaneLogs(t, srv).FilterMessage("internal error").FilterField(zap.String("node", "mute")).Len() == 0 {
+		t.Error("the raw decode error was not logged")
+	}
+}
+
+// A node that has not answered is said to have run out the wait that ran
+// out: the control plane's own (askNodeWithin's wait), or the caller's
+// sooner deadline, which was reported as the control plane's wait.
+func TestNodeNotAnsweringNamesTheDeadlineThatRanOut(t *testing.T) {
+	srv, _ := silentNode(t)
+	tests := []struct {
+		name     string
+		deadline time.Duration // the caller's
+		wait     time.Duration // the control plane's
+		want     string
+		not      string
+	}{
+		{"the control plane's wait", time.Minute, 200 * time.Millisecond, "did not answer within 200ms", "deadline"},
+		{"the caller's deadline", 200 * time.Millisecond, time.Minute, "the request's deadline ran out", "within 1m0s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			err := srv.AskNodeWithin(ctx, "mute", tc.wait)
+			e, ok := errs.As(err)
+			if !ok || e.Reason != errs.ReasonUnavailable || !strings.Contains(e.Msg, tc.want) || strings.Contains(e.Msg, tc.not) {
+				t.Fatalf("err = %v; want UNAVAILABLE saying %q", err, tc.want)
+			}
+		})
+	}
+}
