@@ -123,7 +123,7 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 // mayUseWorktree lets admins at every worktree and a user at one whose
 // sessions (one at least) are all theirs: removing it moves them. A
 // session purged since, which its node has not dropped yet (the release
-// went to another replica, or the node was away), is nobody's.
+// has not reached it, or the node was away), is nobody's.
 func (s *Server) mayUseWorktree(ctx context.Context, w *castv1.Worktree) error {
 	p, ok := authz.FromContext(ctx)
 	if ok && p.IsAdmin() {
