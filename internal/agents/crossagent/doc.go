@@ -49,8 +49,9 @@
 // model must get the main chain in order and none of the run.
 // TestSubagentCheckerCatchesLoss proves that check.
 //
-// TestMatrix, the conversation the real CLIs produced, resumes each
-// agent's own and each in one other agent's CLI (10 pairs). TestMatrixHard
+// TestMatrix, the conversation the real CLIs produced, resumes each in one
+// other agent's CLI, and Gemini's and pi's in their own (7 pairs: the
+// other agents' packages resume their own, ownElsewhere). TestMatrixHard
 // and the feature matrices (TestMatrixCompacted, TestMatrixImages,
 // TestMatrixLongTurn, TestMatrixSubagent) resume 5 each in the default
 // run, source i -> target i+k, each feature matrix with a k of its own

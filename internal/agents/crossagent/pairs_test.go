@@ -2,7 +2,9 @@ package crossagent
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -13,7 +15,8 @@ import (
 // The CLIs' CPU is most of the default test run on two cores, so no
 // matrix resumes all 25 pairs there; CAST_MATRIX=full runs every pair of
 // every matrix. TestMatrix, whose sources the real CLIs produce, resumes
-// each agent's own transcript (shift 0) and one cross ring (matrixShift).
+// one cross ring (matrixShift) and the own transcript of each agent whose
+// package does not already resume one (ownElsewhere).
 // The matrices whose conversations are written by hand (TestMatrixHard and
 // the features: compaction, images, a long turn, a subagent run) each take
 // a cross ring of their own, so every agent is once a source and once a
@@ -26,6 +29,7 @@ import (
 type pairSet struct {
 	all    bool
 	shifts []int
+	own    []string // agents whose same-agent pair runs besides the shifts
 }
 
 var everyPair = pairSet{all: true}
@@ -50,6 +54,29 @@ const hardShift = 1
 // hand-written feature matrices carry every cross pair).
 const matrixShift = 2
 
+// ownElsewhere are the agents whose own package resumes, with its real
+// CLI, a session that CLI produced and cast read and wrote again:
+// TestRealClaudeRoundTrip, Codex's TestE2ERealRolloutRoundTrip and
+// OpenCode's TestE2ERoundTrip. TestMatrix's same-agent pair repeats that
+// for them (OpenCode's the costliest pair of the run), so it runs for the
+// others only, and for all with CAST_MATRIX=full.
+var ownElsewhere = map[string]string{
+	"claude":   "TestRealClaudeRoundTrip",
+	"codex":    "TestE2ERealRolloutRoundTrip",
+	"opencode": "TestE2ERoundTrip",
+}
+
+// matrixPairs is TestMatrix's pairs.
+func matrixPairs() pairSet {
+	p := ring(matrixShift)
+	for _, a := range runnable {
+		if _, ok := ownElsewhere[a]; !ok {
+			p.own = append(p.own, a)
+		}
+	}
+	return p
+}
+
 var featureShifts = []int{compactShift, imageShift, longShift, subagentShift}
 
 // ring is the pairs i -> i+shift for each shift; every pair with
@@ -63,7 +90,7 @@ func ring(shifts ...int) pairSet {
 
 func (p pairSet) has(src, tgt int) bool {
 	n := len(runnable)
-	return p.all || slices.Contains(p.shifts, (tgt-src+n)%n)
+	return p.all || slices.Contains(p.shifts, (tgt-src+n)%n) || (src == tgt && slices.Contains(p.own, runnable[src]))
 }
 
 // TestFeatureMatricesCoverEveryPair: the four feature matrices' shifts
@@ -95,5 +122,27 @@ func TestFeatureMatricesCoverEveryPair(t *testing.T) {
 	}
 	if len(covered) != n*(n-1) {
 		t.Errorf("the feature matrices cover %d of %d cross pairs", len(covered), n*(n-1))
+	}
+}
+
+// TestOwnRoundTripsElsewhereExist: the tests ownElsewhere leaves each
+// agent's own resume to are still in that agent's package.
+func TestOwnRoundTripsElsewhereExist(t *testing.T) {
+	for agent, test := range ownElsewhere {
+		files, err := filepath.Glob(filepath.Join("..", agent, "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no test files (%v)", agent, err)
+		}
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(b), "\nfunc "+test+"(t *testing.T) {")
+		}
+		if !found {
+			t.Errorf("%s's package has no %s: TestMatrix must resume %s->%s again", agent, test, agent, agent)
+		}
 	}
 }
