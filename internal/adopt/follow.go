@@ -109,6 +109,9 @@ type Follower struct {
 	// seen: their state is dropped once goneGrace has passed (forgetGone).
 	gone map[string]time.Time
 	now  func() time.Time // time.Now; a test's clock
+	// lister finds an agent's StoreLister (storeLister; a test's counts
+	// its listings).
+	lister func(agent string) (agents.StoreLister, bool)
 }
 
 // goneGrace is how long a followed file is gone before its state is
@@ -129,7 +132,7 @@ func New(sources []Source, stateDir string, sink Sink, cast Cast, lg *zap.Logger
 		return nil, err
 	}
 	return &Follower{sources: sources, sink: sink, cast: cast, lg: lg, st: st, failing: map[string]*backoff{},
-		listed: map[string]listing{}, lastListing: map[string]time.Time{}, gone: map[string]time.Time{}, now: time.Now}, nil
+		listed: map[string]listing{}, lastListing: map[string]time.Time{}, gone: map[string]time.Time{}, now: time.Now, lister: storeLister}, nil
 }
 
 // Scan looks at every native session file once and sends what is new; it
@@ -141,7 +144,7 @@ func (f *Follower) Scan(ctx context.Context) (int, error) {
 	total := 0
 	var errsSeen []error
 	for _, src := range f.sources {
-		if sl, ok := storeLister(src.Agent); ok {
+		if sl, ok := f.lister(src.Agent); ok {
 			n, err := f.scanStore(ctx, src, sl)
 			total += n
 			if err != nil {

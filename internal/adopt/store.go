@@ -35,16 +35,16 @@ const relistAfter = 5 * time.Minute
 
 // unsettledRelist bounds how often a store whose stamp cannot tell (one
 // written again and again, as by a long turn of the user's own OpenCode)
-// is listed. Each listing runs the CLI and exports every session whose
-// version moved, seconds of CPU each, so listing at every scan would keep
-// a core busy. Once the writes stop the stamp tells again and the next
+// is listed. Each listing exports every session whose version moved
+// through the CLI, seconds of CPU each, so listing at every scan would
+// keep a core busy. Once the writes stop the stamp tells again and the next
 // scan lists.
 const unsettledRelist = 15 * time.Second
 
-// scanStore follows every session in src's store: listed through the
-// agent's CLI, and each one whose version moved exported whole, sending
+// scanStore follows every session in src's store: listed, and each one
+// whose version moved exported whole through the agent's CLI, sending
 // what it holds beyond the messages kept. A session is keyed in the
-// bookkeeping by its store's path and its native id. A listing runs the
+// bookkeeping by its store's path and its native id. An export runs the
 // CLI (seconds of CPU for OpenCode) and the node scans every few seconds,
 // so the store is listed only when its stamp moved since a listing that
 // left nothing to do, or relistAfter passed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,49 +18,58 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/fakemodel"
-	"github.com/cast-dev/cast/internal/shellcmd"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // storeAgent keeps its sessions as rows of its own database.
 const storeAgent = "opencode"
 
-// storeRig is one follower over a real OpenCode store, run through a
-// wrapper of the real CLI that logs each run's first argument and fails a
-// listing when told to.
+// storeRig is one follower over a real OpenCode store whose listings it
+// counts, failing one when told to (countingLister).
 type storeRig struct {
 	t     *testing.T
 	home  string // the agent's own folder (XDG_DATA_HOME)
 	cwd   string
 	real  string
 	env   []string
-	dir   string // the wrapper's folder: its log (runs) and failDB
+	lists *countingLister
 	sink  *sink
 	cast  castFiles
 	f     *adopt.Follower
 	clock time.Time
-	seen  int // runs logged before the current scan
+}
+
+// countingLister is a store's own lister, counting its listings; failNext
+// makes the next one fail.
+type countingLister struct {
+	agents.StoreLister
+	n        int
+	failNext bool
+}
+
+func (c *countingLister) StoredSessions(ctx context.Context, bin string, env []string, home string) ([]agents.StoredSession, error) {
+	c.n++
+	if c.failNext {
+		c.failNext = false
+		return nil, errors.New("listing failed as the test asked")
+	}
+	return c.StoreLister.StoredSessions(ctx, bin, env, home)
 }
 
 func newStoreRig(t *testing.T) *storeRig {
 	real := agenttest.Bin(t, storeAgent)
 	home, env := agenttest.Env(t, storeAgent, fakemodel.Start(t).URL)
-	dir := t.TempDir()
-	wrapper := filepath.Join(dir, "opencode")
-	script := "#!/bin/sh\n" +
-		"echo \"$1\" >> " + shellcmd.Quote(filepath.Join(dir, "runs")) + "\n" +
-		"if [ \"$1\" = db ] && rm " + shellcmd.Quote(filepath.Join(dir, "failDB")) + " 2>/dev/null; then exit 3; fi\n" +
-		"exec " + shellcmd.Quote(real) + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r := &storeRig{t: t, home: agenttest.NativeHome(home, storeAgent), cwd: agenttest.Cwd(t, home, "proj"), real: real, env: env, dir: dir,
-		sink: &sink{}, cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}}, clock: time.Now()}
-	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: r.home, Bin: wrapper, Env: env}}, t.TempDir(), r.sink, r.cast, zap.NewNop())
+	r := &storeRig{t: t, home: agenttest.NativeHome(home, storeAgent), cwd: agenttest.Cwd(t, home, "proj"), real: real, env: env,
+		lists: &countingLister{}, sink: &sink{}, cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}}, clock: time.Now()}
+	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: r.home, Bin: real, Env: env}}, t.TempDir(), r.sink, r.cast, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	adopt.SetClock(f, func() time.Time { return r.clock })
+	adopt.WrapStoreLister(f, func(sl agents.StoreLister) agents.StoreLister {
+		r.lists.StoreLister = sl
+		return r.lists
+	})
 	r.f = f
 	return r
 }
@@ -107,25 +117,14 @@ func (r *storeRig) writing() {
 	}
 }
 
-// scan runs one Scan and returns how many listings (`opencode db`) it ran
-// and the texts it sent; then it ages the store.
+// scan runs one Scan and returns how many listings it ran and the texts
+// it sent; then it ages the store.
 func (r *storeRig) scan() (listings int, sent []string, err error) {
 	r.t.Helper()
-	before := len(r.sink.batches)
+	before, listed := len(r.sink.batches), r.lists.n
 	_, err = r.f.Scan(context.Background())
-	data, rerr := os.ReadFile(filepath.Join(r.dir, "runs"))
-	if rerr != nil && !os.IsNotExist(rerr) {
-		r.t.Fatal(rerr)
-	}
-	runs := strings.Fields(string(data))
-	for _, a := range runs[r.seen:] {
-		if a == "db" {
-			listings++
-		}
-	}
-	r.seen = len(runs)
 	r.age()
-	return listings, r.sink.texts(before), err
+	return r.lists.n - listed, r.sink.texts(before), err
 }
 
 // wantScan scans and checks how many listings it ran and what it sent.
@@ -194,11 +193,7 @@ func TestFollowStoreListsAgainUntilNothingIsLeft(t *testing.T) {
 	}{
 		{"busy", func(r *storeRig) { r.cast.busy[storeAgent] = true }, func(r *storeRig) { delete(r.cast.busy, storeAgent) }},
 		{"refused", func(r *storeRig) { r.sink.fail = 1 }, func(*storeRig) {}},
-		{"listing failed", func(r *storeRig) {
-			if err := os.WriteFile(filepath.Join(r.dir, "failDB"), nil, 0o600); err != nil {
-				r.t.Fatal(err)
-			}
-		}, func(*storeRig) {}},
+		{"listing failed", func(r *storeRig) { r.lists.failNext = true }, func(*storeRig) {}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := "STAMP-" + strings.ReplaceAll(c.name, " ", "-")

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/adopt"
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
 	"github.com/cast-dev/cast/internal/shellcmd"
 )
@@ -16,8 +17,8 @@ import (
 // A stored session `cast export --agent opencode` wrote into the node's
 // own store (the export log names it by agent and native id; its path is
 // the database every session shares) is that cast session's, not a new
-// one holding a copy of its history. The CLI is a stand-in printing a
-// listing and an export (the environment): what is under test is
+// one holding a copy of its history. The listing and the CLI printing the
+// export are stand-ins (the environment): what is under test is
 // adoption's reading of them.
 func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	const id = "ses_dd5cb6e7affeOTF71Xuz2X9heu" // the export's
@@ -29,17 +30,12 @@ func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	if err := os.WriteFile(db, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rows := filepath.Join(dir, "rows.json")
-	if err := os.WriteFile(rows, []byte(`[{"id":"`+id+`","directory":"`+home+`","parent_id":"","version":"1"}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	export, err := filepath.Abs("../agents/opencode/testdata/examples/opencode_handwritten_import.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "opencode")
 	script := "#!/bin/sh\ncase \"$1\" in\n" +
-		"db) cat " + shellcmd.Quote(rows) + " ;;\n" +
 		"export) cat " + shellcmd.Quote(export) + " ;;\n" +
 		"*) exit 3 ;;\nesac\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
@@ -52,6 +48,9 @@ func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adopt.WrapStoreLister(f, func(sl agents.StoreLister) agents.StoreLister {
+		return fixedLister{StoreLister: sl, list: []agents.StoredSession{{ID: id, Cwd: home, Version: "1"}}}
+	})
 	if _, err := f.Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +59,14 @@ func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 			t.Fatalf("the session cast exported was adopted as a new one (%d messages)", len(b.Messages))
 		}
 	}
+}
+
+// fixedLister lists list whatever the store holds.
+type fixedLister struct {
+	agents.StoreLister
+	list []agents.StoredSession
+}
+
+func (l fixedLister) StoredSessions(context.Context, string, []string, string) ([]agents.StoredSession, error) {
+	return l.list, nil
 }

@@ -77,16 +77,17 @@ type StoredSession struct {
 }
 
 // StoreLister is a StoreDriver that lists the sessions in its store, so a
-// node can adopt those the user ran in the agent directly: through the
-// agent's own CLI (bin, env, as a turn runs it), reading only. home is
-// the agent's own folder; a store not made yet lists nothing.
+// node can adopt those the user ran in the agent directly, reading only
+// (directly, or through the agent's own CLI: bin, env, as a turn runs
+// it). home is the agent's own folder; a store not made yet lists nothing.
 type StoreLister interface {
 	StoreDriver
 	StoredSessions(ctx context.Context, bin string, env []string, home string) ([]StoredSession, error)
 	// StoreStamp is a cheap mark of the store's state under home, read
 	// from its files with no process started, that changes whenever a
-	// listing could: a listing runs the agent's CLI (seconds of CPU for
-	// OpenCode) and a node looks every few seconds, so it lists again
-	// only when the mark moved. "" means it cannot tell: list.
+	// listing could: a listing reads the store and each session whose
+	// version moved is exported (seconds of CPU for OpenCode's CLI), and
+	// a node looks every few seconds, so it lists again only when the
+	// mark moved. "" means it cannot tell: list.
 	StoreStamp(home string) string
 }

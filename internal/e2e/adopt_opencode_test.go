@@ -17,7 +17,7 @@ import (
 )
 
 // OpenCode keeps its sessions as rows in its own database, which the node
-// lists through the CLI (`opencode db`): a session started with `opencode
+// lists by reading it and exports through the CLI: a session started with `opencode
 // run` in the node's home is adopted with every message, a direct resume
 // adds its messages once, and after `opencode session delete` a `cast
 // restore` loads it back under its id, where `opencode run -s` continues it

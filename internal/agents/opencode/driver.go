@@ -50,9 +50,10 @@ func (Driver) Prompt(p string) string { return p }
 
 func (Driver) StorePath(home string) string { return DBPath(home) }
 
-// StoredSessions lists the sessions in OpenCode's database (agents.StoreLister).
-func (Driver) StoredSessions(ctx context.Context, bin string, env []string, home string) ([]agents.StoredSession, error) {
-	return Loader{Bin: bin, Env: env}.Sessions(ctx, home)
+// StoredSessions lists the sessions in OpenCode's database
+// (agents.StoreLister), read directly: no CLI runs.
+func (Driver) StoredSessions(ctx context.Context, _ string, _ []string, home string) ([]agents.StoredSession, error) {
+	return StoreSessions(ctx, home)
 }
 
 func (Driver) Export(ctx context.Context, bin string, env []string, t agents.Target, id string) ([]transcript.Message, error) {

@@ -14,14 +14,16 @@ import (
 const racyWindow = 2 * time.Second
 
 // StoreStamp marks the state of the store under home from its files alone
-// (agents.StoreLister), starting no process: a listing costs a run of the
-// CLI, ~3 CPU-seconds. OpenCode keeps its database in WAL mode, so every
-// commit writes opencode.db-wal, and reads do not: the mark is that
-// file's size and mtime. The database file itself is left out: each run
-// of the CLI, a read-only `opencode db` included, checkpoints the WAL into
-// it, which moves its mtime every time and its size on the first run
-// after a write (measured with OpenCode 1.18.33), so it would change with
-// cast's own listings and tell nothing the WAL did not. "" when it cannot
+// (agents.StoreLister), starting no process: a listing exports each
+// session whose version moved through the CLI, ~3 CPU-seconds each.
+// OpenCode keeps its database in WAL mode, so every commit writes
+// opencode.db-wal, and reads do not (cast's own listing, StoreSessions,
+// leaves it as it was): the mark is that file's size and mtime. The
+// database file itself is left out: each run of the CLI (an export
+// included) checkpoints the WAL into it, which moves its mtime every time
+// and its size on the first run after a write (measured with OpenCode
+// 1.18.33), so it would change with cast's own exports and tell nothing
+// the WAL did not. "" when it cannot
 // tell: no store (listing one starts nothing), no -wal file (not in WAL
 // mode, where only the database's mtime would show a write), or the WAL
 // written within racyWindow.

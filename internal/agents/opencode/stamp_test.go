@@ -2,8 +2,11 @@ package opencode
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,10 +14,10 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 )
 
-// The store's stamp holds across OpenCode's own read-only listings (each
-// checkpoints into the database file, the first after a write growing it)
-// and moves with a write, even one that leaves the WAL its size; a store
-// not made yet, or written within the racy window, has none.
+// The store's stamp holds across listings and moves with a write, even one
+// that leaves the WAL its size; a store not made yet, or written within
+// the racy window, has none. The listing read from the database is the
+// one `opencode db` gives for the same query.
 func TestStoreStampMovesOnlyWithAWrite(t *testing.T) {
 	o := newOpenCode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -67,6 +70,40 @@ func TestStoreStampMovesOnlyWithAWrite(t *testing.T) {
 	if s := d.StoreStamp(o.home); s != second {
 		t.Errorf("a listing after a write moved the stamp: %q, then %q", second, s)
 	}
+	got, err := StoreSessions(ctx, o.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cli := cliSessions(t, ctx, o.loader, o.home); !reflect.DeepEqual(got, cli) {
+		t.Errorf("read from the database:\n%+v\nopencode db:\n%+v", got, cli)
+	}
+}
+
+// cliSessions lists the store under home through `opencode db`, as the
+// node did before it read the database itself.
+func cliSessions(t *testing.T, ctx context.Context, l Loader, home string) []agents.StoredSession {
+	t.Helper()
+	out, err := l.run(ctx, agents.Target{Home: home, Cwd: home}, "db", sessionsQuery, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		ID        string `json:"id"`
+		Directory string `json:"directory"`
+		ParentID  string `json:"parent_id"`
+		Version   string `json:"version"`
+	}
+	if i := strings.IndexByte(out, '['); i >= 0 {
+		out = out[i:]
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("opencode db: %v: %s", err, out)
+	}
+	var list []agents.StoredSession
+	for _, r := range rows {
+		list = append(list, agents.StoredSession{ID: r.ID, Cwd: r.Directory, ParentID: r.ParentID, Version: r.Version})
+	}
+	return list
 }
 
 // The stamp is "" wherever the files cannot tell a write apart.

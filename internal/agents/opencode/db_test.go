@@ -1,0 +1,120 @@
+package opencode
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/agents"
+)
+
+// A store in WAL mode that no OpenCode holds open (its -wal and -shm gone
+// with the last connection) lists without a write and is left without
+// them; a store not made yet lists none and is not made.
+func TestStoreSessionsReadsAClosedStore(t *testing.T) {
+	home := t.TempDir()
+	if got, err := StoreSessions(context.Background(), home); err != nil || got != nil {
+		t.Fatalf("no store: %v %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Dir(DBPath(home))); !os.IsNotExist(err) {
+		t.Fatalf("listing made the store's folder: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", DBPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`PRAGMA journal_mode=WAL`,
+		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
+		`CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`,
+		`INSERT INTO session VALUES ('ses_b', '/w/b', 'ses_a', 2, 20, NULL), ('ses_a', '/w/a', NULL, 1, 10, NULL), ('ses_old', '/w/o', NULL, 0, 5, 7)`,
+		`INSERT INTO part VALUES ('p1', 'ses_a', 11), ('p2', 'ses_a', 12)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(DBPath(home) + "-wal"); !os.IsNotExist(err) {
+		t.Fatalf("the WAL outlived the last connection: %v", err)
+	}
+	before, err := os.Stat(DBPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := StoreSessions(context.Background(), home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []agents.StoredSession{
+		{ID: "ses_a", Cwd: "/w/a", Version: "10/2/12"},
+		{ID: "ses_b", Cwd: "/w/b", ParentID: "ses_a", Version: "20/0/0"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("listed %+v, want %+v", got, want)
+	}
+	after, err := os.Stat(DBPath(home))
+	if err != nil || !after.ModTime().Equal(before.ModTime()) || after.Size() != before.Size() {
+		t.Errorf("listing wrote the store: %v %v -> %v", err, before.ModTime(), after.ModTime())
+	}
+	for _, f := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(DBPath(home) + f); !os.IsNotExist(err) {
+			t.Errorf("listing left a %s file: %v", f, err)
+		}
+	}
+}
+
+// While OpenCode holds its store open (its -wal file in place), a listing
+// sees what it committed to the WAL and leaves the WAL as it was: the
+// stamp does not move with cast's own listing.
+func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", DBPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one connection held open, as OpenCode's
+	for _, q := range []string{
+		`PRAGMA journal_mode=WAL`,
+		`PRAGMA wal_autocheckpoint=0`, // the rows stay in the WAL
+		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
+		`CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`,
+		`INSERT INTO session VALUES ('ses_a', '/w/a', NULL, 1, 10, NULL)`,
+		`INSERT INTO part VALUES ('p1', 'ses_a', 11)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	stamp := Driver{}.StoreStamp(home)
+	wal, err := os.Stat(DBPath(home) + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := StoreSessions(context.Background(), home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []agents.StoredSession{{ID: "ses_a", Cwd: "/w/a", Version: "10/1/11"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("listed %+v, want %+v", got, want)
+	}
+	after, err := os.Stat(DBPath(home) + "-wal")
+	if err != nil || after.Size() != wal.Size() || !after.ModTime().Equal(wal.ModTime()) {
+		t.Errorf("the listing changed the WAL: %v, %d -> %d bytes", err, wal.Size(), after.Size())
+	}
+	if s := (Driver{}).StoreStamp(home); s != stamp {
+		t.Errorf("the listing moved the stamp: %q -> %q", stamp, s)
+	}
+}
