@@ -3,9 +3,11 @@ package opencode
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -116,5 +118,64 @@ func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
 	}
 	if s := (Driver{}).StoreStamp(home); s != stamp {
 		t.Errorf("the listing moved the stamp: %q -> %q", stamp, s)
+	}
+}
+
+// StoreExport gives the shape `opencode export` prints: the session's
+// header from its row, messages in the order they were made with their
+// parts in id order, each with the ids the export adds; a session the
+// store does not hold is an error.
+func TestStoreExportShape(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", DBPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
+		`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
+		`CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
+		`INSERT INTO session VALUES ('ses_1', 'global', NULL, 'a-slug', '/w', 'a title', '1.18.33', 5, 9, NULL)`,
+		`INSERT INTO message VALUES ('msg_b', 'ses_1', 2, 2, '{"role":"assistant","time":{"created":2,"completed":3},"agent":"build"}'),
+		 ('msg_a', 'ses_1', 1, 1, '{"role":"user","time":{"created":1},"agent":"build"}'),
+		 ('msg_x', 'ses_2', 1, 1, '{"role":"user","time":{"created":1},"agent":"build"}')`,
+		`INSERT INTO part VALUES ('prt_2', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"second"}'),
+		 ('prt_1', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"first"}'),
+		 ('prt_0', 'msg_a', 'ses_1', 0, 0, '{"type":"text","text":"asked"}')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := StoreExport(context.Background(), home, "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex Export
+	if err := json.Unmarshal(out, &ex); err != nil {
+		t.Fatal(err)
+	}
+	if want := (SessionInfo{ID: "ses_1", Slug: "a-slug", ProjectID: "global", Directory: "/w", Title: "a title", Version: "1.18.33", Time: TimeSpan{Created: 5, Updated: 9}}); ex.Info != want {
+		t.Errorf("header %+v, want %+v", ex.Info, want)
+	}
+	var got []string
+	for _, m := range ex.Messages {
+		got = append(got, m.Info.ID+"/"+m.Info.SessionID+"/"+m.Info.Role)
+		for _, p := range m.Parts {
+			got = append(got, p.ID+"/"+p.MessageID+"/"+p.SessionID+"/"+p.Text)
+		}
+	}
+	want := []string{"msg_a/ses_1/user", "prt_0/msg_a/ses_1/asked", "msg_b/ses_1/assistant", "prt_1/msg_b/ses_1/first", "prt_2/msg_b/ses_1/second"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("exported %q, want %q", got, want)
+	}
+	if _, err := StoreExport(context.Background(), home, "ses_none"); err == nil || !strings.Contains(err.Error(), "session not found") {
+		t.Errorf("a session not in the store: %v", err)
 	}
 }

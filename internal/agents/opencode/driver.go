@@ -56,8 +56,10 @@ func (Driver) StoredSessions(ctx context.Context, _ string, _ []string, home str
 	return StoreSessions(ctx, home)
 }
 
-func (Driver) Export(ctx context.Context, bin string, env []string, t agents.Target, id string) ([]transcript.Message, error) {
-	out, err := Loader{Bin: bin, Env: env}.Export(ctx, t, id)
+// Export reads session id from OpenCode's database as `opencode export`
+// prints it (StoreExport): no CLI runs.
+func (Driver) Export(ctx context.Context, _ string, _ []string, t agents.Target, id string) ([]transcript.Message, error) {
+	out, err := StoreExport(ctx, t.Home, id)
 	if err != nil {
 		return nil, err
 	}

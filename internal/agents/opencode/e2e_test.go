@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,6 +156,14 @@ func TestE2ERoundTrip(t *testing.T) {
 	// skipped (a new version's parts would show up here).
 	if len(orig.Kinds) > 0 {
 		t.Errorf("the reader does not know parts of the pinned CLI's export: %v", orig.Kinds)
+	}
+	// The node reads the store itself (StoreExport): the same session.
+	fromDB, err := StoreExport(ctx, o.home, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db, err := Parse(bytes.NewReader(fromDB)); err != nil || !reflect.DeepEqual(db, orig) {
+		t.Errorf("read from the database (%v):\n%+v\nopencode export:\n%+v", err, db.Messages, orig.Messages)
 	}
 	want := brief(withoutThinking(orig.Messages))
 	if !strings.Contains(strings.Join(want, "\n"), "oc-tool-ran") || len(want) < 6 {
