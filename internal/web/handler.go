@@ -31,11 +31,12 @@ const APIPrefix = "/cast.v1."
 
 type callerKey struct{}
 
-// caller is a call's browser session: its principal and the hash its
-// grant is kept by.
+// caller is a call's browser session: its principal, the hash its
+// grant is kept by and its end.
 type caller struct {
 	p       authz.Principal
 	session string
+	until   time.Time
 }
 
 // Caller is the principal a browser session signed in as, when the call
@@ -116,14 +117,14 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Del("Authorization")
 	if c, err := r.Cookie(CookieName); err == nil {
-		p, ok, err := h.logins.Session(r.Context(), c.Value)
+		g, ok, err := h.logins.live(r.Context(), kindSession, c.Value)
 		if err != nil {
 			h.lg.Warn("web session lookup failed", zap.Error(err))
 			http.Error(w, "the control plane's store did not answer; retry", http.StatusServiceUnavailable)
 			return
 		}
 		if ok {
-			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{p: p, session: digest(c.Value)}))
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{p: g.P, session: digest(c.Value), until: g.Until}))
 		}
 	}
 	h.api.ServeHTTP(w, r)

@@ -41,6 +41,9 @@ type Logins struct {
 type grant struct {
 	P     authz.Principal `json:"principal"`
 	Until time.Time       `json:"until"`
+	// Cap is, for a code a browser session made, that session's end: the
+	// session the code becomes ends no later (zero: no cap).
+	Cap time.Time `json:"cap,omitzero"`
 }
 
 // NewLogins keeps codes for codeTTL and sessions for sessionTTL in g.
@@ -49,14 +52,18 @@ func NewLogins(g Grants, codeTTL, sessionTTL time.Duration) *Logins {
 }
 
 // NewCode returns a code that signs a browser in as p, once, before the
-// time returned.
+// time returned. A code asked for by a browser session (ctx is a call
+// through this app's API) signs in a session that ends when that one
+// does: otherwise a browser could trade each session for a fresh one
+// before it ended and stay signed in for ever.
 func (l *Logins) NewCode(ctx context.Context, p authz.Principal) (string, time.Time, error) {
 	code, err := secret()
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	until := l.now().Add(l.codeTTL)
-	if err := l.put(ctx, kindCode, code, grant{P: p, Until: until}); err != nil {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	if err := l.put(ctx, kindCode, code, grant{P: p, Until: until, Cap: c.until}); err != nil {
 		return "", time.Time{}, err
 	}
 	return code, until, nil
@@ -64,7 +71,8 @@ func (l *Logins) NewCode(ctx context.Context, p authz.Principal) (string, time.T
 
 // Peek returns the principal a live code signs in as, leaving it unused.
 func (l *Logins) Peek(ctx context.Context, code string) (authz.Principal, bool, error) {
-	return l.live(ctx, kindCode, code)
+	g, ok, err := l.live(ctx, kindCode, code)
+	return g.P, ok, err
 }
 
 // Exchange consumes code and returns a new session id for its principal;
@@ -78,7 +86,10 @@ func (l *Logins) Exchange(ctx context.Context, code string) (sid string, p authz
 	if json.Unmarshal(b, &g) != nil || !l.now().Before(g.Until) {
 		return "", authz.Principal{}, false, nil
 	}
-	if sid, err = l.Grant(ctx, g.P, time.Time{}); err != nil {
+	if !g.Cap.IsZero() && !l.now().Before(g.Cap) { // the browser session that made it has ended
+		return "", authz.Principal{}, false, nil
+	}
+	if sid, err = l.Grant(ctx, g.P, g.Cap); err != nil {
 		return "", authz.Principal{}, false, err
 	}
 	return sid, g.P, true, nil
@@ -100,20 +111,21 @@ func (l *Logins) Grant(ctx context.Context, p authz.Principal, until time.Time) 
 
 // Session returns the principal of a live session id.
 func (l *Logins) Session(ctx context.Context, sid string) (authz.Principal, bool, error) {
-	return l.live(ctx, kindSession, sid)
+	g, ok, err := l.live(ctx, kindSession, sid)
+	return g.P, ok, err
 }
 
-// live returns the principal of a grant not yet expired.
-func (l *Logins) live(ctx context.Context, kind, secret string) (authz.Principal, bool, error) {
+// live returns a grant not yet expired.
+func (l *Logins) live(ctx context.Context, kind, secret string) (grant, bool, error) {
 	b, found, err := l.grants.GetWebGrant(ctx, kind, digest(secret))
 	if err != nil || !found {
-		return authz.Principal{}, false, err
+		return grant{}, false, err
 	}
 	var g grant
 	if json.Unmarshal(b, &g) != nil || !l.now().Before(g.Until) {
-		return authz.Principal{}, false, nil
+		return grant{}, false, nil
 	}
-	return g.P, true, nil
+	return g, true, nil
 }
 
 // End signs a session out.

@@ -2,6 +2,9 @@ package web_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -79,6 +82,72 @@ func TestLogins(t *testing.T) {
 				if _, still, _ := l.Session(ctx, sid); still {
 					t.Fatal("a signed-out session is still live")
 				}
+			}
+		})
+	}
+}
+
+// A browser session that asks for a login link (CreateWebLogin through the
+// app's API, with its cookie) gets one whose session ends when the asking
+// one does: trading each session for a fresh one before it ended would
+// keep a browser signed in for ever. The api here stands where the
+// control plane's CreateWebLogin does: it makes a code in the call's
+// context.
+func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
+	st := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	alice := authz.Principal{Role: authz.User, Name: "alice", Cred: "c1"}
+	for _, tc := range []struct {
+		name      string
+		mint      time.Duration // after the first session began
+		exchange  time.Duration // after the code is made
+		exchanged bool
+	}{
+		{name: "made late in the session", mint: 11 * time.Hour, exchanged: true},
+		{name: "exchanged after the session ended", mint: 12*time.Hour - 10*time.Second, exchange: 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			start := time.Unix(1_800_000_000, 0)
+			now := start
+			l := web.NewLogins(st, web.DefaultCodeTTL, web.DefaultSessionTTL)
+			l.SetClock(func() time.Time { return now })
+			first, err := l.Grant(ctx, alice, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				code, _, err := l.NewCode(r.Context(), alice)
+				if err != nil {
+					t.Error(err)
+				}
+				_, _ = io.WriteString(w, code)
+			})
+			now = start.Add(tc.mint)
+			req := httptest.NewRequest(http.MethodPost, "/cast.v1.AuthService/CreateWebLogin", nil)
+			req.AddCookie(&http.Cookie{Name: web.CookieName, Value: first})
+			rec := httptest.NewRecorder()
+			web.NewHandler(l, api, false, zaptest.NewLogger(t)).ServeHTTP(rec, req)
+			code := rec.Body.String()
+			if rec.Code != http.StatusOK || code == "" {
+				t.Fatalf("minting through the API: %d %q", rec.Code, code)
+			}
+			now = now.Add(tc.exchange)
+			second, _, ok, err := l.Exchange(ctx, code)
+			if err != nil || ok != tc.exchanged {
+				t.Fatalf("exchanged %v (%v), want %v", ok, err, tc.exchanged)
+			}
+			if !ok {
+				return
+			}
+			if _, live, _ := l.Session(ctx, second); !live {
+				t.Fatal("the new session is not live")
+			}
+			now = start.Add(12*time.Hour + time.Second) // the first session is over
+			if _, live, _ := l.Session(ctx, first); live {
+				t.Fatal("the first session outlived its 12 hours")
+			}
+			if _, live, _ := l.Session(ctx, second); live {
+				t.Fatal("a session signed in with a link its browser session made outlives that session")
 			}
 		})
 	}
