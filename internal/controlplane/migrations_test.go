@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
@@ -82,7 +84,12 @@ func twoNodes(t *testing.T, laptopRoot, linuxRoot string) *client.Client {
 
 // twoNodesWith is twoNodes with laptop's configuration passed to cb too.
 func twoNodesWith(t *testing.T, laptopRoot, linuxRoot string, cb func(*node.Config)) *client.Client {
-	cp := testharness.StartControlPlane(t, nil)
+	return twoNodesOn(t, nil, laptopRoot, linuxRoot, cb)
+}
+
+// twoNodesOn is twoNodesWith under a control plane configured by cpcb.
+func twoNodesOn(t *testing.T, cpcb func(*controlplane.Config), laptopRoot, linuxRoot string, cb func(*node.Config)) *client.Client {
+	cp := testharness.StartControlPlane(t, cpcb)
 	c := testharness.Dial(t, cp.Addr())
 	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *node.Config) {
 		cfg.Labels = []string{"laptop"}
@@ -192,14 +199,7 @@ func TestMigrateRefusesNonGitWorkTree(t *testing.T) {
 	}
 	c := twoNodes(t, laptopRoot, linuxRoot)
 	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: plain, Node: "laptop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux-1", SessionIds: []string{sess.Id}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, m := startMove(ctx, t, c, "claude", "laptop", plain, "linux-1")
 	m = waitMigration(t, c, m.Id)
 	if m.State != castv1.MigrationState_MIGRATION_STATE_FAILED || !strings.Contains(m.Sessions[0].Reason, "not movable") {
 		t.Fatalf("migration = %v, session reason %q; want failed, not movable", m.State, m.Sessions[0].Reason)
@@ -474,6 +474,44 @@ func answerImports(c *client.Client, cmds <-chan *castv1.Command, node string) {
 	}
 }
 
+// A work tree over the relay's bound is refused as soon as the upload
+// passes it: the move fails saying so. The source read that refusal as
+// the end of its upload stream and reported "EOF" instead, which tells
+// no one what to do.
+func TestOversizedWorkTreeSaysWhy(t *testing.T) {
+	isolateGit(t)
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	repo := filepath.Join(laptopRoot, "repo")
+	gitRepo(t, repo)
+	big := make([]byte, 4<<20) // incompressible: the bundle is as large
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, "big.bin"), string(big))
+	c := twoNodesOn(t, func(cfg *controlplane.Config) { cfg.MaxWorkTreeBytes = 1 << 20 }, laptopRoot, linuxRoot, nil)
+	ctx := ctxT(t)
+	_, m := startMove(ctx, t, c, "claude", "laptop", repo, "linux-1")
+	m = waitMigration(t, c, m.Id)
+	if m.State != castv1.MigrationState_MIGRATION_STATE_FAILED || !strings.Contains(m.Sessions[0].Reason, "over 1 MiB") {
+		t.Fatalf("migration %v: %q; want FAILED saying the work tree is over 1 MiB", m.State, m.Sessions[0].Reason)
+	}
+}
+
+// startMove creates a session of agent on node from in cwd and starts its
+// migration, work tree included, to node to.
+func startMove(ctx context.Context, t *testing.T, c *client.Client, agent, from, cwd, to string) (*castv1.Session, *castv1.Migration) {
+	t.Helper()
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: agent, Node: from, Cwd: cwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: to, SessionIds: []string{sess.Id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess, m
+}
+
 // An export still running when its migration is cancelled uploads later:
 // nothing deletes a work tree stored after the rollback did, so each such
 // upload (up to 64 MiB) would stay in etcd for good. A migration whose
@@ -482,14 +520,7 @@ func TestWorkTreeUploadAfterCancelIsRefused(t *testing.T) {
 	t.Parallel()
 	c, src := srcAndDst(t)
 	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src", Cwd: "/srv/repo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, m := startMove(ctx, t, c, "codex", "src", "/srv/repo", "dst")
 	// The source is asked for its work tree; it is slow, and the person
 	// cancels meanwhile.
 	nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetExportWorkTree().GetSessionId() == sess.Id })
@@ -516,6 +547,56 @@ func TestWorkTreeUploadAfterCancelIsRefused(t *testing.T) {
 	}
 	if resp, err := down.Recv(); err == nil {
 		t.Errorf("the cancelled migration's work tree is still stored and served (%d bytes)", len(resp.Chunk))
+	}
+}
+
+// The migration resends an export the source has not answered yet; a
+// resend that reaches the source just after its first export finished
+// exported and uploaded again, and that upload deleted and replaced the
+// stored tree while the destination was downloading it (the import then
+// failed and the move rolled back). An upload for an export already done
+// keeps the tree stored.
+func TestResentExportDoesNotReplaceTheTreeBeingRead(t *testing.T) {
+	t.Parallel()
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	src, dst := rawNode(t, c, "src"), rawNode(t, c, "dst")
+	waitConnected(t, c, "src", true)
+	waitConnected(t, c, "dst", true)
+	ctx := ctxT(t)
+	sess, m := startMove(ctx, t, c, "codex", "src", "/srv/repo", "dst")
+	upload := func(bundle, manifest string) {
+		t.Helper()
+		up, err := c.Nodes.UploadWorkTree(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := up.Send(&castv1.UploadWorkTreeRequest{MigrationId: m.Id, SessionId: sess.Id, Node: "src",
+			Chunk: []byte(bundle), ManifestJson: manifest}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.CloseAndRecv(); err != nil {
+			t.Fatalf("upload of %q: %v", bundle, err)
+		}
+	}
+	nextCommand(t, src, func(cmd *castv1.Command) bool { return cmd.GetExportWorkTree().GetSessionId() == sess.Id })
+	upload("first bundle", `{"commit":"a"}`)
+	nextCommand(t, dst, func(cmd *castv1.Command) bool { return cmd.GetImportWorkTree().GetSessionId() == sess.Id })
+	upload("second bundle", `{"commit":"b"}`) // the resent export, while the destination reads
+	down, err := c.Nodes.DownloadWorkTree(ctx, &castv1.DownloadWorkTreeRequest{MigrationId: m.Id, SessionId: sess.Id, Node: "dst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := down.Recv()
+	if err != nil || string(resp.Chunk) != "first bundle" || resp.ManifestJson != `{"commit":"a"}` {
+		t.Fatalf("download after a second upload: %q %q %v; want the first export's", resp.GetChunk(), resp.GetManifestJson(), err)
+	}
+	if _, err := c.Nodes.ReportWorkTree(ctx, &castv1.ReportWorkTreeRequest{MigrationId: m.Id, SessionId: sess.Id, Node: "dst",
+		Phase: "import", Cwd: "/srv/repo"}); err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration %v: %s", m.State, m.Sessions[0].Reason)
 	}
 }
 

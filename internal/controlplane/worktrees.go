@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 
+	"go.uber.org/zap"
+
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -64,6 +66,17 @@ func (h *nodeService) UploadWorkTree(stream castv1.NodeService_UploadWorkTreeSer
 	migID, sid := first.MigrationId, first.SessionId
 	if err := h.checkMigrationParty(ctx, migID, sid, first.Node, true); err != nil {
 		return err
+	}
+	// An upload that finished wrote its manifest last: the export is done,
+	// and the destination may be reading it. The migration resends an
+	// unanswered export, and a resend that reaches the source after the
+	// first export finished uploads again: that copy is not taken (it
+	// would delete the tree under the download and roll the move back).
+	if _, done, err := h.s.store.WorkTreeRecord(ctx, migID, sid, fence.WorkTreeManifest); err != nil {
+		return toStatus(h.s.lg, err)
+	} else if done {
+		h.s.lg.Info("work tree upload again for a finished export ignored", zap.String("migration", migID), zap.String("session", sid))
+		return stream.SendAndClose(&castv1.UploadWorkTreeResponse{})
 	}
 	if err := h.s.store.DeleteWorkTree(ctx, migID, sid); err != nil { // a retried upload starts clean
 		return toStatus(h.s.lg, err)

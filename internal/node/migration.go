@@ -140,7 +140,13 @@ func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) e
 		n, rerr := io.ReadFull(f, buf)
 		if n > 0 {
 			req.Chunk = buf[:n]
-			if err := stream.Send(req); err != nil {
+			if err := stream.Send(req); errors.Is(err, io.EOF) {
+				// The control plane answered before the end: an export
+				// already done for this migration keeps its first upload
+				// (a resent command), or a refusal. Its answer says which.
+				_, err = stream.CloseAndRecv()
+				return err
+			} else if err != nil {
 				return fmt.Errorf("upload work tree: %w", err)
 			}
 			req = &castv1.UploadWorkTreeRequest{}
