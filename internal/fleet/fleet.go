@@ -31,6 +31,7 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/quota"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/wire"
@@ -133,6 +134,17 @@ type Manager struct {
 	// such an account to them (see OnParked).
 	parkingMu sync.Mutex
 	parking   map[string]int
+
+	// resends paces sendAgain by node and agent (resendKey).
+	resendMu sync.Mutex
+	resends  map[string]*resend
+}
+
+// resend is when a node may next be sent a refused fetch's switch again,
+// and the pauses that put it there.
+type resend struct {
+	next   time.Time
+	pauses *retry.Pauses
 }
 
 // New builds a manager.
@@ -144,7 +156,7 @@ func New(st Store, box *secrets.Box, cfg Config, lg *zap.Logger, m *metrics.Flee
 	if now == nil {
 		now = time.Now
 	}
-	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: now, parking: map[string]int{}}, nil
+	return &Manager{st: st, box: box, cfg: cfg, lg: lg, m: m, now: now, parking: map[string]int{}, resends: map[string]*resend{}}, nil
 }
 
 func aad(agent, name string) []byte { return []byte(agent + "/" + name) }
@@ -349,6 +361,9 @@ func (mg *Manager) Credential(ctx context.Context, node, agent, name, grant stri
 		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNoSecretsKey,
 			"the %s account %q cannot be opened with this control plane's secrets key; add it again", agent, name)
 	}
+	mg.resendMu.Lock()
+	delete(mg.resends, resendKey(node, agent)) // it fetched: a later refusal is sent again at once
+	mg.resendMu.Unlock()
 	return cred, nil
 }
 
@@ -435,16 +450,44 @@ func (mg *Manager) send(ctx context.Context, node, agent string, act quota.Activ
 // valid grant, for agent's active account: its grant lapsed (a fetch that
 // failed for a moment, tried again after the minute) or was spent by a
 // fetch whose answer it never got. Refused only, it would stay on the old
-// account until it reconnected. One command per refused fetch, and the
-// node fetches at most once per command or custody round.
+// account until it reconnected. A node whose fetches keep being refused
+// (a bug, or a node sending made-up grants) would make a grant and a
+// command per fetch without end: resends to a node for an agent are paced
+// by retry.CredentialResend until one of its fetches works. A refusal
+// inside the pause sends nothing; the node's next try after it does.
 func (mg *Manager) sendAgain(ctx context.Context, node, agent, name string) {
 	act, err := mg.st.ActiveAccount(ctx, agent)
 	if err != nil || act.Name != name {
 		return // an older account's ask: the newer one's command went out
 	}
+	if !mg.mayResend(node, agent) {
+		mg.lg.Debug("credential grant refused again; resend paced", zap.String("node", node), zap.String("agent", agent))
+		return
+	}
 	mg.lg.Info("credential grant lapsed; sending the switch again", zap.String("node", node), zap.String("agent", agent), zap.String("account", name))
 	mg.send(ctx, node, agent, act)
 }
+
+// mayResend reports whether node may be sent agent's switch again now,
+// and if so starts the next pause.
+func (mg *Manager) mayResend(node, agent string) bool {
+	now := mg.now()
+	mg.resendMu.Lock()
+	defer mg.resendMu.Unlock()
+	key := resendKey(node, agent)
+	r := mg.resends[key]
+	if r == nil {
+		r = &resend{pauses: retry.CredentialResend.Pauses()}
+		mg.resends[key] = r
+	}
+	if now.Before(r.next) {
+		return false
+	}
+	r.next = now.Add(r.pauses.Next())
+	return true
+}
+
+func resendKey(node, agent string) string { return node + "/" + agent }
 
 // NodeHello tells a node that just connected which account each agent's
 // store must hold.

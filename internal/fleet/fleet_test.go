@@ -755,22 +755,30 @@ func TestAccountRemovalDropsCustodyOnRetry(t *testing.T) {
 	}
 }
 
-// A node whose grant lapsed before it could fetch the active account (its
-// first fetch failed for a moment, and its custody round tried again after
-// the minute) is sent the switch again with a fresh grant. It was only
-// refused: the node dropped the switch and stayed on the old account (the
-// limited one, after a switch on a limit) until it reconnected.
-func TestCredentialWithALapsedGrantIsSentAgain(t *testing.T) {
+// rigWithA is a rig whose active claude account is a, and a client of
+// its etcd to read what the manager queued.
+func rigWithA(t *testing.T) (*rig, *clientv3.Client) {
+	t.Helper()
 	r := newRig(t, true)
-	ctx := context.Background()
-	if _, err := r.mg.Put(ctx, "claude", "a", cred("sk-ant-oat01-SECRET-a")); err != nil {
+	if _, err := r.mg.Put(context.Background(), "claude", "a", cred("sk-ant-oat01-SECRET-a")); err != nil {
 		t.Fatal(err)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{r.ep}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() })
+	return r, cli
+}
+
+// A node whose grant lapsed before it could fetch the active account (its
+// first fetch failed for a moment, and its custody round tried again after
+// the minute) is sent the switch again with a fresh grant. It was only
+// refused: the node dropped the switch and stayed on the old account (the
+// limited one, after a switch on a limit) until it reconnected.
+func TestCredentialWithALapsedGrantIsSentAgain(t *testing.T) {
+	r, cli := rigWithA(t)
+	ctx := context.Background()
 	r.mg.NodeHello(ctx, "n1")
 	lapsed := sentGrant(t, cli, "n1")
 	// What the grant's lease ending does after a minute.
@@ -787,5 +795,54 @@ func TestCredentialWithALapsedGrantIsSentAgain(t *testing.T) {
 	got, err := r.mg.Credential(ctx, "n1", "claude", "a", fresh)
 	if err != nil || string(got) != string(cred("sk-ant-oat01-SECRET-a")) {
 		t.Fatalf("credential a with the fresh grant: %q %v", got, err)
+	}
+}
+
+// A node whose fetches keep being refused (a bug, or made-up grants) was
+// sent a fresh grant and SetCredential for every refused fetch, without
+// end. Resends to a node are paced (from a second, doubling to a grant's
+// minute) until one of its fetches works; then a refusal is answered at
+// once again.
+func TestRefusedFetchesResendAtABoundedPace(t *testing.T) {
+	r, cli := rigWithA(t)
+	ctx := context.Background()
+	commands := func() int64 {
+		t.Helper()
+		resp, err := cli.Get(ctx, store.DefaultPrefix+"nodecmds/n1/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		must(t, err)
+		return resp.Count
+	}
+	refusals := func(n int) int64 {
+		t.Helper()
+		before := commands()
+		for range n {
+			if _, err := r.mg.Credential(ctx, "n1", "claude", "a", "made-up"); reason(err) != errs.ReasonNoGrant {
+				t.Fatalf("a made-up grant: %v", err)
+			}
+		}
+		return commands() - before
+	}
+	if sent := refusals(50); sent != 1 {
+		t.Fatalf("50 refused fetches at once sent %d commands, want 1", sent)
+	}
+	for _, pause := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		r.advance(pause - time.Millisecond)
+		if sent := refusals(1); sent != 0 {
+			t.Fatalf("a refused fetch inside the %s pause sent %d commands", pause, sent)
+		}
+		r.advance(time.Millisecond)
+		if sent := refusals(5); sent != 1 {
+			t.Fatalf("refused fetches after the %s pause sent %d commands, want 1", pause, sent)
+		}
+	}
+	r.advance(time.Hour) // long past any pause
+	if sent := refusals(5); sent != 1 {
+		t.Fatalf("refused fetches an hour on sent %d commands, want 1", sent)
+	}
+	if _, err := r.mg.Credential(ctx, "n1", "claude", "a", sentGrant(t, cli, "n1")); err != nil {
+		t.Fatal(err)
+	}
+	if sent := refusals(1); sent != 1 {
+		t.Fatalf("a refused fetch after one that worked sent %d commands, want 1 at once", sent)
 	}
 }

@@ -17,6 +17,12 @@ var (
 	// held for a moment.
 	GitIndexLock = Policy{Min: 250 * time.Millisecond, Max: 500 * time.Millisecond, Tries: 3}
 
+	// CredentialResend: the fresh SetCredential a node gets when it
+	// fetched with a grant that was refused, per node and agent until a
+	// fetch works. Max is a grant's life (a minute): a grant that lapsed
+	// unused is always older than the pause, so its node is sent another.
+	CredentialResend = Policy{Min: time.Second, Max: time.Minute}
+
 	// FaultCheck: the fault suite's checker reading after a fault healed,
 	// while a client may still be reconnecting (about 15s).
 	FaultCheck = Policy{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond, Tries: 30}
