@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
@@ -16,16 +18,31 @@ import (
 )
 
 // silentNode starts a control plane over an external etcd and registers a
-// node there that is connected but never answers: the test answers for
-// it, or not, through st.
+// node there, with the claude CLI, that is connected but never answers:
+// the test answers for it, or not, through st.
 func silentNode(t *testing.T) (*controlplane.Server, *store.Store) {
 	ep := testharness.StartEtcd(t, nil)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
 	st := testharness.OpenStore(t, ep, nil)
-	if _, err := st.RegisterNode(ctxT(t), &castv1.Node{Name: "mute"}, "test", 30*time.Second); err != nil {
+	n := &castv1.Node{Name: "mute", Agents: []*castv1.AgentInstall{{Name: "claude"}}}
+	if _, err := st.RegisterNode(ctxT(t), n, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return srv, st
+}
+
+// answerUndecodably answers every question put to the node mute, until
+// the test ends, with bytes that are no ReportWorkspaceRequest.
+func answerUndecodably(t *testing.T, st *store.Store) {
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() {
+		_ = st.WatchDispatch(ctx, 0, func(c store.Change) {
+			if c.NodeCmd != nil && c.Node == "mute" {
+				_ = st.PutWorkspaceAnswer(ctx, "mute", c.NodeCmd.Id, []byte{0xff})
+			}
+		})
+	}()
 }
 
 // A node's answer that does not decode is named in `cast worktree ls`'s
@@ -34,15 +51,7 @@ func silentNode(t *testing.T) (*controlplane.Server, *store.Store) {
 func TestUnansweredWorktreeListHidesRawErrors(t *testing.T) {
 	srv, st := silentNode(t)
 	ctx := ctxT(t)
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		_ = st.WatchDispatch(wctx, 0, func(c store.Change) {
-			if c.NodeCmd != nil && c.Node == "mute" {
-				_ = st.PutWorkspaceAnswer(wctx, "mute", c.NodeCmd.Id, []byte{0xff}) // not a ReportWorkspaceRequest
-			}
-		})
-	}()
+	answerUndecodably(t, st)
 	resp, err := testharness.Dial(t, srv.Addr()).Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +59,29 @@ func TestUnansweredWorktreeListHidesRawErrors(t *testing.T) {
 	want := "mute: internal error: decode a node's workspace answer"
 	if len(resp.Unanswered) != 1 || resp.Unanswered[0] != want {
 		t.Fatalf("unanswered = %q, want [%q]", resp.Unanswered, want)
+	}
+	if testharness.ControlPlaneLogs(t, srv).FilterMessage("internal error").FilterField(zap.String("node", "mute")).Len() == 0 {
+		t.Error("the raw decode error was not logged")
+	}
+}
+
+// A node whose answer to placement's question (has it the caller's
+// folder?) does not decode is named in the refusal by a stable message:
+// the refusal carried the raw decode error, with --node and without. The
+// raw error goes to the control plane's log.
+func TestPlacementRefusalHidesRawErrors(t *testing.T) {
+	srv, st := silentNode(t)
+	answerUndecodably(t, st)
+	c := testharness.Dial(t, srv.Addr())
+	for _, node := range []string{"mute", ""} {
+		t.Run("node="+node, func(t *testing.T) {
+			_, err := c.Sessions.CreateSession(ctxT(t), &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/u/app", CwdOnCaller: true, Node: node})
+			msg := status.Convert(err).Message()
+			want := "node mute: internal error: decode a node's workspace answer;"
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(msg, want) || strings.Contains(msg, "proto") {
+				t.Fatalf("err = %v; want FAILED_PRECONDITION naming mute's answer as %q, no decoder's text", err, want)
+			}
+		})
 	}
 	if testharness.ControlPlaneLogs(t, srv).FilterMessage("internal error").FilterField(zap.String("node", "mute")).Len() == 0 {
 		t.Error("the raw decode error was not logged")

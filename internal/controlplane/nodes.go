@@ -423,10 +423,16 @@ func (s *Server) placeSession(ctx context.Context, w placement.Want) (placement.
 const findFolderTimeout = 5 * time.Second
 
 // findFolder is placement.FindFolder over the node command round trip.
+// Placement quotes its error in the refusal the caller sees: a node's
+// refusal or silence as it is (it names the node), any other failure (the
+// store's, an answer that does not decode) as toStatus would tell it,
+// which logs the raw error.
 func (s *Server) findFolder(ctx context.Context, node, cwd string) (string, error) {
 	ans, err := s.askNodeWithin(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Find{Find: &castv1.FindFolderRequest{Cwd: cwd}}}, findFolderTimeout)
-	if err != nil {
+	if e, ok := errs.As(err); ok && e.Kind != errs.KindInternal {
 		return "", err
+	} else if err != nil {
+		return "", fmt.Errorf("node %s: %s", node, statusMessage(s.lg.With(zap.String("node", node)), err))
 	}
 	return ans.Folder, nil // checked as a Cwd when the node reported it
 }

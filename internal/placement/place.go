@@ -40,7 +40,9 @@ type Placed struct {
 
 // FindFolder asks node for its path of cwd, a folder on the caller's
 // machine; the error says why it has none there, or that it did not
-// answer. Callers bound it: placement waits for it.
+// answer. Callers bound it: placement waits for it. Its error's text goes
+// into the refusal the caller sees as it is, so it must be fit to show
+// (no store's or decoder's raw text).
 type FindFolder func(ctx context.Context, node, cwd string) (string, error)
 
 // Place decides where a new session runs: the node asked for, in its path
