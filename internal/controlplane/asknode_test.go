@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -113,5 +114,34 @@ func TestNodeNotAnsweringNamesTheDeadlineThatRanOut(t *testing.T) {
 				t.Fatalf("err = %v; want UNAVAILABLE saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The dispatcher forgets a purged session's owner: it kept every purged
+// session's until its watch restarted, its watch ignoring deletions. A
+// session made after the purge, once the dispatcher knows its owner,
+// shows the dispatcher has seen the purge (one watch, in revision order).
+func TestDispatcherForgetsPurgedSessions(t *testing.T) {
+	srv, st := silentNode(t)
+	ctx := ctxT(t)
+	create := func() string {
+		c, err := st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Node: "mute", Creator: "user:test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := c.Session.Id
+		testharness.WaitFor(t, 30*time.Second, "the dispatcher to know "+id+"'s owner", func() bool {
+			_, ok := srv.DispatchOwner(id)
+			return ok
+		})
+		return id
+	}
+	purged := create()
+	if err := st.PurgeSession(ctx, purged, func(*castv1.Session) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	if node, ok := srv.DispatchOwner(purged); ok {
+		t.Fatalf("the dispatcher still keeps purged session %s's owner %s", purged, node)
 	}
 }

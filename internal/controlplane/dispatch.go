@@ -54,6 +54,12 @@ func (d *dispatcher) apply(c store.Change) {
 		d.s.hub.relay(c.Node, c.NodeCmd)
 		return
 	}
+	if c.Purged {
+		d.mu.Lock()
+		delete(d.owners, c.Session) // the purge itself sent the owner its release
+		d.mu.Unlock()
+		return
+	}
 	if o := c.Owner; o != nil {
 		d.mu.Lock()
 		prev, had := d.owners[o.Session]

@@ -22,3 +22,12 @@ func (s *Server) AskNodeWithin(ctx context.Context, node string, wait time.Durat
 	_, err := s.askNodeWithin(ctx, node, &castv1.WorkspaceRequest{Op: &castv1.WorkspaceRequest_Probe{Probe: &castv1.ProbeAgentsRequest{}}}, wait)
 	return err
 }
+
+// DispatchOwner is the owner node the dispatcher keeps for session, for
+// tests.
+func (s *Server) DispatchOwner(session string) (string, bool) {
+	s.dispatch.mu.Lock()
+	defer s.dispatch.mu.Unlock()
+	o, ok := s.dispatch.owners[session]
+	return o.Node, ok
+}

@@ -54,6 +54,8 @@ type Server struct {
 	lg    *zap.Logger
 	store *store.Store
 	hub   *hub
+	// dispatch turns store changes into node commands.
+	dispatch *dispatcher
 	// watches fans the replica's one session feed out to WatchSession
 	// streams and RequestPermission waits.
 	watches *fanout.Hub
@@ -208,7 +210,8 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		s.goLoop(s.watchSignOuts)
 	}
 	s.goLoop(func(ctx context.Context) { s.refusals.run(ctx, s.lg) })
-	s.goLoop((&dispatcher{s: s, lg: s.lg.Named("dispatch")}).run)
+	s.dispatch = &dispatcher{s: s, lg: s.lg.Named("dispatch")}
+	s.goLoop(s.dispatch.run)
 	s.goLoop(s.watchHealth)
 	if s.oidc != nil {
 		// Early, so a wrong --oidc-issuer shows in the log at start.

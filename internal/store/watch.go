@@ -106,6 +106,9 @@ type Change struct {
 	// NodeCmd is a command relayed to Node (SendNodeCommand).
 	NodeCmd *castv1.Command
 	Node    string
+	// Purged: Session's owner record was deleted (PurgeSession), so the
+	// session has no owner to send anything to any more.
+	Purged bool
 }
 
 // Owners returns every session's owner with its token, and the revision
@@ -125,12 +128,22 @@ func (s *Store) Owners(ctx context.Context) ([]fence.OwnerChange, int64, error) 
 // WatchDispatch follows owner changes, appended messages and interrupt
 // requests from rev on, in revision order (one watch over the key range
 // msgs/ .. owners/ that holds all three), so an owner change is always seen
-// before the messages after it.
+// before the messages after it. Of deletions it reports only an owner
+// record's (Change.Purged): a follower keeping owners by session would
+// otherwise keep every purged session's for as long as it follows.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
 	from, to := s.key("msgs")+"/", s.key("owners")+"0" // "0" sorts right after "/"
-	return s.followRange(ctx, from, to, rev, false, func(events []*clientv3.Event) {
+	return s.followRange(ctx, from, to, rev, true, func(events []*clientv3.Event) {
 		for _, ev := range events {
 			key := string(ev.Kv.Key)
+			if ev.Type == clientv3.EventTypeDelete {
+				// A purge's other deletions (its messages, ops) and spent
+				// node commands carry nothing to dispatch.
+				if strings.HasPrefix(key, s.key("owners")+"/") {
+					fn(Change{Session: lastPart(key), Purged: true})
+				}
+				continue
+			}
 			switch {
 			case strings.HasPrefix(key, s.key("nodecmds")+"/"):
 				node, _, _ := strings.Cut(strings.TrimPrefix(key, s.key("nodecmds")+"/"), "/")
