@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // silentNode starts a control plane over an external etcd and registers a
 // node there, with the claude CLI, that is connected but never answers:
 // the test answers for it, or not, through st.
-func silentNode(t *testing.T) (*controlplane.Server, *store.Store) {
+func silentNode(t *testing.T) (*controlplane.Server, *store.Store, string) {
 	ep := testharness.StartEtcd(t, nil)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
 	st := testharness.OpenStore(t, ep, nil)
@@ -29,7 +30,7 @@ func silentNode(t *testing.T) (*controlplane.Server, *store.Store) {
 	if _, err := st.RegisterNode(ctxT(t), n, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	return srv, st
+	return srv, st, ep
 }
 
 // answerUndecodably answers every question put to the node mute, until
@@ -50,7 +51,7 @@ func answerUndecodably(t *testing.T, st *store.Store) {
 // unanswered list by a stable message: the list carried the raw decode
 // error. The raw error goes to the control plane's log.
 func TestUnansweredWorktreeListHidesRawErrors(t *testing.T) {
-	srv, st := silentNode(t)
+	srv, st, _ := silentNode(t)
 	ctx := ctxT(t)
 	answerUndecodably(t, st)
 	resp, err := testharness.Dial(t, srv.Addr()).Nodes.ListWorktrees(ctx, &castv1.ListWorktreesRequest{})
@@ -71,7 +72,7 @@ func TestUnansweredWorktreeListHidesRawErrors(t *testing.T) {
 // the refusal carried the raw decode error, with --node and without. The
 // raw error goes to the control plane's log.
 func TestPlacementRefusalHidesRawErrors(t *testing.T) {
-	srv, st := silentNode(t)
+	srv, st, _ := silentNode(t)
 	answerUndecodably(t, st)
 	c := testharness.Dial(t, srv.Addr())
 	for _, node := range []string{"mute", ""} {
@@ -93,7 +94,7 @@ func TestPlacementRefusalHidesRawErrors(t *testing.T) {
 // out: the control plane's own (askNodeWithin's wait), or the caller's
 // sooner deadline, which was reported as the control plane's wait.
 func TestNodeNotAnsweringNamesTheDeadlineThatRanOut(t *testing.T) {
-	srv, _ := silentNode(t)
+	srv, _, _ := silentNode(t)
 	tests := []struct {
 		name     string
 		deadline time.Duration // the caller's
@@ -122,7 +123,7 @@ func TestNodeNotAnsweringNamesTheDeadlineThatRanOut(t *testing.T) {
 // session made after the purge, once the dispatcher knows its owner,
 // shows the dispatcher has seen the purge (one watch, in revision order).
 func TestDispatcherForgetsPurgedSessions(t *testing.T) {
-	srv, st := silentNode(t)
+	srv, st, _ := silentNode(t)
 	ctx := ctxT(t)
 	create := func() string {
 		c, err := st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Node: "mute", Creator: "user:test"})
@@ -143,5 +144,22 @@ func TestDispatcherForgetsPurgedSessions(t *testing.T) {
 	create()
 	if node, ok := srv.DispatchOwner(purged); ok {
 		t.Fatalf("the dispatcher still keeps purged session %s's owner %s", purged, node)
+	}
+}
+
+// cast_sessions counts every session once when the store compacts past
+// its listing's revision midway: the count failed (INVALID_PAGE_TOKEN)
+// and so was never set on a store too big to list within the retained
+// history. It goes on after the last session counted.
+func TestSessionCountResumesAfterCompaction(t *testing.T) {
+	srv, st, ep := silentNode(t)
+	ctx := ctxT(t)
+	ids := testharness.Sessions(t, st, "mute", 5)
+	cs := testharness.NewCompactingStore(t, ep, st, 2)
+	if err := srv.CountSessionsIn(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.SessionsCounted(); !cs.Compacted || !slices.Equal(cs.Listed, ids) || n != float64(len(ids)) {
+		t.Fatalf("compacted %v, listed %v, counted %v; want each of %v listed and counted once", cs.Compacted, cs.Listed, n, ids)
 	}
 }

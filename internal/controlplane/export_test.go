@@ -4,9 +4,12 @@ import (
 	"context"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -30,4 +33,24 @@ func (s *Server) DispatchOwner(session string) (string, bool) {
 	defer s.dispatch.mu.Unlock()
 	o, ok := s.dispatch.owners[session]
 	return o.Node, ok
+}
+
+// CountSessionsIn sets cast_sessions from a paged read of l, for tests.
+func (s *Server) CountSessionsIn(ctx context.Context, l fence.SessionLister) error {
+	return s.countSessionsIn(ctx, l)
+}
+
+// SessionsCounted is the sum of cast_sessions over its labels, for tests.
+func (s *Server) SessionsCounted() float64 {
+	n := 0.0
+	for _, a := range append(agents.Names(), otherAgent) {
+		for _, st := range sessionStates() {
+			var m dto.Metric
+			if err := s.m.Sessions.WithLabelValues(a, st).Write(&m); err != nil {
+				panic(err)
+			}
+			n += m.GetGauge().GetValue()
+		}
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/store"
@@ -58,27 +59,26 @@ func (s *Server) countSessionsEvery(d time.Duration) func(context.Context) {
 
 // countSessions sets cast_sessions from one paged read of the store.
 func (s *Server) countSessions(ctx context.Context) error {
+	return s.countSessionsIn(ctx, s.store)
+}
+
+// countSessionsIn sets cast_sessions from one paged read of l.
+func (s *Server) countSessionsIn(ctx context.Context, l fence.SessionLister) error {
 	known := map[string]bool{}
 	for _, a := range agents.Names() {
 		known[a] = true
 	}
 	counts := map[[2]string]int{}
-	token := ""
-	for {
-		page, next, err := s.store.ListSessions(ctx, 500, token, true)
-		if err != nil {
-			return err
+	err := fence.EachSession(ctx, l, 500, true, func(sess *castv1.Session) error {
+		agent := sess.Agent
+		if !known[agent] {
+			agent = otherAgent
 		}
-		for _, sess := range page {
-			agent := sess.Agent
-			if !known[agent] {
-				agent = otherAgent
-			}
-			counts[[2]string{agent, stateLabel(sess.State)}]++
-		}
-		if token = next; token == "" {
-			break
-		}
+		counts[[2]string{agent, stateLabel(sess.State)}]++
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, a := range append(agents.Names(), otherAgent) {
 		for _, st := range sessionStates() {

@@ -39,7 +39,7 @@ type Store interface {
 	Unfence(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64) (int64, error)
 	GetSession(ctx context.Context, id string) (*castv1.Session, error)
 	Owner(ctx context.Context, id string) (string, int64, error)
-	ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error)
+	fence.SessionLister
 	SessionsOwnedBy(ctx context.Context, node string) ([]fence.OwnedSession, error)
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	NodeConnected(ctx context.Context, node string) (bool, error)

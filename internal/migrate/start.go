@@ -206,15 +206,12 @@ func (mg *Manager) selectSessions(ctx context.Context, r StartRequest, target st
 			list = append(list, o.Session)
 		}
 	default:
-		for tok := ""; ; {
-			page, next, err := mg.st.ListSessions(ctx, 500, tok, true)
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, page...)
-			if tok = next; tok == "" {
-				break
-			}
+		err := fence.EachSession(ctx, mg.st, 500, true, func(sess *castv1.Session) error {
+			list = append(list, sess)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	var out []*castv1.MigrationSession

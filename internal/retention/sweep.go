@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/tick"
@@ -18,9 +19,7 @@ import (
 // Store is what the sweep needs of the store.
 type Store interface {
 	archive.Store
-	ListSessions(ctx context.Context, pageSize int, token string, includeSub bool) ([]*castv1.Session, string, error)
-	// ListSessionsAfter starts a new listing after the session id after.
-	ListSessionsAfter(ctx context.Context, pageSize int, after string, includeSub bool) ([]*castv1.Session, string, error)
+	fence.SessionLister
 	// LastActive is when the session last changed or took a message.
 	LastActive(ctx context.Context, sess *castv1.Session) (time.Time, error)
 }
@@ -72,35 +71,20 @@ func (w *Sweeper) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	byRule := map[string]int{}
 	purged := 0
 	var errAll error
-	last := "" // the id of the last session handled
-	for token := ""; ; {
-		page, next, err := w.st.ListSessions(ctx, w.page, token, true)
-		if err != nil && token != "" && last != "" && errs.HasReason(err, errs.ReasonBadPageToken) {
-			// The store compacted past the listing's revision (a sweep of
-			// a big store outlives the retained history): go on after the
-			// last session handled, at the current revision. Starting
-			// again from the first would start every long sweep again,
-			// and it might never finish.
-			page, next, err = w.st.ListSessionsAfter(ctx, w.page, last, true)
+	err := fence.EachSession(ctx, w.st, w.page, true, func(sess *castv1.Session) error {
+		rule, ok, err := w.sweepOne(ctx, sess, now)
+		if ok {
+			purged++
+			byRule[rule]++
 		}
 		if err != nil {
-			return purged, err
+			w.m.Errors.Inc()
+			errAll = errors.Join(errAll, fmt.Errorf("session %s: %w", sess.Id, err))
 		}
-		for _, sess := range page {
-			last = sess.Id
-			rule, ok, err := w.sweepOne(ctx, sess, now)
-			if ok {
-				purged++
-				byRule[rule]++
-			}
-			if err != nil {
-				w.m.Errors.Inc()
-				errAll = errors.Join(errAll, fmt.Errorf("session %s: %w", sess.Id, err))
-			}
-		}
-		if token = next; token == "" {
-			break
-		}
+		return nil // the next sweep tries it again
+	})
+	if err != nil {
+		return purged, err
 	}
 	if w.cfg.DryRun { // the gauge is the whole sweep's: set once it read every session
 		for _, r := range w.cfg.Policy.Rules {
