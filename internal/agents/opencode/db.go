@@ -41,20 +41,12 @@ func StoreSessions(ctx context.Context, home string) ([]agents.StoredSession, er
 		return nil, fmt.Errorf("opencode store %s: %w", path, err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, sessionsQuery)
-	if err != nil {
-		return nil, fmt.Errorf("opencode store %s: list sessions: %w", path, err)
-	}
-	defer rows.Close()
 	var list []agents.StoredSession
-	for rows.Next() {
-		var s agents.StoredSession
-		if err := rows.Scan(&s.ID, &s.Cwd, &s.ParentID, &s.Version); err != nil {
-			return nil, fmt.Errorf("opencode store %s: read a session: %w", path, err)
-		}
-		list = append(list, s)
-	}
-	if err := rows.Err(); err != nil {
+	err = eachRow(ctx, db, sessionsQuery, func(col []string) error {
+		list = append(list, agents.StoredSession{ID: col[0], Cwd: col[1], ParentID: col[2], Version: col[3]})
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("opencode store %s: list sessions: %w", path, err)
 	}
 	return list, nil
@@ -139,17 +131,17 @@ type storedMessages struct {
 func sessionMessages(ctx context.Context, tx *sql.Tx, id string) ([]storedMessages, error) {
 	var out []storedMessages
 	at := map[string]int{} // message id -> index in out
-	err := eachRow(ctx, tx, `SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id`, id, func(col []string) error {
+	err := eachRow(ctx, tx, `SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id`, func(col []string) error {
 		rowID, data := col[0], col[1]
 		info, err := withIDs(data, map[string]string{"id": rowID, "sessionID": id})
 		at[rowID] = len(out)
 		out = append(out, storedMessages{Info: info, Parts: []json.RawMessage{}})
 		return err
-	})
+	}, id)
 	if err != nil {
 		return nil, err
 	}
-	err = eachRow(ctx, tx, `SELECT id, message_id, data FROM part WHERE session_id = ? ORDER BY id`, id, func(col []string) error {
+	err = eachRow(ctx, tx, `SELECT id, message_id, data FROM part WHERE session_id = ? ORDER BY id`, func(col []string) error {
 		rowID, msgID, data := col[0], col[1], col[2]
 		i, ok := at[msgID]
 		if !ok {
@@ -158,14 +150,19 @@ func sessionMessages(ctx context.Context, tx *sql.Tx, id string) ([]storedMessag
 		part, err := withIDs(data, map[string]string{"id": rowID, "sessionID": id, "messageID": msgID})
 		out[i].Parts = append(out[i].Parts, part)
 		return err
-	})
+	}, id)
 	return out, err
 }
 
-// eachRow runs query (one argument) and calls fn with each row's
-// columns, all text.
-func eachRow(ctx context.Context, tx *sql.Tx, query, arg string, fn func(col []string) error) error {
-	rows, err := tx.QueryContext(ctx, query, arg)
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// eachRow runs query with args and calls fn with each row's columns, all
+// text.
+func eachRow(ctx context.Context, q querier, query string, fn func(col []string) error, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,12 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 )
 
+// The columns of OpenCode's session and part tables the listing reads.
+const (
+	sessionTable = `CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`
+	partTable    = `CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`
+)
+
 // A store in WAL mode that no OpenCode holds open (its -wal and -shm gone
 // with the last connection) lists without a write and is left without
 // them; a store not made yet lists none and is not made.
@@ -24,24 +30,9 @@ func TestStoreSessionsReadsAClosedStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(DBPath(home))); !os.IsNotExist(err) {
 		t.Fatalf("listing made the store's folder: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", DBPath(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`PRAGMA journal_mode=WAL`,
-		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
-		`CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`,
+	db := makeStore(t, home, `PRAGMA journal_mode=WAL`, sessionTable, partTable,
 		`INSERT INTO session VALUES ('ses_b', '/w/b', 'ses_a', 2, 20, NULL), ('ses_a', '/w/a', NULL, 1, 10, NULL), ('ses_old', '/w/o', NULL, 0, 5, 7)`,
-		`INSERT INTO part VALUES ('p1', 'ses_a', 11), ('p2', 'ses_a', 12)`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO part VALUES ('p1', 'ses_a', 11), ('p2', 'ses_a', 12)`)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,27 +70,12 @@ func TestStoreSessionsReadsAClosedStore(t *testing.T) {
 // stamp does not move with cast's own listing.
 func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
 	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", DBPath(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // one connection held open, as OpenCode's
-	for _, q := range []string{
-		`PRAGMA journal_mode=WAL`,
+	db := makeStore(t, home, `PRAGMA journal_mode=WAL`,
 		`PRAGMA wal_autocheckpoint=0`, // the rows stay in the WAL
-		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
-		`CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`,
+		sessionTable, partTable,
 		`INSERT INTO session VALUES ('ses_a', '/w/a', NULL, 1, 10, NULL)`,
-		`INSERT INTO part VALUES ('p1', 'ses_a', 11)`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO part VALUES ('p1', 'ses_a', 11)`)
+	defer db.Close()
 	stamp := Driver{}.StoreStamp(home)
 	wal, err := os.Stat(DBPath(home) + "-wal")
 	if err != nil {
@@ -127,14 +103,7 @@ func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
 // store does not hold is an error.
 func TestStoreExportShape(t *testing.T) {
 	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", DBPath(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	db := makeStore(t, home,
 		`CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
 		`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
 		`CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
@@ -144,12 +113,7 @@ func TestStoreExportShape(t *testing.T) {
 		 ('msg_x', 'ses_2', 1, 1, '{"role":"user","time":{"created":1},"agent":"build"}')`,
 		`INSERT INTO part VALUES ('prt_2', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"second"}'),
 		 ('prt_1', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"first"}'),
-		 ('prt_0', 'msg_a', 'ses_1', 0, 0, '{"type":"text","text":"asked"}')`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		 ('prt_0', 'msg_a', 'ses_1', 0, 0, '{"type":"text","text":"asked"}')`)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +142,24 @@ func TestStoreExportShape(t *testing.T) {
 	if _, err := StoreExport(context.Background(), home, "ses_none"); err == nil || !strings.Contains(err.Error(), "session not found") {
 		t.Errorf("a session not in the store: %v", err)
 	}
+}
+
+// makeStore makes the store under home and runs stmts in it, on one
+// connection, which it returns open: closing it is the caller's.
+func makeStore(t *testing.T, home string, stmts ...string) *sql.DB {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", DBPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1) // one connection held open, as OpenCode's
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return db
 }
