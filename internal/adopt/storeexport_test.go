@@ -1,6 +1,7 @@
 package adopt_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -10,19 +11,20 @@ import (
 
 	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/agents/opencode"
 	"github.com/cast-dev/cast/internal/exportlog"
-	"github.com/cast-dev/cast/internal/shellcmd"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // A stored session `cast export --agent opencode` wrote into the node's
 // own store (the export log names it by agent and native id; its path is
 // the database every session shares) is that cast session's, not a new
-// one holding a copy of its history. The listing and the CLI printing the
-// export are stand-ins (the environment): what is under test is
-// adoption's reading of them.
+// one holding a copy of its history. The listing and the export are
+// stand-ins (the environment): what is under test is adoption's reading of
+// them.
 func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	const id = "ses_dd5cb6e7affeOTF71Xuz2X9heu" // the export's
-	home, dir := t.TempDir(), t.TempDir()
+	home := t.TempDir()
 	db := filepath.Join(home, "opencode", "opencode.db")
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		t.Fatal(err)
@@ -30,26 +32,19 @@ func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	if err := os.WriteFile(db, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	export, err := filepath.Abs("../agents/opencode/testdata/examples/opencode_handwritten_import.json")
+	export, err := os.ReadFile("../agents/opencode/testdata/examples/opencode_handwritten_import.json")
 	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "opencode")
-	script := "#!/bin/sh\ncase \"$1\" in\n" +
-		"export) cat " + shellcmd.Quote(export) + " ;;\n" +
-		"*) exit 3 ;;\nesac\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	s := &sink{}
 	cast := castFiles{runs: map[string]bool{}, busy: map[string]bool{}, wrote: map[string]exportlog.Record{},
 		exported: map[string]exportlog.Record{storeAgent + "#" + id: {NativeID: id, Path: db, SessionID: "cast-exported"}}}
-	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: home, Bin: bin}}, t.TempDir(), s, cast, zap.NewNop())
+	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: home}}, t.TempDir(), s, cast, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	adopt.WrapStoreLister(f, func(sl agents.StoreLister) agents.StoreLister {
-		return fixedLister{StoreLister: sl, list: []agents.StoredSession{{ID: id, Cwd: home, Version: "1"}}}
+		return fixedLister{StoreLister: sl, list: []agents.StoredSession{{ID: id, Cwd: home, Version: "1"}}, export: export}
 	})
 	if _, err := f.Scan(context.Background()); err != nil {
 		t.Fatal(err)
@@ -61,10 +56,17 @@ func TestFollowStoreKnowsSessionsCastExported(t *testing.T) {
 	}
 }
 
-// fixedLister lists list whatever the store holds.
+// fixedLister lists list and exports export (an export document)
+// whatever the store holds.
 type fixedLister struct {
 	agents.StoreLister
-	list []agents.StoredSession
+	list   []agents.StoredSession
+	export []byte
+}
+
+func (l fixedLister) Export(context.Context, string, []string, agents.Target, string) ([]transcript.Message, error) {
+	p, err := opencode.Parse(bytes.NewReader(l.export))
+	return p.Messages, err
 }
 
 func (l fixedLister) StoredSessions(context.Context, string, []string, string) ([]agents.StoredSession, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents/opencode/opencodetest"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
@@ -91,16 +92,15 @@ func TestRestoreSwitchedSessionGetsANewNativeID(t *testing.T) {
 // (OpenCode) is not restored while the store still holds it: there is no
 // file to look for, so the check found nothing, and the writer deleted
 // the user's session (with whatever it held that cast had not adopted
-// yet) to import cast's copy under its id. The store is asked through the
-// CLI found on PATH, as the writer's own is; here a stand-in that lists
-// the session and logs what it is asked.
+// yet) to import cast's copy under its id. The store is read directly;
+// the writer's CLI is the one found on PATH, here a stand-in that logs
+// what it is asked, beside a store holding the session.
 func TestRestoreRefusesAStoredSessionStillThere(t *testing.T) {
 	c, addr := diffRig(t)
 	cwd, home, bin := t.TempDir(), t.TempDir(), t.TempDir()
 	const native = "ses_stillthere01"
 	calls := filepath.Join(bin, "calls")
 	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\n" + `case "$1" in
-db) printf '[{"id":"` + native + `","directory":"` + cwd + `","parent_id":"","version":"1/1/1"}]' ;;
 debug) printf '{"model":"p/m"}' ;;
 esac
 `
@@ -108,13 +108,8 @@ esac
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	opencodetest.Store(t, home, opencodetest.Session{ID: native, Directory: cwd, Created: 1, Updated: 1})
 	db := filepath.Join(home, "opencode", "opencode.db")
-	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(db, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	resp, err := c.Nodes.AdoptSession(context.Background(), &castv1.AdoptSessionRequest{Node: "n1", Cwd: cwd, Title: "adopted", HistoryMessages: 1,
 		Origin:   &castv1.SessionOrigin{Node: "n1", Agent: "opencode", NativeId: native, Path: db},
 		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "hello", ClientId: "adopt.hello.1"}}})
