@@ -61,7 +61,10 @@ var agent = agents.Define(agents.Agent{
 
 // loopback writes a config.toml with a loopback Responses provider. Codex
 // 0.171 rejects wire_api = "chat", and retries are off so a fault test sees
-// the first error.
+// the first error. The plugins feature is off: with it on, every start syncs
+// the curated plugin marketplace from github.com (git ls-remote, then
+// api.github.com and chatgpt.com), which leaves 127.0.0.1
+// (TestE2ETurnStaysOnLoopback). The user's own config.toml is not touched.
 func loopback(home, baseURL string) (agents.Loopback, error) {
 	cfg := `model = "` + sandbox.FakeModel + `"
 model_provider = "` + sandbox.FakeProvider + `"
@@ -79,6 +82,9 @@ stream_max_retries = 0
 
 [analytics]
 enabled = false
+
+[features]
+plugins = false
 `
 	err := sandbox.Write(filepath.Join(home, ".codex", "config.toml"), []byte(cfg))
 	return agents.Loopback{Env: []string{"FAKE_API_KEY=" + sandbox.FakeAPIKey}}, err
