@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -137,13 +136,11 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 }
 
 // placedBefore is where the create that request key rk already made put
-// its session, or placeErr when none did: a retry needs no placing, and
-// placing it again refused it once its node was down (the store's create
-// answers it from rk, or refuses a reuse of rk for another create).
+// its session, or placeErr when none did (placement.Retried).
 func (s *Server) placedBefore(ctx context.Context, rk string, placeErr error) (placement.Placed, error) {
-	id, ok, err := s.store.RequestedSession(ctx, rk)
-	if err != nil || !ok {
-		return placement.Placed{}, cmp.Or(err, placeErr)
+	id, err := placement.Retried(ctx, s.store, rk, placeErr)
+	if err != nil {
+		return placement.Placed{}, err
 	}
 	sess, err := s.store.GetSession(ctx, id)
 	if err != nil {

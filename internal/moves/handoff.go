@@ -252,18 +252,14 @@ func composePrompt(src *castv1.Session, target agents.Agent, brief, direction st
 
 // checkPlacement refuses a move to an agent the node lacks, or to an
 // account it does not have for that agent, unless request id rid already
-// made the move's session: a retry needs no placing (the store's create
-// answers it from rid, or refuses a reuse of rid for another create), and
-// placing it again refused it once its node was down.
+// made the move's session (placement.Retried).
 func checkPlacement(ctx context.Context, st Store, node, agent, account, rid string) error {
 	err := placeable(ctx, st, node, agent, account)
-	if err == nil || rid == "" {
-		return err
+	if err == nil {
+		return nil
 	}
-	if _, made, lerr := st.RequestedSession(ctx, rid); lerr != nil || !made {
-		return cmp.Or(lerr, err)
-	}
-	return nil
+	_, err = placement.Retried(ctx, st, rid, err)
+	return err
 }
 
 func placeable(ctx context.Context, st Store, node, agent, account string) error {

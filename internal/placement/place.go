@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -158,4 +159,26 @@ func originState(nodes []*castv1.Node, origin, agent string) string {
 		}
 	}
 	return fmt.Sprintf("this machine's node %s (your cast context's node:) is not registered", origin)
+}
+
+// Requests says which session a create with request key rk made (the
+// store's record of request keys, fence.RequestKey).
+type Requests interface {
+	RequestedSession(ctx context.Context, rk string) (string, bool, error)
+}
+
+// Retried is the session a create (a new session, a fork, a handoff) with
+// request key rk already made, or refused (placement's refusal of it) when
+// none did: a retry needs no placing, and placing it again refused it once
+// its node was down. The store's create answers the retry from rk, or
+// refuses a reuse of rk for another create.
+func Retried(ctx context.Context, r Requests, rk string, refused error) (string, error) {
+	if rk == "" {
+		return "", refused
+	}
+	id, made, err := r.RequestedSession(ctx, rk)
+	if err != nil || !made {
+		return "", cmp.Or(err, refused)
+	}
+	return id, nil
 }

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,5 +118,37 @@ func TestPlace(t *testing.T) {
 				t.Errorf("asked %v: a node without the agent, or not connected, was asked", asked)
 			}
 		})
+	}
+}
+
+// requests is a store's record of request keys: key -> session.
+type requests map[string]string
+
+func (r requests) RequestedSession(_ context.Context, rk string) (string, bool, error) {
+	if rk == "lookup-fails" {
+		return "", false, errors.New("store unreachable")
+	}
+	id, ok := r[rk]
+	return id, ok, nil
+}
+
+// A refused placement stands unless the request key already made a
+// session: then the retry gets that session; a failed lookup is the
+// error, and no key looks nothing up.
+func TestRetried(t *testing.T) {
+	refused := errors.New("node not connected")
+	r := requests{"u/made": "ses_1"}
+	for _, tc := range []struct {
+		rk, id, err string
+	}{
+		{"u/made", "ses_1", ""},
+		{"u/new", "", "node not connected"},
+		{"", "", "node not connected"},
+		{"lookup-fails", "", "store unreachable"},
+	} {
+		id, err := Retried(context.Background(), r, tc.rk, refused)
+		if id != tc.id || fmt.Sprint(err) != cmp.Or(tc.err, "<nil>") {
+			t.Errorf("Retried(%q) = %q, %v; want %q, %s", tc.rk, id, err, tc.id, cmp.Or(tc.err, "<nil>"))
+		}
 	}
 }
