@@ -11,12 +11,7 @@ import (
 	"testing"
 
 	"github.com/cast-dev/cast/internal/agents"
-)
-
-// The columns of OpenCode's session and part tables the listing reads.
-const (
-	sessionTable = `CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, parent_id TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`
-	partTable    = `CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, time_updated INTEGER)`
+	"github.com/cast-dev/cast/internal/agents/opencode/opencodetest"
 )
 
 // A store in WAL mode that no OpenCode holds open (its -wal and -shm gone
@@ -30,9 +25,12 @@ func TestStoreSessionsReadsAClosedStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(DBPath(home))); !os.IsNotExist(err) {
 		t.Fatalf("listing made the store's folder: %v", err)
 	}
-	db := makeStore(t, home, `PRAGMA journal_mode=WAL`, sessionTable, partTable,
-		`INSERT INTO session VALUES ('ses_b', '/w/b', 'ses_a', 2, 20, NULL), ('ses_a', '/w/a', NULL, 1, 10, NULL), ('ses_old', '/w/o', NULL, 0, 5, 7)`,
-		`INSERT INTO part VALUES ('p1', 'ses_a', 11), ('p2', 'ses_a', 12)`)
+	db := opencodetest.Open(t, home)
+	opencodetest.AddSessions(t, db,
+		opencodetest.Session{ID: "ses_b", Directory: "/w/b", ParentID: "ses_a", Created: 2, Updated: 20},
+		opencodetest.Session{ID: "ses_a", Directory: "/w/a", Created: 1, Updated: 10},
+		opencodetest.Session{ID: "ses_old", Directory: "/w/o", Updated: 5, Archived: 7})
+	run(t, db, `INSERT INTO part (id, session_id, time_updated) VALUES ('p1', 'ses_a', 11), ('p2', 'ses_a', 12)`)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +68,11 @@ func TestStoreSessionsReadsAClosedStore(t *testing.T) {
 // stamp does not move with cast's own listing.
 func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
 	home := t.TempDir()
-	db := makeStore(t, home, `PRAGMA journal_mode=WAL`,
-		`PRAGMA wal_autocheckpoint=0`, // the rows stay in the WAL
-		sessionTable, partTable,
-		`INSERT INTO session VALUES ('ses_a', '/w/a', NULL, 1, 10, NULL)`,
-		`INSERT INTO part VALUES ('p1', 'ses_a', 11)`)
+	db := opencodetest.Open(t, home)
 	defer db.Close()
+	run(t, db, `PRAGMA wal_autocheckpoint=0`) // the rows stay in the WAL
+	opencodetest.AddSessions(t, db, opencodetest.Session{ID: "ses_a", Directory: "/w/a", Created: 1, Updated: 10})
+	run(t, db, `INSERT INTO part (id, session_id, time_updated) VALUES ('p1', 'ses_a', 11)`)
 	stamp := Driver{}.StoreStamp(home)
 	wal, err := os.Stat(DBPath(home) + "-wal")
 	if err != nil {
@@ -103,15 +100,15 @@ func TestStoreSessionsReadsAnOpenStore(t *testing.T) {
 // store does not hold is an error.
 func TestStoreExportShape(t *testing.T) {
 	home := t.TempDir()
-	db := makeStore(t, home,
-		`CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT, parent_id TEXT, slug TEXT, directory TEXT, title TEXT, version TEXT, time_created INTEGER, time_updated INTEGER, time_archived INTEGER)`,
-		`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
-		`CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER, time_updated INTEGER, data TEXT)`,
-		`INSERT INTO session VALUES ('ses_1', 'global', NULL, 'a-slug', '/w', 'a title', '1.18.33', 5, 9, NULL)`,
-		`INSERT INTO message VALUES ('msg_b', 'ses_1', 2, 2, '{"role":"assistant","time":{"created":2,"completed":3},"agent":"build"}'),
+	db := opencodetest.Open(t, home)
+	opencodetest.AddSessions(t, db, opencodetest.Session{ID: "ses_1", Directory: "/w", Version: "1.18.33", Created: 5, Updated: 9})
+	run(t, db,
+		`INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES
+		 ('msg_b', 'ses_1', 2, 2, '{"role":"assistant","time":{"created":2,"completed":3},"agent":"build"}'),
 		 ('msg_a', 'ses_1', 1, 1, '{"role":"user","time":{"created":1},"agent":"build"}'),
 		 ('msg_x', 'ses_2', 1, 1, '{"role":"user","time":{"created":1},"agent":"build"}')`,
-		`INSERT INTO part VALUES ('prt_2', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"second"}'),
+		`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES
+		 ('prt_2', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"second"}'),
 		 ('prt_1', 'msg_b', 'ses_1', 0, 0, '{"type":"text","text":"first"}'),
 		 ('prt_0', 'msg_a', 'ses_1', 0, 0, '{"type":"text","text":"asked"}')`)
 	if err := db.Close(); err != nil {
@@ -144,22 +141,13 @@ func TestStoreExportShape(t *testing.T) {
 	}
 }
 
-// makeStore makes the store under home and runs stmts in it, on one
-// connection, which it returns open: closing it is the caller's.
-func makeStore(t *testing.T, home string, stmts ...string) *sql.DB {
+// run runs stmts in the store db (opencodetest.Open), on its one
+// connection.
+func run(t *testing.T, db *sql.DB, stmts ...string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(DBPath(home)), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", DBPath(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1) // one connection held open, as OpenCode's
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	return db
 }
