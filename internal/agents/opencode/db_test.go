@@ -151,3 +151,37 @@ func run(t *testing.T, db *sql.DB, stmts ...string) {
 		}
 	}
 }
+
+// The message rows OpenCode writes while its turn streams are read as it
+// writes them: the reader's completion check (time.completed of the last
+// message, time.end of a text or reasoning part) applies to the store's
+// rows, so the text being written is left out until it is done.
+func TestStoreExportLeavesOutTextStillStreaming(t *testing.T) {
+	home := t.TempDir()
+	db := opencodetest.Open(t, home)
+	defer db.Close()
+	opencodetest.AddSessions(t, db, opencodetest.Session{ID: "ses_1", Directory: "/w", Created: 1, Updated: 1})
+	run(t, db,
+		`INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES
+		 ('msg_a', 'ses_1', 1, 1, '{"role":"user","time":{"created":1}}'),
+		 ('msg_b', 'ses_1', 2, 2, '{"role":"assistant","modelID":"m1","time":{"created":2}}')`,
+		`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES
+		 ('prt_0', 'msg_a', 'ses_1', 1, 1, '{"type":"text","text":"SQ-U1 go"}'),
+		 ('prt_1', 'msg_b', 'ses_1', 2, 2, '{"type":"text","text":"SQ-A1 half","time":{"start":2}}')`)
+	read := func() []string {
+		t.Helper()
+		msgs, err := Driver{}.Export(context.Background(), "", nil, agents.Target{Home: home}, "ses_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return brief(msgs)
+	}
+	if got, want := read(), []string{"user SQ-U1 go"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("streaming: read %q, want %q", got, want)
+	}
+	run(t, db, `UPDATE message SET data = '{"role":"assistant","modelID":"m1","time":{"created":2,"completed":4}}' WHERE id = 'msg_b'`,
+		`UPDATE part SET data = '{"type":"text","text":"SQ-A1 whole","time":{"start":2,"end":3}}' WHERE id = 'prt_1'`)
+	if got, want := read(), []string{"user SQ-U1 go", "assistant SQ-A1 whole"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("done: read %q, want %q", got, want)
+	}
+}
