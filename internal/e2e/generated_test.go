@@ -32,6 +32,9 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	out := t.TempDir()
 	tmpl, _ := json.Marshal(map[string]any{
 		"version": "v2",
+		// cast's protos, as buf.gen.yaml: the web app's module is only
+		// its TypeScript's.
+		"inputs": []map[string]any{{"directory": "proto"}},
 		"plugins": []map[string]any{
 			{"local": []string{"go", "tool", "protoc-gen-go"}, "out": out, "opt": "paths=source_relative"},
 			{"local": []string{"go", "tool", "protoc-gen-go-grpc"}, "out": out, "opt": "paths=source_relative"},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/controlplane"
@@ -301,4 +304,89 @@ func onePixelPNG(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// The timeline reads a session across a compaction of the store (hourly,
+// or NOSPACE recovery): pages of a few messages, and the page's second
+// ListMessages held (internal/web/app/e2e/expired.mjs) until the store is
+// compacted past its page token's revision. The server refuses that page
+// as an expired token (INVALID_PAGE_TOKEN, in the error's ErrorInfo), and
+// the page reads the rest again from after the last message it has: every
+// stored message drawn once, in order, and no error said.
+func TestWebTimelineRestartsAnExpiredListing(t *testing.T) {
+	t.Parallel()
+	app := browserApp(t)
+	ep := testharness.StartEtcd(t, nil)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
+		// About three of the messages below a page (a page holds at least
+		// a chunk).
+		c.Store.ChunkBytes, c.Store.PageBytes = 2<<10, 4<<10
+	})
+	c := testharness.Dial(t, srv.Addr())
+	ctx := context.Background()
+	testharness.StartNode(t, srv.Addr(), "n1", nil)
+	testharness.WaitFor(t, 30*time.Second, "node n1 connected", func() bool { return testharness.NodeConnectedSince(c, "n1", time.Time{}) })
+	const n = 30
+	// An import: nothing runs, so the session holds only these.
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Node: "n1", Cwd: t.TempDir(), HistoryMessages: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []*castv1.Message
+	for i := range n {
+		batch = append(batch, &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER,
+			Text: fmt.Sprintf("WEB-ROW-%d %s", i+1, strings.Repeat("x", 1<<10))})
+	}
+	if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: batch}); err != nil {
+		t.Fatal(err)
+	}
+	login, err := c.Auth.CreateWebLogin(ctx, &castv1.CreateWebLoginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test
+	if d := os.Getenv("CAST_WEB_SHOTS"); d != "" {
+		shots = d
+	}
+	release := filepath.Join(t.TempDir(), "compacted")
+	page := testharness.StartProcEnv(t, []string{"CAST_WEB_LOGIN=" + login.Url, "CAST_WEB_SESSION=" + sess.Id, "CAST_WEB_COUNT=" + strconv.Itoa(n),
+		"CAST_WEB_RELEASE=" + release, "CAST_WEB_SHOTS=" + shots, "CHROMIUM=" + chromium, "CAST_WEB_PROFILE=" + t.TempDir()},
+		"node", filepath.Join(app, "e2e", "expired.mjs"))
+	if err := page.AwaitLine("step: a page token held", "the page's second ListMessages", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A write first: compacting at the listing's own revision would keep
+	// it readable.
+	put, err := etcd.Put(ctx, "compact-marker", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Compact(ctx, put.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := page.Wait(3 * time.Minute)
+	t.Logf("expired.mjs:\n%s", page.Output())
+	if !exited || code != 0 {
+		t.Fatalf("the browser run failed (exited %v, code %d); screenshots in %s", exited, code, shots)
+	}
+	var want []string
+	if err := c.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sess.Id}, func(m *castv1.Message) error {
+		want = append(want, strconv.FormatInt(m.Seq, 10))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if line := "drawn: " + strings.Join(want, ","); !strings.Contains(page.Output(), line+"\n") {
+		t.Fatalf("the page did not draw the stored messages (%s) once each, in order", line)
+	}
 }

@@ -3,11 +3,18 @@ package web_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -93,4 +100,54 @@ func sameTree(t *testing.T, fresh, committed, name, fix string) {
 	if n == 0 {
 		t.Fatalf("the fresh %s is empty", name)
 	}
+}
+
+// The web app's google.rpc.ErrorInfo (app/proto, declared so its
+// TypeScript is generated offline) reads what the control plane writes:
+// genproto's errdetails.ErrorInfo, field for field (and its metadata map's
+// entry).
+func TestErrorInfoDeclarationMatchesGenproto(t *testing.T) {
+	app := appDir(t)
+	image := filepath.Join(t.TempDir(), "image.binpb")
+	cmd := exec.Command(filepath.Join(app, "node_modules", ".bin", "buf"), "build", filepath.Join("internal", "web", "app", "proto"), "-o", image)
+	cmd.Dir = filepath.Join(app, "..", "..", "..")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("buf build: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(b, &set); err != nil {
+		t.Fatal(err)
+	}
+	var declared *descriptorpb.DescriptorProto
+	for _, f := range set.File {
+		for _, m := range f.MessageType {
+			if f.GetPackage() == "google.rpc" && m.GetName() == "ErrorInfo" {
+				declared = m
+			}
+		}
+	}
+	if declared == nil {
+		t.Fatal("app/proto declares no google.rpc.ErrorInfo")
+	}
+	want := protodesc.ToDescriptorProto((&errdetails.ErrorInfo{}).ProtoReflect().Descriptor())
+	if got, want := fieldsOf(declared), fieldsOf(want); !slices.Equal(got, want) {
+		t.Fatalf("app/proto's ErrorInfo has fields %v; genproto's has %v", got, want)
+	}
+}
+
+// fieldsOf is each field of m and of its nested messages: what decides
+// how its bytes read.
+func fieldsOf(m *descriptorpb.DescriptorProto) []string {
+	var out []string
+	for _, f := range m.Field {
+		out = append(out, fmt.Sprintf("%s.%s=%d %v %v %s", m.GetName(), f.GetName(), f.GetNumber(), f.GetLabel(), f.GetType(), f.GetTypeName()))
+	}
+	for _, n := range m.NestedType {
+		out = append(out, fieldsOf(n)...)
+	}
+	return out
 }

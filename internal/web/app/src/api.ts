@@ -9,6 +9,7 @@ import { AuthService } from "./gen/cast/v1/auth_service_pb";
 import { MigrationService } from "./gen/cast/v1/migration_service_pb";
 import { NodeService } from "./gen/cast/v1/node_service_pb";
 import { SessionService } from "./gen/cast/v1/session_service_pb";
+import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb";
 
 // SIGNED_OUT is dispatched on window when a call finds the browser signed
 // out (or the credential behind its cookie revoked); the app then shows
@@ -46,6 +47,19 @@ export function errorText(err: unknown): string {
     return err.rawMessage;
   }
   return String(err);
+}
+
+// ERROR_DOMAIN is the ErrorInfo domain of cast's errors
+// (controlplane.ErrorDomain).
+const ERROR_DOMAIN = "cast.dev";
+
+/**
+ * reasonOf is the stable reason the control plane gave a refused call
+ * (its google.rpc.ErrorInfo: internal/errs' Reason*), or "" for none.
+ */
+export function reasonOf(err: unknown): string {
+  if (!(err instanceof ConnectError)) return "";
+  return err.findDetails(ErrorInfoSchema).find((i) => i.domain === ERROR_DOMAIN)?.reason ?? "";
 }
 
 /** isUnauthenticated says the browser is not signed in (or its sign-in lapsed). */

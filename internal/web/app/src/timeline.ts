@@ -3,7 +3,7 @@
 // KEEP pages are drawn at once), new messages live from WatchSession; the
 // header panel moves the session (switch, fork, hand off) and the
 // composer sends, interrupts and answers permissions.
-import { errorText, heals, isAbort, requestId, sessions } from "./api";
+import { errorText, heals, isAbort, reasonOf, requestId, sessions } from "./api";
 import { ago, h, say, unsay } from "./dom";
 import { MessageKind, SessionState, type Message, type Session } from "./gen/cast/v1/session_pb";
 import type { WatchSessionResponse } from "./gen/cast/v1/session_service_pb";
@@ -21,6 +21,9 @@ const RETRY_MIN = 250;
 const RETRY_MAX = 4000;
 const STABLE = 5000;
 const RECONNECTING = "Live updates lost; reconnecting…";
+// BAD_PAGE_TOKEN: a page token refused (errs.ReasonBadPageToken), such
+// as one expired.
+const BAD_PAGE_TOKEN = "INVALID_PAGE_TOKEN";
 
 export async function timeline(main: HTMLElement, id: string, signal: AbortSignal): Promise<void> {
   let sess = await sessions.getSession({ sessionId: id }, { signal });
@@ -94,15 +97,29 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+// readRange reads the messages start..end, following page tokens (pages
+// are bounded in bytes too, so any page may stop short of end). A token
+// expires when the store is compacted past the revision it reads at (the
+// hourly compaction, or NOSPACE recovery): stored messages never change,
+// so the rest of the range reads the same from a fresh first page after
+// the last message read, as the CLI's pager does (client.EachMessage).
 async function readRange(id: string, start: bigint, end: bigint, signal: AbortSignal): Promise<Message[]> {
   const out: Message[] = [];
-  let pageToken = "";
-  do {
-    const r = await sessions.listMessages({ sessionId: id, startSeq: start, endSeq: end, pageSize: PAGE, pageToken }, { signal });
+  for (let pageToken = ""; ; ) {
+    let r;
+    try {
+      r = await sessions.listMessages({ sessionId: id, startSeq: start, endSeq: end, pageSize: PAGE, pageToken }, { signal });
+    } catch (err) {
+      // A token's refusal only: a first page refused stays refused.
+      if (!pageToken || reasonOf(err) !== BAD_PAGE_TOKEN) throw err;
+      if (out.length) start = out[out.length - 1].seq + 1n;
+      pageToken = "";
+      continue;
+    }
     out.push(...r.messages);
     pageToken = r.nextPageToken;
-  } while (pageToken);
-  return out;
+    if (!pageToken) return out;
+  }
 }
 
 function bigMax(a: bigint, b: bigint): bigint {
