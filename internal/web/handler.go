@@ -66,18 +66,29 @@ type Handler struct {
 	logins *Logins
 	api    http.Handler
 	static http.Handler
-	secure bool      // HTTPS: cookies are Secure
+	secure bool      // the HTTPS listener
+	public string    // the app's address as browsers reach it (--web-url; "" : the listener's)
 	oidc   *oidcFlow // nil: no OIDC sign-in
 	lg     *zap.Logger
 }
 
-// NewHandler serves api under APIPrefix for signed-in browsers.
-func NewHandler(logins *Logins, api http.Handler, secure bool, lg *zap.Logger) *Handler {
+// NewHandler serves api under APIPrefix for signed-in browsers, on the
+// HTTPS listener (secure) or a plain one, known to browsers as public
+// ("" : as the listener).
+func NewHandler(logins *Logins, api http.Handler, secure bool, public string, lg *zap.Logger) *Handler {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {
 		panic(err) // dist is embedded: it is there or the build failed
 	}
-	return &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, lg: lg}
+	return &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg}
+}
+
+// https says browsers reach the app over HTTPS, and so get Secure cookies:
+// on the HTTPS listener, or through a TLS proxy in front of a plain one
+// (an https --web-url). A cookie without Secure would also go, in clear,
+// with any request to the host's plain http:// address.
+func (h *Handler) https() bool {
+	return h.secure || strings.HasPrefix(h.public, "https://")
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +215,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.lg.Info("web sign-in", zap.String("principal", p.String()))
-	setSession(w, sid, h.secure, h.logins.sessionTTL)
+	setSession(w, sid, h.https(), h.logins.sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -251,6 +262,6 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
-		Secure: h.secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+		Secure: h.https(), SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	w.WriteHeader(http.StatusNoContent)
 }

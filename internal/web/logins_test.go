@@ -126,7 +126,7 @@ func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/cast.v1.AuthService/CreateWebLogin", nil)
 			req.AddCookie(&http.Cookie{Name: web.CookieName, Value: first})
 			rec := httptest.NewRecorder()
-			web.NewHandler(l, api, false, zaptest.NewLogger(t)).ServeHTTP(rec, req)
+			web.NewHandler(l, api, false, "", zaptest.NewLogger(t)).ServeHTTP(rec, req)
 			code := rec.Body.String()
 			if rec.Code != http.StatusOK || code == "" {
 				t.Fatalf("minting through the API: %d %q", rec.Code, code)

@@ -45,7 +45,7 @@ type oidcFlow struct {
 	cfg      OIDC
 	redirect string
 	logins   *Logins
-	secure   bool
+	secure   bool // cookies are Secure (Handler.https)
 	lg       *zap.Logger
 
 	mu       sync.Mutex

@@ -30,7 +30,7 @@ func TestOnlyTheAppsOriginReachesTheAPI(t *testing.T) {
 		{"no origin (not a browser's cross-site call)", true, "", http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := web.NewHandler(web.NewLogins(nil, 0, 0), api, tc.secure, zaptest.NewLogger(t))
+			h := web.NewHandler(web.NewLogins(nil, 0, 0), api, tc.secure, "", zaptest.NewLogger(t))
 			for _, path := range []string{"/cast.v1.AuthService/WhoAmI", "/auth/logout"} {
 				req := httptest.NewRequest(http.MethodPost, "https://cast.test:7780"+path, nil)
 				req.Host = "cast.test:7780"

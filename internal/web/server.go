@@ -51,9 +51,9 @@ func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	s := &Server{cfg: cfg, Logins: NewLogins(grants, cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
-	h := NewHandler(s.Logins, api, !cfg.Plain, lg)
+	h := NewHandler(s.Logins, api, !cfg.Plain, cfg.PublicURL, lg)
 	if oidc != nil {
-		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, !cfg.Plain, lg)
+		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, h.https(), lg)
 	}
 	// No write timeout: WatchSession streams for as long as a page is open.
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}

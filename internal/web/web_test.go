@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 // startWeb is a control plane serving the web app on loopback (plain
@@ -337,5 +338,59 @@ func TestLoginLinkAsksBeforeSigningIn(t *testing.T) {
 	}
 	if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusOK || !strings.Contains(body, `"admin:`) {
 		t.Fatalf("WhoAmI signed in: %d %s", code, body)
+	}
+}
+
+// Behind a TLS proxy (an https --web-url before a plain listener, which
+// sees the browser's requests with their Host) the browser reaches the app
+// over HTTPS, so the cookies it gets are Secure: without it the session
+// cookie would also go, in clear, with a request to the host's plain
+// http:// address (a cookie is bound to neither port nor scheme).
+func TestCookiesAreSecureBehindAnHTTPSProxy(t *testing.T) {
+	iss := testharness.StartOIDCIssuer(t)
+	const public = "https://cast.example.com"
+	listen := testharness.FreeAddr(t)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.Web.Listen, c.Web.Plain, c.Web.PublicURL = listen, true, public
+		c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast-web"
+	})
+	link := loginLink(t, testharness.DialServer(t, srv).Auth)
+	code := strings.TrimPrefix(link, public+"/auth/login?code=")
+	// What the proxy hands the listener: the browser's request.
+	proxied := func(method, path, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+listen+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "cast.example.com"
+		req.Header.Set("Origin", public)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		stop := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := stop.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		what, method, path, body, cookie string
+	}{
+		{"the login link's sign-in", http.MethodPost, "/auth/login", url.Values{"code": {code}}.Encode(), web.CookieName},
+		{"an OIDC sign-in's start", http.MethodGet, "/auth/oidc", "", "cast_web_oidc"},
+	} {
+		resp := proxied(tc.method, tc.path, tc.body)
+		var got *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == tc.cookie {
+				got = c
+			}
+		}
+		if got == nil {
+			t.Errorf("%s: %d without a %s cookie", tc.what, resp.StatusCode, tc.cookie)
+		} else if !got.Secure {
+			t.Errorf("%s over %s: cookie %s is not Secure", tc.what, public, got)
+		}
 	}
 }
