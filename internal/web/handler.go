@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -66,10 +67,13 @@ type Handler struct {
 	logins *Logins
 	api    http.Handler
 	static http.Handler
-	secure bool      // the HTTPS listener
-	public string    // the app's address as browsers reach it (--web-url; "" : the listener's)
-	oidc   *oidcFlow // nil: no OIDC sign-in
-	lg     *zap.Logger
+	secure bool   // the HTTPS listener
+	public string // the app's address as browsers reach it (--web-url; "" : the listener's)
+	// publicOrigin is public's scheme and host, as a browser's Origin
+	// names it ("" without a --web-url).
+	publicOrigin string
+	oidc         *oidcFlow // nil: no OIDC sign-in
+	lg           *zap.Logger
 }
 
 // NewHandler serves api under APIPrefix for signed-in browsers, on the
@@ -80,7 +84,11 @@ func NewHandler(logins *Logins, api http.Handler, secure bool, public string, lg
 	if err != nil {
 		panic(err) // dist is embedded: it is there or the build failed
 	}
-	return &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg}
+	h := &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg}
+	if u, err := url.Parse(public); err == nil && u.Scheme != "" && u.Host != "" {
+		h.publicOrigin = u.Scheme + "://" + u.Host
+	}
+	return h
 }
 
 // https says browsers reach the app over HTTPS, and so get Secure cookies:
@@ -122,7 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and a bearer header is dropped: on this listener the cookie is the only
 // credential, so there is one way in to reason about.
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r, h.secure) {
+	if !h.sameOrigin(r) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
@@ -146,13 +154,14 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 // the scheme must be https too: a page served over plain HTTP on the same
 // host and port, which anyone on the network can forge, is another
 // origin. A plain listener may sit behind a TLS proxy (--web-url https://),
-// so there either scheme is the app's.
-func sameOrigin(r *http.Request, secure bool) bool {
+// so there either scheme is the app's; and the --web-url's own origin is
+// the app's whatever Host the proxy sends (nginx sends its upstream's).
+func (h *Handler) sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
 	}
-	return o == "https://"+r.Host || (!secure && o == "http://"+r.Host)
+	return o == "https://"+r.Host || (!h.secure && o == "http://"+r.Host) || (h.publicOrigin != "" && o == h.publicOrigin)
 }
 
 // loginPage asks before a login link signs the browser in. Opening the
@@ -206,7 +215,7 @@ func (h *Handler) askLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r, h.secure) {
+	if !h.sameOrigin(r) {
 		http.Error(w, "cross-origin sign-in refused", http.StatusForbidden)
 		return
 	}
@@ -251,7 +260,7 @@ func (h *Handler) methods(w http.ResponseWriter, _ *http.Request) {
 
 // logout ends the session (POST, same origin).
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !sameOrigin(r, h.secure) {
+	if r.Method != http.MethodPost || !h.sameOrigin(r) {
 		http.Error(w, "POST from the app only", http.StatusMethodNotAllowed)
 		return
 	}
