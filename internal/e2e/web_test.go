@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -315,7 +316,6 @@ func onePixelPNG(t *testing.T) []byte {
 // stored message drawn once, in order, and no error said.
 func TestWebTimelineRestartsAnExpiredListing(t *testing.T) {
 	t.Parallel()
-	app := browserApp(t)
 	ep := testharness.StartEtcd(t, nil)
 	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
 		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
@@ -342,6 +342,51 @@ func TestWebTimelineRestartsAnExpiredListing(t *testing.T) {
 	if _, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sess.Id, Messages: batch}); err != nil {
 		t.Fatal(err)
 	}
+	drawn := expiredListing(t, ep, c, n, "CAST_WEB_LISTING=messages", "CAST_WEB_SESSION="+sess.Id)
+	var want []string
+	if err := c.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sess.Id}, func(m *castv1.Message) error {
+		want = append(want, strconv.FormatInt(m.Seq, 10))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(want, ","); drawn != got {
+		t.Fatalf("the page drew messages %s; want the stored %s once each, in order", drawn, got)
+	}
+}
+
+// The inbox lists more sessions than its page (500) across a compaction
+// of the store: the page's second ListSessions is held until the store is
+// compacted past its token's revision, the server refuses it as expired,
+// and the inbox lists again from the start (a listing is one snapshot):
+// every session shown once, and no error said.
+func TestWebInboxRestartsAnExpiredListing(t *testing.T) {
+	t.Parallel()
+	ep := testharness.StartEtcd(t, nil)
+	st := testharness.OpenStore(t, ep, nil)
+	if _, err := st.RegisterNode(context.Background(), &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const n = 501
+	want := testharness.Sessions(t, st, "n1", n)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{ep}, ""
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
+	})
+	drawn := expiredListing(t, ep, testharness.Dial(t, srv.Addr()), n, "CAST_WEB_LISTING=sessions")
+	if got := strings.Join(want, ","); drawn != got {
+		t.Fatalf("the inbox showed sessions %s; want each of %s once", drawn, got)
+	}
+}
+
+// expiredListing runs internal/web/app/e2e/expired.mjs (env: the listing
+// and its rows) signed in as the admin of the control plane c reaches,
+// over the etcd at ep, which it compacts while the script holds the
+// listing's second page; it returns the rows the page drew.
+func expiredListing(t *testing.T, ep string, c *client.Client, rows int, env ...string) string {
+	t.Helper()
+	app := browserApp(t)
+	ctx := context.Background()
 	login, err := c.Auth.CreateWebLogin(ctx, &castv1.CreateWebLoginRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -356,10 +401,10 @@ func TestWebTimelineRestartsAnExpiredListing(t *testing.T) {
 		shots = d
 	}
 	release := filepath.Join(t.TempDir(), "compacted")
-	page := testharness.StartProcEnv(t, []string{"CAST_WEB_LOGIN=" + login.Url, "CAST_WEB_SESSION=" + sess.Id, "CAST_WEB_COUNT=" + strconv.Itoa(n),
-		"CAST_WEB_RELEASE=" + release, "CAST_WEB_SHOTS=" + shots, "CHROMIUM=" + chromium, "CAST_WEB_PROFILE=" + t.TempDir()},
+	page := testharness.StartProcEnv(t, append([]string{"CAST_WEB_LOGIN=" + login.Url, "CAST_WEB_COUNT=" + strconv.Itoa(rows),
+		"CAST_WEB_RELEASE=" + release, "CAST_WEB_SHOTS=" + shots, "CHROMIUM=" + chromium, "CAST_WEB_PROFILE=" + t.TempDir()}, env...),
 		"node", filepath.Join(app, "e2e", "expired.mjs"))
-	if err := page.AwaitLine("step: a page token held", "the page's second ListMessages", 3*time.Minute); err != nil {
+	if err := page.AwaitLine("step: a page token held", "the listing's second page", 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// A write first: compacting at the listing's own revision would keep
@@ -379,14 +424,10 @@ func TestWebTimelineRestartsAnExpiredListing(t *testing.T) {
 	if !exited || code != 0 {
 		t.Fatalf("the browser run failed (exited %v, code %d); screenshots in %s", exited, code, shots)
 	}
-	var want []string
-	if err := c.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sess.Id}, func(m *castv1.Message) error {
-		want = append(want, strconv.FormatInt(m.Seq, 10))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	_, drawn, ok := strings.Cut(page.Output(), "drawn: ")
+	if !ok {
+		t.Fatal("the page printed no rows drawn")
 	}
-	if line := "drawn: " + strings.Join(want, ","); !strings.Contains(page.Output(), line+"\n") {
-		t.Fatalf("the page did not draw the stored messages (%s) once each, in order", line)
-	}
+	drawn, _, _ = strings.Cut(drawn, "\n")
+	return drawn
 }

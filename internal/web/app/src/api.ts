@@ -62,6 +62,9 @@ export function reasonOf(err: unknown): string {
   return err.findDetails(ErrorInfoSchema).find((i) => i.domain === ERROR_DOMAIN)?.reason ?? "";
 }
 
+/** BAD_PAGE_TOKEN: a page token refused (errs.ReasonBadPageToken), such as one expired. */
+export const BAD_PAGE_TOKEN = "INVALID_PAGE_TOKEN";
+
 /** isUnauthenticated says the browser is not signed in (or its sign-in lapsed). */
 export function isUnauthenticated(err: unknown): boolean {
   return err instanceof ConnectError && err.code === Code.Unauthenticated;

@@ -1,6 +1,6 @@
 // Inbox: every session the caller may see, newest activity first, with
 // filters the server applies (ListSessions' filter) and a text search.
-import { sessions, errorText, isAbort, requestId } from "./api";
+import { BAD_PAGE_TOKEN, sessions, errorText, isAbort, reasonOf, requestId } from "./api";
 import { ago, h, say } from "./dom";
 import { SessionState, type Session } from "./gen/cast/v1/session_pb";
 import { agentList, date, lineage, stateClass, stateLabel } from "./labels";
@@ -14,15 +14,27 @@ const states: [string, string][] = [
   ["idle", "idle"],
 ];
 
+// listAll reads every session filter matches (the first 5,000), following
+// page tokens. A token expires when the store is compacted past the
+// revision the listing reads at (the hourly compaction, or NOSPACE
+// recovery); the listing is one snapshot, so it starts again.
 export async function listAll(filter: string, signal: AbortSignal): Promise<Session[]> {
-  const out: Session[] = [];
-  let pageToken = "";
-  do {
-    const r = await sessions.listSessions({ pageSize: 500, pageToken, filter, includeSubagents: true }, { signal });
+  let out: Session[] = [];
+  for (let pageToken = ""; ; ) {
+    let r;
+    try {
+      r = await sessions.listSessions({ pageSize: 500, pageToken, filter, includeSubagents: true }, { signal });
+    } catch (err) {
+      // A token's refusal only: a first page refused stays refused.
+      if (!pageToken || reasonOf(err) !== BAD_PAGE_TOKEN) throw err;
+      out = [];
+      pageToken = "";
+      continue;
+    }
     out.push(...r.sessions);
     pageToken = r.nextPageToken;
-  } while (pageToken && out.length < 5000);
-  return out;
+    if (!pageToken || out.length >= 5000) return out;
+  }
 }
 
 export async function inbox(main: HTMLElement, signal: AbortSignal): Promise<void> {

@@ -3,7 +3,7 @@
 // KEEP pages are drawn at once), new messages live from WatchSession; the
 // header panel moves the session (switch, fork, hand off) and the
 // composer sends, interrupts and answers permissions.
-import { errorText, heals, isAbort, reasonOf, requestId, sessions } from "./api";
+import { BAD_PAGE_TOKEN, errorText, heals, isAbort, reasonOf, requestId, sessions } from "./api";
 import { ago, h, say, unsay } from "./dom";
 import { MessageKind, SessionState, type Message, type Session } from "./gen/cast/v1/session_pb";
 import type { WatchSessionResponse } from "./gen/cast/v1/session_service_pb";
@@ -21,9 +21,6 @@ const RETRY_MIN = 250;
 const RETRY_MAX = 4000;
 const STABLE = 5000;
 const RECONNECTING = "Live updates lost; reconnecting…";
-// BAD_PAGE_TOKEN: a page token refused (errs.ReasonBadPageToken), such
-// as one expired.
-const BAD_PAGE_TOKEN = "INVALID_PAGE_TOKEN";
 
 export async function timeline(main: HTMLElement, id: string, signal: AbortSignal): Promise<void> {
   let sess = await sessions.getSession({ sessionId: id }, { signal });
