@@ -431,3 +431,30 @@ func expiredListing(t *testing.T, ep string, c *client.Client, rows int, env ...
 	drawn, _, _ = strings.Cut(drawn, "\n")
 	return drawn
 }
+
+// A sign-out the control plane refused (its store failed: 503) leaves the
+// browser signed in; the page says so rather than "Signed out."
+// (internal/web/app/e2e/signout.mjs), and one that went through signs the
+// browser out of the API.
+func TestWebSignOutSaysWhenItFailed(t *testing.T) {
+	t.Parallel()
+	app := browserApp(t)
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true // as --dev
+	})
+	login, err := testharness.DialServer(t, srv).Auth.CreateWebLogin(context.Background(), &castv1.CreateWebLoginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test
+	if d := os.Getenv("CAST_WEB_SHOTS"); d != "" {
+		shots = d
+	}
+	page := testharness.StartProcEnv(t, []string{"CAST_WEB_LOGIN=" + login.Url, "CAST_WEB_SHOTS=" + shots,
+		"CHROMIUM=" + chromium, "CAST_WEB_PROFILE=" + t.TempDir()}, "node", filepath.Join(app, "e2e", "signout.mjs"))
+	code, exited := page.Wait(3 * time.Minute)
+	t.Logf("signout.mjs:\n%s", page.Output())
+	if !exited || code != 0 {
+		t.Fatalf("the browser run failed (exited %v, code %d); screenshots in %s", exited, code, shots)
+	}
+}

@@ -62,7 +62,20 @@ async function signIn(): Promise<void> {
 }
 
 document.getElementById("signout")!.addEventListener("click", async () => {
-  await fetch("/auth/logout", { method: "POST" });
+  // Signed out only when the control plane says it ended the session: a
+  // refused or unanswered sign-out leaves the cookie live, and saying
+  // "Signed out." would leave a shared browser signed in unawares.
+  let r: Response | undefined;
+  try {
+    r = await fetch("/auth/logout", { method: "POST" });
+  } catch {
+    // the network failed: r stays unset
+  }
+  if (!r?.ok) {
+    const why = r ? (await r.text()).trim() || `HTTP ${r.status}` : "the control plane did not answer";
+    say(`Sign-out failed (${why}); this browser is still signed in.`, true);
+    return;
+  }
   document.getElementById("who")!.textContent = "";
   current?.abort();
   await signIn();
