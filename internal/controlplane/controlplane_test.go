@@ -51,18 +51,7 @@ func setup(t *testing.T) (*client.Client, string) {
 
 func waitConnected(t *testing.T, c *client.Client, name string, want bool) {
 	t.Helper()
-	testharness.WaitFor(t, 20*time.Second, fmt.Sprintf("node %s connected=%v", name, want), func() bool {
-		resp, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
-		if err != nil {
-			return false
-		}
-		for _, n := range resp.Nodes {
-			if n.Name == name {
-				return n.Connected == want
-			}
-		}
-		return !want
-	})
+	testharness.WaitConnected(t, c, name, want)
 }
 
 func TestAppendReadExportWatch(t *testing.T) {

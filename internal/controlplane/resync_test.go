@@ -46,18 +46,7 @@ func connectNode(t *testing.T, ctx context.Context, c *client.Client, name strin
 	n := &nodeStream{t: t, stream: stream, cancel: cancel, hbDone: make(chan struct{})}
 	go func() {
 		defer close(n.hbDone)
-		tick := time.NewTicker(300 * time.Millisecond)
-		defer tick.Stop()
-		for seq := int64(1); ; seq++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
-				return
-			}
-		}
+		testharness.Heartbeats(ctx, stream)
 	}()
 	t.Cleanup(n.close)
 	return n

@@ -32,6 +32,7 @@ type migrationJobs struct {
 	mu      sync.Mutex
 	running map[string]bool
 	paths   map[string]*sync.Mutex // one import per checkout at a time
+	notes   sync.Mutex             // the --clean-source notes' read-modify-writes (cleansource.go)
 }
 
 // lockPath serializes imports into one checkout (sessions sharing it move
@@ -106,6 +107,13 @@ func (a *Daemon) migrationJob(phase, migration, session string, fn func(lg *zap.
 }
 
 func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) error {
+	if a.exportStored(c) {
+		// A resend that crossed the first export's upload: the control
+		// plane keeps that one, so bundling the (maybe changed) checkout
+		// again would only make the note disagree with what moves.
+		a.lg.Info("work tree export resent after its upload was stored; kept", zap.String("migration", c.MigrationId), zap.String("session", c.SessionId))
+		return nil
+	}
 	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
 		return err
 	}
@@ -121,18 +129,28 @@ func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) e
 	if err := a.noteExport(c, man); err != nil {
 		return err
 	}
-	manJSON, err := json.Marshal(man)
+	size, err := a.sendWorkTree(ctx, c, bundle, man)
 	if err != nil {
 		return err
 	}
+	return a.noteStored(c, size)
+}
+
+// sendWorkTree uploads the bundle and its manifest; it returns the bytes
+// the control plane stored (none when it kept an earlier upload).
+func (a *Daemon) sendWorkTree(ctx context.Context, c *castv1.ExportWorkTree, bundle string, man treemove.Manifest) (int64, error) {
+	manJSON, err := json.Marshal(man)
+	if err != nil {
+		return 0, err
+	}
 	f, err := os.Open(bundle)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	stream, err := a.cli.Nodes.UploadWorkTree(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	buf := make([]byte, uploadChunk)
 	req := &castv1.UploadWorkTreeRequest{MigrationId: c.MigrationId, SessionId: c.SessionId, Node: a.cfg.Name}
@@ -144,10 +162,10 @@ func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) e
 				// The control plane answered before the end: an export
 				// already done for this migration keeps its first upload
 				// (a resent command), or a refusal. Its answer says which.
-				_, err = stream.CloseAndRecv()
-				return err
+				resp, err := stream.CloseAndRecv()
+				return resp.GetSize(), err
 			} else if err != nil {
-				return fmt.Errorf("upload work tree: %w", err)
+				return 0, fmt.Errorf("upload work tree: %w", err)
 			}
 			req = &castv1.UploadWorkTreeRequest{}
 		}
@@ -155,15 +173,15 @@ func (a *Daemon) uploadWorkTree(ctx context.Context, c *castv1.ExportWorkTree) e
 			break
 		}
 		if rerr != nil {
-			return rerr
+			return 0, rerr
 		}
 	}
 	req.ManifestJson = string(manJSON)
 	if err := stream.Send(req); err != nil {
-		return fmt.Errorf("upload work tree: %w", err)
+		return 0, fmt.Errorf("upload work tree: %w", err)
 	}
-	_, err = stream.CloseAndRecv()
-	return err
+	resp, err := stream.CloseAndRecv()
+	return resp.GetSize(), err
 }
 
 // importWorkTree checks the relayed work tree out at this node's path for

@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
 )
@@ -122,6 +124,14 @@ func DialAs(t testing.TB, addr, token string) *client.Client {
 // ends (or the returned stop is called). cb may change its config.
 func StartNode(t testing.TB, addr, name string, cb func(*node.Config)) (stop func()) {
 	t.Helper()
+	_, stop = StartNodeDaemon(t, addr, name, cb)
+	return stop
+}
+
+// StartNodeDaemon is StartNode returning the daemon too, for a test that
+// drives one of its steps itself (node's export_test.go).
+func StartNodeDaemon(t testing.TB, addr, name string, cb func(*node.Config)) (a *node.Daemon, stop func()) {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.ControlPlane, cfg.Name, cfg.DataDir = addr, name, filepath.Join(t.TempDir(), "node-"+name)
 	cfg.ReconnectMax = time.Second
@@ -149,7 +159,42 @@ func StartNode(t testing.TB, addr, name string, cb func(*node.Config)) (stop fun
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return a, stop
+}
+
+// WaitConnected waits until ListNodes shows node name connected (want) or
+// not.
+func WaitConnected(t testing.TB, c *client.Client, name string, want bool) {
+	t.Helper()
+	WaitFor(t, 20*time.Second, fmt.Sprintf("node %s connected=%v", name, want), func() bool {
+		resp, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
+		if err != nil {
+			return false
+		}
+		for _, n := range resp.Nodes {
+			if n.Name == name {
+				return n.Connected == want
+			}
+		}
+		return !want
+	})
+}
+
+// Heartbeats keeps a node stream a test speaks for itself connected,
+// sending a heartbeat every 300ms until ctx ends or a send fails.
+func Heartbeats(ctx context.Context, stream castv1.NodeService_ConnectClient) {
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for seq := int64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
+			return
+		}
+	}
 }
 
 // MissingAgents names every agent at a CLI path under dir that does not
