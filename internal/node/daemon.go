@@ -190,6 +190,7 @@ func (a *Daemon) Run(ctx context.Context) error {
 	go a.selfFence(ctx)
 	go a.custodyLoop(ctx)
 	go a.recordAgain(ctx)
+	go a.sweepMigrationDir(ctx)
 	if a.cfg.Adopt {
 		go a.adoptLoop(ctx)
 	}
@@ -404,6 +405,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 			return err
 		}
 		a.dropStaleNote(s)
+		a.dropImportedMarkers(s)
 		a.reconcileState(s.Id, s.State)
 		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
 	case *castv1.Command_DeliverMessages:

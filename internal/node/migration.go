@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,60 @@ func (j *migrationJobs) done(key string) {
 // The folder keeps its old name, "moves", so a node upgraded mid-migration
 // finds what it left there.
 func (a *Daemon) migrationDir() string { return filepath.Join(a.cfg.DataDir, "moves") }
+
+// staleMigrationFile is the age past which the sweep drops what no
+// assignment settles: done markers of imports whose move rolled back (the
+// session is never assigned here) and bundles a crash left. A marker only
+// matters while its move runs (once it ended, a resent import's download
+// is refused anyway), and a day is far past any work tree step
+// (migrate's WorkTreeTimeout, minutes a try).
+const staleMigrationFile = 24 * time.Hour
+
+// importedSuffix ends the done marker of an import of session s.
+func importedSuffix(s string) string { return "-" + s + ".imported" }
+
+// dropImportedMarkers drops the done markers of s's imports once it is
+// assigned here fenced by none of their migrations: those moves committed
+// (or ended), so no resent import of theirs can still be taken.
+func (a *Daemon) dropImportedMarkers(s *castv1.Session) {
+	ents, err := os.ReadDir(a.migrationDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, importedSuffix(s.Id)) || (s.FencedBy != "" && name == s.FencedBy+importedSuffix(s.Id)) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(a.migrationDir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.lg.Warn("drop import done marker failed", zap.String("session", s.Id), zap.String("marker", name), zap.Error(err))
+		}
+	}
+}
+
+// sweepMigrationDir drops done markers and bundles older than
+// staleMigrationFile, at the start and then hourly.
+func (a *Daemon) sweepMigrationDir(ctx context.Context) {
+	tick.Loop{Every: time.Hour, First: true}.Run(ctx, func() bool {
+		ents, err := os.ReadDir(a.migrationDir())
+		if err != nil {
+			return true
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".imported") && !strings.HasSuffix(name, ".bundle") {
+				continue
+			}
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < staleMigrationFile {
+				continue
+			}
+			if err := os.Remove(filepath.Join(a.migrationDir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				a.lg.Warn("drop stale migration file failed", zap.String("file", name), zap.Error(err))
+			}
+		}
+		return true
+	})
+}
 
 // exportWorkTree bundles the session's checkout and uploads it; a failure
 // is reported so the migration rolls back at once with the reason.
@@ -224,7 +279,7 @@ func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree,
 	if err := os.MkdirAll(a.migrationDir(), 0o700); err != nil {
 		return err
 	}
-	marker := filepath.Join(a.migrationDir(), c.MigrationId+"-"+c.SessionId+".imported")
+	marker := filepath.Join(a.migrationDir(), c.MigrationId+importedSuffix(c.SessionId))
 	if _, err := os.Stat(marker); err == nil {
 		return nil
 	}

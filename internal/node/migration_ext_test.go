@@ -14,6 +14,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/treemove"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -103,6 +104,41 @@ func awaitCommand(t *testing.T, cmds <-chan *castv1.Command, want func(*castv1.C
 	}
 }
 
+// moveFromLaptop creates a session on node laptop in cwd and starts req's
+// migration of it.
+func moveFromLaptop(t *testing.T, c *client.Client, cwd string, req *castv1.StartMigrationRequest) (*castv1.Session, *castv1.Migration) {
+	t.Helper()
+	sess, err := c.Sessions.CreateSession(ctxT(t), &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SessionIds = []string{sess.Id}
+	m, err := c.Migrations.StartMigration(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess, m
+}
+
+// awaitSucceeded waits for migration id to end, and fails the test unless
+// it succeeded.
+func awaitSucceeded(t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	var m *castv1.Migration
+	testharness.WaitFor(t, 3*time.Minute, "migration "+id+" to end", func() bool {
+		var err error
+		if m, err = c.Migrations.GetMigration(ctxT(t), &castv1.GetMigrationRequest{Id: id}); err != nil {
+			t.Fatal(err)
+		}
+		s := m.State
+		return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
+			s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+	})
+	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration %v: %s", m.State, m.Sessions[0].Reason)
+	}
+}
+
 // noteManifest is the manifest the source's --clean-source note holds.
 func noteManifest(t *testing.T, path string) string {
 	t.Helper()
@@ -138,14 +174,7 @@ func TestResentExportKeepsTheFirstExportsNote(t *testing.T) {
 	testharness.WaitConnected(t, c, "laptop", true)
 	testharness.WaitConnected(t, c, "dst", true)
 	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Node: "laptop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}, CleanSource: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, m := moveFromLaptop(t, c, repo, &castv1.StartMigrationRequest{To: "dst", CleanSource: true})
 	// The import is asked once the control plane stored the upload.
 	awaitCommand(t, dst, func(cmd *castv1.Command) bool { return cmd.GetImportWorkTree().GetSessionId() == sess.Id })
 	note := filepath.Join(data, "moves", sess.Id+".clean.json")
@@ -159,19 +188,7 @@ func TestResentExportKeepsTheFirstExportsNote(t *testing.T) {
 		Phase: "import", Cwd: repo}); err != nil {
 		t.Fatal(err)
 	}
-	testharness.WaitFor(t, 3*time.Minute, "the migration to end", func() bool {
-		got, err := c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: m.Id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m = got
-		s := m.State
-		return s == castv1.MigrationState_MIGRATION_STATE_SUCCEEDED || s == castv1.MigrationState_MIGRATION_STATE_FAILED ||
-			s == castv1.MigrationState_MIGRATION_STATE_CANCELLED
-	})
-	if m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
-		t.Fatalf("migration %v: %s", m.State, m.Sessions[0].Reason)
-	}
+	awaitSucceeded(t, c, m.Id)
 	// The release reads the note and drops it: the checkout is settled.
 	testharness.WaitFor(t, time.Minute, "the clean-source note gone", func() bool {
 		_, err := os.Stat(note)
@@ -179,5 +196,69 @@ func TestResentExportKeepsTheFirstExportsNote(t *testing.T) {
 	})
 	if b, err := os.ReadFile(filepath.Join(repo, "later.txt")); err != nil || !strings.Contains(string(b), "after the export") {
 		t.Errorf("later.txt, which never moved, after the release: %q, %v; it was stashed away", b, err)
+	}
+}
+
+// The done markers an import leaves on the destination (so a resent import
+// answers again instead of importing into the changed checkout) were never
+// deleted: one a session moved, for ever. A session's go once it is
+// assigned there (the move committed); those no assignment settles (a
+// rolled-back move's) and bundles a crash left go after a day.
+func TestImportDoneMarkersDoNotPileUp(t *testing.T) {
+	laptopRoot, linuxRoot := t.TempDir(), t.TempDir()
+	repo := filepath.Join(laptopRoot, "repo")
+	dirtyRepo(t, repo)
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	testharness.StartNode(t, cp.Addr(), "laptop", nil)
+	var moves string
+	// Read in name order: "fresh" ones sort first, so once the stale ones
+	// are gone the fresh ones were looked at too.
+	files := []struct {
+		name  string
+		age   time.Duration
+		stays bool
+	}{
+		{"a0-fresh.imported", time.Hour, true},
+		{"a1-fresh.bundle", time.Hour, true},
+		{"m9-rolledback.imported", 25 * time.Hour, false},
+		{"m9-crashed.in.bundle", 25 * time.Hour, false},
+	}
+	testharness.StartNode(t, cp.Addr(), "linux-1", func(cfg *node.Config) {
+		pm, err := treemove.ParsePathMap([]string{laptopRoot + "=" + linuxRoot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.PathMap = pm
+		moves = filepath.Join(cfg.DataDir, "moves")
+		if err := os.MkdirAll(moves, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			p := filepath.Join(moves, f.name)
+			writeIn(t, moves, f.name, "")
+			if err := os.Chtimes(p, time.Now().Add(-f.age), time.Now().Add(-f.age)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	testharness.WaitConnected(t, c, "laptop", true)
+	testharness.WaitConnected(t, c, "linux-1", true)
+	sess, m := moveFromLaptop(t, c, repo, &castv1.StartMigrationRequest{To: "linux-1"})
+	awaitSucceeded(t, c, m.Id)
+	gone := func(name string) bool {
+		_, err := os.Stat(filepath.Join(moves, name))
+		return os.IsNotExist(err)
+	}
+	testharness.WaitFor(t, 30*time.Second, "the moved session's import marker gone", func() bool { return gone(m.Id + "-" + sess.Id + ".imported") })
+	for _, f := range files {
+		if !f.stays {
+			testharness.WaitFor(t, 30*time.Second, f.name+" gone", func() bool { return gone(f.name) })
+		}
+	}
+	for _, f := range files {
+		if f.stays && gone(f.name) {
+			t.Errorf("%s, %s old, was dropped", f.name, f.age)
+		}
 	}
 }
