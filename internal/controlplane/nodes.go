@@ -315,23 +315,7 @@ func (s *Server) resync(ctx context.Context, c *nodeConn, believed []string, lg 
 // Any other session it names it learns only is not its own: a node could
 // list ids it had learnt and be told which node holds each.
 func (s *Server) movedFrom(ctx context.Context, node string, lost []string) (map[string]string, error) {
-	owners, err := s.store.OwnersOf(ctx, lost)
-	if err != nil || len(owners) == 0 {
-		return nil, err
-	}
-	migs, err := s.store.ListMigrations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, m := range migs {
-		for _, ms := range m.Sessions {
-			if o := owners[ms.SessionId]; o != "" && o == m.TargetNode && ms.SourceNode == node {
-				out[ms.SessionId] = o
-			}
-		}
-	}
-	return out, nil
+	return s.store.MovedFrom(ctx, node, lost)
 }
 
 func validNode(n *castv1.Node) error {

@@ -242,26 +242,25 @@ func TestStuckNodeStreamIsCut(t *testing.T) {
 func TestResyncTellsTheOwnerOnlyToAMigrationsSource(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	ep := testharness.StartEtcd(t, nil)
-	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.EtcdEndpoints, c.DataDir = []string{ep}, "" })
+	srv := testharness.StartControlPlane(t, nil)
 	c := testharness.Dial(t, srv.Addr())
-	connectNode(t, ctx, c, "a", nil)
+	go answerImports(c, commandsOf(connectNode(t, ctx, c, "a", nil)), "a")
+	src := connectNode(t, ctx, c, "b", nil)
 	waitConnected(t, c, "a", true)
-	var moved, other string
-	for _, id := range []*string{&moved, &other} {
-		s, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		*id = s.Id
+	waitConnected(t, c, "b", true)
+	// moved came to a from b by a migration; other was a's from the start.
+	s, m := startMove(ctx, t, c, "claude", "b", "", "a")
+	if m = waitMigration(t, c, m.Id); m.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("migration %v: %s", m.State, m.Sessions[0].Reason)
 	}
-	// moved came to a from b by a migration.
-	st := testharness.OpenStore(t, ep, nil)
-	if _, _, err := st.CreateMigration(ctx, &castv1.Migration{Id: "mig-1", Target: "a", TargetNode: "a",
-		State:    castv1.MigrationState_MIGRATION_STATE_SUCCEEDED,
-		Sessions: []*castv1.MigrationSession{{SessionId: moved, SourceNode: "b", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED}}}, ""); err != nil {
+	moved := s.Id
+	o, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Node: "a"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	other := o.Id
+	src.close()
+	waitConnected(t, c, "b", false)
 
 	b := connectNode(t, ctx, c, "b", []string{moved, other})
 	owners := map[string]string{}

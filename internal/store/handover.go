@@ -264,7 +264,10 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 		clientv3.OpDelete(s.key("perms", sid)+"/", clientv3.WithPrefix()),
 	}
 	if h.MS.SourceNode != h.Target {
-		ops = append(ops, clientv3.OpDelete(s.nodeSessKey(h.MS.SourceNode, sid)))
+		ops = append(ops, clientv3.OpDelete(s.nodeSessKey(h.MS.SourceNode, sid)),
+			// Where the source's last move of it went: read when the source
+			// reconnects still listing it (MovedFrom).
+			clientv3.OpPut(s.migratedKey(sid, h.MS.SourceNode), h.Target))
 	}
 	if abandoned {
 		// The abandoned turn held a fleet reservation (if any) whose end no

@@ -78,23 +78,30 @@ func (s *Store) readOwned(ctx context.Context, node string, ids []string) ([]fen
 	return out, nil
 }
 
-// OwnersOf returns the owner node of each of ids that exists (absent ids
-// are missing from the map), 128 owner keys per txn.
-func (s *Store) OwnersOf(ctx context.Context, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
+// MovedFrom returns, of ids, the owner of each that the last migration
+// away from node moved to it (absent ids, and any moved on or never moved
+// from node, are missing from the map). It reads the migrated/{s}/{node}
+// index the commit writes, 64 sessions per txn, never the migration
+// records: a node reconnects with sessions it lost whatever the number
+// of migrations ever run. Migrations committed before that index are not
+// in it (their sources are released without the owner; their checkouts
+// are then not cleaned).
+func (s *Store) MovedFrom(ctx context.Context, node string, ids []string) (map[string]string, error) {
+	out := map[string]string{}
 	for len(ids) > 0 {
-		n := min(len(ids), 4*ownedPage)
-		ops := make([]clientv3.Op, n)
-		for i, id := range ids[:n] {
-			ops[i] = clientv3.OpGet(s.ownerKey(id))
+		n := min(len(ids), 2*ownedPage)
+		ops := make([]clientv3.Op, 0, 2*n)
+		for _, id := range ids[:n] {
+			ops = append(ops, clientv3.OpGet(s.ownerKey(id)), clientv3.OpGet(s.migratedKey(id, node)))
 		}
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, err
 		}
 		for i, id := range ids[:n] {
-			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-				out[id] = string(kvs[0].Value)
+			own, to := resp.Responses[2*i].GetResponseRange().Kvs, resp.Responses[2*i+1].GetResponseRange().Kvs
+			if len(own) > 0 && len(to) > 0 && string(own[0].Value) == string(to[0].Value) {
+				out[id] = string(own[0].Value)
 			}
 		}
 		ids = ids[n:]

@@ -340,7 +340,7 @@ func (s *Store) purgeOps(id, node string) []clientv3.Op {
 		clientv3.OpDelete(s.sessionKey(id)), clientv3.OpDelete(s.seqKey(id)), clientv3.OpDelete(s.ownerKey(id)),
 		clientv3.OpDelete(s.nodeSessKey(node, id)),
 	}
-	for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.segPrefix(id), s.key("perms", id) + "/", s.key("ops", id) + "/"} {
+	for _, prefix := range []string{s.msgPrefix(id), s.key("cids", id) + "/", s.key("chunks", id) + "/", s.key("blobs", id) + "/", s.segPrefix(id), s.key("perms", id) + "/", s.key("ops", id) + "/", s.key("migrated", id) + "/"} {
 		ops = append(ops, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
 	}
 	return ops

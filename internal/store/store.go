@@ -28,6 +28,7 @@
 //	fences/{s}            migration id; present iff a migration fences s
 //	migrations/{m}        castv1.Migration header (sessions in migsessions/)
 //	migsessions/{m}/{s}   castv1.MigrationSession: one session's progress
+//	migrated/{s}/{n}      node the last committed migration from n moved s to
 //	migrunners/{m}        the replica running migration m (leased)
 //	nodecmds/{n}/{id}     castv1.Command for node n (leased), relayed by the
 //	                      replica holding n's stream
@@ -297,6 +298,7 @@ func (s *Store) requestKey(rk string) string        { return s.key("reqids", rk)
 func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
 func (s *Store) migSessKey(m, id string) string     { return s.key("migsessions", m, id) }
+func (s *Store) migratedKey(id, from string) string { return s.key("migrated", id, from) }
 func (s *Store) migRunnerKey(m string) string       { return s.key("migrunners", m) }
 func (s *Store) nodeCmdKey(n, id string) string     { return s.key("nodecmds", n, id) }
 func (s *Store) wsAnswerKey(n, id string) string    { return s.key("wsanswers", n, id) }
