@@ -29,7 +29,7 @@ type Store interface {
 	CreateMigration(ctx context.Context, m *castv1.Migration, reqKey string) (*fence.MigrationRecord, bool, error)
 	MigrationForRequest(ctx context.Context, reqKey string) (*fence.MigrationRecord, bool, error)
 	GetMigration(ctx context.Context, id string) (*fence.MigrationRecord, error)
-	MigrationHeader(ctx context.Context, id string) (*castv1.Migration, error)
+	WaitCancelRequested(ctx context.Context, id string) error
 	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
 	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)
 	UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error)
@@ -315,16 +315,26 @@ func (mg *Manager) stop(id string) {
 // watchCancel stops migration id's jobs here once a cancel is recorded:
 // one asked on another replica closes no channel of this one, and a drain
 // waiting here would otherwise interrupt, when its --wait ran out, the turn
-// of a session that replica had already rolled back.
+// of a session that replica had already rolled back. It watches the
+// header (no read every tick for each migration running); a watch etcd
+// keeps refusing is looked at again a tick later.
 func (mg *Manager) watchCancel(ctx context.Context, id string) {
-	tick.Every(ctx, mg.cfg.Tick, func() bool {
-		m, err := mg.st.MigrationHeader(ctx, id)
-		if err != nil || !m.CancelRequested {
-			return true
+	for {
+		err := mg.st.WaitCancelRequested(ctx, id)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			mg.stop(id)
+			return
+		case errs.HasReason(err, errs.ReasonNotFound):
+			return // its record is gone: nothing left to cancel
 		}
-		mg.stop(id)
-		return false
-	})
+		mg.lg.Warn("watch for a cancel of the migration failed; watching again", zap.String("migration", id), zap.Error(err))
+		if !tick.Sleep(ctx, mg.cfg.Tick) {
+			return
+		}
+	}
 }
 
 // run moves the migration's sessions, at most max_parallel at once.

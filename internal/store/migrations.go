@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -137,21 +139,56 @@ func (s *Store) GetMigration(ctx context.Context, id string) (*fence.MigrationRe
 	return rec, nil
 }
 
-// MigrationHeader reads a migration's header alone (no session records):
-// a cheap look at its state and whether a cancel was asked.
-func (s *Store) MigrationHeader(ctx context.Context, id string) (*castv1.Migration, error) {
-	resp, err := s.cli.Get(ctx, s.migrationKey(id))
-	if err != nil {
-		return nil, err
+// WaitCancelRequested returns nil once migration id's header records a
+// cancel: it reads the header, then watches it from the revision after
+// that read, so a cancel recorded in between is not missed (a watch that
+// fell behind a compaction reads again). A header deleted meanwhile is
+// NOT_FOUND; ctx ending returns its error.
+func (s *Store) WaitCancelRequested(ctx context.Context, id string) error {
+	for {
+		resp, err := s.cli.Get(ctx, s.migrationKey(id))
+		if err != nil {
+			return err
+		}
+		ms, err := decodeProtos[castv1.Migration](resp.Kvs, "migration")
+		switch {
+		case err != nil:
+			return err
+		case len(ms) == 0:
+			return errs.NotFound("migration %s not found", id).With("migration", id)
+		case ms[0].CancelRequested:
+			return nil
+		}
+		if again, err := s.watchCancel(ctx, id, resp.Header.Revision+1); !again {
+			return err
+		}
 	}
-	ms, err := decodeProtos[castv1.Migration](resp.Kvs, "migration")
-	if err != nil {
-		return nil, err
+}
+
+// watchCancel watches migration id's header from rev until it records a
+// cancel (nil), goes (NOT_FOUND), ctx ends, or the watch fails; again is
+// true when the history from rev was compacted: read again.
+func (s *Store) watchCancel(ctx context.Context, id string, rev int64) (again bool, err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for b := range s.follow(wctx, s.migrationKey(id), rev) {
+		if b.Err != nil {
+			return errors.Is(b.Err, rpctypes.ErrCompacted), b.Err
+		}
+		for _, ev := range b.Events {
+			if ev.Type != clientv3.EventTypePut {
+				return false, errs.NotFound("migration %s was deleted", id).With("migration", id)
+			}
+			m := &castv1.Migration{}
+			if err := proto.Unmarshal(ev.Kv.Value, m); err != nil {
+				return false, errs.Internal(err, "decode watched migration")
+			}
+			if m.CancelRequested {
+				return false, nil
+			}
+		}
 	}
-	if len(ms) == 0 {
-		return nil, errs.NotFound("migration %s not found", id).With("migration", id)
-	}
-	return ms[0], nil
+	return false, ctx.Err()
 }
 
 // ListMigrations returns every migration header with its sessions, newest

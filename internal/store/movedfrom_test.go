@@ -32,13 +32,10 @@ func (k countingKV) Txn(ctx context.Context) clientv3.Txn {
 	return k.KV.Txn(ctx)
 }
 
-// A node reconnecting with sessions it lost is told the owner of those a
-// migration from it moved (its checkout is cleaned once it hears). That
-// look-up read every migration record ever stored, each in a txn of its
-// own, on every such reconnect; it reads the lost sessions' owner and
-// migrated/{s}/{node} keys only: one txn however many migrations exist.
-func TestMovedFromReadsOnlyTheLostSessions(t *testing.T) {
-	ep := testharness.StartEtcd(t, nil)
+// countingStore opens a store over etcd at ep whose reads and txns are
+// counted; it returns its client too.
+func countingStore(t *testing.T, ep string) (*store.Store, *atomic.Int64, *clientv3.Client) {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +47,16 @@ func TestMovedFromReadsOnlyTheLostSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, reads, cli
+}
+
+// A node reconnecting with sessions it lost is told the owner of those a
+// migration from it moved (its checkout is cleaned once it hears). That
+// look-up read every migration record ever stored, each in a txn of its
+// own, on every such reconnect; it reads the lost sessions' owner and
+// migrated/{s}/{node} keys only: one txn however many migrations exist.
+func TestMovedFromReadsOnlyTheLostSessions(t *testing.T) {
+	s, reads, _ := countingStore(t, testharness.StartEtcd(t, nil))
 	ctx := ctxT(t)
 	for _, n := range []string{"n2", "n3"} {
 		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
