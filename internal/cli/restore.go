@@ -13,6 +13,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -151,18 +152,11 @@ func holdsMessages(agent, path string) bool {
 		msgs, err := r.Read(path)
 		return err != nil || len(msgs) > 0
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return true
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return true
-	}
-	// A message ends the read with errHolds; a read that fails is taken
-	// as there, as above.
-	return sr.ReadEach(f, fi.Size(), func(transcript.Message) error { return errHolds }) != nil
+	// A message ends the read with errHolds; a file that does not open or
+	// read is taken as there, as above.
+	return fsutil.ReadAt(path, func(f io.ReaderAt, size int64) error {
+		return sr.ReadEach(f, size, func(transcript.Message) error { return errHolds })
+	}) != nil
 }
 
 // errHolds stops holdsMessages' read at the first message.

@@ -3,10 +3,10 @@ package gemini
 import (
 	"bytes"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -43,20 +43,17 @@ func (Driver) FindSession(home, id string) string {
 // a session file can be hundreds of MB, and `cast restore` looks here
 // right after writing one (issue 27).
 func countMessages(path, id string) (int, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !contains(f, fi.Size(), []byte(id)) {
-		return 0, false
-	}
-	n := 0
-	if err := (Reader{}).ReadEach(f, fi.Size(), func(transcript.Message) error {
-		n++
-		return nil
-	}); err != nil {
+	n, named := 0, false
+	err := fsutil.ReadAt(path, func(f io.ReaderAt, size int64) error {
+		if named = contains(f, size, []byte(id)); !named {
+			return nil
+		}
+		return (Reader{}).ReadEach(f, size, func(transcript.Message) error {
+			n++
+			return nil
+		})
+	})
+	if err != nil || !named {
 		return 0, false
 	}
 	return n, true

@@ -2,9 +2,12 @@ package gemini
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // TidySession removes the header-only files a resume leaves under session
@@ -40,29 +43,25 @@ func (d Driver) TidySession(home, id string) error {
 // stray reports whether the file at path belongs to session id (or names
 // none) and holds nothing Gemini would resume (resumable).
 func stray(path, id string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	l, err := replay(f, fi.Size(), true, func(string) {})
-	if err != nil {
-		return false
-	}
-	errResumable := errors.New("resumable")
-	if l.records(f, fi.Size(), func(r record) error {
-		if resumable(r) {
-			return errResumable
+	var sid string
+	// A file that does not read, or holds a resumable record, is no stray.
+	if fsutil.ReadAt(path, func(f io.ReaderAt, size int64) error {
+		l, err := replay(f, size, true, func(string) {})
+		if err != nil {
+			return err
 		}
-		return nil
+		errResumable := errors.New("resumable")
+		sid = l.sid
+		return l.records(f, size, func(r record) error {
+			if resumable(r) {
+				return errResumable
+			}
+			return nil
+		})
 	}) != nil {
 		return false
 	}
-	return l.sid == "" || l.sid == id
+	return sid == "" || sid == id
 }
 
 // resumable is the CLI's isResumableMessageRecord: a user record with text
