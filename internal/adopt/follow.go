@@ -333,8 +333,7 @@ const settleWindow = 10 * time.Second
 // or less where the agent writes one message as records a moment apart
 // (agents.TailSettler); never less than kept, what was read before.
 func settled(agent string, data []byte, kept int64) int64 {
-	d, _ := driver(agent)
-	ts, ok := d.(agents.TailSettler)
+	ts, ok := agents.DriverAs[agents.TailSettler](agent)
 	if !ok {
 		return int64(len(data))
 	}
@@ -391,8 +390,7 @@ func (f *Follower) read(agent string, data []byte, st *fileState) (msgs []transc
 	if grew && int64(len(data)) == st.Size {
 		return nil, true, nil
 	}
-	d, _ := driver(agent)
-	if tp, ok := d.(agents.TailParser); ok && grew {
+	if tp, ok := agents.DriverAs[agents.TailParser](agent); ok && grew {
 		msgs, err := tp.ParseTail(data[st.Size:], countLines(data[:st.Size]))
 		return msgs, true, err
 	}

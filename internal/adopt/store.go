@@ -12,14 +12,7 @@ import (
 
 // storeLister is agent's driver when its sessions are rows in a store of
 // its own (OpenCode's database) rather than files.
-func storeLister(agent string) (agents.StoreLister, bool) {
-	d, ok := driver(agent)
-	if !ok {
-		return nil, false
-	}
-	sl, ok := d.(agents.StoreLister)
-	return sl, ok
-}
+var storeLister = agents.DriverAs[agents.StoreLister]
 
 // listing is a store's stamp at its last listing that left nothing to do,
 // and when that listing began.

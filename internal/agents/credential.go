@@ -43,9 +43,7 @@ func ParseCredential(agent string, raw []byte) (custody.Token, error) {
 
 // credentialOf is the credential format agent's driver gives (nil: none).
 func credentialOf(agent string) custody.Format {
-	a, _ := Lookup(agent)
-	d, _ := a.Driver()
-	if c, ok := d.(Credentialed); ok {
+	if c, ok := DriverAs[Credentialed](agent); ok {
 		return c.Credential()
 	}
 	return nil
@@ -68,9 +66,7 @@ type Refreshing interface {
 // RefresherFor returns how a custodian refreshes agent's login through
 // its CLI.
 func RefresherFor(agent string, o RefresherOptions) (custody.Refresher, error) {
-	a, _ := Lookup(agent)
-	d, _ := a.Driver()
-	if r, ok := d.(Refreshing); ok {
+	if r, ok := DriverAs[Refreshing](agent); ok {
 		return r.Refresher(o.Bin, o.Env, o.Home), nil
 	}
 	return nil, fmt.Errorf("token custody cannot refresh %s logins: its CLI has no refresh cast can run", agent)

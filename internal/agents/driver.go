@@ -124,6 +124,17 @@ func (a Agent) Driver() (Driver, bool) {
 	return d, ok
 }
 
+// DriverAs is agent's driver as T, one of the optional interfaces a
+// driver may implement (SessionLister, StoreLister, TailParser, ...);
+// false when the agent is unknown, has no driver here, or its driver is
+// no T.
+func DriverAs[T any](agent string) (T, bool) {
+	a, _ := Lookup(agent)
+	d, _ := a.Driver()
+	t, ok := d.(T)
+	return t, ok
+}
+
 // NewestMatch is the most recently modified file matching pattern (""
 // when none).
 func NewestMatch(pattern string) string {

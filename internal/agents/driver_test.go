@@ -87,3 +87,24 @@ func TestCodecsRegistered(t *testing.T) {
 		t.Errorf("unknown agent: %v", err)
 	}
 }
+
+// DriverAs finds a capability only on a driver that has it: never for an
+// unknown agent or one without a driver here.
+func TestDriverAs(t *testing.T) {
+	for _, tc := range []struct {
+		agent string
+		store bool
+	}{
+		{"opencode", true},
+		{"claude", false},
+		{"cursor", false}, // no driver
+		{"nosuch", false},
+	} {
+		if _, ok := agents.DriverAs[agents.StoreLister](tc.agent); ok != tc.store {
+			t.Errorf("DriverAs[StoreLister](%q) = %v, want %v", tc.agent, ok, tc.store)
+		}
+	}
+	if l, ok := agents.DriverAs[agents.SessionLister]("claude"); !ok || l == nil {
+		t.Error("claude's driver lists its session files, DriverAs[SessionLister] found none")
+	}
+}

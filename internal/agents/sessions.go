@@ -26,15 +26,7 @@ type SessionLister interface {
 // it, so adoption has kept the parent when a run of it comes; false when
 // its driver cannot list them.
 func NativeSessions(agent, home string) ([]string, bool) {
-	a, ok := Lookup(agent)
-	if !ok {
-		return nil, false
-	}
-	d, ok := a.Driver()
-	if !ok {
-		return nil, false
-	}
-	l, ok := d.(SessionLister)
+	l, ok := DriverAs[SessionLister](agent)
 	if !ok {
 		return nil, false
 	}

@@ -88,7 +88,9 @@ func (a *Daemon) adoptSources() []adopt.Source {
 		s := c.agentSetup(name)
 		t := c.newTurn(name, s, s.Env)
 		src := adopt.Source{Agent: name, Home: t.AgentDir()}
-		if ag, _ := agents.Lookup(name); isStore(ag) {
+		// An agent whose sessions are rows in a store its CLI reads: the
+		// listing runs that CLI.
+		if _, store := agents.DriverAs[agents.StoreLister](name); store {
 			bin, env, err := a.runner.CLI(t)
 			if err != nil {
 				a.lg.Info("adoption skips an agent whose CLI is not here", zap.String("agent", name), zap.Error(err))
@@ -99,16 +101,6 @@ func (a *Daemon) adoptSources() []adopt.Source {
 		out = append(out, src)
 	}
 	return out
-}
-
-// isStore says whether a's sessions are rows in a store its CLI reads.
-func isStore(a agents.Agent) bool {
-	d, ok := a.Driver()
-	if !ok {
-		return false
-	}
-	_, store := d.(agents.StoreLister)
-	return store
 }
 
 // adoptLoop keeps the native sessions under the agents' folders as cast

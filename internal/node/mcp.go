@@ -32,9 +32,7 @@ func (a *Daemon) registerMCP(t *runner.Turn, sessionID string) error {
 	if bin == "" {
 		return nil
 	}
-	ag, _ := agents.Lookup(t.Agent)
-	d, _ := ag.Driver()
-	taker, ok := d.(agents.MCPTaker)
+	taker, ok := agents.DriverAs[agents.MCPTaker](t.Agent)
 	if !ok {
 		return nil
 	}
