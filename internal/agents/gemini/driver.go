@@ -25,10 +25,7 @@ func (Driver) Reader() agents.Reader { return Reader{} }
 // the one naming the session whose decoded history is longest (a resume
 // leaves a stray header-only file with the same id prefix).
 func (Driver) FindSession(home, id string) string {
-	if len(id) < 8 {
-		return ""
-	}
-	m, _ := filepath.Glob(filepath.Join(home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"))
+	m, _ := sessionFiles(allChats(home), id)
 	best, bestN := "", -1
 	for _, p := range m {
 		if n, ok := countMessages(p, id); ok && n > bestN {

@@ -32,6 +32,21 @@ func slugify(name string) string {
 	return s
 }
 
+// allChats is the pattern of every project's chats folder under home.
+func allChats(home string) string { return filepath.Join(home, "tmp", "*", "chats") }
+
+// sessionFiles are the files in chats (a folder, or a pattern of folders)
+// that may hold session id: the CLI names a session's file
+// session-<start>-<first 8 characters of its id>.jsonl, and a resume that
+// starts in another minute leaves a second such file. None for an id
+// shorter than that.
+func sessionFiles(chats, id string) ([]string, error) {
+	if len(id) < 8 {
+		return nil, nil
+	}
+	return filepath.Glob(filepath.Join(chats, "session-*-"+id[:8]+".jsonl"))
+}
+
 // projectHash is the CLI's getProjectHash: sha256 of the project root.
 func projectHash(cwd string) string {
 	h := sha256.Sum256([]byte(cwd))

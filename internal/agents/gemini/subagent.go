@@ -32,10 +32,7 @@ func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
 // invokeCall is the invoke_agent call of the parent session in chats whose
 // prompt is prompt ("" when none is found).
 func invokeCall(chats, parent, prompt string) string {
-	if len(parent) < 8 {
-		return ""
-	}
-	files, _ := filepath.Glob(filepath.Join(chats, "session-*-"+parent[:8]+".jsonl"))
+	files, _ := sessionFiles(chats, parent)
 	var calls []*transcript.ToolCall
 	most := -1 // the parent's fullest file: a resume leaves a stray header-only one
 	for _, f := range files {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/fsutil"
@@ -20,11 +19,8 @@ import (
 // session) and hold no message are removed; the transcript FindSession
 // picks is never touched.
 func (d Driver) TidySession(home, id string) error {
-	if len(id) < 8 {
-		return nil
-	}
 	keep := d.FindSession(home, id)
-	files, err := filepath.Glob(filepath.Join(home, "tmp", "*", "chats", "session-*-"+id[:8]+".jsonl"))
+	files, err := sessionFiles(allChats(home), id)
 	if err != nil {
 		return err
 	}

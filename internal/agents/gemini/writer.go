@@ -93,10 +93,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 // existingFile finds the file of a session being rewritten, so a rewrite
 // replaces it instead of leaving two files with one session id.
 func existingFile(dir, sid string) string {
-	if len(sid) < 8 {
-		return ""
-	}
-	matches, _ := filepath.Glob(filepath.Join(dir, "session-*-"+sid[:8]+".jsonl"))
+	matches, _ := sessionFiles(dir, sid)
 	for _, m := range matches {
 		if firstLineSession(m) == sid {
 			return m

@@ -1,0 +1,48 @@
+package gemini
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// sessionFiles finds a session's files by the short id in their names,
+// across every project's chats folder, and none for an id too short to
+// have one.
+func TestSessionFiles(t *testing.T) {
+	home := t.TempDir()
+	id := "0123abcd-0000-4000-8000-000000000000"
+	var want []string
+	for _, p := range []struct {
+		slug, name string
+		match      bool
+	}{
+		{"proj", "session-2026-01-02T10-00-0123abcd.jsonl", true},
+		{"proj", "session-2026-01-02T10-05-0123abcd.jsonl", true}, // a resume's stray
+		{"other", "session-2026-01-03T09-00-0123abcd.jsonl", true},
+		{"proj", "session-2026-01-02T10-00-99999999.jsonl", false},
+		{"proj", "0123abcd.jsonl", false},
+	} {
+		dir := filepath.Join(home, "tmp", p.slug, "chats")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, p.name)
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if p.match {
+			want = append(want, path)
+		}
+	}
+	got, err := sessionFiles(allChats(home), id)
+	slices.Sort(got)
+	slices.Sort(want)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("sessionFiles = %v, %v; want %v", got, err, want)
+	}
+	if got, err := sessionFiles(allChats(home), "0123abc"); got != nil || err != nil {
+		t.Errorf("an id shorter than 8: %v, %v; want none", got, err)
+	}
+}
