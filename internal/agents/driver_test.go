@@ -108,3 +108,20 @@ func TestDriverAs(t *testing.T) {
 		t.Error("claude's driver lists its session files, DriverAs[SessionLister] found none")
 	}
 }
+
+// SetMCPServer (a driver's TakeMCP) adds cast's entry beside the user's
+// servers, replaces an older entry of its own, and makes the map in a
+// config that has none or null.
+func TestSetMCPServer(t *testing.T) {
+	cfg := map[string]any{"theme": "dark", "mcpServers": map[string]any{"mine": "x", "cast": "old"}}
+	agents.SetMCPServer(cfg, "mcpServers", "cast", "new")
+	if s, _ := cfg["mcpServers"].(map[string]any); cfg["theme"] != "dark" || len(s) != 2 || s["mine"] != "x" || s["cast"] != "new" {
+		t.Errorf("with other servers: %v", cfg)
+	}
+	for _, cfg := range []map[string]any{{}, {"mcpServers": nil}} {
+		agents.SetMCPServer(cfg, "mcpServers", "cast", "new")
+		if s, _ := cfg["mcpServers"].(map[string]any); len(s) != 1 || s["cast"] != "new" {
+			t.Errorf("without a map: %v", cfg)
+		}
+	}
+}

@@ -24,6 +24,18 @@ type MCPServer struct {
 	HistorySchema               json.RawMessage
 }
 
+// SetMCPServer puts entry under name in the server map at cfg[key] (a
+// CLI's decoded config: Gemini's "mcpServers", OpenCode's "mcp"), making
+// the map when cfg has none; the other servers stay as they are.
+func SetMCPServer(cfg map[string]any, key, name string, entry any) {
+	servers, _ := cfg[key].(map[string]any)
+	if servers == nil {
+		servers = map[string]any{}
+	}
+	servers[name] = entry
+	cfg[key] = servers
+}
+
 // MCPTurn is what giving a turn cast's MCP server may change.
 type MCPTurn struct {
 	Args []string // extra CLI arguments, appended

@@ -54,12 +54,7 @@ func (Driver) TakeMCP(s agents.MCPServer, t *agents.MCPTurn) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", err
 	}
-	servers, _ := settings["mcpServers"].(map[string]any)
-	if servers == nil {
-		servers = map[string]any{}
-	}
-	servers[s.Name] = server(s)
-	settings["mcpServers"] = servers
+	agents.SetMCPServer(settings, "mcpServers", s.Name, server(s))
 	// An allowlist of servers (mcp.allowed) would drop cast silently.
 	if m, ok := settings["mcp"].(map[string]any); ok {
 		if allowed, ok := m["allowed"].([]any); ok && !slices.Contains(allowed, any(s.Name)) {
@@ -116,12 +111,7 @@ func takeUserMCP(s agents.MCPServer, t *agents.MCPTurn) (string, error) {
 			return "the machine's gemini system defaults " + machine + " are not plain JSON: " + err.Error(), nil
 		}
 	}
-	servers, _ := settings["mcpServers"].(map[string]any)
-	if servers == nil {
-		servers = map[string]any{}
-	}
-	servers[s.Name] = server(s)
-	settings["mcpServers"] = servers
+	agents.SetMCPServer(settings, "mcpServers", s.Name, server(s))
 	b, err := json.MarshalIndent(settings, "", "  ")
 	if err != nil {
 		return "", err

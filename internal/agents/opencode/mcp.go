@@ -21,16 +21,11 @@ func (Driver) TakeMCP(s agents.MCPServer, t *agents.MCPTurn) (string, error) {
 			return "OPENCODE_CONFIG_CONTENT is not plain JSON: " + err.Error(), nil
 		}
 	}
-	servers, _ := cfg["mcp"].(map[string]any)
-	if servers == nil {
-		servers = map[string]any{}
-	}
-	servers[s.Name] = map[string]any{
+	agents.SetMCPServer(cfg, "mcp", s.Name, map[string]any{
 		"type": "local", "command": append([]string{s.Command}, s.HistoryArgs...),
 		"environment": s.Env,
 		"enabled":     true,
-	}
-	cfg["mcp"] = servers
+	})
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return "", err
