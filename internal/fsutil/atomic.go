@@ -45,6 +45,12 @@ func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) err
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
+	return SyncDir(dir)
+}
+
+// SyncDir makes the entries just made in dir (a rename, a link) durable:
+// without it a crash can lose a file whose own bytes were synced.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

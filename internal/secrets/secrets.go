@@ -146,20 +146,10 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("secrets: write key file: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("secrets: write key file: %w", err)
 	}
 	return LoadKey(path)
-}
-
-// syncDir makes the new directory entry durable, as WriteFileAtomic does for its own.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // openPrivate opens a file holding a secret, refusing anything but a

@@ -32,3 +32,24 @@ func TestReadAt(t *testing.T) {
 		t.Fatalf("missing file: err %v, read called %v; want ErrNotExist and no call", err, called)
 	}
 }
+
+// WriteFileAtomic leaves the new bytes and no temp file; SyncDir, its
+// last step, fails on a folder that is not there.
+func TestWriteFileAtomicAndSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	for _, data := range []string{"one", "two"} {
+		if err := WriteFileAtomic(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != data {
+			t.Fatalf("after writing %q: %q, %v", data, got, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d entries left, want the file alone", len(entries))
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); !os.IsNotExist(err) {
+		t.Errorf("SyncDir of a missing folder: %v, want not-exist", err)
+	}
+}
