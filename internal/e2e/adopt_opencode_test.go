@@ -105,7 +105,7 @@ func TestAdoptOpenCodeSessions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.config, ocConfig), cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	castEnv := append(slices.Clone(env), "XDG_CONFIG_HOME="+r.config, "PATH="+filepath.Dir(agenttest.Bin(t, agent))+string(filepath.ListSeparator)+agenttest.Lookup(env, "PATH"))
+	castEnv := append(slices.Clone(env), "XDG_CONFIG_HOME="+r.config, "PATH="+filepath.Dir(agenttest.Bin(t, agent))+string(filepath.ListSeparator)+agents.EnvValue(env, "PATH"))
 	out, errOut, code := r.castEnv(castEnv, "restore", sess.Id, "--home", data, "--json")
 	var restored struct {
 		NativeID string `json:"native_id"`

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/agents"
 )
 
 // TestVersions runs every pinned CLI's --version in its isolated environment:
@@ -25,7 +27,7 @@ func TestVersions(t *testing.T) {
 			t.Parallel()
 			bin := Bin(t, tc.agent)
 			home, env := Env(t, tc.agent, "http://127.0.0.1:9")
-			if got := Lookup(env, "HOME"); got != home {
+			if got := agents.EnvValue(env, "HOME"); got != home {
 				t.Fatalf("HOME = %q, want %q", got, home)
 			}
 			res := MustRun(t, context.Background(), bin, []string{"--version"}, env, home)

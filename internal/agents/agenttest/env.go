@@ -78,7 +78,7 @@ func Env(t testing.TB, agent, fakeURL string) (home string, env []string) {
 	if nh != "" {
 		mkdir(t, nh)
 	}
-	if a, _ := agents.Lookup(agent); a.HomeEnv != "" && Lookup(env, a.HomeEnv) == "" {
+	if a, _ := agents.Lookup(agent); a.HomeEnv != "" && agents.EnvValue(env, a.HomeEnv) == "" {
 		env = append(env, a.HomeEnv+"="+nh)
 	}
 	sb, err := sandbox.Setup(agent, home, fakeURL)
@@ -87,16 +87,6 @@ func Env(t testing.TB, agent, fakeURL string) (home string, env []string) {
 	}
 	env = append(env, sb.Env...)
 	return home, env
-}
-
-// Lookup returns the value of key in env ("" when absent).
-func Lookup(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 func mkdir(t testing.TB, d string) {
