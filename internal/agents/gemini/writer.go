@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -95,26 +94,11 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 func existingFile(dir, sid string) string {
 	matches, _ := sessionFiles(dir, sid)
 	for _, m := range matches {
-		if firstLineSession(m) == sid {
+		if (Driver{}).SessionID(m) == sid { // its header line only
 			return m
 		}
 	}
 	return ""
-}
-
-// firstLineSession reads the session id from a file's header line only.
-func firstLineSession(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	line, _ := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
-	var h header
-	if json.Unmarshal(line, &h) != nil {
-		return ""
-	}
-	return h.SessionID
 }
 
 // render maps neutral messages to Gemini records, yielded one at a time
