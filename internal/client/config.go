@@ -294,10 +294,7 @@ func (c *Config) save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, b, 0o600)
+	return fsutil.WritePrivate(path, b)
 }
 
 // Resolve picks the address and token to use: the named context (or

@@ -153,10 +153,7 @@ func (n *Node) Custody(ctx context.Context, agent, account string) (bool, error)
 		return false, err
 	}
 	path := n.custodyPath(agent, account, f)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return false, err
-	}
-	if err := fsutil.WriteFileAtomic(path, raw, 0o600); err != nil {
+	if err := fsutil.WritePrivate(path, raw); err != nil {
 		return false, err
 	}
 	if err := n.svc.BeginRefresh(ctx, agent, account, n.cfg.Name, tok.Issued); err != nil {
@@ -219,10 +216,7 @@ func (n *Node) Supply(ctx context.Context, agent, account, path string) (Token, 
 		n.remember(path, agent, account, tok)
 		return tok, nil // already there
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return Token{}, err
-	}
-	if err := fsutil.WriteFileAtomic(path, acc, 0o600); err != nil {
+	if err := fsutil.WritePrivate(path, acc); err != nil {
 		return Token{}, err
 	}
 	n.remember(path, agent, account, tok)

@@ -15,7 +15,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/fsutil"
@@ -144,10 +143,7 @@ func (l *Log) Put(key, sessionID, nativeID, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(l.path, append(b, '\n'), 0o600)
+	return fsutil.WritePrivate(l.path, append(b, '\n'))
 }
 
 // FileSHA256 is the hex SHA-256 of the file at path.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/sandbox"
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // agent is Codex's registry entry (agents.Define says why a variable).
@@ -86,6 +87,6 @@ enabled = false
 [features]
 plugins = false
 `
-	err := sandbox.Write(filepath.Join(home, ".codex", "config.toml"), []byte(cfg))
+	err := fsutil.WritePrivate(filepath.Join(home, ".codex", "config.toml"), []byte(cfg))
 	return agents.Loopback{Env: []string{"FAKE_API_KEY=" + sandbox.FakeAPIKey}}, err
 }

@@ -11,8 +11,6 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -39,20 +37,12 @@ func Setup(agent, home, baseURL string) (agents.Loopback, error) {
 	return a.Loopback(home, strings.TrimRight(baseURL, "/"))
 }
 
-// WriteJSON saves v as an indented JSON settings file (Write).
+// WriteJSON saves v as an indented JSON settings file, making its folder.
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return Write(path, append(b, '\n'))
-}
-
-// Write saves a settings file, making its folder (it holds the fake key
-// only; 0600 anyway, as every file naming a key).
-func Write(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, data, 0o600)
+	// It holds the fake key only; 0600 anyway, as every file naming a key.
+	return fsutil.WritePrivate(path, append(b, '\n'))
 }
