@@ -8,8 +8,6 @@ package pki
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -62,7 +60,7 @@ func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
 // NewNamedCA is NewCA with the common name cn (another PKI than the
 // control plane's, such as etcd's).
 func NewNamedCA(cn string, ttl time.Duration) (certPEM, keyDER []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := NewKey()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,7 +116,7 @@ func ParseCert(certPEM []byte) (*x509.Certificate, error) {
 // ServerCert issues a certificate for ServerName and extra hosts (names
 // or IPs), valid for ttl, with the CA in its chain.
 func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := NewKey()
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -219,15 +217,8 @@ func PinnedConfig(pin string) (*tls.Config, error) {
 	if !strings.HasPrefix(pin, PinPrefix) || len(pin) != len(PinPrefix)+64 {
 		return nil, fmt.Errorf("pki: a CA pin is %s and 64 hex digits (the control plane logs it)", PinPrefix)
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: ServerName,
-		// Verification is VerifyConnection's: the roots are the pinned CA.
-		InsecureSkipVerify: true, //nolint:gosec
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyPinned(cs.PeerCertificates, pin)
-		},
-	}, nil
+	// The roots are the pinned CA.
+	return verifiedBy(func(chain []*x509.Certificate) error { return verifyPinned(chain, pin) }), nil
 }
 
 func verifyPinned(chain []*x509.Certificate, pin string) error {
