@@ -97,15 +97,6 @@ func indent(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// titleFrom is the first line of text, shortened.
-func titleFrom(text string) string {
-	text = strings.Join(strings.Fields(text), " ")
-	if r := []rune(text); len(r) > 60 {
-		return string(r[:60]) + "…"
-	}
-	return text
-}
-
 // forScreen escapes control characters (ESC, CR, BEL, C1 controls, bidi
 // overrides) when stdout is a terminal, so text an agent or a tool wrote
 // cannot move the cursor, retitle the window or hide what follows.

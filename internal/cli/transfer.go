@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/msgspool"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -222,7 +223,7 @@ func countList(counts map[string]int) string {
 func importTitle(msgs []transcript.Message, path string) string {
 	for _, m := range msgs {
 		if m.Kind == transcript.KindUser && m.Text != "" {
-			return titleFrom(m.Text)
+			return validate.TitleFrom(m.Text)
 		}
 	}
 	return "imported " + filepath.Base(path)

@@ -108,7 +108,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	title := req.Title
 	if title == "" {
-		title = titleFrom(req.Text)
+		title = validate.TitleFrom(req.Text)
 	}
 	params := fence.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: rk,
@@ -557,12 +557,4 @@ func validText(text string, optional bool) error {
 		return invalid("message is only whitespace; say something")
 	}
 	return refuse(validate.Check(validate.Prompt, "text", text))
-}
-
-func titleFrom(text string) string {
-	text = strings.Join(strings.Fields(text), " ")
-	if r := []rune(text); len(r) > 60 {
-		return string(r[:60]) + "…"
-	}
-	return text
 }

@@ -73,6 +73,17 @@ const (
 	MaxPrompt = 1 << 20
 )
 
+// TitleFrom is the title a session gets from a message's text when none
+// is given (a new session's first prompt, an imported session's first
+// user text): its words on one line, cut at 60 runes with "…".
+func TitleFrom(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > 60 {
+		return string(r[:60]) + "…"
+	}
+	return text
+}
+
 var rules = map[Kind]rule{
 	Model: {max: 128, check: matches(ids.ValidModel),
 		hint: "use letters, digits and . _ : / @ + -, starting with a letter or digit (e.g. claude-sonnet-4-5, openai/gpt-5, high)"},

@@ -171,3 +171,18 @@ func TestPageTokenKeepsItsReason(t *testing.T) {
 		t.Fatal("a malformed page token is not INVALID_PAGE_TOKEN")
 	}
 }
+
+// TitleFrom puts a message's words on one line and cuts at 60 runes.
+func TestTitleFrom(t *testing.T) {
+	long := strings.Repeat("é", 61)
+	for in, want := range map[string]string{
+		"":                      "",
+		"  fix\tthe\n\nbuild  ": "fix the build",
+		strings.Repeat("é", 60): strings.Repeat("é", 60),
+		long:                    strings.Repeat("é", 60) + "…",
+	} {
+		if got := TitleFrom(in); got != want {
+			t.Errorf("TitleFrom(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
