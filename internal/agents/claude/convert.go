@@ -134,9 +134,7 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 				msg.Kind, msg.Text = transcript.KindUser, "[image omitted]"
 				break
 			}
-			// An image belongs to the user text it was sent with.
-			if n := len(out); n > 0 && out[n-1].Kind == transcript.KindUser {
-				out[n-1].Images = append(out[n-1].Images, im)
+			if kit.AttachImage(out, im) {
 				continue
 			}
 			msg.Kind, msg.Images = transcript.KindUser, []transcript.Image{im}

@@ -38,6 +38,18 @@ func ParseDataURL(url string) (transcript.Image, error) {
 	return DecodeImage(mediaType, b64)
 }
 
+// AttachImage adds im to the user message that ends out, the text it was
+// sent with, and says whether there was one; when there was none, the
+// reader makes im a user message of its own.
+func AttachImage(out []transcript.Message, im transcript.Image) bool {
+	n := len(out)
+	if n == 0 || out[n-1].Kind != transcript.KindUser {
+		return false
+	}
+	out[n-1].Images = append(out[n-1].Images, im)
+	return true
+}
+
 // ImageBase64 is the image's bytes as standard base64.
 func ImageBase64(im transcript.Image) string { return base64.StdEncoding.EncodeToString(im.Data) }
 

@@ -29,3 +29,18 @@ func TestImageCodings(t *testing.T) {
 		}
 	}
 }
+
+// An image goes with the user text just before it; after anything else
+// (or first) it stands alone.
+func TestAttachImage(t *testing.T) {
+	im := transcript.Image{MediaType: "image/png", Data: []byte{1}}
+	user := []transcript.Message{{Kind: transcript.KindAssistant}, {Kind: transcript.KindUser, Text: "look"}}
+	if !AttachImage(user, im) || len(user[1].Images) != 1 || len(user[0].Images) != 0 {
+		t.Errorf("after user text: %+v", user)
+	}
+	for _, out := range [][]transcript.Message{nil, {{Kind: transcript.KindAssistant}}} {
+		if AttachImage(out, im) {
+			t.Errorf("attached to %+v", out)
+		}
+	}
+}

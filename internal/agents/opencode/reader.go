@@ -185,9 +185,7 @@ func messageParts(m Message, streaming bool, p *Parsed) []transcript.Message {
 				out = append(out, filePlaceholder(base, m.Info.Role, part))
 				break
 			}
-			// An image belongs to the user text it was sent with.
-			if n := len(out); n > 0 && out[n-1].Kind == transcript.KindUser {
-				out[n-1].Images = append(out[n-1].Images, im)
+			if kit.AttachImage(out, im) {
 				break
 			}
 			base.Kind, base.Images = transcript.KindUser, []transcript.Image{im}
