@@ -15,8 +15,8 @@ import (
 // its call; cast says what happened instead.
 const (
 	OrphanCallOutput = repair.OrphanCallOutput
-	OrphanResultName = "unrecorded_tool_call"
-	OrphanResultArgs = `{"note":"this tool call was not recorded in the transcript; only its result was"}`
+	OrphanResultName = repair.OrphanResultName
+	OrphanResultArgs = repair.OrphanResultArgs
 )
 
 // line is one rendered rollout line before it gets a timestamp. msg is the

@@ -20,7 +20,7 @@ import (
 // without a call both need an explicit stand-in.
 const (
 	OrphanCallOutput = repair.OrphanCallOutput
-	OrphanResultName = "unrecorded_tool_call"
+	OrphanResultName = repair.OrphanResultName
 	// LeadIn opens a conversation whose first message is not the user's:
 	// every OpenCode assistant message must point at a user message.
 	LeadIn = "The conversation below continues from earlier history."
@@ -208,7 +208,7 @@ func (r *renderer) result(m transcript.Message) {
 			r.call(r.msgs[ci]) // the call comes later in the source
 		} else {
 			r.call(transcript.Message{Kind: transcript.KindToolCall, Time: m.Time,
-				ToolCall: &transcript.ToolCall{ID: res.CallID, Name: OrphanResultName, Input: `{"note":"this tool call was not recorded in the transcript; only its result was"}`}})
+				ToolCall: &transcript.ToolCall{ID: res.CallID, Name: OrphanResultName, Input: repair.OrphanResultArgs}})
 		}
 	}
 	p := r.part(res.CallID)

@@ -11,6 +11,14 @@ import (
 // refuse or mangle a call left without one.
 const OrphanCallOutput = "(no result was recorded for this tool call; it was interrupted or its result was lost)"
 
+// OrphanResultName and OrphanResultArgs are the stand-in call a writer
+// puts before a result whose call the source never recorded, in a format
+// that cannot keep a result without its call (Codex, OpenCode).
+const (
+	OrphanResultName = "unrecorded_tool_call"
+	OrphanResultArgs = `{"note":"this tool call was not recorded in the transcript; only its result was"}`
+)
+
 // IndexCalls indexes msgs by tool call id: results maps a call id to its
 // first result, calls holds the id of every tool call. Writers use it to
 // place each result with its call and to find results without a call.
