@@ -8,6 +8,7 @@ package pki
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -60,11 +61,7 @@ func NewCA(ttl time.Duration) (certPEM, keyDER []byte, err error) {
 // NewNamedCA is NewCA with the common name cn (another PKI than the
 // control plane's, such as etcd's).
 func NewNamedCA(cn string, ttl time.Duration) (certPEM, keyDER []byte, err error) {
-	key, err := NewKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl, err := template(cn, ttl)
+	key, tmpl, err := keyed(cn, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,20 +113,7 @@ func ParseCert(certPEM []byte) (*x509.Certificate, error) {
 // ServerCert issues a certificate for ServerName and extra hosts (names
 // or IPs), valid for ttl, with the CA in its chain.
 func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, error) {
-	key, err := NewKey()
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl, err := template(ServerName, ttl)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	ca.clamp(tmpl)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	tmpl.DNSNames = []string{ServerName}
-	addHosts(tmpl, hosts)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	der, key, err := ca.issue(ServerName, append([]string{ServerName}, hosts...), []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, ttl)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -144,11 +128,21 @@ func (ca *CA) ServerCert(hosts []string, ttl time.Duration) (tls.Certificate, er
 // extended usages given, valid for ttl, for a service other than cast's
 // own (etcd's members and clients): PEM certificate and PKCS#8 key.
 func (ca *CA) Leaf(cn string, hosts []string, usages []x509.ExtKeyUsage, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
-	key, err := NewKey()
+	der, key, err := ca.issue(cn, hosts, usages, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl, err := template(cn, ttl)
+	if keyPEM, err = KeyPEM(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// issue signs, with the CA, a certificate for a new key: for cn and hosts
+// (names or IPs), with the extended usages given, valid for ttl within
+// the CA's own life (ServerCert and Leaf).
+func (ca *CA) issue(cn string, hosts []string, usages []x509.ExtKeyUsage, ttl time.Duration) ([]byte, *ecdsa.PrivateKey, error) {
+	key, tmpl, err := keyed(cn, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,13 +151,18 @@ func (ca *CA) Leaf(cn string, hosts []string, usages []x509.ExtKeyUsage, ttl tim
 	tmpl.ExtKeyUsage = usages
 	addHosts(tmpl, hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	return der, key, err
+}
+
+// keyed is a new key (NewKey) and a certificate template for cn, valid
+// for ttl, to sign it under.
+func keyed(cn string, ttl time.Duration) (*ecdsa.PrivateKey, *x509.Certificate, error) {
+	key, err := NewKey()
 	if err != nil {
 		return nil, nil, err
 	}
-	if keyPEM, err = KeyPEM(key); err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	tmpl, err := template(cn, ttl)
+	return key, tmpl, err
 }
 
 // addHosts names hosts (names or IPs) in tmpl's SANs.

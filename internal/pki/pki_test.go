@@ -264,3 +264,34 @@ func TestNodeMetricsCert(t *testing.T) {
 		t.Errorf("VerifyClient of a node certificate: %+v %v", got, err)
 	}
 }
+
+// ServerCert names ServerName and the extra hosts (names as DNS names,
+// IPs as IPs) for server auth; Leaf names only what it is given, with
+// the usages given.
+func TestIssuedNames(t *testing.T) {
+	ca := newCA(t)
+	srv, err := ca.ServerCert([]string{"127.0.0.1", "cp.example", ""}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Leaf
+	if strings.Join(c.DNSNames, ",") != ServerName+",cp.example" || len(c.IPAddresses) != 1 || !c.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) ||
+		len(c.ExtKeyUsage) != 1 || c.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth || c.Subject.CommonName != ServerName {
+		t.Errorf("server cert: cn %q dns %v ips %v usages %v", c.Subject.CommonName, c.DNSNames, c.IPAddresses, c.ExtKeyUsage)
+	}
+	certPEM, keyPEM, err := ca.Leaf("m0", []string{"etcd.local"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Subject.CommonName != "m0" || strings.Join(l.DNSNames, ",") != "etcd.local" || len(l.ExtKeyUsage) != 1 || l.ExtKeyUsage[0] != x509.ExtKeyUsageClientAuth {
+		t.Errorf("leaf: cn %q dns %v usages %v", l.Subject.CommonName, l.DNSNames, l.ExtKeyUsage)
+	}
+}
