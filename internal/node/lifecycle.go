@@ -233,6 +233,7 @@ type outcome int
 const (
 	outCompleted outcome = iota
 	outSyncFailed
+	outSyncRefused
 	outAbandoned
 	outInterruptedUnheld
 	outInterrupted
@@ -243,7 +244,7 @@ const (
 	outNotSetUp
 )
 
-var outcomeNames = [...]string{"completed", "sync failed", "abandoned", "interrupted before the agent took its prompt",
+var outcomeNames = [...]string{"completed", "sync failed", "sync refused", "abandoned", "interrupted before the agent took its prompt",
 	"interrupted", "parked", "not logged in", "binary not found", "failed", "not set up"}
 
 func (o outcome) String() string { return outcomeNames[o] }
@@ -252,6 +253,8 @@ func (o outcome) String() string { return outcomeNames[o] }
 func (t *turn) outcome() outcome {
 	rerr := t.runnerErr()
 	switch {
+	case errors.As(t.syncErr, new(rowsRefused)):
+		return outSyncRefused
 	case t.syncErr != nil:
 		return outSyncFailed
 	case t.runErr == nil:
@@ -291,6 +294,14 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 	switch out {
 	case outSyncFailed:
 		return t.syncErr
+	case outSyncRefused:
+		// The control plane refused the turn's rows for good: the answer
+		// is not in the neutral copy, so the prompt is not delivered, and
+		// run again now it would be refused again (the session showed
+		// running with no process while its worker ran it over and over).
+		// Held like a turn not set up: the next message carries it, on a
+		// native session rebuilt from the neutral copy (ended).
+		return a.holdTurn(ctx, t.id, t.o, t.syncErr.Error(), t.res.ExitCode)
 	case outAbandoned:
 		// Moving (or cut off): the prompt stays undelivered for whoever
 		// runs the session next, and the native copy may hold half a turn.

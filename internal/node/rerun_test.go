@@ -46,12 +46,15 @@ type plane struct {
 	// gives up; startIn is closed when one comes in.
 	startHeld bool
 	startIn   chan struct{}
+	// appendCode, when set, refuses every append with it (a store past its
+	// quota: RESOURCE_EXHAUSTED) until up is called.
+	appendCode codes.Code
 }
 
 func (p *plane) up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.readsDown, p.reportsDown = false, false
+	p.readsDown, p.reportsDown, p.appendCode = false, false, codes.OK
 }
 
 // add stores rows at the next seqs and returns them as stored.
@@ -123,6 +126,12 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 }
 
 func (n planeNodes) AppendOwnerMessages(_ context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	n.p.mu.Lock()
+	code := n.p.appendCode
+	n.p.mu.Unlock()
+	if code != codes.OK {
+		return nil, status.Error(code, "append refused")
+	}
 	var msgs []*castv1.Message
 	for _, m := range req.Messages {
 		msgs = append(msgs, proto.Clone(m).(*castv1.Message))
@@ -269,12 +278,7 @@ func TestRerunWhoseSetUpFailedHoldsThePrompt(t *testing.T) {
 			if len(turns) == 0 {
 				t.Fatal("no model request")
 			}
-			var users []string
-			for _, it := range turns[len(turns)-1].Items {
-				if it.Role == "user" && it.Kind == fakemodel.KindText {
-					users = append(users, it.Text)
-				}
-			}
+			users := userTexts(turns[len(turns)-1])
 			if got := strings.Count(strings.Join(users, "\n"), "second question"); got != 1 {
 				t.Fatalf("the model's request holds the prompt %d times, want once; user items %q", got, users)
 			}
@@ -344,12 +348,7 @@ func TestTurnWhoseSetUpFailedTransientlyRunsAgain(t *testing.T) {
 			}
 			var with []string // the model requests holding the prompt
 			for _, req := range fm.Turns() {
-				var users []string
-				for _, it := range req.Items {
-					if it.Role == "user" && it.Kind == fakemodel.KindText {
-						users = append(users, it.Text)
-					}
-				}
+				users := userTexts(req)
 				if all := strings.Join(users, "\n"); strings.Contains(all, "second question") {
 					with = append(with, all)
 					if n := strings.Count(all, "second question"); n != 1 {
@@ -496,4 +495,81 @@ func TestRebuiltSessionHoldsTheAnswerStoredPastItsPrompt(t *testing.T) {
 		t.Fatalf("the next turn's request holds the abandoned turn's answer %d times, want once (the rerun left its native session known up to %d, missing %v); items %q",
 			n, known, missing, items)
 	}
+}
+
+// A turn whose rows the control plane refuses for good (its store past its
+// quota: RESOURCE_EXHAUSTED at every append) ends: the session shows
+// FAILED with the reason, and the prompt is held (FailedSeq) rather than
+// run again. The node sent no end report for such a turn, so the session
+// showed `running` with no process, and its worker ran the whole turn
+// again after each back-off, the model answering the same prompt over and
+// over for as long as the store refused. The held prompt reaches the
+// model once more, exactly once, with the next message.
+func TestTurnWhoseRowsAreRefusedForGoodIsHeld(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	p.mu.Lock()
+	p.appendCode = codes.ResourceExhausted
+	p.mu.Unlock()
+	a.wake("s1")
+
+	running := 0
+	for ended := false; !ended; {
+		select {
+		case st := <-p.reports:
+			switch st {
+			case castv1.SessionState_SESSION_STATE_RUNNING:
+				if running++; running > 1 {
+					t.Fatal("the turn ran again with no end report between: the session showed running with no process, and the model answered the prompt again")
+				}
+			case castv1.SessionState_SESSION_STATE_FAILED:
+				ended = true
+			default:
+				t.Fatalf("turn ended %s, want FAILED (its answer was not stored)", st)
+			}
+		case <-ctx.Done():
+			t.Fatal("the turn whose rows were refused never reported its end")
+		}
+	}
+	if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 || o.FailedSeq != 3 {
+		t.Fatalf("delivered seq %d, failed seq %d; want 2 and 3 (the prompt held until the next message)", o.DeliveredSeq, o.FailedSeq)
+	}
+
+	// The store takes rows again; the next message carries the held prompt.
+	p.up()
+	next := p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "third question", ClientId: "u3"})
+	if err := a.deliver("s1", 1, next); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var st castv1.SessionState
+		select {
+		case st = <-p.reports:
+		case <-ctx.Done():
+			o, _ := a.st.get("s1")
+			t.Fatalf("the next turn did not end: delivered seq %d, failed seq %d", o.DeliveredSeq, o.FailedSeq)
+		}
+		if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == next[0].Seq {
+			break
+		}
+	}
+	turns := fm.Turns()
+	users := userTexts(turns[len(turns)-1])
+	for _, q := range []string{"first question", "second question", "third question"} {
+		if n := strings.Count(strings.Join(users, "\n"), q); n != 1 {
+			t.Fatalf("the next model request holds %q %d times, want once; user items %q", q, n, users)
+		}
+	}
+}
+
+// userTexts are the user text items of a model request.
+func userTexts(req fakemodel.Request) []string {
+	var users []string
+	for _, it := range req.Items {
+		if it.Role == "user" && it.Kind == fakemodel.KindText {
+			users = append(users, it.Text)
+		}
+	}
+	return users
 }

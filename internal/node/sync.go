@@ -206,11 +206,29 @@ func (s *syncer) close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.pending) > 0 && ctx.Err() == nil {
+		return rowsRefused{n: len(s.pending), err: s.lastErr}
+	}
 	if len(s.pending) > 0 {
 		return fmt.Errorf("%d synced messages could not be stored", len(s.pending))
 	}
 	return nil
 }
+
+// rowsRefused is close's error when the control plane refused the turn's
+// rows at every attempt, other than by being away (its store past its
+// quota, say), rather than the node stopping first. Running the turn
+// again would be refused the same way: the turn is held instead
+// (outSyncRefused).
+type rowsRefused struct {
+	n   int
+	err error // the last refusal
+}
+
+func (e rowsRefused) Error() string {
+	return fmt.Sprintf("the control plane did not store %d rows of the turn: %v", e.n, e.err)
+}
+func (e rowsRefused) Unwrap() error { return e.err }
 
 // transient reports whether a failed call may succeed later as it is: the
 // control plane was unreachable, stopping, or slow.
