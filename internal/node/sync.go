@@ -124,12 +124,13 @@ func (s *syncer) loop() {
 // flush appends what is pending; a transient failure keeps it for later.
 // Each row is fit to the store's message limit (a row over it, refused
 // with its batch, was refused at every flush); a refusal naming a lower
-// limit has the next flush fit to that.
-func (s *syncer) flush(ctx context.Context) {
+// limit has the next flush fit to that. It reports whether it moved on:
+// stored its batch, or dropped a row the store already holds.
+func (s *syncer) flush(ctx context.Context) (progressed bool) {
 	s.mu.Lock()
 	if s.err != nil || len(s.pending) == 0 {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	var batch []*castv1.Message
 	limit, size := s.a.maxMessageBytes(), 0
@@ -160,12 +161,14 @@ func (s *syncer) flush(ctx context.Context) {
 			// 0 again): the stored row stands; the rest of the batch goes
 			// on at the next flush.
 			cid := client.MetadataOf(err, "client_id")
+			n := len(s.pending)
 			s.pending = dropClientID(s.pending, cid)
 			delete(s.seen, cid)
+			progressed = len(s.pending) < n
 		}
 		s.a.m.SyncFailures.Inc()
 		s.a.lg.Warn("sync to control plane failed", zap.String("session", s.sessionID), zap.Error(err))
-		return
+		return progressed
 	}
 	for _, m := range resp.Messages {
 		s.lastSeq = max(s.lastSeq, m.Seq)
@@ -179,6 +182,7 @@ func (s *syncer) flush(ctx context.Context) {
 		}
 	}
 	s.pending = s.pending[len(batch):]
+	return true
 }
 
 // close stops the loop and flushes the rest; it returns any terminal
@@ -186,20 +190,31 @@ func (s *syncer) flush(ctx context.Context) {
 // (UNAVAILABLE, a canceled or timed-out call) is waited out for as long as
 // ctx lives: the turn's rows are in no other place the node keeps, and a
 // turn given up on would run its prompt again on a native session that
-// holds it. Other errors are retried a bounded number of times.
+// holds it. Other errors are retried a bounded number of times. A flush
+// that moved on is no failed attempt, and the next goes at once: the
+// bound counted every append, so a turn with more than 21 batches left at
+// its end (fewer after a control plane restart) gave up on rows the store
+// was taking.
 func (s *syncer) close(ctx context.Context) error {
 	close(s.stop)
 	<-s.done
 	pauses := retry.SyncFlush(s.a.cfg.ReconnectMin, s.a.cfg.ReconnectMax).Pauses()
-	for attempt := 0; ; attempt++ {
-		s.flush(ctx)
+	for failed := 0; ; {
+		progressed := s.flush(ctx)
 		s.mu.Lock()
 		left, err, last := len(s.pending), s.err, s.lastErr
 		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if left == 0 || ctx.Err() != nil || (attempt >= 20 && !transient(last)) {
+		if left == 0 || ctx.Err() != nil {
+			break
+		}
+		if progressed {
+			pauses.Reset()
+			continue
+		}
+		if failed++; failed > 20 && !transient(last) {
 			break
 		}
 		tick.Sleep(ctx, pauses.Next())

@@ -257,3 +257,59 @@ func closeSynced(t *testing.T, s *syncer, store *sizeLimited) []*castv1.Message 
 	defer store.mu.Unlock()
 	return slices.Clone(store.stored)
 }
+
+// reusing is sizeLimited whose store already holds the client ids in
+// taken with other bodies: it refuses a batch holding one, naming it
+// (CLIENT_ID_REUSED), as the store does.
+type reusing struct {
+	sizeLimited
+	taken map[string]bool
+}
+
+func (s *reusing) AppendOwnerMessages(ctx context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
+	for _, m := range req.Messages {
+		if s.taken[m.ClientId] {
+			st, err := status.Newf(codes.AlreadyExists, "client_id %q was used for another message", m.ClientId).
+				WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonClientIDReused, Metadata: map[string]string{"client_id": m.ClientId}})
+			if err != nil {
+				return nil, err
+			}
+			return nil, st.Err()
+		}
+	}
+	return s.sizeLimited.AppendOwnerMessages(ctx, req)
+}
+
+// Closing a turn's syncer stores every row it still holds, however many
+// appends that takes: it gave up after 21 of them even when each one
+// stored its batch (more than 4,200 rows left at the turn's end, fewer
+// after a control plane restart had failed some attempts), or dropped a
+// row the store already held under its client id (a rerun after a
+// restart), and the turn whose rows were all storable failed to sync.
+func TestSyncerCloseStoresEveryBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rows  int
+		taken int // the first rows' client ids, stored with other bodies
+	}{
+		{"more batches than attempts", 21*syncBatch + 1, 0},
+		{"more reused client ids than attempts", 30, 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &reusing{sizeLimited: sizeLimited{limit: 8 << 20}, taken: map[string]bool{}}
+			s := newSyncer(syncDaemon(t, store), "s1", owned{Token: 1, Agent: "claude"}, runner.Turn{}, nil)
+			s.mu.Lock() // they arrive before the loop flushes
+			for i := range tc.rows {
+				cid := fmt.Sprint("a", i)
+				if i < tc.taken {
+					store.taken[cid] = true
+				}
+				s.pending = append(s.pending, transcript.Message{Kind: transcript.KindAssistant, ClientID: cid, Agent: "claude", Text: "step"})
+			}
+			s.mu.Unlock()
+			if stored := closeSynced(t, s, &store.sizeLimited); len(stored) != tc.rows-tc.taken {
+				t.Fatalf("stored %d rows, want %d", len(stored), tc.rows-tc.taken)
+			}
+		})
+	}
+}
