@@ -170,8 +170,7 @@ func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, fi
 	if err != nil {
 		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
-	t := set.rt
-	t.OnStart = forked.OnStart
+	t := rerunOf(forked, set)
 	sy.rekey(t.NativeID, set.rebuilt)
 	return a.runner.Run(ctx, t, sy.emit)
 }

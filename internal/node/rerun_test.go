@@ -573,3 +573,42 @@ func userTexts(req fakemodel.Request) []string {
 	}
 	return users
 }
+
+// The CLI of a turn run again on a rebuilt native session (the resumed one
+// was gone) carries the turn's token, as the first attempt's does: a node
+// killed while it runs finds it by the token on restart (stopOrphans) even
+// where its process group is not the one recorded. The rerun built its
+// turn anew and left CAST_TURN out, so no restart could find it by token.
+func TestRerunCLICarriesTheTurnToken(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, &nativeSession{ID: uuid.NewString(), KnownUpto: 2})
+	asked, answer := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fm.SetPolicy(func(fakemodel.Request) fakemodel.Reply {
+		once.Do(func() { close(asked) })
+		return fakemodel.Reply{Text: "second answer", Gate: answer}
+	})
+	a.wake("s1")
+	select {
+	case <-asked: // the rerun's CLI waits on the model
+	case <-ctx.Done():
+		t.Fatal("the rerun never asked the model")
+	}
+	o, _ := a.st.get("s1")
+	groups := turnGroups(o.TurnToken)
+	close(answer)
+	if o.TurnToken == "" || len(groups) == 0 {
+		t.Fatalf("turn token %q finds no process group; want the rerun's CLI (group %d)", o.TurnToken, o.RunningPGID)
+	}
+	for {
+		select {
+		case st := <-p.reports:
+			if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == 3 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the rerun did not end")
+		}
+	}
+}

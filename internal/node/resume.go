@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -42,8 +43,20 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 	if err != nil {
 		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
-	t := set.rt
-	t.OnStart, t.ReportUsage = failed.OnStart, failed.ReportUsage
+	t := rerunOf(failed, set)
 	sy.rekey(t.NativeID, set.rebuilt)
 	return a.runner.Run(ctx, t, sy.emit)
+}
+
+// rerunOf is the turn set up anew (set) to run in place of first: it keeps
+// what the turn gave first after its set-up, the process group's record
+// (OnStart), fleet usage (ReportUsage) and the turn's token (CAST_TURN),
+// by which a node killed while the rerun's CLI runs finds it on restart.
+func rerunOf(first runner.Turn, set *turnSetup) runner.Turn {
+	t := set.rt
+	t.OnStart, t.ReportUsage = first.OnStart, first.ReportUsage
+	if token := runner.EnvValue(first.Env, turnTokenEnv); token != "" {
+		t.Env = append(slices.Clip(t.Env), turnTokenEnv+"="+token)
+	}
+	return t
 }
