@@ -99,6 +99,16 @@ func (t *turn) walk(ctx context.Context) error {
 	defer t.writesNative()()
 	s, err := t.a.prepareTurn(ctx, t.id, t.o, t.firstSeq, t.prompt, t.fc.Account, true)
 	t.rt, t.rebuilt = s.rt, s.rebuilt
+	if err != nil && ctx.Err() != nil {
+		// Stopped while it was set up (an interrupt, a switch, a move, the
+		// node stopping): it ends as a turn stopped before its CLI
+		// started. Held as one the node could not set up, the session
+		// showed failed ("context canceled") and the prompt waited for the
+		// next message, after a restart too.
+		t.res, t.runErr = runner.Result{ExitCode: -1}, stoppedSetUp()
+		t.enter(phaseReporting)
+		return t.settle(t.a.runCtx, t.outcome())
+	}
 	if err != nil {
 		// The node could not set the turn up: the agent never saw the prompt.
 		return t.notSetUp(ctx, err, retrySetUp(ctx, err), -1)
@@ -263,7 +273,11 @@ func (t *turn) outcome() outcome {
 		return outNotSetUp
 	case rerr == nil:
 		return outRefused
-	case rerr.Reason == runner.ReasonInterrupted && t.a.workers.abandoned(t.id):
+	case rerr.Reason == runner.ReasonInterrupted && (t.a.workers.abandoned(t.id) || t.a.runCtx.Err() != nil):
+		// Moving, cut off, or the node stopping: no one asked to stop the
+		// turn, so its prompt runs again (after a restart, as after a
+		// kill -9). Settled as an interrupt, a stop left the message
+		// unanswered for good.
 		return outAbandoned
 	case rerr.Reason == runner.ReasonInterrupted && !t.res.PromptSeen:
 		return outInterruptedUnheld
@@ -346,11 +360,19 @@ type rerunNotSetUp struct {
 func (e rerunNotSetUp) Error() string { return e.err.Error() }
 func (e rerunNotSetUp) Unwrap() error { return e.err }
 
-// notSetUpRerun is the rerunNotSetUp of a rerun whose set-up failed with
-// err under the turn's ctx.
-func notSetUpRerun(ctx context.Context, err error) rerunNotSetUp {
+// notSetUpRerun is the error of a rerun whose set-up failed with err under
+// the turn's ctx: rerunNotSetUp, or the runner's interrupted when ctx
+// ended (the turn was stopped, as during a first attempt's set-up).
+func notSetUpRerun(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return stoppedSetUp()
+	}
 	return rerunNotSetUp{err: err, retry: retrySetUp(ctx, err)}
 }
+
+// stoppedSetUp is the error of a turn stopped before its CLI started: the
+// runner's own for an interrupt, so the turn settles as one (outcome).
+func stoppedSetUp() error { return &runner.Error{Reason: runner.ReasonInterrupted} }
 
 // retrySetUp says whether a turn whose set-up failed with err runs again
 // by itself rather than being held until the next message: the control
@@ -386,8 +408,8 @@ func (t *turn) runnerErr() *runner.Error {
 }
 
 // abandoned ends a turn stopped because the session is moving (or the node
-// is cut off): its prompt stays undelivered and its native session is
-// rebuilt, since it may hold half a turn.
+// is cut off, or stopping): its prompt stays undelivered and its native
+// session is rebuilt, since it may hold half a turn.
 func (t *turn) abandoned(ctx context.Context) error {
 	t.lg.Info("turn abandoned; its prompt will run again")
 	_ = t.a.st.session(t.id, func(s *owned) {

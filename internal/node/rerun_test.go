@@ -46,6 +46,10 @@ type plane struct {
 	// gives up; startIn is closed when one comes in.
 	startHeld bool
 	startIn   chan struct{}
+	// readsHeldOnStart: from the next turn's start on, a read waits until
+	// its caller gives up (readIn closed as the first comes in).
+	readsHeldOnStart, readsHeld bool
+	readIn                      chan struct{}
 	// appendCode, when set, refuses every append with it (a store past its
 	// quota: RESOURCE_EXHAUSTED) until up is called.
 	appendCode codes.Code
@@ -55,6 +59,16 @@ func (p *plane) up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.readsDown, p.reportsDown, p.appendCode = false, false, codes.OK
+}
+
+// holdReadsFromStart has reads wait from the next turn's start on, until
+// their callers give up; the returned channel is closed as the first
+// comes in.
+func (p *plane) holdReadsFromStart() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.readsHeldOnStart, p.readIn = true, make(chan struct{})
+	return p.readIn
 }
 
 // add stores rows at the next seqs and returns them as stored.
@@ -118,6 +132,9 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}
+	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsHeldOnStart {
+		n.p.readsHeldOnStart, n.p.readsHeld = false, true
+	}
 	select {
 	case n.p.reports <- req.State:
 	default: // a test that does not read them
@@ -144,8 +161,15 @@ type planeSessions struct {
 	p *plane
 }
 
-func (s planeSessions) ListMessages(_ context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {
+func (s planeSessions) ListMessages(ctx context.Context, req *castv1.ListMessagesRequest) (*castv1.ListMessagesResponse, error) {
 	s.p.mu.Lock()
+	if s.p.readsHeld {
+		s.p.readsHeld = false
+		close(s.p.readIn)
+		s.p.mu.Unlock()
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	defer s.p.mu.Unlock()
 	if s.p.readsDown {
 		select {
@@ -542,18 +566,7 @@ func TestTurnWhoseRowsAreRefusedForGoodIsHeld(t *testing.T) {
 	if err := a.deliver("s1", 1, next); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var st castv1.SessionState
-		select {
-		case st = <-p.reports:
-		case <-ctx.Done():
-			o, _ := a.st.get("s1")
-			t.Fatalf("the next turn did not end: delivered seq %d, failed seq %d", o.DeliveredSeq, o.FailedSeq)
-		}
-		if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == next[0].Seq {
-			break
-		}
-	}
+	idleAt(ctx, t, a, p, next[0].Seq)
 	turns := fm.Turns()
 	users := userTexts(turns[len(turns)-1])
 	for _, q := range []string{"first question", "second question", "third question"} {
@@ -583,6 +596,121 @@ func TestRerunCLICarriesTheTurnToken(t *testing.T) {
 	fm := fakemodel.Start(t)
 	a, p, ctx := workerDaemon(t, fm)
 	setUpSession(t, a, p, &nativeSession{ID: uuid.NewString(), KnownUpto: 2})
+	answer := heldAtTheModel(ctx, t, a, fm) // the rerun's CLI waits on the model
+	o, _ := a.st.get("s1")
+	groups := turnGroups(o.TurnToken)
+	close(answer)
+	if o.TurnToken == "" || len(groups) == 0 {
+		t.Fatalf("turn token %q finds no process group; want the rerun's CLI (group %d)", o.TurnToken, o.RunningPGID)
+	}
+	idleAt(ctx, t, a, p, 3)
+}
+
+// A node stopped (SIGTERM: its run's context ends) while a turn's CLI
+// waits on the model leaves the prompt undelivered, as a kill -9 does:
+// the restarted node runs it again and the model gets it once. The stop
+// ended the turn as a user's interrupt, which counts the prompt as done,
+// so after the restart the message was never answered.
+func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p := rerunDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wctx, stop := context.WithCancel(ctx)
+	a.runCtx = wctx
+	answer := heldAtTheModel(ctx, t, a, fm)
+	stop() // the node stops
+	a.workers.wg.Wait()
+	close(answer)
+	if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 || o.FailedSeq != 0 {
+		t.Fatalf("delivered seq %d, failed seq %d after the node stopped mid-turn; want 2 and 0 (the prompt runs again)", o.DeliveredSeq, o.FailedSeq)
+	}
+
+	// The node starts again on its data dir.
+	b, err := New(a.cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.cli.Close() })
+	bctx, bstop := context.WithCancel(ctx)
+	b.runCtx = bctx
+	t.Cleanup(b.workers.wg.Wait)
+	t.Cleanup(bstop)
+	fm.SetPolicy(nil)
+	b.wake("s1")
+	idleAt(ctx, t, b, p, 3) // the restarted node ran the prompt
+	turns := fm.Turns()
+	users := userTexts(turns[len(turns)-1])
+	for _, q := range []string{"first question", "second question"} {
+		if n := strings.Count(strings.Join(users, "\n"), q); n != 1 {
+			t.Fatalf("the restarted node's model request holds %q %d times, want once; user items %q", q, n, users)
+		}
+	}
+}
+
+// A turn stopped while it is set up (its set-up reads the history for a
+// rebuild) ends as one stopped before its CLI started: an interrupt counts
+// the prompt as done (the session idle, the next turn carrying it as
+// history), the node stopping keeps it to run after the restart. Both
+// were held as a turn the node could not set up: the session showed
+// failed ("context canceled") and the prompt waited for the next message,
+// after a restart too.
+func TestTurnStoppedDuringItsSetUp(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		stop              func(a *Daemon, stopNode func())
+		delivered, failed int64
+	}{
+		{"interrupted", func(a *Daemon, _ func()) { _ = a.interrupt("s1", false) }, 3, 0},
+		{"node stopping", func(_ *Daemon, stopNode func()) { stopNode() }, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm := fakemodel.Start(t)
+			a, p := rerunDaemon(t, fm)
+			setUpSession(t, a, p, nil) // no native session: the set-up reads the history
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			wctx, stopNode := context.WithCancel(ctx)
+			a.runCtx = wctx
+			defer a.workers.wg.Wait()
+			defer stopNode()
+			readIn := p.holdReadsFromStart()
+			a.wake("s1")
+			select {
+			case <-readIn:
+			case <-ctx.Done():
+				t.Fatal("the turn's set-up never read the history")
+			}
+			tc.stop(a, stopNode)
+			for ended := false; !ended; {
+				select {
+				case st := <-p.reports:
+					if st == castv1.SessionState_SESSION_STATE_FAILED {
+						t.Fatal("the stopped turn shows failed")
+					}
+					ended = st == castv1.SessionState_SESSION_STATE_IDLE
+				case <-wctx.Done(): // stopping, the node reports nothing more
+					a.workers.wg.Wait()
+					ended = true
+				case <-ctx.Done():
+					t.Fatal("the stopped turn did not end")
+				}
+			}
+			if o, _ := a.st.get("s1"); o.DeliveredSeq != tc.delivered || o.FailedSeq != tc.failed {
+				t.Fatalf("delivered seq %d, failed seq %d; want %d and %d", o.DeliveredSeq, o.FailedSeq, tc.delivered, tc.failed)
+			}
+			if n := len(fm.Turns()); n != 0 {
+				t.Fatalf("the model got %d requests for a turn stopped during its set-up", n)
+			}
+		})
+	}
+}
+
+// heldAtTheModel wakes s1, whose turn asks the model, and returns once the
+// model holds the request; closing the returned channel answers it.
+func heldAtTheModel(ctx context.Context, t *testing.T, a *Daemon, fm *fakemodel.Server) chan struct{} {
+	t.Helper()
 	asked, answer := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	fm.SetPolicy(func(fakemodel.Request) fakemodel.Reply {
@@ -591,24 +719,26 @@ func TestRerunCLICarriesTheTurnToken(t *testing.T) {
 	})
 	a.wake("s1")
 	select {
-	case <-asked: // the rerun's CLI waits on the model
+	case <-asked:
 	case <-ctx.Done():
-		t.Fatal("the rerun never asked the model")
+		t.Fatal("the turn never asked the model")
 	}
-	o, _ := a.st.get("s1")
-	groups := turnGroups(o.TurnToken)
-	close(answer)
-	if o.TurnToken == "" || len(groups) == 0 {
-		t.Fatalf("turn token %q finds no process group; want the rerun's CLI (group %d)", o.TurnToken, o.RunningPGID)
-	}
+	return answer
+}
+
+// idleAt waits for a report of s1 idle with its prompts delivered up to seq.
+func idleAt(ctx context.Context, t *testing.T, a *Daemon, p *plane, seq int64) {
+	t.Helper()
 	for {
+		var st castv1.SessionState
 		select {
-		case st := <-p.reports:
-			if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == 3 {
-				return
-			}
+		case st = <-p.reports:
 		case <-ctx.Done():
-			t.Fatal("the rerun did not end")
+			o, _ := a.st.get("s1")
+			t.Fatalf("s1 never idle at seq %d: delivered seq %d, failed seq %d", seq, o.DeliveredSeq, o.FailedSeq)
+		}
+		if o, _ := a.st.get("s1"); st == castv1.SessionState_SESSION_STATE_IDLE && o.DeliveredSeq == seq {
+			return
 		}
 	}
 }
