@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -104,5 +106,42 @@ func stoppedUnstarted(ctx context.Context, t *testing.T, a *Daemon, p *plane, fm
 	}
 	if n := len(fm.Turns()); n != 0 {
 		t.Fatalf("the model got %d requests for a turn interrupted before it started", n)
+	}
+}
+
+// An interrupt that comes while the session's turn waits to run again (its
+// set-up failed because the control plane did not answer, and the worker
+// backs off before it retries) stops that turn at once, whether it comes
+// as the set-up fails or during the back-off. One during the back-off was
+// acknowledged but seen only when the back-off ended (up to
+// --reconnect-max, the session showing running meanwhile); one that came
+// as the set-up failed was lost, and the turn then ran in full.
+func TestInterruptOfATurnBackingOffStopsIt(t *testing.T) {
+	for _, at := range []string{"node.turn-not-set-up", "node.turn-backoff"} {
+		t.Run(at, func(t *testing.T) {
+			fm := fakemodel.Start(t)
+			a, p, ctx := workerDaemon(t, fm)
+			// A back-off longer than the test: only the interrupt ends it.
+			a.cfg.ReconnectMin, a.cfg.ReconnectMax = 10*time.Minute, 10*time.Minute
+			var once sync.Once
+			a.cfg.Failpoint = func(name string) {
+				if name == at {
+					once.Do(func() {
+						if err := a.interrupt("s1", false); err != nil {
+							t.Errorf("interrupt of the turn refused: %v", err)
+						}
+					})
+				}
+			}
+			setUpSession(t, a, p, nil) // no native session: the set-up reads the history
+			p.mu.Lock()
+			p.readsDownOnStart = true // and the read fails UNAVAILABLE
+			p.mu.Unlock()
+			a.wake("s1")
+			idleAt(ctx, t, a, p, 3)
+			if n := len(fm.Turns()); n != 0 {
+				t.Fatalf("the model got %d requests for an interrupted turn", n)
+			}
+		})
 	}
 }

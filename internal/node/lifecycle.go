@@ -393,6 +393,7 @@ func retrySetUp(ctx context.Context, err error) bool {
 func (t *turn) notSetUp(ctx context.Context, err error, retry bool, exitCode int) error {
 	if retry {
 		t.lg.Info("turn not set up: the control plane did not answer; it runs again", zap.Error(err))
+		t.a.failpoint("node.turn-not-set-up")
 		return err
 	}
 	return t.a.holdTurn(ctx, t.id, t.o, err.Error(), exitCode)

@@ -134,6 +134,12 @@ func (ws *workers) interrupt(sessionID string, abandon bool, queued func() bool)
 		}
 		if !abandon && queued() {
 			w.stopNext = true
+			// A worker backing off after a set-up the control plane did not
+			// answer sees it now, not after the back-off.
+			select {
+			case w.wakeCh <- struct{}{}:
+			default:
+			}
 			return true
 		}
 		return false
@@ -244,10 +250,11 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 				a.forget(sessionID) // release logged it
 				return
 			}
-			if errors.Is(err, errHeld) && stopped {
+			if stopped && (errors.Is(err, errHeld) || err != nil && client.ReasonOf(err) != "NOT_OWNER" && a.stuck(sessionID, o)) {
 				// Interrupted before its CLI started (its start report cut
-				// short, say): the turn ends as one stopped before it
-				// started, not held to run in full on the next wake.
+				// short, or as its set-up failed to run again): the turn
+				// ends as one stopped before it started, not held or
+				// retried to run in full.
 				a.stopUnstarted(ctx, sessionID, o)
 				continue
 			}
@@ -266,6 +273,7 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 			if a.stuck(sessionID, o) {
 				// Nothing moved (the control plane is unreachable, say): the
 				// same call would fail again at once, so wait, unless woken.
+				a.failpoint("node.turn-backoff")
 				select {
 				case <-ctx.Done():
 				case <-w.wakeCh:
