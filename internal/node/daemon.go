@@ -407,7 +407,14 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		a.dropStaleNote(s)
 		a.dropImportedMarkers(s)
 		a.reconcileState(s.Id, s.State)
-		return a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken)
+		if err := a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken); err != nil {
+			// The control plane only logs a command's error: the node
+			// tries again itself, or the messages sent while it was away
+			// waited for the next one (or a reconnect).
+			a.background(func() { a.catchUpAgain(s.Id, s.LastSeq, k.AssignSession.OwnerToken) })
+			return err
+		}
+		return nil
 	case *castv1.Command_DeliverMessages:
 		d := k.DeliverMessages
 		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
@@ -482,6 +489,25 @@ func (a *Daemon) catchUp(ctx context.Context, sessionID string, lastSeq, token i
 		return err
 	}
 	return a.deliver(sessionID, token, users)
+}
+
+// catchUpAgain retries a catch-up that failed, at the reconnect pace,
+// until it succeeds, the session is no longer owned with token (released,
+// or assigned again: that assignment catches up itself), the control
+// plane refuses it for good, or the node stops.
+func (a *Daemon) catchUpAgain(sessionID string, lastSeq, token int64) {
+	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
+	for {
+		tick.Sleep(a.runCtx, pauses.Next())
+		if o, ok := a.st.get(sessionID); a.runCtx.Err() != nil || !ok || o.Token != token {
+			return
+		}
+		err := a.catchUp(a.runCtx, sessionID, lastSeq, token)
+		if err == nil || a.runCtx.Err() != nil || refusedForGood(err) || client.ReasonOf(err) == "NOT_OWNER" {
+			return
+		}
+		a.lg.Warn("catch-up of a session failed; trying again", zap.String("session", sessionID), zap.Error(err))
+	}
 }
 
 // deliver records user messages as received and wakes the session's

@@ -742,3 +742,32 @@ func idleAt(ctx context.Context, t *testing.T, a *Daemon, p *plane, seq int64) {
 		}
 	}
 }
+
+// A node that (re)connects and is assigned a session with messages sent
+// while it was away runs them even when its first read of them fails (the
+// control plane not answering for a moment): the catch-up is tried again.
+// Its failure was only logged by the control plane (a command's error in
+// the ack), and the messages waited for the next one, or a reconnect.
+func TestCatchUpAfterAFailedReadRunsTheMessages(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	// The node had been handed only the first message before it went away.
+	if err := a.st.assign("s1", func(o *owned) { o.ReceivedSeq, o.DeliveredSeq = 1, 1 }); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.readsDown = true
+	p.mu.Unlock()
+	assign := &castv1.Command{Kind: &castv1.Command_AssignSession{AssignSession: &castv1.AssignSession{
+		Session: &castv1.Session{Id: "s1", Agent: "claude", Cwd: t.TempDir(), LastSeq: 3, DeliveredSeq: 1}, OwnerToken: 1}}}
+	if err := a.handle(ctx, assign); err == nil {
+		t.Fatal("the catch-up read that failed reported no error")
+	}
+	p.up()
+	idleAt(ctx, t, a, p, 3)
+	turns := fm.Turns()
+	if n := strings.Count(strings.Join(userTexts(turns[len(turns)-1]), "\n"), "second question"); n != 1 {
+		t.Fatalf("the model's request holds the missed message %d times, want once", n)
+	}
+}
