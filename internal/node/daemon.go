@@ -75,7 +75,16 @@ type Daemon struct {
 	probes *probes
 	// clis are the CLIs the node runs, which adoption leaves alone.
 	clis castCLIs
+	// catchUps are the sessions whose catch-up catchUpAgain retries, with
+	// the newest assignment's last seq and owner token: one retry a
+	// session, however many reconnects fail to read.
+	catchUpMu sync.Mutex
+	catchUps  map[string]catchUpTo
 }
+
+// catchUpTo is what a catch-up reads up to, for the owner token it runs
+// under.
+type catchUpTo struct{ lastSeq, token int64 }
 
 // New prepares a node daemon; Run starts it.
 func New(cfg Config, lg *zap.Logger) (*Daemon, error) {
@@ -411,7 +420,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 			// The control plane only logs a command's error: the node
 			// tries again itself, or the messages sent while it was away
 			// waited for the next one (or a reconnect).
-			a.background(func() { a.catchUpAgain(s.Id, s.LastSeq, k.AssignSession.OwnerToken) })
+			a.retryCatchUp(s.Id, s.LastSeq, k.AssignSession.OwnerToken)
 			return err
 		}
 		return nil
@@ -491,22 +500,58 @@ func (a *Daemon) catchUp(ctx context.Context, sessionID string, lastSeq, token i
 	return a.deliver(sessionID, token, users)
 }
 
+// retryCatchUp has catchUpAgain retry the session's failed catch-up up to
+// lastSeq, starting it unless one runs already (which then reads up to
+// the newer lastSeq, under the newer token).
+func (a *Daemon) retryCatchUp(sessionID string, lastSeq, token int64) {
+	a.catchUpMu.Lock()
+	defer a.catchUpMu.Unlock()
+	if a.catchUps == nil {
+		a.catchUps = map[string]catchUpTo{}
+	}
+	to, running := a.catchUps[sessionID]
+	a.catchUps[sessionID] = catchUpTo{lastSeq: max(to.lastSeq, lastSeq), token: max(to.token, token)}
+	if !running {
+		a.background(func() { a.catchUpAgain(sessionID) })
+	}
+}
+
 // catchUpAgain retries a catch-up that failed, at the reconnect pace,
-// until it succeeds, the session is no longer owned with token (released,
-// or assigned again: that assignment catches up itself), the control
-// plane refuses it for good, or the node stops.
-func (a *Daemon) catchUpAgain(sessionID string, lastSeq, token int64) {
+// until it succeeds, the session is no longer owned with the token
+// (released, or assigned anew: that assignment catches up itself), the
+// control plane refuses it for good, or the node stops.
+func (a *Daemon) catchUpAgain(sessionID string) {
+	// done ends the retry of to, unless an assignment asked for a newer
+	// one meanwhile.
+	done := func(to catchUpTo) bool {
+		a.catchUpMu.Lock()
+		defer a.catchUpMu.Unlock()
+		if a.catchUps[sessionID] != to && a.runCtx.Err() == nil {
+			return false
+		}
+		delete(a.catchUps, sessionID)
+		return true
+	}
 	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for {
 		tick.Sleep(a.runCtx, pauses.Next())
-		if o, ok := a.st.get(sessionID); a.runCtx.Err() != nil || !ok || o.Token != token {
+		a.catchUpMu.Lock()
+		to := a.catchUps[sessionID]
+		a.catchUpMu.Unlock()
+		if o, ok := a.st.get(sessionID); a.runCtx.Err() != nil || !ok || o.Token != to.token {
+			if done(to) {
+				return
+			}
+			continue
+		}
+		err := a.catchUp(a.runCtx, sessionID, to.lastSeq, to.token)
+		if err != nil && a.runCtx.Err() == nil && !refusedForGood(err) && client.ReasonOf(err) != "NOT_OWNER" {
+			a.lg.Warn("catch-up of a session failed; trying again", zap.String("session", sessionID), zap.Error(err))
+			continue
+		}
+		if done(to) {
 			return
 		}
-		err := a.catchUp(a.runCtx, sessionID, lastSeq, token)
-		if err == nil || a.runCtx.Err() != nil || refusedForGood(err) || client.ReasonOf(err) == "NOT_OWNER" {
-			return
-		}
-		a.lg.Warn("catch-up of a session failed; trying again", zap.String("session", sessionID), zap.Error(err))
 	}
 }
 
