@@ -325,7 +325,8 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		// had not taken it, or keeps it only as a queued item): nothing is
 		// marked as known, so the next turn's catch-up carries the prompt
 		// as history.
-		return a.interruptedUnheld(ctx, t.id, t.o, t.res)
+		a.interruptedUnheld(ctx, t.id, t.o, t.res)
+		return nil
 	case outNotLoggedIn:
 		a.recheckAgents() // `cast nodes` says so at once, and shows ready once the user logs in
 		return a.holdTurn(ctx, t.id, t.o, a.cfg.loginAdvice(t.rt, t.runnerErr().Detail), t.res.ExitCode)

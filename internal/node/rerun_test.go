@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/statefile"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -655,14 +657,18 @@ func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 // history), the node stopping keeps it to run after the restart. Both
 // were held as a turn the node could not set up: the session showed
 // failed ("context canceled") and the prompt waited for the next message,
-// after a restart too.
+// after a restart too. A node that cannot write its state (a full disk)
+// still reports the interrupted turn idle, as it reports a completed one:
+// it reported nothing, and the session showed running with no process.
 func TestTurnStoppedDuringItsSetUp(t *testing.T) {
+	interrupt := func(a *Daemon, _ func()) { _ = a.interrupt("s1", false) }
 	for _, tc := range []struct {
 		name              string
 		stop              func(a *Daemon, stopNode func())
 		delivered, failed int64
 	}{
-		{"interrupted", func(a *Daemon, _ func()) { _ = a.interrupt("s1", false) }, 3, 0},
+		{"interrupted", interrupt, 3, 0},
+		{"interrupted on a full disk", func(a *Daemon, stopNode func()) { stateUnwritable(t, a); interrupt(a, stopNode) }, 3, 0},
 		{"node stopping", func(_ *Daemon, stopNode func()) { stopNode() }, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -770,4 +776,19 @@ func TestCatchUpAfterAFailedReadRunsTheMessages(t *testing.T) {
 	if n := strings.Count(strings.Join(userTexts(turns[len(turns)-1]), "\n"), "second question"); n != 1 {
 		t.Fatalf("the model's request holds the missed message %d times, want once", n)
 	}
+}
+
+// stateUnwritable has every later write of a's state fail, as on a full
+// disk: its file is one whose snapshot cannot be written (a name too long
+// for the temporary file beside it, a real failure of the same write).
+func stateUnwritable(t *testing.T, a *Daemon) {
+	t.Helper()
+	f, _, err := statefile.Open(filepath.Join(t.TempDir(), strings.Repeat("s", 245)+".json"), stateRecords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.st.mu.Lock()
+	defer a.st.mu.Unlock()
+	_ = a.st.file.Close()
+	a.st.file = f
 }

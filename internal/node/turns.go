@@ -28,7 +28,7 @@ import (
 // once. A native session that took some of the turn without the prompt,
 // or that could not be read to tell, is rebuilt instead. A migration
 // notice the prompt carried is told again.
-func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owned, res runner.Result) error {
+func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owned, res runner.Result) {
 	err := a.st.session(sessionID, func(s *owned) {
 		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
 		s.Parked = false
@@ -37,10 +37,12 @@ func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owne
 		}
 	})
 	if err != nil {
-		return err
+		// Memory holds the outcome until recordAgain writes it (a full
+		// disk), as for a completed turn: the control plane hears it now,
+		// or the session showed running with no process.
+		a.lg.Warn("turn's outcome not written to the node's state yet", zap.String("session", sessionID), zap.Error(err))
 	}
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
-	return nil
 }
 
 // failTurn ends a turn whose prompt the agent did not take. The prompt is

@@ -288,9 +288,7 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 // interrupted before the agent took its prompt (interruptedUnheld).
 func (a *Daemon) stopUnstarted(ctx context.Context, sessionID string, o owned) {
 	a.lg.Info("turn interrupted before it started", zap.String("session", sessionID))
-	if err := a.interruptedUnheld(ctx, sessionID, o, runner.Result{}); err != nil {
-		a.lg.Warn("interrupted turn not recorded", zap.String("session", sessionID), zap.Error(err))
-	}
+	a.interruptedUnheld(ctx, sessionID, o, runner.Result{})
 }
 
 // stuck reports whether a failed runTurn left the session's delivery state
