@@ -4,3 +4,7 @@ import "time"
 
 // SetClock sets what Logins takes as now (tests move it past lifetimes).
 func (l *Logins) SetClock(now func() time.Time) { l.now = now }
+
+// SetStoreTimeout sets how long Logins waits for each store call (tests
+// shorten it).
+func (l *Logins) SetStoreTimeout(d time.Duration) { l.grants.timeout = d }

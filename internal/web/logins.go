@@ -21,6 +21,9 @@ type Grants interface {
 	DeleteWebGrant(ctx context.Context, kind, hash string) error
 }
 
+// StoreTimeout bounds each store call a sign-in or an API call makes.
+const StoreTimeout = 5 * time.Second
+
 // The kinds of grant (the store's key prefixes).
 const (
 	kindCode    = "webcodes"
@@ -32,8 +35,41 @@ const (
 // sessions they become.
 type Logins struct {
 	codeTTL, sessionTTL time.Duration
-	grants              Grants
+	grants              boundedGrants
 	now                 func() time.Time
+}
+
+// boundedGrants is Grants with a deadline on each call (timeout): while
+// etcd cannot be reached its client waits for it as long as the call's
+// context lets it, and a browser's request has none, so every API call
+// and sign-out would hang instead of being told to retry.
+type boundedGrants struct {
+	g       Grants
+	timeout time.Duration
+}
+
+func (b boundedGrants) PutWebGrant(ctx context.Context, kind, hash string, value []byte, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.g.PutWebGrant(ctx, kind, hash, value, ttl)
+}
+
+func (b boundedGrants) TakeWebGrant(ctx context.Context, kind, hash string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.g.TakeWebGrant(ctx, kind, hash)
+}
+
+func (b boundedGrants) GetWebGrant(ctx context.Context, kind, hash string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.g.GetWebGrant(ctx, kind, hash)
+}
+
+func (b boundedGrants) DeleteWebGrant(ctx context.Context, kind, hash string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.g.DeleteWebGrant(ctx, kind, hash)
 }
 
 // grant is a principal until a time (a lease lapses to the second; the
@@ -48,7 +84,7 @@ type grant struct {
 
 // NewLogins keeps codes for codeTTL and sessions for sessionTTL in g.
 func NewLogins(g Grants, codeTTL, sessionTTL time.Duration) *Logins {
-	return &Logins{codeTTL: codeTTL, sessionTTL: sessionTTL, grants: g, now: time.Now}
+	return &Logins{codeTTL: codeTTL, sessionTTL: sessionTTL, grants: boundedGrants{g: g, timeout: StoreTimeout}, now: time.Now}
 }
 
 // NewCode returns a code that signs a browser in as p, once, before the
