@@ -8,3 +8,7 @@ func (l *Logins) SetClock(now func() time.Time) { l.now = now }
 // SetStoreTimeout sets how long Logins waits for each store call (tests
 // shorten it).
 func (l *Logins) SetStoreTimeout(d time.Duration) { l.grants.timeout = d }
+
+// SetIdleTimeout sets how long the listener keeps an idle connection
+// (tests shorten it).
+func (c *Config) SetIdleTimeout(d time.Duration) { c.idleTimeout = d }

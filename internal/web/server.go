@@ -15,6 +15,10 @@ import (
 	"google.golang.org/grpc"
 )
 
+// DefaultIdleTimeout is how long a kept-alive connection may wait for its
+// next request.
+const DefaultIdleTimeout = 2 * time.Minute
+
 // MaxMessageBytes bounds one message through the transcoder, either way.
 const MaxMessageBytes = 64 << 20
 
@@ -55,8 +59,16 @@ func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *
 	if oidc != nil {
 		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, h.https(), lg)
 	}
-	// No write timeout: WatchSession streams for as long as a page is open.
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// No write timeout: WatchSession streams for as long as a page is open;
+	// and no read timeout either, as net/http then cancels a request whose
+	// body is read once it passes (the stream's). The idle timeout counts
+	// only between requests (on HTTP/2, while no stream is open), so it
+	// cuts no stream; without it a kept-alive connection is held for ever.
+	idle := cfg.idleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle}
 	if !cfg.Plain {
 		s.srv.TLSConfig = tlsCfg
 	}

@@ -40,6 +40,10 @@ type Config struct {
 	// at issuers that want one (env CAST_WEB_OIDC_CLIENT_SECRET only);
 	// the issuer and client id are the control plane's --oidc-*.
 	OIDCClientSecret string
+
+	// idleTimeout is how long a kept-alive connection may wait for its
+	// next request (0: DefaultIdleTimeout).
+	idleTimeout time.Duration
 }
 
 // Defaults.
