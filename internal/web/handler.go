@@ -224,6 +224,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.lg.Info("web sign-in", zap.String("principal", p.String()))
+	h.logins.replaced(r.Context(), presentedSession(r), h.lg)
 	setSession(w, sid, h.https(), h.logins.sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
@@ -243,6 +244,15 @@ func (h *Handler) codeRefused(w http.ResponseWriter, ok bool, err error) bool {
 		return true
 	}
 	return false
+}
+
+// presentedSession is the hash of the session cookie r came with ("" for
+// none).
+func presentedSession(r *http.Request) string {
+	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
+		return digest(c.Value)
+	}
+	return ""
 }
 
 // setSession sets the session cookie.

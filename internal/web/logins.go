@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/cast-dev/cast/internal/authz"
 )
 
@@ -166,7 +168,26 @@ func (l *Logins) live(ctx context.Context, kind, secret string) (grant, bool, er
 
 // End signs a session out.
 func (l *Logins) End(ctx context.Context, sid string) error {
-	return l.grants.DeleteWebGrant(ctx, kindSession, digest(sid))
+	return l.endHash(ctx, digest(sid))
+}
+
+// endHash signs out the session kept by hash.
+func (l *Logins) endHash(ctx context.Context, hash string) error {
+	return l.grants.DeleteWebGrant(ctx, kindSession, hash)
+}
+
+// replaced ends the session (hash) a browser held before it signed in
+// again: the new cookie replaces the old one in the browser, but the old
+// session would stay live in the store until its end for whoever kept a
+// copy of the cookie. A failure leaves the sign-in done (the old session
+// still ends at its time) and is logged.
+func (l *Logins) replaced(ctx context.Context, hash string, lg *zap.Logger) {
+	if hash == "" {
+		return
+	}
+	if err := l.endHash(ctx, hash); err != nil {
+		lg.Warn("web replaced session not ended", zap.Error(err))
+	}
 }
 
 func (l *Logins) put(ctx context.Context, kind, secret string, g grant) error {

@@ -58,6 +58,11 @@ type oidcFlow struct {
 type pendingFlow struct {
 	Verifier string    `json:"verifier"`
 	Until    time.Time `json:"until"`
+	// Replaces is the hash of the session the browser held at the start,
+	// ended once the sign-in succeeds: the issuer's redirect to the
+	// callback is cross-site, so it does not bring the SameSite=Strict
+	// session cookie.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 func newOIDCFlow(cfg OIDC, redirect string, logins *Logins, secure bool, lg *zap.Logger) *oidcFlow {
@@ -93,7 +98,7 @@ func (f *oidcFlow) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-	b, _ := json.Marshal(pendingFlow{Verifier: verifier, Until: time.Now().Add(flowTTL)}) // always encodes
+	b, _ := json.Marshal(pendingFlow{Verifier: verifier, Until: time.Now().Add(flowTTL), Replaces: presentedSession(r)}) // always encodes
 	if err := f.logins.grants.PutWebGrant(r.Context(), kindFlow, digest(state), b, flowTTL); err != nil {
 		f.lg.Warn("oidc sign-in not kept", zap.Error(err))
 		http.Error(w, "the sign-in could not be started; try again", http.StatusServiceUnavailable)
@@ -153,6 +158,7 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.lg.Info("web sign-in", zap.String("principal", who.String()), zap.String("via", "oidc"))
+	f.logins.replaced(r.Context(), p.Replaces, f.lg)
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: "/auth/oidc", HttpOnly: true, Secure: f.secure, MaxAge: -1})
 	setSession(w, sid, f.secure, f.logins.sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
