@@ -72,3 +72,27 @@ func noCodec(agent, verb string) error {
 func Fixed(w Writer) func(string, []string) (Writer, error) {
 	return func(string, []string) (Writer, error) { return w, nil }
 }
+
+// ReadableAgents lists the agents whose native sessions cast reads (a
+// codec with a reader), sorted.
+func ReadableAgents() []string {
+	return codecAgents(func(c Codec) bool { return c.Reader != nil })
+}
+
+// WritableAgents lists the agents cast writes native sessions for (a
+// codec with a writer), sorted.
+func WritableAgents() []string {
+	return codecAgents(func(c Codec) bool { return c.NewWriter != nil })
+}
+
+func codecAgents(has func(Codec) bool) []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	var out []string
+	for _, n := range Names() {
+		if c, ok := codecs[n]; ok && has(c) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/wire"
@@ -31,7 +32,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 	var agent, file, home string
 	var release bool
 	cmd := &cobra.Command{
-		Use:   "add NAME --agent claude|codex (--credentials FILE|- | --from-home DIR [--release-home])",
+		Use:   "add NAME --agent " + strings.Join(agents.FleetAgents(), "|") + " (--credentials FILE|- | --from-home DIR [--release-home])",
 		Short: "Store an account's credential (sealed at rest), from a file or an agent's current login; the agent's first account becomes active",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,7 +65,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent whose credential store it fills: claude or codex")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent whose credential store it fills: "+strings.Join(agents.FleetAgents(), ", "))
 	cmd.Flags().StringVar(&file, "credentials", "", "credential file to store (- reads stdin)")
 	cmd.Flags().StringVar(&home, "from-home", "", "take the agent's current login from its config folder (CLAUDE_CONFIG_DIR or CODEX_HOME layout); custody moves to cast")
 	cmd.Flags().BoolVar(&release, "release-home", false, "with --from-home: rewrite the folder's login without its refresh token so it stops refreshing on its own")

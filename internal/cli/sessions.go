@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -29,7 +30,7 @@ func (a *app) newCmd() *cobra.Command {
 		Short: "Start a session on an agent; prints its id",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
-				return usagef("--agent is required (claude, codex, gemini, pi, opencode, grok, cursor, muse)")
+				return usagef("--agent is required (%s)", strings.Join(agents.Names(), ", "))
 			}
 			if err := checkBranch(branch); err != nil {
 				return err
@@ -57,7 +58,7 @@ func (a *app) newCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent to run: claude, codex, gemini, pi, opencode, grok, cursor, muse")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent to run: "+strings.Join(agents.Names(), ", "))
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current one)")
 	cmd.Flags().StringVar(&model, "model", "", "model (default: the agent's)")
 	cmd.Flags().StringVar(&node, "node", "", "node to run on (default: this machine's node, the context's node:, else a node that has the folder)")

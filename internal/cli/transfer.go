@@ -110,7 +110,7 @@ func (a *app) importCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: claude, codex, gemini, pi, opencode, grok")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent that wrote PATH: "+strings.Join(agents.ReadableAgents(), ", "))
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the session (default: the one the transcript records, else the current one)")
 	cmd.Flags().StringVar(&node, "node", "", "node to own the session (default: a connected node with the agent, else any: an import runs no CLI)")
 	cmd.Flags().StringVar(&parent, "parent", "", "import as a nested worker of this cast session (for a file that holds a subagent's run: its parent's)")
@@ -293,7 +293,7 @@ func (a *app) exportCmd() *cobra.Command {
 		return nil
 	})
 
-	cmd.Flags().StringVar(&agent, "agent", "", "target agent: claude, codex, gemini, pi, opencode, grok")
+	cmd.Flags().StringVar(&agent, "agent", "", "target agent: "+strings.Join(agents.WritableAgents(), ", "))
 	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	cmd.Flags().StringVar(&model, "model", "", "model to record where the format has one")
