@@ -37,14 +37,38 @@ func allChats(home string) string { return filepath.Join(home, "tmp", "*", "chat
 
 // sessionFiles are the files in chats (a folder, or a pattern of folders)
 // that may hold session id: the CLI names a session's file
-// session-<start>-<first 8 characters of its id>.jsonl, and a resume that
-// starts in another minute leaves a second such file. None for an id
-// shorter than that.
+// session-<start>-<shortID>.jsonl, and a resume that starts in another
+// minute leaves a second such file. The names are matched as text, not as
+// a pattern, so an id holding a glob's metacharacters finds its own files.
 func sessionFiles(chats, id string) ([]string, error) {
-	if len(id) < 8 {
+	if id == "" {
 		return nil, nil
 	}
-	return filepath.Glob(filepath.Join(chats, "session-*-"+id[:8]+".jsonl"))
+	all, err := filepath.Glob(filepath.Join(chats, "session-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	suffix := "-" + shortID(id) + ".jsonl"
+	var out []string
+	for _, f := range all {
+		if strings.HasSuffix(filepath.Base(f), suffix) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// shortID is the id in the name of session id's file: its first 8
+// characters, as the CLI names its own (UUID) sessions, with "/", which a
+// file name cannot hold, as "_"; all of a shorter id. The writer names
+// cast's files by it and sessionFiles finds them by it, so a rewrite finds
+// the file instead of leaving a second one.
+func shortID(id string) string {
+	s := strings.ReplaceAll(id, "/", "_")
+	if len(s) > 8 {
+		s = s[:8]
+	}
+	return s
 }
 
 // projectHash is the CLI's getProjectHash: sha256 of the project root.

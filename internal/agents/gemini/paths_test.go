@@ -8,8 +8,8 @@ import (
 )
 
 // sessionFiles finds a session's files by the short id in their names,
-// across every project's chats folder, and none for an id too short to
-// have one.
+// across every project's chats folder, and none for an id whose short id
+// names no file (a shorter id's short id is all of it).
 func TestSessionFiles(t *testing.T) {
 	home := t.TempDir()
 	id := "0123abcd-0000-4000-8000-000000000000"
@@ -43,6 +43,6 @@ func TestSessionFiles(t *testing.T) {
 		t.Errorf("sessionFiles = %v, %v; want %v", got, err, want)
 	}
 	if got, err := sessionFiles(allChats(home), "0123abc"); got != nil || err != nil {
-		t.Errorf("an id shorter than 8: %v, %v; want none", got, err)
+		t.Errorf("an id shorter than 8, naming no file: %v, %v; want none", got, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -73,11 +72,7 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	}
 	path := existingFile(dir, sid)
 	if path == "" {
-		short := strings.ReplaceAll(sid, "/", "_")
-		if len(short) > 8 {
-			short = short[:8]
-		}
-		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+short+".jsonl")
+		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+shortID(sid)+".jsonl")
 	}
 	return kit.StreamJSONL(path, sid, header{
 		SessionID:   sid,

@@ -154,3 +154,39 @@ func TestEscape(t *testing.T) {
 		}
 	}
 }
+
+// A rewrite in a later minute finds the file the first write named, for
+// any native id: the name's short id and the lookup's are one (shortID),
+// so no id leaves a second file holding the same session.
+func TestRewriteFindsTheFileForAnyID(t *testing.T) {
+	first := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	for _, id := range []string{
+		"0123abcd-0000-4000-8000-000000000000", // the CLI's own: a UUID
+		"ab/cd/efgh-1",                         // a slash, which the name cannot hold
+		"a[b]*?cd-9",                           // what a glob would read as a pattern
+		"short",                                // under 8 characters
+	} {
+		t.Run(id, func(t *testing.T) {
+			tg := target(t)
+			tg.NativeID = id
+			w, err := Writer{Now: func() time.Time { return first }}.Write(tg, []transcript.Message{user("hi")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w2, err := Writer{Now: func() time.Time { return first.Add(time.Hour) }}.Write(tg, []transcript.Message{user("hi"), asst("there")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w2.Path != w.Path {
+				t.Errorf("rewrite went to %s, want %s", w2.Path, w.Path)
+			}
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(w.Path), "*"))
+			if len(files) != 1 {
+				t.Errorf("chats holds %v; want the one file", files)
+			}
+			if got := (Driver{}).FindSession(tg.Home, id); got != w.Path {
+				t.Errorf("FindSession = %q, want %s", got, w.Path)
+			}
+		})
+	}
+}
