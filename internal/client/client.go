@@ -26,9 +26,11 @@ import (
 // DefaultAddr is where `controlplane --dev` listens.
 const DefaultAddr = "127.0.0.1:7777"
 
-// gRPC message limits every client dials with. The control plane's config
-// checks its own against them: it accepts requests of MaxRequestBytes and
-// bounds its pages so no reply passes MaxReplyBytes.
+// gRPC message limits every client dials with. The control plane takes
+// requests of MaxRequestBytes unless its config lowers that
+// (controlplane.Config.MaxRecvBytes, which its Validate holds only to the
+// store's largest message, not to this); its config bounds its pages so no
+// reply passes MaxReplyBytes.
 const (
 	MaxRequestBytes = 16 << 20
 	MaxReplyBytes   = 64 << 20
