@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents/kit"
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // projectRootFile marks which project owns a slug folder. Gemini CLI scans
@@ -136,7 +137,10 @@ func claim(bases []string, slug, cwd string) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, projectRootFile), []byte(cwd), 0o644); err != nil {
+		// Atomically: claim rewrites the marker of a folder already in use,
+		// and another turn's projectSlug (or the CLI) reading it half
+		// written would take the folder for another project's.
+		if err := fsutil.WriteFileAtomic(filepath.Join(dir, projectRootFile), []byte(cwd), 0o644); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,5 +45,41 @@ func TestSessionFiles(t *testing.T) {
 	}
 	if got, err := sessionFiles(allChats(home), "0123abc"); got != nil || err != nil {
 		t.Errorf("an id shorter than 8, naming no file: %v, %v; want none", got, err)
+	}
+}
+
+// Two turns in one cwd on one node (two sessions, or a turn and a rebuild)
+// find the same project folder: claim rewrites the folder's .project_root
+// each time, and written in place (truncated, then filled) a reader in
+// between found it empty, took the folder for another project's and
+// claimed a new one (proj-1), so the native session went where the CLI
+// never looks.
+func TestConcurrentProjectSlugsAgree(t *testing.T) {
+	home, cwd := t.TempDir(), "/work/proj"
+	first, err := projectSlug(home, cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			for range n {
+				slug, err := projectSlug(home, cwd)
+				if err == nil && slug != first {
+					err = fmt.Errorf("slug %q, want %q (a .project_root read mid-write)", slug, first)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
