@@ -76,6 +76,24 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	return a.settleReport(sessionID, r.N)
 }
 
+// sendBareReport sends r's state, reason and exit code alone: what is
+// left when the control plane refused the whole report for good (its
+// delivery cursor, fleet account or cwd is one the control plane does
+// not take), so the session does not keep the state of a turn that ended.
+// The delivery cursor it leaves out was not recorded by the refused
+// report either.
+func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnReport) error {
+	cur, ok := a.st.get(sessionID)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
+		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode)})
+	return err
+}
+
 // settleReport marks report n no longer pending (unless a newer report
 // replaced it meanwhile).
 func (a *Daemon) settleReport(sessionID string, n int64) error {
@@ -127,6 +145,14 @@ func (a *Daemon) flushReport(ctx context.Context, sessionID string) bool {
 			return true
 		case client.ReasonOf(err) == "NOT_OWNER":
 			return false
+		case refusedForGood(err) && a.sendBareReport(ctx, sessionID, *o.Report) == nil:
+			// The state alone landed: dropped whole, a turn whose start
+			// was recorded left the session running with no process.
+			a.lg.Warn("turn state report refused for good; its state reported alone", zap.String("session", sessionID),
+				zap.Stringer("state", o.Report.State), zap.Error(err))
+			if err = a.settleReport(sessionID, o.Report.N); err == nil {
+				continue
+			}
 		case refusedForGood(err):
 			a.m.ReportsDropped.Inc()
 			a.lg.Warn("turn state report refused for good; dropped", zap.String("session", sessionID),

@@ -134,3 +134,39 @@ func TestPendingReportRefusedForGoodIsDropped(t *testing.T) {
 		})
 	}
 }
+
+// A turn's end report the control plane refuses for good (its delivery
+// cursor, here) still ends the turn there: its state and reason land
+// alone. The whole report was dropped, and a session whose turn start was
+// recorded showed running with no process.
+func TestEndReportRefusedForGoodLandsItsState(t *testing.T) {
+	a, p := rerunDaemon(t, fakemodel.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a.st.assign("s1", func(o *owned) {
+		o.Token, o.Agent, o.Cwd, o.ReceivedSeq, o.DeliveredSeq = 1, "claude", t.TempDir(), 3, 3
+		o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.cursorPast = true
+	p.mu.Unlock()
+	if !a.flushReport(ctx, "s1") {
+		t.Fatal("flushing the report dropped the session")
+	}
+	select {
+	case st := <-p.reports:
+		if st != castv1.SessionState_SESSION_STATE_IDLE {
+			t.Fatalf("the session shows %s, want IDLE", st)
+		}
+	default:
+		t.Fatal("the end report was dropped: the session keeps showing the turn running")
+	}
+	if o, _ := a.st.get("s1"); o.Report.Pending {
+		t.Fatal("the report is still pending")
+	}
+	if dropped := metrics.Value(a.m.ReportsDropped); dropped != 0 {
+		t.Fatalf("%v reports counted dropped; its state landed", dropped)
+	}
+}

@@ -55,6 +55,11 @@ type plane struct {
 	// appendCode, when set, refuses every append with it (a store past its
 	// quota: RESOURCE_EXHAUSTED) until up is called.
 	appendCode codes.Code
+	// cursorPast, when set, refuses every report carrying a delivery
+	// cursor (INVALID_ARGUMENT), as the control plane does one past the
+	// session's last seq (its store restored from an older snapshot).
+	cursorPast bool
+	reasons    []string // every landed report's reason, in order
 }
 
 func (p *plane) up() {
@@ -131,6 +136,10 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 		}
 		return nil, status.Error(cmp.Or(n.p.reportCode, codes.Unavailable), "report refused")
 	}
+	if n.p.cursorPast && req.DeliveredSeq != 0 {
+		return nil, status.Error(codes.InvalidArgument, "delivered_seq is past the session's last seq")
+	}
+	n.p.reasons = append(n.p.reasons, req.StateReason)
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}
