@@ -92,6 +92,12 @@ func (a *Daemon) runTurn(ctx context.Context, sessionID string, o owned) error {
 // walk takes the turn through its phases.
 func (t *turn) walk(ctx context.Context) error {
 	run, err := t.queued(ctx)
+	if refused := (startRefused{}); errors.As(err, &refused) {
+		// Ends visibly, held like a turn not set up: the agent never saw
+		// the prompt, and the next message carries it.
+		t.lg.Warn("turn start refused for good; held", zap.Error(refused.err))
+		return t.a.holdTurn(ctx, t.id, t.o, refused.Error(), -1)
+	}
 	if err != nil || !run {
 		return err
 	}

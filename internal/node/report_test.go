@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -135,6 +136,48 @@ func TestPendingReportRefusedForGoodIsDropped(t *testing.T) {
 	}
 }
 
+// A turn whose start the control plane refuses for good (here a delivery
+// cursor past the session's last seq, as after a restore of its store)
+// ends failed, with the refusal as its reason, and its messages run with
+// the next one, once each. It was held and tried again at every wake: the
+// messages never ran and the session showed nothing.
+func TestTurnWhoseStartIsRefusedForGoodEndsFailed(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	p.mu.Lock()
+	p.cursorPast = true
+	p.mu.Unlock()
+	o, _ := a.st.get("s1")
+	if err := a.runTurn(ctx, "s1", o); err == nil || errors.Is(err, errHeld) {
+		t.Fatalf("the turn whose start was refused for good ended %v, want a failure", err)
+	}
+	if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 || o.FailedSeq != 3 {
+		t.Fatalf("delivered seq %d, failed seq %d; want 2 and 3 (the messages held until the next one)", o.DeliveredSeq, o.FailedSeq)
+	}
+	flushedAs(ctx, t, a, p, castv1.SessionState_SESSION_STATE_FAILED)
+	p.mu.Lock()
+	reason := p.reasons[len(p.reasons)-1]
+	p.cursorPast = false // the store reaches the cursor again
+	p.mu.Unlock()
+	if !strings.Contains(reason, "past the session's last seq") {
+		t.Fatalf("the session's reason %q does not say what was refused", reason)
+	}
+
+	next := p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "third question", ClientId: "u3"})
+	if err := a.deliver("s1", 1, next); err != nil {
+		t.Fatal(err)
+	}
+	idleAt(ctx, t, a, p, next[0].Seq)
+	turns := fm.Turns()
+	users := strings.Join(userTexts(turns[len(turns)-1]), "\n")
+	for _, q := range []string{"first question", "second question", "third question"} {
+		if n := strings.Count(users, q); n != 1 {
+			t.Fatalf("the next model request holds %q %d times, want once; user items %q", q, n, users)
+		}
+	}
+}
+
 // A turn's end report the control plane refuses for good (its delivery
 // cursor, here) still ends the turn there: its state and reason land
 // alone. The whole report was dropped, and a session whose turn start was
@@ -152,21 +195,28 @@ func TestEndReportRefusedForGoodLandsItsState(t *testing.T) {
 	p.mu.Lock()
 	p.cursorPast = true
 	p.mu.Unlock()
-	if !a.flushReport(ctx, "s1") {
-		t.Fatal("flushing the report dropped the session")
-	}
-	select {
-	case st := <-p.reports:
-		if st != castv1.SessionState_SESSION_STATE_IDLE {
-			t.Fatalf("the session shows %s, want IDLE", st)
-		}
-	default:
-		t.Fatal("the end report was dropped: the session keeps showing the turn running")
-	}
+	flushedAs(ctx, t, a, p, castv1.SessionState_SESSION_STATE_IDLE)
 	if o, _ := a.st.get("s1"); o.Report.Pending {
 		t.Fatal("the report is still pending")
 	}
 	if dropped := metrics.Value(a.m.ReportsDropped); dropped != 0 {
 		t.Fatalf("%v reports counted dropped; its state landed", dropped)
+	}
+}
+
+// flushedAs flushes s1's pending report and fails unless one landed with
+// state want (the session would show nothing of the turn's end).
+func flushedAs(ctx context.Context, t *testing.T, a *Daemon, p *plane, want castv1.SessionState) {
+	t.Helper()
+	if !a.flushReport(ctx, "s1") {
+		t.Fatal("flushing the report dropped the session")
+	}
+	select {
+	case st := <-p.reports:
+		if st != want {
+			t.Fatalf("the session shows %s, want %s", st, want)
+		}
+	default:
+		t.Fatalf("no report landed: the session does not show the turn ended %s", want)
 	}
 }

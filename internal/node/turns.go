@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
@@ -234,11 +235,28 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 		return err
 	case client.ReasonOf(err) == "SESSION_FENCED":
 		a.lg.Info("turn held: the session is moving", zap.String("session", sessionID))
+	case refusedForGood(err):
+		// Refused for good (a delivery cursor the control plane's store
+		// does not reach, after a restore): held and tried at every wake,
+		// it never ran and the session showed nothing. The turn ends
+		// failed instead (startRefused), its messages kept for the next.
+		return startRefused{err}
 	default:
 		a.lg.Warn("turn held: could not record its start", zap.String("session", sessionID), zap.Error(err))
 	}
 	return errHeld
 }
+
+// startRefused is reportStart's error when the control plane refused the
+// turn's start for good (refusedForGood): walk holds the turn, as failed.
+type startRefused struct{ err error }
+
+func (e startRefused) Error() string {
+	return "the control plane refused to start the turn: " + status.Convert(e.err).Message() +
+		"; the messages are kept and run with the next one"
+}
+
+func (e startRefused) Unwrap() error { return e.err }
 
 // clipReason makes text the node reports (a turn's failure reason, often
 // a CLI's stderr, clipped by bytes in the runner) one the control plane
