@@ -19,6 +19,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // TestLease is the node lease tests run with: long enough that a live node
@@ -183,18 +184,11 @@ func WaitConnected(t testing.TB, c *client.Client, name string, want bool) {
 // Heartbeats keeps a node stream a test speaks for itself connected,
 // sending a heartbeat every 300ms until ctx ends or a send fails.
 func Heartbeats(ctx context.Context, stream castv1.NodeService_ConnectClient) {
-	tick := time.NewTicker(300 * time.Millisecond)
-	defer tick.Stop()
-	for seq := int64(1); ; seq++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) != nil {
-			return
-		}
-	}
+	seq := int64(0)
+	tick.Every(ctx, 300*time.Millisecond, func() bool {
+		seq++
+		return stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}) == nil
+	})
 }
 
 // MissingAgents names every agent at a CLI path under dir that does not
