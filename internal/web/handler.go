@@ -230,11 +230,14 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // codeRefused answers a login code's look-up that failed (err) or found
-// the code unknown, used or expired (!ok), and says whether it did.
+// the code unknown, used or expired (!ok), and says whether it did. A
+// failure is the store's (not answering, or not in time), not the link's:
+// the browser is told to retry (503), as every other sign-in store
+// failure answers.
 func (h *Handler) codeRefused(w http.ResponseWriter, ok bool, err error) bool {
 	if err != nil {
-		h.lg.Error("web login failed", zap.Error(err))
-		http.Error(w, "login failed", http.StatusInternalServerError)
+		h.lg.Warn("web login code lookup failed", zap.Error(err))
+		http.Error(w, "the control plane's store did not answer; retry", http.StatusServiceUnavailable)
 		return true
 	}
 	if !ok {
