@@ -12,3 +12,7 @@ func (l *Logins) SetStoreTimeout(d time.Duration) { l.grants.timeout = d }
 // SetIdleTimeout sets how long the listener keeps an idle connection
 // (tests shorten it).
 func (c *Config) SetIdleTimeout(d time.Duration) { c.idleTimeout = d }
+
+// SetCallTimeout sets the deadline a unary API call without one gets
+// (tests shorten it).
+func (h *Handler) SetCallTimeout(d time.Duration) { h.callTimeout = d }

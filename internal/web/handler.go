@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,16 @@ type Handler struct {
 	publicOrigin string
 	oidc         *oidcFlow // nil: no OIDC sign-in
 	lg           *zap.Logger
+	callTimeout  time.Duration // a unary API call's deadline when it brings none
 }
+
+// CallTimeout is the deadline of a browser's unary API call that brings
+// none (the app sends none). Its handler's store calls wait for etcd as
+// long as the call's context lets them, so without one a page hangs while
+// etcd is away; with one the call ends DEADLINE_EXCEEDED (504: its outcome
+// unknown, retry). It is well past the longest wait a call the app makes
+// has of its own: a handoff's brief, a model call of up to 90 s.
+const CallTimeout = 3 * time.Minute
 
 // NewHandler serves api under APIPrefix for signed-in browsers, on the
 // HTTPS listener (secure) or a plain one, known to browsers as public
@@ -84,7 +94,7 @@ func NewHandler(logins *Logins, api http.Handler, secure bool, public string, lg
 	if err != nil {
 		panic(err) // dist is embedded: it is there or the build failed
 	}
-	h := &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg}
+	h := &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg, callTimeout: CallTimeout}
 	if u, err := url.Parse(public); err == nil && u.Scheme != "" && u.Host != "" {
 		h.publicOrigin = u.Scheme + "://" + u.Host
 	}
@@ -135,6 +145,9 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del("Authorization")
+	if connectUnary(r) && r.Header.Get("Connect-Timeout-Ms") == "" {
+		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(h.callTimeout.Milliseconds(), 10))
+	}
 	if c, err := r.Cookie(CookieName); err == nil {
 		g, ok, err := h.logins.live(r.Context(), kindSession, c.Value)
 		if err != nil {
@@ -147,6 +160,15 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.api.ServeHTTP(w, r)
+}
+
+// connectUnary says r is a unary call by the Connect protocol (the app's):
+// its streams (WatchSession, open as long as a page is) are
+// application/connect+..., and gRPC and gRPC-Web carry their deadline in
+// grpc-timeout.
+func connectUnary(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return !strings.HasPrefix(ct, "application/connect+") && !strings.HasPrefix(ct, "application/grpc")
 }
 
 // sameOrigin accepts a request without Origin (not a browser's
