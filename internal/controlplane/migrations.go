@@ -2,15 +2,13 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
-	"math"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/authz"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/migrate"
+	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -68,34 +66,31 @@ func (h *migrationService) GetMigration(ctx context.Context, req *castv1.GetMigr
 }
 
 func (h *migrationService) ListMigrations(ctx context.Context, req *castv1.ListMigrationsRequest) (*castv1.ListMigrationsResponse, error) {
+	size, err := listArgs(req.PageSize, req.PageToken, defaultPageSize)
+	if err != nil {
+		return nil, err
+	}
 	f, err := parseFilter(req.Filter, migrationFields...)
 	if err != nil {
 		return nil, err
 	}
-	list, err := h.s.migrations.List(ctx)
+	// The store fills the page from the migrations after the token, a
+	// page's worth per read (as ListSessions); a user's page holds only
+	// its own migrations, a filtered page only the matching ones.
+	p, _ := authz.FromContext(ctx)
+	list, next, err := h.s.store.QueryMigrations(ctx, store.MigrationQuery{Size: size, Token: req.PageToken,
+		Scope: "migrations:" + scope(req.Filter, p.String()),
+		Keep: func(m *castv1.Migration) bool {
+			return f.Match(func(field string) []string { return migrationField(m, field) }) && h.s.ownsMigration(ctx, p, m)
+		}})
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
-	}
-	p, _ := authz.FromContext(ctx)
-	list = slices.DeleteFunc(list, func(m *castv1.Migration) bool {
-		return !f.Match(func(field string) []string { return migrationField(m, field) }) || !h.s.ownsMigration(ctx, p, m)
-	})
-	list, next, err := page(list, newestFirst, req.PageSize, req.PageToken, "migrations:"+scope(req.Filter, p.String()))
-	if err != nil {
-		return nil, err
 	}
 	out := make([]*castv1.Migration, 0, len(list))
 	for _, m := range list {
 		out = append(out, redact(m))
 	}
 	return &castv1.ListMigrationsResponse{Migrations: out, NextPageToken: next}, nil
-}
-
-// newestFirst is a migration's paging key: newest first, ids breaking
-// ties (a key, not a position, so a migration started between two pages
-// moves no other across the boundary).
-func newestFirst(m *castv1.Migration) string {
-	return fmt.Sprintf("%020d/%s", math.MaxInt64-m.CreateTime.AsTime().UnixNano(), m.Id)
 }
 
 // redact drops the owner fencing tokens a migration records: they let

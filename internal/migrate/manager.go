@@ -30,7 +30,6 @@ type Store interface {
 	MigrationForRequest(ctx context.Context, reqKey string) (*fence.MigrationRecord, bool, error)
 	GetMigration(ctx context.Context, id string) (*fence.MigrationRecord, error)
 	WaitCancelRequested(ctx context.Context, id string) error
-	ListMigrations(ctx context.Context) ([]*castv1.Migration, error)
 	UpdateMigration(ctx context.Context, id string, fn func(*castv1.Migration) error) (*castv1.Migration, error)
 	UpdateMigrationSession(ctx context.Context, migID string, ms *castv1.MigrationSession, rev int64) (int64, error)
 	FenceSession(ctx context.Context, migID string, ms *castv1.MigrationSession, msRev int64, target string) (int64, int64, error)
@@ -269,11 +268,6 @@ func (mg *Manager) Get(ctx context.Context, id string) (*castv1.Migration, error
 		return nil, err
 	}
 	return rec.M, nil
-}
-
-// List returns every migration, newest first.
-func (mg *Manager) List(ctx context.Context) ([]*castv1.Migration, error) {
-	return mg.st.ListMigrations(ctx)
 }
 
 // Cancel rolls back every session of the migration that has not reached

@@ -3,7 +3,8 @@ package store
 import (
 	"context"
 	"errors"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -191,26 +192,95 @@ func (s *Store) watchCancel(ctx context.Context, id string, rev int64) (again bo
 	return false, ctx.Err()
 }
 
-// ListMigrations returns every migration header with its sessions, newest
-// first.
-func (s *Store) ListMigrations(ctx context.Context) ([]*castv1.Migration, error) {
-	resp, err := s.cli.Get(ctx, s.key("migrations")+"/", clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
+// MigrationQuery is one page of the migration listing, newest first.
+type MigrationQuery struct {
+	Size  int
+	Token string
+	// Keep, when set, drops migrations from the page (a filter, a user's
+	// own migrations); the page is still filled to Size from the
+	// migrations after it.
+	Keep func(*castv1.Migration) bool
+	// Scope names everything else the query asked (its filter,
+	// principal): a token handed out under another scope is refused.
+	Scope string
+}
+
+// QueryMigrations returns up to q.Size migrations after q.Token that q
+// keeps, with their sessions, newest first, all read at the revision of
+// the listing's first page. Each store read takes one page's worth, never
+// every migration ever stored.
+func (s *Store) QueryMigrations(ctx context.Context, q MigrationQuery) ([]*castv1.Migration, string, error) {
+	defer s.observe("list_migrations", time.Now())
+	read := func(before string, n int, rev int64) ([]*castv1.Migration, bool, int64, error) {
+		return s.readMigrations(ctx, before, n, rev)
 	}
-	out := make([]*castv1.Migration, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		rec, err := s.GetMigration(ctx, lastPart(string(kv.Key)))
-		if err != nil {
-			if errs.HasReason(err, errs.ReasonNotFound) {
-				continue
-			}
-			return nil, err
+	keep := func(m *castv1.Migration) bool { return q.Keep == nil || q.Keep(m) }
+	return queryPage(q.Size, q.Token, q.Scope, "", read, keep, (*castv1.Migration).GetId)
+}
+
+// readMigrations reads up to n migrations whose id sorts before before
+// ("": the newest), newest first, with their sessions, at rev (0: now),
+// and whether more follow. Migration ids are "m" and a ULID, so the
+// newest has the greatest key. etcd has no reverse cursor: the ids come
+// from a keys-only read sorted descending (etcd walks its key index, not
+// the records), then the page's records are read by their key range.
+func (s *Store) readMigrations(ctx context.Context, before string, n int, rev int64) ([]*castv1.Migration, bool, int64, error) {
+	prefix := s.key("migrations") + "/"
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	if before != "" {
+		end = s.migrationKey(before)
+	}
+	at := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		out = append(out, rec.M)
+		return opts
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreateTime.AsTime().After(out[j].CreateTime.AsTime()) })
-	return out, nil
+	keys, err := s.cli.Get(ctx, prefix, at(clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(int64(n)),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))...)
+	if err != nil {
+		return nil, false, 0, compactedAsToken(err)
+	}
+	if rev == 0 {
+		rev = keys.Header.Revision
+	}
+	if len(keys.Kvs) == 0 {
+		return nil, false, rev, nil
+	}
+	newest, oldest := string(keys.Kvs[0].Key), string(keys.Kvs[len(keys.Kvs)-1].Key)
+	heads, err := s.cli.Get(ctx, oldest, clientv3.WithRange(newest+"\x00"), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, false, 0, compactedAsToken(err)
+	}
+	out, err := decodeProtos[castv1.Migration](heads.Kvs, "migration")
+	if err != nil {
+		return nil, false, 0, err
+	}
+	slices.Reverse(out)
+	// The page's sessions in one read: their keys lie between the oldest's
+	// and the newest's (ids are letters and digits); any other is dropped.
+	sessions, err := s.cli.Get(ctx, s.key("migsessions", lastPart(oldest))+"/",
+		clientv3.WithRange(clientv3.GetPrefixRangeEnd(s.key("migsessions", lastPart(newest))+"/")), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, false, 0, compactedAsToken(err)
+	}
+	byID := make(map[string]*castv1.Migration, len(out))
+	for _, m := range out {
+		byID[m.Id] = m
+	}
+	for _, kv := range sessions.Kvs {
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), s.key("migsessions")+"/"), "/")
+		m := byID[id]
+		if m == nil {
+			continue
+		}
+		ms := &castv1.MigrationSession{}
+		if err := proto.Unmarshal(kv.Value, ms); err != nil {
+			return nil, false, 0, errs.Internal(err, "decode migration session")
+		}
+		m.Sessions = append(m.Sessions, ms)
+	}
+	return out, keys.More, rev, nil
 }
 
 // UpdateMigrationSession writes ms if its record is still at rev, and

@@ -2,11 +2,14 @@ package store_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -78,4 +81,61 @@ func unrunIDs(t *testing.T, s *store.Store) []string {
 		out = append(out, m.Id)
 	}
 	return out
+}
+
+// The migration listing is read from the store a page at a time, newest
+// first, each migration with its sessions: a page never reads every
+// migration ever stored (it used to: one read of all headers, then one per
+// migration, paged in memory). A kept page is filled from the migrations
+// after it, and the listing is the one its first page saw.
+func TestQueryMigrationsPagesNewestFirst(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	create := func() string {
+		t.Helper()
+		id := "m" + strings.ToLower(ids.NewClientID()) // as migrate.Start names them
+		m := &castv1.Migration{Id: id, TargetNode: "n2", Sessions: []*castv1.MigrationSession{
+			{SessionId: "s-" + id + "-a"}, {SessionId: "s-" + id + "-b"}}}
+		if _, _, err := s.CreateMigration(ctx, m, ""); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var newest []string
+	for range 6 {
+		newest = append([]string{create()}, newest...)
+	}
+	skip := newest[1]
+	q := store.MigrationQuery{Size: 2, Scope: "migrations:test", Keep: func(m *castv1.Migration) bool { return m.Id != skip }}
+	var got []string
+	for page := 0; ; page++ {
+		list, next, err := s.QueryMigrations(ctx, q)
+		if err != nil {
+			t.Fatalf("page %d: %v", page, err)
+		}
+		if len(list) > q.Size {
+			t.Fatalf("page %d holds %d migrations, more than its size %d", page, len(list), q.Size)
+		}
+		for _, m := range list {
+			if len(m.Sessions) != 2 || m.Sessions[0].SessionId != "s-"+m.Id+"-a" || m.Sessions[1].SessionId != "s-"+m.Id+"-b" {
+				t.Fatalf("migration %s listed with sessions %v", m.Id, m.Sessions)
+			}
+			got = append(got, m.Id)
+		}
+		if page == 0 {
+			create() // after the first page: not in this listing
+		}
+		if next == "" {
+			break
+		}
+		q.Token = next
+	}
+	want := slices.DeleteFunc(slices.Clone(newest), func(id string) bool { return id == skip })
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want newest first without %s: %v", got, skip, want)
+	}
+	q.Scope = "migrations:another"
+	if _, _, err := s.QueryMigrations(ctx, q); err == nil {
+		t.Fatal("a token from another query's scope was taken")
+	}
 }

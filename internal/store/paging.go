@@ -46,7 +46,7 @@ func decodeToken(s string) (pageToken, error) {
 }
 
 // Page is the one pager of the short listings (nodes, tokens, accounts,
-// migrations, agent checks, worktrees) that the control plane reads whole
+// agent checks, worktrees) that the control plane reads whole
 // and hands out in pages (AIP-158): the items whose key sorts after the
 // token's, in key order, at most size of them, and a token for the rest.
 // keys must be unique within the listing; list names it, so a token from

@@ -49,43 +49,59 @@ func (s *Store) ListSessionsAfter(ctx context.Context, pageSize int, after strin
 // in id order, all read at the revision of the listing's first page.
 func (s *Store) QuerySessions(ctx context.Context, q SessionQuery) ([]*castv1.Session, string, error) {
 	defer s.observe("list_sessions", time.Now())
-	size := max(q.Size, 1)
-	after, rev := q.After, int64(0)
-	if q.Token != "" {
-		t, err := decodeToken(q.Token)
+	read := func(after string, n int, rev int64) ([]*castv1.Session, bool, int64, error) {
+		return s.readSessions(ctx, after, n, rev)
+	}
+	return queryPage(q.Size, q.Token, q.Scope, q.After, read, q.keeps, (*castv1.Session).GetId)
+}
+
+// queryPage is one page of a listing the store reads a page at a time:
+// up to size items after token (or after start, for a new listing) that
+// keep keeps, read by read at the revision of the listing's first page
+// (read's rev 0: now, and it returns the revision it read at). key is an
+// item's place in the listing, which read resumes after. At most
+// maxScanPages reads fill a page; past them it comes back short with a
+// token for the rest.
+func queryPage[T any](size int, token, scope, start string,
+	read func(after string, n int, rev int64) ([]T, bool, int64, error),
+	keep func(T) bool, key func(T) string) ([]T, string, error) {
+	size = max(size, 1)
+	after, rev := start, int64(0)
+	if token != "" {
+		t, err := decodeToken(token)
 		if err != nil {
 			return nil, "", err
 		}
-		if t.Scope != q.Scope {
+		if t.Scope != scope {
 			return nil, "", badToken("was handed out for another filter or other flags")
 		}
 		after, rev = t.After, t.Rev
 	}
-	var out []*castv1.Session
+	var out []T
 	for range maxScanPages {
-		chunk, more, r, err := s.readSessions(ctx, after, size, rev)
+		chunk, more, r, err := read(after, size, rev)
 		if err != nil {
 			return nil, "", err
 		}
 		rev = r
-		for i, sess := range chunk {
-			if !q.keeps(sess) {
+		for i, it := range chunk {
+			if !keep(it) {
 				continue
 			}
-			out = append(out, sess)
+			out = append(out, it)
 			if len(out) == size {
 				if i == len(chunk)-1 && !more {
 					return out, "", nil
 				}
-				return out, encodeToken(pageToken{After: sess.Id, Rev: rev, Scope: q.Scope}), nil
+				return out, encodeToken(pageToken{After: key(it), Rev: rev, Scope: scope}), nil
 			}
 		}
-		if !more {
+		if !more || len(chunk) == 0 {
 			return out, "", nil
 		}
-		after = chunk[len(chunk)-1].Id
+		after = key(chunk[len(chunk)-1])
 	}
-	return out, encodeToken(pageToken{After: after, Rev: rev, Scope: q.Scope}), nil
+	return out, encodeToken(pageToken{After: after, Rev: rev, Scope: scope}), nil
 }
 
 func (q SessionQuery) keeps(sess *castv1.Session) bool {
