@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/treemove"
@@ -299,7 +300,10 @@ func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree,
 	if err := treemove.Import(ctx, bundle, top, man); err != nil {
 		return err
 	}
-	return os.WriteFile(marker, []byte(dest), 0o600)
+	// Synced, so the marker outlives a power loss like cast's other state;
+	// one lost all the same only costs a second Import, a no-op over the
+	// same state (treemove's alreadyThere).
+	return fsutil.WriteFileAtomic(marker, []byte(dest), 0o600)
 }
 
 func (a *Daemon) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, path string) (treemove.Manifest, error) {
