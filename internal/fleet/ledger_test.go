@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/turnstate"
 )
 
 // The reservation ledger with overlapping turns: each turn starts on the
@@ -93,5 +95,43 @@ func TestLedgerParallelStarts(t *testing.T) {
 	}
 	if res, _ := r.st.Reservations(ctx, "claude"); len(res) != 0 {
 		t.Fatalf("ledger after the turns: %v", res)
+	}
+}
+
+// A node whose turn report timed out (an observer was slow) sends the same
+// report again, and the fleet hears it twice: each part must come out as
+// if it had heard it once. The reservation is one key per session, the
+// usage a snapshot, the switch happens once (the second finds the fleet
+// moved) with one notice, and the limit counts once (it was counted per
+// report: a resent one doubled cast_account_limits_total).
+func TestResentTurnReportActsOnce(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	r.putAB(t)
+	sess := &castv1.Session{Id: "s1", Agent: "claude"}
+	reset := r.now.Add(3 * time.Hour)
+	twice := func(st castv1.SessionState) {
+		t.Helper()
+		rep := turnstate.Report{SessionID: sess.Id, State: fence.TurnState{State: st}, FleetAccount: "a",
+			Usage: []*castv1.UsageWindow{window(40, 300, reset)}}
+		for range 2 {
+			must(t, r.mg.TurnReported(ctx, sess, rep))
+		}
+	}
+	twice(castv1.SessionState_SESSION_STATE_RUNNING)
+	if res, err := r.st.Reservations(ctx, "claude"); err != nil || res["a"] != 1 {
+		t.Fatalf("reservations after a resent start: %v, %v; want one on a", res, err)
+	}
+	twice(castv1.SessionState_SESSION_STATE_PARKED)
+	if res, err := r.st.Reservations(ctx, "claude"); err != nil || len(res) != 0 {
+		t.Fatalf("reservations after a resent end: %v, %v; want none", res, err)
+	}
+	a, err := r.st.GetAccount(ctx, "claude", "a")
+	must(t, err)
+	if act := active(t, r); act.Name != "b" || a.Switches != 1 || strings.Count(r.notes(sess.Id), "Now using account b") != 1 {
+		t.Fatalf("after a resent limit: active %+v, %d switches, notices %q", act, a.Switches, r.notes(sess.Id))
+	}
+	if n := metrics.Value(r.m.Limited.WithLabelValues("claude")); n != 1 {
+		t.Fatalf("a resent limit counted %v times, want once", n)
 	}
 }

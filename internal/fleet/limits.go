@@ -29,7 +29,12 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 	// account: between the two it would switch without the notice.
 	defer mg.park(agent, account)()
 	now := mg.now().UTC()
+	// A limit counts once, by the report that finds the account open: a
+	// resent report (the node's first send timed out) or another session's
+	// report of the same limit finds it limited already.
+	fresh := false
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
+		fresh = !r.Limited(now)
 		until := r.ResetOf(now)
 		if until.IsZero() {
 			until = now.Add(mg.cfg.Cooldown)
@@ -39,7 +44,9 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 	if err != nil {
 		return err
 	}
-	mg.m.Limited.WithLabelValues(agent).Inc()
+	if fresh {
+		mg.m.Limited.WithLabelValues(agent).Inc()
+	}
 	switch mg.policy(r) {
 	case PolicyAuto:
 		return mg.switchFrom(ctx, sessionID, agent, account, r.LimitedUntil, "at its usage limit")
