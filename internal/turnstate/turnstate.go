@@ -34,6 +34,12 @@ type Store interface {
 // Observer acts on a stored report. Its error is logged: the state is
 // stored either way, and each observer retries on its own terms (the
 // fleet's sweep, the parent's next report).
+//
+// An observer hears a report again when the node resends it (its send
+// timed out, a slow observer say), so it must act as if it heard it once.
+// Report does not skip a resend: the first send's observers ran under
+// the request's context and may have stopped half way, and the resend is
+// what finishes them.
 type Observer interface {
 	TurnReported(ctx context.Context, sess *castv1.Session, r Report) error
 }
