@@ -37,7 +37,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" || (file == "") == (home == "") {
-				return usagef("--agent and one of --credentials or --from-home are required (Claude: .credentials.json or its CLAUDE_CONFIG_DIR, Codex: auth.json or its CODEX_HOME; - reads stdin)")
+				return usagef("--agent and one of --credentials or --from-home are required (%s; - reads stdin)", credentialHints())
 			}
 			if release && home == "" {
 				return usagef("--release-home needs --from-home")

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -29,7 +30,7 @@ func loginFromHome(agent, dir string) (*homeLogin, error) {
 		return nil, usagef("%v", err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, usagef("--from-home %s is not a folder (give the agent's config folder: CLAUDE_CONFIG_DIR such as ~/.claude, or CODEX_HOME such as ~/.codex)", dir)
+		return nil, usagef("--from-home %s is not a folder (give %s's own folder: %s)", dir, agent, agentHomeHint(agent))
 	}
 	path := filepath.Join(dir, f.File())
 	cred, err := readCredential(nil, path)
@@ -83,4 +84,25 @@ func (h *homeLogin) custodyNotice(released bool) string {
 		return head + fmt.Sprintf("%s now holds the access token only (no refresh token); %s works until %s. To keep using that folder outside cast after that, %s (a new login of its own).\n", h.path, h.agent, until, login)
 	}
 	return head + fmt.Sprintf("Do one of these now: run the same command with --release-home, and cast rewrites %s without its refresh token; or %s, so the folder has a login of its own. Until then, do not run %s with that folder.\n", h.path, login, h.agent)
+}
+
+// agentHomeHint names agent's own folder for a message ("" for an
+// unknown agent, which CredentialFor has refused before).
+func agentHomeHint(agent string) string {
+	a, _ := agents.Lookup(agent)
+	return a.HomeHint()
+}
+
+// credentialHints says, for each fleet agent, which file --credentials
+// takes and which folder --from-home does, from the registry.
+func credentialHints() string {
+	var parts []string
+	for _, n := range agents.FleetAgents() {
+		f, err := agents.CredentialFor(n)
+		if err != nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s or its %s", n, f.File(), agentHomeHint(n)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -45,3 +45,22 @@ func TestAgentFlagHelpNamesTheRegisteredAgents(t *testing.T) {
 		})
 	}
 }
+
+// The folder lists in export's and restore's long help come from the
+// registry too: every agent cast writes sessions for is named with its
+// own folder (grok was missing from restore's hand-typed list).
+func TestFolderHelpNamesEveryWritableAgent(t *testing.T) {
+	root := (&app{}).root()
+	for _, path := range [][]string{{"export"}, {"restore"}} {
+		cmd, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range agents.WritableAgents() {
+			a, _ := agents.Lookup(n)
+			if want := a.HomeHint() + " for " + n; !strings.Contains(cmd.Long, want) {
+				t.Errorf("cast %s help does not say %q", path[0], want)
+			}
+		}
+	}
+}

@@ -23,7 +23,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		Use:   "restore ID [--home DIR] [--cwd C]",
 		Short: "Write a session back where its agent lists it (after its native file is gone), on this machine",
 		Long: "Writes the session as its agent's native session in the agent's own folder as this user has it\n" +
-			"(~/.claude, ~/.codex, ~/.gemini, ~/.pi/agent, or the folder its variable names), so the agent's\n" +
+			"(" + agents.HomeHints(agents.WritableAgents()) + "), so the agent's\n" +
 			"own picker and resume find it. An adopted session gets its native id back (Codex's a new one: its\n" +
 			"index would not find the old; one switched to another agent since, a new one of that agent), so the\n" +
 			"resume command the user knew still works. Refused while that native session is still there.",

@@ -235,9 +235,8 @@ func (a *app) exportCmd() *cobra.Command {
 	cmd := onSession(&cobra.Command{
 		Use:   "export ID --agent B --home DIR [--cwd C] [--overwrite]",
 		Short: "Write a session as agent B's native transcript, where B finds it when its own folder is DIR",
-		Long: "DIR is the agent's own folder: CLAUDE_CONFIG_DIR (~/.claude) for claude, CODEX_HOME (~/.codex) for codex,\n" +
-			"the ~/.gemini folder for gemini, pi's agent dir (~/.pi/agent) for pi, XDG_DATA_HOME for opencode\n" +
-			"(cast loads the session into OpenCode's store there), GROK_HOME (~/.grok) for grok.\n\n" +
+		Long: "DIR is the agent's own folder: " + agents.HomeHints(agents.WritableAgents()) + "\n" +
+			"(an agent that keeps its sessions in a database there gets the session loaded into it).\n\n" +
 			"Each export writes a new native session, except that cast rewrites the one it exported last time\n" +
 			"into DIR while that file is byte-identical to what cast wrote; --overwrite rewrites it anyway.",
 	}, sessionUse{hint: "cast export ID --agent B --home DIR; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
