@@ -389,7 +389,15 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	case *castv1.Command_AssignSession:
 		s := k.AssignSession.Session
 		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
+		lastSeq := s.LastSeq
+		behind := a.storeBehind(ctx, s)
+		if behind != nil {
+			lastSeq = max(lastSeq, behind.LastSeq)
+		}
 		err := a.st.assign(s.Id, func(o *owned) {
+			if behind != nil {
+				rewind(o, storeDelivered(behind))
+			}
 			if o.Agent != "" && o.Agent != s.Agent {
 				// Switched: what failed for the old agent goes to the new one.
 				o.FailedSeq = 0
@@ -416,11 +424,11 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		a.dropStaleNote(s)
 		a.dropImportedMarkers(s)
 		a.reconcileState(s.Id, s.State)
-		if err := a.catchUp(ctx, s.Id, s.LastSeq, k.AssignSession.OwnerToken); err != nil {
+		if err := a.catchUp(ctx, s.Id, lastSeq, k.AssignSession.OwnerToken); err != nil {
 			// The control plane only logs a command's error: the node
 			// tries again itself, or the messages sent while it was away
 			// waited for the next one (or a reconnect).
-			a.retryCatchUp(s.Id, s.LastSeq, k.AssignSession.OwnerToken)
+			a.retryCatchUp(s.Id, lastSeq, k.AssignSession.OwnerToken)
 			return err
 		}
 		return nil
@@ -447,6 +455,65 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		return a.setCredential(ctx, k.SetCredential)
 	default:
 		return fmt.Errorf("unknown command")
+	}
+}
+
+// storeBehind is the store's session when it holds less of it than this
+// node took (nil otherwise): a store restored from an older snapshot gives
+// the messages sent since seqs the node already received or delivered,
+// and the node counted them as delivered, so they never ran. Its last
+// seq below the node's received one, or its delivery cursor below the
+// node's with no report of the node's on its way, says so; the store is
+// read again to tell, since an assignment may have been read before a
+// message the node already took, or before its last report landed. A
+// session whose turn runs is left to its next assignment: the turn's end
+// moves the cursors.
+func (a *Daemon) storeBehind(ctx context.Context, s *castv1.Session) *castv1.Session {
+	o, ok := a.st.get(s.Id)
+	if !ok || !heldPast(o, s) || a.workers.running(s.Id) {
+		return nil
+	}
+	now, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: s.Id})
+	if err != nil {
+		a.lg.Warn("reading the session to check the node's delivery cursor failed", zap.String("session", s.Id), zap.Error(err))
+		return nil
+	}
+	if !heldPast(o, now) {
+		return nil
+	}
+	a.lg.Warn("the store holds less of the session than this node delivered (restored from an older snapshot?); taking its delivery cursor",
+		zap.String("session", s.Id), zap.Int64("node_received", o.ReceivedSeq), zap.Int64("node_delivered", o.DeliveredSeq),
+		zap.Int64("store_last", now.LastSeq), zap.Int64("store_delivered", storeDelivered(now)))
+	return now
+}
+
+// heldPast reports whether node state o is past what the store's session
+// s holds: a received seq past its last one, or a delivery cursor past
+// its own that no pending report of the node's explains.
+func heldPast(o owned, s *castv1.Session) bool {
+	pending := o.Report != nil && o.Report.Pending
+	return s.LastSeq < o.ReceivedSeq || (!pending && storeDelivered(s) < o.DeliveredSeq)
+}
+
+// storeDelivered is the store's delivery cursor of s: imported or forked
+// history counts as delivered.
+func storeDelivered(s *castv1.Session) int64 {
+	return max(s.DeliveredSeq, s.HistorySeq)
+}
+
+// rewind takes o's cursors back to the store's delivery cursor to: the
+// store's messages past it run, and every native session that holds
+// rows past it is rebuilt, since the store may have given those seqs to
+// other rows.
+func rewind(o *owned, to int64) {
+	o.ReceivedSeq, o.DeliveredSeq, o.NoticeSeq = min(o.ReceivedSeq, to), min(o.DeliveredSeq, to), min(o.NoticeSeq, to)
+	if o.FailedSeq > to {
+		o.FailedSeq = 0
+	}
+	for _, ns := range o.Native {
+		if ns.KnownUpto > to {
+			ns.Stale = true
+		}
 	}
 }
 
