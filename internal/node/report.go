@@ -76,12 +76,14 @@ func (a *Daemon) sendReport(ctx context.Context, sessionID string, r turnReport)
 	return a.settleReport(sessionID, r.N)
 }
 
-// sendBareReport sends r's state, reason and exit code alone: what is
-// left when the control plane refused the whole report for good (its
-// delivery cursor, fleet account or cwd is one the control plane does
-// not take), so the session does not keep the state of a turn that ended.
-// The delivery cursor it leaves out was not recorded by the refused
-// report either.
+// sendBareReport sends r's state, reason and exit code with the delivery
+// cursor, and without it if that is refused for good too: what is left
+// when the control plane refused the whole report for good (its delivery
+// cursor, fleet account or cwd is one the control plane does not take),
+// so the session does not keep the state of a turn that ended. The cursor
+// goes along where the control plane takes it: left out for a fleet
+// account or cwd it refused, the store's cursor stayed behind the node's,
+// and a later move ran again the messages this node had run.
 func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnReport) error {
 	cur, ok := a.st.get(sessionID)
 	if !ok {
@@ -89,8 +91,15 @@ func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnRep
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
-	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
-		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode)})
+	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
+		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq}
+	_, err := a.cli.Nodes.ReportTurn(ctx, req)
+	if err != nil && req.DeliveredSeq != 0 && refusedForGood(err) {
+		// The cursor itself is refused (past the store's last seq: a store
+		// restored from an older snapshot); the next assignment reconciles it.
+		req.DeliveredSeq = 0
+		_, err = a.cli.Nodes.ReportTurn(ctx, req)
+	}
 	return err
 }
 

@@ -178,29 +178,49 @@ func TestTurnWhoseStartIsRefusedForGoodEndsFailed(t *testing.T) {
 	}
 }
 
-// A turn's end report the control plane refuses for good (its delivery
-// cursor, here) still ends the turn there: its state and reason land
-// alone. The whole report was dropped, and a session whose turn start was
-// recorded showed running with no process.
+// A turn's end report the control plane refuses for good still ends the
+// turn there: its state and reason land, with the delivery cursor unless
+// the cursor is what was refused. The whole report was dropped, and a
+// session whose turn start was recorded showed running with no process;
+// then its state landed alone, without a cursor the control plane takes
+// (a refused cwd), so the store's cursor stayed behind the node's and a
+// later move (a migration, or this node's next assignment, which takes
+// the store's cursor) ran again the messages this node had run.
 func TestEndReportRefusedForGoodLandsItsState(t *testing.T) {
-	a, p := rerunDaemon(t, fakemodel.Start(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := a.st.assign("s1", func(o *owned) {
-		o.Token, o.Agent, o.Cwd, o.ReceivedSeq, o.DeliveredSeq = 1, "claude", t.TempDir(), 3, 3
-		o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.cursorPast = true
-	p.mu.Unlock()
-	flushedAs(ctx, t, a, p, castv1.SessionState_SESSION_STATE_IDLE)
-	if o, _ := a.st.get("s1"); o.Report.Pending {
-		t.Fatal("the report is still pending")
-	}
-	if dropped := metrics.Value(a.m.ReportsDropped); dropped != 0 {
-		t.Fatalf("%v reports counted dropped; its state landed", dropped)
+	for _, tc := range []struct {
+		name   string
+		refuse func(p *plane)
+		cursor int64 // the landed report's delivery cursor
+	}{
+		{"its delivery cursor", func(p *plane) { p.cursorPast = true }, 0},
+		{"its cwd", func(p *plane) { p.cwdRefused = true }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, p := rerunDaemon(t, fakemodel.Start(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := a.st.assign("s1", func(o *owned) {
+				o.Token, o.Agent, o.Cwd, o.WorktreeBranch, o.ReceivedSeq, o.DeliveredSeq = 1, "claude", t.TempDir(), "feature", 3, 3
+				o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			tc.refuse(p)
+			p.mu.Unlock()
+			flushedAs(ctx, t, a, p, castv1.SessionState_SESSION_STATE_IDLE)
+			if o, _ := a.st.get("s1"); o.Report.Pending {
+				t.Fatal("the report is still pending")
+			}
+			if dropped := metrics.Value(a.m.ReportsDropped); dropped != 0 {
+				t.Fatalf("%v reports counted dropped; its state landed", dropped)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if got := p.delivered[len(p.delivered)-1]; got != tc.cursor {
+				t.Fatalf("the report that landed carries delivery cursor %d, want %d", got, tc.cursor)
+			}
+		})
 	}
 }
 

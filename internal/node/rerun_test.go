@@ -59,7 +59,11 @@ type plane struct {
 	// cursor (INVALID_ARGUMENT), as the control plane does one past the
 	// session's last seq (its store restored from an older snapshot).
 	cursorPast bool
+	// cwdRefused, when set, refuses every report carrying a cwd
+	// (INVALID_ARGUMENT), as the control plane does one it does not take.
+	cwdRefused bool
 	reasons    []string // every landed report's reason, in order
+	delivered  []int64  // every landed report's delivery cursor, in order
 }
 
 func (p *plane) up() {
@@ -139,7 +143,11 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 	if n.p.cursorPast && req.DeliveredSeq != 0 {
 		return nil, status.Error(codes.InvalidArgument, "delivered_seq is past the session's last seq")
 	}
+	if n.p.cwdRefused && req.Cwd != "" {
+		return nil, status.Error(codes.InvalidArgument, "cwd is not one the control plane takes")
+	}
 	n.p.reasons = append(n.p.reasons, req.StateReason)
+	n.p.delivered = append(n.p.delivered, req.DeliveredSeq)
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}
