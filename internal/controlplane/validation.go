@@ -32,7 +32,7 @@ const maxHistoryMessages = 1 << 24
 
 // maxHelloSessions bounds the sessions one hello may claim; each one not
 // owned costs a lookup and a ReleaseSession.
-const maxHelloSessions = 100000
+const maxHelloSessions = validate.MaxHelloSessions
 
 // validMessages checks client-supplied transcript rows: a user row's text
 // is a prompt (no NUL: agents cannot take it), other rows are agent output

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/tick"
 	"github.com/cast-dev/cast/internal/transcript"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // Daemon is a running node daemon: its stream to the control plane, the
@@ -80,6 +82,9 @@ type Daemon struct {
 	// session, however many reconnects fail to read.
 	catchUpMu sync.Mutex
 	catchUps  map[string]catchUpTo
+	// helloFrom is where the next hello's window of owned sessions starts,
+	// for a node owning more than one hello may list (helloSessions).
+	helloFrom atomic.Int64
 }
 
 // catchUpTo is what a catch-up reads up to, for the owner token it runs
@@ -273,7 +278,7 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 		defer sendMu.Unlock()
 		return stream.Send(r)
 	}
-	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.st.ids()}
+	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.helloSessions()}
 	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
 		if errors.Is(err, io.EOF) {
 			_, err = stream.Recv() // the server ended the stream; this is why (a refused credential)
@@ -680,6 +685,24 @@ func (a *Daemon) recordAgain(ctx context.Context) {
 		}
 		return true
 	})
+}
+
+// helloSessions are the sessions a hello lists: every one the node owns,
+// or, for a node owning more than the control plane takes in one hello
+// (which it refused, so the node never connected), that many: a window
+// over the sorted ids that moves on at each connect, so each session the
+// node believes it owns is checked (and released if it was lost) within
+// a few connects. The protocol has no frame for the rest.
+func (a *Daemon) helloSessions() []string {
+	ids := a.st.ids()
+	if len(ids) <= validate.MaxHelloSessions {
+		return ids
+	}
+	slices.Sort(ids)
+	from := int((a.helloFrom.Add(validate.MaxHelloSessions) - validate.MaxHelloSessions) % int64(len(ids)))
+	a.lg.Warn("the node owns more sessions than one hello may list; listing a window of them, the next connect the next",
+		zap.Int("owned", len(ids)), zap.Int("listed", validate.MaxHelloSessions), zap.Int("from", from))
+	return slices.Concat(ids[from:], ids[:from])[:validate.MaxHelloSessions]
 }
 
 // describe is the node's hello: name, labels, installed agents.

@@ -1,11 +1,15 @@
 package node
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/cast-dev/cast/internal/statefile"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // A held turn is woken after a failed state write whichever writer's
@@ -107,5 +111,34 @@ func TestStateWritesOnlyWhatChanged(t *testing.T) {
 	}
 	if got := again.ids(); len(got) != 2 || again.Sessions["s1"].ReceivedSeq != 5 || again.Sessions["s0"].Token != 4 {
 		t.Fatalf("a restarted node loaded %v: %+v", got, again.Sessions)
+	}
+}
+
+// A node owning more sessions than the control plane takes in one hello
+// (validate.MaxHelloSessions) could never connect: its hello was refused at
+// every try. It lists that many, a window that moves on at each connect,
+// so every session it believes it owns is checked across connects.
+func TestHelloOfANodeOwningPastTheBoundIsTaken(t *testing.T) {
+	st, err := loadState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := validate.MaxHelloSessions + 3
+	for i := range n {
+		st.Sessions[fmt.Sprintf("s%06d", i)] = &owned{Token: 1}
+	}
+	a := &Daemon{st: st, lg: zap.NewNop()}
+	seen := map[string]bool{}
+	for range 2 {
+		ids := a.helloSessions()
+		if len(ids) > validate.MaxHelloSessions {
+			t.Fatalf("the hello lists %d sessions; the control plane takes at most %d", len(ids), validate.MaxHelloSessions)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("two hellos listed %d of the node's %d sessions; each should be checked", len(seen), n)
 	}
 }

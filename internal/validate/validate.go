@@ -71,6 +71,10 @@ const (
 	// MaxPrompt caps a direction (text that is not a message: the store's
 	// own limit covers messages).
 	MaxPrompt = 1 << 20
+	// MaxHelloSessions bounds the sessions one node hello may list (each
+	// one the node no longer owns costs the control plane a lookup and a
+	// release); a node owning more lists that many.
+	MaxHelloSessions = 100000
 )
 
 // TitleFrom is the title a session gets from a message's text when none
