@@ -85,6 +85,8 @@ type Daemon struct {
 	// helloFrom is where the next hello's window of owned sessions starts,
 	// for a node owning more than one hello may list (helloSessions).
 	helloFrom atomic.Int64
+	// markers indexes the done markers of imports (migration.go).
+	markers importMarkers
 }
 
 // catchUpTo is what a catch-up reads up to, for the owner token it runs

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,20 +90,85 @@ const staleMigrationFile = 24 * time.Hour
 // importedSuffix ends the done marker of an import of session s.
 func importedSuffix(s string) string { return "-" + s + ".imported" }
 
+// importMarkers is the node's index of its imports' done markers (the
+// `.imported` files in the migration folder): the folder is read once,
+// then the index follows the node's own writes and removals (no other
+// process writes its data dir, which the node locks). An assignment
+// drops its session's markers, and a resync assigns every session the
+// node owns: each read the whole folder, thousands of reads a resync.
+type importMarkers struct {
+	mu    sync.Mutex
+	names map[string]bool // nil until the folder is read
+	// readDir reads the migration folder (os.ReadDir; a test counts reads).
+	readDir func(string) ([]os.DirEntry, error)
+}
+
+// load reads dir into the index unless it holds it already (m.mu held).
+// A folder that does not exist yet holds no marker; one that cannot be
+// read is read again next time.
+func (m *importMarkers) load(dir string) {
+	if m.names != nil {
+		return
+	}
+	read := m.readDir
+	if read == nil {
+		read = os.ReadDir
+	}
+	ents, err := read(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	m.names = map[string]bool{}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".imported") {
+			m.names[e.Name()] = true
+		}
+	}
+}
+
+// add records marker name, written in dir.
+func (m *importMarkers) add(dir, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.load(dir)
+	if m.names != nil {
+		m.names[name] = true
+	}
+}
+
+// forget records that marker name is gone.
+func (m *importMarkers) forget(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.names, name)
+}
+
+// take removes from the index, and returns, the markers in dir drop
+// picks.
+func (m *importMarkers) take(dir string, drop func(name string) bool) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.load(dir)
+	var out []string
+	for name := range m.names {
+		if drop(name) {
+			delete(m.names, name)
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // dropImportedMarkers drops the done markers of s's imports once it is
 // assigned here fenced by none of their migrations: those moves committed
 // (or ended), so no resent import of theirs can still be taken.
 func (a *Daemon) dropImportedMarkers(s *castv1.Session) {
-	ents, err := os.ReadDir(a.migrationDir())
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasSuffix(name, importedSuffix(s.Id)) || (s.FencedBy != "" && name == s.FencedBy+importedSuffix(s.Id)) {
-			continue
-		}
-		if err := os.Remove(filepath.Join(a.migrationDir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	dir := a.migrationDir()
+	for _, name := range a.markers.take(dir, func(name string) bool {
+		return strings.HasSuffix(name, importedSuffix(s.Id)) && (s.FencedBy == "" || name != s.FencedBy+importedSuffix(s.Id))
+	}) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.markers.add(dir, name) // still there: the next assignment tries again
 			a.lg.Warn("drop import done marker failed", zap.String("session", s.Id), zap.String("marker", name), zap.Error(err))
 		}
 	}
@@ -126,7 +192,9 @@ func (a *Daemon) sweepMigrationDir(ctx context.Context) {
 			}
 			if err := os.Remove(filepath.Join(a.migrationDir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				a.lg.Warn("drop stale migration file failed", zap.String("file", name), zap.Error(err))
+				continue
 			}
+			a.markers.forget(name)
 		}
 		return true
 	})
@@ -300,10 +368,19 @@ func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree,
 	if err := treemove.Import(ctx, bundle, top, man); err != nil {
 		return err
 	}
-	// Synced, so the marker outlives a power loss like cast's other state;
-	// one lost all the same only costs a second Import, a no-op over the
-	// same state (treemove's alreadyThere).
-	return fsutil.WriteFileAtomic(marker, []byte(dest), 0o600)
+	return a.writeImportMarker(marker, dest)
+}
+
+// writeImportMarker writes an import's done marker. Synced, so the marker
+// outlives a power loss like cast's other state; one lost all the same
+// only costs a second Import, a no-op over the same state (treemove's
+// alreadyThere).
+func (a *Daemon) writeImportMarker(marker, dest string) error {
+	if err := fsutil.WriteFileAtomic(marker, []byte(dest), 0o600); err != nil {
+		return err
+	}
+	a.markers.add(a.migrationDir(), filepath.Base(marker))
+	return nil
 }
 
 func (a *Daemon) downloadWorkTree(ctx context.Context, c *castv1.ImportWorkTree, path string) (treemove.Manifest, error) {
