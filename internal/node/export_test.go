@@ -11,3 +11,6 @@ import (
 func (a *Daemon) ExportWorkTree(ctx context.Context, c *castv1.ExportWorkTree) {
 	a.exportWorkTree(ctx, c)
 }
+
+// UserTexts are the user text items of a model request, for tests.
+var UserTexts = userTexts

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -260,5 +263,94 @@ func TestImportDoneMarkersDoNotPileUp(t *testing.T) {
 		if f.stays && gone(f.name) {
 			t.Errorf("%s, %s old, was dropped", f.name, f.age)
 		}
+	}
+}
+
+// A control plane whose store is restored from a backup taken before the
+// node ran a message (docs/operations.md, "Backup and restore") gives the
+// next message the seq the node had already delivered: the node counted
+// it as delivered and it never reached a model. Through the real control
+// plane, its embedded etcd restored from a copy of its data dir, and a
+// real node running the pinned Claude: the message sent after the restore
+// runs, once, on the restored history (the message the restore lost is
+// not in it).
+func TestMessageSentAfterAStoreRestoreRuns(t *testing.T) {
+	fm := fakemodel.Start(t)
+	addr, etcdDir := testharness.FreeAddr(t), filepath.Join(t.TempDir(), "etcd")
+	start := func() *controlplane.Server {
+		return testharness.StartControlPlane(t, func(c *controlplane.Config) { c.DataDir, c.Listen = etcdDir, addr })
+	}
+	cp := start()
+	home, env := agenttest.NodeEnv(t, "claude", fm.URL)
+	testharness.StartNode(t, addr, "laptop", func(cfg *node.Config) {
+		cfg.IsolatedHomes = true
+		cfg.Agents = map[string]node.AgentSetup{"claude": {Bin: agenttest.Bin(t, "claude"), Home: home, Env: env}}
+	})
+	c := testharness.Dial(t, addr)
+	testharness.WaitConnected(t, c, "laptop", true)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Node: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := func(text string) int64 {
+		t.Helper()
+		m, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered(t, c, sess.Id, m.Message.Seq)
+		return m.Message.Seq
+	}
+	ran("first question")
+
+	// The backup: the store as of now, copied while its control plane is
+	// stopped.
+	cp.Stop()
+	backup := filepath.Join(t.TempDir(), "etcd")
+	copyDir(t, etcdDir, backup)
+	cp = start()
+	lost := ran("second question")
+
+	// The restore.
+	cp.Stop()
+	if err := os.RemoveAll(etcdDir); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, backup, etcdDir)
+	start()
+	testharness.WaitConnected(t, c, "laptop", true)
+	turns := len(fm.Turns())
+	if seq := ran("third question"); seq > lost {
+		t.Fatalf("the restored store gave the next message seq %d, past the lost one's %d: no restore was staged", seq, lost)
+	}
+	all := fm.Turns()
+	if len(all) <= turns {
+		t.Fatal("no model request after the restore")
+	}
+	users := strings.Join(node.UserTexts(all[len(all)-1]), "\n")
+	for q, want := range map[string]int{"first question": 1, "second question": 0, "third question": 1} {
+		if n := strings.Count(users, q); n != want {
+			t.Fatalf("the model's request holds %q %d times, want %d; user items %q", q, n, want, users)
+		}
+	}
+}
+
+// delivered waits until the session's delivery cursor reaches seq and it
+// is idle: the message ran.
+func delivered(t *testing.T, c *client.Client, id string, seq int64) {
+	t.Helper()
+	testharness.WaitFor(t, 90*time.Second, "the message delivered", func() bool {
+		s, err := c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{SessionId: id})
+		return err == nil && s.DeliveredSeq >= seq && s.State == castv1.SessionState_SESSION_STATE_IDLE
+	})
+}
+
+// copyDir copies the folder from to to as a file backup does, modes
+// kept (the control plane refuses a readable etcd root password).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a %s %s: %v\n%s", from, to, err, out)
 	}
 }
