@@ -371,10 +371,10 @@ func (a *Daemon) checkoutWorkTree(ctx context.Context, c *castv1.ImportWorkTree,
 	return a.writeImportMarker(marker, dest)
 }
 
-// writeImportMarker writes an import's done marker. Synced, so the marker
-// outlives a power loss like cast's other state; one lost all the same
-// only costs a second Import, a no-op over the same state (treemove's
-// alreadyThere).
+// writeImportMarker writes an import's done marker. Import synced the tree
+// before it returned, so the synced marker never outlives part of it across
+// a power loss; a marker lost all the same only costs a second Import, a
+// no-op over the same state (treemove's alreadyThere).
 func (a *Daemon) writeImportMarker(marker, dest string) error {
 	if err := fsutil.WriteFileAtomic(marker, []byte(dest), 0o600); err != nil {
 		return err

@@ -3,11 +3,13 @@ package treemove
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/git"
 )
 
@@ -23,13 +25,19 @@ import (
 // deletions included.
 // When Import fails, a directory it created is removed again; an existing
 // repository may be left checked out at Commit without the snapshot's
-// changes.
+// changes. Import returns once the tree is synced (git does not sync work
+// tree files): a caller's record that it is done, written after, must not
+// survive a power loss that part of the tree does not.
 func Import(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if err := validate(ctx, bundlePath, dir, m); err != nil {
 		return err
 	}
 	if alreadyThere(ctx, dir, m) {
-		return repo{dir: dir}.addRemotes(ctx, m.Remotes)
+		// Maybe an import that a crash cut off before its sync.
+		if err := (repo{dir: dir}).addRemotes(ctx, m.Remotes); err != nil {
+			return err
+		}
+		return durable(dir)
 	}
 	r, cleanup, err := destination(ctx, dir)
 	if err != nil {
@@ -38,6 +46,14 @@ func Import(ctx context.Context, bundlePath, dir string, m Manifest) error {
 	if err := r.apply(ctx, bundlePath, m); err != nil {
 		cleanup()
 		return err
+	}
+	return durable(dir)
+}
+
+// durable syncs the imported tree, .git included.
+func durable(dir string) error {
+	if err := syncTree(dir); err != nil {
+		return fmt.Errorf("sync the imported tree %s to disk: %w", dir, err)
 	}
 	return nil
 }
@@ -308,3 +324,6 @@ func (r repo) ancestor(ctx context.Context, local, commit, branch string) error 
 	}
 	return err
 }
+
+// syncTree makes the imported tree durable; a test sees when it runs.
+var syncTree = fsutil.SyncTree
