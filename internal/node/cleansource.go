@@ -83,7 +83,10 @@ func (a *Daemon) exportStored(c *castv1.ExportWorkTree) bool {
 // noteStored marks c's note stored once its upload is. An upload the
 // control plane did not store (size 0: it kept an earlier upload of this
 // export, whose answer this node lost) leaves no telling which checkout
-// state moved, so the note goes and the source keeps its changes.
+// state moved, so the note goes and the source keeps its changes. Size 0
+// means only that: a stored upload is never empty, since a git bundle,
+// even of an empty checkout, holds its header, refs and commit
+// (TestEmptyCheckoutsExportIsStored).
 func (a *Daemon) noteStored(c *castv1.ExportWorkTree, size int64) error {
 	if !c.CleanSource {
 		return nil

@@ -354,3 +354,48 @@ func copyDir(t *testing.T, from, to string) {
 		t.Fatalf("cp -a %s %s: %v\n%s", from, to, err, out)
 	}
 }
+
+// The source reads "the control plane kept an earlier upload" from a
+// stored size of 0. An empty checkout (one commit, no files, nothing
+// uncommitted) must not read as that: its bundle still holds git's
+// header, refs and commit, so the upload is stored, the note says so, and
+// a resent export keeps it.
+func TestEmptyCheckoutsExportIsStored(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"config", "user.name", "t"}, {"config", "user.email", "t@cast.invalid"},
+		{"commit", "-q", "--allow-empty", "-m", "empty"}} {
+		gitIn(t, repo, args...)
+	}
+	cp := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, cp.Addr())
+	var data string
+	testharness.StartNodeDaemon(t, cp.Addr(), "laptop", func(cfg *node.Config) { data = cfg.DataDir })
+	dst := standInNode(t, c, "dst")
+	testharness.WaitConnected(t, c, "laptop", true)
+	testharness.WaitConnected(t, c, "dst", true)
+	sess, m := moveFromLaptop(t, c, repo, &castv1.StartMigrationRequest{To: "dst", CleanSource: true})
+	awaitCommand(t, dst, func(cmd *castv1.Command) bool { return cmd.GetImportWorkTree().GetSessionId() == sess.Id })
+	// The import is asked once the upload is stored; the source marks its
+	// note when the upload's answer reaches it, maybe a moment later.
+	var n struct {
+		Migration string `json:"migration"`
+		Stored    bool   `json:"stored"`
+	}
+	testharness.WaitFor(t, time.Minute, "the note of an empty checkout's export stored (or dropped)", func() bool {
+		b, err := os.ReadFile(filepath.Join(data, "moves", sess.Id+".clean.json"))
+		if err != nil || json.Unmarshal(b, &n) != nil {
+			n.Stored = false
+			return true
+		}
+		return n.Stored
+	})
+	if !n.Stored || n.Migration != m.Id {
+		t.Fatalf("note %+v: want migration %s stored; the source took the empty checkout's upload for one the control plane did not store", n, m.Id)
+	}
+}
