@@ -34,8 +34,16 @@ const uploadChunk = 256 << 10
 type migrationJobs struct {
 	mu      sync.Mutex
 	running map[string]bool
-	paths   map[string]*sync.Mutex // one import per checkout at a time
-	notes   sync.Mutex             // the --clean-source notes' read-modify-writes (cleansource.go)
+	paths   map[string]*pathLock // one import per checkout at a time
+	notes   sync.Mutex           // the --clean-source notes' read-modify-writes (cleansource.go)
+}
+
+// pathLock is one checkout's import lock and how many imports hold or
+// wait for it: the entry goes with the last, so the map does not keep
+// every checkout ever imported into.
+type pathLock struct {
+	sync.Mutex
+	users int
 }
 
 // lockPath serializes imports into one checkout (sessions sharing it move
@@ -43,16 +51,24 @@ type migrationJobs struct {
 func (j *migrationJobs) lockPath(p string) func() {
 	j.mu.Lock()
 	if j.paths == nil {
-		j.paths = map[string]*sync.Mutex{}
+		j.paths = map[string]*pathLock{}
 	}
-	m := j.paths[p]
-	if m == nil {
-		m = &sync.Mutex{}
-		j.paths[p] = m
+	l := j.paths[p]
+	if l == nil {
+		l = &pathLock{}
+		j.paths[p] = l
 	}
+	l.users++
 	j.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	l.Lock()
+	return func() {
+		l.Unlock()
+		j.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(j.paths, p)
+		}
+		j.mu.Unlock()
+	}
 }
 
 func (j *migrationJobs) start(key string) bool {
