@@ -429,29 +429,7 @@ func TestMigrateDrainDoesNotForceBlippedSource(t *testing.T) {
 	c := testharness.Dial(t, cp.Addr())
 	src := connectNode(t, ctxT(t), c, "src", nil)
 	srcCmds := commandsOf(src)
-	dst := rawNode(t, c, "dst")
-	go answerImports(c, dst, "dst")
-	waitConnected(t, c, "src", true)
-	waitConnected(t, c, "dst", true)
-	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := nextCommand(t, srcCmds, func(cmd *castv1.Command) bool { return cmd.GetAssignSession().GetSession().GetId() == sess.Id }).GetAssignSession().OwnerToken
-	if _, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "src", OwnerToken: token,
-		State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id},
-		Wait: durationpb.New(time.Hour), SkipWorktree: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testharness.WaitFor(t, 10*time.Second, "session fenced", func() bool {
-		s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
-		return err == nil && s.FencedBy == m.Id
-	})
+	_, m := drainingMove(t, c, srcCmds)
 	src.close()
 	dropped := time.Now()
 	m = waitMigration(t, c, m.Id)
@@ -645,5 +623,59 @@ func TestCleanSourceNoteOfARolledBackMigrationIsDropped(t *testing.T) {
 	})
 	if b, err := os.ReadFile(filepath.Join(repo, "main.go")); err != nil || string(b) != "package main\n\n// uncommitted\n" {
 		t.Errorf("the source's uncommitted change after a move without --clean-source = %q, %v; it was stashed away", b, err)
+	}
+}
+
+// drainingMove connects dst, starts a session on src (whose commands are
+// srcCmds) with a turn running, and a move of it to dst that waits an
+// hour for the turn; it returns once the session is fenced.
+func drainingMove(t *testing.T, c *client.Client, srcCmds <-chan *castv1.Command) (*castv1.Session, *castv1.Migration) {
+	t.Helper()
+	dst := rawNode(t, c, "dst")
+	go answerImports(c, dst, "dst")
+	waitConnected(t, c, "src", true)
+	waitConnected(t, c, "dst", true)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "codex", Node: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := nextCommand(t, srcCmds, func(cmd *castv1.Command) bool { return cmd.GetAssignSession().GetSession().GetId() == sess.Id }).GetAssignSession().OwnerToken
+	if _, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "src", OwnerToken: token,
+		State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id},
+		Wait: durationpb.New(time.Hour), SkipWorktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testharness.WaitFor(t, 10*time.Second, "session fenced", func() bool {
+		s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+		return err == nil && s.FencedBy == m.Id
+	})
+	return sess, m
+}
+
+// A drain looked for a cancel only at its wait's tick (or a change of the
+// session): a cancel asked while the turn ran waited up to a tick before
+// the move rolled back. It ends the drain at once: with a tick of an hour,
+// the cancelled move is rolled back and the session unfenced.
+func TestCancelEndsADrainAtOnce(t *testing.T) {
+	t.Parallel()
+	cp := testharness.StartControlPlane(t, func(cfg *controlplane.Config) { cfg.Migrate.Tick = time.Hour })
+	c := testharness.Dial(t, cp.Addr())
+	sess, m := drainingMove(t, c, rawNode(t, c, "src"))
+	ctx := ctxT(t)
+	if _, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: m.Id}); err != nil {
+		t.Fatal(err)
+	}
+	// Far less than the tick: the bound only keeps a broken run short.
+	testharness.WaitFor(t, 30*time.Second, "the cancelled move rolled back", func() bool {
+		m, err := c.Migrations.GetMigration(ctx, &castv1.GetMigrationRequest{Id: m.Id})
+		return err == nil && m.State == castv1.MigrationState_MIGRATION_STATE_CANCELLED
+	})
+	if s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id}); err != nil || s.FencedBy != "" || s.Node != "src" {
+		t.Fatalf("after the cancel: %v, node %q, fenced by %q", err, s.GetNode(), s.GetFencedBy())
 	}
 }

@@ -190,7 +190,19 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 		ms.Interrupted = true
 		return j.mg.st.RequestOp(ctx, j.sid, fence.OpAbandon)
 	}
-	_, _, err := j.mg.st.WaitTurn(ctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
+	// The wait ends as soon as the migration is cancelled, not at its next
+	// tick: wctx ends with j.cancel (closed here, or by the watch on the
+	// header for a cancel asked on another replica).
+	wctx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	go func() {
+		select {
+		case <-j.cancel:
+			stopWait()
+		case <-wctx.Done():
+		}
+	}()
+	_, _, err := j.mg.st.WaitTurn(wctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
 		if j.cancelled() {
 			return true, nil
 		}
@@ -209,7 +221,7 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 		}
 		return false, nil
 	})
-	if err != nil {
+	if err != nil && (ctx.Err() != nil || !j.cancelled()) {
 		return err
 	}
 	if err := j.waitAway(ctx, ms.SourceNode, away); err != nil {
