@@ -83,3 +83,55 @@ func TestFollowAdoptsPastAnOversizedMessage(t *testing.T) {
 	r.append(line("user", "u4", "a3", "and now?"))
 	want(t, "grown", scan(), "and now?")
 }
+
+// requestSink refuses a batch whose messages pass bound bytes encoded, as
+// a control plane configured to take smaller requests than adoption's
+// batches does (gRPC's RESOURCE_EXHAUSTED), and learns from it as the
+// node's sink does: batches under half the refused one.
+type requestSink struct {
+	sink
+	bound, learned int
+}
+
+func (s *requestSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
+	n := 0
+	for _, m := range b.Messages {
+		n += proto.Size(wire.ToProto(m))
+	}
+	if n > s.bound {
+		s.calls++
+		s.learned = n / 2
+		return "", fmt.Errorf("grpc: received message larger than max (%d vs. %d)", n, s.bound)
+	}
+	return s.sink.Adopt(ctx, b)
+}
+
+func (s *requestSink) MaxBatchBytes() int { return s.learned }
+
+// A session whose messages together passed what a control plane
+// configured below adoption's 4 MiB batches takes was refused at every
+// scan, and never adopted. The batch goes again in parts that pass, and
+// every message is adopted once, in order.
+func TestFollowAdoptsUnderASmallerRequestLimit(t *testing.T) {
+	r := newRig(t)
+	rs := &requestSink{bound: 1 << 20}
+	r.sink = &rs.sink
+	var lines []string
+	var w []string
+	parent := ""
+	for i := range 10 {
+		text := fmt.Sprintf("part %d %s", i, strings.Repeat("x", 300<<10))
+		id := fmt.Sprint("u", i)
+		lines = append(lines, line("user", id, parent, text))
+		w, parent = append(w, text), id
+	}
+	r.write(lines...)
+	f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, rs, r.cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "scanned", rs.texts(0), w...)
+}

@@ -50,6 +50,11 @@ type Sink interface {
 	// configured lower says its limit when it refuses a message, and the
 	// batch is fit to it and sent again.
 	MaxMessageBytes() int
+	// MaxBatchBytes bounds the messages of one Adopt (encoded) as far as
+	// the sink knows, 0 for adoption's own bound: a control plane taking
+	// smaller requests refuses a batch over its bound, and the batch is
+	// sent again in parts under what the sink learned from that.
+	MaxBatchBytes() int
 }
 
 // Cast says which native files are cast's own.

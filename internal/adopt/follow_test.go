@@ -57,6 +57,7 @@ func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 }
 
 func (s *sink) MaxMessageBytes() int { return 0 }
+func (s *sink) MaxBatchBytes() int   { return 0 }
 
 // texts are the message texts of batches from i on.
 func (s *sink) texts(from int) []string {

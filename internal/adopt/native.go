@@ -8,7 +8,8 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// Batches stay well under the control plane's request size.
+// Batches stay well under the control plane's request size (or under
+// what the sink learned it to be: Sink.MaxBatchBytes).
 const (
 	batchMsgs  = 500
 	batchBytes = 4 << 20

@@ -2,6 +2,7 @@ package adopt
 
 import (
 	"context"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -56,11 +57,11 @@ func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileS
 }
 
 // add queues m (fit to what the store takes), first sending the batch
-// queued when m would take it past its bounds (batchMsgs, batchBytes).
+// queued when m would take it past its bounds (batchMsgs, bound).
 func (s *batcher) add(m transcript.Message) error {
 	fm := Fit(m, s.limit)
 	sz := bodySize(fm)
-	if len(s.part) > 0 && (len(s.part) >= batchMsgs || s.size+sz > batchBytes) {
+	if len(s.part) > 0 && (len(s.part) >= batchMsgs || s.size+sz > s.bound()) {
 		if err := s.flush(); err != nil {
 			return err
 		}
@@ -69,33 +70,65 @@ func (s *batcher) add(m transcript.Message) error {
 	return nil
 }
 
+// bound is the most a batch carries: batchBytes, or less when the sink
+// learned the control plane takes less.
+func (s *batcher) bound() int {
+	if l := s.f.sink.MaxBatchBytes(); l > 0 {
+		return min(l, batchBytes)
+	}
+	return batchBytes
+}
+
+// lead is how many of the queued messages go in one Adopt under bound (at
+// least one).
+func (s *batcher) lead() int {
+	n, size := 0, 0
+	for _, m := range s.part {
+		if size += bodySize(m); n > 0 && size > s.bound() {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // flush sends the batch queued. Refused, and the sink has learned a lower
 // limit from the refusal (a control plane configured below the store's
-// default), the batch is fit to that and sent again.
+// default), the batch is fit to that and sent again; or a lower batch
+// bound (a control plane taking smaller requests), and it goes in parts
+// under that. Each learned limit is lower than the last, so this ends.
 func (s *batcher) flush() error {
-	if len(s.part) == 0 {
-		return nil
-	}
-	s.b.Messages = s.part
-	id, err := s.f.sink.Adopt(s.ctx, s.b)
-	if l := s.f.sink.MaxMessageBytes(); err != nil && maxBody(l) < maxBody(s.limit) {
-		s.limit = l
-		for i, m := range s.orig {
-			s.part[i] = Fit(m, l)
+	for len(s.part) > 0 {
+		n := s.lead()
+		s.b.Messages = s.part[:n]
+		id, err := s.f.sink.Adopt(s.ctx, s.b)
+		if l := s.f.sink.MaxMessageBytes(); err != nil && maxBody(l) < maxBody(s.limit) {
+			s.limit = l
+			for i, m := range s.orig {
+				s.part[i] = Fit(m, l)
+			}
+			continue
 		}
-		s.b.Messages = s.part
-		id, err = s.f.sink.Adopt(s.ctx, s.b)
+		if err != nil && n > 1 && s.lead() < n {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.b.SessionID, s.st.SessionID = id, id
+		for _, m := range s.part[:n] {
+			s.st.Sent[digestOf(m.ClientID)]++
+			s.size -= bodySize(m)
+		}
+		s.sent += n
+		// What is left is a new slice: the sink may keep the batch sent.
+		s.part, s.orig = slices.Clone(s.part[n:]), slices.Clone(s.orig[n:])
+		if err := s.f.st.put(s.o.Key, s.st); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	s.b.SessionID, s.st.SessionID = id, id
-	for _, m := range s.part {
-		s.st.Sent[digestOf(m.ClientID)]++
-	}
-	s.sent += len(s.part)
-	s.part, s.orig, s.size = nil, nil, 0 // a new one: the sink may keep the batch
-	return s.f.st.put(s.o.Key, s.st)
+	s.part, s.orig, s.size = nil, nil, 0
+	return nil
 }
 
 // done sends what is queued and says how many messages went.

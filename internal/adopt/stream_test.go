@@ -168,6 +168,7 @@ func (s *peakSink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 }
 
 func (s *peakSink) MaxMessageBytes() int { return 0 }
+func (s *peakSink) MaxBatchBytes() int   { return 0 }
 
 // Adopting a large Gemini file holds about a batch, not the file nor all
 // its messages: the live heap while it sends grows by much less than

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
@@ -139,12 +140,21 @@ func (s adoptSink) Adopt(ctx context.Context, b adopt.Batch) (string, error) {
 	})
 	if err != nil {
 		s.a.learnMessageLimit(err)
+		size := 0
+		for _, m := range msgs {
+			size += proto.Size(m)
+		}
+		s.a.learnBatchLimit(err, size)
 		return "", err
 	}
 	return resp.SessionId, nil
 }
 
 func (s adoptSink) MaxMessageBytes() int { return s.a.maxMessageBytes() }
+
+// MaxBatchBytes is 0 (adoption's own bound) until a control plane refused
+// a request too large.
+func (s adoptSink) MaxBatchBytes() int { return int(s.a.batchLimit.Load()) }
 
 // adoptCast tells adoption which native files are cast's own.
 type adoptCast struct{ a *Daemon }

@@ -61,6 +61,10 @@ type Daemon struct {
 	// msgLimit is the store's message size limit its last refusal said (0:
 	// none did yet; msglimit.go).
 	msgLimit atomic.Int64
+	// batchLimit bounds the messages of one append or adoption below what
+	// the control plane took (0: none was refused yet; msglimit.go).
+	batchLimit atomic.Int64
+
 	mcpSkips sync.Map      // agent+reason of each "no MCP server" warning logged
 	recheck  chan struct{} // recheckAgents: look at the agents now (advertise.go)
 	reg      *prometheus.Registry

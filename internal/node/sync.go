@@ -54,7 +54,8 @@ const syncBatch = 200
 // syncBatchBytes bounds the rows of one append (at least one goes): rows
 // of megabytes each together passed the largest request the control plane
 // takes (client.MaxRequestBytes), and the append was refused at every
-// flush. Well under it, as the store's largest message is.
+// flush. Well under it, as the store's largest message is; a control
+// plane configured lower has the node halve it (maxBatchBytes).
 const syncBatchBytes = 4 << 20
 
 func newSyncer(a *Daemon, sessionID string, o owned, t runner.Turn, rebuilt []int64) *syncer {
@@ -125,7 +126,8 @@ func (s *syncer) loop() {
 // Each row is fit to the store's message limit (a row over it, refused
 // with its batch, was refused at every flush); a refusal naming a lower
 // limit has the next flush fit to that. It reports whether it moved on:
-// stored its batch, or dropped a row the store already holds.
+// stored its batch, dropped a row the store already holds, or learned to
+// send fewer rows at once (a control plane taking smaller requests).
 func (s *syncer) flush(ctx context.Context) (progressed bool) {
 	s.mu.Lock()
 	if s.err != nil || len(s.pending) == 0 {
@@ -133,11 +135,11 @@ func (s *syncer) flush(ctx context.Context) (progressed bool) {
 		return false
 	}
 	var batch []*castv1.Message
-	limit, size := s.a.maxMessageBytes(), 0
+	limit, bound, size := s.a.maxMessageBytes(), s.a.maxBatchBytes(), 0
 	for _, m := range s.pending[:min(len(s.pending), syncBatch)] {
 		p := wire.ToProto(adopt.Fit(m, limit))
 		n := proto.Size(p)
-		if len(batch) > 0 && size+n > syncBatchBytes {
+		if len(batch) > 0 && size+n > bound {
 			break
 		}
 		batch, size = append(batch, p), size+n
@@ -152,6 +154,9 @@ func (s *syncer) flush(ctx context.Context) (progressed bool) {
 	s.lastErr = err
 	if err != nil {
 		s.a.learnMessageLimit(err)
+		if s.a.learnBatchLimit(err, size) && len(batch) > 1 {
+			progressed = true // the next flush sends fewer rows, at once
+		}
 		switch client.ReasonOf(err) {
 		case "NOT_OWNER":
 			s.err = err

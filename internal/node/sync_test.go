@@ -96,11 +96,18 @@ func TestSyncerMissing(t *testing.T) {
 // reconnect pace of a test.
 func syncDaemon(t *testing.T, svc castv1.NodeServiceServer) *Daemon {
 	t.Helper()
+	return syncDaemonTaking(t, svc, client.MaxRequestBytes)
+}
+
+// syncDaemonTaking is syncDaemon whose server takes requests of at most
+// maxRecv bytes, as a control plane's MaxRecvBytes bounds them.
+func syncDaemonTaking(t *testing.T, svc castv1.NodeServiceServer, maxRecv int) *Daemon {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(client.MaxRequestBytes))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecv))
 	castv1.RegisterNodeServiceServer(srv, svc)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
@@ -241,6 +248,26 @@ func TestSyncerBatchesStayUnderTheRequestLimit(t *testing.T) {
 	s.mu.Unlock()
 	if stored := closeSynced(t, s, store); len(stored) != 3 {
 		t.Fatalf("stored %d rows, want 3", len(stored))
+	}
+}
+
+// A control plane configured to take requests under the node's batch
+// size (4 MiB) refused every append of a turn whose rows passed it: gRPC
+// refuses the request before any handler (RESOURCE_EXHAUSTED, no reason),
+// at every flush, and the turn's sync failed. The node sends smaller
+// batches after such a refusal, and every row is stored.
+func TestSyncerBatchesShrinkToWhatTheServerTakes(t *testing.T) {
+	store := &sizeLimited{limit: 512 << 10}
+	s := newSyncer(syncDaemonTaking(t, store, 1<<20), "s1", owned{Token: 1, Agent: "claude"}, runner.Turn{}, nil)
+	s.mu.Lock() // all arrive before the loop flushes: 3 MiB in one batch
+	for i := range 10 {
+		s.pending = append(s.pending, transcript.Message{Kind: transcript.KindToolResult, ClientID: fmt.Sprint("r", i), Agent: "claude",
+			ToolResult: &transcript.ToolResult{CallID: fmt.Sprint("t", i), Output: strings.Repeat("x", 300<<10)}})
+	}
+	s.mu.Unlock()
+	stored := closeSynced(t, s, store)
+	if len(stored) != 10 || stored[9].ClientId != "r9" {
+		t.Fatalf("stored %d rows, want the 10 in order", len(stored))
 	}
 }
 
