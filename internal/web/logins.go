@@ -114,20 +114,27 @@ func (l *Logins) Peek(ctx context.Context, code string) (authz.Principal, bool, 
 }
 
 // Exchange consumes code and returns a new session id for its principal;
-// ok is false for a code that is unknown, used or expired.
+// ok is false for a code that is unknown, used or expired. The code is
+// taken only once its session is saved: a sign-in whose save failed tells
+// the browser to retry, and the retry needs the code. Of two exchanges of
+// one code only the one that takes it keeps its session.
 func (l *Logins) Exchange(ctx context.Context, code string) (sid string, p authz.Principal, ok bool, err error) {
-	b, found, err := l.grants.TakeWebGrant(ctx, kindCode, digest(code))
+	g, found, err := l.live(ctx, kindCode, code)
 	if err != nil || !found {
 		return "", authz.Principal{}, false, err
-	}
-	var g grant
-	if json.Unmarshal(b, &g) != nil || !l.now().Before(g.Until) {
-		return "", authz.Principal{}, false, nil
 	}
 	if !g.Cap.IsZero() && !l.now().Before(g.Cap) { // the browser session that made it has ended
 		return "", authz.Principal{}, false, nil
 	}
 	if sid, err = l.Grant(ctx, g.P, g.Cap); err != nil {
+		return "", authz.Principal{}, false, err
+	}
+	_, taken, err := l.grants.TakeWebGrant(ctx, kindCode, digest(code))
+	if err != nil || !taken {
+		// Not taken by this exchange (another took it, or the store
+		// failed): its session is not given out. Ending it is tidiness:
+		// one left behind is of use to no one, its id was never sent.
+		_ = l.End(ctx, sid)
 		return "", authz.Principal{}, false, err
 	}
 	return sid, g.P, true, nil

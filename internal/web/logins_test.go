@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +151,84 @@ func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
 				t.Fatal("a session signed in with a link its browser session made outlives that session")
 			}
 		})
+	}
+}
+
+// failingSessionSave is the real store except that saving a browser
+// session fails while fail is set (etcd lost between the code's read and
+// the session's write).
+type failingSessionSave struct {
+	*store.Store
+	fail bool
+}
+
+func (f *failingSessionSave) PutWebGrant(ctx context.Context, kind, hash string, value []byte, ttl time.Duration) error {
+	if f.fail && kind == web.SessionGrants {
+		return context.DeadlineExceeded
+	}
+	return f.Store.PutWebGrant(ctx, kind, hash, value, ttl)
+}
+
+// A sign-in whose session could not be saved tells the browser to retry
+// (503); the retry must sign it in, so the code must still be usable: a
+// code used up by a sign-in that made no session would answer the retry
+// "used or expired" (401). It still works once.
+func TestFailedSessionSaveLeavesTheCodeUsable(t *testing.T) {
+	st := &failingSessionSave{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
+	alice := authz.Principal{Role: authz.User, Name: "alice", Cred: "c1"}
+	ctx := context.Background()
+	l := web.NewLogins(st, web.DefaultCodeTTL, web.DefaultSessionTTL)
+	code, _, err := l.NewCode(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.fail = true
+	if _, _, ok, err := l.Exchange(ctx, code); err == nil || ok {
+		t.Fatalf("a sign-in whose session was not saved: ok %v, err %v; want an error", ok, err)
+	}
+	st.fail = false
+	sid, p, ok, err := l.Exchange(ctx, code)
+	if err != nil || !ok || p != alice {
+		t.Fatalf("the retry: ok %v, %v, err %v; want signed in as %v", ok, p, err, alice)
+	}
+	if _, live, err := l.Session(ctx, sid); !live || err != nil {
+		t.Fatalf("the retry's session: live %v, err %v", live, err)
+	}
+	if _, _, again, err := l.Exchange(ctx, code); again || err != nil {
+		t.Fatalf("the code worked again after signing in: %v %v", again, err)
+	}
+}
+
+// Exchanges of one code at once (two tabs, a double submit) sign in once:
+// the session is saved before the code is taken, so every exchange may
+// save one, but only the one that takes the code gives its session out.
+func TestConcurrentExchangesSignInOnce(t *testing.T) {
+	st := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := context.Background()
+	l := web.NewLogins(st, web.DefaultCodeTTL, web.DefaultSessionTTL)
+	code, _, err := l.NewCode(ctx, authz.Principal{Role: authz.User, Name: "alice", Cred: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	sids := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid, _, ok, err := l.Exchange(ctx, code)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				sids <- sid
+			}
+		}()
+	}
+	wg.Wait()
+	close(sids)
+	if len(sids) != 1 {
+		t.Fatalf("%d exchanges of one code signed in; want 1", len(sids))
 	}
 }
