@@ -75,9 +75,9 @@ type Server struct {
 	limits *authz.Limiter       // per-user and per-node rates and streams
 	calls  *openCalls           // calls in flight by credential, ended on revocation (revocation.go)
 	authn  *authn.Authenticator // names callers; its token cache is kept by the same watch
-	// webCheckTimeout bounds a browser call's check of the credential
-	// it signed in with (webPrincipal).
-	webCheckTimeout time.Duration
+	// credCheckTimeout bounds a call's check of its credential
+	// (authenticate): a browser's, a CLI's or a node's.
+	credCheckTimeout time.Duration
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
 	caCalls *openCalls
@@ -176,7 +176,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		idTokens = s.oidc
 	}
 	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked)
-	s.webCheckTimeout = web.StoreTimeout // as the web app's own sign-in store calls
+	s.credCheckTimeout = web.StoreTimeout // as the web app's own sign-in store calls
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}

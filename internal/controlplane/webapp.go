@@ -60,18 +60,8 @@ func (s *Server) webPrincipal(ctx context.Context, p authz.Principal) (*authz.Pr
 	if !p.Expires.IsZero() && time.Now().After(p.Expires) {
 		return nil, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired, "the client certificate this browser signed in with has expired; renew it (`cast token cert`) and run `cast web` again")
 	}
-	// A browser's request has no deadline (unless it sent one): while etcd
-	// cannot be reached a look-up the cache misses would wait for it as
-	// long as it is away, so the check has its own, and a browser told to
-	// retry (UNAVAILABLE: the web app's 503) instead.
-	cctx, cancel := context.WithTimeout(ctx, s.webCheckTimeout)
-	defer cancel()
-	rec, live, err := s.authn.Lookup(cctx, p.Cred) // through the cache the revocation watch keeps
+	rec, live, err := s.authn.Lookup(ctx, p.Cred) // through the cache the revocation watch keeps; bounded by authenticate
 	if err != nil {
-		if ctx.Err() == nil && cctx.Err() != nil { // the check's deadline, not the call's
-			return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
-				"the store did not answer within %s while checking the credential this browser signed in with; retry", s.webCheckTimeout)
-		}
 		return nil, err
 	}
 	if !live || authz.Role(rec.Role) != p.Role || rec.Name != p.Name {
