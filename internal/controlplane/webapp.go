@@ -30,12 +30,21 @@ func (s *Server) startWeb() error {
 		oidc = &web.OIDC{Issuer: s.cfg.Auth.OIDC.Issuer, ClientID: s.cfg.Auth.OIDC.ClientID,
 			ClientSecret: s.cfg.Web.OIDCClientSecret, IDs: s.oidc}
 	}
+	cfg := s.cfg.Web
+	cfg.CallLimits = callLimits
 	var err error
-	if s.web, err = web.Start(s.cfg.Web, s.grpc, s.store, tlsCfg, oidc, s.lg.Named("web")); err != nil {
+	if s.web, err = web.Start(cfg, s.grpc, s.store, tlsCfg, oidc, s.lg.Named("web")); err != nil {
 		return err
 	}
 	s.lg.Info("web app serving", zap.String("url", s.web.URL()))
 	return nil
+}
+
+// callLimits are the unary methods whose own longest wait passes the web
+// app's default deadline (web.CallTimeout), so a browser's call to one is
+// not cut before it answers.
+var callLimits = map[string]time.Duration{
+	castv1.NodeService_ProbeNode_FullMethodName: probeNodeTimeout,
 }
 
 // WebURL is the web app's address ("" when not served).

@@ -16,3 +16,6 @@ func (c *Config) SetIdleTimeout(d time.Duration) { c.idleTimeout = d }
 // SetCallTimeout sets the deadline a unary API call without one gets
 // (tests shorten it).
 func (h *Handler) SetCallTimeout(d time.Duration) { h.callTimeout = d }
+
+// SetCallLimits sets the unary methods' own longest waits (Config.CallLimits).
+func (h *Handler) SetCallLimits(m map[string]time.Duration) { h.callLimits = m }

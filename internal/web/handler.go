@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/cast-dev/cast/internal/authz"
 )
@@ -76,6 +78,8 @@ type Handler struct {
 	oidc         *oidcFlow // nil: no OIDC sign-in
 	lg           *zap.Logger
 	callTimeout  time.Duration // a unary API call's deadline when it brings none
+	// callLimits: unary methods whose own wait is longer (Config.CallLimits).
+	callLimits map[string]time.Duration
 }
 
 // CallTimeout is the deadline of a browser's unary API call that brings
@@ -83,8 +87,15 @@ type Handler struct {
 // long as the call's context lets them, so without one a page hangs while
 // etcd is away; with one the call ends DEADLINE_EXCEEDED (504: its outcome
 // unknown, retry). It is well past the longest wait a call the app makes
-// has of its own: a handoff's brief, a model call of up to 90 s.
+// has of its own: a handoff's brief, a model call of up to 90 s. A method
+// whose own limit is longer (Config.CallLimits) gets that limit and
+// CallMargin instead.
 const CallTimeout = 3 * time.Minute
+
+// CallMargin is what a method with a limit of its own gets past it, for
+// its store calls around the wait: the method answers its own timeout
+// before the call's deadline passes.
+const CallMargin = 30 * time.Second
 
 // NewHandler serves api under APIPrefix for signed-in browsers, on the
 // HTTPS listener (secure) or a plain one, known to browsers as public
@@ -145,9 +156,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del("Authorization")
-	if connectUnary(r) && r.Header.Get("Connect-Timeout-Ms") == "" {
-		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(h.callTimeout.Milliseconds(), 10))
-	}
+	h.defaultDeadline(r)
 	if c, err := r.Cookie(CookieName); err == nil {
 		g, ok, err := h.logins.live(r.Context(), kindSession, c.Value)
 		if err != nil {
@@ -162,13 +171,43 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	h.api.ServeHTTP(w, r)
 }
 
-// connectUnary says r is a unary call by the Connect protocol (the app's):
-// its streams (WatchSession, open as long as a page is) are
-// application/connect+..., and gRPC and gRPC-Web carry their deadline in
-// grpc-timeout.
-func connectUnary(r *http.Request) bool {
-	ct := r.Header.Get("Content-Type")
-	return !strings.HasPrefix(ct, "application/connect+") && !strings.HasPrefix(ct, "application/grpc")
+// defaultDeadline gives a unary call that brings no deadline one, in its
+// protocol's header (vanguard turns it into the gRPC server's): by
+// Connect (the app's) or gRPC-Web alike. Streams (WatchSession, open as
+// long as a page is) get none. Which calls are unary is the method's
+// descriptor's to say, not the request's content type: a Connect unary
+// call may be a GET without one.
+func (h *Handler) defaultDeadline(r *http.Request) {
+	if !unary(r.URL.Path) {
+		return
+	}
+	d := h.callTimeout
+	if own, ok := h.callLimits[r.URL.Path]; ok && own+CallMargin > d {
+		d = own + CallMargin
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") { // gRPC-Web, or gRPC
+		if r.Header.Get("Grpc-Timeout") == "" {
+			r.Header.Set("Grpc-Timeout", strconv.FormatInt(d.Milliseconds(), 10)+"m") // at most 8 digits: 27 hours
+		}
+		return
+	}
+	if r.Header.Get("Connect-Timeout-Ms") == "" {
+		r.Header.Set("Connect-Timeout-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	}
+}
+
+// unary says path ("/cast.v1.Service/Method") names a method that is
+// neither client- nor server-streaming, by the registry the transcoder
+// resolves methods in too. An unknown one is not: the transcoder answers
+// it not found.
+func unary(path string) bool {
+	name := protoreflect.FullName(strings.Replace(strings.TrimPrefix(path, "/"), "/", ".", 1))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		return false
+	}
+	m, ok := d.(protoreflect.MethodDescriptor)
+	return ok && !m.IsStreamingClient() && !m.IsStreamingServer()
 }
 
 // sameOrigin accepts a request without Origin (not a browser's

@@ -56,6 +56,7 @@ func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *
 	}
 	s := &Server{cfg: cfg, Logins: NewLogins(grants, cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
 	h := NewHandler(s.Logins, api, !cfg.Plain, cfg.PublicURL, lg)
+	h.callLimits = cfg.CallLimits
 	if oidc != nil {
 		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, h.https(), lg)
 	}

@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,8 +98,13 @@ func (blockingSessions) ListSessions(ctx context.Context, _ *castv1.ListSessions
 
 // blockingHandler is the app over blockingSessions, its store away.
 func blockingHandler(t *testing.T) *web.Handler {
+	return appOver(t, func(g *grpc.Server) { castv1.RegisterSessionServiceServer(g, blockingSessions{}) })
+}
+
+// appOver is the app over the services register adds, its store away.
+func appOver(t *testing.T, register func(*grpc.Server)) *web.Handler {
 	g := grpc.NewServer()
-	castv1.RegisterSessionServiceServer(g, blockingSessions{})
+	register(g)
 	api, err := vanguardgrpc.NewTranscoder(g)
 	if err != nil {
 		t.Fatal(err)
@@ -108,40 +114,99 @@ func blockingHandler(t *testing.T) *web.Handler {
 }
 
 // A browser's unary API call comes without a deadline (the app sends
-// none): the call gets one, so a handler waiting on a store that does
-// not answer ends and the browser is told the call timed out and to retry
-// (504), instead of the page hanging for as long as etcd is away. A
-// deadline the call brings is its own.
+// none): the call gets one, by Connect (the app's) or gRPC-Web alike, so a
+// handler waiting on a store that does not answer ends and the browser is
+// told the call timed out and to retry (Connect: 504; gRPC-Web:
+// DEADLINE_EXCEEDED), instead of the page hanging for as long as etcd is
+// away. A deadline the call brings is its own.
 func TestUnaryAPICallWithoutDeadlineEnds(t *testing.T) {
 	h := blockingHandler(t)
 	h.SetCallTimeout(50 * time.Millisecond)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	c := &http.Client{Timeout: 20 * time.Second} // stops a hang only
-	for _, tc := range []struct{ name, timeoutMs string }{
-		{"no deadline of its own", ""},
-		{"its own deadline", "100"},
+	connect := func(req *http.Request, timeoutMs string) {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		if timeoutMs != "" {
+			req.Header.Set("Connect-Timeout-Ms", timeoutMs)
+		}
+	}
+	grpcWeb := func(req *http.Request, timeoutMs string) {
+		req.Header.Set("Content-Type", "application/grpc-web+proto")
+		if timeoutMs != "" {
+			req.Header.Set("Grpc-Timeout", timeoutMs+"m")
+		}
+	}
+	for _, proto := range []struct {
+		name string
+		body []byte
+		set  func(*http.Request, string)
+		// timedOut says the answer is the call's deadline passing.
+		timedOut func(*http.Response, []byte) bool
+	}{
+		{"Connect", []byte("{}"), connect, func(resp *http.Response, _ []byte) bool {
+			return resp.StatusCode == http.StatusGatewayTimeout
+		}},
+		{"gRPC-Web", []byte{0, 0, 0, 0, 0}, grpcWeb, func(resp *http.Response, body []byte) bool {
+			return resp.StatusCode == http.StatusOK && (resp.Header.Get("Grpc-Status") == "4" ||
+				bytes.Contains(bytes.ToLower(body), []byte("grpc-status:4")))
+		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/cast.v1.SessionService/ListSessions", strings.NewReader("{}"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Connect-Protocol-Version", "1")
-			if tc.timeoutMs != "" {
-				req.Header.Set("Connect-Timeout-Ms", tc.timeoutMs)
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatalf("no answer while the store is away: %v", err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusGatewayTimeout {
-				t.Fatalf("status %d (%s); want 504 (timed out, retry)", resp.StatusCode, body)
-			}
-		})
+		for _, tc := range []struct{ name, timeoutMs string }{
+			{"no deadline of its own", ""},
+			{"its own deadline", "100"},
+		} {
+			t.Run(proto.name+"/"+tc.name, func(t *testing.T) {
+				req, err := http.NewRequest(http.MethodPost, srv.URL+"/cast.v1.SessionService/ListSessions", bytes.NewReader(proto.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				proto.set(req, tc.timeoutMs)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatalf("no answer while the store is away: %v", err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if !proto.timedOut(resp, body) {
+					t.Fatalf("status %d %v (%q); want the call timed out (retry)", resp.StatusCode, resp.Header, body)
+				}
+			})
+		}
+	}
+}
+
+// probeNodes is a NodeService whose ProbeNode answers how long its call
+// had left when it began.
+type probeNodes struct {
+	castv1.UnimplementedNodeServiceServer
+}
+
+func (probeNodes) ProbeNode(ctx context.Context, _ *castv1.ProbeNodeRequest) (*castv1.ProbeNodeResponse, error) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return nil, status.Error(codes.FailedPrecondition, "no deadline")
+	}
+	return nil, status.Error(codes.FailedPrecondition, "left "+time.Until(d).Round(time.Second).String())
+}
+
+// A unary method whose own wait is longer than the default deadline (a
+// node's probe of its agents, up to 5 minutes) is not cut by it: the
+// deadline a call without one gets is past that method's known limit.
+func TestDefaultDeadlineOutlastsTheMethodsOwnLimit(t *testing.T) {
+	h := appOver(t, func(g *grpc.Server) { castv1.RegisterNodeServiceServer(g, probeNodes{}) })
+	h.SetCallLimits(map[string]time.Duration{castv1.NodeService_ProbeNode_FullMethodName: 5 * time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	_, body := connectCall(t, &http.Client{Timeout: 20 * time.Second}, srv.URL, "NodeService/ProbeNode", `{"node":"n1"}`, "")
+	var left time.Duration
+	var e struct{ Message string }
+	if json.Unmarshal([]byte(body), &e) == nil && strings.HasPrefix(e.Message, "left ") {
+		left, _ = time.ParseDuration(strings.TrimPrefix(e.Message, "left "))
+	}
+	if left <= 5*time.Minute {
+		t.Fatalf("ProbeNode's call had %v (%s); want more than its own 5 minutes", left, body)
 	}
 }
 

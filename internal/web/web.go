@@ -40,6 +40,10 @@ type Config struct {
 	// at issuers that want one (env CAST_WEB_OIDC_CLIENT_SECRET only);
 	// the issuer and client id are the control plane's --oidc-*.
 	OIDCClientSecret string
+	// CallLimits are, by full method name, the unary methods whose own
+	// longest wait passes CallTimeout: a call to one that brings no
+	// deadline gets its limit and CallMargin (the control plane's table).
+	CallLimits map[string]time.Duration
 
 	// idleTimeout is how long a kept-alive connection may wait for its
 	// next request (0: DefaultIdleTimeout).
