@@ -415,7 +415,8 @@ func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.
 	return true, nil
 }
 
-// broadcastTimeout bounds telling the nodes of one activation.
+// broadcastTimeout bounds telling the nodes of one activation (and the
+// session whose report made it).
 const broadcastTimeout = 30 * time.Second
 
 // broadcast sends SetCredential to every connected node. A node that is

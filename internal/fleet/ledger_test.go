@@ -12,6 +12,7 @@ import (
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/metrics"
+	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/turnstate"
 )
 
@@ -133,5 +134,74 @@ func TestResentTurnReportActsOnce(t *testing.T) {
 	}
 	if n := metrics.Value(r.m.Limited.WithLabelValues("claude")); n != 1 {
 		t.Fatalf("a resent limit counted %v times, want once", n)
+	}
+}
+
+// cutAfterSwitch is the store as a node's turn report sees it when its
+// call is cut (its deadline passes, the node gives up) right after the
+// fleet's switch commits: every later store call fails as the real
+// store's would on a call's ended context.
+type cutAfterSwitch struct {
+	fleet.Store
+	cut  context.CancelFunc
+	once sync.Once
+}
+
+func (c *cutAfterSwitch) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
+	next, ok, err := c.Store.Activate(ctx, agent, name, prev)
+	if ok && c.cut != nil {
+		c.once.Do(c.cut)
+	}
+	return next, ok, err
+}
+
+func (c *cutAfterSwitch) Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.Store.Append(ctx, id, msgs, g)
+}
+
+// A turn report cut between the fleet's switch and the session's notice
+// (the node's call timed out) must still leave the notice in the session:
+// the node's resend finds the fleet moved and switches nothing, so the
+// first report is the only one that can draw it.
+func TestSwitchNoticeSurvivesACutReport(t *testing.T) {
+	first, cut := context.WithCancel(context.Background())
+	defer cut()
+	c := &cutAfterSwitch{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store { c.Store = st; return c })
+	r.putAB(t)
+	c.cut = cut // after the accounts' first activation
+	sess := &castv1.Session{Id: "s1", Agent: "claude"}
+	rep := turnstate.Report{SessionID: sess.Id, State: fence.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED}, FleetAccount: "a"}
+	_ = r.mg.TurnReported(first, sess, rep)                     // cut: its error is the node's timeout
+	must(t, r.mg.TurnReported(context.Background(), sess, rep)) // the node's resend
+	if act := active(t, r); act.Name != "b" || strings.Count(r.notes(sess.Id), "Now using account b") != 1 {
+		t.Fatalf("after a cut report and its resend: active %+v, notices %q; want b and one notice", act, r.notes(sess.Id))
+	}
+}
+
+// A turn that parks on an account the fleet already switched ahead of (its
+// usage was past the threshold; the turn was running on it) hit a real
+// limit, and it counts once in cast_account_limits_total: the switch-ahead
+// marked the account limited, so a report found it limited already and
+// did not count it.
+func TestLimitAfterSwitchAheadCounts(t *testing.T) {
+	r := newRig(t, true)
+	ctx := context.Background()
+	r.putAB(t)
+	must(t, r.mg.OnUsage(ctx, "s1", "claude", "a", []*castv1.UsageWindow{window(96, 300, r.now.Add(time.Hour))}))
+	if act := active(t, r); act.Name != "b" {
+		t.Fatalf("no switch ahead: %+v", act)
+	}
+	if n := metrics.Value(r.m.Limited.WithLabelValues("claude")); n != 0 {
+		t.Fatalf("a switch ahead counted as a limit %v times", n)
+	}
+	for range 2 { // the report, and its resend
+		must(t, r.mg.OnParked(ctx, "s2", "claude", "a"))
+	}
+	if n := metrics.Value(r.m.Limited.WithLabelValues("claude")); n != 1 {
+		t.Fatalf("a limit hit after a switch ahead counted %v times, want once", n)
 	}
 }

@@ -29,12 +29,14 @@ func (mg *Manager) OnParked(ctx context.Context, sessionID, agent, account strin
 	// account: between the two it would switch without the notice.
 	defer mg.park(agent, account)()
 	now := mg.now().UTC()
-	// A limit counts once, by the report that finds the account open: a
-	// resent report (the node's first send timed out) or another session's
-	// report of the same limit finds it limited already.
+	// A limit counts once, by the report that finds the account open, or
+	// limited only ahead of it (a switch ahead is no limit hit): a resent
+	// report (the node's first send timed out) or another session's report
+	// of the same limit finds it hit already.
 	fresh := false
 	r, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) {
-		fresh = !r.Limited(now)
+		fresh = !r.Limited(now) || !r.LimitHit
+		r.LimitHit = true
 		until := r.ResetOf(now)
 		if until.IsZero() {
 			until = now.Add(mg.cfg.Cooldown)
@@ -91,10 +93,15 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 		if !ok {
 			continue
 		}
-		if _, err := mg.st.UpdateAccount(ctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
+		// Committed: the session must hear of it even if the report's
+		// call has gone (the node's deadline passed), as the nodes do: the
+		// node's resend finds the fleet moved and draws nothing.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broadcastTimeout)
+		defer cancel()
+		if _, err := mg.st.UpdateAccount(cctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
-		_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, fence.Guard{})
+		_, err = mg.st.Append(cctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, fence.Guard{})
 		return err
 	}
 	return nil

@@ -58,6 +58,9 @@ func (mg *Manager) OnUsage(ctx context.Context, sessionID, agent, account string
 		// Only auto switches ahead; ask asks at the limit itself.
 		switchAhead = ahead != nil && mg.policy(r) == PolicyAuto
 		if switchAhead {
+			if !r.Limited(now) {
+				r.LimitHit = false // a new limit, ahead of the provider's: none hit yet
+			}
 			if until.After(r.LimitedUntil) {
 				r.LimitedUntil, r.LastLimited = until, now
 			}

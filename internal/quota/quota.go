@@ -104,6 +104,9 @@ type Account struct {
 	Agent        string    `json:"agent"`
 	Sealed       []byte    `json:"sealed"` // secrets.Box output, bound to agent/name
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
+	// LimitHit says a turn parked on the limit LimitedUntil holds (and it
+	// was counted); false while the fleet only switched ahead of one.
+	LimitHit bool `json:"limit_hit,omitempty"`
 	// LastLimited orders the accounts with headroom: the one limited
 	// longest ago (or never) goes first.
 	LastLimited time.Time `json:"last_limited,omitzero"`

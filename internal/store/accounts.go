@@ -31,7 +31,7 @@ func (s *Store) PutAccount(ctx context.Context, r quota.Account) (*quota.Account
 		var nf *errs.Error
 		switch {
 		case err == nil:
-			r.LimitedUntil, r.LastLimited, r.Switches, r.Usage, r.UsageAt = old.LimitedUntil, old.LastLimited, old.Switches, old.Usage, old.UsageAt
+			r.LimitedUntil, r.LimitHit, r.LastLimited, r.Switches, r.Usage, r.UsageAt = old.LimitedUntil, old.LimitHit, old.LastLimited, old.Switches, old.Usage, old.UsageAt
 		case errors.As(err, &nf) && nf.Kind == errs.KindNotFound:
 			old = &quota.Account{}
 		default:
