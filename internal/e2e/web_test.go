@@ -208,7 +208,7 @@ func TestWebTimelineResumesLiveUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The browser reaches the app through a proxy that can drop its
-	// connections (the cookie is the host's, whatever the port).
+	// connections (its cookie is named for the port it asks, the proxy's).
 	proxy := testharness.StartProxy(t, webAddr)
 	link := strings.Replace(login.Url, webAddr, proxy.Addr, 1)
 	shots := t.TempDir() // CAST_WEB_SHOTS=DIR keeps them after the test

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,10 +26,24 @@ import (
 //go:embed all:dist
 var dist embed.FS
 
-// CookieName is the browser session's cookie: HttpOnly, SameSite=Strict,
+// SessionCookie is the name of the browser session's cookie on host (as
+// the browser asked for it, with its port): HttpOnly, SameSite=Strict,
 // Secure over HTTPS; its value is a random id only the control plane's
-// can map to a principal.
-const CookieName = "cast_web"
+// can map to a principal. A browser keys cookies by host, not port, so
+// the port is in the name: two control planes on one host (localhost:7780
+// and :7781) would otherwise replace each other's sign-in. Over HTTPS it
+// is a __Host- cookie: no other host, a subdomain's page included, can set
+// it.
+func SessionCookie(host string, secure bool) string {
+	name := "cast_web"
+	if _, port, err := net.SplitHostPort(host); err == nil && port != "" {
+		name += "_" + port
+	}
+	if secure {
+		name = "__Host-" + name
+	}
+	return name
+}
 
 // APIPrefix starts every API path (/cast.v1.SessionService/ListSessions).
 const APIPrefix = "/cast.v1."
@@ -157,7 +172,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Del("Authorization")
 	h.defaultDeadline(r)
-	if c, err := r.Cookie(CookieName); err == nil {
+	if c, err := r.Cookie(SessionCookie(r.Host, h.https())); err == nil {
 		g, ok, err := h.logins.live(r.Context(), kindSession, c.Value)
 		if err != nil {
 			h.lg.Warn("web session lookup failed", zap.Error(err))
@@ -280,13 +295,13 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin sign-in refused", http.StatusForbidden)
 		return
 	}
-	sid, p, ok, err := h.logins.Exchange(r.Context(), r.PostFormValue("code"))
+	s, ok, err := h.logins.Exchange(r.Context(), r.PostFormValue("code"))
 	if h.codeRefused(w, ok, err) {
 		return
 	}
-	h.lg.Info("web sign-in", zap.String("principal", p.String()))
-	h.logins.replaced(r.Context(), presentedSession(r), h.lg)
-	setSession(w, sid, h.https(), h.logins.sessionTTL)
+	h.lg.Info("web sign-in", zap.String("principal", s.P.String()))
+	h.logins.replaced(r.Context(), presentedSession(r, h.https()), h.lg)
+	h.logins.setSession(w, r, s, h.https())
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -312,17 +327,19 @@ func (h *Handler) codeRefused(w http.ResponseWriter, ok bool, err error) bool {
 
 // presentedSession is the hash of the session cookie r came with ("" for
 // none).
-func presentedSession(r *http.Request) string {
-	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
+func presentedSession(r *http.Request, secure bool) string {
+	if c, err := r.Cookie(SessionCookie(r.Host, secure)); err == nil && c.Value != "" {
 		return digest(c.Value)
 	}
 	return ""
 }
 
-// setSession sets the session cookie.
-func setSession(w http.ResponseWriter, sid string, secure bool, ttl time.Duration) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sid, Path: "/", HttpOnly: true,
-		Secure: secure, SameSite: http.SameSiteStrictMode, MaxAge: int(ttl.Seconds())})
+// setSession sets the session cookie of s, until s ends: a session
+// capped sooner (an ID token's exp, the browser session that made its
+// link) would otherwise leave the browser a cookie the store has dropped.
+func (l *Logins) setSession(w http.ResponseWriter, r *http.Request, s SignIn, secure bool) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie(r.Host, secure), Value: s.ID, Path: "/", HttpOnly: true,
+		Secure: secure, SameSite: http.SameSiteStrictMode, MaxAge: max(int(s.Until.Sub(l.now())/time.Second), 1)})
 }
 
 // methods tells the app which sign-ins this replica offers.
@@ -338,13 +355,14 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST from the app only", http.StatusMethodNotAllowed)
 		return
 	}
-	if c, err := r.Cookie(CookieName); err == nil {
+	name := SessionCookie(r.Host, h.https())
+	if c, err := r.Cookie(name); err == nil {
 		if err := h.logins.End(r.Context(), c.Value); err != nil {
 			http.Error(w, "sign-out failed; retry", http.StatusServiceUnavailable)
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", HttpOnly: true,
 		Secure: h.https(), SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -113,45 +113,55 @@ func (l *Logins) Peek(ctx context.Context, code string) (authz.Principal, bool, 
 	return g.P, ok, err
 }
 
-// Exchange consumes code and returns a new session id for its principal;
-// ok is false for a code that is unknown, used or expired. The code is
-// taken only once its session is saved: a sign-in whose save failed tells
-// the browser to retry, and the retry needs the code. Of two exchanges of
-// one code only the one that takes it keeps its session.
-func (l *Logins) Exchange(ctx context.Context, code string) (sid string, p authz.Principal, ok bool, err error) {
+// SignIn is a browser session just started.
+type SignIn struct {
+	ID    string // its secret: the cookie's value
+	P     authz.Principal
+	Until time.Time // its end
+}
+
+// Exchange consumes code and returns a new session for its principal; ok
+// is false for a code that is unknown, used or expired. The code is taken
+// only once its session is saved: a sign-in whose save failed tells the
+// browser to retry, and the retry needs the code. Of two exchanges of one
+// code only the one that takes it keeps its session.
+func (l *Logins) Exchange(ctx context.Context, code string) (s SignIn, ok bool, err error) {
 	g, found, err := l.live(ctx, kindCode, code)
 	if err != nil || !found {
-		return "", authz.Principal{}, false, err
+		return SignIn{}, false, err
 	}
 	if !g.Cap.IsZero() && !l.now().Before(g.Cap) { // the browser session that made it has ended
-		return "", authz.Principal{}, false, nil
+		return SignIn{}, false, nil
 	}
-	if sid, err = l.Grant(ctx, g.P, g.Cap); err != nil {
-		return "", authz.Principal{}, false, err
+	if s, err = l.Grant(ctx, g.P, g.Cap); err != nil {
+		return SignIn{}, false, err
 	}
 	_, taken, err := l.grants.TakeWebGrant(ctx, kindCode, digest(code))
 	if err != nil || !taken {
 		// Not taken by this exchange (another took it, or the store
 		// failed): its session is not given out. Ending it is tidiness:
 		// one left behind is of use to no one, its id was never sent.
-		_ = l.End(ctx, sid)
-		return "", authz.Principal{}, false, err
+		_ = l.End(ctx, s.ID)
+		return SignIn{}, false, err
 	}
-	return sid, g.P, true, nil
+	return s, true, nil
 }
 
 // Grant starts a session for p until the session lifetime ends, or until
 // if that is sooner (an ID token's exp).
-func (l *Logins) Grant(ctx context.Context, p authz.Principal, until time.Time) (string, error) {
+func (l *Logins) Grant(ctx context.Context, p authz.Principal, until time.Time) (SignIn, error) {
 	sid, err := secret()
 	if err != nil {
-		return "", err
+		return SignIn{}, err
 	}
 	end := l.now().Add(l.sessionTTL)
 	if !until.IsZero() && until.Before(end) {
 		end = until
 	}
-	return sid, l.put(ctx, kindSession, sid, grant{P: p, Until: end})
+	if err := l.put(ctx, kindSession, sid, grant{P: p, Until: end}); err != nil {
+		return SignIn{}, err
+	}
+	return SignIn{ID: sid, P: p, Until: end}, nil
 }
 
 // Session returns the principal of a live session id.

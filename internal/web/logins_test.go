@@ -55,16 +55,16 @@ func TestLogins(t *testing.T) {
 				t.Fatal(err)
 			}
 			now = now.Add(tc.wait)
-			var sid string
+			var s web.SignIn
 			if tc.until != 0 {
-				sid, err = l.Grant(ctx, alice, now.Add(tc.until))
+				s, err = l.Grant(ctx, alice, now.Add(tc.until))
 			} else {
 				var ok bool
-				sid, _, ok, err = l.Exchange(ctx, code)
+				s, ok, err = l.Exchange(ctx, code)
 				if ok != tc.exchanged {
 					t.Fatalf("exchanged %v, want %v", ok, tc.exchanged)
 				}
-				if _, _, again, _ := l.Exchange(ctx, code); again {
+				if _, again, _ := l.Exchange(ctx, code); again {
 					t.Fatal("a code worked twice")
 				}
 			}
@@ -72,6 +72,7 @@ func TestLogins(t *testing.T) {
 				return
 			}
 			now = now.Add(tc.afterSign)
+			sid := s.ID
 			p, live, err := l.Session(ctx, sid)
 			if err != nil || live != tc.live || (live && p != alice) {
 				t.Fatalf("session: %v %v %v; want live %v", p, live, err, tc.live)
@@ -112,20 +113,15 @@ func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
 			now := start
 			l := web.NewLogins(st, web.DefaultCodeTTL, web.DefaultSessionTTL)
 			l.SetClock(func() time.Time { return now })
-			first, err := l.Grant(ctx, alice, time.Time{})
+			firstIn, err := l.Grant(ctx, alice, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				code, _, err := l.NewCode(r.Context(), alice)
-				if err != nil {
-					t.Error(err)
-				}
-				_, _ = io.WriteString(w, code)
-			})
+			first := firstIn.ID
+			api := mintingAPI(t, l, alice)
 			now = start.Add(tc.mint)
 			req := httptest.NewRequest(http.MethodPost, "/cast.v1.AuthService/CreateWebLogin", nil)
-			req.AddCookie(&http.Cookie{Name: web.CookieName, Value: first})
+			req.AddCookie(&http.Cookie{Name: web.SessionCookie(req.Host, false), Value: first})
 			rec := httptest.NewRecorder()
 			web.NewHandler(l, api, false, "", zaptest.NewLogger(t)).ServeHTTP(rec, req)
 			code := rec.Body.String()
@@ -133,10 +129,11 @@ func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
 				t.Fatalf("minting through the API: %d %q", rec.Code, code)
 			}
 			now = now.Add(tc.exchange)
-			second, _, ok, err := l.Exchange(ctx, code)
+			secondIn, ok, err := l.Exchange(ctx, code)
 			if err != nil || ok != tc.exchanged {
 				t.Fatalf("exchanged %v (%v), want %v", ok, err, tc.exchanged)
 			}
+			second := secondIn.ID
 			if !ok {
 				return
 			}
@@ -183,18 +180,18 @@ func TestFailedSessionSaveLeavesTheCodeUsable(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.fail = true
-	if _, _, ok, err := l.Exchange(ctx, code); err == nil || ok {
+	if _, ok, err := l.Exchange(ctx, code); err == nil || ok {
 		t.Fatalf("a sign-in whose session was not saved: ok %v, err %v; want an error", ok, err)
 	}
 	st.fail = false
-	sid, p, ok, err := l.Exchange(ctx, code)
-	if err != nil || !ok || p != alice {
-		t.Fatalf("the retry: ok %v, %v, err %v; want signed in as %v", ok, p, err, alice)
+	s, ok, err := l.Exchange(ctx, code)
+	if err != nil || !ok || s.P != alice {
+		t.Fatalf("the retry: ok %v, %v, err %v; want signed in as %v", ok, s.P, err, alice)
 	}
-	if _, live, err := l.Session(ctx, sid); !live || err != nil {
+	if _, live, err := l.Session(ctx, s.ID); !live || err != nil {
 		t.Fatalf("the retry's session: live %v, err %v", live, err)
 	}
-	if _, _, again, err := l.Exchange(ctx, code); again || err != nil {
+	if _, again, err := l.Exchange(ctx, code); again || err != nil {
 		t.Fatalf("the code worked again after signing in: %v %v", again, err)
 	}
 }
@@ -217,12 +214,12 @@ func TestConcurrentExchangesSignInOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sid, _, ok, err := l.Exchange(ctx, code)
+			s, ok, err := l.Exchange(ctx, code)
 			if err != nil {
 				t.Error(err)
 			}
 			if ok {
-				sids <- sid
+				sids <- s.ID
 			}
 		}()
 	}
@@ -231,4 +228,16 @@ func TestConcurrentExchangesSignInOnce(t *testing.T) {
 	if len(sids) != 1 {
 		t.Fatalf("%d exchanges of one code signed in; want 1", len(sids))
 	}
+}
+
+// mintingAPI stands where the control plane's CreateWebLogin does: it
+// makes a code for p in the call's context and answers it.
+func mintingAPI(t *testing.T, l *web.Logins, p authz.Principal) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _, err := l.NewCode(r.Context(), p)
+		if err != nil {
+			t.Error(err)
+		}
+		_, _ = io.WriteString(w, code)
+	})
 }

@@ -98,7 +98,7 @@ func (f *oidcFlow) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-	b, _ := json.Marshal(pendingFlow{Verifier: verifier, Until: time.Now().Add(flowTTL), Replaces: presentedSession(r)}) // always encodes
+	b, _ := json.Marshal(pendingFlow{Verifier: verifier, Until: time.Now().Add(flowTTL), Replaces: presentedSession(r, f.secure)}) // always encodes
 	if err := f.logins.grants.PutWebGrant(r.Context(), kindFlow, digest(state), b, flowTTL); err != nil {
 		f.lg.Warn("oidc sign-in not kept", zap.Error(err))
 		http.Error(w, "the sign-in could not be started; try again", http.StatusServiceUnavailable)
@@ -152,7 +152,7 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the ID token was refused: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	sid, err := f.logins.Grant(r.Context(), who, who.Expires)
+	s, err := f.logins.Grant(r.Context(), who, who.Expires)
 	if err != nil {
 		http.Error(w, "sign-in failed", http.StatusInternalServerError)
 		return
@@ -160,6 +160,6 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 	f.lg.Info("web sign-in", zap.String("principal", who.String()), zap.String("via", "oidc"))
 	f.logins.replaced(r.Context(), p.Replaces, f.lg)
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: "/auth/oidc", HttpOnly: true, Secure: f.secure, MaxAge: -1})
-	setSession(w, sid, f.secure, f.logins.sessionTTL)
+	f.logins.setSession(w, r, s, f.secure)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

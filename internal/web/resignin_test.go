@@ -29,7 +29,7 @@ func TestSigningInAgainEndsTheOldSession(t *testing.T) {
 	session := func(t *testing.T, jar http.CookieJar) string {
 		t.Helper()
 		for _, c := range jar.Cookies(baseURL) {
-			if c.Name == web.CookieName {
+			if c.Name == web.SessionCookie(baseURL.Host, false) {
 				return c.Value
 			}
 		}
@@ -40,7 +40,7 @@ func TestSigningInAgainEndsTheOldSession(t *testing.T) {
 	whoAmI := func(t *testing.T, sid string) int {
 		t.Helper()
 		jar, _ := cookiejar.New(nil)
-		jar.SetCookies(baseURL, []*http.Cookie{{Name: web.CookieName, Value: sid}})
+		jar.SetCookies(baseURL, []*http.Cookie{{Name: web.SessionCookie(baseURL.Host, false), Value: sid}})
 		code, _ := connectCall(t, &http.Client{Jar: jar}, base, "AuthService/WhoAmI", "{}", base)
 		return code
 	}
@@ -69,7 +69,7 @@ func TestSigningInAgainEndsTheOldSession(t *testing.T) {
 		}
 		cb, _ := url.Parse(next)
 		for _, c := range jar.Cookies(cb) {
-			if c.Name != web.CookieName {
+			if c.Name != web.SessionCookie(baseURL.Host, false) {
 				req.AddCookie(c)
 			}
 		}

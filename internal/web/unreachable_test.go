@@ -72,7 +72,7 @@ func TestUnreachableStoreAnswersRetry(t *testing.T) {
 			if tc.form != "" {
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			}
-			req.AddCookie(&http.Cookie{Name: web.CookieName, Value: "a-session"})
+			req.AddCookie(&http.Cookie{Name: web.SessionCookie(req.Host, false), Value: "a-session"})
 			resp, err := c.Do(req)
 			if err != nil {
 				t.Fatalf("no answer while the store is away: %v", err)

@@ -207,9 +207,14 @@ func TestLoginLinkWorksOnAnotherReplica(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("replica b refused replica a's link: %d", resp.StatusCode)
 	}
-	// The cookie is b's origin's; a's origin gets the same session id.
+	// The cookie is b's listener's; a's gets the same session id (behind
+	// the app's one address both would be one).
 	u, _ := url.Parse(a.WebURL())
-	jar.SetCookies(u, jar.Cookies(resp.Request.URL))
+	for _, c := range jar.Cookies(resp.Request.URL) {
+		if c.Name == web.SessionCookie(resp.Request.URL.Host, false) {
+			jar.SetCookies(u, []*http.Cookie{{Name: web.SessionCookie(u.Host, false), Value: c.Value}})
+		}
+	}
 	for _, base := range []string{a.WebURL(), b.WebURL()} {
 		if code, body := connectCall(t, browser, base, "AuthService/WhoAmI", "{}", base); code != http.StatusOK || !strings.Contains(body, `"admin:`) {
 			t.Fatalf("WhoAmI on %s: %d %s", base, code, body)
@@ -377,7 +382,7 @@ func TestCookiesAreSecureBehindAnHTTPSProxy(t *testing.T) {
 	for _, tc := range []struct {
 		what, method, path, body, cookie string
 	}{
-		{"the login link's sign-in", http.MethodPost, "/auth/login", url.Values{"code": {code}}.Encode(), web.CookieName},
+		{"the login link's sign-in", http.MethodPost, "/auth/login", url.Values{"code": {code}}.Encode(), web.SessionCookie("cast.example.com", true)},
 		{"an OIDC sign-in's start", http.MethodGet, "/auth/oidc", "", "cast_web_oidc"},
 	} {
 		resp := proxied(tc.method, tc.path, tc.body)
