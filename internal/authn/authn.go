@@ -45,13 +45,14 @@ type Authenticator struct {
 	oidc    Verifier // nil: no issuer trusted
 	cache   *tokenCache
 	revoked func(hash string) bool
+	wait    time.Duration // bounds each store read
 }
 
 // New returns an Authenticator over st; oidc may be nil. revoked says
 // whether the revocation watch saw hash deleted lately (so a look-up that
-// raced the deletion is not cached).
-func New(st Store, oidc Verifier, revoked func(hash string) bool) *Authenticator {
-	return &Authenticator{st: st, oidc: oidc, cache: newTokenCache(), revoked: revoked}
+// raced the deletion is not cached). wait bounds each read of st.
+func New(st Store, oidc Verifier, revoked func(hash string) bool, wait time.Duration) *Authenticator {
+	return &Authenticator{st: st, oidc: oidc, cache: newTokenCache(), revoked: revoked, wait: wait}
 }
 
 // Watching records whether the revocation watch runs: the cache serves
@@ -78,9 +79,25 @@ func (a *Authenticator) lookup(ctx context.Context, hash string, miss func() err
 			return Record{}, false, err
 		}
 	}
-	rec, ok, err := a.st.LookupRecord(ctx, hash)
+	rec, ok, err := a.read(ctx, hash)
 	if err == nil && ok {
 		a.cache.put(hash, rec, gen, at, a.revoked)
+	}
+	return rec, ok, err
+}
+
+// read is the store's record of hash, within wait. A call may come with
+// no deadline (a browser's never does; a CLI's or a node's stream may
+// not): while etcd cannot be reached the read would wait for it as long as
+// it is away, so the caller is told to retry (UNAVAILABLE; the web app's
+// 503) instead. A call whose own deadline is sooner keeps it.
+func (a *Authenticator) read(ctx context.Context, hash string) (Record, bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, a.wait)
+	defer cancel()
+	rec, ok, err := a.st.LookupRecord(rctx, hash)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil { // the read's deadline, not the call's
+		return Record{}, false, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
+			"the store did not answer within %s while checking the caller's credential; retry", a.wait)
 	}
 	return rec, ok, err
 }

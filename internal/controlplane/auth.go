@@ -35,28 +35,6 @@ import (
 // store only while the peer's rate of failed credentials is not spent (a
 // stream's check again is not limited).
 func (s *Server) authenticate(ctx context.Context, limited bool) (*authz.Principal, error) {
-	return s.checkWithin(ctx, func(ctx context.Context) (*authz.Principal, error) { return s.credential(ctx, limited) })
-}
-
-// checkWithin runs a credential check under its own deadline. A call may
-// come with none (a browser's never does; a CLI's or a node's stream may
-// not): while etcd cannot be reached a look-up the cache misses would
-// wait for it as long as it is away, so the caller is told to retry
-// (UNAVAILABLE; the web app's 503) instead. A call whose own deadline is
-// sooner keeps it.
-func (s *Server) checkWithin(ctx context.Context, check func(context.Context) (*authz.Principal, error)) (*authz.Principal, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.credCheckTimeout)
-	defer cancel()
-	p, err := check(cctx)
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil { // the check's deadline, not the call's
-		return nil, errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
-			"the credential check did not finish within %s (the store, or the OIDC issuer, did not answer); retry", s.credCheckTimeout)
-	}
-	return p, err
-}
-
-// credential is authenticate without the check's deadline.
-func (s *Server) credential(ctx context.Context, limited bool) (*authz.Principal, error) {
 	if p, ok := web.Caller(ctx); ok {
 		return s.webPrincipal(ctx, p)
 	}

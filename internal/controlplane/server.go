@@ -75,9 +75,6 @@ type Server struct {
 	limits *authz.Limiter       // per-user and per-node rates and streams
 	calls  *openCalls           // calls in flight by credential, ended on revocation (revocation.go)
 	authn  *authn.Authenticator // names callers; its token cache is kept by the same watch
-	// credCheckTimeout bounds a call's check of its credential
-	// (authenticate): a browser's, a CLI's or a node's.
-	credCheckTimeout time.Duration
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
 	caCalls *openCalls
@@ -175,8 +172,8 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.oidc != nil {
 		idTokens = s.oidc
 	}
-	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked)
-	s.credCheckTimeout = web.StoreTimeout // as the web app's own sign-in store calls
+	// Each credential read waits as the web app's own sign-in store calls do.
+	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked, web.StoreTimeout)
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}

@@ -69,7 +69,7 @@ func (s *Server) webPrincipal(ctx context.Context, p authz.Principal) (*authz.Pr
 	if !p.Expires.IsZero() && time.Now().After(p.Expires) {
 		return nil, errs.New(errs.KindUnauthenticated, errs.ReasonCertExpired, "the client certificate this browser signed in with has expired; renew it (`cast token cert`) and run `cast web` again")
 	}
-	rec, live, err := s.authn.Lookup(ctx, p.Cred) // through the cache the revocation watch keeps; bounded by authenticate
+	rec, live, err := s.authn.Lookup(ctx, p.Cred) // through the cache the revocation watch keeps, each read bounded
 	if err != nil {
 		return nil, err
 	}

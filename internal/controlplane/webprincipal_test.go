@@ -42,9 +42,7 @@ func TestCredentialCheckAnswersRetry(t *testing.T) {
 		{"browser", func(s *Server, ctx context.Context) (*authz.Principal, error) {
 			// authenticate's way for a web.Caller, which only the web
 			// handler can put in a context.
-			return s.checkWithin(ctx, func(ctx context.Context) (*authz.Principal, error) {
-				return s.webPrincipal(ctx, authz.Principal{Role: authz.User, Name: "ann", Cred: "a-credential-hash"})
-			})
+			return s.webPrincipal(ctx, authz.Principal{Role: authz.User, Name: "ann", Cred: "a-credential-hash"})
 		}},
 		{"bearer token", func(s *Server, ctx context.Context) (*authz.Principal, error) {
 			return s.authenticate(bearer(ctx), true)
@@ -65,7 +63,7 @@ func TestCredentialCheckAnswersRetry(t *testing.T) {
 		} {
 			t.Run(caller.name+"/"+tc.name, func(t *testing.T) {
 				lg := zaptest.NewLogger(t)
-				s := &Server{lg: lg, authn: authn.New(hangingRecords{}, nil, func(string) bool { return false }), credCheckTimeout: tc.check,
+				s := &Server{lg: lg, authn: authn.New(hangingRecords{}, nil, func(string) bool { return false }, tc.check),
 					limits: authz.NewLimiter(authz.Limits{}, authz.Limits{}, authz.DefaultPeerLimits())}
 				ctx, cancel := context.WithTimeout(context.Background(), tc.own)
 				defer cancel()
