@@ -116,8 +116,7 @@ func (r *renderer) one(i int, m transcript.Message) {
 	r.flush(i)
 	switch m.Kind {
 	case transcript.KindUser:
-		parts := append([]contentPart{{Type: "input_text", Text: m.Text}}, imageParts(m.Images)...)
-		r.add(lineResponseItem, msgItem{Type: "message", Role: "user", Content: parts}, m.Time, i)
+		r.add(lineResponseItem, msgItem{Type: "message", Role: "user", Content: inputParts(m.Text, m.Images)}, m.Time, i)
 		r.lines[len(r.lines)-1].turn = true
 		r.add(lineEventMsg, userEvent{Type: "user_message", Message: m.Text, Images: json.RawMessage("null")}, m.Time, i)
 	case transcript.KindAssistant:
@@ -177,7 +176,7 @@ func (r *renderer) output(id, text string, images []transcript.Image, ts time.Ti
 	if len(images) > 0 {
 		// The array form of an output: Codex sends its parts, images
 		// included, as the function output the API takes.
-		out = append([]contentPart{{Type: "input_text", Text: text}}, imageParts(images)...)
+		out = inputParts(text, images)
 	}
 	r.add(lineResponseItem, outputItem{Type: typ, CallID: id, Output: out}, ts, msg)
 	r.done[id] = true

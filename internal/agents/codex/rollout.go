@@ -141,6 +141,18 @@ type contentPart struct {
 	ImageURL string `json:"image_url,omitempty"` // input_image: a data URL
 }
 
+// inputParts are text and the images after it as input parts. Empty text
+// gets no part: Codex cannot read an input_text without its text (a
+// Claude Read of a screenshot returns only the image), and on resume it
+// silently drops an output line it cannot read, with its call.
+func inputParts(text string, images []transcript.Image) []contentPart {
+	var out []contentPart
+	if text != "" {
+		out = append(out, contentPart{Type: "input_text", Text: text})
+	}
+	return append(out, imageParts(images)...)
+}
+
 // imageParts are images as input_image parts.
 func imageParts(images []transcript.Image) []contentPart {
 	out := make([]contentPart, 0, len(images))
