@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -69,6 +70,29 @@ type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// valueKinds says what a flag of each pflag type takes, in words.
+var valueKinds = map[string]string{
+	"int": "a whole number", "int32": "a whole number", "int64": "a whole number",
+	"uint": "a whole number", "uint32": "a whole number", "uint64": "a whole number",
+	"float64":  "a number",
+	"duration": "a duration such as 30s, 5m or 1h30m",
+	"bool":     "true or false",
+}
+
+// flagValueError says what a flag takes when its value does not parse,
+// rather than pflag's "invalid argument ... strconv.ParseInt: parsing ...".
+func flagValueError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	kind, ok := valueKinds[iv.GetFlag().Value.Type()]
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("--%s takes %s, not %q", iv.GetFlag().Name, kind, iv.GetValue())
+}
+
 func (a *app) root() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cast",
@@ -80,7 +104,7 @@ func (a *app) root() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.context, "context", "", "context of ~/.config/cast/config.yaml to use (env CAST_CONTEXT; credentials: env CAST_TOKEN or CAST_TOKEN_FILE)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON for scripts")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
 	root.PersistentPreRunE = checkFlags
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.nodesCmd("nodes"), a.watchCmd(),
 		a.importCmd(), a.exportCmd(), a.restoreCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),

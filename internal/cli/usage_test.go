@@ -137,3 +137,24 @@ func TestWorktreeBranchArgument(t *testing.T) {
 		}
 	}
 }
+
+// A flag value that does not parse is a usage mistake that says what the
+// flag takes, not the parser's words (strconv.ParseInt: parsing ...).
+func TestFlagValueMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fork", "abcdefg", "--at", "abc"}, `--at takes a whole number, not "abc"`},
+		{[]string{"fork", "abcdefg", "--at", "1.5"}, `--at takes a whole number, not "1.5"`},
+		{[]string{"watch", "abcdefg", "--from", "x"}, `--from takes a whole number, not "x"`},
+		{[]string{"send", "abcdefg", "hi", "--timeout", "abc"}, `--timeout takes a duration such as 30s, 5m or 1h30m, not "abc"`},
+		{[]string{"ls", "--json=maybe"}, `--json takes true or false, not "maybe"`},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errOut)
+		if code != 2 || errOut.String() != "cast: "+tc.want+"\n" || out.Len() != 0 {
+			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, out.String(), errOut.String(), tc.want)
+		}
+	}
+}
