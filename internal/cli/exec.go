@@ -64,8 +64,15 @@ func (a *app) execCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if o.jobs < 1 || (o.chain && o.jobs > 1) {
-				return usagef("-j must be at least 1, and --chain runs steps one after another (drop -j)")
+			switch {
+			case o.jobs < 1:
+				return usagef("-j must be at least 1")
+			case o.chain && o.jobs > 1:
+				return usagef("--chain runs steps one after another; drop -j")
+			case o.wait <= 0:
+				// It would expire before the first call and read as the
+				// control plane not answering.
+				return usagef("--wait must be more than 0, e.g. 10m")
 			}
 			if o.cwd, err = absDir(o.cwd); err != nil {
 				return err

@@ -158,3 +158,25 @@ func TestFlagValueMistakes(t *testing.T) {
 		}
 	}
 }
+
+// A flag value out of its range is refused before anything is sent, with
+// what the flag takes (a --wait of -5s was sent, expired at once, and read
+// "the control plane did not answer within 30s").
+func TestFlagRangeMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--wait", "-5s", "hi"}, "--wait must be more than 0, e.g. 10m"},
+		{[]string{"exec", "--wait", "0", "hi"}, "--wait must be more than 0, e.g. 10m"},
+		{[]string{"exec", "-j", "0", "hi"}, "-j must be at least 1"},
+		{[]string{"exec", "--chain", "-j", "2", "a", "b"}, "--chain runs steps one after another; drop -j"},
+		{[]string{"watch", "abcdefg", "--from", "-5"}, "--from must be 0 (only new messages) or a seq (1-based)"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append(tc.args, "--addr", "127.0.0.1:1"), strings.NewReader(""), &out, &errOut)
+		if code != 2 || errOut.String() != "cast: "+tc.want+"\n" || out.Len() != 0 {
+			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, out.String(), errOut.String(), tc.want)
+		}
+	}
+}

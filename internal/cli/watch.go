@@ -23,6 +23,9 @@ func (a *app) watchCmd() *cobra.Command {
 		Use:   "watch ID",
 		Short: "Follow a session's messages and state as they happen (Ctrl-C to stop); rides out control plane restarts",
 	}, sessionUse{hint: "cast watch ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
+		if from < 0 {
+			return usagef("--from must be 0 (only new messages) or a seq (1-based)")
+		}
 		w := &watcher{a: a}
 		w.rw = resumingWatch{id: id, next: from, ended: w.ended, giveUp: w.giveUp}
 		return w.run(cmd.Context())
