@@ -25,11 +25,18 @@ var flagKinds = map[string]validate.Kind{
 const sameAgent = "same"
 
 // checkFlags refuses a malformed --model or --effort (one starting with
-// '-' would be read as a flag by the agent's parser) up front.
+// '-' would be read as a flag by the agent's parser), and a --timeout of 0
+// or less, up front.
 func checkFlags(cmd *cobra.Command, _ []string) error {
 	if f := cmd.Flags().Lookup("agent"); f != nil && f.Changed && !(f.Value.String() == sameAgent && f.Annotations[sameAgent] != nil) {
 		if err := checkAgent(f.Value.String()); err != nil {
 			return err
+		}
+	}
+	if f := cmd.Flags().Lookup("timeout"); f != nil && f.Changed {
+		// Every call would expire before it is sent.
+		if d, err := cmd.Flags().GetDuration("timeout"); err == nil && d <= 0 {
+			return usagef("--timeout must be more than 0, e.g. 30s")
 		}
 	}
 	for name, kind := range flagKinds {

@@ -161,7 +161,8 @@ func TestFlagValueMistakes(t *testing.T) {
 
 // A flag value out of its range is refused before anything is sent, with
 // what the flag takes (a --wait of -5s was sent, expired at once, and read
-// "the control plane did not answer within 30s").
+// "the control plane did not answer within 30s"; --timeout 0 read "did not
+// answer within 0s").
 func TestFlagRangeMistakes(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -172,6 +173,8 @@ func TestFlagRangeMistakes(t *testing.T) {
 		{[]string{"exec", "-j", "0", "hi"}, "-j must be at least 1"},
 		{[]string{"exec", "--chain", "-j", "2", "a", "b"}, "--chain runs steps one after another; drop -j"},
 		{[]string{"watch", "abcdefg", "--from", "-5"}, "--from must be 0 (only new messages) or a seq (1-based)"},
+		{[]string{"ls", "--timeout", "0"}, "--timeout must be more than 0, e.g. 30s"},
+		{[]string{"send", "abcdefg", "hi", "--timeout", "-1s"}, "--timeout must be more than 0, e.g. 30s"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), append(tc.args, "--addr", "127.0.0.1:1"), strings.NewReader(""), &out, &errOut)
