@@ -1,7 +1,10 @@
 package codex
 
 import (
+	"bytes"
 	"context"
+	"image"
+	"image/png"
 	"regexp"
 	"strings"
 	"testing"
@@ -160,4 +163,63 @@ func newCodexHome(t *testing.T, fake *fakemodel.Server) (codexHome string, env [
 	home, env := agenttest.Env(t, "codex", fake.URL)
 	cwd = agenttest.Cwd(t, t.TempDir(), "work2")
 	return agenttest.NativeHome(home, "codex"), env, cwd
+}
+
+// A picture pasted alone and a screenshot a tool returned alone (no text
+// with either) reach the model when the real Codex resumes the rollout,
+// each in its place.
+func TestE2EImageOnlyMessages(t *testing.T) {
+	fake, bin, codexHome, env, cwd := newCodex(t)
+	pasted, shot := e2ePNG(t, 10), e2ePNG(t, 200)
+	u := transcript.Message{Kind: transcript.KindUser, Images: []transcript.Image{pasted}}
+	r := transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: "call_img1"}, Images: []transcript.Image{shot}}
+	msgs := []transcript.Message{
+		u,
+		{Kind: transcript.KindAssistant, Text: "E2E-IA1 a picture; let me look at the file"},
+		{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: "call_img1", Name: "Read", Input: `{"file_path":"/w/shot.png"}`}},
+		r,
+		{Kind: transcript.KindAssistant, Text: "E2E-IA2 the file shows a square"},
+	}
+	w, err := Writer{}.Write(agents.Target{Home: codexHome, Cwd: cwd, SessionID: "ses-e2e-img", Model: agenttest.FakeModel}, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	agenttest.MustRun(t, ctx, bin, []string{"exec", "--skip-git-repo-check", "--json", "resume", w.NativeID, "E2E-INEW what did they show?"}, env, cwd)
+	turns := fake.Turns()
+	if len(turns) == 0 {
+		t.Fatal("no model request")
+	}
+	var got []string
+	for _, it := range turns[0].Items {
+		switch {
+		case it.Kind == fakemodel.KindImage && it.Text == fakemodel.ImageText(pasted.MediaType, pasted.Data):
+			got = append(got, "pasted")
+		case it.Kind == fakemodel.KindImage && it.Text == fakemodel.ImageText(shot.MediaType, shot.Data):
+			got = append(got, "shot")
+		default:
+			for _, mark := range []string{"E2E-IA1", "E2E-IA2", "E2E-INEW"} {
+				if strings.Contains(it.Text, mark) {
+					got = append(got, mark)
+				}
+			}
+		}
+	}
+	if want := "pasted E2E-IA1 shot E2E-IA2 E2E-INEW"; strings.Join(got, " ") != want {
+		t.Fatalf("the model got %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// e2ePNG is a 2x2 PNG of one grey level: another level, another image.
+func e2ePNG(t *testing.T, level uint8) transcript.Image {
+	img := image.NewGray(image.Rect(0, 0, 2, 2))
+	for i := range img.Pix {
+		img.Pix[i] = level
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return transcript.Image{MediaType: "image/png", Data: b.Bytes()}
 }

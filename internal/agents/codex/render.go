@@ -229,7 +229,9 @@ func keep(m transcript.Message) bool {
 		return false
 	}
 	switch m.Kind {
-	case transcript.KindUser, transcript.KindAssistant, transcript.KindThinking:
+	case transcript.KindUser:
+		return strings.TrimSpace(m.Text) != "" || len(m.Images) > 0 // a picture pasted alone
+	case transcript.KindAssistant, transcript.KindThinking:
 		return strings.TrimSpace(m.Text) != ""
 	}
 	return true

@@ -285,3 +285,25 @@ func TestRoundTripCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A message or tool output that is only an image (a pasted picture, a
+// Claude Read of a screenshot) has no text part: Codex cannot read an
+// input_text without its text, and on resume drops the line
+// (TestToolImageCarriedAcrossSwitch runs it).
+func TestWriteImageOnlyHasNoEmptyText(t *testing.T) {
+	png := transcript.Image{MediaType: "image/png", Data: []byte("\x89PNG fake")}
+	pasted := transcript.Message{Kind: transcript.KindUser, Images: []transcript.Image{png}}
+	shot := result("c1", "", nil)
+	shot.Images = []transcript.Image{png}
+	w, err := Writer{Now: fixedNow}.Write(target(t), []transcript.Message{pasted, asst("a picture"), call("c1", "Read", `{"file_path":"/w/shot.png"}`), shot, asst("a screenshot")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), `"type":"input_image"`); n != 2 || strings.Contains(string(raw), `{"type":"input_text"}`) {
+		t.Fatalf("%d images (want 2), or an input_text without text:\n%s", n, raw)
+	}
+}
