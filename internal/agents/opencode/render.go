@@ -109,7 +109,9 @@ func keep(m transcript.Message) bool {
 		return false
 	}
 	switch m.Kind {
-	case transcript.KindUser, transcript.KindAssistant, transcript.KindNotice:
+	case transcript.KindUser:
+		return strings.TrimSpace(m.Text) != "" || len(m.Images) > 0 // a picture pasted alone
+	case transcript.KindAssistant, transcript.KindNotice:
 		return strings.TrimSpace(m.Text) != ""
 	}
 	return true
@@ -147,9 +149,13 @@ func (r *renderer) one(m transcript.Message) {
 
 func (r *renderer) userMsg(at int64, text string, synthetic bool) {
 	id := r.g.id("msg")
+	var parts []Part
+	if text != "" { // a picture pasted alone has only its file parts
+		parts = []Part{{ID: r.g.id("prt"), SessionID: r.sid, MessageID: id, Type: "text", Text: text, Synthetic: synthetic}}
+	}
 	r.out = append(r.out, Message{
 		Info:  MessageInfo{ID: id, SessionID: r.sid, Role: "user", Time: MsgTime{Created: at}, Agent: "build", Model: &r.opt.Model},
-		Parts: []Part{{ID: r.g.id("prt"), SessionID: r.sid, MessageID: id, Type: "text", Text: text, Synthetic: synthetic}},
+		Parts: parts,
 	})
 	r.user = id
 }

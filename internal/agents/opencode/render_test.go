@@ -73,6 +73,11 @@ func TestRender(t *testing.T) {
 			want: []string{"user[text u1]", `assistant[text a1 | tool c1 bash {"command":"ls"} completed x]`, "assistant[text a2]"},
 		},
 		{
+			name: "a picture pasted alone is a user message of its own, with no empty text",
+			msgs: []transcript.Message{{Kind: transcript.KindUser, Images: []transcript.Image{{MediaType: "image/png", Data: []byte("\x89PNG")}}}, user("u"), asst("a")},
+			want: []string{"user[file ]", "user[text u]", "assistant[text a]"},
+		},
+		{
 			name: "codex exec_command and claude Bash become bash",
 			msgs: []transcript.Message{user("u"), call("c1", "exec_command", `{"cmd":"echo hi","workdir":"/w"}`), result("c1", "hi", nil),
 				call("toolu_2", "Bash", `{"command":"pwd","description":"where"}`), result("toolu_2", "/w", nil)},
