@@ -401,14 +401,13 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		s := k.AssignSession.Session
 		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
 		lastSeq := s.LastSeq
-		behind := a.storeBehind(ctx, s)
-		if behind != nil {
+		if behind := a.storeBehind(ctx, s); behind != nil {
 			lastSeq = max(lastSeq, behind.LastSeq)
+			if err := a.rewindIdle(s.Id, storeDelivered(behind)); err != nil {
+				return err
+			}
 		}
 		err := a.st.assign(s.Id, func(o *owned) {
-			if behind != nil {
-				rewind(o, storeDelivered(behind))
-			}
 			if o.Agent != "" && o.Agent != s.Agent {
 				// Switched: what failed for the old agent goes to the new one.
 				o.FailedSeq = 0
@@ -510,6 +509,22 @@ func heldPast(o owned, s *castv1.Session) bool {
 // history counts as delivered.
 func storeDelivered(s *castv1.Session) int64 {
 	return max(s.DeliveredSeq, s.HistorySeq)
+}
+
+// rewindIdle rewinds the session's cursors to the store's delivery cursor
+// to unless a turn runs, under the worker's lock: a turn reads the state
+// it starts from under it, so none starts from the cursors as they were
+// and moves them forward again at its end. A turn that runs keeps them
+// (its end moves them); the next assignment looks again.
+func (a *Daemon) rewindIdle(sessionID string, to int64) error {
+	w := a.worker(sessionID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		a.lg.Warn("a turn runs: the delivery cursor is taken from the store at the session's next assignment", zap.String("session", sessionID))
+		return nil
+	}
+	return a.st.session(sessionID, func(o *owned) { rewind(o, to) })
 }
 
 // rewind takes o's cursors back to the store's delivery cursor to: the
