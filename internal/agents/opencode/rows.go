@@ -41,12 +41,17 @@ type messageRow struct {
 			Name  string          `json:"name"`
 			State json.RawMessage `json:"state"`
 			Time  struct {
-				Created int64 `json:"created"`
+				Created   int64 `json:"created"`
+				Completed int64 `json:"completed"`
 			} `json:"time"`
 		} `json:"content"`
 		Model struct {
 			ID string `json:"id"`
 		} `json:"model"`
+		// Time.Completed is set when the model's step ends (or fails).
+		Time struct {
+			Completed int64 `json:"completed"`
+		} `json:"time"`
 	} `json:"data"`
 }
 
@@ -99,8 +104,11 @@ func parseRows(data []byte) (Parsed, bool) {
 		}
 	}
 	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
-	for _, m := range msgs {
-		p.Messages = append(p.Messages, rowMessages(m, p.skip)...)
+	for i, m := range msgs {
+		// Only the last row can still stream: OpenCode completes an
+		// assistant row when its step ends, or when the next one starts.
+		streaming := i == len(msgs)-1 && m.Type == "assistant" && m.Data.Time.Completed == 0
+		p.Messages = append(p.Messages, rowMessages(m, streaming, p.skip)...)
 	}
 	return p, lines > p.Skipped
 }
@@ -109,7 +117,11 @@ func parseRows(data []byte) (Parsed, bool) {
 // end, a change of model or agent.
 var quietRows = map[string]bool{"idle": true, "model-switched": true, "agent-switched": true}
 
-func rowMessages(m messageRow, skip func(kind string)) []transcript.Message {
+// rowMessages are m's messages. In a streaming row (see parseRows) the
+// last item, a text or a reasoning not completed, is the one OpenCode
+// still writes at every delta: read mid-turn it is cut short, and it is
+// left out (as the export reader leaves out an unfinished part).
+func rowMessages(m messageRow, streaming bool, skip func(kind string)) []transcript.Message {
 	base := transcript.Message{Agent: Agent, NativeID: m.ID, Time: ms(m.TimeCreated)}
 	switch m.Type {
 	case "user":
@@ -137,7 +149,7 @@ func rowMessages(m messageRow, skip func(kind string)) []transcript.Message {
 		}
 		switch c.Type {
 		case "text", "reasoning":
-			if strings.TrimSpace(c.Text) == "" {
+			if strings.TrimSpace(c.Text) == "" || (streaming && i == len(m.Data.Content)-1 && c.Time.Completed == 0) {
 				continue
 			}
 			b.Kind, b.Text = transcript.KindAssistant, c.Text
