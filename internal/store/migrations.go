@@ -222,8 +222,20 @@ func (s *Store) QueryMigrations(ctx context.Context, q MigrationQuery) ([]*castv
 // ("": the newest), newest first, with their sessions, at rev (0: now),
 // and whether more follow. Migration ids are "m" and a ULID, so the
 // newest has the greatest key. etcd has no reverse cursor: the ids come
-// from a keys-only read sorted descending (etcd walks its key index, not
-// the records), then the page's records are read by their key range.
+// from a keys-only read sorted descending, then the page's records are
+// read by their key range.
+//
+// That first read is not a page's worth: a sort other than ascending by
+// key makes etcd drop the limit (etcdserver/txn rangeLimit), gather every
+// key in the range, sort them and keep n, so a page costs O(migrations
+// older than it). In etcd 3.7 (the one cast embeds and pins) a keys-only
+// read is served from the in-memory key index (mvcc FastKeysOnly), so
+// that is an index walk and a sort, no record read from disk. Making it
+// O(n) takes a second, reverse-ordered key per migration, read ascending
+// with the limit pushed down; left undone because migrations written by
+// a replica one minor version older during a rolling upgrade (which the
+// version-skew policy allows) would lack that key, so it needs a backfill
+// and a release of writing it before one that reads it.
 func (s *Store) readMigrations(ctx context.Context, before string, n int, rev int64) ([]*castv1.Migration, bool, int64, error) {
 	prefix := s.key("migrations") + "/"
 	end := clientv3.GetPrefixRangeEnd(prefix)
