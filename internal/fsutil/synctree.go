@@ -1,51 +1,7 @@
 package fsutil
 
-import (
-	"io/fs"
-	"os"
-	"path/filepath"
-)
-
-// syncPath is how SyncTree makes one file or directory durable; a test
-// records the order of its calls through it.
-var syncPath = func(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
 // SyncTree makes everything under root durable, as a tree written by
-// another program (git) that does not sync it: every regular file, then
-// every directory after what it holds, root last, and then root's parent,
-// whose entry for root may be new. Symlinks and other special files are
-// not opened (a symlink's own entry is made durable by its directory's
-// sync). Without this a power loss after a later synced write (a done
+// another program (git) that does not sync it, and root's own entry in
+// its parent. Without it a power loss after a later synced write (a done
 // marker) can keep that write and lose part of the tree.
-func SyncTree(root string) error {
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir():
-			dirs = append(dirs, p)
-		case d.Type().IsRegular():
-			return syncPath(p)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// Walked parents first, so backwards is children first: a directory
-	// is synced after everything below it.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := syncPath(dirs[i]); err != nil {
-			return err
-		}
-	}
-	return syncPath(filepath.Dir(filepath.Clean(root)))
-}
+func SyncTree(root string) error { return syncTree(root) }

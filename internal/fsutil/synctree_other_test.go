@@ -1,3 +1,5 @@
+//go:build !linux
+
 package fsutil
 
 import (
@@ -7,7 +9,7 @@ import (
 	"testing"
 )
 
-// SyncTree syncs every file and directory of the tree, each directory
+// Without syncfs, SyncTree syncs every file and directory of the tree, each directory
 // after everything in it, and the root's parent last.
 func TestSyncTreeSyncsEveryEntryChildrenFirst(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "tree")
