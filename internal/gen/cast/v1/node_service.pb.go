@@ -3118,7 +3118,9 @@ func (x *UploadWorkTreeRequest) GetManifestJson() string {
 // UploadWorkTreeResponse acknowledges a stored upload.
 type UploadWorkTreeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// size is the bytes stored.
+	// size is the bytes stored; 0 when the control plane kept an earlier
+	// upload of this export and stored nothing of this one (a stored bundle
+	// is never empty: git writes its header, refs and commits).
 	Size          int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

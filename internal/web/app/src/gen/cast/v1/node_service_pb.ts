@@ -1642,7 +1642,9 @@ export const UploadWorkTreeRequestSchema: GenMessage<UploadWorkTreeRequest> = /*
  */
 export type UploadWorkTreeResponse = Message<"cast.v1.UploadWorkTreeResponse"> & {
   /**
-   * size is the bytes stored.
+   * size is the bytes stored; 0 when the control plane kept an earlier
+   * upload of this export and stored nothing of this one (a stored bundle
+   * is never empty: git writes its header, refs and commits).
    *
    * @generated from field: int64 size = 1;
    */
