@@ -475,3 +475,48 @@ func TestImagesAreRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictRefusesEmptyText: strict mode answers an empty text block next
+// to an image as the real API does (Anthropic, Gemini), and lets OpenAI's
+// APIs take it, as they do; lenient mode takes every one.
+func TestStrictRefusesEmptyText(t *testing.T) {
+	const png = "iVBORw0KGgo="
+	for _, c := range []struct {
+		name, path, body string
+		want             string // "" when accepted; else a substring of the error body
+	}{
+		{"anthropic", "/v1/messages", `{"model":"claude-x","messages":[
+			{"role":"user","content":[{"type":"text","text":""},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]}]}`,
+			`"error":{"message":"messages: text content blocks must be non-empty","type":"invalid_request_error"}`},
+		{"anthropic image alone", "/v1/messages", `{"model":"claude-x","messages":[
+			{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}}]}]}`, ""},
+		{"gemini", "/v1beta/models/gem-x:streamGenerateContent?alt=sse", `{"contents":[
+			{"role":"user","parts":[{"text":""},{"inlineData":{"mimeType":"image/png","data":"` + png + `"}}]}]}`,
+			`"message":"Unable to submit request because it has an empty text parameter.`},
+		{"gemini image alone", "/v1beta/models/gem-x:streamGenerateContent?alt=sse", `{"contents":[
+			{"role":"user","parts":[{"inlineData":{"mimeType":"image/png","data":"` + png + `"}}]}]}`, ""},
+		{"chat", "/v1/chat/completions", `{"model":"fake-model","messages":[
+			{"role":"user","content":[{"type":"text","text":""},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png + `"}}]}]}`, ""},
+		{"responses", "/v1/responses", `{"model":"gpt-x","input":[
+			{"type":"message","role":"user","content":[{"type":"input_text","text":""},{"type":"input_image","image_url":"data:image/png;base64,` + png + `"}]}]}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Start(t)
+			s.SetStrict(true)
+			status, out, _ := post(t, s, c.path, c.body)
+			switch {
+			case c.want == "" && status != 200:
+				t.Fatalf("refused: %d %s", status, out)
+			case c.want != "" && (status != 400 || !strings.Contains(out, c.want)):
+				t.Fatalf("got %d %s, want 400 with %s", status, out, c.want)
+			}
+			if c.name == "gemini" && !strings.Contains(out, `"status":"INVALID_ARGUMENT"`) {
+				t.Errorf("%s does not name the error as the real API does", out)
+			}
+			s.SetStrict(false)
+			if status, out, _ := post(t, s, c.path, c.body); status != 200 {
+				t.Fatalf("lenient mode refused: %d %s", status, out)
+			}
+		})
+	}
+}

@@ -221,8 +221,9 @@ func (s *Server) rejected(h http.Header) int {
 
 // SetStrict makes the fake reject (400, as the real APIs do) a turn whose
 // history has a tool result without an earlier call or a call whose result
-// is missing before the next assistant message. Clients pass some broken
-// histories through unrepaired; strict mode catches that.
+// is missing before the next assistant message, or (Anthropic and Gemini)
+// an empty text block (emptytext.go). Clients pass some broken histories
+// through unrepaired; strict mode catches that.
 func (s *Server) SetStrict(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -324,6 +325,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			req.Status = http.StatusBadRequest
 			s.record(req)
 			writeError(w, rt.api, http.StatusBadRequest, "fakemodel (strict): "+err.Error())
+			return
+		}
+		if msg := emptyText(rt.api, in); msg != "" {
+			req.Status = http.StatusBadRequest
+			s.record(req)
+			writeError(w, rt.api, http.StatusBadRequest, msg)
 			return
 		}
 	}

@@ -70,7 +70,11 @@ func writeError(w http.ResponseWriter, api API, status int, msg string) {
 		}
 		writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 	case Gemini:
-		writeJSON(w, status, map[string]any{"error": map[string]any{"code": status, "message": msg, "status": http.StatusText(status)}})
+		st := http.StatusText(status)
+		if status == http.StatusBadRequest {
+			st = "INVALID_ARGUMENT" // the google.rpc code the real API names a 400 by
+		}
+		writeJSON(w, status, map[string]any{"error": map[string]any{"code": status, "message": msg, "status": st}})
 	default:
 		writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "code": status}})
 	}
