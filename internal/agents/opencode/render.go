@@ -129,6 +129,11 @@ func (r *renderer) one(m transcript.Message) {
 	case transcript.KindUser:
 		r.userMsg(r.at(m), m.Text, false)
 		u := &r.out[len(r.out)-1]
+		if m.Text == "" {
+			// Only images: no empty text part for OpenCode to send on as
+			// an empty text block, which Anthropic's API refuses.
+			u.Parts = nil
+		}
 		u.Parts = append(u.Parts, r.fileParts(u.Info.ID, m.Images)...)
 		if r.first == "" {
 			r.first = m.Text

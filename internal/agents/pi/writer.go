@@ -294,9 +294,14 @@ type imageBlock struct {
 	MimeType string `json:"mimeType"`
 }
 
-// contentBlocks is user-side content: the text, then the images.
+// contentBlocks is user-side content: the text, then the images. An image
+// with no words goes alone: pi passes an empty text block on to the
+// provider, and Gemini's API refuses it (400 "empty text parameter").
 func contentBlocks(s string, images []transcript.Image) json.RawMessage {
-	bs := []any{textBlock{Type: "text", Text: s}}
+	var bs []any
+	if s != "" || len(images) == 0 {
+		bs = append(bs, textBlock{Type: "text", Text: s})
+	}
 	for _, im := range images {
 		bs = append(bs, imageBlock{Type: "image", Data: kit.ImageBase64(im), MimeType: im.MediaType})
 	}
