@@ -116,7 +116,7 @@ func (mg *Manager) approve(ctx context.Context, agent string, c quota.Choice, ac
 		return "", errs.New(errs.KindFailedPrecondition, errs.ReasonNoHeadroom,
 			"no other %s account has headroom now; `cast account deny --agent %s` waits for %s's reset, or add an account", agent, agent, c.From)
 	}
-	ok, err := mg.activate(ctx, agent, next, act, "approved")
+	ok, err := mg.activate(ctx, agent, next, act, "approved", quota.SwitchNotice{})
 	if err != nil || !ok {
 		return "", err
 	}

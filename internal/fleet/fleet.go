@@ -44,7 +44,7 @@ type Store interface {
 	ListAccounts(ctx context.Context, agent string) ([]*quota.Account, error)
 	DeleteAccount(ctx context.Context, agent, name string) error
 	ActiveAccount(ctx context.Context, agent string) (quota.Active, error)
-	Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error)
+	Activate(ctx context.Context, agent, name string, prev quota.Active, owed quota.SwitchNotice) (quota.Active, bool, error)
 	UpdateAccount(ctx context.Context, agent, name string, fn func(*quota.Account)) (*quota.Account, error)
 	PutCredentialGrant(ctx context.Context, node, hash, agent, account string) error
 	TakeCredentialGrant(ctx context.Context, node, hash string) (agent, account string, ok bool, err error)
@@ -215,13 +215,13 @@ func (mg *Manager) Put(ctx context.Context, agent, name string, cred []byte) (*c
 	}
 	switch {
 	case act.Name == "":
-		if _, err := mg.activate(ctx, agent, name, act, "manual"); err != nil {
+		if _, err := mg.activate(ctx, agent, name, act, "manual", quota.SwitchNotice{}); err != nil {
 			return nil, err
 		}
 		act.Name = name
 	case act.Name == name:
 		// A new credential for the active account: rewrite the stores.
-		if _, err := mg.activate(ctx, agent, name, act, "manual"); err != nil {
+		if _, err := mg.activate(ctx, agent, name, act, "manual", quota.SwitchNotice{}); err != nil {
 			return nil, err
 		}
 	}
@@ -308,7 +308,7 @@ func (mg *Manager) Use(ctx context.Context, agent, name string) (*castv1.Account
 		if err != nil {
 			return nil, err
 		}
-		ok, err := mg.activate(ctx, agent, name, act, "manual")
+		ok, err := mg.activate(ctx, agent, name, act, "manual", quota.SwitchNotice{})
 		if err != nil {
 			return nil, err
 		}
@@ -385,9 +385,10 @@ func toProto(r *quota.Account, active bool) *castv1.Account {
 // (the ledger), and an approved ask.
 var SwitchReasons = []string{"limit", "manual", "reset", "crowded", "approved"}
 
-// activate moves the agent's active account to name (from prev) and tells
+// activate moves the agent's active account to name (from prev), recording
+// owed (the notice the switch owes a session, if any) with it, and tells
 // every connected node; ok=false means a concurrent activation won.
-func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.Active, reason string) (bool, error) {
+func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.Active, reason string, owed quota.SwitchNotice) (bool, error) {
 	// A limit that has passed is history: clear it, or the sweep would
 	// take the account for one whose window just reset and activate it
 	// once more.
@@ -399,7 +400,7 @@ func (mg *Manager) activate(ctx context.Context, agent, name string, prev quota.
 	}); err != nil {
 		return false, err
 	}
-	next, ok, err := mg.st.Activate(ctx, agent, name, prev)
+	next, ok, err := mg.st.Activate(ctx, agent, name, prev, owed)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -511,7 +512,12 @@ func notice(agent, from, to, why string, until time.Time) *castv1.Message {
 	if !until.IsZero() {
 		resets = "; it resets at " + until.UTC().Format(time.RFC3339)
 	}
-	return &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
-		NoticeType: transcript.NoticeAccountSwitch,
-		Text:       fmt.Sprintf("Now using account %s (was %s, %s%s). This session continues here.", to, from, why, resets)}
+	return switchNotice(agent, quota.SwitchNotice{ClientID: ids.NewClientID(),
+		Text: fmt.Sprintf("Now using account %s (was %s, %s%s). This session continues here.", to, from, why, resets)})
+}
+
+// switchNotice is the account_switch notice n as a message.
+func switchNotice(agent string, n quota.SwitchNotice) *castv1.Message {
+	return &castv1.Message{ClientId: n.ClientID, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
+		NoticeType: transcript.NoticeAccountSwitch, Text: n.Text}
 }

@@ -28,21 +28,27 @@ import (
 	"github.com/cast-dev/cast/internal/secrets"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // noticeStore is the real store with notices recorded instead of appended
-// (the sessions here do not exist).
+// (the sessions here do not exist), once per client id in a session, as
+// the store's exactly-once append keeps them.
 type noticeStore struct {
 	*store.Store
 	mu      sync.Mutex
 	notices map[string][]string
+	seen    map[string]bool // session + "/" + client id
 }
 
 func (s *noticeStore) Append(_ context.Context, id string, msgs []*castv1.Message, _ fence.Guard) ([]*castv1.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		s.notices[id] = append(s.notices[id], m.Text)
+		if k := id + "/" + m.ClientId; !s.seen[k] {
+			s.seen[k] = true
+			s.notices[id] = append(s.notices[id], m.Text)
+		}
 	}
 	return msgs, nil
 }
@@ -78,7 +84,7 @@ func newRigConfig(t *testing.T, withKey bool, cfg fleet.Config) *rig {
 // newRigWrapped is newRigConfig with the manager's store wrapped by wrap.
 func newRigWrapped(t *testing.T, withKey bool, cfg fleet.Config, wrap func(fleet.Store) fleet.Store) *rig {
 	ep := testharness.StartEtcd(t, nil)
-	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}}
+	st := &noticeStore{Store: testharness.OpenStore(t, ep, nil), notices: map[string][]string{}, seen: map[string]bool{}}
 	var box *secrets.Box
 	if withKey {
 		key := make([]byte, secrets.KeySize)
@@ -653,8 +659,8 @@ type goneAfterActivate struct {
 	cancel atomic.Pointer[context.CancelFunc]
 }
 
-func (s *goneAfterActivate) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
-	act, ok, err := s.Store.Activate(ctx, agent, name, prev)
+func (s *goneAfterActivate) Activate(ctx context.Context, agent, name string, prev quota.Active, owed quota.SwitchNotice) (quota.Active, bool, error) {
+	act, ok, err := s.Store.Activate(ctx, agent, name, prev, owed)
 	if c := s.cancel.Load(); c != nil {
 		(*c)()
 	}
@@ -844,5 +850,66 @@ func TestRefusedFetchesResendAtABoundedPace(t *testing.T) {
 	}
 	if sent := refusals(1); sent != 1 {
 		t.Fatalf("a refused fetch after one that worked sent %d commands, want 1 at once", sent)
+	}
+}
+
+// noticeLost is the real store (appending for real, so the store's
+// exactly-once de-duplication holds) whose first Append fails: the switch
+// committed, then its replica died before the notice was written.
+type noticeLost struct {
+	fleet.Store
+	real   *store.Store
+	failed atomic.Bool
+}
+
+func (s *noticeLost) Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
+	if s.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("replica gone")
+	}
+	return s.real.Append(ctx, id, msgs, g)
+}
+
+// A switch whose notice was never written gets it from the node's resend
+// of the limit report, once however often the report comes: the resend
+// found the fleet moved and drew nothing, so the session never said why
+// its account changed.
+func TestResentLimitReportWritesTheLostNotice(t *testing.T) {
+	lost := &noticeLost{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store {
+		lost.Store, lost.real = st, st.(*noticeStore).Store
+		return lost
+	})
+	r.putAB(t)
+	ctx := context.Background()
+	sessions := map[string]string{}
+	for _, name := range []string{"hit", "other"} {
+		c, err := r.st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
+		must(t, err)
+		sessions[name] = c.Session.Id
+	}
+	if err := r.mg.OnParked(ctx, sessions["hit"], "claude", "a"); err == nil {
+		t.Fatal("the notice's append failed, yet the report was answered as done")
+	}
+	if act := active(t, r); act.Name != "b" {
+		t.Fatalf("the switch did not commit: %+v", act)
+	}
+	for range 2 { // the node's resend, and one more
+		must(t, r.mg.OnParked(ctx, sessions["hit"], "claude", "a"))
+	}
+	// Another session's report of the same limit finds the switch made:
+	// it owes that session nothing.
+	must(t, r.mg.OnParked(ctx, sessions["other"], "claude", "a"))
+	for name, want := range map[string]int{"hit": 1, "other": 0} {
+		msgs, _, err := r.st.ListMessages(ctx, sessions[name], 0, 0, 100, "")
+		must(t, err)
+		var got []string
+		for _, m := range msgs {
+			if m.NoticeType == transcript.NoticeAccountSwitch {
+				got = append(got, m.Text)
+			}
+		}
+		if len(got) != want || (want == 1 && !strings.Contains(got[0], "Now using account b (was a")) {
+			t.Errorf("session %s has account switch notices %q, want %d", name, got, want)
+		}
 	}
 }

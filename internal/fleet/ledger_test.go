@@ -147,8 +147,8 @@ type cutAfterSwitch struct {
 	once sync.Once
 }
 
-func (c *cutAfterSwitch) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
-	next, ok, err := c.Store.Activate(ctx, agent, name, prev)
+func (c *cutAfterSwitch) Activate(ctx context.Context, agent, name string, prev quota.Active, owed quota.SwitchNotice) (quota.Active, bool, error) {
+	next, ok, err := c.Store.Activate(ctx, agent, name, prev, owed)
 	if ok && c.cut != nil {
 		c.once.Do(c.cut)
 	}

@@ -70,8 +70,14 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 	now := mg.now().UTC()
 	for range 10 {
 		act, err := mg.st.ActiveAccount(ctx, agent)
-		if err != nil || act.Name != account {
-			return err // another report switched already (or it was never active)
+		if err != nil {
+			return err
+		}
+		if act.Name != account {
+			// Another report switched already (or it was never active);
+			// or this is the resend of the report whose switch committed
+			// without its notice written: write it now.
+			return mg.writeOwed(ctx, sessionID, agent, act.SwitchNotice)
 		}
 		accounts, err := mg.st.ListAccounts(ctx, agent)
 		if err != nil {
@@ -86,7 +92,9 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 			mg.lg.Info("every fleet account is limited; waiting for a reset", zap.String("agent", agent))
 			return nil
 		}
-		ok, err := mg.activate(ctx, agent, next, act, reason)
+		n := notice(agent, account, next, why, until)
+		owed := quota.SwitchNotice{Session: sessionID, ClientID: n.ClientId, Text: n.Text}
+		ok, err := mg.activate(ctx, agent, next, act, reason, owed)
 		if err != nil {
 			return err
 		}
@@ -101,10 +109,20 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 		if _, err := mg.st.UpdateAccount(cctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
-		_, err = mg.st.Append(cctx, sessionID, []*castv1.Message{notice(agent, account, next, why, until)}, fence.Guard{})
-		return err
+		return mg.writeOwed(cctx, sessionID, agent, owed)
 	}
 	return nil
+}
+
+// writeOwed appends the notice the active record owes sessionID, if it
+// owes it one. Under the recorded client id a second write is the store's
+// retry of the first, kept once.
+func (mg *Manager) writeOwed(ctx context.Context, sessionID, agent string, owed quota.SwitchNotice) error {
+	if owed.ClientID == "" || owed.Session != sessionID {
+		return nil
+	}
+	_, err := mg.st.Append(ctx, sessionID, []*castv1.Message{switchNotice(agent, owed)}, fence.Guard{})
+	return err
 }
 
 // Run sweeps until ctx ends: an active account whose limit passed is
@@ -149,7 +167,7 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		if _, err := mg.st.UpdateAccount(ctx, agent, act.Name, func(r *quota.Account) { r.LimitedUntil = time.Time{} }); err != nil {
 			return err
 		}
-		ok, err := mg.activate(ctx, agent, act.Name, act, "reset")
+		ok, err := mg.activate(ctx, agent, act.Name, act, "reset", quota.SwitchNotice{})
 		if ok {
 			// A choice still pending is moot: the window reopened.
 			mg.dropChoice(ctx, agent, act.Name, "its window reset")
@@ -164,7 +182,7 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 		return err
 	}
 	if next := Pick(accounts, act.Name, now); next != "" {
-		_, err := mg.activate(ctx, agent, next, act, "limit")
+		_, err := mg.activate(ctx, agent, next, act, "limit", quota.SwitchNotice{})
 		return err
 	}
 	return nil

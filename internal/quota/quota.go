@@ -161,6 +161,20 @@ type Active struct {
 	Name  string `json:"name"`
 	Epoch int64  `json:"epoch"`
 	Rev   int64  `json:"-"`
+	// SwitchNotice is the notice the activation owes the session whose
+	// limit report made it, written with it in one transaction: a resend
+	// of that report (the first answer lost, or its replica gone before
+	// the notice was appended) finds the fleet moved and still writes it.
+	SwitchNotice
+}
+
+// SwitchNotice is an account_switch notice owed to Session, whole: a
+// rewrite under the same ClientID is one the store's exactly-once append
+// keeps once (a different body would be refused as a reused id).
+type SwitchNotice struct {
+	Session  string `json:"notice_session,omitempty"`
+	ClientID string `json:"notice_client_id,omitempty"`
+	Text     string `json:"notice_text,omitempty"`
 }
 
 // Choice is a pending choice under the ask policy: From hit its limit, and

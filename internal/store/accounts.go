@@ -136,11 +136,12 @@ func (s *Store) ActiveAccount(ctx context.Context, agent string) (quota.Active, 
 }
 
 // Activate makes name the agent's active account with the next epoch, if
-// the active record is still at prev.Rev and the account still exists.
-// ok=false means another activation won; the caller re-reads.
-func (s *Store) Activate(ctx context.Context, agent, name string, prev quota.Active) (quota.Active, bool, error) {
+// the active record is still at prev.Rev and the account still exists;
+// the record keeps owed, the notice the switch owes a session (zero:
+// none). ok=false means another activation won; the caller re-reads.
+func (s *Store) Activate(ctx context.Context, agent, name string, prev quota.Active, owed quota.SwitchNotice) (quota.Active, bool, error) {
 	defer s.observe("activate_account", time.Now())
-	next := quota.Active{Name: name, Epoch: prev.Epoch + 1}
+	next := quota.Active{Name: name, Epoch: prev.Epoch + 1, SwitchNotice: owed}
 	val, err := json.Marshal(next)
 	if err != nil {
 		return next, false, errs.Internal(err, "encode active account")
