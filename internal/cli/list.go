@@ -72,6 +72,11 @@ func (a *app) lsCmd() *cobra.Command {
 			if f != (lsFilter{}) {
 				empty = "no sessions match; `cast ls` without filters lists them all"
 			}
+			if len(list) == 0 && f.node != "" {
+				if err := a.checkNode(cmd.Context(), f.node); err != nil {
+					return err
+				}
+			}
 			return printList(a, out, listing[*castv1.Session]{key: "sessions", items: list, empty: empty,
 				name: func(s *castv1.Session) string { return s.Id }, columns: sessionColumns()})
 		},
@@ -83,6 +88,27 @@ func (a *app) lsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.state, "state", "", "only sessions in this state: "+strings.Join(stateNames(), ", "))
 	cmd.Flags().StringVar(&f.origin, "origin", "", "only sessions of this origin: native (adopted from an agent's own folder by a node) or cast")
 	return cmd
+}
+
+// checkNode refuses a --node no control plane knows (a typo) as a usage
+// mistake, as checkAgent does an agent. Asked only when the filter matched
+// nothing, by name: one small call, and none on the usual path.
+func (a *app) checkNode(parent context.Context, name string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(parent)
+	defer cancel()
+	nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", name)})
+	if err != nil {
+		return err
+	}
+	// A control plane older than list filters answers every node.
+	if slices.ContainsFunc(nodes, func(n *castv1.Node) bool { return n.Name == name }) {
+		return nil
+	}
+	return usagef("unknown node %q; `cast node ls` lists the nodes", name)
 }
 
 // listSessions reads every page of the sessions filter matches.
