@@ -38,8 +38,9 @@ func emptyText(api API, in map[string]any) string {
 			cm, _ := c.(map[string]any)
 			for _, p := range list(cm["parts"]) {
 				pm, _ := p.(map[string]any)
-				// A part that carries only a thought signature has empty
-				// text as the API itself sends it; it is not refused.
+				// Left alone: a part carrying a thought signature, whose
+				// text a model turn may leave empty; whether the API
+				// refuses such a part sent back is not established.
 				if t, ok := pm["text"].(string); ok && t == "" && pm["thoughtSignature"] == nil {
 					return geminiEmptyText
 				}
