@@ -67,6 +67,10 @@ const (
 	// NoticeUndelivered: a turn's messages never reached the agent (it
 	// failed or refused them); later turns run without them.
 	NoticeUndelivered = "undelivered"
+	// NoticeCommandOutput: what a command the agent ran itself printed (a
+	// slash command such as Claude Code's /compact, which may call no
+	// model), shown to the user in place of an answer.
+	NoticeCommandOutput = "command_output"
 )
 
 // ToolCall is a model's request to run a tool.

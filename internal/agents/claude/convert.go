@@ -19,6 +19,9 @@ import (
 // of it was reported through skip or is known to be unreadable (the caller
 // then reports the record as a whole).
 func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
+	if rec.Type == "system" && rec.Subtype == "local_command" {
+		return localCommandOutput(rec)
+	}
 	if rec.Type != "user" && rec.Type != "assistant" {
 		return nil, false
 	}
@@ -279,4 +282,23 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// localCommandOutput reads what a command Claude Code ran itself printed (a
+// slash command: /compact on a short conversation says "Not enough
+// messages to compact." and calls no model) as a notice: it is all the
+// user gets for that message, so leaving it out left the turn silent.
+func localCommandOutput(rec record) ([]transcript.Message, bool) {
+	var s string
+	if json.Unmarshal(rec.Content, &s) != nil {
+		return nil, false
+	}
+	for _, tag := range []string{"local-command-stdout", "local-command-stderr"} {
+		s = strings.ReplaceAll(strings.ReplaceAll(s, "<"+tag+">", ""), "</"+tag+">", "")
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		return nil, false
+	}
+	return []transcript.Message{{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCommandOutput, Text: s,
+		Agent: Agent, NativeID: rec.UUID, Time: kit.ParseTime(rec.Timestamp)}}, true
 }

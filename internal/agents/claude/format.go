@@ -39,6 +39,7 @@ type record struct {
 	Version           string          `json:"version,omitempty"`
 	Timestamp         string          `json:"timestamp,omitempty"`
 	Message           json.RawMessage `json:"message,omitempty"`
+	Content           json.RawMessage `json:"content,omitempty"` // a system record's text
 	ToolUseResult     json.RawMessage `json:"toolUseResult,omitempty"`
 	Attachment        *struct {
 		Type string `json:"type"`
