@@ -244,8 +244,14 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 				tl.state = promptFound
 				continue
 			}
-			tl.state = promptMissed
-			tl.logf("runner: first new entry of the turn is not the prompt (%s %q)", m.Kind, clip(m.Text, 80))
+			// A compaction summary the CLI wrote as the turn began (its
+			// /compact, or a long history compacted before the prompt)
+			// comes before the prompt record: emitted, and the prompt is
+			// still looked for, else it was stored as a second user message.
+			if m.Kind != transcript.KindNotice || m.NoticeType != transcript.NoticeCompactionSummary {
+				tl.state = promptMissed
+				tl.logf("runner: first new entry of the turn is not the prompt (%s %q)", m.Kind, clip(m.Text, 80))
+			}
 		}
 		out(m)
 	}

@@ -173,3 +173,20 @@ func TestTailerLostHistoryAtTheEnd(t *testing.T) {
 		t.Fatal("an intact transcript reported lost")
 	}
 }
+
+// A CLI that compacts its history when the turn starts (Claude Code's
+// /compact, or its compaction of a long conversation before the prompt)
+// writes the summary before the turn's prompt record: the summary is the
+// turn's, and the prompt is still the prompt, not a second copy of the
+// user's message.
+func TestTailerPromptAfterCompactionSummary(t *testing.T) {
+	old := []transcript.Message{user("u0", "earlier"), asst("a0", "earlier answer")}
+	tl := newTailer("/compact", old...)
+	summary := transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: "the summary", NativeID: "s1"}
+	msgs := append(append([]transcript.Message(nil), old...), summary,
+		user("u1", "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n<command-args></command-args>"), asst("a1", "answer"))
+	eq(t, collect(tl, msgs, true), "s1", "a1")
+	if tl.state != promptFound {
+		t.Fatal("prompt not recognised after the compaction summary")
+	}
+}
