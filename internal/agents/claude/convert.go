@@ -115,7 +115,12 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
 		// A string is the prompt as typed: kept verbatim, even where it
-		// looks like markup Claude Code uses.
+		// looks like markup Claude Code uses, but for a local command's
+		// whole output, which Claude Code writes as a user record after a
+		// compaction (the user never said it).
+		if out, ok := commandOutput(s); ok {
+			return localCommandNotice(rec, out)
+		}
 		if strings.TrimSpace(s) != "" {
 			msg := base
 			msg.Kind, msg.Text = transcript.KindUser, s
@@ -131,6 +136,9 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 				continue
 			}
 			msg.Kind, msg.Text = transcript.KindUser, b.Text
+			if out, ok := commandOutput(b.Text); ok {
+				msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, transcript.NoticeCommandOutput, out
+			}
 		case "image":
 			im, ok := blockImage(b, note)
 			if !ok {
@@ -293,6 +301,29 @@ func localCommandOutput(rec record) ([]transcript.Message, bool) {
 	if json.Unmarshal(rec.Content, &s) != nil {
 		return nil, false
 	}
+	return localCommandNotice(rec, s)
+}
+
+// The tags around a local command's output.
+const (
+	stdoutOpen  = "<local-command-stdout>"
+	stdoutClose = "</local-command-stdout>"
+)
+
+// commandOutput is text's local command output when text is that output
+// whole, in its tags.
+func commandOutput(text string) (string, bool) {
+	t := strings.TrimSpace(text)
+	if !strings.HasPrefix(t, stdoutOpen) || !strings.HasSuffix(t, stdoutClose) {
+		return "", false
+	}
+	out := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, stdoutOpen), stdoutClose))
+	return out, out != ""
+}
+
+// localCommandNotice is the notice of a local command's output s, its
+// tags taken off.
+func localCommandNotice(rec record, s string) ([]transcript.Message, bool) {
 	for _, tag := range []string{"local-command-stdout", "local-command-stderr"} {
 		s = strings.ReplaceAll(strings.ReplaceAll(s, "<"+tag+">", ""), "</"+tag+">", "")
 	}

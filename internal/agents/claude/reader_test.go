@@ -197,4 +197,14 @@ func TestReadLocalCommandOutput(t *testing.T) {
 	if n := msgs[2]; n.Text != "Not enough messages to compact." || n.NativeID != "s1" || n.Time.IsZero() {
 		t.Fatalf("notice %+v, want the command's output, unwrapped, with its record's id and time", n)
 	}
+
+	// After a compaction Claude Code writes the output as a user record
+	// instead: the user never said it.
+	in = `{"parentUuid":null,"type":"user","uuid":"u0","timestamp":"2026-12-06T14:08:28.219Z","message":{"role":"user","content":"<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>"}}` + "\n"
+	if msgs, _, err = Parse(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].NoticeType != transcript.NoticeCommandOutput || msgs[0].Text != "Compacted (ctrl+o to see full summary)" {
+		t.Fatalf("got\n%s, want the output as a notice", kinds(msgs))
+	}
 }
