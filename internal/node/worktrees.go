@@ -68,7 +68,7 @@ func (a *Daemon) worktreeFor(ctx context.Context, top, branch, base string) (str
 		return "", false, err
 	}
 	sum := sha256.Sum256([]byte(top))
-	path := filepath.Join(wbase, filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), url.PathEscape(branch))
+	path := filepath.Join(wbase, filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), worktreeDirName(branch))
 	switch _, err := os.Stat(path); {
 	case err == nil:
 		return "", false, fmt.Errorf("%s exists and is not a worktree on %s; move it away", path, branch)
@@ -98,6 +98,24 @@ func (a *Daemon) worktreeFor(ctx context.Context, top, branch, base string) (str
 	}
 	a.lg.Info("worktree made", zap.String("branch", branch), zap.String("path", path), zap.String("from", top))
 	return path, true, nil
+}
+
+// worktreeDirName is the folder of branch's worktree: the branch escaped
+// into one path element, cut with a hash of the branch after it when that
+// runs past what a file name may hold (255 bytes): a valid branch of 200
+// bytes escapes to up to 600 ('ü' is %C3%BC), and git failed to make it.
+func worktreeDirName(branch string) string {
+	const most = 200
+	name := url.PathEscape(branch)
+	if len(name) <= most {
+		return name
+	}
+	cut := most - 17 // "-" and 16 hex digits
+	if i := strings.LastIndexByte(name[:cut], '%'); i >= cut-2 {
+		cut = i // not inside an escape
+	}
+	sum := sha256.Sum256([]byte(branch))
+	return name[:cut] + "-" + hex.EncodeToString(sum[:8])
 }
 
 // adoptWorktree records a worktree made before the node kept a record (in

@@ -448,3 +448,29 @@ func TestRefusalReason(t *testing.T) {
 		}
 	}
 }
+
+// Any branch cast accepts gets a worktree: its folder is named after the
+// branch escaped, which for a long branch of non-ASCII letters or many
+// '/' ran past a file name's 255 bytes, so git failed to make it and the
+// turn failed after the message was accepted.
+func TestWorktreeForLongBranch(t *testing.T) {
+	repo := newRepo(t)
+	a := wsAgent(t)
+	for _, branch := range []string{
+		strings.Repeat("ü", 100),       // 200 bytes, 600 escaped
+		strings.Repeat("a/", 99) + "b", // 199 bytes, 397 escaped
+		strings.Repeat("ü", 99) + "x",  // differs from the first only past any cut
+		"日本語/ブランチ",                     // short: its plain escaped name
+	} {
+		p, made, err := a.ensureWorktree(context.Background(), repo, branch)
+		if err != nil || !made {
+			t.Fatalf("branch %q (%d bytes): %q %v %v", branch, len(branch), p, made, err)
+		}
+		if got := runGit(t, p, "rev-parse", "--abbrev-ref", "HEAD"); got != branch {
+			t.Fatalf("worktree %s is on %q, want %q", p, got, branch)
+		}
+		if n := len(filepath.Base(p)); n > 255 {
+			t.Fatalf("worktree folder name of %d bytes", n)
+		}
+	}
+}
