@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
@@ -264,7 +265,10 @@ type execTurn struct {
 // see takes in an event, got being the last seq received, and says
 // whether the turn has ended with its whole answer in.
 func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
-	if m := ev.GetMessage(); m != nil && m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+	// A slash command the agent ran itself answers with its output (a
+	// command_output notice), often with no model call at all.
+	if m := ev.GetMessage(); m != nil && (m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT ||
+		m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeCommandOutput) {
 		t.answer = append(t.answer, m.Text)
 	}
 	if s := ev.GetSession(); s != nil && t.end == nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // doneTurnServer is a control plane whose session's turn had ended by the
@@ -152,5 +153,32 @@ func TestExecRidesOutAControlPlaneRestart(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fmt.Sprint(fake.starts) != fmt.Sprint([]int64{doneTurnPrompt + 1, doneTurnPrompt + 2}) {
 		t.Fatalf("watches from seqs %v, want %d then %d (the one after the last it got)", fake.starts, doneTurnPrompt+1, doneTurnPrompt+2)
+	}
+}
+
+// What `cast exec` prints is the turn's answer, or, for a slash command
+// the agent ran itself with no model call (claude given "/compact"), the
+// command's output: exec printed an empty line for it.
+func TestExecTurnAnswer(t *testing.T) {
+	msg := func(kind castv1.MessageKind, notice, text string) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Kind: kind, NoticeType: notice, Text: text}}}
+	}
+	for _, tc := range []struct {
+		name string
+		ev   *castv1.WatchSessionResponse
+		want []string
+	}{
+		{"answer", msg(castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "", "hi"), []string{"hi"}},
+		{"command output", msg(castv1.MessageKind_MESSAGE_KIND_NOTICE, transcript.NoticeCommandOutput, "Not enough messages to compact."), []string{"Not enough messages to compact."}},
+		{"other notice", msg(castv1.MessageKind_MESSAGE_KIND_NOTICE, transcript.NoticeAgentSwitch, "switched"), nil},
+		{"thinking", msg(castv1.MessageKind_MESSAGE_KIND_THINKING, "", "hmm"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &execTurn{id: "s", seq: 1}
+			tr.see(tc.ev, 2)
+			if fmt.Sprint(tr.answer) != fmt.Sprint(tc.want) {
+				t.Fatalf("answer %q, want %q", tr.answer, tc.want)
+			}
+		})
 	}
 }
