@@ -121,6 +121,11 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 		if out, ok := commandOutput(s); ok {
 			return localCommandNotice(rec, out)
 		}
+		if c := commandRecord.FindStringSubmatch(s); c != nil {
+			// A slash command Claude Code ran: read as it was typed, so the
+			// node finds the turn's prompt in it, arguments and all.
+			s = strings.TrimSpace(c[1] + " " + c[2])
+		}
 		if strings.TrimSpace(s) != "" {
 			msg := base
 			msg.Kind, msg.Text = transcript.KindUser, s
@@ -303,6 +308,10 @@ func localCommandOutput(rec record) ([]transcript.Message, bool) {
 	}
 	return localCommandNotice(rec, s)
 }
+
+// commandRecord is the user record Claude Code writes for a slash command
+// it ran: its name and its arguments.
+var commandRecord = regexp.MustCompile(`(?s)^\s*<command-name>([^<]*)</command-name>\s*<command-message>[^<]*</command-message>\s*<command-args>(.*?)</command-args>\s*$`)
 
 // The tags around a local command's output.
 const (

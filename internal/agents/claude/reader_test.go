@@ -191,11 +191,22 @@ func TestReadLocalCommandOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kinds(msgs), "user:start\nuser:<command-name>/compact</comman\nnotice:"+transcript.NoticeCommandOutput+"\n"; got != want {
+	if got, want := kinds(msgs), "user:start\nuser:/compact\nnotice:"+transcript.NoticeCommandOutput+"\n"; got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 	if n := msgs[2]; n.Text != "Not enough messages to compact." || n.NativeID != "s1" || n.Time.IsZero() {
 		t.Fatalf("notice %+v, want the command's output, unwrapped, with its record's id and time", n)
+	}
+
+	// The command record reads as the command was typed, arguments and
+	// all: the node finds its prompt in it (a command with arguments was
+	// not found, and its markup was stored as a second user message).
+	in = `{"parentUuid":null,"type":"user","uuid":"u0","timestamp":"2026-12-06T14:08:31.587Z","message":{"role":"user","content":"<command-name>/compact</command-name>\n            <command-message>compact</command-message>\n            <command-args>keep the parser notes</command-args>"}}` + "\n"
+	if msgs, _, err = Parse(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Kind != transcript.KindUser || msgs[0].Text != "/compact keep the parser notes" {
+		t.Fatalf("got\n%s, want the command as typed", kinds(msgs))
 	}
 
 	// After a compaction Claude Code writes the output as a user record
