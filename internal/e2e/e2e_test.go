@@ -5,7 +5,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,12 +17,11 @@ import (
 )
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	// Below the ephemeral range, never the same twice in this process: a
+	// port the kernel picked for a listener on port 0 went, between its
+	// close and the control plane's bind, to another test's listener on
+	// port 0 (TestWebTimelineResumesLiveUpdates: address already in use).
+	return testharness.FreeAddr(t)
 }
 
 type cli struct {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -207,11 +208,20 @@ const (
 	pickHigh = 32768
 )
 
+// picked are the ports FreeAddr returned in this process: two callers
+// that each pick a port before either binds it must not get the same one.
+var picked sync.Map
+
 // FreeAddr returns host:port with a port that was free just now, chosen at
 // random below the ephemeral range; if none is found, one the kernel picks.
 func FreeAddr(host string) (string, error) {
 	for range 64 {
-		addr := net.JoinHostPort(host, strconv.Itoa(pickLow+rand.IntN(pickHigh-pickLow)))
+		port := pickLow + rand.IntN(pickHigh-pickLow)
+		if _, taken := picked.LoadOrStore(port, true); taken {
+			// Handed out before in this process, maybe not bound yet.
+			continue
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
 		if l, err := net.Listen("tcp", addr); err == nil {
 			l.Close()
 			return addr, nil

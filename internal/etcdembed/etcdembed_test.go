@@ -192,3 +192,19 @@ func peerGet(peerURL string) error {
 	}
 	return nil
 }
+
+// Two picks in one process never give the same port, even before either
+// is bound: parallel tests each pick their ports, then start.
+func TestFreeAddrNeverRepeatsAPort(t *testing.T) {
+	seen := map[string]bool{}
+	for range 500 {
+		addr, err := FreeAddr("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[addr] {
+			t.Fatalf("FreeAddr gave %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
