@@ -205,10 +205,13 @@ func renderTurns(turns []transcript.Message) string {
 	return b.String()
 }
 
-// fallbackBrief is built without a model: pins and the last answer.
+// fallbackBrief is built without a model: pins, the last answer, and
+// what the user asked after it (a handoff of a session mid-turn, or with
+// messages it has not run: without them the new agent would never hear
+// the user's latest request).
 func fallbackBrief(src *castv1.Session, msgs []transcript.Message, cause error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "(No model brief: %v. This one is built from the session's pinned notes and its last answer.)\n\n", cause)
+	fmt.Fprintf(&b, "(No model brief: %v. This one is built from the session's pinned notes, its last answer and what was asked since.)\n\n", cause)
 	fmt.Fprintf(&b, "Goal: %s\n", src.Title)
 	if len(src.Pins) > 0 {
 		b.WriteString("Pinned:\n")
@@ -216,15 +219,35 @@ func fallbackBrief(src *castv1.Session, msgs []transcript.Message, cause error) 
 			b.WriteString("- " + p + "\n")
 		}
 	}
+	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Kind == transcript.KindAssistant && strings.TrimSpace(msgs[i].Text) != "" {
-			t := validate.Clip(msgs[i].Text, 3000) // between characters: the prompt must encode
-			fmt.Fprintf(&b, "Last answer (#%d):\n%s\n", msgs[i].Seq, t)
+			last = i
 			break
+		}
+	}
+	if last >= 0 {
+		t := validate.Clip(msgs[last].Text, 3000) // between characters: the prompt must encode
+		fmt.Fprintf(&b, "Last answer (#%d):\n%s\n", msgs[last].Seq, t)
+	}
+	var asked []transcript.Message
+	for _, m := range msgs[last+1:] {
+		if m.Kind == transcript.KindUser && strings.TrimSpace(m.Text) != "" {
+			asked = append(asked, m)
+		}
+	}
+	if len(asked) > 0 {
+		b.WriteString("Asked since, not answered yet:\n")
+		for _, m := range asked[max(0, len(asked)-fallbackAsked):] {
+			fmt.Fprintf(&b, "[#%d] %s\n", m.Seq, validate.Clip(m.Text, 2000))
 		}
 	}
 	return b.String()
 }
+
+// fallbackAsked is how many of the unanswered user messages a fallback
+// brief quotes (the latest; `cast read` has the rest).
+const fallbackAsked = 5
 
 // The headings around a prompt's brief (briefOf finds it between them).
 const (

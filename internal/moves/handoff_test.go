@@ -90,3 +90,48 @@ func TestMovesQuoteLongNonASCIIAnswers(t *testing.T) {
 		}
 	})
 }
+
+// A handoff of a session mid-turn, with the model for briefs down: the
+// fallback brief quotes what the user asked after the last answer (the
+// message the source is still running), or the new agent never hears the
+// user's latest request. Older questions, answered, are not repeated.
+func TestFallbackBriefQuotesWhatWasAskedSince(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msgs [][2]string // kind, text
+		want []string
+		not  []string
+	}{
+		{"mid-turn", [][2]string{{"user", "OLD-Q"}, {"assistant", "OLD-A"}, {"user", "RUNNING-Q"}}, []string{"OLD-A", "RUNNING-Q"}, []string{"OLD-Q"}},
+		{"no answer yet", [][2]string{{"user", "FIRST-Q"}, {"user", "SECOND-Q"}}, []string{"FIRST-Q", "SECOND-Q"}, nil},
+		{"answered", [][2]string{{"user", "Q"}, {"assistant", "LAST-A"}}, []string{"LAST-A"}, []string{"Asked since"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newMergeRig(t)
+			for _, m := range tc.msgs {
+				kind := castv1.MessageKind_MESSAGE_KIND_USER
+				if m[0] == "assistant" {
+					kind = castv1.MessageKind_MESSAGE_KIND_ASSISTANT
+				}
+				r.add(r.parent, kind, m[1])
+			}
+			res, err := moves.Handoff(r.ctx, r.s, &briefs{n: 1}, moves.HandoffRequest{SessionID: r.parent, ToAgent: "claude", DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.BriefSource != "fallback" {
+				t.Fatalf("brief from %s, want the fallback", res.BriefSource)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.Brief, w) {
+					t.Errorf("fallback brief lacks %q:\n%s", w, res.Brief)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(res.Brief, n) {
+					t.Errorf("fallback brief holds %q:\n%s", n, res.Brief)
+				}
+			}
+		})
+	}
+}
