@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,7 +80,7 @@ func (mg *Manager) Answer(ctx context.Context, agent string, approve bool) (stri
 			}
 			why = "at its usage limit; switch approved"
 		}
-		ok, err := mg.st.ResolveChoice(ctx, agent, c)
+		ok, err := mg.st.ResolveChoice(ctx, agent, c, owedFor(agent, c, to, why))
 		if err != nil {
 			return "", nil, err
 		}
@@ -87,17 +88,7 @@ func (mg *Manager) Answer(ctx context.Context, agent string, approve bool) (stri
 			continue // a session joined, or another answer came: read again
 		}
 		mg.lg.Info("fleet account choice answered", zap.String("agent", agent), zap.Bool("approve", approve), zap.String("active", to))
-		for _, id := range c.Sessions {
-			m := notice(agent, c.From, to, why, c.Until)
-			if why == "" {
-				m.NoticeType = transcript.NoticeAccountChoice
-				m.Text = fmt.Sprintf("Staying on account %s (switch denied): this session continues when its window resets at %s.",
-					c.From, c.Until.UTC().Format(time.RFC3339))
-			}
-			if _, err := mg.st.Append(ctx, id, []*castv1.Message{m}, fence.Guard{}); err != nil {
-				mg.lg.Warn("account choice notice failed", zap.String("session", id), zap.Error(err))
-			}
-		}
+		mg.writeAnswerOwed(ctx, agent)
 		return to, c.Sessions, nil
 	}
 	return "", nil, errs.New(errs.KindAborted, errs.ReasonConflict, "the %s account choice kept changing; retry", agent)
@@ -134,13 +125,57 @@ func (mg *Manager) dropChoice(ctx context.Context, agent, to, why string) {
 	if err != nil || c.From == "" {
 		return
 	}
-	if ok, err := mg.st.ResolveChoice(ctx, agent, c); err != nil || !ok {
+	if ok, err := mg.st.ResolveChoice(ctx, agent, c, owedFor(agent, c, to, why)); err != nil || !ok {
 		return
 	}
+	mg.writeAnswerOwed(ctx, agent)
+}
+
+// writeAnswerOwed is writeChoiceOwed past the caller's end, bounded: the
+// answer has committed, and the sessions it held must hear of it even if
+// the caller has gone.
+func (mg *Manager) writeAnswerOwed(ctx context.Context, agent string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broadcastTimeout)
+	defer cancel()
+	mg.writeChoiceOwed(ctx, agent)
+}
+
+// owedFor is the notices answering c owes: each held session's (the
+// switch to to, for why; why "" is a denied switch), after those an
+// earlier answer still owes. They are recorded in the write that resolves
+// c, so one whose append fails is written again under its client id.
+func owedFor(agent string, c quota.Choice, to, why string) []quota.SwitchNotice {
+	owed := slices.Clone(c.Owed)
 	for _, id := range c.Sessions {
-		if _, err := mg.st.Append(ctx, id, []*castv1.Message{notice(agent, c.From, to, why, c.Until)}, fence.Guard{}); err != nil {
-			mg.lg.Warn("account choice notice failed", zap.String("session", id), zap.Error(err))
+		m := notice(agent, c.From, to, why, c.Until)
+		n := quota.SwitchNotice{Session: id, ClientID: m.ClientId, Text: m.Text}
+		if why == "" {
+			n.Type = transcript.NoticeAccountChoice
+			n.Text = fmt.Sprintf("Staying on account %s (switch denied): this session continues when its window resets at %s.",
+				c.From, c.Until.UTC().Format(time.RFC3339))
 		}
+		owed = append(owed, n)
+	}
+	return owed
+}
+
+// writeChoiceOwed writes the notices agent's resolved choice owes and
+// keeps only those that failed, for the sweep to write again (a rewrite
+// of one that did land is kept once by the store).
+func (mg *Manager) writeChoiceOwed(ctx context.Context, agent string) {
+	c, err := mg.st.Choice(ctx, agent)
+	if err != nil || c.From != "" || len(c.Owed) == 0 {
+		return // a pending choice carries them until it is answered
+	}
+	var failed []quota.SwitchNotice
+	for _, n := range c.Owed {
+		if err := mg.writeOwed(ctx, n.Session, agent, n); err != nil {
+			mg.lg.Warn("account choice notice failed", zap.String("agent", agent), zap.String("session", n.Session), zap.Error(err))
+			failed = append(failed, n)
+		}
+	}
+	if _, err := mg.st.ResolveChoice(ctx, agent, c, failed); err != nil {
+		mg.lg.Warn("clear written account choice notices failed", zap.String("agent", agent), zap.Error(err))
 	}
 }
 

@@ -53,7 +53,7 @@ type Store interface {
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time) (quota.Choice, bool, error)
 	Choice(ctx context.Context, agent string) (quota.Choice, error)
-	ResolveChoice(ctx context.Context, agent string, c quota.Choice) (bool, error)
+	ResolveChoice(ctx context.Context, agent string, c quota.Choice, owed []quota.SwitchNotice) (bool, error)
 	Reserve(ctx context.Context, agent, account, sessionID string) error
 	Release(ctx context.Context, agent, sessionID string) error
 	Reservations(ctx context.Context, agent string) (map[string]int, error)
@@ -518,6 +518,10 @@ func notice(agent, from, to, why string, until time.Time) *castv1.Message {
 
 // switchNotice is the account_switch notice n as a message.
 func switchNotice(agent string, n quota.SwitchNotice) *castv1.Message {
+	typ := n.Type
+	if typ == "" {
+		typ = transcript.NoticeAccountSwitch
+	}
 	return &castv1.Message{ClientId: n.ClientID, Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, Agent: agent,
-		NoticeType: transcript.NoticeAccountSwitch, Text: n.Text}
+		NoticeType: typ, Text: n.Text}
 }

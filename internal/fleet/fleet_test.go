@@ -913,3 +913,58 @@ func TestResentLimitReportWritesTheLostNotice(t *testing.T) {
 		}
 	}
 }
+
+// A parked session whose answer notice (approved, denied, or an account
+// picked with `cast account use`) failed to append still gets it, once:
+// the choice was resolved and the notice only logged, so the session
+// never said why its turn ran on, or on which account.
+func TestAskNoticeSurvivesALostAppend(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		answer     func(r *rig) error
+	}{
+		{"approve", "Now using account b (was a, at its usage limit; switch approved", func(r *rig) error {
+			_, _, err := r.mg.Answer(context.Background(), "claude", true)
+			return err
+		}},
+		{"deny", "Staying on account a (switch denied)", func(r *rig) error {
+			_, _, err := r.mg.Answer(context.Background(), "claude", false)
+			return err
+		}},
+		{"use", "Now using account b (was a, chosen with `cast account use`", func(r *rig) error {
+			_, err := r.mg.Use(context.Background(), "claude", "b")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lost := &noticeLost{}
+			lost.failed.Store(true) // the question is written
+			r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAsk}, func(st fleet.Store) fleet.Store {
+				lost.Store, lost.real = st, st.(*noticeStore).Store
+				return lost
+			})
+			r.putAB(t)
+			ctx := context.Background()
+			c, err := r.st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
+			must(t, err)
+			id := c.Session.Id
+			must(t, r.mg.OnParked(ctx, id, "claude", "a"))
+			lost.failed.Store(false) // the answer's notice is not
+			_ = tc.answer(r)         // the answer committed
+			for range 2 {            // the retry path, twice: the notice is kept once
+				_ = r.mg.Sweep(ctx)
+			}
+			msgs, _, err := r.st.ListMessages(ctx, id, 0, 0, 100, "")
+			must(t, err)
+			n := 0
+			for _, m := range msgs {
+				if strings.Contains(m.Text, tc.want) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d notices %q in the session, want one", n, tc.want)
+			}
+		})
+	}
+}

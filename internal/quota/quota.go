@@ -175,6 +175,9 @@ type SwitchNotice struct {
 	Session  string `json:"notice_session,omitempty"`
 	ClientID string `json:"notice_client_id,omitempty"`
 	Text     string `json:"notice_text,omitempty"`
+	// Type is the notice's type ("": account_switch); an answered choice
+	// owes account_choice notices too.
+	Type string `json:"notice_type,omitempty"`
 }
 
 // Choice is a pending choice under the ask policy: From hit its limit, and
@@ -186,5 +189,9 @@ type Choice struct {
 	Until    time.Time `json:"until"` // when From's limit ends
 	Sessions []string  `json:"sessions"`
 	Since    time.Time `json:"since"`
-	Rev      int64     `json:"-"`
+	// Owed are the notices an answer owes the sessions it held, recorded
+	// in the write that resolved it (From "" then) and kept until each is
+	// written: a rewrite under its client id is kept once by the store.
+	Owed []SwitchNotice `json:"owed,omitempty"`
+	Rev  int64          `json:"-"`
 }

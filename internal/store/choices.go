@@ -31,7 +31,8 @@ func (s *Store) AddChoice(ctx context.Context, agent, from string, until time.Ti
 			return c, false, err
 		}
 		if c.From != from {
-			c = quota.Choice{From: from, Since: now, Rev: c.Rev}
+			// Notices a resolved choice still owes carry over.
+			c = quota.Choice{From: from, Since: now, Rev: c.Rev, Owed: c.Owed}
 		}
 		if slices.Contains(c.Sessions, sessionID) {
 			return c, false, nil
@@ -64,12 +65,20 @@ func (s *Store) Choice(ctx context.Context, agent string) (quota.Choice, error) 
 	return c, err
 }
 
-// ResolveChoice removes c if it is still the pending choice; false means
-// it changed (another answer, or another session added) and the caller
-// re-reads.
-func (s *Store) ResolveChoice(ctx context.Context, agent string, c quota.Choice) (bool, error) {
+// ResolveChoice replaces c, if it is still the record, by the notices it
+// owes (none: removes it); false means it changed (another answer, or
+// another session added) and the caller re-reads.
+func (s *Store) ResolveChoice(ctx context.Context, agent string, c quota.Choice, owed []quota.SwitchNotice) (bool, error) {
 	k := s.choiceKey(agent)
-	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", c.Rev)).Then(clientv3.OpDelete(k)).Commit()
+	op := clientv3.OpDelete(k)
+	if len(owed) > 0 {
+		val, err := json.Marshal(quota.Choice{Owed: owed})
+		if err != nil {
+			return false, errs.Internal(err, "encode account choice")
+		}
+		op = clientv3.OpPut(k, string(val))
+	}
+	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", c.Rev)).Then(op).Commit()
 	if err != nil {
 		return false, err
 	}
