@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/objstore/s3test"
@@ -272,6 +273,50 @@ func TestSilentNodeIsMarkedDownByLease(t *testing.T) {
 	}
 	waitConnected(t, c, "sleepy", true)
 	stream.CloseSend()
+}
+
+// A node's heartbeat reaching a replica that cannot reach etcd (a
+// partition: nothing answers, nothing resets) ends the node's stream
+// UNAVAILABLE within the store's bound, so the node connects again,
+// to a replica that can. Before, the lease renewal waited on etcd as long
+// as it was away and the node's stream hung on this replica.
+func TestHeartbeatWithEtcdUnreachableEndsTheStream(t *testing.T) {
+	ep := testharness.StartEtcd(t, nil)
+	proxy := testharness.StartProxy(t, strings.TrimPrefix(ep, "http://"))
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+		c.EtcdEndpoints, c.DataDir = []string{"http://" + proxy.Addr}, ""
+	})
+	t.Cleanup(proxy.Heal) // before the control plane stops
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	stream, err := c.Nodes.Connect(ctx)
+	must(t, err)
+	hello := &castv1.Hello{Node: &castv1.Node{Name: "cut", Agents: []*castv1.AgentInstall{{Name: "claude"}}}}
+	must(t, stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}))
+	heartbeat := func(seq int64) {
+		t.Helper()
+		must(t, stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Heartbeat{Heartbeat: &castv1.Heartbeat{Seq: seq}}}))
+	}
+	heartbeat(1) // answered while etcd is reachable: the credential is checked and cached
+	for {
+		f, err := stream.Recv()
+		must(t, err)
+		if f.GetHeartbeatAck().GetSeq() == 1 {
+			break
+		}
+	}
+	proxy.Blackhole(testharness.Both)
+	start := time.Now()
+	heartbeat(2)
+	ended := drain(func() error { _, err := stream.Recv(); return err })
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("the stream ended %v after %s, want UNAVAILABLE", err, time.Since(start))
+		}
+	case <-time.After(20 * time.Second): // four times the 5 s bound
+		t.Fatal("the node's stream still hangs on a replica that cannot reach etcd")
+	}
 }
 
 // A create with validate_only is checked and placed as a create would be

@@ -19,6 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/turnstate"
 	"github.com/cast-dev/cast/internal/validate"
+	"github.com/cast-dev/cast/internal/web"
 )
 
 type nodeService struct {
@@ -431,12 +432,22 @@ func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *a
 	if err := h.s.stillAuthenticated(ctx); err != nil {
 		return err
 	}
+	// The stream's context has no deadline: while etcd cannot be reached
+	// the renewal would wait as long as it is away, and the node's stream
+	// hang on this replica. Bounded as the credential check is, the stream
+	// ends UNAVAILABLE and the node connects again.
+	rctx, cancel := context.WithTimeout(ctx, web.StoreTimeout)
+	defer cancel()
 	l := fence.Lease(lease.Load())
-	err := h.s.store.Heartbeat(ctx, l)
+	err := h.s.store.Heartbeat(rctx, l)
 	if err == nil && time.Since(*seen) >= h.s.cfg.SeenEvery {
-		if err = h.s.store.NodeSeen(ctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {
+		if err = h.s.store.NodeSeen(rctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {
 			*seen = time.Now()
 		}
+	}
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil { // the bound's deadline, not the stream's end
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
+			"the store did not answer within %s while renewing the node's lease; connect again", web.StoreTimeout)
 	}
 	if !errors.Is(err, store.ErrLeaseExpired) {
 		return err
