@@ -4,20 +4,12 @@ package fsutil
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 )
 
-// syncPath is how SyncTree makes one file or directory durable; a test
-// records the order of its calls through it.
-var syncPath = func(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
+// syncPath is how SyncTree makes one file or directory durable (SyncDir
+// opens and syncs either); a test records the order of its calls through it.
+var syncPath = SyncDir
 
 // syncTree, without syncfs(2), syncs every regular file, then every
 // directory after what it holds, root last, and then root's parent.
