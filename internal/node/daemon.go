@@ -403,7 +403,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		lastSeq := s.LastSeq
 		if behind := a.storeBehind(ctx, s); behind != nil {
 			lastSeq = max(lastSeq, behind.LastSeq)
-			if err := a.rewindIdle(s.Id, storeDelivered(behind)); err != nil {
+			if err := a.rewindIdle(s.Id, storeDelivered(behind), lastSeq, k.AssignSession.OwnerToken); err != nil {
 				return err
 			}
 		}
@@ -476,11 +476,11 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 // node's with no report of the node's on its way, says so; the store is
 // read again to tell, since an assignment may have been read before a
 // message the node already took, or before its last report landed. A
-// session whose turn runs is left to its next assignment: the turn's end
-// moves the cursors.
+// session whose turn runs is read too: its cursors are those the turn
+// started from, and rewindIdle has the turn's end take the store's.
 func (a *Daemon) storeBehind(ctx context.Context, s *castv1.Session) *castv1.Session {
 	o, ok := a.st.get(s.Id)
-	if !ok || !heldPast(o, s) || a.workers.running(s.Id) {
+	if !ok || !heldPast(o, s) {
 		return nil
 	}
 	now, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: s.Id})
@@ -512,19 +512,86 @@ func storeDelivered(s *castv1.Session) int64 {
 }
 
 // rewindIdle rewinds the session's cursors to the store's delivery cursor
-// to unless a turn runs, under the worker's lock: a turn reads the state
-// it starts from under it, so none starts from the cursors as they were
-// and moves them forward again at its end. A turn that runs keeps them
-// (its end moves them); the next assignment looks again.
-func (a *Daemon) rewindIdle(sessionID string, to int64) error {
+// to under the worker's lock: a turn reads the state it starts from under
+// it, so none starts from the cursors as they were and moves them forward
+// again at its end. While a turn runs, its end takes them back instead
+// (pendingRewind): left alone until the next assignment (a reconnect, a
+// move), they counted the messages sent since the restore, whose seqs
+// the node had already taken, as delivered.
+func (a *Daemon) rewindIdle(sessionID string, to, lastSeq, token int64) error {
 	w := a.worker(sessionID)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cancel != nil {
-		a.lg.Warn("a turn runs: the delivery cursor is taken from the store at the session's next assignment", zap.String("session", sessionID))
+		a.lg.Warn("a turn runs: its end takes the store's delivery cursor", zap.String("session", sessionID), zap.Int64("to", to))
+		if w.rewind == nil || to < w.rewind.to {
+			w.rewind = &pendingRewind{to: to}
+		}
+		w.rewind.lastSeq, w.rewind.token = max(w.rewind.lastSeq, lastSeq), max(w.rewind.token, token)
 		return nil
 	}
 	return a.st.session(sessionID, func(o *owned) { rewind(o, to) })
+}
+
+// pendingRewind is a rewind to the store's delivery cursor that waits for
+// the session's running turn to end.
+type pendingRewind struct {
+	// to is the store's delivery cursor, lastSeq its last seq then.
+	to, lastSeq, token int64
+	// applied: the turn's end report took it; what is left is the
+	// catch-up of the messages past it (afterTurn).
+	applied bool
+}
+
+// takeRewind is the store's delivery cursor a turn's end takes before it
+// reports (false when no rewind waits): the report then carries it, not
+// the node's cursor, which the store may have given to other messages.
+func (a *Daemon) takeRewind(sessionID string) (int64, bool) {
+	w := a.workers.get(sessionID)
+	if w == nil {
+		return 0, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rewind == nil || w.rewind.applied {
+		return 0, false
+	}
+	w.rewind.applied = true
+	return w.rewind.to, true
+}
+
+// afterTurn settles a rewind that waited for the turn that just ended
+// (w.cancel cleared): one the turn's end did not take (it reported
+// nothing, or the assignment came as it reported) is taken now and its
+// report sent again; then the store's messages past the cursor, read up
+// to its last seq now, are caught up, since those delivered while the
+// turn ran were taken for ones the node had.
+func (a *Daemon) afterTurn(ctx context.Context, sessionID string, w *worker) {
+	w.mu.Lock()
+	rw := w.rewind
+	w.rewind = nil
+	if rw != nil && !rw.applied {
+		_ = a.st.session(sessionID, func(o *owned) {
+			rewind(o, rw.to)
+			if o.Report != nil {
+				o.Report.Pending = true // it may have carried the old cursor
+			}
+		})
+	}
+	w.mu.Unlock()
+	if rw == nil {
+		return
+	}
+	lastSeq := rw.lastSeq
+	now, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: sessionID})
+	if err == nil {
+		lastSeq = max(lastSeq, now.LastSeq)
+		err = a.catchUp(ctx, sessionID, lastSeq, rw.token)
+	}
+	if err != nil {
+		a.lg.Warn("catching up after taking the store's delivery cursor failed; trying again", zap.String("session", sessionID), zap.Error(err))
+		a.retryCatchUp(sessionID, lastSeq, rw.token)
+	}
 }
 
 // rewind takes o's cursors back to the store's delivery cursor to: the

@@ -49,7 +49,11 @@ func (a *Daemon) reportEnd(ctx context.Context, sessionID string, o owned, st ca
 	if fc.Account != "" {
 		r.Usage = usage
 	}
+	to, rewound := a.takeRewind(sessionID)
 	_ = a.st.session(sessionID, func(s *owned) {
+		if rewound {
+			rewind(s, to)
+		}
 		if s.Report != nil {
 			r.N = s.Report.N + 1
 		}

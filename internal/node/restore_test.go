@@ -80,3 +80,59 @@ func TestAssignmentFromARestoredStoreRunsTheNewMessages(t *testing.T) {
 		})
 	}
 }
+
+// An assignment from a restored store that comes while the session's turn
+// runs is acted on when the turn ends: the turn's end takes the store's
+// delivery cursor (its report carries it, not the node's old one) and the
+// message sent since the restore runs, once. The node left the cursors of
+// a running turn alone and looked again only at the next assignment (a
+// reconnect, a move), so the new message, whose seq the node had already
+// taken, never reached the model.
+func TestRestoredStoreAssignedWhileATurnRunsRunsTheNewMessage(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, nil) // seqs 1-3, the node delivered up to 2 and runs 3
+	answer := heldAtTheModel(ctx, t, a, fm)
+
+	// The store comes back from a snapshot holding only the first
+	// question, and the user sends a new one, which takes seq 2.
+	p.mu.Lock()
+	p.msgs["s1"] = p.msgs["s1"][:1]
+	p.mu.Unlock()
+	rows := p.add("s1", &castv1.Message{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "after restore question", ClientId: "n1"})
+	o, _ := a.st.get("s1")
+	restored := &castv1.Session{Id: "s1", Agent: "claude", Cwd: o.Cwd, LastSeq: rows[0].Seq, DeliveredSeq: 1}
+	p.mu.Lock()
+	p.sessions["s1"] = restored
+	p.mu.Unlock()
+	assign := &castv1.Command{Kind: &castv1.Command_AssignSession{AssignSession: &castv1.AssignSession{Session: restored, OwnerToken: 1}}}
+	if err := a.handle(ctx, assign); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.deliver("s1", 1, rows); err != nil { // the control plane hands the new message on too
+		t.Fatal(err)
+	}
+	fm.SetPolicy(nil)
+	close(answer)
+
+	// The running turn's end (its report) carries the store's cursor.
+	for st := castv1.SessionState_SESSION_STATE_RUNNING; st != castv1.SessionState_SESSION_STATE_IDLE; {
+		select {
+		case st = <-p.reports:
+		case <-ctx.Done():
+			t.Fatal("the running turn never ended")
+		}
+	}
+	p.mu.Lock()
+	ended := p.delivered[len(p.delivered)-1]
+	p.mu.Unlock()
+	if ended != 1 {
+		t.Fatalf("the running turn's end reported delivery cursor %d, want the restored store's 1 (the new message at seq 2 runs)", ended)
+	}
+	idleAt(ctx, t, a, p, rows[0].Seq)
+	turns := fm.Turns()
+	users := strings.Join(userTexts(turns[len(turns)-1]), "\n")
+	if n := strings.Count(users, "after restore question"); n != 1 {
+		t.Fatalf("the model's request holds the new message %d times, want once; user items %q", n, users)
+	}
+}

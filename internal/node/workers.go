@@ -39,6 +39,9 @@ type worker struct {
 	stopNext bool
 	// stopped: the running turn was interrupted (not abandoned).
 	stopped bool
+	// rewind: an assignment from a store restored from an older snapshot
+	// came while the turn ran; the turn's end takes its cursor.
+	rewind *pendingRewind
 }
 
 // errHeld means the turn did not start and should not be retried until the
@@ -256,8 +259,10 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 				// ends as one stopped before it started, not held or
 				// retried to run in full.
 				a.stopUnstarted(ctx, sessionID, o)
+				a.afterTurn(ctx, sessionID, w)
 				continue
 			}
+			a.afterTurn(ctx, sessionID, w) // after the turn's last write of its cursors
 			if errors.Is(err, errHeld) {
 				break // a later wake (fence lifted, reconnect) tries again
 			}
