@@ -425,7 +425,9 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 			}
 			// Imported or forked history is context, never a new prompt;
 			// what an earlier owner delivered (before a migration) is done.
-			o.ReceivedSeq = max(o.ReceivedSeq, s.HistorySeq, s.DeliveredSeq)
+			if to := max(s.HistorySeq, s.DeliveredSeq); to > o.ReceivedSeq {
+				o.ReceivedSeq, o.ReceivedID = to, ""
+			}
 			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq, s.DeliveredSeq)
 		})
 		if err != nil {
@@ -475,12 +477,16 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 // seq below the node's received one, or its delivery cursor below the
 // node's with no report of the node's on its way, says so; the store is
 // read again to tell, since an assignment may have been read before a
-// message the node already took, or before its last report landed. A
-// session whose turn runs is read too: its cursors are those the turn
-// started from, and rewindIdle has the turn's end take the store's.
+// message the node already took, or before its last report landed. With
+// a report on its way, the cursors cannot tell (enough messages sent
+// since the restore reach the node's seqs, and the report would set the
+// store's cursor past them): the store's row at the node's received seq
+// being another message does. A session whose turn runs is read too: its
+// cursors are those the turn started from, and rewindIdle has the turn's
+// end take the store's.
 func (a *Daemon) storeBehind(ctx context.Context, s *castv1.Session) *castv1.Session {
 	o, ok := a.st.get(s.Id)
-	if !ok || !heldPast(o, s) {
+	if !ok || !heldPast(o, s) && !reportHides(o, s) {
 		return nil
 	}
 	now, err := a.cli.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: s.Id})
@@ -488,7 +494,7 @@ func (a *Daemon) storeBehind(ctx context.Context, s *castv1.Session) *castv1.Ses
 		a.lg.Warn("reading the session to check the node's delivery cursor failed", zap.String("session", s.Id), zap.Error(err))
 		return nil
 	}
-	if !heldPast(o, now) {
+	if !heldPast(o, now) && !(reportHides(o, now) && a.receivedReplaced(ctx, s.Id, o)) {
 		return nil
 	}
 	a.lg.Warn("the store holds less of the session than this node delivered (restored from an older snapshot?); taking its delivery cursor",
@@ -501,8 +507,33 @@ func (a *Daemon) storeBehind(ctx context.Context, s *castv1.Session) *castv1.Ses
 // s holds: a received seq past its last one, or a delivery cursor past
 // its own that no pending report of the node's explains.
 func heldPast(o owned, s *castv1.Session) bool {
-	pending := o.Report != nil && o.Report.Pending
-	return s.LastSeq < o.ReceivedSeq || (!pending && storeDelivered(s) < o.DeliveredSeq)
+	return s.LastSeq < o.ReceivedSeq || (!reportPending(o) && storeDelivered(s) < o.DeliveredSeq)
+}
+
+// reportHides reports whether the store's delivery cursor is below the
+// node's while a report of the node's is pending, and the node knows the
+// message at its received seq to check the store against.
+func reportHides(o owned, s *castv1.Session) bool {
+	return reportPending(o) && storeDelivered(s) < o.DeliveredSeq && o.ReceivedID != ""
+}
+
+func reportPending(o owned) bool { return o.Report != nil && o.Report.Pending }
+
+// receivedReplaced reports whether the store's row at the node's received
+// seq is not the message the node received there (a read that fails
+// says no: the cursors stay, as before).
+func (a *Daemon) receivedReplaced(ctx context.Context, sessionID string, o owned) bool {
+	replaced := true
+	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.ReceivedSeq, EndSeq: o.ReceivedSeq},
+		func(m *castv1.Message) error {
+			replaced = m.Seq != o.ReceivedSeq || m.ClientId != o.ReceivedID
+			return nil
+		})
+	if err != nil {
+		a.lg.Warn("reading the message at the node's received seq failed", zap.String("session", sessionID), zap.Error(err))
+		return false
+	}
+	return replaced
 }
 
 // storeDelivered is the store's delivery cursor of s: imported or forked
@@ -599,7 +630,10 @@ func (a *Daemon) afterTurn(ctx context.Context, sessionID string, w *worker) {
 // rows past it is rebuilt, since the store may have given those seqs to
 // other rows.
 func rewind(o *owned, to int64) {
-	o.ReceivedSeq, o.DeliveredSeq, o.NoticeSeq = min(o.ReceivedSeq, to), min(o.DeliveredSeq, to), min(o.NoticeSeq, to)
+	if o.ReceivedSeq > to {
+		o.ReceivedSeq, o.ReceivedID = to, ""
+	}
+	o.DeliveredSeq, o.NoticeSeq = min(o.DeliveredSeq, to), min(o.NoticeSeq, to)
 	if o.FailedSeq > to {
 		o.FailedSeq = 0
 	}
@@ -723,14 +757,22 @@ func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) 
 		return fmt.Errorf("session %s is not owned by this node with token %d", sessionID, token)
 	}
 	var newest int64
+	var newestID string
 	for _, m := range msgs {
 		if m.Seq > o.ReceivedSeq && !ids.Adopted(m.ClientId) { // adopted rows are history, never prompts
-			newest = max(newest, m.Seq)
+			if m.Seq > newest {
+				newest, newestID = m.Seq, m.ClientId
+			}
 			a.lg.Info("user message received", zap.String("session", sessionID), zap.Int64("seq", m.Seq))
 		}
 	}
 	if newest > 0 {
-		if err := a.st.session(sessionID, func(o *owned) { o.ReceivedSeq = max(o.ReceivedSeq, newest) }); err != nil {
+		err := a.st.session(sessionID, func(o *owned) {
+			if newest > o.ReceivedSeq {
+				o.ReceivedSeq, o.ReceivedID = newest, newestID
+			}
+		})
+		if err != nil {
 			// Nothing is lost: the control plane keeps the messages and
 			// recordAgain runs them once a write succeeds.
 			a.showUnrecorded(sessionID, err)

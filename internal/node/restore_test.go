@@ -28,6 +28,10 @@ func TestAssignmentFromARestoredStoreRunsTheNewMessages(t *testing.T) {
 		// node is the node's cursor (received and delivered); stored the
 		// store's delivered seq, shown the one the assignment carries.
 		node, stored, shown int64
+		// pending: the node's last report has not landed (it holds the
+		// client id of the message at its cursor, as deliver records it).
+		pending    bool
+		receivedID string
 		// delivered is the node's delivered seq once assigned.
 		delivered int64
 		want      []string // the user texts of the model's request, each once
@@ -41,6 +45,12 @@ func TestAssignmentFromARestoredStoreRunsTheNewMessages(t *testing.T) {
 		{name: "an assignment read before the node's report landed is no restore",
 			rows: []*castv1.Message{user("first question", "u1"), answer("first answer", "a1"), user("second question", "u2"), answer("second answer", "a2")},
 			node: 3, stored: 3, shown: 1, delivered: 3},
+		{name: "a report still pending, the store's last seq up to the node's cursor",
+			rows: []*castv1.Message{user("first question", "u1"), answer("first answer", "a1"), user("new question", "n1")},
+			node: 3, stored: 1, shown: 1, pending: true, receivedID: "u2", delivered: 1, want: []string{"first question", "new question"}},
+		{name: "a report still pending is no restore",
+			rows: []*castv1.Message{user("first question", "u1"), answer("first answer", "a1"), user("second question", "u2"), answer("second answer", "a2")},
+			node: 3, stored: 1, shown: 1, pending: true, receivedID: "u2", delivered: 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +61,10 @@ func TestAssignmentFromARestoredStoreRunsTheNewMessages(t *testing.T) {
 			cwd := t.TempDir()
 			if err := a.st.assign("s1", func(o *owned) {
 				o.Token, o.Agent, o.Cwd = 1, "claude", cwd
-				o.ReceivedSeq, o.DeliveredSeq = tc.node, tc.node
+				o.ReceivedSeq, o.DeliveredSeq, o.ReceivedID = tc.node, tc.node, tc.receivedID
+				if tc.pending {
+					o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
+				}
 			}); err != nil {
 				t.Fatal(err)
 			}

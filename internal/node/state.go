@@ -42,6 +42,10 @@ type owned struct {
 	ReceivedSeq  int64 `json:"received_seq"`
 	DeliveredSeq int64 `json:"delivered_seq"`
 	FailedSeq    int64 `json:"failed_seq,omitempty"`
+	// ReceivedID is the client id of the user message at ReceivedSeq (""
+	// when the cursor moved without one): a store restored from an older
+	// snapshot holds another message there (storeBehind).
+	ReceivedID string `json:"received_id,omitempty"`
 	// Notice is a migration notice the agent has not been told yet (it is
 	// stored after the messages held during the move, so no rebuild of the
 	// history before them carries it); NoticeSeq is the newest one taken.
