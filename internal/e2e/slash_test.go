@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -17,25 +18,52 @@ import (
 func TestSlashCommandOutputIsShown(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "claude")
+	id, seq, outputs := slashTurn(t, r, "/compact keep the notes")
+	if !slices.Contains(outputs, "Not enough messages to compact.") {
+		t.Fatalf("after /compact the thread holds %s, want the command's output as a notice", kinds(r.messages(id)[seq:]))
+	}
+	seq = r.send(id, "after MARK-2")
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	turns := r.fake.Turns()
+	assertItems(t, turns[len(turns)-1].Items, "MARK-1", "keep the notes</command-args>", "Not enough messages to compact.", "MARK-2")
+}
+
+// A slash command the real CLI does not run in -p (Claude Code's /color)
+// answers with its output alone, as Claude Code's own result does: the
+// CLI also records the command as typed, which was shown as a second
+// command_output notice, so `cast exec "/color red"` printed the command
+// back above the answer.
+func TestSlashCommandNotRunShowsItsOutputAlone(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude")
+	_, _, outputs := slashTurn(t, r, "/color red")
+	if len(outputs) != 1 || outputs[0] != "/color isn't available in this environment." {
+		t.Fatalf("after /color the thread shows command output %q, want only the CLI's answer", outputs)
+	}
+}
+
+// slashTurn starts a Claude session on r, sends it the slash command cmd
+// and waits for its turn to end (something after it: was a wait
+// forever); it returns the session, the command's seq and the
+// command_output notices after it. The command's record stored as a
+// second user message fails the test.
+func slashTurn(t *testing.T, r *turnRig, cmd string) (string, int64, []string) {
+	t.Helper()
 	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "start MARK-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	seq := r.send(sess.Id, "/compact keep the notes")
-	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq) // something after it: was a wait forever
-	shown := false
+	seq := r.send(sess.Id, cmd)
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	var outputs []string
 	for _, m := range r.messages(sess.Id)[seq:] {
 		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
 			t.Fatalf("the command's record was stored as a user message: %q", m.Text)
 		}
-		shown = shown || m.NoticeType == transcript.NoticeCommandOutput && m.Text == "Not enough messages to compact."
+		if m.NoticeType == transcript.NoticeCommandOutput {
+			outputs = append(outputs, m.Text)
+		}
 	}
-	if !shown {
-		t.Fatalf("after /compact the thread holds %s, want the command's output as a notice", kinds(r.messages(sess.Id)[seq:]))
-	}
-	seq = r.send(sess.Id, "after MARK-2")
-	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	turns := r.fake.Turns()
-	assertItems(t, turns[len(turns)-1].Items, "MARK-1", "keep the notes</command-args>", "Not enough messages to compact.", "MARK-2")
+	return sess.Id, seq, outputs
 }

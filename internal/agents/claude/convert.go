@@ -301,10 +301,22 @@ func compactJSON(raw json.RawMessage) string {
 // slash command: /compact on a short conversation says "Not enough
 // messages to compact." and calls no model) as a notice: it is all the
 // user gets for that message, so leaving it out left the turn silent.
+// A record without the output tags is the command as typed (one Claude
+// Code does not run here, "/color red" in -p, is recorded so, before its
+// output); Claude Code's own output tells them apart the same way. It
+// reads as the user's, like a command record, so the node finds the
+// turn's prompt in it.
 func localCommandOutput(rec record) ([]transcript.Message, bool) {
 	var s string
 	if json.Unmarshal(rec.Content, &s) != nil {
 		return nil, false
+	}
+	if !strings.Contains(s, stdoutOpen) && !strings.Contains(s, stderrOpen) {
+		if s = strings.TrimSpace(s); s == "" {
+			return nil, false
+		}
+		return []transcript.Message{{Kind: transcript.KindUser, Text: s,
+			Agent: Agent, NativeID: rec.UUID, Time: kit.ParseTime(rec.Timestamp)}}, true
 	}
 	return localCommandNotice(rec, s)
 }
@@ -317,6 +329,7 @@ var commandRecord = regexp.MustCompile(`(?s)^\s*<command-name>([^<]*)</command-n
 const (
 	stdoutOpen  = "<local-command-stdout>"
 	stdoutClose = "</local-command-stdout>"
+	stderrOpen  = "<local-command-stderr>"
 )
 
 // commandOutput is text's local command output when text is that output

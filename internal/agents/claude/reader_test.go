@@ -209,6 +209,25 @@ func TestReadLocalCommandOutput(t *testing.T) {
 		t.Fatalf("got\n%s, want the command as typed", kinds(msgs))
 	}
 
+	// A command Claude Code does not run here ("/color red" in -p) is
+	// written as two system records: the command as typed, then its
+	// output. Only the output is output (Claude Code's own result holds
+	// it alone); the first read as one, and cast exec printed the
+	// command back above its answer.
+	in = `{"parentUuid":null,"type":"user","uuid":"u0","timestamp":"2026-12-06T16:43:28.504Z","message":{"role":"user","content":"start"}}
+{"parentUuid":"u0","isSidechain":false,"type":"system","subtype":"local_command","content":"/color red","level":"info","timestamp":"2026-12-06T16:43:28.562Z","uuid":"s0","isMeta":false}
+{"parentUuid":"s0","isSidechain":false,"type":"system","subtype":"local_command","content":"<local-command-stdout>/color isn't available in this environment.</local-command-stdout>","level":"info","timestamp":"2026-12-06T16:43:28.562Z","uuid":"s1","isMeta":false}
+`
+	if msgs, _, err = Parse(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kinds(msgs), "user:start\nuser:/color red\nnotice:"+transcript.NoticeCommandOutput+"\n"; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if n := msgs[2]; n.Text != "/color isn't available in this environment." {
+		t.Fatalf("notice %q, want the command's output alone", n.Text)
+	}
+
 	// After a compaction Claude Code writes the output as a user record
 	// instead: the user never said it.
 	in = `{"parentUuid":null,"type":"user","uuid":"u0","timestamp":"2026-12-06T14:08:28.219Z","message":{"role":"user","content":"<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>"}}` + "\n"
