@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/errs"
-	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/quota"
@@ -26,14 +25,12 @@ import (
 // ask records sessionID in the agent's pending choice and draws the
 // question in the session (once per session and choice). Nothing is asked
 // when account is no longer active: a switch happened meanwhile and the
-// node runs the turn again on the new account.
+// node runs the turn again on the new account. The question is recorded
+// as owed in the write that lists the session: one whose append fails is
+// written again by the node's resend of the report, or by the sweep.
 func (mg *Manager) ask(ctx context.Context, sessionID, agent, account string, until time.Time) error {
 	act, err := mg.st.ActiveAccount(ctx, agent)
 	if err != nil || act.Name != account {
-		return err
-	}
-	_, added, err := mg.st.AddChoice(ctx, agent, account, until, sessionID, mg.now().UTC())
-	if err != nil || !added {
 		return err
 	}
 	accounts, err := mg.st.ListAccounts(ctx, agent)
@@ -47,9 +44,15 @@ func (mg *Manager) ask(ctx context.Context, sessionID, agent, account string, un
 	text := fmt.Sprintf("Account %s is at its usage limit (it resets at %s). This session waits for a choice: "+
 		"`cast account approve --agent %s` %s; `cast account use NAME --agent %s` picks an account; "+
 		"`cast account deny --agent %s` waits for the reset.", account, until.UTC().Format(time.RFC3339), agent, hop, agent, agent)
-	_, err = mg.st.Append(ctx, sessionID, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
-		Agent: agent, NoticeType: transcript.NoticeAccountChoice, Text: text}}, fence.Guard{})
-	return err
+	question := quota.SwitchNotice{Session: sessionID, ClientID: ids.NewClientID(), Text: text, Type: transcript.NoticeAccountChoice}
+	c, added, err := mg.st.AddChoice(ctx, agent, account, until, sessionID, mg.now().UTC(), question)
+	if err != nil {
+		return err
+	}
+	if !added && !slices.ContainsFunc(c.Owed, func(n quota.SwitchNotice) bool { return n.Session == sessionID }) {
+		return nil // asked already
+	}
+	return mg.writeChoiceOwed(ctx, agent, sessionID)
 }
 
 // Answer answers agent's pending choice: approve switches the fleet to
@@ -137,7 +140,7 @@ func (mg *Manager) dropChoice(ctx context.Context, agent, to, why string) {
 func (mg *Manager) writeAnswerOwed(ctx context.Context, agent string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), broadcastTimeout)
 	defer cancel()
-	mg.writeChoiceOwed(ctx, agent)
+	_ = mg.writeChoiceOwed(ctx, agent, "") // logged; the sweep writes what failed
 }
 
 // owedFor is the notices answering c owes: each held session's (the
@@ -159,24 +162,33 @@ func owedFor(agent string, c quota.Choice, to, why string) []quota.SwitchNotice 
 	return owed
 }
 
-// writeChoiceOwed writes the notices agent's resolved choice owes and
-// keeps only those that failed, for the sweep to write again (a rewrite
-// of one that did land is kept once by the store).
-func (mg *Manager) writeChoiceOwed(ctx context.Context, agent string) {
+// writeChoiceOwed writes the notices agent's choice owes (pending or
+// resolved) and keeps only those that failed, for the sweep to write again
+// (a rewrite of one that did land is kept once by the store). It returns
+// the failure of a notice owed to session, if any.
+func (mg *Manager) writeChoiceOwed(ctx context.Context, agent, session string) error {
 	c, err := mg.st.Choice(ctx, agent)
-	if err != nil || c.From != "" || len(c.Owed) == 0 {
-		return // a pending choice carries them until it is answered
+	if err != nil || len(c.Owed) == 0 {
+		return err
 	}
 	var failed []quota.SwitchNotice
+	var mine error
 	for _, n := range c.Owed {
 		if err := mg.writeOwed(ctx, n.Session, agent, n); err != nil {
 			mg.lg.Warn("account choice notice failed", zap.String("agent", agent), zap.String("session", n.Session), zap.Error(err))
 			failed = append(failed, n)
+			if n.Session == session && mine == nil {
+				mine = err
+			}
 		}
 	}
-	if _, err := mg.st.ResolveChoice(ctx, agent, c, failed); err != nil {
+	if len(failed) == len(c.Owed) {
+		return mine // nothing to clear
+	}
+	if _, err := mg.st.SetChoiceOwed(ctx, agent, c, failed); err != nil {
 		mg.lg.Warn("clear written account choice notices failed", zap.String("agent", agent), zap.Error(err))
 	}
+	return mine
 }
 
 // SetPolicy sets what a usage limit on one account does ("" follows the

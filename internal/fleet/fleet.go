@@ -51,9 +51,10 @@ type Store interface {
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	SendNodeCommand(ctx context.Context, node string, cmd *castv1.Command) error
 	Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
-	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time) (quota.Choice, bool, error)
+	AddChoice(ctx context.Context, agent, from string, until time.Time, sessionID string, now time.Time, question quota.SwitchNotice) (quota.Choice, bool, error)
 	Choice(ctx context.Context, agent string) (quota.Choice, error)
 	ResolveChoice(ctx context.Context, agent string, c quota.Choice, owed []quota.SwitchNotice) (bool, error)
+	SetChoiceOwed(ctx context.Context, agent string, c quota.Choice, owed []quota.SwitchNotice) (bool, error)
 	Reserve(ctx context.Context, agent, account, sessionID string) error
 	Release(ctx context.Context, agent, sessionID string) error
 	Reservations(ctx context.Context, agent string) (map[string]int, error)

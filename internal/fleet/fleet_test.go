@@ -914,6 +914,21 @@ func TestResentLimitReportWritesTheLostNotice(t *testing.T) {
 	}
 }
 
+// newAskLost is a rig under the ask policy with accounts a (active) and b,
+// whose store's first Append fails (lost), and a stored session id.
+func newAskLost(t *testing.T) (*rig, *noticeLost, string) {
+	t.Helper()
+	lost := &noticeLost{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAsk}, func(st fleet.Store) fleet.Store {
+		lost.Store, lost.real = st, st.(*noticeStore).Store
+		return lost
+	})
+	r.putAB(t)
+	c, err := r.st.CreateSession(context.Background(), fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
+	must(t, err)
+	return r, lost, c.Session.Id
+}
+
 // A parked session whose answer notice (approved, denied, or an account
 // picked with `cast account use`) failed to append still gets it, once:
 // the choice was resolved and the notice only logged, so the session
@@ -937,17 +952,9 @@ func TestAskNoticeSurvivesALostAppend(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lost := &noticeLost{}
+			r, lost, id := newAskLost(t)
 			lost.failed.Store(true) // the question is written
-			r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAsk}, func(st fleet.Store) fleet.Store {
-				lost.Store, lost.real = st, st.(*noticeStore).Store
-				return lost
-			})
-			r.putAB(t)
 			ctx := context.Background()
-			c, err := r.st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
-			must(t, err)
-			id := c.Session.Id
 			must(t, r.mg.OnParked(ctx, id, "claude", "a"))
 			lost.failed.Store(false) // the answer's notice is not
 			_ = tc.answer(r)         // the answer committed
@@ -964,6 +971,43 @@ func TestAskNoticeSurvivesALostAppend(t *testing.T) {
 			}
 			if n != 1 {
 				t.Fatalf("%d notices %q in the session, want one", n, tc.want)
+			}
+		})
+	}
+}
+
+// A parked session whose question (the ask policy's notice naming the
+// choice) failed to append still gets it, once: from the node's resend of
+// the limit report, or from the sweep when no resend comes. Before, the
+// choice listed the session already, the resend drew nothing, and the
+// session waited on a choice it never heard of.
+func TestAskQuestionSurvivesALostAppend(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		retry func(r *rig, id string) error
+	}{
+		{"resend", func(r *rig, id string) error { return r.mg.OnParked(context.Background(), id, "claude", "a") }},
+		{"sweep", func(r *rig, _ string) error { return r.mg.Sweep(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, id := newAskLost(t) // the question's append fails
+			ctx := context.Background()
+			if err := r.mg.OnParked(ctx, id, "claude", "a"); err == nil {
+				t.Fatal("the question's append failed, yet the report was answered as done")
+			}
+			for range 2 { // the retry, twice: the question is kept once
+				must(t, tc.retry(r, id))
+			}
+			msgs, _, err := r.st.ListMessages(ctx, id, 0, 0, 100, "")
+			must(t, err)
+			n := 0
+			for _, m := range msgs {
+				if m.NoticeType == transcript.NoticeAccountChoice && strings.Contains(m.Text, "waits for a choice") {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d questions in the session, want one", n)
 			}
 		})
 	}

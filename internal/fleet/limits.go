@@ -150,7 +150,7 @@ func (mg *Manager) sweep(ctx context.Context, agent string) error {
 	if err := mg.count(ctx, agent); err != nil {
 		return err
 	}
-	mg.writeChoiceOwed(ctx, agent) // those an answer failed to write
+	_ = mg.writeChoiceOwed(ctx, agent, "") // those that failed to write; logged
 	act, err := mg.st.ActiveAccount(ctx, agent)
 	if err != nil || act.Name == "" {
 		return err
