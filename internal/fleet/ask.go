@@ -164,8 +164,9 @@ func owedFor(agent string, c quota.Choice, to, why string) []quota.SwitchNotice 
 
 // writeChoiceOwed writes the notices agent's choice owes (pending or
 // resolved) and keeps only those that failed, for the sweep to write again
-// (a rewrite of one that did land is kept once by the store). It returns
-// the failure of a notice owed to session, if any.
+// (a rewrite of one that did land is kept once by the store); one whose
+// session was removed is dropped. It returns the failure of a notice owed
+// to session, if any.
 func (mg *Manager) writeChoiceOwed(ctx context.Context, agent, session string) error {
 	c, err := mg.st.Choice(ctx, agent)
 	if err != nil || len(c.Owed) == 0 {
@@ -174,7 +175,13 @@ func (mg *Manager) writeChoiceOwed(ctx context.Context, agent, session string) e
 	var failed []quota.SwitchNotice
 	var mine error
 	for _, n := range c.Owed {
-		if err := mg.writeOwed(ctx, n.Session, agent, n); err != nil {
+		err := mg.writeOwed(ctx, n.Session, agent, n)
+		if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+			// Its session was removed: no write will ever land.
+			mg.lg.Info("account choice notice dropped: its session is gone", zap.String("agent", agent), zap.String("session", n.Session))
+			continue
+		}
+		if err != nil {
 			mg.lg.Warn("account choice notice failed", zap.String("agent", agent), zap.String("session", n.Session), zap.Error(err))
 			failed = append(failed, n)
 			if n.Session == session && mine == nil {

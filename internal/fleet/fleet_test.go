@@ -1012,3 +1012,22 @@ func TestAskQuestionSurvivesALostAppend(t *testing.T) {
 		})
 	}
 }
+
+// A notice owed to a session that was removed meanwhile is dropped, not
+// written again by every sweep for ever (each time a warning, and the
+// choice's key never emptied).
+func TestOwedNoticeOfARemovedSessionIsDropped(t *testing.T) {
+	r, lost, id := newAskLost(t)
+	lost.failed.Store(true) // every append is real
+	ctx := context.Background()
+	must(t, r.mg.OnParked(ctx, id, "claude", "a"))
+	must(t, r.st.PurgeSession(ctx, id, func(*castv1.Session) error { return nil }))
+	_, _, err := r.mg.Answer(ctx, "claude", false) // owes the removed session its notice
+	must(t, err)
+	must(t, r.mg.Sweep(ctx))
+	c, err := r.st.Choice(ctx, "claude")
+	must(t, err)
+	if len(c.Owed) != 0 {
+		t.Fatalf("after a sweep the choice still owes %+v", c.Owed)
+	}
+}
