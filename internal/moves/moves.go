@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -61,6 +62,12 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	if err != nil {
 		return nil, err
 	}
+	// An archived session runs no turn again: refused before the
+	// interrupt, the record or the divider is written (`cast fork`, which
+	// takes --agent too, continues it).
+	if err := archive.Sendable(sess); err != nil {
+		return nil, err
+	}
 	to, target, err := targetAgent(r.Agent, sess.Agent)
 	if err != nil {
 		return nil, err
@@ -99,6 +106,9 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	}
 	old := sess
 	updated, err := st.UpdateSession(ctx, sess.Id, func(s *castv1.Session) error {
+		if err := archive.Sendable(s); err != nil { // archived meanwhile
+			return err
+		}
 		if changeAgent {
 			s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
 		}
