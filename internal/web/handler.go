@@ -35,14 +35,20 @@ var dist embed.FS
 // is a __Host- cookie: no other host, a subdomain's page included, can set
 // it.
 func SessionCookie(host string, secure bool) string {
-	name := "cast_web"
-	if _, port, err := net.SplitHostPort(host); err == nil && port != "" {
-		name += "_" + port
-	}
+	name := "cast_web" + portSuffix(host)
 	if secure {
 		name = "__Host-" + name
 	}
 	return name
+}
+
+// portSuffix is "_PORT" for a host with a port ("" without): what keeps
+// the cookies of two listeners on one host apart.
+func portSuffix(host string) string {
+	if _, port, err := net.SplitHostPort(host); err == nil && port != "" {
+		return "_" + port
+	}
+	return ""
 }
 
 // APIPrefix starts every API path (/cast.v1.SessionService/ListSessions).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -37,13 +38,23 @@ type OIDC struct {
 // flowTTL is how long a sign-in may stay at the issuer.
 const flowTTL = 10 * time.Minute
 
-// flowCookie carries the flow's state to the callback (Lax: it must come
-// back on the issuer's top-level redirect).
-const flowCookie = "cast_web_oidc"
+// flowCookie is the name of the cookie that carries the flow's state to
+// the callback at redirect (Lax: it must come back on the issuer's
+// top-level redirect). The callback's port is in the name, as in
+// SessionCookie's: two control planes on one host would otherwise replace
+// each other's flow, and the first sign-in's callback be refused.
+func flowCookie(redirect string) string {
+	name := "cast_web_oidc"
+	if u, err := url.Parse(redirect); err == nil {
+		name += portSuffix(u.Host)
+	}
+	return name
+}
 
 type oidcFlow struct {
 	cfg      OIDC
 	redirect string
+	cookie   string // flowCookie(redirect)
 	logins   *Logins
 	secure   bool // cookies are Secure (Handler.https)
 	lg       *zap.Logger
@@ -66,7 +77,7 @@ type pendingFlow struct {
 }
 
 func newOIDCFlow(cfg OIDC, redirect string, logins *Logins, secure bool, lg *zap.Logger) *oidcFlow {
-	return &oidcFlow{cfg: cfg, redirect: redirect, logins: logins, secure: secure, lg: lg}
+	return &oidcFlow{cfg: cfg, redirect: redirect, cookie: flowCookie(redirect), logins: logins, secure: secure, lg: lg}
 }
 
 // conf discovers the issuer once (again after a failure).
@@ -104,7 +115,7 @@ func (f *oidcFlow) start(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the sign-in could not be started; try again", http.StatusServiceUnavailable)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: state, Path: "/auth/oidc", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: f.cookie, Value: state, Path: "/auth/oidc", HttpOnly: true,
 		Secure: f.secure, SameSite: http.SameSiteLaxMode, MaxAge: int(flowTTL.Seconds())})
 	http.Redirect(w, r, conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusFound)
 }
@@ -114,7 +125,7 @@ func (f *oidcFlow) start(w http.ResponseWriter, r *http.Request) {
 func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := q.Get("state")
-	c, err := r.Cookie(flowCookie)
+	c, err := r.Cookie(f.cookie)
 	if state == "" || err != nil || c.Value != state {
 		http.Error(w, "this sign-in was not started in this browser; start again", http.StatusBadRequest)
 		return
@@ -159,7 +170,7 @@ func (f *oidcFlow) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	f.lg.Info("web sign-in", zap.String("principal", who.String()), zap.String("via", "oidc"))
 	f.logins.replaced(r.Context(), p.Replaces, f.lg)
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: "/auth/oidc", HttpOnly: true, Secure: f.secure, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: f.cookie, Value: "", Path: "/auth/oidc", HttpOnly: true, Secure: f.secure, MaxAge: -1})
 	f.logins.setSession(w, r, s, f.secure)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

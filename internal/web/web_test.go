@@ -116,6 +116,20 @@ func TestAppIsServed(t *testing.T) {
 	}
 }
 
+// redirectOf is where GET u sends c (which must not follow redirects).
+func redirectOf(t *testing.T, c *http.Client, u string) string {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Fatalf("GET %s: %d, want a redirect", u, resp.StatusCode)
+	}
+	return resp.Header.Get("Location")
+}
+
 // With --oidc-issuer, a browser signs in at the issuer (authorization code
 // with PKCE) and is then the person the ID token names; the callback works
 // only in the browser that started the sign-in.
@@ -128,18 +142,7 @@ func TestOIDCSignIn(t *testing.T) {
 	base := srv.WebURL()
 	jar, _ := cookiejar.New(nil)
 	stop := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	redirect := func(c *http.Client, u string) string {
-		t.Helper()
-		resp, err := c.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusFound {
-			t.Fatalf("GET %s: %d, want a redirect", u, resp.StatusCode)
-		}
-		return resp.Header.Get("Location")
-	}
+	redirect := func(c *http.Client, u string) string { t.Helper(); return redirectOf(t, c, u) }
 	resp, err := http.Get(base + "/auth/methods")
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +189,42 @@ func TestOIDCSignIn(t *testing.T) {
 	again.Body.Close()
 	if again.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a replayed callback: %d", again.StatusCode)
+	}
+}
+
+// Two control planes on one host, on two ports, each finish an OIDC
+// sign-in a browser started on both: a browser keys cookies by host, not
+// port, so one flow cookie name for both let starting the second sign-in
+// replace the first's, whose callback was then refused ("not started in
+// this browser").
+func TestOIDCSignInsOnTwoPortsOfOneHost(t *testing.T) {
+	iss := testharness.StartOIDCIssuer(t)
+	jar, _ := cookiejar.New(nil)
+	stop := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	redirect := func(u string) string { t.Helper(); return redirectOf(t, stop, u) }
+	var bases, authURLs []string
+	for range 2 { // both sign-ins started before either finishes
+		srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+			c.Web.Listen, c.Web.Plain = "127.0.0.1:0", true
+			c.Auth.OIDC.Issuer, c.Auth.OIDC.ClientID = iss.URL, "cast-web"
+		})
+		bases = append(bases, srv.WebURL())
+		authURLs = append(authURLs, redirect(srv.WebURL()+"/auth/oidc"))
+	}
+	browser := &http.Client{Jar: jar}
+	for i, who := range []string{"alice@example.com", "bob@example.com"} {
+		callback := redirect(authURLs[i] + "&email=" + who)
+		land, err := browser.Get(callback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		land.Body.Close()
+		if land.StatusCode != http.StatusOK {
+			t.Fatalf("the sign-in on %s: %d", bases[i], land.StatusCode)
+		}
+		if code, body := connectCall(t, browser, bases[i], "AuthService/WhoAmI", "{}", bases[i]); code != http.StatusOK || !strings.Contains(body, `"user:`+who+`"`) {
+			t.Fatalf("WhoAmI on %s: %d %s", bases[i], code, body)
+		}
 	}
 }
 
