@@ -869,17 +869,25 @@ func (s *noticeLost) Append(ctx context.Context, id string, msgs []*castv1.Messa
 	return s.real.Append(ctx, id, msgs, g)
 }
 
+// newLostRig is a rig under policy with accounts a (active) and b, whose
+// store's first Append fails (lost).
+func newLostRig(t *testing.T, policy string) (*rig, *noticeLost) {
+	t.Helper()
+	lost := &noticeLost{}
+	r := newRigWrapped(t, true, fleet.Config{Policy: policy}, func(st fleet.Store) fleet.Store {
+		lost.Store, lost.real = st, st.(*noticeStore).Store
+		return lost
+	})
+	r.putAB(t)
+	return r, lost
+}
+
 // A switch whose notice was never written gets it from the node's resend
 // of the limit report, once however often the report comes: the resend
 // found the fleet moved and drew nothing, so the session never said why
 // its account changed.
 func TestResentLimitReportWritesTheLostNotice(t *testing.T) {
-	lost := &noticeLost{}
-	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAuto}, func(st fleet.Store) fleet.Store {
-		lost.Store, lost.real = st, st.(*noticeStore).Store
-		return lost
-	})
-	r.putAB(t)
+	r, _ := newLostRig(t, fleet.PolicyAuto)
 	ctx := context.Background()
 	sessions := map[string]string{}
 	for _, name := range []string{"hit", "other"} {
@@ -918,12 +926,7 @@ func TestResentLimitReportWritesTheLostNotice(t *testing.T) {
 // whose store's first Append fails (lost), and a stored session id.
 func newAskLost(t *testing.T) (*rig, *noticeLost, string) {
 	t.Helper()
-	lost := &noticeLost{}
-	r := newRigWrapped(t, true, fleet.Config{Policy: fleet.PolicyAsk}, func(st fleet.Store) fleet.Store {
-		lost.Store, lost.real = st, st.(*noticeStore).Store
-		return lost
-	})
-	r.putAB(t)
+	r, lost := newLostRig(t, fleet.PolicyAsk)
 	c, err := r.st.CreateSession(context.Background(), fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
 	must(t, err)
 	return r, lost, c.Session.Id
@@ -1029,5 +1032,42 @@ func TestOwedNoticeOfARemovedSessionIsDropped(t *testing.T) {
 	must(t, err)
 	if len(c.Owed) != 0 {
 		t.Fatalf("after a sweep the choice still owes %+v", c.Owed)
+	}
+}
+
+// A switch whose notice was never written still gets it, once, when
+// another activation (here `cast account use`) lands before the node's
+// resend of the limit report: the notice was kept only in the active
+// record, which the next activation replaced, so the resend found none
+// for the session and the session never said why its account changed.
+func TestLostSwitchNoticeSurvivesTheNextActivation(t *testing.T) {
+	r, _ := newLostRig(t, fleet.PolicyAuto)
+	ctx := context.Background()
+	if _, err := r.mg.Put(ctx, "claude", "c", cred("tok-c")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.st.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp"})
+	must(t, err)
+	id := c.Session.Id
+	if err := r.mg.OnParked(ctx, id, "claude", "a"); err == nil {
+		t.Fatal("the notice's append failed, yet the report was answered as done")
+	}
+	next := active(t, r).Name
+	other := map[string]string{"b": "c", "c": "b"}[next]
+	if _, err := r.mg.Use(ctx, "claude", other); err != nil {
+		t.Fatal(err)
+	}
+	must(t, r.mg.OnParked(ctx, id, "claude", "a")) // the node's resend
+	must(t, r.mg.Sweep(ctx))
+	msgs, _, err := r.st.ListMessages(ctx, id, 0, 0, 100, "")
+	must(t, err)
+	var got []string
+	for _, m := range msgs {
+		if m.NoticeType == transcript.NoticeAccountSwitch {
+			got = append(got, m.Text)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "Now using account "+next+" (was a") {
+		t.Fatalf("the session has account switch notices %q, want one naming the switch to %s", got, next)
 	}
 }

@@ -76,8 +76,15 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 		if act.Name != account {
 			// Another report switched already (or it was never active);
 			// or this is the resend of the report whose switch committed
-			// without its notice written: write it now.
-			return mg.writeOwed(ctx, sessionID, agent, act.SwitchNotice)
+			// without its notice written: write it now. It is kept with
+			// the notices the fleet owes, which outlive the active record
+			// (another activation may have replaced it meanwhile); the
+			// record's own is written too (one an older version kept only
+			// there).
+			if err := mg.writeOwed(ctx, sessionID, agent, act.SwitchNotice); err != nil {
+				return err
+			}
+			return mg.writeChoiceOwed(ctx, agent, sessionID)
 		}
 		accounts, err := mg.st.ListAccounts(ctx, agent)
 		if err != nil {
@@ -109,7 +116,7 @@ func (mg *Manager) switchTo(ctx context.Context, sessionID, agent, account, reas
 		if _, err := mg.st.UpdateAccount(cctx, agent, account, func(r *quota.Account) { r.Switches++ }); err != nil {
 			mg.lg.Warn("count switch failed", zap.Error(err))
 		}
-		return mg.writeOwed(cctx, sessionID, agent, owed)
+		return mg.writeChoiceOwed(cctx, agent, sessionID) // owed among them
 	}
 	return nil
 }

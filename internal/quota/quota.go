@@ -162,9 +162,11 @@ type Active struct {
 	Epoch int64  `json:"epoch"`
 	Rev   int64  `json:"-"`
 	// SwitchNotice is the notice the activation owes the session whose
-	// limit report made it, written with it in one transaction: a resend
-	// of that report (the first answer lost, or its replica gone before
-	// the notice was appended) finds the fleet moved and still writes it.
+	// limit report made it, written with it in one transaction (and with
+	// the Choice's Owed, which the next activation does not replace): a
+	// resend of that report (the first answer lost, or its replica gone
+	// before the notice was appended) finds the fleet moved and still
+	// writes it, and so does the sweep.
 	SwitchNotice
 }
 
@@ -189,9 +191,10 @@ type Choice struct {
 	Until    time.Time `json:"until"` // when From's limit ends
 	Sessions []string  `json:"sessions"`
 	Since    time.Time `json:"since"`
-	// Owed are the notices an answer owes the sessions it held, recorded
-	// in the write that resolved it (From "" then) and kept until each is
-	// written: a rewrite under its client id is kept once by the store.
+	// Owed are the notices the fleet owes sessions: an answer's to the
+	// sessions it held (recorded in the write that resolved it, From ""
+	// then), a question's, a switch's; each is kept until it is written
+	// (a rewrite under its client id is kept once by the store).
 	Owed []SwitchNotice `json:"owed,omitempty"`
 	Rev  int64          `json:"-"`
 }

@@ -138,7 +138,10 @@ func (s *Store) ActiveAccount(ctx context.Context, agent string) (quota.Active, 
 // Activate makes name the agent's active account with the next epoch, if
 // the active record is still at prev.Rev and the account still exists;
 // the record keeps owed, the notice the switch owes a session (zero:
-// none). ok=false means another activation won; the caller re-reads.
+// none), and so do the notices the fleet owes (the choice's Owed), in the
+// same txn: the next activation replaces the record, and the notice must
+// outlive it until it is written. ok=false means another activation won
+// (or the choice changed meanwhile); the caller re-reads.
 func (s *Store) Activate(ctx context.Context, agent, name string, prev quota.Active, owed quota.SwitchNotice) (quota.Active, bool, error) {
 	defer s.observe("activate_account", time.Now())
 	next := quota.Active{Name: name, Epoch: prev.Epoch + 1, SwitchNotice: owed}
@@ -147,10 +150,26 @@ func (s *Store) Activate(ctx context.Context, agent, name string, prev quota.Act
 		return next, false, errs.Internal(err, "encode active account")
 	}
 	ak := s.activeAccountKey(agent)
-	tx, err := s.cli.Txn(ctx).If(
+	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(ak), "=", prev.Rev),
 		clientv3.Compare(clientv3.CreateRevision(s.accountKey(agent, name)), ">", 0),
-	).Then(clientv3.OpPut(ak, string(val))).Commit()
+	}
+	ops := []clientv3.Op{clientv3.OpPut(ak, string(val))}
+	if owed.ClientID != "" {
+		c, err := s.Choice(ctx, agent)
+		if err != nil {
+			return next, false, err
+		}
+		c.Owed = append(c.Owed, owed)
+		cval, err := json.Marshal(c)
+		if err != nil {
+			return next, false, errs.Internal(err, "encode account choice")
+		}
+		ck := s.choiceKey(agent)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(ck), "=", c.Rev))
+		ops = append(ops, clientv3.OpPut(ck, string(cval)))
+	}
+	tx, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil || !tx.Succeeded {
 		return next, false, err
 	}
