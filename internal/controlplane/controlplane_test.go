@@ -306,16 +306,72 @@ func TestHeartbeatWithEtcdUnreachableEndsTheStream(t *testing.T) {
 		}
 	}
 	proxy.Blackhole(testharness.Both)
-	start := time.Now()
 	heartbeat(2)
-	ended := drain(func() error { _, err := stream.Recv(); return err })
+	endsUnavailable(t, stream)
+}
+
+// endsUnavailable waits for a node's stream to a replica cut from etcd to
+// end UNAVAILABLE, within four times the store's 5 s bound.
+func endsUnavailable(t *testing.T, stream castv1.NodeService_ConnectClient) {
+	t.Helper()
+	start := time.Now()
 	select {
-	case err := <-ended:
+	case err := <-drain(func() error { _, err := stream.Recv(); return err }):
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("the stream ended %v after %s, want UNAVAILABLE", err, time.Since(start))
 		}
-	case <-time.After(20 * time.Second): // four times the 5 s bound
+	case <-time.After(20 * time.Second):
 		t.Fatal("the node's stream still hangs on a replica that cannot reach etcd")
+	}
+}
+
+// A node's hello, and its NodeInfo on a live stream, reaching a replica
+// that cannot reach etcd end the stream UNAVAILABLE within the store's
+// bound, as a heartbeat does, so the node connects again to a replica that
+// can. Before, registering the node (or storing its agents) waited on
+// etcd as long as it was away and the stream hung on this replica.
+func TestNodeStreamWithEtcdUnreachableEnds(t *testing.T) {
+	hello := &castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: &castv1.Hello{
+		Node: &castv1.Node{Name: "cut", Agents: []*castv1.AgentInstall{{Name: "claude"}}}}}}
+	for _, tc := range []struct {
+		name string
+		cut  func(t *testing.T, c *client.Client, proxy *testharness.Proxy) castv1.NodeService_ConnectClient
+	}{
+		{"hello", func(t *testing.T, c *client.Client, proxy *testharness.Proxy) castv1.NodeService_ConnectClient {
+			first, err := c.Nodes.Connect(ctxT(t)) // the credential is checked and cached
+			must(t, err)
+			must(t, first.Send(hello))
+			if _, err := first.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Blackhole(testharness.Both)
+			stream, err := c.Nodes.Connect(ctxT(t))
+			must(t, err)
+			must(t, stream.Send(hello))
+			return stream
+		}},
+		{"node info", func(t *testing.T, c *client.Client, proxy *testharness.Proxy) castv1.NodeService_ConnectClient {
+			stream, err := c.Nodes.Connect(ctxT(t))
+			must(t, err)
+			must(t, stream.Send(hello))
+			if _, err := stream.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Blackhole(testharness.Both)
+			must(t, stream.Send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_NodeInfo{NodeInfo: &castv1.NodeInfo{
+				Agents: []*castv1.AgentInstall{{Name: "claude", Version: "2"}}}}}))
+			return stream
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := testharness.StartEtcd(t, nil)
+			proxy := testharness.StartProxy(t, strings.TrimPrefix(ep, "http://"))
+			srv := testharness.StartControlPlane(t, func(c *controlplane.Config) {
+				c.EtcdEndpoints, c.DataDir = []string{"http://" + proxy.Addr}, ""
+			})
+			t.Cleanup(proxy.Heal) // before the control plane stops
+			endsUnavailable(t, tc.cut(t, testharness.Dial(t, srv.Addr()), proxy))
+		})
 	}
 }
 

@@ -143,7 +143,11 @@ func (h *nodeService) Connect(stream castv1.NodeService_ConnectServer) error {
 	}
 	lg := h.s.lg.With(zap.String("node", node.Name))
 	since := time.Now()
-	l, err := h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL)
+	var l fence.Lease
+	err = storeBound(ctx, "registering the node", func(ctx context.Context) (err error) {
+		l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL)
+		return err
+	})
 	if err != nil {
 		return toStatus(lg, err)
 	}
@@ -251,7 +255,9 @@ func (h *nodeService) updateAgents(ctx context.Context, node *castv1.Node, info 
 		return err
 	}
 	node.Agents = info.Agents
-	err := h.s.store.UpdateNodeAgents(ctx, node.Name, l, info.Agents)
+	err := storeBound(ctx, "storing the node's agents", func(ctx context.Context) error {
+		return h.s.store.UpdateNodeAgents(ctx, node.Name, l, info.Agents)
+	})
 	if errors.Is(err, store.ErrLeaseExpired) {
 		return nil // the next heartbeat registers the node again, with these agents
 	}
@@ -432,36 +438,51 @@ func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *a
 	if err := h.s.stillAuthenticated(ctx); err != nil {
 		return err
 	}
-	// The stream's context has no deadline: while etcd cannot be reached
-	// the renewal would wait as long as it is away, and the node's stream
-	// hang on this replica. Bounded as the credential check is, the stream
-	// ends UNAVAILABLE and the node connects again.
-	rctx, cancel := context.WithTimeout(ctx, web.StoreTimeout)
-	defer cancel()
 	l := fence.Lease(lease.Load())
-	err := h.s.store.Heartbeat(rctx, l)
-	if err == nil && time.Since(*seen) >= h.s.cfg.SeenEvery {
-		if err = h.s.store.NodeSeen(rctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {
-			*seen = time.Now()
+	err := storeBound(ctx, "renewing the node's lease", func(ctx context.Context) error {
+		err := h.s.store.Heartbeat(ctx, l)
+		if err == nil && time.Since(*seen) >= h.s.cfg.SeenEvery {
+			if err = h.s.store.NodeSeen(ctx, node.Name, l, h.s.cfg.ReplicaID, since); err == nil {
+				*seen = time.Now()
+			}
 		}
-	}
-	if err != nil && ctx.Err() == nil && rctx.Err() != nil { // the bound's deadline, not the stream's end
-		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
-			"the store did not answer within %s while renewing the node's lease; connect again", web.StoreTimeout)
-	}
+		return err
+	})
 	if !errors.Is(err, store.ErrLeaseExpired) {
 		return err
 	}
 	lg.Info("node lease had lapsed; registering again")
-	if l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL); err != nil {
+	err = storeBound(ctx, "registering the node again", func(ctx context.Context) (err error) {
+		l, err = h.s.store.RegisterNode(ctx, node, h.s.cfg.ReplicaID, h.s.cfg.LeaseTTL)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	lease.Store(int64(l))
 	*seen = time.Now()
 	// While its lease had lapsed no node may have been connected, and an
-	// import stored unowned.
+	// import stored unowned. Not bounded: etcd just answered, and a
+	// thousand imports take a txn each.
 	for _, o := range h.s.adoptUnowned(ctx, node.Name, lg) {
 		h.s.hub.command(node.Name, "assign_session", assignCmd(o.Session, o.Token))
 	}
 	return nil
+}
+
+// storeBound runs call, a store call of a node's stream (doing what),
+// within the store's bound. The stream's context has no deadline: while
+// etcd cannot be reached the call would wait as long as it is away, and
+// the node's stream hang on this replica. Bounded as the credential check
+// is, the stream ends UNAVAILABLE and the node connects again, to a
+// replica that can reach etcd.
+func storeBound(ctx context.Context, doing string, call func(context.Context) error) error {
+	bctx, cancel := context.WithTimeout(ctx, web.StoreTimeout)
+	defer cancel()
+	err := call(bctx)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil { // the bound's deadline, not the stream's end
+		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
+			"the store did not answer within %s while %s; connect again", web.StoreTimeout, doing)
+	}
+	return err
 }
