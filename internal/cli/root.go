@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,13 +107,22 @@ func (a *app) root() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.context, "context", "", "context of ~/.config/cast/config.yaml to use (env CAST_CONTEXT; credentials: env CAST_TOKEN or CAST_TOKEN_FILE)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON for scripts")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "deadline for each request")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A group given an unknown word and then a flag (`cast delete ID
+		// --force`) fails on the flag first: the word is the mistake.
+		if words := c.Flags().Args(); c.HasSubCommands() && len(words) > 0 {
+			return unknownCommand(c, words[0])
+		}
+		return usageError{flagValueError(err)}
+	})
 	root.PersistentPreRunE = checkFlags
 	root.AddCommand(a.newCmd(), a.sendCmd(), a.readCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.nodesCmd("nodes"), a.watchCmd(),
 		a.importCmd(), a.exportCmd(), a.restoreCmd(), a.interruptCmd(), a.switchCmd(), a.forkCmd(), a.spawnCmd(), a.execCmd(), a.diffCmd(),
 		a.approveCmd(true), a.approveCmd(false), a.mcpCmd(), a.mergeCmd(), a.handoffCmd(),
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
 		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd(), a.configCmd(), a.loginCmd(), a.webCmd())
+	root.InitDefaultCompletionCmd() // now, not at Execute, so usageArgs and examples cover it
+	suggestFor(root)
 	usageArgs(root)
 	for _, c := range append(allCommands(root), root) {
 		// pflag writes a deprecated flag's note to this; cobra's default
@@ -137,19 +149,71 @@ func usageArgs(cmd *cobra.Command) {
 			if len(args) == 0 {
 				return c.Help()
 			}
-			return usagef("unknown command %q for %q;%s see `%s --help`", args[0], c.CommandPath(), didYouMean(c.SuggestionsFor(args[0])), c.CommandPath())
+			return unknownCommand(c, args[0])
 		}
 		return
 	}
 	check := cmd.Args
-	if check == nil {
+	switch {
+	case check == nil:
 		check = cobra.ArbitraryArgs
+	case reflect.ValueOf(check).Pointer() == reflect.ValueOf(cobra.NoArgs).Pointer():
+		// cobra.NoArgs calls a stray argument an unknown command, which
+		// sends people looking for a subcommand that never existed.
+		check = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("`%s` takes no arguments, got %q", c.CommandPath(), args[0])
+			}
+			return nil
+		}
 	}
 	cmd.Args = func(c *cobra.Command, args []string) error {
 		if err := check(c, args); err != nil {
 			return usageError{fmt.Errorf("%w; see `%s --help`", err, c.CommandPath())}
 		}
 		return nil
+	}
+}
+
+// unknownCommand is the usage mistake of word given to the group c.
+// A command that names word among its other CLIs' words is the answer;
+// edit distance only when none does ("logs" is read or watch, not login).
+func unknownCommand(c *cobra.Command, word string) error {
+	var named []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() && slices.ContainsFunc(sub.SuggestFor, func(w string) bool { return strings.EqualFold(w, word) }) {
+			named = append(named, sub.Name())
+		}
+	}
+	if len(named) == 0 {
+		named = c.SuggestionsFor(word)
+	}
+	return usagef("unknown command %q for %q;%s see `%s --help`", word, c.CommandPath(), didYouMean(named), c.CommandPath())
+}
+
+// otherCLIsWords are the verbs kubectl, gh and docker users reach for,
+// by the cast command (path without "cast") that does the same; cobra
+// suggests it for them, where edit distance finds nothing ("delete" is
+// far from "rm").
+var otherCLIsWords = map[string][]string{
+	"rm":                  {"delete", "remove", "archive", "del"},
+	"read":                {"logs", "log", "cat", "show", "history"},
+	"watch":               {"logs", "follow", "tail", "attach"},
+	"new":                 {"create", "start", "run"},
+	"exec":                {"run"},
+	"ls":                  {"list", "sessions", "ps"},
+	"token rm":            {"delete", "remove", "revoke"},
+	"node rm":             {"delete", "remove", "forget"},
+	"worktree rm":         {"delete", "remove"},
+	"account rm":          {"delete", "remove"},
+	"migrate cancel":      {"abort", "rollback", "stop"},
+	"config get-contexts": {"view", "contexts", "get-context", "list"},
+	"config use-context":  {"use", "switch"},
+}
+
+func suggestFor(root *cobra.Command) {
+	for _, c := range allCommands(root) {
+		c.SuggestFor = append(c.SuggestFor, otherCLIsWords[commandKey(c)]...)
 	}
 }
 
