@@ -138,6 +138,11 @@ func TestListOutputFormats(t *testing.T) {
 	if a, b := mustMain(t, addr, "node", "ls", "-o", "name"), mustMain(t, addr, "nodes", "-o", "name"); a != b {
 		t.Fatalf("cast node ls -o name %q, cast nodes -o name %q", a, b)
 	}
+	// A list field with nothing in it is [] as the listed items are, not
+	// null: `jq '.unanswered[]'` fails on null.
+	if out := mustMain(t, addr, "worktree", "ls", "-o", "json"); strings.Contains(out, "null") {
+		t.Fatalf("cast worktree ls -o json has a null:\n%s", out)
+	}
 	if a, b := lines(mustMain(t, addr, "node", "ls"))[0], lines(mustMain(t, addr, "nodes"))[0]; a != b {
 		t.Fatalf("cast node ls header %q, cast nodes header %q", a, b)
 	}

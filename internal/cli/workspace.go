@@ -98,7 +98,9 @@ func (a *app) worktreeCmd() *cobra.Command {
 			fmt.Fprintf(a.errOut, "cast: warning: no answer from node %s\n", u)
 		}
 		return listing[*castv1.Worktree]{key: "worktrees", items: resp.Worktrees,
-			extra: map[string]any{"unanswered": resp.Unanswered},
+			// [] when every node answered, as "worktrees" is: scripts
+			// iterate it (jq '.unanswered[]' fails on null).
+			extra: map[string]any{"unanswered": append([]string{}, resp.Unanswered...)},
 			name:  func(w *castv1.Worktree) string { return w.Path },
 			columns: []column[*castv1.Worktree]{
 				{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
