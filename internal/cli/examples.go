@@ -45,7 +45,7 @@ var examples = map[string][]string{
 	"restore":                {"cast restore 7k2m9qa", "cast ls --origin native && cast restore 7k2m9qa --cwd ~/src/app"},
 	"export":                 {"cast export 7k2m9qa --agent codex --home ~/.codex", "cast export 7k2m9qa --agent claude --home ~/.claude --cwd ~/src/app"},
 	"fork":                   {"cast fork 7k2m9qa", "cast fork 7k2m9qa --at 12 --agent codex", "cast fork 7k2m9qa --worktree try-b"},
-	"get":                    {"cast get 7k2m9qa", "cast get 7k2m9qa --json"},
+	"get":                    {"cast get 7k2m9qa", "cast get 7k2m9qa -o yaml", "cast get 7k2m9qa --json"},
 	"handoff":                {"cast handoff 7k2m9qa --agent codex", "cast handoff 7k2m9qa --agent same --account work", "cast handoff 7k2m9qa --agent claude --dry-run"},
 	"import":                 {"cast import --agent claude ~/.claude/projects/-home-me-app/0a1b2c.jsonl", "opencode export ses_123 > s.json && cast import --agent opencode s.json", "cast import --agent claude --parent 7k2m9qa ~/.claude/projects/-home-me-app/0a1b2c/subagents/agent-a1b2.jsonl"},
 	"interrupt":              {"cast interrupt 7k2m9qa"},

@@ -14,14 +14,18 @@ import (
 )
 
 func (a *app) getCmd() *cobra.Command {
+	var out objectOutput
 	cmd := onSession(&cobra.Command{
-		Use:     "get ID",
+		Use:     "get ID [-o json|yaml|name]",
 		Aliases: []string{"describe"},
 		Short:   "Show one session whole: agent, model, node, state, folders, links, counts, last error, times",
 	}, sessionUse{hint: "cast get ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-			return a.reply(sess, err, func() error {
+			if err != nil {
+				return err
+			}
+			return out.print(a, sess, sess.Id, func() error {
 				tw := newTable(a.out)
 				for _, row := range describeRows(sess) {
 					if row[1] != "" {
@@ -32,7 +36,7 @@ func (a *app) getCmd() *cobra.Command {
 			})
 		})
 	})
-
+	out.bind(cmd, a)
 	return cmd
 }
 

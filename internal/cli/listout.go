@@ -80,6 +80,67 @@ func (f listFlags) format(jsonFlag bool) (string, error) {
 	return f.output, nil
 }
 
+// printData prints v as JSON or YAML (format "json" or "yaml").
+func (a *app) printData(format string, v any) error {
+	if format == "json" {
+		return a.printJSON(v)
+	}
+	y, err := yaml.Marshal(v) // through encoding/json, so YAML has JSON's names
+	if err != nil {
+		return err
+	}
+	_, err = a.out.Write(y)
+	return err
+}
+
+// objectFormats are the values -o takes on a command that shows one
+// object (`cast get`): the list formats but wide, which adds columns to
+// a table one object has none of.
+var objectFormats = []string{"json", "yaml", "name"}
+
+// objectOutput is -o of a command that shows one object.
+type objectOutput struct{ output string }
+
+// bind adds -o to cmd, checked before cmd runs, as a list command's is.
+func (o *objectOutput) bind(cmd *cobra.Command, a *app) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: "+strings.Join(objectFormats, "|")+" (default: the fields for people)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(objectFormats, cobra.ShellCompDirectiveNoFileComp))
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		_, err := o.format(a.json)
+		return err
+	}
+}
+
+// format is the chosen format, "" for the view for people; --json is -o json.
+func (o objectOutput) format(jsonFlag bool) (string, error) {
+	switch {
+	case o.output != "" && !slices.Contains(objectFormats, o.output):
+		return "", usagef("-o %q is not an output format here; use one of %s", o.output, strings.Join(objectFormats, ", "))
+	case jsonFlag && o.output != "" && o.output != "json":
+		return "", usagef("--json and -o %s ask for two formats; give one", o.output)
+	case jsonFlag:
+		return "json", nil
+	}
+	return o.output, nil
+}
+
+// print prints m as o asks: the API object as JSON or YAML, its name, or
+// what human writes for people.
+func (o objectOutput) print(a *app, m proto.Message, name string, human func() error) error {
+	format, err := o.format(a.json)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json", "yaml":
+		return a.printData(format, raw(m))
+	case "name":
+		_, err := fmt.Fprintln(a.out, name)
+		return err
+	}
+	return human()
+}
+
 // newTable is the layout of every table the CLI prints (lists, `cast
 // get`, migrations, CA status, agent checks, usage): columns two spaces
 // apart, so all tables line up the same way.
@@ -123,15 +184,7 @@ func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 	case "json", "yaml":
 		v := map[string]any{l.key: objects}
 		maps.Copy(v, l.extra)
-		if format == "json" {
-			return a.printJSON(v)
-		}
-		y, err := yaml.Marshal(v) // through encoding/json, so YAML has JSON's names
-		if err != nil {
-			return err
-		}
-		_, err = a.out.Write(y)
-		return err
+		return a.printData(format, v)
 	case "name":
 		for _, it := range l.items {
 			fmt.Fprintln(a.out, l.name(it))

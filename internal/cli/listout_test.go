@@ -143,8 +143,38 @@ func TestListOutputFormats(t *testing.T) {
 	if out := mustMain(t, addr, "worktree", "ls", "-o", "json"); strings.Contains(out, "null") {
 		t.Fatalf("cast worktree ls -o json has a null:\n%s", out)
 	}
+	getOutputFormats(t, addr, sessions[0])
 	if a, b := lines(mustMain(t, addr, "node", "ls"))[0], lines(mustMain(t, addr, "nodes"))[0]; a != b {
 		t.Fatalf("cast node ls header %q, cast nodes header %q", a, b)
+	}
+}
+
+// `cast get ID -o json|yaml|name` is kubectl's `get NAME -o yaml`: the
+// session object itself (-o json is --json), the same as YAML, its id; -o
+// wide has no meaning for one object and is a usage mistake.
+func getOutputFormats(t *testing.T, addr, id string) {
+	t.Helper()
+	asJSON := mustMain(t, addr, "get", id, "-o", "json")
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(asJSON), &obj); err != nil || obj["id"] != id {
+		t.Fatalf("cast get -o json: %v\n%s", err, asJSON)
+	}
+	var legacy map[string]any
+	if err := json.Unmarshal([]byte(mustMain(t, addr, "get", id, "--json")), &legacy); err != nil || mustJSON(t, legacy) != mustJSON(t, obj) {
+		t.Fatalf("cast get --json differs from -o json: %v %v", err, legacy)
+	}
+	y, err := yaml.YAMLToJSON([]byte(mustMain(t, addr, "get", id, "-o", "yaml")))
+	var fromYAML map[string]any
+	if err != nil || json.Unmarshal(y, &fromYAML) != nil || mustJSON(t, fromYAML) != mustJSON(t, obj) {
+		t.Fatalf("cast get -o yaml is not the -o json object: %v\n%s", err, y)
+	}
+	if got := mustMain(t, addr, "get", id, "-o", "name"); got != id+"\n" {
+		t.Fatalf("cast get -o name = %q, want %q", got, id)
+	}
+	for _, args := range [][]string{{"-o", "wide"}, {"--json", "-o", "yaml"}} {
+		if _, errOut, code := runMain(t, addr, append([]string{"get", id}, args...)...); code != 2 || !saysAll(errOut, []string{"json, yaml, name"}) && !saysAll(errOut, []string{"two formats"}) {
+			t.Fatalf("cast get %v: exit %d, %q; want 2 naming the formats", args, code, errOut)
+		}
 	}
 }
 
