@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -244,7 +246,7 @@ func UpdateContext(path, name string, fn func(*Context)) error {
 	return editConfig(path, func(c *Config) error {
 		ctx := c.Contexts[name]
 		if ctx == nil {
-			return fmt.Errorf("no context %q in %s", name, path)
+			return c.noContext(name, path)
 		}
 		fn(ctx)
 		return nil
@@ -282,11 +284,20 @@ func EditContext(path, name string, fn func(*Context) error) (created bool, err 
 func UseContext(path, name string) error {
 	return editConfig(path, func(c *Config) error {
 		if c.Contexts[name] == nil {
-			return fmt.Errorf("no context %q in %s", name, path)
+			return c.noContext(name, path)
 		}
 		c.CurrentContext = name
 		return nil
 	})
+}
+
+// noContext is the error for a context name the file at path lacks: it
+// names those it has (a typo is then plain), or how to make one.
+func (c *Config) noContext(name, path string) error {
+	if len(c.Contexts) == 0 {
+		return fmt.Errorf("no context %q in %s, which has none; `cast config set-context %s --addr HOST:PORT` makes it", name, path, name)
+	}
+	return fmt.Errorf("no context %q in %s; it has %s", name, path, strings.Join(slices.Sorted(maps.Keys(c.Contexts)), ", "))
 }
 
 func (c *Config) save(path string) error {
@@ -311,7 +322,7 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	out := Context{Addr: DefaultAddr}
 	switch c := cfg.Contexts[contextName]; {
 	case contextName != "" && c == nil:
-		return Context{}, fmt.Errorf("no context %q in %s", contextName, ConfigPath(getenv))
+		return Context{}, cfg.noContext(contextName, ConfigPath(getenv))
 	case c != nil:
 		out = *c
 	case cfg.Contexts[cfg.CurrentContext] != nil:
