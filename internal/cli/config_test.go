@@ -65,6 +65,9 @@ func TestConfigContexts(t *testing.T) {
 		{[]string{"nodes", "-o", "json"}, 0, `"nodes"`, ""},
 		{[]string{"config", "use-context", "work"}, 0, "", ""},
 		{[]string{"config", "current-context"}, 0, "work\n", ""},
+		// A remote context with no CA: the fix is named in cast's own
+		// terms (not a node's --ca-pin or --insecure, which cast lacks).
+		{[]string{"nodes"}, 1, "", "`cast config set-context work --ca-pin sha256:...`"},
 	} {
 		out, errOut, code := runBare(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errOut, tc.err) {

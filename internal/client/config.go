@@ -77,6 +77,9 @@ type Context struct {
 	// file and name are the contexts file and the context c came from
 	// (Resolve sets them), where a refreshed OIDC login is stored.
 	file, name string
+	// ctxName names the context c came from whole (its address not
+	// overridden): errors name it in the command that fixes them.
+	ctxName string
 	// syncCA: CA is the context's own file (not CAST_CACERT's), which
 	// Dial keeps up to date through a CA rotation (bundle.go).
 	syncCA bool
@@ -135,8 +138,13 @@ func (c Context) Dial() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckPlaintext(c.Addr, t, c.Insecure); err != nil {
-		return nil, err
+	if CheckPlaintext(c.Addr, t, c.Insecure) != nil {
+		// Said in cast's terms: CheckPlaintext's names a node's flags.
+		name := c.ctxName
+		if name == "" {
+			name = "NAME"
+		}
+		return nil, fmt.Errorf("%s is not loopback and no CA is set, so the token would cross the network in clear: trust the control plane's CA with `cast config set-context %s --ca-pin sha256:...` (the pin the control plane logs at start; or --ca FILE, env CAST_CA_PIN, CAST_CACERT), or accept plaintext with env CAST_INSECURE=1", c.Addr, name)
 	}
 	o := Options{Token: c.bearer(), TLS: t, RetryExpiredCert: c.Cert != ""}
 	if c.syncCA && c.CAPin == "" {
@@ -362,6 +370,9 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 		out.TokenCommand = nil
 	}
 	out.syncCA = out.CA != "" && out.CA == chosen.CA && out.CAPin == ""
+	if out.Addr == chosen.Addr {
+		out.ctxName = contextName
+	}
 	if out.OIDC != nil {
 		if out.Token != chosen.Token { // CAST_TOKEN won: not the login's token
 			out.OIDC = nil

@@ -53,20 +53,20 @@ func TestResolveContexts(t *testing.T) {
 		env             map[string]string
 		want            Context
 	}{
-		{"current", "", "", nil, Context{Addr: "127.0.0.1:7777", Token: "tok-dev"}},
-		{"--context", "prod", "", nil, Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}},
-		{"CAST_CONTEXT", "", "", map[string]string{"CAST_CONTEXT": "prod"}, Context{Addr: "10.0.0.1:7777", Token: "tok-prod"}},
+		{"current", "", "", nil, Context{Addr: "127.0.0.1:7777", ctxName: "dev", Token: "tok-dev"}},
+		{"--context", "prod", "", nil, Context{Addr: "10.0.0.1:7777", ctxName: "prod", Token: "tok-prod"}},
+		{"CAST_CONTEXT", "", "", map[string]string{"CAST_CONTEXT": "prod"}, Context{Addr: "10.0.0.1:7777", ctxName: "prod", Token: "tok-prod"}},
 		{"env overrides", "prod", "", map[string]string{"CAST_ADDR": "a:1", "CAST_TOKEN": "t"}, Context{Addr: "a:1", Token: "t"}},
 		{"flag beats env; no context token to another address", "", "b:2", map[string]string{"CAST_ADDR": "a:1"}, Context{Addr: "b:2"}},
-		{"same address keeps the context token", "", "127.0.0.1:7777", nil, Context{Addr: "127.0.0.1:7777", Token: "tok-dev"}},
-		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{Addr: "127.0.0.1:7777", Token: strings.Repeat("f", 40)}},
-		{"CA file", "", "", map[string]string{"CAST_CACERT": "/ca.pem"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CA: "/ca.pem"}},
-		{"CA pin", "", "", map[string]string{"CAST_CA_PIN": "sha256:ab"}, Context{Addr: "127.0.0.1:7777", Token: "tok-dev", CAPin: "sha256:ab"}},
-		{"token-command", "sso", "", map[string]string{"HOME": home}, Context{Addr: "10.0.0.2:7777", TokenCommand: helper,
+		{"same address keeps the context token", "", "127.0.0.1:7777", nil, Context{Addr: "127.0.0.1:7777", ctxName: "dev", Token: "tok-dev"}},
+		{"token file", "", "", map[string]string{"CAST_TOKEN_FILE": tokFile}, Context{Addr: "127.0.0.1:7777", ctxName: "dev", Token: strings.Repeat("f", 40)}},
+		{"CA file", "", "", map[string]string{"CAST_CACERT": "/ca.pem"}, Context{Addr: "127.0.0.1:7777", ctxName: "dev", Token: "tok-dev", CA: "/ca.pem"}},
+		{"CA pin", "", "", map[string]string{"CAST_CA_PIN": "sha256:ab"}, Context{Addr: "127.0.0.1:7777", ctxName: "dev", Token: "tok-dev", CAPin: "sha256:ab"}},
+		{"token-command", "sso", "", map[string]string{"HOME": home}, Context{Addr: "10.0.0.2:7777", ctxName: "sso", TokenCommand: helper,
 			tokenCache: filepath.Join(home, ".cache", "cast", "tokens")}},
-		{"token-command, XDG cache", "sso", "", map[string]string{"XDG_CACHE_HOME": "/c"}, Context{Addr: "10.0.0.2:7777", TokenCommand: helper,
+		{"token-command, XDG cache", "sso", "", map[string]string{"XDG_CACHE_HOME": "/c"}, Context{Addr: "10.0.0.2:7777", ctxName: "sso", TokenCommand: helper,
 			tokenCache: "/c/cast/tokens"}},
-		{"CAST_TOKEN beats token-command", "sso", "", map[string]string{"CAST_TOKEN": "t"}, Context{Addr: "10.0.0.2:7777", Token: "t"}},
+		{"CAST_TOKEN beats token-command", "sso", "", map[string]string{"CAST_TOKEN": "t"}, Context{Addr: "10.0.0.2:7777", ctxName: "sso", Token: "t"}},
 		{"no token-command to another address", "sso", "a:1", nil, Context{Addr: "a:1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
