@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +51,7 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "user (sees only its own sessions) or admin")
+	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(slices.Sorted(maps.Keys(roleFlag)), cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringVar(&name, "name", "", "unique name of the token's owner")
 	return cmd
 }

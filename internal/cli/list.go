@@ -87,6 +87,8 @@ func (a *app) lsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.node, "node", "", "only sessions owned by this node")
 	cmd.Flags().StringVar(&f.state, "state", "", "only sessions in this state: "+strings.Join(stateNames(), ", "))
 	cmd.Flags().StringVar(&f.origin, "origin", "", "only sessions of this origin: native (adopted from an agent's own folder by a node) or cast")
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(stateNames(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("origin", cobra.FixedCompletions([]string{originNative, originCast}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -32,6 +33,24 @@ func TestOtherCLIsWordsPointToCast(t *testing.T) {
 		_, errOut, code := runMain(t, nowhere, tc.args...)
 		if code != 2 || !saysAll(errOut, tc.want) {
 			t.Errorf("cast %q: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// A flag that takes one of a fixed set completes that set, with no control
+// plane needed, rather than falling back to file names.
+func TestFixedValuesComplete(t *testing.T) {
+	const nowhere = "127.0.0.1:1"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"ls", "--state", ""}, stateNames()},
+		{[]string{"ls", "--origin", ""}, []string{"native", "cast"}},
+		{[]string{"token", "create", "--role", ""}, []string{"admin", "user"}},
+	} {
+		if got := complete(t, nowhere, tc.args...); !slices.Equal(got, tc.want) {
+			t.Errorf("complete %q: got %q, want %q", tc.args, got, tc.want)
 		}
 	}
 }
