@@ -150,3 +150,56 @@ func TestReleaseAppendsToTheJournal(t *testing.T) {
 		}
 	}
 }
+
+// A session's native session that a later turn replaced (a rebuild after a
+// failed turn, a new folder) is still cast's, also after a restart: the
+// node forgot it, and adoption listed the file left behind as a new
+// session holding a copy of the session's early history.
+func TestReplacedNativeStaysCasts(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	old, newer := filepath.Join(home, "n1.jsonl"), filepath.Join(home, "n2.jsonl")
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func(o *owned){
+		func(o *owned) {
+			o.Native = map[string]*nativeSession{"claude": {ID: "n1", Path: old}, "opencode": {ID: "ses_1"}}
+		},
+		func(o *owned) { o.Native["claude"] = &nativeSession{ID: "n2", Path: newer} }, // a turn's new native
+		func(o *owned) { o.Native = nil },                                             // its folder moved
+	}
+	for i, step := range steps {
+		if err := st.assign("s1", step); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	restarted, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []struct {
+		name string
+		st   *state
+	}{{"running", st}, {"restarted", restarted}} {
+		c := adoptCast{a: &Daemon{st: node.st}}
+		for _, tt := range []struct {
+			agent, path, id string
+			want            bool
+		}{
+			{"claude", old, "", true},
+			{"claude", newer, "", true},
+			{"opencode", "", "ses_1", true},
+			{"claude", filepath.Join(home, "mine.jsonl"), "", false},
+		} {
+			if got := c.Runs(tt.agent, tt.path, tt.id); got != tt.want {
+				t.Errorf("%s node: Runs(%s, %q, %q) = %v, want %v", node.name, tt.agent, tt.path, tt.id, got, tt.want)
+			}
+		}
+	}
+	// Let go of, its replaced natives are released with it.
+	(&Daemon{st: restarted}).forget("s1")
+	if c := (adoptCast{a: &Daemon{st: restarted}}); !c.Runs("opencode", "", "ses_1") {
+		t.Error("a replaced native session was forgotten with its session")
+	}
+}

@@ -53,6 +53,11 @@ type owned struct {
 	NoticeSeq int64  `json:"notice_seq,omitempty"`
 	// Native are the agent-native sessions (caches of the neutral copy).
 	Native map[string]*nativeSession `json:"native,omitempty"`
+	// Former are native sessions Native held once and a turn replaced
+	// (a rebuild, a new folder), newest last, at most maxFormer: cast wrote
+	// them, so adoption must not take their files for sessions the user
+	// ran (change records them; remove releases them with Native's).
+	Former []releasedNative `json:"former,omitempty"`
 	// Parked: the last turn hit a usage limit; a new fleet credential runs
 	// it again.
 	Parked bool `json:"parked,omitempty"`
@@ -154,6 +159,24 @@ type releasedNative struct {
 	Path    string `json:"path,omitempty"`
 	Session string `json:"session"`
 	At      int64  `json:"at"` // unix seconds of the release: the oldest go first past maxReleased
+}
+
+// maxFormer bounds a session's replaced native sessions kept (Former):
+// each turn that rebuilds adds one.
+const maxFormer = 64
+
+// keepReplaced adds to o.Former each native session of before (what
+// o.Native held) that o.Native no longer holds.
+func (o *owned) keepReplaced(id string, before map[string]nativeSession) {
+	for agent, was := range before {
+		if now := o.Native[agent]; (was.ID == "" && was.Path == "") || now != nil && now.ID == was.ID && now.Path == was.Path {
+			continue
+		}
+		o.Former = append(o.Former, releasedNative{Agent: agent, ID: was.ID, Path: was.Path, Session: id, At: time.Now().Unix()})
+	}
+	if len(o.Former) > maxFormer {
+		o.Former = slices.Delete(o.Former, 0, len(o.Former)-maxFormer)
+	}
 }
 
 // maxReleased bounds the released native sessions kept: a store agent's
@@ -286,7 +309,14 @@ func (st *state) change(id string, create bool, fn func(*owned)) error {
 	} else if b, err := json.Marshal(o); err == nil {
 		before = b
 	}
+	natives := make(map[string]nativeSession, len(o.Native))
+	for agent, ns := range o.Native {
+		if ns != nil {
+			natives[agent] = *ns
+		}
+	}
 	fn(o)
+	o.keepReplaced(id, natives)
 	after, err := json.Marshal(o)
 	if err != nil {
 		return err
@@ -311,7 +341,7 @@ func (st *state) remove(id string) error {
 		return nil
 	}
 	delete(st.Sessions, id)
-	if o == nil || len(o.Native) == 0 {
+	if o == nil || len(o.Native) == 0 && len(o.Former) == 0 {
 		return st.record(id, nil)
 	}
 	if st.Released == nil {
@@ -319,13 +349,19 @@ func (st *state) remove(id string) error {
 	}
 	now := time.Now().Unix()
 	changed := map[string]*releasedNative{}
+	release := append([]releasedNative(nil), o.Former...)
 	for agent, ns := range o.Native {
-		if ns == nil || (ns.ID == "" && ns.Path == "") {
+		if ns != nil {
+			release = append(release, releasedNative{Agent: agent, ID: ns.ID, Path: ns.Path})
+		}
+	}
+	for _, r := range release {
+		if r.ID == "" && r.Path == "" {
 			continue
 		}
-		r := releasedNative{Agent: agent, ID: ns.ID, Path: ns.Path, Session: id, At: now}
-		st.Released[agent+"#"+cmp.Or(ns.ID, ns.Path)] = r
-		changed[agent+"#"+cmp.Or(ns.ID, ns.Path)] = &r
+		r.Session, r.At = id, now
+		st.Released[r.Agent+"#"+cmp.Or(r.ID, r.Path)] = r
+		changed[r.Agent+"#"+cmp.Or(r.ID, r.Path)] = &r
 	}
 	for _, k := range st.pruneReleased() {
 		changed[k] = nil
@@ -474,6 +510,11 @@ func (st *state) holdsNative(agent, path, nativeID string) bool {
 	for _, o := range st.Sessions {
 		if ns := o.Native[agent]; ns != nil && is(ns.Path, ns.ID) {
 			return true
+		}
+		for _, f := range o.Former {
+			if f.Agent == agent && is(f.Path, f.ID) {
+				return true
+			}
 		}
 	}
 	for _, r := range st.Released {
