@@ -144,6 +144,12 @@ func TestListOutputFormats(t *testing.T) {
 		t.Fatalf("cast worktree ls -o json has a null:\n%s", out)
 	}
 	getOutputFormats(t, addr, sessions[0])
+	// A --from past the end is said in the flag's name, not the API's
+	// (start_seq), with the seqs that work.
+	if _, errOut, code := runMain(t, addr, "watch", sessions[0], "--from", "99"); code != 2 ||
+		!saysAll(errOut, []string{"--from 99 is past the end of " + sessions[0], "last seq is 1", "--from 2 at most", "--from 0"}) || strings.Contains(errOut, "start_seq") {
+		t.Fatalf("cast watch --from 99: exit %d, %q", code, errOut)
+	}
 	if a, b := lines(mustMain(t, addr, "node", "ls"))[0], lines(mustMain(t, addr, "nodes"))[0]; a != b {
 		t.Fatalf("cast node ls header %q, cast nodes header %q", a, b)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,13 @@ func (a *app) watchCmd() *cobra.Command {
 		}
 		w := &watcher{a: a}
 		w.rw = resumingWatch{id: id, next: from, ended: w.ended, giveUp: w.giveUp}
-		return w.run(cmd.Context())
+		err := w.run(cmd.Context())
+		// The control plane names its field (start_seq); people gave --from
+		// (still where the watch starts: nothing was shown yet).
+		if last, perr := strconv.ParseInt(client.MetadataOf(err, "last_seq"), 10, 64); perr == nil && status.Code(err) == codes.InvalidArgument && w.rw.next == from {
+			return usagef("--from %d is past the end of %s (its last seq is %d): give --from %d at most, or --from 0 for only new messages", from, id, last, last+1)
+		}
+		return err
 	})
 
 	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first (0: only new ones)")
