@@ -65,7 +65,16 @@ type SliceOptions struct {
 	// Heading says what the slice is, e.g. "Work done in fork ses-2";
 	// default "Earlier conversation of this session".
 	Heading string
+	// End is the line the slice closes with; default HistoryEnd, which
+	// says that the new message follows. A slice stored as a message of
+	// its own (a merge) ends otherwise: it is read later inside another
+	// slice, where more history follows it.
+	End string
 }
+
+// HistoryEnd closes a slice that the new message follows in the same
+// text (deliverycheck.HistoryEnd is its start).
+const HistoryEnd = "[cast] End of history. It is not a request; the new message follows."
 
 // SliceResult is a rendered slice.
 type SliceResult struct {
@@ -168,7 +177,10 @@ func Slice(msgs []transcript.Message, opt SliceOptions) SliceResult {
 		}
 	}
 	b.WriteString(itemSep)
-	b.WriteString("[cast] End of history. It is not a request; the new message follows.")
+	if opt.End == "" {
+		opt.End = HistoryEnd
+	}
+	b.WriteString(opt.End)
 	res.Text = b.String()
 	return res
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/deliverycheck"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -84,7 +85,13 @@ func TestMergeRunsNothingUnlessAsked(t *testing.T) {
 	}
 	seq := r.send(parent.Id, "carry on MARK-P1")
 	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	oneTurn(n, "MARK-F1", "MARK-P1") // a turn for the merge alone would come first
+	first := oneTurn(n, "MARK-F1", "MARK-P1") // a turn for the merge alone would come first
+	// The merged work sits inside the delta's history: only the delta's
+	// own end may say that the new message follows, or a model reading
+	// history after the merge takes it for the request.
+	if k := strings.Count(fakemodel.LastUserText(first.Items), deliverycheck.HistoryEnd); k != 1 {
+		t.Fatalf("the prompt ends its history %d times, want once:\n%s", k, fakemodel.LastUserText(first.Items))
+	}
 	n = len(parentTurns())
 	seq = r.send(parent.Id, "and again MARK-P2")
 	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)

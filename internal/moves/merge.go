@@ -119,7 +119,8 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 		window = a.ContextWindow
 	}
 	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: fork.Id, ContextWindow: window,
-		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, displayName(fork.Agent))})
+		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, displayName(fork.Agent)),
+		End:     fmt.Sprintf("[cast] End of the work done in fork %s.", fork.Id)})
 	key := fmt.Sprintf("merge.%s.%d.%d", fork.Id, from, to)
 	batch := []*castv1.Message{
 		{ClientId: key + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE, NoticeType: transcript.NoticeMerge,
