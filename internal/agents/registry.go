@@ -173,6 +173,15 @@ func Lookup(name string) (Agent, bool) {
 	return a, ok
 }
 
+// DisplayName is the named agent's display name ("Claude Code"), or the
+// name itself for an agent this build does not know.
+func DisplayName(name string) string {
+	if a, ok := registry[name]; ok && a.DisplayName != "" {
+		return a.DisplayName
+	}
+	return name
+}
+
 // HomeVars are the variables that point some agent at its own folder
 // (HomeEnv, AltHomeEnv), sorted: what a process that must not see a
 // user's agents drops, and what an account brings its own of.

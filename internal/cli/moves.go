@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/transcript"
@@ -33,12 +35,20 @@ func (a *app) switchCmd() *cobra.Command {
 			return a.fork(cmd.Context(), &castv1.ForkSessionRequest{SessionId: id, Agent: agent, Model: model, RequestId: ids.NewClientID()})
 		}
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			// What ran before: a switch to another agent stops the old
+			// one's turn, and its request stays unanswered in the history.
+			// The switch itself reports any error reading it.
+			before, _ := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
 			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
 			return a.reply(sess, err, func() error {
 				if sess.HandoffFrom == id {
 					return a.printHandedOff(ctx, c, sess)
 				}
 				fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+				if before != nil && before.Agent != sess.Agent && fence.TurnInFlight(before) {
+					fmt.Fprintf(a.out, "it stopped the turn %s was running: that request stays in the history unanswered; send it again for %s to act on it\n",
+						agents.DisplayName(before.Agent), agents.DisplayName(sess.Agent))
+				}
 				return nil
 			})
 		})

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -70,7 +71,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 		}
 		if why != "" {
 			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: parent.Id, ToAgent: agent, Model: model, Node: node,
-				RequestID: r.RequestID}, "A fork onto "+displayName(agent), why)
+				RequestID: r.RequestID}, "A fork onto "+agents.DisplayName(agent), why)
 		}
 	}
 	root := parent.RootId

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/capability"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
@@ -31,7 +32,7 @@ func canaryFailure(ctx context.Context, st Store, node, agent string, need []str
 	for _, cp := range need {
 		for _, c := range checks {
 			if c.Version == version && c.Capability == cp && !c.Passed {
-				return fmt.Sprintf("%s %s on node %s failed cast's %s check (%s)", displayName(agent), version, node, c.Capability, c.Detail), nil
+				return fmt.Sprintf("%s %s on node %s failed cast's %s check (%s)", agents.DisplayName(agent), version, node, c.Capability, c.Detail), nil
 			}
 		}
 	}

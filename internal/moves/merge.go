@@ -119,7 +119,7 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 		window = a.ContextWindow
 	}
 	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: fork.Id, ContextWindow: window,
-		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, displayName(fork.Agent)),
+		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, agents.DisplayName(fork.Agent)),
 		End:     fmt.Sprintf("[cast] End of the work done in fork %s.", fork.Id)})
 	key := fmt.Sprintf("merge.%s.%d.%d", fork.Id, from, to)
 	batch := []*castv1.Message{
@@ -181,7 +181,7 @@ func mergePrompt(r MergeRequest, fork *castv1.Session, from, to int64) string {
 		return r.Message
 	case r.Run:
 		return fmt.Sprintf("[cast] The work done in fork %s (on %s, messages %d:%d) was merged into this conversation above. Take it in and carry on from it.",
-			fork.Id, displayName(fork.Agent), from, to)
+			fork.Id, agents.DisplayName(fork.Agent), from, to)
 	}
 	return ""
 }

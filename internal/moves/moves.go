@@ -141,7 +141,7 @@ func divider(old, cur *castv1.Session, agentChanged bool) *castv1.Message {
 	if agentChanged {
 		m.NoticeType = transcript.NoticeAgentSwitch
 		m.Text = fmt.Sprintf("Now using %s (was %s)\n\nThe conversation moved from %s to %s. This session continues here. History above is the same thread.",
-			label(cur), label(old), displayName(old.Agent), displayName(cur.Agent))
+			label(cur), label(old), agents.DisplayName(old.Agent), agents.DisplayName(cur.Agent))
 		return m
 	}
 	m.NoticeType = transcript.NoticeModelSwitch
@@ -150,7 +150,7 @@ func divider(old, cur *castv1.Session, agentChanged bool) *castv1.Message {
 }
 
 func label(s *castv1.Session) string {
-	l := displayName(s.Agent)
+	l := agents.DisplayName(s.Agent)
 	if s.Model != "" {
 		l += " · " + s.Model
 	}
@@ -158,13 +158,6 @@ func label(s *castv1.Session) string {
 		l += " · " + s.Effort
 	}
 	return l
-}
-
-func displayName(agent string) string {
-	if a, ok := agents.Lookup(agent); ok {
-		return a.DisplayName
-	}
-	return agent
 }
 
 // targetAgent is the agent a switch or fork goes to: the one asked for,

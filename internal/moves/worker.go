@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -31,7 +32,7 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	default:
 		return nil
 	}
-	text := fmt.Sprintf("[cast] Worker %s (%s) %s.", worker.Id, displayName(worker.Agent), what)
+	text := fmt.Sprintf("[cast] Worker %s (%s) %s.", worker.Id, agents.DisplayName(worker.Agent), what)
 	if last := lastAnswer(ctx, st, worker); last != "" {
 		text += "\n\nIts last answer:\n" + last
 	}
