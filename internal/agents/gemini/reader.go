@@ -172,10 +172,16 @@ func (n *neutral) record(r record) {
 	case "user":
 		var texts []string
 		var images []transcript.Image
+		// An image after a functionResponse is that result's picture (as
+		// Gemini records a read tool's, and repeats it in the "<id>_response"
+		// record of its own rewrite): it goes with the result, or nowhere
+		// when the result was read already, never into a user message.
+		inResponse, result := false, -1 // result: index in n.out of the result read here
 		for _, p := range parts {
 			im, isImage := p.image()
 			switch {
 			case p.FunctionResponse != nil:
+				inResponse, result = true, -1
 				fr := p.FunctionResponse
 				id, ok := fr.ID, true
 				if id == "" {
@@ -191,8 +197,13 @@ func (n *neutral) record(r record) {
 				n.results[id] = true
 				out2, isErr := responseText(fr.Response)
 				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
+				result = len(n.out) - 1
 			case p.Text != nil:
 				texts = append(texts, *p.Text)
+			case isImage && inResponse:
+				if result >= 0 {
+					n.out[result].Images = append(n.out[result].Images, im)
+				}
 			case isImage:
 				images = append(images, im)
 			default:

@@ -104,6 +104,14 @@ func TestDecodeReplay(t *testing.T) {
 			`{"id":"g","type":"gemini","content":[{"text":"t","thought":true},{"functionCall":{"id":"c1","name":"ls","args":{}}}],"toolCalls":[{"id":"c1","name":"ls","args":{},"result":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"a b"}}}]}]}` + "\n" +
 			`{"id":"g_response","type":"user","content":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"a b"}}}]}` + "\n",
 			0, []want{{transcript.KindThinking, "t"}, {transcript.KindToolCall, "ls"}, {transcript.KindToolResult, "a b"}}},
+		// Gemini's own rewrite of a resumed session (its $set messages)
+		// repeats a call's result, picture and all, as "<id>_response": the
+		// picture is the result's, read with it, not a user message (read as
+		// one, a sync took it for a new prompt and ran a turn on it).
+		{"response record with the result's image deduplicated", h +
+			`{"id":"g","type":"gemini","content":"","toolCalls":[{"id":"c1","name":"read_file","args":{},"result":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":""}}},{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}}],"status":"success"}]}` + "\n" +
+			`{"id":"g_response","type":"user","content":[{"functionResponse":{"id":"c1","name":"read_file","response":{"output":""}}},{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}}]}` + "\n",
+			0, []want{{transcript.KindToolCall, "read_file"}, {transcript.KindToolResult, ""}}},
 		{"separate functionResponse record only", h +
 			`{"id":"g","type":"gemini","content":[{"functionCall":{"id":"c1","name":"ls","args":{}}}]}` + "\n" +
 			`{"id":"r","type":"user","content":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"x","exit":1}}}]}` + "\n",
