@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // An image a tool returned in Claude's turn (its Read of a screenshot: a
@@ -20,7 +22,7 @@ import (
 // history before it.
 func TestToolImageCarriedAcrossSwitch(t *testing.T) {
 	t.Parallel()
-	r := newTurnRig(t, "claude", "codex")
+	r := newTurnRig(t, "claude", "codex", "gemini")
 	cwd := t.TempDir()
 	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
 	for x := range 8 {
@@ -69,5 +71,31 @@ func TestToolImageCarriedAcrossSwitch(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("codex's request holds the screenshot %d times, want once:\n%s", n, clipItems(fmtItems(req.Items)))
+	}
+
+	// A Claude turn stopped after the tool returned the screenshot, then
+	// Gemini: it repairs the interrupted history it resumes and repeats
+	// the result with its picture ("<id>_response"). The thread gets the
+	// prompt and one answer, no user message of Gemini's making (read as
+	// one, it was taken for a new prompt and ran a second turn).
+	gate := make(chan struct{})
+	defer close(gate)
+	started := r.fake.TurnsStarted()
+	r.fake.Enqueue(fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: "Read", Input: map[string]any{"file_path": shot}}}, fakemodel.Reply{Text: "held", Gate: gate})
+	stopped, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "look again MARK-IMG3"})
+	must(t, err)
+	testharness.WaitFor(t, 2*time.Minute, "claude sends the screenshot back", func() bool { return r.fake.TurnsStarted() >= started+2 })
+	r.interrupt(stopped.Id, 1)
+	r.switchTo(stopped.Id, "gemini")
+	seq = r.send(stopped.Id, "what was it MARK-IMG4")
+	r.waitState(stopped.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	var after []*castv1.Message
+	for _, m := range r.messages(stopped.Id) {
+		if m.Seq > seq && m.Kind != castv1.MessageKind_MESSAGE_KIND_NOTICE {
+			after = append(after, m)
+		}
+	}
+	if len(after) != 1 || after[0].Kind != castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+		t.Fatalf("after the prompt to gemini the thread holds %s, want its one answer", kinds(after))
 	}
 }
