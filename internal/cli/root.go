@@ -34,6 +34,10 @@ type app struct {
 	tty     bool // stdout is a terminal: control characters are escaped
 	cli     *client.Client
 	cc      client.Context // what cli dialed, to explain a failed call
+	// addrFrom says where cc's address came from (a context, --addr,
+	// CAST_ADDR, the default): a remote one nobody answers at is told
+	// which to fix.
+	addrFrom string
 }
 
 // Main runs the CLI with args and returns the process exit code.
@@ -229,6 +233,7 @@ func (a *app) client() (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		a.addrFrom = addrSource(cc, a.addr)
 		a.addr, a.cc = cc.Addr, cc
 		c, err := cc.Dial()
 		if err != nil {
@@ -237,6 +242,20 @@ func (a *app) client() (*client.Client, error) {
 		a.cli = c
 	}
 	return a.cli, nil
+}
+
+// addrSource names where Resolve took cc's address from, addrFlag being
+// what --addr said.
+func addrSource(cc client.Context, addrFlag string) string {
+	switch {
+	case cc.ContextName() != "":
+		return fmt.Sprintf("context %q", cc.ContextName())
+	case addrFlag != "":
+		return "--addr"
+	case os.Getenv("CAST_ADDR") != "":
+		return "CAST_ADDR"
+	}
+	return "the default address"
 }
 
 func (a *app) ctx(parent context.Context) (context.Context, context.CancelFunc) {
@@ -278,7 +297,11 @@ func (a *app) explain(err error) string {
 			if msg := a.trustProblem(); msg != "" {
 				return msg
 			}
-			return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
+			if a.cc.Loopback() {
+				return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
+			}
+			// Another machine's control plane is not started from here.
+			return fmt.Sprintf("cannot reach the control plane at %s (%s): check that it runs and that this machine can reach it, or choose another with --context / --addr / CAST_ADDR", a.addr, a.addrFrom)
 		}
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("the control plane at %s did not answer within %s; retry, or raise --timeout", a.addr, a.timeout)

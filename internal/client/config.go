@@ -96,6 +96,13 @@ func allLoopback(addr string) bool {
 	return len(addrs) > 0
 }
 
+// Loopback is true when c's address is on this machine only.
+func (c Context) Loopback() bool { return allLoopback(c.Addr) }
+
+// ContextName is the context c's address came from, "" when --addr,
+// CAST_ADDR or the default chose another.
+func (c Context) ContextName() string { return c.ctxName }
+
 // CheckPlaintext refuses to send credentials in clear off this machine.
 func CheckPlaintext(addr string, t *tls.Config, insecure bool) error {
 	if t != nil || insecure || allLoopback(addr) {
