@@ -165,9 +165,22 @@ func (a *app) nodeNames(ctx context.Context) []string {
 }
 
 func (a *app) nodesAndLabels(ctx context.Context) []string {
+	return a.sortedNodeWords(ctx, true)
+}
+
+// nodeLabels are the labels nodes carry (`cast node ls --label`).
+func (a *app) nodeLabels(ctx context.Context) []string {
+	return a.sortedNodeWords(ctx, false)
+}
+
+// sortedNodeWords are the nodes' labels, and their names with names.
+func (a *app) sortedNodeWords(ctx context.Context, names bool) []string {
 	var out []string
 	for _, n := range a.nodes(ctx) {
-		out = append(append(out, n.Name), n.Labels...)
+		if names {
+			out = append(out, n.Name)
+		}
+		out = append(out, n.Labels...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/listfilter"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // nodesCmd is `cast node ls` (use "ls") and its older spelling `cast
@@ -20,26 +22,40 @@ import (
 func (a *app) nodesCmd(use string) *cobra.Command {
 	var out listFlags
 	var probe bool
+	var label, connected string
 	short := "List nodes and whether they are connected"
 	if use == "nodes" {
 		short += " (as `cast node ls`)"
 	}
 	cmd := &cobra.Command{
-		Use:   use + " [-o json|yaml|wide|name] [--no-headers]",
+		Use:   use + " [--label L] [--connected true|false] [-o json|yaml|wide|name] [--no-headers]",
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if connected != "" && connected != "true" && connected != "false" {
+				return usagef("--connected is true or false, not %q", connected)
+			}
+			if label != "" {
+				if err := validate.Check(validate.Name, "--label", label); err != nil {
+					return usagef("%v", err)
+				}
+			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{})
+				// The control plane filters (docs/reference.md, Filters).
+				nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("label", label, "connected", connected)})
 				if err != nil {
 					return err
+				}
+				empty := "no nodes yet; start one with `node --controlplane " + a.addr + "`"
+				if label != "" || connected != "" {
+					empty = "no nodes match; `cast node ls` without filters lists them all"
 				}
 				var failed error
 				if probe {
 					failed = a.probeNodes(cmd.Context(), c, nodes)
 				}
 				if err := printList(a, out, listing[*castv1.Node]{key: "nodes", items: nodes,
-					empty:   "no nodes yet; start one with `node --controlplane " + a.addr + "`",
+					empty:   empty,
 					name:    func(n *castv1.Node) string { return n.Name },
 					columns: nodeColumns(),
 					after:   func() error { return a.printAgents(nodes) }}); err != nil {
@@ -51,6 +67,10 @@ func (a *app) nodesCmd(use string) *cobra.Command {
 	}
 	out.bind(cmd, a)
 	cmd.Flags().BoolVar(&probe, "probe", false, "first ask each connected node to probe its agents now (one tiny prompt per CLI, as node --probe does at start); READY then says whether each CLI answered")
+	cmd.Flags().StringVar(&label, "label", "", "only nodes carrying this label (a node's own, e.g. linux)")
+	cmd.Flags().StringVar(&connected, "connected", "", "only nodes connected now (true) or not (false)")
+	_ = cmd.RegisterFlagCompletionFunc("label", a.completeAny(a.nodeLabels))
+	_ = cmd.RegisterFlagCompletionFunc("connected", cobra.FixedCompletions([]string{"true", "false"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
