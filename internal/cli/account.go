@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +138,7 @@ func (a *app) accountLsCmd() *cobra.Command {
 }
 
 func (a *app) accountRmCmd() *cobra.Command {
-	return a.namedAccountCmd("rm NAME --agent A", "Remove a fleet account that is not active",
+	return a.namedAccountCmd("rm NAME [--agent A]", "Remove a fleet account that is not active",
 		func(ctx context.Context, c *client.Client, name, agent string) error {
 			_, err := c.Accounts.DeleteAccount(ctx, &castv1.DeleteAccountRequest{Name: name, Agent: agent})
 			return a.replyAs(err, func() any {
@@ -150,7 +151,7 @@ func (a *app) accountRmCmd() *cobra.Command {
 }
 
 func (a *app) accountUseCmd() *cobra.Command {
-	return a.namedAccountCmd("use NAME --agent A", "Make an account the active one on every node now (parked turns run again)",
+	return a.namedAccountCmd("use NAME [--agent A]", "Make an account the active one on every node now (parked turns run again)",
 		func(ctx context.Context, c *client.Client, name, agent string) error {
 			acc, err := c.Accounts.UseAccount(ctx, &castv1.UseAccountRequest{Name: name, Agent: agent})
 			if err != nil {
@@ -168,20 +169,53 @@ func (a *app) namedAccountCmd(use, short string, run func(ctx context.Context, c
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error { return run(ctx, c, args[0], agent) })
+			return a.withAgent(cmd, args[0], &agent, func(ctx context.Context, c *client.Client) error { return run(ctx, c, args[0], agent) })
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
+	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent (default: the agent of the one account so named)")
 	return cmd
 }
 
-// withAgent runs an account command that needs --agent, with a client and
-// the request deadline.
-func (a *app) withAgent(cmd *cobra.Command, agent string, run func(ctx context.Context, c *client.Client) error) error {
-	if agent == "" {
+// withAgent runs an account command that needs an agent, with a client
+// and the request deadline. Without --agent the account named name (""
+// for none) gives it, when exactly one agent has an account so named.
+func (a *app) withAgent(cmd *cobra.Command, name string, agent *string, run func(ctx context.Context, c *client.Client) error) error {
+	if *agent == "" && name == "" {
 		return usagef("--agent is required")
 	}
-	return a.call(cmd, run)
+	return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+		if *agent == "" {
+			ag, err := accountAgent(ctx, c, name)
+			if err != nil {
+				return err
+			}
+			*agent = ag
+		}
+		return run(ctx, c)
+	})
+}
+
+// accountAgent is the agent of the one fleet account named name; a name
+// no account or several agents' accounts have is a usage mistake.
+func accountAgent(ctx context.Context, c *client.Client, name string) (string, error) {
+	resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{})
+	if err != nil {
+		return "", err
+	}
+	var agents []string
+	for _, acc := range resp.GetAccounts() {
+		if acc.Name == name {
+			agents = append(agents, acc.Agent)
+		}
+	}
+	slices.Sort(agents)
+	switch len(agents) {
+	case 0:
+		return "", usagef("no fleet account is named %q; `cast account ls` lists them", name)
+	case 1:
+		return agents[0], nil
+	}
+	return "", usagef("accounts named %q exist for %s: say which with --agent", name, strings.Join(agents, ", "))
 }
 
 func (a *app) printAccount(acc *castv1.Account, what string) error {

@@ -16,7 +16,7 @@ import (
 func (a *app) accountPolicyCmd() *cobra.Command {
 	var agent string
 	cmd := &cobra.Command{
-		Use:   "policy NAME ask|auto|resume|off|fleet --agent A",
+		Use:   "policy NAME ask|auto|resume|off|fleet [--agent A]",
 		Short: "Set what a usage limit on one account does (fleet: follow the control plane's --account-policy)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -28,7 +28,7 @@ func (a *app) accountPolicyCmd() *cobra.Command {
 			default:
 				return usagef("policy %q: use ask, auto, resume, off or fleet", policy)
 			}
-			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
+			return a.withAgent(cmd, args[0], &agent, func(ctx context.Context, c *client.Client) error {
 				acc, err := c.Accounts.SetAccountPolicy(ctx, &castv1.SetAccountPolicyRequest{Name: args[0], Agent: agent, Policy: policy})
 				return a.reply(acc, err, func() error {
 					fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
@@ -37,7 +37,7 @@ func (a *app) accountPolicyCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent")
+	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent (default: the agent of the one account so named)")
 	return cmd
 }
 
@@ -54,7 +54,7 @@ func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withAgent(cmd, agent, func(ctx context.Context, c *client.Client) error {
+			return a.withAgent(cmd, "", &agent, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
 				return a.reply(resp, err, func() error {
 					what := "waiting for its reset on"
