@@ -42,7 +42,7 @@ func TestConfigContexts(t *testing.T) {
 		err  string // stderr contains it
 	}{
 		{[]string{"config", "current-context"}, 1, "", "no current context"},
-		{[]string{"config", "get-contexts"}, 0, "no contexts", ""},
+		{[]string{"config", "get-contexts"}, 0, "NAME", "no contexts"},
 		{[]string{"config", "set-context", "dev"}, 1, "", "needs an address"},
 		{[]string{"config", "set-context", "dev", "--addr", "nohostport"}, 2, "", "not HOST:PORT"},
 		{[]string{"config", "set-context", "../x", "--addr", "127.0.0.1:1"}, 2, "", "not valid"},

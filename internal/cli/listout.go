@@ -162,7 +162,7 @@ type listing[T any] struct {
 	extra   map[string]any // more top-level JSON fields (worktree ls: unanswered)
 	name    func(T) string // the id or name -o name prints
 	columns []column[T]
-	empty   string       // said instead of an empty table; "" prints the header alone
+	empty   string       // said on stderr over an empty table (its header alone)
 	after   func() error // more for people after the table (not with --no-headers)
 }
 
@@ -192,8 +192,9 @@ func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 		return nil
 	}
 	if len(l.items) == 0 && l.empty != "" && !f.noHeaders {
-		fmt.Fprintln(a.out, l.empty)
-		return nil
+		// For people, on stderr: stdout stays the (empty) table a script
+		// parses.
+		fmt.Fprintln(a.errOut, l.empty)
 	}
 	var cols []column[T]
 	for _, c := range l.columns {

@@ -33,7 +33,7 @@ func (a *app) usageCmd() *cobra.Command {
 			return a.printJSON(rep)
 		}
 		if len(rep.Fleets) == 0 {
-			fmt.Fprintln(a.out, noAccounts)
+			fmt.Fprintln(a.errOut, noAccounts) // a hint, not the report
 			return nil
 		}
 		return rep.print(a.out)

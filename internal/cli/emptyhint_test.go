@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// With nothing to list, the hint for people goes to stderr: stdout stays
+// what a script parses (the table's header, an empty JSON or YAML list,
+// nothing for -o name).
+func TestEmptyListsKeepStdoutParseable(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	addr := srv.Addr()
+	for _, tc := range []struct {
+		args         []string
+		stdout, hint string
+	}{
+		{[]string{"account", "ls"}, "AGENT  NAME  ACTIVE  USAGE  LIMITED UNTIL  SWITCHES\n", "no fleet accounts"},
+		{[]string{"account", "ls", "-o", "json"}, "{\n  \"accounts\": []\n}\n", ""},
+		{[]string{"account", "ls", "-o", "yaml"}, "accounts: []\n", ""},
+		{[]string{"usage"}, "", "no fleet accounts"},
+		{[]string{"usage", "--json"}, "{\n  \"fleets\": []\n}\n", ""},
+		{[]string{"ls"}, "ID  AGENT  NODE  STATE               MSGS  UPDATED  TITLE  NOTE\n", "no sessions yet"},
+	} {
+		out, errOut, code := runMain(t, addr, tc.args...)
+		if code != 0 || out != tc.stdout || !strings.Contains(errOut, tc.hint) || (tc.hint == "" && errOut != "") {
+			t.Errorf("cast %q: exit %d, stdout %q, stderr %q; want 0, stdout %q, stderr saying %q", tc.args, code, out, errOut, tc.stdout, tc.hint)
+		}
+	}
+}
