@@ -30,3 +30,13 @@ func TestEmptyListsKeepStdoutParseable(t *testing.T) {
 		}
 	}
 }
+
+// `cast migrate status --json` with no migration yet prints an empty
+// object, exit 0, rather than failing: a script reads "nothing" as JSON.
+func TestMigrateStatusNoMigrationJSON(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	out, errOut, code := runMain(t, srv.Addr(), "migrate", "status", "--json")
+	if code != 0 || out != "{}\n" {
+		t.Errorf("migrate status --json: exit %d, stdout %q, stderr %q; want 0 and {}", code, out, errOut)
+	}
+}

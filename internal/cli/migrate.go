@@ -246,6 +246,11 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
+					if len(resp.Migrations) == 0 && a.json {
+						// Nothing, as JSON a script can read: exit 0.
+						fmt.Fprintln(a.out, "{}")
+						return nil
+					}
 					if len(resp.Migrations) == 0 {
 						return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
 					}
