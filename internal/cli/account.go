@@ -59,6 +59,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				a.warnNoFleetNode(ctx, c, agent)
 				if hl == nil {
 					return a.printAccount(acc, "stored")
 				}
@@ -71,6 +72,32 @@ func (a *app) accountAddCmd() *cobra.Command {
 	cmd.Flags().StringVar(&home, "from-home", "", "take the agent's current login from its config folder (CLAUDE_CONFIG_DIR or CODEX_HOME layout); custody moves to cast")
 	cmd.Flags().BoolVar(&release, "release-home", false, "with --from-home: rewrite the folder's login without its refresh token so it stops refreshing on its own")
 	return cmd
+}
+
+// warnNoFleetNode says on stderr when no connected node writes agent's
+// fleet logins (AgentInstall.fleet_logins): the account is stored, but
+// every node keeps its user's own login, and only the control plane's log
+// said so. A failed listing says nothing: the account is stored all the
+// same.
+func (a *app) warnNoFleetNode(ctx context.Context, c *client.Client, agent string) {
+	nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: "connected = true"})
+	if err != nil {
+		return
+	}
+	var keep []string
+	for _, n := range nodes {
+		for _, in := range n.Agents {
+			if in.Name == agent && in.FleetLogins {
+				return
+			}
+		}
+		keep = append(keep, n.Name)
+	}
+	which := "no node is connected"
+	if len(keep) > 0 {
+		which = "nodes " + strings.Join(keep, ", ") + " keep their user's own login"
+	}
+	fmt.Fprintf(a.errOut, "cast: warning: no connected node will write %s's fleet accounts (%s); start a node with --fleet-accounts (controlplane --dev: --node-fleet-accounts) to let them replace its login, keeping a backup\n", agent, which)
 }
 
 // printHomeAccount reports an account taken from a home: stored, then

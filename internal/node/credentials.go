@@ -59,6 +59,14 @@ func (c Config) checkCredentialStore(agent, path string) error {
 	return fmt.Errorf("node %s will not rewrite %s (the %s login it runs with is the user's own); start the node with --fleet-accounts (controlplane --dev: --node-fleet-accounts) to let fleet accounts replace it, keeping a backup", c.Name, path, agent)
 }
 
+// writesFleetLogins says whether a SetCredential for agent would be
+// written here (AgentInstall.fleet_logins): `cast account add` warns when
+// no connected node would.
+func (c Config) writesFleetLogins(agent string) bool {
+	path, err := c.credentialPath(agent)
+	return err == nil && c.checkCredentialStore(agent, path) == nil
+}
+
 // credentialBackupDir is where the stores fleet accounts replace are kept.
 func (c Config) credentialBackupDir() string { return filepath.Join(c.DataDir, "credential-backups") }
 

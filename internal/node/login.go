@@ -55,7 +55,7 @@ func orKey(k string) string {
 // turns get. It only looks; it never runs the agent or talks to a
 // provider, so "ready" means "a login is there", not "the login works".
 func (c Config) readiness(name, bin string) *castv1.AgentInstall {
-	in := &castv1.AgentInstall{Name: name, Path: bin, Version: agents.InstalledVersion(bin), Accounts: c.accountNames(name)}
+	in := &castv1.AgentInstall{Name: name, Path: bin, Version: agents.InstalledVersion(bin), Accounts: c.accountNames(name), FleetLogins: c.writesFleetLogins(name)}
 	if bin == "" {
 		in.Status = "binary not found"
 		return in

@@ -51,7 +51,12 @@ type AgentInstall struct {
 	// CLI once (`node --probe`: a tiny prompt, headless, the way a turn runs
 	// it) rather than from looking at its files; status then starts
 	// "probed: " and, when the CLI failed, quotes what it said.
-	Probed        bool `protobuf:"varint,9,opt,name=probed,proto3" json:"probed,omitempty"`
+	Probed bool `protobuf:"varint,9,opt,name=probed,proto3" json:"probed,omitempty"`
+	// fleet_logins is true when the node writes the active fleet account's
+	// login into this agent's shared credential store: it was started with
+	// --fleet-accounts, or the store is cast's own (under its data dir).
+	// False: the store is the user's own login, which the node keeps.
+	FleetLogins   bool `protobuf:"varint,10,opt,name=fleet_logins,json=fleetLogins,proto3" json:"fleet_logins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -145,6 +150,13 @@ func (x *AgentInstall) GetAgentDir() string {
 func (x *AgentInstall) GetProbed() bool {
 	if x != nil {
 		return x.Probed
+	}
+	return false
+}
+
+func (x *AgentInstall) GetFleetLogins() bool {
+	if x != nil {
+		return x.FleetLogins
 	}
 	return false
 }
@@ -284,7 +296,7 @@ var File_cast_v1_node_proto protoreflect.FileDescriptor
 
 const file_cast_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n" +
+	"\x12cast/v1/node.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x02\n" +
 	"\fAgentInstall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
@@ -294,7 +306,9 @@ const file_cast_v1_node_proto_rawDesc = "" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x12\n" +
 	"\x04home\x18\a \x01(\tR\x04home\x12\x1b\n" +
 	"\tagent_dir\x18\b \x01(\tR\bagentDir\x12\x16\n" +
-	"\x06probed\x18\t \x01(\bR\x06probed\"\xde\x03\n" +
+	"\x06probed\x18\t \x01(\bR\x06probed\x12!\n" +
+	"\ffleet_logins\x18\n" +
+	" \x01(\bR\vfleetLogins\"\xde\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x0e\n" +

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cast/v1/node.proto.
  */
 export const file_cast_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChJjYXN0L3YxL25vZGUucHJvdG8SB2Nhc3QudjEinQEKDEFnZW50SW5zdGFsbBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEcGF0aBgDIAEoCRIQCghhY2NvdW50cxgEIAMoCRINCgVyZWFkeRgFIAEoCBIOCgZzdGF0dXMYBiABKAkSDAoEaG9tZRgHIAEoCRIRCglhZ2VudF9kaXIYCCABKAkSDgoGcHJvYmVkGAkgASgIIugCCgROb2RlEgwKBG5hbWUYASABKAkSDgoGbGFiZWxzGAIgAygJEgoKAm9zGAMgASgJEhAKCGhvc3RuYW1lGAQgASgJEhoKEmNhcGFiaWxpdHlfdmVyc2lvbhgFIAEoBRIlCgZhZ2VudHMYBiADKAsyFS5jYXN0LnYxLkFnZW50SW5zdGFsbBIRCgljb25uZWN0ZWQYByABKAgSMAoMY29ubmVjdF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5sYXN0X3NlZW5fdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoMYWRtaW5fbGFiZWxzGAogAygLMh4uY2FzdC52MS5Ob2RlLkFkbWluTGFiZWxzRW50cnkaMgoQQWRtaW5MYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQjZaNGdpdGh1Yi5jb20vY2FzdC1kZXYvY2FzdC9pbnRlcm5hbC9nZW4vY2FzdC92MTtjYXN0djFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChJjYXN0L3YxL25vZGUucHJvdG8SB2Nhc3QudjEiswEKDEFnZW50SW5zdGFsbBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEcGF0aBgDIAEoCRIQCghhY2NvdW50cxgEIAMoCRINCgVyZWFkeRgFIAEoCBIOCgZzdGF0dXMYBiABKAkSDAoEaG9tZRgHIAEoCRIRCglhZ2VudF9kaXIYCCABKAkSDgoGcHJvYmVkGAkgASgIEhQKDGZsZWV0X2xvZ2lucxgKIAEoCCLoAgoETm9kZRIMCgRuYW1lGAEgASgJEg4KBmxhYmVscxgCIAMoCRIKCgJvcxgDIAEoCRIQCghob3N0bmFtZRgEIAEoCRIaChJjYXBhYmlsaXR5X3ZlcnNpb24YBSABKAUSJQoGYWdlbnRzGAYgAygLMhUuY2FzdC52MS5BZ2VudEluc3RhbGwSEQoJY29ubmVjdGVkGAcgASgIEjAKDGNvbm5lY3RfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoObGFzdF9zZWVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKDGFkbWluX2xhYmVscxgKIAMoCzIeLmNhc3QudjEuTm9kZS5BZG1pbkxhYmVsc0VudHJ5GjIKEEFkbWluTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUI2WjRnaXRodWIuY29tL2Nhc3QtZGV2L2Nhc3QvaW50ZXJuYWwvZ2VuL2Nhc3QvdjE7Y2FzdHYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * AgentInstall is an agent CLI found on a node.
@@ -91,6 +91,16 @@ export type AgentInstall = Message<"cast.v1.AgentInstall"> & {
    * @generated from field: bool probed = 9;
    */
   probed: boolean;
+
+  /**
+   * fleet_logins is true when the node writes the active fleet account's
+   * login into this agent's shared credential store: it was started with
+   * --fleet-accounts, or the store is cast's own (under its data dir).
+   * False: the store is the user's own login, which the node keeps.
+   *
+   * @generated from field: bool fleet_logins = 10;
+   */
+  fleetLogins: boolean;
 };
 
 /**
