@@ -31,12 +31,15 @@ func TestEmptyListsKeepStdoutParseable(t *testing.T) {
 	}
 }
 
-// `cast migrate status --json` with no migration yet prints an empty
-// object, exit 0, rather than failing: a script reads "nothing" as JSON.
+// `cast migrate status --json` (or -o json|yaml) with no migration yet
+// prints an empty object, exit 0, rather than failing: a script reads
+// "nothing" as JSON or YAML.
 func TestMigrateStatusNoMigrationJSON(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
-	out, errOut, code := runMain(t, srv.Addr(), "migrate", "status", "--json")
-	if code != 0 || out != "{}\n" {
-		t.Errorf("migrate status --json: exit %d, stdout %q, stderr %q; want 0 and {}", code, out, errOut)
+	for _, args := range [][]string{{"--json"}, {"-o", "json"}, {"-o", "yaml"}} {
+		out, errOut, code := runMain(t, srv.Addr(), append([]string{"migrate", "status"}, args...)...)
+		if code != 0 || out != "{}\n" {
+			t.Errorf("migrate status %q: exit %d, stdout %q, stderr %q; want 0 and {}", args, code, out, errOut)
+		}
 	}
 }

@@ -229,11 +229,13 @@ func (a *app) showMigration(ctx context.Context, m *castv1.Migration, follow boo
 
 func (a *app) migrateStatusCmd() *cobra.Command {
 	var follow bool
+	var o objectOutput
 	cmd := &cobra.Command{
-		Use:   "status [ID]",
+		Use:   "status [ID] [-o json|yaml|name]",
 		Short: "Show a migration (default: the newest) with per-session progress",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			format, _ := o.format(a.json) // checked before the run (bind)
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				var m *castv1.Migration
 				var err error
@@ -246,20 +248,25 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					if len(resp.Migrations) == 0 && a.json {
-						// Nothing, as JSON a script can read: exit 0.
-						fmt.Fprintln(a.out, "{}")
-						return nil
+					if len(resp.Migrations) == 0 && (format == "json" || format == "yaml") {
+						// Nothing, as an object a script can read: exit 0.
+						return a.printData(format, map[string]any{})
 					}
 					if len(resp.Migrations) == 0 {
 						return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
 					}
 					m = resp.Migrations[0]
 				}
-				return a.showMigration(cmd.Context(), m, follow)
+				if follow {
+					if m, err = a.followMigration(cmd.Context(), m); err != nil {
+						return err
+					}
+				}
+				return o.print(a, m, m.Id, func() error { return a.printMigration(m) })
 			})
 		},
 	}
+	o.bind(cmd, a)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow until it ends")
 	return cmd
 }
