@@ -78,6 +78,14 @@ func formatMessage(m *castv1.Message) string {
 	default:
 		body = m.Text
 	}
+	// A picture's bytes are not for a terminal; its line says it is there
+	// (a row that is only a picture would print a blank line).
+	for _, img := range m.GetImages() {
+		if body != "" {
+			body += "\n"
+		}
+		body += fmt.Sprintf("[image: %s, %d bytes]", img.GetMediaType(), len(img.GetData()))
+	}
 	return head + "\n" + indent(body) + "\n"
 }
 
