@@ -2434,8 +2434,9 @@ type ListNodesRequest struct {
 	// passed unchanged with the same other fields.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// filter narrows the list (AIP-160 subset, docs/reference.md): fields
-	// name, ready ("true" or "false") and label.KEY, e.g.
-	// `ready = true AND label.gpu = "a100"`.
+	// name, connected ("true" or "false") and label (`=` holds when the node
+	// carries the label, `!=` when it does not), e.g.
+	// `connected = true AND label = "gpu"`.
 	Filter        string `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

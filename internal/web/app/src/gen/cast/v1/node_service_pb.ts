@@ -1251,8 +1251,9 @@ export type ListNodesRequest = Message<"cast.v1.ListNodesRequest"> & {
 
   /**
    * filter narrows the list (AIP-160 subset, docs/reference.md): fields
-   * name, ready ("true" or "false") and label.KEY, e.g.
-   * `ready = true AND label.gpu = "a100"`.
+   * name, connected ("true" or "false") and label (`=` holds when the node
+   * carries the label, `!=` when it does not), e.g.
+   * `connected = true AND label = "gpu"`.
    *
    * @generated from field: string filter = 3;
    */
