@@ -466,7 +466,7 @@ func (s *Server) nothingToStop(ctx context.Context, sess *castv1.Session) (bool,
 			return false, err
 		}
 		for _, m := range msgs {
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) { // adopted rows are history
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.History(m.ClientId) { // adopted or synced rows are history
 				return false, nil
 			}
 		}

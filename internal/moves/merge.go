@@ -216,7 +216,7 @@ func firstWaiting(ctx context.Context, st Store, s *castv1.Session) (int64, erro
 	}
 	var first int64
 	err := eachMessage(ctx, st, s.Id, start, s.LastSeq, func(m *castv1.Message) error {
-		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) { // adopted rows are history
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.History(m.ClientId) { // adopted or synced rows are history
 			first = m.Seq
 			return errFound
 		}

@@ -759,7 +759,7 @@ func (a *Daemon) deliver(sessionID string, token int64, msgs []*castv1.Message) 
 	var newest int64
 	var newestID string
 	for _, m := range msgs {
-		if m.Seq > o.ReceivedSeq && !ids.Adopted(m.ClientId) { // adopted rows are history, never prompts
+		if m.Seq > o.ReceivedSeq && !ids.History(m.ClientId) { // adopted or synced rows are history, never prompts
 			if m.Seq > newest {
 				newest, newestID = m.Seq, m.ClientId
 			}

@@ -64,6 +64,10 @@ type plane struct {
 	cwdRefused bool
 	reasons    []string // every landed report's reason, in order
 	delivered  []int64  // every landed report's delivery cursor, in order
+	// dispatch, when set, is handed every batch of rows it stored from an
+	// append, as the control plane's dispatcher hands the owner every
+	// user row stored (internal/controlplane/dispatch.go).
+	dispatch func(sessionID string, stored []*castv1.Message)
 }
 
 func (p *plane) up() {
@@ -172,7 +176,14 @@ func (n planeNodes) AppendOwnerMessages(_ context.Context, req *castv1.AppendOwn
 	for _, m := range req.Messages {
 		msgs = append(msgs, proto.Clone(m).(*castv1.Message))
 	}
-	return &castv1.AppendOwnerMessagesResponse{Messages: n.p.add(req.SessionId, msgs...)}, nil
+	stored := n.p.add(req.SessionId, msgs...)
+	n.p.mu.Lock()
+	dispatch := n.p.dispatch
+	n.p.mu.Unlock()
+	if dispatch != nil {
+		dispatch(req.SessionId, stored)
+	}
+	return &castv1.AppendOwnerMessagesResponse{Messages: stored}, nil
 }
 
 type planeSessions struct {

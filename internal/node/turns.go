@@ -158,7 +158,7 @@ func (a *Daemon) pendingPrompt(ctx context.Context, sessionID string, o owned) (
 	err := a.cli.EachMessage(ctx, 0, &castv1.ListMessagesRequest{SessionId: sessionID, StartSeq: o.DeliveredSeq + 1, EndSeq: o.ReceivedSeq},
 		func(m *castv1.Message) error {
 			read = m.Seq
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.Adopted(m.ClientId) {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.History(m.ClientId) { // the agent's own rows are no prompt
 				if first == 0 {
 					first = m.Seq
 				}
@@ -282,7 +282,7 @@ func (a *Daemon) forget(sessionID string) {
 // re-syncing the same entry (after a restart) stores it once.
 func clientID(sessionID, agent, nativeSession, entry string, n int) string {
 	h := sha256.Sum256([]byte(strings.Join([]string{sessionID, agent, nativeSession, entry, fmt.Sprint(n)}, "\x00")))
-	return "n." + hex.EncodeToString(h[:12])
+	return ids.SyncedPrefix + hex.EncodeToString(h[:12])
 }
 
 // sessionCwd is the cwd a report carries: the node's own only for a
