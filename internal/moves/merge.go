@@ -207,6 +207,18 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 		parent.Id, waiting, stateWord(parent), parent.Id)
 }
 
+// runsNothing says whether s runs no turn and has none about to start:
+// idle (or failed), and no user message waits past its delivery cursor
+// (a message just sent leaves the session idle until the node reports
+// its turn running).
+func runsNothing(ctx context.Context, st Store, s *castv1.Session) (bool, error) {
+	if s.State != castv1.SessionState_SESSION_STATE_IDLE && s.State != castv1.SessionState_SESSION_STATE_FAILED {
+		return false, nil
+	}
+	waiting, err := firstWaiting(ctx, st, s)
+	return waiting == 0, err
+}
+
 // firstWaiting is the seq of the parent's first user message after its
 // delivery cursor (and any imported history), 0 when there is none.
 func firstWaiting(ctx context.Context, st Store, s *castv1.Session) (int64, error) {

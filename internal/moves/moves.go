@@ -100,8 +100,16 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 			}
 		}
 		// The old agent's turn must not keep writing after the switch.
-		if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
+		// An idle session has none: the node refused the interrupt, and
+		// it and the control plane each warned of it.
+		idle, err := runsNothing(ctx, st, sess)
+		if err != nil {
 			return nil, err
+		}
+		if !idle {
+			if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
+				return nil, err
+			}
 		}
 	}
 	old := sess

@@ -1,11 +1,19 @@
 package moves_test
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
+	"github.com/cast-dev/cast/internal/fence"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/store"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // A switch of an archived session is refused before anything is written.
@@ -31,5 +39,68 @@ func TestSwitchOfAnArchivedSessionIsRefused(t *testing.T) {
 	}
 	if after.Model != before.Model || after.LastSeq != before.LastSeq {
 		t.Fatalf("the refused switch wrote: model %q (was %q), last seq %d (was %d)", after.Model, before.Model, after.LastSeq, before.LastSeq)
+	}
+}
+
+// countsOps is a store that counts the ops requested of the session's
+// owner node.
+type countsOps struct {
+	*store.Store
+	ops []string
+}
+
+func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
+	s.ops = append(s.ops, op)
+	return s.Store.RequestOp(ctx, id, op)
+}
+
+// A switch to another agent stops the old agent's turn, and asks the node
+// to only when one runs or is about to start (a message past the delivery
+// cursor). Before, an idle session's switch sent the interrupt anyway, and
+// the node and the control plane each logged a warning that it was
+// refused ("session … has no running turn").
+func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		state         castv1.SessionState
+		waiting       bool // a user message past the delivery cursor
+		wantInterrupt bool
+	}{
+		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false},
+		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, true, true},
+		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			t.Cleanup(cancel)
+			if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}}, "test", 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := p.Session.Id
+			for _, k := range []castv1.MessageKind{castv1.MessageKind_MESSAGE_KIND_USER, castv1.MessageKind_MESSAGE_KIND_ASSISTANT} {
+				if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: k, Text: "x"}}, fence.Guard{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, DeliveredSeq: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.waiting {
+				if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "next"}}, fence.Guard{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(s.ops, fence.OpInterrupt); got != tc.wantInterrupt {
+				t.Fatalf("switch asked the node to interrupt: %v, want %v (ops %q)", got, tc.wantInterrupt, s.ops)
+			}
+		})
 	}
 }
