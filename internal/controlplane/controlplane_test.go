@@ -225,6 +225,16 @@ func TestBadInputGetsReasons(t *testing.T) {
 			_, err := c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{PageToken: "nope"})
 			return err
 		}, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
+		// A request id in the form of the ids nodes give rows they synced or
+		// adopted would be read as history: the message would never run.
+		{"a synced row's request id", func() error {
+			_, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "x", RequestId: "n.abc"})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"an adopted row's request id", func() error {
+			_, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Text: "x", RequestId: "adopt.abc"})
+			return err
+		}, codes.InvalidArgument, "INVALID_ARGUMENT"},
 		{"inverted range", func() error {
 			_, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: 9, EndSeq: 3})
 			return err

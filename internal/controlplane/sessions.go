@@ -38,7 +38,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	if err := refuse(
 		validate.Check(validate.Name, "node", req.Node),
 		validate.Check(validate.Name, "origin_node", req.OriginNode),
-		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.RequestID, "request_id", req.RequestId),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Title, "title", req.Title),
 		validate.Check(validate.Cwd, "cwd", req.Cwd),
@@ -201,7 +201,7 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err := validText(req.Text, false); err != nil {
 		return nil, err
 	}
-	if err := refuse(validate.Check(validate.ClientID, "request_id", req.RequestId)); err != nil {
+	if err := refuse(validate.Check(validate.RequestID, "request_id", req.RequestId)); err != nil {
 		return nil, err
 	}
 	sess, err := h.s.store.GetSession(ctx, req.SessionId)
@@ -311,7 +311,7 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 	}
 	if err := refuse(
 		validate.Check(validate.Name, "node", req.Node),
-		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.RequestID, "request_id", req.RequestId),
 		validate.Check(validate.Name, "agent", req.Agent),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
@@ -395,7 +395,7 @@ func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.Handoff
 		validate.Check(validate.Name, "to_agent", req.ToAgent),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Name, "node", req.Node),
-		validate.Check(validate.ClientID, "request_id", req.RequestId),
+		validate.Check(validate.RequestID, "request_id", req.RequestId),
 		validate.Check(validate.Name, "account", req.Account),
 	); err != nil {
 		return nil, err

@@ -50,6 +50,11 @@ const (
 	// of a file name, since `cast restore` writes the session back under
 	// it and the agent's CLI takes it as an argument.
 	NativeID
+	// RequestID is the request_id of a call that stores a user message
+	// under it (send, create, the moves): a ClientID that is not in the
+	// form of the ids nodes give rows they synced or adopted, which are
+	// history no node runs (ids.History).
+	RequestID
 )
 
 // rule is one row of the table: a byte cap, what the value may contain,
@@ -99,6 +104,8 @@ var rules = map[Kind]rule{
 		hint: "session ids are 7 to 32 lowercase letters and digits, as `cast ls` shows them"},
 	ClientID: {max: 128, check: matches(ids.ValidClientID),
 		hint: "use letters, digits, '.', '_', ':' or '-' (a ULID or UUID), starting with a letter or digit"},
+	RequestID: {max: 128, check: all(matches(ids.ValidClientID), notHistory),
+		hint: "use a ULID or UUID (letters, digits, '.', '_', ':' or '-', starting with a letter or digit)"},
 	Branch: {max: 200, check: matches(ids.ValidBranch),
 		hint: "use a valid git branch name (git check-ref-format --branch) that does not start with '-'"},
 	Title: {max: MaxTitle, check: all(utf8Valid, noControl), hint: "give one line of text"},
@@ -297,6 +304,16 @@ func base64URL(v string) bool {
 func utf8Valid(v string) string {
 	if !utf8.ValidString(v) {
 		return "is not valid UTF-8"
+	}
+	return ""
+}
+
+// notHistory refuses the forms of the client ids nodes give the rows they
+// synced ("n.") or adopted ("adopt."): a user message under one would be
+// taken for history and never run.
+func notHistory(v string) string {
+	if ids.History(v) {
+		return "is in the form of cast's own ids for rows a node synced or adopted (\"" + ids.SyncedPrefix + "\", \"" + ids.AdoptedPrefix + "\")"
 	}
 	return ""
 }
