@@ -145,25 +145,3 @@ func TestInterruptOfATurnBackingOffStopsIt(t *testing.T) {
 		})
 	}
 }
-
-// A turn the user interrupts ends as an interrupt, not a failure: its end
-// report carries no exit code. The CLI stopped by the node exits by its
-// signal (143, or -1 when killed), which `cast get` showed as "last
-// error: exit 143" and `cast exec --resume` exited with.
-func TestUserInterruptReportsNoExitCode(t *testing.T) {
-	fm := fakemodel.Start(t)
-	a, p, ctx := workerDaemon(t, fm)
-	setUpSession(t, a, p, nil)
-	answer := heldAtTheModel(ctx, t, a, fm)
-	defer close(answer)
-	if err := a.interrupt("s1", false); err != nil {
-		t.Fatalf("interrupt of the running turn refused: %v", err)
-	}
-	idleAt(ctx, t, a, p, 3)
-	p.mu.Lock()
-	exits := append([]int32(nil), p.exits...)
-	p.mu.Unlock()
-	if last := exits[len(exits)-1]; last != 0 {
-		t.Fatalf("the interrupted turn's end report carries exit code %d, want 0 (reports' exit codes %v)", last, exits)
-	}
-}

@@ -435,12 +435,8 @@ func (t *turn) abandoned(ctx context.Context) error {
 // the turn's own rows, and the session is idle.
 func (t *turn) completed(ctx context.Context) error {
 	o, res := t.o, t.res
-	exitCode := res.ExitCode
 	if t.runErr != nil {
-		t.lg.Info("turn interrupted", zap.Int("exit_code", exitCode))
-		// The user asked for it: the CLI's exit by the node's signal
-		// (143, -1) is no error to show or to exit with (userInterrupted).
-		exitCode = userInterrupted
+		t.lg.Info("turn interrupted")
 	}
 	err := t.a.st.session(t.id, func(s *owned) {
 		s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
@@ -487,7 +483,7 @@ func (t *turn) completed(ctx context.Context) error {
 		// delivered seq back from the control plane's assignment.
 		t.lg.Warn("turn's outcome not written to the node's state yet", zap.Error(err))
 	}
-	t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", exitCode, t.fc, res.Usage)
+	t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, t.fc, res.Usage)
 	t.lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
 	return nil
 }

@@ -64,7 +64,6 @@ type plane struct {
 	cwdRefused bool
 	reasons    []string // every landed report's reason, in order
 	delivered  []int64  // every landed report's delivery cursor, in order
-	exits      []int32  // every landed report's exit code, in order
 	// dispatch, when set, is handed every batch of rows it stored from an
 	// append, as the control plane's dispatcher hands the owner every
 	// user row stored (internal/controlplane/dispatch.go).
@@ -153,7 +152,6 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 	}
 	n.p.reasons = append(n.p.reasons, req.StateReason)
 	n.p.delivered = append(n.p.delivered, req.DeliveredSeq)
-	n.p.exits = append(n.p.exits, req.ExitCode)
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}

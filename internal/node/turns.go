@@ -43,13 +43,8 @@ func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owne
 		// or the session showed running with no process.
 		a.lg.Warn("turn's outcome not written to the node's state yet", zap.String("session", sessionID), zap.Error(err))
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", userInterrupted)
+	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
 }
-
-// userInterrupted is the exit code an interrupted turn reports: the user
-// stopped it, so the signal the CLI died of is not the session's last
-// error (`cast get`) nor the exit code of `cast exec --resume`.
-const userInterrupted = 0
 
 // failTurn ends a turn whose prompt the agent did not take. The prompt is
 // never bundled with later messages (one the agent cannot take would fail
