@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -19,21 +16,15 @@ func TestAccountAddWarnsWhenNoNodeApplies(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
 	addr := srv.Addr()
 	c := testharness.Dial(t, addr)
-	connected := func(n int) {
-		testharness.WaitFor(t, 20*time.Second, "nodes connected", func() bool {
-			resp, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{Filter: "connected = true"})
-			return err == nil && len(resp.Nodes) == n
-		})
-	}
 	testharness.StartNode(t, addr, "n1", func(c *node.Config) { c.AgentBins = map[string]string{} })
-	connected(1)
+	testharness.WaitConnected(t, c, "n1", true)
 	creds := writeLogins(t)
 	out, errOut, code := runMain(t, addr, "account", "add", "w1", "--agent", "claude", "--credentials", creds["claude"])
 	if code != 0 || !strings.Contains(out, "stored claude account w1") || !saysAll(errOut, []string{"no connected node", "n1", "--fleet-accounts", "--node-fleet-accounts"}) {
 		t.Errorf("add with no applying node: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	testharness.StartNode(t, addr, "n2", func(c *node.Config) { c.AgentBins, c.FleetAccounts = map[string]string{}, true })
-	connected(2)
+	testharness.WaitConnected(t, c, "n2", true)
 	if out, errOut, code := runMain(t, addr, "account", "add", "w2", "--agent", "claude", "--credentials", creds["claude"]); code != 0 || errOut != "" {
 		t.Errorf("add with n2 applying: exit %d, stdout %q, stderr %q; want no warning", code, out, errOut)
 	}

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -22,10 +19,7 @@ func TestNodeListFilters(t *testing.T) {
 		c.Labels = []string{"linux"}
 	})
 	c := testharness.Dial(t, srv.Addr())
-	testharness.WaitFor(t, 20*time.Second, "node connected", func() bool {
-		resp, err := c.Nodes.ListNodes(context.Background(), &castv1.ListNodesRequest{})
-		return err == nil && len(resp.Nodes) == 1 && resp.Nodes[0].Connected
-	})
+	testharness.WaitConnected(t, c, "n1", true)
 	addr := srv.Addr()
 	for _, tc := range []struct {
 		args []string
