@@ -422,7 +422,7 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	idle, err := h.s.nothingToStop(ctx, sess)
+	idle, err := moves.RunsNothing(ctx, h.s.store, sess)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -444,38 +444,6 @@ func (h *sessionService) InterruptSession(ctx context.Context, req *castv1.Inter
 		return nil, toStatus(h.s.lg, err)
 	}
 	return &castv1.InterruptSessionResponse{Delivered: connected}, nil
-}
-
-// nothingToStop: sess runs no turn and none waits to start. Its state
-// alone is not enough: a message just sent stays IDLE until the node
-// reports its turn RUNNING, so a user message past the delivery cursor
-// (and past imported history) is a turn about to start. A tail too long
-// to read cheaply counts as one (the interrupt is sent, as before).
-func (s *Server) nothingToStop(ctx context.Context, sess *castv1.Session) (bool, error) {
-	if sess.State != castv1.SessionState_SESSION_STATE_IDLE && sess.State != castv1.SessionState_SESSION_STATE_FAILED {
-		return false, nil
-	}
-	from := max(sess.DeliveredSeq, sess.HistorySeq) + 1
-	if from > sess.LastSeq {
-		return true, nil
-	}
-	token := ""
-	for range 4 {
-		msgs, next, err := s.store.ListMessages(ctx, sess.Id, from, sess.LastSeq, 500, token)
-		if err != nil {
-			return false, err
-		}
-		for _, m := range msgs {
-			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && !ids.History(m.ClientId) { // adopted or synced rows are history
-				return false, nil
-			}
-		}
-		if next == "" {
-			return true, nil
-		}
-		token = next
-	}
-	return false, nil
 }
 
 func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {

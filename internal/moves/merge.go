@@ -207,11 +207,11 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 		parent.Id, waiting, stateWord(parent), parent.Id)
 }
 
-// runsNothing says whether s runs no turn and has none about to start:
+// RunsNothing says whether s runs no turn and has none about to start:
 // idle (or failed), and no user message waits past its delivery cursor
 // (a message just sent leaves the session idle until the node reports
-// its turn running).
-func runsNothing(ctx context.Context, st Store, s *castv1.Session) (bool, error) {
+// its turn running). A switch and an interrupt send nothing to stop then.
+func RunsNothing(ctx context.Context, st Store, s *castv1.Session) (bool, error) {
 	if s.State != castv1.SessionState_SESSION_STATE_IDLE && s.State != castv1.SessionState_SESSION_STATE_FAILED {
 		return false, nil
 	}

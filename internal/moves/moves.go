@@ -102,7 +102,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// The old agent's turn must not keep writing after the switch.
 		// An idle session has none: the node refused the interrupt, and
 		// it and the control plane each warned of it.
-		idle, err := runsNothing(ctx, st, sess)
+		idle, err := RunsNothing(ctx, st, sess)
 		if err != nil {
 			return nil, err
 		}
