@@ -19,7 +19,6 @@ import (
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/turnstate"
 	"github.com/cast-dev/cast/internal/validate"
-	"github.com/cast-dev/cast/internal/web"
 )
 
 type nodeService struct {
@@ -470,6 +469,10 @@ func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *a
 	return nil
 }
 
+// storeWait is how long a call waits for the store on a caller's behalf
+// (a node's stream, a credential check) before it is refused UNAVAILABLE.
+const storeWait = 5 * time.Second
+
 // storeBound runs call, a store call of a node's stream (doing what),
 // within the store's bound. The stream's context has no deadline: while
 // etcd cannot be reached the call would wait as long as it is away, and
@@ -477,12 +480,12 @@ func (h *nodeService) heartbeat(ctx context.Context, node *castv1.Node, lease *a
 // is, the stream ends UNAVAILABLE and the node connects again, to a
 // replica that can reach etcd.
 func storeBound(ctx context.Context, doing string, call func(context.Context) error) error {
-	bctx, cancel := context.WithTimeout(ctx, web.StoreTimeout)
+	bctx, cancel := context.WithTimeout(ctx, storeWait)
 	defer cancel()
 	err := call(bctx)
 	if err != nil && ctx.Err() == nil && bctx.Err() != nil { // the bound's deadline, not the stream's end
 		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable,
-			"the store did not answer within %s while %s; connect again", web.StoreTimeout, doing)
+			"the store did not answer within %s while %s; connect again", storeWait, doing)
 	}
 	return err
 }

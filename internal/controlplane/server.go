@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 		idTokens = s.oidc
 	}
 	// Each credential read waits as the web app's own sign-in store calls do.
-	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked, web.StoreTimeout)
+	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked, storeWait)
 	if err := s.bootstrap(ctx); err != nil {
 		return nil, fmt.Errorf("first admin token: %w", err)
 	}
