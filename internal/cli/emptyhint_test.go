@@ -43,3 +43,23 @@ func TestMigrateStatusNoMigrationJSON(t *testing.T) {
 		}
 	}
 }
+
+// Plain `cast migrate status` (and -o name) with no migration yet is an
+// empty answer like an empty list's: the hint for people on stderr,
+// nothing on stdout, exit 0 (it failed with "no migrations yet", exit 1).
+func TestMigrateStatusNoMigrationHint(t *testing.T) {
+	srv := testharness.StartControlPlane(t, nil)
+	for _, tc := range []struct {
+		args []string
+		hint string
+	}{
+		{nil, "no migrations yet"},
+		{[]string{"--follow"}, "no migrations yet"},
+		{[]string{"-o", "name"}, ""},
+	} {
+		out, errOut, code := runMain(t, srv.Addr(), append([]string{"migrate", "status"}, tc.args...)...)
+		if code != 0 || out != "" || !strings.Contains(errOut, tc.hint) || (tc.hint == "" && errOut != "") {
+			t.Errorf("migrate status %q: exit %d, stdout %q, stderr %q; want 0, no stdout, stderr saying %q", tc.args, code, out, errOut, tc.hint)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -248,12 +247,17 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					if len(resp.Migrations) == 0 && (format == "json" || format == "yaml") {
-						// Nothing, as an object a script can read: exit 0.
-						return a.printData(format, map[string]any{})
-					}
 					if len(resp.Migrations) == 0 {
-						return errors.New("no migrations yet; start one with `cast migrate start --to NODE SESSION`")
+						// Nothing is an answer, as for an empty list (exit
+						// 0): an empty object a script reads, no name, or
+						// the hint for people on stderr.
+						switch format {
+						case "json", "yaml":
+							return a.printData(format, map[string]any{})
+						case "":
+							fmt.Fprintln(a.errOut, "no migrations yet; start one with `cast migrate start --to NODE SESSION`")
+						}
+						return nil
 					}
 					m = resp.Migrations[0]
 				}
