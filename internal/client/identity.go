@@ -81,6 +81,21 @@ func (id *Identity) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Cert
 	return &tls.Certificate{}, nil
 }
 
+// Reload takes the certificate in the identity file when it outlives the
+// current one (another process, or a renewal, replaced the file), and
+// reports whether it did.
+func (id *Identity) Reload() bool {
+	c, err := readIdentity(id.path)
+	if err != nil {
+		return false
+	}
+	if cur := id.cur.Load(); cur != nil && !c.Leaf.NotAfter.After(cur.Leaf.NotAfter) {
+		return false
+	}
+	id.cur.Store(c)
+	return true
+}
+
 // Signer has the control plane sign a CSR and returns the certificate
 // chain (PEM): JoinNode with a join token, or IssueCertificate over an
 // authenticated connection.

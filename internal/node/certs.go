@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"path/filepath"
 	"sync/atomic"
@@ -106,7 +107,10 @@ func (a *Daemon) renewOnce(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	prev := a.id.Cert().Leaf
-	if err := a.id.Renew(cctx, a.cfg.Name, a.issue); err != nil {
+	a.renewing.Lock()
+	err := a.id.Renew(cctx, a.cfg.Name, a.issue)
+	a.renewing.Unlock()
+	if err != nil {
 		return err
 	}
 	// Calls under way keep the old connection until the old certificate
@@ -138,4 +142,23 @@ func (a *Daemon) endWhenRotated(ctx context.Context, waiting *atomic.Int64, end 
 		end()
 		return false
 	})
+}
+
+// renewedSince reports whether the node now holds a live certificate
+// other than held, the one a refused stream presented. A renewal signed
+// before held expired can land after the control plane ended the stream
+// for held's expiry: the refusal waits for a renewal under way, and takes
+// a newer certificate from the identity file (written there by another
+// renewal), so the node reconnects with it rather than giving up.
+func (a *Daemon) renewedSince(held *tls.Certificate) bool {
+	if a.id == nil || held == nil {
+		return false
+	}
+	// Holding it waits for a renewal under way, and keeps the next one
+	// from storing its certificate between Reload's read and its store.
+	a.renewing.Lock()
+	defer a.renewing.Unlock()
+	a.id.Reload()
+	c := a.id.Cert()
+	return c != held && time.Now().Before(c.Leaf.NotAfter)
 }

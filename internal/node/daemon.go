@@ -49,6 +49,7 @@ type Daemon struct {
 	trust      *pki.Trust       // with TLS: the CAs it trusts (trust.go)
 	bsync      *client.BundleSync
 	rotate     chan struct{} // a renewed certificate: move the stream
+	renewing   sync.Mutex    // held during a renewal; a refused stream waits on it (certs.go)
 	runner     *runner.Runner
 	workers    workers
 	setups     sync.WaitGroup  // worktree setups running in the background
@@ -223,6 +224,10 @@ func (a *Daemon) Run(ctx context.Context) error {
 	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
 		start := time.Now()
+		var held *tls.Certificate // what the stream presents (the newest when it dials)
+		if a.id != nil {
+			held = a.id.Cert()
+		}
 		err := a.connectOnce(ctx)
 		if ctx.Err() != nil {
 			break
@@ -232,6 +237,12 @@ func (a *Daemon) Run(ctx context.Context) error {
 			continue
 		}
 		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			if a.renewedSince(held) {
+				// Refused for the certificate it replaced (expired while
+				// its renewal was on the way): not a refusal of the node.
+				a.lg.Info("stream refused for the previous client certificate; reconnecting with the renewed one", zap.Error(err))
+				continue
+			}
 			// Revoked (cast node rm) or unknown: rejoining is an admin's call.
 			a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
 			held := credentialPath(a.cfg.DataDir)
