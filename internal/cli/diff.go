@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/git"
 	"github.com/cast-dev/cast/internal/sessiondiff"
@@ -57,13 +59,13 @@ func (a *app) diffCmd() *cobra.Command {
 			"since the session started (read from git on this machine), and the tools, files and shell\n" +
 			"commands in its transcript. Run it on the session's node to see the workspace part.",
 	}, sessionUse{hint: "cast diff ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
-		c, err := a.client()
-		if err != nil {
+		var c *client.Client
+		var sess *castv1.Session
+		err := a.call(cmd, func(ctx context.Context, cl *client.Client) (err error) {
+			c = cl
+			sess, err = cl.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 			return err
-		}
-		ctx, cancel := a.ctx(cmd.Context())
-		sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-		cancel()
+		})
 		if err != nil {
 			return err
 		}

@@ -96,13 +96,11 @@ func (a *app) lsCmd() *cobra.Command {
 // mistake, as checkAgent does an agent. Asked only when the filter matched
 // nothing, by name: one small call, and none on the usual path.
 func (a *app) checkNode(parent context.Context, name string) error {
-	c, err := a.client()
-	if err != nil {
+	var nodes []*castv1.Node
+	err := a.callIn(parent, func(ctx context.Context, c *client.Client) (err error) {
+		nodes, err = c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", name)})
 		return err
-	}
-	ctx, cancel := a.ctx(parent)
-	defer cancel()
-	nodes, err := c.AllNodes(ctx, &castv1.ListNodesRequest{Filter: listfilter.Equal("name", name)})
+	})
 	if err != nil {
 		return err
 	}

@@ -93,13 +93,11 @@ func (a *app) startMigration(cmd *cobra.Command, req *castv1.StartMigrationReque
 	req.Wait, req.MaxParallel, req.SkipWorktree = durationpb.New(f.wait), int32(f.maxParallel), f.skipWT
 	req.CleanSource = f.cleanSource
 	req.RequestId = ids.NewClientID() // a retried call returns the same migration
-	c, err := a.client()
-	if err != nil {
+	var m *castv1.Migration
+	err := a.call(cmd, func(ctx context.Context, c *client.Client) (err error) {
+		m, err = c.Migrations.StartMigration(ctx, req)
 		return err
-	}
-	ctx, cancel := a.ctx(cmd.Context())
-	m, err := c.Migrations.StartMigration(ctx, req)
-	cancel()
+	})
 	if err != nil {
 		return err
 	}

@@ -265,11 +265,17 @@ func (a *app) ctx(parent context.Context) (context.Context, context.CancelFunc) 
 // call runs fn with a client and the request deadline: the preamble of
 // every one-shot command.
 func (a *app) call(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	return a.callIn(cmd.Context(), fn)
+}
+
+// callIn is call under parent: one call a longer step makes (the
+// deadline ends with fn, not with the step).
+func (a *app) callIn(parent context.Context, fn func(context.Context, *client.Client) error) error {
 	c, err := a.client()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := a.ctx(cmd.Context())
+	ctx, cancel := a.ctx(parent)
 	defer cancel()
 	return fn(ctx, c)
 }
