@@ -30,13 +30,34 @@ type listFlags struct {
 // bind adds the flags to cmd and checks them before cmd runs, so a wrong
 // value is a usage mistake (exit 2) even with no control plane.
 func (f *listFlags) bind(cmd *cobra.Command, a *app) {
-	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: "+strings.Join(outputFormats, "|")+" (default: a table)")
-	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print the table's rows without its header (for scripts)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
-	cmd.PreRunE = func(*cobra.Command, []string) error {
+	bindOutput(cmd, &f.output, outputFormats, "a table", func() error {
 		_, err := f.format(a.json)
 		return err
+	})
+	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print the table's rows without its header (for scripts)")
+}
+
+// bindOutput adds -o, one of formats (def says what none is), to cmd,
+// and check before cmd runs, so a wrong value is a usage mistake (exit
+// 2) even with no control plane.
+func bindOutput(cmd *cobra.Command, output *string, formats []string, def string, check func() error) {
+	cmd.Flags().StringVarP(output, "output", "o", "", "output format: "+strings.Join(formats, "|")+" (default: "+def+")")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	cmd.PreRunE = func(*cobra.Command, []string) error { return check() }
+}
+
+// outputFormat is the format -o output (one of formats) and --json ask
+// for, "" for neither; where ends the refusal of another -o.
+func outputFormat(output string, formats []string, jsonFlag bool, where string) (string, error) {
+	switch {
+	case output != "" && !slices.Contains(formats, output):
+		return "", usagef("-o %q is not an output format%s; use one of %s", output, where, strings.Join(formats, ", "))
+	case jsonFlag && output != "" && output != "json":
+		return "", usagef("--json and -o %s ask for two formats; give one", output)
+	case jsonFlag:
+		return "json", nil
 	}
+	return output, nil
 }
 
 // listCmd makes cmd a list command answered by one call to the control
@@ -66,18 +87,11 @@ func objectsCmd[T any](a *app, cmd *cobra.Command, list func(context.Context, *c
 
 // format is the chosen format: "table" without -o; --json is -o json.
 func (f listFlags) format(jsonFlag bool) (string, error) {
-	if f.output != "" && !slices.Contains(outputFormats, f.output) {
-		return "", usagef("-o %q is not an output format; use one of %s", f.output, strings.Join(outputFormats, ", "))
+	format, err := outputFormat(f.output, outputFormats, jsonFlag, "")
+	if format == "" && err == nil {
+		format = "table"
 	}
-	switch {
-	case jsonFlag && f.output != "" && f.output != "json":
-		return "", usagef("--json and -o %s ask for two formats; give one", f.output)
-	case jsonFlag:
-		return "json", nil
-	case f.output == "":
-		return "table", nil
-	}
-	return f.output, nil
+	return format, err
 }
 
 // printData prints v as JSON or YAML (format "json" or "yaml").
@@ -103,25 +117,15 @@ type objectOutput struct{ output string }
 
 // bind adds -o to cmd, checked before cmd runs, as a list command's is.
 func (o *objectOutput) bind(cmd *cobra.Command, a *app) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: "+strings.Join(objectFormats, "|")+" (default: the fields for people)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(objectFormats, cobra.ShellCompDirectiveNoFileComp))
-	cmd.PreRunE = func(*cobra.Command, []string) error {
+	bindOutput(cmd, &o.output, objectFormats, "the fields for people", func() error {
 		_, err := o.format(a.json)
 		return err
-	}
+	})
 }
 
 // format is the chosen format, "" for the view for people; --json is -o json.
 func (o objectOutput) format(jsonFlag bool) (string, error) {
-	switch {
-	case o.output != "" && !slices.Contains(objectFormats, o.output):
-		return "", usagef("-o %q is not an output format here; use one of %s", o.output, strings.Join(objectFormats, ", "))
-	case jsonFlag && o.output != "" && o.output != "json":
-		return "", usagef("--json and -o %s ask for two formats; give one", o.output)
-	case jsonFlag:
-		return "json", nil
-	}
-	return o.output, nil
+	return outputFormat(o.output, objectFormats, jsonFlag, " here")
 }
 
 // print prints m as o asks: the API object as JSON or YAML, its name, or
