@@ -1,4 +1,4 @@
-package client_test
+package client
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/pki"
 )
 
@@ -14,16 +13,9 @@ import (
 // held (a node's other process, or another renewal, replaced the file),
 // and never goes back to an earlier one.
 func TestIdentityReloadTakesANewerCertificate(t *testing.T) {
-	caPEM, caKey, err := pki.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(caPEM, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testCA(t)
 	path := filepath.Join(t.TempDir(), "identity.pem")
-	writer, err := client.LoadIdentity(path)
+	writer, err := LoadIdentity(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +30,7 @@ func TestIdentityReloadTakesANewerCertificate(t *testing.T) {
 		return writer.Cert().Leaf.NotAfter
 	}
 	renew(20 * time.Minute)
-	held, err := client.LoadIdentity(path)
+	held, err := LoadIdentity(path)
 	if err != nil || !held.HasCert() {
 		t.Fatalf("load: %v", err)
 	}
