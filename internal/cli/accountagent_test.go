@@ -31,7 +31,7 @@ func writeLogins(t *testing.T) map[string]string {
 }
 
 // `cast account rm|use|policy NAME` without --agent take the agent of the
-// one account so named; a name several agents' accounts share, or none
+// one account so named (approve|deny the agent whose choice waits); a name several agents' accounts share, or none
 // has, is a usage mistake (exit 2) that lists the agents or says so.
 func TestAccountAgentInferred(t *testing.T) {
 	srv := testharness.StartControlPlane(t, nil)
@@ -59,11 +59,19 @@ func TestAccountAgentInferred(t *testing.T) {
 		{[]string{"rm", "shared"}, []string{`"shared"`, "claude, codex", "--agent"}},
 		{[]string{"policy", "shared", "off"}, []string{`"shared"`, "claude, codex", "--agent"}},
 		{[]string{"rm", "nosuch"}, []string{`no fleet account is named "nosuch"`, "cast account ls"}},
-		{[]string{"approve"}, []string{"--agent is required"}},
 	} {
 		_, errOut, code := runMain(t, addr, append([]string{"account"}, tc.args...)...)
 		if code != 2 || !saysAll(errOut, tc.want) {
 			t.Errorf("account %q: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	// approve|deny without --agent answer the one agent whose choice
+	// waits (TestFleetClaudeAskPolicy answers a real one so); with none
+	// waiting they say so.
+	for _, verb := range []string{"approve", "deny"} {
+		_, errOut, code := runMain(t, addr, "account", verb)
+		if code != 1 || !strings.Contains(errOut, "no agent is waiting for an account choice") {
+			t.Errorf("account %s with no choice waiting: exit %d, stderr %q", verb, code, errOut)
 		}
 	}
 }

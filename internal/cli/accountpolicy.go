@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,20 +43,28 @@ func (a *app) accountPolicyCmd() *cobra.Command {
 	return cmd
 }
 
-// accountAnswerCmd is `cast account approve|deny --agent A`: the answer to
-// a pending choice (the ask policy).
+// accountAnswerCmd is `cast account approve|deny [--agent A]`: the answer
+// to a pending choice (the ask policy). Without --agent it answers the one
+// agent whose choice waits.
 func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
 	var agent string
-	use, short := "approve --agent A", "Answer a waiting account choice: switch to the account with the most headroom; parked sessions continue"
+	use, short := "approve [--agent A]", "Answer a waiting account choice: switch to the account with the most headroom; parked sessions continue"
 	if !approve {
-		use, short = "deny --agent A", "Answer a waiting account choice: stay on the limited account; parked sessions continue at its reset"
+		use, short = "deny [--agent A]", "Answer a waiting account choice: stay on the limited account; parked sessions continue at its reset"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withAgent(cmd, "", &agent, func(ctx context.Context, c *client.Client) error {
+			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+				if agent == "" {
+					ag, err := waitingChoice(ctx, c)
+					if err != nil {
+						return err
+					}
+					agent = ag
+				}
 				resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
 				return a.reply(resp, err, func() error {
 					what := "waiting for its reset on"
@@ -67,6 +77,30 @@ func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the fleet's agent")
+	cmd.Flags().StringVar(&agent, "agent", "", "the fleet's agent (default: the one agent whose choice waits)")
 	return cmd
+}
+
+// waitingChoice is the one agent whose account choice waits for an answer.
+// None waiting is an error of state (as the control plane's answer for a
+// named agent); several are a usage mistake that names them.
+func waitingChoice(ctx context.Context, c *client.Client) (string, error) {
+	resp, err := c.AllAccounts(ctx, &castv1.ListAccountsRequest{})
+	if err != nil {
+		return "", err
+	}
+	var agents []string
+	for _, f := range resp.GetFleet() {
+		if f.GetPending() != nil {
+			agents = append(agents, f.Agent)
+		}
+	}
+	slices.Sort(agents)
+	switch len(agents) {
+	case 0:
+		return "", errors.New("no agent is waiting for an account choice (`cast usage` shows each agent's accounts)")
+	case 1:
+		return agents[0], nil
+	}
+	return "", usagef("account choices wait for %s: say which with --agent", strings.Join(agents, ", "))
 }

@@ -615,7 +615,8 @@ func TestFleetClaudeAskPolicy(t *testing.T) {
 	if out := c.must("usage"); !strings.Contains(out, "Waiting for a choice: work-a is at its limit") {
 		t.Fatalf("cast usage does not show the choice:\n%s", out)
 	}
-	if out := c.must("account", "approve", "--agent", "claude"); !strings.Contains(out, "now on account work-b") || !strings.Contains(out, sess.Id) {
+	// No --agent: claude's is the one choice waiting.
+	if out := c.must("account", "approve"); !strings.Contains(out, "claude: now on account work-b") || !strings.Contains(out, sess.Id) {
 		t.Fatalf("approve said %q", out)
 	}
 	waitAnswered(r, sess.Id, "MARK-Q2", seq)
