@@ -33,7 +33,9 @@
 // a CLI compacting as the turn begins writes first) and whose text, trimmed (and
 // without the double quotes OpenCode puts around a prompt with spaces),
 // equals or contains the prompt is skipped; Result.PromptSeen says it was
-// found. Every other message is emitted once, with Agent, Model (the one
+// found. So is a user message of the same text the CLI writes again later
+// in the turn (after a tool call, or rewriting its session), until a user
+// message of other text begins another turn. Every other message is emitted once, with Agent, Model (the one
 // the transcript names, else Turn.Model) and NativeID set.
 package runner
 

@@ -79,6 +79,14 @@ type tailer struct {
 	held   map[string]bool
 	prompt string
 	state  promptState
+	// recorded is the prompt's text as the CLI recorded it, once found,
+	// and again says the turn it began still runs. A CLI may write the
+	// prompt into its file again later in the turn (after a tool call, or
+	// rewriting its session): an entry with that text is then the turn's
+	// prompt, which the thread holds, not a new message. A user message of
+	// other text begins another turn, where that text is the user's again.
+	recorded string
+	again    bool
 	// lost: the CLI left its transcript without history it held when the
 	// turn began (Gemini has been seen to rewrite a resumed session down
 	// to the turn's own entries). What follows the prompt is still this
@@ -239,9 +247,13 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 		if m.NativeID != "" && tl.held[m.NativeID] {
 			continue
 		}
+		if tl.promptAgain(m) {
+			tl.logf("runner: the turn's prompt written again (%s); not a new message", m.NativeID)
+			continue
+		}
 		if tl.state == promptLooking {
 			if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
-				tl.state = promptFound
+				tl.found(m)
 				continue
 			}
 			// A compaction summary the CLI wrote as the turn began (its
@@ -253,10 +265,25 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 				tl.logf("runner: first new entry of the turn is not the prompt (%s %q)", m.Kind, clip(m.Text, 80))
 			}
 		}
+		if m.Kind == transcript.KindUser {
+			tl.again = false // another turn
+		}
 		out(m)
 	}
 	tl.known = fps[:i]
 	return true
+}
+
+// found records m as the turn's prompt.
+func (tl *tailer) found(m transcript.Message) {
+	tl.state = promptFound
+	tl.recorded, tl.again = strings.TrimSpace(m.Text), true
+}
+
+// promptAgain reports whether m is the turn's prompt written again within
+// the turn (see recorded).
+func (tl *tailer) promptAgain(m transcript.Message) bool {
+	return tl.again && m.Kind == transcript.KindUser && strings.TrimSpace(m.Text) == tl.recorded
 }
 
 // afterLostHistory is where the turn's own unemitted entries start in the
@@ -271,7 +298,7 @@ func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int 
 			continue
 		}
 		if tl.state == promptLooking {
-			tl.state = promptFound
+			tl.found(msgs[i])
 		}
 		emitted := make(map[string]bool, len(tl.known))
 		for _, fp := range tl.known {

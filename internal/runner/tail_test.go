@@ -190,3 +190,52 @@ func TestTailerPromptAfterCompactionSummary(t *testing.T) {
 		t.Fatal("prompt not recognised after the compaction summary")
 	}
 }
+
+// A CLI may write the turn's prompt into its file again later in the same
+// turn (after a tool call, or when it rewrites the session, as Gemini
+// does on resume): that is still the turn's prompt, which the thread has
+// already, not a new user message; it was stored as a second copy of the
+// prompt. A user message of other text is the CLI's own and is synced,
+// and so is the prompt's text once such a message has begun another turn.
+func TestTailerPromptWrittenAgainInTheTurn(t *testing.T) {
+	old := []transcript.Message{user("u0", "earlier"), asst("a0", "earlier answer")}
+	turn := func(msgs ...transcript.Message) []transcript.Message {
+		return append(append([]transcript.Message(nil), old...), msgs...)
+	}
+	tests := []struct {
+		name  string
+		reads [][]transcript.Message // successive reads, the last one final
+		want  []string
+	}{
+		{"again after a tool call", [][]transcript.Message{
+			turn(user("u1", "do it"), call("c1", "x"), result("r1", "x", "ok"), user("u1b", "do it"), asst("a1", "done")),
+		}, []string{"c1", "r1", "a1"}},
+		{"again in a later read", [][]transcript.Message{
+			turn(user("u1", "do it"), call("c1", "x")),
+			turn(user("u1", "do it"), call("c1", "x"), result("r1", "x", "ok"), user("u1b", "  do it\n"), asst("a1", "done")),
+		}, []string{"c1", "r1", "a1"}},
+		{"again after the answer, the session rewritten", [][]transcript.Message{
+			turn(user("u1", "do it"), asst("a1", "done")),
+			turn(user("U0", "earlier"), asst("A0", "earlier answer"), user("U1", "do it"), asst("A1", "done"), user("u1b", "do it")),
+		}, []string{"A1"}},
+		{"a user message of other text", [][]transcript.Message{
+			turn(user("u1", "do it"), call("c1", "x"), result("r1", "x", "ok"), user("u2", "do it and more"), asst("a1", "done")),
+		}, []string{"c1", "r1", "u2", "a1"}},
+		{"the prompt's text in a later turn", [][]transcript.Message{
+			turn(user("u1", "do it"), asst("a1", "done"), user("u2", "something else"), asst("a2", "ok"), user("u3", "do it"), asst("a3", "again")),
+		}, []string{"a1", "u2", "a2", "u3", "a3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := newTailer("do it", old...)
+			var got []string
+			for i, r := range tc.reads {
+				got = append(got, collect(tl, r, i == len(tc.reads)-1)...)
+			}
+			eq(t, got, tc.want...)
+			if tl.state != promptFound {
+				t.Fatalf("prompt state %v, want found", tl.state)
+			}
+		})
+	}
+}
