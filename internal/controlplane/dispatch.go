@@ -9,12 +9,14 @@ import (
 
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/tick"
 )
 
 // dispatcher turns store changes into node commands: a new owner gets
-// AssignSession, a new user message goes to its owner as DeliverMessages.
+// AssignSession, a new user message (not history: ids.History) goes to its
+// owner as DeliverMessages.
 // It works from an etcd watch, not from the handler that made the change,
 // so with several replicas over one etcd the replica holding a node's
 // stream delivers whatever replica took the request. Delivery is
@@ -96,8 +98,8 @@ func (d *dispatcher) apply(c store.Change) {
 		}
 		return
 	}
-	if c.Message.Kind != castv1.MessageKind_MESSAGE_KIND_USER {
-		return
+	if c.Message.Kind != castv1.MessageKind_MESSAGE_KIND_USER || ids.History(c.Message.ClientId) {
+		return // rows a node synced or adopted are history: no node runs them
 	}
 	d.mu.Lock()
 	o, ok := d.owners[c.Session]

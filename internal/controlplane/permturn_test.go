@@ -21,17 +21,8 @@ import (
 // session running while the next turn's CLI went on waiting on its own.
 func TestApproveAnswersTheLiveTurnsRequestNotADeadTurns(t *testing.T) {
 	t.Parallel()
-	srv := testharness.StartControlPlane(t, nil)
-	c := testharness.Dial(t, srv.Addr())
-	cmds := rawNode(t, c, "n1")
-	waitConnected(t, c, "n1", true)
+	c, _, sess, token := rawOwned(t, "work")
 	ctx := ctxT(t)
-	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Text: "work"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	assign := nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetAssignSession().GetSession().GetId() == sess.Id })
-	token := assign.GetAssignSession().OwnerToken
 	report := func(st castv1.SessionState) {
 		t.Helper()
 		if _, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token,

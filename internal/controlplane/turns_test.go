@@ -9,12 +9,30 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // rawNode connects a hand-driven node stream and returns a channel of the
 // commands it receives (acking none of them).
 func rawNode(t *testing.T, c *client.Client, name string) <-chan *castv1.Command {
 	return commandsOf(connectNode(t, ctxT(t), c, name, nil))
+}
+
+// rawOwned starts a control plane and a hand-driven node n1 on it, then a
+// session n1 owns whose first message is text: the client, the commands n1
+// receives, the session and n1's owner token for it.
+func rawOwned(t *testing.T, text string) (*client.Client, <-chan *castv1.Command, *castv1.Session, int64) {
+	t.Helper()
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	cmds := rawNode(t, c, "n1")
+	waitConnected(t, c, "n1", true)
+	sess, err := c.Sessions.CreateSession(ctxT(t), &castv1.CreateSessionRequest{Agent: "claude", Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetAssignSession().GetSession().GetId() == sess.Id })
+	return c, cmds, sess, assign.GetAssignSession().OwnerToken
 }
 
 // commandsOf is the commands n's stream carries, until it ends.
