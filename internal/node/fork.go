@@ -166,11 +166,5 @@ func (a *Daemon) rerunRebuilt(ctx context.Context, sessionID string, o owned, fi
 	sy *syncer, runErr error) (runner.Result, error) {
 	a.lg.Warn("native fork did not run; rebuilding", zap.String("session", sessionID), zap.String("agent", o.Agent),
 		zap.String("fork_path", forkRebuild), zap.Error(runErr))
-	set, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
-	if err != nil {
-		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
-	}
-	t := rerunOf(forked, set)
-	sy.rekey(t.NativeID, set.rebuilt)
-	return a.runner.Run(ctx, t, sy.emit)
+	return a.rerun(ctx, sessionID, o, firstSeq, prompt, account, forked, sy)
 }

@@ -39,24 +39,26 @@ func (a *Daemon) rerunStale(ctx context.Context, sessionID string, o owned, firs
 	if s, ok := a.st.get(sessionID); ok {
 		o.Native = s.Native
 	}
+	return a.rerun(ctx, sessionID, o, firstSeq, prompt, account, failed, sy)
+}
+
+// rerun sets the turn up anew on a rebuilt history and runs it in place of
+// first, the one turn that did not run (rerunStale's, rerunRebuilt's). The
+// new turn keeps what first gave after its set-up, the process group's
+// record (OnStart), fleet usage (ReportUsage) and the turn's token
+// (CAST_TURN), by which a node killed while the rerun's CLI runs finds it
+// on restart; the syncer takes the new native id.
+func (a *Daemon) rerun(ctx context.Context, sessionID string, o owned, firstSeq int64, prompt, account string, first runner.Turn,
+	sy *syncer) (runner.Result, error) {
 	set, err := a.prepareTurn(ctx, sessionID, o, firstSeq, prompt, account, false)
 	if err != nil {
 		return runner.Result{ExitCode: -1}, notSetUpRerun(ctx, err)
 	}
-	t := rerunOf(failed, set)
-	sy.rekey(t.NativeID, set.rebuilt)
-	return a.runner.Run(ctx, t, sy.emit)
-}
-
-// rerunOf is the turn set up anew (set) to run in place of first: it keeps
-// what the turn gave first after its set-up, the process group's record
-// (OnStart), fleet usage (ReportUsage) and the turn's token (CAST_TURN),
-// by which a node killed while the rerun's CLI runs finds it on restart.
-func rerunOf(first runner.Turn, set *turnSetup) runner.Turn {
 	t := set.rt
 	t.OnStart, t.ReportUsage = first.OnStart, first.ReportUsage
 	if token := runner.EnvValue(first.Env, turnTokenEnv); token != "" {
 		t.Env = append(slices.Clip(t.Env), turnTokenEnv+"="+token)
 	}
-	return t
+	sy.rekey(t.NativeID, set.rebuilt)
+	return a.runner.Run(ctx, t, sy.emit)
 }
