@@ -2,7 +2,6 @@ package codex
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents/kit"
@@ -225,14 +224,11 @@ func itemsOf(lines []line) []json.RawMessage {
 
 // keep reports whether a neutral message is written to Codex at all.
 func keep(m transcript.Message) bool {
-	if !m.Rendered() || m.Validate() != nil {
+	switch {
+	case !repair.IsWritable(&m):
 		return false
-	}
-	switch m.Kind {
-	case transcript.KindUser:
-		return strings.TrimSpace(m.Text) != "" || len(m.Images) > 0 // a picture pasted alone
-	case transcript.KindAssistant, transcript.KindThinking:
-		return strings.TrimSpace(m.Text) != ""
+	case m.Kind == transcript.KindUser, m.Kind == transcript.KindAssistant, m.Kind == transcript.KindThinking:
+		return !repair.Blank(&m)
 	}
 	return true
 }

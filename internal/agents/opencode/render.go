@@ -104,15 +104,14 @@ type renderer struct {
 	first        string // first user text, for the title
 }
 
+// keep reports whether a neutral message is written to OpenCode at all
+// (thinking never is: see Render).
 func keep(m transcript.Message) bool {
-	if !m.Rendered() || m.Validate() != nil || m.Kind == transcript.KindThinking {
+	switch {
+	case !repair.IsWritable(&m), m.Kind == transcript.KindThinking:
 		return false
-	}
-	switch m.Kind {
-	case transcript.KindUser:
-		return strings.TrimSpace(m.Text) != "" || len(m.Images) > 0 // a picture pasted alone
-	case transcript.KindAssistant, transcript.KindNotice:
-		return strings.TrimSpace(m.Text) != ""
+	case m.Kind == transcript.KindUser, m.Kind == transcript.KindAssistant, m.Kind == transcript.KindNotice:
+		return !repair.Blank(&m)
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"iter"
+	"strings"
 
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -96,3 +97,9 @@ func Writable(msgs []transcript.Message) iter.Seq[*transcript.Message] {
 
 // IsWritable says whether Writable yields m.
 func IsWritable(m *transcript.Message) bool { return m.Rendered() && m.Validate() == nil }
+
+// Blank says whether m shows nothing: its text is white space and it
+// carries no picture (a user may paste one alone; a valid message of
+// another kind that shows text carries none). A writer leaves a blank
+// user or assistant message out rather than send an empty turn.
+func Blank(m *transcript.Message) bool { return strings.TrimSpace(m.Text) == "" && len(m.Images) == 0 }
