@@ -24,3 +24,13 @@ func (t Target) StableID(agent string) string {
 	}
 	return repair.StableUUID(agent + ":" + t.SessionID)
 }
+
+// Session is Check of t for agent, then what a writer that names its
+// file by the session takes from t: the native id (StableID) and the
+// working directory cleaned.
+func (t Target) Session(agent string) (sid, cwd string, err error) {
+	if err := t.Check(agent); err != nil {
+		return "", "", err
+	}
+	return t.StableID(agent), filepath.Clean(t.Cwd), nil
+}

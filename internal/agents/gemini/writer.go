@@ -32,11 +32,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 // WriteStream implements agents.StreamWriter: Write's file, reading
 // msgs one at a time (restore spools a large session to a file).
 func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.Written, error) {
-	if err := t.Check("gemini"); err != nil {
+	sid, cwd, err := t.Session("gemini")
+	if err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := kit.Clock(w.Now), t.StableID("gemini")
-	cwd := filepath.Clean(t.Cwd)
+	now := kit.Clock(w.Now)
 	// Without a summary the picker (/resume) asks the model for one and
 	// shows its answer; the first request is the sensible title.
 	title, err := agents.TitleOf(msgs, 80)

@@ -33,11 +33,11 @@ func SessionDir(home, cwd, id string) string {
 // Write implements agents.Writer. Written.Path is the session's
 // chat_history.jsonl.
 func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Written, error) {
-	if err := t.Check("grok"); err != nil {
+	sid, cwd, err := t.Session("grok")
+	if err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := kit.Clock(w.Now), t.StableID("grok")
-	cwd := filepath.Clean(t.Cwd)
+	now := kit.Clock(w.Now)
 	recs, outcomes := render(msgs)
 
 	chat, err := kit.JSONLines(nil, recs)

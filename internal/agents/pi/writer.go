@@ -52,11 +52,11 @@ func (w Writer) Write(t agents.Target, msgs []transcript.Message) (agents.Writte
 // WriteStream implements agents.StreamWriter: Write's file, reading
 // msgs one at a time (restore spools a large session to a file).
 func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.Written, error) {
-	if err := t.Check("pi"); err != nil {
+	sid, cwd, err := t.Session("pi")
+	if err != nil {
 		return agents.Written{}, err
 	}
-	now, sid := kit.Clock(w.Now), t.StableID("pi")
-	cwd := filepath.Clean(t.Cwd)
+	now := kit.Clock(w.Now)
 	at := now()
 	// The file's name and header carry the time of the first message
 	// render places; it is known once render has emitted an entry for a
