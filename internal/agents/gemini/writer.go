@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -67,14 +66,8 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 		return agents.Written{}, err
 	}
 	dir := filepath.Join(t.Home, "tmp", slug, "chats")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return agents.Written{}, err
-	}
-	path := existingFile(dir, sid)
-	if path == "" {
-		path = filepath.Join(dir, "session-"+start.UTC().Format("2006-01-02T15-04")+"-"+shortID(sid)+".jsonl")
-	}
-	return kit.StreamJSONL(path, sid, header{
+	fresh := "session-" + start.UTC().Format("2006-01-02T15-04") + "-" + shortID(sid) + ".jsonl"
+	return kit.StreamSessionJSONL(dir, existingFile(dir, sid), fresh, sid, header{
 		SessionID:   sid,
 		ProjectHash: projectHash(cwd),
 		StartTime:   kit.ISOTime(start),

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -141,6 +143,21 @@ func StreamJSONL[T any](path, sid string, head any, recs iter.Seq2[T, error]) (a
 		return agents.Written{}, err
 	}
 	return agents.Written{NativeID: sid, Path: path}, nil
+}
+
+// StreamSessionJSONL is StreamJSONL to the file of session sid in dir,
+// made if missing: existing, the session's file found there (a rewrite
+// replaces it rather than leave two files with one session id), else a
+// new one named fresh.
+func StreamSessionJSONL[T any](dir, existing, fresh, sid string, head any, recs iter.Seq2[T, error]) (agents.Written, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return agents.Written{}, err
+	}
+	path := existing
+	if path == "" {
+		path = filepath.Join(dir, fresh)
+	}
+	return StreamJSONL(path, sid, head, recs)
 }
 
 // StringJSON reads content that may be a JSON string: "" and true for

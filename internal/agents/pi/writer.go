@@ -3,7 +3,6 @@ package pi
 import (
 	"encoding/json"
 	"iter"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -73,14 +72,8 @@ func (w Writer) WriteStream(t agents.Target, msgs agents.MessageSource) (agents.
 	}
 
 	dir := SessionDir(t.Home, cwd)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return agents.Written{}, err
-	}
-	path := existingFile(dir, sid)
-	if path == "" {
-		path = filepath.Join(dir, fileStamp(start)+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl")
-	}
-	return kit.StreamJSONL(path, sid, header{Type: "session", Version: 3, ID: sid, Timestamp: kit.ISOTime(start), Cwd: cwd}, entries)
+	return kit.StreamSessionJSONL(dir, existingFile(dir, sid), fileStamp(start)+"_"+strings.ReplaceAll(sid, "/", "_")+".jsonl", sid,
+		header{Type: "session", Version: 3, ID: sid, Timestamp: kit.ISOTime(start), Cwd: cwd}, entries)
 }
 
 // existingFile finds the file of a session being rewritten, so a rewrite
