@@ -59,9 +59,15 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 
 // Endpoints are the members' client URLs, for a client that fails over.
 func (c *EtcdCluster) Endpoints() []string {
-	out := make([]string, len(c.Members))
-	for i, m := range c.Members {
-		out[i] = m.ClientURL
+	return clientURLs(c.Members, func(m *RestartableEtcd) string { return m.ClientURL })
+}
+
+// clientURLs is url of each of members, in order: the Endpoints of an
+// in-process cluster and of a cluster of processes.
+func clientURLs[M any](members []M, url func(M) string) []string {
+	out := make([]string, len(members))
+	for i, m := range members {
+		out[i] = url(m)
 	}
 	return out
 }

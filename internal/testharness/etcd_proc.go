@@ -91,11 +91,7 @@ func StartEtcdProcCluster(t testing.TB, n int) *EtcdProcCluster {
 
 // Endpoints are the members' client URLs.
 func (c *EtcdProcCluster) Endpoints() []string {
-	out := make([]string, len(c.Members))
-	for i, m := range c.Members {
-		out[i] = m.ClientURL
-	}
-	return out
+	return clientURLs(c.Members, func(m *EtcdProc) string { return m.ClientURL })
 }
 
 // Leader is the index of the member that leads now (each member's
