@@ -119,11 +119,9 @@ func (s *Server) ReplaceToken(ctx context.Context, role authz.Role, name string)
 	if err != nil {
 		return "", err
 	}
-	cred, err := s.store.DeleteToken(ctx, name)
-	if err != nil {
+	if _, err := s.deleteToken(ctx, name); err != nil {
 		return "", err
 	}
-	s.revokeCalls(cred)
 	return tok, s.store.CreateToken(ctx, authz.Hash(tok), string(role), name)
 }
 
@@ -168,12 +166,11 @@ func (h *authService) DeleteToken(ctx context.Context, req *castv1.DeleteTokenRe
 	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
 		return nil, err
 	}
-	cred, err := h.s.store.DeleteToken(ctx, req.Name)
+	found, err := h.s.deleteToken(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	h.s.revokeCalls(cred)
-	if cred == "" {
+	if !found {
 		return nil, toStatus(h.s.lg, errs.NotFound("no token named %q (cast token ls)", req.Name).With("name", req.Name))
 	}
 	h.s.lg.Info("token deleted", zap.String("name", req.Name), zap.String("by", caller(ctx)))
@@ -260,14 +257,12 @@ func (h *authService) RevokeNode(ctx context.Context, req *castv1.RevokeNodeRequ
 	if err := refuse(validate.Need(validate.Name, "name", req.Name)); err != nil {
 		return nil, err
 	}
-	cred, err := h.s.store.RevokeNode(ctx, req.Name)
+	had, err := h.s.revokeNode(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	h.s.revokeCalls(cred)
-	h.s.hub.disconnect(req.Name)
-	h.s.lg.Info("node credential revoked", zap.String("node", req.Name), zap.Bool("had_credential", cred != ""), zap.String("by", caller(ctx)))
-	return &castv1.RevokeNodeResponse{Revoked: cred != ""}, nil
+	h.s.lg.Info("node credential revoked", zap.String("node", req.Name), zap.Bool("had_credential", had), zap.String("by", caller(ctx)))
+	return &castv1.RevokeNodeResponse{Revoked: had}, nil
 }
 
 func (h *authService) WhoAmI(ctx context.Context, _ *castv1.WhoAmIRequest) (*castv1.WhoAmIResponse, error) {

@@ -54,13 +54,11 @@ func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequ
 		return nil, toStatus(h.s.lg, err)
 	}
 	// A forgotten node's credential goes too: it must join again.
-	cred, err := h.s.store.RevokeNode(ctx, req.Name)
+	had, err := h.s.revokeNode(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	h.s.revokeCalls(cred)
-	h.s.hub.disconnect(req.Name)
-	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n), zap.Bool("credential_revoked", cred != ""))
+	h.s.lg.Info("node forgotten", zap.String("node", req.Name), zap.Int("sessions_left", n), zap.Bool("credential_revoked", had))
 	return &castv1.DeleteNodeResponse{Sessions: int32(n)}, nil
 }
 

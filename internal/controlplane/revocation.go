@@ -151,6 +151,30 @@ func (s *Server) revokeCalls(cred string) {
 	}
 }
 
+// revokeNode deletes node's credential and, on this replica at once, ends
+// its stream and calls (every replica's revocation watch ends the calls
+// there). It says whether the node had a credential.
+func (s *Server) revokeNode(ctx context.Context, node string) (bool, error) {
+	cred, err := s.store.RevokeNode(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	s.revokeCalls(cred)
+	s.hub.disconnect(node)
+	return cred != "", nil
+}
+
+// deleteToken deletes the token called name and ends its open calls on
+// this replica. It says whether there was one.
+func (s *Server) deleteToken(ctx context.Context, name string) (bool, error) {
+	cred, err := s.store.DeleteToken(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	s.revokeCalls(cred)
+	return cred != "", nil
+}
+
 // recheckOpenCalls looks up every open call's credential again (the watch
 // was just opened: a deletion while it was closed went unseen).
 func (s *Server) recheckOpenCalls(ctx context.Context) {
