@@ -20,8 +20,9 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-// interrupted is a command stopped by Ctrl-C (or SIGTERM): exit 130, as
-// a shell's command killed by SIGINT.
+// interrupted is a command stopped by Ctrl-C (or SIGTERM), or a `cast
+// exec` whose turn someone else interrupted: exit 130, as a shell's
+// command killed by SIGINT.
 type interrupted struct{ error }
 
 // execInterrupted stops the turn an interrupted `cast exec` was waiting
@@ -210,6 +211,11 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 		return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", t.id, o.wait, t.id)
 	default:
 		return "", 0, err
+	}
+	if t.end.LastTurnInterrupted {
+		// Someone else stopped it (`cast interrupt`, a switch): the answer
+		// is partial, and a script must not take it for one.
+		return "", 0, interrupted{fmt.Errorf("session %s's turn was interrupted (`cast interrupt` or a switch); `cast read %s` shows what it wrote", t.id, t.id)}
 	}
 	code := int(t.end.LastExitCode)
 	if t.end.State == castv1.SessionState_SESSION_STATE_FAILED {

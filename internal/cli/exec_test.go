@@ -25,6 +25,8 @@ import (
 type doneTurnServer struct {
 	castv1.UnimplementedSessionServiceServer
 	answers []string // the turn's assistant messages, after the prompt
+	// interrupted: someone stopped the turn (its end says so).
+	interrupted bool
 }
 
 const doneTurnPrompt = 4 // the seq SendMessage gives the prompt
@@ -41,7 +43,8 @@ func (s *doneTurnServer) SendMessage(_ context.Context, req *castv1.SendMessageR
 func (s *doneTurnServer) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
 	last := int64(doneTurnPrompt + len(s.answers))
 	if err := stream.Send(&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
-		Id: req.SessionId, Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: last}}}); err != nil {
+		Id: req.SessionId, Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: last,
+		LastTurnInterrupted: s.interrupted}}}); err != nil {
 		return err
 	}
 	for i, text := range s.answers {
@@ -69,6 +72,17 @@ func TestExecAnswerOfATurnThatEndedBeforeTheWatch(t *testing.T) {
 	}
 	if want := "first part\nthe answer\n"; out != want {
 		t.Fatalf("cast exec printed %q, want %q (stderr %q)", out, want, errOut)
+	}
+}
+
+// A turn someone else interrupted ends `cast exec` with exit 130 (as its
+// own Ctrl-C does) and a word that it was interrupted, not its partial
+// answer and exit 0 (or the CLI's death by the node's signal, 143): a
+// script must not take it for an answer.
+func TestExecOfAnInterruptedTurn(t *testing.T) {
+	code, out, errOut := execAgainst(t, &doneTurnServer{answers: []string{"the first half"}, interrupted: true})
+	if code != 130 || out != "" || !strings.Contains(errOut, "s1's turn was interrupted") {
+		t.Fatalf("cast exec of an interrupted turn: exit %d, out %q, err %q; want exit 130 saying so, and no answer", code, out, errOut)
 	}
 }
 

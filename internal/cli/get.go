@@ -58,6 +58,10 @@ func describeRows(s *castv1.Session) [][2]string {
 	if s.State == castv1.SessionState_SESSION_STATE_PARKED {
 		reason = s.StateReason
 	}
+	lastTurn := ""
+	if s.LastTurnInterrupted {
+		lastTurn = "interrupted" // stopped, not failed: no last error
+	}
 	return [][2]string{
 		{"id", s.Id},
 		{"title", s.Title},
@@ -70,6 +74,7 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"archived", yesOrEmpty(s.Archived)},
 		{"parked", reason},
 		{"last error", strings.Join(lastError, "; ")},
+		{"last turn", lastTurn},
 		{"cwd", s.Cwd},
 		{"worktree", s.WorktreeBranch},
 		{"checkout", s.Checkout},

@@ -100,6 +100,10 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 	if err := validUsage(req.Usage); err != nil {
 		return nil, err
 	}
+	if req.Interrupted && req.State != castv1.SessionState_SESSION_STATE_IDLE {
+		// An interrupted turn ends idle; a failure is shown as one.
+		return nil, refuse(errs.Invalid("interrupted is for a turn that ended idle, not %s", req.State).With("field", "interrupted"))
+	}
 	if err := h.s.validDeliveredSeq(ctx, req.SessionId, req.DeliveredSeq); err != nil {
 		return nil, err
 	}
@@ -107,7 +111,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		SessionID: req.SessionId,
 		Guard:     fence.Guard{Node: req.Node, Token: req.OwnerToken},
 		State: fence.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
-			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd},
+			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted},
 		FleetAccount: req.FleetAccount,
 		Usage:        req.Usage,
 	})

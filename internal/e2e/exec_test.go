@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -96,5 +99,77 @@ func TestExecResumeAfterAFailedTurn(t *testing.T) {
 	out, errOut, code := run("--resume", id[1], "second MARK-R2")
 	if code != 0 || !strings.Contains(out, "MARK-R2") {
 		t.Fatalf("exec --resume after a failed turn: exit %d, out %q, err %q; want the new turn's answer", code, out, errOut)
+	}
+}
+
+// `cast exec --resume` whose turn someone else stops (`cast interrupt`, or
+// the interrupt a switch to another agent makes) exits 130 and says the
+// turn was interrupted: it exited with the CLI's death by the node's
+// signal (143) and no word why, and a node that reported exit 0 for an
+// interrupt (7d1320c, reverted) had it exit 0 with a partial answer, which
+// a script takes for success. `cast get` then shows the last turn
+// interrupted, in text and JSON, not a last error ("exit 143"), until the
+// next turn ends; and that turn's request carries the interrupted prompt
+// once.
+func TestExecResumeOfAnInterruptedTurn(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude", "codex")
+	for _, how := range []string{"interrupt", "switch"} {
+		t.Run(how, func(t *testing.T) {
+			m := func(n int) string { return fmt.Sprintf("MARK-EXI-%s-%d", how, n) }
+			id := r.create("claude", dmsg(m(1)))
+			gate := make(chan struct{})
+			defer close(gate)
+			r.fake.Enqueue(fakemodel.Reply{Text: "held answer", Gate: gate})
+			n := r.fake.TurnsStarted()
+			type result struct {
+				out, errOut string
+				code        int
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, errOut, code := r.cast("", "exec", "--resume", id, dmsg(m(2)))
+				done <- result{out, errOut, code}
+			}()
+			testharness.WaitFor(t, 2*time.Minute, "the resumed turn's request reaches the model", func() bool { return r.fake.TurnsStarted() > n })
+			var stop []string
+			if how == "interrupt" {
+				stop = []string{"interrupt", id}
+			} else {
+				stop = []string{"switch", id, "--agent", "codex"}
+			}
+			if out, errOut, code := r.cast("", stop...); code != 0 {
+				t.Fatalf("cast %s: exit %d, out %q, err %q", strings.Join(stop, " "), code, out, errOut)
+			}
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(3 * time.Minute):
+				t.Fatal("cast exec --resume did not end after its turn was interrupted")
+			}
+			if res.code != 130 || !strings.Contains(res.errOut, "interrupted") || strings.TrimSpace(res.out) != "" {
+				t.Fatalf("exec --resume of an interrupted turn: exit %d, out %q, err %q; want exit 130 saying it was interrupted, and no answer", res.code, res.out, res.errOut)
+			}
+
+			out, errOut, code := r.cast("", "get", id)
+			if code != 0 || !regexp.MustCompile(`(?m)^last turn:\s+interrupted$`).MatchString(out) || strings.Contains(out, "last error") {
+				t.Fatalf("cast get after the interrupt: exit %d, err %q, out:\n%s\nwant \"last turn: interrupted\" and no last error", code, errOut, out)
+			}
+			out, _, code = r.cast("", "get", id, "-o", "json")
+			var got map[string]any
+			if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+				t.Fatalf("cast get -o json: exit %d, %v, out %q", code, err, out)
+			}
+			if got["last_turn_interrupted"] != true || got["last_exit_code"] != nil {
+				t.Fatalf("cast get -o json after the interrupt: last_turn_interrupted %v, last_exit_code %v; want true and none", got["last_turn_interrupted"], got["last_exit_code"])
+			}
+
+			seq := r.send(id, dmsg(m(3)))
+			r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+			assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
+			if out, _, _ := r.cast("", "get", id); strings.Contains(out, "last turn") || strings.Contains(out, "last error") {
+				t.Fatalf("cast get after a turn that ran to its end still shows the interrupt:\n%s", out)
+			}
+		})
 	}
 }

@@ -57,6 +57,9 @@ type TurnState struct {
 	ExitCode     int32
 	DeliveredSeq int64  // moves the delivery cursor forward, never back
 	Cwd          string // the owner set the working directory (a new worktree); "" keeps it
+	// Interrupted: an IDLE turn end someone stopped; ExitCode is then the
+	// CLI's death by the node's signal, which the session does not show.
+	Interrupted bool
 }
 
 // TurnInFlight reports whether sess has a turn running (or stopped at a

@@ -14,7 +14,7 @@ import (
 )
 
 // NotifyParent tells a worker's parent session that the worker finished a
-// turn, is blocked (failed) or waits on a permission, as a user message, so
+// turn (or was interrupted), is blocked (failed) or waits on a permission, as a user message, so
 // the parent's agent is woken with it. The message's client id is derived
 // from the worker's state and progress, so a repeated report stores it once.
 func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
@@ -25,6 +25,9 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	switch worker.State {
 	case castv1.SessionState_SESSION_STATE_IDLE:
 		what = "finished"
+		if worker.LastTurnInterrupted {
+			what = "was interrupted (its turn stopped before it finished)"
+		}
 	case castv1.SessionState_SESSION_STATE_FAILED:
 		what = "is blocked: " + worker.StateReason
 	case castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:

@@ -109,3 +109,27 @@ func TestNotifyParentSkipsAnArchivedParent(t *testing.T) {
 		t.Fatalf("the archived parent holds %d messages (%v); want none", got.GetLastSeq(), err)
 	}
 }
+
+// A worker whose turn someone stopped is reported to its parent as
+// interrupted, not as finished: its last answer may be half of one.
+func TestNotifyParentOfAnInterruptedWorker(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	parent, worker := parentAndWorker(ctx, t, s)
+	w, err := s.SetState(ctx, worker.Session.Id, fence.Guard{Node: "n1", Token: worker.Token},
+		fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: 143, Interrupted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := moves.NotifyParent(ctx, s, w); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _, err := s.ListMessages(ctx, parent.Session.Id, 1, 0, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "was interrupted") || strings.Contains(msgs[0].Text, "finished.") {
+		t.Fatalf("the parent heard of its interrupted worker: %q; want it said interrupted", msgs)
+	}
+}

@@ -107,6 +107,9 @@ func stoppedUnstarted(ctx context.Context, t *testing.T, a *Daemon, p *plane, fm
 	if n := len(fm.Turns()); n != 0 {
 		t.Fatalf("the model got %d requests for a turn interrupted before it started", n)
 	}
+	if r := p.lastLanded(); !r.Interrupted {
+		t.Fatalf("the stopped turn's end report is not marked interrupted (exit code %d)", r.ExitCode)
+	}
 }
 
 // An interrupt that comes while the session's turn waits to run again (its
@@ -144,4 +147,38 @@ func TestInterruptOfATurnBackingOffStopsIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A turn the user interrupts ends as an interrupt, not a failure: its end
+// report says so, and the prompt is delivered (the next turn carries it
+// once); one stopped before the agent took its prompt says so too
+// (stoppedUnstarted). The report carried only the CLI's death by the
+// node's signal (exit 143, -1), which `cast get` showed as the session's
+// last error and `cast exec --resume` took for the agent's exit. A turn
+// that ran to its end is not interrupted.
+func TestUserInterruptIsReportedAsInterrupted(t *testing.T) {
+	t.Run("after the agent took the prompt", func(t *testing.T) {
+		fm := fakemodel.Start(t)
+		a, p, ctx := workerDaemon(t, fm)
+		setUpSession(t, a, p, nil)
+		answer := heldAtTheModel(ctx, t, a, fm)
+		defer close(answer)
+		if err := a.interrupt("s1", false); err != nil {
+			t.Fatalf("interrupt of the running turn refused: %v", err)
+		}
+		idleAt(ctx, t, a, p, 3)
+		if r := p.lastLanded(); !r.Interrupted {
+			t.Fatalf("the interrupted turn's end report is not marked interrupted (exit code %d)", r.ExitCode)
+		}
+	})
+	t.Run("not interrupted", func(t *testing.T) {
+		fm := fakemodel.Start(t)
+		a, p, ctx := workerDaemon(t, fm)
+		setUpSession(t, a, p, nil)
+		a.wake("s1")
+		idleAt(ctx, t, a, p, 3)
+		if r := p.lastLanded(); r.Interrupted {
+			t.Fatal("a turn that ran to its end is reported interrupted")
+		}
+	})
 }

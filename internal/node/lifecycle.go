@@ -483,7 +483,11 @@ func (t *turn) completed(ctx context.Context) error {
 		// delivered seq back from the control plane's assignment.
 		t.lg.Warn("turn's outcome not written to the node's state yet", zap.Error(err))
 	}
-	t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, t.fc, res.Usage)
+	if t.runErr != nil {
+		t.a.reportInterrupted(ctx, t.id, res.ExitCode, t.fc, res.Usage)
+	} else {
+		t.a.reportEnd(ctx, t.id, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode, t.fc, res.Usage)
+	}
 	t.lg.Info("turn finished", zap.Int("emitted", res.Emitted), zap.String("native", res.NativeID))
 	return nil
 }

@@ -20,11 +20,14 @@ import (
 // killed after the turn) is sent again until it lands, so no session stays
 // `running` with no turn behind it.
 type turnReport struct {
-	State        castv1.SessionState `json:"state"`
-	Reason       string              `json:"reason,omitempty"`
-	ExitCode     int                 `json:"exit_code"`
-	FleetAccount string              `json:"fleet_account,omitempty"`
-	Usage        []quota.Window      `json:"usage,omitempty"`
+	State    castv1.SessionState `json:"state"`
+	Reason   string              `json:"reason,omitempty"`
+	ExitCode int                 `json:"exit_code"`
+	// Interrupted: the turn ended because someone stopped it (an IDLE
+	// report); ExitCode is the CLI's death by the node's signal.
+	Interrupted  bool           `json:"interrupted,omitempty"`
+	FleetAccount string         `json:"fleet_account,omitempty"`
+	Usage        []quota.Window `json:"usage,omitempty"`
 	// Pending: not recorded by the control plane yet.
 	Pending bool `json:"pending,omitempty"`
 	// N numbers the reports, so a send that lands clears only its own.
@@ -45,7 +48,20 @@ func (a *Daemon) report(ctx context.Context, sessionID string, o owned, st castv
 // node's state first and sent once here; one that does not land is sent
 // again by the session's worker (flushReport) until it does.
 func (a *Daemon) reportEnd(ctx context.Context, sessionID string, o owned, st castv1.SessionState, reason string, exitCode int, fc fleetCred, usage []quota.Window) {
-	r := turnReport{State: st, Reason: clipReason(reason), ExitCode: exitCode, FleetAccount: fc.Account, Pending: true}
+	a.recordEnd(ctx, sessionID, turnReport{State: st, Reason: clipReason(reason), ExitCode: exitCode}, fc, usage)
+}
+
+// reportInterrupted records the end of a turn someone stopped (`cast
+// interrupt`, a switch): idle, and interrupted rather than failed with
+// the exit code the node's signal gave the CLI (143, -1).
+func (a *Daemon) reportInterrupted(ctx context.Context, sessionID string, exitCode int, fc fleetCred, usage []quota.Window) {
+	a.recordEnd(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: exitCode, Interrupted: true}, fc, usage)
+}
+
+// recordEnd keeps r (with what the fleet needs) as the session's pending
+// report and sends it once (see reportEnd).
+func (a *Daemon) recordEnd(ctx context.Context, sessionID string, r turnReport, fc fleetCred, usage []quota.Window) {
+	r.FleetAccount, r.Pending = fc.Account, true
 	if fc.Account != "" {
 		r.Usage = usage
 	}
@@ -96,7 +112,8 @@ func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnRep
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
-		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq}
+		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq,
+		Interrupted: r.Interrupted}
 	_, err := a.cli.Nodes.ReportTurn(ctx, req)
 	if err != nil && req.DeliveredSeq != 0 && refusedForGood(err) {
 		// The cursor itself is refused (past the store's last seq: a store
@@ -126,7 +143,7 @@ func (a *Daemon) settleReport(sessionID string, n int64) error {
 func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv1.ReportTurnRequest {
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
 		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
-		Cwd: sessionCwd(cur)}
+		Cwd: sessionCwd(cur), Interrupted: r.Interrupted}
 	if r.FleetAccount != "" {
 		var left int
 		if req.Usage, left = wire.ReportableWindows(wire.WindowsToProto(r.Usage)); left > 0 {

@@ -62,12 +62,23 @@ type plane struct {
 	// cwdRefused, when set, refuses every report carrying a cwd
 	// (INVALID_ARGUMENT), as the control plane does one it does not take.
 	cwdRefused bool
-	reasons    []string // every landed report's reason, in order
-	delivered  []int64  // every landed report's delivery cursor, in order
+	reasons    []string                    // every landed report's reason, in order
+	delivered  []int64                     // every landed report's delivery cursor, in order
+	landed     []*castv1.ReportTurnRequest // every landed report, in order
 	// dispatch, when set, is handed every batch of rows it stored from an
 	// append, as the control plane's dispatcher hands the owner every
 	// user row stored (internal/controlplane/dispatch.go).
 	dispatch func(sessionID string, stored []*castv1.Message)
+}
+
+// lastLanded is the last report that landed.
+func (p *plane) lastLanded() *castv1.ReportTurnRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.landed) == 0 {
+		return &castv1.ReportTurnRequest{}
+	}
+	return p.landed[len(p.landed)-1]
 }
 
 func (p *plane) up() {
@@ -152,6 +163,7 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 	}
 	n.p.reasons = append(n.p.reasons, req.StateReason)
 	n.p.delivered = append(n.p.delivered, req.DeliveredSeq)
+	n.p.landed = append(n.p.landed, req)
 	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.readsDownOnStart {
 		n.p.readsDownOnStart, n.p.readsDown = false, true
 	}

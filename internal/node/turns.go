@@ -43,7 +43,7 @@ func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owne
 		// or the session showed running with no process.
 		a.lg.Warn("turn's outcome not written to the node's state yet", zap.String("session", sessionID), zap.Error(err))
 	}
-	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_IDLE, "", res.ExitCode)
+	a.reportInterrupted(ctx, sessionID, res.ExitCode, fleetCred{}, nil)
 }
 
 // failTurn ends a turn whose prompt the agent did not take. The prompt is

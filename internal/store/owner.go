@@ -30,7 +30,13 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 	return s.mutateWith(ctx, sessionID, g, gate, []clientv3.Op{dropPerms}, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = t.State, t.Reason
 		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
+			// A turn ended: an interrupted one is no failure, and its exit
+			// code (the CLI killed by the node's signal) no error to show.
+			sess.LastTurnInterrupted = t.Interrupted && t.State == castv1.SessionState_SESSION_STATE_IDLE
 			sess.LastExitCode = t.ExitCode
+			if sess.LastTurnInterrupted {
+				sess.LastExitCode = 0
+			}
 		}
 		sess.DeliveredSeq = max(sess.DeliveredSeq, t.DeliveredSeq)
 		if t.Cwd != "" {

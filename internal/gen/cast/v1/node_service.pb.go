@@ -2881,7 +2881,11 @@ type ReportTurnRequest struct {
 	Usage []*UsageWindow `protobuf:"bytes,9,rep,name=usage,proto3" json:"usage,omitempty"`
 	// cwd is the session's working directory when the owner set it (the git
 	// worktree it made for worktree_branch); empty keeps it.
-	Cwd           string `protobuf:"bytes,10,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Cwd string `protobuf:"bytes,10,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// interrupted says an IDLE report ends a turn someone stopped (`cast
+	// interrupt`, a switch to another agent): exit_code is then the CLI's
+	// death by the node's signal (143, -1), no error of the turn's.
+	Interrupted   bool `protobuf:"varint,11,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2984,6 +2988,13 @@ func (x *ReportTurnRequest) GetCwd() string {
 		return x.Cwd
 	}
 	return ""
+}
+
+func (x *ReportTurnRequest) GetInterrupted() bool {
+	if x != nil {
+		return x.Interrupted
+	}
+	return false
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -3872,7 +3883,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xdc\x02\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xfe\x02\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -3886,7 +3897,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\rfleet_account\x18\b \x01(\tR\ffleetAccount\x12*\n" +
 	"\x05usage\x18\t \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x12\x10\n" +
 	"\x03cwd\x18\n" +
-	" \x01(\tR\x03cwd\"@\n" +
+	" \x01(\tR\x03cwd\x12 \n" +
+	"\vinterrupted\x18\v \x01(\bR\vinterrupted\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +

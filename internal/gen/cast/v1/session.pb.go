@@ -247,6 +247,11 @@ type Session struct {
 	// finished, over the same range, before anything newer is merged. 0
 	// when no merge is under way.
 	MergePendingUptoSeq int64 `protobuf:"varint,31,opt,name=merge_pending_upto_seq,json=mergePendingUptoSeq,proto3" json:"merge_pending_upto_seq,omitempty"`
+	// last_turn_interrupted says the last turn ended because someone stopped
+	// it (`cast interrupt`, a switch to another agent): no failure, and
+	// last_exit_code is 0 (the CLI's death by the signal is no error).
+	// Cleared when a later turn ends.
+	LastTurnInterrupted bool `protobuf:"varint,32,opt,name=last_turn_interrupted,json=lastTurnInterrupted,proto3" json:"last_turn_interrupted,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -496,6 +501,13 @@ func (x *Session) GetMergePendingUptoSeq() int64 {
 		return x.MergePendingUptoSeq
 	}
 	return 0
+}
+
+func (x *Session) GetLastTurnInterrupted() bool {
+	if x != nil {
+		return x.LastTurnInterrupted
+	}
+	return false
 }
 
 // SessionOrigin is where an adopted session's native transcript was.
@@ -932,7 +944,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\a\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\b\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -968,7 +980,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\bcheckout\x18\x1c \x01(\tR\bcheckout\x12.\n" +
 	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12$\n" +
 	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\x123\n" +
-	"\x16merge_pending_upto_seq\x18\x1f \x01(\x03R\x13mergePendingUptoSeq\"j\n" +
+	"\x16merge_pending_upto_seq\x18\x1f \x01(\x03R\x13mergePendingUptoSeq\x122\n" +
+	"\x15last_turn_interrupted\x18  \x01(\bR\x13lastTurnInterrupted\"j\n" +
 	"\rSessionOrigin\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +

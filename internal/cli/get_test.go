@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"testing"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+)
+
+// `cast get` shows how the last turn ended: a failure's reason and exit
+// code as the last error, an interrupted turn as "last turn: interrupted"
+// with no last error. An interrupted turn showed "last error: exit 143"
+// (the CLI killed by the node's signal) until the next turn ended.
+func TestDescribeLastTurn(t *testing.T) {
+	idle, failed := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_FAILED
+	for _, tc := range []struct {
+		name                    string
+		sess                    *castv1.Session
+		wantLastError, wantTurn string
+	}{
+		{"completed", &castv1.Session{State: idle}, "", ""},
+		{"interrupted", &castv1.Session{State: idle, LastTurnInterrupted: true}, "", "interrupted"},
+		{"interrupted, the next turn running", &castv1.Session{State: castv1.SessionState_SESSION_STATE_RUNNING, LastTurnInterrupted: true}, "", "interrupted"},
+		{"failed", &castv1.Session{State: failed, StateReason: "claude: bad request", LastExitCode: 1}, "claude: bad request; exit 1", ""},
+		{"exited non-zero", &castv1.Session{State: idle, LastExitCode: 2}, "exit 2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := map[string]string{}
+			for _, r := range describeRows(tc.sess) {
+				rows[r[0]] = r[1]
+			}
+			if rows["last error"] != tc.wantLastError || rows["last turn"] != tc.wantTurn {
+				t.Fatalf("last error %q, last turn %q; want %q, %q", rows["last error"], rows["last turn"], tc.wantLastError, tc.wantTurn)
+			}
+		})
+	}
+}
