@@ -104,14 +104,14 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		// An interrupted turn ends idle; a failure is shown as one.
 		return nil, refuse(errs.Invalid("interrupted is for a turn that ended idle, not %s", req.State).With("field", "interrupted"))
 	}
-	if err := h.s.validDeliveredSeq(ctx, req.SessionId, req.DeliveredSeq); err != nil {
+	if err := h.s.validReportSeqs(ctx, req.SessionId, req.DeliveredSeq, req.HeldSeq); err != nil {
 		return nil, err
 	}
 	sess, err := h.s.turns.Report(ctx, turnstate.Report{
 		SessionID: req.SessionId,
 		Guard:     fence.Guard{Node: req.Node, Token: req.OwnerToken},
 		State: fence.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
-			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted},
+			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted, HeldSeq: req.HeldSeq},
 		FleetAccount: req.FleetAccount,
 		Usage:        req.Usage,
 	})

@@ -138,16 +138,17 @@ func validUsage(usage []*castv1.UsageWindow) error {
 	return refuse(wire.CheckWindows(usage))
 }
 
-// validDeliveredSeq checks a delivery cursor against the session's last
-// seq: past it, every later message would count as delivered and never
-// run. Seqs only grow, so a cursor within the session when read stays so.
-func (s *Server) validDeliveredSeq(ctx context.Context, sessionID string, seq int64) error {
-	if seq == 0 {
+// validReportSeqs checks a turn report's delivery cursor and held seq
+// against the session's last seq: past it, every later message would
+// count as delivered (or held) and never run. Seqs only grow, so a seq
+// within the session when read stays so.
+func (s *Server) validReportSeqs(ctx context.Context, sessionID string, delivered, held int64) error {
+	if delivered == 0 && held == 0 {
 		return nil
 	}
 	sess, err := s.store.GetSession(ctx, sessionID)
 	if err != nil {
 		return toStatus(s.lg, err)
 	}
-	return refuse(validate.Seq("delivered_seq", seq, sess.LastSeq))
+	return refuse(validate.Seq("delivered_seq", delivered, sess.LastSeq), validate.Seq("held_seq", held, sess.LastSeq))
 }

@@ -133,6 +133,8 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		Usage: []*castv1.UsageWindow{{Name: "seven_day_opus", Model: "opus 4"}}}), "usage[0].model")
 	wantRefusal(t, "state out of range", report(&castv1.ReportTurnRequest{State: 99}), "state")
 	wantRefusal(t, "reported cwd with newline", report(&castv1.ReportTurnRequest{Cwd: "/tmp/x\n"}), "cwd")
+	wantRefusal(t, "held_seq past the last", report(&castv1.ReportTurnRequest{State: castv1.SessionState_SESSION_STATE_FAILED,
+		HeldSeq: sent.Message.Seq + 1}), "held_seq")
 	wantRefusal(t, "interrupted failure", report(&castv1.ReportTurnRequest{State: castv1.SessionState_SESSION_STATE_FAILED,
 		Interrupted: true}), "interrupted")
 

@@ -178,6 +178,24 @@ func TestCLIListFiltersAndGet(t *testing.T) {
 	}
 }
 
+// A session whose turn failed holding its message (the agent's CLI is not
+// on the node: the message runs with the next one, not before) runs
+// nothing: `cast interrupt` (and a switch, by the same rule) sends the node
+// no interrupt. It did ("interrupt sent"), and the node refused it and it
+// and the control plane each logged a warning.
+func TestInterruptOfAFailedSessionHoldingItsMessage(t *testing.T) {
+	t.Parallel()
+	r := newCLIRig(t, "n1")
+	id := strings.TrimSpace(r.cli.must("new", "--agent", "claude", "--node", "n1", "--cwd", t.TempDir(), "this turn fails"))
+	sess := r.waitState(id, castv1.SessionState_SESSION_STATE_FAILED)
+	if sess.DeliveredSeq != 0 || sess.HeldSeq != 1 {
+		t.Fatalf("failed session: delivered seq %d, held seq %d; want the message held (0 and 1)", sess.DeliveredSeq, sess.HeldSeq)
+	}
+	if out := r.cli.must("interrupt", id); !strings.Contains(out, "nothing to stop") {
+		t.Fatalf("cast interrupt of a failed session holding its message: %q; want nothing to stop", out)
+	}
+}
+
 // `cast read` on a terminal shows escape sequences from a transcript as
 // text instead of sending them to the terminal; a pipe and --json get the
 // bytes as stored.

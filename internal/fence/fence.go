@@ -60,6 +60,9 @@ type TurnState struct {
 	// Interrupted: an IDLE turn end someone stopped; ExitCode is then the
 	// CLI's death by the node's signal, which the session does not show.
 	Interrupted bool
+	// HeldSeq: a FAILED turn kept the user messages through it without
+	// running them; they wait for the next message (castv1.Session.HeldSeq).
+	HeldSeq int64
 }
 
 // TurnInFlight reports whether sess has a turn running (or stopped at a

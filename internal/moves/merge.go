@@ -210,19 +210,30 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 // RunsNothing says whether s runs no turn and has none about to start:
 // idle (or failed), and no user message waits past its delivery cursor
 // (a message just sent leaves the session idle until the node reports
-// its turn running). A switch and an interrupt send nothing to stop then.
+// its turn running) other than those a failed turn holds (HeldSeq: they
+// run with the next message, not before). A switch and an interrupt send
+// nothing to stop then.
 func RunsNothing(ctx context.Context, st Store, s *castv1.Session) (bool, error) {
 	if s.State != castv1.SessionState_SESSION_STATE_IDLE && s.State != castv1.SessionState_SESSION_STATE_FAILED {
 		return false, nil
 	}
-	waiting, err := firstWaiting(ctx, st, s)
+	var held int64
+	if s.State == castv1.SessionState_SESSION_STATE_FAILED {
+		held = s.HeldSeq
+	}
+	waiting, err := firstWaitingAfter(ctx, st, s, held)
 	return waiting == 0, err
 }
 
 // firstWaiting is the seq of the parent's first user message after its
 // delivery cursor (and any imported history), 0 when there is none.
 func firstWaiting(ctx context.Context, st Store, s *castv1.Session) (int64, error) {
-	start := max(s.DeliveredSeq, s.HistorySeq) + 1
+	return firstWaitingAfter(ctx, st, s, 0)
+}
+
+// firstWaitingAfter is firstWaiting past seq after too.
+func firstWaitingAfter(ctx context.Context, st Store, s *castv1.Session, after int64) (int64, error) {
+	start := max(s.DeliveredSeq, s.HistorySeq, after) + 1
 	if start > s.LastSeq {
 		return 0, nil
 	}

@@ -119,6 +119,9 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		}
 		if changeAgent {
 			s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
+			// The node runs what failed for the old agent on the new one
+			// (it clears its FailedSeq): those messages wait no longer.
+			s.HeldSeq = 0
 		}
 		if r.Model != "" {
 			s.Model = r.Model

@@ -58,17 +58,25 @@ func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
 // to only when one runs or is about to start (a message past the delivery
 // cursor). Before, an idle session's switch sent the interrupt anyway, and
 // the node and the control plane each logged a warning that it was
-// refused ("session … has no running turn").
+// refused ("session … has no running turn"). A failed session whose
+// turn holds its message (the CLI not installed or not logged in: it runs
+// with the next message) runs nothing either; its switch sent the
+// interrupt, which the node refused with the same warnings.
 func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
+	failed := castv1.SessionState_SESSION_STATE_FAILED
 	for _, tc := range []struct {
 		name          string
 		state         castv1.SessionState
+		held          bool // a user message the failed turn holds (held seq)
 		waiting       bool // a user message past the delivery cursor
 		wantInterrupt bool
 	}{
-		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false},
-		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, true, true},
-		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, true},
+		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false, false},
+		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, false, true, true},
+		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, false, true},
+		{"failed holding its message", failed, true, false, false},
+		{"failed holding a message, another about to run", failed, true, true, true},
+		{"failed with a message about to run", failed, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
@@ -87,7 +95,15 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, DeliveredSeq: 2}); err != nil {
+			var held int64
+			if tc.held {
+				m, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "held"}}, fence.Guard{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = m[0].Seq
+			}
+			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, DeliveredSeq: 2, HeldSeq: held}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.waiting {
@@ -100,6 +116,18 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 			}
 			if got := slices.Contains(s.ops, fence.OpInterrupt); got != tc.wantInterrupt {
 				t.Fatalf("switch asked the node to interrupt: %v, want %v (ops %q)", got, tc.wantInterrupt, s.ops)
+			}
+			if !tc.held {
+				return
+			}
+			// The node runs the held message on the new agent now: a
+			// second switch stops that turn.
+			after, err := s.GetSession(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if idle, err := moves.RunsNothing(ctx, s, after); err != nil || idle {
+				t.Fatalf("after the switch the held message counts as running nothing (%v, %v; held seq %d)", idle, err, after.HeldSeq)
 			}
 		})
 	}

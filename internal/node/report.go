@@ -113,12 +113,12 @@ func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnRep
 	defer cancel()
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
 		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq,
-		Interrupted: r.Interrupted}
+		Interrupted: r.Interrupted, HeldSeq: heldSeq(cur, r)}
 	_, err := a.cli.Nodes.ReportTurn(ctx, req)
-	if err != nil && req.DeliveredSeq != 0 && refusedForGood(err) {
+	if err != nil && (req.DeliveredSeq != 0 || req.HeldSeq != 0) && refusedForGood(err) {
 		// The cursor itself is refused (past the store's last seq: a store
 		// restored from an older snapshot); the next assignment reconciles it.
-		req.DeliveredSeq = 0
+		req.DeliveredSeq, req.HeldSeq = 0, 0
 		_, err = a.cli.Nodes.ReportTurn(ctx, req)
 	}
 	return err
@@ -143,7 +143,7 @@ func (a *Daemon) settleReport(sessionID string, n int64) error {
 func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv1.ReportTurnRequest {
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
 		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
-		Cwd: sessionCwd(cur), Interrupted: r.Interrupted}
+		Cwd: sessionCwd(cur), Interrupted: r.Interrupted, HeldSeq: heldSeq(cur, r)}
 	if r.FleetAccount != "" {
 		var left int
 		if req.Usage, left = wire.ReportableWindows(wire.WindowsToProto(r.Usage)); left > 0 {
@@ -152,6 +152,18 @@ func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv
 		}
 	}
 	return req
+}
+
+// heldSeq is a FAILED report's held seq: the messages through FailedSeq
+// run with the next message, none before (the worker's gate), so the
+// control plane sends no interrupt for them (moves.RunsNothing). Read at
+// each send, as the delivery cursor: a switch that cleared FailedSeq
+// meanwhile (they run now) reports none.
+func heldSeq(cur owned, r turnReport) int64 {
+	if r.State != castv1.SessionState_SESSION_STATE_FAILED || cur.FailedSeq <= cur.DeliveredSeq {
+		return 0
+	}
+	return cur.FailedSeq
 }
 
 // flushReport sends the session's pending report until it lands, the

@@ -498,6 +498,12 @@ func TestTurnWhoseSetUpFailedOtherwiseIsHeld(t *testing.T) {
 			if last != castv1.SessionState_SESSION_STATE_FAILED {
 				t.Fatalf("last report %v, want FAILED", last)
 			}
+			// The control plane hears that the prompt waits for the next
+			// message: it sends no interrupt for it (moves.RunsNothing),
+			// which this node would refuse.
+			if r := p.lastLanded(); r.HeldSeq != 3 {
+				t.Fatalf("the FAILED report's held seq is %d, want 3 (the prompt held)", r.HeldSeq)
+			}
 			if n := len(fm.Turns()); n != 0 {
 				t.Fatalf("%d model requests for a turn that was not set up", n)
 			}

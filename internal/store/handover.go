@@ -242,6 +242,9 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 	if abandoned {
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_IDLE, ""
 	}
+	// The destination runs what a failed turn on the source held (it
+	// never heard of that failure): those messages wait no longer.
+	sess.HeldSeq = 0
 	sess.UpdateTime = timestamppb.Now()
 	sessBytes, err := proto.Marshal(sess)
 	if err != nil {

@@ -45,3 +45,32 @@ func TestHandoverOfAnAbandonedTurnFreesItsReservation(t *testing.T) {
 		t.Errorf("reservations on account work = %d after the handover, want 1 (the other session's only)", res["work"])
 	}
 }
+
+// A failed session's held messages (its source's turn kept them for the
+// next message) run on the destination, which never heard of the
+// failure: the handover clears the held seq, so a switch or an interrupt
+// on the destination stops the turn they start (moves.RunsNothing).
+func TestHandoverClearsTheHeldSeq(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	c := newSession(t, s, "n1")
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n2"}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, c.Session.Id, []*castv1.Message{{ClientId: "u1", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "held"}}, fence.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	failed, err := s.SetState(ctx, c.Session.Id, fence.Guard{Node: "n1", Token: c.Token},
+		fence.TurnState{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: "not logged in", HeldSeq: 1})
+	if err != nil || failed.HeldSeq != 1 {
+		t.Fatalf("failed report: held seq %v, %v", failed.GetHeldSeq(), err)
+	}
+	handover(t, s, c.Session.Id, "n1", c.Token, "n2")
+	sess, err := s.GetSession(ctx, c.Session.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.HeldSeq != 0 {
+		t.Fatalf("held seq %d after the handover, want 0 (the destination runs the message)", sess.HeldSeq)
+	}
+}

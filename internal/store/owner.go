@@ -38,6 +38,10 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 				sess.LastExitCode = 0
 			}
 		}
+		sess.HeldSeq = 0
+		if t.State == castv1.SessionState_SESSION_STATE_FAILED {
+			sess.HeldSeq = t.HeldSeq
+		}
 		sess.DeliveredSeq = max(sess.DeliveredSeq, t.DeliveredSeq)
 		if t.Cwd != "" {
 			sess.Cwd = t.Cwd

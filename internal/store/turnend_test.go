@@ -12,8 +12,9 @@ import (
 // A turn's end report sets what the session shows of its last turn: an
 // interrupted turn is no failure and its exit code (the CLI killed by the
 // node's signal) no error, kept while the next turn runs and replaced when
-// it ends. The store kept only the exit code, which `cast get` showed as
-// the last error ("exit 143") until the next turn ended.
+// it ends; a failed turn's held seq lasts as long as the failure. The
+// store kept only the exit code, which `cast get` showed as the last error
+// ("exit 143") until the next turn ended.
 func TestTurnEndSetsTheLastTurn(t *testing.T) {
 	idle, running, failed := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_FAILED
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
@@ -31,21 +32,25 @@ func TestTurnEndSetsTheLastTurn(t *testing.T) {
 		report          fence.TurnState
 		wantInterrupted bool
 		wantExit        int32
+		wantHeld        int64
 	}{
-		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 0},
-		{"the next turn runs", fence.TurnState{State: running}, true, 0},
-		{"and ends", fence.TurnState{State: idle}, false, 0},
-		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, 0},
-		{"failed", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2},
-		{"interrupt on a failure is no interrupt", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Interrupted: true}, false, 3},
+		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 0, 0},
+		{"the next turn runs", fence.TurnState{State: running}, true, 0, 0},
+		{"and ends", fence.TurnState{State: idle}, false, 0, 0},
+		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, 0, 0},
+		{"failed holding its prompt", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},
+		{"failed again, refused", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2, 0},
+		{"held again", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},
+		{"its rerun runs", fence.TurnState{State: running}, false, 1, 0},
+		{"interrupt on a failure is no interrupt", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Interrupted: true}, false, 3, 0},
 	} {
 		sess, err := s.SetState(ctx, c.Session.Id, g, step.report)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if sess.LastTurnInterrupted != step.wantInterrupted || sess.LastExitCode != step.wantExit {
-			t.Fatalf("%s: last turn interrupted %v, last exit code %d; want %v, %d", step.name,
-				sess.LastTurnInterrupted, sess.LastExitCode, step.wantInterrupted, step.wantExit)
+		if sess.LastTurnInterrupted != step.wantInterrupted || sess.LastExitCode != step.wantExit || sess.HeldSeq != step.wantHeld {
+			t.Fatalf("%s: last turn interrupted %v, last exit code %d, held seq %d; want %v, %d, %d", step.name,
+				sess.LastTurnInterrupted, sess.LastExitCode, sess.HeldSeq, step.wantInterrupted, step.wantExit, step.wantHeld)
 		}
 	}
 }

@@ -2885,7 +2885,12 @@ type ReportTurnRequest struct {
 	// interrupted says an IDLE report ends a turn someone stopped (`cast
 	// interrupt`, a switch to another agent): exit_code is then the CLI's
 	// death by the node's signal (143, -1), no error of the turn's.
-	Interrupted   bool `protobuf:"varint,11,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	Interrupted bool `protobuf:"varint,11,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	// held_seq, on a FAILED report, is the newest user message the failed
+	// turn keeps without running it (the CLI not installed or not logged in,
+	// a turn not set up): messages through it wait for the next message or a
+	// switch to another agent, and no turn runs for them before. 0: none.
+	HeldSeq       int64 `protobuf:"varint,12,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2995,6 +3000,13 @@ func (x *ReportTurnRequest) GetInterrupted() bool {
 		return x.Interrupted
 	}
 	return false
+}
+
+func (x *ReportTurnRequest) GetHeldSeq() int64 {
+	if x != nil {
+		return x.HeldSeq
+	}
+	return 0
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -3883,7 +3895,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xfe\x02\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\x99\x03\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -3898,7 +3910,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05usage\x18\t \x03(\v2\x14.cast.v1.UsageWindowR\x05usage\x12\x10\n" +
 	"\x03cwd\x18\n" +
 	" \x01(\tR\x03cwd\x12 \n" +
-	"\vinterrupted\x18\v \x01(\bR\vinterrupted\"@\n" +
+	"\vinterrupted\x18\v \x01(\bR\vinterrupted\x12\x19\n" +
+	"\bheld_seq\x18\f \x01(\x03R\aheldSeq\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +

@@ -252,8 +252,15 @@ type Session struct {
 	// last_exit_code is 0 (the CLI's death by the signal is no error).
 	// Cleared when a later turn ends.
 	LastTurnInterrupted bool `protobuf:"varint,32,opt,name=last_turn_interrupted,json=lastTurnInterrupted,proto3" json:"last_turn_interrupted,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// held_seq is set on a FAILED session whose failed turn kept its
+	// messages without running them (the CLI not installed or not logged in
+	// on the node, a turn not set up): user messages through it wait for
+	// the next message, which carries them, a switch to another agent or a
+	// move to another node (which run them and clear it); no turn runs for
+	// them before. 0 otherwise.
+	HeldSeq       int64 `protobuf:"varint,33,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -508,6 +515,13 @@ func (x *Session) GetLastTurnInterrupted() bool {
 		return x.LastTurnInterrupted
 	}
 	return false
+}
+
+func (x *Session) GetHeldSeq() int64 {
+	if x != nil {
+		return x.HeldSeq
+	}
+	return 0
 }
 
 // SessionOrigin is where an adopted session's native transcript was.
@@ -944,7 +958,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\b\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\b\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -981,7 +995,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x06origin\x18\x1d \x01(\v2\x16.cast.v1.SessionOriginR\x06origin\x12$\n" +
 	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\x123\n" +
 	"\x16merge_pending_upto_seq\x18\x1f \x01(\x03R\x13mergePendingUptoSeq\x122\n" +
-	"\x15last_turn_interrupted\x18  \x01(\bR\x13lastTurnInterrupted\"j\n" +
+	"\x15last_turn_interrupted\x18  \x01(\bR\x13lastTurnInterrupted\x12\x19\n" +
+	"\bheld_seq\x18! \x01(\x03R\aheldSeq\"j\n" +
 	"\rSessionOrigin\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +
