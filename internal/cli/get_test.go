@@ -18,7 +18,7 @@ func TestDescribeLastTurn(t *testing.T) {
 		wantLastError, wantTurn string
 	}{
 		{"completed", &castv1.Session{State: idle}, "", ""},
-		{"interrupted", &castv1.Session{State: idle, LastTurnInterrupted: true}, "", "interrupted"},
+		{"interrupted", &castv1.Session{State: idle, LastTurnInterrupted: true, LastExitCode: 143}, "", "interrupted"},
 		{"interrupted, the next turn running", &castv1.Session{State: castv1.SessionState_SESSION_STATE_RUNNING, LastTurnInterrupted: true}, "", "interrupted"},
 		{"failed", &castv1.Session{State: failed, StateReason: "claude: bad request", LastExitCode: 1}, "claude: bad request; exit 1", ""},
 		{"exited non-zero", &castv1.Session{State: idle, LastExitCode: 2}, "exit 2", ""},

@@ -30,13 +30,12 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 	return s.mutateWith(ctx, sessionID, g, gate, []clientv3.Op{dropPerms}, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = t.State, t.Reason
 		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
-			// A turn ended: an interrupted one is no failure, and its exit
-			// code (the CLI killed by the node's signal) no error to show.
+			// A turn ended: an interrupted one is no failure. Its exit code
+			// (the CLI killed by the node's signal) is kept: a client older
+			// than last_turn_interrupted still takes the turn for one that
+			// did not succeed (`cast exec` exits non-zero), not a success.
 			sess.LastTurnInterrupted = t.Interrupted && t.State == castv1.SessionState_SESSION_STATE_IDLE
 			sess.LastExitCode = t.ExitCode
-			if sess.LastTurnInterrupted {
-				sess.LastExitCode = 0
-			}
 		}
 		sess.HeldSeq = 0
 		if t.State == castv1.SessionState_SESSION_STATE_FAILED {

@@ -10,9 +10,9 @@ import (
 )
 
 // A turn's end report sets what the session shows of its last turn: an
-// interrupted turn is no failure and its exit code (the CLI killed by the
-// node's signal) no error, kept while the next turn runs and replaced when
-// it ends; a failed turn's held seq lasts as long as the failure. The
+// interrupted turn is no failure (its exit code, the CLI killed by the
+// node's signal, is kept for clients that do not read the flag), kept
+// while the next turn runs and replaced when it ends; a failed turn's held seq lasts as long as the failure. The
 // store kept only the exit code, which `cast get` showed as the last error
 // ("exit 143") until the next turn ended.
 func TestTurnEndSetsTheLastTurn(t *testing.T) {
@@ -34,10 +34,10 @@ func TestTurnEndSetsTheLastTurn(t *testing.T) {
 		wantExit        int32
 		wantHeld        int64
 	}{
-		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 0, 0},
-		{"the next turn runs", fence.TurnState{State: running}, true, 0, 0},
+		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 143, 0},
+		{"the next turn runs", fence.TurnState{State: running}, true, 143, 0},
 		{"and ends", fence.TurnState{State: idle}, false, 0, 0},
-		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, 0, 0},
+		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, -1, 0},
 		{"failed holding its prompt", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},
 		{"failed again, refused", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2, 0},
 		{"held again", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},

@@ -248,9 +248,10 @@ type Session struct {
 	// when no merge is under way.
 	MergePendingUptoSeq int64 `protobuf:"varint,31,opt,name=merge_pending_upto_seq,json=mergePendingUptoSeq,proto3" json:"merge_pending_upto_seq,omitempty"`
 	// last_turn_interrupted says the last turn ended because someone stopped
-	// it (`cast interrupt`, a switch to another agent): no failure, and
-	// last_exit_code is 0 (the CLI's death by the signal is no error).
-	// Cleared when a later turn ends.
+	// it (`cast interrupt`, a switch to another agent): no failure, though
+	// last_exit_code keeps the CLI's death by the node's signal (143, -1),
+	// so a client that does not read this field still takes the turn for
+	// one that did not succeed. Cleared when a later turn ends.
 	LastTurnInterrupted bool `protobuf:"varint,32,opt,name=last_turn_interrupted,json=lastTurnInterrupted,proto3" json:"last_turn_interrupted,omitempty"`
 	// held_seq is set on a FAILED session whose failed turn kept its
 	// messages without running them (the CLI not installed or not logged in

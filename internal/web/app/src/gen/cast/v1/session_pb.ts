@@ -261,9 +261,10 @@ export type Session = Message$1<"cast.v1.Session"> & {
 
   /**
    * last_turn_interrupted says the last turn ended because someone stopped
-   * it (`cast interrupt`, a switch to another agent): no failure, and
-   * last_exit_code is 0 (the CLI's death by the signal is no error).
-   * Cleared when a later turn ends.
+   * it (`cast interrupt`, a switch to another agent): no failure, though
+   * last_exit_code keeps the CLI's death by the node's signal (143, -1),
+   * so a client that does not read this field still takes the turn for
+   * one that did not succeed. Cleared when a later turn ends.
    *
    * @generated from field: bool last_turn_interrupted = 32;
    */
