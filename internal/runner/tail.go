@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,18 +42,25 @@ const (
 // matchesPrompt reports whether a recorded user text is the prompt the
 // turn was given.
 func matchesPrompt(text, prompt string) bool {
-	norm := func(s string) string {
-		s = strings.TrimSpace(s)
-		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-			s = strings.TrimSpace(s[1 : len(s)-1])
-		}
-		return s
-	}
-	t, p := norm(text), norm(prompt)
+	t, p := promptNorm(text), promptNorm(prompt)
 	if p == "" {
 		return t == ""
 	}
 	return t == p || strings.Contains(t, p)
+}
+
+// isPrompt reports whether a recorded user text is the prompt itself, not
+// a text that holds it.
+func isPrompt(text, prompt string) bool { return promptNorm(text) == promptNorm(prompt) }
+
+// promptNorm is a prompt's text as compared: trimmed, and without the
+// double quotes OpenCode puts around a prompt with spaces.
+func promptNorm(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = strings.TrimSpace(s[1 : len(s)-1])
+	}
+	return s
 }
 
 // tailer turns successive reads of one native transcript into the
@@ -228,7 +236,7 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	for i, m := range msgs {
 		fps[i] = fingerprint(m)
 	}
-	start, ok := tl.align(fps)
+	start, ok := tl.align(msgs, fps)
 	if !ok && !final {
 		return false
 	}
@@ -315,41 +323,101 @@ func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int 
 }
 
 // align returns where the unaccounted messages start in fps. Normally the
-// accounted fingerprints are a prefix of fps; when the CLI rewrote its
-// history they are matched in order as a subsequence instead, and when some
-// are gone the count decides. ok is false for a read that holds fewer
-// entries than were accounted and does not contain them all: a file caught
-// in the middle of a rewrite, skipped until it is whole again.
-func (tl *tailer) align(fps []string) (start int, ok bool) {
+// accounted fingerprints are a prefix of fps. A CLI that rewrites its
+// session may add entries between them, drop the older ones (Gemini's $set
+// of a compressed history, or of the turn's own entries only), or express
+// some again in other words (a tool output masked or truncated), so the
+// newest accounted entry the read still holds is found, with the run of
+// accounted entries before it that the read holds in order; the accounted
+// entries after it are taken for expressed again in place (the count
+// decides there), and what follows them is new. While the turn's prompt is
+// looked for, what is new begins at the latest at the prompt's entry. ok is
+// false for a read too short for that: a file caught in the middle of a
+// rewrite, skipped until it is whole again.
+func (tl *tailer) align(msgs []transcript.Message, fps []string) (start int, ok bool) {
 	n := len(tl.known)
 	if n == 0 {
 		return 0, true
 	}
-	if len(fps) >= n {
-		same := true
-		for i := range n {
-			if fps[i] != tl.known[i] {
-				same = false
-				break
+	if len(fps) >= n && slices.Equal(fps[:n], tl.known) {
+		return n, true
+	}
+	held := make(map[string]bool, len(fps))
+	for _, fp := range fps {
+		held[fp] = true
+	}
+	k := n - 1 // the newest accounted entry the read holds
+	for k >= 0 && !held[tl.known[k]] {
+		k--
+	}
+	last := -1 // where the read holds it
+	if k >= 0 {
+		// s: the oldest of the run ending at k the read holds in order
+		// (greedy from the end finds the longest run) ...
+		s := k + 1
+		for i := len(fps) - 1; i >= 0 && s > 0; i-- {
+			if fps[i] == tl.known[s-1] {
+				s--
 			}
 		}
-		if same {
-			return n, true
+		// ... and the run's earliest place: a later entry of the same
+		// content is the turn's.
+		for i, j := 0, s; i < len(fps) && j <= k; i++ {
+			if fps[i] == tl.known[j] {
+				j++
+				last = i
+			}
 		}
 	}
-	j, last := 0, -1
-	for i := 0; i < len(fps) && j < n; i++ {
-		if fps[i] == tl.known[j] {
-			j++
-			last = i
-		}
+	start = last + 1 + (n - 1 - k)
+	if p := tl.promptAt(msgs, fps, last); p >= 0 && p < start {
+		start = p
 	}
-	if j == n {
-		return last + 1, true
+	if k < n-1 {
+		tl.logf("runner: %s: the newest %d of %d known entries not found on re-read (%d entries now)", tl.path, n-1-k, n, len(fps))
 	}
-	tl.logf("runner: %s: %d of %d known entries not found on re-read (%d entries now)", tl.path, n-j, n, len(fps))
-	if len(fps) < n {
+	if start > len(fps) {
 		return len(fps), false
 	}
-	return max(last+1, n), true
+	if start < n {
+		tl.lose(n, len(fps))
+	}
+	return start, true
+}
+
+// promptAt is where the turn's prompt is in msgs while it is looked for
+// (-1 when it is not there): the first entry that is the prompt itself and
+// was not accounted, even before last (the history may be gone and an
+// entry of the turn the same as its newest, an answer "Done." again, is
+// never the prompt record); else the first entry after last that holds the
+// prompt (one before then that only holds it, a summary of the history the
+// CLI wrote, is not the prompt).
+func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last int) int {
+	if tl.state != promptLooking {
+		return -1
+	}
+	known := make(map[string]bool, len(tl.known))
+	for _, fp := range tl.known {
+		known[fp] = true
+	}
+	for i, m := range msgs {
+		if m.Kind == transcript.KindUser && isPrompt(m.Text, tl.prompt) && !known[fps[i]] {
+			return i
+		}
+	}
+	for i := last + 1; i < len(msgs); i++ {
+		if msgs[i].Kind == transcript.KindUser && matchesPrompt(msgs[i].Text, tl.prompt) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lose records that the file holds fewer of the accounted entries than
+// were accounted (n), now has entries in all: history the CLI held is gone.
+func (tl *tailer) lose(n, now int) {
+	if !tl.lost {
+		tl.logf("runner: %s was rewritten without entries it held (%d accounted, %d entries now)", tl.path, n, now)
+	}
+	tl.lost = true
 }

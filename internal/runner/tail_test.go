@@ -40,6 +40,20 @@ func eq(t *testing.T, got []string, want ...string) {
 	}
 }
 
+// readAll feeds tl successive reads of a file, the last one final, and
+// checks that it emitted want and found the prompt.
+func readAll(t *testing.T, tl *tailer, reads [][]transcript.Message, want ...string) {
+	t.Helper()
+	var got []string
+	for i, r := range reads {
+		got = append(got, collect(tl, r, i == len(reads)-1)...)
+	}
+	eq(t, got, want...)
+	if tl.state != promptFound {
+		t.Fatalf("prompt state %v, want found", tl.state)
+	}
+}
+
 func newTailer(prompt string, known ...transcript.Message) *tailer {
 	tl := &tailer{prompt: prompt, logf: func(string, ...any) {}}
 	for _, m := range known {
@@ -228,13 +242,101 @@ func TestTailerPromptWrittenAgainInTheTurn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := newTailer("do it", old...)
-			var got []string
-			for i, r := range tc.reads {
-				got = append(got, collect(tl, r, i == len(tc.reads)-1)...)
+			readAll(t, tl, tc.reads, tc.want...)
+		})
+	}
+}
+
+// A CLI may rewrite its session in the middle of a turn to fewer entries
+// than the turn found (Gemini's $set of its history: compressing the
+// older entries into a summary, or down to the turn's own entries) and
+// then go on appending the turn's. Every entry of the turn is emitted
+// once and no history again; the tailer counted entries there and skipped
+// as many of the turn's first entries as the file had lost.
+func TestTailerHistoryShrinksThenTurnGrows(t *testing.T) {
+	h := []transcript.Message{user("u0", "q0"), asst("a0", "r0"), user("u1", "q1"), call("c0", "w"), result("r0", "w", "out"), asst("a1", "r1")}
+	p := user("P", "do it")
+	sum, ack := user("S", "summary of the conversation"), asst("K", "Got it.")
+	c1, r1, c2, r2, c3, r3, a := call("c1", "x"), result("r1", "x", "ok"), call("c2", "y"), result("r2", "y", "ok"), call("c3", "z"), result("r3", "z", "ok"), asst("A", "answer")
+	seq := func(parts ...any) []transcript.Message {
+		var out []transcript.Message
+		for _, x := range parts {
+			switch v := x.(type) {
+			case transcript.Message:
+				out = append(out, v)
+			case []transcript.Message:
+				out = append(out, v...)
 			}
-			eq(t, got, tc.want...)
-			if tl.state != promptFound {
-				t.Fatalf("prompt state %v, want found", tl.state)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		reads [][]transcript.Message // successive reads, the last one final
+		want  []string
+		lost  bool
+		old   []transcript.Message // the history, when not h
+	}{
+		{"the oldest entries dropped", [][]transcript.Message{
+			seq(h[2:]),
+			seq(h[2:], p, c1),
+			seq(h[2:], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, true, nil},
+		{"a summary in place of the history, before the prompt", [][]transcript.Message{
+			seq(sum, ack, h[4:]),
+			seq(sum, ack, h[4:], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, true, nil},
+		{"down to the turn's own entries", [][]transcript.Message{
+			seq(p, c1),
+			seq(p, c1, r1, c2, r2, c3, r3),
+			seq(p, c1, r1, c2, r2, c3, r3, a),
+		}, []string{"c1", "r1", "c2", "r2", "c3", "r3", "A"}, true, nil},
+		{"down to the turn's own entries after some were emitted", [][]transcript.Message{
+			seq(h, p, c1),
+			seq(p, c1, r1, c2),
+			seq(p, c1, r1, c2, r2, c3, r3, a),
+		}, []string{"c1", "r1", "c2", "r2", "c3", "r3", "A"}, true, nil},
+		{"a summary of the history and part of the turn", [][]transcript.Message{
+			seq(h, p, c1, r1),
+			seq(sum, ack, r1, c2, r2, c3, r3, a),
+		}, []string{"c1", "r1", "c2", "r2", "c3", "r3", "A"}, true, nil},
+		{"a summary of the history and the newest output truncated", [][]transcript.Message{
+			seq(h, p, c1, result("r1", "x", "a long output")),
+			seq(sum, ack, c1, result("R1", "x", "a long..."), c2, r2, a),
+		}, []string{"c1", "r1", "c2", "r2", "A"}, true, nil},
+		{"the newest history entries dropped", [][]transcript.Message{
+			seq(h[:3], p, c1, r1, c2, a),
+		}, []string{"c1", "r1", "c2", "A"}, true, nil},
+		{"the newest history entry re-expressed", [][]transcript.Message{
+			seq(h[:5], asst("A1", "r1, reworded"), p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, false, nil},
+		{"down to the turn's own entries, its answer the history's newest", [][]transcript.Message{
+			seq(p, c1, r1, asst("A", "r1")),
+		}, []string{"c1", "r1", "A"}, true, nil},
+		{"a summary that holds the prompt's text", [][]transcript.Message{
+			seq(user("S", "the user said: do it, and more"), ack, h[4:], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, true, nil},
+		{"a summary that holds the prompt's text, nothing else kept", [][]transcript.Message{
+			seq(user("S", "the user said: do it, and more"), ack, p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, true, nil},
+		{"history with the prompt's text re-expressed in place", [][]transcript.Message{
+			seq(user("U0", "do it"), h[1:4], result("R0", "w", "out (masked)"), h[5], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, false, seq(user("u0", "do it"), h[1:])},
+		{"history re-expressed in place", [][]transcript.Message{
+			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1),
+			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, false, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.old
+			if old == nil {
+				old = h
+			}
+			tl := newTailer("do it", old...)
+			readAll(t, tl, tc.reads, tc.want...)
+			if tl.lost != tc.lost {
+				t.Fatalf("lost %v, want %v", tl.lost, tc.lost)
 			}
 		})
 	}
