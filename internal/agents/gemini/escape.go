@@ -66,6 +66,14 @@ func Unescape(text string) string {
 	return text
 }
 
+// interruptedPlaceholder is the model turn Gemini puts after a history
+// that ends with a tool result (a turn interrupted once its tool ran),
+// before the next prompt, and writes out when it next rewrites the
+// session. It makes it again whenever a history ends so, so it is not
+// conversation; read as an answer it came before the prompt's record, and
+// the turn took its prompt for a message of the user's.
+const interruptedPlaceholder = "[The previous response was interrupted before it completed.]"
+
 // regenerated reports whether a user record is context the CLI writes and
 // rebuilds itself on every run, so it is not conversation.
 func regenerated(text string) bool {

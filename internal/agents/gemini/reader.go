@@ -250,7 +250,7 @@ func (n *neutral) record(r record) {
 				n.skip(p.leftOut())
 			}
 		}
-		if text := strings.Join(texts, ""); text != "" {
+		if text := strings.Join(texts, ""); text != "" && text != interruptedPlaceholder {
 			add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
 		}
 		// The ids of r.ToolCalls: made here for the calls it holds, or

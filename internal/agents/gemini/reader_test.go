@@ -94,6 +94,19 @@ func TestDecodeReplay(t *testing.T) {
 			`{"id":"c","type":"error","content":"boom"}` + "\n" +
 			`{"id":"d","type":"user","content":"real"}` + "\n",
 			0, []want{{transcript.KindUser, "real"}}},
+		// Gemini closes a history that ends with a tool result (a turn
+		// interrupted after its tool ran) with a model turn of its own
+		// before the next prompt, which its rewrite of the session writes
+		// out: context it makes again on every run, not an answer (read as
+		// one, it came before the prompt and the turn's prompt was stored
+		// as a second user message).
+		{"the placeholder closing an interrupted turn is left out", h +
+			`{"$set":{"messages":[{"id":"a","type":"user","content":[{"text":"go"}]},` +
+			`{"id":"g","type":"gemini","content":[{"functionCall":{"id":"c1","name":"ls","args":{}}}]},` +
+			`{"id":"g_response","type":"user","content":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"a b"}}}]},` +
+			`{"id":"p","type":"gemini","content":[{"text":"[The previous response was interrupted before it completed.]"}]},` +
+			`{"id":"b","type":"user","content":[{"text":"next"}]}]}}` + "\n",
+			0, []want{{transcript.KindUser, "go"}, {transcript.KindToolCall, "ls"}, {transcript.KindToolResult, "a b"}, {transcript.KindUser, "next"}}},
 		{"escaped user text is unescaped", h +
 			`{"id":"a","type":"user","content":"\\/tmp/x is broken"}` + "\n",
 			0, []want{{transcript.KindUser, "/tmp/x is broken"}}},
