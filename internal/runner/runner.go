@@ -30,7 +30,8 @@
 // How the prompt is recognised: the CLI records the prompt it was given as
 // the first user message of the turn. The first new user message that comes
 // before any other new message of the turn (but a compaction summary, which
-// a CLI compacting as the turn begins writes first) and whose text, trimmed (and
+// a CLI compacting as the turn begins writes first, and, in a session the CLI
+// rewrote, an entry it put before the prompt's own record) and whose text, trimmed (and
 // without the double quotes OpenCode puts around a prompt with spaces),
 // equals or contains the prompt is skipped; Result.PromptSeen says it was
 // found. So is a user message of the same text the CLI writes again later

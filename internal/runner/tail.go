@@ -236,12 +236,12 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	for i, m := range msgs {
 		fps[i] = fingerprint(m)
 	}
-	start, ok := tl.align(msgs, fps)
+	start, prompt, ok := tl.align(msgs, fps)
 	if !ok && !final {
 		return false
 	}
 	if !ok {
-		start = tl.afterLostHistory(msgs, fps)
+		start, prompt = tl.afterLostHistory(msgs, fps), -1
 	}
 	i := start
 	for ; i < len(msgs); i++ {
@@ -259,7 +259,13 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 			tl.logf("runner: the turn's prompt written again (%s); not a new message", m.NativeID)
 			continue
 		}
-		if tl.state == promptLooking {
+		switch {
+		case tl.state != promptLooking:
+		case i < prompt:
+			// Written before the prompt's record by a CLI that rewrote its
+			// session (a model turn Gemini adds to close an interrupted
+			// one): not the turn's answer, and the prompt is still to come.
+		default:
 			if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
 				tl.found(m)
 				continue
@@ -331,16 +337,18 @@ func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int 
 // accounted entries before it that the read holds in order; the accounted
 // entries after it are taken for expressed again in place (the count
 // decides there), and what follows them is new. While the turn's prompt is
-// looked for, what is new begins at the latest at the prompt's entry. ok is
-// false for a read too short for that: a file caught in the middle of a
-// rewrite, skipped until it is whole again.
-func (tl *tailer) align(msgs []transcript.Message, fps []string) (start int, ok bool) {
+// looked for, what is new begins at the latest at the prompt's entry, and
+// prompt is where the prompt's own record is (-1 when not so found): new
+// entries before it the CLI wrote before the prompt. ok is false for a read
+// too short for that: a file caught in the middle of a rewrite, skipped
+// until it is whole again.
+func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt int, ok bool) {
 	n := len(tl.known)
 	if n == 0 {
-		return 0, true
+		return 0, -1, true
 	}
 	if len(fps) >= n && slices.Equal(fps[:n], tl.known) {
-		return n, true
+		return n, -1, true
 	}
 	held := make(map[string]bool, len(fps))
 	for _, fp := range fps {
@@ -370,19 +378,23 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start int, ok 
 		}
 	}
 	start = last + 1 + (n - 1 - k)
-	if p := tl.promptAt(msgs, fps, last); p >= 0 && p < start {
-		start = p
+	prompt = tl.promptAt(msgs, fps, last)
+	if prompt >= 0 && prompt < start {
+		start = prompt
+	}
+	if prompt >= 0 && !isPrompt(msgs[prompt].Text, tl.prompt) {
+		prompt = -1 // only holds the prompt: what comes before may be the turn's
 	}
 	if k < n-1 {
 		tl.logf("runner: %s: the newest %d of %d known entries not found on re-read (%d entries now)", tl.path, n-1-k, n, len(fps))
 	}
 	if start > len(fps) {
-		return len(fps), false
+		return len(fps), -1, false
 	}
 	if start < n {
 		tl.lose(n, len(fps))
 	}
-	return start, true
+	return start, prompt, true
 }
 
 // promptAt is where the turn's prompt is in msgs while it is looked for

@@ -86,6 +86,17 @@ func TestTailerPromptQuotedAndMissed(t *testing.T) {
 	if tl.state != promptMissed {
 		t.Fatal("want promptMissed")
 	}
+	// So in a session the CLI rewrote (a tool output masked): an entry
+	// before the prompt's own record was written before the prompt (see
+	// TestTailerHistoryShrinksThenTurnGrows), but a user message that only
+	// holds the prompt's text after the turn's first entry is the user's.
+	old := []transcript.Message{user("u0", "q"), call("c0", "w"), result("r0", "w", "out"), asst("a0", "done")}
+	tl = newTailer("hello", old...)
+	eq(t, collect(tl, []transcript.Message{user("u0", "q"), call("c0", "w"), result("R0", "w", "masked"), asst("a0", "done"),
+		asst("a", "unprompted"), user("u", "hello, and more")}, true), "a", "u")
+	if tl.state != promptMissed {
+		t.Fatal("want promptMissed in a rewritten session")
+	}
 }
 
 func TestTailerRealignsRewrittenHistory(t *testing.T) {
@@ -322,6 +333,9 @@ func TestTailerHistoryShrinksThenTurnGrows(t *testing.T) {
 		{"history with the prompt's text re-expressed in place", [][]transcript.Message{
 			seq(user("U0", "do it"), h[1:4], result("R0", "w", "out (masked)"), h[5], p, c1, r1, a),
 		}, []string{"c1", "r1", "A"}, false, seq(user("u0", "do it"), h[1:])},
+		{"an entry written before the prompt's record", [][]transcript.Message{
+			seq(h[:4], result("R0", "w", "out (masked)"), h[5], asst("Z", "closing"), p, c1, a),
+		}, []string{"Z", "c1", "A"}, false, nil},
 		{"history re-expressed in place", [][]transcript.Message{
 			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1),
 			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1, r1, a),
