@@ -425,8 +425,8 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last int) in
 	return -1
 }
 
-// lose records that the file holds fewer of the accounted entries than
-// were accounted (n), now has entries in all: history the CLI held is gone.
+// lose records that a read (of now entries) holds fewer entries up to what
+// is new than the n accounted: history the CLI held is gone.
 func (tl *tailer) lose(n, now int) {
 	if !tl.lost {
 		tl.logf("runner: %s was rewritten without entries it held (%d accounted, %d entries now)", tl.path, n, now)
