@@ -41,6 +41,16 @@ type Reader interface {
 	Read(path string) ([]transcript.Message, error)
 }
 
+// PromptReader is a Reader whose CLI's record of some prompts reads back as
+// other than their text: Claude Code writes a prompt as typed, and text in
+// its own markup for a slash command or a command's output reads as that
+// command or a notice of its output. ReadPrompt is what the record of
+// prompt reads as (false: its text), so a turn knows its own prompt in the
+// file and does not store it as a second message.
+type PromptReader interface {
+	ReadPrompt(prompt string) (transcript.Message, bool)
+}
+
 // CwdReader is a Reader whose format records the working directory the
 // session ran in; `cast import` starts the session there. "" means the
 // file does not say.

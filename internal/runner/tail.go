@@ -93,8 +93,9 @@ type tailer struct {
 	// rewriting its session): an entry with that text is then the turn's
 	// prompt, which the thread holds, not a new message. A user message of
 	// other text begins another turn, where that text is the user's again.
-	recorded string
-	again    bool
+	recorded     string
+	recordedKind transcript.Kind
+	again        bool
 	// lost: the CLI left its transcript without history it held when the
 	// turn began (Gemini has been seen to rewrite a resumed session down
 	// to the turn's own entries). What follows the prompt is still this
@@ -266,7 +267,7 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 			// session (a model turn Gemini adds to close an interrupted
 			// one): not the turn's answer, and the prompt is still to come.
 		default:
-			if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
+			if tl.recordsPrompt(m) {
 				tl.found(m)
 				continue
 			}
@@ -288,16 +289,32 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	return true
 }
 
+// recordsPrompt reports whether m is the CLI's record of the turn's prompt: a
+// user entry of its text, or what the reader reads such a record as when
+// that is not the prompt's text (agents.PromptReader: a prompt in Claude
+// Code's command markup, which was stored as a second message).
+func (tl *tailer) recordsPrompt(m transcript.Message) bool {
+	if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
+		return true
+	}
+	pr, ok := tl.reader.(agents.PromptReader)
+	if !ok {
+		return false
+	}
+	p, ok := pr.ReadPrompt(tl.prompt)
+	return ok && m.Kind == p.Kind && m.NoticeType == p.NoticeType && strings.TrimSpace(m.Text) == strings.TrimSpace(p.Text)
+}
+
 // found records m as the turn's prompt.
 func (tl *tailer) found(m transcript.Message) {
 	tl.state = promptFound
-	tl.recorded, tl.again = strings.TrimSpace(m.Text), true
+	tl.recorded, tl.recordedKind, tl.again = strings.TrimSpace(m.Text), m.Kind, true
 }
 
 // promptAgain reports whether m is the turn's prompt written again within
 // the turn (see recorded).
 func (tl *tailer) promptAgain(m transcript.Message) bool {
-	return tl.again && m.Kind == transcript.KindUser && strings.TrimSpace(m.Text) == tl.recorded
+	return tl.again && m.Kind == tl.recordedKind && strings.TrimSpace(m.Text) == tl.recorded
 }
 
 // afterLostHistory is where the turn's own unemitted entries start in the
@@ -308,7 +325,7 @@ func (tl *tailer) promptAgain(m transcript.Message) bool {
 func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int {
 	tl.lost = true
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Kind != transcript.KindUser || !matchesPrompt(msgs[i].Text, tl.prompt) {
+		if !tl.recordsPrompt(msgs[i]) {
 			continue
 		}
 		if tl.state == promptLooking {

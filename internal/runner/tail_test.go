@@ -1,8 +1,14 @@
 package runner
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/cast-dev/cast/internal/agents/claude"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -351,6 +357,47 @@ func TestTailerHistoryShrinksThenTurnGrows(t *testing.T) {
 			readAll(t, tl, tc.reads, tc.want...)
 			if tl.lost != tc.lost {
 				t.Fatalf("lost %v, want %v", tl.lost, tc.lost)
+			}
+		})
+	}
+}
+
+// A prompt in Claude Code's own markup (a user pasting a command's output,
+// or a command record's tags) is the turn's prompt: Claude Code records it
+// as typed, and its reader reads such a record as a command_output notice
+// or as the command "/name args", which did not match the prompt's text,
+// so the tailer stored it as a new message (the thread showed the prompt
+// twice, and an agent switched to next got it twice in its request).
+func TestTailerPromptInClaudeMarkup(t *testing.T) {
+	for _, prompt := range []string{
+		"<local-command-stdout>pasted log</local-command-stdout>",
+		"<command-name>/review</command-name>\n<command-message>review</command-message>\n<command-args>the parser</command-args>",
+	} {
+		t.Run(prompt[:20], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			var lines []string
+			for i, rec := range []map[string]any{
+				{"type": "user", "uuid": "u0", "message": map[string]any{"role": "user", "content": "earlier"}},
+				{"type": "assistant", "uuid": "a0", "message": map[string]any{"role": "assistant", "model": "m", "content": []any{map[string]any{"type": "text", "text": "earlier answer"}}}},
+				{"type": "user", "uuid": "u1", "message": map[string]any{"role": "user", "content": prompt}},
+				{"type": "assistant", "uuid": "a1", "message": map[string]any{"role": "assistant", "model": "m", "content": []any{map[string]any{"type": "text", "text": "done"}}}},
+			} {
+				rec["parentUuid"], rec["timestamp"] = nil, "2026-12-06T14:08:3"+fmt.Sprint(i)+".000Z"
+				b, _ := json.Marshal(rec)
+				lines = append(lines, string(b))
+			}
+			if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := claude.Reader{}.Read(path)
+			if err != nil || len(msgs) != 4 {
+				t.Fatalf("read %d messages (%v)", len(msgs), err)
+			}
+			tl := newTailer(prompt, msgs[:2]...)
+			tl.reader = claude.Reader{}
+			eq(t, collect(tl, msgs, true), "a1")
+			if tl.state != promptFound {
+				t.Fatalf("prompt state %v, want found", tl.state)
 			}
 		})
 	}

@@ -85,6 +85,21 @@ func (Reader) Read(path string) ([]transcript.Message, error) {
 	return msgs, err
 }
 
+// ReadPrompt is what Claude Code's record of a prompt it was given reads
+// as: a user record of the prompt as typed, through the reader's own
+// conversion (agents.PromptReader).
+func (Reader) ReadPrompt(prompt string) (transcript.Message, bool) {
+	msg, err := json.Marshal(map[string]string{"role": "user", "content": prompt})
+	if err != nil {
+		return transcript.Message{}, false
+	}
+	msgs, _ := convert(record{Type: "user", Message: msg}, func(string) {})
+	if len(msgs) != 1 || (msgs[0].Kind == transcript.KindUser && msgs[0].Text == prompt) {
+		return transcript.Message{}, false
+	}
+	return msgs[0], true
+}
+
 // ReadReport implements agents.ReportingReader.
 func (Reader) ReadReport(path string) ([]transcript.Message, map[string]int, error) {
 	msgs, st, err := ReadFile(path)
