@@ -262,6 +262,11 @@ type execTurn struct {
 	earlier *timestamppb.Timestamp
 	running bool
 	answer  []string
+	seqs    []int64 // answer's seqs
+	// before is the last seq of an earlier turn that ended after the
+	// prompt was sent (the session was running one): its answers are not
+	// this prompt's.
+	before int64
 	// The session comes before the messages it counts (a watch sends it
 	// first, then replays from start_seq; so does a catch-up), so the
 	// turn's end is kept until the messages through its last seq are in.
@@ -274,8 +279,8 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 	// A slash command the agent ran itself answers with its output (a
 	// command_output notice), often with no model call at all.
 	if m := ev.GetMessage(); m != nil && (m.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT ||
-		m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeCommandOutput) {
-		t.answer = append(t.answer, m.Text)
+		m.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && m.NoticeType == transcript.NoticeCommandOutput) && m.Seq > t.before {
+		t.answer, t.seqs = append(t.answer, m.Text), append(t.seqs, m.Seq)
 	}
 	if s := ev.GetSession(); s != nil && t.end == nil {
 		switch s.State {
@@ -287,12 +292,30 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 				t.end = s
 			}
 		case castv1.SessionState_SESSION_STATE_IDLE:
+			if s.DeliveredSeq < t.seq {
+				// A turn that ran when the prompt was sent ended; the
+				// prompt runs in a later one (the delivery cursor moves
+				// past it as that turn starts and ends).
+				t.earlierTurn(s.LastSeq)
+				break
+			}
 			if t.running || s.LastSeq > t.seq {
 				t.end = s
 			}
 		}
 	}
 	return t.end != nil && got >= t.end.LastSeq
+}
+
+// earlierTurn leaves out what an earlier turn, which ended at seq last,
+// answered: the watch may have sent some of it before its end.
+func (t *execTurn) earlierTurn(last int64) {
+	t.running, t.before = false, max(t.before, last)
+	i := 0
+	for i < len(t.seqs) && t.seqs[i] <= t.before {
+		i++
+	}
+	t.answer, t.seqs = t.answer[i:], t.seqs[i:]
 }
 
 // shellJoin quotes argv for display (it is never run through a shell).

@@ -43,7 +43,7 @@ func (s *doneTurnServer) SendMessage(_ context.Context, req *castv1.SendMessageR
 func (s *doneTurnServer) WatchSession(req *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
 	last := int64(doneTurnPrompt + len(s.answers))
 	if err := stream.Send(&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
-		Id: req.SessionId, Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: last,
+		Id: req.SessionId, Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: last, DeliveredSeq: doneTurnPrompt,
 		LastTurnInterrupted: s.interrupted}}}); err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (s *restartServer) WatchSession(req *castv1.WatchSessionRequest, stream cas
 	s.mu.Unlock()
 	session := func(st castv1.SessionState, last int64) *castv1.WatchSessionResponse {
 		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
-			Id: req.SessionId, Node: "n1", Agent: "claude", State: st, LastSeq: last}}}
+			Id: req.SessionId, Node: "n1", Agent: "claude", State: st, LastSeq: last, DeliveredSeq: doneTurnPrompt}}}
 	}
 	message := func(seq int64, text string) *castv1.WatchSessionResponse {
 		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{
@@ -175,7 +175,7 @@ func TestExecRidesOutAControlPlaneRestart(t *testing.T) {
 // command's output: exec printed an empty line for it.
 func TestExecTurnAnswer(t *testing.T) {
 	msg := func(kind castv1.MessageKind, notice, text string) *castv1.WatchSessionResponse {
-		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Kind: kind, NoticeType: notice, Text: text}}}
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: 2, Kind: kind, NoticeType: notice, Text: text}}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -192,6 +192,43 @@ func TestExecTurnAnswer(t *testing.T) {
 			tr.see(tc.ev, 2)
 			if fmt.Sprint(tr.answer) != fmt.Sprint(tc.want) {
 				t.Fatalf("answer %q, want %q", tr.answer, tc.want)
+			}
+		})
+	}
+}
+
+// `cast exec --resume` on a session running a turn: the running turn's
+// end and answer are not the prompt's. exec took the first idle state
+// after its message for its turn's end and printed the earlier turn's
+// answer (exit 0) while its own prompt had not run yet. A turn's end is
+// the prompt's once the delivery cursor covers it; what an earlier turn
+// answered is left out, whether its end comes before or after its answer
+// on the watch.
+func TestExecTurnSkipsAnEarlierTurn(t *testing.T) {
+	sess := func(st castv1.SessionState, last, delivered int64) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: st, LastSeq: last, DeliveredSeq: delivered}}}
+	}
+	answer := func(seq int64, text string) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: seq, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}}}
+	}
+	running, idle := castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_IDLE
+	for name, evs := range map[string][]*castv1.WatchSessionResponse{
+		"answer, then its end": {sess(running, 4, 2), answer(5, "earlier"), sess(idle, 5, 3), sess(running, 5, 3), answer(6, "mine"), sess(idle, 6, 4)},
+		"end, then its answer": {sess(running, 4, 2), sess(idle, 5, 3), answer(5, "earlier"), sess(running, 5, 3), sess(idle, 6, 4), answer(6, "mine")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := &execTurn{id: "s", seq: 4}
+			got := int64(4)
+			for i, ev := range evs {
+				if m := ev.GetMessage(); m != nil {
+					got = m.Seq
+				}
+				if done := tr.see(ev, got); done != (i == len(evs)-1) {
+					t.Fatalf("after event %d the turn ended: %v (answer %q)", i, done, strings.Join(tr.answer, "\n"))
+				}
+			}
+			if strings.Join(tr.answer, "\n") != "mine" {
+				t.Fatalf("answer %q, want only the prompt's own", strings.Join(tr.answer, "\n"))
 			}
 		})
 	}

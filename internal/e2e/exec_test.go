@@ -175,3 +175,48 @@ func TestExecResumeOfAnInterruptedTurn(t *testing.T) {
 		})
 	}
 }
+
+// `cast exec --resume` on a session running a turn prints the answer to
+// its own prompt, which runs once that turn ends: it printed the running
+// turn's answer (exit 0) and left before its prompt had run.
+func TestExecResumeOnARunningSession(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude")
+	gate := make(chan struct{})
+	r.fake.SetPolicy(func(req fakemodel.Request) fakemodel.Reply {
+		switch u := fakemodel.LastUserText(req.Items); {
+		case strings.Contains(u, "MARK-SLOW"):
+			return fakemodel.Reply{Text: "the earlier turn's answer", Gate: gate}
+		case strings.Contains(u, "MARK-E"):
+			return fakemodel.Reply{Text: "the exec prompt's answer"}
+		}
+		return fakemodel.Reply{Text: "first answer"}
+	})
+	ctx := context.Background()
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	seq := r.send(sess.Id, "a long turn MARK-SLOW")
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_RUNNING, seq-1)
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := testharness.RunInput(t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(""), 3*time.Minute,
+			filepath.Join(testharness.Binaries(t), "cast"), "exec", "--resume", sess.Id, "then this MARK-E")
+		done <- result{out, errOut, code}
+	}()
+	testharness.WaitFor(t, time.Minute, "exec's prompt stored", func() bool {
+		msgs := r.messages(sess.Id)
+		return msgs[len(msgs)-1].Text == "then this MARK-E"
+	})
+	close(gate)
+	got := <-done
+	if got.code != 0 || got.out != "the exec prompt's answer\n" {
+		t.Fatalf("exec --resume on a running session: exit %d, out %q, err %q; want only its own prompt's answer", got.code, got.out, got.errOut)
+	}
+}
