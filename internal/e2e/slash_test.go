@@ -67,3 +67,28 @@ func slashTurn(t *testing.T, r *turnRig, cmd string) (string, int64, []string) {
 	}
 	return sess.Id, seq, outputs
 }
+
+// Text in Claude Code's own markup sent as a message (a pasted command
+// output, command-record tags) is the user's message once: the CLI records
+// it as typed, which its reader reads as a command_output notice or as the
+// command "/name args", and that was stored after the message as a second
+// row (after a switch, the next agent got the text twice).
+func TestMarkupLikeMessageStoredOnce(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude")
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "start MARK-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	for _, text := range []string{
+		"<local-command-stdout>pasted log MARK-2</local-command-stdout>",
+		"<command-name>/review</command-name>\n<command-message>review</command-message>\n<command-args>MARK-3</command-args>",
+	} {
+		seq := r.send(sess.Id, text)
+		r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+		if got := kinds(r.messages(sess.Id)[seq-1:]); got != "user,assistant" {
+			t.Fatalf("after %q the thread holds %s, want the message once and the answer", text, got)
+		}
+	}
+}
