@@ -76,7 +76,11 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		return nil, errs.Invalid("%s has no effort level %q (levels: %s)", target.DisplayName, r.Effort, strings.Join(target.Caps.EffortLevels, ", "))
 	}
 	if to == sess.Agent && r.Model == "" && r.Effort == "" {
-		return nil, errs.Invalid("nothing to switch: the session already runs %s; pass --agent, --model or --effort", target.DisplayName)
+		what := "pass --agent, --model or --effort"
+		if r.Agent != "" { // the agent it runs was named
+			what = "name another agent, or pass --model or --effort"
+		}
+		return nil, errs.Invalid("nothing to switch: the session already runs %s; %s", target.DisplayName, what)
 	}
 	changeAgent := to != sess.Agent
 	if changeAgent {

@@ -132,3 +132,21 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 		})
 	}
 }
+
+// A switch to the agent the session already runs, and nothing else, is
+// refused with what to pass instead: it told the user, who had passed
+// --agent, to "pass --agent, --model or --effort".
+func TestSwitchToTheSameAgentSaysWhatToPass(t *testing.T) {
+	r := newMergeRig(t)
+	for _, tc := range []struct {
+		agent, want string
+	}{
+		{"claude", "nothing to switch: the session already runs Claude Code; name another agent, or pass --model or --effort"},
+		{"", "nothing to switch: the session already runs Claude Code; pass --agent, --model or --effort"},
+	} {
+		_, err := moves.Switch(r.ctx, r.s, nil, moves.SwitchRequest{SessionID: r.parent, Agent: tc.agent})
+		if e, ok := errs.As(err); !ok || e.Kind != errs.KindInvalid || e.Msg != tc.want {
+			t.Errorf("switch --agent %q: %v, want INVALID %q", tc.agent, err, tc.want)
+		}
+	}
+}
