@@ -72,6 +72,9 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 	if err := mergeable(ctx, st, parent); err != nil {
 		return Merged{}, err
 	}
+	if err := forkSettled(ctx, st, fork); err != nil {
+		return Merged{}, err
+	}
 	from := max(fork.MergedUptoSeq, fork.ForkedAtSeq) + 1
 	pending := fork.MergePendingUptoSeq
 	var unfinished, fresh []transcript.Message
@@ -205,6 +208,26 @@ func mergeable(ctx context.Context, st Store, parent *castv1.Session) error {
 	return errs.New(errs.KindFailedPrecondition, "PARENT_PENDING",
 		"parent %s has a message waiting for a turn (#%d, %s); merge once it has run (`cast watch %s`)",
 		parent.Id, waiting, stateWord(parent), parent.Id)
+}
+
+// forkSettled refuses a fork whose turn is under way or about to start: the
+// merge would carry its request without the answer (the half turn the
+// parent's agent would take for the fork's last word), the answer coming
+// only with a later merge.
+func forkSettled(ctx context.Context, st Store, fork *castv1.Session) error {
+	if fence.TurnInFlight(fork) {
+		return errs.New(errs.KindFailedPrecondition, "FORK_RUNNING",
+			"fork %s is running a turn; merge when it is idle (`cast watch %s`, or `cast interrupt %s`)", fork.Id, fork.Id, fork.Id)
+	}
+	if fork.State != castv1.SessionState_SESSION_STATE_IDLE {
+		return nil // failed, parked: what it holds is what there is to merge
+	}
+	waiting, err := firstWaiting(ctx, st, fork)
+	if err != nil || waiting == 0 {
+		return err
+	}
+	return errs.New(errs.KindFailedPrecondition, "FORK_PENDING",
+		"fork %s has a message waiting for a turn (#%d); merge once it has run (`cast watch %s`)", fork.Id, waiting, fork.Id)
 }
 
 // RunsNothing says whether s runs no turn and has none about to start:

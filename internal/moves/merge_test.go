@@ -73,6 +73,30 @@ func (r *mergeRig) delivered(seq int64) {
 	}
 }
 
+// forkRan records what the fork's node reports at the end of a turn that
+// took every message the fork holds.
+func (r *mergeRig) forkRan() {
+	r.t.Helper()
+	sess, err := r.s.GetSession(r.ctx, r.fork)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.forkState(castv1.SessionState_SESSION_STATE_IDLE, sess.LastSeq)
+}
+
+// forkState records a report of the fork's node.
+func (r *mergeRig) forkState(st castv1.SessionState, delivered int64) {
+	r.t.Helper()
+	node, token, err := r.s.Owner(r.ctx, r.fork)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.s.SetState(r.ctx, r.fork, fence.Guard{Node: node, Token: token},
+		fence.TurnState{State: st, DeliveredSeq: delivered}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // A fork's work larger than a slice's budget is merged as one message
 // that still fits, whole, in the parent's next delta at the same budget
 // (the node renders it as one item there; an item that does not fit is
@@ -85,6 +109,7 @@ func TestMergedWorkFitsTheParentsNextDelta(t *testing.T) {
 		r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_USER, fmt.Sprintf("step %d %s", i, strings.Repeat("u", 100)))
 		r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, fmt.Sprintf("did %d %s", i, strings.Repeat("a", 100)))
 	}
+	r.forkRan()
 	m, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +128,33 @@ func TestMergedWorkFitsTheParentsNextDelta(t *testing.T) {
 	delta := delivery.Slice([]transcript.Message{wire.FromProto(msgs[1])}, delivery.SliceOptions{SessionID: r.parent, ContextWindow: claude.ContextWindow})
 	if delta.Included != 1 {
 		t.Fatalf("the merged message (%d bytes) does not fit the parent's next delta (budget %d)", len(msgs[1].Text), delta.Budget)
+	}
+}
+
+// A merge is refused while the fork's turn runs or its message waits for
+// one: it carried the fork's request without its answer (the parent's
+// agent took the request for the fork's last word; the answer came only
+// with the next merge). It goes through once the fork's turn has ended.
+func TestMergeRefusedWhileTheForkRuns(t *testing.T) {
+	r := newMergeRig(t)
+	r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "fork work")
+	ask := r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_USER, "and the tests")
+	_, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork})
+	if !errs.HasReason(err, "FORK_PENDING") || !strings.Contains(err.Error(), fmt.Sprintf("#%d", ask)) {
+		t.Fatalf("merge with the fork's message waiting: %v", err)
+	}
+	r.forkState(castv1.SessionState_SESSION_STATE_RUNNING, 0)
+	if _, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork}); !errs.HasReason(err, "FORK_RUNNING") {
+		t.Fatalf("merge while the fork's turn runs: %v", err)
+	}
+	answer := r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "tests added")
+	r.forkRan()
+	m, err := moves.Merge(r.ctx, r.s, moves.MergeRequest{ForkID: r.fork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.To != answer {
+		t.Fatalf("merged through #%d, want the fork's answer #%d", m.To, answer)
 	}
 }
 
