@@ -283,6 +283,13 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 		t.answer, t.seqs = append(t.answer, m.Text), append(t.seqs, m.Seq)
 	}
 	if s := ev.GetSession(); s != nil && t.end == nil {
+		if s.LastTurnAbandoned {
+			// A move (or its node cut off, or stopping) stopped the turn, and
+			// its prompt runs again, on the destination after a move: that
+			// turn answers, from the start.
+			t.running, t.answer = false, nil
+			return false
+		}
 		switch s.State {
 		case castv1.SessionState_SESSION_STATE_RUNNING:
 			t.running = true

@@ -233,3 +233,41 @@ func TestExecTurnSkipsAnEarlierTurn(t *testing.T) {
 		})
 	}
 }
+
+// A turn a move stopped (its node reports it abandoned: idle, the CLI's
+// death by the node's signal) is not the prompt's turn's end: the prompt
+// runs again on the destination, and `cast exec` answers with that turn,
+// exit 0, not its partial first answer and the signal's 143; events while
+// the prompt waits to run again (the move's notice) end nothing either.
+func TestExecTurnAcrossAnAbandonedTurn(t *testing.T) {
+	session := func(st castv1.SessionState, last int64, exit int32, abandoned bool) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
+			Id: "s", State: st, LastSeq: last, LastExitCode: exit, LastTurnAbandoned: abandoned}}}
+	}
+	answer := func(seq int64, text string) *castv1.WatchSessionResponse {
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{
+			Seq: seq, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: text}}}
+	}
+	idle, running := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_RUNNING
+	tr := &execTurn{id: "s", seq: 1}
+	for i, step := range []struct {
+		ev   *castv1.WatchSessionResponse
+		got  int64
+		ends bool
+	}{
+		{session(running, 1, 0, false), 1, false},
+		{answer(2, "half an answer"), 2, false},
+		{session(idle, 2, 143, true), 2, false},     // abandoned on the source
+		{session(idle, 3, 143, true), 3, false},     // the move's notice
+		{session(running, 3, 143, false), 3, false}, // the prompt runs again on the destination
+		{answer(4, "the answer"), 4, false},
+		{session(idle, 4, 0, false), 4, true},
+	} {
+		if ends := tr.see(step.ev, step.got); ends != step.ends {
+			t.Fatalf("event %d: ended %v, want %v", i, ends, step.ends)
+		}
+	}
+	if fmt.Sprint(tr.answer) != "[the answer]" || tr.end.LastExitCode != 0 {
+		t.Fatalf("answer %q, exit code %d; want the destination's answer and 0", tr.answer, tr.end.LastExitCode)
+	}
+}

@@ -51,7 +51,8 @@ func describeRows(s *castv1.Session) [][2]string {
 	if s.State == castv1.SessionState_SESSION_STATE_FAILED && s.StateReason != "" {
 		lastError = append(lastError, s.StateReason)
 	}
-	if s.LastExitCode != 0 && !s.LastTurnInterrupted { // an interrupt's signal is no error
+	// An interrupt's signal is no error, nor a move's, whose turn runs again.
+	if s.LastExitCode != 0 && !s.LastTurnInterrupted && !s.LastTurnAbandoned {
 		lastError = append(lastError, fmt.Sprintf("exit %d", s.LastExitCode))
 	}
 	reason := ""

@@ -22,6 +22,9 @@ func TestDescribeLastTurn(t *testing.T) {
 		{"interrupted, the next turn running", &castv1.Session{State: castv1.SessionState_SESSION_STATE_RUNNING, LastTurnInterrupted: true}, "", "interrupted"},
 		{"failed", &castv1.Session{State: failed, StateReason: "claude: bad request", LastExitCode: 1}, "claude: bad request; exit 1", ""},
 		{"exited non-zero", &castv1.Session{State: idle, LastExitCode: 2}, "exit 2", ""},
+		// A move stopped it: its prompt runs again, so no error, and no
+		// last turn either (that turn has not ended).
+		{"abandoned", &castv1.Session{State: idle, LastTurnAbandoned: true, LastExitCode: 143}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := map[string]string{}

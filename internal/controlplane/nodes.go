@@ -104,6 +104,11 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		// An interrupted turn ends idle; a failure is shown as one.
 		return nil, refuse(errs.Invalid("interrupted is for a turn that ended idle, not %s", req.State).With("field", "interrupted"))
 	}
+	if req.Abandoned && (req.State != castv1.SessionState_SESSION_STATE_IDLE || req.Interrupted) {
+		// An abandoned turn ends idle, its prompt to run again: no one
+		// stopped it, and it did not fail.
+		return nil, refuse(errs.Invalid("abandoned is for a turn that ended idle and was not interrupted, not %s", req.State).With("field", "abandoned"))
+	}
 	if err := h.s.validReportSeqs(ctx, req.SessionId, req.DeliveredSeq, req.HeldSeq); err != nil {
 		return nil, err
 	}
@@ -111,7 +116,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		SessionID: req.SessionId,
 		Guard:     fence.Guard{Node: req.Node, Token: req.OwnerToken},
 		State: fence.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
-			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted, HeldSeq: req.HeldSeq},
+			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted, Abandoned: req.Abandoned, HeldSeq: req.HeldSeq},
 		FleetAccount: req.FleetAccount,
 		Usage:        req.Usage,
 	})

@@ -137,6 +137,10 @@ func TestClientFieldsAreValidatedAtTheEdge(t *testing.T) {
 		HeldSeq: sent.Message.Seq + 1}), "held_seq")
 	wantRefusal(t, "interrupted failure", report(&castv1.ReportTurnRequest{State: castv1.SessionState_SESSION_STATE_FAILED,
 		Interrupted: true}), "interrupted")
+	wantRefusal(t, "abandoned failure", report(&castv1.ReportTurnRequest{State: castv1.SessionState_SESSION_STATE_FAILED,
+		Abandoned: true}), "abandoned")
+	wantRefusal(t, "abandoned and interrupted", report(&castv1.ReportTurnRequest{State: castv1.SessionState_SESSION_STATE_IDLE,
+		Abandoned: true, Interrupted: true}), "abandoned")
 
 	// The session is untouched and still delivers: a cursor within the
 	// session is accepted.

@@ -220,3 +220,62 @@ func TestExecResumeOnARunningSession(t *testing.T) {
 		t.Fatalf("exec --resume on a running session: exit %d, out %q, err %q; want only its own prompt's answer", got.code, got.out, got.errOut)
 	}
 }
+
+// `cast exec --resume` whose turn a migration stops (its --wait ran out)
+// keeps waiting and answers with the turn that runs the prompt again on
+// the destination, exit 0: it exited 143 at the source's report of the
+// CLI's death by the node's signal, which is no end of the prompt's turn.
+// Until the destination's turn ends, `cast get` shows no last error (it
+// showed "exit 143" through the turn on the destination), and the
+// destination's request carries the prompt once.
+func TestExecResumeAcrossAMigration(t *testing.T) {
+	t.Parallel()
+	r := newMigRig(t, migOpts{}, "claude")
+	m := func(n int) string { return fmt.Sprintf("MARK-EXM-%d", n) }
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "a"), Node: "laptop", Text: dmsg(m(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sess.Id
+	r.waitSession("first turn answered on laptop", id, func(s *castv1.Session) bool {
+		return s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= 2
+	})
+	onSource, onDest := make(chan struct{}), make(chan struct{})
+	defer close(onSource)
+	r.fake.Enqueue(fakemodel.Reply{Text: "source answer, never given", Gate: onSource}, fakemodel.Reply{Text: "DEST-ANSWER", Gate: onDest})
+	n := r.fake.TurnsStarted()
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := testharness.RunInput(t, r.cast.env, strings.NewReader(""), 5*time.Minute, r.cast.bin, "exec", "--resume", id, dmsg(m(2)))
+		done <- result{out, errOut, code}
+	}()
+	testharness.WaitFor(t, 2*time.Minute, "the resumed turn's request reaches the model on laptop", func() bool { return r.fake.TurnsStarted() > n })
+	r.cast.must("migrate", "start", "--to", "linux", "--wait", "1s", id)
+	testharness.WaitFor(t, 3*time.Minute, "the prompt's turn runs again on linux", func() bool { return r.fake.TurnsStarted() > n+1 })
+	select {
+	case res := <-done:
+		t.Fatalf("cast exec --resume ended when the move stopped its turn: exit %d, out %q, err %q; want it to wait for the turn on linux", res.code, res.out, res.errOut)
+	default:
+	}
+	if out, errOut, code := r.cast.run("get", id); code != 0 || strings.Contains(out, "last error") || strings.Contains(out, "last turn") {
+		t.Fatalf("cast get while the prompt runs again on linux: exit %d, err %q, out:\n%s\nwant no last error and no last turn", code, errOut, out)
+	}
+	close(onDest)
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("cast exec --resume did not end after the turn on linux")
+	}
+	if res.code != 0 || strings.TrimSpace(res.out) != "DEST-ANSWER" {
+		t.Fatalf("exec --resume across a migration: exit %d, out %q, err %q; want exit 0 and the answer given on linux", res.code, res.out, res.errOut)
+	}
+	if s := r.session(id); s.Node != "linux" || s.LastExitCode != 0 || s.LastTurnInterrupted {
+		t.Fatalf("session after the move: node %q, last exit code %d, interrupted %v", s.Node, s.LastExitCode, s.LastTurnInterrupted)
+	}
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+}

@@ -60,6 +60,11 @@ type TurnState struct {
 	// Interrupted: an IDLE turn end someone stopped; ExitCode is then the
 	// CLI's death by the node's signal, which the session does not show.
 	Interrupted bool
+	// Abandoned: an IDLE turn end no one asked for (a move, the node cut
+	// off or stopping); the prompt runs again, so the turn has not ended
+	// (castv1.Session.LastTurnAbandoned). ExitCode is the signal's, as for
+	// Interrupted.
+	Abandoned bool
 	// HeldSeq: a FAILED turn kept the user messages through it without
 	// running them; they wait for the next message (castv1.Session.HeldSeq).
 	HeldSeq int64

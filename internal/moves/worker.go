@@ -21,6 +21,9 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	if !worker.Subagent || worker.ParentId == "" {
 		return nil
 	}
+	if worker.LastTurnAbandoned {
+		return nil // stopped by a move: its prompt runs again, and the parent hears how that turn ends
+	}
 	var what string
 	switch worker.State {
 	case castv1.SessionState_SESSION_STATE_IDLE:

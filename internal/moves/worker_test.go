@@ -113,12 +113,31 @@ func TestNotifyParentSkipsAnArchivedParent(t *testing.T) {
 // A worker whose turn someone stopped is reported to its parent as
 // interrupted, not as finished: its last answer may be half of one.
 func TestNotifyParentOfAnInterruptedWorker(t *testing.T) {
+	msgs := parentHears(t, fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: 143, Interrupted: true})
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "was interrupted") || strings.Contains(msgs[0].Text, "finished.") {
+		t.Fatalf("the parent heard of its interrupted worker: %q; want it said interrupted", msgs)
+	}
+}
+
+// A worker whose turn a move stopped has not finished: its prompt runs
+// again on the destination, and its parent hears when that turn ends. It
+// heard "finished" at the source's report of the stopped turn.
+func TestNotifyParentOfAWorkerAMoveStopped(t *testing.T) {
+	msgs := parentHears(t, fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: 143, Abandoned: true})
+	if len(msgs) != 0 {
+		t.Fatalf("the parent heard of its worker whose turn a move stopped: %q; want nothing until the turn runs again and ends", msgs)
+	}
+}
+
+// parentHears reports the worker's turn end ts and returns what its
+// parent was told.
+func parentHears(t *testing.T, ts fence.TurnState) []*castv1.Message {
+	t.Helper()
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	parent, worker := parentAndWorker(ctx, t, s)
-	w, err := s.SetState(ctx, worker.Session.Id, fence.Guard{Node: "n1", Token: worker.Token},
-		fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: 143, Interrupted: true})
+	w, err := s.SetState(ctx, worker.Session.Id, fence.Guard{Node: "n1", Token: worker.Token}, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +148,5 @@ func TestNotifyParentOfAnInterruptedWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "was interrupted") || strings.Contains(msgs[0].Text, "finished.") {
-		t.Fatalf("the parent heard of its interrupted worker: %q; want it said interrupted", msgs)
-	}
+	return msgs
 }

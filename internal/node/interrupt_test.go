@@ -171,6 +171,45 @@ func TestUserInterruptIsReportedAsInterrupted(t *testing.T) {
 			t.Fatalf("the interrupted turn's end report is not marked interrupted (exit code %d)", r.ExitCode)
 		}
 	})
+	t.Run("abandoned by a move", func(t *testing.T) {
+		// A move (or the node cut off) stops the turn with no one asking:
+		// its prompt runs again, on the destination, so its end is neither
+		// an interrupt nor the CLI's death by the signal shown as the
+		// turn's exit (it was: `cast exec --resume` exited 143 mid-move).
+		fm := fakemodel.Start(t)
+		a, p, ctx := workerDaemon(t, fm)
+		setUpSession(t, a, p, nil)
+		answer := heldAtTheModel(ctx, t, a, fm)
+		defer close(answer)
+		if err := a.interrupt("s1", true); err != nil {
+			t.Fatalf("abandon of the running turn refused: %v", err)
+		}
+		// The turn's end: its report is the first idle one past the turns
+		// that ran to their end (exit 0, no flag).
+		ended := func() *castv1.ReportTurnRequest {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, r := range p.landed {
+				if r.State == castv1.SessionState_SESSION_STATE_IDLE && (r.Abandoned || r.Interrupted || r.ExitCode != 0) {
+					return r
+				}
+			}
+			return nil
+		}
+		poll := time.NewTicker(10 * time.Millisecond)
+		defer poll.Stop()
+		end := ended()
+		for ; end == nil; end = ended() {
+			select {
+			case <-poll.C:
+			case <-ctx.Done():
+				t.Fatal("the abandoned turn's end was never reported")
+			}
+		}
+		if !end.Abandoned || end.Interrupted {
+			t.Fatalf("the abandoned turn's end report: abandoned %v, interrupted %v, exit code %d; want abandoned only", end.Abandoned, end.Interrupted, end.ExitCode)
+		}
+	})
 	t.Run("not interrupted", func(t *testing.T) {
 		fm := fakemodel.Start(t)
 		a, p, ctx := workerDaemon(t, fm)

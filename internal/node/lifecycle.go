@@ -425,7 +425,7 @@ func (t *turn) abandoned(ctx context.Context) error {
 			ns.Stale = true
 		}
 	})
-	t.a.report(ctx, t.id, t.o, castv1.SessionState_SESSION_STATE_IDLE, "", t.res.ExitCode)
+	t.a.reportAbandoned(ctx, t.id, t.res.ExitCode)
 	return nil
 }
 

@@ -25,7 +25,10 @@ type turnReport struct {
 	ExitCode int                 `json:"exit_code"`
 	// Interrupted: the turn ended because someone stopped it (an IDLE
 	// report); ExitCode is the CLI's death by the node's signal.
-	Interrupted  bool           `json:"interrupted,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Abandoned: the turn was stopped with no one asking (moving, cut
+	// off, stopping) and its prompt runs again (an IDLE report).
+	Abandoned    bool           `json:"abandoned,omitempty"`
 	FleetAccount string         `json:"fleet_account,omitempty"`
 	Usage        []quota.Window `json:"usage,omitempty"`
 	// Pending: not recorded by the control plane yet.
@@ -56,6 +59,13 @@ func (a *Daemon) reportEnd(ctx context.Context, sessionID string, o owned, st ca
 // the exit code the node's signal gave the CLI (143, -1).
 func (a *Daemon) reportInterrupted(ctx context.Context, sessionID string, exitCode int, fc fleetCred, usage []quota.Window) {
 	a.recordEnd(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: exitCode, Interrupted: true}, fc, usage)
+}
+
+// reportAbandoned records the end of a turn stopped with no one asking
+// (the session moving, the node cut off or stopping): idle, its prompt to
+// run again, not failed with the exit code the node's signal gave the CLI.
+func (a *Daemon) reportAbandoned(ctx context.Context, sessionID string, exitCode int) {
+	a.recordEnd(ctx, sessionID, turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, ExitCode: exitCode, Abandoned: true}, fleetCred{}, nil)
 }
 
 // recordEnd keeps r (with what the fleet needs) as the session's pending
@@ -113,7 +123,7 @@ func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnRep
 	defer cancel()
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
 		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq,
-		Interrupted: r.Interrupted, HeldSeq: heldSeq(cur, r)}
+		Interrupted: r.Interrupted, Abandoned: r.Abandoned, HeldSeq: heldSeq(cur, r)}
 	_, err := a.cli.Nodes.ReportTurn(ctx, req)
 	if err != nil && (req.DeliveredSeq != 0 || req.HeldSeq != 0) && refusedForGood(err) {
 		// The cursor itself is refused (past the store's last seq: a store
@@ -143,7 +153,7 @@ func (a *Daemon) settleReport(sessionID string, n int64) error {
 func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv1.ReportTurnRequest {
 	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token, State: r.State,
 		StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq, FleetAccount: r.FleetAccount,
-		Cwd: sessionCwd(cur), Interrupted: r.Interrupted, HeldSeq: heldSeq(cur, r)}
+		Cwd: sessionCwd(cur), Interrupted: r.Interrupted, Abandoned: r.Abandoned, HeldSeq: heldSeq(cur, r)}
 	if r.FleetAccount != "" {
 		var left int
 		if req.Usage, left = wire.ReportableWindows(wire.WindowsToProto(r.Usage)); left > 0 {

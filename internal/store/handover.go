@@ -240,7 +240,9 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 	sess.Checkout = ""
 	abandoned := fence.TurnInFlight(sess) // on a source that went away
 	if abandoned {
-		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_IDLE, ""
+		// Its prompt runs again on the destination, as a turn the source
+		// reported abandoned.
+		sess.State, sess.StateReason, sess.LastTurnAbandoned = castv1.SessionState_SESSION_STATE_IDLE, "", true
 	}
 	// The destination runs what a failed turn on the source held (it
 	// never heard of that failure): those messages wait no longer.

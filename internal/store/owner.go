@@ -37,6 +37,15 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 			sess.LastTurnInterrupted = t.Interrupted && t.State == castv1.SessionState_SESSION_STATE_IDLE
 			sess.LastExitCode = t.ExitCode
 		}
+		// An abandoned turn (a move, its node cut off or stopping) runs its
+		// prompt again: until a turn starts or ends, the prompt's turn is
+		// still to come, which `cast exec` waits for. Its exit code, kept
+		// for clients older than the flag, is no turn's result once the
+		// prompt runs again: `cast get` showed it as the last error then.
+		if sess.LastTurnAbandoned && t.State == castv1.SessionState_SESSION_STATE_RUNNING {
+			sess.LastExitCode = 0
+		}
+		sess.LastTurnAbandoned = t.Abandoned && t.State == castv1.SessionState_SESSION_STATE_IDLE
 		sess.HeldSeq = 0
 		if t.State == castv1.SessionState_SESSION_STATE_FAILED {
 			sess.HeldSeq = t.HeldSeq

@@ -12,7 +12,10 @@ import (
 // A turn's end report sets what the session shows of its last turn: an
 // interrupted turn is no failure (its exit code, the CLI killed by the
 // node's signal, is kept for clients that do not read the flag), kept
-// while the next turn runs and replaced when it ends; a failed turn's held seq lasts as long as the failure. The
+// while the next turn runs and replaced when it ends; a turn a move
+// abandoned is kept as such (its prompt runs again) until a turn starts,
+// whose start drops its exit code, the signal's, no turn's result; a
+// failed turn's held seq lasts as long as the failure. The
 // store kept only the exit code, which `cast get` showed as the last error
 // ("exit 143") until the next turn ended.
 func TestTurnEndSetsTheLastTurn(t *testing.T) {
@@ -33,24 +36,63 @@ func TestTurnEndSetsTheLastTurn(t *testing.T) {
 		wantInterrupted bool
 		wantExit        int32
 		wantHeld        int64
+		wantAbandoned   bool
 	}{
-		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 143, 0},
-		{"the next turn runs", fence.TurnState{State: running}, true, 143, 0},
-		{"and ends", fence.TurnState{State: idle}, false, 0, 0},
-		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, -1, 0},
-		{"failed holding its prompt", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},
-		{"failed again, refused", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2, 0},
-		{"held again", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1},
-		{"its rerun runs", fence.TurnState{State: running}, false, 1, 0},
-		{"interrupt on a failure is no interrupt", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Interrupted: true}, false, 3, 0},
+		{"interrupted", fence.TurnState{State: idle, ExitCode: 143, Interrupted: true}, true, 143, 0, false},
+		{"the next turn runs", fence.TurnState{State: running}, true, 143, 0, false},
+		{"and ends", fence.TurnState{State: idle}, false, 0, 0, false},
+		{"interrupted, killed", fence.TurnState{State: idle, ExitCode: -1, Interrupted: true}, true, -1, 0, false},
+		{"failed holding its prompt", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1, false},
+		{"failed again, refused", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2, 0, false},
+		{"held again", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1, false},
+		{"its rerun runs", fence.TurnState{State: running}, false, 1, 0, false},
+		{"interrupt on a failure is no interrupt", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Interrupted: true}, false, 3, 0, false},
+		{"abandoned by a move", fence.TurnState{State: idle, ExitCode: 143, Abandoned: true}, false, 143, 0, true},
+		{"its prompt runs again", fence.TurnState{State: running}, false, 0, 0, false},
+		{"abandoned again", fence.TurnState{State: idle, ExitCode: -1, Abandoned: true}, false, -1, 0, true},
+		{"and its rerun ends", fence.TurnState{State: idle}, false, 0, 0, false},
+		{"abandoned on a failure is no abandon", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Abandoned: true}, false, 3, 0, false},
 	} {
 		sess, err := s.SetState(ctx, c.Session.Id, g, step.report)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if sess.LastTurnInterrupted != step.wantInterrupted || sess.LastExitCode != step.wantExit || sess.HeldSeq != step.wantHeld {
-			t.Fatalf("%s: last turn interrupted %v, last exit code %d, held seq %d; want %v, %d, %d", step.name,
-				sess.LastTurnInterrupted, sess.LastExitCode, sess.HeldSeq, step.wantInterrupted, step.wantExit, step.wantHeld)
+		if sess.LastTurnInterrupted != step.wantInterrupted || sess.LastExitCode != step.wantExit || sess.HeldSeq != step.wantHeld || sess.LastTurnAbandoned != step.wantAbandoned {
+			t.Fatalf("%s: last turn interrupted %v, last exit code %d, held seq %d, abandoned %v; want %v, %d, %d, %v", step.name,
+				sess.LastTurnInterrupted, sess.LastExitCode, sess.HeldSeq, sess.LastTurnAbandoned, step.wantInterrupted, step.wantExit, step.wantHeld, step.wantAbandoned)
+		}
+	}
+}
+
+// A move that commits past a turn still in flight on a source that went
+// away leaves the session idle with that turn abandoned: its prompt runs
+// again on the destination, which `cast exec` waits for (it took the idle
+// session for the turn's end). A session moved idle has no such turn.
+func TestHandoverAbandonsATurnInFlight(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := s.RegisterNode(ctx, &castv1.Node{Name: n}, "test", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, inFlight := range []bool{true, false} {
+		c, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inFlight {
+			if _, err := s.SetState(ctx, c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		handover(t, s, c.Session.Id, "n1", c.Token, "n2")
+		sess, err := s.GetSession(ctx, c.Session.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.State != castv1.SessionState_SESSION_STATE_IDLE || sess.LastTurnAbandoned != inFlight {
+			t.Fatalf("moved with a turn in flight %v: state %v, last turn abandoned %v; want idle, %v", inFlight, sess.State, sess.LastTurnAbandoned, inFlight)
 		}
 	}
 }

@@ -2890,7 +2890,13 @@ type ReportTurnRequest struct {
 	// turn keeps without running it (the CLI not installed or not logged in,
 	// a turn not set up): messages through it wait for the next message or a
 	// switch to another agent, and no turn runs for them before. 0: none.
-	HeldSeq       int64 `protobuf:"varint,12,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
+	HeldSeq int64 `protobuf:"varint,12,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
+	// abandoned says an IDLE report ends a turn the node stopped with no one
+	// asking (the session moving to another node, the node cut off from the
+	// control plane or stopping): its prompt stays undelivered and runs
+	// again, on the destination after a move; exit_code is the CLI's death
+	// by the node's signal (143, -1), no error of the turn's.
+	Abandoned     bool `protobuf:"varint,13,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3007,6 +3013,13 @@ func (x *ReportTurnRequest) GetHeldSeq() int64 {
 		return x.HeldSeq
 	}
 	return 0
+}
+
+func (x *ReportTurnRequest) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -3895,7 +3908,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\x99\x03\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xb7\x03\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -3911,7 +3924,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x03cwd\x18\n" +
 	" \x01(\tR\x03cwd\x12 \n" +
 	"\vinterrupted\x18\v \x01(\bR\vinterrupted\x12\x19\n" +
-	"\bheld_seq\x18\f \x01(\x03R\aheldSeq\"@\n" +
+	"\bheld_seq\x18\f \x01(\x03R\aheldSeq\x12\x1c\n" +
+	"\tabandoned\x18\r \x01(\bR\tabandoned\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +

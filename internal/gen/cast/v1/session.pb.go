@@ -259,9 +259,16 @@ type Session struct {
 	// the next message, which carries them, a switch to another agent or a
 	// move to another node (which run them and clear it); no turn runs for
 	// them before. 0 otherwise.
-	HeldSeq       int64 `protobuf:"varint,33,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeldSeq int64 `protobuf:"varint,33,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
+	// last_turn_abandoned says the last turn was stopped with no one asking
+	// (the session moving to another node, its node cut off or stopping)
+	// and its prompt runs again, on the destination after a move: that turn
+	// has not ended, and is no failure, though last_exit_code keeps the
+	// CLI's death by the node's signal (as for last_turn_interrupted) until
+	// the prompt runs again. Cleared when a turn starts or ends.
+	LastTurnAbandoned bool `protobuf:"varint,34,opt,name=last_turn_abandoned,json=lastTurnAbandoned,proto3" json:"last_turn_abandoned,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -523,6 +530,13 @@ func (x *Session) GetHeldSeq() int64 {
 		return x.HeldSeq
 	}
 	return 0
+}
+
+func (x *Session) GetLastTurnAbandoned() bool {
+	if x != nil {
+		return x.LastTurnAbandoned
+	}
+	return false
 }
 
 // SessionOrigin is where an adopted session's native transcript was.
@@ -959,7 +973,7 @@ var File_cast_v1_session_proto protoreflect.FileDescriptor
 
 const file_cast_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\b\n" +
+	"\x15cast/v1/session.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\b\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x14\n" +
@@ -997,7 +1011,8 @@ const file_cast_v1_session_proto_rawDesc = "" +
 	"\x0eparent_call_id\x18\x1e \x01(\tR\fparentCallId\x123\n" +
 	"\x16merge_pending_upto_seq\x18\x1f \x01(\x03R\x13mergePendingUptoSeq\x122\n" +
 	"\x15last_turn_interrupted\x18  \x01(\bR\x13lastTurnInterrupted\x12\x19\n" +
-	"\bheld_seq\x18! \x01(\x03R\aheldSeq\"j\n" +
+	"\bheld_seq\x18! \x01(\x03R\aheldSeq\x12.\n" +
+	"\x13last_turn_abandoned\x18\" \x01(\bR\x11lastTurnAbandoned\"j\n" +
 	"\rSessionOrigin\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x1b\n" +
