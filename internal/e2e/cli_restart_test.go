@@ -52,19 +52,11 @@ func TestCLIWatchAndSendRideOutControlPlaneRestarts(t *testing.T) {
 	if !cp.Stop(20 * time.Second) {
 		t.Fatal("control plane did not stop on SIGTERM")
 	}
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	sent, created := make(chan result, 1), make(chan result, 1)
-	go func() {
-		out, errOut, code := c.run("send", "-s", sess.Id, "MARK-2")
-		sent <- result{out, errOut, code}
-	}()
-	go func() {
-		out, errOut, code := c.run("new", "--agent", "claude", "--cwd", t.TempDir(), "--json", "MARK-NEW")
-		created <- result{out, errOut, code}
-	}()
+	sent := inBackground(func() (string, string, int) { return c.run("send", "-s", sess.Id, "MARK-2") })
+	cwd := t.TempDir()
+	created := inBackground(func() (string, string, int) {
+		return c.run("new", "--agent", "claude", "--cwd", cwd, "--json", "MARK-NEW")
+	})
 	time.Sleep(5 * time.Second) // the outage: longer than a restart takes
 	cp = startCP()
 	if r := <-sent; r.code != 0 {

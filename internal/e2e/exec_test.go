@@ -122,15 +122,7 @@ func TestExecResumeOfAnInterruptedTurn(t *testing.T) {
 			defer close(gate)
 			r.fake.Enqueue(fakemodel.Reply{Text: "held answer", Gate: gate})
 			n := r.fake.TurnsStarted()
-			type result struct {
-				out, errOut string
-				code        int
-			}
-			done := make(chan result, 1)
-			go func() {
-				out, errOut, code := r.cast("", "exec", "--resume", id, dmsg(m(2)))
-				done <- result{out, errOut, code}
-			}()
+			done := inBackground(func() (string, string, int) { return r.cast("", "exec", "--resume", id, dmsg(m(2))) })
 			testharness.WaitFor(t, 2*time.Minute, "the resumed turn's request reaches the model", func() bool { return r.fake.TurnsStarted() > n })
 			var stop []string
 			if how == "interrupt" {
@@ -141,7 +133,7 @@ func TestExecResumeOfAnInterruptedTurn(t *testing.T) {
 			if out, errOut, code := r.cast("", stop...); code != 0 {
 				t.Fatalf("cast %s: exit %d, out %q, err %q", strings.Join(stop, " "), code, out, errOut)
 			}
-			var res result
+			var res cmdResult
 			select {
 			case res = <-done:
 			case <-time.After(3 * time.Minute):
@@ -200,16 +192,10 @@ func TestExecResumeOnARunningSession(t *testing.T) {
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 	seq := r.send(sess.Id, "a long turn MARK-SLOW")
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_RUNNING, seq-1)
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, errOut, code := testharness.RunInput(t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(""), 3*time.Minute,
+	done := inBackground(func() (string, string, int) {
+		return testharness.RunInput(t, []string{"CAST_ADDR=" + r.addr}, strings.NewReader(""), 3*time.Minute,
 			filepath.Join(testharness.Binaries(t), "cast"), "exec", "--resume", sess.Id, "then this MARK-E")
-		done <- result{out, errOut, code}
-	}()
+	})
 	testharness.WaitFor(t, time.Minute, "exec's prompt stored", func() bool {
 		msgs := r.messages(sess.Id)
 		return msgs[len(msgs)-1].Text == "then this MARK-E"
@@ -244,15 +230,9 @@ func TestExecResumeAcrossAMigration(t *testing.T) {
 	defer close(onSource)
 	r.fake.Enqueue(fakemodel.Reply{Text: "source answer, never given", Gate: onSource}, fakemodel.Reply{Text: "DEST-ANSWER", Gate: onDest})
 	n := r.fake.TurnsStarted()
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, errOut, code := testharness.RunInput(t, r.cast.env, strings.NewReader(""), 5*time.Minute, r.cast.bin, "exec", "--resume", id, dmsg(m(2)))
-		done <- result{out, errOut, code}
-	}()
+	done := inBackground(func() (string, string, int) {
+		return testharness.RunInput(t, r.cast.env, strings.NewReader(""), 5*time.Minute, r.cast.bin, "exec", "--resume", id, dmsg(m(2)))
+	})
 	testharness.WaitFor(t, 2*time.Minute, "the resumed turn's request reaches the model on laptop", func() bool { return r.fake.TurnsStarted() > n })
 	r.cast.must("migrate", "start", "--to", "linux", "--wait", "1s", id)
 	testharness.WaitFor(t, 3*time.Minute, "the prompt's turn runs again on linux", func() bool { return r.fake.TurnsStarted() > n+1 })
@@ -265,7 +245,7 @@ func TestExecResumeAcrossAMigration(t *testing.T) {
 		t.Fatalf("cast get while the prompt runs again on linux: exit %d, err %q, out:\n%s\nwant no last error and no last turn", code, errOut, out)
 	}
 	close(onDest)
-	var res result
+	var res cmdResult
 	select {
 	case res = <-done:
 	case <-time.After(3 * time.Minute):
@@ -278,4 +258,21 @@ func TestExecResumeAcrossAMigration(t *testing.T) {
 		t.Fatalf("session after the move: node %q, last exit code %d, interrupted %v", s.Node, s.LastExitCode, s.LastTurnInterrupted)
 	}
 	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+}
+
+// cmdResult is what a cast command printed and its exit code.
+type cmdResult struct {
+	out, errOut string
+	code        int
+}
+
+// inBackground runs a cast command on a goroutine of its own; its result
+// comes on the channel.
+func inBackground(run func() (string, string, int)) <-chan cmdResult {
+	done := make(chan cmdResult, 1)
+	go func() {
+		out, errOut, code := run()
+		done <- cmdResult{out, errOut, code}
+	}()
+	return done
 }
