@@ -287,7 +287,7 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 			// A move (or its node cut off, or stopping) stopped the turn, and
 			// its prompt runs again, on the destination after a move: that
 			// turn answers, from the start.
-			t.running, t.answer = false, nil
+			t.running, t.answer, t.seqs = false, nil, nil
 			return false
 		}
 		switch s.State {

@@ -240,9 +240,15 @@ func TestExecTurnSkipsAnEarlierTurn(t *testing.T) {
 // exit 0, not its partial first answer and the signal's 143; events while
 // the prompt waits to run again (the move's notice) end nothing either.
 func TestExecTurnAcrossAnAbandonedTurn(t *testing.T) {
+	// The prompt (seq 1) stays undelivered until the turn on the
+	// destination takes it: its end reports the delivery cursor past it.
 	session := func(st castv1.SessionState, last int64, exit int32, abandoned bool) *castv1.WatchSessionResponse {
+		var delivered int64
+		if st == castv1.SessionState_SESSION_STATE_IDLE && !abandoned {
+			delivered = 1
+		}
 		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{
-			Id: "s", State: st, LastSeq: last, LastExitCode: exit, LastTurnAbandoned: abandoned}}}
+			Id: "s", State: st, LastSeq: last, LastExitCode: exit, LastTurnAbandoned: abandoned, DeliveredSeq: delivered}}}
 	}
 	answer := func(seq int64, text string) *castv1.WatchSessionResponse {
 		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{
@@ -269,5 +275,25 @@ func TestExecTurnAcrossAnAbandonedTurn(t *testing.T) {
 	}
 	if fmt.Sprint(tr.answer) != "[the answer]" || tr.end.LastExitCode != 0 {
 		t.Fatalf("answer %q, exit code %d; want the destination's answer and 0", tr.answer, tr.end.LastExitCode)
+	}
+}
+
+// An abandoned turn's answers are forgotten with their seqs: a later
+// earlier-turn end (an idle state short of the prompt) trims what is left
+// by those seqs, which indexed past the answers and panicked.
+func TestExecTurnAbandonedThenAnEarlierTurnEnds(t *testing.T) {
+	tr := &execTurn{id: "s", seq: 3}
+	for _, ev := range []*castv1.WatchSessionResponse{
+		{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: 2, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "half"}}},
+		{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: 3, LastTurnAbandoned: true}}},
+		{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: 4, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "earlier turn's"}}},
+		{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: castv1.SessionState_SESSION_STATE_IDLE, LastSeq: 4, DeliveredSeq: 2}}},
+	} {
+		if tr.see(ev, 4) {
+			t.Fatal("no turn of the prompt's ended")
+		}
+	}
+	if len(tr.answer) != 0 {
+		t.Fatalf("answer %q, want none yet", tr.answer)
 	}
 }
