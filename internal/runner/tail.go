@@ -96,6 +96,11 @@ type tailer struct {
 	recorded     string
 	recordedKind transcript.Kind
 	again        bool
+	// promptRead caches promptAsRead.
+	promptRead struct {
+		msg      transcript.Message
+		ok, done bool
+	}
 	// lost: the CLI left its transcript without history it held when the
 	// turn began (Gemini has been seen to rewrite a resumed session down
 	// to the turn's own entries). What follows the prompt is still this
@@ -297,12 +302,22 @@ func (tl *tailer) recordsPrompt(m transcript.Message) bool {
 	if m.Kind == transcript.KindUser && matchesPrompt(m.Text, tl.prompt) {
 		return true
 	}
-	pr, ok := tl.reader.(agents.PromptReader)
-	if !ok {
-		return false
-	}
-	p, ok := pr.ReadPrompt(tl.prompt)
+	p, ok := tl.promptAsRead()
 	return ok && m.Kind == p.Kind && m.NoticeType == p.NoticeType && strings.TrimSpace(m.Text) == strings.TrimSpace(p.Text)
+}
+
+// promptAsRead is what the reader reads the CLI's record of the prompt as
+// when that is not its text (agents.PromptReader), worked out once a turn:
+// it is asked of every new entry while the prompt is looked for, and of
+// every entry of a rewritten file.
+func (tl *tailer) promptAsRead() (transcript.Message, bool) {
+	if !tl.promptRead.done {
+		tl.promptRead.done = true
+		if pr, ok := tl.reader.(agents.PromptReader); ok {
+			tl.promptRead.msg, tl.promptRead.ok = pr.ReadPrompt(tl.prompt)
+		}
+	}
+	return tl.promptRead.msg, tl.promptRead.ok
 }
 
 // found records m as the turn's prompt.
