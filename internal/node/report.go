@@ -121,9 +121,10 @@ func (a *Daemon) sendBareReport(ctx context.Context, sessionID string, r turnRep
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
-	req := &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name, OwnerToken: cur.Token,
-		State: r.State, StateReason: clipReason(r.Reason), ExitCode: int32(r.ExitCode), DeliveredSeq: cur.DeliveredSeq,
-		Interrupted: r.Interrupted, Abandoned: r.Abandoned, HeldSeq: heldSeq(cur, r)}
+	// The report as reportRequest builds it, without what was refused.
+	r.FleetAccount, r.Usage = "", nil
+	req := a.reportRequest(sessionID, cur, r)
+	req.Cwd = ""
 	_, err := a.cli.Nodes.ReportTurn(ctx, req)
 	if err != nil && (req.DeliveredSeq != 0 || req.HeldSeq != 0) && refusedForGood(err) {
 		// The cursor itself is refused (past the store's last seq: a store
