@@ -125,6 +125,30 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 			s.Stop()
 		}
 	}()
+	endpoints, err := s.openStore(ctx, lg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.newCores(); err != nil {
+		return nil, err
+	}
+	if err := s.newAuth(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.serve(ctx); err != nil {
+		return nil, err
+	}
+	s.startLoops()
+	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()), zap.Bool("metrics_tls", s.tls != nil),
+		zap.Strings("etcd", endpoints), zap.Bool("embedded_etcd", s.etcd != nil))
+	return s, nil
+}
+
+// openStore starts the embedded etcd unless endpoints are configured,
+// registers the process's metrics and opens the store and the object
+// store over it. It returns the etcd endpoints in use.
+func (s *Server) openStore(ctx context.Context, lg *zap.Logger) (_ []string, err error) {
+	cfg := s.cfg
 	endpoints, access := cfg.EtcdEndpoints, cfg.Etcd
 	if len(endpoints) == 0 {
 		// Loopback only, with auth: another local user or process
@@ -146,9 +170,13 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	if s.store, err = store.Open(ctx, endpoints, access, cfg.Store, metrics.NewStore(s.reg), lg); err != nil {
 		return nil, err
 	}
-	if err := s.useObjects(ctx); err != nil {
-		return nil, err
-	}
+	return endpoints, s.useObjects(ctx)
+}
+
+// newCores makes the cores over the store: the watch hubs, briefs,
+// migrations, the policy and the limits.
+func (s *Server) newCores() (err error) {
+	cfg := s.cfg
 	s.hub = newHub(s.lg, s.m)
 	s.watches = fanout.New(s.store, cfg.Watch, s.lg)
 	metrics.NewWatchFanout(s.reg,
@@ -158,15 +186,22 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	mc := cfg.Migrate
 	mc.SourceGrace = cfg.LeaseTTL // nodes stop their agents by themselves within it
 	if s.migrations, err = migrate.New(s.stopCx, s.store, mc, metrics.NewMigration(s.reg), s.lg); err != nil {
-		return nil, err
+		return err
 	}
 	s.migrations.SetDiverter(migrationDiverter{s})
 	s.policy = s.newPolicy()
 	s.limits = authz.NewLimiter(cfg.Limits, cfg.NodeLimits, cfg.PeerLimits)
 	s.calls, s.caCalls, s.webCalls = newOpenCalls(errRevoked), newOpenCalls(errCARetired), newOpenCalls(errSignedOut)
 	s.refusals = newRefusalLog(cfg.RefusalLog)
-	if cfg.Auth.OIDC.Enabled() {
-		s.oidc = oidcauth.New(cfg.Auth.OIDC, s.lg)
+	return nil
+}
+
+// newAuth makes who-is-calling and what they hold: credentials (tokens,
+// OIDC), the first admin token, the secrets key, the vault, the fleet
+// and the turns' observers.
+func (s *Server) newAuth(ctx context.Context) (err error) {
+	if s.cfg.Auth.OIDC.Enabled() {
+		s.oidc = oidcauth.New(s.cfg.Auth.OIDC, s.lg)
 	}
 	var idTokens authn.Verifier // an interface holding a nil *Verifier would not be nil
 	if s.oidc != nil {
@@ -175,35 +210,42 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	// Each credential read waits as the web app's own sign-in store calls do.
 	s.authn = authn.New(tokenRecords{s.store}, idTokens, s.calls.wasRevoked, storeWait)
 	if err := s.bootstrap(ctx); err != nil {
-		return nil, fmt.Errorf("first admin token: %w", err)
+		return fmt.Errorf("first admin token: %w", err)
 	}
 	if err := s.makeSecretsKey(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	// The vault first: the fleet puts each login it adds there.
 	if err := s.newVault(); err != nil {
-		return nil, err
+		return err
 	}
 	if s.fleet, err = s.newFleet(); err != nil {
-		return nil, err
+		return err
 	}
 	s.turns = turnstate.New(s.store, s.lg, turnstate.Named{Name: "fleet", Observer: s.fleet},
 		turnstate.Named{Name: "worker's parent", Observer: moves.Parents{St: s.store}})
+	return nil
+}
+
+// serve loads TLS and starts the gRPC, metrics and web listeners.
+func (s *Server) serve(ctx context.Context) (err error) {
 	if s.tls, err = s.loadTLS(ctx); err != nil {
-		return nil, fmt.Errorf("tls: %w", err)
+		return fmt.Errorf("tls: %w", err)
 	}
 	if s.tls == nil {
 		s.lg.Warn("serving plaintext gRPC and HTTP (--insecure): tokens, node credentials and fleet credentials cross the network in clear, and /metrics, /healthz and /readyz are plain HTTP; use --tls off loopback")
 	}
 	if err := s.startGRPC(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.startHTTP(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.startWeb(); err != nil {
-		return nil, err
-	}
+	return s.startWeb()
+}
+
+// startLoops starts the background loops, each ended by Stop.
+func (s *Server) startLoops() {
 	s.goLoop(s.store.Run)
 	s.goLoop(s.watches.Run)
 	s.goLoop(s.watchRevocations)
@@ -224,12 +266,9 @@ func Start(ctx context.Context, cfg Config, lg *zap.Logger) (_ *Server, err erro
 	s.goLoop(s.fleet.Run)
 	s.goLoop(s.auditCustody)
 	s.goLoop(newLiveness(s).run)
-	if cfg.Publish != nil {
-		s.goLoop(func(ctx context.Context) { cfg.Publish.Run(ctx, s) })
+	if s.cfg.Publish != nil {
+		s.goLoop(func(ctx context.Context) { s.cfg.Publish.Run(ctx, s) })
 	}
-	s.lg.Info("control plane serving", zap.String("grpc", s.Addr()), zap.String("metrics", s.MetricsAddr()), zap.Bool("metrics_tls", s.tls != nil),
-		zap.Strings("etcd", endpoints), zap.Bool("embedded_etcd", s.etcd != nil))
-	return s, nil
 }
 
 func (s *Server) startGRPC() error {
