@@ -173,11 +173,7 @@ func objectStoreFlags(cfg *controlplane.Config, dev bool, credsFile string) erro
 // kubePublisher is --publish-k8s's publisher, with the pod's service
 // account.
 func kubePublisher(lg *zap.Logger) (*kubeboot.Publisher, error) {
-	kc, err := kube.InCluster()
-	if err != nil {
-		return nil, fmt.Errorf("--publish-k8s: %w", err)
-	}
-	api, err := kube.New(kc)
+	api, err := kube.InCluster()
 	if err != nil {
 		return nil, fmt.Errorf("--publish-k8s: %w", err)
 	}
@@ -199,11 +195,7 @@ func bootstrapCommand() *cobra.Command {
 				return err
 			}
 			defer lg.Sync() //nolint:errcheck
-			kc, err := kube.InCluster()
-			if err != nil {
-				return err
-			}
-			api, err := kube.New(kc)
+			api, err := kube.InCluster()
 			if err != nil {
 				return err
 			}

@@ -53,9 +53,19 @@ type Config struct {
 	Timeout   time.Duration
 }
 
-// InCluster is the Config of a pod: the API server from the environment
-// the kubelet sets, the rest from the service-account mount.
-func InCluster() (Config, error) {
+// InCluster is the Client of a pod: its own namespace, with its service
+// account (inClusterConfig).
+func InCluster() (*Client, error) {
+	cfg, err := inClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// inClusterConfig is the Config of a pod: the API server from the
+// environment the kubelet sets, the rest from the service-account mount.
+func inClusterConfig() (Config, error) {
 	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
 	if host == "" || port == "" {
 		return Config{}, fmt.Errorf("kube: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: not in a pod")
