@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,15 @@ func TestConfigValidate(t *testing.T) {
 		if err := tc.cfg.Validate(); err == nil {
 			t.Errorf("%s: Validate passed", tc.name)
 		}
+	}
+}
+
+// Outside a pod (no KUBERNETES_SERVICE_HOST) InCluster refuses with why,
+// and makes no client.
+func TestInClusterOutsideAPod(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	c, err := kube.InCluster()
+	if err == nil || c != nil || !strings.Contains(err.Error(), "not in a pod") {
+		t.Fatalf("InCluster outside a pod: %v, %v; want no client and a not-in-a-pod error", c, err)
 	}
 }
