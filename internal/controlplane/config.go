@@ -195,8 +195,22 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks c.
+// Validate checks c, part by part.
 func (c Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateListeners, c.validateObjects, c.validateEtcd, c.Web.Validate, c.validateTimes,
+		c.validateSecurity, c.validateLimits,
+		c.Migrate.Validate, c.Fleet.Validate, c.Retention.Validate, c.Brief.Validate, c.Store.Validate,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateListeners checks the gRPC and metrics addresses and --pprof.
+func (c Config) validateListeners() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
 	}
@@ -210,9 +224,11 @@ func (c Config) Validate() error {
 	if c.Pprof && (c.MetricsListen == "" || !netaddr.IsLoopback(c.MetricsListen)) {
 		return fmt.Errorf("--pprof needs --metrics-listen on a loopback address (it is %q): the profiles ask no credential", c.MetricsListen)
 	}
-	if err := c.validateObjects(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateEtcd checks the embedded etcd's settings, or the external one's access.
+func (c Config) validateEtcd() error {
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
 	}
@@ -222,12 +238,11 @@ func (c Config) Validate() error {
 	if len(c.EtcdEndpoints) == 0 && c.Etcd != (store.Access{}) {
 		return fmt.Errorf("--etcd-cacert, --etcd-cert, --etcd-key and --etcd-user are for an external etcd: give --etcd-endpoints")
 	}
-	if err := c.Etcd.Validate(c.EtcdEndpoints); err != nil {
-		return err
-	}
-	if err := c.Web.Validate(); err != nil {
-		return err
-	}
+	return c.Etcd.Validate(c.EtcdEndpoints)
+}
+
+// validateTimes checks the node lease, heartbeat and loop intervals, and the request and page sizes.
+func (c Config) validateTimes() error {
 	if c.LeaseTTL < 2*time.Second {
 		return fmt.Errorf("lease TTL %s is below etcd's 2s minimum", c.LeaseTTL)
 	}
@@ -254,6 +269,11 @@ func (c Config) Validate() error {
 	if c.RefusalLog <= 0 {
 		return fmt.Errorf("refusal log interval must be positive")
 	}
+	return nil
+}
+
+// validateSecurity checks the bootstrap token, OIDC, TLS and the secrets key.
+func (c Config) validateSecurity() error {
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 32 {
 		return fmt.Errorf("%s must be at least 32 characters", "CAST_BOOTSTRAP_TOKEN")
 	}
@@ -269,9 +289,11 @@ func (c Config) Validate() error {
 	if err := c.TLS.Validate(); err != nil {
 		return err
 	}
-	if err := c.checkSecretsKeyFile(); err != nil {
-		return err
-	}
+	return c.checkSecretsKeyFile()
+}
+
+// validateLimits checks the per-principal limits, watches and work tree size.
+func (c Config) validateLimits() error {
 	for _, r := range []struct {
 		role string
 		l    authz.Limits
@@ -292,19 +314,7 @@ func (c Config) Validate() error {
 	if c.MaxWorkTreeBytes <= 0 {
 		return fmt.Errorf("max work tree size must be positive")
 	}
-	if err := c.Migrate.Validate(); err != nil {
-		return err
-	}
-	if err := c.Fleet.Validate(); err != nil {
-		return err
-	}
-	if err := c.Retention.Validate(); err != nil {
-		return err
-	}
-	if err := c.Brief.Validate(); err != nil {
-		return err
-	}
-	return c.Store.Validate()
+	return nil
 }
 
 // DefaultSecretsKeyFile is the secrets key's path outside --dev: beside
