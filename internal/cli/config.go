@@ -145,7 +145,7 @@ func (a *app) currentContextCmd() *cobra.Command {
 }
 
 func (a *app) setContextCmd() *cobra.Command {
-	var addr, ca, caPin, tokenFile, tokenCommand, node string
+	var e contextEdit
 	cmd := &cobra.Command{
 		Use:   "set-context NAME [--addr HOST:PORT] [--ca FILE | --ca-pin PIN] [--token-file FILE | --token-command CMD] [--node NODE]",
 		Short: "Make or change a context; only the fields given change, and the current context stays as it is",
@@ -159,61 +159,11 @@ func (a *app) setContextCmd() *cobra.Command {
 			if !ids.ValidName(name) {
 				return usagef("context name %q is not valid (letters, digits, '-', '_', '.')", name)
 			}
-			changed := cmd.Flags().Changed
-			if changed("token-file") && changed("token-command") {
-				return usagef("give the token one way: --token-file or --token-command")
+			e.changed = cmd.Flags().Changed
+			if err := e.check(); err != nil {
+				return err
 			}
-			if changed("ca") && changed("ca-pin") && ca != "" && caPin != "" {
-				return usagef("trust the CA one way: --ca FILE or --ca-pin PIN")
-			}
-			for _, one := range client.Addrs(addr) {
-				if _, _, err := net.SplitHostPort(one); err != nil {
-					return usagef("--addr %q is not HOST:PORT", one)
-				}
-			}
-			if node != "" && !ids.ValidName(node) {
-				return usagef("--node %q is not a valid node name", node)
-			}
-			var token string
-			if tokenFile != "" {
-				var err error
-				if token, err = secrets.ReadToken(tokenFile); err != nil {
-					return err
-				}
-			}
-			if ca != "" {
-				abs, err := filepath.Abs(ca)
-				if err != nil {
-					return err
-				}
-				if _, err := os.Stat(abs); err != nil {
-					return fmt.Errorf("--ca: %w", err)
-				}
-				ca = abs
-			}
-			argv := strings.Fields(tokenCommand)
-			created, err := client.EditContext(configPath(), name, func(c *client.Context) error {
-				if changed("addr") {
-					c.Addr = addr
-				}
-				if changed("ca") {
-					c.CA, c.CAPin = ca, ""
-				}
-				if changed("ca-pin") {
-					c.CAPin, c.CA = caPin, ""
-				}
-				if changed("node") {
-					c.Node = node
-				}
-				// One credential at a time: a new one replaces the others.
-				if changed("token-file") {
-					c.Token, c.TokenCommand, c.OIDC = token, nil, nil
-				}
-				if changed("token-command") {
-					c.Token, c.TokenCommand, c.OIDC = "", argv, nil
-				}
-				return nil
-			})
+			created, err := client.EditContext(configPath(), name, e.apply)
 			if err != nil {
 				return err
 			}
@@ -230,11 +180,79 @@ func (a *app) setContextCmd() *cobra.Command {
 	}
 	// --addr is also the root's flag (the control plane to call); here it
 	// is the address stored in the context, which shadows it.
-	cmd.Flags().StringVar(&addr, "addr", "", "the control plane's address, host:port (several replicas: comma-separated)")
-	cmd.Flags().StringVar(&ca, "ca", "", "CA certificate file to trust (TLS)")
-	cmd.Flags().StringVar(&caPin, "ca-pin", "", "trust the CA by its public key (sha256:...) instead of a file")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "a 0600 file holding the token to store in the context")
-	cmd.Flags().StringVar(&tokenCommand, "token-command", "", "program (and arguments) printing the token, run without a shell")
-	cmd.Flags().StringVar(&node, "node", "", "the node on this machine: new sessions without --node go there")
+	cmd.Flags().StringVar(&e.addr, "addr", "", "the control plane's address, host:port (several replicas: comma-separated)")
+	cmd.Flags().StringVar(&e.ca, "ca", "", "CA certificate file to trust (TLS)")
+	cmd.Flags().StringVar(&e.caPin, "ca-pin", "", "trust the CA by its public key (sha256:...) instead of a file")
+	cmd.Flags().StringVar(&e.tokenFile, "token-file", "", "a 0600 file holding the token to store in the context")
+	cmd.Flags().StringVar(&e.tokenCommand, "token-command", "", "program (and arguments) printing the token, run without a shell")
+	cmd.Flags().StringVar(&e.node, "node", "", "the node on this machine: new sessions without --node go there")
 	return cmd
+}
+
+// contextEdit is what set-context changes: the flags given (changed), and
+// the token read from --token-file.
+type contextEdit struct {
+	addr, ca, caPin, tokenFile, tokenCommand, node string
+	token                                          string
+	changed                                        func(flag string) bool
+}
+
+// check refuses flags that contradict each other or name nothing valid,
+// and reads the token file and the CA's absolute path, before any write.
+func (e *contextEdit) check() error {
+	if e.changed("token-file") && e.changed("token-command") {
+		return usagef("give the token one way: --token-file or --token-command")
+	}
+	if e.changed("ca") && e.changed("ca-pin") && e.ca != "" && e.caPin != "" {
+		return usagef("trust the CA one way: --ca FILE or --ca-pin PIN")
+	}
+	for _, one := range client.Addrs(e.addr) {
+		if _, _, err := net.SplitHostPort(one); err != nil {
+			return usagef("--addr %q is not HOST:PORT", one)
+		}
+	}
+	if e.node != "" && !ids.ValidName(e.node) {
+		return usagef("--node %q is not a valid node name", e.node)
+	}
+	if e.tokenFile != "" {
+		var err error
+		if e.token, err = secrets.ReadToken(e.tokenFile); err != nil {
+			return err
+		}
+	}
+	if e.ca != "" {
+		abs, err := filepath.Abs(e.ca)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fmt.Errorf("--ca: %w", err)
+		}
+		e.ca = abs
+	}
+	return nil
+}
+
+// apply changes the fields given in c.
+func (e *contextEdit) apply(c *client.Context) error {
+	if e.changed("addr") {
+		c.Addr = e.addr
+	}
+	if e.changed("ca") {
+		c.CA, c.CAPin = e.ca, ""
+	}
+	if e.changed("ca-pin") {
+		c.CAPin, c.CA = e.caPin, ""
+	}
+	if e.changed("node") {
+		c.Node = e.node
+	}
+	// One credential at a time: a new one replaces the others.
+	if e.changed("token-file") {
+		c.Token, c.TokenCommand, c.OIDC = e.token, nil, nil
+	}
+	if e.changed("token-command") {
+		c.Token, c.TokenCommand, c.OIDC = "", strings.Fields(e.tokenCommand), nil
+	}
+	return nil
 }
