@@ -228,26 +228,10 @@ func (s *Store) checkHandover(h fence.Handover, sessKV, seqKV, ownKV, fenceKV, m
 // turn abandoned in flight, the release of its fleet reservation.
 func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqVal []byte, noticeStored bool) ([]clientv3.Op, []clientv3.Cmp, error) {
 	sid := h.MS.SessionId
-	sess := &castv1.Session{}
-	if err := proto.Unmarshal(sessVal, sess); err != nil {
-		return nil, nil, errs.Internal(err, "decode session")
+	sess, abandoned, err := handedOver(h, sessVal)
+	if err != nil {
+		return nil, nil, err
 	}
-	if h.DestCwd != "" {
-		sess.Cwd = h.DestCwd
-	}
-	// The checkout a thread's workspaces came from is a path on the source
-	// node; the destination finds its own from the cwd.
-	sess.Checkout = ""
-	abandoned := fence.TurnInFlight(sess) // on a source that went away
-	if abandoned {
-		// Its prompt runs again on the destination, as a turn the source
-		// reported abandoned.
-		sess.State, sess.StateReason, sess.LastTurnAbandoned = castv1.SessionState_SESSION_STATE_IDLE, "", true
-	}
-	// The destination runs what a failed turn on the source held (it
-	// never heard of that failure): those messages wait no longer.
-	sess.HeldSeq = 0
-	sess.UpdateTime = timestamppb.Now()
 	sessBytes, err := proto.Marshal(sess)
 	if err != nil {
 		return nil, nil, errs.Internal(err, "encode session")
@@ -280,29 +264,63 @@ func (s *Store) handoverOps(ctx context.Context, h fence.Handover, sessVal, seqV
 		// account for up to reservationTTL. Its lease, keyless, expires.
 		ops = append(ops, clientv3.OpDelete(s.reservationKey(sess.Agent, sid)))
 	}
-	var cmps []clientv3.Cmp
-	if !noticeStored {
-		last, err := parseInt(seqVal)
-		if err != nil {
-			return nil, nil, errs.Internal(err, "corrupt seq counter")
-		}
-		n := proto.Clone(h.Notice).(*castv1.Message)
-		n.Seq = 0
-		if n.CreateTime == nil {
-			n.CreateTime = timestamppb.Now()
-		}
-		p, err := s.prepare(ctx, sid, n)
-		if err != nil {
-			return nil, nil, err
-		}
-		seq := last + 1
-		ops = append(ops,
-			clientv3.OpPut(s.msgKey(sid, seq), string(p.envelope)),
-			clientv3.OpPut(s.cidKey(sid, n.ClientId), newCidRecord(seq, p).String()),
-			clientv3.OpPut(s.seqKey(sid), formatInt(seq)))
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.cidKey(sid, n.ClientId)), "=", 0))
-		cmps = append(cmps, p.cmps...)
+	if noticeStored {
+		return ops, nil, nil
 	}
+	nops, cmps, err := s.noticeOps(ctx, h, seqVal)
+	return append(ops, nops...), cmps, err
+}
+
+// handedOver is the session record as the handover leaves it, and whether
+// a turn was abandoned in flight on the source.
+func handedOver(h fence.Handover, sessVal []byte) (*castv1.Session, bool, error) {
+	sess := &castv1.Session{}
+	if err := proto.Unmarshal(sessVal, sess); err != nil {
+		return nil, false, errs.Internal(err, "decode session")
+	}
+	if h.DestCwd != "" {
+		sess.Cwd = h.DestCwd
+	}
+	// The checkout a thread's workspaces came from is a path on the source
+	// node; the destination finds its own from the cwd.
+	sess.Checkout = ""
+	abandoned := fence.TurnInFlight(sess) // on a source that went away
+	if abandoned {
+		// Its prompt runs again on the destination, as a turn the source
+		// reported abandoned.
+		sess.State, sess.StateReason, sess.LastTurnAbandoned = castv1.SessionState_SESSION_STATE_IDLE, "", true
+	}
+	// The destination runs what a failed turn on the source held (it
+	// never heard of that failure): those messages wait no longer.
+	sess.HeldSeq = 0
+	sess.UpdateTime = timestamppb.Now()
+	return sess, abandoned, nil
+}
+
+// noticeOps appends the handover's notice after the last seq (seqVal),
+// guarded by its client id, as an append would.
+func (s *Store) noticeOps(ctx context.Context, h fence.Handover, seqVal []byte) ([]clientv3.Op, []clientv3.Cmp, error) {
+	sid := h.MS.SessionId
+	last, err := parseInt(seqVal)
+	if err != nil {
+		return nil, nil, errs.Internal(err, "corrupt seq counter")
+	}
+	n := proto.Clone(h.Notice).(*castv1.Message)
+	n.Seq = 0
+	if n.CreateTime == nil {
+		n.CreateTime = timestamppb.Now()
+	}
+	p, err := s.prepare(ctx, sid, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	seq := last + 1
+	ops := []clientv3.Op{
+		clientv3.OpPut(s.msgKey(sid, seq), string(p.envelope)),
+		clientv3.OpPut(s.cidKey(sid, n.ClientId), newCidRecord(seq, p).String()),
+		clientv3.OpPut(s.seqKey(sid), formatInt(seq)),
+	}
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.cidKey(sid, n.ClientId)), "=", 0)}, p.cmps...)
 	return ops, cmps, nil
 }
 

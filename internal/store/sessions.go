@@ -27,48 +27,8 @@ func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.
 		return fence.Created{}, err
 	}
 	for range 5 {
-		id := ids.NewSessionID()
-		now := timestamppb.Now()
-		branch := p.WorktreeBranch
-		if branch == "" && p.DefaultWorktree {
-			branch = ids.DefaultBranch(p.Title, id)
-		}
-		sess := &castv1.Session{
-			Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
-			State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
-			ParentId: p.ParentID, ParentCallId: p.ParentCallID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: branch,
-			Creator: p.Creator, Origin: p.Origin,
-		}
-		if sess.RootId == "" {
-			sess.RootId = id
-		}
-		val, err := proto.Marshal(sess)
-		if err != nil {
-			return fence.Created{}, errs.Internal(err, "encode session")
-		}
-		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(s.sessionKey(id)), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(s.connKey(p.Node)), ">", 0),
-		}
-		if p.Node == "" {
-			// No node is connected, so none misses it: a node that connects
-			// after this commit adopts it in its resync.
-			cmps[1] = clientv3.Compare(clientv3.CreateRevision(s.nodeConnPrefix()).WithPrefix(), "=", 0)
-		}
-		ops := []clientv3.Op{
-			clientv3.OpPut(s.sessionKey(id), string(val)),
-			clientv3.OpPut(s.seqKey(id), "0"),
-			clientv3.OpPut(s.ownerKey(id), p.Node),
-			clientv3.OpPut(s.nodeSessKey(p.Node, id), ""),
-		}
-		if p.RequestID != "" {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(p.RequestID)), "=", 0))
-			ops = append(ops, clientv3.OpPut(s.requestKey(p.RequestID), id))
-		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(
-			clientv3.OpGet(s.requestKey(p.RequestID)),
-			clientv3.OpGet(s.connKey(p.Node)),
-		).Commit()
+		sess := newSessionRecord(p, ids.NewSessionID())
+		resp, err := s.createTxn(ctx, p, sess)
 		if err != nil {
 			return fence.Created{}, err
 		}
@@ -76,30 +36,93 @@ func (s *Store) CreateSession(ctx context.Context, p fence.CreateParams) (fence.
 			sess.Node = p.Node
 			return fence.Created{Session: sess, Token: resp.Header.Revision}, nil
 		}
-		if p.RequestID != "" {
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-				got, err := s.GetSession(ctx, string(kvs[0].Value))
-				if err != nil {
-					return fence.Created{}, err
-				}
-				if err := sameLineage(p, got); err != nil {
-					return fence.Created{}, err
-				}
-				_, tok, err := s.Owner(ctx, got.Id)
-				return fence.Created{Session: got, Token: tok, Existed: true}, err
-			}
-		}
-		if p.Node == "" {
-			return fence.Created{}, errs.New(errs.KindAborted, errs.ReasonConflict,
-				"a node connected while the session was stored for the first node to connect; place it again")
-		}
-		if len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
-			return fence.Created{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
-				"node %q is not connected", p.Node).With("node", p.Node)
+		if c, done, err := s.createRefused(ctx, p, resp); done {
+			return c, err
 		}
 		s.m.TxnConflicts.WithLabelValues("create_session").Inc() // id collision
 	}
 	return fence.Created{}, errs.New(errs.KindAborted, errs.ReasonConflict, "could not pick a free session id; retry")
+}
+
+// newSessionRecord is the record of a new idle session id made by p.
+func newSessionRecord(p fence.CreateParams, id string) *castv1.Session {
+	now := timestamppb.Now()
+	branch := p.WorktreeBranch
+	if branch == "" && p.DefaultWorktree {
+		branch = ids.DefaultBranch(p.Title, id)
+	}
+	sess := &castv1.Session{
+		Id: id, Agent: p.Agent, Model: p.Model, Cwd: p.Cwd, Title: p.Title,
+		State: castv1.SessionState_SESSION_STATE_IDLE, CreateTime: now, UpdateTime: now,
+		ParentId: p.ParentID, ParentCallId: p.ParentCallID, Subagent: p.Subagent, RootId: p.RootID, ForkedAtSeq: p.ForkedAtSeq, Effort: p.Effort, HistorySeq: p.HistorySeq, HandoffFrom: p.HandoffFrom, Account: p.Account, WorktreeBranch: branch,
+		Creator: p.Creator, Origin: p.Origin,
+	}
+	if sess.RootId == "" {
+		sess.RootId = id
+	}
+	return sess
+}
+
+// createTxn writes sess if its id is free, its node still connected (or
+// none is, for p.Node "") and p's request id unused; else it reads the
+// request id's session and the node's connection, for createRefused.
+func (s *Store) createTxn(ctx context.Context, p fence.CreateParams, sess *castv1.Session) (*clientv3.TxnResponse, error) {
+	id := sess.Id
+	val, err := proto.Marshal(sess)
+	if err != nil {
+		return nil, errs.Internal(err, "encode session")
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.sessionKey(id)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(s.connKey(p.Node)), ">", 0),
+	}
+	if p.Node == "" {
+		// No node is connected, so none misses it: a node that connects
+		// after this commit adopts it in its resync.
+		cmps[1] = clientv3.Compare(clientv3.CreateRevision(s.nodeConnPrefix()).WithPrefix(), "=", 0)
+	}
+	ops := []clientv3.Op{
+		clientv3.OpPut(s.sessionKey(id), string(val)),
+		clientv3.OpPut(s.seqKey(id), "0"),
+		clientv3.OpPut(s.ownerKey(id), p.Node),
+		clientv3.OpPut(s.nodeSessKey(p.Node, id), ""),
+	}
+	if p.RequestID != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.requestKey(p.RequestID)), "=", 0))
+		ops = append(ops, clientv3.OpPut(s.requestKey(p.RequestID), id))
+	}
+	return s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(
+		clientv3.OpGet(s.requestKey(p.RequestID)),
+		clientv3.OpGet(s.connKey(p.Node)),
+	).Commit()
+}
+
+// createRefused says what a refused createTxn means: the session a retry
+// of the same request made, the node gone, or (done false) an id that was
+// taken, to try again with another.
+func (s *Store) createRefused(ctx context.Context, p fence.CreateParams, resp *clientv3.TxnResponse) (_ fence.Created, done bool, _ error) {
+	if p.RequestID != "" {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			got, err := s.GetSession(ctx, string(kvs[0].Value))
+			if err != nil {
+				return fence.Created{}, true, err
+			}
+			if err := sameLineage(p, got); err != nil {
+				return fence.Created{}, true, err
+			}
+			_, tok, err := s.Owner(ctx, got.Id)
+			return fence.Created{Session: got, Token: tok, Existed: true}, true, err
+		}
+	}
+	if p.Node == "" {
+		return fence.Created{}, true, errs.New(errs.KindAborted, errs.ReasonConflict,
+			"a node connected while the session was stored for the first node to connect; place it again")
+	}
+	if len(resp.Responses[1].GetResponseRange().Kvs) == 0 {
+		return fence.Created{}, true, errs.New(errs.KindFailedPrecondition, errs.ReasonNodeNotConn,
+			"node %q is not connected", p.Node).With("node", p.Node)
+	}
+	return fence.Created{}, false, nil
 }
 
 // sameLineage refuses a request id reused for a different kind of create:
