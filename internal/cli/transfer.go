@@ -72,7 +72,6 @@ func (a *app) importCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("session %s created but the import stopped after %d of %d messages: %w", sess.Id, n, len(msgs), err)
 			}
-			kept := keptKinds(msgs)
 			if skipped == nil {
 				skipped = map[string]int{}
 			}
@@ -80,30 +79,12 @@ func (a *app) importCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rep := importReport{path: args[0], agent: agent, parent: parent, id: sess.Id, n: n,
+				kept: keptKinds(msgs), skipped: skipped, sub: sub, isSub: isSub, workers: workers}
 			if a.json {
-				rep := map[string]any{"id": sess.Id, "agent": agent, "messages": n, "kept": kept, "skipped": skipped}
-				if isSub {
-					rep["subagent"] = sub
-				}
-				if parent != "" {
-					rep["parent_id"] = parent
-				}
-				if len(workers) > 0 {
-					rep["workers"] = workers
-				}
-				return a.printJSON(rep)
+				return a.printJSON(rep.json())
 			}
-			fmt.Fprintln(a.out, sess.Id)
-			fmt.Fprintf(a.errOut, "imported %d messages (%s); read them with `cast read %s`\n", n, countList(kept), sess.Id)
-			if len(skipped) > 0 {
-				fmt.Fprintf(a.errOut, "skipped from %s: %s\n", filepath.Base(args[0]), countList(skipped))
-			}
-			if isSub {
-				fmt.Fprintln(a.errOut, subagentNotice(filepath.Base(args[0]), agent, sub, parent))
-			}
-			for _, w := range workers {
-				fmt.Fprintln(a.errOut, w.notice(filepath.Base(args[0]), sess.Id))
-			}
+			rep.print(a.out, a.errOut)
 			if hint := a.importNoCLIHint(cmd.Context(), c, sess); hint != "" {
 				fmt.Fprintln(a.errOut, hint)
 			}
@@ -118,6 +99,47 @@ func (a *app) importCmd() *cobra.Command {
 	// its hidden alias as on every command that takes a session.
 	sessionFlag(cmd, &parent)
 	return cmd
+}
+
+// importReport is what an import did, for its JSON or its words.
+type importReport struct {
+	path, agent, parent, id string
+	n                       int
+	kept, skipped           map[string]int
+	sub                     agents.Subagent
+	isSub                   bool
+	workers                 []importedRun
+}
+
+func (r importReport) json() map[string]any {
+	rep := map[string]any{"id": r.id, "agent": r.agent, "messages": r.n, "kept": r.kept, "skipped": r.skipped}
+	if r.isSub {
+		rep["subagent"] = r.sub
+	}
+	if r.parent != "" {
+		rep["parent_id"] = r.parent
+	}
+	if len(r.workers) > 0 {
+		rep["workers"] = r.workers
+	}
+	return rep
+}
+
+// print writes the session id on out and what was imported and skipped on
+// errOut.
+func (r importReport) print(out, errOut io.Writer) {
+	file := filepath.Base(r.path)
+	fmt.Fprintln(out, r.id)
+	fmt.Fprintf(errOut, "imported %d messages (%s); read them with `cast read %s`\n", r.n, countList(r.kept), r.id)
+	if len(r.skipped) > 0 {
+		fmt.Fprintf(errOut, "skipped from %s: %s\n", file, countList(r.skipped))
+	}
+	if r.isSub {
+		fmt.Fprintln(errOut, subagentNotice(file, r.agent, r.sub, r.parent))
+	}
+	for _, w := range r.workers {
+		fmt.Fprintln(errOut, w.notice(file, r.id))
+	}
 }
 
 // subagentNotice tells that file holds only a subagent's run, and what
