@@ -1,11 +1,11 @@
 package crossagent
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 )
 
 // pairSet selects which source->target pairs of the runnable agents a
@@ -82,7 +82,7 @@ var featureShifts = []int{compactShift, imageShift, longShift, subagentShift}
 // ring is the pairs i -> i+shift for each shift; every pair with
 // CAST_MATRIX=full.
 func ring(shifts ...int) pairSet {
-	if os.Getenv("CAST_MATRIX") == "full" {
+	if agenttest.FullMatrix() {
 		return everyPair
 	}
 	return pairSet{shifts: shifts}
@@ -129,19 +129,7 @@ func TestFeatureMatricesCoverEveryPair(t *testing.T) {
 // agent's own resume to are still in that agent's package.
 func TestOwnRoundTripsElsewhereExist(t *testing.T) {
 	for agent, test := range ownElsewhere {
-		files, err := filepath.Glob(filepath.Join("..", agent, "*_test.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: no test files (%v)", agent, err)
-		}
-		found := false
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			found = found || strings.Contains(string(b), "\nfunc "+test+"(t *testing.T) {")
-		}
-		if !found {
+		if !agenttest.HasTest(t, filepath.Join("..", agent, "*_test.go"), test) {
 			t.Errorf("%s's package has no %s: TestMatrix must resume %s->%s again", agent, test, agent, agent)
 		}
 	}
