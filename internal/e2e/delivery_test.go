@@ -27,13 +27,55 @@ import (
 var fiveAgents = []string{"claude", "codex", "gemini", "pi", "opencode"}
 
 // inMatrix says whether a delivery scenario's subtest runs. Every agent
-// runs every variant with CAST_DELIVERY_MATRIX=full (about 45 minutes on
-// 2 cores); the default run keeps the variants the bugs were found in and
-// every agent at least once among these tests (all five in
-// TestInterruptedMessageReachesTheAgentAgain), so `make test` stays within
-// its budget. OpenCode, whose turn costs ~5 of Claude's, runs in the one.
+// runs every variant with CAST_DELIVERY_MATRIX=full or CAST_MATRIX=full
+// (about 45 minutes on 2 cores); the default run keeps the variants the
+// bugs were found in and enough for every agent to meet the node's
+// delivery once in the package (agenttest.MatrixEnv's rule;
+// TestDeliveryDefaultsCoverEveryAgent), so `make test` stays within its
+// budget.
 func inMatrix(name string, defaults ...string) bool {
-	return os.Getenv("CAST_DELIVERY_MATRIX") == "full" || slices.Contains(defaults, name)
+	return os.Getenv("CAST_DELIVERY_MATRIX") == "full" || agenttest.InMatrix(name, defaults...)
+}
+
+// The delivery scenarios' default cases. What they prove is the node's
+// (the delivery rule across an interrupt, a switch, a control plane
+// stop); the agent in them is the one whose CLI runs the turns. Left to
+// the full matrix: gemini-early's interrupt before the CLI took the
+// prompt, which gemini-pi-early's switch makes too; opencode-early, ~23
+// CPU-s for the node's catch-up that claude-early and codex-early prove
+// (OpenCode's interrupted CLI: the runner's TestInterrupt; the node's
+// delivery into OpenCode once: deliveryElsewhere).
+var (
+	interruptDefaults = []string{"claude-early", "codex-early", "pi"}
+	switchDefaults    = []string{"claude-codex-early", "gemini-pi-early"}
+	cpStopDefaults    = []string{"claude", "pi-empty"}
+)
+
+// deliveryElsewhere: agents in no delivery scenario's defaults, and the
+// default test of this package that delivers a session's earlier
+// messages to that agent's CLI once.
+var deliveryElsewhere = map[string]string{
+	"opencode": "TestNativeForkOpenCode",
+}
+
+// TestDeliveryDefaultsCoverEveryAgent: every agent runs in a delivery
+// scenario's default cases, or in the test deliveryElsewhere names.
+func TestDeliveryDefaultsCoverEveryAgent(t *testing.T) {
+	for _, agent := range fiveAgents {
+		in := false
+		for _, name := range slices.Concat(interruptDefaults, switchDefaults, cpStopDefaults) {
+			in = in || slices.Contains(strings.Split(name, "-"), agent)
+		}
+		test, elsewhere := deliveryElsewhere[agent]
+		switch {
+		case in && elsewhere:
+			t.Errorf("%s is in the delivery defaults and in deliveryElsewhere (%s)", agent, test)
+		case !in && !elsewhere:
+			t.Errorf("%s runs in no delivery scenario by default, and deliveryElsewhere names no test for it", agent)
+		case elsewhere && !agenttest.HasTest(t, "*_test.go", test):
+			t.Errorf("deliveryElsewhere leaves %s to %s, which this package no longer has", agent, test)
+		}
+	}
 }
 
 // dmsg is a user message carrying mark where the fake model's answer does
@@ -187,7 +229,7 @@ func (r *turnRig) sendHeldStart(h *startHold, id, text string) int64 {
 
 // After `cast interrupt`, the interrupted message reaches the agent's next
 // request once (its native session holds it, or the catch-up carries it),
-// for each of the five agents.
+// for each of the five agents (interruptDefaults by default).
 // The interrupt comes while the model holds the request, or (early) before
 // the CLI even started.
 func TestInterruptedMessageReachesTheAgentAgain(t *testing.T) {
@@ -200,7 +242,7 @@ func TestInterruptedMessageReachesTheAgentAgain(t *testing.T) {
 			if early {
 				name += "-early"
 			}
-			if !inMatrix(name, "claude-early", "codex-early", "gemini-early", "pi", "opencode-early") {
+			if !inMatrix(name, interruptDefaults...) {
 				continue
 			}
 			t.Run(name, func(t *testing.T) {
@@ -243,7 +285,7 @@ func TestSwitchMidTurnAndBack(t *testing.T) {
 			if early {
 				name += "-early"
 			}
-			if !inMatrix(name, "claude-codex-early", "gemini-pi-early") {
+			if !inMatrix(name, switchDefaults...) {
 				continue
 			}
 			t.Run(name, func(t *testing.T) {
@@ -294,7 +336,7 @@ func TestTurnEndOutlivesAControlPlaneStop(t *testing.T) {
 				}
 				name += "-empty"
 			}
-			if !inMatrix(name, "claude", "pi-empty") {
+			if !inMatrix(name, cpStopDefaults...) {
 				continue
 			}
 			t.Run(name, func(t *testing.T) {
