@@ -50,6 +50,12 @@ func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, st
 // whose agent refused a message goes on answering the next one, without
 // it, even when Codex had it in its history already; and a
 // session moves into OpenCode (switch, import) with no --model.
+//
+// OpenCode's 2 MB diff runs with CAST_MATRIX=full only (agenttest.MatrixEnv):
+// a prompt reaches every CLI on its stdin the same way whatever its size
+// (TestPromptOnStdin), the size limits cast knows are Codex's and Gemini's,
+// and OpenCode's turn costs ~5 of the others'; OpenCode reads its prompt
+// from stdin in every OpenCode turn, here in the switch and the import.
 func TestPromptsReachEveryAgent(t *testing.T) {
 	t.Setenv("PATH", testharness.Binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	all := []string{"claude", "codex", "gemini", "pi", "opencode"}
@@ -62,6 +68,9 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for _, agent := range all {
+		if !agenttest.InMatrix(agent, "claude", "codex", "gemini", "pi") {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -80,7 +89,7 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("five agents answered big diffs in %s", time.Since(start).Round(time.Second))
+	t.Logf("the agents answered big diffs in %s", time.Since(start).Round(time.Second))
 	if t.Failed() {
 		return
 	}
