@@ -51,12 +51,11 @@ func castExec(t *testing.T, addr, cwd, stdin string, args ...string) (string, st
 // it, even when Codex had it in its history already; and a
 // session moves into OpenCode (switch, import) with no --model.
 //
-// OpenCode's 2 MB diff and the switch into it run with CAST_MATRIX=full
-// only (agenttest.MatrixEnv; the switch: below). The diff: a prompt
-// reaches every CLI on its stdin the same way whatever its size
-// (TestPromptOnStdin), the size limits cast knows are Codex's and
-// Gemini's, and OpenCode's turn costs ~5 of the others'; OpenCode reads
-// its prompt from stdin in every OpenCode turn, here in the import's.
+// OpenCode's 2 MB diff and the moves into OpenCode run with
+// CAST_MATRIX=full only (agenttest.MatrixEnv; the moves: below). The
+// diff: a prompt reaches every CLI on its stdin the same way whatever its
+// size (TestPromptOnStdin), the size limits cast knows are Codex's and
+// Gemini's (kept), and OpenCode's turn costs ~5 of the others'.
 func TestPromptsReachEveryAgent(t *testing.T) {
 	t.Setenv("PATH", testharness.Binaries(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	all := []string{"claude", "codex", "gemini", "pi", "opencode"}
@@ -128,27 +127,34 @@ func TestPromptsReachEveryAgent(t *testing.T) {
 	}
 	t.Logf("refusal and recovery in %s", time.Since(start).Round(time.Second))
 
-	// Into OpenCode with no --model: a switch (CAST_MATRIX=full), and an
-	// imported session. Both rebuild OpenCode's session from the neutral
-	// copy the same way (its writer and `opencode import` with the turn's
-	// own HOME: the bug this pins), as a migration into OpenCode does
-	// (TestMigrateIntoOpenCode); a switch's own part is every agent's and
-	// runs in TestSwitchClaudeCodexClaudeAndFork, a Claude history in
-	// OpenCode's writer and CLI in crossagent's rings.
-	start = time.Now()
+	// Into OpenCode with no --model, with CAST_MATRIX=full: the default
+	// run proves OpenCode's rebuild from the neutral copy (its writer and
+	// `opencode import` with the turn's own HOME: the bug this pins) in
+	// TestMigrateIntoOpenCode, which rebuilds the same way; a switch's and
+	// an import's own parts are every agent's (TestSwitchClaudeCodexClaudeAndFork,
+	// TestImportThenExportResumesInRealCLIs), and a Claude history in
+	// OpenCode's writer and CLI is crossagent's rings'.
 	if agenttest.FullMatrix() {
-		from, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "start on claude MARK-O1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-		if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: from.Id, Agent: "opencode"}); err != nil {
-			t.Fatal(err)
-		}
-		seq = r.send(from.Id, "now on opencode MARK-O2")
-		r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-		assertOpenCodeAnswered(t, r, from.Id, seq, "MARK-O1", "MARK-O2")
+		intoOpenCode(t, r, cwd)
 	}
+}
+
+// intoOpenCode moves a session into OpenCode with no --model: a switch,
+// and an imported session.
+func intoOpenCode(t *testing.T, r *turnRig, cwd string) {
+	ctx := context.Background()
+	start := time.Now()
+	from, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: cwd, Text: "start on claude MARK-O1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if _, err := r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: from.Id, Agent: "opencode"}); err != nil {
+		t.Fatal(err)
+	}
+	seq := r.send(from.Id, "now on opencode MARK-O2")
+	r.waitState(from.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	assertOpenCodeAnswered(t, r, from.Id, seq, "MARK-O1", "MARK-O2")
 
 	exp, err := opencode.Render(agents.Target{Cwd: cwd, SessionID: "imported"}, []transcript.Message{
 		{Kind: transcript.KindUser, Text: "imported question MARK-I1"},
