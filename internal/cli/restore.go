@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
 	"github.com/cast-dev/cast/internal/fsutil"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -50,26 +51,10 @@ func (a *app) restoreCmd() *cobra.Command {
 		if !filepath.IsAbs(cwd) {
 			return usagef("the session has no absolute working directory; pass --cwd")
 		}
-		// The origin's native id is its agent's: a session switched to
-		// another agent since is that agent's new session (an id of
-		// another agent's format may not resume, and that agent's folder
-		// never holds the original to refuse over).
-		nativeID := ""
-		if o := sess.GetOrigin(); o.GetAgent() == sess.Agent {
-			nativeID = o.GetNativeId()
-		}
 		d, hasDriver := ag.Driver()
-		if hasDriver && nativeID != "" {
-			p, err := stillThere(cmd.Context(), ag, d, absHome, nativeID)
-			if err != nil {
-				return err
-			}
-			if p != "" {
-				return fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
-			}
-		}
-		if nativeID == "" || ag.Caps.IndexedIDs {
-			nativeID = agents.NewNativeID(sess.Agent) // its old id would not resume (IndexedIDs)
+		nativeID, err := restoreID(cmd.Context(), sess, ag, absHome)
+		if err != nil {
+			return err
 		}
 		log, err := loadExportLog()
 		if err != nil {
@@ -99,6 +84,34 @@ func (a *app) restoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	return cmd
+}
+
+// restoreID is the native id a restore writes sess under: its origin's,
+// refused while that native session is still under home, or a new one
+// (no origin of this agent, or an agent whose index would not resume an
+// old id).
+func restoreID(ctx context.Context, sess *castv1.Session, ag agents.Agent, home string) (string, error) {
+	// The origin's native id is its agent's: a session switched to
+	// another agent since is that agent's new session (an id of
+	// another agent's format may not resume, and that agent's folder
+	// never holds the original to refuse over).
+	nativeID := ""
+	if o := sess.GetOrigin(); o.GetAgent() == sess.Agent {
+		nativeID = o.GetNativeId()
+	}
+	if d, hasDriver := ag.Driver(); hasDriver && nativeID != "" {
+		p, err := stillThere(ctx, ag, d, home, nativeID)
+		if err != nil {
+			return "", err
+		}
+		if p != "" {
+			return "", fmt.Errorf("%s session %s is still there (%s); nothing to restore (`cast export` writes a copy as a new session)", sess.Agent, nativeID, p)
+		}
+	}
+	if nativeID == "" || ag.Caps.IndexedIDs {
+		nativeID = agents.NewNativeID(sess.Agent) // its old id would not resume (IndexedIDs)
+	}
+	return nativeID, nil
 }
 
 // stillThere is where agent's native session id is under home ("" when
