@@ -65,9 +65,19 @@ type TurnState struct {
 	// (castv1.Session.LastTurnAbandoned). ExitCode is the signal's, as for
 	// Interrupted.
 	Abandoned bool
-	// HeldSeq: a FAILED turn kept the user messages through it without
-	// running them; they wait for the next message (castv1.Session.HeldSeq).
+	// HeldSeq: a FAILED or PARKED turn (Holds) kept the user messages
+	// through it without running them; they wait for the next message, a
+	// parked turn's also for the next fleet credential
+	// (castv1.Session.HeldSeq).
 	HeldSeq int64
+}
+
+// Holds reports whether a turn that ended in state may keep its messages
+// without running them (HeldSeq): a failure the next message retries (the
+// CLI not installed or not logged in, a turn not set up) and a usage
+// limit the next fleet credential runs again.
+func Holds(state castv1.SessionState) bool {
+	return state == castv1.SessionState_SESSION_STATE_FAILED || state == castv1.SessionState_SESSION_STATE_PARKED
 }
 
 // TurnInFlight reports whether sess has a turn running (or stopped at a

@@ -231,17 +231,18 @@ func forkSettled(ctx context.Context, st Store, fork *castv1.Session) error {
 }
 
 // RunsNothing says whether s runs no turn and has none about to start:
-// idle (or failed), and no user message waits past its delivery cursor
-// (a message just sent leaves the session idle until the node reports
-// its turn running) other than those a failed turn holds (HeldSeq: they
-// run with the next message, not before). A switch and an interrupt send
+// idle (or failed, or parked), and no user message waits past its
+// delivery cursor (a message just sent leaves the session idle until the
+// node reports its turn running) other than those a failed or parked turn
+// holds (HeldSeq: they run with the next message, or a parked turn's with
+// the next fleet credential, not before). A switch and an interrupt send
 // nothing to stop then.
 func RunsNothing(ctx context.Context, st Store, s *castv1.Session) (bool, error) {
-	if s.State != castv1.SessionState_SESSION_STATE_IDLE && s.State != castv1.SessionState_SESSION_STATE_FAILED {
+	if s.State != castv1.SessionState_SESSION_STATE_IDLE && !fence.Holds(s.State) {
 		return false, nil
 	}
 	var held int64
-	if s.State == castv1.SessionState_SESSION_STATE_FAILED {
+	if fence.Holds(s.State) {
 		held = s.HeldSeq
 	}
 	waiting, err := firstWaitingAfter(ctx, st, s, held)

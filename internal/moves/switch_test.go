@@ -61,13 +61,15 @@ func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
 // refused ("session … has no running turn"). A failed session whose
 // turn holds its message (the CLI not installed or not logged in: it runs
 // with the next message) runs nothing either; its switch sent the
-// interrupt, which the node refused with the same warnings.
+// interrupt, which the node refused with the same warnings. So did a
+// parked one's (a usage limit: its message runs with the next fleet
+// credential or the next message), which ran nothing either.
 func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
-	failed := castv1.SessionState_SESSION_STATE_FAILED
+	failed, parked := castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_PARKED
 	for _, tc := range []struct {
 		name          string
 		state         castv1.SessionState
-		held          bool // a user message the failed turn holds (held seq)
+		held          bool // a user message the failed or parked turn holds (held seq)
 		waiting       bool // a user message past the delivery cursor
 		wantInterrupt bool
 	}{
@@ -77,6 +79,8 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 		{"failed holding its message", failed, true, false, false},
 		{"failed holding a message, another about to run", failed, true, true, true},
 		{"failed with a message about to run", failed, false, true, true},
+		{"parked holding its message", parked, true, false, false},
+		{"parked holding a message, another about to run", parked, true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}

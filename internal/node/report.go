@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/retry"
@@ -165,13 +166,14 @@ func (a *Daemon) reportRequest(sessionID string, cur owned, r turnReport) *castv
 	return req
 }
 
-// heldSeq is a FAILED report's held seq: the messages through FailedSeq
-// run with the next message, none before (the worker's gate), so the
-// control plane sends no interrupt for them (moves.RunsNothing). Read at
-// each send, as the delivery cursor: a switch that cleared FailedSeq
-// meanwhile (they run now) reports none.
+// heldSeq is a FAILED or PARKED report's held seq: the messages through
+// FailedSeq run with the next message (a parked turn's also with the next
+// fleet credential), none before (the worker's gate), so the control
+// plane sends no interrupt for them (moves.RunsNothing). Read at each
+// send, as the delivery cursor: a switch or a credential that cleared
+// FailedSeq meanwhile (they run now) reports none.
 func heldSeq(cur owned, r turnReport) int64 {
-	if r.State != castv1.SessionState_SESSION_STATE_FAILED || cur.FailedSeq <= cur.DeliveredSeq {
+	if !fence.Holds(r.State) || cur.FailedSeq <= cur.DeliveredSeq {
 		return 0
 	}
 	return cur.FailedSeq

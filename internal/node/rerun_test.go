@@ -838,3 +838,32 @@ func stateUnwritable(t *testing.T, a *Daemon) {
 	_ = a.st.file.Close()
 	a.st.file = f
 }
+
+// A turn parked on a usage limit keeps its prompt for the next credential
+// (or the next message) and runs nothing meanwhile, as a failed turn that
+// held its message does: the PARKED report says which messages it holds,
+// so the control plane sends no interrupt for them (moves.RunsNothing),
+// which this node would refuse ("no running turn"), each side logging a
+// warning.
+func TestParkedTurnReportsItsHeldSeq(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p := rerunDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	fm.FailNext(10, 429)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o, _ := a.st.get("s1")
+	if err := a.runTurn(ctx, "s1", o); err == nil {
+		t.Fatal("a turn on a usage limit reported success")
+	}
+	if o, _ := a.st.get("s1"); !o.Parked || o.FailedSeq != 3 || o.DeliveredSeq != 2 {
+		t.Fatalf("parked %v, failed seq %d, delivered seq %d; want parked holding the prompt (3 and 2)", o.Parked, o.FailedSeq, o.DeliveredSeq)
+	}
+	r := p.lastLanded()
+	if r.State != castv1.SessionState_SESSION_STATE_PARKED || r.HeldSeq != 3 {
+		t.Fatalf("last report %v with held seq %d; want PARKED holding the prompt (3)", r.State, r.HeldSeq)
+	}
+	if a.interrupt("s1", false) == nil {
+		t.Fatal("the node took an interrupt for a parked session, which runs nothing")
+	}
+}

@@ -47,7 +47,7 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 		}
 		sess.LastTurnAbandoned = t.Abandoned && t.State == castv1.SessionState_SESSION_STATE_IDLE
 		sess.HeldSeq = 0
-		if t.State == castv1.SessionState_SESSION_STATE_FAILED {
+		if fence.Holds(t.State) {
 			sess.HeldSeq = t.HeldSeq
 		}
 		sess.DeliveredSeq = max(sess.DeliveredSeq, t.DeliveredSeq)

@@ -15,11 +15,13 @@ import (
 // while the next turn runs and replaced when it ends; a turn a move
 // abandoned is kept as such (its prompt runs again) until a turn starts,
 // whose start drops its exit code, the signal's, no turn's result; a
-// failed turn's held seq lasts as long as the failure. The
+// failed or parked turn's held seq lasts as long as the failure (a parked
+// one's was dropped, so a switch interrupted the parked session). The
 // store kept only the exit code, which `cast get` showed as the last error
 // ("exit 143") until the next turn ended.
 func TestTurnEndSetsTheLastTurn(t *testing.T) {
 	idle, running, failed := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_FAILED
+	parked := castv1.SessionState_SESSION_STATE_PARKED
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx := ctxT(t)
 	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1"}, "test", 30*time.Second); err != nil {
@@ -46,6 +48,8 @@ func TestTurnEndSetsTheLastTurn(t *testing.T) {
 		{"failed again, refused", fence.TurnState{State: failed, Reason: "refused", ExitCode: 2}, false, 2, 0, false},
 		{"held again", fence.TurnState{State: failed, Reason: "not logged in", ExitCode: 1, HeldSeq: 1}, false, 1, 1, false},
 		{"its rerun runs", fence.TurnState{State: running}, false, 1, 0, false},
+		{"parked holding its prompt", fence.TurnState{State: parked, Reason: "rate limited", ExitCode: 1, HeldSeq: 1}, false, 1, 1, false},
+		{"the parked prompt runs again", fence.TurnState{State: running}, false, 1, 0, false},
 		{"interrupt on a failure is no interrupt", fence.TurnState{State: failed, Reason: "x", ExitCode: 3, Interrupted: true}, false, 3, 0, false},
 		{"abandoned by a move", fence.TurnState{State: idle, ExitCode: 143, Abandoned: true}, false, 143, 0, true},
 		{"its prompt runs again", fence.TurnState{State: running}, false, 0, 0, false},

@@ -2886,10 +2886,11 @@ type ReportTurnRequest struct {
 	// interrupt`, a switch to another agent): exit_code is then the CLI's
 	// death by the node's signal (143, -1), no error of the turn's.
 	Interrupted bool `protobuf:"varint,11,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
-	// held_seq, on a FAILED report, is the newest user message the failed
+	// held_seq, on a FAILED or PARKED report, is the newest user message the
 	// turn keeps without running it (the CLI not installed or not logged in,
-	// a turn not set up): messages through it wait for the next message or a
-	// switch to another agent, and no turn runs for them before. 0: none.
+	// a turn not set up, a usage limit): messages through it wait for the
+	// next message or a switch to another agent (a parked turn's also for
+	// the next fleet credential), and no turn runs for them before. 0: none.
 	HeldSeq int64 `protobuf:"varint,12,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
 	// abandoned says an IDLE report ends a turn the node stopped with no one
 	// asking (the session moving to another node, the node cut off from the

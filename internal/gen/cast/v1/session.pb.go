@@ -253,11 +253,12 @@ type Session struct {
 	// so a client that does not read this field still takes the turn for
 	// one that did not succeed. Cleared when a later turn ends.
 	LastTurnInterrupted bool `protobuf:"varint,32,opt,name=last_turn_interrupted,json=lastTurnInterrupted,proto3" json:"last_turn_interrupted,omitempty"`
-	// held_seq is set on a FAILED session whose failed turn kept its
+	// held_seq is set on a FAILED or PARKED session whose last turn kept its
 	// messages without running them (the CLI not installed or not logged in
-	// on the node, a turn not set up): user messages through it wait for
-	// the next message, which carries them, a switch to another agent or a
-	// move to another node (which run them and clear it); no turn runs for
+	// on the node, a turn not set up, a usage limit): user messages through
+	// it wait for the next message, which carries them, a switch to another
+	// agent or a move to another node (which run them and clear it), a
+	// parked turn's also for the next fleet credential; no turn runs for
 	// them before. 0 otherwise.
 	HeldSeq int64 `protobuf:"varint,33,opt,name=held_seq,json=heldSeq,proto3" json:"held_seq,omitempty"`
 	// last_turn_abandoned says the last turn was stopped with no one asking

@@ -1566,10 +1566,11 @@ export type ReportTurnRequest = Message<"cast.v1.ReportTurnRequest"> & {
   interrupted: boolean;
 
   /**
-   * held_seq, on a FAILED report, is the newest user message the failed
+   * held_seq, on a FAILED or PARKED report, is the newest user message the
    * turn keeps without running it (the CLI not installed or not logged in,
-   * a turn not set up): messages through it wait for the next message or a
-   * switch to another agent, and no turn runs for them before. 0: none.
+   * a turn not set up, a usage limit): messages through it wait for the
+   * next message or a switch to another agent (a parked turn's also for
+   * the next fleet credential), and no turn runs for them before. 0: none.
    *
    * @generated from field: int64 held_seq = 12;
    */

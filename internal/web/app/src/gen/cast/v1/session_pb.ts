@@ -271,11 +271,12 @@ export type Session = Message$1<"cast.v1.Session"> & {
   lastTurnInterrupted: boolean;
 
   /**
-   * held_seq is set on a FAILED session whose failed turn kept its
+   * held_seq is set on a FAILED or PARKED session whose last turn kept its
    * messages without running them (the CLI not installed or not logged in
-   * on the node, a turn not set up): user messages through it wait for
-   * the next message, which carries them, a switch to another agent or a
-   * move to another node (which run them and clear it); no turn runs for
+   * on the node, a turn not set up, a usage limit): user messages through
+   * it wait for the next message, which carries them, a switch to another
+   * agent or a move to another node (which run them and clear it), a
+   * parked turn's also for the next fleet credential; no turn runs for
    * them before. 0 otherwise.
    *
    * @generated from field: int64 held_seq = 33;
