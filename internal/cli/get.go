@@ -60,8 +60,16 @@ func describeRows(s *castv1.Session) [][2]string {
 		reason = s.StateReason
 	}
 	lastTurn := ""
-	if s.LastTurnInterrupted {
+	switch {
+	case s.LastTurnInterrupted:
 		lastTurn = "interrupted" // stopped, not failed: no last error
+	case s.LastTurnAbandoned:
+		// The session shows idle while its prompt waits to run again
+		// (until that turn starts, when the store clears the flag).
+		lastTurn = "stopped by a move or its node going away; its prompt runs again"
+		if s.Node != "" {
+			lastTurn += " on " + s.Node
+		}
 	}
 	return [][2]string{
 		{"id", s.Id},

@@ -9,7 +9,8 @@ import (
 // `cast get` shows how the last turn ended: a failure's reason and exit
 // code as the last error, an interrupted turn as "last turn: interrupted"
 // with no last error. An interrupted turn showed "last error: exit 143"
-// (the CLI killed by the node's signal) until the next turn ended.
+// (the CLI killed by the node's signal) until the next turn ended. A turn
+// a move stopped, whose prompt runs again, showed idle with no word of it.
 func TestDescribeLastTurn(t *testing.T) {
 	idle, failed := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_FAILED
 	for _, tc := range []struct {
@@ -22,9 +23,13 @@ func TestDescribeLastTurn(t *testing.T) {
 		{"interrupted, the next turn running", &castv1.Session{State: castv1.SessionState_SESSION_STATE_RUNNING, LastTurnInterrupted: true}, "", "interrupted"},
 		{"failed", &castv1.Session{State: failed, StateReason: "claude: bad request", LastExitCode: 1}, "claude: bad request; exit 1", ""},
 		{"exited non-zero", &castv1.Session{State: idle, LastExitCode: 2}, "exit 2", ""},
-		// A move stopped it: its prompt runs again, so no error, and no
-		// last turn either (that turn has not ended).
-		{"abandoned", &castv1.Session{State: idle, LastTurnAbandoned: true, LastExitCode: 143}, "", ""},
+		// A move stopped it (or its node cut off or stopping): its prompt
+		// runs again, so no error; the session shows idle, and said
+		// nothing of the prompt still to run.
+		{"abandoned", &castv1.Session{State: idle, Node: "n2", LastTurnAbandoned: true, LastExitCode: 143}, "",
+			"stopped by a move or its node going away; its prompt runs again on n2"},
+		{"abandoned, no owner yet", &castv1.Session{State: idle, LastTurnAbandoned: true, LastExitCode: 143}, "",
+			"stopped by a move or its node going away; its prompt runs again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := map[string]string{}
