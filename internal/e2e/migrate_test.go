@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -49,6 +50,9 @@ type migOpts struct {
 	// reconnectMax caps the nodes' pauses between calls to a control
 	// plane that is away (0: the node's default, 10s).
 	reconnectMax time.Duration
+	// cpConfig adjusts the in-process control plane's config (not with
+	// cpProcess), e.g. a migration failpoint that holds a phase.
+	cpConfig func(*controlplane.Config)
 }
 
 func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
@@ -62,7 +66,7 @@ func newMigRig(t *testing.T, opts migOpts, agentNames ...string) *migRig {
 		}
 		r.startControlPlane(opts.cpEnv)
 	} else {
-		r.addr = testharness.StartControlPlane(t, nil).Addr()
+		r.addr = testharness.StartControlPlane(t, opts.cpConfig).Addr()
 	}
 	r.c = testharness.Dial(t, r.addr)
 	r.cast = cli{t: t, bin: filepath.Join(testharness.Binaries(t), "cast"), env: []string{"CAST_ADDR=" + r.addr}}
