@@ -293,25 +293,37 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 		switch s.State {
 		case castv1.SessionState_SESSION_STATE_RUNNING:
 			t.running = true
-		case castv1.SessionState_SESSION_STATE_FAILED:
-			stale := t.earlier != nil && proto.Equal(s.UpdateTime, t.earlier)
-			if t.running || s.LastSeq > t.seq || s.StateReason != "" && !stale {
-				t.end = s
-			}
-		case castv1.SessionState_SESSION_STATE_IDLE:
-			if s.DeliveredSeq < t.seq {
+		case castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_IDLE:
+			if earlierTurnEnd(s, t.seq) {
 				// A turn that ran when the prompt was sent ended; the
 				// prompt runs in a later one (the delivery cursor moves
 				// past it as that turn starts and ends).
 				t.earlierTurn(s.LastSeq)
 				break
 			}
-			if t.running || s.LastSeq > t.seq {
+			stale := s.State == castv1.SessionState_SESSION_STATE_FAILED && t.earlier != nil && proto.Equal(s.UpdateTime, t.earlier)
+			if t.running || s.LastSeq > t.seq || s.State == castv1.SessionState_SESSION_STATE_FAILED && s.StateReason != "" && !stale {
 				t.end = s
 			}
 		}
 	}
 	return t.end != nil && got >= t.end.LastSeq
+}
+
+// earlierTurnEnd says whether s, a turn's end, ends a turn earlier than
+// the prompt at seq (one under way when it was sent): idle with the
+// delivery cursor short of the prompt, or failed holding only messages
+// before it (held seq), whose next turn runs the prompt. A failure with
+// no held seq (one that dropped its prompt, or reported by a node older
+// than held seq) is taken for the prompt's, as before.
+func earlierTurnEnd(s *castv1.Session, seq int64) bool {
+	switch s.State {
+	case castv1.SessionState_SESSION_STATE_IDLE:
+		return s.DeliveredSeq < seq
+	case castv1.SessionState_SESSION_STATE_FAILED:
+		return s.HeldSeq != 0 && max(s.HeldSeq, s.DeliveredSeq) < seq
+	}
+	return false
 }
 
 // earlierTurn leaves out what an earlier turn, which ended at seq last,

@@ -297,3 +297,33 @@ func TestExecTurnAbandonedThenAnEarlierTurnEnds(t *testing.T) {
 		t.Fatalf("answer %q, want none yet", tr.answer)
 	}
 }
+
+// `cast exec --resume` on a session running a turn whose failure holds
+// that turn's messages for the next one (its set-up failed, the CLI not
+// logged in: held seq short of the prompt, sent mid-turn): the prompt runs
+// in the next turn, which the node starts at once. exec took the earlier
+// turn's failure for its own and exited with it before its prompt ran.
+func TestExecTurnSkipsAnEarlierHeldFailure(t *testing.T) {
+	failed, running, idle := castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_IDLE
+	tr := &execTurn{id: "s", seq: 4}
+	for i, step := range []struct {
+		ev   *castv1.WatchSessionResponse
+		got  int64
+		ends bool
+	}{
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: running, LastSeq: 4, DeliveredSeq: 2}}}, 4, false},
+		// The earlier turn (prompt 3) failed holding its prompt.
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: failed, StateReason: "history read failed",
+			LastSeq: 4, DeliveredSeq: 2, HeldSeq: 3, LastExitCode: 1}}}, 4, false},
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: running, LastSeq: 4, DeliveredSeq: 2}}}, 4, false},
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: 5, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "mine"}}}, 5, false},
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: &castv1.Session{Id: "s", State: idle, LastSeq: 5, DeliveredSeq: 4}}}, 5, true},
+	} {
+		if ends := tr.see(step.ev, step.got); ends != step.ends {
+			t.Fatalf("event %d: ended %v, want %v (answer %q)", i, ends, step.ends, tr.answer)
+		}
+	}
+	if fmt.Sprint(tr.answer) != "[mine]" || tr.end.State != idle {
+		t.Fatalf("answer %q, end %v; want the prompt's own answer and idle", tr.answer, tr.end.State)
+	}
+}
