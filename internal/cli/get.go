@@ -67,7 +67,10 @@ func describeRows(s *castv1.Session) [][2]string {
 		// The session shows idle while its prompt waits to run again
 		// (until that turn starts, when the store clears the flag).
 		lastTurn = "stopped by a move or its node going away; its prompt runs again"
-		if s.Node != "" {
+		switch {
+		case s.FencedBy != "":
+			lastTurn += " once the move ends" // where it lands, or here if it is cancelled
+		case s.Node != "":
 			lastTurn += " on " + s.Node
 		}
 	}

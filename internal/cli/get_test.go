@@ -30,6 +30,8 @@ func TestDescribeLastTurn(t *testing.T) {
 			"stopped by a move or its node going away; its prompt runs again on n2"},
 		{"abandoned, no owner yet", &castv1.Session{State: idle, LastTurnAbandoned: true, LastExitCode: 143}, "",
 			"stopped by a move or its node going away; its prompt runs again"},
+		{"abandoned, still moving", &castv1.Session{State: idle, Node: "n1", FencedBy: "m1", LastTurnAbandoned: true, LastExitCode: 143}, "",
+			"stopped by a move or its node going away; its prompt runs again once the move ends"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := map[string]string{}

@@ -50,6 +50,9 @@ func TestMigrationCancelledAfterItStoppedTheTurn(t *testing.T) {
 	if s := r.session(id); !s.LastTurnAbandoned {
 		t.Fatalf("after the drain: state %v, abandoned %v; want the turn stopped to run again", s.State, s.LastTurnAbandoned)
 	}
+	if out := r.cast.must("get", id); !strings.Contains(out, "its prompt runs again once the move ends") || strings.Contains(out, "last error") {
+		t.Fatalf("cast get of the stopped turn's session while it moves:\n%s\nwant its prompt to run again, no last error", out)
+	}
 	if _, err := r.c.Migrations.CancelMigration(context.Background(), &castv1.CancelMigrationRequest{Id: mig.Id}); err != nil {
 		t.Fatal(err)
 	}
