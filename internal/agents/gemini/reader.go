@@ -142,6 +142,10 @@ type neutral struct {
 	ids     *callIDs
 	skip    func(kind string)
 	out     []transcript.Message // one record's
+	// responded: the last turn was a user record holding a tool's
+	// response, after which the CLI may put its own closing turn
+	// (closesInterrupted).
+	responded bool
 }
 
 func newNeutral(skip func(kind string)) *neutral {
@@ -210,6 +214,7 @@ func (n *neutral) record(r record) {
 				n.skip(p.leftOut())
 			}
 		}
+		n.responded = inResponse
 		text := strings.Join(texts, "\n")
 		if regenerated(text) {
 			return
@@ -250,7 +255,7 @@ func (n *neutral) record(r record) {
 				n.skip(p.leftOut())
 			}
 		}
-		if text := strings.Join(texts, ""); text != "" && text != interruptedPlaceholder {
+		if text := strings.Join(texts, ""); text != "" && !n.closesInterrupted(r, text) {
 			add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
 		}
 		// The ids of r.ToolCalls: made here for the calls it holds, or
@@ -281,11 +286,23 @@ func (n *neutral) record(r record) {
 			isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
 			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
 		}
+		n.responded = false
 	default:
 		if !uiRecords[r.Type] {
 			n.skip(r.Type + " record")
 		}
 	}
+}
+
+// closesInterrupted reports whether a model record of text is the turn
+// the CLI makes up to close an interrupted one (interruptedPlaceholder):
+// it puts it right after a user record holding a tool's response, and
+// records it with no model. A model's answer of the same text has the
+// model that gave it; only once a resume has written the session anew
+// (new ids, no models) and the answer followed a tool's response is it
+// taken for the CLI's turn.
+func (n *neutral) closesInterrupted(r record, text string) bool {
+	return n.responded && r.Model == "" && text == interruptedPlaceholder
 }
 
 // parseContent accepts the three shapes Gemini stores: a string, one Part,

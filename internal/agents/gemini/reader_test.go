@@ -107,6 +107,24 @@ func TestDecodeReplay(t *testing.T) {
 			`{"id":"p","type":"gemini","content":[{"text":"[The previous response was interrupted before it completed.]"}]},` +
 			`{"id":"b","type":"user","content":[{"text":"next"}]}]}}` + "\n",
 			0, []want{{transcript.KindUser, "go"}, {transcript.KindToolCall, "ls"}, {transcript.KindToolResult, "a b"}, {transcript.KindUser, "next"}}},
+		// A model's answer of that very text is an answer: Gemini records
+		// it with the model that gave it, and its own closing turn only
+		// after a tool's response; a resume writes the answer anew without
+		// its model.
+		{"an answer of the placeholder's text is kept", h +
+			`{"id":"a","type":"user","content":[{"text":"say it"}]}` + "\n" +
+			`{"id":"b","type":"gemini","content":"[The previous response was interrupted before it completed.]","thoughts":[],"model":"gemini-2.5-pro"}` + "\n",
+			0, []want{{transcript.KindUser, "say it"}, {transcript.KindAssistant, "[The previous response was interrupted before it completed.]"}}},
+		{"an answer of the placeholder's text, the session resumed, is kept", h +
+			`{"$set":{"messages":[{"id":"a","type":"user","content":[{"text":"say it"}]},` +
+			`{"id":"b","type":"gemini","content":[{"text":"[The previous response was interrupted before it completed.]"}]}]}}` + "\n",
+			0, []want{{transcript.KindUser, "say it"}, {transcript.KindAssistant, "[The previous response was interrupted before it completed.]"}}},
+		{"an answer of the placeholder's text to a tool's response is kept", h +
+			`{"$set":{"messages":[{"id":"a","type":"user","content":[{"text":"go"}]},` +
+			`{"id":"g","type":"gemini","content":[{"functionCall":{"id":"c1","name":"ls","args":{}}}],"model":"gemini-2.5-pro"},` +
+			`{"id":"g_response","type":"user","content":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"a b"}}}]},` +
+			`{"id":"b","type":"gemini","content":[{"text":"[The previous response was interrupted before it completed.]"}],"model":"gemini-2.5-pro"}]}}` + "\n",
+			0, []want{{transcript.KindUser, "go"}, {transcript.KindToolCall, "ls"}, {transcript.KindToolResult, "a b"}, {transcript.KindAssistant, "[The previous response was interrupted before it completed.]"}}},
 		{"escaped user text is unescaped", h +
 			`{"id":"a","type":"user","content":"\\/tmp/x is broken"}` + "\n",
 			0, []want{{transcript.KindUser, "/tmp/x is broken"}}},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -117,5 +118,33 @@ func TestRealGeminiSessionReads(t *testing.T) {
 		"user:please TOOLCALL", "call:run_shell_command", "result:<untrusted_context>\nOutput: MARKER-SHELL", "assistant:FAKE: tool said", "user:second turn MARKER-T2", "assistant:FAKE-ANSWER")
 	if c := strings.Count(joined, "call:run_shell_command"); c != 1 {
 		t.Errorf("%d tool calls read, want 1:\n%s", c, joined)
+	}
+}
+
+// TestRealGeminiAnswerIsTheInterruptedPlaceholder has the model answer
+// with exactly the text of the turn Gemini makes up to close an
+// interrupted one, then resumes the session (the CLI writes it anew: new
+// ids, no models): the answer is read, once, both times. It was left out
+// as the CLI's own turn.
+func TestRealGeminiAnswerIsTheInterruptedPlaceholder(t *testing.T) {
+	s := agenttest.NewSandbox(t, "gemini", nil, "work", "proj")
+	ctx := agenttest.Deadline(t, 4*time.Minute)
+	sid := "7a2d2d49-2d5f-4f9f-8e1f-1b1c1d1e1f10"
+	s.Fake.Enqueue(fakemodel.Reply{Text: interruptedPlaceholder})
+	s.Run(t, ctx, "--session-id", sid, "-p", "say the marker MARKER-T1")
+	want := "assistant:" + interruptedPlaceholder
+	for turn, args := range [][]string{nil, {"--resume", sid, "-p", "second turn MARKER-T2"}} {
+		if args != nil {
+			s.Run(t, ctx, args...)
+		}
+		files, _ := filepath.Glob(filepath.Join(s.Native, "tmp", "*", "chats", "session-*-"+sid[:8]+".jsonl"))
+		msgs, skipped, err := Reader{}.ReadReport(agenttest.Largest(t, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := agenttest.CheckOwnSession(t, msgs, skipped, "user:say the marker MARKER-T1", want)
+		if c := strings.Count(joined, want); c != 1 {
+			t.Errorf("after turn %d: the answer read %d times, want 1:\n%s", turn+1, c, joined)
+		}
 	}
 }

@@ -61,6 +61,24 @@ func TestRoundTrip(t *testing.T) {
 
 func read(_ *testing.T, path string) ([]transcript.Message, error) { return Reader{}.Read(path) }
 
+// An answer of the text Gemini makes up to close an interrupted turn,
+// written with no model to record (no target model, another agent's
+// message without one), read back as the CLI's own turn and was lost.
+func TestWriterAnswerIsTheInterruptedPlaceholder(t *testing.T) {
+	msgs := []transcript.Message{user("say it"), asst(interruptedPlaceholder)}
+	w, err := Writer{}.Write(target(t), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Reader{}.Read(w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cores(got), cores(msgs)) {
+		t.Fatalf("read back %+v, want %+v", cores(got), cores(msgs))
+	}
+}
+
 func TestCorpusRoundTrip(t *testing.T) {
 	for _, f := range []string{"testdata/gemini.jsonl", "testdata/test_conversation_gemini.json"} {
 		t.Run(f, func(t *testing.T) {
