@@ -76,6 +76,11 @@ type tailer struct {
 	lines  int // non-blank lines before offset
 	path   string
 	known  []string // fingerprints of the accounted prefix of the last read
+	// calls are the ids of the tool calls of every read's accounted
+	// prefix, answered those of the calls whose result was in one: a tool
+	// entry a read holds of neither is the turn's, whatever a rewrite
+	// kept or dropped around it (a call's id is its own).
+	calls, answered map[string]bool
 	// forked are the fingerprints of a forked session's history, forkedAt
 	// how many of them the fork's file has repeated so far.
 	forked   []string
@@ -146,6 +151,42 @@ func (tl *tailer) baseline() {
 	for i, m := range msgs {
 		tl.known[i] = fingerprint(m)
 	}
+	tl.account(msgs)
+}
+
+// account records the tool calls and results of msgs, entries of an
+// accounted prefix (see calls).
+func (tl *tailer) account(msgs []transcript.Message) {
+	for _, m := range msgs {
+		switch {
+		case m.ToolCall != nil:
+			if tl.calls == nil {
+				tl.calls = map[string]bool{}
+			}
+			tl.calls[m.ToolCall.ID] = true
+		case m.ToolResult != nil:
+			if tl.answered == nil {
+				tl.answered = map[string]bool{}
+			}
+			tl.answered[m.ToolResult.CallID] = true
+		}
+	}
+}
+
+// firstUnseen is where the first tool entry of msgs is that no accounted
+// prefix held (a call of an id not seen, or a result of a call not
+// answered), or -1: the turn wrote it, so it and what follows it are the
+// turn's.
+func (tl *tailer) firstUnseen(msgs []transcript.Message) int {
+	for i, m := range msgs {
+		switch {
+		case m.ToolCall != nil && m.ToolCall.ID != "" && !tl.calls[m.ToolCall.ID]:
+			return i
+		case m.ToolResult != nil && m.ToolResult.CallID != "" && !tl.answered[m.ToolResult.CallID]:
+			return i
+		}
+	}
+	return -1
 }
 
 // poll re-reads the file when it changed (always when final) and emits
@@ -223,6 +264,7 @@ func (tl *tailer) holdIDs(data []byte) {
 			tl.held[m.NativeID] = true
 		}
 	}
+	tl.account(msgs)
 }
 
 func nonBlankLines(data []byte) int {
@@ -290,6 +332,7 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 		}
 		out(m)
 	}
+	tl.account(msgs[:i])
 	tl.known = fps[:i]
 	return true
 }
@@ -410,6 +453,15 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 		}
 	}
 	start = last + 1 + (n - 1 - k)
+	// A tool entry no read held is the turn's, and so is what follows it:
+	// the accounted entries the read holds after it are the turn's too,
+	// of the same content (the newest history entry "Done." and the
+	// turn's answer), and a read that holds none of the accounted entries
+	// (a squeeze that dropped them and the prompt) has no anchor else.
+	unseen := tl.firstUnseen(msgs)
+	if unseen >= 0 && unseen < start {
+		start = unseen
+	}
 	prompt = tl.promptAt(msgs, fps, last)
 	if prompt >= 0 && prompt < start {
 		start = prompt

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/agents/gemini"
@@ -88,4 +89,78 @@ func TestTailerGeminiAnswerIsTheInterruptedPlaceholder(t *testing.T) {
 		t.Fatal("the session did not read")
 	}
 	eq(t, got, "x#text "+placeholder)
+}
+
+// Records of a Gemini CLI session file, as the CLI writes them.
+func gUser(id, text string) string {
+	return `{"id":"` + id + `","type":"user","content":[{"text":"` + text + `"}]}`
+}
+
+func gAnswer(id, text string) string {
+	return `{"id":"` + id + `","type":"gemini","content":"` + text + `","thoughts":[],"model":"gemini-2.5-pro"}`
+}
+
+// gTool is a model turn that called the shell (call id cid) and got out:
+// as the CLI appends it, or (set) as its rewrite of the session has it,
+// the call in the content and the response in a record of its own.
+func gTool(id, cid, out string, set bool) string {
+	call := `{"id":"` + cid + `","name":"run_shell_command","args":{"command":"ls"}`
+	resp := `[{"functionResponse":{"id":"` + cid + `","name":"run_shell_command","response":{"output":"` + out + `"}}}]`
+	tcs := `"toolCalls":[` + call + `,"result":` + resp + `,"status":"success"}]`
+	if !set {
+		return `{"id":"` + id + `","type":"gemini","content":"",` + tcs + `,"thoughts":[],"model":"gemini-2.5-pro"}`
+	}
+	return `{"id":"` + id + `","type":"gemini","content":[{"functionCall":` + call + `}}],` + tcs + `,"model":"gemini-2.5-pro"},` +
+		`{"id":"` + id + `_response","type":"user","content":` + resp + `}`
+}
+
+// gSet is the CLI's rewrite of the session to recs.
+func gSet(recs ...string) string { return `{"$set":{"messages":[` + strings.Join(recs, ",") + `]}}` }
+
+// gFile is a session file of records, one a line.
+func gFile(recs ...string) string {
+	return `{"sessionId":"s1","projectHash":"x","kind":"main"}` + "\n" + strings.Join(recs, "\n") + "\n"
+}
+
+// tailGemini has a tailer follow a Gemini session that holds history
+// when the turn starts and then each of reads in turn, the last read
+// final, and returns the native ids it emitted.
+func tailGemini(t *testing.T, prompt string, history []string, reads ...[]string) (*tailer, []string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "session-1.jsonl")
+	if err := os.WriteFile(path, []byte(gFile(history...)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tl := &tailer{reader: gemini.Reader{}, path: path, prompt: prompt, logf: t.Logf}
+	tl.baseline()
+	var got []string
+	for i, recs := range reads {
+		if err := os.WriteFile(path, []byte(gFile(recs...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if !tl.poll(i == len(reads)-1, func(m transcript.Message) { got = append(got, m.NativeID) }) {
+			t.Fatal("the session did not read")
+		}
+	}
+	return tl, got
+}
+
+// Gemini squeezes a long history mid-turn (its context management keeps
+// the newest entries that fit and a summary of the rest; the kept part
+// begins at a model turn, here the one whose tool response it is about to
+// send) and the squeeze keeps none of what the tailer had seen, the
+// prompt included. The turn's entries after it were not synced: with no
+// entry it knew and no prompt in the file, the tailer took nothing from
+// it.
+func TestTailerGeminiSqueezeDropsPromptAndSeenEntries(t *testing.T) {
+	history := []string{gUser("u0", "q0"), gAnswer("a0", "r0")}
+	seen := append(append([]string(nil), history...), gUser("p", "do it"), gTool("g1", "c1", "one", false), gTool("g2", "c2", "two", false))
+	squeezed := append(append([]string(nil), seen...), gTool("g3", "c3", "three", false),
+		gSet(gUser("s", "### [System Note: Conversation History Truncated] the user asked for a listing; ran ls twice"), gTool("g3", "c3", "three", true)),
+		gTool("g4", "c4", "four", false), gAnswer("x", "answer"))
+	tl, got := tailGemini(t, "do it", history, seen, squeezed)
+	eq(t, got, "g1#call:c1", "g1#result:c1", "g2#call:c2", "g2#result:c2", "g3#call:c3", "g3#result:c3", "g4#call:c4", "g4#result:c4", "x#text")
+	if tl.state != promptFound {
+		t.Fatalf("prompt state %v, want found", tl.state)
+	}
 }

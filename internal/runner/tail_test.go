@@ -65,6 +65,7 @@ func newTailer(prompt string, known ...transcript.Message) *tailer {
 	for _, m := range known {
 		tl.known = append(tl.known, fingerprint(m))
 	}
+	tl.account(known)
 	return tl
 }
 
