@@ -462,7 +462,7 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 	if unseen >= 0 && unseen < start {
 		start = unseen
 	}
-	prompt = tl.promptAt(msgs, fps, last)
+	prompt = tl.promptAt(msgs, fps, last, unseen)
 	if prompt >= 0 && prompt < start {
 		start = prompt
 	}
@@ -485,10 +485,12 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 // (-1 when it is not there): the first entry that is the prompt itself and
 // was not accounted, even before last (the history may be gone and an
 // entry of the turn the same as its newest, an answer "Done." again, is
-// never the prompt record); else the first entry after last that holds the
-// prompt (one before then that only holds it, a summary of the history the
-// CLI wrote, is not the prompt).
-func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last int) int {
+// never the prompt record); else the newest entry that is the prompt
+// itself before unseen, the turn's first tool entry (see firstUnseen),
+// though the history holds its text; else the first entry after last that
+// holds the prompt (one before then that only holds it, a summary of the
+// history the CLI wrote, is not the prompt).
+func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last, unseen int) int {
 	if tl.state != promptLooking {
 		return -1
 	}
@@ -498,6 +500,14 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last int) in
 	}
 	for i, m := range msgs {
 		if m.Kind == transcript.KindUser && isPrompt(m.Text, tl.prompt) && !known[fps[i]] {
+			return i
+		}
+	}
+	// The user sent a text the history holds ("continue", "do it"): the
+	// turn begins with its prompt, so the newest such entry before the
+	// turn's first tool entry is its record, not the history's.
+	for i := unseen - 1; i >= 0; i-- {
+		if msgs[i].Kind == transcript.KindUser && isPrompt(msgs[i].Text, tl.prompt) {
 			return i
 		}
 	}

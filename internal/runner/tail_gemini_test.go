@@ -145,6 +145,24 @@ func tailGemini(t *testing.T, prompt string, history []string, reads ...[]string
 	return tl, got
 }
 
+// The user sends a prompt an earlier message of the session holds
+// already ("do it", "continue"), and the model ends the turn as it ended
+// that one ("Done."). Gemini has been seen to rewrite a resumed session
+// down to the turn's own entries; read first after that, the turn's
+// prompt, its tool call and its answer were taken for the history's "do
+// it" and "Done." with entries added between them, and nothing of the
+// turn was synced.
+func TestTailerGeminiPromptRepeatedHistoryDropped(t *testing.T) {
+	history := []string{gUser("u0", "q0"), gAnswer("a0", "r0"), gUser("u1", "do it"), gAnswer("a1", "Done.")}
+	turn := append(append([]string(nil), history...), gUser("p", "do it"), gTool("g1", "c1", "a b", false))
+	dropped := []string{gSet(gUser("p", "do it"), gTool("g1", "c1", "a b", true)), gAnswer("x", "Done.")}
+	tl, got := tailGemini(t, "do it", history, append(turn, dropped...))
+	eq(t, got, "g1#call:c1", "g1#result:c1", "x#text")
+	if tl.state != promptFound || !tl.lost {
+		t.Fatalf("prompt state %v, lost %v; want found, lost", tl.state, tl.lost)
+	}
+}
+
 // Gemini squeezes a long history mid-turn (its context management keeps
 // the newest entries that fit and a summary of the rest; the kept part
 // begins at a model turn, here the one whose tool response it is about to
