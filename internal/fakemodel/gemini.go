@@ -15,7 +15,7 @@ func serveGemini(w http.ResponseWriter, req Request, r Reply) {
 	if r.Tool != nil {
 		parts = append(parts, map[string]any{"functionCall": map[string]any{"id": r.Tool.ID, "name": r.Tool.Name, "args": r.Tool.Input}})
 	}
-	resp := geminiResponse(req, parts)
+	resp := geminiResponse(req, r.inputTokens(req.Items), parts)
 	if !req.Stream {
 		// streamGenerateContent without alt=sse: a JSON array of chunks.
 		writeJSON(w, http.StatusOK, []any{resp})
@@ -24,8 +24,7 @@ func serveGemini(w http.ResponseWriter, req Request, r Reply) {
 	startSSE(w).event("", resp)
 }
 
-func geminiResponse(req Request, parts []any) map[string]any {
-	pt := tokens(req.Items)
+func geminiResponse(req Request, pt int, parts []any) map[string]any {
 	return map[string]any{
 		"candidates": []any{map[string]any{"index": 0, "finishReason": "STOP",
 			"content": map[string]any{"role": "model", "parts": parts}}},
@@ -57,7 +56,7 @@ func serveSide(w http.ResponseWriter, rt routeInfo, req Request, in map[string]a
 				text = string(b)
 			}
 		}
-		writeJSON(w, http.StatusOK, geminiResponse(req, []any{map[string]any{"text": text}}))
+		writeJSON(w, http.StatusOK, geminiResponse(req, tokens(items), []any{map[string]any{"text": text}}))
 	case rt.api == Anthropic:
 		serveAnthropic(w, req, Reply{Text: "Fake title"}, "side")
 	case rt.api == Responses:

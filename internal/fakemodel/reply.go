@@ -37,7 +37,9 @@ type Reply struct {
 	// instead of the fake's estimate (a quarter of the request's
 	// characters): a client that compacts a history by its reported size
 	// (Codex, past 90% of its fallback window of about 1 MB of text) then
-	// sees a model with room for it. Anthropic, Responses and Chat.
+	// sees a model with room for it, or, given more, one to compact now
+	// (Gemini compresses past half its model's window). Anthropic,
+	// Responses, Chat and Gemini.
 	InputTokens int
 
 	// reasoning is the Responses reasoning item the answer starts with
