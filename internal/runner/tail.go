@@ -108,8 +108,9 @@ type tailer struct {
 	}
 	// lost: the CLI left its transcript without history it held when the
 	// turn began (Gemini has been seen to rewrite a resumed session down
-	// to the turn's own entries). What follows the prompt is still this
-	// turn's; the native session must be rebuilt before the next.
+	// to the turn's own entries) and no summary of it (squeezed). What
+	// follows the prompt is still this turn's; the native session must be
+	// rebuilt before the next.
 	lost bool
 	size int64
 	mod  time.Time
@@ -381,7 +382,6 @@ func (tl *tailer) promptAgain(m transcript.Message) bool {
 // emitted, or nowhere when the prompt is not there (old and new entries
 // cannot be told apart then).
 func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int {
-	tl.lost = true
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if !tl.recordsPrompt(msgs[i]) {
 			continue
@@ -397,9 +397,11 @@ func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int 
 		for j < len(fps) && emitted[fps[j]] {
 			j++
 		}
+		tl.lose(msgs, fps, j)
 		return j
 	}
 	tl.logf("runner: %s lost its history and the turn's prompt is not in it; nothing of the turn is taken from it", tl.path)
+	tl.lose(msgs, fps, len(msgs))
 	return len(msgs)
 }
 
@@ -476,7 +478,7 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 		return len(fps), -1, false
 	}
 	if start < n {
-		tl.lose(n, len(fps))
+		tl.lose(msgs, fps, start)
 	}
 	return start, prompt, true
 }
@@ -519,11 +521,41 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last, unseen
 	return -1
 }
 
-// lose records that a read (of now entries) holds fewer entries up to what
-// is new than the n accounted: history the CLI held is gone.
-func (tl *tailer) lose(n, now int) {
+// lose records that a read (msgs, new from start) holds fewer entries up
+// to what is new than the accounted: history the CLI held is gone, unless
+// it put a summary of it in its place (squeezed).
+func (tl *tailer) lose(msgs []transcript.Message, fps []string, start int) {
+	if tl.squeezed(msgs, fps, start) {
+		tl.logf("runner: %s was compacted (%d accounted, %d entries now, a summary in place of the rest)", tl.path, len(tl.known), len(msgs))
+		return
+	}
 	if !tl.lost {
-		tl.logf("runner: %s was rewritten without entries it held (%d accounted, %d entries now)", tl.path, n, now)
+		tl.logf("runner: %s was rewritten without entries it held (%d accounted, %d entries now)", tl.path, len(tl.known), len(msgs))
 	}
 	tl.lost = true
+}
+
+// squeezed reports whether msgs holds before start a compaction summary
+// no accounted read held: the CLI put it in place of the entries it
+// dropped (Gemini compressing a long history), so its session is whole for
+// it. Rebuilt from the neutral copy, it held all of the history again,
+// which the CLI compressed again, at every turn after.
+func (tl *tailer) squeezed(msgs []transcript.Message, fps []string, start int) bool {
+	var known map[string]bool
+	for i := range min(start, len(msgs)) {
+		m := &msgs[i]
+		if m.Kind != transcript.KindNotice || m.NoticeType != transcript.NoticeCompactionSummary || strings.TrimSpace(m.Text) == "" {
+			continue
+		}
+		if known == nil {
+			known = make(map[string]bool, len(tl.known))
+			for _, fp := range tl.known {
+				known[fp] = true
+			}
+		}
+		if !known[fps[i]] {
+			return true
+		}
+	}
+	return false
 }

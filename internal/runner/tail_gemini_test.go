@@ -182,3 +182,36 @@ func TestTailerGeminiSqueezeDropsPromptAndSeenEntries(t *testing.T) {
 		t.Fatalf("prompt state %v, want found", tl.state)
 	}
 }
+
+// Gemini compresses a long history when a turn starts: it writes the
+// session anew as a summary of the older entries (a user record, and its
+// own "Got it." after it) and the newest ones it keeps. That is Gemini's
+// session, whole for it; taken for one that lost its history, it was
+// rebuilt from the neutral copy before the next turn, with all of the
+// history again, which Gemini compressed again, at every turn after. A
+// session rewritten down to the turn's own entries with no summary still
+// lost its history.
+func TestTailerGeminiCompressedHistoryIsNotLost(t *testing.T) {
+	history := []string{gUser("u0", "q0"), gAnswer("a0", "r0"), gUser("u9", "q9"), gAnswer("a9", "r9"), gUser("u1", "q1"), gTool("g0", "c0", "zero", false), gAnswer("a1", "r1")}
+	summary := []string{gUser("s", "<state_snapshot>the user asked q0 and q1; ran ls</state_snapshot>"),
+		`{"id":"k","type":"gemini","content":[{"text":"Got it. Thanks for the additional context!"}]}`}
+	turn := []string{gUser("p", "do it"), gTool("g1", "c1", "one", false), gAnswer("x", "answer")}
+	for _, tc := range []struct {
+		name string
+		kept []string // what the rewrite keeps before the turn
+		lost bool
+	}{
+		{"a summary and the newest entries", append(append([]string(nil), summary...), gUser("u1", "q1"), gTool("g0", "c0", "zero", true), gAnswer("a1", "r1")), false},
+		{"a summary only", summary, false},
+		{"nothing", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rewritten := append(append([]string(nil), history...), gSet(tc.kept...))
+			tl, got := tailGemini(t, "do it", history, append(rewritten, turn...))
+			eq(t, got, "g1#call:c1", "g1#result:c1", "x#text")
+			if tl.lost != tc.lost {
+				t.Fatalf("lost %v, want %v", tl.lost, tc.lost)
+			}
+		})
+	}
+}

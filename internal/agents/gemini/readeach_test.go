@@ -88,10 +88,13 @@ func (c *changing) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // A file that changes between the two passes is an error, never other
-// messages; an error of each stops the read and is ReadEach's.
+// messages; an error of each stops the read and is ReadEach's. (A user
+// text is handed out once the record after it is read: the change is
+// found at the third.)
 func TestReadEachStops(t *testing.T) {
-	in := []byte(`{"sessionId":"s1"}` + "\n" + `{"id":"u1","type":"user","content":"one"}` + "\n" + `{"id":"u2","type":"user","content":"two"}` + "\n")
-	other := bytes.ReplaceAll(in, []byte(`"u2"`), []byte(`"x9"`))
+	in := []byte(`{"sessionId":"s1"}` + "\n" + `{"id":"u1","type":"user","content":"one"}` + "\n" + `{"id":"u2","type":"user","content":"two"}` + "\n" +
+		`{"id":"u3","type":"user","content":"three"}` + "\n")
+	other := bytes.ReplaceAll(in, []byte(`"u3"`), []byte(`"x9"`))
 	c := &changing{data: in, other: other}
 	n := 0
 	err := Reader{}.ReadEach(c, int64(len(in)), func(transcript.Message) error {

@@ -110,7 +110,10 @@ func decodeEach(r io.ReaderAt, size int64, keep bool, d *Decoded, each func(tran
 		return errors.New("gemini: no session header or message found")
 	}
 	n := newNeutral(d.skip)
-	return l.records(r, size, func(rec record) error { return n.add(rec, each) })
+	if err := l.records(r, size, func(rec record) error { return n.add(rec, each) }); err != nil {
+		return err
+	}
+	return n.flush(each)
 }
 
 // readerAt is r as an io.ReaderAt (a file or bytes.Reader is one; any
@@ -146,22 +149,59 @@ type neutral struct {
 	// response, after which the CLI may put its own closing turn
 	// (closesInterrupted).
 	responded bool
+	// held is a user text add holds back until the next record says
+	// whether it is the summary of a compressed history (compressionAck).
+	held *transcript.Message
 }
+
+// compressionAck is the model turn Gemini puts, with no model, after the
+// user record it compresses the older part of a long history into: that
+// record is a compaction summary, and the turn is not conversation. Read
+// as a user's message, the summary left the session looking as if it had
+// lost the history it summarised.
+const compressionAck = "Got it. Thanks for the additional context!"
 
 func newNeutral(skip func(kind string)) *neutral {
 	return &neutral{results: map[string]bool{}, ids: newCallIDs(), skip: skip}
 }
 
-// add hands r's messages to each.
+// add hands r's messages to each, a user text once the next record is
+// known (held).
 func (n *neutral) add(r record, each func(transcript.Message) error) error {
 	n.out = n.out[:0]
 	n.record(r)
-	for _, m := range n.out {
+	out := n.out
+	if n.held != nil {
+		m := *n.held
+		n.held = nil
+		if r.Type == "gemini" && r.Model == "" && len(out) == 1 && out[0].Kind == transcript.KindAssistant && out[0].Text == compressionAck {
+			m.Kind, m.NoticeType, out = transcript.KindNotice, transcript.NoticeCompactionSummary, nil
+		}
+		if err := each(m); err != nil {
+			return err
+		}
+	}
+	if r.Type == "user" && len(out) == 1 && out[0].Kind == transcript.KindUser && len(out[0].Images) == 0 {
+		m := out[0]
+		n.held = &m
+		return nil
+	}
+	for _, m := range out {
 		if err := each(m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// flush hands out what add holds back.
+func (n *neutral) flush(each func(transcript.Message) error) error {
+	if n.held == nil {
+		return nil
+	}
+	m := *n.held
+	n.held = nil
+	return each(m)
 }
 
 func (n *neutral) record(r record) {

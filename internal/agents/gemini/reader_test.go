@@ -125,6 +125,17 @@ func TestDecodeReplay(t *testing.T) {
 			`{"id":"g_response","type":"user","content":[{"functionResponse":{"id":"c1","name":"ls","response":{"output":"a b"}}}]},` +
 			`{"id":"b","type":"gemini","content":[{"text":"[The previous response was interrupted before it completed.]"}],"model":"gemini-2.5-pro"}]}}` + "\n",
 			0, []want{{transcript.KindUser, "go"}, {transcript.KindToolCall, "ls"}, {transcript.KindToolResult, "a b"}, {transcript.KindAssistant, "[The previous response was interrupted before it completed.]"}}},
+		// Gemini compresses the older part of a long history into a user
+		// record it answers itself, with no model: a compaction summary.
+		{"a compressed history's summary is a compaction summary", h +
+			`{"$set":{"messages":[{"id":"s","type":"user","content":[{"text":"<state_snapshot>we listed files</state_snapshot>"}]},` +
+			`{"id":"k","type":"gemini","content":[{"text":"Got it. Thanks for the additional context!"}]},` +
+			`{"id":"a","type":"user","content":[{"text":"next"}]}]}}` + "\n",
+			0, []want{{transcript.KindNotice, "<state_snapshot>we listed files</state_snapshot>"}, {transcript.KindUser, "next"}}},
+		{"a model's answer of the compression's words is an answer", h +
+			`{"id":"a","type":"user","content":[{"text":"say it"}]}` + "\n" +
+			`{"id":"b","type":"gemini","content":"Got it. Thanks for the additional context!","model":"gemini-2.5-pro"}` + "\n",
+			0, []want{{transcript.KindUser, "say it"}, {transcript.KindAssistant, "Got it. Thanks for the additional context!"}}},
 		{"escaped user text is unescaped", h +
 			`{"id":"a","type":"user","content":"\\/tmp/x is broken"}` + "\n",
 			0, []want{{transcript.KindUser, "/tmp/x is broken"}}},
