@@ -389,10 +389,7 @@ func (tl *tailer) afterLostHistory(msgs []transcript.Message, fps []string) int 
 		if tl.state == promptLooking {
 			tl.found(msgs[i])
 		}
-		emitted := make(map[string]bool, len(tl.known))
-		for _, fp := range tl.known {
-			emitted[fp] = true
-		}
+		emitted := tl.knownSet()
 		j := i + 1
 		for j < len(fps) && emitted[fps[j]] {
 			j++
@@ -496,10 +493,7 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last, unseen
 	if tl.state != promptLooking {
 		return -1
 	}
-	known := make(map[string]bool, len(tl.known))
-	for _, fp := range tl.known {
-		known[fp] = true
-	}
+	known := tl.knownSet()
 	for i, m := range msgs {
 		if m.Kind == transcript.KindUser && isPrompt(m.Text, tl.prompt) && !known[fps[i]] {
 			return i
@@ -519,6 +513,15 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last, unseen
 		}
 	}
 	return -1
+}
+
+// knownSet is the fingerprints of the accounted prefix, as a set.
+func (tl *tailer) knownSet() map[string]bool {
+	known := make(map[string]bool, len(tl.known))
+	for _, fp := range tl.known {
+		known[fp] = true
+	}
+	return known
 }
 
 // lose records that a read (msgs, new from start) holds fewer entries up
@@ -548,10 +551,7 @@ func (tl *tailer) squeezed(msgs []transcript.Message, fps []string, start int) b
 			continue
 		}
 		if known == nil {
-			known = make(map[string]bool, len(tl.known))
-			for _, fp := range tl.known {
-				known[fp] = true
-			}
+			known = tl.knownSet()
 		}
 		if !known[fps[i]] {
 			return true
