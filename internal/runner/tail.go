@@ -77,10 +77,11 @@ type tailer struct {
 	path   string
 	known  []string // fingerprints of the accounted prefix of the last read
 	// calls are the ids of the tool calls of every read's accounted
-	// prefix, answered those of the calls whose result was in one: a tool
-	// entry a read holds of neither is the turn's, whatever a rewrite
-	// kept or dropped around it (a call's id is its own).
-	calls, answered map[string]bool
+	// prefix: a call of another id is the turn's, whatever a rewrite kept
+	// or dropped around it (a call's id is its own). Not so a result: it
+	// may answer a call older than the turn (one the history left
+	// unanswered), and a rewrite may put it among the history's entries.
+	calls map[string]bool
 	// forked are the fingerprints of a forked session's history, forkedAt
 	// how many of them the fork's file has repeated so far.
 	forked   []string
@@ -155,35 +156,26 @@ func (tl *tailer) baseline() {
 	tl.account(msgs)
 }
 
-// account records the tool calls and results of msgs, entries of an
-// accounted prefix (see calls).
+// account records the tool calls of msgs, entries of an accounted prefix
+// (see calls).
 func (tl *tailer) account(msgs []transcript.Message) {
 	for _, m := range msgs {
-		switch {
-		case m.ToolCall != nil:
-			if tl.calls == nil {
-				tl.calls = map[string]bool{}
-			}
-			tl.calls[m.ToolCall.ID] = true
-		case m.ToolResult != nil:
-			if tl.answered == nil {
-				tl.answered = map[string]bool{}
-			}
-			tl.answered[m.ToolResult.CallID] = true
+		if m.ToolCall == nil {
+			continue
 		}
+		if tl.calls == nil {
+			tl.calls = map[string]bool{}
+		}
+		tl.calls[m.ToolCall.ID] = true
 	}
 }
 
-// firstUnseen is where the first tool entry of msgs is that no accounted
-// prefix held (a call of an id not seen, or a result of a call not
-// answered), or -1: the turn wrote it, so it and what follows it are the
-// turn's.
+// firstUnseen is where the first tool call of msgs is of an id no
+// accounted prefix held, or -1: the turn made it, so it and what follows
+// it are the turn's.
 func (tl *tailer) firstUnseen(msgs []transcript.Message) int {
 	for i, m := range msgs {
-		switch {
-		case m.ToolCall != nil && m.ToolCall.ID != "" && !tl.calls[m.ToolCall.ID]:
-			return i
-		case m.ToolResult != nil && m.ToolResult.CallID != "" && !tl.answered[m.ToolResult.CallID]:
+		if m.ToolCall != nil && m.ToolCall.ID != "" && !tl.calls[m.ToolCall.ID] {
 			return i
 		}
 	}
@@ -452,7 +444,7 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 		}
 	}
 	start = last + 1 + (n - 1 - k)
-	// A tool entry no read held is the turn's, and so is what follows it:
+	// A tool call no read held is the turn's, and so is what follows it:
 	// the accounted entries the read holds after it are the turn's too,
 	// of the same content (the newest history entry "Done." and the
 	// turn's answer), and a read that holds none of the accounted entries
@@ -485,7 +477,7 @@ func (tl *tailer) align(msgs []transcript.Message, fps []string) (start, prompt 
 // was not accounted, even before last (the history may be gone and an
 // entry of the turn the same as its newest, an answer "Done." again, is
 // never the prompt record); else the newest entry that is the prompt
-// itself before unseen, the turn's first tool entry (see firstUnseen),
+// itself before unseen, the turn's first tool call (see firstUnseen),
 // though the history holds its text; else the first entry after last that
 // holds the prompt (one before then that only holds it, a summary of the
 // history the CLI wrote, is not the prompt).
@@ -501,7 +493,7 @@ func (tl *tailer) promptAt(msgs []transcript.Message, fps []string, last, unseen
 	}
 	// The user sent a text the history holds ("continue", "do it"): the
 	// turn begins with its prompt, so the newest such entry before the
-	// turn's first tool entry is its record, not the history's.
+	// turn's first tool call is its record, not the history's.
 	for i := unseen - 1; i >= 0; i-- {
 		if msgs[i].Kind == transcript.KindUser && isPrompt(msgs[i].Text, tl.prompt) {
 			return i

@@ -343,6 +343,9 @@ func TestTailerHistoryShrinksThenTurnGrows(t *testing.T) {
 		{"an entry written before the prompt's record", [][]transcript.Message{
 			seq(h[:4], result("R0", "w", "out (masked)"), h[5], asst("Z", "closing"), p, c1, a),
 		}, []string{"Z", "c1", "A"}, false, nil},
+		{"a result of a history call put among the history", [][]transcript.Message{
+			seq(h[:4], result("R0", "w", "cancelled"), h[5], p, c1, r1, a),
+		}, []string{"c1", "r1", "A"}, false, seq(h[:4], h[5])},
 		{"history re-expressed in place", [][]transcript.Message{
 			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1),
 			seq(h[:4], result("R0", "w", "out (masked)"), h[5], p, c1, r1, a),
