@@ -110,154 +110,218 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 	if err != nil {
 		return err
 	}
-	times := kit.MessageTimes{Now: now}
-	taken := map[string]bool{}
-	n, prev := 0, "" // entries emitted; the last one's id
-	when := func(m *transcript.Message) time.Time {
-		t := times.Of(m)
-		if start.IsZero() {
-			*start = t
-		}
-		return t
-	}
-	push := func(e entry, t time.Time) error {
-		e.ID = entryID(sid, n, taken)
-		if n > 0 {
-			p := prev
-			e.ParentID = &p
-		}
-		e.Timestamp = kit.ISOTime(t)
-		n, prev = n+1, e.ID
-		return emit(e)
-	}
+	c := &renderer{sid: sid, msgs: msgs, index: index, times: kit.MessageTimes{Now: now}, start: start, emit: emit,
+		taken: map[string]bool{}, written: map[string]bool{}}
 	if prov, model, ok := strings.Cut(targetModel, "/"); ok && prov != "" && model != "" {
 		// Lets `pi --session F` pick the model without --provider/--model.
-		if err := push(entry{Type: "model_change", Provider: prov, ModelID: model}, now); err != nil {
+		if err := c.push(entry{Type: "model_change", Provider: prov, ModelID: model}, now); err != nil {
 			return err
 		}
 	}
-
-	// The open assistant message and the calls in it.
-	var cur *message
-	var curBlocks []any // written blocks must keep empty text fields
-	var curTime time.Time
-	var curCalls []transcript.ToolCall
-	written := map[string]bool{}
-	flush := func() error {
-		if cur == nil {
-			return nil
-		}
-		cur.StopReason = "stop"
-		if len(curCalls) > 0 {
-			cur.StopReason = "toolUse"
-		}
-		cur.Timestamp = msTime(curTime)
-		cur.Content, _ = json.Marshal(curBlocks)
-		if err := push(entry{Type: "message", Message: cur}, curTime); err != nil {
-			return err
-		}
-		for _, c := range curCalls {
-			r := &message{Role: "toolResult", ToolCallID: c.ID, ToolName: repair.ToolName(c.Name), Timestamp: msTime(curTime)}
-			isErr := true
-			if pos, ok := index.Results[c.ID]; ok { // the call's first result, read again from where it is
-				m, err := msgs.At(pos)
-				if err != nil {
-					return err
-				}
-				res := m.ToolResult
-				isErr = res.IsError
-				r.Content = contentBlocks(res.Output, m.Images)
-				if res.ExitCode != nil {
-					r.Details, _ = json.Marshal(map[string]int32{"exitCode": *res.ExitCode})
-				}
-			} else {
-				r.Content = textBlocks(OrphanCallOutput)
-			}
-			r.IsError = &isErr
-			if err := push(entry{Type: "message", Message: r}, curTime); err != nil {
-				return err
-			}
-		}
-		cur, curCalls, curBlocks = nil, nil, nil
-		return nil
-	}
-	open := func(m *transcript.Message) {
-		if cur != nil {
-			return
-		}
-		model, prov := m.Model, provider(m.Agent)
-		if model == "" {
-			model = "unknown"
-		}
-		cur = &message{Role: "assistant", API: castAPI, Provider: prov, Model: model, Usage: &usage{}}
-		curTime = when(m)
-	}
-	err = msgs.Each(func(_ int64, m *transcript.Message) error {
-		if !repair.IsWritable(m) {
-			return nil
-		}
-		switch m.Kind {
-		case transcript.KindUser:
-			if err := flush(); err != nil {
-				return err
-			}
-			t := when(m)
-			return push(entry{Type: "message", Message: &message{Role: "user", Content: contentBlocks(m.Text, m.Images), Timestamp: msTime(t)}}, t)
-		case transcript.KindNotice:
-			if err := flush(); err != nil {
-				return err
-			}
-			if m.NoticeType == transcript.NoticeCompactionSummary {
-				// pi's own summary message: pi sends it to the model as
-				// the summary of what came before, as after its own /compact.
-				t := when(m)
-				return push(entry{Type: "message", Message: &message{Role: "compactionSummary", Summary: m.Text, Timestamp: msTime(t)}}, t)
-			}
-			// A custom entry stays on the chain but out of the model context.
-			data, _ := json.Marshal(map[string]string{"noticeType": m.NoticeType, "text": m.Text})
-			return push(entry{Type: "custom", CustomType: noticeType, Data: data}, when(m))
-		case transcript.KindThinking, transcript.KindAssistant:
-			if len(curCalls) > 0 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			open(m)
-			if m.Kind == transcript.KindThinking {
-				curBlocks = append(curBlocks, thinkingBlock{Type: "thinking", Thinking: m.Text + thinkingSep})
-			} else {
-				curBlocks = append(curBlocks, textBlock{Type: "text", Text: m.Text})
-			}
-		case transcript.KindToolCall:
-			tc := m.ToolCall
-			if written[tc.ID] {
-				return nil // a repeated call id would pair one result twice
-			}
-			written[tc.ID] = true
-			open(m)
-			curBlocks = append(curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: repair.ToolName(tc.Name), Arguments: repair.ArgsObject(tc.Input)})
-			curCalls = append(curCalls, *tc) // a copy: m is the source's only while it is read
-		case transcript.KindToolResult:
-			if index.Calls[m.ToolResult.CallID] {
-				for _, c := range curCalls {
-					if c.ID == m.ToolResult.CallID {
-						return flush() // answered: what follows is a new message
-					}
-				}
-				return nil // written right after its call
-			}
-			if err := flush(); err != nil {
-				return err
-			}
-			t := when(m)
-			return push(entry{Type: "message", Message: &message{Role: "user", Content: textBlocks(repair.OrphanResultText(m.ToolResult)), Timestamp: msTime(t)}}, t)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := msgs.Each(func(_ int64, m *transcript.Message) error { return c.add(m) }); err != nil {
 		return err
 	}
-	return flush()
+	return c.flush()
+}
+
+// renderer is renderTo's state: the entries emitted so far, and the open
+// assistant message, held until it ends so that its calls' results can
+// follow it.
+type renderer struct {
+	sid   string
+	msgs  agents.MessageSource
+	index *repair.CallPositions
+	times kit.MessageTimes
+	start *time.Time
+	emit  func(entry) error
+
+	taken   map[string]bool // entry ids given
+	n       int             // entries emitted
+	prev    string          // the last one's id
+	written map[string]bool // call ids written
+
+	// The open assistant message and the calls in it.
+	cur       *message
+	curBlocks []any // written blocks must keep empty text fields
+	curTime   time.Time
+	curCalls  []transcript.ToolCall
+}
+
+// when is m's time; the first one asked for is the session's start.
+func (c *renderer) when(m *transcript.Message) time.Time {
+	t := c.times.Of(m)
+	if c.start.IsZero() {
+		*c.start = t
+	}
+	return t
+}
+
+// push emits e at t as the next entry of the chain.
+func (c *renderer) push(e entry, t time.Time) error {
+	e.ID = entryID(c.sid, c.n, c.taken)
+	if c.n > 0 {
+		p := c.prev
+		e.ParentID = &p
+	}
+	e.Timestamp = kit.ISOTime(t)
+	c.n, c.prev = c.n+1, e.ID
+	return c.emit(e)
+}
+
+// pushMessage emits msg as a message entry at m's time.
+func (c *renderer) pushMessage(m *transcript.Message, msg *message) error {
+	t := c.when(m)
+	msg.Timestamp = msTime(t)
+	return c.push(entry{Type: "message", Message: msg}, t)
+}
+
+// add renders one source message.
+func (c *renderer) add(m *transcript.Message) error {
+	if !repair.IsWritable(m) {
+		return nil
+	}
+	switch m.Kind {
+	case transcript.KindUser:
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.pushMessage(m, &message{Role: "user", Content: contentBlocks(m.Text, m.Images)})
+	case transcript.KindNotice:
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.notice(m)
+	case transcript.KindThinking, transcript.KindAssistant:
+		return c.block(m)
+	case transcript.KindToolCall:
+		c.call(m)
+	case transcript.KindToolResult:
+		return c.result(m)
+	}
+	return nil
+}
+
+// notice emits a notice: a compaction summary as pi's own, any other
+// as a custom entry.
+func (c *renderer) notice(m *transcript.Message) error {
+	if m.NoticeType == transcript.NoticeCompactionSummary {
+		// pi's own summary message: pi sends it to the model as
+		// the summary of what came before, as after its own /compact.
+		return c.pushMessage(m, &message{Role: "compactionSummary", Summary: m.Text})
+	}
+	// A custom entry stays on the chain but out of the model context.
+	data, _ := json.Marshal(map[string]string{"noticeType": m.NoticeType, "text": m.Text})
+	return c.push(entry{Type: "custom", CustomType: noticeType, Data: data}, c.when(m))
+}
+
+// block adds thinking or text to the open assistant message; after
+// tool calls it starts a new one, as the model answered their results.
+func (c *renderer) block(m *transcript.Message) error {
+	if len(c.curCalls) > 0 {
+		if err := c.flush(); err != nil {
+			return err
+		}
+	}
+	c.open(m)
+	if m.Kind == transcript.KindThinking {
+		c.curBlocks = append(c.curBlocks, thinkingBlock{Type: "thinking", Thinking: m.Text + thinkingSep})
+	} else {
+		c.curBlocks = append(c.curBlocks, textBlock{Type: "text", Text: m.Text})
+	}
+	return nil
+}
+
+// call adds a tool call to the open assistant message.
+func (c *renderer) call(m *transcript.Message) {
+	tc := m.ToolCall
+	if c.written[tc.ID] {
+		return // a repeated call id would pair one result twice
+	}
+	c.written[tc.ID] = true
+	c.open(m)
+	c.curBlocks = append(c.curBlocks, toolCallBlock{Type: "toolCall", ID: tc.ID, Name: repair.ToolName(tc.Name), Arguments: repair.ArgsObject(tc.Input)})
+	c.curCalls = append(c.curCalls, *tc) // a copy: m is the source's only while it is read
+}
+
+// result handles a tool result where the source has it: one of a call
+// is written right after its call (flush), so here it only ends the open
+// message; one with no call becomes a user message.
+func (c *renderer) result(m *transcript.Message) error {
+	if c.index.Calls[m.ToolResult.CallID] {
+		for _, call := range c.curCalls {
+			if call.ID == m.ToolResult.CallID {
+				return c.flush() // answered: what follows is a new message
+			}
+		}
+		return nil // written right after its call
+	}
+	if err := c.flush(); err != nil {
+		return err
+	}
+	return c.pushMessage(m, &message{Role: "user", Content: textBlocks(repair.OrphanResultText(m.ToolResult))})
+}
+
+// open starts an assistant message for m unless one is open.
+func (c *renderer) open(m *transcript.Message) {
+	if c.cur != nil {
+		return
+	}
+	model, prov := m.Model, provider(m.Agent)
+	if model == "" {
+		model = "unknown"
+	}
+	c.cur = &message{Role: "assistant", API: castAPI, Provider: prov, Model: model, Usage: &usage{}}
+	c.curTime = c.when(m)
+}
+
+// flush emits the open assistant message, then its calls' results.
+func (c *renderer) flush() error {
+	if c.cur == nil {
+		return nil
+	}
+	c.cur.StopReason = "stop"
+	if len(c.curCalls) > 0 {
+		c.cur.StopReason = "toolUse"
+	}
+	c.cur.Timestamp = msTime(c.curTime)
+	c.cur.Content, _ = json.Marshal(c.curBlocks)
+	if err := c.push(entry{Type: "message", Message: c.cur}, c.curTime); err != nil {
+		return err
+	}
+	for _, call := range c.curCalls {
+		r, err := c.callResult(call)
+		if err != nil {
+			return err
+		}
+		if err := c.push(entry{Type: "message", Message: r}, c.curTime); err != nil {
+			return err
+		}
+	}
+	c.cur, c.curCalls, c.curBlocks = nil, nil, nil
+	return nil
+}
+
+// callResult is the toolResult message of call: its first result, read
+// again from where it is in the source, or OrphanCallOutput.
+func (c *renderer) callResult(call transcript.ToolCall) (*message, error) {
+	r := &message{Role: "toolResult", ToolCallID: call.ID, ToolName: repair.ToolName(call.Name), Timestamp: msTime(c.curTime)}
+	isErr := true
+	if pos, ok := c.index.Results[call.ID]; ok {
+		m, err := c.msgs.At(pos)
+		if err != nil {
+			return nil, err
+		}
+		res := m.ToolResult
+		isErr = res.IsError
+		r.Content = contentBlocks(res.Output, m.Images)
+		if res.ExitCode != nil {
+			r.Details, _ = json.Marshal(map[string]int32{"exitCode": *res.ExitCode})
+		}
+	} else {
+		r.Content = textBlocks(OrphanCallOutput)
+	}
+	r.IsError = &isErr
+	return r, nil
 }
 
 // Blocks as written: unlike block, no field is ever left out.
