@@ -30,144 +30,191 @@ func convert(rec record, skip func(kind string)) ([]transcript.Message, bool) {
 		skip(rec.Type + " message that did not decode")
 		return nil, true
 	}
-	base := transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: kit.ParseTime(rec.Timestamp)}
-	var out []transcript.Message
-	accounted := false // something left out was reported, or is known unreadable
-	note := func(kind string) { skip(kind); accounted = true }
-	contentBlocks := func(raw json.RawMessage) []block {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			// The API takes a string for any message's content.
-			return []block{{Type: "text", Text: s}}
-		}
-		bs, bad := kit.DecodeElems[block](raw)
-		for range bad {
-			note(kindBadBlock)
-		}
-		return bs
-	}
-	add := func(msg transcript.Message) {
-		if len(out) > 0 {
-			msg.NativeID = fmt.Sprintf("%s#%d", rec.UUID, len(out))
-		}
-		out = append(out, msg)
-	}
+	c := &conversion{rec: rec, skip: skip, base: transcript.Message{Agent: Agent, NativeID: rec.UUID, Time: kit.ParseTime(rec.Timestamp)}}
 	if rec.Type == "assistant" {
-		// Synthetic turns ("No response requested.", API errors) were
-		// written by the CLI, not said by a model.
-		if m.Model == "<synthetic>" || rec.IsAPIErrorMessage {
-			return nil, false
-		}
-		base.Model = m.Model
-		for _, b := range contentBlocks(m.Content) {
-			msg := base
-			switch b.Type {
-			case "text":
-				if b.Text == "" {
-					continue
-				}
-				msg.Kind, msg.Text = transcript.KindAssistant, b.Text
-			case "thinking":
-				if b.Thinking == "" {
-					// Signature only (newer CLIs store no text): nothing
-					// readable to carry, so known, not reported.
-					accounted = true
-					continue
-				}
-				msg.Kind, msg.Text = transcript.KindThinking, b.Thinking
-			case "tool_use", "server_tool_use":
-				msg.Kind = transcript.KindToolCall
-				msg.ToolCall = &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Input)}
-			default:
-				if strings.HasSuffix(b.Type, "_tool_result") { // server tools (web search)
-					msg.Kind = transcript.KindToolResult
-					msg.ToolResult = &transcript.ToolResult{CallID: b.ToolUseID, Output: flatten(b.Content)}
-				} else if b.Type == "redacted_thinking" {
-					accounted = true // encrypted: nothing readable to carry
-					continue
-				} else {
-					note(cmp.Or(b.Type, "untyped") + " block")
-					continue
-				}
-			}
-			add(msg)
-		}
-		return out, len(out) > 0 || accounted
+		return c.assistant(m)
 	}
+	return c.user(m)
+}
 
-	// User records.
-	if rec.IsMeta {
+// conversion is convert's state for one user or assistant record: the
+// messages made of it so far, and whether what it left out was accounted
+// for.
+type conversion struct {
+	rec       record
+	skip      func(kind string)
+	base      transcript.Message // what every message of the record carries
+	out       []transcript.Message
+	accounted bool // something left out was reported, or is known unreadable
+}
+
+// note reports a left-out block through skip.
+func (c *conversion) note(kind string) { c.skip(kind); c.accounted = true }
+
+// contentBlocks is a message's content as blocks; a block that does not
+// decode is noted.
+func (c *conversion) contentBlocks(raw json.RawMessage) []block {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		// The API takes a string for any message's content.
+		return []block{{Type: "text", Text: s}}
+	}
+	bs, bad := kit.DecodeElems[block](raw)
+	for range bad {
+		c.note(kindBadBlock)
+	}
+	return bs
+}
+
+// add appends msg; the record's second and later messages get ids of
+// their own.
+func (c *conversion) add(msg transcript.Message) {
+	if len(c.out) > 0 {
+		msg.NativeID = fmt.Sprintf("%s#%d", c.rec.UUID, len(c.out))
+	}
+	c.out = append(c.out, msg)
+}
+
+// assistant converts an assistant record: a message per block.
+func (c *conversion) assistant(m apiMessage) ([]transcript.Message, bool) {
+	// Synthetic turns ("No response requested.", API errors) were
+	// written by the CLI, not said by a model.
+	if m.Model == "<synthetic>" || c.rec.IsAPIErrorMessage {
+		return nil, false
+	}
+	c.base.Model = m.Model
+	for _, b := range c.contentBlocks(m.Content) {
+		if msg, ok := c.assistantBlock(b); ok {
+			c.add(msg)
+		}
+	}
+	return c.out, len(c.out) > 0 || c.accounted
+}
+
+// assistantBlock is the message of one assistant block; false when the
+// block carries none.
+func (c *conversion) assistantBlock(b block) (transcript.Message, bool) {
+	msg := c.base
+	switch b.Type {
+	case "text":
+		if b.Text == "" {
+			return msg, false
+		}
+		msg.Kind, msg.Text = transcript.KindAssistant, b.Text
+	case "thinking":
+		if b.Thinking == "" {
+			// Signature only (newer CLIs store no text): nothing
+			// readable to carry, so known, not reported.
+			c.accounted = true
+			return msg, false
+		}
+		msg.Kind, msg.Text = transcript.KindThinking, b.Thinking
+	case "tool_use", "server_tool_use":
+		msg.Kind = transcript.KindToolCall
+		msg.ToolCall = &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: compactJSON(b.Input)}
+	default:
+		if strings.HasSuffix(b.Type, "_tool_result") { // server tools (web search)
+			msg.Kind = transcript.KindToolResult
+			msg.ToolResult = &transcript.ToolResult{CallID: b.ToolUseID, Output: flatten(b.Content)}
+		} else if b.Type == "redacted_thinking" {
+			c.accounted = true // encrypted: nothing readable to carry
+			return msg, false
+		} else {
+			c.note(cmp.Or(b.Type, "untyped") + " block")
+			return msg, false
+		}
+	}
+	return msg, true
+}
+
+// user converts a user record: injected context, a compaction summary,
+// a prompt as typed, or a message per block.
+func (c *conversion) user(m apiMessage) ([]transcript.Message, bool) {
+	if c.rec.IsMeta {
 		// Context the CLI injected (caveats, skill bodies) is regenerated on
 		// resume, except cast's own notices.
 		if typ, text, ok := noticeTag.Unwrap(flatten(m.Content)); ok && typ != omittedType {
-			msg := base
+			msg := c.base
 			msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, typ, text
 			return []transcript.Message{msg}, true
 		}
 		return nil, false
 	}
-	if rec.IsCompactSummary {
-		msg := base
+	if c.rec.IsCompactSummary {
+		msg := c.base
 		msg.Kind, msg.NoticeType = transcript.KindNotice, transcript.NoticeCompactionSummary
 		msg.Text = flatten(m.Content)
 		return []transcript.Message{msg}, true
 	}
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
-		// A string is the prompt as typed: kept verbatim, even where it
-		// looks like markup Claude Code uses, but for a local command's
-		// whole output, which Claude Code writes as a user record after a
-		// compaction (the user never said it).
-		if out, ok := commandOutput(s); ok {
-			return localCommandNotice(rec, out)
-		}
-		if c := commandRecord.FindStringSubmatch(s); c != nil {
-			// A slash command Claude Code ran: read as it was typed, so the
-			// node finds the turn's prompt in it, arguments and all.
-			s = strings.TrimSpace(c[1] + " " + c[2])
-		}
-		if strings.TrimSpace(s) != "" {
-			msg := base
-			msg.Kind, msg.Text = transcript.KindUser, s
-			add(msg)
-		}
-		return out, len(out) > 0
+		return c.prompt(s)
 	}
-	for _, b := range contentBlocks(m.Content) {
-		msg := base
-		switch b.Type {
-		case "text":
-			if strings.TrimSpace(b.Text) == "" || injectedReminder(b.Text) {
-				continue
-			}
-			msg.Kind, msg.Text = transcript.KindUser, b.Text
-			if out, ok := commandOutput(b.Text); ok {
-				msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, transcript.NoticeCommandOutput, out
-			}
-		case "image":
-			im, ok := blockImage(b, note)
-			if !ok {
-				msg.Kind, msg.Text = transcript.KindUser, "[image omitted]"
-				break
-			}
-			if kit.AttachImage(out, im) {
-				continue
-			}
-			msg.Kind, msg.Images = transcript.KindUser, []transcript.Image{im}
-		case "document":
-			msg.Kind, msg.Text = transcript.KindUser, "[document omitted]"
-		case "tool_result":
-			out, images := resultContent(b.Content, note)
-			res := &transcript.ToolResult{CallID: b.ToolUseID, Output: out, IsError: b.IsError}
-			res.ExitCode = exitCode(out, b.IsError, rec.ToolUseResult)
-			msg.Kind, msg.ToolResult, msg.Images = transcript.KindToolResult, res, images
-		default:
-			note(cmp.Or(b.Type, "untyped") + " block")
-			continue
+	for _, b := range c.contentBlocks(m.Content) {
+		if msg, ok := c.userBlock(b); ok {
+			c.add(msg)
 		}
-		add(msg)
 	}
-	return out, len(out) > 0 || accounted
+	return c.out, len(c.out) > 0 || c.accounted
+}
+
+// prompt converts a user record whose content is a string.
+func (c *conversion) prompt(s string) ([]transcript.Message, bool) {
+	// A string is the prompt as typed: kept verbatim, even where it
+	// looks like markup Claude Code uses, but for a local command's
+	// whole output, which Claude Code writes as a user record after a
+	// compaction (the user never said it).
+	if out, ok := commandOutput(s); ok {
+		return localCommandNotice(c.rec, out)
+	}
+	if cmd := commandRecord.FindStringSubmatch(s); cmd != nil {
+		// A slash command Claude Code ran: read as it was typed, so the
+		// node finds the turn's prompt in it, arguments and all.
+		s = strings.TrimSpace(cmd[1] + " " + cmd[2])
+	}
+	if strings.TrimSpace(s) != "" {
+		msg := c.base
+		msg.Kind, msg.Text = transcript.KindUser, s
+		c.add(msg)
+	}
+	return c.out, len(c.out) > 0
+}
+
+// userBlock is the message of one user block; false when the block
+// carries none (an image is attached to the message before it instead).
+func (c *conversion) userBlock(b block) (transcript.Message, bool) {
+	msg := c.base
+	switch b.Type {
+	case "text":
+		if strings.TrimSpace(b.Text) == "" || injectedReminder(b.Text) {
+			return msg, false
+		}
+		msg.Kind, msg.Text = transcript.KindUser, b.Text
+		if out, ok := commandOutput(b.Text); ok {
+			msg.Kind, msg.NoticeType, msg.Text = transcript.KindNotice, transcript.NoticeCommandOutput, out
+		}
+	case "image":
+		im, ok := blockImage(b, c.note)
+		if !ok {
+			msg.Kind, msg.Text = transcript.KindUser, "[image omitted]"
+			break
+		}
+		if kit.AttachImage(c.out, im) {
+			return msg, false
+		}
+		msg.Kind, msg.Images = transcript.KindUser, []transcript.Image{im}
+	case "document":
+		msg.Kind, msg.Text = transcript.KindUser, "[document omitted]"
+	case "tool_result":
+		out, images := resultContent(b.Content, c.note)
+		res := &transcript.ToolResult{CallID: b.ToolUseID, Output: out, IsError: b.IsError}
+		res.ExitCode = exitCode(out, b.IsError, c.rec.ToolUseResult)
+		msg.Kind, msg.ToolResult, msg.Images = transcript.KindToolResult, res, images
+	default:
+		c.note(cmp.Or(b.Type, "untyped") + " block")
+		return msg, false
+	}
+	return msg, true
 }
 
 // blocks reads a content block list; a single odd block (a string inside

@@ -105,137 +105,187 @@ type turn struct {
 // render groups messages into API turns with every tool_use answered in the
 // very next user message.
 func render(msgs []indexed) []turn {
+	g := &grouping{msgs: msgs, resultsFor: map[string][]int{}, consumed: map[int]bool{}, usedIDs: map[string]bool{}}
 	// Where each call's result sits, so it can be pulled up right behind
 	// its call whatever came in between.
-	resultsFor := map[string][]int{}
 	for i, m := range msgs {
 		if m.Kind == transcript.KindToolResult {
-			resultsFor[m.ToolResult.CallID] = append(resultsFor[m.ToolResult.CallID], i)
+			g.resultsFor[m.ToolResult.CallID] = append(g.resultsFor[m.ToolResult.CallID], i)
 		}
-	}
-	consumed := map[int]bool{}
-	usedIDs := map[string]bool{}
-	uniqueID := func(raw string, n int) string {
-		base := toolID(raw)
-		if base == "" {
-			base = fmt.Sprintf("toolu_cast_%d", n)
-		}
-		id := base
-		for k := 2; usedIDs[id]; k++ {
-			id = fmt.Sprintf("%s_%d", base, k)
-		}
-		usedIDs[id] = true
-		return id
-	}
-
-	var turns []turn
-	type pending struct {
-		orig, id string
-		at       int
-	}
-	var blocks []outBlock
-	var calls []pending
-	var model string
-	var at time.Time
-	flush := func() {
-		if len(blocks) == 0 {
-			return
-		}
-		turns = append(turns, turn{role: "assistant", blocks: blocks, model: model, hasCall: len(calls) > 0, at: at})
-		blocks, model = nil, ""
-		if len(calls) == 0 {
-			return
-		}
-		var results []outBlock
-		var rat time.Time
-		for _, c := range calls {
-			var content any = missingResult
-			isErr := true
-			for _, j := range resultsFor[c.orig] {
-				if j > c.at && !consumed[j] {
-					consumed[j] = true
-					r := msgs[j].ToolResult
-					content, isErr = resultText(r), r.IsError
-					if len(msgs[j].Images) > 0 {
-						// A screenshot the tool took goes back as the
-						// image blocks the API takes in a result.
-						content = append([]outBlock{{Type: "text", Text: resultText(r)}}, imageBlocks(msgs[j].Images)...)
-					}
-					if rat.IsZero() {
-						rat = msgs[j].Time
-					}
-					break
-				}
-			}
-			results = append(results, outBlock{Type: "tool_result", ToolUseID: c.id, Content: content, IsError: &isErr})
-		}
-		turns = append(turns, turn{role: "user", blocks: results, at: rat})
-		calls = nil
 	}
 	for i, m := range msgs {
-		switch m.Kind {
-		case transcript.KindAssistant:
-			if strings.TrimSpace(m.Text) == "" {
-				continue // the API rejects empty text blocks
+		g.add(i, m)
+	}
+	g.flush()
+	return g.turns
+}
+
+// grouping is render's state: the turns made so far, and the assistant
+// turn being gathered, whose calls' results go in the turn after it.
+type grouping struct {
+	msgs       []indexed
+	resultsFor map[string][]int // call id → the places of its results
+	consumed   map[int]bool     // results already placed behind their call
+	usedIDs    map[string]bool
+	turns      []turn
+
+	// The assistant turn being gathered.
+	blocks []outBlock
+	calls  []pendingCall
+	model  string
+	at     time.Time
+}
+
+// pendingCall is a tool_use of the gathered turn: its id in the source
+// and as written, and its place in msgs.
+type pendingCall struct {
+	orig, id string
+	at       int
+}
+
+// add places msgs[i], m.
+func (g *grouping) add(i int, m indexed) {
+	switch m.Kind {
+	case transcript.KindAssistant:
+		g.text(m)
+	case transcript.KindThinking:
+		// Dropped: Claude replays thinking blocks to the API, which
+		// rejects them without the signature only Anthropic can make,
+		// and the neutral copy keeps none.
+	case transcript.KindToolCall:
+		g.call(i, m)
+	case transcript.KindToolResult:
+		g.flush()
+		if !g.consumed[i] {
+			g.orphanResult(m)
+		}
+	case transcript.KindUser:
+		g.flush()
+		g.user(m)
+	case transcript.KindNotice:
+		g.flush()
+		g.turns = append(g.turns, turn{role: "user", meta: true, text: noticeTag.Wrap(m.NoticeType, m.Text), at: m.Time})
+	}
+}
+
+// text adds an assistant text block to the gathered turn.
+func (g *grouping) text(m indexed) {
+	if strings.TrimSpace(m.Text) == "" {
+		return // the API rejects empty text blocks
+	}
+	if len(g.calls) > 0 {
+		// Text after a call was said after it ran: close the turn
+		// so the results come first, as they did.
+		g.flush()
+	}
+	if len(g.blocks) == 0 {
+		g.at = m.Time
+	}
+	g.blocks = append(g.blocks, outBlock{Type: "text", Text: m.Text})
+	if g.model == "" {
+		g.model = m.Model
+	}
+}
+
+// call adds msgs[i], a tool call, to the gathered turn as a tool_use.
+func (g *grouping) call(i int, m indexed) {
+	if len(g.blocks) == 0 {
+		g.at = m.Time
+	}
+	cid := g.uniqueID(m.ToolCall.ID, i)
+	name, input := renderCall(m.ToolCall.Name, m.ToolCall.Input)
+	g.blocks = append(g.blocks, outBlock{Type: "tool_use", ID: cid, Name: name, Input: input})
+	g.calls = append(g.calls, pendingCall{orig: m.ToolCall.ID, id: cid, at: i})
+	if g.model == "" {
+		g.model = m.Model
+	}
+}
+
+// uniqueID is the tool_use id for raw, the call at msgs[n]: raw as the
+// API accepts it (or one made from n), never one given before, since a
+// result names its call by it.
+func (g *grouping) uniqueID(raw string, n int) string {
+	base := toolID(raw)
+	if base == "" {
+		base = fmt.Sprintf("toolu_cast_%d", n)
+	}
+	id := base
+	for k := 2; g.usedIDs[id]; k++ {
+		id = fmt.Sprintf("%s_%d", base, k)
+	}
+	g.usedIDs[id] = true
+	return id
+}
+
+// orphanResult adds a tool result with no call before it.
+func (g *grouping) orphanResult(m indexed) {
+	// No call before it: a bare tool_result would be dropped, so
+	// its output is kept as text the model can still read.
+	text := fmt.Sprintf("[cast: output of tool call %s, whose call is not in this transcript]\n%s",
+		m.ToolResult.CallID, resultText(m.ToolResult))
+	g.turns = append(g.turns, turn{role: "user", blocks: []outBlock{{Type: "text", Text: text}}, at: m.Time})
+}
+
+// user adds a user turn: its images as blocks, else its text as a string.
+func (g *grouping) user(m indexed) {
+	if len(m.Images) > 0 {
+		var bs []outBlock
+		if strings.TrimSpace(m.Text) != "" {
+			bs = append(bs, outBlock{Type: "text", Text: m.Text})
+		}
+		g.turns = append(g.turns, turn{role: "user", blocks: append(bs, imageBlocks(m.Images)...), at: m.Time})
+		return
+	}
+	if m.Text == "" {
+		return
+	}
+	g.turns = append(g.turns, turn{role: "user", text: m.Text, at: m.Time})
+}
+
+// flush ends the gathered assistant turn and adds the user turn of its
+// calls' results.
+func (g *grouping) flush() {
+	if len(g.blocks) == 0 {
+		return
+	}
+	g.turns = append(g.turns, turn{role: "assistant", blocks: g.blocks, model: g.model, hasCall: len(g.calls) > 0, at: g.at})
+	g.blocks, g.model = nil, ""
+	if len(g.calls) == 0 {
+		return
+	}
+	var results []outBlock
+	var rat time.Time
+	for _, c := range g.calls {
+		var content any = missingResult
+		isErr := true
+		if j, ok := g.take(c); ok {
+			r := g.msgs[j].ToolResult
+			content, isErr = resultText(r), r.IsError
+			if len(g.msgs[j].Images) > 0 {
+				// A screenshot the tool took goes back as the
+				// image blocks the API takes in a result.
+				content = append([]outBlock{{Type: "text", Text: resultText(r)}}, imageBlocks(g.msgs[j].Images)...)
 			}
-			if len(calls) > 0 {
-				// Text after a call was said after it ran: close the turn
-				// so the results come first, as they did.
-				flush()
+			if rat.IsZero() {
+				rat = g.msgs[j].Time
 			}
-			if len(blocks) == 0 {
-				at = m.Time
-			}
-			blocks = append(blocks, outBlock{Type: "text", Text: m.Text})
-			if model == "" {
-				model = m.Model
-			}
-		case transcript.KindThinking:
-			// Dropped: Claude replays thinking blocks to the API, which
-			// rejects them without the signature only Anthropic can make,
-			// and the neutral copy keeps none.
-		case transcript.KindToolCall:
-			if len(blocks) == 0 {
-				at = m.Time
-			}
-			cid := uniqueID(m.ToolCall.ID, i)
-			name, input := renderCall(m.ToolCall.Name, m.ToolCall.Input)
-			blocks = append(blocks, outBlock{Type: "tool_use", ID: cid, Name: name, Input: input})
-			calls = append(calls, pending{orig: m.ToolCall.ID, id: cid, at: i})
-			if model == "" {
-				model = m.Model
-			}
-		case transcript.KindToolResult:
-			flush()
-			if consumed[i] {
-				continue
-			}
-			// No call before it: a bare tool_result would be dropped, so
-			// its output is kept as text the model can still read.
-			text := fmt.Sprintf("[cast: output of tool call %s, whose call is not in this transcript]\n%s",
-				m.ToolResult.CallID, resultText(m.ToolResult))
-			turns = append(turns, turn{role: "user", blocks: []outBlock{{Type: "text", Text: text}}, at: m.Time})
-		case transcript.KindUser:
-			flush()
-			if len(m.Images) > 0 {
-				var bs []outBlock
-				if strings.TrimSpace(m.Text) != "" {
-					bs = append(bs, outBlock{Type: "text", Text: m.Text})
-				}
-				turns = append(turns, turn{role: "user", blocks: append(bs, imageBlocks(m.Images)...), at: m.Time})
-				continue
-			}
-			if m.Text == "" {
-				continue
-			}
-			turns = append(turns, turn{role: "user", text: m.Text, at: m.Time})
-		case transcript.KindNotice:
-			flush()
-			turns = append(turns, turn{role: "user", meta: true, text: noticeTag.Wrap(m.NoticeType, m.Text), at: m.Time})
+		}
+		results = append(results, outBlock{Type: "tool_result", ToolUseID: c.id, Content: content, IsError: &isErr})
+	}
+	g.turns = append(g.turns, turn{role: "user", blocks: results, at: rat})
+	g.calls = nil
+}
+
+// take is the place of c's result, the first after c not placed yet,
+// and marks it placed.
+func (g *grouping) take(c pendingCall) (int, bool) {
+	for _, j := range g.resultsFor[c.orig] {
+		if j > c.at && !g.consumed[j] {
+			g.consumed[j] = true
+			return j, true
 		}
 	}
-	flush()
-	return turns
+	return 0, false
 }
 
 // resultText is the tool_result content; a failing exit code is stated the
