@@ -111,17 +111,10 @@ type state struct {
 	names     map[string]string   // call id -> tool name
 }
 
+// record reads one record of the session stream.
 func (st *state) record(r record) {
 	if r.PayloadType == "runtime.session.metadata" || r.Payload.Kind == "metadata" {
-		if m := r.Payload.Record.ModelID; m != "" {
-			st.model = m
-			if st.d.Model == "" {
-				st.d.Model = m
-			}
-		}
-		if w := r.Payload.Record.WorkspaceRoot; w != "" && st.d.Cwd == "" {
-			st.d.Cwd = w
-		}
+		st.metadata(r)
 		return
 	}
 	switch {
@@ -134,19 +127,28 @@ func (st *state) record(r record) {
 		st.d.Kinds.Add("run record without an event")
 		return
 	}
-	ev := r.Payload.Event
-	nid := r.ID
-	if nid == "" {
-		nid = fmt.Sprintf("seq:%d", *r.Sequence)
+	st.event(r, r.Payload.Event)
+}
+
+// metadata takes the model and workspace a metadata record names.
+func (st *state) metadata(r record) {
+	if m := r.Payload.Record.ModelID; m != "" {
+		st.model = m
+		if st.d.Model == "" {
+			st.d.Model = m
+		}
 	}
-	add := func(m transcript.Message, suffix string) {
-		m.Agent, m.NativeID, m.Time = Agent, nid+suffix, r.time()
-		st.d.Messages = append(st.d.Messages, m)
+	if w := r.Payload.Record.WorkspaceRoot; w != "" && st.d.Cwd == "" {
+		st.d.Cwd = w
 	}
+}
+
+// event reads ev, the event of the run record r.
+func (st *state) event(r record, ev *event) {
 	switch ev.Kind {
 	case "started":
 		if p := textOf(ev.Prompt); strings.TrimSpace(p) != "" {
-			add(transcript.Message{Kind: transcript.KindUser, Text: p}, "")
+			st.add(r, transcript.Message{Kind: transcript.KindUser, Text: p}, "")
 		}
 	case "model_completed":
 		var m string
@@ -156,57 +158,80 @@ func (st *state) record(r record) {
 	case "reasoning_committed":
 		// Only encrypted content most of the time: nothing cast may show.
 		if t := textOf(ev.Text); strings.TrimSpace(t) != "" {
-			add(transcript.Message{Kind: transcript.KindThinking, Text: t, Model: st.model}, "")
+			st.add(r, transcript.Message{Kind: transcript.KindThinking, Text: t, Model: st.model}, "")
 		}
 	case "assistant_message_committed":
 		if t := textOf(ev.Text); strings.TrimSpace(t) != "" {
-			add(transcript.Message{Kind: transcript.KindAssistant, Text: t, Model: st.model}, "")
+			st.add(r, transcript.Message{Kind: transcript.KindAssistant, Text: t, Model: st.model}, "")
 		}
 	case "assistant_tool_calls_committed":
-		var ids []string
-		for _, c := range ev.ToolCalls {
-			id := c.CallID // what results name; "id" is the provider's item id
-			if id == "" {
-				id = c.ID
-			}
-			ids = append(ids, id)
-			if id == "" || c.Name == "" {
-				st.d.Kinds.Add("tool call without an id or name")
-				continue
-			}
-			st.names[id] = c.Name
-			in := c.Args
-			if len(in) == 0 {
-				in = c.Arguments
-			}
-			add(transcript.Message{Kind: transcript.KindToolCall, Model: st.model,
-				ToolCall: &transcript.ToolCall{ID: id, Name: c.Name, Input: textOf(in)}}, "#call:"+id)
-		}
-		if ev.MessageID != "" {
-			st.batches[ev.MessageID] = ids
-		}
+		st.toolCalls(r, ev)
 	case "tool_result_batch_committed":
-		for _, res := range ev.Results {
-			id := res.ToolCallID
-			if calls := st.batches[ev.BatchID]; id == "" && res.ToolCallIndex != nil &&
-				*res.ToolCallIndex >= 0 && *res.ToolCallIndex < len(calls) {
-				id = calls[*res.ToolCallIndex]
-			}
-			if id == "" {
-				st.d.Kinds.Add("tool result without a call id")
-				continue
-			}
-			out := textOf(res.Text)
-			tr := &transcript.ToolResult{CallID: id, Output: out, IsError: strings.HasPrefix(out, failedPrefix)}
-			if shellTools[st.names[id]] {
-				tr.ExitCode, tr.IsError = shellOutcome(out, tr.IsError)
-			}
-			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: tr}, "#result:"+id)
-		}
+		st.toolResults(r, ev)
 	default:
 		if !quietEvents[ev.Kind] {
 			st.d.Kinds.Add(cmp.Or(ev.Kind, "untyped") + " event")
 		}
+	}
+}
+
+// add appends m, read from r; suffix tells apart the messages of one
+// record.
+func (st *state) add(r record, m transcript.Message, suffix string) {
+	nid := r.ID
+	if nid == "" {
+		nid = fmt.Sprintf("seq:%d", *r.Sequence)
+	}
+	m.Agent, m.NativeID, m.Time = Agent, nid+suffix, r.time()
+	st.d.Messages = append(st.d.Messages, m)
+}
+
+// toolCalls reads the calls of an assistant_tool_calls_committed event,
+// keeping their ids in order for the results that name a call by its
+// index.
+func (st *state) toolCalls(r record, ev *event) {
+	var ids []string
+	for _, c := range ev.ToolCalls {
+		id := c.CallID // what results name; "id" is the provider's item id
+		if id == "" {
+			id = c.ID
+		}
+		ids = append(ids, id)
+		if id == "" || c.Name == "" {
+			st.d.Kinds.Add("tool call without an id or name")
+			continue
+		}
+		st.names[id] = c.Name
+		in := c.Args
+		if len(in) == 0 {
+			in = c.Arguments
+		}
+		st.add(r, transcript.Message{Kind: transcript.KindToolCall, Model: st.model,
+			ToolCall: &transcript.ToolCall{ID: id, Name: c.Name, Input: textOf(in)}}, "#call:"+id)
+	}
+	if ev.MessageID != "" {
+		st.batches[ev.MessageID] = ids
+	}
+}
+
+// toolResults reads the results of a tool_result_batch_committed event.
+func (st *state) toolResults(r record, ev *event) {
+	for _, res := range ev.Results {
+		id := res.ToolCallID
+		if calls := st.batches[ev.BatchID]; id == "" && res.ToolCallIndex != nil &&
+			*res.ToolCallIndex >= 0 && *res.ToolCallIndex < len(calls) {
+			id = calls[*res.ToolCallIndex]
+		}
+		if id == "" {
+			st.d.Kinds.Add("tool result without a call id")
+			continue
+		}
+		out := textOf(res.Text)
+		tr := &transcript.ToolResult{CallID: id, Output: out, IsError: strings.HasPrefix(out, failedPrefix)}
+		if shellTools[st.names[id]] {
+			tr.ExitCode, tr.IsError = shellOutcome(out, tr.IsError)
+		}
+		st.add(r, transcript.Message{Kind: transcript.KindToolResult, ToolResult: tr}, "#result:"+id)
 	}
 }
 
