@@ -109,137 +109,186 @@ func renderTo(sid, targetModel string, msgs agents.MessageSource, now time.Time,
 	if err != nil {
 		return err
 	}
-
-	n := 0 // records emitted
-	emit := func(r *record) error {
-		n++
-		return emitRec(*r)
-	}
-	var cur *record
-	curAnswered := false // a result of cur's calls came: the next call is a new turn
-	written := map[string]bool{}
-	times := kit.MessageTimes{Now: now}
-	when := func(m *transcript.Message) string { return kit.ISOTime(times.Of(m)) }
-	newRec := func(typ string, m *transcript.Message) *record {
-		r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", sid, n)), Type: typ, Timestamp: when(m)}
-		if typ == "gemini" {
-			r.Model = targetModel
-			if m.Agent == Agent && m.Model != "" {
-				r.Model = m.Model
-			}
-		}
-		return &r
-	}
-	flush := func() error {
-		curAnswered = false
-		if cur == nil {
-			return nil
-		}
-		if cur.Content == nil {
-			cur.Content = json.RawMessage(`""`)
-		}
-		r := cur
-		cur = nil
-		return emit(r)
-	}
-	text := func(s string) json.RawMessage {
-		b, _ := json.Marshal([]map[string]string{{"text": s}})
-		return b
-	}
-	err = msgs.Each(func(_ int64, m *transcript.Message) error {
-		if !repair.IsWritable(m) {
-			return nil
-		}
-		switch m.Kind {
-		case transcript.KindUser:
-			if err := flush(); err != nil {
-				return err
-			}
-			r := newRec("user", m)
-			if t := Escape(m.Text); len(m.Images) == 0 {
-				r.Content = text(t)
-			} else {
-				r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
-			}
-			return emit(r)
-		case transcript.KindNotice:
-			if err := flush(); err != nil {
-				return err
-			}
-			if m.NoticeType == transcript.NoticeCompactionSummary {
-				// The summary stands for what came before it: the model
-				// must read it, as a user record in cast's notice tag.
-				r := newRec("user", m)
-				r.Content = text(kit.CastNotice.Wrap(m.NoticeType, m.Text))
-				return emit(r)
-			}
-			// "info" records show in Gemini's UI and are never sent to the model.
-			r := newRec("info", m)
-			r.Content, _ = json.Marshal(noticeText(m))
-			return emit(r)
-		case transcript.KindThinking:
-			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
-				if err := flush(); err != nil {
-					return err
-				}
-				cur = newRec("gemini", m)
-			}
-			cur.Thoughts = append(cur.Thoughts, thought{Description: m.Text, Timestamp: when(m)})
-		case transcript.KindAssistant:
-			if m.Text == "" {
-				return nil
-			}
-			if cur == nil || cur.Content != nil || len(cur.ToolCalls) > 0 {
-				if err := flush(); err != nil {
-					return err
-				}
-				cur = newRec("gemini", m)
-			}
-			cur.Content, _ = json.Marshal(m.Text)
-		case transcript.KindToolCall:
-			tc := m.ToolCall
-			if written[tc.ID] {
-				return nil // a repeated call id would pair one result twice
-			}
-			written[tc.ID] = true
-			if cur == nil || curAnswered {
-				if err := flush(); err != nil {
-					return err
-				}
-				cur = newRec("gemini", m)
-			}
-			var res transcript.Message // the call's first result, read again from where it is
-			if pos, ok := index.Results[tc.ID]; ok {
-				var err error
-				if res, err = msgs.At(pos); err != nil {
-					return err
-				}
-			}
-			cur.ToolCalls = append(cur.ToolCalls, callRecord(tc, res.ToolResult, res.Images, when(m)))
-		case transcript.KindToolResult:
-			if index.Calls[m.ToolResult.CallID] {
-				if cur != nil {
-					for _, c := range cur.ToolCalls {
-						curAnswered = curAnswered || c.ID == m.ToolResult.CallID
-					}
-				}
-				return nil // written with its call
-			}
-			// A result whose call is not in the history: say so in plain
-			// text rather than send a functionResponse the API rejects.
-			if err := flush(); err != nil {
-				return err
-			}
-			r := newRec("user", m)
-			r.Content = text(repair.OrphanResultText(m.ToolResult))
-			return emit(r)
-		}
-		return nil
-	})
-	if err != nil {
+	c := &renderer{sid: sid, targetModel: targetModel, msgs: msgs, index: index, times: kit.MessageTimes{Now: now}, emitRec: emitRec, written: map[string]bool{}}
+	if err := msgs.Each(func(_ int64, m *transcript.Message) error { return c.add(m) }); err != nil {
 		return err
 	}
-	return flush()
+	return c.flush()
+}
+
+// renderer is renderTo's state: the records emitted so far, and the open
+// gemini record, which gathers a turn's thoughts, text and calls.
+type renderer struct {
+	sid, targetModel string
+	msgs             agents.MessageSource
+	index            *repair.CallPositions
+	times            kit.MessageTimes
+	emitRec          func(record) error
+
+	n       int             // records emitted
+	written map[string]bool // call ids written
+
+	cur         *record
+	curAnswered bool // a result of cur's calls came: the next call is a new turn
+}
+
+// emit emits r as the next record.
+func (c *renderer) emit(r *record) error {
+	c.n++
+	return c.emitRec(*r)
+}
+
+// when is m's time as a record carries it.
+func (c *renderer) when(m *transcript.Message) string { return kit.ISOTime(c.times.Of(m)) }
+
+// newRec is the next record, of type typ, at m's time; a gemini one
+// names the model that said it when Gemini did, else the target's.
+func (c *renderer) newRec(typ string, m *transcript.Message) *record {
+	r := record{ID: repair.StableUUID(fmt.Sprintf("%s:%d", c.sid, c.n)), Type: typ, Timestamp: c.when(m)}
+	if typ == "gemini" {
+		r.Model = c.targetModel
+		if m.Agent == Agent && m.Model != "" {
+			r.Model = m.Model
+		}
+	}
+	return &r
+}
+
+// flush emits the open gemini record.
+func (c *renderer) flush() error {
+	c.curAnswered = false
+	if c.cur == nil {
+		return nil
+	}
+	if c.cur.Content == nil {
+		c.cur.Content = json.RawMessage(`""`)
+	}
+	r := c.cur
+	c.cur = nil
+	return c.emit(r)
+}
+
+// textParts is content of one text part.
+func textParts(s string) json.RawMessage {
+	b, _ := json.Marshal([]map[string]string{{"text": s}})
+	return b
+}
+
+// add renders one source message.
+func (c *renderer) add(m *transcript.Message) error {
+	if !repair.IsWritable(m) {
+		return nil
+	}
+	switch m.Kind {
+	case transcript.KindUser:
+		if err := c.flush(); err != nil {
+			return err
+		}
+		r := c.newRec("user", m)
+		if t := Escape(m.Text); len(m.Images) == 0 {
+			r.Content = textParts(t)
+		} else {
+			r.Content, _ = json.Marshal(append([]part{{Text: &t}}, imageParts(m.Images)...))
+		}
+		return c.emit(r)
+	case transcript.KindNotice:
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.notice(m)
+	case transcript.KindThinking:
+		if err := c.answer(m); err != nil {
+			return err
+		}
+		c.cur.Thoughts = append(c.cur.Thoughts, thought{Description: m.Text, Timestamp: c.when(m)})
+	case transcript.KindAssistant:
+		if m.Text == "" {
+			return nil
+		}
+		if err := c.answer(m); err != nil {
+			return err
+		}
+		c.cur.Content, _ = json.Marshal(m.Text)
+	case transcript.KindToolCall:
+		return c.call(m)
+	case transcript.KindToolResult:
+		return c.result(m)
+	}
+	return nil
+}
+
+// notice emits a notice: a compaction summary for the model, any other
+// for the user only.
+func (c *renderer) notice(m *transcript.Message) error {
+	if m.NoticeType == transcript.NoticeCompactionSummary {
+		// The summary stands for what came before it: the model
+		// must read it, as a user record in cast's notice tag.
+		r := c.newRec("user", m)
+		r.Content = textParts(kit.CastNotice.Wrap(m.NoticeType, m.Text))
+		return c.emit(r)
+	}
+	// "info" records show in Gemini's UI and are never sent to the model.
+	r := c.newRec("info", m)
+	r.Content, _ = json.Marshal(noticeText(m))
+	return c.emit(r)
+}
+
+// answer opens a gemini record for m's thoughts or text unless the open
+// one can take them: one with text or calls already is said and done.
+func (c *renderer) answer(m *transcript.Message) error {
+	if c.cur == nil || c.cur.Content != nil || len(c.cur.ToolCalls) > 0 {
+		if err := c.flush(); err != nil {
+			return err
+		}
+		c.cur = c.newRec("gemini", m)
+	}
+	return nil
+}
+
+// call adds a tool call, carrying its result, to the open gemini record.
+func (c *renderer) call(m *transcript.Message) error {
+	tc := m.ToolCall
+	if c.written[tc.ID] {
+		return nil // a repeated call id would pair one result twice
+	}
+	c.written[tc.ID] = true
+	if c.cur == nil || c.curAnswered {
+		if err := c.flush(); err != nil {
+			return err
+		}
+		c.cur = c.newRec("gemini", m)
+	}
+	var res transcript.Message // the call's first result, read again from where it is
+	if pos, ok := c.index.Results[tc.ID]; ok {
+		var err error
+		if res, err = c.msgs.At(pos); err != nil {
+			return err
+		}
+	}
+	c.cur.ToolCalls = append(c.cur.ToolCalls, callRecord(tc, res.ToolResult, res.Images, c.when(m)))
+	return nil
+}
+
+// result handles a tool result where the source has it: one of a call
+// was written with its call, so here it only marks the open record
+// answered; one with no call becomes a user record.
+func (c *renderer) result(m *transcript.Message) error {
+	if c.index.Calls[m.ToolResult.CallID] {
+		if c.cur != nil {
+			for _, tc := range c.cur.ToolCalls {
+				c.curAnswered = c.curAnswered || tc.ID == m.ToolResult.CallID
+			}
+		}
+		return nil // written with its call
+	}
+	// A result whose call is not in the history: say so in plain
+	// text rather than send a functionResponse the API rejects.
+	if err := c.flush(); err != nil {
+		return err
+	}
+	r := c.newRec("user", m)
+	r.Content = textParts(repair.OrphanResultText(m.ToolResult))
+	return c.emit(r)
 }
 
 func callRecord(tc *transcript.ToolCall, res *transcript.ToolResult, images []transcript.Image, ts string) toolCall {
