@@ -8,6 +8,7 @@ package fakemodel
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -251,102 +252,22 @@ func (s *Server) SetHeader(key, value string) {
 	s.hdr.Set(key, value)
 }
 
+// serve answers one request and records it with what it was answered.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req := Request{
-		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: body,
+	req, rt, in, err := readRequest(r)
+	if err != nil {
+		s.refuse(w, req, http.StatusBadRequest, "fakemodel: body is not JSON: "+err.Error())
+		return
 	}
-	rt := route(r.Method, r.URL.Path, r.URL.Query().Get("alt"))
-	req.API, req.Stream, req.Side = rt.api, rt.stream, rt.side
-	var in map[string]any
-	if rt.api != "" {
-		d := json.NewDecoder(bytes.NewReader(body))
-		d.UseNumber()
-		if err := d.Decode(&in); err != nil {
-			req.Status = http.StatusBadRequest
-			s.record(req)
-			writeError(w, rt.api, http.StatusBadRequest, "fakemodel: body is not JSON: "+err.Error())
-			return
-		}
-		req.Items = normalize(rt.api, in)
-		req.Model = modelOf(rt, in)
-		if rt.api != Gemini {
-			req.Stream, _ = in["stream"].(bool)
-		}
-		if jsonMode(in) || helperCall(req.Items) {
-			req.Side = true
-		}
+	v := s.decide(w, r.Header, rt, req)
+	if msg := refusal(v, rt, req, in, r.Header); msg != "" {
+		s.refuse(w, req, http.StatusBadRequest, msg)
+		return
 	}
-
-	s.mu.Lock()
-	for k, vs := range s.hdr {
-		w.Header()[k] = append([]string(nil), vs...)
-	}
-	status := 0
-	var reply Reply
-	var policy func(Request) Reply
-	if rt.api != "" && !req.Side {
-		s.turns++
-		switch {
-		case s.rejected(r.Header) != 0:
-			status = s.rejected(r.Header)
-		case len(s.fails) > 0:
-			status, s.fails = s.fails[0], s.fails[1:]
-		case len(s.queue) > 0:
-			reply, s.queue = s.queue[0], s.queue[1:]
-			status = reply.Status
-		case s.policy != nil:
-			policy = s.policy
-		default:
-			reply = defaultReply(req.Items, s.turns)
-		}
-	}
-	turn := s.turns
-	strict := s.strict
-	encrypted := s.encrypted && rt.api == Responses && !req.Side
-	s.mu.Unlock()
-	if policy != nil {
-		reply = policy(req)
-		status = reply.Status
-	}
-
-	if encrypted && (status == 0 || status == http.StatusOK) {
-		if enc := foreignSeal(in, r.Header); enc != "" {
-			req.Status = http.StatusBadRequest
-			s.record(req)
-			writeError(w, rt.api, http.StatusBadRequest, "fakemodel: the encrypted content "+enc+" could not be verified (sealed to another account)")
-			return
-		}
-	}
-
-	if strict && rt.api != "" && !req.Side && (status == 0 || status == http.StatusOK) {
-		if err := checkPairs(req.Items); err != nil {
-			req.Status = http.StatusBadRequest
-			s.record(req)
-			writeError(w, rt.api, http.StatusBadRequest, "fakemodel (strict): "+err.Error())
-			return
-		}
-		if msg := emptyText(rt.api, in); msg != "" {
-			req.Status = http.StatusBadRequest
-			s.record(req)
-			writeError(w, rt.api, http.StatusBadRequest, msg)
-			return
-		}
-	}
-	if reply.Delay > 0 || reply.Gate != nil {
-		var timer <-chan time.Time
-		if reply.Delay > 0 {
-			timer = time.After(reply.Delay)
-		}
-		select {
-		case <-timer:
-		case <-reply.Gate:
-		case <-r.Context().Done():
-			req.Status = 499 // the client gave up first
-			s.record(req)
-			return
-		}
+	if !hold(r.Context(), v.reply) {
+		req.Status = 499 // the client gave up first
+		s.record(req)
+		return
 	}
 
 	switch {
@@ -355,10 +276,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.record(req)
 		http.NotFound(w, r)
 		return
-	case status != 0 && status != http.StatusOK:
-		req.Status = status
-		s.record(req)
-		writeError(w, rt.api, status, fmt.Sprintf("fakemodel: injected failure %d", status))
+	case !v.served():
+		s.refuse(w, req, v.status, fmt.Sprintf("fakemodel: injected failure %d", v.status))
 		return
 	}
 	req.Status = http.StatusOK
@@ -367,10 +286,140 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		serveSide(w, rt, req, in)
 		return
 	}
-	reply = reply.resolve(in, rt.api, req.Items, turn)
-	id := fmt.Sprintf("%06d", turn)
-	if encrypted {
-		reply.reasoning = reasoningItem(id, turn, credentialOf(r.Header))
+	answer(w, r.Header, req, rt, in, v)
+}
+
+// readRequest is r as the fake records it, and in its JSON body (nil
+// on a path no API serves); the error is a body that is not JSON.
+func readRequest(r *http.Request) (req Request, rt routeInfo, in map[string]any, err error) {
+	body, _ := io.ReadAll(r.Body)
+	req = Request{
+		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Header: r.Header.Clone(), Body: body,
+	}
+	rt = route(r.Method, r.URL.Path, r.URL.Query().Get("alt"))
+	req.API, req.Stream, req.Side = rt.api, rt.stream, rt.side
+	if rt.api == "" {
+		return req, rt, nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&in); err != nil {
+		return req, rt, nil, err
+	}
+	req.Items = normalize(rt.api, in)
+	req.Model = modelOf(rt, in)
+	if rt.api != Gemini {
+		req.Stream, _ = in["stream"].(bool)
+	}
+	if jsonMode(in) || helperCall(req.Items) {
+		req.Side = true
+	}
+	return req, rt, in, nil
+}
+
+// verdict is how serve answers a request, decided as it arrives.
+type verdict struct {
+	status    int // an injected failure, unless 0 or 200
+	reply     Reply
+	turn      int // the conversation turns started so far
+	strict    bool
+	encrypted bool // the answer carries reasoning sealed to the credential
+}
+
+// served is whether the request is answered, not failed as injected.
+func (v verdict) served() bool { return v.status == 0 || v.status == http.StatusOK }
+
+// decide sets the fake's headers on w and takes what answers the request:
+// a conversation turn is answered by, first, a rejected credential, then
+// an injected failure, a queued reply, the policy, the default reply.
+func (s *Server) decide(w http.ResponseWriter, h http.Header, rt routeInfo, req Request) verdict {
+	var v verdict
+	var policy func(Request) Reply
+	s.mu.Lock()
+	for k, vs := range s.hdr {
+		w.Header()[k] = append([]string(nil), vs...)
+	}
+	if rt.api != "" && !req.Side {
+		s.turns++
+		switch {
+		case s.rejected(h) != 0:
+			v.status = s.rejected(h)
+		case len(s.fails) > 0:
+			v.status, s.fails = s.fails[0], s.fails[1:]
+		case len(s.queue) > 0:
+			v.reply, s.queue = s.queue[0], s.queue[1:]
+			v.status = v.reply.Status
+		case s.policy != nil:
+			policy = s.policy
+		default:
+			v.reply = defaultReply(req.Items, s.turns)
+		}
+	}
+	v.turn = s.turns
+	v.strict = s.strict
+	v.encrypted = s.encrypted && rt.api == Responses && !req.Side
+	s.mu.Unlock()
+	if policy != nil { // outside the lock, as SetPolicy documents
+		v.reply = policy(req)
+		v.status = v.reply.Status
+	}
+	return v
+}
+
+// refusal is the message of the 400 a real API would answer a turn that
+// is to be served with: reasoning sealed to another account, or (strict)
+// a broken history; "" when there is none.
+func refusal(v verdict, rt routeInfo, req Request, in map[string]any, h http.Header) string {
+	if !v.served() {
+		return ""
+	}
+	if v.encrypted {
+		if enc := foreignSeal(in, h); enc != "" {
+			return "fakemodel: the encrypted content " + enc + " could not be verified (sealed to another account)"
+		}
+	}
+	if v.strict && rt.api != "" && !req.Side {
+		if err := checkPairs(req.Items); err != nil {
+			return "fakemodel (strict): " + err.Error()
+		}
+		return emptyText(rt.api, in)
+	}
+	return ""
+}
+
+// refuse records req as answered with status and writes the error.
+func (s *Server) refuse(w http.ResponseWriter, req Request, status int, msg string) {
+	req.Status = status
+	s.record(req)
+	writeError(w, req.API, status, msg)
+}
+
+// hold waits out reply's Delay, or for its Gate; false when the client
+// gave up first.
+func hold(ctx context.Context, reply Reply) bool {
+	if reply.Delay <= 0 && reply.Gate == nil {
+		return true
+	}
+	var timer <-chan time.Time
+	if reply.Delay > 0 {
+		timer = time.After(reply.Delay)
+	}
+	select {
+	case <-timer:
+	case <-reply.Gate:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// answer writes the turn's reply in the wire format of rt's API.
+func answer(w http.ResponseWriter, h http.Header, req Request, rt routeInfo, in map[string]any, v verdict) {
+	reply := v.reply.resolve(in, rt.api, req.Items, v.turn)
+	id := fmt.Sprintf("%06d", v.turn)
+	if v.encrypted {
+		reply.reasoning = reasoningItem(id, v.turn, credentialOf(h))
 	}
 	switch rt.api {
 	case Anthropic:
