@@ -171,98 +171,123 @@ func chain(entries []entry) []entry {
 
 // toNeutral converts one entry; skip is told what it does not know.
 func toNeutral(e entry, skip func(kind string)) []transcript.Message {
-	var out []transcript.Message
-	when := kit.ParseTime(e.Timestamp)
-	add := func(m transcript.Message, suffix string) {
-		m.Agent, m.NativeID = Agent, e.ID+suffix
-		if m.Time.IsZero() {
-			m.Time = when
-		}
-		out = append(out, m)
-	}
+	c := &converted{id: e.ID, when: kit.ParseTime(e.Timestamp), skip: skip}
 	switch e.Type {
 	case "compaction":
-		add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: e.Summary}, "")
+		c.add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: e.Summary}, "")
 	case "branch_summary":
-		add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: e.Summary}, "")
+		c.add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: e.Summary}, "")
 	case "custom_message":
 		if text := blocksText(e.Content, skip); text != "" {
-			add(transcript.Message{Kind: transcript.KindUser, Text: text}, "")
+			c.add(transcript.Message{Kind: transcript.KindUser, Text: text}, "")
 		}
 	case "message":
-		m := e.Message
-		if m == nil {
+		if e.Message == nil {
 			skip("message entry without a message")
 			return nil
 		}
-		if t := msgTime(m.Timestamp); !t.IsZero() && when.IsZero() {
-			when = t
-		}
-		switch m.Role {
-		case "user", "custom":
-			text, images := blocksContent(m.Content, skip)
-			add(transcript.Message{Kind: transcript.KindUser, Text: text, Images: images}, "")
-		case "assistant":
-			for i, b := range parseBlocks(m.Content, skip) {
-				var n transcript.Message
-				switch b.Type {
-				case "thinking":
-					if b.Thinking == "" {
-						continue // redacted thinking carries nothing readable
-					}
-					text := b.Thinking
-					if m.API == castAPI {
-						text = strings.TrimSuffix(text, thinkingSep)
-					}
-					n = transcript.Message{Kind: transcript.KindThinking, Text: text}
-				case "text":
-					n = transcript.Message{Kind: transcript.KindAssistant, Text: b.Text}
-				case "toolCall":
-					if b.ID == "" || b.Name == "" {
-						skip("tool call without an id or name")
-						continue
-					}
-					n = transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: kit.CompactJSON(b.Arguments)}}
-				default:
-					skip(b.Type + " block")
-					continue
-				}
-				n.Model = m.Model
-				add(n, fmt.Sprintf("#%d", i))
-			}
-		case "toolResult":
-			if m.ToolCallID == "" {
-				skip("tool result without a call id")
-				return nil
-			}
-			text, images := blocksContent(m.Content, skip)
-			r := &transcript.ToolResult{CallID: m.ToolCallID, Output: text, IsError: m.IsError != nil && *m.IsError}
-			var det struct {
-				ExitCode *int32 `json:"exitCode"`
-			}
-			if json.Unmarshal(m.Details, &det) == nil {
-				r.ExitCode = det.ExitCode
-			}
-			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: r, Images: images}, "")
-		case "bashExecution":
-			// A command the user ran with "!": pi shows it to the model as
-			// user text unless it was run with "!!".
-			if !m.ExcludeFromContext {
-				add(transcript.Message{Kind: transcript.KindUser, Text: bashText(m)}, "")
-			}
-		case "branchSummary":
-			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: m.Summary}, "")
-		case "compactionSummary":
-			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: m.Summary}, "")
-		default:
-			skip(m.Role + " message")
-		}
+		c.message(e.Message)
 	default:
 		if !knownEntries[e.Type] {
 			skip(e.Type + " entry")
 		}
 	}
-	return out
+	return c.out
+}
+
+// converted is toNeutral's work on one entry: the messages made of it.
+type converted struct {
+	id   string    // the entry's, which the messages' native ids extend
+	when time.Time // for messages without a time of their own
+	skip func(kind string)
+	out  []transcript.Message
+}
+
+// add appends m; suffix tells apart the messages of one entry.
+func (c *converted) add(m transcript.Message, suffix string) {
+	m.Agent, m.NativeID = Agent, c.id+suffix
+	if m.Time.IsZero() {
+		m.Time = c.when
+	}
+	c.out = append(c.out, m)
+}
+
+// message converts the message of a message entry, by its role.
+func (c *converted) message(m *message) {
+	if t := msgTime(m.Timestamp); !t.IsZero() && c.when.IsZero() {
+		c.when = t
+	}
+	switch m.Role {
+	case "user", "custom":
+		text, images := blocksContent(m.Content, c.skip)
+		c.add(transcript.Message{Kind: transcript.KindUser, Text: text, Images: images}, "")
+	case "assistant":
+		for i, b := range parseBlocks(m.Content, c.skip) {
+			if n, ok := c.assistantBlock(m, b); ok {
+				n.Model = m.Model
+				c.add(n, fmt.Sprintf("#%d", i))
+			}
+		}
+	case "toolResult":
+		c.toolResult(m)
+	case "bashExecution":
+		// A command the user ran with "!": pi shows it to the model as
+		// user text unless it was run with "!!".
+		if !m.ExcludeFromContext {
+			c.add(transcript.Message{Kind: transcript.KindUser, Text: bashText(m)}, "")
+		}
+	case "branchSummary":
+		c.add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeFork, Text: m.Summary}, "")
+	case "compactionSummary":
+		c.add(transcript.Message{Kind: transcript.KindNotice, NoticeType: transcript.NoticeCompactionSummary, Text: m.Summary}, "")
+	default:
+		c.skip(m.Role + " message")
+	}
+}
+
+// assistantBlock is the message of one block of the assistant message m;
+// false when the block carries none.
+func (c *converted) assistantBlock(m *message, b block) (transcript.Message, bool) {
+	switch b.Type {
+	case "thinking":
+		if b.Thinking == "" {
+			return transcript.Message{}, false // redacted thinking carries nothing readable
+		}
+		text := b.Thinking
+		if m.API == castAPI {
+			text = strings.TrimSuffix(text, thinkingSep)
+		}
+		return transcript.Message{Kind: transcript.KindThinking, Text: text}, true
+	case "text":
+		return transcript.Message{Kind: transcript.KindAssistant, Text: b.Text}, true
+	case "toolCall":
+		if b.ID == "" || b.Name == "" {
+			c.skip("tool call without an id or name")
+			return transcript.Message{}, false
+		}
+		return transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: b.ID, Name: b.Name, Input: kit.CompactJSON(b.Arguments)}}, true
+	default:
+		c.skip(b.Type + " block")
+		return transcript.Message{}, false
+	}
+}
+
+// toolResult converts a toolResult message, with the exit code pi keeps
+// in its details.
+func (c *converted) toolResult(m *message) {
+	if m.ToolCallID == "" {
+		c.skip("tool result without a call id")
+		return
+	}
+	text, images := blocksContent(m.Content, c.skip)
+	r := &transcript.ToolResult{CallID: m.ToolCallID, Output: text, IsError: m.IsError != nil && *m.IsError}
+	var det struct {
+		ExitCode *int32 `json:"exitCode"`
+	}
+	if json.Unmarshal(m.Details, &det) == nil {
+		r.ExitCode = det.ExitCode
+	}
+	c.add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: r, Images: images}, "")
 }
 
 // parseBlocks reads content that is a string or a block list; skip is
