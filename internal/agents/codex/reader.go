@@ -134,28 +134,38 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 	_ = json.Unmarshal(raw, &env)
 	ts := kit.ParseTime(env.Timestamp)
 	if _, hasPayload := probe["payload"]; !hasPayload {
-		// Legacy file: a bare header {"id","timestamp"}, then bare items
-		// and the CLI's own state snapshots ({"record_type":"state"}).
-		if _, typed := probe["type"]; !typed {
-			_, state := probe["record_type"]
-			switch {
-			case st.p.SessionID == "" && st.no == 1:
-				var h struct {
-					ID string `json:"id"`
-				}
-				_ = json.Unmarshal(raw, &h)
-				st.p.SessionID = h.ID
-			case !state:
-				st.p.skip("untyped record")
-			}
-			return nil, true
-		}
-		it, ok := st.decodeItem(raw)
-		if !ok {
-			return nil, true
-		}
-		return st.fromItem(it, ts), true
+		return st.legacyLine(raw, probe, ts), true
 	}
+	return st.record(env, ts), true
+}
+
+// legacyLine reads a line of a legacy file: a bare header
+// {"id","timestamp"}, then bare items and the CLI's own state snapshots
+// ({"record_type":"state"}).
+func (st lineState) legacyLine(raw []byte, probe map[string]json.RawMessage, ts time.Time) []candidate {
+	if _, typed := probe["type"]; !typed {
+		_, state := probe["record_type"]
+		switch {
+		case st.p.SessionID == "" && st.no == 1:
+			var h struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(raw, &h)
+			st.p.SessionID = h.ID
+		case !state:
+			st.p.skip("untyped record")
+		}
+		return nil
+	}
+	it, ok := st.decodeItem(raw)
+	if !ok {
+		return nil
+	}
+	return st.fromItem(it, ts)
+}
+
+// record reads a rollout record, by its type.
+func (st lineState) record(env envelope, ts time.Time) []candidate {
 	switch env.Type {
 	case lineSessionMeta:
 		var m sessionMeta
@@ -174,30 +184,39 @@ func (st lineState) parseLine(raw []byte) ([]candidate, bool) {
 		}
 	case lineResponseItem:
 		if it, ok := st.decodeItem(env.Payload); ok {
-			return st.fromItem(it, ts), true
+			return st.fromItem(it, ts)
 		}
 	case lineEventMsg:
 		var ev eventMsg
 		if json.Unmarshal(env.Payload, &ev) != nil {
 			st.p.skip(undecoded(env.Type))
-			return nil, true
+			return nil
 		}
-		return st.fromEvent(ev, ts), true
+		return st.fromEvent(ev, ts)
 	case lineCompacted:
-		var c compacted
-		if json.Unmarshal(env.Payload, &c) != nil {
-			st.p.skip(undecoded(env.Type))
-		} else if strings.TrimSpace(c.Message) != "" {
-			m := st.msg(transcript.KindNotice, ts)
-			m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
-			return []candidate{{msg: m}}, true
-		}
+		return st.compacted(env, ts)
 	default:
 		if !bookkeeping[env.Type] {
 			st.p.skip(orDefault(env.Type, "untyped") + " record")
 		}
 	}
-	return nil, true
+	return nil
+}
+
+// compacted reads a compacted record: the summary Codex replaced the
+// history before it with.
+func (st lineState) compacted(env envelope, ts time.Time) []candidate {
+	var c compacted
+	if json.Unmarshal(env.Payload, &c) != nil {
+		st.p.skip(undecoded(env.Type))
+		return nil
+	}
+	if strings.TrimSpace(c.Message) == "" {
+		return nil
+	}
+	m := st.msg(transcript.KindNotice, ts)
+	m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
+	return []candidate{{msg: m}}
 }
 
 // decodeItem decodes a response item; one that does not decode is counted
