@@ -145,86 +145,114 @@ func decodeExport(data []byte, skip func(kind string)) (Export, bool) {
 // first ran. So results wait until the step ends (a step-start part, the
 // end of the message, or a part that began after they finished).
 func messageParts(m Message, streaming bool, p *Parsed) []transcript.Message {
-	created := ms(m.Info.Time.Created)
 	model := m.Info.ModelID
 	if model == "" && m.Info.Model != nil {
 		model = m.Info.Model.ModelID
 	}
-	summary := string(m.Info.Summary) == "true"
-	var out, results []transcript.Message
-	var resultsEnd int64 // latest end among the waiting results
-	flush := func() {
-		out, results, resultsEnd = append(out, results...), nil, 0
-	}
+	r := &partReader{role: m.Info.Role, model: model, summary: string(m.Info.Summary) == "true", streaming: streaming, p: p}
+	created := ms(m.Info.Time.Created)
 	for _, part := range m.Parts {
 		at := created
 		if part.Time != nil && part.Time.Start > 0 {
 			at = ms(part.Time.Start)
-			if resultsEnd > 0 && part.Time.Start > resultsEnd {
-				flush()
+			if r.resultsEnd > 0 && part.Time.Start > r.resultsEnd {
+				r.flush()
 			}
 		}
-		base := transcript.Message{Agent: Agent, NativeID: part.ID, Time: at}
-		switch part.Type {
-		case "step-start":
-			flush()
-		case "text":
-			if part.Ignored || strings.TrimSpace(part.Text) == "" || unfinished(part, streaming) {
-				continue
-			}
-			out = append(out, textMessage(base, m.Info.Role, part, model, summary))
-		case "reasoning":
-			if strings.TrimSpace(part.Text) == "" || unfinished(part, streaming) {
-				continue
-			}
-			base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, model
-			out = append(out, base)
-		case "file":
-			im, err := kit.ParseDataURL(part.URL)
-			if err != nil || m.Info.Role != "user" {
-				out = append(out, filePlaceholder(base, m.Info.Role, part))
-				break
-			}
-			if kit.AttachImage(out, im) {
-				break
-			}
-			base.Kind, base.Images = transcript.KindUser, []transcript.Image{im}
-			out = append(out, base)
-		case "tool":
-			if part.State != nil && part.State.Status == "pending" {
-				// The model is still streaming its input ({} until it
-				// runs): the call is read once it has one, else it would
-				// be kept twice, with no input and with its input.
-				continue
-			}
-			call, res := toolMessages(base, part, model)
-			if call == nil {
-				p.skip("tool part without a call id, tool or state")
-				continue
-			}
-			out = append(out, *call)
-			for _, a := range part.State.Attachments {
-				im, err := kit.ParseDataURL(a.URL)
-				if err != nil || res == nil {
-					p.skip(attachmentKind(a))
-					continue
-				}
-				res.Images = append(res.Images, im)
-			}
-			if res != nil {
-				results = append(results, *res)
-				if st := part.State.Time; st != nil && st.End > resultsEnd {
-					resultsEnd = st.End
-				}
-			}
-		default:
-			if !bookkeepingParts[part.Type] {
-				p.skip(orUntyped(part.Type) + " part")
-			}
+		r.add(transcript.Message{Agent: Agent, NativeID: part.ID, Time: at}, part)
+	}
+	r.flush()
+	return r.out
+}
+
+// partReader is messageParts' state: the messages read so far, and the
+// results waiting for their step to end.
+type partReader struct {
+	role      string // the message's
+	model     string
+	summary   bool // the message is a compaction summary
+	streaming bool
+	p         *Parsed
+
+	out, results []transcript.Message
+	resultsEnd   int64 // latest end among the waiting results
+}
+
+// flush ends a step: its results follow what the model produced in it.
+func (r *partReader) flush() {
+	r.out, r.results, r.resultsEnd = append(r.out, r.results...), nil, 0
+}
+
+// add reads one part; base is its message so far.
+func (r *partReader) add(base transcript.Message, part Part) {
+	switch part.Type {
+	case "step-start":
+		r.flush()
+	case "text":
+		if part.Ignored || strings.TrimSpace(part.Text) == "" || unfinished(part, r.streaming) {
+			return
+		}
+		r.out = append(r.out, textMessage(base, r.role, part, r.model, r.summary))
+	case "reasoning":
+		if strings.TrimSpace(part.Text) == "" || unfinished(part, r.streaming) {
+			return
+		}
+		base.Kind, base.Text, base.Model = transcript.KindThinking, part.Text, r.model
+		r.out = append(r.out, base)
+	case "file":
+		r.file(base, part)
+	case "tool":
+		r.tool(base, part)
+	default:
+		if !bookkeepingParts[part.Type] {
+			r.p.skip(orUntyped(part.Type) + " part")
 		}
 	}
-	flush()
-	return out
+}
+
+// file reads a file part: a picture the user sent, or a placeholder.
+func (r *partReader) file(base transcript.Message, part Part) {
+	im, err := kit.ParseDataURL(part.URL)
+	if err != nil || r.role != "user" {
+		r.out = append(r.out, filePlaceholder(base, r.role, part))
+		return
+	}
+	if kit.AttachImage(r.out, im) {
+		return
+	}
+	base.Kind, base.Images = transcript.KindUser, []transcript.Image{im}
+	r.out = append(r.out, base)
+}
+
+// tool reads a tool part: its call now, its result (with the pictures
+// attached to it) when the step ends.
+func (r *partReader) tool(base transcript.Message, part Part) {
+	if part.State != nil && part.State.Status == "pending" {
+		// The model is still streaming its input ({} until it
+		// runs): the call is read once it has one, else it would
+		// be kept twice, with no input and with its input.
+		return
+	}
+	call, res := toolMessages(base, part, r.model)
+	if call == nil {
+		r.p.skip("tool part without a call id, tool or state")
+		return
+	}
+	r.out = append(r.out, *call)
+	for _, a := range part.State.Attachments {
+		im, err := kit.ParseDataURL(a.URL)
+		if err != nil || res == nil {
+			r.p.skip(attachmentKind(a))
+			continue
+		}
+		res.Images = append(res.Images, im)
+	}
+	if res != nil {
+		r.results = append(r.results, *res)
+		if st := part.State.Time; st != nil && st.End > r.resultsEnd {
+			r.resultsEnd = st.End
+		}
+	}
 }
 
 // filePlaceholder stands for an attached image or file: its data stays

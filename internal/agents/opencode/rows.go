@@ -33,19 +33,9 @@ type messageRow struct {
 	Type        string `json:"type"`
 	TimeCreated int64  `json:"time_created"`
 	Data        struct {
-		Text    string `json:"text"`
-		Content []struct {
-			Type  string          `json:"type"`
-			Text  string          `json:"text"`
-			ID    string          `json:"id"`
-			Name  string          `json:"name"`
-			State json.RawMessage `json:"state"`
-			Time  struct {
-				Created   int64 `json:"created"`
-				Completed int64 `json:"completed"`
-			} `json:"time"`
-		} `json:"content"`
-		Model struct {
+		Text    string       `json:"text"`
+		Content []rowContent `json:"content"`
+		Model   struct {
 			ID string `json:"id"`
 		} `json:"model"`
 		// Time.Completed is set when the model's step ends (or fails).
@@ -53,6 +43,20 @@ type messageRow struct {
 			Completed int64 `json:"completed"`
 		} `json:"time"`
 	} `json:"data"`
+}
+
+// rowContent is an item of an assistant row: a text, a reasoning or a
+// tool.
+type rowContent struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	State json.RawMessage `json:"state"`
+	Time  struct {
+		Created   int64 `json:"created"`
+		Completed int64 `json:"completed"`
+	} `json:"time"`
 }
 
 type rowToolState struct {
@@ -131,14 +135,19 @@ func rowMessages(m messageRow, streaming bool, skip func(kind string)) []transcr
 		base.Kind, base.Text = transcript.KindUser, m.Data.Text
 		return []transcript.Message{base}
 	case "assistant":
+		return stepMessages(m, base, streaming, skip)
 	default:
 		if !quietRows[m.Type] {
 			skip(orUntyped(m.Type) + " message row")
 		}
 		return nil
 	}
-	// A row is one model step: its tool results come after every call,
-	// thinking and text the model produced in it (see messageParts).
+}
+
+// stepMessages are the messages of an assistant row, one model step: its
+// tool results come after every call, thinking and text the model
+// produced in it (see messageParts).
+func stepMessages(m messageRow, base transcript.Message, streaming bool, skip func(kind string)) []transcript.Message {
 	var out, results []transcript.Message
 	for i, c := range m.Data.Content {
 		b := base
@@ -158,39 +167,52 @@ func rowMessages(m messageRow, streaming bool, skip func(kind string)) []transcr
 			}
 			out = append(out, b)
 		case "tool":
-			if c.ID == "" || c.Name == "" {
-				skip("tool content without an id or name")
+			call, res, ok := rowTool(b, c, skip)
+			if !ok {
 				continue
 			}
-			var st rowToolState
-			if len(c.State) > 0 && json.Unmarshal(c.State, &st) != nil {
-				skip("tool state that did not decode")
-			}
-			call := b
-			call.Kind = transcript.KindToolCall
-			call.ToolCall = &transcript.ToolCall{ID: c.ID, Name: c.Name, Input: inputText(st.Input)}
 			out = append(out, call)
-			if st.Status != "completed" && st.Status != "error" {
-				continue
+			if res != nil {
+				results = append(results, *res)
 			}
-			text := st.Output
-			for _, ct := range st.Content {
-				if ct.Type != "" && ct.Type != "text" {
-					skip(ct.Type + " content of a tool result")
-				}
-				text += ct.Text
-			}
-			if st.Status == "error" && text == "" {
-				text = st.Error
-			}
-			res := b
-			res.Kind, res.NativeID = transcript.KindToolResult, b.NativeID+"#result"
-			res.Model = ""
-			res.ToolResult = &transcript.ToolResult{CallID: c.ID, Output: text, IsError: st.Status == "error", ExitCode: exitOf(st.Metadata)}
-			results = append(results, res)
 		default:
 			skip(orUntyped(c.Type) + " content")
 		}
 	}
 	return append(out, results...)
+}
+
+// rowTool is the call of a tool item, b its message so far, and its
+// result once the tool has ended; ok is false for an item that names no
+// call.
+func rowTool(b transcript.Message, c rowContent, skip func(kind string)) (call transcript.Message, res *transcript.Message, ok bool) {
+	if c.ID == "" || c.Name == "" {
+		skip("tool content without an id or name")
+		return call, nil, false
+	}
+	var st rowToolState
+	if len(c.State) > 0 && json.Unmarshal(c.State, &st) != nil {
+		skip("tool state that did not decode")
+	}
+	call = b
+	call.Kind = transcript.KindToolCall
+	call.ToolCall = &transcript.ToolCall{ID: c.ID, Name: c.Name, Input: inputText(st.Input)}
+	if st.Status != "completed" && st.Status != "error" {
+		return call, nil, true
+	}
+	text := st.Output
+	for _, ct := range st.Content {
+		if ct.Type != "" && ct.Type != "text" {
+			skip(ct.Type + " content of a tool result")
+		}
+		text += ct.Text
+	}
+	if st.Status == "error" && text == "" {
+		text = st.Error
+	}
+	r := b
+	r.Kind, r.NativeID = transcript.KindToolResult, b.NativeID+"#result"
+	r.Model = ""
+	r.ToolResult = &transcript.ToolResult{CallID: c.ID, Output: text, IsError: st.Status == "error", ExitCode: exitOf(st.Metadata)}
+	return call, &r, true
 }
