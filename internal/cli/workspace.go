@@ -18,8 +18,7 @@ const defaultWorktree = "\x00default"
 
 func (a *app) workspaceCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "workspace", Short: "Move a thread to another folder on its node: its checkout, a repository under it, or a git worktree"}
-	var root bool
-	var repo, branch, base string
+	var f workspaceFlags
 	set := onSession(&cobra.Command{
 		Use:   "set ID (--root | --repo PATH | --worktree [BRANCH] [--base REF])",
 		Short: "Move a live thread; its next turn starts a fresh native session in the new folder, with the whole history",
@@ -28,40 +27,9 @@ func (a *app) workspaceCmd() *cobra.Command {
 			"--worktree alone names the branch cast/<title-slug>--<last 6 of the session id>. The thread gets a notice;\n" +
 			"its agent's next turn rebuilds the conversation in the new folder. Refused while a turn runs.",
 	}, sessionUse{rest: 1, hint: "cast workspace set ID --root; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, args []string) error {
-		req := &castv1.SetWorkspaceRequest{SessionId: id}
-		if err := worktreeArg(cmd, &branch, args); err != nil {
+		req, err := f.request(cmd, id, args)
+		if err != nil {
 			return err
-		}
-		n := 0
-		if root {
-			n++
-			req.Target = &castv1.SetWorkspaceRequest_Root{Root: true}
-		}
-		if cmd.Flags().Changed("repo") {
-			n++
-			if err := validate.Need(validate.RepoPath, "--repo", repo); err != nil {
-				return usageError{err}
-			}
-			req.Target = &castv1.SetWorkspaceRequest_Repo{Repo: repo}
-		}
-		if cmd.Flags().Changed("worktree") {
-			n++
-			wt := &castv1.WorktreeTarget{Base: base}
-			if branch != defaultWorktree {
-				wt.Branch = branch
-			}
-			if err := validate.Check(validate.Branch, "--worktree", wt.Branch); err != nil {
-				return usageError{err}
-			}
-			if err := validate.Check(validate.Branch, "--base", base); err != nil {
-				return usageError{err}
-			}
-			req.Target = &castv1.SetWorkspaceRequest_Worktree{Worktree: wt}
-		} else if base != "" {
-			return usagef("--base goes with --worktree")
-		}
-		if n != 1 {
-			return usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
 		}
 		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Sessions.SetWorkspace(ctx, req)
@@ -73,17 +41,69 @@ func (a *app) workspaceCmd() *cobra.Command {
 		})
 	})
 
-	set.Flags().BoolVar(&root, "root", false, "the thread's checkout")
-	set.Flags().StringVar(&repo, "repo", "", "a git repository under the checkout (relative path)")
-	set.Flags().StringVar(&branch, "worktree", "", "a git worktree on BRANCH (new or existing; alone: cast/<title-slug>--<id>)")
+	set.Flags().BoolVar(&f.root, "root", false, "the thread's checkout")
+	set.Flags().StringVar(&f.repo, "repo", "", "a git repository under the checkout (relative path)")
+	set.Flags().StringVar(&f.branch, "worktree", "", "a git worktree on BRANCH (new or existing; alone: cast/<title-slug>--<id>)")
 	set.Flags().Lookup("worktree").NoOptDefVal = defaultWorktree
-	set.Flags().StringVar(&base, "base", "", "the branch, tag or commit a new worktree branch starts from (default HEAD)")
+	set.Flags().StringVar(&f.base, "base", "", "the branch, tag or commit a new worktree branch starts from (default HEAD)")
 	grp.AddCommand(set)
 	return grp
 }
 
+// workspaceFlags are workspace set's flags: which folder to move to.
+type workspaceFlags struct {
+	root               bool
+	repo, branch, base string
+}
+
+// request is the move to ask for session id, refused before anything is
+// sent unless exactly one folder is given and its names are valid.
+func (f *workspaceFlags) request(cmd *cobra.Command, id string, args []string) (*castv1.SetWorkspaceRequest, error) {
+	req := &castv1.SetWorkspaceRequest{SessionId: id}
+	if err := worktreeArg(cmd, &f.branch, args); err != nil {
+		return nil, err
+	}
+	n := 0
+	if f.root {
+		n++
+		req.Target = &castv1.SetWorkspaceRequest_Root{Root: true}
+	}
+	if cmd.Flags().Changed("repo") {
+		n++
+		if err := validate.Need(validate.RepoPath, "--repo", f.repo); err != nil {
+			return nil, usageError{err}
+		}
+		req.Target = &castv1.SetWorkspaceRequest_Repo{Repo: f.repo}
+	}
+	if cmd.Flags().Changed("worktree") {
+		n++
+		wt := &castv1.WorktreeTarget{Base: f.base}
+		if f.branch != defaultWorktree {
+			wt.Branch = f.branch
+		}
+		if err := validate.Check(validate.Branch, "--worktree", wt.Branch); err != nil {
+			return nil, usageError{err}
+		}
+		if err := validate.Check(validate.Branch, "--base", f.base); err != nil {
+			return nil, usageError{err}
+		}
+		req.Target = &castv1.SetWorkspaceRequest_Worktree{Worktree: wt}
+	} else if f.base != "" {
+		return nil, usagef("--base goes with --worktree")
+	}
+	if n != 1 {
+		return nil, usagef("give exactly one of --root, --repo PATH or --worktree [BRANCH]")
+	}
+	return req, nil
+}
+
 func (a *app) worktreeCmd() *cobra.Command {
 	grp := &cobra.Command{Use: "worktree", Short: "List and remove the git worktrees cast made"}
+	grp.AddCommand(a.worktreeLsCmd(), a.worktreeRmCmd())
+	return grp
+}
+
+func (a *app) worktreeLsCmd() *cobra.Command {
 	var node string
 	ls := listCmd(a, &cobra.Command{
 		Use:   "ls [--node N] [-o json|yaml|wide|name] [--no-headers]",
@@ -100,31 +120,39 @@ func (a *app) worktreeCmd() *cobra.Command {
 		return listing[*castv1.Worktree]{key: "worktrees", items: resp.Worktrees,
 			// [] when every node answered, as "worktrees" is: scripts
 			// iterate it (jq '.unanswered[]' fails on null).
-			extra: map[string]any{"unanswered": append([]string{}, resp.Unanswered...)},
-			name:  func(w *castv1.Worktree) string { return w.Path },
-			columns: []column[*castv1.Worktree]{
-				{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
-				{header: "PATH", cell: func(w *castv1.Worktree) string { return w.Path }},
-				{header: "BRANCH", cell: func(w *castv1.Worktree) string { return w.Branch }},
-				{header: "CHECKOUT", wide: true, cell: func(w *castv1.Worktree) string { return orDash(w.Checkout) }},
-				{header: "SESSIONS", cell: func(w *castv1.Worktree) string { return orDash(strings.Join(w.Sessions, ",")) }},
-				{header: "AGENT", cell: func(w *castv1.Worktree) string {
-					if w.AgentRunning {
-						return "running"
-					}
-					return "-"
-				}},
-				{header: "CHANGES", cell: func(w *castv1.Worktree) string {
-					if w.Changes < 0 {
-						return "?"
-					}
-					return fmt.Sprint(w.Changes)
-				}},
-			}}, nil
+			extra:   map[string]any{"unanswered": append([]string{}, resp.Unanswered...)},
+			name:    func(w *castv1.Worktree) string { return w.Path },
+			columns: worktreeColumns()}, nil
 	})
 	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
+	return ls
+}
+
+func worktreeColumns() []column[*castv1.Worktree] {
+	return []column[*castv1.Worktree]{
+		{header: "NODE", cell: func(w *castv1.Worktree) string { return w.Node }},
+		{header: "PATH", cell: func(w *castv1.Worktree) string { return w.Path }},
+		{header: "BRANCH", cell: func(w *castv1.Worktree) string { return w.Branch }},
+		{header: "CHECKOUT", wide: true, cell: func(w *castv1.Worktree) string { return orDash(w.Checkout) }},
+		{header: "SESSIONS", cell: func(w *castv1.Worktree) string { return orDash(strings.Join(w.Sessions, ",")) }},
+		{header: "AGENT", cell: func(w *castv1.Worktree) string {
+			if w.AgentRunning {
+				return "running"
+			}
+			return "-"
+		}},
+		{header: "CHANGES", cell: func(w *castv1.Worktree) string {
+			if w.Changes < 0 {
+				return "?"
+			}
+			return fmt.Sprint(w.Changes)
+		}},
+	}
+}
+
+func (a *app) worktreeRmCmd() *cobra.Command {
 	var force bool
-	var rmNode string
+	var node string
 	rm := &cobra.Command{
 		Use:   "rm PATH [--force] [--node N]",
 		Short: "Remove a worktree cast made (never its branch); its threads move back to their checkout",
@@ -137,7 +165,7 @@ func (a *app) worktreeCmd() *cobra.Command {
 				return usageError{fmt.Errorf("%w (`cast worktree ls` shows the paths)", err)}
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: rmNode, Path: args[0], Force: force})
+				resp, err := c.Nodes.RemoveWorktree(ctx, &castv1.RemoveWorktreeRequest{Node: node, Path: args[0], Force: force})
 				return a.reply(resp, err, func() error {
 					w := resp.Worktree
 					fmt.Fprintf(a.out, "removed %s; branch %s keeps its commits\n", w.GetPath(), w.GetBranch())
@@ -150,7 +178,6 @@ func (a *app) worktreeCmd() *cobra.Command {
 		},
 	}
 	rm.Flags().BoolVar(&force, "force", false, "remove it with its local changes (the branch and its commits stay)")
-	rm.Flags().StringVar(&rmNode, "node", "", "the worktree's node (needed when several are connected)")
-	grp.AddCommand(ls, rm)
-	return grp
+	rm.Flags().StringVar(&node, "node", "", "the worktree's node (needed when several are connected)")
+	return rm
 }
