@@ -59,62 +59,11 @@ func (a *app) diffCmd() *cobra.Command {
 			"since the session started (read from git on this machine), and the tools, files and shell\n" +
 			"commands in its transcript. Run it on the session's node to see the workspace part.",
 	}, sessionUse{hint: "cast diff ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
-		var c *client.Client
-		var sess *castv1.Session
-		err := a.call(cmd, func(ctx context.Context, cl *client.Client) (err error) {
-			c = cl
-			sess, err = cl.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
-			return err
-		})
+		sess, from, msgs, err := a.sessionWork(cmd, id)
 		if err != nil {
 			return err
 		}
-		// A fork's copied history was the parent's work, not this session's.
-		from := int64(1)
-		if sess.ParentId != "" && sess.ForkedAtSeq > 0 {
-			from = sess.ForkedAtSeq + 1
-		}
-		var msgs []transcript.Message
-		if from <= sess.LastSeq {
-			err := c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from}, func(m *castv1.Message) error {
-				msgs = append(msgs, wire.FromProto(m))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-
-		rep := diffReport{
-			ID: sess.Id, Cwd: sess.Cwd, Node: sess.Node, FromSeq: from,
-			FilesChanged: []diffFile{}, Commits: []diffCommit{}, Tools: []sessiondiff.ToolUse{},
-			FilesTouched: []string{}, Commands: []string{},
-		}
-		since := sessionStart(sess, msgs)
-		var ws *git.Report
-		if ws, err = git.Inspect(cmd.Context(), sess.Cwd, git.Options{Since: since}); err != nil {
-			rep.WorkspaceError = workspaceProblem(err, sess)
-		} else {
-			rep.RepoRoot = ws.Root
-			for _, f := range ws.Files {
-				rep.FilesChanged = append(rep.FilesChanged, diffFile{Path: f.Path, Status: f.Status(), OrigPath: f.OrigPath})
-			}
-			for _, cm := range ws.Commits {
-				rep.Commits = append(rep.Commits, diffCommit{Hash: cm.Hash, Subject: cm.Subject, Time: cm.AuthorTime.UTC().Format(time.RFC3339)})
-			}
-			rep.FilesTruncated, rep.CommitsTruncated = ws.FilesTruncated, ws.CommitsTruncated
-		}
-		if !since.IsZero() {
-			rep.Since = since.UTC().Format(time.RFC3339)
-		}
-		sum := sessiondiff.Summarize(msgs, "")
-		if sum.Tools != nil {
-			rep.Tools = sum.Tools
-		}
-		if sum.Commands != nil {
-			rep.Commands = sum.Commands
-		}
-		rep.FilesTouched = touchedPaths(sum.FilesTouched, sess.Cwd, ws)
+		rep := diffOf(cmd.Context(), sess, from, msgs)
 		if a.json {
 			return a.printJSON(rep)
 		}
@@ -122,6 +71,79 @@ func (a *app) diffCmd() *cobra.Command {
 	})
 
 	return cmd
+}
+
+// sessionWork is session id and the messages that were its own work, from
+// seq from on: a fork's copied history was the parent's work, not this
+// session's.
+func (a *app) sessionWork(cmd *cobra.Command, id string) (*castv1.Session, int64, []transcript.Message, error) {
+	var c *client.Client
+	var sess *castv1.Session
+	err := a.call(cmd, func(ctx context.Context, cl *client.Client) (err error) {
+		c = cl
+		sess, err = cl.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
+		return err
+	})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	from := int64(1)
+	if sess.ParentId != "" && sess.ForkedAtSeq > 0 {
+		from = sess.ForkedAtSeq + 1
+	}
+	var msgs []transcript.Message
+	if from <= sess.LastSeq {
+		err := c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from}, func(m *castv1.Message) error {
+			msgs = append(msgs, wire.FromProto(m))
+			return nil
+		})
+		if err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	return sess, from, msgs, nil
+}
+
+// diffOf is what sess did: its workspace as git on this machine sees it
+// (or why not), and the tools, files and commands in msgs. Every list is
+// [] rather than null when empty, for scripts.
+func diffOf(ctx context.Context, sess *castv1.Session, from int64, msgs []transcript.Message) diffReport {
+	rep := diffReport{
+		ID: sess.Id, Cwd: sess.Cwd, Node: sess.Node, FromSeq: from,
+		FilesChanged: []diffFile{}, Commits: []diffCommit{}, Tools: []sessiondiff.ToolUse{},
+		FilesTouched: []string{}, Commands: []string{},
+	}
+	since := sessionStart(sess, msgs)
+	ws, err := git.Inspect(ctx, sess.Cwd, git.Options{Since: since})
+	if err != nil {
+		rep.WorkspaceError = workspaceProblem(err, sess)
+	} else {
+		rep.addWorkspace(ws)
+	}
+	if !since.IsZero() {
+		rep.Since = since.UTC().Format(time.RFC3339)
+	}
+	sum := sessiondiff.Summarize(msgs, "")
+	if sum.Tools != nil {
+		rep.Tools = sum.Tools
+	}
+	if sum.Commands != nil {
+		rep.Commands = sum.Commands
+	}
+	rep.FilesTouched = touchedPaths(sum.FilesTouched, sess.Cwd, ws)
+	return rep
+}
+
+// addWorkspace adds git's uncommitted files and commits.
+func (r *diffReport) addWorkspace(ws *git.Report) {
+	r.RepoRoot = ws.Root
+	for _, f := range ws.Files {
+		r.FilesChanged = append(r.FilesChanged, diffFile{Path: f.Path, Status: f.Status(), OrigPath: f.OrigPath})
+	}
+	for _, cm := range ws.Commits {
+		r.Commits = append(r.Commits, diffCommit{Hash: cm.Hash, Subject: cm.Subject, Time: cm.AuthorTime.UTC().Format(time.RFC3339)})
+	}
+	r.FilesTruncated, r.CommitsTruncated = ws.FilesTruncated, ws.CommitsTruncated
 }
 
 // sessionStart is when the session began: its create time, or for an
@@ -231,50 +253,10 @@ func (a *app) printDiff(r diffReport) error {
 	if r.WorkspaceError != "" {
 		fmt.Fprintln(w, "Workspace: "+r.WorkspaceError)
 	} else {
-		fmt.Fprintf(w, "\nFiles changed (%d, not committed; paths relative to %s):\n", len(r.FilesChanged), r.RepoRoot)
-		lines := make([]string, 0, len(r.FilesChanged))
-		for _, f := range r.FilesChanged {
-			l := f.Status + " " + f.Path
-			if f.OrigPath != "" {
-				l += " (from " + f.OrigPath + ")"
-			}
-			lines = append(lines, l)
-		}
-		a.printList(lines, r.ID, r.FilesTruncated)
-		since := ""
-		if t, err := time.Parse(time.RFC3339, r.Since); err == nil {
-			since = " since " + t.Local().Format("2006-01-02 15:04")
-		}
-		fmt.Fprintf(w, "\nCommits (%d%s):\n", len(r.Commits), since)
-		lines = lines[:0]
-		for _, cm := range r.Commits {
-			when := ""
-			if t, err := time.Parse(time.RFC3339, cm.Time); err == nil {
-				when = "  (" + ago(timestamppb.New(t)) + ")"
-			}
-			lines = append(lines, commitShort(cm.Hash)+"  "+cm.Subject+when)
-		}
-		a.printList(lines, r.ID, r.CommitsTruncated)
+		a.printWorkspace(r)
 	}
-	calls := 0
-	for _, t := range r.Tools {
-		calls += t.Count
-	}
-	fmt.Fprintf(w, "\nTools used (%d calls):\n", calls)
-	if len(r.Tools) == 0 {
-		fmt.Fprintln(w, "  none")
-	} else {
-		tw := newTable(w)
-		for i, t := range r.Tools {
-			if i == diffShown {
-				fmt.Fprintf(tw, "  … %d more tools; `cast diff %s --json` lists all\n", len(r.Tools)-diffShown, r.ID)
-				break
-			}
-			fmt.Fprintf(tw, "  %s\t%d\n", t.Name, t.Count)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := a.printTools(r); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "\nFiles touched by tools (%d):\n", len(r.FilesTouched))
 	a.printList(r.FilesTouched, r.ID, false)
@@ -286,6 +268,56 @@ func (a *app) printDiff(r diffReport) error {
 	a.printList(cmds, r.ID, false)
 	fmt.Fprintf(w, "\nRead the whole conversation with `cast read %s`.\n", r.ID)
 	return nil
+}
+
+// printWorkspace prints the files changed and the commits made.
+func (a *app) printWorkspace(r diffReport) {
+	fmt.Fprintf(a.out, "\nFiles changed (%d, not committed; paths relative to %s):\n", len(r.FilesChanged), r.RepoRoot)
+	lines := make([]string, 0, len(r.FilesChanged))
+	for _, f := range r.FilesChanged {
+		l := f.Status + " " + f.Path
+		if f.OrigPath != "" {
+			l += " (from " + f.OrigPath + ")"
+		}
+		lines = append(lines, l)
+	}
+	a.printList(lines, r.ID, r.FilesTruncated)
+	since := ""
+	if t, err := time.Parse(time.RFC3339, r.Since); err == nil {
+		since = " since " + t.Local().Format("2006-01-02 15:04")
+	}
+	fmt.Fprintf(a.out, "\nCommits (%d%s):\n", len(r.Commits), since)
+	lines = lines[:0]
+	for _, cm := range r.Commits {
+		when := ""
+		if t, err := time.Parse(time.RFC3339, cm.Time); err == nil {
+			when = "  (" + ago(timestamppb.New(t)) + ")"
+		}
+		lines = append(lines, commitShort(cm.Hash)+"  "+cm.Subject+when)
+	}
+	a.printList(lines, r.ID, r.CommitsTruncated)
+}
+
+// printTools prints each tool with its count of calls, in a table.
+func (a *app) printTools(r diffReport) error {
+	calls := 0
+	for _, t := range r.Tools {
+		calls += t.Count
+	}
+	fmt.Fprintf(a.out, "\nTools used (%d calls):\n", calls)
+	if len(r.Tools) == 0 {
+		fmt.Fprintln(a.out, "  none")
+		return nil
+	}
+	tw := newTable(a.out)
+	for i, t := range r.Tools {
+		if i == diffShown {
+			fmt.Fprintf(tw, "  … %d more tools; `cast diff %s --json` lists all\n", len(r.Tools)-diffShown, r.ID)
+			break
+		}
+		fmt.Fprintf(tw, "  %s\t%d\n", t.Name, t.Count)
+	}
+	return tw.Flush()
 }
 
 // printList prints up to diffShown indented lines, or "none".
