@@ -148,76 +148,106 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 // nodeJoinCmd joins a node on this machine ahead of its first start: the
 // key is made here and never leaves the node's data dir.
 func (a *app) nodeJoinCmd() *cobra.Command {
-	var joinToken, pin, name, dataDir string
+	var j nodeJoin
 	cmd := &cobra.Command{
 		Use:   "join --join-token TOKEN --ca-pin sha256:... [--name NAME] [--data-dir DIR]",
 		Short: "Join a node on this machine: make its key and get its client certificate (then start `node --ca-pin ...`)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if joinToken == "" || pin == "" {
-				return usagef("give --join-token (cast node token create) and --ca-pin (the control plane logs it)")
-			}
-			if name == "" {
-				name, _ = os.Hostname()
-			}
-			if !ids.ValidName(name) {
-				return usagef("node name %q is not valid; give --name", name)
-			}
-			if dataDir == "" {
-				dataDir = client.DefaultNodeDataDir(os.Getenv)
+			if err := j.check(); err != nil {
+				return err
 			}
 			cc, err := client.Resolve(os.Getenv, a.context, a.addr)
 			if err != nil {
 				return err
 			}
 			a.addr = cc.Addr
-			tlsCfg, err := client.Context{CAPin: pin}.TLS()
-			if err != nil {
-				return usagef("--ca-pin: %v", err)
-			}
-			c, err := client.DialOpts(cc.Addr, client.Options{TLS: tlsCfg})
+			id, err := a.joinNode(cmd.Context(), cc.Addr, j)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			id, err := client.LoadIdentity(filepath.Join(dataDir, client.NodeIdentityFile))
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd.Context())
-			defer cancel()
-			if err := id.Renew(ctx, name, c.JoinSigner(name, joinToken)); err != nil {
-				return err
-			}
-			// The node trusts this bundle from its first start on (a CA
-			// rotation changes it; the pin is for the first contact only).
-			keep := &client.BundleSync{Have: func() string { return "" }, Keep: func(b []byte) error {
-				return client.SaveBundle(filepath.Join(dataDir, client.NodeBundleFile), b, 0o600)
-			}}
-			if err := c.FetchBundle(ctx, keep); err != nil {
-				return err
-			}
-			exp := id.Cert().Leaf.NotAfter.UTC().Format(time.RFC3339)
 			// This machine's sessions go to the node joined on it.
-			ctxName, err := client.RecordNode(os.Getenv, a.context, cc.Addr, pin, name)
+			ctxName, err := client.RecordNode(os.Getenv, a.context, cc.Addr, j.pin, j.name)
 			if err != nil {
-				return fmt.Errorf("node %s joined, but this machine's cast context was not written: %w", name, err)
+				return fmt.Errorf("node %s joined, but this machine's cast context was not written: %w", j.name, err)
 			}
-			if a.json {
-				return a.printJSON(map[string]any{"name": name, "identity": id.Path(), "expire_time": exp, "context": ctxName})
-			}
-			fmt.Fprintf(a.out, "node %s joined; its key and certificate are in %s (renewed by the node before %s)\n", name, id.Path(), exp)
-			fmt.Fprintf(a.errOut, "start it: node --controlplane %s --ca-pin %s --name %s --data-dir %s\n", cc.Addr, pin, name, dataDir)
-			a.saidNode(ctxName, cc.Addr, name)
-			return nil
+			return a.printJoined(j, id, cc.Addr, ctxName)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&joinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (cast node token create; env CAST_JOIN_TOKEN)")
-	f.StringVar(&pin, "ca-pin", os.Getenv("CAST_CA_PIN"), "the control plane CA's pin, sha256:... (controlplane logs it; env CAST_CA_PIN)")
-	f.StringVar(&name, "name", "", "the node's name (default: hostname)")
-	f.StringVar(&dataDir, "data-dir", "", "the node's data dir (default: node's own default)")
+	f.StringVar(&j.joinToken, "join-token", os.Getenv("CAST_JOIN_TOKEN"), "one-time join token (cast node token create; env CAST_JOIN_TOKEN)")
+	f.StringVar(&j.pin, "ca-pin", os.Getenv("CAST_CA_PIN"), "the control plane CA's pin, sha256:... (controlplane logs it; env CAST_CA_PIN)")
+	f.StringVar(&j.name, "name", "", "the node's name (default: hostname)")
+	f.StringVar(&j.dataDir, "data-dir", "", "the node's data dir (default: node's own default)")
 	return cmd
+}
+
+// nodeJoin is node join's flags.
+type nodeJoin struct {
+	joinToken, pin, name, dataDir string
+}
+
+// check refuses a join without its token and pin or with a bad name, and
+// fills in the default name and data dir.
+func (j *nodeJoin) check() error {
+	if j.joinToken == "" || j.pin == "" {
+		return usagef("give --join-token (cast node token create) and --ca-pin (the control plane logs it)")
+	}
+	if j.name == "" {
+		j.name, _ = os.Hostname()
+	}
+	if !ids.ValidName(j.name) {
+		return usagef("node name %q is not valid; give --name", j.name)
+	}
+	if j.dataDir == "" {
+		j.dataDir = client.DefaultNodeDataDir(os.Getenv)
+	}
+	return nil
+}
+
+// joinNode trades the join token at the control plane at addr, trusted by
+// its pin, for the node's certificate and CA bundle, kept in its data dir.
+func (a *app) joinNode(parent context.Context, addr string, j nodeJoin) (*client.Identity, error) {
+	tlsCfg, err := client.Context{CAPin: j.pin}.TLS()
+	if err != nil {
+		return nil, usagef("--ca-pin: %v", err)
+	}
+	c, err := client.DialOpts(addr, client.Options{TLS: tlsCfg})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	id, err := client.LoadIdentity(filepath.Join(j.dataDir, client.NodeIdentityFile))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := a.ctx(parent)
+	defer cancel()
+	if err := id.Renew(ctx, j.name, c.JoinSigner(j.name, j.joinToken)); err != nil {
+		return nil, err
+	}
+	// The node trusts this bundle from its first start on (a CA
+	// rotation changes it; the pin is for the first contact only).
+	keep := &client.BundleSync{Have: func() string { return "" }, Keep: func(b []byte) error {
+		return client.SaveBundle(filepath.Join(j.dataDir, client.NodeBundleFile), b, 0o600)
+	}}
+	if err := c.FetchBundle(ctx, keep); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// printJoined tells where the node's key and certificate are and how to
+// start it.
+func (a *app) printJoined(j nodeJoin, id *client.Identity, addr, ctxName string) error {
+	exp := id.Cert().Leaf.NotAfter.UTC().Format(time.RFC3339)
+	if a.json {
+		return a.printJSON(map[string]any{"name": j.name, "identity": id.Path(), "expire_time": exp, "context": ctxName})
+	}
+	fmt.Fprintf(a.out, "node %s joined; its key and certificate are in %s (renewed by the node before %s)\n", j.name, id.Path(), exp)
+	fmt.Fprintf(a.errOut, "start it: node --controlplane %s --ca-pin %s --name %s --data-dir %s\n", addr, j.pin, j.name, j.dataDir)
+	a.saidNode(ctxName, addr, j.name)
+	return nil
 }
 
 // saidNode tells where sessions made on this machine now go, or how to
