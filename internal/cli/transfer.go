@@ -37,22 +37,7 @@ func (a *app) importCmd() *cobra.Command {
 			if agent == "" {
 				return usagef("--agent is required: the agent that wrote PATH")
 			}
-			r, err := agents.ReaderFor(agent)
-			if err != nil {
-				return err
-			}
-			msgs, skipped, err := agents.ReadReport(r, args[0])
-			if err != nil {
-				return fmt.Errorf("read %s as a %s transcript: %w", args[0], agent, err)
-			}
-			if len(msgs) == 0 {
-				return fmt.Errorf("no messages found in %s; is it a %s transcript?", args[0], agent)
-			}
-			sub, isSub, err := agents.ReadSubagent(r, args[0])
-			if err != nil {
-				return fmt.Errorf("read %s as a %s transcript: %w", args[0], agent, err)
-			}
-			dir, err := importCwd(r, args[0], cwd)
+			f, err := readNative(agent, args[0], cwd)
 			if err != nil {
 				return err
 			}
@@ -62,25 +47,25 @@ func (a *app) importCmd() *cobra.Command {
 			}
 			reqID := ids.NewClientID()
 			sess, err := a.createSession(cmd.Context(), &castv1.CreateSessionRequest{
-				Agent: agent, Cwd: dir, Node: node, RequestId: reqID, Title: importTitle(msgs, args[0]),
-				HistoryMessages: int64(len(msgs)), ParentId: parent, ParentCallId: parentCall(parent, isSub, sub),
+				Agent: agent, Cwd: f.cwd, Node: node, RequestId: reqID, Title: importTitle(f.msgs, args[0]),
+				HistoryMessages: int64(len(f.msgs)), ParentId: parent, ParentCallId: parentCall(parent, f.isSub, f.sub),
 			})
 			if err != nil {
 				return err
 			}
-			n, err := a.appendAll(cmd.Context(), sess.Id, reqID, agent, msgs)
+			n, err := a.appendAll(cmd.Context(), sess.Id, reqID, agent, f.msgs)
 			if err != nil {
-				return fmt.Errorf("session %s created but the import stopped after %d of %d messages: %w", sess.Id, n, len(msgs), err)
+				return fmt.Errorf("session %s created but the import stopped after %d of %d messages: %w", sess.Id, n, len(f.msgs), err)
 			}
-			if skipped == nil {
-				skipped = map[string]int{}
+			if f.skipped == nil {
+				f.skipped = map[string]int{}
 			}
-			workers, err := a.importRuns(cmd.Context(), c, sess, r, args[0], skipped)
+			workers, err := a.importRuns(cmd.Context(), c, sess, f.r, args[0], f.skipped)
 			if err != nil {
 				return err
 			}
 			rep := importReport{path: args[0], agent: agent, parent: parent, id: sess.Id, n: n,
-				kept: keptKinds(msgs), skipped: skipped, sub: sub, isSub: isSub, workers: workers}
+				kept: keptKinds(f.msgs), skipped: f.skipped, sub: f.sub, isSub: f.isSub, workers: workers}
 			if a.json {
 				return a.printJSON(rep.json())
 			}
@@ -99,6 +84,39 @@ func (a *app) importCmd() *cobra.Command {
 	// its hidden alias as on every command that takes a session.
 	sessionFlag(cmd, &parent)
 	return cmd
+}
+
+// nativeFile is a native session file read for import: its messages,
+// what was skipped, the subagent whose run it holds (isSub), and the
+// working directory the session gets.
+type nativeFile struct {
+	r       agents.Reader
+	msgs    []transcript.Message
+	skipped map[string]int
+	sub     agents.Subagent
+	isSub   bool
+	cwd     string
+}
+
+// readNative reads path as agent's transcript, refused when it holds no
+// message, before anything is created.
+func readNative(agent, path, cwd string) (nativeFile, error) {
+	var f nativeFile
+	var err error
+	if f.r, err = agents.ReaderFor(agent); err != nil {
+		return f, err
+	}
+	if f.msgs, f.skipped, err = agents.ReadReport(f.r, path); err != nil {
+		return f, fmt.Errorf("read %s as a %s transcript: %w", path, agent, err)
+	}
+	if len(f.msgs) == 0 {
+		return f, fmt.Errorf("no messages found in %s; is it a %s transcript?", path, agent)
+	}
+	if f.sub, f.isSub, err = agents.ReadSubagent(f.r, path); err != nil {
+		return f, fmt.Errorf("read %s as a %s transcript: %w", path, agent, err)
+	}
+	f.cwd, err = importCwd(f.r, path, cwd)
+	return f, err
 }
 
 // importReport is what an import did, for its JSON or its words.
@@ -252,8 +270,7 @@ func importTitle(msgs []transcript.Message, path string) string {
 }
 
 func (a *app) exportCmd() *cobra.Command {
-	var agent, home, cwd, model string
-	var overwrite bool
+	var e nativeExport
 	cmd := onSession(&cobra.Command{
 		Use:   "export ID --agent B --home DIR [--cwd C] [--overwrite]",
 		Short: "Write a session as agent B's native transcript, where B finds it when its own folder is DIR",
@@ -262,7 +279,7 @@ func (a *app) exportCmd() *cobra.Command {
 			"Each export writes a new native session, except that cast rewrites the one it exported last time\n" +
 			"into DIR while that file is byte-identical to what cast wrote; --overwrite rewrites it anyway.",
 	}, sessionUse{hint: "cast export ID --agent B --home DIR; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
-		if agent == "" || home == "" {
+		if e.agent == "" || e.home == "" {
 			return usagef("--agent and --home are required")
 		}
 		sess, msgs, err := a.exportAll(cmd.Context(), id)
@@ -270,56 +287,78 @@ func (a *app) exportCmd() *cobra.Command {
 			return err
 		}
 		defer msgs.Close()
-		if err := agents.CheckTakeover(agent, msgs.Len() > 0); err != nil {
+		if err := agents.CheckTakeover(e.agent, msgs.Len() > 0); err != nil {
 			return err
 		}
-		if cwd == "" {
-			cwd = sess.Cwd
-		}
-		if cwd == "" || !filepath.IsAbs(cwd) {
-			return usagef("the session has no absolute working directory; pass --cwd")
-		}
-		absHome, err := filepath.Abs(home)
+		t, err := e.target(sess)
 		if err != nil {
 			return err
 		}
-		if model == "" && sess.Agent == agent {
-			model = sess.Model
-		}
-		log, err := loadExportLog()
-		if err != nil {
-			return err
-		}
-		key := exportlog.Key(agent, absHome, sess.Id)
-		var rewrite bool
-		out, err := writeNative(agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model}, msgs, log, key,
-			func(cur *exportlog.Log) string {
-				var id string
-				id, rewrite = exportNativeID(cur, key, agent, overwrite)
-				return id
-			})
+		out, rewrite, err := e.write(t, msgs)
 		if err != nil {
 			return err
 		}
 		if a.json {
-			return a.printJSON(map[string]any{"id": sess.Id, "agent": agent, "native_id": out.NativeID,
+			return a.printJSON(map[string]any{"id": sess.Id, "agent": e.agent, "native_id": out.NativeID,
 				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted, "rewrote": rewrite})
 		}
 		how := "a new session"
 		if rewrite {
 			how = "over the session cast exported there before"
 		}
-		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", msgs.Len(), agent, out.NativeID, how, out.Path)
+		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", msgs.Len(), e.agent, out.NativeID, how, out.Path)
 		noteTrimmed(a.out, out.Omitted)
 		return nil
 	})
 
-	cmd.Flags().StringVar(&agent, "agent", "", "target agent: "+strings.Join(agents.WritableAgents(), ", "))
-	cmd.Flags().StringVar(&home, "home", "", "the target agent's own folder (see above)")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
-	cmd.Flags().StringVar(&model, "model", "", "model to record where the format has one")
-	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "rewrite the native session exported last time even if it changed since")
+	cmd.Flags().StringVar(&e.agent, "agent", "", "target agent: "+strings.Join(agents.WritableAgents(), ", "))
+	cmd.Flags().StringVar(&e.home, "home", "", "the target agent's own folder (see above)")
+	cmd.Flags().StringVar(&e.cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
+	cmd.Flags().StringVar(&e.model, "model", "", "model to record where the format has one")
+	cmd.Flags().BoolVar(&e.overwrite, "overwrite", false, "rewrite the native session exported last time even if it changed since")
 	return cmd
+}
+
+// nativeExport is export's flags.
+type nativeExport struct {
+	agent, home, cwd, model string
+	overwrite               bool
+}
+
+// target is where sess is written: the session's working directory and
+// model unless the flags give them (its model only for its own agent,
+// whose model names it knows), refused without an absolute directory.
+func (e *nativeExport) target(sess *castv1.Session) (agents.Target, error) {
+	if e.cwd == "" {
+		e.cwd = sess.Cwd
+	}
+	if e.cwd == "" || !filepath.IsAbs(e.cwd) {
+		return agents.Target{}, usagef("the session has no absolute working directory; pass --cwd")
+	}
+	absHome, err := filepath.Abs(e.home)
+	if err != nil {
+		return agents.Target{}, err
+	}
+	if e.model == "" && sess.Agent == e.agent {
+		e.model = sess.Model
+	}
+	return agents.Target{Home: absHome, Cwd: e.cwd, SessionID: sess.Id, Model: e.model}, nil
+}
+
+// write writes msgs at t, over the session exported there last time when
+// exportNativeID says so (rewrite).
+func (e *nativeExport) write(t agents.Target, msgs agents.MessageSource) (out agents.Written, rewrite bool, err error) {
+	log, err := loadExportLog()
+	if err != nil {
+		return agents.Written{}, false, err
+	}
+	key := exportlog.Key(e.agent, t.Home, t.SessionID)
+	out, err = writeNative(e.agent, t, msgs, log, key, func(cur *exportlog.Log) string {
+		var id string
+		id, rewrite = exportNativeID(cur, key, e.agent, e.overwrite)
+		return id
+	})
+	return out, rewrite, err
 }
 
 // writeNative writes msgs as agent's native session under t and notes
