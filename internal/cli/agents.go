@@ -151,40 +151,17 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 			"PATH): the CLI itself links no agent runner.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			names := capability.Agents()
-			if only != "" {
-				if !capability.Checkable(only) {
-					return usagef("--agent %q has no conformance check; use one of %s", only, strings.Join(names, ", "))
-				}
-				names = []string{only}
+			names, err := checkNames(only)
+			if err != nil {
+				return err
 			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			results := []capability.Result{} // --json: [] when none ran
-			nodeBin := ""
-			for _, name := range names {
-				ag, _ := agents.Lookup(name)
-				bin, err := exec.LookPath(ag.Binary)
-				if err != nil {
-					if only != "" {
-						return fmt.Errorf("%s is not installed here (%s is not on PATH)", name, ag.Binary)
-					}
-					fmt.Fprintf(a.errOut, "%s: not installed here, skipped\n", name)
-					continue
-				}
-				fmt.Fprintf(a.errOut, "checking %s (%s)…\n", name, bin)
-				if nodeBin == "" {
-					if nodeBin, err = a.nodeBinary(cmd.Context(), "cast agents check"); err != nil {
-						return err
-					}
-				}
-				res, err := nodebin.CheckAgent(cmd.Context(), nodeBin, name, bin, a.errOut)
-				if err != nil {
-					return err
-				}
-				results = append(results, res)
+			results, err := a.runChecks(cmd.Context(), names, only != "")
+			if err != nil {
+				return err
 			}
 			// The verdicts are shown even when recording them fails (a
 			// user token may run the checks but not record them).
@@ -207,6 +184,50 @@ func (a *app) agentsCheckCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&only, "agent", "", "check only this agent")
 	return cmd
+}
+
+// checkNames is the agents to check: every one with a conformance check,
+// or only (refused when it has none).
+func checkNames(only string) ([]string, error) {
+	names := capability.Agents()
+	if only == "" {
+		return names, nil
+	}
+	if !capability.Checkable(only) {
+		return nil, usagef("--agent %q has no conformance check; use one of %s", only, strings.Join(names, ", "))
+	}
+	return []string{only}, nil
+}
+
+// runChecks runs the canary on each of names installed here. An agent not
+// installed is skipped, unless it is the one asked for (only). The node
+// binary is looked for once, and only when there is a CLI to check.
+func (a *app) runChecks(ctx context.Context, names []string, only bool) ([]capability.Result, error) {
+	results := []capability.Result{} // --json: [] when none ran
+	nodeBin := ""
+	for _, name := range names {
+		ag, _ := agents.Lookup(name)
+		bin, err := exec.LookPath(ag.Binary)
+		if err != nil {
+			if only {
+				return nil, fmt.Errorf("%s is not installed here (%s is not on PATH)", name, ag.Binary)
+			}
+			fmt.Fprintf(a.errOut, "%s: not installed here, skipped\n", name)
+			continue
+		}
+		fmt.Fprintf(a.errOut, "checking %s (%s)…\n", name, bin)
+		if nodeBin == "" {
+			if nodeBin, err = a.nodeBinary(ctx, "cast agents check"); err != nil {
+				return nil, err
+			}
+		}
+		res, err := nodebin.CheckAgent(ctx, nodeBin, name, bin, a.errOut)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }
 
 // recordChecks sends every verdict of a known version to the control plane.
