@@ -19,7 +19,7 @@ import (
 )
 
 func (a *app) restoreCmd() *cobra.Command {
-	var home, cwd string
+	var f restoreFlags
 	cmd := onSession(&cobra.Command{
 		Use:   "restore ID [--home DIR] [--cwd C]",
 		Short: "Write a session back where its agent lists it (after its native file is gone), on this machine",
@@ -38,40 +38,22 @@ func (a *app) restoreCmd() *cobra.Command {
 		if !ok {
 			return fmt.Errorf("session %s runs unknown agent %q", sess.Id, sess.Agent)
 		}
-		if home == "" {
-			home = ag.Dir(os.Environ())
-		}
-		absHome, err := filepath.Abs(home)
+		t, err := f.target(sess, ag)
 		if err != nil {
 			return err
 		}
-		if cwd == "" {
-			cwd = sess.Cwd
-		}
-		if !filepath.IsAbs(cwd) {
-			return usagef("the session has no absolute working directory; pass --cwd")
-		}
-		d, hasDriver := ag.Driver()
-		nativeID, err := restoreID(cmd.Context(), sess, ag, absHome)
-		if err != nil {
+		if t.NativeID, err = restoreID(cmd.Context(), sess, ag, t.Home); err != nil {
 			return err
 		}
 		log, err := loadExportLog()
 		if err != nil {
 			return err
 		}
-		out, err := writeNative(sess.Agent, agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: sess.Model, NativeID: nativeID},
-			msgs, log, exportlog.Key(sess.Agent, absHome, sess.Id), nil)
+		out, err := writeNative(sess.Agent, t, msgs, log, exportlog.Key(sess.Agent, t.Home, sess.Id), nil)
 		if err != nil {
 			return err
 		}
-		if td, ok := d.(agents.SessionTidier); ok && hasDriver {
-			// Strays of the old file (Gemini's header-only resumes) would
-			// make the agent's own cleanup take the restored one.
-			if err := td.TidySession(absHome, out.NativeID); err != nil {
-				fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
-			}
-		}
+		a.tidyRestored(sess.Agent, t.Home, out.NativeID)
 		if a.json {
 			return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
 				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted})
@@ -81,9 +63,47 @@ func (a *app) restoreCmd() *cobra.Command {
 		return nil
 	})
 
-	cmd.Flags().StringVar(&home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
+	cmd.Flags().StringVar(&f.home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
+	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working directory the agent will run in (default: the session's)")
 	return cmd
+}
+
+// restoreFlags are restore's flags.
+type restoreFlags struct {
+	home, cwd string
+}
+
+// target is where sess is written back (its native id still to pick): the
+// agent's own folder for this user and the session's working directory
+// unless the flags give them, refused without an absolute directory.
+func (f *restoreFlags) target(sess *castv1.Session, ag agents.Agent) (agents.Target, error) {
+	if f.home == "" {
+		f.home = ag.Dir(os.Environ())
+	}
+	absHome, err := filepath.Abs(f.home)
+	if err != nil {
+		return agents.Target{}, err
+	}
+	if f.cwd == "" {
+		f.cwd = sess.Cwd
+	}
+	if !filepath.IsAbs(f.cwd) {
+		return agents.Target{}, usagef("the session has no absolute working directory; pass --cwd")
+	}
+	return agents.Target{Home: absHome, Cwd: f.cwd, SessionID: sess.Id, Model: sess.Model}, nil
+}
+
+// tidyRestored removes strays of the old native file (Gemini's header-only
+// resumes), which would make the agent's own cleanup take the restored
+// one. The session is restored either way: a failure is a warning.
+func (a *app) tidyRestored(agent, home, nativeID string) {
+	td, ok := agents.DriverAs[agents.SessionTidier](agent)
+	if !ok {
+		return
+	}
+	if err := td.TidySession(home, nativeID); err != nil {
+		fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
+	}
 }
 
 // restoreID is the native id a restore writes sess under: its origin's,
