@@ -47,32 +47,9 @@ func describeRows(s *castv1.Session) [][2]string {
 	if s.FencedBy != "" {
 		state += " (moving: " + s.FencedBy + ")"
 	}
-	var lastError []string
-	if s.State == castv1.SessionState_SESSION_STATE_FAILED && s.StateReason != "" {
-		lastError = append(lastError, s.StateReason)
-	}
-	// An interrupt's signal is no error, nor a move's, whose turn runs again.
-	if s.LastExitCode != 0 && !s.LastTurnInterrupted && !s.LastTurnAbandoned {
-		lastError = append(lastError, fmt.Sprintf("exit %d", s.LastExitCode))
-	}
 	reason := ""
 	if s.State == castv1.SessionState_SESSION_STATE_PARKED {
 		reason = s.StateReason
-	}
-	lastTurn := ""
-	switch {
-	case s.LastTurnInterrupted:
-		lastTurn = "interrupted" // stopped, not failed: no last error
-	case s.LastTurnAbandoned:
-		// The session shows idle while its prompt waits to run again
-		// (until that turn starts, when the store clears the flag).
-		lastTurn = "stopped by a move or its node going away; its prompt runs again"
-		switch {
-		case s.FencedBy != "":
-			lastTurn += " once the move ends" // where it lands, or here if it is cancelled
-		case s.Node != "":
-			lastTurn += " on " + s.Node
-		}
 	}
 	return [][2]string{
 		{"id", s.Id},
@@ -85,8 +62,8 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"state", state},
 		{"archived", yesOrEmpty(s.Archived)},
 		{"parked", reason},
-		{"last error", strings.Join(lastError, "; ")},
-		{"last turn", lastTurn},
+		{"last error", lastError(s)},
+		{"last turn", lastTurn(s)},
 		{"cwd", s.Cwd},
 		{"worktree", s.WorktreeBranch},
 		{"checkout", s.Checkout},
@@ -105,6 +82,41 @@ func describeRows(s *castv1.Session) [][2]string {
 		{"created", when(s.CreateTime)},
 		{"updated", when(s.UpdateTime)},
 	}
+}
+
+// lastError is why the session failed and its last turn's exit code, ""
+// when neither.
+func lastError(s *castv1.Session) string {
+	var errs []string
+	if s.State == castv1.SessionState_SESSION_STATE_FAILED && s.StateReason != "" {
+		errs = append(errs, s.StateReason)
+	}
+	// An interrupt's signal is no error, nor a move's, whose turn runs again.
+	if s.LastExitCode != 0 && !s.LastTurnInterrupted && !s.LastTurnAbandoned {
+		errs = append(errs, fmt.Sprintf("exit %d", s.LastExitCode))
+	}
+	return strings.Join(errs, "; ")
+}
+
+// lastTurn is how the last turn ended when it did not finish: interrupted,
+// or stopped by a move; "" otherwise.
+func lastTurn(s *castv1.Session) string {
+	switch {
+	case s.LastTurnInterrupted:
+		return "interrupted" // stopped, not failed: no last error
+	case s.LastTurnAbandoned:
+		// The session shows idle while its prompt waits to run again
+		// (until that turn starts, when the store clears the flag).
+		turn := "stopped by a move or its node going away; its prompt runs again"
+		switch {
+		case s.FencedBy != "":
+			turn += " once the move ends" // where it lands, or here if it is cancelled
+		case s.Node != "":
+			turn += " on " + s.Node
+		}
+		return turn
+	}
+	return ""
 }
 
 func orDefault(s string) string {
