@@ -21,6 +21,17 @@ type options struct {
 	labels                                                                     []string
 }
 
+// format is --log-format: console with --dev, else json, unless given.
+func (o *options) format() string {
+	switch {
+	case o.logFormat != "":
+		return o.logFormat
+	case o.dev:
+		return "console"
+	}
+	return "json"
+}
+
 // addFlags registers every flag of the command on f, and reads the
 // secrets that come from the environment only.
 func addFlags(f *pflag.FlagSet, o *options) {

@@ -22,7 +22,6 @@ import (
 	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/kube"
 	"github.com/cast-dev/cast/internal/kubeboot"
-	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/nodebin"
 	"github.com/cast-dev/cast/internal/objstore"
 	"github.com/cast-dev/cast/internal/store"
@@ -33,20 +32,7 @@ func main() {
 	cmd := cmdrun.Daemon(&cobra.Command{
 		Use:   "controlplane",
 		Short: "Run the cast control plane (--dev: with embedded etcd and a local node, the node binary as its child)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.logFormat == "" {
-				o.logFormat = "json"
-				if o.dev {
-					o.logFormat = "console"
-				}
-			}
-			lg, err := logging.New(o.logFormat, o.logLevel)
-			if err != nil {
-				return err
-			}
-			defer lg.Sync() //nolint:errcheck
-			return run(cmd, &o, lg)
-		},
+		RunE:  cmdrun.Logged(o.format, func() string { return o.logLevel }, func(cmd *cobra.Command, lg *zap.Logger) error { return run(cmd, &o, lg) }),
 	})
 	cmd.AddCommand(bootstrapCommand())
 	addFlags(cmd.Flags(), &o)
@@ -130,7 +116,7 @@ func devNode(cmd *cobra.Command, o *options, lg *zap.Logger) (devmode.Node, erro
 		Probe:         o.nodeProbe,
 		Adopt:         o.nodeAdopt,
 		TokenCustody:  o.cfg.TokenCustody, // --dev --token-custody: the dev node takes part too
-		LogFormat:     o.logFormat,
+		LogFormat:     o.format(),
 		LogLevel:      o.logLevel,
 		Env:           nodeEnv(os.Environ()),
 	}
@@ -189,18 +175,13 @@ func bootstrapCommand() *cobra.Command {
 		Use:   "k8s-bootstrap",
 		Short: "In a Kubernetes Job: create the Secrets cast-controlplane (admin token, secrets key) and, with --etcd-tls, cast-etcd-tls, unless they exist",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lg, err := logging.New("json", "info")
-			if err != nil {
-				return err
-			}
-			defer lg.Sync() //nolint:errcheck
+		RunE: cmdrun.Logged(func() string { return "json" }, func() string { return "info" }, func(cmd *cobra.Command, lg *zap.Logger) error {
 			api, err := kube.InCluster()
 			if err != nil {
 				return err
 			}
 			return kubeboot.Bootstrap(cmd.Context(), api, boot, lg)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&boot.EtcdTLS, "etcd-tls", false, "also make cast-etcd-tls: an etcd CA, the members' certificate and the control plane's client certificate")

@@ -16,7 +16,6 @@ import (
 	"github.com/cast-dev/cast/internal/cmdrun"
 	"github.com/cast-dev/cast/internal/failpoint"
 	"github.com/cast-dev/cast/internal/fsutil"
-	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/node"
 	"github.com/cast-dev/cast/internal/treemove"
 )
@@ -26,14 +25,8 @@ func main() {
 	cmd := cmdrun.Daemon(&cobra.Command{
 		Use:   "node",
 		Short: "Run a cast node daemon that dials the control plane",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lg, err := logging.New(o.logFormat, o.logLevel)
-			if err != nil {
-				return err
-			}
-			defer lg.Sync() //nolint:errcheck
-			return run(cmd.Context(), &o, lg)
-		},
+		RunE: cmdrun.Logged(func() string { return o.logFormat }, func() string { return o.logLevel },
+			func(cmd *cobra.Command, lg *zap.Logger) error { return run(cmd.Context(), &o, lg) }),
 	})
 	addFlags(cmd.Flags(), &o)
 	addCLICommands(cmd)

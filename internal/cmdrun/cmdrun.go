@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/cast-dev/cast/internal/logging"
 	"github.com/cast-dev/cast/internal/version"
 )
 
@@ -27,6 +28,20 @@ func Daemon(cmd *cobra.Command) *cobra.Command {
 	cmd.Version = version.Get().String()
 	cmd.SetVersionTemplate(cmd.Name() + " {{.Version}}\n")
 	return cmd
+}
+
+// Logged is a RunE that makes the logger of the format and level format
+// and level give when the command runs (after its flags are parsed),
+// hands it to run and syncs it at the end.
+func Logged(format, level func() string, run func(cmd *cobra.Command, lg *zap.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		lg, err := logging.New(format(), level())
+		if err != nil {
+			return err
+		}
+		defer lg.Sync() //nolint:errcheck
+		return run(cmd, lg)
+	}
 }
 
 // Execute runs cmd and exits: SIGINT or SIGTERM cancels its context (the

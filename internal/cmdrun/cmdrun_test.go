@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
 
@@ -42,5 +43,33 @@ func TestEnvOr(t *testing.T) {
 		if got := EnvOr(tc.k, "def"); got != tc.want {
 			t.Errorf("EnvOr(%q) = %q, want %q", tc.k, got, tc.want)
 		}
+	}
+}
+
+// Logged reads the format and level when the command runs (after its
+// flags are parsed), refuses a bad one before run, and hands run a logger.
+func TestLogged(t *testing.T) {
+	for _, tc := range []struct {
+		name, format, level string
+		wantRun             bool
+	}{
+		{"json", "json", "info", true},
+		{"console debug", "console", "debug", true},
+		{"bad format", "xml", "info", false},
+		{"bad level", "json", "loud", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var format, level string // set after Logged is made, as flags are
+			ran := false
+			runE := Logged(func() string { return format }, func() string { return level }, func(_ *cobra.Command, lg *zap.Logger) error {
+				ran = lg != nil
+				return nil
+			})
+			format, level = tc.format, tc.level
+			err := runE(&cobra.Command{}, nil)
+			if ran != tc.wantRun || (err == nil) != tc.wantRun {
+				t.Fatalf("ran %v err %v, want ran %v", ran, err, tc.wantRun)
+			}
+		})
 	}
 }
