@@ -32,61 +32,15 @@ type sessionService struct {
 }
 
 func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
-	if _, ok := agents.Lookup(req.Agent); !ok {
-		return nil, withInfo(codes.InvalidArgument, "unknown agent "+validate.Show(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
-	}
-	if err := refuse(
-		validate.Check(validate.Name, "node", req.Node),
-		validate.Check(validate.Name, "origin_node", req.OriginNode),
-		validate.Check(validate.RequestID, "request_id", req.RequestId),
-		validate.Check(validate.Model, "model", req.Model),
-		validate.Check(validate.Title, "title", req.Title),
-		validate.Check(validate.Cwd, "cwd", req.Cwd),
-		validate.Check(validate.SessionID, "parent_id", req.ParentId),
-		validate.Check(validate.Ident, "parent_call_id", req.ParentCallId),
-		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
-		// A history count past what is ever appended would mark every later
-		// message as history (never delivered), like a runaway delivered_seq.
-		validate.Range("history_messages", req.HistoryMessages, 0, maxHistoryMessages),
-	); err != nil {
+	if err := checkCreate(req); err != nil {
 		return nil, err
 	}
-	if err := validText(req.Text, true); err != nil {
+	in, err := h.inherit(ctx, req)
+	if err != nil {
 		return nil, err
-	}
-	if req.ParentCallId != "" && req.ParentId == "" {
-		return nil, invalid("parent_call_id names a call of the parent: it needs parent_id")
-	}
-	if req.HistoryMessages < 0 || (req.HistoryMessages > 0 && req.Text != "") {
-		return nil, invalid("history_messages must not be negative, and a session created with history takes no first message")
-	}
-	var account string
-	onCaller := req.CwdOnCaller // else cwd is the node's own path
-	creator := caller(ctx)
-	if req.ParentId != "" {
-		if err := validSessionID(req.ParentId); err != nil {
-			return nil, err
-		}
-		parent, err := h.s.store.GetSession(ctx, req.ParentId)
-		if err != nil {
-			return nil, toStatus(h.s.lg, err)
-		}
-		creator = parent.Creator // a worker is its parent's person's
-		if req.Agent == parent.Agent {
-			// Workers follow their parent's account (an account is one
-			// agent's credential set, so only on the same agent).
-			account = parent.Account
-		}
-		if req.Node == "" {
-			req.Node = parent.Node // a worker runs beside its parent unless told otherwise
-			onCaller = false       // its folder is its parent's, that node's own
-		}
-		if req.Cwd == "" {
-			req.Cwd = parent.Cwd
-		}
 	}
 	want := placement.Want{Node: req.Node, Origin: req.OriginNode, Agent: req.Agent, Cwd: req.Cwd,
-		CwdOnCaller: onCaller, Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
+		CwdOnCaller: in.onCaller, Import: req.HistoryMessages > 0} // an import runs no CLI until it is given a message
 	rk := fence.RequestKey(caller(ctx), req.RequestId)
 	placed, err := h.s.placeSession(ctx, want)
 	if err != nil {
@@ -112,18 +66,10 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	}
 	params := fence.CreateParams{
 		Agent: req.Agent, Model: req.Model, Cwd: placed.Cwd, Title: title, Node: placed.Node, RequestID: rk,
-		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, ParentCallID: req.ParentCallId, Subagent: req.ParentId != "" || req.Hidden, Account: account,
-		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: creator,
+		HistorySeq: req.HistoryMessages, ParentID: req.ParentId, ParentCallID: req.ParentCallId, Subagent: req.ParentId != "" || req.Hidden, Account: in.account,
+		WorktreeBranch: req.WorktreeBranch, DefaultWorktree: req.WorktreeDefault, Creator: in.creator,
 	}
-	c, err := h.s.store.CreateSession(ctx, params)
-	if placed.Node == "" && errs.HasReason(err, errs.ReasonConflict) {
-		// Stored for the first node to connect, and one connected
-		// meanwhile: place it again, now among connected nodes.
-		if placed, err = h.s.placeSession(ctx, want); err == nil {
-			params.Node, params.Cwd = placed.Node, placed.Cwd
-			c, err = h.s.store.CreateSession(ctx, params)
-		}
-	}
+	c, err := h.create(ctx, params, want, placed)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -133,6 +79,92 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 		}
 	}
 	return h.s.store.GetSession(ctx, c.Session.Id)
+}
+
+// checkCreate refuses a create request with a field out of shape, before
+// anything is read or stored.
+func checkCreate(req *castv1.CreateSessionRequest) error {
+	if _, ok := agents.Lookup(req.Agent); !ok {
+		return withInfo(codes.InvalidArgument, "unknown agent "+validate.Show(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
+	}
+	if err := refuse(
+		validate.Check(validate.Name, "node", req.Node),
+		validate.Check(validate.Name, "origin_node", req.OriginNode),
+		validate.Check(validate.RequestID, "request_id", req.RequestId),
+		validate.Check(validate.Model, "model", req.Model),
+		validate.Check(validate.Title, "title", req.Title),
+		validate.Check(validate.Cwd, "cwd", req.Cwd),
+		validate.Check(validate.SessionID, "parent_id", req.ParentId),
+		validate.Check(validate.Ident, "parent_call_id", req.ParentCallId),
+		validate.Check(validate.Branch, "worktree_branch", req.WorktreeBranch),
+		// A history count past what is ever appended would mark every later
+		// message as history (never delivered), like a runaway delivered_seq.
+		validate.Range("history_messages", req.HistoryMessages, 0, maxHistoryMessages),
+	); err != nil {
+		return err
+	}
+	if err := validText(req.Text, true); err != nil {
+		return err
+	}
+	if req.ParentCallId != "" && req.ParentId == "" {
+		return invalid("parent_call_id names a call of the parent: it needs parent_id")
+	}
+	if req.HistoryMessages < 0 || (req.HistoryMessages > 0 && req.Text != "") {
+		return invalid("history_messages must not be negative, and a session created with history takes no first message")
+	}
+	return nil
+}
+
+// inherited is what a new session takes from its parent (a worker's) or
+// its caller: the fleet account, the person it is for, and whether
+// its cwd is a path on the caller's machine.
+type inherited struct {
+	account, creator string
+	onCaller         bool
+}
+
+// inherit is what req's session inherits; a worker's node and cwd default to its
+// parent's (filled into req).
+func (h *sessionService) inherit(ctx context.Context, req *castv1.CreateSessionRequest) (inherited, error) {
+	l := inherited{onCaller: req.CwdOnCaller, creator: caller(ctx)} // else cwd is the node's own path
+	if req.ParentId == "" {
+		return l, nil
+	}
+	if err := validSessionID(req.ParentId); err != nil {
+		return l, err
+	}
+	parent, err := h.s.store.GetSession(ctx, req.ParentId)
+	if err != nil {
+		return l, toStatus(h.s.lg, err)
+	}
+	l.creator = parent.Creator // a worker is its parent's person's
+	if req.Agent == parent.Agent {
+		// Workers follow their parent's account (an account is one
+		// agent's credential set, so only on the same agent).
+		l.account = parent.Account
+	}
+	if req.Node == "" {
+		req.Node = parent.Node // a worker runs beside its parent unless told otherwise
+		l.onCaller = false     // its folder is its parent's, that node's own
+	}
+	if req.Cwd == "" {
+		req.Cwd = parent.Cwd
+	}
+	return l, nil
+}
+
+// create stores the session where it was placed; one stored for the first
+// node to connect, when a node connected meanwhile, is placed again among
+// the connected nodes.
+func (h *sessionService) create(ctx context.Context, params fence.CreateParams, want placement.Want, placed placement.Placed) (fence.Created, error) {
+	c, err := h.s.store.CreateSession(ctx, params)
+	if placed.Node == "" && errs.HasReason(err, errs.ReasonConflict) {
+		if placed, err = h.s.placeSession(ctx, want); err == nil {
+			params.Node, params.Cwd = placed.Node, placed.Cwd
+			c, err = h.s.store.CreateSession(ctx, params)
+		}
+	}
+	return c, err
 }
 
 // placedBefore is where the create that request key rk already made put
