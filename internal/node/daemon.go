@@ -208,6 +208,16 @@ func (a *Daemon) Run(ctx context.Context) error {
 	}
 	a.stopOrphans()
 	a.fleetNotice()
+	a.startLoops(ctx)
+	if err := a.stayConnected(ctx); err != nil {
+		return err
+	}
+	a.lg.Info("node stopped")
+	return nil
+}
+
+// startLoops starts the node's loops beside its stream; they end with ctx.
+func (a *Daemon) startLoops(ctx context.Context) {
 	go a.selfFence(ctx)
 	go a.custodyLoop(ctx)
 	go a.recordAgain(ctx)
@@ -221,6 +231,12 @@ func (a *Daemon) Run(ctx context.Context) error {
 	if a.cfg.Probe {
 		a.background(func() { a.probeAgents(ctx) }) // its CLIs are gone before the node is
 	}
+}
+
+// stayConnected runs one stream after another, with jittered exponential
+// backoff between them, until ctx ends (nil) or the control plane refuses
+// the node's credential.
+func (a *Daemon) stayConnected(ctx context.Context) error {
 	pauses := retry.Reconnect(a.cfg.ReconnectMin, a.cfg.ReconnectMax).Pauses()
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -237,19 +253,10 @@ func (a *Daemon) Run(ctx context.Context) error {
 			continue
 		}
 		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
-			if a.renewedSince(held) {
-				// Refused for the certificate it replaced (expired while
-				// its renewal was on the way): not a refusal of the node.
-				a.lg.Info("stream refused for the previous client certificate; reconnecting with the renewed one", zap.Error(err))
-				continue
+			if err := a.refused(err, held); err != nil {
+				return err
 			}
-			// Revoked (cast node rm) or unknown: rejoining is an admin's call.
-			a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
-			held := credentialPath(a.cfg.DataDir)
-			if a.id != nil {
-				held = a.id.Path()
-			}
-			return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, held)
+			continue
 		}
 		if time.Since(start) > 30*time.Second {
 			pauses.Reset() // it was a healthy session
@@ -258,8 +265,26 @@ func (a *Daemon) Run(ctx context.Context) error {
 		a.lg.Info("control plane stream ended; reconnecting", zap.Error(err), zap.Duration("in", wait))
 		tick.Sleep(ctx, wait)
 	}
-	a.lg.Info("node stopped")
 	return nil
+}
+
+// refused is what a stream refused for its credential (err) ends with:
+// nil for one refused for the certificate held, which a renewal has
+// replaced since (dial again), the error Run ends with otherwise.
+func (a *Daemon) refused(err error, held *tls.Certificate) error {
+	if a.renewedSince(held) {
+		// Refused for the certificate it replaced (expired while
+		// its renewal was on the way): not a refusal of the node.
+		a.lg.Info("stream refused for the previous client certificate; reconnecting with the renewed one", zap.Error(err))
+		return nil
+	}
+	// Revoked (cast node rm) or unknown: rejoining is an admin's call.
+	a.lg.Error("control plane refused this node's credential; join again with a new --join-token", zap.Error(err))
+	path := credentialPath(a.cfg.DataDir)
+	if a.id != nil {
+		path = a.id.Path()
+	}
+	return fmt.Errorf("node %s: credential refused (%v); remove %s and start with a new --join-token", a.cfg.Name, err, path)
 }
 
 // welcomeTimeout bounds the wait for the control plane's welcome on a new
@@ -289,26 +314,10 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var sendMu sync.Mutex // gRPC streams allow one sender at a time
-	send := func(r *castv1.ConnectRequest) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return stream.Send(r)
-	}
-	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.helloSessions()}
-	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
-		if errors.Is(err, io.EOF) {
-			_, err = stream.Recv() // the server ended the stream; this is why (a refused credential)
-		}
-		return err
-	}
-	first, err := stream.Recv()
+	send := lockedSend(stream)
+	hello, w, err := a.greet(stream, send)
 	if err != nil {
 		return err
-	}
-	w := first.GetWelcome()
-	if w == nil || w.HeartbeatIntervalMillis <= 0 {
-		return errors.New("control plane did not welcome the node")
 	}
 	welcome.Stop()
 	a.lg.Info("connected to control plane", zap.String("addr", a.cfg.ControlPlane), zap.String("replica", replicaOf(stream.Context())), zap.Int64("lease_ttl_s", w.LeaseTtlSeconds))
@@ -317,6 +326,44 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 	hbErr := make(chan error, 1)
 	go func() { hbErr <- heartbeat(ctx, time.Duration(w.HeartbeatIntervalMillis)*time.Millisecond, send) }()
 	go a.advertise(ctx, hello.Node.Agents, send)
+	return a.receive(ctx, cancel, stream, send, hbErr)
+}
+
+// lockedSend is a send on stream that its heartbeat, its advertisements
+// and its acks may call at once: gRPC streams allow one sender at a time.
+func lockedSend(stream castv1.NodeService_ConnectClient) func(*castv1.ConnectRequest) error {
+	var sendMu sync.Mutex
+	return func(r *castv1.ConnectRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(r)
+	}
+}
+
+// greet sends the node's hello and reads the control plane's welcome.
+func (a *Daemon) greet(stream castv1.NodeService_ConnectClient, send func(*castv1.ConnectRequest) error) (*castv1.Hello, *castv1.Welcome, error) {
+	hello := &castv1.Hello{Node: a.describe(), OwnedSessions: a.helloSessions()}
+	if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			_, err = stream.Recv() // the server ended the stream; this is why (a refused credential)
+		}
+		return nil, nil, err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, nil, err
+	}
+	w := first.GetWelcome()
+	if w == nil || w.HeartbeatIntervalMillis <= 0 {
+		return nil, nil, errors.New("control plane did not welcome the node")
+	}
+	return hello, w, nil
+}
+
+// receive handles the stream's commands, acking each, until the stream
+// fails, its heartbeat does (hbErr), the control plane goes silent for a
+// lease or a renewed certificate moves the stream (both cancel).
+func (a *Daemon) receive(ctx context.Context, cancel context.CancelFunc, stream castv1.NodeService_ConnectClient, send func(*castv1.ConnectRequest) error, hbErr <-chan error) error {
 	// waiting is since when the loop has waited on the stream; 0 while it
 	// handles a command (a slow command is not a silent control plane).
 	var waiting atomic.Int64
@@ -339,12 +386,7 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 		waiting.Store(time.Now().UnixNano())
 		if cmd := f.GetCommand(); cmd != nil {
 			waiting.Store(0)
-			ack := &castv1.CommandAck{CommandId: cmd.Id}
-			if err := a.handle(ctx, cmd); err != nil {
-				a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
-				ack.Error = err.Error()
-			}
-			a.m.Commands.WithLabelValues(commandKind(cmd)).Inc()
+			ack := a.command(ctx, cmd)
 			waiting.Store(time.Now().UnixNano())
 			if err := send(&castv1.ConnectRequest{Frame: &castv1.ConnectRequest_Ack{Ack: ack}}); err != nil {
 				return err
@@ -356,6 +398,17 @@ func (a *Daemon) connectOnce(ctx context.Context) error {
 		default:
 		}
 	}
+}
+
+// command handles cmd and counts it; its ack carries a refusal.
+func (a *Daemon) command(ctx context.Context, cmd *castv1.Command) *castv1.CommandAck {
+	ack := &castv1.CommandAck{CommandId: cmd.Id}
+	if err := a.handle(ctx, cmd); err != nil {
+		a.lg.Warn("command refused", zap.String("command", cmd.Id), zap.Error(err))
+		ack.Error = err.Error()
+	}
+	a.m.Commands.WithLabelValues(commandKind(cmd)).Inc()
+	return ack
 }
 
 // replicaOf is the address of the replica a stream went to (one of a
@@ -409,52 +462,7 @@ func heartbeat(ctx context.Context, d time.Duration, send func(*castv1.ConnectRe
 func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	switch k := cmd.Kind.(type) {
 	case *castv1.Command_AssignSession:
-		s := k.AssignSession.Session
-		a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
-		lastSeq := s.LastSeq
-		if behind := a.storeBehind(ctx, s); behind != nil {
-			lastSeq = max(lastSeq, behind.LastSeq)
-			if err := a.rewindIdle(s.Id, storeDelivered(behind), lastSeq, k.AssignSession.OwnerToken); err != nil {
-				return err
-			}
-		}
-		err := a.st.assign(s.Id, func(o *owned) {
-			if o.Agent != "" && o.Agent != s.Agent {
-				// Switched: what failed for the old agent goes to the new one.
-				o.FailedSeq = 0
-			}
-			if movedAway(*o, s) {
-				// Its folder changed while this node did not hear of it (a
-				// workspace move it recorded before a crash): native
-				// sessions belong to their folder, so the next turn rebuilds.
-				o.Native = nil
-			}
-			o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, k.AssignSession.OwnerToken), s.Agent, s.Model, s.Effort, s.Cwd
-			o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
-			if s.Checkout != "" {
-				o.Checkout = s.Checkout
-			}
-			// Imported or forked history is context, never a new prompt;
-			// what an earlier owner delivered (before a migration) is done.
-			if to := max(s.HistorySeq, s.DeliveredSeq); to > o.ReceivedSeq {
-				o.ReceivedSeq, o.ReceivedID = to, ""
-			}
-			o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq, s.DeliveredSeq)
-		})
-		if err != nil {
-			return err
-		}
-		a.dropStaleNote(s)
-		a.dropImportedMarkers(s)
-		a.reconcileState(s.Id, s.State)
-		if err := a.catchUp(ctx, s.Id, lastSeq, k.AssignSession.OwnerToken); err != nil {
-			// The control plane only logs a command's error: the node
-			// tries again itself, or the messages sent while it was away
-			// waited for the next one (or a reconnect).
-			a.retryCatchUp(s.Id, lastSeq, k.AssignSession.OwnerToken)
-			return err
-		}
-		return nil
+		return a.assignSession(ctx, k.AssignSession)
 	case *castv1.Command_DeliverMessages:
 		d := k.DeliverMessages
 		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
@@ -479,6 +487,61 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 	default:
 		return fmt.Errorf("unknown command")
 	}
+}
+
+// assignSession takes the session an assignment gives the node: the
+// store's cursors when it holds less than the node took, the assigned
+// session's fields, and the messages sent while the node was away.
+func (a *Daemon) assignSession(ctx context.Context, as *castv1.AssignSession) error {
+	s, token := as.Session, as.OwnerToken
+	a.lg.Info("session assigned", zap.String("session", s.Id), zap.String("agent", s.Agent))
+	lastSeq := s.LastSeq
+	if behind := a.storeBehind(ctx, s); behind != nil {
+		lastSeq = max(lastSeq, behind.LastSeq)
+		if err := a.rewindIdle(s.Id, storeDelivered(behind), lastSeq, token); err != nil {
+			return err
+		}
+	}
+	if err := a.st.assign(s.Id, func(o *owned) { assigned(o, s, token) }); err != nil {
+		return err
+	}
+	a.dropStaleNote(s)
+	a.dropImportedMarkers(s)
+	a.reconcileState(s.Id, s.State)
+	if err := a.catchUp(ctx, s.Id, lastSeq, token); err != nil {
+		// The control plane only logs a command's error: the node
+		// tries again itself, or the messages sent while it was away
+		// waited for the next one (or a reconnect).
+		a.retryCatchUp(s.Id, lastSeq, token)
+		return err
+	}
+	return nil
+}
+
+// assigned updates node state o with the session s assigned to the node
+// under owner token token.
+func assigned(o *owned, s *castv1.Session, token int64) {
+	if o.Agent != "" && o.Agent != s.Agent {
+		// Switched: what failed for the old agent goes to the new one.
+		o.FailedSeq = 0
+	}
+	if movedAway(*o, s) {
+		// Its folder changed while this node did not hear of it (a
+		// workspace move it recorded before a crash): native
+		// sessions belong to their folder, so the next turn rebuilds.
+		o.Native = nil
+	}
+	o.Token, o.Agent, o.Model, o.Effort, o.Cwd = max(o.Token, token), s.Agent, s.Model, s.Effort, s.Cwd
+	o.Account, o.WorktreeBranch = s.Account, s.WorktreeBranch
+	if s.Checkout != "" {
+		o.Checkout = s.Checkout
+	}
+	// Imported or forked history is context, never a new prompt;
+	// what an earlier owner delivered (before a migration) is done.
+	if to := max(s.HistorySeq, s.DeliveredSeq); to > o.ReceivedSeq {
+		o.ReceivedSeq, o.ReceivedID = to, ""
+	}
+	o.DeliveredSeq = max(o.DeliveredSeq, s.HistorySeq, s.DeliveredSeq)
 }
 
 // storeBehind is the store's session when it holds less of it than this
