@@ -213,80 +213,121 @@ func (a *Daemon) work(ctx context.Context, sessionID string, w *worker) {
 			return
 		case <-w.wakeCh:
 		}
+	turns:
 		for ctx.Err() == nil {
-			// The last turn's end is recorded before anything else.
-			if !a.flushReport(ctx, sessionID) {
-				a.drop(sessionID)
+			switch a.turn(ctx, sessionID, w, pauses) {
+			case turnEnd:
 				return
-			}
-			tctx, cancel := context.WithCancel(ctx)
-			w.mu.Lock()
-			// Read under w.mu: a workspace move (hold) cannot slip between
-			// this read and the turn's start.
-			o, ok := a.st.get(sessionID)
-			if w.released {
-				w.mu.Unlock()
-				cancel()
-				return // release dropped the state
-			}
-			if !ok || w.held || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
-				w.mu.Unlock()
-				cancel()
-				break
-			}
-			if w.stopNext {
-				w.stopNext = false
-				w.mu.Unlock()
-				cancel()
-				a.stopUnstarted(ctx, sessionID, o)
-				continue
-			}
-			w.cancel, w.abandon, w.stopped = cancel, false, false
-			w.mu.Unlock()
-			err := a.runTurn(tctx, sessionID, o)
-			w.mu.Lock()
-			w.cancel = nil
-			released, stopped := w.released, w.stopped
-			w.mu.Unlock()
-			cancel()
-			if released {
-				a.forget(sessionID) // release logged it
-				return
-			}
-			if stopped && (errors.Is(err, errHeld) || err != nil && client.ReasonOf(err) != "NOT_OWNER" && a.stuck(sessionID, o)) {
-				// Interrupted before its CLI started (its start report cut
-				// short, or as its set-up failed to run again): the turn
-				// ends as one stopped before it started, not held or
-				// retried to run in full.
-				a.stopUnstarted(ctx, sessionID, o)
-				a.afterTurn(ctx, sessionID, w)
-				continue
-			}
-			a.afterTurn(ctx, sessionID, w) // after the turn's last write of its cursors
-			if errors.Is(err, errHeld) {
-				break // a later wake (fence lifted, reconnect) tries again
-			}
-			if err == nil {
-				pauses.Reset()
-				continue
-			}
-			a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
-			if client.ReasonOf(err) == "NOT_OWNER" {
-				a.drop(sessionID)
-				return
-			}
-			if a.stuck(sessionID, o) {
-				// Nothing moved (the control plane is unreachable, say): the
-				// same call would fail again at once, so wait, unless woken.
-				a.failpoint("node.turn-backoff")
-				select {
-				case <-ctx.Done():
-				case <-w.wakeCh:
-				case <-time.After(pauses.Next()):
-				}
+			case turnWait:
+				break turns
 			}
 		}
 	}
+}
+
+// turnStep is what a session's worker does after a step of its loop.
+type turnStep int
+
+const (
+	turnNext turnStep = iota // look for the next turn
+	turnWait                 // wait for a wake
+	turnEnd                  // the worker ends
+	turnRun                  // (startTurn) run the turn
+)
+
+// turn runs the session's next turn, if it has one.
+func (a *Daemon) turn(ctx context.Context, sessionID string, w *worker, pauses *retry.Pauses) turnStep {
+	// The last turn's end is recorded before anything else.
+	if !a.flushReport(ctx, sessionID) {
+		a.drop(sessionID)
+		return turnEnd
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	o, next := a.startTurn(ctx, sessionID, w, cancel)
+	if next != turnRun {
+		return next
+	}
+	err := a.runTurn(tctx, sessionID, o)
+	w.mu.Lock()
+	w.cancel = nil
+	released, stopped := w.released, w.stopped
+	w.mu.Unlock()
+	cancel()
+	if released {
+		a.forget(sessionID) // release logged it
+		return turnEnd
+	}
+	if stopped && (errors.Is(err, errHeld) || err != nil && client.ReasonOf(err) != "NOT_OWNER" && a.stuck(sessionID, o)) {
+		// Interrupted before its CLI started (its start report cut
+		// short, or as its set-up failed to run again): the turn
+		// ends as one stopped before it started, not held or
+		// retried to run in full.
+		a.stopUnstarted(ctx, sessionID, o)
+		a.afterTurn(ctx, sessionID, w)
+		return turnNext
+	}
+	a.afterTurn(ctx, sessionID, w) // after the turn's last write of its cursors
+	return a.turnEnded(ctx, sessionID, w, o, err, pauses)
+}
+
+// startTurn reads the state the session's next turn starts from (o) and
+// marks the turn running under cancel (turnRun), unless the session was
+// released, has nothing to run or is held, or an interrupt came first,
+// which stops the turn before it starts.
+func (a *Daemon) startTurn(ctx context.Context, sessionID string, w *worker, cancel context.CancelFunc) (owned, turnStep) {
+	w.mu.Lock()
+	// Read under w.mu: a workspace move (hold) cannot slip between
+	// this read and the turn's start.
+	o, ok := a.st.get(sessionID)
+	if w.released {
+		w.mu.Unlock()
+		cancel()
+		return o, turnEnd // release dropped the state
+	}
+	if !ok || w.held || o.ReceivedSeq <= o.DeliveredSeq || o.ReceivedSeq <= o.FailedSeq {
+		w.mu.Unlock()
+		cancel()
+		return o, turnWait
+	}
+	if w.stopNext {
+		w.stopNext = false
+		w.mu.Unlock()
+		cancel()
+		a.stopUnstarted(ctx, sessionID, o)
+		return o, turnNext
+	}
+	w.cancel, w.abandon, w.stopped = cancel, false, false
+	w.mu.Unlock()
+	return o, turnRun
+}
+
+// turnEnded is what the worker does after a turn that started from o
+// ended with err: held waits for a wake, a failure that left the session
+// as it was (stuck) waits for the next pause first.
+func (a *Daemon) turnEnded(ctx context.Context, sessionID string, w *worker, o owned, err error, pauses *retry.Pauses) turnStep {
+	if errors.Is(err, errHeld) {
+		return turnWait // a later wake (fence lifted, reconnect) tries again
+	}
+	if err == nil {
+		pauses.Reset()
+		return turnNext
+	}
+	a.lg.Warn("turn failed", zap.String("session", sessionID), zap.Error(err))
+	if client.ReasonOf(err) == "NOT_OWNER" {
+		a.drop(sessionID)
+		return turnEnd
+	}
+	if a.stuck(sessionID, o) {
+		// Nothing moved (the control plane is unreachable, say): the
+		// same call would fail again at once, so wait, unless woken.
+		a.failpoint("node.turn-backoff")
+		select {
+		case <-ctx.Done():
+		case <-w.wakeCh:
+		case <-time.After(pauses.Next()):
+		}
+	}
+	return turnNext
 }
 
 // stopUnstarted ends a turn interrupted before its CLI started, as one
