@@ -62,58 +62,22 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	if err != nil {
 		return nil, err
 	}
-	// An archived session runs no turn again: refused before the
-	// interrupt, the record or the divider is written (`cast fork`, which
-	// takes --agent too, continues it).
-	if err := archive.Sendable(sess); err != nil {
-		return nil, err
-	}
-	to, target, err := targetAgent(r.Agent, sess.Agent)
+	to, target, err := switchTarget(sess, r)
 	if err != nil {
 		return nil, err
 	}
-	if r.Effort != "" && !contains(target.Caps.EffortLevels, r.Effort) {
-		return nil, errs.Invalid("%s has no effort level %q (levels: %s)", target.DisplayName, r.Effort, strings.Join(target.Caps.EffortLevels, ", "))
-	}
-	if to == sess.Agent && r.Model == "" && r.Effort == "" {
-		what := "pass --agent, --model or --effort"
-		if r.Agent != "" { // the agent it runs was named
-			what = "name another agent, or pass --model or --effort"
-		}
-		return nil, errs.Invalid("nothing to switch: the session already runs %s; %s", target.DisplayName, what)
-	}
 	changeAgent := to != sess.Agent
 	if changeAgent {
-		if err := canTakeOver(to, sess.LastSeq > 0); err != nil {
-			return nil, err
-		}
-		// Refused before the session is touched: its node's next turn
-		// would fail for want of the CLI. A node that is down keeps the
-		// switch (it runs when the node is back, as a message would).
-		if err := placeable(ctx, st, sess.Node, to, ""); err != nil && !errs.HasReason(err, errs.ReasonNodeNotConn) {
-			return nil, err
-		}
-		if sess.LastSeq > 0 {
-			why, err := canaryFailure(ctx, st, sess.Node, to, needFor(false, false))
-			if err != nil {
-				return nil, err
-			}
-			if why != "" {
-				return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node},
-					"A switch to "+target.DisplayName, why)
-			}
-		}
-		// The old agent's turn must not keep writing after the switch.
-		// An idle session has none: the node refused the interrupt, and
-		// it and the control plane each warned of it.
-		idle, err := RunsNothing(ctx, st, sess)
+		why, err := canSwitchTo(ctx, st, sess, to)
 		if err != nil {
 			return nil, err
 		}
-		if !idle {
-			if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
-				return nil, err
-			}
+		if why != "" {
+			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node},
+				"A switch to "+target.DisplayName, why)
+		}
+		if err := interruptTurn(ctx, st, sess); err != nil {
+			return nil, err
 		}
 	}
 	old := sess
@@ -121,18 +85,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		if err := archive.Sendable(s); err != nil { // archived meanwhile
 			return err
 		}
-		if changeAgent {
-			s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
-			// The node runs what failed for the old agent on the new one
-			// (it clears its FailedSeq): those messages wait no longer.
-			s.HeldSeq = 0
-		}
-		if r.Model != "" {
-			s.Model = r.Model
-		}
-		if r.Effort != "" {
-			s.Effort = r.Effort
-		}
+		switched(s, r, to, changeAgent)
 		return nil
 	})
 	if err != nil {
@@ -148,6 +101,79 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		return nil, err
 	}
 	return st.GetSession(ctx, sess.Id)
+}
+
+// switchTarget is the agent (to, target) a switch r of sess runs, refused
+// when the switch has nothing to do or cannot run at all.
+func switchTarget(sess *castv1.Session, r SwitchRequest) (string, agents.Agent, error) {
+	// An archived session runs no turn again: refused before the
+	// interrupt, the record or the divider is written (`cast fork`, which
+	// takes --agent too, continues it).
+	if err := archive.Sendable(sess); err != nil {
+		return "", agents.Agent{}, err
+	}
+	to, target, err := targetAgent(r.Agent, sess.Agent)
+	if err != nil {
+		return "", agents.Agent{}, err
+	}
+	if r.Effort != "" && !contains(target.Caps.EffortLevels, r.Effort) {
+		return "", agents.Agent{}, errs.Invalid("%s has no effort level %q (levels: %s)", target.DisplayName, r.Effort, strings.Join(target.Caps.EffortLevels, ", "))
+	}
+	if to == sess.Agent && r.Model == "" && r.Effort == "" {
+		what := "pass --agent, --model or --effort"
+		if r.Agent != "" { // the agent it runs was named
+			what = "name another agent, or pass --model or --effort"
+		}
+		return "", agents.Agent{}, errs.Invalid("nothing to switch: the session already runs %s; %s", target.DisplayName, what)
+	}
+	return to, target, nil
+}
+
+// canSwitchTo refuses a switch of sess to agent to when to cannot take
+// over or its node cannot run it; why is canaryFailure's answer (the
+// switch becomes a handoff).
+func canSwitchTo(ctx context.Context, st Store, sess *castv1.Session, to string) (why string, _ error) {
+	if err := canTakeOver(to, sess.LastSeq > 0); err != nil {
+		return "", err
+	}
+	// Refused before the session is touched: its node's next turn
+	// would fail for want of the CLI. A node that is down keeps the
+	// switch (it runs when the node is back, as a message would).
+	if err := placeable(ctx, st, sess.Node, to, ""); err != nil && !errs.HasReason(err, errs.ReasonNodeNotConn) {
+		return "", err
+	}
+	if sess.LastSeq == 0 {
+		return "", nil
+	}
+	return canaryFailure(ctx, st, sess.Node, to, needFor(false, false))
+}
+
+// interruptTurn interrupts sess's running turn, if it has one: the old
+// agent's turn must not keep writing after the switch. An idle session
+// has none: the node refused the interrupt, and it and the control plane
+// each warned of it.
+func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) error {
+	idle, err := RunsNothing(ctx, st, sess)
+	if err != nil || idle {
+		return err
+	}
+	return st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
+}
+
+// switched applies switch r to the stored session s (to: its agent).
+func switched(s *castv1.Session, r SwitchRequest, to string, changeAgent bool) {
+	if changeAgent {
+		s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
+		// The node runs what failed for the old agent on the new one
+		// (it clears its FailedSeq): those messages wait no longer.
+		s.HeldSeq = 0
+	}
+	if r.Model != "" {
+		s.Model = r.Model
+	}
+	if r.Effort != "" {
+		s.Effort = r.Effort
+	}
 }
 
 // divider is the notice drawn in the thread at a switch.
