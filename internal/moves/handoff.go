@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,13 +58,9 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if err != nil {
 		return HandoffResult{}, err
 	}
-	to := r.ToAgent
-	if to == "" || to == "same" {
-		to = src.Agent
-	}
-	target, ok := agents.Lookup(to)
-	if !ok {
-		return HandoffResult{}, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s or same", to, strings.Join(agents.Names(), ", "))
+	to, target, err := handoffTarget(src, r.ToAgent)
+	if err != nil {
+		return HandoffResult{}, err
 	}
 	node := cmp.Or(r.Node, src.Node)
 	if !r.DryRun {
@@ -72,6 +69,44 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 			return HandoffResult{}, err
 		}
 	}
+	res, err := seed(ctx, st, b, src, target, r.Direction)
+	if err != nil || r.DryRun {
+		return res, err
+	}
+	model := modelFor(r.Model, to, src)
+	account := cmp.Or(r.Account, src.Account)
+	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
+		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
+	if err != nil {
+		return HandoffResult{}, err
+	}
+	if err := storePrompt(ctx, st, c.Session.Id, &res); err != nil {
+		return HandoffResult{}, err
+	}
+	if err := linkSource(ctx, st, src.Id, c.Session.Id, target, r.Reason, &res); err != nil {
+		return HandoffResult{}, err
+	}
+	res.Session, err = st.GetSession(ctx, c.Session.Id)
+	return res, err
+}
+
+// handoffTarget is the agent a handoff of src to agent to starts ("" or
+// "same": src's own).
+func handoffTarget(src *castv1.Session, to string) (string, agents.Agent, error) {
+	if to == "" || to == "same" {
+		to = src.Agent
+	}
+	target, ok := agents.Lookup(to)
+	if !ok {
+		return "", target, errs.New(errs.KindInvalid, errs.ReasonUnknownAgent, "unknown agent %q; use one of %s or same", to, strings.Join(agents.Names(), ", "))
+	}
+	return to, target, nil
+}
+
+// seed is a handoff's brief of src, from the small model or, when it
+// fails, built from src, and the first prompt of the new session on
+// target made of it.
+func seed(ctx context.Context, st Store, b Briefer, src *castv1.Session, target agents.Agent, direction string) (HandoffResult, error) {
 	msgs, err := readAll(ctx, st, src.Id, src.LastSeq)
 	if err != nil {
 		return HandoffResult{}, err
@@ -84,53 +119,55 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	if err != nil {
 		res.Brief, res.BriefSource = fallbackBrief(src, msgs, err), "fallback"
 	}
-	res.Prompt = composePrompt(src, target, res.Brief, r.Direction)
-	if r.DryRun {
-		return res, nil
-	}
-	model := modelFor(r.Model, to, src)
-	account := cmp.Or(r.Account, src.Account)
-	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
-		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
+	res.Prompt = composePrompt(src, target, res.Brief, direction)
+	return res, nil
+}
+
+// storePrompt appends res's prompt to the new session id as its first
+// message. A retried handoff (same request id, same session) composes
+// another prompt (the source has grown by the notice; the brief may
+// differ): the prompt the first try stored stands, and is the answer.
+func storePrompt(ctx context.Context, st Store, id string, res *HandoffResult) error {
+	first := &castv1.Message{ClientId: "handoff." + id + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: res.Prompt}
+	_, err := st.Append(ctx, id, []*castv1.Message{first}, fence.Guard{})
+	stored, reused, err := storedText(ctx, st, id, err)
 	if err != nil {
-		return HandoffResult{}, err
+		return err
 	}
-	first := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".prompt", Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: res.Prompt}
-	// A retried handoff (same request id, same session) composes another
-	// prompt (the source has grown by the notice; the brief may differ):
-	// the prompt the first try stored stands, and is the answer.
-	_, err = st.Append(ctx, c.Session.Id, []*castv1.Message{first}, fence.Guard{})
-	if stored, reused, serr := storedText(ctx, st, c.Session.Id, err); serr != nil {
-		return HandoffResult{}, serr
-	} else if reused {
+	if reused {
 		res.Prompt, res.Brief = stored, briefOf(stored)
 	}
-	pin := fmt.Sprintf("Handed off to %s on %s", c.Session.Id, target.DisplayName)
-	if _, err := st.UpdateSession(ctx, src.Id, func(s *castv1.Session) error {
-		for _, p := range s.Pins {
-			if p == pin {
-				return nil
-			}
+	return nil
+}
+
+// linkSource pins the new session id (on target) to the source srcID and
+// tells of the handoff in the source's thread, reason included; a retry
+// keeps the brief source the first try's notice told.
+func linkSource(ctx context.Context, st Store, srcID, id string, target agents.Agent, reason string, res *HandoffResult) error {
+	pin := fmt.Sprintf("Handed off to %s on %s", id, target.DisplayName)
+	if _, err := st.UpdateSession(ctx, srcID, func(s *castv1.Session) error {
+		if !slices.Contains(s.Pins, pin) {
+			s.Pins = append(s.Pins, pin)
 		}
-		s.Pins = append(s.Pins, pin)
 		return nil
 	}); err != nil {
-		return HandoffResult{}, err
+		return err
 	}
 	text := pin + " (brief: " + res.BriefSource + ")."
-	if r.Reason != "" {
-		text += " " + r.Reason
+	if reason != "" {
+		text += " " + reason
 	}
-	notice := &castv1.Message{ClientId: "handoff." + c.Session.Id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
+	notice := &castv1.Message{ClientId: "handoff." + id + ".notice", Kind: castv1.MessageKind_MESSAGE_KIND_NOTICE,
 		NoticeType: transcript.NoticeHandoff, Text: text}
-	_, err = st.Append(ctx, src.Id, []*castv1.Message{notice}, fence.Guard{})
-	if stored, reused, serr := storedText(ctx, st, src.Id, err); serr != nil {
-		return HandoffResult{}, serr
-	} else if reused {
+	_, err := st.Append(ctx, srcID, []*castv1.Message{notice}, fence.Guard{})
+	stored, reused, err := storedText(ctx, st, srcID, err)
+	if err != nil {
+		return err
+	}
+	if reused {
 		res.BriefSource = briefSourceOf(stored, res.BriefSource)
 	}
-	res.Session, err = st.GetSession(ctx, c.Session.Id)
-	return res, err
+	return nil
 }
 
 // storedText is the text of the message a retry's append was refused in
