@@ -169,62 +169,16 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	if fromRev == 0 {
 		fromRev = rev // the fence txn wrote this record at the fence's revision
 	}
-	deadline := time.Now().Add(j.wait)
-	var stopAt time.Time
-	// A source away for less than its lease may be a blip with its turn
-	// still running: a move that skips the work tree would commit past it.
-	// A move that takes the work tree needs the source itself next, and
-	// fails while it is down (nothing moves), so it waits no grace.
-	away := &absence{grace: j.mg.cfg.SourceGrace}
-	if !j.skipWT && ms.SourceCwd != "" {
-		away.grace = 0
-	}
-	interrupt := func(why string) error {
-		if !stopAt.IsZero() && time.Since(stopAt) < j.mg.cfg.ResendEvery {
-			return nil
-		}
-		if stopAt.IsZero() {
-			stopAt = time.Now()
-			j.mg.lg.Info("interrupting in-flight turn of moving session", zap.String("session", j.sid), zap.String("why", why))
-		}
-		ms.Interrupted = true
-		return j.mg.st.RequestOp(ctx, j.sid, fence.OpAbandon)
-	}
-	// The wait ends as soon as the migration is cancelled, not at its next
-	// tick: wctx ends with j.cancel (closed here, or by the watch on the
-	// header for a cancel asked on another replica).
-	wctx, stopWait := context.WithCancel(ctx)
+	d := j.newDrainWait(ms)
+	wctx, stopWait := j.untilCancelled(ctx)
 	defer stopWait()
-	go func() {
-		select {
-		case <-j.cancel:
-			stopWait()
-		case <-wctx.Done():
-		}
-	}()
 	_, _, err := j.mg.st.WaitTurn(wctx, j.sid, fromRev, j.mg.cfg.Tick, func(cur *castv1.Session) (bool, error) {
-		if j.cancelled() {
-			return true, nil
-		}
-		if up, err := j.mg.st.NodeConnected(ctx, ms.SourceNode); err == nil && !up {
-			return away.over(), nil // less than its grace: a blip, its turn may still run
-		}
-		away.back()
-		switch {
-		case cur.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
-			return false, interrupt("waiting on a permission prompt")
-		case time.Now().After(deadline):
-			if !stopAt.IsZero() && time.Since(stopAt) > j.mg.cfg.StopGrace {
-				return false, fail("the turn on %s did not stop within %s of the interrupt", ms.SourceNode, j.mg.cfg.StopGrace)
-			}
-			return false, interrupt("--wait ran out")
-		}
-		return false, nil
+		return d.drained(ctx, cur)
 	})
 	if err != nil && (ctx.Err() != nil || !j.cancelled()) {
 		return err
 	}
-	if err := j.waitAway(ctx, ms.SourceNode, away); err != nil {
+	if err := j.waitAway(ctx, ms.SourceNode, d.away); err != nil {
 		return err
 	}
 	if j.cancelled() {
@@ -238,6 +192,81 @@ func (j *job) drain(ctx context.Context, ms *castv1.MigrationSession, rev int64,
 	}
 	_, err = j.mg.st.UpdateMigrationSession(ctx, j.migID, ms, rev)
 	return err
+}
+
+// untilCancelled is ctx, ended as soon as the migration is cancelled, not
+// at the next tick of a wait under it: with j.cancel (closed here, or by
+// the watch on the header for a cancel asked on another replica).
+func (j *job) untilCancelled(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, stop := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-j.cancel:
+			stop()
+		case <-wctx.Done():
+		}
+	}()
+	return wctx, stop
+}
+
+// drainWait is a drain's wait on the in-flight turn of ms: when --wait
+// runs out, when the turn was interrupted, the source's absence.
+type drainWait struct {
+	j        *job
+	ms       *castv1.MigrationSession
+	deadline time.Time
+	stopAt   time.Time
+	away     *absence
+}
+
+func (j *job) newDrainWait(ms *castv1.MigrationSession) *drainWait {
+	// A source away for less than its lease may be a blip with its turn
+	// still running: a move that skips the work tree would commit past it.
+	// A move that takes the work tree needs the source itself next, and
+	// fails while it is down (nothing moves), so it waits no grace.
+	away := &absence{grace: j.mg.cfg.SourceGrace}
+	if !j.skipWT && ms.SourceCwd != "" {
+		away.grace = 0
+	}
+	return &drainWait{j: j, ms: ms, deadline: time.Now().Add(j.wait), away: away}
+}
+
+// drained reports whether the wait is over given the session as it is
+// now (cur), interrupting a turn at a permission prompt or past --wait.
+func (d *drainWait) drained(ctx context.Context, cur *castv1.Session) (bool, error) {
+	j := d.j
+	if j.cancelled() {
+		return true, nil
+	}
+	if up, err := j.mg.st.NodeConnected(ctx, d.ms.SourceNode); err == nil && !up {
+		return d.away.over(), nil // less than its grace: a blip, its turn may still run
+	}
+	d.away.back()
+	switch {
+	case cur.State == castv1.SessionState_SESSION_STATE_WAITING_PERMISSION:
+		return false, d.interrupt(ctx, "waiting on a permission prompt")
+	case time.Now().After(d.deadline):
+		if !d.stopAt.IsZero() && time.Since(d.stopAt) > j.mg.cfg.StopGrace {
+			return false, fail("the turn on %s did not stop within %s of the interrupt", d.ms.SourceNode, j.mg.cfg.StopGrace)
+		}
+		return false, d.interrupt(ctx, "--wait ran out")
+	}
+	return false, nil
+}
+
+// interrupt asks the source to abandon the turn (why: for the log), again
+// every ResendEvery while it runs.
+func (d *drainWait) interrupt(ctx context.Context, why string) error {
+	j := d.j
+	if !d.stopAt.IsZero() && time.Since(d.stopAt) < j.mg.cfg.ResendEvery {
+		return nil
+	}
+	if d.stopAt.IsZero() {
+		d.stopAt = time.Now()
+		j.mg.lg.Info("interrupting in-flight turn of moving session", zap.String("session", j.sid), zap.String("why", why))
+	}
+	d.ms.Interrupted = true
+	return j.mg.st.RequestOp(ctx, j.sid, fence.OpAbandon)
 }
 
 // commit is the handover txn, then cleanup.
