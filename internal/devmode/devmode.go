@@ -52,23 +52,44 @@ func Run(ctx context.Context, cp controlplane.Config, nd Node, opts Options, lg 
 	}
 	cp.Insecure = !cp.TLS.Enabled // plaintext (--insecure) on loopback only (checked above)
 	cp.Dev = true                 // the secrets key may stay in the data dir
-	// The node's hello says which of its agents are ready: the banner's.
+	hello := helloOf(&cp, nd.Name)
+	srv, err := controlplane.Start(ctx, cp, lg)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	if err := credentials(ctx, srv, nd, opts, lg); err != nil {
+		return err
+	}
+	// The pin is "" without --tls; the node's metrics are plain HTTP
+	// exactly when the control plane's are.
+	node, err := startChild(ctx, nd, srv.Addr(), srv.CAPin(), cp.Insecure, lg)
+	if err != nil {
+		return err
+	}
+	defer node.stop(lg) // the node stops before the control plane it talks to
+	return serve(ctx, srv, node, hello, nd, cp.DataDir, lg)
+}
+
+// helloOf is the hello of the node named node to the control plane cp
+// configures (the first, if it says hello more than once): it says which
+// of its agents are ready, which is the banner's.
+func helloOf(cp *controlplane.Config, node string) <-chan *castv1.Node {
 	hello := make(chan *castv1.Node, 1)
 	cp.NodeHello = func(n *castv1.Node) {
-		if n.GetName() == nd.Name {
+		if n.GetName() == node {
 			select {
 			case hello <- n:
 			default:
 			}
 		}
 	}
-	srv, err := controlplane.Start(ctx, cp, lg)
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	// The dev node gets its own credential in its data dir, and the local
-	// user a context with an admin token, so `cast` works at once.
+	return hello
+}
+
+// credentials gives the dev node its own credential in its data dir, and
+// the local user a context with an admin token, so `cast` works at once.
+func credentials(ctx context.Context, srv *controlplane.Server, nd Node, opts Options, lg *zap.Logger) error {
 	cred, err := srv.IssueNodeCredential(ctx, nd.Name)
 	if err != nil {
 		return fmt.Errorf("dev node credential: %w", err)
@@ -81,19 +102,15 @@ func Run(ctx context.Context, cp controlplane.Config, nd Node, opts Options, lg 
 	if err := os.Remove(filepath.Join(nd.DataDir, client.NodeIdentityFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("dev node certificate: %w", err)
 	}
-	if err := writeContext(ctx, srv, nd.Name, opts.RotateToken, lg); err != nil {
-		return err
-	}
-	// The pin is "" without --tls; the node's metrics are plain HTTP
-	// exactly when the control plane's are.
-	node, err := startChild(ctx, nd, srv.Addr(), srv.CAPin(), cp.Insecure, lg)
-	if err != nil {
-		return err
-	}
-	defer node.stop(lg) // the node stops before the control plane it talks to
+	return writeContext(ctx, srv, nd.Name, opts.RotateToken, lg)
+}
+
+// serve shows the banner once the dev node says hello, then waits until
+// ctx ends or the node exits (an error when it failed on its own).
+func serve(ctx context.Context, srv *controlplane.Server, node *child, hello <-chan *castv1.Node, nd Node, dataDir string, lg *zap.Logger) error {
 	select {
 	case n := <-hello:
-		banner(lg, srv.Addr(), n, nd, cp.DataDir)
+		banner(lg, srv.Addr(), n, nd, dataDir)
 		if u := srv.WebURL(); u != "" {
 			lg.Info("web timeline: run `cast web` to open it signed in", zap.String("url", u))
 		}
