@@ -331,19 +331,60 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	if err != nil {
 		return Context{}, err
 	}
-	if contextName == "" {
-		contextName = getenv("CAST_CONTEXT")
+	contextName, chosen, err := cfg.pick(getenv, contextName)
+	if err != nil {
+		return Context{}, err
+	}
+	out, err := withEnv(getenv, chosen, addrFlag)
+	if err != nil {
+		return Context{}, err
+	}
+	out.syncCA = out.CA != "" && out.CA == chosen.CA && out.CAPin == ""
+	if out.Addr == chosen.Addr {
+		out.ctxName = contextName
+	}
+	if out.OIDC != nil {
+		if out.Token != chosen.Token { // CAST_TOKEN won: not the login's token
+			out.OIDC = nil
+		} else {
+			out.file, out.name = ConfigPath(getenv), contextName
+		}
+	}
+	if len(out.TokenCommand) > 0 {
+		if out.Token != "" {
+			return Context{}, fmt.Errorf("context %q in %s has both token and token-command: keep one", contextName, ConfigPath(getenv))
+		}
+		if out.TokenCommand[0] == "" {
+			return Context{}, fmt.Errorf("context %q in %s: token-command must start with the program to run", contextName, ConfigPath(getenv))
+		}
+		out.tokenCache = TokenCacheDir(getenv)
+	}
+	return out, nil
+}
+
+// pick is the context Resolve starts from, and its name: the one named
+// (or CAST_CONTEXT), else the file's current one, else one with the
+// default address alone.
+func (c *Config) pick(getenv func(string) string, name string) (string, Context, error) {
+	if name == "" {
+		name = getenv("CAST_CONTEXT")
 	}
 	out := Context{Addr: DefaultAddr}
-	switch c := cfg.Contexts[contextName]; {
-	case contextName != "" && c == nil:
-		return Context{}, cfg.noContext(contextName, ConfigPath(getenv))
-	case c != nil:
-		out = *c
-	case cfg.Contexts[cfg.CurrentContext] != nil:
-		contextName, out = cfg.CurrentContext, *cfg.Contexts[cfg.CurrentContext]
+	switch named := c.Contexts[name]; {
+	case name != "" && named == nil:
+		return "", Context{}, c.noContext(name, ConfigPath(getenv))
+	case named != nil:
+		out = *named
+	case c.Contexts[c.CurrentContext] != nil:
+		name, out = c.CurrentContext, *c.Contexts[c.CurrentContext]
 	}
-	chosen := out
+	return name, out, nil
+}
+
+// withEnv is the context chosen with the env's overrides, and addrFlag's
+// (when not "") over all of them.
+func withEnv(getenv func(string) string, chosen Context, addrFlag string) (Context, error) {
+	out := chosen
 	if v := getenv("CAST_ADDR"); v != "" {
 		out.Addr = v
 	}
@@ -371,30 +412,11 @@ func Resolve(getenv func(string) string, contextName, addrFlag string) (Context,
 	if v := getenv("CAST_TOKEN"); v != "" {
 		out.Token, out.TokenCommand = strings.TrimSpace(v), nil
 	} else if f := getenv("CAST_TOKEN_FILE"); f != "" {
+		var err error
 		if out.Token, err = secrets.ReadToken(f); err != nil {
 			return Context{}, fmt.Errorf("CAST_TOKEN_FILE: %w", err)
 		}
 		out.TokenCommand = nil
-	}
-	out.syncCA = out.CA != "" && out.CA == chosen.CA && out.CAPin == ""
-	if out.Addr == chosen.Addr {
-		out.ctxName = contextName
-	}
-	if out.OIDC != nil {
-		if out.Token != chosen.Token { // CAST_TOKEN won: not the login's token
-			out.OIDC = nil
-		} else {
-			out.file, out.name = ConfigPath(getenv), contextName
-		}
-	}
-	if len(out.TokenCommand) > 0 {
-		if out.Token != "" {
-			return Context{}, fmt.Errorf("context %q in %s has both token and token-command: keep one", contextName, ConfigPath(getenv))
-		}
-		if out.TokenCommand[0] == "" {
-			return Context{}, fmt.Errorf("context %q in %s: token-command must start with the program to run", contextName, ConfigPath(getenv))
-		}
-		out.tokenCache = TokenCacheDir(getenv)
 	}
 	return out, nil
 }
