@@ -107,7 +107,36 @@ func picksPorts(c Config) bool {
 	return false
 }
 
+// start is one try of Start.
 func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
+	closing := new(atomic.Bool)
+	cfg, cu, pu, err := embedConfig(c, lg, closing)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: start: %w", err)
+	}
+	if err := ready(ctx, e); err != nil {
+		return nil, err
+	}
+	out := &Etcd{e: e, ClientURL: cu.String(), PeerURL: pu.String(), closing: closing}
+	if c.PasswordFile != "" {
+		pw, err := enableAuth(ctx, e.Server, c.PasswordFile)
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		out.User, out.Password = RootUser, pw
+	}
+	return out, nil
+}
+
+// embedConfig is etcd's configuration of the member c describes, with the
+// client and peer URLs it listens on (their ports picked); etcd logs to
+// lg, quiet once closing is set.
+func embedConfig(c Config, lg *zap.Logger, closing *atomic.Bool) (*embed.Config, *url.URL, *url.URL, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "cast"
 	if c.Name != "" {
@@ -116,15 +145,15 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	cfg.Dir = c.Dir
 	cu, err := pick(c.ClientAddr)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	pu, err := pick(c.PeerAddr)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if c.PasswordFile != "" {
 		if cfg.PeerTLSInfo, err = peerTLS(c.Dir); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		pu.Scheme = "https"
 	}
@@ -139,7 +168,6 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 		cfg.AutoCompactionMode = "periodic"
 		cfg.AutoCompactionRetention = c.CompactionRetention.String()
 	}
-	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger(lg, closing))
 	cfg.Metrics = "basic"
 	// The root password is 256 random bits: bcrypt's cost adds nothing
@@ -147,32 +175,25 @@ func start(ctx context.Context, c Config, lg *zap.Logger) (*Etcd, error) {
 	// simple auth tokens expire after 5 idle minutes; the store's
 	// readiness probe uses its token every few seconds.)
 	cfg.BcryptCost = 4 // bcrypt.MinCost
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcdembed: start: %w", err)
-	}
+	return cfg, cu, pu, nil
+}
+
+// ready waits until the started member e serves; it closes e when it
+// fails first, ctx ends, or a minute passes.
+func ready(ctx context.Context, e *embed.Etcd) error {
 	select {
 	case <-e.Server.ReadyNotify():
+		return nil
 	case err := <-e.Err():
 		e.Close()
-		return nil, fmt.Errorf("etcdembed: %w", err)
+		return fmt.Errorf("etcdembed: %w", err)
 	case <-ctx.Done():
 		e.Close()
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-time.After(60 * time.Second):
 		e.Close()
-		return nil, fmt.Errorf("etcdembed: not ready after 60s")
+		return fmt.Errorf("etcdembed: not ready after 60s")
 	}
-	out := &Etcd{e: e, ClientURL: cu.String(), PeerURL: pu.String(), closing: closing}
-	if c.PasswordFile != "" {
-		pw, err := enableAuth(ctx, e.Server, c.PasswordFile)
-		if err != nil {
-			out.Close()
-			return nil, err
-		}
-		out.User, out.Password = RootUser, pw
-	}
-	return out, nil
 }
 
 // Err reports a fatal error of the running member.
