@@ -247,16 +247,9 @@ func (f *Follower) try(agent, key string, follow func() (int, error)) (int, erro
 
 // follow brings one file's new messages to the sink.
 func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) {
-	fi, err := os.Stat(path)
-	if err != nil || f.cast.Runs(agent, path, "") {
-		return 0, nil // gone meanwhile (what was kept stays kept), or cast's own
-	}
-	st := f.st.get(path)
-	if st != nil && st.Size+st.Torn == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
+	fi, st, ok := f.changed(agent, path)
+	if !ok {
 		return 0, nil
-	}
-	if st == nil && f.cast.Busy(agent) {
-		return 0, nil // maybe cast's own turn's: looked at once it is over
 	}
 	if sr, ok := streamReader(agent); ok {
 		return f.followEach(ctx, agent, path, fi, st, sr)
@@ -266,53 +259,23 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		return 0, err
 	}
 	whole := int64(bytes.LastIndexByte(data, '\n') + 1) // a half-written last line waits
-	end := whole
-	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
-		// cast wrote it (a restore) since the follower last looked
-		if st, err = f.baseline(agent, path, inMemory{st: f.st, agent: agent, data: data[:end]}, rec); err != nil {
-			return 0, err
-		}
+	if st, err = f.stateOf(agent, path, data[:whole], st); err != nil {
+		return 0, err
 	}
-	if st == nil {
-		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
-	}
-	if time.Since(fi.ModTime()) < settleWindow {
-		kept := keptPrefix(data[:end], st)
-		cut := settled(agent, data[:end], kept)
-		if cut < end && kept == 0 && st.Size > 0 {
-			// Rewritten, its end not settled: read whole once it is. A
-			// cut now would leave what was kept (Sent) partly past the
-			// bytes recorded as read, and a later tail would count it
-			// as new.
-			return 0, nil
-		}
-		end = cut
+	end, ok := settledEnd(agent, data[:whole], fi, st)
+	if !ok {
+		return 0, nil
 	}
 	msgs, tail, err := f.read(agent, data[:end], st)
 	if err != nil {
 		return 0, err
 	}
-	added := data[:end] // what is new in the file: all of it, or what it grew by
-	if tail {
-		added = data[st.Size:end]
-	}
+	added := data[:end]      // what is new in the file: all of it, or what it grew by
 	from := map[string]int{} // a whole file counts occurrences from its start
 	if tail {
-		// Appended lines come after all kept as of Size: Sent, unless
-		// a send of this tail stopped part way (a failed batch, a crash
-		// after one), which left in Sent what it kept of the tail.
-		if st.Base == nil {
-			st.Base = maps.Clone(st.Sent)
-		}
-		from = maps.Clone(st.Base)
+		added, from = data[st.Size:end], tailFrom(st)
 	}
-	o := origin{Key: path, Path: path}
-	if st.SessionID == "" {
-		o.Cwd = cwdOf(agent, path)
-		sub := subagentOf(agent, path)
-		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
-	}
-	sent, err := f.send(ctx, agent, o, st, unsent(st.Sent, from, msgs))
+	sent, err := f.send(ctx, agent, fileOrigin(agent, path, st), st, unsent(st.Sent, from, msgs))
 	if err != nil {
 		return sent, err
 	}
@@ -326,6 +289,84 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 		st.ModTime = 0 // look again: whole lines wait for the settle window, not a write
 	}
 	return sent, f.st.put(path, st)
+}
+
+// changed is the file at path and its state (nil: never followed), unless
+// it has nothing to follow now (false): gone meanwhile (what was kept
+// stays kept), cast's own, unchanged since last followed, or new while
+// the agent runs a turn of cast's.
+func (f *Follower) changed(agent, path string) (os.FileInfo, *fileState, bool) {
+	fi, err := os.Stat(path)
+	if err != nil || f.cast.Runs(agent, path, "") {
+		return nil, nil, false
+	}
+	st := f.st.get(path)
+	if st != nil && st.Size+st.Torn == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
+		return nil, nil, false
+	}
+	if st == nil && f.cast.Busy(agent) {
+		return nil, nil, false // maybe cast's own turn's: looked at once it is over
+	}
+	return fi, st, true
+}
+
+// stateOf is the state to follow the file at path from, given its whole
+// lines (data) and its state st: a new baseline when cast wrote it (a
+// restore) since the follower last looked, a new state for a new file.
+func (f *Follower) stateOf(agent, path string, data []byte, st *fileState) (*fileState, error) {
+	if rec, ok := f.cast.Wrote(path); ok && rec.SessionID != "" && (st == nil || st.Written != rec.SHA256) {
+		var err error
+		if st, err = f.baseline(agent, path, inMemory{st: f.st, agent: agent, data: data}, rec); err != nil {
+			return nil, err
+		}
+	}
+	if st == nil {
+		st = &fileState{Agent: agent, NativeID: nativeID(agent, path), Sent: map[string]int{}}
+	}
+	return st, nil
+}
+
+// settledEnd is how much of data (the file's whole lines) to read: all of
+// it once the file is quiet for the settle window, else up to its last
+// settled message; false when a rewritten file must wait to be read whole.
+func settledEnd(agent string, data []byte, fi os.FileInfo, st *fileState) (int64, bool) {
+	end := int64(len(data))
+	if time.Since(fi.ModTime()) >= settleWindow {
+		return end, true
+	}
+	kept := keptPrefix(data, st)
+	cut := settled(agent, data, kept)
+	if cut < end && kept == 0 && st.Size > 0 {
+		// Rewritten, its end not settled: read whole once it is. A
+		// cut now would leave what was kept (Sent) partly past the
+		// bytes recorded as read, and a later tail would count it
+		// as new.
+		return 0, false
+	}
+	return cut, true
+}
+
+// tailFrom is what a tail's occurrences count from. Appended lines come
+// after all kept as of Size: Sent, unless a send of this tail stopped
+// part way (a failed batch, a crash after one), which left in Sent what
+// it kept of the tail.
+func tailFrom(st *fileState) map[string]int {
+	if st.Base == nil {
+		st.Base = maps.Clone(st.Sent)
+	}
+	return maps.Clone(st.Base)
+}
+
+// fileOrigin is where the file at path comes from, for its sends: for a
+// session not adopted yet, its folder and the run that spawned it.
+func fileOrigin(agent, path string, st *fileState) origin {
+	o := origin{Key: path, Path: path}
+	if st.SessionID == "" {
+		o.Cwd = cwdOf(agent, path)
+		sub := subagentOf(agent, path)
+		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
+	}
+	return o
 }
 
 // settleWindow is how long after its last write a file may still be
