@@ -32,7 +32,7 @@ type sessionService struct {
 }
 
 func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSessionRequest) (*castv1.Session, error) {
-	if err := checkCreate(req); err != nil {
+	if err := validCreate(req); err != nil {
 		return nil, err
 	}
 	in, err := h.inherit(ctx, req)
@@ -81,9 +81,9 @@ func (h *sessionService) CreateSession(ctx context.Context, req *castv1.CreateSe
 	return h.s.store.GetSession(ctx, c.Session.Id)
 }
 
-// checkCreate refuses a create request with a field out of shape, before
+// validCreate refuses a create request with a field out of shape, before
 // anything is read or stored.
-func checkCreate(req *castv1.CreateSessionRequest) error {
+func validCreate(req *castv1.CreateSessionRequest) error {
 	if _, ok := agents.Lookup(req.Agent); !ok {
 		return withInfo(codes.InvalidArgument, "unknown agent "+validate.Show(req.Agent)+"; use one of "+strings.Join(agents.Names(), ", "), errs.ReasonUnknownAgent, nil)
 	}
