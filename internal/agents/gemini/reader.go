@@ -204,133 +204,156 @@ func (n *neutral) flush(each func(transcript.Message) error) error {
 	return each(m)
 }
 
+// record turns r into its neutral messages (n.out).
 func (n *neutral) record(r record) {
-	base := transcript.Message{Agent: Agent, Model: r.Model, Time: kit.ParseTime(r.Timestamp)}
-	add := func(m transcript.Message, suffix string) {
-		m.Agent, m.Model, m.Time = base.Agent, base.Model, base.Time
-		m.NativeID = r.ID + suffix
-		n.out = append(n.out, m)
-	}
 	parts := parseContent(r.Content, n.skip)
 	switch r.Type {
 	case "user":
-		var texts []string
-		var images []transcript.Image
-		// An image after a functionResponse is that result's picture (as
-		// Gemini records a read tool's, and repeats it in the "<id>_response"
-		// record of its own rewrite): it goes with the result, or nowhere
-		// when the result was read already, never into a user message.
-		inResponse, result := false, -1 // result: index in n.out of the result read here
-		for _, p := range parts {
-			im, isImage := p.image()
-			switch {
-			case p.FunctionResponse != nil:
-				inResponse, result = true, -1
-				fr := p.FunctionResponse
-				id, ok := fr.ID, true
-				if id == "" {
-					id, ok = n.ids.answer(fr.Name, n.results)
-				}
-				if !ok {
-					n.skip("tool result without an id")
-					continue
-				}
-				if n.results[id] {
-					continue // the same result, also under its call
-				}
-				n.results[id] = true
-				out2, isErr := responseText(fr.Response)
-				add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
-				result = len(n.out) - 1
-			case p.Text != nil:
-				texts = append(texts, *p.Text)
-			case isImage && inResponse:
-				if result >= 0 {
-					n.out[result].Images = append(n.out[result].Images, im)
-				}
-			case isImage:
-				images = append(images, im)
-			default:
-				n.skip(p.leftOut())
-			}
-		}
-		n.responded = inResponse
-		text := strings.Join(texts, "\n")
-		if regenerated(text) {
-			return
-		}
-		if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
-			add(transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
-		} else if len(texts) > 0 || len(images) > 0 {
-			add(transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
-		}
+		n.user(r, parts)
 	case "gemini":
-		// Like the CLI: calls or thoughts inside content mean content is
-		// already the full API turn, and thoughts/toolCalls only repeat it.
-		apiParts := false
-		for _, p := range parts {
-			apiParts = apiParts || p.FunctionCall != nil || p.Thought
-		}
-		thoughts, toolCalls := r.Thoughts, r.ToolCalls
-		if apiParts {
-			thoughts, toolCalls = nil, nil
-		}
-		for i, t := range thoughts {
-			add(transcript.Message{Kind: transcript.KindThinking, Text: thoughtText(t)}, fmt.Sprintf("#thought%d", i))
-		}
-		var texts []string
-		for i, p := range parts {
-			switch {
-			case p.Text != nil && p.Thought:
-				add(transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
-			case p.Text != nil:
-				texts = append(texts, *p.Text)
-			case p.FunctionCall != nil && p.FunctionCall.Name != "":
-				fc := p.FunctionCall
-				id := n.ids.call(fc.ID, fc.Name, r.ID, "part", i)
-				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: kit.CompactJSON(fc.Args)}}, "#call:"+id)
-			case p.FunctionCall != nil:
-				n.skip(kindNameless)
-			default:
-				n.skip(p.leftOut())
-			}
-		}
-		if text := strings.Join(texts, ""); text != "" && !n.closesInterrupted(r, text) {
-			add(transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
-		}
-		// The ids of r.ToolCalls: made here for the calls it holds, or
-		// (when content holds the calls) those of the calls they answer.
-		tcIDs := make([]string, len(r.ToolCalls))
-		for i, tc := range r.ToolCalls {
-			switch {
-			case tc.Name == "":
-				if toolCalls != nil {
-					n.skip(kindNameless)
-				}
-			case toolCalls != nil:
-				tcIDs[i] = n.ids.call(tc.ID, tc.Name, r.ID, "call", i)
-				add(transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: kit.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
-			case tc.ID != "":
-				tcIDs[i] = tc.ID
-			default:
-				tcIDs[i], _ = n.ids.answer(tc.Name, n.results)
-			}
-		}
-		for i, tc := range r.ToolCalls {
-			id := tcIDs[i]
-			if id == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || n.results[id] {
-				continue
-			}
-			n.results[id] = true
-			text, images, isErr := resultContent(tc.Result, n.skip)
-			isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
-			add(transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
-		}
+		toolCalls := n.answer(r, parts)
+		n.toolCalls(r, toolCalls)
 		n.responded = false
 	default:
 		if !uiRecords[r.Type] {
 			n.skip(r.Type + " record")
 		}
+	}
+}
+
+// put adds m, a message of r, to n.out under r's agent, model, time and
+// id (suffixed).
+func (n *neutral) put(r record, m transcript.Message, suffix string) {
+	m.Agent, m.Model, m.Time = Agent, r.Model, kit.ParseTime(r.Timestamp)
+	m.NativeID = r.ID + suffix
+	n.out = append(n.out, m)
+}
+
+// user reads a user record: tool results, and the user's text and images
+// (or a cast notice).
+func (n *neutral) user(r record, parts []part) {
+	var texts []string
+	var images []transcript.Image
+	// An image after a functionResponse is that result's picture (as
+	// Gemini records a read tool's, and repeats it in the "<id>_response"
+	// record of its own rewrite): it goes with the result, or nowhere
+	// when the result was read already, never into a user message.
+	inResponse, result := false, -1 // result: index in n.out of the result read here
+	for _, p := range parts {
+		im, isImage := p.image()
+		switch {
+		case p.FunctionResponse != nil:
+			inResponse, result = true, -1
+			fr := p.FunctionResponse
+			id, ok := fr.ID, true
+			if id == "" {
+				id, ok = n.ids.answer(fr.Name, n.results)
+			}
+			if !ok {
+				n.skip("tool result without an id")
+				continue
+			}
+			if n.results[id] {
+				continue // the same result, also under its call
+			}
+			n.results[id] = true
+			out2, isErr := responseText(fr.Response)
+			n.put(r, transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: out2, IsError: isErr}}, "#result:"+id)
+			result = len(n.out) - 1
+		case p.Text != nil:
+			texts = append(texts, *p.Text)
+		case isImage && inResponse:
+			if result >= 0 {
+				n.out[result].Images = append(n.out[result].Images, im)
+			}
+		case isImage:
+			images = append(images, im)
+		default:
+			n.skip(p.leftOut())
+		}
+	}
+	n.responded = inResponse
+	text := strings.Join(texts, "\n")
+	if regenerated(text) {
+		return
+	}
+	if typ, body, ok := kit.CastNotice.Unwrap(text); ok {
+		n.put(r, transcript.Message{Kind: transcript.KindNotice, NoticeType: typ, Text: body}, "")
+	} else if len(texts) > 0 || len(images) > 0 {
+		n.put(r, transcript.Message{Kind: transcript.KindUser, Text: Unescape(text), Images: images}, "")
+	}
+}
+
+// answer reads a model record's thoughts, text and the calls its content
+// holds, and returns r.ToolCalls when they are the record's calls (nil
+// when content already holds them, as the full API turn).
+func (n *neutral) answer(r record, parts []part) []toolCall {
+	// Like the CLI: calls or thoughts inside content mean content is
+	// already the full API turn, and thoughts/toolCalls only repeat it.
+	apiParts := false
+	for _, p := range parts {
+		apiParts = apiParts || p.FunctionCall != nil || p.Thought
+	}
+	thoughts, toolCalls := r.Thoughts, r.ToolCalls
+	if apiParts {
+		thoughts, toolCalls = nil, nil
+	}
+	for i, t := range thoughts {
+		n.put(r, transcript.Message{Kind: transcript.KindThinking, Text: thoughtText(t)}, fmt.Sprintf("#thought%d", i))
+	}
+	var texts []string
+	for i, p := range parts {
+		switch {
+		case p.Text != nil && p.Thought:
+			n.put(r, transcript.Message{Kind: transcript.KindThinking, Text: *p.Text}, fmt.Sprintf("#part%d", i))
+		case p.Text != nil:
+			texts = append(texts, *p.Text)
+		case p.FunctionCall != nil && p.FunctionCall.Name != "":
+			fc := p.FunctionCall
+			id := n.ids.call(fc.ID, fc.Name, r.ID, "part", i)
+			n.put(r, transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: id, Name: fc.Name, Input: kit.CompactJSON(fc.Args)}}, "#call:"+id)
+		case p.FunctionCall != nil:
+			n.skip(kindNameless)
+		default:
+			n.skip(p.leftOut())
+		}
+	}
+	if text := strings.Join(texts, ""); text != "" && !n.closesInterrupted(r, text) {
+		n.put(r, transcript.Message{Kind: transcript.KindAssistant, Text: text}, "#text")
+	}
+	return toolCalls
+}
+
+// toolCalls reads r.ToolCalls: the calls themselves when toolCalls (the
+// record's, from answer) is not nil, and the results recorded with them.
+func (n *neutral) toolCalls(r record, toolCalls []toolCall) {
+	// The ids of r.ToolCalls: made here for the calls it holds, or
+	// (when content holds the calls) those of the calls they answer.
+	tcIDs := make([]string, len(r.ToolCalls))
+	for i, tc := range r.ToolCalls {
+		switch {
+		case tc.Name == "":
+			if toolCalls != nil {
+				n.skip(kindNameless)
+			}
+		case toolCalls != nil:
+			tcIDs[i] = n.ids.call(tc.ID, tc.Name, r.ID, "call", i)
+			n.put(r, transcript.Message{Kind: transcript.KindToolCall, ToolCall: &transcript.ToolCall{ID: tcIDs[i], Name: tc.Name, Input: kit.CompactJSON(tc.Args)}}, "#call:"+tcIDs[i])
+		case tc.ID != "":
+			tcIDs[i] = tc.ID
+		default:
+			tcIDs[i], _ = n.ids.answer(tc.Name, n.results)
+		}
+	}
+	for i, tc := range r.ToolCalls {
+		id := tcIDs[i]
+		if id == "" || len(tc.Result) == 0 || string(tc.Result) == "null" || n.results[id] {
+			continue
+		}
+		n.results[id] = true
+		text, images, isErr := resultContent(tc.Result, n.skip)
+		isErr = isErr || tc.Status == "error" || tc.Status == "cancelled"
+		n.put(r, transcript.Message{Kind: transcript.KindToolResult, ToolResult: &transcript.ToolResult{CallID: id, Output: text, IsError: isErr}, Images: images}, "#result:"+id)
 	}
 }
 
