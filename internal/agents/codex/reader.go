@@ -216,7 +216,35 @@ func (st lineState) compacted(env envelope, ts time.Time) []candidate {
 	}
 	m := st.msg(transcript.KindNotice, ts)
 	m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
+	if kept := st.keptUserTexts(c); len(kept) > 0 {
+		m.Text += "\n\n" + keptHeader + "\n\n" + strings.Join(kept, "\n\n")
+	}
 	return []candidate{{msg: m}}
+}
+
+// keptHeader introduces, in a compaction summary notice, the user's
+// messages Codex kept verbatim beside its summary.
+const keptHeader = "The user's messages before this summary, kept with it:"
+
+// keptUserTexts are the user's messages in c's replacement history, but
+// for the summary itself. Codex's summary does not restate them (it goes
+// on with them beside it), and a rebuild holds nothing before the summary
+// (transcript.SinceCompaction): without them in the notice, a switch
+// after a compaction lost them.
+func (st lineState) keptUserTexts(c compacted) []string {
+	var kept []string
+	for _, raw := range c.ReplacementHistory {
+		it, ok := st.decodeItem(raw)
+		if !ok || (it.Type != "message" && it.Type != "") || it.Role != "user" || !textShaped(it.Content) {
+			continue
+		}
+		text := textOf(it.Content)
+		if strings.TrimSpace(text) == "" || isHarnessText(text) || text == c.Message {
+			continue
+		}
+		kept = append(kept, text)
+	}
+	return kept
 }
 
 // decodeItem decodes a response item; one that does not decode is counted

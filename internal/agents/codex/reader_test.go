@@ -217,6 +217,15 @@ func TestReadShapes(t *testing.T) {
 			want: []string{"notice agent_switch switched from claude", "notice compaction_summary summary of before"},
 		},
 		{
+			// Codex keeps the user's messages verbatim beside its summary
+			// (replacement_history); a rebuild from the summary on must
+			// carry them, as the summary does not hold them.
+			name: "compacted keeps the user messages Codex kept",
+			in: `{"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"first ask"}]}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"compacted","payload":{"message":"Summary: done a","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"first ask"}]},{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are Codex"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n</environment_context>"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"second ask"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Summary: done a"}]}]}}`,
+			want: []string{"user first ask", "notice compaction_summary Summary: done a\n\nThe user's messages before this summary, kept with it:\n\nfirst ask\n\nsecond ask"},
+		},
+		{
 			name: "event duplicates of items are dropped, lone events kept",
 			in: `{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}
 {"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}

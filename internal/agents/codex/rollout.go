@@ -237,6 +237,10 @@ type turnContext struct {
 // compacted is a line Codex writes when it summarised earlier history.
 type compacted struct {
 	Message string `json:"message"`
+	// ReplacementHistory is the history Codex goes on with: the user's
+	// messages it kept verbatim, its own context, and the summary as a
+	// user message.
+	ReplacementHistory []json.RawMessage `json:"replacement_history"`
 }
 
 // textOf joins the text of a content value. Codex writes an array of parts;
