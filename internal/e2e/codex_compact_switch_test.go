@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cast-dev/cast/internal/fakemodel"
@@ -13,6 +14,8 @@ import (
 // summary that does not restate them. A switch to Claude Code after that
 // rebuilds from the summary on, and the next agent's request holds every
 // message the user sent once, and so does Codex's after the switch back.
+// The summary is stored once, as a notice (Codex records the model's
+// answer to its compaction prompt as an assistant message too).
 func TestCodexCompactionThenSwitch(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "codex", "claude")
@@ -23,14 +26,21 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	r.fake.Enqueue(fakemodel.Reply{Shell: "echo compacting", InputTokens: 1_000_000})
 	seq = r.send(id, dmsg(m(3)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	summaries := 0
+	var summaries []string
 	for _, msg := range r.messages(id) {
 		if msg.NoticeType == "compaction_summary" {
-			summaries++
+			summaries = append(summaries, msg.Text)
 		}
 	}
-	if summaries != 1 {
-		t.Fatalf("%d compaction summaries stored, want 1 (Codex did not compact)", summaries)
+	if len(summaries) != 1 {
+		t.Fatalf("%d compaction summaries stored, want 1 (Codex did not compact)", len(summaries))
+	}
+	// The model's answer to the compaction prompt is the summary, stored
+	// once, as the notice.
+	for _, msg := range r.messages(id) {
+		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && strings.Contains(summaries[0], strings.TrimSpace(msg.Text)) {
+			t.Fatalf("the compaction summary is stored as an answer too (#%d): %q", msg.Seq, msg.Text)
+		}
 	}
 	seq = r.send(id, dmsg(m(4)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)

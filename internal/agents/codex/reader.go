@@ -49,6 +49,18 @@ var bookkeeping = map[string]bool{"token_usage_record": true, "world_state": tru
 type candidate struct {
 	msg       transcript.Message
 	fromEvent bool
+	// summary is a compacted record's own text: the model's answer to
+	// Codex's compaction prompt, recorded just before as an assistant
+	// message, is the summary, not an answer (answersCompaction).
+	summary string
+}
+
+// answersCompaction reports whether c, the candidate just before a
+// compacted record whose text is summary, is the model's answer to the
+// compaction prompt: an assistant message the summary ends with.
+func (c candidate) answersCompaction(summary string) bool {
+	text := strings.TrimSpace(c.msg.Text)
+	return !c.fromEvent && c.msg.Kind == transcript.KindAssistant && text != "" && strings.HasSuffix(strings.TrimSpace(summary), text)
 }
 
 func dedupKey(k transcript.Kind, text string) string {
@@ -86,6 +98,9 @@ func Parse(r io.ReadSeeker) (Parsed, error) {
 				p.skip("malformed line")
 			}
 			for _, c := range cs {
+				if n := len(cands); c.summary != "" && n > 0 && cands[n-1].answersCompaction(c.summary) {
+					cands = cands[:n-1]
+				}
 				if !c.fromEvent && (c.msg.Kind == transcript.KindUser || c.msg.Kind == transcript.KindAssistant || c.msg.Kind == transcript.KindThinking) {
 					inItems[dedupKey(c.msg.Kind, c.msg.Text)]++
 				}
@@ -219,7 +234,7 @@ func (st lineState) compacted(env envelope, ts time.Time) []candidate {
 	if kept := st.keptUserTexts(c); len(kept) > 0 {
 		m.Text += "\n\n" + keptHeader + "\n\n" + strings.Join(kept, "\n\n")
 	}
-	return []candidate{{msg: m}}
+	return []candidate{{msg: m, summary: c.Message}}
 }
 
 // keptHeader introduces, in a compaction summary notice, the user's

@@ -226,6 +226,16 @@ func TestReadShapes(t *testing.T) {
 			want: []string{"user first ask", "notice compaction_summary Summary: done a\n\nThe user's messages before this summary, kept with it:\n\nfirst ask\n\nsecond ask"},
 		},
 		{
+			// Codex records the model's answer to its compaction prompt as
+			// an assistant message, then the same summary, prefixed, in
+			// the compacted record: one summary, not an answer too.
+			name: "compaction answer is the summary",
+			in: `{"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"real answer"}]}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Progress: a done"}]}}
+{"timestamp":"2026-01-01T00:00:00Z","type":"compacted","payload":{"message":"Another model summarized:\nProgress: a done"}}`,
+			want: []string{"assistant real answer", "notice compaction_summary Another model summarized:\nProgress: a done"},
+		},
+		{
 			name: "event duplicates of items are dropped, lone events kept",
 			in: `{"timestamp":"2026-01-01T00:00:00Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}
 {"timestamp":"2026-01-01T00:00:00Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}
