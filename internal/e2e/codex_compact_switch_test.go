@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // Codex compacts its history mid-turn (the model reports a prompt past its
@@ -44,14 +46,43 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	}
 	seq = r.send(id, dmsg(m(4)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	for k, agent := range []string{"claude", "codex"} {
-		r.switchTo(id, agent)
-		seq = r.send(id, dmsg(m(5+k)))
+	r.eachHoldsAll(t, id, m, 5, "claude", "codex")
+}
+
+// eachHoldsAll has the session run a turn on each agent in turn (switched
+// to it when another runs the session), mark m(first), m(first+1), ...,
+// and checks that each turn's request holds every mark from m(1) on once.
+func (r *turnRig) eachHoldsAll(t *testing.T, id string, m func(int) string, first int, agents ...string) {
+	t.Helper()
+	for k, agent := range agents {
+		if s, err := r.c.Sessions.GetSession(t.Context(), &castv1.GetSessionRequest{Id: id}); err != nil || s.Agent != agent {
+			r.switchTo(id, agent)
+		}
+		seq := r.send(id, dmsg(m(first+k)))
 		r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 		var marks []string
-		for n := 1; n <= 5+k; n++ {
+		for n := 1; n <= first+k; n++ {
 			marks = append(marks, m(n))
 		}
-		assertDeliveredOnce(t, requestWith(t, r.fake, m(5+k)), marks...)
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(first+k)), marks...)
 	}
+}
+
+// Codex's turn is interrupted while the model holds its compaction
+// request; the next turn compacts as it begins, before it takes its
+// prompt. The store held that prompt when it was sent, before the summary
+// was read: a switch to Claude Code after it still carries the prompt, once.
+func TestCodexCompactsAsATurnBeginsThenSwitch(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "codex", "claude")
+	m := func(n int) string { return fmt.Sprintf("MARK-CXB-%d", n) }
+	id := r.create("codex", dmsg(m(1)))
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Shell: "echo compacting", InputTokens: 1_000_000}, fakemodel.Reply{Text: "held summary", Gate: gate})
+	n := r.fake.TurnsStarted()
+	seq := r.send(id, dmsg(m(2)))
+	testharness.WaitFor(t, 2*time.Minute, "the compaction request reaches the model", func() bool { return r.fake.TurnsStarted() >= n+2 })
+	r.interrupt(id, seq)
+	close(gate)
+	r.eachHoldsAll(t, id, m, 3, "codex", "claude")
 }

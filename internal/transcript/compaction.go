@@ -9,12 +9,32 @@ import "strings"
 // either, or a conversation compacted to fit a window no longer fits after
 // a switch. The turns before stay in the neutral copy, where the history
 // tool and slices reach them.
+//
+// The user messages right before the summary are the prompts of the turn
+// the CLI compacted at the start of (it compacts, then takes the prompt,
+// but the store held the prompt when it was sent, before the summary was
+// read): the summary does not hold them, so they follow it, unless the
+// summary holds one's text.
 func SinceCompaction(msgs []Message) []Message {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := &msgs[i]
-		if m.Kind == KindNotice && m.NoticeType == NoticeCompactionSummary && strings.TrimSpace(m.Text) != "" {
+		if m.Kind != KindNotice || m.NoticeType != NoticeCompactionSummary || strings.TrimSpace(m.Text) == "" {
+			continue
+		}
+		start := i
+		for start > 0 && msgs[start-1].Kind == KindUser {
+			start--
+		}
+		out := []Message{*m}
+		for _, u := range msgs[start:i] {
+			if text := strings.TrimSpace(u.Text); text == "" || !strings.Contains(m.Text, text) {
+				out = append(out, u)
+			}
+		}
+		if len(out) == 1 {
 			return msgs[i:]
 		}
+		return append(out, msgs[i+1:]...)
 	}
 	return msgs
 }
