@@ -71,10 +71,11 @@ func (r *turnRig) eachHoldsAll(t *testing.T, id string, m func(int) string, firs
 // Codex's turn is interrupted while the model holds its compaction
 // request; the next turn compacts as it begins, before it takes its
 // prompt. The store held that prompt when it was sent, before the summary
-// was read: a switch to Claude Code after it still carries the prompt, once.
+// was read: a switch to Claude Code after it still carries the prompt, once,
+// and so does one to OpenCode (which orders a session's messages by time).
 func TestCodexCompactsAsATurnBeginsThenSwitch(t *testing.T) {
 	t.Parallel()
-	r := newTurnRig(t, "codex", "claude")
+	r := newTurnRig(t, "codex", "claude", "opencode")
 	m := func(n int) string { return fmt.Sprintf("MARK-CXB-%d", n) }
 	id := r.create("codex", dmsg(m(1)))
 	gate := make(chan struct{})
@@ -84,5 +85,5 @@ func TestCodexCompactsAsATurnBeginsThenSwitch(t *testing.T) {
 	testharness.WaitFor(t, 2*time.Minute, "the compaction request reaches the model", func() bool { return r.fake.TurnsStarted() >= n+2 })
 	r.interrupt(id, seq)
 	close(gate)
-	r.eachHoldsAll(t, id, m, 3, "codex", "claude")
+	r.eachHoldsAll(t, id, m, 3, "codex", "claude", "opencode")
 }

@@ -14,7 +14,7 @@ import "strings"
 // the CLI compacted at the start of (it compacts, then takes the prompt,
 // but the store held the prompt when it was sent, before the summary was
 // read): the summary does not hold them, so they follow it, unless the
-// summary holds one's text.
+// summary holds one's text; in a copy timed no earlier than the summary.
 func SinceCompaction(msgs []Message) []Message {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := &msgs[i]
@@ -27,9 +27,15 @@ func SinceCompaction(msgs []Message) []Message {
 		}
 		out := []Message{*m}
 		for _, u := range msgs[start:i] {
-			if text := strings.TrimSpace(u.Text); text == "" || !strings.Contains(m.Text, text) {
-				out = append(out, u)
+			if text := strings.TrimSpace(u.Text); text != "" && strings.Contains(m.Text, text) {
+				continue
 			}
+			// Not before the summary in time either: a writer that
+			// orders by time (OpenCode) put it back before the summary.
+			if u.Time.Before(m.Time) {
+				u.Time = m.Time
+			}
+			out = append(out, u)
 		}
 		if len(out) == 1 {
 			return msgs[i:]

@@ -3,6 +3,7 @@ package transcript
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestSinceCompaction(t *testing.T) {
@@ -35,5 +36,14 @@ func TestSinceCompaction(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	// The prompt that follows the summary is timed no earlier than it (a
+	// writer ordering by time put it back before), in a copy.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	in := []Message{{Kind: KindAssistant, Text: "x", Time: t0}, {Kind: KindUser, Text: "p", Time: t0.Add(time.Second)},
+		{Kind: KindNotice, NoticeType: NoticeCompactionSummary, Text: "S1", Time: t0.Add(2 * time.Second)}}
+	out := SinceCompaction(in)
+	if len(out) != 2 || out[1].Text != "p" || !out[1].Time.Equal(out[0].Time) || !in[1].Time.Equal(t0.Add(time.Second)) {
+		t.Errorf("the prompt after the summary: %+v (the input's: %v)", out, in[1].Time)
 	}
 }
