@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/kit"
@@ -152,6 +153,9 @@ type neutral struct {
 	// held is a user text add holds back until the next record says
 	// whether it is the summary of a compressed history (compressionAck).
 	held *transcript.Message
+	// when is the time of the record being read (record parses it once,
+	// for every message put makes of it).
+	when time.Time
 }
 
 // compressionAck is the model turn Gemini puts, with no model, after the
@@ -206,6 +210,7 @@ func (n *neutral) flush(each func(transcript.Message) error) error {
 
 // record turns r into its neutral messages (n.out).
 func (n *neutral) record(r record) {
+	n.when = kit.ParseTime(r.Timestamp)
 	parts := parseContent(r.Content, n.skip)
 	switch r.Type {
 	case "user":
@@ -221,10 +226,10 @@ func (n *neutral) record(r record) {
 	}
 }
 
-// put adds m, a message of r, to n.out under r's agent, model, time and
-// id (suffixed).
+// put adds m, a message of r, to n.out under the agent, r's model, the
+// record's time (n.when) and r's id (suffixed).
 func (n *neutral) put(r record, m transcript.Message, suffix string) {
-	m.Agent, m.Model, m.Time = Agent, r.Model, kit.ParseTime(r.Timestamp)
+	m.Agent, m.Model, m.Time = Agent, r.Model, n.when
 	m.NativeID = r.ID + suffix
 	n.out = append(n.out, m)
 }
