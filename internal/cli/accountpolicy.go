@@ -16,31 +16,36 @@ import (
 // accountPolicyCmd is `cast account policy NAME POLICY --agent A`: what a
 // usage limit on that account does.
 func (a *app) accountPolicyCmd() *cobra.Command {
-	var agent string
-	cmd := &cobra.Command{
-		Use:   "policy NAME ask|auto|resume|off|fleet [--agent A]",
-		Short: "Set what a usage limit on one account does (fleet: follow the control plane's --account-policy)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			policy := args[1]
-			switch policy {
-			case "fleet":
-				policy = ""
-			case "ask", "auto", "resume", "off":
-			default:
-				return usagef("policy %q: use ask, auto, resume, off or fleet", policy)
-			}
-			return a.withAgent(cmd, args[0], &agent, func(ctx context.Context, c *client.Client) error {
-				acc, err := c.Accounts.SetAccountPolicy(ctx, &castv1.SetAccountPolicyRequest{Name: args[0], Agent: agent, Policy: policy})
-				return a.reply(acc, err, func() error {
-					fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
-					return nil
-				})
+	var policy string
+	cmd := a.namedAccountCmd("policy NAME ask|auto|resume|off|fleet [--agent A]",
+		"Set what a usage limit on one account does (fleet: follow the control plane's --account-policy)",
+		func(ctx context.Context, c *client.Client, name, agent string) error {
+			acc, err := c.Accounts.SetAccountPolicy(ctx, &castv1.SetAccountPolicyRequest{Name: name, Agent: agent, Policy: policy})
+			return a.reply(acc, err, func() error {
+				fmt.Fprintf(a.out, "%s account %s: policy %s\n", acc.Agent, acc.Name, acc.Policy)
+				return nil
 			})
-		},
+		})
+	cmd.Args = cobra.ExactArgs(2)
+	// POLICY is checked before anything is called: a wrong one is a usage
+	// mistake even with no control plane.
+	cmd.PreRunE = func(_ *cobra.Command, args []string) (err error) {
+		policy, err = accountPolicy(args[1])
+		return err
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "the account's agent (default: the agent of the one account so named)")
 	return cmd
+}
+
+// accountPolicy is the policy the control plane stores for arg: "" for
+// fleet (follow the fleet's --account-policy).
+func accountPolicy(arg string) (string, error) {
+	switch arg {
+	case "fleet":
+		return "", nil
+	case "ask", "auto", "resume", "off":
+		return arg, nil
+	}
+	return "", usagef("policy %q: use ask, auto, resume, off or fleet", arg)
 }
 
 // accountAnswerCmd is `cast account approve|deny [--agent A]`: the answer
@@ -52,31 +57,28 @@ func (a *app) accountAnswerCmd(approve bool) *cobra.Command {
 	if !approve {
 		use, short = "deny [--agent A]", "Answer a waiting account choice: stay on the limited account; parked sessions continue at its reset"
 	}
-	cmd := &cobra.Command{
+	cmd := a.calling(&cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if agent == "" {
-					ag, err := waitingChoice(ctx, c)
-					if err != nil {
-						return err
-					}
-					agent = ag
-				}
-				resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
-				return a.reply(resp, err, func() error {
-					what := "waiting for its reset on"
-					if approve {
-						what = "now on"
-					}
-					fmt.Fprintf(a.out, "%s: %s account %s (%d parked session(s): %s)\n", agent, what, resp.Active, len(resp.Sessions), strings.Join(resp.Sessions, ", "))
-					return nil
-				})
-			})
-		},
-	}
+	}, func(ctx context.Context, c *client.Client, _ []string) error {
+		if agent == "" {
+			ag, err := waitingChoice(ctx, c)
+			if err != nil {
+				return err
+			}
+			agent = ag
+		}
+		resp, err := c.Accounts.AnswerAccountChoice(ctx, &castv1.AnswerAccountChoiceRequest{Agent: agent, Approve: approve})
+		return a.reply(resp, err, func() error {
+			what := "waiting for its reset on"
+			if approve {
+				what = "now on"
+			}
+			fmt.Fprintf(a.out, "%s: %s account %s (%d parked session(s): %s)\n", agent, what, resp.Active, len(resp.Sessions), strings.Join(resp.Sessions, ", "))
+			return nil
+		})
+	})
 	cmd.Flags().StringVar(&agent, "agent", "", "the fleet's agent (default: the one agent whose choice waits)")
 	return cmd
 }
