@@ -1,13 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -54,13 +54,7 @@ func (a *app) restoreCmd() *cobra.Command {
 			return err
 		}
 		a.tidyRestored(sess.Agent, t.Home, out.NativeID)
-		if a.json {
-			return a.printJSON(map[string]any{"id": sess.Id, "agent": sess.Agent, "native_id": out.NativeID,
-				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted})
-		}
-		fmt.Fprintf(a.out, "restored %d messages as %s session %s\n  %s\n", msgs.Len(), sess.Agent, out.NativeID, out.Path)
-		noteTrimmed(a.out, out.Omitted)
-		return nil
+		return a.printWritten(sess.Id, sess.Agent, msgs.Len(), out, nil, "restored", "")
 	})
 
 	cmd.Flags().StringVar(&f.home, "home", "", "the agent's own folder (default: where the agent keeps it for this user)")
@@ -77,20 +71,7 @@ type restoreFlags struct {
 // agent's own folder for this user and the session's working directory
 // unless the flags give them, refused without an absolute directory.
 func (f *restoreFlags) target(sess *castv1.Session, ag agents.Agent) (agents.Target, error) {
-	if f.home == "" {
-		f.home = ag.Dir(os.Environ())
-	}
-	absHome, err := filepath.Abs(f.home)
-	if err != nil {
-		return agents.Target{}, err
-	}
-	if f.cwd == "" {
-		f.cwd = sess.Cwd
-	}
-	if !filepath.IsAbs(f.cwd) {
-		return agents.Target{}, usagef("the session has no absolute working directory; pass --cwd")
-	}
-	return agents.Target{Home: absHome, Cwd: f.cwd, SessionID: sess.Id, Model: sess.Model}, nil
+	return writeTarget(sess, cmp.Or(f.home, ag.Dir(os.Environ())), f.cwd, sess.Model)
 }
 
 // tidyRestored removes strays of the old native file (Gemini's header-only
@@ -161,14 +142,6 @@ func stillThere(ctx context.Context, ag agents.Agent, d agents.Driver, home, id 
 		return p, nil
 	}
 	return "", nil
-}
-
-// noteTrimmed tells the user how many older messages a writer left out of
-// the native session to fit the agent's window (none: nothing).
-func noteTrimmed(w io.Writer, omitted int) {
-	if omitted > 0 {
-		fmt.Fprintf(w, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", omitted)
-	}
 }
 
 // holdsMessages says whether agent's native file at path holds anything

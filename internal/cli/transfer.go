@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -298,17 +300,11 @@ func (a *app) exportCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if a.json {
-			return a.printJSON(map[string]any{"id": sess.Id, "agent": e.agent, "native_id": out.NativeID,
-				"path": out.Path, "messages": msgs.Len(), "omitted": out.Omitted, "rewrote": rewrite})
-		}
-		how := "a new session"
+		how := " (a new session)"
 		if rewrite {
-			how = "over the session cast exported there before"
+			how = " (over the session cast exported there before)"
 		}
-		fmt.Fprintf(a.out, "wrote %d messages as %s session %s (%s)\n  %s\n", msgs.Len(), e.agent, out.NativeID, how, out.Path)
-		noteTrimmed(a.out, out.Omitted)
-		return nil
+		return a.printWritten(sess.Id, e.agent, msgs.Len(), out, map[string]any{"rewrote": rewrite}, "wrote", how)
 	})
 
 	cmd.Flags().StringVar(&e.agent, "agent", "", "target agent: "+strings.Join(agents.WritableAgents(), ", "))
@@ -329,20 +325,44 @@ type nativeExport struct {
 // model unless the flags give them (its model only for its own agent,
 // whose model names it knows), refused without an absolute directory.
 func (e *nativeExport) target(sess *castv1.Session) (agents.Target, error) {
-	if e.cwd == "" {
-		e.cwd = sess.Cwd
+	model := e.model
+	if model == "" && sess.Agent == e.agent {
+		model = sess.Model
 	}
-	if e.cwd == "" || !filepath.IsAbs(e.cwd) {
+	return writeTarget(sess, e.home, e.cwd, model)
+}
+
+// writeTarget is where restore and export write sess: home, the agent's
+// own folder, made absolute; cwd, the session's unless given, refused
+// unless absolute (the native session records it).
+func writeTarget(sess *castv1.Session, home, cwd, model string) (agents.Target, error) {
+	cwd = cmp.Or(cwd, sess.Cwd)
+	if !filepath.IsAbs(cwd) {
 		return agents.Target{}, usagef("the session has no absolute working directory; pass --cwd")
 	}
-	absHome, err := filepath.Abs(e.home)
+	absHome, err := filepath.Abs(home)
 	if err != nil {
 		return agents.Target{}, err
 	}
-	if e.model == "" && sess.Agent == e.agent {
-		e.model = sess.Model
+	return agents.Target{Home: absHome, Cwd: cwd, SessionID: sess.Id, Model: model}, nil
+}
+
+// printWritten ends restore and export: what they wrote, n messages of
+// session id as agent's native session out. JSON says so (with more:
+// export's rewrote); people get done's line ("restored", "wrote") with
+// note after it, the file under it, and how many older messages were
+// trimmed to fit the agent's window.
+func (a *app) printWritten(id, agent string, n int, out agents.Written, more map[string]any, done, note string) error {
+	if a.json {
+		v := map[string]any{"id": id, "agent": agent, "native_id": out.NativeID, "path": out.Path, "messages": n, "omitted": out.Omitted}
+		maps.Copy(v, more)
+		return a.printJSON(v)
 	}
-	return agents.Target{Home: absHome, Cwd: e.cwd, SessionID: sess.Id, Model: e.model}, nil
+	fmt.Fprintf(a.out, "%s %d messages as %s session %s%s\n  %s\n", done, n, agent, out.NativeID, note, out.Path)
+	if out.Omitted > 0 {
+		fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
+	}
+	return nil
 }
 
 // write writes msgs at t, over the session exported there last time when
