@@ -254,7 +254,7 @@ func (a *app) printJoined(j nodeJoin, id *client.Identity, addr, ctxName string)
 // send them to the node joined here when no context for its control plane
 // is in use.
 func (a *app) saidNode(ctxName, addr, node string) {
-	path := client.ConfigPath(os.Getenv)
+	path := configPath()
 	if ctxName == "" {
 		fmt.Fprintf(a.errOut, "to send sessions made on this machine to node %s, add `node: %s` to your context for %s in %s\n", node, node, addr, path)
 		return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,12 +29,12 @@ func (a *app) tokenCertCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := client.ConfigPath(os.Getenv)
+			path := configPath()
 			if name == "" {
 				return usagef("cast token cert keeps the certificate in a context of %s, and there is none (controlplane --dev writes one)", path)
 			}
 			if out == "" {
-				out = filepath.Join(filepath.Dir(path), name+".pem")
+				out = client.BesideConfig(os.Getenv, name+".pem")
 			}
 			id, err := client.LoadIdentity(out)
 			if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"os"
-	"path/filepath"
 
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/exportlog"
@@ -14,5 +13,5 @@ import (
 // --overwrite); anything else gets a new native session, so what the user
 // did in it since is never lost. A node's adoption reads it too.
 func loadExportLog() (*exportlog.Log, error) {
-	return exportlog.Load(filepath.Join(filepath.Dir(client.ConfigPath(os.Getenv)), exportlog.FileName))
+	return exportlog.Load(client.BesideConfig(os.Getenv, exportlog.FileName))
 }

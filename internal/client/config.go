@@ -187,6 +187,13 @@ func ConfigPath(getenv func(string) string) string {
 	return filepath.Join(getenv("HOME"), ".config", "cast", "config.yaml")
 }
 
+// BesideConfig is the path of the file name kept beside the contexts file
+// for env (os.Getenv-like): the export log, a context's client
+// certificate, the secrets key outside --dev.
+func BesideConfig(getenv func(string) string, name string) string {
+	return filepath.Join(filepath.Dir(ConfigPath(getenv)), name)
+}
+
 // LoadConfig reads path; a missing file is an empty Config.
 func LoadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)

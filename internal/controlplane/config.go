@@ -321,7 +321,7 @@ func (c Config) validateLimits() error {
 // the cast config ($XDG_CONFIG_HOME/cast/secrets.key, else
 // ~/.config/cast/secrets.key), apart from the data dir.
 func DefaultSecretsKeyFile(getenv func(string) string) string {
-	return filepath.Join(filepath.Dir(client.ConfigPath(getenv)), SecretsKeyFileName)
+	return client.BesideConfig(getenv, SecretsKeyFileName)
 }
 
 // SecretsKeyFileName is the secrets key's file name; --dev keeps it in

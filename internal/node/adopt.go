@@ -209,6 +209,5 @@ func (c adoptCast) Exported(agent, nativeID string) (exportlog.Record, bool) {
 // exportLog is the user's export log, read once no write is half done.
 func (c adoptCast) exportLog() (*exportlog.Log, error) {
 	env := c.a.cfg.UserEnv
-	dir := filepath.Dir(client.ConfigPath(func(k string) string { return runner.EnvValue(env, k) }))
-	return exportlog.Settled(filepath.Join(dir, exportlog.FileName))
+	return exportlog.Settled(client.BesideConfig(func(k string) string { return runner.EnvValue(env, k) }, exportlog.FileName))
 }
