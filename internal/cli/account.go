@@ -235,14 +235,23 @@ func accountAgent(ctx context.Context, c *client.Client, name string) (string, e
 			agents = append(agents, acc.Agent)
 		}
 	}
+	return theAgent(agents, usagef("no fleet account is named %q; `cast account ls` lists them", name), func(list string) error {
+		return usagef("accounts named %q exist for %s: say which with --agent", name, list)
+	})
+}
+
+// theAgent is the one agent in agents, the one a command without --agent
+// acts for: none is the error none; several are a usage mistake, many,
+// that names them (sorted, comma-separated) so one can be given.
+func theAgent(agents []string, none error, many func(list string) error) (string, error) {
 	slices.Sort(agents)
 	switch len(agents) {
 	case 0:
-		return "", usagef("no fleet account is named %q; `cast account ls` lists them", name)
+		return "", none
 	case 1:
 		return agents[0], nil
 	}
-	return "", usagef("accounts named %q exist for %s: say which with --agent", name, strings.Join(agents, ", "))
+	return "", many(strings.Join(agents, ", "))
 }
 
 func (a *app) printAccount(acc *castv1.Account, what string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -97,12 +96,7 @@ func waitingChoice(ctx context.Context, c *client.Client) (string, error) {
 			agents = append(agents, f.Agent)
 		}
 	}
-	slices.Sort(agents)
-	switch len(agents) {
-	case 0:
-		return "", errors.New("no agent is waiting for an account choice (`cast usage` shows each agent's accounts)")
-	case 1:
-		return agents[0], nil
-	}
-	return "", usagef("account choices wait for %s: say which with --agent", strings.Join(agents, ", "))
+	return theAgent(agents, errors.New("no agent is waiting for an account choice (`cast usage` shows each agent's accounts)"), func(list string) error {
+		return usagef("account choices wait for %s: say which with --agent", list)
+	})
 }
