@@ -157,7 +157,7 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 			if err := j.check(); err != nil {
 				return err
 			}
-			cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+			cc, err := a.resolve()
 			if err != nil {
 				return err
 			}
@@ -269,7 +269,7 @@ func roleName(r castv1.Role) string { return strings.ToLower(strings.TrimPrefix(
 // node command lines it suggests: a CA file may hold two CAs during a
 // rotation, and only the signing one's pin lets a new node in.
 func (a *app) caPin(ctx context.Context) string {
-	cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+	cc, err := a.resolve()
 	if err != nil || cc.CAPin != "" || cc.CA == "" {
 		return cc.CAPin
 	}

@@ -31,7 +31,7 @@ func (a *app) caCmd() *cobra.Command {
 		Short: "Print the control plane's CA certificate (PEM), checked against its pin; rotate it (rotate, activate, retire)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+			cc, err := a.resolve()
 			if err != nil {
 				return err
 			}

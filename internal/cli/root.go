@@ -226,10 +226,16 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// resolve is the context and control plane address that --context,
+// --addr and the environment name (client.Resolve).
+func (a *app) resolve() (client.Context, error) {
+	return client.Resolve(os.Getenv, a.context, a.addr)
+}
+
 // client dials lazily so --help never needs a control plane.
 func (a *app) client() (*client.Client, error) {
 	if a.cli == nil {
-		cc, err := client.Resolve(os.Getenv, a.context, a.addr)
+		cc, err := a.resolve()
 		if err != nil {
 			return nil, err
 		}
