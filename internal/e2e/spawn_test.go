@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -59,6 +62,8 @@ func TestSpawnWorkerWakesParent(t *testing.T) {
 		return false
 	})
 
+	queuedTurnsNotifyOnce(t, r, parent.Id, worker.Id)
+
 	blocked, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "cursor", ParentId: parent.Id, Text: "try cursor"})
 	if err != nil {
 		t.Fatal(err)
@@ -80,5 +85,53 @@ func TestSpawnWorkerWakesParent(t *testing.T) {
 	all, _ := r.c.Sessions.ListSessions(ctx, &castv1.ListSessionsRequest{IncludeSubagents: true})
 	if len(all.Sessions) != 3 {
 		t.Fatalf("listing with workers: %d sessions", len(all.Sessions))
+	}
+}
+
+// queuedTurnsNotifyOnce: two messages to a busy worker run as two turns
+// (the second waits for the first to end); the parent hears once, when
+// the worker has nothing left to run, with the second turn's answer. It
+// heard "finished" after the first turn too, while its worker went on.
+func queuedTurnsNotifyOnce(t *testing.T, r *turnRig, parentID, workerID string) {
+	t.Helper()
+	gate, reached, once := make(chan struct{}), make(chan struct{}), sync.Once{}
+	r.fake.SetPolicy(func(req fakemodel.Request) fakemodel.Reply {
+		switch u := fakemodel.LastUserText(req.Items); {
+		case strings.Contains(u, "MARK-Q1"):
+			once.Do(func() { close(reached) })
+			return fakemodel.Reply{Text: "the first answer", Gate: gate}
+		case strings.Contains(u, "MARK-Q2"):
+			return fakemodel.Reply{Text: "the second answer MARK-A2"}
+		}
+		return fakemodel.Reply{Text: "noted"}
+	})
+	r.send(workerID, "first task MARK-Q1")
+	select {
+	case <-reached:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the worker's first turn did not reach the model")
+	}
+	seq := r.send(workerID, "second task MARK-Q2")
+	close(gate)
+	r.waitState(workerID, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	var seen []string
+	finished := func() (n int, last string) {
+		seen = nil
+		for _, m := range r.messages(parentID) {
+			if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER && strings.Contains(m.Text, "Worker "+workerID+" (pi) finished") {
+				n, last = n+1, m.Text
+				seen = append(seen, fmt.Sprintf("seq %d client id %s: %q", m.Seq, m.ClientId, m.Text))
+			}
+		}
+		return n, last
+	}
+	testharness.WaitFor(t, time.Minute, "parent told of the second turn", func() bool {
+		_, last := finished()
+		return strings.Contains(last, "MARK-A2")
+	})
+	// One notice for the worker's first task (above), one for the two
+	// queued turns.
+	if n, _ := finished(); n != 2 {
+		t.Fatalf("the parent heard %d times that its worker finished, want 2:\n%s", n, strings.Join(seen, "\n"))
 	}
 }

@@ -2,6 +2,7 @@ package moves
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -27,6 +28,9 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	var what string
 	switch worker.State {
 	case castv1.SessionState_SESSION_STATE_IDLE:
+		if more, err := runsAgain(ctx, st, worker); err != nil || more {
+			return err // the parent hears how the worker's next turn ends
+		}
 		what = "finished"
 		if worker.LastTurnInterrupted {
 			what = "was interrupted (its turn stopped before it finished)"
@@ -55,6 +59,29 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 		return err
 	}
 	return nil
+}
+
+// errQueued stops runsAgain's read at the first queued message.
+var errQueued = errors.New("a user message waits for the next turn")
+
+// runsAgain says whether an idle worker has a user message its turns have
+// not taken yet (sent while its last turn ran): its node runs another turn
+// at once, so the worker has not finished what it was given. A worker no
+// turn has delivered to yet (adopted history) has nothing queued to tell.
+func runsAgain(ctx context.Context, st Store, w *castv1.Session) (bool, error) {
+	if w.DeliveredSeq < 1 || w.DeliveredSeq >= w.LastSeq {
+		return false, nil
+	}
+	err := eachMessage(ctx, st, w.Id, w.DeliveredSeq+1, w.LastSeq, func(m *castv1.Message) error {
+		if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+			return errQueued
+		}
+		return nil
+	})
+	if errors.Is(err, errQueued) {
+		return true, nil
+	}
+	return false, err
 }
 
 // lastAnswerWindow is how many of a worker's newest messages lastAnswer

@@ -129,14 +129,20 @@ func TestNotifyParentOfAWorkerAMoveStopped(t *testing.T) {
 	}
 }
 
-// parentHears reports the worker's turn end ts and returns what its
-// parent was told.
-func parentHears(t *testing.T, ts fence.TurnState) []*castv1.Message {
+// parentHears stores the worker's messages of kinds, reports its turn
+// end ts and returns what its parent was told.
+func parentHears(t *testing.T, ts fence.TurnState, kinds ...castv1.MessageKind) []*castv1.Message {
 	t.Helper()
 	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	parent, worker := parentAndWorker(ctx, t, s)
+	for i, kind := range kinds {
+		m := &castv1.Message{ClientId: ids.NewClientID(), Kind: kind, Text: fmt.Sprint("message ", i+1)}
+		if _, err := s.Append(ctx, worker.Session.Id, []*castv1.Message{m}, fence.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w, err := s.SetState(ctx, worker.Session.Id, fence.Guard{Node: "n1", Token: worker.Token}, ts)
 	if err != nil {
 		t.Fatal(err)
@@ -149,4 +155,28 @@ func parentHears(t *testing.T, ts fence.TurnState) []*castv1.Message {
 		t.Fatal(err)
 	}
 	return msgs
+}
+
+// A worker that goes idle with a user message its turns have not taken
+// (sent while its last turn ran) runs again at once: its parent hears when
+// the worker has nothing left to run, not at each turn's end. A worker no
+// turn has delivered to (adopted history) is reported as before.
+func TestNotifyParentWaitsForQueuedMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		delivered int64
+		want      int
+	}{
+		{"a message sent during the turn waits for the next", 1, 0},
+		{"every message taken", 3, 1},
+		{"nothing delivered by a turn yet", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: tc.delivered}
+			user, answer := castv1.MessageKind_MESSAGE_KIND_USER, castv1.MessageKind_MESSAGE_KIND_ASSISTANT
+			if msgs := parentHears(t, ts, user, answer, user); len(msgs) != tc.want {
+				t.Fatalf("the parent heard %d times, want %d", len(msgs), tc.want)
+			}
+		})
+	}
 }
