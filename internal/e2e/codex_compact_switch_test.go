@@ -28,12 +28,7 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	r.fake.Enqueue(fakemodel.Reply{Shell: "echo compacting", InputTokens: 1_000_000})
 	seq = r.send(id, dmsg(m(3)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	var summaries []string
-	for _, msg := range r.messages(id) {
-		if msg.NoticeType == "compaction_summary" {
-			summaries = append(summaries, msg.Text)
-		}
-	}
+	summaries := r.summaries(id)
 	if len(summaries) != 1 {
 		t.Fatalf("%d compaction summaries stored, want 1 (Codex did not compact)", len(summaries))
 	}
@@ -47,6 +42,17 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	seq = r.send(id, dmsg(m(4)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	r.eachHoldsAll(t, id, m, 5, "claude", "codex")
+}
+
+// summaries are the texts of the session's compaction summary notices.
+func (r *turnRig) summaries(id string) []string {
+	var out []string
+	for _, msg := range r.messages(id) {
+		if msg.NoticeType == "compaction_summary" {
+			out = append(out, msg.Text)
+		}
+	}
+	return out
 }
 
 // eachHoldsAll has the session run a turn on each agent in turn (switched

@@ -13,7 +13,8 @@ import (
 // history in the middle of a turn (the model reports a prompt past half
 // its window): it writes the session anew as a summary of the older
 // entries and the newest ones. The turn's tool call, result and answer
-// are synced once, and the session is not taken for one that lost its
+// are synced once, so is the summary (holding the prompt Gemini kept
+// verbatim after it), and the session is not taken for one that lost its
 // history (it was rebuilt before the next turn, with all of the history
 // again, which Gemini compressed again).
 func TestGeminiCompressesMidTurn(t *testing.T) {
@@ -58,9 +59,27 @@ func TestGeminiCompressesMidTurn(t *testing.T) {
 	if summaries != 1 {
 		t.Fatalf("%d compaction summaries in the session, want 1", summaries)
 	}
+	// The summary is emitted once (before the answer, whenever the poll
+	// that read it was), holding the prompt Gemini kept after it, which
+	// the store holds before it.
+	var rest []emitted
+	var emittedSummaries []string
+	for _, e := range got {
+		if e.msg.Kind == transcript.KindNotice && e.msg.NoticeType == transcript.NoticeCompactionSummary {
+			emittedSummaries = append(emittedSummaries, e.msg.Text)
+			continue
+		}
+		rest = append(rest, e)
+	}
+	if len(emittedSummaries) != 1 || !strings.Contains(emittedSummaries[0], turn.Prompt) {
+		t.Fatalf("emitted summaries %q, want one holding the kept prompt %q", emittedSummaries, turn.Prompt)
+	}
+	if got[len(got)-1].msg.Kind != transcript.KindAssistant {
+		t.Fatalf("the turn's answer is not emitted last: %v", kinds(got))
+	}
 	want := []transcript.Kind{transcript.KindToolCall, transcript.KindToolResult, transcript.KindAssistant}
-	if k := kinds(got); !equalKinds(k, want) {
-		t.Fatalf("emitted %v, want %v", k, want)
+	if k := kinds(rest); !equalKinds(k, want) {
+		t.Fatalf("emitted %v, want %v and the summary", k, want)
 	}
 	if res.NativeLost || !res.PromptSeen {
 		t.Fatalf("native lost %v, prompt seen %v; want false, true", res.NativeLost, res.PromptSeen)

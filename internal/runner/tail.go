@@ -284,6 +284,9 @@ func (tl *tailer) feed(msgs []transcript.Message, final bool, out func(transcrip
 	if !ok {
 		start, prompt = tl.afterLostHistory(msgs, fps), -1
 	}
+	if at := tl.squeezed(msgs, fps, start); at >= 0 {
+		out(summary(msgs, at, start))
+	}
 	i := start
 	for ; i < len(msgs); i++ {
 		m := msgs[i]
@@ -520,7 +523,7 @@ func (tl *tailer) knownSet() map[string]bool {
 // to what is new than the accounted: history the CLI held is gone, unless
 // it put a summary of it in its place (squeezed).
 func (tl *tailer) lose(msgs []transcript.Message, fps []string, start int) {
-	if tl.squeezed(msgs, fps, start) {
+	if tl.squeezed(msgs, fps, start) >= 0 {
 		tl.logf("runner: %s was compacted (%d accounted, %d entries now, a summary in place of the rest)", tl.path, len(tl.known), len(msgs))
 		return
 	}
@@ -530,24 +533,44 @@ func (tl *tailer) lose(msgs []transcript.Message, fps []string, start int) {
 	tl.lost = true
 }
 
-// squeezed reports whether msgs holds before start a compaction summary
-// no accounted read held: the CLI put it in place of the entries it
+// squeezed is where msgs holds before start the newest compaction summary
+// no accounted read held, or -1: the CLI put it in place of the entries it
 // dropped (Gemini compressing a long history), so its session is whole for
 // it. Rebuilt from the neutral copy, it held all of the history again,
 // which the CLI compressed again, at every turn after.
-func (tl *tailer) squeezed(msgs []transcript.Message, fps []string, start int) bool {
+func (tl *tailer) squeezed(msgs []transcript.Message, fps []string, start int) int {
 	var known map[string]bool
-	for i := range min(start, len(msgs)) {
+	for i := min(start, len(msgs)) - 1; i >= 0; i-- {
 		m := &msgs[i]
 		if m.Kind != transcript.KindNotice || m.NoticeType != transcript.NoticeCompactionSummary || strings.TrimSpace(m.Text) == "" {
 			continue
+		}
+		if i < len(tl.known) && tl.known[i] == fps[i] {
+			continue // accounted in place: a read that only added entries
 		}
 		if known == nil {
 			known = tl.knownSet()
 		}
 		if !known[fps[i]] {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// summary is the compaction summary at msgs[at], before start (squeezed),
+// as the neutral copy stores it: holding the user's messages the CLI kept
+// after it (Gemini keeps the newest entries verbatim), which the copy
+// already holds before it (transcript.WithKept). Nothing else stores it:
+// the entries before start are accounted, never emitted.
+func summary(msgs []transcript.Message, at, start int) transcript.Message {
+	m := msgs[at]
+	var kept []string
+	for _, k := range msgs[at+1 : start] {
+		if k.Kind == transcript.KindUser && strings.TrimSpace(k.Text) != "" {
+			kept = append(kept, k.Text)
+		}
+	}
+	m.Text = transcript.WithKept(m.Text, kept)
+	return m
 }

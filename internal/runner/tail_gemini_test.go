@@ -190,25 +190,64 @@ func TestTailerGeminiSqueezeDropsPromptAndSeenEntries(t *testing.T) {
 // rebuilt from the neutral copy before the next turn, with all of the
 // history again, which Gemini compressed again, at every turn after. A
 // session rewritten down to the turn's own entries with no summary still
-// lost its history.
+// lost its history. The summary is emitted once, before the turn's
+// entries, holding the user's messages Gemini kept after it: they are
+// before it in the neutral copy, and a switch's rebuild starts at the
+// summary (transcript.SinceCompaction). Nothing else stored it, and a
+// switch away after a compression sent the whole history.
 func TestTailerGeminiCompressedHistoryIsNotLost(t *testing.T) {
+	const snapshot = "<state_snapshot>the user asked q0 and q1; ran ls</state_snapshot>"
 	history := []string{gUser("u0", "q0"), gAnswer("a0", "r0"), gUser("u9", "q9"), gAnswer("a9", "r9"), gUser("u1", "q1"), gTool("g0", "c0", "zero", false), gAnswer("a1", "r1")}
-	summary := []string{gUser("s", "<state_snapshot>the user asked q0 and q1; ran ls</state_snapshot>"),
+	summary := []string{gUser("s", snapshot),
 		`{"id":"k","type":"gemini","content":[{"text":"Got it. Thanks for the additional context!"}]}`}
 	turn := []string{gUser("p", "do it"), gTool("g1", "c1", "one", false), gAnswer("x", "answer")}
 	for _, tc := range []struct {
 		name string
 		kept []string // what the rewrite keeps before the turn
 		lost bool
+		text string // the summary as emitted, "" for none
 	}{
-		{"a summary and the newest entries", append(append([]string(nil), summary...), gUser("u1", "q1"), gTool("g0", "c0", "zero", true), gAnswer("a1", "r1")), false},
-		{"a summary only", summary, false},
-		{"nothing", nil, true},
+		{"a summary and the newest entries", append(append([]string(nil), summary...), gUser("u1", "q1"), gTool("g0", "c0", "zero", true), gAnswer("a1", "r1")), false,
+			transcript.WithKept(snapshot, []string{"q1"})},
+		{"a summary only", summary, false, snapshot},
+		{"nothing", nil, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "session-1.jsonl")
+			write := func(recs []string) {
+				if err := os.WriteFile(path, []byte(gFile(recs...)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(history)
+			tl := &tailer{reader: gemini.Reader{}, path: path, prompt: "do it", logf: t.Logf}
+			tl.baseline()
+			var got, summaries []string
+			emit := func(m transcript.Message) {
+				got = append(got, m.NativeID)
+				if m.NoticeType == transcript.NoticeCompactionSummary {
+					summaries = append(summaries, m.Text)
+				}
+			}
 			rewritten := append(append([]string(nil), history...), gSet(tc.kept...))
-			tl, got := tailGemini(t, "do it", history, append(rewritten, turn...))
-			eq(t, got, "g1#call:c1", "g1#result:c1", "x#text")
+			// The rewrite is read mid-turn, then again with the turn's
+			// entries: the summary is emitted once.
+			write(append(rewritten, turn[:2]...))
+			if !tl.poll(false, emit) {
+				t.Fatal("the session did not read")
+			}
+			write(append(rewritten, turn...))
+			if !tl.poll(true, emit) {
+				t.Fatal("the session did not read")
+			}
+			want := []string{"g1#call:c1", "g1#result:c1", "x#text"}
+			if tc.text != "" {
+				want = append([]string{"s"}, want...)
+			}
+			eq(t, got, want...)
+			if tc.text != "" && (len(summaries) != 1 || summaries[0] != tc.text) {
+				t.Fatalf("summaries emitted %q, want %q", summaries, tc.text)
+			}
 			if tl.lost != tc.lost {
 				t.Fatalf("lost %v, want %v", tl.lost, tc.lost)
 			}

@@ -44,3 +44,20 @@ func SinceCompaction(msgs []Message) []Message {
 	}
 	return msgs
 }
+
+// keptHeader introduces, in a compaction summary notice, the user's
+// messages the CLI kept verbatim beside its summary.
+const keptHeader = "The user's messages before this summary, kept with it:"
+
+// WithKept is a compaction summary's notice text holding the user's
+// messages the CLI kept verbatim beside it (Codex's replacement history,
+// the newest entries Gemini keeps after its summary), which the summary
+// does not restate. They are before the notice in the neutral copy, and a
+// rebuild starts at the notice (SinceCompaction): without them in it, a
+// switch after the compaction lost them.
+func WithKept(summary string, kept []string) string {
+	if len(kept) == 0 {
+		return summary
+	}
+	return summary + "\n\n" + keptHeader + "\n\n" + strings.Join(kept, "\n\n")
+}

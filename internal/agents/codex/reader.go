@@ -230,22 +230,13 @@ func (st lineState) compacted(env envelope, ts time.Time) []candidate {
 		return nil
 	}
 	m := st.msg(transcript.KindNotice, ts)
-	m.NoticeType, m.Text = transcript.NoticeCompactionSummary, c.Message
-	if kept := st.keptUserTexts(c); len(kept) > 0 {
-		m.Text += "\n\n" + keptHeader + "\n\n" + strings.Join(kept, "\n\n")
-	}
+	m.NoticeType, m.Text = transcript.NoticeCompactionSummary, transcript.WithKept(c.Message, st.keptUserTexts(c))
 	return []candidate{{msg: m, summary: c.Message}}
 }
 
-// keptHeader introduces, in a compaction summary notice, the user's
-// messages Codex kept verbatim beside its summary.
-const keptHeader = "The user's messages before this summary, kept with it:"
-
 // keptUserTexts are the user's messages in c's replacement history, but
-// for the summary itself. Codex's summary does not restate them (it goes
-// on with them beside it), and a rebuild holds nothing before the summary
-// (transcript.SinceCompaction): without them in the notice, a switch
-// after a compaction lost them.
+// for the summary itself: Codex goes on with them beside its summary,
+// which does not restate them (transcript.WithKept).
 func (st lineState) keptUserTexts(c compacted) []string {
 	var kept []string
 	for _, raw := range c.ReplacementHistory {
