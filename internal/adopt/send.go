@@ -3,6 +3,7 @@ package adopt
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -145,13 +146,59 @@ func (s *batcher) done() (int, error) {
 // occurrences kept; from, those before msgs), each given its client id.
 func unsent(sent, from map[string]int, msgs []transcript.Message) []transcript.Message {
 	u := fresh{sent: sent, seen: from}
+	var k keptAfter
 	var out []transcript.Message
-	for _, m := range msgs {
-		if u.take(&m) {
-			out = append(out, m)
-		}
+	add := func(m transcript.Message) error {
+		out = append(out, m)
+		return nil
 	}
+	for _, m := range msgs {
+		isNew := u.take(&m)
+		_ = k.next(m, isNew, add)
+	}
+	_ = k.flush(add)
 	return out
+}
+
+// keptAfter holds a compaction summary not kept yet until the next
+// message not kept yet, or the file's end: the user's messages kept
+// already between them are ones the CLI kept verbatim after its summary
+// (Gemini writes its session anew as the summary and the newest
+// entries). The session holds them before the notice and a rebuild
+// starts at the notice, so the notice holds them (transcript.WithKept).
+type keptAfter struct {
+	held *transcript.Message
+	kept []string
+}
+
+// next hands m to out when it is not kept yet (isNew), after the summary
+// held.
+func (k *keptAfter) next(m transcript.Message, isNew bool, out func(transcript.Message) error) error {
+	if !isNew {
+		if k.held != nil && m.Kind == transcript.KindUser && strings.TrimSpace(m.Text) != "" {
+			k.kept = append(k.kept, m.Text)
+		}
+		return nil
+	}
+	if err := k.flush(out); err != nil {
+		return err
+	}
+	if m.Kind == transcript.KindNotice && m.NoticeType == transcript.NoticeCompactionSummary {
+		k.held = &m
+		return nil
+	}
+	return out(m)
+}
+
+// flush hands out the summary held.
+func (k *keptAfter) flush(out func(transcript.Message) error) error {
+	if k.held == nil {
+		return nil
+	}
+	m := *k.held
+	m.Text = transcript.WithKept(m.Text, k.kept)
+	k.held, k.kept = nil, nil
+	return out(m)
 }
 
 // fresh tells the messages not kept yet among a file's, read in order:

@@ -102,12 +102,14 @@ func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileSta
 	}
 	s := f.sender(ctx, agent, o, st, name, history)
 	u := fresh{sent: maps.Clone(st.Sent), seen: map[string]int{}} // a whole file counts occurrences from its start
+	var k keptAfter
 	err := c.each(c.size(), func(m transcript.Message) error {
-		if !u.take(&m) {
-			return nil
-		}
-		return s.add(m)
+		isNew := u.take(&m)
+		return k.next(m, isNew, s.add)
 	})
+	if err == nil {
+		err = k.flush(s.add)
+	}
 	if err != nil {
 		return s.sent, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/adopt"
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/transcript"
 )
 
 const geminiID = "8e7d6c5b-0000-4281-b7c6-d5e4f3a2b1c0"
@@ -217,4 +218,30 @@ func TestFollowGeminiHoldsABatchNotTheFile(t *testing.T) {
 	if grew > limit {
 		t.Fatalf("the live heap grew by %d MiB while sending a %d MiB file: the follower holds the file or its messages", grew>>20, fi.Size()>>20)
 	}
+}
+
+// Gemini CLI compresses a long history: it writes its session anew as a
+// summary (a user record it answers itself with "Got it. Thanks for the
+// additional context!") and the newest entries, which the adopted session
+// holds already. The summary is sent once, as the compaction summary
+// notice, holding the user's messages Gemini kept after it: the session
+// holds them before the notice, and a switch's rebuild starts at the
+// notice (transcript.SinceCompaction), so without them there a switch
+// after the compression lost them.
+func TestFollowGeminiCompression(t *testing.T) {
+	const snapshot = "<state_snapshot>q0 and a0</state_snapshot>"
+	r := newGeminiRig(t)
+	history := geminiLine(0, "q0") + geminiLine(1, "a0") + geminiLine(2, "q2") + geminiLine(3, "a2")
+	r.write(geminiHead("a"), history)
+	want(t, "import", r.scan(), "q0", "a0", "q2", "a2")
+	set := func(lines ...string) string {
+		return `{"$set":{"messages":[` + strings.TrimSuffix(strings.Join(lines, ","), "\n") + `]}}` + "\n"
+	}
+	summary, _ := json.Marshal(snapshot)
+	r.write(geminiHead("b"), history, set(`{"id":"s","type":"user","content":[{"text":`+string(summary)+`}]}`,
+		`{"id":"k","type":"gemini","content":[{"text":"Got it. Thanks for the additional context!"}]}`,
+		strings.TrimSuffix(geminiLine(2, "q2"), "\n"), strings.TrimSuffix(geminiLine(3, "a2"), "\n")), geminiLine(4, "q4"))
+	want(t, "compressed", r.scan(), transcript.WithKept(snapshot, []string{"q2"}), "q4")
+	r.append(geminiLine(5, "a4"))
+	want(t, "after", r.scan(), "a4")
 }
