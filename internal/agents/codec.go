@@ -21,8 +21,8 @@ type Codec struct {
 var codecs = map[string]Codec{}
 
 // RegisterCodec makes c the codec of the registered agent name; agent
-// packages call it from init. It panics on an unknown name or a second
-// codec.
+// packages without a driver call it from init (Register takes a driver's
+// codec with it). It panics on an unknown name or a second codec.
 func RegisterCodec(name string, c Codec) { register(codecs, "codec", name, c) }
 
 // ReaderFor is the native reader of agent.

@@ -19,18 +19,25 @@ import (
 // (Register) when it is linked; the runner, node and CLI ask the driver
 // and never branch on an agent's name.
 type Driver interface {
-	// Reader reads the agent's native transcript.
-	Reader() Reader
 	// FindSession is the native transcript of session id under home, the
 	// agent's own folder ("" when there is none).
 	FindSession(home, id string) string
 	// SessionID is the native id the transcript at path belongs to (""
 	// when it does not say).
 	SessionID(path string) string
-	// Prompt is the prompt as the CLI must get it (escapes its own
-	// command syntax).
+}
+
+// PromptEscaper is a Driver whose CLI takes some prompts as its own
+// command syntax (Gemini's "/" and "?"): Prompt is the prompt as the CLI
+// must get it. Other CLIs get the prompt as it is.
+type PromptEscaper interface {
 	Prompt(prompt string) string
-	// Stdout reads one JSON line of the CLI's headless stdout.
+}
+
+// StdoutReader is a Driver whose CLI says something on its headless
+// stdout (a session id, an error, a usage window, streamed output):
+// Stdout reads one JSON line of it. Other CLIs' stdout is not read.
+type StdoutReader interface {
 	Stdout(line []byte) Event
 }
 
@@ -98,9 +105,14 @@ var (
 	drivers   = map[string]Driver{}
 )
 
-// Register makes d the driver of the registered agent name; agent packages
-// call it from init. It panics on an unknown name or a second driver.
-func Register(name string, d Driver) { register(drivers, "driver", name, d) }
+// Register makes d the driver and c the codec of the registered agent
+// name (a driven agent's transcript is read with its codec's Reader);
+// agent packages call it from init. It panics on an unknown name or a
+// second driver or codec.
+func Register(name string, d Driver, c Codec) {
+	register(drivers, "driver", name, d)
+	RegisterCodec(name, c)
+}
 
 // register adds v to m under the registered agent name, once.
 func register[T any](m map[string]T, kind, name string, v T) {

@@ -90,7 +90,13 @@ func newDriver(a agents.Agent, t Turn, logf func(string, ...any)) (*driver, erro
 	if !d.fresh && !d.fork && d.id == "" && d.path == "" {
 		return nil, &Error{Reason: ReasonNoSession, Detail: "no native id or path to resume"}
 	}
-	d.tail = &tailer{reader: ad.Reader(), prompt: t.Prompt, logf: logf}
+	// A driver is registered with its codec (agents.Register): this
+	// cannot fail for an agent that has a driver.
+	r, err := agents.ReaderFor(a.Name)
+	if err != nil {
+		return nil, &Error{Reason: ReasonUnsupported, Detail: err.Error()}
+	}
+	d.tail = &tailer{reader: r, prompt: t.Prompt, logf: logf}
 	if tp, ok := ad.(agents.TailParser); ok {
 		d.tail.parse = tp.ParseTail
 	}
@@ -261,7 +267,11 @@ func (d *driver) stdoutLine(line []byte, out func(transcript.Message)) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
-	ev := d.ad.Stdout(line)
+	sr, ok := d.ad.(agents.StdoutReader)
+	if !ok {
+		return
+	}
+	ev := sr.Stdout(line)
 	d.mu.Lock()
 	if ev.SessionID != "" && d.id == "" {
 		d.id = ev.SessionID
@@ -329,10 +339,13 @@ func (d *driver) stdin() (string, bool) {
 }
 
 // prompt is the prompt as the CLI gets it: with the agent's own escapes
-// (agents.Driver.Prompt) and, in argv (agents that cannot read stdin), a
+// (agents.PromptEscaper) and, in argv (agents that cannot read stdin), a
 // leading space before a leading "-", which would be parsed as a flag.
 func (d *driver) prompt() string {
-	p := d.ad.Prompt(d.t.Prompt)
+	p := d.t.Prompt
+	if e, ok := d.ad.(agents.PromptEscaper); ok {
+		p = e.Prompt(p)
+	}
 	if !d.a.Commands.PromptStdin && strings.HasPrefix(p, "-") {
 		p = " " + p
 	}

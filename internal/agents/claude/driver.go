@@ -14,14 +14,11 @@ import (
 )
 
 func init() {
-	agents.Register("claude", Driver{})
-	agents.RegisterCodec("claude", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+	agents.Register("claude", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
 }
 
 // Driver runs Claude Code headless (agents.Driver).
 type Driver struct{}
-
-func (Driver) Reader() agents.Reader { return Reader{} }
 
 func (Driver) FindSession(home, id string) string {
 	if id == "" {
@@ -34,8 +31,6 @@ func (Driver) FindSession(home, id string) string {
 func (Driver) SessionID(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), ".jsonl")
 }
-
-func (Driver) Prompt(p string) string { return p }
 
 // ParseTail parses appended records: a suffix's first record points at a
 // parent before it, and the Reader then keeps the records in file order,

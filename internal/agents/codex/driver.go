@@ -18,14 +18,11 @@ import (
 )
 
 func init() {
-	agents.Register("codex", Driver{})
-	agents.RegisterCodec("codex", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+	agents.Register("codex", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
 }
 
 // Driver runs Codex headless (agents.Driver).
 type Driver struct{}
-
-func (Driver) Reader() agents.Reader { return Reader{} }
 
 func (Driver) FindSession(home, id string) string {
 	if id == "" {
@@ -55,8 +52,6 @@ func (Driver) SessionID(path string) string {
 	}
 	return id
 }
-
-func (Driver) Prompt(p string) string { return p }
 
 // ParseTail parses appended rollout lines, numbering their "line:N"
 // NativeIDs as a read of the whole file would.

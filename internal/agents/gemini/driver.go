@@ -11,15 +11,12 @@ import (
 )
 
 func init() {
-	agents.Register("gemini", Driver{})
-	agents.RegisterCodec("gemini", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+	agents.Register("gemini", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
 }
 
 // Driver runs Gemini CLI headless (agents.Driver). Gemini rewrites and
 // upserts records, so its transcript is always read whole (no ParseTail).
 type Driver struct{}
-
-func (Driver) Reader() agents.Reader { return Reader{} }
 
 // FindSession picks the conversation file among gemini's files for an id:
 // the one naming the session whose decoded history is longest (a resume
@@ -79,8 +76,6 @@ func (Driver) SessionID(path string) string { return agents.HeaderField(path, "s
 // a command, from stdin too, and drops as user text on resume (its Reader
 // takes the escape off again).
 func (Driver) Prompt(p string) string { return Escape(p) }
-
-func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }
 
 // SessionFiles: each project's chats, then the subagents' runs, which
 // Gemini keeps in a folder named after the session that invoked them

@@ -13,8 +13,7 @@ import (
 )
 
 func init() {
-	agents.Register("opencode", Driver{})
-	agents.RegisterCodec("opencode", agents.Codec{Reader: Reader{}, NewWriter: newWriter})
+	agents.Register("opencode", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: newWriter})
 }
 
 // newWriter is the writer loading sessions with the opencode CLI bin
@@ -39,14 +38,10 @@ func newWriter(bin string, env []string) (agents.Writer, error) {
 // export`.
 type Driver struct{}
 
-func (Driver) Reader() agents.Reader { return Reader{} }
-
 // FindSession: there is no file per session, only the store.
 func (Driver) FindSession(string, string) string { return "" }
 
 func (Driver) SessionID(string) string { return "" }
-
-func (Driver) Prompt(p string) string { return p }
 
 func (Driver) StorePath(home string) string { return DBPath(home) }
 

@@ -11,14 +11,11 @@ import (
 )
 
 func init() {
-	agents.Register("pi", Driver{})
-	agents.RegisterCodec("pi", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
+	agents.Register("pi", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
 }
 
 // Driver runs pi headless (agents.Driver).
 type Driver struct{}
-
-func (Driver) Reader() agents.Reader { return Reader{} }
 
 func (Driver) FindSession(home, id string) string {
 	if id == "" {
@@ -38,10 +35,6 @@ func (Driver) FindSession(home, id string) string {
 
 // SessionID: pi puts its own id in the header.
 func (Driver) SessionID(path string) string { return agents.HeaderField(path, "id") }
-
-func (Driver) Prompt(p string) string { return p }
-
-func (Driver) Stdout([]byte) agents.Event { return agents.Event{} }
 
 // ParseTail parses appended entries; the chain stops at the old leaf.
 func (Driver) ParseTail(b []byte, _ int) ([]transcript.Message, error) {
