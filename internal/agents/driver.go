@@ -185,6 +185,15 @@ func HeaderField(path, field string) string {
 	return s
 }
 
+// ReadJSON fills v from the JSON file at path, one of a CLI's own files (a
+// login, settings, a subagent's meta file): false when the file is missing
+// or not JSON. v may then be partly filled; a caller that must not take
+// half a file tests the result.
+func ReadJSON(path string, v any) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
+
 // SessionTidier is a Driver whose CLI leaves stray files for a session it
 // resumed that its own start-up cleanup, run by any later session in the
 // same project, takes for broken: Gemini's resume in a new minute writes a

@@ -1,8 +1,6 @@
 package claude
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -27,7 +25,7 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 			Scopes  []string `json:"scopes"`
 		} `json:"claudeAiOauth"`
 	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) == nil &&
+	if agents.ReadJSON(path, &c) &&
 		(c.OAuth.Access != "" || c.OAuth.Refresh != "") && slices.Contains(c.OAuth.Scopes, "user:inference") {
 		return "logged in (" + path + ")", true
 	}

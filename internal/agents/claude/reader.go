@@ -119,7 +119,7 @@ func (Reader) ReadSubagent(path string) (agents.Subagent, bool, error) {
 	var meta struct {
 		ToolUseID string `json:"toolUseId"`
 	}
-	if data, err := os.ReadFile(strings.TrimSuffix(path, ".jsonl") + ".meta.json"); err == nil && json.Unmarshal(data, &meta) == nil {
+	if agents.ReadJSON(strings.TrimSuffix(path, ".jsonl")+".meta.json", &meta) {
 		s.CallID = meta.ToolUseID
 	}
 	return s, true, nil

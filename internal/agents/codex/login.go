@@ -32,7 +32,7 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 		Key    *string         `json:"OPENAI_API_KEY"`
 		Tokens json.RawMessage `json:"tokens"`
 	}
-	if b, err := os.ReadFile(auth); err == nil && json.Unmarshal(b, &a) == nil &&
+	if agents.ReadJSON(auth, &a) &&
 		((a.Key != nil && *a.Key != "") || (len(a.Tokens) > 0 && string(a.Tokens) != "null")) {
 		return "logged in (" + auth + ")", true
 	}

@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,9 +100,7 @@ type settings struct {
 // JSON; gemini itself would refuse a broken one).
 func readSettings(dir string) settings {
 	var s settings
-	if b, err := os.ReadFile(filepath.Join(dir, "settings.json")); err == nil {
-		_ = json.Unmarshal(b, &s)
-	}
+	agents.ReadJSON(filepath.Join(dir, "settings.json"), &s)
 	return s
 }
 

@@ -1,9 +1,7 @@
 package pi
 
 import (
-	"encoding/json"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -26,7 +24,7 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 		Access  string `json:"access"`
 		Refresh string `json:"refresh"`
 	}
-	readJSON(auth, &creds)
+	agents.ReadJSON(auth, &creds)
 	for _, p := range slices.Sorted(maps.Keys(creds)) {
 		c := creds[p]
 		if (c.Type == "api_key" && agents.NamedKey(c.Key, env)) || (c.Type == "oauth" && (c.Access != "" || c.Refresh != "")) {
@@ -39,7 +37,7 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 			APIKey string `json:"apiKey"`
 		} `json:"providers"`
 	}
-	readJSON(models, &cfg)
+	agents.ReadJSON(models, &cfg)
 	for _, p := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		if agents.NamedKey(cfg.Providers[p].APIKey, env) {
 			return "key named in " + models + " (provider " + p + ")", true
@@ -52,12 +50,4 @@ func findLogin(l agents.Login, dir string, env []string) (string, bool) {
 		return "", false
 	}
 	return "auth.json and models.json hold no usable key", false
-}
-
-// readJSON fills v from the file at p, leaving it zero when the file is
-// missing or not JSON.
-func readJSON(p string, v any) {
-	if b, err := os.ReadFile(p); err == nil {
-		_ = json.Unmarshal(b, v)
-	}
 }
