@@ -3,6 +3,7 @@ package codex
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,7 +213,7 @@ func (st lineState) record(env envelope, ts time.Time) []candidate {
 		return st.compacted(env, ts)
 	default:
 		if !bookkeeping[env.Type] {
-			st.p.skip(orDefault(env.Type, "untyped") + " record")
+			st.p.skip(cmp.Or(env.Type, "untyped") + " record")
 		}
 	}
 	return nil
@@ -263,7 +264,7 @@ func (st lineState) decodeItem(raw []byte) (it item, ok bool) {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(raw, &typed)
-	st.p.skip(undecoded(orDefault(typed.Type, "untyped") + " item"))
+	st.p.skip(undecoded(cmp.Or(typed.Type, "untyped") + " item"))
 	return item{}, false
 }
 
@@ -365,16 +366,16 @@ func (st lineState) fromItem(it item, ts time.Time) []candidate {
 		cs := st.call(id, "web_search", string(it.Action), ts)
 		r := st.msg(transcript.KindToolResult, ts)
 		r.NativeID += "#result"
-		r.ToolResult = &transcript.ToolResult{CallID: id, Output: "web search " + orDefault(it.Status, "completed")}
+		r.ToolResult = &transcript.ToolResult{CallID: id, Output: "web search " + cmp.Or(it.Status, "completed")}
 		return append(cs, candidate{msg: r})
 	}
-	st.p.skip(orDefault(it.Type, "untyped") + " item")
+	st.p.skip(cmp.Or(it.Type, "untyped") + " item")
 	return nil
 }
 
 func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 	if !textShaped(it.Content) {
-		st.p.skip(undecoded(orDefault(it.Role, "roleless") + " message"))
+		st.p.skip(undecoded(cmp.Or(it.Role, "roleless") + " message"))
 		return nil
 	}
 	text := textOf(it.Content)
@@ -406,7 +407,7 @@ func (st lineState) fromMessage(it item, ts time.Time) []candidate {
 			return []candidate{{msg: m}}
 		}
 	default:
-		st.p.skip(orDefault(it.Role, "roleless") + " message")
+		st.p.skip(cmp.Or(it.Role, "roleless") + " message")
 	}
 	return nil
 }
@@ -420,11 +421,4 @@ func (st lineState) call(id, name, input string, ts time.Time) []candidate {
 	m := st.msg(transcript.KindToolCall, ts)
 	m.ToolCall = &transcript.ToolCall{ID: id, Name: name, Input: input}
 	return []candidate{{msg: m}}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

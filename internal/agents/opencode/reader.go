@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -205,7 +206,7 @@ func (r *partReader) add(base transcript.Message, part Part) {
 		r.tool(base, part)
 	default:
 		if !bookkeepingParts[part.Type] {
-			r.p.skip(orUntyped(part.Type) + " part")
+			r.p.skip(cmp.Or(part.Type, "untyped") + " part")
 		}
 	}
 }
@@ -286,13 +287,6 @@ func attachmentKind(a Part) string {
 		return "image attachment of a tool result"
 	}
 	return "file attachment of a tool result"
-}
-
-func orUntyped(s string) string {
-	if s == "" {
-		return "untyped"
-	}
-	return s
 }
 
 func textMessage(base transcript.Message, role string, part Part, model string, summary bool) transcript.Message {

@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -104,7 +105,7 @@ func parseRows(data []byte) (Parsed, bool) {
 			}
 			msgs = append(msgs, m)
 		default:
-			p.skip(orUntyped(rl.Table) + " row")
+			p.skip(cmp.Or(rl.Table, "untyped") + " row")
 		}
 	}
 	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
@@ -138,7 +139,7 @@ func rowMessages(m messageRow, streaming bool, skip func(kind string)) []transcr
 		return stepMessages(m, base, streaming, skip)
 	default:
 		if !quietRows[m.Type] {
-			skip(orUntyped(m.Type) + " message row")
+			skip(cmp.Or(m.Type, "untyped") + " message row")
 		}
 		return nil
 	}
@@ -176,7 +177,7 @@ func stepMessages(m messageRow, base transcript.Message, streaming bool, skip fu
 				results = append(results, *res)
 			}
 		default:
-			skip(orUntyped(c.Type) + " content")
+			skip(cmp.Or(c.Type, "untyped") + " content")
 		}
 	}
 	return append(out, results...)
