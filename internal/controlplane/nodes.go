@@ -94,6 +94,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		validate.Check(validate.Reason, "state_reason", req.StateReason),
 		validate.Check(validate.Name, "fleet_account", req.FleetAccount),
 		validate.Check(validate.Cwd, "cwd", req.Cwd),
+		validate.Check(validate.Name, "agent", req.Agent),
 	); err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (h *nodeService) ReportTurn(ctx context.Context, req *castv1.ReportTurnRequ
 		SessionID: req.SessionId,
 		Guard:     fence.Guard{Node: req.Node, Token: req.OwnerToken},
 		State: fence.TurnState{State: req.State, Reason: req.StateReason, ExitCode: req.ExitCode,
-			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted, Abandoned: req.Abandoned, HeldSeq: req.HeldSeq},
+			DeliveredSeq: req.DeliveredSeq, Cwd: req.Cwd, Interrupted: req.Interrupted, Abandoned: req.Abandoned, HeldSeq: req.HeldSeq, Agent: req.Agent},
 		FleetAccount: req.FleetAccount,
 		Usage:        req.Usage,
 	})

@@ -174,10 +174,16 @@ func newFleetRig(t *testing.T, cooldown time.Duration, nodeEnv ...string) (*turn
 // newFleetRigWith is newFleetRig with cb changing the control plane's
 // config (its fleet sweeps every 300ms).
 func newFleetRigWith(t *testing.T, cb func(*controlplane.Config), nodeEnv ...string) (*turnRig, cli, string) {
+	return newFleetRigAgents(t, cb, []string{"claude"}, nodeEnv...)
+}
+
+// newFleetRigAgents is newFleetRigWith with the node running agentNames
+// (claude among them; only claude reads the fleet's store).
+func newFleetRigAgents(t *testing.T, cb func(*controlplane.Config), agentNames []string, nodeEnv ...string) (*turnRig, cli, string) {
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) {
 		c.Fleet.Sweep = 300 * time.Millisecond
 		cb(c)
-	}, "claude")
+	}, agentNames...)
 	editAgentSetup(t, r, "claude", func(setup map[string]any) {
 		var env []string
 		for _, kv := range setup["env"].([]any) {

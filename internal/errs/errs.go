@@ -32,6 +32,7 @@ const (
 	ReasonNotFound         = "NOT_FOUND"
 	ReasonNotOwner         = "NOT_OWNER"
 	ReasonSessionFenced    = "SESSION_FENCED"
+	ReasonAgentSwitched    = "AGENT_SWITCHED"   // a turn starting on an agent the session was switched away from
 	ReasonRefreshInDoubt   = "REFRESH_IN_DOUBT" // another node's token refresh is in flight or was cut off
 	ReasonMessageTooLarge  = "MESSAGE_TOO_LARGE"
 	ReasonStoreQuota       = "STORE_QUOTA_EXCEEDED"

@@ -70,6 +70,10 @@ type TurnState struct {
 	// parked turn's also for the next fleet credential
 	// (castv1.Session.HeldSeq).
 	HeldSeq int64
+	// Agent, on RUNNING, is the agent the starting turn runs; the store
+	// refuses the start when the session now runs another (a switch
+	// recorded first: ReasonAgentSwitched). "": not checked (older nodes).
+	Agent string
 }
 
 // Holds reports whether a turn that ended in state may keep its messages

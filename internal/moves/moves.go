@@ -66,7 +66,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 	if err != nil {
 		return nil, err
 	}
-	changeAgent := to != sess.Agent
+	changeAgent, sent := to != sess.Agent, false
 	if changeAgent {
 		why, err := canSwitchTo(ctx, st, sess, to)
 		if err != nil {
@@ -76,20 +76,31 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node},
 				"A switch to "+target.DisplayName, why)
 		}
-		if err := interruptTurn(ctx, st, sess); err != nil {
+		if sent, err = interruptTurn(ctx, st, sess); err != nil {
 			return nil, err
 		}
 	}
 	old := sess
+	startedSince := false
 	updated, err := st.UpdateSession(ctx, sess.Id, func(s *castv1.Session) error {
 		if err := archive.Sendable(s); err != nil { // archived meanwhile
 			return err
 		}
+		// A turn whose start the store recorded after the read above
+		// (a parked turn a fleet credential woke) runs the old agent:
+		// it is stopped too. One that starts after this write is
+		// refused (store.SetState: AGENT_SWITCHED).
+		startedSince = changeAgent && fence.TurnInFlight(s)
 		switched(s, r, to, changeAgent)
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if startedSince && !sent {
+		if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
+			return nil, err
+		}
 	}
 	if sess.LastSeq > 0 || changeAgent {
 		notice := divider(old, updated, changeAgent)
@@ -148,16 +159,16 @@ func canSwitchTo(ctx context.Context, st Store, sess *castv1.Session, to string)
 	return canaryFailure(ctx, st, sess.Node, to, needFor(false, false))
 }
 
-// interruptTurn interrupts sess's running turn, if it has one: the old
-// agent's turn must not keep writing after the switch. An idle session
+// interruptTurn interrupts sess's running turn, if it has one (sent): the
+// old agent's turn must not keep writing after the switch. An idle session
 // has none: the node refused the interrupt, and it and the control plane
 // each warned of it.
-func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) error {
+func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) (sent bool, _ error) {
 	idle, err := RunsNothing(ctx, st, sess)
 	if err != nil || idle {
-		return err
+		return false, err
 	}
-	return st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
+	return true, st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
 }
 
 // switched applies switch r to the stored session s (to: its agent).

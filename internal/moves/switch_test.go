@@ -84,15 +84,7 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			t.Cleanup(cancel)
-			if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}}, "test", 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			p, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, p := claudeSession(t, s.Store)
 			id := p.Session.Id
 			for _, k := range []castv1.MessageKind{castv1.MessageKind_MESSAGE_KIND_USER, castv1.MessageKind_MESSAGE_KIND_ASSISTANT} {
 				if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: k, Text: "x"}}, fence.Guard{}); err != nil {
@@ -152,5 +144,64 @@ func TestSwitchToTheSameAgentSaysWhatToPass(t *testing.T) {
 		if e, ok := errs.As(err); !ok || e.Kind != errs.KindInvalid || e.Msg != tc.want {
 			t.Errorf("switch --agent %q: %v, want INVALID %q", tc.agent, err, tc.want)
 		}
+	}
+}
+
+// claudeSession is a claude session on node n1, which runs claude and
+// codex.
+func claudeSession(t *testing.T, s *store.Store) (context.Context, fence.Created) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}}, "test", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, p
+}
+
+// startsBeforeUpdate is a store whose session's turn starts (its node's
+// RUNNING report lands, on the old agent) just before the switch's write.
+type startsBeforeUpdate struct {
+	*countsOps
+	start func(ctx context.Context)
+}
+
+func (s *startsBeforeUpdate) UpdateSession(ctx context.Context, id string, fn func(*castv1.Session) error) (*castv1.Session, error) {
+	if s.start != nil {
+		s.start(ctx)
+		s.start = nil
+	}
+	return s.Store.UpdateSession(ctx, id, fn)
+}
+
+// A parked session runs nothing, so a switch sends no interrupt for it; but
+// a fleet credential may wake its held turn as the switch runs, its start
+// recorded between the switch's read and its write. That turn runs the
+// old agent after the switch: the switch stops it. Before, the old agent
+// ran the held prompt and wrote its answer under the switch's divider.
+func TestSwitchStopsATurnThatStartedAsItRan(t *testing.T) {
+	s := &startsBeforeUpdate{countsOps: &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}}
+	ctx, p := claudeSession(t, s.Store)
+	id, g := p.Session.Id, fence.Guard{Node: "n1", Token: p.Token}
+	if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "held"}}, fence.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetState(ctx, id, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED, HeldSeq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.start = func(ctx context.Context) {
+		if _, err := s.SetState(ctx, id, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, Agent: "claude"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := slices.Index(s.ops, fence.OpInterrupt); n < 0 || slices.Index(s.ops, fence.OpRefresh) < n {
+		t.Fatalf("ops %q; want the turn that started on the old agent interrupted, before the refresh", s.ops)
 	}
 }

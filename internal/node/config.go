@@ -127,7 +127,8 @@ type Config struct {
 	AdoptAgents   []string
 	AdoptInterval time.Duration
 	// Failpoint, when set, is called at migration steps and at a turn's
-	// end with their name (fault tests kill the process there).
+	// start and end with their name (fault tests kill or stop the process
+	// there).
 	Failpoint func(name string)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
@@ -225,14 +226,24 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 		a.lg.Info("turn held: cut off from the control plane", zap.String("session", sessionID))
 		return errHeld
 	}
+	// The turn is set to run (its worker took it, from o) and the store
+	// does not know yet: a fault test holds the node here.
+	a.failpoint("node.turn-start")
 	cur, _ := a.st.get(sessionID)
 	_, err := a.cli.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sessionID, Node: a.cfg.Name,
-		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq, FleetAccount: fleetAccount})
+		OwnerToken: o.Token, State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: cur.DeliveredSeq, FleetAccount: fleetAccount,
+		Agent: o.Agent})
 	switch {
 	case err == nil:
 		return nil
 	case client.ReasonOf(err) == "NOT_OWNER":
 		return err
+	case client.ReasonOf(err) == errs.ReasonAgentSwitched:
+		// The store took a switch to another agent before this start
+		// (a parked turn woken by a fleet credential as the switch
+		// came): the turn waits for the switch's assignment, which
+		// wakes the session to run its messages on the new agent.
+		a.lg.Info("turn held: the session was switched to another agent", zap.String("session", sessionID))
 	case client.ReasonOf(err) == "SESSION_FENCED":
 		a.lg.Info("turn held: the session is moving", zap.String("session", sessionID))
 	case refusedForGood(err):

@@ -28,6 +28,18 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 	gate := t.State == castv1.SessionState_SESSION_STATE_RUNNING
 	dropPerms := clientv3.OpDelete(s.key("perms", sessionID)+"/", clientv3.WithPrefix())
 	return s.mutateWith(ctx, sessionID, g, gate, []clientv3.Op{dropPerms}, func(sess *castv1.Session) error {
+		if gate && t.Agent != "" && t.Agent != sess.Agent {
+			// A switch to another agent was recorded before this start (in
+			// this txn's order): the old agent must not run after it. A
+			// switch sends no interrupt to a session that runs nothing, and
+			// a parked one's node may have woken its held turn on a fleet
+			// credential while the store still showed it parked; so the
+			// start, not the interrupt, is where the two meet. The node
+			// holds the turn until the switch's assignment reaches it.
+			return errs.New(errs.KindFailedPrecondition, errs.ReasonAgentSwitched,
+				"session %s now runs %s, not %s: a switch came before this turn's start", sessionID, sess.Agent, t.Agent).
+				With("agent", sess.Agent)
+		}
 		sess.State, sess.StateReason = t.State, t.Reason
 		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
 			// A turn ended: an interrupted one is no failure. Its exit code

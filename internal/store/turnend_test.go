@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -97,6 +98,40 @@ func TestHandoverAbandonsATurnInFlight(t *testing.T) {
 		}
 		if sess.State != castv1.SessionState_SESSION_STATE_IDLE || sess.LastTurnAbandoned != inFlight {
 			t.Fatalf("moved with a turn in flight %v: state %v, last turn abandoned %v; want idle, %v", inFlight, sess.State, sess.LastTurnAbandoned, inFlight)
+		}
+	}
+}
+
+// A turn's start names its agent, and the store records it only for the
+// session's agent: a switch to another agent recorded first refuses the
+// old agent's start (AGENT_SWITCHED), so its node runs the messages on the
+// new agent. A parked session's switch sends no interrupt, and its node
+// may have woken the held turn on a fleet credential as the switch came;
+// that turn started on the old agent after the switch. A start that names
+// no agent (a node older than the field) is not checked.
+func TestTurnStartForASwitchedAgentIsRefused(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	c := newSession(t, s, "n1")
+	id, g := c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}
+	parked := fence.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED, Reason: "rate limited", HeldSeq: 1}
+	if _, err := s.SetState(ctx, id, g, parked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateSession(ctx, id, func(sess *castv1.Session) error { sess.Agent, sess.HeldSeq = "pi", 0; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	running := castv1.SessionState_SESSION_STATE_RUNNING
+	_, err := s.SetState(ctx, id, g, fence.TurnState{State: running, Agent: "claude"})
+	if e, ok := errs.As(err); !ok || e.Kind != errs.KindFailedPrecondition || e.Reason != errs.ReasonAgentSwitched {
+		t.Fatalf("the old agent's start after a switch: %v; want FAILED_PRECONDITION %s", err, errs.ReasonAgentSwitched)
+	}
+	if sess, err := s.GetSession(ctx, id); err != nil || sess.State != parked.State {
+		t.Fatalf("after the refused start: %v, %v; want the session as it was (parked)", sess.GetState(), err)
+	}
+	for _, agent := range []string{"pi", ""} {
+		if _, err := s.SetState(ctx, id, g, fence.TurnState{State: running, Agent: agent}); err != nil {
+			t.Fatalf("a start naming agent %q: %v", agent, err)
 		}
 	}
 }

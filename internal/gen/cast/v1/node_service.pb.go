@@ -2897,7 +2897,16 @@ type ReportTurnRequest struct {
 	// control plane or stopping): its prompt stays undelivered and runs
 	// again, on the destination after a move; exit_code is the CLI's death
 	// by the node's signal (143, -1), no error of the turn's.
-	Abandoned     bool `protobuf:"varint,13,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	Abandoned bool `protobuf:"varint,13,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// agent, on a RUNNING report, is the agent the starting turn runs. The
+	// store records a turn's start only for the session's agent: a switch
+	// to another agent recorded first (one that sent no interrupt, the
+	// session showing PARKED while a fleet credential woke its held turn)
+	// refuses the start with FAILED_PRECONDITION, reason AGENT_SWITCHED,
+	// and the node runs the messages on the new agent once the switch's
+	// assignment reaches it. Empty (a node older than this field): not
+	// checked.
+	Agent         string `protobuf:"bytes,14,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3021,6 +3030,13 @@ func (x *ReportTurnRequest) GetAbandoned() bool {
 		return x.Abandoned
 	}
 	return false
+}
+
+func (x *ReportTurnRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // ReportTurnResponse returns the session as stored.
@@ -3909,7 +3925,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\bmessages\x18\x02 \x03(\v2\x10.cast.v1.MessageR\bmessages\"K\n" +
 	"\x1bAppendOwnerMessagesResponse\x12,\n" +
-	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xb7\x03\n" +
+	"\bmessages\x18\x01 \x03(\v2\x10.cast.v1.MessageR\bmessages\"\xcd\x03\n" +
 	"\x11ReportTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -3926,7 +3942,8 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	" \x01(\tR\x03cwd\x12 \n" +
 	"\vinterrupted\x18\v \x01(\bR\vinterrupted\x12\x19\n" +
 	"\bheld_seq\x18\f \x01(\x03R\aheldSeq\x12\x1c\n" +
-	"\tabandoned\x18\r \x01(\bR\tabandoned\"@\n" +
+	"\tabandoned\x18\r \x01(\bR\tabandoned\x12\x14\n" +
+	"\x05agent\x18\x0e \x01(\tR\x05agent\"@\n" +
 	"\x12ReportTurnResponse\x12*\n" +
 	"\asession\x18\x01 \x01(\v2\x10.cast.v1.SessionR\asession\"\xa8\x01\n" +
 	"\x15UploadWorkTreeRequest\x12!\n" +
