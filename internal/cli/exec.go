@@ -26,9 +26,9 @@ import (
 type interrupted struct{ error }
 
 // execInterrupted stops the turn an interrupted `cast exec` was waiting
-// on (a one-shot turn has no one left to read it) and says what became
-// of it.
-func (a *app) execInterrupted(c *client.Client, id string) error {
+// on for its prompt at seq (a one-shot turn has no one left to read it)
+// and says what became of it.
+func (a *app) execInterrupted(c *client.Client, id string, seq int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), min(a.timeout, 5*time.Second))
 	defer cancel()
 	resp, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: id})
@@ -36,9 +36,27 @@ func (a *app) execInterrupted(c *client.Client, id string) error {
 	case err != nil || !resp.Delivered && !resp.Idle:
 		return interrupted{fmt.Errorf("interrupted; session %s's turn may still run: stop it with `cast interrupt %s`", id, id)}
 	case resp.Idle:
+		if s := parkedHolding(ctx, c, id, seq); s != nil {
+			// Nothing ran, so nothing was stopped: the parked prompt runs
+			// when the fleet's next credential reaches the node, exec or no
+			// exec.
+			return interrupted{fmt.Errorf("interrupted; session %s is parked on a usage limit and holds the prompt, which nothing stopped: "+
+				"it runs when a fleet credential arrives (`cast account use NAME --agent %s`), with the next message, "+
+				"or on another agent after `cast switch %s --agent A` (`cast watch %s` follows it)", id, s.Agent, id, id)}
+		}
 		return interrupted{fmt.Errorf("interrupted; session %s's turn had ended (`cast read %s` shows its answer)", id, id)}
 	}
 	return interrupted{fmt.Errorf("interrupted; stopped session %s's turn (`cast read %s` shows what it wrote)", id, id)}
+}
+
+// parkedHolding is session id when it is parked on a usage limit holding
+// the prompt at seq; nil otherwise, or when it cannot be read.
+func parkedHolding(ctx context.Context, c *client.Client, id string, seq int64) *castv1.Session {
+	s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
+	if err != nil || s.State != castv1.SessionState_SESSION_STATE_PARKED || s.HeldSeq < seq {
+		return nil
+	}
+	return s
 }
 
 // execExit carries the agent's exit code out of a command.
@@ -206,7 +224,7 @@ func (a *app) execOne(parent context.Context, o execOpts, prompt string) (string
 	switch {
 	case err == nil:
 	case parent.Err() != nil:
-		return "", 0, a.execInterrupted(c, t.id)
+		return "", 0, a.execInterrupted(c, t.id, t.seq)
 	case ctx.Err() != nil:
 		return "", 0, fmt.Errorf("no answer from session %s within --wait %s; follow it with `cast watch %s`", t.id, o.wait, t.id)
 	default:

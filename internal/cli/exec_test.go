@@ -90,6 +90,12 @@ func TestExecOfAnInterruptedTurn(t *testing.T) {
 // sessions, and returns its exit code, stdout and stderr.
 func execAgainst(t *testing.T, sessions castv1.SessionServiceServer) (int, string, string) {
 	t.Helper()
+	return execAgainstCtx(t, context.Background(), sessions)
+}
+
+// execAgainstCtx is execAgainst under parent (cancelled: Ctrl-C).
+func execAgainstCtx(t *testing.T, parent context.Context, sessions castv1.SessionServiceServer) (int, string, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +104,7 @@ func execAgainst(t *testing.T, sessions castv1.SessionServiceServer) (int, strin
 	castv1.RegisterSessionServiceServer(srv, sessions)
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	code := Main(ctx, []string{"--addr", l.Addr().String(), "exec", "--resume", "s1", "--cwd", t.TempDir(), "go on"},
@@ -325,5 +331,60 @@ func TestExecTurnSkipsAnEarlierHeldFailure(t *testing.T) {
 	}
 	if fmt.Sprint(tr.answer) != "[mine]" || tr.end.State != idle {
 		t.Fatalf("answer %q, end %v; want the prompt's own answer and idle", tr.answer, tr.end.State)
+	}
+}
+
+// heldServer is a control plane whose session holds `cast exec`'s prompt
+// without running it, parked on a usage limit. Its watch sends the session and then nothing, until
+// exec is stopped; its interrupt answers, as the real one does for a
+// session that runs nothing, that there was nothing to stop.
+type heldServer struct {
+	doneTurnServer
+	watching chan struct{}
+}
+
+func (s *heldServer) held() *castv1.Session {
+	return &castv1.Session{Id: "s1", Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: "claude: rate limited",
+		LastSeq: doneTurnPrompt, DeliveredSeq: doneTurnPrompt - 1, HeldSeq: doneTurnPrompt}
+}
+
+func (s *heldServer) GetSession(context.Context, *castv1.GetSessionRequest) (*castv1.Session, error) {
+	return s.held(), nil
+}
+
+func (s *heldServer) WatchSession(_ *castv1.WatchSessionRequest, stream castv1.SessionService_WatchSessionServer) error {
+	if err := stream.Send(&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: s.held()}}); err != nil {
+		return err
+	}
+	close(s.watching)
+	<-stream.Context().Done()
+	return nil
+}
+
+func (s *heldServer) InterruptSession(context.Context, *castv1.InterruptSessionRequest) (*castv1.InterruptSessionResponse, error) {
+	return &castv1.InterruptSessionResponse{Idle: true}, nil
+}
+
+// Ctrl-C of `cast exec` on a session parked on a usage limit, holding its
+// prompt, exits 130, as any interrupted exec does, and says the prompt is
+// held and when it runs: nothing stopped it. exec said "the turn had
+// ended", though the parked prompt ran, and was answered, when the next
+// fleet credential came.
+func TestExecInterruptedOnAParkedPrompt(t *testing.T) {
+	srv := &heldServer{watching: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-srv.watching
+		cancel() // Ctrl-C
+	}()
+	code, out, errOut := execAgainstCtx(t, ctx, srv)
+	if code != 130 || out != "" || strings.Contains(errOut, "had ended") {
+		t.Fatalf("Ctrl-C of exec on a parked prompt: exit %d, out %q, err %q; want exit 130, no answer, and no word of an ended turn", code, out, errOut)
+	}
+	for _, w := range []string{"parked on a usage limit", "holds the prompt", "runs when a fleet credential", "cast account use", "next message"} {
+		if !strings.Contains(errOut, w) {
+			t.Fatalf("Ctrl-C of exec on a parked prompt: err %q; want it to say %q", errOut, w)
+		}
 	}
 }
