@@ -50,31 +50,8 @@ func TestInterruptOfAParkedSession(t *testing.T) {
 // once, on pi, and carried once by the next turn's request.
 func TestSwitchOfAParkedSessionAsACredentialWakesIt(t *testing.T) {
 	t.Parallel()
-	r, c, _ := newFleetRigAgents(t, func(cfg *controlplane.Config) { cfg.Fleet.Policy = fleet.PolicyOff }, []string{"claude", "pi"})
 	m := func(n int) string { return fmt.Sprintf("MARK-PSW-%d", n) }
-	r.fake.RejectCredential(fleetTokA, 429)
-	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: dmsg(m(1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := sess.Id
-	r.waitState(id, castv1.SessionState_SESSION_STATE_PARKED, 0)
-
-	// Restarted, the node stops itself as its next turn is about to
-	// report its start: the parked one, once a credential wakes it.
-	r.node.Kill()
-	r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
-	t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
-	c.must("account", "use", "work-b", "--agent", "claude")
-	testharness.WaitFor(t, 2*time.Minute, "the woken turn held before its start is recorded", func() bool {
-		out := r.node.Output()
-		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
-	})
-	if s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id}); err != nil {
-		t.Fatal(err)
-	} else if s.State != castv1.SessionState_SESSION_STATE_PARKED || s.HeldSeq != 1 {
-		t.Fatalf("while the woken turn waits to report its start: %v, held seq %d; want parked holding the prompt", s.State, s.HeldSeq)
-	}
+	r, id := wokenBeforeItsStart(t, m(1), "claude", "pi")
 	r.switchTo(id, "pi")
 	r.node.Signal(syscall.SIGCONT)
 
@@ -92,4 +69,73 @@ func TestSwitchOfAParkedSessionAsACredentialWakesIt(t *testing.T) {
 	seq := r.send(id, dmsg(m(2)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+}
+
+// `cast interrupt` in the same gap (a credential woke the parked turn, its
+// start not recorded yet) finds the session parked, running nothing, and
+// says there is nothing to stop; the turn starts after it. That is the
+// store's order, the one every client sees: the interrupt came before the
+// turn existed, as if the credential had come a moment later, and an
+// interrupt does not cancel a parked prompt (c0d14ff). The CLI has not run
+// the prompt at the interrupt (the node starts it only once its start is
+// recorded), so nothing ran that the interrupt could have stopped; a
+// second `cast interrupt`, once the session shows running, stops it. The
+// woken turn runs once, on the new credential, and the next turn's
+// request carries its prompt once.
+func TestInterruptOfAParkedSessionAsACredentialWakesIt(t *testing.T) {
+	t.Parallel()
+	m := func(n int) string { return fmt.Sprintf("MARK-PIW-%d", n) }
+	r, id := wokenBeforeItsStart(t, m(1), "claude")
+	if out, _, code := r.cast("", "interrupt", id); code != 0 || !strings.Contains(out, "nothing to stop") {
+		t.Fatalf("cast interrupt while the woken turn waits to report its start: exit %d, %q; want nothing to stop", code, out)
+	}
+	for _, req := range r.fake.Turns() {
+		if strings.Contains(req.Header.Get("Authorization"), fleetTokB) {
+			t.Fatal("a model request on the new credential before the woken turn's start was recorded")
+		}
+	}
+	r.node.Signal(syscall.SIGCONT)
+	waitAnswered(r, id, m(1), 1)
+	if tok := bearerOf(r, m(1)); tok != fleetTokB {
+		t.Fatalf("the woken turn ran with %q, want the new credential", tok)
+	}
+	seq := r.send(id, dmsg(m(2)))
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+}
+
+// wokenBeforeItsStart is a fleet node running agents (claude first) whose
+// claude session, sent prompt, parked on the usage limit of account
+// work-a; `cast account use work-b` woke the held turn, and the node is
+// stopped (its failpoint node.turn-start) before the turn's start is
+// recorded: the store still shows the session parked holding the prompt.
+// The test continues the node with SIGCONT.
+func wokenBeforeItsStart(t *testing.T, prompt string, agents ...string) (*turnRig, string) {
+	t.Helper()
+	r, c, _ := newFleetRigAgents(t, func(cfg *controlplane.Config) { cfg.Fleet.Policy = fleet.PolicyOff }, agents)
+	r.fake.RejectCredential(fleetTokA, 429)
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: dmsg(prompt)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, 0)
+
+	// Restarted, the node stops itself as its next turn is about to
+	// report its start: the parked one, once a credential wakes it.
+	r.node.Kill()
+	r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
+	t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
+	c.must("account", "use", "work-b", "--agent", "claude")
+	testharness.WaitFor(t, 2*time.Minute, "the woken turn held before its start is recorded", func() bool {
+		out := r.node.Output()
+		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
+	})
+	s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: sess.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != castv1.SessionState_SESSION_STATE_PARKED || s.HeldSeq != 1 {
+		t.Fatalf("while the woken turn waits to report its start: %v, held seq %d; want parked holding the prompt", s.State, s.HeldSeq)
+	}
+	return r, sess.Id
 }
