@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
@@ -13,12 +14,14 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cast-dev/cast/internal/agents/agenttest"
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/statefile"
@@ -47,7 +50,10 @@ type plane struct {
 	// startHeld, when set, holds a start report (RUNNING) until its caller
 	// gives up; startIn is closed when one comes in.
 	startHeld bool
-	startIn   chan struct{}
+	// switchedTo, when set, refuses a start report (RUNNING) naming
+	// another agent, as the store does after a switch (AGENT_SWITCHED).
+	switchedTo string
+	startIn    chan struct{}
 	// readsHeldOnStart: from the next turn's start on, a read waits until
 	// its caller gives up (readIn closed as the first comes in).
 	readsHeldOnStart, readsHeld bool
@@ -147,6 +153,13 @@ func (n planeNodes) ReportTurn(ctx context.Context, req *castv1.ReportTurnReques
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	defer n.p.mu.Unlock()
+	if req.State == castv1.SessionState_SESSION_STATE_RUNNING && n.p.switchedTo != "" && req.Agent != n.p.switchedTo {
+		st, err := status.New(codes.FailedPrecondition, "session now runs "+n.p.switchedTo).WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonAgentSwitched})
+		if err != nil {
+			return nil, err
+		}
+		return nil, st.Err()
+	}
 	if n.p.reportsDown {
 		select {
 		case <-n.p.reportRefused:
@@ -865,5 +878,39 @@ func TestParkedTurnReportsItsHeldSeq(t *testing.T) {
 	}
 	if a.interrupt("s1", false) == nil {
 		t.Fatal("the node took an interrupt for a parked session, which runs nothing")
+	}
+}
+
+// A turn whose start the control plane refuses because the session was
+// switched to another agent first (AGENT_SWITCHED: a parked turn a fleet
+// credential woke as the switch came) is held: its agent does not run,
+// its prompt is neither failed nor delivered, and the switch's assignment
+// wakes the session to run it on the new agent. The start names the
+// turn's agent, which the store checks; it named none, so the old agent
+// ran the prompt after the switch.
+func TestStartRefusedForASwitchedAgentIsHeld(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p := rerunDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	p.mu.Lock()
+	p.switchedTo = "pi"
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o, _ := a.st.get("s1")
+	if err := a.runTurn(ctx, "s1", o); !errors.Is(err, errHeld) {
+		t.Fatalf("a start refused for a switched agent: %v; want the turn held", err)
+	}
+	if n := fm.TurnsStarted(); n != 0 {
+		t.Fatalf("%d model requests; the old agent ran after the switch", n)
+	}
+	if now, _ := a.st.get("s1"); now.DeliveredSeq != o.DeliveredSeq || now.FailedSeq != o.FailedSeq {
+		t.Fatalf("delivered seq %d, failed seq %d; want the prompt waiting (%d, %d)", now.DeliveredSeq, now.FailedSeq, o.DeliveredSeq, o.FailedSeq)
+	}
+	p.mu.Lock()
+	p.switchedTo = "claude" // a start naming claude lands
+	p.mu.Unlock()
+	if err := a.runTurn(ctx, "s1", o); err != nil {
+		t.Fatalf("the start naming the session's agent: %v", err)
 	}
 }
