@@ -3,8 +3,6 @@ package agents
 import (
 	"fmt"
 	"strings"
-
-	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Codec is an agent's native format as its package registers it
@@ -49,15 +47,6 @@ func WriterFor(agent, bin string, env []string) (Writer, error) {
 		return nil, err
 	}
 	return sinceCompaction{w}, nil
-}
-
-// sinceCompaction writes what follows the last compaction summary
-// (transcript.SinceCompaction): every writer honours a compaction, whichever
-// agent made it.
-type sinceCompaction struct{ w Writer }
-
-func (s sinceCompaction) Write(t Target, msgs []transcript.Message) (Written, error) {
-	return s.w.Write(t, transcript.SinceCompaction(msgs))
 }
 
 func noCodec(agent, verb string) error {

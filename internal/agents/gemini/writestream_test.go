@@ -12,3 +12,14 @@ import (
 func TestWriteStreamHoldsARecordNotTheSession(t *testing.T) {
 	agenttest.WriteStreamHoldsARecord(t, Writer{}, func() agents.Target { return target(t) })
 }
+
+// The writer every caller gets (agents.WriterFor: `cast restore`, the
+// node's rebuilds) streams too: it cuts at a compaction summary, and its
+// wrapper hid StreamWriter, so a restore read the whole session.
+func TestRegisteredWriterStreams(t *testing.T) {
+	w, err := agents.WriterFor("gemini", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.WriteStreamHoldsARecord(t, w, func() agents.Target { return target(t) })
+}
