@@ -12,7 +12,6 @@ package failpoint
 
 import (
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,14 +60,4 @@ func FromEnv(lg *zap.Logger) func(name string) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
-}
-
-// stopHere stops the process before the calling goroutine goes on; SIGCONT
-// continues it from here. The signal goes to this thread: sent to the
-// process, another thread took it (the main one, woken from its sleep) and
-// this one ran on meanwhile, a report it was to hold back landing first.
-func stopHere() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }
