@@ -25,10 +25,7 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	id := r.create("codex", dmsg(m(1)))
 	seq := r.send(id, dmsg(m(2)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	r.fake.Enqueue(fakemodel.Reply{Shell: "echo compacting", InputTokens: 1_000_000})
-	seq = r.send(id, dmsg(m(3)))
-	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	summaries := r.summaries(id)
+	summaries := r.compactOn(id, dmsg(m(3)), fakemodel.Reply{Shell: "echo compacting", InputTokens: 1_000_000})
 	if len(summaries) != 1 {
 		t.Fatalf("%d compaction summaries stored, want 1 (Codex did not compact)", len(summaries))
 	}
@@ -42,6 +39,17 @@ func TestCodexCompactionThenSwitch(t *testing.T) {
 	seq = r.send(id, dmsg(m(4)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
 	r.eachHoldsAll(t, id, m, 5, "claude", "codex")
+}
+
+// compactOn runs a turn of text whose first answer is big, a tool call
+// reporting a near-full window (the CLI compacts then), and returns the
+// session's compaction summaries once it is idle.
+func (r *turnRig) compactOn(id, text string, big fakemodel.Reply) []string {
+	r.t.Helper()
+	r.fake.Enqueue(big)
+	seq := r.send(id, text)
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	return r.summaries(id)
 }
 
 // summaries are the texts of the session's compaction summary notices.

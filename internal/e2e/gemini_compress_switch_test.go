@@ -34,10 +34,7 @@ func TestGeminiCompressionThenSwitch(t *testing.T) {
 	r.fake.Enqueue(long(2))
 	seq := r.send(id, dmsg(m(2)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	r.fake.Enqueue(fakemodel.Reply{Shell: "echo compressing", InputTokens: 800_000})
-	seq = r.send(id, dmsg(m(3)))
-	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	summaries := r.summaries(id)
+	summaries := r.compactOn(id, dmsg(m(3)), fakemodel.Reply{Shell: "echo compressing", InputTokens: 800_000})
 	if len(summaries) != 1 {
 		t.Fatalf("%d compaction summaries stored, want 1; messages: %s", len(summaries), kinds(r.messages(id)))
 	}
