@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -138,4 +139,51 @@ func wokenBeforeItsStart(t *testing.T, prompt string, agents ...string) (*turnRi
 		t.Fatalf("while the woken turn waits to report its start: %v, held seq %d; want parked holding the prompt", s.State, s.HeldSeq)
 	}
 	return r, sess.Id
+}
+
+// `cast rm` takes a session parked on a usage limit (it runs nothing), and
+// an archived session runs nothing after: when a fleet credential wakes
+// the node's parked turns, the archived session's held prompt reached the
+// model on the new credential, its answer stored in the archived session,
+// which showed running and idle again. The store refuses the turn's start
+// instead; the session stays archived, failed with the held prompt, and a
+// session parked beside it runs as before.
+func TestRemovedParkedSessionStaysStoppedWhenACredentialWakesIt(t *testing.T) {
+	t.Parallel()
+	m := func(n int) string { return fmt.Sprintf("MARK-PRM-%d", n) }
+	r, c, _ := newFleetRigAgents(t, func(cfg *controlplane.Config) { cfg.Fleet.Policy = fleet.PolicyOff }, []string{"claude"})
+	r.fake.RejectCredential(fleetTokA, 429)
+	var ids []string
+	for _, prompt := range []string{m(1), m(2)} {
+		sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: dmsg(prompt)})
+		must(t, err)
+		r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, 0)
+		ids = append(ids, sess.Id)
+	}
+	gone, kept := ids[0], ids[1]
+	if out := c.must("rm", gone); !strings.Contains(out, "archived "+gone) {
+		t.Fatalf("cast rm of a parked session: %q", out)
+	}
+	c.must("account", "use", "work-b", "--agent", "claude")
+	waitAnswered(r, kept, m(2), 1)
+	var s *castv1.Session
+	testharness.WaitFor(t, 3*time.Minute, "the archived session's held turn settled", func() bool {
+		var err error
+		s, err = r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: gone})
+		return err == nil && s.State != castv1.SessionState_SESSION_STATE_PARKED && !fence.TurnInFlight(s)
+	})
+	for _, req := range r.fake.Turns() {
+		if strings.Contains(string(req.Body), m(1)) && strings.Contains(req.Header.Get("Authorization"), fleetTokB) {
+			t.Fatal("the archived session's held prompt reached the model on the new credential")
+		}
+	}
+	if !s.Archived || s.State != castv1.SessionState_SESSION_STATE_FAILED || s.HeldSeq != 1 || s.DeliveredSeq != 0 {
+		t.Fatalf("archived session after the wake: %v archived %v held seq %d delivered seq %d; want archived, failed holding the prompt",
+			s.State, s.Archived, s.HeldSeq, s.DeliveredSeq)
+	}
+	for _, msg := range r.messages(gone) {
+		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT {
+			t.Fatalf("the archived session got an answer: %q", msg.Text)
+		}
+	}
 }

@@ -244,6 +244,12 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 		// came): the turn waits for the switch's assignment, which
 		// wakes the session to run its messages on the new agent.
 		a.lg.Info("turn held: the session was switched to another agent", zap.String("session", sessionID))
+	case client.ReasonOf(err) == errs.ReasonSessionArchived:
+		// Archived (`cast rm`) while the turn was parked or failed,
+		// holding its prompt; a fleet credential woke it. Nothing runs
+		// in an archived session: the turn ends failed, held for good
+		// (no message can reach the session to run it).
+		return startRefused{err: err, final: true}
 	case client.ReasonOf(err) == "SESSION_FENCED":
 		a.lg.Info("turn held: the session is moving", zap.String("session", sessionID))
 	case refusedForGood(err):
@@ -251,7 +257,7 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 		// does not reach, after a restore): held and tried at every wake,
 		// it never ran and the session showed nothing. The turn ends
 		// failed instead (startRefused), its messages kept for the next.
-		return startRefused{err}
+		return startRefused{err: err}
 	default:
 		a.lg.Warn("turn held: could not record its start", zap.String("session", sessionID), zap.Error(err))
 	}
@@ -260,11 +266,17 @@ func (a *Daemon) reportStart(ctx context.Context, sessionID string, o owned, fle
 
 // startRefused is reportStart's error when the control plane refused the
 // turn's start for good (refusedForGood): walk holds the turn, as failed.
-type startRefused struct{ err error }
+type startRefused struct {
+	err   error
+	final bool // no next message can come (an archived session)
+}
 
 func (e startRefused) Error() string {
-	return "the control plane refused to start the turn: " + status.Convert(e.err).Message() +
-		"; the messages are kept and run with the next one"
+	msg := "the control plane refused to start the turn: " + status.Convert(e.err).Message()
+	if e.final {
+		return msg
+	}
+	return msg + "; the messages are kept and run with the next one"
 }
 
 func (e startRefused) Unwrap() error { return e.err }

@@ -40,6 +40,15 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 				"session %s now runs %s, not %s: a switch came before this turn's start", sessionID, sess.Agent, t.Agent).
 				With("agent", sess.Agent)
 		}
+		if gate && sess.Archived {
+			// `cast rm` takes a session that runs nothing, a parked one
+			// holding its prompt too: a fleet credential that wakes the
+			// held turn afterwards must not run it in the archived
+			// session. The node ends the turn failed, its prompt held.
+			return errs.New(errs.KindFailedPrecondition, errs.ReasonSessionArchived,
+				"session %s is archived and runs nothing; `cast fork %s` continues it in a new session", sessionID, sessionID).
+				With("session", sessionID)
+		}
 		sess.State, sess.StateReason = t.State, t.Reason
 		if t.State != castv1.SessionState_SESSION_STATE_RUNNING {
 			// A turn ended: an interrupted one is no failure. Its exit code

@@ -135,3 +135,26 @@ func TestTurnStartForASwitchedAgentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// An archived session starts no turn: `cast rm` takes a parked session
+// (it runs nothing), and a fleet credential that woke its held turn later
+// ran the prompt in the archived session. The start is refused
+// (SESSION_ARCHIVED); the turn's failed end, holding the prompt, is not.
+func TestTurnStartInAnArchivedSessionIsRefused(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	c := newSession(t, s, "n1")
+	id, g := c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}
+	if _, err := s.SetState(ctx, id, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_PARKED, Reason: "rate limited", HeldSeq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := archiveSession(ctx, s, id); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.SetState(ctx, id, g, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, Agent: c.Session.Agent})
+	wantArchived(t, "a turn's start in an archived session", err)
+	failed := fence.TurnState{State: castv1.SessionState_SESSION_STATE_FAILED, Reason: "refused", HeldSeq: 1}
+	if sess, err := s.SetState(ctx, id, g, failed); err != nil || sess.State != failed.State || sess.HeldSeq != 1 || !sess.Archived {
+		t.Fatalf("the refused turn's end: %v, %v; want failed, holding seq 1, archived", sess, err)
+	}
+}
