@@ -38,11 +38,16 @@ func (a *app) execInterrupted(c *client.Client, id string, seq int64) error {
 	case resp.Idle:
 		if s := parkedHolding(ctx, c, id, seq); s != nil {
 			// Nothing ran, so nothing was stopped: the parked prompt runs
-			// when the fleet's next credential reaches the node, exec or no
-			// exec.
+			// when the fleet's next credential reaches the node (a session
+			// on its own account takes none), exec or no exec; only an
+			// archive keeps it from running.
+			fleet := ""
+			if s.Account == "" {
+				fleet = fmt.Sprintf("when a fleet credential arrives (`cast account use NAME --agent %s`), ", s.Agent)
+			}
 			return interrupted{fmt.Errorf("interrupted; session %s is parked on a usage limit and holds the prompt, which nothing stopped: "+
-				"it runs when a fleet credential arrives (`cast account use NAME --agent %s`), with the next message, "+
-				"or on another agent after `cast switch %s --agent A` (`cast watch %s` follows it)", id, s.Agent, id, id)}
+				"it runs %swith the next message, or on another agent after `cast switch %s --agent A` (`cast watch %s` follows it); "+
+				"`cast rm %s` keeps it from running", id, fleet, id, id, id)}
 		}
 		return interrupted{fmt.Errorf("interrupted; session %s's turn had ended (`cast read %s` shows its answer)", id, id)}
 	}

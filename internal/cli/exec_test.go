@@ -341,11 +341,12 @@ func TestExecTurnSkipsAnEarlierHeldFailure(t *testing.T) {
 type heldServer struct {
 	doneTurnServer
 	watching chan struct{}
+	account  string // the session's own account ("": the fleet's)
 }
 
 func (s *heldServer) held() *castv1.Session {
 	return &castv1.Session{Id: "s1", Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: "claude: rate limited",
-		LastSeq: doneTurnPrompt, DeliveredSeq: doneTurnPrompt - 1, HeldSeq: doneTurnPrompt}
+		LastSeq: doneTurnPrompt, DeliveredSeq: doneTurnPrompt - 1, HeldSeq: doneTurnPrompt, Account: s.account}
 }
 
 func (s *heldServer) GetSession(context.Context, *castv1.GetSessionRequest) (*castv1.Session, error) {
@@ -367,24 +368,39 @@ func (s *heldServer) InterruptSession(context.Context, *castv1.InterruptSessionR
 
 // Ctrl-C of `cast exec` on a session parked on a usage limit, holding its
 // prompt, exits 130, as any interrupted exec does, and says the prompt is
-// held and when it runs: nothing stopped it. exec said "the turn had
-// ended", though the parked prompt ran, and was answered, when the next
-// fleet credential came.
+// held, when it runs (nothing stopped it) and how to keep it from running
+// (`cast rm`). exec said "the turn had ended", though the parked prompt
+// ran, and was answered, when the next fleet credential came. A session
+// on its own account is woken by no fleet credential: exec offered `cast
+// account use` for it too.
 func TestExecInterruptedOnAParkedPrompt(t *testing.T) {
-	srv := &heldServer{watching: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-srv.watching
-		cancel() // Ctrl-C
-	}()
-	code, out, errOut := execAgainstCtx(t, ctx, srv)
-	if code != 130 || out != "" || strings.Contains(errOut, "had ended") {
-		t.Fatalf("Ctrl-C of exec on a parked prompt: exit %d, out %q, err %q; want exit 130, no answer, and no word of an ended turn", code, out, errOut)
-	}
-	for _, w := range []string{"parked on a usage limit", "holds the prompt", "runs when a fleet credential", "cast account use", "next message"} {
-		if !strings.Contains(errOut, w) {
-			t.Fatalf("Ctrl-C of exec on a parked prompt: err %q; want it to say %q", errOut, w)
+	for _, tc := range []struct {
+		account    string
+		want, lack []string
+	}{
+		{"", []string{"runs when a fleet credential", "cast account use"}, nil},
+		{"own", nil, []string{"fleet credential", "cast account use"}},
+	} {
+		srv := &heldServer{watching: make(chan struct{}), account: tc.account}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-srv.watching
+			cancel() // Ctrl-C
+		}()
+		code, out, errOut := execAgainstCtx(t, ctx, srv)
+		cancel()
+		if code != 130 || out != "" || strings.Contains(errOut, "had ended") {
+			t.Fatalf("Ctrl-C of exec on a parked prompt: exit %d, out %q, err %q; want exit 130, no answer, and no word of an ended turn", code, out, errOut)
+		}
+		for _, w := range append([]string{"parked on a usage limit", "holds the prompt", "next message", "cast switch s1", "`cast rm s1` keeps it from running"}, tc.want...) {
+			if !strings.Contains(errOut, w) {
+				t.Fatalf("Ctrl-C of exec on a prompt parked on account %q: err %q; want it to say %q", tc.account, errOut, w)
+			}
+		}
+		for _, w := range tc.lack {
+			if strings.Contains(errOut, w) {
+				t.Fatalf("Ctrl-C of exec on a prompt parked on its own account: err %q offers %q, which does not wake it", errOut, w)
+			}
 		}
 	}
 }
