@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fakemodel"
 	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -186,4 +188,40 @@ func TestRemovedParkedSessionStaysStoppedWhenACredentialWakesIt(t *testing.T) {
 			t.Fatalf("the archived session got an answer: %q", msg.Text)
 		}
 	}
+}
+
+// A switch to another agent hands a parked session's held prompt to the
+// new agent, which runs it at once: the usage limit was the old agent's.
+// The store kept the old agent's parked state and its 429's exit code:
+// the switch answered parked (the prompt no longer held), and while the
+// new agent ran the prompt `cast get` showed "state: running" beside
+// "last error: exit 1", an error of no turn of the new agent's. The switch
+// ends the held state (idle, its prompt queued for the new agent).
+func TestSwitchOfAParkedSessionLeavesNoStaleError(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude", "pi")
+	m := func(n int) string { return fmt.Sprintf("MARK-PSE-%d", n) }
+	id := r.create("claude", dmsg(m(1)))
+	r.fake.FailNext(1, 429)
+	s2 := r.send(id, dmsg(m(2)))
+	if s := r.waitState(id, castv1.SessionState_SESSION_STATE_PARKED, s2-1); s.LastExitCode == 0 || s.HeldSeq != s2 {
+		t.Fatalf("parked: exit code %d, held seq %d; want the 429's failure holding seq %d", s.LastExitCode, s.HeldSeq, s2)
+	}
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Text: "held answer", Gate: gate})
+	n := r.fake.TurnsStarted()
+	sw, err := r.c.Sessions.SwitchSession(context.Background(), &castv1.SwitchSessionRequest{SessionId: id, Agent: "pi"})
+	must(t, err)
+	if sw.State == castv1.SessionState_SESSION_STATE_PARKED || sw.LastExitCode != 0 || sw.StateReason != "" {
+		t.Fatalf("the switch answered %v (%q), exit code %d; want the held state ended, no error of the old agent", sw.State, sw.StateReason, sw.LastExitCode)
+	}
+	testharness.WaitFor(t, 2*time.Minute, "the new agent's request reaches the model", func() bool { return r.fake.TurnsStarted() > n })
+	r.waitState(id, castv1.SessionState_SESSION_STATE_RUNNING, 0)
+	out, errOut, code := r.cast("", "get", id)
+	if code != 0 || !regexp.MustCompile(`(?m)^state:\s+running$`).MatchString(out) || strings.Contains(out, "last error") || strings.Contains(out, "parked") {
+		t.Fatalf("cast get while the new agent runs the held prompt: exit %d %q\n%s; want running, no last error", code, errOut, out)
+	}
+	close(gate)
+	r.waitDelivered(id, "the held prompt answered on pi", s2)
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
 }

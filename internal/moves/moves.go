@@ -177,6 +177,14 @@ func switched(s *castv1.Session, r SwitchRequest, to string, changeAgent bool) {
 		s.Agent, s.Model, s.Effort = to, r.Model, r.Effort
 		// The node runs what failed for the old agent on the new one
 		// (it clears its FailedSeq): those messages wait no longer.
+		if s.HeldSeq != 0 && fence.Holds(s.State) {
+			// Nor is the session parked or failed: that was the old
+			// agent's turn, and its exit code (a 429's) no result of the
+			// prompt, which runs again, as an abandoned turn's is not.
+			// `cast get` showed the new agent running it beside the old
+			// agent's "last error". Queued for the new agent, it is idle.
+			s.State, s.StateReason, s.LastExitCode = castv1.SessionState_SESSION_STATE_IDLE, "", 0
+		}
 		s.HeldSeq = 0
 	}
 	if r.Model != "" {

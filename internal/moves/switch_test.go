@@ -99,7 +99,7 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 				}
 				held = m[0].Seq
 			}
-			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, DeliveredSeq: 2, HeldSeq: held}); err != nil {
+			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, Reason: "claude: rate limited", ExitCode: 1, DeliveredSeq: 2, HeldSeq: held}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.waiting {
@@ -124,6 +124,11 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 			}
 			if idle, err := moves.RunsNothing(ctx, s, after); err != nil || idle {
 				t.Fatalf("after the switch the held message counts as running nothing (%v, %v; held seq %d)", idle, err, after.HeldSeq)
+			}
+			// Nor is the session failed or parked: that was the old agent's
+			// turn, whose error `cast get` showed beside the new agent's.
+			if after.State != castv1.SessionState_SESSION_STATE_IDLE || after.StateReason != "" || after.LastExitCode != 0 {
+				t.Fatalf("after the switch: %v (%q), exit code %d; want idle, no error of the old agent", after.State, after.StateReason, after.LastExitCode)
 			}
 		})
 	}
