@@ -273,7 +273,7 @@ func (a *app) execSend(ctx context.Context, c *client.Client, o execOpts, prompt
 	if err != nil {
 		return nil, err
 	}
-	return &execTurn{id: o.resume, seq: resp.Message.Seq, earlier: prev.UpdateTime}, nil
+	return &execTurn{id: o.resume, seq: resp.Message.Seq, earlier: prev.UpdateTime, from: prev.DeliveredSeq}, nil
 }
 
 // execTurn is one exec turn as its session's events tell it.
@@ -283,6 +283,10 @@ type execTurn struct {
 	// A resumed session may show an earlier turn's failure until the node
 	// starts this one: that record (its update time) ends no turn here.
 	earlier *timestamppb.Timestamp
+	// from is the session's delivery cursor before the prompt was sent:
+	// a failure that moved it, short of the prompt, dropped an earlier
+	// turn's prompt.
+	from    int64
 	running bool
 	answer  []string
 	seqs    []int64 // answer's seqs
@@ -317,7 +321,7 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 		case castv1.SessionState_SESSION_STATE_RUNNING:
 			t.running = true
 		case castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_IDLE:
-			if earlierTurnEnd(s, t.seq) {
+			if earlierTurnEnd(s, t.seq, t.from) {
 				// A turn that ran when the prompt was sent ended; the
 				// prompt runs in a later one (the delivery cursor moves
 				// past it as that turn starts and ends).
@@ -334,17 +338,22 @@ func (t *execTurn) see(ev *castv1.WatchSessionResponse, got int64) bool {
 }
 
 // earlierTurnEnd says whether s, a turn's end, ends a turn earlier than
-// the prompt at seq (one under way when it was sent): idle with the
-// delivery cursor short of the prompt, or failed holding only messages
-// before it (held seq), whose next turn runs the prompt. A failure with
-// no held seq (one that dropped its prompt, or reported by a node older
-// than held seq) is taken for the prompt's, as before.
-func earlierTurnEnd(s *castv1.Session, seq int64) bool {
+// the prompt at seq (one under way when it was sent, the delivery cursor
+// then at from): idle with the delivery cursor short of the prompt,
+// failed holding only messages before it (held seq), or failed dropping
+// its own prompt, which moved the cursor past from but short of the
+// prompt; the next turn runs the prompt. A failure that neither holds
+// nor moved the cursor (reported by a node older than held seq) is taken
+// for the prompt's, as before.
+func earlierTurnEnd(s *castv1.Session, seq, from int64) bool {
 	switch s.State {
 	case castv1.SessionState_SESSION_STATE_IDLE:
 		return s.DeliveredSeq < seq
 	case castv1.SessionState_SESSION_STATE_FAILED:
-		return s.HeldSeq != 0 && max(s.HeldSeq, s.DeliveredSeq) < seq
+		if s.HeldSeq != 0 {
+			return max(s.HeldSeq, s.DeliveredSeq) < seq
+		}
+		return from < s.DeliveredSeq && s.DeliveredSeq < seq
 	}
 	return false
 }

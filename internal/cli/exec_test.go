@@ -334,6 +334,48 @@ func TestExecTurnSkipsAnEarlierHeldFailure(t *testing.T) {
 	}
 }
 
+// `cast exec --resume` on a session running a turn that then fails
+// dropping its prompt (the model refused it; the next message runs
+// without it): no held seq, the delivery cursor moved past the dropped
+// prompt (3) but short of exec's (4), which runs in the next turn. exec
+// took that failure for its own end and exited 1 before its prompt ran.
+// A failure that neither holds nor moved the cursor (a node older than
+// held seq holding exec's prompt) is still exec's.
+func TestExecTurnSkipsAnEarlierDroppedFailure(t *testing.T) {
+	failed, running, idle := castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_RUNNING, castv1.SessionState_SESSION_STATE_IDLE
+	state := func(st castv1.SessionState, last, delivered int64) *castv1.WatchSessionResponse {
+		s := &castv1.Session{Id: "s", State: st, LastSeq: last, DeliveredSeq: delivered}
+		if st == failed {
+			s.StateReason, s.LastExitCode = "claude: API Error: 400", 1
+		}
+		return &castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Session{Session: s}}
+	}
+	tr := &execTurn{id: "s", seq: 4, from: 2}
+	for i, step := range []struct {
+		ev   *castv1.WatchSessionResponse
+		got  int64
+		ends bool
+	}{
+		{state(running, 4, 2), 4, false},
+		{state(failed, 5, 3), 5, false}, // the earlier turn dropped prompt 3 (its notice at 5)
+		{state(running, 5, 3), 5, false},
+		{&castv1.WatchSessionResponse{Event: &castv1.WatchSessionResponse_Message{Message: &castv1.Message{Seq: 6, Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Text: "mine"}}}, 6, false},
+		{state(idle, 6, 4), 6, true},
+	} {
+		if ends := tr.see(step.ev, step.got); ends != step.ends {
+			t.Fatalf("event %d: ended %v, want %v (answer %q)", i, ends, step.ends, tr.answer)
+		}
+	}
+	if fmt.Sprint(tr.answer) != "[mine]" || tr.end.State != idle {
+		t.Fatalf("answer %q, end %v; want the prompt's own answer and idle", tr.answer, tr.end.State)
+	}
+	old := &execTurn{id: "s", seq: 4, from: 2}
+	old.see(state(running, 4, 2), 4)
+	if !old.see(state(failed, 4, 2), 4) || old.end.State != failed {
+		t.Fatal("a failure that neither holds nor moved the delivery cursor was not taken for the prompt's")
+	}
+}
+
 // heldServer is a control plane whose session holds `cast exec`'s prompt
 // without running it, parked on a usage limit. Its watch sends the session and then nothing, until
 // exec is stopped; its interrupt answers, as the real one does for a

@@ -276,3 +276,45 @@ func inBackground(run func() (string, string, int)) <-chan cmdResult {
 	}()
 	return done
 }
+
+// `cast exec --resume` sent while a turn runs that then fails dropping its
+// prompt (the model refused it: 400; the next message runs without it):
+// exec's prompt runs in the next turn, and exec prints its answer. It
+// took the earlier turn's failure for its own end, printed no answer and
+// exited 1 while its prompt went on to run.
+func TestExecResumeSkipsAnEarlierDroppedFailure(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude")
+	m := func(n int) string { return fmt.Sprintf("MARK-EDF-%d", n) }
+	id := r.create("claude", dmsg(m(1)))
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Status: 400, Gate: gate})
+	n := r.fake.TurnsStarted()
+	s2 := r.send(id, dmsg(m(2)))
+	testharness.WaitFor(t, 2*time.Minute, "the doomed request reaches the model", func() bool { return r.fake.TurnsStarted() > n })
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := r.cast("", "exec", "--resume", id, dmsg(m(3)))
+		done <- result{out, errOut, code}
+	}()
+	get := func() *castv1.Session {
+		s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		must(t, err)
+		return s
+	}
+	testharness.WaitFor(t, time.Minute, "exec's prompt stored", func() bool { return get().LastSeq > s2 })
+	close(gate)
+	res := <-done
+	// The earlier turn answered nothing: an answer is the prompt's own.
+	if res.code != 0 || !strings.HasPrefix(res.out, "FAKE-ANSWER") || res.errOut != "" {
+		t.Fatalf("exec --resume past an earlier turn's dropped failure: exit %d, out %q, err %q; want its own prompt's answer", res.code, res.out, res.errOut)
+	}
+	if s := get(); s.State != castv1.SessionState_SESSION_STATE_IDLE || s.DeliveredSeq <= s2 {
+		t.Fatalf("after exec: %v, delivered seq %d; want idle past seq %d", s.State, s.DeliveredSeq, s2)
+	}
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(3))
+}
