@@ -123,16 +123,10 @@ func wokenBeforeItsStart(t *testing.T, prompt string, agents ...string) (*turnRi
 	}
 	r.waitState(sess.Id, castv1.SessionState_SESSION_STATE_PARKED, 0)
 
-	// Restarted, the node stops itself as its next turn is about to
-	// report its start: the parked one, once a credential wakes it.
-	r.node.Kill()
-	r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
-	t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
+	// The parked turn is the next to start, once a credential wakes it.
+	r.stopAtNextTurnStart()
 	c.must("account", "use", "work-b", "--agent", "claude")
-	testharness.WaitFor(t, 2*time.Minute, "the woken turn held before its start is recorded", func() bool {
-		out := r.node.Output()
-		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
-	})
+	r.waitStoppedAtTurnStart("the woken turn held before its start is recorded")
 	s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: sess.Id})
 	if err != nil {
 		t.Fatal(err)
@@ -224,4 +218,22 @@ func TestSwitchOfAParkedSessionLeavesNoStaleError(t *testing.T) {
 	close(gate)
 	r.waitDelivered(id, "the held prompt answered on pi", s2)
 	assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+}
+
+// stopAtNextTurnStart restarts r's node so that it stops itself (SIGSTOP)
+// as its next turn is about to report its start; the test continues it
+// with SIGCONT.
+func (r *turnRig) stopAtNextTurnStart() {
+	r.node.Kill()
+	r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
+	r.t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
+}
+
+// waitStoppedAtTurnStart waits until the node stopped at node.turn-start.
+func (r *turnRig) waitStoppedAtTurnStart(what string) {
+	r.t.Helper()
+	testharness.WaitFor(r.t, 2*time.Minute, what, func() bool {
+		out := r.node.Output()
+		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
+	})
 }

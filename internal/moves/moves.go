@@ -162,11 +162,16 @@ func canSwitchTo(ctx context.Context, st Store, sess *castv1.Session, to string)
 // interruptTurn interrupts sess's running turn, if it has one (sent): the
 // old agent's turn must not keep writing after the switch. An idle session
 // has none: the node refused the interrupt, and it and the control plane
-// each warned of it.
+// each warned of it. Nor is a turn about to start (a message past the
+// delivery cursor) interrupted: its start, recorded after the switch, is
+// refused for the old agent (store.SetState: AGENT_SWITCHED) and the new
+// one runs its messages, and one recorded before the switch's write is
+// stopped there (Switch: startedSince). Interrupted, it ended before it
+// started, its messages counted delivered: the new agent answered them
+// only with the next message.
 func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) (sent bool, _ error) {
-	idle, err := RunsNothing(ctx, st, sess)
-	if err != nil || idle {
-		return false, err
+	if !fence.TurnInFlight(sess) {
+		return false, nil
 	}
 	return true, st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
 }

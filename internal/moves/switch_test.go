@@ -55,8 +55,10 @@ func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
 }
 
 // A switch to another agent stops the old agent's turn, and asks the node
-// to only when one runs or is about to start (a message past the delivery
-// cursor). Before, an idle session's switch sent the interrupt anyway, and
+// to only when one runs. One about to start (a message past the delivery
+// cursor) is not stopped: its start is refused for the old agent and the
+// new one runs it; interrupted, it ended unstarted and its messages waited
+// for the next one. Before, an idle session's switch sent the interrupt anyway, and
 // the node and the control plane each logged a warning that it was
 // refused ("session … has no running turn"). A failed session whose
 // turn holds its message (the CLI not installed or not logged in: it runs
@@ -74,13 +76,13 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 		wantInterrupt bool
 	}{
 		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false, false},
-		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, false, true, true},
+		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, false, true, false},
 		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, false, true},
 		{"failed holding its message", failed, true, false, false},
-		{"failed holding a message, another about to run", failed, true, true, true},
-		{"failed with a message about to run", failed, false, true, true},
+		{"failed holding a message, another about to run", failed, true, true, false},
+		{"failed with a message about to run", failed, false, true, false},
 		{"parked holding its message", parked, true, false, false},
-		{"parked holding a message, another about to run", parked, true, true, true},
+		{"parked holding a message, another about to run", parked, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
