@@ -140,7 +140,7 @@ func DialOpts(addr string, o Options) (*Client, error) {
 // (docs/architecture.md), so it does not demand transport security: run
 // off loopback only on a network you trust.
 type Token struct {
-	v atomic.Pointer[string]
+	v atomic.Pointer[bearer]
 	// src, when set, gives the token for each call instead (a context's
 	// token-command, which caches it: tokencmd.go).
 	src func(context.Context) (string, error)
@@ -158,6 +158,19 @@ func (t *Token) forgetRefused(ctx context.Context, method string, req, reply any
 	return err
 }
 
+// bearer is a token and the call metadata that presents it.
+type bearer struct {
+	tok string
+	md  map[string]string // nil for no token
+}
+
+func newBearer(tok string) *bearer {
+	if tok == "" {
+		return &bearer{}
+	}
+	return &bearer{tok: tok, md: map[string]string{"authorization": "Bearer " + tok}}
+}
+
 // NewToken returns a Token holding tok ("" sends none).
 func NewToken(tok string) *Token {
 	t := &Token{}
@@ -166,21 +179,20 @@ func NewToken(tok string) *Token {
 }
 
 // Set replaces the token.
-func (t *Token) Set(tok string) { t.v.Store(&tok) }
+func (t *Token) Set(tok string) { t.v.Store(newBearer(tok)) }
 
-// GetRequestMetadata implements credentials.PerRPCCredentials.
+// GetRequestMetadata implements credentials.PerRPCCredentials. A set
+// token's metadata is built once, not per call: grpc copies the map into
+// the call's headers and does not change it.
 func (t *Token) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
-	tok := *t.v.Load()
-	if t.src != nil {
-		var err error
-		if tok, err = t.src(ctx); err != nil {
-			return nil, status.Error(codes.Unauthenticated, err.Error())
-		}
+	if t.src == nil {
+		return t.v.Load().md, nil
 	}
-	if tok != "" {
-		return map[string]string{"authorization": "Bearer " + tok}, nil
+	tok, err := t.src(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	return nil, nil
+	return newBearer(tok).md, nil
 }
 
 // RequireTransportSecurity implements credentials.PerRPCCredentials.
