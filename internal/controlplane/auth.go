@@ -167,8 +167,8 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 	}
 	p, _ := authz.FromContext(ctx)
-	tracked, done := s.trackCall(ctx, p)
-	defer done()
+	tracked, call := s.trackCall(ctx, p)
+	defer call.done()
 	resp, err := h(tracked, req)
 	if err != nil {
 		if rerr := s.revokedErr(ctx, tracked, p, info.FullMethod); rerr != nil {
@@ -195,8 +195,8 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		}
 		defer release()
 	}
-	tracked, done := s.trackCall(ctx, p)
-	defer done()
+	tracked, call := s.trackCall(ctx, p)
+	defer call.done()
 	err = h(srv, &checkedStream{ServerStream: ss, ctx: tracked, check: check, single: !info.IsClientStream})
 	if rerr := s.revokedErr(ctx, tracked, p, info.FullMethod); rerr != nil {
 		return rerr

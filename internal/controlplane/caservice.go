@@ -24,8 +24,26 @@ const CABundleHeader = "cast-ca-bundle"
 // sendBundleHeader names the bundle in a unary call's reply headers.
 func (s *Server) sendBundleHeader(ctx context.Context) {
 	if set := s.cas(); set != nil {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(CABundleHeader, set.Hash))
+		_ = grpc.SetHeader(ctx, s.bundleHeader(set))
 	}
+}
+
+// bundleMD is the reply header of one trust set.
+type bundleMD struct {
+	set *catrust.Set
+	md  metadata.MD
+}
+
+// bundleHeader is set's reply header, built once per set (a set never
+// changes; a rotation makes a new one) rather than on every call: grpc
+// copies it into the reply's headers and does not change it.
+func (s *Server) bundleHeader(set *catrust.Set) metadata.MD {
+	if b := s.bundleMD.Load(); b != nil && b.set == set {
+		return b.md
+	}
+	b := &bundleMD{set: set, md: metadata.Pairs(CABundleHeader, set.Hash)}
+	s.bundleMD.Store(b)
+	return b.md
 }
 
 func (h *authService) GetCABundle(context.Context, *castv1.GetCABundleRequest) (*castv1.GetCABundleResponse, error) {

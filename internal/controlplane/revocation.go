@@ -48,39 +48,39 @@ const revokedMemory = time.Minute
 type openCalls struct {
 	cause   error // what revoke cancels a call with
 	mu      sync.Mutex
-	byCred  map[string]map[*context.CancelCauseFunc]struct{}
+	byCred  map[string]map[*trackedCall]struct{}
 	revoked map[string]time.Time // hash -> when its deletion was seen
 }
 
 func newOpenCalls(cause error) *openCalls {
-	return &openCalls{cause: cause, byCred: map[string]map[*context.CancelCauseFunc]struct{}{}, revoked: map[string]time.Time{}}
+	return &openCalls{cause: cause, byCred: map[string]map[*trackedCall]struct{}{}, revoked: map[string]time.Time{}}
 }
 
-// track cancels the call (with cause o.cause) when cred is revoked, at
-// once if it already was, and returns the func that stops tracking it.
-// The call's context is the caller's: one serves every openCalls a call
-// is tracked by.
-func (o *openCalls) track(cred string, cancel context.CancelCauseFunc) func() {
-	key := &cancel
+// track cancels c (with cause o.cause) when cred is revoked, at once if it
+// already was, until untrack. The call's context is the caller's: one
+// serves every openCalls a call is tracked by.
+func (o *openCalls) track(cred string, c *trackedCall) {
 	o.mu.Lock()
 	if _, gone := o.revoked[cred]; gone {
 		o.mu.Unlock()
-		cancel(o.cause)
-		return func() {}
+		c.cancel(o.cause)
+		return
 	}
 	if o.byCred[cred] == nil {
-		o.byCred[cred] = map[*context.CancelCauseFunc]struct{}{}
+		o.byCred[cred] = map[*trackedCall]struct{}{}
 	}
-	o.byCred[cred][key] = struct{}{}
+	o.byCred[cred][c] = struct{}{}
 	o.mu.Unlock()
-	return func() {
-		o.mu.Lock()
-		delete(o.byCred[cred], key)
-		if len(o.byCred[cred]) == 0 {
-			delete(o.byCred, cred)
-		}
-		o.mu.Unlock()
+}
+
+// untrack stops tracking c by cred.
+func (o *openCalls) untrack(cred string, c *trackedCall) {
+	o.mu.Lock()
+	delete(o.byCred[cred], c)
+	if len(o.byCred[cred]) == 0 {
+		delete(o.byCred, cred)
 	}
+	o.mu.Unlock()
 }
 
 // revoke cancels cred's open calls and remembers it for revokedMemory; it
@@ -97,8 +97,8 @@ func (o *openCalls) revoke(cred string) int {
 	o.revoked[cred] = now
 	calls := o.byCred[cred]
 	delete(o.byCred, cred)
-	for cancel := range calls {
-		(*cancel)(o.cause)
+	for c := range calls {
+		c.cancel(o.cause)
 	}
 	return len(calls)
 }
@@ -192,42 +192,66 @@ func (s *Server) recheckOpenCalls(ctx context.Context) {
 
 // trackCall makes ctx end when p's credential is revoked, when the CA of
 // its certificate is no longer trusted, or when its ID token or
-// certificate expires. The
-// credential and the CA share one cancelable context (the first cause to
-// come is the one the call sees, as with a context each): each is a
-// channel and an entry in its parent's map for as long as the call, a
-// long stream, stays open.
-func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Context, func()) {
-	var stops []func()
+// certificate expires; the call's done ends that. The credential and the
+// CA share one cancelable context (the first cause to come is the one the
+// call sees, as with a context each): each is a channel and an entry in
+// its parent's map for as long as the call, a long stream, stays open.
+func (s *Server) trackCall(ctx context.Context, p authz.Principal) (context.Context, *trackedCall) {
+	c := &trackedCall{}
 	browser := web.CallerSession(ctx)
 	if p.Cred != "" || p.CAPin != "" || browser != "" {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
+		ctx, c.cancel = context.WithCancelCause(ctx)
 		if p.Cred != "" {
-			stops = append(stops, s.calls.track(p.Cred, cancel))
+			c.by(s.calls, p.Cred)
 		}
 		if browser != "" {
-			stops = append(stops, s.webCalls.track(browser, cancel))
+			c.by(s.webCalls, browser)
 		}
 		if p.CAPin != "" {
-			stops = append(stops, s.caCalls.track(p.CAPin, cancel))
+			c.by(s.caCalls, p.CAPin)
 			// After tracking: either this sees a set that dropped the CA, or
 			// endUntrustedCalls, run after the swap, sees this call.
 			if set := s.cas(); set != nil && !slices.Contains(set.Pins(), p.CAPin) {
 				s.caCalls.revoke(p.CAPin)
 			}
 		}
-		stops = append(stops, func() { cancel(nil) })
 	}
 	if !p.Expires.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, p.Expires, errLapsed)
-		stops = append(stops, cancel)
+		ctx, c.lapse = context.WithDeadlineCause(ctx, p.Expires, errLapsed)
 	}
-	return ctx, func() {
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
+	return ctx, c
+}
+
+// trackedCall is one call as the openCalls tracking it know it: a struct
+// rather than a list of closures, since every call (an append's included)
+// makes one.
+type trackedCall struct {
+	cancel context.CancelCauseFunc // nil: tracked by none
+	lapse  context.CancelFunc      // nil: no expiry
+	in     [3]struct {             // the openCalls tracking it (credential, browser, CA), and by what
+		o   *openCalls
+		key string
+	}
+	n int
+}
+
+// by tracks c in o by key.
+func (c *trackedCall) by(o *openCalls, key string) {
+	c.in[c.n].o, c.in[c.n].key = o, key
+	c.n++
+	o.track(key, c)
+}
+
+// done stops tracking the call and releases its contexts.
+func (c *trackedCall) done() {
+	if c.lapse != nil {
+		c.lapse()
+	}
+	if c.cancel != nil {
+		c.cancel(nil)
+	}
+	for i := c.n - 1; i >= 0; i-- {
+		c.in[i].o.untrack(c.in[i].key, c)
 	}
 }
 

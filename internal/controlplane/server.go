@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -90,6 +91,8 @@ type Server struct {
 	// plaintext), reloaded from the store (carotation.go).
 	trust  *catrust.Manager
 	caFile string
+	// bundleMD is the current trust set's reply header (caservice.go).
+	bundleMD atomic.Pointer[bundleMD]
 
 	etcd    *etcdembed.Etcd
 	grpc    *grpc.Server
