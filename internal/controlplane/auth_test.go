@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,6 +73,7 @@ func wantDenied(t *testing.T, what string, err error, code codes.Code, reason st
 // and user tokens for alice and bob.
 type authEnv struct {
 	addr                string
+	metrics             string // the control plane's /metrics address
 	admin, alice, bob   *client.Client
 	n1                  *client.Client // n1's own credential
 	aliceSess, adminSes *castv1.Session
@@ -79,7 +81,7 @@ type authEnv struct {
 
 func newAuthEnv(t *testing.T, cb func(*controlplane.Config)) *authEnv {
 	srv := testharness.StartControlPlane(t, cb)
-	e := &authEnv{addr: srv.Addr(), admin: testharness.Dial(t, srv.Addr())}
+	e := &authEnv{addr: srv.Addr(), metrics: srv.MetricsAddr(), admin: testharness.Dial(t, srv.Addr())}
 	ctx := ctxT(t)
 	join, err := e.admin.Auth.CreateJoinToken(ctx, &castv1.CreateJoinTokenRequest{TtlSeconds: 60})
 	if err != nil {
@@ -134,6 +136,57 @@ func (e *authEnv) user(t *testing.T, name string) *client.Client {
 		t.Fatal(err)
 	}
 	return testharness.DialAs(t, e.addr, resp.Token)
+}
+
+// TestUserSessionCheckReadsASessionOnce: a user's calls on their own
+// session read its record (an etcd txn) once to learn its creator, not on
+// every call (an append's included), and the check still refuses everyone
+// else, before and after.
+func TestUserSessionCheckReadsASessionOnce(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t, nil)
+	ctx := ctxT(t)
+	appendAs := func(c *client.Client) error {
+		_, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: e.aliceSess.Id,
+			Messages: []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: "x"}}})
+		return err
+	}
+	wantDenied(t, "bob appends to alice's session", appendAs(e.bob), codes.PermissionDenied, errs.ReasonNotYourSession)
+	if err := appendAs(e.alice); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 20
+	before := sessionReads(t, e.metrics)
+	for range calls {
+		if err := appendAs(e.alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Other readers (the dispatcher, on an owner change) may read it too,
+	// but not once a call.
+	if n := sessionReads(t, e.metrics) - before; n >= calls/2 {
+		t.Errorf("%d appends by the session's creator read the session %v times", calls, n)
+	}
+	wantDenied(t, "bob appends to alice's session after her calls", appendAs(e.bob), codes.PermissionDenied, errs.ReasonNotYourSession)
+	_, err := e.bob.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: e.aliceSess.Id})
+	wantDenied(t, "bob reads alice's session after her calls", err, codes.PermissionDenied, errs.ReasonNotYourSession)
+}
+
+// sessionReads is how many times the control plane's store read a session
+// record, from its /metrics.
+func sessionReads(t *testing.T, metrics string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(httpGet(t, "http://"+metrics+"/metrics")), "\n") {
+		if v, ok := strings.CutPrefix(line, `cast_store_request_duration_seconds_count{op="get_session"} `); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no get_session count in /metrics")
+	return 0
 }
 
 func TestAuthRefusals(t *testing.T) {

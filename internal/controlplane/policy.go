@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"sync"
 
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/errs"
@@ -165,6 +166,9 @@ func (s *Server) checkSession(ctx context.Context, p authz.Principal, req any) e
 	if p.IsAdmin() || id == "" {
 		return nil // a missing id is the handler's INVALID_ARGUMENT
 	}
+	if p.Role == authz.User && s.creators.created(id, p.String()) {
+		return nil
+	}
 	sess, err := s.store.GetSession(ctx, id)
 	if err != nil {
 		if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
@@ -172,7 +176,44 @@ func (s *Server) checkSession(ctx context.Context, p authz.Principal, req any) e
 		}
 		return err
 	}
-	return s.maySee(ctx, p, sess)
+	if err := s.maySee(ctx, p, sess); err != nil {
+		return err
+	}
+	if p.Role == authz.User {
+		s.creators.remember(id, sess.Creator)
+	}
+	return nil
+}
+
+// creatorCache remembers the creator of sessions a user was let use. A
+// session's creator is set when it is made and never changes, so a user's
+// next call on one of theirs needs no read of the session (an etcd txn per
+// call, an append's included). Only a let is remembered: a refusal, or a
+// session gone since (which passes the check either way: the handler says
+// NOT_FOUND), reads again.
+type creatorCache struct {
+	mu sync.Mutex
+	m  map[string]string // session id -> creator
+}
+
+// creatorCacheSize bounds the cache: past it, it starts over.
+const creatorCacheSize = 10000
+
+// created says whether session is known to be creator's.
+func (c *creatorCache) created(session, creator string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.m[session]
+	return ok && got == creator
+}
+
+func (c *creatorCache) remember(session, creator string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= creatorCacheSize {
+		c.m = make(map[string]string)
+	}
+	c.m[session] = creator
 }
 
 func (s *Server) maySee(ctx context.Context, p authz.Principal, sess *castv1.Session) error {

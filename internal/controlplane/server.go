@@ -73,9 +73,11 @@ type Server struct {
 	reg     *prometheus.Registry
 	// policy is the authorization rule of every RPC (policy.go).
 	policy authz.Policy
-	limits *authz.Limiter       // per-user and per-node rates and streams
-	calls  *openCalls           // calls in flight by credential, ended on revocation (revocation.go)
-	authn  *authn.Authenticator // names callers; its token cache is kept by the same watch
+	// creators are the creators of sessions users were let use (policy.go).
+	creators creatorCache
+	limits   *authz.Limiter       // per-user and per-node rates and streams
+	calls    *openCalls           // calls in flight by credential, ended on revocation (revocation.go)
+	authn    *authn.Authenticator // names callers; its token cache is kept by the same watch
 	// caCalls: calls made with a client certificate, by its CA's pin,
 	// ended when the CA is no longer trusted (revocation.go).
 	caCalls *openCalls
