@@ -29,7 +29,9 @@ import (
 // appendCases are the rows of the append table: writers each appending
 // one 512-byte message per call, to a session each or all to one; the
 // store_only row calls the store directly (no gRPC, TLS or token check),
-// which tells the group commit's cost from the API's; the paced row offers
+// which tells the group commit's cost from the API's; the user row appends
+// as a user to the user's own sessions (an admin's calls skip the session
+// check and the rate limits; a user's pass both); the paced row offers
 // a fixed rate (issue 25: p99 under 20 ms at 1,000 messages/s), its p99
 // counted from each call's scheduled start, so falling behind shows.
 var appendCases = []appendCase{
@@ -38,12 +40,14 @@ var appendCases = []appendCase{
 	{writers: 64, sessions: 64},
 	{writers: 64, sessions: 1},
 	{writers: 64, sessions: 64, direct: true},
+	{writers: 64, sessions: 64, user: true},
 	{writers: 64, sessions: 64, rate: 1000},
 }
 
 type appendCase struct {
 	writers, sessions int
 	direct            bool // store.Append in the process, not the API
+	user              bool // as a user, to sessions the user created
 	rate              int  // calls started per second, spread over the writers (0: as fast as they go)
 }
 
@@ -54,6 +58,9 @@ func (c appendCase) String() string {
 	}
 	if c.direct {
 		name += "/store_only"
+	}
+	if c.user {
+		name += "/user"
 	}
 	if c.rate > 0 {
 		name = fmt.Sprintf("paced %d/s, %s", c.rate, name)
@@ -118,6 +125,10 @@ type appendRig struct {
 	st       *store.Store // a second replica's store, for the direct row
 	raw      *clientv3.Client
 	sessions []string
+	// user is a user's client and userSessions the user's sessions, for
+	// the user row.
+	user         *client.Client
+	userSessions []string
 }
 
 func newAppendRig(tb testing.TB) *appendRig {
@@ -127,6 +138,9 @@ func newAppendRig(tb testing.TB) *appendRig {
 		c.Store.QuotaBytes = 2 << 30
 		c.TLS.Enabled = true
 		c.SecretsKeyFile = filepath.Join(tb.TempDir(), controlplane.SecretsKeyFileName)
+		// The user row's limiter runs on every call but never holds the
+		// benchmark back.
+		c.Limits.Rate, c.Limits.Burst, c.Limits.AppendBytes, c.Limits.AppendBurst = 1e9, 1e9, 1e12, 1e12
 	})
 	testharness.StartNode(tb, srv.Addr(), "bench", func(c *node.Config) { c.CAPin = srv.CAPin() })
 	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
@@ -136,20 +150,36 @@ func newAppendRig(tb testing.TB) *appendRig {
 	tb.Cleanup(func() { raw.Close() })
 	rig := &appendRig{c: testharness.DialServer(tb, srv), raw: raw,
 		st: testharness.OpenStore(tb, ep, func(c *store.Config) { c.QuotaBytes = 2 << 30 })}
-	most := 0
-	for _, ac := range appendCases {
-		most = max(most, ac.sessions)
+	tok, err := rig.c.Auth.CreateToken(context.Background(), &castv1.CreateTokenRequest{Name: "bench", Role: castv1.Role_ROLE_USER})
+	if err != nil {
+		tb.Fatal(err)
 	}
-	testharness.WaitFor(tb, 60*time.Second, "bench sessions", func() bool {
-		for len(rig.sessions) < most {
-			s, err := rig.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude"})
-			if err != nil {
-				return false
-			}
-			rig.sessions = append(rig.sessions, s.Id)
+	if rig.user, err = (client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: tok.Token}).Dial(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rig.user.Close() })
+	most, mostUser := 0, 0
+	for _, ac := range appendCases {
+		if ac.user {
+			mostUser = max(mostUser, ac.sessions)
+		} else {
+			most = max(most, ac.sessions)
 		}
-		return true
-	})
+	}
+	create := func(c *client.Client, ids *[]string, n int) func() bool {
+		return func() bool {
+			for len(*ids) < n {
+				s, err := c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude"})
+				if err != nil {
+					return false
+				}
+				*ids = append(*ids, s.Id)
+			}
+			return true
+		}
+	}
+	testharness.WaitFor(tb, 60*time.Second, "bench sessions", create(rig.c, &rig.sessions, most))
+	testharness.WaitFor(tb, 60*time.Second, "the user's bench sessions", create(rig.user, &rig.userSessions, mostUser))
 	return rig
 }
 
@@ -158,8 +188,12 @@ func newAppendRig(tb testing.TB) *appendRig {
 func (r *appendRig) measure(tb testing.TB, ac appendCase, total int) appendResult {
 	ctx := context.Background()
 	text := strings.Repeat("x", benchMsgBytes)
+	c, sessions := r.c, r.sessions
+	if ac.user {
+		c, sessions = r.user, r.userSessions
+	}
 	viaGRPC := func(w, i int) error {
-		_, err := r.c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: r.sessions[w%ac.sessions],
+		_, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: sessions[w%ac.sessions],
 			Messages: []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_ASSISTANT, Agent: "claude", Text: text}}})
 		return err
 	}
