@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -45,6 +46,39 @@ type chunkRef struct {
 
 func encodeInline(b []byte) []byte {
 	return append([]byte{envInline}, b...)
+}
+
+// kindField is Message.kind's field number.
+var kindField = (&castv1.Message{}).ProtoReflect().Descriptor().Fields().ByName("kind").Number()
+
+// inlineKind is the kind of the message an inline envelope holds, read from
+// its bytes without decoding the rest (a field absent is its zero value);
+// ok is false for a chunked envelope or bytes that do not parse, which only
+// a full decode can tell.
+func inlineKind(val []byte) (kind castv1.MessageKind, ok bool) {
+	if len(val) == 0 || val[0] != envInline {
+		return 0, false
+	}
+	for b := val[1:]; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == kindField && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, false
+			}
+			kind, b = castv1.MessageKind(v), b[n:] // the last one counts, as in a decode
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return kind, true
 }
 
 func encodeChunkRef(r chunkRef) []byte {

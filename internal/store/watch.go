@@ -99,7 +99,7 @@ func (s *Store) emit(ctx context.Context, sessionID string, events []*clientv3.E
 // Change is one event of WatchDispatch.
 type Change struct {
 	Owner   *fence.OwnerChange // a session got (or changed) its owner
-	Message *castv1.Message    // a message was appended
+	Message *castv1.Message    // a user message was appended
 	Session string             // the session a Message or Interrupt belongs to
 	// Op is a request for the owner node: OpInterrupt, OpAbandon or OpRefresh.
 	Op string
@@ -128,7 +128,10 @@ func (s *Store) Owners(ctx context.Context) ([]fence.OwnerChange, int64, error) 
 // WatchDispatch follows owner changes, appended messages and interrupt
 // requests from rev on, in revision order (one watch over the key range
 // msgs/ .. owners/ that holds all three), so an owner change is always seen
-// before the messages after it. Of deletions it reports only an owner
+// before the messages after it. Of messages it reports only user ones, the
+// only ones anything is dispatched for: every replica sees every append, so
+// the others are not decoded (an inline one's kind is read from its bytes).
+// Of deletions it reports only an owner
 // record's (Change.Purged): a follower keeping owners by session would
 // otherwise keep every purged session's for as long as it follows.
 func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) error {
@@ -159,6 +162,9 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 			case strings.HasPrefix(key, s.key("owners")+"/"):
 				fn(Change{Owner: &fence.OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
 			case strings.HasPrefix(key, from):
+				if kind, ok := inlineKind(ev.Kv.Value); ok && kind != castv1.MessageKind_MESSAGE_KIND_USER {
+					continue // most of them (a node's rows): not decoded
+				}
 				rest := strings.TrimPrefix(key, from)
 				sid, _, _ := strings.Cut(rest, "/")
 				m, err := s.decodeKV(ctx, sid, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
@@ -166,7 +172,9 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 					s.lg.Warn("undecodable message in dispatch watch", zap.String("key", key), zap.Error(err))
 					continue
 				}
-				fn(Change{Message: m, Session: sid})
+				if m.Kind == castv1.MessageKind_MESSAGE_KIND_USER {
+					fn(Change{Message: m, Session: sid})
+				}
 			}
 		}
 	})
