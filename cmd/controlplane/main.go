@@ -44,7 +44,9 @@ func main() {
 func run(cmd *cobra.Command, o *options, lg *zap.Logger) error {
 	cfg := &o.cfg
 	var err error
-	cfg.Migrate.Failpoint = failpoint.FromEnv(lg)
+	// One hook for every point: a stopping point stops once.
+	fp := failpoint.FromEnv(lg)
+	cfg.Migrate.Failpoint, cfg.Failpoint = fp, fp
 	if o.publishK8s {
 		if cfg.Publish, err = kubePublisher(lg); err != nil {
 			return err

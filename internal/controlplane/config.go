@@ -93,6 +93,10 @@ type Config struct {
 	Retention retention.Config
 	Brief     brief.Config // the small model that writes handoff briefs
 	Migrate   migrate.Config
+	// Failpoint, when set, is called at the named points of the moves
+	// within the control plane (moves.FailSwitchBeforeWrite), for fault
+	// tests; the migration's are Migrate.Failpoint.
+	Failpoint func(name string)
 	// MaxWorkTreeBytes bounds a work tree relayed during a migration.
 	MaxWorkTreeBytes int64
 	// SecretsKeyFile holds the key fleet account credentials and the TLS

@@ -330,7 +330,7 @@ func (h *sessionService) SwitchSession(ctx context.Context, req *castv1.SwitchSe
 	); err != nil {
 		return nil, err
 	}
-	sess, err := moves.Switch(ctx, h.s.store, h.s.briefer, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort})
+	sess, err := moves.Switch(ctx, h.s.store, h.s.briefer, moves.SwitchRequest{SessionID: req.SessionId, Agent: req.Agent, Model: req.Model, Effort: req.Effort, Failpoint: h.s.cfg.Failpoint})
 	return sess, toStatus(h.s.lg, err)
 }
 

@@ -47,7 +47,17 @@ const (
 // SwitchRequest changes a session's agent, model or effort in place.
 type SwitchRequest struct {
 	SessionID, Agent, Model, Effort string
+	// Failpoint, when set, is called at the switch's named points
+	// (FailSwitchBeforeWrite) with their name, for fault tests
+	// (failpoint.FromEnv).
+	Failpoint func(name string)
 }
+
+// FailSwitchBeforeWrite is the point between a switch's read of the
+// session (and its decision to interrupt) and its write of the new agent:
+// what the store records there (a message, a turn's start) the switch
+// did not see.
+const FailSwitchBeforeWrite = "switch.before-write"
 
 // Switch applies r. A different agent is refused up front when it cannot
 // take over the history (Cursor, Muse); otherwise the running turn is
@@ -79,6 +89,9 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		if sent, err = interruptTurn(ctx, st, sess); err != nil {
 			return nil, err
 		}
+	}
+	if r.Failpoint != nil {
+		r.Failpoint(FailSwitchBeforeWrite)
 	}
 	old := sess
 	startedSince := false
