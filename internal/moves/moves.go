@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
@@ -102,15 +104,19 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// A turn whose start the store recorded after the read above
 		// (a parked turn a fleet credential woke) runs the old agent:
 		// it is stopped too. One that starts after this write is
-		// refused (store.SetState: AGENT_SWITCHED).
-		startedSince = changeAgent && fence.TurnInFlight(s)
+		// refused (store.SetState: AGENT_SWITCHED). The interrupt sent
+		// on the read stops the turn that read saw, running or about
+		// to start; once the record changed since, the turn in flight
+		// may be another (a message stored after the read ran once
+		// that one stopped), so it is sent again.
+		startedSince = changeAgent && fence.TurnInFlight(s) && (!sent || !proto.Equal(s.UpdateTime, sess.UpdateTime))
 		switched(s, r, to, changeAgent)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if startedSince && !sent {
+	if startedSince {
 		if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
 			return nil, err
 		}

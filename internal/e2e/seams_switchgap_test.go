@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/moves"
+	"github.com/cast-dev/cast/internal/testharness"
+	"github.com/cast-dev/cast/internal/transcript"
+)
+
+// pointHold holds the control plane's goroutine that reaches a named
+// failpoint (Config.Failpoint) until the test lets it go: the test acts
+// exactly between the two steps the point separates.
+type pointHold struct {
+	mu      sync.Mutex
+	name    string
+	reached chan struct{}
+	release chan struct{}
+}
+
+// hook is the control plane's Config.Failpoint.
+func (h *pointHold) hook(name string) {
+	h.mu.Lock()
+	if name != h.name || h.reached == nil {
+		h.mu.Unlock()
+		return
+	}
+	reached, release := h.reached, h.release
+	h.reached = nil // once
+	h.mu.Unlock()
+	close(reached)
+	<-release
+}
+
+// arm makes the next arrival at name wait; wait blocks until it is there,
+// and let lets it go on (at most once; also at the test's end).
+func (h *pointHold) arm(t *testing.T, name string) (wait func(), let func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reached, release := make(chan struct{}), make(chan struct{})
+	h.name, h.reached, h.release = name, reached, release
+	var once sync.Once
+	let = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	return func() {
+		t.Helper()
+		select {
+		case <-reached:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("the control plane never reached %s", name)
+		}
+	}, let
+}
+
+// switchAsync starts a switch of id to agent; the returned func waits for
+// its answer.
+func (r *turnRig) switchAsync(id, agent string) func() error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.c.Sessions.SwitchSession(context.Background(), &castv1.SwitchSessionRequest{SessionId: id, Agent: agent})
+		done <- err
+	}()
+	return func() error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("the switch to %s did not answer", agent)
+		}
+	}
+}
+
+// noOldAgentAfterSwitch fails when an assistant message of another agent
+// than to follows the session's last agent-switch divider.
+func noOldAgentAfterSwitch(t *testing.T, r *turnRig, id, to string) {
+	t.Helper()
+	after := false
+	for _, msg := range r.messages(id) {
+		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && msg.NoticeType == transcript.NoticeAgentSwitch {
+			after = true
+			continue
+		}
+		if after && msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Agent != to {
+			t.Fatalf("#%d %q written by %s after the switch to %s", msg.Seq, clipItems(msg.Text), msg.Agent, to)
+		}
+	}
+}
+
+// A user message acknowledged while a switch is between its read of the
+// session and its write of the new agent (the control plane held at
+// moves.FailSwitchBeforeWrite): the switch did not see it, nor the turn
+// it starts. Three orders of the store's writes: the turn's start lands
+// after the switch (the node held at node.turn-start), before it, and
+// before it while the switch stops another turn it saw running. Each
+// time the old agent's turn for the message is refused or stopped, never
+// answers under the divider, and the new agent's requests hold every
+// message once, in order.
+func TestDeliveryAtTheSwitchGap(t *testing.T) {
+	t.Parallel()
+	hold := &pointHold{}
+	r := newTurnRigWith(t, func(cfg *controlplane.Config, _ string) { cfg.Failpoint = hold.hook }, "claude", "codex")
+	run := func(name string, f func(t *testing.T, m func(int) string)) {
+		t.Run(name, func(t *testing.T) {
+			f(t, func(n int) string { return fmt.Sprintf("GAP-%s-%d.", name, n) })
+		})
+	}
+
+	// The node records the message's turn start only after the switch's
+	// write: the store refuses it (AGENT_SWITCHED) and the new agent
+	// runs the message.
+	run("start-after", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		r.node.Kill()
+		r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
+		t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
+		wait, let := hold.arm(t, moves.FailSwitchBeforeWrite)
+		switched := r.switchAsync(id, "codex")
+		wait()
+		n := len(r.fake.Turns())
+		s2 := r.send(id, dmsg(m(2)))
+		testharness.WaitFor(t, 2*time.Minute, "the node held before the turn's start is recorded", func() bool {
+			out := r.node.Output()
+			return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
+		})
+		let()
+		must(t, switched())
+		r.node.Signal(syscall.SIGCONT)
+		r.waitDelivered(id, "the message sent in the gap answered", s2)
+		for _, req := range r.fake.Turns()[n:] {
+			if req.API == fakemodel.Anthropic {
+				t.Fatalf("claude made a request after the switch to codex:\n%s", clipItems(fmtItems(req.Items)))
+			}
+		}
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+		r.nextOnCodexHoldsAll(t, id, m, 3)
+		r.node.Kill()
+		r.startNode()
+	})
+
+	// The turn's start lands before the switch's write: the switch
+	// stops it (it ran the old agent), and the new agent's next request
+	// holds the message once.
+	run("start-before", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		wait, let := hold.arm(t, moves.FailSwitchBeforeWrite)
+		switched := r.switchAsync(id, "codex")
+		wait()
+		s2, release := r.sendHeld(id, dmsg(m(2)))
+		let()
+		must(t, switched())
+		r.waitStopped(id, s2)
+		release()
+		r.nextOnCodexHoldsAll(t, id, m, 3)
+	})
+
+	// A turn runs as the switch reads the session (it sends the
+	// interrupt); the message sent in the gap starts another turn on the
+	// old agent, recorded before the switch's write. That turn is
+	// stopped too.
+	run("second-turn", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		_, release2 := r.sendHeld(id, dmsg(m(2)))
+		wait, let := hold.arm(t, moves.FailSwitchBeforeWrite)
+		switched := r.switchAsync(id, "codex")
+		wait()
+		s3, release3 := r.sendHeld(id, dmsg(m(3)))
+		let()
+		must(t, switched())
+		r.waitStopped(id, s3)
+		release2()
+		release3()
+		r.nextOnCodexHoldsAll(t, id, m, 4)
+	})
+}
+
+// waitStopped waits until the session's turn for seq (held at the model)
+// has stopped: the session idle with seq stored. A turn the switch did
+// not stop would hold there until the test let the model answer.
+func (r *turnRig) waitStopped(id string, seq int64) {
+	r.t.Helper()
+	testharness.WaitFor(r.t, 90*time.Second, fmt.Sprintf("the turn of #%d stopped", seq), func() bool {
+		s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
+		return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.LastSeq >= seq
+	})
+}
+
+// nextOnCodexHoldsAll sends m(k) to a session switched from claude to
+// codex and checks its turn: no claude answer after the switch, and
+// codex's request holds m(1) .. m(k) once each, in order.
+func (r *turnRig) nextOnCodexHoldsAll(t *testing.T, id string, m func(int) string, k int) {
+	t.Helper()
+	seq := r.send(id, dmsg(m(k)))
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	noOldAgentAfterSwitch(t, r, id, "codex")
+	req := requestWith(t, r.fake, m(k))
+	if req.API == fakemodel.Anthropic {
+		t.Fatal("the message after the switch ran on claude")
+	}
+	var marks []string
+	for i := 1; i <= k; i++ {
+		marks = append(marks, m(i))
+	}
+	assertDeliveredOnce(t, req, marks...)
+}
