@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -95,6 +96,8 @@ func noOldAgentAfterSwitch(t *testing.T, r *turnRig, id, to string) {
 	}
 }
 
+// Seams of the moves no other test combines with messages in flight.
+//
 // A user message acknowledged while a switch is between its read of the
 // session and its write of the new agent (the control plane held at
 // moves.FailSwitchBeforeWrite): the switch did not see it, nor the turn
@@ -104,7 +107,14 @@ func noOldAgentAfterSwitch(t *testing.T, r *turnRig, id, to string) {
 // time the old agent's turn for the message is refused or stopped, never
 // answers under the divider, and the new agent's requests hold every
 // message once, in order.
-func TestDeliveryAtTheSwitchGap(t *testing.T) {
+//
+// `cast handoff` onto codex while the source's turn runs with messages
+// queued behind it, and while the source is parked holding its prompt:
+// the source runs its messages once each, in order, on its own agent,
+// and the new session's first request holds the brief (which quotes
+// what the source was asked and had not answered) once, each message
+// quoted at most once, in order.
+func TestDeliveryAtMoreSeams(t *testing.T) {
 	t.Parallel()
 	hold := &pointHold{}
 	r := newTurnRigWith(t, func(cfg *controlplane.Config, _ string) { cfg.Failpoint = hold.hook }, "claude", "codex")
@@ -117,7 +127,7 @@ func TestDeliveryAtTheSwitchGap(t *testing.T) {
 	// The node records the message's turn start only after the switch's
 	// write: the store refuses it (AGENT_SWITCHED) and the new agent
 	// runs the message.
-	run("start-after", func(t *testing.T, m func(int) string) {
+	run("switchgap-start-after", func(t *testing.T, m func(int) string) {
 		id := r.create("claude", dmsg(m(1)))
 		r.node.Kill()
 		r.startNodeEnv("CAST_FAILPOINTS=node.turn-start:stop")
@@ -149,7 +159,7 @@ func TestDeliveryAtTheSwitchGap(t *testing.T) {
 	// The turn's start lands before the switch's write: the switch
 	// stops it (it ran the old agent), and the new agent's next request
 	// holds the message once.
-	run("start-before", func(t *testing.T, m func(int) string) {
+	run("switchgap-start-before", func(t *testing.T, m func(int) string) {
 		id := r.create("claude", dmsg(m(1)))
 		wait, let := hold.arm(t, moves.FailSwitchBeforeWrite)
 		switched := r.switchAsync(id, "codex")
@@ -166,7 +176,7 @@ func TestDeliveryAtTheSwitchGap(t *testing.T) {
 	// interrupt); the message sent in the gap starts another turn on the
 	// old agent, recorded before the switch's write. That turn is
 	// stopped too.
-	run("second-turn", func(t *testing.T, m func(int) string) {
+	run("switchgap-second-turn", func(t *testing.T, m func(int) string) {
 		id := r.create("claude", dmsg(m(1)))
 		_, release2 := r.sendHeld(id, dmsg(m(2)))
 		wait, let := hold.arm(t, moves.FailSwitchBeforeWrite)
@@ -179,6 +189,35 @@ func TestDeliveryAtTheSwitchGap(t *testing.T) {
 		release2()
 		release3()
 		r.nextOnCodexHoldsAll(t, id, m, 4)
+	})
+
+	// The source's turn runs (the model holds it) with two messages
+	// queued behind it.
+	run("handoff-running-queued", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		_, release := r.sendHeld(id, dmsg(m(2)))
+		r.send(id, dmsg(m(3)))
+		s4 := r.send(id, dmsg(m(4)))
+		assertDeliveredOnce(t, r.handoff(t, id, "codex"), m(2), m(3), m(4))
+		release()
+		r.waitDelivered(id, "the source's queued messages answered", s4)
+		req := requestWith(t, r.fake, m(4))
+		if req.API != fakemodel.Anthropic {
+			t.Fatalf("the source's queued messages ran on %s, not claude", req.API)
+		}
+		assertDeliveredOnce(t, req, m(1), m(2), m(3), m(4))
+	})
+
+	// The source parked on a usage limit, holding its prompt.
+	run("handoff-parked", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		r.fake.FailNext(1, 429)
+		s2 := r.send(id, dmsg(m(2)))
+		r.waitState(id, castv1.SessionState_SESSION_STATE_PARKED, s2-1)
+		assertDeliveredOnce(t, r.handoff(t, id, "codex"), m(2))
+		s3 := r.send(id, dmsg(m(3)))
+		r.waitDelivered(id, "the held prompt and the next one answered", s3)
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
 	})
 }
 
@@ -210,4 +249,23 @@ func (r *turnRig) nextOnCodexHoldsAll(t *testing.T, id string, m func(int) strin
 		marks = append(marks, m(i))
 	}
 	assertDeliveredOnce(t, req, marks...)
+}
+
+// handoff runs `cast handoff` of src onto agent, waits until the new
+// session's first turn is done and returns the model request that turn
+// made with the brief.
+func (r *turnRig) handoff(t *testing.T, src, agent string) fakemodel.Request {
+	t.Helper()
+	out, errOut, code := r.cast("", "handoff", "-s", src, "--agent", agent, "-m", "carry on", "--json")
+	if code != 0 {
+		t.Fatalf("cast handoff: exit %d: %s%s", code, out, errOut)
+	}
+	var res struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.ID == "" {
+		t.Fatalf("cast handoff --json: %v\n%s", err, out)
+	}
+	r.waitState(res.ID, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	return requestWith(t, r.fake, "You are taking over session "+src)
 }
