@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -81,11 +83,11 @@ func (r *turnRig) switchAsync(id, agent string) func() error {
 }
 
 // noOldAgentAfterSwitch fails when an assistant message of another agent
-// than to follows the session's last agent-switch divider.
-func noOldAgentAfterSwitch(t *testing.T, r *turnRig, id, to string) {
+// than to follows the last agent-switch divider in msgs.
+func noOldAgentAfterSwitch(t *testing.T, msgs []*castv1.Message, to string) {
 	t.Helper()
 	after := false
-	for _, msg := range r.messages(id) {
+	for _, msg := range msgs {
 		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && msg.NoticeType == transcript.NoticeAgentSwitch {
 			after = true
 			continue
@@ -239,7 +241,7 @@ func (r *turnRig) nextOnCodexHoldsAll(t *testing.T, id string, m func(int) strin
 	t.Helper()
 	seq := r.send(id, dmsg(m(k)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	noOldAgentAfterSwitch(t, r, id, "codex")
+	noOldAgentAfterSwitch(t, r.messages(id), "codex")
 	req := requestWith(t, r.fake, m(k))
 	if req.API == fakemodel.Anthropic {
 		t.Fatal("the message after the switch ran on claude")
@@ -268,4 +270,77 @@ func (r *turnRig) handoff(t *testing.T, src, agent string) fakemodel.Request {
 	}
 	r.waitState(res.ID, castv1.SessionState_SESSION_STATE_IDLE, 1)
 	return requestWith(t, r.fake, "You are taking over session "+src)
+}
+
+// A migration to another node right after a switch from claude to codex,
+// with a message queued behind the turn the switch stopped: the queued
+// message runs on codex once, on laptop before the move or on linux
+// after it, and codex's next request on linux holds every message once,
+// in order. Then the same with the queued message's codex turn held at
+// the model as the move starts: the move stops it (--wait 1s) and it
+// runs again on linux.
+func TestDeliveryAtAMoveAfterASwitch(t *testing.T) {
+	t.Parallel()
+	r := newMigRig(t, migOpts{}, "claude", "codex")
+	for _, held := range []bool{false, true} {
+		name := map[bool]string{false: "queued", true: "stopped"}[held]
+		t.Run(name, func(t *testing.T) { moveAfterSwitch(t, r, name, held) })
+	}
+}
+
+// moveAfterSwitch is TestDeliveryAtAMoveAfterASwitch's case name (held:
+// the queued message's codex turn held at the model as the move starts).
+func moveAfterSwitch(t *testing.T, r *migRig, name string, held bool) {
+	ctx := context.Background()
+	m := func(n int) string { return fmt.Sprintf("MVSW-%s-%d.", name, n) }
+	sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", name), Node: "laptop", Text: dmsg(m(1))})
+	must(t, err)
+	id := sess.Id
+	r.waitAnswered(id, 1)
+	gate2, gate3 := make(chan struct{}), make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Text: "held answer", Gate: gate2})
+	if held {
+		r.fake.Enqueue(fakemodel.Reply{Text: "codex held answer", Gate: gate3})
+	}
+	n := r.fake.TurnsStarted()
+	r.send(id, dmsg(m(2)))
+	testharness.WaitFor(t, 2*time.Minute, "claude's turn at the model", func() bool { return r.fake.TurnsStarted() > n })
+	s3 := r.send(id, dmsg(m(3)))
+	_, err = r.c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: "codex"})
+	must(t, err)
+	close(gate2) // its CLI was stopped
+	if held {
+		testharness.WaitFor(t, 2*time.Minute, "codex's turn at the model", func() bool { return r.fake.TurnsStarted() > n+1 })
+	}
+	mig, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{id}, Wait: durationpb.New(time.Second)})
+	must(t, err)
+	if mig = r.waitMigration(mig.Id); mig.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
+		t.Fatalf("%s: migration %v (%s)", name, mig.State, mig.Reason)
+	}
+	close(gate3)
+	s := r.waitAnswered(id, s3)
+	if s.Node != "linux" || s.Agent != "codex" {
+		t.Fatalf("%s: after the move the session runs %s on %s; want codex on linux", name, s.Agent, s.Node)
+	}
+	req := requestWith(t, r.fake, m(3))
+	if req.API == fakemodel.Anthropic {
+		t.Fatalf("%s: the queued message ran on claude after the switch", name)
+	}
+	assertDeliveredOnce(t, req, m(1), m(2), m(3))
+	r.nextTurnHoldsOnce(id, m(4), m(1), m(2), m(3))
+	if req := requestWith(t, r.fake, m(4)); req.API == fakemodel.Anthropic {
+		t.Fatalf("%s: the message after the move ran on claude", name)
+	}
+	noOldAgentAfterSwitch(t, r.messages(id), "codex")
+	r.assertAnswers(id, map[string]int{"codex held answer": 0})
+}
+
+// send sends text to session id and returns its seq.
+func (r *migRig) send(id, text string) int64 {
+	r.t.Helper()
+	resp, err := r.c.Sessions.SendMessage(context.Background(), &castv1.SendMessageRequest{SessionId: id, Text: text})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp.Message.Seq
 }
