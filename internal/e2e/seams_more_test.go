@@ -344,3 +344,82 @@ func (r *migRig) send(id, text string) int64 {
 	}
 	return resp.Message.Seq
 }
+
+// A fleet account hits its usage limit mid-turn (the turn's tool ran, the
+// model's next request refused with 429) with a message queued behind
+// the turn: the turn parks, the fleet switches to the other account and
+// the parked turn runs again there. The queued message reaches the model
+// only on the new account, once, after the parked prompt; no request
+// holds a message or the tool's output twice, and the next turn's
+// request holds every message once, in order.
+func TestDeliveryAtAFleetSwitchMidTurn(t *testing.T) {
+	t.Parallel()
+	r, _, _ := newFleetRigWith(t, func(c *controlplane.Config) { c.Fleet.Cooldown = time.Minute })
+	m := func(n int) string { return fmt.Sprintf("FLEETQ-%d.", n) }
+	id := r.create("claude", dmsg(m(1)))
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Shell: "echo FLEETQ-TOOL-OUTPUT", Gate: gate})
+	n := r.fake.TurnsStarted()
+	r.send(id, dmsg(m(2)))
+	waitTurns(t, r.fake, n+1)
+	s3 := r.send(id, dmsg(m(3)))
+	r.fake.RejectCredential(fleetTokA, 429)
+	close(gate)
+	r.waitDelivered(id, "the parked turn and the queued message answered", s3)
+	waitSwitchNotice(t, r, id, "Now using account work-b (was work-a")
+	const out = "FLEETQ-TOOL-OUTPUT"
+	limited := false // the limit hit after the tool ran
+	for i, req := range r.fake.Turns()[n:] {
+		tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+		user := userText(req)
+		limited = limited || (tok == fleetTokA && req.Status == 429 && outputLines(user, out) > 0)
+		if tok == fleetTokA && strings.Contains(user, m(3)) {
+			t.Errorf("request %d (status %d) carried the queued message on the limited account", i, req.Status)
+		}
+		for _, mk := range []string{m(1), m(2), m(3)} {
+			if c := strings.Count(user, mk); c > 1 {
+				t.Errorf("request %d (status %d, account %s) holds %q %d times:\n%s", i, req.Status, tok, mk, c, clipItems(user))
+			}
+		}
+		if c := outputLines(user, out); c > 1 {
+			t.Errorf("request %d (status %d, account %s) holds the tool's output %d times:\n%s", i, req.Status, tok, c, clipItems(user))
+		}
+	}
+	if !limited {
+		t.Fatal("no request on account A after the tool ran was refused: the limit did not hit mid-turn")
+	}
+	req := requestWith(t, r.fake, m(3))
+	if tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer "); tok != fleetTokB {
+		t.Fatalf("the queued message ran with %q, want account B", tok)
+	}
+	assertDeliveredOnce(t, req, m(1), m(2), m(3))
+	if c := outputLines(userText(req), out); c != 1 {
+		t.Fatalf("the queued message's request holds the tool's output %d times, want once:\n%s", c, clipItems(userText(req)))
+	}
+	s4 := r.send(id, dmsg(m(4)))
+	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, s4)
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(4)), m(1), m(2), m(3), m(4))
+}
+
+// userText is req's user items and tool results, one after another.
+func userText(req fakemodel.Request) string {
+	var b strings.Builder
+	for _, it := range req.Items {
+		if it.Role == "user" || it.Role == "tool" {
+			b.WriteString(it.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// outputLines counts the lines of text that are out, alone (a tool's
+// output, not the command that printed it).
+func outputLines(text, out string) int {
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == out {
+			n++
+		}
+	}
+	return n
+}
