@@ -36,6 +36,9 @@ func (s *Store) SetState(ctx context.Context, sessionID string, g fence.Guard, t
 			// credential while the store still showed it parked; so the
 			// start, not the interrupt, is where the two meet. The node
 			// holds the turn until the switch's assignment reaches it.
+			// A start naming no agent (a v0.1 node) is recorded: refused,
+			// that node would hold the turn until its next wake, which
+			// may never come, and the message would wait unanswered.
 			return errs.New(errs.KindFailedPrecondition, errs.ReasonAgentSwitched,
 				"session %s now runs %s, not %s: a switch came before this turn's start", sessionID, sess.Agent, t.Agent).
 				With("agent", sess.Agent)

@@ -158,3 +158,45 @@ func TestTurnStartInAnArchivedSessionIsRefused(t *testing.T) {
 		t.Fatalf("the refused turn's end: %v, %v; want failed, holding seq 1, archived", sess, err)
 	}
 }
+
+// A start that names no agent comes from a node older than the field
+// (v0.1: the version-skew window lets it run against this control
+// plane). After a switch the store cannot tell whether that node took
+// the switch's assignment before it started (it runs the new agent) or
+// not (the old one): it records the start all the same. Refused, the
+// turn would be held, and a v0.1 node tries a held turn again only at its
+// next wake (a message, an assignment), which may never come: the
+// acknowledged message would wait unanswered, against the delivery rule.
+// Accepted, at worst the old agent answers one turn after the switch, its
+// prompt delivered once, and the new agent's catch-up carries it once.
+// The node's assignment is what the turn runs either way, and the turn's
+// end moves the delivery cursor past the prompt.
+func TestAgentlessTurnStartAfterASwitchIsRecorded(t *testing.T) {
+	s := testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)
+	ctx := ctxT(t)
+	c := newSession(t, s, "n1")
+	id, g := c.Session.Id, fence.Guard{Node: "n1", Token: c.Token}
+	idle, running := castv1.SessionState_SESSION_STATE_IDLE, castv1.SessionState_SESSION_STATE_RUNNING
+	report := func(ts fence.TurnState) error { _, err := s.SetState(ctx, id, g, ts); return err }
+	if _, err := s.Append(ctx, id, []*castv1.Message{userMsg("first")}, fence.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, report(fence.TurnState{State: running}))
+	must(t, report(fence.TurnState{State: idle, DeliveredSeq: 1}))
+	if _, err := s.UpdateSession(ctx, id, func(sess *castv1.Session) error { sess.Agent = "codex"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, id, []*castv1.Message{userMsg("after the switch")}, fence.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(fence.TurnState{State: running}); err != nil {
+		t.Fatalf("an agent-less start after a switch: %v; want it recorded (a refused one waits for a wake that may never come)", err)
+	}
+	if sess, err := s.GetSession(ctx, id); err != nil || sess.State != running {
+		t.Fatalf("after the agent-less start: %v, %v; want running", sess.GetState(), err)
+	}
+	must(t, report(fence.TurnState{State: idle, DeliveredSeq: 2}))
+	if sess, err := s.GetSession(ctx, id); err != nil || sess.DeliveredSeq != 2 || sess.HeldSeq != 0 {
+		t.Fatalf("after its end: delivered seq %d, held seq %d (%v); want the prompt delivered, nothing held", sess.GetDeliveredSeq(), sess.GetHeldSeq(), err)
+	}
+}
