@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/errs"
@@ -106,10 +104,13 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// it is stopped too. One that starts after this write is
 		// refused (store.SetState: AGENT_SWITCHED). The interrupt sent
 		// on the read stops the turn that read saw, running or about
-		// to start; once the record changed since, the turn in flight
-		// may be another (a message stored after the read ran once
-		// that one stopped), so it is sent again.
-		startedSince = changeAgent && fence.TurnInFlight(s) && (!sent || !proto.Equal(s.UpdateTime, sess.UpdateTime))
+		// to start; once a turn ended since (the delivery cursor
+		// moved), the turn in flight is another (a message stored
+		// after the read ran once that one stopped), so it is sent
+		// again. Not for the same turn's changes (a permission prompt):
+		// a second interrupt reaching the node after that turn ended
+		// would stop the next one before it started.
+		startedSince = changeAgent && fence.TurnInFlight(s) && (!sent || s.DeliveredSeq > sess.DeliveredSeq)
 		switched(s, r, to, changeAgent)
 		return nil
 	})

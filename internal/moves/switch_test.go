@@ -219,42 +219,59 @@ func TestSwitchStopsATurnThatStartedAsItRan(t *testing.T) {
 // recorded before the write. That turn is stopped too. Before, the
 // interrupt already sent counted for it: the old agent ran the message to
 // the end and wrote its answer under the switch's divider (e2e
-// TestDeliveryAtTheSwitchGap/second-turn).
+// TestDeliveryAtMoreSeams/switchgap-second-turn). The same turn changing
+// in the gap (it asks a permission) gets no second interrupt: reaching
+// the node after that turn ended, it would stop the next turn unstarted.
 func TestSwitchStopsASecondTurnThatStartedAsItRan(t *testing.T) {
-	s := &startsBeforeUpdate{countsOps: &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}}
-	ctx, p := claudeSession(t, s.Store)
-	id, g := p.Session.Id, fence.Guard{Node: "n1", Token: p.Token}
-	user := func(text string) int64 {
-		m, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}}, fence.Guard{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m[0].Seq
-	}
-	setState := func(ctx context.Context, ts fence.TurnState) {
-		if _, err := s.SetState(ctx, id, g, ts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	user("first")
-	setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, Agent: "claude"})
-	s.start = func(ctx context.Context) {
-		// The first turn stops (the switch's interrupt), and the message
-		// sent meanwhile starts the next one on claude.
-		first := user("in the gap") - 1
-		setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: first, Interrupted: true})
-		setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: first, Agent: "claude"})
-	}
-	if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
-		t.Fatal(err)
-	}
-	var interrupts []int
-	for i, op := range s.ops {
-		if op == fence.OpInterrupt {
-			interrupts = append(interrupts, i)
-		}
-	}
-	if len(interrupts) != 2 || slices.Index(s.ops, fence.OpRefresh) < interrupts[1] {
-		t.Fatalf("ops %q; want the running turn interrupted, then the one that started on the old agent, before the refresh", s.ops)
+	waiting := castv1.SessionState_SESSION_STATE_WAITING_PERMISSION
+	for _, tc := range []struct {
+		name           string
+		secondTurn     bool
+		wantInterrupts int
+	}{{"another turn", true, 2}, {"the same turn asks a permission", false, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &startsBeforeUpdate{countsOps: &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}}
+			ctx, p := claudeSession(t, s.Store)
+			id, g := p.Session.Id, fence.Guard{Node: "n1", Token: p.Token}
+			user := func(text string) int64 {
+				m, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}}, fence.Guard{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m[0].Seq
+			}
+			setState := func(ctx context.Context, ts fence.TurnState) {
+				if _, err := s.SetState(ctx, id, g, ts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			user("first")
+			setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, Agent: "claude"})
+			s.start = func(ctx context.Context) {
+				if !tc.secondTurn {
+					if _, err := s.Store.UpdateSession(ctx, id, func(sess *castv1.Session) error { sess.State = waiting; return nil }); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				// The first turn stops (the switch's interrupt), and the
+				// message sent meanwhile starts the next one on claude.
+				first := user("in the gap") - 1
+				setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_IDLE, DeliveredSeq: first, Interrupted: true})
+				setState(ctx, fence.TurnState{State: castv1.SessionState_SESSION_STATE_RUNNING, DeliveredSeq: first, Agent: "claude"})
+			}
+			if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
+				t.Fatal(err)
+			}
+			var interrupts []int
+			for i, op := range s.ops {
+				if op == fence.OpInterrupt {
+					interrupts = append(interrupts, i)
+				}
+			}
+			if len(interrupts) != tc.wantInterrupts || slices.Index(s.ops, fence.OpRefresh) < interrupts[len(interrupts)-1] {
+				t.Fatalf("ops %q; want %d interrupts, before the refresh", s.ops, tc.wantInterrupts)
+			}
+		})
 	}
 }
