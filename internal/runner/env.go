@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/cast-dev/cast/internal/agents"
 )
@@ -103,8 +104,10 @@ func withoutSelf(path string) string {
 	return strings.Join(keep, string(os.PathListSeparator))
 }
 
-// isCastBinary says whether p is the program me, or a Go binary of module
-// (reading its build info takes well under a millisecond, Node.js included).
+// isCastBinary says whether p is the program me, or a Go binary of module.
+// Its build info is read once per version of the file (builtFrom): every
+// turn's environment and readiness check asks again of each `node` on
+// PATH, and reading Node.js's, ~100 MB, allocated tens of MB each time.
 func isCastBinary(p string, me os.FileInfo, module string) bool {
 	fi, err := os.Stat(p)
 	if err != nil || fi.IsDir() {
@@ -116,8 +119,35 @@ func isCastBinary(p string, me os.FileInfo, module string) bool {
 	if module == "" {
 		return false
 	}
-	bi, err := buildinfo.ReadFile(p)
-	return err == nil && bi.Main.Path == module
+	return builtFrom(p, fi) == module
+}
+
+// fileVersion names one version of a file: a rewrite changes its size or
+// modification time.
+type fileVersion struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+// mainModules holds builtFrom's answers (fileVersion: main module path,
+// "" for a file that is no Go binary); PATH has few folders, so it stays
+// small.
+var mainModules sync.Map
+
+// builtFrom is the main module p (whose stat is fi) was built from, "" when
+// it is no Go binary.
+func builtFrom(p string, fi os.FileInfo) string {
+	key := fileVersion{p, fi.Size(), fi.ModTime().UnixNano()}
+	if m, ok := mainModules.Load(key); ok {
+		return m.(string)
+	}
+	m := ""
+	if bi, err := buildinfo.ReadFile(p); err == nil {
+		m = bi.Main.Path
+	}
+	mainModules.Store(key, m)
+	return m
 }
 
 // isolatedEnv is an isolated turn's environment before the agent's own

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +51,39 @@ func TestBuildEnvOwnAndIsolated(t *testing.T) {
 	}
 	if got := (Turn{Agent: "pi", Home: "/d/pi"}).AgentDir(); !strings.HasSuffix(got, "/d/pi/.pi/agent") {
 		t.Errorf("isolated pi dir %q", got)
+	}
+}
+
+// withoutSelf drops a PATH folder whose `node` is a Go binary of cast's
+// module, and sees each version of the file: a script there is kept, the
+// same path rewritten as such a binary is dropped, and rewritten back it
+// is kept again (its build info is remembered per version, not per path).
+func TestWithoutSelfSeesEachVersionOfNode(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(self) // this test binary: built from cast's module
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, other := t.TempDir(), t.TempDir()
+	path := dir + string(os.PathListSeparator) + other
+	node := filepath.Join(dir, "node")
+	script := []byte("#!/bin/sh\nexit 0\n")
+	for i, tc := range []struct {
+		content []byte
+		want    string
+	}{
+		{script, path},
+		{bin, other},
+		{append(script, '\n'), path},
+	} {
+		if err := os.WriteFile(node, tc.content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if got := withoutSelf(path); got != tc.want {
+			t.Errorf("version %d of %s: withoutSelf = %q, want %q", i, node, got, tc.want)
+		}
 	}
 }
