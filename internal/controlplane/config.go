@@ -57,8 +57,11 @@ const (
 	DefaultRefusalLog = 10 * time.Second
 	// DefaultSessionCount is how often cast_sessions is recounted.
 	DefaultSessionCount = 30 * time.Second
-	// CapabilityVersion is what this control plane speaks to nodes.
-	CapabilityVersion = 1
+	// CapabilityVersion is what this control plane speaks to nodes: the
+	// newest node capability it knows (node.CapabilityVersion). It serves
+	// older ones too: a switch interrupts a turn about to start on a node
+	// below fence.CapabilityTurnAgent (moves.interruptTurn).
+	CapabilityVersion = 2
 )
 
 // Config configures a control plane replica.

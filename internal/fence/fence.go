@@ -76,6 +76,14 @@ type TurnState struct {
 	Agent string
 }
 
+// CapabilityTurnAgent is the first node capability_version
+// (castv1.Node.capability_version) whose node names the agent of a turn's
+// start (TurnState.Agent) and holds a turn the store refused
+// (AGENT_SWITCHED, SESSION_ARCHIVED). An older node's start names none and
+// is recorded whatever agent it runs, so a switch interrupts its turn
+// about to start as well (moves.Switch).
+const CapabilityTurnAgent = 2
+
 // Holds reports whether a turn that ended in state may keep its messages
 // without running them (HeldSeq): a failure the next message retries (the
 // CLI not installed or not logged in, a turn not set up) and a usage

@@ -42,21 +42,31 @@ func canaryFailure(ctx context.Context, st Store, node, agent string, need []str
 // installedVersion is the version of agent node last reported ("" when
 // the node or the agent is unknown).
 func installedVersion(ctx context.Context, st Store, node, agent string) (string, error) {
-	nodes, err := st.ListNodes(ctx)
+	n, err := nodeNamed(ctx, st, node)
 	if err != nil {
 		return "", err
 	}
-	for _, n := range nodes {
-		if n.Name != node {
-			continue
-		}
-		for _, in := range n.Agents {
-			if in.Name == agent {
-				return in.Version, nil
-			}
+	for _, in := range n.GetAgents() {
+		if in.Name == agent {
+			return in.Version, nil
 		}
 	}
 	return "", nil
+}
+
+// nodeNamed is node's record as it last reported it, nil when the store
+// holds none.
+func nodeNamed(ctx context.Context, st Store, node string) (*castv1.Node, error) {
+	nodes, err := st.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if n.Name == node {
+			return n, nil
+		}
+	}
+	return nil, nil
 }
 
 // needFor is what a move into agent relies on: taking over a history, and

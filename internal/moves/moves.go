@@ -104,7 +104,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// it is stopped too. One that starts after this write is
 		// refused (store.SetState: AGENT_SWITCHED). The interrupt sent
 		// on the read stops the turn that read saw in flight (one
-		// about to start gets none: interruptTurn); once a turn ended since (the delivery cursor
+		// about to start gets none but on an older node: interruptTurn); once a turn ended since (the delivery cursor
 		// moved), the turn in flight is another (a message stored
 		// after the read ran once that one stopped), so it is sent
 		// again. Not for the same turn's changes (a permission prompt):
@@ -188,12 +188,28 @@ func canSwitchTo(ctx context.Context, st Store, sess *castv1.Session, to string)
 // one runs its messages, and one recorded before the switch's write is
 // stopped there (Switch: startedSince). Interrupted, it ended before it
 // started, its messages counted delivered: the new agent answered them
-// only with the next message.
+// only with the next message. Except on an older node (capability below
+// fence.CapabilityTurnAgent, or not known): its start names no agent and
+// the store records it (an agent-less start, by decision), so the old
+// agent would run it after the switch; it is interrupted as before.
 func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) (sent bool, _ error) {
 	if !fence.TurnInFlight(sess) {
-		return false, nil
+		if older, err := olderNode(ctx, st, sess.Node); err != nil || !older {
+			return false, err
+		}
+		if idle, err := RunsNothing(ctx, st, sess); err != nil || idle {
+			return false, err
+		}
 	}
 	return true, st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
+}
+
+// olderNode reports whether node runs a turn's start the store cannot
+// refuse for the old agent: it reported a capability version below
+// fence.CapabilityTurnAgent, or none (its record gone).
+func olderNode(ctx context.Context, st Store, node string) (bool, error) {
+	n, err := nodeNamed(ctx, st, node)
+	return n.GetCapabilityVersion() < fence.CapabilityTurnAgent, err
 }
 
 // switched applies switch r to the stored session s (to: its agent).

@@ -2,6 +2,7 @@ package moves_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -66,6 +67,12 @@ func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
 // interrupt, which the node refused with the same warnings. So did a
 // parked one's (a usage limit: its message runs with the next fleet
 // credential or the next message), which ran nothing either.
+//
+// An older node (capability_version 1, v0.1, in the version-skew window;
+// 0: not known) names no agent in a turn's start, which the store records
+// (TestAgentlessTurnStartAfterASwitchIsRecorded): its turn about to start
+// would run the old agent after the switch, so it is interrupted as
+// before (wantOlder).
 func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 	failed, parked := castv1.SessionState_SESSION_STATE_FAILED, castv1.SessionState_SESSION_STATE_PARKED
 	for _, tc := range []struct {
@@ -73,66 +80,81 @@ func TestSwitchInterruptsOnlyARunningTurn(t *testing.T) {
 		state         castv1.SessionState
 		held          bool // a user message the failed or parked turn holds (held seq)
 		waiting       bool // a user message past the delivery cursor
-		wantInterrupt bool
+		wantInterrupt bool // on a node of capability 2
+		wantOlder     bool // on a node of capability 1 or not known (0)
 	}{
-		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false, false},
-		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, false, true, false},
-		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, false, true},
-		{"failed holding its message", failed, true, false, false},
-		{"failed holding a message, another about to run", failed, true, true, false},
-		{"failed with a message about to run", failed, false, true, false},
-		{"parked holding its message", parked, true, false, false},
-		{"parked holding a message, another about to run", parked, true, true, false},
+		{"idle", castv1.SessionState_SESSION_STATE_IDLE, false, false, false, false},
+		{"idle with a message about to run", castv1.SessionState_SESSION_STATE_IDLE, false, true, false, true},
+		{"running", castv1.SessionState_SESSION_STATE_RUNNING, false, false, true, true},
+		{"failed holding its message", failed, true, false, false, false},
+		{"failed holding a message, another about to run", failed, true, true, false, true},
+		{"failed with a message about to run", failed, false, true, false, true},
+		{"parked holding its message", parked, true, false, false, false},
+		{"parked holding a message, another about to run", parked, true, true, false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
-			ctx, p := claudeSession(t, s.Store)
-			id := p.Session.Id
-			for _, k := range []castv1.MessageKind{castv1.MessageKind_MESSAGE_KIND_USER, castv1.MessageKind_MESSAGE_KIND_ASSISTANT} {
-				if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: k, Text: "x"}}, fence.Guard{}); err != nil {
-					t.Fatal(err)
-				}
+		for _, capability := range []int32{2, 1, 0} {
+			want := tc.wantInterrupt
+			if capability < 2 {
+				want = tc.wantOlder
 			}
-			var held int64
-			if tc.held {
-				m, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "held"}}, fence.Guard{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				held = m[0].Seq
-			}
-			if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: tc.state, Reason: "claude: rate limited", ExitCode: 1, DeliveredSeq: 2, HeldSeq: held}); err != nil {
-				t.Fatal(err)
-			}
-			if tc.waiting {
-				if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "next"}}, fence.Guard{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
-				t.Fatal(err)
-			}
-			if got := slices.Contains(s.ops, fence.OpInterrupt); got != tc.wantInterrupt {
-				t.Fatalf("switch asked the node to interrupt: %v, want %v (ops %q)", got, tc.wantInterrupt, s.ops)
-			}
-			if !tc.held {
-				return
-			}
-			// The node runs the held message on the new agent now: a
-			// second switch stops that turn.
-			after, err := s.GetSession(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if idle, err := moves.RunsNothing(ctx, s, after); err != nil || idle {
-				t.Fatalf("after the switch the held message counts as running nothing (%v, %v; held seq %d)", idle, err, after.HeldSeq)
-			}
-			// Nor is the session failed or parked: that was the old agent's
-			// turn, whose error `cast get` showed beside the new agent's.
-			if after.State != castv1.SessionState_SESSION_STATE_IDLE || after.StateReason != "" || after.LastExitCode != 0 {
-				t.Fatalf("after the switch: %v (%q), exit code %d; want idle, no error of the old agent", after.State, after.StateReason, after.LastExitCode)
-			}
-		})
+			t.Run(fmt.Sprintf("%s/capability %d", tc.name, capability), func(t *testing.T) {
+				switchInterrupts(t, tc.state, tc.held, tc.waiting, capability, want)
+			})
+		}
+	}
+}
+
+// switchInterrupts is a case of TestSwitchInterruptsOnlyARunningTurn: a
+// claude session on a node of capability, its turn ended in state
+// (holding a message: holds), a message past its delivery cursor
+// (waiting), switched to codex; want: the switch interrupts.
+func switchInterrupts(t *testing.T, state castv1.SessionState, holds, waiting bool, capability int32, want bool) {
+	s := &countsOps{Store: testharness.OpenStore(t, testharness.StartEtcd(t, nil), nil)}
+	ctx, p := claudeSessionOn(t, s.Store, capability)
+	id := p.Session.Id
+	for _, k := range []castv1.MessageKind{castv1.MessageKind_MESSAGE_KIND_USER, castv1.MessageKind_MESSAGE_KIND_ASSISTANT} {
+		if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: k, Text: "x"}}, fence.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held int64
+	if holds {
+		m, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "held"}}, fence.Guard{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = m[0].Seq
+	}
+	if _, err := s.SetState(ctx, id, fence.Guard{Node: "n1", Token: p.Token}, fence.TurnState{State: state, Reason: "claude: rate limited", ExitCode: 1, DeliveredSeq: 2, HeldSeq: held}); err != nil {
+		t.Fatal(err)
+	}
+	if waiting {
+		if _, err := s.Append(ctx, id, []*castv1.Message{{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "next"}}, fence.Guard{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := moves.Switch(ctx, s, nil, moves.SwitchRequest{SessionID: id, Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Contains(s.ops, fence.OpInterrupt); got != want {
+		t.Fatalf("switch asked the node to interrupt: %v, want %v (ops %q)", got, want, s.ops)
+	}
+	if !holds {
+		return
+	}
+	// The node runs the held message on the new agent now: a second
+	// switch stops that turn.
+	after, err := s.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idle, err := moves.RunsNothing(ctx, s, after); err != nil || idle {
+		t.Fatalf("after the switch the held message counts as running nothing (%v, %v; held seq %d)", idle, err, after.HeldSeq)
+	}
+	// Nor is the session failed or parked: that was the old agent's turn,
+	// whose error `cast get` showed beside the new agent's.
+	if after.State != castv1.SessionState_SESSION_STATE_IDLE || after.StateReason != "" || after.LastExitCode != 0 {
+		t.Fatalf("after the switch: %v (%q), exit code %d; want idle, no error of the old agent", after.State, after.StateReason, after.LastExitCode)
 	}
 }
 
@@ -155,12 +177,20 @@ func TestSwitchToTheSameAgentSaysWhatToPass(t *testing.T) {
 }
 
 // claudeSession is a claude session on node n1, which runs claude and
-// codex.
+// codex and names the agent of a turn's start (capability 2).
 func claudeSession(t *testing.T, s *store.Store) (context.Context, fence.Created) {
+	t.Helper()
+	return claudeSessionOn(t, s, 2)
+}
+
+// claudeSessionOn is claudeSession on a node of capability version
+// capability (0: one that did not say).
+func claudeSessionOn(t *testing.T, s *store.Store, capability int32) (context.Context, fence.Created) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	if _, err := s.RegisterNode(ctx, &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}}, "test", 30*time.Second); err != nil {
+	n1 := &castv1.Node{Name: "n1", Agents: []*castv1.AgentInstall{{Name: "claude"}, {Name: "codex"}}, CapabilityVersion: capability}
+	if _, err := s.RegisterNode(ctx, n1, "test", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.CreateSession(ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1"})

@@ -24,7 +24,12 @@ import (
 
 // CapabilityVersion is what this node can do; the control plane may refuse
 // or adapt commands for older nodes.
-const CapabilityVersion = 1
+//   - 1: v0.1.
+//   - 2 (fence.CapabilityTurnAgent): names the agent of a turn's start and
+//     holds a turn refused with AGENT_SWITCHED / SESSION_ARCHIVED; a switch
+//     interrupts an older node's turn about to start, which the store
+//     cannot refuse.
+const CapabilityVersion = 2
 
 // Defaults.
 const (
