@@ -104,7 +104,8 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// it is stopped too. One that starts after this write is
 		// refused (store.SetState: AGENT_SWITCHED). The interrupt sent
 		// on the read stops the turn that read saw in flight (one
-		// about to start gets none but on an older node: interruptTurn); once a turn ended since (the delivery cursor
+		// about to start gets none but on an older node:
+		// interruptTurn); once a turn ended since (the delivery cursor
 		// moved), the turn in flight is another (a message stored
 		// after the read ran once that one stopped), so it is sent
 		// again. Not for the same turn's changes (a permission prompt):
