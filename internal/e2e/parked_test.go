@@ -229,11 +229,25 @@ func (r *turnRig) stopAtNextTurnStart() {
 	r.t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) }) // a stopped node would not stop
 }
 
+// stopAtTurnEnd is stopAtNextTurnStart for the next turn's end: the
+// node stops once its rows are stored, before its outcome is recorded.
+func (r *turnRig) stopAtTurnEnd() {
+	r.node.Kill()
+	r.startNodeEnv("CAST_FAILPOINTS=node.turn-before-outcome:stop")
+	r.t.Cleanup(func() { r.node.Signal(syscall.SIGCONT) })
+}
+
 // waitStoppedAtTurnStart waits until the node stopped at node.turn-start.
 func (r *turnRig) waitStoppedAtTurnStart(what string) {
 	r.t.Helper()
+	r.waitStoppedAt("node.turn-start", what)
+}
+
+// waitStoppedAt waits until the node stopped at the failpoint named point.
+func (r *turnRig) waitStoppedAt(point, what string) {
+	r.t.Helper()
 	testharness.WaitFor(r.t, 2*time.Minute, what, func() bool {
 		out := r.node.Output()
-		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, "node.turn-start")
+		return strings.Contains(out, "failpoint reached; stopping") && strings.Contains(out, point)
 	})
 }

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,15 +88,29 @@ func (r *turnRig) switchAsync(id, agent string) func() error {
 // than to follows the last agent-switch divider in msgs.
 func noOldAgentAfterSwitch(t *testing.T, msgs []*castv1.Message, to string) {
 	t.Helper()
-	after := false
-	for _, msg := range msgs {
+	last := -1
+	for i, msg := range msgs {
 		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_NOTICE && msg.NoticeType == transcript.NoticeAgentSwitch {
-			after = true
-			continue
+			last = i
 		}
-		if after && msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Agent != to {
+	}
+	if last < 0 {
+		t.Fatalf("no switch to %s in the session", to)
+	}
+	for _, msg := range msgs[last+1:] {
+		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Agent != to {
 			t.Fatalf("#%d %q written by %s after the switch to %s", msg.Seq, clipItems(msg.Text), msg.Agent, to)
 		}
+	}
+}
+
+// answeredOn fails unless an assistant message of agent follows seq.
+func answeredOn(t *testing.T, msgs []*castv1.Message, seq int64, agent string) {
+	t.Helper()
+	if !slices.ContainsFunc(msgs, func(msg *castv1.Message) bool {
+		return msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Seq > seq && msg.Agent == agent
+	}) {
+		t.Fatalf("#%d was not answered on %s", seq, agent)
 	}
 }
 
@@ -110,6 +126,16 @@ func noOldAgentAfterSwitch(t *testing.T, msgs []*castv1.Message, to string) {
 // answers under the divider, and the new agent's requests hold every
 // message once, in order.
 //
+// Switches with real CLIs on either side: into OpenCode while claude's
+// turn runs with a message queued, and out of it (to codex) while its own
+// turn runs with one queued; gemini to pi while the queued message's turn
+// is about to start (the node held at node.turn-start); claude to codex
+// to pi, the second switch made while the turn the first stopped has not
+// ended (the node held at node.turn-before-outcome) with two messages
+// queued; and a fork (onto the session's agent, and onto the agent it
+// left) right after such a switch. Each queued message runs once, on the
+// new agent, in order; the agent left never answers after the divider.
+//
 // `cast handoff` onto codex while the source's turn runs with messages
 // queued behind it, and while the source is parked holding its prompt:
 // the source runs its messages once each, in order, on its own agent,
@@ -119,7 +145,7 @@ func noOldAgentAfterSwitch(t *testing.T, msgs []*castv1.Message, to string) {
 func TestDeliveryAtMoreSeams(t *testing.T) {
 	t.Parallel()
 	hold := &pointHold{}
-	r := newTurnRigWith(t, func(cfg *controlplane.Config, _ string) { cfg.Failpoint = hold.hook }, "claude", "codex")
+	r := newTurnRigWith(t, func(cfg *controlplane.Config, _ string) { cfg.Failpoint = hold.hook }, "claude", "codex", "pi", "gemini", "opencode")
 	run := func(name string, f func(t *testing.T, m func(int) string)) {
 		t.Run(name, func(t *testing.T) {
 			f(t, func(n int) string { return fmt.Sprintf("GAP-%s-%d.", name, n) })
@@ -193,6 +219,109 @@ func TestDeliveryAtMoreSeams(t *testing.T) {
 		r.nextOnCodexHoldsAll(t, id, m, 4)
 	})
 
+	// A switch into OpenCode while claude's turn runs with a message
+	// queued behind it, then out of OpenCode (to codex) while its own
+	// turn runs with a message queued: each queued message runs once on
+	// the new agent, in order, and the agent left never answers after
+	// the divider.
+	run("switch-opencode", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		r.switchWithQueued(t, id, "opencode", m, 2)
+		if req := r.switchWithQueued(t, id, "codex", m, 4); req.API != fakemodel.Responses {
+			t.Fatalf("the message queued at the switch to codex ran on %s", req.API)
+		}
+	})
+
+	// A switch from gemini to pi while the queued message's gemini turn
+	// is about to start (the node held at node.turn-start): pi answers
+	// it, once, and gemini never does.
+	run("switch-gemini-pi-at-start", func(t *testing.T, m func(int) string) {
+		id := r.create("gemini", dmsg(m(1)))
+		r.stopAtNextTurnStart()
+		n := len(r.fake.Turns())
+		s2 := r.send(id, dmsg(m(2)))
+		r.waitStoppedAtTurnStart("the queued gemini turn held before its start is recorded")
+		r.switchTo(id, "pi")
+		r.node.Signal(syscall.SIGCONT)
+		r.waitDelivered(id, "the queued message's turn over", s2)
+		for _, req := range r.fake.Turns()[n:] {
+			if req.API == fakemodel.Gemini {
+				t.Fatalf("gemini made a request after the switch to pi:\n%s", clipItems(fmtItems(req.Items)))
+			}
+		}
+		noOldAgentAfterSwitch(t, r.messages(id), "pi")
+		answeredOn(t, r.messages(id), s2, "pi")
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+		r.node.Kill()
+		r.startNode()
+	})
+
+	// Two switches in a row (claude to codex to pi) while claude's turn
+	// runs with two messages queued behind it, the second made while
+	// the turn the first stopped has not ended (the node held at
+	// node.turn-before-outcome): codex never runs, pi runs the queued
+	// messages once each, in order.
+	run("switch-twice", func(t *testing.T, m func(int) string) {
+		id := r.create("claude", dmsg(m(1)))
+		r.stopAtTurnEnd()
+		n := len(r.fake.Turns())
+		_, release := r.sendHeld(id, dmsg(m(2)))
+		r.send(id, dmsg(m(3)))
+		s4 := r.send(id, dmsg(m(4)))
+		r.switchTo(id, "codex")
+		r.waitStoppedAt("node.turn-before-outcome", "the stopped claude turn held before its end is recorded")
+		r.switchTo(id, "pi")
+		r.node.Signal(syscall.SIGCONT)
+		release()
+		r.waitDelivered(id, "the queued messages answered", s4)
+		for _, req := range r.fake.Turns()[n+1:] {
+			if req.API != fakemodel.Chat {
+				t.Fatalf("a %s request after the switches to codex and pi:\n%s", req.API, clipItems(fmtItems(req.Items)))
+			}
+		}
+		noOldAgentAfterSwitch(t, r.messages(id), "pi")
+		answeredOn(t, r.messages(id), s4, "pi")
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(4)), m(1), m(2), m(3), m(4))
+		s5 := r.send(id, dmsg(m(5)))
+		r.waitDelivered(id, "the next message answered", s5)
+		assertDeliveredOnce(t, requestWith(t, r.fake, m(5)), m(1), m(2), m(3), m(4), m(5))
+		r.node.Kill()
+		r.startNode()
+	})
+
+	// A fork of a session right after a switch (claude to codex) whose
+	// stopped turn has not ended (the node held at
+	// node.turn-before-outcome), with a message queued behind that turn,
+	// onto the session's agent (codex) and onto the agent it left: the
+	// fork's first request holds every message once, in order; the
+	// parent's queued message runs on codex once.
+	for _, to := range []string{"", "claude"} {
+		run("fork-after-switch-"+cmp.Or(to, "codex"), func(t *testing.T, m func(int) string) {
+			id := r.create("claude", dmsg(m(1)))
+			r.stopAtTurnEnd()
+			_, release := r.sendHeld(id, dmsg(m(2)))
+			s3 := r.send(id, dmsg(m(3)))
+			r.switchTo(id, "codex")
+			r.waitStoppedAt("node.turn-before-outcome", "the stopped claude turn held before its end is recorded")
+			fork, err := r.c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: id, Agent: to})
+			must(t, err)
+			r.node.Signal(syscall.SIGCONT)
+			release()
+			if want := cmp.Or(to, "codex"); fork.Agent != want {
+				t.Errorf("the fork onto %q after the switch to codex runs %s", to, fork.Agent)
+			}
+			r.waitDelivered(id, "the parent's queued message answered", s3)
+			noOldAgentAfterSwitch(t, r.messages(id), "codex")
+			answeredOn(t, r.messages(id), s3, "codex")
+			assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
+			f := r.send(fork.Id, dmsg(m(10)))
+			r.waitDelivered(fork.Id, "the fork's message answered", f)
+			assertDeliveredOnce(t, requestWith(t, r.fake, m(10)), m(1), m(2), m(3), m(10))
+			r.node.Kill()
+			r.startNode()
+		})
+	}
+
 	// The source's turn runs (the model holds it) with two messages
 	// queued behind it.
 	run("handoff-running-queued", func(t *testing.T, m func(int) string) {
@@ -221,6 +350,28 @@ func TestDeliveryAtMoreSeams(t *testing.T) {
 		r.waitDelivered(id, "the held prompt and the next one answered", s3)
 		assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
 	})
+}
+
+// switchWithQueued switches id to agent while its turn for m(k) runs (the
+// model holds it) with m(k+1) queued behind it, checks that agent answers
+// m(k+1), the agent left not after the divider, and returns the request
+// of m(k+1)'s turn, checked to hold m(1) .. m(k+1) once each, in order.
+func (r *turnRig) switchWithQueued(t *testing.T, id, agent string, m func(int) string, k int) fakemodel.Request {
+	t.Helper()
+	_, release := r.sendHeld(id, dmsg(m(k)))
+	queued := r.send(id, dmsg(m(k+1)))
+	r.switchTo(id, agent)
+	release()
+	r.waitDelivered(id, "the message queued at the switch to "+agent+" answered", queued)
+	noOldAgentAfterSwitch(t, r.messages(id), agent)
+	answeredOn(t, r.messages(id), queued, agent)
+	var marks []string
+	for i := 1; i <= k+1; i++ {
+		marks = append(marks, m(i))
+	}
+	req := requestWith(t, r.fake, m(k+1))
+	assertDeliveredOnce(t, req, marks...)
+	return req
 }
 
 // waitStopped waits until the session's turn for seq (held at the model)
