@@ -365,12 +365,8 @@ func (r *turnRig) switchWithQueued(t *testing.T, id, agent string, m func(int) s
 	r.waitDelivered(id, "the message queued at the switch to "+agent+" answered", queued)
 	noOldAgentAfterSwitch(t, r.messages(id), agent)
 	answeredOn(t, r.messages(id), queued, agent)
-	var marks []string
-	for i := 1; i <= k+1; i++ {
-		marks = append(marks, m(i))
-	}
 	req := requestWith(t, r.fake, m(k+1))
-	assertDeliveredOnce(t, req, marks...)
+	assertDeliveredOnce(t, req, marksUpTo(m, k+1)...)
 	return req
 }
 
@@ -397,11 +393,7 @@ func (r *turnRig) nextOnCodexHoldsAll(t *testing.T, id string, m func(int) strin
 	if req.API == fakemodel.Anthropic {
 		t.Fatal("the message after the switch ran on claude")
 	}
-	var marks []string
-	for i := 1; i <= k; i++ {
-		marks = append(marks, m(i))
-	}
-	assertDeliveredOnce(t, req, marks...)
+	assertDeliveredOnce(t, req, marksUpTo(m, k)...)
 }
 
 // handoff runs `cast handoff` of src onto agent, waits until the new
@@ -489,11 +481,7 @@ func moveAfterSwitch(t *testing.T, r *migRig, name string, held bool) {
 // send sends text to session id and returns its seq.
 func (r *migRig) send(id, text string) int64 {
 	r.t.Helper()
-	resp, err := r.c.Sessions.SendMessage(context.Background(), &castv1.SendMessageRequest{SessionId: id, Text: text})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return resp.Message.Seq
+	return sendText(r.t, r.c, id, text)
 }
 
 // A fleet account hits its usage limit mid-turn (the turn's tool ran, the
@@ -550,6 +538,15 @@ func TestDeliveryAtAFleetSwitchMidTurn(t *testing.T) {
 	s4 := r.send(id, dmsg(m(4)))
 	r.waitState(id, castv1.SessionState_SESSION_STATE_IDLE, s4)
 	assertDeliveredOnce(t, requestWith(t, r.fake, m(4)), m(1), m(2), m(3), m(4))
+}
+
+// marksUpTo is m(1) .. m(k).
+func marksUpTo(m func(int) string, k int) []string {
+	marks := make([]string, 0, k)
+	for i := 1; i <= k; i++ {
+		marks = append(marks, m(i))
+	}
+	return marks
 }
 
 // userText is req's user items and tool results, one after another.

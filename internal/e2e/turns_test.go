@@ -130,9 +130,15 @@ func (r *turnRig) startNodeEnv(env ...string) {
 
 func (r *turnRig) send(id, text string) int64 {
 	r.t.Helper()
-	resp, err := r.c.Sessions.SendMessage(context.Background(), &castv1.SendMessageRequest{SessionId: id, Text: text})
+	return sendText(r.t, r.c, id, text)
+}
+
+// sendText sends text to session id through c and returns its seq.
+func sendText(t testing.TB, c *client.Client, id, text string) int64 {
+	t.Helper()
+	resp, err := c.Sessions.SendMessage(context.Background(), &castv1.SendMessageRequest{SessionId: id, Text: text})
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return resp.Message.Seq
 }
