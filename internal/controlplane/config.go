@@ -23,6 +23,7 @@ import (
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/fanout"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/fleet"
 	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -61,7 +62,7 @@ const (
 	// newest node capability it knows (node.CapabilityVersion). It serves
 	// older ones too: a switch interrupts a turn about to start on a node
 	// below fence.CapabilityTurnAgent (moves.interruptTurn).
-	CapabilityVersion = 2
+	CapabilityVersion = fence.CapabilityTurnAgent
 )
 
 // Config configures a control plane replica.

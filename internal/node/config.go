@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fence"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/treemove"
@@ -29,7 +30,7 @@ import (
 //     holds a turn refused with AGENT_SWITCHED / SESSION_ARCHIVED; a switch
 //     interrupts an older node's turn about to start, which the store
 //     cannot refuse.
-const CapabilityVersion = 2
+const CapabilityVersion = fence.CapabilityTurnAgent
 
 // Defaults.
 const (
