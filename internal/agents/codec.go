@@ -57,9 +57,10 @@ func noCodec(agent, verb string) error {
 	return fmt.Errorf("cast cannot %s %s transcripts: %s sessions do not take over history", verb, a.DisplayName, a.DisplayName)
 }
 
-// Fixed is a NewWriter for a writer that needs no CLI.
-func Fixed(w Writer) func(string, []string) (Writer, error) {
-	return func(string, []string) (Writer, error) { return w, nil }
+// FileCodec is the codec of a format cast reads with r and writes with w,
+// a writer that needs no CLI (it writes the agent's files itself).
+func FileCodec(r Reader, w Writer) Codec {
+	return Codec{Reader: r, NewWriter: func(string, []string) (Writer, error) { return w, nil }}
 }
 
 // ReadableAgents lists the agents whose native sessions cast reads (a

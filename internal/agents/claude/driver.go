@@ -13,9 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() {
-	agents.Register("claude", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
-}
+func init() { agents.Register("claude", Driver{}, agents.FileCodec(Reader{}, Writer{})) }
 
 // Driver runs Claude Code headless (agents.Driver).
 type Driver struct{}

@@ -17,9 +17,7 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() {
-	agents.Register("codex", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
-}
+func init() { agents.Register("codex", Driver{}, agents.FileCodec(Reader{}, Writer{})) }
 
 // Driver runs Codex headless (agents.Driver).
 type Driver struct{}

@@ -10,9 +10,7 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() {
-	agents.Register("gemini", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
-}
+func init() { agents.Register("gemini", Driver{}, agents.FileCodec(Reader{}, Writer{})) }
 
 // Driver runs Gemini CLI headless (agents.Driver). Gemini rewrites and
 // upserts records, so its transcript is always read whole (no ParseTail).

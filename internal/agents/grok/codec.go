@@ -2,6 +2,4 @@ package grok
 
 import "github.com/cast-dev/cast/internal/agents"
 
-func init() {
-	agents.RegisterCodec("grok", agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
-}
+func init() { agents.RegisterCodec("grok", agents.FileCodec(Reader{}, Writer{})) }

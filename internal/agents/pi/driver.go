@@ -10,9 +10,7 @@ import (
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
-func init() {
-	agents.Register("pi", Driver{}, agents.Codec{Reader: Reader{}, NewWriter: agents.Fixed(Writer{})})
-}
+func init() { agents.Register("pi", Driver{}, agents.FileCodec(Reader{}, Writer{})) }
 
 // Driver runs pi headless (agents.Driver).
 type Driver struct{}
