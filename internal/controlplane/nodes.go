@@ -63,10 +63,7 @@ func (h *nodeService) DeleteNode(ctx context.Context, req *castv1.DeleteNodeRequ
 }
 
 func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.AppendOwnerMessagesRequest) (*castv1.AppendOwnerMessagesResponse, error) {
-	if err := validSessionID(req.SessionId); err != nil {
-		return nil, err
-	}
-	if err := refuse(validate.Need(validate.Name, "node", req.Node)); err != nil {
+	if err := validSessionID(req.SessionId, validate.Need(validate.Name, "node", req.Node)); err != nil {
 		return nil, err
 	}
 	if req.OwnerToken <= 0 {

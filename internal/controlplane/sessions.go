@@ -320,10 +320,7 @@ func (h *sessionService) ExportSession(req *castv1.ExportSessionRequest, stream 
 }
 
 func (h *sessionService) SwitchSession(ctx context.Context, req *castv1.SwitchSessionRequest) (*castv1.Session, error) {
-	if err := validSessionID(req.SessionId); err != nil {
-		return nil, err
-	}
-	if err := refuse(
+	if err := validSessionID(req.SessionId,
 		validate.Check(validate.Name, "agent", req.Agent),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Model, "effort", req.Effort),
@@ -361,10 +358,7 @@ func (h *sessionService) ForkSession(ctx context.Context, req *castv1.ForkSessio
 const maxPermissionWait = 10 * time.Minute
 
 func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.RequestPermissionRequest) (*castv1.RequestPermissionResponse, error) {
-	if err := validSessionID(req.SessionId); err != nil {
-		return nil, err
-	}
-	if err := refuse(
+	if err := validSessionID(req.SessionId,
 		validate.Need(validate.ClientID, "request_id", req.RequestId),
 		validate.Need(validate.ToolName, "tool_name", req.ToolName),
 		validate.Check(validate.PermissionArg, "input", req.Input),
@@ -388,10 +382,7 @@ func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.Requ
 }
 
 func (h *sessionService) AnswerPermission(ctx context.Context, req *castv1.AnswerPermissionRequest) (*castv1.AnswerPermissionResponse, error) {
-	if err := validSessionID(req.SessionId); err != nil {
-		return nil, err
-	}
-	if err := refuse(
+	if err := validSessionID(req.SessionId,
 		validate.Check(validate.ClientID, "request_id", req.RequestId),
 		validate.Check(validate.Reason, "message", req.Message),
 	); err != nil {
@@ -420,10 +411,7 @@ func (h *sessionService) MergeSession(ctx context.Context, req *castv1.MergeSess
 }
 
 func (h *sessionService) HandoffSession(ctx context.Context, req *castv1.HandoffSessionRequest) (*castv1.HandoffSessionResponse, error) {
-	if err := validSessionID(req.SessionId); err != nil {
-		return nil, err
-	}
-	if err := refuse(
+	if err := validSessionID(req.SessionId,
 		validate.Check(validate.Name, "to_agent", req.ToAgent),
 		validate.Check(validate.Model, "model", req.Model),
 		validate.Check(validate.Name, "node", req.Node),
@@ -542,11 +530,14 @@ func userMessage(text, clientID string) *castv1.Message {
 	return &castv1.Message{ClientId: clientID, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}
 }
 
-func validSessionID(id string) error {
+// validSessionID refuses a request whose session id is missing or not
+// well-formed, then one whose other fields fail their checks (refuse: the
+// first failing one is named).
+func validSessionID(id string, fields ...error) error {
 	if id == "" {
 		return invalid("session id is required")
 	}
-	return refuse(validate.Check(validate.SessionID, "session id", id))
+	return refuse(append([]error{validate.Check(validate.SessionID, "session id", id)}, fields...)...)
 }
 
 func validText(text string, optional bool) error {
