@@ -1,7 +1,7 @@
 package claude
 
 import (
-	"fmt"
+	"errors"
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/agents/sandbox"
@@ -44,7 +44,7 @@ var agent = agents.Define(agents.Agent{
 		Fleet: &agents.FleetLogin{File: ".credentials.json", Check: func(v map[string]any) error {
 			o, _ := v["claudeAiOauth"].(map[string]any)
 			if tok, _ := o["accessToken"].(string); tok == "" {
-				return fmt.Errorf(`a Claude credential is .credentials.json with {"claudeAiOauth":{"accessToken":...}}`)
+				return errors.New(credLayout.Shape)
 			}
 			return nil
 		}},

@@ -1,7 +1,7 @@
 package codex
 
 import (
-	"fmt"
+	"errors"
 	"path/filepath"
 
 	"github.com/cast-dev/cast/internal/agents"
@@ -54,7 +54,7 @@ var agent = agents.Define(agents.Agent{
 			if t, _ := v["tokens"].(map[string]any); t != nil {
 				return nil
 			}
-			return fmt.Errorf(`a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`)
+			return errors.New(credLayout.Shape)
 		}},
 	},
 	Loopback: loopback,
