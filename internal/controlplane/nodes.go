@@ -69,12 +69,9 @@ func (h *nodeService) AppendOwnerMessages(ctx context.Context, req *castv1.Appen
 	if req.OwnerToken <= 0 {
 		return nil, invalid("owner_token is required for owner-side writes")
 	}
-	if err := validMessages(req.Messages, maxAppendBatch, true); err != nil {
-		return nil, err
-	}
-	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{Node: req.Node, Token: req.OwnerToken})
+	out, err := h.s.appendBatch(ctx, req.SessionId, req.Messages, fence.Guard{Node: req.Node, Token: req.OwnerToken})
 	if err != nil {
-		return nil, toStatus(h.s.lg, err)
+		return nil, err
 	}
 	return &castv1.AppendOwnerMessagesResponse{Messages: out}, nil
 }

@@ -278,15 +278,12 @@ func (h *sessionService) AppendMessages(ctx context.Context, req *castv1.AppendM
 	if err := validSessionID(req.SessionId); err != nil {
 		return nil, err
 	}
-	if err := validMessages(req.Messages, maxAppendBatch, false); err != nil {
-		return nil, err
-	}
 	// Closed to every message, as to sends: a user message appended here
 	// is handed to the owner node to run like a sent one. The store refuses
 	// it in the append's txn, so an archive that commits first wins.
-	out, err := h.s.store.Append(ctx, req.SessionId, req.Messages, fence.Guard{Open: true})
+	out, err := h.s.appendBatch(ctx, req.SessionId, req.Messages, fence.Guard{Open: true})
 	if err != nil {
-		return nil, toStatus(h.s.lg, err)
+		return nil, err
 	}
 	return &castv1.AppendMessagesResponse{Messages: out}, nil
 }
@@ -505,6 +502,17 @@ func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID strin
 		return nil, err
 	}
 	return out[0], nil // the dispatcher hands it to the owner node
+}
+
+// appendBatch checks and stores a batch a client (AppendMessages) or the
+// owner node (AppendOwnerMessages: g has its token, fence.Guard) sent, and
+// answers with the rows stored or the refusal as a status.
+func (s *Server) appendBatch(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
+	if err := validMessages(msgs, maxAppendBatch, g.Token != 0); err != nil {
+		return nil, err
+	}
+	out, err := s.store.Append(ctx, sessionID, msgs, g)
+	return out, toStatus(s.lg, err)
 }
 
 // firstMessageID is the client id of a create's first message, so a
