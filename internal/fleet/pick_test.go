@@ -61,6 +61,10 @@ func TestCheckCredential(t *testing.T) {
 		{"codex", `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-x"}`, ""},
 		{"codex", `{"tokens":{"access_token":"x"}}`, ""},
 		{"codex", `{"auth_mode":"apikey"}`, "OPENAI_API_KEY"},
+		// Token custody refuses a file with no access token (nothing to
+		// run a turn with); the fleet refuses it before it is stored.
+		{"codex", `{"tokens":{}}`, "OPENAI_API_KEY"},
+		{"codex", `{"tokens":{"refresh_token":"r"}}`, "OPENAI_API_KEY"},
 		{"gemini", `{}`, "claude and codex"},
 	} {
 		err := CheckCredential(tc.agent, []byte(tc.cred))

@@ -51,7 +51,10 @@ var agent = agents.Define(agents.Agent{
 			if k, _ := v["OPENAI_API_KEY"].(string); k != "" {
 				return nil
 			}
-			if t, _ := v["tokens"].(map[string]any); t != nil {
+			// Custody's credLayout.Usable: a file with no access token
+			// runs no turn, so it is refused before it is stored.
+			t, _ := v["tokens"].(map[string]any)
+			if at, _ := t["access_token"].(string); at != "" {
 				return nil
 			}
 			return errors.New(credLayout.Shape)

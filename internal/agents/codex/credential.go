@@ -31,7 +31,7 @@ func (Credential) File() string { return "auth.json" }
 // access token or an API key.
 var credLayout = kit.TokenLayout{
 	Key: "tokens", Refresh: "refresh_token",
-	Shape:  `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens"`,
+	Shape:  `a Codex credential is auth.json with "OPENAI_API_KEY" or "tokens" holding an "access_token"`,
 	Usable: func(f *kit.TokenFile) bool { return f.Token("access_token") != "" || apiKey(f) != "" },
 }
 
