@@ -240,6 +240,9 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
+	if err := moves.Copied(sess); err != nil {
+		return nil, toStatus(h.s.lg, err)
+	}
 	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId) // refused if archived
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
