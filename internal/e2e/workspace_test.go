@@ -29,11 +29,7 @@ import (
 func TestWorkspaceMoveAndWorktreeCleanup(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "claude")
-	repo := t.TempDir()
-	gitRun(t, repo, "init", "-q", "-b", "main")
-	must(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o600))
-	gitRun(t, repo, "add", "a.txt")
-	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "one")
+	repo := gitRepo(t)
 	setup := filepath.Join(t.TempDir(), "setup.json")
 	must(t, os.WriteFile(setup, []byte(`{"`+repo+`": [["mkdir", "SETUP-RAN"]]}`), 0o600))
 	wtDir := t.TempDir()

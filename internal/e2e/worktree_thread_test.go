@@ -24,11 +24,7 @@ import (
 func TestForkInItsOwnWorktree(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "claude")
-	repo := t.TempDir()
-	gitRun(t, repo, "init", "-q", "-b", "main")
-	must(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o600))
-	gitRun(t, repo, "add", "a.txt")
-	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "one")
+	repo := gitRepo(t)
 
 	ctx := context.Background()
 	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo, Text: "first MARK-W1"})
@@ -96,6 +92,17 @@ func TestForkInItsOwnWorktree(t *testing.T) {
 }
 
 func gitRun(t *testing.T, dir string, args ...string) { t.Helper(); gitOut(t, dir, args...) }
+
+// gitRepo is a new git checkout on main with one commit (a.txt).
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	repo := t.TempDir()
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	must(t, os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o600))
+	gitRun(t, repo, "add", "a.txt")
+	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "one")
+	return repo
+}
 
 func gitOut(t *testing.T, dir string, args ...string) string {
 	t.Helper()
