@@ -52,6 +52,7 @@ const (
 	ReasonNoSecretsKey     = "SECRETS_KEY_MISSING"
 	ReasonUnknownAccount   = "UNKNOWN_ACCOUNT"
 	ReasonSessionArchived  = "SESSION_ARCHIVED"
+	ReasonForkIncomplete   = "FORK_INCOMPLETE" // a fork whose copy of its parent stopped part way
 	ReasonSessionBusy      = "SESSION_RUNNING"
 	ReasonNodeBusy         = "NODE_OWNS_SESSIONS"
 	ReasonNodeConnected    = "NODE_CONNECTED"

@@ -115,7 +115,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 // before the append cannot go stale.
 func Copied(s *castv1.Session) error {
 	if s.ForkedAtSeq > 0 && s.LastSeq < s.HistorySeq {
-		return errs.New(errs.KindFailedPrecondition, "FORK_INCOMPLETE",
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonForkIncomplete,
 			"fork %s holds %d of the %d messages it copies from %s: the fork stopped part way; `cast fork %s` again",
 			s.Id, s.LastSeq, s.HistorySeq, s.ParentId, s.ParentId).With("session", s.Id)
 	}
