@@ -119,13 +119,17 @@ func (a *Daemon) setWorkspace(ctx context.Context, op *castv1.SetWorkspaceReques
 	case *castv1.SetWorkspaceRequest_Worktree:
 		wt := t.Worktree
 		top, err := mainCheckout(ctx, o.Cwd)
-		if err != nil {
+		base := wt.Base
+		switch {
+		case err != nil:
 			if top, err = mainCheckout(ctx, checkout); err != nil {
 				return invalidf("a worktree needs a git checkout: %s is not in one", checkout)
 			}
+		case base == "":
+			base = threadHead(ctx, o.Cwd) // the thread's HEAD, in a worktree too
 		}
 		var dir string
-		if dir, made, err = a.worktreeFor(ctx, top, wt.Branch, wt.Base); err != nil {
+		if dir, made, err = a.worktreeFor(ctx, top, wt.Branch, base); err != nil {
 			return err
 		}
 		mv.Cwd, mv.WorktreeBranch = dir, wt.Branch

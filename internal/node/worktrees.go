@@ -43,7 +43,20 @@ func (a *Daemon) ensureWorktree(ctx context.Context, cwd, branch string) (dir st
 	if err != nil {
 		return "", false, fmt.Errorf("a worktree needs a git checkout at %s: %w", cwd, err)
 	}
-	return a.worktreeFor(ctx, top, branch, "")
+	return a.worktreeFor(ctx, top, branch, threadHead(ctx, cwd))
+}
+
+// threadHead is the commit a new worktree of a thread working in cwd
+// starts from when no base is named: cwd's HEAD, so a fork of a thread in
+// a worktree (or the thread moving to another) keeps the commits its
+// conversation made there; in the main checkout it is the checkout's HEAD.
+// Empty (the main checkout's HEAD) when cwd has no commit.
+func threadHead(ctx context.Context, cwd string) string {
+	out, err := git.Run(ctx, cwd, 0, nil, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // worktreeFor returns the worktree of the repository whose main checkout

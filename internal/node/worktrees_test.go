@@ -474,3 +474,45 @@ func TestWorktreeForLongBranch(t *testing.T) {
 		}
 	}
 }
+
+// A fork of a thread that works in a worktree gets its own worktree from
+// the thread's HEAD (the commits the conversation made there), not from
+// the main checkout's; likewise `cast workspace set --worktree` with no
+// base.
+func TestWorktreeOfAWorktreeThreadStartsAtItsHead(t *testing.T) {
+	repo := newRepo(t)
+	a := wsAgent(t)
+	ctx := context.Background()
+	p1, _, err := a.ensureWorktree(ctx, repo, "feat/parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, p1, "the parent's work")
+	want := runGit(t, p1, "rev-parse", "HEAD")
+	if runGit(t, repo, "rev-parse", "HEAD") == want {
+		t.Fatal("the parent's commit is on main too")
+	}
+	fork, made, err := a.ensureWorktree(ctx, p1, "feat/fork")
+	if err != nil || !made {
+		t.Fatalf("fork's worktree: %q %v %v", fork, made, err)
+	}
+	if got := runGit(t, fork, "rev-parse", "HEAD"); got != want {
+		t.Errorf("fork's worktree starts at %s, want the parent's HEAD %s", got, want)
+	}
+	// cast workspace set --worktree with no base, from the worktree.
+	const id = "sess0009"
+	ownSession(t, a, id, p1)
+	var rec recorder
+	op := &castv1.SetWorkspaceRequest{SessionId: id, Target: &castv1.SetWorkspaceRequest_Worktree{Worktree: &castv1.WorktreeTarget{Branch: "feat/ws"}}}
+	if err := a.setWorkspace(ctx, op, rec.commit); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := a.st.get(id); runGit(t, o.Cwd, "rev-parse", "HEAD") != want {
+		t.Errorf("workspace set --worktree from the worktree starts at %s, want %s", runGit(t, o.Cwd, "rev-parse", "HEAD"), want)
+	}
+	// In the main checkout the thread's HEAD is the checkout's.
+	p3, _, err := a.ensureWorktree(ctx, repo, "feat/main")
+	if err != nil || runGit(t, p3, "rev-parse", "HEAD") != runGit(t, repo, "rev-parse", "HEAD") {
+		t.Fatalf("from the checkout: %q %v", p3, err)
+	}
+}
