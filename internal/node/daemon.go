@@ -233,7 +233,7 @@ func (a *Daemon) handle(ctx context.Context, cmd *castv1.Command) error {
 		d := k.DeliverMessages
 		return a.deliver(d.SessionId, d.OwnerToken, d.Messages)
 	case *castv1.Command_Interrupt:
-		return a.interrupt(k.Interrupt.SessionId, k.Interrupt.Abandon)
+		return a.interrupt(k.Interrupt.SessionId, k.Interrupt.Abandon, k.Interrupt.Agent)
 	case *castv1.Command_ReleaseSession:
 		a.release(k.ReleaseSession.SessionId, k.ReleaseSession.Owner)
 		return nil
@@ -429,14 +429,18 @@ func (a *Daemon) recordAgain(ctx context.Context) {
 }
 
 // interrupt stops the session's running turn, or the one about to start,
-// if there is one.
-func (a *Daemon) interrupt(sessionID string, abandon bool) error {
-	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon))
-	queued := func() bool {
+// if there is one; a switch's names the agent it switched from (agent),
+// and stops only a turn of that agent (workers.interrupt).
+func (a *Daemon) interrupt(sessionID string, abandon bool, agent string) error {
+	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon), zap.String("agent", agent))
+	queued := func() (string, bool) {
 		o, ok := a.st.get(sessionID)
-		return ok && o.ReceivedSeq > o.DeliveredSeq && o.ReceivedSeq > o.FailedSeq
+		return o.Agent, ok && o.ReceivedSeq > o.DeliveredSeq && o.ReceivedSeq > o.FailedSeq
 	}
-	if !a.workers.interrupt(sessionID, abandon, queued) {
+	if !a.workers.interrupt(sessionID, abandon, agent, queued) {
+		if agent != "" {
+			return fmt.Errorf("session %s has no turn of %s running on this node", sessionID, agent)
+		}
 		return fmt.Errorf("session %s has no running turn on this node", sessionID)
 	}
 	return nil

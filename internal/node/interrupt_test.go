@@ -19,20 +19,8 @@ import (
 func TestInterruptOfATurnAboutToStartStopsIt(t *testing.T) {
 	fm := fakemodel.Start(t)
 	a, p, ctx := workerDaemon(t, fm)
-	queueMessage(t, a, p, func(o *owned) {
-		// The earlier turn's end, not recorded by the control plane yet.
-		o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
-	})
-	p.mu.Lock()
-	p.reportsDown = true
-	p.mu.Unlock()
-	a.wake("s1")
-	select {
-	case <-p.reportRefused: // the worker sends the pending report; the turn waits behind it
-	case <-ctx.Done():
-		t.Fatal("the worker never sent its pending report")
-	}
-	if err := a.interrupt("s1", false); err != nil {
+	waitBehindReport(ctx, t, a, p, nil)
+	if err := a.interrupt("s1", false, ""); err != nil {
 		t.Fatalf("interrupt of the turn about to start refused: %v", err)
 	}
 	p.up()
@@ -59,7 +47,7 @@ func TestInterruptDuringTheStartReportStopsTheTurn(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the turn never reported its start")
 	}
-	if err := a.interrupt("s1", false); err != nil {
+	if err := a.interrupt("s1", false, ""); err != nil {
 		t.Fatalf("interrupt of the starting turn refused: %v", err)
 	}
 	a.wake("s1") // as a reconnect does
@@ -79,6 +67,29 @@ func queueMessage(t *testing.T, a *Daemon, p *plane, with func(*owned)) {
 		}
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitBehindReport queues a message for s1 (queueMessage, with) behind
+// the earlier turn's end report, which the control plane does not take
+// yet, and returns once the woken worker sent that report: the turn waits
+// behind it, not started, until p.up.
+func waitBehindReport(ctx context.Context, t *testing.T, a *Daemon, p *plane, with func(*owned)) {
+	t.Helper()
+	queueMessage(t, a, p, func(o *owned) {
+		o.Report = &turnReport{State: castv1.SessionState_SESSION_STATE_IDLE, Pending: true}
+		if with != nil {
+			with(o)
+		}
+	})
+	p.mu.Lock()
+	p.reportsDown = true
+	p.mu.Unlock()
+	a.wake("s1")
+	select {
+	case <-p.reportRefused:
+	case <-ctx.Done():
+		t.Fatal("the worker never sent its pending report")
 	}
 }
 
@@ -112,6 +123,25 @@ func stoppedUnstarted(ctx context.Context, t *testing.T, a *Daemon, p *plane, fm
 	}
 }
 
+// interruptedRunning has in reach s1's node while its claude turn waits
+// for the model's answer, and checks that it stopped the turn: its end
+// report is marked interrupted.
+func interruptedRunning(t *testing.T, in *castv1.Interrupt) {
+	t.Helper()
+	fm := fakemodel.Start(t)
+	a, p, ctx := workerDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	answer := heldAtTheModel(ctx, t, a, fm)
+	defer close(answer)
+	if err := a.handle(ctx, &castv1.Command{Kind: &castv1.Command_Interrupt{Interrupt: in}}); err != nil {
+		t.Fatalf("interrupt (agent %q) of the running turn refused: %v", in.Agent, err)
+	}
+	idleAt(ctx, t, a, p, 3)
+	if r := p.lastLanded(); !r.Interrupted {
+		t.Fatalf("the interrupted turn's end report is not marked interrupted (exit code %d)", r.ExitCode)
+	}
+}
+
 // An interrupt that comes while the session's turn waits to run again (its
 // set-up failed because the control plane did not answer, and the worker
 // backs off before it retries) stops that turn at once, whether it comes
@@ -130,7 +160,7 @@ func TestInterruptOfATurnBackingOffStopsIt(t *testing.T) {
 			a.cfg.Failpoint = func(name string) {
 				if name == at {
 					once.Do(func() {
-						if err := a.interrupt("s1", false); err != nil {
+						if err := a.interrupt("s1", false, ""); err != nil {
 							t.Errorf("interrupt of the turn refused: %v", err)
 						}
 					})
@@ -158,18 +188,7 @@ func TestInterruptOfATurnBackingOffStopsIt(t *testing.T) {
 // that ran to its end is not interrupted.
 func TestUserInterruptIsReportedAsInterrupted(t *testing.T) {
 	t.Run("after the agent took the prompt", func(t *testing.T) {
-		fm := fakemodel.Start(t)
-		a, p, ctx := workerDaemon(t, fm)
-		setUpSession(t, a, p, nil)
-		answer := heldAtTheModel(ctx, t, a, fm)
-		defer close(answer)
-		if err := a.interrupt("s1", false); err != nil {
-			t.Fatalf("interrupt of the running turn refused: %v", err)
-		}
-		idleAt(ctx, t, a, p, 3)
-		if r := p.lastLanded(); !r.Interrupted {
-			t.Fatalf("the interrupted turn's end report is not marked interrupted (exit code %d)", r.ExitCode)
-		}
+		interruptedRunning(t, &castv1.Interrupt{SessionId: "s1"})
 	})
 	t.Run("abandoned by a move", func(t *testing.T) {
 		// A move (or the node cut off) stops the turn with no one asking:
@@ -181,7 +200,7 @@ func TestUserInterruptIsReportedAsInterrupted(t *testing.T) {
 		setUpSession(t, a, p, nil)
 		answer := heldAtTheModel(ctx, t, a, fm)
 		defer close(answer)
-		if err := a.interrupt("s1", true); err != nil {
+		if err := a.interrupt("s1", true, ""); err != nil {
 			t.Fatalf("abandon of the running turn refused: %v", err)
 		}
 		// The turn's end: its report is the first idle one past the turns
@@ -220,4 +239,79 @@ func TestUserInterruptIsReportedAsInterrupted(t *testing.T) {
 			t.Fatal("a turn that ran to its end is reported interrupted")
 		}
 	})
+}
+
+// switchInterrupt is the interrupt a switch away from agent sends s1's
+// owner (Interrupt.agent names the agent it stops).
+func switchInterrupt(agent string) *castv1.Command {
+	return &castv1.Command{Kind: &castv1.Command_Interrupt{Interrupt: &castv1.Interrupt{SessionId: "s1", Agent: agent}}}
+}
+
+// A switch's interrupt, sent as its read saw the old agent's turn running,
+// can reach the node after that turn ended (its end report not recorded
+// yet) with the next message waiting, and before the switch's assignment:
+// it was taken for the waiting turn (stopNext), which then ran the new
+// agent and ended before it started ("interrupted before the agent took
+// its prompt"), the message unanswered until the user's next one. The
+// interrupt names the agent it stops (the old one): the new agent's turn
+// runs the message. So does a new agent's running turn it reaches late.
+func TestSwitchInterruptStopsOnlyTheOldAgentsTurn(t *testing.T) {
+	t.Run("queued turn of the new agent", func(t *testing.T) {
+		fm := fakemodel.Start(t)
+		a, p, ctx := workerDaemon(t, fm)
+		cwd := t.TempDir()
+		// codex's turn ended; its end report has not landed; a message waits.
+		waitBehindReport(ctx, t, a, p, func(o *owned) { o.Agent, o.Cwd = "codex", cwd })
+		if err := a.handle(ctx, switchInterrupt("codex")); err != nil {
+			t.Fatalf("the switch's interrupt: %v", err)
+		}
+		// The switch's assignment: the session runs claude now (the store
+		// still shows codex's turn running).
+		assign := &castv1.Command{Kind: &castv1.Command_AssignSession{AssignSession: &castv1.AssignSession{
+			Session: &castv1.Session{Id: "s1", Agent: "claude", Cwd: cwd, LastSeq: 1, State: castv1.SessionState_SESSION_STATE_RUNNING}, OwnerToken: 1}}}
+		if err := a.handle(ctx, assign); err != nil {
+			t.Fatal(err)
+		}
+		p.up()
+		idleAt(ctx, t, a, p, 1)
+		r := p.lastLanded()
+		if n := len(fm.Turns()); n != 1 || r.Interrupted {
+			t.Fatalf("the new agent's turn: %d model requests, its end report interrupted %v; want it run (1, false)", n, r.Interrupted)
+		}
+	})
+	t.Run("running turn of the new agent", func(t *testing.T) {
+		fm := fakemodel.Start(t)
+		a, p, ctx := workerDaemon(t, fm)
+		setUpSession(t, a, p, nil)
+		answer := heldAtTheModel(ctx, t, a, fm)
+		if err := a.handle(ctx, switchInterrupt("codex")); err == nil {
+			t.Fatal("a switch's interrupt for codex stopped claude's turn")
+		}
+		close(answer)
+		idleAt(ctx, t, a, p, 3)
+		if r := p.lastLanded(); r.Interrupted {
+			t.Fatal("claude's turn ended interrupted by a switch away from codex")
+		}
+	})
+	t.Run("running turn of the old agent", func(t *testing.T) {
+		interruptedRunning(t, switchInterrupt("claude").GetInterrupt())
+	})
+}
+
+// A node cut off abandons the turns that run (abandonAll); a session's
+// worker waiting with a message queued has none, and its turn is not
+// stopped: it runs once the node is back.
+func TestAbandonAllLeavesAQueuedTurn(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, _ := workerDaemon(t, fm)
+	queueMessage(t, a, p, nil)
+	w := a.worker("s1") // idle: not woken
+	if n := a.workers.abandonAll(); n != 0 {
+		t.Fatalf("abandoned %d turns of an idle worker", n)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopNext {
+		t.Fatal("abandoning stopped the queued turn")
+	}
 }

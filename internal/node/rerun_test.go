@@ -720,7 +720,7 @@ func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 // still reports the interrupted turn idle, as it reports a completed one:
 // it reported nothing, and the session showed running with no process.
 func TestTurnStoppedDuringItsSetUp(t *testing.T) {
-	interrupt := func(a *Daemon, _ func()) { _ = a.interrupt("s1", false) }
+	interrupt := func(a *Daemon, _ func()) { _ = a.interrupt("s1", false, "") }
 	for _, tc := range []struct {
 		name              string
 		stop              func(a *Daemon, stopNode func())
@@ -876,7 +876,7 @@ func TestParkedTurnReportsItsHeldSeq(t *testing.T) {
 	if r.State != castv1.SessionState_SESSION_STATE_PARKED || r.HeldSeq != 3 {
 		t.Fatalf("last report %v with held seq %d; want PARKED holding the prompt (3)", r.State, r.HeldSeq)
 	}
-	if a.interrupt("s1", false) == nil {
+	if a.interrupt("s1", false, "") == nil {
 		t.Fatal("the node took an interrupt for a parked session, which runs nothing")
 	}
 }

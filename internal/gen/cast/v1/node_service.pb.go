@@ -1730,7 +1730,13 @@ type Interrupt struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// abandon: the session is moving; the turn's prompt is not marked as
 	// delivered, so the new owner runs it again.
-	Abandon       bool `protobuf:"varint,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
+	Abandon bool `protobuf:"varint,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
+	// agent, set by a switch, is the agent it switched from: stop only a turn
+	// running this agent (or about to run it). Another agent's turn (the new
+	// agent's, queued once the old turn ended before the interrupt reached
+	// the node) is not the one the switch meant. Empty (`cast interrupt`):
+	// whatever turn runs or is about to. Older nodes ignore it.
+	Agent         string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1777,6 +1783,13 @@ func (x *Interrupt) GetAbandon() bool {
 		return x.Abandon
 	}
 	return false
+}
+
+func (x *Interrupt) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // ReleaseSession tells a node it lost a session: stop its agent, forget it.
@@ -3835,11 +3848,12 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12\x14\n" +
-	"\x05grant\x18\x04 \x01(\tR\x05grant\"D\n" +
+	"\x05grant\x18\x04 \x01(\tR\x05grant\"Z\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
-	"\aabandon\x18\x02 \x01(\bR\aabandon\"E\n" +
+	"\aabandon\x18\x02 \x01(\bR\aabandon\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\"E\n" +
 	"\x0eReleaseSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
