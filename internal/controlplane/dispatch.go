@@ -88,9 +88,9 @@ func (d *dispatcher) apply(c store.Change) {
 		}
 		switch c.Op {
 		case fence.OpInterrupt:
-			d.s.hub.interrupt(o.Node, c.Session, false)
+			d.s.hub.interrupt(o.Node, c.Session, false, c.Agent)
 		case fence.OpAbandon:
-			d.s.hub.interrupt(o.Node, c.Session, true)
+			d.s.hub.interrupt(o.Node, c.Session, true, "")
 		case fence.OpRefresh:
 			if sess, err := d.s.store.GetSession(context.Background(), c.Session); err == nil {
 				d.s.hub.assign(sess, o.Token)

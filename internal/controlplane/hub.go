@@ -126,10 +126,11 @@ func (h *hub) command(node, kind string, cmd *castv1.Command) bool {
 
 // interrupt asks the owner node to stop the session's turn; false means
 // the node's stream is not on this replica. abandon (a migration) keeps the
-// turn's prompt undelivered, for the new owner to run.
-func (h *hub) interrupt(node, sessionID string, abandon bool) bool {
+// turn's prompt undelivered, for the new owner to run; agent (a switch's)
+// stops only a turn running that agent.
+func (h *hub) interrupt(node, sessionID string, abandon bool, agent string) bool {
 	return h.command(node, "interrupt", &castv1.Command{Kind: &castv1.Command_Interrupt{
-		Interrupt: &castv1.Interrupt{SessionId: sessionID, Abandon: abandon}}})
+		Interrupt: &castv1.Interrupt{SessionId: sessionID, Abandon: abandon, Agent: agent}}})
 }
 
 // release tells a node it lost a session to owner.

@@ -114,3 +114,33 @@ func TestAssignInterruptAndReportTurnAcrossReplicas(t *testing.T) {
 		t.Fatalf("a stale report changed the state to %v", got.State)
 	}
 }
+
+// A switch's interrupt names the agent it switched from, so the node stops
+// only that agent's turn: reaching the node after that turn ended, it
+// stopped the new agent's turn before it started (node
+// TestSwitchInterruptStopsOnlyTheOldAgentsTurn). `cast interrupt` names
+// none: it stops whatever turn runs.
+func TestSwitchInterruptNamesTheOldAgent(t *testing.T) {
+	t.Parallel()
+	c, cmds, sess, token := rawOwned(t, "work")
+	ctx := ctxT(t)
+	if _, err := c.Nodes.ReportTurn(ctx, &castv1.ReportTurnRequest{SessionId: sess.Id, Node: "n1", OwnerToken: token,
+		State: castv1.SessionState_SESSION_STATE_RUNNING, Agent: "claude"}); err != nil {
+		t.Fatal(err)
+	}
+	interrupt := func() *castv1.Interrupt {
+		return nextCommand(t, cmds, func(c *castv1.Command) bool { return c.GetInterrupt().GetSessionId() == sess.Id }).GetInterrupt()
+	}
+	if _, err := c.Sessions.InterruptSession(ctx, &castv1.InterruptSessionRequest{SessionId: sess.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if in := interrupt(); in.Agent != "" || in.Abandon {
+		t.Fatalf("cast interrupt sent %v; want one naming no agent", in)
+	}
+	if _, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: sess.Id, Agent: "codex"}); err != nil {
+		t.Fatal(err)
+	}
+	if in := interrupt(); in.Agent != "claude" || in.Abandon {
+		t.Fatalf("the switch sent %v; want one naming claude, the agent it switched from", in)
+	}
+}

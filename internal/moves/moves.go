@@ -32,6 +32,8 @@ type Store interface {
 	ListMessages(ctx context.Context, id string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error)
 	Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error)
 	RequestOp(ctx context.Context, id, op string) error
+	// RequestInterrupt is an OpInterrupt stopping only agent's turn.
+	RequestInterrupt(ctx context.Context, id, agent string) error
 	ListNodes(ctx context.Context) ([]*castv1.Node, error)
 	ListAgentChecks(ctx context.Context, agent string) ([]*castv1.AgentCheck, error)
 	// RequestedSession is the session a create with request key rk made.
@@ -94,7 +96,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		r.Failpoint(FailSwitchBeforeWrite)
 	}
 	old := sess
-	startedSince := false
+	startedSince, from := false, ""
 	updated, err := st.UpdateSession(ctx, sess.Id, func(s *castv1.Session) error {
 		if err := archive.Sendable(s); err != nil { // archived meanwhile
 			return err
@@ -112,6 +114,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		// a second interrupt reaching the node after that turn ended
 		// would stop the next one before it started.
 		startedSince = changeAgent && fence.TurnInFlight(s) && (!sent || s.DeliveredSeq > sess.DeliveredSeq)
+		from = s.Agent // the store records a start only for its agent
 		switched(s, r, to, changeAgent)
 		return nil
 	})
@@ -119,7 +122,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 		return nil, err
 	}
 	if startedSince {
-		if err := st.RequestOp(ctx, sess.Id, fence.OpInterrupt); err != nil {
+		if err := st.RequestInterrupt(ctx, sess.Id, from); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +205,9 @@ func interruptTurn(ctx context.Context, st Store, sess *castv1.Session) (sent bo
 			return false, err
 		}
 	}
-	return true, st.RequestOp(ctx, sess.Id, fence.OpInterrupt)
+	// It names the old agent: reaching the node after that turn ended, it
+	// must not stop the new agent's.
+	return true, st.RequestInterrupt(ctx, sess.Id, sess.Agent)
 }
 
 // olderNode reports whether node runs a turn's start the store cannot

@@ -44,15 +44,26 @@ func TestSwitchOfAnArchivedSessionIsRefused(t *testing.T) {
 }
 
 // countsOps is a store that counts the ops requested of the session's
-// owner node.
+// owner node, and the agent each interrupt named (stops).
 type countsOps struct {
 	*store.Store
-	ops []string
+	ops   []string
+	stops []string
 }
 
 func (s *countsOps) RequestOp(ctx context.Context, id, op string) error {
 	s.ops = append(s.ops, op)
+	if op == fence.OpInterrupt {
+		s.stops = append(s.stops, "")
+	}
 	return s.Store.RequestOp(ctx, id, op)
+}
+
+// RequestInterrupt counts as an interrupt (a switch's names the agent it
+// stops).
+func (s *countsOps) RequestInterrupt(ctx context.Context, id, agent string) error {
+	s.ops, s.stops = append(s.ops, fence.OpInterrupt), append(s.stops, agent)
+	return s.Store.RequestInterrupt(ctx, id, agent)
 }
 
 // A switch to another agent stops the old agent's turn, and asks the node
@@ -301,6 +312,11 @@ func TestSwitchStopsASecondTurnThatStartedAsItRan(t *testing.T) {
 			}
 			if len(interrupts) != tc.wantInterrupts || slices.Index(s.ops, fence.OpRefresh) < interrupts[len(interrupts)-1] {
 				t.Fatalf("ops %q; want %d interrupts, before the refresh", s.ops, tc.wantInterrupts)
+			}
+			// Each stops only claude's turn: reaching the node after it
+			// ended, it must not stop codex's.
+			if slices.ContainsFunc(s.stops, func(a string) bool { return a != "claude" }) {
+				t.Fatalf("the interrupts name %q; want claude, the agent switched from", s.stops)
 			}
 		})
 	}

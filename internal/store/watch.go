@@ -103,6 +103,9 @@ type Change struct {
 	Session string             // the session a Message or Interrupt belongs to
 	// Op is a request for the owner node: OpInterrupt, OpAbandon or OpRefresh.
 	Op string
+	// Agent is the agent an OpInterrupt stops only a turn of (a switch's,
+	// RequestInterrupt); "" any.
+	Agent string
 	// NodeCmd is a command relayed to Node (SendNodeCommand).
 	NodeCmd *castv1.Command
 	Node    string
@@ -158,7 +161,8 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 				fn(Change{NodeCmd: cmd, Node: node})
 			case strings.HasPrefix(key, s.key("ops")+"/"):
 				sid, op, _ := strings.Cut(strings.TrimPrefix(key, s.key("ops")+"/"), "/")
-				fn(Change{Op: op, Session: sid})
+				_, agent, _ := strings.Cut(string(ev.Kv.Value), opAgent)
+				fn(Change{Op: op, Session: sid, Agent: agent})
 			case strings.HasPrefix(key, s.key("owners")+"/"):
 				fn(Change{Owner: &fence.OwnerChange{Session: lastPart(key), Node: string(ev.Kv.Value), Token: ev.Kv.ModRevision}})
 			case strings.HasPrefix(key, from):
@@ -184,6 +188,23 @@ func (s *Store) WatchDispatch(ctx context.Context, rev int64, fn func(Change)) e
 // OpRefresh); the dispatcher of the replica holding the owner's stream acts
 // on it. The key expires by itself.
 func (s *Store) RequestOp(ctx context.Context, sessionID, op string) error {
+	return s.requestOp(ctx, sessionID, op, "")
+}
+
+// RequestInterrupt records an OpInterrupt that stops only a turn running
+// agent: a switch's names the agent it switched from, whose turn may have
+// ended before the interrupt reached the node; the turn then running or
+// about to is the new agent's, not the one the switch meant.
+func (s *Store) RequestInterrupt(ctx context.Context, sessionID, agent string) error {
+	return s.requestOp(ctx, sessionID, fence.OpInterrupt, agent)
+}
+
+// opAgent follows an op's time in its value when it names an agent
+// (RequestInterrupt); a replica that does not know it reads only the key,
+// and sends the interrupt naming none.
+const opAgent = " agent="
+
+func (s *Store) requestOp(ctx context.Context, sessionID, op, agent string) error {
 	if _, _, err := s.Owner(ctx, sessionID); err != nil {
 		return err
 	}
@@ -191,7 +212,11 @@ func (s *Store) RequestOp(ctx context.Context, sessionID, op string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.cli.Put(ctx, s.key("ops", sessionID, op), time.Now().UTC().Format(time.RFC3339Nano), clientv3.WithLease(l.ID))
+	v := time.Now().UTC().Format(time.RFC3339Nano)
+	if agent != "" {
+		v += opAgent + agent
+	}
+	_, err = s.cli.Put(ctx, s.key("ops", sessionID, op), v, clientv3.WithLease(l.ID))
 	return err
 }
 
