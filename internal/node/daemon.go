@@ -433,9 +433,9 @@ func (a *Daemon) recordAgain(ctx context.Context) {
 // and stops only a turn of that agent (workers.interrupt).
 func (a *Daemon) interrupt(sessionID string, abandon bool, agent string) error {
 	a.lg.Info("interrupt requested", zap.String("session", sessionID), zap.Bool("abandon", abandon), zap.String("agent", agent))
-	queued := func() (string, bool) {
+	queued := func() bool {
 		o, ok := a.st.get(sessionID)
-		return o.Agent, ok && o.ReceivedSeq > o.DeliveredSeq && o.ReceivedSeq > o.FailedSeq
+		return ok && o.ReceivedSeq > o.DeliveredSeq && o.ReceivedSeq > o.FailedSeq
 	}
 	if !a.workers.interrupt(sessionID, abandon, agent, queued) {
 		if agent != "" {

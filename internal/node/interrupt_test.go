@@ -253,8 +253,10 @@ func switchInterrupt(agent string) *castv1.Command {
 // it was taken for the waiting turn (stopNext), which then ran the new
 // agent and ended before it started ("interrupted before the agent took
 // its prompt"), the message unanswered until the user's next one. The
-// interrupt names the agent it stops (the old one): the new agent's turn
-// runs the message. So does a new agent's running turn it reaches late.
+// interrupt names the agent it stops (the old one) and stops only that
+// agent's running turn: a waiting turn is left to the store, which refuses
+// the old agent's start, so the new agent's turn runs the message. So does
+// a new agent's running turn it reaches late.
 func TestSwitchInterruptStopsOnlyTheOldAgentsTurn(t *testing.T) {
 	t.Run("queued turn of the new agent", func(t *testing.T) {
 		fm := fakemodel.Start(t)
@@ -262,8 +264,10 @@ func TestSwitchInterruptStopsOnlyTheOldAgentsTurn(t *testing.T) {
 		cwd := t.TempDir()
 		// codex's turn ended; its end report has not landed; a message waits.
 		waitBehindReport(ctx, t, a, p, func(o *owned) { o.Agent, o.Cwd = "codex", cwd })
-		if err := a.handle(ctx, switchInterrupt("codex")); err != nil {
-			t.Fatalf("the switch's interrupt: %v", err)
+		// No turn of codex runs: it stops nothing (the store refuses
+		// codex's start now, and the node holds it for the assignment).
+		if err := a.handle(ctx, switchInterrupt("codex")); err == nil {
+			t.Fatal("the switch's interrupt stopped the queued turn")
 		}
 		// The switch's assignment: the session runs claude now (the store
 		// still shows codex's turn running).

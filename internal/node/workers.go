@@ -35,10 +35,8 @@ type worker struct {
 	held bool
 	// stopNext: an interrupt came while the session's turn waited to
 	// start (its worker sending the last turn's report, or held): that
-	// turn ends as interrupted before the agent took its prompt, if it
-	// runs stopAgent, the agent a switch's interrupt named ("" any).
-	stopNext  bool
-	stopAgent string
+	// turn ends as interrupted before the agent took its prompt.
+	stopNext bool
 	// agent is the running turn's agent, which a switch's interrupt
 	// must name to stop it.
 	agent string
@@ -132,28 +130,27 @@ func (ws *workers) forget(sessionID string, w *worker) {
 
 // interrupt stops the session's running turn; abandon keeps its prompt
 // undelivered. A plain interrupt with no turn running stops the turn
-// queued (queued reports whether one waits to start and the agent it
-// runs now, w.mu held): the control plane sends one for a message past
-// the delivery cursor as for a running turn. A switch's names the agent
-// it switched from (agent; "" any): another agent's turn, running or
-// queued, is the new agent's, which it reached late (the old agent's
-// turn had ended), so it is left to run. False when it stopped nothing.
-func (ws *workers) interrupt(sessionID string, abandon bool, agent string, queued func() (string, bool)) bool {
+// queued (queued reports whether one waits to start, w.mu held): the
+// control plane sends one for a message past the delivery cursor as for a
+// running turn. A switch's names the agent it switched from (agent; ""
+// any) and stops only that agent's running turn: another agent's turn is
+// the new agent's, which it reached late (the old agent's turn had
+// ended), so it is left to run. False when it stopped nothing.
+func (ws *workers) interrupt(sessionID string, abandon bool, agent string, queued func() bool) bool {
 	return ws.locked(sessionID, func(w *worker) bool {
 		if w.cancel != nil {
 			return meant(agent, w.agent) && w.stopTurn(abandon)
 		}
-		if abandon {
-			return false // a move's: nothing runs to abandon
+		if abandon || agent != "" {
+			// A move's: nothing runs to abandon. A switch's: a turn
+			// waiting to start is left alone whichever agent it would
+			// run: the store refuses the old agent's start
+			// (AGENT_SWITCHED) and the node holds it for the switch's
+			// assignment, so the new agent runs its message.
+			return false
 		}
-		if next, ok := queued(); ok && meant(agent, next) {
-			// The switch's assignment may reach the node before the
-			// turn starts: startTurn compares again with the agent
-			// the turn runs.
-			if w.stopNext && w.stopAgent != agent {
-				agent = "" // another interrupt came first: it stops either's
-			}
-			w.stopNext, w.stopAgent = true, agent
+		if queued() {
+			w.stopNext = true
 			// A worker backing off after a set-up the control plane did not
 			// answer sees it now, not after the back-off.
 			select {
@@ -312,16 +309,10 @@ func (a *Daemon) startTurn(ctx context.Context, sessionID string, w *worker, can
 	}
 	if w.stopNext {
 		w.stopNext = false
-		if meant(w.stopAgent, o.Agent) {
-			w.mu.Unlock()
-			cancel()
-			a.stopUnstarted(ctx, sessionID, o)
-			return o, turnNext
-		}
-		// A switch's interrupt for the old agent, whose turn had ended
-		// before it came: this turn runs the new agent.
-		a.lg.Info("queued turn not stopped: the interrupt named another agent", zap.String("session", sessionID),
-			zap.String("agent", o.Agent), zap.String("interrupt_agent", w.stopAgent))
+		w.mu.Unlock()
+		cancel()
+		a.stopUnstarted(ctx, sessionID, o)
+		return o, turnNext
 	}
 	w.cancel, w.abandon, w.stopped, w.agent = cancel, false, false, o.Agent
 	w.mu.Unlock()

@@ -1732,10 +1732,11 @@ type Interrupt struct {
 	// delivered, so the new owner runs it again.
 	Abandon bool `protobuf:"varint,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
 	// agent, set by a switch, is the agent it switched from: stop only a turn
-	// running this agent (or about to run it). Another agent's turn (the new
-	// agent's, queued once the old turn ended before the interrupt reached
-	// the node) is not the one the switch meant. Empty (`cast interrupt`):
-	// whatever turn runs or is about to. Older nodes ignore it.
+	// running this agent. Another agent's turn (the new agent's, once the old
+	// turn ended before the interrupt reached the node) is not the one the
+	// switch meant, and a turn about to start is left to the store, which
+	// refuses the old agent's start. Empty (`cast interrupt`): whatever turn
+	// runs or is about to. Older nodes ignore it.
 	Agent         string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

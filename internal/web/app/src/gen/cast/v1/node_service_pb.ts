@@ -881,10 +881,11 @@ export type Interrupt = Message<"cast.v1.Interrupt"> & {
 
   /**
    * agent, set by a switch, is the agent it switched from: stop only a turn
-   * running this agent (or about to run it). Another agent's turn (the new
-   * agent's, queued once the old turn ended before the interrupt reached
-   * the node) is not the one the switch meant. Empty (`cast interrupt`):
-   * whatever turn runs or is about to. Older nodes ignore it.
+   * running this agent. Another agent's turn (the new agent's, once the old
+   * turn ended before the interrupt reached the node) is not the one the
+   * switch meant, and a turn about to start is left to the store, which
+   * refuses the old agent's start. Empty (`cast interrupt`): whatever turn
+   * runs or is about to. Older nodes ignore it.
    *
    * @generated from field: string agent = 3;
    */
