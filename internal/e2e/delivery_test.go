@@ -115,13 +115,19 @@ func assertDeliveredOnce(t *testing.T, req fakemodel.Request, marks ...string) {
 			user = append(user, it.Text)
 		}
 	}
-	all := strings.Join(user, "\n")
+	marksOnceIn(t, string(req.API)+" request's user items", strings.Join(user, "\n"), marks...)
+}
+
+// marksOnceIn fails unless each mark is in all exactly once, in order
+// (what names all in the message).
+func marksOnceIn(t *testing.T, what, all string, marks ...string) {
+	t.Helper()
 	at := 0
 	for _, mark := range marks {
 		n := strings.Count(all, mark)
 		i := strings.Index(all[at:], mark)
 		if n != 1 || i < 0 {
-			t.Fatalf("%s request: %q appears %d times (want once, after the marks before it); user items:\n%s", req.API, mark, n, clipItems(all))
+			t.Fatalf("%s: %q appears %d times (want once, after the marks before it):\n%s", what, mark, n, clipItems(all))
 		}
 		at += i + len(mark)
 	}
