@@ -181,8 +181,9 @@ func TestDeliveryAtRacingSeams(t *testing.T) {
 // A migration in flight meets a message.
 //
 // `cast exec --resume` while the session's move to linux is held after
-// its fence: exec answers once the move is done, from linux, and the
-// prompt reaches the model once.
+// its fence: exec answers once the move is done, from linux, or from
+// laptop when the move failed and was rolled back, and the prompt
+// reaches the model once.
 //
 // A migration cancelled while its drain waits for a running turn, and
 // one cancelled after its drain stopped the turn, each with one message
@@ -195,53 +196,63 @@ func TestDeliveryAtAMigrationInFlight(t *testing.T) {
 	r := newMigRig(t, migOpts{cpConfig: func(cfg *controlplane.Config) { cfg.Migrate.Failpoint = hold.hook }}, "claude")
 	ctx := context.Background()
 
-	t.Run("exec", func(t *testing.T) {
-		m := func(n int) string { return fmt.Sprintf("MIGF-exec-%d.", n) }
-		sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "exec"), Node: "laptop", Text: dmsg(m(1))})
-		must(t, err)
-		id := sess.Id
-		r.waitAnswered(id, 1)
-		wait, let := hold.arm(t, "migrate.after-fence")
-		mig, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{id}})
-		must(t, err)
-		wait()
-		type result struct {
-			out, errOut string
-			code        int
-		}
-		done := make(chan result, 1)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, errOut, code := testharness.RunInput(t, r.cast.env, nil, 4*time.Minute, r.cast.bin, "exec", "--resume", id, dmsg(m(2)))
-			done <- result{out, errOut, code}
-		}()
-		defer wg.Wait()
-		testharness.WaitFor(t, time.Minute, "exec's prompt stored", func() bool { return r.session(id).LastSeq > 2 })
-		let()
-		if mig = r.waitMigration(mig.Id); mig.State != castv1.MigrationState_MIGRATION_STATE_SUCCEEDED {
-			t.Fatalf("migration %v (%s)", mig.State, mig.Reason)
-		}
-		var res result
-		select {
-		case res = <-done:
-		case <-time.After(5 * time.Minute):
-			t.Fatal("exec did not end")
-		}
-		// The answer quotes the prompt's start: the note that it moved.
-		if res.code != 0 || !strings.Contains(res.out, "FAKE-ANSWER") || !strings.Contains(res.out, "now runs on linux") {
-			t.Fatalf("exec during the move: exit %d out %q err %q", res.code, res.out, res.errOut)
-		}
-		if s := r.session(id); s.Node != "linux" {
-			t.Fatalf("after the move the session is on %s", s.Node)
-		}
-		if n := countTurnsWith(r.fake, m(2)); n != 1 {
-			t.Fatalf("exec's prompt started %d model requests, want 1", n)
-		}
-		assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
-		r.nextTurnHoldsOnce(id, m(3), m(1), m(2))
-	})
+	// rollBack: the move fails after its fence (--skip-worktree, and
+	// linux has no checkout at the mapped path) and is rolled back.
+	for _, rollBack := range []bool{false, true} {
+		name := map[bool]string{false: "exec", true: "exec-rolled-back"}[rollBack]
+		t.Run(name, func(t *testing.T) {
+			m := func(n int) string { return fmt.Sprintf("MIGF-%s-%d.", name, n) }
+			sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", name), Node: "laptop", Text: dmsg(m(1))})
+			must(t, err)
+			id := sess.Id
+			r.waitAnswered(id, 1)
+			wait, let := hold.arm(t, "migrate.after-fence")
+			mig, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{id}, SkipWorktree: rollBack})
+			must(t, err)
+			wait()
+			type result struct {
+				out, errOut string
+				code        int
+			}
+			done := make(chan result, 1)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, errOut, code := testharness.RunInput(t, r.cast.env, nil, 4*time.Minute, r.cast.bin, "exec", "--resume", id, dmsg(m(2)))
+				done <- result{out, errOut, code}
+			}()
+			defer wg.Wait()
+			testharness.WaitFor(t, time.Minute, "exec's prompt stored", func() bool { return r.session(id).LastSeq > 2 })
+			let()
+			want, node, said := castv1.MigrationState_MIGRATION_STATE_SUCCEEDED, "linux", "now runs on linux"
+			if rollBack {
+				want, node, said = castv1.MigrationState_MIGRATION_STATE_FAILED, "laptop", "last user said: w00"
+			}
+			if mig = r.waitMigration(mig.Id); mig.State != want {
+				t.Fatalf("migration %v (%s), want %v", mig.State, mig.Reason, want)
+			}
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(5 * time.Minute):
+				t.Fatal("exec did not end")
+			}
+			// The answer quotes the prompt's start: the note that it moved, or
+			// the prompt itself where it did not.
+			if res.code != 0 || !strings.Contains(res.out, "FAKE-ANSWER") || !strings.Contains(res.out, said) {
+				t.Fatalf("exec during the move: exit %d out %q err %q", res.code, res.out, res.errOut)
+			}
+			if s := r.session(id); s.Node != node {
+				t.Fatalf("after the move the session is on %s, want %s", s.Node, node)
+			}
+			if n := countTurnsWith(r.fake, m(2)); n != 1 {
+				t.Fatalf("exec's prompt started %d model requests, want 1", n)
+			}
+			assertDeliveredOnce(t, requestWith(t, r.fake, m(2)), m(1), m(2))
+			r.nextTurnHoldsOnce(id, m(3), m(1), m(2))
+		})
+	}
 
 	// stopAfter: the move's drain stops the running turn (--wait 1s) and
 	// the move is cancelled after that; otherwise it is cancelled while
