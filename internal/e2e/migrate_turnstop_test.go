@@ -124,7 +124,13 @@ func (r *migRig) moveMidTurn(id, text string) (int64, *castv1.Migration) {
 // answer.
 func (r *migRig) firstTurn(text string) string {
 	r.t.Helper()
-	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", "a"), Node: "laptop", Text: text})
+	return r.laptopTurn("a", text)
+}
+
+// laptopTurn is firstTurn in laptop's checkout named repo.
+func (r *migRig) laptopTurn(repo, text string) string {
+	r.t.Helper()
+	sess, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", repo), Node: "laptop", Text: text})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -202,10 +202,7 @@ func TestDeliveryAtAMigrationInFlight(t *testing.T) {
 		name := map[bool]string{false: "exec", true: "exec-rolled-back"}[rollBack]
 		t.Run(name, func(t *testing.T) {
 			m := func(n int) string { return fmt.Sprintf("MIGF-%s-%d.", name, n) }
-			sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", name), Node: "laptop", Text: dmsg(m(1))})
-			must(t, err)
-			id := sess.Id
-			r.waitAnswered(id, 1)
+			id := r.laptopTurn(name, dmsg(m(1)))
 			wait, let := hold.arm(t, "migrate.after-fence")
 			mig, err := r.c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{id}, SkipWorktree: rollBack})
 			must(t, err)
@@ -261,10 +258,7 @@ func TestDeliveryAtAMigrationInFlight(t *testing.T) {
 		name := map[bool]string{false: "cancel-draining", true: "cancel-stopped"}[stopAfter]
 		t.Run(name, func(t *testing.T) {
 			m := func(n int) string { return fmt.Sprintf("MIGF-%s-%d.", name, n) }
-			sess, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: r.repo("laptop", name), Node: "laptop", Text: dmsg(m(1))})
-			must(t, err)
-			id := sess.Id
-			r.waitAnswered(id, 1)
+			id := r.laptopTurn(name, dmsg(m(1)))
 			gate := make(chan struct{})
 			var once sync.Once
 			open := func() { once.Do(func() { close(gate) }) }
