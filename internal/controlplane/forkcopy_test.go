@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
@@ -68,8 +70,16 @@ func TestHalfCopiedForkTakesNoMessage(t *testing.T) {
 	}
 	if resp, err := send(); err == nil {
 		t.Fatalf("a message to the fork holding %d of its %d history messages was stored at #%d, within its history", f.LastSeq, f.HistorySeq, resp.Message.Seq)
-	} else if status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("a message to the half-copied fork: %v, want FAILED_PRECONDITION", err)
+	} else if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != errs.ReasonForkIncomplete {
+		t.Fatalf("a message to the half-copied fork: %v (reason %q), want FAILED_PRECONDITION %s", err, client.ReasonOf(err), errs.ReasonForkIncomplete)
+	}
+	// An API append of a user message is handed to the node like a sent
+	// one, so the store refuses it the same way, in the append's txn.
+	user := &castv1.Message{ClientId: ids.NewClientID(), Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "appended"}
+	if resp, err := c.Sessions.AppendMessages(ctx, &castv1.AppendMessagesRequest{SessionId: fork, Messages: []*castv1.Message{user}}); err == nil {
+		t.Fatalf("a user message appended to the fork holding %d of its %d history messages was stored at #%d, within its history", f.LastSeq, f.HistorySeq, resp.Messages[0].Seq)
+	} else if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != errs.ReasonForkIncomplete {
+		t.Fatalf("a user message appended to the half-copied fork: %v (reason %q), want FAILED_PRECONDITION %s", err, client.ReasonOf(err), errs.ReasonForkIncomplete)
 	}
 	done, err := moves.Fork(ctx, st, nil, req)
 	if err != nil || done.Id != fork {

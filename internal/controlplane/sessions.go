@@ -240,10 +240,8 @@ func (h *sessionService) SendMessage(ctx context.Context, req *castv1.SendMessag
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	if err := moves.Copied(sess); err != nil {
-		return nil, toStatus(h.s.lg, err)
-	}
-	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId) // refused if archived
+	// Refused if archived, or a fork whose copy stopped part way.
+	m, err := h.s.appendUser(ctx, req.SessionId, req.Text, req.RequestId)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
@@ -498,7 +496,8 @@ func (h *sessionService) WatchSession(req *castv1.WatchSessionRequest, stream ca
 }
 
 // appendUser stores a user message, refused (SESSION_ARCHIVED) once the
-// session is archived: the store checks it in the append's txn.
+// session is archived, and (FORK_INCOMPLETE) by a fork whose copy of its
+// parent stopped part way: the store checks both in the append's txn.
 func (s *Server) appendUser(ctx context.Context, sessionID, text, clientID string) (*castv1.Message, error) {
 	out, err := s.store.Append(ctx, sessionID, []*castv1.Message{userMessage(text, clientID)}, fence.Guard{Open: true})
 	if err != nil {

@@ -16,7 +16,8 @@ type Guard struct {
 	Node  string
 	Token int64
 	// Open makes a user append commit only while the session is open:
-	// not archived (`cast rm`), checked in the append's own txn. Set it on
+	// not archived (`cast rm`), and not a fork whose copy of its parent
+	// stopped part way (ForkCopied), checked in the append's own txn. Set it on
 	// messages sent to the session, which its owner would run or take in
 	// (a send, an API append, a worker's report to its parent, a merge);
 	// notices cast writes about the session go in either way, and so do

@@ -12,6 +12,27 @@ func Archived(id string) *errs.Error {
 		"session %s is archived and takes no new messages; `cast fork %s` continues it in a new session", id, id).With("session", id)
 }
 
+// ForkCopied refuses a message to fork s holding count messages (its seq
+// key: the stored record does not keep last_seq) while its copy of its
+// parent's history stopped part way (its control plane stopped, or the
+// store refused a batch; the fork's error named it): the message would be
+// stored within the fork's history mark (history_seq), where the node
+// counts it as history and never delivers it, and the copy, finished by a
+// retried fork, would put the parent's last messages past the mark, as
+// prompts of the fork's own. The parent's seqs are dense, so a finished
+// copy holds at least history_seq messages, and the count only grows: the
+// store checks it with the archive (Guard.Open), in the append's txn. An
+// import's history_seq (no forked_at_seq) is not a copy: its importer
+// appends the history through the API.
+func ForkCopied(s *castv1.Session, count int64) error {
+	if s.ForkedAtSeq > 0 && count < s.HistorySeq {
+		return errs.New(errs.KindFailedPrecondition, errs.ReasonForkIncomplete,
+			"fork %s holds %d of the %d messages it copies from %s: the fork stopped part way; `cast fork %s` again",
+			s.Id, count, s.HistorySeq, s.ParentId, s.ParentId).With("session", s.Id)
+	}
+	return nil
+}
+
 // CreateParams describes a new session.
 type CreateParams struct {
 	Agent, Model, Cwd, Title string

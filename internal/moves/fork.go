@@ -104,24 +104,6 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	return st.GetSession(ctx, c.Session.Id)
 }
 
-// Copied refuses a message to a fork whose copy of its parent's history
-// stopped part way (its control plane stopped, or the store refused a
-// batch; the fork's error named it): the message would be stored within
-// the fork's history mark (history_seq), where the node counts it as
-// history and never delivers it, and the copy, finished by a retried
-// fork, would put the parent's last messages past the mark, as prompts
-// of the fork's own. The parent's seqs are dense, so a finished copy
-// holds at least history_seq messages; the count only grows, so a check
-// before the append cannot go stale.
-func Copied(s *castv1.Session) error {
-	if s.ForkedAtSeq > 0 && s.LastSeq < s.HistorySeq {
-		return errs.New(errs.KindFailedPrecondition, errs.ReasonForkIncomplete,
-			"fork %s holds %d of the %d messages it copies from %s: the fork stopped part way; `cast fork %s` again",
-			s.Id, s.LastSeq, s.HistorySeq, s.ParentId, s.ParentId).With("session", s.Id)
-	}
-	return nil
-}
-
 // copyMessages copies seqs 1..at. Client ids derive from the fork and the
 // source seq, so a retried fork (same request id) copies nothing twice.
 func copyMessages(ctx context.Context, st Store, from, to string, at int64) error {

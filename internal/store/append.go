@@ -39,7 +39,8 @@ type appendCall struct {
 // and create time); with a different body it is refused (CLIENT_ID_REUSED).
 //
 // Everything that can refuse the append is checked before a chunk is
-// written: ids, sizes, the session, the owner (with g.Open, its archive),
+// written: ids, sizes, the session, the owner (with g.Open, its archive
+// and a fork's copy: checkSecond),
 // stored client ids, the quota (chunks included). The commit txn checks
 // session, owner (archive) and client ids again; chunks of an attempt it
 // refuses are orphans under keys no one else uses. An append of inline
@@ -125,14 +126,15 @@ func (s *Store) encodeAll(msgs []*castv1.Message) ([]encoded, []int, error) {
 const precheckGets = 100
 
 // precheck refuses an append to a missing session, by a node that does
-// not own it, or open-only to an archived one (unless every message is
-// stored already: a retry, answered as the first call was), and returns the records of
+// not own it, or open-only to an archived one or a half-copied fork
+// (unless every message is stored already: a retry, answered as the first
+// call was), and returns the records of
 // its client ids already stored, in as few txns as etcd's op limit allows
 // (one for up to 98 messages).
 func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) (map[string]*mvccpb.KeyValue, error) {
 	stored := map[string]*mvccpb.KeyValue{}
-	var closed error // archived: refused unless every message is a retry
-	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID), clientv3.WithCountOnly()), clientv3.OpGet(s.secondKey(sessionID, g))}
+	var closed error // archived or half-copied: refused unless every message is a retry
+	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID)), clientv3.OpGet(s.secondKey(sessionID, g))}
 	cids := make([]string, 0, len(msgs))
 	for i, m := range msgs {
 		cids = append(cids, m.ClientId)
@@ -146,10 +148,15 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 		}
 		rs := resp.Responses
 		if len(rs) > len(cids) { // the first txn: session and owner
-			if rs[0].GetResponseRange().Count == 0 {
+			seqKV := rs[0].GetResponseRange().Kvs
+			if len(seqKV) == 0 {
 				return nil, sessionNotFound(sessionID)
 			}
-			if closed = s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs); closed != nil && !openOnly(g) {
+			last, err := parseInt(seqKV[0].Value)
+			if err != nil {
+				return nil, errs.Internal(err, "corrupt seq counter")
+			}
+			if closed = s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs, last); closed != nil && !openOnly(g) {
 				return nil, closed
 			}
 			rs = rs[2:]
@@ -338,10 +345,12 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 	return p, nil
 }
 
-// openOnly reports whether g's append is refused by an archived session.
+// openOnly reports whether g's append is refused by an archived session,
+// or by a fork whose copy of its parent stopped part way (fence.ForkCopied).
 // Its batch reads the session's record where others read the owner (which
 // a user append never compares), so the check costs the round no op; the
-// archive moves the seq key, which every append's txn compares (mutate).
+// archive moves the seq key, which every append's txn compares (mutate),
+// and a fork's count only grows, so a check passed stays passed.
 func openOnly(g fence.Guard) bool { return g.Open && g.Token == 0 }
 
 // secondKey is what a batch reads besides its seq key: the owner, or an
@@ -355,10 +364,13 @@ func (s *Store) secondKey(sessionID string, g fence.Guard) string {
 
 // checkSecond refuses an append by what secondKey read: an owner-side one
 // whose node does not own the session, an open-only one to an archived
-// session. A record archived before archives moved the seq key (its data
-// kept from an earlier version) is refused the same way: it is read
-// whenever the replica has no memory of the session open (known.go).
-func (s *Store) checkSecond(sessionID string, g fence.Guard, kvs []*mvccpb.KeyValue) error {
+// session or to a fork holding last of the messages it copies from its
+// parent, fewer than all (last: the seq key, read beside the record; the
+// record keeps no last_seq). A record archived before archives moved the
+// seq key (its data kept from an earlier version) is refused the same way:
+// it is read whenever the replica has no memory of the session open
+// (known.go).
+func (s *Store) checkSecond(sessionID string, g fence.Guard, kvs []*mvccpb.KeyValue, last int64) error {
 	if !openOnly(g) {
 		return s.checkGuard(g, kvs)
 	}
@@ -372,7 +384,7 @@ func (s *Store) checkSecond(sessionID string, g fence.Guard, kvs []*mvccpb.KeyVa
 	if sess.Archived {
 		return fence.Archived(sessionID)
 	}
-	return nil
+	return fence.ForkCopied(sess, last)
 }
 
 // checkGuard refuses an owner-side write whose token is not the current

@@ -339,7 +339,7 @@ func (s *Store) planRound(ctx context.Context, round []*sessionBatch) []*session
 
 // planSession plans b from its reads: the session must exist, with a
 // guard be owned by the guard's node, and for an open-only append not be
-// archived.
+// archived nor a fork whose copy stopped part way.
 func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	seqKV := b.reads[0].GetResponseRange().Kvs
 	if len(seqKV) == 0 {
@@ -349,7 +349,7 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 	if err != nil {
 		return errs.Internal(err, "corrupt seq counter")
 	}
-	closed := s.checkSecond(b.id, b.guard, b.reads[1].GetResponseRange().Kvs)
+	closed := s.checkSecond(b.id, b.guard, b.reads[1].GetResponseRange().Kvs, last)
 	if closed != nil && !openOnly(b.guard) {
 		return closed
 	}
@@ -358,8 +358,9 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 		return err
 	}
 	if closed != nil && plan.next != last {
-		// Archived: only a batch that writes nothing, every message a
-		// retry of one stored before, is answered as the first call was.
+		// Archived (or a half-copied fork): only a batch that writes
+		// nothing, every message a retry of one stored before, is answered
+		// as the first call was.
 		return closed
 	}
 	b.plan, b.last = plan, last

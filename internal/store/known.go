@@ -20,7 +20,8 @@ import (
 // the memory says the session is open: a commit of such an append checked
 // the record (or a memory of it open), and so did every commit since that
 // was planned from memory (its txn saw the seq key unmoved, and an archive
-// moves it). A commit planned from the owner's read, or a notice stored in
+// moves it). The record's other check, a fork's copy finished
+// (fence.ForkCopied), cannot be undone: the fork's count only grows. A commit planned from the owner's read, or a notice stored in
 // an archived session, leaves a memory not known open: the next open-only
 // append reads the record.
 
