@@ -139,7 +139,8 @@ func (ws *workers) forget(sessionID string, w *worker) {
 func (ws *workers) interrupt(sessionID string, abandon bool, agent string, queued func() bool) bool {
 	return ws.locked(sessionID, func(w *worker) bool {
 		if w.cancel != nil {
-			return meant(agent, w.agent) && w.stopTurn(abandon)
+			// "" (`cast interrupt`, a move) stops any agent's turn.
+			return (agent == "" || agent == w.agent) && w.stopTurn(abandon)
 		}
 		if abandon || agent != "" {
 			// A move's: nothing runs to abandon. A switch's: a turn
@@ -162,10 +163,6 @@ func (ws *workers) interrupt(sessionID string, abandon bool, agent string, queue
 		return false
 	})
 }
-
-// meant reports whether an interrupt naming agent ("" any: `cast
-// interrupt`, a move) is meant for a turn running runs.
-func meant(agent, runs string) bool { return agent == "" || agent == runs }
 
 // stopTurn cancels w's running turn, abandon keeping its prompt
 // undelivered; false when no turn runs. w.mu is held.
