@@ -2,6 +2,8 @@ package adopt
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/validate"
@@ -36,8 +38,10 @@ func bodySize(m transcript.Message) int {
 }
 
 // Fit is m in a form a store taking messages of limit bytes encoded
-// takes (limit 0: transcript.DefaultMaxMessageBytes): the images that do not fit left
-// out (the last first), then its text, tool output or tool input cut, with
+// takes (limit 0: transcript.DefaultMaxMessageBytes): its text, tool
+// input and output valid UTF-8 and a prompt without NUL (wellFormed), the
+// images that do not fit left out (the last first), then its text, tool
+// output or tool input cut, with
 // a sentence in its text saying what was left out and how large the
 // message was. Its client id stays m's (for adoption the digest of what
 // the file holds), so it is kept once however often it is sent. m itself
@@ -45,6 +49,7 @@ func bodySize(m transcript.Message) int {
 // through it: one row over the limit would otherwise be refused with its
 // batch at every try.
 func Fit(m transcript.Message, limit int) transcript.Message {
+	m = wellFormed(m)
 	size, most := bodySize(m), maxBody(limit)
 	if size <= most {
 		return m
@@ -106,4 +111,29 @@ func imagesSize(ims []transcript.Image) int {
 		n += len(im.Data)
 	}
 	return n
+}
+
+// wellFormed is m with what the wire or the store refuses in a message's
+// text replaced: bytes that are not UTF-8 (a reader keeps a tool's input
+// as the file's raw JSON, which a hand edit or another writer may leave
+// in Latin-1; protobuf cannot encode such a string) by U+FFFD, and a NUL
+// in a prompt (pasted binary; no agent takes one) left out. Either
+// failed its batch at every try, and nothing after it was kept.
+func wellFormed(m transcript.Message) transcript.Message {
+	text := m.Text
+	if m.Kind == transcript.KindUser {
+		text = strings.ReplaceAll(text, "\x00", "")
+	}
+	m.Text = strings.ToValidUTF8(text, "\uFFFD")
+	if c := m.ToolCall; c != nil && (!utf8.ValidString(c.Input) || !utf8.ValidString(c.Name)) {
+		tc := *c
+		tc.Input, tc.Name = strings.ToValidUTF8(tc.Input, "\uFFFD"), strings.ToValidUTF8(tc.Name, "\uFFFD")
+		m.ToolCall = &tc
+	}
+	if r := m.ToolResult; r != nil && !utf8.ValidString(r.Output) {
+		tr := *r
+		tr.Output = strings.ToValidUTF8(tr.Output, "\uFFFD")
+		m.ToolResult = &tr
+	}
+	return m
 }

@@ -3,13 +3,15 @@ package agents
 import (
 	"errors"
 	"strings"
+	"unicode"
 
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
 // Title is what an agent's own session picker should show for a rebuilt
-// session: the first thing the user typed, on one line, at most max runes
-// ("…" marks a cut). Writers whose format has a title or summary field
+// session: the first thing the user typed, on one line, without control
+// characters (a terminal's colour codes pasted in; the control plane
+// refuses a title holding one), at most max runes ("…" marks a cut). Writers whose format has a title or summary field
 // put it there, so the picker neither shows a blank nor asks a model.
 func Title(msgs []transcript.Message, max int) string {
 	t, _ := TitleOf(SliceSource(msgs), max)
@@ -27,7 +29,7 @@ func TitleOf(msgs MessageSource, max int) (string, error) {
 		if m.Kind != transcript.KindUser {
 			return nil
 		}
-		title = strings.Join(strings.Fields(m.Text), " ")
+		title = strings.Join(strings.Fields(strings.Map(controlAsSpace, m.Text)), " ")
 		if title == "" {
 			return nil
 		}
@@ -40,4 +42,12 @@ func TitleOf(msgs MessageSource, max int) (string, error) {
 		return "", err
 	}
 	return title, nil
+}
+
+// controlAsSpace maps a control character to a space (strings.Map).
+func controlAsSpace(r rune) rune {
+	if unicode.IsControl(r) {
+		return ' '
+	}
+	return r
 }
