@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -304,10 +305,30 @@ func (f *Follower) changed(agent, path string) (os.FileInfo, *fileState, bool) {
 	if st != nil && st.Size+st.Torn == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
 		return nil, nil, false
 	}
+	if st != nil && replaced(agent, path, st) {
+		st = nil // another native session: one of its own, what was kept stays kept
+	}
 	if st == nil && f.cast.Busy(agent) {
 		return nil, nil, false // maybe cast's own turn's: looked at once it is over
 	}
 	return fi, st, true
+}
+
+// replaced says whether the file at path, followed as st, is now another
+// native session: its own id, as its format says, is not the one st
+// keeps. A CLI may start a new session at a path whose file was deleted
+// (pi --session writes one under a new id); read as the old one's
+// rewrite, its messages went to the old cast session and those matching
+// one kept there (the same prompt typed again) were taken as kept and
+// lost. An id read from nowhere (the file's name: st's NativeID when the
+// file first said none) tells nothing.
+func replaced(agent, path string, st *fileState) bool {
+	d, ok := driver(agent)
+	if !ok || st.NativeID == filepath.Base(path) {
+		return false
+	}
+	id := d.SessionID(path)
+	return id != "" && id != st.NativeID
 }
 
 // stateOf is the state to follow the file at path from, given its whole

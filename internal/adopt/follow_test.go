@@ -23,9 +23,9 @@ import (
 // session per native id, each client id stored once.
 type sink struct {
 	batches []adopt.Batch
-	ids     map[string]bool
-	fail    int // refuse this many calls first
-	failAt  int // refuse the call of this number (1-based) too
+	ids     map[string]bool // session/client id
+	fail    int             // refuse this many calls first
+	failAt  int             // refuse the call of this number (1-based) too
 	calls   int
 	during  func() // run once, at the next call
 }
@@ -43,17 +43,18 @@ func (s *sink) Adopt(_ context.Context, b adopt.Batch) (string, error) {
 	if s.ids == nil {
 		s.ids = map[string]bool{}
 	}
+	id := b.SessionID
+	if id == "" {
+		id = "cast-" + b.NativeID
+	}
 	for _, m := range b.Messages {
-		if s.ids[m.ClientID] {
+		if s.ids[id+"/"+m.ClientID] { // a session's client ids, as the store keys them
 			return "", fmt.Errorf("client id %s sent twice", m.ClientID)
 		}
-		s.ids[m.ClientID] = true
+		s.ids[id+"/"+m.ClientID] = true
 	}
 	s.batches = append(s.batches, b)
-	if b.SessionID != "" {
-		return b.SessionID, nil
-	}
-	return "cast-" + b.NativeID, nil
+	return id, nil
 }
 
 func (s *sink) MaxMessageBytes() int { return 0 }
