@@ -22,12 +22,34 @@ import (
 // adopting the Claude Code sessions in its user's folder, home.
 func startAdoptingNode(t *testing.T, cb func(*controlplane.Config)) (c *client.Client, home string) {
 	srv := testharness.StartControlPlane(t, cb)
-	testharness.StartNode(t, srv.Addr(), "n1", func(c *node.Config) {
+	_, cfg := adoptingNode(t, srv.Addr(), nil)
+	ag, _ := agents.Lookup("claude")
+	return testharness.Dial(t, srv.Addr()), ag.Dir(cfg.UserEnv)
+}
+
+// adoptingNode starts node n1 of the control plane at addr, adopting the
+// Claude Code sessions in its user's folder; again (a restart) when was
+// is its config before: the same data folder and user.
+func adoptingNode(t *testing.T, addr string, was *node.Config) (stop func(), cfg node.Config) {
+	stop = testharness.StartNode(t, addr, "n1", func(c *node.Config) {
+		if was != nil {
+			c.DataDir, c.UserEnv, c.Agents = was.DataDir, was.UserEnv, was.Agents
+		}
 		c.Adopt, c.AdoptAgents, c.AdoptInterval = true, []string{"claude"}, 100*time.Millisecond
-		ag, _ := agents.Lookup("claude")
-		home = ag.Dir(c.UserEnv)
+		cfg = *c
 	})
-	return testharness.Dial(t, srv.Addr()), home
+	return stop, cfg
+}
+
+// claudeRecord is a Claude Code record of session id: a user's text or an
+// assistant's answer.
+func claudeRecord(id, kind, uuid, parent, text string) string {
+	content := fmt.Sprintf("%q", text)
+	if kind == "assistant" {
+		content = fmt.Sprintf(`[{"type":"text","text":%q}]`, text)
+	}
+	return fmt.Sprintf(`{"type":%q,"uuid":%q,"parentUuid":%q,"sessionId":%q,"cwd":"/work/proj","timestamp":"2026-01-01T00:00:01Z","message":{"role":%q,"content":%s}}`+"\n",
+		kind, uuid, parent, id, kind, content)
 }
 
 // A native message over the message size the control plane is configured
@@ -40,14 +62,7 @@ func TestAdoptFitsTheConfiguredMessageLimit(t *testing.T) {
 	const limit = 1 << 20
 	c, home := startAdoptingNode(t, func(c *controlplane.Config) { c.Store.MaxMessageBytes = limit })
 	const id = "5b0c6b4e-3f7e-4e34-9a51-00000000f171"
-	rec := func(kind, uuid, parent, text string) string {
-		content := fmt.Sprintf("%q", text)
-		if kind == "assistant" {
-			content = fmt.Sprintf(`[{"type":"text","text":%q}]`, text)
-		}
-		return fmt.Sprintf(`{"type":%q,"uuid":%q,"parentUuid":%q,"sessionId":%q,"cwd":"/work/proj","timestamp":"2026-01-01T00:00:01Z","message":{"role":%q,"content":%s}}`+"\n",
-			kind, uuid, parent, id, kind, content)
-	}
+	rec := func(kind, uuid, parent, text string) string { return claudeRecord(id, kind, uuid, parent, text) }
 	file := filepath.Join(home, "projects", "-work-proj", id+".jsonl")
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		t.Fatal(err)
