@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -275,6 +276,8 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	from := map[string]int{} // a whole file counts occurrences from its start
 	if tail {
 		added, from = data[st.Size:end], tailFrom(st)
+	} else if beginsAgain(st, msgs) {
+		from = tailFrom(st) // all it holds came after what was kept
 	}
 	sent, err := f.send(ctx, agent, fileOrigin(agent, path, st), st, unsent(st.Sent, from, msgs))
 	if err != nil {
@@ -286,6 +289,12 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	}
 	st.Size, st.Hash, st.ModTime, st.Base = end, hashOf(data[:end]), fi.ModTime().UnixNano(), nil
 	st.Torn = int64(len(data)) - end
+	if n := len(msgs); n > 0 {
+		if !tail {
+			st.FirstID = msgs[0].NativeID
+		}
+		st.LastID = msgs[n-1].NativeID
+	}
 	if end != whole {
 		st.ModTime = 0 // look again: whole lines wait for the settle window, not a write
 	}
@@ -365,6 +374,24 @@ func settledEnd(agent string, data []byte, fi os.FileInfo, st *fileState) (int64
 		return 0, false
 	}
 	return cut, true
+}
+
+// beginsAgain says whether msgs, all a file followed as st holds now
+// that it no longer starts with what was read, hold neither the first
+// nor the last message read before (by their native ids): the file was
+// deleted and its CLI went on appending to a new one (Claude Code and pi
+// do; Claude Code's clean-up of old sessions deletes the file of one
+// resumed). Its messages all came after those kept, a text kept before
+// among them again; read as a rewrite of the old file, that text was
+// taken as kept and lost. A copy of the old file put back, or one edited
+// or cut short, holds the first or the last of them still.
+func beginsAgain(st *fileState, msgs []transcript.Message) bool {
+	if st.Size == 0 || st.FirstID == "" && st.LastID == "" {
+		return false
+	}
+	return !slices.ContainsFunc(msgs, func(m transcript.Message) bool {
+		return m.NativeID != "" && (m.NativeID == st.FirstID || m.NativeID == st.LastID)
+	})
 }
 
 // tailFrom is what a tail's occurrences count from. Appended lines come

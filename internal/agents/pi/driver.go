@@ -32,7 +32,14 @@ func (Driver) FindSession(home, id string) string {
 }
 
 // SessionID: pi puts its own id in the header.
-func (Driver) SessionID(path string) string { return agents.HeaderField(path, "id") }
+func (Driver) SessionID(path string) string {
+	if agents.HeaderField(path, "type") != "session" {
+		// No header: a file pi began again by appending after it was
+		// deleted, whose first line is an entry (its id names no session).
+		return ""
+	}
+	return agents.HeaderField(path, "id")
+}
 
 // ParseTail parses appended entries; the chain stops at the old leaf.
 func (Driver) ParseTail(b []byte, _ int) ([]transcript.Message, error) {
