@@ -9,8 +9,8 @@
 // reader can (StreamReader), sent as read; a file rewritten or cut short
 // is read again and only messages not kept before are sent, unless its format
 // now names another native session, adopted then as one of its own, or
-// it holds none of the messages it began and ended with (its CLI began it
-// again after it was deleted), all new then. Every message carries a client id derived from its
+// its every message is newer than those read (its CLI began it again
+// after it was deleted), all new then. Every message carries a client id derived from its
 // content and occurrence, so a resend is stored once. Files cast runs or
 // wrote itself (Cast) are never adopted as new sessions.
 package adopt

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -289,11 +288,8 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	}
 	st.Size, st.Hash, st.ModTime, st.Base = end, hashOf(data[:end]), fi.ModTime().UnixNano(), nil
 	st.Torn = int64(len(data)) - end
-	if n := len(msgs); n > 0 {
-		if !tail {
-			st.FirstID = msgs[0].NativeID
-		}
-		st.LastID = msgs[n-1].NativeID
+	for _, m := range msgs {
+		st.Newest = max(st.Newest, m.Time.UnixNano())
 	}
 	if end != whole {
 		st.ModTime = 0 // look again: whole lines wait for the settle window, not a write
@@ -377,21 +373,31 @@ func settledEnd(agent string, data []byte, fi os.FileInfo, st *fileState) (int64
 }
 
 // beginsAgain says whether msgs, all a file followed as st holds now
-// that it no longer starts with what was read, hold neither the first
-// nor the last message read before (by their native ids): the file was
-// deleted and its CLI went on appending to a new one (Claude Code and pi
-// do; Claude Code's clean-up of old sessions deletes the file of one
-// resumed). Its messages all came after those kept, a text kept before
-// among them again; read as a rewrite of the old file, that text was
-// taken as kept and lost. A copy of the old file put back, or one edited
-// or cut short, holds the first or the last of them still.
+// that it no longer starts with what was read, are all newer than every
+// message read before: the file was deleted and its CLI went on appending
+// to a new one (Claude Code and pi do; Claude Code's clean-up of old
+// sessions deletes the file of one resumed). Its messages all came after
+// those kept, a text kept before among them again; read as a rewrite of
+// the old file, that text was taken as kept and lost. A rewrite holds
+// messages read before, with their times (pi's upgrade of an old file
+// gives its entries new ids, so ids do not tell), and so does a copy of
+// the old file put back, or one edited or cut short. Messages without a
+// time tell nothing.
 func beginsAgain(st *fileState, msgs []transcript.Message) bool {
-	if st.Size == 0 || st.FirstID == "" && st.LastID == "" {
+	if st.Size == 0 || st.Newest == 0 {
 		return false
 	}
-	return !slices.ContainsFunc(msgs, func(m transcript.Message) bool {
-		return m.NativeID != "" && (m.NativeID == st.FirstID || m.NativeID == st.LastID)
-	})
+	timed := false
+	for _, m := range msgs {
+		if m.Time.IsZero() {
+			continue
+		}
+		if m.Time.UnixNano() <= st.Newest {
+			return false
+		}
+		timed = true
+	}
+	return timed
 }
 
 // tailFrom is what a tail's occurrences count from. Appended lines come

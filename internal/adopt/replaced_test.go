@@ -3,7 +3,9 @@ package adopt_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +135,32 @@ func TestFollowFileDeletedWhileItsCLIWrites(t *testing.T) {
 				t.Fatalf("the rest went to session %q as %s; want %q as %s", last.SessionID, last.NativeID, "cast-"+first.NativeID, first.NativeID)
 			}
 		})
+	}
+}
+
+// A file its CLI rewrites while it is followed (pi upgrades a session of
+// an older format when it resumes it: the file is written anew, its
+// entries under new ids) is read again without repeats: only what the
+// resumed turn added is sent. The rewrite holds no message read before
+// by its id, but each by its time.
+func TestFollowFileRewrittenByItsCLI(t *testing.T) {
+	r, c := newCLIRig(t, "pi")
+	r.file = c.vars["path"]
+	if err := os.MkdirAll(filepath.Dir(r.file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A session of pi's first format: no version in its header.
+	r.write(`{"type":"session","id":"0f1e2d3c-0000-4000-8000-00000000a001","timestamp":"2026-07-09T10:00:00.000Z","cwd":"`+c.cwd+`"}`+"\n",
+		`{"type":"message","id":"u1","parentId":null,"timestamp":"2026-07-09T10:00:01.000Z","message":{"role":"user","content":"old prompt"}}`+"\n",
+		`{"type":"message","id":"a1","parentId":"u1","timestamp":"2026-07-09T10:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"old answer"}],`+
+			`"provider":"fake","model":"fake-model","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}}}}`+"\n")
+	want(t, "import", r.scan(), "old prompt", "old answer")
+	c.run("more please")
+	if b, err := os.ReadFile(r.file); err != nil || !strings.Contains(string(b), `"version":3`) || strings.Contains(string(b), `"id":"u1"`) {
+		t.Fatalf("pi did not upgrade the file (%v):\n%s", err, b)
+	}
+	got := r.scan()
+	if len(got) != 2 || got[0] != "more please" {
+		t.Fatalf("after the upgrade: sent %q; want the new prompt and its answer only", got)
 	}
 }

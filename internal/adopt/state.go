@@ -35,13 +35,12 @@ type fileState struct {
 	// Written is the digest of the file as cast wrote it (a restore), once
 	// taken as the baseline.
 	Written string `json:"written,omitempty"`
-	// FirstID and LastID are the native ids of the first and last message
-	// of the Size bytes read, where the format gives its messages ids: a
-	// file read again that holds neither (an append by the agent's CLI
-	// after the file was deleted makes it anew with only what came after)
-	// holds nothing kept (beginsAgain).
-	FirstID string `json:"first_id,omitempty"`
-	LastID  string `json:"last_id,omitempty"`
+	// Newest is the time (Unix ns) of the newest message of the Size bytes
+	// read, where the format gives times: a file read again whose every
+	// message is newer (an append by the agent's CLI after the file was
+	// deleted makes it anew with only what came after) holds nothing kept
+	// (beginsAgain).
+	Newest int64 `json:"newest,omitempty"`
 	// Sent counts the messages kept, by digest (occurrences).
 	Sent map[string]int `json:"sent,omitempty"`
 	// Base is Sent as of Size while what the file grew by is being sent
