@@ -643,3 +643,27 @@ func TestFollowTornLastLineIsNotReadAgainUntilItChanges(t *testing.T) {
 		})
 	}
 }
+
+// An agent's folder made after the follower started (the agent first run
+// after the node) is looked at by the same follower's next scan.
+func TestFollowFolderMadeAfterStart(t *testing.T) {
+	r := newRig(t)
+	if err := os.RemoveAll(r.home); err != nil {
+		t.Fatal(err)
+	}
+	f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Scan(context.Background()); n != 0 || err != nil {
+		t.Fatalf("no folder: %d sent, %v", n, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(r.file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r.write(line("user", "u1", "", "hello"))
+	if n, err := f.Scan(context.Background()); n != 1 || err != nil {
+		t.Fatalf("the folder made: %d sent, %v; want the session", n, err)
+	}
+	want(t, "the folder made", r.sink.texts(0), "hello")
+}
