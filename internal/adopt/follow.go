@@ -289,7 +289,7 @@ func (f *Follower) follow(ctx context.Context, agent, path string) (int, error) 
 	st.Size, st.Hash, st.ModTime, st.Base = end, hashOf(data[:end]), fi.ModTime().UnixNano(), nil
 	st.Torn = int64(len(data)) - end
 	for _, m := range msgs {
-		st.Newest = max(st.Newest, m.Time.UnixNano())
+		st.Newest = max(st.Newest, timeOf(m))
 	}
 	if end != whole {
 		st.ModTime = 0 // look again: whole lines wait for the settle window, not a write
@@ -375,30 +375,52 @@ func settledEnd(agent string, data []byte, fi os.FileInfo, st *fileState) (int64
 // beginsAgain says whether msgs, all a file followed as st holds now
 // that it no longer starts with what was read, are all newer than every
 // message read before: the file was deleted and its CLI went on appending
-// to a new one (Claude Code and pi do; Claude Code's clean-up of old
-// sessions deletes the file of one resumed). Its messages all came after
-// those kept, a text kept before among them again; read as a rewrite of
-// the old file, that text was taken as kept and lost. A rewrite holds
-// messages read before, with their times (pi's upgrade of an old file
-// gives its entries new ids, so ids do not tell), and so does a copy of
-// the old file put back, or one edited or cut short. Messages without a
-// time tell nothing.
+// to a new one (Claude Code, pi and Gemini CLI do; Claude Code's clean-up
+// of old sessions deletes the file of one resumed). Its messages all came
+// after those kept, a text kept before among them again; read as a
+// rewrite of the old file, that text was taken as kept and lost. A
+// rewrite holds messages read before, with their times (pi's upgrade of
+// an old file gives its entries new ids, so ids do not tell), and so does
+// a copy of the old file put back, or one edited or cut short. Messages
+// without a time tell nothing.
 func beginsAgain(st *fileState, msgs []transcript.Message) bool {
-	if st.Size == 0 || st.Newest == 0 {
-		return false
-	}
-	timed := false
+	n := newer{than: st.Newest}
 	for _, m := range msgs {
-		if m.Time.IsZero() {
-			continue
+		if !n.see(m) {
+			break
 		}
-		if m.Time.UnixNano() <= st.Newest {
-			return false
-		}
-		timed = true
 	}
-	return timed
+	return st.Size > 0 && n.all()
 }
+
+// newer tells whether every message seen, of those with a time, is newer
+// than than (a time in Unix ns; 0: nothing tells).
+type newer struct {
+	than         int64
+	timed, older bool
+}
+
+// see notes m; false once one is not newer (the answer is known).
+func (n *newer) see(m transcript.Message) bool {
+	t := timeOf(m)
+	if t == 0 {
+		return true
+	}
+	n.timed = true
+	n.older = n.older || t <= n.than
+	return !n.older
+}
+
+// timeOf is m's time in Unix ns, 0 when it has none (or one no int64
+// holds: before 1678 or after 2262, which no CLI writes).
+func timeOf(m transcript.Message) int64 {
+	if y := m.Time.Year(); y < 1678 || y > 2261 {
+		return 0
+	}
+	return m.Time.UnixNano()
+}
+
+func (n *newer) all() bool { return n.than > 0 && n.timed && !n.older }
 
 // tailFrom is what a tail's occurrences count from. Appended lines come
 // after all kept as of Size: Sent, unless a send of this tail stopped

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"io"
 	"maps"
@@ -65,25 +66,61 @@ func (f *Follower) followEach(ctx context.Context, agent, path string, fi os.Fil
 	}
 	sent := 0
 	if snap.end != st.Size || snap.sum != st.Hash { // else no whole line more
-		if sent, err = f.sendEach(ctx, agent, path, st, c); err != nil {
+		from, err := eachFrom(st, c)
+		if err != nil {
+			return 0, err
+		}
+		if sent, err = f.sendEach(ctx, agent, path, st, c, from); err != nil {
 			return sent, err
 		}
 	}
-	st.Size, st.Hash, st.ModTime, st.Torn = snap.end, snap.sum, fi.ModTime().UnixNano(), snap.size-snap.end
+	st.Size, st.Hash, st.ModTime, st.Torn, st.Base = snap.end, snap.sum, fi.ModTime().UnixNano(), snap.size-snap.end, nil
 	return sent, f.st.put(path, st)
+}
+
+// errSeen stops a read whose answer is known.
+var errSeen = errors.New("seen")
+
+// eachFrom is what c's occurrences count from, read whole: its start, or
+// all kept when the file was begun again (beginsAgain). Only a file no
+// longer starting with what was read may be, so only such a file is read
+// the once more that tells.
+func eachFrom(st *fileState, c content) (map[string]int, error) {
+	if st.Size == 0 || st.Newest == 0 {
+		return map[string]int{}, nil
+	}
+	if st.Size <= c.size() {
+		if sum, err := c.hash(st.Size); err != nil || sum == st.Hash {
+			return map[string]int{}, err // grown
+		}
+	}
+	n := newer{than: st.Newest}
+	err := c.each(c.size(), func(m transcript.Message) error {
+		if !n.see(m) {
+			return errSeen
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errSeen) {
+		return nil, err
+	}
+	if n.all() {
+		return tailFrom(st), nil
+	}
+	return map[string]int{}, nil
 }
 
 // sendEach sends the messages of c not kept yet, as they are read. A new
 // session's first batch says its title and how many messages it holds in
 // all, so for one c is read twice: counting, then sending.
-func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileState, c content) (int, error) {
+func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileState, c content, from map[string]int) (int, error) {
 	o := origin{Key: path, Path: path}
 	name, history := "", int64(0)
 	if st.SessionID == "" {
 		o.Cwd = cwdOf(agent, path)
 		sub := subagentOf(agent, path)
 		o.ParentNativeID, o.CallID = sub.ParentNativeID, sub.CallID
-		u := fresh{sent: maps.Clone(st.Sent), seen: map[string]int{}}
+		u := fresh{sent: maps.Clone(st.Sent), seen: maps.Clone(from)}
 		err := c.each(c.size(), func(m transcript.Message) error {
 			if u.take(&m) {
 				history++
@@ -101,9 +138,11 @@ func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileSta
 		}
 	}
 	s := f.sender(ctx, agent, o, st, name, history)
-	u := fresh{sent: maps.Clone(st.Sent), seen: map[string]int{}} // a whole file counts occurrences from its start
+	u := fresh{sent: maps.Clone(st.Sent), seen: maps.Clone(from)}
 	var k keptAfter
+	newest := st.Newest
 	err := c.each(c.size(), func(m transcript.Message) error {
+		newest = max(newest, timeOf(m))
 		isNew := u.take(&m)
 		return k.next(m, isNew, s.add)
 	})
@@ -113,7 +152,11 @@ func (f *Follower) sendEach(ctx context.Context, agent, path string, st *fileSta
 	if err != nil {
 		return s.sent, err
 	}
-	return s.done()
+	sent, err := s.done()
+	if err == nil {
+		st.Newest = newest
+	}
+	return sent, err
 }
 
 // content is a file's whole lines as the follower read them: the bytes
