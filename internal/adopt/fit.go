@@ -41,9 +41,8 @@ func bodySize(m transcript.Message) int {
 // takes (limit 0: transcript.DefaultMaxMessageBytes): its text, tool
 // input and output valid UTF-8 and a prompt without NUL (wellFormed), the
 // images that do not fit left out (the last first), then its text, tool
-// output or tool input cut, with
-// a sentence in its text saying what was left out and how large the
-// message was. Its client id stays m's (for adoption the digest of what
+// output or tool input cut, with a sentence in its text saying what was
+// left out and how large the message was. Its client id stays m's (for adoption the digest of what
 // the file holds), so it is kept once however often it is sent. m itself
 // is not changed. Adoption and the node's sync of its own turns both send
 // through it: one row over the limit would otherwise be refused with its

@@ -411,6 +411,10 @@ func (n *newer) see(m transcript.Message) bool {
 	return !n.older
 }
 
+// all says whether every message seen with a time, and at least one, was
+// newer.
+func (n *newer) all() bool { return n.than > 0 && n.timed && !n.older }
+
 // timeOf is m's time in Unix ns, 0 when it has none (or one no int64
 // holds: before 1678 or after 2262, which no CLI writes).
 func timeOf(m transcript.Message) int64 {
@@ -419,8 +423,6 @@ func timeOf(m transcript.Message) int64 {
 	}
 	return m.Time.UnixNano()
 }
-
-func (n *newer) all() bool { return n.than > 0 && n.timed && !n.older }
 
 // tailFrom is what a tail's occurrences count from. Appended lines come
 // after all kept as of Size: Sent, unless a send of this tail stopped

@@ -11,8 +11,9 @@ import (
 // Title is what an agent's own session picker should show for a rebuilt
 // session: the first thing the user typed, on one line, without control
 // characters (a terminal's colour codes pasted in; the control plane
-// refuses a title holding one), at most max runes ("…" marks a cut). Writers whose format has a title or summary field
-// put it there, so the picker neither shows a blank nor asks a model.
+// refuses a title holding one), at most max runes ("…" marks a cut).
+// Writers whose format has a title or summary field put it there, so the
+// picker neither shows a blank nor asks a model.
 func Title(msgs []transcript.Message, max int) string {
 	t, _ := TitleOf(SliceSource(msgs), max)
 	return t
