@@ -49,7 +49,11 @@ func streamReader(agent string) (agents.StreamReader, bool) {
 // without repeats, a file cast wrote is its cast session's, and the
 // state records exactly the bytes read.
 func (f *Follower) followEach(ctx context.Context, agent, path string, fi os.FileInfo, st *fileState, sr agents.StreamReader) (int, error) {
-	snap, err := takeSnapshot(f.st, path)
+	var mark int64 // where what was read ended: its hash is taken on the way
+	if st != nil {
+		mark = st.Size
+	}
+	snap, err := takeSnapshot(f.st, path, mark)
 	if err != nil {
 		return 0, err
 	}
@@ -204,6 +208,9 @@ func (c snapshotContent) hash(n int64) (string, error) {
 	if n == c.s.end {
 		return c.s.sum, nil
 	}
+	if n == c.s.mark && c.s.markSum != "" {
+		return c.s.markSum, nil
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.NewSectionReader(c.s.f, 0, n)); err != nil {
 		return "", err
@@ -224,9 +231,15 @@ type snapshot struct {
 	size int64  // bytes copied
 	end  int64  // of them, whole lines: a half-written last line waits
 	sum  string // SHA-256 of the first end bytes, taken as they were copied
+	// mark is an offset whose hash was asked for, markSum that hash when a
+	// line ends there (taken as the bytes were copied, as sum).
+	mark    int64
+	markSum string
 }
 
-func takeSnapshot(st *states, path string) (*snapshot, error) {
+// takeSnapshot copies the file at path, taking the hash of its first mark
+// bytes on the way where a line ends there (0: none).
+func takeSnapshot(st *states, path string, mark int64) (*snapshot, error) {
 	src, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -236,13 +249,13 @@ func takeSnapshot(st *states, path string) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &snapshot{f: tmp}
-	w := &lineHash{h: sha256.New()}
+	s := &snapshot{f: tmp, mark: mark}
+	w := &lineHash{h: sha256.New(), mark: mark}
 	if s.size, err = io.Copy(tmp, io.TeeReader(src, w)); err != nil {
 		s.close()
 		return nil, err
 	}
-	s.end = w.end
+	s.end, s.markSum = w.end, w.markSum
 	if s.sum, err = w.sum(); err != nil {
 		s.close()
 		return nil, err
@@ -263,14 +276,35 @@ type lineHash struct {
 	n     int64
 	end   int64
 	state []byte // h's state at end; nil: at 0
+	// mark is an offset whose sum is kept (markSum) if a line ends there.
+	mark    int64
+	markSum string
 }
 
 func (w *lineHash) Write(p []byte) (int, error) {
+	n := len(p)
+	if k := w.mark - w.n; k > 0 && k <= int64(n) && p[k-1] == '\n' {
+		// The line ending at mark is in p: hashed up to it, the sum of
+		// the whole lines is the one asked for.
+		if err := w.write(p[:k]); err != nil {
+			return 0, err
+		}
+		var err error
+		if w.markSum, err = w.sum(); err != nil {
+			return 0, err
+		}
+		p = p[k:]
+	}
+	return n, w.write(p)
+}
+
+// write hashes p, keeping the hash's state at the last line end.
+func (w *lineHash) write(p []byte) error {
 	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
 		w.h.Write(p[:i+1])
 		state, err := w.h.(encoding.BinaryMarshaler).MarshalBinary()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		w.state, w.end = state, w.n+int64(i+1)
 		w.h.Write(p[i+1:])
@@ -278,7 +312,7 @@ func (w *lineHash) Write(p []byte) (int, error) {
 		w.h.Write(p)
 	}
 	w.n += int64(len(p))
-	return len(p), nil
+	return nil
 }
 
 // sum is the hex SHA-256 of the whole lines written.
