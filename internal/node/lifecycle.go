@@ -258,10 +258,11 @@ const (
 	outNoCLI
 	outRefused
 	outNotSetUp
+	outKilled
 )
 
 var outcomeNames = [...]string{"completed", "sync failed", "sync refused", "abandoned", "interrupted before the agent took its prompt",
-	"interrupted", "parked", "not logged in", "binary not found", "failed", "not set up"}
+	"interrupted", "parked", "not logged in", "binary not found", "failed", "not set up", "killed"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -298,6 +299,8 @@ func (t *turn) outcome() outcome {
 		return outNotLoggedIn
 	case runner.ReasonBinaryNotFound:
 		return outNoCLI
+	case runner.ReasonKilled:
+		return outKilled
 	}
 	return outRefused
 }
@@ -346,6 +349,13 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		var ns rerunNotSetUp
 		errors.As(t.runErr, &ns)
 		return t.notSetUp(ctx, t.runErr, ns.retry, t.res.ExitCode)
+	case outKilled:
+		// Killed from outside (the OOM killer, a user's kill): the agent
+		// did not refuse the prompt, so it is held for the next message
+		// (as a refusal it was dropped, answered by no turn), on a native
+		// session rebuilt from the neutral copy, since the killed CLI may
+		// have written the prompt, or half a line (markFailed).
+		return a.holdTurn(ctx, t.id, t.o, t.o.Agent+": "+t.runErr.Error()+"; the message is kept and runs with the next one", t.res.ExitCode)
 	case outRefused:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).

@@ -30,7 +30,7 @@ const turnSucceeded = "succeeded"
 const turnFailed = "failed"
 
 var turnReasons = []string{runner.ReasonBinaryNotFound, runner.ReasonNotLoggedIn, runner.ReasonRefused,
-	runner.ReasonRateLimited, runner.ReasonInterrupted, runner.ReasonNoSession, runner.ReasonUnsupported, runner.ReasonFailed}
+	runner.ReasonRateLimited, runner.ReasonInterrupted, runner.ReasonNoSession, runner.ReasonUnsupported, runner.ReasonKilled, runner.ReasonFailed}
 
 // turnOutcome is the outcome label of a turn that ended with err.
 func turnOutcome(err error) string {

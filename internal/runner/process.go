@@ -295,6 +295,9 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 	if interrupted {
 		return fail(*res, ReasonInterrupted, "")
 	}
+	if sig, ok := killedFromOutside(waitErr); ok {
+		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI was killed by signal %d (%v), which cast did not send: out of memory, or someone killed it", int(sig), sig))
+	}
 	reason, detail := p.d.classify(res.ExitCode, res.Emitted, o.stdoutTail.String(), res.Stderr)
 	if reason != "" {
 		return fail(*res, reason, detail)
@@ -303,4 +306,26 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 		return fail(*res, ReasonFailed, "the CLI exited 0 but no native session was found: "+clip(lastLines(o.stdoutTail.String()+res.Stderr, 5), 500))
 	}
 	return *res, nil
+}
+
+// killedFromOutside is the signal that killed the CLI when it is one that
+// stops a process from outside: the kernel's OOM killer (SIGKILL), a
+// user's kill or a shutdown (SIGTERM, SIGINT, SIGHUP). The CLI did not
+// refuse its prompt then. A crash (SIGSEGV, SIGABRT) is the CLI's own
+// failure, which the prompt may cause, and is not one. The runner's own
+// signals (an interrupt) are told apart before this is asked.
+func killedFromOutside(waitErr error) (syscall.Signal, bool) {
+	var exitErr *exec.ExitError
+	if !errors.As(waitErr, &exitErr) {
+		return 0, false
+	}
+	ws, ok := exitErr.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	switch sig := ws.Signal(); sig {
+	case syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+		return sig, true
+	}
+	return 0, false
 }

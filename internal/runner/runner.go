@@ -65,6 +65,7 @@ const (
 	ReasonInterrupted    = "interrupted"       // ctx was cancelled
 	ReasonNoSession      = "session not found" // the native session to resume is gone
 	ReasonUnsupported    = "unsupported"       // the agent cannot run this turn (no CLI form)
+	ReasonKilled         = "killed"            // a signal from outside ended the CLI (the OOM killer, a user's kill)
 	ReasonFailed         = "failed"            // anything else: see Error.Detail
 )
 

@@ -595,3 +595,23 @@ func TestUnknownSession(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledFromOutside: a CLI ended by a signal that stops a process from
+// outside (the OOM killer's SIGKILL, a user's SIGTERM) fails as "killed",
+// which the node holds for the next message; a crash (SIGSEGV) is the
+// CLI's own failure, which the prompt may cause.
+func TestKilledFromOutside(t *testing.T) {
+	for sig, want := range map[string]string{"KILL": runner.ReasonKilled, "TERM": runner.ReasonKilled, "SEGV": runner.ReasonFailed} {
+		t.Run(sig, func(t *testing.T) {
+			script := filepath.Join(t.TempDir(), "claude")
+			if err := os.WriteFile(script, []byte("#!/bin/sh\nkill -"+sig+" $$\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := &runner.Runner{Bins: map[string]string{"claude": script}}
+			res, err := r.Run(context.Background(), runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi"}, func(transcript.Message) {})
+			if res.Reason != want || !errors.Is(err, &runner.Error{Reason: want}) || res.ExitCode != -1 {
+				t.Fatalf("killed by SIG%s: reason %q exit %d err %v, want %q", sig, res.Reason, res.ExitCode, err, want)
+			}
+		})
+	}
+}

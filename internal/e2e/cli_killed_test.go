@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cast-dev/cast/internal/fakemodel"
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
+)
+
+// The agent's CLI killed -9 from outside the node mid-turn (the OOM
+// killer, a user's kill), once before it sent the model its request (its
+// start held) and once after the model answered but before the CLI read
+// the answer (stopped, then killed): the CLI did not refuse the message,
+// so the session leaves `running` and the next message's request holds
+// the killed turn's message once, in order. The node used to settle such
+// a turn as a refusal: the message was marked undelivered and never
+// reached the agent again.
+func TestAgentCLIKilledMidTurnKeepsItsMessage(t *testing.T) {
+	t.Parallel()
+	h, bins := newStartHold(t, "claude")
+	r := newTurnRigBins(t, nil, bins, "claude")
+	m := func(n int) string { return fmt.Sprintf("CLIKILL-%d", n) }
+	id := r.create("claude", dmsg(m(1)))
+	signal := func(sig syscall.Signal) {
+		t.Helper()
+		pids := agentPIDs(id)
+		if len(pids) == 0 {
+			t.Fatal("no process of the turn to signal")
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+	// killed waits until the killed turn ended and checks it says so.
+	killed := func(seq int64) {
+		t.Helper()
+		s := r.waitState(id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+		if !strings.Contains(s.StateReason, "killed") {
+			t.Errorf("the killed turn's reason %q does not say the CLI was killed", s.StateReason)
+		}
+	}
+
+	// Before the model request: the CLI's start is held, and killed.
+	seq := r.sendHeldStart(h, id, dmsg(m(2)))
+	signal(syscall.SIGKILL)
+	h.release()
+	killed(seq)
+	r.waitDelivered(id, "the message after the kill before the request", r.send(id, dmsg(m(3))))
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
+
+	// After the model answered: the CLI is stopped while the model holds
+	// its answer, the answer is written, and the CLI is killed before it
+	// could read it.
+	gate := make(chan struct{})
+	r.fake.Enqueue(fakemodel.Reply{Text: "an answer the CLI never read", Gate: gate})
+	n := r.fake.TurnsStarted()
+	seq = r.send(id, dmsg(m(4)))
+	testharness.WaitFor(t, 2*time.Minute, "the request reaches the model", func() bool { return r.fake.TurnsStarted() > n })
+	signal(syscall.SIGSTOP)
+	answered := len(r.fake.Turns())
+	close(gate)
+	testharness.WaitFor(t, time.Minute, "the model answers", func() bool { return len(r.fake.Turns()) > answered })
+	signal(syscall.SIGKILL)
+	killed(seq)
+	r.waitDelivered(id, "the message after the kill after the answer", r.send(id, dmsg(m(5))))
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(5)), m(1), m(2), m(3), m(4), m(5))
+}
