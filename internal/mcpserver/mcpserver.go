@@ -11,13 +11,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/retry"
+	"github.com/cast-dev/cast/internal/tick"
 )
 
 // Tool names; Claude sees them as mcp__cast__<name>.
@@ -96,7 +101,7 @@ func askPermission(ctx context.Context, c *client.Client, sessionID string, in p
 		rid = in.ToolUseID
 	}
 	input, _ := json.Marshal(in.Input)
-	resp, err := c.Sessions.RequestPermission(ctx, &castv1.RequestPermissionRequest{
+	resp, err := waitPermission(ctx, c, &castv1.RequestPermissionRequest{
 		SessionId: sessionID, RequestId: rid, ToolName: in.ToolName, Input: string(input)})
 	var out map[string]any
 	switch {
@@ -116,6 +121,42 @@ func askPermission(ctx context.Context, c *client.Client, sessionID string, in p
 	}
 	b, _ := json.Marshal(out)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+}
+
+// askStable: a wait that lasted this long reached the control plane and
+// waited there, so its end (the control plane's bound on one wait, or its
+// stop) starts a new retry budget.
+const askStable = 5 * time.Second
+
+// waitPermission waits for the person's answer to req. The control plane
+// keeps the request in etcd under its id, so asking again with it waits on
+// the same request, answered or not: a control plane that went away
+// (UNAVAILABLE, or CANCELED as it ends its calls on a stop) and its bound
+// on one wait (DEADLINE_EXCEEDED) are asked again for as long as the agent
+// waits, until the control plane has not taken a wait for retry.Outage's
+// limit. Before, the first such error denied the tool: the agent went on
+// without it, and the person's later answer reached no one.
+func waitPermission(ctx context.Context, c *client.Client, req *castv1.RequestPermissionRequest) (*castv1.RequestPermissionResponse, error) {
+	b := retry.Budget{Policy: retry.Outage}
+	for {
+		asked := time.Now()
+		resp, err := c.Sessions.RequestPermission(ctx, req)
+		if err == nil || ctx.Err() != nil {
+			return resp, err
+		}
+		switch status.Code(err) {
+		case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
+		default:
+			return nil, err
+		}
+		pause, ok := b.Ended(time.Now(), time.Since(asked) >= askStable)
+		if !ok {
+			return nil, err
+		}
+		if !tick.Sleep(ctx, pause) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func history(ctx context.Context, c *client.Client, sessionID string, in historyIn) (*mcp.CallToolResult, any, error) {
