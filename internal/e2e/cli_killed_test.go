@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -69,4 +71,56 @@ func TestAgentCLIKilledMidTurnKeepsItsMessage(t *testing.T) {
 	killed(seq)
 	r.waitDelivered(id, "the message after the kill after the answer", r.send(id, dmsg(m(5))))
 	assertDeliveredOnce(t, requestWith(t, r.fake, m(5)), m(1), m(2), m(3), m(4), m(5))
+}
+
+// A node stopped (SIGSTOP) past its lease while its turn's CLI waits on
+// the model: the control plane fails the turn; the answer comes and the
+// CLI exits while the node sleeps; woken (SIGCONT), the node stores the
+// late turn and its end. The message is answered once, the session is not
+// left running, and the next request holds every message once.
+func TestNodeStoppedPastItsLeaseMidTurnAnswersOnce(t *testing.T) {
+	t.Parallel()
+	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { testharness.ShortLease(c) }, "claude")
+	m := func(n int) string { return fmt.Sprintf("NODESTOP-%d", n) }
+	id := r.create("claude", dmsg(m(1)))
+	seq, release := r.sendHeld(id, dmsg(m(2)))
+	cli := nodeChild(t, agentPIDs(id), r.node.Cmd.Process.Pid)
+	r.node.Signal(syscall.SIGSTOP)
+	r.waitState(id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	release()
+	testharness.WaitFor(t, time.Minute, "the CLI ends while its node sleeps", func() bool { return reapable(cli) })
+	r.node.Signal(syscall.SIGCONT)
+	r.waitDelivered(id, "the late turn recorded", seq)
+	next := r.send(id, dmsg(m(3)))
+	r.waitDelivered(id, "the next message answered", next)
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
+	var answers []string
+	for _, msg := range r.messages(id) {
+		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Seq > seq && msg.Seq < next {
+			answers = append(answers, msg.Text)
+		}
+	}
+	if len(answers) != 1 || answers[0] != "held answer" {
+		t.Fatalf("the message sent before the node slept was answered %q, want once, by the late turn", answers)
+	}
+}
+
+// nodeChild is the one of pids whose parent is the node (a turn's CLI, not
+// the helpers it started).
+func nodeChild(t *testing.T, pids []int, node int) int {
+	t.Helper()
+	for _, pid := range pids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil && strings.Contains(string(b), fmt.Sprintf("\nPPid:\t%d\n", node)) {
+			return pid
+		}
+	}
+	t.Fatalf("none of %v is a child of the node (%d)", pids, node)
+	return 0
+}
+
+// reapable says whether process pid has exited with all its threads, so
+// its parent may reap it (a zombie whose threads still exit is not yet).
+func reapable(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return err == nil && strings.Contains(string(b), "\nState:\tZ") && strings.Contains(string(b), "\nThreads:\t1\n")
 }

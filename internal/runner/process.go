@@ -223,6 +223,17 @@ func (r *Runner) watch(ctx context.Context, p *plan, pr *proc, out func(transcri
 			r.logf("runner: %s pid %d exited: %v", p.t.Agent, pr.pgid, waitErr)
 			return interrupted, waitErr
 		case <-ctx.Done():
+			if !interrupted && exited(pr.pgid) {
+				// The CLI had exited on its own before the interrupt came
+				// (a node stopped while it ran, SIGSTOP or a sleep, finds
+				// itself cut off as it wakes; select picks either of two
+				// ready cases): its own outcome stands. Counted as an
+				// interrupt, a turn whose answer was stored was abandoned
+				// and its prompt run again.
+				waitErr = <-pr.waited
+				r.logf("runner: %s pid %d exited before the interrupt: %v", p.t.Agent, pr.pgid, waitErr)
+				return false, waitErr
+			}
 			if !interrupted {
 				interrupted = true
 				r.logf("runner: %s pid %d interrupted: SIGTERM to the group", p.t.Agent, pr.pgid)
