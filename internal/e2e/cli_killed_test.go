@@ -76,32 +76,42 @@ func TestAgentCLIKilledMidTurnKeepsItsMessage(t *testing.T) {
 // A node stopped (SIGSTOP) past its lease while its turn's CLI waits on
 // the model: the control plane fails the turn; the answer comes and the
 // CLI exits while the node sleeps; woken (SIGCONT), the node stores the
-// late turn and its end. The message is answered once, the session is not
-// left running, and the next request holds every message once.
+// late turn and its end. Each such message is answered once, by its late
+// turn, the session is not left running, and the next request holds every
+// message once. Twice: the old runner took the wake's interrupt over the
+// CLI's exit at random (a select between two ready cases).
 func TestNodeStoppedPastItsLeaseMidTurnAnswersOnce(t *testing.T) {
 	t.Parallel()
 	r := newTurnRigWith(t, func(c *controlplane.Config, _ string) { testharness.ShortLease(c) }, "claude")
 	m := func(n int) string { return fmt.Sprintf("NODESTOP-%d", n) }
 	id := r.create("claude", dmsg(m(1)))
-	seq, release := r.sendHeld(id, dmsg(m(2)))
-	cli := nodeChild(t, agentPIDs(id), r.node.Cmd.Process.Pid)
-	r.node.Signal(syscall.SIGSTOP)
-	r.waitState(id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
-	release()
-	testharness.WaitFor(t, time.Minute, "the CLI ends while its node sleeps", func() bool { return reapable(cli) })
-	r.node.Signal(syscall.SIGCONT)
-	r.waitDelivered(id, "the late turn recorded", seq)
-	next := r.send(id, dmsg(m(3)))
-	r.waitDelivered(id, "the next message answered", next)
-	assertDeliveredOnce(t, requestWith(t, r.fake, m(3)), m(1), m(2), m(3))
-	var answers []string
-	for _, msg := range r.messages(id) {
-		if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Seq > seq && msg.Seq < next {
-			answers = append(answers, msg.Text)
-		}
+	var held []int64
+	for i := 2; i <= 3; i++ {
+		seq, release := r.sendHeld(id, dmsg(m(i)))
+		held = append(held, seq)
+		cli := nodeChild(t, agentPIDs(id), r.node.Cmd.Process.Pid)
+		r.node.Signal(syscall.SIGSTOP)
+		r.waitState(id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+		release()
+		testharness.WaitFor(t, time.Minute, "the CLI ends while its node sleeps", func() bool { return reapable(cli) })
+		r.node.Signal(syscall.SIGCONT)
+		r.waitDelivered(id, "the late turn recorded", seq)
 	}
-	if len(answers) != 1 || answers[0] != "held answer" {
-		t.Fatalf("the message sent before the node slept was answered %q, want once, by the late turn", answers)
+	next := r.send(id, dmsg(m(4)))
+	r.waitDelivered(id, "the next message answered", next)
+	assertDeliveredOnce(t, requestWith(t, r.fake, m(4)), m(1), m(2), m(3), m(4))
+	held = append(held, next)
+	msgs := r.messages(id)
+	for i, seq := range held[:len(held)-1] {
+		var answers []string
+		for _, msg := range msgs {
+			if msg.Kind == castv1.MessageKind_MESSAGE_KIND_ASSISTANT && msg.Seq > seq && msg.Seq < held[i+1] {
+				answers = append(answers, msg.Text)
+			}
+		}
+		if len(answers) != 1 || answers[0] != "held answer" {
+			t.Fatalf("message %d, sent before the node slept, was answered %q: want once, by the late turn", seq, answers)
+		}
 	}
 }
 
