@@ -126,21 +126,22 @@ func (a *app) nodeJoinCmds() []*cobra.Command {
 	create.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token works")
 	create.Flags().IntVar(&uses, "uses", 1, "how many nodes may join with it (a StatefulSet's replicas)")
 	tok.AddCommand(create)
-	revoke := a.calling(&cobra.Command{
+	revoke := onNode(&cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke a node's credential at once; it must join again with a new join token",
-		Args:  cobra.ExactArgs(1),
-	}, func(ctx context.Context, c *client.Client, args []string) error {
-		resp, err := c.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: args[0]})
-		if err != nil {
-			return err
-		}
-		if !resp.Revoked {
-			fmt.Fprintf(a.out, "node %s had no credential\n", args[0])
+	}, func(cmd *cobra.Command, node string) error {
+		return a.call(cmd, func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Auth.RevokeNode(ctx, &castv1.RevokeNodeRequest{Name: node})
+			if err != nil {
+				return err
+			}
+			if !resp.Revoked {
+				fmt.Fprintf(a.out, "node %s had no credential\n", node)
+				return nil
+			}
+			fmt.Fprintf(a.out, "node %s's credential revoked\n", node)
 			return nil
-		}
-		fmt.Fprintf(a.out, "node %s's credential revoked\n", args[0])
-		return nil
+		})
 	})
 	return []*cobra.Command{tok, revoke, a.nodeJoinCmd()}
 }

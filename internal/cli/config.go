@@ -211,9 +211,6 @@ func (e *contextEdit) check() error {
 			return usagef("--addr %q is not HOST:PORT", one)
 		}
 	}
-	if e.node != "" && !ids.ValidName(e.node) {
-		return usagef("--node %q is not a valid node name", e.node)
-	}
 	if e.tokenFile != "" {
 		var err error
 		if e.token, err = secrets.ReadToken(e.tokenFile); err != nil {

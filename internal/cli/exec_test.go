@@ -81,7 +81,7 @@ func TestExecAnswerOfATurnThatEndedBeforeTheWatch(t *testing.T) {
 // script must not take it for an answer.
 func TestExecOfAnInterruptedTurn(t *testing.T) {
 	code, out, errOut := execAgainst(t, &doneTurnServer{answers: []string{"the first half"}, interrupted: true})
-	if code != 130 || out != "" || !strings.Contains(errOut, "s1's turn was interrupted") {
+	if code != 130 || out != "" || !strings.Contains(errOut, "sess001's turn was interrupted") {
 		t.Fatalf("cast exec of an interrupted turn: exit %d, out %q, err %q; want exit 130 saying so, and no answer", code, out, errOut)
 	}
 }
@@ -107,7 +107,7 @@ func execAgainstCtx(t *testing.T, parent context.Context, sessions castv1.Sessio
 	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Main(ctx, []string{"--addr", l.Addr().String(), "exec", "--resume", "s1", "--cwd", t.TempDir(), "go on"},
+	code := Main(ctx, []string{"--addr", l.Addr().String(), "exec", "--resume", "sess001", "--cwd", t.TempDir(), "go on"},
 		strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
@@ -387,7 +387,7 @@ type heldServer struct {
 }
 
 func (s *heldServer) held() *castv1.Session {
-	return &castv1.Session{Id: "s1", Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: "claude: rate limited",
+	return &castv1.Session{Id: "sess001", Node: "n1", Agent: "claude", State: castv1.SessionState_SESSION_STATE_PARKED, StateReason: "claude: rate limited",
 		LastSeq: doneTurnPrompt, DeliveredSeq: doneTurnPrompt - 1, HeldSeq: doneTurnPrompt, Account: s.account}
 }
 
@@ -434,7 +434,7 @@ func TestExecInterruptedOnAParkedPrompt(t *testing.T) {
 		if code != 130 || out != "" || strings.Contains(errOut, "had ended") {
 			t.Fatalf("Ctrl-C of exec on a parked prompt: exit %d, out %q, err %q; want exit 130, no answer, and no word of an ended turn", code, out, errOut)
 		}
-		for _, w := range append([]string{"parked on a usage limit", "holds the prompt", "next message", "cast switch s1", "`cast rm s1` keeps it from running"}, tc.want...) {
+		for _, w := range append([]string{"parked on a usage limit", "holds the prompt", "next message", "cast switch sess001", "`cast rm sess001` keeps it from running"}, tc.want...) {
 			if !strings.Contains(errOut, w) {
 				t.Fatalf("Ctrl-C of exec on a prompt parked on account %q: err %q; want it to say %q", tc.account, errOut, w)
 			}

@@ -12,12 +12,18 @@ import (
 )
 
 // flagKinds are the flags whose values reach an agent's argv or the
-// session record: they are checked with the control plane's own rules
-// (internal/validate) before anything is sent or run.
+// session record, or name a session or a node: they are checked with the
+// control plane's own rules (internal/validate) before anything is sent
+// or run, so a malformed one is a usage mistake that says what the value
+// looks like, on every command that has the flag.
 var flagKinds = map[string]validate.Kind{
-	"model":  validate.Model,
-	"effort": validate.Model,
-	"title":  validate.Title,
+	"model":   validate.Model,
+	"effort":  validate.Model,
+	"title":   validate.Title,
+	"session": validate.SessionID, // the hidden -s of a session argument, or of spawn's and import's --parent
+	"parent":  validate.SessionID,
+	"resume":  validate.SessionID,
+	"node":    validate.Name,
 }
 
 // sameAgent is the --agent value that keeps the source's agent, where a

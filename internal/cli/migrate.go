@@ -60,6 +60,11 @@ func (a *app) migrateCmd() *cobra.Command {
 			if picks != 1 {
 				return usagef("name the sessions: SESSION ids, --from NODE or --all (exactly one)")
 			}
+			for _, id := range args {
+				if err := checkSessionID(id); err != nil {
+					return err
+				}
+			}
 			return a.startMigration(cmd, &castv1.StartMigrationRequest{To: f.to, Label: f.label, SessionIds: args, FromNode: from, All: all}, f)
 		},
 	}

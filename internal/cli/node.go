@@ -11,7 +11,6 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -90,10 +89,11 @@ func onNode(cmd *cobra.Command, run func(cmd *cobra.Command, node string) error)
 }
 
 // checkNodeName refuses a NODE argument that cannot name a node before
-// anything is sent, saying where the names are.
+// anything is sent, saying what names look like (as a --node flag's
+// mistake does, flagKinds) and where they are.
 func checkNodeName(name string) error {
-	if !ids.ValidName(name) {
-		return usagef("node %q is not a valid node name; `cast nodes` lists them", name)
+	if err := validate.Need(validate.Name, "node", name); err != nil {
+		return usagef("%v; `cast node ls` lists them", err)
 	}
 	return nil
 }

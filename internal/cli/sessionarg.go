@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // anyRest is sessionArg's rest for a command whose other arguments are
@@ -36,6 +38,9 @@ func sessionArg(flag string, args []string, rest int, fallback, hint string) (st
 	default:
 		return "", nil, usagef("which session? %s", hint)
 	}
+	if err := checkSessionID(id); err != nil {
+		return "", nil, err
+	}
 	if rest != anyRest && len(args) > rest {
 		if flag != "" && rest == 0 {
 			return "", nil, usagef("name the session once: ID or -s ID, not both")
@@ -43,6 +48,15 @@ func sessionArg(flag string, args []string, rest int, fallback, hint string) (st
 		return "", nil, usagef("unexpected argument %q; %s", args[rest], hint)
 	}
 	return id, args, nil
+}
+
+// checkSessionID refuses what cannot be a session id (a typo, a node's
+// name, a path) before anything is sent, saying what ids look like.
+func checkSessionID(id string) error {
+	if err := validate.Need(validate.SessionID, "session", id); err != nil {
+		return usageError{err}
+	}
+	return nil
 }
 
 // sessionArgs is the Args check of a command taking a session and at

@@ -62,7 +62,7 @@ func TestSessionPositionalAndAlias(t *testing.T) {
 		none int      // exit code with no session named
 	}{
 		{"get", []string{"get", "ID", "--json"}, true, 2},
-		{"read", []string{"read", "ID", "1:1"}, true, 1}, // read 1:1: 1:1 is no session id
+		{"read", []string{"read", "ID", "1:1"}, true, 2}, // read 1:1: 1:1 cannot be a session id
 		{"diff", []string{"diff", "ID", "--json"}, true, 2},
 		{"interrupt", []string{"interrupt", "ID", "--json"}, true, 2},
 		{"approve", []string{"approve", "ID"}, true, 2},

@@ -42,8 +42,8 @@ func TestMigrationProgressOnStderr(t *testing.T) {
 	var out, errOut bytes.Buffer
 	a := &app{out: &out, errOut: &errOut, addr: "127.0.0.1:1"}
 	m := &castv1.Migration{Id: "m1", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED, Sessions: []*castv1.MigrationSession{
-		{SessionId: "s1", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED},
-		{SessionId: "s2", State: castv1.MigrationState_MIGRATION_STATE_FAILED, Reason: "gone"},
+		{SessionId: "sess001", State: castv1.MigrationState_MIGRATION_STATE_SUCCEEDED},
+		{SessionId: "sess002", State: castv1.MigrationState_MIGRATION_STATE_FAILED, Reason: "gone"},
 	}}
 	if _, err := a.followMigration(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestMigrationProgressOnStderr(t *testing.T) {
 	if out.Len() != 0 {
 		t.Errorf("progress on stdout: %q", out.String())
 	}
-	if !strings.Contains(errOut.String(), "s1: succeeded") || !strings.Contains(errOut.String(), "s2: failed (gone)") {
+	if !strings.Contains(errOut.String(), "sess001: succeeded") || !strings.Contains(errOut.String(), "sess002: failed (gone)") {
 		t.Errorf("stderr lacks the per-session progress: %q", errOut.String())
 	}
 }
@@ -89,16 +89,16 @@ func TestSessionArg(t *testing.T) {
 		others   []string
 		usage    bool
 	}{
-		{name: "positional", args: []string{"s1"}, id: "s1", others: []string{}},
-		{name: "flag", flag: "s1", id: "s1"},
-		{name: "positional with message", args: []string{"s1", "hi", "there"}, rest: anyRest, id: "s1", others: []string{"hi", "there"}},
-		{name: "flag with message", flag: "s1", args: []string{"hi"}, rest: anyRest, id: "s1", others: []string{"hi"}},
-		{name: "positional with range", args: []string{"s1", "1:2"}, rest: 1, id: "s1", others: []string{"1:2"}},
-		{name: "flag with range", flag: "s1", args: []string{"1:2"}, rest: 1, id: "s1", others: []string{"1:2"}},
-		{name: "flag and range and more", flag: "s1", args: []string{"1:2", "x"}, rest: 1, usage: true},
-		{name: "both", flag: "s1", args: []string{"s2"}, usage: true},
-		{name: "fallback", fallback: "s9", id: "s9"},
-		{name: "positional over fallback", args: []string{"s1"}, fallback: "s9", id: "s1", others: []string{}},
+		{name: "positional", args: []string{"sess001"}, id: "sess001", others: []string{}},
+		{name: "flag", flag: "sess001", id: "sess001"},
+		{name: "positional with message", args: []string{"sess001", "hi", "there"}, rest: anyRest, id: "sess001", others: []string{"hi", "there"}},
+		{name: "flag with message", flag: "sess001", args: []string{"hi"}, rest: anyRest, id: "sess001", others: []string{"hi"}},
+		{name: "positional with range", args: []string{"sess001", "1:2"}, rest: 1, id: "sess001", others: []string{"1:2"}},
+		{name: "flag with range", flag: "sess001", args: []string{"1:2"}, rest: 1, id: "sess001", others: []string{"1:2"}},
+		{name: "flag and range and more", flag: "sess001", args: []string{"1:2", "x"}, rest: 1, usage: true},
+		{name: "both", flag: "sess001", args: []string{"sess002"}, usage: true},
+		{name: "fallback", fallback: "sess009", id: "sess009"},
+		{name: "positional over fallback", args: []string{"sess001"}, fallback: "sess009", id: "sess001", others: []string{}},
 		{name: "none", usage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,9 +126,9 @@ func TestWorktreeBranchArgument(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"fork", "s1", "extra"}, 2, "unexpected argument \"extra\"; see `cast fork --help`"},
-		{[]string{"workspace", "set", "s1", "--root", "extra"}, 2, "unexpected argument \"extra\"; see `cast workspace set --help`"},
-		{[]string{"fork", "s1", "--worktree", "bad..name"}, 2, "--worktree \"bad..name\" is not a valid branch name"},
+		{[]string{"fork", "sess001", "extra"}, 2, "unexpected argument \"extra\"; see `cast fork --help`"},
+		{[]string{"workspace", "set", "sess001", "--root", "extra"}, 2, "unexpected argument \"extra\"; see `cast workspace set --help`"},
+		{[]string{"fork", "sess001", "--worktree", "bad..name"}, 2, "--worktree \"bad..name\" is not a valid branch name"},
 		{[]string{"new", "--agent", "claude", "--worktree", "bad..name"}, 2, "--worktree \"bad..name\" is not a valid branch name"},
 	} {
 		_, errOut, code := runMain(t, "127.0.0.1:1", tc.args...)

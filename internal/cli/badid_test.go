@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runNowhere runs the CLI against an address nobody answers at, bounded
+// so a command that dials and retries cannot hang the test: a mistake
+// refused before any request exits 2 at once.
+func runNowhere(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := Main(ctx, append([]string{"--addr", "127.0.0.1:1", "--timeout", "2s"}, args...), strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// What each kind of id a command takes is refused as, before any request.
+var (
+	badSession = []string{"Bad_ID!", "session ids are 7 to 32 lowercase letters and digits"}
+	badNode    = []string{"bad/node", `"bad/node" is malformed`, "use letters, digits, '.', '_' or '-'"}
+)
+
+// goodArgs are valid values of the placeholders commands' usage lines
+// start with, so a run reaches the flag under test; a command starting
+// with one not here fails the test (add it).
+var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/x", "NODE": "n1", "TASK": "hi", "PROMPT...": "hi"}
+
+// idFlags are the flags naming a session or a node, by the mistake a bad
+// value is.
+var idFlags = map[string][]string{
+	"session": badSession, "parent": badSession, "resume": badSession,
+	"node": badNode,
+}
+
+// A malformed session id or node name is a usage mistake (exit 2) that
+// says what the id looks like, before anything is sent (the address
+// answers nothing, so a request would fail otherwise): walked over the
+// command tree, so a command added later is checked too. Every command
+// taking a session first (the hidden -s flag, no --parent) is given a bad
+// one positionally, and every flag naming a session or a node a bad value.
+func TestBadIDsRefusedBeforeAnyRPC(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("CAST_SESSION", "")
+	root := (&app{}).root()
+	type run struct {
+		args []string
+		want []string
+	}
+	var runs []run
+	for _, c := range allCommands(root) {
+		path := strings.Fields(commandKey(c))
+		takesSession := c.Flags().Lookup("session") != nil && c.Flags().Lookup("parent") == nil
+		var message []string
+		if strings.Contains(c.Use, " MESSAGE") && !strings.Contains(c.Use, "[MESSAGE]") {
+			message = []string{"hi"} // send: the message is required
+		}
+		if takesSession {
+			runs = append(runs, run{slices.Concat(path, []string{badSession[0]}, message), badSession[1:]})
+		}
+		for name, bad := range idFlags {
+			f := c.LocalFlags().Lookup(name)
+			if f == nil || f.Value.Type() != "string" {
+				continue
+			}
+			args := slices.Clone(path)
+			if first := firstArg(c); strings.Trim(first, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_.") == "" && first != "" && !(takesSession && name == "session") {
+				good, ok := goodArgs[first]
+				if !ok {
+					t.Fatalf("%s starts with %s: add a valid one to goodArgs", c.CommandPath(), first)
+				}
+				args = append(args, good)
+			}
+			runs = append(runs, run{slices.Concat(args, message, []string{"--" + name, bad[0]}), bad[1:]})
+		}
+	}
+	// Ids given as arguments to commands that take no session.
+	for _, args := range [][]string{{"node", "rm", "bad/node"}, {"node", "revoke", "bad/node"}, {"node", "label", "bad/node", "a=b"}, {"drain", "bad/node"},
+		{"migrate", "start", "--to", "linux", badSession[0]}} {
+		want := badNode[1:]
+		if slices.Contains(args, badSession[0]) {
+			want = badSession[1:]
+		}
+		runs = append(runs, run{args, want})
+	}
+	if len(runs) < 25 {
+		t.Fatalf("only %d runs: the walk found too few commands", len(runs))
+	}
+	for _, r := range runs {
+		out, errOut, code := runNowhere(t, r.args...)
+		if code != 2 || !saysAll(errOut, r.want) || out != "" {
+			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(r.args, " "), code, out, errOut, r.want)
+		}
+	}
+}
