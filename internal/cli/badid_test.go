@@ -30,7 +30,7 @@ var (
 // goodArgs are valid values of the placeholders commands' usage lines
 // start with, so a run reaches the flag under test; a command starting
 // with one not here fails the test (add it).
-var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/x", "NODE": "n1", "TASK": "hi", "PROMPT...": "hi"}
+var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/x", "NODE": "n1", "TASK": "hi", "PROMPT...": "hi", "TOOL": "history"}
 
 // idFlags are the flags naming a session or a node, by the mistake a bad
 // value is.

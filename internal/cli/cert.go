@@ -25,14 +25,11 @@ func (a *app) tokenCertCmd() *cobra.Command {
 		Short: "Get a client certificate (mTLS) for your credential; your context uses it instead of the token",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			name, err := client.ContextName(os.Getenv, a.context)
+			name, cur, err := client.NeedContext(os.Getenv, a.context)
 			if err != nil {
 				return err
 			}
 			path := configPath()
-			if name == "" {
-				return usagef("cast token cert keeps the certificate in a context of %s, and there is none (controlplane --dev writes one)", path)
-			}
 			if out == "" {
 				out = client.BesideConfig(os.Getenv, name+".pem")
 			}
@@ -40,16 +37,9 @@ func (a *app) tokenCertCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := client.LoadConfig(path)
-			if err != nil {
-				return err
-			}
-			if cfg.Contexts[name] == nil {
-				return usagef("no context %q in %s", name, path)
-			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
-				if a.addr != cfg.Contexts[name].Addr {
-					return usagef("CAST_ADDR or --addr (%s) is not context %s's control plane (%s)", a.addr, name, cfg.Contexts[name].Addr)
+				if a.addr != cur.Addr {
+					return usagef("CAST_ADDR or --addr (%s) is not context %s's control plane (%s)", a.addr, name, cur.Addr)
 				}
 				err := id.Renew(ctx, "cast-user", func(ctx context.Context, csr []byte) ([]byte, error) {
 					resp, err := c.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{Csr: csr})

@@ -75,7 +75,7 @@ func (a *app) getContextsCmd() *cobra.Command {
 			}
 			for _, name := range args {
 				if cfg.Contexts[name] == nil {
-					return fmt.Errorf("no context %q in %s; `cast config get-contexts` lists them", name, configPath())
+					return &client.NoContextError{Name: name, Path: configPath(), Have: cfg.Names()}
 				}
 			}
 			if views == nil {

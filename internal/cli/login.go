@@ -67,28 +67,16 @@ type oidcLogin struct {
 // one), takes the issuer and client id of its last login where the flags
 // give none, and refuses what cannot log in before the issuer is asked.
 func (l *oidcLogin) resolve(flag string) error {
-	l.path = configPath()
-	name, err := client.ContextName(os.Getenv, flag)
-	if err != nil {
-		return err
-	}
-	if name == "" {
-		return usagef("which context? `cast config set-context NAME --addr HOST:PORT`, then `cast login --context NAME`")
-	}
-	l.name = name
-	cfg, err := client.LoadConfig(l.path)
-	if err != nil {
-		return err
-	}
-	cur := cfg.Contexts[name]
-	if cur == nil {
-		return fmt.Errorf("no context %q in %s; `cast config set-context %s --addr HOST:PORT` makes it", name, l.path, name)
-	}
-	if cur.OIDC != nil {
-		l.issuer, l.clientID = cmp.Or(l.issuer, cur.OIDC.Issuer), cmp.Or(l.clientID, cur.OIDC.ClientID)
-	}
 	if !slices.Contains(client.Grants, l.grant) {
 		return usagef("--grant-type %q: use one of %s", l.grant, strings.Join(client.Grants, ", "))
+	}
+	name, cur, err := client.NeedContext(os.Getenv, flag)
+	if err != nil {
+		return err
+	}
+	l.path, l.name = configPath(), name
+	if cur.OIDC != nil {
+		l.issuer, l.clientID = cmp.Or(l.issuer, cur.OIDC.Issuer), cmp.Or(l.clientID, cur.OIDC.ClientID)
 	}
 	if l.issuer == "" || l.clientID == "" {
 		return usagef("--issuer URL and --client-id ID are needed (the control plane's --oidc-issuer and --oidc-client-id)")

@@ -108,9 +108,9 @@ func TestLogin(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"login"}, 2, "which context?"},
+		{[]string{"login"}, 2, "no context in "},
 		{[]string{"config", "set-context", "work", "--addr", srv.Addr()}, 0, ""},
-		{[]string{"login", "--context", "nope"}, 1, `no context "nope"`},
+		{[]string{"login", "--context", "nope"}, 2, `no context "nope"`},
 		{[]string{"login", "--context", "work"}, 2, "--issuer URL and --client-id ID are needed"},
 		{[]string{"login", "--context", "work", "--issuer", "http://accounts.example.com", "--client-id", "cast"}, 2, "must be https"},
 		{[]string{"config", "use-context", "work"}, 0, ""},

@@ -65,7 +65,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return 130
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	var nc *client.NoContextError // a --context, CAST_CONTEXT or current context that names none
+	if errors.As(err, &ue) || errors.As(err, &nc) {
 		fmt.Fprintf(stderr, "cast: %v\n", err)
 		return 2
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -247,20 +248,21 @@ func editConfig(path string, fn func(*Config) error) error {
 	return c.save(path)
 }
 
-// ContextName is the context Resolve reads: flag, else CAST_CONTEXT, else
-// the file's current one ("" for none).
-func ContextName(getenv func(string) string, flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	if v := getenv("CAST_CONTEXT"); v != "" {
-		return v, nil
-	}
-	c, err := LoadConfig(ConfigPath(getenv))
+// NeedContext is the context a command that writes into one acts on
+// (`cast login`, `cast token cert`), and its name: the one named (flag,
+// else CAST_CONTEXT), else the file's current one. None, or a name the
+// file lacks, is a *NoContextError.
+func NeedContext(getenv func(string) string, flag string) (string, *Context, error) {
+	path := ConfigPath(getenv)
+	c, err := LoadConfig(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return c.CurrentContext, nil
+	name := cmp.Or(flag, getenv("CAST_CONTEXT"), c.CurrentContext)
+	if c.Contexts[name] == nil {
+		return "", nil, c.noContext(name, path)
+	}
+	return name, c.Contexts[name], nil
 }
 
 // UpdateContext changes the existing context name in the file at path.
@@ -313,13 +315,35 @@ func UseContext(path, name string) error {
 	})
 }
 
-// noContext is the error for a context name the file at path lacks: it
-// names those it has (a typo is then plain), or how to make one.
+// noContext is the error for a context name ("": none named, none
+// current) the file at path lacks.
 func (c *Config) noContext(name, path string) error {
-	if len(c.Contexts) == 0 {
-		return fmt.Errorf("no context %q in %s, which has none; `cast config set-context %s --addr HOST:PORT` makes it", name, path, name)
+	return &NoContextError{Name: name, Path: path, Have: c.Names()}
+}
+
+// Names are the file's contexts, sorted.
+func (c *Config) Names() []string { return slices.Sorted(maps.Keys(c.Contexts)) }
+
+// NoContextError is a context a command needs that the contexts file
+// lacks: one named (Name), or none at all (Name ""). Every command says it
+// this one way: the names the file has (a typo is then plain), or how to
+// make one.
+type NoContextError struct {
+	Name string
+	Path string   // the contexts file
+	Have []string // its contexts, sorted
+}
+
+func (e *NoContextError) Error() string {
+	switch {
+	case e.Name == "" && len(e.Have) == 0:
+		return fmt.Sprintf("no context in %s; `cast config set-context NAME --addr HOST:PORT` makes one (controlplane --dev writes one)", e.Path)
+	case e.Name == "":
+		return fmt.Sprintf("no current context in %s; name one with --context NAME (it has %s) or `cast config use-context NAME`", e.Path, strings.Join(e.Have, ", "))
+	case len(e.Have) == 0:
+		return fmt.Sprintf("no context %q in %s, which has none; `cast config set-context %s --addr HOST:PORT` makes it", e.Name, e.Path, e.Name)
 	}
-	return fmt.Errorf("no context %q in %s; it has %s", name, path, strings.Join(slices.Sorted(maps.Keys(c.Contexts)), ", "))
+	return fmt.Sprintf("no context %q in %s; it has %s", e.Name, e.Path, strings.Join(e.Have, ", "))
 }
 
 func (c *Config) save(path string) error {

@@ -1,5 +1,7 @@
 package client
 
+import "cmp"
+
 // RecordNode notes node as this machine's node (a new session made here
 // without --node goes to it) in the context that talks to addr: the one
 // --context (flag) or CAST_CONTEXT names, else the current one, when its
@@ -12,10 +14,7 @@ func RecordNode(getenv func(string) string, flag, addr, pin, node string) (strin
 	if err != nil {
 		return "", err
 	}
-	name, err := ContextName(getenv, flag)
-	if err != nil {
-		return "", err
-	}
+	name := cmp.Or(flag, getenv("CAST_CONTEXT"), cfg.CurrentContext)
 	if name == "" && len(cfg.Contexts) == 0 {
 		return DefaultContext, SetContext(path, DefaultContext, Context{Addr: addr, CAPin: pin, Node: node})
 	}
