@@ -25,6 +25,7 @@ func runNowhere(t *testing.T, args ...string) (string, string, int) {
 var (
 	badSession = []string{"Bad_ID!", "session ids are 7 to 32 lowercase letters and digits"}
 	badNode    = []string{"bad/node", `"bad/node" is malformed`, "use letters, digits, '.', '_' or '-'"}
+	badPin     = []string{"sha256:3f1c...", `--ca-pin "sha256:3f1c..." is not a CA pin`, "sha256: and 64 hex digits"}
 )
 
 // goodArgs are valid values of the placeholders commands' usage lines
@@ -32,19 +33,21 @@ var (
 // with one not here fails the test (add it).
 var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/x", "NODE": "n1", "TASK": "hi", "PROMPT...": "hi", "TOOL": "history"}
 
-// idFlags are the flags naming a session or a node, by the mistake a bad
-// value is.
+// idFlags are the flags naming a session, a node or a CA, by the mistake
+// a bad value is.
 var idFlags = map[string][]string{
 	"session": badSession, "parent": badSession, "resume": badSession,
-	"node": badNode,
+	"node":   badNode,
+	"ca-pin": badPin, // set-context stored one no call could use; ca said it with exit 1
 }
 
-// A malformed session id or node name is a usage mistake (exit 2) that
+// A malformed session id, node name or CA pin is a usage mistake (exit 2) that
 // says what the id looks like, before anything is sent (the address
 // answers nothing, so a request would fail otherwise): walked over the
 // command tree, so a command added later is checked too. Every command
 // taking a session first (the hidden -s flag, no --parent) is given a bad
-// one positionally, and every flag naming a session or a node a bad value.
+// one positionally, and every flag naming a session, a node or a CA a bad
+// value.
 func TestBadIDsRefusedBeforeAnyRPC(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("CAST_SESSION", "")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/validate"
 )
 
@@ -31,8 +32,8 @@ var flagKinds = map[string]validate.Kind{
 const sameAgent = "same"
 
 // checkFlags refuses a malformed --model or --effort (one starting with
-// '-' would be read as a flag by the agent's parser), and a --timeout of 0
-// or less, up front.
+// '-' would be read as a flag by the agent's parser), session id, node
+// name or --ca-pin, and a --timeout of 0 or less, up front.
 func checkFlags(cmd *cobra.Command, _ []string) error {
 	if f := cmd.Flags().Lookup("agent"); f != nil && f.Changed && !(f.Value.String() == sameAgent && f.Annotations[sameAgent] != nil) {
 		if err := checkAgent(f.Value.String()); err != nil {
@@ -44,6 +45,11 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 		if d, err := cmd.Flags().GetDuration("timeout"); err == nil && d <= 0 {
 			return usagef("--timeout must be more than 0, e.g. 30s")
 		}
+	}
+	if f := cmd.Flags().Lookup("ca-pin"); f != nil && f.Changed && f.Value.String() != "" && !pki.ValidPin(f.Value.String()) {
+		// Every command alike: set-context would store a pin no call can
+		// use, and ca would say it as a failed request.
+		return usagef("--ca-pin %q is not a CA pin; give %s and 64 hex digits, as the control plane logs it (ca_pin)", f.Value.String(), pki.PinPrefix)
 	}
 	for name, kind := range flagKinds {
 		f := cmd.Flags().Lookup(name)

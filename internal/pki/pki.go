@@ -201,6 +201,17 @@ func Pin(cert *x509.Certificate) string {
 	return PinPrefix + hex.EncodeToString(sum[:])
 }
 
+// ValidPin says whether pin has a pin's form: PinPrefix and the 64 hex
+// digits of a SHA-256.
+func ValidPin(pin string) bool {
+	h, ok := strings.CutPrefix(pin, PinPrefix)
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
 // PoolConfig trusts the CA in caPEM.
 func PoolConfig(caPEM []byte) (*tls.Config, error) {
 	pool := x509.NewCertPool()
@@ -213,7 +224,7 @@ func PoolConfig(caPEM []byte) (*tls.Config, error) {
 // PinnedConfig trusts the CA whose public key has pin: the server's chain
 // must hold that CA and the leaf must verify under it for ServerName.
 func PinnedConfig(pin string) (*tls.Config, error) {
-	if !strings.HasPrefix(pin, PinPrefix) || len(pin) != len(PinPrefix)+64 {
+	if !ValidPin(pin) {
 		return nil, fmt.Errorf("pki: a CA pin is %s and 64 hex digits (the control plane logs it)", PinPrefix)
 	}
 	// The roots are the pinned CA.
