@@ -317,8 +317,8 @@ func TestExamplesParse(t *testing.T) {
 }
 
 // exampleArgs is the cast command of one example line, split as a shell
-// would split it (quotes; a pipe into cast, $(...) and what follows &&, >
-// or | left out); false when the line runs no cast.
+// would split it (quotes; a pipe into cast, $(...) and what follows &&, >,
+// | or a # comment left out); false when the line runs no cast.
 func exampleArgs(line string) ([]string, bool) {
 	i := strings.Index(line, "cast ")
 	if i < 0 {
@@ -351,7 +351,7 @@ func exampleArgs(line string) ([]string, bool) {
 		args = append(args, cur.String())
 	}
 	for j, a := range args {
-		if a == "&&" || a == ">" || a == "|" {
+		if a == "&&" || a == ">" || a == "|" || strings.HasPrefix(a, "#") {
 			args = args[:j]
 			break
 		}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every example in every command's --help runs as far as the CLI's own
+// checks go: given to the whole CLI (an address nobody answers at, a
+// scratch HOME holding the folders and the context the examples name),
+// none is a usage mistake (exit 2). TestExamplesParse sees only that the
+// flags parse; this catches an example with a wrong -o, an unknown agent,
+// a malformed id, a flag of the wrong command or the wrong number of
+// arguments. A line's placeholders (PATH, TOKEN, an elided pin, $(...))
+// get values of their kind, ~ is the scratch HOME and a pipe into cast
+// gives it stdin, as a shell and a reader would.
+func TestExamplesRun(t *testing.T) {
+	home := t.TempDir()
+	config := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", config)
+	t.Setenv("CAST_SESSION", "abcdefg") // mcp runs inside a session
+	for _, env := range []string{"CAST_ADDR", "CAST_CONTEXT", "CAST_TOKEN", "CAST_TOKEN_FILE", "CAST_CA_PIN"} {
+		t.Setenv(env, "")
+	}
+	for _, dir := range []string{".codex", "src/app", ".claude"} {
+		if err := os.MkdirAll(filepath.Join(home, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ~/src/app is a checkout with a commit (`cast new --worktree`).
+	checkout := filepath.Join(home, "src", "app")
+	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	diffGit(t, checkout, nil, "init", "-q")
+	diffWrite(t, checkout, "main.go", "package main\n")
+	diffGit(t, checkout, nil, "add", "-A")
+	diffGit(t, checkout, nil, "commit", "-q", "-m", "first")
+	// The context the examples name, logged in before (`cast login` alone
+	// reuses its issuer), its issuer on an address nobody answers at.
+	// Written again before each example: one (set-context) changes it.
+	if err := os.MkdirAll(filepath.Join(config, "cast"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const issuer = "https://127.0.0.1:1"
+	contexts := "current-context: work\ncontexts:\n  work:\n    addr: 127.0.0.1:1\n    oidc: {issuer: \"" + issuer + "\", client-id: cast}\n"
+	placeholders := map[string]string{
+		"PATH":                         checkout,
+		"sha256:3f1c...":               "sha256:" + strings.Repeat("3f", 32),
+		"https://accounts.example.com": issuer,
+	}
+	root := (&app{}).root()
+	runs := 0
+	for _, c := range append(allCommands(root), root) {
+		for _, line := range strings.Split(c.Example, "\n") {
+			args, ok := exampleArgs(line)
+			if !ok {
+				continue
+			}
+			for i, a := range args {
+				switch v, ok := placeholders[a]; {
+				case ok:
+					args[i] = v
+				case strings.HasPrefix(a, "$("):
+					args[i] = placeholders["PATH"] // what the substituted command prints
+				case strings.HasPrefix(a, "~/"):
+					args[i] = home + a[1:]
+				}
+			}
+			stdin := ""
+			if strings.Contains(line, "| cast ") {
+				stdin = "from the pipe"
+			}
+			if err := os.WriteFile(filepath.Join(config, "cast", "config.yaml"), []byte(contexts), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var out, errOut bytes.Buffer
+			code := Main(ctx, append([]string{"--addr", "127.0.0.1:1", "--timeout", "2s"}, args...), strings.NewReader(stdin), &out, &errOut)
+			cancel()
+			runs++
+			if code == 2 {
+				t.Errorf("%s example %q is a usage mistake: %s", c.CommandPath(), strings.TrimSpace(line), strings.TrimSpace(errOut.String()))
+			}
+		}
+	}
+	if runs < 100 {
+		t.Fatalf("ran only %d examples", runs)
+	}
+}
