@@ -162,7 +162,7 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a.addr = cc.Addr
+			a.use(cc)
 			id, err := a.joinNode(cmd.Context(), cc.Addr, j)
 			if err != nil {
 				return err

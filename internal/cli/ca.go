@@ -41,6 +41,7 @@ func (a *app) caCmd() *cobra.Command {
 			if pin == "" {
 				return usagef("give --ca-pin: the pin the control plane logs (ca_pin)")
 			}
+			a.use(cc)
 			b, err := a.fetchCA(cmd.Context(), cc.Addr, func(ctx context.Context, addr string) ([]byte, error) {
 				return pki.FetchCA(ctx, addr, pin)
 			})

@@ -18,7 +18,8 @@ import (
 // a malformed id, a flag of the wrong command or the wrong number of
 // arguments. A line's placeholders (PATH, TOKEN, an elided pin, $(...))
 // get values of their kind, ~ is the scratch HOME and a pipe into cast
-// gives it stdin, as a shell and a reader would.
+// gives it stdin, as a shell and a reader would. An example that fails
+// for want of the control plane says so the one way every command does.
 func TestExamplesRun(t *testing.T) {
 	home := t.TempDir()
 	config := t.TempDir()
@@ -47,13 +48,16 @@ func TestExamplesRun(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(config, "cast"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	const issuer = "https://127.0.0.1:1"
+	const issuer = "https://127.0.0.1:2" // not the control plane's address, which the check below looks for
 	contexts := "current-context: work\ncontexts:\n  work:\n    addr: 127.0.0.1:1\n    oidc: {issuer: \"" + issuer + "\", client-id: cast}\n"
 	placeholders := map[string]string{
 		"PATH":                         checkout,
 		"sha256:3f1c...":               "sha256:" + strings.Repeat("3f", 32),
 		"https://accounts.example.com": issuer,
 	}
+	// `cast mcp call` is left out of the unreachable check: its error is
+	// the tool's own text, what an agent gets over MCP.
+	const unreachable = "cannot reach the control plane at 127.0.0.1:1; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it"
 	root := (&app{}).root()
 	runs := 0
 	for _, c := range append(allCommands(root), root) {
@@ -86,6 +90,11 @@ func TestExamplesRun(t *testing.T) {
 			runs++
 			if code == 2 {
 				t.Errorf("%s example %q is a usage mistake: %s", c.CommandPath(), strings.TrimSpace(line), strings.TrimSpace(errOut.String()))
+			}
+			// The address answers nothing: whatever tells of it says it
+			// the one way, with what to do (not a dial error's words).
+			if strings.Contains(errOut.String(), "127.0.0.1:1") && args[0] != "mcp" && (code != 1 || !strings.Contains(errOut.String(), unreachable)) {
+				t.Errorf("%s example %q: exit %d, %q; want 1 and %q", c.CommandPath(), strings.TrimSpace(line), code, errOut.String(), unreachable)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"reflect"
 	"slices"
@@ -240,8 +241,7 @@ func (a *app) client() (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.addrFrom = addrSource(cc, a.addr)
-		a.addr, a.cc = cc.Addr, cc
+		a.use(cc)
 		c, err := cc.Dial()
 		if err != nil {
 			return nil, err
@@ -249,6 +249,14 @@ func (a *app) client() (*client.Client, error) {
 		a.cli = c
 	}
 	return a.cli, nil
+}
+
+// use makes cc the control plane this run calls: the one explain names
+// when nothing answers there. Commands that dial it themselves (node
+// join, ca) call it too, so they say it the same way.
+func (a *app) use(cc client.Context) {
+	a.addrFrom = addrSource(cc, a.addr)
+	a.addr, a.cc = cc.Addr, cc
 }
 
 // addrSource names where Resolve took cc's address from, addrFlag being
@@ -263,6 +271,19 @@ func addrSource(cc client.Context, addrFlag string) string {
 		return "CAST_ADDR"
 	}
 	return "the default address"
+}
+
+// unreachable says that the control plane use chose does not answer, and
+// what to do about it.
+func (a *app) unreachable() string {
+	if msg := a.trustProblem(); msg != "" {
+		return msg
+	}
+	if a.cc.Loopback() {
+		return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
+	}
+	// Another machine's control plane is not started from here.
+	return fmt.Sprintf("cannot reach the control plane at %s (%s): check that it runs and that this machine can reach it, or choose another with --context / --addr / CAST_ADDR", a.addr, a.addrFrom)
 }
 
 func (a *app) ctx(parent context.Context) (context.Context, context.CancelFunc) {
@@ -300,6 +321,13 @@ func (a *app) trustProblem() string {
 
 // explain turns an RPC error into one line that says what to do.
 func (a *app) explain(err error) string {
+	var dial *net.OpError
+	if errors.As(err, &dial) && dial.Op == "dial" && a.cc.Addr != "" && a.cli == nil {
+		// A command that dials the control plane use chose without gRPC
+		// (`cast ca` fetching the CA) says it as every other one does.
+		// Only that one: `cast login` dials its issuer, never use.
+		return a.unreachable()
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
@@ -307,14 +335,7 @@ func (a *app) explain(err error) string {
 	switch st.Code() {
 	case codes.Unavailable:
 		if client.ReasonOf(err) == "" {
-			if msg := a.trustProblem(); msg != "" {
-				return msg
-			}
-			if a.cc.Loopback() {
-				return fmt.Sprintf("cannot reach the control plane at %s; start it with `controlplane --dev`, or point --addr / CAST_ADDR at it", a.addr)
-			}
-			// Another machine's control plane is not started from here.
-			return fmt.Sprintf("cannot reach the control plane at %s (%s): check that it runs and that this machine can reach it, or choose another with --context / --addr / CAST_ADDR", a.addr, a.addrFrom)
+			return a.unreachable()
 		}
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("the control plane at %s did not answer within %s; retry, or raise --timeout", a.addr, a.timeout)
