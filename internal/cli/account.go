@@ -128,7 +128,7 @@ func readCredential(in io.Reader, file string) ([]byte, error) {
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, fmt.Errorf("read credentials: %w", err)
+		return nil, flagFile("--credentials", file, fmt.Errorf("read credentials: %w", err))
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, 1<<20))

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,5 +102,51 @@ func TestBadIDsRefusedBeforeAnyRPC(t *testing.T) {
 		if code != 2 || !saysAll(errOut, r.want) || out != "" {
 			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(r.args, " "), code, out, errOut, r.want)
 		}
+	}
+}
+
+// A file a flag names that is not there is a usage mistake (exit 2) that
+// names the flag, as a missing --cwd or --from-home folder is, on every
+// command whose usage line takes a FILE after a flag (walked, so a new
+// one is checked); not an exit 1 in os.Open's words ("open x: no such
+// file or directory", without the flag). --out is written, not read.
+func TestMissingFlagFileIsAUsageMistake(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	missing := filepath.Join(t.TempDir(), "missing")
+	present := filepath.Join(t.TempDir(), "present")
+	if err := os.WriteFile(present, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, c := range allCommands((&app{}).root()) {
+		words := strings.Fields(strings.NewReplacer("[", " ", "]", " ", "(", " ", ")", " ", "|", " ").Replace(c.Use))
+		for i := 1; i < len(words); i++ {
+			name, ok := strings.CutPrefix(words[i-1], "--")
+			if !ok || words[i] != "FILE" || name == "out" {
+				continue
+			}
+			args := strings.Fields(commandKey(c))
+			if first := firstArg(c); strings.Trim(first, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_.") == "" && first != "" {
+				args = append(args, goodArgs[first])
+			}
+			args = append(args, "--"+name, missing)
+			switch commandKey(c) {
+			case "account add":
+				args = append(args, "--agent", "claude")
+			case "ca rotate": // --cert and --key go together
+				other := map[string]string{"cert": "key", "key": "cert"}[name]
+				args = append(args, "--"+other, present)
+			case "config set-context":
+				args = append(args, "--addr", "127.0.0.1:1")
+			}
+			runs++
+			_, errOut, code := runNowhere(t, args...)
+			if code != 2 || !strings.Contains(errOut, "--"+name+" "+missing+": no such file") {
+				t.Errorf("cast %s: exit %d, %q; want 2 naming --%s", strings.Join(args, " "), code, errOut, name)
+			}
+		}
+	}
+	if runs < 5 {
+		t.Fatalf("only %d flags taking a FILE", runs)
 	}
 }

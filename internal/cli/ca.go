@@ -123,12 +123,12 @@ func (a *app) caRotateCmd() *cobra.Command {
 			if certFile != "" {
 				var err error
 				if req.CertPem, err = os.ReadFile(certFile); err != nil {
-					return err
+					return flagFile("--cert", certFile, err)
 				}
 				// A CA's private key, read as the control plane reads its
 				// --ca-key: refused when others can read it.
 				if req.KeyPem, err = secrets.ReadPrivate(keyFile, "--key", pki.MaxCAKeyFile); err != nil {
-					return err
+					return flagFile("--key", keyFile, err)
 				}
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {

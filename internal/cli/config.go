@@ -214,7 +214,7 @@ func (e *contextEdit) check() error {
 	if e.tokenFile != "" {
 		var err error
 		if e.token, err = secrets.ReadToken(e.tokenFile); err != nil {
-			return err
+			return flagFile("--token-file", e.tokenFile, err)
 		}
 	}
 	if e.ca != "" {
@@ -223,7 +223,7 @@ func (e *contextEdit) check() error {
 			return err
 		}
 		if _, err := os.Stat(abs); err != nil {
-			return fmt.Errorf("--ca: %w", err)
+			return flagFile("--ca", e.ca, fmt.Errorf("--ca: %w", err))
 		}
 		e.ca = abs
 	}

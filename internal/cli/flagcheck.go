@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -61,6 +63,17 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 		}
 	}
 	return nil
+}
+
+// flagFile is the error of reading the file a flag names at path: one
+// that is not there is a usage mistake naming the flag (as a missing
+// --cwd folder is), whichever command reads it; other errors stay as
+// they are.
+func flagFile(flag, path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return usagef("%s %s: no such file", flag, path)
+	}
+	return err
 }
 
 // checkText refuses text agents cannot take (NUL bytes), as read from
