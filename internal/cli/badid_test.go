@@ -149,4 +149,8 @@ func TestMissingFlagFileIsAUsageMistake(t *testing.T) {
 	if runs < 5 {
 		t.Fatalf("only %d flags taking a FILE", runs)
 	}
+	// So is import's PATH, the one FILE given as an argument.
+	if _, errOut, code := runNowhere(t, "import", "--agent", "claude", missing); code != 2 || !strings.Contains(errOut, "PATH "+missing+": no such file") {
+		t.Errorf("cast import of a missing file: exit %d, %q; want 2 naming PATH", code, errOut)
+	}
 }

@@ -109,7 +109,7 @@ func readNative(agent, path, cwd string) (nativeFile, error) {
 		return f, err
 	}
 	if f.msgs, f.skipped, err = agents.ReadReport(f.r, path); err != nil {
-		return f, fmt.Errorf("read %s as a %s transcript: %w", path, agent, err)
+		return f, flagFile("PATH", path, fmt.Errorf("read %s as a %s transcript: %w", path, agent, err))
 	}
 	if len(f.msgs) == 0 {
 		return f, fmt.Errorf("no messages found in %s; is it a %s transcript?", path, agent)
