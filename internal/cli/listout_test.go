@@ -220,6 +220,7 @@ func TestListUsageMistakes(t *testing.T) {
 		{[]string{"worktree", "ls", "-o", "bogus"}, []string{"json, yaml, wide, name"}},
 		{[]string{"token", "create", "--role", "bogus", "--name", "x"}, []string{"--role (user or admin)"}},
 		{[]string{"account", "policy", "work", "bogus", "--agent", "claude"}, []string{"use ask, auto, resume, off or fleet"}},
+		{[]string{"mcp", "--tools", "history,bogus"}, []string{`--tools "bogus" is no tool of cast's`, "history, permission"}},
 	} {
 		_, errOut, code := runMain(t, nowhere, tc.args...)
 		if code != 2 || !saysAll(errOut, tc.want) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -56,6 +57,12 @@ func (a *app) mcpCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		Hidden: false,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, t := range tools {
+				if !slices.Contains(mcpserver.AllTools, t) {
+					// Served as given, it would serve nothing by that name.
+					return usagef("--tools %q is no tool of cast's; use %s", t, strings.Join(mcpserver.AllTools, ", "))
+				}
+			}
 			if id = os.Getenv("CAST_SESSION"); id == "" || !ids.ValidSessionID(id) {
 				return usagef("cast mcp runs inside a cast session (CAST_SESSION is not set)")
 			}

@@ -31,6 +31,9 @@ const (
 	HistoryTool    = "history"
 )
 
+// AllTools are the tools the server has, the names Config.Tools takes.
+var AllTools = []string{HistoryTool, PermissionTool}
+
 // Config is what the server serves.
 type Config struct {
 	SessionID string // the session the agent runs in (CAST_SESSION)
