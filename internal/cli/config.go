@@ -159,7 +159,7 @@ func (a *app) setContextCmd() *cobra.Command {
 			if !ids.ValidName(name) {
 				return usagef("context name %q is not valid (letters, digits, '-', '_', '.')", name)
 			}
-			e.changed = cmd.Flags().Changed
+			e.name, e.changed = name, cmd.Flags().Changed
 			if err := e.check(); err != nil {
 				return err
 			}
@@ -192,6 +192,7 @@ func (a *app) setContextCmd() *cobra.Command {
 // contextEdit is what set-context changes: the flags given (changed), and
 // the token read from --token-file.
 type contextEdit struct {
+	name                                           string // the context's
 	addr, ca, caPin, tokenFile, tokenCommand, node string
 	token                                          string
 	changed                                        func(flag string) bool
@@ -250,6 +251,11 @@ func (e *contextEdit) apply(c *client.Context) error {
 	}
 	if e.changed("token-command") {
 		c.Token, c.TokenCommand, c.OIDC = "", strings.Fields(e.tokenCommand), nil
+	}
+	if c.Addr == "" {
+		// A new context without --addr: a flag left out, as any
+		// required one is.
+		return usagef("context %q needs an address: give --addr HOST:PORT", e.name)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestConfigContexts(t *testing.T) {
 	}{
 		{[]string{"config", "current-context"}, 1, "", "no current context"},
 		{[]string{"config", "get-contexts"}, 0, "NAME", "no contexts"},
-		{[]string{"config", "set-context", "dev"}, 1, "", "needs an address"},
+		{[]string{"config", "set-context", "dev"}, 2, "", `context "dev" needs an address: give --addr HOST:PORT`}, // a flag left out, as any required one
 		{[]string{"config", "set-context", "dev", "--addr", "nohostport"}, 2, "", "not HOST:PORT"},
 		{[]string{"config", "set-context", "../x", "--addr", "127.0.0.1:1"}, 2, "", "not valid"},
 		{[]string{"config", "set-context", "dev", "--addr", "127.0.0.1:1", "--token-file", tokFile, "--token-command", "x"}, 2, "", "one way"},

@@ -293,7 +293,7 @@ func EditContext(path, name string, fn func(*Context) error) (created bool, err 
 			return err
 		}
 		if ctx.Addr == "" {
-			return fmt.Errorf("context %q needs an address (--addr)", name)
+			return fmt.Errorf("context %q needs an address: give --addr HOST:PORT", name)
 		}
 		c.Contexts[name] = ctx
 		return nil
