@@ -52,7 +52,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 				}
 				cred = hl.cred
 			} else if cred, err = readCredential(a.in, file); err != nil {
-				return err
+				return flagFile("--credentials", file, err)
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				acc, err := c.Accounts.PutAccount(ctx, &castv1.PutAccountRequest{Name: args[0], Agent: agent, Credential: cred})
@@ -128,7 +128,7 @@ func readCredential(in io.Reader, file string) ([]byte, error) {
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, flagFile("--credentials", file, fmt.Errorf("read credentials: %w", err))
+		return nil, fmt.Errorf("read credentials: %w", err)
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, 1<<20))

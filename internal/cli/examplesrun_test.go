@@ -34,6 +34,26 @@ func TestExamplesRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The files the examples read, so each runs to its request.
+	for name, body := range map[string]string{
+		".claude/.credentials.json": `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-X","refreshToken":"sk-ant-ort01-X","expiresAt":4102444800000,"scopes":["user:inference"]}}`,
+		".codex/auth.json":          `{"tokens":{"access_token":"a","refresh_token":"r","id_token":"i"}}`,
+		".work-token":               "cast_EXAMPLETOKEN0123456789abcdef0123456789",
+		"new-ca.crt":                "not a certificate",
+		"new-ca.key":                "not a key",
+		"work-ca.pem":               "not a certificate",
+		".claude/projects/-home-me-app/0a1b2c.jsonl":                      "{}\n",
+		".claude/projects/-home-me-app/0a1b2c/subagents/agent-a1b2.jsonl": "{}\n",
+		"s.json": "{}",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(home, name)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(home) // `cast ca rotate --cert new-ca.crt` reads the current folder
 	// ~/src/app is a checkout with a commit (`cast new --worktree`).
 	checkout := filepath.Join(home, "src", "app")
 	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
@@ -88,6 +108,11 @@ func TestExamplesRun(t *testing.T) {
 			code := Main(ctx, append([]string{"--addr", "127.0.0.1:1", "--timeout", "2s"}, args...), strings.NewReader(stdin), &out, &errOut)
 			cancel()
 			runs++
+			// `cast version` prints the client's line before it finds no
+			// control plane, as kubectl version does.
+			if code != 0 && out.Len() > 0 && args[0] != "version" {
+				t.Errorf("%s example %q failed (exit %d) but printed on stdout, which scripts read as its result: %q", c.CommandPath(), strings.TrimSpace(line), code, out.String())
+			}
 			if code == 2 {
 				t.Errorf("%s example %q is a usage mistake: %s", c.CommandPath(), strings.TrimSpace(line), strings.TrimSpace(errOut.String()))
 			}
