@@ -214,3 +214,28 @@ func TestFlagNamesOneMeaning(t *testing.T) {
 		t.Fatalf("walked only %d flag names", len(byName))
 	}
 }
+
+// Every list command takes the list flags, all of them: an `ls` (or a
+// command that binds --no-headers) has -o with the list formats, and -o
+// with the list formats comes with --no-headers (listFlags.bind); another
+// -o offers the one-object formats (objectOutput), no others.
+func TestListCommandsTakeTheListFlags(t *testing.T) {
+	lists := 0
+	for _, c := range allCommands((&app{}).root()) {
+		out, noHeaders := c.LocalFlags().Lookup("output"), c.LocalFlags().Lookup("no-headers")
+		listUsage := "output format: " + strings.Join(outputFormats, "|")
+		objectUsage := "output format: " + strings.Join(objectFormats, "|")
+		switch {
+		case c.Name() == "ls" || noHeaders != nil:
+			lists++
+			if out == nil || noHeaders == nil || !strings.HasPrefix(out.Usage, listUsage) || out.Shorthand != "o" {
+				t.Errorf("%s is a list command but lacks -o %s or --no-headers", c.CommandPath(), strings.Join(outputFormats, "|"))
+			}
+		case out != nil && !strings.HasPrefix(out.Usage, objectUsage):
+			t.Errorf("%s -o offers %q: neither the list formats (with --no-headers) nor the one-object ones", c.CommandPath(), out.Usage)
+		}
+	}
+	if lists < 8 {
+		t.Fatalf("found only %d list commands", lists)
+	}
+}
