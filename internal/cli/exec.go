@@ -175,6 +175,11 @@ func (a *app) execRun(ctx context.Context, o execOpts, prompts []string) error {
 		}
 		answers, codes, errs = answers[last:last+1], codes[last:last+1], errs[last:last+1]
 	} else {
+		// The client is made once, here: the jobs below would each make
+		// it at once (a data race on a.cli, and one connection per job).
+		if _, err := a.client(); err != nil {
+			return err
+		}
 		sem := make(chan struct{}, o.jobs)
 		var wg sync.WaitGroup
 		for i, p := range prompts {
