@@ -14,6 +14,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
 	"github.com/cast-dev/cast/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func (a *app) accountAddCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add NAME --agent " + strings.Join(agents.FleetAgents(), "|") + " (--credentials FILE|- | --from-home DIR [--release-home])",
 		Short: "Store an account's credential (sealed at rest), from a file or an agent's current login; the agent's first account becomes active",
-		Args:  cobra.ExactArgs(1),
+		Args:  idArgs(cobra.ExactArgs(1), validate.Name, "account name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" || (file == "") == (home == "") {
 				return usagef("--agent and one of --credentials or --from-home are required (%s; - reads stdin)", credentialHints())
@@ -194,7 +195,7 @@ func (a *app) namedAccountCmd(use, short string, run func(ctx context.Context, c
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  idArgs(cobra.ExactArgs(1), validate.Name, "account name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withAgent(cmd, args[0], &agent, func(ctx context.Context, c *client.Client) error { return run(ctx, c, args[0], agent) })
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // accountPolicyCmd is `cast account policy NAME POLICY --agent A`: what a
@@ -25,7 +26,7 @@ func (a *app) accountPolicyCmd() *cobra.Command {
 				return nil
 			})
 		})
-	cmd.Args = cobra.ExactArgs(2)
+	cmd.Args = idArgs(cobra.ExactArgs(2), validate.Name, "account name")
 	// POLICY is checked before anything is called: a wrong one is a usage
 	// mistake even with no control plane.
 	cmd.PreRunE = func(_ *cobra.Command, args []string) (err error) {

@@ -16,6 +16,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/pki"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 // tokenCmd is `cast token`: admin and user bearer tokens (admin only).
@@ -74,7 +75,7 @@ func (a *app) tokenLsCmd() *cobra.Command {
 
 func (a *app) tokenRmCmd() *cobra.Command {
 	return a.calling(&cobra.Command{
-		Use: "rm NAME", Short: "Revoke a token at once", Args: cobra.ExactArgs(1),
+		Use: "rm NAME", Short: "Revoke a token at once", Args: idArgs(cobra.ExactArgs(1), validate.Name, "token name"),
 	}, func(ctx context.Context, c *client.Client, args []string) error {
 		if _, err := c.Auth.DeleteToken(ctx, &castv1.DeleteTokenRequest{Name: args[0]}); err != nil {
 			return err

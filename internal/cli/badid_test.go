@@ -94,6 +94,18 @@ func TestBadIDsRefusedBeforeAnyRPC(t *testing.T) {
 		}
 		runs = append(runs, run{args, want})
 	}
+	// Names and migration ids given as arguments.
+	badName := []string{"use letters, digits, '.', '_' or '-'"}
+	badMigration := []string{`migration id "bad id" is malformed`, "a ULID or UUID"}
+	for _, r := range []run{
+		{[]string{"migrate", "status", "bad id"}, badMigration}, {[]string{"migrate", "cancel", "bad id"}, badMigration},
+		{[]string{"token", "rm", "bad name"}, append([]string{`token name "bad name" is malformed`}, badName...)},
+		{[]string{"account", "rm", "bad name", "--agent", "claude"}, append([]string{`account name "bad name" is malformed`}, badName...)},
+		{[]string{"account", "use", "bad name", "--agent", "claude"}, append([]string{`account name "bad name" is malformed`}, badName...)},
+		{[]string{"account", "add", "bad name", "--agent", "claude", "--credentials", "-"}, append([]string{`account name "bad name" is malformed`}, badName...)},
+	} {
+		runs = append(runs, r)
+	}
 	if len(runs) < 25 {
 		t.Fatalf("only %d runs: the walk found too few commands", len(runs))
 	}

@@ -65,6 +65,22 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
+// idArgs is the Args check of a command whose first argument names a
+// thing of kind (what says which, "migration id"): count's, then the
+// first argument's form, so a malformed one is a usage mistake before
+// anything is sent, saying what it looks like (the control plane's rule).
+func idArgs(count cobra.PositionalArgs, kind validate.Kind, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := count(c, args); err != nil {
+			return err
+		}
+		if len(args) == 0 {
+			return nil
+		}
+		return validate.Check(kind, what, args[0])
+	}
+}
+
 // flagFile is the error of reading the file a flag names at path: one
 // that is not there is a usage mistake naming the flag (as a missing
 // --cwd folder is), whichever command reads it; other errors stay as

@@ -15,6 +15,7 @@ import (
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/tick"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 type migrateFlags struct {
@@ -235,7 +236,7 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [ID] [-o json|yaml|name]",
 		Short: "Show a migration (default: the newest) with per-session progress",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  idArgs(cobra.MaximumNArgs(1), validate.ClientID, "migration id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, _ := o.format(a.json) // checked before the run (bind)
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
@@ -304,7 +305,7 @@ func (a *app) migrateCancelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Roll back every session of a migration not committed yet (waits for the rollback; --json returns at once)",
-		Args:  cobra.ExactArgs(1),
+		Args:  idArgs(cobra.ExactArgs(1), validate.ClientID, "migration id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				m, err := c.Migrations.CancelMigration(ctx, &castv1.CancelMigrationRequest{Id: args[0]})
