@@ -40,7 +40,8 @@ var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/
 var idFlags = map[string][]string{
 	"session": badSession, "parent": badSession, "resume": badSession,
 	"node":   badNode,
-	"ca-pin": badPin, // set-context stored one no call could use; ca said it with exit 1
+	"name":   badNode, // token create's owner, node join's node: names alike
+	"ca-pin": badPin,  // set-context stored one no call could use; ca said it with exit 1
 }
 
 // A malformed session id, node name or CA pin is a usage mistake (exit 2) that

@@ -27,6 +27,7 @@ var flagKinds = map[string]validate.Kind{
 	"parent":  validate.SessionID,
 	"resume":  validate.SessionID,
 	"node":    validate.Name,
+	"name":    validate.Name, // token create's owner, node join's node
 }
 
 // sameAgent is the --agent value that keeps the source's agent, where a
