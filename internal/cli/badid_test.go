@@ -39,9 +39,10 @@ var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/
 // a bad value is.
 var idFlags = map[string][]string{
 	"session": badSession, "parent": badSession, "resume": badSession,
-	"node":   badNode,
-	"name":   badNode, // token create's owner, node join's node: names alike
-	"ca-pin": badPin,  // set-context stored one no call could use; ca said it with exit 1
+	"node":  badNode,
+	"name":  badNode,                                 // token create's owner, node join's node: names alike
+	"label": badNode, "to": badNode, "from": badNode, // a node's label or name (migrate start, drain, node ls)
+	"ca-pin": badPin, // set-context stored one no call could use; ca said it with exit 1
 }
 
 // A malformed session id, node name or CA pin is a usage mistake (exit 2) that

@@ -28,6 +28,9 @@ var flagKinds = map[string]validate.Kind{
 	"resume":  validate.SessionID,
 	"node":    validate.Name,
 	"name":    validate.Name, // token create's owner, node join's node
+	"label":   validate.Name, // a node's label (node ls, migrate start, drain)
+	"to":      validate.Name, // a node or label (migrate start, drain); handoff's old name of --agent
+	"from":    validate.Name, // migrate start's node (watch's --from is a seq, not a string: not checked here)
 }
 
 // sameAgent is the --agent value that keeps the source's agent, where a
@@ -56,7 +59,7 @@ func checkFlags(cmd *cobra.Command, _ []string) error {
 	}
 	for name, kind := range flagKinds {
 		f := cmd.Flags().Lookup(name)
-		if f == nil || !f.Changed {
+		if f == nil || !f.Changed || f.Value.Type() != "string" {
 			continue
 		}
 		if err := validate.Check(kind, "--"+name, f.Value.String()); err != nil {

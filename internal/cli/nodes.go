@@ -14,7 +14,6 @@ import (
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/listfilter"
-	"github.com/cast-dev/cast/internal/validate"
 )
 
 // nodesCmd is `cast node ls` (use "ls") and its older spelling `cast
@@ -34,11 +33,6 @@ func (a *app) nodesCmd(use string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if connected != "" && connected != "true" && connected != "false" {
 				return usagef("--connected is true or false, not %q", connected)
-			}
-			if label != "" {
-				if err := validate.Check(validate.Name, "--label", label); err != nil {
-					return usagef("%v", err)
-				}
 			}
 			return a.call(cmd, func(ctx context.Context, c *client.Client) error {
 				// The control plane filters (docs/reference.md, Filters).
