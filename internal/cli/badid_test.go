@@ -39,9 +39,10 @@ var goodArgs = map[string]string{"ID": "abcdefg", "NAME": "work", "PATH": "/tmp/
 // a bad value is.
 var idFlags = map[string][]string{
 	"session": badSession, "parent": badSession, "resume": badSession,
-	"node":  badNode,
-	"name":  badNode,                                 // token create's owner, node join's node: names alike
-	"label": badNode, "to": badNode, "from": badNode, // a node's label or name (migrate start, drain, node ls)
+	"node":    badNode,
+	"name":    badNode,                                 // token create's owner, node join's node: names alike
+	"account": badNode,                                 // handoff's, as account rm's NAME
+	"label":   badNode, "to": badNode, "from": badNode, // a node's label or name (migrate start, drain, node ls)
 	"ca-pin": badPin, // set-context stored one no call could use; ca said it with exit 1
 }
 
@@ -83,6 +84,8 @@ func TestBadIDsRefusedBeforeAnyRPC(t *testing.T) {
 					t.Fatalf("%s starts with %s: add a valid one to goodArgs", c.CommandPath(), first)
 				}
 				args = append(args, good)
+			} else if takesSession && name != "session" {
+				args = append(args, "abcdefg") // an optional [ID] (handoff, merge): outside a session it is needed
 			}
 			runs = append(runs, run{slices.Concat(args, message, []string{"--" + name, bad[0]}), bad[1:]})
 		}

@@ -28,6 +28,7 @@ var flagKinds = map[string]validate.Kind{
 	"resume":  validate.SessionID,
 	"node":    validate.Name,
 	"name":    validate.Name, // token create's owner, node join's node
+	"account": validate.Name, // handoff's, a name as account rm's NAME is
 	"label":   validate.Name, // a node's label (node ls, migrate start, drain)
 	"to":      validate.Name, // a node or label (migrate start, drain); handoff's old name of --agent
 	"from":    validate.Name, // migrate start's node (watch's --from is a seq, not a string: not checked here)

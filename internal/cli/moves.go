@@ -287,9 +287,6 @@ func (a *app) handoffCmd() *cobra.Command {
 		if to == "" {
 			return usagef("--agent AGENT (or same) is required")
 		}
-		if account != "" && !ids.ValidName(account) {
-			return usagef("--account %q is not a valid account name", account)
-		}
 		if msg == "-" {
 			b, err := readAllLimited(a.in)
 			if err != nil {
