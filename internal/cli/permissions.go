@@ -12,8 +12,8 @@ import (
 
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/mcpserver"
+	"github.com/cast-dev/cast/internal/validate"
 )
 
 func (a *app) approveCmd(allow bool) *cobra.Command {
@@ -63,8 +63,9 @@ func (a *app) mcpCmd() *cobra.Command {
 					return usagef("--tools %q is no tool of cast's; use %s", t, strings.Join(mcpserver.AllTools, ", "))
 				}
 			}
-			if id = os.Getenv("CAST_SESSION"); id == "" || !ids.ValidSessionID(id) {
-				return usagef("cast mcp runs inside a cast session (CAST_SESSION is not set)")
+			var err error
+			if id, err = mcpSession(cmd); err != nil {
+				return err
 			}
 			c, err := a.client()
 			if err != nil {
@@ -78,6 +79,20 @@ func (a *app) mcpCmd() *cobra.Command {
 	return cmd
 }
 
+// mcpSession is the session cast mcp serves, CAST_SESSION (the node sets
+// it for the agents it runs): unset and malformed are two mistakes, said
+// apart, so a wrong value is not looked for as a missing one.
+func mcpSession(cmd *cobra.Command) (string, error) {
+	id := os.Getenv("CAST_SESSION")
+	if id == "" {
+		return "", usagef("%s runs inside a cast session (CAST_SESSION is not set)", cmd.CommandPath())
+	}
+	if err := validate.Check(validate.SessionID, "CAST_SESSION", id); err != nil {
+		return "", usagef("%s runs inside a cast session: %v", cmd.CommandPath(), err)
+	}
+	return id, nil
+}
+
 // mcpCallCmd runs one read-only tool once and prints its text: the bridge
 // for agents without an MCP client (pi's extension), through the same MCP
 // tool and schema the others reach over stdio.
@@ -87,9 +102,9 @@ func (a *app) mcpCallCmd() *cobra.Command {
 		Short: "Call one of cast's read-only MCP tools (history) once and print its result",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := os.Getenv("CAST_SESSION")
-			if id == "" || !ids.ValidSessionID(id) {
-				return usagef("cast mcp call runs inside a cast session (CAST_SESSION is not set)")
+			id, err := mcpSession(cmd)
+			if err != nil {
+				return err
 			}
 			if args[0] != mcpserver.HistoryTool {
 				return usagef("cast mcp call serves only the read-only %q tool", mcpserver.HistoryTool)
