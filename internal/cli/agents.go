@@ -34,8 +34,11 @@ func (a *app) agentsCmd() *cobra.Command {
 		// json and yaml are the checks themselves (the API objects);
 		// the table pivots them to a row per agent version.
 		return listing[*matrixRow]{key: "checks", items: rows,
-			empty:   "no agent checked yet; run `cast agents check` (nodes check theirs when they start)",
-			name:    func(r *matrixRow) string { return r.agent + "@" + r.version },
+			empty: "no agent checked yet; run `cast agents check` (nodes check theirs when they start)",
+			// -o name is what --agent takes (cast ls, usage, agents
+			// check): a row is an agent's version, so an agent checked
+			// at two versions is named once (printObjects).
+			name:    func(r *matrixRow) string { return r.agent },
 			columns: matrixColumns(),
 			after:   func() error { a.printFailures(rows); return nil }}, raws(checks), nil
 	})

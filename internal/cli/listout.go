@@ -164,7 +164,7 @@ type listing[T any] struct {
 	key     string         // the items' field in JSON and YAML ("sessions")
 	items   []T            // in the order to print
 	extra   map[string]any // more top-level JSON fields (worktree ls: unanswered)
-	name    func(T) string // the id or name -o name prints
+	name    func(T) string // the id or name -o name prints: what a command takes as its argument
 	columns []column[T]
 	empty   string       // said on stderr over an empty table (its header alone)
 	after   func() error // more for people after the table (not with --no-headers)
@@ -190,8 +190,14 @@ func printObjects[T any](a *app, f listFlags, l listing[T], objects any) error {
 		maps.Copy(v, l.extra)
 		return a.printData(format, v)
 	case "name":
+		// Each name once: rows that are not one object each (`cast
+		// agents`' agent versions) may share a name.
+		seen := map[string]bool{}
 		for _, it := range l.items {
-			fmt.Fprintln(a.out, l.name(it))
+			if n := l.name(it); !seen[n] {
+				seen[n] = true
+				fmt.Fprintln(a.out, n)
+			}
 		}
 		return nil
 	}
