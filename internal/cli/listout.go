@@ -43,7 +43,52 @@ func (f *listFlags) bind(cmd *cobra.Command, a *app) {
 func bindOutput(cmd *cobra.Command, output *string, formats []string, def string, check func() error) {
 	cmd.Flags().StringVarP(output, "output", "o", "", "output format: "+strings.Join(formats, "|")+" (default: "+def+")")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
-	cmd.PreRunE = func(*cobra.Command, []string) error { return check() }
+	own := cmd.PreRunE // a command's own checks (account policy's POLICY) still run
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		if own != nil {
+			return own(c, args)
+		}
+		return nil
+	}
+}
+
+// dataFormats are the values -o takes on a command that prints data
+// neither a list nor one API object (`cast version`, `cast usage`, `cast
+// token whoami`): what --json prints, as JSON or YAML (kubectl version's).
+var dataFormats = []string{"json", "yaml"}
+
+// printsNoData are the commands with nothing for a script to read in
+// another format, by path without "cast": bindDataOutput gives every
+// other command -o json|yaml.
+var printsNoData = map[string]string{
+	"ca":                    "prints the CA certificate, a PEM file",
+	"mcp":                   "serves MCP on stdio",
+	"mcp call":              "prints the tool's text, as an agent gets it",
+	"completion bash":       "prints a shell script",
+	"completion fish":       "prints a shell script",
+	"completion powershell": "prints a shell script",
+	"completion zsh":        "prints a shell script",
+}
+
+// bindDataOutput gives every command under root that runs (not a group
+// alone) -o json|yaml, but those with their own -o (lists, one object)
+// and printsNoData: --json is every command's, and -o json is kubectl's
+// word for it. Under -o the command prints as under --json (a.json),
+// as YAML for yaml (a.yaml, printJSON).
+func (a *app) bindDataOutput(root *cobra.Command) {
+	for _, c := range allCommands(root) {
+		if _, none := printsNoData[strings.TrimPrefix(c.CommandPath(), root.Name()+" ")]; none || !c.Runnable() || c.Flags().Lookup("output") != nil {
+			continue
+		}
+		bindOutput(c, &a.output, dataFormats, "text for people", func() error {
+			format, err := outputFormat(a.output, dataFormats, a.json, " here")
+			a.json, a.yaml = format != "", format == "yaml"
+			return err
+		})
+	}
 }
 
 // outputFormat is the format -o output (one of formats) and --json ask

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -33,7 +34,19 @@ func raws[T proto.Message](ms []T) []json.RawMessage {
 	return out
 }
 
+// printJSON prints v for scripts: indented JSON (--json, -o json), or
+// YAML of the same document (-o yaml).
 func (a *app) printJSON(v any) error {
+	if a.yaml {
+		// A command printing several (cast exec -j, cast watch) prints
+		// a YAML stream: documents after the first begin with ---.
+		if a.docs++; a.docs > 1 {
+			if _, err := io.WriteString(a.out, "---\n"); err != nil {
+				return err
+			}
+		}
+		return a.printData("yaml", v)
+	}
 	enc := json.NewEncoder(a.out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

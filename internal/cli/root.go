@@ -27,7 +27,10 @@ import (
 type app struct {
 	addr    string
 	context string // --context: a context of ~/.config/cast/config.yaml
-	json    bool
+	json    bool   // --json, or -o json|yaml: print for scripts (printJSON)
+	yaml    bool   // -o yaml: printJSON prints YAML
+	output  string // -o of a command that prints data (bindDataOutput)
+	docs    int    // documents printJSON printed, to separate YAML's
 	timeout time.Duration
 	out     io.Writer
 	errOut  io.Writer
@@ -128,6 +131,7 @@ func (a *app) root() *cobra.Command {
 		a.migrateCmd(), a.drainCmd(), a.accountCmd(), a.usageCmd(), a.tokenCmd(), a.nodeCmd(), a.versionCmd(),
 		a.workspaceCmd(), a.worktreeCmd(), a.agentsCmd(), a.caCmd(), a.configCmd(), a.loginCmd(), a.webCmd())
 	root.InitDefaultCompletionCmd() // now, not at Execute, so usageArgs and examples cover it
+	a.bindDataOutput(root)          // before usageArgs makes groups runnable
 	suggestFor(root)
 	usageArgs(root)
 	for _, c := range append(allCommands(root), root) {

@@ -225,14 +225,15 @@ func TestListCommandsTakeTheListFlags(t *testing.T) {
 		out, noHeaders := c.LocalFlags().Lookup("output"), c.LocalFlags().Lookup("no-headers")
 		listUsage := "output format: " + strings.Join(outputFormats, "|")
 		objectUsage := "output format: " + strings.Join(objectFormats, "|")
+		dataUsage := "output format: " + strings.Join(dataFormats, "|") + " ("
 		switch {
 		case c.Name() == "ls" || noHeaders != nil:
 			lists++
 			if out == nil || noHeaders == nil || !strings.HasPrefix(out.Usage, listUsage) || out.Shorthand != "o" {
 				t.Errorf("%s is a list command but lacks -o %s or --no-headers", c.CommandPath(), strings.Join(outputFormats, "|"))
 			}
-		case out != nil && !strings.HasPrefix(out.Usage, objectUsage):
-			t.Errorf("%s -o offers %q: neither the list formats (with --no-headers) nor the one-object ones", c.CommandPath(), out.Usage)
+		case out != nil && !strings.HasPrefix(out.Usage, objectUsage) && !strings.HasPrefix(out.Usage, dataUsage):
+			t.Errorf("%s -o offers %q: neither the list formats (with --no-headers), the one-object ones nor the data ones", c.CommandPath(), out.Usage)
 		}
 	}
 	if lists < 8 {

@@ -230,6 +230,9 @@ func (w *watcher) show(ev *castv1.WatchSessionResponse) error {
 		}
 		w.last = line
 	}
+	if w.a.yaml {
+		return w.a.printJSON(raw(ev)) // a YAML stream, a document an event
+	}
 	if w.a.json {
 		_, err := fmt.Fprintln(w.a.out, string(raw(ev)))
 		return err
