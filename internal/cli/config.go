@@ -174,7 +174,8 @@ func (a *app) setContextCmd() *cobra.Command {
 			if created {
 				verb = "made"
 			}
-			fmt.Fprintf(a.out, "%s context %q; `cast config use-context %s` makes it current\n", verb, name, name)
+			fmt.Fprintf(a.out, "%s context %q\n", verb, name)
+			fmt.Fprintf(a.errOut, "`cast config use-context %s` makes it current\n", name)
 			return nil
 		},
 	}

@@ -328,7 +328,8 @@ func (a *app) printList(lines []string, id string, truncated bool) {
 	}
 	for i, l := range lines {
 		if i == diffShown {
-			fmt.Fprintf(a.out, "  … %d more; `cast diff %s --json` lists all\n", len(lines)-diffShown, id)
+			fmt.Fprintf(a.out, "  … %d more\n", len(lines)-diffShown)
+			fmt.Fprintf(a.errOut, "`cast diff %s -o json` lists all %d\n", id, len(lines))
 			break
 		}
 		fmt.Fprintln(a.out, "  "+l)

@@ -250,10 +250,12 @@ runs the turn on it.`,
 			}, func() error {
 				fmt.Fprintf(a.out, "merged %s #%d-%d into %s (%d items, %d left out)", id, resp.FromSeq, resp.ToSeq, resp.Parent.Id, resp.Included, resp.Omitted)
 				if resp.PromptSeq == 0 {
-					fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now; --run or a message runs one)\n")
+					fmt.Fprintf(a.out, "; its agent reads it on its next turn (nothing runs now)\n")
+					fmt.Fprintln(a.errOut, "--run or a message runs one")
 					return nil
 				}
-				fmt.Fprintf(a.out, "; a turn runs on it (#%d): `cast watch %s` follows it\n", resp.PromptSeq, resp.Parent.Id)
+				fmt.Fprintf(a.out, "; a turn runs on it (#%d)\n", resp.PromptSeq)
+				fmt.Fprintf(a.errOut, "`cast watch %s` follows it\n", resp.Parent.Id)
 				return nil
 			})
 		})

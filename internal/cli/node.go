@@ -35,7 +35,8 @@ func (a *app) nodeRmCmd() *cobra.Command {
 			}, func() error {
 				fmt.Fprintf(a.out, "forgot node %s\n", name)
 				if resp.Sessions > 0 {
-					fmt.Fprintf(a.out, "%d session(s) it owned stay under its name; `cast drain %s --skip-worktree` moves them\n", resp.Sessions, name)
+					fmt.Fprintf(a.out, "%d session(s) it owned stay under its name\n", resp.Sessions)
+					fmt.Fprintf(a.errOut, "`cast drain %s --skip-worktree` moves them\n", name)
 				}
 				return nil
 			})

@@ -35,7 +35,8 @@ func (a *app) approveCmd(allow bool) *cobra.Command {
 				if !allow {
 					verb = "denied"
 				}
-				fmt.Fprintf(a.out, "%s %s for %s; follow it with `cast watch %s`\n", verb, resp.ToolName, id, id)
+				fmt.Fprintf(a.out, "%s %s for %s\n", verb, resp.ToolName, id)
+				fmt.Fprintf(a.errOut, "follow it with `cast watch %s`\n", id)
 				return nil
 			})
 		})

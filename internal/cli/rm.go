@@ -25,7 +25,8 @@ func (a *app) rmCmd() *cobra.Command {
 					fmt.Fprintf(a.out, "deleted %s and its messages\n", id)
 					return nil
 				}
-				fmt.Fprintf(a.out, "archived %s; `cast ls --all` still lists it, `cast read %s` reads it\n", id, id)
+				fmt.Fprintf(a.out, "archived %s\n", id)
+				fmt.Fprintf(a.errOut, "`cast ls --all` still lists it, `cast read %s` reads it\n", id)
 				return nil
 			})
 		})

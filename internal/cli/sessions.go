@@ -104,7 +104,8 @@ func (a *app) sendCmd() *cobra.Command {
 			if a.json {
 				return a.printJSON(raw(resp.Message))
 			}
-			fmt.Fprintf(a.out, "sent #%d to %s; follow it with `cast watch %s`\n", resp.Message.Seq, id, id)
+			fmt.Fprintf(a.out, "sent #%d to %s\n", resp.Message.Seq, id)
+			fmt.Fprintf(a.errOut, "follow it with `cast watch %s`\n", id)
 			return nil
 		},
 	}
@@ -305,7 +306,8 @@ func (a *app) interruptCmd() *cobra.Command {
 					return nil
 				}
 				if !resp.Delivered {
-					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected; `cast nodes` shows it\n", id)
+					fmt.Fprintf(a.out, "interrupt recorded, but the node running %s is not connected\n", id)
+					fmt.Fprintln(a.errOut, "`cast node ls` shows it")
 					return nil
 				}
 				fmt.Fprintf(a.out, "interrupt sent to %s\n", id)

@@ -360,7 +360,8 @@ func (a *app) printWritten(id, agent string, n int, out agents.Written, more map
 	}
 	fmt.Fprintf(a.out, "%s %d messages as %s session %s%s\n  %s\n", done, n, agent, out.NativeID, note, out.Path)
 	if out.Omitted > 0 {
-		fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window; the transcript says how to `cast read` them\n", out.Omitted)
+		fmt.Fprintf(a.out, "  %d older messages were trimmed to fit the window\n", out.Omitted)
+		fmt.Fprintln(a.errOut, "the transcript says how to `cast read` them")
 	}
 	return nil
 }
