@@ -266,7 +266,7 @@ func (a *app) printDiff(r diffReport) error {
 		cmds = append(cmds, commandLine(c))
 	}
 	a.printList(cmds, r.ID, false)
-	fmt.Fprintf(w, "\nRead the whole conversation with `cast read %s`.\n", r.ID)
+	fmt.Fprintf(a.errOut, "read the whole conversation with `cast read %s`\n", r.ID) // a hint: stderr
 	return nil
 }
 

@@ -179,12 +179,16 @@ func TestDiffCommand(t *testing.T) {
 	}
 
 	// The human summary has its sections.
-	text, err := runDiff(t, addr, false, sess.Id)
+	text, hint, err := runSubcommand(addr, false, (*app).diffCmd, sess.Id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What to run next is a hint for people, on stderr.
+	if !strings.Contains(hint, "`cast read "+sess.Id+"`") || strings.Contains(text, "cast read") {
+		t.Errorf("the cast read hint is not on stderr alone: stdout %q, stderr %q", text, hint)
+	}
 	t.Logf("cast diff %s:\n%s", sess.Id, text)
-	for _, want := range []string{"Files changed (3", " M main.go", "?? notes.md", "Commits (1", "fix main", "Tools used (5 calls)", "Edit", "Files touched by tools (2)", "Commands run (1)", "cast read " + sess.Id} {
+	for _, want := range []string{"Files changed (3", " M main.go", "?? notes.md", "Commits (1", "fix main", "Tools used (5 calls)", "Edit", "Files touched by tools (2)", "Commands run (1)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}

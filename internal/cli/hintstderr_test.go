@@ -36,9 +36,19 @@ func TestHintsOnStderr(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A writer named for stdout (`w := a.out`) is stdout too.
+		aliases := map[string]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if as, ok := n.(*ast.AssignStmt); ok && len(as.Lhs) == 1 && len(as.Rhs) == 1 && isStdout(as.Rhs[0], nil) {
+				if id, ok := as.Lhs[0].(*ast.Ident); ok {
+					aliases[id.Name] = true
+				}
+			}
+			return true
+		})
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) < 2 || !isFmtPrint(call.Fun) || !isStdout(call.Args[0]) {
+			if !ok || len(call.Args) < 2 || !isFmtPrint(call.Fun) || !isStdout(call.Args[0], aliases) {
 				return true
 			}
 			calls++
@@ -68,10 +78,12 @@ func isFmtPrint(fun ast.Expr) bool {
 	return ok && pkg.Name == "fmt" && strings.HasPrefix(sel.Sel.Name, "Fprint")
 }
 
-// isStdout says whether w is the CLI's stdout: a.out (w.a.out, ...) or
-// cmd.OutOrStdout().
-func isStdout(w ast.Expr) bool {
+// isStdout says whether w is the CLI's stdout: a.out (w.a.out, ...),
+// cmd.OutOrStdout() or a variable in aliases.
+func isStdout(w ast.Expr, aliases map[string]bool) bool {
 	switch w := w.(type) {
+	case *ast.Ident:
+		return aliases[w.Name]
 	case *ast.SelectorExpr:
 		return w.Sel.Name == "out"
 	case *ast.CallExpr:
