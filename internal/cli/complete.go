@@ -49,7 +49,7 @@ func (a *app) completions(root *cobra.Command) {
 		for flag, fn := range map[string]func(context.Context) []string{
 			"session": a.sessions, "node": a.nodeNames, "from": a.nodeNames, "agent": a.agentNames,
 		} {
-			if cmd.Flags().Lookup(flag) != nil {
+			if f := cmd.Flags().Lookup(flag); f != nil && f.Deprecated == "" {
 				_ = cmd.RegisterFlagCompletionFunc(flag, a.completeAny(fn))
 			}
 		}

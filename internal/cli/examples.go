@@ -81,7 +81,7 @@ var examples = map[string][]string{
 	"web":                    {"cast web", "cast web --print   # just print the one-time link (it works once, within a minute)"},
 	"usage":                  {"cast usage", "cast usage --agent claude -o json"},
 	"version":                {"cast version", "cast version --client", "cast version -o yaml"},
-	"watch":                  {"cast watch 7k2m9qa", "cast watch 7k2m9qa --from 40"},
+	"watch":                  {"cast watch 7k2m9qa", "cast watch 7k2m9qa --from-seq 40"},
 	"workspace":              {"cast workspace set 7k2m9qa --worktree fix-42"},
 	"workspace set":          {"cast workspace set 7k2m9qa --root", "cast workspace set 7k2m9qa --repo services/api", "cast workspace set 7k2m9qa --worktree fix-42 --base main"},
 	"worktree":               {"cast worktree ls", "cast worktree rm PATH"},

@@ -144,11 +144,15 @@ func TestListOutputFormats(t *testing.T) {
 		t.Fatalf("cast worktree ls -o json has a null:\n%s", out)
 	}
 	getOutputFormats(t, addr, sessions[0])
-	// A --from past the end is said in the flag's name, not the API's
-	// (start_seq), with the seqs that work.
-	if _, errOut, code := runMain(t, addr, "watch", sessions[0], "--from", "99"); code != 2 ||
-		!saysAll(errOut, []string{"--from 99 is past the end of " + sessions[0], "last seq is 1", "--from 2 at most", "--from 0"}) || strings.Contains(errOut, "start_seq") {
-		t.Fatalf("cast watch --from 99: exit %d, %q", code, errOut)
+	// A --from-seq past the end is said in the flag's name, not the API's
+	// (start_seq), with the seqs that work; --from, the flag's old name
+	// (a node on migrate start), still works and says it is deprecated.
+	for _, flag := range []string{"--from-seq", "--from"} {
+		_, errOut, code := runMain(t, addr, "watch", sessions[0], flag, "99")
+		if code != 2 || !saysAll(errOut, []string{"--from-seq 99 is past the end of " + sessions[0], "last seq is 1", "--from-seq 2 at most", "--from-seq 0"}) ||
+			strings.Contains(errOut, "start_seq") || strings.Contains(errOut, "deprecated") != (flag == "--from") {
+			t.Fatalf("cast watch %s 99: exit %d, %q", flag, code, errOut)
+		}
 	}
 	if a, b := lines(mustMain(t, addr, "node", "ls"))[0], lines(mustMain(t, addr, "nodes"))[0]; a != b {
 		t.Fatalf("cast node ls header %q, cast nodes header %q", a, b)

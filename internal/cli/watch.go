@@ -25,20 +25,24 @@ func (a *app) watchCmd() *cobra.Command {
 		Short: "Follow a session's messages and state as they happen (Ctrl-C to stop); rides out control plane restarts",
 	}, sessionUse{hint: "cast watch ID; `cast ls` lists sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		if from < 0 {
-			return usagef("--from must be 0 (only new messages) or a seq (1-based)")
+			return usagef("--from-seq must be 0 (only new messages) or a seq (1-based)")
 		}
 		w := &watcher{a: a}
 		w.rw = resumingWatch{id: id, next: from, ended: w.ended, giveUp: w.giveUp}
 		err := w.run(cmd.Context())
-		// The control plane names its field (start_seq); people gave --from
-		// (still where the watch starts: nothing was shown yet).
+		// The control plane names its field (start_seq); people gave
+		// --from-seq (still where the watch starts: nothing was shown yet).
 		if last, perr := strconv.ParseInt(client.MetadataOf(err, "last_seq"), 10, 64); perr == nil && status.Code(err) == codes.InvalidArgument && w.rw.next == from {
-			return usagef("--from %d is past the end of %s (its last seq is %d): give --from %d at most, or --from 0 for only new messages", from, id, last, last+1)
+			return usagef("--from-seq %d is past the end of %s (its last seq is %d): give --from-seq %d at most, or --from-seq 0 for only new messages", from, id, last, last+1)
 		}
 		return err
 	})
 
-	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first (0: only new ones)")
+	cmd.Flags().Int64Var(&from, "from-seq", 1, "replay messages from this seq first (0: only new ones)")
+	// --from was this flag's name; --from names a node in migrate start:
+	// one meaning per flag name. Scripts keep working.
+	cmd.Flags().Int64Var(&from, "from", 1, "replay messages from this seq first")
+	_ = cmd.Flags().MarkDeprecated("from", "use --from-seq")
 	return cmd
 }
 
@@ -209,7 +213,7 @@ func endedByServer(err error) (said string, ended bool) {
 }
 
 func (w *watcher) giveUp(err error) error {
-	again := fmt.Sprintf("`cast watch %s --from %d`", w.rw.id, max(w.rw.next, 1))
+	again := fmt.Sprintf("`cast watch %s --from-seq %d`", w.rw.id, max(w.rw.next, 1))
 	said, ended := endedByServer(err)
 	if !ended {
 		return fmt.Errorf("the control plane at %s has been unreachable for %s; run %s when it is back", w.a.addr, retryBudget, again)

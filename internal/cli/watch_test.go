@@ -52,7 +52,7 @@ func TestWatchGivesUpOnAServerThatEndsEveryStream(t *testing.T) {
 	start := time.Now()
 	wctx, stop := context.WithTimeout(ctx, retryBudget+30*time.Second) // bounds the old endless loop
 	defer stop()
-	code := Main(wctx, []string{"--addr", srv.Addr(), "watch", sess.Id, "--from", "0"}, strings.NewReader(""), &out, &errOut)
+	code := Main(wctx, []string{"--addr", srv.Addr(), "watch", sess.Id, "--from-seq", "0"}, strings.NewReader(""), &out, &errOut)
 	took := time.Since(start)
 	said := errOut.String()
 	t.Logf("cast watch exited %d after %v:\n%s", code, took, said)
