@@ -9,9 +9,10 @@ import (
 	"github.com/cast-dev/cast/internal/testharness"
 )
 
-// The built cast exits as the README says: 2 for a usage mistake (unknown
-// command or flag, missing or extra arguments), 1 for a refused request,
-// 0 for a bare command group (it prints its help).
+// The built cast exits as docs/reference.md says: 2 for a usage mistake
+// (unknown command or flag, missing or extra arguments, a malformed id),
+// 1 for a refused request, 0 for a bare command group (it prints its
+// help).
 func TestCLIExitCodes(t *testing.T) {
 	t.Parallel()
 	srv := testharness.StartControlPlane(t, nil)
@@ -29,8 +30,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"send", "--model", "-x", "s1", "hi"}, 2},
 		{[]string{"interrupt", "s1", "-s", "s2"}, 2},
 		{[]string{"send"}, 2},
-		{[]string{"get", "no-such-session"}, 1},
-		{[]string{"interrupt", "no-such-session"}, 1},
+		{[]string{"get", "no-such-session"}, 2}, // not an id: refused before any request
+		{[]string{"get", "nosuchsession9"}, 1},
+		{[]string{"interrupt", "nosuchsession9"}, 1},
 		{[]string{"account"}, 0},
 		{[]string{"ls"}, 0},
 	} {

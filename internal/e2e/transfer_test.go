@@ -96,7 +96,7 @@ func TestImportThenExportResumesInRealCLIs(t *testing.T) {
 			t.Fatalf("export to cursor: exit %d %q", code, errOut)
 		}
 		_, errOut, code = c.run("import", "--agent", "claude", filepath.Join(t.TempDir(), "missing.jsonl"))
-		if code != 1 || !strings.Contains(errOut, "missing.jsonl") {
+		if code != 2 || !strings.Contains(errOut, "missing.jsonl") { // a usage mistake, named before any request
 			t.Fatalf("import of a missing file: exit %d %q", code, errOut)
 		}
 	})
