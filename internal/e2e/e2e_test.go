@@ -250,7 +250,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"send", "-s", "abcdefg", ""}, 2, "message is empty"},
 		{[]string{"send", "hi"}, 2, "cast send ID MESSAGE"},
 		{[]string{"read", "abcdefg"}, 1, "not found; `cast ls`"},
-		{[]string{"read", "Bad/Id"}, 1, "malformed"},
+		{[]string{"read", "Bad/Id"}, 2, "malformed"}, // refused before any request
 		{[]string{"read", "abcdefg", "9:3"}, 2, "FROM:TO"},
 		{[]string{"new", "hi"}, 2, "--agent is required"},
 		{[]string{"new", "--agent", "eliza"}, 2, "unknown agent"},
