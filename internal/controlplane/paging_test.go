@@ -83,3 +83,55 @@ func TestConfigKeepsRepliesUnderTheReceiveLimit(t *testing.T) {
 		})
 	}
 }
+
+// A ListMessages page token resumes only the range it was handed out for
+// (AIP-158: a changed request with an old token is an error). Before, the
+// token's seq replaced start_seq: resumed under start_seq 4 it handed out
+// seq 2 and 3, outside the range asked, and a token from start_seq 4 put
+// under start_seq 1 skipped seq 1..4 without a word.
+func TestMessagePageTokenKeepsItsRange(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := ctxT(t)
+	sess, err := c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"2", "3", "4", "5", "6"} {
+		if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokenOf := func(start, end int64) string {
+		t.Helper()
+		p, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: start, EndSeq: end, PageSize: 1})
+		if err != nil || p.NextPageToken == "" {
+			t.Fatalf("first page of %d:%d: %v", start, end, err)
+		}
+		return p.NextPageToken
+	}
+	for _, tc := range []struct {
+		name                 string
+		from, to, start, end int64
+	}{
+		{"resumed under a later start", 1, 0, 4, 0},
+		{"resumed under an earlier start", 4, 0, 1, 0},
+		{"resumed under another end", 1, 6, 1, 3},
+	} {
+		tok := tokenOf(tc.from, tc.to)
+		p, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: tc.start, EndSeq: tc.end, PageToken: tok})
+		if status.Code(err) != codes.InvalidArgument || client.ReasonOf(err) != "INVALID_PAGE_TOKEN" {
+			var seqs []int64
+			for _, m := range p.GetMessages() {
+				seqs = append(seqs, m.Seq)
+			}
+			t.Errorf("%s: got seqs %v, %v (%s), want INVALID_ARGUMENT / INVALID_PAGE_TOKEN", tc.name, seqs, err, client.ReasonOf(err))
+		}
+	}
+	// The same range pages on, page size changed or not.
+	tok := tokenOf(2, 5)
+	p, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: 2, EndSeq: 5, PageSize: 10, PageToken: tok})
+	if err != nil || len(p.Messages) != 3 || p.Messages[0].Seq != 3 || p.NextPageToken != "" {
+		t.Fatalf("second page of 2:5: %v %v", p, err)
+	}
+}

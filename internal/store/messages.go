@@ -45,10 +45,13 @@ func compactedAsToken(err error) error {
 
 // ListMessages returns messages with start <= seq <= end (end 0: newest):
 // at most pageSize and about Config.PageBytes of them (always one), and a
-// token for the rest.
+// token for the rest. The token resumes only the range asked (start and
+// end as the request gave them): under another range its seq would hand
+// out messages outside it, or skip some.
 func (s *Store) ListMessages(ctx context.Context, sessionID string, start, end int64, pageSize int, token string) ([]*castv1.Message, string, error) {
 	defer s.observe("list_messages", time.Now())
-	rev, after, err := s.messageToken(sessionID, token)
+	scope := strconv.FormatInt(start, 10) + ":" + strconv.FormatInt(end, 10)
+	rev, after, err := s.messageToken(sessionID, scope, token)
 	if err != nil {
 		return nil, "", err
 	}
@@ -85,14 +88,15 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string, start, end i
 	}
 	next := ""
 	if more && len(msgs) > 0 {
-		next = encodeToken(pageToken{After: strconv.FormatInt(msgs[len(msgs)-1].Seq+1, 10), Rev: rev, Session: sessionID})
+		next = encodeToken(pageToken{After: strconv.FormatInt(msgs[len(msgs)-1].Seq+1, 10), Rev: rev, Session: sessionID, Scope: scope})
 	}
 	return msgs, next, nil
 }
 
 // messageToken decodes a ListMessages page token of sessionID: the
-// revision and the seq to resume at (0, 0 without a token).
-func (s *Store) messageToken(sessionID, token string) (rev, after int64, err error) {
+// revision and the seq to resume at (0, 0 without a token); scope is the
+// range the token must have been handed out for.
+func (s *Store) messageToken(sessionID, scope, token string) (rev, after int64, err error) {
 	if token == "" {
 		return 0, 0, nil
 	}
@@ -106,6 +110,9 @@ func (s *Store) messageToken(sessionID, token string) (rev, after int64, err err
 	}
 	if t.Session != sessionID {
 		return 0, 0, badToken("belongs to another listing")
+	}
+	if t.Scope != scope {
+		return 0, 0, badToken("was handed out for another start_seq or end_seq")
 	}
 	return t.Rev, n, nil
 }
