@@ -82,7 +82,7 @@ func (s *Server) webPrincipal(ctx context.Context, p authz.Principal) (*authz.Pr
 // CreateWebLogin makes a one-time login link for the caller.
 func (h *authService) CreateWebLogin(ctx context.Context, _ *castv1.CreateWebLoginRequest) (*castv1.CreateWebLoginResponse, error) {
 	if h.s.web == nil {
-		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonNoWebApp,
 			"this control plane serves no web app: start it with --web-listen (controlplane --dev does)"))
 	}
 	p, ok := authz.FromContext(ctx)

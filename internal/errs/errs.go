@@ -85,6 +85,9 @@ const (
 	// ReasonSignedOut: the browser session a call came with ended while
 	// it was open (sign-out, or its lifetime).
 	ReasonSignedOut = "WEB_SIGNED_OUT"
+	// ReasonNoWebApp: a login link was asked of a control plane that
+	// serves no web app (no --web-listen).
+	ReasonNoWebApp = "WEB_APP_NOT_SERVED"
 	// CA rotation: the step does not fit the rotation's state (none under
 	// way, or one already), or principals still depend on the CA (their
 	// only live certificates are from it, or they do not trust the next).
