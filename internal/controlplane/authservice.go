@@ -217,7 +217,7 @@ func (h *authService) JoinNode(ctx context.Context, req *castv1.JoinNodeRequest)
 	}
 	if len(req.Csr) > 0 {
 		if h.s.cas() == nil {
-			return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+			return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonTLSRequired,
 				"joining with a certificate needs TLS: this control plane serves plaintext (--insecure)"))
 		}
 		if _, err := pki.ParseCSR(req.Csr); err != nil { // before the join token is spent

@@ -59,7 +59,7 @@ func (s *Server) certPrincipal(ctx context.Context) (*authz.Principal, bool, err
 func (s *Server) signClient(ctx context.Context, p authz.Principal, csr []byte) ([]byte, time.Time, []byte, error) {
 	set := s.cas()
 	if set == nil {
-		return nil, time.Time{}, nil, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+		return nil, time.Time{}, nil, errs.New(errs.KindFailedPrecondition, errs.ReasonTLSRequired,
 			"client certificates need TLS: this control plane serves plaintext (--insecure)")
 	}
 	if !set.Signs() {
@@ -96,7 +96,7 @@ func (h *authService) IssueCertificate(ctx context.Context, req *castv1.IssueCer
 		return nil, toStatus(h.s.lg, errors.New("no principal"))
 	}
 	if p.Cred == "" { // an OIDC ID token: no record to bind a certificate to
-		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonInvalidArgument,
+		return nil, toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonCertNoCredential,
 			"%s signed in with an OIDC ID token, which has no cast credential to bind a certificate to: keep using the ID token, or ask an admin for a cast token", p))
 	}
 	chain, exp, bundle, err := h.s.signClient(ctx, p, req.Csr)

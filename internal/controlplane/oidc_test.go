@@ -73,7 +73,7 @@ func TestOIDCUsers(t *testing.T) {
 	wantDenied(t, "an OIDC user lists accounts", err, codes.PermissionDenied, errs.ReasonPermissionDenied)
 	// No cast credential to bind a certificate to: a clear refusal.
 	if _, err := alice.Auth.IssueCertificate(ctx, &castv1.IssueCertificateRequest{}); status.Code(err) != codes.FailedPrecondition ||
-		!strings.Contains(err.Error(), "OIDC") {
+		client.ReasonOf(err) != errs.ReasonCertNoCredential || !strings.Contains(err.Error(), "OIDC") {
 		t.Errorf("certificate for an OIDC user: %v", err)
 	}
 	// The admin group: everything, every session.

@@ -16,6 +16,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/controlplane"
+	"github.com/cast-dev/cast/internal/errs"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -76,11 +77,22 @@ var codeNamed = map[string]codes.Code{
 // and a reason spelled as a code only with that code; nobody is
 // UNAUTHENTICATED on every call but the public ones, and a user or a node
 // is PERMISSION_DENIED (never a handler's answer) where its role may not call.
+// It walks a plaintext control plane (--insecure, as --dev) too, where
+// certificates are refused.
 func TestEveryRefusalHasAReason(t *testing.T) {
 	t.Parallel()
-	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled = true })
+	for name, tls := range map[string]bool{"tls": true, "plaintext": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			walkRefusals(t, tls)
+		})
+	}
+}
+
+func walkRefusals(t *testing.T, tls bool) {
+	srv := testharness.StartControlPlane(t, func(c *controlplane.Config) { c.TLS.Enabled, c.Insecure = tls, !tls })
 	dial := func(token string) *client.Client {
-		c, err := client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: token}.Dial()
+		c, err := client.Context{Addr: srv.Addr(), CAPin: srv.CAPin(), Token: token, Insecure: !tls}.Dial()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +113,11 @@ func TestEveryRefusalHasAReason(t *testing.T) {
 	joined, err := nobody.Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n1", JoinToken: join.Token})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !tls {
+		// Checked before the join token is spent or the CSR read.
+		_, err := nobody.Auth.JoinNode(ctx, &castv1.JoinNodeRequest{Name: "n2", JoinToken: join.Token, Csr: []byte("csr")})
+		wantDenied(t, "a join with a CSR on plaintext", err, codes.FailedPrecondition, errs.ReasonTLSRequired)
 	}
 	callers := map[string]*client.Client{"nobody": nobody, "user": dial(tok.Token), "node": dial(joined.Credential), "admin": admin}
 	policy := srv.Policy()

@@ -82,6 +82,11 @@ const (
 	ReasonCertExpired   = "CERT_EXPIRED"
 	ReasonCertUntrusted = "CERT_UNTRUSTED"
 	ReasonCertRevoked   = "CERT_REVOKED"
+	// A certificate was asked of a control plane serving plaintext
+	// (--insecure), or by a caller signed in with an OIDC ID token, which
+	// has no cast credential to bind one to.
+	ReasonTLSRequired      = "TLS_REQUIRED"
+	ReasonCertNoCredential = "CERT_NEEDS_CAST_CREDENTIAL"
 	// ReasonSignedOut: the browser session a call came with ended while
 	// it was open (sign-out, or its lifetime).
 	ReasonSignedOut = "WEB_SIGNED_OUT"
