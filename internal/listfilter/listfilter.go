@@ -15,6 +15,7 @@ package listfilter
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/errs"
 )
@@ -142,7 +143,8 @@ func lex(expr string) ([]token, error) {
 			}
 			out, i = append(out, token{text: expr[i:j]}), j
 		default:
-			return nil, bad("unexpected %q at offset %d; only AND of field = \"value\" terms is supported", string(c), i)
+			r, _ := utf8.DecodeRuneInString(expr[i:]) // the character, not its first byte
+			return nil, bad("unexpected %q at offset %d; only AND of field = \"value\" terms is supported", string(r), i)
 		}
 	}
 	return out, nil

@@ -41,6 +41,8 @@ func TestParse(t *testing.T) {
 		{`agent = "="`, Filter{{Field: "agent", Value: "="}}, ""},
 		{`"agent" = "claude"`, nil, "not a term"},
 		{`agent = = "claude"`, nil, "not a value"},
+		// A bare non-ASCII value is named as written, not by its first byte.
+		{`agent = ü`, nil, `unexpected "ü" at offset 8`},
 		{strings.Repeat("a", MaxLen+1), nil, "longer than"},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
