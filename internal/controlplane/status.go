@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/errs"
 )
 
@@ -34,11 +35,14 @@ func toStatus(lg *zap.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	// A status already, and not a cast error merely wrapping one: gRPC's
-	// FromError finds a status anywhere in the chain, such as the etcd
-	// failure a cast error keeps as its (server-side) cause.
+	// A status this package made already (it has its ErrorInfo; or a
+	// cancel), and not a cast error merely wrapping one: gRPC's FromError
+	// finds a status anywhere in the chain, such as the etcd failure a
+	// cast error keeps as its (server-side) cause. A status without one is
+	// clientv3's own (a txn cut off mid-call is handed back as etcd's
+	// UNAVAILABLE): a store failure, below.
 	e, isCast := errs.As(err)
-	if _, ok := status.FromError(err); ok && !isCast {
+	if st, ok := status.FromError(err); ok && !isCast && (client.ReasonOf(err) != "" || st.Code() == codes.Canceled) {
 		return err
 	}
 	switch {

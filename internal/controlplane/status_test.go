@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -32,6 +33,13 @@ func TestToStatusMapsACastErrorWrappingAStatus(t *testing.T) {
 		{"an internal failure", errs.Internal(tooBig, "replay transcript"), codes.Internal, errs.ReasonInternal},
 		{"a refusal with a cause", &errs.Error{Kind: errs.KindFailedPrecondition, Reason: errs.ReasonNotOwner, Err: etcdDown, Msg: "not the owner"},
 			codes.FailedPrecondition, errs.ReasonNotOwner},
+		// A store read or write handing back clientv3's error as it is (a
+		// txn cut off by etcd's restart is not retried): before, it passed
+		// through as etcd's own status, without a reason and with etcd's
+		// address.
+		{"a store's transport failure", etcdDown, codes.Unavailable, errs.ReasonUnavailable},
+		{"a store's transport failure, wrapped", fmt.Errorf("read session: %w", etcdDown), codes.Unavailable, errs.ReasonUnavailable},
+		{"a refusal already mapped", invalid("page_size must not be negative"), codes.InvalidArgument, errs.ReasonInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := status.Convert(toStatus(zap.NewNop(), tc.err))
