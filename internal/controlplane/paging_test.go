@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/archive"
 	"github.com/cast-dev/cast/internal/client"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -133,5 +135,60 @@ func TestMessagePageTokenKeepsItsRange(t *testing.T) {
 	p, err := c.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: sess.Id, StartSeq: 2, EndSeq: 5, PageSize: 10, PageToken: tok})
 	if err != nil || len(p.Messages) != 3 || p.Messages[0].Seq != 3 || p.NextPageToken != "" {
 		t.Fatalf("second page of 2:5: %v %v", p, err)
+	}
+}
+
+// A purged session's messages stay readable at an older store revision
+// until a compaction, and a page token names that revision and the
+// session: another user forging one (tokens are base64 JSON) must not
+// read the purged session through it. The session check passes a session
+// it cannot find (the handler says NOT_FOUND), so before, the handler read
+// alice's purged messages for bob at the token's revision. Now bob gets
+// NOT_FOUND, as for a session never made.
+func TestPurgedSessionIsNotReadThroughAForgedToken(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t, nil)
+	ctx := ctxT(t)
+	id := e.aliceSess.Id
+	for _, text := range []string{"secret one", "secret two"} {
+		if _, err := e.alice.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: id, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Bob learns a current revision from a token of his own.
+	mine, err := e.bob.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: "/tmp", Text: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.bob.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: mine.Id, Text: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.bob.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: mine.Id, PageSize: 1})
+	if err != nil || p.NextPageToken == "" {
+		t.Fatalf("bob's own page: %v", err)
+	}
+	var own struct {
+		R int64  `json:"r"`
+		Q string `json:"q"`
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(p.NextPageToken)
+	if err := json.Unmarshal(raw, &own); err != nil || own.R == 0 {
+		t.Fatalf("token %q: %v", raw, err)
+	}
+	testharness.WaitFor(t, 30*time.Second, "alice's turns to end", func() bool {
+		s, err := e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
+		return err == nil && archive.Purgeable(s) == nil
+	})
+	if _, err := e.alice.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: id, Purge: true}); err != nil {
+		t.Fatal(err)
+	}
+	forged := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"a":"1","r":%d,"s":%q,"q":%q}`, own.R, id, own.Q))
+	got, err := e.bob.Sessions.ListMessages(ctx, &castv1.ListMessagesRequest{SessionId: id, PageToken: forged})
+	if status.Code(err) != codes.NotFound || len(got.GetMessages()) > 0 { // as for a session never made
+		var texts []string
+		for _, m := range got.GetMessages() {
+			texts = append(texts, m.GetText())
+		}
+		t.Fatalf("bob read alice's purged session: %q, %v", texts, err)
 	}
 }
