@@ -175,6 +175,14 @@ func TestPurgedSessionIsNotReadThroughAForgedToken(t *testing.T) {
 	if err := json.Unmarshal(raw, &own); err != nil || own.R == 0 {
 		t.Fatalf("token %q: %v", raw, err)
 	}
+	// Alice watches it while it is purged: the fan-out holds its frames.
+	w, err := e.alice.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
 	testharness.WaitFor(t, 30*time.Second, "alice's turns to end", func() bool {
 		s, err := e.alice.Sessions.GetSession(ctx, &castv1.GetSessionRequest{SessionId: id})
 		return err == nil && archive.Purgeable(s) == nil
@@ -190,5 +198,16 @@ func TestPurgedSessionIsNotReadThroughAForgedToken(t *testing.T) {
 			texts = append(texts, m.GetText())
 		}
 		t.Fatalf("bob read alice's purged session: %q, %v", texts, err)
+	}
+	bw, err := e.bob.Sessions.WatchSession(ctx, &castv1.WatchSessionRequest{SessionId: id, StartSeq: 1})
+	if err == nil {
+		var ev *castv1.WatchSessionResponse
+		ev, err = bw.Recv()
+		if err == nil {
+			t.Fatalf("bob watched alice's purged session: %v", ev)
+		}
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("bob's watch of alice's purged session: %v, want NOT_FOUND", err)
 	}
 }
