@@ -172,11 +172,15 @@ func (h *accountService) ListAccounts(ctx context.Context, req *castv1.ListAccou
 	if err := refuse(validate.Check(validate.Name, "agent", req.Agent)); err != nil {
 		return nil, err
 	}
+	page, err := pager(req.PageSize, req.PageToken, "accounts:"+scope(req.Agent), func(a *castv1.Account) string { return a.Agent + "\x00" + a.Name })
+	if err != nil {
+		return nil, err
+	}
 	as, err := h.s.fleet.List(ctx, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	as, next, err := page(as, func(a *castv1.Account) string { return a.Agent + "\x00" + a.Name }, req.PageSize, req.PageToken, "accounts:"+scope(req.Agent))
+	as, next, err := page(as)
 	if err != nil {
 		return nil, err
 	}

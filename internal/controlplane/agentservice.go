@@ -79,12 +79,16 @@ func (h *agentService) ListAgentChecks(ctx context.Context, req *castv1.ListAgen
 	if err := refuse(validate.Check(validate.Name, "agent", req.Agent)); err != nil {
 		return nil, err
 	}
+	key := func(c *castv1.AgentCheck) string { return c.Agent + "\x00" + c.Version + "\x00" + c.Capability }
+	page, err := pager(req.PageSize, req.PageToken, "agentchecks:"+scope(req.Agent), key)
+	if err != nil {
+		return nil, err
+	}
 	checks, err := h.s.store.ListAgentChecks(ctx, req.Agent)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	key := func(c *castv1.AgentCheck) string { return c.Agent + "\x00" + c.Version + "\x00" + c.Capability }
-	checks, next, err := page(checks, key, req.PageSize, req.PageToken, "agentchecks:"+scope(req.Agent))
+	checks, next, err := page(checks)
 	if err != nil {
 		return nil, err
 	}

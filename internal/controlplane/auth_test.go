@@ -176,8 +176,15 @@ func TestUserSessionCheckReadsASessionOnce(t *testing.T) {
 // record, from its /metrics.
 func sessionReads(t *testing.T, metrics string) float64 {
 	t.Helper()
+	return storeCalls(t, metrics, "get_session")
+}
+
+// storeCalls is how many times the control plane's store did op, from its
+// /metrics.
+func storeCalls(t *testing.T, metrics, op string) float64 {
+	t.Helper()
 	for _, line := range strings.Split(string(httpGet(t, "http://"+metrics+"/metrics")), "\n") {
-		if v, ok := strings.CutPrefix(line, `cast_store_request_duration_seconds_count{op="get_session"} `); ok {
+		if v, ok := strings.CutPrefix(line, `cast_store_request_duration_seconds_count{op="`+op+`"} `); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -185,7 +192,7 @@ func sessionReads(t *testing.T, metrics string) float64 {
 			return n
 		}
 	}
-	t.Fatal("no get_session count in /metrics")
+	t.Fatalf("no %s count in /metrics", op)
 	return 0
 }
 

@@ -146,11 +146,15 @@ func (h *authService) CreateToken(ctx context.Context, req *castv1.CreateTokenRe
 }
 
 func (h *authService) ListTokens(ctx context.Context, req *castv1.ListTokensRequest) (*castv1.ListTokensResponse, error) {
+	page, err := pager(req.PageSize, req.PageToken, "tokens", func(r store.TokenRecord) string { return r.Name })
+	if err != nil {
+		return nil, err
+	}
 	list, err := h.s.store.ListTokens(ctx)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
-	list, next, err := page(list, func(r store.TokenRecord) string { return r.Name }, req.PageSize, req.PageToken, "tokens")
+	list, next, err := page(list)
 	if err != nil {
 		return nil, err
 	}

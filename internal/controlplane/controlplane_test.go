@@ -452,3 +452,28 @@ func TestArchivedSessionTakesNoMessages(t *testing.T) {
 		t.Fatalf("the archived session holds %d messages (%v), want none", got.GetLastSeq(), err)
 	}
 }
+
+// A malformed page_size or page_token is the caller's INVALID_ARGUMENT
+// before the listing is read: before, the listings read whole (nodes,
+// tokens, accounts, agent checks) read the store first, so a replica cut
+// from etcd answered a call that can never work UNAVAILABLE, retry. The
+// store's list_nodes count says whether ListNodes read.
+func TestPageArgsRefusedBeforeTheRead(t *testing.T) {
+	t.Parallel()
+	srv := testharness.StartControlPlane(t, nil)
+	c := testharness.Dial(t, srv.Addr())
+	ctx := ctxT(t)
+	reads := func() float64 { return storeCalls(t, srv.MetricsAddr(), "list_nodes") }
+	if _, err := c.Nodes.ListNodes(ctx, &castv1.ListNodesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	before := reads()
+	for _, req := range []*castv1.ListNodesRequest{{PageSize: -1}, {PageToken: "a+b"}} {
+		if _, err := c.Nodes.ListNodes(ctx, req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%v: %v, want INVALID_ARGUMENT", req, err)
+		}
+	}
+	if n := reads() - before; n != 0 {
+		t.Fatalf("refused ListNodes calls read the store %v times", n)
+	}
+}

@@ -37,16 +37,20 @@ func listArgs(n int32, token string, def int) (int, error) {
 	return min(int(n), maxPageSize), nil
 }
 
-// page hands out one page of a listing read whole (store.Page), after its
-// page_size and page_token are checked; list names the listing in the
-// token, key orders it.
-func page[T any](items []T, key func(T) string, n int32, token, list string) ([]T, string, error) {
+// pager checks a List request's page_size and page_token, before the
+// listing is read (a malformed one is the caller's INVALID_ARGUMENT
+// whatever the store's state), and returns what hands out one page of
+// the listing once read whole (store.Page); list names the listing in
+// the token, key orders it.
+func pager[T any](n int32, token, list string, key func(T) string) (func([]T) ([]T, string, error), error) {
 	size, err := listArgs(n, token, defaultPageSize)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	out, next, err := store.Page(items, key, size, token, list)
-	return out, next, refuse(err)
+	return func(items []T) ([]T, string, error) {
+		out, next, err := store.Page(items, key, size, token, list)
+		return out, next, refuse(err)
+	}, nil
 }
 
 // scope is a short digest of what a List request asked beside its page

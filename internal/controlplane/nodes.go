@@ -31,6 +31,10 @@ func (h *nodeService) ListNodes(ctx context.Context, req *castv1.ListNodesReques
 	if err != nil {
 		return nil, err
 	}
+	page, err := pager(req.PageSize, req.PageToken, "nodes:"+scope(req.Filter), func(n *castv1.Node) string { return n.Name })
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := h.s.store.ListNodes(ctx)
 	if err != nil {
 		return nil, toStatus(h.s.lg, err)
@@ -38,7 +42,7 @@ func (h *nodeService) ListNodes(ctx context.Context, req *castv1.ListNodesReques
 	nodes = slices.DeleteFunc(nodes, func(n *castv1.Node) bool {
 		return !f.Match(func(field string) []string { return nodeField(n, field) })
 	})
-	nodes, next, err := page(nodes, func(n *castv1.Node) string { return n.Name }, req.PageSize, req.PageToken, "nodes:"+scope(req.Filter))
+	nodes, next, err := page(nodes)
 	if err != nil {
 		return nil, err
 	}

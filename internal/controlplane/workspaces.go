@@ -81,7 +81,11 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 	if err := refuse(validate.Check(validate.Name, "node", req.Node)); err != nil {
 		return nil, err
 	}
-	if _, err := listArgs(req.PageSize, req.PageToken, defaultPageSize); err != nil {
+	// Every page asks the nodes again (worktrees live on them, not in the
+	// store); the key pages by node, then path.
+	key := func(w *castv1.Worktree) string { return w.Node + "\x00" + w.Path }
+	page, err := pager(req.PageSize, req.PageToken, "worktrees:"+scope(req.Node), key)
+	if err != nil {
 		return nil, err // before asking every node
 	}
 	names := []string{req.Node}
@@ -110,11 +114,7 @@ func (h *nodeService) ListWorktrees(ctx context.Context, req *castv1.ListWorktre
 			}
 		}
 	}
-	// Every page asks the nodes again (worktrees live on them, not in the
-	// store); the key pages by node, then path.
-	key := func(w *castv1.Worktree) string { return w.Node + "\x00" + w.Path }
-	var err error
-	if resp.Worktrees, resp.NextPageToken, err = page(resp.Worktrees, key, req.PageSize, req.PageToken, "worktrees:"+scope(req.Node)); err != nil {
+	if resp.Worktrees, resp.NextPageToken, err = page(resp.Worktrees); err != nil {
 		return nil, err
 	}
 	return resp, nil
