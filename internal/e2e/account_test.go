@@ -98,7 +98,7 @@ func TestHandoffWithAccount(t *testing.T) {
 		!strings.Contains(errOut, `no claude account "nope"`) || !strings.Contains(errOut, "work") {
 		t.Fatalf("handoff --account nope: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := c.run("handoff", "-s", src.Id, "--agent", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, "not a valid account name") {
+	if _, errOut, code := c.run("handoff", "-s", src.Id, "--agent", "same", "--account", "../x"); code != 2 || !strings.Contains(errOut, `--account "../x" is malformed`) {
 		t.Fatalf("bad account name: exit %d %q", code, errOut)
 	}
 }
