@@ -48,21 +48,25 @@ func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, det
 	lines = append(lines, strings.Split(stderr, "\n")...)
 	lines = append(lines, strings.Split(stdout, "\n")...)
 	login := d.a.Login
-	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" && login.IsLoggedOut(l) {
-			return ReasonNotLoggedIn, clip(l, 400)
+	said := make([]string, len(lines))
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+		said[i] = textOf(lines[i])
+	}
+	for i, l := range said {
+		if l != "" && login.IsLoggedOut(l) {
+			return ReasonNotLoggedIn, clip(lines[i], 400)
 		}
 	}
 	for _, p := range reasonPatterns {
-		for _, l := range lines {
-			l = strings.TrimSpace(l)
+		for i, l := range said {
 			if l == "" || !p.re.MatchString(l) {
 				continue
 			}
 			if p.reason == ReasonRefused && connRefused.MatchString(l) {
 				continue
 			}
-			return p.reason, clip(l, 400)
+			return p.reason, clip(lines[i], 400)
 		}
 	}
 	if !failed {
@@ -70,4 +74,27 @@ func (d *driver) classify(exit, emitted int, stdout, stderr string) (reason, det
 	}
 	detail = clip(lastLines(strings.Join(errs, "\n")+"\n"+stderr+"\n"+stdout, 6), 600)
 	return ReasonFailed, fmt.Sprintf("exit %d: %s", exit, detail)
+}
+
+// jsonNumber is a number a JSON field holds ("duration_ms":401).
+var jsonNumber = regexp.MustCompile(`"(\w+)"\s*:\s*-?\d+(\.\d+)?([eE][-+]?\d+)?`)
+
+// statusKeys are the JSON fields whose number is an HTTP or API status.
+var statusKeys = map[string]bool{"status": true, "code": true, "status_code": true, "statusCode": true, "api_error_status": true, "http_status": true}
+
+// textOf is what a printed line says, for the patterns above: the line
+// with the numbers of JSON fields other than statuses left out. Those are
+// timings, counts and sizes: claude's stream-json result of a throttled
+// turn that took 401 ms matched `\b401\b` and was read as a lost login.
+func textOf(line string) string {
+	if !strings.Contains(line, `"`) {
+		return line
+	}
+	return jsonNumber.ReplaceAllStringFunc(line, func(field string) string {
+		key := jsonNumber.FindStringSubmatch(field)[1]
+		if statusKeys[key] {
+			return field
+		}
+		return `"` + key + `":#`
+	})
 }

@@ -145,6 +145,13 @@ func TestClassify(t *testing.T) {
 		{1, "API Error: Claude Code is unable to respond to this request, which appears to violate our Usage Policy", "", ReasonRefused},
 		// codex 0.171 on a message over 1,048,576 characters
 		{1, "", `Error: turn/start: turn/start failed: Input exceeds the maximum length of 1048576 characters. (code -32602), data: {"input_error_code":"input_too_large"}`, ReasonRefused},
+		// A JSON event's numbers are timings and counts, not statuses: claude's
+		// result of a throttled turn that took 401 ms was read as a 401 (not
+		// logged in), and a fleet account was never offered another.
+		{1, `{"type":"result","is_error":true,"api_error_status":429,"duration_ms":401,"result":"API Error: Server is temporarily limiting requests (not your usage limit)"}`, "", ReasonRateLimited},
+		{1, `{"type":"result","is_error":true,"duration_ms":429,"num_turns":401,"result":"boom"}`, "", ReasonFailed},
+		{1, `{"error":{"code":401,"message":"request failed"}}`, "", ReasonNotLoggedIn},
+		{1, `{"type":"error","message":"API Error: 401 {\"type\":\"authentication_error\"}"}`, "", ReasonNotLoggedIn},
 	} {
 		if got, detail := d.classify(tc.exit, 1, tc.stdout, tc.stderr); got != tc.want {
 			t.Errorf("classify(%d, %q, %q) = %q (%s), want %q", tc.exit, tc.stdout, tc.stderr, got, detail, tc.want)
