@@ -275,10 +275,11 @@ func yesNo(b bool) string {
 }
 
 func limitedUntil(acc *castv1.Account) string {
-	if acc.LimitedUntil == nil || !acc.LimitedUntil.AsTime().After(time.Now()) {
+	end := wire.LimitEndTime(acc)
+	if end == nil || !end.AsTime().After(time.Now()) {
 		return "-"
 	}
-	return acc.LimitedUntil.AsTime().Local().Format(time.RFC3339)
+	return end.AsTime().Local().Format(time.RFC3339)
 }
 
 // usage is each window the provider last reported that has not reset yet,

@@ -102,7 +102,8 @@ func newUsageReport(resp *castv1.ListAccountsResponse, now time.Time) usageRepor
 		f := fleetUsage{Agent: fp.Agent, Policy: fp.Policy, Active: fp.Active, Best: fp.Best, BestUsedPercent: fp.BestUsedPercent, Accounts: []accountUsage{}}
 		f.PolicyLine = policyLine(fp.Agent, fp.Policy, fp.Best, fp.BestUsedPercent)
 		if p := fp.Pending; p != nil {
-			f.Pending = &pendingChoice{From: p.From, Until: p.Until.AsTime(), Since: p.Since.AsTime(), Sessions: p.Sessions}
+			until, since := wire.ChoiceTimes(p)
+			f.Pending = &pendingChoice{From: p.From, Until: until, Since: since, Sessions: p.Sessions}
 		}
 		for _, acc := range resp.Accounts {
 			if acc.Agent == fp.Agent {
@@ -119,8 +120,8 @@ func newAccountUsage(acc *castv1.Account, fp *castv1.FleetPolicy, now time.Time)
 	if u.Policy != fp.Policy {
 		u.PolicyLine = policyLine(fp.Agent, acc.Policy, fp.Best, fp.BestUsedPercent)
 	}
-	if acc.LimitedUntil != nil && acc.LimitedUntil.AsTime().After(now) {
-		t := acc.LimitedUntil.AsTime()
+	if end := wire.LimitEndTime(acc); end != nil && end.AsTime().After(now) {
+		t := end.AsTime()
 		u.LimitedUntil = &t
 	}
 	if acc.UsageTime != nil {

@@ -156,7 +156,7 @@ func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (
 		cred, _, err := v.Get(ctx, req.Agent, req.Account)
 		return &castv1.CustodyResponse{Credential: cred}, err
 	case castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH:
-		return &castv1.CustodyResponse{}, v.BeginRefresh(ctx, req.Agent, req.Account, req.Node, req.Issued.AsTime())
+		return &castv1.CustodyResponse{}, v.BeginRefresh(ctx, req.Agent, req.Account, req.Node, issueTime(req))
 	}
 	return nil, errs.Invalid("custody op %v is not one of ACCESS, ELECT, GET, PUT, BEGIN_REFRESH, END_REFRESH", req.Op)
 }
@@ -199,4 +199,13 @@ func (h *nodeService) mayPut(ctx context.Context, req *castv1.CustodyRequest) er
 		return gerr
 	}
 	return err
+}
+
+// issueTime is a refresh's credential's issue time: issue_time, or the
+// deprecated issued an older node sends.
+func issueTime(req *castv1.CustodyRequest) time.Time {
+	if req.GetIssueTime() != nil {
+		return req.GetIssueTime().AsTime()
+	}
+	return req.GetIssued().AsTime()
 }

@@ -373,7 +373,8 @@ func toProto(r *quota.Account, active bool) *castv1.Account {
 		UpdatedAt: timestamppb.New(r.UpdatedAt), UpdateTime: timestamppb.New(r.UpdatedAt)}
 	a.Usage = wire.WindowsToProto(r.Usage)
 	if !r.LimitedUntil.IsZero() {
-		a.LimitedUntil = timestamppb.New(r.LimitedUntil)
+		// Both: limited_until for readers older than limit_end_time (AIP-142).
+		a.LimitedUntil, a.LimitEndTime = timestamppb.New(r.LimitedUntil), timestamppb.New(r.LimitedUntil)
 	}
 	if !r.UsageAt.IsZero() {
 		a.UsageAt, a.UsageTime = timestamppb.New(r.UsageAt), timestamppb.New(r.UsageAt)

@@ -72,7 +72,10 @@ func (mg *Manager) Fleets(ctx context.Context, agent string) ([]*castv1.FleetPol
 			return nil, err
 		}
 		if c.From != "" {
-			fp.Pending = &castv1.AccountChoice{From: c.From, Until: timestamppb.New(c.Until), Sessions: c.Sessions, Since: timestamppb.New(c.Since)}
+			until, since := timestamppb.New(c.Until), timestamppb.New(c.Since)
+			// Both: until and since for readers older than the *_time fields (AIP-142).
+			fp.Pending = &castv1.AccountChoice{From: c.From, Sessions: c.Sessions,
+				Until: until, LimitEndTime: until, Since: since, CreateTime: since}
 		}
 		if best := Pick(accounts, act.Name, now); best != "" {
 			fp.Best = best

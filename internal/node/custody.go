@@ -34,7 +34,8 @@ type custodyService struct {
 func (c custodyService) call(ctx context.Context, op castv1.CustodyOp, agent, account string, cred []byte, issued time.Time) (*castv1.CustodyResponse, error) {
 	req := &castv1.CustodyRequest{Node: c.node, Agent: agent, Account: account, Op: op, Credential: cred}
 	if !issued.IsZero() {
-		req.Issued = timestamppb.New(issued)
+		// Both: issued for control planes older than issue_time (AIP-142).
+		req.Issued, req.IssueTime = timestamppb.New(issued), timestamppb.New(issued)
 	}
 	resp, err := c.cli.Custody(ctx, req)
 	switch r := client.ReasonOf(err); r {

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
@@ -38,6 +40,30 @@ func WindowsFromProto(ws []*castv1.UsageWindow) []quota.Window {
 		out = append(out, w)
 	}
 	return out
+}
+
+// LimitEndTime is when the usage limit an account is over ends:
+// limit_end_time, or the deprecated limited_until an older control plane
+// sends; nil when it is over none.
+func LimitEndTime(a *castv1.Account) *timestamppb.Timestamp {
+	if a.GetLimitEndTime() != nil {
+		return a.GetLimitEndTime()
+	}
+	return a.GetLimitedUntil()
+}
+
+// ChoiceTimes are when a pending choice's limit ends and when it was first
+// asked: the *_time fields, or the deprecated until and since an older
+// control plane sends.
+func ChoiceTimes(c *castv1.AccountChoice) (limitEnd, created time.Time) {
+	limitEnd, created = c.GetLimitEndTime().AsTime(), c.GetCreateTime().AsTime()
+	if c.GetLimitEndTime() == nil {
+		limitEnd = c.GetUntil().AsTime()
+	}
+	if c.GetCreateTime() == nil {
+		created = c.GetSince().AsTime()
+	}
+	return limitEnd, created
 }
 
 // ResetTime is when a window resets: reset_time, or the deprecated

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -46,5 +48,42 @@ func TestWindowsRoundTrip(t *testing.T) {
 	}
 	if WindowsToProto(nil) != nil || WindowsFromProto(nil) != nil {
 		t.Fatal("no windows should stay nil")
+	}
+}
+
+// A reader takes the *_time fields, and the deprecated ones an older
+// control plane sends alone (AIP-142's renames, both filled meanwhile).
+func TestTimeFieldsFallBackToDeprecated(t *testing.T) {
+	old, cur := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC), time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	tsOld, tsCur := timestamppb.New(old), timestamppb.New(cur)
+	accounts := []struct {
+		name string
+		acc  *castv1.Account
+		want *timestamppb.Timestamp
+	}{
+		{"new only", &castv1.Account{LimitEndTime: tsCur}, tsCur},
+		{"both", &castv1.Account{LimitEndTime: tsCur, LimitedUntil: tsOld}, tsCur},
+		{"older control plane", &castv1.Account{LimitedUntil: tsOld}, tsOld},
+		{"not limited", &castv1.Account{}, nil},
+	}
+	for _, tc := range accounts {
+		if got := LimitEndTime(tc.acc); got != tc.want {
+			t.Errorf("LimitEndTime, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	choices := []struct {
+		name             string
+		c                *castv1.AccountChoice
+		wantEnd, wantAsk time.Time
+	}{
+		{"new only", &castv1.AccountChoice{LimitEndTime: tsCur, CreateTime: tsOld}, cur, old},
+		{"both", &castv1.AccountChoice{LimitEndTime: tsCur, Until: tsOld, CreateTime: tsCur, Since: tsOld}, cur, cur},
+		{"older control plane", &castv1.AccountChoice{Until: tsOld, Since: tsCur}, old, cur},
+	}
+	for _, tc := range choices {
+		end, ask := ChoiceTimes(tc.c)
+		if !end.Equal(tc.wantEnd) || !ask.Equal(tc.wantAsk) {
+			t.Errorf("ChoiceTimes, %s: %v, %v; want %v, %v", tc.name, end, ask, tc.wantEnd, tc.wantAsk)
+		}
 	}
 }

@@ -35,6 +35,9 @@ type Account struct {
 	// active: the account every node's shared credential store holds now.
 	Active bool `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
 	// limited_until is set while the account is over a usage limit.
+	// Deprecated: use limit_end_time (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
 	LimitedUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=limited_until,json=limitedUntil,proto3" json:"limited_until,omitempty"`
 	// switches counts how often the fleet switched away from it on a limit.
 	Switches int64 `protobuf:"varint,5,opt,name=switches,proto3" json:"switches,omitempty"`
@@ -58,7 +61,10 @@ type Account struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// usage_time is when a turn last reported usage (how old the figures
 	// are); unset when none ever did.
-	UsageTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=usage_time,json=usageTime,proto3" json:"usage_time,omitempty"`
+	UsageTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=usage_time,json=usageTime,proto3" json:"usage_time,omitempty"`
+	// limit_end_time is when the usage limit the account is over ends; unset
+	// while it is not over one.
+	LimitEndTime  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=limit_end_time,json=limitEndTime,proto3" json:"limit_end_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +120,7 @@ func (x *Account) GetActive() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *Account) GetLimitedUntil() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LimitedUntil
@@ -168,6 +175,13 @@ func (x *Account) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Account) GetUsageTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UsageTime
+	}
+	return nil
+}
+
+func (x *Account) GetLimitEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LimitEndTime
 	}
 	return nil
 }
@@ -272,12 +286,22 @@ type AccountChoice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// from is the account at its limit.
 	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	// until is when from's limit ends.
+	// until is when from's limit ends. Deprecated: use limit_end_time
+	// (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
 	Until *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
 	// sessions are the parked sessions waiting.
 	Sessions []string `protobuf:"bytes,3,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	// since is when the choice was first asked.
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// since is when the choice was first asked. Deprecated: use create_time
+	// (AIP-142); both are filled.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/account.proto.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// limit_end_time is when from's limit ends.
+	LimitEndTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=limit_end_time,json=limitEndTime,proto3" json:"limit_end_time,omitempty"`
+	// create_time is when the choice was first asked.
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +343,7 @@ func (x *AccountChoice) GetFrom() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *AccountChoice) GetUntil() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Until
@@ -333,9 +358,24 @@ func (x *AccountChoice) GetSessions() []string {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in cast/v1/account.proto.
 func (x *AccountChoice) GetSince() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Since
+	}
+	return nil
+}
+
+func (x *AccountChoice) GetLimitEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LimitEndTime
+	}
+	return nil
+}
+
+func (x *AccountChoice) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
 	}
 	return nil
 }
@@ -442,12 +482,12 @@ var File_cast_v1_account_proto protoreflect.FileDescriptor
 
 const file_cast_v1_account_proto_rawDesc = "" +
 	"\n" +
-	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x03\n" +
+	"\x15cast/v1/account.proto\x12\acast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x04\n" +
 	"\aAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
-	"\x06active\x18\x03 \x01(\bR\x06active\x12?\n" +
-	"\rlimited_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\flimitedUntil\x12\x1a\n" +
+	"\x06active\x18\x03 \x01(\bR\x06active\x12C\n" +
+	"\rlimited_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\flimitedUntil\x12\x1a\n" +
 	"\bswitches\x18\x05 \x01(\x03R\bswitches\x12=\n" +
 	"\n" +
 	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\tupdatedAt\x12*\n" +
@@ -458,19 +498,23 @@ const file_cast_v1_account_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x129\n" +
 	"\n" +
-	"usage_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tusageTime\"\xc5\x01\n" +
+	"usage_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tusageTime\x12@\n" +
+	"\x0elimit_end_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\flimitEndTime\"\xc5\x01\n" +
 	"\vFleetPolicy\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x12\n" +
 	"\x04best\x18\x03 \x01(\tR\x04best\x12*\n" +
 	"\x11best_used_percent\x18\x04 \x01(\x01R\x0fbestUsedPercent\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\tR\x06active\x120\n" +
-	"\apending\x18\x06 \x01(\v2\x16.cast.v1.AccountChoiceR\apending\"\xa3\x01\n" +
+	"\apending\x18\x06 \x01(\v2\x16.cast.v1.AccountChoiceR\apending\"\xaa\x02\n" +
 	"\rAccountChoice\x12\x12\n" +
-	"\x04from\x18\x01 \x01(\tR\x04from\x120\n" +
-	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1a\n" +
-	"\bsessions\x18\x03 \x03(\tR\bsessions\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf9\x01\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x124\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x05until\x12\x1a\n" +
+	"\bsessions\x18\x03 \x03(\tR\bsessions\x124\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x05since\x12@\n" +
+	"\x0elimit_end_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\flimitEndTime\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xf9\x01\n" +
 	"\vUsageWindow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fused_percent\x18\x02 \x01(\x01R\vusedPercent\x12%\n" +
@@ -507,16 +551,19 @@ var file_cast_v1_account_proto_depIdxs = []int32{
 	4,  // 3: cast.v1.Account.usage_at:type_name -> google.protobuf.Timestamp
 	4,  // 4: cast.v1.Account.update_time:type_name -> google.protobuf.Timestamp
 	4,  // 5: cast.v1.Account.usage_time:type_name -> google.protobuf.Timestamp
-	2,  // 6: cast.v1.FleetPolicy.pending:type_name -> cast.v1.AccountChoice
-	4,  // 7: cast.v1.AccountChoice.until:type_name -> google.protobuf.Timestamp
-	4,  // 8: cast.v1.AccountChoice.since:type_name -> google.protobuf.Timestamp
-	4,  // 9: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
-	4,  // 10: cast.v1.UsageWindow.reset_time:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	4,  // 6: cast.v1.Account.limit_end_time:type_name -> google.protobuf.Timestamp
+	2,  // 7: cast.v1.FleetPolicy.pending:type_name -> cast.v1.AccountChoice
+	4,  // 8: cast.v1.AccountChoice.until:type_name -> google.protobuf.Timestamp
+	4,  // 9: cast.v1.AccountChoice.since:type_name -> google.protobuf.Timestamp
+	4,  // 10: cast.v1.AccountChoice.limit_end_time:type_name -> google.protobuf.Timestamp
+	4,  // 11: cast.v1.AccountChoice.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 12: cast.v1.UsageWindow.resets_at:type_name -> google.protobuf.Timestamp
+	4,  // 13: cast.v1.UsageWindow.reset_time:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_account_proto_init() }

@@ -39,7 +39,7 @@ const (
 	// (FAILED_PRECONDITION / CREDENTIAL_NOT_NEWER otherwise).
 	CustodyOp_CUSTODY_OP_PUT CustodyOp = 4
 	// CUSTODY_OP_BEGIN_REFRESH records the custodian's refresh of the
-	// credential issued at issued.
+	// credential issued at issue_time.
 	CustodyOp_CUSTODY_OP_BEGIN_REFRESH CustodyOp = 5
 	// CUSTODY_OP_END_REFRESH clears the node's refresh record.
 	CustodyOp_CUSTODY_OP_END_REFRESH CustodyOp = 6
@@ -3611,7 +3611,12 @@ type CustodyRequest struct {
 	// credential is what CUSTODY_OP_PUT stores (secret; never logged).
 	Credential []byte `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	// issued is CUSTODY_OP_BEGIN_REFRESH's credential's issue time.
-	Issued        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=issued,proto3" json:"issued,omitempty"`
+	// Deprecated: use issue_time (AIP-142); a node fills both.
+	//
+	// Deprecated: Marked as deprecated in cast/v1/node_service.proto.
+	Issued *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=issued,proto3" json:"issued,omitempty"`
+	// issue_time is CUSTODY_OP_BEGIN_REFRESH's credential's issue time.
+	IssueTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=issue_time,json=issueTime,proto3" json:"issue_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3681,9 +3686,17 @@ func (x *CustodyRequest) GetCredential() []byte {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in cast/v1/node_service.proto.
 func (x *CustodyRequest) GetIssued() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Issued
+	}
+	return nil
+}
+
+func (x *CustodyRequest) GetIssueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IssueTime
 	}
 	return nil
 }
@@ -3995,7 +4008,7 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x17FetchCredentialResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
-	"credential\"\xcc\x01\n" +
+	"credential\"\x8b\x02\n" +
 	"\x0eCustodyRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x18\n" +
@@ -4003,8 +4016,10 @@ const file_cast_v1_node_service_proto_rawDesc = "" +
 	"\x02op\x18\x04 \x01(\x0e2\x12.cast.v1.CustodyOpR\x02op\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x05 \x01(\fR\n" +
-	"credential\x122\n" +
-	"\x06issued\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06issued\"O\n" +
+	"credential\x126\n" +
+	"\x06issued\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x06issued\x129\n" +
+	"\n" +
+	"issue_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tissueTime\"O\n" +
 	"\x0fCustodyResponse\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\fR\n" +
@@ -4161,43 +4176,44 @@ var file_cast_v1_node_service_proto_depIdxs = []int32{
 	57, // 40: cast.v1.ReportTurnResponse.session:type_name -> cast.v1.Session
 	0,  // 41: cast.v1.CustodyRequest.op:type_name -> cast.v1.CustodyOp
 	62, // 42: cast.v1.CustodyRequest.issued:type_name -> google.protobuf.Timestamp
-	1,  // 43: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
-	34, // 44: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
-	28, // 45: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
-	30, // 46: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
-	32, // 47: cast.v1.NodeService.ProbeNode:input_type -> cast.v1.ProbeNodeRequest
-	36, // 48: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
-	40, // 49: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
-	42, // 50: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
-	44, // 51: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
-	46, // 52: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
-	48, // 53: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
-	14, // 54: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
-	16, // 55: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
-	19, // 56: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
-	50, // 57: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
-	37, // 58: cast.v1.NodeService.AdoptSession:input_type -> cast.v1.AdoptSessionRequest
-	6,  // 59: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
-	35, // 60: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
-	29, // 61: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
-	31, // 62: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
-	33, // 63: cast.v1.NodeService.ProbeNode:output_type -> cast.v1.ProbeNodeResponse
-	39, // 64: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
-	41, // 65: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
-	43, // 66: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
-	45, // 67: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
-	47, // 68: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
-	49, // 69: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
-	15, // 70: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
-	17, // 71: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
-	20, // 72: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
-	51, // 73: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
-	38, // 74: cast.v1.NodeService.AdoptSession:output_type -> cast.v1.AdoptSessionResponse
-	59, // [59:75] is the sub-list for method output_type
-	43, // [43:59] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	62, // 43: cast.v1.CustodyRequest.issue_time:type_name -> google.protobuf.Timestamp
+	1,  // 44: cast.v1.NodeService.Connect:input_type -> cast.v1.ConnectRequest
+	34, // 45: cast.v1.NodeService.ListNodes:input_type -> cast.v1.ListNodesRequest
+	28, // 46: cast.v1.NodeService.DeleteNode:input_type -> cast.v1.DeleteNodeRequest
+	30, // 47: cast.v1.NodeService.LabelNode:input_type -> cast.v1.LabelNodeRequest
+	32, // 48: cast.v1.NodeService.ProbeNode:input_type -> cast.v1.ProbeNodeRequest
+	36, // 49: cast.v1.NodeService.AppendOwnerMessages:input_type -> cast.v1.AppendOwnerMessagesRequest
+	40, // 50: cast.v1.NodeService.ReportTurn:input_type -> cast.v1.ReportTurnRequest
+	42, // 51: cast.v1.NodeService.UploadWorkTree:input_type -> cast.v1.UploadWorkTreeRequest
+	44, // 52: cast.v1.NodeService.DownloadWorkTree:input_type -> cast.v1.DownloadWorkTreeRequest
+	46, // 53: cast.v1.NodeService.ReportWorkTree:input_type -> cast.v1.ReportWorkTreeRequest
+	48, // 54: cast.v1.NodeService.FetchCredential:input_type -> cast.v1.FetchCredentialRequest
+	14, // 55: cast.v1.NodeService.ListWorktrees:input_type -> cast.v1.ListWorktreesRequest
+	16, // 56: cast.v1.NodeService.RemoveWorktree:input_type -> cast.v1.RemoveWorktreeRequest
+	19, // 57: cast.v1.NodeService.ReportWorkspace:input_type -> cast.v1.ReportWorkspaceRequest
+	50, // 58: cast.v1.NodeService.Custody:input_type -> cast.v1.CustodyRequest
+	37, // 59: cast.v1.NodeService.AdoptSession:input_type -> cast.v1.AdoptSessionRequest
+	6,  // 60: cast.v1.NodeService.Connect:output_type -> cast.v1.ConnectResponse
+	35, // 61: cast.v1.NodeService.ListNodes:output_type -> cast.v1.ListNodesResponse
+	29, // 62: cast.v1.NodeService.DeleteNode:output_type -> cast.v1.DeleteNodeResponse
+	31, // 63: cast.v1.NodeService.LabelNode:output_type -> cast.v1.LabelNodeResponse
+	33, // 64: cast.v1.NodeService.ProbeNode:output_type -> cast.v1.ProbeNodeResponse
+	39, // 65: cast.v1.NodeService.AppendOwnerMessages:output_type -> cast.v1.AppendOwnerMessagesResponse
+	41, // 66: cast.v1.NodeService.ReportTurn:output_type -> cast.v1.ReportTurnResponse
+	43, // 67: cast.v1.NodeService.UploadWorkTree:output_type -> cast.v1.UploadWorkTreeResponse
+	45, // 68: cast.v1.NodeService.DownloadWorkTree:output_type -> cast.v1.DownloadWorkTreeResponse
+	47, // 69: cast.v1.NodeService.ReportWorkTree:output_type -> cast.v1.ReportWorkTreeResponse
+	49, // 70: cast.v1.NodeService.FetchCredential:output_type -> cast.v1.FetchCredentialResponse
+	15, // 71: cast.v1.NodeService.ListWorktrees:output_type -> cast.v1.ListWorktreesResponse
+	17, // 72: cast.v1.NodeService.RemoveWorktree:output_type -> cast.v1.RemoveWorktreeResponse
+	20, // 73: cast.v1.NodeService.ReportWorkspace:output_type -> cast.v1.ReportWorkspaceResponse
+	51, // 74: cast.v1.NodeService.Custody:output_type -> cast.v1.CustodyResponse
+	38, // 75: cast.v1.NodeService.AdoptSession:output_type -> cast.v1.AdoptSessionResponse
+	60, // [60:76] is the sub-list for method output_type
+	44, // [44:60] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_cast_v1_node_service_proto_init() }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cast/v1/account.proto.
  */
 export const file_cast_v1_account: GenFile = /*@__PURE__*/
-  fileDesc("ChVjYXN0L3YxL2FjY291bnQucHJvdG8SB2Nhc3QudjEi9wIKB0FjY291bnQSDAoEbmFtZRgBIAEoCRINCgVhZ2VudBgCIAEoCRIOCgZhY3RpdmUYAyABKAgSMQoNbGltaXRlZF91bnRpbBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIc3dpdGNoZXMYBSABKAMSMgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCAhgBEiMKBXVzYWdlGAcgAygLMhQuY2FzdC52MS5Vc2FnZVdpbmRvdxIwCgh1c2FnZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCAhgBEg4KBnBvbGljeRgJIAEoCRIvCgt1cGRhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXNhZ2VfdGltZRgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijgEKC0ZsZWV0UG9saWN5Eg0KBWFnZW50GAEgASgJEg4KBnBvbGljeRgCIAEoCRIMCgRiZXN0GAMgASgJEhkKEWJlc3RfdXNlZF9wZXJjZW50GAQgASgBEg4KBmFjdGl2ZRgFIAEoCRInCgdwZW5kaW5nGAYgASgLMhYuY2FzdC52MS5BY2NvdW50Q2hvaWNlIoUBCg1BY2NvdW50Q2hvaWNlEgwKBGZyb20YASABKAkSKQoFdW50aWwYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHNlc3Npb25zGAMgAygJEikKBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK7AQoLVXNhZ2VXaW5kb3cSDAoEbmFtZRgBIAEoCRIUCgx1c2VkX3BlcmNlbnQYAiABKAESFgoOd2luZG93X21pbnV0ZXMYAyABKAUSMQoJcmVzZXRzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEICGAESDQoFbW9kZWwYBSABKAkSLgoKcmVzZXRfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCNlo0Z2l0aHViLmNvbS9jYXN0LWRldi9jYXN0L2ludGVybmFsL2dlbi9jYXN0L3YxO2Nhc3R2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChVjYXN0L3YxL2FjY291bnQucHJvdG8SB2Nhc3QudjEirwMKB0FjY291bnQSDAoEbmFtZRgBIAEoCRINCgVhZ2VudBgCIAEoCRIOCgZhY3RpdmUYAyABKAgSNQoNbGltaXRlZF91bnRpbBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCAhgBEhAKCHN3aXRjaGVzGAUgASgDEjIKCnVwZGF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgIYARIjCgV1c2FnZRgHIAMoCzIULmNhc3QudjEuVXNhZ2VXaW5kb3cSMAoIdXNhZ2VfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgIYARIOCgZwb2xpY3kYCSABKAkSLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVzYWdlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxpbWl0X2VuZF90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKOAQoLRmxlZXRQb2xpY3kSDQoFYWdlbnQYASABKAkSDgoGcG9saWN5GAIgASgJEgwKBGJlc3QYAyABKAkSGQoRYmVzdF91c2VkX3BlcmNlbnQYBCABKAESDgoGYWN0aXZlGAUgASgJEicKB3BlbmRpbmcYBiABKAsyFi5jYXN0LnYxLkFjY291bnRDaG9pY2Ui8gEKDUFjY291bnRDaG9pY2USDAoEZnJvbRgBIAEoCRItCgV1bnRpbBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCAhgBEhAKCHNlc3Npb25zGAMgAygJEi0KBXNpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEICGAESMgoObGltaXRfZW5kX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK7AQoLVXNhZ2VXaW5kb3cSDAoEbmFtZRgBIAEoCRIUCgx1c2VkX3BlcmNlbnQYAiABKAESFgoOd2luZG93X21pbnV0ZXMYAyABKAUSMQoJcmVzZXRzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEICGAESDQoFbW9kZWwYBSABKAkSLgoKcmVzZXRfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCNlo0Z2l0aHViLmNvbS9jYXN0LWRldi9jYXN0L2ludGVybmFsL2dlbi9jYXN0L3YxO2Nhc3R2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Account is a fleet account: a named credential snapshot for one agent's
@@ -46,8 +46,10 @@ export type Account = Message<"cast.v1.Account"> & {
 
   /**
    * limited_until is set while the account is over a usage limit.
+   * Deprecated: use limit_end_time (AIP-142); both are filled.
    *
-   * @generated from field: google.protobuf.Timestamp limited_until = 4;
+   * @generated from field: google.protobuf.Timestamp limited_until = 4 [deprecated = true];
+   * @deprecated
    */
   limitedUntil?: Timestamp | undefined;
 
@@ -106,6 +108,14 @@ export type Account = Message<"cast.v1.Account"> & {
    * @generated from field: google.protobuf.Timestamp usage_time = 11;
    */
   usageTime?: Timestamp | undefined;
+
+  /**
+   * limit_end_time is when the usage limit the account is over ends; unset
+   * while it is not over one.
+   *
+   * @generated from field: google.protobuf.Timestamp limit_end_time = 12;
+   */
+  limitEndTime?: Timestamp | undefined;
 };
 
 /**
@@ -189,9 +199,11 @@ export type AccountChoice = Message<"cast.v1.AccountChoice"> & {
   from: string;
 
   /**
-   * until is when from's limit ends.
+   * until is when from's limit ends. Deprecated: use limit_end_time
+   * (AIP-142); both are filled.
    *
-   * @generated from field: google.protobuf.Timestamp until = 2;
+   * @generated from field: google.protobuf.Timestamp until = 2 [deprecated = true];
+   * @deprecated
    */
   until?: Timestamp | undefined;
 
@@ -203,11 +215,27 @@ export type AccountChoice = Message<"cast.v1.AccountChoice"> & {
   sessions: string[];
 
   /**
-   * since is when the choice was first asked.
+   * since is when the choice was first asked. Deprecated: use create_time
+   * (AIP-142); both are filled.
    *
-   * @generated from field: google.protobuf.Timestamp since = 4;
+   * @generated from field: google.protobuf.Timestamp since = 4 [deprecated = true];
+   * @deprecated
    */
   since?: Timestamp | undefined;
+
+  /**
+   * limit_end_time is when from's limit ends.
+   *
+   * @generated from field: google.protobuf.Timestamp limit_end_time = 5;
+   */
+  limitEndTime?: Timestamp | undefined;
+
+  /**
+   * create_time is when the choice was first asked.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 6;
+   */
+  createTime?: Timestamp | undefined;
 };
 
 /**
