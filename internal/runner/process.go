@@ -215,6 +215,10 @@ func (p *plan) emitter(res *Result, emit func(transcript.Message)) func(transcri
 // whether it was interrupted and the CLI's wait error.
 func (r *Runner) watch(ctx context.Context, p *plan, pr *proc, out func(transcript.Message)) (interrupted bool, waitErr error) {
 	var killTimer <-chan time.Time
+	// done is nil once the interrupt is handled: a closed ctx.Done() is
+	// ready on every pass, and kept in the select it would spin the loop
+	// at a full core until the CLI exits or the grace runs out.
+	done := ctx.Done()
 	tick := time.NewTicker(r.poll())
 	defer tick.Stop()
 	for {
@@ -222,8 +226,8 @@ func (r *Runner) watch(ctx context.Context, p *plan, pr *proc, out func(transcri
 		case waitErr = <-pr.waited:
 			r.logf("runner: %s pid %d exited: %v", p.t.Agent, pr.pgid, waitErr)
 			return interrupted, waitErr
-		case <-ctx.Done():
-			if !interrupted && exited(pr.pgid) {
+		case <-done:
+			if exited(pr.pgid) {
 				// The CLI had exited on its own before the interrupt came
 				// (a node stopped while it ran, SIGSTOP or a sleep, finds
 				// itself cut off as it wakes; select picks either of two
@@ -234,12 +238,11 @@ func (r *Runner) watch(ctx context.Context, p *plan, pr *proc, out func(transcri
 				r.logf("runner: %s pid %d exited before the interrupt: %v", p.t.Agent, pr.pgid, waitErr)
 				return false, waitErr
 			}
-			if !interrupted {
-				interrupted = true
-				r.logf("runner: %s pid %d interrupted: SIGTERM to the group", p.t.Agent, pr.pgid)
-				_ = syscall.Kill(-pr.pgid, syscall.SIGTERM)
-				killTimer = time.After(r.grace())
-			}
+			interrupted = true
+			done = nil
+			r.logf("runner: %s pid %d interrupted: SIGTERM to the group", p.t.Agent, pr.pgid)
+			_ = syscall.Kill(-pr.pgid, syscall.SIGTERM)
+			killTimer = time.After(r.grace())
 		case <-killTimer:
 			r.logf("runner: %s pid %d still running after %s: SIGKILL", p.t.Agent, pr.pgid, r.grace())
 			_ = syscall.Kill(-pr.pgid, syscall.SIGKILL)
