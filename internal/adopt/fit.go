@@ -1,9 +1,9 @@
 package adopt
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/cast-dev/cast/internal/transcript"
 	"github.com/cast-dev/cast/internal/validate"
@@ -116,23 +116,38 @@ func imagesSize(ims []transcript.Image) int {
 // text replaced: bytes that are not UTF-8 (a reader keeps a tool's input
 // as the file's raw JSON, which a hand edit or another writer may leave
 // in Latin-1; protobuf cannot encode such a string) by U+FFFD, and a NUL
-// in a prompt (pasted binary; no agent takes one) left out. Either
-// failed its batch at every try, and nothing after it was kept.
+// in a prompt (pasted binary; no agent takes one) left out; and the
+// one-line values the file gave it (model, row id, tool call id and name)
+// in the form the API takes (validate.OneLine: controls escaped, a value
+// over its limit shortened, the same way each time so a result still
+// names its call), a tool call or result the file gave no id (or a call
+// no name) a stand-in, which pairs with nothing as the file's did not.
+// Either failed its batch at every try, and nothing after it was kept.
 func wellFormed(m transcript.Message) transcript.Message {
 	text := m.Text
 	if m.Kind == transcript.KindUser {
 		text = strings.ReplaceAll(text, "\x00", "")
 	}
 	m.Text = strings.ToValidUTF8(text, "\uFFFD")
-	if c := m.ToolCall; c != nil && (!utf8.ValidString(c.Input) || !utf8.ValidString(c.Name)) {
+	m.Model, m.NativeID = validate.OneLine(validate.Ident, m.Model), validate.OneLine(validate.Ident, m.NativeID)
+	if c := m.ToolCall; c != nil {
 		tc := *c
-		tc.Input, tc.Name = strings.ToValidUTF8(tc.Input, "\uFFFD"), strings.ToValidUTF8(tc.Name, "\uFFFD")
+		tc.Input = strings.ToValidUTF8(tc.Input, "\uFFFD")
+		tc.ID, tc.Name = validate.OneLine(validate.Ident, tc.ID), validate.OneLine(validate.ToolName, tc.Name)
+		tc.ID, tc.Name = cmp.Or(tc.ID, noID(m)), cmp.Or(tc.Name, "unknown")
 		m.ToolCall = &tc
 	}
-	if r := m.ToolResult; r != nil && !utf8.ValidString(r.Output) {
+	if r := m.ToolResult; r != nil {
 		tr := *r
 		tr.Output = strings.ToValidUTF8(tr.Output, "\uFFFD")
+		tr.CallID = cmp.Or(validate.OneLine(validate.Ident, tr.CallID), noID(m))
 		m.ToolResult = &tr
 	}
 	return m
+}
+
+// noID is the stand-in id of a tool call or result the file gave none:
+// its row's own (the client id), unlike any id an agent gives.
+func noID(m transcript.Message) string {
+	return validate.OneLine(validate.Ident, "cast-noid-"+m.ClientID)
 }
