@@ -310,7 +310,7 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 		return fail(*res, ReasonInterrupted, "")
 	}
 	if sig, ok := killedFromOutside(waitErr); ok {
-		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI was killed by signal %d (%v), which cast did not send: out of memory, or someone killed it", int(sig), sig))
+		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI was killed by signal %d (%v), which cast did not send: out of memory, someone killed it, or a stop of the node's service", int(sig), sig))
 	}
 	reason, detail := p.d.classify(res.ExitCode, res.Emitted, o.stdoutTail.String(), res.Stderr)
 	if reason != "" {
@@ -325,7 +325,11 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 // killedFromOutside is the signal that killed the CLI when it is one that
 // stops a process from outside: the kernel's OOM killer (SIGKILL), a
 // user's kill or a shutdown (SIGTERM, SIGINT, SIGHUP). The CLI did not
-// refuse its prompt then. A crash (SIGSEGV, SIGABRT) is the CLI's own
+// refuse its prompt then. A CLI that catches the signal and exits
+// 128+n, as a shell reports a child the signal ended, was ended by it
+// too: Claude Code exits 143 on SIGTERM, which read as a refusal, so a
+// kill of it (or a service manager's stop of the node with its CLIs)
+// dropped the message. A crash (SIGSEGV, SIGABRT) is the CLI's own
 // failure, which the prompt may cause, and is not one. The runner's own
 // signals (an interrupt) are told apart before this is asked.
 func killedFromOutside(waitErr error) (syscall.Signal, bool) {
@@ -334,10 +338,17 @@ func killedFromOutside(waitErr error) (syscall.Signal, bool) {
 		return 0, false
 	}
 	ws, ok := exitErr.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() {
+	if !ok {
 		return 0, false
 	}
-	switch sig := ws.Signal(); sig {
+	sig := ws.Signal()
+	if !ws.Signaled() {
+		if !ws.Exited() || ws.ExitStatus() <= 128 {
+			return 0, false
+		}
+		sig = syscall.Signal(ws.ExitStatus() - 128)
+	}
+	switch sig {
 	case syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
 		return sig, true
 	}

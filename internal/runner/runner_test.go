@@ -598,19 +598,31 @@ func TestUnknownSession(t *testing.T) {
 
 // TestKilledFromOutside: a CLI ended by a signal that stops a process from
 // outside (the OOM killer's SIGKILL, a user's SIGTERM) fails as "killed",
-// which the node holds for the next message; a crash (SIGSEGV) is the
-// CLI's own failure, which the prompt may cause.
+// which the node holds for the next message; so does one that catches the
+// signal and exits 128+n (Claude Code exits 143 on SIGTERM, which read as
+// a refusal and dropped the message). A crash (SIGSEGV) is the CLI's own
+// failure, which the prompt may cause.
 func TestKilledFromOutside(t *testing.T) {
-	for sig, want := range map[string]string{"KILL": runner.ReasonKilled, "TERM": runner.ReasonKilled, "SEGV": runner.ReasonFailed} {
-		t.Run(sig, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, want string
+		exit               int
+	}{
+		{"KILL", "kill -KILL $$", runner.ReasonKilled, -1},
+		{"TERM", "kill -TERM $$", runner.ReasonKilled, -1},
+		{"TERM caught", "trap 'exit 143' TERM; kill -TERM $$", runner.ReasonKilled, 143},
+		{"INT caught", "trap 'exit 130' INT; kill -INT $$", runner.ReasonKilled, 130},
+		{"SEGV", "kill -SEGV $$", runner.ReasonFailed, -1},
+		{"SEGV caught", "trap 'exit 139' SEGV; kill -SEGV $$", runner.ReasonFailed, 139},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			script := filepath.Join(t.TempDir(), "claude")
-			if err := os.WriteFile(script, []byte("#!/bin/sh\nkill -"+sig+" $$\n"), 0o755); err != nil {
+			if err := os.WriteFile(script, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			r := &runner.Runner{Bins: map[string]string{"claude": script}}
 			res, err := r.Run(context.Background(), runner.Turn{Agent: "claude", Home: t.TempDir(), Cwd: t.TempDir(), Prompt: "hi"}, func(transcript.Message) {})
-			if res.Reason != want || !errors.Is(err, &runner.Error{Reason: want}) || res.ExitCode != -1 {
-				t.Fatalf("killed by SIG%s: reason %q exit %d err %v, want %q", sig, res.Reason, res.ExitCode, err, want)
+			if res.Reason != tc.want || !errors.Is(err, &runner.Error{Reason: tc.want}) || res.ExitCode != tc.exit {
+				t.Fatalf("%s: reason %q exit %d err %v, want %q exit %d", tc.name, res.Reason, res.ExitCode, err, tc.want, tc.exit)
 			}
 		})
 	}
