@@ -198,6 +198,7 @@ func (a *Daemon) Run(ctx context.Context) error {
 		go a.followBundle(ctx)
 	}
 	a.stopOrphans()
+	a.runKilledAgain()
 	a.fleetNotice()
 	a.startLoops(ctx)
 	if err := a.stayConnected(ctx); err != nil {

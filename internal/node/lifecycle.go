@@ -350,12 +350,14 @@ func (t *turn) settle(ctx context.Context, out outcome) error {
 		errors.As(t.runErr, &ns)
 		return t.notSetUp(ctx, t.runErr, ns.retry, t.res.ExitCode)
 	case outKilled:
-		// Killed from outside (the OOM killer, a user's kill): the agent
-		// did not refuse the prompt, so it is held for the next message
-		// (as a refusal it was dropped, answered by no turn), on a native
-		// session rebuilt from the neutral copy, since the killed CLI may
-		// have written the prompt, or half a line (markFailed).
-		return a.holdTurn(ctx, t.id, t.o, t.o.Agent+": "+t.runErr.Error()+"; the message is kept and runs with the next one", t.res.ExitCode)
+		// Killed from outside (the OOM killer, a user's kill, a service
+		// manager stopping the node with its CLIs): the agent did not
+		// refuse the prompt, so it is held for the next message, or the
+		// node's next start (as a refusal it was dropped, answered by no
+		// turn), on a native session rebuilt from the neutral copy, since
+		// the killed CLI may have written the prompt, or half a line
+		// (markFailed).
+		return a.holdAs(ctx, failKilled, t.id, t.o, t.o.Agent+": "+t.runErr.Error()+"; the message is kept and runs with the next one, or when the node starts again", t.res.ExitCode)
 	case outRefused:
 		// The agent did not take the prompt: it is reported undelivered and
 		// the next message runs without it (failTurn).

@@ -39,7 +39,7 @@ func (t *turn) park(ctx context.Context) error {
 // setCredential), the turn runs again at once instead.
 func (a *Daemon) parkTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int, fc fleetCred, usage []quota.Window) error {
 	// Parked prompts are kept: a new fleet credential runs them again.
-	a.markFailed(sessionID, o, false)
+	a.markFailed(sessionID, o, failHeld)
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	err := errors.New(reason)
 	again := false

@@ -70,6 +70,31 @@ func (a *Daemon) stopOrphans() {
 	}
 }
 
+// runKilledAgain releases the turns held because a signal from outside
+// ended their CLI (owned.Killed), so they run again once the node is
+// connected (catchUp wakes every session it is assigned). A service
+// manager's stop (systemd's control-group kill, a user session's end)
+// sends SIGTERM to the node and its CLIs at once: a CLI whose exit the
+// node saw before its own signal held its turn until the next message,
+// and the restarted node left the message unanswered. Once per start: a
+// CLI the OOM killer ends at every attempt is held again.
+func (a *Daemon) runKilledAgain() {
+	var killed []string
+	for _, id := range a.st.ids() {
+		if o, _ := a.st.get(id); o.Killed {
+			killed = append(killed, id)
+		}
+	}
+	for _, id := range killed {
+		_ = a.st.session(id, func(s *owned) {
+			if s.FailedSeq > s.DeliveredSeq {
+				a.lg.Info("running again a turn held because its CLI was killed", zap.String("session", id), zap.Int64("seq", s.FailedSeq))
+			}
+			s.FailedSeq, s.Killed = 0, false
+		})
+	}
+}
+
 // ownTurn reports whether process pid runs with CAST_SESSION=sessionID.
 func ownTurn(pid int, sessionID string) bool {
 	p, err := process.NewProcess(int32(pid))

@@ -42,6 +42,12 @@ type owned struct {
 	ReceivedSeq  int64 `json:"received_seq"`
 	DeliveredSeq int64 `json:"delivered_seq"`
 	FailedSeq    int64 `json:"failed_seq,omitempty"`
+	// Killed: FailedSeq holds a turn whose CLI a signal from outside
+	// ended (runner reason killed). The node's next start runs it again
+	// (runKilledAgain): a service manager's stop signals the node and its
+	// CLIs at once, and the user who starts the node again expects the
+	// turn to run without sending another message.
+	Killed bool `json:"killed,omitempty"`
 	// ReceivedID is the client id of the user message at ReceivedSeq (""
 	// when the cursor moved without one): a store restored from an older
 	// snapshot holds another message there (storeBehind).

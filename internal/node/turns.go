@@ -53,7 +53,7 @@ func (a *Daemon) interruptedUnheld(ctx context.Context, sessionID string, o owne
 // not delivered and why, a rebuild of the native session leaves them out
 // (withoutUndelivered), and the next message runs without them.
 func (a *Daemon) failTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
-	a.markFailed(sessionID, o, true)
+	a.markFailed(sessionID, o, failDropped)
 	if o.ReceivedSeq > o.DeliveredSeq {
 		a.noteUndelivered(ctx, sessionID, o, reason)
 	}
@@ -68,17 +68,31 @@ func (a *Daemon) failTurn(ctx context.Context, sessionID string, o owned, reason
 // carries it, as the user sent it. The session shows failed with the reason,
 // which says what to run.
 func (a *Daemon) holdTurn(ctx context.Context, sessionID string, o owned, reason string, exitCode int) error {
-	a.markFailed(sessionID, o, false)
+	return a.holdAs(ctx, failHeld, sessionID, o, reason, exitCode)
+}
+
+// holdAs is holdTurn recording the turn as how says (failHeld or
+// failKilled).
+func (a *Daemon) holdAs(ctx context.Context, how failMark, sessionID string, o owned, reason string, exitCode int) error {
+	a.markFailed(sessionID, o, how)
 	a.report(ctx, sessionID, o, castv1.SessionState_SESSION_STATE_FAILED, reason, exitCode)
 	return errors.New(reason)
 }
 
-// markFailed records a failed turn; drop moves the delivery cursor past
-// its prompt.
-func (a *Daemon) markFailed(sessionID string, o owned, drop bool) {
+// failMark is how markFailed records a failed turn's prompt.
+type failMark int
+
+const (
+	failDropped failMark = iota // not taken by the agent: the delivery cursor moves past it
+	failHeld                    // kept for the next message
+	failKilled                  // kept for the next message, or the node's next start (owned.Killed)
+)
+
+// markFailed records a failed turn as how says.
+func (a *Daemon) markFailed(sessionID string, o owned, how failMark) {
 	_ = a.st.session(sessionID, func(s *owned) {
-		s.FailedSeq = o.ReceivedSeq
-		if drop {
+		s.FailedSeq, s.Killed = o.ReceivedSeq, how == failKilled
+		if how == failDropped {
 			s.DeliveredSeq = max(s.DeliveredSeq, o.ReceivedSeq)
 		}
 		// The CLI may have written the refused prompt into its native
