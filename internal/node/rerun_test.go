@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -674,12 +675,7 @@ func TestRerunCLICarriesTheTurnToken(t *testing.T) {
 // so after the restart the message was never answered.
 func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 	fm := fakemodel.Start(t)
-	a, p := rerunDaemon(t, fm)
-	setUpSession(t, a, p, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	wctx, stop := context.WithCancel(ctx)
-	a.runCtx = wctx
+	a, p, ctx, stop := stoppableNode(t, fm)
 	answer := heldAtTheModel(ctx, t, a, fm)
 	stop() // the node stops
 	a.workers.wg.Wait()
@@ -687,8 +683,24 @@ func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 	if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 || o.FailedSeq != 0 {
 		t.Fatalf("delivered seq %d, failed seq %d after the node stopped mid-turn; want 2 and 0 (the prompt runs again)", o.DeliveredSeq, o.FailedSeq)
 	}
+	runsThePromptOnce(ctx, t, restartedNode(ctx, t, a), p, fm)
+}
 
-	// The node starts again on its data dir.
+// stoppableNode is rerunDaemon with s1 set up (setUpSession) and its run's
+// context, which stop ends as the node's stop does; ctx bounds the test.
+func stoppableNode(t *testing.T, fm *fakemodel.Server) (a *Daemon, p *plane, ctx context.Context, stop func()) {
+	t.Helper()
+	a, p = rerunDaemon(t, fm)
+	setUpSession(t, a, p, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	a.runCtx, stop = context.WithCancel(ctx)
+	return a, p, ctx, stop
+}
+
+// restartedNode is a node started again on a's data dir (a stopped).
+func restartedNode(ctx context.Context, t *testing.T, a *Daemon) *Daemon {
+	t.Helper()
 	b, err := New(a.cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -698,9 +710,16 @@ func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 	b.runCtx = bctx
 	t.Cleanup(b.workers.wg.Wait)
 	t.Cleanup(bstop)
+	return b
+}
+
+// runsThePromptOnce wakes s1 on b and waits until b ran its prompt (the
+// second question), which the model request holds once beside the first.
+func runsThePromptOnce(ctx context.Context, t *testing.T, b *Daemon, p *plane, fm *fakemodel.Server) {
+	t.Helper()
 	fm.SetPolicy(nil)
 	b.wake("s1")
-	idleAt(ctx, t, b, p, 3) // the restarted node ran the prompt
+	idleAt(ctx, t, b, p, 3)
 	turns := fm.Turns()
 	users := userTexts(turns[len(turns)-1])
 	for _, q := range []string{"first question", "second question"} {
@@ -708,6 +727,47 @@ func TestNodeStoppedMidTurnRunsThePromptAfterRestart(t *testing.T) {
 			t.Fatalf("the restarted node's model request holds %q %d times, want once; user items %q", q, n, users)
 		}
 	}
+}
+
+// A turn whose CLI a signal from outside ended (SIGTERM, on which Claude
+// Code exits 143) is held while the node runs, and the node's next start
+// runs it once, on a rebuilt native session: a service manager's stop
+// signals the node and its CLIs at once, and a CLI whose exit the node saw
+// before its own signal held the message after the restart too, until
+// another message came (the e2e TestNodeStoppedWithItsCLIRunsTheMessageAfterRestart).
+func TestKilledTurnRunsAgainWhenTheNodeStarts(t *testing.T) {
+	fm := fakemodel.Start(t)
+	a, p, ctx, stop := stoppableNode(t, fm)
+	answer := heldAtTheModel(ctx, t, a, fm)
+	o, _ := a.st.get("s1")
+	if o.RunningPGID <= 0 {
+		t.Fatal("the turn's CLI has no recorded process group")
+	}
+	_ = syscall.Kill(-o.RunningPGID, syscall.SIGTERM) // from outside the node
+	for held := false; !held; {
+		select {
+		case st := <-p.reports:
+			if st == castv1.SessionState_SESSION_STATE_IDLE {
+				t.Fatal("the killed turn ended idle")
+			}
+			held = st == castv1.SessionState_SESSION_STATE_FAILED
+		case <-ctx.Done():
+			t.Fatal("the killed turn never reported its end")
+		}
+	}
+	close(answer)
+	stop() // the node stops
+	a.workers.wg.Wait()
+	if o, _ := a.st.get("s1"); o.DeliveredSeq != 2 || o.FailedSeq != 3 || !o.Killed {
+		t.Fatalf("delivered seq %d, failed seq %d, killed %v after the CLI was killed; want 2, 3 and true (held)", o.DeliveredSeq, o.FailedSeq, o.Killed)
+	}
+
+	b := restartedNode(ctx, t, a)
+	b.runKilledAgain() // as Run does
+	if o, _ := b.st.get("s1"); o.FailedSeq != 0 || o.Killed {
+		t.Fatalf("failed seq %d, killed %v once the node started again; want 0 and false (released once)", o.FailedSeq, o.Killed)
+	}
+	runsThePromptOnce(ctx, t, b, p, fm)
 }
 
 // A turn stopped while it is set up (its set-up reads the history for a
