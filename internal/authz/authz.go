@@ -1,7 +1,8 @@
 // Package authz decides who may call what: principals (admin, user or
 // node, each with a name), bearer tokens (only their hashes are stored) and
 // Policy, the type of a table from full RPC method name to Rule, with its
-// checks; the control plane fills the table in (its policy.go). It knows
+// checks; the control plane fills the table in (its policy.go); and the
+// per-principal request, byte and stream limits (Limiter). It knows
 // nothing of gRPC: the control plane's interceptors feed it the method, the
 // caller and each request message, and map its typed errors to statuses.
 package authz

@@ -1,7 +1,7 @@
 // Package cmdrun is what the daemons' main packages (cmd/controlplane,
-// cmd/node) share: their root cobra command and its --version, signals,
-// the exit code, defaults from the environment, and the lifeline of a
-// daemon another process started.
+// cmd/node) share: their root cobra command and its --version, the logger
+// it runs with, signals, the exit code, defaults from the environment, and
+// the lifeline of a daemon another process started.
 package cmdrun
 
 import (

@@ -1,5 +1,8 @@
 // Package e2e runs the real binaries: controlplane (--dev and plain), node
-// and the cast CLI, as a user would, including kill -9 and restarts.
+// and the cast CLI, as a user would, including kill -9 and restarts. It
+// also holds the rules the whole tree is held to: imports and the
+// architecture map (deps_test.go), function size (funcsize_test.go) and
+// generated code (generated_test.go).
 package e2e
 
 import (

@@ -1,5 +1,6 @@
 // Package etcdembed runs the embedded etcd of the default single-process
-// setup. Only the controlplane binary links it.
+// setup. Of cast's three binaries only controlplane links it; the tests'
+// harness (internal/testharness) does too, to start etcd for tests.
 package etcdembed
 
 import (

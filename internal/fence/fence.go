@@ -1,10 +1,12 @@
 // Package fence is the vocabulary of session ownership and its fences,
 // shared by the store that enforces them and the cores that use them
-// (moves, migrate, fleet, turnstate): an owner's guard and fencing token, a
-// node's lease, the ops relayed to an owner, a turn's reported state, a new
-// session's parameters, and a migration's records and handover; and the
-// one way to resend a range message by message (AppendEach). It imports
-// no etcd, so a core that speaks these words links none.
+// (moves, migrate, fleet, turnstate, archive, retention, adoption): an
+// owner's guard and fencing token, a node's lease, the ops relayed to an
+// owner, a turn's reported state, a new session's parameters, and a
+// migration's records and handover; and the one way to resend a range
+// message by message (AppendEach) and to walk every session a page at a
+// time (EachSession). It imports no etcd, so a core that speaks these
+// words links none.
 package fence
 
 import castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"

@@ -1,5 +1,7 @@
-// Package secrets seals small secrets (agent credentials) at rest with
-// AES-256-GCM under a key kept in a private file.
+// Package secrets seals small secrets (agent credentials, CA keys) at rest
+// with AES-256-GCM under a key kept in a private file, and reads the
+// private files that hold keys and tokens, refusing one others can read
+// (LoadKey, ReadToken, ReadPrivate).
 package secrets
 
 import (

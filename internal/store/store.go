@@ -44,6 +44,8 @@
 //	authtokens/ authnames/ authnodes/ jointokens/ authbootstrap tlsca
 //	                      credentials (by hash) and the TLS CA (see auth.go)
 //	custody/...           token custody's record (vault.go)
+//	webcodes/ websessions/ weboidcflows/
+//	                      the web timeline's sign-in grants, leased (webgrants.go)
 //
 // Sessions, their owner index and messages live under different top-level
 // prefixes so listing one never ranges over the others.

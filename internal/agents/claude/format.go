@@ -1,7 +1,9 @@
-// Package claude reads and writes Claude Code's native transcript: one JSONL
-// file per session under $CLAUDE_CONFIG_DIR/projects/<slug(cwd)>/<id>.jsonl,
-// a tree of records linked by uuid/parentUuid whose leaf-to-root chain is the
-// conversation Claude sends to the model on --resume.
+// Package claude is Claude Code's agent: its registry entry (agent.go),
+// driver, login rules and credential format, and the reader and writer of
+// its native transcript: one JSONL file per session under
+// $CLAUDE_CONFIG_DIR/projects/<slug(cwd)>/<id>.jsonl, a tree of records
+// linked by uuid/parentUuid whose leaf-to-root chain is the conversation
+// Claude sends to the model on --resume.
 //
 // The rules the writer follows come from running the real CLI (2.1.197) on
 // hand-written files (see shared/research/realclient-claude-gemini.md): every

@@ -1,6 +1,8 @@
-// Package codex reads and writes Codex CLI rollout files
-// ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl) and drives
-// `codex app-server` to import a conversation into a running Codex.
+// Package codex is Codex CLI's agent: its registry entry (agent.go),
+// driver, login rules and credential format. It reads and writes Codex CLI
+// rollout files ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl)
+// and drives `codex app-server` to import a conversation into a running
+// Codex.
 //
 // The facts this code relies on were observed against Codex CLI 0.171.0 (see
 // shared/research/realclient-codex-opencode.md): the rollout's response_item

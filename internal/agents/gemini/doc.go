@@ -1,4 +1,6 @@
-// Package gemini reads and writes Gemini CLI's own session files.
+// Package gemini is Gemini CLI's agent: its registry entry (agent.go),
+// driver and login rules, and the reader and writer of its own session
+// files.
 //
 // Gemini CLI 0.61 records a session as a JSONL event log under
 // <home>/tmp/<slug>/chats/session-<YYYY-MM-DDTHH-MM>-<sid8>.jsonl, where

@@ -1,6 +1,7 @@
-// Package grok reads and writes the session folders of Grok Build, xAI's
-// own coding CLI ("grok 1.x"; not the npm package @vibe-kit/grok-cli,
-// which stores no conversation at all).
+// Package grok is the agent of Grok Build, xAI's own coding CLI ("grok
+// 1.x"; not the npm package @vibe-kit/grok-cli, which stores no
+// conversation at all): its registry entry (agent.go) and the reader and
+// writer of its session folders; it registers no driver.
 //
 // A session lives under $GROK_HOME (default ~/.grok), which is Target.Home:
 // sessions/<percent-encoded cwd>/<session-uuid>/ holds chat_history.jsonl

@@ -1,4 +1,5 @@
-// Package muse reads the session record logs of Muse, Meta's coding agent.
+// Package muse is the agent of Muse, Meta's coding agent: its registry
+// entry (agent.go) and the reader of its session record logs.
 //
 // A Muse session is an append-only JSONL log of runtime records. Each record
 // has an envelope (schema_version, id, stream {kind, id}, sequence,

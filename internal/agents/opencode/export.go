@@ -1,7 +1,9 @@
-// Package opencode reads and writes OpenCode sessions in the JSON shape that
-// `opencode export <id>` prints and `opencode import FILE` loads, and loads
+// Package opencode is OpenCode's agent: its registry entry (agent.go) and
+// driver. It reads and writes OpenCode sessions in the JSON shape that
+// `opencode export <id>` prints and `opencode import FILE` loads, loads
 // such a file into OpenCode's store (SQLite under XDG_DATA_HOME) by running
-// the real `opencode import`.
+// the real `opencode import`, and reads that store itself, read-only, as
+// the export would print it (db.go).
 //
 // The facts this code relies on were observed against OpenCode 1.18.33 (see
 // shared/research/realclient-codex-opencode.md and the tests here): import

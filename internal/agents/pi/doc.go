@@ -1,4 +1,6 @@
-// Package pi reads and writes pi coding agent session files.
+// Package pi is the agent of pi, the pi coding agent: its registry entry
+// (agent.go), driver and login rules, and the reader and writer of its
+// session files.
 //
 // pi 0.73 keeps one JSONL file per session under its agent dir
 // (~/.pi/agent, PI_CODING_AGENT_DIR):

@@ -1,11 +1,11 @@
 // Package sandbox points an agent CLI in a throwaway HOME at a model on
 // loopback (internal/fakemodel): Setup runs the agent's own loopback set-up
-// (agents.Agent.Loopback), which writes its settings under HOME with Write
-// and returns the environment the CLI needs. The tests' isolated
-// environments (agenttest.Env) and the conformance canaries
-// (internal/canary) share it, so the configuration the canaries run with is
-// the one the real-CLI tests prove. Setup writes nothing outside the HOME
-// it is given.
+// (agents.Agent.Loopback), which writes the settings it needs under HOME
+// (JSON ones with WriteJSON) and returns the environment the CLI needs.
+// The tests' isolated environments (agenttest.Env) and the conformance
+// canaries (internal/canary) share it, so the configuration the canaries
+// run with is the one the real-CLI tests prove. Setup writes nothing
+// outside the HOME it is given.
 package sandbox
 
 import (

@@ -1,6 +1,5 @@
 // Package opencodetest makes OpenCode stores for tests of the packages
-// that read one (OpenCode's own reader, the node's adoption, the CLI's
-// restore) without running OpenCode: the tables and columns cast reads, in
+// that read one (OpenCode's own reader, the CLI's restore) without running OpenCode: the tables and columns cast reads, in
 // WAL mode as OpenCode keeps them.
 package opencodetest
 
