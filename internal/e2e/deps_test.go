@@ -323,15 +323,35 @@ func deps(t *testing.T, root, pkg string) []string {
 
 // Leaves import nothing of cast's (and nothing of etcd's or gRPC's): the
 // fleet's account, usage-window and limit types (internal/quota), shared by
-// the runner, the node, the store, the wire and the fleet; and the one
-// ticker loop (internal/tick) behind every periodic job.
+// the runner, the node, the store, the wire and the fleet; the one ticker
+// loop (internal/tick) behind every periodic job; the neutral transcript
+// (internal/transcript), which knows no agent's format; and the delivery
+// checker (internal/deliverycheck), which, like porcupine, knows nothing
+// of cast.
 func TestLeavesImportNothing(t *testing.T) {
 	t.Parallel()
 	root := testharness.RepoRoot(t)
-	for _, leaf := range []string{"internal/quota", "internal/tick"} {
+	for _, leaf := range []string{"internal/quota", "internal/tick", "internal/transcript", "internal/deliverycheck"} {
 		for _, dep := range deps(t, root, "./"+leaf) {
 			if first, _, _ := strings.Cut(dep, "/"); dep != "github.com/cast-dev/cast/"+leaf && strings.Contains(first, ".") {
 				t.Errorf("%s depends on %s", leaf, dep)
+			}
+		}
+	}
+}
+
+// The packages whose docs say they know nothing of gRPC or etcd and work
+// on plain values link neither, not even through the API's generated
+// types: the git runner, the turn runner (the node daemon stores what it
+// emits), the CA, address checks (so a core that checks an address links
+// no gRPC) and the field rules (callers pass plain values).
+func TestPlainPackagesLinkNoGRPCOrEtcd(t *testing.T) {
+	t.Parallel()
+	root := testharness.RepoRoot(t)
+	for _, pkg := range []string{"git", "runner", "pki", "netaddr", "validate"} {
+		for _, dep := range deps(t, root, "./internal/"+pkg) {
+			if strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "go.etcd.io/") {
+				t.Errorf("internal/%s depends on %s", pkg, dep)
 			}
 		}
 	}
