@@ -28,19 +28,20 @@ const relistAfter = 5 * time.Minute
 
 // unsettledRelist bounds how often a store whose stamp cannot tell (one
 // written again and again, as by a long turn of the user's own OpenCode)
-// is listed. Each listing exports every session whose version moved
-// through the CLI, seconds of CPU each, so listing at every scan would
-// keep a core busy. Once the writes stop the stamp tells again and the next
-// scan lists.
+// is listed. Each listing reads whole every session whose version moved
+// (OpenCode's rows from its database: no CLI since 5e7498b, but a long
+// session's rows each time), so listing at every scan would spend the
+// node's CPU on reads that find one row more. Once the writes stop the
+// stamp tells again and the next scan lists.
 const unsettledRelist = 15 * time.Second
 
 // scanStore follows every session in src's store: listed, and each one
-// whose version moved exported whole through the agent's CLI, sending
-// what it holds beyond the messages kept. A session is keyed in the
-// bookkeeping by its store's path and its native id. An export runs the
-// CLI (seconds of CPU for OpenCode) and the node scans every few seconds,
-// so the store is listed only when its stamp moved since a listing that
-// left nothing to do, or relistAfter passed.
+// whose version moved read whole (the driver's Export), sending what it
+// holds beyond the messages kept. A session is keyed in the bookkeeping by
+// its store's path and its native id. A read is a whole session's rows and
+// the node scans every few seconds, so the store is listed only when its
+// stamp moved since a listing that left nothing to do, or relistAfter
+// passed.
 func (f *Follower) scanStore(ctx context.Context, src Source, sl agents.StoreLister) (int, error) {
 	store := sl.StorePath(src.Home)
 	// Taken before the listing: a write while it runs moves the next one.

@@ -65,8 +65,8 @@ type SessionNamer interface {
 
 // StoreDriver is a Driver whose sessions live in a store of the agent's
 // own rather than one file each (OpenCode's SQLite): a turn's output comes
-// from stdout (Event.Messages), and a whole session is read through the
-// CLI.
+// from stdout (Event.Messages), and a whole session is read with Export
+// (from the store itself, or through the agent's CLI: bin, env).
 type StoreDriver interface {
 	StorePath(home string) string
 	Export(ctx context.Context, bin string, env []string, t Target, id string) ([]transcript.Message, error)

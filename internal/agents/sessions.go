@@ -78,8 +78,8 @@ type StoreLister interface {
 	// StoreStamp is a cheap mark of the store's state under home, read
 	// from its files with no process started, that changes whenever a
 	// listing could: a listing reads the store and each session whose
-	// version moved is exported (seconds of CPU for OpenCode's CLI), and
-	// a node looks every few seconds, so it lists again only when the
-	// mark moved. "" means it cannot tell: list.
+	// version moved is read whole (Export), and a node looks every few
+	// seconds, so it lists again only when the mark moved. "" means it
+	// cannot tell: list.
 	StoreStamp(home string) string
 }
