@@ -149,7 +149,7 @@ func (h *nodeService) custody(ctx context.Context, req *castv1.CustodyRequest) (
 		return nil, err
 	}
 	if who != req.Node {
-		return nil, errs.New(errs.KindPermissionDenied, errs.ReasonNotOwner, "node %q is not the custodian of %s account %q", req.Node, req.Agent, req.Account)
+		return nil, errs.New(errs.KindPermissionDenied, custody.ReasonNotCustodian, "node %q is not the custodian of %s account %q", req.Node, req.Agent, req.Account)
 	}
 	switch req.Op {
 	case castv1.CustodyOp_CUSTODY_OP_GET:

@@ -82,7 +82,7 @@ func TestCustodyRPCGuards(t *testing.T) {
 	markNode(t, e.admin, "n2")
 	for _, op := range []castv1.CustodyOp{castv1.CustodyOp_CUSTODY_OP_GET, castv1.CustodyOp_CUSTODY_OP_BEGIN_REFRESH} {
 		_, err := call(e.admin, "n2", op, "cx", nil)
-		wantDenied(t, "n2 "+op.String(), err, codes.PermissionDenied, errs.ReasonNotOwner)
+		wantDenied(t, "n2 "+op.String(), err, codes.PermissionDenied, custody.ReasonNotCustodian)
 	}
 	if resp, _ := call(e.admin, "n2", castv1.CustodyOp_CUSTODY_OP_ELECT, "cx", nil); resp.GetCustodian() != "n1" {
 		t.Fatalf("n2 took custody from a live n1: %v", resp)

@@ -290,7 +290,7 @@ func TestMigrateRequestIDReusedForAnotherMigration(t *testing.T) {
 }
 
 // While a migration waits for a running turn: the session is fenced, a
-// second migration of it is ABORTED, messages are still accepted, no new
+// second migration of it is FAILED_PRECONDITION (SESSION_FENCED), messages are still accepted, no new
 // turn may start (SESSION_FENCED), the owner gets an abandon interrupt when
 // --wait runs out, and a cancel rolls it back (fence lifted, owner kept).
 // Once the turn is over, a new migration commits.
@@ -333,8 +333,8 @@ func TestMigrateFenceWaitAndCancel(t *testing.T) {
 		return err == nil && s.FencedBy == m.Id
 	})
 	_, err = c.Migrations.StartMigration(ctx, &castv1.StartMigrationRequest{To: "dst", SessionIds: []string{sess.Id}})
-	if status.Code(err) != codes.Aborted || client.ReasonOf(err) != "SESSION_FENCED" {
-		t.Fatalf("second migration: %v, want ABORTED SESSION_FENCED", err)
+	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "SESSION_FENCED" {
+		t.Fatalf("second migration: %v, want FAILED_PRECONDITION SESSION_FENCED", err)
 	}
 	if _, err := c.Sessions.SendMessage(ctx, &castv1.SendMessageRequest{SessionId: sess.Id, Text: "held"}); err != nil {
 		t.Fatalf("a message to a fenced session must be accepted: %v", err)

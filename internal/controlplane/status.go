@@ -49,7 +49,7 @@ func toStatus(lg *zap.Logger, err error) error {
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
-		return withInfo(codes.DeadlineExceeded, "request timed out; its outcome is unknown, retry with the same request_id", errs.ReasonUnavailable, nil)
+		return withInfo(codes.DeadlineExceeded, "request timed out; its outcome is unknown, retry with the same request_id", errs.ReasonDeadlineExceeded, nil)
 	}
 	if !isCast {
 		// An etcd or I/O failure: the store is unreachable or overloaded.

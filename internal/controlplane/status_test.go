@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -40,6 +41,8 @@ func TestToStatusMapsACastErrorWrappingAStatus(t *testing.T) {
 		{"a store's transport failure", etcdDown, codes.Unavailable, errs.ReasonUnavailable},
 		{"a store's transport failure, wrapped", fmt.Errorf("read session: %w", etcdDown), codes.Unavailable, errs.ReasonUnavailable},
 		{"a refusal already mapped", invalid("page_size must not be negative"), codes.InvalidArgument, errs.ReasonInvalidArgument},
+		// Its own reason: UNAVAILABLE is UNAVAILABLE's (it was both).
+		{"a deadline that ran out", fmt.Errorf("read session: %w", context.DeadlineExceeded), codes.DeadlineExceeded, errs.ReasonDeadlineExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := status.Convert(toStatus(zap.NewNop(), tc.err))

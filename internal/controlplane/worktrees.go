@@ -129,7 +129,7 @@ func (h *nodeService) DownloadWorkTree(req *castv1.DownloadWorkTreeRequest, stre
 		return toStatus(h.s.lg, err)
 	}
 	if !ok {
-		return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonWorkTree, "the work tree was not uploaded (yet)"))
+		return toStatus(h.s.lg, errs.New(errs.KindFailedPrecondition, errs.ReasonWorkTreeNotUploaded, "the work tree was not uploaded (yet)"))
 	}
 	first := true
 	err = h.s.store.ReadWorkTree(ctx, req.MigrationId, req.SessionId, func(chunk []byte) error {

@@ -72,6 +72,10 @@ const (
 	ReasonNotInCustody = "NOT_IN_CUSTODY"
 	// ReasonOff: the control plane runs without --token-custody.
 	ReasonOff = "TOKEN_CUSTODY_OFF"
+	// ReasonNotCustodian: a node asked for what only the account's
+	// elected custodian gets (the refresh token, a refresh)
+	// (PERMISSION_DENIED). NODE_NOT_CUSTODIAN is a node without the mark.
+	ReasonNotCustodian = "NOT_ACCOUNT_CUSTODIAN"
 )
 
 // Unavailable says whether err means custody does not hold the account

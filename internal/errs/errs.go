@@ -108,6 +108,32 @@ const (
 	ReasonOIDCExpired = "OIDC_TOKEN_EXPIRED"
 	ReasonOIDCInvalid = "OIDC_TOKEN_INVALID"
 	ReasonOIDCClaim   = "OIDC_CLAIM_INVALID"
+
+	// One code per reason (TestEveryReasonHasOneCode): where a reason was
+	// made with two codes, the rarer one got a reason of its own.
+	// ReasonAlreadyExists: a create named something that exists
+	// (ALREADY_EXISTS); CONFLICT is a lost race (ABORTED).
+	ReasonAlreadyExists = "ALREADY_EXISTS"
+	// ReasonDeadlineExceeded: the call's deadline ran out before its
+	// answer (DEADLINE_EXCEEDED); its outcome is unknown. UNAVAILABLE is
+	// UNAVAILABLE's.
+	ReasonDeadlineExceeded = "DEADLINE_EXCEEDED"
+	// ReasonNodeLease: a node's own stream lost its lease (UNAVAILABLE):
+	// it connects and registers again. NODE_NOT_CONNECTED is a node a
+	// request names (FAILED_PRECONDITION).
+	ReasonNodeLease = "NODE_LEASE_EXPIRED"
+	// ReasonWorkTreeNotUploaded: a destination asked for a work tree the
+	// source has not uploaded (yet) (FAILED_PRECONDITION);
+	// WORKTREE_NOT_MOVABLE is a bundle over the limit (RESOURCE_EXHAUSTED).
+	ReasonWorkTreeNotUploaded = "WORKTREE_NOT_UPLOADED"
+	// A migration of a named session on its target already, or of no
+	// session off it (FAILED_PRECONDITION; were CONFLICT and NOT_FOUND).
+	ReasonOnTarget      = "ALREADY_ON_TARGET"
+	ReasonNothingToMove = "NOTHING_TO_MOVE"
+	// ReasonNoPermissionAsked: an answer came for a session with no
+	// pending permission request (FAILED_PRECONDITION: the session
+	// exists; was NOT_FOUND).
+	ReasonNoPermissionAsked = "NO_PENDING_PERMISSION"
 )
 
 // Error is a typed cast error.

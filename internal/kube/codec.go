@@ -95,7 +95,7 @@ func statusError(method, path string, code int, body []byte) error {
 	case code == http.StatusNotFound:
 		kind, reason = errs.KindNotFound, errs.ReasonNotFound
 	case st.Reason == "AlreadyExists":
-		kind, reason = errs.KindAlreadyExists, errs.ReasonConflict
+		kind, reason = errs.KindAlreadyExists, errs.ReasonAlreadyExists
 	case code == http.StatusConflict:
 		kind, reason = errs.KindAborted, errs.ReasonConflict
 	case code == http.StatusUnauthorized:

@@ -239,7 +239,7 @@ func (mg *Manager) selectSessions(ctx context.Context, r StartRequest, target st
 		})
 	}
 	if len(out) == 0 {
-		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNotFound,
+		return nil, errs.New(errs.KindFailedPrecondition, errs.ReasonNothingToMove,
 			"nothing to move: no selected session lives outside %s", target)
 	}
 	return out, nil
@@ -265,12 +265,12 @@ func (mg *Manager) diverted(ctx context.Context, sess *castv1.Session, target st
 func (mg *Manager) movable(_ context.Context, sess *castv1.Session, target string, named bool) (bool, error) {
 	switch {
 	case sess.Node == target && named:
-		return false, errs.New(errs.KindFailedPrecondition, errs.ReasonConflict,
+		return false, errs.New(errs.KindFailedPrecondition, errs.ReasonOnTarget,
 			"session %s already runs on %s", sess.Id, target).With("session", sess.Id)
 	case sess.Node == target:
 		return false, nil
 	case sess.FencedBy != "" && named:
-		return false, errs.New(errs.KindAborted, errs.ReasonSessionFenced,
+		return false, errs.New(errs.KindFailedPrecondition, errs.ReasonSessionFenced,
 			"session %s is already being moved by migration %s; `cast migrate status %s` shows it",
 			sess.Id, sess.FencedBy, sess.FencedBy).With("migration", sess.FencedBy)
 	case sess.FencedBy != "":

@@ -41,9 +41,12 @@ func (c custodyService) call(ctx context.Context, op castv1.CustodyOp, agent, ac
 	switch r := client.ReasonOf(err); r {
 	case custody.ReasonNotNewer:
 		return nil, custody.ErrNotNewer
-	case custody.ReasonNotInCustody, custody.ReasonOff:
-		// Typed again, so custody and setCredential tell them apart.
-		return nil, &errs.Error{Kind: errs.KindFailedPrecondition, Reason: r, Msg: "custody does not hold this account", Err: err}
+	// Typed again, so custody and setCredential tell them apart; each
+	// reason keeps the kind the control plane gave it.
+	case custody.ReasonNotInCustody:
+		return nil, &errs.Error{Kind: errs.KindNotFound, Reason: custody.ReasonNotInCustody, Msg: "custody does not hold this account", Err: err}
+	case custody.ReasonOff:
+		return nil, &errs.Error{Kind: errs.KindFailedPrecondition, Reason: custody.ReasonOff, Msg: "custody does not hold this account", Err: err}
 	}
 	return resp, err
 }

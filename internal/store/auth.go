@@ -93,7 +93,7 @@ func (s *Store) CreateToken(ctx context.Context, hash, role, name string) error 
 		return err
 	}
 	if !tx.Succeeded {
-		return errs.New(errs.KindAlreadyExists, errs.ReasonConflict, "a token named %q exists; delete it first (cast token rm %s)", name, name).With("name", name)
+		return errs.New(errs.KindAlreadyExists, errs.ReasonAlreadyExists, "a token named %q exists; delete it first (cast token rm %s)", name, name).With("name", name)
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func (s *Store) FenceSession(ctx context.Context, migID string, ms *castv1.Migra
 	case len(fence) > 0 && string(fence[0].Value) == migID && len(rec) > 0:
 		return fence[0].ModRevision, rec[0].ModRevision, nil // our own fence: a retry
 	case len(fence) > 0:
-		return 0, 0, errs.New(errs.KindAborted, errs.ReasonSessionFenced,
+		return 0, 0, errs.New(errs.KindFailedPrecondition, errs.ReasonSessionFenced,
 			"session %s is already being moved by migration %s", sid, fence[0].Value).With("migration", string(fence[0].Value))
 	case len(own) == 0 || own[0].ModRevision != ms.SourceToken || string(own[0].Value) != ms.SourceNode:
 		return 0, 0, errs.New(errs.KindFailedPrecondition, errs.ReasonNotOwner,

@@ -221,8 +221,10 @@ func (m *ownershipModel) fence(t *rapid.T) {
 	switch {
 	case m.mig != nil:
 		wantReason(t, "second fence", err, errs.ReasonSessionFenced)
-		if e, _ := errs.As(err); e.Kind != errs.KindAborted {
-			t.Fatalf("second fence: kind %v, want ABORTED", e.Kind)
+		// A state, as a turn start on a fenced session: one code per
+		// reason (errs TestEveryReasonHasOneCode).
+		if e, _ := errs.As(err); e.Kind != errs.KindFailedPrecondition {
+			t.Fatalf("second fence: kind %v, want FAILED_PRECONDITION", e.Kind)
 		}
 		m.seen["fence: second refused"]++
 	case staleSrc:

@@ -27,7 +27,7 @@ type connInfo struct {
 }
 
 // ErrLeaseExpired means the node's lease lapsed; register again.
-var ErrLeaseExpired = errs.New(errs.KindUnavailable, errs.ReasonNodeNotConn, "node lease expired; reconnect")
+var ErrLeaseExpired = errs.New(errs.KindUnavailable, errs.ReasonNodeLease, "node lease expired; reconnect")
 
 // RegisterNode records n and marks it connected under a new lease of ttl.
 func (s *Store) RegisterNode(ctx context.Context, n *castv1.Node, replica string, ttl time.Duration) (fence.Lease, error) {
@@ -122,7 +122,7 @@ func (s *Store) UpdateNodeAgents(ctx context.Context, name string, l fence.Lease
 			return ErrLeaseExpired
 		}
 	}
-	return errs.New(errs.KindUnavailable, errs.ReasonNodeNotConn, "node %s: its record kept changing; send its agents again", name)
+	return errs.New(errs.KindAborted, errs.ReasonConflict, "node %s: its record kept changing; send its agents again", name)
 }
 
 // UnregisterNode marks the node down now by revoking its lease.

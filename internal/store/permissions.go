@@ -84,7 +84,7 @@ func (s *Store) AnswerPermission(ctx context.Context, sessionID, rid string, all
 		}
 	}
 	if pick == nil {
-		return Permission{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNotFound, "session %s has no pending permission request; `cast ls` shows what it is doing", sessionID)
+		return Permission{}, errs.New(errs.KindFailedPrecondition, errs.ReasonNoPermissionAsked, "session %s has no pending permission request; `cast ls` shows what it is doing", sessionID)
 	}
 	pick.Answered, pick.Allow, pick.Message = true, allow, msg
 	b, _ := json.Marshal(pick)

@@ -317,7 +317,9 @@ func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, i
 		return err
 	}
 	if who != node {
-		return errs.New(errs.KindAborted, errs.ReasonNotOwner, "node %s is not the custodian of %s/%s", node, agent, account)
+		// As the Custody RPC refuses it (NOT_OWNER is a session's stale
+		// owner token, and FAILED_PRECONDITION).
+		return errs.New(errs.KindPermissionDenied, custody.ReasonNotCustodian, "node %s is not the custodian of %s/%s", node, agent, account)
 	}
 	cur, rev, err := v.intent(ctx, agent, account)
 	if err != nil {
@@ -335,7 +337,7 @@ func (v *Vault) BeginRefresh(ctx context.Context, agent, account, node string, i
 		return errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "custodyRecord refresh: %v", err)
 	}
 	if !resp.Succeeded {
-		return errs.New(errs.KindAborted, errs.ReasonNotOwner, "node %s is not the custodian of %s/%s", node, agent, account)
+		return errs.New(errs.KindAborted, errs.ReasonConflict, "the custodian or the refresh record of %s/%s changed meanwhile; try again", agent, account)
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func TestElectAndRefreshRecord(t *testing.T) {
 	if who, _ := v.Elect(ctx, "codex", "A", "n2", fence.Lease(l2.ID)); who != "n1" {
 		t.Fatalf("second node took custody: %q", who)
 	}
-	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); !errs.HasReason(err, errs.ReasonNotOwner) {
+	if err := v.BeginRefresh(ctx, "codex", "A", "n2", time.Now()); !errs.HasReason(err, custody.ReasonNotCustodian) {
 		t.Fatalf("non-custodian began a refresh: %v", err)
 	}
 	if err := v.BeginRefresh(ctx, "codex", "A", "n1", time.Now()); err != nil {
