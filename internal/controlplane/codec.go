@@ -16,67 +16,74 @@ import (
 	"github.com/cast-dev/cast/internal/wire"
 )
 
-// A request whose string field is not valid UTF-8 fails protobuf's
+// A request that does not decode (a string field that is not valid UTF-8,
+// or bytes that are no protobuf message at all) fails protobuf's
 // unmarshal, and grpc-go answers any codec error with INTERNAL ("failed to
-// unmarshal") before an interceptor runs. It is the client's mistake, so
-// utf8Codec lets such a message through half-decoded and notes it, and the
-// first interceptor refuses it with INVALID_ARGUMENT naming the field; no
-// handler ever sees it.
-type utf8Codec struct {
+// unmarshal"), without an ErrorInfo, before an interceptor runs. It is the
+// client's mistake, so requestCodec lets such a message through
+// half-decoded and notes why, and the first interceptor refuses it with
+// INVALID_ARGUMENT (naming the field where it can); no handler ever sees
+// it.
+type requestCodec struct {
 	inner encoding.CodecV2
-	bad   sync.Map // request message (pointer) -> field path
+	bad   sync.Map // request message (pointer) -> *errs.Error
 }
 
-func newUTF8Codec() *utf8Codec {
-	return &utf8Codec{inner: encoding.GetCodecV2("proto")}
+func newRequestCodec() *requestCodec {
+	return &requestCodec{inner: encoding.GetCodecV2("proto")}
 }
 
-func (c *utf8Codec) Name() string { return c.inner.Name() }
+func (c *requestCodec) Name() string { return c.inner.Name() }
 
-func (c *utf8Codec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
+func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
 
-func (c *utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.inner.Unmarshal(data, v)
-	var u interface{ InvalidUTF8() bool }
 	m, isMsg := v.(proto.Message)
-	if err == nil || !isMsg || !errors.As(err, &u) || !u.InvalidUTF8() {
+	if err == nil || !isMsg {
 		return err
 	}
-	field := wire.InvalidUTF8Field(data.Materialize(), m.ProtoReflect().Descriptor())
+	desc := m.ProtoReflect().Descriptor()
+	var u interface{ InvalidUTF8() bool }
+	if !errors.As(err, &u) || !u.InvalidUTF8() {
+		c.bad.Store(v, errs.Invalid("the request is not a valid %s message (%v); send it as protobuf encodes it", desc.FullName(), err))
+		return nil
+	}
+	field := wire.InvalidUTF8Field(data.Materialize(), desc)
 	if field == "" {
 		field = "a string field"
 	}
-	c.bad.Store(v, field)
+	c.bad.Store(v, errs.Invalid("%s is not valid UTF-8: protobuf strings must be UTF-8 text", field).With("field", field))
 	return nil
 }
 
 // refused returns the refusal of a request the codec noted, forgetting it.
-func (c *utf8Codec) refused(req any) error {
-	field, ok := c.bad.LoadAndDelete(req)
+func (c *requestCodec) refused(req any) error {
+	e, ok := c.bad.LoadAndDelete(req)
 	if !ok {
 		return nil
 	}
-	return toStatus(zap.NewNop(), errs.Invalid("%s is not valid UTF-8: protobuf strings must be UTF-8 text", field).With("field", field.(string)))
+	return toStatus(zap.NewNop(), e.(*errs.Error))
 }
 
-func (c *utf8Codec) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (c *requestCodec) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := c.refused(req); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-func (c *utf8Codec) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, utf8Stream{ServerStream: ss, c: c})
+func (c *requestCodec) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, requestStream{ServerStream: ss, c: c})
 }
 
-// utf8Stream refuses each streamed request the codec noted.
-type utf8Stream struct {
+// requestStream refuses each streamed request the codec noted.
+type requestStream struct {
 	grpc.ServerStream
-	c *utf8Codec
+	c *requestCodec
 }
 
-func (s utf8Stream) RecvMsg(m any) error {
+func (s requestStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}

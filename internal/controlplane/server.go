@@ -283,14 +283,14 @@ func (s *Server) startGRPC() error {
 		s.lg.Error("handler panic", zap.Any("panic", p))
 		return status.Error(codes.Internal, "internal error")
 	})
-	utf8 := newUTF8Codec()
+	reqs := newRequestCodec()
 	opts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(utf8),
+		grpc.ForceServerCodecV2(reqs),
 		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), utf8.unary, s.unaryAuth),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), utf8.stream, s.streamAuth),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(panics), srvMetrics.UnaryServerInterceptor(), reqs.unary, s.unaryAuth),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(panics), srvMetrics.StreamServerInterceptor(), reqs.stream, s.streamAuth),
 	}
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
