@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -68,6 +69,11 @@ func (t tokenRecords) LookupRecord(ctx context.Context, hash string) (authn.Reco
 func (s *Server) authorize(ctx context.Context, method string) (context.Context, func(any) error, error) {
 	rule, err := s.policy.Rule(method)
 	if err != nil {
+		if !s.served(method) {
+			// A method the server does not have reaches here through
+			// the unknown-service handler: say so, not "no rule".
+			err = errs.UnknownMethod(method)
+		}
 		return nil, nil, s.refused(ctx, nil, method, err)
 	}
 	p, err := s.authenticate(ctx, true)
@@ -135,6 +141,17 @@ func appendBytes(req any) int {
 // --refusal-log interval, the rest counted: refusallog.go) and maps it to
 // a status.
 // Store failures while checking are not refusals and are not audited.
+// served says whether the gRPC server has method ("/pkg.Service/Method").
+func (s *Server) served(method string) bool {
+	svc, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	for _, m := range s.grpc.GetServiceInfo()[svc].Methods {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) refused(ctx context.Context, p *authz.Principal, method string, err error) error {
 	if e, ok := errs.As(err); ok && (e.Kind == errs.KindPermissionDenied || e.Kind == errs.KindUnauthenticated || e.Kind == errs.KindResourceExhausted) {
 		who := "anonymous"

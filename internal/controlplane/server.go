@@ -35,6 +35,7 @@ import (
 	"github.com/cast-dev/cast/internal/brief"
 	"github.com/cast-dev/cast/internal/capability"
 	"github.com/cast-dev/cast/internal/catrust"
+	"github.com/cast-dev/cast/internal/errs"
 	"github.com/cast-dev/cast/internal/etcdembed"
 	"github.com/cast-dev/cast/internal/fanout"
 	"github.com/cast-dev/cast/internal/fleet"
@@ -286,6 +287,13 @@ func (s *Server) startGRPC() error {
 	reqs := newRequestCodec()
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(reqs),
+		// A method it does not have: UNIMPLEMENTED with its reason (grpc-go
+		// gives none). The stream interceptors run first (authorize says
+		// the same).
+		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			m, _ := grpc.MethodFromServerStream(ss)
+			return toStatus(s.lg, errs.UnknownMethod(m))
+		}),
 		grpc.MaxRecvMsgSize(s.cfg.MaxRecvBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),

@@ -27,6 +27,7 @@ var kindCodes = map[errs.Kind]codes.Code{
 	errs.KindInternal:           codes.Internal,
 	errs.KindUnauthenticated:    codes.Unauthenticated,
 	errs.KindPermissionDenied:   codes.PermissionDenied,
+	errs.KindUnimplemented:      codes.Unimplemented,
 }
 
 // toStatus maps any error from a core to a gRPC status with an ErrorInfo.
@@ -62,6 +63,12 @@ func toStatus(lg *zap.Logger, err error) error {
 	}
 	return withInfo(kindCodes[e.Kind], e.Msg, e.Reason, e.Metadata)
 }
+
+// StatusOf is toStatus for the web listener's own refusals (a body that
+// does not decode, a request that is no RPC, a cross-site call), so they
+// carry the code and reason the gRPC API gives. They are never internal
+// errors, the only ones toStatus logs.
+func StatusOf(err error) error { return toStatus(zap.NewNop(), err) }
 
 // statusMessage is the message toStatus gives err: what a response field
 // (not the call's status) may show of a failure. toStatus logs what it

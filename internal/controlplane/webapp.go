@@ -32,6 +32,7 @@ func (s *Server) startWeb() error {
 	}
 	cfg := s.cfg.Web
 	cfg.CallLimits = callLimits
+	cfg.Refusal = StatusOf
 	var err error
 	if s.web, err = web.Start(cfg, s.grpc, s.store, tlsCfg, oidc, s.lg.Named("web")); err != nil {
 		return err

@@ -24,6 +24,7 @@ const (
 	KindUnavailable             // try again later
 	KindUnauthenticated         // no valid credential came with the call
 	KindPermissionDenied        // the caller may not do this
+	KindUnimplemented           // no such method
 )
 
 // Stable reasons.
@@ -134,6 +135,9 @@ const (
 	// pending permission request (FAILED_PRECONDITION: the session
 	// exists; was NOT_FOUND).
 	ReasonNoPermissionAsked = "NO_PENDING_PERMISSION"
+	// ReasonUnknownMethod: a call of a method (or service) the API does
+	// not have (UNIMPLEMENTED).
+	ReasonUnknownMethod = "UNKNOWN_METHOD"
 )
 
 // Error is a typed cast error.
@@ -176,6 +180,15 @@ func Invalid(format string, args ...any) *Error {
 // NotFound is a missing resource.
 func NotFound(format string, args ...any) *Error {
 	return New(KindNotFound, ReasonNotFound, format, args...)
+}
+
+// UnknownMethod is a call of a method (full name, as gRPC's path names
+// it) the API does not have.
+func UnknownMethod(method string) *Error {
+	if len(method) > 200 {
+		method = method[:200]
+	}
+	return New(KindUnimplemented, ReasonUnknownMethod, "%q is no method of the cast API", method)
 }
 
 // Internal wraps an unexpected failure; the cause stays server-side.

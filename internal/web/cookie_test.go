@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/testharness"
 	"github.com/cast-dev/cast/internal/web"
 )
@@ -35,7 +36,7 @@ func TestEachListenerKeepsItsOwnSignIn(t *testing.T) {
 	var bases []string
 	for _, who := range []string{"alice", "bob"} {
 		l := web.NewLogins(st, web.DefaultCodeTTL, web.DefaultSessionTTL)
-		srv := httptest.NewServer(web.NewHandler(l, whoCalls, false, "", zaptest.NewLogger(t)))
+		srv := httptest.NewServer(web.NewHandler(l, whoCalls, false, "", controlplane.StatusOf, zaptest.NewLogger(t)))
 		t.Cleanup(srv.Close)
 		code, _, err := l.NewCode(context.Background(), authz.Principal{Role: authz.User, Name: who, Cred: "c-" + who})
 		if err != nil {
@@ -67,7 +68,7 @@ func TestSessionCookieEndsWithTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(web.NewHandler(l, mintingAPI(t, l, alice), false, "", zaptest.NewLogger(t)))
+	srv := httptest.NewServer(web.NewHandler(l, mintingAPI(t, l, alice), false, "", controlplane.StatusOf, zaptest.NewLogger(t)))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	jar, _ := cookiejar.New(nil)

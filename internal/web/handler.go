@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/errs"
 )
 
 // dist is the built app (app/: npm run build). all: keeps Vite's files
@@ -101,6 +100,7 @@ type Handler struct {
 	callTimeout  time.Duration // a unary API call's deadline when it brings none
 	// callLimits: unary methods whose own wait is longer (Config.CallLimits).
 	callLimits map[string]time.Duration
+	refusal    func(error) error // Config.Refusal
 }
 
 // CallTimeout is the deadline of a browser's unary API call that brings
@@ -120,13 +120,13 @@ const CallMargin = 30 * time.Second
 
 // NewHandler serves api under APIPrefix for signed-in browsers, on the
 // HTTPS listener (secure) or a plain one, known to browsers as public
-// ("" : as the listener).
-func NewHandler(logins *Logins, api http.Handler, secure bool, public string, lg *zap.Logger) *Handler {
+// ("" : as the listener); refusal is Config.Refusal.
+func NewHandler(logins *Logins, api http.Handler, secure bool, public string, refusal func(error) error, lg *zap.Logger) *Handler {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {
 		panic(err) // dist is embedded: it is there or the build failed
 	}
-	h := &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg, callTimeout: CallTimeout}
+	h := &Handler{logins: logins, api: api, static: http.FileServerFS(sub), secure: secure, public: public, lg: lg, callTimeout: CallTimeout, refusal: refusal}
 	if u, err := url.Parse(public); err == nil && u.Scheme != "" && u.Host != "" {
 		h.publicOrigin = u.Scheme + "://" + u.Host
 	}
@@ -170,10 +170,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its context. A cross-site request is refused (a page elsewhere cannot
 // call the API with this browser's cookie; SameSite=Strict says the same),
 // and a bearer header is dropped: on this listener the cookie is the only
-// credential, so there is one way in to reason about.
+// credential, so there is one way in to reason about. Every refusal here
+// carries the code and reason the API would give (refuse).
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if !h.sameOrigin(r) {
-		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		h.refuse(w, r, errs.New(errs.KindPermissionDenied, errs.ReasonPermissionDenied, "cross-origin request refused: the API answers the app's own pages only"))
+		return
+	}
+	if err := callRefusal(r); err != nil {
+		h.refuse(w, r, err)
 		return
 	}
 	r.Header.Del("Authorization")
@@ -182,7 +187,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		g, ok, err := h.logins.live(r.Context(), kindSession, c.Value)
 		if err != nil {
 			h.lg.Warn("web session lookup failed", zap.Error(err))
-			http.Error(w, "the control plane's store did not answer; retry", http.StatusServiceUnavailable)
+			h.refuse(w, r, errs.New(errs.KindUnavailable, errs.ReasonUnavailable, "the control plane's store did not answer; retry"))
 			return
 		}
 		if ok {
@@ -222,12 +227,7 @@ func (h *Handler) defaultDeadline(r *http.Request) {
 // resolves methods in too. An unknown one is not: the transcoder answers
 // it not found.
 func unary(path string) bool {
-	name := protoreflect.FullName(strings.Replace(strings.TrimPrefix(path, "/"), "/", ".", 1))
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
-	if err != nil {
-		return false
-	}
-	m, ok := d.(protoreflect.MethodDescriptor)
+	m, ok := apiMethod(path)
 	return ok && !m.IsStreamingClient() && !m.IsStreamingServer()
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/cast-dev/cast/internal/authz"
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/store"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -121,9 +122,10 @@ func TestALoginLinkFromABrowserEndsWithIt(t *testing.T) {
 			api := mintingAPI(t, l, alice)
 			now = start.Add(tc.mint)
 			req := httptest.NewRequest(http.MethodPost, "/cast.v1.AuthService/CreateWebLogin", nil)
+			req.Header.Set("Content-Type", "application/json") // a Connect call: anything else is refused first
 			req.AddCookie(&http.Cookie{Name: web.SessionCookie(req.Host, false), Value: first})
 			rec := httptest.NewRecorder()
-			web.NewHandler(l, api, false, "", zaptest.NewLogger(t)).ServeHTTP(rec, req)
+			web.NewHandler(l, api, false, "", controlplane.StatusOf, zaptest.NewLogger(t)).ServeHTTP(rec, req)
 			code := rec.Body.String()
 			if rec.Code != http.StatusOK || code == "" {
 				t.Fatalf("minting through the API: %d %q", rec.Code, code)

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/cast-dev/cast/internal/controlplane"
 	"github.com/cast-dev/cast/internal/web"
 )
 
@@ -37,10 +38,11 @@ func TestOnlyTheAppsOriginReachesTheAPI(t *testing.T) {
 		{"another host with a --web-url", false, "https://cast.example.com", "https://evil.example.com", http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := web.NewHandler(web.NewLogins(nil, 0, 0), api, tc.secure, tc.public, zaptest.NewLogger(t))
+			h := web.NewHandler(web.NewLogins(nil, 0, 0), api, tc.secure, tc.public, controlplane.StatusOf, zaptest.NewLogger(t))
 			for _, path := range []string{"/cast.v1.AuthService/WhoAmI", "/auth/logout"} {
 				req := httptest.NewRequest(http.MethodPost, "https://cast.test:7780"+path, nil)
 				req.Host = "cast.test:7780"
+				req.Header.Set("Content-Type", "application/json") // a Connect call (sign-out ignores it)
 				if tc.origin != "" {
 					req.Header.Set("Origin", tc.origin)
 				}

@@ -46,7 +46,10 @@ func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *
 	}
 	// A message vanguard buffers (a Connect unary call) is bounded as the
 	// CLI's replies are: pages stay under 64 MiB (store.Config.PageBytes).
-	api, err := vanguardgrpc.NewTranscoder(g, vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxMessageBytes)))
+	api, err := vanguardgrpc.NewTranscoder(g, vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxMessageBytes)),
+		vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec {
+			return refusingJSON{JSONCodec: vanguard.NewJSONCodec(res), refusal: cfg.Refusal}
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
@@ -55,7 +58,7 @@ func Start(cfg Config, g *grpc.Server, grants Grants, tlsCfg *tls.Config, oidc *
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	s := &Server{cfg: cfg, Logins: NewLogins(grants, cfg.CodeTTL, cfg.SessionTTL), lis: lis, done: make(chan struct{})}
-	h := NewHandler(s.Logins, api, !cfg.Plain, cfg.PublicURL, lg)
+	h := NewHandler(s.Logins, api, !cfg.Plain, cfg.PublicURL, cfg.Refusal, lg)
 	h.callLimits = cfg.CallLimits
 	if oidc != nil {
 		h.oidc = newOIDCFlow(*oidc, s.URL()+"/auth/oidc/callback", s.Logins, h.https(), lg)

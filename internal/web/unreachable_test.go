@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/controlplane"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
-
 	"github.com/cast-dev/cast/internal/web"
 )
 
@@ -55,11 +55,11 @@ func (unreachableGrants) DeleteWebGrant(ctx context.Context, _, _ string) error 
 func TestUnreachableStoreAnswersRetry(t *testing.T) {
 	l := web.NewLogins(unreachableGrants{}, web.DefaultCodeTTL, web.DefaultSessionTTL)
 	l.SetStoreTimeout(50 * time.Millisecond)
-	srv := httptest.NewServer(web.NewHandler(l, http.NotFoundHandler(), false, "", zaptest.NewLogger(t)))
+	srv := httptest.NewServer(web.NewHandler(l, http.NotFoundHandler(), false, "", controlplane.StatusOf, zaptest.NewLogger(t)))
 	t.Cleanup(srv.Close)
 	c := &http.Client{Timeout: 20 * time.Second}
 	for _, tc := range []struct{ name, method, path, form string }{
-		{"API call", http.MethodPost, "/cast.v1.SessionService/ListSessions", ""},
+		{"API call", http.MethodPost, "/cast.v1.SessionService/ListSessions", "{}"},
 		{"sign-out", http.MethodPost, "/auth/logout", ""},
 		{"login page", http.MethodGet, "/auth/login?code=a-code", ""},
 		{"sign-in", http.MethodPost, "/auth/login", "code=a-code"},
@@ -69,7 +69,10 @@ func TestUnreachableStoreAnswersRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.form != "" {
+			switch {
+			case strings.HasPrefix(tc.path, "/cast.v1."):
+				req.Header.Set("Content-Type", "application/json") // a Connect call
+			case tc.form != "":
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			}
 			req.AddCookie(&http.Cookie{Name: web.SessionCookie(req.Host, false), Value: "a-session"})
@@ -77,9 +80,13 @@ func TestUnreachableStoreAnswersRetry(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no answer while the store is away: %v", err)
 			}
-			resp.Body.Close()
+			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("status %d; want 503 (retry)", resp.StatusCode)
+			}
+			// The API's refusal is the API's: its code and reason.
+			if code, reason := answerOf(t, resp); strings.HasPrefix(tc.path, "/cast.v1.") && (code != "unavailable" || reason != "UNAVAILABLE") {
+				t.Fatalf("API call: %s (reason %q), want unavailable UNAVAILABLE", code, reason)
 			}
 		})
 	}
@@ -110,7 +117,7 @@ func appOver(t *testing.T, register func(*grpc.Server)) *web.Handler {
 		t.Fatal(err)
 	}
 	l := web.NewLogins(unreachableGrants{}, web.DefaultCodeTTL, web.DefaultSessionTTL)
-	return web.NewHandler(l, api, false, "", zaptest.NewLogger(t))
+	return web.NewHandler(l, api, false, "", controlplane.StatusOf, zaptest.NewLogger(t))
 }
 
 // A browser's unary API call comes without a deadline (the app sends

@@ -44,6 +44,11 @@ type Config struct {
 	// longest wait passes CallTimeout: a call to one that brings no
 	// deadline gets its limit and CallMargin (the control plane's table).
 	CallLimits map[string]time.Duration
+	// Refusal is the gRPC status the API answers err with (the control
+	// plane's toStatus): the listener's own refusals (a body that does not
+	// decode, a request that is no RPC, a cross-site call) carry the same
+	// codes and reasons as the API's.
+	Refusal func(error) error
 
 	// idleTimeout is how long a kept-alive connection may wait for its
 	// next request (0: DefaultIdleTimeout).
