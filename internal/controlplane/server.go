@@ -28,7 +28,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	"github.com/cast-dev/cast/internal/authn"
 	"github.com/cast-dev/cast/internal/authz"
@@ -280,10 +279,7 @@ func (s *Server) startLoops() {
 func (s *Server) startGRPC() error {
 	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	s.reg.MustRegister(srvMetrics)
-	panics := recovery.WithRecoveryHandler(func(p any) error {
-		s.lg.Error("handler panic", zap.Any("panic", p))
-		return status.Error(codes.Internal, "internal error")
-	})
+	panics := recovery.WithRecoveryHandler(s.handlerPanic)
 	reqs := newRequestCodec()
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(reqs),
@@ -512,4 +508,11 @@ func Run(ctx context.Context, cfg Config, lg *zap.Logger) error {
 	case err := <-etcdErr:
 		return fmt.Errorf("embedded etcd failed: %w", err)
 	}
+}
+
+// handlerPanic answers a call whose handler panicked: INTERNAL with its
+// reason, as every other refusal has one; what panicked stays in the log.
+func (s *Server) handlerPanic(p any) error {
+	s.lg.Error("handler panic", zap.Any("panic", p))
+	return withInfo(codes.Internal, "internal error", errs.ReasonInternal, nil)
 }

@@ -58,3 +58,18 @@ func TestToStatusMapsACastErrorWrappingAStatus(t *testing.T) {
 		})
 	}
 }
+
+// A handler's panic is answered INTERNAL with its reason, and nothing of
+// what panicked: it was the one refusal with no ErrorInfo.
+func TestHandlerPanicHasAReason(t *testing.T) {
+	st := status.Convert((&Server{lg: zap.NewNop()}).handlerPanic("secret 10.1.2.3"))
+	reason := ""
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = info.Reason
+		}
+	}
+	if st.Code() != codes.Internal || reason != errs.ReasonInternal || strings.Contains(st.Message(), "10.1.2.3") {
+		t.Fatalf("got %v %q (reason %q), want INTERNAL with reason %s and nothing of the panic", st.Code(), st.Message(), reason, errs.ReasonInternal)
+	}
+}
