@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cast-dev/cast/internal/quota"
@@ -93,6 +94,45 @@ type Ephemeral interface {
 
 // Delivered is the session a LargePrompter put a prompt in.
 type Delivered struct{ ID, Path string }
+
+// StopExiter is a Driver whose CLI catches a stop signal from outside
+// (SIGTERM, SIGINT: a user's kill or Ctrl-C, a service manager's stop)
+// mid-turn and exits with a status of its own rather than dying of it or
+// exiting 128+n, so its exit alone reads as a finished turn (exit 0) or
+// as the CLI's own failure. StoppedExit says whether the CLI's exit
+// status and what it printed (stdout's tail, stderr) are that exit. The
+// runner asks only for a turn that left no answer (its last row is not
+// the model's text) and printed no failure it knows (refusal, login, rate
+// limit).
+type StopExiter interface {
+	StoppedExit(exit int, stdout, stderr string) bool
+}
+
+// StdoutEvents reads a CLI's headless stdout for a StopExiter: how many
+// JSON lines had each "type" (and each "type/subtype"), and the other
+// lines that held text (a text-mode CLI's answer or message).
+func StdoutEvents(stdout string) (types map[string]int, text []string) {
+	types = map[string]int{}
+	for _, line := range strings.Split(stdout, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var ev struct {
+			Type    string `json:"type"`
+			Subtype string `json:"subtype"`
+		}
+		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &ev) != nil {
+			text = append(text, line)
+			continue
+		}
+		types[ev.Type]++
+		if ev.Subtype != "" {
+			types[ev.Type+"/"+ev.Subtype]++
+		}
+	}
+	return types, text
+}
 
 // TranscriptUsage is a Driver whose transcript records the provider's
 // usage windows (Codex's rate_limits); others report them on stdout.

@@ -125,3 +125,56 @@ func TestSetMCPServer(t *testing.T) {
 		}
 	}
 }
+
+// StoppedExit tells the exit a CLI makes when a stop signal from outside
+// ends its turn (measured on the pinned CLIs: TestStopSignalMidTurn in
+// the runner) from a finished turn and from the CLI's own failures, which
+// keep their reading. Pi and OpenCode die of the signal or exit 128+n, so
+// they need no StopExiter.
+func TestStoppedExit(t *testing.T) {
+	const (
+		warn      = "Warning: Basic terminal detected (TERM=dumb). Visual rendering will be limited."
+		claudeRes = `{"type":"system","subtype":"init","session_id":"s"}` + "\n" + `{"type":"result","subtype":"success","is_error":false,"result":"hi"}` + "\n"
+		thread    = `{"type":"thread.started","thread_id":"t"}` + "\n"
+	)
+	for _, tc := range []struct {
+		agent          string
+		exit           int
+		stdout, stderr string
+		want           bool
+	}{
+		{"claude", 0, "", "", true}, // SIGINT, text mode
+		{"claude", 0, `{"type":"system","subtype":"init","session_id":"s"}` + "\n", "", true}, // SIGINT, stream-json
+		{"claude", 0, "Execution error", "", true},                                            // SIGINT after the abort reached the turn
+		{"claude", 0, `{"type":"result","subtype":"error_during_execution","is_error":true}` + "\n", "", true},
+		{"claude", 0, "the answer\n", "", false},
+		{"claude", 0, "Execution error\nthe answer\n", "", false},
+		{"claude", 0, claudeRes, "", false},
+		{"claude", 1, "", "", false},
+		{"claude", 1, "Error: unknown option '--bogus'\n", "", false},
+		{"codex", 1, thread, "", true}, // SIGINT
+		{"codex", 1, thread + `{"type":"turn.started"}` + "\n", "", true},
+		{"codex", 1, thread + `{"type":"error","message":"stream disconnected"}` + "\n", "", false},
+		{"codex", 1, thread + `{"type":"turn.failed","error":{"message":"boom"}}` + "\n", "", false},
+		{"codex", 1, "", "Error: unexpected argument '--bogus' found\n", false},
+		{"codex", 0, thread + `{"type":"turn.completed"}` + "\n", "", false},
+		{"codex", 2, "", "", false},
+		{"gemini", 0, "", warn, true}, // SIGTERM, SIGINT
+		{"gemini", 0, "the answer\n", warn, false},
+		{"gemini", 1, "", "Error when talking to Gemini API", false},
+		{"gemini", 41, "", "", false},
+		{"pi", 0, "", "", false},
+		{"pi", 1, "", "", false},
+		{"opencode", 0, "", "", false},
+	} {
+		a, _ := agents.Lookup(tc.agent)
+		d, ok := a.Driver()
+		if !ok {
+			t.Fatalf("%s has no driver", tc.agent)
+		}
+		se, ok := d.(agents.StopExiter)
+		if got := ok && se.StoppedExit(tc.exit, tc.stdout, tc.stderr); got != tc.want {
+			t.Errorf("%s exit %d stdout %q stderr %q: stopped %v, want %v", tc.agent, tc.exit, tc.stdout, tc.stderr, got, tc.want)
+		}
+	}
+}

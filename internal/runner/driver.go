@@ -307,6 +307,14 @@ func (d *driver) addStreamErr(s string) {
 	}
 }
 
+// stoppedExit says whether the CLI's exit is the one it makes when a stop
+// signal from outside ends its turn (agents.StopExiter); CLIs that die of
+// the signal or exit 128+n are told apart by their wait status.
+func (d *driver) stoppedExit(exit int, stdout, stderr string) bool {
+	se, ok := d.ad.(agents.StopExiter)
+	return ok && se.StoppedExit(exit, stdout, stderr)
+}
+
 // usage is the provider's usage windows as the turn saw them: from the
 // transcript where the agent records them, else as stdout reported them.
 func (d *driver) usage(nativePath string) []quota.Window {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,9 @@ type plan struct {
 	input string // the prompt on stdin (hasInput)
 	// hasInput: the CLI reads the prompt on stdin (else /dev/null).
 	hasInput bool
+	// answered: the last row the turn emitted is the model's text. A CLI
+	// stopped mid-turn leaves none after its prompt, tool call or result.
+	answered atomic.Bool
 }
 
 // prepare builds the turn's plan. Its error is an *Error.
@@ -198,6 +202,7 @@ func (p *plan) emitter(res *Result, emit func(transcript.Message)) func(transcri
 		mu.Lock()
 		defer mu.Unlock()
 		m.Agent = p.a.Name
+		p.answered.Store(m.Kind == transcript.KindAssistant)
 		// The transcript's model wins; rows without one (tool results,
 		// user text) get the model of the turn.
 		if m.Model == "" {
@@ -313,6 +318,13 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI was killed by signal %d (%v), which cast did not send: out of memory, someone killed it, or a stop of the node's service", int(sig), sig))
 	}
 	reason, detail := p.d.classify(res.ExitCode, res.Emitted, o.stdoutTail.String(), res.Stderr)
+	// A CLI that catches a stop signal and exits 0 or 1 (Gemini CLI,
+	// Claude Code on SIGINT, Codex on SIGINT) read as a finished turn (the
+	// message marked delivered, unanswered) or as a refusal (dropped). Its
+	// driver knows that exit; a failure the CLI printed keeps its reason.
+	if (reason == "" || reason == ReasonFailed) && !p.answered.Load() && p.d.stoppedExit(res.ExitCode, o.stdoutTail.String(), res.Stderr) {
+		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI exited %d before the model answered, as %s does when a stop signal from outside (SIGTERM, SIGINT) ends it: someone stopped it, or a stop of the node's service", res.ExitCode, p.a.DisplayName))
+	}
 	if reason != "" {
 		return fail(*res, reason, detail)
 	}

@@ -600,8 +600,9 @@ func TestUnknownSession(t *testing.T) {
 // outside (the OOM killer's SIGKILL, a user's SIGTERM) fails as "killed",
 // which the node holds for the next message; so does one that catches the
 // signal and exits 128+n (Claude Code exits 143 on SIGTERM, which read as
-// a refusal and dropped the message). A crash (SIGSEGV) is the CLI's own
-// failure, which the prompt may cause.
+// a refusal and dropped the message), or with the status its driver says
+// it exits with when stopped (TestStopSignalMidTurn runs the real CLIs). A
+// crash (SIGSEGV) is the CLI's own failure, which the prompt may cause.
 func TestKilledFromOutside(t *testing.T) {
 	for _, tc := range []struct {
 		name, script, want string
@@ -613,6 +614,12 @@ func TestKilledFromOutside(t *testing.T) {
 		{"INT caught", "trap 'exit 130' INT; kill -INT $$", runner.ReasonKilled, 130},
 		{"SEGV", "kill -SEGV $$", runner.ReasonFailed, -1},
 		{"SEGV caught", "trap 'exit 139' SEGV; kill -SEGV $$", runner.ReasonFailed, 139},
+		// Claude Code exits 0 on SIGINT with nothing printed (its driver's
+		// StoppedExit); a turn that printed an answer or a refusal is not
+		// one.
+		{"INT caught, exit 0", "exit 0", runner.ReasonKilled, 0},
+		{"exit 0 with an answer", "echo the answer", runner.ReasonFailed, 0},
+		{"exit 0 with a refusal", "echo 'the model refused to answer' >&2", runner.ReasonRefused, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := filepath.Join(t.TempDir(), "claude")

@@ -90,6 +90,22 @@ func (Driver) Stdout(line []byte) agents.Event {
 	return agents.Event{}
 }
 
+// StoppedExit: Claude Code exits 0 on SIGINT mid-turn (2.1.197), with
+// nothing on stdout or, when the abort reached the turn first, what it
+// prints for a turn that ended in an execution error: "Execution error"
+// in text mode, an error_during_execution result in stream-json. (It
+// exits 143 on SIGTERM, which its wait status tells.) A finished turn
+// prints its answer or a result of another kind; its failures exit 1.
+func (Driver) StoppedExit(exit int, stdout, _ string) bool {
+	types, text := agents.StdoutEvents(stdout)
+	for _, l := range text {
+		if l != "Execution error" {
+			return false
+		}
+	}
+	return exit == 0 && types["result"] == types["result/error_during_execution"]
+}
+
 // CwdFolders: Claude keeps a project folder per cwd (sessions, memory).
 func (Driver) CwdFolders(home, cwd string) []string { return []string{ProjectDir(home, cwd)} }
 

@@ -102,6 +102,16 @@ func (Driver) Stdout(line []byte) agents.Event {
 	return agents.Event{}
 }
 
+// StoppedExit: `codex exec` (0.171) exits 1 on SIGINT mid-turn with
+// nothing on stderr and no event after thread.started (its node launcher
+// passes a SIGINT on to it; it dies of SIGTERM). Its own failures say why:
+// an error or turn.failed event, or a message on stderr.
+func (Driver) StoppedExit(exit int, stdout, stderr string) bool {
+	types, text := agents.StdoutEvents(stdout)
+	return exit == 1 && strings.TrimSpace(stderr) == "" && len(text) == 0 &&
+		types["error"]+types["turn.failed"]+types["turn.completed"] == 0
+}
+
 // DeliverLarge adds a prompt longer than one Codex turn takes to the
 // thread's history through the app-server (thread/inject_items has no
 // cap).

@@ -16,6 +16,15 @@ func init() { agents.Register("gemini", Driver{}, agents.FileCodec(Reader{}, Wri
 // upserts records, so its transcript is always read whole (no ParseTail).
 type Driver struct{}
 
+// StoppedExit: Gemini CLI (0.61) exits 0 on SIGTERM, SIGINT and SIGHUP
+// alike (its gracefulShutdown), mid-turn too, with nothing on stdout. A
+// finished turn prints its answer there; a blocked one says so on stderr,
+// which the runner reads first.
+func (Driver) StoppedExit(exit int, stdout, _ string) bool {
+	_, text := agents.StdoutEvents(stdout)
+	return exit == 0 && len(text) == 0
+}
+
 // FindSession picks the conversation file among gemini's files for an id:
 // the one naming the session whose decoded history is longest (a resume
 // leaves a stray header-only file with the same id prefix).
