@@ -26,13 +26,14 @@ import (
 // writes and the node reads) is one folder both see.
 type adoptRig struct {
 	*turnRig
-	config string // XDG_CONFIG_HOME of the node and the CLI
+	config string     // XDG_CONFIG_HOME of the node and the CLI
+	root   testing.TB // the test the rig is for (r.t may be a subtest's)
 }
 
 func newAdoptRig(t *testing.T, names ...string) *adoptRig {
 	config := t.TempDir()
 	r := startTurnRig(t, nil, nil, []string{"--adopt", "--adopt-interval", "200ms"}, []string{"XDG_CONFIG_HOME=" + config}, names...)
-	return &adoptRig{turnRig: r, config: config}
+	return &adoptRig{turnRig: r, config: config, root: t}
 }
 
 // use makes the rig fail t (a subtest) until the returned func.

@@ -117,12 +117,17 @@ func agentsConfigEnvs(t testing.TB, fakeURL string, bins map[string]string, agen
 func (r *turnRig) startNode() { r.startNodeEnv() }
 
 // startNodeEnv is startNode with env added (CAST_FAILPOINTS).
-func (r *turnRig) startNodeEnv(env ...string) {
+func (r *turnRig) startNodeEnv(env ...string) { r.startNodeOwned(r.t, env...) }
+
+// startNodeOwned is startNodeEnv with the process owner's: its end kills
+// it (a subtest restarting the node of a rig its parent made passes the
+// parent, whose later subtests use that node).
+func (r *turnRig) startNodeOwned(owner testing.TB, env ...string) {
 	// A node killed just before may still show connected: wait for a
 	// stream opened by this process (connect_time from now on; the
 	// control plane runs on this machine's clock).
 	started := time.Now()
-	r.node = testharness.StartProcEnv(r.t, env, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
+	r.node = testharness.StartProcEnv(owner, env, filepath.Join(testharness.Binaries(r.t), "node"), r.nodeArgs...)
 	testharness.WaitFor(r.t, 30*time.Second, "node connected", func() bool {
 		return testharness.NodeConnectedSince(r.c, "worker", started)
 	})
