@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -195,7 +195,7 @@ func (f *Follower) forgetGone(agent string, listed []string) error {
 		if i := strings.LastIndex(key, "#run-"); i > 0 && !there[key] {
 			file = key[:i] // a run kept inside file (followRuns)
 		}
-		if there[file] || !isGone(file) {
+		if there[file] || !fsutil.Gone(file) {
 			delete(f.gone, key)
 			continue
 		}
@@ -214,12 +214,6 @@ func (f *Follower) forgetGone(agent string, listed []string) error {
 		}
 	}
 	return nil
-}
-
-// isGone says whether path is not there at all (not merely unreadable).
-func isGone(path string) bool {
-	_, err := os.Lstat(path)
-	return errors.Is(err, fs.ErrNotExist)
 }
 
 // try runs one native session's follow under its backoff (key: its file,

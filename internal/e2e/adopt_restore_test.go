@@ -44,6 +44,10 @@ import (
 // summary stands for. The same session switched to another agent since is
 // restored as that agent's new session, which resumes so too, and what
 // that resume adds goes to the same cast session.
+//
+// A session restored twice while the node is down (Codex: two native
+// ids) has both files followed as that session: the first was adopted as
+// a new session holding a copy, the export log keeping the newest only.
 func TestRestoreFromTheArchive(t *testing.T) {
 	t.Parallel()
 	names := []string{"claude", "codex"}
@@ -54,6 +58,10 @@ func TestRestoreFromTheArchive(t *testing.T) {
 			r.restoreAcrossNodeDowntime(agent)
 		})
 	}
+	t.Run("restored-twice-while-down/codex", func(t *testing.T) {
+		defer r.use(t)()
+		r.restoreTwiceWhileDown("codex")
+	})
 	t.Run("cast-turns-around/claude", func(t *testing.T) {
 		defer r.use(t)()
 		r.restoreBetweenCastTurns("claude")
@@ -110,6 +118,41 @@ func (r *adoptRig) restoreAcrossNodeDowntime(agent string) {
 	r.waitHolds(sess.Id, agent, restored.Path)
 	if again := r.adoptedIn(agent, cwd); again.Id != sess.Id {
 		t.Fatalf("the restored file was adopted again as %s", again.Id)
+	}
+}
+
+// restoreTwiceWhileDown restores a session twice while the node is down
+// (Codex writes each restore under a new native id; so does each `cast
+// export` of a session for any agent, into the same folder). Both files
+// are the session's: the node, started after, follows each as it, and
+// what a resume by hand of the first adds goes to that session too.
+func (r *adoptRig) restoreTwiceWhileDown(agent string) {
+	t := r.t.(*testing.T)
+	mark := func(n int) string { return fmt.Sprintf("TWICE-%s-%d", strings.ToUpper(agent), n) }
+	cwd := agenttest.Cwd(t, r.homes[agent], "proj-twice-"+agent)
+	r.direct(agent, cwd, dmsg(mark(1)), agents.FormFresh, nil)
+	sess := r.adoptedIn(agent, cwd)
+	held := r.waitHolds(sess.Id, agent, sess.Origin.Path)
+
+	r.node.Kill()
+	if err := os.Remove(sess.Origin.Path); err != nil {
+		t.Fatal(err)
+	}
+	first := r.restore(sess.Id, agent)
+	second := r.restore(sess.Id, agent)
+	if first.Path == second.Path {
+		t.Fatalf("both restores wrote %s", first.Path)
+	}
+	r.restartNode()
+	r.waitFollowsRestored(second.Path, sess.Id)
+	r.waitFollowsRestored(first.Path, sess.Id)
+	r.assertHolds(sess.Id, held)
+	r.fake.Reset()
+	r.direct(agent, cwd, dmsg(mark(2)), agents.FormResume, map[string]string{"id": first.NativeID, "path": first.Path})
+	assertResumedOnce(t, r.fake, mark(1), mark(2))
+	r.waitHolds(sess.Id, agent, first.Path)
+	if again := r.adoptedIn(agent, cwd); again.Id != sess.Id {
+		t.Fatalf("a restored file was adopted as %s, a copy of %s", again.Id, sess.Id)
 	}
 }
 

@@ -35,7 +35,8 @@ type Record struct {
 }
 
 // Log is what cast exported, keyed by agent, agent folder and cast
-// session (Key).
+// session (Key): the newest file written for it, with the earlier ones
+// still there under keys of their own (earlierKey).
 type Log struct {
 	path    string
 	Records map[string]Record `json:"exports"`
@@ -138,12 +139,35 @@ func (l *Log) Put(key, sessionID, nativeID, path string) error {
 			delete(l.Records, k)
 		}
 	}
+	if prev, ok := l.Records[key]; ok && (prev.Path != path || prev.NativeID != nativeID) {
+		// The key's earlier file is still the session's: a node that has
+		// not looked at it yet (down, or waiting while cast's CLI of that
+		// agent runs) knows it only from here. Replaced, it was adopted as
+		// a new session holding a copy of the history, and what the user
+		// added to it went there (TestRestoreFromTheArchive, a Codex
+		// session restored twice). Kept while the file is there.
+		if !fsutil.Gone(prev.Path) {
+			l.Records[earlierKey(key, prev)] = prev
+		}
+	}
+	for k, r := range l.Records {
+		if strings.HasPrefix(k, key+"\x00") && fsutil.Gone(r.Path) {
+			delete(l.Records, k) // an earlier file of key, deleted since
+		}
+	}
 	l.Records[key] = Record{NativeID: nativeID, Path: path, SHA256: sum, SessionID: sessionID, Size: fi.Size()}
 	b, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
 		return err
 	}
 	return fsutil.WritePrivate(l.path, append(b, '\n'))
+}
+
+// earlierKey is the key an earlier file written for key keeps once key
+// names a newer one: found by ByPath and ByNative, never by Unchanged
+// (an export rewrites only the file it wrote last).
+func earlierKey(key string, r Record) string {
+	return key + "\x00" + r.NativeID + "\x00" + r.Path
 }
 
 // FileSHA256 is the hex SHA-256 of the file at path.

@@ -56,3 +56,59 @@ func TestLogKeepsEveryStoredSessionExported(t *testing.T) {
 		t.Fatalf("file's record by native id %+v, %v; want c4's", r, ok)
 	}
 }
+
+// A cast session written twice into one folder under two native ids (a
+// Codex restore gets a new one each time, an export of a changed file
+// does too) keeps a record of each file while it is there: a node that
+// had not looked at the first before the second was written knows it as
+// the session's only from here (it adopted it as a new session holding a
+// copy). Only the newest is the one an export may rewrite; a deleted
+// earlier file's record goes.
+func TestLogKeepsEveryFileOfASession(t *testing.T) {
+	dir := t.TempDir()
+	l, err := exportlog.Load(filepath.Join(dir, exportlog.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := exportlog.Key("codex", dir, "c1")
+	var files []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		f := filepath.Join(dir, id+".jsonl")
+		if err := os.WriteFile(f, []byte(id+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Put(key, "c1", id, f); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	l, err = exportlog.Load(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range files {
+		id := []string{"n1", "n2", "n3"}[i]
+		if r, ok := l.ByPath(f); !ok || r.SessionID != "c1" || r.NativeID != id {
+			t.Fatalf("%s: record %+v, %v; want c1's %s", f, r, ok, id)
+		}
+		if r, ok := l.ByNative("codex", id); !ok || r.Path != f {
+			t.Fatalf("%s by native id: record %+v, %v; want %s", id, r, ok, f)
+		}
+	}
+	if r, ok := l.Unchanged(key); !ok || r.NativeID != "n3" {
+		t.Fatalf("the file an export may rewrite: %+v, %v; want n3", r, ok)
+	}
+	// The first file deleted: its record goes at the next write.
+	if err := os.Remove(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Put(key, "c1", "n3", files[2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.ByPath(files[0]); ok {
+		t.Fatal("a deleted earlier file keeps its record")
+	}
+	if _, ok := l.ByPath(files[1]); !ok {
+		t.Fatal("an earlier file still there lost its record")
+	}
+}
