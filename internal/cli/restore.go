@@ -27,7 +27,8 @@ func (a *app) restoreCmd() *cobra.Command {
 			"(" + agents.HomeHints(agents.WritableAgents()) + "), so the agent's\n" +
 			"own picker and resume find it. An adopted session gets its native id back (Codex's a new one: its\n" +
 			"index would not find the old; one switched to another agent since, a new one of that agent), so the\n" +
-			"resume command the user knew still works. Refused while that native session is still there.",
+			"resume command the user knew still works. Refused while that native session is still there, or the copy\n" +
+			"an earlier restore or export of it wrote into that folder.",
 	}, sessionUse{hint: "cast restore ID; `cast ls --origin native` lists adopted sessions"}, func(cmd *cobra.Command, id string, _ []string) error {
 		sess, msgs, err := a.exportAll(cmd.Context(), id)
 		if err != nil {
@@ -49,7 +50,11 @@ func (a *app) restoreCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		out, err := writeNative(sess.Agent, t, msgs, log, exportlog.Key(sess.Agent, t.Home, sess.Id), nil)
+		key := exportlog.Key(sess.Agent, t.Home, sess.Id)
+		if err := notWrittenBefore(log, key, sess, t.NativeID); err != nil {
+			return err
+		}
+		out, err := writeNative(sess.Agent, t, msgs, log, key, nil)
 		if err != nil {
 			return err
 		}
@@ -85,6 +90,21 @@ func (a *app) tidyRestored(agent, home, nativeID string) {
 	if err := td.TidySession(home, nativeID); err != nil {
 		fmt.Fprintf(a.errOut, "cast: warning: restored, but the agent's stray files for it stay: %v\n", err)
 	}
+}
+
+// notWrittenBefore refuses a restore under a new native id while the
+// file cast last wrote sess into under home (an earlier restore or
+// export: key's record) still holds its conversation. Codex's restores get
+// a new id each time, so the check for the origin's id never saw them:
+// each restore left another copy, and the user's turns on one were missing
+// from the others.
+func notWrittenBefore(log *exportlog.Log, key string, sess *castv1.Session, nativeID string) error {
+	rec, ok := log.Records[key]
+	if !ok || rec.NativeID == nativeID || fsutil.Gone(rec.Path) || !holdsMessages(sess.Agent, rec.Path) {
+		return nil
+	}
+	return fmt.Errorf("%s session %s was written here before as %s (%s) and is still there; resume that one, or remove it and restore again",
+		sess.Agent, sess.Id, rec.NativeID, rec.Path)
 }
 
 // restoreID is the native id a restore writes sess under: its origin's,

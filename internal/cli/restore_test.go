@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,5 +148,47 @@ func TestRestoreSaysWhatItTrimmed(t *testing.T) {
 	}
 	if !strings.Contains(out, "trimmed") {
 		t.Fatalf("a restore that trimmed older messages said only:\n%s", out)
+	}
+}
+
+// A second restore of a Codex session is refused while the first one's
+// rollout still holds the conversation: each Codex restore gets a new id
+// (its index would not resume the old), so the check for the origin's id
+// never saw an earlier restore, and every restore left another copy, the
+// user's turns on one missing from the others. Once that copy is gone, a
+// restore writes again.
+func TestRestoreRefusesWhileAnEarlierRestoreIsThere(t *testing.T) {
+	c, addr := diffRig(t)
+	cwd, home := t.TempDir(), t.TempDir()
+	const origID = "019a0000-0000-7000-8000-0000000000cd"
+	resp, err := c.Nodes.AdoptSession(context.Background(), &castv1.AdoptSessionRequest{Node: "n1", Cwd: cwd, Title: "adopted", HistoryMessages: 1,
+		Origin:   &castv1.SessionOrigin{Node: "n1", Agent: "codex", NativeId: origID, Path: filepath.Join(home, "gone.jsonl")},
+		Messages: []*castv1.Message{{Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: "hello", ClientId: "adopt.hello.1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() (map[string]any, string, int) {
+		t.Helper()
+		out, errOut, code := runMain(t, addr, "--json", "restore", resp.SessionId, "--home", home)
+		var got map[string]any
+		if code == 0 {
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+		}
+		return got, errOut, code
+	}
+	first, errOut, code := restore()
+	if code != 0 {
+		t.Fatalf("first restore: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := restore(); code == 0 || !strings.Contains(errOut, fmt.Sprint(first["native_id"])) {
+		t.Fatalf("second restore while the first's rollout is there: exit %d, stderr %q; want it refused naming %v", code, errOut, first["native_id"])
+	}
+	if err := os.Remove(fmt.Sprint(first["path"])); err != nil {
+		t.Fatal(err)
+	}
+	if again, errOut, code := restore(); code != 0 || again["native_id"] == first["native_id"] {
+		t.Fatalf("restore after the first copy was removed: exit %d %v\n%s; want a new copy", code, again["native_id"], errOut)
 	}
 }

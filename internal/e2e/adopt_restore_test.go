@@ -45,9 +45,11 @@ import (
 // restored as that agent's new session, which resumes so too, and what
 // that resume adds goes to the same cast session.
 //
-// A session restored twice while the node is down (Codex: two native
-// ids) has both files followed as that session: the first was adopted as
-// a new session holding a copy, the export log keeping the newest only.
+// A session restored while the node is down is not restored a second
+// time while that copy is there (Codex: each restore a new native id, so
+// every restore left another copy, and the node, started after, adopted
+// all but the newest as new sessions holding copies); the node follows the
+// one copy as the session.
 func TestRestoreFromTheArchive(t *testing.T) {
 	t.Parallel()
 	names := []string{"claude", "codex"}
@@ -121,11 +123,11 @@ func (r *adoptRig) restoreAcrossNodeDowntime(agent string) {
 	}
 }
 
-// restoreTwiceWhileDown restores a session twice while the node is down
-// (Codex writes each restore under a new native id; so does each `cast
-// export` of a session for any agent, into the same folder). Both files
-// are the session's: the node, started after, follows each as it, and
-// what a resume by hand of the first adds goes to that session too.
+// restoreTwiceWhileDown restores a session while the node is down, and
+// again: refused while the first copy holds the conversation (Codex writes
+// each restore under a new native id, so the check for the origin's id
+// never saw it). The node, started after, follows the copy as the session,
+// and what a resume by hand of it adds goes to that session.
 func (r *adoptRig) restoreTwiceWhileDown(agent string) {
 	t := r.t.(*testing.T)
 	mark := func(n int) string { return fmt.Sprintf("TWICE-%s-%d", strings.ToUpper(agent), n) }
@@ -139,12 +141,11 @@ func (r *adoptRig) restoreTwiceWhileDown(agent string) {
 		t.Fatal(err)
 	}
 	first := r.restore(sess.Id, agent)
-	second := r.restore(sess.Id, agent)
-	if first.Path == second.Path {
-		t.Fatalf("both restores wrote %s", first.Path)
+	_, errOut, code := r.castEnv([]string{"XDG_CONFIG_HOME=" + r.config}, "restore", sess.Id, "--home", agenttest.NativeHome(r.homes[agent], agent), "--json")
+	if code == 0 || !strings.Contains(errOut, first.NativeID) {
+		t.Fatalf("a second restore while the first copy (%s) is there: exit %d, stderr %q; want it refused naming that copy", first.NativeID, code, errOut)
 	}
 	r.restartNode()
-	r.waitFollowsRestored(second.Path, sess.Id)
 	r.waitFollowsRestored(first.Path, sess.Id)
 	r.assertHolds(sess.Id, held)
 	r.fake.Reset()
@@ -152,7 +153,7 @@ func (r *adoptRig) restoreTwiceWhileDown(agent string) {
 	assertResumedOnce(t, r.fake, mark(1), mark(2))
 	r.waitHolds(sess.Id, agent, first.Path)
 	if again := r.adoptedIn(agent, cwd); again.Id != sess.Id {
-		t.Fatalf("a restored file was adopted as %s, a copy of %s", again.Id, sess.Id)
+		t.Fatalf("the restored file was adopted as %s, a copy of %s", again.Id, sess.Id)
 	}
 }
 
