@@ -19,7 +19,9 @@ func Check(h History) []Violation {
 	}
 	out = append(out, ix.reruns(views)...)
 	out = append(out, ix.probes(views)...)
-	return append(out, ix.refusals(views)...)
+	out = append(out, ix.refusals(views)...)
+	out = append(out, ix.carried(views)...)
+	return append(out, ix.resumed()...)
 }
 
 // index is h with its lookups built once.
@@ -27,6 +29,7 @@ type index struct {
 	h        History
 	sessions map[string]Session
 	byMark   map[string]Message
+	own      map[string][]Message      // session -> its own messages, by seq
 	lineage  map[string][]string       // session -> its lineage's marks, in order
 	pos      map[string]map[string]int // session -> mark -> position in lineage
 	excluded map[string]bool           // marks an undelivered notice names
@@ -46,6 +49,7 @@ func newIndex(h History) *index {
 	for _, ms := range own {
 		sort.Slice(ms, func(i, j int) bool { return ms[i].Seq < ms[j].Seq })
 	}
+	ix.own = own
 	for _, s := range h.Sessions {
 		ix.lineage[s.ID] = ix.buildLineage(s.ID, own, map[string]bool{})
 		ix.pos[s.ID] = map[string]int{}
@@ -247,7 +251,7 @@ func (ix *index) reruns(views []view) []Violation {
 		sort.SliceStable(reqs, func(a, b int) bool { return ix.h.Requests[reqs[a]].At < ix.h.Requests[reqs[b]].At })
 		for j := 1; j < len(reqs); j++ {
 			first, again := ix.h.Requests[reqs[j-1]], ix.h.Requests[reqs[j]]
-			if !ix.faultBetween(first.At, again.At) {
+			if !ix.faultBetween(k.session, first.At, again.At) {
 				out = append(out, Violation{Rule: "rerun", Session: k.session, Mark: k.mark, Request: reqs[j], Others: []int{reqs[j-1]},
 					Detail: fmt.Sprintf("new turn again (first as request #%d at %d, again at %d) with no fault between", reqs[j-1], first.At, again.At)})
 			}
@@ -256,9 +260,12 @@ func (ix *index) reruns(views []view) []Violation {
 	return out
 }
 
-// faultBetween: a fault that ended after from and started before to.
-func (ix *index) faultBetween(from, to int64) bool {
-	return slices.ContainsFunc(ix.h.Faults, func(f Fault) bool { return f.End > from && f.Start < to })
+// faultBetween: a fault that could cut session's turn ended after from
+// and started before to.
+func (ix *index) faultBetween(session string, from, to int64) bool {
+	return slices.ContainsFunc(ix.h.Faults, func(f Fault) bool {
+		return f.End > from && f.Start < to && (f.Session == "" || f.Session == session)
+	})
 }
 
 // probes checks property 3.
@@ -311,6 +318,49 @@ func (ix *index) refusals(views []view) []Violation {
 		if !ok {
 			out = append(out, Violation{Rule: "undelivered", Session: u.Session, Request: -1,
 				Detail: fmt.Sprintf("an undelivered notice drops seqs %d-%d, but no model refused a turn carrying them", u.From, u.To)})
+		}
+	}
+	return out
+}
+
+// carried checks property 5: after a kill of a session's CLI, the
+// session's first request that starts a turn holds every message of its
+// lineage acknowledged before the kill, the killed turn's among them.
+func (ix *index) carried(views []view) []Violation {
+	var out []Violation
+	for _, f := range ix.h.Faults {
+		if f.Session == "" {
+			continue
+		}
+		next := -1
+		for i, v := range views {
+			if at := ix.h.Requests[i].At; v.isTurn && v.session == f.Session && at > f.End && (next < 0 || at < ix.h.Requests[next].At) {
+				next = i
+			}
+		}
+		if next < 0 {
+			continue // no turn since: the probes check it is not lost
+		}
+		for _, m := range ix.lineage[f.Session] {
+			if msg := ix.byMark[m]; msg.At < f.Start && !ix.excluded[m] && !slices.Contains(views[next].marks, m) {
+				out = append(out, Violation{Rule: "carried", Session: f.Session, Mark: m, Request: next,
+					Detail: fmt.Sprintf("acknowledged (session %s seq %d) before %s at %d, absent from the session's next turn", msg.Session, msg.Seq, f.What, f.Start)})
+			}
+		}
+	}
+	return out
+}
+
+// resumed checks property 6: after a fault that must need no new
+// message, the session's agent got every message sent before it.
+func (ix *index) resumed() []Violation {
+	var out []Violation
+	for _, r := range ix.h.Resumes {
+		for _, m := range ix.own[r.Session] {
+			if m.At < r.From && m.Seq > r.Delivered && !ix.excluded[m.Mark] {
+				out = append(out, Violation{Rule: "resumed", Session: r.Session, Mark: m.Mark, Request: -1,
+					Detail: fmt.Sprintf("acknowledged (seq %d) before the fault at %d, not delivered by %d with nothing sent since (the store's delivered seq: %d)", m.Seq, r.From, r.At, r.Delivered)})
+			}
 		}
 	}
 	return out

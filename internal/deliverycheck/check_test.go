@@ -34,7 +34,7 @@ var (
 func base() History {
 	return History{
 		Sessions: []Session{{ID: "s1"}, {ID: "s2", Parent: "s1", ForkedAt: 3}, {ID: "s3", Parent: "s1", ForkedAt: 3}},
-		Messages: []Message{{"s1", 1, a1}, {"s1", 3, a2}, {"s1", 5, a3}, {"s2", 5, b1}, {"s3", 5, c1}},
+		Messages: []Message{{"s1", 1, a1, 0}, {"s1", 3, a2, 0}, {"s1", 5, a3, 0}, {"s2", 5, b1, 0}, {"s3", 5, c1, 0}},
 	}
 }
 
@@ -93,7 +93,7 @@ func TestCheck(t *testing.T) {
 			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "pi", user(a1, b1))}
 		}, []string{"inherited:" + a1}},
 		{"probe answered with the whole lineage, an interrupted message as history", func(h *History) {
-			h.Messages = append(h.Messages, Message{"s2", 9, Mark("s2", 2)})
+			h.Messages = append(h.Messages, Message{"s2", 9, Mark("s2", 2), 0})
 			h.Requests = []Request{
 				req(1, "pi", user(a1), answer, user(a2), answer, user(b1)), // interrupted: no answer
 				req(3, "pi", user(a1), answer, user(a2), answer, user(b1), user(Mark("s2", 2))),
@@ -101,7 +101,7 @@ func TestCheck(t *testing.T) {
 			h.Probes = []Probe{{At: 2, Session: "s2", Mark: Mark("s2", 2), Agent: "pi"}}
 		}, nil},
 		{"probe's request lacks an interrupted message", func(h *History) {
-			h.Messages = append(h.Messages, Message{"s1", 7, Mark("s1", 4)})
+			h.Messages = append(h.Messages, Message{"s1", 7, Mark("s1", 4), 0})
 			h.Requests = []Request{
 				req(1, "claude", user(a1)), req(2, "claude", user(a1), answer, user(a2, a3)),
 				req(4, "claude", user(a1), answer, user(a2), answer, user(Mark("s1", 4))),
@@ -137,6 +137,51 @@ func TestCheck(t *testing.T) {
 			ans1 := Item{Role: "assistant", Kind: "text", Text: "answer " + AnswerMark(1)}
 			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "claude", user(a1), ans1, framed(ans1.Text, a2))}
 		}, []string{"echo:" + AnswerMark(1)}},
+		{"a kill of a session's CLI excuses its re-run", func(h *History) {
+			h.Messages[1].At, h.Messages[2].At = 10, 10 // a2, a3: sent after it
+			h.Requests = []Request{req(1, "claude", user(a1)), req(5, "claude", user(a1))}
+			h.Faults = []Fault{{Start: 2, End: 4, What: "kill of s1's CLI", Session: "s1"}}
+		}, nil},
+		{"a kill of one session's CLI excuses no other session's re-run", func(h *History) {
+			fork := []Item{user(a1), answer, user(a2), answer, user(b1)}
+			h.Requests = []Request{req(1, "pi", fork...), req(5, "pi", fork...)}
+			h.Faults = []Fault{{Start: 2, End: 4, What: "kill of s1's CLI", Session: "s1"}}
+		}, []string{"rerun:" + b1}},
+		{"the killed turn's message runs with the next one", func(h *History) {
+			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "claude", user(a1), answer, user(a2)),
+				// A tool call's continuation starts no turn.
+				req(5, "claude", user(a1), answer, user(a2), call, result),
+				req(6, "claude", user(a1), answer, user(a2, a3))}
+			h.Faults = []Fault{{Start: 3, End: 4, What: "kill of s1's CLI", Session: "s1"}}
+		}, nil},
+		{"the next turn after a CLI kill lacks the killed turn's message", func(h *History) {
+			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "claude", user(a1), answer, user(a2)),
+				req(6, "claude", user(a1), answer, user(a3))}
+			h.Faults = []Fault{{Start: 3, End: 4, What: "kill of s1's CLI", Session: "s1"}}
+		}, []string{"carried:" + a2}},
+		{"a message sent after a CLI kill is not the killed turn's", func(h *History) {
+			h.Messages[2].At = 10 // a3
+			h.Requests = []Request{req(1, "claude", user(a1)), req(2, "claude", user(a1), answer, user(a2)),
+				req(6, "claude", user(a1), answer, user(a2))}
+			h.Faults = []Fault{{Start: 3, End: 4, What: "kill of s1's CLI", Session: "s1"}}
+		}, nil},
+		{"a stopped node ran the cut message with nothing sent", func(h *History) {
+			h.Resumes = []Resume{{Session: "s1", From: 5, At: 9, Delivered: 5}}
+		}, nil},
+		{"a stopped node left the cut message for the next one", func(h *History) {
+			h.Resumes = []Resume{{Session: "s1", From: 5, At: 9, Delivered: 3}}
+		}, []string{"resumed:" + a3}},
+		{"a message sent after the stop is not asked for", func(h *History) {
+			h.Messages[2].At = 6 // a3
+			h.Resumes = []Resume{{Session: "s1", From: 5, At: 9, Delivered: 3}}
+		}, nil},
+		{"a refused message is not asked for after a stop", func(h *History) {
+			refused := req(2, "claude", user(a1), answer, user(a3))
+			refused.Refused = true
+			h.Requests = []Request{req(1, "claude", user(a1, a2)), refused}
+			h.Undelivered = []Undelivered{{Session: "s1", From: 5, To: 5}}
+			h.Resumes = []Resume{{Session: "s1", From: 5, At: 9, Delivered: 3}}
+		}, nil},
 		{"marks nobody acknowledged are ignored", func(h *History) {
 			h.Requests = []Request{req(1, "claude", user(a1, Mark("s9", 1), Mark("s9", 1)))}
 		}, nil},

@@ -45,8 +45,10 @@
 //  2. A message is the new turn of at most one request of its session
 //     (rerun), except when a fault lies between the two requests: a node or
 //     control plane kill -9, or a migration (its drain abandons a running
-//     turn, which the destination runs again by design). A fault counts
-//     when it ended after the first request and started before the second.
+//     turn, which the destination runs again by design), or a signal from
+//     outside to the session's own agent CLI (a fault naming a session
+//     excuses that session's re-runs only). A fault counts when it ended
+//     after the first request and started before the second.
 //     A message a fork inherited is history there and never its new turn
 //     (inherited).
 //  3. Liveness: a probe message sent at quiescence (every node up, every
@@ -58,4 +60,16 @@
 //     property 3, as docs/architecture.md ("Node runtime") says; the notice
 //     must answer a request the model refused that carried one of them as
 //     its new turn (undelivered), or it hid a message no model refused.
+//  5. Killed CLIs: the node holds the turn of a CLI killed from outside
+//     and runs it with the next message, or at the node's next start. So
+//     after a fault naming a session, the session's first request that
+//     starts a turn holds every message of its lineage acknowledged
+//     before the fault (carried), each once and in order by property 1,
+//     and re-running the killed turn's message is no rerun (property 2).
+//  6. Resumption: a node stopped with its CLIs by its service manager
+//     and started again finishes what the stop cut without a new
+//     message. A Resume records what the store said after it, with
+//     nothing sent since the fault: every message of the session
+//     acknowledged before the fault, unless an undelivered notice names
+//     it, is within its delivered seq (resumed).
 package deliverycheck

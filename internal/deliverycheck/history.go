@@ -68,6 +68,10 @@ type Message struct {
 	Session string
 	Seq     int64 // the seq the store acknowledged
 	Mark    string
+	// At is when the store acknowledged it, on the History's clock (0:
+	// not known, read as before everything). Only the properties that
+	// ask what was sent before a fault (carried, resumed) read it.
+	At int64
 }
 
 // Fault is a span of the clock in which a kill -9 or a migration could cut
@@ -75,6 +79,22 @@ type Message struct {
 type Fault struct {
 	Start, End int64
 	What       string
+	// Session, when set, is the one session whose turn the fault could
+	// cut: a signal from outside to that session's agent CLI. It excuses
+	// that session's re-runs only, and the session's next turn must carry
+	// what the killed one held (carried).
+	Session string
+}
+
+// Resume is what the driver saw after a fault that must need no new
+// message to finish what it cut (a service manager's stop of a node with
+// its CLIs, then its start): nothing was sent to Session from From on,
+// and at At the store said the session's agent had its messages up to
+// seq Delivered.
+type Resume struct {
+	Session   string
+	From, At  int64
+	Delivered int64
 }
 
 // Probe is a message sent at quiescence to see what the session's agent
@@ -101,11 +121,12 @@ type History struct {
 	Faults      []Fault
 	Probes      []Probe
 	Undelivered []Undelivered
+	Resumes     []Resume
 }
 
 // Violation is one broken property.
 type Violation struct {
-	Rule    string // duplicate, foreign, order, mixed, rerun, inherited, unanswered, agent, missing, undelivered
+	Rule    string // duplicate, foreign, order, mixed, rerun, inherited, unanswered, agent, missing, undelivered, carried, resumed
 	Session string
 	Mark    string
 	Request int // index in History.Requests, -1 for none

@@ -63,6 +63,7 @@ func runSeed(t *testing.T, seed uint64, steps, batch int) {
 			r.quiesce(i + 1)
 		}
 	}
+	t.Logf("seed %d: signal faults as they landed: %s", seed, r.landed())
 	if t.Failed() {
 		t.Logf("seed %d, steps:\n%s", seed, r.rec.stepLog())
 		return

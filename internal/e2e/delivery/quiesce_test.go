@@ -118,7 +118,7 @@ func summary(p []step) string {
 		n[s.k]++
 	}
 	out := ""
-	for k := kSend; k <= kCPKill; k++ {
+	for k := range kind(len(kindNames)) {
 		out += fmt.Sprintf(" %s=%d", k, n[k])
 	}
 	return out

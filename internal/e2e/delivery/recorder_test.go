@@ -197,6 +197,20 @@ func (r *recorder) setHolds(on bool) {
 	r.holds = map[string]*hold{}
 }
 
+// free disarms session's hold and opens its shut gates: its requests are
+// answered at once from now until the next hold is armed.
+func (r *recorder) free(session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.holds, session)
+	for _, h := range r.held {
+		if h.session == session && !h.open {
+			h.open = true
+			close(h.gate)
+		}
+	}
+}
+
 // history is a copy of the history so far.
 func (r *recorder) history() deliverycheck.History {
 	r.mu.Lock()
@@ -208,6 +222,7 @@ func (r *recorder) history() deliverycheck.History {
 	h.Faults = slices.Clone(h.Faults)
 	h.Probes = slices.Clone(h.Probes)
 	h.Undelivered = slices.Clone(h.Undelivered)
+	h.Resumes = slices.Clone(h.Resumes)
 	return h
 }
 

@@ -46,6 +46,9 @@ type rig struct {
 	// logDir keeps every process's output (CAST_DELIVERY_LOGS), to see
 	// where a passing run's time went.
 	logDir string
+	// happened counts the signal faults as they landed (a CLI kill with
+	// no CLI running is a no-op), so a run shows it met them.
+	happened map[string]int
 }
 
 // session is the driver's view of one session.
@@ -58,7 +61,8 @@ type session struct {
 
 func newRig(t *testing.T, seed uint64, steps, batch int) *rig {
 	r := &rig{t: t, seed: seed, steps: steps, batch: batch, rec: newRecorder(), models: map[string]string{}, uses: map[string]int{}, cwd: t.TempDir(),
-		keepGoing: os.Getenv("CAST_DELIVERY_KEEP_GOING") != "", reported: map[string]bool{}, logDir: os.Getenv("CAST_DELIVERY_LOGS")}
+		keepGoing: os.Getenv("CAST_DELIVERY_KEEP_GOING") != "", reported: map[string]bool{}, logDir: os.Getenv("CAST_DELIVERY_LOGS"),
+		happened: map[string]int{}}
 	if r.logDir != "" { // the step log as it goes, for a long run
 		f, err := os.Create(filepath.Join(r.logDir, fmt.Sprintf("seed%d-steps.log", seed)))
 		if err != nil {
@@ -193,7 +197,7 @@ func (r *rig) create(agent, node string) *session {
 	r.uses[agent]++
 	r.rec.update(func(h *deliverycheck.History) {
 		h.Sessions = append(h.Sessions, deliverycheck.Session{ID: s.tag})
-		h.Messages = append(h.Messages, deliverycheck.Message{Session: s.tag, Seq: got.LastSeq, Mark: mark})
+		h.Messages = append(h.Messages, deliverycheck.Message{Session: s.tag, Seq: got.LastSeq, Mark: mark, At: r.rec.tick()})
 	})
 	r.rec.logf("create %s = %s on %s/%s: %s seq %d", s.tag, s.id, agent, node, mark, got.LastSeq)
 	return s
@@ -229,7 +233,7 @@ func (r *rig) trySend(s *session, tool bool, why string) error {
 	seq := resp.Message.Seq
 	s.lastSeq = max(s.lastSeq, seq)
 	r.rec.update(func(h *deliverycheck.History) {
-		h.Messages = append(h.Messages, deliverycheck.Message{Session: s.tag, Seq: seq, Mark: mark})
+		h.Messages = append(h.Messages, deliverycheck.Message{Session: s.tag, Seq: seq, Mark: mark, At: r.rec.tick()})
 	})
 	r.rec.logf("  send %s %s seq %d (%s)", s.tag, mark, seq, why)
 	return nil

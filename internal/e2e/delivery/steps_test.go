@@ -24,9 +24,11 @@ const (
 	kMigrate
 	kNodeKill
 	kCPKill
+	kCLIKill
+	kServiceStop
 )
 
-var kindNames = []string{"send", "release", "await", "interrupt", "switch", "fork", "migrate", "node-kill", "cp-kill"}
+var kindNames = []string{"send", "release", "await", "interrupt", "switch", "fork", "migrate", "node-kill", "cp-kill", "cli-kill", "service-stop"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -34,7 +36,8 @@ func (k kind) String() string { return kindNames[k] }
 var weights = []struct {
 	k kind
 	w int
-}{{kSend, 30}, {kRelease, 8}, {kAwait, 8}, {kInterrupt, 10}, {kSwitch, 10}, {kFork, 5}, {kMigrate, 8}, {kNodeKill, 6}, {kCPKill, 5}}
+}{{kSend, 30}, {kRelease, 8}, {kAwait, 8}, {kInterrupt, 10}, {kSwitch, 10}, {kFork, 5}, {kMigrate, 8}, {kNodeKill, 6}, {kCPKill, 5},
+	{kCLIKill, 7}, {kServiceStop, 4}}
 
 // maxSessions caps the sessions (two roots, then forks): each is probed at
 // every quiescence.
@@ -126,6 +129,10 @@ func (r *rig) apply(i int, st step) {
 		r.killNode(r.nodes[st.a%uint64(len(r.nodes))], int(st.b%3), st.c)
 	case kCPKill:
 		r.killControlPlane(st.b%2 == 0, st.c)
+	case kCLIKill:
+		r.killCLI(st.a, st.b%3 == 0)
+	case kServiceStop:
+		r.stopService(st.a)
 	}
 }
 
