@@ -68,10 +68,13 @@ func (r *rig) killCLI(k uint64, term bool) {
 // stopService is a service manager's stop of the node of the session
 // drawn by k (systemd's KillMode=control-group, launchd): SIGTERM to the
 // node and to every process it started, at once, then a start on the
-// same data dir. With nothing sent, each session on it must then get
-// every message sent before the stop: the checker's resumed property
-// reads what the store says once they settle.
-func (r *rig) stopService(k uint64) {
+// same data dir. With cliFirst the CLIs get theirs first and the node
+// once they ended (their exits reaped by the node before its own signal,
+// the order in which a held turn used to stay held after the start).
+// With nothing sent, each session on it must then get every message sent
+// before the stop: the checker's resumed property reads what the store
+// says once they settle.
+func (r *rig) stopService(k uint64, cliFirst bool) {
 	r.t.Helper()
 	drawn := r.sessions[k%uint64(len(r.sessions))]
 	r.waitHold(drawn) // mid-turn, as an interrupt lands
@@ -88,13 +91,29 @@ func (r *rig) stopService(k uint64) {
 	start := r.rec.tick()
 	node := n.Proc.Cmd.Process.Pid
 	group := descendants(node)
-	// As systemd does: the main process, then the rest of the service's
-	// processes, with nothing in between.
-	_ = syscall.Kill(node, syscall.SIGTERM)
-	for _, pid := range group {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
+	term := func() {
+		for _, pid := range group {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
 	}
-	r.rec.logf("  SIGTERM to %s and its %d processes", n.Name, len(group))
+	if cliFirst {
+		parents := procParents()
+		term()
+		for _, pid := range group {
+			// The node's own children until it reaped them: it saw their
+			// exits before its signal.
+			if !exited(pid, parents[pid] != node, time.Minute) {
+				r.rec.logf("  %s's process %d outlived SIGTERM for a minute", n.Name, pid)
+			}
+		}
+		_ = syscall.Kill(node, syscall.SIGTERM)
+	} else {
+		// As systemd does: the main process, then the rest of the
+		// service's processes, with nothing in between.
+		_ = syscall.Kill(node, syscall.SIGTERM)
+		term()
+	}
+	r.rec.logf("  SIGTERM to %s and its %d processes (theirs first: %v)", n.Name, len(group), cliFirst)
 	if _, ok := n.Proc.Wait(2 * time.Minute); !ok {
 		r.fatalf("%s did not stop within 2 minutes of SIGTERM", n.Name)
 	}
@@ -216,11 +235,14 @@ func procField(pid int, name string) (string, bool) {
 
 // gone waits up to within for process pid to have exited (reaped, or a
 // zombie its parent has yet to reap).
-func gone(pid int, within time.Duration) bool {
+func gone(pid int, within time.Duration) bool { return exited(pid, true, within) }
+
+// exited is gone counting a zombie as exited only when zombie says so.
+func exited(pid int, zombie bool, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for {
 		state, ok := procField(pid, "State")
-		if !ok || strings.HasPrefix(state, "Z") {
+		if !ok || zombie && strings.HasPrefix(state, "Z") {
 			return true
 		}
 		if time.Now().After(deadline) {

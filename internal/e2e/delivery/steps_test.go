@@ -132,7 +132,7 @@ func (r *rig) apply(i int, st step) {
 	case kCLIKill:
 		r.killCLI(st.a, st.b%3 == 0)
 	case kServiceStop:
-		r.stopService(st.a)
+		r.stopService(st.a, st.b%2 == 0)
 	}
 }
 
