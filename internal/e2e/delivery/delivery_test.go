@@ -1,7 +1,9 @@
 // Package delivery is the model-based test of cast's delivery rule
 // (docs/architecture.md, "Delivery rule"): random interleavings of send,
 // interrupt, switch (to each of the five agents), fork, migrate, node kill
-// -9 and control plane kill -9 against a control plane process, two node
+// -9, control plane kill -9, an agent CLI killed from outside (kill -9 or
+// SIGTERM) and a service manager's stop of a node with its CLIs against a
+// control plane process, two node
 // processes, the real agent CLIs and one fake model per agent, checked by
 // internal/deliverycheck from the fake models' request logs. It is its own
 // package so its minutes add to no other package's.
