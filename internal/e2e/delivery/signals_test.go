@@ -12,6 +12,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/deliverycheck"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/testharness"
 )
 
 // killCLI signals the process group of a session's running agent CLI
@@ -89,6 +90,36 @@ func (r *rig) stopService(k uint64, cliFirst bool) {
 		}
 	}
 	start := r.rec.tick()
+	r.terminate(n, cliFirst)
+	if _, ok := n.Proc.Wait(2 * time.Minute); !ok {
+		r.fatalf("%s did not stop within 2 minutes of SIGTERM", n.Name)
+	}
+	r.keepLog(n.Name, n.Proc)
+	// The requests the stopped CLIs left at the model are answered to no
+	// one; the runs the restarted node starts must not be held.
+	for _, s := range mine {
+		r.rec.free(s.tag)
+	}
+	n.Start(r.c)
+	r.rec.update(func(h *deliverycheck.History) {
+		h.Faults = append(h.Faults, deliverycheck.Fault{Start: start, End: r.rec.tick(), What: "service stop of " + n.Name})
+	})
+	r.happened["service-stop"]++
+	r.rec.logf("  %s is back", n.Name)
+	deadline := time.Now().Add(settleWithin)
+	for _, s := range mine {
+		got := r.awaitDelivered(s, deadline)
+		r.rec.update(func(h *deliverycheck.History) {
+			h.Resumes = append(h.Resumes, deliverycheck.Resume{Session: s.tag, From: start, At: r.rec.tick(), Delivered: got.DeliveredSeq})
+		})
+		r.rec.logf("  %s after the stop, nothing sent: %v, delivered seq %d of %d", s.tag, got.State, got.DeliveredSeq, s.lastSeq)
+	}
+}
+
+// terminate sends SIGTERM to node n and every process below it, in
+// systemd's order (the node, then the rest, with nothing in between) or
+// with cliFirst the rest first and the node once it reaped its own.
+func (r *rig) terminate(n *testharness.NodeProc, cliFirst bool) {
 	node := n.Proc.Cmd.Process.Pid
 	group := descendants(node)
 	term := func() {
@@ -114,29 +145,6 @@ func (r *rig) stopService(k uint64, cliFirst bool) {
 		term()
 	}
 	r.rec.logf("  SIGTERM to %s and its %d processes (theirs first: %v)", n.Name, len(group), cliFirst)
-	if _, ok := n.Proc.Wait(2 * time.Minute); !ok {
-		r.fatalf("%s did not stop within 2 minutes of SIGTERM", n.Name)
-	}
-	r.keepLog(n.Name, n.Proc)
-	// The requests the stopped CLIs left at the model are answered to no
-	// one; the runs the restarted node starts must not be held.
-	for _, s := range mine {
-		r.rec.free(s.tag)
-	}
-	n.Start(r.c)
-	r.rec.update(func(h *deliverycheck.History) {
-		h.Faults = append(h.Faults, deliverycheck.Fault{Start: start, End: r.rec.tick(), What: "service stop of " + n.Name})
-	})
-	r.happened["service-stop"]++
-	r.rec.logf("  %s is back", n.Name)
-	deadline := time.Now().Add(settleWithin)
-	for _, s := range mine {
-		got := r.awaitDelivered(s, deadline)
-		r.rec.update(func(h *deliverycheck.History) {
-			h.Resumes = append(h.Resumes, deliverycheck.Resume{Session: s.tag, From: start, At: r.rec.tick(), Delivered: got.DeliveredSeq})
-		})
-		r.rec.logf("  %s after the stop, nothing sent: %v, delivered seq %d of %d", s.tag, got.State, got.DeliveredSeq, s.lastSeq)
-	}
 }
 
 // awaitDelivered waits until the store says s's agent got every message
