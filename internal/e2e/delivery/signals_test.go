@@ -79,9 +79,12 @@ func (r *rig) stopService(k uint64, cliFirst bool) {
 	r.t.Helper()
 	drawn := r.sessions[k%uint64(len(r.sessions))]
 	r.waitHold(drawn) // mid-turn, as an interrupt lands
-	n := r.nodes[0]
+	n, other := r.nodes[0], r.nodes[1]
 	if r.get(drawn).Node == r.nodes[1].Name {
-		n = r.nodes[1]
+		n, other = other, n
+	}
+	if len(descendants(n.Proc.Cmd.Process.Pid)) == 0 && len(descendants(other.Proc.Cmd.Process.Pid)) > 0 {
+		n = other // a stop that cuts a turn, when one runs
 	}
 	var mine []*session // steps run one at a time: none moves during this one
 	for _, s := range r.sessions {
