@@ -229,7 +229,7 @@ func TestMigrateRequestErrors(t *testing.T) {
 		{"no destination", &castv1.StartMigrationRequest{SessionIds: []string{sess.Id}}, codes.InvalidArgument, "INVALID_ARGUMENT"},
 		{"bad destination name", &castv1.StartMigrationRequest{To: "../x", SessionIds: []string{sess.Id}}, codes.InvalidArgument, "INVALID_ARGUMENT"},
 		{"unknown destination", &castv1.StartMigrationRequest{To: "mars", SessionIds: []string{sess.Id}}, codes.FailedPrecondition, "NO_NODE_AVAILABLE"},
-		{"already there", &castv1.StartMigrationRequest{To: "laptop", SessionIds: []string{sess.Id}}, codes.FailedPrecondition, "CONFLICT"},
+		{"already there", &castv1.StartMigrationRequest{To: "laptop", SessionIds: []string{sess.Id}}, codes.FailedPrecondition, "ALREADY_ON_TARGET"},
 		{"unknown session", &castv1.StartMigrationRequest{To: "linux", SessionIds: []string{"zzzzzzz"}}, codes.NotFound, "NOT_FOUND"},
 	}
 	for _, tc := range cases {

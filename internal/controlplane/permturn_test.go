@@ -77,7 +77,7 @@ func TestApproveAnswersTheLiveTurnsRequestNotADeadTurns(t *testing.T) {
 	// Once that turn ended too, nothing is left to approve.
 	report(castv1.SessionState_SESSION_STATE_IDLE)
 	_, err = c.Sessions.AnswerPermission(ctx, &castv1.AnswerPermissionRequest{SessionId: sess.Id, Allow: true})
-	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "NOT_FOUND" {
-		t.Fatalf("approve after the turn ended = %v; want FAILED_PRECONDITION NOT_FOUND", err)
+	if status.Code(err) != codes.FailedPrecondition || client.ReasonOf(err) != "NO_PENDING_PERMISSION" {
+		t.Fatalf("approve after the turn ended = %v; want FAILED_PRECONDITION NO_PENDING_PERMISSION", err)
 	}
 }
