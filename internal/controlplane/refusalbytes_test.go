@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -27,12 +26,7 @@ import (
 // read (or earlier, with the reason of what refused it first).
 func TestEveryMethodRefusesMalformedBytes(t *testing.T) {
 	t.Parallel()
-	srv := testharness.StartControlPlane(t, nil)
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := rawConn(t)
 	bad := grpc.ForceCodecV2(rawCodec{req: []byte{0x00, 0x01}}) // field number 0
 	calls := 0
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {

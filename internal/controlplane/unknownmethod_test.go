@@ -19,12 +19,7 @@ import (
 // (TestWebRefusalsCarryAReason).
 func TestUnknownMethodHasAReason(t *testing.T) {
 	t.Parallel()
-	srv := testharness.StartControlPlane(t, nil)
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := rawConn(t)
 	for who, token := range map[string]string{"nobody": "", "admin": testharness.AdminToken()} {
 		ctx := ctxT(t)
 		if token != "" {
@@ -40,4 +35,17 @@ func TestUnknownMethodHasAReason(t *testing.T) {
 			wantDenied(t, who+" "+method+" (a stream)", err, codes.Unimplemented, errs.ReasonUnknownMethod)
 		}
 	}
+}
+
+// rawConn is a plain gRPC connection to a control plane of its own, for
+// calls no generated client makes (unknown methods, undecodable bytes).
+func rawConn(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	srv := testharness.StartControlPlane(t, nil)
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
