@@ -323,7 +323,7 @@ func (r *Runner) finish(p *plan, res *Result, waitErr error, interrupted bool, o
 	// message marked delivered, unanswered) or as a refusal (dropped). Its
 	// driver knows that exit; a failure the CLI printed keeps its reason.
 	if (reason == "" || reason == ReasonFailed) && !p.answered.Load() && p.d.stoppedExit(res.ExitCode, o.stdoutTail.String(), res.Stderr) {
-		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI exited %d before the model answered, as %s does when a stop signal from outside (SIGTERM, SIGINT) ends it: someone stopped it, or a stop of the node's service", res.ExitCode, p.a.DisplayName))
+		return fail(*res, ReasonKilled, fmt.Sprintf("the CLI exited %d before the model answered, as %s does when a stop signal from outside (SIGTERM, SIGINT, SIGHUP) ends it: someone stopped it, or a stop of the node's service", res.ExitCode, p.a.DisplayName))
 	}
 	if reason != "" {
 		return fail(*res, reason, detail)
