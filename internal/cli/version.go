@@ -18,7 +18,8 @@ type versionReport struct {
 	// ServerReplica and CapabilityVersion come from the replica that answered.
 	ServerReplica     string `json:"server_replica,omitempty"`
 	CapabilityVersion int32  `json:"capability_version,omitempty"`
-	// Skew is set when client and server were built as different versions.
+	// Skew says how client and server builds differ (version.Skew), "" when
+	// they do not.
 	Skew string `json:"skew,omitempty"`
 }
 
@@ -42,9 +43,7 @@ func (a *app) versionCmd() *cobra.Command {
 				rep.Server = &version.Info{Version: sv.GetVersion(), Revision: sv.GetRevision(), BuildTime: sv.GetBuildTime(),
 					Modified: sv.GetModified(), GoVersion: sv.GetGoVersion(), Platform: sv.GetPlatform()}
 				rep.ServerReplica, rep.CapabilityVersion = sv.GetReplica(), sv.GetCapabilityVersion()
-				if rep.Server.Version != rep.Client.Version {
-					rep.Skew = fmt.Sprintf("client %s and control plane %s differ; upgrade the older one", rep.Client.Version, rep.Server.Version)
-				}
+				rep.Skew = version.Skew(rep.Client, *rep.Server)
 				return a.printVersion(rep)
 			})
 		},

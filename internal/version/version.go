@@ -88,3 +88,20 @@ func (in Info) String() string {
 	}
 	return fmt.Sprintf("%s (%s, %s %s)", in.Version, rev, in.GoVersion, in.Platform)
 }
+
+// Skew says how two builds (a client's and a control plane's) differ, ""
+// when they do not. Builds of one revision are the same code whatever
+// each calls its version (`make build` links `git describe`, a plain `go
+// build` in a checkout stamps a pseudo-version), so they do not differ;
+// a "dev" build (`go run`, `go test`, no VCS stamp) has no version to
+// order, so the advice to upgrade the older one would be a guess.
+func Skew(client, server Info) string {
+	switch {
+	case client.Version == server.Version,
+		client.Revision != "" && client.Revision == server.Revision && client.Modified == server.Modified:
+		return ""
+	case client.Version == "dev" || server.Version == "dev":
+		return fmt.Sprintf("client %s and control plane %s may differ: a dev build (go run, go test, no VCS stamp) has no version to compare", client.Version, server.Version)
+	}
+	return fmt.Sprintf("client %s and control plane %s differ; upgrade the older one", client.Version, server.Version)
+}

@@ -36,3 +36,33 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+// Skew warns only where builds differ, and says "upgrade the older one"
+// only where both have a version to order.
+func TestSkew(t *testing.T) {
+	const a, b = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	for _, tc := range []struct {
+		name           string
+		client, server Info
+		want           string
+	}{
+		{"one version", Info{Version: "v0.2.0", Revision: a}, Info{Version: "v0.2.0", Revision: a}, ""},
+		{"one revision, two names (make build's git describe, go build's pseudo-version)",
+			Info{Version: "1111111", Revision: a}, Info{Version: "v0.0.0-20261207151518-111111111111", Revision: a}, ""},
+		{"one revision, one of them with local changes",
+			Info{Version: "1111111-dirty", Revision: a, Modified: true}, Info{Version: "v0.0.0-20261207151518-111111111111", Revision: a},
+			"client 1111111-dirty and control plane v0.0.0-20261207151518-111111111111 differ; upgrade the older one"},
+		{"two releases", Info{Version: "v0.2.0", Revision: a}, Info{Version: "v0.3.0", Revision: b},
+			"client v0.2.0 and control plane v0.3.0 differ; upgrade the older one"},
+		{"a dev control plane (go run)", Info{Version: "v0.2.0", Revision: a}, Info{Version: "dev"},
+			"client v0.2.0 and control plane dev may differ: a dev build (go run, go test, no VCS stamp) has no version to compare"},
+		{"a dev client of the control plane's revision", Info{Version: "dev", Revision: a}, Info{Version: "v0.2.0", Revision: a}, ""},
+		{"two dev builds", Info{Version: "dev"}, Info{Version: "dev"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Skew(tc.client, tc.server); got != tc.want {
+				t.Fatalf("Skew = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
