@@ -108,17 +108,31 @@ func TestConfirmationsOnStdoutHintsOnStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sent message's turn fails at once (the node has no claude), but
+	// `cast rm` refuses a session while that turn is still running: under
+	// load its report came after the rm (a fresh-clone run), so the rm
+	// waits for it.
+	turnEnded := func() {
+		testharness.WaitFor(t, time.Minute, "the sent message's turn to end", func() bool {
+			s, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: sess.Id})
+			return err == nil && s.State == castv1.SessionState_SESSION_STATE_FAILED
+		})
+	}
 	for _, tc := range []struct {
 		args         []string
 		stdout, hint string
+		after        func()
 	}{
-		{[]string{"send", sess.Id, "hello"}, "sent #1 to " + sess.Id + "\n", "`cast watch " + sess.Id + "`"},
-		{[]string{"rm", sess.Id}, "archived " + sess.Id + "\n", "`cast read " + sess.Id + "`"},
-		{[]string{"config", "set-context", "lab", "--addr", addr}, "made context \"lab\"\n", "`cast config use-context lab`"},
+		{[]string{"send", sess.Id, "hello"}, "sent #1 to " + sess.Id + "\n", "`cast watch " + sess.Id + "`", turnEnded},
+		{[]string{"rm", sess.Id}, "archived " + sess.Id + "\n", "`cast read " + sess.Id + "`", nil},
+		{[]string{"config", "set-context", "lab", "--addr", addr}, "made context \"lab\"\n", "`cast config use-context lab`", nil},
 	} {
 		out, errOut, code := runMain(t, addr, tc.args...)
 		if code != 0 || out != tc.stdout || !strings.Contains(errOut, tc.hint) {
 			t.Errorf("cast %s: exit %d, stdout %q, stderr %q; want stdout %q and the hint %q on stderr", strings.Join(tc.args, " "), code, out, errOut, tc.stdout, tc.hint)
+		}
+		if tc.after != nil {
+			tc.after()
 		}
 	}
 }
