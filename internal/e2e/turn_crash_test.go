@@ -41,7 +41,9 @@ func TestNodeKilledBeforeATurnsOutcomeSendsItsPromptOnce(t *testing.T) {
 // waitDelivered waits until the session is idle with seq delivered.
 func (r *turnRig) waitDelivered(id, what string, seq int64) {
 	r.t.Helper()
-	testharness.WaitFor(r.t, 3*time.Minute, what, func() bool {
+	// Six minutes, as waitSessionState's: a real CLI's turn under a
+	// loaded run's other real-CLI tests.
+	testharness.WaitFor(r.t, 6*time.Minute, what, func() bool {
 		s, err := r.c.Sessions.GetSession(context.Background(), &castv1.GetSessionRequest{Id: id})
 		return err == nil && s.State == castv1.SessionState_SESSION_STATE_IDLE && s.DeliveredSeq >= seq
 	})
