@@ -75,8 +75,16 @@ func (s *Store) Heartbeat(ctx context.Context, l fence.Lease) error {
 // lease lapsed (a put under an expired lease fails).
 func (s *Store) NodeSeen(ctx context.Context, name string, l fence.Lease, replica string, since time.Time) error {
 	defer s.observe("node_seen", time.Now())
-	conn, _ := json.Marshal(connInfo{Replica: replica, Since: since, Seen: time.Now()})
-	_, err := s.cli.Put(ctx, s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l)))
+	now := time.Now()
+	conn, _ := json.Marshal(connInfo{Replica: replica, Since: since, Seen: now})
+	// The seen time also goes under a key of no lease, in the same txn
+	// (still one write): the connection record goes with the lease when
+	// the node goes down, and a down node's last_seen_time would fall back
+	// to when it connected.
+	_, err := s.cli.Txn(ctx).Then(
+		clientv3.OpPut(s.connKey(name), string(conn), clientv3.WithLease(clientv3.LeaseID(l))),
+		clientv3.OpPut(s.seenKey(name), now.UTC().Format(time.RFC3339Nano)),
+	).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return ErrLeaseExpired
 	}
@@ -141,9 +149,16 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 		clientv3.OpGet(s.key("nodes")+"/", clientv3.WithPrefix()),
 		clientv3.OpGet(s.key("nodeconn")+"/", clientv3.WithPrefix()),
 		clientv3.OpGet(s.key("nodelabels")+"/", clientv3.WithPrefix()),
+		clientv3.OpGet(s.key("nodeseen")+"/", clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, err
+	}
+	seen := map[string]time.Time{}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
+			seen[lastPart(string(kv.Key))] = t
+		}
 	}
 	labels := map[string]map[string]string{}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
@@ -169,6 +184,8 @@ func (s *Store) ListNodes(ctx context.Context) ([]*castv1.Node, error) {
 		if ci, ok := conns[n.Name]; ok {
 			n.Connected = true
 			n.LastSeenTime = timestamppb.New(ci.Seen)
+		} else if t, ok := seen[n.Name]; ok && t.After(n.GetLastSeenTime().AsTime()) {
+			n.LastSeenTime = timestamppb.New(t) // down: its last recorded heartbeat
 		}
 		out = append(out, n)
 	}
@@ -254,6 +271,7 @@ func (s *Store) DeleteNode(ctx context.Context, name string, force bool) (int, e
 	txn, err := s.cli.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(s.nodeKey(name)),
 		clientv3.OpDelete(s.nodeLabelsKey(name)),
+		clientv3.OpDelete(s.seenKey(name)),
 		clientv3.OpDelete(s.key("nodecmds", name)+"/", clientv3.WithPrefix()),
 		clientv3.OpDelete(s.key("credgrants", name)+"/", clientv3.WithPrefix()),
 	).Commit()

@@ -24,6 +24,7 @@
 //	reqids/{rid}          session id created for a request id
 //	nodes/{n}             castv1.Node record
 //	nodeconn/{n}          liveness, bound to the node's lease
+//	nodeseen/{n}          last recorded heartbeat, kept when the node goes down
 //	nodelabels/{n}        the node's admin labels (`cast node label`)
 //	fences/{s}            migration id; present iff a migration fences s
 //	migrations/{m}        castv1.Migration header (sessions in migsessions/)
@@ -296,6 +297,7 @@ func (s *Store) blobPrefix(id, cid string) string   { return s.key("blobs", id, 
 func (s *Store) nodeKey(n string) string            { return s.key("nodes", n) }
 func (s *Store) connKey(n string) string            { return s.key("nodeconn", n) }
 func (s *Store) nodeConnPrefix() string             { return s.key("nodeconn") + "/" }
+func (s *Store) seenKey(n string) string            { return s.key("nodeseen", n) }
 func (s *Store) requestKey(rk string) string        { return s.key("reqids", rk) }
 func (s *Store) fenceKey(id string) string          { return s.key("fences", id) }
 func (s *Store) migrationKey(m string) string       { return s.key("migrations", m) }
