@@ -44,7 +44,7 @@ func (a *app) switchCmd() *cobra.Command {
 				if sess.HandoffFrom == id {
 					return a.printHandedOff(ctx, c, sess)
 				}
-				fmt.Fprintf(a.out, "%s now runs %s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model))
+				fmt.Fprintf(a.out, "%s now runs %s%s%s; the next message goes to it\n", sess.Id, sess.Agent, suffix(" · ", sess.Model), suffix(" · effort ", sess.Effort))
 				if before != nil && before.Agent != sess.Agent && fence.TurnInFlight(before) {
 					fmt.Fprintf(a.out, "it stopped the turn %s was running: that request stays in the history unanswered; send it again for %s to act on it\n",
 						agents.DisplayName(before.Agent), agents.DisplayName(sess.Agent))

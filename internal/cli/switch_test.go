@@ -29,7 +29,7 @@ func (s *switchServer) SwitchSession(_ context.Context, req *castv1.SwitchSessio
 	if agent == "" {
 		agent = "claude"
 	}
-	return &castv1.Session{Id: req.SessionId, Node: "n1", Agent: agent, Model: req.Model, State: s.state, LastSeq: 5}, nil
+	return &castv1.Session{Id: req.SessionId, Node: "n1", Agent: agent, Model: req.Model, Effort: req.Effort, State: s.state, LastSeq: 5}, nil
 }
 
 // A switch to another agent stops the turn the old one runs (or the tool
@@ -70,5 +70,29 @@ func TestSwitchSaysItStoppedTheRunningTurn(t *testing.T) {
 				t.Fatalf("cast switch printed (told %v, want %v):\n%s", told, tc.told, out.String())
 			}
 		})
+	}
+}
+
+// `cast switch ID --effort high` answered "ID now runs codex · gpt-5": the
+// one thing switched was not in the answer, so the user could not tell it
+// took. The answer names the effort the session now runs with.
+func TestSwitchEffortSaysTheEffort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	castv1.RegisterSessionServiceServer(srv, &switchServer{state: castv1.SessionState_SESSION_STATE_IDLE})
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := Main(ctx, []string{"--addr", l.Addr().String(), "switch", "s1abcde", "--effort", "high"}, strings.NewReader(""), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("cast switch exited %d: %s", code, errOut.String())
+	}
+	if want := "s1abcde now runs claude · effort high; the next message goes to it\n"; out.String() != want {
+		t.Fatalf("cast switch --effort printed %q, want %q", out.String(), want)
 	}
 }
