@@ -1,10 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 )
 
 // A native session cast ran for a session this node has let go of (moved
@@ -201,5 +204,47 @@ func TestReplacedNativeStaysCasts(t *testing.T) {
 	(&Daemon{st: restarted}).forget("s1")
 	if c := (adoptCast{a: &Daemon{st: restarted}}); !c.Runs("opencode", "", "ses_1") {
 		t.Error("a replaced native session was forgotten with its session")
+	}
+}
+
+// A workspace move (`cast workspace set`, `cast worktree rm` moving its
+// threads back) starts the session's agents afresh in the new folder; the
+// native sessions it ran in the old one are still cast's, also after a
+// restart. moveSessions dropped them unrecorded, and a dev control plane
+// restarted after `cast workspace set --worktree` and `--root` adopted the
+// session's earlier Claude and Codex transcripts as new sessions in `cast ls`.
+func TestWorkspaceMoveKeepsNativeCasts(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	old := filepath.Join(home, "n1.jsonl")
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.assign("s1", func(o *owned) {
+		o.Cwd = home
+		o.Native = map[string]*nativeSession{"claude": {ID: "n1", Path: old}, "opencode": {ID: "ses_1"}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := &Daemon{st: st}
+	moves := []*castv1.WorkspaceMove{{SessionId: "s1", Cwd: filepath.Join(home, "wt"), WorktreeBranch: "feature/x", Checkout: home}}
+	if err := a.moveSessions(t.Context(), moves, func(context.Context, []*castv1.WorkspaceMove) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []struct {
+		name string
+		st   *state
+	}{{"running", st}, {"restarted", restarted}} {
+		c := adoptCast{a: &Daemon{st: node.st}}
+		if !c.Runs("claude", old, "") || !c.Runs("opencode", "", "ses_1") {
+			t.Errorf("%s node: the natives run before the move are not cast's any more (Runs false)", node.name)
+		}
+		if o := node.st.Sessions["s1"]; o == nil || o.Native != nil || o.Cwd != filepath.Join(home, "wt") {
+			t.Errorf("%s node: s1 after the move = %+v, want no native session, in the new folder", node.name, o)
+		}
 	}
 }

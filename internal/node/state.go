@@ -171,6 +171,17 @@ type releasedNative struct {
 // each turn that rebuilds adds one.
 const maxFormer = 64
 
+// natives copies o.Native, for keepReplaced after a change.
+func (o *owned) natives() map[string]nativeSession {
+	out := make(map[string]nativeSession, len(o.Native))
+	for agent, ns := range o.Native {
+		if ns != nil {
+			out[agent] = *ns
+		}
+	}
+	return out
+}
+
 // keepReplaced adds to o.Former each native session of before (what
 // o.Native held) that o.Native no longer holds.
 func (o *owned) keepReplaced(id string, before map[string]nativeSession) {
@@ -315,12 +326,7 @@ func (st *state) change(id string, create bool, fn func(*owned)) error {
 	} else if b, err := json.Marshal(o); err == nil {
 		before = b
 	}
-	natives := make(map[string]nativeSession, len(o.Native))
-	for agent, ns := range o.Native {
-		if ns != nil {
-			natives[agent] = *ns
-		}
-	}
+	natives := o.natives()
 	fn(o)
 	o.keepReplaced(id, natives)
 	after, err := json.Marshal(o)

@@ -231,7 +231,11 @@ func (a *Daemon) moveSessions(ctx context.Context, moves []*castv1.WorkspaceMove
 	return a.st.update(func(m map[string]*owned) {
 		for _, mv := range moves {
 			if o := m[mv.SessionId]; o != nil {
+				// The natives of the old folder stay cast's (Former), or
+				// adoption takes them for the user's after a restart.
+				before := o.natives()
 				o.Cwd, o.WorktreeBranch, o.Checkout, o.Native = mv.Cwd, mv.WorktreeBranch, mv.Checkout, nil
+				o.keepReplaced(mv.SessionId, before)
 			}
 		}
 	})
