@@ -59,6 +59,11 @@ func buildEnv(a agents.Agent, t Turn) []string {
 	}
 	env = append(env, a.Commands.Env...)
 	env = append(env, t.Env...)
+	if t.Cwd != "" {
+		// exec keeps a given Env as it is, so without this the CLI got
+		// the node's own PWD, and OpenCode files a session under $PWD.
+		env = append(agents.WithoutEnv(env, "PWD"), "PWD="+t.Cwd)
+	}
 	for i, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
 			env[i] = "PATH=" + withoutSelf(p)

@@ -87,3 +87,28 @@ func TestWithoutSelfSeesEachVersionOfNode(t *testing.T) {
 		}
 	}
 }
+
+// The CLI's PWD is the turn's folder, not the node's: exec keeps an Env it
+// is given as it is, so the node's own PWD (the folder `controlplane --dev`
+// was started in) reached the agent, and OpenCode, which files a session
+// under $PWD, filed every cast session (and a timed-out probe's) under
+// that folder: `opencode session list` in the project never showed them.
+func TestBuildEnvPWDIsTheTurnsFolder(t *testing.T) {
+	oc, _ := agents.Lookup("opencode")
+	user := []string{"HOME=/home/me", "PATH=/usr/bin", "PWD=/where/the/node/started"}
+	for _, turn := range []Turn{
+		{Agent: "opencode", Home: "/home/me", Cwd: "/src/app", UserEnv: user},
+		{Agent: "opencode", Home: "/d/agents/opencode", Cwd: "/src/app"},
+	} {
+		env := buildEnv(oc, turn)
+		var pwds []string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "PWD="); ok {
+				pwds = append(pwds, v)
+			}
+		}
+		if len(pwds) != 1 || pwds[0] != "/src/app" {
+			t.Errorf("own env %v: PWD entries %q, want just /src/app", turn.UserEnv != nil, pwds)
+		}
+	}
+}
