@@ -50,18 +50,7 @@ func TestSwitchSaysItStoppedTheRunningTurn(t *testing.T) {
 		{"a model switch stops nothing", castv1.SessionState_SESSION_STATE_RUNNING, []string{"--model", "opus"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := grpc.NewServer()
-			castv1.RegisterSessionServiceServer(srv, &switchServer{state: tc.state})
-			go func() { _ = srv.Serve(l) }()
-			defer srv.Stop()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var out, errOut bytes.Buffer
-			code := Main(ctx, append([]string{"--addr", l.Addr().String(), "switch", "s1abcde"}, tc.args...), strings.NewReader(""), &out, &errOut)
+			out, errOut, code := runSwitch(t, tc.state, tc.args...)
 			if code != 0 {
 				t.Fatalf("cast switch exited %d: %s", code, errOut.String())
 			}
@@ -77,22 +66,30 @@ func TestSwitchSaysItStoppedTheRunningTurn(t *testing.T) {
 // one thing switched was not in the answer, so the user could not tell it
 // took. The answer names the effort the session now runs with.
 func TestSwitchEffortSaysTheEffort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	castv1.RegisterSessionServiceServer(srv, &switchServer{state: castv1.SessionState_SESSION_STATE_IDLE})
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	code := Main(ctx, []string{"--addr", l.Addr().String(), "switch", "s1abcde", "--effort", "high"}, strings.NewReader(""), &out, &errOut)
+	out, errOut, code := runSwitch(t, castv1.SessionState_SESSION_STATE_IDLE, "--effort", "high")
 	if code != 0 {
 		t.Fatalf("cast switch exited %d: %s", code, errOut.String())
 	}
 	if want := "s1abcde now runs claude · effort high; the next message goes to it\n"; out.String() != want {
 		t.Fatalf("cast switch --effort printed %q, want %q", out.String(), want)
 	}
+}
+
+// runSwitch runs `cast switch s1abcde args...` against a switchServer in
+// state.
+func runSwitch(t *testing.T, state castv1.SessionState, args ...string) (out, errOut *bytes.Buffer, code int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	castv1.RegisterSessionServiceServer(srv, &switchServer{state: state})
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
+	code = Main(ctx, append([]string{"--addr", l.Addr().String(), "switch", "s1abcde"}, args...), strings.NewReader(""), out, errOut)
+	return out, errOut, code
 }

@@ -231,20 +231,17 @@ func TestWorkspaceMoveKeepsNativeCasts(t *testing.T) {
 	if err := a.moveSessions(t.Context(), moves, func(context.Context, []*castv1.WorkspaceMove) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	// Restarted: the node's record of the CLIs it ran is gone, its state
+	// is all that says whose the files are.
 	restarted, err := loadState(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, node := range []struct {
-		name string
-		st   *state
-	}{{"running", st}, {"restarted", restarted}} {
-		c := adoptCast{a: &Daemon{st: node.st}}
-		if !c.Runs("claude", old, "") || !c.Runs("opencode", "", "ses_1") {
-			t.Errorf("%s node: the natives run before the move are not cast's any more (Runs false)", node.name)
-		}
-		if o := node.st.Sessions["s1"]; o == nil || o.Native != nil || o.Cwd != filepath.Join(home, "wt") {
-			t.Errorf("%s node: s1 after the move = %+v, want no native session, in the new folder", node.name, o)
-		}
+	c := adoptCast{a: &Daemon{st: restarted}}
+	if !c.Runs("claude", old, "") || !c.Runs("opencode", "", "ses_1") {
+		t.Error("restarted node: the natives run before the move are not cast's any more (Runs false)")
+	}
+	if o := restarted.Sessions["s1"]; o == nil || o.Native != nil || o.Cwd != filepath.Join(home, "wt") {
+		t.Errorf("restarted node: s1 after the move = %+v, want no native session, in the new folder", o)
 	}
 }
