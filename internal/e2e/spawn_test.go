@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +134,59 @@ func queuedTurnsNotifyOnce(t *testing.T, r *turnRig, parentID, workerID string) 
 	// queued turns.
 	if n, _ := finished(); n != 2 {
 		t.Fatalf("the parent heard %d times that its worker finished, want 2:\n%s", n, strings.Join(seen, "\n"))
+	}
+}
+
+// A worker removed (`cast rm`) as its node was about to start a turn for
+// it has its start refused (SESSION_ARCHIVED) and ends failed, the prompt
+// held for good; its parent is not woken for it. It was told its worker
+// "is blocked", and its agent ran a turn on a worker nobody can reach.
+func TestRemovedWorkerDoesNotWakeItsParent(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude", "pi")
+	ctx := context.Background()
+	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: t.TempDir(), Text: "plan the work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	worker, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Model: "fake/fake-model", ParentId: parent.Id, Text: "count the files"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(worker.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	var notice int64
+	testharness.WaitFor(t, 2*time.Minute, "parent told its worker finished", func() bool {
+		for _, m := range r.messages(parent.Id) {
+			if strings.Contains(m.Text, "Worker "+worker.Id+" (pi) finished") {
+				notice = m.Seq
+				return true
+			}
+		}
+		return false
+	})
+	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, notice)
+
+	r.stopAtNextTurnStart()
+	seq := r.send(worker.Id, "one more thing")
+	r.waitStoppedAtTurnStart("the worker's turn about to report its start")
+	if _, err := r.c.Sessions.DeleteSession(ctx, &castv1.DeleteSessionRequest{SessionId: worker.Id}); err != nil {
+		t.Fatalf("archive the idle worker: %v", err)
+	}
+	before := r.messages(parent.Id)
+	r.node.Signal(syscall.SIGCONT)
+	r.waitState(worker.Id, castv1.SessionState_SESSION_STATE_FAILED, seq-1)
+	// The failed report (and its observers) returned before the node
+	// logs the turn's failure.
+	testharness.WaitFor(t, time.Minute, "the node ended the worker's refused turn", func() bool {
+		for _, line := range strings.Split(r.node.Output(), "\n") {
+			if strings.Contains(line, "turn failed") && strings.Contains(line, worker.Id) {
+				return true
+			}
+		}
+		return false
+	})
+	if after := r.messages(parent.Id); len(after) != len(before) {
+		t.Fatalf("the parent was told of its removed worker: %q", after[len(before):])
 	}
 }

@@ -22,6 +22,12 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 	if !worker.Subagent || worker.ParentId == "" {
 		return nil
 	}
+	if worker.Archived {
+		// Removed (`cast rm`): nothing runs in it and nothing reaches it,
+		// so a notice would wake the parent's agent for a worker it can
+		// no longer use (a start refused as SESSION_ARCHIVED ends failed).
+		return nil
+	}
 	if worker.LastTurnAbandoned {
 		return nil // stopped by a move: its prompt runs again, and the parent hears how that turn ends
 	}
