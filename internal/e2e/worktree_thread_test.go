@@ -7,11 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
 )
@@ -111,4 +114,44 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// A fork (no --worktree) taken while its parent's first turn runs in a
+// worktree of its own (the control plane learns the worktree only when
+// that turn ends) works in its parent's folder, that worktree, as a fork
+// taken after that turn does. It worked in the checkout the worktree came
+// from.
+func TestForkInItsParentsFirstWorktreeTurnWorksThere(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude", "pi")
+	ctx := context.Background()
+	repo := gitRepo(t)
+	gate, reached, once := make(chan struct{}), make(chan struct{}), sync.Once{}
+	r.fake.SetPolicy(func(req fakemodel.Request) fakemodel.Reply {
+		if strings.Contains(fakemodel.LastUserText(req.Items), "MARK-WT-PARENT") {
+			once.Do(func() { close(reached) })
+			return fakemodel.Reply{Text: "planning", Gate: gate}
+		}
+		return fakemodel.Reply{Text: "done"}
+	})
+	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo,
+		WorktreeBranch: "thr/fork-wt", Text: "plan the work MARK-WT-PARENT"})
+	must(t, err)
+	select {
+	case <-reached:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the parent's first turn did not reach the model")
+	}
+	fork, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: parent.Id, Agent: "pi", Model: "fake/fake-model"})
+	must(t, err)
+	seq := r.send(fork.Id, "look around")
+	f := r.waitState(fork.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	close(gate)
+	p := r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	if p.Cwd == repo {
+		t.Fatalf("the parent's cwd is still its checkout %s", repo)
+	}
+	if f.Cwd != p.Cwd {
+		t.Fatalf("the fork worked in %s, not in its parent's worktree %s", f.Cwd, p.Cwd)
+	}
 }

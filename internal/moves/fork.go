@@ -74,6 +74,13 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 				RequestID: r.RequestID}, "A fork onto "+agents.DisplayName(agent), why)
 		}
 	}
+	branch := r.WorktreeBranch
+	if branch == "" && !r.DefaultWorktree && node == parent.Node {
+		// In its parent's folder, which may be a worktree whose path the
+		// parent's cwd holds only once the turn that made it ends: the
+		// branch takes the fork's node to the worktree git has on it.
+		branch = parent.WorktreeBranch
+	}
 	root := parent.RootId
 	if root == "" {
 		root = parent.Id
@@ -81,7 +88,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 	c, err := st.CreateSession(ctx, fence.CreateParams{
 		Agent: agent, Model: model, Cwd: parent.Cwd, Node: node, RequestID: r.RequestID,
 		Title: "fork of " + parent.Id + ": " + parent.Title, ParentID: parent.Id, RootID: root, ForkedAtSeq: at, HistorySeq: at,
-		WorktreeBranch: r.WorktreeBranch, DefaultWorktree: r.DefaultWorktree, Creator: parent.Creator,
+		WorktreeBranch: branch, DefaultWorktree: r.DefaultWorktree, Creator: parent.Creator,
 	})
 	if err != nil {
 		return nil, err
