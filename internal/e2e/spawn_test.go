@@ -199,38 +199,15 @@ func TestRemovedWorkerDoesNotWakeItsParent(t *testing.T) {
 func TestWorkerSpawnedInItsParentsFirstTurnRunsInItsWorktree(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "claude", "pi")
-	ctx := context.Background()
-	repo := gitRepo(t)
-	gate, reached, once := make(chan struct{}), make(chan struct{}), sync.Once{}
-	r.fake.SetPolicy(func(req fakemodel.Request) fakemodel.Reply {
-		if strings.Contains(fakemodel.LastUserText(req.Items), "MARK-WT-PARENT") {
-			once.Do(func() { close(reached) })
-			return fakemodel.Reply{Text: "planning", Gate: gate}
-		}
-		return fakemodel.Reply{Text: "done"}
-	})
-	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo,
-		WorktreeBranch: "thr/spawn-wt", Text: "plan the work MARK-WT-PARENT"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-reached:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the parent's first turn did not reach the model")
-	}
+	parent, repo, release := inFirstWorktreeTurn(t, r, "thr/spawn-wt")
 	// What `cast spawn` in the parent's turn asks (no --cwd, no --node).
-	worker, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Model: "fake/fake-model", ParentId: parent.Id, Text: "count the files"})
+	worker, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "pi", Model: "fake/fake-model", ParentId: parent, Text: "count the files"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := r.waitState(worker.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	close(gate)
-	p := r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	if p.Cwd == repo {
-		t.Fatalf("the parent's cwd is still its checkout %s", repo)
-	}
-	if w.Cwd != p.Cwd {
-		t.Fatalf("the worker ran in %s, not in its parent's worktree %s", w.Cwd, p.Cwd)
+	p := release()
+	if w.Cwd != p.Cwd || p.Cwd == repo {
+		t.Fatalf("the worker ran in %s, not in its parent's worktree %s (checkout %s)", w.Cwd, p.Cwd, repo)
 	}
 }

@@ -124,8 +124,24 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 func TestForkInItsParentsFirstWorktreeTurnWorksThere(t *testing.T) {
 	t.Parallel()
 	r := newTurnRig(t, "claude", "pi")
-	ctx := context.Background()
-	repo := gitRepo(t)
+	parent, repo, release := inFirstWorktreeTurn(t, r, "thr/fork-wt")
+	fork, err := r.c.Sessions.ForkSession(context.Background(), &castv1.ForkSessionRequest{SessionId: parent, Agent: "pi", Model: "fake/fake-model"})
+	must(t, err)
+	seq := r.send(fork.Id, "look around")
+	f := r.waitState(fork.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
+	p := release()
+	if f.Cwd != p.Cwd || p.Cwd == repo {
+		t.Fatalf("the fork worked in %s, not in its parent's worktree %s (checkout %s)", f.Cwd, p.Cwd, repo)
+	}
+}
+
+// inFirstWorktreeTurn starts a claude session in a new git checkout with
+// a worktree on branch and holds its first turn at the model (its worktree
+// made, the control plane not told yet). release lets the turn end and
+// returns the session once idle, its cwd the worktree.
+func inFirstWorktreeTurn(t *testing.T, r *turnRig, branch string) (id, repo string, release func() *castv1.Session) {
+	t.Helper()
+	repo = gitRepo(t)
 	gate, reached, once := make(chan struct{}), make(chan struct{}), sync.Once{}
 	r.fake.SetPolicy(func(req fakemodel.Request) fakemodel.Reply {
 		if strings.Contains(fakemodel.LastUserText(req.Items), "MARK-WT-PARENT") {
@@ -134,24 +150,16 @@ func TestForkInItsParentsFirstWorktreeTurnWorksThere(t *testing.T) {
 		}
 		return fakemodel.Reply{Text: "done"}
 	})
-	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo,
-		WorktreeBranch: "thr/fork-wt", Text: "plan the work MARK-WT-PARENT"})
+	s, err := r.c.Sessions.CreateSession(context.Background(), &castv1.CreateSessionRequest{Agent: "claude", Cwd: repo,
+		WorktreeBranch: branch, Text: "plan the work MARK-WT-PARENT"})
 	must(t, err)
 	select {
 	case <-reached:
 	case <-time.After(2 * time.Minute):
-		t.Fatal("the parent's first turn did not reach the model")
+		t.Fatal("the session's first turn did not reach the model")
 	}
-	fork, err := r.c.Sessions.ForkSession(ctx, &castv1.ForkSessionRequest{SessionId: parent.Id, Agent: "pi", Model: "fake/fake-model"})
-	must(t, err)
-	seq := r.send(fork.Id, "look around")
-	f := r.waitState(fork.Id, castv1.SessionState_SESSION_STATE_IDLE, seq)
-	close(gate)
-	p := r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
-	if p.Cwd == repo {
-		t.Fatalf("the parent's cwd is still its checkout %s", repo)
-	}
-	if f.Cwd != p.Cwd {
-		t.Fatalf("the fork worked in %s, not in its parent's worktree %s", f.Cwd, p.Cwd)
+	return s.Id, repo, func() *castv1.Session {
+		close(gate)
+		return r.waitState(s.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
 	}
 }
