@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cast-dev/cast/internal/agents/agenttest"
 	"github.com/cast-dev/cast/internal/fakemodel"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/testharness"
@@ -210,4 +213,36 @@ func TestWorkerSpawnedInItsParentsFirstTurnRunsInItsWorktree(t *testing.T) {
 	if w.Cwd != p.Cwd || p.Cwd == repo {
 		t.Fatalf("the worker ran in %s, not in its parent's worktree %s (checkout %s)", w.Cwd, p.Cwd, repo)
 	}
+}
+
+// A worker whose agent asks a permission (Claude Code asking `cast mcp`)
+// tells its parent it waits on one, as `cast spawn` promises. The request
+// set the worker waiting outside a turn report, so its parent heard
+// nothing and the worker waited on a person nobody had told.
+func TestWorkerWaitingOnAPermissionTellsItsParent(t *testing.T) {
+	t.Parallel()
+	r := newTurnRig(t, "claude", "pi")
+	settings := filepath.Join(agenttest.NativeHome(r.homes["claude"], "claude"), "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"permissions":{"ask":["Bash(touch:*)"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	parent, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "pi", Model: "fake/fake-model", Cwd: t.TempDir(), Text: "plan the work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(parent.Id, castv1.SessionState_SESSION_STATE_IDLE, 1)
+	worker, err := r.c.Sessions.CreateSession(ctx, &castv1.CreateSessionRequest{Agent: "claude", ParentId: parent.Id, Text: "TOOLCALL CMD[touch asked.txt]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(worker.Id, castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, 0)
+	testharness.WaitFor(t, time.Minute, "parent told its worker waits on a permission", func() bool {
+		for _, m := range r.messages(parent.Id) {
+			if strings.Contains(m.Text, "Worker "+worker.Id+" (") && strings.Contains(m.Text, "waits on a permission: permission for Bash") {
+				return true
+			}
+		}
+		return false
+	})
 }
