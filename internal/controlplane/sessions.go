@@ -149,13 +149,7 @@ func (h *sessionService) inherit(ctx context.Context, req *castv1.CreateSessionR
 	}
 	if req.Cwd == "" {
 		req.Cwd = parent.Cwd
-		if req.Node == parent.Node && req.WorktreeBranch == "" && !req.WorktreeDefault {
-			// Beside its parent in its worktree: the parent's stored cwd is
-			// still the checkout the worktree came from until the turn that
-			// made it ends (an agent spawns workers in that turn), and the
-			// branch takes the worker to the worktree git has on it.
-			req.WorktreeBranch = parent.WorktreeBranch
-		}
+		req.WorktreeBranch = moves.BranchBeside(parent, req.Node, req.WorktreeBranch, req.WorktreeDefault)
 	}
 	return l, nil
 }

@@ -74,13 +74,7 @@ func Fork(ctx context.Context, st Store, b Briefer, r ForkRequest) (*castv1.Sess
 				RequestID: r.RequestID}, "A fork onto "+agents.DisplayName(agent), why)
 		}
 	}
-	branch := r.WorktreeBranch
-	if branch == "" && !r.DefaultWorktree && node == parent.Node {
-		// In its parent's folder, which may be a worktree whose path the
-		// parent's cwd holds only once the turn that made it ends: the
-		// branch takes the fork's node to the worktree git has on it.
-		branch = parent.WorktreeBranch
-	}
+	branch := BranchBeside(parent, node, r.WorktreeBranch, r.DefaultWorktree)
 	root := parent.RootId
 	if root == "" {
 		root = parent.Id
@@ -151,4 +145,17 @@ func copyMessages(ctx context.Context, st Store, from, to string, at int64) erro
 			return nil
 		}
 	}
+}
+
+// BranchBeside is the worktree branch of a session made in parent's folder
+// (a fork, or a worker given no cwd) on node: the one asked for, else, on
+// the parent's node, the parent's. The parent's stored cwd is the checkout
+// its worktree came from until the turn that made the worktree ends (an
+// agent spawns workers and forks in that turn); the branch takes the new
+// session's node to the worktree git has on it.
+func BranchBeside(parent *castv1.Session, node, branch string, defaultWorktree bool) string {
+	if branch == "" && !defaultWorktree && node == parent.Node {
+		return parent.WorktreeBranch
+	}
+	return branch
 }
