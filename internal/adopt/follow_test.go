@@ -508,29 +508,45 @@ func TestFollowCodexBetweenAMessagesTwoRecords(t *testing.T) {
 // A growth sent in more than one batch whose later batch fails (the
 // control plane restarting, the node killed after a batch was kept) is
 // sent again from where it stopped: the messages a batch kept are not
-// stored a second time under other client ids.
+// stored a second time under other client ids. So too when nothing was
+// kept of the file before the growth (a Codex rollout read while its
+// first message was being written: its header only), which once left no
+// record that the tail being sent began with nothing kept, and the
+// restarted node sent the first batch again under new client ids.
 func TestFollowGrowthResentAfterAFailedBatch(t *testing.T) {
-	r := newRig(t)
-	r.write(line("user", "u1", "", "hello"))
-	want(t, "import", r.scan(), "hello")
-	var grown []string
-	var texts []string
-	for i := range 501 { // more than one batch (batchMsgs)
-		text := fmt.Sprintf("m%d", i)
-		grown = append(grown, line("user", fmt.Sprintf("u%d", i+10), "", text))
-		texts = append(texts, text)
+	for _, tc := range []struct {
+		name  string
+		start string   // the file when first followed
+		sent  []string // what that sends
+	}{
+		{"after a message", line("user", "u1", "", "hello"), []string{"hello"}},
+		{"after a header only", `{"type":"summary","summary":"nothing yet","leafUuid":"x"}` + "\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.write(tc.start)
+			want(t, "import", r.scan(), tc.sent...)
+			var grown []string
+			var texts []string
+			for i := range 501 { // more than one batch (batchMsgs)
+				text := fmt.Sprintf("m%d", i)
+				grown = append(grown, line("user", fmt.Sprintf("u%d", i+10), "", text))
+				texts = append(texts, text)
+			}
+			r.append(strings.Join(grown, ""))
+			f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := len(r.sink.batches)
+			r.sink.failAt = r.sink.calls + 2 // the second batch fails
+			if _, err := f.Scan(context.Background()); err == nil {
+				t.Fatal("the scan whose second batch failed said nothing")
+			}
+			want(t, "first batch", r.sink.texts(before), texts[:500]...)
+			want(t, "the rest, once, after a restart", r.scan(), texts[500:]...)
+		})
 	}
-	r.append(strings.Join(grown, ""))
-	f, err := adopt.New([]adopt.Source{{Agent: r.agent, Home: r.home}}, r.state, r.sink, r.cast, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.sink.failAt = r.sink.calls + 2 // the second batch fails
-	if _, err := f.Scan(context.Background()); err == nil {
-		t.Fatal("the scan whose second batch failed said nothing")
-	}
-	want(t, "first batch", r.sink.texts(1), texts[:500]...)
-	want(t, "the rest, once", r.scan(), texts[500:]...)
 }
 
 // A file that held no message yet when a node last looked (an agent's

@@ -46,7 +46,10 @@ type fileState struct {
 	// Base is Sent as of Size while what the file grew by is being sent
 	// (nil otherwise): the tail's occurrences count from it, so a send
 	// begun again after a failure gives what it kept the same client ids.
-	Base map[string]int `json:"base,omitempty"`
+	// Saved as null when nil: an empty Base (nothing was kept before the
+	// tail) read back as nil would make the next tail count from Sent,
+	// and what the interrupted send kept was sent again under new ids.
+	Base map[string]int `json:"base"`
 }
 
 // states is the follower's bookkeeping, one file per native file in dir
