@@ -40,6 +40,7 @@ const (
 	ReasonNoNode           = "NO_NODE_AVAILABLE"
 	ReasonNodeNotConn      = "NODE_NOT_CONNECTED"
 	ReasonConflict         = "CONFLICT"
+	ReasonSessionChanged   = "SESSION_CHANGED" // a message was stored since the session was checked (fence.Guard.Unmoved)
 	ReasonUnavailable      = "UNAVAILABLE"
 	ReasonBadPageToken     = "INVALID_PAGE_TOKEN"
 	ReasonBadFilter        = "INVALID_FILTER" // a List filter that does not parse or names an unknown field or value

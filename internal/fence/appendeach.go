@@ -19,7 +19,8 @@ type Appender interface {
 // say). For a caller resending a range whose rendering may have changed
 // since its first attempt (a merge after an agent switch, adoption of a
 // file the agent rewrote): refusing the batch would refuse every later
-// one too, and each message must be in the session once.
+// one too, and each message must be in the session once. Under g.Unmoved
+// each append expects the seq the ones before it left.
 func AppendEach(ctx context.Context, st Appender, sessionID string, msgs []*castv1.Message, g Guard) ([]*castv1.Message, error) {
 	out := make([]*castv1.Message, 0, len(msgs))
 	for _, m := range msgs {
@@ -32,6 +33,10 @@ func AppendEach(ctx context.Context, st Appender, sessionID string, msgs []*cast
 			return nil, err
 		}
 		out = append(out, stored...)
+		if g.Unmoved {
+			// A new message has the next seq; one kept as stored, an older one.
+			g.LastSeq = max(g.LastSeq, stored[0].Seq)
+		}
 	}
 	return out, nil
 }

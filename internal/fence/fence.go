@@ -26,6 +26,21 @@ type Guard struct {
 	// the owner's writes (a guard with a Token: a turn that started before
 	// the archive ends with its output kept).
 	Open bool
+	// Unmoved makes an append commit only while the session's last seq is
+	// still LastSeq, compared in the commit's own txn (the seq key the
+	// append moves): a move that checked the session at LastSeq stores its
+	// messages only if nothing was stored since, which its check did not
+	// see. A merge checks its parent idle with no user message waiting;
+	// a message stored after that check (a send, a worker's report) would
+	// start a turn that the merged rows, stored after it, did not precede.
+	// Its state needs no compare of its own: a turn starts only on a user
+	// message past the delivery cursor, and the check found none through
+	// LastSeq. Such an append commits whole or not at all (one txn, no
+	// message stored when one is refused) and only batched alone; a
+	// retry of one stored already is answered as stored. Refused with
+	// ReasonSessionChanged (aborted: check the session again).
+	Unmoved bool
+	LastSeq int64
 }
 
 // Lease is a node's liveness lease. The node is connected exactly while its

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +46,9 @@ type appendCall struct {
 // session, owner (archive) and client ids again; chunks of an attempt it
 // refuses are orphans under keys no one else uses. An append of inline
 // messages only writes nothing before its commit, so it leaves those
-// checks to the commit txn (no extra round trip).
+// checks to the commit txn (no extra round trip). With g.Unmoved it also
+// checks the session's last seq is g.LastSeq (planSession: unmoved), and
+// stores all of msgs or none.
 func (s *Store) Append(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
 	defer s.observe("append", time.Now())
 	for _, m := range msgs {
@@ -134,6 +137,7 @@ const precheckGets = 100
 func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.Message, g fence.Guard) (map[string]*mvccpb.KeyValue, error) {
 	stored := map[string]*mvccpb.KeyValue{}
 	var closed error // archived or half-copied: refused unless every message is a retry
+	var last int64
 	gets := []clientv3.Op{clientv3.OpGet(s.seqKey(sessionID)), clientv3.OpGet(s.secondKey(sessionID, g))}
 	cids := make([]string, 0, len(msgs))
 	for i, m := range msgs {
@@ -152,8 +156,7 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 			if len(seqKV) == 0 {
 				return nil, sessionNotFound(sessionID)
 			}
-			last, err := parseInt(seqKV[0].Value)
-			if err != nil {
+			if last, err = parseInt(seqKV[0].Value); err != nil {
 				return nil, errs.Internal(err, "corrupt seq counter")
 			}
 			if closed = s.checkSecond(sessionID, g, rs[1].GetResponseRange().Kvs, last); closed != nil && !openOnly(g) {
@@ -171,6 +174,9 @@ func (s *Store) precheck(ctx context.Context, sessionID string, msgs []*castv1.M
 	for _, m := range msgs {
 		if _, ok := stored[m.ClientId]; !ok && closed != nil {
 			return nil, closed
+		}
+		if _, ok := stored[m.ClientId]; !ok && g.Unmoved && last != g.LastSeq {
+			return nil, sessionChanged(sessionID, g, last) // before its chunks are written
 		}
 	}
 	return stored, nil
@@ -220,6 +226,9 @@ func (s *Store) appendFresh(ctx context.Context, sessionID string, fresh []encod
 			return err
 		}
 		reqs = append(reqs, &appendReq{p: p, guard: g, call: call, done: make(chan error, 1)})
+	}
+	if g.Unmoved && !s.fitsOneBatch(reqs) {
+		return errs.Invalid("an append that must find the session unmoved takes one batch: at most %d messages, %d bytes", s.cfg.MaxBatchMsgs, s.cfg.MaxBatchBytes)
 	}
 	if s.afterChunks != nil {
 		s.afterChunks()
@@ -343,6 +352,29 @@ func (s *Store) planBatch(ctx context.Context, sessionID string, batch []*append
 		p.written += len(r.p.envelope)
 	}
 	return p, nil
+}
+
+// unmoved refuses a batch under g (fence.Guard.Unmoved), planned at last,
+// whole: when it stores a message past a seq other than g.LastSeq (a
+// message came in since the caller's check), or when a message of it is
+// refused (its others must not be stored without it). A batch that stores
+// nothing, every message a retry, is answered as the first call was.
+func unmoved(sessionID string, g fence.Guard, last int64, plan *batchPlan) error {
+	for _, err := range plan.refused {
+		if err != nil {
+			return err
+		}
+	}
+	if plan.next == last || last == g.LastSeq {
+		return nil
+	}
+	return sessionChanged(sessionID, g, last)
+}
+
+func sessionChanged(sessionID string, g fence.Guard, last int64) error {
+	return errs.New(errs.KindAborted, errs.ReasonSessionChanged,
+		"session %s got messages %d:%d since it was checked; nothing was stored", sessionID, g.LastSeq+1, last).
+		With("session", sessionID).With("last_seq", strconv.FormatInt(last, 10))
 }
 
 // openOnly reports whether g's append is refused by an archived session,

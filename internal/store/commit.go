@@ -123,6 +123,10 @@ func (s *Store) lead() {
 // txnBudget is what a round has used of one txn.
 type txnBudget struct{ reads, cmps, puts, bytes int }
 
+func (b txnBudget) plus(g txnBudget) txnBudget {
+	return txnBudget{b.reads + g.reads, b.cmps + g.cmps, b.puts + g.puts, b.bytes + g.bytes}
+}
+
 // takeRound frees the sessions of done (the leader's last round) and
 // removes from the queues the batches of its next round: of sessions no
 // round in flight holds, so each session's appends commit in order. It
@@ -180,6 +184,12 @@ func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*a
 	}
 	n := 0
 	next := *used
+	// An append that must find the session unmoved (fence.Guard.Unmoved)
+	// is checked against the seq before its first message, so it is
+	// batched alone and whole: another append's messages in its batch, or
+	// its own last ones in the next round, would be stored past a seq it
+	// did not check. Append bounds it to one batch (fitsOneBatch).
+	whole := queued[0].guard.Unmoved
 	// The seq key's two compares and its put, and the owner's compare with
 	// a guard only (planSession); reads are seq and owner (or the record:
 	// readOps).
@@ -187,22 +197,46 @@ func (s *Store) takeBatch(queued []*appendReq, used *txnBudget, first bool) []*a
 	if queued[0].guard.Token != 0 {
 		next.cmps++
 	}
-	for n < len(queued) && n < s.cfg.MaxBatchMsgs && queued[n].guard == queued[0].guard {
-		p := queued[n].p
-		grow := txnBudget{reads: 1, cmps: 1, puts: 2, bytes: p.size + roundSlack}
-		if p.chunk0 != "" {
-			grow.reads, grow.cmps = 2, 2
-		}
-		if !(first && n == 0) && !s.fits(next, grow) {
+	for n < len(queued) && n < s.cfg.MaxBatchMsgs && queued[n].guard == queued[0].guard && (!whole || queued[n].call == queued[0].call) {
+		grow := growOf(queued[n].p)
+		if !(first && (n == 0 || whole)) && !s.fits(next, grow) {
+			if whole {
+				return nil // the next round, first
+			}
 			break
 		}
-		next = txnBudget{next.reads + grow.reads, next.cmps + grow.cmps, next.puts + grow.puts, next.bytes + grow.bytes}
+		next = next.plus(grow)
 		n++
 	}
 	if n > 0 {
 		*used = next
 	}
 	return queued[:n:n]
+}
+
+// growOf is what a message adds to a round's txn.
+func growOf(p prepared) txnBudget {
+	if p.chunk0 != "" {
+		return txnBudget{reads: 2, cmps: 2, puts: 2, bytes: p.size + roundSlack}
+	}
+	return txnBudget{reads: 1, cmps: 1, puts: 2, bytes: p.size + roundSlack}
+}
+
+// fitsOneBatch reports whether reqs, one append's messages, fit one
+// session's batch in a round of their own.
+func (s *Store) fitsOneBatch(reqs []*appendReq) bool {
+	if len(reqs) > s.cfg.MaxBatchMsgs {
+		return false
+	}
+	used := txnBudget{reads: 2, cmps: 3, puts: 1}
+	for _, r := range reqs {
+		grow := growOf(r.p)
+		if !s.fits(used, grow) {
+			return false
+		}
+		used = used.plus(grow)
+	}
+	return true
 }
 
 // fits reports whether grow still fits a txn that has used used.
@@ -362,6 +396,12 @@ func (s *Store) planSession(ctx context.Context, b *sessionBatch) error {
 		// nothing, every message a retry of one stored before, is answered
 		// as the first call was.
 		return closed
+	}
+	if b.guard.Unmoved {
+		// The seq key's compare below makes this check part of the commit.
+		if err := unmoved(b.id, b.guard, last, plan); err != nil {
+			return err
+		}
 	}
 	b.plan, b.last = plan, last
 	// The value too: a memory (known.go) may outlive the revisions it
