@@ -93,15 +93,16 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 		return Merged{}, errs.New(errs.KindFailedPrecondition, "NOTHING_TO_MERGE", "fork %s has nothing new since its last merge", r.ForkID)
 	}
 	var out Merged
+	at := parent.LastSeq // what mergeable saw: the appends store only on it
 	if pending > 0 {
 		// The prompt goes with the last merge: a retry of the same
 		// request with nothing newer stores the very batch it failed on.
-		if out, err = mergeRange(ctx, st, r, fork, parent, unfinished, from, pending, !more); err != nil || !more {
+		if out, at, err = mergeRange(ctx, st, r, fork, parent, at, unfinished, from, pending, !more); err != nil || !more {
 			return out, err
 		}
 		from = pending + 1
 	}
-	last, err := mergeRange(ctx, st, r, fork, parent, fresh, from, fork.LastSeq, true)
+	last, _, err := mergeRange(ctx, st, r, fork, parent, at, fresh, from, fork.LastSeq, true)
 	if err != nil {
 		return Merged{}, err
 	}
@@ -116,7 +117,14 @@ func Merge(ctx context.Context, st Store, r MergeRequest) (Merged, error) {
 // merged_upto_seq to to. The range is recorded on the fork before the
 // append and cleared with merged_upto_seq, so a failure between the two
 // writes leaves it for the next merge to finish (see Merge).
-func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *castv1.Session, msgs []transcript.Message, from, to int64, withPrompt bool) (Merged, error) {
+//
+// The append stores only while the parent's last seq is still at, the one
+// mergeable checked (and any merge before this one left): a message
+// stored in between, a send or a worker's report, runs a turn whose
+// request the merged rows did not precede, so the merge is refused
+// (PARENT_CHANGED) with nothing stored in the parent. It returns the
+// parent's last seq after its append.
+func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *castv1.Session, at int64, msgs []transcript.Message, from, to int64, withPrompt bool) (Merged, int64, error) {
 	window := 0
 	if a, ok := agents.Lookup(parent.Agent); ok {
 		window = a.ContextWindow
@@ -147,17 +155,29 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 		s.MergePendingUptoSeq = to
 		return nil
 	}); err != nil {
-		return Merged{}, err
+		return Merged{}, 0, err
 	}
-	stored, err := st.Append(ctx, parent.Id, batch, fence.Guard{Open: true}) // mergeable's archive check, in the txn
+	// mergeable's checks, in the txn: not archived (Open), nothing stored
+	// since (Unmoved).
+	g := fence.Guard{Open: true, Unmoved: true, LastSeq: at}
+	stored, err := st.Append(ctx, parent.Id, batch, g)
 	if errs.HasReason(err, errs.ReasonClientIDReused) && fork.MergePendingUptoSeq == to {
 		// Finishing an interrupted merge the parent holds in part under
 		// another body: the fork's or the parent's agent changed in between
 		// and the history renders differently (or another message was given).
-		stored, err = fence.AppendEach(ctx, st, parent.Id, batch, fence.Guard{Open: true})
+		stored, err = fence.AppendEach(ctx, st, parent.Id, batch, g)
+	}
+	if errs.HasReason(err, errs.ReasonSessionChanged) {
+		// The range stays recorded on the fork: the next merge finishes it.
+		return Merged{}, 0, errs.New(errs.KindAborted, "PARENT_CHANGED",
+			"parent %s got a message while fork %s's messages %d:%d were being merged into it; they were not: merge again once its turn has run (`cast watch %s`)",
+			parent.Id, fork.Id, from, to, parent.Id)
 	}
 	if err != nil {
-		return Merged{}, err
+		return Merged{}, 0, err
+	}
+	for _, m := range stored {
+		at = max(at, m.Seq) // new rows take the next seqs; rows stored before, older ones
 	}
 	if _, err := st.UpdateSession(ctx, fork.Id, func(s *castv1.Session) error {
 		s.MergedUptoSeq = max(s.MergedUptoSeq, to)
@@ -166,14 +186,14 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 		}
 		return nil
 	}); err != nil {
-		return Merged{}, err
+		return Merged{}, 0, err
 	}
 	out := Merged{From: from, To: to, Included: sl.Included, Omitted: sl.Omitted}
 	if len(stored) == 3 {
 		out.PromptSeq = stored[2].Seq
 	}
 	out.Parent, err = st.GetSession(ctx, parent.Id)
-	return out, err
+	return out, at, err
 }
 
 // mergePrompt is the user message that runs the parent's turn on a merge:

@@ -325,3 +325,110 @@ func TestRetriedMergeStoresEachRangeOnce(t *testing.T) {
 		})
 	}
 }
+
+// racingStore stores a message in the parent (sent) just before the
+// merge's append reaches the store: after the merge checked the parent
+// idle with nothing waiting, before its rows commit.
+type racingStore struct {
+	*store.Store
+	parent string
+	send   func() int64
+	sent   int64
+}
+
+func (s *racingStore) Append(ctx context.Context, id string, msgs []*castv1.Message, g fence.Guard) ([]*castv1.Message, error) {
+	if id == s.parent && s.sent == 0 && strings.HasPrefix(msgs[0].ClientId, "merge.") {
+		s.sent = s.send()
+	}
+	return s.Store.Append(ctx, id, msgs, g)
+}
+
+// A message that reaches the parent between the merge's check (idle,
+// nothing waiting) and its append — the user's, or a worker's report —
+// runs a turn on the parent. The merge stored its rows after it anyway:
+// the turn's model request, answered after the merged work, marked it
+// seen without having been shown it, and with --run the merge's prompt ran
+// a second turn behind the message. The merge is refused instead
+// (PARENT_CHANGED, nothing stored), and goes through, after the message,
+// once the message's turn has run: the message is stored once, before
+// the merged work.
+func TestMergeRefusedWhenAMessageLandsBeforeItsAppend(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  bool
+		send func(r *mergeRig) int64
+	}{
+		{name: "the user sends", send: func(r *mergeRig) int64 {
+			return r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_USER, "meanwhile, a question")
+		}},
+		{name: "the user sends, merge --run", run: true, send: func(r *mergeRig) int64 {
+			return r.add(r.parent, castv1.MessageKind_MESSAGE_KIND_USER, "meanwhile, a question")
+		}},
+		{name: "a worker reports", send: func(r *mergeRig) int64 {
+			w, err := r.s.CreateSession(r.ctx, fence.CreateParams{Agent: "claude", Cwd: "/tmp", Node: "n1", ParentID: r.parent, Subagent: true})
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			if _, err := notifyIdle(r.ctx, r.s, w.Session.Id); err != nil {
+				r.t.Fatal(err)
+			}
+			p, err := r.s.GetSession(r.ctx, r.parent)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return p.LastSeq
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newMergeRig(t)
+			r.add(r.fork, castv1.MessageKind_MESSAGE_KIND_ASSISTANT, "fork work")
+			st := &racingStore{Store: r.s, parent: r.parent, send: func() int64 { return tc.send(r) }}
+			req := moves.MergeRequest{ForkID: r.fork, Run: tc.run}
+			_, err := moves.Merge(r.ctx, st, req)
+			if st.sent == 0 {
+				t.Fatalf("the merge made no append to the parent (%v)", err)
+			}
+			if !errs.HasReason(err, "PARENT_CHANGED") {
+				t.Errorf("merge with a message stored after its check: %v, want PARENT_CHANGED", err)
+			}
+			if e, ok := errs.As(err); ok && e.Kind != errs.KindAborted {
+				t.Errorf("kind %v, want aborted (retryable)", e.Kind)
+			}
+			msgs, _, err := r.s.ListMessages(r.ctx, r.parent, st.sent, 0, 100, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != 1 {
+				t.Errorf("after the refused merge the parent holds %d messages from #%d, want only the message sent (#%d)", len(msgs), st.sent, st.sent)
+			}
+			// The message's turn runs; the merge goes through after it.
+			r.delivered(st.sent)
+			m, err := moves.Merge(r.ctx, r.s, req)
+			if err != nil {
+				t.Fatalf("merge once the message's turn ran: %v", err)
+			}
+			if m.From != 3 || m.To == 0 {
+				t.Errorf("merged #%d:%d", m.From, m.To)
+			}
+			msgs, _, err = r.s.ListMessages(r.ctx, r.parent, 1, 0, 100, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent, merged := 0, 0
+			for _, msg := range msgs {
+				switch {
+				case msg.Seq == st.sent:
+					sent++
+				case strings.HasPrefix(msg.ClientId, "merge."):
+					merged++
+					if msg.Seq < st.sent {
+						t.Errorf("merged row #%d stored before the message sent (#%d)", msg.Seq, st.sent)
+					}
+				}
+			}
+			if want := map[bool]int{false: 2, true: 3}[tc.run]; sent != 1 || merged != want {
+				t.Errorf("the parent holds the message sent %d times (want 1) and %d merged rows (want %d)", sent, merged, want)
+			}
+		})
+	}
+}
