@@ -130,7 +130,9 @@ func (a *app) readCmd() *cobra.Command {
 			return err
 		}
 		var all []*castv1.Message
+		read := 0
 		err = c.EachMessage(cmd.Context(), a.timeout, &castv1.ListMessagesRequest{SessionId: id, StartSeq: from, EndSeq: to}, func(m *castv1.Message) error {
+			read++
 			if a.json {
 				all = append(all, m)
 			} else {
@@ -141,6 +143,14 @@ func (a *app) readCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		// Seqs are dense: a range that starts inside the session reads
+		// at least one message, so nothing read means it starts past
+		// the end (the control plane answers that with an empty page).
+		if read == 0 && from > 0 {
+			if err := a.readPastTheEnd(cmd.Context(), c, id, args[0]); err != nil {
+				return err
+			}
+		}
 		if a.json {
 			return a.printJSON(map[string]any{"session_id": id, "messages": raws(all)})
 		}
@@ -148,6 +158,38 @@ func (a *app) readCmd() *cobra.Command {
 	})
 
 	return cmd
+}
+
+// readPastTheEnd refuses the range given (which read nothing) when it
+// starts past the end of session id, rather than print nothing and exit
+// 0 as if those messages were empty.
+func (a *app) readPastTheEnd(parent context.Context, c *client.Client, id, given string) error {
+	ctx, cancel := a.ctx(parent)
+	defer cancel()
+	sess, err := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if sess.LastSeq == 0 {
+		return pastTheEnd("range "+given, id, 0, fmt.Sprintf("`cast watch %s` follows its messages as they come", id))
+	}
+	return pastTheEnd("range "+given, id, sess.LastSeq, fmt.Sprintf("read within 1:%d, e.g. `cast read %s 1:%d`", sess.LastSeq, id, sess.LastSeq))
+}
+
+// pastTheEnd is the one refusal of a seq past the end of session id,
+// whose last seq is last (seqs are dense: it holds last messages): given
+// is what was asked, in the words it was given (--from-seq 99, range
+// 5:9), and instead what to give. `cast watch --from-seq` and `cast read`
+// say it alike.
+func pastTheEnd(given, id string, last int64, instead string) error {
+	holds := "no messages yet"
+	switch {
+	case last == 1:
+		holds = "1 message (its last seq is 1)"
+	case last > 1:
+		holds = fmt.Sprintf("%d messages (its last seq is %d)", last, last)
+	}
+	return usagef("%s is past the end of %s: it holds %s; %s", given, id, holds, instead)
 }
 
 // parseRange reads "A:B", "A:", ":B" or "A" (1-based, inclusive).

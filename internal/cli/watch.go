@@ -33,7 +33,7 @@ func (a *app) watchCmd() *cobra.Command {
 		// The control plane names its field (start_seq); people gave
 		// --from-seq (still where the watch starts: nothing was shown yet).
 		if last, perr := strconv.ParseInt(client.MetadataOf(err, "last_seq"), 10, 64); perr == nil && status.Code(err) == codes.InvalidArgument && w.rw.next == from {
-			return usagef("--from-seq %d is past the end of %s (its last seq is %d): give --from-seq %d at most, or --from-seq 0 for only new messages", from, id, last, last+1)
+			return pastTheEnd(fmt.Sprintf("--from-seq %d", from), id, last, fmt.Sprintf("give --from-seq %d at most, or --from-seq 0 for only new messages", last+1))
 		}
 		return err
 	})
