@@ -23,6 +23,17 @@ func TestEmptyListsKeepStdoutParseable(t *testing.T) {
 		{[]string{"usage"}, "", "no fleet accounts"},
 		{[]string{"usage", "--json"}, "{\n  \"fleets\": []\n}\n", ""},
 		{[]string{"ls"}, "ID  AGENT  NODE  STATE               MSGS  UPDATED  TITLE  NOTE\n", "no sessions yet"},
+		// `cast migrate ls` and `cast worktree ls` printed their header
+		// alone, with no word for people.
+		{[]string{"migrate", "ls"}, "ID  TO  STATE  SESSIONS  STARTED\n", "no migrations yet; start one with `cast migrate start"},
+		{[]string{"migrate", "ls", "-o", "json"}, "{\n  \"migrations\": []\n}\n", ""},
+		{[]string{"migrate", "ls", "-o", "yaml"}, "migrations: []\n", ""},
+		{[]string{"migrate", "ls", "-o", "name"}, "", ""},
+		{[]string{"migrate", "ls", "--no-headers"}, "", ""},
+		{[]string{"worktree", "ls"}, "NODE  PATH  BRANCH  SESSIONS  AGENT  CHANGES\n", "no worktrees cast made; `cast new --agent A --worktree BRANCH` or `cast fork ID --worktree` makes one"},
+		{[]string{"worktree", "ls", "-o", "json"}, "{\n  \"unanswered\": [],\n  \"worktrees\": []\n}\n", ""},
+		{[]string{"worktree", "ls", "-o", "yaml"}, "unanswered: []\nworktrees: []\n", ""},
+		{[]string{"worktree", "ls", "-o", "name"}, "", ""},
 	} {
 		out, errOut, code := runMain(t, addr, tc.args...)
 		if code != 0 || out != tc.stdout || !strings.Contains(errOut, tc.hint) || (tc.hint == "" && errOut != "") {

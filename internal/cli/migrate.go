@@ -259,7 +259,7 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 						case "json", "yaml":
 							return a.printData(format, map[string]any{})
 						case "":
-							fmt.Fprintln(a.errOut, "no migrations yet; start one with `cast migrate start --to NODE SESSION`")
+							fmt.Fprintln(a.errOut, noMigrations)
 						}
 						return nil
 					}
@@ -279,6 +279,10 @@ func (a *app) migrateStatusCmd() *cobra.Command {
 	return cmd
 }
 
+// noMigrations is what `cast migrate ls` and `cast migrate status` say for
+// people when there is none.
+const noMigrations = "no migrations yet; start one with `cast migrate start --to NODE SESSION`"
+
 func (a *app) migrateLsCmd() *cobra.Command {
 	return listCmd(a, &cobra.Command{
 		Use:   "ls [-o json|yaml|wide|name] [--no-headers]",
@@ -287,7 +291,8 @@ func (a *app) migrateLsCmd() *cobra.Command {
 	}, func(ctx context.Context, c *client.Client) (listing[*castv1.Migration], error) {
 		list, err := c.AllMigrations(ctx, &castv1.ListMigrationsRequest{})
 		return listing[*castv1.Migration]{key: "migrations", items: list,
-			name: func(m *castv1.Migration) string { return m.Id },
+			empty: noMigrations,
+			name:  func(m *castv1.Migration) string { return m.Id },
 			columns: []column[*castv1.Migration]{
 				{header: "ID", cell: func(m *castv1.Migration) string { return m.Id }},
 				{header: "TO", cell: func(m *castv1.Migration) string { return m.TargetNode }},

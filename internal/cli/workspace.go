@@ -121,11 +121,26 @@ func (a *app) worktreeLsCmd() *cobra.Command {
 			// [] when every node answered, as "worktrees" is: scripts
 			// iterate it (jq '.unanswered[]' fails on null).
 			extra:   map[string]any{"unanswered": append([]string{}, resp.Unanswered...)},
+			empty:   noWorktrees(node, len(resp.Unanswered) > 0),
 			name:    func(w *castv1.Worktree) string { return w.Path },
 			columns: worktreeColumns()}, nil
 	})
 	ls.Flags().StringVar(&node, "node", "", "only this node (default: every connected node)")
 	return ls
+}
+
+// noWorktrees is what `cast worktree ls` says for people when it lists
+// none: on node, when one was named; of the nodes that answered, when
+// some did not (their worktrees are not known to be none).
+func noWorktrees(node string, unanswered bool) string {
+	where := ""
+	switch {
+	case node != "":
+		where = " on node " + node
+	case unanswered:
+		where = " on the nodes that answered"
+	}
+	return "no worktrees cast made" + where + "; `cast new --agent A --worktree BRANCH` or `cast fork ID --worktree` makes one"
 }
 
 func worktreeColumns() []column[*castv1.Worktree] {
