@@ -70,6 +70,12 @@ type SliceOptions struct {
 	// its own (a merge) ends otherwise: it is read later inside another
 	// slice, where more history follows it.
 	End string
+	// Span, when set, is the range of seqs msgs were read from, and what
+	// the header names (and points `cast read` at) instead of the span of
+	// their content: a merge covers (and records on the fork) the whole
+	// range after the fork point, notices at either end included (the
+	// fork's own, #forked_at+1), and says that range everywhere else.
+	Span Range
 }
 
 // HistoryEnd closes a slice that the new message follows in the same
@@ -169,7 +175,11 @@ func Slice(msgs []transcript.Message, opt SliceOptions) SliceResult {
 	}
 
 	var b strings.Builder
-	b.WriteString(header(opt.SessionID, opt.Heading, all, len(items), res))
+	named := all
+	if !opt.Span.Empty() {
+		named = opt.Span
+	}
+	b.WriteString(header(opt.SessionID, opt.Heading, named, len(items), res))
 	for i, it := range items {
 		if chosen[i] {
 			b.WriteString(itemSep)

@@ -129,7 +129,7 @@ func mergeRange(ctx context.Context, st Store, r MergeRequest, fork, parent *cas
 	if a, ok := agents.Lookup(parent.Agent); ok {
 		window = a.ContextWindow
 	}
-	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: fork.Id, ContextWindow: window,
+	sl := fitSlice(msgs, delivery.SliceOptions{SessionID: fork.Id, ContextWindow: window, Span: delivery.Range{From: from, To: to},
 		Heading: fmt.Sprintf("Work done in fork %s (on %s) since it split off", fork.Id, agents.DisplayName(fork.Agent)),
 		End:     fmt.Sprintf("[cast] End of the work done in fork %s.", fork.Id)})
 	key := fmt.Sprintf("merge.%s.%d.%d", fork.Id, from, to)
