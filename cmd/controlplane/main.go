@@ -101,8 +101,10 @@ func runDev(cmd *cobra.Command, o *options, lg *zap.Logger) error {
 		cfg.Web.Listen = devmode.WebListen(cfg.Listen)
 	}
 	cfg.Web.Plain = true // loopback only (devmode checks): a browser does not trust cast's CA
+	opts := o.devOpts
+	opts.DataDir = cfg.DataDir
 	cfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
-	return devmode.Run(cmd.Context(), cfg, nd, o.devOpts, lg)
+	return devmode.Run(cmd.Context(), cfg, nd, opts, lg)
 }
 
 // devNode is --dev's local node, from the --node-* flags.

@@ -38,6 +38,10 @@ type Options struct {
 	// RotateToken makes a new admin token for the local context even when
 	// the stored one is still good (--rotate-dev-token), revoking it.
 	RotateToken bool
+	// DataDir is the data dir given (--data-dir, or its default), which
+	// the ready line names: the control plane's own is the etcd folder
+	// inside it, the node's its node folder.
+	DataDir string
 }
 
 // Run serves until ctx ends or the dev node exits.
@@ -68,7 +72,7 @@ func Run(ctx context.Context, cp controlplane.Config, nd Node, opts Options, lg 
 		return err
 	}
 	defer node.stop(lg) // the node stops before the control plane it talks to
-	return serve(ctx, srv, node, hello, nd, cp.DataDir, lg)
+	return serve(ctx, srv, node, hello, nd, opts.DataDir, lg)
 }
 
 // helloOf is the hello of the node named node to the control plane cp
