@@ -80,6 +80,10 @@ type Cast interface {
 	// of agent is nativeID ("" for none): a subagent's run its turn
 	// started is that session's worker.
 	SessionOf(agent, nativeID string) string
+	// Scratch says whether cwd lies in a folder cast runs CLIs in for
+	// itself (a readiness probe's): a session that ran there is cast's
+	// own whether or not cast learned its id, and is never adopted.
+	Scratch(cwd string) bool
 }
 
 // Source is one agent's own folder to watch.

@@ -77,7 +77,10 @@ type castFiles struct {
 	wrote    map[string]exportlog.Record
 	sessions map[string]string           // native id: the cast session whose it is
 	exported map[string]exportlog.Record // by agent#native id
+	scratch  map[string]bool             // the folders of cast's own scratch runs
 }
+
+func (c castFiles) Scratch(cwd string) bool { return c.scratch[cwd] }
 
 func (c castFiles) Runs(_, path, _ string) bool { return c.runs[path] }
 func (c castFiles) Busy(agent string) bool      { return c.busy[agent] }
@@ -173,6 +176,17 @@ func want(t *testing.T, step string, got []string, w ...string) {
 	if !slices.Equal(got, w) {
 		t.Fatalf("%s: sent %q, want %q", step, got, w)
 	}
+}
+
+// A session that ran in a scratch folder of cast's (a probe's, whose
+// removal missed it) is never adopted, new or grown.
+func TestFollowLeavesScratchRunsOut(t *testing.T) {
+	r := newRig(t)
+	r.cast.scratch = map[string]bool{"/work/proj": true}
+	r.write(line("user", "u1", "", "probe"), line("assistant", "a2", "u1", "OK"))
+	want(t, "new", r.scan())
+	r.append(line("user", "u3", "a2", "more"))
+	want(t, "grown", r.scan())
 }
 
 // A new file is imported once, with its cwd and title; what it grows by

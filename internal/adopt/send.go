@@ -38,13 +38,25 @@ type batcher struct {
 	sent int
 	// limit is the message size part is fit to (Sink.MaxMessageBytes).
 	limit int
+	// scratch: a new session that ran in a scratch folder of cast's
+	// (Cast.Scratch), of which nothing is sent.
+	scratch bool
 }
 
 // sender is a batcher for o's fresh messages; a new session's first
 // batch says its title and how many messages it holds in all (history).
 func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileState, title string, history int64) *batcher {
 	b := Batch{Agent: agent, NativeID: st.NativeID, Path: o.Path, SessionID: st.SessionID}
+	scratch := false
 	if st.SessionID == "" {
+		// A probe's session its removal missed (a CLI stopped before it
+		// said the id, a node killed mid-probe) is no session of the
+		// user's; its state is kept as any other's, so it is not read
+		// again until it changes.
+		scratch = o.Cwd != "" && f.cast.Scratch(o.Cwd)
+		if scratch {
+			f.lg.Debug("native session of cast's scratch folder not adopted", zap.String("agent", agent), zap.String("path", o.Key), zap.String("cwd", o.Cwd))
+		}
 		b.Cwd, b.Title, b.History = o.Cwd, title, history
 		b.ParentNativeID, b.ParentSessionID, b.ParentCallID = o.ParentNativeID, o.ParentSessionID, o.CallID
 		if b.ParentNativeID != "" {
@@ -54,7 +66,7 @@ func (f *Follower) sender(ctx context.Context, agent string, o origin, st *fileS
 			}
 		}
 	}
-	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b, limit: f.sink.MaxMessageBytes()}
+	return &batcher{f: f, ctx: ctx, o: o, st: st, b: b, limit: f.sink.MaxMessageBytes(), scratch: scratch}
 }
 
 // add queues m (fit to what the store takes), first sending the batch
@@ -99,7 +111,7 @@ func (s *batcher) lead() int {
 // bound (a control plane taking smaller requests), and it goes in parts
 // under that. Each learned limit is lower than the last, so this ends.
 func (s *batcher) flush() error {
-	for len(s.part) > 0 {
+	for len(s.part) > 0 && !s.scratch {
 		n := s.lead()
 		s.b.Messages = s.part[:n]
 		id, err := s.f.sink.Adopt(s.ctx, s.b)

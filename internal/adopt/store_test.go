@@ -60,7 +60,7 @@ func newStoreRig(t *testing.T) *storeRig {
 	real := agenttest.Bin(t, storeAgent)
 	home, env := agenttest.Env(t, storeAgent, fakemodel.Start(t).URL)
 	r := &storeRig{t: t, home: agenttest.NativeHome(home, storeAgent), cwd: agenttest.Cwd(t, home, "proj"), real: real, env: env,
-		lists: &countingLister{}, sink: &sink{}, cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}}, clock: time.Now()}
+		lists: &countingLister{}, sink: &sink{}, cast: castFiles{runs: map[string]bool{}, busy: map[string]bool{}, scratch: map[string]bool{}}, clock: time.Now()}
 	f, err := adopt.New([]adopt.Source{{Agent: storeAgent, Home: r.home, Bin: real, Env: env}}, t.TempDir(), r.sink, r.cast, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +177,17 @@ func TestFollowStoreListsOnlyWhenItChanged(t *testing.T) {
 	r.clock = r.clock.Add(5 * time.Minute)
 	r.wantScan("five minutes later", 1)
 	r.wantScan("then nothing changed", 0)
+}
+
+// A stored session that ran in a scratch folder of cast's (a probe's that
+// timed out before its CLI said the session's id) is never adopted, and
+// leaves the store settled: not listed again at every scan.
+func TestFollowStoreLeavesScratchRunsOut(t *testing.T) {
+	r := newStoreRig(t)
+	r.cast.scratch[r.cwd] = true
+	r.write("ses-scratch", "PROBE")
+	r.wantScan("a scratch run", 1)
+	r.settles("left out")
 }
 
 // A scan that leaves a stored session to look at again (one waiting for

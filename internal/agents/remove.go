@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cast-dev/cast/internal/fsutil"
 )
 
 // SessionRemover is a Driver whose sessions are not one file each: it
@@ -25,8 +27,9 @@ type CwdFolders interface {
 
 // RemoveScratch removes what one run of a's CLI in the scratch folder
 // t.Cwd left in its own folder t.Home: the native session id (at path),
-// the CLI's index entry for that cwd (CwdIndex) and its folders for it,
-// which nobody else uses (a readiness probe leaves nothing in the user's
+// every session its store keeps of that folder (StoreLister), the CLI's
+// index entry for that cwd (CwdIndex) and its folders for it, which
+// nobody else uses (a readiness probe leaves nothing in the user's
 // history).
 func (a Agent) RemoveScratch(ctx context.Context, bin string, env []string, t Target, id, path string) error {
 	if id != "" || path != "" {
@@ -35,6 +38,27 @@ func (a Agent) RemoveScratch(ctx context.Context, bin string, env []string, t Ta
 		}
 	}
 	d, _ := a.Driver()
+	if sl, ok := d.(StoreLister); ok {
+		// A run stopped before its CLI said its session's id (a probe
+		// whose model never answered: OpenCode prints the id with the
+		// first part) still made one, which the user's history and the
+		// node's adoption would list: found by its folder, the scratch
+		// folder no other run uses.
+		list, err := sl.StoredSessions(ctx, bin, env, t.Home)
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			if s.Cwd == "" || s.ID == id {
+				continue
+			}
+			if in, _ := fsutil.Within(s.Cwd, t.Cwd); in {
+				if err := a.RemoveSession(ctx, bin, env, t, s.ID, ""); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if ix, ok := d.(CwdIndex); ok {
 		if err := ix.ForgetCwd(t.Home, t.Cwd); err != nil {
 			return err

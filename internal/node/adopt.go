@@ -13,6 +13,7 @@ import (
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/client"
 	"github.com/cast-dev/cast/internal/exportlog"
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/tick"
@@ -178,6 +179,14 @@ func (c adoptCast) SessionOf(agent, nativeID string) string {
 		return id
 	}
 	return c.a.st.sessionOfNative(agent, nativeID)
+}
+
+// Scratch: the probe's folder (probe.go), where every probe's CLI runs.
+// A probe removes the session its CLI made, but one whose removal failed,
+// or of a node killed mid-probe, stays in the agent's folder.
+func (c adoptCast) Scratch(cwd string) bool {
+	in, err := fsutil.Within(cwd, c.a.cfg.probeDir())
+	return err == nil && in
 }
 
 func (c adoptCast) Busy(agent string) bool {

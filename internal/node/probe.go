@@ -121,7 +121,7 @@ func (a *Daemon) readiness() []*castv1.AgentInstall {
 func (a *Daemon) probeAgents(ctx context.Context) {
 	// Each probe's cwd goes under one folder, emptied first: a node killed
 	// mid-probe leaves nothing behind for long.
-	dir := filepath.Join(a.cfg.DataDir, "probe")
+	dir := a.cfg.probeDir()
 	_ = os.RemoveAll(dir)
 	tick.Loop{Every: a.cfg.ReadinessInterval, First: true, Wake: a.probes.kick}.Run(ctx, func() bool {
 		changed := false
@@ -141,7 +141,7 @@ func (a *Daemon) probeAgents(ctx context.Context) {
 // (`cast nodes --probe` asked), advertises what changed and returns what
 // `cast nodes` then shows of the node's agents.
 func (a *Daemon) probeNow(ctx context.Context) []*castv1.AgentInstall {
-	dir := filepath.Join(a.cfg.DataDir, "probe")
+	dir := a.cfg.probeDir()
 	changed := false
 	for _, in := range a.cfg.Readiness() {
 		if ctx.Err() == nil && probeable(in) && a.probeAgent(ctx, in, dir) {
@@ -153,6 +153,10 @@ func (a *Daemon) probeNow(ctx context.Context) []*castv1.AgentInstall {
 	}
 	return a.readiness()
 }
+
+// probeDir is the folder each probe's cwd goes under: the node's own, in
+// which adoption never takes a session for the user's (adoptCast.Scratch).
+func (c Config) probeDir() string { return filepath.Join(c.DataDir, "probe") }
 
 // probeAgent runs agent in's CLI once as its turns run (its default
 // setup) and records the answer; true when what `cast nodes` shows of it

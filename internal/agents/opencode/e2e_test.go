@@ -266,3 +266,40 @@ func TestE2EExportOfALongSessionIsWhole(t *testing.T) {
 		t.Fatalf("the export holds %d tool results, want %d", results, calls)
 	}
 }
+
+// A probe's run stopped before OpenCode printed the session's id (its
+// model never answered) still made a session in the store: RemoveScratch
+// with no id finds it by the scratch folder it ran in and deletes it with
+// the real `opencode session delete`, and the user's session of another
+// folder stays.
+func TestE2ERemoveScratchWithoutTheID(t *testing.T) {
+	o := newOpenCode(t)
+	scratch := agenttest.Cwd(t, t.TempDir(), "probe", "opencode-1")
+	model := agenttest.FakeProvider + "/" + agenttest.FakeModel
+	msgs := conversation()[:3]
+	for _, tg := range []agents.Target{
+		{Home: o.home, Cwd: scratch, SessionID: "ses-probe", Model: model},
+		{Home: o.home, Cwd: o.cwd, SessionID: "ses-user", Model: model},
+	} {
+		if _, err := (Writer{Loader: o.loader}).Write(tg, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := agents.Lookup("opencode")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := a.RemoveScratch(ctx, o.loader.Bin, o.env, agents.Target{Home: o.home, Cwd: scratch}, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	list, err := StoreSessions(ctx, o.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, s := range list {
+		left = append(left, s.ID+" "+s.Cwd)
+	}
+	if len(list) != 1 || list[0].Cwd != o.cwd {
+		t.Fatalf("the store keeps %q; want only the user's session of %s", left, o.cwd)
+	}
+}
