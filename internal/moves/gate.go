@@ -99,7 +99,7 @@ func Divert(ctx context.Context, st Store, b Briefer, sess *castv1.Session, node
 		return "", "", err
 	}
 	move := "A migration to node " + node
-	ho, err := handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: sess.Agent, Model: sess.Model, Node: node}, move, why)
+	ho, err := handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: sess.Agent, Model: sess.Model, Node: node, InPlace: true}, move, why)
 	if err != nil {
 		return "", "", err
 	}

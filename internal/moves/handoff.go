@@ -38,6 +38,12 @@ type HandoffRequest struct {
 	// Reason says why a switch or fork became this handoff; the notice in
 	// the source's thread carries it.
 	Reason string
+	// InPlace: the new session stands in for the source (a switch or a
+	// migration that became this handoff), so it keeps the source's place:
+	// a worker's stays its parent's worker, and it runs on the source's
+	// worktree branch. A handoff the user asked for, or a fork that became
+	// one, is a session of its own.
+	InPlace bool
 }
 
 // HandoffResult is the new session (nil on a dry run) and its seed.
@@ -75,8 +81,18 @@ func Handoff(ctx context.Context, st Store, b Briefer, r HandoffRequest) (Handof
 	}
 	model := modelFor(r.Model, to, src)
 	account := cmp.Or(r.Account, src.Account)
-	c, err := st.CreateSession(ctx, fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
-		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator})
+	p := fence.CreateParams{Agent: to, Model: model, Cwd: src.Cwd, Node: node, RequestID: r.RequestID,
+		Title: "handoff of " + src.Id + ": " + src.Title, HandoffFrom: src.Id, Account: account, Creator: src.Creator}
+	if r.InPlace {
+		// Without them the parent never heard of the worker's turns again,
+		// and the new session ran in the checkout, not the worktree the
+		// source's work is in.
+		p.Subagent, p.WorktreeBranch = src.Subagent, src.WorktreeBranch
+		if src.Subagent {
+			p.ParentID = src.ParentId
+		}
+	}
+	c, err := st.CreateSession(ctx, p)
 	if err != nil {
 		return HandoffResult{}, err
 	}

@@ -85,7 +85,7 @@ func Switch(ctx context.Context, st Store, b Briefer, r SwitchRequest) (*castv1.
 			return nil, err
 		}
 		if why != "" {
-			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node},
+			return handoffInstead(ctx, st, b, HandoffRequest{SessionID: sess.Id, ToAgent: to, Model: r.Model, Node: sess.Node, InPlace: true},
 				"A switch to "+target.DisplayName, why)
 		}
 		if sent, err = interruptTurn(ctx, st, sess); err != nil {
