@@ -41,7 +41,7 @@ func TestTimedOutProbeIsNotAdopted(t *testing.T) {
 	// Room for the CLI to start and ask the model on a loaded machine; a
 	// probe that timed out before asking made no session and proves
 	// nothing (checked below).
-	const timeout = 45 * time.Second
+	const timeout = 90 * time.Second
 	testharness.StartNode(t, cp.Addr(), "laptop", func(cfg *node.Config) {
 		cfg.Agents = map[string]node.AgentSetup{agent: {Bin: agenttest.Bin(t, agent), Home: home, Env: env}}
 		cfg.Probe, cfg.ProbeTimeout = true, timeout
