@@ -41,7 +41,6 @@ func (a *app) switchCmd() *cobra.Command {
 			before, _ := c.Sessions.GetSession(ctx, &castv1.GetSessionRequest{Id: id})
 			sess, err := c.Sessions.SwitchSession(ctx, &castv1.SwitchSessionRequest{SessionId: id, Agent: agent, Model: model, Effort: effort})
 			return a.reply(sess, err, func() error {
-				a.warnUncheckedModel(sess.Agent, model, sess.Id) // a handoff's new session runs it too
 				if sess.HandoffFrom == id {
 					return a.printHandedOff(ctx, c, sess)
 				}
@@ -60,22 +59,6 @@ func (a *app) switchCmd() *cobra.Command {
 	cmd.Flags().StringVar(&effort, "effort", "", "new reasoning effort")
 	cmd.Flags().BoolVar(&fork, "fork", false, "fork onto the agent instead of switching in place")
 	return cmd
-}
-
-// warnUncheckedModel says, on stderr, that the model asked for session
-// id's agent was stored unchecked. No agent declares the models it takes:
-// each takes its provider's names (Claude's, a Codex config.toml
-// provider's, a pi models.json's), which cast cannot know, and checks
-// only their form. So `--model claude-opus-4` on a Codex session is
-// stored, and only the next turn fails; this says so before, naming the
-// agent and how to set another. Nothing when no model was asked.
-func (a *app) warnUncheckedModel(agent, model, id string) {
-	if model == "" {
-		return
-	}
-	name := agents.DisplayName(agent)
-	fmt.Fprintf(a.errOut, "cast: warning: cast does not check model names: %s runs %s as given, and its next turn fails if %s's provider does not serve it; `cast switch %s --model M` sets another\n",
-		name, model, name, id)
 }
 
 func (a *app) forkCmd() *cobra.Command {
@@ -153,7 +136,6 @@ func (a *app) fork(parent context.Context, req *castv1.ForkSessionRequest) error
 	if a.json {
 		return a.printJSON(raw(sess))
 	}
-	a.warnUncheckedModel(sess.Agent, req.Model, sess.Id)
 	if sess.HandoffFrom == req.SessionId {
 		ctx, cancel := a.ctx(parent)
 		defer cancel()
