@@ -19,6 +19,7 @@ import (
 	"github.com/cast-dev/cast/internal/custody"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/ids"
+	"github.com/cast-dev/cast/internal/keylock"
 	"github.com/cast-dev/cast/internal/metrics"
 	"github.com/cast-dev/cast/internal/pki"
 	"github.com/cast-dev/cast/internal/retry"
@@ -30,22 +31,25 @@ import (
 // Daemon is a running node daemon: its stream to the control plane, the
 // sessions it owns and their turns.
 type Daemon struct {
-	cfg        Config
-	lg         *zap.Logger
-	st         *state
-	cli        *client.Client
-	cred       *client.Token    // this node's bearer credential (identity.go)
-	id         *client.Identity // with TLS: its client certificate (certs.go)
-	tls        *tls.Config      // nil: plaintext
-	trust      *pki.Trust       // with TLS: the CAs it trusts (trust.go)
-	bsync      *client.BundleSync
-	rotate     chan struct{} // a renewed certificate: move the stream
-	renewing   sync.Mutex    // held during a renewal; a refused stream waits on it (certs.go)
-	runner     *runner.Runner
-	workers    workers
-	setups     sync.WaitGroup  // worktree setups running in the background
-	runCtx     context.Context // lives as long as Run; turns run under it
-	migrations migrationJobs
+	cfg      Config
+	lg       *zap.Logger
+	st       *state
+	cli      *client.Client
+	cred     *client.Token    // this node's bearer credential (identity.go)
+	id       *client.Identity // with TLS: its client certificate (certs.go)
+	tls      *tls.Config      // nil: plaintext
+	trust    *pki.Trust       // with TLS: the CAs it trusts (trust.go)
+	bsync    *client.BundleSync
+	rotate   chan struct{} // a renewed certificate: move the stream
+	renewing sync.Mutex    // held during a renewal; a refused stream waits on it (certs.go)
+	runner   *runner.Runner
+	workers  workers
+	setups   sync.WaitGroup // worktree setups running in the background
+	// worktreeLocks serialises making each worktree (by path), so that
+	// turns that come together make it once (worktrees.go).
+	worktreeLocks keylock.Locks
+	runCtx        context.Context // lives as long as Run; turns run under it
+	migrations    migrationJobs
 	// leaseTTL (ns) is what the control plane last said; lastContact (unix
 	// ns) is when it was last heard from. Self-fencing compares them.
 	leaseTTL    atomic.Int64

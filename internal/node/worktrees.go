@@ -73,15 +73,21 @@ func (a *Daemon) worktreeFor(ctx context.Context, top, branch, base string) (str
 	if _, err := git.Run(ctx, top, 0, nil, "check-ref-format", "--branch", branch); err != nil {
 		return "", false, invalidf("worktree branch %q: %v", branch, err)
 	}
-	if p, ok := worktreeOn(ctx, top, branch); ok {
-		return p, false, nil
-	}
-	wbase, err := a.worktreeBase(top)
+	// Two first turns on one branch (a worker spawned beside its parent,
+	// moves.BranchBeside) come together: one makes the worktree while the
+	// other waits, then finds it.
+	path := a.worktreePath(top, branch)
+	unlock, err := a.lockWorktree(ctx, path)
 	if err != nil {
 		return "", false, err
 	}
-	sum := sha256.Sum256([]byte(top))
-	path := filepath.Join(wbase, filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), worktreeDirName(branch))
+	defer unlock()
+	if p, ok := worktreeOn(ctx, top, branch); ok {
+		return p, false, nil
+	}
+	if _, err := a.worktreeBase(top); err != nil {
+		return "", false, err
+	}
 	switch _, err := os.Stat(path); {
 	case err == nil:
 		return "", false, fmt.Errorf("%s exists and is not a worktree on %s; move it away", path, branch)
@@ -103,7 +109,11 @@ func (a *Daemon) worktreeFor(ctx context.Context, top, branch, base string) (str
 		}
 		args = append(args, base)
 	}
+	a.failpoint("node.worktree-add") // checked, not made yet: a fault test holds a maker here
 	if _, err := git.Run(ctx, top, 0, nil, args...); err != nil {
+		if p, ok := worktreeOn(ctx, top, branch); ok {
+			return p, false, nil // made meanwhile outside this node (the lock is the node's): the worktree asked for
+		}
 		return "", false, fmt.Errorf("make the worktree for %s: %w", branch, err)
 	}
 	if err := a.st.addWorktree(worktreeRec{Path: path, Branch: branch, Checkout: top}); err != nil {
@@ -111,6 +121,24 @@ func (a *Daemon) worktreeFor(ctx context.Context, top, branch, base string) (str
 	}
 	a.lg.Info("worktree made", zap.String("branch", branch), zap.String("path", path), zap.String("from", top))
 	return path, true, nil
+}
+
+// worktreePath is where the node makes branch's worktree of the
+// repository whose main checkout is top: under the worktree base, in a
+// folder per checkout.
+func (a *Daemon) worktreePath(top, branch string) string {
+	sum := sha256.Sum256([]byte(top))
+	return filepath.Join(a.cfg.worktreesDir(), filepath.Base(top)+"-"+hex.EncodeToString(sum[:4]), worktreeDirName(branch))
+}
+
+// lockWorktree takes the node's lock on the worktree at path, waiting
+// while another turn (or a workspace move) makes it, or until ctx ends.
+func (a *Daemon) lockWorktree(ctx context.Context, path string) (unlock func(), err error) {
+	if unlock, ok := a.worktreeLocks.TryLock(path); ok {
+		return unlock, nil
+	}
+	a.failpoint("node.worktree-busy") // another maker holds it: a fault test lets it go on
+	return a.worktreeLocks.Lock(ctx, path)
 }
 
 // worktreeDirName is the folder of branch's worktree: the branch escaped

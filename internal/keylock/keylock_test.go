@@ -1,4 +1,4 @@
-package runner
+package keylock
 
 import (
 	"context"
@@ -9,12 +9,15 @@ import (
 
 // One holder per key; a waiter gets the key when it is released, or gives
 // up with its context; other keys are not held up.
-func TestKeyedLock(t *testing.T) {
-	k := &keyedLock{held: map[string]chan struct{}{}}
+func TestLocks(t *testing.T) {
+	var k Locks
 	ctx := context.Background()
 	unlockA, err := k.Lock(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := k.TryLock("a"); ok {
+		t.Fatal("TryLock took a held key")
 	}
 	unlockB, err := k.Lock(ctx, "b") // another key: not held up
 	if err != nil {
@@ -44,13 +47,22 @@ func TestKeyedLock(t *testing.T) {
 	unlockA()
 	select {
 	case unlock := <-got:
+		if _, ok := k.TryLock("a"); ok {
+			t.Fatal("TryLock took a key the waiter holds")
+		}
 		unlock()
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter never got the released key")
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.held) != 0 {
-		t.Fatalf("keys still held: %v", k.held)
+	left := len(k.held)
+	k.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d keys still held", left)
 	}
+	unlock, ok := k.TryLock("a")
+	if !ok {
+		t.Fatal("TryLock did not take a free key")
+	}
+	unlock()
 }
