@@ -39,6 +39,11 @@ func TestDevReadyNamesTheDataDir(t *testing.T) {
 			if ready["data_dir"] != tc.want {
 				t.Fatalf("the ready line's data_dir is %v, want %s: %v", ready["data_dir"], tc.want, ready)
 			}
+			// No agent's CLI is there (missingAgentsConfig): none is one
+			// to try. Muse, with no login check, was ("binary found").
+			if try, ok := ready["try"]; ok {
+				t.Fatalf("the ready line says to try %v, whose CLI is missing: %v", try, ready)
+			}
 		})
 	}
 }

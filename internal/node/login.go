@@ -49,15 +49,21 @@ func orKey(k string) string {
 	return k
 }
 
-// readiness says whether an agent can run a turn here: its binary is found
-// and a login its own CLI would accept is there, looked for by the agent's
+// readiness says whether an agent can run a turn here: its binary is there
+// (an executable file: a "bin" from the agents config is taken as given,
+// and an agent with no login check is ready on its binary alone) and a
+// login its own CLI would accept is there, looked for by the agent's
 // driver (agents.Agent.FindLogin) in its folder and the environment its
 // turns get. It only looks; it never runs the agent or talks to a
 // provider, so "ready" means "a login is there", not "the login works".
 func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 	in := &castv1.AgentInstall{Name: name, Path: bin, Version: agents.InstalledVersion(bin), Accounts: c.accountNames(name), FleetLogins: c.writesFleetLogins(name)}
-	if bin == "" {
+	switch {
+	case bin == "":
 		in.Status = "binary not found"
+		return in
+	case !isExecutable(bin):
+		in.Status = "binary not found: no executable file at " + bin
 		return in
 	}
 	a, ok := agents.Lookup(name)

@@ -28,6 +28,9 @@ func TestReadiness(t *testing.T) {
 	mods := filepath.Join(t.TempDir(), "node_modules")
 	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "package.json"), `{"name":"@anthropic-ai/claude-code","version":"2.1.197"}`)
 	write(filepath.Join(mods, "@anthropic-ai", "claude-code", "cli.js"), "")
+	if err := os.Chmod(filepath.Join(mods, "@anthropic-ai", "claude-code", "cli.js"), 0o700); err != nil { // a launcher npm installed
+		t.Fatal(err)
+	}
 	bin := filepath.Join(mods, ".bin", "claude")
 	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
 		t.Fatal(err)
@@ -123,5 +126,35 @@ func TestInstallAdvice(t *testing.T) {
 	got := cfg.installAdvice(runner.Turn{Agent: "codex"}, `exec: "codex": executable file not found in $PATH`)
 	if !strings.HasPrefix(got, "codex is not installed on node laptop (binary not found: exec:") || !strings.HasSuffix(got, `: install it (npm i -g @openai/codex), or set "bin" for it in the node's agents config`) {
 		t.Errorf("advice: %s", got)
+	}
+}
+
+// An agent whose CLI is not there is never ready, whatever is known of its
+// login. One with no login check (Muse) was reported ready, "binary found
+// (no login check known)", from a "bin" in the agents config that did not
+// exist, and `controlplane --dev`'s ready line said to try `cast new
+// --agent muse`. Each agent here has a key in its turns' environment too:
+// only the missing CLI keeps it from being ready. All are still listed
+// (the node advertises them, so their sessions can be placed on it).
+func TestReadinessNeedsTheCLI(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-agent-cli")
+	cfg := DefaultConfig()
+	cfg.Name, cfg.DataDir, cfg.AgentBins = "n1", t.TempDir(), nil
+	cfg.UserEnv, cfg.Agents = []string{"HOME=" + t.TempDir()}, map[string]AgentSetup{}
+	for _, name := range agents.Names() {
+		a, _ := agents.Lookup(name)
+		for _, k := range a.Login.Env {
+			cfg.UserEnv = append(cfg.UserEnv, k+"=sk-x")
+		}
+		cfg.Agents[name] = AgentSetup{Bin: filepath.Join(missing, a.Binary)}
+	}
+	got := cfg.Readiness()
+	if len(got) != len(agents.Names()) {
+		t.Fatalf("%d agents listed, want all %d", len(got), len(agents.Names()))
+	}
+	for _, in := range got {
+		if in.Ready || !strings.HasPrefix(in.Status, "binary not found") {
+			t.Errorf("%s with its CLI missing: ready %v, status %q", in.Name, in.Ready, in.Status)
+		}
 	}
 }
