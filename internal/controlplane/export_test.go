@@ -11,6 +11,7 @@ import (
 	"github.com/cast-dev/cast/internal/authz"
 	"github.com/cast-dev/cast/internal/fence"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
+	"github.com/cast-dev/cast/internal/metrics"
 )
 
 // Policy is the server's authorization table, for tests.
@@ -54,3 +55,7 @@ func (s *Server) SessionsCounted() float64 {
 	}
 	return n
 }
+
+// PermissionsWaiting is how many RequestPermission calls wait on a person
+// (past their parent's notice), for tests.
+func (s *Server) PermissionsWaiting() float64 { return metrics.Value(s.m.PermissionWaiting) }

@@ -364,18 +364,18 @@ func (h *sessionService) RequestPermission(ctx context.Context, req *castv1.Requ
 	); err != nil {
 		return nil, err
 	}
-	if err := h.s.store.AskPermission(ctx, req.SessionId, store.Permission{RequestID: req.RequestId, Tool: req.ToolName, Input: req.Input}); err != nil {
+	sess, err := h.s.store.AskPermission(ctx, req.SessionId, store.Permission{RequestID: req.RequestId, Tool: req.ToolName, Input: req.Input})
+	if err != nil {
 		return nil, toStatus(h.s.lg, err)
 	}
 	// The wait is set here, not by a turn report: a worker's parent hears
-	// of it now (once per worker state and seq, so a request asked again
-	// tells it nothing more), or not at all.
-	sess, err := h.s.store.GetSession(ctx, req.SessionId)
-	if err == nil {
-		err = moves.NotifyParent(ctx, h.s.store, sess)
-	}
-	if err != nil {
-		h.s.lg.Warn("worker's parent not told of its permission request", zap.String("session", req.SessionId), zap.Error(err))
+	// of it now (once per request, so a request asked again tells it
+	// nothing more), or not at all. One answered meanwhile (sess nil)
+	// waits on no one.
+	if sess != nil {
+		if err := moves.NotifyParentOfPermission(ctx, h.s.store, sess, req.RequestId); err != nil {
+			h.s.lg.Warn("worker's parent not told of its permission request", zap.String("session", req.SessionId), zap.Error(err))
+		}
 	}
 	wctx, cancel := h.s.streamContext(ctx)
 	defer cancel()

@@ -387,7 +387,7 @@ func TestWaitPermission(t *testing.T) {
 	e := newEnv(t, fanout.DefaultConfig(), nil)
 	ctx := ctxT(t)
 	sid := e.session(t)
-	if err := e.st.AskPermission(ctx, sid, store.Permission{RequestID: "r1", Tool: "Bash"}); err != nil {
+	if _, err := e.st.AskPermission(ctx, sid, store.Permission{RequestID: "r1", Tool: "Bash"}); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)

@@ -2,6 +2,8 @@ package moves
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,7 +20,29 @@ import (
 // turn (or was interrupted), is blocked (failed) or waits on a permission, as a user message, so
 // the parent's agent is woken with it. The message's client id is derived
 // from the worker's state and progress, so a repeated report stores it once.
+// A permission request tells it through NotifyParentOfPermission.
 func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
+	return notifyParent(ctx, st, worker, fmt.Sprintf("worker.%s.%d.%d", worker.Id, worker.State, worker.LastSeq))
+}
+
+// NotifyParentOfPermission tells a worker's parent that the worker waits
+// on its permission request requestID (worker as that request's wait left
+// it). The notice is keyed by the request, not by the worker's state and
+// seq: a turn that asks twice with no message stored between has two waits
+// the parent must hear of, and a request asked again (`cast mcp` asks again
+// with its id when one call's wait runs out), a message stored meanwhile
+// or not, is the same wait, heard of once.
+func NotifyParentOfPermission(ctx context.Context, st Store, worker *castv1.Session, requestID string) error {
+	if worker.State != castv1.SessionState_SESSION_STATE_WAITING_PERMISSION {
+		return nil
+	}
+	// Hashed: a request id takes up the whole of a client id's length.
+	sum := sha256.Sum256([]byte(requestID))
+	return notifyParent(ctx, st, worker, fmt.Sprintf("worker.%s.permission.%s", worker.Id, hex.EncodeToString(sum[:12])))
+}
+
+// notifyParent is NotifyParent storing the notice under client id key.
+func notifyParent(ctx context.Context, st Store, worker *castv1.Session, key string) error {
 	if !worker.Subagent || worker.ParentId == "" {
 		return nil
 	}
@@ -53,12 +77,9 @@ func NotifyParent(ctx context.Context, st Store, worker *castv1.Session) error {
 		text += "\n\nIts last answer:\n" + last
 	}
 	text += fmt.Sprintf("\n\nRead the whole thread with `cast read %s`; reply to it with `cast send -s %s ...`.", worker.Id, worker.Id)
-	m := &castv1.Message{
-		ClientId: fmt.Sprintf("worker.%s.%d.%d", worker.Id, worker.State, worker.LastSeq),
-		Kind:     castv1.MessageKind_MESSAGE_KIND_USER, Text: text,
-	}
-	// One notice per worker state and seq: if its text changed since (a
-	// new state reason), the one already stored stands. An archived
+	m := &castv1.Message{ClientId: key, Kind: castv1.MessageKind_MESSAGE_KIND_USER, Text: text}
+	// One notice per key: if its text changed since (a new state reason,
+	// a newer last answer), the one already stored stands. An archived
 	// parent is told nothing: the message would wake its agent.
 	_, err := st.Append(ctx, worker.ParentId, []*castv1.Message{m}, fence.Guard{Open: true})
 	if err != nil && !errs.HasReason(err, errs.ReasonClientIDReused) && !errs.HasReason(err, errs.ReasonSessionArchived) {

@@ -205,12 +205,16 @@ func TestPermissionForNonASCIIInputIsAsked(t *testing.T) {
 	ctx := ctxT(t)
 	for i, input := range []string{"x" + strings.Repeat("é", 300), "xx" + strings.Repeat("日本語", 100), "plain"} {
 		rid := "perm-" + string(rune('a'+i))
-		if err := s.AskPermission(ctx, sid, store.Permission{RequestID: rid, Tool: "Edit", Input: input}); err != nil {
+		asked, err := s.AskPermission(ctx, sid, store.Permission{RequestID: rid, Tool: "Edit", Input: input})
+		if err != nil {
 			t.Fatalf("ask for an input of %d bytes: %v", len(input), err)
 		}
 		sess, err := s.GetSession(ctx, sid)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if asked.GetState() != sess.State || asked.GetStateReason() != sess.StateReason {
+			t.Fatalf("the ask returned the session %v (%q), stored %v (%q); want the wait as stored", asked.GetState(), asked.GetStateReason(), sess.State, sess.StateReason)
 		}
 		if sess.State != castv1.SessionState_SESSION_STATE_WAITING_PERMISSION || !utf8.ValidString(sess.StateReason) {
 			t.Fatalf("session is %v, reason %q; want waiting on a permission, shown in UTF-8", sess.State, sess.StateReason)
@@ -227,7 +231,7 @@ func TestPermissionAskedAgainAfterItsAnswerKeepsTheSessionRunning(t *testing.T) 
 	sid := newSession(t, s, "n1").Session.Id
 	ctx := ctxT(t)
 	p := store.Permission{RequestID: "perm-again", Tool: "Bash", Input: `{"command":"ls"}`}
-	if err := s.AskPermission(ctx, sid, p); err != nil {
+	if _, err := s.AskPermission(ctx, sid, p); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.AnswerPermission(ctx, sid, p.RequestID, true, ""); err != nil {
@@ -237,8 +241,8 @@ func TestPermissionAskedAgainAfterItsAnswerKeepsTheSessionRunning(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AskPermission(ctx, sid, p); err != nil {
-		t.Fatal(err)
+	if asked, err := s.AskPermission(ctx, sid, p); err != nil || asked != nil {
+		t.Fatalf("asked again after its answer: %v, %v; want no wait (nil) and no error", asked, err)
 	}
 	sess, err := s.GetSession(ctx, sid)
 	if err != nil {
@@ -250,7 +254,7 @@ func TestPermissionAskedAgainAfterItsAnswerKeepsTheSessionRunning(t *testing.T) 
 	// The id asked for another tool run would be given this one's answer.
 	other := p
 	other.Input = `{"command":"rm -rf build"}`
-	if err := s.AskPermission(ctx, sid, other); !errs.HasReason(err, errs.ReasonClientIDReused) {
+	if _, err := s.AskPermission(ctx, sid, other); !errs.HasReason(err, errs.ReasonClientIDReused) {
 		t.Fatalf("the id asked again for another tool run: %v, want CLIENT_ID_REUSED", err)
 	}
 }

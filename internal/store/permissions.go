@@ -29,10 +29,12 @@ type Permission struct {
 func (s *Store) permKey(sessionID, rid string) string { return s.key("perms", sessionID, rid) }
 
 // AskPermission records a pending request (idempotent on its id) and marks
-// the session WAITING_PERMISSION.
-func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permission) error {
+// the session WAITING_PERMISSION; it returns the session as the wait left
+// it, or nil when the request was asked before and answered since (nothing
+// waits: the session is as the answer put it).
+func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permission) (*castv1.Session, error) {
 	if _, _, err := s.Owner(ctx, sessionID); err != nil {
-		return err
+		return nil, err
 	}
 	p.Asked = time.Now().UTC()
 	b, _ := json.Marshal(p)
@@ -40,7 +42,7 @@ func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permissio
 	tx, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !tx.Succeeded {
 		// Asked again with its id: a request answered meanwhile leaves the
@@ -49,19 +51,18 @@ func (s *Store) AskPermission(ctx context.Context, sessionID string, p Permissio
 		if kvs := tx.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && json.Unmarshal(kvs[0].Value, &was) == nil {
 			if was.Tool != p.Tool || was.Input != p.Input {
 				// Another tool run under a known id would get that run's answer.
-				return errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
+				return nil, errs.New(errs.KindAlreadyExists, errs.ReasonClientIDReused,
 					"permission request %s was asked for another tool run; give each request its own id", p.RequestID)
 			}
 			if was.Answered {
-				return nil
+				return nil, nil
 			}
 		}
 	}
-	_, err = s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
+	return s.UpdateSession(ctx, sessionID, func(sess *castv1.Session) error {
 		sess.State, sess.StateReason = castv1.SessionState_SESSION_STATE_WAITING_PERMISSION, "permission for "+p.Tool+" "+validate.Clip(p.Input, 200) // cut between characters: the record must encode
 		return nil
 	})
-	return err
 }
 
 // AnswerPermission answers rid, or the oldest pending request when rid is
