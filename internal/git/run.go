@@ -67,10 +67,21 @@ func RunInput(ctx context.Context, dir string, timeout time.Duration, env []stri
 	if msg == "" {
 		msg = err.Error()
 	}
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
+	return stdout.Bytes(), &Error{Kind: KindGit, Msg: fmt.Sprintf("git %s: %s", name, problem(msg)), Err: err}
+}
+
+// problem is the line of git's stderr that says what failed: its first
+// "fatal:" or "error:" line, else its first line. Git may print progress
+// first (`git worktree add` starts with "Preparing worktree (new branch
+// 'x')"), and that line alone told nobody why the command failed.
+func problem(stderr string) string {
+	lines := strings.Split(stderr, "\n")
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal:") || strings.HasPrefix(l, "error:") {
+			return l
+		}
 	}
-	return stdout.Bytes(), &Error{Kind: KindGit, Msg: fmt.Sprintf("git %s: %s", name, msg), Err: err}
+	return strings.TrimSpace(lines[0])
 }
 
 // subcommand names the git command in args for messages, skipping the

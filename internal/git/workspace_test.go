@@ -389,3 +389,32 @@ func TestGitMissingAndSlow(t *testing.T) {
 		}
 	})
 }
+
+// A failed git command's error names the line that says why, not the
+// progress git printed before it.
+func TestGitErrorSaysWhy(t *testing.T) {
+	isolate(t)
+	repo := newRepo(t)
+	commitAll(t, repo, "first", time.Time{})
+	gitT(t, repo, nil, "branch", "feat")
+	gitT(t, repo, nil, "worktree", "add", "-q", filepath.Join(t.TempDir(), "a"), "feat")
+	// The branch is checked out in the first worktree: git prints
+	// "Preparing worktree (checking out 'feat')", then the fatal line.
+	_, err := Run(context.Background(), repo, 0, nil, "worktree", "add", filepath.Join(t.TempDir(), "b"), "feat")
+	if !IsKind(err, KindGit) || !strings.Contains(err.Error(), "fatal:") || strings.Contains(err.Error(), "Preparing") {
+		t.Fatalf("err %v, want git's fatal line alone", err)
+	}
+}
+
+func TestProblemLine(t *testing.T) {
+	for _, tc := range []struct{ stderr, want string }{
+		{"Preparing worktree (new branch 'x')\nfatal: a branch named 'x' already exists", "fatal: a branch named 'x' already exists"},
+		{"warning: w\nerror: pathspec 'x' did not match", "error: pathspec 'x' did not match"},
+		{"something odd\nmore", "something odd"},
+		{"  only line  ", "only line"},
+	} {
+		if got := problem(tc.stderr); got != tc.want {
+			t.Errorf("problem(%q) = %q, want %q", tc.stderr, got, tc.want)
+		}
+	}
+}
