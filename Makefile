@@ -59,7 +59,7 @@ NORACE_PKGS := github.com/cast-dev/cast/deploy
 # The longest raced packages go first: `go test` starts packages in the
 # order given, two at a time, and in go list's order the two longest
 # (runner, store) started last and ran on after everything else.
-LONG_PKGS := $(addprefix github.com/cast-dev/cast/internal/,runner store agents/crossagent controlplane agents/opencode agents/gemini adopt e2e/delivery faults)
+LONG_PKGS := $(addprefix github.com/cast-dev/cast/internal/,runner store agents/crossagent controlplane agents/opencode agents/gemini adopt node e2e/delivery faults)
 WITH_BINS = bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && $(GO) run ./internal/testharness/buildbins "$$bins" && export CAST_TEST_BINARIES="$$bins";
 # Test binaries are linked without DWARF (-w): nothing debugs them here,
 # and stack traces and race reports come from Go's own tables. On a fresh
