@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/retry"
 	"github.com/cast-dev/cast/internal/transcript"
 )
 
@@ -65,11 +66,21 @@ func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time
 	env := Env(t)
 	bin, _ := r.lookBin(a, env)
 	target := agents.Target{Home: t.AgentDir(), Cwd: cwd}
-	if err := a.RemoveScratch(rmCtx, bin, env, target, res.NativeID, res.NativePath); err != nil {
+	// Tried a few times: the CLI just stopped (a timed-out probe's, by a
+	// signal) may still hold its store for a moment, and OpenCode's
+	// `session delete` then fails with "database is locked". Each try
+	// lists the store again, so one that removed part leaves the rest.
+	err = retry.Do(rmCtx, removePolicy, func() error {
+		return a.RemoveScratch(rmCtx, bin, env, target, res.NativeID, res.NativePath)
+	}, nil)
+	if err != nil {
 		return out, fmt.Errorf("the probe's session %s (%s) was not removed: %w", res.NativeID, res.NativePath, err)
 	}
 	return out, nil
 }
+
+// removePolicy bounds the tries at a probe's clean-up: about 4 s in all.
+var removePolicy = retry.Policy{Min: 250 * time.Millisecond, Max: 2 * time.Second, Tries: 4}
 
 // probeResult reads a probe turn's end.
 func probeResult(ctx context.Context, res Result, err error, timeout time.Duration) ProbeResult {
