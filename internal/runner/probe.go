@@ -79,8 +79,8 @@ func (r *Runner) Probe(ctx context.Context, t Turn, scratch string, timeout time
 	return out, nil
 }
 
-// removePolicy bounds the tries at a probe's clean-up: about 4 s in all.
-var removePolicy = retry.Policy{Min: 250 * time.Millisecond, Max: 2 * time.Second, Tries: 4}
+// removePolicy bounds the tries at a probe's clean-up: about 6 s of pauses.
+var removePolicy = retry.Policy{Min: 250 * time.Millisecond, Max: 2 * time.Second, Tries: 6}
 
 // probeResult reads a probe turn's end.
 func probeResult(ctx context.Context, res Result, err error, timeout time.Duration) ProbeResult {
