@@ -18,6 +18,7 @@ import (
 
 	"github.com/cast-dev/cast/internal/agents"
 	"github.com/cast-dev/cast/internal/fence"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/ids"
 	"github.com/cast-dev/cast/internal/runner"
 	"github.com/cast-dev/cast/internal/treemove"
@@ -297,7 +298,7 @@ func defaultBins() map[string]string {
 // ("" when neither exists).
 func DefaultCastBin() string {
 	if exe, err := os.Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), "cast"); isExecutable(p) {
+		if p := filepath.Join(filepath.Dir(exe), "cast"); fsutil.Executable(p) {
 			return p
 		}
 	}
@@ -305,11 +306,6 @@ func DefaultCastBin() string {
 		return p
 	}
 	return ""
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Validate checks c.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	castv1 "github.com/cast-dev/cast/internal/gen/cast/v1"
 	"github.com/cast-dev/cast/internal/runner"
 )
@@ -62,7 +63,7 @@ func (c Config) readiness(name, bin string) *castv1.AgentInstall {
 	case bin == "":
 		in.Status = "binary not found"
 		return in
-	case !isExecutable(bin):
+	case !fsutil.Executable(bin):
 		in.Status = "binary not found: no executable file at " + bin
 		return in
 	}

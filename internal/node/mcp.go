@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/mcpserver"
 	"github.com/cast-dev/cast/internal/runner"
 )
@@ -75,7 +76,7 @@ func (a *Daemon) castBin() string {
 	if p := DefaultCastBin(); p != "" {
 		return p
 	}
-	if wd, err := os.Getwd(); err == nil && isExecutable(filepath.Join(wd, "bin", "cast")) {
+	if wd, err := os.Getwd(); err == nil && fsutil.Executable(filepath.Join(wd, "bin", "cast")) {
 		return filepath.Join(wd, "bin", "cast")
 	}
 	return ""

@@ -44,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +51,7 @@ import (
 	"time"
 
 	"github.com/cast-dev/cast/internal/agents"
+	"github.com/cast-dev/cast/internal/fsutil"
 	"github.com/cast-dev/cast/internal/quota"
 	"github.com/cast-dev/cast/internal/transcript"
 )
@@ -256,8 +256,7 @@ func (r *Runner) CLI(t Turn) (bin string, env []string, err error) {
 
 func (r *Runner) lookBin(a agents.Agent, env []string) (string, error) {
 	if p, ok := r.Bins[a.Name]; ok && p != "" {
-		fi, err := os.Stat(p)
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !fsutil.Executable(p) {
 			return "", fmt.Errorf("%s CLI not found at %s", a.Name, p)
 		}
 		return p, nil
@@ -271,7 +270,7 @@ func (r *Runner) lookBin(a agents.Agent, env []string) (string, error) {
 			continue
 		}
 		p := filepath.Join(dir, a.Binary)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		if fsutil.Executable(p) {
 			return p, nil
 		}
 	}
